@@ -1,0 +1,129 @@
+//! PMIx attribute names as `&str`, taken from the generated bindings (so they always match
+//! the installed headers). Only the keys this project uses are listed; any other key can be
+//! passed as a string.
+
+use pmix_sys as sys;
+
+/// Turns a bindgen byte-string constant (`b"pmix.job.size\0"`) into a `&str`.
+const fn key(b: &'static [u8]) -> &'static str {
+    let (text, _nul) = b.split_at(b.len() - 1);
+    match std::str::from_utf8(text) {
+        Ok(s) => s,
+        Err(_) => panic!("PMIx key is not UTF-8"),
+    }
+}
+
+/// `PMIX_JOB_SIZE`
+pub const JOB_SIZE: &str = key(sys::PMIX_JOB_SIZE);
+/// `PMIX_UNIV_SIZE`
+pub const UNIV_SIZE: &str = key(sys::PMIX_UNIV_SIZE);
+/// `PMIX_MAX_PROCS`
+pub const MAX_PROCS: &str = key(sys::PMIX_MAX_PROCS);
+/// `PMIX_LOCAL_SIZE`
+pub const LOCAL_SIZE: &str = key(sys::PMIX_LOCAL_SIZE);
+/// `PMIX_LOCAL_PEERS`
+pub const LOCAL_PEERS: &str = key(sys::PMIX_LOCAL_PEERS);
+/// `PMIX_NODE_MAP`
+pub const NODE_MAP: &str = key(sys::PMIX_NODE_MAP);
+/// `PMIX_PROC_MAP`
+pub const PROC_MAP: &str = key(sys::PMIX_PROC_MAP);
+/// `PMIX_JOBID`
+pub const JOBID: &str = key(sys::PMIX_JOBID);
+/// `PMIX_APPNUM`
+pub const APPNUM: &str = key(sys::PMIX_APPNUM);
+/// `PMIX_RANK`
+pub const RANK: &str = key(sys::PMIX_RANK);
+/// `PMIX_LOCAL_RANK`
+pub const LOCAL_RANK: &str = key(sys::PMIX_LOCAL_RANK);
+/// `PMIX_NODE_RANK`
+pub const NODE_RANK: &str = key(sys::PMIX_NODE_RANK);
+/// `PMIX_HOSTNAME`
+pub const HOSTNAME: &str = key(sys::PMIX_HOSTNAME);
+/// `PMIX_LOCALITY_STRING`
+pub const LOCALITY_STRING: &str = key(sys::PMIX_LOCALITY_STRING);
+/// `PMIX_PROC_DATA`
+pub const PROC_DATA: &str = key(sys::PMIX_PROC_DATA);
+/// `PMIX_NSPACE`
+pub const NSPACE: &str = key(sys::PMIX_NSPACE);
+/// `PMIX_TIMEOUT`
+pub const TIMEOUT: &str = key(sys::PMIX_TIMEOUT);
+/// `PMIX_IMMEDIATE`
+pub const IMMEDIATE: &str = key(sys::PMIX_IMMEDIATE);
+/// `PMIX_COLLECT_DATA`
+pub const COLLECT_DATA: &str = key(sys::PMIX_COLLECT_DATA);
+/// `PMIX_WAIT`
+pub const WAIT: &str = key(sys::PMIX_WAIT);
+/// `PMIX_RANGE`
+pub const RANGE: &str = key(sys::PMIX_RANGE);
+/// `PMIX_PERSISTENCE`
+pub const PERSISTENCE: &str = key(sys::PMIX_PERSISTENCE);
+/// `PMIX_USERID`
+pub const USERID: &str = key(sys::PMIX_USERID);
+/// `PMIX_GRPID`
+pub const GRPID: &str = key(sys::PMIX_GRPID);
+/// `PMIX_CRED_TYPE`
+pub const CRED_TYPE: &str = key(sys::PMIX_CRED_TYPE);
+/// `PMIX_EVENT_RETURN_OBJECT`
+pub const EVENT_RETURN_OBJECT: &str = key(sys::PMIX_EVENT_RETURN_OBJECT);
+/// `PMIX_EVENT_AFFECTED_PROC`
+pub const EVENT_AFFECTED_PROC: &str = key(sys::PMIX_EVENT_AFFECTED_PROC);
+/// `PMIX_EVENT_AFFECTED_PROCS`
+pub const EVENT_AFFECTED_PROCS: &str = key(sys::PMIX_EVENT_AFFECTED_PROCS);
+/// `PMIX_EVENT_TEXT_MESSAGE`
+pub const EVENT_TEXT_MESSAGE: &str = key(sys::PMIX_EVENT_TEXT_MESSAGE);
+/// `PMIX_EVENT_NON_DEFAULT`
+pub const EVENT_NON_DEFAULT: &str = key(sys::PMIX_EVENT_NON_DEFAULT);
+/// `PMIX_EXIT_CODE`
+pub const EXIT_CODE: &str = key(sys::PMIX_EXIT_CODE);
+/// `PMIX_SERVER_TMPDIR`
+pub const SERVER_TMPDIR: &str = key(sys::PMIX_SERVER_TMPDIR);
+/// `PMIX_SYSTEM_TMPDIR`
+pub const SYSTEM_TMPDIR: &str = key(sys::PMIX_SYSTEM_TMPDIR);
+/// `PMIX_SERVER_NSPACE`
+pub const SERVER_NSPACE: &str = key(sys::PMIX_SERVER_NSPACE);
+/// `PMIX_SERVER_RANK`
+pub const SERVER_RANK: &str = key(sys::PMIX_SERVER_RANK);
+/// `PMIX_SERVER_TOOL_SUPPORT`
+pub const SERVER_TOOL_SUPPORT: &str = key(sys::PMIX_SERVER_TOOL_SUPPORT);
+/// `PMIX_SERVER_SYSTEM_SUPPORT`
+pub const SERVER_SYSTEM_SUPPORT: &str = key(sys::PMIX_SERVER_SYSTEM_SUPPORT);
+/// `PMIX_SERVER_PIDINFO`
+pub const SERVER_PIDINFO: &str = key(sys::PMIX_SERVER_PIDINFO);
+/// `PMIX_SERVER_URI`
+pub const SERVER_URI: &str = key(sys::PMIX_SERVER_URI);
+/// `PMIX_CONNECT_TO_SYSTEM`
+pub const CONNECT_TO_SYSTEM: &str = key(sys::PMIX_CONNECT_TO_SYSTEM);
+/// `PMIX_CONNECT_MAX_RETRIES`
+pub const CONNECT_MAX_RETRIES: &str = key(sys::PMIX_CONNECT_MAX_RETRIES);
+/// `PMIX_TOOL_NSPACE`
+pub const TOOL_NSPACE: &str = key(sys::PMIX_TOOL_NSPACE);
+/// `PMIX_TOOL_RANK`
+pub const TOOL_RANK: &str = key(sys::PMIX_TOOL_RANK);
+/// `PMIX_TOOL_DO_NOT_CONNECT`
+pub const TOOL_DO_NOT_CONNECT: &str = key(sys::PMIX_TOOL_DO_NOT_CONNECT);
+/// `PMIX_QUERY_NAMESPACES`
+pub const QUERY_NAMESPACES: &str = key(sys::PMIX_QUERY_NAMESPACES);
+/// `PMIX_QUERY_NAMESPACE_INFO`
+pub const QUERY_NAMESPACE_INFO: &str = key(sys::PMIX_QUERY_NAMESPACE_INFO);
+/// `PMIX_QUERY_PROC_TABLE`
+pub const QUERY_PROC_TABLE: &str = key(sys::PMIX_QUERY_PROC_TABLE);
+/// `PMIX_QUERY_LOCAL_PROC_TABLE`
+pub const QUERY_LOCAL_PROC_TABLE: &str = key(sys::PMIX_QUERY_LOCAL_PROC_TABLE);
+/// `PMIX_QUERY_NUM_PSETS`
+pub const QUERY_NUM_PSETS: &str = key(sys::PMIX_QUERY_NUM_PSETS);
+/// `PMIX_QUERY_PSET_NAMES`
+pub const QUERY_PSET_NAMES: &str = key(sys::PMIX_QUERY_PSET_NAMES);
+/// `PMIX_QUERY_SPAWN_SUPPORT`
+pub const QUERY_SPAWN_SUPPORT: &str = key(sys::PMIX_QUERY_SPAWN_SUPPORT);
+/// `PMIX_QUERY_NUM_GROUPS`
+pub const QUERY_NUM_GROUPS: &str = key(sys::PMIX_QUERY_NUM_GROUPS);
+/// `PMIX_NODE_LIST`
+pub const NODE_LIST: &str = key(sys::PMIX_NODE_LIST);
+/// `PMIX_PROCID`
+pub const PROCID: &str = key(sys::PMIX_PROCID);
+/// `PMIX_NUM_NODES`
+pub const NUM_NODES: &str = key(sys::PMIX_NUM_NODES);
+/// `PMIX_NODEID`
+pub const NODEID: &str = key(sys::PMIX_NODEID);
+/// `PMIX_LOCAL_CPUSETS`
+pub const LOCAL_CPUSETS: &str = key(sys::PMIX_LOCAL_CPUSETS);

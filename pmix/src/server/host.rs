@@ -1,0 +1,245 @@
+//! The host side of a PMIx server: what the launcher answers when PMIx calls up.
+//!
+//! [`Host`] has one method per upcall of `pmix_server_module_t` that this crate wires up.
+//! Every method has a default: the defaults behave like a single-node host that supports
+//! nothing optional (fence hands the locally collected blob back, direct modex finds
+//! nothing, credentials and queries are not supported). A launcher overrides what it offers.
+//! [`PublishStore`] is a complete publish/lookup/unpublish implementation, with waiting
+//! lookups, that a host can delegate to.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pmix_sys as sys;
+
+use crate::client::Published;
+use crate::error::Status;
+use crate::query::Query;
+use crate::server::reply::{
+    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
+};
+use crate::sync::lock;
+use crate::value::{Info, Proc, Value};
+
+/// `PMIX_ERR_NOT_SUPPORTED` as a [`Status`].
+pub const NOT_SUPPORTED: Status = Status(sys::PMIX_ERR_NOT_SUPPORTED);
+/// `PMIX_ERR_NOT_FOUND` as a [`Status`].
+pub const NOT_FOUND: Status = Status(sys::PMIX_ERR_NOT_FOUND);
+
+/// The launcher's answers to PMIx upcalls. Methods run on PMIx's progress thread: answer
+/// quickly, or keep the reply and answer from another thread. A dropped reply answers with
+/// an error, so a client never waits forever.
+pub trait Host: Send + Sync + 'static {
+    /// A client connected (`client_connected`).
+    fn client_connected(&self, _proc: &Proc) {}
+
+    /// A client called `PMIx_Finalize` (`client_finalized`).
+    fn client_finalized(&self, _proc: &Proc) {}
+
+    /// A client called `PMIx_Abort` (`abort`). `procs` empty means its whole job.
+    fn abort(&self, _proc: &Proc, _status: i32, _msg: &str, _procs: Vec<Proc>, reply: OpReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// All local participants of a fence arrived (`fence_nb`); `data` is what they
+    /// contributed. A single-node host hands it straight back (the default).
+    fn fence(&self, _procs: Vec<Proc>, _info: Vec<Info>, data: Vec<u8>, reply: ModexReply) {
+        reply.send(Ok(data));
+    }
+
+    /// A client asks for another process's data that is not local (`direct_modex`).
+    fn direct_modex(&self, _proc: &Proc, _info: Vec<Info>, reply: ModexReply) {
+        reply.send(Err(NOT_FOUND));
+    }
+
+    /// `PMIx_Publish` from a client.
+    fn publish(&self, _proc: &Proc, _info: Vec<Info>, reply: OpReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// `PMIx_Lookup` from a client.
+    fn lookup(&self, _proc: &Proc, _keys: Vec<String>, _info: Vec<Info>, reply: LookupReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// `PMIx_Unpublish` from a client.
+    fn unpublish(&self, _proc: &Proc, _keys: Vec<String>, _info: Vec<Info>, reply: OpReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// A client raised an event that must leave its server (`notify_event`). Local
+    /// delivery already happened inside PMIx; a single-node host has nothing to relay.
+    /// (No reply object: in PMIx 4.2 answering from inside this upcall deadlocks, so the
+    /// trampoline always reports "done".)
+    fn notify_event(&self, _code: Status, _source: Option<&Proc>, _info: &[Info]) {}
+
+    /// `PMIx_Query_info` from a client or tool.
+    fn query(&self, _requestor: Option<&Proc>, _queries: Vec<Query>, reply: InfoReply) {
+        reply.send(NOT_SUPPORTED, Vec::new());
+    }
+
+    /// A tool connected (`tool_connected`); assign it a name.
+    fn tool_connected(&self, _info: Vec<Info>, reply: ToolReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// A client asks for a credential (`get_credential`).
+    fn get_credential(&self, _proc: &Proc, _info: Vec<Info>, reply: CredentialReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// A client asks whether a credential is genuine (`validate_credential`).
+    fn validate_credential(&self, _proc: &Proc, _cred: &[u8], _info: Vec<Info>, reply: ValidationReply) {
+        reply.send(Err(NOT_SUPPORTED));
+    }
+
+    /// A client logged something (`PMIx_Log`).
+    fn log(&self, proc: &Proc, data: &[Info]) {
+        for d in data {
+            tracing::info!(target: "pmix::log", "{proc}: {} = {:?}", d.key, d.value);
+        }
+    }
+}
+
+/// One waiting lookup.
+struct Waiter {
+    keys: Vec<String>,
+    deadline: Instant,
+    reply: LookupReply,
+}
+
+/// An in-memory publish/lookup store for a host: `publish` stores, `lookup` answers at
+/// once or (with `PMIX_WAIT`) when the keys appear or the request's `PMIX_TIMEOUT` expires,
+/// `unpublish` removes a publisher's keys.
+#[derive(Default)]
+pub struct PublishStore {
+    inner: Mutex<StoreInner>,
+}
+
+#[derive(Default)]
+struct StoreInner {
+    data: BTreeMap<String, Published>,
+    waiters: Vec<Waiter>,
+}
+
+/// How long a waiting lookup without its own `PMIX_TIMEOUT` may wait.
+const DEFAULT_LOOKUP_WAIT: Duration = Duration::from_secs(60);
+
+impl PublishStore {
+    /// Stores the data infos of a publish (directives such as range or timeout are
+    /// skipped) and answers any lookup that now has all its keys.
+    pub fn publish(&self, proc: &Proc, info: Vec<Info>, reply: OpReply) {
+        let mut inner = lock(&self.inner);
+        for i in info {
+            if is_directive(&i.key) {
+                continue;
+            }
+            if let Some(owner) = inner
+                .data
+                .get(&i.key)
+                .map(|e| e.publisher.clone())
+                .filter(|owner| owner != proc)
+            {
+                drop(inner);
+                tracing::warn!("{proc} tried to publish {:?}, already published by {owner}", i.key);
+                reply.send(Err(Status(sys::PMIX_ERR_DUPLICATE_KEY)));
+                return;
+            }
+            inner.data.insert(
+                i.key.clone(),
+                Published {
+                    publisher: proc.clone(),
+                    key: i.key,
+                    value: i.value,
+                },
+            );
+        }
+        let ready = inner.take_ready();
+        drop(inner);
+        reply.send(Ok(()));
+        for (w, found) in ready {
+            w.reply.send(Ok(found));
+        }
+    }
+
+    /// Answers a lookup: now if every key exists or `PMIX_WAIT` is absent, otherwise when
+    /// the keys are published or the request times out (answered by [`PublishStore::expire`]).
+    pub fn lookup(&self, keys: Vec<String>, info: &[Info], reply: LookupReply) {
+        let wait = crate::value::find(info, crate::keys::WAIT).is_some();
+        let timeout = crate::value::find(info, crate::keys::TIMEOUT)
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_LOOKUP_WAIT, Duration::from_secs);
+        let mut inner = lock(&self.inner);
+        let found: Vec<Published> = keys.iter().filter_map(|k| inner.data.get(k).cloned()).collect();
+        if !wait || found.len() == keys.len() {
+            drop(inner);
+            reply.send(Ok(found));
+            return;
+        }
+        inner.waiters.push(Waiter {
+            keys,
+            deadline: Instant::now() + timeout,
+            reply,
+        });
+    }
+
+    /// Removes `keys` published by `proc` (all its keys if `keys` is empty).
+    pub fn unpublish(&self, proc: &Proc, keys: &[String], reply: OpReply) {
+        let mut inner = lock(&self.inner);
+        inner
+            .data
+            .retain(|k, p| !(p.publisher == *proc && (keys.is_empty() || keys.contains(k))));
+        drop(inner);
+        reply.send(Ok(()));
+    }
+
+    /// Fails waiting lookups whose deadline passed with `PMIX_ERR_TIMEOUT`. A host calls
+    /// this periodically (`maestro run` does every 100 ms).
+    pub fn expire(&self, now: Instant) {
+        let mut inner = lock(&self.inner);
+        let (expired, keep): (Vec<Waiter>, Vec<Waiter>) =
+            inner.waiters.drain(..).partition(|w| w.deadline <= now);
+        inner.waiters = keep;
+        drop(inner);
+        for w in expired {
+            w.reply.send(Err(Status(sys::PMIX_ERR_TIMEOUT)));
+        }
+    }
+
+    /// Drops everything a finished job published.
+    pub fn forget_nspace(&self, nspace: &str) {
+        lock(&self.inner).data.retain(|_, p| p.publisher.nspace != nspace);
+    }
+}
+
+impl StoreInner {
+    /// Removes and returns the waiters whose keys are all present, with their data.
+    fn take_ready(&mut self) -> Vec<(Waiter, Vec<Published>)> {
+        let mut ready = Vec::new();
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if self.waiters[i].keys.iter().all(|k| self.data.contains_key(k)) {
+                let w = self.waiters.swap_remove(i);
+                let found = w.keys.iter().filter_map(|k| self.data.get(k).cloned()).collect();
+                ready.push((w, found));
+            } else {
+                i += 1;
+            }
+        }
+        ready
+    }
+}
+
+/// Publish directives that are not data.
+fn is_directive(key: &str) -> bool {
+    [
+        crate::keys::RANGE,
+        crate::keys::PERSISTENCE,
+        crate::keys::TIMEOUT,
+        crate::keys::USERID,
+        crate::keys::GRPID,
+        crate::keys::WAIT,
+    ]
+    .contains(&key)
+}

@@ -1,0 +1,478 @@
+//! A PMIx server: the host side that launchers (`maestro run`) use to serve their ranks.
+//!
+//! The order of calls a single-node launcher makes (measured on OpenPMIx 4.2.2):
+//! [`Server::init`] → [`Server::collect_inventory`]/[`Server::deliver_inventory`] →
+//! [`Server::setup_application`] → [`Server::register_nspace`] (with every job and per-rank
+//! key clients read: build them with [`JobLayout`]) → [`Server::setup_local_support`] → per
+//! rank [`Server::setup_fork`] + [`Server::register_client`] + spawn →
+//! [`Server::deregister_nspace`] → drop (finalise).
+//!
+//! Upcalls go to the [`Host`] given to `init`. Gotchas handled here: fences among local
+//! clients only reach the host with `PMIX_MCA_pmix_server_fence_localonly_opt=0` (set by
+//! `init`); answering `notify_event` from inside the upcall deadlocks (the trampoline never
+//! does); `pmix_nspace_t` is `char[256]` (names are copied into full buffers).
+
+mod host;
+mod reply;
+mod upcalls;
+
+use std::ffi::c_char;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pmix_sys as sys;
+
+pub use host::{Host, NOT_FOUND, NOT_SUPPORTED, PublishStore};
+pub use reply::{
+    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
+};
+
+use crate::error::{Error, Result, Status, check};
+use crate::event::{EventHandler, Range};
+use crate::keys;
+use crate::runtime;
+use crate::sync::{Completion, call_op, infos, op_cb};
+use crate::value::{Info, Proc, Rank, Value, cstr_lossy, cstring};
+
+/// How long server-side registration calls may take before they count as hung.
+const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Settings of [`Server::init`].
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The server's private temporary directory (rendezvous files, shared-memory stores).
+    /// Use a fresh directory per server: stale files from a crashed server confuse tools.
+    pub tmpdir: PathBuf,
+    /// The system temporary directory (for system-server rendezvous files).
+    pub system_tmpdir: PathBuf,
+    /// The server's own namespace name.
+    pub nspace: String,
+    /// The server's own rank.
+    pub rank: Rank,
+    /// Let PMIx tools (`maestro query`, debuggers) connect.
+    pub tool_support: bool,
+}
+
+/// A running PMIx server. Finalises on drop. One per process.
+pub struct Server {
+    _private: (),
+}
+
+impl Server {
+    /// Starts the PMIx server library with `host` answering its upcalls.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyInitialized`] if PMIx is in use in this process; a PMIx error if the
+    /// library cannot start (unwritable tmpdir, ...).
+    pub fn init(config: &ServerConfig, host: Arc<dyn Host>) -> Result<Server> {
+        runtime::claim("server")?;
+        let result = Server::start(config, host);
+        if result.is_err() {
+            *upcalls::HOST.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            runtime::release_failed();
+        }
+        result
+    }
+
+    fn start(config: &ServerConfig, host: Arc<dyn Host>) -> Result<Server> {
+        // Local-only fences must reach the host too, so it sees every collective.
+        // SAFETY: called before the library starts its threads; the string is static.
+        unsafe {
+            std::env::set_var("PMIX_MCA_pmix_server_fence_localonly_opt", "0");
+        }
+        *upcalls::HOST.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(host);
+        let mut dirs = vec![
+            Info::new(keys::SERVER_TMPDIR, Value::String(path_str(&config.tmpdir)?)),
+            Info::new(
+                keys::SYSTEM_TMPDIR,
+                Value::String(path_str(&config.system_tmpdir)?),
+            ),
+            Info::new(keys::SERVER_NSPACE, Value::String(config.nspace.clone())),
+            Info::new(keys::SERVER_RANK, Value::Rank(config.rank)),
+        ];
+        if config.tool_support {
+            dirs.push(Info::new(keys::SERVER_TOOL_SUPPORT, Value::Bool(true)));
+        }
+        let dirs = infos(&dirs)?;
+        // The module must outlive the server: PMIx keeps the pointer.
+        let module = Box::leak(Box::new(upcalls::module()));
+        // SAFETY: module is 'static; dirs valid for the call.
+        let rc = unsafe { sys::PMIx_server_init(module, dirs.as_ptr(), dirs.len()) };
+        check("PMIx_server_init", rc)?;
+        Ok(Server { _private: () })
+    }
+
+    /// Registers a job (namespace) with `nlocal` processes on this node and its job-level
+    /// and per-rank information.
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`] if PMIx never confirms.
+    pub fn register_nspace(&self, nspace: &str, nlocal: u32, info: &[Info]) -> Result<()> {
+        let cns = cstring(nspace, "namespace")?;
+        let dirs = infos(info)?;
+        let (dp, dn) = (dirs.as_ptr(), dirs.len());
+        let n = i32::try_from(nlocal)
+            .map_err(|_| Error::InvalidArgument(format!("{nlocal} local processes")))?;
+        call_op(
+            "PMIx_server_register_nspace",
+            SERVER_CALL_TIMEOUT,
+            Some(dirs),
+            // SAFETY: arguments valid for the call; infos kept until the callback.
+            |cbdata| unsafe {
+                sys::PMIx_server_register_nspace(cns.as_ptr(), n, dp, dn, Some(op_cb), cbdata)
+            },
+        )
+    }
+
+    /// Removes a job and everything PMIx stored for it.
+    pub fn deregister_nspace(&self, nspace: &str) -> Result<()> {
+        let cns = cstring(nspace, "namespace")?;
+        wait_void("PMIx_server_deregister_nspace", |cbdata| {
+            // SAFETY: valid namespace; callback answers.
+            unsafe { sys::PMIx_server_deregister_nspace(cns.as_ptr(), Some(op_cb), cbdata) }
+        })
+    }
+
+    /// Lets pnet and other plugins prepare a job; returns what they add to the job info.
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`].
+    pub fn setup_application(&self, nspace: &str, info: &[Info]) -> Result<Vec<Info>> {
+        let cns = cstring(nspace, "namespace")?;
+        let dirs = infos(info)?;
+        let done = Completion::<(i32, Vec<Info>)>::new();
+        let cbdata = done.lend();
+        // SAFETY: arguments valid; directives kept alive until the callback.
+        let rc = unsafe {
+            sys::PMIx_server_setup_application(
+                cns.as_ptr(),
+                dirs.as_ptr(),
+                dirs.len(),
+                Some(setup_app_cb),
+                cbdata,
+            )
+        };
+        done.keep(dirs);
+        wait_infos("PMIx_server_setup_application", rc, cbdata, &done)
+    }
+
+    /// Prepares local support for a job (after `register_nspace`).
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`].
+    pub fn setup_local_support(&self, nspace: &str, info: &[Info]) -> Result<()> {
+        let cns = cstring(nspace, "namespace")?;
+        let dirs = infos(info)?;
+        let (dp, dn) = (dirs.as_ptr(), dirs.len());
+        call_op(
+            "PMIx_server_setup_local_support",
+            SERVER_CALL_TIMEOUT,
+            Some(dirs),
+            // SAFETY: arguments valid; infos kept alive.
+            |cbdata| unsafe {
+                sys::PMIx_server_setup_local_support(cns.as_ptr(), dp, dn, Some(op_cb), cbdata)
+            },
+        )
+    }
+
+    /// Registers a local client that will connect with the given uid/gid.
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`].
+    pub fn register_client(&self, proc: &Proc, uid: u32, gid: u32) -> Result<()> {
+        let raw = proc.to_raw()?;
+        call_op(
+            "PMIx_server_register_client",
+            SERVER_CALL_TIMEOUT,
+            None,
+            // SAFETY: proc valid for the call.
+            |cbdata| unsafe {
+                sys::PMIx_server_register_client(
+                    &raw,
+                    uid,
+                    gid,
+                    std::ptr::null_mut(),
+                    Some(op_cb),
+                    cbdata,
+                )
+            },
+        )
+    }
+
+    /// Forgets a client (after it exited).
+    pub fn deregister_client(&self, proc: &Proc) -> Result<()> {
+        let raw = proc.to_raw()?;
+        wait_void("PMIx_server_deregister_client", |cbdata| {
+            // SAFETY: proc valid for the call.
+            unsafe { sys::PMIx_server_deregister_client(&raw, Some(op_cb), cbdata) }
+        })
+    }
+
+    /// The environment variables a client needs to find this server
+    /// (`PMIX_NAMESPACE`, `PMIX_RANK`, `PMIX_SERVER_URI*`, ...), to add to its environment.
+    ///
+    /// # Errors
+    /// PMIx errors.
+    pub fn setup_fork(&self, proc: &Proc) -> Result<Vec<(String, String)>> {
+        let raw = proc.to_raw()?;
+        let mut env: *mut *mut c_char = std::ptr::null_mut();
+        // SAFETY: PMIx appends malloc'ed "K=V" strings to the (initially empty) argv.
+        let rc = unsafe { sys::PMIx_server_setup_fork(&raw, &mut env) };
+        let mut out = Vec::new();
+        if !env.is_null() {
+            let mut i = 0;
+            // SAFETY: NULL-terminated argv created by PMIx; freed below.
+            unsafe {
+                while !(*env.add(i)).is_null() {
+                    let kv = cstr_lossy(*env.add(i));
+                    if let Some((k, v)) = kv.split_once('=') {
+                        out.push((k.to_string(), v.to_string()));
+                    }
+                    i += 1;
+                }
+                sys::mpmix_argv_free(env);
+            }
+        }
+        check("PMIx_server_setup_fork", rc)?;
+        Ok(out)
+    }
+
+    /// Asks the local plugins for the node's inventory (OpenPMIx 4.2 returns nothing on
+    /// nodes without an OPA fabric).
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`].
+    pub fn collect_inventory(&self, directives: &[Info]) -> Result<Vec<Info>> {
+        let dirs = infos(directives)?;
+        let done = Completion::<(i32, Vec<Info>)>::new();
+        let cbdata = done.lend();
+        // SAFETY: directives kept alive until the callback.
+        let rc = unsafe {
+            sys::PMIx_server_collect_inventory(
+                dirs.as_ptr(),
+                dirs.len(),
+                Some(crate::sync::info_cb),
+                cbdata,
+            )
+        };
+        done.keep(dirs);
+        wait_infos("PMIx_server_collect_inventory", rc, cbdata, &done)
+    }
+
+    /// Hands an inventory (from this or another node) to the local plugins.
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`].
+    pub fn deliver_inventory(&self, inventory: &[Info], directives: &[Info]) -> Result<()> {
+        let inv = infos(inventory)?;
+        let dirs = infos(directives)?;
+        let (ip, il, dp, dl) = (inv.as_ptr(), inv.len(), dirs.as_ptr(), dirs.len());
+        let keep = inv;
+        call_op(
+            "PMIx_server_deliver_inventory",
+            SERVER_CALL_TIMEOUT,
+            Some(dirs),
+            // SAFETY: arrays valid for the call (the inventory is copied before return).
+            |cbdata| unsafe {
+                let rc = sys::PMIx_server_deliver_inventory(ip, il, dp, dl, Some(op_cb), cbdata);
+                drop(keep);
+                rc
+            },
+        )
+    }
+
+    /// Raises an event from the server to its clients. Clients receive it if they
+    /// registered for `status` explicitly.
+    ///
+    /// # Errors
+    /// PMIx errors; [`Error::Timeout`].
+    pub fn notify_event(&self, status: Status, source: &Proc, range: Range, info: &[Info]) -> Result<()> {
+        crate::event::notify(status, Some(source), range, info)
+    }
+
+    /// Registers a server-side event handler; see [`EventHandler`].
+    ///
+    /// # Errors
+    /// PMIx errors from the registration.
+    pub fn register_events(&self, codes: &[Status]) -> Result<EventHandler<'_>> {
+        EventHandler::register(codes)
+    }
+
+    /// The locality string (`SK0:L30:...:HT0-1`) of this process's current CPU binding,
+    /// which children inherit when not bound otherwise.
+    ///
+    /// # Errors
+    /// PMIx errors (no topology available, ...).
+    pub fn own_locality_string(&self) -> Result<String> {
+        let mut cs = sys::pmix_cpuset_t::default();
+        // SAFETY: cs is filled by PMIx and destructed below.
+        unsafe {
+            let rc = sys::PMIx_Get_cpuset(&mut cs, sys::PMIX_CPUBIND_PROCESS as _);
+            check("PMIx_Get_cpuset", rc)?;
+            let mut loc: *mut c_char = std::ptr::null_mut();
+            let rc = sys::PMIx_server_generate_locality_string(&cs, &mut loc);
+            sys::PMIx_Cpuset_destruct(&mut cs);
+            check("PMIx_server_generate_locality_string", rc)?;
+            let s = cstr_lossy(loc);
+            libc::free(loc.cast());
+            Ok(s)
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: the server was initialised by this object.
+        let rc = unsafe { sys::PMIx_server_finalize() };
+        if let Err(e) = check("PMIx_server_finalize", rc) {
+            tracing::warn!("{e}");
+        }
+        *upcalls::HOST.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
+/// Everything a single-node job registers so that any PMIx client finds what it reads
+/// (OpenPMIx synthesises nothing: a key the host does not register is NOT_FOUND).
+#[derive(Clone, Debug)]
+pub struct JobLayout {
+    /// The job's namespace.
+    pub nspace: String,
+    /// The job id string (`PMIX_JOBID`).
+    pub jobid: String,
+    /// This node's name.
+    pub hostname: String,
+    /// Number of ranks (all on this node).
+    pub nprocs: u32,
+    /// Locality string per rank (`PMIX_LOCALITY_STRING`); empty entries are left out.
+    pub locality: Vec<String>,
+    /// Extra job-level infos (`setup_application` results, fabric keys, ...).
+    pub extra_job_info: Vec<Info>,
+    /// Extra per-rank infos, indexed by rank.
+    pub extra_proc_info: Vec<Vec<Info>>,
+}
+
+impl JobLayout {
+    /// The infos for [`Server::register_nspace`]: `UNIV_SIZE`, `JOB_SIZE`, `MAX_PROCS`,
+    /// `LOCAL_SIZE`, `LOCAL_PEERS`, `NODE_MAP`, `PROC_MAP`, `JOBID`, `APPNUM`, `NUM_NODES`,
+    /// `NODE_LIST`, and per rank `RANK`, `LOCAL_RANK`, `NODE_RANK`, `HOSTNAME`, `APPNUM`,
+    /// `LOCALITY_STRING`.
+    ///
+    /// # Errors
+    /// PMIx errors from the regex generators; [`Error::InvalidArgument`] for names PMIx
+    /// cannot carry.
+    pub fn to_infos(&self) -> Result<Vec<Info>> {
+        let ranks: Vec<String> = (0..self.nprocs).map(|r| r.to_string()).collect();
+        let ranks = ranks.join(",");
+        let n = self.nprocs;
+        let mut out = vec![
+            Info::new(keys::UNIV_SIZE, Value::Uint32(n)),
+            Info::new(keys::JOB_SIZE, Value::Uint32(n)),
+            Info::new(keys::MAX_PROCS, Value::Uint32(n)),
+            Info::new(keys::LOCAL_SIZE, Value::Uint32(n)),
+            Info::new(keys::NUM_NODES, Value::Uint32(1)),
+            Info::new(keys::LOCAL_PEERS, Value::String(ranks.clone())),
+            Info::new(keys::NODE_LIST, Value::String(self.hostname.clone())),
+            Info::new(keys::NODE_MAP, Value::String(generate("PMIx_generate_regex", &self.hostname, sys::PMIx_generate_regex)?)),
+            Info::new(keys::PROC_MAP, Value::String(generate("PMIx_generate_ppn", &ranks, sys::PMIx_generate_ppn)?)),
+            Info::new(keys::JOBID, Value::String(self.jobid.clone())),
+            Info::new(keys::APPNUM, Value::Uint32(0)),
+        ];
+        out.extend(self.extra_job_info.iter().cloned());
+        for r in 0..n {
+            let local = u16::try_from(r)
+                .map_err(|_| Error::InvalidArgument(format!("{n} ranks on one node")))?;
+            let mut per = vec![
+                Info::new(keys::RANK, Value::Rank(r)),
+                Info::new(keys::LOCAL_RANK, Value::Uint16(local)),
+                Info::new(keys::NODE_RANK, Value::Uint16(local)),
+                Info::new(keys::HOSTNAME, Value::String(self.hostname.clone())),
+                Info::new(keys::APPNUM, Value::Uint32(0)),
+                Info::new(keys::NODEID, Value::Uint32(0)),
+            ];
+            if let Some(loc) = self.locality.get(r as usize).filter(|l| !l.is_empty()) {
+                per.push(Info::new(keys::LOCALITY_STRING, Value::String(loc.clone())));
+            }
+            if let Some(extra) = self.extra_proc_info.get(r as usize) {
+                per.extend(extra.iter().cloned());
+            }
+            out.push(Info::new(keys::PROC_DATA, Value::Infos(per)));
+        }
+        Ok(out)
+    }
+}
+
+/// Calls one of PMIx's regex generators and frees its result.
+fn generate(
+    op: &'static str,
+    input: &str,
+    f: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> i32,
+) -> Result<String> {
+    let c = cstring(input, "regex input")?;
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: valid input; PMIx mallocs the output.
+    let rc = unsafe { f(c.as_ptr(), &mut out) };
+    check(op, rc)?;
+    // SAFETY: a valid C string (or NULL), freed after copying. The regex may contain
+    // embedded NULs only in PMIx's binary formats, which the defaults do not use.
+    let s = unsafe { cstr_lossy(out) };
+    // SAFETY: malloc'ed by PMIx.
+    unsafe { libc::free(out.cast()) };
+    Ok(s)
+}
+
+fn path_str(p: &std::path::Path) -> Result<String> {
+    p.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Error::InvalidArgument(format!("path {} is not UTF-8", p.display())))
+}
+
+/// Calls a void PMIx function that answers through `op_cb` and waits for it.
+fn wait_void(op: &'static str, start: impl FnOnce(*mut std::ffi::c_void)) -> Result<()> {
+    let done = Completion::<i32>::new();
+    start(done.lend());
+    match done.wait(SERVER_CALL_TIMEOUT) {
+        Some(rc) => check(op, rc),
+        None => Err(Error::Timeout { op }),
+    }
+}
+
+/// Waits for an info callback after a call that returned `rc`.
+fn wait_infos(
+    op: &'static str,
+    rc: i32,
+    cbdata: *mut std::ffi::c_void,
+    done: &Completion<(i32, Vec<Info>)>,
+) -> Result<Vec<Info>> {
+    if rc != sys::PMIX_SUCCESS as i32 {
+        // SAFETY: the call failed synchronously; no callback will come.
+        unsafe { Completion::<(i32, Vec<Info>)>::reclaim(cbdata) };
+        return if rc == sys::PMIX_OPERATION_SUCCEEDED {
+            Ok(Vec::new())
+        } else {
+            Err(crate::error::from_status(op, rc, None))
+        };
+    }
+    match done.wait(SERVER_CALL_TIMEOUT) {
+        Some((rc, v)) => check(op, rc).map(|()| v),
+        None => Err(Error::Timeout { op }),
+    }
+}
+
+unsafe extern "C" fn setup_app_cb(
+    status: i32,
+    info: *mut sys::pmix_info_t,
+    ninfo: usize,
+    provided_cbdata: *mut std::ffi::c_void,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: PMIx lends the infos until we call cbfunc.
+    let v = unsafe { Info::vec_from_raw(info, ninfo) };
+    if let Some(cb) = cbfunc {
+        // SAFETY: releasing PMIx's data once.
+        unsafe { cb(sys::PMIX_SUCCESS as i32, cbdata) };
+    }
+    // SAFETY: provided_cbdata is ours.
+    unsafe { Completion::<(i32, Vec<Info>)>::complete(provided_cbdata, (status, v)) };
+}

@@ -1,0 +1,356 @@
+//! Answers to host upcalls.
+//!
+//! PMIx hands every upcall a C callback plus `cbdata`; the host must call it exactly once,
+//! now or later. Each reply type here owns that pair, is `Send` (so a host may answer from
+//! another thread, e.g. a lookup that waits for a publish), is consumed by its `send`
+//! method, and, if dropped unanswered, answers with an error so the requesting client never
+//! hangs.
+
+use std::ffi::{c_char, c_void};
+
+use pmix_sys as sys;
+
+use crate::error::Status;
+use crate::value::{Info, InfoArray, Proc, bytes_to_raw, copy_cstr};
+use crate::client::Published;
+
+/// The status a dropped, unanswered reply sends.
+const UNANSWERED: i32 = sys::PMIX_ERROR;
+
+macro_rules! reply_type {
+    ($(#[$doc:meta])* $name:ident, $cb:ty) => {
+        $(#[$doc])*
+        pub struct $name {
+            cb: $cb,
+            cbdata: *mut c_void,
+        }
+
+        // SAFETY: PMIx's callbacks may be called from any thread; cbdata is opaque to us.
+        unsafe impl Send for $name {}
+
+        impl $name {
+            pub(crate) fn new(cb: $cb, cbdata: *mut c_void) -> Self {
+                $name { cb, cbdata }
+            }
+
+            /// Takes the callback out, so that drop does not answer a second time.
+            fn take(&mut self) -> ($cb, *mut c_void) {
+                (self.cb.take(), self.cbdata)
+            }
+        }
+    };
+}
+
+reply_type!(
+    /// Answers an upcall with a plain status (`pmix_op_cbfunc_t`).
+    OpReply,
+    sys::pmix_op_cbfunc_t
+);
+reply_type!(
+    /// Answers a fence or direct-modex upcall with a data blob (`pmix_modex_cbfunc_t`).
+    ModexReply,
+    sys::pmix_modex_cbfunc_t
+);
+reply_type!(
+    /// Answers a lookup upcall with published data (`pmix_lookup_cbfunc_t`).
+    LookupReply,
+    sys::pmix_lookup_cbfunc_t
+);
+reply_type!(
+    /// Answers a query (or fabric) upcall with infos (`pmix_info_cbfunc_t`).
+    InfoReply,
+    sys::pmix_info_cbfunc_t
+);
+reply_type!(
+    /// Answers a tool connection with the tool's assigned name.
+    ToolReply,
+    sys::pmix_tool_connection_cbfunc_t
+);
+reply_type!(
+    /// Answers a credential request.
+    CredentialReply,
+    sys::pmix_credential_cbfunc_t
+);
+reply_type!(
+    /// Answers a credential validation with what is known of its owner.
+    ValidationReply,
+    sys::pmix_validation_cbfunc_t
+);
+
+fn status_of<T>(r: &Result<T, Status>) -> i32 {
+    match r {
+        Ok(_) => sys::PMIX_SUCCESS as i32,
+        Err(s) => s.0,
+    }
+}
+
+impl OpReply {
+    /// Answers with success or the given status.
+    pub fn send(mut self, result: Result<(), Status>) {
+        let (cb, cbdata) = self.take();
+        if let Some(cb) = cb {
+            // SAFETY: the callback PMIx gave for this upcall, called once.
+            unsafe { cb(status_of(&result), cbdata) };
+        }
+    }
+}
+
+impl Drop for OpReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe { cb(UNANSWERED, cbdata) };
+        }
+    }
+}
+
+/// Frees a blob handed to PMIx by [`ModexReply::send`].
+unsafe extern "C" fn release_blob(cbdata: *mut c_void) {
+    // SAFETY: cbdata is the Box<Vec<u8>> leaked in send.
+    drop(unsafe { Box::from_raw(cbdata as *mut Vec<u8>) });
+}
+
+impl ModexReply {
+    /// Answers with the blob (PMIx frees it through a release callback) or a status.
+    pub fn send(mut self, result: Result<Vec<u8>, Status>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        match result {
+            Ok(data) => {
+                let boxed = Box::new(data);
+                let (ptr, len) = (boxed.as_ptr() as *const c_char, boxed.len());
+                let rel = Box::into_raw(boxed) as *mut c_void;
+                // SAFETY: the blob stays valid until PMIx calls release_blob.
+                unsafe {
+                    cb(
+                        sys::PMIX_SUCCESS as i32,
+                        ptr,
+                        len,
+                        cbdata,
+                        Some(release_blob),
+                        rel,
+                    )
+                };
+            }
+            Err(s) => {
+                // SAFETY: no data, no release.
+                unsafe { cb(s.0, std::ptr::null(), 0, cbdata, None, std::ptr::null_mut()) };
+            }
+        }
+    }
+}
+
+impl Drop for ModexReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe { cb(UNANSWERED, std::ptr::null(), 0, cbdata, None, std::ptr::null_mut()) };
+        }
+    }
+}
+
+impl LookupReply {
+    /// Answers with the data found (`PMIX_ERR_NOT_FOUND` when empty) or a status.
+    pub fn send(mut self, result: Result<Vec<Published>, Status>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        let found = match result {
+            Ok(f) if !f.is_empty() => f,
+            Ok(_) => {
+                // SAFETY: answering once with no data.
+                unsafe { cb(sys::PMIX_ERR_NOT_FOUND, std::ptr::null_mut(), 0, cbdata) };
+                return;
+            }
+            Err(s) => {
+                // SAFETY: answering once with no data.
+                unsafe { cb(s.0, std::ptr::null_mut(), 0, cbdata) };
+                return;
+            }
+        };
+        // SAFETY: zeroed pdata array of found.len() entries.
+        let pd = unsafe { sys::mpmix_pdata_create(found.len()) };
+        let mut filled = 0;
+        for (i, p) in found.iter().enumerate() {
+            // SAFETY: i < len.
+            let slot = unsafe { &mut *pd.add(i) };
+            let ok = p.publisher.to_raw().map(|r| slot.proc_ = r).is_ok()
+                && copy_cstr(&mut slot.key, &p.key, "key").is_ok()
+                // SAFETY: slot.value is zeroed.
+                && unsafe { p.value.load(&mut slot.value) }.is_ok();
+            if ok {
+                filled += 1;
+            }
+        }
+        let status = if filled == found.len() {
+            sys::PMIX_SUCCESS as i32
+        } else {
+            sys::PMIX_ERR_BAD_PARAM
+        };
+        // SAFETY: PMIx copies the data during the callback; freed right after.
+        unsafe {
+            cb(status, pd, found.len(), cbdata);
+            sys::mpmix_pdata_free(pd, found.len());
+        }
+    }
+}
+
+impl Drop for LookupReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe { cb(UNANSWERED, std::ptr::null_mut(), 0, cbdata) };
+        }
+    }
+}
+
+/// Frees an info array handed to PMIx by [`InfoReply::send`].
+unsafe extern "C" fn release_infos(cbdata: *mut c_void) {
+    // SAFETY: cbdata is the Box<InfoArray> leaked in send.
+    drop(unsafe { Box::from_raw(cbdata as *mut InfoArray) });
+}
+
+impl InfoReply {
+    /// Answers with a status and infos (PMIx frees them through a release callback).
+    /// Use `PMIX_ERR_PARTIAL_SUCCESS` when only some queries were answered.
+    pub fn send(mut self, status: Status, infos: Vec<Info>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        match InfoArray::new(&infos) {
+            Ok(arr) => {
+                let (p, n) = (arr.as_ptr(), arr.len());
+                let rel = Box::into_raw(Box::new(arr)) as *mut c_void;
+                // SAFETY: the array lives until PMIx calls release_infos.
+                unsafe { cb(status.0, p, n, cbdata, Some(release_infos), rel) };
+            }
+            Err(e) => {
+                tracing::warn!("query answer not representable: {e}");
+                // SAFETY: answering once with no data.
+                unsafe {
+                    cb(
+                        sys::PMIX_ERR_BAD_PARAM,
+                        std::ptr::null_mut(),
+                        0,
+                        cbdata,
+                        None,
+                        std::ptr::null_mut(),
+                    )
+                };
+            }
+        }
+    }
+}
+
+impl Drop for InfoReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe {
+                cb(
+                    UNANSWERED,
+                    std::ptr::null_mut(),
+                    0,
+                    cbdata,
+                    None,
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+    }
+}
+
+impl ToolReply {
+    /// Answers with the name assigned to the tool, or a refusal.
+    pub fn send(mut self, result: Result<Proc, Status>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        match result.map(|p| p.to_raw()) {
+            Ok(Ok(mut raw)) => {
+                // SAFETY: PMIx copies the proc during the call.
+                unsafe { cb(sys::PMIX_SUCCESS as i32, &mut raw, cbdata) };
+            }
+            Ok(Err(_)) => {
+                // SAFETY: answering once.
+                unsafe { cb(sys::PMIX_ERR_BAD_PARAM, std::ptr::null_mut(), cbdata) };
+            }
+            Err(s) => {
+                // SAFETY: answering once.
+                unsafe { cb(s.0, std::ptr::null_mut(), cbdata) };
+            }
+        }
+    }
+}
+
+impl Drop for ToolReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe { cb(UNANSWERED, std::ptr::null_mut(), cbdata) };
+        }
+    }
+}
+
+impl CredentialReply {
+    /// Answers with a credential and infos describing it (`PMIX_CRED_TYPE`, ...).
+    pub fn send(mut self, result: Result<(Vec<u8>, Vec<Info>), Status>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        match result {
+            Ok((bytes, info)) => {
+                let mut bo = bytes_to_raw(&bytes);
+                let arr = InfoArray::new(&info).ok();
+                let (p, n) = arr
+                    .as_ref()
+                    .map_or((std::ptr::null_mut(), 0), |a| (a.as_ptr(), a.len()));
+                // SAFETY: PMIx copies credential and infos during the call; freed after.
+                unsafe {
+                    cb(sys::PMIX_SUCCESS as i32, &mut bo, p, n, cbdata);
+                    sys::mpmix_byte_object_destruct(&mut bo);
+                }
+            }
+            Err(s) => {
+                // SAFETY: answering once.
+                unsafe { cb(s.0, std::ptr::null_mut(), std::ptr::null_mut(), 0, cbdata) };
+            }
+        }
+    }
+}
+
+impl Drop for CredentialReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe { cb(UNANSWERED, std::ptr::null_mut(), std::ptr::null_mut(), 0, cbdata) };
+        }
+    }
+}
+
+impl ValidationReply {
+    /// Answers with what is known of the credential's owner, or `PMIX_ERR_INVALID_CRED`.
+    pub fn send(mut self, result: Result<Vec<Info>, Status>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        match result {
+            Ok(info) => {
+                let arr = InfoArray::new(&info).ok();
+                let (p, n) = arr
+                    .as_ref()
+                    .map_or((std::ptr::null_mut(), 0), |a| (a.as_ptr(), a.len()));
+                // SAFETY: PMIx copies the infos during the call.
+                unsafe { cb(sys::PMIX_SUCCESS as i32, p, n, cbdata) };
+            }
+            Err(s) => {
+                // SAFETY: answering once.
+                unsafe { cb(s.0, std::ptr::null_mut(), 0, cbdata) };
+            }
+        }
+    }
+}
+
+impl Drop for ValidationReply {
+    fn drop(&mut self) {
+        if let (Some(cb), cbdata) = self.take() {
+            // SAFETY: answering an abandoned upcall once.
+            unsafe { cb(UNANSWERED, std::ptr::null_mut(), 0, cbdata) };
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The C functions placed in `pmix_server_module_t`: each copies its arguments into Rust
+//! types, wraps the callback in a reply object and calls the installed [`Host`].
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::{Arc, RwLock};
+
+use pmix_sys as sys;
+
+use crate::error::Status;
+use crate::query::Query;
+use crate::server::host::Host;
+use crate::server::reply::{
+    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
+};
+use crate::value::{Info, Proc, bytes_from_raw, cstr_lossy};
+
+/// The host of this process's server (one per process).
+pub(crate) static HOST: RwLock<Option<Arc<dyn Host>>> = RwLock::new(None);
+
+/// The installed host, if the server is up.
+fn host() -> Option<Arc<dyn Host>> {
+    HOST.read().ok().and_then(|h| h.clone())
+}
+
+const OK: i32 = sys::PMIX_SUCCESS as i32;
+
+/// Runs `f` with the host. Without one (only between finalisation and process exit), `f`
+/// is dropped, which drops the reply it captured, which answers with an error: either way
+/// the upcall is answered through its callback, so the return value is always SUCCESS.
+fn with_host(f: impl FnOnce(&dyn Host)) -> i32 {
+    if let Some(h) = host() {
+        f(h.as_ref());
+    }
+    OK
+}
+
+/// # Safety
+/// `p` must be NULL or a valid proc.
+unsafe fn proc_opt(p: *const sys::pmix_proc_t) -> Option<Proc> {
+    // SAFETY: guaranteed by the caller.
+    (!p.is_null()).then(|| unsafe { Proc::from_raw(p) })
+}
+
+/// # Safety
+/// `argv` must be NULL or a NULL-terminated array of C strings.
+unsafe fn argv_vec(argv: *mut *mut c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if argv.is_null() {
+        return out;
+    }
+    let mut i = 0;
+    // SAFETY: NULL-terminated array.
+    unsafe {
+        while !(*argv.add(i)).is_null() {
+            out.push(cstr_lossy(*argv.add(i)));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// # Safety
+/// `procs` must be NULL or point to `n` valid procs.
+unsafe fn procs_vec(procs: *const sys::pmix_proc_t, n: usize) -> Vec<Proc> {
+    if procs.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: `n` valid procs.
+    (0..n).map(|i| unsafe { Proc::from_raw(procs.add(i)) }).collect()
+}
+
+pub(crate) unsafe extern "C" fn client_connected(
+    proc_: *const sys::pmix_proc_t,
+    _server_object: *mut c_void,
+    _cbfunc: sys::pmix_op_cbfunc_t,
+    _cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: PMIx passes a valid proc. (In 4.2 cbfunc is NULL: returning SUCCESS is the
+    // answer.)
+    let p = unsafe { Proc::from_raw(proc_) };
+    with_host(|h| h.client_connected(&p))
+}
+
+pub(crate) unsafe extern "C" fn client_finalized(
+    proc_: *const sys::pmix_proc_t,
+    _server_object: *mut c_void,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: PMIx passes a valid proc.
+    let p = unsafe { Proc::from_raw(proc_) };
+    with_host(|h| h.client_finalized(&p));
+    OpReply::new(cbfunc, cbdata).send(Ok(()));
+    OK
+}
+
+pub(crate) unsafe extern "C" fn abort(
+    proc_: *const sys::pmix_proc_t,
+    _server_object: *mut c_void,
+    status: c_int,
+    msg: *const c_char,
+    procs: *mut sys::pmix_proc_t,
+    nprocs: usize,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, m, targets) = unsafe { (Proc::from_raw(proc_), cstr_lossy(msg), procs_vec(procs, nprocs)) };
+    let reply = OpReply::new(cbfunc, cbdata);
+    with_host(|h| h.abort(&p, status, &m, targets, reply))
+}
+
+pub(crate) unsafe extern "C" fn fence_nb(
+    procs: *const sys::pmix_proc_t,
+    nprocs: usize,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    data: *mut c_char,
+    ndata: usize,
+    cbfunc: sys::pmix_modex_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call; the blob is copied.
+    let (ps, infos, blob) = unsafe {
+        (
+            procs_vec(procs, nprocs),
+            Info::vec_from_raw(info, ninfo),
+            bytes_from_raw(&sys::pmix_byte_object_t { bytes: data, size: ndata }),
+        )
+    };
+    let reply = ModexReply::new(cbfunc, cbdata);
+    with_host(|h| h.fence(ps, infos, blob, reply))
+}
+
+pub(crate) unsafe extern "C" fn direct_modex(
+    proc_: *const sys::pmix_proc_t,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_modex_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, infos) = unsafe { (Proc::from_raw(proc_), Info::vec_from_raw(info, ninfo)) };
+    let reply = ModexReply::new(cbfunc, cbdata);
+    with_host(|h| h.direct_modex(&p, infos, reply))
+}
+
+pub(crate) unsafe extern "C" fn publish(
+    proc_: *const sys::pmix_proc_t,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, infos) = unsafe { (Proc::from_raw(proc_), Info::vec_from_raw(info, ninfo)) };
+    let reply = OpReply::new(cbfunc, cbdata);
+    with_host(|h| h.publish(&p, infos, reply))
+}
+
+pub(crate) unsafe extern "C" fn lookup(
+    proc_: *const sys::pmix_proc_t,
+    keys: *mut *mut c_char,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_lookup_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, ks, infos) =
+        unsafe { (Proc::from_raw(proc_), argv_vec(keys), Info::vec_from_raw(info, ninfo)) };
+    let reply = LookupReply::new(cbfunc, cbdata);
+    with_host(|h| h.lookup(&p, ks, infos, reply))
+}
+
+pub(crate) unsafe extern "C" fn unpublish(
+    proc_: *const sys::pmix_proc_t,
+    keys: *mut *mut c_char,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, ks, infos) =
+        unsafe { (Proc::from_raw(proc_), argv_vec(keys), Info::vec_from_raw(info, ninfo)) };
+    let reply = OpReply::new(cbfunc, cbdata);
+    with_host(|h| h.unpublish(&p, ks, infos, reply))
+}
+
+pub(crate) unsafe extern "C" fn register_events(
+    _codes: *mut i32,
+    _ncodes: usize,
+    _info: *const sys::pmix_info_t,
+    _ninfo: usize,
+    _cbfunc: sys::pmix_op_cbfunc_t,
+    _cbdata: *mut c_void,
+) -> i32 {
+    // Nothing to forward on a single node: the library delivers locally.
+    sys::PMIX_OPERATION_SUCCEEDED
+}
+
+pub(crate) unsafe extern "C" fn deregister_events(
+    _codes: *mut i32,
+    _ncodes: usize,
+    _cbfunc: sys::pmix_op_cbfunc_t,
+    _cbdata: *mut c_void,
+) -> i32 {
+    sys::PMIX_OPERATION_SUCCEEDED
+}
+
+pub(crate) unsafe extern "C" fn notify_event(
+    code: i32,
+    source: *const sys::pmix_proc_t,
+    _range: sys::pmix_data_range_t,
+    info: *mut sys::pmix_info_t,
+    ninfo: usize,
+    _cbfunc: sys::pmix_op_cbfunc_t,
+    _cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (src, infos) = unsafe { (proc_opt(source), Info::vec_from_raw(info, ninfo)) };
+    if let Some(h) = host() {
+        h.notify_event(Status(code), src.as_ref(), &infos);
+    }
+    // PMIx 4.2.2 holds a lock around this upcall: calling cbfunc here deadlocks and
+    // returning SUCCESS ("later") is not counted. OPERATION_SUCCEEDED, no callback.
+    sys::PMIX_OPERATION_SUCCEEDED
+}
+
+pub(crate) unsafe extern "C" fn query(
+    proct: *mut sys::pmix_proc_t,
+    queries: *mut sys::pmix_query_t,
+    nqueries: usize,
+    cbfunc: sys::pmix_info_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    let qs: Vec<Query> = if queries.is_null() {
+        Vec::new()
+    } else {
+        (0..nqueries)
+            .map(|i| {
+                // SAFETY: `nqueries` valid queries lent for the call.
+                let q = unsafe { &*queries.add(i) };
+                Query {
+                    // SAFETY: NULL-terminated key list and `nqual` qualifiers.
+                    keys: unsafe { argv_vec(q.keys) },
+                    // SAFETY: as above.
+                    qualifiers: unsafe { Info::vec_from_raw(q.qualifiers, q.nqual) },
+                }
+            })
+            .collect()
+    };
+    // SAFETY: NULL or valid.
+    let requestor = unsafe { proc_opt(proct) };
+    let reply = InfoReply::new(cbfunc, cbdata);
+    with_host(|h| h.query(requestor.as_ref(), qs, reply))
+}
+
+pub(crate) unsafe extern "C" fn tool_connected(
+    info: *mut sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_tool_connection_cbfunc_t,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: valid infos lent for the call.
+    let infos = unsafe { Info::vec_from_raw(info, ninfo) };
+    let reply = ToolReply::new(cbfunc, cbdata);
+    with_host(|h| h.tool_connected(infos, reply));
+}
+
+pub(crate) unsafe extern "C" fn log(
+    client: *const sys::pmix_proc_t,
+    data: *const sys::pmix_info_t,
+    ndata: usize,
+    _directives: *const sys::pmix_info_t,
+    _ndirs: usize,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: valid arguments lent for the call.
+    let (p, infos) = unsafe { (proc_opt(client), Info::vec_from_raw(data, ndata)) };
+    if let Some(p) = p {
+        with_host(|h| h.log(&p, &infos));
+    }
+    OpReply::new(cbfunc, cbdata).send(Ok(()));
+}
+
+pub(crate) unsafe extern "C" fn get_credential(
+    proc_: *const sys::pmix_proc_t,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
+    cbfunc: sys::pmix_credential_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, infos) = unsafe { (Proc::from_raw(proc_), Info::vec_from_raw(directives, ndirs)) };
+    let reply = CredentialReply::new(cbfunc, cbdata);
+    with_host(|h| h.get_credential(&p, infos, reply))
+}
+
+pub(crate) unsafe extern "C" fn validate_credential(
+    proc_: *const sys::pmix_proc_t,
+    cred: *const sys::pmix_byte_object_t,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
+    cbfunc: sys::pmix_validation_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, bytes, infos) = unsafe {
+        (
+            Proc::from_raw(proc_),
+            if cred.is_null() { Vec::new() } else { bytes_from_raw(&*cred) },
+            Info::vec_from_raw(directives, ndirs),
+        )
+    };
+    let reply = ValidationReply::new(cbfunc, cbdata);
+    with_host(|h| h.validate_credential(&p, &bytes, infos, reply))
+}
+
+/// The module handed to `PMIx_server_init`, filled field by field.
+pub(crate) fn module() -> sys::pmix_server_module_t {
+    sys::pmix_server_module_t {
+        client_connected: Some(client_connected),
+        client_finalized: Some(client_finalized),
+        abort: Some(abort),
+        fence_nb: Some(fence_nb),
+        direct_modex: Some(direct_modex),
+        publish: Some(publish),
+        lookup: Some(lookup),
+        unpublish: Some(unpublish),
+        register_events: Some(register_events),
+        deregister_events: Some(deregister_events),
+        notify_event: Some(notify_event),
+        query: Some(query),
+        tool_connected: Some(tool_connected),
+        log: Some(log),
+        get_credential: Some(get_credential),
+        validate_credential: Some(validate_credential),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,801 @@
+//! Typed PMIx data: [`Value`], [`Info`] (key + value), [`Proc`] (namespace + rank), and the
+//! conversions to and from the C structs (`pmix_value_t`, `pmix_info_t`, `pmix_proc_t`).
+//!
+//! Conversions into C allocate with `malloc` (as the PMIx macros do), so PMIx's own
+//! destructors free them; conversions out of C copy, so nothing borrowed from PMIx outlives
+//! the callback that lent it.
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::fmt;
+
+use pmix_sys as sys;
+
+use crate::error::{Error, Result, Status};
+
+/// A PMIx rank (`pmix_rank_t`).
+pub type Rank = u32;
+
+/// `PMIX_RANK_WILDCARD`: all ranks of a namespace; job-level keys live here.
+pub const RANK_WILDCARD: Rank = sys::PMIX_RANK_WILDCARD;
+/// `PMIX_RANK_UNDEF`.
+pub const RANK_UNDEF: Rank = sys::PMIX_RANK_UNDEF;
+
+/// A process name: namespace (at most 255 bytes) and rank.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Proc {
+    /// The namespace (job) the process belongs to.
+    pub nspace: String,
+    /// The rank within the namespace, or [`RANK_WILDCARD`].
+    pub rank: Rank,
+}
+
+impl Proc {
+    /// A process name.
+    pub fn new(nspace: impl Into<String>, rank: Rank) -> Proc {
+        Proc {
+            nspace: nspace.into(),
+            rank,
+        }
+    }
+
+    /// The whole namespace (`PMIX_RANK_WILDCARD`).
+    pub fn wildcard(nspace: impl Into<String>) -> Proc {
+        Proc::new(nspace, RANK_WILDCARD)
+    }
+
+    /// Converts into the C struct.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the namespace has a NUL byte or exceeds 255 bytes.
+    pub(crate) fn to_raw(&self) -> Result<sys::pmix_proc_t> {
+        let mut raw = sys::pmix_proc_t::default();
+        copy_cstr(&mut raw.nspace, &self.nspace, "namespace")?;
+        raw.rank = self.rank;
+        Ok(raw)
+    }
+
+    /// Copies a C proc.
+    ///
+    /// # Safety
+    /// `raw` must point to a valid `pmix_proc_t`.
+    pub(crate) unsafe fn from_raw(raw: *const sys::pmix_proc_t) -> Proc {
+        // SAFETY: the caller guarantees a valid proc; nspace is NUL-terminated within 256.
+        let raw = unsafe { &*raw };
+        Proc {
+            nspace: fixed_str(&raw.nspace),
+            rank: raw.rank,
+        }
+    }
+}
+
+impl fmt::Display for Proc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.rank {
+            RANK_WILDCARD => write!(f, "{}:*", self.nspace),
+            r => write!(f, "{}:{}", self.nspace, r),
+        }
+    }
+}
+
+/// One row of a process table (`pmix_proc_info_t`), as tools see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcInfo {
+    /// The process name.
+    pub proc: Proc,
+    /// The host it runs on.
+    pub hostname: String,
+    /// The executable.
+    pub executable: String,
+    /// Its OS process id.
+    pub pid: i32,
+    /// Its exit code, once it exited.
+    pub exit_code: i32,
+    /// `pmix_proc_state_t` (`PMIX_PROC_STATE_RUNNING`, ...).
+    pub state: u8,
+}
+
+/// A typed PMIx value. The variant names follow the PMIx data types (`PMIX_UINT32`, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// `PMIX_BOOL`
+    Bool(bool),
+    /// `PMIX_BYTE`
+    Byte(u8),
+    /// `PMIX_STRING`
+    String(String),
+    /// `PMIX_SIZE`
+    Size(usize),
+    /// `PMIX_PID`
+    Pid(i32),
+    /// `PMIX_INT`
+    Int(i32),
+    /// `PMIX_INT8`
+    Int8(i8),
+    /// `PMIX_INT16`
+    Int16(i16),
+    /// `PMIX_INT32`
+    Int32(i32),
+    /// `PMIX_INT64`
+    Int64(i64),
+    /// `PMIX_UINT`
+    Uint(u32),
+    /// `PMIX_UINT8`
+    Uint8(u8),
+    /// `PMIX_UINT16`
+    Uint16(u16),
+    /// `PMIX_UINT32`
+    Uint32(u32),
+    /// `PMIX_UINT64`
+    Uint64(u64),
+    /// `PMIX_FLOAT`
+    Float(f32),
+    /// `PMIX_DOUBLE`
+    Double(f64),
+    /// `PMIX_TIME` (seconds since the epoch)
+    Time(i64),
+    /// `PMIX_STATUS`
+    Status(Status),
+    /// `PMIX_PROC_RANK`
+    Rank(Rank),
+    /// `PMIX_PROC`
+    Proc(Proc),
+    /// `PMIX_BYTE_OBJECT`
+    Bytes(Vec<u8>),
+    /// `PMIX_PERSIST`
+    Persistence(u8),
+    /// `PMIX_SCOPE`
+    Scope(u8),
+    /// `PMIX_DATA_RANGE`
+    Range(u8),
+    /// `PMIX_PROC_STATE`
+    ProcState(u8),
+    /// `PMIX_POINTER`: an address only meaningful inside this process.
+    Pointer(usize),
+    /// `PMIX_DATA_ARRAY` of `PMIX_INFO`
+    Infos(Vec<Info>),
+    /// `PMIX_DATA_ARRAY` of `PMIX_PROC`
+    Procs(Vec<Proc>),
+    /// `PMIX_DATA_ARRAY` of `PMIX_STRING`
+    Strings(Vec<String>),
+    /// `PMIX_DATA_ARRAY` of `PMIX_PROC_INFO`
+    ProcInfos(Vec<ProcInfo>),
+    /// A type this layer does not convert, with its PMIx type code. Reading yields it;
+    /// passing it to PMIx is an [`Error::InvalidArgument`].
+    Other(u16),
+}
+
+impl Value {
+    /// The value as an unsigned integer, whatever integer type the host chose (hosts differ:
+    /// one registers `PMIX_LOCAL_RANK` as `UINT16`, another as `UINT32`). `None` for
+    /// non-integers and negative numbers.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::Byte(v) | Value::Uint8(v) => Some(v.into()),
+            Value::Uint16(v) => Some(v.into()),
+            Value::Uint(v) | Value::Uint32(v) | Value::Rank(v) => Some(v.into()),
+            Value::Uint64(v) => Some(v),
+            Value::Size(v) => u64::try_from(v).ok(),
+            Value::Int8(v) => u64::try_from(v).ok(),
+            Value::Int16(v) => u64::try_from(v).ok(),
+            Value::Int(v) | Value::Int32(v) | Value::Pid(v) => u64::try_from(v).ok(),
+            Value::Int64(v) | Value::Time(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as a string slice, for `String` values.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value as a bool, for `Bool` values.
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The value as bytes, for `Bytes` and `String` values.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(b) => Some(b),
+            Value::String(s) => Some(s.as_bytes()),
+            _ => None,
+        }
+    }
+
+    /// A short name of the variant, for error messages.
+    pub fn type_name(&self) -> String {
+        match self {
+            Value::Other(code) => format!("PMIx type {code}"),
+            other => {
+                let dbg = format!("{other:?}");
+                dbg.split('(').next().unwrap_or("?").to_string()
+            }
+        }
+    }
+
+    /// Writes this value into `dst`, allocating with `malloc` what PMIx will free.
+    ///
+    /// # Safety
+    /// `dst` must point to a writable `pmix_value_t` that holds no allocation.
+    pub(crate) unsafe fn load(&self, dst: *mut sys::pmix_value_t) -> Result<()> {
+        // SAFETY: the caller guarantees `dst` is valid and empty.
+        let dst = unsafe { &mut *dst };
+        let d = &mut dst.data;
+        let ty = match self {
+            Value::Bool(v) => {
+                d.flag = *v;
+                sys::PMIX_BOOL
+            }
+            Value::Byte(v) => {
+                d.byte = *v;
+                sys::PMIX_BYTE
+            }
+            Value::String(s) => {
+                d.string = strdup(s, "string value")?;
+                sys::PMIX_STRING
+            }
+            Value::Size(v) => {
+                d.size = *v;
+                sys::PMIX_SIZE
+            }
+            Value::Pid(v) => {
+                d.pid = *v;
+                sys::PMIX_PID
+            }
+            Value::Int(v) => {
+                d.integer = *v;
+                sys::PMIX_INT
+            }
+            Value::Int8(v) => {
+                d.int8 = *v;
+                sys::PMIX_INT8
+            }
+            Value::Int16(v) => {
+                d.int16 = *v;
+                sys::PMIX_INT16
+            }
+            Value::Int32(v) => {
+                d.int32 = *v;
+                sys::PMIX_INT32
+            }
+            Value::Int64(v) => {
+                d.int64 = *v;
+                sys::PMIX_INT64
+            }
+            Value::Uint(v) => {
+                d.uint = *v;
+                sys::PMIX_UINT
+            }
+            Value::Uint8(v) => {
+                d.uint8 = *v;
+                sys::PMIX_UINT8
+            }
+            Value::Uint16(v) => {
+                d.uint16 = *v;
+                sys::PMIX_UINT16
+            }
+            Value::Uint32(v) => {
+                d.uint32 = *v;
+                sys::PMIX_UINT32
+            }
+            Value::Uint64(v) => {
+                d.uint64 = *v;
+                sys::PMIX_UINT64
+            }
+            Value::Float(v) => {
+                d.fval = *v;
+                sys::PMIX_FLOAT
+            }
+            Value::Double(v) => {
+                d.dval = *v;
+                sys::PMIX_DOUBLE
+            }
+            Value::Time(v) => {
+                d.time = *v;
+                sys::PMIX_TIME
+            }
+            Value::Status(v) => {
+                d.status = v.0;
+                sys::PMIX_STATUS
+            }
+            Value::Rank(v) => {
+                d.rank = *v;
+                sys::PMIX_PROC_RANK
+            }
+            Value::Persistence(v) => {
+                d.persist = *v;
+                sys::PMIX_PERSIST
+            }
+            Value::Scope(v) => {
+                d.scope = *v;
+                sys::PMIX_SCOPE
+            }
+            Value::Range(v) => {
+                d.range = *v;
+                sys::PMIX_DATA_RANGE
+            }
+            Value::ProcState(v) => {
+                d.state = *v;
+                sys::PMIX_PROC_STATE
+            }
+            Value::Pointer(v) => {
+                d.ptr = *v as *mut c_void;
+                sys::PMIX_POINTER
+            }
+            Value::Proc(p) => {
+                let raw = p.to_raw()?;
+                // SAFETY: malloc of a POD struct, freed by PMIx_Value_destruct.
+                let mem = unsafe { alloc_copy(&raw) };
+                d.proc_ = mem;
+                sys::PMIX_PROC
+            }
+            Value::Bytes(b) => {
+                d.bo = bytes_to_raw(b);
+                sys::PMIX_BYTE_OBJECT
+            }
+            Value::Infos(items) => {
+                d.darray = data_array(items, sys::PMIX_INFO, |slot: *mut sys::pmix_info_t, i| {
+                    // SAFETY: slot is a zeroed element of a fresh info array.
+                    unsafe { i.load(slot) }
+                })?;
+                sys::PMIX_DATA_ARRAY
+            }
+            Value::Procs(items) => {
+                d.darray = data_array(items, sys::PMIX_PROC, |slot: *mut sys::pmix_proc_t, p| {
+                    // SAFETY: slot is an element of a fresh proc array.
+                    unsafe { *slot = p.to_raw()? };
+                    Ok(())
+                })?;
+                sys::PMIX_DATA_ARRAY
+            }
+            Value::Strings(items) => {
+                d.darray = data_array(items, sys::PMIX_STRING, |slot: *mut *mut c_char, s| {
+                    // SAFETY: slot is an element of a fresh char* array.
+                    unsafe { *slot = strdup(s, "string array element")? };
+                    Ok(())
+                })?;
+                sys::PMIX_DATA_ARRAY
+            }
+            Value::ProcInfos(items) => {
+                d.darray = data_array(
+                    items,
+                    sys::PMIX_PROC_INFO,
+                    |slot: *mut sys::pmix_proc_info_t, pi| {
+                        // SAFETY: slot is an element of a fresh, zeroed proc-info array.
+                        let slot = unsafe { &mut *slot };
+                        slot.proc_ = pi.proc.to_raw()?;
+                        slot.hostname = strdup(&pi.hostname, "hostname")?;
+                        slot.executable_name = strdup(&pi.executable, "executable")?;
+                        slot.pid = pi.pid;
+                        slot.exit_code = pi.exit_code;
+                        slot.state = pi.state;
+                        Ok(())
+                    },
+                )?;
+                sys::PMIX_DATA_ARRAY
+            }
+            Value::Other(code) => {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot pass a value of PMIx type {code} through this layer"
+                )));
+            }
+        };
+        dst.type_ = ty as u16;
+        Ok(())
+    }
+
+    /// Copies a C value.
+    ///
+    /// # Safety
+    /// `v` must point to a valid, initialised `pmix_value_t`.
+    pub(crate) unsafe fn from_raw(v: *const sys::pmix_value_t) -> Value {
+        // SAFETY: the caller guarantees validity; each arm reads the union field that the
+        // type tag says is active.
+        unsafe {
+            let v = &*v;
+            let d = &v.data;
+            match u32::from(v.type_) {
+                sys::PMIX_BOOL => Value::Bool(d.flag),
+                sys::PMIX_BYTE => Value::Byte(d.byte),
+                sys::PMIX_STRING => Value::String(cstr_lossy(d.string)),
+                sys::PMIX_SIZE => Value::Size(d.size),
+                sys::PMIX_PID => Value::Pid(d.pid),
+                sys::PMIX_INT => Value::Int(d.integer),
+                sys::PMIX_INT8 => Value::Int8(d.int8),
+                sys::PMIX_INT16 => Value::Int16(d.int16),
+                sys::PMIX_INT32 => Value::Int32(d.int32),
+                sys::PMIX_INT64 => Value::Int64(d.int64),
+                sys::PMIX_UINT => Value::Uint(d.uint),
+                sys::PMIX_UINT8 => Value::Uint8(d.uint8),
+                sys::PMIX_UINT16 => Value::Uint16(d.uint16),
+                sys::PMIX_UINT32 => Value::Uint32(d.uint32),
+                sys::PMIX_UINT64 => Value::Uint64(d.uint64),
+                sys::PMIX_FLOAT => Value::Float(d.fval),
+                sys::PMIX_DOUBLE => Value::Double(d.dval),
+                sys::PMIX_TIME => Value::Time(d.time),
+                sys::PMIX_STATUS => Value::Status(Status(d.status)),
+                sys::PMIX_PROC_RANK => Value::Rank(d.rank),
+                sys::PMIX_PERSIST => Value::Persistence(d.persist),
+                sys::PMIX_SCOPE => Value::Scope(d.scope),
+                sys::PMIX_DATA_RANGE => Value::Range(d.range),
+                sys::PMIX_PROC_STATE => Value::ProcState(d.state),
+                sys::PMIX_POINTER => Value::Pointer(d.ptr as usize),
+                sys::PMIX_PROC if !d.proc_.is_null() => Value::Proc(Proc::from_raw(d.proc_)),
+                sys::PMIX_BYTE_OBJECT => Value::Bytes(bytes_from_raw(&d.bo)),
+                sys::PMIX_DATA_ARRAY if !d.darray.is_null() => darray_from_raw(&*d.darray),
+                other => Value::Other(other as u16),
+            }
+        }
+    }
+}
+
+/// A key/value pair (`pmix_info_t`), used for data, directives and qualifiers alike.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Info {
+    /// The key (at most 511 bytes), usually one of the `PMIX_*` attribute names.
+    pub key: String,
+    /// The value.
+    pub value: Value,
+    /// `PMIX_INFO_REQD`: the receiver must honour this directive or fail.
+    pub required: bool,
+}
+
+impl Info {
+    /// A key/value pair.
+    pub fn new(key: impl Into<String>, value: Value) -> Info {
+        Info {
+            key: key.into(),
+            value,
+            required: false,
+        }
+    }
+
+    /// Marks the directive as required (`PMIX_INFO_REQD`).
+    pub fn required(mut self) -> Info {
+        self.required = true;
+        self
+    }
+
+    /// Writes this info into `dst`.
+    ///
+    /// # Safety
+    /// `dst` must point to a writable, zeroed `pmix_info_t`.
+    pub(crate) unsafe fn load(&self, dst: *mut sys::pmix_info_t) -> Result<()> {
+        // SAFETY: the caller guarantees validity.
+        let dst = unsafe { &mut *dst };
+        copy_cstr(&mut dst.key, &self.key, "key")?;
+        if self.required {
+            dst.flags |= sys::PMIX_INFO_REQD;
+        }
+        // SAFETY: dst.value is zeroed.
+        unsafe { self.value.load(&mut dst.value) }
+    }
+
+    /// Copies a C info.
+    ///
+    /// # Safety
+    /// `raw` must point to a valid `pmix_info_t`.
+    pub(crate) unsafe fn from_raw(raw: *const sys::pmix_info_t) -> Info {
+        // SAFETY: the caller guarantees validity.
+        let raw = unsafe { &*raw };
+        Info {
+            key: fixed_str(&raw.key),
+            // SAFETY: the value of a valid info is valid.
+            value: unsafe { Value::from_raw(&raw.value) },
+            required: raw.flags & sys::PMIX_INFO_REQD != 0,
+        }
+    }
+
+    /// Copies a C info array; a NULL pointer or a zero count gives an empty vector.
+    ///
+    /// # Safety
+    /// `raw` must point to `n` valid infos (or be NULL).
+    pub(crate) unsafe fn vec_from_raw(raw: *const sys::pmix_info_t, n: usize) -> Vec<Info> {
+        if raw.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: the caller guarantees `n` valid elements.
+        (0..n).map(|i| unsafe { Info::from_raw(raw.add(i)) }).collect()
+    }
+}
+
+/// Finds the value of `key` in a list of infos.
+pub fn find<'a>(infos: &'a [Info], key: &str) -> Option<&'a Value> {
+    infos.iter().find(|i| i.key == key).map(|i| &i.value)
+}
+
+/// An owned C array of `pmix_info_t`, freed with `PMIX_INFO_FREE` on drop. Used to pass
+/// directives into PMIx calls.
+pub(crate) struct InfoArray {
+    ptr: *mut sys::pmix_info_t,
+    len: usize,
+}
+
+// SAFETY: owned C memory with no thread affinity; PMIx only reads it.
+unsafe impl Send for InfoArray {}
+
+impl InfoArray {
+    /// Builds the C array from Rust infos.
+    pub(crate) fn new(infos: &[Info]) -> Result<InfoArray> {
+        // SAFETY: mpmix_info_create returns a zeroed array of the given length or NULL.
+        let ptr = unsafe { sys::mpmix_info_create(infos.len()) };
+        if ptr.is_null() && !infos.is_empty() {
+            return Err(Error::InvalidArgument("out of memory for an info array".into()));
+        }
+        let arr = InfoArray {
+            ptr,
+            len: infos.len(),
+        };
+        for (i, info) in infos.iter().enumerate() {
+            // SAFETY: `i < len` and the element is zeroed.
+            unsafe { info.load(arr.ptr.add(i))? };
+        }
+        Ok(arr)
+    }
+
+    /// Pointer for PMIx (NULL when empty).
+    pub(crate) fn as_ptr(&self) -> *mut sys::pmix_info_t {
+        self.ptr
+    }
+
+    /// Number of elements.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Hands the array to C, which then owns and frees it.
+    pub(crate) fn into_raw(self) -> (*mut sys::pmix_info_t, usize) {
+        let out = (self.ptr, self.len);
+        std::mem::forget(self);
+        out
+    }
+}
+
+impl Drop for InfoArray {
+    fn drop(&mut self) {
+        // SAFETY: the array was created by mpmix_info_create with this length.
+        unsafe { sys::mpmix_info_free(self.ptr, self.len) };
+    }
+}
+
+/// Copies `s` into a fixed C char array, NUL-terminated.
+pub(crate) fn copy_cstr(dst: &mut [c_char], s: &str, what: &str) -> Result<()> {
+    if s.as_bytes().contains(&0) {
+        return Err(Error::InvalidArgument(format!("{what} {s:?} contains a NUL byte")));
+    }
+    if s.len() >= dst.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{what} {s:?} is {} bytes; PMIx allows at most {}",
+            s.len(),
+            dst.len() - 1
+        )));
+    }
+    for (d, b) in dst.iter_mut().zip(s.bytes()) {
+        *d = b as c_char;
+    }
+    dst[s.len()] = 0;
+    Ok(())
+}
+
+/// Reads a fixed C char array up to its first NUL (or its end).
+pub(crate) fn fixed_str(src: &[c_char]) -> String {
+    let bytes: Vec<u8> = src
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Copies a C string (NULL gives an empty string).
+///
+/// # Safety
+/// `p` must be NULL or a valid NUL-terminated string.
+pub(crate) unsafe fn cstr_lossy(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// A `CString` for an argument, with a typed error for interior NULs.
+pub(crate) fn cstring(s: &str, what: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{what} {s:?} contains a NUL byte")))
+}
+
+/// `strdup` into malloc'ed memory that PMIx may free.
+fn strdup(s: &str, what: &str) -> Result<*mut c_char> {
+    let c = cstring(s, what)?;
+    // SAFETY: c is a valid C string; strdup copies it.
+    let p = unsafe { libc::strdup(c.as_ptr()) };
+    if p.is_null() {
+        return Err(Error::InvalidArgument(format!("out of memory copying {what}")));
+    }
+    Ok(p)
+}
+
+/// malloc'ed copy of a byte slice as a PMIx byte object.
+pub(crate) fn bytes_to_raw(b: &[u8]) -> sys::pmix_byte_object_t {
+    if b.is_empty() {
+        return sys::pmix_byte_object_t::default();
+    }
+    // SAFETY: malloc of b.len() bytes, then a non-overlapping copy into it.
+    unsafe {
+        let p = libc::malloc(b.len()) as *mut c_char;
+        if p.is_null() {
+            return sys::pmix_byte_object_t::default();
+        }
+        std::ptr::copy_nonoverlapping(b.as_ptr(), p as *mut u8, b.len());
+        sys::pmix_byte_object_t {
+            bytes: p,
+            size: b.len(),
+        }
+    }
+}
+
+/// Copies the bytes of a PMIx byte object.
+pub(crate) fn bytes_from_raw(bo: &sys::pmix_byte_object_t) -> Vec<u8> {
+    if bo.bytes.is_null() || bo.size == 0 {
+        return Vec::new();
+    }
+    // SAFETY: a valid byte object holds `size` readable bytes.
+    unsafe { std::slice::from_raw_parts(bo.bytes as *const u8, bo.size) }.to_vec()
+}
+
+/// malloc'ed copy of one POD value.
+///
+/// # Safety
+/// `T` must be plain old data that PMIx frees with `free`.
+unsafe fn alloc_copy<T: Copy>(v: &T) -> *mut T {
+    // SAFETY: malloc of size_of::<T>() bytes, then a write of one T.
+    unsafe {
+        let p = libc::malloc(std::mem::size_of::<T>()) as *mut T;
+        if !p.is_null() {
+            p.write(*v);
+        }
+        p
+    }
+}
+
+/// Builds a malloc'ed `pmix_data_array_t` of `ty`, filling element `i` with `fill`.
+fn data_array<T, E>(
+    items: &[T],
+    ty: u32,
+    fill: impl Fn(*mut E, &T) -> Result<()>,
+) -> Result<*mut sys::pmix_data_array_t> {
+    // SAFETY: creates an array of `items.len()` zeroed elements of type `ty`.
+    let darray = unsafe { sys::mpmix_data_array_create(items.len(), ty as u16) };
+    if darray.is_null() {
+        return Err(Error::InvalidArgument("out of memory for a data array".into()));
+    }
+    for (i, item) in items.iter().enumerate() {
+        // SAFETY: darray->array holds items.len() elements of E.
+        let slot = unsafe { ((*darray).array as *mut E).add(i) };
+        if let Err(e) = fill(slot, item) {
+            // SAFETY: frees what was filled so far; the rest is zeroed.
+            unsafe { sys::mpmix_data_array_free(darray) };
+            return Err(e);
+        }
+    }
+    Ok(darray)
+}
+
+/// Copies a data array into the matching [`Value`] variant.
+///
+/// # Safety
+/// `da` must be a valid data array.
+unsafe fn darray_from_raw(da: &sys::pmix_data_array_t) -> Value {
+    let n = if da.array.is_null() { 0 } else { da.size };
+    // SAFETY: `array` holds `size` elements of the tagged type.
+    unsafe {
+        match u32::from(da.type_) {
+            sys::PMIX_INFO => Value::Infos(Info::vec_from_raw(da.array as *const _, n)),
+            sys::PMIX_PROC => Value::Procs(
+                (0..n)
+                    .map(|i| Proc::from_raw((da.array as *const sys::pmix_proc_t).add(i)))
+                    .collect(),
+            ),
+            sys::PMIX_STRING => Value::Strings(
+                (0..n)
+                    .map(|i| cstr_lossy(*(da.array as *const *const c_char).add(i)))
+                    .collect(),
+            ),
+            sys::PMIX_PROC_INFO => Value::ProcInfos(
+                (0..n)
+                    .map(|i| {
+                        let p = &*(da.array as *const sys::pmix_proc_info_t).add(i);
+                        ProcInfo {
+                            proc: Proc::from_raw(&p.proc_),
+                            hostname: cstr_lossy(p.hostname),
+                            executable: cstr_lossy(p.executable_name),
+                            pid: p.pid,
+                            exit_code: p.exit_code,
+                            state: p.state,
+                        }
+                    })
+                    .collect(),
+            ),
+            _ => Value::Other(sys::PMIX_DATA_ARRAY as u16),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(v: Value) -> Value {
+        let mut raw = sys::pmix_value_t::default();
+        // SAFETY: raw is a zeroed value; destructed after reading.
+        unsafe {
+            v.load(&mut raw).expect("load");
+            let back = Value::from_raw(&raw);
+            sys::PMIx_Value_destruct(&mut raw);
+            back
+        }
+    }
+
+    #[test]
+    fn scalars_and_strings_roundtrip() {
+        for v in [
+            Value::Bool(true),
+            Value::Uint32(7),
+            Value::Uint16(3),
+            Value::Int64(-5),
+            Value::Double(2.5),
+            Value::String("hello".into()),
+            Value::Bytes(vec![1, 2, 3]),
+            Value::Status(Status::PROC_ABORTED),
+            Value::Proc(Proc::new("ns", 4)),
+            Value::Rank(RANK_WILDCARD),
+        ] {
+            assert_eq!(roundtrip(v.clone()), v);
+        }
+    }
+
+    #[test]
+    fn arrays_roundtrip() {
+        let nested = Value::Infos(vec![
+            Info::new("a", Value::Uint32(1)),
+            Info::new("b", Value::Strings(vec!["x".into(), "y".into()])),
+            Info::new("c", Value::Procs(vec![Proc::new("n", 0), Proc::new("n", 1)])),
+        ]);
+        assert_eq!(roundtrip(nested.clone()), nested);
+        let table = Value::ProcInfos(vec![ProcInfo {
+            proc: Proc::new("job", 2),
+            hostname: "h".into(),
+            executable: "/bin/x".into(),
+            pid: 42,
+            exit_code: 0,
+            state: 3,
+        }]);
+        assert_eq!(roundtrip(table.clone()), table);
+    }
+
+    #[test]
+    fn bad_arguments_are_typed_errors() {
+        let long = "k".repeat(600);
+        let mut raw = sys::pmix_info_t::default();
+        // SAFETY: zeroed info; the load fails before allocating.
+        let err = unsafe { Info::new(long, Value::Bool(true)).load(&mut raw) };
+        assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("at most 511")));
+        let err = Proc::new("a\0b", 0).to_raw();
+        assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("NUL")));
+        assert!(InfoArray::new(&[Info::new("x", Value::Other(99))]).is_err());
+    }
+
+    #[test]
+    fn integer_widening() {
+        assert_eq!(Value::Uint16(9).as_u64(), Some(9));
+        assert_eq!(Value::Int(-1).as_u64(), None);
+        assert_eq!(Value::String("x".into()).as_u64(), None);
+        assert_eq!(Value::Uint32(1).type_name(), "Uint32");
+    }
+}
