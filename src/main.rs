@@ -1,1 +1,150 @@
-fn main() {}
+//! The `maestro` command: `run` (our PMIx host), `query` (a PMIx tool attached to it).
+//!
+//! Exit codes: `maestro run` exits with the job's code (see the `run` module); usage and
+//! setup errors exit with 2.
+
+mod query;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// Data orchestration for HPC workflows, woven into PMIx.
+#[derive(Parser, Debug)]
+#[command(name = "maestro", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Launch N ranks of a program on this node under our own PMIx host.
+    Run {
+        /// Number of ranks.
+        #[arg(short = 'n', long = "np", default_value_t = 1)]
+        nprocs: u32,
+        /// Prefix every output line with "[rank] ".
+        #[arg(long)]
+        label: bool,
+        /// Let PMIx tools (maestro query) attach.
+        #[arg(long)]
+        tool_support: bool,
+        /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
+        #[arg(long, default_value_t = 2.0, value_parser = parse_secs)]
+        grace: f64,
+        /// Seconds between SIGTERM and SIGKILL when stopping ranks.
+        #[arg(long, default_value_t = 1.0, value_parser = parse_secs)]
+        kill_after: f64,
+        /// Wall-clock limit of the job in seconds (exit code 124 when reached).
+        #[arg(long, value_parser = parse_secs)]
+        timeout: Option<f64>,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Attach to a running `maestro run --tool-support` and show its jobs.
+    Query {
+        /// Process id of the `maestro run` to attach to.
+        #[arg(long, conflicts_with = "uri", required_unless_present = "uri")]
+        pid: Option<i32>,
+        /// Its PMIx tmpdir (default: where maestro run puts it for that pid).
+        #[arg(long, requires = "pid")]
+        tmpdir: Option<PathBuf>,
+        /// A PMIx server URI instead of a pid.
+        #[arg(long)]
+        uri: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Seconds to wait for each answer.
+        #[arg(long, default_value_t = 10.0, value_parser = parse_secs)]
+        timeout: f64,
+    },
+}
+
+/// Parses a non-negative number of seconds.
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v < 1e9 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds (e.g. 2 or 0.5)")),
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .or_else(|| {
+            std::env::var("MSTRO_LOG_LEVEL")
+                .ok()
+                .map(|l| l.to_lowercase())
+        })
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Run {
+            nprocs,
+            label,
+            tool_support,
+            grace,
+            kill_after,
+            timeout,
+            command,
+        } => {
+            let opts = run::RunOptions {
+                nprocs,
+                label,
+                tool_support,
+                grace: Duration::from_secs_f64(grace),
+                kill_after: Duration::from_secs_f64(kill_after),
+                timeout: timeout.map(Duration::from_secs_f64),
+                command,
+            };
+            match run::run(&opts) {
+                Ok(code) => ExitCode::from(code as u8),
+                Err(e) => {
+                    eprintln!("maestro run: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Query {
+            pid,
+            tmpdir,
+            uri,
+            json,
+            timeout,
+        } => {
+            let target = match (pid, uri) {
+                (_, Some(u)) => pmix::ToolTarget::Uri(u),
+                (Some(p), None) => query::QueryOptions::for_pid(p, tmpdir),
+                (None, None) => unreachable!("clap requires --pid or --uri"),
+            };
+            let opts = query::QueryOptions {
+                target,
+                json,
+                timeout: Duration::from_secs_f64(timeout),
+            };
+            match query::query(&opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maestro query: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}

@@ -17,9 +17,7 @@ use crate::keys;
 use crate::query::{Query, query_info};
 use crate::runtime;
 use crate::sync::{Completion, call_op, infos, op_cb};
-use crate::value::{
-    Info, Proc, Rank, Value, bytes_from_raw, bytes_to_raw, cstring, fixed_str,
-};
+use crate::value::{Info, Proc, Rank, Value, bytes_from_raw, bytes_to_raw, cstring, fixed_str};
 
 /// Where `put` data is visible (`pmix_scope_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,7 +189,11 @@ impl Client {
     }
 
     fn get_job_u64(&self, key: &str) -> Result<u64> {
-        let v = self.get(&Proc::wildcard(&self.me.nspace), key, GetOptions::immediate())?;
+        let v = self.get(
+            &Proc::wildcard(&self.me.nspace),
+            key,
+            GetOptions::immediate(),
+        )?;
         expect_u64(key, v)
     }
 
@@ -209,7 +211,10 @@ impl Client {
     pub fn get(&self, proc: &Proc, key: &str, opts: GetOptions) -> Result<Value> {
         let raw_proc = proc.to_raw()?;
         let ckey = cstring(key, "key")?;
-        let mut directives = vec![Info::new(keys::TIMEOUT, Value::Int(timeout_secs(opts.timeout)))];
+        let mut directives = vec![Info::new(
+            keys::TIMEOUT,
+            Value::Int(timeout_secs(opts.timeout)),
+        )];
         if opts.immediate {
             directives.push(Info::new(keys::IMMEDIATE, Value::Bool(true)));
         }
@@ -437,13 +442,7 @@ impl Client {
         let cbdata = done.lend();
         // SAFETY: bo is valid for the call, which packs it before returning.
         let rc = unsafe {
-            sys::PMIx_Validate_credential_nb(
-                &bo,
-                std::ptr::null(),
-                0,
-                Some(validation_cb),
-                cbdata,
-            )
+            sys::PMIx_Validate_credential_nb(&bo, std::ptr::null(), 0, Some(validation_cb), cbdata)
         };
         // SAFETY: bo was malloc'ed by bytes_to_raw.
         unsafe { sys::mpmix_byte_object_destruct(&mut bo) };
@@ -531,7 +530,8 @@ impl CArgv {
             .iter()
             .map(|s| cstring(s, "key"))
             .collect::<Result<Vec<_>>>()?;
-        let mut ptrs: Vec<*mut c_char> = strings.iter().map(|s| s.as_ptr() as *mut c_char).collect();
+        let mut ptrs: Vec<*mut c_char> =
+            strings.iter().map(|s| s.as_ptr() as *mut c_char).collect();
         ptrs.push(std::ptr::null_mut());
         Ok(CArgv {
             _strings: strings,

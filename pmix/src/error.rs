@@ -31,6 +31,16 @@ impl Status {
     pub const LOST_CONNECTION: Status = Status(sys::PMIX_ERR_LOST_CONNECTION);
     /// `PMIX_FABRIC_UPDATED`: the fabric changed; re-read fabric information.
     pub const FABRIC_UPDATED: Status = Status(sys::PMIX_FABRIC_UPDATED);
+    /// `PMIX_ERR_NOT_FOUND`.
+    pub const NOT_FOUND: Status = Status(sys::PMIX_ERR_NOT_FOUND);
+    /// `PMIX_ERR_NOT_SUPPORTED`.
+    pub const NOT_SUPPORTED: Status = Status(sys::PMIX_ERR_NOT_SUPPORTED);
+    /// `PMIX_ERR_PARTIAL_SUCCESS`: some of the request was answered.
+    pub const PARTIAL_SUCCESS: Status = Status(sys::PMIX_ERR_PARTIAL_SUCCESS);
+    /// `PMIX_ERR_INVALID_CRED`: a credential failed validation.
+    pub const INVALID_CRED: Status = Status(sys::PMIX_ERR_INVALID_CRED);
+    /// `PMIX_ERR_TIMEOUT`.
+    pub const TIMEOUT: Status = Status(sys::PMIX_ERR_TIMEOUT);
     /// `PMIX_EXTERNAL_ERR_BASE`: codes below this are free for applications.
     pub const EXTERNAL_BASE: i32 = sys::PMIX_EXTERNAL_ERR_BASE;
 
@@ -70,13 +80,17 @@ impl fmt::Debug for Status {
 pub enum Error {
     /// The PMIx host does not implement this operation (Slurm's stepd has no
     /// publish/lookup, credentials or query, for example). Degrade or use another path.
-    #[error("{op}: not supported by this PMIx host; use a host that offers it (maestro run does) or a fallback")]
+    #[error(
+        "{op}: not supported by this PMIx host; use a host that offers it (maestro run does) or a fallback"
+    )]
     NotSupported {
         /// The PMIx function.
         op: &'static str,
     },
     /// The operation did not complete within its timeout.
-    #[error("{op}: timed out; the peers may be gone or slow: raise the timeout or check that every rank reached this point")]
+    #[error(
+        "{op}: timed out; the peers may be gone or slow: raise the timeout or check that every rank reached this point"
+    )]
     Timeout {
         /// The PMIx function.
         op: &'static str,
@@ -90,14 +104,18 @@ pub enum Error {
         what: String,
     },
     /// No PMIx server could be reached.
-    #[error("{op}: no PMIx server reachable; start the program under a PMIx launcher (maestro run, srun --mpi=pmix, mpirun)")]
+    #[error(
+        "{op}: no PMIx server reachable; start the program under a PMIx launcher (maestro run, srun --mpi=pmix, mpirun)"
+    )]
     Unreachable {
         /// The PMIx function.
         op: &'static str,
     },
     /// PMIx is already initialised in this process (as client, server or tool), or was
     /// finalised: PMIx allows one initialisation per process.
-    #[error("PMIx is already initialised in this process as {0}; keep one Client/Server/Tool per process")]
+    #[error(
+        "PMIx is already initialised in this process as {0}; keep one Client/Server/Tool per process"
+    )]
     AlreadyInitialized(&'static str),
     /// An argument cannot be passed to PMIx (interior NUL byte, name too long, ...).
     #[error("invalid argument: {0}")]

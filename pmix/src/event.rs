@@ -139,8 +139,7 @@ impl Drop for EventHandler<'_> {
     fn drop(&mut self) {
         // SAFETY: blocking deregistration; afterwards PMIx no longer calls the trampoline
         // with ctx, so it can be freed.
-        let rc =
-            unsafe { sys::PMIx_Deregister_event_handler(self.id, None, std::ptr::null_mut()) };
+        let rc = unsafe { sys::PMIx_Deregister_event_handler(self.id, None, std::ptr::null_mut()) };
         if let Err(e) = check("PMIx_Deregister_event_handler", rc) {
             tracing::warn!("{e}; leaking the handler context");
             return;
@@ -205,7 +204,12 @@ unsafe extern "C" fn trampoline(
 
 /// Raises `status` with `source` as the origin (`PMIx_Notify_event`), waiting up to 10 s for
 /// PMIx to accept it. Shared by client, server and tool.
-pub(crate) fn notify(status: Status, source: Option<&Proc>, range: Range, info: &[Info]) -> Result<()> {
+pub(crate) fn notify(
+    status: Status,
+    source: Option<&Proc>,
+    range: Range,
+    info: &[Info],
+) -> Result<()> {
     let raw_source = source.map(Proc::to_raw).transpose()?;
     let dirs = infos(info)?;
     let (dp, dn) = (dirs.as_ptr(), dirs.len());
@@ -218,7 +222,15 @@ pub(crate) fn notify(status: Status, source: Option<&Proc>, range: Range, info: 
         Some(dirs),
         // SAFETY: source and info are valid for the call; info is kept until the callback.
         |cbdata| unsafe {
-            sys::PMIx_Notify_event(status.0, src_ptr, range.raw(), dp, dn, Some(crate::sync::op_cb), cbdata)
+            sys::PMIx_Notify_event(
+                status.0,
+                src_ptr,
+                range.raw(),
+                dp,
+                dn,
+                Some(crate::sync::op_cb),
+                cbdata,
+            )
         },
     )
 }

@@ -38,4 +38,7 @@ pub use event::{Event, EventHandler, Range};
 pub use query::Query;
 pub use server::{Host, JobLayout, Server, ServerConfig};
 pub use tool::{Tool, ToolTarget};
-pub use value::{Info, Proc, ProcInfo, RANK_UNDEF, RANK_WILDCARD, Rank, Value, find};
+pub use value::{
+    Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, RANK_UNDEF, RANK_WILDCARD,
+    Rank, Value, find,
+};

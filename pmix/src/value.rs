@@ -77,6 +77,11 @@ impl fmt::Display for Proc {
     }
 }
 
+/// `PMIX_PROC_STATE_RUNNING`, for [`ProcInfo::state`].
+pub const PROC_STATE_RUNNING: u8 = sys::PMIX_PROC_STATE_RUNNING as u8;
+/// `PMIX_PROC_STATE_TERMINATED`, for [`ProcInfo::state`].
+pub const PROC_STATE_TERMINATED: u8 = sys::PMIX_PROC_STATE_TERMINATED as u8;
+
 /// One row of a process table (`pmix_proc_info_t`), as tools see it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProcInfo {
@@ -501,7 +506,9 @@ impl Info {
             return Vec::new();
         }
         // SAFETY: the caller guarantees `n` valid elements.
-        (0..n).map(|i| unsafe { Info::from_raw(raw.add(i)) }).collect()
+        (0..n)
+            .map(|i| unsafe { Info::from_raw(raw.add(i)) })
+            .collect()
     }
 }
 
@@ -526,7 +533,9 @@ impl InfoArray {
         // SAFETY: mpmix_info_create returns a zeroed array of the given length or NULL.
         let ptr = unsafe { sys::mpmix_info_create(infos.len()) };
         if ptr.is_null() && !infos.is_empty() {
-            return Err(Error::InvalidArgument("out of memory for an info array".into()));
+            return Err(Error::InvalidArgument(
+                "out of memory for an info array".into(),
+            ));
         }
         let arr = InfoArray {
             ptr,
@@ -567,7 +576,9 @@ impl Drop for InfoArray {
 /// Copies `s` into a fixed C char array, NUL-terminated.
 pub(crate) fn copy_cstr(dst: &mut [c_char], s: &str, what: &str) -> Result<()> {
     if s.as_bytes().contains(&0) {
-        return Err(Error::InvalidArgument(format!("{what} {s:?} contains a NUL byte")));
+        return Err(Error::InvalidArgument(format!(
+            "{what} {s:?} contains a NUL byte"
+        )));
     }
     if s.len() >= dst.len() {
         return Err(Error::InvalidArgument(format!(
@@ -616,7 +627,9 @@ fn strdup(s: &str, what: &str) -> Result<*mut c_char> {
     // SAFETY: c is a valid C string; strdup copies it.
     let p = unsafe { libc::strdup(c.as_ptr()) };
     if p.is_null() {
-        return Err(Error::InvalidArgument(format!("out of memory copying {what}")));
+        return Err(Error::InvalidArgument(format!(
+            "out of memory copying {what}"
+        )));
     }
     Ok(p)
 }
@@ -673,7 +686,9 @@ fn data_array<T, E>(
     // SAFETY: creates an array of `items.len()` zeroed elements of type `ty`.
     let darray = unsafe { sys::mpmix_data_array_create(items.len(), ty as u16) };
     if darray.is_null() {
-        return Err(Error::InvalidArgument("out of memory for a data array".into()));
+        return Err(Error::InvalidArgument(
+            "out of memory for a data array".into(),
+        ));
     }
     for (i, item) in items.iter().enumerate() {
         // SAFETY: darray->array holds items.len() elements of E.
@@ -765,7 +780,10 @@ mod tests {
         let nested = Value::Infos(vec![
             Info::new("a", Value::Uint32(1)),
             Info::new("b", Value::Strings(vec!["x".into(), "y".into()])),
-            Info::new("c", Value::Procs(vec![Proc::new("n", 0), Proc::new("n", 1)])),
+            Info::new(
+                "c",
+                Value::Procs(vec![Proc::new("n", 0), Proc::new("n", 1)]),
+            ),
         ]);
         assert_eq!(roundtrip(nested.clone()), nested);
         let table = Value::ProcInfos(vec![ProcInfo {

@@ -22,11 +22,6 @@ use crate::server::reply::{
 use crate::sync::lock;
 use crate::value::{Info, Proc, Value};
 
-/// `PMIX_ERR_NOT_SUPPORTED` as a [`Status`].
-pub const NOT_SUPPORTED: Status = Status(sys::PMIX_ERR_NOT_SUPPORTED);
-/// `PMIX_ERR_NOT_FOUND` as a [`Status`].
-pub const NOT_FOUND: Status = Status(sys::PMIX_ERR_NOT_FOUND);
-
 /// The launcher's answers to PMIx upcalls. Methods run on PMIx's progress thread: answer
 /// quickly, or keep the reply and answer from another thread. A dropped reply answers with
 /// an error, so a client never waits forever.
@@ -39,7 +34,7 @@ pub trait Host: Send + Sync + 'static {
 
     /// A client called `PMIx_Abort` (`abort`). `procs` empty means its whole job.
     fn abort(&self, _proc: &Proc, _status: i32, _msg: &str, _procs: Vec<Proc>, reply: OpReply) {
-        reply.send(Err(NOT_SUPPORTED));
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// All local participants of a fence arrived (`fence_nb`); `data` is what they
@@ -50,22 +45,22 @@ pub trait Host: Send + Sync + 'static {
 
     /// A client asks for another process's data that is not local (`direct_modex`).
     fn direct_modex(&self, _proc: &Proc, _info: Vec<Info>, reply: ModexReply) {
-        reply.send(Err(NOT_FOUND));
+        reply.send(Err(Status::NOT_FOUND));
     }
 
     /// `PMIx_Publish` from a client.
     fn publish(&self, _proc: &Proc, _info: Vec<Info>, reply: OpReply) {
-        reply.send(Err(NOT_SUPPORTED));
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// `PMIx_Lookup` from a client.
     fn lookup(&self, _proc: &Proc, _keys: Vec<String>, _info: Vec<Info>, reply: LookupReply) {
-        reply.send(Err(NOT_SUPPORTED));
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// `PMIx_Unpublish` from a client.
     fn unpublish(&self, _proc: &Proc, _keys: Vec<String>, _info: Vec<Info>, reply: OpReply) {
-        reply.send(Err(NOT_SUPPORTED));
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// A client raised an event that must leave its server (`notify_event`). Local
@@ -76,22 +71,28 @@ pub trait Host: Send + Sync + 'static {
 
     /// `PMIx_Query_info` from a client or tool.
     fn query(&self, _requestor: Option<&Proc>, _queries: Vec<Query>, reply: InfoReply) {
-        reply.send(NOT_SUPPORTED, Vec::new());
+        reply.send(Status::NOT_SUPPORTED, Vec::new());
     }
 
     /// A tool connected (`tool_connected`); assign it a name.
     fn tool_connected(&self, _info: Vec<Info>, reply: ToolReply) {
-        reply.send(Err(NOT_SUPPORTED));
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// A client asks for a credential (`get_credential`).
     fn get_credential(&self, _proc: &Proc, _info: Vec<Info>, reply: CredentialReply) {
-        reply.send(Err(NOT_SUPPORTED));
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// A client asks whether a credential is genuine (`validate_credential`).
-    fn validate_credential(&self, _proc: &Proc, _cred: &[u8], _info: Vec<Info>, reply: ValidationReply) {
-        reply.send(Err(NOT_SUPPORTED));
+    fn validate_credential(
+        &self,
+        _proc: &Proc,
+        _cred: &[u8],
+        _info: Vec<Info>,
+        reply: ValidationReply,
+    ) {
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// A client logged something (`PMIx_Log`).
@@ -142,7 +143,10 @@ impl PublishStore {
                 .filter(|owner| owner != proc)
             {
                 drop(inner);
-                tracing::warn!("{proc} tried to publish {:?}, already published by {owner}", i.key);
+                tracing::warn!(
+                    "{proc} tried to publish {:?}, already published by {owner}",
+                    i.key
+                );
                 reply.send(Err(Status(sys::PMIX_ERR_DUPLICATE_KEY)));
                 return;
             }
@@ -171,7 +175,10 @@ impl PublishStore {
             .and_then(Value::as_u64)
             .map_or(DEFAULT_LOOKUP_WAIT, Duration::from_secs);
         let mut inner = lock(&self.inner);
-        let found: Vec<Published> = keys.iter().filter_map(|k| inner.data.get(k).cloned()).collect();
+        let found: Vec<Published> = keys
+            .iter()
+            .filter_map(|k| inner.data.get(k).cloned())
+            .collect();
         if !wait || found.len() == keys.len() {
             drop(inner);
             reply.send(Ok(found));
@@ -203,13 +210,15 @@ impl PublishStore {
         inner.waiters = keep;
         drop(inner);
         for w in expired {
-            w.reply.send(Err(Status(sys::PMIX_ERR_TIMEOUT)));
+            w.reply.send(Err(Status::TIMEOUT));
         }
     }
 
     /// Drops everything a finished job published.
     pub fn forget_nspace(&self, nspace: &str) {
-        lock(&self.inner).data.retain(|_, p| p.publisher.nspace != nspace);
+        lock(&self.inner)
+            .data
+            .retain(|_, p| p.publisher.nspace != nspace);
     }
 }
 
@@ -219,9 +228,17 @@ impl StoreInner {
         let mut ready = Vec::new();
         let mut i = 0;
         while i < self.waiters.len() {
-            if self.waiters[i].keys.iter().all(|k| self.data.contains_key(k)) {
+            if self.waiters[i]
+                .keys
+                .iter()
+                .all(|k| self.data.contains_key(k))
+            {
                 let w = self.waiters.swap_remove(i);
-                let found = w.keys.iter().filter_map(|k| self.data.get(k).cloned()).collect();
+                let found = w
+                    .keys
+                    .iter()
+                    .filter_map(|k| self.data.get(k).cloned())
+                    .collect();
                 ready.push((w, found));
             } else {
                 i += 1;

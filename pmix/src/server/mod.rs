@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use pmix_sys as sys;
 
-pub use host::{Host, NOT_FOUND, NOT_SUPPORTED, PublishStore};
+pub use host::{Host, PublishStore};
 pub use reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
 };
@@ -69,7 +69,9 @@ impl Server {
         runtime::claim("server")?;
         let result = Server::start(config, host);
         if result.is_err() {
-            *upcalls::HOST.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            *upcalls::HOST
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
             runtime::release_failed();
         }
         result
@@ -81,9 +83,14 @@ impl Server {
         unsafe {
             std::env::set_var("PMIX_MCA_pmix_server_fence_localonly_opt", "0");
         }
-        *upcalls::HOST.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(host);
+        *upcalls::HOST
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(host);
         let mut dirs = vec![
-            Info::new(keys::SERVER_TMPDIR, Value::String(path_str(&config.tmpdir)?)),
+            Info::new(
+                keys::SERVER_TMPDIR,
+                Value::String(path_str(&config.tmpdir)?),
+            ),
             Info::new(
                 keys::SYSTEM_TMPDIR,
                 Value::String(path_str(&config.system_tmpdir)?),
@@ -287,7 +294,13 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
-    pub fn notify_event(&self, status: Status, source: &Proc, range: Range, info: &[Info]) -> Result<()> {
+    pub fn notify_event(
+        &self,
+        status: Status,
+        source: &Proc,
+        range: Range,
+        info: &[Info],
+    ) -> Result<()> {
         crate::event::notify(status, Some(source), range, info)
     }
 
@@ -328,7 +341,9 @@ impl Drop for Server {
         if let Err(e) = check("PMIx_server_finalize", rc) {
             tracing::warn!("{e}");
         }
-        *upcalls::HOST.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *upcalls::HOST
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 }
 
@@ -373,8 +388,22 @@ impl JobLayout {
             Info::new(keys::NUM_NODES, Value::Uint32(1)),
             Info::new(keys::LOCAL_PEERS, Value::String(ranks.clone())),
             Info::new(keys::NODE_LIST, Value::String(self.hostname.clone())),
-            Info::new(keys::NODE_MAP, Value::String(generate("PMIx_generate_regex", &self.hostname, sys::PMIx_generate_regex)?)),
-            Info::new(keys::PROC_MAP, Value::String(generate("PMIx_generate_ppn", &ranks, sys::PMIx_generate_ppn)?)),
+            Info::new(
+                keys::NODE_MAP,
+                Value::String(generate(
+                    "PMIx_generate_regex",
+                    &self.hostname,
+                    sys::PMIx_generate_regex,
+                )?),
+            ),
+            Info::new(
+                keys::PROC_MAP,
+                Value::String(generate(
+                    "PMIx_generate_ppn",
+                    &ranks,
+                    sys::PMIx_generate_ppn,
+                )?),
+            ),
             Info::new(keys::JOBID, Value::String(self.jobid.clone())),
             Info::new(keys::APPNUM, Value::Uint32(0)),
         ];

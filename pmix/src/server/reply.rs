@@ -10,9 +10,9 @@ use std::ffi::{c_char, c_void};
 
 use pmix_sys as sys;
 
+use crate::client::Published;
 use crate::error::Status;
 use crate::value::{Info, InfoArray, Proc, bytes_to_raw, copy_cstr};
-use crate::client::Published;
 
 /// The status a dropped, unanswered reply sends.
 const UNANSWERED: i32 = sys::PMIX_ERROR;
@@ -144,7 +144,16 @@ impl Drop for ModexReply {
     fn drop(&mut self) {
         if let (Some(cb), cbdata) = self.take() {
             // SAFETY: answering an abandoned upcall once.
-            unsafe { cb(UNANSWERED, std::ptr::null(), 0, cbdata, None, std::ptr::null_mut()) };
+            unsafe {
+                cb(
+                    UNANSWERED,
+                    std::ptr::null(),
+                    0,
+                    cbdata,
+                    None,
+                    std::ptr::null_mut(),
+                )
+            };
         }
     }
 }
@@ -319,7 +328,15 @@ impl Drop for CredentialReply {
     fn drop(&mut self) {
         if let (Some(cb), cbdata) = self.take() {
             // SAFETY: answering an abandoned upcall once.
-            unsafe { cb(UNANSWERED, std::ptr::null_mut(), std::ptr::null_mut(), 0, cbdata) };
+            unsafe {
+                cb(
+                    UNANSWERED,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    0,
+                    cbdata,
+                )
+            };
         }
     }
 }

@@ -66,7 +66,9 @@ unsafe fn procs_vec(procs: *const sys::pmix_proc_t, n: usize) -> Vec<Proc> {
         return Vec::new();
     }
     // SAFETY: `n` valid procs.
-    (0..n).map(|i| unsafe { Proc::from_raw(procs.add(i)) }).collect()
+    (0..n)
+        .map(|i| unsafe { Proc::from_raw(procs.add(i)) })
+        .collect()
 }
 
 pub(crate) unsafe extern "C" fn client_connected(
@@ -105,7 +107,13 @@ pub(crate) unsafe extern "C" fn abort(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, m, targets) = unsafe { (Proc::from_raw(proc_), cstr_lossy(msg), procs_vec(procs, nprocs)) };
+    let (p, m, targets) = unsafe {
+        (
+            Proc::from_raw(proc_),
+            cstr_lossy(msg),
+            procs_vec(procs, nprocs),
+        )
+    };
     let reply = OpReply::new(cbfunc, cbdata);
     with_host(|h| h.abort(&p, status, &m, targets, reply))
 }
@@ -125,7 +133,10 @@ pub(crate) unsafe extern "C" fn fence_nb(
         (
             procs_vec(procs, nprocs),
             Info::vec_from_raw(info, ninfo),
-            bytes_from_raw(&sys::pmix_byte_object_t { bytes: data, size: ndata }),
+            bytes_from_raw(&sys::pmix_byte_object_t {
+                bytes: data,
+                size: ndata,
+            }),
         )
     };
     let reply = ModexReply::new(cbfunc, cbdata);
@@ -167,8 +178,13 @@ pub(crate) unsafe extern "C" fn lookup(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, ks, infos) =
-        unsafe { (Proc::from_raw(proc_), argv_vec(keys), Info::vec_from_raw(info, ninfo)) };
+    let (p, ks, infos) = unsafe {
+        (
+            Proc::from_raw(proc_),
+            argv_vec(keys),
+            Info::vec_from_raw(info, ninfo),
+        )
+    };
     let reply = LookupReply::new(cbfunc, cbdata);
     with_host(|h| h.lookup(&p, ks, infos, reply))
 }
@@ -182,8 +198,13 @@ pub(crate) unsafe extern "C" fn unpublish(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, ks, infos) =
-        unsafe { (Proc::from_raw(proc_), argv_vec(keys), Info::vec_from_raw(info, ninfo)) };
+    let (p, ks, infos) = unsafe {
+        (
+            Proc::from_raw(proc_),
+            argv_vec(keys),
+            Info::vec_from_raw(info, ninfo),
+        )
+    };
     let reply = OpReply::new(cbfunc, cbdata);
     with_host(|h| h.unpublish(&p, ks, infos, reply))
 }
@@ -311,7 +332,11 @@ pub(crate) unsafe extern "C" fn validate_credential(
     let (p, bytes, infos) = unsafe {
         (
             Proc::from_raw(proc_),
-            if cred.is_null() { Vec::new() } else { bytes_from_raw(&*cred) },
+            if cred.is_null() {
+                Vec::new()
+            } else {
+                bytes_from_raw(&*cred)
+            },
             Info::vec_from_raw(directives, ndirs),
         )
     };

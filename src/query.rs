@@ -1,0 +1,123 @@
+//! `maestro query`: attach to a running `maestro run --tool-support` as a PMIx tool and show
+//! its jobs: namespaces, job sizes and process tables (text, or JSON with `--json`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pmix::{Info, ProcInfo, Query, Tool, ToolTarget, Value, keys};
+use serde_json::json;
+
+/// Options of `maestro query`.
+#[derive(Clone, Debug)]
+pub struct QueryOptions {
+    /// Where the launcher is.
+    pub target: ToolTarget,
+    /// Print JSON.
+    pub json: bool,
+    /// How long each answer may take.
+    pub timeout: Duration,
+}
+
+impl QueryOptions {
+    /// Target a launcher by pid; its tmpdir defaults to where `maestro run` puts it.
+    pub fn for_pid(pid: i32, tmpdir: Option<PathBuf>) -> ToolTarget {
+        let tmpdir = tmpdir.or_else(|| {
+            u32::try_from(pid)
+                .ok()
+                .map(crate::run::server_tmpdir)
+                .filter(|d| d.is_dir())
+        });
+        ToolTarget::Pid { pid, tmpdir }
+    }
+}
+
+/// One job as reported.
+#[derive(Debug, serde::Serialize)]
+struct JobReport {
+    nspace: String,
+    size: Option<u64>,
+    procs: Vec<ProcReport>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ProcReport {
+    rank: u32,
+    pid: i32,
+    hostname: String,
+    executable: String,
+    state: u8,
+    exit_code: i32,
+}
+
+impl From<&ProcInfo> for ProcReport {
+    fn from(p: &ProcInfo) -> Self {
+        ProcReport {
+            rank: p.proc.rank,
+            pid: p.pid,
+            hostname: p.hostname.clone(),
+            executable: p.executable.clone(),
+            state: p.state,
+            exit_code: p.exit_code,
+        }
+    }
+}
+
+/// Runs the query and prints the report.
+///
+/// # Errors
+/// A PMIx error when the launcher cannot be reached or answers nothing.
+pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
+    let tool = Tool::connect(&opts.target, 3)?;
+    let ns_answer = tool.query(&[Query::key(keys::QUERY_NAMESPACES)], opts.timeout)?;
+    let namespaces: Vec<String> = match pmix::find(&ns_answer, keys::QUERY_NAMESPACES) {
+        Some(Value::String(s)) => s
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut jobs = Vec::new();
+    for ns in namespaces {
+        let qual = Info::new(keys::NSPACE, Value::String(ns.clone()));
+        let answers = tool.query(
+            &[
+                Query::key(keys::JOB_SIZE).qualify(qual.clone()),
+                Query::key(keys::QUERY_PROC_TABLE).qualify(qual),
+            ],
+            opts.timeout,
+        )?;
+        let size = pmix::find(&answers, keys::JOB_SIZE).and_then(Value::as_u64);
+        let procs = match pmix::find(&answers, keys::QUERY_PROC_TABLE) {
+            Some(Value::ProcInfos(t)) => t.iter().map(ProcReport::from).collect(),
+            _ => Vec::new(),
+        };
+        jobs.push(JobReport {
+            nspace: ns,
+            size,
+            procs,
+        });
+    }
+    if opts.json {
+        println!(
+            "{}",
+            json!({ "tool": tool.proc().to_string(), "jobs": jobs })
+        );
+    } else {
+        for j in &jobs {
+            let size = j.size.map_or("?".to_string(), |s| s.to_string());
+            println!("job {} ({size} ranks)", j.nspace);
+            println!(
+                "  {:>5} {:>8} {:<16} {:>5} {:>4}  executable",
+                "rank", "pid", "host", "state", "exit"
+            );
+            for p in &j.procs {
+                println!(
+                    "  {:>5} {:>8} {:<16} {:>5} {:>4}  {}",
+                    p.rank, p.pid, p.hostname, p.state, p.exit_code, p.executable
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! What `maestro run` answers when PMIx calls up: publish/lookup (a [`PublishStore`]),
+//! credentials (HMAC, see `credential`), queries (namespaces, process table, job size,
+//! psets, spawn support), tool connections, and abort/finalize bookkeeping reported to the
+//! launcher's main loop.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::Sender;
+
+use pmix::server::{
+    CredentialReply, InfoReply, LookupReply, OpReply, PublishStore, ToolReply, ValidationReply,
+};
+use pmix::{
+    Host, Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Query, Status, Value,
+    keys,
+};
+
+use crate::run::credential::{Authority, CREDENTIAL_TYPE, Claims, unix_now};
+
+/// What the host reports to the launcher's main loop.
+#[derive(Debug)]
+pub enum HostEvent {
+    /// A rank called `PMIx_Abort`.
+    Abort {
+        /// The rank.
+        rank: u32,
+        /// Its status.
+        status: i32,
+        /// Its message.
+        msg: String,
+    },
+}
+
+/// Per-rank state that queries and credentials read.
+#[derive(Clone, Debug, Default)]
+pub struct RankState {
+    /// OS process id (0 before spawn).
+    pub pid: i32,
+    /// Exit code once ended.
+    pub exit_code: Option<i32>,
+    /// Connected to PMIx.
+    pub connected: bool,
+    /// Called `PMIx_Finalize`.
+    pub finalized: bool,
+}
+
+/// The launcher's [`Host`].
+pub struct LauncherHost {
+    nspace: String,
+    hostname: String,
+    executable: String,
+    uid: u32,
+    gid: u32,
+    ranks: Mutex<BTreeMap<u32, RankState>>,
+    store: PublishStore,
+    authority: Authority,
+    tools: AtomicU32,
+    events: Mutex<Sender<HostEvent>>,
+}
+
+impl LauncherHost {
+    /// A host for one job of `nprocs` ranks running `executable`.
+    pub fn new(
+        nspace: &str,
+        hostname: &str,
+        executable: &str,
+        nprocs: u32,
+        authority: Authority,
+        events: Sender<HostEvent>,
+    ) -> LauncherHost {
+        // SAFETY: geteuid/getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        LauncherHost {
+            nspace: nspace.to_string(),
+            hostname: hostname.to_string(),
+            executable: executable.to_string(),
+            uid,
+            gid,
+            ranks: Mutex::new((0..nprocs).map(|r| (r, RankState::default())).collect()),
+            store: PublishStore::default(),
+            authority,
+            tools: AtomicU32::new(0),
+            events: Mutex::new(events),
+        }
+    }
+
+    /// The uid and gid ranks run as (and are registered with).
+    pub fn ids(&self) -> (u32, u32) {
+        (self.uid, self.gid)
+    }
+
+    /// Updates one rank's state.
+    pub fn update(&self, rank: u32, f: impl FnOnce(&mut RankState)) {
+        if let Some(s) = self.lock_ranks().get_mut(&rank) {
+            f(s);
+        }
+    }
+
+    /// A copy of one rank's state.
+    pub fn rank_state(&self, rank: u32) -> RankState {
+        self.lock_ranks().get(&rank).cloned().unwrap_or_default()
+    }
+
+    /// Fails lookups that waited too long (called from the main loop's tick).
+    pub fn expire(&self) {
+        self.store.expire(std::time::Instant::now());
+    }
+
+    fn lock_ranks(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, RankState>> {
+        self.ranks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn ours(&self, proc: &Proc) -> Option<u32> {
+        (proc.nspace == self.nspace).then_some(proc.rank)
+    }
+
+    fn send(&self, ev: HostEvent) {
+        let tx = self
+            .events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if tx.send(ev).is_err() {
+            tracing::warn!("launcher main loop is gone; event dropped");
+        }
+    }
+
+    fn proc_table(&self) -> Vec<ProcInfo> {
+        self.lock_ranks()
+            .iter()
+            .map(|(&r, s)| ProcInfo {
+                proc: Proc::new(&self.nspace, r),
+                hostname: self.hostname.clone(),
+                executable: self.executable.clone(),
+                pid: s.pid,
+                exit_code: s.exit_code.unwrap_or(0),
+                state: if s.exit_code.is_some() {
+                    PROC_STATE_TERMINATED
+                } else {
+                    PROC_STATE_RUNNING
+                },
+            })
+            .collect()
+    }
+
+    /// Answers one query key, or `None` when this host does not know it.
+    fn answer(&self, key: &str, qualifiers: &[Info]) -> Option<Value> {
+        let ns_ok = || match pmix::find(qualifiers, keys::NSPACE) {
+            Some(Value::String(ns)) => *ns == self.nspace,
+            _ => true,
+        };
+        match key {
+            k if k == keys::QUERY_NAMESPACES => Some(Value::String(self.nspace.clone())),
+            k if (k == keys::QUERY_PROC_TABLE || k == keys::QUERY_LOCAL_PROC_TABLE) && ns_ok() => {
+                Some(Value::ProcInfos(self.proc_table()))
+            }
+            k if k == keys::JOB_SIZE && ns_ok() => {
+                Some(Value::Uint32(self.lock_ranks().len() as u32))
+            }
+            k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
+            k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
+            k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(String::new())),
+            _ => None,
+        }
+    }
+}
+
+impl Host for LauncherHost {
+    fn client_connected(&self, proc: &Proc) {
+        if let Some(r) = self.ours(proc) {
+            self.update(r, |s| s.connected = true);
+        }
+        tracing::debug!("{proc} connected");
+    }
+
+    fn client_finalized(&self, proc: &Proc) {
+        if let Some(r) = self.ours(proc) {
+            self.update(r, |s| s.finalized = true);
+        }
+        tracing::debug!("{proc} finalized");
+    }
+
+    fn abort(&self, proc: &Proc, status: i32, msg: &str, _procs: Vec<Proc>, reply: OpReply) {
+        reply.send(Ok(()));
+        if let Some(rank) = self.ours(proc) {
+            self.send(HostEvent::Abort {
+                rank,
+                status,
+                msg: msg.to_string(),
+            });
+        }
+    }
+
+    fn publish(&self, proc: &Proc, info: Vec<Info>, reply: OpReply) {
+        self.store.publish(proc, info, reply);
+    }
+
+    fn lookup(&self, _proc: &Proc, keys: Vec<String>, info: Vec<Info>, reply: LookupReply) {
+        self.store.lookup(keys, &info, reply);
+    }
+
+    fn unpublish(&self, proc: &Proc, keys: Vec<String>, _info: Vec<Info>, reply: OpReply) {
+        self.store.unpublish(proc, &keys, reply);
+    }
+
+    fn query(&self, _requestor: Option<&Proc>, queries: Vec<Query>, reply: InfoReply) {
+        let mut answers = Vec::new();
+        let mut asked = 0;
+        for q in &queries {
+            for k in &q.keys {
+                asked += 1;
+                if let Some(v) = self.answer(k, &q.qualifiers) {
+                    answers.push(Info::new(k.clone(), v));
+                }
+            }
+        }
+        let status = if answers.is_empty() {
+            Status::NOT_FOUND
+        } else if answers.len() < asked {
+            Status::PARTIAL_SUCCESS
+        } else {
+            Status::SUCCESS
+        };
+        reply.send(status, answers);
+    }
+
+    fn tool_connected(&self, info: Vec<Info>, reply: ToolReply) {
+        let n = self.tools.fetch_add(1, Ordering::Relaxed);
+        let nspace = match pmix::find(&info, keys::TOOL_NSPACE) {
+            Some(Value::String(ns)) => ns.clone(),
+            _ => format!("maestro.tool.{n}"),
+        };
+        let rank = pmix::find(&info, keys::TOOL_RANK)
+            .and_then(Value::as_u64)
+            .map_or(0, |r| r as u32);
+        tracing::info!("tool connected as {nspace}:{rank}");
+        reply.send(Ok(Proc::new(nspace, rank)));
+    }
+
+    fn get_credential(&self, proc: &Proc, _info: Vec<Info>, reply: CredentialReply) {
+        let cred = self.authority.issue(&Claims {
+            nspace: proc.nspace.clone(),
+            rank: proc.rank,
+            uid: self.uid,
+            gid: self.gid,
+            issued: unix_now(),
+        });
+        reply.send(Ok((
+            cred,
+            vec![Info::new(
+                keys::CRED_TYPE,
+                Value::String(CREDENTIAL_TYPE.into()),
+            )],
+        )));
+    }
+
+    fn validate_credential(
+        &self,
+        proc: &Proc,
+        cred: &[u8],
+        _info: Vec<Info>,
+        reply: ValidationReply,
+    ) {
+        match self.authority.validate(cred, unix_now()) {
+            Ok(c) => reply.send(Ok(vec![
+                Info::new(keys::USERID, Value::Uint32(c.uid)),
+                Info::new(keys::GRPID, Value::Uint32(c.gid)),
+                Info::new(keys::CRED_TYPE, Value::String(CREDENTIAL_TYPE.into())),
+                Info::new(keys::PROCID, Value::Proc(Proc::new(c.nspace, c.rank))),
+            ])),
+            Err(e) => {
+                tracing::warn!("credential from {proc} refused: {e}");
+                reply.send(Err(Status::INVALID_CRED));
+            }
+        }
+    }
+}

@@ -1,0 +1,568 @@
+//! `maestro run`: our own PMIx host on this node, in the spirit of GASNet's local spawner.
+//!
+//! It starts a PMIx server, registers one job with every key a PMIx client reads, spawns N
+//! ranks with their PMIx environment (each in its own process group, killed if the launcher
+//! dies), forwards their output line by line, and watches them:
+//! - a rank that fails (non-zero exit, signal, exit without `PMIx_Finalize` after connecting)
+//!   or calls `PMIx_Abort` makes the launcher notify the others with
+//!   `PMIX_ERR_PROC_ABORTED` (affected proc and exit code attached), wait `--grace`
+//!   seconds, then SIGTERM the rest and SIGKILL them `--kill-after` seconds later;
+//! - SIGINT/SIGTERM/SIGHUP/SIGQUIT to the launcher are forwarded to every rank's process
+//!   group, followed by SIGKILL after `--kill-after`;
+//! - `--timeout` bounds the whole job (exit code 124 when it fires).
+//!
+//! The exit code is the worst status of the ranks that ended on their own (see `outcome`).
+//! Everything the PMIx server writes lives in a private temporary directory removed at
+//! exit.
+
+mod credential;
+mod host;
+mod outcome;
+mod output;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, keys};
+
+use host::{HostEvent, LauncherHost};
+use outcome::{Outcome, RankEnd, StopCause};
+
+/// Options of `maestro run`.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Number of ranks.
+    pub nprocs: u32,
+    /// Prefix each output line with `[rank] `.
+    pub label: bool,
+    /// Let PMIx tools attach.
+    pub tool_support: bool,
+    /// Seconds between a rank failure (or abort) and SIGTERM to the others.
+    pub grace: Duration,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub kill_after: Duration,
+    /// Wall-clock limit of the whole job.
+    pub timeout: Option<Duration>,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+}
+
+/// Why `maestro run` could not run the job at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A PMIx server call failed.
+    #[error("PMIx server: {0}")]
+    Pmix(#[from] pmix::Error),
+    /// A local resource (tmpdir, thread, signal handler) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Bad options.
+    #[error("{0}")]
+    Usage(String),
+    /// The OS random source failed (needed for the credential key).
+    #[error("cannot draw a credential key from the OS: {0}")]
+    Random(getrandom::Error),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
+    move |source| RunError::Io {
+        what: what.into(),
+        source,
+    }
+}
+
+/// Events the main loop waits for.
+enum LoopEvent {
+    RankExited(u32, RankEnd),
+    Host(HostEvent),
+    Signal(i32),
+}
+
+/// A private directory removed (recursively) on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn create() -> Result<TempDir, RunError> {
+        let dir = run_dir(std::process::id());
+        // A stale directory of a crashed launcher with our pid: start clean.
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["server", "system"] {
+            std::fs::create_dir_all(dir.join(sub))
+                .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
+        }
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
+/// One spawned rank.
+struct RankProc {
+    pid: i32,
+    ended: bool,
+    signalled: bool,
+}
+
+/// Runs the job and returns the exit code for the launcher.
+///
+/// # Errors
+/// [`RunError`] when the job could not be set up (PMIx server, tmpdir, threads). Failures
+/// of the ranks themselves are not errors: they are the exit code.
+pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
+    if opts.nprocs == 0 {
+        return Err(RunError::Usage("-n must be at least 1".into()));
+    }
+    if opts.nprocs > u32::from(u16::MAX) {
+        return Err(RunError::Usage(format!(
+            "-n {} exceeds the {} ranks one node can hold",
+            opts.nprocs,
+            u16::MAX
+        )));
+    }
+    let Some(program) = opts.command.first() else {
+        return Err(RunError::Usage(
+            "no command given: maestro run -n N -- CMD ARGS...".into(),
+        ));
+    };
+    let tmp = TempDir::create()?;
+    let pid = std::process::id();
+    let nspace = format!("maestro.job.{pid}");
+    let hostname = hostname();
+    let (tx, rx) = channel::<LoopEvent>();
+    let (host_tx, host_rx) = channel::<HostEvent>();
+    let authority = credential::Authority::generate().map_err(RunError::Random)?;
+    let host = Arc::new(LauncherHost::new(
+        &nspace,
+        &hostname,
+        program,
+        opts.nprocs,
+        authority,
+        host_tx,
+    ));
+    relay(host_rx, tx.clone(), LoopEvent::Host)?;
+    let server = Server::init(
+        &ServerConfig {
+            tmpdir: tmp.0.join("server"),
+            system_tmpdir: tmp.0.join("system"),
+            nspace: format!("maestro.host.{pid}"),
+            rank: 0,
+            tool_support: opts.tool_support,
+        },
+        host.clone(),
+    )?;
+    if opts.tool_support {
+        eprintln!(
+            "maestro run: tools may attach: pid {pid}, tmpdir {}",
+            server_tmpdir(pid).display()
+        );
+    }
+    let inventory = server.collect_inventory(&[])?;
+    server.deliver_inventory(&inventory, &[])?;
+    let app_info = server.setup_application(&nspace, &[])?;
+    let locality = server.own_locality_string().unwrap_or_else(|e| {
+        tracing::warn!("no locality string for the ranks: {e}");
+        String::new()
+    });
+    let layout = JobLayout {
+        nspace: nspace.clone(),
+        jobid: nspace.clone(),
+        hostname,
+        nprocs: opts.nprocs,
+        locality: vec![locality; opts.nprocs as usize],
+        extra_job_info: app_info
+            .into_iter()
+            .filter(|i| !matches!(i.value, Value::Other(_)))
+            .collect(),
+        extra_proc_info: Vec::new(),
+    };
+    server.register_nspace(&nspace, opts.nprocs, &layout.to_infos()?)?;
+    server.setup_local_support(&nspace, &[])?;
+
+    let signals = SignalRelay::start(tx.clone())?;
+    let mut job = Job {
+        opts,
+        server: &server,
+        host: &host,
+        nspace: &nspace,
+        tx,
+        ranks: BTreeMap::new(),
+        outcome: Outcome::default(),
+        term_at: None,
+        kill_at: None,
+        deadline: opts.timeout.map(|t| Instant::now() + t),
+        outputs: Vec::new(),
+    };
+    job.spawn_all();
+    job.supervise(&rx);
+    job.sweep_groups();
+    job.finish_outputs();
+    signals.stop();
+    for r in 0..opts.nprocs {
+        if let Err(e) = server.deregister_client(&Proc::new(&nspace, r)) {
+            tracing::debug!("deregister rank {r}: {e}");
+        }
+    }
+    if let Err(e) = server.deregister_nspace(&nspace) {
+        tracing::warn!("deregister {nspace}: {e}");
+    }
+    let code = job.outcome.exit_code();
+    drop(job);
+    drop(server);
+    drop(tmp);
+    Ok(code)
+}
+
+/// Moves events from one channel into the main loop's, wrapped.
+fn relay<T: Send + 'static>(
+    rx: Receiver<T>,
+    tx: Sender<LoopEvent>,
+    wrap: fn(T) -> LoopEvent,
+) -> Result<(), RunError> {
+    std::thread::Builder::new()
+        .name("host-events".into())
+        .spawn(move || {
+            for ev in rx {
+                if tx.send(wrap(ev)).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(io_err("starting the host event thread"))?;
+    Ok(())
+}
+
+/// The running job and its supervision state.
+struct Job<'a> {
+    opts: &'a RunOptions,
+    server: &'a Server,
+    host: &'a Arc<LauncherHost>,
+    nspace: &'a str,
+    tx: Sender<LoopEvent>,
+    ranks: BTreeMap<u32, RankProc>,
+    outcome: Outcome,
+    term_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    deadline: Option<Instant>,
+    outputs: Vec<Receiver<()>>,
+}
+
+impl Job<'_> {
+    fn spawn_all(&mut self) {
+        for r in 0..self.opts.nprocs {
+            if let Err(msg) = self.spawn(r) {
+                eprintln!("maestro run: rank {r}: {msg}");
+                self.outcome.rank_ended(r, RankEnd::Exited(127), false);
+                self.stop(StopCause::RankFailed { rank: r, code: 127 }, Duration::ZERO);
+                break;
+            }
+        }
+    }
+
+    fn spawn(&mut self, rank: u32) -> Result<(), String> {
+        let proc = Proc::new(self.nspace, rank);
+        let env = self.server.setup_fork(&proc).map_err(|e| e.to_string())?;
+        let (uid, gid) = self.host.ids();
+        self.server
+            .register_client(&proc, uid, gid)
+            .map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(&self.opts.command[0]);
+        cmd.args(&self.opts.command[1..])
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", self.opts.command[0]))?;
+        let pid = child.id() as i32;
+        self.host.update(rank, |s| s.pid = pid);
+        self.ranks.insert(
+            rank,
+            RankProc {
+                pid,
+                ended: false,
+                signalled: false,
+            },
+        );
+        for (src, stream) in [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                output::Stream::Stdout,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                output::Stream::Stderr,
+            ),
+        ] {
+            if let Some(src) = src {
+                let (done_tx, done_rx) = channel();
+                let label = self.opts.label;
+                output::forward(
+                    DoneOnDrop {
+                        inner: src,
+                        _done: done_tx,
+                    },
+                    stream,
+                    rank,
+                    label,
+                )
+                .map_err(|e| format!("output thread: {e}"))?;
+                self.outputs.push(done_rx);
+            }
+        }
+        self.reap_in_thread(rank, child)
+    }
+
+    fn reap_in_thread(&self, rank: u32, mut child: Child) -> Result<(), String> {
+        let tx = self.tx.clone();
+        std::thread::Builder::new()
+            .name(format!("reap{rank}"))
+            .spawn(move || {
+                let end = match child.wait() {
+                    Ok(st) => RankEnd::from_status(st),
+                    Err(_) => RankEnd::Exited(1),
+                };
+                let _ = tx.send(LoopEvent::RankExited(rank, end));
+            })
+            .map(|_| ())
+            .map_err(|e| format!("reaper thread: {e}"))
+    }
+
+    fn alive(&self) -> impl Iterator<Item = (&u32, &RankProc)> {
+        self.ranks.iter().filter(|(_, r)| !r.ended)
+    }
+
+    fn supervise(&mut self, rx: &Receiver<LoopEvent>) {
+        while self.alive().next().is_some() {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(LoopEvent::RankExited(rank, end)) => self.rank_exited(rank, end),
+                Ok(LoopEvent::Host(HostEvent::Abort { rank, status, msg })) => {
+                    eprintln!("maestro run: rank {rank} called PMIx_Abort({status}): {msg}");
+                    self.notify_failure(rank, status, &format!("rank {rank} aborted: {msg}"));
+                    self.stop(StopCause::Abort { rank, status }, self.opts.grace);
+                }
+                Ok(LoopEvent::Signal(sig)) => {
+                    tracing::info!("received signal {sig}; forwarding to the ranks");
+                    self.outcome.stop(StopCause::Signal(sig));
+                    self.signal_all(sig);
+                    self.kill_at
+                        .get_or_insert(Instant::now() + self.opts.kill_after);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.tick(Instant::now());
+        }
+    }
+
+    fn rank_exited(&mut self, rank: u32, end: RankEnd) {
+        let signalled = match self.ranks.get_mut(&rank) {
+            Some(r) => {
+                r.ended = true;
+                r.signalled
+            }
+            None => false,
+        };
+        self.host.update(rank, |s| s.exit_code = Some(end.code()));
+        self.outcome.rank_ended(rank, end, signalled);
+        if signalled {
+            return;
+        }
+        let st = self.host.rank_state(rank);
+        let failed_code = match end {
+            RankEnd::Exited(0) if st.connected && !st.finalized => Some(1),
+            RankEnd::Exited(0) => None,
+            other => Some(other.code()),
+        };
+        if let Some(code) = failed_code {
+            let why = match end {
+                RankEnd::Exited(0) => "exited without calling PMIx_Finalize".to_string(),
+                RankEnd::Exited(c) => format!("exited with status {c}"),
+                RankEnd::Signaled(s) => format!("was killed by signal {s}"),
+            };
+            let pid = self.ranks.get(&rank).map_or(0, |r| r.pid);
+            eprintln!("maestro run: rank {rank} (pid {pid}) {why}");
+            self.notify_failure(rank, code, &format!("rank {rank} {why}"));
+            if matches!(end, RankEnd::Exited(0)) {
+                self.outcome.rank_ended(rank, RankEnd::Exited(1), false);
+            }
+            self.stop(StopCause::RankFailed { rank, code }, self.opts.grace);
+        }
+    }
+
+    /// Tells the other ranks that `rank` failed (`PMIX_ERR_PROC_ABORTED`).
+    fn notify_failure(&self, rank: u32, code: i32, msg: &str) {
+        if self.alive().all(|(&r, _)| r == rank) {
+            return;
+        }
+        let proc = Proc::new(self.nspace, rank);
+        let info = [
+            Info::new(keys::EVENT_AFFECTED_PROC, Value::Proc(proc.clone())),
+            Info::new(keys::EXIT_CODE, Value::Int(code)),
+            Info::new(keys::EVENT_TEXT_MESSAGE, Value::String(msg.to_string())),
+        ];
+        if let Err(e) =
+            self.server
+                .notify_event(Status::PROC_ABORTED, &proc, Range::Namespace, &info)
+        {
+            tracing::warn!("notifying the job of rank {rank}'s failure: {e}");
+        }
+    }
+
+    /// Records the first stop cause and schedules SIGTERM after `grace`.
+    fn stop(&mut self, cause: StopCause, grace: Duration) {
+        if self.outcome.stop(cause) {
+            self.term_at = Some(Instant::now() + grace);
+        }
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.host.expire();
+        if let Some(d) = self.deadline
+            && now >= d
+        {
+            self.deadline = None;
+            eprintln!("maestro run: time limit reached; stopping the job");
+            if self.outcome.stop(StopCause::TimeLimit) {
+                self.term_at = Some(now);
+            }
+        }
+        if let Some(t) = self.term_at
+            && now >= t
+        {
+            self.term_at = None;
+            self.signal_all(libc::SIGTERM);
+            self.kill_at.get_or_insert(now + self.opts.kill_after);
+        }
+        if let Some(k) = self.kill_at
+            && now >= k
+        {
+            self.kill_at = None;
+            self.signal_all(libc::SIGKILL);
+        }
+    }
+
+    /// Sends `sig` to the process group of every live rank.
+    fn signal_all(&mut self, sig: i32) {
+        for r in self.ranks.values_mut().filter(|r| !r.ended) {
+            r.signalled = true;
+            // SAFETY: kill(2) on a process group we created; errors (ESRCH) are harmless.
+            unsafe { libc::kill(-r.pid, sig) };
+        }
+    }
+
+    /// Kills what is left in the ranks' process groups (background children of ranks).
+    fn sweep_groups(&self) {
+        for r in self.ranks.values() {
+            // SAFETY: as in signal_all.
+            unsafe { libc::kill(-r.pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Waits (bounded) for the output threads to drain the ranks' pipes.
+    fn finish_outputs(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for done in self.outputs.drain(..) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Err(RecvTimeoutError::Timeout) = done.recv_timeout(left) {
+                tracing::warn!("a rank's output is still open (a process escaped its group?)");
+            }
+        }
+    }
+}
+
+/// A reader that signals (by dropping its sender) when the forwarding thread is done.
+struct DoneOnDrop<R> {
+    inner: R,
+    _done: Sender<()>,
+}
+
+impl<R: std::io::Read> std::io::Read for DoneOnDrop<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+
+/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT into the main loop.
+struct SignalRelay {
+    handle: signal_hook::iterator::Handle,
+}
+
+impl SignalRelay {
+    fn start(tx: Sender<LoopEvent>) -> Result<SignalRelay, RunError> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+            .map_err(io_err("installing signal handlers"))?;
+        let handle = signals.handle();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    if tx.send(LoopEvent::Signal(sig)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(io_err("starting the signal thread"))?;
+        Ok(SignalRelay { handle })
+    }
+
+    fn stop(self) {
+        self.handle.close();
+    }
+}
+
+/// This node's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The private directory of the launcher with `pid` (`$TMPDIR/maestro-run.<pid>`).
+fn run_dir(pid: u32) -> PathBuf {
+    let base = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join(format!("maestro-run.{pid}"))
+}
+
+/// The PMIx server directory of the launcher with `pid`, where tools find its rendezvous
+/// file.
+pub fn server_tmpdir(pid: u32) -> PathBuf {
+    run_dir(pid).join("server")
+}

@@ -1,0 +1,68 @@
+//! Forwarding each rank's stdout and stderr, line by line, optionally prefixed with
+//! `[rank] `. Lines are written whole under a lock so output of different ranks never
+//! interleaves mid-line; bytes that are not UTF-8 pass through unchanged.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::thread::JoinHandle;
+
+/// Which of our streams a rank stream goes to.
+#[derive(Clone, Copy, Debug)]
+pub enum Stream {
+    /// Our stdout.
+    Stdout,
+    /// Our stderr.
+    Stderr,
+}
+
+/// Starts a thread copying `src` to our `stream`, prefixing lines with `[rank] ` when
+/// `label` is set. The thread ends at EOF (when the rank and all its children closed it).
+pub fn forward(
+    src: impl Read + Send + 'static,
+    stream: Stream,
+    rank: u32,
+    label: bool,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("rank{rank}-{stream:?}"))
+        .spawn(move || {
+            let mut reader = BufReader::new(src);
+            let prefix = if label {
+                format!("[{rank}] ").into_bytes()
+            } else {
+                Vec::new()
+            };
+            let mut line = Vec::with_capacity(256);
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        if !line.ends_with(b"\n") {
+                            line.push(b'\n');
+                        }
+                        let res = match stream {
+                            Stream::Stdout => {
+                                write_line(&mut std::io::stdout().lock(), &prefix, &line)
+                            }
+                            Stream::Stderr => {
+                                write_line(&mut std::io::stderr().lock(), &prefix, &line)
+                            }
+                        };
+                        if res.is_err() {
+                            // Our own output is gone (closed pipe): keep draining so the rank
+                            // never blocks on a full pipe.
+                            continue;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        })
+}
+
+fn write_line(out: &mut impl Write, prefix: &[u8], line: &[u8]) -> std::io::Result<()> {
+    out.write_all(prefix)?;
+    out.write_all(line)?;
+    out.flush()
+}
