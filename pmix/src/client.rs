@@ -106,9 +106,8 @@ impl Client {
             let rc = unsafe { sys::PMIx_Init(&mut raw, dirs.as_ptr(), dirs.len()) };
             check("PMIx_Init", rc)?;
             // SAFETY: PMIx_Init filled raw.
-            Ok(Client {
-                me: unsafe { Proc::from_raw(&raw) },
-            })
+            let me = unsafe { Proc::from_raw(&raw) };
+            Ok(Client { me })
         })();
         if result.is_err() {
             runtime::release_failed();

@@ -7,7 +7,7 @@
 //! cannot outlive PMIx finalisation.
 
 use std::ffi::c_void;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use pmix_sys as sys;
@@ -123,10 +123,7 @@ impl EventHandler<'_> {
 
     /// Waits up to `timeout` for the next event; `None` if none came.
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Event> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(ev) => Some(ev),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.rx.recv_timeout(timeout).ok()
     }
 
     /// The next queued event, without waiting.

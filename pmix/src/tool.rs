@@ -63,9 +63,8 @@ impl Tool {
             let rc = unsafe { sys::PMIx_tool_init(&mut raw, dirs.as_ptr(), dirs.len()) };
             check("PMIx_tool_init", rc)?;
             // SAFETY: filled by PMIx_tool_init.
-            Ok(Tool {
-                me: unsafe { Proc::from_raw(&raw) },
-            })
+            let me = unsafe { Proc::from_raw(&raw) };
+            Ok(Tool { me })
         })();
         if result.is_err() {
             runtime::release_failed();

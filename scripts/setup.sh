@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# setup.sh -- make sure the Debian 12 packages this project builds and tests against are
+# installed. As root it installs what is missing with apt-get; otherwise it prints the exact
+# command to run and exits 1. Safe to run again (does nothing when all is present).
+set -euo pipefail
+
+PKGS=(
+    pkg-config clang libclang-dev          # bindgen
+    libpmix-dev libpmix-bin                # OpenPMIx 4.2
+    libfabric-dev libfabric-bin            # libfabric 1.17
+    libhwloc-dev hwloc libudev-dev         # hwloc 2.9 (hwloc's pkg-config needs -ludev)
+    munge libmunge-dev slurm-wlm           # single-node Slurm for the srun tests
+    openmpi-bin libopenmpi-dev             # mpirun tests
+    iproute2 procps                        # network-namespace tests, process checks
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing Debian packages: ${missing[*]}" >&2
+    echo "setup: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${missing[@]}" >/dev/null

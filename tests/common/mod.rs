@@ -1,0 +1,251 @@
+//! Shared helpers of the integration tests: paths of the built binaries, running a command
+//! in its own process group under a hard timeout (and killing whatever it leaves behind), and
+//! a single-node Slurm started by `scripts/slurm-local.sh` and stopped by PID.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `maestro` binary under test.
+pub fn maestro() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_maestro"))
+}
+
+/// A built example (`cargo test` builds them next to the binary).
+pub fn example(name: &str) -> PathBuf {
+    let p = maestro()
+        .parent()
+        .expect("binary has a directory")
+        .join("examples")
+        .join(name);
+    assert!(p.exists(), "example {name} not built at {}", p.display());
+    p
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// What a finished command produced.
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// Lines of stdout containing `needle`.
+    pub fn lines_with(&self, needle: &str) -> Vec<&str> {
+        self.stdout.lines().filter(|l| l.contains(needle)).collect()
+    }
+}
+
+/// A child in its own process group; the whole group is SIGKILLed on drop.
+pub struct Group {
+    pub child: std::process::Child,
+    pgid: i32,
+}
+
+impl Group {
+    /// Starts `cmd` in a new process group with piped output.
+    pub fn spawn(cmd: &mut Command) -> Group {
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+        let pgid = child.id() as i32;
+        Group { child, pgid }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Waits up to `limit`; on timeout kills the group and panics with what it printed.
+    pub fn wait(mut self, limit: Duration) -> Output {
+        let start = Instant::now();
+        let mut out = self.child.stdout.take().expect("piped stdout");
+        let mut err = self.child.stderr.take().expect("piped stderr");
+        let t_out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let t_err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            if start.elapsed() > limit {
+                self.kill_group();
+                let _ = self.child.wait();
+                panic!(
+                    "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    t_out.join().unwrap_or_default(),
+                    t_err.join().unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let elapsed = start.elapsed();
+        // Whatever the command left in its group goes now, so output pipes close.
+        self.kill_group();
+        Output {
+            status,
+            stdout: t_out.join().unwrap_or_default(),
+            stderr: t_err.join().unwrap_or_default(),
+            elapsed,
+        }
+    }
+
+    fn kill_group(&self) {
+        // SAFETY: kill(2) on the group this helper created.
+        unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill_group();
+        let _ = self.child.try_wait();
+    }
+}
+
+/// Runs a command to completion under a hard limit.
+pub fn run(cmd: &mut Command, limit: Duration) -> Output {
+    Group::spawn(cmd).wait(limit)
+}
+
+/// `maestro run ARGS...` with a 60 s limit.
+pub fn maestro_run(args: &[&str]) -> Output {
+    run(
+        Command::new(maestro()).arg("run").args(args),
+        Duration::from_secs(60),
+    )
+}
+
+/// Pids of the live children of `pid` (from /proc).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // Fields after the command (which may contain spaces) start after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        if fields.get(1).and_then(|f| f.parse::<i32>().ok()) == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// True while a process exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, r)| !r.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// An exclusive lock on a file, held until drop (serialises tests that share a resource
+/// across nextest's test processes).
+pub struct FileLock(std::fs::File);
+
+impl FileLock {
+    pub fn acquire(path: &Path) -> FileLock {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .expect("open lock file");
+        // SAFETY: flock on an fd we own; blocks until the lock is free.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock {}", path.display());
+        FileLock(f)
+    }
+}
+
+/// A single-node Slurm (munge + slurmctld + slurmd) in a private directory, stopped and
+/// removed on drop. Only one runs at a time on a machine (fixed ports): the guard holds a
+/// lock for its lifetime.
+pub struct Slurm {
+    dir: PathBuf,
+    _lock: FileLock,
+}
+
+impl Slurm {
+    pub fn start() -> Slurm {
+        let lock = FileLock::acquire(Path::new("/tmp/maestro-tests-slurm.lock"));
+        let dir = std::env::temp_dir().join(format!("maestro-slurm.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = run(
+            Command::new(repo().join("scripts/slurm-local.sh"))
+                .arg("start")
+                .env("SLURM_LOCAL_DIR", &dir),
+            Duration::from_secs(120),
+        );
+        let slurm = Slurm { dir, _lock: lock };
+        assert_eq!(
+            out.code(),
+            Some(0),
+            "slurm-local.sh start failed:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        slurm
+    }
+
+    /// `srun` with this cluster's configuration.
+    pub fn srun(&self) -> Command {
+        let mut c = Command::new("srun");
+        c.env("SLURM_CONF", self.dir.join("etc/slurm.conf"));
+        c
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/slurm-local.sh"))
+            .arg("stop")
+            .env("SLURM_LOCAL_DIR", &self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

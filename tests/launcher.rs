@@ -1,0 +1,239 @@
+//! `maestro run` as a PMIx host, with real OpenPMIx clients: identity, put/fence/get,
+//! publish/lookup, credentials, events, failure and abort propagation, signals, tools, and
+//! bad input.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Group, alive, children_of, example, maestro, maestro_run};
+
+fn ex(name: &str) -> String {
+    example(name).to_string_lossy().into_owned()
+}
+
+#[test]
+fn ranks_get_their_pmix_rank() {
+    let out = maestro_run(&["-n", "3", "--", "sh", "-c", "echo rank=$PMIX_RANK"]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["rank=0", "rank=1", "rank=2"]);
+}
+
+#[test]
+fn exit_code_is_the_worst_rank_status() {
+    let out = maestro_run(&["-n", "3", "--", "sh", "-c", "exit $PMIX_RANK"]);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn labels_prefix_each_line() {
+    let out = maestro_run(&["-n", "2", "--label", "--", "sh", "-c", "echo a; echo b"]);
+    assert_eq!(out.code(), Some(0));
+    for r in 0..2 {
+        assert_eq!(
+            out.lines_with(&format!("[{r}] ")).len(),
+            2,
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn put_fence_get_publish_lookup_and_credentials_across_three_ranks() {
+    let out = maestro_run(&["-n", "3", &ex("pmix_hello")]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for r in 0..3 {
+        assert!(
+            out.stdout.contains(&format!("rank {r} of 3 on ")),
+            "{}",
+            out.stdout
+        );
+        assert!(out.stdout.contains(&format!(
+            "rank {r}: got \"hello from rank 0 of 3\" from rank 0"
+        )));
+    }
+    assert_eq!(
+        out.lines_with("publish/lookup: ok (").len(),
+        2,
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("rank 0: publish/lookup: published"));
+    assert_eq!(
+        out.lines_with("rank 1: credential: validated (uid Some(")
+            .len(),
+        1,
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn an_event_from_rank_0_reaches_ranks_1_and_2() {
+    let out = maestro_run(&["-n", "3", &ex("pmix_events")]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for r in 1..3 {
+        assert!(
+            out.stdout.contains(&format!(
+                "rank {r}: received event -3042 from rank 0: hello from rank 0"
+            )),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn abort_propagates_to_the_others_and_sets_the_exit_code() {
+    let out = maestro_run(&["-n", "3", "--grace", "0.5", &ex("pmix_fail"), "abort", "7"]);
+    assert_eq!(out.code(), Some(7), "{out:?}");
+    assert!(
+        out.stderr.contains("rank 0 called PMIx_Abort(7)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.lines_with("rank Some(0) failed (event -7, exit code Some(7))")
+            .len(),
+        2,
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_crashing_rank_is_reported_with_128_plus_signal() {
+    let out = maestro_run(&["-n", "3", "--grace", "0.5", &ex("pmix_fail"), "crash"]);
+    assert_eq!(out.code(), Some(137), "{out:?}");
+    assert!(out.stderr.contains("rank 0 (pid "), "{}", out.stderr);
+    assert!(out.stderr.contains("was killed by signal 9"));
+    assert_eq!(
+        out.lines_with("rank Some(0) failed (event -7, exit code Some(137))")
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn exiting_without_finalize_is_a_failure() {
+    let out = maestro_run(&["-n", "2", "--grace", "0.5", &ex("pmix_fail"), "exit", "0"]);
+    assert_eq!(out.code(), Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("exited without calling PMIx_Finalize"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.lines_with("rank Some(0) failed").len(), 1);
+}
+
+#[test]
+fn sigterm_leaves_no_process_behind_within_two_seconds() {
+    let mut cmd = Command::new(maestro());
+    cmd.args(["run", "-n", "2", "--", "sleep", "1000"]);
+    let g = Group::spawn(&mut cmd);
+    let launcher = g.pid();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ranks = loop {
+        let c = children_of(launcher);
+        if c.len() == 2 {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "ranks did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SAFETY: signalling the launcher we started.
+    unsafe { libc::kill(launcher, libc::SIGTERM) };
+    let out = g.wait(Duration::from_secs(10));
+    assert!(
+        out.elapsed < Duration::from_secs(2),
+        "took {:?}",
+        out.elapsed
+    );
+    assert_eq!(out.code(), Some(143), "{out:?}");
+    for p in ranks {
+        assert!(!alive(p), "rank pid {p} survived");
+    }
+    assert!(
+        !std::env::temp_dir()
+            .join(format!("maestro-run.{launcher}"))
+            .exists()
+    );
+}
+
+#[test]
+fn a_tool_attaches_and_queries_the_namespaces() {
+    let mut cmd = Command::new(maestro());
+    cmd.args(["run", "-n", "2", "--tool-support", "--", "sleep", "30"]);
+    let g = Group::spawn(&mut cmd);
+    let pid = g.pid().to_string();
+    // The launcher announces tool support once its server is up; retry until it answers.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        let out = common::run(
+            Command::new(maestro()).args(["query", "--pid", &pid, "--json"]),
+            Duration::from_secs(30),
+        );
+        if out.code() == Some(0)
+            && out.stdout.contains("\"procs\":[{")
+            && out.stdout.contains("\"pid\":")
+        {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "query never succeeded: {out:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let job = &v["jobs"][0];
+    assert_eq!(job["nspace"], format!("maestro.job.{pid}"));
+    assert_eq!(job["size"], 2);
+    assert_eq!(job["procs"].as_array().map(Vec::len), Some(2));
+    drop(g);
+}
+
+#[test]
+fn bad_usage_is_exit_code_2_with_a_message() {
+    let out = maestro_run(&["-n", "0", "--", "true"]);
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr.contains("-n must be at least 1"),
+        "{}",
+        out.stderr
+    );
+    let out = maestro_run(&["-n", "2", "--grace", "soon", "--", "true"]);
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr.contains("is not a number of seconds"),
+        "{}",
+        out.stderr
+    );
+    let out = maestro_run(&["-n", "1", "--", "/nonexistent/program"]);
+    assert_eq!(out.code(), Some(127), "{out:?}");
+    assert!(out.stderr.contains("cannot start"), "{}", out.stderr);
+    let out = common::run(
+        Command::new(maestro()).args(["query", "--pid", "1"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("maestro query:"), "{}", out.stderr);
+}
+
+#[test]
+fn time_limit_stops_the_job_with_124() {
+    let out = maestro_run(&[
+        "-n",
+        "2",
+        "--timeout",
+        "0.5",
+        "--kill-after",
+        "0.2",
+        "--",
+        "sleep",
+        "100",
+    ]);
+    assert_eq!(out.code(), Some(124), "{out:?}");
+    assert!(out.elapsed < Duration::from_secs(5));
+}
