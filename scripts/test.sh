@@ -10,5 +10,6 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi
 cargo build --workspace --all-targets
-cargo nextest run --workspace --all-targets
 cargo test --workspace --doc
+# nextest last: its summary line closes the run.
+cargo nextest run --workspace --all-targets
