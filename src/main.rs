@@ -42,6 +42,9 @@ enum Cmd {
         /// Wall-clock limit of the job in seconds (exit code 124 when reached).
         #[arg(long, value_parser = parse_secs)]
         timeout: Option<f64>,
+        /// Do not tell Open MPI 4.x ranks that a PMIx launcher started them.
+        #[arg(long)]
+        no_openmpi_compat: bool,
         /// The program and its arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
             grace,
             kill_after,
             timeout,
+            no_openmpi_compat,
             command,
         } => {
             let opts = run::RunOptions {
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
                 grace: Duration::from_secs_f64(grace),
                 kill_after: Duration::from_secs_f64(kill_after),
                 timeout: timeout.map(Duration::from_secs_f64),
+                openmpi_compat: !no_openmpi_compat,
                 command,
             };
             match run::run(&opts) {

@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub kill_after: Duration,
     /// Wall-clock limit of the whole job.
     pub timeout: Option<Duration>,
+    /// Let Open MPI 4.x ranks recognise a PMIx direct launch (see [`OPENMPI_DIRECT_LAUNCH`]).
+    pub openmpi_compat: bool,
     /// The program and its arguments.
     pub command: Vec<String>,
 }
@@ -79,6 +81,14 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
         source,
     }
 }
+
+/// Open MPI 4.x only believes it was direct-launched over PMIx when it recognises the
+/// launcher (mpirun, Slurm, IBM JSM, Flux); otherwise every rank starts as a singleton. Its
+/// JSM detection is exactly "a PMIx-native launcher started us, use PMIx (`ess=pmi`) and do
+/// not bind": it checks only that this variable exists. `maestro run` sets it (unless the
+/// environment already has it, or `--no-openmpi-compat`), so MPI programs built with Open
+/// MPI 4.x run as one job. Open MPI 5 detects PMIx by itself.
+pub const OPENMPI_DIRECT_LAUNCH: (&str, &str) = ("JSM_JSRUN_PORT", "0");
 
 /// Events the main loop waits for.
 enum LoopEvent {
@@ -281,6 +291,9 @@ impl Job<'_> {
             .register_client(&proc, uid, gid)
             .map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&self.opts.command[0]);
+        if self.opts.openmpi_compat && std::env::var_os(OPENMPI_DIRECT_LAUNCH.0).is_none() {
+            cmd.env(OPENMPI_DIRECT_LAUNCH.0, OPENMPI_DIRECT_LAUNCH.1);
+        }
         cmd.args(&self.opts.command[1..])
             .envs(env)
             .stdin(Stdio::null())
