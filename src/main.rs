@@ -33,6 +33,10 @@ enum Cmd {
         /// Let PMIx tools (maestro query) attach.
         #[arg(long)]
         tool_support: bool,
+        /// Also serve as this node's PMIx system server (implies --tool-support), so tools
+        /// attach without knowing the pid: maestro query --system.
+        #[arg(long)]
+        system_server: bool,
         /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
         #[arg(long, default_value_t = 2.0, value_parser = parse_secs)]
         grace: f64,
@@ -52,14 +56,20 @@ enum Cmd {
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query {
         /// Process id of the `maestro run` to attach to.
-        #[arg(long, conflicts_with = "uri", required_unless_present = "uri")]
+        #[arg(long, conflicts_with_all = ["uri", "system"], required_unless_present_any = ["uri", "system"])]
         pid: Option<i32>,
         /// Its PMIx tmpdir (default: where maestro run puts it for that pid).
         #[arg(long, requires = "pid")]
         tmpdir: Option<PathBuf>,
         /// A PMIx server URI instead of a pid.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "system")]
         uri: Option<String>,
+        /// Attach to this node's system server (a `maestro run --system-server`).
+        #[arg(long)]
+        system: bool,
+        /// The system server's tmpdir (default: $TMPDIR or /tmp).
+        #[arg(long, requires = "system")]
+        system_tmpdir: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -102,6 +112,7 @@ fn main() -> ExitCode {
             nprocs,
             label,
             tool_support,
+            system_server,
             grace,
             kill_after,
             timeout,
@@ -112,6 +123,7 @@ fn main() -> ExitCode {
                 nprocs,
                 label,
                 tool_support,
+                system_server,
                 grace: Duration::from_secs_f64(grace),
                 kill_after: Duration::from_secs_f64(kill_after),
                 timeout: timeout.map(Duration::from_secs_f64),
@@ -130,13 +142,18 @@ fn main() -> ExitCode {
             pid,
             tmpdir,
             uri,
+            system,
+            system_tmpdir,
             json,
             timeout,
         } => {
             let target = match (pid, uri) {
                 (_, Some(u)) => pmix::ToolTarget::Uri(u),
                 (Some(p), None) => query::QueryOptions::for_pid(p, tmpdir),
-                (None, None) => unreachable!("clap requires --pid or --uri"),
+                (None, None) if system => pmix::ToolTarget::System {
+                    tmpdir: system_tmpdir,
+                },
+                (None, None) => unreachable!("clap requires --pid, --uri or --system"),
             };
             let opts = query::QueryOptions {
                 target,

@@ -191,6 +191,44 @@ fn a_tool_attaches_and_queries_the_namespaces() {
     assert_eq!(job["nspace"], format!("maestro.job.{pid}"));
     assert_eq!(job["size"], 2);
     assert_eq!(job["procs"].as_array().map(Vec::len), Some(2));
+    let launcher = g.pid();
+    let end = g.terminate(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(143), "{end:?}");
+    assert!(
+        !std::env::temp_dir()
+            .join(format!("maestro-run.{launcher}"))
+            .exists()
+    );
+}
+
+#[test]
+fn a_tool_finds_the_system_server_without_its_pid() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(maestro());
+    cmd.env("TMPDIR", tmp.path())
+        .args(["run", "-n", "1", "--system-server", "--", "sleep", "30"]);
+    let g = Group::spawn(&mut cmd);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = common::run(
+            Command::new(maestro())
+                .args(["query", "--system", "--system-tmpdir"])
+                .arg(tmp.path()),
+            Duration::from_secs(30),
+        );
+        if out.code() == Some(0)
+            && out
+                .stdout
+                .contains(&format!("job maestro.job.{} (1 ranks)", g.pid()))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "system server never answered: {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     drop(g);
 }
 

@@ -27,6 +27,12 @@ pub enum ToolTarget {
     /// A server URI (`nspace.rank;tcp4://127.0.0.1:PORT`) or `file:PATH` of a rendezvous
     /// file.
     Uri(String),
+    /// This node's system server, found through its rendezvous file in `tmpdir` (the
+    /// system tmpdir; default `$TMPDIR` or `/tmp`).
+    System {
+        /// The system tmpdir the server uses.
+        tmpdir: Option<PathBuf>,
+    },
 }
 
 /// A connected tool. Finalises on drop. One per process.
@@ -55,6 +61,16 @@ impl Tool {
                     d
                 }
                 ToolTarget::Uri(u) => vec![Info::new(keys::SERVER_URI, Value::String(u.clone()))],
+                ToolTarget::System { tmpdir } => {
+                    let mut d = vec![Info::new(keys::CONNECT_TO_SYSTEM, Value::Bool(true))];
+                    if let Some(t) = tmpdir {
+                        d.push(Info::new(
+                            keys::SYSTEM_TMPDIR,
+                            Value::String(t.to_string_lossy().into_owned()),
+                        ));
+                    }
+                    d
+                }
             };
             dirs.push(Info::new(keys::CONNECT_MAX_RETRIES, Value::Uint32(retries)));
             let dirs = infos(&dirs)?;

@@ -41,6 +41,8 @@ pub struct RunOptions {
     pub label: bool,
     /// Let PMIx tools attach.
     pub tool_support: bool,
+    /// Also be this node's PMIx system server (tools attach with `maestro query --system`).
+    pub system_server: bool,
     /// Seconds between a rank failure (or abort) and SIGTERM to the others.
     pub grace: Duration,
     /// Seconds between SIGTERM and SIGKILL.
@@ -168,10 +170,15 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let server = Server::init(
         &ServerConfig {
             tmpdir: tmp.0.join("server"),
-            system_tmpdir: tmp.0.join("system"),
+            system_tmpdir: if opts.system_server {
+                std::env::temp_dir()
+            } else {
+                tmp.0.join("system")
+            },
             nspace: format!("maestro.host.{pid}"),
             rank: 0,
-            tool_support: opts.tool_support,
+            tool_support: opts.tool_support || opts.system_server,
+            system_support: opts.system_server,
         },
         host.clone(),
     )?;

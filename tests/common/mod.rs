@@ -115,6 +115,13 @@ impl Group {
         }
     }
 
+    /// Sends SIGTERM to the leader (as a user would) and waits for the whole run to end.
+    pub fn terminate(self, limit: Duration) -> Output {
+        // SAFETY: signalling the process this helper started.
+        unsafe { libc::kill(self.pgid, libc::SIGTERM) };
+        self.wait(limit)
+    }
+
     fn kill_group(&self) {
         // SAFETY: kill(2) on the group this helper created.
         unsafe { libc::kill(-self.pgid, libc::SIGKILL) };

@@ -52,6 +52,9 @@ pub struct ServerConfig {
     pub rank: Rank,
     /// Let PMIx tools (`maestro query`, debuggers) connect.
     pub tool_support: bool,
+    /// Be this node's system server: tools find it through a rendezvous file
+    /// (`pmix.sys.<host>`) in `system_tmpdir` without knowing its pid. One per node.
+    pub system_support: bool,
 }
 
 /// A running PMIx server. Finalises on drop. One per process.
@@ -100,6 +103,9 @@ impl Server {
         ];
         if config.tool_support {
             dirs.push(Info::new(keys::SERVER_TOOL_SUPPORT, Value::Bool(true)));
+        }
+        if config.system_support {
+            dirs.push(Info::new(keys::SERVER_SYSTEM_SUPPORT, Value::Bool(true)));
         }
         let dirs = infos(&dirs)?;
         // The module must outlive the server: PMIx keeps the pointer.
