@@ -45,17 +45,7 @@ fn labels_prefix_each_line() {
 #[test]
 fn put_fence_get_publish_lookup_and_credentials_across_three_ranks() {
     let out = maestro_run(&["-n", "3", &ex("pmix_hello")]);
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    for r in 0..3 {
-        assert!(
-            out.stdout.contains(&format!("rank {r} of 3 on ")),
-            "{}",
-            out.stdout
-        );
-        assert!(out.stdout.contains(&format!(
-            "rank {r}: got \"hello from rank 0 of 3\" from rank 0"
-        )));
-    }
+    out.assert_hello(3);
     assert_eq!(
         out.lines_with("publish/lookup: ok (").len(),
         2,

@@ -17,17 +17,7 @@ fn pmix_hello_under_srun_degrades_cleanly() {
             .arg(example("pmix_hello")),
         Duration::from_secs(120),
     );
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    for r in 0..3 {
-        assert!(
-            out.stdout.contains(&format!("rank {r} of 3 on ")),
-            "{}",
-            out.stdout
-        );
-        assert!(out.stdout.contains(&format!(
-            "rank {r}: got \"hello from rank 0 of 3\" from rank 0"
-        )));
-    }
+    out.assert_hello(3);
     assert!(out.stdout.contains("slurm.pmix."), "{}", out.stdout);
     assert_eq!(
         out.lines_with("publish/lookup: not supported by this host")

@@ -48,6 +48,18 @@ impl Output {
     pub fn lines_with(&self, needle: &str) -> Vec<&str> {
         self.stdout.lines().filter(|l| l.contains(needle)).collect()
     }
+
+    /// Checks what every launcher must give `pmix_hello` with `n` ranks: success, each
+    /// rank's identity, and rank 0's value read by everyone after the fence.
+    pub fn assert_hello(&self, n: u32) {
+        assert_eq!(self.code(), Some(0), "{self:?}");
+        for r in 0..n {
+            let who = format!("rank {r} of {n} on ");
+            let got = format!("rank {r}: got \"hello from rank 0 of {n}\" from rank 0");
+            assert!(self.stdout.contains(&who), "no {who:?} in\n{}", self.stdout);
+            assert!(self.stdout.contains(&got), "no {got:?} in\n{}", self.stdout);
+        }
+    }
 }
 
 /// A child in its own process group; the whole group is SIGKILLed on drop.

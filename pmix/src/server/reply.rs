@@ -18,7 +18,7 @@ use crate::value::{Info, InfoArray, Proc, bytes_to_raw, copy_cstr};
 const UNANSWERED: i32 = sys::PMIX_ERROR;
 
 macro_rules! reply_type {
-    ($(#[$doc:meta])* $name:ident, $cb:ty) => {
+    ($(#[$doc:meta])* $name:ident, $cb:ty, $fail:expr) => {
         $(#[$doc])*
         pub struct $name {
             cb: $cb,
@@ -38,43 +38,61 @@ macro_rules! reply_type {
                 (self.cb.take(), self.cbdata)
             }
         }
+
+        impl Drop for $name {
+            /// An abandoned upcall is answered with an error, once.
+            fn drop(&mut self) {
+                let (cb, cbdata) = self.take();
+                if cb.is_some() {
+                    let fail: fn($name, Status) = $fail;
+                    fail($name { cb, cbdata }, Status(UNANSWERED));
+                }
+            }
+        }
     };
 }
 
 reply_type!(
     /// Answers an upcall with a plain status (`pmix_op_cbfunc_t`).
     OpReply,
-    sys::pmix_op_cbfunc_t
+    sys::pmix_op_cbfunc_t,
+    |r, s| r.send(Err(s))
 );
 reply_type!(
     /// Answers a fence or direct-modex upcall with a data blob (`pmix_modex_cbfunc_t`).
     ModexReply,
-    sys::pmix_modex_cbfunc_t
+    sys::pmix_modex_cbfunc_t,
+    |r, s| r.send(Err(s))
 );
 reply_type!(
     /// Answers a lookup upcall with published data (`pmix_lookup_cbfunc_t`).
     LookupReply,
-    sys::pmix_lookup_cbfunc_t
+    sys::pmix_lookup_cbfunc_t,
+    |r, s| r.send(Err(s))
 );
 reply_type!(
     /// Answers a query (or fabric) upcall with infos (`pmix_info_cbfunc_t`).
     InfoReply,
-    sys::pmix_info_cbfunc_t
+    sys::pmix_info_cbfunc_t,
+    |r, s| r.send(s, Vec::new())
 );
 reply_type!(
     /// Answers a tool connection with the tool's assigned name.
     ToolReply,
-    sys::pmix_tool_connection_cbfunc_t
+    sys::pmix_tool_connection_cbfunc_t,
+    |r, s| r.send(Err(s))
 );
 reply_type!(
     /// Answers a credential request.
     CredentialReply,
-    sys::pmix_credential_cbfunc_t
+    sys::pmix_credential_cbfunc_t,
+    |r, s| r.send(Err(s))
 );
 reply_type!(
     /// Answers a credential validation with what is known of its owner.
     ValidationReply,
-    sys::pmix_validation_cbfunc_t
+    sys::pmix_validation_cbfunc_t,
+    |r, s| r.send(Err(s))
 );
 
 fn status_of<T>(r: &Result<T, Status>) -> i32 {
@@ -91,15 +109,6 @@ impl OpReply {
         if let Some(cb) = cb {
             // SAFETY: the callback PMIx gave for this upcall, called once.
             unsafe { cb(status_of(&result), cbdata) };
-        }
-    }
-}
-
-impl Drop for OpReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe { cb(UNANSWERED, cbdata) };
         }
     }
 }
@@ -136,24 +145,6 @@ impl ModexReply {
                 // SAFETY: no data, no release.
                 unsafe { cb(s.0, std::ptr::null(), 0, cbdata, None, std::ptr::null_mut()) };
             }
-        }
-    }
-}
-
-impl Drop for ModexReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe {
-                cb(
-                    UNANSWERED,
-                    std::ptr::null(),
-                    0,
-                    cbdata,
-                    None,
-                    std::ptr::null_mut(),
-                )
-            };
         }
     }
 }
@@ -203,15 +194,6 @@ impl LookupReply {
     }
 }
 
-impl Drop for LookupReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe { cb(UNANSWERED, std::ptr::null_mut(), 0, cbdata) };
-        }
-    }
-}
-
 /// Frees an info array handed to PMIx by [`InfoReply::send`].
 unsafe extern "C" fn release_infos(cbdata: *mut c_void) {
     // SAFETY: cbdata is the Box<InfoArray> leaked in send.
@@ -249,24 +231,6 @@ impl InfoReply {
     }
 }
 
-impl Drop for InfoReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe {
-                cb(
-                    UNANSWERED,
-                    std::ptr::null_mut(),
-                    0,
-                    cbdata,
-                    None,
-                    std::ptr::null_mut(),
-                )
-            };
-        }
-    }
-}
-
 impl ToolReply {
     /// Answers with the name assigned to the tool, or a refusal.
     pub fn send(mut self, result: Result<Proc, Status>) {
@@ -285,15 +249,6 @@ impl ToolReply {
                 // SAFETY: answering once.
                 unsafe { cb(s.0, std::ptr::null_mut(), cbdata) };
             }
-        }
-    }
-}
-
-impl Drop for ToolReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe { cb(UNANSWERED, std::ptr::null_mut(), cbdata) };
         }
     }
 }
@@ -324,23 +279,6 @@ impl CredentialReply {
     }
 }
 
-impl Drop for CredentialReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe {
-                cb(
-                    UNANSWERED,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    0,
-                    cbdata,
-                )
-            };
-        }
-    }
-}
-
 impl ValidationReply {
     /// Answers with what is known of the credential's owner, or `PMIX_ERR_INVALID_CRED`.
     pub fn send(mut self, result: Result<Vec<Info>, Status>) {
@@ -359,15 +297,6 @@ impl ValidationReply {
                 // SAFETY: answering once.
                 unsafe { cb(s.0, std::ptr::null_mut(), 0, cbdata) };
             }
-        }
-    }
-}
-
-impl Drop for ValidationReply {
-    fn drop(&mut self) {
-        if let (Some(cb), cbdata) = self.take() {
-            // SAFETY: answering an abandoned upcall once.
-            unsafe { cb(UNANSWERED, std::ptr::null_mut(), 0, cbdata) };
         }
     }
 }

@@ -59,6 +59,35 @@ unsafe fn argv_vec(argv: *mut *mut c_char) -> Vec<String> {
     out
 }
 
+/// Copies the (requesting proc, infos) pair most upcalls receive.
+///
+/// # Safety
+/// `p` must be a valid proc and `info` NULL or `n` valid infos.
+unsafe fn proc_and_infos(
+    p: *const sys::pmix_proc_t,
+    info: *const sys::pmix_info_t,
+    n: usize,
+) -> (Proc, Vec<Info>) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (Proc::from_raw(p), Info::vec_from_raw(info, n)) }
+}
+
+/// Copies the (requesting proc, keys, infos) triple of lookup and unpublish.
+///
+/// # Safety
+/// As [`proc_and_infos`], and `keys` NULL or a NULL-terminated string array.
+unsafe fn proc_keys_infos(
+    p: *const sys::pmix_proc_t,
+    keys: *mut *mut c_char,
+    info: *const sys::pmix_info_t,
+    n: usize,
+) -> (Proc, Vec<String>, Vec<Info>) {
+    // SAFETY: guaranteed by the caller.
+    let (p, infos) = unsafe { proc_and_infos(p, info, n) };
+    // SAFETY: guaranteed by the caller.
+    (p, unsafe { argv_vec(keys) }, infos)
+}
+
 /// # Safety
 /// `procs` must be NULL or point to `n` valid procs.
 unsafe fn procs_vec(procs: *const sys::pmix_proc_t, n: usize) -> Vec<Proc> {
@@ -151,7 +180,7 @@ pub(crate) unsafe extern "C" fn direct_modex(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { (Proc::from_raw(proc_), Info::vec_from_raw(info, ninfo)) };
+    let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
     let reply = ModexReply::new(cbfunc, cbdata);
     with_host(|h| h.direct_modex(&p, infos, reply))
 }
@@ -164,7 +193,7 @@ pub(crate) unsafe extern "C" fn publish(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { (Proc::from_raw(proc_), Info::vec_from_raw(info, ninfo)) };
+    let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
     let reply = OpReply::new(cbfunc, cbdata);
     with_host(|h| h.publish(&p, infos, reply))
 }
@@ -178,13 +207,7 @@ pub(crate) unsafe extern "C" fn lookup(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, ks, infos) = unsafe {
-        (
-            Proc::from_raw(proc_),
-            argv_vec(keys),
-            Info::vec_from_raw(info, ninfo),
-        )
-    };
+    let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
     let reply = LookupReply::new(cbfunc, cbdata);
     with_host(|h| h.lookup(&p, ks, infos, reply))
 }
@@ -198,13 +221,7 @@ pub(crate) unsafe extern "C" fn unpublish(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, ks, infos) = unsafe {
-        (
-            Proc::from_raw(proc_),
-            argv_vec(keys),
-            Info::vec_from_raw(info, ninfo),
-        )
-    };
+    let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
     let reply = OpReply::new(cbfunc, cbdata);
     with_host(|h| h.unpublish(&p, ks, infos, reply))
 }
@@ -315,7 +332,7 @@ pub(crate) unsafe extern "C" fn get_credential(
     cbdata: *mut c_void,
 ) -> i32 {
     // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { (Proc::from_raw(proc_), Info::vec_from_raw(directives, ndirs)) };
+    let (p, infos) = unsafe { proc_and_infos(proc_, directives, ndirs) };
     let reply = CredentialReply::new(cbfunc, cbdata);
     with_host(|h| h.get_credential(&p, infos, reply))
 }
