@@ -1,6 +1,12 @@
-//! libfabric for the Maestro pool (issue #4, not implemented yet).
+//! libfabric for the Maestro pool.
 //!
-//! This crate will own: provider discovery and ranking by capability, RDM endpoints with
-//! address vectors and completion queues driven by a progress thread, memory registration,
-//! RMA read/write, tagged messages, and serialisable endpoint addresses and memory
-//! descriptors for transport tickets. It exports nothing yet.
+//! Today: provider discovery ([`discover`]): what `fi_getinfo` offers on this node (provider,
+//! fabric, domain, endpoint type, capabilities), used by the `inventory` crate to attach
+//! providers to NICs. Issue #4 adds endpoints, memory registration and RMA on top of the
+//! same bindings (`fabric-sys`, our own bindgen crate; see its docs for why).
+
+mod discover;
+mod error;
+
+pub use discover::{Caps, EndpointType, ProviderInfo, discover};
+pub use error::{FabricError, Result};

@@ -1,0 +1,149 @@
+//! Provider discovery: what `fi_getinfo` offers on this node, as plain data.
+
+use std::ffi::CStr;
+
+use fabric_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, check};
+
+/// The endpoint type of an offer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndpointType {
+    /// `FI_EP_RDM`: reliable, unconnected (what the pool uses).
+    Rdm,
+    /// `FI_EP_MSG`: reliable, connected.
+    Msg,
+    /// `FI_EP_DGRAM`: unreliable datagrams.
+    Dgram,
+    /// Any other type.
+    Other,
+}
+
+/// Capabilities of an offer that matter to us.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Caps {
+    /// `FI_RMA`: remote reads and writes.
+    pub rma: bool,
+    /// `FI_MSG`: send/receive.
+    pub msg: bool,
+    /// `FI_TAGGED`: tagged send/receive.
+    pub tagged: bool,
+    /// `FI_ATOMIC`.
+    pub atomic: bool,
+}
+
+/// One offer of `fi_getinfo`: a provider on a domain (an interface for IP providers, a
+/// device such as `mlx5_0` for verbs, `shm` for shared memory).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProviderInfo {
+    /// The provider, including layering (`tcp;ofi_rxm`, `net`, `shm`, `verbs;ofi_rxm`).
+    pub provider: String,
+    /// The fabric name (an IP subnet such as `127.0.0.1/32` for IP providers).
+    pub fabric: String,
+    /// The domain name (`eth0`, `lo`, `mlx5_0`, `shm`).
+    pub domain: String,
+    /// The endpoint type.
+    pub endpoint: EndpointType,
+    /// The capabilities.
+    pub caps: Caps,
+}
+
+impl ProviderInfo {
+    /// True for an IPv6 link-local fabric (`fe80::/64`), which the pool never uses.
+    pub fn is_ipv6_link_local(&self) -> bool {
+        self.fabric.to_ascii_lowercase().starts_with("fe80:")
+    }
+}
+
+/// Everything `fi_getinfo` offers with no hints, in libfabric's order.
+///
+/// # Errors
+/// A libfabric error other than "no data" (which gives an empty list).
+pub fn discover() -> Result<Vec<ProviderInfo>> {
+    let mut head: *mut sys::fi_info = std::ptr::null_mut();
+    let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
+    // SAFETY: NULL node/service/hints; head receives a list freed below.
+    let rc = unsafe {
+        sys::fi_getinfo(
+            version,
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            &mut head,
+        )
+    };
+    if rc == -(sys::FI_ENODATA as i32) {
+        return Ok(Vec::new());
+    }
+    check("fi_getinfo", rc.into())?;
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: a valid element of the list fi_getinfo returned.
+        let info = unsafe { &*cur };
+        // SAFETY: attribute pointers of a returned info are valid or NULL.
+        let (fabric, domain, ep) = unsafe {
+            (
+                info.fabric_attr.as_ref(),
+                info.domain_attr.as_ref(),
+                info.ep_attr.as_ref(),
+            )
+        };
+        if let (Some(fa), Some(da)) = (fabric, domain) {
+            out.push(ProviderInfo {
+                provider: cstr(fa.prov_name),
+                fabric: cstr(fa.name),
+                domain: cstr(da.name),
+                endpoint: match ep.map(|e| e.type_) {
+                    Some(sys::fi_ep_type_FI_EP_RDM) => EndpointType::Rdm,
+                    Some(sys::fi_ep_type_FI_EP_MSG) => EndpointType::Msg,
+                    Some(sys::fi_ep_type_FI_EP_DGRAM) => EndpointType::Dgram,
+                    _ => EndpointType::Other,
+                },
+                caps: Caps {
+                    rma: info.caps & u64::from(sys::FI_RMA) != 0,
+                    msg: info.caps & u64::from(sys::FI_MSG) != 0,
+                    tagged: info.caps & u64::from(sys::FI_TAGGED) != 0,
+                    atomic: info.caps & u64::from(sys::FI_ATOMIC) != 0,
+                },
+            });
+        }
+        cur = info.next;
+    }
+    // SAFETY: the list came from fi_getinfo and is freed once.
+    unsafe { sys::fi_freeinfo(head) };
+    Ok(out)
+}
+
+fn cstr(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: libfabric strings are NUL-terminated.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the real library: on every machine libfabric offers at least shm, and the IP
+    /// providers on loopback.
+    #[test]
+    fn discovers_shm_and_loopback_offers() {
+        let all = discover().expect("fi_getinfo");
+        assert!(
+            all.iter()
+                .any(|p| p.provider == "shm" && p.endpoint == EndpointType::Rdm && p.caps.rma),
+            "{all:?}"
+        );
+        assert!(
+            all.iter()
+                .any(|p| p.domain == "lo" && p.endpoint == EndpointType::Rdm),
+            "{all:?}"
+        );
+    }
+}

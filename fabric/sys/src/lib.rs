@@ -1,0 +1,35 @@
+//! Raw bindings to the system libfabric (>= 1.17), generated at build time by bindgen from
+//! `rdma/fabric.h` and the `fi_*.h` headers (found with pkg-config `libfabric`).
+//!
+//! Why our own bindgen crate and not `ofi-libfabric-sys`: that crate's C wrappers target
+//! libfabric 2.x and do not build against Debian 12's 1.17 without a stub header and
+//! implicit-declaration warnings; bindgen's `wrap_static_fns` generates the wrappers for
+//! exactly the installed headers instead. The static-inline functions of the object API are
+//! exported under their own names with the suffix `__extern` (`fi_domain__extern`, ...).
+//!
+//! A few macros bindgen cannot evaluate are defined here: [`make_version`],
+//! [`FI_ADDR_UNSPEC`], [`FI_KEY_NOTAVAIL`].
+//!
+//! Everything here is `unsafe`; the `fabric` crate is the safe layer.
+#![allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    missing_docs,
+    unsafe_op_in_unsafe_fn,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
+)]
+
+include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+
+/// `FI_VERSION(major, minor)` (the function `fi_version()` is the library's own version).
+pub const fn make_version(major: u32, minor: u32) -> u32 {
+    (major << 16) | minor
+}
+
+/// `FI_ADDR_UNSPEC`: no address (`(uint64_t)-1`).
+pub const FI_ADDR_UNSPEC: fi_addr_t = u64::MAX;
+
+/// `FI_KEY_NOTAVAIL`: a provider-chosen key is not available yet.
+pub const FI_KEY_NOTAVAIL: u64 = u64::MAX;
