@@ -8,5 +8,5 @@
 mod discover;
 mod error;
 
-pub use discover::{Caps, EndpointType, ProviderInfo, discover};
+pub use discover::{Caps, EndpointType, ProviderClass, ProviderInfo, discover};
 pub use error::{FabricError, Result};

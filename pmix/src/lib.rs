@@ -39,6 +39,6 @@ pub use query::Query;
 pub use server::{Host, JobLayout, Server, ServerConfig};
 pub use tool::{Tool, ToolTarget};
 pub use value::{
-    Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, RANK_UNDEF, RANK_WILDCARD,
-    Rank, Value, find,
+    Info, LINK_DOWN, LINK_STATE_UNKNOWN, LINK_UP, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc,
+    ProcInfo, RANK_UNDEF, RANK_WILDCARD, Rank, Value, find,
 };

@@ -82,6 +82,13 @@ pub const PROC_STATE_RUNNING: u8 = sys::PMIX_PROC_STATE_RUNNING as u8;
 /// `PMIX_PROC_STATE_TERMINATED`, for [`ProcInfo::state`].
 pub const PROC_STATE_TERMINATED: u8 = sys::PMIX_PROC_STATE_TERMINATED as u8;
 
+/// `PMIX_LINK_UP`.
+pub const LINK_UP: u8 = sys::PMIX_LINK_UP as u8;
+/// `PMIX_LINK_DOWN`.
+pub const LINK_DOWN: u8 = sys::PMIX_LINK_DOWN as u8;
+/// `PMIX_LINK_STATE_UNKNOWN`.
+pub const LINK_STATE_UNKNOWN: u8 = sys::PMIX_LINK_STATE_UNKNOWN as u8;
+
 /// One row of a process table (`pmix_proc_info_t`), as tools see it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProcInfo {
@@ -154,6 +161,8 @@ pub enum Value {
     Range(u8),
     /// `PMIX_PROC_STATE`
     ProcState(u8),
+    /// `PMIX_LINK_STATE` ([`LINK_UP`], [`LINK_DOWN`], [`LINK_STATE_UNKNOWN`])
+    LinkState(u8),
     /// `PMIX_POINTER`: an address only meaningful inside this process.
     Pointer(usize),
     /// `PMIX_DATA_ARRAY` of `PMIX_INFO`
@@ -329,6 +338,10 @@ impl Value {
                 d.state = *v;
                 sys::PMIX_PROC_STATE
             }
+            Value::LinkState(v) => {
+                d.linkstate = *v;
+                sys::PMIX_LINK_STATE
+            }
             Value::Pointer(v) => {
                 d.ptr = *v as *mut c_void;
                 sys::PMIX_POINTER
@@ -430,6 +443,7 @@ impl Value {
                 sys::PMIX_SCOPE => Value::Scope(d.scope),
                 sys::PMIX_DATA_RANGE => Value::Range(d.range),
                 sys::PMIX_PROC_STATE => Value::ProcState(d.state),
+                sys::PMIX_LINK_STATE => Value::LinkState(d.linkstate),
                 sys::PMIX_POINTER => Value::Pointer(d.ptr as usize),
                 sys::PMIX_PROC if !d.proc_.is_null() => Value::Proc(Proc::from_raw(d.proc_)),
                 sys::PMIX_BYTE_OBJECT => Value::Bytes(bytes_from_raw(&d.bo)),
@@ -770,6 +784,7 @@ mod tests {
             Value::Status(Status::PROC_ABORTED),
             Value::Proc(Proc::new("ns", 4)),
             Value::Rank(RANK_WILDCARD),
+            Value::LinkState(LINK_UP),
         ] {
             assert_eq!(roundtrip(v.clone()), v);
         }

@@ -1,0 +1,329 @@
+//! The inventory in PMIx's terms: `PMIX_FABRIC_DEVICES` (an array of per-device info
+//! arrays with the `PMIX_FABRIC_DEVICE_*` keys of the standard) plus our own per-device
+//! keys under `maestro.fabric.*` (locality, RDMA, providers). [`to_pmix_devices`] writes
+//! it, [`merge_pmix`] reads what a host delivered and folds it into an inventory.
+
+use pmix::{Info, LINK_DOWN, LINK_STATE_UNKNOWN, LINK_UP, Value, keys};
+
+use crate::cpuset::IndexSet;
+use crate::model::{Inventory, Locality, Nic, NicKind, Rdma};
+
+/// `maestro.fabric.cpus`: the device's local CPUs (list syntax).
+pub const KEY_CPUS: &str = "maestro.fabric.cpus";
+/// `maestro.fabric.numa`: the device's NUMA nodes (list syntax).
+pub const KEY_NUMA: &str = "maestro.fabric.numa";
+/// `maestro.fabric.rdma`: RDMA-capable (bool).
+pub const KEY_RDMA: &str = "maestro.fabric.rdma";
+/// `maestro.fabric.providers`: libfabric providers on the device (string array).
+pub const KEY_PROVIDERS: &str = "maestro.fabric.providers";
+/// `maestro.fabric.aliases`: other OS device names (string array).
+pub const KEY_ALIASES: &str = "maestro.fabric.aliases";
+
+fn kind_name(k: NicKind) -> &'static str {
+    match k {
+        NicKind::Ethernet => "Ethernet",
+        NicKind::Infiniband => "InfiniBand",
+        NicKind::Loopback => "Loopback",
+        NicKind::Other => "Other",
+    }
+}
+
+/// The inventory's NICs as one `PMIX_FABRIC_DEVICES` info (plus `PMIX_FABRIC_NUM_DEVICES`).
+pub fn to_pmix_devices(inv: &Inventory) -> Vec<Info> {
+    let devices: Vec<Info> = inv
+        .nics
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Info::new(keys::FABRIC_DEVICE, Value::Infos(device(i, n))))
+        .collect();
+    vec![
+        Info::new(keys::FABRIC_NUM_DEVICES, Value::Size(devices.len())),
+        Info::new(keys::FABRIC_DEVICES, Value::Infos(devices)),
+    ]
+}
+
+fn device(index: usize, n: &Nic) -> Vec<Info> {
+    let mut d = vec![
+        Info::new(keys::FABRIC_DEVICE_NAME, Value::String(n.name.clone())),
+        Info::new(keys::FABRIC_DEVICE_INDEX, Value::Uint32(index as u32)),
+        Info::new(
+            keys::FABRIC_DEVICE_TYPE,
+            Value::String(kind_name(n.kind).into()),
+        ),
+        Info::new(
+            keys::FABRIC_DEVICE_STATE,
+            Value::LinkState(match n.link.state.as_deref() {
+                Some("up") => LINK_UP,
+                Some("down" | "lowerlayerdown" | "notpresent") => LINK_DOWN,
+                _ => LINK_STATE_UNKNOWN,
+            }),
+        ),
+        Info::new(KEY_RDMA, Value::Bool(n.rdma.capable)),
+        Info::new(KEY_ALIASES, Value::Strings(n.aliases.clone())),
+        Info::new(
+            KEY_PROVIDERS,
+            Value::Strings({
+                let mut p: Vec<String> = n.providers.iter().map(|o| o.provider.clone()).collect();
+                p.dedup();
+                p
+            }),
+        ),
+    ];
+    if let Some(a) = &n.link.address {
+        d.push(Info::new(
+            keys::FABRIC_DEVICE_ADDRESS,
+            Value::String(a.clone()),
+        ));
+    }
+    if let Some(m) = n.link.mtu {
+        d.push(Info::new(keys::FABRIC_DEVICE_MTU, Value::Size(m as usize)));
+    }
+    if let Some(s) = n.link.speed_mbps {
+        d.push(Info::new(
+            keys::FABRIC_DEVICE_SPEED,
+            Value::Size(s as usize),
+        ));
+    }
+    if let Some(p) = &n.pci {
+        d.push(Info::new(
+            keys::FABRIC_DEVICE_BUS_TYPE,
+            Value::String("pci".into()),
+        ));
+        d.push(Info::new(
+            keys::FABRIC_DEVICE_PCI_DEVID,
+            Value::String(p.address.clone()),
+        ));
+        d.push(Info::new(
+            keys::FABRIC_DEVICE_VENDORID,
+            Value::String(format!("{:04x}", p.vendor_id)),
+        ));
+        if let Some(v) = &p.vendor {
+            d.push(Info::new(
+                keys::FABRIC_DEVICE_VENDOR,
+                Value::String(v.clone()),
+            ));
+        }
+    }
+    if let Some(l) = &n.locality {
+        d.push(Info::new(KEY_CPUS, Value::String(l.cpus.to_string())));
+        d.push(Info::new(KEY_NUMA, Value::String(l.numa_nodes.to_string())));
+    }
+    d
+}
+
+/// What [`merge_pmix`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Devices matched to NICs already in the inventory.
+    pub matched: Vec<String>,
+    /// Devices added as new NICs.
+    pub added: Vec<String>,
+    /// Entries that were not devices we understand, with why.
+    pub skipped: Vec<String>,
+}
+
+/// Folds a PMIx inventory (`PMIX_FABRIC_DEVICES` entries, as [`to_pmix_devices`] writes
+/// them or a host's `PMIx_server_collect_inventory` returns them) into `inv`: devices are
+/// matched by name, alias or PCI address; facts the inventory lacks are filled in; unknown
+/// devices become new NICs. Every NIC touched gets the source `pmix`.
+pub fn merge_pmix(inv: &mut Inventory, infos: &[Info]) -> MergeReport {
+    let mut report = MergeReport::default();
+    for info in infos {
+        if info.key == keys::FABRIC_NUM_DEVICES {
+            continue;
+        }
+        let Value::Infos(devices) = &info.value else {
+            report
+                .skipped
+                .push(format!("{}: not a device list", info.key));
+            continue;
+        };
+        if info.key != keys::FABRIC_DEVICES {
+            report.skipped.push(format!("{}: unknown key", info.key));
+            continue;
+        }
+        for dev in devices {
+            match &dev.value {
+                Value::Infos(fields) => merge_device(inv, fields, &mut report),
+                _ => report.skipped.push(format!("{}: not a device", dev.key)),
+            }
+        }
+    }
+    report
+}
+
+fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
+    let s = |k: &str| pmix::find(d, k).and_then(Value::as_str).map(str::to_string);
+    let n = |k: &str| pmix::find(d, k).and_then(Value::as_u64);
+    let Some(name) = s(keys::FABRIC_DEVICE_NAME) else {
+        report
+            .skipped
+            .push("device without PMIX_FABRIC_DEVICE_NAME".into());
+        return;
+    };
+    let pci = s(keys::FABRIC_DEVICE_PCI_DEVID);
+    let aliases = match pmix::find(d, KEY_ALIASES) {
+        Some(Value::Strings(a)) => a.clone(),
+        _ => Vec::new(),
+    };
+    let found = inv.nics.iter().position(|x| {
+        x.answers_to(&name)
+            || aliases.iter().any(|a| x.answers_to(a))
+            || (pci.is_some() && x.pci.as_ref().map(|p| &p.address) == pci.as_ref())
+    });
+    let nic = match found {
+        Some(i) => {
+            report.matched.push(name.clone());
+            &mut inv.nics[i]
+        }
+        None => {
+            let kind = match s(keys::FABRIC_DEVICE_TYPE).as_deref() {
+                Some("InfiniBand") => NicKind::Infiniband,
+                Some("Ethernet") => NicKind::Ethernet,
+                Some("Loopback") => NicKind::Loopback,
+                _ => NicKind::Other,
+            };
+            report.added.push(name.clone());
+            inv.nics.push(Nic::named(&name, kind));
+            inv.nics
+                .last_mut()
+                .unwrap_or_else(|| unreachable!("just pushed"))
+        }
+    };
+    let link = &mut nic.link;
+    link.address = link
+        .address
+        .take()
+        .or_else(|| s(keys::FABRIC_DEVICE_ADDRESS));
+    link.mtu = link
+        .mtu
+        .or_else(|| n(keys::FABRIC_DEVICE_MTU).and_then(|v| u32::try_from(v).ok()));
+    link.speed_mbps = link.speed_mbps.or_else(|| n(keys::FABRIC_DEVICE_SPEED));
+    if link.state.is_none() {
+        link.state = match pmix::find(d, keys::FABRIC_DEVICE_STATE) {
+            Some(Value::LinkState(s)) if *s == LINK_UP => Some("up".into()),
+            Some(Value::LinkState(s)) if *s == LINK_DOWN => Some("down".into()),
+            _ => None,
+        };
+    }
+    if !nic.rdma.capable && pmix::find(d, KEY_RDMA).and_then(Value::as_bool) == Some(true) {
+        nic.rdma = Rdma {
+            capable: true,
+            evidence: "reported by the PMIx host".into(),
+        };
+    }
+    if nic.locality.is_none()
+        && let (Some(cpus), numa) = (s(KEY_CPUS), s(KEY_NUMA))
+        && let Ok(cpus) = IndexSet::parse(&cpus)
+    {
+        let numa_nodes = numa
+            .and_then(|v| IndexSet::parse(&v).ok())
+            .unwrap_or_default();
+        let packages = inv
+            .machine
+            .packages
+            .iter()
+            .filter(|p| p.cpus.intersects(&cpus))
+            .map(|p| p.index)
+            .collect();
+        nic.locality = Some(Locality {
+            cpus,
+            numa_nodes,
+            packages,
+        });
+    }
+    for a in aliases.iter().chain(std::iter::once(&name)) {
+        if !nic.answers_to(a) {
+            nic.aliases.push(a.clone());
+        }
+    }
+    nic.add_source("pmix");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Link, Machine, Pci};
+
+    fn inventory(nics: Vec<Nic>) -> Inventory {
+        Inventory {
+            schema: crate::SCHEMA.into(),
+            hostname: "h".into(),
+            topology: "test".into(),
+            providers_known: false,
+            machine: Machine::default(),
+            nics,
+            node_local_providers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn devices_round_trip_through_pmix_values() {
+        let mut ib = Nic::named("ib0", NicKind::Infiniband);
+        ib.aliases = vec!["mlx5_0".into()];
+        ib.rdma = Rdma {
+            capable: true,
+            evidence: "x".into(),
+        };
+        ib.link = Link {
+            state: Some("up".into()),
+            mtu: Some(4092),
+            speed_mbps: Some(100_000),
+            address: Some("80:00".into()),
+        };
+        ib.pci = Some(Pci {
+            address: "0000:04:00.0".into(),
+            vendor_id: 0x15b3,
+            device_id: 0x1013,
+            vendor: Some("Mellanox".into()),
+            device: None,
+            link_gbytes_per_s: None,
+        });
+        ib.locality = Some(Locality {
+            cpus: IndexSet::parse("0-7").expect("set"),
+            numa_nodes: IndexSet::parse("0").expect("set"),
+            packages: IndexSet::parse("0").expect("set"),
+        });
+        let source = inventory(vec![ib]);
+        let infos = to_pmix_devices(&source);
+        let mut target = inventory(Vec::new());
+        let report = merge_pmix(&mut target, &infos);
+        assert_eq!(report.added, ["ib0"]);
+        let got = &target.nics[0];
+        assert_eq!(got.kind, NicKind::Infiniband);
+        assert!(got.rdma.capable);
+        assert_eq!(got.link, source.nics[0].link);
+        assert_eq!(got.aliases, ["mlx5_0"]);
+        assert_eq!(
+            got.locality.as_ref().map(|l| l.cpus.to_string()),
+            Some("0-7".into())
+        );
+        assert_eq!(got.sources, ["pmix"]);
+        // Merging into an inventory that knows the NIC fills gaps and keeps what it had.
+        let mut known = inventory(vec![Nic::named("mlx5_0", NicKind::Infiniband)]);
+        known.nics[0].link.mtu = Some(2044);
+        let report = merge_pmix(&mut known, &infos);
+        assert_eq!(report.matched, ["ib0"]);
+        assert_eq!(known.nics[0].link.mtu, Some(2044));
+        assert_eq!(known.nics[0].link.speed_mbps, Some(100_000));
+        assert!(known.nics[0].answers_to("ib0"));
+    }
+
+    #[test]
+    fn junk_is_skipped_with_reasons() {
+        let mut inv = inventory(Vec::new());
+        let report = merge_pmix(
+            &mut inv,
+            &[
+                Info::new("pmix.other", Value::Infos(vec![])),
+                Info::new(keys::FABRIC_DEVICES, Value::Uint32(3)),
+                Info::new(
+                    keys::FABRIC_DEVICES,
+                    Value::Infos(vec![Info::new(keys::FABRIC_DEVICE, Value::Infos(vec![]))]),
+                ),
+            ],
+        );
+        assert!(inv.nics.is_empty());
+        assert_eq!(report.skipped.len(), 3, "{report:?}");
+    }
+}
