@@ -1,8 +1,10 @@
-//! The `maestro` command: `run` (our PMIx host), `query` (a PMIx tool attached to it).
+//! The `maestro` command: `run` (our PMIx host), `inventory` (the node's fabric and the NIC
+//! to use), `query` (a PMIx tool attached to a running `maestro run`).
 //!
 //! Exit codes: `maestro run` exits with the job's code (see the `run` module); usage and
 //! setup errors exit with 2.
 
+mod inventory_cmd;
 mod query;
 mod run;
 
@@ -52,6 +54,27 @@ enum Cmd {
         /// The program and its arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
+    },
+    /// Show this node's NICs, their locality and providers, and the NIC to use.
+    Inventory {
+        /// Print JSON (schema maestro.inventory/1, plus the choice).
+        #[arg(long, conflicts_with = "slurm")]
+        json: bool,
+        /// Read an hwloc XML topology (lstopo --of xml) instead of this machine.
+        #[arg(long)]
+        topology: Option<PathBuf>,
+        /// Choose the NIC for these CPUs (list syntax 0-3,8; default: this process's binding).
+        #[arg(long)]
+        cpuset: Option<String>,
+        /// The local rank, which spreads processes over equally good NICs.
+        #[arg(long, default_value_t = 0)]
+        local_rank: u32,
+        /// Only consider NICs offering this libfabric provider (tcp, verbs, ...).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Print slurm.conf / gres.conf / topology.conf lines for this node.
+        #[arg(long)]
+        slurm: bool,
     },
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query {
@@ -134,6 +157,30 @@ fn main() -> ExitCode {
                 Ok(code) => ExitCode::from(code as u8),
                 Err(e) => {
                     eprintln!("maestro run: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Inventory {
+            json,
+            topology,
+            cpuset,
+            local_rank,
+            provider,
+            slurm,
+        } => {
+            let opts = inventory_cmd::InventoryOptions {
+                topology,
+                cpuset,
+                local_rank,
+                provider,
+                json,
+                slurm,
+            };
+            match inventory_cmd::run(&opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maestro inventory: {e}");
                     ExitCode::from(2)
                 }
             }

@@ -99,6 +99,19 @@ impl ProviderClass {
     }
 }
 
+impl std::fmt::Display for ProviderClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProviderClass::NativeRdma => "native RDMA",
+            ProviderClass::Tcp => "TCP",
+            ProviderClass::Udp => "UDP",
+            ProviderClass::Sockets => "sockets",
+            ProviderClass::SharedMemory => "shared memory",
+            ProviderClass::Other => "other",
+        })
+    }
+}
+
 /// Everything `fi_getinfo` offers with no hints, in libfabric's order.
 ///
 /// # Errors

@@ -36,8 +36,7 @@ pub fn table(inv: &Inventory, choice: Option<(&IndexSet, u32, &Choice)>) -> Stri
         .nics
         .iter()
         .map(|n| {
-            let mut provs: Vec<&str> = n.providers.iter().map(|o| o.provider.as_str()).collect();
-            provs.dedup();
+            let provs = n.provider_names();
             let name = if n.aliases.is_empty() {
                 n.name.clone()
             } else {
@@ -73,7 +72,7 @@ pub fn table(inv: &Inventory, choice: Option<(&IndexSet, u32, &Choice)>) -> Stri
         "SPEED",
         "LOCALITY",
         "PCI",
-        "PROVIDERS (RDM/MSG/DGRAM)",
+        "PROVIDERS",
     ];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in &rows {

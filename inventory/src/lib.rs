@@ -47,6 +47,12 @@ pub enum InventoryError {
     /// A bad cpuset.
     #[error("bad cpuset: {0}")]
     CpuSet(#[from] CpuSetError),
+    /// No NIC could be chosen.
+    #[error("{0}")]
+    Choice(#[from] ChoiceError),
+    /// The process's CPU binding cannot be read.
+    #[error("cannot read this process's CPU binding: {0}")]
+    Affinity(std::io::Error),
     /// No NIC offers the requested provider.
     #[error("no NIC offers provider {name:?}; providers here: {known}")]
     UnknownProvider {
@@ -91,7 +97,11 @@ pub fn collect(opts: &Options) -> Result<Inventory, InventoryError> {
             nic.rdma.evidence = "no OpenFabrics device (providers unknown: XML topology)".into();
         }
     }
-    let hostname = opts.hostname.clone().unwrap_or_else(local_hostname);
+    let hostname = opts
+        .hostname
+        .clone()
+        .or_else(|| if live { None } else { topo::hostname(&topo) })
+        .unwrap_or_else(local_hostname);
     Ok(Inventory {
         schema: SCHEMA.to_string(),
         hostname,
@@ -178,13 +188,46 @@ fn add_offers(
             }
             None if !nic.rdma.capable => {
                 nic.rdma.evidence = match nic.best_class() {
-                    Some(c) => format!("no RDMA provider; best is {c:?}"),
+                    Some(c) => format!("no RDMA provider; best is {c}"),
                     None => "no libfabric provider".to_string(),
                 }
             }
             None => {}
         }
     }
+}
+
+/// The CPUs this process may run on (`sched_getaffinity`), i.e. its binding.
+///
+/// # Errors
+/// The OS error if the affinity cannot be read.
+pub fn process_cpuset() -> std::io::Result<IndexSet> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it for this process.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: size and pointer describe `set`.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: i is below CPU_SETSIZE.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .filter_map(|i| u32::try_from(i).ok())
+        .collect())
+}
+
+/// The NIC this process should use, computed locally from the live machine: for clients
+/// under hosts that do not provide one (Slurm, mpirun).
+///
+/// # Errors
+/// As [`collect`]; [`InventoryError::Affinity`] if the binding cannot be read;
+/// [`InventoryError::Choice`] if no NIC exists.
+pub fn nic_for_this_process(local_rank: u32) -> Result<(Inventory, Choice), InventoryError> {
+    let inv = collect(&Options::default())?;
+    let cpus = process_cpuset().map_err(InventoryError::Affinity)?;
+    let choice = choose_nic(&inv, &cpus, local_rank)?;
+    Ok((inv, choice))
 }
 
 /// This machine's host name.

@@ -130,6 +130,19 @@ impl Nic {
         }
     }
 
+    /// The distinct provider names on this NIC, best class first.
+    pub fn provider_names(&self) -> Vec<&str> {
+        let mut offers: Vec<&Offer> = self.providers.iter().collect();
+        offers.sort_by_key(|o| o.class);
+        let mut names: Vec<&str> = Vec::new();
+        for o in offers {
+            if !names.contains(&o.provider.as_str()) {
+                names.push(&o.provider);
+            }
+        }
+        names
+    }
+
     /// The best provider class usable for the pool (RDM + RMA) on this NIC.
     pub fn best_class(&self) -> Option<ProviderClass> {
         self.providers

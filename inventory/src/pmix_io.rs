@@ -62,11 +62,7 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
         Info::new(KEY_ALIASES, Value::Strings(n.aliases.clone())),
         Info::new(
             KEY_PROVIDERS,
-            Value::Strings({
-                let mut p: Vec<String> = n.providers.iter().map(|o| o.provider.clone()).collect();
-                p.dedup();
-                p
-            }),
+            Value::Strings(n.provider_names().into_iter().map(String::from).collect()),
         ),
     ];
     if let Some(a) = &n.link.address {

@@ -51,6 +51,11 @@ fn set_of<S: AsRef<Bitmap>>(b: &S) -> IndexSet {
         .collect()
 }
 
+/// The host name recorded in the topology (XML files carry the machine they came from).
+pub(crate) fn hostname(topo: &Topology) -> Option<String> {
+    info(topo.root_object(), "HostName")
+}
+
 /// CPUs, packages and NUMA nodes.
 pub(crate) fn machine(topo: &Topology) -> Machine {
     let domains = |ty: ObjectType| -> Vec<Domain> {

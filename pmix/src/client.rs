@@ -468,6 +468,49 @@ impl Client {
         query_info(queries, timeout)
     }
 
+    /// Asks the host for the fabric it knows (`PMIx_Fabric_register`): the
+    /// `PMIX_FABRIC_*` infos (devices, vendor, ...) the host's `fabric` upcall returns.
+    ///
+    /// # Errors
+    /// [`Error::NotSupported`] when the host has no fabric information (Slurm, mpirun, and
+    /// OpenPMIx itself on nodes without a fabric plugin); [`Error::Timeout`].
+    pub fn fabric_register(&self, timeout: Duration) -> Result<Vec<Info>> {
+        // PMIx writes the answer into the struct when it calls back, so the struct lives
+        // on the heap and is only freed once PMIx is done with it (leaked on timeout).
+        let fabric = Box::into_raw(Box::new(sys::pmix_fabric_t::default()));
+        let result = call_op(
+            "PMIx_Fabric_register",
+            timeout,
+            None,
+            // SAFETY: fabric stays valid until the callback (or forever, on timeout).
+            |cbdata| unsafe {
+                sys::PMIx_Fabric_register_nb(fabric, std::ptr::null(), 0, Some(op_cb), cbdata)
+            },
+        );
+        if matches!(result, Err(Error::Timeout { .. })) {
+            return Err(Error::Timeout {
+                op: "PMIx_Fabric_register",
+            });
+        }
+        // SAFETY: PMIx has called back (or failed synchronously): the struct is ours.
+        let fabric = unsafe { Box::from_raw(fabric) };
+        let infos = if result.is_ok() {
+            // SAFETY: filled by PMIx with `ninfo` infos.
+            unsafe { Info::vec_from_raw(fabric.info, fabric.ninfo) }
+        } else {
+            Vec::new()
+        };
+        if result.is_ok() {
+            let mut f = *fabric;
+            // SAFETY: releases what PMIx attached to the registered fabric.
+            let rc = unsafe { sys::PMIx_Fabric_deregister(&mut f) };
+            if let Err(e) = check("PMIx_Fabric_deregister", rc) {
+                tracing::debug!("{e}");
+            }
+        }
+        result.map(|()| infos)
+    }
+
     /// Asks the host to abort the job with `status`; the host normally kills this process.
     ///
     /// # Errors

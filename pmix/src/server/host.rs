@@ -95,6 +95,18 @@ pub trait Host: Send + Sync + 'static {
         reply.send(Err(Status::NOT_SUPPORTED));
     }
 
+    /// A client or tool asks about the fabric (`PMIx_Fabric_register`, `fabric` upcall);
+    /// `update` is true for `PMIx_Fabric_update`. Answer with `PMIX_FABRIC_*` infos.
+    fn fabric(
+        &self,
+        _requestor: Option<&Proc>,
+        _update: bool,
+        _directives: Vec<Info>,
+        reply: InfoReply,
+    ) {
+        reply.send(Status::NOT_SUPPORTED, Vec::new());
+    }
+
     /// A client logged something (`PMIx_Log`).
     fn log(&self, proc: &Proc, data: &[Info]) {
         for d in data {

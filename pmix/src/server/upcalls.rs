@@ -361,6 +361,21 @@ pub(crate) unsafe extern "C" fn validate_credential(
     with_host(|h| h.validate_credential(&p, &bytes, infos, reply))
 }
 
+pub(crate) unsafe extern "C" fn fabric(
+    requestor: *const sys::pmix_proc_t,
+    op: sys::pmix_fabric_operation_t,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
+    cbfunc: sys::pmix_info_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // SAFETY: valid arguments lent for the call.
+    let (p, infos) = unsafe { (proc_opt(requestor), Info::vec_from_raw(directives, ndirs)) };
+    let update = op == sys::pmix_fabric_operation_t_PMIX_FABRIC_UPDATE_INFO;
+    let reply = InfoReply::new(cbfunc, cbdata);
+    with_host(|h| h.fabric(p.as_ref(), update, infos, reply))
+}
+
 /// The module handed to `PMIx_server_init`, filled field by field.
 pub(crate) fn module() -> sys::pmix_server_module_t {
     sys::pmix_server_module_t {
@@ -380,6 +395,7 @@ pub(crate) fn module() -> sys::pmix_server_module_t {
         log: Some(log),
         get_credential: Some(get_credential),
         validate_credential: Some(validate_credential),
+        fabric: Some(fabric),
         ..Default::default()
     }
 }
