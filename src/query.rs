@@ -1,5 +1,6 @@
 //! `maestro query`: attach to a running `maestro run --tool-support` as a PMIx tool and show
-//! its jobs: namespaces, job sizes and process tables (text, or JSON with `--json`).
+//! its jobs (namespaces, job sizes, process tables), the node's fabric inventory and the NIC
+//! of each rank (text, or JSON with `--json`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -77,6 +78,25 @@ pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
             .collect(),
         _ => Vec::new(),
     };
+    let fabric = tool
+        .query(
+            &[
+                Query::key(inventory::KEY_INVENTORY),
+                Query::key(inventory::KEY_ASSIGNMENT),
+            ],
+            opts.timeout,
+        )
+        .unwrap_or_else(|e| {
+            tracing::info!("no fabric information from the host: {e}");
+            Vec::new()
+        });
+    let json_of = |key: &str| -> Option<serde_json::Value> {
+        pmix::find(&fabric, key)
+            .and_then(Value::as_str)
+            .and_then(|s| serde_json::from_str(s).ok())
+    };
+    let inventory_json = json_of(inventory::KEY_INVENTORY);
+    let assignment = json_of(inventory::KEY_ASSIGNMENT);
     let mut jobs = Vec::new();
     for ns in namespaces {
         let qual = Info::new(keys::NSPACE, Value::String(ns.clone()));
@@ -101,7 +121,11 @@ pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
     if opts.json {
         println!(
             "{}",
-            json!({ "tool": tool.proc().to_string(), "jobs": jobs })
+            json!({
+                "tool": tool.proc().to_string(),
+                "jobs": jobs,
+                "fabric": { "inventory": inventory_json, "assignment": assignment },
+            })
         );
     } else {
         for j in &jobs {
@@ -116,6 +140,23 @@ pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
                     "  {:>5} {:>8} {:<16} {:>5} {:>4}  {}",
                     p.rank, p.pid, p.hostname, p.state, p.exit_code, p.executable
                 );
+            }
+        }
+        let inv =
+            inventory_json.and_then(|v| serde_json::from_value::<inventory::Inventory>(v).ok());
+        match inv {
+            Some(inv) => print!("\n{}", inventory::export::table(&inv, None)),
+            None => println!("\nno fabric inventory from this host"),
+        }
+        if let Some(serde_json::Value::Object(a)) = assignment {
+            println!("\nNIC per rank:");
+            let mut ranks: Vec<(u32, String)> = a
+                .iter()
+                .filter_map(|(r, c)| Some((r.parse().ok()?, c.get("nic")?.as_str()?.to_string())))
+                .collect();
+            ranks.sort();
+            for (r, nic) in ranks {
+                println!("  rank {r}: {nic}");
             }
         }
     }

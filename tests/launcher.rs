@@ -63,6 +63,23 @@ fn put_fence_get_publish_lookup_and_credentials_across_three_ranks() {
 }
 
 #[test]
+fn ranks_get_the_fabric_and_their_nic_from_the_host() {
+    let out = maestro_run(&["-n", "2", &ex("fabric_info")]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for r in 0..2 {
+        let dev = out.lines_with(&format!("rank {r}: PMIx fabric: "));
+        assert_eq!(dev.len(), 1, "{}", out.stdout);
+        assert!(dev[0].contains("lo"), "{}", dev[0]);
+        let nic = out.lines_with(&format!("rank {r}: NIC "));
+        assert!(
+            nic[0].ends_with("(from the host; local choice agrees: yes)"),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
 fn an_event_from_rank_0_reaches_ranks_1_and_2() {
     let out = maestro_run(&["-n", "3", &ex("pmix_events")]);
     assert_eq!(out.code(), Some(0), "{out:?}");
@@ -128,7 +145,14 @@ fn sigterm_leaves_no_process_behind_within_two_seconds() {
     let launcher = g.pid();
     let deadline = Instant::now() + Duration::from_secs(20);
     let ranks = loop {
-        let c = children_of(launcher);
+        // Only the ranks (`sleep`), not a child that is still between fork and exec.
+        let c: Vec<i32> = children_of(launcher)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+            .collect();
         if c.len() == 2 {
             break c;
         }
@@ -167,10 +191,17 @@ fn a_tool_attaches_and_queries_the_namespaces() {
             Command::new(maestro()).args(["query", "--pid", &pid, "--json"]),
             Duration::from_secs(30),
         );
-        if out.code() == Some(0)
-            && out.stdout.contains("\"procs\":[{")
-            && out.stdout.contains("\"pid\":")
-        {
+        // Tools may attach before the job is fully up: wait for the ranks and the fabric.
+        let ready = serde_json::from_str::<serde_json::Value>(out.stdout.trim()).is_ok_and(|v| {
+            let procs = v["jobs"][0]["procs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            !procs.is_empty()
+                && procs.iter().all(|p| p["pid"].as_i64().unwrap_or(0) > 0)
+                && v["fabric"]["inventory"].is_object()
+        });
+        if out.code() == Some(0) && ready {
             break out;
         }
         assert!(Instant::now() < deadline, "query never succeeded: {out:?}");
@@ -181,6 +212,8 @@ fn a_tool_attaches_and_queries_the_namespaces() {
     assert_eq!(job["nspace"], format!("maestro.job.{pid}"));
     assert_eq!(job["size"], 2);
     assert_eq!(job["procs"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["fabric"]["inventory"]["schema"], "maestro.inventory/1");
+    assert!(v["fabric"]["assignment"]["1"]["nic"].is_string(), "{v}");
     let launcher = g.pid();
     let end = g.terminate(Duration::from_secs(10));
     assert_eq!(end.code(), Some(143), "{end:?}");

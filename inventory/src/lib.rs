@@ -26,7 +26,9 @@ pub use cpuset::{CpuSetError, IndexSet};
 pub use model::{
     Domain, Inventory, Link, Locality, Machine, Nic, NicKind, Offer, Pci, Rdma, SCHEMA,
 };
-pub use pmix_io::{merge_pmix, to_pmix_devices};
+pub use pmix_io::{
+    KEY_ASSIGNMENT, KEY_INVENTORY, KEY_NIC, MergeReport, merge_pmix, to_pmix_devices,
+};
 
 use fabric::{EndpointType, ProviderClass};
 

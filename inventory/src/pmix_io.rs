@@ -8,6 +8,12 @@ use pmix::{Info, LINK_DOWN, LINK_STATE_UNKNOWN, LINK_UP, Value, keys};
 use crate::cpuset::IndexSet;
 use crate::model::{Inventory, Locality, Nic, NicKind, Rdma};
 
+/// Job-level key (under `maestro run`) and query key: the node's inventory as JSON.
+pub const KEY_INVENTORY: &str = "maestro.fabric.inventory";
+/// Query key: the NIC of each rank, as JSON `{"<rank>": {"nic": ..., "reasons": [...]}}`.
+pub const KEY_ASSIGNMENT: &str = "maestro.fabric.assignment";
+/// Per-rank key (under `maestro run`): the name of the NIC the rank should use.
+pub const KEY_NIC: &str = "maestro.fabric.nic";
 /// `maestro.fabric.cpus`: the device's local CPUs (list syntax).
 pub const KEY_CPUS: &str = "maestro.fabric.cpus";
 /// `maestro.fabric.numa`: the device's NUMA nodes (list syntax).

@@ -17,6 +17,8 @@ use pmix::{
 };
 
 use crate::run::credential::{Authority, CREDENTIAL_TYPE, Claims, unix_now};
+use crate::run::fabric::FabricView;
+use inventory::{KEY_ASSIGNMENT, KEY_INVENTORY};
 
 /// What the host reports to the launcher's main loop.
 #[derive(Debug)]
@@ -57,6 +59,7 @@ pub struct LauncherHost {
     authority: Authority,
     tools: AtomicU32,
     events: Mutex<Sender<HostEvent>>,
+    fabric: std::sync::OnceLock<FabricView>,
 }
 
 impl LauncherHost {
@@ -82,6 +85,14 @@ impl LauncherHost {
             authority,
             tools: AtomicU32::new(0),
             events: Mutex::new(events),
+            fabric: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Installs the fabric view once it is collected (after the server started).
+    pub fn set_fabric(&self, view: FabricView) {
+        if self.fabric.set(view).is_err() {
+            tracing::warn!("fabric view set twice; keeping the first");
         }
     }
 
@@ -162,6 +173,11 @@ impl LauncherHost {
             k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
             k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
             k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(String::new())),
+            k if k == KEY_INVENTORY => self.fabric.get().map(|f| Value::String(f.inventory_json())),
+            k if k == KEY_ASSIGNMENT => self
+                .fabric
+                .get()
+                .map(|f| Value::String(f.assignment_json())),
             _ => None,
         }
     }
@@ -237,6 +253,22 @@ impl Host for LauncherHost {
             .map_or(0, |r| r as u32);
         tracing::info!("tool connected as {nspace}:{rank}");
         reply.send(Ok(Proc::new(nspace, rank)));
+    }
+
+    fn fabric(
+        &self,
+        requestor: Option<&Proc>,
+        _update: bool,
+        _directives: Vec<Info>,
+        reply: InfoReply,
+    ) {
+        match self.fabric.get() {
+            Some(f) => {
+                tracing::debug!("fabric information for {requestor:?}");
+                reply.send(Status::SUCCESS, inventory::to_pmix_devices(&f.inventory));
+            }
+            None => reply.send(Status::NOT_FOUND, Vec::new()),
+        }
     }
 
     fn get_credential(&self, proc: &Proc, _info: Vec<Info>, reply: CredentialReply) {

@@ -16,6 +16,7 @@
 //! exit.
 
 mod credential;
+mod fabric;
 mod host;
 mod outcome;
 mod output;
@@ -151,11 +152,14 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             "no command given: maestro run -n N -- CMD ARGS...".into(),
         ));
     };
+    // Signals first: one that arrives during setup is queued, and the job is then not
+    // started at all.
+    let (tx, rx) = channel::<LoopEvent>();
+    let signals = SignalRelay::start(tx.clone())?;
     let tmp = TempDir::create()?;
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");
     let hostname = hostname();
-    let (tx, rx) = channel::<LoopEvent>();
     let (host_tx, host_rx) = channel::<HostEvent>();
     let authority = credential::Authority::generate().map_err(RunError::Random)?;
     let host = Arc::new(LauncherHost::new(
@@ -188,8 +192,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             server_tmpdir(pid).display()
         );
     }
-    let inventory = server.collect_inventory(&[])?;
-    server.deliver_inventory(&inventory, &[])?;
+    let fabric = fabric::FabricView::collect(&server, opts.nprocs);
     let app_info = server.setup_application(&nspace, &[])?;
     let locality = server.own_locality_string().unwrap_or_else(|e| {
         tracing::warn!("no locality string for the ranks: {e}");
@@ -204,13 +207,19 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         extra_job_info: app_info
             .into_iter()
             .filter(|i| !matches!(i.value, Value::Other(_)))
+            .chain(fabric.iter().flat_map(fabric::FabricView::job_info))
             .collect(),
-        extra_proc_info: Vec::new(),
+        extra_proc_info: fabric
+            .as_ref()
+            .map(fabric::FabricView::proc_info)
+            .unwrap_or_default(),
     };
+    if let Some(f) = fabric {
+        host.set_fabric(f);
+    }
     server.register_nspace(&nspace, opts.nprocs, &layout.to_infos()?)?;
     server.setup_local_support(&nspace, &[])?;
 
-    let signals = SignalRelay::start(tx.clone())?;
     let mut job = Job {
         opts,
         server: &server,
@@ -224,8 +233,16 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         deadline: opts.timeout.map(|t| Instant::now() + t),
         outputs: Vec::new(),
     };
-    job.spawn_all();
-    job.supervise(&rx);
+    match rx.try_recv() {
+        Ok(LoopEvent::Signal(sig)) => {
+            eprintln!("maestro run: signal {sig} during setup; not starting the job");
+            job.outcome.stop(StopCause::Signal(sig));
+        }
+        _ => {
+            job.spawn_all();
+            job.supervise(&rx);
+        }
+    }
     job.sweep_groups();
     job.finish_outputs();
     signals.stop();
@@ -543,7 +560,16 @@ struct SignalRelay {
 impl SignalRelay {
     fn start(tx: Sender<LoopEvent>) -> Result<SignalRelay, RunError> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        const FORWARDED: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+        // Libraries may install handlers from their constructors (Debian's libfabric pulls
+        // in libinfinipath, whose handler exits with status 1 on SIGTERM). signal-hook
+        // chains to whatever was installed before it, so reset these signals first: the
+        // launcher alone decides what they do.
+        for sig in FORWARDED {
+            // SAFETY: resetting a signal disposition to its default is always sound.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        }
+        let mut signals = signal_hook::iterator::Signals::new(FORWARDED)
             .map_err(io_err("installing signal handlers"))?;
         let handle = signals.handle();
         std::thread::Builder::new()

@@ -1,0 +1,63 @@
+//! fabric_info: what a rank learns about the fabric from its PMIx host, and the NIC it
+//! uses. Under `maestro run` the host answers `PMIx_Fabric_register` with the node's
+//! devices and registers each rank's NIC (`maestro.fabric.nic`); under hosts that do not
+//! (Slurm, mpirun) the rank computes the same choice locally from hwloc and libfabric.
+//!
+//! Prints `rank R: PMIx fabric: N devices (names)` or `... not supported by this host`, then
+//! `rank R: NIC X (from the host|computed locally)` and whether the host's choice matches
+//! the local computation.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use pmix::{Client, Error, GetOptions, Value, keys};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fabric_info: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let client = Client::init()?;
+    let me = client.rank();
+    match client.fabric_register(Duration::from_secs(10)) {
+        Ok(infos) => {
+            let names: Vec<String> = match pmix::find(&infos, keys::FABRIC_DEVICES) {
+                Some(Value::Infos(devs)) => devs
+                    .iter()
+                    .filter_map(|d| match &d.value {
+                        Value::Infos(f) => pmix::find(f, keys::FABRIC_DEVICE_NAME)
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            println!(
+                "rank {me}: PMIx fabric: {} devices ({})",
+                names.len(),
+                names.join(",")
+            );
+        }
+        Err(Error::NotSupported { .. } | Error::NotFound { .. } | Error::Unreachable { .. }) => {
+            println!("rank {me}: PMIx fabric: not supported by this host");
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let local_rank = client.local_rank()?;
+    let (_, local) = inventory::nic_for_this_process(u32::from(local_rank))?;
+    match client.get(client.proc(), inventory::KEY_NIC, GetOptions::immediate()) {
+        Ok(Value::String(nic)) => {
+            let agree = if nic == local.nic { "yes" } else { "no" };
+            println!("rank {me}: NIC {nic} (from the host; local choice agrees: {agree})");
+        }
+        _ => println!("rank {me}: NIC {} (computed locally)", local.nic),
+    }
+    Ok(())
+}

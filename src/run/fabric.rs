@@ -1,0 +1,102 @@
+//! The fabric side of `maestro run`: the node's inventory, merged with what PMIx's own
+//! plugins collect and delivered back to them; the NIC of each rank; and the keys and query
+//! answers through which clients and tools see both.
+//!
+//! What clients get: job-level `PMIX_FABRIC_DEVICES`/`PMIX_FABRIC_NUM_DEVICES` and
+//! [`KEY_INVENTORY`] (the JSON inventory), per rank [`KEY_NIC`]; `PMIx_Fabric_register`
+//! answers with the devices; `PMIx_Query_info` answers [`KEY_INVENTORY`] and
+//! [`inventory::KEY_ASSIGNMENT`].
+
+use inventory::{
+    Choice, Inventory, KEY_INVENTORY, KEY_NIC, Options, choose_nic, collect, merge_pmix,
+    to_pmix_devices,
+};
+use pmix::{Info, Server, Value};
+
+/// The inventory and each rank's NIC.
+pub struct FabricView {
+    /// The node's inventory.
+    pub inventory: Inventory,
+    /// The choice for each rank, by rank.
+    pub assignment: Vec<Choice>,
+}
+
+impl FabricView {
+    /// Collects the live inventory, merges what the PMIx server's plugins report, hands the
+    /// result back to them, and chooses a NIC per rank (ranks inherit the launcher's
+    /// binding; ties spread by rank). `None`, with a warning, when the inventory cannot be
+    /// built: the job still runs, only without fabric keys.
+    pub fn collect(server: &Server, nprocs: u32) -> Option<FabricView> {
+        let mut inv = match collect(&Options::default()) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!("no fabric inventory for this job: {e}");
+                return None;
+            }
+        };
+        match server.collect_inventory(&[]) {
+            Ok(from_pmix) => {
+                let report = merge_pmix(&mut inv, &from_pmix);
+                tracing::debug!("PMIx inventory merged: {report:?}");
+            }
+            Err(e) => tracing::warn!("PMIx_server_collect_inventory: {e}"),
+        }
+        if let Err(e) = server.deliver_inventory(&to_pmix_devices(&inv), &[]) {
+            tracing::warn!("PMIx_server_deliver_inventory: {e}");
+        }
+        let cpus = match inventory::process_cpuset() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("cannot read the launcher's binding, using all CPUs: {e}");
+                inv.machine.cpus.clone()
+            }
+        };
+        let assignment = (0..nprocs)
+            .map(|r| choose_nic(&inv, &cpus, r))
+            .collect::<Result<Vec<_>, _>>();
+        match assignment {
+            Ok(assignment) => Some(FabricView {
+                inventory: inv,
+                assignment,
+            }),
+            Err(e) => {
+                tracing::warn!("no NIC for the ranks: {e}");
+                None
+            }
+        }
+    }
+
+    /// Job-level infos to register.
+    pub fn job_info(&self) -> Vec<Info> {
+        let mut v = to_pmix_devices(&self.inventory);
+        v.push(Info::new(
+            KEY_INVENTORY,
+            Value::String(self.inventory_json()),
+        ));
+        v
+    }
+
+    /// Per-rank infos to register.
+    pub fn proc_info(&self) -> Vec<Vec<Info>> {
+        self.assignment
+            .iter()
+            .map(|c| vec![Info::new(KEY_NIC, Value::String(c.nic.clone()))])
+            .collect()
+    }
+
+    /// The inventory as JSON.
+    pub fn inventory_json(&self) -> String {
+        serde_json::to_string(&self.inventory).unwrap_or_default()
+    }
+
+    /// The assignment as JSON.
+    pub fn assignment_json(&self) -> String {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .assignment
+            .iter()
+            .enumerate()
+            .map(|(r, c)| (r.to_string(), serde_json::to_value(c).unwrap_or_default()))
+            .collect();
+        serde_json::Value::Object(map).to_string()
+    }
+}
