@@ -19,6 +19,44 @@ pub enum FabricError {
         /// What to do about it, when we know.
         hint: &'static str,
     },
+    /// An operation failed: the provider's completion error.
+    #[error("{what} failed: {text} (-{code}, provider error {prov_errno}){hint}")]
+    Completion {
+        /// The operation (`fi_read`, ...).
+        what: &'static str,
+        /// The positive `FI_E*` code.
+        code: i32,
+        /// libfabric's text for it.
+        text: String,
+        /// The provider's own error number.
+        prov_errno: i32,
+        /// What it likely means.
+        hint: &'static str,
+    },
+    /// An operation did not finish in time (the peer may be gone or the network stuck).
+    #[error("{what} did not complete within {waited:?}; the peer may be gone or unreachable")]
+    Timeout {
+        /// The operation.
+        what: &'static str,
+        /// How long it ran.
+        waited: std::time::Duration,
+    },
+    /// The endpoint closed while the operation was in flight.
+    #[error("{0} canceled: the endpoint was closed")]
+    Canceled(&'static str),
+    /// An OS call failed.
+    #[error("{what}: {source}; {hint}")]
+    Os {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// No provider matches.
+    #[error(transparent)]
+    Select(#[from] crate::select::SelectError),
     /// An argument cannot be passed to libfabric (NUL byte in a name, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -26,6 +64,34 @@ pub enum FabricError {
 
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, FabricError>;
+
+/// Builds the error of a failed completion (`-code` as the CQ reported it).
+pub(crate) fn completion(what: &'static str, code: i32, prov_errno: i32) -> FabricError {
+    // SAFETY: fi_strerror returns a static string for any code.
+    let text = unsafe { CStr::from_ptr(sys::fi_strerror(code)) }
+        .to_string_lossy()
+        .into_owned();
+    let hint = match code {
+        c if c == libc::ECONNRESET || c == libc::ECONNREFUSED || c == libc::EPIPE => {
+            "; the peer closed the connection (process gone?)"
+        }
+        c if c == libc::EHOSTUNREACH || c == libc::ENETUNREACH => {
+            "; the peer's address is unreachable"
+        }
+        c if c == sys::FI_ENOKEY as i32 || c == libc::EACCES || c == libc::EINVAL => {
+            "; the memory key or range is not valid at the peer (withdrawn region?)"
+        }
+        c if c == sys::FI_ECANCELED as i32 => "; the operation was canceled",
+        _ => "",
+    };
+    FabricError::Completion {
+        what,
+        code,
+        text,
+        prov_errno,
+        hint,
+    }
+}
 
 /// Converts a libfabric return code (`0` or `-FI_E*`) into a result.
 pub(crate) fn check(call: &'static str, rc: i64) -> Result<()> {

@@ -1,12 +1,28 @@
-//! libfabric for the Maestro pool.
+//! libfabric for the Maestro pool: the consumer of a CDO reads it straight out of the
+//! provider's registered memory.
 //!
-//! Today: provider discovery ([`discover`]): what `fi_getinfo` offers on this node (provider,
-//! fabric, domain, endpoint type, capabilities), used by the `inventory` crate to attach
-//! providers to NICs. Issue #4 adds endpoints, memory registration and RMA on top of the
-//! same bindings (`fabric-sys`, our own bindgen crate; see its docs for why).
+//! - [`discover`] lists what `fi_getinfo` offers; [`select`] ranks the offers by capability
+//!   and class under the user's overrides (`MSTRO_OFI_PROVIDER`/`FI_PROVIDER`,
+//!   `MSTRO_OFI_IFACE`) and the inventory's NIC.
+//! - [`Endpoint`] is one RDM endpoint (fabric, domain, AV, CQ) with a progress thread;
+//!   it registers memory ([`MemoryRegion`], described to peers by [`RemoteRegion`]), reads
+//!   and writes remote regions, and sends/receives small tagged messages. Every operation is
+//!   an [`Op`]: wait for it with a deadline or `.await` it; every operation also has its own
+//!   deadline ([`Timeouts`]), so a vanished peer is an error, not a hang.
+//! - [`Buffer`]s are pre-faulted; [`RegionPool`] keeps registered ones for reuse.
+//!
+//! Bindings come from `fabric-sys`, our own bindgen crate (see its docs for why).
 
 mod discover;
+mod endpoint;
 mod error;
+mod mr;
+mod op;
+mod select;
 
 pub use discover::{Caps, EndpointType, ProviderClass, ProviderInfo, discover};
+pub use endpoint::{Address, Endpoint, Peer, Timeouts};
 pub use error::{FabricError, Result};
+pub use mr::{Buffer, MemoryRegion, RegionPool, RemoteRegion};
+pub use op::Op;
+pub use select::{Config, Scope, SelectError, select};

@@ -1,0 +1,811 @@
+//! An RDM endpoint with its fabric, domain, address vector and completion queue, driven by a
+//! progress thread.
+//!
+//! Ownership (and close order): [`Endpoint`] owns a `Core` (endpoint, address vector,
+//! completion queue, the registry of operations in flight) and the progress thread;
+//! [`MemoryRegion`]s and the core share a `Shared` (fabric and domain), closed after the
+//! last region. Dropping the `Endpoint` stops the progress thread, closes the endpoint
+//! (after which the provider touches no buffer) and fails what was still in flight with
+//! [`FabricError::Canceled`].
+//!
+//! The progress thread keeps driving progress, which providers need even on the target side
+//! of a remote read (measured: a passive owner never completes a peer's `fi_read` on
+//! tcp;ofi_rxm, net or shm), and fails operations past their deadline (see [`Timeouts`]).
+//! How it waits depends on the provider ([`WaitMode`]): network providers block in
+//! `fi_cq_sread` on the CQ's wait object (100 ms slices), so an idle endpoint costs nothing;
+//! shm's `fi_cq_sread` (libfabric 1.17) spins on `sched_yield` and ignores its timeout, so
+//! for shared memory the thread polls `fi_cq_read`, spinning while work is in flight and
+//! backing off to 1 ms sleeps when idle, woken early whenever an operation is posted.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fabric_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::discover::ProviderInfo;
+use crate::error::{FabricError, Result, check, completion};
+use crate::mr::{Buffer, MemoryRegion, RemoteRegion};
+use crate::op::{Op, OpState};
+
+/// The memory-registration modes this layer supports: local descriptors, virtual
+/// addresses, app-allocated memory, provider keys. (`FI_MR_ENDPOINT` is not supported:
+/// providers needing it are not selected.)
+const SUPPORTED_MR_MODE: u32 =
+    sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
+
+/// An endpoint address, as `fi_getname` returns it; serialisable (hex in JSON) to travel to
+/// peers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Address(#[serde(with = "hex_bytes")] pub Vec<u8>);
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        s.serialize_str(&hex)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        super::Address::parse_hex(&s)
+            .map(|a| a.0)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Address {
+    /// The address as hex.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// Parses hex.
+    ///
+    /// # Errors
+    /// [`FabricError::InvalidArgument`] for odd length or non-hex characters.
+    pub fn parse_hex(s: &str) -> Result<Address> {
+        let s = s.trim();
+        if s.is_empty() || !s.len().is_multiple_of(2) {
+            return Err(FabricError::InvalidArgument(format!(
+                "endpoint address {s:?} is not an even number of hex digits"
+            )));
+        }
+        (0..s.len())
+            .step_by(2)
+            .map(|i| {
+                u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| {
+                    FabricError::InvalidArgument(format!("endpoint address {s:?} is not hex"))
+                })
+            })
+            .collect::<Result<Vec<u8>>>()
+            .map(Address)
+    }
+}
+
+/// A peer inserted into the endpoint's address vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Peer(pub(crate) sys::fi_addr_t);
+
+/// Operation deadlines: `base + len / min_bandwidth`. An operation past its deadline fails
+/// with [`FabricError::Timeout`] (its buffers stay with the endpoint until the provider is
+/// done with them). Defaults: 1 s + 10 ms per MiB (100 MB/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timeouts {
+    /// Fixed part.
+    pub base: Duration,
+    /// The slowest transfer rate that is still considered alive, in bytes per second.
+    pub min_bandwidth: f64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            base: Duration::from_secs(1),
+            min_bandwidth: 100.0 * 1024.0 * 1024.0,
+        }
+    }
+}
+
+impl Timeouts {
+    fn deadline(&self, len: usize) -> Instant {
+        Instant::now() + self.base + Duration::from_secs_f64(len as f64 / self.min_bandwidth)
+    }
+}
+
+/// Fabric and domain: what memory registrations need to stay valid.
+pub(crate) struct Shared {
+    fabric: *mut sys::fid_fabric,
+    domain: *mut sys::fid_domain,
+    mr_mode: u32,
+    next_key: AtomicU64,
+}
+
+// SAFETY: FI_THREAD_SAFE domain; the pointers are only closed in drop.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+fn close_fid(what: &str, fid: *mut sys::fid) {
+    if fid.is_null() {
+        return;
+    }
+    // SAFETY: each fid is closed once, by its owner.
+    let rc = unsafe { sys::fi_close(fid) };
+    if rc != 0 {
+        tracing::warn!("fi_close({what}): {rc}");
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: taking the address of the embedded fid of live objects.
+        unsafe {
+            if !self.domain.is_null() {
+                close_fid("domain", &mut (*self.domain).fid);
+            }
+            if !self.fabric.is_null() {
+                close_fid("fabric", &mut (*self.fabric).fid);
+            }
+        }
+    }
+}
+
+/// How the progress thread waits for completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitMode {
+    /// `fi_cq_sread` on the CQ's wait object.
+    Blocking,
+    /// `fi_cq_read` with backoff (shared memory).
+    Polling,
+}
+
+/// Endpoint, AV, CQ and the operations in flight.
+struct Core {
+    mode: WaitMode,
+    shared: Arc<Shared>,
+    ep: *mut sys::fid_ep,
+    av: *mut sys::fid_av,
+    cq: *mut sys::fid_cq,
+    ops: Mutex<HashMap<usize, Arc<OpState>>>,
+    stop: AtomicBool,
+}
+
+// SAFETY: FI_THREAD_SAFE endpoint and CQ; the registry is behind a mutex.
+unsafe impl Send for Core {}
+// SAFETY: as above.
+unsafe impl Sync for Core {}
+
+impl Core {
+    fn ops(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Arc<OpState>>> {
+        self.ops.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Completes the operation whose context is `ctx`, if it is ours.
+    fn complete(&self, ctx: *mut c_void, result: Result<(usize, u64)>) {
+        let op = self.ops().remove(&(ctx as usize));
+        match op {
+            Some(op) => drop(op.finish(result)),
+            None => tracing::debug!("completion for an unknown context {ctx:?}"),
+        }
+    }
+
+    /// Fails operations past their deadline (they stay registered until really over).
+    fn expire(&self, now: Instant) {
+        let overdue: Vec<Arc<OpState>> = self
+            .ops()
+            .values()
+            .filter(|o| o.deadline <= now)
+            .cloned()
+            .collect();
+        for op in overdue {
+            // SAFETY: asking the provider to cancel a posted operation; harmless if it
+            // already finished or cannot be canceled.
+            unsafe { sys::fi_cancel(&mut (*self.ep).fid, op.context()) };
+            op.expire();
+        }
+    }
+
+    fn progress_loop(&self) {
+        let mut entries = [sys::fi_cq_tagged_entry::default(); 64];
+        let mut last_expiry = Instant::now();
+        let mut idle_rounds: u32 = 0;
+        while !self.stop.load(Ordering::Acquire) {
+            // SAFETY: reading into a local array of the CQ's format.
+            let n = unsafe {
+                match self.mode {
+                    WaitMode::Blocking => sys::fi_cq_sread(
+                        self.cq,
+                        entries.as_mut_ptr().cast(),
+                        entries.len(),
+                        std::ptr::null(),
+                        100,
+                    ),
+                    WaitMode::Polling => {
+                        sys::fi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len())
+                    }
+                }
+            };
+            if self.mode == WaitMode::Polling {
+                if n == -(sys::FI_EAGAIN as isize) && self.ops().is_empty() {
+                    idle_rounds = idle_rounds.saturating_add(1);
+                    backoff(idle_rounds);
+                } else {
+                    idle_rounds = 0;
+                }
+            }
+            if n > 0 {
+                for e in &entries[..n as usize] {
+                    self.complete(e.op_context, Ok((e.len, e.tag)));
+                }
+            } else if n == -(sys::FI_EAVAIL as isize) {
+                let mut err = sys::fi_cq_err_entry::default();
+                // SAFETY: reading one error entry.
+                let rc = unsafe { sys::fi_cq_readerr(self.cq, &mut err, 0) };
+                if rc > 0 {
+                    let what = self
+                        .ops()
+                        .get(&(err.op_context as usize))
+                        .map_or("operation", |o| o.what);
+                    self.complete(
+                        err.op_context,
+                        Err(completion(what, err.err, err.prov_errno)),
+                    );
+                }
+            } else if n != -(sys::FI_EAGAIN as isize) && n != -(libc::ETIMEDOUT as isize) {
+                tracing::warn!("fi_cq_sread: {n}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let now = Instant::now();
+            if now.duration_since(last_expiry) >= Duration::from_millis(50) {
+                last_expiry = now;
+                self.expire(now);
+            }
+        }
+    }
+}
+
+/// Idle backoff of a polling progress thread: yield for a while, then sleep (parked, so a
+/// new operation wakes it at once) up to 1 ms.
+fn backoff(idle_rounds: u32) {
+    if idle_rounds < 256 {
+        std::thread::yield_now();
+    } else {
+        let micros = 1u64 << (idle_rounds - 256).min(10);
+        std::thread::park_timeout(Duration::from_micros(micros.min(1000)));
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // SAFETY: closing the endpoint first stops all data movement into our buffers, then
+        // the AV and CQ it was bound to.
+        unsafe {
+            close_fid("endpoint", &mut (*self.ep).fid);
+            close_fid("av", &mut (*self.av).fid);
+            close_fid("cq", &mut (*self.cq).fid);
+        }
+        let left: Vec<Arc<OpState>> = self.ops().drain().map(|(_, o)| o).collect();
+        for op in left {
+            drop(op.finish(Err(FabricError::Canceled(op.what))));
+        }
+    }
+}
+
+/// An RDM endpoint ready for RMA and tagged messages.
+pub struct Endpoint {
+    core: Arc<Core>,
+    progress: Option<JoinHandle<()>>,
+    info: ProviderInfo,
+    address: Address,
+    timeouts: Timeouts,
+}
+
+/// Frees an `fi_info` list on drop.
+struct InfoList(*mut sys::fi_info);
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a list from fi_getinfo/fi_allocinfo, freed once.
+            unsafe { sys::fi_freeinfo(self.0) };
+        }
+    }
+}
+
+fn strdup(s: &str, what: &str) -> Result<*mut std::ffi::c_char> {
+    let c = CString::new(s)
+        .map_err(|_| FabricError::InvalidArgument(format!("{what} {s:?} has a NUL byte")))?;
+    // SAFETY: libfabric frees these strings with free() in fi_freeinfo.
+    Ok(unsafe { libc::strdup(c.as_ptr()) })
+}
+
+impl Endpoint {
+    /// Opens an endpoint on `offer` (one of [`crate::select`]'s results).
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] naming the libfabric call that failed (with a hint for
+    /// resource limits).
+    pub fn open(offer: &ProviderInfo) -> Result<Endpoint> {
+        let info = Self::getinfo(offer)?;
+        // SAFETY: `info.0` is a valid, non-empty list from fi_getinfo.
+        let fi = unsafe { &*info.0 };
+        let mut shared = Shared {
+            fabric: std::ptr::null_mut(),
+            domain: std::ptr::null_mut(),
+            // SAFETY: domain_attr of a returned info is valid.
+            mr_mode: unsafe { (*fi.domain_attr).mr_mode } as u32,
+            next_key: AtomicU64::new(1),
+        };
+        // SAFETY: objects opened in order from the info; each failure leaves what was
+        // opened to the owners' drops.
+        unsafe {
+            check(
+                "fi_fabric",
+                sys::fi_fabric(fi.fabric_attr, &mut shared.fabric, std::ptr::null_mut()).into(),
+            )?;
+            check(
+                "fi_domain",
+                sys::fi_domain(
+                    shared.fabric,
+                    info.0,
+                    &mut shared.domain,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+        }
+        let shared = Arc::new(shared);
+        let mode =
+            if crate::ProviderClass::of(&offer.provider) == crate::ProviderClass::SharedMemory {
+                WaitMode::Polling
+            } else {
+                WaitMode::Blocking
+            };
+        let mut core = Core {
+            mode,
+            shared: Arc::clone(&shared),
+            ep: std::ptr::null_mut(),
+            av: std::ptr::null_mut(),
+            cq: std::ptr::null_mut(),
+            ops: Mutex::new(HashMap::new()),
+            stop: AtomicBool::new(false),
+        };
+        let mut cq_attr = sys::fi_cq_attr {
+            format: sys::fi_cq_format_FI_CQ_FORMAT_TAGGED,
+            wait_obj: match mode {
+                WaitMode::Blocking => sys::fi_wait_obj_FI_WAIT_UNSPEC,
+                WaitMode::Polling => sys::fi_wait_obj_FI_WAIT_NONE,
+            },
+            ..Default::default()
+        };
+        let mut av_attr = sys::fi_av_attr {
+            type_: sys::fi_av_type_FI_AV_TABLE,
+            ..Default::default()
+        };
+        // SAFETY: as above; `core` closes whatever was opened if a later step fails.
+        unsafe {
+            check(
+                "fi_cq_open",
+                sys::fi_cq_open(
+                    shared.domain,
+                    &mut cq_attr,
+                    &mut core.cq,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+            check(
+                "fi_av_open",
+                sys::fi_av_open(
+                    shared.domain,
+                    &mut av_attr,
+                    &mut core.av,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+            check(
+                "fi_endpoint",
+                sys::fi_endpoint(shared.domain, info.0, &mut core.ep, std::ptr::null_mut()).into(),
+            )?;
+            check(
+                "fi_ep_bind(av)",
+                sys::fi_ep_bind(core.ep, &mut (*core.av).fid, 0).into(),
+            )?;
+            check(
+                "fi_ep_bind(cq)",
+                sys::fi_ep_bind(
+                    core.ep,
+                    &mut (*core.cq).fid,
+                    u64::from(sys::FI_TRANSMIT | sys::FI_RECV),
+                )
+                .into(),
+            )?;
+            check("fi_enable", sys::fi_enable(core.ep).into())?;
+        }
+        let address = Self::name(core.ep)?;
+        let core = Arc::new(core);
+        let runner = Arc::clone(&core);
+        let progress = std::thread::Builder::new()
+            .name(format!("fabric-progress-{}", offer.provider))
+            .spawn(move || runner.progress_loop())
+            .map_err(|e| FabricError::Os {
+                what: "starting the progress thread".into(),
+                source: e,
+                hint: "too many threads: raise `ulimit -u`",
+            })?;
+        Ok(Endpoint {
+            core,
+            progress: Some(progress),
+            info: offer.clone(),
+            address,
+            timeouts: Timeouts::default(),
+        })
+    }
+
+    /// `fi_getinfo` restricted to the offer's provider, fabric and domain, with our
+    /// capabilities, modes and thread safety.
+    fn getinfo(offer: &ProviderInfo) -> Result<InfoList> {
+        // SAFETY: fi_allocinfo returns a zeroed info with all attribute structs allocated.
+        let hints = InfoList(unsafe { sys::fi_allocinfo() });
+        if hints.0.is_null() {
+            return Err(FabricError::InvalidArgument(
+                "fi_allocinfo failed (out of memory)".into(),
+            ));
+        }
+        // SAFETY: filling the freshly allocated hints; strings are malloc'ed (freed by
+        // fi_freeinfo).
+        unsafe {
+            let h = &mut *hints.0;
+            h.caps = u64::from(
+                sys::FI_RMA
+                    | sys::FI_TAGGED
+                    | sys::FI_READ
+                    | sys::FI_WRITE
+                    | sys::FI_REMOTE_READ
+                    | sys::FI_REMOTE_WRITE
+                    | sys::FI_SEND
+                    | sys::FI_RECV,
+            );
+            h.mode = sys::FI_CONTEXT | sys::FI_CONTEXT2;
+            (*h.ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;
+            (*h.domain_attr).mr_mode = SUPPORTED_MR_MODE as i32;
+            (*h.domain_attr).threading = sys::fi_threading_FI_THREAD_SAFE;
+            (*h.domain_attr).name = strdup(&offer.domain, "domain")?;
+            (*h.fabric_attr).prov_name = strdup(&offer.provider, "provider")?;
+            (*h.fabric_attr).name = strdup(&offer.fabric, "fabric")?;
+        }
+        let mut out: *mut sys::fi_info = std::ptr::null_mut();
+        let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
+        // SAFETY: valid hints; `out` receives a list owned by InfoList.
+        let rc = unsafe {
+            sys::fi_getinfo(
+                version,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                hints.0,
+                &mut out,
+            )
+        };
+        let list = InfoList(out);
+        check("fi_getinfo", rc.into())?;
+        if list.0.is_null() {
+            return Err(FabricError::InvalidArgument(format!(
+                "{} on {} offers no RDM endpoint with RMA and tagged messages",
+                offer.provider, offer.domain
+            )));
+        }
+        Ok(list)
+    }
+
+    fn name(ep: *mut sys::fid_ep) -> Result<Address> {
+        let mut buf = vec![0u8; 256];
+        let mut len = buf.len();
+        // SAFETY: buffer and length describe `buf`.
+        let mut rc = unsafe { sys::fi_getname(&mut (*ep).fid, buf.as_mut_ptr().cast(), &mut len) };
+        if rc == -(sys::FI_ETOOSMALL as i32) {
+            buf.resize(len, 0);
+            // SAFETY: as above, with the size the provider asked for.
+            rc = unsafe { sys::fi_getname(&mut (*ep).fid, buf.as_mut_ptr().cast(), &mut len) };
+        }
+        check("fi_getname", rc.into())?;
+        buf.truncate(len);
+        Ok(Address(buf))
+    }
+
+    /// The endpoint's address, to give to peers.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The offer the endpoint was opened on.
+    pub fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    /// Sets the operation deadlines for operations posted from now on.
+    pub fn set_timeouts(&mut self, t: Timeouts) {
+        self.timeouts = t;
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.core.shared
+    }
+
+    /// Inserts a peer's address into the address vector.
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] when the provider rejects the address (wrong format for
+    /// this provider).
+    pub fn insert_peer(&self, addr: &Address) -> Result<Peer> {
+        let mut fi_addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
+        // SAFETY: one address from a buffer the provider reads during the call.
+        let rc = unsafe {
+            sys::fi_av_insert(
+                self.core.av,
+                addr.0.as_ptr().cast(),
+                1,
+                &mut fi_addr,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != 1 {
+            check(
+                "fi_av_insert",
+                if rc < 0 {
+                    rc.into()
+                } else {
+                    -(libc::EINVAL as i64)
+                },
+            )?;
+        }
+        Ok(Peer(fi_addr))
+    }
+
+    /// Registers `buf` for local use and remote read/write by peers.
+    ///
+    /// # Errors
+    /// [`FabricError::Call`]; `ulimit -l` is named when the provider cannot pin memory.
+    pub fn register(&self, buf: Buffer) -> Result<MemoryRegion> {
+        let shared = &self.core.shared;
+        let key = shared.next_key.fetch_add(1, Ordering::Relaxed);
+        let access = u64::from(
+            sys::FI_READ
+                | sys::FI_WRITE
+                | sys::FI_REMOTE_READ
+                | sys::FI_REMOTE_WRITE
+                | sys::FI_SEND
+                | sys::FI_RECV,
+        );
+        let mut mr: *mut sys::fid_mr = std::ptr::null_mut();
+        let len = buf.len().max(1);
+        // SAFETY: the buffer outlives the registration (both live in the MemoryRegion,
+        // which closes the registration first).
+        let rc = unsafe {
+            sys::fi_mr_reg(
+                shared.domain,
+                buf.as_ptr().cast(),
+                len,
+                access,
+                0,
+                key,
+                0,
+                &mut mr,
+                std::ptr::null_mut(),
+            )
+        };
+        check("fi_mr_reg", rc.into())?;
+        // SAFETY: a registration just created.
+        let (desc, key) = unsafe {
+            let desc = sys::fi_mr_desc(mr);
+            let key = if shared.mr_mode & sys::FI_MR_PROV_KEY != 0 {
+                sys::fi_mr_key(mr)
+            } else {
+                key
+            };
+            (desc, key)
+        };
+        let addr = if shared.mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
+            buf.as_ptr() as u64
+        } else {
+            0
+        };
+        let remote = RemoteRegion {
+            addr,
+            key,
+            len: buf.len() as u64,
+        };
+        Ok(MemoryRegion {
+            buf,
+            mr,
+            desc,
+            remote,
+            shared: Arc::clone(shared),
+        })
+    }
+
+    /// Posts `post` for an operation on `len` bytes, keeping `keep` alive, retrying while
+    /// the provider's queues are full.
+    fn post(
+        &self,
+        what: &'static str,
+        len: usize,
+        keep: Option<Box<dyn Any + Send>>,
+        post: impl Fn(*mut c_void) -> isize,
+    ) -> Result<Arc<OpState>> {
+        let state = OpState::new(what, self.timeouts.deadline(len), keep);
+        let ctx = state.context();
+        self.core.ops().insert(ctx as usize, Arc::clone(&state));
+        loop {
+            let rc = post(ctx);
+            if rc == 0 {
+                if let Some(t) = &self.progress {
+                    t.thread().unpark();
+                }
+                return Ok(state);
+            }
+            if rc != -(sys::FI_EAGAIN as isize) || Instant::now() >= state.deadline {
+                self.core.ops().remove(&(ctx as usize));
+                check(what, rc as i64)?;
+                return Err(FabricError::Timeout {
+                    what,
+                    waited: self.timeouts.base,
+                });
+            }
+            // Queues full: the progress thread is draining them.
+            std::thread::yield_now();
+        }
+    }
+
+    /// Reads `remote` (from `peer`) into the start of `dst`. The region comes back with the
+    /// completion.
+    ///
+    /// # Errors
+    /// [`FabricError::InvalidArgument`] if `dst` is smaller than `remote`; posting errors.
+    /// The [`Op`] fails if the peer is gone, the key is wrong, or the deadline passes.
+    pub fn read(
+        &self,
+        peer: Peer,
+        dst: MemoryRegion,
+        remote: RemoteRegion,
+    ) -> Result<Op<MemoryRegion>> {
+        let len = usize::try_from(remote.len).unwrap_or(usize::MAX);
+        if len > dst.len() {
+            return Err(FabricError::InvalidArgument(format!(
+                "remote region of {len} bytes does not fit a {}-byte local region",
+                dst.len()
+            )));
+        }
+        let (ptr, desc) = (dst.buf.as_ptr(), dst.desc);
+        let ep = self.core.ep;
+        let state = self.post("fi_read", len, Some(Box::new(dst)), |ctx| {
+            // SAFETY: the destination is kept alive by the operation state.
+            unsafe {
+                sys::fi_read(
+                    ep,
+                    ptr.cast(),
+                    len,
+                    desc,
+                    peer.0,
+                    remote.addr,
+                    remote.key,
+                    ctx,
+                )
+            }
+        })?;
+        Ok(Op::new(state, take_region))
+    }
+
+    /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`.
+    ///
+    /// # Errors
+    /// As [`Endpoint::read`].
+    pub fn write(
+        &self,
+        peer: Peer,
+        src: MemoryRegion,
+        remote: RemoteRegion,
+    ) -> Result<Op<MemoryRegion>> {
+        let len = usize::try_from(remote.len).unwrap_or(usize::MAX);
+        if len > src.len() {
+            return Err(FabricError::InvalidArgument(format!(
+                "remote region of {len} bytes is larger than the {}-byte local region",
+                src.len()
+            )));
+        }
+        let (ptr, desc) = (src.buf.as_ptr(), src.desc);
+        let ep = self.core.ep;
+        let state = self.post("fi_write", len, Some(Box::new(src)), |ctx| {
+            // SAFETY: the source is kept alive by the operation state.
+            unsafe {
+                sys::fi_write(
+                    ep,
+                    ptr.cast(),
+                    len,
+                    desc,
+                    peer.0,
+                    remote.addr,
+                    remote.key,
+                    ctx,
+                )
+            }
+        })?;
+        Ok(Op::new(state, take_region))
+    }
+
+    /// Sends a small tagged message (copied).
+    ///
+    /// # Errors
+    /// Allocation, registration or posting errors.
+    pub fn send(&self, peer: Peer, tag: u64, data: &[u8]) -> Result<Op<()>> {
+        let region = self.register(Buffer::from_slice(data)?)?;
+        let (ptr, desc, len) = (region.buf.as_ptr(), region.desc, data.len());
+        let ep = self.core.ep;
+        let state = self.post("fi_tsend", len, Some(Box::new(region)), |ctx| {
+            // SAFETY: the message buffer is kept alive by the operation state.
+            unsafe { sys::fi_tsend(ep, ptr.cast(), len, desc, peer.0, tag, ctx) }
+        })?;
+        Ok(Op::new(state, |_, _, _| Ok(())))
+    }
+
+    /// Receives one tagged message of at most `max_len` bytes matching `tag` from anyone.
+    /// The deadline is the endpoint's for `max_len` bytes; wait longer by posting again.
+    ///
+    /// # Errors
+    /// Allocation, registration or posting errors; the [`Op`] fails on truncation.
+    pub fn recv(&self, tag: u64, max_len: usize) -> Result<Op<Vec<u8>>> {
+        let region = self.register(Buffer::new(max_len)?)?;
+        let (ptr, desc) = (region.buf.as_ptr(), region.desc);
+        let ep = self.core.ep;
+        let state = self.post("fi_trecv", max_len, Some(Box::new(region)), |ctx| {
+            // SAFETY: the receive buffer is kept alive by the operation state.
+            unsafe {
+                sys::fi_trecv(
+                    ep,
+                    ptr.cast(),
+                    max_len,
+                    desc,
+                    sys::FI_ADDR_UNSPEC,
+                    tag,
+                    0,
+                    ctx,
+                )
+            }
+        })?;
+        Ok(Op::new(state, |n, _, keep| {
+            let region = downcast_region(keep)?;
+            Ok(region.as_slice()[..n.min(region.len())].to_vec())
+        }))
+    }
+}
+
+fn downcast_region(keep: Option<Box<dyn Any + Send>>) -> Result<MemoryRegion> {
+    keep.and_then(|k| k.downcast::<MemoryRegion>().ok())
+        .map(|b| *b)
+        .ok_or_else(|| FabricError::InvalidArgument("operation lost its buffer".into()))
+}
+
+fn take_region(_: usize, _: u64, keep: Option<Box<dyn Any + Send>>) -> Result<MemoryRegion> {
+    downcast_region(keep)
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.core.stop.store(true, Ordering::Release);
+        if let Some(t) = self.progress.take()
+            && t.join().is_err()
+        {
+            tracing::warn!("the progress thread panicked");
+        }
+        // `core` (endpoint, AV, CQ) closes here, when its last reference goes.
+    }
+}

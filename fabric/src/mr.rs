@@ -1,0 +1,277 @@
+//! Memory for RMA: page-aligned, pre-faulted buffers ([`Buffer`]), their registration with a
+//! domain ([`MemoryRegion`]), the descriptor a peer needs to read them ([`RemoteRegion`]),
+//! and a pool that keeps registered buffers for reuse ([`RegionPool`]).
+//!
+//! Fresh memory is page-fault bound (measured here: 0.6-0.8 GB/s into never-touched pages
+//! against 7-10 GB/s into warm ones), so buffers are mapped with `MAP_POPULATE` and pooled.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::endpoint::Shared;
+use crate::error::{FabricError, Result};
+
+/// A page-aligned anonymous mapping, populated at creation. Zero-length buffers are valid
+/// (they map nothing).
+pub struct Buffer {
+    ptr: *mut u8,
+    len: usize,
+    mapped: usize,
+}
+
+// SAFETY: plain owned memory.
+unsafe impl Send for Buffer {}
+// SAFETY: shared access only reads through &self.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// Maps `len` bytes (rounded up to pages), zeroed and pre-faulted.
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] with the OS error when the mapping fails (out of memory,
+    /// `ulimit -v`).
+    pub fn new(len: usize) -> Result<Buffer> {
+        if len == 0 {
+            return Ok(Buffer {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+                mapped: 0,
+            });
+        }
+        let page = 4096;
+        let mapped = len.div_ceil(page) * page;
+        // SAFETY: anonymous private mapping; checked for MAP_FAILED below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(FabricError::Os {
+                what: format!("mapping a {len}-byte buffer"),
+                source: e,
+                hint: "out of memory: lower the buffer size or raise `ulimit -v`",
+            });
+        }
+        Ok(Buffer {
+            ptr: p as *mut u8,
+            len,
+            mapped,
+        })
+    }
+
+    /// A buffer holding a copy of `data`.
+    ///
+    /// # Errors
+    /// As [`Buffer::new`].
+    pub fn from_slice(data: &[u8]) -> Result<Buffer> {
+        let mut b = Buffer::new(data.len())?;
+        b.as_mut_slice().copy_from_slice(data);
+        Ok(b)
+    }
+
+    /// The length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `len` bytes mapped (or a dangling pointer with len 0).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: exclusive access to `len` mapped bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if self.mapped > 0 {
+            // SAFETY: unmapping what new() mapped.
+            unsafe { libc::munmap(self.ptr.cast(), self.mapped) };
+        }
+    }
+}
+
+/// What a peer needs to read (or write) a registered region: the key, the address to use
+/// in RMA calls (the virtual address for providers with `FI_MR_VIRT_ADDR`, else 0) and the
+/// length. Serialisable, to travel in tickets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RemoteRegion {
+    /// The RMA address of the first byte.
+    pub addr: u64,
+    /// The memory key.
+    pub key: u64,
+    /// The length in bytes.
+    pub len: u64,
+}
+
+impl RemoteRegion {
+    /// The sub-range `[offset, offset+len)`.
+    ///
+    /// # Errors
+    /// [`FabricError::InvalidArgument`] if the range exceeds the region.
+    pub fn slice(&self, offset: u64, len: u64) -> Result<RemoteRegion> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(RemoteRegion {
+                addr: self.addr + offset,
+                key: self.key,
+                len,
+            }),
+            _ => Err(FabricError::InvalidArgument(format!(
+                "range {offset}+{len} exceeds the remote region of {} bytes",
+                self.len
+            ))),
+        }
+    }
+}
+
+/// A buffer registered with an endpoint's domain. Peers may read and write it remotely
+/// through [`MemoryRegion::remote`]; it stays registered (and its endpoint open) as long as
+/// it lives. Operations take it by value and give it back on completion, so no local code
+/// can touch bytes a transfer is writing.
+pub struct MemoryRegion {
+    pub(crate) buf: Buffer,
+    pub(crate) mr: *mut fabric_sys::fid_mr,
+    pub(crate) desc: *mut std::ffi::c_void,
+    pub(crate) remote: RemoteRegion,
+    pub(crate) shared: Arc<Shared>,
+}
+
+// SAFETY: the registration is only closed in drop; libfabric's domain is FI_THREAD_SAFE.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for MemoryRegion {}
+
+impl MemoryRegion {
+    /// The descriptor to hand to peers.
+    pub fn remote(&self) -> RemoteRegion {
+        self.remote
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.buf.as_slice()
+    }
+
+    /// The bytes, mutably. Peers holding the descriptor may still read or write remotely
+    /// while you change them: coordinate (the pool does, through offers and withdrawals).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.buf.as_mut_slice()
+    }
+
+    /// The length.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// True for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Deregisters and returns the buffer.
+    pub fn into_buffer(mut self) -> Buffer {
+        self.close();
+        std::mem::replace(
+            &mut self.buf,
+            Buffer {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+                mapped: 0,
+            },
+        )
+    }
+
+    fn close(&mut self) {
+        if !self.mr.is_null() {
+            // SAFETY: closing the registration made for this buffer, once.
+            let rc = unsafe { fabric_sys::fi_close(&mut (*self.mr).fid) };
+            if rc != 0 {
+                tracing::warn!("fi_close(mr): {rc}");
+            }
+            self.mr = std::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Registered regions kept for reuse, by capacity. `take` returns a region of at least the
+/// requested length (its [`MemoryRegion::len`] is the capacity; use the first `len` bytes).
+#[derive(Default)]
+pub struct RegionPool {
+    free: std::sync::Mutex<Vec<MemoryRegion>>,
+}
+
+impl RegionPool {
+    /// An empty pool.
+    pub fn new() -> RegionPool {
+        RegionPool::default()
+    }
+
+    /// A region of capacity >= `len` from the pool, or registers a new one (capacity
+    /// rounded up to a power of two, at least 4 KiB) with `ep`.
+    ///
+    /// # Errors
+    /// Allocation or registration failures.
+    pub fn take(&self, ep: &crate::Endpoint, len: usize) -> Result<MemoryRegion> {
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(pos) = free
+            .iter()
+            .position(|r| r.len() >= len && Arc::ptr_eq(&r.shared, ep.shared()))
+        {
+            return Ok(free.swap_remove(pos));
+        }
+        drop(free);
+        ep.register(Buffer::new(len.max(4096).next_power_of_two())?)
+    }
+
+    /// Returns a region for reuse.
+    pub fn give(&self, region: MemoryRegion) {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(region);
+    }
+
+    /// Number of regions kept.
+    pub fn len(&self) -> usize {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// True when no region is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

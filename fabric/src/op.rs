@@ -1,0 +1,202 @@
+//! Posted operations and their completion.
+//!
+//! Every posted operation has an [`OpState`] whose first field is the `fi_context2` handed to
+//! libfabric as the operation context. The endpoint keeps it in a registry (keyed by that
+//! address) until the provider reports the completion; the progress thread then stores the
+//! result and wakes the waiter. The buffers an operation uses are kept inside the state, so
+//! they outlive the operation even if the caller stops waiting. [`Op`] is the caller's
+//! handle: [`Op::wait`] blocks with a deadline, and `Op` is also a `Future`.
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use fabric_sys as sys;
+
+use crate::error::{FabricError, Result};
+
+/// The buffers an operation keeps alive.
+type Keep = Option<Box<dyn Any + Send>>;
+
+/// Shared completion state of one operation.
+#[repr(C)]
+pub(crate) struct OpState {
+    /// Must stay the first field: its address is the libfabric operation context.
+    ctx: UnsafeCell<sys::fi_context2>,
+    slot: Mutex<Slot>,
+    cv: Condvar,
+    posted: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) what: &'static str,
+}
+
+// SAFETY: `ctx` is only written by libfabric while the operation is in flight and never read
+// by Rust; everything else is behind the mutex.
+unsafe impl Send for OpState {}
+// SAFETY: as above.
+unsafe impl Sync for OpState {}
+
+#[derive(Default)]
+struct Slot {
+    /// Set once: the outcome (bytes transferred, tag) or the error.
+    result: Option<Result<(usize, u64)>>,
+    waker: Option<Waker>,
+    /// The buffers the operation uses, handed back on success.
+    keep: Keep,
+    /// True once the caller was told it timed out: the buffers are then never handed back
+    /// (the provider may still touch them until the operation is really over).
+    abandoned: bool,
+}
+
+fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl OpState {
+    /// A new state for an operation that must finish by `deadline`, keeping `keep` alive.
+    pub(crate) fn new(
+        what: &'static str,
+        deadline: Instant,
+        keep: Option<Box<dyn Any + Send>>,
+    ) -> Arc<OpState> {
+        Arc::new(OpState {
+            ctx: UnsafeCell::new(sys::fi_context2::default()),
+            slot: Mutex::new(Slot {
+                keep,
+                ..Slot::default()
+            }),
+            cv: Condvar::new(),
+            posted: Instant::now(),
+            deadline,
+            what,
+        })
+    }
+
+    /// The context pointer to pass to libfabric.
+    pub(crate) fn context(&self) -> *mut std::ffi::c_void {
+        self.ctx.get().cast()
+    }
+
+    /// Records the final outcome reported by the provider. Returns the buffers to drop if
+    /// the caller had given up on them.
+    pub(crate) fn finish(&self, result: Result<(usize, u64)>) -> Keep {
+        let mut s = lock(&self.slot);
+        if s.abandoned {
+            return s.keep.take();
+        }
+        if s.result.is_none() {
+            s.result = Some(result);
+        }
+        let waker = s.waker.take();
+        drop(s);
+        self.cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        None
+    }
+
+    /// Tells the caller the operation timed out; the buffers stay with the operation.
+    pub(crate) fn expire(&self) {
+        let mut s = lock(&self.slot);
+        if s.result.is_some() {
+            return;
+        }
+        s.abandoned = true;
+        s.result = Some(Err(FabricError::Timeout {
+            what: self.what,
+            waited: self.posted.elapsed(),
+        }));
+        let waker = s.waker.take();
+        drop(s);
+        self.cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Takes the outcome and, on success, the buffers.
+    fn take(&self, s: &mut Slot) -> Option<Result<(usize, u64, Keep)>> {
+        let r = s.result.take()?;
+        Some(match r {
+            Ok((n, tag)) => Ok((n, tag, if s.abandoned { None } else { s.keep.take() })),
+            Err(e) => Err(e),
+        })
+    }
+}
+
+/// Converts a completed operation's outcome into the caller's value.
+pub(crate) type Finish<T> = fn(usize, u64, Keep) -> Result<T>;
+
+/// A posted operation. Wait for it with [`Op::wait`] or `.await` it.
+///
+/// Dropping an `Op` does not cancel the transfer: its buffers stay alive inside the
+/// endpoint until the provider reports the end (or the endpoint closes).
+///
+/// # Cancel safety
+/// Awaiting is cancel safe in that sense: a dropped future leaves the operation running
+/// and its buffers owned by the endpoint.
+#[must_use = "an Op does nothing unless waited for; its result carries errors"]
+pub struct Op<T> {
+    state: Arc<OpState>,
+    finish: Finish<T>,
+}
+
+impl<T> Op<T> {
+    pub(crate) fn new(state: Arc<OpState>, finish: Finish<T>) -> Op<T> {
+        Op { state, finish }
+    }
+
+    /// Blocks until the operation completes, fails, or runs past `limit` (in addition to
+    /// the operation's own deadline, which the endpoint enforces).
+    ///
+    /// # Errors
+    /// The provider's error for the operation (peer gone, bad key, ...);
+    /// [`FabricError::Timeout`] when the deadline or `limit` passed.
+    pub fn wait(self, limit: Duration) -> Result<T> {
+        let end = Instant::now() + limit;
+        let mut s = lock(&self.state.slot);
+        loop {
+            if let Some(r) = self.state.take(&mut s) {
+                return r.and_then(|(n, tag, keep)| (self.finish)(n, tag, keep));
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                return Err(FabricError::Timeout {
+                    what: self.state.what,
+                    waited: limit,
+                });
+            };
+            s = self
+                .state
+                .cv
+                .wait_timeout(s, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// True once the outcome is known.
+    pub fn is_done(&self) -> bool {
+        lock(&self.state.slot).result.is_some()
+    }
+}
+
+impl<T> Future for Op<T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.get_mut();
+        let mut s = lock(&this.state.slot);
+        match this.state.take(&mut s) {
+            Some(r) => Poll::Ready(r.and_then(|(n, tag, keep)| (this.finish)(n, tag, keep))),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

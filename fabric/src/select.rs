@@ -1,0 +1,245 @@
+//! Choosing the libfabric offer an endpoint opens: by capability, then by transport class,
+//! restricted by the user's overrides and the NIC the inventory chose.
+//!
+//! Rules, in order:
+//! 1. usable for the pool: an RDM endpoint with RMA (remote reads) and tagged messages;
+//!    never an IPv6 link-local fabric (`fe80::/64`: unusable without a scope id);
+//! 2. `MSTRO_OFI_PROVIDER` (else `FI_PROVIDER`) restricts the provider: `tcp` matches
+//!    `tcp;ofi_rxm`, a full name matches exactly;
+//! 3. `MSTRO_OFI_IFACE` restricts the domain (interface or device name);
+//! 4. shared memory only for peers on the same node ([`Scope::SameNode`]), where it wins;
+//! 5. the preferred domain (the inventory's NIC for this process) before others;
+//! 6. class: native RDMA hardware, then TCP (`tcp;ofi_rxm`, `net`), then UDP
+//!    (`udp;ofi_rxd`), then `sockets`;
+//! 7. within a class, libfabric's own order.
+
+use serde::{Deserialize, Serialize};
+
+use crate::discover::{EndpointType, ProviderClass, ProviderInfo};
+
+/// User overrides, usually from the environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Provider restriction (`MSTRO_OFI_PROVIDER`, else `FI_PROVIDER`).
+    pub provider: Option<String>,
+    /// Interface/domain restriction (`MSTRO_OFI_IFACE`).
+    pub iface: Option<String>,
+}
+
+impl Config {
+    /// Reads `MSTRO_OFI_PROVIDER` (or `FI_PROVIDER`) and `MSTRO_OFI_IFACE`. Empty values
+    /// count as unset.
+    pub fn from_env() -> Config {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Config {
+            provider: var("MSTRO_OFI_PROVIDER").or_else(|| var("FI_PROVIDER")),
+            iface: var("MSTRO_OFI_IFACE"),
+        }
+    }
+}
+
+/// Who the endpoint will talk to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Only processes on this node: shared memory is best.
+    SameNode,
+    /// Processes on other nodes (or unknown): shared memory is excluded.
+    AnyNode,
+}
+
+/// Why no offer was selected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    /// Nothing usable matches the restrictions.
+    #[error(
+        "no libfabric provider offers RDM endpoints with RMA{restriction}; usable offers here: {available}. \
+         Check MSTRO_OFI_PROVIDER / FI_PROVIDER / MSTRO_OFI_IFACE and `fi_info -t FI_EP_RDM -c FI_RMA`"
+    )]
+    NoMatch {
+        /// The restrictions in force, in words.
+        restriction: String,
+        /// What would have been usable without them.
+        available: String,
+    },
+}
+
+fn usable(o: &ProviderInfo) -> bool {
+    o.endpoint == EndpointType::Rdm
+        && o.caps.rma
+        && o.caps.tagged
+        && !o.is_ipv6_link_local()
+        && ProviderClass::of(&o.provider) != ProviderClass::Other
+}
+
+fn provider_matches(wanted: &str, provider: &str) -> bool {
+    provider.eq_ignore_ascii_case(wanted)
+        || provider
+            .split(';')
+            .next()
+            .is_some_and(|core| core.eq_ignore_ascii_case(wanted))
+}
+
+/// Ranks the offers and returns them best first (never empty).
+///
+/// # Errors
+/// [`SelectError::NoMatch`] naming the restrictions and what was available.
+pub fn select(
+    offers: &[ProviderInfo],
+    config: &Config,
+    scope: Scope,
+    preferred_domain: Option<&str>,
+) -> Result<Vec<ProviderInfo>, SelectError> {
+    let usable_offers: Vec<&ProviderInfo> = offers.iter().filter(|o| usable(o)).collect();
+    let mut ranked: Vec<(usize, &ProviderInfo)> = usable_offers
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, o)| {
+            config
+                .provider
+                .as_deref()
+                .is_none_or(|p| provider_matches(p, &o.provider))
+        })
+        .filter(|(_, o)| config.iface.as_deref().is_none_or(|i| o.domain == i))
+        .filter(|(_, o)| {
+            scope == Scope::SameNode
+                || ProviderClass::of(&o.provider) != ProviderClass::SharedMemory
+        })
+        .collect();
+    ranked.sort_by_key(|&(order, o)| {
+        let class = ProviderClass::of(&o.provider);
+        let shm_first = !(scope == Scope::SameNode && class == ProviderClass::SharedMemory);
+        let not_preferred = preferred_domain.is_some_and(|d| d != o.domain);
+        (shm_first, not_preferred, class, order)
+    });
+    if ranked.is_empty() {
+        let mut restriction = String::new();
+        if let Some(p) = &config.provider {
+            restriction.push_str(&format!(" for provider {p:?}"));
+        }
+        if let Some(i) = &config.iface {
+            restriction.push_str(&format!(" on interface {i:?}"));
+        }
+        if scope == Scope::AnyNode {
+            restriction.push_str(" reaching other nodes");
+        }
+        let mut available: Vec<String> = usable_offers
+            .iter()
+            .map(|o| format!("{} on {}", o.provider, o.domain))
+            .collect();
+        available.dedup();
+        return Err(SelectError::NoMatch {
+            restriction,
+            available: if available.is_empty() {
+                "none".into()
+            } else {
+                available.join(", ")
+            },
+        });
+    }
+    Ok(ranked.into_iter().map(|(_, o)| o.clone()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::Caps;
+
+    fn offer(provider: &str, fabric: &str, domain: &str) -> ProviderInfo {
+        ProviderInfo {
+            provider: provider.into(),
+            fabric: fabric.into(),
+            domain: domain.into(),
+            endpoint: EndpointType::Rdm,
+            caps: Caps {
+                rma: true,
+                msg: true,
+                tagged: true,
+                atomic: false,
+            },
+        }
+    }
+
+    fn offers() -> Vec<ProviderInfo> {
+        let mut msg_only = offer("tcp", "127.0.0.1/32", "lo");
+        msg_only.endpoint = EndpointType::Msg;
+        vec![
+            msg_only,
+            offer("udp;ofi_rxd", "127.0.0.1/32", "lo"),
+            offer("net", "fe80::/64", "eth0"),
+            offer("tcp;ofi_rxm", "10.0.0.0/24", "eth0"),
+            offer("tcp;ofi_rxm", "127.0.0.1/32", "lo"),
+            offer("net", "10.0.0.0/24", "eth0"),
+            offer("shm", "shm", "shm"),
+            offer("sockets", "10.0.0.0/24", "eth0"),
+            offer("verbs;ofi_rxm", "IB-0xfe80", "mlx5_0"),
+        ]
+    }
+
+    fn names(v: &[ProviderInfo]) -> Vec<String> {
+        v.iter()
+            .map(|o| format!("{}@{}", o.provider, o.domain))
+            .collect()
+    }
+
+    #[test]
+    fn rdma_hardware_first_then_tcp_then_udp_and_never_link_local() {
+        let r = select(&offers(), &Config::default(), Scope::AnyNode, None).expect("selection");
+        assert_eq!(
+            names(&r),
+            [
+                "verbs;ofi_rxm@mlx5_0",
+                "tcp;ofi_rxm@eth0",
+                "tcp;ofi_rxm@lo",
+                "net@eth0",
+                "udp;ofi_rxd@lo",
+                "sockets@eth0"
+            ]
+        );
+    }
+
+    #[test]
+    fn same_node_prefers_shared_memory() {
+        let r = select(&offers(), &Config::default(), Scope::SameNode, None).expect("selection");
+        assert_eq!(r[0].provider, "shm");
+    }
+
+    #[test]
+    fn preferred_domain_and_overrides() {
+        let r =
+            select(&offers(), &Config::default(), Scope::AnyNode, Some("lo")).expect("selection");
+        assert_eq!(names(&r[..2]), ["tcp;ofi_rxm@lo", "udp;ofi_rxd@lo"]);
+        let tcp = Config {
+            provider: Some("tcp".into()),
+            iface: None,
+        };
+        let r = select(&offers(), &tcp, Scope::AnyNode, None).expect("selection");
+        assert!(r.iter().all(|o| o.provider == "tcp;ofi_rxm"));
+        let udp_lo = Config {
+            provider: Some("udp;ofi_rxd".into()),
+            iface: Some("lo".into()),
+        };
+        let r = select(&offers(), &udp_lo, Scope::AnyNode, None).expect("selection");
+        assert_eq!(names(&r), ["udp;ofi_rxd@lo"]);
+    }
+
+    #[test]
+    fn nothing_usable_says_what_exists() {
+        let cfg = Config {
+            provider: Some("psm2".into()),
+            iface: None,
+        };
+        let err = select(&offers(), &cfg, Scope::AnyNode, None).expect_err("no psm2");
+        let msg = err.to_string();
+        assert!(msg.contains("for provider \"psm2\""), "{msg}");
+        assert!(msg.contains("tcp;ofi_rxm on lo"), "{msg}");
+        let shm_only = Config {
+            provider: Some("shm".into()),
+            iface: None,
+        };
+        let msg = select(&offers(), &shm_only, Scope::AnyNode, None)
+            .expect_err("no shm remotely")
+            .to_string();
+        assert!(msg.contains("reaching other nodes"), "{msg}");
+    }
+}

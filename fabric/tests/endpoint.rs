@@ -1,0 +1,151 @@
+//! Two real endpoints in one process, on each provider this machine offers: RMA read and
+//! write, tagged messages, bad keys, and closing with operations in flight.
+
+use std::time::Duration;
+
+use fabric::{
+    Buffer, Config, Endpoint, FabricError, ProviderInfo, RemoteRegion, Scope, Timeouts, discover,
+    select,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn offer(provider: &str) -> ProviderInfo {
+    let cfg = Config {
+        provider: Some(provider.into()),
+        iface: (provider != "shm").then(|| "lo".to_string()),
+    };
+    let scope = if provider == "shm" {
+        Scope::SameNode
+    } else {
+        Scope::AnyNode
+    };
+    select(&discover().expect("fi_getinfo"), &cfg, scope, Some("lo"))
+        .unwrap_or_else(|e| panic!("{provider}: {e}"))
+        .remove(0)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn exercise(provider: &str) {
+    let o = offer(provider);
+    let a = Endpoint::open(&o).unwrap_or_else(|e| panic!("{provider}: {e}"));
+    let b = Endpoint::open(&o).expect("second endpoint");
+    let a_to_b = b.insert_peer(a.address()).expect("insert a");
+    let b_to_a = a.insert_peer(b.address()).expect("insert b");
+
+    // b reads a's exposed region.
+    let exposed = a
+        .register(Buffer::from_slice(&pattern(1 << 20, 7)).expect("buffer"))
+        .expect("register");
+    let dst = b
+        .register(Buffer::new(1 << 20).expect("buffer"))
+        .expect("register");
+    let got = b
+        .read(a_to_b, dst, exposed.remote())
+        .expect("post read")
+        .wait(WAIT)
+        .expect("read");
+    assert_eq!(got.as_slice(), exposed.as_slice(), "{provider}: read data");
+
+    // b writes into a's region.
+    let src = b
+        .register(Buffer::from_slice(&pattern(4096, 9)).expect("buffer"))
+        .expect("register");
+    let remote = exposed.remote().slice(0, 4096).expect("slice");
+    let _src = b
+        .write(a_to_b, src, remote)
+        .expect("post write")
+        .wait(WAIT)
+        .expect("write");
+    assert_eq!(
+        &exposed.as_slice()[..4096],
+        pattern(4096, 9).as_slice(),
+        "{provider}: write data"
+    );
+
+    // Tagged messages both ways.
+    let rx = a.recv(42, 64).expect("post recv");
+    b.send(a_to_b, 42, b"hello")
+        .expect("post send")
+        .wait(WAIT)
+        .expect("send");
+    assert_eq!(rx.wait(WAIT).expect("recv"), b"hello");
+    let rx = b.recv(7, 64).expect("post recv");
+    a.send(b_to_a, 7, b"")
+        .expect("post send")
+        .wait(WAIT)
+        .expect("send");
+    assert!(rx.wait(WAIT).expect("recv").is_empty());
+}
+
+#[test]
+fn tcp_rxm() {
+    exercise("tcp;ofi_rxm");
+}
+
+#[test]
+fn net() {
+    exercise("net");
+}
+
+#[test]
+fn shm() {
+    exercise("shm");
+}
+
+#[test]
+fn udp_rxd() {
+    exercise("udp;ofi_rxd");
+}
+
+#[test]
+fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
+    let o = offer("tcp;ofi_rxm");
+    let a = Endpoint::open(&o).expect("endpoint");
+    let mut b = Endpoint::open(&o).expect("endpoint");
+    b.set_timeouts(Timeouts {
+        base: Duration::from_millis(500),
+        min_bandwidth: 1e9,
+    });
+    let peer = b.insert_peer(a.address()).expect("insert");
+    let exposed = a
+        .register(Buffer::new(4096).expect("buffer"))
+        .expect("register");
+    let dst = b
+        .register(Buffer::new(4096).expect("buffer"))
+        .expect("register");
+    let bogus = RemoteRegion {
+        key: exposed.remote().key + 1000,
+        ..exposed.remote()
+    };
+    let start = std::time::Instant::now();
+    let r = b.read(peer, dst, bogus).expect("post").wait(WAIT);
+    assert!(r.is_err(), "a read with a wrong key succeeded");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+    let small = b
+        .register(Buffer::new(16).expect("buffer"))
+        .expect("register");
+    assert!(matches!(
+        b.read(peer, small, exposed.remote()),
+        Err(FabricError::InvalidArgument(_))
+    ));
+    assert!(exposed.remote().slice(4000, 200).is_err());
+}
+
+#[test]
+fn closing_an_endpoint_fails_what_is_in_flight() {
+    let o = offer("tcp;ofi_rxm");
+    let a = Endpoint::open(&o).expect("endpoint");
+    let rx = a.recv(1, 16).expect("post recv");
+    drop(a);
+    assert!(matches!(rx.wait(WAIT), Err(FabricError::Canceled(_))));
+}
