@@ -4,6 +4,7 @@
 //! Exit codes: `maestro run` exits with the job's code (see the `run` module); usage and
 //! setup errors exit with 2.
 
+mod bench;
 mod inventory_cmd;
 mod query;
 mod run;
@@ -76,6 +77,31 @@ enum Cmd {
         #[arg(long)]
         slurm: bool,
     },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// One side of a two-process fabric run (used by `bench fabric` and the tests).
+    #[command(hide = true)]
+    FabricPeer {
+        /// `owner` (serve a region) or `reader` (read an owner's region in a loop).
+        #[arg(value_parser = ["owner", "reader"])]
+        role: String,
+        /// The provider (owner).
+        #[arg(long, default_value = "tcp;ofi_rxm")]
+        provider: String,
+        /// Region size in bytes (owner).
+        #[arg(long, default_value_t = 1 << 20)]
+        size: usize,
+        /// Serve with bare libfabric instead of our layer (owner).
+        #[arg(long)]
+        raw: bool,
+        /// The owner's announcement, a JSON line (reader).
+        #[arg(long)]
+        owner: Option<String>,
+        /// Reads to do; 0 = until an error (reader).
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+    },
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query {
         /// Process id of the `maestro run` to attach to.
@@ -100,6 +126,38 @@ enum Cmd {
         #[arg(long, default_value_t = 10.0, value_parser = parse_secs)]
         timeout: f64,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// RMA read bandwidth between two processes: our layer against bare libfabric.
+    Fabric {
+        /// libfabric provider (tcp;ofi_rxm, net, shm, udp;ofi_rxd, ...).
+        #[arg(long, default_value = "tcp;ofi_rxm")]
+        provider: String,
+        /// Read sizes (K, M, G = powers of 1024).
+        #[arg(long, default_value = "4K,64K,1M,16M,256M", value_parser = bench::parse_sizes)]
+        sizes: std::vec::Vec<usize>,
+        /// Walk a 256 MiB region (cold data) instead of re-reading the same bytes.
+        #[arg(long)]
+        cold: bool,
+        /// Skip the bare-libfabric baseline.
+        #[arg(long)]
+        no_baseline: bool,
+        /// Bytes to move per size (sets the iteration count).
+        #[arg(long, default_value = "2G", value_parser = parse_one_size)]
+        volume: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_one_size(s: &str) -> Result<usize, String> {
+    match bench::parse_sizes(s)?.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(format!("{s:?}: give one size")),
+    }
 }
 
 /// Parses a non-negative number of seconds.
@@ -182,6 +240,69 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("maestro inventory: {e}");
                     ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Bench(BenchCmd::Fabric {
+            provider,
+            sizes,
+            cold,
+            no_baseline,
+            volume,
+            json,
+        }) => {
+            let b = bench::FabricBench {
+                provider,
+                sizes,
+                cold,
+                baseline: !no_baseline,
+                volume,
+            };
+            match b.run() {
+                Ok(rows) if json => {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "provider": b.provider, "cold": b.cold, "rows": rows })
+                    );
+                    ExitCode::SUCCESS
+                }
+                Ok(rows) => {
+                    print!("{}", bench::table(&b, &rows));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("maestro bench fabric: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::FabricPeer {
+            role,
+            provider,
+            size,
+            raw,
+            owner,
+            count,
+        } => {
+            let result = match (role.as_str(), owner) {
+                ("owner", _) => bench::peer::serve_owner(&provider, size, raw),
+                (_, Some(line)) => match serde_json::from_str::<bench::peer::OwnerInfo>(&line) {
+                    Ok(info) => bench::peer::run_reader(&info, count),
+                    Err(e) => Err(bench::peer::PeerError::Protocol {
+                        line,
+                        reason: e.to_string(),
+                    }),
+                },
+                (_, None) => Err(bench::peer::PeerError::Protocol {
+                    line: String::new(),
+                    reason: "reader needs --owner JSON".into(),
+                }),
+            };
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maestro fabric-peer {role}: {e}");
+                    ExitCode::FAILURE
                 }
             }
         }

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::discover::ProviderInfo;
 use crate::error::{FabricError, Result, check, completion};
 use crate::mr::{Buffer, MemoryRegion, RemoteRegion};
-use crate::op::{Op, OpState};
+use crate::op::{Op, OpState, Progress};
 
 /// The memory-registration modes this layer supports: local descriptors, virtual
 /// addresses, app-allocated memory, provider keys. (`FI_MR_ENDPOINT` is not supported:
@@ -175,6 +175,8 @@ struct Core {
     cq: *mut sys::fid_cq,
     ops: Mutex<HashMap<usize, Arc<OpState>>>,
     stop: AtomicBool,
+    /// Waiters currently driving progress themselves.
+    spinners: std::sync::atomic::AtomicUsize,
 }
 
 // SAFETY: FI_THREAD_SAFE endpoint and CQ; the registry is behind a mutex.
@@ -212,11 +214,45 @@ impl Core {
         }
     }
 
+    /// Dispatches a batch of completions (or one error entry); returns what `fi_cq_read` /
+    /// `fi_cq_sread` returned.
+    fn dispatch(&self, n: isize, entries: &[sys::fi_cq_tagged_entry]) {
+        if n > 0 {
+            for e in &entries[..n as usize] {
+                self.complete(e.op_context, Ok((e.len, e.tag)));
+            }
+        } else if n == -(sys::FI_EAVAIL as isize) {
+            let mut err = sys::fi_cq_err_entry::default();
+            // SAFETY: reading one error entry.
+            let rc = unsafe { sys::fi_cq_readerr(self.cq, &mut err, 0) };
+            if rc > 0 {
+                let what = self
+                    .ops()
+                    .get(&(err.op_context as usize))
+                    .map_or("operation", |o| o.what);
+                self.complete(
+                    err.op_context,
+                    Err(completion(what, err.err, err.prov_errno)),
+                );
+            }
+        } else if n != -(sys::FI_EAGAIN as isize) && n != -(libc::ETIMEDOUT as isize) {
+            tracing::warn!("reading the completion queue: {n}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn progress_loop(&self) {
         let mut entries = [sys::fi_cq_tagged_entry::default(); 64];
         let mut last_expiry = Instant::now();
         let mut idle_rounds: u32 = 0;
         while !self.stop.load(Ordering::Acquire) {
+            if self.spinners.load(Ordering::Acquire) > 0 {
+                // A waiter drives progress: stay out of its way (two threads reading one
+                // CQ on a 2-core node halve the bandwidth).
+                std::thread::park_timeout(Duration::from_millis(1));
+                self.expire_every(&mut last_expiry);
+                continue;
+            }
             // SAFETY: reading into a local array of the CQ's format.
             let n = unsafe {
                 match self.mode {
@@ -240,33 +276,37 @@ impl Core {
                     idle_rounds = 0;
                 }
             }
-            if n > 0 {
-                for e in &entries[..n as usize] {
-                    self.complete(e.op_context, Ok((e.len, e.tag)));
-                }
-            } else if n == -(sys::FI_EAVAIL as isize) {
-                let mut err = sys::fi_cq_err_entry::default();
-                // SAFETY: reading one error entry.
-                let rc = unsafe { sys::fi_cq_readerr(self.cq, &mut err, 0) };
-                if rc > 0 {
-                    let what = self
-                        .ops()
-                        .get(&(err.op_context as usize))
-                        .map_or("operation", |o| o.what);
-                    self.complete(
-                        err.op_context,
-                        Err(completion(what, err.err, err.prov_errno)),
-                    );
-                }
-            } else if n != -(sys::FI_EAGAIN as isize) && n != -(libc::ETIMEDOUT as isize) {
-                tracing::warn!("fi_cq_sread: {n}");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let now = Instant::now();
-            if now.duration_since(last_expiry) >= Duration::from_millis(50) {
-                last_expiry = now;
-                self.expire(now);
-            }
+            self.dispatch(n, &entries);
+            self.expire_every(&mut last_expiry);
+        }
+    }
+
+    /// Runs [`Core::expire`] at most every 50 ms.
+    fn expire_every(&self, last: &mut Instant) {
+        let now = Instant::now();
+        if now.duration_since(*last) >= Duration::from_millis(50) {
+            *last = now;
+            self.expire(now);
+        }
+    }
+}
+
+impl Progress for Core {
+    fn poll(&self) -> bool {
+        let mut entries = [sys::fi_cq_tagged_entry::default(); 16];
+        // SAFETY: reading into a local array of the CQ's format.
+        let n = unsafe { sys::fi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len()) };
+        self.dispatch(n, &entries);
+        n > 0
+    }
+
+    fn spinning(&self, on: bool) {
+        // The progress thread notices the change within its 1 ms park; waking it here would
+        // cost a syscall per operation.
+        if on {
+            self.spinners.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.spinners.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -308,7 +348,7 @@ pub struct Endpoint {
 }
 
 /// Frees an `fi_info` list on drop.
-struct InfoList(*mut sys::fi_info);
+pub(crate) struct InfoList(pub(crate) *mut sys::fi_info);
 
 impl Drop for InfoList {
     fn drop(&mut self) {
@@ -376,6 +416,7 @@ impl Endpoint {
             cq: std::ptr::null_mut(),
             ops: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
+            spinners: std::sync::atomic::AtomicUsize::new(0),
         };
         let mut cq_attr = sys::fi_cq_attr {
             format: sys::fi_cq_format_FI_CQ_FORMAT_TAGGED,
@@ -452,7 +493,7 @@ impl Endpoint {
 
     /// `fi_getinfo` restricted to the offer's provider, fabric and domain, with our
     /// capabilities, modes and thread safety.
-    fn getinfo(offer: &ProviderInfo) -> Result<InfoList> {
+    pub(crate) fn getinfo(offer: &ProviderInfo) -> Result<InfoList> {
         // SAFETY: fi_allocinfo returns a zeroed info with all attribute structs allocated.
         let hints = InfoList(unsafe { sys::fi_allocinfo() });
         if hints.0.is_null() {
@@ -506,7 +547,7 @@ impl Endpoint {
         Ok(list)
     }
 
-    fn name(ep: *mut sys::fid_ep) -> Result<Address> {
+    pub(crate) fn name(ep: *mut sys::fid_ep) -> Result<Address> {
         let mut buf = vec![0u8; 256];
         let mut len = buf.len();
         // SAFETY: buffer and length describe `buf`.
@@ -534,6 +575,12 @@ impl Endpoint {
     /// Sets the operation deadlines for operations posted from now on.
     pub fn set_timeouts(&mut self, t: Timeouts) {
         self.timeouts = t;
+    }
+
+    /// A weak handle through which waiters drive progress themselves.
+    fn progress_handle(&self) -> std::sync::Weak<dyn Progress> {
+        let weak: std::sync::Weak<Core> = Arc::downgrade(&self.core);
+        weak
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -648,7 +695,10 @@ impl Endpoint {
         loop {
             let rc = post(ctx);
             if rc == 0 {
-                if let Some(t) = &self.progress {
+                // A polling progress thread may be backing off: wake it for the new work.
+                if self.core.mode == WaitMode::Polling
+                    && let Some(t) = &self.progress
+                {
                     t.thread().unpark();
                 }
                 return Ok(state);
@@ -702,7 +752,7 @@ impl Endpoint {
                 )
             }
         })?;
-        Ok(Op::new(state, take_region))
+        Ok(Op::new(state, take_region, self.progress_handle()))
     }
 
     /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`.
@@ -739,7 +789,7 @@ impl Endpoint {
                 )
             }
         })?;
-        Ok(Op::new(state, take_region))
+        Ok(Op::new(state, take_region, self.progress_handle()))
     }
 
     /// Sends a small tagged message (copied).
@@ -754,7 +804,7 @@ impl Endpoint {
             // SAFETY: the message buffer is kept alive by the operation state.
             unsafe { sys::fi_tsend(ep, ptr.cast(), len, desc, peer.0, tag, ctx) }
         })?;
-        Ok(Op::new(state, |_, _, _| Ok(())))
+        Ok(Op::new(state, |_, _, _| Ok(()), self.progress_handle()))
     }
 
     /// Receives one tagged message of at most `max_len` bytes matching `tag` from anyone.
@@ -781,10 +831,14 @@ impl Endpoint {
                 )
             }
         })?;
-        Ok(Op::new(state, |n, _, keep| {
-            let region = downcast_region(keep)?;
-            Ok(region.as_slice()[..n.min(region.len())].to_vec())
-        }))
+        Ok(Op::new(
+            state,
+            |n, _, keep| {
+                let region = downcast_region(keep)?;
+                Ok(region.as_slice()[..n.min(region.len())].to_vec())
+            },
+            self.progress_handle(),
+        ))
     }
 }
 

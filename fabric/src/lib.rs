@@ -13,6 +13,7 @@
 //!
 //! Bindings come from `fabric-sys`, our own bindgen crate (see its docs for why).
 
+pub mod baseline;
 mod discover;
 mod endpoint;
 mod error;

@@ -6,6 +6,10 @@
 //! result and wakes the waiter. The buffers an operation uses are kept inside the state, so
 //! they outlive the operation even if the caller stops waiting. [`Op`] is the caller's
 //! handle: [`Op::wait`] blocks with a deadline, and `Op` is also a `Future`.
+//!
+//! A blocking wait first drives progress itself (reading the completion queue, for up to
+//! [`SPIN_BUDGET`]) before sleeping: handing each completion from the progress thread to
+//! the waiter costs two thread wake-ups, which halved the bandwidth of 64 KiB-1 MiB reads.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -18,6 +22,18 @@ use std::time::{Duration, Instant};
 use fabric_sys as sys;
 
 use crate::error::{FabricError, Result};
+
+/// How long a blocking wait drives progress itself before sleeping on the completion.
+pub const SPIN_BUDGET: Duration = Duration::from_millis(10);
+
+/// Something that can drive progress and dispatch completions (the endpoint's core).
+pub(crate) trait Progress: Send + Sync {
+    /// Reads available completions once; true if any was dispatched.
+    fn poll(&self) -> bool;
+    /// A waiter starts (`true`) or stops (`false`) driving progress; the progress thread
+    /// stays out of the way meanwhile.
+    fn spinning(&self, on: bool);
+}
 
 /// The buffers an operation keeps alive.
 type Keep = Option<Box<dyn Any + Send>>;
@@ -144,11 +160,36 @@ pub(crate) type Finish<T> = fn(usize, u64, Keep) -> Result<T>;
 pub struct Op<T> {
     state: Arc<OpState>,
     finish: Finish<T>,
+    progress: std::sync::Weak<dyn Progress>,
 }
 
 impl<T> Op<T> {
-    pub(crate) fn new(state: Arc<OpState>, finish: Finish<T>) -> Op<T> {
-        Op { state, finish }
+    pub(crate) fn new(
+        state: Arc<OpState>,
+        finish: Finish<T>,
+        progress: std::sync::Weak<dyn Progress>,
+    ) -> Op<T> {
+        Op {
+            state,
+            finish,
+            progress,
+        }
+    }
+
+    /// Drives progress from this thread until the outcome is known or the spin budget is
+    /// spent.
+    fn spin(&self) {
+        let Some(p) = self.progress.upgrade() else {
+            return;
+        };
+        let end = Instant::now() + SPIN_BUDGET;
+        p.spinning(true);
+        while lock(&self.state.slot).result.is_none() && Instant::now() < end {
+            if !p.poll() {
+                std::hint::spin_loop();
+            }
+        }
+        p.spinning(false);
     }
 
     /// Blocks until the operation completes, fails, or runs past `limit` (in addition to
@@ -159,6 +200,7 @@ impl<T> Op<T> {
     /// [`FabricError::Timeout`] when the deadline or `limit` passed.
     pub fn wait(self, limit: Duration) -> Result<T> {
         let end = Instant::now() + limit;
+        self.spin();
         let mut s = lock(&self.state.slot);
         loop {
             if let Some(r) = self.state.take(&mut s) {

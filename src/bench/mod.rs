@@ -1,0 +1,245 @@
+//! `maestro bench fabric`: RMA read bandwidth between two processes on this node, through
+//! our `fabric` layer and, in the same run, through bare libfabric ([`fabric::baseline`]),
+//! with the ratio. One read in flight, like the C probe whose numbers are in
+//! `notes/libfabric.md`. Hot reads re-read the start of the owner's region; `--cold` walks
+//! a 256 MiB region so every read touches memory not in cache.
+
+pub mod pattern;
+pub mod peer;
+
+use std::time::{Duration, Instant};
+
+use fabric::baseline::RawEndpoint;
+use fabric::{Buffer, Endpoint};
+use serde::Serialize;
+
+use peer::{OwnerProcess, PeerError, loopback_offer};
+
+/// Options of `maestro bench fabric`.
+#[derive(Clone, Debug)]
+pub struct FabricBench {
+    /// The provider (`tcp;ofi_rxm`, `net`, `shm`, `udp;ofi_rxd`, ...).
+    pub provider: String,
+    /// Read sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Walk a 256 MiB region instead of re-reading the same bytes.
+    pub cold: bool,
+    /// Also measure bare libfabric.
+    pub baseline: bool,
+    /// Bytes to move per size and side (the iteration count follows, 5 to 20000).
+    pub volume: usize,
+}
+
+/// One line of the result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Read size in bytes.
+    pub size: usize,
+    /// Reads timed.
+    pub iterations: usize,
+    /// Our layer, GB/s (1e9 bytes per second).
+    pub ours_gbps: f64,
+    /// Bare libfabric, GB/s.
+    pub raw_gbps: Option<f64>,
+}
+
+impl Row {
+    /// ours / raw.
+    pub fn ratio(&self) -> Option<f64> {
+        self.raw_gbps.map(|r| self.ours_gbps / r)
+    }
+}
+
+/// Parses `4K,64K,1M,16M,256M` (K, M, G are powers of 1024; plain numbers are bytes).
+///
+/// # Errors
+/// A message naming the piece that is not a size.
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (num, mult) = match p.as_bytes().last() {
+                Some(b'K' | b'k') => (&p[..p.len() - 1], 1usize << 10),
+                Some(b'M' | b'm') => (&p[..p.len() - 1], 1 << 20),
+                Some(b'G' | b'g') => (&p[..p.len() - 1], 1 << 30),
+                _ => (p, 1),
+            };
+            num.parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_mul(mult))
+                .filter(|&n| n > 0 && n <= 4 << 30)
+                .ok_or_else(|| {
+                    format!("{p:?} is not a size between 1 byte and 4G (e.g. 4K, 1M, 256M)")
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|v| {
+            if v.is_empty() {
+                Err("no sizes given".into())
+            } else {
+                Ok(v)
+            }
+        })
+}
+
+const COLD_REGION: usize = 256 << 20;
+
+impl FabricBench {
+    fn region_len(&self) -> usize {
+        let max = self.sizes.iter().copied().max().unwrap_or(0);
+        if self.cold { max.max(COLD_REGION) } else { max }
+    }
+
+    fn iterations(&self, size: usize) -> usize {
+        (self.volume / size).clamp(5, 20_000)
+    }
+
+    fn offset(&self, i: usize, size: usize) -> u64 {
+        if self.cold {
+            let slots = (self.region_len() / size).max(1);
+            ((i % slots) * size) as u64
+        } else {
+            0
+        }
+    }
+
+    /// Runs the benchmark.
+    ///
+    /// # Errors
+    /// Setup failures, a failed read, or corrupted data (the first read of every size is
+    /// verified).
+    pub fn run(&self) -> Result<Vec<Row>, PeerError> {
+        let ours = self.measure_ours()?;
+        let raw = if self.baseline {
+            Some(self.measure_raw()?)
+        } else {
+            None
+        };
+        Ok(self
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| Row {
+                size,
+                iterations: self.iterations(size),
+                ours_gbps: ours[i],
+                raw_gbps: raw.as_ref().map(|r| r[i]),
+            })
+            .collect())
+    }
+
+    fn expected(size: usize) -> u64 {
+        let mut v = vec![0u8; size];
+        pattern::fill(&mut v, peer::SEED);
+        pattern::checksum(&v)
+    }
+
+    fn verify(size: usize, got: &[u8]) -> Result<(), PeerError> {
+        let (got, expected) = (pattern::checksum(got), Self::expected(size));
+        if got != expected {
+            return Err(PeerError::Corrupt {
+                len: size,
+                got,
+                expected,
+            });
+        }
+        Ok(())
+    }
+
+    fn measure_ours(&self) -> Result<Vec<f64>, PeerError> {
+        let owner = OwnerProcess::spawn(&self.provider, self.region_len(), false)?;
+        let ep = Endpoint::open(&loopback_offer(&self.provider)?)?;
+        let peer = ep.insert_peer(&owner.info.address)?;
+        let mut out = Vec::new();
+        for &size in &self.sizes {
+            let mut dst = ep.register(Buffer::new(size)?)?;
+            let limit = Duration::from_secs(600);
+            dst = ep
+                .read(peer, dst, owner.info.region.slice(0, size as u64)?)?
+                .wait(limit)?;
+            Self::verify(size, dst.as_slice())?;
+            let iters = self.iterations(size);
+            let start = Instant::now();
+            for i in 0..iters {
+                let remote = owner.info.region.slice(self.offset(i, size), size as u64)?;
+                dst = ep.read(peer, dst, remote)?.wait(limit)?;
+            }
+            out.push(gbps(size * iters, start.elapsed()));
+        }
+        Ok(out)
+    }
+
+    fn measure_raw(&self) -> Result<Vec<f64>, PeerError> {
+        let owner = OwnerProcess::spawn(&self.provider, self.region_len(), true)?;
+        let mut ep = RawEndpoint::open(&loopback_offer(&self.provider)?)?;
+        let peer = ep.insert(&owner.info.address)?;
+        let mut out = Vec::new();
+        for &size in &self.sizes {
+            let (idx, _) = ep.register(Buffer::new(size)?)?;
+            ep.read_spin(peer, idx, owner.info.region.slice(0, size as u64)?)?;
+            Self::verify(size, ep.bytes(idx))?;
+            let iters = self.iterations(size);
+            let start = Instant::now();
+            for i in 0..iters {
+                let remote = owner.info.region.slice(self.offset(i, size), size as u64)?;
+                ep.read_spin(peer, idx, remote)?;
+            }
+            out.push(gbps(size * iters, start.elapsed()));
+        }
+        Ok(out)
+    }
+}
+
+fn gbps(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// Human size (4K, 1M, ...).
+pub fn human(size: usize) -> String {
+    match size {
+        s if s >= 1 << 30 && s % (1 << 30) == 0 => format!("{}G", s >> 30),
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{}M", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{}K", s >> 10),
+        s => s.to_string(),
+    }
+}
+
+/// The result as a Markdown table.
+pub fn table(b: &FabricBench, rows: &[Row]) -> String {
+    let mut s = format!(
+        "provider {}, {} reads, 1 in flight\n\n| size | ours GB/s | raw GB/s | ours/raw |\n|---|---|---|---|\n",
+        b.provider,
+        if b.cold { "cold" } else { "hot" }
+    );
+    for r in rows {
+        let raw = r.raw_gbps.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let ratio = r.ratio().map_or("-".to_string(), |v| format!("{v:.2}"));
+        s.push_str(&format!(
+            "| {} | {:.2} | {raw} | {ratio} |\n",
+            human(r.size),
+            r.ours_gbps
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_refuse() {
+        assert_eq!(
+            parse_sizes("4K,64k,1M,16M,256M").expect("ok"),
+            [4096, 65536, 1 << 20, 16 << 20, 256 << 20]
+        );
+        assert_eq!(parse_sizes("100").expect("ok"), [100]);
+        assert!(parse_sizes("").is_err());
+        assert!(parse_sizes("4Q").is_err());
+        assert!(parse_sizes("0").is_err());
+        assert!(parse_sizes("99G").is_err());
+        assert_eq!(human(256 << 20), "256M");
+        assert_eq!(human(1000), "1000");
+    }
+}

@@ -1,0 +1,247 @@
+//! The other process of a two-process fabric run (`maestro fabric-peer`), and the handle the
+//! first process keeps on it.
+//!
+//! `owner` registers a buffer filled with a known pattern, prints one JSON line
+//! ([`OwnerInfo`]: its address, the region's descriptor, the checksum) and serves remote
+//! reads until its stdin closes. `reader` reads an owner's region in a loop, checking every
+//! read, until an error (which it prints, exiting 1) or `--count` reads.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use fabric::baseline::RawEndpoint;
+use fabric::{
+    Address, Buffer, Config, Endpoint, ProviderInfo, RemoteRegion, Scope, discover, select,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::bench::pattern;
+
+/// The seed of the owner's pattern.
+pub const SEED: u64 = 0x6d61_6573_7472_6f;
+
+/// What an owner announces.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OwnerInfo {
+    /// The provider it serves on.
+    pub provider: String,
+    /// Its endpoint address.
+    pub address: Address,
+    /// Its region.
+    pub region: RemoteRegion,
+    /// The checksum of the whole region.
+    pub checksum: u64,
+}
+
+/// Errors of the two-process runs.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// A fabric error.
+    #[error(transparent)]
+    Fabric(#[from] fabric::FabricError),
+    /// Spawning or talking to the peer failed.
+    #[error("peer process: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer said something that is not an [`OwnerInfo`].
+    #[error("peer process sent {line:?}: {reason}")]
+    Protocol {
+        /// What it sent.
+        line: String,
+        /// Why it is not understood.
+        reason: String,
+    },
+    /// Data arrived corrupted.
+    #[error("checksum mismatch after reading {len} bytes: got {got:#x}, expected {expected:#x}")]
+    Corrupt {
+        /// Bytes read.
+        len: usize,
+        /// Checksum of what arrived.
+        got: u64,
+        /// Checksum of what was sent.
+        expected: u64,
+    },
+}
+
+/// The offer for `provider` on loopback (or shared memory).
+///
+/// # Errors
+/// Discovery or selection errors naming what exists.
+pub fn loopback_offer(provider: &str) -> Result<ProviderInfo, PeerError> {
+    let shm = fabric::ProviderClass::of(provider) == fabric::ProviderClass::SharedMemory;
+    let cfg = Config {
+        provider: Some(provider.to_string()),
+        iface: (!shm).then(|| "lo".to_string()),
+    };
+    let scope = if shm { Scope::SameNode } else { Scope::AnyNode };
+    Ok(select(&discover()?, &cfg, scope, None)
+        .map_err(fabric::FabricError::from)?
+        .remove(0))
+}
+
+/// Runs the owner side: announce on stdout, serve until stdin closes.
+///
+/// # Errors
+/// Fabric errors while setting up.
+pub fn serve_owner(provider: &str, size: usize, raw: bool) -> Result<(), PeerError> {
+    let offer = loopback_offer(provider)?;
+    let mut buf = Buffer::new(size)?;
+    pattern::fill(buf.as_mut_slice(), SEED);
+    let checksum = pattern::checksum(buf.as_slice());
+    let announce = |address: &Address, region: RemoteRegion| -> Result<(), PeerError> {
+        let info = OwnerInfo {
+            provider: offer.provider.clone(),
+            address: address.clone(),
+            region,
+            checksum,
+        };
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", serde_json::to_string(&info).unwrap_or_default())?;
+        out.flush()?;
+        Ok(())
+    };
+    if raw {
+        let mut ep = RawEndpoint::open(&offer)?;
+        let (_, region) = ep.register(buf)?;
+        announce(&ep.address().clone(), region)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        ep.serve_spin(&stop);
+    } else {
+        let ep = Endpoint::open(&offer)?;
+        let mr = ep.register(buf)?;
+        announce(ep.address(), mr.remote())?;
+        // The endpoint's progress thread serves; we wait for the parent to let go.
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    }
+    Ok(())
+}
+
+/// A spawned owner process; killed and reaped on drop.
+pub struct OwnerProcess {
+    child: Child,
+    _stdin: ChildStdin,
+    /// What it announced.
+    pub info: OwnerInfo,
+}
+
+impl OwnerProcess {
+    /// Starts `maestro fabric-peer owner` and reads its announcement (within 30 s).
+    ///
+    /// # Errors
+    /// Spawn failures; a peer that exits or announces garbage.
+    pub fn spawn(provider: &str, size: usize, raw: bool) -> Result<OwnerProcess, PeerError> {
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "fabric-peer",
+            "owner",
+            "--provider",
+            provider,
+            "--size",
+            &size.to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        if raw {
+            cmd.arg("--raw");
+        }
+        let mut child = cmd.spawn()?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin pipe"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
+        let line = read_line_within(stdout, Duration::from_secs(30));
+        let parsed = line
+            .as_deref()
+            .map_err(|e| e.to_string())
+            .and_then(|l| serde_json::from_str::<OwnerInfo>(l).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(info) => Ok(OwnerProcess {
+                child,
+                _stdin: stdin,
+                info,
+            }),
+            Err(reason) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(PeerError::Protocol {
+                    line: line.unwrap_or_default(),
+                    reason,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for OwnerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads one line from `out` in a helper thread, giving up after `limit`.
+fn read_line_within(out: ChildStdout, limit: Duration) -> Result<String, std::io::Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let r = BufReader::new(out).read_line(&mut line).map(|_| line);
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(limit) {
+        Ok(Ok(l)) if !l.is_empty() => Ok(l),
+        Ok(Ok(_)) => Err(std::io::Error::other(
+            "the peer exited before announcing itself",
+        )),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::other(format!(
+            "no announcement from the peer within {limit:?}"
+        ))),
+    }
+}
+
+/// Reads the owner's whole region `count` times (0: until an error), verifying each read;
+/// prints `read N ok` after each.
+///
+/// # Errors
+/// The first failing read (peer gone, ...) or corruption.
+pub fn run_reader(info: &OwnerInfo, count: u64) -> Result<(), PeerError> {
+    let offer = loopback_offer(&info.provider)?;
+    let ep = Endpoint::open(&offer)?;
+    let peer = ep.insert_peer(&info.address)?;
+    let len = usize::try_from(info.region.len).unwrap_or(usize::MAX);
+    let mut dst = ep.register(Buffer::new(len)?)?;
+    let mut n = 0u64;
+    while count == 0 || n < count {
+        let start = Instant::now();
+        dst = ep
+            .read(peer, dst, info.region)?
+            .wait(Duration::from_secs(600))?;
+        let got = pattern::checksum(dst.as_slice());
+        if got != info.checksum {
+            return Err(PeerError::Corrupt {
+                len,
+                got,
+                expected: info.checksum,
+            });
+        }
+        n += 1;
+        println!(
+            "read {n} ok: {len} bytes in {:?}, checksum {got:#x}",
+            start.elapsed()
+        );
+    }
+    Ok(())
+}
