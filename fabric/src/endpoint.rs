@@ -95,13 +95,18 @@ pub struct Peer(pub(crate) sys::fi_addr_t);
 
 /// Operation deadlines: `base + len / min_bandwidth`. An operation past its deadline fails
 /// with [`FabricError::Timeout`] (its buffers stay with the endpoint until the provider is
-/// done with them). Defaults: 1 s + 10 ms per MiB (100 MB/s).
+/// done with them). A provider that refuses to even accept an operation ("try again") for
+/// `connect` while nothing else of ours is in flight cannot reach the peer:
+/// [`FabricError::Unreachable`]. Defaults: 1 s + 10 ms per MiB (100 MB/s); connect 1 s.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeouts {
     /// Fixed part.
     pub base: Duration,
     /// The slowest transfer rate that is still considered alive, in bytes per second.
     pub min_bandwidth: f64,
+    /// How long "try again" may last, with nothing else in flight, before the peer counts
+    /// as unreachable.
+    pub connect: Duration,
 }
 
 impl Default for Timeouts {
@@ -109,6 +114,7 @@ impl Default for Timeouts {
         Timeouts {
             base: Duration::from_secs(1),
             min_bandwidth: 100.0 * 1024.0 * 1024.0,
+            connect: Duration::from_secs(1),
         }
     }
 }
@@ -689,6 +695,7 @@ impl Endpoint {
         keep: Option<Box<dyn Any + Send>>,
         post: impl Fn(*mut c_void) -> isize,
     ) -> Result<Arc<OpState>> {
+        let started = Instant::now();
         let state = OpState::new(what, self.timeouts.deadline(len), keep);
         let ctx = state.context();
         self.core.ops().insert(ctx as usize, Arc::clone(&state));
@@ -703,12 +710,20 @@ impl Endpoint {
                 }
                 return Ok(state);
             }
-            if rc != -(sys::FI_EAGAIN as isize) || Instant::now() >= state.deadline {
+            if rc != -(sys::FI_EAGAIN as isize) {
                 self.core.ops().remove(&(ctx as usize));
                 check(what, rc as i64)?;
-                return Err(FabricError::Timeout {
+            }
+            // Connection-based providers answer EAGAIN while they cannot reach the peer
+            // (refused or vanished); a full queue drains as our other operations finish.
+            let alone = self.core.ops().len() == 1;
+            if Instant::now() >= state.deadline
+                || (alone && started.elapsed() >= self.timeouts.connect)
+            {
+                self.core.ops().remove(&(ctx as usize));
+                return Err(FabricError::Unreachable {
                     what,
-                    waited: self.timeouts.base,
+                    waited: started.elapsed(),
                 });
             }
             // Queues full: the progress thread is draining them.

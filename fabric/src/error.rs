@@ -41,6 +41,17 @@ pub enum FabricError {
         /// How long it ran.
         waited: std::time::Duration,
     },
+    /// The provider would not take the operation for its whole deadline (it kept answering
+    /// "try again"): the peer is not accepting connections, most likely gone.
+    #[error(
+        "{what} could not be posted for {waited:?}: the peer does not accept connections (gone, or its endpoint closed)"
+    )]
+    Unreachable {
+        /// The operation.
+        what: &'static str,
+        /// How long it was retried.
+        waited: std::time::Duration,
+    },
     /// The endpoint closed while the operation was in flight.
     #[error("{0} canceled: the endpoint was closed")]
     Canceled(&'static str),
@@ -71,10 +82,18 @@ pub(crate) fn completion(what: &'static str, code: i32, prov_errno: i32) -> Fabr
     let text = unsafe { CStr::from_ptr(sys::fi_strerror(code)) }
         .to_string_lossy()
         .into_owned();
+    let gone = |c: i32| {
+        [
+            libc::ECONNRESET,
+            libc::ECONNREFUSED,
+            libc::EPIPE,
+            libc::ENOTCONN,
+            libc::ECONNABORTED,
+        ]
+        .contains(&c)
+    };
     let hint = match code {
-        c if c == libc::ECONNRESET || c == libc::ECONNREFUSED || c == libc::EPIPE => {
-            "; the peer closed the connection (process gone?)"
-        }
+        c if gone(c) || gone(prov_errno) => "; the peer closed the connection (process gone?)",
         c if c == libc::EHOSTUNREACH || c == libc::ENETUNREACH => {
             "; the peer's address is unreachable"
         }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::pattern;
 
 /// The seed of the owner's pattern.
-pub const SEED: u64 = 0x6d61_6573_7472_6f;
+pub const SEED: u64 = 0x006d_6165_7374_726f;
 
 /// What an owner announces.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -219,7 +219,15 @@ fn read_line_within(out: ChildStdout, limit: Duration) -> Result<String, std::io
 /// The first failing read (peer gone, ...) or corruption.
 pub fn run_reader(info: &OwnerInfo, count: u64) -> Result<(), PeerError> {
     let offer = loopback_offer(&info.provider)?;
-    let ep = Endpoint::open(&offer)?;
+    let mut ep = Endpoint::open(&offer)?;
+    // Generous per-read deadlines (the slowest provider, udp;ofi_rxd, moves ~0.3 GB/s alone
+    // and less when tests share the cores); a vanished owner is reported by the provider
+    // itself on connection-based providers, long before this.
+    ep.set_timeouts(fabric::Timeouts {
+        base: Duration::from_secs(5),
+        min_bandwidth: 20e6,
+        ..fabric::Timeouts::default()
+    });
     let peer = ep.insert_peer(&info.address)?;
     let len = usize::try_from(info.region.len).unwrap_or(usize::MAX);
     let mut dst = ep.register(Buffer::new(len)?)?;

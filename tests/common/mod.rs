@@ -69,10 +69,16 @@ pub struct Group {
 }
 
 impl Group {
-    /// Starts `cmd` in a new process group with piped output.
+    /// Starts `cmd` in a new process group with piped output and no input.
     pub fn spawn(cmd: &mut Command) -> Group {
+        Group::spawn_with_stdin(cmd, Stdio::null())
+    }
+
+    /// As [`Group::spawn`] with the given stdin (`Stdio::piped()` keeps `child.stdin` open
+    /// for programs that stop when their input closes).
+    pub fn spawn_with_stdin(cmd: &mut Command, stdin: Stdio) -> Group {
         cmd.process_group(0)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let child = cmd
