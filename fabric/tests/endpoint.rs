@@ -111,6 +111,7 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
     b.set_timeouts(Timeouts {
         base: Duration::from_millis(500),
         min_bandwidth: 1e9,
+        ..Timeouts::default()
     });
     let peer = b.insert_peer(a.address()).expect("insert");
     let exposed = a
