@@ -382,6 +382,7 @@ impl Endpoint {
         let info = Self::getinfo(offer)?;
         // SAFETY: `info.0` is a valid, non-empty list from fi_getinfo.
         let fi = unsafe { &*info.0 };
+
         let mut shared = Shared {
             fabric: std::ptr::null_mut(),
             domain: std::ptr::null_mut(),
@@ -770,7 +771,9 @@ impl Endpoint {
         Ok(Op::new(state, take_region, self.progress_handle()))
     }
 
-    /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`.
+    /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`. The write
+    /// completes once the data is at the target (`FI_DELIVERY_COMPLETE`), not merely sent,
+    /// so the writer may tell others it is there.
     ///
     /// # Errors
     /// As [`Endpoint::read`].

@@ -95,18 +95,11 @@ impl Group {
     /// Waits up to `limit`; on timeout kills the group and panics with what it printed.
     pub fn wait(mut self, limit: Duration) -> Output {
         let start = Instant::now();
-        let mut out = self.child.stdout.take().expect("piped stdout");
-        let mut err = self.child.stderr.take().expect("piped stderr");
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
+        // Streams a test took for itself read as empty.
+        let out = self.child.stdout.take();
+        let err = self.child.stderr.take();
+        let t_out = std::thread::spawn(move || read_all(out));
+        let t_err = std::thread::spawn(move || read_all(err));
         let status = loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
                 break st;
@@ -151,6 +144,14 @@ impl Drop for Group {
         self.kill_group();
         let _ = self.child.try_wait();
     }
+}
+
+fn read_all(src: Option<impl Read>) -> String {
+    let mut s = String::new();
+    if let Some(mut r) = src {
+        let _ = r.read_to_string(&mut s);
+    }
+    s
 }
 
 /// Runs a command to completion under a hard limit.
