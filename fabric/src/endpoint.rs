@@ -771,9 +771,11 @@ impl Endpoint {
         Ok(Op::new(state, take_region, self.progress_handle()))
     }
 
-    /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`. The write
-    /// completes once the data is at the target (`FI_DELIVERY_COMPLETE`), not merely sent,
-    /// so the writer may tell others it is there.
+    /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`. The write asks
+    /// for `FI_DELIVERY_COMPLETE`: its completion means the provider delivered the data, not
+    /// merely sent it. (Measured: the `net` provider of libfabric 1.17 may report it a moment
+    /// before the target's CPU sees the bytes; the pool moves data by reads, where the reader
+    /// owns the completion.)
     ///
     /// # Errors
     /// As [`Endpoint::read`].
