@@ -95,6 +95,9 @@ enum Cmd {
         /// Serve with bare libfabric instead of our layer (owner).
         #[arg(long)]
         raw: bool,
+        /// Progress mode of our layer (owner).
+        #[arg(long, default_value = "block", value_parser = parse_progress)]
+        progress: fabric::ProgressMode,
         /// The owner's announcement, a JSON line (reader).
         #[arg(long)]
         owner: Option<String>,
@@ -147,10 +150,17 @@ enum BenchCmd {
         /// Bytes to move per size (sets the iteration count).
         #[arg(long, default_value = "2G", value_parser = parse_one_size)]
         volume: usize,
+        /// Progress mode of our layer: block (sleep when idle) or spin.
+        #[arg(long, default_value = "block", value_parser = parse_progress)]
+        progress: fabric::ProgressMode,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+}
+
+fn parse_progress(s: &str) -> Result<fabric::ProgressMode, String> {
+    fabric::ProgressMode::parse(s).ok_or_else(|| format!("{s:?}: use block or spin"))
 }
 
 fn parse_one_size(s: &str) -> Result<usize, String> {
@@ -249,6 +259,7 @@ fn main() -> ExitCode {
             cold,
             no_baseline,
             volume,
+            progress,
             json,
         }) => {
             let b = bench::FabricBench {
@@ -257,12 +268,13 @@ fn main() -> ExitCode {
                 cold,
                 baseline: !no_baseline,
                 volume,
+                progress,
             };
             match b.run() {
                 Ok(rows) if json => {
                     println!(
                         "{}",
-                        serde_json::json!({ "provider": b.provider, "cold": b.cold, "rows": rows })
+                        serde_json::json!({ "provider": b.provider, "cold": b.cold, "progress": b.progress, "rows": rows })
                     );
                     ExitCode::SUCCESS
                 }
@@ -281,11 +293,17 @@ fn main() -> ExitCode {
             provider,
             size,
             raw,
+            progress,
             owner,
             count,
         } => {
+            let serving = if raw {
+                bench::peer::Serving::Raw
+            } else {
+                bench::peer::Serving::Ours(progress)
+            };
             let result = match (role.as_str(), owner) {
-                ("owner", _) => bench::peer::serve_owner(&provider, size, raw),
+                ("owner", _) => bench::peer::serve_owner(&provider, size, serving),
                 (_, Some(line)) => match serde_json::from_str::<bench::peer::OwnerInfo>(&line) {
                     Ok(info) => bench::peer::run_reader(&info, count),
                     Err(e) => Err(bench::peer::PeerError::Protocol {

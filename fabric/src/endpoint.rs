@@ -11,11 +11,15 @@
 //! The progress thread keeps driving progress, which providers need even on the target side
 //! of a remote read (measured: a passive owner never completes a peer's `fi_read` on
 //! tcp;ofi_rxm, net or shm), and fails operations past their deadline (see [`Timeouts`]).
-//! How it waits depends on the provider ([`WaitMode`]): network providers block in
+//! How it waits is the [`ProgressMode`]. `Block` (the default): network providers block in
 //! `fi_cq_sread` on the CQ's wait object (100 ms slices), so an idle endpoint costs nothing;
 //! shm's `fi_cq_sread` (libfabric 1.17) spins on `sched_yield` and ignores its timeout, so
 //! for shared memory the thread polls `fi_cq_read`, spinning while work is in flight and
 //! backing off to 1 ms sleeps when idle, woken early whenever an operation is posted.
+//! `Spin`: the thread polls `fi_cq_read` without ever sleeping (yielding the CPU between
+//! polls), like a dedicated progress core. An owner serving remote reads sees no
+//! completions, so only `Spin` answers them at full speed: measured here, `Block` owners cost
+//! 5-25 % of the bandwidth of 1-16 MiB reads (see BENCHMARKS.md).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -163,6 +167,18 @@ impl Drop for Shared {
     }
 }
 
+/// How an endpoint's progress thread waits: see the module docs. `MSTRO_OFI_PROGRESS`
+/// (`block` or `spin`) sets it for endpoints opened with [`crate::Config`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProgressMode {
+    /// Sleep when idle (blocking wait or backoff).
+    #[default]
+    Block,
+    /// Never sleep: poll and yield.
+    Spin,
+}
+
 /// How the progress thread waits for completions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WaitMode {
@@ -170,6 +186,8 @@ enum WaitMode {
     Blocking,
     /// `fi_cq_read` with backoff (shared memory).
     Polling,
+    /// `fi_cq_read` and yield, never sleeping.
+    Spinning,
 }
 
 /// Endpoint, AV, CQ and the operations in flight.
@@ -183,6 +201,11 @@ struct Core {
     stop: AtomicBool,
     /// Waiters currently driving progress themselves.
     spinners: std::sync::atomic::AtomicUsize,
+    /// When the last waiter stopped spinning (ns since `born`): waiters come back quickly
+    /// between operations, and a progress thread that slipped into a blocking read in the
+    /// gap would compete with them.
+    last_spin: AtomicU64,
+    born: Instant,
 }
 
 // SAFETY: FI_THREAD_SAFE endpoint and CQ; the registry is behind a mutex.
@@ -252,7 +275,7 @@ impl Core {
         let mut last_expiry = Instant::now();
         let mut idle_rounds: u32 = 0;
         while !self.stop.load(Ordering::Acquire) {
-            if self.spinners.load(Ordering::Acquire) > 0 {
+            if self.waiters_busy() {
                 // A waiter drives progress: stay out of its way (two threads reading one
                 // CQ on a 2-core node halve the bandwidth).
                 std::thread::park_timeout(Duration::from_millis(1));
@@ -269,11 +292,14 @@ impl Core {
                         std::ptr::null(),
                         100,
                     ),
-                    WaitMode::Polling => {
+                    WaitMode::Polling | WaitMode::Spinning => {
                         sys::fi_cq_read(self.cq, entries.as_mut_ptr().cast(), entries.len())
                     }
                 }
             };
+            if self.mode == WaitMode::Spinning && n == -(sys::FI_EAGAIN as isize) {
+                std::thread::yield_now();
+            }
             if self.mode == WaitMode::Polling {
                 if n == -(sys::FI_EAGAIN as isize) && self.ops().is_empty() {
                     idle_rounds = idle_rounds.saturating_add(1);
@@ -285,6 +311,15 @@ impl Core {
             self.dispatch(n, &entries);
             self.expire_every(&mut last_expiry);
         }
+    }
+
+    /// True while a waiter spins, or spun within the last 2 ms.
+    fn waiters_busy(&self) -> bool {
+        if self.spinners.load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let now = self.born.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.last_spin.load(Ordering::Acquire)) < 2_000_000
     }
 
     /// Runs [`Core::expire`] at most every 50 ms.
@@ -312,6 +347,8 @@ impl Progress for Core {
         if on {
             self.spinners.fetch_add(1, Ordering::AcqRel);
         } else {
+            self.last_spin
+                .store(self.born.elapsed().as_nanos() as u64, Ordering::Release);
             self.spinners.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -379,6 +416,14 @@ impl Endpoint {
     /// [`FabricError::Call`] naming the libfabric call that failed (with a hint for
     /// resource limits).
     pub fn open(offer: &ProviderInfo) -> Result<Endpoint> {
+        Endpoint::open_with(offer, ProgressMode::default())
+    }
+
+    /// [`Endpoint::open`] with a chosen [`ProgressMode`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::open`].
+    pub fn open_with(offer: &ProviderInfo, progress: ProgressMode) -> Result<Endpoint> {
         let info = Self::getinfo(offer)?;
         // SAFETY: `info.0` is a valid, non-empty list from fi_getinfo.
         let fi = unsafe { &*info.0 };
@@ -409,12 +454,12 @@ impl Endpoint {
             )?;
         }
         let shared = Arc::new(shared);
-        let mode =
-            if crate::ProviderClass::of(&offer.provider) == crate::ProviderClass::SharedMemory {
-                WaitMode::Polling
-            } else {
-                WaitMode::Blocking
-            };
+        let shm = crate::ProviderClass::of(&offer.provider) == crate::ProviderClass::SharedMemory;
+        let mode = match (progress, shm) {
+            (ProgressMode::Spin, _) => WaitMode::Spinning,
+            (ProgressMode::Block, true) => WaitMode::Polling,
+            (ProgressMode::Block, false) => WaitMode::Blocking,
+        };
         let mut core = Core {
             mode,
             shared: Arc::clone(&shared),
@@ -424,12 +469,14 @@ impl Endpoint {
             ops: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
             spinners: std::sync::atomic::AtomicUsize::new(0),
+            last_spin: AtomicU64::new(0),
+            born: Instant::now(),
         };
         let mut cq_attr = sys::fi_cq_attr {
             format: sys::fi_cq_format_FI_CQ_FORMAT_TAGGED,
             wait_obj: match mode {
                 WaitMode::Blocking => sys::fi_wait_obj_FI_WAIT_UNSPEC,
-                WaitMode::Polling => sys::fi_wait_obj_FI_WAIT_NONE,
+                WaitMode::Polling | WaitMode::Spinning => sys::fi_wait_obj_FI_WAIT_NONE,
             },
             ..Default::default()
         };
@@ -697,7 +744,7 @@ impl Endpoint {
         post: impl Fn(*mut c_void) -> isize,
     ) -> Result<Arc<OpState>> {
         let started = Instant::now();
-        let state = OpState::new(what, self.timeouts.deadline(len), keep);
+        let state = OpState::new(what, len, self.timeouts.deadline(len), keep);
         let ctx = state.context();
         self.core.ops().insert(ctx as usize, Arc::clone(&state));
         loop {

@@ -22,8 +22,8 @@ mod op;
 mod select;
 
 pub use discover::{Caps, EndpointType, ProviderClass, ProviderInfo, discover};
-pub use endpoint::{Address, Endpoint, Peer, Timeouts};
+pub use endpoint::{Address, Endpoint, Peer, ProgressMode, Timeouts};
 pub use error::{FabricError, Result};
 pub use mr::{Buffer, MemoryRegion, RegionPool, RemoteRegion};
-pub use op::Op;
-pub use select::{Config, Scope, SelectError, select};
+pub use op::{Op, spin_budget};
+pub use select::{Config, ConfigError, Scope, SelectError, select};

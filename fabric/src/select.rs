@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::discover::{EndpointType, ProviderClass, ProviderInfo};
+use crate::endpoint::ProgressMode;
 
 /// User overrides, usually from the environment.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,16 +25,52 @@ pub struct Config {
     pub provider: Option<String>,
     /// Interface/domain restriction (`MSTRO_OFI_IFACE`).
     pub iface: Option<String>,
+    /// How progress threads wait (`MSTRO_OFI_PROGRESS`: `block` or `spin`).
+    pub progress: ProgressMode,
+}
+
+/// A malformed fabric setting in the environment.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?} is not valid: {expected}")]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What it takes.
+    pub expected: &'static str,
 }
 
 impl Config {
-    /// Reads `MSTRO_OFI_PROVIDER` (or `FI_PROVIDER`) and `MSTRO_OFI_IFACE`. Empty values
-    /// count as unset.
-    pub fn from_env() -> Config {
+    /// Reads `MSTRO_OFI_PROVIDER` (or `FI_PROVIDER`), `MSTRO_OFI_IFACE` and
+    /// `MSTRO_OFI_PROGRESS`. Empty values count as unset.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for a `MSTRO_OFI_PROGRESS` other than `block` or `spin`.
+    pub fn from_env() -> Result<Config, ConfigError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        Config {
+        Ok(Config {
             provider: var("MSTRO_OFI_PROVIDER").or_else(|| var("FI_PROVIDER")),
             iface: var("MSTRO_OFI_IFACE"),
+            progress: match var("MSTRO_OFI_PROGRESS") {
+                None => ProgressMode::default(),
+                Some(v) => ProgressMode::parse(&v).ok_or(ConfigError {
+                    var: "MSTRO_OFI_PROGRESS",
+                    value: v,
+                    expected: "block (sleep when idle, the default) or spin (never sleep)",
+                })?,
+            },
+        })
+    }
+}
+
+impl ProgressMode {
+    /// `block` or `spin` (any case).
+    pub fn parse(s: &str) -> Option<ProgressMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "block" => Some(ProgressMode::Block),
+            "spin" => Some(ProgressMode::Spin),
+            _ => None,
         }
     }
 }
@@ -211,23 +248,31 @@ mod tests {
         assert_eq!(names(&r[..2]), ["tcp;ofi_rxm@lo", "udp;ofi_rxd@lo"]);
         let tcp = Config {
             provider: Some("tcp".into()),
-            iface: None,
+            ..Config::default()
         };
         let r = select(&offers(), &tcp, Scope::AnyNode, None).expect("selection");
         assert!(r.iter().all(|o| o.provider == "tcp;ofi_rxm"));
         let udp_lo = Config {
             provider: Some("udp;ofi_rxd".into()),
             iface: Some("lo".into()),
+            ..Config::default()
         };
         let r = select(&offers(), &udp_lo, Scope::AnyNode, None).expect("selection");
         assert_eq!(names(&r), ["udp;ofi_rxd@lo"]);
     }
 
     #[test]
+    fn progress_mode_parses() {
+        assert_eq!(ProgressMode::parse("SPIN"), Some(ProgressMode::Spin));
+        assert_eq!(ProgressMode::parse(" block"), Some(ProgressMode::Block));
+        assert_eq!(ProgressMode::parse("fast"), None);
+    }
+
+    #[test]
     fn nothing_usable_says_what_exists() {
         let cfg = Config {
             provider: Some("psm2".into()),
-            iface: None,
+            ..Config::default()
         };
         let err = select(&offers(), &cfg, Scope::AnyNode, None).expect_err("no psm2");
         let msg = err.to_string();
@@ -235,7 +280,7 @@ mod tests {
         assert!(msg.contains("tcp;ofi_rxm on lo"), "{msg}");
         let shm_only = Config {
             provider: Some("shm".into()),
-            iface: None,
+            ..Config::default()
         };
         let msg = select(&offers(), &shm_only, Scope::AnyNode, None)
             .expect_err("no shm remotely")

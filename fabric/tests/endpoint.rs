@@ -14,6 +14,7 @@ fn offer(provider: &str) -> ProviderInfo {
     let cfg = Config {
         provider: Some(provider.into()),
         iface: (provider != "shm").then(|| "lo".to_string()),
+        ..Config::default()
     };
     let scope = if provider == "shm" {
         Scope::SameNode

@@ -10,10 +10,10 @@ pub mod peer;
 use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
-use fabric::{Buffer, Endpoint};
+use fabric::{Buffer, Endpoint, ProgressMode};
 use serde::Serialize;
 
-use peer::{OwnerProcess, PeerError, loopback_offer};
+use peer::{OwnerProcess, PeerError, Serving, loopback_offer};
 
 /// Options of `maestro bench fabric`.
 #[derive(Clone, Debug)]
@@ -28,6 +28,8 @@ pub struct FabricBench {
     pub baseline: bool,
     /// Bytes to move per size and side (the iteration count follows, 5 to 20000).
     pub volume: usize,
+    /// Progress mode of our layer, on both sides.
+    pub progress: ProgressMode,
 }
 
 /// One line of the result.
@@ -148,8 +150,12 @@ impl FabricBench {
     }
 
     fn measure_ours(&self) -> Result<Vec<f64>, PeerError> {
-        let owner = OwnerProcess::spawn(&self.provider, self.region_len(), false)?;
-        let ep = Endpoint::open(&loopback_offer(&self.provider)?)?;
+        let owner = OwnerProcess::spawn(
+            &self.provider,
+            self.region_len(),
+            Serving::Ours(self.progress),
+        )?;
+        let ep = Endpoint::open_with(&loopback_offer(&self.provider)?, self.progress)?;
         let peer = ep.insert_peer(&owner.info.address)?;
         let mut out = Vec::new();
         for &size in &self.sizes {
@@ -171,7 +177,7 @@ impl FabricBench {
     }
 
     fn measure_raw(&self) -> Result<Vec<f64>, PeerError> {
-        let owner = OwnerProcess::spawn(&self.provider, self.region_len(), true)?;
+        let owner = OwnerProcess::spawn(&self.provider, self.region_len(), Serving::Raw)?;
         let mut ep = RawEndpoint::open(&loopback_offer(&self.provider)?)?;
         let peer = ep.insert(&owner.info.address)?;
         let mut out = Vec::new();
@@ -208,9 +214,10 @@ pub fn human(size: usize) -> String {
 /// The result as a Markdown table.
 pub fn table(b: &FabricBench, rows: &[Row]) -> String {
     let mut s = format!(
-        "provider {}, {} reads, 1 in flight\n\n| size | ours GB/s | raw GB/s | ours/raw |\n|---|---|---|---|\n",
+        "provider {}, {} reads, 1 in flight, our progress mode {:?}\n\n| size | ours GB/s | raw GB/s | ours/raw |\n|---|---|---|---|\n",
         b.provider,
-        if b.cold { "cold" } else { "hot" }
+        if b.cold { "cold" } else { "hot" },
+        b.progress
     );
     for r in rows {
         let raw = r.raw_gbps.map_or("-".to_string(), |v| format!("{v:.2}"));

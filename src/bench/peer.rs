@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
 use fabric::{
-    Address, Buffer, Config, Endpoint, ProviderInfo, RemoteRegion, Scope, discover, select,
+    Address, Buffer, Config, Endpoint, ProgressMode, ProviderInfo, RemoteRegion, Scope, discover,
+    select,
 };
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +75,7 @@ pub fn loopback_offer(provider: &str) -> Result<ProviderInfo, PeerError> {
     let cfg = Config {
         provider: Some(provider.to_string()),
         iface: (!shm).then(|| "lo".to_string()),
+        ..Config::default()
     };
     let scope = if shm { Scope::SameNode } else { Scope::AnyNode };
     Ok(select(&discover()?, &cfg, scope, None)
@@ -81,11 +83,20 @@ pub fn loopback_offer(provider: &str) -> Result<ProviderInfo, PeerError> {
         .remove(0))
 }
 
+/// How the owner serves: bare libfabric, or our layer with a progress mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serving {
+    /// [`RawEndpoint`], spinning.
+    Raw,
+    /// [`Endpoint`] with this progress mode.
+    Ours(ProgressMode),
+}
+
 /// Runs the owner side: announce on stdout, serve until stdin closes.
 ///
 /// # Errors
 /// Fabric errors while setting up.
-pub fn serve_owner(provider: &str, size: usize, raw: bool) -> Result<(), PeerError> {
+pub fn serve_owner(provider: &str, size: usize, serving: Serving) -> Result<(), PeerError> {
     let offer = loopback_offer(provider)?;
     let mut buf = Buffer::new(size)?;
     pattern::fill(buf.as_mut_slice(), SEED);
@@ -102,7 +113,13 @@ pub fn serve_owner(provider: &str, size: usize, raw: bool) -> Result<(), PeerErr
         out.flush()?;
         Ok(())
     };
-    if raw {
+    if let Serving::Ours(progress) = serving {
+        let ep = Endpoint::open_with(&offer, progress)?;
+        let mr = ep.register(buf)?;
+        announce(ep.address(), mr.remote())?;
+        // The endpoint's progress thread serves; we wait for the parent to let go.
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    } else {
         let mut ep = RawEndpoint::open(&offer)?;
         let (_, region) = ep.register(buf)?;
         announce(&ep.address().clone(), region)?;
@@ -113,12 +130,6 @@ pub fn serve_owner(provider: &str, size: usize, raw: bool) -> Result<(), PeerErr
             flag.store(true, std::sync::atomic::Ordering::Relaxed);
         });
         ep.serve_spin(&stop);
-    } else {
-        let ep = Endpoint::open(&offer)?;
-        let mr = ep.register(buf)?;
-        announce(ep.address(), mr.remote())?;
-        // The endpoint's progress thread serves; we wait for the parent to let go.
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
     }
     Ok(())
 }
@@ -136,7 +147,7 @@ impl OwnerProcess {
     ///
     /// # Errors
     /// Spawn failures; a peer that exits or announces garbage.
-    pub fn spawn(provider: &str, size: usize, raw: bool) -> Result<OwnerProcess, PeerError> {
+    pub fn spawn(provider: &str, size: usize, serving: Serving) -> Result<OwnerProcess, PeerError> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.args([
@@ -150,9 +161,11 @@ impl OwnerProcess {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-        if raw {
-            cmd.arg("--raw");
-        }
+        match serving {
+            Serving::Raw => cmd.arg("--raw"),
+            Serving::Ours(ProgressMode::Spin) => cmd.args(["--progress", "spin"]),
+            Serving::Ours(ProgressMode::Block) => cmd.args(["--progress", "block"]),
+        };
         let mut child = cmd.spawn()?;
         let stdin = child
             .stdin
