@@ -1,5 +1,15 @@
-//! The CDO pool (issues #5 and #6, not implemented yet).
+//! The CDO pool (issue #5 in progress).
 //!
-//! This crate will own: the sans-IO core (CDO and application state machines, the pool
-//! manager's bookkeeping, protocol messages, selectors), the tokio drivers of the pool
-//! manager and the client, transport planning and pool events. It exports nothing yet.
+//! What exists: the wire protocol ([`proto`]: messages, versioned length-prefixed frames,
+//! batching, a decoder that never panics), JOIN authentication ([`auth`]), CDO attributes
+//! ([`attr`]), and the pool manager's logic as a sans-IO state machine ([`Manager`]), tested
+//! by driving it in memory. What does not exist yet: the tokio drivers of the pool manager and
+//! the client, the client API, schemas, PMIx bootstrap and the data path over the `fabric`
+//! crate.
+
+pub mod attr;
+pub mod auth;
+mod manager;
+pub mod proto;
+
+pub use manager::{ConnId, MAX_NAME, Manager};

@@ -1,0 +1,411 @@
+//! The wire protocol between applications and the pool manager (PM).
+//!
+//! Messages are serde enums ([`ToPm`], [`FromPm`]) encoded with postcard (compact, varint)
+//! and carried in frames: `b"MSTR"`, a protocol version byte, a little-endian `u32` payload
+//! length, then the payload, which is a batch of messages (`Vec`), so many small operations
+//! travel in one frame. Frames larger than [`MAX_FRAME`] are refused. Decoding never panics:
+//! every malformed frame is a [`FrameError`] saying what was wrong, and the driver closes that
+//! one connection.
+
+use fabric::{Address, RemoteRegion};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::attr::Attributes;
+
+/// Frame magic.
+pub const MAGIC: [u8; 4] = *b"MSTR";
+/// Protocol version carried in every frame.
+pub const VERSION: u8 = 1;
+/// Header size: magic, version, length.
+pub const HEADER: usize = 9;
+/// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
+pub const MAX_FRAME: usize = 16 << 20;
+
+/// An application's id, assigned in [`FromPm::Welcome`].
+pub type AppId = u64;
+/// A CDO's id in the PM, assigned in [`FromPm::Declared`].
+pub type CdoId = u64;
+/// A transfer's id, carried by tickets.
+pub type TransferId = u64;
+
+/// Where an offered CDO's bytes are: the provider's endpoint and registered region.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// The provider's fabric endpoint.
+    pub address: Address,
+    /// The provider's libfabric provider name (the reader must use the same).
+    pub provider: String,
+    /// The region (its length is the CDO's size; 0 for a synchronisation CDO).
+    pub region: RemoteRegion,
+}
+
+/// Messages from an application to the PM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ToPm {
+    /// Join the workflow: identity and the proof answering the PM's challenge (HMAC-SHA256
+    /// of the workflow secret over the challenge nonce and the identity; see `auth`).
+    Join {
+        /// Workflow name.
+        workflow: String,
+        /// Component name.
+        component: String,
+        /// Component index.
+        index: i64,
+        /// The proof.
+        proof: Vec<u8>,
+    },
+    /// Leave the workflow (answered by `Bye` once nothing required of this app is pending).
+    Leave,
+    /// Declare a CDO; `local` is the app's own handle, echoed back.
+    Declare {
+        /// The app's handle.
+        local: u64,
+        /// The CDO name.
+        name: String,
+    },
+    /// Seal a declared CDO with its attributes.
+    Seal {
+        /// The CDO.
+        cdo: CdoId,
+        /// Its attributes (frozen from now on).
+        attributes: Attributes,
+    },
+    /// Offer a sealed CDO's bytes.
+    Offer {
+        /// The CDO.
+        cdo: CdoId,
+        /// Where the bytes are.
+        location: Location,
+    },
+    /// Declare the intent to consume a CDO (the PM may start moving it).
+    Require {
+        /// The CDO (declared by this app, named as the one wanted).
+        cdo: CdoId,
+    },
+    /// Ask for the CDO's bytes now; answered by a ticket when an offer exists.
+    Demand {
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// Cancel a require (or a waiting demand).
+    Retract {
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// Take an offer back; acknowledged once no transfer reads from it.
+    Withdraw {
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// Forget a CDO.
+    Dispose {
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// A transfer the PM ticketed to this app finished (`error` set on failure).
+    TransferDone {
+        /// The transfer.
+        transfer: TransferId,
+        /// Why it failed, if it did.
+        error: Option<String>,
+    },
+}
+
+/// Why the PM refused an operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// The app has not joined (or its JOIN was refused).
+    NotJoined,
+    /// A second JOIN on one connection.
+    DuplicateJoin,
+    /// The proof of the workflow secret is wrong or missing.
+    BadProof,
+    /// Joined with another workflow name than the PM serves.
+    WrongWorkflow,
+    /// The CDO id is not one of this app's.
+    UnknownCdo,
+    /// The operation is not allowed in the CDO's state.
+    WrongState {
+        /// The operation.
+        op: String,
+        /// The state the CDO is in.
+        state: String,
+    },
+    /// The CDO name is empty or too long.
+    BadName,
+    /// A demanded CDO can no longer be provided (its providers are gone).
+    NoProvider,
+    /// The transfer id is not one ticketed to this app.
+    UnknownTransfer,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotJoined => f.write_str("not joined: send Join first"),
+            Refusal::DuplicateJoin => f.write_str("already joined on this connection"),
+            Refusal::BadProof => {
+                f.write_str("join refused: wrong or missing proof of the workflow secret")
+            }
+            Refusal::WrongWorkflow => {
+                f.write_str("join refused: this pool manager serves another workflow")
+            }
+            Refusal::UnknownCdo => f.write_str("unknown CDO id for this application"),
+            Refusal::WrongState { op, state } => {
+                write!(f, "{op} is not allowed on a CDO that is {state}")
+            }
+            Refusal::BadName => f.write_str("CDO names must be 1 to 4096 bytes"),
+            Refusal::NoProvider => {
+                f.write_str("no provider of this CDO is left (they left or died)")
+            }
+            Refusal::UnknownTransfer => f.write_str("unknown transfer id for this application"),
+        }
+    }
+}
+
+/// Messages from the PM to an application.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FromPm {
+    /// The JOIN challenge: answer with `Join` carrying a proof over this nonce.
+    Challenge {
+        /// Fresh random bytes.
+        nonce: [u8; 32],
+    },
+    /// JOIN accepted.
+    Welcome {
+        /// The app's id.
+        app: AppId,
+    },
+    /// LEAVE accepted; the PM closes the connection after this.
+    Bye,
+    /// A `Declare` succeeded.
+    Declared {
+        /// The app's handle from `Declare`.
+        local: u64,
+        /// The PM's id.
+        cdo: CdoId,
+    },
+    /// An operation on `cdo` completed (`Seal`, `Offer`, `Require`, `Retract`, `Withdraw`,
+    /// `Dispose`; a `Demand` completes with `Ticket` then `Ready`).
+    Done {
+        /// The operation.
+        op: String,
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// Read the CDO from `location`, then report `TransferDone`.
+    Ticket {
+        /// The transfer.
+        transfer: TransferId,
+        /// The consumer's CDO.
+        cdo: CdoId,
+        /// Where to read.
+        location: Location,
+        /// The offer's attributes, which the consumer's CDO takes.
+        attributes: Attributes,
+    },
+    /// A demanded CDO is local (its transfer completed).
+    Ready {
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// An operation was refused.
+    Refused {
+        /// The operation.
+        op: String,
+        /// The CDO concerned, if any.
+        cdo: Option<CdoId>,
+        /// Why.
+        why: Refusal,
+    },
+}
+
+/// Why a frame could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The frame does not start with `MSTR`.
+    #[error("not a pool frame (bad magic {0:02x?}); is the peer a Maestro pool process?")]
+    BadMagic([u8; 4]),
+    /// Another protocol version.
+    #[error(
+        "protocol version {got}, this build speaks {VERSION}; run the same maestro version everywhere"
+    )]
+    Version {
+        /// The peer's version.
+        got: u8,
+    },
+    /// The announced payload exceeds [`MAX_FRAME`].
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    /// The payload is not a valid message batch.
+    #[error("malformed payload: {0}")]
+    Payload(String),
+}
+
+/// Encodes a batch of messages as one frame.
+///
+/// # Errors
+/// [`FrameError::TooLarge`] if the batch encodes to more than [`MAX_FRAME`] bytes.
+pub fn encode<T: Serialize>(batch: &[T]) -> Result<Vec<u8>, FrameError> {
+    let payload = postcard::to_allocvec(batch).map_err(|e| FrameError::Payload(e.to_string()))?;
+    if payload.len() > MAX_FRAME {
+        return Err(FrameError::TooLarge(payload.len()));
+    }
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Reads the payload length from a frame header (the first [`HEADER`] bytes).
+///
+/// # Errors
+/// Bad magic, version or size.
+pub fn payload_len(header: &[u8; HEADER]) -> Result<usize, FrameError> {
+    let magic = [header[0], header[1], header[2], header[3]];
+    if magic != MAGIC {
+        return Err(FrameError::BadMagic(magic));
+    }
+    if header[4] != VERSION {
+        return Err(FrameError::Version { got: header[4] });
+    }
+    let len = u32::from_le_bytes([header[5], header[6], header[7], header[8]]) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge(len));
+    }
+    Ok(len)
+}
+
+/// Decodes a payload (the bytes after the header) into a batch.
+///
+/// # Errors
+/// [`FrameError::Payload`] with postcard's reason.
+pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<Vec<T>, FrameError> {
+    postcard::from_bytes(payload).map_err(|e| FrameError::Payload(e.to_string()))
+}
+
+/// Splits complete frames off the front of a byte stream buffer, decoding each; leaves a
+/// partial frame in `buf`. For drivers reading from sockets.
+///
+/// # Errors
+/// The first bad frame (the connection should then be closed).
+pub fn drain_frames<T: DeserializeOwned>(buf: &mut Vec<u8>) -> Result<Vec<T>, FrameError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= HEADER {
+        let mut header = [0u8; HEADER];
+        header.copy_from_slice(&buf[at..at + HEADER]);
+        let len = payload_len(&header)?;
+        if buf.len() - at - HEADER < len {
+            break;
+        }
+        out.extend(decode::<T>(&buf[at + HEADER..at + HEADER + len])?);
+        at += HEADER + len;
+    }
+    buf.drain(..at);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attr::{AttrValue, Attributes};
+
+    fn sample() -> Vec<ToPm> {
+        let mut attributes = Attributes::default();
+        attributes.insert(".user.step".into(), AttrValue::Int(2));
+        vec![
+            ToPm::Declare {
+                local: 1,
+                name: "temperature".into(),
+            },
+            ToPm::Seal { cdo: 7, attributes },
+            ToPm::Offer {
+                cdo: 7,
+                location: Location {
+                    address: Address(vec![1, 2, 3]),
+                    provider: "tcp;ofi_rxm".into(),
+                    region: RemoteRegion {
+                        addr: 0,
+                        key: 9,
+                        len: 4096,
+                    },
+                },
+            },
+            ToPm::TransferDone {
+                transfer: 3,
+                error: Some("peer gone".into()),
+            },
+        ]
+    }
+
+    #[test]
+    fn batches_round_trip_and_stream_split() {
+        let a = encode(&sample()).expect("encode");
+        let b = encode(&[ToPm::Leave]).expect("encode");
+        let mut stream = [a.clone(), b].concat();
+        stream.extend_from_slice(&a[..5]); // a partial third frame
+        let got: Vec<ToPm> = drain_frames(&mut stream).expect("decode");
+        assert_eq!(got.len(), 5);
+        assert_eq!(&got[..4], &sample()[..]);
+        assert_eq!(got[4], ToPm::Leave);
+        assert_eq!(stream, a[..5]);
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        let good = encode(&[ToPm::Leave]).expect("encode");
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        assert!(matches!(
+            drain_frames::<ToPm>(&mut bad),
+            Err(FrameError::BadMagic(_))
+        ));
+        let mut v = good.clone();
+        v[4] = 99;
+        assert_eq!(
+            drain_frames::<ToPm>(&mut v),
+            Err(FrameError::Version { got: 99 })
+        );
+        let mut big = good.clone();
+        big[5..9].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            drain_frames::<ToPm>(&mut big),
+            Err(FrameError::TooLarge(_))
+        ));
+        let mut junk = encode(&[ToPm::Leave]).expect("encode");
+        junk[HEADER] = 200; // an impossible enum tag
+        assert!(matches!(
+            drain_frames::<ToPm>(&mut junk),
+            Err(FrameError::Payload(_))
+        ));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        // A deterministic generator: many short and long garbage streams.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for round in 0..20_000 {
+            let len = (round % 64) + 1;
+            let mut buf: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            if round % 3 == 0 {
+                // A valid header over random payload.
+                let mut h = MAGIC.to_vec();
+                h.push(VERSION);
+                h.extend_from_slice(&((len as u32).to_le_bytes()));
+                buf = [h, buf].concat();
+            }
+            let _ = drain_frames::<ToPm>(&mut buf);
+            let _ = decode::<FromPm>(&buf);
+        }
+    }
+}
