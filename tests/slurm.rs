@@ -32,3 +32,28 @@ fn pmix_hello_under_srun_degrades_cleanly() {
         1
     );
 }
+
+#[test]
+fn the_pool_workflow_under_srun() {
+    let slurm = Slurm::start();
+    let out = run(
+        slurm
+            .srun()
+            .args(["--mpi=pmix", "-n", "4"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "40", "--max-size", "8388608"]),
+        Duration::from_secs(180),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(
+        out.lines_with(": offered 40 CDOs").len(),
+        2,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("consumer: 80 CDOs") && out.stdout.contains("all checksums match"),
+        "{}",
+        out.stdout
+    );
+}

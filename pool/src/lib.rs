@@ -5,11 +5,12 @@
 //! ([`attr`]), the pool manager's logic as a sans-IO state machine ([`Manager`], tested by
 //! driving it in memory), its tokio driver ([`PoolManager`]: TCP control connections), and a
 //! blocking [`Client`] that moves CDO bytes by reading the provider's registered memory over
-//! the `fabric` crate. Not yet: the async client, schemas, PMIx bootstrap, `maestro pm`, the
-//! producer/consumer workflow and the PM benchmark.
+//! the `fabric` crate, and the PM info that finds the PM ([`bootstrap`]). Not yet: the async
+//! client, schemas, `maestro pm` as its own process, and the PM benchmark.
 
 pub mod attr;
 pub mod auth;
+pub mod bootstrap;
 mod client;
 mod manager;
 mod pm;

@@ -1,0 +1,328 @@
+//! pool_workflow: a producer/consumer workflow through the CDO pool.
+//!
+//! Under a PMIx host (`maestro run -n 4`, `srun --mpi=pmix -n 4`, `mpirun -np 4`): rank 0
+//! starts the pool manager and publishes its PM info with `PMIx_Put` + a collecting fence;
+//! the last rank consumes; the ranks between produce. Without a PMIx host the same roles run
+//! as threads of one process around an in-process pool manager (a local pool).
+//!
+//! Each producer offers `--cdos` CDOs (default 100) whose sizes cycle from 0 B to
+//! `--max-size` (default 64 MiB), with attributes; the consumer requires all of them (so the
+//! PM can move data early), demands each, and checks every byte against the producer's
+//! pattern by checksum. A 0-byte CDO `consumer-done` tells the producers they may withdraw.
+//!
+//! Environment: `MSTRO_WORKFLOW_NAME`, and the fabric settings of the `fabric` crate
+//! (`MSTRO_OFI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
+use pool::attr::{AttrValue, Attributes};
+use pool::bootstrap::{PM_INFO_KEY, PmInfo, new_secret};
+use pool::{Client, PoolManager};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The run's shape.
+#[derive(Clone, Copy)]
+struct Plan {
+    cdos: usize,
+    max_size: usize,
+}
+
+impl Plan {
+    fn from_args() -> Result<Plan, Error> {
+        let mut plan = Plan {
+            cdos: 100,
+            max_size: 64 << 20,
+        };
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+            let n: usize = v.parse().map_err(|_| format!("{a} {v:?}: not a number"))?;
+            match a.as_str() {
+                "--cdos" => plan.cdos = n,
+                "--max-size" => plan.max_size = n,
+                _ => {
+                    return Err(
+                        format!("unknown option {a} (use --cdos N, --max-size BYTES)").into(),
+                    );
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Size of CDO `i`: the sequence 0, 100 B, 4 KiB, 64 KiB, 1 MiB, 16 MiB (capped at
+    /// `max_size`), with the last CDO at `max_size`.
+    fn size(&self, i: usize) -> usize {
+        if i + 1 == self.cdos {
+            return self.max_size;
+        }
+        [0, 100, 4096, 64 << 10, 1 << 20, 16 << 20][i % 6].min(self.max_size)
+    }
+}
+
+fn name(producer: usize, i: usize) -> String {
+    format!("p{producer}/field-{i}")
+}
+
+fn seed(name: &str) -> u8 {
+    name.bytes()
+        .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b))
+}
+
+fn fill(buf: &mut [u8], seed: u8) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 8) as u8);
+    }
+}
+
+fn checksum(buf: &[u8]) -> u64 {
+    buf.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn endpoint(scope: Scope) -> Result<Endpoint, Error> {
+    let cfg = Config::from_env()?;
+    let offer = select(&discover()?, &cfg, scope, None)?.remove(0);
+    Ok(Endpoint::open_with(&offer, cfg.progress)?)
+}
+
+fn join(info: &PmInfo, component: &str, index: i64, scope: Scope) -> Result<Client, Error> {
+    let mut last = None;
+    for &addr in &info.endpoints {
+        match Client::join(
+            addr,
+            &info.workflow,
+            component,
+            index,
+            &info.secret,
+            endpoint(scope)?,
+            TIMEOUT,
+        ) {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map_or_else(|| "no PM endpoint".into(), Into::into))
+}
+
+/// A producer: offer everything, wait for `consumer-done`, withdraw.
+fn produce(
+    info: &PmInfo,
+    me: usize,
+    plan: Plan,
+    scope: Scope,
+    sync: &dyn Fn() -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut c = join(info, "producer", me as i64, scope)?;
+    let mut offered = Vec::new();
+    for i in 0..plan.cdos {
+        let n = name(me, i);
+        let mut buf = Buffer::new(plan.size(i))?;
+        fill(buf.as_mut_slice(), seed(&n));
+        let cdo = c.declare(&n)?;
+        let mut attrs = Attributes::new();
+        attrs.insert(".user.producer".into(), AttrValue::Uint(me as u64));
+        attrs.insert(
+            ".user.checksum".into(),
+            AttrValue::Uint(checksum(buf.as_slice())),
+        );
+        c.seal(cdo, attrs)?;
+        c.offer(cdo, buf)?;
+        offered.push(cdo);
+    }
+    println!("producer {me}: offered {} CDOs", offered.len());
+    let done = c.declare("consumer-done")?;
+    c.demand(done)?;
+    c.dispose(done)?;
+    for cdo in offered {
+        c.withdraw(cdo)?;
+        c.dispose(cdo)?;
+    }
+    sync()?;
+    c.leave()?;
+    Ok(())
+}
+
+/// The consumer: require everything, demand and verify each, then release the producers.
+fn consume(
+    info: &PmInfo,
+    producers: &[usize],
+    plan: Plan,
+    scope: Scope,
+    sync: &dyn Fn() -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut c = join(info, "consumer", 0, scope)?;
+    let start = Instant::now();
+    let mut wanted = Vec::new();
+    for &p in producers {
+        for i in 0..plan.cdos {
+            let n = name(p, i);
+            let cdo = c.declare(&n)?;
+            c.require(cdo)?;
+            wanted.push((n, cdo, plan.size(i)));
+        }
+    }
+    let (mut bytes, mut count) = (0usize, 0usize);
+    for (n, cdo, size) in wanted {
+        let (data, attrs) = c.demand(cdo)?;
+        let mut expected = vec![0u8; size];
+        fill(&mut expected, seed(&n));
+        let (got, want) = (checksum(&data), checksum(&expected));
+        if data.len() != size || got != want {
+            return Err(format!(
+                "{n}: {} bytes with checksum {got:#x}, expected {size} bytes with {want:#x}",
+                data.len()
+            )
+            .into());
+        }
+        if attrs.get(".user.checksum") != Some(&AttrValue::Uint(want)) {
+            return Err(format!("{n}: attributes did not travel: {attrs:?}").into());
+        }
+        c.dispose(cdo)?;
+        bytes += size;
+        count += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "consumer: {count} CDOs, {bytes} bytes from {} producers, all checksums match, {secs:.2} s ({:.2} GB/s)",
+        producers.len(),
+        bytes as f64 / secs / 1e9
+    );
+    let done = c.declare("consumer-done")?;
+    c.seal(done, Attributes::new())?;
+    c.offer(done, Buffer::new(0)?)?;
+    sync()?;
+    c.withdraw(done)?;
+    c.dispose(done)?;
+    c.leave()?;
+    Ok(())
+}
+
+fn workflow_name() -> String {
+    std::env::var("MSTRO_WORKFLOW_NAME").unwrap_or_else(|_| "pool-workflow".into())
+}
+
+fn start_pm() -> Result<(PoolManager, PmInfo), Error> {
+    let secret = new_secret()?;
+    let workflow = workflow_name();
+    let loopback: SocketAddr = "127.0.0.1:0".parse()?;
+    let pm = PoolManager::start(&workflow, &secret, loopback)?;
+    let info = PmInfo {
+        workflow,
+        endpoints: vec![pm.addr()],
+        secret,
+    };
+    Ok((pm, info))
+}
+
+fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
+    let me = client.rank() as usize;
+    let size = client.job_size()? as usize;
+    if size < 3 {
+        return Err("needs at least 3 ranks: one pool manager, producers, one consumer".into());
+    }
+    let all_local = client
+        .local_peers()
+        .map(|p| p.len() == size)
+        .unwrap_or(false);
+    let scope = if all_local {
+        Scope::SameNode
+    } else {
+        Scope::AnyNode
+    };
+    let fence = || -> Result<(), Error> { Ok(client.fence(&[], false, TIMEOUT)?) };
+    let pm = if me == 0 {
+        let (pm, info) = start_pm()?;
+        client.put(
+            pmix::Scope::Global,
+            PM_INFO_KEY,
+            &pmix::Value::String(info.encode()),
+        )?;
+        println!(
+            "rank 0: pool manager at {} for workflow {:?}",
+            pm.addr(),
+            info.workflow
+        );
+        Some(pm)
+    } else {
+        None
+    };
+    client.commit()?;
+    client.fence(&[], true, TIMEOUT)?;
+    let text = client.get(
+        &pmix::Proc::new(client.nspace(), 0),
+        PM_INFO_KEY,
+        pmix::GetOptions::default(),
+    )?;
+    let info = PmInfo::parse(text.as_str().ok_or("PM info is not a string")?)?;
+    let producers: Vec<usize> = (1..size - 1).collect();
+    if me == size - 1 {
+        consume(&info, &producers, plan, scope, &fence)?;
+    } else if me > 0 {
+        produce(&info, me, plan, scope, &fence)?;
+    } else {
+        fence()?;
+    }
+    // Everyone has left before the pool manager stops.
+    fence()?;
+    if let Some(pm) = pm {
+        pm.stop();
+    }
+    Ok(())
+}
+
+fn local_pool(plan: Plan) -> Result<(), Error> {
+    println!("no PMIx host: running a local pool (2 producers, 1 consumer as threads)");
+    let (pm, info) = start_pm()?;
+    let barrier = std::sync::Barrier::new(3);
+    let sync = || -> Result<(), Error> {
+        barrier.wait();
+        Ok(())
+    };
+    std::thread::scope(|s| -> Result<(), Error> {
+        let handles: Vec<_> = [1usize, 2]
+            .into_iter()
+            .map(|p| {
+                let (info, sync) = (&info, &sync);
+                s.spawn(move || produce(info, p, plan, Scope::SameNode, sync))
+            })
+            .collect();
+        consume(&info, &[1, 2], plan, Scope::SameNode, &sync)?;
+        for h in handles {
+            h.join().map_err(|_| "a producer panicked")??;
+        }
+        Ok(())
+    })?;
+    pm.stop();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let plan = match Plan::from_args() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("pool_workflow: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match pmix::Client::init() {
+        Ok(client) => under_pmix(client, plan),
+        Err(pmix::Error::Unreachable { .. }) => local_pool(plan),
+        Err(e) => Err(e.into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pool_workflow: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

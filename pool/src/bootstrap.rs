@@ -1,0 +1,211 @@
+//! Finding the pool manager: its *PM info*, a versioned text that carries the workflow name,
+//! the PM's control endpoints and the workflow secret. Inside one PMIx job it travels with
+//! `PMIx_Put` under [`PM_INFO_KEY`] and a collecting fence; otherwise it comes from
+//! `MSTRO_POOL_MANAGER_INFO` (the PM prints it as `MSTRO_POOL_MANAGER_INFO;<info>;`, as
+//! Maestro Core does).
+//!
+//! Format: `mstro-pm-v1:<workflow as hex>:<addr>[,<addr>...]:<secret as hex>`. The secret
+//! admits whoever holds the info: keep it to the job (PMIx data stays within the job's
+//! user) and files holding it private.
+
+use std::net::SocketAddr;
+
+/// The PMIx key under which the PM info is put.
+pub const PM_INFO_KEY: &str = "maestro.pool.pm-info";
+/// The environment variable with the PM info, outside one PMIx job.
+pub const PM_INFO_ENV: &str = "MSTRO_POOL_MANAGER_INFO";
+const PREFIX: &str = "mstro-pm-v1";
+
+/// Where the pool manager is and how to prove membership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmInfo {
+    /// The workflow name.
+    pub workflow: String,
+    /// The PM's control endpoints, tried in order.
+    pub endpoints: Vec<SocketAddr>,
+    /// The workflow secret.
+    pub secret: Vec<u8>,
+}
+
+/// Why a PM info string was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PmInfoError {
+    /// Not `mstro-pm-v1:...` with four fields.
+    #[error(
+        "PM info {0:?} is not of the form mstro-pm-v1:<workflow>:<addrs>:<secret>; copy it whole from the pool manager's output"
+    )]
+    Format(String),
+    /// A field is not valid hex or UTF-8.
+    #[error("PM info field {field} is not valid hex{utf8}")]
+    Hex {
+        /// The field.
+        field: &'static str,
+        /// Whether UTF-8 was expected too.
+        utf8: &'static str,
+    },
+    /// An endpoint is not `ip:port`.
+    #[error("PM info endpoint {0:?} is not ip:port")]
+    Endpoint(String),
+    /// No endpoint, or an empty secret.
+    #[error("PM info has no {0}")]
+    Missing(&'static str),
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str, field: &'static str) -> Result<Vec<u8>, PmInfoError> {
+    let err = PmInfoError::Hex { field, utf8: "" };
+    if !s.len().is_multiple_of(2) {
+        return Err(err);
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            s.get(i..i + 2)
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or(err.clone())
+        })
+        .collect()
+}
+
+impl PmInfo {
+    /// The text form.
+    pub fn encode(&self) -> String {
+        let addrs: Vec<String> = self.endpoints.iter().map(ToString::to_string).collect();
+        format!(
+            "{PREFIX}:{}:{}:{}",
+            hex(self.workflow.as_bytes()),
+            addrs.join(","),
+            hex(&self.secret)
+        )
+    }
+
+    /// Parses the text form (surrounding whitespace and the `MSTRO_POOL_MANAGER_INFO;…;`
+    /// wrapper the PM prints are accepted).
+    ///
+    /// # Errors
+    /// [`PmInfoError`] naming the field that is wrong.
+    pub fn parse(s: &str) -> Result<PmInfo, PmInfoError> {
+        let s = s.trim();
+        let s = s
+            .strip_prefix(&format!("{PM_INFO_ENV};"))
+            .map(|r| r.trim_end_matches(';'))
+            .unwrap_or(s);
+        let parts: Vec<&str> = s.split(':').collect();
+        // IPv6 endpoints contain ':' too: the last field is the secret, the second the name.
+        if parts.len() < 4 || parts[0] != PREFIX {
+            return Err(PmInfoError::Format(s.chars().take(80).collect()));
+        }
+        let workflow =
+            String::from_utf8(unhex(parts[1], "workflow")?).map_err(|_| PmInfoError::Hex {
+                field: "workflow",
+                utf8: " UTF-8",
+            })?;
+        let secret = unhex(parts[parts.len() - 1], "secret")?;
+        let addrs = parts[2..parts.len() - 1].join(":");
+        let endpoints = addrs
+            .split(',')
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.parse::<SocketAddr>()
+                    .map_err(|_| PmInfoError::Endpoint(a.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(PmInfoError::Missing("endpoint"));
+        }
+        if secret.is_empty() {
+            return Err(PmInfoError::Missing("secret"));
+        }
+        Ok(PmInfo {
+            workflow,
+            endpoints,
+            secret,
+        })
+    }
+
+    /// Reads `MSTRO_POOL_MANAGER_INFO`; `None` when unset or empty.
+    ///
+    /// # Errors
+    /// [`PmInfoError`] for a malformed value.
+    pub fn from_env() -> Result<Option<PmInfo>, PmInfoError> {
+        match std::env::var(PM_INFO_ENV) {
+            Ok(v) if !v.trim().is_empty() => PmInfo::parse(&v).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A fresh 256-bit workflow secret from the OS.
+///
+/// # Errors
+/// When the OS random source fails.
+pub fn new_secret() -> std::io::Result<Vec<u8>> {
+    let mut s = vec![0u8; 32];
+    getrandom::fill(&mut s).map_err(|e| std::io::Error::other(format!("OS random source: {e}")))?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_including_ipv6_and_odd_names() {
+        let info = PmInfo {
+            workflow: "climate:run;7 ü".into(),
+            endpoints: vec![
+                "127.0.0.1:4000".parse().expect("v4"),
+                "[::1]:4001".parse().expect("v6"),
+            ],
+            secret: vec![1, 2, 255],
+        };
+        let text = info.encode();
+        assert_eq!(PmInfo::parse(&text), Ok(info.clone()));
+        assert_eq!(
+            PmInfo::parse(&format!("  {PM_INFO_ENV};{text};\n")),
+            Ok(info)
+        );
+    }
+
+    #[test]
+    fn malformed_info_is_a_typed_error() {
+        assert!(matches!(PmInfo::parse(""), Err(PmInfoError::Format(_))));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v2:00:1.2.3.4:5:00"),
+            Err(PmInfoError::Format(_))
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:zz:127.0.0.1:1:00"),
+            Err(PmInfoError::Hex {
+                field: "workflow",
+                ..
+            })
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:ff:127.0.0.1:1:00"),
+            Err(PmInfoError::Hex { utf8: " UTF-8", .. })
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:61:nohost:00"),
+            Err(PmInfoError::Endpoint(_))
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:61::00"),
+            Err(PmInfoError::Missing("endpoint"))
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:61:127.0.0.1:1:"),
+            Err(PmInfoError::Missing("secret"))
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:61:127.0.0.1:1:0"),
+            Err(PmInfoError::Hex {
+                field: "secret",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,72 @@
+//! The producer/consumer workflow (examples/pool_workflow.rs) under our PMIx host, Open MPI
+//! and without any host (local pool). The Slurm run is in tests/slurm.rs.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Output, example, maestro_run, run};
+
+/// Smaller than the main job's defaults, for a debug build.
+const ARGS: [&str; 4] = ["--cdos", "40", "--max-size", "8388608"];
+
+/// Checks the workflow's output: both producers offered, the consumer verified everything.
+pub fn assert_workflow(out: &Output) {
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(
+        out.lines_with(": offered 40 CDOs").len(),
+        2,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("consumer: 80 CDOs") && out.stdout.contains("all checksums match"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn under_maestro_run() {
+    let exe = example("pool_workflow");
+    let mut args = vec!["-n", "4", exe.to_str().expect("utf-8 path")];
+    args.extend(ARGS);
+    assert_workflow(&maestro_run(&args));
+}
+
+#[test]
+fn under_mpirun() {
+    let out = run(
+        Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", "4"])
+            .arg(example("pool_workflow"))
+            .args(ARGS),
+        Duration::from_secs(180),
+    );
+    assert_workflow(&out);
+}
+
+#[test]
+fn without_a_pmix_host_as_a_local_pool() {
+    let out = run(
+        Command::new(example("pool_workflow")).args(ARGS),
+        Duration::from_secs(180),
+    );
+    assert!(
+        out.stdout.contains("running a local pool"),
+        "{}",
+        out.stdout
+    );
+    assert_workflow(&out);
+}
+
+#[test]
+fn bad_options_exit_2() {
+    let out = run(
+        Command::new(example("pool_workflow")).args(["--cdos", "many"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("not a number"), "{}", out.stderr);
+}
