@@ -105,6 +105,25 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         count: u64,
     },
+    /// One load generator of `bench pm` (used by the benchmark).
+    #[command(hide = true)]
+    PmInjector {
+        /// The PM info.
+        #[arg(long)]
+        pm: String,
+        /// producer or consumer.
+        #[arg(long, value_parser = ["producer", "consumer"])]
+        role: String,
+        /// Injector index.
+        #[arg(long)]
+        index: usize,
+        /// CDOs.
+        #[arg(long)]
+        cdos: usize,
+        /// Operations per frame.
+        #[arg(long)]
+        batch: usize,
+    },
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query {
         /// Process id of the `maestro run` to attach to.
@@ -133,6 +152,25 @@ enum Cmd {
 
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
+    /// Pool manager throughput: injector processes pipelining declare/seal/offer (and
+    /// require) batches; PM memory per live CDO.
+    Pm {
+        /// Producer injector processes (and as many consumers with --require).
+        #[arg(long, default_value_t = 2)]
+        injectors: usize,
+        /// CDOs per producer.
+        #[arg(long, default_value_t = 200_000)]
+        cdos: usize,
+        /// Operations per frame.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        batch: u32,
+        /// Also measure declare + require + ticket + transfer-done.
+        #[arg(long)]
+        require: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// RMA read bandwidth between two processes: our layer against bare libfabric.
     Fabric {
         /// libfabric provider (tcp;ofi_rxm, net, shm, udp;ofi_rxd, ...).
@@ -285,6 +323,58 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("maestro bench fabric: {e}");
                     ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Bench(BenchCmd::Pm {
+            injectors,
+            cdos,
+            batch,
+            require,
+            json,
+        }) => {
+            let b = bench::pm::PmBench {
+                injectors,
+                cdos,
+                batch: batch as usize,
+                require,
+            };
+            match b.run() {
+                Ok(r) if json => {
+                    println!("{}", serde_json::to_string(&r).unwrap_or_default());
+                    ExitCode::SUCCESS
+                }
+                Ok(r) => {
+                    println!(
+                        "{} injectors x {cdos} CDOs, batches of {batch}: {:.0} declare+seal+offer/s, PM memory {:.0} B per live CDO",
+                        injectors, r.offers_per_sec, r.pm_bytes_per_cdo
+                    );
+                    if let Some(q) = r.requires_per_sec {
+                        println!("  {q:.0} declare+require+ticket+done/s");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("maestro bench pm: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::PmInjector {
+            pm,
+            role,
+            index,
+            cdos,
+            batch,
+        } => {
+            let result = pool::bootstrap::PmInfo::parse(&pm)
+                .map_err(|e| bench::pm::PmBenchError::Injector(e.to_string()))
+                .and_then(|info| bench::pm::inject(&info, &role, index, cdos, batch.max(1)));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maestro pm-injector: {e}");
+                    ExitCode::FAILURE
                 }
             }
         }

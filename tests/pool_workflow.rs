@@ -70,3 +70,52 @@ fn bad_options_exit_2() {
     assert_eq!(out.code(), Some(2), "{out:?}");
     assert!(out.stderr.contains("not a number"), "{}", out.stderr);
 }
+
+#[test]
+fn the_pm_benchmark_runs_and_reports() {
+    let out = run(
+        Command::new(common::maestro()).args([
+            "bench",
+            "pm",
+            "--injectors",
+            "1",
+            "--cdos",
+            "3000",
+            "--batch",
+            "500",
+            "--require",
+            "--json",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(v["cdos"], 3000);
+    assert!(v["offers_per_sec"].as_f64().is_some_and(|r| r > 0.0), "{v}");
+    assert!(
+        v["requires_per_sec"].as_f64().is_some_and(|r| r > 0.0),
+        "{v}"
+    );
+    let bad = run(
+        Command::new(common::maestro()).args([
+            "pm-injector",
+            "--pm",
+            "nonsense",
+            "--role",
+            "producer",
+            "--index",
+            "0",
+            "--cdos",
+            "1",
+            "--batch",
+            "1",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(bad.code(), Some(1), "{bad:?}");
+    assert!(
+        bad.stderr.contains("is not of the form mstro-pm-v1"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -7,15 +7,14 @@
 //! served on the spot (read, then `TransferDone`), so a consumer never blocks a provider.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use fabric::{Buffer, Endpoint, MemoryRegion, Peer};
 
 use crate::attr::Attributes;
-use crate::auth;
 use crate::proto::{self, AppId, CdoId, FromPm, Location, Refusal, ToPm};
+use crate::wire::Conn;
 
 /// What can go wrong for a client.
 #[derive(Debug, thiserror::Error)]
@@ -53,9 +52,7 @@ pub type Result<T> = std::result::Result<T, ClientError>;
 
 /// A joined application.
 pub struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    inbox: VecDeque<FromPm>,
+    conn: Conn,
     app: AppId,
     endpoint: Endpoint,
     peers: HashMap<Vec<u8>, Peer>,
@@ -80,39 +77,18 @@ impl Client {
         endpoint: Endpoint,
         timeout: Duration,
     ) -> Result<Client> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_nodelay(true)?;
-        let mut c = Client {
-            stream,
-            buf: Vec::new(),
-            inbox: VecDeque::new(),
-            app: 0,
+        let mut conn = Conn::connect(addr, timeout)?;
+        let app = conn.join(workflow, component, index, secret)?;
+        Ok(Client {
+            conn,
+            app,
             endpoint,
             peers: HashMap::new(),
             offered: HashMap::new(),
             local: HashMap::new(),
             next_local: 1,
             timeout,
-        };
-        let nonce = match c.next("join")? {
-            FromPm::Challenge { nonce } => nonce,
-            other => {
-                return Err(ClientError::Protocol(format!(
-                    "{other:?} instead of a challenge"
-                )));
-            }
-        };
-        c.send(ToPm::Join {
-            workflow: workflow.into(),
-            component: component.into(),
-            index,
-            proof: auth::prove(secret, &nonce, workflow, component, index),
-        })?;
-        c.app = c.wait("join", |m| match m {
-            FromPm::Welcome { app } => Some(Ok(*app)),
-            _ => None,
-        })?;
-        Ok(c)
+        })
     }
 
     /// This app's id.
@@ -121,41 +97,7 @@ impl Client {
     }
 
     fn send(&mut self, msg: ToPm) -> Result<()> {
-        let frame = proto::encode(&[msg])?;
-        self.stream.write_all(&frame)?;
-        Ok(())
-    }
-
-    /// The next message from the PM (queued ones first), within the timeout.
-    fn next(&mut self, what: &'static str) -> Result<FromPm> {
-        let end = Instant::now() + self.timeout;
-        loop {
-            if let Some(m) = self.inbox.pop_front() {
-                return Ok(m);
-            }
-            let left = end
-                .checked_duration_since(Instant::now())
-                .ok_or(ClientError::Timeout(what))?;
-            self.stream
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-            let mut chunk = [0u8; 64 * 1024];
-            let n = match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(ClientError::Closed),
-                Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(ClientError::Timeout(what));
-                }
-                Err(e) => return Err(e.into()),
-            };
-            self.buf.extend_from_slice(&chunk[..n]);
-            self.inbox
-                .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
-        }
+        self.conn.send(&[msg])
     }
 
     /// Waits for the message `pick` accepts, serving tickets and keeping other messages.
@@ -166,7 +108,7 @@ impl Client {
     ) -> Result<T> {
         let mut kept = VecDeque::new();
         let result = loop {
-            let m = match self.next(what) {
+            let m = match self.conn.recv(what) {
                 Ok(m) => m,
                 Err(e) => break Err(e),
             };
@@ -197,8 +139,7 @@ impl Client {
                 other => kept.push_back(other),
             }
         };
-        kept.extend(self.inbox.drain(..));
-        self.inbox = kept;
+        self.conn.requeue(kept);
         result
     }
 

@@ -15,6 +15,7 @@ mod client;
 mod manager;
 mod pm;
 pub mod proto;
+pub mod wire;
 
 pub use client::{Client, ClientError, Result};
 pub use manager::{ConnId, MAX_NAME, Manager};

@@ -6,6 +6,7 @@
 
 pub mod pattern;
 pub mod peer;
+pub mod pm;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,122 @@
+//! A blocking, framed control connection to the pool manager: sends batches of [`ToPm`] and
+//! receives [`FromPm`] with a deadline. The client is built on it; load generators use it
+//! directly to pipeline batches.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::client::{ClientError, Result};
+use crate::proto::{self, AppId, FromPm, ToPm};
+
+/// A framed connection.
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    inbox: VecDeque<FromPm>,
+    timeout: Duration,
+}
+
+impl Conn {
+    /// Connects to the PM.
+    ///
+    /// # Errors
+    /// Connection errors.
+    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            buf: Vec::new(),
+            inbox: VecDeque::new(),
+            timeout,
+        })
+    }
+
+    /// Answers the PM's challenge and joins; returns the app id.
+    ///
+    /// # Errors
+    /// [`ClientError::Refused`] for a wrong secret; timeouts and connection errors.
+    pub fn join(
+        &mut self,
+        workflow: &str,
+        component: &str,
+        index: i64,
+        secret: &[u8],
+    ) -> Result<AppId> {
+        let nonce = match self.recv("join")? {
+            FromPm::Challenge { nonce } => nonce,
+            other => {
+                return Err(ClientError::Protocol(format!(
+                    "{other:?} instead of a challenge"
+                )));
+            }
+        };
+        self.send(&[ToPm::Join {
+            workflow: workflow.into(),
+            component: component.into(),
+            index,
+            proof: crate::auth::prove(secret, &nonce, workflow, component, index),
+        }])?;
+        match self.recv("join")? {
+            FromPm::Welcome { app } => Ok(app),
+            FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
+            other => Err(ClientError::Protocol(format!(
+                "{other:?} instead of a welcome"
+            ))),
+        }
+    }
+
+    /// Sends a batch as one frame.
+    ///
+    /// # Errors
+    /// Encoding (too large) and connection errors.
+    pub fn send(&mut self, batch: &[ToPm]) -> Result<()> {
+        let frame = proto::encode(batch)?;
+        self.stream.write_all(&frame)?;
+        Ok(())
+    }
+
+    /// The next message (queued ones first) within the timeout.
+    ///
+    /// # Errors
+    /// [`ClientError::Timeout`] naming `what`; [`ClientError::Closed`]; bad frames.
+    pub fn recv(&mut self, what: &'static str) -> Result<FromPm> {
+        let end = Instant::now() + self.timeout;
+        loop {
+            if let Some(m) = self.inbox.pop_front() {
+                return Ok(m);
+            }
+            let left = end
+                .checked_duration_since(Instant::now())
+                .ok_or(ClientError::Timeout(what))?;
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+            let mut chunk = [0u8; 64 * 1024];
+            let n = match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(ClientError::Closed),
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(ClientError::Timeout(what));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            self.buf.extend_from_slice(&chunk[..n]);
+            self.inbox
+                .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
+        }
+    }
+
+    /// Puts messages back at the front, in order (for callers that skip some).
+    pub fn requeue(&mut self, msgs: VecDeque<FromPm>) {
+        let mut msgs = msgs;
+        msgs.extend(self.inbox.drain(..));
+        self.inbox = msgs;
+    }
+}

@@ -1,0 +1,290 @@
+//! `maestro bench pm`: control-plane throughput of one pool manager, driven by injector
+//! processes (`maestro pm-injector`) that pipeline batches of operations over the wire
+//! protocol: producers declare, seal and offer CDOs (`--batch` per frame); with `--require`,
+//! consumers then declare and require every name, the PM tickets each to them and they report
+//! the transfer done at once. Only the control plane is measured: offers point at no real
+//! memory and no bytes move. Also reports the PM's resident memory per live CDO.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fabric::{Address, RemoteRegion};
+use pool::PoolManager;
+use pool::bootstrap::{PmInfo, new_secret};
+use pool::proto::{FromPm, Location, ToPm};
+use pool::wire::Conn;
+use serde::Serialize;
+
+/// Options of `maestro bench pm`.
+#[derive(Clone, Copy, Debug)]
+pub struct PmBench {
+    /// Producer injector processes (and as many consumers with `require`).
+    pub injectors: usize,
+    /// CDOs per producer.
+    pub cdos: usize,
+    /// Operations per frame.
+    pub batch: usize,
+    /// Also measure require + ticket + transfer-done.
+    pub require: bool,
+}
+
+/// The result.
+#[derive(Clone, Debug, Serialize)]
+pub struct PmReport {
+    /// Live CDOs offered in total.
+    pub cdos: usize,
+    /// declare+seal+offer per second, all producers together.
+    pub offers_per_sec: f64,
+    /// declare+require+ticket+done per second, all consumers together.
+    pub requires_per_sec: Option<f64>,
+    /// PM resident memory per live offered CDO, bytes.
+    pub pm_bytes_per_cdo: f64,
+}
+
+/// Errors of the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum PmBenchError {
+    /// Setup or process IO.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// An injector failed.
+    #[error("injector: {0}")]
+    Injector(String),
+    /// Protocol errors.
+    #[error(transparent)]
+    Client(#[from] pool::ClientError),
+}
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
+struct Injector {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Injector {
+    fn spawn(
+        info: &PmInfo,
+        role: &str,
+        index: usize,
+        b: &PmBench,
+    ) -> Result<Injector, PmBenchError> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["pm-injector", "--pm", &info.encode(), "--role", role])
+            .args([
+                "--index",
+                &index.to_string(),
+                "--cdos",
+                &b.cdos.to_string(),
+                "--batch",
+                &b.batch.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| PmBenchError::Injector("no stdout".into()))?;
+        Ok(Injector {
+            child,
+            lines: BufReader::new(out).lines(),
+        })
+    }
+
+    /// Reads the injector's report: seconds it took.
+    fn seconds(&mut self) -> Result<f64, PmBenchError> {
+        let line = self
+            .lines
+            .next()
+            .ok_or_else(|| PmBenchError::Injector("exited without a report".into()))??;
+        line.strip_prefix("done in ")
+            .and_then(|s| s.trim_end_matches(" s").parse().ok())
+            .ok_or(PmBenchError::Injector(line))
+    }
+}
+
+impl Drop for Injector {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PmBench {
+    /// Runs the benchmark against an in-process pool manager.
+    ///
+    /// # Errors
+    /// Setup failures or a failing injector.
+    pub fn run(&self) -> Result<PmReport, PmBenchError> {
+        let secret = new_secret()?;
+        let pm = PoolManager::start(
+            "bench",
+            &secret,
+            "127.0.0.1:0".parse().map_err(std::io::Error::other)?,
+        )?;
+        let info = PmInfo {
+            workflow: "bench".into(),
+            endpoints: vec![pm.addr()],
+            secret,
+        };
+        let rss0 = rss_bytes();
+        let mut producers = (0..self.injectors)
+            .map(|i| Injector::spawn(&info, "producer", i, self))
+            .collect::<Result<Vec<_>, _>>()?;
+        let slowest = producers
+            .iter_mut()
+            .map(Injector::seconds)
+            .collect::<Result<Vec<_>, _>>()?;
+        let total = self.cdos * self.injectors;
+        let offers_per_sec =
+            total as f64 / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
+        let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
+        let requires_per_sec = if self.require {
+            let mut consumers = (0..self.injectors)
+                .map(|i| Injector::spawn(&info, "consumer", i, self))
+                .collect::<Result<Vec<_>, _>>()?;
+            let t = consumers
+                .iter_mut()
+                .map(Injector::seconds)
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(total as f64 / t.iter().copied().fold(f64::MIN_POSITIVE, f64::max))
+        } else {
+            None
+        };
+        drop(producers);
+        pm.stop();
+        Ok(PmReport {
+            cdos: total,
+            offers_per_sec,
+            requires_per_sec,
+            pm_bytes_per_cdo,
+        })
+    }
+}
+
+fn name(index: usize, k: usize) -> String {
+    format!("inj{index}/{k}")
+}
+
+/// Collects `n` answers accepted by `pick`, failing on refusals.
+fn collect<T>(
+    conn: &mut Conn,
+    n: usize,
+    mut pick: impl FnMut(FromPm) -> Option<T>,
+) -> Result<Vec<T>, PmBenchError> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match conn.recv("bench")? {
+            FromPm::Refused { op, why, .. } => {
+                return Err(PmBenchError::Injector(format!("{op} refused: {why}")));
+            }
+            m => out.extend(pick(m)),
+        }
+    }
+    Ok(out)
+}
+
+/// One injector process: runs its role, prints `done in S s`, and (producers) keeps its CDOs
+/// live until stdin closes.
+///
+/// # Errors
+/// Protocol errors.
+pub fn inject(
+    info: &PmInfo,
+    role: &str,
+    index: usize,
+    cdos: usize,
+    batch: usize,
+) -> Result<(), PmBenchError> {
+    let addr = *info
+        .endpoints
+        .first()
+        .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;
+    let mut conn = Conn::connect(addr, TIMEOUT)?;
+    conn.join(&info.workflow, role, index as i64, &info.secret)?;
+    let producer = role == "producer";
+    let start = Instant::now();
+    let mut k = 0;
+    while k < cdos {
+        let n = batch.min(cdos - k);
+        let declares: Vec<ToPm> = (k..k + n)
+            .map(|i| ToPm::Declare {
+                local: i as u64,
+                name: name(index, i),
+            })
+            .collect();
+        conn.send(&declares)?;
+        let ids = collect(&mut conn, n, |m| match m {
+            FromPm::Declared { cdo, .. } => Some(cdo),
+            _ => None,
+        })?;
+        if producer {
+            let mut ops = Vec::with_capacity(2 * n);
+            for &cdo in &ids {
+                ops.push(ToPm::Seal {
+                    cdo,
+                    attributes: Default::default(),
+                });
+                ops.push(ToPm::Offer {
+                    cdo,
+                    location: Location {
+                        address: Address(vec![0; 16]),
+                        provider: "bench".into(),
+                        region: RemoteRegion {
+                            addr: 0,
+                            key: cdo,
+                            len: 0,
+                        },
+                    },
+                });
+            }
+            conn.send(&ops)?;
+            collect(&mut conn, 2 * n, |m| {
+                matches!(m, FromPm::Done { .. }).then_some(())
+            })?;
+        } else {
+            conn.send(
+                &ids.iter()
+                    .map(|&cdo| ToPm::Require { cdo })
+                    .collect::<Vec<_>>(),
+            )?;
+            // Each require is answered by Done and a ticket; report the tickets done.
+            let tickets = collect(&mut conn, 2 * n, |m| match m {
+                FromPm::Ticket { transfer, .. } => Some(Some(transfer)),
+                FromPm::Done { .. } => Some(None),
+                _ => None,
+            })?;
+            let done: Vec<ToPm> = tickets
+                .into_iter()
+                .flatten()
+                .map(|transfer| ToPm::TransferDone {
+                    transfer,
+                    error: None,
+                })
+                .collect();
+            conn.send(&done)?;
+        }
+        k += n;
+    }
+    println!("done in {} s", start.elapsed().as_secs_f64());
+    std::io::stdout().flush()?;
+    if producer {
+        let _ = std::io::stdin().read_line(&mut String::new());
+    }
+    Ok(())
+}
