@@ -278,14 +278,12 @@ impl Manager {
             return self.refuse(conn, "declare", None, Refusal::BadName);
         }
         let cdo = self.id();
-        let mut attributes = Attributes::new();
-        attributes.insert(attr::NAME.into(), AttrValue::Str(name.clone()));
         self.cdos.insert(
             cdo,
             Cdo {
                 app,
                 name,
-                attributes,
+                attributes: Attributes::new(),
                 state: State::Declared,
             },
         );
@@ -330,11 +328,10 @@ impl Manager {
         if c.state != State::Declared {
             return Err(Self::wrong("seal", &c.state));
         }
-        for (k, v) in attributes {
-            if k != attr::NAME {
-                c.attributes.insert(k, v);
-            }
-        }
+        // The built-in name and size are derived (see `published`), not stored.
+        c.attributes = attributes;
+        c.attributes.remove(attr::NAME);
+        c.attributes.remove(attr::LOCAL_SIZE);
         c.state = State::Sealed;
         self.done(conn, "seal", cdo);
         Ok(())
@@ -345,10 +342,6 @@ impl Manager {
         if c.state != State::Sealed {
             return Err(Self::wrong("offer", &c.state));
         }
-        c.attributes.insert(
-            attr::LOCAL_SIZE.into(),
-            AttrValue::Uint(location.region.len),
-        );
         c.state = State::Offered(location);
         let name = c.name.clone();
         self.offers.entry(name.clone()).or_default().insert(cdo);
@@ -393,6 +386,20 @@ impl Manager {
         Ok(())
     }
 
+    /// An offer's attributes as consumers see them: the sealed ones plus the built-in name
+    /// and size (derived here rather than stored per CDO, to keep the PM small).
+    fn published(&self, offer: CdoId) -> Attributes {
+        let Some(c) = self.cdos.get(&offer) else {
+            return Attributes::new();
+        };
+        let mut a = c.attributes.clone();
+        a.insert(attr::NAME.into(), AttrValue::Str(c.name.clone()));
+        if let State::Offered(l) | State::Withdrawing(l) = &c.state {
+            a.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(l.region.len));
+        }
+        a
+    }
+
     /// Tickets a transfer to waiting consumer `to` from the least loaded usable offer.
     fn ticket(&mut self, to: CdoId) {
         let Some(c) = self.cdos.get(&to) else { return };
@@ -418,11 +425,7 @@ impl Manager {
         let Some(State::Offered(location)) = self.cdos.get(&from).map(|f| f.state.clone()) else {
             return;
         };
-        let attributes = self
-            .cdos
-            .get(&from)
-            .map(|f| f.attributes.clone())
-            .unwrap_or_default();
+        let attributes = self.published(from);
         let transfer = self.id();
         self.transfers.insert(transfer, Transfer { from, to });
         if let Some(w) = self.waiting.get_mut(&name) {
@@ -467,10 +470,6 @@ impl Manager {
                 None => {
                     w.local = true;
                     let demanded = w.demanded;
-                    let attributes = self.cdos.get(&t.from).map(|f| f.attributes.clone());
-                    if let (Some(a), Some(c)) = (attributes, self.cdos.get_mut(&t.to)) {
-                        c.attributes = a;
-                    }
                     if demanded {
                         self.out.push_back((conn, FromPm::Ready { cdo: t.to }));
                     }
