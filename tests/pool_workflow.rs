@@ -6,33 +6,17 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Output, example, maestro_run, run};
+use common::{example, maestro_run, run};
 
 /// Smaller than the main job's defaults, for a debug build.
 const ARGS: [&str; 4] = ["--cdos", "40", "--max-size", "8388608"];
-
-/// Checks the workflow's output: both producers offered, the consumer verified everything.
-pub fn assert_workflow(out: &Output) {
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    assert_eq!(
-        out.lines_with(": offered 40 CDOs").len(),
-        2,
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("consumer: 80 CDOs") && out.stdout.contains("all checksums match"),
-        "{}",
-        out.stdout
-    );
-}
 
 #[test]
 fn under_maestro_run() {
     let exe = example("pool_workflow");
     let mut args = vec!["-n", "4", exe.to_str().expect("utf-8 path")];
     args.extend(ARGS);
-    assert_workflow(&maestro_run(&args));
+    maestro_run(&args).assert_workflow(40);
 }
 
 #[test]
@@ -44,7 +28,7 @@ fn under_mpirun() {
             .args(ARGS),
         Duration::from_secs(180),
     );
-    assert_workflow(&out);
+    out.assert_workflow(40);
 }
 
 #[test]
@@ -58,7 +42,7 @@ fn without_a_pmix_host_as_a_local_pool() {
         "{}",
         out.stdout
     );
-    assert_workflow(&out);
+    out.assert_workflow(40);
 }
 
 #[test]

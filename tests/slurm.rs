@@ -44,16 +44,5 @@ fn the_pool_workflow_under_srun() {
             .args(["--cdos", "40", "--max-size", "8388608"]),
         Duration::from_secs(180),
     );
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    assert_eq!(
-        out.lines_with(": offered 40 CDOs").len(),
-        2,
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("consumer: 80 CDOs") && out.stdout.contains("all checksums match"),
-        "{}",
-        out.stdout
-    );
+    out.assert_workflow(40);
 }

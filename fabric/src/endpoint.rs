@@ -791,31 +791,7 @@ impl Endpoint {
         dst: MemoryRegion,
         remote: RemoteRegion,
     ) -> Result<Op<MemoryRegion>> {
-        let len = usize::try_from(remote.len).unwrap_or(usize::MAX);
-        if len > dst.len() {
-            return Err(FabricError::InvalidArgument(format!(
-                "remote region of {len} bytes does not fit a {}-byte local region",
-                dst.len()
-            )));
-        }
-        let (ptr, desc) = (dst.buf.as_ptr(), dst.desc);
-        let ep = self.core.ep;
-        let state = self.post("fi_read", len, Some(Box::new(dst)), |ctx| {
-            // SAFETY: the destination is kept alive by the operation state.
-            unsafe {
-                sys::fi_read(
-                    ep,
-                    ptr.cast(),
-                    len,
-                    desc,
-                    peer.0,
-                    remote.addr,
-                    remote.key,
-                    ctx,
-                )
-            }
-        })?;
-        Ok(Op::new(state, take_region, self.progress_handle()))
+        self.rma(false, peer, dst, remote)
     }
 
     /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`. The write asks
@@ -832,28 +808,57 @@ impl Endpoint {
         src: MemoryRegion,
         remote: RemoteRegion,
     ) -> Result<Op<MemoryRegion>> {
+        self.rma(true, peer, src, remote)
+    }
+
+    /// Posts an RMA read into (or, with `write`, a delivery-complete write from) the start
+    /// of `local`, keeping the region until the completion.
+    fn rma(
+        &self,
+        write: bool,
+        peer: Peer,
+        local: MemoryRegion,
+        remote: RemoteRegion,
+    ) -> Result<Op<MemoryRegion>> {
         let len = usize::try_from(remote.len).unwrap_or(usize::MAX);
-        if len > src.len() {
+        if len > local.len() {
             return Err(FabricError::InvalidArgument(format!(
-                "remote region of {len} bytes is larger than the {}-byte local region",
-                src.len()
+                "remote region of {len} bytes does not fit the {}-byte local region",
+                local.len()
             )));
         }
-        let (ptr, desc) = (src.buf.as_ptr(), src.desc);
+        let (ptr, desc) = (local.buf.as_ptr(), local.desc);
         let ep = self.core.ep;
-        let state = self.post("fi_write", len, Some(Box::new(src)), |ctx| {
-            // SAFETY: the source is kept alive by the operation state.
+        let what = if write { "fi_write" } else { "fi_read" };
+        let state = self.post(what, len, Some(Box::new(local)), |ctx| {
+            let iov = libc::iovec {
+                iov_base: ptr.cast(),
+                iov_len: len,
+            };
+            let rma = sys::fi_rma_iov {
+                addr: remote.addr,
+                len,
+                key: remote.key,
+            };
+            let mut desc = desc;
+            let msg = sys::fi_msg_rma {
+                msg_iov: (&raw const iov).cast(),
+                desc: &mut desc,
+                iov_count: 1,
+                addr: peer.0,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                context: ctx,
+                data: 0,
+            };
+            // SAFETY: the message describes the local region, kept alive by the operation
+            // state; libfabric copies the message itself during the call.
             unsafe {
-                sys::fi_write(
-                    ep,
-                    ptr.cast(),
-                    len,
-                    desc,
-                    peer.0,
-                    remote.addr,
-                    remote.key,
-                    ctx,
-                )
+                if write {
+                    sys::fi_writemsg(ep, &msg, u64::from(sys::FI_DELIVERY_COMPLETE))
+                } else {
+                    sys::fi_readmsg(ep, &msg, 0)
+                }
             }
         })?;
         Ok(Op::new(state, take_region, self.progress_handle()))

@@ -49,6 +49,20 @@ impl Output {
         self.stdout.lines().filter(|l| l.contains(needle)).collect()
     }
 
+    /// Checks a `pool_workflow` run with 2 producers of `cdos` CDOs each: both offered, the
+    /// consumer verified every checksum.
+    pub fn assert_workflow(&self, cdos: usize) {
+        assert_eq!(self.code(), Some(0), "{self:?}");
+        let offered = self.lines_with(&format!(": offered {cdos} CDOs")).len();
+        assert_eq!(offered, 2, "{}", self.stdout);
+        let verified = format!("consumer: {} CDOs", 2 * cdos);
+        assert!(
+            self.stdout.contains(&verified) && self.stdout.contains("all checksums match"),
+            "{}",
+            self.stdout
+        );
+    }
+
     /// Checks what every launcher must give `pmix_hello` with `n` ranks: success, each
     /// rank's identity, and rank 0's value read by everyone after the fence.
     pub fn assert_hello(&self, n: u32) {
