@@ -474,19 +474,26 @@ impl Manager {
                         self.out.push_back((conn, FromPm::Ready { cdo: t.to }));
                     }
                 }
-                Some(_) => {
-                    w.failed.insert(t.from);
-                    let name = self
-                        .cdos
-                        .get(&t.to)
-                        .map(|c| c.name.clone())
-                        .unwrap_or_default();
-                    self.waiting.entry(name).or_default().insert(t.to);
-                    self.ticket(t.to);
-                }
+                Some(_) => self.retry_elsewhere(t.to, t.from),
             }
         }
         self.source_released(t.from);
+    }
+
+    /// A transfer to consumer `to` from `failed` failed: never ticket that offer to it
+    /// again, put it back among the waiting, and ticket another offer if one exists.
+    fn retry_elsewhere(&mut self, to: CdoId, failed: CdoId) {
+        let Some(c) = self.cdos.get_mut(&to) else {
+            return;
+        };
+        let State::Required(w) = &mut c.state else {
+            return;
+        };
+        w.transfer = None;
+        w.failed.insert(failed);
+        let name = c.name.clone();
+        self.waiting.entry(name).or_default().insert(to);
+        self.ticket(to);
     }
 
     /// A transfer from `offer` ended: finish a pending withdraw or leave.
@@ -663,18 +670,8 @@ impl Manager {
             .collect();
         for (id, t) in lost {
             self.transfers.remove(&id);
-            if a.cdos.contains(&t.from)
-                && let Some(State::Required(w)) = self.cdos.get_mut(&t.to).map(|c| &mut c.state)
-            {
-                w.transfer = None;
-                w.failed.insert(t.from);
-                let name = self
-                    .cdos
-                    .get(&t.to)
-                    .map(|c| c.name.clone())
-                    .unwrap_or_default();
-                self.waiting.entry(name).or_default().insert(t.to);
-                self.ticket(t.to);
+            if a.cdos.contains(&t.from) {
+                self.retry_elsewhere(t.to, t.from);
             } else if a.cdos.contains(&t.to) {
                 self.source_released(t.from);
             }
