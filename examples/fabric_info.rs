@@ -50,6 +50,20 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         Err(e) => return Err(e.into()),
     }
+    match client.get(
+        client.proc(),
+        keys::DEVICE_DISTANCES,
+        GetOptions::immediate(),
+    ) {
+        Ok(Value::DeviceDistances(d)) => {
+            let list: Vec<String> = d
+                .iter()
+                .map(|x| format!("{}={}", x.osname, x.mindist))
+                .collect();
+            println!("rank {me}: device distances: {}", list.join(","));
+        }
+        _ => println!("rank {me}: device distances: not provided by this host"),
+    }
     let local_rank = client.local_rank()?;
     let (_, local) = inventory::nic_for_this_process(u32::from(local_rank))?;
     match client.get(client.proc(), inventory::KEY_NIC, GetOptions::immediate()) {

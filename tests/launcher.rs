@@ -70,6 +70,9 @@ fn ranks_get_the_fabric_and_their_nic_from_the_host() {
         let dev = out.lines_with(&format!("rank {r}: PMIx fabric: "));
         assert_eq!(dev.len(), 1, "{}", out.stdout);
         assert!(dev[0].contains("lo"), "{}", dev[0]);
+        let dist = out.lines_with(&format!("rank {r}: device distances: "));
+        assert_eq!(dist.len(), 1, "{}", out.stdout);
+        assert!(!dist[0].contains("not provided"), "{}", dist[0]);
         let nic = out.lines_with(&format!("rank {r}: NIC "));
         assert!(
             nic[0].ends_with("(from the host; local choice agrees: yes)"),

@@ -65,7 +65,8 @@ pub enum ChoiceError {
     EmptyCpuset,
 }
 
-fn proximity(nic: &Nic, cpus: &IndexSet, inv: &Inventory) -> Proximity {
+/// How close `nic` is to a process bound to `cpus`.
+pub fn proximity(nic: &Nic, cpus: &IndexSet, inv: &Inventory) -> Proximity {
     let Some(loc) = nic.locality.as_ref().filter(|l| !l.cpus.is_empty()) else {
         return Proximity::Unknown;
     };

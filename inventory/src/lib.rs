@@ -21,13 +21,14 @@ mod topo;
 
 use std::path::{Path, PathBuf};
 
-pub use choose::{Choice, ChoiceError, Proximity, choose_nic};
+pub use choose::{Choice, ChoiceError, Proximity, choose_nic, proximity};
 pub use cpuset::{CpuSetError, IndexSet};
 pub use model::{
     Domain, Inventory, Link, Locality, Machine, Nic, NicKind, Offer, Pci, Rdma, SCHEMA,
 };
 pub use pmix_io::{
-    KEY_ASSIGNMENT, KEY_INVENTORY, KEY_NIC, MergeReport, merge_pmix, to_pmix_devices,
+    KEY_ASSIGNMENT, KEY_INVENTORY, KEY_NIC, MergeReport, device_distances, merge_pmix,
+    to_pmix_devices,
 };
 
 use fabric::{EndpointType, ProviderClass};

@@ -3,7 +3,10 @@
 //! keys under `maestro.fabric.*` (locality, RDMA, providers). [`to_pmix_devices`] writes
 //! it, [`merge_pmix`] reads what a host delivered and folds it into an inventory.
 
-use pmix::{Info, LINK_DOWN, LINK_STATE_UNKNOWN, LINK_UP, Value, keys};
+use pmix::{
+    DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
+    LINK_UP, Value, keys,
+};
 
 use crate::cpuset::IndexSet;
 use crate::model::{Inventory, Locality, Nic, NicKind, Rdma};
@@ -111,6 +114,36 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
         d.push(Info::new(KEY_NUMA, Value::String(l.numa_nodes.to_string())));
     }
     d
+}
+
+/// `PMIX_DEVICE_DISTANCES` for a process bound to `cpus`: one entry per network interface
+/// (`net://<hardware address or name>`) and per OpenFabrics device (`fab://<name>`), loopback
+/// excluded. The distance is the [`crate::Proximity`] class (1 = local to the CPUs, 2 =
+/// partly local, 3 = same package, 4 = another package, 5 = unknown): consumers such as
+/// Open MPI pick the smallest.
+pub fn device_distances(inv: &Inventory, cpus: &IndexSet) -> Vec<DeviceDistance> {
+    let mut out = Vec::new();
+    for nic in inv.nics.iter().filter(|n| n.kind != NicKind::Loopback) {
+        let dist = crate::proximity(nic, cpus, inv) as u16 + 1;
+        let id = nic.link.address.clone().unwrap_or_else(|| nic.name.clone());
+        out.push(DeviceDistance {
+            uuid: format!("net://{id}"),
+            osname: nic.name.clone(),
+            device_type: DEVTYPE_NETWORK,
+            mindist: dist,
+            maxdist: dist,
+        });
+        for alias in &nic.aliases {
+            out.push(DeviceDistance {
+                uuid: format!("fab://{alias}"),
+                osname: alias.clone(),
+                device_type: DEVTYPE_OPENFABRICS,
+                mindist: dist,
+                maxdist: dist,
+            });
+        }
+    }
+    out
 }
 
 /// What [`merge_pmix`] did.
@@ -309,6 +342,29 @@ mod tests {
         assert_eq!(known.nics[0].link.mtu, Some(2044));
         assert_eq!(known.nics[0].link.speed_mbps, Some(100_000));
         assert!(known.nics[0].answers_to("ib0"));
+    }
+
+    #[test]
+    fn distances_follow_proximity_and_skip_loopback() {
+        let cpus = IndexSet::parse("0-3").expect("set");
+        let mut near = Nic::named("ib0", NicKind::Infiniband);
+        near.aliases = vec!["mlx5_0".into()];
+        near.locality = Some(Locality {
+            cpus: IndexSet::parse("0-7").expect("set"),
+            ..Locality::default()
+        });
+        let far = Nic::named("eth1", NicKind::Ethernet);
+        let inv = inventory(vec![near, far, Nic::named("lo", NicKind::Loopback)]);
+        let d = device_distances(&inv, &cpus);
+        let by_name = |n: &str| {
+            d.iter()
+                .find(|x| x.osname == n)
+                .map(|x| (x.mindist, x.device_type))
+        };
+        assert_eq!(by_name("ib0"), Some((1, DEVTYPE_NETWORK)));
+        assert_eq!(by_name("mlx5_0"), Some((1, DEVTYPE_OPENFABRICS)));
+        assert_eq!(by_name("eth1"), Some((5, DEVTYPE_NETWORK)));
+        assert_eq!(by_name("lo"), None);
     }
 
     #[test]

@@ -165,3 +165,5 @@ pub const FABRIC_IDENTIFIER: &str = key(sys::PMIX_FABRIC_IDENTIFIER);
 pub const FABRIC_INDEX: &str = key(sys::PMIX_FABRIC_INDEX);
 /// `PMIX_FABRIC_PLANE`
 pub const FABRIC_PLANE: &str = key(sys::PMIX_FABRIC_PLANE);
+/// `PMIX_DEVICE_DISTANCES`
+pub const DEVICE_DISTANCES: &str = key(sys::PMIX_DEVICE_DISTANCES);

@@ -39,6 +39,7 @@ pub use query::Query;
 pub use server::{Host, JobLayout, Server, ServerConfig};
 pub use tool::{Tool, ToolTarget};
 pub use value::{
-    Info, LINK_DOWN, LINK_STATE_UNKNOWN, LINK_UP, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc,
-    ProcInfo, RANK_UNDEF, RANK_WILDCARD, Rank, Value, find,
+    DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
+    LINK_UP, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, RANK_UNDEF, RANK_WILDCARD,
+    Rank, Value, find,
 };

@@ -89,6 +89,27 @@ pub const LINK_DOWN: u8 = sys::PMIX_LINK_DOWN as u8;
 /// `PMIX_LINK_STATE_UNKNOWN`.
 pub const LINK_STATE_UNKNOWN: u8 = sys::PMIX_LINK_STATE_UNKNOWN as u8;
 
+/// `PMIX_DEVTYPE_NETWORK`, for [`DeviceDistance::device_type`].
+pub const DEVTYPE_NETWORK: u64 = sys::PMIX_DEVTYPE_NETWORK as u64;
+/// `PMIX_DEVTYPE_OPENFABRICS`, for [`DeviceDistance::device_type`].
+pub const DEVTYPE_OPENFABRICS: u64 = sys::PMIX_DEVTYPE_OPENFABRICS as u64;
+
+/// One entry of `PMIX_DEVICE_DISTANCES` (`pmix_device_distance_t`): how far a device is from
+/// a process's CPUs. Smaller is nearer; consumers compare entries with each other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceDistance {
+    /// A unique id of the device (`net://...`, `fab://...`).
+    pub uuid: String,
+    /// The OS name (`eth0`, `mlx5_0`).
+    pub osname: String,
+    /// `pmix_device_type_t` ([`DEVTYPE_NETWORK`], [`DEVTYPE_OPENFABRICS`], ...).
+    pub device_type: u64,
+    /// Minimum distance.
+    pub mindist: u16,
+    /// Maximum distance.
+    pub maxdist: u16,
+}
+
 /// One row of a process table (`pmix_proc_info_t`), as tools see it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProcInfo {
@@ -173,6 +194,8 @@ pub enum Value {
     Strings(Vec<String>),
     /// `PMIX_DATA_ARRAY` of `PMIX_PROC_INFO`
     ProcInfos(Vec<ProcInfo>),
+    /// `PMIX_DATA_ARRAY` of `PMIX_DEVICE_DIST`
+    DeviceDistances(Vec<DeviceDistance>),
     /// A type this layer does not convert, with its PMIx type code. Reading yields it;
     /// passing it to PMIx is an [`Error::InvalidArgument`].
     Other(u16),
@@ -393,6 +416,23 @@ impl Value {
                         slot.pid = pi.pid;
                         slot.exit_code = pi.exit_code;
                         slot.state = pi.state;
+                        Ok(())
+                    },
+                )?;
+                sys::PMIX_DATA_ARRAY
+            }
+            Value::DeviceDistances(items) => {
+                d.darray = data_array(
+                    items,
+                    sys::PMIX_DEVICE_DIST,
+                    |slot: *mut sys::pmix_device_distance_t, dd| {
+                        // SAFETY: slot is an element of a fresh, zeroed distance array.
+                        let slot = unsafe { &mut *slot };
+                        slot.uuid = strdup(&dd.uuid, "device uuid")?;
+                        slot.osname = strdup(&dd.osname, "device name")?;
+                        slot.type_ = dd.device_type;
+                        slot.mindist = dd.mindist;
+                        slot.maxdist = dd.maxdist;
                         Ok(())
                     },
                 )?;
@@ -751,6 +791,20 @@ unsafe fn darray_from_raw(da: &sys::pmix_data_array_t) -> Value {
                     })
                     .collect(),
             ),
+            sys::PMIX_DEVICE_DIST => Value::DeviceDistances(
+                (0..n)
+                    .map(|i| {
+                        let d = &*(da.array as *const sys::pmix_device_distance_t).add(i);
+                        DeviceDistance {
+                            uuid: cstr_lossy(d.uuid),
+                            osname: cstr_lossy(d.osname),
+                            device_type: d.type_,
+                            mindist: d.mindist,
+                            maxdist: d.maxdist,
+                        }
+                    })
+                    .collect(),
+            ),
             _ => Value::Other(sys::PMIX_DATA_ARRAY as u16),
         }
     }
@@ -810,6 +864,14 @@ mod tests {
             state: 3,
         }]);
         assert_eq!(roundtrip(table.clone()), table);
+        let dist = Value::DeviceDistances(vec![DeviceDistance {
+            uuid: "net://eth0".into(),
+            osname: "eth0".into(),
+            device_type: DEVTYPE_NETWORK,
+            mindist: 1,
+            maxdist: 1,
+        }]);
+        assert_eq!(roundtrip(dist.clone()), dist);
     }
 
     #[test]

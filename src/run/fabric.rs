@@ -3,13 +3,13 @@
 //! answers through which clients and tools see both.
 //!
 //! What clients get: job-level `PMIX_FABRIC_DEVICES`/`PMIX_FABRIC_NUM_DEVICES` and
-//! [`KEY_INVENTORY`] (the JSON inventory), per rank [`KEY_NIC`]; `PMIx_Fabric_register`
+//! [`KEY_INVENTORY`] (the JSON inventory), per rank [`KEY_NIC`] and `PMIX_DEVICE_DISTANCES`; `PMIx_Fabric_register`
 //! answers with the devices; `PMIx_Query_info` answers [`KEY_INVENTORY`] and
 //! [`inventory::KEY_ASSIGNMENT`].
 
 use inventory::{
-    Choice, Inventory, KEY_INVENTORY, KEY_NIC, Options, choose_nic, collect, merge_pmix,
-    to_pmix_devices,
+    Choice, IndexSet, Inventory, KEY_INVENTORY, KEY_NIC, Options, choose_nic, collect,
+    device_distances, merge_pmix, to_pmix_devices,
 };
 use pmix::{Info, Server, Value};
 
@@ -19,6 +19,8 @@ pub struct FabricView {
     pub inventory: Inventory,
     /// The choice for each rank, by rank.
     pub assignment: Vec<Choice>,
+    /// The CPUs the ranks run on (the launcher's binding, which they inherit).
+    cpus: IndexSet,
 }
 
 impl FabricView {
@@ -58,6 +60,7 @@ impl FabricView {
             Ok(assignment) => Some(FabricView {
                 inventory: inv,
                 assignment,
+                cpus,
             }),
             Err(e) => {
                 tracing::warn!("no NIC for the ranks: {e}");
@@ -80,7 +83,15 @@ impl FabricView {
     pub fn proc_info(&self) -> Vec<Vec<Info>> {
         self.assignment
             .iter()
-            .map(|c| vec![Info::new(KEY_NIC, Value::String(c.nic.clone()))])
+            .map(|c| {
+                vec![
+                    Info::new(KEY_NIC, Value::String(c.nic.clone())),
+                    Info::new(
+                        pmix::keys::DEVICE_DISTANCES,
+                        Value::DeviceDistances(device_distances(&self.inventory, &self.cpus)),
+                    ),
+                ]
+            })
             .collect()
     }
 
