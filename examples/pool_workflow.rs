@@ -10,7 +10,10 @@
 //! PM can move data early), demands each, and checks every byte against the producer's
 //! pattern by checksum. A 0-byte CDO `consumer-done` tells the producers they may withdraw.
 //!
-//! Environment: `MSTRO_WORKFLOW_NAME`, and the fabric settings of the `fabric` crate
+//! With `MSTRO_POOL_MANAGER_INFO` set (from `maestro pm`), the workflow joins that pool
+//! manager instead of starting one.
+//!
+//! Environment: `MSTRO_WORKFLOW_NAME`, `MSTRO_POOL_MANAGER_INFO`, and the fabric settings of the `fabric` crate
 //! (`MSTRO_OFI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
 
 use std::net::SocketAddr;
@@ -239,7 +242,8 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
         Scope::AnyNode
     };
     let fence = || -> Result<(), Error> { Ok(client.fence(&[], false, TIMEOUT)?) };
-    let pm = if me == 0 {
+    let external = PmInfo::from_env()?;
+    let pm = if me == 0 && external.is_none() {
         let (pm, info) = start_pm()?;
         client.put(
             pmix::Scope::Global,
@@ -257,12 +261,14 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
     };
     client.commit()?;
     client.fence(&[], true, TIMEOUT)?;
-    let text = client.get(
-        &pmix::Proc::new(client.nspace(), 0),
-        PM_INFO_KEY,
-        pmix::GetOptions::default(),
-    )?;
-    let info = PmInfo::parse(text.as_str().ok_or("PM info is not a string")?)?;
+    let info = match external {
+        Some(info) => info,
+        None => {
+            let root = pmix::Proc::new(client.nspace(), 0);
+            let text = client.get(&root, PM_INFO_KEY, pmix::GetOptions::default())?;
+            PmInfo::parse(text.as_str().ok_or("PM info is not a string")?)?
+        }
+    };
     let producers: Vec<usize> = (1..size - 1).collect();
     if me == size - 1 {
         consume(&info, &producers, plan, scope, &fence)?;

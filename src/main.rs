@@ -6,6 +6,7 @@
 
 mod bench;
 mod inventory_cmd;
+mod pm_cmd;
 mod query;
 mod run;
 
@@ -76,6 +77,18 @@ enum Cmd {
         /// Print slurm.conf / gres.conf / topology.conf lines for this node.
         #[arg(long)]
         slurm: bool,
+    },
+    /// Run a pool manager as its own process; prints MSTRO_POOL_MANAGER_INFO;<info>;
+    Pm {
+        /// The workflow served (default: MSTRO_WORKFLOW_NAME, else "workflow").
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Also write the PM info to this file (mode 0600; removed at exit).
+        #[arg(long)]
+        info_file: Option<PathBuf>,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -322,6 +335,26 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("maestro bench fabric: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Pm {
+            workflow,
+            listen,
+            info_file,
+        } => {
+            let workflow = workflow
+                .or_else(|| std::env::var("MSTRO_WORKFLOW_NAME").ok())
+                .unwrap_or_else(|| "workflow".into());
+            match pm_cmd::run(&pm_cmd::PmOptions {
+                workflow,
+                listen,
+                info_file,
+            }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("maestro pm: {e}");
                     ExitCode::from(2)
                 }
             }

@@ -103,3 +103,55 @@ fn the_pm_benchmark_runs_and_reports() {
         bad.stderr
     );
 }
+
+#[test]
+fn a_standalone_pool_manager_serves_another_job() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let info_file = dir.path().join("pm.info");
+    let mut pm_cmd = Command::new(common::maestro());
+    pm_cmd
+        .args(["pm", "--workflow", "standalone", "--info-file"])
+        .arg(&info_file);
+    let mut pm = common::Group::spawn(&mut pm_cmd);
+    let mut line = String::new();
+    BufReader::new(pm.child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("PM info line");
+    let info = line
+        .trim()
+        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+        .and_then(|l| l.strip_suffix(';'))
+        .unwrap_or_else(|| panic!("PM said {line:?}"))
+        .to_string();
+    let on_disk = std::fs::read_to_string(&info_file).expect("info file");
+    assert_eq!(on_disk.trim(), info);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&info_file)
+        .expect("metadata")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let exe = example("pool_workflow");
+    let out = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["run", "-n", "3"])
+            .arg(exe)
+            .args(["--cdos", "10", "--max-size", "65536"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("consumer: 10 CDOs") && out.stdout.contains("all checksums match"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("rank 0: pool manager at"),
+        "the job must not start its own PM"
+    );
+    let end = pm.terminate(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(0), "{end:?}");
+    assert!(!info_file.exists(), "the info file is removed at exit");
+}

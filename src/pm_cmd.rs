@@ -1,0 +1,63 @@
+//! `maestro pm`: a pool manager as its own process. It prints its PM info as
+//! `MSTRO_POOL_MANAGER_INFO;<info>;` (as Maestro Core does), optionally writes it to a file
+//! readable only by its owner, and serves until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use pool::PoolManager;
+use pool::bootstrap::{PM_INFO_ENV, PmInfo, new_secret};
+
+/// Options of `maestro pm`.
+#[derive(Clone, Debug)]
+pub struct PmOptions {
+    /// The workflow served.
+    pub workflow: String,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// A file to write the PM info to (mode 0600), removed at exit.
+    pub info_file: Option<PathBuf>,
+}
+
+/// Runs the pool manager until SIGINT/SIGTERM.
+///
+/// # Errors
+/// Binding, randomness, file or signal-handler errors.
+pub fn run(opts: &PmOptions) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    // As in `maestro run`: libraries may have installed handlers; ours decide.
+    for sig in [SIGINT, SIGTERM] {
+        // SAFETY: resetting a disposition to its default is always sound.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let secret = new_secret()?;
+    let pm = PoolManager::start(&opts.workflow, &secret, opts.listen)?;
+    let info = PmInfo {
+        workflow: opts.workflow.clone(),
+        endpoints: vec![pm.addr()],
+        secret,
+    };
+    if let Some(path) = &opts.info_file {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        writeln!(f, "{}", info.encode())?;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{PM_INFO_ENV};{};", info.encode())?;
+    out.flush()?;
+    drop(out);
+    let sig = signals.forever().next();
+    tracing::info!("signal {sig:?}: stopping the pool manager");
+    pm.stop();
+    if let Some(path) = &opts.info_file {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
