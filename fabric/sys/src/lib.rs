@@ -2,7 +2,7 @@
 //! `rdma/fabric.h` and the `fi_*.h` headers (found with pkg-config `libfabric`).
 //!
 //! Why our own bindgen crate and not `ofi-libfabric-sys`: that crate's C wrappers target
-//! libfabric 2.x and do not build against Debian 12's 1.17 without a stub header and
+//! libfabric 2.x and do not build against Debian 12's 1.17 without an extra placeholder header and
 //! implicit-declaration warnings; bindgen's `wrap_static_fns` generates the wrappers for
 //! exactly the installed headers instead. The static-inline functions of the object API are
 //! exported under their own names with the suffix `__extern` (`fi_domain__extern`, ...).
