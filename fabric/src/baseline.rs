@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use fabric_sys as sys;
 
 use crate::discover::ProviderInfo;
-use crate::endpoint::{Address, Endpoint};
+use crate::endpoint::{Address, Endpoint, open_bound_ep};
 use crate::error::{FabricError, Result, check, completion};
 use crate::mr::{Buffer, RemoteRegion};
 
@@ -71,24 +71,7 @@ impl RawEndpoint {
                 "fi_av_open",
                 sys::fi_av_open(r.domain, &mut av_attr, &mut r.av, std::ptr::null_mut()).into(),
             )?;
-            check(
-                "fi_endpoint",
-                sys::fi_endpoint(r.domain, info.0, &mut r.ep, std::ptr::null_mut()).into(),
-            )?;
-            check(
-                "fi_ep_bind",
-                sys::fi_ep_bind(r.ep, &mut (*r.av).fid, 0).into(),
-            )?;
-            check(
-                "fi_ep_bind",
-                sys::fi_ep_bind(
-                    r.ep,
-                    &mut (*r.cq).fid,
-                    u64::from(sys::FI_TRANSMIT | sys::FI_RECV),
-                )
-                .into(),
-            )?;
-            check("fi_enable", sys::fi_enable(r.ep).into())?;
+            open_bound_ep(r.domain, info.0, r.av, r.cq, &mut r.ep)?;
         }
         r.address = Endpoint::name(r.ep)?;
         Ok(r)

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 use fabric_sys as sys;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, check};
+use crate::error::Result;
 
 /// The endpoint type of an offer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -117,23 +117,8 @@ impl std::fmt::Display for ProviderClass {
 /// # Errors
 /// A libfabric error other than "no data" (which gives an empty list).
 pub fn discover() -> Result<Vec<ProviderInfo>> {
-    let mut head: *mut sys::fi_info = std::ptr::null_mut();
-    let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
-    // SAFETY: NULL node/service/hints; head receives a list freed below.
-    let rc = unsafe {
-        sys::fi_getinfo(
-            version,
-            std::ptr::null(),
-            std::ptr::null(),
-            0,
-            std::ptr::null(),
-            &mut head,
-        )
-    };
-    if rc == -(sys::FI_ENODATA as i32) {
-        return Ok(Vec::new());
-    }
-    check("fi_getinfo", rc.into())?;
+    let list = crate::endpoint::getinfo_raw(std::ptr::null())?;
+    let head = list.0;
     let mut out = Vec::new();
     let mut cur = head;
     while !cur.is_null() {
@@ -168,8 +153,6 @@ pub fn discover() -> Result<Vec<ProviderInfo>> {
         }
         cur = info.next;
     }
-    // SAFETY: the list came from fi_getinfo and is freed once.
-    unsafe { sys::fi_freeinfo(head) };
     Ok(out)
 }
 

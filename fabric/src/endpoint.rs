@@ -390,6 +390,64 @@ pub struct Endpoint {
     timeouts: Timeouts,
 }
 
+/// `fi_getinfo` for this library's API version with `hints` (NULL: everything). "No data"
+/// gives an empty (NULL) list.
+///
+/// # Errors
+/// Any other libfabric error.
+pub(crate) fn getinfo_raw(hints: *const sys::fi_info) -> Result<InfoList> {
+    let mut out: *mut sys::fi_info = std::ptr::null_mut();
+    let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
+    // SAFETY: hints NULL or valid; `out` receives a list owned by the returned InfoList.
+    let rc = unsafe {
+        sys::fi_getinfo(
+            version,
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            hints,
+            &mut out,
+        )
+    };
+    let list = InfoList(out);
+    if rc == -(sys::FI_ENODATA as i32) {
+        return Ok(list);
+    }
+    check("fi_getinfo", rc.into())?;
+    Ok(list)
+}
+
+/// Opens an endpoint on `info`, binds it to `av` and `cq` (transmit and receive) and
+/// enables it. Shared by [`Endpoint`] and the benchmark's bare baseline.
+///
+/// # Safety
+/// `domain`, `av` and `cq` must be open objects of one domain; `info` a valid info for it.
+pub(crate) unsafe fn open_bound_ep(
+    domain: *mut sys::fid_domain,
+    info: *mut sys::fi_info,
+    av: *mut sys::fid_av,
+    cq: *mut sys::fid_cq,
+    ep: &mut *mut sys::fid_ep,
+) -> Result<()> {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        check(
+            "fi_endpoint",
+            sys::fi_endpoint(domain, info, ep, std::ptr::null_mut()).into(),
+        )?;
+        check(
+            "fi_ep_bind(av)",
+            sys::fi_ep_bind(*ep, &mut (*av).fid, 0).into(),
+        )?;
+        let flags = u64::from(sys::FI_TRANSMIT | sys::FI_RECV);
+        check(
+            "fi_ep_bind(cq)",
+            sys::fi_ep_bind(*ep, &mut (*cq).fid, flags).into(),
+        )?;
+        check("fi_enable", sys::fi_enable(*ep).into())
+    }
+}
+
 /// Frees an `fi_info` list on drop.
 pub(crate) struct InfoList(pub(crate) *mut sys::fi_info);
 
@@ -506,24 +564,7 @@ impl Endpoint {
                 )
                 .into(),
             )?;
-            check(
-                "fi_endpoint",
-                sys::fi_endpoint(shared.domain, info.0, &mut core.ep, std::ptr::null_mut()).into(),
-            )?;
-            check(
-                "fi_ep_bind(av)",
-                sys::fi_ep_bind(core.ep, &mut (*core.av).fid, 0).into(),
-            )?;
-            check(
-                "fi_ep_bind(cq)",
-                sys::fi_ep_bind(
-                    core.ep,
-                    &mut (*core.cq).fid,
-                    u64::from(sys::FI_TRANSMIT | sys::FI_RECV),
-                )
-                .into(),
-            )?;
-            check("fi_enable", sys::fi_enable(core.ep).into())?;
+            open_bound_ep(shared.domain, info.0, core.av, core.cq, &mut core.ep)?;
         }
         let address = Self::name(core.ep)?;
         let core = Arc::new(core);
@@ -577,21 +618,7 @@ impl Endpoint {
             (*h.fabric_attr).prov_name = strdup(&offer.provider, "provider")?;
             (*h.fabric_attr).name = strdup(&offer.fabric, "fabric")?;
         }
-        let mut out: *mut sys::fi_info = std::ptr::null_mut();
-        let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
-        // SAFETY: valid hints; `out` receives a list owned by InfoList.
-        let rc = unsafe {
-            sys::fi_getinfo(
-                version,
-                std::ptr::null(),
-                std::ptr::null(),
-                0,
-                hints.0,
-                &mut out,
-            )
-        };
-        let list = InfoList(out);
-        check("fi_getinfo", rc.into())?;
+        let list = getinfo_raw(hints.0)?;
         if list.0.is_null() {
             return Err(FabricError::InvalidArgument(format!(
                 "{} on {} offers no RDM endpoint with RMA and tagged messages",

@@ -199,32 +199,24 @@ mod tests {
 
     /// Two packages (0-7, 8-15), one NUMA node each.
     fn machine() -> Machine {
+        let halves = || {
+            vec![
+                Domain {
+                    index: 0,
+                    cpus: set("0-7"),
+                    memory_bytes: None,
+                },
+                Domain {
+                    index: 1,
+                    cpus: set("8-15"),
+                    memory_bytes: None,
+                },
+            ]
+        };
         Machine {
             cpus: set("0-15"),
-            packages: vec![
-                Domain {
-                    index: 0,
-                    cpus: set("0-7"),
-                    memory_bytes: None,
-                },
-                Domain {
-                    index: 1,
-                    cpus: set("8-15"),
-                    memory_bytes: None,
-                },
-            ],
-            numa_nodes: vec![
-                Domain {
-                    index: 0,
-                    cpus: set("0-7"),
-                    memory_bytes: None,
-                },
-                Domain {
-                    index: 1,
-                    cpus: set("8-15"),
-                    memory_bytes: None,
-                },
-            ],
+            packages: halves(),
+            numa_nodes: halves(),
         }
     }
 
