@@ -13,17 +13,23 @@
 //! With `MSTRO_POOL_MANAGER_INFO` set (from `maestro pm`), the workflow joins that pool
 //! manager instead of starting one.
 //!
+//! Where the PMIx host issues credentials (`maestro run`), every JOIN carries one and the
+//! pool manager requires it valid, on top of the workflow secret. The PM listens on every
+//! interface and advertises each. Between processes the bytes move by RMA over the chosen
+//! libfabric provider (shm when all ranks share a node); the local pool's threads get the
+//! producers' buffers without a copy.
+//!
 //! Environment: `MSTRO_WORKFLOW_NAME`, `MSTRO_POOL_MANAGER_INFO`, and the fabric settings of the `fabric` crate
 //! (`MSTRO_OFI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::{PM_INFO_KEY, PmInfo, new_secret};
-use pool::{Client, PoolManager};
+use pool::{Client, JoinOptions, PmConfig, PoolManager};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -79,15 +85,27 @@ fn seed(name: &str) -> u8 {
         .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b))
 }
 
+fn pattern(i: usize, seed: u8) -> u8 {
+    (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 8) as u8)
+}
+
 fn fill(buf: &mut [u8], seed: u8) {
     for (i, b) in buf.iter_mut().enumerate() {
-        *b = (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 8) as u8);
+        *b = pattern(i, seed);
     }
 }
 
+const FNV: (u64, u64) = (0xcbf2_9ce4_8422_2325, 0x0100_0000_01b3);
+
 fn checksum(buf: &[u8]) -> u64 {
-    buf.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    buf.iter()
+        .fold(FNV.0, |h, &b| (h ^ u64::from(b)).wrapping_mul(FNV.1))
+}
+
+/// The checksum of the pattern of `len` bytes, without building it.
+fn pattern_checksum(len: usize, seed: u8) -> u64 {
+    (0..len).fold(FNV.0, |h, i| {
+        (h ^ u64::from(pattern(i, seed))).wrapping_mul(FNV.1)
     })
 }
 
@@ -97,34 +115,34 @@ fn endpoint(scope: Scope) -> Result<Endpoint, Error> {
     Ok(Endpoint::open_with(&offer, cfg.progress)?)
 }
 
-fn join(info: &PmInfo, component: &str, index: i64, scope: Scope) -> Result<Client, Error> {
-    let mut last = None;
-    for &addr in &info.endpoints {
-        match Client::join(
-            addr,
-            &info.workflow,
-            component,
-            index,
-            &info.secret,
-            endpoint(scope)?,
-            TIMEOUT,
-        ) {
-            Ok(c) => return Ok(c),
-            Err(e) => last = Some(e),
+/// How this process joins: where data may travel, and the PMIx credential if the host
+/// issues them.
+struct Joining<'a> {
+    info: &'a PmInfo,
+    scope: Scope,
+    credential: Option<Vec<u8>>,
+}
+
+impl Joining<'_> {
+    fn join(&self, component: &str, index: i64) -> Result<Client, Error> {
+        let mut opts = JoinOptions::new(component, index)
+            .endpoint(endpoint(self.scope)?)
+            .timeout(TIMEOUT);
+        if let Some(c) = &self.credential {
+            opts = opts.credential(c.clone());
         }
+        Ok(Client::join(self.info, opts)?)
     }
-    Err(last.map_or_else(|| "no PM endpoint".into(), Into::into))
 }
 
 /// A producer: offer everything, wait for `consumer-done`, withdraw.
 fn produce(
-    info: &PmInfo,
+    how: &Joining,
     me: usize,
     plan: Plan,
-    scope: Scope,
     sync: &dyn Fn() -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let mut c = join(info, "producer", me as i64, scope)?;
+    let c = how.join("producer", me as i64)?;
     let mut offered = Vec::new();
     for i in 0..plan.cdos {
         let n = name(me, i);
@@ -156,14 +174,14 @@ fn produce(
 
 /// The consumer: require everything, demand and verify each, then release the producers.
 fn consume(
-    info: &PmInfo,
+    how: &Joining,
     producers: &[usize],
     plan: Plan,
-    scope: Scope,
     sync: &dyn Fn() -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let mut c = join(info, "consumer", 0, scope)?;
+    let c = how.join("consumer", 0)?;
     let start = Instant::now();
+    let mut waited = Duration::ZERO;
     let mut wanted = Vec::new();
     for &p in producers {
         for i in 0..plan.cdos {
@@ -175,10 +193,10 @@ fn consume(
     }
     let (mut bytes, mut count) = (0usize, 0usize);
     for (n, cdo, size) in wanted {
+        let t = Instant::now();
         let (data, attrs) = c.demand(cdo)?;
-        let mut expected = vec![0u8; size];
-        fill(&mut expected, seed(&n));
-        let (got, want) = (checksum(&data), checksum(&expected));
+        waited += t.elapsed();
+        let (got, want) = (checksum(&data), pattern_checksum(size, seed(&n)));
         if data.len() != size || got != want {
             return Err(format!(
                 "{n}: {} bytes with checksum {got:#x}, expected {size} bytes with {want:#x}",
@@ -189,15 +207,16 @@ fn consume(
         if attrs.get(".user.checksum") != Some(&AttrValue::Uint(want)) {
             return Err(format!("{n}: attributes did not travel: {attrs:?}").into());
         }
+        drop(data);
         c.dispose(cdo)?;
         bytes += size;
         count += 1;
     }
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "consumer: {count} CDOs, {bytes} bytes from {} producers, all checksums match, {secs:.2} s ({:.2} GB/s)",
+        "consumer: {count} CDOs, {bytes} bytes from {} producers, all checksums match, {secs:.2} s with checks, {:.2} s in demand",
         producers.len(),
-        bytes as f64 / secs / 1e9
+        waited.as_secs_f64()
     );
     let done = c.declare("consumer-done")?;
     c.seal(done, Attributes::new())?;
@@ -213,20 +232,26 @@ fn workflow_name() -> String {
     std::env::var("MSTRO_WORKFLOW_NAME").unwrap_or_else(|_| "pool-workflow".into())
 }
 
-fn start_pm() -> Result<(PoolManager, PmInfo), Error> {
+/// Starts a PM on every interface; with `pmix`, JOINs must carry a credential it validates.
+fn start_pm(pmix: Option<Arc<pmix::Client>>) -> Result<(PoolManager, PmInfo), Error> {
     let secret = new_secret()?;
-    let workflow = workflow_name();
-    let loopback: SocketAddr = "127.0.0.1:0".parse()?;
-    let pm = PoolManager::start(&workflow, &secret, loopback)?;
-    let info = PmInfo {
-        workflow,
-        endpoints: vec![pm.addr()],
-        secret,
-    };
+    let mut config = PmConfig::new(&workflow_name(), &secret, vec!["0.0.0.0:0".parse()?]);
+    if let Some(client) = pmix {
+        config.require_credentials = true;
+        config.credentials = Some(Arc::new(move |cred: &[u8]| {
+            client
+                .validate_credential(cred, TIMEOUT)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }));
+    }
+    let pm = PoolManager::start(config)?;
+    let info = pm.info().clone();
     Ok((pm, info))
 }
 
 fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
+    let client = Arc::new(client);
     let me = client.rank() as usize;
     let size = client.job_size()? as usize;
     if size < 3 {
@@ -243,8 +268,11 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
     };
     let fence = || -> Result<(), Error> { Ok(client.fence(&[], false, TIMEOUT)?) };
     let external = PmInfo::from_env()?;
+    // Where the host issues credentials, the PM (of this job) requires them.
+    let credential = client.get_credential(TIMEOUT).ok().map(|c| c.bytes);
     let pm = if me == 0 && external.is_none() {
-        let (pm, info) = start_pm()?;
+        let check = credential.as_ref().map(|_| client.clone());
+        let (pm, info) = start_pm(check)?;
         client.put(
             pmix::Scope::Global,
             PM_INFO_KEY,
@@ -270,10 +298,15 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
         }
     };
     let producers: Vec<usize> = (1..size - 1).collect();
+    let how = Joining {
+        info: &info,
+        scope,
+        credential,
+    };
     if me == size - 1 {
-        consume(&info, &producers, plan, scope, &fence)?;
+        consume(&how, &producers, plan, &fence)?;
     } else if me > 0 {
-        produce(&info, me, plan, scope, &fence)?;
+        produce(&how, me, plan, &fence)?;
     } else {
         fence()?;
     }
@@ -287,7 +320,12 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
 
 fn local_pool(plan: Plan) -> Result<(), Error> {
     println!("no PMIx host: running a local pool (2 producers, 1 consumer as threads)");
-    let (pm, info) = start_pm()?;
+    let (pm, info) = start_pm(None)?;
+    let how = Joining {
+        info: &info,
+        scope: Scope::SameNode,
+        credential: None,
+    };
     let barrier = std::sync::Barrier::new(3);
     let sync = || -> Result<(), Error> {
         barrier.wait();
@@ -297,11 +335,11 @@ fn local_pool(plan: Plan) -> Result<(), Error> {
         let handles: Vec<_> = [1usize, 2]
             .into_iter()
             .map(|p| {
-                let (info, sync) = (&info, &sync);
-                s.spawn(move || produce(info, p, plan, Scope::SameNode, sync))
+                let (how, sync) = (&how, &sync);
+                s.spawn(move || produce(how, p, plan, sync))
             })
             .collect();
-        consume(&info, &[1, 2], plan, Scope::SameNode, &sync)?;
+        consume(&how, &[1, 2], plan, &sync)?;
         for h in handles {
             h.join().map_err(|_| "a producer panicked")??;
         }

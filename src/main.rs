@@ -83,9 +83,10 @@ enum Cmd {
         /// The workflow served (default: MSTRO_WORKFLOW_NAME, else "workflow").
         #[arg(long)]
         workflow: Option<String>,
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:0")]
-        listen: std::net::SocketAddr,
+        /// Address to listen on (repeatable); the default 0.0.0.0:0 listens on every
+        /// interface and advertises each one that is up, loopback last.
+        #[arg(long, default_value = "0.0.0.0:0")]
+        listen: Vec<std::net::SocketAddr>,
         /// Also write the PM info to this file (mode 0600; removed at exit).
         #[arg(long)]
         info_file: Option<PathBuf>,

@@ -6,16 +6,16 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use pool::PoolManager;
-use pool::bootstrap::{PM_INFO_ENV, PmInfo, new_secret};
+use pool::bootstrap::{PM_INFO_ENV, new_secret};
+use pool::{PmConfig, PoolManager};
 
 /// Options of `maestro pm`.
 #[derive(Clone, Debug)]
 pub struct PmOptions {
     /// The workflow served.
     pub workflow: String,
-    /// Where to listen.
-    pub listen: SocketAddr,
+    /// Where to listen (`0.0.0.0:port`: every interface, each advertised).
+    pub listen: Vec<SocketAddr>,
     /// A file to write the PM info to (mode 0600), removed at exit.
     pub info_file: Option<PathBuf>,
 }
@@ -33,12 +33,8 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let secret = new_secret()?;
-    let pm = PoolManager::start(&opts.workflow, &secret, opts.listen)?;
-    let info = PmInfo {
-        workflow: opts.workflow.clone(),
-        endpoints: vec![pm.addr()],
-        secret,
-    };
+    let pm = PoolManager::start(PmConfig::new(&opts.workflow, &secret, opts.listen.clone()))?;
+    let info = pm.info().clone();
     if let Some(path) = &opts.info_file {
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = std::fs::OpenOptions::new()

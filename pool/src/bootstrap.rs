@@ -138,6 +138,45 @@ impl PmInfo {
     }
 }
 
+/// The IPv4 addresses of this host's interfaces that are up, other interfaces before
+/// loopback (a PM listening on `0.0.0.0` advertises these; link-local 169.254/16 is left out).
+///
+/// # Errors
+/// The OS error of `getifaddrs`.
+pub fn interface_addresses() -> std::io::Result<Vec<std::net::IpAddr>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: a node of the list getifaddrs returned.
+        let ifa = unsafe { &*at };
+        at = ifa.ifa_next;
+        let up = ifa.ifa_flags & (libc::IFF_UP as u32) != 0;
+        if !up || ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points at a sockaddr of its family.
+        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: AF_INET addresses are sockaddr_in.
+        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+        let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        if !ip.is_link_local() {
+            out.push(std::net::IpAddr::V4(ip));
+        }
+    }
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    out.sort_by_key(|ip| (ip.is_loopback(), *ip));
+    out.dedup();
+    Ok(out)
+}
+
 /// A fresh 256-bit workflow secret from the OS.
 ///
 /// # Errors
@@ -167,6 +206,16 @@ mod tests {
         assert_eq!(
             PmInfo::parse(&format!("  {PM_INFO_ENV};{text};\n")),
             Ok(info)
+        );
+    }
+
+    #[test]
+    fn interfaces_include_loopback_last() {
+        let ips = interface_addresses().expect("getifaddrs");
+        assert_eq!(
+            ips.last(),
+            Some(&"127.0.0.1".parse().expect("ip")),
+            "{ips:?}"
         );
     }
 

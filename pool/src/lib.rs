@@ -17,6 +17,6 @@ mod pm;
 pub mod proto;
 pub mod wire;
 
-pub use client::{Client, ClientError, Result};
-pub use manager::{ConnId, MAX_NAME, Manager};
-pub use pm::PoolManager;
+pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result};
+pub use manager::{ConnId, Credential, MAX_NAME, Manager};
+pub use pm::{CredentialCheck, PmConfig, PoolManager};

@@ -13,6 +13,12 @@
 //! - when a provider disappears, demands only it could serve fail with `NoProvider`,
 //!   transfers from it are re-ticketed from other offers, requires keep waiting.
 //!
+//! Transport planning lives here too: a ticket's [`Source`] is the provider's buffer itself
+//! when consumer and provider share a process, an RMA read when both have endpoints of one
+//! libfabric provider (shm only within a host), and otherwise the last-resort stream that
+//! the PM relays in chunks between the two control connections ([`ToPm::Fetch`],
+//! [`FromPm::Serve`], [`ToPm::Chunk`], [`FromPm::Chunk`]).
+//!
 //! CDO states: `Declared` → `Sealed` → `Offered` → (`Withdrawing`) → `Withdrawn` for a
 //! provider; `Declared` → `Required` (with a transfer, demanded or not) → local for a
 //! consumer; `Dispose` ends either.
@@ -21,7 +27,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
-use crate::proto::{AppId, CdoId, FromPm, Location, Refusal, ToPm, TransferId};
+use fabric::RemoteRegion;
+
+use crate::proto::{
+    AppId, CdoId, FabricEndpoint, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId,
+};
 
 /// A connection, as the driver numbers them.
 pub type ConnId = u64;
@@ -34,8 +44,8 @@ pub const MAX_NAME: usize = 4096;
 enum State {
     Declared,
     Sealed,
-    Offered(Location),
-    Withdrawing(Location),
+    Offered(RemoteRegion),
+    Withdrawing(RemoteRegion),
     Withdrawn,
     Required(Want),
 }
@@ -73,10 +83,23 @@ struct Cdo {
     state: State,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Transfer {
     from: CdoId,
     to: CdoId,
+    /// Bytes of a stream transfer (`None` for RMA and same-process).
+    stream: Option<u64>,
+}
+
+/// What the driver found out about a JOIN's PMIx credential before handing it over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// Not checked (no PMIx server to ask, or the JOIN carried none).
+    Unchecked,
+    /// PMIx validated it.
+    Valid,
+    /// PMIx rejected it (or could not be asked), with the reason.
+    Invalid(String),
 }
 
 #[derive(Debug)]
@@ -94,6 +117,9 @@ struct App {
     conn: ConnId,
     component: String,
     index: i64,
+    host: String,
+    process: u64,
+    endpoint: Option<FabricEndpoint>,
     leaving: bool,
     cdos: BTreeSet<CdoId>,
 }
@@ -102,6 +128,8 @@ struct App {
 pub struct Manager {
     workflow: String,
     secret: Vec<u8>,
+    instance: u64,
+    require_credentials: bool,
     conns: HashMap<ConnId, Conn>,
     apps: BTreeMap<AppId, App>,
     cdos: BTreeMap<CdoId, Cdo>,
@@ -110,6 +138,8 @@ pub struct Manager {
     /// Consumers waiting for a ticket, by name.
     waiting: HashMap<String, BTreeSet<CdoId>>,
     transfers: BTreeMap<TransferId, Transfer>,
+    /// Transfers in flight from each offer (absent: none).
+    load: HashMap<CdoId, usize>,
     next_id: u64,
     out: VecDeque<(ConnId, FromPm)>,
     closing: Vec<ConnId>,
@@ -117,20 +147,30 @@ pub struct Manager {
 
 impl Manager {
     /// A manager for `workflow`, admitting apps that prove knowledge of `secret`.
-    pub fn new(workflow: &str, secret: &[u8]) -> Manager {
+    /// `instance` is a random id of this PM (apps use it to name same-process hand-overs).
+    pub fn new(workflow: &str, secret: &[u8], instance: u64) -> Manager {
         Manager {
             workflow: workflow.to_string(),
             secret: secret.to_vec(),
+            instance,
+            require_credentials: false,
             conns: HashMap::new(),
             apps: BTreeMap::new(),
             cdos: BTreeMap::new(),
             offers: HashMap::new(),
             waiting: HashMap::new(),
             transfers: BTreeMap::new(),
+            load: HashMap::new(),
             next_id: 1,
             out: VecDeque::new(),
             closing: Vec::new(),
         }
+    }
+
+    /// Refuse JOINs whose PMIx credential the driver could not validate (use where every
+    /// app runs under a PMIx host that issues credentials).
+    pub fn require_credentials(&mut self, on: bool) {
+        self.require_credentials = on;
     }
 
     fn id(&mut self) -> u64 {
@@ -165,76 +205,83 @@ impl Manager {
         self.out.push_back((conn, FromPm::Challenge { nonce }));
     }
 
-    fn refuse(&mut self, conn: ConnId, op: &str, cdo: Option<CdoId>, why: Refusal) {
-        self.out.push_back((
-            conn,
-            FromPm::Refused {
-                op: op.to_string(),
-                cdo,
-                why,
-            },
-        ));
+    fn refuse(&mut self, conn: ConnId, op: Op, cdo: Option<CdoId>, why: Refusal) {
+        self.out.push_back((conn, FromPm::Refused { op, cdo, why }));
     }
 
-    fn done(&mut self, conn: ConnId, op: &str, cdo: CdoId) {
-        self.out.push_back((
-            conn,
-            FromPm::Done {
-                op: op.to_string(),
-                cdo,
-            },
-        ));
+    fn done(&mut self, conn: ConnId, op: Op, cdo: CdoId) {
+        self.out.push_back((conn, FromPm::Done { op, cdo }));
     }
 
-    /// Handles one message from `conn`.
+    /// Handles one message from `conn` (a JOIN's credential counts as unchecked).
     pub fn handle(&mut self, conn: ConnId, msg: ToPm) {
+        self.handle_checked(conn, msg, Credential::Unchecked);
+    }
+
+    /// Handles one message from `conn`; for a JOIN, `credential` is what the driver found
+    /// out about its PMIx credential.
+    pub fn handle_checked(&mut self, conn: ConnId, msg: ToPm, credential: Credential) {
         let app = match (self.conns.get(&conn), &msg) {
             (Some(Conn::Challenged(nonce)), ToPm::Join { .. }) => {
                 let nonce = *nonce;
-                return self.join(conn, nonce, msg);
+                return self.join(conn, nonce, msg, credential);
             }
             (Some(Conn::Joined(_)), ToPm::Join { .. }) => {
-                return self.refuse(conn, "join", None, Refusal::DuplicateJoin);
+                return self.refuse(conn, Op::Join, None, Refusal::DuplicateJoin);
             }
             (Some(Conn::Joined(app)), _) => *app,
-            _ => return self.refuse(conn, op_name(&msg), None, Refusal::NotJoined),
+            _ => return self.refuse(conn, msg.op(), None, Refusal::NotJoined),
         };
         match msg {
             ToPm::Join { .. } => unreachable!("handled above"),
             ToPm::Leave => self.leave(app),
             ToPm::Declare { local, name } => self.declare(conn, app, local, name),
             ToPm::Seal { cdo, attributes } => {
-                self.with_cdo(conn, app, "seal", cdo, |m, c| m.seal(conn, c, attributes))
+                self.with_cdo(conn, app, Op::Seal, cdo, |m, c| m.seal(conn, c, attributes))
             }
-            ToPm::Offer { cdo, location } => {
-                self.with_cdo(conn, app, "offer", cdo, |m, c| m.offer(conn, c, location))
+            ToPm::Offer { cdo, region } => {
+                self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, region))
             }
-            ToPm::Require { cdo } => {
-                self.with_cdo(conn, app, "require", cdo, |m, c| m.require(conn, c, false))
-            }
+            ToPm::Require { cdo } => self.with_cdo(conn, app, Op::Require, cdo, |m, c| {
+                m.require(conn, c, false)
+            }),
             ToPm::Demand { cdo } => {
-                self.with_cdo(conn, app, "demand", cdo, |m, c| m.require(conn, c, true))
+                self.with_cdo(conn, app, Op::Demand, cdo, |m, c| m.require(conn, c, true))
             }
             ToPm::Retract { cdo } => {
-                self.with_cdo(conn, app, "retract", cdo, |m, c| m.retract(conn, c))
+                self.with_cdo(conn, app, Op::Retract, cdo, |m, c| m.retract(conn, c))
             }
             ToPm::Withdraw { cdo } => {
-                self.with_cdo(conn, app, "withdraw", cdo, |m, c| m.withdraw(conn, c))
+                self.with_cdo(conn, app, Op::Withdraw, cdo, |m, c| m.withdraw(conn, c))
             }
             ToPm::Dispose { cdo } => {
-                self.with_cdo(conn, app, "dispose", cdo, |m, c| m.dispose(conn, c))
+                self.with_cdo(conn, app, Op::Dispose, cdo, |m, c| m.dispose(conn, c))
             }
             ToPm::TransferDone { transfer, error } => {
                 self.transfer_done(conn, app, transfer, error)
             }
+            ToPm::Fetch {
+                transfer,
+                offset,
+                len,
+            } => self.fetch(conn, app, transfer, offset, len),
+            ToPm::Chunk {
+                transfer,
+                offset,
+                data,
+            } => self.chunk(conn, app, transfer, offset, data),
         }
     }
 
-    fn join(&mut self, conn: ConnId, nonce: [u8; 32], msg: ToPm) {
+    fn join(&mut self, conn: ConnId, nonce: [u8; 32], msg: ToPm, credential: Credential) {
         let ToPm::Join {
             workflow,
             component,
             index,
+            host,
+            process,
+            endpoint,
+            credential: _,
             proof,
         } = msg
         else {
@@ -245,11 +292,17 @@ impl Manager {
         } else if !auth::verify(&self.secret, &nonce, &workflow, &component, index, &proof) {
             Some(Refusal::BadProof)
         } else {
-            None
+            match credential {
+                Credential::Invalid(why) => Some(Refusal::BadCredential(why)),
+                Credential::Unchecked if self.require_credentials => Some(Refusal::BadCredential(
+                    "this pool manager requires one".into(),
+                )),
+                _ => None,
+            }
         };
         if let Some(why) = why {
             self.conns.insert(conn, Conn::Refused);
-            self.refuse(conn, "join", None, why);
+            self.refuse(conn, Op::Join, None, why);
             self.closing.push(conn);
             return;
         }
@@ -261,11 +314,15 @@ impl Manager {
                 conn,
                 component,
                 index,
+                host,
+                process,
+                endpoint,
                 leaving: false,
                 cdos: BTreeSet::new(),
             },
         );
-        self.out.push_back((conn, FromPm::Welcome { app }));
+        let pool = self.instance;
+        self.out.push_back((conn, FromPm::Welcome { app, pool }));
     }
 
     /// The component name and index of a joined app.
@@ -275,7 +332,7 @@ impl Manager {
 
     fn declare(&mut self, conn: ConnId, app: AppId, local: u64, name: String) {
         if name.is_empty() || name.len() > MAX_NAME {
-            return self.refuse(conn, "declare", None, Refusal::BadName);
+            return self.refuse(conn, Op::Declare, Some(local), Refusal::BadName);
         }
         let cdo = self.id();
         self.cdos.insert(
@@ -298,7 +355,7 @@ impl Manager {
         &mut self,
         conn: ConnId,
         app: AppId,
-        op: &str,
+        op: Op,
         cdo: CdoId,
         f: impl FnOnce(&mut Self, CdoId) -> Result<(), Refusal>,
     ) {
@@ -316,9 +373,9 @@ impl Manager {
             .unwrap_or_else(|| unreachable!("checked by with_cdo"))
     }
 
-    fn wrong(op: &str, state: &State) -> Refusal {
+    fn wrong(op: Op, state: &State) -> Refusal {
         Refusal::WrongState {
-            op: op.to_string(),
+            op,
             state: state.name().to_string(),
         }
     }
@@ -326,26 +383,26 @@ impl Manager {
     fn seal(&mut self, conn: ConnId, cdo: CdoId, attributes: Attributes) -> Result<(), Refusal> {
         let c = self.cdo(cdo);
         if c.state != State::Declared {
-            return Err(Self::wrong("seal", &c.state));
+            return Err(Self::wrong(Op::Seal, &c.state));
         }
         // The built-in name and size are derived (see `published`), not stored.
         c.attributes = attributes;
         c.attributes.remove(attr::NAME);
         c.attributes.remove(attr::LOCAL_SIZE);
         c.state = State::Sealed;
-        self.done(conn, "seal", cdo);
+        self.done(conn, Op::Seal, cdo);
         Ok(())
     }
 
-    fn offer(&mut self, conn: ConnId, cdo: CdoId, location: Location) -> Result<(), Refusal> {
+    fn offer(&mut self, conn: ConnId, cdo: CdoId, region: RemoteRegion) -> Result<(), Refusal> {
         let c = self.cdo(cdo);
         if c.state != State::Sealed {
-            return Err(Self::wrong("offer", &c.state));
+            return Err(Self::wrong(Op::Offer, &c.state));
         }
-        c.state = State::Offered(location);
+        c.state = State::Offered(region);
         let name = c.name.clone();
         self.offers.entry(name.clone()).or_default().insert(cdo);
-        self.done(conn, "offer", cdo);
+        self.done(conn, Op::Offer, cdo);
         let waiting: Vec<CdoId> = self
             .waiting
             .get(&name)
@@ -358,7 +415,7 @@ impl Manager {
     }
 
     fn require(&mut self, conn: ConnId, cdo: CdoId, demand: bool) -> Result<(), Refusal> {
-        let op = if demand { "demand" } else { "require" };
+        let op = if demand { Op::Demand } else { Op::Require };
         let c = self.cdo(cdo);
         match &mut c.state {
             State::Declared => {
@@ -375,7 +432,7 @@ impl Manager {
             _ => unreachable!("just set"),
         };
         if !demand {
-            self.done(conn, "require", cdo);
+            self.done(conn, Op::Require, cdo);
         }
         if local {
             self.out.push_back((conn, FromPm::Ready { cdo }));
@@ -395,7 +452,7 @@ impl Manager {
         let mut a = c.attributes.clone();
         a.insert(attr::NAME.into(), AttrValue::Str(c.name.clone()));
         if let State::Offered(l) | State::Withdrawing(l) = &c.state {
-            a.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(l.region.len));
+            a.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(l.len));
         }
         a
     }
@@ -409,7 +466,7 @@ impl Manager {
         if want.transfer.is_some() || want.local {
             return;
         }
-        let load = |m: &Self, o: CdoId| m.transfers.values().filter(|t| t.from == o).count();
+        let load = |m: &Self, o: CdoId| m.load.get(&o).copied().unwrap_or(0);
         let Some(from) = self
             .offers
             .get(&c.name)
@@ -422,12 +479,21 @@ impl Manager {
             return;
         };
         let (name, consumer) = (c.name.clone(), c.app);
-        let Some(State::Offered(location)) = self.cdos.get(&from).map(|f| f.state.clone()) else {
+        let Some((provider, State::Offered(region))) =
+            self.cdos.get(&from).map(|f| (f.app, f.state.clone()))
+        else {
             return;
         };
+        let source = self.plan(consumer, provider, from, region);
         let attributes = self.published(from);
         let transfer = self.id();
-        self.transfers.insert(transfer, Transfer { from, to });
+        let stream = match source {
+            Source::Stream { len } => Some(len),
+            _ => None,
+        };
+        self.transfers
+            .insert(transfer, Transfer { from, to, stream });
+        *self.load.entry(from).or_default() += 1;
         if let Some(w) = self.waiting.get_mut(&name) {
             w.remove(&to);
         }
@@ -440,8 +506,112 @@ impl Manager {
                 FromPm::Ticket {
                     transfer,
                     cdo: to,
-                    location,
+                    source,
                     attributes,
+                },
+            ));
+        }
+    }
+
+    /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs).
+    fn plan(&self, consumer: AppId, provider: AppId, from: CdoId, region: RemoteRegion) -> Source {
+        let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
+            return Source::Stream { len: region.len };
+        };
+        if c.process == p.process && c.host == p.host {
+            return Source::SameProcess {
+                pool: self.instance,
+                app: provider,
+                cdo: from,
+                len: region.len,
+            };
+        }
+        match (&c.endpoint, &p.endpoint) {
+            (Some(ce), Some(pe))
+                if ce.provider == pe.provider
+                    && (c.host == p.host
+                        || fabric::ProviderClass::of(&pe.provider)
+                            != fabric::ProviderClass::SharedMemory) =>
+            {
+                Source::Rma {
+                    endpoint: pe.clone(),
+                    region,
+                }
+            }
+            _ => Source::Stream { len: region.len },
+        }
+    }
+
+    /// Removes a transfer and its count on the source offer.
+    fn end_transfer(&mut self, transfer: TransferId) -> Option<Transfer> {
+        let t = self.transfers.remove(&transfer)?;
+        if let Some(n) = self.load.get_mut(&t.from) {
+            *n -= 1;
+            if *n == 0 {
+                self.load.remove(&t.from);
+            }
+        }
+        Some(t)
+    }
+
+    /// The stream transfer `transfer` if `app` is on the `consumer` (or else provider) side.
+    fn stream_of(&self, app: AppId, transfer: TransferId, consumer: bool) -> Option<Transfer> {
+        let t = self.transfers.get(&transfer)?;
+        let side = if consumer { t.to } else { t.from };
+        (t.stream.is_some() && self.cdos.get(&side).is_some_and(|c| c.app == app)).then_some(*t)
+    }
+
+    fn app_conn(&self, cdo: CdoId) -> Option<ConnId> {
+        let app = self.cdos.get(&cdo)?.app;
+        self.apps.get(&app).map(|a| a.conn)
+    }
+
+    /// A consumer asks for a piece of a stream transfer: relay it to the provider.
+    fn fetch(&mut self, conn: ConnId, app: AppId, transfer: TransferId, offset: u64, len: u64) {
+        let Some(t) = self.stream_of(app, transfer, true) else {
+            return self.refuse(conn, Op::Fetch, Some(transfer), Refusal::UnknownTransfer);
+        };
+        let size = t.stream.unwrap_or(0);
+        if len > MAX_CHUNK || offset.checked_add(len).is_none_or(|end| end > size) {
+            return self.refuse(conn, Op::Fetch, Some(transfer), Refusal::BadRange);
+        }
+        if let Some(pc) = self.app_conn(t.from) {
+            self.out.push_back((
+                pc,
+                FromPm::Serve {
+                    transfer,
+                    cdo: t.from,
+                    offset,
+                    len,
+                },
+            ));
+        }
+    }
+
+    /// A provider sends a piece of a stream transfer: relay it to the consumer.
+    fn chunk(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        transfer: TransferId,
+        offset: u64,
+        data: Vec<u8>,
+    ) {
+        let Some(t) = self.stream_of(app, transfer, false) else {
+            return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::UnknownTransfer);
+        };
+        let size = t.stream.unwrap_or(0);
+        let end = offset.checked_add(data.len() as u64);
+        if data.len() as u64 > MAX_CHUNK || end.is_none_or(|end| end > size) {
+            return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::BadRange);
+        }
+        if let Some(cc) = self.app_conn(t.to) {
+            self.out.push_back((
+                cc,
+                FromPm::Chunk {
+                    transfer,
+                    offset,
+                    data,
                 },
             ));
         }
@@ -459,9 +629,14 @@ impl Manager {
             .get(&transfer)
             .is_some_and(|t| self.cdos.get(&t.to).is_some_and(|c| c.app == app));
         if !owned {
-            return self.refuse(conn, "transfer-done", None, Refusal::UnknownTransfer);
+            return self.refuse(
+                conn,
+                Op::TransferDone,
+                Some(transfer),
+                Refusal::UnknownTransfer,
+            );
         }
-        let Some(t) = self.transfers.remove(&transfer) else {
+        let Some(t) = self.end_transfer(transfer) else {
             return;
         };
         if let Some(State::Required(w)) = self.cdos.get_mut(&t.to).map(|c| &mut c.state) {
@@ -498,7 +673,7 @@ impl Manager {
 
     /// A transfer from `offer` ended: finish a pending withdraw or leave.
     fn source_released(&mut self, offer: CdoId) {
-        let busy = self.transfers.values().any(|t| t.from == offer);
+        let busy = self.load.contains_key(&offer);
         let Some(c) = self.cdos.get_mut(&offer) else {
             return;
         };
@@ -506,7 +681,7 @@ impl Manager {
         if let (State::Withdrawing(_), false) = (&c.state, busy) {
             c.state = State::Withdrawn;
             if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
-                self.done(conn, "withdraw", offer);
+                self.done(conn, Op::Withdraw, offer);
             }
         }
         self.try_bye(app);
@@ -515,27 +690,27 @@ impl Manager {
     fn retract(&mut self, conn: ConnId, cdo: CdoId) -> Result<(), Refusal> {
         let c = self.cdo(cdo);
         let State::Required(w) = &c.state else {
-            return Err(Self::wrong("retract", &c.state));
+            return Err(Self::wrong(Op::Retract, &c.state));
         };
         if w.transfer.is_some() {
-            return Err(Self::wrong("retract", &c.state));
+            return Err(Self::wrong(Op::Retract, &c.state));
         }
         let name = c.name.clone();
         c.state = State::Declared;
         if let Some(w) = self.waiting.get_mut(&name) {
             w.remove(&cdo);
         }
-        self.done(conn, "retract", cdo);
+        self.done(conn, Op::Retract, cdo);
         self.retry_byes();
         Ok(())
     }
 
     fn withdraw(&mut self, _conn: ConnId, cdo: CdoId) -> Result<(), Refusal> {
         let c = self.cdo(cdo);
-        let State::Offered(location) = &c.state else {
-            return Err(Self::wrong("withdraw", &c.state));
+        let State::Offered(region) = c.state else {
+            return Err(Self::wrong(Op::Withdraw, &c.state));
         };
-        c.state = State::Withdrawing(location.clone());
+        c.state = State::Withdrawing(region);
         let name = c.name.clone();
         if let Some(o) = self.offers.get_mut(&name) {
             o.remove(&cdo);
@@ -548,10 +723,10 @@ impl Manager {
         let c = self.cdo(cdo);
         match &c.state {
             State::Offered(_) | State::Withdrawing(_) => {
-                return Err(Self::wrong("dispose", &c.state));
+                return Err(Self::wrong(Op::Dispose, &c.state));
             }
             State::Required(w) if w.transfer.is_some() => {
-                return Err(Self::wrong("dispose", &c.state));
+                return Err(Self::wrong(Op::Dispose, &c.state));
             }
             _ => {}
         }
@@ -563,7 +738,7 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.remove(&cdo);
         }
-        self.done(conn, "dispose", cdo);
+        self.done(conn, Op::Dispose, cdo);
         self.retry_byes();
         Ok(())
     }
@@ -587,7 +762,7 @@ impl Manager {
             };
             match &c.state {
                 State::Offered(_) | State::Withdrawing(_) => {
-                    self.transfers.values().any(|t| t.from == o)
+                    self.load.contains_key(&o)
                         || (self.waiting.get(&c.name).is_some_and(|w| !w.is_empty())
                             && !self
                                 .offers
@@ -654,22 +829,16 @@ impl Manager {
             }
         }
         // Transfers from its offers fail; transfers to its CDOs just end.
-        let lost: Vec<(TransferId, Transfer)> = self
+        let lost: Vec<TransferId> = self
             .transfers
             .iter()
             .filter(|(_, t)| a.cdos.contains(&t.from) || a.cdos.contains(&t.to))
-            .map(|(&id, t)| {
-                (
-                    id,
-                    Transfer {
-                        from: t.from,
-                        to: t.to,
-                    },
-                )
-            })
+            .map(|(&id, _)| id)
             .collect();
-        for (id, t) in lost {
-            self.transfers.remove(&id);
+        for id in lost {
+            let Some(t) = self.end_transfer(id) else {
+                continue;
+            };
             if a.cdos.contains(&t.from) {
                 self.retry_elsewhere(t.to, t.from);
             } else if a.cdos.contains(&t.to) {
@@ -711,24 +880,8 @@ impl Manager {
             c.state = State::Declared;
             let app = c.app;
             if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
-                self.refuse(conn, "demand", Some(cdo), Refusal::NoProvider);
+                self.refuse(conn, Op::Demand, Some(cdo), Refusal::NoProvider);
             }
         }
-    }
-}
-
-fn op_name(msg: &ToPm) -> &'static str {
-    match msg {
-        ToPm::Join { .. } => "join",
-        ToPm::Leave => "leave",
-        ToPm::Declare { .. } => "declare",
-        ToPm::Seal { .. } => "seal",
-        ToPm::Offer { .. } => "offer",
-        ToPm::Require { .. } => "require",
-        ToPm::Demand { .. } => "demand",
-        ToPm::Retract { .. } => "retract",
-        ToPm::Withdraw { .. } => "withdraw",
-        ToPm::Dispose { .. } => "dispose",
-        ToPm::TransferDone { .. } => "transfer-done",
     }
 }

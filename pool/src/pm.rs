@@ -1,63 +1,130 @@
-//! The pool manager's IO driver (tokio): a TCP listener, one reader and one writer task per
-//! connection, and one actor task that owns the sans-IO [`Manager`] and turns its outputs
-//! into frames. A connection that sends a malformed frame is logged and closed; everyone
-//! else carries on.
+//! The pool manager's IO driver (tokio): TCP listeners (one per control endpoint), one
+//! reader and one writer task per connection, and one actor task that owns the sans-IO
+//! [`Manager`] and turns its outputs into frames. A connection that sends a malformed frame
+//! is logged and closed; everyone else carries on. A JOIN's PMIx credential is checked in
+//! the connection's reader task (off the actor) before the actor sees the JOIN.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::manager::{ConnId, Manager};
+use crate::bootstrap::PmInfo;
+use crate::manager::{ConnId, Credential, Manager};
 use crate::proto::{self, FromPm, ToPm};
+
+/// Validates a PMIx credential (e.g. with `PMIx_Validate_credential`); `Err` says why not.
+pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+
+/// How to run a pool manager.
+pub struct PmConfig {
+    /// The workflow served.
+    pub workflow: String,
+    /// The workflow secret JOINs must prove.
+    pub secret: Vec<u8>,
+    /// Control endpoints to listen on (port 0 picks one per address; `0.0.0.0` listens on
+    /// every interface and advertises each one's address that is up, loopback last).
+    pub listen: Vec<SocketAddr>,
+    /// Checks the PMIx credentials JOINs carry (where the PM runs under a PMIx host).
+    pub credentials: Option<CredentialCheck>,
+    /// Refuse JOINs without a valid credential.
+    pub require_credentials: bool,
+}
+
+impl PmConfig {
+    /// Serves `workflow` with `secret` on `listen`, without credential checks.
+    pub fn new(workflow: &str, secret: &[u8], listen: Vec<SocketAddr>) -> PmConfig {
+        PmConfig {
+            workflow: workflow.to_string(),
+            secret: secret.to_vec(),
+            listen,
+            credentials: None,
+            require_credentials: false,
+        }
+    }
+}
 
 enum Event {
     Connected(ConnId, mpsc::UnboundedSender<Option<Vec<u8>>>),
     Messages(ConnId, Vec<ToPm>),
+    Join(ConnId, ToPm, Credential),
     Gone(ConnId),
 }
 
 /// A running pool manager; stops when dropped (or with [`PoolManager::stop`]).
 pub struct PoolManager {
-    addr: SocketAddr,
+    info: PmInfo,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl PoolManager {
-    /// Starts a pool manager for `workflow` with `secret` on `listen` (port 0 picks one),
-    /// on its own runtime thread.
+    /// Starts a pool manager on its own runtime thread.
     ///
     /// # Errors
-    /// The OS error if the address cannot be bound or the runtime cannot start.
-    pub fn start(
-        workflow: &str,
-        secret: &[u8],
-        listen: SocketAddr,
-    ) -> std::io::Result<PoolManager> {
+    /// The OS error if an address cannot be bound, no address is given, or the runtime
+    /// cannot start.
+    pub fn start(config: PmConfig) -> std::io::Result<PoolManager> {
+        if config.listen.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a pool manager needs at least one address to listen on",
+            ));
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .thread_name("pool-manager")
             .enable_all()
             .build()?;
-        let listener = rt.block_on(TcpListener::bind(listen))?;
-        let addr = listener.local_addr()?;
+        let mut listeners = Vec::new();
+        let mut endpoints = Vec::new();
+        for addr in &config.listen {
+            let l = rt.block_on(TcpListener::bind(addr)).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("pool manager listening on {addr}: {e}"))
+            })?;
+            let bound = l.local_addr()?;
+            if bound.ip().is_unspecified() {
+                // Listening everywhere: advertise every interface that is up.
+                for ip in crate::bootstrap::interface_addresses()? {
+                    endpoints.push(SocketAddr::new(ip, bound.port()));
+                }
+            } else {
+                endpoints.push(bound);
+            }
+            listeners.push(l);
+        }
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut manager = Manager::new(&config.workflow, &config.secret, u64::from_le_bytes(nonce));
+        manager.require_credentials(config.require_credentials);
+        let info = PmInfo {
+            workflow: config.workflow,
+            endpoints,
+            secret: config.secret,
+        };
         let (stop_tx, stop_rx) = oneshot::channel();
-        let manager = Manager::new(workflow, secret);
+        let check = config.credentials;
         let thread = std::thread::Builder::new()
             .name("pool-manager".into())
-            .spawn(move || rt.block_on(serve(listener, manager, stop_rx)))?;
+            .spawn(move || rt.block_on(serve(listeners, manager, check, stop_rx)))?;
         Ok(PoolManager {
-            addr,
+            info,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
     }
 
-    /// The address applications connect to.
+    /// The first address applications connect to.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.info.endpoints[0]
+    }
+
+    /// The PM info applications join with (every control endpoint, the secret).
+    pub fn info(&self) -> &PmInfo {
+        &self.info
     }
 
     /// Stops serving and waits for the runtime to end.
@@ -81,22 +148,29 @@ impl Drop for PoolManager {
     }
 }
 
-async fn serve(listener: TcpListener, mut manager: Manager, mut stop: oneshot::Receiver<()>) {
+async fn serve(
+    listeners: Vec<TcpListener>,
+    mut manager: Manager,
+    check: Option<CredentialCheck>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<(TcpStream, SocketAddr)>();
+    let acceptors: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept_loop(l, accepted_tx.clone())))
+        .collect();
     let mut writers: HashMap<ConnId, mpsc::UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut next: ConnId = 1;
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let conn = next;
-                    next += 1;
-                    tracing::debug!("connection {conn} from {peer}");
-                    spawn_connection(conn, stream, tx.clone());
-                }
-                Err(e) => tracing::warn!("accept: {e}"),
-            },
+            Some((stream, peer)) = accepted.recv() => {
+                let conn = next;
+                next += 1;
+                tracing::debug!("connection {conn} from {peer}");
+                spawn_connection(conn, stream, tx.clone(), check.clone());
+            }
             Some(ev) = rx.recv() => {
                 match ev {
                     Event::Connected(conn, w) => {
@@ -114,12 +188,35 @@ async fn serve(listener: TcpListener, mut manager: Manager, mut stop: oneshot::R
                             manager.handle(conn, m);
                         }
                     }
+                    Event::Join(conn, msg, credential) => {
+                        manager.handle_checked(conn, msg, credential);
+                    }
                     Event::Gone(conn) => {
                         writers.remove(&conn);
                         manager.disconnected(conn);
                     }
                 }
                 flush(&mut manager, &mut writers);
+            }
+        }
+    }
+    for a in acceptors {
+        a.abort();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, to: mpsc::UnboundedSender<(TcpStream, SocketAddr)>) {
+    loop {
+        match listener.accept().await {
+            Ok(conn) => {
+                if to.send(conn).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Out of descriptors and the like: log, breathe, go on.
+                tracing::warn!("pool manager accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
     }
@@ -135,9 +232,11 @@ fn flush(
         batches.entry(conn).or_default().push(msg);
     }
     for (conn, batch) in batches {
-        match (proto::encode(&batch), writers.get(&conn)) {
-            (Ok(frame), Some(w)) => {
-                let _ = w.send(Some(frame));
+        match (proto::encode_split(&batch), writers.get(&conn)) {
+            (Ok(frames), Some(w)) => {
+                for f in frames {
+                    let _ = w.send(Some(f));
+                }
             }
             (Err(e), _) => tracing::error!("encoding a reply to {conn}: {e}"),
             (_, None) => {}
@@ -150,7 +249,12 @@ fn flush(
     }
 }
 
-fn spawn_connection(conn: ConnId, stream: TcpStream, events: mpsc::UnboundedSender<Event>) {
+fn spawn_connection(
+    conn: ConnId,
+    stream: TcpStream,
+    events: mpsc::UnboundedSender<Event>,
+    check: Option<CredentialCheck>,
+) {
     let _ = stream.set_nodelay(true);
     let (mut read, mut write) = stream.into_split();
     let (wtx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
@@ -174,7 +278,7 @@ fn spawn_connection(conn: ConnId, stream: TcpStream, events: mpsc::UnboundedSend
             match proto::drain_frames::<ToPm>(&mut buf) {
                 Ok(msgs) if msgs.is_empty() => {}
                 Ok(msgs) => {
-                    if events.send(Event::Messages(conn, msgs)).is_err() {
+                    if forward(conn, msgs, &events, &check).await.is_err() {
                         break;
                     }
                 }
@@ -186,4 +290,41 @@ fn spawn_connection(conn: ConnId, stream: TcpStream, events: mpsc::UnboundedSend
         }
         let _ = events.send(Event::Gone(conn));
     });
+}
+
+/// Hands a connection's messages to the actor, in order; a JOIN goes alone, with the verdict
+/// on its credential.
+async fn forward(
+    conn: ConnId,
+    msgs: Vec<ToPm>,
+    events: &mpsc::UnboundedSender<Event>,
+    check: &Option<CredentialCheck>,
+) -> Result<(), mpsc::error::SendError<Event>> {
+    let mut run = Vec::new();
+    for m in msgs {
+        if let ToPm::Join { credential, .. } = &m {
+            if !run.is_empty() {
+                events.send(Event::Messages(conn, std::mem::take(&mut run)))?;
+            }
+            let verdict = verify(credential.clone(), check.clone()).await;
+            events.send(Event::Join(conn, m, verdict))?;
+        } else {
+            run.push(m);
+        }
+    }
+    if !run.is_empty() {
+        events.send(Event::Messages(conn, run))?;
+    }
+    Ok(())
+}
+
+async fn verify(credential: Option<Vec<u8>>, check: Option<CredentialCheck>) -> Credential {
+    let (Some(cred), Some(check)) = (credential, check) else {
+        return Credential::Unchecked;
+    };
+    match tokio::task::spawn_blocking(move || check(&cred)).await {
+        Ok(Ok(())) => Credential::Valid,
+        Ok(Err(why)) => Credential::Invalid(why),
+        Err(e) => Credential::Invalid(format!("the credential check failed: {e}")),
+    }
 }

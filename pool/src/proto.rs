@@ -28,22 +28,131 @@ pub type CdoId = u64;
 /// A transfer's id, carried by tickets.
 pub type TransferId = u64;
 
-/// Where an offered CDO's bytes are: the provider's endpoint and registered region.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Location {
-    /// The provider's fabric endpoint.
-    pub address: Address,
-    /// The provider's libfabric provider name (the reader must use the same).
+/// Largest piece of CDO data carried by one [`ToPm::Chunk`] / [`FromPm::Chunk`] (the
+/// last-resort stream over the control connection).
+pub const MAX_CHUNK: u64 = 4 << 20;
+
+/// An application's fabric endpoint, announced once in [`ToPm::Join`]: offers then carry
+/// only their region, and the PM hands the endpoint to consumers in tickets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FabricEndpoint {
+    /// The libfabric provider name (a reader must use the same provider).
     pub provider: String,
-    /// The region (its length is the CDO's size; 0 for a synchronisation CDO).
-    pub region: RemoteRegion,
+    /// The endpoint's address.
+    pub address: Address,
+}
+
+/// How a consumer gets a ticketed CDO's bytes; the PM chooses by locality (transport
+/// planning): same process, then a common RMA provider (shm only within a node), else the
+/// last-resort stream relayed over the control connections.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Source {
+    /// Read `region` from the provider's `endpoint` with RMA.
+    Rma {
+        /// The provider's endpoint.
+        endpoint: FabricEndpoint,
+        /// The offered region.
+        region: RemoteRegion,
+    },
+    /// The provider is in this very process: take its buffer without a copy.
+    SameProcess {
+        /// The PM instance (see [`FromPm::Welcome`]).
+        pool: u64,
+        /// The providing app.
+        app: AppId,
+        /// The provider's CDO.
+        cdo: CdoId,
+        /// Its size.
+        len: u64,
+    },
+    /// No common RMA provider: fetch `len` bytes in chunks with [`ToPm::Fetch`].
+    Stream {
+        /// The CDO's size.
+        len: u64,
+    },
+}
+
+impl Source {
+    /// The CDO's size in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Source::Rma { region, .. } => region.len,
+            Source::SameProcess { len, .. } | Source::Stream { len } => *len,
+        }
+    }
+
+    /// True for a 0-byte (synchronisation) CDO.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The transport's name, for logs and events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Source::Rma { .. } => "rma",
+            Source::SameProcess { .. } => "same-process",
+            Source::Stream { .. } => "stream",
+        }
+    }
+}
+
+/// The operation a [`FromPm::Done`] or [`FromPm::Refused`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    /// [`ToPm::Join`]
+    Join,
+    /// [`ToPm::Leave`]
+    Leave,
+    /// [`ToPm::Declare`]
+    Declare,
+    /// [`ToPm::Seal`]
+    Seal,
+    /// [`ToPm::Offer`]
+    Offer,
+    /// [`ToPm::Require`]
+    Require,
+    /// [`ToPm::Demand`]
+    Demand,
+    /// [`ToPm::Retract`]
+    Retract,
+    /// [`ToPm::Withdraw`]
+    Withdraw,
+    /// [`ToPm::Dispose`]
+    Dispose,
+    /// [`ToPm::TransferDone`]
+    TransferDone,
+    /// [`ToPm::Fetch`]
+    Fetch,
+    /// [`ToPm::Chunk`]
+    Chunk,
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Join => "join",
+            Op::Leave => "leave",
+            Op::Declare => "declare",
+            Op::Seal => "seal",
+            Op::Offer => "offer",
+            Op::Require => "require",
+            Op::Demand => "demand",
+            Op::Retract => "retract",
+            Op::Withdraw => "withdraw",
+            Op::Dispose => "dispose",
+            Op::TransferDone => "transfer-done",
+            Op::Fetch => "fetch",
+            Op::Chunk => "chunk",
+        })
+    }
 }
 
 /// Messages from an application to the PM.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToPm {
-    /// Join the workflow: identity and the proof answering the PM's challenge (HMAC-SHA256
-    /// of the workflow secret over the challenge nonce and the identity; see `auth`).
+    /// Join the workflow: identity, where the app is, and the proof answering the PM's
+    /// challenge (HMAC-SHA256 of the workflow secret over the challenge nonce and the
+    /// identity; see `auth`).
     Join {
         /// Workflow name.
         workflow: String,
@@ -51,6 +160,15 @@ pub enum ToPm {
         component: String,
         /// Component index.
         index: i64,
+        /// The app's host name (same host: shm is usable between apps).
+        host: String,
+        /// A random token of the app's process (same token: same process).
+        process: u64,
+        /// The app's fabric endpoint; `None` when it has no RMA provider (its CDOs then
+        /// travel by stream).
+        endpoint: Option<FabricEndpoint>,
+        /// A PMIx credential, where the app's PMIx host issues them.
+        credential: Option<Vec<u8>>,
         /// The proof.
         proof: Vec<u8>,
     },
@@ -70,12 +188,12 @@ pub enum ToPm {
         /// Its attributes (frozen from now on).
         attributes: Attributes,
     },
-    /// Offer a sealed CDO's bytes.
+    /// Offer a sealed CDO's bytes, registered on the app's endpoint as `region`.
     Offer {
         /// The CDO.
         cdo: CdoId,
-        /// Where the bytes are.
-        location: Location,
+        /// Where the bytes are (its length is the CDO's size; 0 for a synchronisation CDO).
+        region: RemoteRegion,
     },
     /// Declare the intent to consume a CDO (the PM may start moving it).
     Require {
@@ -109,6 +227,45 @@ pub enum ToPm {
         /// Why it failed, if it did.
         error: Option<String>,
     },
+    /// Consumer of a [`Source::Stream`] ticket: send me `len` bytes at `offset`.
+    Fetch {
+        /// The transfer.
+        transfer: TransferId,
+        /// Offset in the CDO.
+        offset: u64,
+        /// At most [`MAX_CHUNK`].
+        len: u64,
+    },
+    /// Provider answering [`FromPm::Serve`]: the bytes asked for.
+    Chunk {
+        /// The transfer.
+        transfer: TransferId,
+        /// Offset in the CDO.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+}
+
+impl ToPm {
+    /// Which operation this message is.
+    pub fn op(&self) -> Op {
+        match self {
+            ToPm::Join { .. } => Op::Join,
+            ToPm::Leave => Op::Leave,
+            ToPm::Declare { .. } => Op::Declare,
+            ToPm::Seal { .. } => Op::Seal,
+            ToPm::Offer { .. } => Op::Offer,
+            ToPm::Require { .. } => Op::Require,
+            ToPm::Demand { .. } => Op::Demand,
+            ToPm::Retract { .. } => Op::Retract,
+            ToPm::Withdraw { .. } => Op::Withdraw,
+            ToPm::Dispose { .. } => Op::Dispose,
+            ToPm::TransferDone { .. } => Op::TransferDone,
+            ToPm::Fetch { .. } => Op::Fetch,
+            ToPm::Chunk { .. } => Op::Chunk,
+        }
+    }
 }
 
 /// Why the PM refused an operation.
@@ -120,6 +277,8 @@ pub enum Refusal {
     DuplicateJoin,
     /// The proof of the workflow secret is wrong or missing.
     BadProof,
+    /// The PMIx credential is missing or did not validate (the reason is attached).
+    BadCredential(String),
     /// Joined with another workflow name than the PM serves.
     WrongWorkflow,
     /// The CDO id is not one of this app's.
@@ -127,7 +286,7 @@ pub enum Refusal {
     /// The operation is not allowed in the CDO's state.
     WrongState {
         /// The operation.
-        op: String,
+        op: Op,
         /// The state the CDO is in.
         state: String,
     },
@@ -135,8 +294,10 @@ pub enum Refusal {
     BadName,
     /// A demanded CDO can no longer be provided (its providers are gone).
     NoProvider,
-    /// The transfer id is not one ticketed to this app.
+    /// The transfer id is not one ticketed to (or served by) this app.
     UnknownTransfer,
+    /// A fetch or chunk outside the CDO or larger than [`MAX_CHUNK`].
+    BadRange,
 }
 
 impl std::fmt::Display for Refusal {
@@ -147,6 +308,10 @@ impl std::fmt::Display for Refusal {
             Refusal::BadProof => {
                 f.write_str("join refused: wrong or missing proof of the workflow secret")
             }
+            Refusal::BadCredential(why) => write!(
+                f,
+                "join refused: the PMIx credential did not validate ({why}); start every process of the workflow under the same PMIx host"
+            ),
             Refusal::WrongWorkflow => {
                 f.write_str("join refused: this pool manager serves another workflow")
             }
@@ -159,6 +324,10 @@ impl std::fmt::Display for Refusal {
                 f.write_str("no provider of this CDO is left (they left or died)")
             }
             Refusal::UnknownTransfer => f.write_str("unknown transfer id for this application"),
+            Refusal::BadRange => write!(
+                f,
+                "fetch or chunk outside the CDO or larger than {MAX_CHUNK} bytes"
+            ),
         }
     }
 }
@@ -175,6 +344,8 @@ pub enum FromPm {
     Welcome {
         /// The app's id.
         app: AppId,
+        /// This PM instance's random id (names same-process hand-overs).
+        pool: u64,
     },
     /// LEAVE accepted; the PM closes the connection after this.
     Bye,
@@ -189,18 +360,18 @@ pub enum FromPm {
     /// `Dispose`; a `Demand` completes with `Ticket` then `Ready`).
     Done {
         /// The operation.
-        op: String,
+        op: Op,
         /// The CDO.
         cdo: CdoId,
     },
-    /// Read the CDO from `location`, then report `TransferDone`.
+    /// Fetch the CDO from `source`, then report `TransferDone`.
     Ticket {
         /// The transfer.
         transfer: TransferId,
         /// The consumer's CDO.
         cdo: CdoId,
-        /// Where to read.
-        location: Location,
+        /// Where and how to get the bytes.
+        source: Source,
         /// The offer's attributes, which the consumer's CDO takes.
         attributes: Attributes,
     },
@@ -209,11 +380,32 @@ pub enum FromPm {
         /// The CDO.
         cdo: CdoId,
     },
+    /// To a provider: send `len` bytes at `offset` of offered `cdo` for a stream transfer.
+    Serve {
+        /// The transfer.
+        transfer: TransferId,
+        /// The provider's CDO.
+        cdo: CdoId,
+        /// Offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+    },
+    /// To a consumer: bytes of a stream transfer.
+    Chunk {
+        /// The transfer.
+        transfer: TransferId,
+        /// Offset in the CDO.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
     /// An operation was refused.
     Refused {
         /// The operation.
-        op: String,
-        /// The CDO concerned, if any.
+        op: Op,
+        /// The CDO concerned, if any (for `Declare`: the app's handle; for transfer
+        /// messages: the transfer).
         cdo: Option<CdoId>,
         /// Why.
         why: Refusal,
@@ -257,6 +449,24 @@ pub fn encode<T: Serialize>(batch: &[T]) -> Result<Vec<u8>, FrameError> {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&payload);
     Ok(out)
+}
+
+/// Encodes a batch as as few frames as fit under [`MAX_FRAME`] (halving the batch until each
+/// part fits).
+///
+/// # Errors
+/// [`FrameError::TooLarge`] if a single message does not fit in a frame.
+pub fn encode_split<T: Serialize>(batch: &[T]) -> Result<Vec<Vec<u8>>, FrameError> {
+    match encode(batch) {
+        Ok(frame) => Ok(vec![frame]),
+        Err(FrameError::TooLarge(_)) if batch.len() > 1 => {
+            let (a, b) = batch.split_at(batch.len() / 2);
+            let mut frames = encode_split(a)?;
+            frames.extend(encode_split(b)?);
+            Ok(frames)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Reads the payload length from a frame header (the first [`HEADER`] bytes).
@@ -324,15 +534,24 @@ mod tests {
             ToPm::Seal { cdo: 7, attributes },
             ToPm::Offer {
                 cdo: 7,
-                location: Location {
-                    address: Address(vec![1, 2, 3]),
-                    provider: "tcp;ofi_rxm".into(),
-                    region: RemoteRegion {
-                        addr: 0,
-                        key: 9,
-                        len: 4096,
-                    },
+                region: RemoteRegion {
+                    addr: 0,
+                    key: 9,
+                    len: 4096,
                 },
+            },
+            ToPm::Join {
+                workflow: "wf".into(),
+                component: "c".into(),
+                index: -1,
+                host: "n1".into(),
+                process: 42,
+                endpoint: Some(FabricEndpoint {
+                    provider: "tcp;ofi_rxm".into(),
+                    address: Address(vec![1, 2, 3]),
+                }),
+                credential: None,
+                proof: vec![0; 32],
             },
             ToPm::TransferDone {
                 transfer: 3,
@@ -348,10 +567,35 @@ mod tests {
         let mut stream = [a.clone(), b].concat();
         stream.extend_from_slice(&a[..5]); // a partial third frame
         let got: Vec<ToPm> = drain_frames(&mut stream).expect("decode");
-        assert_eq!(got.len(), 5);
-        assert_eq!(&got[..4], &sample()[..]);
-        assert_eq!(got[4], ToPm::Leave);
+        assert_eq!(got.len(), 6);
+        assert_eq!(&got[..5], &sample()[..]);
+        assert_eq!(got[5], ToPm::Leave);
         assert_eq!(stream, a[..5]);
+    }
+
+    #[test]
+    fn large_batches_split_into_frames_that_fit() {
+        let chunk = |i: u64| ToPm::Chunk {
+            transfer: i,
+            offset: 0,
+            data: vec![i as u8; 3 << 20],
+        };
+        let batch: Vec<ToPm> = (0..12).map(chunk).collect();
+        assert!(matches!(encode(&batch), Err(FrameError::TooLarge(_))));
+        let frames = encode_split(&batch).expect("split");
+        assert!(frames.len() >= 3, "{} frames", frames.len());
+        let mut stream = frames.concat();
+        let got: Vec<ToPm> = drain_frames(&mut stream).expect("decode");
+        assert_eq!(got, batch);
+        let huge = ToPm::Chunk {
+            transfer: 1,
+            offset: 0,
+            data: vec![0; MAX_FRAME],
+        };
+        assert!(matches!(
+            encode_split(&[huge]),
+            Err(FrameError::TooLarge(_))
+        ));
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::client::{ClientError, Result};
-use crate::proto::{self, AppId, FromPm, ToPm};
+use crate::bootstrap::PmInfo;
+use crate::client::{ClientError, Result, join_message, welcome};
+use crate::proto::{self, AppId, FromPm, Op, ToPm};
 
 /// A framed connection.
 pub struct Conn {
@@ -34,18 +35,13 @@ impl Conn {
         })
     }
 
-    /// Answers the PM's challenge and joins; returns the app id.
+    /// Answers the PM's challenge and joins (without a fabric endpoint: a load generator
+    /// moves no data); returns the app id.
     ///
     /// # Errors
     /// [`ClientError::Refused`] for a wrong secret; timeouts and connection errors.
-    pub fn join(
-        &mut self,
-        workflow: &str,
-        component: &str,
-        index: i64,
-        secret: &[u8],
-    ) -> Result<AppId> {
-        let nonce = match self.recv("join")? {
+    pub fn join(&mut self, info: &PmInfo, component: &str, index: i64) -> Result<AppId> {
+        let nonce = match self.recv(Op::Join)? {
             FromPm::Challenge { nonce } => nonce,
             other => {
                 return Err(ClientError::Protocol(format!(
@@ -53,19 +49,8 @@ impl Conn {
                 )));
             }
         };
-        self.send(&[ToPm::Join {
-            workflow: workflow.into(),
-            component: component.into(),
-            index,
-            proof: crate::auth::prove(secret, &nonce, workflow, component, index),
-        }])?;
-        match self.recv("join")? {
-            FromPm::Welcome { app } => Ok(app),
-            FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
-            other => Err(ClientError::Protocol(format!(
-                "{other:?} instead of a welcome"
-            ))),
-        }
+        self.send(&[join_message(info, component, index, None, None, &nonce)])?;
+        welcome(self.recv(Op::Join)?).map(|(app, _)| app)
     }
 
     /// Sends a batch as one frame.
@@ -82,7 +67,7 @@ impl Conn {
     ///
     /// # Errors
     /// [`ClientError::Timeout`] naming `what`; [`ClientError::Closed`]; bad frames.
-    pub fn recv(&mut self, what: &'static str) -> Result<FromPm> {
+    pub fn recv(&mut self, what: Op) -> Result<FromPm> {
         let end = Instant::now() + self.timeout;
         loop {
             if let Some(m) = self.inbox.pop_front() {
@@ -111,12 +96,5 @@ impl Conn {
             self.inbox
                 .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
         }
-    }
-
-    /// Puts messages back at the front, in order (for callers that skip some).
-    pub fn requeue(&mut self, msgs: VecDeque<FromPm>) {
-        let mut msgs = msgs;
-        msgs.extend(self.inbox.drain(..));
-        self.inbox = msgs;
     }
 }

@@ -1,18 +1,27 @@
-//! A real pool manager on loopback, a producer and a consumer joining it with the workflow
-//! secret, CDOs of mixed sizes moved over the fabric layer and checked byte for byte; a
-//! wrong secret and a connection sending garbage do not disturb them.
+//! A real pool manager on loopback with producers and consumers joining it with the workflow
+//! secret; CDOs of mixed sizes moved by every transport the PM plans (RMA over the fabric
+//! layer, the stream relayed over the control connections, the same-process hand-over) and
+//! checked byte for byte; a wrong secret and a connection sending garbage do not disturb
+//! them; pipelined async operations.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
 use pool::attr::{AttrValue, Attributes};
+use pool::bootstrap::PmInfo;
 use pool::proto::Refusal;
-use pool::{Client, ClientError, PoolManager};
+use pool::{AsyncClient, Client, ClientError, JoinOptions, PmConfig, PoolManager};
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 const T: Duration = Duration::from_secs(30);
+const SIZES: [usize; 6] = [0, 1, 4096, 1 << 20, (3 << 20) + 5, 8 << 20];
+
+fn start_pm() -> PoolManager {
+    let listen = vec!["127.0.0.1:0".parse().expect("addr")];
+    PoolManager::start(PmConfig::new("wf", SECRET, listen)).expect("pm")
+}
 
 fn endpoint() -> Endpoint {
     let cfg = Config {
@@ -26,38 +35,46 @@ fn endpoint() -> Endpoint {
     Endpoint::open(&offer).expect("endpoint")
 }
 
-fn join(pm: SocketAddr, component: &str, secret: &[u8]) -> pool::Result<Client> {
-    Client::join(pm, "wf", component, 0, secret, endpoint(), T)
-}
-
 fn data(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(17).wrapping_add(seed))
         .collect()
 }
 
-const SIZES: [usize; 5] = [0, 1, 4096, 1 << 20, 8 << 20];
+/// How a test's client joins.
+#[derive(Clone, Copy)]
+enum Side {
+    /// With a tcp endpoint, as a process of its own.
+    Rma,
+    /// Without an endpoint, as a process of its own: data by stream.
+    NoFabric,
+    /// Sharing this process with the other side.
+    InProcess,
+}
 
-#[test]
-fn producer_and_consumer_move_cdos_intact() {
-    let pm = PoolManager::start("wf", SECRET, "127.0.0.1:0".parse().expect("addr")).expect("pm");
-    let addr = pm.addr();
-
-    // Intruders: a wrong secret is refused; garbage closes only that connection.
-    match join(addr, "intruder", b"wrong") {
-        Err(ClientError::Refused {
-            why: Refusal::BadProof,
-            ..
-        }) => {}
-        other => panic!("wrong secret: {:?}", other.map(|c| c.app())),
+fn opts(component: &str, side: Side) -> JoinOptions {
+    let o = JoinOptions::new(component, 0).timeout(T);
+    match side {
+        Side::Rma => o.endpoint(endpoint()).isolated(),
+        Side::NoFabric => o.isolated(),
+        Side::InProcess => o.endpoint(endpoint()),
     }
-    let mut garbage = TcpStream::connect(addr).expect("connect");
-    garbage
-        .write_all(b"GET / HTTP/1.1\r\n\r\nthis is not a frame")
-        .expect("write");
+}
 
-    let consumer = std::thread::spawn(move || -> pool::Result<()> {
-        let mut c = join(addr, "consumer", SECRET)?;
+fn with_secret(info: &PmInfo, secret: &[u8]) -> PmInfo {
+    PmInfo {
+        secret: secret.to_vec(),
+        ..info.clone()
+    }
+}
+
+/// A producer offers SIZES; a consumer requires half of them early and demands all, checks
+/// bytes and attributes; returns whether the consumer's data was shared (same process).
+fn move_all(pm: &PoolManager, producer: Side, consumer: Side) -> Vec<bool> {
+    let info = pm.info().clone();
+    let consumer = std::thread::spawn(move || -> pool::Result<Vec<bool>> {
+        let c = Client::join(&info, opts("consumer", consumer))?;
+        let mut shared = Vec::new();
         for (i, &len) in SIZES.iter().enumerate() {
             let cdo = c.declare(&format!("field-{i}"))?;
             if i % 2 == 0 {
@@ -65,14 +82,15 @@ fn producer_and_consumer_move_cdos_intact() {
             }
             let (bytes, attrs) = c.demand(cdo)?;
             assert_eq!(bytes.len(), len, "CDO {i}");
-            assert!(bytes == data(len, i as u8), "CDO {i} corrupted");
+            assert!(*bytes == data(len, i as u8), "CDO {i} corrupted");
             assert_eq!(attrs.get(".user.step"), Some(&AttrValue::Int(i as i64)));
+            shared.push(bytes.is_shared());
             c.dispose(cdo)?;
         }
-        c.leave()
+        c.leave()?;
+        Ok(shared)
     });
-
-    let mut p = join(addr, "producer", SECRET).expect_ok();
+    let p = Client::join(pm.info(), opts("producer", producer)).expect("producer joins");
     let mut offered = Vec::new();
     for (i, &len) in SIZES.iter().enumerate() {
         let cdo = p.declare(&format!("field-{i}")).expect("declare");
@@ -84,25 +102,121 @@ fn producer_and_consumer_move_cdos_intact() {
             Buffer::from_slice(&data(len, i as u8)).expect("buffer"),
         )
         .expect("offer");
-        offered.push(cdo);
+        offered.push((cdo, len));
     }
-    consumer.join().expect("consumer thread").expect("consumer");
-    for cdo in offered {
+    let shared = consumer
+        .join()
+        .expect("consumer thread")
+        .unwrap_or_else(|e| panic!("consumer: {e}"));
+    for (cdo, len) in offered {
         let buf = p.withdraw(cdo).expect("withdraw");
-        assert!(buf.len() <= 8 << 20);
+        assert_eq!(buf.len(), len);
         p.dispose(cdo).expect("dispose");
     }
     p.leave().expect("leave");
+    shared
+}
+
+#[test]
+fn rma_moves_cdos_intact_despite_intruders() {
+    let pm = start_pm();
+    // Intruders: a wrong secret is refused; garbage closes only that connection.
+    let bad = with_secret(pm.info(), b"wrong");
+    match Client::join(&bad, opts("intruder", Side::NoFabric)) {
+        Err(ClientError::Refused {
+            why: Refusal::BadProof,
+            ..
+        }) => {}
+        other => panic!("wrong secret: {:?}", other.map(|c| c.app())),
+    }
+    let mut garbage = TcpStream::connect(pm.addr()).expect("connect");
+    garbage
+        .write_all(b"GET / HTTP/1.1\r\n\r\nthis is not a frame")
+        .expect("write");
+    let shared = move_all(&pm, Side::Rma, Side::Rma);
+    assert!(shared.iter().all(|s| !s));
     drop(garbage);
     pm.stop();
 }
 
-trait ExpectOk<T> {
-    fn expect_ok(self) -> T;
+#[test]
+fn without_a_common_fabric_provider_cdos_travel_by_stream() {
+    let pm = start_pm();
+    // A consumer without fabric reads from a provider with one, and the other way round.
+    move_all(&pm, Side::Rma, Side::NoFabric);
+    move_all(&pm, Side::NoFabric, Side::Rma);
+    pm.stop();
 }
 
-impl<T> ExpectOk<T> for pool::Result<T> {
-    fn expect_ok(self) -> T {
-        self.unwrap_or_else(|e| panic!("{e}"))
-    }
+#[test]
+fn in_one_process_the_consumer_gets_the_providers_buffer() {
+    let pm = start_pm();
+    let shared = move_all(&pm, Side::InProcess, Side::InProcess);
+    // The 0-byte CDO has nothing to share; every other one is the provider's own buffer.
+    assert_eq!(shared[1..], [true; SIZES.len() - 1]);
+
+    // Withdrawing while the consumer still holds the data gives the provider a copy.
+    let p = Client::join(pm.info(), opts("p", Side::InProcess)).expect("p");
+    let c = Client::join(pm.info(), opts("c", Side::InProcess)).expect("c");
+    let cdo = p.declare("held").expect("declare");
+    p.seal(cdo, Attributes::new()).expect("seal");
+    p.offer(cdo, Buffer::from_slice(b"kept by both").expect("buffer"))
+        .expect("offer");
+    let want = c.declare("held").expect("declare");
+    let (held, _) = c.demand(want).expect("demand");
+    let back = p.withdraw(cdo).expect("withdraw");
+    assert_eq!(back.as_slice(), b"kept by both");
+    assert_eq!(&*held, b"kept by both");
+    drop(held);
+    c.dispose(want).expect("dispose");
+    c.leave().expect("c leaves");
+    p.dispose(cdo).expect("dispose");
+    p.leave().expect("p leaves");
+    pm.stop();
+}
+
+#[test]
+fn async_operations_pipeline() {
+    let pm = start_pm();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let c = AsyncClient::join(pm.info(), JoinOptions::new("async", 0).timeout(T))
+            .await
+            .expect("join");
+        let names: Vec<String> = (0..2000).map(|i| format!("cdo-{i}")).collect();
+        let ids = futures::future::try_join_all(names.iter().map(|n| c.declare(n)))
+            .await
+            .expect("declares");
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        let r = &c;
+        futures::future::try_join_all(ids.iter().map(|&id| async move {
+            r.seal(id, Attributes::new()).await?;
+            r.offer(id, Buffer::new(16)?).await
+        }))
+        .await
+        .expect("seal and offer");
+        // A wrong-state operation is refused, and only it.
+        match c.seal(ids[0], Attributes::new()).await {
+            Err(ClientError::Refused {
+                why: Refusal::WrongState { .. },
+                ..
+            }) => {}
+            other => panic!("second seal: {other:?}"),
+        }
+        futures::future::try_join_all(ids.iter().map(|&id| async move {
+            r.withdraw(id).await?;
+            r.dispose(id).await
+        }))
+        .await
+        .expect("withdraw and dispose");
+        c.leave().await.expect("leave");
+    });
+    pm.stop();
 }

@@ -3,8 +3,8 @@
 use fabric::{Address, RemoteRegion};
 use pool::attr::{AttrValue, Attributes, LOCAL_SIZE};
 use pool::auth::prove;
-use pool::proto::{AppId, CdoId, FromPm, Location, Refusal, ToPm, TransferId};
-use pool::{ConnId, Manager};
+use pool::proto::{AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, Source, ToPm, TransferId};
+use pool::{ConnId, Credential, Manager};
 
 const SECRET: &[u8] = b"workflow secret";
 
@@ -16,7 +16,7 @@ struct Pm {
 impl Pm {
     fn new() -> Pm {
         Pm {
-            m: Manager::new("wf", SECRET),
+            m: Manager::new("wf", SECRET, 77),
             next: 1,
         }
     }
@@ -43,12 +43,36 @@ impl Pm {
         (conn, nonce)
     }
 
+    /// Joins as `component` of its own process on host node1 with an shm endpoint.
     fn join(&mut self, component: &str) -> (ConnId, AppId) {
+        let (host, process) = ("node1", self.next);
+        self.join_at(component, host, process, Some(shm(component)))
+    }
+
+    fn join_at(
+        &mut self,
+        component: &str,
+        host: &str,
+        process: u64,
+        endpoint: Option<FabricEndpoint>,
+    ) -> (ConnId, AppId) {
         let (conn, nonce) = self.connect();
         let proof = prove(SECRET, &nonce, "wf", component, 0);
-        let out = self.send(conn, join_msg(component, &proof));
+        let mut msg = join_msg(component, &proof);
+        if let ToPm::Join {
+            host: h,
+            process: p,
+            endpoint: e,
+            ..
+        } = &mut msg
+        {
+            *h = host.into();
+            *p = process;
+            *e = endpoint;
+        }
+        let out = self.send(conn, msg);
         match out.as_slice() {
-            [(c, FromPm::Welcome { app })] if *c == conn => (conn, *app),
+            [(c, FromPm::Welcome { app, pool: 77 })] if *c == conn => (conn, *app),
             other => panic!("join: {other:?}"),
         }
     }
@@ -74,15 +98,15 @@ impl Pm {
     /// offer produced.
     fn offer(&mut self, conn: ConnId, name: &str, len: u64) -> (CdoId, Vec<(ConnId, FromPm)>) {
         let cdo = self.declare(conn, name);
-        assert_eq!(self.seal(conn, cdo), [(conn, done("seal", cdo))]);
+        assert_eq!(self.seal(conn, cdo), [(conn, done(Op::Seal, cdo))]);
         let out = self.send(
             conn,
             ToPm::Offer {
                 cdo,
-                location: location(len),
+                region: region(len),
             },
         );
-        assert_eq!(out[0], (conn, done("offer", cdo)));
+        assert_eq!(out[0], (conn, done(Op::Offer, cdo)));
         (cdo, out)
     }
 }
@@ -92,37 +116,40 @@ fn join_msg(component: &str, proof: &[u8]) -> ToPm {
         workflow: "wf".into(),
         component: component.into(),
         index: 0,
+        host: "node1".into(),
+        process: 0,
+        endpoint: Some(shm(component)),
+        credential: None,
         proof: proof.to_vec(),
     }
 }
 
-fn location(len: u64) -> Location {
-    Location {
-        address: Address(vec![1]),
+fn shm(component: &str) -> FabricEndpoint {
+    FabricEndpoint {
         provider: "shm".into(),
-        region: RemoteRegion {
-            addr: 0,
-            key: 1,
-            len,
-        },
+        address: Address(component.as_bytes().to_vec()),
     }
 }
 
-fn done(op: &str, cdo: CdoId) -> FromPm {
-    FromPm::Done { op: op.into(), cdo }
-}
-
-fn refused(op: &str, cdo: Option<CdoId>, why: Refusal) -> FromPm {
-    FromPm::Refused {
-        op: op.into(),
-        cdo,
-        why,
+fn region(len: u64) -> RemoteRegion {
+    RemoteRegion {
+        addr: 0,
+        key: 1,
+        len,
     }
 }
 
-fn wrong(op: &str, state: &str) -> Refusal {
+fn done(op: Op, cdo: CdoId) -> FromPm {
+    FromPm::Done { op, cdo }
+}
+
+fn refused(op: Op, cdo: Option<CdoId>, why: Refusal) -> FromPm {
+    FromPm::Refused { op, cdo, why }
+}
+
+fn wrong(op: Op, state: &str) -> Refusal {
     Refusal::WrongState {
-        op: op.into(),
+        op,
         state: state.into(),
     }
 }
@@ -134,9 +161,9 @@ fn ticket_of(out: &[(ConnId, FromPm)]) -> (ConnId, TransferId, CdoId, u64) {
             FromPm::Ticket {
                 transfer,
                 cdo,
-                location,
+                source,
                 ..
-            } => Some((*c, *transfer, *cdo, location.region.len)),
+            } => Some((*c, *transfer, *cdo, source.len())),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no ticket in {out:?}"))
@@ -152,46 +179,44 @@ fn join_needs_the_secret_and_the_workflow() {
     };
     assert_eq!(
         pm.send(c, early),
-        [(c, refused("declare", None, Refusal::NotJoined))]
+        [(c, refused(Op::Declare, None, Refusal::NotJoined))]
     );
     assert_eq!(
         pm.send(c, join_msg("p", b"forged")),
-        [(c, refused("join", None, Refusal::BadProof))]
+        [(c, refused(Op::Join, None, Refusal::BadProof))]
     );
     assert_eq!(pm.m.take_closing(), [c]);
     // Nothing is served after a refused join.
     assert_eq!(
         pm.send(c, ToPm::Leave),
-        [(c, refused("leave", None, Refusal::NotJoined))]
+        [(c, refused(Op::Leave, None, Refusal::NotJoined))]
     );
     let (c2, _) = pm.connect();
     assert_eq!(
         pm.send(c2, join_msg("p", &[])),
-        [(c2, refused("join", None, Refusal::BadProof))]
+        [(c2, refused(Op::Join, None, Refusal::BadProof))]
     );
     let (c3, n3) = pm.connect();
-    let other = ToPm::Join {
-        workflow: "other".into(),
-        component: "p".into(),
-        index: 0,
-        proof: prove(SECRET, &n3, "other", "p", 0),
-    };
+    let mut other = join_msg("p", &prove(SECRET, &n3, "other", "p", 0));
+    if let ToPm::Join { workflow, .. } = &mut other {
+        *workflow = "other".into();
+    }
     assert_eq!(
         pm.send(c3, other),
-        [(c3, refused("join", None, Refusal::WrongWorkflow))]
+        [(c3, refused(Op::Join, None, Refusal::WrongWorkflow))]
     );
     // A proof for another nonce is refused too.
     let (c5, _) = pm.connect();
     let replay = prove(SECRET, &n3, "wf", "p", 0);
     assert_eq!(
         pm.send(c5, join_msg("p", &replay)),
-        [(c5, refused("join", None, Refusal::BadProof))]
+        [(c5, refused(Op::Join, None, Refusal::BadProof))]
     );
     let (c4, app) = pm.join("p");
     assert_eq!(pm.m.app_identity(app), Some(("p", 0)));
     assert_eq!(
         pm.send(c4, join_msg("p", &[])),
-        [(c4, refused("join", None, Refusal::DuplicateJoin))]
+        [(c4, refused(Op::Join, None, Refusal::DuplicateJoin))]
     );
     assert_eq!(pm.m.app_count(), 1);
 }
@@ -207,73 +232,76 @@ fn provider_life_and_its_refusals() {
     };
     assert_eq!(
         pm.send(p, empty),
-        [(p, refused("declare", None, Refusal::BadName))]
+        [(p, refused(Op::Declare, Some(1), Refusal::BadName))]
     );
     let cdo = pm.declare(p, "t");
     assert_eq!(
         pm.seal(q, cdo),
-        [(q, refused("seal", Some(cdo), Refusal::UnknownCdo))]
+        [(q, refused(Op::Seal, Some(cdo), Refusal::UnknownCdo))]
     );
     let offer = ToPm::Offer {
         cdo,
-        location: location(8),
+        region: region(8),
     };
     assert_eq!(
         pm.send(p, offer.clone()),
-        [(p, refused("offer", Some(cdo), wrong("offer", "declared")))]
+        [(
+            p,
+            refused(Op::Offer, Some(cdo), wrong(Op::Offer, "declared"))
+        )]
     );
     assert_eq!(
         pm.send(p, ToPm::Withdraw { cdo }),
         [(
             p,
-            refused("withdraw", Some(cdo), wrong("withdraw", "declared"))
+            refused(Op::Withdraw, Some(cdo), wrong(Op::Withdraw, "declared"))
         )]
     );
     assert_eq!(
         pm.send(p, ToPm::Retract { cdo }),
         [(
             p,
-            refused("retract", Some(cdo), wrong("retract", "declared"))
+            refused(Op::Retract, Some(cdo), wrong(Op::Retract, "declared"))
         )]
     );
-    assert_eq!(pm.seal(p, cdo), [(p, done("seal", cdo))]);
+    assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
     assert_eq!(
         pm.seal(p, cdo),
-        [(p, refused("seal", Some(cdo), wrong("seal", "sealed")))]
+        [(p, refused(Op::Seal, Some(cdo), wrong(Op::Seal, "sealed")))]
     );
-    assert_eq!(pm.send(p, offer), [(p, done("offer", cdo))]);
+    assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
     assert_eq!(
         pm.send(p, ToPm::Dispose { cdo }),
         [(
             p,
-            refused("dispose", Some(cdo), wrong("dispose", "offered"))
+            refused(Op::Dispose, Some(cdo), wrong(Op::Dispose, "offered"))
         )]
     );
     assert_eq!(
         pm.send(p, ToPm::Require { cdo }),
         [(
             p,
-            refused("require", Some(cdo), wrong("require", "offered"))
+            refused(Op::Require, Some(cdo), wrong(Op::Require, "offered"))
         )]
     );
     assert_eq!(
         pm.send(p, ToPm::Withdraw { cdo }),
-        [(p, done("withdraw", cdo))]
+        [(p, done(Op::Withdraw, cdo))]
     );
     assert_eq!(
         pm.send(p, ToPm::Withdraw { cdo }),
         [(
             p,
-            refused("withdraw", Some(cdo), wrong("withdraw", "withdrawn"))
+            refused(Op::Withdraw, Some(cdo), wrong(Op::Withdraw, "withdrawn"))
         )]
     );
     assert_eq!(
         pm.send(p, ToPm::Dispose { cdo }),
-        [(p, done("dispose", cdo))]
+        [(p, done(Op::Dispose, cdo))]
     );
     assert_eq!(
         pm.send(p, ToPm::Dispose { cdo }),
-        [(p, refused("dispose", Some(cdo), Refusal::UnknownCdo))]
+        [(p, refused(Op::Dispose, Some(cdo), Refusal::UnknownCdo))]
     );
     assert_eq!(pm.m.cdo_count(), 0);
 }
@@ -295,14 +323,14 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
         pm.send(c, ToPm::Demand { cdo: want }),
         [(
             c,
-            refused("demand", Some(want), wrong("demand", "in transfer"))
+            refused(Op::Demand, Some(want), wrong(Op::Demand, "in transfer"))
         )]
     );
     assert_eq!(
         pm.send(c, ToPm::Dispose { cdo: want }),
         [(
             c,
-            refused("dispose", Some(want), wrong("dispose", "in transfer"))
+            refused(Op::Dispose, Some(want), wrong(Op::Dispose, "in transfer"))
         )]
     );
     let ok = ToPm::TransferDone {
@@ -312,11 +340,14 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
     assert_eq!(pm.send(c, ok.clone()), [(c, FromPm::Ready { cdo: want })]);
     assert_eq!(
         pm.send(c, ok),
-        [(c, refused("transfer-done", None, Refusal::UnknownTransfer))]
+        [(
+            c,
+            refused(Op::TransferDone, Some(transfer), Refusal::UnknownTransfer)
+        )]
     );
     assert_eq!(
         pm.send(c, ToPm::Dispose { cdo: want }),
-        [(c, done("dispose", want))]
+        [(c, done(Op::Dispose, want))]
     );
 }
 
@@ -328,13 +359,13 @@ fn require_moves_data_early_and_demand_then_returns_at_once() {
     let want = pm.declare(c, "t");
     assert_eq!(
         pm.send(c, ToPm::Require { cdo: want }),
-        [(c, done("require", want))]
+        [(c, done(Op::Require, want))]
     );
     assert_eq!(
         pm.send(c, ToPm::Require { cdo: want }),
         [(
             c,
-            refused("require", Some(want), wrong("require", "required"))
+            refused(Op::Require, Some(want), wrong(Op::Require, "required"))
         )]
     );
     let (_, out) = pm.offer(p, "t", 64);
@@ -365,7 +396,7 @@ fn retract_cancels_a_waiting_require() {
     pm.send(c, ToPm::Require { cdo: want });
     assert_eq!(
         pm.send(c, ToPm::Retract { cdo: want }),
-        [(c, done("retract", want))]
+        [(c, done(Op::Retract, want))]
     );
     // A later offer tickets nobody.
     let (_, out) = pm.offer(p, "t", 8);
@@ -388,7 +419,11 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
         pm.send(p, ToPm::Dispose { cdo: offer }),
         [(
             p,
-            refused("dispose", Some(offer), wrong("dispose", "being withdrawn"))
+            refused(
+                Op::Dispose,
+                Some(offer),
+                wrong(Op::Dispose, "being withdrawn")
+            )
         )]
     );
     let out = pm.send(
@@ -399,7 +434,7 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
         },
     );
     assert!(out.contains(&(c, FromPm::Ready { cdo: want })), "{out:?}");
-    assert!(out.contains(&(p, done("withdraw", offer))), "{out:?}");
+    assert!(out.contains(&(p, done(Op::Withdraw, offer))), "{out:?}");
 }
 
 #[test]
@@ -415,15 +450,17 @@ fn several_providers_share_the_load_and_attributes_travel() {
     let w2 = pm.declare(c2, "t");
     let out1 = pm.send(c1, ToPm::Demand { cdo: w1 });
     let out2 = pm.send(c2, ToPm::Demand { cdo: w2 });
-    let (region1, attrs1) = match &out1[0].1 {
+    let (source1, attrs1) = match &out1[0].1 {
         FromPm::Ticket {
-            location,
-            attributes,
-            ..
-        } => (location.region, attributes.clone()),
+            source, attributes, ..
+        } => (source.clone(), attributes.clone()),
         other => panic!("{other:?}"),
     };
-    assert_eq!(region1.len, 100);
+    // Same host, both on shm, different processes: an RMA read over shm.
+    assert!(
+        matches!(&source1, Source::Rma { endpoint, region } if endpoint.provider == "shm" && region.len == 100),
+        "{source1:?}"
+    );
     assert_eq!(attrs1.get(".user.step"), Some(&AttrValue::Int(2)));
     assert_eq!(attrs1.get(LOCAL_SIZE), Some(&AttrValue::Uint(100)));
     let (_, t1, _, _) = ticket_of(&out1);
@@ -520,7 +557,7 @@ fn a_dead_provider_is_replaced_or_its_demands_fail() {
     pm.m.disconnected(p1);
     let out = pm.drain();
     assert!(
-        out.contains(&(c, refused("demand", Some(demanded), Refusal::NoProvider))),
+        out.contains(&(c, refused(Op::Demand, Some(demanded), Refusal::NoProvider))),
         "{out:?}"
     );
     let reticketed = out
@@ -561,4 +598,186 @@ fn a_failed_transfer_is_retried_from_another_provider() {
         error: Some("again".into()),
     };
     assert!(pm.send(c, again).is_empty());
+}
+
+fn tcp(name: &str) -> FabricEndpoint {
+    FabricEndpoint {
+        provider: "tcp;ofi_rxm".into(),
+        address: Address(name.as_bytes().to_vec()),
+    }
+}
+
+/// The source the PM plans for a consumer joined with (host, process, endpoint) reading an
+/// offer of a provider joined with another such triple.
+fn plan(
+    provider: (&str, u64, Option<FabricEndpoint>),
+    consumer: (&str, u64, Option<FabricEndpoint>),
+) -> Source {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join_at("p", provider.0, provider.1, provider.2);
+    let (c, _) = pm.join_at("c", consumer.0, consumer.1, consumer.2);
+    pm.offer(p, "x", 64);
+    let want = pm.declare(c, "x");
+    let out = pm.send(c, ToPm::Demand { cdo: want });
+    match &out[0].1 {
+        FromPm::Ticket { source, .. } => source.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn transport_planning_follows_locality() {
+    // Same host and process: the provider's buffer itself.
+    assert!(matches!(
+        plan(("n1", 7, Some(shm("a"))), ("n1", 7, Some(shm("b")))),
+        Source::SameProcess { len: 64, .. }
+    ));
+    // Same host, other process, both on shm: RMA over shm.
+    assert!(matches!(
+        plan(("n1", 7, Some(shm("a"))), ("n1", 8, Some(shm("b")))),
+        Source::Rma { endpoint, .. } if endpoint == shm("a")
+    ));
+    // shm does not cross hosts: stream.
+    assert_eq!(
+        plan(("n1", 7, Some(shm("a"))), ("n2", 8, Some(shm("b")))),
+        Source::Stream { len: 64 }
+    );
+    // A network provider does.
+    assert!(matches!(
+        plan(("n1", 7, Some(tcp("a"))), ("n2", 8, Some(tcp("b")))),
+        Source::Rma { endpoint, region } if endpoint == tcp("a") && region.len == 64
+    ));
+    // Different providers, or a side without fabric: stream.
+    assert_eq!(
+        plan(("n1", 7, Some(tcp("a"))), ("n1", 8, Some(shm("b")))),
+        Source::Stream { len: 64 }
+    );
+    assert_eq!(
+        plan(("n1", 7, None), ("n2", 8, Some(tcp("b")))),
+        Source::Stream { len: 64 }
+    );
+}
+
+#[test]
+fn stream_transfers_are_relayed_in_checked_pieces() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join_at("p", "n1", 1, None);
+    let (c, _) = pm.join_at("c", "n2", 2, None);
+    let (q, _) = pm.join_at("q", "n3", 3, None);
+    let (offer, _) = pm.offer(p, "x", 10);
+    let want = pm.declare(c, "x");
+    let out = pm.send(c, ToPm::Demand { cdo: want });
+    let (_, transfer, _, len) = ticket_of(&out);
+    assert_eq!(len, 10);
+    let fetch = |offset, len| ToPm::Fetch {
+        transfer,
+        offset,
+        len,
+    };
+    // The consumer's fetch becomes the provider's serve request.
+    assert_eq!(
+        pm.send(c, fetch(0, 6)),
+        [(
+            p,
+            FromPm::Serve {
+                transfer,
+                cdo: offer,
+                offset: 0,
+                len: 6
+            }
+        )]
+    );
+    // Outside the CDO, or by someone else: refused.
+    assert_eq!(
+        pm.send(c, fetch(6, 5)),
+        [(c, refused(Op::Fetch, Some(transfer), Refusal::BadRange))]
+    );
+    assert_eq!(
+        pm.send(c, fetch(u64::MAX, 2)),
+        [(c, refused(Op::Fetch, Some(transfer), Refusal::BadRange))]
+    );
+    assert_eq!(
+        pm.send(q, fetch(0, 1)),
+        [(
+            q,
+            refused(Op::Fetch, Some(transfer), Refusal::UnknownTransfer)
+        )]
+    );
+    // The provider's chunk goes to the consumer; chunks from others or out of range do not.
+    let chunk = |offset, data: &[u8]| ToPm::Chunk {
+        transfer,
+        offset,
+        data: data.to_vec(),
+    };
+    assert_eq!(
+        pm.send(p, chunk(0, b"abcdef")),
+        [(
+            c,
+            FromPm::Chunk {
+                transfer,
+                offset: 0,
+                data: b"abcdef".to_vec()
+            }
+        )]
+    );
+    assert_eq!(
+        pm.send(c, chunk(0, b"x")),
+        [(
+            c,
+            refused(Op::Chunk, Some(transfer), Refusal::UnknownTransfer)
+        )]
+    );
+    assert_eq!(
+        pm.send(p, chunk(8, b"xyz")),
+        [(p, refused(Op::Chunk, Some(transfer), Refusal::BadRange))]
+    );
+    // An RMA transfer is no stream: fetching it is refused.
+    let (c2, _) = pm.join_at("c2", "n1", 9, Some(shm("c2")));
+    let (p2, _) = pm.join_at("p2", "n1", 10, Some(shm("p2")));
+    pm.offer(p2, "y", 4);
+    let w2 = pm.declare(c2, "y");
+    let out = pm.send(c2, ToPm::Demand { cdo: w2 });
+    let (_, rma, _, _) = ticket_of(&out);
+    assert_eq!(
+        pm.send(
+            c2,
+            ToPm::Fetch {
+                transfer: rma,
+                offset: 0,
+                len: 1
+            }
+        ),
+        [(c2, refused(Op::Fetch, Some(rma), Refusal::UnknownTransfer))]
+    );
+}
+
+#[test]
+fn pmix_credentials_decide_when_checked_or_required() {
+    let mut pm = Pm::new();
+    let join = |pm: &mut Pm, credential: Credential| {
+        let (conn, nonce) = pm.connect();
+        let msg = join_msg("p", &prove(SECRET, &nonce, "wf", "p", 0));
+        pm.m.handle_checked(conn, msg, credential);
+        (conn, pm.drain())
+    };
+    // Unchecked is fine unless required; a valid one always; an invalid one never.
+    let (c, out) = join(&mut pm, Credential::Unchecked);
+    assert!(matches!(out.as_slice(), [(x, FromPm::Welcome { .. })] if *x == c));
+    let (c, out) = join(&mut pm, Credential::Invalid("forged".into()));
+    assert_eq!(
+        out,
+        [(
+            c,
+            refused(Op::Join, None, Refusal::BadCredential("forged".into()))
+        )]
+    );
+    assert_eq!(pm.m.take_closing(), [c]);
+    pm.m.require_credentials(true);
+    let (c, out) = join(&mut pm, Credential::Unchecked);
+    assert!(
+        matches!(out.as_slice(), [(x, FromPm::Refused { why: Refusal::BadCredential(_), .. })] if *x == c),
+        "{out:?}"
+    );
+    let (c, out) = join(&mut pm, Credential::Valid);
+    assert!(matches!(out.as_slice(), [(x, FromPm::Welcome { .. })] if *x == c));
 }

@@ -9,11 +9,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fabric::{Address, RemoteRegion};
-use pool::PoolManager;
+use fabric::RemoteRegion;
 use pool::bootstrap::{PmInfo, new_secret};
-use pool::proto::{FromPm, Location, ToPm};
+use pool::proto::{FromPm, Op, ToPm};
 use pool::wire::Conn;
+use pool::{PmConfig, PoolManager};
 use serde::Serialize;
 
 /// Options of `maestro bench pm`.
@@ -132,16 +132,9 @@ impl PmBench {
     /// Setup failures or a failing injector.
     pub fn run(&self) -> Result<PmReport, PmBenchError> {
         let secret = new_secret()?;
-        let pm = PoolManager::start(
-            "bench",
-            &secret,
-            "127.0.0.1:0".parse().map_err(std::io::Error::other)?,
-        )?;
-        let info = PmInfo {
-            workflow: "bench".into(),
-            endpoints: vec![pm.addr()],
-            secret,
-        };
+        let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
+        let pm = PoolManager::start(PmConfig::new("bench", &secret, listen))?;
+        let info = pm.info().clone();
         let rss0 = rss_bytes();
         let mut producers = (0..self.injectors)
             .map(|i| Injector::spawn(&info, "producer", i, self))
@@ -184,12 +177,13 @@ fn name(index: usize, k: usize) -> String {
 /// Collects `n` answers accepted by `pick`, failing on refusals.
 fn collect<T>(
     conn: &mut Conn,
+    op: Op,
     n: usize,
     mut pick: impl FnMut(FromPm) -> Option<T>,
 ) -> Result<Vec<T>, PmBenchError> {
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        match conn.recv("bench")? {
+        match conn.recv(op)? {
             FromPm::Refused { op, why, .. } => {
                 return Err(PmBenchError::Injector(format!("{op} refused: {why}")));
             }
@@ -216,7 +210,7 @@ pub fn inject(
         .first()
         .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;
     let mut conn = Conn::connect(addr, TIMEOUT)?;
-    conn.join(&info.workflow, role, index as i64, &info.secret)?;
+    conn.join(info, role, index as i64)?;
     let producer = role == "producer";
     let start = Instant::now();
     let mut k = 0;
@@ -229,7 +223,7 @@ pub fn inject(
             })
             .collect();
         conn.send(&declares)?;
-        let ids = collect(&mut conn, n, |m| match m {
+        let ids = collect(&mut conn, Op::Declare, n, |m| match m {
             FromPm::Declared { cdo, .. } => Some(cdo),
             _ => None,
         })?;
@@ -242,19 +236,15 @@ pub fn inject(
                 });
                 ops.push(ToPm::Offer {
                     cdo,
-                    location: Location {
-                        address: Address(vec![0; 16]),
-                        provider: "bench".into(),
-                        region: RemoteRegion {
-                            addr: 0,
-                            key: cdo,
-                            len: 0,
-                        },
+                    region: RemoteRegion {
+                        addr: 0,
+                        key: cdo,
+                        len: 0,
                     },
                 });
             }
             conn.send(&ops)?;
-            collect(&mut conn, 2 * n, |m| {
+            collect(&mut conn, Op::Offer, 2 * n, |m| {
                 matches!(m, FromPm::Done { .. }).then_some(())
             })?;
         } else {
@@ -264,7 +254,7 @@ pub fn inject(
                     .collect::<Vec<_>>(),
             )?;
             // Each require is answered by Done and a ticket; report the tickets done.
-            let tickets = collect(&mut conn, 2 * n, |m| match m {
+            let tickets = collect(&mut conn, Op::Require, 2 * n, |m| match m {
                 FromPm::Ticket { transfer, .. } => Some(Some(transfer)),
                 FromPm::Done { .. } => Some(None),
                 _ => None,

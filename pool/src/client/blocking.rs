@@ -1,0 +1,123 @@
+//! The blocking client: an [`AsyncClient`] on a private one-thread tokio runtime, so its
+//! driver keeps serving tickets and stream requests between the application's calls.
+
+use std::future::Future;
+
+use fabric::Buffer;
+
+use super::{AsyncClient, CdoData, JoinOptions, Result};
+use crate::attr::Attributes;
+use crate::bootstrap::PmInfo;
+use crate::proto::{AppId, CdoId};
+
+/// A joined application, for blocking code. Each call waits at most the join timeout.
+pub struct Client {
+    inner: AsyncClient,
+    // Dropped after `inner`, whose drop stops the driver tasks on it.
+    rt: tokio::runtime::Runtime,
+}
+
+impl Client {
+    /// Joins the PM named by `info`; see [`AsyncClient::join`].
+    ///
+    /// # Errors
+    /// As [`AsyncClient::join`], plus the OS error if the runtime thread cannot start.
+    pub fn join(info: &PmInfo, opts: JoinOptions) -> Result<Client> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("pool-client")
+            .enable_all()
+            .build()?;
+        let inner = rt.block_on(AsyncClient::join(info, opts))?;
+        Ok(Client { inner, rt })
+    }
+
+    /// Runs `f` on the client's runtime: for pipelining many operations from blocking code,
+    /// e.g. `c.block_on(futures::future::join_all(names.iter().map(|n| c.as_async().declare(n))))`.
+    pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// The async client underneath.
+    pub fn as_async(&self) -> &AsyncClient {
+        &self.inner
+    }
+
+    /// This app's id.
+    pub fn app(&self) -> AppId {
+        self.inner.app()
+    }
+
+    /// See [`AsyncClient::declare`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn declare(&self, name: &str) -> Result<CdoId> {
+        self.rt.block_on(self.inner.declare(name))
+    }
+
+    /// See [`AsyncClient::seal`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
+        self.rt.block_on(self.inner.seal(cdo, attributes))
+    }
+
+    /// See [`AsyncClient::offer`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
+        self.rt.block_on(self.inner.offer(cdo, data))
+    }
+
+    /// See [`AsyncClient::require`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn require(&self, cdo: CdoId) -> Result<()> {
+        self.rt.block_on(self.inner.require(cdo))
+    }
+
+    /// See [`AsyncClient::demand`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+        self.rt.block_on(self.inner.demand(cdo))
+    }
+
+    /// See [`AsyncClient::retract`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn retract(&self, cdo: CdoId) -> Result<()> {
+        self.rt.block_on(self.inner.retract(cdo))
+    }
+
+    /// See [`AsyncClient::withdraw`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
+        self.rt.block_on(self.inner.withdraw(cdo))
+    }
+
+    /// See [`AsyncClient::dispose`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn dispose(&self, cdo: CdoId) -> Result<()> {
+        self.rt.block_on(self.inner.dispose(cdo))
+    }
+
+    /// See [`AsyncClient::leave`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn leave(self) -> Result<()> {
+        let Client { inner, rt } = self;
+        rt.block_on(inner.leave())
+    }
+}

@@ -1,0 +1,121 @@
+//! CDO bytes on either side of a transfer: what a provider keeps offered ([`Offered`], in a
+//! process-wide table so that consumers in the same process can take it without a copy) and
+//! what a consumer gets from `demand` ([`CdoData`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use fabric::{Buffer, MemoryRegion};
+
+use crate::proto::{AppId, CdoId};
+
+/// An offered CDO's bytes: registered with the app's endpoint (readable by RMA), or plain
+/// memory when the app has no RMA provider (served by stream).
+pub(crate) enum Offered {
+    Registered(MemoryRegion),
+    Plain(Buffer),
+}
+
+impl Offered {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Offered::Registered(r) => r.as_slice(),
+            Offered::Plain(b) => b.as_slice(),
+        }
+    }
+
+    fn into_buffer(self) -> Buffer {
+        match self {
+            Offered::Registered(r) => r.into_buffer(),
+            Offered::Plain(b) => b,
+        }
+    }
+}
+
+/// Names an offer in this process: PM instance, providing app, its CDO.
+pub(crate) type OfferKey = (u64, AppId, CdoId);
+
+/// Offers of every client in this process, so that a same-process consumer takes the
+/// provider's buffer itself.
+static OFFERS: LazyLock<Mutex<HashMap<OfferKey, Arc<Offered>>>> = LazyLock::new(Mutex::default);
+
+fn offers() -> std::sync::MutexGuard<'static, HashMap<OfferKey, Arc<Offered>>> {
+    OFFERS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Keeps `data` offered under `key`.
+pub(crate) fn keep(key: OfferKey, data: Offered) {
+    offers().insert(key, Arc::new(data));
+}
+
+/// The offer under `key`, shared.
+pub(crate) fn find(key: &OfferKey) -> Option<Arc<Offered>> {
+    offers().get(key).cloned()
+}
+
+/// Removes the offer under `key` and returns its buffer. If same-process consumers still
+/// hold it, they keep the original and the provider gets a copy (so neither side waits).
+///
+/// # Errors
+/// Allocation of the copy.
+pub(crate) fn take_back(key: &OfferKey) -> Option<fabric::Result<Buffer>> {
+    let shared = offers().remove(key)?;
+    Some(match Arc::try_unwrap(shared) {
+        Ok(o) => Ok(o.into_buffer()),
+        Err(shared) => Buffer::from_slice(shared.as_slice()),
+    })
+}
+
+/// Forgets every offer of `app` of PM instance `pool` (the client is gone).
+pub(crate) fn forget_app(pool: u64, app: AppId) {
+    offers().retain(|k, _| !(k.0 == pool && k.1 == app));
+}
+
+/// A CDO's bytes at the consumer, returned by `demand`: read into memory of its own, or, when
+/// the provider is in the same process, the provider's buffer itself (no copy; read-only).
+pub struct CdoData(Inner);
+
+enum Inner {
+    Own(Buffer, usize),
+    Shared(Arc<Offered>),
+}
+
+impl CdoData {
+    pub(crate) fn own(buf: Buffer, len: usize) -> CdoData {
+        CdoData(Inner::Own(buf, len))
+    }
+
+    pub(crate) fn shared(offer: Arc<Offered>) -> CdoData {
+        CdoData(Inner::Shared(offer))
+    }
+
+    /// True if these bytes are the provider's own buffer (same-process hand-over).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.0, Inner::Shared(_))
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            Inner::Own(b, len) => &b.as_slice()[..*len],
+            Inner::Shared(o) => o.as_slice(),
+        }
+    }
+}
+
+impl std::ops::Deref for CdoData {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for CdoData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdoData")
+            .field("len", &self.len())
+            .field("shared", &self.is_shared())
+            .finish()
+    }
+}

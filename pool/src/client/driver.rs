@@ -1,0 +1,403 @@
+//! The client's IO: connecting and the JOIN handshake, then two tasks per client. The writer
+//! packs every queued message into as few frames as fit; the reader hands answers to waiting
+//! calls, carries out tickets (each in its own task) and serves stream requests.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric::{Buffer, Peer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use super::data::{self, CdoData};
+use super::{ClientError, Result, Shared};
+use crate::attr::Attributes;
+use crate::bootstrap::PmInfo;
+use crate::proto::{self, CdoId, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId};
+
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Longest wait for one PM endpoint to accept a connection.
+const CONNECT_LIMIT: Duration = Duration::from_secs(5);
+/// Most messages packed into one write.
+const MAX_BATCH: usize = 4096;
+/// Stream transfers fetch in pieces of this size, this many at a time.
+const STREAM_PIECE: u64 = 1 << 20;
+const STREAM_WINDOW: usize = 4;
+
+/// One piece of a stream transfer as the reader routes it: bytes at an offset, or the PM's
+/// refusal of a fetch.
+pub(crate) type Piece = std::result::Result<(u64, Vec<u8>), Refusal>;
+
+/// Reads frames off the control connection.
+pub(crate) struct FrameReader {
+    io: Reader,
+    buf: Vec<u8>,
+    inbox: VecDeque<FromPm>,
+}
+
+impl FrameReader {
+    /// The next message; `None` when the PM closed the connection.
+    async fn next(&mut self) -> Result<Option<FromPm>> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some(m) = self.inbox.pop_front() {
+                return Ok(Some(m));
+            }
+            let n = self.io.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+            self.inbox
+                .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
+        }
+    }
+
+    /// The next message within `limit`, which must exist.
+    async fn expect(&mut self, op: Op, limit: Duration) -> Result<FromPm> {
+        match tokio::time::timeout(limit, self.next()).await {
+            Ok(Ok(Some(m))) => Ok(m),
+            Ok(Ok(None)) => Err(ClientError::Closed),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ClientError::Timeout(op)),
+        }
+    }
+}
+
+/// A connected, not yet joined control connection.
+pub(crate) struct Connected {
+    reader: FrameReader,
+    writer: Writer,
+}
+
+/// Connects to the first of the PM's endpoints that answers and reads its challenge.
+///
+/// # Errors
+/// [`ClientError::Unreachable`] listing each endpoint's error; a bad challenge.
+pub(crate) async fn connect(info: &PmInfo, limit: Duration) -> Result<(Connected, [u8; 32])> {
+    let mut errors = Vec::new();
+    // An endpoint on a network this host cannot reach must not eat the whole timeout.
+    let per_endpoint = limit.min(CONNECT_LIMIT);
+    for addr in &info.endpoints {
+        let connecting = tokio::net::TcpStream::connect(addr);
+        let stream = match tokio::time::timeout(per_endpoint, connecting).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                errors.push(format!("{addr}: {e}"));
+                continue;
+            }
+            Err(_) => {
+                errors.push(format!("{addr}: no answer in {per_endpoint:?}"));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (r, w) = stream.into_split();
+        let mut reader = FrameReader {
+            io: Box::new(r),
+            buf: Vec::new(),
+            inbox: VecDeque::new(),
+        };
+        match reader.expect(Op::Join, limit).await? {
+            FromPm::Challenge { nonce } => {
+                let connected = Connected {
+                    reader,
+                    writer: Box::new(w),
+                };
+                return Ok((connected, nonce));
+            }
+            other => {
+                return Err(ClientError::Protocol(format!(
+                    "{other:?} instead of a challenge"
+                )));
+            }
+        }
+    }
+    Err(ClientError::Unreachable(errors.join("; ")))
+}
+
+/// Sends the JOIN and reads the answer.
+///
+/// # Errors
+/// The refusal; timeouts and connection errors.
+pub(crate) async fn handshake(
+    mut c: Connected,
+    join: ToPm,
+    limit: Duration,
+) -> Result<(Connected, u64, u64)> {
+    c.writer.write_all(&proto::encode(&[join])?).await?;
+    let (app, pool) = super::welcome(c.reader.expect(Op::Join, limit).await?)?;
+    Ok((c, app, pool))
+}
+
+/// Starts the writer and reader tasks of a joined client.
+pub(crate) fn spawn(
+    c: Connected,
+    rx: mpsc::UnboundedReceiver<ToPm>,
+    shared: Arc<Shared>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let writer = tokio::spawn(write_loop(c.writer, rx, shared.clone()));
+    let reader = tokio::spawn(read_loop(c.reader, shared));
+    vec![writer, reader]
+}
+
+async fn write_loop(mut w: Writer, mut rx: mpsc::UnboundedReceiver<ToPm>, shared: Arc<Shared>) {
+    let mut batch = Vec::new();
+    while let Some(m) = rx.recv().await {
+        batch.push(m);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        let frames = match proto::encode_split(&batch) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!("pool client: cannot encode a message ({e}); closing");
+                break;
+            }
+        };
+        batch.clear();
+        for f in frames {
+            if let Err(e) = w.write_all(&f).await {
+                tracing::warn!("pool client: writing to the pool manager: {e}");
+                shared.pending().close();
+                return;
+            }
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
+    loop {
+        match r.next().await {
+            Ok(Some(m)) => dispatch(&shared, m),
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("pool client: {e}; closing the connection");
+                break;
+            }
+        }
+    }
+    shared.pending().close();
+}
+
+fn dispatch(shared: &Arc<Shared>, m: FromPm) {
+    let mut p = shared.pending();
+    match m {
+        FromPm::Declared { local, cdo } => {
+            p.resolve((Op::Declare, local), Ok(cdo));
+        }
+        FromPm::Done { op, cdo } => {
+            p.resolve((op, cdo), Ok(cdo));
+        }
+        FromPm::Ready { cdo } => {
+            p.resolve((Op::Demand, cdo), Ok(cdo));
+        }
+        FromPm::Bye => {
+            p.resolve((Op::Leave, 0), Ok(0));
+        }
+        FromPm::Refused {
+            op: Op::Fetch,
+            cdo: Some(transfer),
+            why,
+        } => {
+            if let Some(tx) = p.streams.get(&transfer) {
+                let _ = tx.send(Err(why));
+            }
+        }
+        FromPm::Refused { op, cdo, why } => {
+            let key = (op, cdo.unwrap_or(0));
+            let text = why.to_string();
+            if !p.resolve(key, Err(ClientError::Refused { op, why })) {
+                tracing::warn!("pool manager refused {op} ({text})");
+            }
+        }
+        FromPm::Ticket {
+            transfer,
+            cdo,
+            source,
+            attributes,
+        } => {
+            drop(p);
+            tokio::spawn(carry_out(shared.clone(), transfer, cdo, source, attributes));
+        }
+        FromPm::Serve {
+            transfer,
+            cdo,
+            offset,
+            len,
+        } => {
+            drop(p);
+            serve(shared, transfer, cdo, offset, len);
+        }
+        FromPm::Chunk {
+            transfer,
+            offset,
+            data,
+        } => {
+            if let Some(tx) = p.streams.get(&transfer) {
+                let _ = tx.send(Ok((offset, data)));
+            }
+        }
+        FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
+            tracing::warn!("pool manager sent a handshake message after the handshake");
+        }
+    }
+}
+
+/// Carries out a ticket and reports the outcome to the PM.
+async fn carry_out(
+    shared: Arc<Shared>,
+    transfer: TransferId,
+    cdo: CdoId,
+    source: Source,
+    attributes: Attributes,
+) {
+    let kind = source.kind();
+    let error = match get(&shared, transfer, source).await {
+        Ok(data) => {
+            shared.pending().arrive(cdo, data, attributes);
+            None
+        }
+        Err(e) => {
+            tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");
+            Some(e.to_string())
+        }
+    };
+    let _ = shared.send(ToPm::TransferDone { transfer, error });
+}
+
+async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Result<CdoData> {
+    match source {
+        Source::SameProcess { pool, app, cdo, .. } => data::find(&(pool, app, cdo))
+            .map(CdoData::shared)
+            .ok_or_else(|| {
+                ClientError::Protocol(format!("the same-process offer of CDO {cdo} is gone"))
+            }),
+        s if s.is_empty() => Ok(CdoData::own(Buffer::new(0)?, 0)),
+        Source::Rma { endpoint, region } => {
+            let ep = shared.endpoint.as_ref().ok_or_else(|| {
+                ClientError::Protocol("an RMA ticket for a client without an endpoint".into())
+            })?;
+            if endpoint.provider != ep.info().provider {
+                return Err(ClientError::Protocol(format!(
+                    "the provider offers over {}, this app over {}",
+                    endpoint.provider,
+                    ep.info().provider
+                )));
+            }
+            let peer = peer(shared, ep, &endpoint.address)?;
+            let len = usize::try_from(region.len).map_err(|_| {
+                ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
+            })?;
+            let dst = ep.register(Buffer::new(len)?)?;
+            let op = ep.read(peer, dst, region)?;
+            let region = tokio::time::timeout(shared.timeout, op)
+                .await
+                .map_err(|_| ClientError::Timeout(Op::Demand))??;
+            Ok(CdoData::own(region.into_buffer(), len))
+        }
+        Source::Stream { len } => stream(shared, transfer, len).await,
+    }
+}
+
+fn peer(shared: &Shared, ep: &fabric::Endpoint, address: &fabric::Address) -> Result<Peer> {
+    let mut peers = shared
+        .peers
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(p) = peers.get(address) {
+        return Ok(*p);
+    }
+    let p = ep.insert_peer(address)?;
+    peers.insert(address.clone(), p);
+    Ok(p)
+}
+
+/// Removes a stream's route when the fetch ends, however it ends.
+struct Route<'a>(&'a Shared, TransferId);
+
+impl Drop for Route<'_> {
+    fn drop(&mut self) {
+        self.0.pending().streams.remove(&self.1);
+    }
+}
+
+/// Fetches a stream transfer: a window of outstanding pieces, each accepted once and only
+/// at the offset and length asked for.
+async fn stream(shared: &Arc<Shared>, transfer: TransferId, len: u64) -> Result<CdoData> {
+    let size = usize::try_from(len)
+        .map_err(|_| ClientError::Protocol(format!("a {len}-byte CDO does not fit here")))?;
+    let mut buf = Buffer::new(size)?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
+    shared.pending().streams.insert(transfer, tx);
+    let _route = Route(shared, transfer);
+    let piece = STREAM_PIECE.min(MAX_CHUNK);
+    let mut asked: BTreeMap<u64, u64> = BTreeMap::new();
+    let (mut next, mut got) = (0u64, 0u64);
+    let ask = |next: &mut u64, asked: &mut BTreeMap<u64, u64>| -> Result<()> {
+        let n = piece.min(len - *next);
+        asked.insert(*next, n);
+        shared.send(ToPm::Fetch {
+            transfer,
+            offset: *next,
+            len: n,
+        })?;
+        *next += n;
+        Ok(())
+    };
+    while next < len && asked.len() < STREAM_WINDOW {
+        ask(&mut next, &mut asked)?;
+    }
+    while got < len {
+        let piece = match tokio::time::timeout(shared.timeout, rx.recv()).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return Err(ClientError::Closed),
+            Err(_) => return Err(ClientError::Timeout(Op::Fetch)),
+        };
+        let (offset, bytes) = piece.map_err(|why| ClientError::Refused { op: Op::Fetch, why })?;
+        if asked.get(&offset) != Some(&(bytes.len() as u64)) {
+            return Err(ClientError::Protocol(format!(
+                "stream transfer {transfer}: {} bytes at {offset} were not asked for",
+                bytes.len()
+            )));
+        }
+        asked.remove(&offset);
+        let at = offset as usize;
+        buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(&bytes);
+        got += bytes.len() as u64;
+        if next < len {
+            ask(&mut next, &mut asked)?;
+        }
+    }
+    Ok(CdoData::own(buf, size))
+}
+
+/// Answers the PM's request for a piece of one of this app's offers.
+fn serve(shared: &Shared, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
+    let Some(offer) = data::find(&(shared.pool, shared.app, cdo)) else {
+        tracing::warn!("pool client: asked to serve CDO {cdo}, which is not offered here");
+        return;
+    };
+    let bytes = offer.as_slice();
+    let range = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(o, n)| Some(o..o.checked_add(n)?))
+        .filter(|r| r.end <= bytes.len());
+    let Some(range) = range else {
+        tracing::warn!("pool client: asked for {len} bytes at {offset} of CDO {cdo}: outside it");
+        return;
+    };
+    let _ = shared.send(ToPm::Chunk {
+        transfer,
+        offset,
+        data: bytes[range].to_vec(),
+    });
+}

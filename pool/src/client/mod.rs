@@ -1,0 +1,460 @@
+//! Pool clients: [`AsyncClient`] (tokio) and the blocking [`Client`] built on it. Both join
+//! the pool manager with proof of the workflow secret and run the CDO operations named after
+//! Maestro's (`declare`, `seal`, `offer`, `require`, `demand`, `withdraw`, `retract`,
+//! `dispose`).
+//!
+//! A client owns a driver (two tokio tasks) that keeps reading the control connection:
+//! answers go to the waiting call, tickets are carried out at once (RMA read, same-process
+//! hand-over or stream, as the PM planned) and reported, and stream requests for this app's
+//! offers are served, whether or not the application is inside a call. Operations issued
+//! without waiting for each other (e.g. `join_all` over many `offer`s) are pipelined: the
+//! writer packs every message queued at that moment into one frame.
+
+mod blocking;
+mod data;
+mod driver;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use fabric::{Buffer, Endpoint};
+use tokio::sync::{mpsc, oneshot};
+
+pub use blocking::Client;
+pub use data::CdoData;
+
+use crate::attr::Attributes;
+use crate::bootstrap::PmInfo;
+use crate::proto::{self, AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, ToPm};
+
+/// What can go wrong for a client.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The control connection failed.
+    #[error("pool manager connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The PM sent a bad frame.
+    #[error("pool manager sent a bad frame: {0}")]
+    Frame(#[from] proto::FrameError),
+    /// The PM refused an operation.
+    #[error("{op} refused: {why}")]
+    Refused {
+        /// The operation.
+        op: Op,
+        /// Why.
+        why: Refusal,
+    },
+    /// No answer in time.
+    #[error("{0} got no answer from the pool manager in time")]
+    Timeout(Op),
+    /// The PM closed the connection (or the client's driver stopped).
+    #[error("the pool manager closed the connection")]
+    Closed,
+    /// None of the PM's endpoints could be reached.
+    #[error("no pool manager endpoint answered ({0}); is the PM running and the PM info current?")]
+    Unreachable(String),
+    /// A fabric error while moving data.
+    #[error(transparent)]
+    Fabric(#[from] fabric::FabricError),
+    /// The PM answered something unexpected.
+    #[error("unexpected answer from the pool manager: {0}")]
+    Protocol(String),
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// How to join: identity, data endpoint, credential, timeout.
+pub struct JoinOptions {
+    /// Component name (`MSTRO_COMPONENT_NAME` in Maestro).
+    pub component: String,
+    /// Component index (the rank, usually).
+    pub index: i64,
+    /// The fabric endpoint data moves over; `None`: no RMA provider, data by stream.
+    pub endpoint: Option<Endpoint>,
+    /// A PMIx credential to show the PM, where the PMIx host issues them.
+    pub credential: Option<Vec<u8>>,
+    /// How long each operation waits for the PM (and a demand for its data).
+    pub timeout: Duration,
+    /// Present this client as a process of its own (see [`JoinOptions::isolated`]).
+    pub isolated: bool,
+}
+
+impl JoinOptions {
+    /// Joins as `component`/`index` without an endpoint or credential, with a 60 s timeout.
+    pub fn new(component: &str, index: i64) -> JoinOptions {
+        JoinOptions {
+            component: component.to_string(),
+            index,
+            endpoint: None,
+            credential: None,
+            timeout: Duration::from_secs(60),
+            isolated: false,
+        }
+    }
+
+    /// Presents this client to the PM as a process of its own: no same-process hand-over,
+    /// so what it demands is its own (writable) copy and what it offers is read by RMA or
+    /// stream even from clients in this process.
+    pub fn isolated(mut self) -> JoinOptions {
+        self.isolated = true;
+        self
+    }
+
+    /// Moves data over `endpoint`.
+    pub fn endpoint(mut self, endpoint: Endpoint) -> JoinOptions {
+        self.endpoint = Some(endpoint);
+        self
+    }
+
+    /// Shows `credential` (from `PMIx_Get_credential`) to the PM.
+    pub fn credential(mut self, credential: Vec<u8>) -> JoinOptions {
+        self.credential = Some(credential);
+        self
+    }
+
+    /// Waits at most `timeout` per operation.
+    pub fn timeout(mut self, timeout: Duration) -> JoinOptions {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// The JOIN message answering `nonce`: identity, host, process token, endpoint, proof.
+pub(crate) fn join_message(
+    info: &PmInfo,
+    component: &str,
+    index: i64,
+    endpoint: Option<FabricEndpoint>,
+    credential: Option<Vec<u8>>,
+    nonce: &[u8; 32],
+) -> ToPm {
+    ToPm::Join {
+        workflow: info.workflow.clone(),
+        component: component.into(),
+        index,
+        host: host_name(),
+        process: process_token(false),
+        endpoint,
+        credential,
+        proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
+    }
+}
+
+/// The answer to a JOIN: app id and PM instance, or the refusal.
+pub(crate) fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
+    match msg {
+        FromPm::Welcome { app, pool } => Ok((app, pool)),
+        FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
+        other => Err(ClientError::Protocol(format!(
+            "{other:?} instead of a welcome"
+        ))),
+    }
+}
+
+/// This host's name (from the kernel; "localhost" if unreadable).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// A random token naming this process (stable for its lifetime), or with `fresh` a new one
+/// for an isolated client.
+fn process_token(fresh: bool) -> u64 {
+    fn random() -> u64 {
+        let mut b = [0u8; 8];
+        // Without randomness, the pid still separates processes of one host.
+        match getrandom::fill(&mut b) {
+            Ok(()) => u64::from_le_bytes(b),
+            Err(_) => u64::from(std::process::id()),
+        }
+    }
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    if fresh {
+        return random();
+    }
+    *TOKEN.get_or_init(random)
+}
+
+/// Waiters for answers, keyed by operation and CDO (declare: the app's handle; leave: 0),
+/// first come first served; plus transfers' results not yet demanded.
+#[derive(Default)]
+pub(crate) struct Pending {
+    waiters: HashMap<(Op, u64), VecDeque<oneshot::Sender<Result<u64>>>>,
+    arrived: HashMap<CdoId, (CdoData, Attributes)>,
+    /// Where the reader routes pieces of stream transfers in progress.
+    pub(crate) streams: HashMap<proto::TransferId, mpsc::UnboundedSender<driver::Piece>>,
+    /// Set when the connection ended: every later call fails at once.
+    closed: bool,
+}
+
+impl Pending {
+    /// Hands `result` to the oldest waiter for `key`; false if nobody waits.
+    pub(crate) fn resolve(&mut self, key: (Op, u64), result: Result<u64>) -> bool {
+        let Some(q) = self.waiters.get_mut(&key) else {
+            return false;
+        };
+        let Some(tx) = q.pop_front() else {
+            return false;
+        };
+        if q.is_empty() {
+            self.waiters.remove(&key);
+        }
+        // A waiter that gave up (timeout, dropped future) just misses its answer.
+        let _ = tx.send(result);
+        true
+    }
+
+    /// Stores a finished transfer's bytes until the CDO is demanded.
+    pub(crate) fn arrive(&mut self, cdo: CdoId, data: CdoData, attributes: Attributes) {
+        self.arrived.insert(cdo, (data, attributes));
+    }
+
+    /// The connection ended: fail everyone waiting (their senders drop).
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+        self.waiters.clear();
+        self.streams.clear();
+    }
+}
+
+/// State shared by the client handle and its driver tasks.
+pub(crate) struct Shared {
+    pub(crate) app: AppId,
+    pub(crate) pool: u64,
+    pub(crate) pending: Mutex<Pending>,
+    pub(crate) tx: mpsc::UnboundedSender<ToPm>,
+    pub(crate) endpoint: Option<Endpoint>,
+    /// Providers' endpoints already in this endpoint's address vector.
+    pub(crate) peers: Mutex<HashMap<fabric::Address, fabric::Peer>>,
+    pub(crate) timeout: Duration,
+}
+
+impl Shared {
+    pub(crate) fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
+        self.tx.send(msg).map_err(|_| ClientError::Closed)
+    }
+}
+
+/// A joined application, for async code. Methods take `&self`: issue many without awaiting
+/// each to pipeline them.
+///
+/// # Cancel safety
+/// Dropping an operation's future (or its timing out) only stops the wait: the message has
+/// been sent and the PM carries it out; a later identical call waits for its own answer.
+/// A dropped `demand` leaves the CDO demanded; its data is kept until the next `demand` or
+/// `dispose` of that CDO.
+pub struct AsyncClient {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl AsyncClient {
+    /// Connects to the PM named by `info` (trying its endpoints in order), answers the
+    /// challenge with a proof of the workflow secret and joins.
+    ///
+    /// Must run inside a tokio runtime (the driver tasks are spawned on it).
+    ///
+    /// # Errors
+    /// [`ClientError::Unreachable`] when no endpoint accepts a connection;
+    /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `BadCredential`;
+    /// timeouts and connection errors.
+    pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
+        let (stream, nonce) = driver::connect(info, opts.timeout).await?;
+        let endpoint = opts.endpoint.as_ref().map(|e| FabricEndpoint {
+            provider: e.info().provider.clone(),
+            address: e.address().clone(),
+        });
+        let mut join = join_message(
+            info,
+            &opts.component,
+            opts.index,
+            endpoint,
+            opts.credential,
+            &nonce,
+        );
+        if let (true, ToPm::Join { process, .. }) = (opts.isolated, &mut join) {
+            *process = process_token(true);
+        }
+        let (reader, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            app,
+            pool,
+            pending: Mutex::default(),
+            tx,
+            endpoint: opts.endpoint,
+            peers: Mutex::default(),
+            timeout: opts.timeout,
+        });
+        let tasks = driver::spawn(reader, rx, shared.clone());
+        Ok(AsyncClient { shared, tasks })
+    }
+
+    /// This app's id.
+    pub fn app(&self) -> AppId {
+        self.shared.app
+    }
+
+    /// Sends `msg` and waits for the answer filed under `key`.
+    async fn call(&self, key: (Op, u64), msg: ToPm) -> Result<u64> {
+        let rx = {
+            let mut p = self.shared.pending();
+            if p.closed {
+                return Err(ClientError::Closed);
+            }
+            let (tx, rx) = oneshot::channel();
+            p.waiters.entry(key).or_default().push_back(tx);
+            // Sent under the lock: answers cannot overtake the registration.
+            self.shared.send(msg)?;
+            rx
+        };
+        match tokio::time::timeout(self.shared.timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(ClientError::Closed),
+            Err(_) => Err(ClientError::Timeout(key.0)),
+        }
+    }
+
+    /// Declares a CDO named `name`; returns its id.
+    ///
+    /// # Errors
+    /// `BadName` for an empty or over-long name; connection errors.
+    pub async fn declare(&self, name: &str) -> Result<CdoId> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let local = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let msg = ToPm::Declare {
+            local,
+            name: name.into(),
+        };
+        self.call((Op::Declare, local), msg).await
+    }
+
+    /// Seals a declared CDO with its attributes (frozen from now on).
+    ///
+    /// # Errors
+    /// `WrongState` unless declared; connection errors.
+    pub async fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
+        self.call((Op::Seal, cdo), ToPm::Seal { cdo, attributes })
+            .await
+            .map(drop)
+    }
+
+    /// Offers a sealed CDO's bytes. They stay readable by consumers (registered with the
+    /// fabric when the app has an endpoint) until [`AsyncClient::withdraw`] gives them back.
+    ///
+    /// # Errors
+    /// Registration errors; `WrongState` unless sealed; connection errors.
+    pub async fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
+        let (offered, region) = match &self.shared.endpoint {
+            Some(ep) => {
+                let r = ep.register(data)?;
+                let remote = r.remote();
+                (data::Offered::Registered(r), remote)
+            }
+            None => {
+                let remote = fabric::RemoteRegion {
+                    addr: 0,
+                    key: 0,
+                    len: data.len() as u64,
+                };
+                (data::Offered::Plain(data), remote)
+            }
+        };
+        let key = (self.shared.pool, self.shared.app, cdo);
+        data::keep(key, offered);
+        let r = self
+            .call((Op::Offer, cdo), ToPm::Offer { cdo, region })
+            .await;
+        if r.is_err() {
+            data::take_back(&key);
+        }
+        r.map(drop)
+    }
+
+    /// Declares the intent to consume `cdo`: the PM may move it right away.
+    ///
+    /// # Errors
+    /// `WrongState` unless declared; connection errors.
+    pub async fn require(&self, cdo: CdoId) -> Result<()> {
+        self.call((Op::Require, cdo), ToPm::Require { cdo })
+            .await
+            .map(drop)
+    }
+
+    /// Waits until `cdo` is local (offered by someone and moved here) and returns its bytes
+    /// and the attributes it was sealed with.
+    ///
+    /// # Errors
+    /// [`ClientError::Timeout`] if nobody offers it in time (the demand stays; retract it or
+    /// demand again); `NoProvider` if its providers vanished; connection errors.
+    pub async fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+        self.call((Op::Demand, cdo), ToPm::Demand { cdo }).await?;
+        self.shared
+            .pending()
+            .arrived
+            .remove(&cdo)
+            .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
+    }
+
+    /// Cancels a require (or a waiting demand).
+    ///
+    /// # Errors
+    /// `WrongState` if not required or already moving; connection errors.
+    pub async fn retract(&self, cdo: CdoId) -> Result<()> {
+        self.call((Op::Retract, cdo), ToPm::Retract { cdo })
+            .await
+            .map(drop)
+    }
+
+    /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
+    /// if a consumer in this process still holds the original).
+    ///
+    /// # Errors
+    /// `WrongState` unless offered; connection errors.
+    pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
+        self.call((Op::Withdraw, cdo), ToPm::Withdraw { cdo })
+            .await?;
+        let key = (self.shared.pool, self.shared.app, cdo);
+        match data::take_back(&key) {
+            Some(b) => Ok(b?),
+            None => Err(ClientError::Protocol(format!(
+                "withdrew CDO {cdo} that this client did not offer"
+            ))),
+        }
+    }
+
+    /// Forgets a CDO (its unclaimed data too).
+    ///
+    /// # Errors
+    /// `WrongState` while offered or moving; connection errors.
+    pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
+        self.call((Op::Dispose, cdo), ToPm::Dispose { cdo }).await?;
+        self.shared.pending().arrived.remove(&cdo);
+        Ok(())
+    }
+
+    /// Leaves the workflow; returns once the PM says BYE (when no consumer still needs this
+    /// app's offers).
+    ///
+    /// # Errors
+    /// Timeout and connection errors.
+    pub async fn leave(self) -> Result<()> {
+        self.call((Op::Leave, 0), ToPm::Leave).await.map(drop)
+    }
+}
+
+impl Drop for AsyncClient {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        data::forget_app(self.shared.pool, self.shared.app);
+    }
+}
