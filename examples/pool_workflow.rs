@@ -278,9 +278,15 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
             PM_INFO_KEY,
             &pmix::Value::String(info.encode()),
         )?;
+        let endpoints: Vec<String> = info.endpoints.iter().map(ToString::to_string).collect();
+        let admits = if credential.is_some() {
+            "the workflow secret and a valid PMIx credential"
+        } else {
+            "the workflow secret (this host issues no PMIx credentials)"
+        };
         println!(
-            "rank 0: pool manager at {} for workflow {:?}",
-            pm.addr(),
+            "rank 0: pool manager at {} for workflow {:?}; JOIN needs {admits}",
+            endpoints.join(", "),
             info.workflow
         );
         Some(pm)

@@ -16,7 +16,14 @@ fn under_maestro_run() {
     let exe = example("pool_workflow");
     let mut args = vec!["-n", "4", exe.to_str().expect("utf-8 path")];
     args.extend(ARGS);
-    maestro_run(&args).assert_workflow(40);
+    let out = maestro_run(&args);
+    out.assert_workflow(40);
+    // Our host issues credentials, so the PM demanded and validated one from every app.
+    assert!(
+        out.stdout.contains("JOIN needs the workflow secret and a valid PMIx credential"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]

@@ -220,3 +220,35 @@ fn async_operations_pipeline() {
     });
     pm.stop();
 }
+
+#[test]
+fn a_pm_requiring_credentials_admits_only_valid_ones() {
+    let listen = vec!["127.0.0.1:0".parse().expect("addr")];
+    let mut config = PmConfig::new("wf", SECRET, listen);
+    config.require_credentials = true;
+    config.credentials = Some(std::sync::Arc::new(|c: &[u8]| {
+        (c == b"issued by the host")
+            .then_some(())
+            .ok_or_else(|| "not issued by this host".to_string())
+    }));
+    let pm = PoolManager::start(config).expect("pm");
+    let try_join = |cred: Option<&[u8]>| {
+        let mut o = JoinOptions::new("c", 0).timeout(T);
+        if let Some(c) = cred {
+            o = o.credential(c.to_vec());
+        }
+        Client::join(pm.info(), o)
+    };
+    for cred in [None, Some(b"forged".as_slice())] {
+        match try_join(cred) {
+            Err(ClientError::Refused {
+                why: Refusal::BadCredential(_),
+                ..
+            }) => {}
+            other => panic!("{cred:?}: {:?}", other.map(|c| c.app())),
+        }
+    }
+    let ok = try_join(Some(b"issued by the host")).expect("a valid credential joins");
+    ok.leave().expect("leave");
+    pm.stop();
+}
