@@ -29,9 +29,12 @@ use std::time::{Duration, Instant};
 use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::{PM_INFO_KEY, PmInfo, new_secret};
+use pool::schema::Schemas;
 use pool::{Client, JoinOptions, PmConfig, PoolManager};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// The attribute schema of this workflow's CDOs.
+const SCHEMA: &str = include_str!("pool_workflow.yaml");
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -125,9 +128,13 @@ struct Joining<'a> {
 
 impl Joining<'_> {
     fn join(&self, component: &str, index: i64) -> Result<Client, Error> {
+        // The schemas the environment names, plus this workflow's own.
+        let mut schemas = Schemas::from_env()?;
+        schemas.load_str(SCHEMA, "pool_workflow.yaml")?;
         let mut opts = JoinOptions::new(component, index)
             .endpoint(endpoint(self.scope)?)
-            .timeout(TIMEOUT);
+            .timeout(TIMEOUT)
+            .schemas(schemas);
         if let Some(c) = &self.credential {
             opts = opts.credential(c.clone());
         }

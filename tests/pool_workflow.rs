@@ -20,7 +20,8 @@ fn under_maestro_run() {
     out.assert_workflow(40);
     // Our host issues credentials, so the PM demanded and validated one from every app.
     assert!(
-        out.stdout.contains("JOIN needs the workflow secret and a valid PMIx credential"),
+        out.stdout
+            .contains("JOIN needs the workflow secret and a valid PMIx credential"),
         "{}",
         out.stdout
     );

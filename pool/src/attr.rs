@@ -28,7 +28,7 @@ pub enum AttrValue {
     /// `timestamp()`: nanoseconds since the epoch.
     Timestamp(i128),
     /// `blob()`
-    Blob(Vec<u8>),
+    Blob(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// A CDO's attributes, ordered by key.

@@ -15,6 +15,7 @@ mod client;
 mod manager;
 mod pm;
 pub mod proto;
+pub mod schema;
 pub mod wire;
 
 pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result};

@@ -243,6 +243,7 @@ pub enum ToPm {
         /// Offset in the CDO.
         offset: u64,
         /// The bytes.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
 }
@@ -398,6 +399,7 @@ pub enum FromPm {
         /// Offset in the CDO.
         offset: u64,
         /// The bytes.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// An operation was refused.

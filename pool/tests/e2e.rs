@@ -12,6 +12,7 @@ use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
 use pool::proto::Refusal;
+use pool::schema::{AttrError, Schemas};
 use pool::{AsyncClient, Client, ClientError, JoinOptions, PmConfig, PoolManager};
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -52,8 +53,23 @@ enum Side {
     InProcess,
 }
 
+/// The schema of the tests' user attribute.
+const SCHEMA: &str = "schema-name: e2e
+schema-version: 1
+schema-namespace: .user.
+maestro-attributes:
+  - key: step
+    type: int()
+";
+
+fn schemas() -> Schemas {
+    let mut s = Schemas::builtin();
+    s.load_str(SCHEMA, "e2e").expect("schema");
+    s
+}
+
 fn opts(component: &str, side: Side) -> JoinOptions {
-    let o = JoinOptions::new(component, 0).timeout(T);
+    let o = JoinOptions::new(component, 0).timeout(T).schemas(schemas());
     match side {
         Side::Rma => o.endpoint(endpoint()).isolated(),
         Side::NoFabric => o.isolated(),
@@ -250,5 +266,34 @@ fn a_pm_requiring_credentials_admits_only_valid_ones() {
     }
     let ok = try_join(Some(b"issued by the host")).expect("a valid credential joins");
     ok.leave().expect("leave");
+    pm.stop();
+}
+
+#[test]
+fn seal_checks_attributes_against_the_schemas() {
+    let pm = start_pm();
+    let c = Client::join(pm.info(), opts("c", Side::NoFabric)).expect("join");
+    let cdo = c.declare("typed").expect("declare");
+    let mut bad = Attributes::new();
+    bad.insert(".user.step".into(), AttrValue::Str("two".into()));
+    assert!(matches!(
+        c.seal(cdo, bad),
+        Err(ClientError::Attribute(AttrError::Type { .. }))
+    ));
+    let mut unknown = Attributes::new();
+    unknown.insert(".user.colour".into(), AttrValue::Str("red".into()));
+    assert!(matches!(
+        c.seal(cdo, unknown),
+        Err(ClientError::Attribute(AttrError::Unknown(_)))
+    ));
+    // Nothing was sent: the CDO is still declared and seals with good attributes.
+    let mut good = Attributes::new();
+    good.insert(
+        ".user.step".into(),
+        c.schemas().parse_value(".user.step", "2").expect("typed"),
+    );
+    c.seal(cdo, good).expect("seal");
+    c.dispose(cdo).expect("dispose");
+    c.leave().expect("leave");
     pm.stop();
 }

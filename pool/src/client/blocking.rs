@@ -48,6 +48,11 @@ impl Client {
         self.inner.app()
     }
 
+    /// See [`AsyncClient::schemas`].
+    pub fn schemas(&self) -> &crate::schema::Schemas {
+        self.inner.schemas()
+    }
+
     /// See [`AsyncClient::declare`].
     ///
     /// # Errors

@@ -27,6 +27,7 @@ pub use data::CdoData;
 use crate::attr::Attributes;
 use crate::bootstrap::PmInfo;
 use crate::proto::{self, AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, ToPm};
+use crate::schema::Schemas;
 
 /// What can go wrong for a client.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,12 @@ pub enum ClientError {
     /// The PM answered something unexpected.
     #[error("unexpected answer from the pool manager: {0}")]
     Protocol(String),
+    /// The attribute schemas could not be loaded.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
+    /// A CDO's attributes do not match the schemas (checked at `seal`, before sending).
+    #[error(transparent)]
+    Attribute(#[from] crate::schema::AttrError),
 }
 
 /// Result alias.
@@ -79,6 +86,8 @@ pub struct JoinOptions {
     pub timeout: Duration,
     /// Present this client as a process of its own (see [`JoinOptions::isolated`]).
     pub isolated: bool,
+    /// The attribute schemas `seal` checks against; `None`: [`Schemas::from_env`].
+    pub schemas: Option<Arc<Schemas>>,
 }
 
 impl JoinOptions {
@@ -91,7 +100,14 @@ impl JoinOptions {
             credential: None,
             timeout: Duration::from_secs(60),
             isolated: false,
+            schemas: None,
         }
+    }
+
+    /// Checks attributes against `schemas` instead of those the environment names.
+    pub fn schemas(mut self, schemas: Schemas) -> JoinOptions {
+        self.schemas = Some(Arc::new(schemas));
+        self
     }
 
     /// Presents this client to the PM as a process of its own: no same-process hand-over,
@@ -230,6 +246,7 @@ pub(crate) struct Shared {
     /// Providers' endpoints already in this endpoint's address vector.
     pub(crate) peers: Mutex<HashMap<fabric::Address, fabric::Peer>>,
     pub(crate) timeout: Duration,
+    pub(crate) schemas: Arc<Schemas>,
 }
 
 impl Shared {
@@ -266,6 +283,10 @@ impl AsyncClient {
     /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `BadCredential`;
     /// timeouts and connection errors.
     pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
+        let schemas = match opts.schemas {
+            Some(s) => s,
+            None => Arc::new(Schemas::from_env()?),
+        };
         let (stream, nonce) = driver::connect(info, opts.timeout).await?;
         let endpoint = opts.endpoint.as_ref().map(|e| FabricEndpoint {
             provider: e.info().provider.clone(),
@@ -292,6 +313,7 @@ impl AsyncClient {
             endpoint: opts.endpoint,
             peers: Mutex::default(),
             timeout: opts.timeout,
+            schemas,
         });
         let tasks = driver::spawn(reader, rx, shared.clone());
         Ok(AsyncClient { shared, tasks })
@@ -336,11 +358,20 @@ impl AsyncClient {
         self.call((Op::Declare, local), msg).await
     }
 
-    /// Seals a declared CDO with its attributes (frozen from now on).
+    /// The schemas `seal` checks attributes against (also for typing values from text:
+    /// [`Schemas::parse_value`], [`Schemas::set_yaml`]).
+    pub fn schemas(&self) -> &Schemas {
+        &self.shared.schemas
+    }
+
+    /// Seals a declared CDO with its attributes (frozen from now on), after checking them
+    /// against the schemas and filling in their defaults.
     ///
     /// # Errors
+    /// [`ClientError::Attribute`] for attributes the schemas refuse (nothing is sent);
     /// `WrongState` unless declared; connection errors.
-    pub async fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
+    pub async fn seal(&self, cdo: CdoId, mut attributes: Attributes) -> Result<()> {
+        self.shared.schemas.check(&mut attributes)?;
         self.call((Op::Seal, cdo), ToPm::Seal { cdo, attributes })
             .await
             .map(drop)
