@@ -78,7 +78,7 @@ enum Cmd {
         #[arg(long)]
         slurm: bool,
     },
-    /// Run a pool manager as its own process; prints MSTRO_POOL_MANAGER_INFO;<info>;
+    /// Run a pool manager as its own process; prints MSTRO_POOL_MANAGER_INFO;INFO;
     Pm {
         /// The workflow served (default: MSTRO_WORKFLOW_NAME, else "workflow").
         #[arg(long)]

@@ -1,12 +1,16 @@
-//! The CDO pool (issue #5 in progress).
+//! The CDO pool.
 //!
-//! What exists: the wire protocol ([`proto`]: messages, versioned length-prefixed frames,
-//! batching, a decoder that never panics), JOIN authentication ([`auth`]), CDO attributes
-//! ([`attr`]), the pool manager's logic as a sans-IO state machine ([`Manager`], tested by
-//! driving it in memory), its tokio driver ([`PoolManager`]: TCP control connections), and a
-//! blocking [`Client`] that moves CDO bytes by reading the provider's registered memory over
-//! the `fabric` crate, and the PM info that finds the PM ([`bootstrap`]). Not yet: the async
-//! client, schemas, `maestro pm` as its own process, and the PM benchmark.
+//! - [`proto`]: the wire protocol (messages, versioned length-prefixed frames, batching, a
+//!   decoder that never panics);
+//! - [`auth`]: JOIN authentication (HMAC over the PM's challenge);
+//! - [`attr`] and [`schema`]: CDO attributes and the YAML schemas that type them;
+//! - [`Manager`]: the pool manager's logic as a sans-IO state machine (tested by driving it in
+//!   memory), including transport planning;
+//! - [`PoolManager`]: its tokio driver (TCP control connections, credential checks);
+//! - [`AsyncClient`] and [`Client`]: applications' side, moving CDO bytes by RMA over the
+//!   `fabric` crate, by same-process hand-over or by stream;
+//! - [`bootstrap`]: the PM info that finds the PM, and the host's interface addresses;
+//! - [`wire`]: a bare framed connection for load generators.
 
 pub mod attr;
 pub mod auth;
