@@ -170,6 +170,16 @@ impl PmBench {
     }
 }
 
+/// What an injector collects from the PM.
+enum Answer {
+    /// A declared CDO's id.
+    Id(u64),
+    /// A ticketed transfer (consumers report it done at once).
+    Ticket(u64),
+    /// An operation's completion.
+    Done,
+}
+
 fn name(index: usize, k: usize) -> String {
     format!("inj{index}/{k}")
 }
@@ -213,23 +223,25 @@ pub fn inject(
     conn.join(info, role, index as i64)?;
     let producer = role == "producer";
     let start = Instant::now();
-    let mut k = 0;
-    while k < cdos {
-        let n = batch.min(cdos - k);
-        let declares: Vec<ToPm> = (k..k + n)
+    let declares = |k: usize| -> Vec<ToPm> {
+        (k..k + batch.min(cdos - k))
             .map(|i| ToPm::Declare {
                 local: i as u64,
                 name: name(index, i),
             })
-            .collect();
-        conn.send(&declares)?;
-        let ids = collect(&mut conn, Op::Declare, n, |m| match m {
-            FromPm::Declared { cdo, .. } => Some(cdo),
-            _ => None,
-        })?;
-        if producer {
-            let mut ops = Vec::with_capacity(2 * n);
-            for &cdo in &ids {
+            .collect()
+    };
+    conn.send(&declares(0))?;
+    let mut ids = collect(&mut conn, Op::Declare, batch.min(cdos), |m| match m {
+        FromPm::Declared { cdo, .. } => Some(cdo),
+        _ => None,
+    })?;
+    let mut k = 0;
+    while k < cdos {
+        let n = ids.len();
+        let mut ops = Vec::with_capacity(3 * n);
+        for &cdo in &ids {
+            if producer {
                 ops.push(ToPm::Seal {
                     cdo,
                     attributes: Default::default(),
@@ -242,34 +254,47 @@ pub fn inject(
                         len: 0,
                     },
                 });
+            } else {
+                ops.push(ToPm::Require { cdo });
             }
-            conn.send(&ops)?;
-            collect(&mut conn, Op::Offer, 2 * n, |m| {
-                matches!(m, FromPm::Done { .. }).then_some(())
-            })?;
+        }
+        // Pipelined: the next batch's declares travel in the same frame.
+        let next = k + n;
+        let next_n = if next < cdos {
+            ops.extend(declares(next));
+            batch.min(cdos - next)
         } else {
-            conn.send(
-                &ids.iter()
-                    .map(|&cdo| ToPm::Require { cdo })
-                    .collect::<Vec<_>>(),
-            )?;
-            // Each require is answered by Done and a ticket; report the tickets done.
-            let tickets = collect(&mut conn, Op::Require, 2 * n, |m| match m {
-                FromPm::Ticket { transfer, .. } => Some(Some(transfer)),
-                FromPm::Done { .. } => Some(None),
+            0
+        };
+        conn.send(&ops)?;
+        // This batch's answers (Done+Done, or Done and a ticket per require) and the ids.
+        let answers = collect(&mut conn, Op::Offer, 2 * n + next_n, |m| match m {
+            FromPm::Declared { cdo, .. } => Some(Answer::Id(cdo)),
+            FromPm::Ticket { transfer, .. } => Some(Answer::Ticket(transfer)),
+            FromPm::Done { .. } => Some(Answer::Done),
+            _ => None,
+        })?;
+        ids = answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Id(cdo) => Some(*cdo),
                 _ => None,
-            })?;
-            let done: Vec<ToPm> = tickets
-                .into_iter()
-                .flatten()
-                .map(|transfer| ToPm::TransferDone {
-                    transfer,
+            })
+            .collect();
+        let done: Vec<ToPm> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Ticket(transfer) => Some(ToPm::TransferDone {
+                    transfer: *transfer,
                     error: None,
-                })
-                .collect();
+                }),
+                _ => None,
+            })
+            .collect();
+        if !done.is_empty() {
             conn.send(&done)?;
         }
-        k += n;
+        k = next;
     }
     println!("done in {} s", start.elapsed().as_secs_f64());
     std::io::stdout().flush()?;
