@@ -49,7 +49,9 @@ impl Conn {
                 )));
             }
         };
-        self.send(&[join_message(info, component, index, None, None, &nonce)])?;
+        self.send(&[join_message(
+            info, component, index, None, None, false, &nonce,
+        )])?;
         welcome(self.recv(Op::Join)?).map(|(app, _)| app)
     }
 

@@ -137,13 +137,15 @@ impl JoinOptions {
     }
 }
 
-/// The JOIN message answering `nonce`: identity, host, process token, endpoint, proof.
+/// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
+/// `isolated`), endpoint, proof.
 pub(crate) fn join_message(
     info: &PmInfo,
     component: &str,
     index: i64,
     endpoint: Option<FabricEndpoint>,
     credential: Option<Vec<u8>>,
+    isolated: bool,
     nonce: &[u8; 32],
 ) -> ToPm {
     ToPm::Join {
@@ -151,7 +153,7 @@ pub(crate) fn join_message(
         component: component.into(),
         index,
         host: host_name(),
-        process: process_token(false),
+        process: process_token(isolated),
         endpoint,
         credential,
         proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
@@ -292,17 +294,15 @@ impl AsyncClient {
             provider: e.info().provider.clone(),
             address: e.address().clone(),
         });
-        let mut join = join_message(
+        let join = join_message(
             info,
             &opts.component,
             opts.index,
             endpoint,
             opts.credential,
+            opts.isolated,
             &nonce,
         );
-        if let (true, ToPm::Join { process, .. }) = (opts.isolated, &mut join) {
-            *process = process_token(true);
-        }
         let (reader, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
