@@ -112,3 +112,19 @@ fn killing_the_owner_fails_the_reader_within_two_seconds() {
         "the reader took {took:?} to notice"
     );
 }
+
+/// A process killed with SIGKILL leaves its shm file (`/dev/shm/<pid>:0:0`) behind; when
+/// the pid comes round again, libfabric's `fi_enable` used to fail with EBUSY. The shell
+/// plants such a file under its own pid and `exec`s the reader, which keeps that pid.
+#[test]
+fn a_stale_shm_file_under_our_pid_does_not_block_shm() {
+    let (g, announcement) = owner("shm", 1 << 20);
+    let script = r#"f="/dev/shm/$$:0:0"; head -c 65536 /dev/zero > "$f" && exec "$0" fabric-peer reader --count 1 --owner "$1""#;
+    let out = run(
+        Command::new("sh").args(["-c", script, &maestro().to_string_lossy(), &announcement]),
+        Duration::from_secs(60),
+    );
+    drop(g);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(out.stdout.contains("read 1 ok"), "{}", out.stdout);
+}

@@ -429,6 +429,12 @@ pub(crate) unsafe fn open_bound_ep(
     cq: *mut sys::fid_cq,
     ep: &mut *mut sys::fid_ep,
 ) -> Result<()> {
+    // SAFETY: guaranteed by the caller; a returned info has its fabric attributes.
+    let provider = unsafe { (*(*info).fabric_attr).prov_name };
+    // SAFETY: prov_name is NULL or a NUL-terminated string owned by `info`.
+    if !provider.is_null() && unsafe { std::ffi::CStr::from_ptr(provider) }.to_bytes() == b"shm" {
+        crate::shm_files::sweep_once();
+    }
     // SAFETY: guaranteed by the caller.
     unsafe {
         check(

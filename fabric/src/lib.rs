@@ -20,6 +20,7 @@ mod error;
 mod mr;
 mod op;
 mod select;
+mod shm_files;
 
 pub use discover::{Caps, EndpointType, ProviderClass, ProviderInfo, discover};
 pub use endpoint::{Address, Endpoint, Peer, ProgressMode, Timeouts};

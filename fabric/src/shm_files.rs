@@ -1,0 +1,116 @@
+//! Stale shared-memory files of libfabric's `shm` provider.
+//!
+//! `shm` (libfabric 1.17) backs each endpoint with a 16 MiB POSIX shared-memory file named
+//! `<pid>:<domain index>:<endpoint index>` in `/dev/shm`, and unlinks it when the endpoint
+//! closes or the process exits by a catchable signal. A process killed with `SIGKILL`
+//! (an OOM kill, a launcher's last resort, a crashed test) leaves its files behind, and
+//! when the kernel later hands the same pid to a new process, that process's first `shm`
+//! endpoint fails in `fi_enable` with `EBUSY` ("shm file in use"): libfabric finds the old
+//! file, sees the pid it records alive (it is the new process itself) and refuses it.
+//!
+//! Before the first `shm` endpoint of a process opens, [`sweep_once`] removes the files
+//! that cannot belong to a live endpoint: ours by name (this process has not created any
+//! yet) and those whose pid no longer exists. Only files owned by our user are touched
+//! (`/dev/shm` is sticky, so nothing else could be removed anyway).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Once;
+
+/// Where POSIX shared-memory objects live on Linux.
+const SHM_DIR: &str = "/dev/shm";
+
+/// Runs [`sweep`] on `/dev/shm` once per process; later calls return at once.
+///
+/// Errors reading the directory are ignored: the sweep only prevents a later failure,
+/// which then still reports itself through `fi_enable`.
+pub(crate) fn sweep_once() {
+    static SWEEP: Once = Once::new();
+    SWEEP.call_once(|| {
+        // SAFETY: getuid and getpid cannot fail.
+        let (uid, pid) = unsafe { (libc::getuid(), libc::getpid()) };
+        sweep(Path::new(SHM_DIR), uid, pid as u32, |p| {
+            Path::new(&format!("/proc/{p}")).exists()
+        });
+    });
+}
+
+/// Removes the `shm` provider's files in `dir` owned by `uid` whose pid is `own_pid` or
+/// not `alive`; returns their names.
+fn sweep(dir: &Path, uid: u32, own_pid: u32, alive: impl Fn(u32) -> bool) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = owner_pid(&name) else {
+            continue;
+        };
+        let ours = entry
+            .metadata()
+            .is_ok_and(|m| m.uid() == uid && m.is_file());
+        if ours && (pid == own_pid || !alive(pid)) && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+/// The pid in a `shm` provider file name `<pid>:<domain>:<endpoint>`, or `None` for any
+/// other name.
+fn owner_pid(name: &str) -> Option<u32> {
+    let mut parts = name.split(':');
+    let pid = parts.next()?.parse().ok()?;
+    let indexes_ok = parts
+        .by_ref()
+        .take(2)
+        .filter(|p| p.parse::<u32>().is_ok())
+        .count()
+        == 2;
+    (indexes_ok && parts.next().is_none()).then_some(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_provider_names_carry_a_pid() {
+        assert_eq!(owner_pid("1234:0:0"), Some(1234));
+        assert_eq!(owner_pid("77:1:12"), Some(77));
+        for other in [
+            "1234",
+            "1234:0",
+            "1234:0:0:0",
+            "x:0:0",
+            "12:a:0",
+            "sem.foo",
+            "",
+        ] {
+            assert_eq!(owner_pid(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn sweeps_our_pid_and_dead_pids_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["10:0:0", "10:0:1", "20:0:0", "30:0:0", "notes.txt", "40"] {
+            std::fs::write(dir.path().join(name), b"x").expect("write");
+        }
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        // We are pid 10; 20 is alive; 30 is dead.
+        let mut removed = sweep(dir.path(), uid, 10, |p| p == 20);
+        removed.sort();
+        assert_eq!(removed, ["10:0:0", "10:0:1", "30:0:0"]);
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("read")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
+            .collect();
+        left.sort();
+        assert_eq!(left, ["20:0:0", "40", "notes.txt"]);
+        // Files of another user are never touched.
+        assert!(sweep(dir.path(), uid + 1, 20, |_| false).is_empty());
+    }
+}
