@@ -11,7 +11,9 @@
 //! pattern by checksum. A 0-byte CDO `consumer-done` tells the producers they may withdraw.
 //!
 //! With `MSTRO_POOL_MANAGER_INFO` set (from `maestro pm`), the workflow joins that pool
-//! manager instead of starting one.
+//! manager instead of starting one; with `--join-published SECS` it waits that long for a
+//! pool manager that another job published for the same workflow name through PMIx
+//! (`maestro pm` run under `maestro run`, say).
 //!
 //! Where the PMIx host issues credentials (`maestro run`), every JOIN carries one and the
 //! pool manager requires it valid, on top of the workflow secret. The PM listens on every
@@ -28,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
 use pool::attr::{AttrValue, Attributes};
-use pool::bootstrap::{PM_INFO_KEY, PmInfo, new_secret};
+use pool::bootstrap::{self, PM_INFO_KEY, PmInfo, new_secret};
 use pool::schema::Schemas;
 use pool::{Client, JoinOptions, PmConfig, PoolManager};
 
@@ -43,6 +45,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 struct Plan {
     cdos: usize,
     max_size: usize,
+    /// Join the pool manager another job published for the workflow, waiting this long.
+    join_published: Option<Duration>,
 }
 
 impl Plan {
@@ -50,6 +54,7 @@ impl Plan {
         let mut plan = Plan {
             cdos: 100,
             max_size: 64 << 20,
+            join_published: None,
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut it = args.iter();
@@ -59,10 +64,12 @@ impl Plan {
             match a.as_str() {
                 "--cdos" => plan.cdos = n,
                 "--max-size" => plan.max_size = n,
+                "--join-published" => plan.join_published = Some(Duration::from_secs(n as u64)),
                 _ => {
-                    return Err(
-                        format!("unknown option {a} (use --cdos N, --max-size BYTES)").into(),
-                    );
+                    return Err(format!(
+                        "unknown option {a} (use --cdos N, --max-size BYTES, --join-published SECS)"
+                    )
+                    .into());
                 }
             }
         }
@@ -277,38 +284,48 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
     let external = PmInfo::from_env()?;
     // Where the host issues credentials, the PM (of this job) requires them.
     let credential = client.get_credential(TIMEOUT).ok().map(|c| c.bytes);
+    let workflow = workflow_name();
     let pm = if me == 0 && external.is_none() {
-        let check = credential.as_ref().map(|_| client.clone());
-        let (pm, info) = start_pm(check)?;
-        client.put(
-            pmix::Scope::Global,
-            PM_INFO_KEY,
-            &pmix::Value::String(info.encode()),
-        )?;
-        let endpoints: Vec<String> = info.endpoints.iter().map(ToString::to_string).collect();
-        let admits = if credential.is_some() {
-            "the workflow secret and a valid PMIx credential"
+        if let Some(wait) = plan.join_published {
+            // Another job serves this workflow (`maestro pm` under a PMIx host, say).
+            let info = bootstrap::lookup(&client, &workflow, Some(wait))?.ok_or_else(|| {
+                format!(
+                    "no pool manager published for workflow {workflow:?} within {wait:?}; start one (maestro run -n 1 maestro pm --workflow {workflow}) or drop --join-published"
+                )
+            })?;
+            println!(
+                "rank 0: joining the pool manager another job published for workflow {workflow:?}"
+            );
+            client.put(
+                pmix::Scope::Global,
+                PM_INFO_KEY,
+                &pmix::Value::String(info.encode()),
+            )?;
+            client.commit()?;
+            None
         } else {
-            "the workflow secret (this host issues no PMIx credentials)"
-        };
-        println!(
-            "rank 0: pool manager at {} for workflow {:?}; JOIN needs {admits}",
-            endpoints.join(", "),
-            info.workflow
-        );
-        Some(pm)
+            let check = credential.as_ref().map(|_| client.clone());
+            let (pm, info) = start_pm(check)?;
+            let reach = bootstrap::announce(&client, &info, TIMEOUT)?;
+            let endpoints: Vec<String> = info.endpoints.iter().map(ToString::to_string).collect();
+            let admits = if credential.is_some() {
+                "the workflow secret and a valid PMIx credential"
+            } else {
+                "the workflow secret (this host issues no PMIx credentials)"
+            };
+            println!(
+                "rank 0: pool manager at {} for workflow {workflow:?}, announced to {reach}; JOIN needs {admits}",
+                endpoints.join(", "),
+            );
+            Some(pm)
+        }
     } else {
         None
     };
-    client.commit()?;
     client.fence(&[], true, TIMEOUT)?;
     let info = match external {
         Some(info) => info,
-        None => {
-            let root = pmix::Proc::new(client.nspace(), 0);
-            let text = client.get(&root, PM_INFO_KEY, pmix::GetOptions::default())?;
-            PmInfo::parse(text.as_str().ok_or("PM info is not a string")?)?
-        }
+        None => bootstrap::read_announced(&client, &pmix::Proc::new(client.nspace(), 0))?,
     };
     let producers: Vec<usize> = (1..size - 1).collect();
     let how = Joining {

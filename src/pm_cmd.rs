@@ -1,13 +1,18 @@
 //! `maestro pm`: a pool manager as its own process. It prints its PM info as
 //! `MSTRO_POOL_MANAGER_INFO;<info>;` (as Maestro Core does), optionally writes it to a file
-//! readable only by its owner, and serves until SIGINT or SIGTERM.
+//! readable only by its owner, and serves until SIGINT or SIGTERM. Started under a PMIx
+//! host (`maestro run -n 1 maestro pm`), it also publishes the info for other jobs of the
+//! workflow (`pool::bootstrap::announce`; they join with `pool::bootstrap::lookup`).
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use pool::bootstrap::{PM_INFO_ENV, new_secret};
+use pool::bootstrap::{self, PM_INFO_ENV, new_secret};
 use pool::{PmConfig, PoolManager};
+
+/// How long publishing the PM info through PMIx may take.
+const ANNOUNCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Options of `maestro pm`.
 #[derive(Clone, Debug)]
@@ -45,13 +50,40 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             .open(path)?;
         writeln!(f, "{}", info.encode())?;
     }
+    // Under a PMIx host, other jobs find this PM by the workflow name.
+    let pmix = match pmix::Client::init() {
+        Ok(client) => {
+            match bootstrap::announce(&client, &info, ANNOUNCE_TIMEOUT) {
+                Ok(reach) => eprintln!(
+                    "maestro pm: workflow {:?} announced through PMIx to {reach}",
+                    info.workflow
+                ),
+                Err(e) => eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead"),
+            }
+            Some(client)
+        }
+        Err(pmix::Error::Unreachable { .. }) => None,
+        Err(e) => {
+            eprintln!("maestro pm: no PMIx ({e}); use MSTRO_POOL_MANAGER_INFO");
+            None
+        }
+    };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{PM_INFO_ENV};{};", info.encode())?;
     out.flush()?;
     drop(out);
     let sig = signals.forever().next();
     tracing::info!("signal {sig:?}: stopping the pool manager");
+    if let Some(client) = &pmix
+        && let Err(e) = client.unpublish(
+            &[&bootstrap::published_key(&info.workflow)],
+            ANNOUNCE_TIMEOUT,
+        )
+    {
+        tracing::debug!("unpublishing the PM info: {e}");
+    }
     pm.stop();
+    drop(pmix);
     if let Some(path) = &opts.info_file {
         let _ = std::fs::remove_file(path);
     }

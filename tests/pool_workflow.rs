@@ -163,3 +163,94 @@ fn a_standalone_pool_manager_serves_another_job() {
     assert_eq!(end.code(), Some(0), "{end:?}");
     assert!(!info_file.exists(), "the info file is removed at exit");
 }
+
+/// `maestro pm` run as a job of its own under `maestro run` publishes its PM info through
+/// PMIx; a second `maestro run` job of the workflow finds it by lookup (no environment
+/// variable, no file) and moves every CDO through it. The entry is gone once the PM's job
+/// ended.
+#[test]
+fn another_job_finds_the_pool_manager_by_pmix_lookup() {
+    use std::io::{BufRead, BufReader};
+    let runtime_dir = tempfile::tempdir().expect("tempdir");
+    let workflow = format!("cross-job-{}", std::process::id());
+    let mut pm_cmd = Command::new(common::maestro());
+    pm_cmd
+        .env("XDG_RUNTIME_DIR", runtime_dir.path())
+        .args(["run", "-n", "1", "--"])
+        .arg(common::maestro())
+        .args(["pm", "--workflow", &workflow]);
+    let mut pm = common::Group::spawn(&mut pm_cmd);
+    let mut line = String::new();
+    BufReader::new(pm.child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("PM info line");
+    assert!(
+        line.starts_with("MSTRO_POOL_MANAGER_INFO;"),
+        "PM said {line:?}"
+    );
+    let store = runtime_dir.path().join("maestro-pmix");
+    let entries = || std::fs::read_dir(&store).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(entries(), 1, "the PM info is published node-wide");
+    let out = run(
+        Command::new(common::maestro())
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("MSTRO_WORKFLOW_NAME", &workflow)
+            .env_remove("MSTRO_POOL_MANAGER_INFO")
+            .args(["run", "-n", "3"])
+            .arg(example("pool_workflow"))
+            .args([
+                "--cdos",
+                "10",
+                "--max-size",
+                "65536",
+                "--join-published",
+                "20",
+            ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("joining the pool manager another job published")
+            && out.stdout.contains("all checksums match"),
+        "{}",
+        out.stdout
+    );
+    // The launcher forwards SIGTERM to the PM and, stopped by it, exits with 128 + 15.
+    let end = pm.terminate(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(143), "{end:?}");
+    assert!(
+        end.stderr
+            .contains("announced through PMIx to this job and other jobs"),
+        "{end:?}"
+    );
+    assert_eq!(
+        entries(),
+        0,
+        "the job's publications are removed when it ends"
+    );
+}
+
+/// Without a published pool manager, `--join-published` gives up after its wait and
+/// says what to do.
+#[test]
+fn join_published_without_a_pool_manager_says_what_to_do() {
+    let runtime_dir = tempfile::tempdir().expect("tempdir");
+    let out = run(
+        Command::new(common::maestro())
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("MSTRO_WORKFLOW_NAME", "nobody-serves-this")
+            .env_remove("MSTRO_POOL_MANAGER_INFO")
+            .args(["run", "-n", "3"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "1", "--join-published", "1"]),
+        Duration::from_secs(60),
+    );
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("no pool manager published for workflow \"nobody-serves-this\"")
+            && out.stderr.contains("maestro pm --workflow"),
+        "{out:?}"
+    );
+}

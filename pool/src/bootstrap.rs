@@ -1,8 +1,14 @@
 //! Finding the pool manager: its *PM info*, a versioned text that carries the workflow name,
-//! the PM's control endpoints and the workflow secret. Inside one PMIx job it travels with
-//! `PMIx_Put` under [`PM_INFO_KEY`] and a collecting fence; otherwise it comes from
-//! `MSTRO_POOL_MANAGER_INFO` (the PM prints it as `MSTRO_POOL_MANAGER_INFO;<info>;`, as
-//! Maestro Core does).
+//! the PM's control endpoints and the workflow secret.
+//!
+//! - Inside one PMIx job it travels with `PMIx_Put` under [`PM_INFO_KEY`] ([`announce`])
+//!   and a collecting fence, after which every rank reads it ([`read_announced`]).
+//! - Across jobs, [`announce`] also publishes it (`PMIx_Publish`, global range) under
+//!   [`published_key`] of the workflow, and another job's processes find it with
+//!   [`lookup`]. Hosts differ: `maestro run` shares published data between the jobs of
+//!   one user on a node; Open MPI's `mpirun` within its DVM; Slurm has no publish at all.
+//! - Otherwise it comes from `MSTRO_POOL_MANAGER_INFO` (the PM prints it as
+//!   `MSTRO_POOL_MANAGER_INFO;<info>;`, as Maestro Core does) or a file.
 //!
 //! Format: `mstro-pm-v1:<workflow as hex>:<addr>[,<addr>...]:<secret as hex>`. The secret
 //! admits whoever holds the info: keep it to the job (PMIx data stays within the job's
@@ -15,6 +21,118 @@ pub const PM_INFO_KEY: &str = "maestro.pool.pm-info";
 /// The environment variable with the PM info, outside one PMIx job.
 pub const PM_INFO_ENV: &str = "MSTRO_POOL_MANAGER_INFO";
 const PREFIX: &str = "mstro-pm-v1";
+
+/// The key under which [`announce`] publishes a workflow's PM info for other jobs.
+pub fn published_key(workflow: &str) -> String {
+    format!("{PM_INFO_KEY}.{workflow}")
+}
+
+/// Why the PM info could not be announced or found through PMIx.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// A PMIx call failed (see the PMIx error for what to do).
+    #[error("PM info through PMIx: {0}")]
+    Pmix(#[from] pmix::Error),
+    /// The value found is not a valid PM info.
+    #[error("PM info found through PMIx is malformed: {0}")]
+    Info(#[from] PmInfoError),
+    /// The value found is not a string.
+    #[error(
+        "the PMIx key {0:?} does not hold a string; another program uses it: rename the workflow (MSTRO_WORKFLOW_NAME)"
+    )]
+    NotAString(String),
+}
+
+/// How far [`announce`] reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// The processes of this job (after their collecting fence): the host cannot publish.
+    Job,
+    /// The processes of this job only: another job already published a pool manager for
+    /// this workflow name (its users keep finding that one).
+    JobBecauseTaken,
+    /// This job and other jobs that [`lookup`] the workflow.
+    OtherJobs,
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reach::Job => "this job (the PMIx host cannot publish to other jobs)",
+            Reach::JobBecauseTaken => {
+                "this job only (another job already published a pool manager for this workflow name)"
+            }
+            Reach::OtherJobs => "this job and other jobs",
+        })
+    }
+}
+
+/// Puts `info` for this job (`PMIx_Put` global scope + `Commit`: the job's ranks read it
+/// with [`read_announced`] after a collecting fence) and publishes it for other jobs where
+/// the host supports `PMIx_Publish`.
+///
+/// # Errors
+/// [`BootstrapError::Pmix`] if the put or commit fails, or the publish fails for another
+/// reason than lack of support or a name another job holds (see [`Reach`]).
+pub fn announce(
+    client: &pmix::Client,
+    info: &PmInfo,
+    timeout: std::time::Duration,
+) -> Result<Reach, BootstrapError> {
+    let text = pmix::Value::String(info.encode());
+    client.put(pmix::Scope::Global, PM_INFO_KEY, &text)?;
+    client.commit()?;
+    let data = [pmix::Info::new(published_key(&info.workflow), text)];
+    match client.publish(&data, pmix::Range::Global, timeout) {
+        Ok(()) => Ok(Reach::OtherJobs),
+        Err(pmix::Error::NotSupported { .. }) => Ok(Reach::Job),
+        Err(pmix::Error::Pmix { status, .. }) if status == pmix::Status::DUPLICATE_KEY => {
+            Ok(Reach::JobBecauseTaken)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads the PM info that `root` [`announce`]d; call it after a collecting fence.
+///
+/// # Errors
+/// [`BootstrapError`] if the key is missing or malformed.
+pub fn read_announced(client: &pmix::Client, root: &pmix::Proc) -> Result<PmInfo, BootstrapError> {
+    let value = client.get(root, PM_INFO_KEY, pmix::GetOptions::default())?;
+    let text = value
+        .as_str()
+        .ok_or_else(|| BootstrapError::NotAString(PM_INFO_KEY.into()))?;
+    Ok(PmInfo::parse(text)?)
+}
+
+/// Looks for the PM info of `workflow` that another job published. With `wait`, waits up
+/// to that long for it to appear; without, answers at once. `Ok(None)`: nobody published
+/// it (within `wait`), or the host has no publish/lookup (Slurm).
+///
+/// # Errors
+/// [`BootstrapError`] for other PMIx failures or a malformed value.
+pub fn lookup(
+    client: &pmix::Client,
+    workflow: &str,
+    wait: Option<std::time::Duration>,
+) -> Result<Option<PmInfo>, BootstrapError> {
+    let key = published_key(workflow);
+    match client.lookup(&[&key], wait) {
+        Ok(found) => {
+            let Some(p) = found.into_iter().find(|p| p.key == key) else {
+                return Ok(None);
+            };
+            let text = p.value.as_str().ok_or(BootstrapError::NotAString(key))?;
+            Ok(Some(PmInfo::parse(text)?))
+        }
+        Err(
+            pmix::Error::NotFound { .. }
+            | pmix::Error::NotSupported { .. }
+            | pmix::Error::Timeout { .. },
+        ) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// Where the pool manager is and how to prove membership.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
 
 use pmix::server::{
-    CredentialReply, InfoReply, LookupReply, OpReply, PublishStore, ToolReply, ValidationReply,
+    CredentialReply, InfoReply, LookupReply, NodeDirectory, OpReply, PublishStore, ToolReply,
+    ValidationReply,
 };
 use pmix::{
     Host, Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Query, Status, Value,
@@ -47,6 +48,22 @@ pub struct RankState {
     pub finalized: bool,
 }
 
+/// A publish store that shares `PMIX_RANGE_GLOBAL` data with the user's other jobs on
+/// this node; memory-only (with a warning) if the node directory cannot be used.
+fn node_store() -> PublishStore {
+    let dir = NodeDirectory::default_dir();
+    match NodeDirectory::open(&dir) {
+        Ok(node) => PublishStore::with_node_directory(node),
+        Err(e) => {
+            tracing::warn!(
+                "publish/lookup stays within this job: {} ({e})",
+                dir.display()
+            );
+            PublishStore::default()
+        }
+    }
+}
+
 /// The launcher's [`Host`].
 pub struct LauncherHost {
     nspace: String,
@@ -81,7 +98,7 @@ impl LauncherHost {
             uid,
             gid,
             ranks: Mutex::new((0..nprocs).map(|r| (r, RankState::default())).collect()),
-            store: PublishStore::default(),
+            store: node_store(),
             authority,
             tools: AtomicU32::new(0),
             events: Mutex::new(events),
@@ -113,7 +130,13 @@ impl LauncherHost {
         self.lock_ranks().get(&rank).cloned().unwrap_or_default()
     }
 
-    /// Fails lookups that waited too long (called from the main loop's tick).
+    /// Forgets what the job published, here and node-wide (called when the job ended).
+    pub fn job_ended(&self) {
+        self.store.forget_nspace(&self.nspace);
+    }
+
+    /// Answers waiting lookups that other jobs satisfied and fails those that waited too
+    /// long (called from the main loop's tick).
     pub fn expire(&self) {
         self.store.expire(std::time::Instant::now());
     }

@@ -251,6 +251,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             tracing::debug!("deregister rank {r}: {e}");
         }
     }
+    host.job_ended();
     if let Err(e) = server.deregister_nspace(&nspace) {
         tracing::warn!("deregister {nspace}: {e}");
     }

@@ -11,11 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use pmix_sys as sys;
-
 use crate::client::Published;
 use crate::error::Status;
 use crate::query::Query;
+use crate::server::node_store::NodeDirectory;
 use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
 };
@@ -122,12 +121,18 @@ struct Waiter {
     reply: LookupReply,
 }
 
-/// An in-memory publish/lookup store for a host: `publish` stores, `lookup` answers at
-/// once or (with `PMIX_WAIT`) when the keys appear or the request's `PMIX_TIMEOUT` expires,
-/// `unpublish` removes a publisher's keys.
+/// A publish/lookup store for a host: `publish` stores, `lookup` answers at once or (with
+/// `PMIX_WAIT`) when the keys appear or the request's `PMIX_TIMEOUT` expires, `unpublish`
+/// removes a publisher's keys.
+///
+/// Data lives in memory for the host's own job. With a [`NodeDirectory`]
+/// ([`PublishStore::with_node_directory`]), data published with `PMIX_RANGE_GLOBAL` is
+/// also stored there, and lookups of keys the job does not hold read it: that is how
+/// separate jobs (separate `maestro run` hosts) of one user on one node find each other.
 #[derive(Default)]
 pub struct PublishStore {
     inner: Mutex<StoreInner>,
+    node: Option<NodeDirectory>,
 }
 
 #[derive(Default)]
@@ -140,9 +145,37 @@ struct StoreInner {
 const DEFAULT_LOOKUP_WAIT: Duration = Duration::from_secs(60);
 
 impl PublishStore {
+    /// A store that also shares `PMIX_RANGE_GLOBAL` data through `node`.
+    pub fn with_node_directory(node: NodeDirectory) -> PublishStore {
+        PublishStore {
+            inner: Mutex::default(),
+            node: Some(node),
+        }
+    }
+
     /// Stores the data infos of a publish (directives such as range or timeout are
     /// skipped) and answers any lookup that now has all its keys.
+    ///
+    /// With `PMIX_RANGE_GLOBAL` and a node directory the data also goes there; the publish
+    /// fails with `PMIX_ERR_DUPLICATE_KEY` if another job holds a key and with
+    /// `PMIX_ERR_NOT_SUPPORTED` for a value type that cannot cross jobs.
     pub fn publish(&self, proc: &Proc, info: Vec<Info>, reply: OpReply) {
+        let global = crate::value::find(&info, crate::keys::RANGE)
+            .is_some_and(|v| *v == Value::Range(crate::event::Range::Global.raw()));
+        if let Some(node) = self.node.as_ref().filter(|_| global) {
+            for i in info.iter().filter(|i| !is_directive(&i.key)) {
+                let entry = Published {
+                    publisher: proc.clone(),
+                    key: i.key.clone(),
+                    value: i.value.clone(),
+                };
+                if let Err(e) = node.put(&entry) {
+                    tracing::warn!("{proc} could not publish {:?} node-wide: {e:?}", i.key);
+                    reply.send(Err(e.status()));
+                    return;
+                }
+            }
+        }
         let mut inner = lock(&self.inner);
         for i in info {
             if is_directive(&i.key) {
@@ -159,7 +192,7 @@ impl PublishStore {
                     "{proc} tried to publish {:?}, already published by {owner}",
                     i.key
                 );
-                reply.send(Err(Status(sys::PMIX_ERR_DUPLICATE_KEY)));
+                reply.send(Err(Status::DUPLICATE_KEY));
                 return;
             }
             inner.data.insert(
@@ -187,10 +220,7 @@ impl PublishStore {
             .and_then(Value::as_u64)
             .map_or(DEFAULT_LOOKUP_WAIT, Duration::from_secs);
         let mut inner = lock(&self.inner);
-        let found: Vec<Published> = keys
-            .iter()
-            .filter_map(|k| inner.data.get(k).cloned())
-            .collect();
+        let found: Vec<Published> = keys.iter().filter_map(|k| self.find(&inner, k)).collect();
         if !wait || found.len() == keys.len() {
             drop(inner);
             reply.send(Ok(found));
@@ -206,17 +236,48 @@ impl PublishStore {
     /// Removes `keys` published by `proc` (all its keys if `keys` is empty).
     pub fn unpublish(&self, proc: &Proc, keys: &[String], reply: OpReply) {
         let mut inner = lock(&self.inner);
-        inner
-            .data
-            .retain(|k, p| !(p.publisher == *proc && (keys.is_empty() || keys.contains(k))));
+        let gone = |k: &String, p: &Published| {
+            p.publisher == *proc && (keys.is_empty() || keys.contains(k))
+        };
+        if let Some(node) = &self.node {
+            for (k, _) in inner.data.iter().filter(|(k, p)| gone(k, p)) {
+                node.remove(k, proc);
+            }
+        }
+        inner.data.retain(|k, p| !gone(k, p));
         drop(inner);
         reply.send(Ok(()));
     }
 
-    /// Fails waiting lookups whose deadline passed with `PMIX_ERR_TIMEOUT`. A host calls
-    /// this periodically (`maestro run` does every 100 ms).
+    /// A key from this job, or else from the node directory.
+    fn find(&self, inner: &StoreInner, key: &str) -> Option<Published> {
+        inner
+            .data
+            .get(key)
+            .cloned()
+            .or_else(|| self.node.as_ref()?.get(key))
+    }
+
+    /// Answers waiting lookups whose keys other jobs published meanwhile, and fails those
+    /// whose deadline passed with `PMIX_ERR_TIMEOUT`. A host calls this periodically
+    /// (`maestro run` does every 100 ms).
     pub fn expire(&self, now: Instant) {
         let mut inner = lock(&self.inner);
+        if self.node.is_some() {
+            let mut i = 0;
+            while i < inner.waiters.len() {
+                let found: Vec<Published> = inner.waiters[i]
+                    .keys
+                    .iter()
+                    .filter_map(|k| self.find(&inner, k))
+                    .collect();
+                if found.len() == inner.waiters[i].keys.len() {
+                    inner.waiters.swap_remove(i).reply.send(Ok(found));
+                } else {
+                    i += 1;
+                }
+            }
+        }
         let (expired, keep): (Vec<Waiter>, Vec<Waiter>) =
             inner.waiters.drain(..).partition(|w| w.deadline <= now);
         inner.waiters = keep;
@@ -226,11 +287,14 @@ impl PublishStore {
         }
     }
 
-    /// Drops everything a finished job published.
+    /// Drops everything a finished job published (here and in the node directory).
     pub fn forget_nspace(&self, nspace: &str) {
         lock(&self.inner)
             .data
             .retain(|_, p| p.publisher.nspace != nspace);
+        if let Some(node) = &self.node {
+            node.remove_nspace(nspace);
+        }
     }
 }
 

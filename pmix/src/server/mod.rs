@@ -13,6 +13,7 @@
 //! does); `pmix_nspace_t` is `char[256]` (names are copied into full buffers).
 
 mod host;
+mod node_store;
 mod reply;
 mod upcalls;
 
@@ -24,6 +25,7 @@ use std::time::Duration;
 use pmix_sys as sys;
 
 pub use host::{Host, PublishStore};
+pub use node_store::NodeDirectory;
 pub use reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
 };
