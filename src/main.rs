@@ -181,6 +181,9 @@ enum BenchCmd {
         /// Also measure declare + require + ticket + transfer-done.
         #[arg(long)]
         require: bool,
+        /// Injectors talk to the PM over TCP loopback instead of its Unix socket.
+        #[arg(long)]
+        tcp: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -365,6 +368,7 @@ fn main() -> ExitCode {
             cdos,
             batch,
             require,
+            tcp,
             json,
         }) => {
             let b = bench::pm::PmBench {
@@ -372,6 +376,7 @@ fn main() -> ExitCode {
                 cdos,
                 batch: batch as usize,
                 require,
+                tcp,
             };
             match b.run() {
                 Ok(r) if json => {

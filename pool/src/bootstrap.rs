@@ -134,13 +134,66 @@ pub fn lookup(
     }
 }
 
+/// One control endpoint of the pool manager.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ControlAddr {
+    /// A TCP address (any host that can route to it).
+    Tcp(SocketAddr),
+    /// A Unix socket (processes on the PM's host; in the PM info it comes first, and
+    /// elsewhere connecting to it fails at once and the next endpoint is tried).
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for ControlAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlAddr::Tcp(a) => write!(f, "{a}"),
+            ControlAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl From<SocketAddr> for ControlAddr {
+    fn from(a: SocketAddr) -> ControlAddr {
+        ControlAddr::Tcp(a)
+    }
+}
+
+impl ControlAddr {
+    /// The form inside the PM info: `ip:port`, or `unix=<path as hex>` (paths may hold
+    /// the info's separators).
+    fn encode(&self) -> String {
+        use std::os::unix::ffi::OsStrExt;
+        match self {
+            ControlAddr::Tcp(a) => a.to_string(),
+            ControlAddr::Unix(p) => format!("unix={}", hex(p.as_os_str().as_bytes())),
+        }
+    }
+
+    fn decode(s: &str) -> Result<ControlAddr, PmInfoError> {
+        use std::os::unix::ffi::OsStrExt;
+        match s.strip_prefix("unix=") {
+            Some(h) => {
+                let bytes = unhex(h, "unix socket path")?;
+                Ok(ControlAddr::Unix(
+                    std::ffi::OsStr::from_bytes(&bytes).into(),
+                ))
+            }
+            None => s
+                .parse()
+                .map(ControlAddr::Tcp)
+                .map_err(|_| PmInfoError::Endpoint(s.to_string())),
+        }
+    }
+}
+
 /// Where the pool manager is and how to prove membership.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PmInfo {
     /// The workflow name.
     pub workflow: String,
     /// The PM's control endpoints, tried in order.
-    pub endpoints: Vec<SocketAddr>,
+    pub endpoints: Vec<ControlAddr>,
     /// The workflow secret.
     pub secret: Vec<u8>,
 }
@@ -161,8 +214,8 @@ pub enum PmInfoError {
         /// Whether UTF-8 was expected too.
         utf8: &'static str,
     },
-    /// An endpoint is not `ip:port`.
-    #[error("PM info endpoint {0:?} is not ip:port")]
+    /// An endpoint is not `ip:port` or `unix=<hex path>`.
+    #[error("PM info endpoint {0:?} is not ip:port or unix=<path as hex>")]
     Endpoint(String),
     /// No endpoint, or an empty secret.
     #[error("PM info has no {0}")]
@@ -191,7 +244,7 @@ fn unhex(s: &str, field: &'static str) -> Result<Vec<u8>, PmInfoError> {
 impl PmInfo {
     /// The text form.
     pub fn encode(&self) -> String {
-        let addrs: Vec<String> = self.endpoints.iter().map(ToString::to_string).collect();
+        let addrs: Vec<String> = self.endpoints.iter().map(ControlAddr::encode).collect();
         format!(
             "{PREFIX}:{}:{}:{}",
             hex(self.workflow.as_bytes()),
@@ -226,10 +279,7 @@ impl PmInfo {
         let endpoints = addrs
             .split(',')
             .filter(|a| !a.is_empty())
-            .map(|a| {
-                a.parse::<SocketAddr>()
-                    .map_err(|_| PmInfoError::Endpoint(a.to_string()))
-            })
+            .map(ControlAddr::decode)
             .collect::<Result<Vec<_>, _>>()?;
         if endpoints.is_empty() {
             return Err(PmInfoError::Missing("endpoint"));
@@ -314,8 +364,9 @@ mod tests {
         let info = PmInfo {
             workflow: "climate:run;7 ü".into(),
             endpoints: vec![
-                "127.0.0.1:4000".parse().expect("v4"),
-                "[::1]:4001".parse().expect("v6"),
+                ControlAddr::Unix("/tmp/odd:dir,name/pm.sock".into()),
+                ControlAddr::Tcp("127.0.0.1:4000".parse().expect("v4")),
+                ControlAddr::Tcp("[::1]:4001".parse().expect("v6")),
             ],
             secret: vec![1, 2, 255],
         };
@@ -358,6 +409,13 @@ mod tests {
         assert!(matches!(
             PmInfo::parse("mstro-pm-v1:61:nohost:00"),
             Err(PmInfoError::Endpoint(_))
+        ));
+        assert!(matches!(
+            PmInfo::parse("mstro-pm-v1:61:unix=2f7:00"),
+            Err(PmInfoError::Hex {
+                field: "unix socket path",
+                ..
+            })
         ));
         assert!(matches!(
             PmInfo::parse("mstro-pm-v1:61::00"),

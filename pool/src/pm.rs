@@ -1,5 +1,6 @@
-//! The pool manager's IO driver (tokio): TCP listeners (one per control endpoint), one
-//! reader and one writer task per connection, and one actor task that owns the sans-IO
+//! The pool manager's IO driver (tokio): listeners (a private Unix socket for processes on
+//! the PM's host, then one TCP listener per address), one reader and one writer task per
+//! connection, and one actor task that owns the sans-IO
 //! [`Manager`] and turns its outputs into frames. A connection that sends a malformed frame
 //! is logged and closed; everyone else carries on. A JOIN's PMIx credential is checked in
 //! the connection's reader task (off the actor) before the actor sees the JOIN.
@@ -8,11 +9,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bootstrap::PmInfo;
+use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::manager::{ConnId, Credential, Manager};
 use crate::proto::{self, FromPm, ToPm};
 
@@ -32,6 +33,10 @@ pub struct PmConfig {
     pub credentials: Option<CredentialCheck>,
     /// Refuse JOINs without a valid credential.
     pub require_credentials: bool,
+    /// Also listen on a Unix socket in a private directory (mode 0700, under `$TMPDIR`
+    /// (`maestro run` gives each job its own) or `/tmp`, removed when the PM stops),
+    /// advertised first: processes of the same user on the PM's host skip TCP. Default on.
+    pub unix_socket: bool,
 }
 
 impl PmConfig {
@@ -43,6 +48,7 @@ impl PmConfig {
             listen,
             credentials: None,
             require_credentials: false,
+            unix_socket: true,
         }
     }
 }
@@ -59,6 +65,66 @@ pub struct PoolManager {
     info: PmInfo,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The private directory of the Unix socket, removed at shutdown.
+    unix_dir: Option<std::path::PathBuf>,
+}
+
+/// A listener of either kind.
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+    String,
+);
+
+impl Listener {
+    /// The next connection, split, with a description of the peer.
+    async fn accept(&self) -> std::io::Result<Halves> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, peer) = l.accept().await?;
+                let _ = stream.set_nodelay(true);
+                let (r, w) = stream.into_split();
+                Ok((Box::new(r), Box::new(w), peer.to_string()))
+            }
+            Listener::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                let (r, w) = stream.into_split();
+                Ok((Box::new(r), Box::new(w), "the unix socket".into()))
+            }
+        }
+    }
+}
+
+/// Creates a private directory with a listening Unix socket in it; `None` (with a warning)
+/// when that is not possible, for the PM then serves over TCP only.
+fn unix_listener(
+    rt: &tokio::runtime::Runtime,
+) -> Option<(std::path::PathBuf, ControlAddr, Listener)> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    let mut tag = [0u8; 6];
+    getrandom::fill(&mut tag).ok()?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = base.join(format!("maestro-pm-{}-{tag}", std::process::id()));
+    let path = dir.join("pm.sock");
+    let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let _guard = rt.enter();
+    match made.and_then(|()| UnixListener::bind(&path)) {
+        Ok(l) => Some((dir, ControlAddr::Unix(path), Listener::Unix(l))),
+        Err(e) => {
+            tracing::warn!(
+                "pool manager: no unix socket at {} ({e}); TCP only",
+                path.display()
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            None
+        }
+    }
 }
 
 impl PoolManager {
@@ -81,6 +147,14 @@ impl PoolManager {
             .build()?;
         let mut listeners = Vec::new();
         let mut endpoints = Vec::new();
+        let mut unix_dir = None;
+        if config.unix_socket
+            && let Some((dir, addr, listener)) = unix_listener(&rt)
+        {
+            unix_dir = Some(dir);
+            endpoints.push(addr);
+            listeners.push(listener);
+        }
         for addr in &config.listen {
             let l = rt.block_on(TcpListener::bind(addr)).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("pool manager listening on {addr}: {e}"))
@@ -89,12 +163,12 @@ impl PoolManager {
             if bound.ip().is_unspecified() {
                 // Listening everywhere: advertise every interface that is up.
                 for ip in crate::bootstrap::interface_addresses()? {
-                    endpoints.push(SocketAddr::new(ip, bound.port()));
+                    endpoints.push(SocketAddr::new(ip, bound.port()).into());
                 }
             } else {
-                endpoints.push(bound);
+                endpoints.push(bound.into());
             }
-            listeners.push(l);
+            listeners.push(Listener::Tcp(l));
         }
         let mut nonce = [0u8; 8];
         getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -114,12 +188,16 @@ impl PoolManager {
             info,
             stop: Some(stop_tx),
             thread: Some(thread),
+            unix_dir,
         })
     }
 
-    /// The first address applications connect to.
-    pub fn addr(&self) -> SocketAddr {
-        self.info.endpoints[0]
+    /// The first TCP address applications can connect to.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.info.endpoints.iter().find_map(|e| match e {
+            ControlAddr::Tcp(a) => Some(*a),
+            ControlAddr::Unix(_) => None,
+        })
     }
 
     /// The PM info applications join with (every control endpoint, the secret).
@@ -139,6 +217,9 @@ impl PoolManager {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        if let Some(dir) = self.unix_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -149,13 +230,13 @@ impl Drop for PoolManager {
 }
 
 async fn serve(
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     mut manager: Manager,
     check: Option<CredentialCheck>,
     mut stop: oneshot::Receiver<()>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-    let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<(TcpStream, SocketAddr)>();
+    let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<Halves>();
     let acceptors: Vec<_> = listeners
         .into_iter()
         .map(|l| tokio::spawn(accept_loop(l, accepted_tx.clone())))
@@ -165,11 +246,11 @@ async fn serve(
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            Some((stream, peer)) = accepted.recv() => {
+            Some((read, write, peer)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
                 tracing::debug!("connection {conn} from {peer}");
-                spawn_connection(conn, stream, tx.clone(), check.clone());
+                spawn_connection(conn, read, write, tx.clone(), check.clone());
             }
             Some(ev) = rx.recv() => {
                 match ev {
@@ -205,7 +286,7 @@ async fn serve(
     }
 }
 
-async fn accept_loop(listener: TcpListener, to: mpsc::UnboundedSender<(TcpStream, SocketAddr)>) {
+async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {
     loop {
         match listener.accept().await {
             Ok(conn) => {
@@ -251,12 +332,11 @@ fn flush(
 
 fn spawn_connection(
     conn: ConnId,
-    stream: TcpStream,
+    mut read: Box<dyn AsyncRead + Unpin + Send>,
+    mut write: Box<dyn AsyncWrite + Unpin + Send>,
     events: mpsc::UnboundedSender<Event>,
     check: Option<CredentialCheck>,
 ) {
-    let _ = stream.set_nodelay(true);
-    let (mut read, mut write) = stream.into_split();
     let (wtx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
     let _ = events.send(Event::Connected(conn, wtx));
     tokio::spawn(async move {

@@ -4,29 +4,61 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use crate::bootstrap::PmInfo;
+use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::client::{ClientError, Result, join_message, welcome};
 use crate::proto::{self, AppId, FromPm, Op, ToPm};
 
+/// Either kind of control stream.
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn io(&mut self) -> &mut dyn ReadWrite {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+
+    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
 /// A framed connection.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     inbox: VecDeque<FromPm>,
     timeout: Duration,
 }
 
 impl Conn {
-    /// Connects to the PM.
+    /// Connects to the PM at one of its control endpoints.
     ///
     /// # Errors
     /// Connection errors.
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_nodelay(true)?;
+    pub fn connect(addr: &ControlAddr, timeout: Duration) -> Result<Conn> {
+        let stream = match addr {
+            ControlAddr::Tcp(a) => {
+                let s = TcpStream::connect_timeout(a, timeout)?;
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+            ControlAddr::Unix(p) => Stream::Unix(UnixStream::connect(p)?),
+        };
         Ok(Conn {
             stream,
             buf: Vec::new(),
@@ -61,7 +93,7 @@ impl Conn {
     /// Encoding (too large) and connection errors.
     pub fn send(&mut self, batch: &[ToPm]) -> Result<()> {
         let frame = proto::encode(batch)?;
-        self.stream.write_all(&frame)?;
+        self.stream.io().write_all(&frame)?;
         Ok(())
     }
 
@@ -81,7 +113,7 @@ impl Conn {
             self.stream
                 .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
             let mut chunk = [0u8; 64 * 1024];
-            let n = match self.stream.read(&mut chunk) {
+            let n = match self.stream.io().read(&mut chunk) {
                 Ok(0) => return Err(ClientError::Closed),
                 Ok(n) => n,
                 Err(e)

@@ -145,7 +145,7 @@ fn rma_moves_cdos_intact_despite_intruders() {
         }) => {}
         other => panic!("wrong secret: {:?}", other.map(|c| c.app())),
     }
-    let mut garbage = TcpStream::connect(pm.addr()).expect("connect");
+    let mut garbage = TcpStream::connect(pm.tcp_addr().expect("a TCP endpoint")).expect("connect");
     garbage
         .write_all(b"GET / HTTP/1.1\r\n\r\nthis is not a frame")
         .expect("write");
@@ -296,4 +296,33 @@ fn seal_checks_attributes_against_the_schemas() {
     c.dispose(cdo).expect("dispose");
     c.leave().expect("leave");
     pm.stop();
+}
+
+/// The PM advertises its Unix socket first (in a private directory, gone when it stops);
+/// a client elsewhere, where that path does not exist, falls through to TCP.
+#[test]
+fn unix_socket_first_then_tcp_where_it_does_not_exist() {
+    use pool::bootstrap::ControlAddr;
+    use std::os::unix::fs::PermissionsExt;
+    let pm = start_pm();
+    let info = pm.info().clone();
+    let ControlAddr::Unix(socket) = &info.endpoints[0] else {
+        panic!("the first endpoint is {}", info.endpoints[0]);
+    };
+    let dir = socket.parent().expect("socket dir").to_path_buf();
+    let mode = std::fs::metadata(&dir).expect("dir").permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "the socket's directory is private");
+    let c = Client::join(&info, opts("local", Side::NoFabric)).expect("join by unix socket");
+    c.leave().expect("leave");
+    // Elsewhere: the path names nothing, the TCP endpoint after it is used.
+    let elsewhere = PmInfo {
+        endpoints: std::iter::once(ControlAddr::Unix(dir.join("absent.sock")))
+            .chain(info.endpoints[1..].iter().cloned())
+            .collect(),
+        ..info.clone()
+    };
+    let c = Client::join(&elsewhere, opts("remote", Side::NoFabric)).expect("join by TCP");
+    c.leave().expect("leave");
+    pm.stop();
+    assert!(!dir.exists(), "the socket's directory is removed at stop");
 }

@@ -27,6 +27,8 @@ pub struct PmBench {
     pub batch: usize,
     /// Also measure require + ticket + transfer-done.
     pub require: bool,
+    /// Connect over TCP loopback instead of the PM's Unix socket.
+    pub tcp: bool,
 }
 
 /// The result.
@@ -133,7 +135,9 @@ impl PmBench {
     pub fn run(&self) -> Result<PmReport, PmBenchError> {
         let secret = new_secret()?;
         let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
-        let pm = PoolManager::start(PmConfig::new("bench", &secret, listen))?;
+        let mut config = PmConfig::new("bench", &secret, listen);
+        config.unix_socket = !self.tcp;
+        let pm = PoolManager::start(config)?;
         let info = pm.info().clone();
         let rss0 = rss_bytes();
         let mut producers = (0..self.injectors)
@@ -215,7 +219,7 @@ pub fn inject(
     cdos: usize,
     batch: usize,
 ) -> Result<(), PmBenchError> {
-    let addr = *info
+    let addr = info
         .endpoints
         .first()
         .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;

@@ -108,7 +108,7 @@ impl TempDir {
         let dir = run_dir(std::process::id());
         // A stale directory of a crashed launcher with our pid: start clean.
         let _ = std::fs::remove_dir_all(&dir);
-        for sub in ["server", "system"] {
+        for sub in ["server", "system", "ranks"] {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
         }
@@ -319,6 +319,9 @@ impl Job<'_> {
         if self.opts.openmpi_compat && std::env::var_os(OPENMPI_DIRECT_LAUNCH.0).is_none() {
             cmd.env(OPENMPI_DIRECT_LAUNCH.0, OPENMPI_DIRECT_LAUNCH.1);
         }
+        // The ranks' temporary files (a pool manager's Unix socket, say) go with the job,
+        // even when a rank is killed.
+        cmd.env("TMPDIR", run_dir(std::process::id()).join("ranks"));
         cmd.args(&self.opts.command[1..])
             .envs(env)
             .stdin(Stdio::null())

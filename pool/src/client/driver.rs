@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::data::{self, CdoData};
 use super::{ClientError, Result, Shared};
 use crate::attr::Attributes;
-use crate::bootstrap::PmInfo;
+use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::proto::{self, CdoId, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
@@ -82,9 +82,8 @@ pub(crate) async fn connect(info: &PmInfo, limit: Duration) -> Result<(Connected
     // An endpoint on a network this host cannot reach must not eat the whole timeout.
     let per_endpoint = limit.min(CONNECT_LIMIT);
     for addr in &info.endpoints {
-        let connecting = tokio::net::TcpStream::connect(addr);
-        let stream = match tokio::time::timeout(per_endpoint, connecting).await {
-            Ok(Ok(s)) => s,
+        let (r, w) = match tokio::time::timeout(per_endpoint, open(addr)).await {
+            Ok(Ok(halves)) => halves,
             Ok(Err(e)) => {
                 errors.push(format!("{addr}: {e}"));
                 continue;
@@ -94,19 +93,14 @@ pub(crate) async fn connect(info: &PmInfo, limit: Duration) -> Result<(Connected
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        let (r, w) = stream.into_split();
         let mut reader = FrameReader {
-            io: Box::new(r),
+            io: r,
             buf: Vec::new(),
             inbox: VecDeque::new(),
         };
         match reader.expect(Op::Join, limit).await? {
             FromPm::Challenge { nonce } => {
-                let connected = Connected {
-                    reader,
-                    writer: Box::new(w),
-                };
+                let connected = Connected { reader, writer: w };
                 return Ok((connected, nonce));
             }
             other => {
@@ -117,6 +111,22 @@ pub(crate) async fn connect(info: &PmInfo, limit: Duration) -> Result<(Connected
         }
     }
     Err(ClientError::Unreachable(errors.join("; ")))
+}
+
+/// Opens a control connection to `addr`, split into its halves.
+async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, Writer)> {
+    Ok(match addr {
+        ControlAddr::Tcp(a) => {
+            let stream = tokio::net::TcpStream::connect(a).await?;
+            let _ = stream.set_nodelay(true);
+            let (r, w) = stream.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        ControlAddr::Unix(path) => {
+            let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
+            (Box::new(r), Box::new(w))
+        }
+    })
 }
 
 /// Sends the JOIN and reads the answer.
