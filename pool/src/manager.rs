@@ -23,7 +23,8 @@
 //! provider; `Declared` → `Required` (with a transfer, demanded or not) → local for a
 //! consumer; `Dispose` ends either.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
@@ -35,6 +36,39 @@ use crate::proto::{
 
 /// A connection, as the driver numbers them.
 pub type ConnId = u64;
+
+/// Hash maps of the PM: a fast hasher with a per-process random seed (keys include names
+/// chosen by applications, so the seed matters).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
+/// CDO ids by name (offers, waiting consumers): usually one or a few per name, so a short
+/// list each; a name's entry goes when its list empties, so the index never outgrows the
+/// live CDOs.
+#[derive(Debug, Default)]
+struct NameIndex(HashMap<Arc<str>, Vec<CdoId>>);
+
+impl NameIndex {
+    fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
+        let ids = self.0.entry(Arc::clone(name)).or_default();
+        if !ids.contains(&cdo) {
+            ids.push(cdo);
+        }
+    }
+
+    fn remove(&mut self, name: &str, cdo: CdoId) {
+        if let Some(ids) = self.0.get_mut(name) {
+            ids.retain(|&c| c != cdo);
+            if ids.is_empty() {
+                self.0.remove(name);
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> &[CdoId] {
+        self.0.get(name).map_or(&[], Vec::as_slice)
+    }
+}
 
 /// Longest CDO name accepted.
 pub const MAX_NAME: usize = 4096;
@@ -78,7 +112,7 @@ impl State {
 #[derive(Debug)]
 struct Cdo {
     app: AppId,
-    name: String,
+    name: Arc<str>,
     attributes: Attributes,
     state: State,
 }
@@ -121,7 +155,7 @@ struct App {
     process: u64,
     endpoint: Option<FabricEndpoint>,
     leaving: bool,
-    cdos: BTreeSet<CdoId>,
+    cdos: HashSet<CdoId>,
 }
 
 /// The pool manager state machine.
@@ -132,11 +166,11 @@ pub struct Manager {
     require_credentials: bool,
     conns: HashMap<ConnId, Conn>,
     apps: BTreeMap<AppId, App>,
-    cdos: BTreeMap<CdoId, Cdo>,
+    cdos: HashMap<CdoId, Cdo>,
     /// Offered (not withdrawing) CDOs by name.
-    offers: HashMap<String, BTreeSet<CdoId>>,
+    offers: NameIndex,
     /// Consumers waiting for a ticket, by name.
-    waiting: HashMap<String, BTreeSet<CdoId>>,
+    waiting: NameIndex,
     transfers: BTreeMap<TransferId, Transfer>,
     /// Transfers in flight from each offer (absent: none).
     load: HashMap<CdoId, usize>,
@@ -154,13 +188,13 @@ impl Manager {
             secret: secret.to_vec(),
             instance,
             require_credentials: false,
-            conns: HashMap::new(),
+            conns: HashMap::default(),
             apps: BTreeMap::new(),
-            cdos: BTreeMap::new(),
-            offers: HashMap::new(),
-            waiting: HashMap::new(),
+            cdos: HashMap::default(),
+            offers: NameIndex::default(),
+            waiting: NameIndex::default(),
             transfers: BTreeMap::new(),
-            load: HashMap::new(),
+            load: HashMap::default(),
             next_id: 1,
             out: VecDeque::new(),
             closing: Vec::new(),
@@ -318,7 +352,7 @@ impl Manager {
                 process,
                 endpoint,
                 leaving: false,
-                cdos: BTreeSet::new(),
+                cdos: HashSet::default(),
             },
         );
         let pool = self.instance;
@@ -339,7 +373,7 @@ impl Manager {
             cdo,
             Cdo {
                 app,
-                name,
+                name: name.into(),
                 attributes: Attributes::new(),
                 state: State::Declared,
             },
@@ -400,16 +434,13 @@ impl Manager {
             return Err(Self::wrong(Op::Offer, &c.state));
         }
         c.state = State::Offered(region);
-        let name = c.name.clone();
-        self.offers.entry(name.clone()).or_default().insert(cdo);
+        let name = Arc::clone(&c.name);
+        self.offers.insert(&name, cdo);
         self.done(conn, Op::Offer, cdo);
-        let waiting: Vec<CdoId> = self
-            .waiting
-            .get(&name)
-            .map(|w| w.iter().copied().collect())
-            .unwrap_or_default();
-        for w in waiting {
-            self.ticket(w);
+        if !self.waiting.get(&name).is_empty() {
+            for w in self.waiting.get(&name).to_vec() {
+                self.ticket(w);
+            }
         }
         Ok(())
     }
@@ -428,7 +459,7 @@ impl Manager {
             other => return Err(Self::wrong(op, other)),
         }
         let (local, name) = match &c.state {
-            State::Required(w) => (w.local, c.name.clone()),
+            State::Required(w) => (w.local, Arc::clone(&c.name)),
             _ => unreachable!("just set"),
         };
         if !demand {
@@ -437,7 +468,7 @@ impl Manager {
         if local {
             self.out.push_back((conn, FromPm::Ready { cdo }));
         } else if matches!(&self.cdo(cdo).state, State::Required(w) if w.transfer.is_none()) {
-            self.waiting.entry(name).or_default().insert(cdo);
+            self.waiting.insert(&name, cdo);
             self.ticket(cdo);
         }
         Ok(())
@@ -450,7 +481,7 @@ impl Manager {
             return Attributes::new();
         };
         let mut a = c.attributes.clone();
-        a.insert(attr::NAME.into(), AttrValue::Str(c.name.clone()));
+        a.insert(attr::NAME.into(), AttrValue::Str(c.name.to_string()));
         if let State::Offered(l) | State::Withdrawing(l) = &c.state {
             a.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(l.len));
         }
@@ -470,15 +501,14 @@ impl Manager {
         let Some(from) = self
             .offers
             .get(&c.name)
-            .into_iter()
-            .flatten()
+            .iter()
             .copied()
             .filter(|o| !want.failed.contains(o))
             .min_by_key(|&o| (load(self, o), o))
         else {
             return;
         };
-        let (name, consumer) = (c.name.clone(), c.app);
+        let (name, consumer) = (Arc::clone(&c.name), c.app);
         let Some((provider, State::Offered(region))) =
             self.cdos.get(&from).map(|f| (f.app, f.state.clone()))
         else {
@@ -494,9 +524,7 @@ impl Manager {
         self.transfers
             .insert(transfer, Transfer { from, to, stream });
         *self.load.entry(from).or_default() += 1;
-        if let Some(w) = self.waiting.get_mut(&name) {
-            w.remove(&to);
-        }
+        self.waiting.remove(&name, to);
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
@@ -666,8 +694,8 @@ impl Manager {
         };
         w.transfer = None;
         w.failed.insert(failed);
-        let name = c.name.clone();
-        self.waiting.entry(name).or_default().insert(to);
+        let name = Arc::clone(&c.name);
+        self.waiting.insert(&name, to);
         self.ticket(to);
     }
 
@@ -695,11 +723,9 @@ impl Manager {
         if w.transfer.is_some() {
             return Err(Self::wrong(Op::Retract, &c.state));
         }
-        let name = c.name.clone();
+        let name = Arc::clone(&c.name);
         c.state = State::Declared;
-        if let Some(w) = self.waiting.get_mut(&name) {
-            w.remove(&cdo);
-        }
+        self.waiting.remove(&name, cdo);
         self.done(conn, Op::Retract, cdo);
         self.retry_byes();
         Ok(())
@@ -711,10 +737,8 @@ impl Manager {
             return Err(Self::wrong(Op::Withdraw, &c.state));
         };
         c.state = State::Withdrawing(region);
-        let name = c.name.clone();
-        if let Some(o) = self.offers.get_mut(&name) {
-            o.remove(&cdo);
-        }
+        let name = Arc::clone(&c.name);
+        self.offers.remove(&name, cdo);
         self.source_released(cdo);
         Ok(())
     }
@@ -730,11 +754,9 @@ impl Manager {
             }
             _ => {}
         }
-        let (name, app) = (c.name.clone(), c.app);
+        let (name, app) = (Arc::clone(&c.name), c.app);
         self.cdos.remove(&cdo);
-        if let Some(w) = self.waiting.get_mut(&name) {
-            w.remove(&cdo);
-        }
+        self.waiting.remove(&name, cdo);
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.remove(&cdo);
         }
@@ -763,12 +785,11 @@ impl Manager {
             match &c.state {
                 State::Offered(_) | State::Withdrawing(_) => {
                     self.load.contains_key(&o)
-                        || (self.waiting.get(&c.name).is_some_and(|w| !w.is_empty())
+                        || (!self.waiting.get(&c.name).is_empty()
                             && !self
                                 .offers
                                 .get(&c.name)
-                                .into_iter()
-                                .flatten()
+                                .iter()
                                 .any(|&x| self.cdos.get(&x).is_some_and(|x| x.app != app)))
                 }
                 _ => false,
@@ -819,13 +840,11 @@ impl Manager {
         let mut names = BTreeSet::new();
         for cdo in &a.cdos {
             if let Some(c) = self.cdos.remove(cdo) {
-                if let Some(o) = self.offers.get_mut(&c.name) {
-                    o.remove(cdo);
+                self.offers.remove(&c.name, *cdo);
+                self.waiting.remove(&c.name, *cdo);
+                if died {
+                    names.insert(c.name);
                 }
-                if let Some(w) = self.waiting.get_mut(&c.name) {
-                    w.remove(cdo);
-                }
-                names.insert(c.name);
             }
         }
         // Transfers from its offers fail; transfers to its CDOs just end.
@@ -855,25 +874,16 @@ impl Manager {
 
     /// Fails demands of `name` that no offer can serve any more.
     fn fail_orphaned_demands(&mut self, name: &str) {
-        let usable = |m: &Self, w: &Want| {
-            m.offers
-                .get(name)
-                .into_iter()
-                .flatten()
-                .any(|o| !w.failed.contains(o))
-        };
+        let usable = |m: &Self, w: &Want| m.offers.get(name).iter().any(|o| !w.failed.contains(o));
         let orphaned: Vec<CdoId> = self
             .waiting
             .get(name)
-            .into_iter()
-            .flatten()
+            .iter()
             .copied()
             .filter(|c| matches!(self.cdos.get(c).map(|c| &c.state), Some(State::Required(w)) if w.demanded && !usable(self, w)))
             .collect();
         for cdo in orphaned {
-            if let Some(w) = self.waiting.get_mut(name) {
-                w.remove(&cdo);
-            }
+            self.waiting.remove(name, cdo);
             let Some(c) = self.cdos.get_mut(&cdo) else {
                 continue;
             };
