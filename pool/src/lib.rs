@@ -20,6 +20,7 @@ mod manager;
 mod pm;
 pub mod proto;
 pub mod schema;
+pub mod selector;
 pub mod wire;
 
 pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result};

@@ -51,7 +51,8 @@ pub enum AttrType {
 }
 
 impl AttrType {
-    fn of(v: &AttrValue) -> AttrType {
+    /// The type of a value.
+    pub(crate) fn of(v: &AttrValue) -> AttrType {
         match v {
             AttrValue::Int(_) => AttrType::Int,
             AttrValue::Uint(_) => AttrType::Uint,
@@ -568,6 +569,14 @@ fn check_range(spec: &AttrSpec, v: &AttrValue) -> Result<(), AttrError> {
 }
 
 fn parse_text(spec: &AttrSpec, text: &str) -> Result<AttrValue, AttrError> {
+    let v = parse_unchecked(spec, text)?;
+    check_range(spec, &v)?;
+    Ok(v)
+}
+
+/// `text` as a value of `spec`'s type, without its bounds (a selector may compare against
+/// any value).
+pub(crate) fn parse_unchecked(spec: &AttrSpec, text: &str) -> Result<AttrValue, AttrError> {
     let bad = || AttrError::Parse {
         key: spec.key.clone(),
         text: text.chars().take(80).collect(),
@@ -590,7 +599,6 @@ fn parse_text(spec: &AttrSpec, text: &str) -> Result<AttrValue, AttrError> {
             Err(_) => parse_rfc3339(t).ok_or_else(bad)?,
         }),
     };
-    check_range(spec, &v)?;
     Ok(v)
 }
 
