@@ -16,6 +16,7 @@ pub mod attr;
 pub mod auth;
 pub mod bootstrap;
 mod client;
+pub mod events;
 mod manager;
 mod pm;
 pub mod proto;
@@ -23,6 +24,6 @@ pub mod schema;
 pub mod selector;
 pub mod wire;
 
-pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result};
+pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription};
 pub use manager::{ConnId, Credential, MAX_NAME, Manager};
 pub use pm::{CredentialCheck, PmConfig, PoolManager};

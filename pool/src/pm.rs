@@ -37,6 +37,9 @@ pub struct PmConfig {
     /// (`maestro run` gives each job its own) or `/tmp`, removed when the PM stops),
     /// advertised first: processes of the same user on the PM's host skip TCP. Default on.
     pub unix_socket: bool,
+    /// How long an operation waits for subscribers' acknowledgements before it proceeds
+    /// (default [`crate::events::ACK_TIMEOUT`]).
+    pub ack_timeout: std::time::Duration,
 }
 
 impl PmConfig {
@@ -49,6 +52,7 @@ impl PmConfig {
             credentials: None,
             require_credentials: false,
             unix_socket: true,
+            ack_timeout: crate::events::ACK_TIMEOUT,
         }
     }
 }
@@ -174,6 +178,7 @@ impl PoolManager {
         getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
         let mut manager = Manager::new(&config.workflow, &config.secret, u64::from_le_bytes(nonce));
         manager.require_credentials(config.require_credentials);
+        manager.set_ack_timeout(config.ack_timeout);
         let info = PmInfo {
             workflow: config.workflow,
             endpoints,
@@ -243,9 +248,16 @@ async fn serve(
         .collect();
     let mut writers: HashMap<ConnId, mpsc::UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut next: ConnId = 1;
+    // Ends holds whose subscribers did not acknowledge in time.
+    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = &mut stop => break,
+            _ = ticks.tick() => {
+                manager.tick(now_ns());
+                flush(&mut manager, &mut writers);
+            }
             Some((read, write, peer)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
@@ -253,6 +265,7 @@ async fn serve(
                 spawn_connection(conn, read, write, tx.clone(), check.clone());
             }
             Some(ev) = rx.recv() => {
+                manager.set_time(now_ns());
                 match ev {
                     Event::Connected(conn, w) => {
                         writers.insert(conn, w);
@@ -284,6 +297,13 @@ async fn serve(
     for a in acceptors {
         a.abort();
     }
+}
+
+/// The wall clock in nanoseconds since the Unix epoch (0 if the clock is before it).
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }
 
 async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {

@@ -11,6 +11,8 @@ use fabric::{Address, RemoteRegion};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::attr::Attributes;
+use crate::events::{EventKinds, PoolEvent, SubId, SubscribeOptions};
+use crate::selector::Expr;
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
@@ -125,6 +127,12 @@ pub enum Op {
     Fetch,
     /// [`ToPm::Chunk`]
     Chunk,
+    /// [`ToPm::Subscribe`]
+    Subscribe,
+    /// [`ToPm::Unsubscribe`]
+    Unsubscribe,
+    /// [`ToPm::Ack`]
+    Ack,
 }
 
 impl std::fmt::Display for Op {
@@ -143,6 +151,9 @@ impl std::fmt::Display for Op {
             Op::TransferDone => "transfer-done",
             Op::Fetch => "fetch",
             Op::Chunk => "chunk",
+            Op::Subscribe => "subscribe",
+            Op::Unsubscribe => "unsubscribe",
+            Op::Ack => "ack",
         })
     }
 }
@@ -246,9 +257,46 @@ pub enum ToPm {
         #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
+    /// Subscribe to pool events; `local` is the app's handle, echoed back.
+    Subscribe {
+        /// The app's handle.
+        local: u64,
+        /// The kinds wanted.
+        kinds: EventKinds,
+        /// The parsed selector (the PM compiles it again).
+        selector: Expr,
+        /// Delivery options.
+        options: SubscribeOptions,
+    },
+    /// End a subscription (operations waiting for its acks proceed).
+    Unsubscribe {
+        /// The subscription.
+        sub: SubId,
+    },
+    /// Acknowledge event `serial` of subscription `sub`.
+    Ack {
+        /// The subscription.
+        sub: SubId,
+        /// The event's serial.
+        serial: u64,
+    },
 }
 
 impl ToPm {
+    /// The CDO an operation on an existing CDO names.
+    pub fn cdo(&self) -> Option<CdoId> {
+        match self {
+            ToPm::Seal { cdo, .. }
+            | ToPm::Offer { cdo, .. }
+            | ToPm::Require { cdo }
+            | ToPm::Demand { cdo }
+            | ToPm::Retract { cdo }
+            | ToPm::Withdraw { cdo }
+            | ToPm::Dispose { cdo } => Some(*cdo),
+            _ => None,
+        }
+    }
+
     /// Which operation this message is.
     pub fn op(&self) -> Op {
         match self {
@@ -265,6 +313,9 @@ impl ToPm {
             ToPm::TransferDone { .. } => Op::TransferDone,
             ToPm::Fetch { .. } => Op::Fetch,
             ToPm::Chunk { .. } => Op::Chunk,
+            ToPm::Subscribe { .. } => Op::Subscribe,
+            ToPm::Unsubscribe { .. } => Op::Unsubscribe,
+            ToPm::Ack { .. } => Op::Ack,
         }
     }
 }
@@ -299,6 +350,10 @@ pub enum Refusal {
     UnknownTransfer,
     /// A fetch or chunk outside the CDO or larger than [`MAX_CHUNK`].
     BadRange,
+    /// The selector could not be compiled (the reason is attached).
+    BadSelector(String),
+    /// The subscription id is not one of this app's.
+    UnknownSubscription,
 }
 
 impl std::fmt::Display for Refusal {
@@ -329,6 +384,10 @@ impl std::fmt::Display for Refusal {
                 f,
                 "fetch or chunk outside the CDO or larger than {MAX_CHUNK} bytes"
             ),
+            Refusal::BadSelector(why) => write!(f, "subscription refused: {why}"),
+            Refusal::UnknownSubscription => {
+                f.write_str("unknown subscription id for this application")
+            }
         }
     }
 }
@@ -401,6 +460,27 @@ pub enum FromPm {
         /// The bytes.
         #[serde(with = "serde_bytes")]
         data: Vec<u8>,
+    },
+    /// A `Subscribe` succeeded.
+    Subscribed {
+        /// The app's handle from `Subscribe`.
+        local: u64,
+        /// The subscription's id.
+        sub: SubId,
+    },
+    /// An event of subscription `sub`.
+    Event {
+        /// The subscription.
+        sub: SubId,
+        /// The event.
+        event: PoolEvent,
+    },
+    /// The acknowledgement of event `serial` did not come in time: the operation went on.
+    AckTooLate {
+        /// The subscription.
+        sub: SubId,
+        /// The event's serial.
+        serial: u64,
     },
     /// An operation was refused.
     Refused {

@@ -748,7 +748,11 @@ maestro-attributes:
             let shown = e.to_string();
             assert!(shown.contains(text), "the message shows the text: {shown}");
             let caret = shown.lines().last().unwrap_or_default();
-            assert_eq!(caret.len(), 2 + column, "the caret sits under the column: {shown}");
+            assert_eq!(
+                caret.len(),
+                2 + column,
+                "the caret sits under the column: {shown}"
+            );
         }
         let e = Selector::parse("(kind ~= \"(\")", ".user.", &schemas()).expect_err("regex");
         assert!(e.message.contains("bad regular expression"), "{e}");

@@ -5,10 +5,12 @@ use std::future::Future;
 
 use fabric::Buffer;
 
-use super::{AsyncClient, CdoData, JoinOptions, Result};
+use super::{AsyncClient, CdoData, JoinOptions, Result, Subscription};
 use crate::attr::Attributes;
 use crate::bootstrap::PmInfo;
+use crate::events::{EventKinds, SubscribeOptions};
 use crate::proto::{AppId, CdoId};
+use crate::selector::Selector;
 
 /// A joined application, for blocking code. Each call waits at most the join timeout.
 pub struct Client {
@@ -115,6 +117,36 @@ impl Client {
     /// As there.
     pub fn dispose(&self, cdo: CdoId) -> Result<()> {
         self.rt.block_on(self.inner.dispose(cdo))
+    }
+
+    /// See [`AsyncClient::selector`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn selector(&self, text: &str, namespace: &str) -> Result<Selector> {
+        self.inner.selector(text, namespace)
+    }
+
+    /// See [`AsyncClient::subscribe`]; wait for events with [`Subscription::wait`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn subscribe(
+        &self,
+        selector: &Selector,
+        kinds: impl Into<EventKinds>,
+        options: SubscribeOptions,
+    ) -> Result<Subscription> {
+        self.rt
+            .block_on(self.inner.subscribe(selector, kinds, options))
+    }
+
+    /// See [`Subscription::unsubscribe`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn unsubscribe(&self, sub: Subscription) -> Result<()> {
+        self.rt.block_on(sub.unsubscribe())
     }
 
     /// See [`AsyncClient::leave`].

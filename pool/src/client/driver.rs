@@ -255,6 +255,22 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
                 let _ = tx.send(Ok((offset, data)));
             }
         }
+        FromPm::Subscribed { local, sub } => {
+            if let Some(q) = p.new_subscriptions.remove(&local) {
+                p.subscriptions.insert(sub, q);
+            }
+            p.resolve((Op::Subscribe, local), Ok(sub));
+        }
+        FromPm::Event { sub, event } => match p.subscriptions.get(&sub) {
+            Some(q) => q.push(event),
+            None => tracing::debug!("event {} of unknown subscription {sub}", event.serial),
+        },
+        FromPm::AckTooLate { sub, serial } => {
+            tracing::warn!("subscription {sub}: event {serial} was acknowledged too late");
+            if let Some(q) = p.subscriptions.get(&sub) {
+                q.late(serial);
+            }
+        }
         FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
             tracing::warn!("pool manager sent a handshake message after the handshake");
         }

@@ -13,6 +13,7 @@
 mod blocking;
 mod data;
 mod driver;
+mod subscription;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,11 +24,15 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
 pub use data::CdoData;
+pub use subscription::Subscription;
 
 use crate::attr::Attributes;
 use crate::bootstrap::PmInfo;
+use crate::events::{EventKinds, SubId, SubscribeOptions};
 use crate::proto::{self, AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, ToPm};
 use crate::schema::Schemas;
+use crate::selector::{Selector, SelectorError};
+use subscription::EventQueue;
 
 /// What can go wrong for a client.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +72,14 @@ pub enum ClientError {
     /// A CDO's attributes do not match the schemas (checked at `seal`, before sending).
     #[error(transparent)]
     Attribute(#[from] crate::schema::AttrError),
+    /// A selector did not parse.
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    /// The PM stopped waiting for this event's acknowledgement; the operation went on.
+    #[error(
+        "event {0} was acknowledged too late: the pool manager went on without it; acknowledge events sooner"
+    )]
+    AckTooLate(u64),
 }
 
 /// Result alias.
@@ -204,6 +217,10 @@ pub(crate) struct Pending {
     arrived: HashMap<CdoId, (CdoData, Attributes)>,
     /// Where the reader routes pieces of stream transfers in progress.
     pub(crate) streams: HashMap<proto::TransferId, mpsc::UnboundedSender<driver::Piece>>,
+    /// Event queues of subscriptions, by id.
+    pub(crate) subscriptions: HashMap<SubId, Arc<EventQueue>>,
+    /// Event queues of subscriptions asked for, by the app's handle, until `Subscribed`.
+    pub(crate) new_subscriptions: HashMap<u64, Arc<EventQueue>>,
     /// Set when the connection ended: every later call fails at once.
     closed: bool,
 }
@@ -235,6 +252,9 @@ impl Pending {
         self.closed = true;
         self.waiters.clear();
         self.streams.clear();
+        for q in self.subscriptions.values() {
+            q.close();
+        }
     }
 }
 
@@ -326,22 +346,49 @@ impl AsyncClient {
 
     /// Sends `msg` and waits for the answer filed under `key`.
     async fn call(&self, key: (Op, u64), msg: ToPm) -> Result<u64> {
-        let rx = {
-            let mut p = self.shared.pending();
-            if p.closed {
-                return Err(ClientError::Closed);
-            }
-            let (tx, rx) = oneshot::channel();
-            p.waiters.entry(key).or_default().push_back(tx);
-            // Sent under the lock: answers cannot overtake the registration.
-            self.shared.send(msg)?;
-            rx
+        call(&self.shared, key, msg).await
+    }
+
+    /// Parses a selector with this client's schemas; relative keys get `namespace` in
+    /// front (see [`crate::selector`]).
+    ///
+    /// # Errors
+    /// [`ClientError::Selector`] pointing at the column of the problem.
+    pub fn selector(&self, text: &str, namespace: &str) -> Result<Selector> {
+        Ok(Selector::parse(text, namespace, &self.shared.schemas)?)
+    }
+
+    /// Subscribes to the events of `kinds` that `selector` matches (see
+    /// [`crate::events`] for the options).
+    ///
+    /// # Errors
+    /// `BadSelector` if the PM cannot compile it; timeout and connection errors.
+    pub async fn subscribe(
+        &self,
+        selector: &Selector,
+        kinds: impl Into<EventKinds>,
+        options: SubscribeOptions,
+    ) -> Result<Subscription> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let local = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let queue = Arc::new(EventQueue::default());
+        self.shared
+            .pending()
+            .new_subscriptions
+            .insert(local, queue.clone());
+        let msg = ToPm::Subscribe {
+            local,
+            kinds: kinds.into(),
+            selector: selector.expr().clone(),
+            options,
         };
-        match tokio::time::timeout(self.shared.timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(ClientError::Closed),
-            Err(_) => Err(ClientError::Timeout(key.0)),
-        }
+        let r = self.call((Op::Subscribe, local), msg).await;
+        self.shared.pending().new_subscriptions.remove(&local);
+        Ok(Subscription {
+            id: r?,
+            queue,
+            shared: self.shared.clone(),
+        })
     }
 
     /// Declares a CDO named `name`; returns its id.
@@ -478,6 +525,26 @@ impl AsyncClient {
     /// Timeout and connection errors.
     pub async fn leave(self) -> Result<()> {
         self.call((Op::Leave, 0), ToPm::Leave).await.map(drop)
+    }
+}
+
+/// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.
+async fn call(shared: &Shared, key: (Op, u64), msg: ToPm) -> Result<u64> {
+    let rx = {
+        let mut p = shared.pending();
+        if p.closed {
+            return Err(ClientError::Closed);
+        }
+        let (tx, rx) = oneshot::channel();
+        p.waiters.entry(key).or_default().push_back(tx);
+        // Sent under the lock: answers cannot overtake the registration.
+        shared.send(msg)?;
+        rx
+    };
+    match tokio::time::timeout(shared.timeout, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Err(ClientError::Closed),
+        Err(_) => Err(ClientError::Timeout(key.0)),
     }
 }
 

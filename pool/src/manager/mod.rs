@@ -26,8 +26,11 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
+mod events;
+
 use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
+use crate::events::EventKind;
 use fabric::RemoteRegion;
 
 use crate::proto::{
@@ -177,6 +180,7 @@ pub struct Manager {
     next_id: u64,
     out: VecDeque<(ConnId, FromPm)>,
     closing: Vec<ConnId>,
+    events: events::Events,
 }
 
 impl Manager {
@@ -198,6 +202,7 @@ impl Manager {
             next_id: 1,
             out: VecDeque::new(),
             closing: Vec::new(),
+            events: events::Events::default(),
         }
     }
 
@@ -268,7 +273,44 @@ impl Manager {
         };
         match msg {
             ToPm::Join { .. } => unreachable!("handled above"),
-            ToPm::Leave => self.leave(app),
+            ToPm::Subscribe {
+                local,
+                kinds,
+                selector,
+                options,
+            } => self.subscribe(conn, app, local, kinds, selector, options),
+            ToPm::Unsubscribe { sub } => self.unsubscribe(conn, app, sub),
+            ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
+            ToPm::TransferDone { transfer, error } => {
+                self.transfer_done(conn, app, transfer, error)
+            }
+            ToPm::Fetch {
+                transfer,
+                offset,
+                len,
+            } => self.fetch(conn, app, transfer, offset, len),
+            ToPm::Chunk {
+                transfer,
+                offset,
+                data,
+            } => self.chunk(conn, app, transfer, offset, data),
+            // Operations keep their order behind an operation held for acknowledgements.
+            ToPm::Leave => {
+                if let Some(ToPm::Leave) = self.queue_if_held(conn, ToPm::Leave) {
+                    self.leave(app);
+                }
+            }
+            cdo_op => {
+                if let Some(m) = self.queue_if_held(conn, cdo_op) {
+                    self.cdo_op(conn, app, m);
+                }
+            }
+        }
+    }
+
+    /// Carries out an operation on a CDO (after its before-events, if any).
+    fn run_cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
+        match msg {
             ToPm::Declare { local, name } => self.declare(conn, app, local, name),
             ToPm::Seal { cdo, attributes } => {
                 self.with_cdo(conn, app, Op::Seal, cdo, |m, c| m.seal(conn, c, attributes))
@@ -291,19 +333,7 @@ impl Manager {
             ToPm::Dispose { cdo } => {
                 self.with_cdo(conn, app, Op::Dispose, cdo, |m, c| m.dispose(conn, c))
             }
-            ToPm::TransferDone { transfer, error } => {
-                self.transfer_done(conn, app, transfer, error)
-            }
-            ToPm::Fetch {
-                transfer,
-                offset,
-                len,
-            } => self.fetch(conn, app, transfer, offset, len),
-            ToPm::Chunk {
-                transfer,
-                offset,
-                data,
-            } => self.chunk(conn, app, transfer, offset, data),
+            other => tracing::error!("not an operation on a CDO: {:?}", other.op()),
         }
     }
 
@@ -357,6 +387,7 @@ impl Manager {
         );
         let pool = self.instance;
         self.out.push_back((conn, FromPm::Welcome { app, pool }));
+        self.notify(EventKind::AppJoin, app, None, "joined");
     }
 
     /// The component name and index of a joined app.
@@ -382,23 +413,32 @@ impl Manager {
             a.cdos.insert(cdo);
         }
         self.out.push_back((conn, FromPm::Declared { local, cdo }));
+        self.op_succeeded(Op::Declare, app, cdo, None);
     }
 
-    /// Runs `f` on `cdo` if `app` owns it, else refuses.
+    /// Runs `f` on `cdo` if `app` owns it and its state allows `op` (else refuses), then
+    /// raises the operation's event.
     fn with_cdo(
         &mut self,
         conn: ConnId,
         app: AppId,
         op: Op,
         cdo: CdoId,
-        f: impl FnOnce(&mut Self, CdoId) -> Result<(), Refusal>,
+        f: impl FnOnce(&mut Self, CdoId),
     ) {
-        if self.cdos.get(&cdo).is_none_or(|c| c.app != app) {
+        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app == app) else {
             return self.refuse(conn, op, Some(cdo), Refusal::UnknownCdo);
+        };
+        if !events::state_allows(op, &c.state) {
+            let why = Self::wrong(op, &c.state);
+            return self.refuse(conn, op, Some(cdo), why);
         }
-        if let Err(why) = f(self, cdo) {
-            self.refuse(conn, op, Some(cdo), why);
-        }
+        // A disposed CDO is gone afterwards: its event shows it as it was.
+        let gone = (op == Op::Dispose)
+            .then(|| self.event_subject(cdo))
+            .flatten();
+        f(self, cdo);
+        self.op_succeeded(op, app, cdo, gone);
     }
 
     fn cdo(&mut self, cdo: CdoId) -> &mut Cdo {
@@ -414,25 +454,18 @@ impl Manager {
         }
     }
 
-    fn seal(&mut self, conn: ConnId, cdo: CdoId, attributes: Attributes) -> Result<(), Refusal> {
+    fn seal(&mut self, conn: ConnId, cdo: CdoId, attributes: Attributes) {
         let c = self.cdo(cdo);
-        if c.state != State::Declared {
-            return Err(Self::wrong(Op::Seal, &c.state));
-        }
         // The built-in name and size are derived (see `published`), not stored.
         c.attributes = attributes;
         c.attributes.remove(attr::NAME);
         c.attributes.remove(attr::LOCAL_SIZE);
         c.state = State::Sealed;
         self.done(conn, Op::Seal, cdo);
-        Ok(())
     }
 
-    fn offer(&mut self, conn: ConnId, cdo: CdoId, region: RemoteRegion) -> Result<(), Refusal> {
+    fn offer(&mut self, conn: ConnId, cdo: CdoId, region: RemoteRegion) {
         let c = self.cdo(cdo);
-        if c.state != State::Sealed {
-            return Err(Self::wrong(Op::Offer, &c.state));
-        }
         c.state = State::Offered(region);
         let name = Arc::clone(&c.name);
         self.offers.insert(&name, cdo);
@@ -442,11 +475,9 @@ impl Manager {
                 self.ticket(w);
             }
         }
-        Ok(())
     }
 
-    fn require(&mut self, conn: ConnId, cdo: CdoId, demand: bool) -> Result<(), Refusal> {
-        let op = if demand { Op::Demand } else { Op::Require };
+    fn require(&mut self, conn: ConnId, cdo: CdoId, demand: bool) {
         let c = self.cdo(cdo);
         match &mut c.state {
             State::Declared => {
@@ -455,8 +486,8 @@ impl Manager {
                     ..Want::default()
                 })
             }
-            State::Required(w) if demand && !w.demanded => w.demanded = true,
-            other => return Err(Self::wrong(op, other)),
+            State::Required(w) => w.demanded = true,
+            _ => return, // refused by `with_cdo`
         }
         let (local, name) = match &c.state {
             State::Required(w) => (w.local, Arc::clone(&c.name)),
@@ -471,7 +502,6 @@ impl Manager {
             self.waiting.insert(&name, cdo);
             self.ticket(cdo);
         }
-        Ok(())
     }
 
     /// An offer's attributes as consumers see them: the sealed ones plus the built-in name
@@ -528,6 +558,7 @@ impl Manager {
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
+        let detail = format!("transfer {transfer} by {}", source.kind());
         if let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) {
             self.out.push_back((
                 conn,
@@ -539,6 +570,7 @@ impl Manager {
                 },
             ));
         }
+        self.notify(EventKind::TransportStarted, consumer, Some(from), &detail);
     }
 
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs).
@@ -667,6 +699,11 @@ impl Manager {
         let Some(t) = self.end_transfer(transfer) else {
             return;
         };
+        let detail = match &error {
+            None => format!("transfer {transfer} completed"),
+            Some(e) => format!("transfer {transfer} failed: {e}"),
+        };
+        self.notify(EventKind::TransportCompleted, app, Some(t.from), &detail);
         if let Some(State::Required(w)) = self.cdos.get_mut(&t.to).map(|c| &mut c.state) {
             w.transfer = None;
             match error {
@@ -715,45 +752,28 @@ impl Manager {
         self.try_bye(app);
     }
 
-    fn retract(&mut self, conn: ConnId, cdo: CdoId) -> Result<(), Refusal> {
+    fn retract(&mut self, conn: ConnId, cdo: CdoId) {
         let c = self.cdo(cdo);
-        let State::Required(w) = &c.state else {
-            return Err(Self::wrong(Op::Retract, &c.state));
-        };
-        if w.transfer.is_some() {
-            return Err(Self::wrong(Op::Retract, &c.state));
-        }
         let name = Arc::clone(&c.name);
         c.state = State::Declared;
         self.waiting.remove(&name, cdo);
         self.done(conn, Op::Retract, cdo);
         self.retry_byes();
-        Ok(())
     }
 
-    fn withdraw(&mut self, _conn: ConnId, cdo: CdoId) -> Result<(), Refusal> {
+    fn withdraw(&mut self, _conn: ConnId, cdo: CdoId) {
         let c = self.cdo(cdo);
         let State::Offered(region) = c.state else {
-            return Err(Self::wrong(Op::Withdraw, &c.state));
+            return; // refused by `with_cdo`
         };
         c.state = State::Withdrawing(region);
         let name = Arc::clone(&c.name);
         self.offers.remove(&name, cdo);
         self.source_released(cdo);
-        Ok(())
     }
 
-    fn dispose(&mut self, conn: ConnId, cdo: CdoId) -> Result<(), Refusal> {
+    fn dispose(&mut self, conn: ConnId, cdo: CdoId) {
         let c = self.cdo(cdo);
-        match &c.state {
-            State::Offered(_) | State::Withdrawing(_) => {
-                return Err(Self::wrong(Op::Dispose, &c.state));
-            }
-            State::Required(w) if w.transfer.is_some() => {
-                return Err(Self::wrong(Op::Dispose, &c.state));
-            }
-            _ => {}
-        }
         let (name, app) = (Arc::clone(&c.name), c.app);
         self.cdos.remove(&cdo);
         self.waiting.remove(&name, cdo);
@@ -762,7 +782,6 @@ impl Manager {
         }
         self.done(conn, Op::Dispose, cdo);
         self.retry_byes();
-        Ok(())
     }
 
     fn leave(&mut self, app: AppId) {
@@ -809,6 +828,7 @@ impl Manager {
             self.out.push_back((conn, FromPm::Bye));
             self.closing.push(conn);
         }
+        self.notify(EventKind::AppLeave, app, None, "left");
         self.remove_app(app, false);
     }
 
@@ -827,9 +847,17 @@ impl Manager {
     /// The connection is gone (closed or broken): the app's CDOs go, transfers from its
     /// offers are re-ticketed elsewhere, and demands only it could serve fail.
     pub fn disconnected(&mut self, conn: ConnId) {
-        if let Some(Conn::Joined(app)) = self.conns.remove(&conn) {
+        if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
+            let app = *app;
+            self.notify(
+                EventKind::AppLeave,
+                app,
+                None,
+                "connection lost without LEAVE (the process died or closed it)",
+            );
             self.remove_app(app, true);
         }
+        self.conns.remove(&conn);
     }
 
     fn remove_app(&mut self, app: AppId, died: bool) {
@@ -837,6 +865,7 @@ impl Manager {
             return;
         };
         self.conns.remove(&a.conn);
+        self.forget_app_events(app, a.conn);
         let mut names = BTreeSet::new();
         for cdo in &a.cdos {
             if let Some(c) = self.cdos.remove(cdo) {

@@ -1,0 +1,201 @@
+//! Subscriptions on the client side: the reader task files each event of a subscription in
+//! its queue; the application takes them with `poll`, `wait` or `wait_timeout` (blocking),
+//! or `next`/`next_timeout` (async), and acknowledges those that need it.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::{ClientError, Result, Shared};
+use crate::events::{PoolEvent, SubId};
+use crate::proto::{Op, ToPm};
+
+/// One subscription's queue, shared by the reader task and the [`Subscription`].
+#[derive(Default)]
+pub(crate) struct EventQueue {
+    inner: Mutex<QueueInner>,
+    /// Wakes blocking waiters.
+    cv: Condvar,
+    /// Wakes async waiters (keeps a permit, so no wake-up is lost).
+    notify: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct QueueInner {
+    events: VecDeque<PoolEvent>,
+    /// The connection ended: no more events.
+    closed: bool,
+    /// Serials whose acknowledgement the PM gave up waiting for.
+    late: BTreeSet<u64>,
+}
+
+impl EventQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Files an event (reader task).
+    pub(crate) fn push(&self, event: PoolEvent) {
+        self.lock().events.push_back(event);
+        self.wake();
+    }
+
+    /// Notes an acknowledgement that came too late (reader task).
+    pub(crate) fn late(&self, serial: u64) {
+        self.lock().late.insert(serial);
+    }
+
+    /// No more events will come (the connection ended).
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.wake();
+    }
+
+    fn wake(&self) {
+        self.cv.notify_all();
+        self.notify.notify_one();
+    }
+
+    /// The next event, `Ok(None)` if none yet, `Err(Closed)` if none will come.
+    fn take(&self) -> Result<Option<PoolEvent>> {
+        let mut q = self.lock();
+        match q.events.pop_front() {
+            Some(e) => Ok(Some(e)),
+            None if q.closed => Err(ClientError::Closed),
+            None => Ok(None),
+        }
+    }
+}
+
+/// A subscription to pool events (see [`crate::events`]). Events come in order; those with
+/// [`PoolEvent::needs_ack`] hold an operation until [`Subscription::ack`]. Dropping the
+/// subscription does not end it at the PM: call [`Subscription::unsubscribe`] (or leave).
+pub struct Subscription {
+    pub(crate) id: SubId,
+    pub(crate) queue: Arc<EventQueue>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Subscription {
+    /// The subscription's id at the PM.
+    pub fn id(&self) -> SubId {
+        self.id
+    }
+
+    /// The next event if one is there, without waiting.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when no event is left and none will come.
+    pub fn poll(&self) -> Result<Option<PoolEvent>> {
+        self.queue.take()
+    }
+
+    /// Blocks until the next event (or `timeout` passes: `Ok(None)`).
+    ///
+    /// Do not call this on a thread of a tokio runtime; use [`Subscription::next_timeout`].
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when the connection ended.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
+        let end = Instant::now() + timeout;
+        let mut q = self.queue.lock();
+        loop {
+            if let Some(e) = q.events.pop_front() {
+                return Ok(Some(e));
+            }
+            if q.closed {
+                return Err(ClientError::Closed);
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                return Ok(None);
+            };
+            q = self
+                .queue
+                .cv
+                .wait_timeout(q, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Blocks until the next event, at most the client's timeout.
+    ///
+    /// # Errors
+    /// [`ClientError::Timeout`] (op `subscribe`) when nothing came in time;
+    /// [`ClientError::Closed`].
+    pub fn wait(&self) -> Result<PoolEvent> {
+        self.wait_timeout(self.shared.timeout)?
+            .ok_or(ClientError::Timeout(Op::Subscribe))
+    }
+
+    /// Waits for the next event (or `timeout`: `Ok(None)`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an event is taken from the queue only when this returns it.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when the connection ended.
+    pub async fn next_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
+        let waiting = async {
+            loop {
+                if let Some(e) = self.queue.take()? {
+                    return Ok(e);
+                }
+                self.queue.notify.notified().await;
+            }
+        };
+        match tokio::time::timeout(timeout, waiting).await {
+            Ok(r) => r.map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Waits for the next event, at most the client's timeout.
+    ///
+    /// # Errors
+    /// As [`Subscription::wait`].
+    pub async fn next(&self) -> Result<PoolEvent> {
+        self.next_timeout(self.shared.timeout)
+            .await?
+            .ok_or(ClientError::Timeout(Op::Subscribe))
+    }
+
+    /// Acknowledges `event`, letting the operation it holds go on. Events that need no
+    /// acknowledgement are accepted and ignored.
+    ///
+    /// # Errors
+    /// [`ClientError::AckTooLate`] if the PM stopped waiting for it already (the operation
+    /// went on without it); [`ClientError::Closed`].
+    pub fn ack(&self, event: &PoolEvent) -> Result<()> {
+        if !event.needs_ack {
+            return Ok(());
+        }
+        if self.queue.lock().late.contains(&event.serial) {
+            return Err(ClientError::AckTooLate(event.serial));
+        }
+        self.shared.send(ToPm::Ack {
+            sub: self.id,
+            serial: event.serial,
+        })
+    }
+
+    /// Serials of events whose acknowledgement the PM gave up waiting for.
+    pub fn late_acks(&self) -> Vec<u64> {
+        self.queue.lock().late.iter().copied().collect()
+    }
+
+    /// Ends the subscription at the PM (operations waiting for its acks go on).
+    ///
+    /// # Errors
+    /// Timeout and connection errors.
+    pub async fn unsubscribe(self) -> Result<()> {
+        let r = super::call(
+            &self.shared,
+            (Op::Unsubscribe, self.id),
+            ToPm::Unsubscribe { sub: self.id },
+        )
+        .await;
+        self.shared.pending().subscriptions.remove(&self.id);
+        r.map(drop)
+    }
+}

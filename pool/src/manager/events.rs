@@ -1,0 +1,497 @@
+//! Subscriptions and events inside the sans-IO manager: who is subscribed to what, which
+//! events an operation raises, and operations held for acknowledgements.
+//!
+//! An application operation on a CDO goes through [`Manager::cdo_op`]: if subscribers with
+//! `signal_before` match, they get the event first, and when one of them must acknowledge,
+//! the operation waits in a [`Hold`] (later messages of that connection queue behind it, so
+//! its order is kept). Otherwise, or once acknowledged, the operation runs; its own events
+//! go to the other subscribers, and if one of those must acknowledge, the replies the
+//! operation produced for its application are withheld in a hold until then. Holds end
+//! when every awaited acknowledgement came, when the subscriber unsubscribes or goes, or at
+//! the deadline (`tick`), when the late subscriber gets [`FromPm::AckTooLate`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Conn, ConnId, HashMap, Manager, State};
+use crate::attr::{self, AttrValue, Attributes};
+use crate::events::{ACK_TIMEOUT, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions};
+use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm};
+use crate::selector::{Expr, Selector};
+
+/// One subscription.
+#[derive(Debug)]
+struct Subscription {
+    app: AppId,
+    conn: ConnId,
+    kinds: EventKinds,
+    selector: Selector,
+    options: SubscribeOptions,
+}
+
+/// An operation waiting for acknowledgements.
+#[derive(Debug)]
+struct Hold {
+    /// Still to run (signal-before), or `None` when it ran and `replies` wait.
+    msg: Option<ToPm>,
+    /// The operation's replies to its application, withheld.
+    replies: Vec<FromPm>,
+    /// (subscription, serial) pairs still to acknowledge.
+    awaiting: BTreeSet<(SubId, u64)>,
+    /// When the pool manager stops waiting (ns since the epoch).
+    deadline: i128,
+}
+
+/// The manager's event state.
+#[derive(Debug)]
+pub(super) struct Events {
+    subs: BTreeMap<SubId, Subscription>,
+    holds: HashMap<ConnId, Hold>,
+    queued: HashMap<ConnId, VecDeque<ToPm>>,
+    next_serial: u64,
+    now: i128,
+    ack_timeout: i128,
+    /// Acknowledgements awaited by the after-events of the operation running now.
+    collecting: Vec<(SubId, u64)>,
+}
+
+impl Default for Events {
+    fn default() -> Events {
+        Events {
+            subs: BTreeMap::new(),
+            holds: HashMap::default(),
+            queued: HashMap::default(),
+            next_serial: 1,
+            now: 0,
+            ack_timeout: ACK_TIMEOUT.as_nanos() as i128,
+            collecting: Vec::new(),
+        }
+    }
+}
+
+/// What an event is about: a CDO's name and attributes.
+pub(super) struct Subject {
+    name: Arc<str>,
+    attributes: Attributes,
+}
+
+/// The event kind of an operation on a CDO, if it is one.
+fn kind_of_op(op: Op) -> Option<EventKind> {
+    Some(match op {
+        Op::Declare => EventKind::Declare,
+        Op::Seal => EventKind::Seal,
+        Op::Offer => EventKind::Offer,
+        Op::Require => EventKind::Require,
+        Op::Demand => EventKind::Demand,
+        Op::Withdraw => EventKind::Withdraw,
+        Op::Retract => EventKind::Retract,
+        Op::Dispose => EventKind::Dispose,
+        _ => return None,
+    })
+}
+
+impl Manager {
+    /// Sets the manager's clock (ns since the Unix epoch): events carry it and hold
+    /// deadlines count from it. The driver calls this before handing over messages.
+    pub fn set_time(&mut self, now_ns: i128) {
+        self.events.now = now_ns;
+    }
+
+    /// Advances the clock and ends holds whose deadline passed: their operations proceed
+    /// and late subscribers get [`FromPm::AckTooLate`]. The driver calls this periodically.
+    pub fn tick(&mut self, now_ns: i128) {
+        self.set_time(now_ns);
+        let expired: Vec<ConnId> = self
+            .events
+            .holds
+            .iter()
+            .filter(|(_, h)| h.deadline <= now_ns)
+            .map(|(&c, _)| c)
+            .collect();
+        for conn in expired {
+            let late: Vec<(SubId, u64)> = self
+                .events
+                .holds
+                .get(&conn)
+                .map(|h| h.awaiting.iter().copied().collect())
+                .unwrap_or_default();
+            for (sub, serial) in late {
+                if let Some(s) = self.events.subs.get(&sub) {
+                    tracing::warn!("subscription {sub} did not acknowledge event {serial} in time");
+                    self.out
+                        .push_back((s.conn, FromPm::AckTooLate { sub, serial }));
+                }
+            }
+            self.release(conn);
+        }
+    }
+
+    /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`]).
+    pub fn set_ack_timeout(&mut self, timeout: Duration) {
+        self.events.ack_timeout = timeout.as_nanos().min(i128::MAX as u128) as i128;
+    }
+
+    /// Number of operations waiting for acknowledgements.
+    pub fn held_count(&self) -> usize {
+        self.events.holds.len()
+    }
+
+    /// Reports a fabric change (a link down or up, a lost node or process) to subscribers
+    /// of [`EventKind::Fabric`].
+    pub fn fabric_event(&mut self, detail: &str) {
+        self.emit(EventKind::Fabric, 0, None, detail, false);
+    }
+
+    /// Whether messages of `conn` must wait behind a held operation.
+    pub(super) fn queue_if_held(&mut self, conn: ConnId, msg: ToPm) -> Option<ToPm> {
+        if !self.events.holds.contains_key(&conn) {
+            return Some(msg);
+        }
+        self.events.queued.entry(conn).or_default().push_back(msg);
+        None
+    }
+
+    /// Runs an application's operation on a CDO, with before-events and holds.
+    pub(super) fn cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
+        if !self.events.subs.is_empty()
+            && let Some(kind) = kind_of_op(msg.op())
+            && let Some(subject) = self.subject_of(app, &msg)
+        {
+            let awaiting = self.emit(kind, app, Some(subject), "", true);
+            if !awaiting.is_empty() {
+                let deadline = self.events.now.saturating_add(self.events.ack_timeout);
+                self.events.holds.insert(
+                    conn,
+                    Hold {
+                        msg: Some(msg),
+                        replies: Vec::new(),
+                        awaiting: awaiting.into_iter().collect(),
+                        deadline,
+                    },
+                );
+                return;
+            }
+        }
+        self.execute(conn, app, msg);
+    }
+
+    /// Runs the operation; withholds its replies if after-events need acknowledgements.
+    fn execute(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
+        let mark = self.out.len();
+        self.events.collecting.clear();
+        self.run_cdo_op(conn, app, msg);
+        let awaiting = std::mem::take(&mut self.events.collecting);
+        if awaiting.is_empty() {
+            return;
+        }
+        let produced: Vec<(ConnId, FromPm)> = self.out.drain(mark..).collect();
+        let (mine, others): (Vec<_>, Vec<_>) = produced.into_iter().partition(|(c, _)| *c == conn);
+        self.out.extend(others);
+        let deadline = self.events.now.saturating_add(self.events.ack_timeout);
+        self.events.holds.insert(
+            conn,
+            Hold {
+                msg: None,
+                replies: mine.into_iter().map(|(_, m)| m).collect(),
+                awaiting: awaiting.into_iter().collect(),
+                deadline,
+            },
+        );
+    }
+
+    /// Ends `conn`'s hold: runs its operation or sends its replies, then the messages
+    /// that queued behind it (until one of them is held in turn).
+    fn release(&mut self, conn: ConnId) {
+        let Some(hold) = self.events.holds.remove(&conn) else {
+            return;
+        };
+        let app = match self.conns.get(&conn) {
+            Some(Conn::Joined(app)) => *app,
+            _ => {
+                self.events.queued.remove(&conn);
+                return;
+            }
+        };
+        match hold.msg {
+            Some(msg) => self.execute(conn, app, msg),
+            None => self.out.extend(hold.replies.into_iter().map(|m| (conn, m))),
+        }
+        while !self.events.holds.contains_key(&conn) {
+            let Some(next) = self
+                .events
+                .queued
+                .get_mut(&conn)
+                .and_then(VecDeque::pop_front)
+            else {
+                break;
+            };
+            self.handle(conn, next);
+        }
+        if self
+            .events
+            .queued
+            .get(&conn)
+            .is_some_and(VecDeque::is_empty)
+        {
+            self.events.queued.remove(&conn);
+        }
+    }
+
+    /// The name and attributes an operation's event shows, or `None` when the operation
+    /// would be refused (no event for refused operations).
+    fn subject_of(&self, app: AppId, msg: &ToPm) -> Option<Subject> {
+        if let ToPm::Declare { name, .. } = msg {
+            let ok = !name.is_empty() && name.len() <= super::MAX_NAME;
+            let attributes = Attributes::from([(attr::NAME.into(), AttrValue::Str(name.clone()))]);
+            return ok.then(|| Subject {
+                name: name.as_str().into(),
+                attributes,
+            });
+        }
+        let cdo = msg.cdo()?;
+        let c = self.cdos.get(&cdo).filter(|c| c.app == app)?;
+        if !state_allows(msg.op(), &c.state) {
+            return None;
+        }
+        let mut subject = self.event_subject(cdo)?;
+        match msg {
+            ToPm::Seal { attributes, .. } => {
+                subject.attributes = attributes.clone();
+                subject
+                    .attributes
+                    .insert(attr::NAME.into(), AttrValue::Str(c.name.to_string()));
+            }
+            ToPm::Offer { region, .. } => {
+                subject
+                    .attributes
+                    .insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(region.len));
+            }
+            _ => {}
+        }
+        Some(subject)
+    }
+
+    /// A CDO's name and attributes as events show them (built-in name and size included);
+    /// `None` without subscribers (nothing to show) or CDO.
+    pub(super) fn event_subject(&self, cdo: CdoId) -> Option<Subject> {
+        if self.events.subs.is_empty() {
+            return None;
+        }
+        let c = self.cdos.get(&cdo)?;
+        Some(Subject {
+            name: Arc::clone(&c.name),
+            attributes: self.published(cdo),
+        })
+    }
+
+    /// Raises the after-event of operation `op` that just succeeded on `cdo` (`gone`: the
+    /// CDO as it was, when the operation removed it); acks it needs are collected for
+    /// [`Manager::execute`].
+    pub(super) fn op_succeeded(&mut self, op: Op, app: AppId, cdo: CdoId, gone: Option<Subject>) {
+        if self.events.subs.is_empty() {
+            return;
+        }
+        let Some(kind) = kind_of_op(op) else {
+            return;
+        };
+        let subject = gone.or_else(|| self.event_subject(cdo));
+        let awaiting = self.emit(kind, app, subject, "", false);
+        self.events.collecting.extend(awaiting);
+    }
+
+    /// Raises an event that nothing waits for (joins, leaves, transports).
+    pub(super) fn notify(&mut self, kind: EventKind, app: AppId, cdo: Option<CdoId>, detail: &str) {
+        if self.events.subs.is_empty() {
+            return;
+        }
+        let subject = cdo.and_then(|c| self.event_subject(c));
+        self.emit(kind, app, subject, detail, false);
+    }
+
+    /// Sends one event to every matching subscription with this `before`; returns the
+    /// acknowledgements it needs (only operations on CDOs can be held).
+    fn emit(
+        &mut self,
+        kind: EventKind,
+        app: AppId,
+        subject: Option<Subject>,
+        detail: &str,
+        before: bool,
+    ) -> Vec<(SubId, u64)> {
+        let holdable = kind.is_cdo_event()
+            && !matches!(
+                kind,
+                EventKind::TransportStarted | EventKind::TransportCompleted
+            );
+        let empty = Attributes::new();
+        let attrs = subject.as_ref().map_or(&empty, |s| &s.attributes);
+        let targets: Vec<(SubId, ConnId, bool)> = self
+            .events
+            .subs
+            .iter()
+            .filter(|(_, s)| {
+                s.kinds.contains(kind)
+                    && s.options.signal_before == before
+                    && !(s.options.no_local && s.app == app)
+                    && (!kind.is_cdo_event() || s.selector.matches(attrs))
+            })
+            .map(|(&id, s)| (id, s.conn, s.options.require_ack && holdable))
+            .collect();
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        let serial = self.events.next_serial;
+        self.events.next_serial += 1;
+        let (component, index) = self
+            .apps
+            .get(&app)
+            .map_or((String::new(), 0), |a| (a.component.clone(), a.index));
+        let (cdo, attributes) = match subject {
+            Some(s) => (Some(s.name.to_string()), s.attributes),
+            None => (None, Attributes::new()),
+        };
+        let mut event = PoolEvent {
+            kind,
+            serial,
+            time: self.events.now,
+            before,
+            needs_ack: false,
+            app,
+            component,
+            index,
+            cdo,
+            attributes,
+            detail: detail.to_string(),
+        };
+        let mut awaiting = Vec::new();
+        for (sub, conn, ack) in targets {
+            event.needs_ack = ack;
+            if ack {
+                awaiting.push((sub, serial));
+            }
+            self.out.push_back((
+                conn,
+                FromPm::Event {
+                    sub,
+                    event: event.clone(),
+                },
+            ));
+        }
+        awaiting
+    }
+
+    /// `Subscribe`: compiles the selector and answers with the subscription's id.
+    pub(super) fn subscribe(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        local: u64,
+        kinds: EventKinds,
+        selector: Expr,
+        options: SubscribeOptions,
+    ) {
+        let selector = match Selector::compile(selector) {
+            Ok(s) => s,
+            Err(e) => {
+                return self.refuse(
+                    conn,
+                    Op::Subscribe,
+                    Some(local),
+                    Refusal::BadSelector(e.message),
+                );
+            }
+        };
+        let sub = self.id();
+        self.events.subs.insert(
+            sub,
+            Subscription {
+                app,
+                conn,
+                kinds,
+                selector,
+                options,
+            },
+        );
+        self.out
+            .push_back((conn, FromPm::Subscribed { local, sub }));
+    }
+
+    /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.
+    pub(super) fn unsubscribe(&mut self, conn: ConnId, app: AppId, sub: SubId) {
+        if self.events.subs.get(&sub).is_none_or(|s| s.app != app) {
+            return self.refuse(
+                conn,
+                Op::Unsubscribe,
+                Some(sub),
+                Refusal::UnknownSubscription,
+            );
+        }
+        self.drop_subscription(sub);
+        self.done(conn, Op::Unsubscribe, sub);
+    }
+
+    /// `Ack`: one awaited acknowledgement arrived.
+    pub(super) fn ack(&mut self, conn: ConnId, app: AppId, sub: SubId, serial: u64) {
+        if self.events.subs.get(&sub).is_none_or(|s| s.app != app) {
+            return self.refuse(conn, Op::Ack, Some(sub), Refusal::UnknownSubscription);
+        }
+        self.acknowledged(|key| key == (sub, serial));
+    }
+
+    /// Removes the awaited acknowledgements `done` selects and releases the holds that
+    /// await nothing more.
+    fn acknowledged(&mut self, done: impl Fn((SubId, u64)) -> bool) {
+        let mut free = Vec::new();
+        for (&conn, h) in &mut self.events.holds {
+            h.awaiting.retain(|&k| !done(k));
+            if h.awaiting.is_empty() {
+                free.push(conn);
+            }
+        }
+        free.sort_unstable();
+        for conn in free {
+            self.release(conn);
+        }
+    }
+
+    fn drop_subscription(&mut self, sub: SubId) {
+        self.events.subs.remove(&sub);
+        self.acknowledged(|(s, _)| s == sub);
+    }
+
+    /// An application is gone: its subscriptions end (releasing what waited for them) and
+    /// so do its own holds.
+    pub(super) fn forget_app_events(&mut self, app: AppId, conn: ConnId) {
+        self.events.holds.remove(&conn);
+        self.events.queued.remove(&conn);
+        let subs: Vec<SubId> = self
+            .events
+            .subs
+            .iter()
+            .filter(|(_, s)| s.app == app)
+            .map(|(&id, _)| id)
+            .collect();
+        for sub in subs {
+            self.drop_subscription(sub);
+        }
+    }
+}
+
+/// Whether an operation is allowed on a CDO in `state` (the single place that decides,
+/// used before an operation's before-event and by the operation itself).
+pub(super) fn state_allows(op: Op, state: &State) -> bool {
+    match (op, state) {
+        (Op::Seal, State::Declared) => true,
+        (Op::Offer, State::Sealed) => true,
+        (Op::Require, State::Declared) => true,
+        (Op::Demand, State::Declared) => true,
+        (Op::Demand, State::Required(w)) => !w.demanded,
+        (Op::Retract, State::Required(w)) => w.transfer.is_none(),
+        (Op::Withdraw, State::Offered(_)) => true,
+        (Op::Dispose, State::Offered(_) | State::Withdrawing(_)) => false,
+        (Op::Dispose, State::Required(w)) => w.transfer.is_none(),
+        (Op::Dispose, _) => true,
+        _ => false,
+    }
+}
