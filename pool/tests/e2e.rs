@@ -326,3 +326,156 @@ fn unix_socket_first_then_tcp_where_it_does_not_exist() {
     pm.stop();
     assert!(!dir.exists(), "the socket's directory is removed at stop");
 }
+
+// ---- Pool events through a real pool manager ----
+
+use pool::events::{EventKind, SubscribeOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn start_pm_with_ack_timeout(timeout: Duration) -> PoolManager {
+    let mut config = PmConfig::new("wf", SECRET, vec!["127.0.0.1:0".parse().expect("addr")]);
+    config.ack_timeout = timeout;
+    PoolManager::start(config).expect("pm")
+}
+
+/// Declares and seals `name` with `.user.step = step`.
+fn sealed(c: &Client, name: &str, step: i64) -> pool::proto::CdoId {
+    let cdo = c.declare(name).expect("declare");
+    let attrs = Attributes::from([(".user.step".to_string(), AttrValue::Int(step))]);
+    c.seal(cdo, attrs).expect("seal");
+    cdo
+}
+
+const HOLD: SubscribeOptions = SubscribeOptions {
+    signal_before: true,
+    require_ack: true,
+    no_local: false,
+};
+
+#[test]
+fn a_selector_subscription_sees_exactly_the_matching_offers() {
+    let pm = start_pm();
+    let tracer = Client::join(pm.info(), opts("tracer", Side::NoFabric)).expect("tracer");
+    let selector = tracer.selector("(step = 2)", ".user.").expect("selector");
+    let sub = tracer
+        .subscribe(&selector, EventKind::Offer, SubscribeOptions::default())
+        .expect("subscribe");
+    let p = Client::join(pm.info(), opts("producer", Side::Rma)).expect("producer");
+    for step in 0..5 {
+        let cdo = sealed(&p, &format!("field-{step}"), step);
+        p.offer(cdo, Buffer::from_slice(&[step as u8; 32]).expect("buffer"))
+            .expect("offer");
+    }
+    let e = sub.wait().expect("the matching offer");
+    assert_eq!(e.kind, EventKind::Offer);
+    assert_eq!((e.cdo.as_deref(), e.app), (Some("field-2"), p.app()));
+    assert_eq!(e.attributes.get(".user.step"), Some(&AttrValue::Int(2)));
+    assert!(
+        sub.wait_timeout(Duration::from_millis(300))
+            .expect("open")
+            .is_none(),
+        "no other offer matches"
+    );
+    tracer.unsubscribe(sub).expect("unsubscribe");
+    tracer.leave().expect("leave");
+    p.leave().expect("leave");
+    pm.stop();
+}
+
+#[test]
+fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
+    let pm = start_pm();
+    let archiver = Client::join(pm.info(), opts("archiver", Side::Rma)).expect("archiver");
+    let sub = archiver
+        .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
+        .expect("subscribe");
+    let info = pm.info().clone();
+    let offered = Arc::new(AtomicBool::new(false));
+    let flag = offered.clone();
+    let producer = std::thread::spawn(move || {
+        let p = Client::join(&info, opts("producer", Side::Rma)).expect("producer");
+        let cdo = sealed(&p, "precious", 1);
+        p.offer(cdo, Buffer::from_slice(b"keep me").expect("buffer"))
+            .expect("offer");
+        flag.store(true, Ordering::SeqCst);
+        p.withdraw(cdo).expect("withdraw");
+        p.leave().expect("leave");
+    });
+    let e = sub.wait().expect("event before the offer");
+    assert!(e.before && e.needs_ack, "{e:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!offered.load(Ordering::SeqCst), "the offer waits for the ack");
+    // The archiver requires the CDO before letting the offer happen, so it gets it.
+    let mine = archiver.declare("precious").expect("declare");
+    archiver.require(mine).expect("require");
+    sub.ack(&e).expect("ack");
+    let (data, _) = archiver.demand(mine).expect("demand");
+    assert_eq!(&*data, b"keep me");
+    producer.join().expect("producer");
+    assert!(offered.load(Ordering::SeqCst));
+    archiver.leave().expect("leave");
+    pm.stop();
+}
+
+#[test]
+fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most() {
+    let pm = start_pm_with_ack_timeout(Duration::from_secs(1));
+    let slow = Client::join(pm.info(), opts("slow", Side::NoFabric)).expect("slow");
+    let sub = slow
+        .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
+        .expect("subscribe");
+    let p = Client::join(pm.info(), opts("producer", Side::NoFabric)).expect("producer");
+    let cdo = sealed(&p, "x", 1);
+    let start = Instant::now();
+    p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
+        .expect("the offer proceeds after the timeout");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let e = sub.wait().expect("event");
+    // The PM told the subscriber; its late ack is an error saying so.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sub.late_acks().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    match sub.ack(&e) {
+        Err(ClientError::AckTooLate(serial)) => assert_eq!(serial, e.serial),
+        other => panic!("late ack: {other:?}"),
+    }
+    p.withdraw(cdo).expect("withdraw");
+    p.leave().expect("leave");
+    slow.leave().expect("leave");
+    pm.stop();
+}
+
+#[test]
+fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
+    let pm = start_pm(); // default timeout: 10 s
+    let quitter = Client::join(pm.info(), opts("quitter", Side::NoFabric)).expect("quitter");
+    let sub = quitter
+        .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
+        .expect("subscribe");
+    let info = pm.info().clone();
+    let producer = std::thread::spawn(move || {
+        let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
+        let cdo = sealed(&p, "x", 1);
+        p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
+            .expect("offer");
+        let released = Instant::now();
+        p.withdraw(cdo).expect("withdraw");
+        p.leave().expect("leave");
+        released
+    });
+    sub.wait().expect("event");
+    let exited = Instant::now();
+    drop(sub);
+    drop(quitter); // the connection closes, as when the process exits
+    let released = producer.join().expect("producer");
+    let waited = released.saturating_duration_since(exited);
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    pm.stop();
+}
