@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
+use fabric::{Buffer, Scope};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::{self, PM_INFO_KEY, PmInfo, new_secret};
 use pool::schema::Schemas;
@@ -119,12 +119,6 @@ fn pattern_checksum(len: usize, seed: u8) -> u64 {
     })
 }
 
-fn endpoint(scope: Scope) -> Result<Endpoint, Error> {
-    let cfg = Config::from_env()?;
-    let offer = select(&discover()?, &cfg, scope, None)?.remove(0);
-    Ok(Endpoint::open_with(&offer, cfg.progress)?)
-}
-
 /// How this process joins: where data may travel, and the PMIx credential if the host
 /// issues them.
 struct Joining<'a> {
@@ -139,7 +133,7 @@ impl Joining<'_> {
         let mut schemas = Schemas::from_env()?;
         schemas.load_str(SCHEMA, "pool_workflow.yaml")?;
         let mut opts = JoinOptions::new(component, index)
-            .endpoint(endpoint(self.scope)?)
+            .fabric(self.scope)?
             .timeout(TIMEOUT)
             .schemas(schemas);
         if let Some(c) = &self.credential {

@@ -114,24 +114,10 @@ fn the_pm_benchmark_runs_and_reports() {
 
 #[test]
 fn a_standalone_pool_manager_serves_another_job() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().expect("tempdir");
     let info_file = dir.path().join("pm.info");
-    let mut pm_cmd = Command::new(common::maestro());
-    pm_cmd
-        .args(["pm", "--workflow", "standalone", "--info-file"])
-        .arg(&info_file);
-    let mut pm = common::Group::spawn(&mut pm_cmd);
-    let mut line = String::new();
-    BufReader::new(pm.child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("PM info line");
-    let info = line
-        .trim()
-        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
-        .and_then(|l| l.strip_suffix(';'))
-        .unwrap_or_else(|| panic!("PM said {line:?}"))
-        .to_string();
+    let file_arg = info_file.to_string_lossy().into_owned();
+    let (pm, info) = common::start_pm("standalone", &["--info-file", &file_arg]);
     let on_disk = std::fs::read_to_string(&info_file).expect("info file");
     assert_eq!(on_disk.trim(), info);
     use std::os::unix::fs::PermissionsExt;

@@ -12,6 +12,7 @@
 //! - [`bootstrap`]: the PM info that finds the PM, and the host's interface addresses;
 //! - [`wire`]: a bare framed connection for load generators.
 
+pub mod archive;
 pub mod attr;
 pub mod auth;
 pub mod bootstrap;

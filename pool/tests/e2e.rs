@@ -330,8 +330,8 @@ fn unix_socket_first_then_tcp_where_it_does_not_exist() {
 // ---- Pool events through a real pool manager ----
 
 use pool::events::{EventKind, SubscribeOptions};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 fn start_pm_with_ack_timeout(timeout: Duration) -> PoolManager {
@@ -406,7 +406,10 @@ fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
     let e = sub.wait().expect("event before the offer");
     assert!(e.before && e.needs_ack, "{e:?}");
     std::thread::sleep(Duration::from_millis(300));
-    assert!(!offered.load(Ordering::SeqCst), "the offer waits for the ack");
+    assert!(
+        !offered.load(Ordering::SeqCst),
+        "the offer waits for the ack"
+    );
     // The archiver requires the CDO before letting the offer happen, so it gets it.
     let mine = archiver.declare("precious").expect("declare");
     archiver.require(mine).expect("require");

@@ -76,6 +76,44 @@ impl Output {
     }
 }
 
+/// Reads `stream` up to the first line containing `needle` and returns that line (panics
+/// at end of stream with what was read); the rest is drained in the background, so the
+/// child never blocks on a full pipe.
+pub fn await_line(stream: impl Read + Send + 'static, needle: &str) -> String {
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(stream).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap_or_default();
+        if line.contains(needle) {
+            std::thread::spawn(move || lines.for_each(drop));
+            return line;
+        }
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    panic!("stream ended before a line with {needle:?}:\n{seen}");
+}
+
+/// Starts `maestro pm --workflow WORKFLOW` and returns it with its PM info (the value for
+/// `MSTRO_POOL_MANAGER_INFO`).
+pub fn start_pm(workflow: &str, extra: &[&str]) -> (Group, String) {
+    let mut cmd = Command::new(maestro());
+    cmd.args(["pm", "--workflow", workflow]).args(extra);
+    let mut pm = Group::spawn(&mut cmd);
+    let line = await_line(
+        pm.child.stdout.take().expect("stdout"),
+        "MSTRO_POOL_MANAGER_INFO;",
+    );
+    let info = line
+        .trim()
+        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+        .and_then(|l| l.strip_suffix(';'))
+        .unwrap_or_else(|| panic!("PM said {line:?}"))
+        .to_string();
+    (pm, info)
+}
+
 /// A child in its own process group; the whole group is SIGKILLed on drop.
 pub struct Group {
     pub child: std::process::Child,

@@ -308,22 +308,31 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
             }),
         s if s.is_empty() => Ok(CdoData::own(Buffer::new(0)?, 0)),
         Source::Rma { endpoint, region } => {
-            let ep = shared.endpoint.as_ref().ok_or_else(|| {
-                ClientError::Protocol("an RMA ticket for a client without an endpoint".into())
-            })?;
-            if endpoint.provider != ep.info().provider {
-                return Err(ClientError::Protocol(format!(
-                    "the provider offers over {}, this app over {}",
-                    endpoint.provider,
-                    ep.info().provider
-                )));
-            }
-            let peer = peer(shared, ep, &endpoint.address)?;
             let len = usize::try_from(region.len).map_err(|_| {
                 ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
             })?;
-            let dst = ep.register(Buffer::new(len)?)?;
-            let op = ep.read(peer, dst, region)?;
+            // Mapping and registering the buffer and posting the read may block (a
+            // connection to a peer that does not answer is retried for up to a second):
+            // off the runtime's threads, so the reader goes on hearing from the PM.
+            let owner = shared.clone();
+            let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
+                let ep = owner.endpoint.as_ref().ok_or_else(|| {
+                    ClientError::Protocol("an RMA ticket for a client without an endpoint".into())
+                })?;
+                if endpoint.provider != ep.info().provider {
+                    return Err(ClientError::Protocol(format!(
+                        "the provider offers over {}, this app over {}",
+                        endpoint.provider,
+                        ep.info().provider
+                    )));
+                }
+                let peer = peer(&owner, ep, &endpoint.address)?;
+                let dst = ep.register(Buffer::new(len)?)?;
+                Ok(ep.read(peer, dst, region)?)
+            };
+            let op = tokio::task::spawn_blocking(post)
+                .await
+                .map_err(|e| ClientError::Protocol(format!("posting the read failed: {e}")))??;
             let region = tokio::time::timeout(shared.timeout, op)
                 .await
                 .map_err(|_| ClientError::Timeout(Op::Demand))??;

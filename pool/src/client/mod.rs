@@ -72,6 +72,9 @@ pub enum ClientError {
     /// A CDO's attributes do not match the schemas (checked at `seal`, before sending).
     #[error(transparent)]
     Attribute(#[from] crate::schema::AttrError),
+    /// No libfabric endpoint could be chosen (the reason says which setting or provider).
+    #[error("no fabric endpoint: {0}")]
+    NoFabric(String),
     /// A selector did not parse.
     #[error(transparent)]
     Selector(#[from] SelectorError),
@@ -135,6 +138,24 @@ impl JoinOptions {
     pub fn endpoint(mut self, endpoint: Endpoint) -> JoinOptions {
         self.endpoint = Some(endpoint);
         self
+    }
+
+    /// Moves data over the best libfabric endpoint for `scope` (shm first when every peer
+    /// shares this node), chosen as `fabric::select` ranks them under the user's settings
+    /// (`MSTRO_OFI_PROVIDER`/`FI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
+    ///
+    /// # Errors
+    /// [`ClientError::NoFabric`] for bad settings or when no provider fits;
+    /// [`ClientError::Fabric`] when the endpoint does not open.
+    pub fn fabric(self, scope: fabric::Scope) -> Result<JoinOptions> {
+        let cfg = fabric::Config::from_env().map_err(|e| ClientError::NoFabric(e.to_string()))?;
+        let offers = fabric::discover()?;
+        let best = fabric::select(&offers, &cfg, scope, None)
+            .map_err(|e| ClientError::NoFabric(e.to_string()))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::NoFabric("libfabric offers no usable provider".into()))?;
+        Ok(self.endpoint(Endpoint::open_with(&best, cfg.progress)?))
     }
 
     /// Shows `credential` (from `PMIx_Get_credential`) to the PM.

@@ -1,0 +1,54 @@
+//! What the helper apps (`pool_archiver`, `pool_librarian`, `pool_tracer`) share: joining
+//! the pool manager named by `MSTRO_POOL_MANAGER_INFO`, and stopping cleanly on SIGINT or
+//! SIGTERM.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use pool::bootstrap::PmInfo;
+use pool::{Client, JoinOptions};
+
+/// Errors of the helper apps, printed by `main`.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long one pool operation may take.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often the helpers look at the stop flag while waiting for events.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// Joins the PM of `MSTRO_POOL_MANAGER_INFO` as `component`, moving data over the best
+/// fabric endpoint, with the schemas of `MSTRO_SCHEMA_PATH`/`MSTRO_SCHEMA_LIST`.
+pub fn join(component: &str) -> Result<Client, Error> {
+    let info = PmInfo::from_env()?.ok_or(
+        "MSTRO_POOL_MANAGER_INFO is not set: start `maestro pm` and export the line it prints",
+    )?;
+    let opts = JoinOptions::new(component, 0)
+        .fabric(fabric::Scope::AnyNode)?
+        .timeout(TIMEOUT);
+    Ok(Client::join(&info, opts)?)
+}
+
+/// A flag that SIGINT or SIGTERM sets. Handlers that libraries installed (libfabric's
+/// PSM stack exits on SIGTERM) are reset first, so the helper leaves the pool cleanly.
+pub fn stop_flag() -> Result<Arc<AtomicBool>, Error> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // SAFETY: resetting a disposition to its default is always sound.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    Ok(flag)
+}
+
+/// Runs `main`, printing its error as `name: error` with exit code 1.
+pub fn exit(name: &str, result: Result<(), Error>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! pool_tracer: logs the pool events of a selector as JSON lines on stdout.
+//!
+//!     MSTRO_POOL_MANAGER_INFO=... pool_tracer [--kinds offer,require|all] [--selector S]
+//!         [--namespace NS] [--count N]
+//!
+//! Runs until it printed `--count` events, or until SIGINT/SIGTERM; then unsubscribes and
+//! leaves. Each line is one `pool::events::PoolEvent`.
+
+mod helpers;
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+use clap::Parser;
+use pool::events::{EventKind, EventKinds, SubscribeOptions};
+
+/// Logs pool events as JSON lines.
+#[derive(Parser)]
+struct Args {
+    /// Event kinds, comma-separated (declare, seal, offer, require, demand, withdraw,
+    /// retract, dispose, app-join, app-leave, transport-started, transport-completed,
+    /// fabric) or `all`.
+    #[arg(long, default_value = "all")]
+    kinds: String,
+    /// Selector over CDO attributes (see `pool::selector`); empty: everything.
+    #[arg(long, default_value = "")]
+    selector: String,
+    /// Namespace of relative keys in the selector.
+    #[arg(long, default_value = "")]
+    namespace: String,
+    /// Stop after this many events.
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+fn kinds(text: &str) -> Result<EventKinds, helpers::Error> {
+    if text == "all" {
+        return Ok(EventKinds::all());
+    }
+    Ok(text
+        .split(',')
+        .map(|k| k.trim().parse::<EventKind>())
+        .collect::<Result<EventKinds, _>>()?)
+}
+
+fn run(args: Args) -> Result<(), helpers::Error> {
+    let stop = helpers::stop_flag()?;
+    let kinds = kinds(&args.kinds)?;
+    let client = helpers::join("tracer")?;
+    let selector = client.selector(&args.selector, &args.namespace)?;
+    let options = SubscribeOptions {
+        no_local: true,
+        ..SubscribeOptions::default()
+    };
+    let sub = client.subscribe(&selector, kinds, options)?;
+    eprintln!("pool_tracer: subscribed ({})", args.kinds);
+    let mut out = std::io::stdout().lock();
+    let mut seen = 0;
+    while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|n| seen < n) {
+        if let Some(event) = sub.wait_timeout(helpers::POLL)? {
+            writeln!(out, "{}", serde_json::to_string(&event)?)?;
+            out.flush()?;
+            seen += 1;
+        }
+    }
+    client.unsubscribe(sub)?;
+    client.leave()?;
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    helpers::exit("pool_tracer", run(Args::parse()))
+}

@@ -1,0 +1,264 @@
+//! The helper apps (`pool_archiver`, `pool_librarian`, `pool_tracer`) as real processes
+//! around real pool managers, and what the pool does when a provider is killed.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Group, await_line, example, run, start_pm};
+use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
+use pool::archive::Archive;
+use pool::attr::{AttrValue, Attributes};
+use pool::bootstrap::PmInfo;
+use pool::events::{EventKind, SubscribeOptions};
+use pool::proto::Refusal;
+use pool::selector::Selector;
+use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
+
+const T: Duration = Duration::from_secs(60);
+
+/// The environment helper apps of `pool_workflow` runs need: the PM and the schemas.
+fn helper(name: &str, info: &str) -> Command {
+    let mut cmd = Command::new(example(name));
+    cmd.env("MSTRO_POOL_MANAGER_INFO", info)
+        .env("MSTRO_SCHEMA_PATH", common::repo().join("examples"))
+        .env("MSTRO_SCHEMA_LIST", "pool_workflow.yaml");
+    cmd
+}
+
+/// FNV-1a, as `pool_workflow` puts it in `.user.checksum`.
+fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn tcp_endpoint() -> Endpoint {
+    let cfg = Config {
+        provider: Some("tcp;ofi_rxm".into()),
+        iface: Some("lo".into()),
+        ..Config::default()
+    };
+    let offer = select(&discover().expect("fi_getinfo"), &cfg, Scope::AnyNode, None)
+        .expect("tcp on lo")
+        .remove(0);
+    Endpoint::open(&offer).expect("endpoint")
+}
+
+fn opts(component: &str) -> JoinOptions {
+    JoinOptions::new(component, 0)
+        .endpoint(tcp_endpoint())
+        .isolated()
+        .timeout(T)
+}
+
+/// Run 1: a workflow's producer CDOs are archived by `pool_archiver` (which holds each
+/// offer until it required it). Run 2, with another pool manager: `pool_librarian` serves
+/// the archive and a consumer gets every CDO back, bytes and attributes.
+#[test]
+fn archiver_and_librarian_round_trip_cdos_across_two_workflow_runs() {
+    let archive_dir = tempfile::tempdir().expect("tempdir");
+    let dir = archive_dir.path().to_string_lossy().into_owned();
+    let (pm1, info1) = start_pm("run-1", &[]);
+    let mut archiver = Group::spawn(helper("pool_archiver", &info1).args([
+        "--dir",
+        &dir,
+        "--selector",
+        "(has .user.checksum)",
+        "--count",
+        "10",
+    ]));
+    await_line(
+        archiver.child.stderr.take().expect("stderr"),
+        "archiving offers",
+    );
+    let out = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info1)
+            .env("MSTRO_WORKFLOW_NAME", "run-1")
+            .args(["run", "-n", "3"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "10", "--max-size", "1048576"]),
+        T,
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let archived = archiver.wait(T);
+    assert_eq!(archived.code(), Some(0), "{archived:?}");
+    assert_eq!(
+        archived
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("archived "))
+            .count(),
+        10
+    );
+    drop(pm1);
+
+    let names = Archive::open(archive_dir.path())
+        .expect("archive")
+        .names()
+        .expect("names");
+    assert_eq!(names.len(), 10, "{names:?}");
+    let (pm2, info2) = start_pm("run-2", &[]);
+    let mut librarian = Group::spawn(helper("pool_librarian", &info2).args(["--dir", &dir]));
+    await_line(librarian.child.stderr.take().expect("stderr"), "serving");
+    let info = PmInfo::parse(&info2).expect("info");
+    let mut schemas = pool::schema::Schemas::builtin();
+    schemas
+        .load_file(&common::repo().join("examples/pool_workflow.yaml"))
+        .expect("schema");
+    let c = Client::join(&info, opts("consumer").schemas(schemas)).expect("consumer");
+    for name in &names {
+        let cdo = c.declare(name).expect("declare");
+        let (data, attrs) = c.demand(cdo).expect("demand from the librarian");
+        assert_eq!(
+            attrs.get(".user.checksum"),
+            Some(&AttrValue::Uint(fnv(&data))),
+            "{name}: bytes and attributes came back together"
+        );
+        c.dispose(cdo).expect("dispose");
+    }
+    c.leave().expect("leave");
+    let served = librarian.terminate(T);
+    assert_eq!(served.code(), Some(0), "{served:?}");
+    assert_eq!(
+        served
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("offered "))
+            .count(),
+        10
+    );
+    drop(pm2);
+}
+
+/// `pool_tracer` prints the events of its selector as JSON lines.
+#[test]
+fn the_tracer_logs_matching_events_as_json_lines() {
+    let (_pm, info) = start_pm("traced", &[]);
+    let mut tracer = Group::spawn(helper("pool_tracer", &info).args([
+        "--kinds",
+        "offer,withdraw",
+        "--selector",
+        "(.maestro.core.cdo.name ~= \"^keep/\")",
+        "--count",
+        "2",
+    ]));
+    await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    let p = Client::join(&PmInfo::parse(&info).expect("info"), opts("producer")).expect("join");
+    for name in ["keep/a", "skip/b"] {
+        let cdo = p.declare(name).expect("declare");
+        p.seal(cdo, Attributes::new()).expect("seal");
+        p.offer(cdo, Buffer::from_slice(b"abc").expect("buffer"))
+            .expect("offer");
+        p.withdraw(cdo).expect("withdraw");
+    }
+    p.leave().expect("leave");
+    let out = tracer.wait(T);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds, ["Offer", "Withdraw"], "{}", out.stdout);
+    assert!(
+        events.iter().all(|e| e["cdo"] == "keep/a"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A provider is stopped while a consumer demands its CDO, then killed with SIGKILL: the
+/// consumer gets a clear error within a second, subscribers see the app leave, and the
+/// pool manager goes on serving the others.
+#[test]
+fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
+    let archive_dir = tempfile::tempdir().expect("tempdir");
+    Archive::open(archive_dir.path())
+        .expect("archive")
+        .store("big", &vec![7u8; 64 << 20], &Attributes::new())
+        .expect("store");
+    let secret = pool::bootstrap::new_secret().expect("secret");
+    let pm = PoolManager::start(PmConfig::new(
+        "killing",
+        &secret,
+        vec!["127.0.0.1:0".parse().expect("addr")],
+    ))
+    .expect("pm");
+    let info = pm.info().clone();
+    let watcher = Client::join(&info, JoinOptions::new("watcher", 0).timeout(T)).expect("join");
+    let sub = watcher
+        .subscribe(
+            &Selector::all(),
+            EventKind::Offer | EventKind::AppLeave,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let mut librarian = Group::spawn(
+        helper("pool_librarian", &info.encode())
+            .env("MSTRO_OFI_PROVIDER", "tcp;ofi_rxm")
+            .env("MSTRO_OFI_IFACE", "lo")
+            .args(["--dir", &archive_dir.path().to_string_lossy(), "--eager"]),
+    );
+    let offered = sub.wait().expect("the librarian offers");
+    assert_eq!(offered.cdo.as_deref(), Some("big"));
+    let provider = offered.app;
+    // SAFETY: signalling the process this test started.
+    unsafe { libc::kill(librarian.pid(), libc::SIGSTOP) };
+    let consumer = Arc::new(Client::join(&info, opts("consumer")).expect("consumer"));
+    let c = consumer.clone();
+    let demand = std::thread::spawn(move || {
+        let cdo = c.declare("big").expect("declare");
+        let r = c.demand(cdo).map(drop);
+        (r, Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !demand.is_finished(),
+        "the stopped provider cannot serve the read"
+    );
+    let killed = Instant::now();
+    // SAFETY: as above.
+    unsafe { libc::kill(librarian.pid(), libc::SIGKILL) };
+    let _ = librarian.child.wait();
+    eprintln!(
+        "the provider was reaped {:?} after the kill",
+        killed.elapsed()
+    );
+    let (result, failed_at) = demand.join().expect("demand thread");
+    let took = failed_at.saturating_duration_since(killed);
+    match result {
+        Err(ClientError::Refused {
+            why: Refusal::NoProvider,
+            ..
+        }) => {}
+        other => panic!("the demand should fail with NoProvider: {other:?}"),
+    }
+    eprintln!("the demand failed {took:?} after the kill");
+    assert!(
+        took < Duration::from_secs(1),
+        "the consumer waited {took:?}"
+    );
+    let left = sub.wait().expect("an app-leave event");
+    assert_eq!((left.kind, left.app), (EventKind::AppLeave, provider));
+    assert_eq!(left.component, "librarian");
+    assert!(left.detail.contains("connection lost"), "{left:?}");
+    // The others carry on.
+    let p = Client::join(&info, opts("producer")).expect("producer");
+    let cdo = p.declare("after").expect("declare");
+    p.seal(cdo, Attributes::new()).expect("seal");
+    p.offer(cdo, Buffer::from_slice(b"still here").expect("buffer"))
+        .expect("offer");
+    let want = consumer.declare("after").expect("declare");
+    let (data, _) = consumer.demand(want).expect("demand");
+    assert_eq!(&*data, b"still here");
+    p.withdraw(cdo).expect("withdraw");
+    p.leave().expect("leave");
+    drop(consumer);
+    watcher.leave().expect("leave");
+    pm.stop();
+}
