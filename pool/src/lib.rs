@@ -4,6 +4,9 @@
 //!   decoder that never panics);
 //! - [`auth`]: JOIN authentication (HMAC over the PM's challenge);
 //! - [`attr`] and [`schema`]: CDO attributes and the YAML schemas that type them;
+//! - [`selector`] and [`events`]: subscriptions' queries over attributes and the pool events
+//!   they deliver (signal-before, acknowledgements);
+//! - [`archive`]: the directory format of the archiver and librarian helper apps;
 //! - [`Manager`]: the pool manager's logic as a sans-IO state machine (tested by driving it in
 //!   memory), including transport planning;
 //! - [`PoolManager`]: its tokio driver (TCP control connections, credential checks);
