@@ -65,6 +65,24 @@ mod hex_bytes {
 }
 
 impl Address {
+    /// The IP address of an IP provider's endpoint (tcp, net, udp, sockets and the layers
+    /// on them name endpoints by `sockaddr_in`/`sockaddr_in6`); `None` for other address
+    /// formats (shm, verbs, ...).
+    pub fn ip(&self) -> Option<std::net::IpAddr> {
+        let family = u16::from_ne_bytes([*self.0.first()?, *self.0.get(1)?]);
+        match (i32::from(family), self.0.len()) {
+            (libc::AF_INET, 16) => {
+                let b: [u8; 4] = self.0.get(4..8)?.try_into().ok()?;
+                Some(std::net::Ipv4Addr::from(b).into())
+            }
+            (libc::AF_INET6, 28) => {
+                let b: [u8; 16] = self.0.get(8..24)?.try_into().ok()?;
+                Some(std::net::Ipv6Addr::from(b).into())
+            }
+            _ => None,
+        }
+    }
+
     /// The address as hex.
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|x| format!("{x:02x}")).collect()
@@ -466,6 +484,20 @@ impl Drop for InfoList {
     }
 }
 
+/// A C string of libfabric as text ("" for NULL).
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+unsafe fn cstr(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn strdup(s: &str, what: &str) -> Result<*mut std::ffi::c_char> {
     let c = CString::new(s)
         .map_err(|_| FabricError::InvalidArgument(format!("{what} {s:?} has a NUL byte")))?;
@@ -625,13 +657,32 @@ impl Endpoint {
             (*h.fabric_attr).name = strdup(&offer.fabric, "fabric")?;
         }
         let list = getinfo_raw(hints.0)?;
-        if list.0.is_null() {
-            return Err(FabricError::InvalidArgument(format!(
-                "{} on {} offers no RDM endpoint with RMA and tagged messages",
-                offer.provider, offer.domain
-            )));
+        // Layered providers (`tcp;ofi_rxm`) ignore the domain and fabric names in the
+        // hints and list every interface: take the offer's own entry (its source address
+        // binds the endpoint to the chosen NIC).
+        let mut at = list.0;
+        while !at.is_null() {
+            // SAFETY: a node of the list fi_getinfo returned, with its attribute structs.
+            let i = unsafe { &*at };
+            // SAFETY: as above; names are NULL or NUL-terminated strings.
+            let (domain, fabric) =
+                unsafe { (cstr((*i.domain_attr).name), cstr((*i.fabric_attr).name)) };
+            if domain == offer.domain && fabric == offer.fabric {
+                // SAFETY: duplicating one valid node; the copy is freed by its InfoList.
+                let one = InfoList(unsafe { sys::fi_dupinfo(at) });
+                if one.0.is_null() {
+                    return Err(FabricError::InvalidArgument(
+                        "fi_dupinfo failed (out of memory)".into(),
+                    ));
+                }
+                return Ok(one);
+            }
+            at = i.next;
         }
-        Ok(list)
+        Err(FabricError::InvalidArgument(format!(
+            "{} on {} ({}) offers no RDM endpoint with RMA and tagged messages",
+            offer.provider, offer.domain, offer.fabric
+        )))
     }
 
     pub(crate) fn name(ep: *mut sys::fid_ep) -> Result<Address> {

@@ -160,3 +160,19 @@ fn closing_an_endpoint_fails_what_is_in_flight() {
     drop(a);
     assert!(matches!(rx.wait(WAIT), Err(FabricError::Canceled(_))));
 }
+
+/// Endpoints of IP providers bound to loopback name 127.0.0.1; shm's have no IP.
+#[test]
+fn ip_providers_expose_the_address_they_are_bound_to() {
+    for provider in ["tcp;ofi_rxm", "net", "udp;ofi_rxd"] {
+        let ep = Endpoint::open(&offer(provider)).expect("endpoint");
+        assert_eq!(
+            ep.address().ip(),
+            Some(std::net::Ipv4Addr::LOCALHOST.into()),
+            "{provider}: {:?}",
+            ep.address()
+        );
+    }
+    let shm = Endpoint::open(&offer("shm")).expect("shm");
+    assert_eq!(shm.address().ip(), None);
+}
