@@ -90,6 +90,10 @@ enum Cmd {
         /// Also write the PM info to this file (mode 0600; removed at exit).
         #[arg(long)]
         info_file: Option<PathBuf>,
+        /// Serve over TCP only (no Unix socket for processes on this host): for processes
+        /// that share the file system but should reach the PM over the network.
+        #[arg(long)]
+        no_unix_socket: bool,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -347,6 +351,7 @@ fn main() -> ExitCode {
             workflow,
             listen,
             info_file,
+            no_unix_socket,
         } => {
             let workflow = workflow
                 .or_else(|| std::env::var("MSTRO_WORKFLOW_NAME").ok())
@@ -355,6 +360,7 @@ fn main() -> ExitCode {
                 workflow,
                 listen,
                 info_file,
+                unix_socket: !no_unix_socket,
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

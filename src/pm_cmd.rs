@@ -8,7 +8,10 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use pool::bootstrap::{self, PM_INFO_ENV, new_secret};
+use pool::pmix_events;
 use pool::{PmConfig, PoolManager};
 
 /// How long publishing the PM info through PMIx may take.
@@ -23,6 +26,8 @@ pub struct PmOptions {
     pub listen: Vec<SocketAddr>,
     /// A file to write the PM info to (mode 0600), removed at exit.
     pub info_file: Option<PathBuf>,
+    /// Also serve on a Unix socket (see `PmConfig::unix_socket`).
+    pub unix_socket: bool,
 }
 
 /// Runs the pool manager until SIGINT/SIGTERM.
@@ -38,7 +43,9 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let secret = new_secret()?;
-    let pm = PoolManager::start(PmConfig::new(&opts.workflow, &secret, opts.listen.clone()))?;
+    let mut config = PmConfig::new(&opts.workflow, &secret, opts.listen.clone());
+    config.unix_socket = opts.unix_socket;
+    let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
     if let Some(path) = &opts.info_file {
         use std::os::unix::fs::OpenOptionsExt;
@@ -72,7 +79,21 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     writeln!(out, "{PM_INFO_ENV};{};", info.encode())?;
     out.flush()?;
     drop(out);
-    let sig = signals.forever().next();
+    // PMIx events (processes lost, links down or up) become pool events until a signal.
+    let stop = AtomicBool::new(false);
+    let reporter = pm.reporter();
+    let sig = std::thread::scope(|s| {
+        if let Some(client) = &pmix {
+            s.spawn(|| {
+                if let Err(e) = pmix_events::forward(client, &reporter, &stop) {
+                    eprintln!("maestro pm: PMIx events are not forwarded ({e})");
+                }
+            });
+        }
+        let sig = signals.forever().next();
+        stop.store(true, Ordering::Relaxed);
+        sig
+    });
     tracing::info!("signal {sig:?}: stopping the pool manager");
     if let Some(client) = &pmix
         && let Err(e) = client.unpublish(

@@ -312,6 +312,114 @@ impl PmInfo {
 /// # Errors
 /// The OS error of `getifaddrs`.
 pub fn interface_addresses() -> std::io::Result<Vec<std::net::IpAddr>> {
+    let mut out: Vec<std::net::IpAddr> = all_addresses()?
+        .into_iter()
+        .filter_map(|a| match a.address {
+            std::net::IpAddr::V4(ip) if a.up && !ip.is_link_local() => Some(ip.into()),
+            _ => None,
+        })
+        .collect();
+    out.sort_by_key(|ip| (ip.is_loopback(), *ip));
+    out.dedup();
+    Ok(out)
+}
+
+/// One address of a network interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceAddress {
+    /// The interface name.
+    pub interface: String,
+    /// The address (IPv4 or IPv6).
+    pub address: std::net::IpAddr,
+    /// The prefix length of its network (from the netmask).
+    pub prefix: u8,
+    /// Whether the interface is administratively up.
+    pub up: bool,
+}
+
+impl InterfaceAddress {
+    /// The network the address is on.
+    pub fn subnet(&self) -> Subnet {
+        Subnet {
+            address: self.address,
+            prefix: self.prefix,
+        }
+    }
+}
+
+/// An IP network: an address and a prefix length (`10.1.0.1/24`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Subnet {
+    /// An address in the network.
+    pub address: std::net::IpAddr,
+    /// The prefix length (at most 32 for IPv4, 128 for IPv6).
+    pub prefix: u8,
+}
+
+impl Subnet {
+    /// Whether `ip` is in this network.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr::{V4, V6};
+        let (a, b, bits) = match (self.address, ip) {
+            (V4(a), V4(b)) => (u128::from(a.to_bits()), u128::from(b.to_bits()), 32),
+            (V6(a), V6(b)) => (a.to_bits(), b.to_bits(), 128),
+            _ => return false,
+        };
+        let prefix = u32::from(self.prefix).min(bits);
+        let shift = bits - prefix;
+        shift >= 128 || (a >> shift) == (b >> shift)
+    }
+}
+
+impl std::fmt::Display for Subnet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.address, self.prefix)
+    }
+}
+
+impl std::str::FromStr for Subnet {
+    type Err = String;
+
+    /// `ip/prefix`, or a bare `ip` (the single host).
+    fn from_str(s: &str) -> Result<Subnet, String> {
+        let (ip, prefix) = match s.split_once('/') {
+            Some((ip, p)) => (ip, Some(p)),
+            None => (s, None),
+        };
+        let address: std::net::IpAddr = ip
+            .parse()
+            .map_err(|_| format!("{s:?} is not an IP address or ip/prefix"))?;
+        let max = if address.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("{s:?}: the prefix must be 0 to {max}"))?,
+        };
+        Ok(Subnet { address, prefix })
+    }
+}
+
+/// The prefix length of a netmask (its leading one bits).
+fn prefix_of(mask: &[u8]) -> u8 {
+    let mut n = 0;
+    for b in mask {
+        n += b.leading_ones();
+        if *b != 0xff {
+            break;
+        }
+    }
+    n as u8
+}
+
+/// Every IPv4 and IPv6 address of every interface of this host (`getifaddrs`), in the
+/// kernel's order.
+///
+/// # Errors
+/// The OS error of `getifaddrs`.
+pub fn all_addresses() -> std::io::Result<Vec<InterfaceAddress>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `list`, freed below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut list) } != 0 {
@@ -323,26 +431,53 @@ pub fn interface_addresses() -> std::io::Result<Vec<std::net::IpAddr>> {
         // SAFETY: a node of the list getifaddrs returned.
         let ifa = unsafe { &*at };
         at = ifa.ifa_next;
-        let up = ifa.ifa_flags & (libc::IFF_UP as u32) != 0;
-        if !up || ifa.ifa_addr.is_null() {
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
             continue;
         }
-        // SAFETY: ifa_addr is non-null and points at a sockaddr of its family.
-        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+        let Some(address) = ip_of(ifa.ifa_addr) else {
             continue;
-        }
-        // SAFETY: AF_INET addresses are sockaddr_in.
-        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-        let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-        if !ip.is_link_local() {
-            out.push(std::net::IpAddr::V4(ip));
-        }
+        };
+        let prefix = match ip_of(ifa.ifa_netmask) {
+            Some(std::net::IpAddr::V4(m)) => prefix_of(&m.octets()),
+            Some(std::net::IpAddr::V6(m)) => prefix_of(&m.octets()),
+            None if address.is_ipv4() => 32,
+            None => 128,
+        };
+        out.push(InterfaceAddress {
+            // SAFETY: ifa_name is a NUL-terminated string of the list.
+            interface: unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                .to_string_lossy()
+                .into_owned(),
+            address,
+            prefix,
+            up: ifa.ifa_flags & (libc::IFF_UP as u32) != 0,
+        });
     }
     // SAFETY: the list from getifaddrs, freed once.
     unsafe { libc::freeifaddrs(list) };
-    out.sort_by_key(|ip| (ip.is_loopback(), *ip));
-    out.dedup();
     Ok(out)
+}
+
+/// The IP address in a `sockaddr` of family `AF_INET` or `AF_INET6`; `None` for NULL or
+/// other families.
+fn ip_of(sa: *const libc::sockaddr) -> Option<std::net::IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null sockaddr from getifaddrs, read as its family says.
+    unsafe {
+        match i32::from((*sa).sa_family) {
+            libc::AF_INET => {
+                let sin = &*(sa as *const libc::sockaddr_in);
+                Some(u32::from_be(sin.sin_addr.s_addr).to_be_bytes().into())
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*(sa as *const libc::sockaddr_in6);
+                Some(sin6.sin6_addr.s6_addr.into())
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A fresh 256-bit workflow secret from the OS.
@@ -376,6 +511,27 @@ mod tests {
             PmInfo::parse(&format!("  {PM_INFO_ENV};{text};\n")),
             Ok(info)
         );
+    }
+
+    #[test]
+    fn subnets_parse_and_contain() {
+        let s: Subnet = "10.1.0.1/24".parse().expect("subnet");
+        assert!(s.contains("10.1.0.200".parse().expect("ip")));
+        assert!(!s.contains("10.1.1.1".parse().expect("ip")));
+        assert!(!s.contains("::1".parse().expect("ip")));
+        let host: Subnet = "fd00::2".parse().expect("host");
+        assert_eq!(host.prefix, 128);
+        assert!(host.contains("fd00::2".parse().expect("ip")));
+        assert!(!host.contains("fd00::3".parse().expect("ip")));
+        let all: Subnet = "0.0.0.0/0".parse().expect("all");
+        assert!(all.contains("192.0.2.7".parse().expect("ip")));
+        assert_eq!(s.to_string(), "10.1.0.1/24");
+        for bad in ["10.1.0.1/33", "x/2", "10.1.0.1/", "::1/129"] {
+            assert!(bad.parse::<Subnet>().is_err(), "{bad}");
+        }
+        assert_eq!(prefix_of(&[255, 255, 255, 0]), 24);
+        assert_eq!(prefix_of(&[255, 255, 240, 0]), 20);
+        assert_eq!(prefix_of(&[0; 4]), 0);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod client;
 pub mod events;
 mod manager;
 mod pm;
+pub mod pmix_events;
 pub mod proto;
 pub mod schema;
 pub mod selector;
@@ -30,4 +31,4 @@ pub mod wire;
 
 pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription};
 pub use manager::{ConnId, Credential, MAX_NAME, Manager};
-pub use pm::{CredentialCheck, PmConfig, PoolManager};
+pub use pm::{CredentialCheck, FabricChange, FabricReporter, PmConfig, PoolManager};

@@ -62,11 +62,42 @@ enum Event {
     Messages(ConnId, Vec<ToPm>),
     Join(ConnId, ToPm, Credential),
     Gone(ConnId),
+    /// A fabric change reported through [`FabricReporter`].
+    Fabric(FabricChange),
+}
+
+/// A fabric change the pool manager hears of from outside (PMIx events, a link monitor).
+#[derive(Clone, Debug, PartialEq)]
+pub enum FabricChange {
+    /// A link went down or up.
+    Link {
+        /// The interface name.
+        name: String,
+        /// Its addresses with their prefixes (the networks endpoints may be on).
+        addresses: Vec<crate::bootstrap::Subnet>,
+        /// Up (true) or down.
+        up: bool,
+    },
+    /// Anything else (a lost node or process, a fabric update), described.
+    Other(String),
+}
+
+/// Hands fabric changes to a running pool manager (see [`PoolManager::reporter`]); cheap
+/// to clone, usable from any thread.
+#[derive(Clone)]
+pub struct FabricReporter(mpsc::UnboundedSender<Event>);
+
+impl FabricReporter {
+    /// Reports `change`; false if the pool manager has stopped.
+    pub fn report(&self, change: FabricChange) -> bool {
+        self.0.send(Event::Fabric(change)).is_ok()
+    }
 }
 
 /// A running pool manager; stops when dropped (or with [`PoolManager::stop`]).
 pub struct PoolManager {
     info: PmInfo,
+    events: mpsc::UnboundedSender<Event>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// The private directory of the Unix socket, removed at shutdown.
@@ -186,15 +217,23 @@ impl PoolManager {
         };
         let (stop_tx, stop_rx) = oneshot::channel();
         let check = config.credentials;
+        let (tx, rx) = mpsc::unbounded_channel::<Event>();
+        let events = tx.clone();
         let thread = std::thread::Builder::new()
             .name("pool-manager".into())
-            .spawn(move || rt.block_on(serve(listeners, manager, check, stop_rx)))?;
+            .spawn(move || rt.block_on(serve(listeners, manager, check, (tx, rx), stop_rx)))?;
         Ok(PoolManager {
             info,
+            events,
             stop: Some(stop_tx),
             thread: Some(thread),
             unix_dir,
         })
+    }
+
+    /// A handle that reports fabric changes to this pool manager.
+    pub fn reporter(&self) -> FabricReporter {
+        FabricReporter(self.events.clone())
     }
 
     /// The first TCP address applications can connect to.
@@ -238,9 +277,9 @@ async fn serve(
     listeners: Vec<Listener>,
     mut manager: Manager,
     check: Option<CredentialCheck>,
+    (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
 ) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<Halves>();
     let acceptors: Vec<_> = listeners
         .into_iter()
@@ -289,6 +328,10 @@ async fn serve(
                         writers.remove(&conn);
                         manager.disconnected(conn);
                     }
+                    Event::Fabric(FabricChange::Link { name, addresses, up }) => {
+                        manager.link_changed(&name, &addresses, up);
+                    }
+                    Event::Fabric(FabricChange::Other(detail)) => manager.fabric_event(&detail),
                 }
                 flush(&mut manager, &mut writers);
             }

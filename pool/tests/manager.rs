@@ -1188,3 +1188,48 @@ fn bad_selectors_are_refused_with_the_reason() {
         "{out:?}"
     );
 }
+
+/// A tcp endpoint bound to `ip` (a `sockaddr_in`, as libfabric's IP providers name them).
+fn tcp_at(ip: [u8; 4]) -> FabricEndpoint {
+    let mut sa = vec![0u8; 16];
+    sa[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+    sa[2..4].copy_from_slice(&4000u16.to_be_bytes());
+    sa[4..8].copy_from_slice(&ip);
+    FabricEndpoint {
+        provider: "tcp;ofi_rxm".into(),
+        address: Address(sa),
+    }
+}
+
+#[test]
+fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    let mut demand = |pm: &mut Pm, name: &str| {
+        pm.offer(p, name, 64);
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        out.iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.kind()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"))
+    };
+    assert_eq!(demand(&mut pm, "before"), "rma");
+    let path1 = ["10.1.0.9/24".parse().expect("subnet")];
+    pm.m.link_changed("veth1", &path1, false);
+    let e = &events_to(&pm.drain(), s)[0];
+    assert_eq!(e.kind, EventKind::Fabric);
+    assert_eq!(e.detail, "link veth1 down (10.1.0.9/24)");
+    assert_eq!(demand(&mut pm, "during"), "stream");
+    pm.m.link_changed("veth1", &path1, true);
+    assert_eq!(
+        events_to(&pm.drain(), s)[0].detail,
+        "link veth1 up (10.1.0.9/24)"
+    );
+    assert_eq!(demand(&mut pm, "after"), "rma");
+}

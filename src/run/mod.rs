@@ -18,6 +18,7 @@
 mod credential;
 mod fabric;
 mod host;
+mod links;
 mod outcome;
 mod output;
 
@@ -214,6 +215,27 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             .map(fabric::FabricView::proc_info)
             .unwrap_or_default(),
     };
+    let links = fabric.as_ref().map(|f| {
+        links::LinkMonitor::new(
+            f.inventory
+                .nics
+                .iter()
+                .filter(|n| n.kind != inventory::NicKind::Loopback)
+                .map(|n| n.name.clone()),
+        )
+    });
+    if let Some(l) = &links {
+        tracing::info!(
+            "watching links: {}",
+            l.watched().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(l) = &links {
+        tracing::info!(
+            "watching links: {}",
+            l.watched().collect::<Vec<_>>().join(", ")
+        );
+    }
     if let Some(f) = fabric {
         host.set_fabric(f);
     }
@@ -232,6 +254,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         kill_at: None,
         deadline: opts.timeout.map(|t| Instant::now() + t),
         outputs: Vec::new(),
+        links,
     };
     match rx.try_recv() {
         Ok(LoopEvent::Signal(sig)) => {
@@ -294,6 +317,8 @@ struct Job<'a> {
     kill_at: Option<Instant>,
     deadline: Option<Instant>,
     outputs: Vec<Receiver<()>>,
+    /// Watches the node's links; changes become `PMIX_FABRIC_UPDATED` events.
+    links: Option<links::LinkMonitor>,
 }
 
 impl Job<'_> {
@@ -489,8 +514,28 @@ impl Job<'_> {
         }
     }
 
+    /// Raises `PMIX_FABRIC_UPDATED` to the job for every link that went down or up.
+    fn watch_links(&mut self) {
+        let Some(changes) = self.links.as_mut().map(links::LinkMonitor::poll) else {
+            return;
+        };
+        let source = Proc::new(&format!("maestro.host.{}", std::process::id()), 0);
+        for c in changes {
+            let state = if c.up { "up" } else { "down" };
+            eprintln!("maestro run: link {} {state}", c.name);
+            let info = pool::pmix_events::link_info(&c.name, &c.addresses, c.up);
+            if let Err(e) =
+                self.server
+                    .notify_event(Status::FABRIC_UPDATED, &source, Range::Namespace, &info)
+            {
+                tracing::warn!("notifying the job that link {} is {state}: {e}", c.name);
+            }
+        }
+    }
+
     fn tick(&mut self, now: Instant) {
         self.host.expire();
+        self.watch_links();
         if let Some(d) = self.deadline
             && now >= d
         {

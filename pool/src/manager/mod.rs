@@ -30,6 +30,7 @@ mod events;
 
 use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
+use crate::bootstrap::Subnet;
 use crate::events::EventKind;
 use fabric::RemoteRegion;
 
@@ -181,6 +182,8 @@ pub struct Manager {
     out: VecDeque<(ConnId, FromPm)>,
     closing: Vec<ConnId>,
     events: events::Events,
+    /// Networks of links reported down: endpoints on them are not used for RMA.
+    down: Vec<Subnet>,
 }
 
 impl Manager {
@@ -203,6 +206,7 @@ impl Manager {
             out: VecDeque::new(),
             closing: Vec::new(),
             events: events::Events::default(),
+            down: Vec::new(),
         }
     }
 
@@ -586,9 +590,16 @@ impl Manager {
                 len: region.len,
             };
         }
+        let up = |e: &FabricEndpoint| {
+            e.address
+                .ip()
+                .is_none_or(|ip| !self.down.iter().any(|s| s.contains(ip)))
+        };
         match (&c.endpoint, &p.endpoint) {
             (Some(ce), Some(pe))
                 if ce.provider == pe.provider
+                    && up(ce)
+                    && up(pe)
                     && (c.host == p.host
                         || fabric::ProviderClass::of(&pe.provider)
                             != fabric::ProviderClass::SharedMemory) =>
@@ -600,6 +611,23 @@ impl Manager {
             }
             _ => Source::Stream { len: region.len },
         }
+    }
+
+    /// A link went down or came back up (a fabric event from the host): while it is down,
+    /// transfers planned from now on avoid RMA with endpoints on its networks (`subnets`:
+    /// the link's addresses with their prefixes; the peers across the link are on them
+    /// too) and go by stream over the control connections; subscribers of
+    /// [`EventKind::Fabric`] are told.
+    pub fn link_changed(&mut self, link: &str, subnets: &[Subnet], up: bool) {
+        for s in subnets {
+            self.down.retain(|d| d != s);
+            if !up {
+                self.down.push(*s);
+            }
+        }
+        let list: Vec<String> = subnets.iter().map(ToString::to_string).collect();
+        let state = if up { "up" } else { "down" };
+        self.fabric_event(&format!("link {link} {state} ({})", list.join(", ")));
     }
 
     /// Removes a transfer and its count on the source offer.

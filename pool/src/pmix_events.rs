@@ -1,0 +1,152 @@
+//! PMIx events that become pool events.
+//!
+//! Where the PMIx host raises events (`maestro run`; Open MPI within a node; never Slurm,
+//! whose step dies on any notification, though registering a handler there is harmless),
+//! the process that runs the pool manager registers for [`WATCHED`] and hands each event to
+//! the PM ([`forward`]), which tells subscribers of `EventKind::Fabric` and acts on it.
+//!
+//! Link changes travel as `PMIX_FABRIC_UPDATED` with three keys of ours ([`link_info`]
+//! builds them, `maestro run`'s link monitor raises them): the interface name, whether it
+//! is up, and its addresses, so the PM can keep new transfers off endpoints bound there.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pmix::{Info, Status, Value};
+
+use crate::bootstrap::Subnet;
+use crate::pm::{FabricChange, FabricReporter};
+
+/// The event codes the pool manager listens to.
+pub const WATCHED: [Status; 6] = [
+    Status::PROC_ABORTED,
+    Status::PROC_ABORTED_BY_SIG,
+    Status::PROC_TERM_WO_SYNC,
+    Status::NODE_DOWN,
+    Status::LOST_CONNECTION,
+    Status::FABRIC_UPDATED,
+];
+
+/// Key of a link event: the interface name (string).
+pub const LINK_NAME_KEY: &str = "maestro.fabric.link";
+/// Key of a link event: whether the link is up (bool).
+pub const LINK_UP_KEY: &str = "maestro.fabric.link-up";
+/// Key of a link event: the interface's addresses as `ip/prefix`, comma-separated (string).
+pub const LINK_ADDRESSES_KEY: &str = "maestro.fabric.link-addresses";
+
+/// The information of a `PMIX_FABRIC_UPDATED` event for a link that went up or down.
+pub fn link_info(name: &str, addresses: &[Subnet], up: bool) -> Vec<Info> {
+    let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+    vec![
+        Info::new(LINK_NAME_KEY, Value::String(name.to_string())),
+        Info::new(LINK_UP_KEY, Value::Bool(up)),
+        Info::new(LINK_ADDRESSES_KEY, Value::String(list.join(","))),
+        Info::new(
+            pmix::keys::EVENT_TEXT_MESSAGE,
+            Value::String(format!("link {name} {}", if up { "up" } else { "down" })),
+        ),
+    ]
+}
+
+/// What a PMIx event means for the pool: a link change (with our keys) or a description
+/// of anything else (status, affected process, message).
+pub fn change_of(event: &pmix::Event) -> FabricChange {
+    let find = |k: &str| pmix::find(&event.info, k);
+    if let (Some(Value::String(name)), Some(Value::Bool(up))) =
+        (find(LINK_NAME_KEY), find(LINK_UP_KEY))
+    {
+        let addresses = match find(LINK_ADDRESSES_KEY) {
+            Some(Value::String(list)) => list.split(',').filter_map(|a| a.parse().ok()).collect(),
+            _ => Vec::new(),
+        };
+        return FabricChange::Link {
+            name: name.clone(),
+            addresses,
+            up: *up,
+        };
+    }
+    let mut text = format!("PMIx event {}", event.status);
+    if let Some(p) = event.affected_proc() {
+        text.push_str(&format!(" for process {p}"));
+    }
+    if let Some(Value::String(m)) = find(pmix::keys::EVENT_TEXT_MESSAGE) {
+        text.push_str(&format!(": {m}"));
+    }
+    FabricChange::Other(text)
+}
+
+/// Registers for [`WATCHED`] and hands every event to `reporter` until `stop` is set or
+/// the pool manager stops. Run it on a thread that may borrow `client` (e.g. in
+/// `std::thread::scope`).
+///
+/// # Errors
+/// The PMIx error if the handler cannot be registered (the host supports no events).
+pub fn forward(
+    client: &pmix::Client,
+    reporter: &FabricReporter,
+    stop: &AtomicBool,
+) -> Result<(), pmix::Error> {
+    let handler = client.register_events(&WATCHED)?;
+    while !stop.load(Ordering::Relaxed) {
+        if let Some(event) = handler.recv_timeout(Duration::from_millis(100)) {
+            let change = change_of(&event);
+            tracing::info!("PMIx event for the pool: {change:?}");
+            if !reporter.report(change) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(status: Status, info: Vec<Info>) -> pmix::Event {
+        pmix::Event {
+            status,
+            source: None,
+            info,
+        }
+    }
+
+    #[test]
+    fn link_events_round_trip() {
+        let addrs = [
+            "10.1.0.1/24".parse().expect("subnet"),
+            "fd00::1/64".parse().expect("subnet"),
+        ];
+        let e = event(Status::FABRIC_UPDATED, link_info("veth1", &addrs, false));
+        assert_eq!(
+            change_of(&e),
+            FabricChange::Link {
+                name: "veth1".into(),
+                addresses: addrs.to_vec(),
+                up: false
+            }
+        );
+    }
+
+    #[test]
+    fn other_events_are_described() {
+        let p = pmix::Proc::new("job", 3);
+        let e = event(
+            Status::PROC_ABORTED,
+            vec![
+                Info::new(pmix::keys::EVENT_AFFECTED_PROC, Value::Proc(p)),
+                Info::new(
+                    pmix::keys::EVENT_TEXT_MESSAGE,
+                    Value::String("rank 3 exited with 7".into()),
+                ),
+            ],
+        );
+        let FabricChange::Other(text) = change_of(&e) else {
+            panic!("not a link");
+        };
+        assert!(
+            text.contains("job:3") && text.contains("rank 3 exited with 7"),
+            "{text}"
+        );
+    }
+}
