@@ -124,7 +124,7 @@ mod tests {
         );
         assert!(m.poll().is_empty(), "reported once");
         set(sysfs, "eth1", "up", "1");
-        assert_eq!(m.poll()[0].up, true);
+        assert!(m.poll()[0].up);
     }
 
     #[test]

@@ -519,7 +519,7 @@ impl Job<'_> {
         let Some(changes) = self.links.as_mut().map(links::LinkMonitor::poll) else {
             return;
         };
-        let source = Proc::new(&format!("maestro.host.{}", std::process::id()), 0);
+        let source = Proc::new(format!("maestro.host.{}", std::process::id()), 0);
         for c in changes {
             let state = if c.up { "up" } else { "down" };
             eprintln!("maestro run: link {} {state}", c.name);
