@@ -192,7 +192,17 @@ impl Group {
 }
 
 impl Drop for Group {
+    /// A leader still running gets SIGTERM and up to 3 s to clean up after itself
+    /// (`maestro run` removes its private directory), then the whole group is SIGKILLed.
     fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // SAFETY: signalling the process this helper started.
+            unsafe { libc::kill(self.pgid, libc::SIGTERM) };
+            let end = Instant::now() + Duration::from_secs(3);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         self.kill_group();
         let _ = self.child.try_wait();
     }

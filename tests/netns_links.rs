@@ -1,0 +1,222 @@
+//! Two "nodes" in network namespaces joined by two veth pairs (path 1 and path 2), created
+//! and removed by the test (needs root). The pool manager runs under `maestro run` on node
+//! A with its control endpoint on path 2; the archiver (consumer) on node B reads over
+//! path 1. Taking path 1 down on node A: `maestro run`'s link monitor raises a PMIx fabric
+//! event, the pool manager turns it into a pool event (the tracer on node B logs it) and
+//! plans the transfers that follow over the remaining path (the stream over the control
+//! connection on path 2) instead of RMA over path 1.
+
+mod common;
+
+use std::io::BufRead;
+use std::process::Command;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use common::{Group, await_line, example, maestro};
+use pool::archive::Archive;
+use pool::attr::Attributes;
+
+const T: Duration = Duration::from_secs(20);
+
+/// Network namespaces, removed (with their veths) on drop.
+struct Namespaces(Vec<String>);
+
+impl Namespaces {
+    fn create(names: &[&str]) -> Namespaces {
+        let ns = Namespaces(names.iter().map(|n| n.to_string()).collect());
+        for n in names {
+            ip(&["netns", "add", n]);
+        }
+        ns
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {} (this test needs root to create network namespaces)",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `cmd` run inside namespace `ns`.
+fn inside(ns: &str, program: &std::path::Path) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(program);
+    c
+}
+
+/// Lines of `stream`, as they come.
+fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line containing every one of `needles`.
+fn expect_line(rx: &Receiver<String>, needles: &[&str]) -> String {
+    let end = Instant::now() + T;
+    let mut seen = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if needles.iter().all(|n| l.contains(n)) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    panic!("no line with {needles:?}; saw:\n{}", seen.join("\n"));
+}
+
+#[test]
+fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
+    let (a, b) = (
+        format!("mstro-a{}", std::process::id()),
+        format!("mstro-b{}", std::process::id()),
+    );
+    let _ns = Namespaces::create(&[&a, &b]);
+    for (path, (va, vb)) in [("1", ("va1", "vb1")), ("2", ("va2", "vb2"))] {
+        ip(&[
+            "link", "add", va, "netns", &a, "type", "veth", "peer", "name", vb, "netns", &b,
+        ]);
+        ip(&[
+            "-n",
+            &a,
+            "addr",
+            "add",
+            &format!("10.201.{path}.1/24"),
+            "dev",
+            va,
+        ]);
+        ip(&[
+            "-n",
+            &b,
+            "addr",
+            "add",
+            &format!("10.201.{path}.2/24"),
+            "dev",
+            vb,
+        ]);
+        ip(&["-n", &a, "link", "set", va, "up"]);
+        ip(&["-n", &b, "link", "set", vb, "up"]);
+    }
+    for ns in [&a, &b] {
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+
+    // Node A: the pool manager, controlled over path 2 only.
+    let mut pm = Group::spawn(
+        inside(&a, &maestro())
+            .args(["run", "-n", "1", "--"])
+            .arg(maestro())
+            .args([
+                "pm",
+                "--workflow",
+                "links",
+                "--listen",
+                "10.201.2.1:0",
+                "--no-unix-socket",
+            ]),
+    );
+    let info = await_line(
+        pm.child.stdout.take().expect("stdout"),
+        "MSTRO_POOL_MANAGER_INFO;",
+    )
+    .trim()
+    .trim_start_matches("MSTRO_POOL_MANAGER_INFO;")
+    .trim_end_matches(';')
+    .to_string();
+    let pm_log = lines(pm.child.stderr.take().expect("stderr"));
+    expect_line(&pm_log, &["announced through PMIx"]);
+
+    // Node B: a tracer, and the archiver reading over path 1.
+    let mut tracer = Group::spawn(
+        inside(&b, &example("pool_tracer"))
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["--kinds", "fabric,transport-started"]),
+    );
+    await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    let traced = lines(tracer.child.stdout.take().expect("stdout"));
+    let archive_dir = tempfile::tempdir().expect("tempdir");
+    let mut archiver = Group::spawn(
+        inside(&b, &example("pool_archiver"))
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_OFI_PROVIDER", "tcp;ofi_rxm")
+            .env("MSTRO_OFI_IFACE", "vb1")
+            .args(["--dir", &archive_dir.path().to_string_lossy()]),
+    );
+    await_line(
+        archiver.child.stderr.take().expect("stderr"),
+        "archiving offers",
+    );
+    let archived = lines(archiver.child.stdout.take().expect("stdout"));
+
+    // Node A: a librarian offering over path 1.
+    let offer = |name: &str, data: &[u8], iface: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Archive::open(dir.path())
+            .expect("archive")
+            .store(name, data, &Attributes::new())
+            .expect("store");
+        let mut lib = Group::spawn(
+            inside(&a, &example("pool_librarian"))
+                .env("MSTRO_POOL_MANAGER_INFO", &info)
+                .env("MSTRO_OFI_PROVIDER", "tcp;ofi_rxm")
+                .env("MSTRO_OFI_IFACE", iface)
+                .args(["--dir", &dir.path().to_string_lossy(), "--eager"]),
+        );
+        let log = lines(lib.child.stderr.take().expect("stderr"));
+        (lib, log, dir)
+    };
+    let before: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
+    let (lib1, _log1, _dir1) = offer("before", &before, "va1");
+    expect_line(&archived, &["archived before"]);
+    let rma = expect_line(&traced, &["TransportStarted", "\"before\""]);
+    assert!(rma.contains("by rma"), "{rma}");
+    drop(lib1);
+
+    // Path 1 goes down on node A.
+    ip(&["-n", &a, "link", "set", "va1", "down"]);
+    expect_line(&pm_log, &["link va1 down"]);
+    let fabric = expect_line(&traced, &["\"Fabric\"", "link va1 down", "10.201.1.1/24"]);
+    assert!(fabric.contains("\"app\":0"), "{fabric}");
+
+    // The next CDO, from a provider on node A's other NIC: RMA would still reach the
+    // archiver's endpoint over path 1 only, so the PM sends it over the remaining path.
+    let after: Vec<u8> = (0..(1 << 20)).map(|i| (i % 241) as u8).collect();
+    let (lib2, _log2, _dir2) = offer("after", &after, "va2");
+    expect_line(&archived, &["archived after"]);
+    let stream = expect_line(&traced, &["TransportStarted", "\"after\""]);
+    assert!(stream.contains("by stream"), "{stream}");
+    drop(lib2);
+
+    let archive = Archive::open(archive_dir.path()).expect("archive");
+    for (name, data) in [("before", &before), ("after", &after)] {
+        let (got, _) = archive.load(name).expect("load").expect("archived");
+        assert!(got == *data, "{name} arrived intact");
+    }
+    drop(archiver);
+    drop(tracer);
+    // The launcher forwards SIGTERM to the PM and exits with 128 + 15.
+    let end = pm.terminate(T);
+    assert_eq!(end.code(), Some(143), "{end:?}");
+}
