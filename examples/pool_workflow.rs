@@ -26,11 +26,13 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Scope};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::{self, PM_INFO_KEY, PmInfo, new_secret};
+use pool::pmix_events;
 use pool::schema::Schemas;
 use pool::{Client, JoinOptions, PmConfig, PoolManager};
 
@@ -331,6 +333,20 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
         consume(&how, &producers, plan, &fence)?;
     } else if me > 0 {
         produce(&how, me, plan, &fence)?;
+    } else if let Some(pm) = &pm {
+        // While the others work, PMIx events (a rank lost, a link down or up) become pool
+        // events.
+        let (stop, reporter) = (AtomicBool::new(false), pm.reporter());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Err(e) = pmix_events::forward(&client, &reporter, &stop) {
+                    println!("rank 0: PMIx events are not forwarded to the pool ({e})");
+                }
+            });
+            let done = fence();
+            stop.store(true, Ordering::Relaxed);
+            done
+        })?;
     } else {
         fence()?;
     }
