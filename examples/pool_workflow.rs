@@ -339,7 +339,7 @@ fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
         let (stop, reporter) = (AtomicBool::new(false), pm.reporter());
         std::thread::scope(|s| {
             s.spawn(|| {
-                if let Err(e) = pmix_events::forward(&client, &reporter, &stop) {
+                if let Err(e) = pmix_events::forward(&client, &stop, |c| reporter.report(c)) {
                     println!("rank 0: PMIx events are not forwarded to the pool ({e})");
                 }
             });

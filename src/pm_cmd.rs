@@ -85,7 +85,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     let sig = std::thread::scope(|s| {
         if let Some(client) = &pmix {
             s.spawn(|| {
-                if let Err(e) = pmix_events::forward(client, &reporter, &stop) {
+                if let Err(e) = pmix_events::forward(client, &stop, |c| reporter.report(c)) {
                     eprintln!("maestro pm: PMIx events are not forwarded ({e})");
                 }
             });

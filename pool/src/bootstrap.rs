@@ -348,7 +348,7 @@ impl InterfaceAddress {
 }
 
 /// An IP network: an address and a prefix length (`10.1.0.1/24`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Subnet {
     /// An address in the network.
     pub address: std::net::IpAddr,

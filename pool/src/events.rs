@@ -212,3 +212,21 @@ pub struct PoolEvent {
     /// More about it: the reason an app left, the transport, the fabric change.
     pub detail: String,
 }
+
+/// A fabric change the pool manager hears of from outside: PMIx events of its own host
+/// (`crate::pmix_events`), or reported by an application (`AsyncClient::report`) whose
+/// host raised them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FabricChange {
+    /// A link went down or up.
+    Link {
+        /// The interface name.
+        name: String,
+        /// Its addresses with their prefixes (the networks endpoints may be on).
+        addresses: Vec<crate::bootstrap::Subnet>,
+        /// Up (true) or down.
+        up: bool,
+    },
+    /// Anything else (a lost node or process, a fabric update), described.
+    Other(String),
+}

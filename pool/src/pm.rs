@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bootstrap::{ControlAddr, PmInfo};
+use crate::events::FabricChange;
 use crate::manager::{ConnId, Credential, Manager};
 use crate::proto::{self, FromPm, ToPm};
 
@@ -64,22 +65,6 @@ enum Event {
     Gone(ConnId),
     /// A fabric change reported through [`FabricReporter`].
     Fabric(FabricChange),
-}
-
-/// A fabric change the pool manager hears of from outside (PMIx events, a link monitor).
-#[derive(Clone, Debug, PartialEq)]
-pub enum FabricChange {
-    /// A link went down or up.
-    Link {
-        /// The interface name.
-        name: String,
-        /// Its addresses with their prefixes (the networks endpoints may be on).
-        addresses: Vec<crate::bootstrap::Subnet>,
-        /// Up (true) or down.
-        up: bool,
-    },
-    /// Anything else (a lost node or process, a fabric update), described.
-    Other(String),
 }
 
 /// Hands fabric changes to a running pool manager (see [`PoolManager::reporter`]); cheap
@@ -328,10 +313,7 @@ async fn serve(
                         writers.remove(&conn);
                         manager.disconnected(conn);
                     }
-                    Event::Fabric(FabricChange::Link { name, addresses, up }) => {
-                        manager.link_changed(&name, &addresses, up);
-                    }
-                    Event::Fabric(FabricChange::Other(detail)) => manager.fabric_event(&detail),
+                    Event::Fabric(change) => manager.fabric_changed(change),
                 }
                 flush(&mut manager, &mut writers);
             }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use pmix::{Info, Status, Value};
 
 use crate::bootstrap::Subnet;
-use crate::pm::{FabricChange, FabricReporter};
+use crate::events::FabricChange;
 
 /// The event codes the pool manager listens to.
 pub const WATCHED: [Status; 6] = [
@@ -75,23 +75,25 @@ pub fn change_of(event: &pmix::Event) -> FabricChange {
     FabricChange::Other(text)
 }
 
-/// Registers for [`WATCHED`] and hands every event to `reporter` until `stop` is set or
-/// the pool manager stops. Run it on a thread that may borrow `client` (e.g. in
-/// `std::thread::scope`).
+/// Registers for [`WATCHED`] and hands what every event means to `deliver` until `stop`
+/// is set or `deliver` returns false. Run it on a thread that may borrow `client` (e.g. in
+/// `std::thread::scope`). The PM's own process delivers with
+/// `|c| pm.reporter().report(c)`; an application of another job with
+/// `|c| pool_client.report(c).is_ok()`.
 ///
 /// # Errors
 /// The PMIx error if the handler cannot be registered (the host supports no events).
 pub fn forward(
     client: &pmix::Client,
-    reporter: &FabricReporter,
     stop: &AtomicBool,
+    mut deliver: impl FnMut(FabricChange) -> bool,
 ) -> Result<(), pmix::Error> {
     let handler = client.register_events(&WATCHED)?;
     while !stop.load(Ordering::Relaxed) {
         if let Some(event) = handler.recv_timeout(Duration::from_millis(100)) {
             let change = change_of(&event);
             tracing::info!("PMIx event for the pool: {change:?}");
-            if !reporter.report(change) {
+            if !deliver(change) {
                 break;
             }
         }

@@ -11,7 +11,7 @@ use fabric::{Address, RemoteRegion};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::attr::Attributes;
-use crate::events::{EventKinds, PoolEvent, SubId, SubscribeOptions};
+use crate::events::{EventKinds, FabricChange, PoolEvent, SubId, SubscribeOptions};
 use crate::selector::Expr;
 
 /// Frame magic.
@@ -133,6 +133,8 @@ pub enum Op {
     Unsubscribe,
     /// [`ToPm::Ack`]
     Ack,
+    /// [`ToPm::Report`]
+    Report,
 }
 
 impl std::fmt::Display for Op {
@@ -154,6 +156,7 @@ impl std::fmt::Display for Op {
             Op::Subscribe => "subscribe",
             Op::Unsubscribe => "unsubscribe",
             Op::Ack => "ack",
+            Op::Report => "report",
         })
     }
 }
@@ -280,6 +283,11 @@ pub enum ToPm {
         /// The event's serial.
         serial: u64,
     },
+    /// A fabric change the app's PMIx host raised (for a PM outside the app's job).
+    Report {
+        /// What changed.
+        change: FabricChange,
+    },
 }
 
 impl ToPm {
@@ -316,6 +324,7 @@ impl ToPm {
             ToPm::Subscribe { .. } => Op::Subscribe,
             ToPm::Unsubscribe { .. } => Op::Unsubscribe,
             ToPm::Ack { .. } => Op::Ack,
+            ToPm::Report { .. } => Op::Report,
         }
     }
 }

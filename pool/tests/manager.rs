@@ -1233,3 +1233,29 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
     );
     assert_eq!(demand(&mut pm, "after"), "rma");
 }
+
+#[test]
+fn an_app_reports_what_its_pmix_host_saw() {
+    use pool::events::FabricChange;
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let (a, _) = pm.join("other-job");
+    let lost = FabricChange::Other("PMIx event PROC-ABORTED for process job:3".into());
+    let out = pm.send(a, ToPm::Report { change: lost });
+    assert_eq!(
+        events_to(&out, s)[0].detail,
+        "PMIx event PROC-ABORTED for process job:3"
+    );
+    assert!(
+        out.iter().all(|(c, _)| *c == s),
+        "nothing is answered: {out:?}"
+    );
+    let link = FabricChange::Link {
+        name: "ib0".into(),
+        addresses: vec!["10.9.0.1/16".parse().expect("subnet")],
+        up: false,
+    };
+    let out = pm.send(a, ToPm::Report { change: link });
+    assert_eq!(events_to(&out, s)[0].detail, "link ib0 down (10.9.0.1/16)");
+}

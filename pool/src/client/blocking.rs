@@ -119,6 +119,14 @@ impl Client {
         self.rt.block_on(self.inner.dispose(cdo))
     }
 
+    /// See [`AsyncClient::report`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn report(&self, change: crate::events::FabricChange) -> Result<()> {
+        self.inner.report(change)
+    }
+
     /// See [`AsyncClient::selector`].
     ///
     /// # Errors

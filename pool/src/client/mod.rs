@@ -370,6 +370,16 @@ impl AsyncClient {
         call(&self.shared, key, msg).await
     }
 
+    /// Reports a fabric change this app's PMIx host raised to the pool manager (for a PM
+    /// outside the app's job, which does not hear that host; see
+    /// [`crate::pmix_events::forward`]). Nothing is answered.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when the connection is gone.
+    pub fn report(&self, change: crate::events::FabricChange) -> Result<()> {
+        self.shared.send(ToPm::Report { change })
+    }
+
     /// Parses a selector with this client's schemas; relative keys get `namespace` in
     /// front (see [`crate::selector`]).
     ///

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use super::{Conn, ConnId, HashMap, Manager, State};
 use crate::attr::{self, AttrValue, Attributes};
-use crate::events::{ACK_TIMEOUT, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions};
+use crate::events::{
+    ACK_TIMEOUT, EventKind, EventKinds, FabricChange, PoolEvent, SubId, SubscribeOptions,
+};
 use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm};
 use crate::selector::{Expr, Selector};
 
@@ -141,6 +143,25 @@ impl Manager {
     /// of [`EventKind::Fabric`].
     pub fn fabric_event(&mut self, detail: &str) {
         self.emit(EventKind::Fabric, 0, None, detail, false);
+    }
+
+    /// A fabric change: a link (see [`Manager::link_changed`]) or anything else, told to
+    /// subscribers of [`EventKind::Fabric`].
+    pub fn fabric_changed(&mut self, change: FabricChange) {
+        match change {
+            FabricChange::Link {
+                name,
+                addresses,
+                up,
+            } => self.link_changed(&name, &addresses, up),
+            FabricChange::Other(detail) => self.fabric_event(&detail),
+        }
+    }
+
+    /// A fabric change an application reported (its PMIx host raised it).
+    pub(super) fn reported(&mut self, app: AppId, change: FabricChange) {
+        tracing::info!("app {app} reports {change:?}");
+        self.fabric_changed(change);
     }
 
     /// Whether messages of `conn` must wait behind a held operation.
