@@ -1208,7 +1208,7 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
     pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
     let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
     let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
-    let mut demand = |pm: &mut Pm, name: &str| {
+    let demand = |pm: &mut Pm, name: &str| {
         pm.offer(p, name, 64);
         let want = pm.declare(c, name);
         let out = pm.send(c, ToPm::Demand { cdo: want });
