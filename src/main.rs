@@ -129,8 +129,8 @@ enum Cmd {
         /// The PM info.
         #[arg(long)]
         pm: String,
-        /// producer or consumer.
-        #[arg(long, value_parser = ["producer", "consumer"])]
+        /// producer, consumer or subscriber.
+        #[arg(long, value_parser = ["producer", "consumer", "subscriber"])]
         role: String,
         /// Injector index.
         #[arg(long)]
@@ -188,6 +188,9 @@ enum BenchCmd {
         /// Injectors talk to the PM over TCP loopback instead of its Unix socket.
         #[arg(long)]
         tcp: bool,
+        /// Subscriber processes that receive every offer's event (through a selector).
+        #[arg(long, default_value_t = 0)]
+        subscribers: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -375,6 +378,7 @@ fn main() -> ExitCode {
             batch,
             require,
             tcp,
+            subscribers,
             json,
         }) => {
             let b = bench::pm::PmBench {
@@ -383,6 +387,7 @@ fn main() -> ExitCode {
                 batch: batch as usize,
                 require,
                 tcp,
+                subscribers,
             };
             match b.run() {
                 Ok(r) if json => {
@@ -394,6 +399,9 @@ fn main() -> ExitCode {
                         "{} injectors x {cdos} CDOs, batches of {batch}: {:.0} declare+seal+offer/s, PM memory {:.0} B per live CDO",
                         injectors, r.offers_per_sec, r.pm_bytes_per_cdo
                     );
+                    if let Some(e) = r.events_per_sec {
+                        println!("  {e:.0} offer events/s delivered to {subscribers} subscribers");
+                    }
                     if let Some(q) = r.requires_per_sec {
                         println!("  {q:.0} declare+require+ticket+done/s");
                     }

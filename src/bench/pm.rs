@@ -2,7 +2,9 @@
 //! processes (`maestro pm-injector`) that pipeline batches of operations over the wire
 //! protocol: producers declare, seal and offer CDOs (`--batch` per frame); with `--require`,
 //! consumers then declare and require every name, the PM tickets each to them and they report
-//! the transfer done at once. Only the control plane is measured: offers point at no real
+//! the transfer done at once. With `--subscribers K`, K more processes subscribe to OFFER
+//! events through a selector that every CDO matches, so the PM evaluates K selectors and
+//! sends K events per offer. Only the control plane is measured: offers point at no real
 //! memory and no bytes move. Also reports the PM's resident memory per live CDO.
 
 use std::io::{BufRead, BufReader, Write};
@@ -11,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use fabric::RemoteRegion;
 use pool::bootstrap::{PmInfo, new_secret};
+use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::{FromPm, Op, ToPm};
+use pool::schema::Schemas;
+use pool::selector::Selector;
 use pool::wire::Conn;
 use pool::{PmConfig, PoolManager};
 use serde::Serialize;
@@ -29,6 +34,8 @@ pub struct PmBench {
     pub require: bool,
     /// Connect over TCP loopback instead of the PM's Unix socket.
     pub tcp: bool,
+    /// Subscriber processes receiving every offer's event.
+    pub subscribers: usize,
 }
 
 /// The result.
@@ -42,6 +49,8 @@ pub struct PmReport {
     pub requires_per_sec: Option<f64>,
     /// PM resident memory per live offered CDO, bytes.
     pub pm_bytes_per_cdo: f64,
+    /// Events delivered per second, all subscribers together (with subscribers).
+    pub events_per_sec: Option<f64>,
 }
 
 /// Errors of the benchmark.
@@ -107,12 +116,27 @@ impl Injector {
         })
     }
 
-    /// Reads the injector's report: seconds it took.
-    fn seconds(&mut self) -> Result<f64, PmBenchError> {
-        let line = self
+    /// The injector's next line.
+    fn line(&mut self) -> Result<String, PmBenchError> {
+        Ok(self
             .lines
             .next()
-            .ok_or_else(|| PmBenchError::Injector("exited without a report".into()))??;
+            .ok_or_else(|| PmBenchError::Injector("exited without a report".into()))??)
+    }
+
+    /// Waits for the injector to say `what`.
+    fn expect(&mut self, what: &str) -> Result<(), PmBenchError> {
+        let line = self.line()?;
+        if line == what {
+            Ok(())
+        } else {
+            Err(PmBenchError::Injector(line))
+        }
+    }
+
+    /// Reads the injector's report: seconds it took.
+    fn seconds(&mut self) -> Result<f64, PmBenchError> {
+        let line = self.line()?;
         line.strip_prefix("done in ")
             .and_then(|s| s.trim_end_matches(" s").parse().ok())
             .ok_or(PmBenchError::Injector(line))
@@ -139,6 +163,13 @@ impl PmBench {
         config.unix_socket = !self.tcp;
         let pm = PoolManager::start(config)?;
         let info = pm.info().clone();
+        let total = self.cdos * self.injectors;
+        let mut subscribers = (0..self.subscribers)
+            .map(|i| Injector::spawn(&info, "subscriber", i, self))
+            .collect::<Result<Vec<_>, _>>()?;
+        for s in &mut subscribers {
+            s.expect("subscribed")?;
+        }
         let rss0 = rss_bytes();
         let mut producers = (0..self.injectors)
             .map(|i| Injector::spawn(&info, "producer", i, self))
@@ -147,10 +178,19 @@ impl PmBench {
             .iter_mut()
             .map(Injector::seconds)
             .collect::<Result<Vec<_>, _>>()?;
-        let total = self.cdos * self.injectors;
         let offers_per_sec =
             total as f64 / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
         let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
+        let events_per_sec = if subscribers.is_empty() {
+            None
+        } else {
+            let t = subscribers
+                .iter_mut()
+                .map(Injector::seconds)
+                .collect::<Result<Vec<_>, _>>()?;
+            let events = total * subscribers.len();
+            Some(events as f64 / t.iter().copied().fold(f64::MIN_POSITIVE, f64::max))
+        };
         let requires_per_sec = if self.require {
             let mut consumers = (0..self.injectors)
                 .map(|i| Injector::spawn(&info, "consumer", i, self))
@@ -170,8 +210,39 @@ impl PmBench {
             offers_per_sec,
             requires_per_sec,
             pm_bytes_per_cdo,
+            events_per_sec,
         })
     }
+}
+
+/// A subscriber injector: subscribes to OFFER events of a selector every CDO matches, says
+/// `subscribed`, then reports how long the `expected` events took from the first one.
+fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
+    let selector = Selector::parse("(has .maestro.core.cdo.name)", "", &Schemas::builtin())
+        .map_err(|e| PmBenchError::Injector(e.to_string()))?;
+    conn.send(&[ToPm::Subscribe {
+        local: 1,
+        kinds: EventKind::Offer.into(),
+        selector: selector.expr().clone(),
+        options: SubscribeOptions::default(),
+    }])?;
+    collect(conn, Op::Subscribe, 1, |m| {
+        matches!(m, FromPm::Subscribed { .. }).then_some(())
+    })?;
+    println!("subscribed");
+    std::io::stdout().flush()?;
+    let mut start = None;
+    let mut seen = 0;
+    while seen < expected {
+        if let FromPm::Event { .. } = conn.recv(Op::Subscribe)? {
+            start.get_or_insert_with(Instant::now);
+            seen += 1;
+        }
+    }
+    let took = start.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    println!("done in {took} s");
+    std::io::stdout().flush()?;
+    Ok(())
 }
 
 /// What an injector collects from the PM.
@@ -225,6 +296,9 @@ pub fn inject(
         .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;
     let mut conn = Conn::connect(addr, TIMEOUT)?;
     conn.join(info, role, index as i64)?;
+    if role == "subscriber" {
+        return subscribe(&mut conn, cdos);
+    }
     let producer = role == "producer";
     let start = Instant::now();
     let declares = |k: usize| -> Vec<ToPm> {
