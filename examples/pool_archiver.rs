@@ -23,22 +23,15 @@ struct Args {
     /// The archive directory (created if missing).
     #[arg(long)]
     dir: PathBuf,
-    /// Selector over CDO attributes; empty: every CDO.
-    #[arg(long, default_value = "")]
-    selector: String,
-    /// Namespace of relative keys in the selector.
-    #[arg(long, default_value = "")]
-    namespace: String,
-    /// Stop after archiving this many CDOs.
-    #[arg(long)]
-    count: Option<u64>,
+    #[command(flatten)]
+    selecting: helpers::Selecting,
 }
 
 fn run(args: Args) -> Result<(), helpers::Error> {
     let stop = helpers::stop_flag()?;
     let archive = Archive::open(&args.dir)?;
     let client = helpers::join("archiver")?;
-    let selector = client.selector(&args.selector, &args.namespace)?;
+    let selector = args.selecting.parse(&client)?;
     let options = SubscribeOptions {
         signal_before: true,
         require_ack: true,
@@ -50,7 +43,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
         args.dir.display()
     );
     let mut archived = 0;
-    while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|n| archived < n) {
+    while !stop.load(Ordering::Relaxed) && !args.selecting.enough(archived) {
         let Some(event) = sub.wait_timeout(helpers::POLL)? else {
             continue;
         };

@@ -1,10 +1,11 @@
 //! pool_librarian: answers REQUIREs and DEMANDs of CDOs it finds in an archive directory
 //! (as `pool_archiver` writes it) by offering them, with their archived attributes.
 //!
-//!     MSTRO_POOL_MANAGER_INFO=... pool_librarian --dir DIR [--eager]
+//!     MSTRO_POOL_MANAGER_INFO=... pool_librarian --dir DIR [--eager] [--selector S]
+//!         [--namespace NS] [--count N]
 //!
-//! With `--eager` it offers every archived CDO at start. Runs until SIGINT/SIGTERM, then
-//! withdraws its offers and leaves. The attributes' schemas must be loaded
+//! With `--eager` it offers every archived CDO at start. Runs until it offered `--count`
+//! CDOs or SIGINT/SIGTERM, then withdraws its offers and leaves. The attributes' schemas must be loaded
 //! (`MSTRO_SCHEMA_PATH`, `MSTRO_SCHEMA_LIST`), as for any producer.
 
 mod helpers;
@@ -19,7 +20,6 @@ use pool::Client;
 use pool::archive::Archive;
 use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::CdoId;
-use pool::selector::Selector;
 
 /// Offers archived CDOs to whoever needs them.
 #[derive(Parser)]
@@ -30,6 +30,10 @@ struct Args {
     /// Offer every archived CDO at start.
     #[arg(long)]
     eager: bool,
+    /// Which requires and demands to answer (the selector sees the consumer's CDO: its
+    /// name), and how many CDOs to offer before stopping.
+    #[command(flatten)]
+    selecting: helpers::Selecting,
 }
 
 /// Offers `name` from the archive unless it is offered already; false if not archived.
@@ -62,7 +66,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
         ..SubscribeOptions::default()
     };
     let sub = client.subscribe(
-        &Selector::all(),
+        &args.selecting.parse(&client)?,
         EventKind::Require | EventKind::Demand,
         options,
     )?;
@@ -73,7 +77,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
         }
     }
     eprintln!("pool_librarian: serving {}", args.dir.display());
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !args.selecting.enough(offered.len() as u64) {
         if let Some(name) = sub.wait_timeout(helpers::POLL)?.and_then(|e| e.cdo) {
             serve(&client, &archive, &mut offered, &name)?;
         }

@@ -22,15 +22,8 @@ struct Args {
     /// fabric) or `all`.
     #[arg(long, default_value = "all")]
     kinds: String,
-    /// Selector over CDO attributes (see `pool::selector`); empty: everything.
-    #[arg(long, default_value = "")]
-    selector: String,
-    /// Namespace of relative keys in the selector.
-    #[arg(long, default_value = "")]
-    namespace: String,
-    /// Stop after this many events.
-    #[arg(long)]
-    count: Option<u64>,
+    #[command(flatten)]
+    selecting: helpers::Selecting,
 }
 
 fn kinds(text: &str) -> Result<EventKinds, helpers::Error> {
@@ -47,7 +40,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
     let stop = helpers::stop_flag()?;
     let kinds = kinds(&args.kinds)?;
     let client = helpers::join("tracer")?;
-    let selector = client.selector(&args.selector, &args.namespace)?;
+    let selector = args.selecting.parse(&client)?;
     let options = SubscribeOptions {
         no_local: true,
         ..SubscribeOptions::default()
@@ -56,7 +49,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
     eprintln!("pool_tracer: subscribed ({})", args.kinds);
     let mut out = std::io::stdout().lock();
     let mut seen = 0;
-    while !stop.load(Ordering::Relaxed) && args.count.is_none_or(|n| seen < n) {
+    while !stop.load(Ordering::Relaxed) && !args.selecting.enough(seen) {
         if let Some(event) = sub.wait_timeout(helpers::POLL)? {
             writeln!(out, "{}", serde_json::to_string(&event)?)?;
             out.flush()?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Group, await_line, example, run, start_pm};
-use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
+use fabric::{Buffer, Config, Scope};
 use pool::archive::Archive;
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
@@ -35,21 +35,16 @@ fn fnv(data: &[u8]) -> u64 {
     })
 }
 
-fn tcp_endpoint() -> Endpoint {
-    let cfg = Config {
+/// Joins with a tcp;ofi_rxm endpoint on loopback, as a process of its own.
+fn opts(component: &str) -> JoinOptions {
+    let tcp_lo = Config {
         provider: Some("tcp;ofi_rxm".into()),
         iface: Some("lo".into()),
         ..Config::default()
     };
-    let offer = select(&discover().expect("fi_getinfo"), &cfg, Scope::AnyNode, None)
-        .expect("tcp on lo")
-        .remove(0);
-    Endpoint::open(&offer).expect("endpoint")
-}
-
-fn opts(component: &str) -> JoinOptions {
     JoinOptions::new(component, 0)
-        .endpoint(tcp_endpoint())
+        .fabric_with(&tcp_lo, Scope::AnyNode)
+        .expect("tcp on lo")
         .isolated()
         .timeout(T)
 }

@@ -42,6 +42,32 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>, Error> {
     Ok(flag)
 }
 
+/// The selector options of the helpers that subscribe.
+#[derive(clap::Args)]
+pub struct Selecting {
+    /// Selector over CDO attributes (see `pool::selector`); empty: every CDO.
+    #[arg(long, default_value = "")]
+    pub selector: String,
+    /// Namespace of relative keys in the selector.
+    #[arg(long, default_value = "")]
+    pub namespace: String,
+    /// Stop after this many (events or CDOs); default: run until SIGINT/SIGTERM.
+    #[arg(long)]
+    pub count: Option<u64>,
+}
+
+impl Selecting {
+    /// The selector, parsed with `client`'s schemas.
+    pub fn parse(&self, client: &Client) -> Result<pool::selector::Selector, Error> {
+        Ok(client.selector(&self.selector, &self.namespace)?)
+    }
+
+    /// Whether `done` items reach `--count`.
+    pub fn enough(&self, done: u64) -> bool {
+        self.count.is_some_and(|n| done >= n)
+    }
+}
+
 /// Runs `main`, printing its error as `name: error` with exit code 1.
 pub fn exit(name: &str, result: Result<(), Error>) -> std::process::ExitCode {
     match result {

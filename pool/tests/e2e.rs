@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use fabric::{Buffer, Config, Endpoint, Scope, discover, select};
+use fabric::{Buffer, Config, Scope};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
 use pool::proto::Refusal;
@@ -24,16 +24,13 @@ fn start_pm() -> PoolManager {
     PoolManager::start(PmConfig::new("wf", SECRET, listen)).expect("pm")
 }
 
-fn endpoint() -> Endpoint {
-    let cfg = Config {
+/// tcp;ofi_rxm on loopback.
+fn tcp_lo() -> Config {
+    Config {
         provider: Some("tcp;ofi_rxm".into()),
         iface: Some("lo".into()),
         ..Config::default()
-    };
-    let offer = select(&discover().expect("fi_getinfo"), &cfg, Scope::AnyNode, None)
-        .expect("tcp on lo")
-        .remove(0);
-    Endpoint::open(&offer).expect("endpoint")
+    }
 }
 
 fn data(len: usize, seed: u8) -> Vec<u8> {
@@ -71,9 +68,12 @@ fn schemas() -> Schemas {
 fn opts(component: &str, side: Side) -> JoinOptions {
     let o = JoinOptions::new(component, 0).timeout(T).schemas(schemas());
     match side {
-        Side::Rma => o.endpoint(endpoint()).isolated(),
+        Side::Rma => o
+            .fabric_with(&tcp_lo(), Scope::AnyNode)
+            .expect("tcp on lo")
+            .isolated(),
         Side::NoFabric => o.isolated(),
-        Side::InProcess => o.endpoint(endpoint()),
+        Side::InProcess => o.fabric_with(&tcp_lo(), Scope::AnyNode).expect("tcp on lo"),
     }
 }
 

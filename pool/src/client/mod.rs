@@ -149,8 +149,16 @@ impl JoinOptions {
     /// [`ClientError::Fabric`] when the endpoint does not open.
     pub fn fabric(self, scope: fabric::Scope) -> Result<JoinOptions> {
         let cfg = fabric::Config::from_env().map_err(|e| ClientError::NoFabric(e.to_string()))?;
+        self.fabric_with(&cfg, scope)
+    }
+
+    /// As [`JoinOptions::fabric`] with explicit settings instead of the environment's.
+    ///
+    /// # Errors
+    /// As [`JoinOptions::fabric`].
+    pub fn fabric_with(self, cfg: &fabric::Config, scope: fabric::Scope) -> Result<JoinOptions> {
         let offers = fabric::discover()?;
-        let best = fabric::select(&offers, &cfg, scope, None)
+        let best = fabric::select(&offers, cfg, scope, None)
             .map_err(|e| ClientError::NoFabric(e.to_string()))?
             .into_iter()
             .next()
