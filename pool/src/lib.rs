@@ -31,4 +31,4 @@ pub mod wire;
 
 pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription};
 pub use manager::{ConnId, Credential, MAX_NAME, Manager};
-pub use pm::{CredentialCheck, FabricReporter, PmConfig, PoolManager};
+pub use pm::{CredentialCheck, FabricReporter, MAX_QUEUED, PmConfig, PoolManager};

@@ -41,7 +41,14 @@ pub struct PmConfig {
     /// How long an operation waits for subscribers' acknowledgements before it proceeds
     /// (default [`crate::events::ACK_TIMEOUT`]).
     pub ack_timeout: std::time::Duration,
+    /// Most bytes queued for one connection that does not read them (a stopped or stuck
+    /// application): beyond this the PM closes it, as if the app had died, rather than
+    /// grow without bound. Default [`MAX_QUEUED`].
+    pub max_queued: usize,
 }
+
+/// Default of [`PmConfig::max_queued`]: 256 MiB.
+pub const MAX_QUEUED: usize = 256 << 20;
 
 impl PmConfig {
     /// Serves `workflow` with `secret` on `listen`, without credential checks.
@@ -54,12 +61,13 @@ impl PmConfig {
             require_credentials: false,
             unix_socket: true,
             ack_timeout: crate::events::ACK_TIMEOUT,
+            max_queued: MAX_QUEUED,
         }
     }
 }
 
 enum Event {
-    Connected(ConnId, mpsc::UnboundedSender<Option<Vec<u8>>>),
+    Connected(ConnId, Writer),
     Messages(ConnId, Vec<ToPm>),
     Join(ConnId, ToPm, Credential),
     Gone(ConnId),
@@ -204,9 +212,16 @@ impl PoolManager {
         let check = config.credentials;
         let (tx, rx) = mpsc::unbounded_channel::<Event>();
         let events = tx.clone();
+        let max_queued = config.max_queued;
         let thread = std::thread::Builder::new()
             .name("pool-manager".into())
-            .spawn(move || rt.block_on(serve(listeners, manager, check, (tx, rx), stop_rx)))?;
+            .spawn(move || {
+                let writers = Writers {
+                    max_queued,
+                    by_conn: HashMap::new(),
+                };
+                rt.block_on(serve(listeners, manager, check, writers, (tx, rx), stop_rx))
+            })?;
         Ok(PoolManager {
             info,
             events,
@@ -262,6 +277,7 @@ async fn serve(
     listeners: Vec<Listener>,
     mut manager: Manager,
     check: Option<CredentialCheck>,
+    mut writers: Writers,
     (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -270,7 +286,6 @@ async fn serve(
         .into_iter()
         .map(|l| tokio::spawn(accept_loop(l, accepted_tx.clone())))
         .collect();
-    let mut writers: HashMap<ConnId, mpsc::UnboundedSender<Option<Vec<u8>>>> = HashMap::new();
     let mut next: ConnId = 1;
     // Ends holds whose subscribers did not acknowledge in time.
     let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
@@ -292,11 +307,11 @@ async fn serve(
                 manager.set_time(now_ns());
                 match ev {
                     Event::Connected(conn, w) => {
-                        writers.insert(conn, w);
+                        writers.by_conn.insert(conn, w);
                         let mut nonce = [0u8; 32];
                         if getrandom::fill(&mut nonce).is_err() {
                             tracing::error!("no randomness for a JOIN challenge; closing {conn}");
-                            writers.remove(&conn);
+                            writers.by_conn.remove(&conn);
                             continue;
                         }
                         manager.connected(conn, nonce);
@@ -310,7 +325,7 @@ async fn serve(
                         manager.handle_checked(conn, msg, credential);
                     }
                     Event::Gone(conn) => {
-                        writers.remove(&conn);
+                        writers.by_conn.remove(&conn);
                         manager.disconnected(conn);
                     }
                     Event::Fabric(change) => manager.fabric_changed(change),
@@ -348,29 +363,75 @@ async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {
     }
 }
 
-/// Sends the manager's output, one frame per connection per round.
-fn flush(
-    manager: &mut Manager,
-    writers: &mut HashMap<ConnId, mpsc::UnboundedSender<Option<Vec<u8>>>>,
-) {
-    let mut batches: HashMap<ConnId, Vec<FromPm>> = HashMap::new();
-    while let Some((conn, msg)) = manager.poll_output() {
-        batches.entry(conn).or_default().push(msg);
+/// The connections' writer tasks, with what each has still to write.
+struct Writers {
+    max_queued: usize,
+    by_conn: HashMap<ConnId, Writer>,
+}
+
+/// One connection's writer task: frames to write (`None`: close) and the bytes queued.
+struct Writer {
+    tx: mpsc::UnboundedSender<Option<Vec<u8>>>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Writer {
+    fn close(self) {
+        let _ = self.tx.send(None);
     }
-    for (conn, batch) in batches {
-        match (proto::encode_split(&batch), writers.get(&conn)) {
-            (Ok(frames), Some(w)) => {
-                for f in frames {
-                    let _ = w.send(Some(f));
-                }
-            }
-            (Err(e), _) => tracing::error!("encoding a reply to {conn}: {e}"),
-            (_, None) => {}
+}
+
+/// Sends the manager's output, one frame per connection per round. A connection whose
+/// unwritten output would pass the limit is closed and the manager told it is gone (its
+/// subscribers hear why), which may produce more output: sent in the next round.
+fn flush(manager: &mut Manager, writers: &mut Writers) {
+    use std::sync::atomic::Ordering;
+    loop {
+        let mut batches: HashMap<ConnId, Vec<FromPm>> = HashMap::new();
+        while let Some((conn, msg)) = manager.poll_output() {
+            batches.entry(conn).or_default().push(msg);
         }
-    }
-    for conn in manager.take_closing() {
-        if let Some(w) = writers.remove(&conn) {
-            let _ = w.send(None);
+        let mut stuck = Vec::new();
+        for (conn, batch) in batches {
+            let frames = match proto::encode_split(&batch) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::error!("encoding a reply to {conn}: {e}");
+                    continue;
+                }
+            };
+            let Some(w) = writers.by_conn.get(&conn) else {
+                continue;
+            };
+            let bytes: usize = frames.iter().map(Vec::len).sum();
+            let queued = w.queued.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            if queued > writers.max_queued {
+                stuck.push((conn, queued));
+                continue;
+            }
+            for f in frames {
+                let _ = w.tx.send(Some(f));
+            }
+        }
+        for conn in manager.take_closing() {
+            if let Some(w) = writers.by_conn.remove(&conn) {
+                w.close();
+            }
+        }
+        if stuck.is_empty() {
+            return;
+        }
+        for (conn, queued) in stuck {
+            tracing::error!(
+                "connection {conn} does not read what the pool manager sends ({queued} bytes waiting); closing it"
+            );
+            if let Some(w) = writers.by_conn.remove(&conn) {
+                w.close();
+            }
+            manager.disconnected_because(
+                conn,
+                "it stopped reading from the pool manager (its output queue overflowed)",
+            );
         }
     }
 }
@@ -382,13 +443,16 @@ fn spawn_connection(
     events: mpsc::UnboundedSender<Event>,
     check: Option<CredentialCheck>,
 ) {
-    let (wtx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
-    let _ = events.send(Event::Connected(conn, wtx));
+    let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let left = queued.clone();
+    let _ = events.send(Event::Connected(conn, Writer { tx, queued }));
     tokio::spawn(async move {
         while let Some(Some(frame)) = wrx.recv().await {
             if write.write_all(&frame).await.is_err() {
                 break;
             }
+            left.fetch_sub(frame.len(), std::sync::atomic::Ordering::Relaxed);
         }
         let _ = write.shutdown().await;
     });

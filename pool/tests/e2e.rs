@@ -482,3 +482,58 @@ fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
     assert!(waited < Duration::from_secs(1), "{waited:?}");
     pm.stop();
 }
+
+/// A subscriber that stops reading does not make the PM's memory grow without bound: past
+/// `max_queued` its connection is closed as if it had died, and the others carry on.
+#[test]
+fn a_subscriber_that_stops_reading_is_cut_off() {
+    use pool::proto::{FromPm, Op, ToPm};
+    let mut config = PmConfig::new("wf", SECRET, vec!["127.0.0.1:0".parse().expect("addr")]);
+    config.max_queued = 64 << 10;
+    let pm = PoolManager::start(config).expect("pm");
+    let info = pm.info().clone();
+    let watcher = Client::join(&info, opts("watcher", Side::NoFabric)).expect("watcher");
+    let left = watcher
+        .subscribe(
+            &pool::selector::Selector::all(),
+            EventKind::AppLeave,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    // The stuck subscriber: a bare connection that subscribes, then never reads again.
+    let mut stuck = pool::wire::Conn::connect(&info.endpoints[0], T).expect("connect");
+    let stuck_app = stuck.join(&info, "stuck", 0).expect("join");
+    stuck
+        .send(&[ToPm::Subscribe {
+            local: 1,
+            kinds: EventKind::Offer.into(),
+            selector: pool::selector::Expr::All,
+            options: SubscribeOptions::default(),
+        }])
+        .expect("subscribe");
+    assert!(matches!(
+        stuck.recv(Op::Subscribe).expect("answer"),
+        FromPm::Subscribed { .. }
+    ));
+    let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
+    let offered = p.block_on(async {
+        let c = p.as_async();
+        let ids = futures::future::try_join_all((0..20_000).map(|i| async move {
+            let id = c.declare(&format!("many/{i}")).await?;
+            c.seal(id, Attributes::new()).await?;
+            c.offer(id, Buffer::new(0)?).await?;
+            Ok::<_, ClientError>(id)
+        }))
+        .await
+        .expect("offers");
+        ids.len()
+    });
+    assert_eq!(offered, 20_000);
+    let e = left.wait().expect("the stuck subscriber leaves");
+    assert_eq!(e.app, stuck_app);
+    assert!(e.detail.contains("stopped reading"), "{e:?}");
+    drop(stuck);
+    p.leave().expect("leave");
+    watcher.leave().expect("leave");
+    pm.stop();
+}

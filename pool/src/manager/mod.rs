@@ -876,14 +876,17 @@ impl Manager {
     /// The connection is gone (closed or broken): the app's CDOs go, transfers from its
     /// offers are re-ticketed elsewhere, and demands only it could serve fail.
     pub fn disconnected(&mut self, conn: ConnId) {
+        self.disconnected_because(
+            conn,
+            "connection lost without LEAVE (the process died or closed it)",
+        );
+    }
+
+    /// As [`Manager::disconnected`], with the reason subscribers are told.
+    pub fn disconnected_because(&mut self, conn: ConnId, why: &str) {
         if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
             let app = *app;
-            self.notify(
-                EventKind::AppLeave,
-                app,
-                None,
-                "connection lost without LEAVE (the process died or closed it)",
-            );
+            self.notify(EventKind::AppLeave, app, None, why);
             self.remove_app(app, true);
         }
         self.conns.remove(&conn);
