@@ -537,3 +537,38 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     watcher.leave().expect("leave");
     pm.stop();
 }
+
+/// Dropping a `Subscription` ends it at the PM: an offer it holds goes on at once, and the
+/// client stays joined.
+#[test]
+fn dropping_a_subscription_releases_what_it_holds() {
+    let pm = start_pm(); // default ack timeout: 10 s
+    let s = Client::join(pm.info(), opts("dropper", Side::NoFabric)).expect("join");
+    let sub = s
+        .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
+        .expect("subscribe");
+    let info = pm.info().clone();
+    let producer = std::thread::spawn(move || {
+        let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
+        let cdo = sealed(&p, "x", 1);
+        p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
+            .expect("offer");
+        let released = Instant::now();
+        p.withdraw(cdo).expect("withdraw");
+        p.leave().expect("leave");
+        released
+    });
+    sub.wait().expect("the held offer's event");
+    let dropped = Instant::now();
+    drop(sub);
+    let released = producer.join().expect("producer");
+    let waited = released.saturating_duration_since(dropped);
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    // Still joined: later offers are not held.
+    let cdo = sealed(&s, "mine", 1);
+    s.offer(cdo, Buffer::from_slice(b"y").expect("buffer"))
+        .expect("offer");
+    s.withdraw(cdo).expect("withdraw");
+    s.leave().expect("leave");
+    pm.stop();
+}

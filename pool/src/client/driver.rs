@@ -258,8 +258,11 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
         FromPm::Subscribed { local, sub } => {
             if let Some(q) = p.new_subscriptions.remove(&local) {
                 p.subscriptions.insert(sub, q);
+                p.resolve((Op::Subscribe, local), Ok(sub));
+            } else {
+                // Its caller gave up waiting: nobody would read or acknowledge its events.
+                let _ = shared.send(ToPm::Unsubscribe { sub });
             }
-            p.resolve((Op::Subscribe, local), Ok(sub));
         }
         FromPm::Event { sub, event } => match p.subscriptions.get(&sub) {
             Some(q) => q.push(event),

@@ -400,6 +400,11 @@ impl AsyncClient {
     /// Subscribes to the events of `kinds` that `selector` matches (see
     /// [`crate::events`] for the options).
     ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped (or times out) after the request went out, the
+    /// subscription the PM sets up anyway is ended as soon as its answer arrives, so no
+    /// operation waits for acknowledgements nobody will send.
+    ///
     /// # Errors
     /// `BadSelector` if the PM cannot compile it; timeout and connection errors.
     pub async fn subscribe(
@@ -415,18 +420,53 @@ impl AsyncClient {
             .pending()
             .new_subscriptions
             .insert(local, queue.clone());
+        // Unless this call hands out the subscription, its end (error, timeout, dropped
+        // future) ends the subscription: one the PM set up already is ended now, one it
+        // sets up later is ended by the reader when the answer comes (`driver::dispatch`).
+        struct Forget<'a> {
+            shared: &'a Shared,
+            local: u64,
+            queue: &'a Arc<EventQueue>,
+            handed_out: bool,
+        }
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                if self.handed_out {
+                    return;
+                }
+                let mut p = self.shared.pending();
+                p.new_subscriptions.remove(&self.local);
+                let set_up = p
+                    .subscriptions
+                    .iter()
+                    .find(|(_, q)| Arc::ptr_eq(q, self.queue))
+                    .map(|(&sub, _)| sub);
+                if let Some(sub) = set_up {
+                    p.subscriptions.remove(&sub);
+                    let _ = self.shared.send(ToPm::Unsubscribe { sub });
+                }
+            }
+        }
+        let mut forget = Forget {
+            shared: &self.shared,
+            local,
+            queue: &queue,
+            handed_out: false,
+        };
         let msg = ToPm::Subscribe {
             local,
             kinds: kinds.into(),
             selector: selector.expr().clone(),
             options,
         };
-        let r = self.call((Op::Subscribe, local), msg).await;
-        self.shared.pending().new_subscriptions.remove(&local);
+        let id = self.call((Op::Subscribe, local), msg).await?;
+        forget.handed_out = true;
+        drop(forget);
         Ok(Subscription {
-            id: r?,
+            id,
             queue,
             shared: self.shared.clone(),
+            ended: false,
         })
     }
 

@@ -68,12 +68,17 @@ impl EventQueue {
 }
 
 /// A subscription to pool events (see [`crate::events`]). Events come in order; those with
-/// [`PoolEvent::needs_ack`] hold an operation until [`Subscription::ack`]. Dropping the
-/// subscription does not end it at the PM: call [`Subscription::unsubscribe`] (or leave).
+/// [`PoolEvent::needs_ack`] hold an operation until [`Subscription::ack`].
+///
+/// Dropping it ends the subscription at the PM without waiting (operations held for its
+/// acknowledgements go on); [`Subscription::unsubscribe`] does the same and waits for the
+/// PM's answer.
 pub struct Subscription {
     pub(crate) id: SubId,
     pub(crate) queue: Arc<EventQueue>,
     pub(crate) shared: Arc<Shared>,
+    /// Ended by `unsubscribe` (nothing left for drop to do).
+    pub(crate) ended: bool,
 }
 
 impl Subscription {
@@ -188,7 +193,8 @@ impl Subscription {
     ///
     /// # Errors
     /// Timeout and connection errors.
-    pub async fn unsubscribe(self) -> Result<()> {
+    pub async fn unsubscribe(mut self) -> Result<()> {
+        self.ended = true;
         let r = super::call(
             &self.shared,
             (Op::Unsubscribe, self.id),
@@ -197,5 +203,16 @@ impl Subscription {
         .await;
         self.shared.pending().subscriptions.remove(&self.id);
         r.map(drop)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.shared.pending().subscriptions.remove(&self.id);
+        // Nobody waits for the answer; a closed connection ended it anyway.
+        let _ = self.shared.send(ToPm::Unsubscribe { sub: self.id });
     }
 }
