@@ -457,12 +457,13 @@ fn spawn_connection(
         let _ = write.shutdown().await;
     });
     tokio::spawn(async move {
-        let mut buf = Vec::with_capacity(64 * 1024);
-        let mut chunk = vec![0u8; 64 * 1024];
+        let mut buf = Vec::with_capacity(256 * 1024);
         loop {
-            match read.read(&mut chunk).await {
+            // Read straight into the buffer's spare room (no intermediate copy).
+            buf.reserve(64 * 1024);
+            match read.read_buf(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
             }
             match proto::drain_frames::<ToPm>(&mut buf) {
                 Ok(msgs) if msgs.is_empty() => {}
@@ -491,11 +492,11 @@ async fn forward(
 ) -> Result<(), mpsc::error::SendError<Event>> {
     let mut run = Vec::new();
     for m in msgs {
-        if let ToPm::Join { credential, .. } = &m {
+        if let ToPm::Join(join) = &m {
             if !run.is_empty() {
                 events.send(Event::Messages(conn, std::mem::take(&mut run)))?;
             }
-            let verdict = verify(credential.clone(), check.clone()).await;
+            let verdict = verify(join.credential.clone(), check.clone()).await;
             events.send(Event::Join(conn, m, verdict))?;
         } else {
             run.push(m);

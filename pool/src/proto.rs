@@ -161,31 +161,36 @@ impl std::fmt::Display for Op {
     }
 }
 
+/// What [`ToPm::Join`] carries: identity, where the app is, and the proof answering the
+/// PM's challenge (HMAC-SHA256 of the workflow secret over the challenge nonce and the
+/// identity; see `auth`). Boxed in the message: it travels once per app, and every other
+/// message stays small.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Join {
+    /// Workflow name.
+    pub workflow: String,
+    /// Component name.
+    pub component: String,
+    /// Component index.
+    pub index: i64,
+    /// The app's host name (same host: shm is usable between apps).
+    pub host: String,
+    /// A random token of the app's process (same token: same process).
+    pub process: u64,
+    /// The app's fabric endpoint; `None` when it has no RMA provider (its CDOs then
+    /// travel by stream).
+    pub endpoint: Option<FabricEndpoint>,
+    /// A PMIx credential, where the app's PMIx host issues them.
+    pub credential: Option<Vec<u8>>,
+    /// The proof.
+    pub proof: Vec<u8>,
+}
+
 /// Messages from an application to the PM.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToPm {
-    /// Join the workflow: identity, where the app is, and the proof answering the PM's
-    /// challenge (HMAC-SHA256 of the workflow secret over the challenge nonce and the
-    /// identity; see `auth`).
-    Join {
-        /// Workflow name.
-        workflow: String,
-        /// Component name.
-        component: String,
-        /// Component index.
-        index: i64,
-        /// The app's host name (same host: shm is usable between apps).
-        host: String,
-        /// A random token of the app's process (same token: same process).
-        process: u64,
-        /// The app's fabric endpoint; `None` when it has no RMA provider (its CDOs then
-        /// travel by stream).
-        endpoint: Option<FabricEndpoint>,
-        /// A PMIx credential, where the app's PMIx host issues them.
-        credential: Option<Vec<u8>>,
-        /// The proof.
-        proof: Vec<u8>,
-    },
+    /// Join the workflow (see [`Join`]).
+    Join(Box<Join>),
     /// Leave the workflow (answered by `Bye` once nothing required of this app is pending).
     Leave,
     /// Declare a CDO; `local` is the app's own handle, echoed back.
@@ -267,7 +272,7 @@ pub enum ToPm {
         /// The kinds wanted.
         kinds: EventKinds,
         /// The parsed selector (the PM compiles it again).
-        selector: Expr,
+        selector: Box<Expr>,
         /// Delivery options.
         options: SubscribeOptions,
     },
@@ -308,7 +313,7 @@ impl ToPm {
     /// Which operation this message is.
     pub fn op(&self) -> Op {
         match self {
-            ToPm::Join { .. } => Op::Join,
+            ToPm::Join(_) => Op::Join,
             ToPm::Leave => Op::Leave,
             ToPm::Declare { .. } => Op::Declare,
             ToPm::Seal { .. } => Op::Seal,
@@ -482,7 +487,7 @@ pub enum FromPm {
         /// The subscription.
         sub: SubId,
         /// The event.
-        event: PoolEvent,
+        event: Box<PoolEvent>,
     },
     /// The acknowledgement of event `serial` did not come in time: the operation went on.
     AckTooLate {
@@ -614,6 +619,22 @@ mod tests {
     use super::*;
     use crate::attr::{AttrValue, Attributes};
 
+    /// Messages are moved through queues and channels by value: the rare big ones (JOIN,
+    /// subscriptions, events) are boxed so the frequent ones stay small.
+    #[test]
+    fn messages_stay_small() {
+        assert!(
+            std::mem::size_of::<ToPm>() <= 64,
+            "{}",
+            std::mem::size_of::<ToPm>()
+        );
+        assert!(
+            std::mem::size_of::<FromPm>() <= 128,
+            "{}",
+            std::mem::size_of::<FromPm>()
+        );
+    }
+
     fn sample() -> Vec<ToPm> {
         let mut attributes = Attributes::default();
         attributes.insert(".user.step".into(), AttrValue::Int(2));
@@ -631,7 +652,7 @@ mod tests {
                     len: 4096,
                 },
             },
-            ToPm::Join {
+            ToPm::Join(Box::new(Join {
                 workflow: "wf".into(),
                 component: "c".into(),
                 index: -1,
@@ -643,7 +664,7 @@ mod tests {
                 }),
                 credential: None,
                 proof: vec![0; 32],
-            },
+            })),
             ToPm::TransferDone {
                 transfer: 3,
                 error: Some("peer gone".into()),

@@ -507,7 +507,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
         .send(&[ToPm::Subscribe {
             local: 1,
             kinds: EventKind::Offer.into(),
-            selector: pool::selector::Expr::All,
+            selector: Box::new(pool::selector::Expr::All),
             options: SubscribeOptions::default(),
         }])
         .expect("subscribe");

@@ -59,16 +59,10 @@ impl Pm {
         let (conn, nonce) = self.connect();
         let proof = prove(SECRET, &nonce, "wf", component, 0);
         let mut msg = join_msg(component, &proof);
-        if let ToPm::Join {
-            host: h,
-            process: p,
-            endpoint: e,
-            ..
-        } = &mut msg
-        {
-            *h = host.into();
-            *p = process;
-            *e = endpoint;
+        if let ToPm::Join(j) = &mut msg {
+            j.host = host.into();
+            j.process = process;
+            j.endpoint = endpoint;
         }
         let out = self.send(conn, msg);
         // Subscribers of app joins hear of it too (see the event tests).
@@ -114,7 +108,7 @@ impl Pm {
 }
 
 fn join_msg(component: &str, proof: &[u8]) -> ToPm {
-    ToPm::Join {
+    ToPm::Join(Box::new(pool::proto::Join {
         workflow: "wf".into(),
         component: component.into(),
         index: 0,
@@ -123,7 +117,7 @@ fn join_msg(component: &str, proof: &[u8]) -> ToPm {
         endpoint: Some(shm(component)),
         credential: None,
         proof: proof.to_vec(),
-    }
+    }))
 }
 
 fn shm(component: &str) -> FabricEndpoint {
@@ -200,8 +194,8 @@ fn join_needs_the_secret_and_the_workflow() {
     );
     let (c3, n3) = pm.connect();
     let mut other = join_msg("p", &prove(SECRET, &n3, "other", "p", 0));
-    if let ToPm::Join { workflow, .. } = &mut other {
-        *workflow = "other".into();
+    if let ToPm::Join(j) = &mut other {
+        j.workflow = "other".into();
     }
     assert_eq!(
         pm.send(c3, other),
@@ -806,7 +800,7 @@ impl Pm {
         let msg = ToPm::Subscribe {
             local: 5,
             kinds: kinds.into(),
-            selector,
+            selector: Box::new(selector),
             options,
         };
         match self.send(conn, msg).as_slice() {
@@ -832,7 +826,7 @@ fn events_to(out: &[(ConnId, FromPm)], conn: ConnId) -> Vec<PoolEvent> {
     out.iter()
         .filter(|(c, _)| *c == conn)
         .filter_map(|(_, m)| match m {
-            FromPm::Event { event, .. } => Some(event.clone()),
+            FromPm::Event { event, .. } => Some((**event).clone()),
             _ => None,
         })
         .collect()
@@ -1162,7 +1156,7 @@ fn bad_selectors_are_refused_with_the_reason() {
         ToPm::Subscribe {
             local: 9,
             kinds: EventKinds::all(),
-            selector: deep,
+            selector: Box::new(deep),
             options: SubscribeOptions::default(),
         },
     );
@@ -1179,7 +1173,7 @@ fn bad_selectors_are_refused_with_the_reason() {
         ToPm::Subscribe {
             local: 9,
             kinds: EventKinds::all(),
-            selector: bad_regex,
+            selector: Box::new(bad_regex),
             options: SubscribeOptions::default(),
         },
     );

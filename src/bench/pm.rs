@@ -223,7 +223,7 @@ fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
     conn.send(&[ToPm::Subscribe {
         local: 1,
         kinds: EventKind::Offer.into(),
-        selector: selector.expr().clone(),
+        selector: Box::new(selector.expr().clone()),
         options: SubscribeOptions::default(),
     }])?;
     collect(conn, Op::Subscribe, 1, |m| {

@@ -41,16 +41,15 @@ pub(crate) struct FrameReader {
 impl FrameReader {
     /// The next message; `None` when the PM closed the connection.
     async fn next(&mut self) -> Result<Option<FromPm>> {
-        let mut chunk = vec![0u8; 64 * 1024];
         loop {
             if let Some(m) = self.inbox.pop_front() {
                 return Ok(Some(m));
             }
-            let n = self.io.read(&mut chunk).await?;
-            if n == 0 {
+            // Straight into the buffer's spare room.
+            self.buf.reserve(64 * 1024);
+            if self.io.read_buf(&mut self.buf).await? == 0 {
                 return Ok(None);
             }
-            self.buf.extend_from_slice(&chunk[..n]);
             self.inbox
                 .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
         }
@@ -265,7 +264,7 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             }
         }
         FromPm::Event { sub, event } => match p.subscriptions.get(&sub) {
-            Some(q) => q.push(event),
+            Some(q) => q.push(*event),
             None => tracing::debug!("event {} of unknown subscription {sub}", event.serial),
         },
         FromPm::AckTooLate { sub, serial } => {

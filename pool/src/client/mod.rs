@@ -190,7 +190,7 @@ pub(crate) fn join_message(
     isolated: bool,
     nonce: &[u8; 32],
 ) -> ToPm {
-    ToPm::Join {
+    ToPm::Join(Box::new(proto::Join {
         workflow: info.workflow.clone(),
         component: component.into(),
         index,
@@ -199,7 +199,7 @@ pub(crate) fn join_message(
         endpoint,
         credential,
         proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
-    }
+    }))
 }
 
 /// The answer to a JOIN: app id and PM instance, or the refusal.
@@ -456,7 +456,7 @@ impl AsyncClient {
         let msg = ToPm::Subscribe {
             local,
             kinds: kinds.into(),
-            selector: selector.expr().clone(),
+            selector: Box::new(selector.expr().clone()),
             options,
         };
         let id = self.call((Op::Subscribe, local), msg).await?;

@@ -395,7 +395,7 @@ impl Manager {
                 conn,
                 FromPm::Event {
                     sub,
-                    event: event.clone(),
+                    event: Box::new(event.clone()),
                 },
             ));
         }

@@ -265,24 +265,24 @@ impl Manager {
     /// out about its PMIx credential.
     pub fn handle_checked(&mut self, conn: ConnId, msg: ToPm, credential: Credential) {
         let app = match (self.conns.get(&conn), &msg) {
-            (Some(Conn::Challenged(nonce)), ToPm::Join { .. }) => {
+            (Some(Conn::Challenged(nonce)), ToPm::Join(_)) => {
                 let nonce = *nonce;
                 return self.join(conn, nonce, msg, credential);
             }
-            (Some(Conn::Joined(_)), ToPm::Join { .. }) => {
+            (Some(Conn::Joined(_)), ToPm::Join(_)) => {
                 return self.refuse(conn, Op::Join, None, Refusal::DuplicateJoin);
             }
             (Some(Conn::Joined(app)), _) => *app,
             _ => return self.refuse(conn, msg.op(), None, Refusal::NotJoined),
         };
         match msg {
-            ToPm::Join { .. } => unreachable!("handled above"),
+            ToPm::Join(_) => unreachable!("handled above"),
             ToPm::Subscribe {
                 local,
                 kinds,
                 selector,
                 options,
-            } => self.subscribe(conn, app, local, kinds, selector, options),
+            } => self.subscribe(conn, app, local, kinds, *selector, options),
             ToPm::Unsubscribe { sub } => self.unsubscribe(conn, app, sub),
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
             ToPm::Report { change } => self.reported(app, change),
@@ -343,7 +343,10 @@ impl Manager {
     }
 
     fn join(&mut self, conn: ConnId, nonce: [u8; 32], msg: ToPm, credential: Credential) {
-        let ToPm::Join {
+        let ToPm::Join(join) = msg else {
+            return;
+        };
+        let crate::proto::Join {
             workflow,
             component,
             index,
@@ -352,10 +355,7 @@ impl Manager {
             endpoint,
             credential: _,
             proof,
-        } = msg
-        else {
-            return;
-        };
+        } = *join;
         let why = if workflow != self.workflow {
             Some(Refusal::WrongWorkflow)
         } else if !auth::verify(&self.secret, &nonce, &workflow, &component, index, &proof) {
