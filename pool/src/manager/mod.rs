@@ -898,12 +898,14 @@ impl Manager {
         };
         self.conns.remove(&a.conn);
         self.forget_app_events(app, a.conn);
+        // Names whose demands may have lost their last provider: those with consumers
+        // waiting, and (below) those whose transfers from this app failed.
         let mut names = BTreeSet::new();
         for cdo in &a.cdos {
             if let Some(c) = self.cdos.remove(cdo) {
                 self.offers.remove(&c.name, *cdo);
                 self.waiting.remove(&c.name, *cdo);
-                if died {
+                if died && !self.waiting.get(&c.name).is_empty() {
                     names.insert(c.name);
                 }
             }
@@ -920,6 +922,9 @@ impl Manager {
                 continue;
             };
             if a.cdos.contains(&t.from) {
+                if let Some(c) = self.cdos.get(&t.to).filter(|_| died) {
+                    names.insert(Arc::clone(&c.name));
+                }
                 self.retry_elsewhere(t.to, t.from);
             } else if a.cdos.contains(&t.to) {
                 self.source_released(t.from);
