@@ -489,7 +489,10 @@ fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
 fn a_subscriber_that_stops_reading_is_cut_off() {
     use pool::proto::{FromPm, Op, ToPm};
     let mut config = PmConfig::new("wf", SECRET, vec!["127.0.0.1:0".parse().expect("addr")]);
-    config.max_queued = 64 << 10;
+    // Above what a reading client ever has waiting here (the producer's 90,000 answers are
+    // about 450 KB in all), below what the stuck subscriber's events come to (about 2.4 MB
+    // beyond what the socket itself buffers).
+    config.max_queued = 1 << 20;
     let pm = PoolManager::start(config).expect("pm");
     let info = pm.info().clone();
     let watcher = Client::join(&info, opts("watcher", Side::NoFabric)).expect("watcher");
@@ -518,7 +521,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
     let offered = p.block_on(async {
         let c = p.as_async();
-        let ids = futures::future::try_join_all((0..20_000).map(|i| async move {
+        let ids = futures::future::try_join_all((0..30_000).map(|i| async move {
             let id = c.declare(&format!("many/{i}")).await?;
             c.seal(id, Attributes::new()).await?;
             c.offer(id, Buffer::new(0)?).await?;
@@ -528,7 +531,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
         .expect("offers");
         ids.len()
     });
-    assert_eq!(offered, 20_000);
+    assert_eq!(offered, 30_000);
     let e = left.wait().expect("the stuck subscriber leaves");
     assert_eq!(e.app, stuck_app);
     assert!(e.detail.contains("stopped reading"), "{e:?}");
