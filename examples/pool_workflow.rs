@@ -165,8 +165,7 @@ fn produce(
             ".user.checksum".into(),
             AttrValue::Uint(checksum(buf.as_slice())),
         );
-        c.seal(cdo, attrs)?;
-        c.offer(cdo, buf)?;
+        c.seal_and_offer(cdo, attrs, buf)?;
         offered.push(cdo);
     }
     println!("producer {me}: offered {} CDOs", offered.len());

@@ -16,8 +16,8 @@ use crate::selector::Expr;
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame.
-pub const VERSION: u8 = 1;
+/// Protocol version carried in every frame (2: events, `SealOffer`, boxed `Join`).
+pub const VERSION: u8 = 2;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -214,6 +214,16 @@ pub enum ToPm {
         /// Where the bytes are (its length is the CDO's size; 0 for a synchronisation CDO).
         region: RemoteRegion,
     },
+    /// `Seal` then `Offer` in one message, answered like the offer (`Done` with
+    /// [`Op::Offer`], or a refusal as an offer): for producers that seal and offer at once.
+    SealOffer {
+        /// The CDO.
+        cdo: CdoId,
+        /// Its attributes.
+        attributes: Attributes,
+        /// Where the bytes are.
+        region: RemoteRegion,
+    },
     /// Declare the intent to consume a CDO (the PM may start moving it).
     Require {
         /// The CDO (declared by this app, named as the one wanted).
@@ -301,6 +311,7 @@ impl ToPm {
         match self {
             ToPm::Seal { cdo, .. }
             | ToPm::Offer { cdo, .. }
+            | ToPm::SealOffer { cdo, .. }
             | ToPm::Require { cdo }
             | ToPm::Demand { cdo }
             | ToPm::Retract { cdo }
@@ -317,7 +328,7 @@ impl ToPm {
             ToPm::Leave => Op::Leave,
             ToPm::Declare { .. } => Op::Declare,
             ToPm::Seal { .. } => Op::Seal,
-            ToPm::Offer { .. } => Op::Offer,
+            ToPm::Offer { .. } | ToPm::SealOffer { .. } => Op::Offer,
             ToPm::Require { .. } => Op::Require,
             ToPm::Demand { .. } => Op::Demand,
             ToPm::Retract { .. } => Op::Retract,

@@ -112,12 +112,14 @@ fn move_all(pm: &PoolManager, producer: Side, consumer: Side) -> Vec<bool> {
         let cdo = p.declare(&format!("field-{i}")).expect("declare");
         let mut attrs = Attributes::new();
         attrs.insert(".user.step".into(), AttrValue::Int(i as i64));
-        p.seal(cdo, attrs).expect("seal");
-        p.offer(
-            cdo,
-            Buffer::from_slice(&data(len, i as u8)).expect("buffer"),
-        )
-        .expect("offer");
+        let buf = Buffer::from_slice(&data(len, i as u8)).expect("buffer");
+        // Half in two steps, half in one message.
+        if i % 2 == 0 {
+            p.seal(cdo, attrs).expect("seal");
+            p.offer(cdo, buf).expect("offer");
+        } else {
+            p.seal_and_offer(cdo, attrs, buf).expect("seal and offer");
+        }
         offered.push((cdo, len));
     }
     let shared = consumer

@@ -1253,3 +1253,57 @@ fn an_app_reports_what_its_pmix_host_saw() {
     let out = pm.send(a, ToPm::Report { change: link });
     assert_eq!(events_to(&out, s)[0].detail, "link ib0 down (10.9.0.1/16)");
 }
+
+#[test]
+fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let attrs = || Attributes::from([(".user.step".to_string(), AttrValue::Int(7))]);
+    let seal_offer = |cdo| ToPm::SealOffer {
+        cdo,
+        attributes: attrs(),
+        region: region(16),
+    };
+    // Without subscribers: one answer, as the offer.
+    let cdo = pm.declare(p, "fast");
+    assert_eq!(pm.send(p, seal_offer(cdo)), [(p, done(Op::Offer, cdo))]);
+    // Refused as an offer when the CDO is not just declared, or not the app's.
+    assert_eq!(
+        pm.send(p, seal_offer(cdo)),
+        [(
+            p,
+            refused(Op::Offer, Some(cdo), wrong(Op::Offer, "offered"))
+        )]
+    );
+    let (other, _) = pm.join("other");
+    assert_eq!(
+        pm.send(other, seal_offer(cdo)),
+        [(other, refused(Op::Offer, Some(cdo), Refusal::UnknownCdo))]
+    );
+    // Consumers get the sealed attributes.
+    let (c, _) = pm.join("consumer");
+    let want = pm.declare(c, "fast");
+    let out = pm.send(c, ToPm::Demand { cdo: want });
+    let attributes = out
+        .iter()
+        .find_map(|(_, m)| match m {
+            FromPm::Ticket { attributes, .. } => Some(attributes.clone()),
+            _ => None,
+        })
+        .expect("ticket");
+    assert_eq!(attributes.get(".user.step"), Some(&AttrValue::Int(7)));
+    // With subscribers: both operations, each with its event (and the seal's answer).
+    let (s, _) = pm.join("tracer");
+    pm.subscribe(
+        s,
+        EventKind::Seal | EventKind::Offer,
+        "",
+        SubscribeOptions::default(),
+    );
+    let cdo = pm.declare(p, "watched");
+    let out = pm.send(p, seal_offer(cdo));
+    let kinds: Vec<EventKind> = events_to(&out, s).iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::Seal, EventKind::Offer]);
+    assert!(out.contains(&(p, done(Op::Seal, cdo))), "{out:?}");
+    assert!(out.contains(&(p, done(Op::Offer, cdo))), "{out:?}");
+}

@@ -1,6 +1,7 @@
 //! `maestro bench pm`: control-plane throughput of one pool manager, driven by injector
 //! processes (`maestro pm-injector`) that pipeline batches of operations over the wire
-//! protocol: producers declare, seal and offer CDOs (`--batch` per frame); with `--require`,
+//! protocol: producers declare, then seal and offer CDOs in one message each (`SealOffer`;
+//! `--batch` per frame); with `--require`,
 //! consumers then declare and require every name, the PM tickets each to them and they report
 //! the transfer done at once. With `--subscribers K`, K more processes subscribe to OFFER
 //! events through a selector that every CDO matches, so the PM evaluates K selectors and
@@ -320,12 +321,9 @@ pub fn inject(
         let mut ops = Vec::with_capacity(3 * n);
         for &cdo in &ids {
             if producer {
-                ops.push(ToPm::Seal {
+                ops.push(ToPm::SealOffer {
                     cdo,
                     attributes: Default::default(),
-                });
-                ops.push(ToPm::Offer {
-                    cdo,
                     region: RemoteRegion {
                         addr: 0,
                         key: cdo,
@@ -345,11 +343,15 @@ pub fn inject(
             0
         };
         conn.send(&ops)?;
-        // This batch's answers (Done+Done, or Done and a ticket per require) and the ids.
-        let answers = collect(&mut conn, Op::Offer, 2 * n + next_n, |m| match m {
+        // This batch's answers (one Done per seal+offer; a Done and a ticket per require)
+        // and the next batch's ids.
+        let per_cdo = if producer { 1 } else { 2 };
+        let answers = collect(&mut conn, Op::Offer, per_cdo * n + next_n, |m| match m {
             FromPm::Declared { cdo, .. } => Some(Answer::Id(cdo)),
             FromPm::Ticket { transfer, .. } => Some(Answer::Ticket(transfer)),
-            FromPm::Done { .. } => Some(Answer::Done),
+            // With subscribers the PM runs a SealOffer as its two operations and answers the
+            // seal too: only the offer's answer counts.
+            FromPm::Done { op, .. } if op != Op::Seal => Some(Answer::Done),
             _ => None,
         })?;
         ids = answers

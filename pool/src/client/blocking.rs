@@ -79,6 +79,15 @@ impl Client {
         self.rt.block_on(self.inner.offer(cdo, data))
     }
 
+    /// See [`AsyncClient::seal_and_offer`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn seal_and_offer(&self, cdo: CdoId, attributes: Attributes, data: Buffer) -> Result<()> {
+        self.rt
+            .block_on(self.inner.seal_and_offer(cdo, attributes, data))
+    }
+
     /// See [`AsyncClient::require`].
     ///
     /// # Errors

@@ -509,6 +509,39 @@ impl AsyncClient {
     /// # Errors
     /// Registration errors; `WrongState` unless sealed; connection errors.
     pub async fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
+        self.offer_with(cdo, data, |cdo, region| ToPm::Offer { cdo, region })
+            .await
+    }
+
+    /// Seals a declared CDO with its attributes and offers its bytes in one message (one
+    /// round trip, one answer): as [`AsyncClient::seal`] then [`AsyncClient::offer`].
+    ///
+    /// # Errors
+    /// [`ClientError::Attribute`] for attributes the schemas refuse (nothing is sent);
+    /// registration errors; `WrongState` (as an offer) unless declared; connection errors.
+    pub async fn seal_and_offer(
+        &self,
+        cdo: CdoId,
+        mut attributes: Attributes,
+        data: Buffer,
+    ) -> Result<()> {
+        self.shared.schemas.check(&mut attributes)?;
+        self.offer_with(cdo, data, move |cdo, region| ToPm::SealOffer {
+            cdo,
+            attributes,
+            region,
+        })
+        .await
+    }
+
+    /// Makes `data` readable by consumers (registered when the app has an endpoint), sends
+    /// the message `msg` builds with its region, and takes the data back if refused.
+    async fn offer_with(
+        &self,
+        cdo: CdoId,
+        data: Buffer,
+        msg: impl FnOnce(CdoId, fabric::RemoteRegion) -> ToPm,
+    ) -> Result<()> {
         let (offered, region) = match &self.shared.endpoint {
             Some(ep) => {
                 let r = ep.register(data)?;
@@ -526,9 +559,7 @@ impl AsyncClient {
         };
         let key = (self.shared.pool, self.shared.app, cdo);
         data::keep(key, offered);
-        let r = self
-            .call((Op::Offer, cdo), ToPm::Offer { cdo, region })
-            .await;
+        let r = self.call((Op::Offer, cdo), msg(cdo, region)).await;
         if r.is_err() {
             data::take_back(&key);
         }

@@ -175,6 +175,21 @@ impl Manager {
 
     /// Runs an application's operation on a CDO, with before-events and holds.
     pub(super) fn cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
+        // With subscribers, `SealOffer` is its two operations, each with its events (and
+        // possibly held); the seal's `Done` then goes out too.
+        if !self.events.subs.is_empty()
+            && let ToPm::SealOffer {
+                cdo,
+                attributes,
+                region,
+            } = msg
+        {
+            self.cdo_op(conn, app, ToPm::Seal { cdo, attributes });
+            if let Some(offer) = self.queue_if_held(conn, ToPm::Offer { cdo, region }) {
+                self.cdo_op(conn, app, offer);
+            }
+            return;
+        }
         if !self.events.subs.is_empty()
             && let Some(kind) = kind_of_op(msg.op())
             && let Some(subject) = self.subject_of(app, &msg)

@@ -317,9 +317,15 @@ impl Manager {
     fn run_cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
         match msg {
             ToPm::Declare { local, name } => self.declare(conn, app, local, name),
-            ToPm::Seal { cdo, attributes } => {
-                self.with_cdo(conn, app, Op::Seal, cdo, |m, c| m.seal(conn, c, attributes))
-            }
+            ToPm::Seal { cdo, attributes } => self.with_cdo(conn, app, Op::Seal, cdo, |m, c| {
+                m.seal(c, attributes);
+                m.done(conn, Op::Seal, c);
+            }),
+            ToPm::SealOffer {
+                cdo,
+                attributes,
+                region,
+            } => self.seal_offer(conn, app, cdo, attributes, region),
             ToPm::Offer { cdo, region } => {
                 self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, region))
             }
@@ -459,14 +465,35 @@ impl Manager {
         }
     }
 
-    fn seal(&mut self, conn: ConnId, cdo: CdoId, attributes: Attributes) {
+    fn seal(&mut self, cdo: CdoId, attributes: Attributes) {
         let c = self.cdo(cdo);
         // The built-in name and size are derived (see `published`), not stored.
         c.attributes = attributes;
         c.attributes.remove(attr::NAME);
         c.attributes.remove(attr::LOCAL_SIZE);
         c.state = State::Sealed;
-        self.done(conn, Op::Seal, cdo);
+    }
+
+    /// `SealOffer` without subscribers: seal and offer, one answer (as the offer).
+    fn seal_offer(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        cdo: CdoId,
+        attributes: Attributes,
+        region: RemoteRegion,
+    ) {
+        match self.cdos.get(&cdo).filter(|c| c.app == app) {
+            None => self.refuse(conn, Op::Offer, Some(cdo), Refusal::UnknownCdo),
+            Some(c) if !events::state_allows(Op::Seal, &c.state) => {
+                let why = Self::wrong(Op::Offer, &c.state);
+                self.refuse(conn, Op::Offer, Some(cdo), why);
+            }
+            Some(_) => {
+                self.seal(cdo, attributes);
+                self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, region));
+            }
+        }
     }
 
     fn offer(&mut self, conn: ConnId, cdo: CdoId, region: RemoteRegion) {
