@@ -393,7 +393,7 @@ fn flush(manager: &mut Manager, writers: &mut Writers) {
         }
         let mut stuck = Vec::new();
         for (conn, batch) in batches {
-            let frames = match proto::encode_split(&batch) {
+            let frames = match proto::encode_split(&proto::pack_done(batch)) {
                 Ok(f) => f,
                 Err(e) => {
                     tracing::error!("encoding a reply to {conn}: {e}");

@@ -449,6 +449,14 @@ pub enum FromPm {
         /// The CDO.
         cdo: CdoId,
     },
+    /// Several operations of one kind completed, in this order (the PM's driver packs runs
+    /// of `Done` into one message).
+    DoneMany {
+        /// The operation.
+        op: Op,
+        /// The CDOs.
+        cdos: Vec<CdoId>,
+    },
     /// Fetch the CDO from `source`, then report `TransferDone`.
     Ticket {
         /// The transfer.
@@ -517,6 +525,30 @@ pub enum FromPm {
         /// Why.
         why: Refusal,
     },
+}
+
+/// Packs each run of two or more `Done` answers of one operation into one `DoneMany`,
+/// keeping the order of everything else: a pipelining producer gets one answer per batch.
+pub fn pack_done(batch: Vec<FromPm>) -> Vec<FromPm> {
+    let mut out: Vec<FromPm> = Vec::with_capacity(batch.len());
+    for m in batch {
+        match (out.last_mut(), m) {
+            (Some(FromPm::DoneMany { op, cdos }), FromPm::Done { op: o, cdo }) if *op == o => {
+                cdos.push(cdo);
+            }
+            (Some(last @ FromPm::Done { .. }), FromPm::Done { op: o, cdo }) => match last {
+                FromPm::Done { op, cdo: first } if *op == o => {
+                    *last = FromPm::DoneMany {
+                        op: o,
+                        cdos: vec![*first, cdo],
+                    };
+                }
+                _ => out.push(FromPm::Done { op: o, cdo }),
+            },
+            (_, m) => out.push(m),
+        }
+    }
+    out
 }
 
 /// Why a frame could not be decoded.
@@ -629,6 +661,38 @@ pub fn drain_frames<T: DeserializeOwned>(buf: &mut Vec<u8>) -> Result<Vec<T>, Fr
 mod tests {
     use super::*;
     use crate::attr::{AttrValue, Attributes};
+
+    #[test]
+    fn runs_of_done_are_packed_in_order() {
+        let done = |op, cdo| FromPm::Done { op, cdo };
+        let batch = vec![
+            done(Op::Offer, 1),
+            done(Op::Offer, 2),
+            done(Op::Offer, 3),
+            FromPm::Declared { local: 9, cdo: 4 },
+            done(Op::Offer, 5),
+            done(Op::Seal, 6),
+            done(Op::Seal, 7),
+            done(Op::Offer, 8),
+        ];
+        assert_eq!(
+            pack_done(batch),
+            [
+                FromPm::DoneMany {
+                    op: Op::Offer,
+                    cdos: vec![1, 2, 3]
+                },
+                FromPm::Declared { local: 9, cdo: 4 },
+                done(Op::Offer, 5),
+                FromPm::DoneMany {
+                    op: Op::Seal,
+                    cdos: vec![6, 7]
+                },
+                done(Op::Offer, 8),
+            ]
+        );
+        assert!(pack_done(Vec::new()).is_empty());
+    }
 
     /// Messages are moved through queues and channels by value: the rare big ones (JOIN,
     /// subscriptions, events) are boxed so the frequent ones stay small.

@@ -273,6 +273,12 @@ fn collect<T>(
             FromPm::Refused { op, why, .. } => {
                 return Err(PmBenchError::Injector(format!("{op} refused: {why}")));
             }
+            FromPm::DoneMany { op, cdos } => {
+                out.extend(
+                    cdos.into_iter()
+                        .filter_map(|cdo| pick(FromPm::Done { op, cdo })),
+                );
+            }
             m => out.extend(pick(m)),
         }
     }

@@ -205,6 +205,11 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
         FromPm::Done { op, cdo } => {
             p.resolve((op, cdo), Ok(cdo));
         }
+        FromPm::DoneMany { op, cdos } => {
+            for cdo in cdos {
+                p.resolve((op, cdo), Ok(cdo));
+            }
+        }
         FromPm::Ready { cdo } => {
             p.resolve((Op::Demand, cdo), Ok(cdo));
         }
