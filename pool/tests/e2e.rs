@@ -457,15 +457,10 @@ fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most() {
     pm.stop();
 }
 
-#[test]
-fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
-    let pm = start_pm(); // default timeout: 10 s
-    let quitter = Client::join(pm.info(), opts("quitter", Side::NoFabric)).expect("quitter");
-    let sub = quitter
-        .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
-        .expect("subscribe");
-    let info = pm.info().clone();
-    let producer = std::thread::spawn(move || {
+/// A producer in a thread of its own offers one CDO; the thread returns when the offer
+/// went through (a subscriber may hold it).
+fn offer_from_a_thread(info: PmInfo) -> std::thread::JoinHandle<Instant> {
+    std::thread::spawn(move || {
         let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
         let cdo = sealed(&p, "x", 1);
         p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
@@ -474,11 +469,23 @@ fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
         p.withdraw(cdo).expect("withdraw");
         p.leave().expect("leave");
         released
-    });
+    })
+}
+
+#[test]
+fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
+    let pm = start_pm(); // default timeout: 10 s
+    let quitter = Client::join(pm.info(), opts("quitter", Side::NoFabric)).expect("quitter");
+    let sub = quitter
+        .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
+        .expect("subscribe");
+    let producer = offer_from_a_thread(pm.info().clone());
     sub.wait().expect("event");
     let exited = Instant::now();
-    drop(sub);
-    drop(quitter); // the connection closes, as when the process exits
+    // As when the process exits: no unsubscribe (which dropping `sub` would send), only
+    // the connection closing.
+    std::mem::forget(sub);
+    drop(quitter);
     let released = producer.join().expect("producer");
     let waited = released.saturating_duration_since(exited);
     assert!(waited < Duration::from_secs(1), "{waited:?}");
@@ -552,17 +559,7 @@ fn dropping_a_subscription_releases_what_it_holds() {
     let sub = s
         .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
         .expect("subscribe");
-    let info = pm.info().clone();
-    let producer = std::thread::spawn(move || {
-        let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
-        let cdo = sealed(&p, "x", 1);
-        p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
-            .expect("offer");
-        let released = Instant::now();
-        p.withdraw(cdo).expect("withdraw");
-        p.leave().expect("leave");
-        released
-    });
+    let producer = offer_from_a_thread(pm.info().clone());
     sub.wait().expect("the held offer's event");
     let dropped = Instant::now();
     drop(sub);
