@@ -186,6 +186,19 @@ pub struct Join {
     pub proof: Vec<u8>,
 }
 
+/// A piece of a stream transfer: the provider sends it ([`ToPm::Chunk`]) and the PM relays
+/// it unchanged to the consumer ([`FromPm::Chunk`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// Offset in the CDO.
+    pub offset: u64,
+    /// The bytes.
+    #[serde(with = "serde_bytes")]
+    pub data: Vec<u8>,
+}
+
 /// Messages from an application to the PM.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ToPm {
@@ -266,15 +279,7 @@ pub enum ToPm {
         len: u64,
     },
     /// Provider answering [`FromPm::Serve`]: the bytes asked for.
-    Chunk {
-        /// The transfer.
-        transfer: TransferId,
-        /// Offset in the CDO.
-        offset: u64,
-        /// The bytes.
-        #[serde(with = "serde_bytes")]
-        data: Vec<u8>,
-    },
+    Chunk(Chunk),
     /// Subscribe to pool events; `local` is the app's handle, echoed back.
     Subscribe {
         /// The app's handle.
@@ -336,7 +341,7 @@ impl ToPm {
             ToPm::Dispose { .. } => Op::Dispose,
             ToPm::TransferDone { .. } => Op::TransferDone,
             ToPm::Fetch { .. } => Op::Fetch,
-            ToPm::Chunk { .. } => Op::Chunk,
+            ToPm::Chunk(_) => Op::Chunk,
             ToPm::Subscribe { .. } => Op::Subscribe,
             ToPm::Unsubscribe { .. } => Op::Unsubscribe,
             ToPm::Ack { .. } => Op::Ack,
@@ -484,16 +489,8 @@ pub enum FromPm {
         /// Length.
         len: u64,
     },
-    /// To a consumer: bytes of a stream transfer.
-    Chunk {
-        /// The transfer.
-        transfer: TransferId,
-        /// Offset in the CDO.
-        offset: u64,
-        /// The bytes.
-        #[serde(with = "serde_bytes")]
-        data: Vec<u8>,
-    },
+    /// To a consumer: bytes of a stream transfer (the provider's [`ToPm::Chunk`], relayed).
+    Chunk(Chunk),
     /// A `Subscribe` succeeded.
     Subscribed {
         /// The app's handle from `Subscribe`.
@@ -762,10 +759,12 @@ mod tests {
 
     #[test]
     fn large_batches_split_into_frames_that_fit() {
-        let chunk = |i: u64| ToPm::Chunk {
-            transfer: i,
-            offset: 0,
-            data: vec![i as u8; 3 << 20],
+        let chunk = |i: u64| {
+            ToPm::Chunk(Chunk {
+                transfer: i,
+                offset: 0,
+                data: vec![i as u8; 3 << 20],
+            })
         };
         let batch: Vec<ToPm> = (0..12).map(chunk).collect();
         assert!(matches!(encode(&batch), Err(FrameError::TooLarge(_))));
@@ -774,11 +773,11 @@ mod tests {
         let mut stream = frames.concat();
         let got: Vec<ToPm> = drain_frames(&mut stream).expect("decode");
         assert_eq!(got, batch);
-        let huge = ToPm::Chunk {
+        let huge = ToPm::Chunk(Chunk {
             transfer: 1,
             offset: 0,
             data: vec![0; MAX_FRAME],
-        };
+        });
         assert!(matches!(
             encode_split(&[huge]),
             Err(FrameError::TooLarge(_))

@@ -700,21 +700,15 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
         )]
     );
     // The provider's chunk goes to the consumer; chunks from others or out of range do not.
-    let chunk = |offset, data: &[u8]| ToPm::Chunk {
+    let piece = |offset, data: &[u8]| pool::proto::Chunk {
         transfer,
         offset,
         data: data.to_vec(),
     };
+    let chunk = |offset, data: &[u8]| ToPm::Chunk(piece(offset, data));
     assert_eq!(
         pm.send(p, chunk(0, b"abcdef")),
-        [(
-            c,
-            FromPm::Chunk {
-                transfer,
-                offset: 0,
-                data: b"abcdef".to_vec()
-            }
-        )]
+        [(c, FromPm::Chunk(piece(0, b"abcdef")))]
     );
     assert_eq!(
         pm.send(c, chunk(0, b"x")),

@@ -250,13 +250,9 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             drop(p);
             serve(shared, transfer, cdo, offset, len);
         }
-        FromPm::Chunk {
-            transfer,
-            offset,
-            data,
-        } => {
-            if let Some(tx) = p.streams.get(&transfer) {
-                let _ = tx.send(Ok((offset, data)));
+        FromPm::Chunk(piece) => {
+            if let Some(tx) = p.streams.get(&piece.transfer) {
+                let _ = tx.send(Ok((piece.offset, piece.data)));
             }
         }
         FromPm::Subscribed { local, sub } => {
@@ -437,9 +433,9 @@ fn serve(shared: &Shared, transfer: TransferId, cdo: CdoId, offset: u64, len: u6
         tracing::warn!("pool client: asked for {len} bytes at {offset} of CDO {cdo}: outside it");
         return;
     };
-    let _ = shared.send(ToPm::Chunk {
+    let _ = shared.send(ToPm::Chunk(proto::Chunk {
         transfer,
         offset,
         data: bytes[range].to_vec(),
-    });
+    }));
 }

@@ -35,7 +35,7 @@ use crate::events::EventKind;
 use fabric::RemoteRegion;
 
 use crate::proto::{
-    AppId, CdoId, FabricEndpoint, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId,
+    AppId, CdoId, Chunk, FabricEndpoint, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId,
 };
 
 /// A connection, as the driver numbers them.
@@ -294,11 +294,7 @@ impl Manager {
                 offset,
                 len,
             } => self.fetch(conn, app, transfer, offset, len),
-            ToPm::Chunk {
-                transfer,
-                offset,
-                data,
-            } => self.chunk(conn, app, transfer, offset, data),
+            ToPm::Chunk(piece) => self.chunk(conn, app, piece),
             // Operations keep their order behind an operation held for acknowledgements.
             ToPm::Leave => {
                 if let Some(ToPm::Leave) = self.queue_if_held(conn, ToPm::Leave) {
@@ -705,31 +701,19 @@ impl Manager {
     }
 
     /// A provider sends a piece of a stream transfer: relay it to the consumer.
-    fn chunk(
-        &mut self,
-        conn: ConnId,
-        app: AppId,
-        transfer: TransferId,
-        offset: u64,
-        data: Vec<u8>,
-    ) {
+    fn chunk(&mut self, conn: ConnId, app: AppId, piece: Chunk) {
+        let transfer = piece.transfer;
         let Some(t) = self.stream_of(app, transfer, false) else {
             return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::UnknownTransfer);
         };
         let size = t.stream.unwrap_or(0);
-        let end = offset.checked_add(data.len() as u64);
-        if data.len() as u64 > MAX_CHUNK || end.is_none_or(|end| end > size) {
+        let len = piece.data.len() as u64;
+        let end = piece.offset.checked_add(len);
+        if len > MAX_CHUNK || end.is_none_or(|end| end > size) {
             return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::BadRange);
         }
         if let Some(cc) = self.app_conn(t.to) {
-            self.out.push_back((
-                cc,
-                FromPm::Chunk {
-                    transfer,
-                    offset,
-                    data,
-                },
-            ));
+            self.out.push_back((cc, FromPm::Chunk(piece)));
         }
     }
 
