@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use fabric_sys as sys;
 
 use crate::discover::ProviderInfo;
-use crate::endpoint::{Address, Endpoint, open_bound_ep};
+use crate::endpoint::{Address, Endpoint, open_bound_ep, remote_of};
 use crate::error::{FabricError, Result, check, completion};
 use crate::mr::{Buffer, RemoteRegion};
 
@@ -92,7 +92,7 @@ impl RawEndpoint {
         let access =
             u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
         // SAFETY: the buffer lives as long as the registration (both in `mrs`).
-        let key = unsafe {
+        let remote = unsafe {
             let rc = sys::fi_mr_reg(
                 self.domain,
                 buf.as_ptr().cast(),
@@ -105,21 +105,7 @@ impl RawEndpoint {
                 std::ptr::null_mut(),
             );
             check("fi_mr_reg", rc.into())?;
-            if self.mr_mode & sys::FI_MR_PROV_KEY != 0 {
-                sys::fi_mr_key(mr)
-            } else {
-                key
-            }
-        };
-        let addr = if self.mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
-            buf.as_ptr() as u64
-        } else {
-            0
-        };
-        let remote = RemoteRegion {
-            addr,
-            key,
-            len: buf.len() as u64,
+            remote_of(self.mr_mode, mr, key, &buf)
         };
         self.mrs.push((mr, buf));
         Ok((self.mrs.len() - 1, remote))

@@ -472,6 +472,36 @@ pub(crate) unsafe fn open_bound_ep(
     }
 }
 
+/// How peers address registration `mr` of `buf`, requested with `key`: the provider's key
+/// under `FI_MR_PROV_KEY`, the buffer's virtual address under `FI_MR_VIRT_ADDR` (else
+/// offsets from 0).
+///
+/// # Safety
+/// `mr` is an open registration of `buf`.
+pub(crate) unsafe fn remote_of(
+    mr_mode: u32,
+    mr: *mut sys::fid_mr,
+    key: u64,
+    buf: &crate::Buffer,
+) -> RemoteRegion {
+    let key = if mr_mode & sys::FI_MR_PROV_KEY != 0 {
+        // SAFETY: guaranteed by the caller.
+        unsafe { sys::fi_mr_key(mr) }
+    } else {
+        key
+    };
+    let addr = if mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
+        buf.as_ptr() as u64
+    } else {
+        0
+    };
+    RemoteRegion {
+        addr,
+        key,
+        len: buf.len() as u64,
+    }
+}
+
 /// Frees an `fi_info` list on drop.
 pub(crate) struct InfoList(pub(crate) *mut sys::fi_info);
 
@@ -789,25 +819,12 @@ impl Endpoint {
             )
         };
         check("fi_mr_reg", rc.into())?;
-        // SAFETY: a registration just created.
-        let (desc, key) = unsafe {
-            let desc = sys::fi_mr_desc(mr);
-            let key = if shared.mr_mode & sys::FI_MR_PROV_KEY != 0 {
-                sys::fi_mr_key(mr)
-            } else {
-                key
-            };
-            (desc, key)
-        };
-        let addr = if shared.mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
-            buf.as_ptr() as u64
-        } else {
-            0
-        };
-        let remote = RemoteRegion {
-            addr,
-            key,
-            len: buf.len() as u64,
+        // SAFETY: a registration just created, of `buf` with `key`.
+        let (desc, remote) = unsafe {
+            (
+                sys::fi_mr_desc(mr),
+                remote_of(shared.mr_mode, mr, key, &buf),
+            )
         };
         Ok(MemoryRegion {
             buf,
