@@ -166,7 +166,7 @@ impl ControlAddr {
         use std::os::unix::ffi::OsStrExt;
         match self {
             ControlAddr::Tcp(a) => a.to_string(),
-            ControlAddr::Unix(p) => format!("unix={}", hex(p.as_os_str().as_bytes())),
+            ControlAddr::Unix(p) => format!("unix={}", hex::encode(p.as_os_str().as_bytes())),
         }
     }
 
@@ -222,23 +222,8 @@ pub enum PmInfoError {
     Missing(&'static str),
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn unhex(s: &str, field: &'static str) -> Result<Vec<u8>, PmInfoError> {
-    let err = PmInfoError::Hex { field, utf8: "" };
-    if !s.len().is_multiple_of(2) {
-        return Err(err);
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            s.get(i..i + 2)
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-                .ok_or(err.clone())
-        })
-        .collect()
+    hex::decode(s).map_err(|_| PmInfoError::Hex { field, utf8: "" })
 }
 
 impl PmInfo {
@@ -247,9 +232,9 @@ impl PmInfo {
         let addrs: Vec<String> = self.endpoints.iter().map(ControlAddr::encode).collect();
         format!(
             "{PREFIX}:{}:{}:{}",
-            hex(self.workflow.as_bytes()),
+            hex::encode(self.workflow.as_bytes()),
             addrs.join(","),
-            hex(&self.secret)
+            hex::encode(&self.secret)
         )
     }
 

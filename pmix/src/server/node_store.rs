@@ -93,7 +93,7 @@ impl NodeDirectory {
     }
 
     fn path(&self, key: &str) -> PathBuf {
-        self.dir.join(hex(key.as_bytes()))
+        self.dir.join(hex::encode(key.as_bytes()))
     }
 
     /// Stores `p` unless another live publisher holds its key.
@@ -102,13 +102,15 @@ impl NodeDirectory {
         let text = format!(
             "{MAGIC}\nhost {}\nnspace {}\nrank {}\nvalue {value}\n",
             self.host_pid,
-            hex(p.publisher.nspace.as_bytes()),
+            hex::encode(p.publisher.nspace.as_bytes()),
             p.publisher.rank
         );
         let target = self.path(&p.key);
-        let tmp = self
-            .dir
-            .join(format!(".tmp-{}-{}", self.host_pid, hex(p.key.as_bytes())));
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}",
+            self.host_pid,
+            hex::encode(p.key.as_bytes())
+        ));
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -225,25 +227,15 @@ fn parse_entry(key_hex: &str, text: &str) -> Option<(Published, u32)> {
     ))
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    hex::decode(s).ok()
 }
 
 /// `type:payload` for the value types that cross jobs.
 fn encode_value(v: &Value) -> Option<String> {
     Some(match v {
-        Value::String(s) => format!("string:{}", hex(s.as_bytes())),
-        Value::Bytes(b) => format!("bytes:{}", hex(b)),
+        Value::String(s) => format!("string:{}", hex::encode(s.as_bytes())),
+        Value::Bytes(b) => format!("bytes:{}", hex::encode(b)),
         Value::Bool(b) => format!("bool:{b}"),
         Value::Int(i) | Value::Int32(i) => format!("int32:{i}"),
         Value::Int64(i) => format!("int64:{i}"),
@@ -362,7 +354,7 @@ mod tests {
         live.put(&published("new", "k", Value::Int64(2)))
             .expect("the key is free again");
         // Garbage in the directory is stale too.
-        std::fs::write(dir.join(hex(b"g")), "not an entry").expect("write");
+        std::fs::write(dir.join(hex::encode(b"g")), "not an entry").expect("write");
         assert_eq!(live.get("g"), None);
     }
 
