@@ -158,12 +158,6 @@ impl Manager {
         }
     }
 
-    /// A fabric change an application reported (its PMIx host raised it).
-    pub(super) fn reported(&mut self, app: AppId, change: FabricChange) {
-        tracing::info!("app {app} reports {change:?}");
-        self.fabric_changed(change);
-    }
-
     /// Whether messages of `conn` must wait behind a held operation.
     pub(super) fn queue_if_held(&mut self, conn: ConnId, msg: ToPm) -> Option<ToPm> {
         if !self.events.holds.contains_key(&conn) {
@@ -196,17 +190,7 @@ impl Manager {
         {
             let awaiting = self.emit(kind, app, Some(subject), "", true);
             if !awaiting.is_empty() {
-                let deadline = self.events.now.saturating_add(self.events.ack_timeout);
-                self.events.holds.insert(
-                    conn,
-                    Hold {
-                        msg: Some(msg),
-                        replies: Vec::new(),
-                        awaiting: awaiting.into_iter().collect(),
-                        deadline,
-                    },
-                );
-                return;
+                return self.hold(conn, Some(msg), Vec::new(), awaiting);
             }
         }
         self.execute(conn, app, msg);
@@ -224,16 +208,28 @@ impl Manager {
         let produced: Vec<(ConnId, FromPm)> = self.out.drain(mark..).collect();
         let (mine, others): (Vec<_>, Vec<_>) = produced.into_iter().partition(|(c, _)| *c == conn);
         self.out.extend(others);
+        let replies = mine.into_iter().map(|(_, m)| m).collect();
+        self.hold(conn, None, replies, awaiting);
+    }
+
+    /// Holds `conn` (its operation `msg` still to run, or its `replies` withheld) until
+    /// `awaiting` are acknowledged or the ack timeout passes.
+    fn hold(
+        &mut self,
+        conn: ConnId,
+        msg: Option<ToPm>,
+        replies: Vec<FromPm>,
+        awaiting: Vec<(SubId, u64)>,
+    ) {
         let deadline = self.events.now.saturating_add(self.events.ack_timeout);
-        self.events.holds.insert(
-            conn,
-            Hold {
-                msg: None,
-                replies: mine.into_iter().map(|(_, m)| m).collect(),
-                awaiting: awaiting.into_iter().collect(),
-                deadline,
-            },
-        );
+        let awaiting = awaiting.into_iter().collect();
+        let hold = Hold {
+            msg,
+            replies,
+            awaiting,
+            deadline,
+        };
+        self.events.holds.insert(conn, hold);
     }
 
     /// Ends `conn`'s hold: runs its operation or sends its replies, then the messages

@@ -285,7 +285,10 @@ impl Manager {
             } => self.subscribe(conn, app, local, kinds, *selector, options),
             ToPm::Unsubscribe { sub } => self.unsubscribe(conn, app, sub),
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
-            ToPm::Report { change } => self.reported(app, change),
+            ToPm::Report { change } => {
+                tracing::info!("app {app} reports {change:?}");
+                self.fabric_changed(change);
+            }
             ToPm::TransferDone { transfer, error } => {
                 self.transfer_done(conn, app, transfer, error)
             }
