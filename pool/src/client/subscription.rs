@@ -58,10 +58,16 @@ impl EventQueue {
 
     /// The next event, `Ok(None)` if none yet, `Err(Closed)` if none will come.
     fn take(&self) -> Result<Option<PoolEvent>> {
-        let mut q = self.lock();
-        match q.events.pop_front() {
+        self.lock().take()
+    }
+}
+
+impl QueueInner {
+    /// As [`EventQueue::take`], under the lock.
+    fn take(&mut self) -> Result<Option<PoolEvent>> {
+        match self.events.pop_front() {
             Some(e) => Ok(Some(e)),
-            None if q.closed => Err(ClientError::Closed),
+            None if self.closed => Err(ClientError::Closed),
             None => Ok(None),
         }
     }
@@ -105,11 +111,8 @@ impl Subscription {
         let end = Instant::now() + timeout;
         let mut q = self.queue.lock();
         loop {
-            if let Some(e) = q.events.pop_front() {
+            if let Some(e) = q.take()? {
                 return Ok(Some(e));
-            }
-            if q.closed {
-                return Err(ClientError::Closed);
             }
             let Some(left) = end.checked_duration_since(Instant::now()) else {
                 return Ok(None);
