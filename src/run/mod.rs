@@ -516,9 +516,14 @@ impl Job<'_> {
 
     /// Raises `PMIX_FABRIC_UPDATED` to the job for every link that went down or up.
     fn watch_links(&mut self) {
-        let Some(changes) = self.links.as_mut().map(links::LinkMonitor::poll) else {
+        let changes = self
+            .links
+            .as_mut()
+            .map(links::LinkMonitor::poll)
+            .unwrap_or_default();
+        if changes.is_empty() {
             return;
-        };
+        }
         let source = Proc::new(format!("maestro.host.{}", std::process::id()), 0);
         for c in changes {
             let state = if c.up { "up" } else { "down" };
