@@ -12,12 +12,16 @@ use serde::{Deserialize, Serialize};
 use crate::endpoint::Shared;
 use crate::error::{FabricError, Result};
 
-/// A page-aligned anonymous mapping, populated at creation. Zero-length buffers are valid
-/// (they map nothing).
+/// Memory for CDO bytes: a page-aligned anonymous mapping, populated at creation and
+/// unmapped when dropped, or memory the caller owns and lends ([`Buffer::borrowed`], never
+/// freed here). Zero-length buffers are valid (they map nothing).
 pub struct Buffer {
     ptr: *mut u8,
     len: usize,
+    /// Bytes mapped by [`Buffer::new`]; 0 for empty and borrowed buffers (nothing to unmap).
     mapped: usize,
+    /// The caller's memory ([`Buffer::borrowed`]).
+    borrowed: bool,
 }
 
 // SAFETY: plain owned memory.
@@ -33,11 +37,7 @@ impl Buffer {
     /// `ulimit -v`).
     pub fn new(len: usize) -> Result<Buffer> {
         if len == 0 {
-            return Ok(Buffer {
-                ptr: std::ptr::NonNull::dangling().as_ptr(),
-                len: 0,
-                mapped: 0,
-            });
+            return Ok(Buffer::empty());
         }
         let page = 4096;
         let mapped = len.div_ceil(page) * page;
@@ -64,7 +64,44 @@ impl Buffer {
             ptr: p as *mut u8,
             len,
             mapped,
+            borrowed: false,
         })
+    }
+
+    /// A zero-length buffer.
+    fn empty() -> Buffer {
+        Buffer {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+            mapped: 0,
+            borrowed: false,
+        }
+    }
+
+    /// Lends the caller's memory `[ptr, ptr+len)` as a buffer, without copying it: it can be
+    /// registered and offered like any other, and dropping the buffer leaves the memory
+    /// alone. This is how C and Python programs offer their own arrays with no copy.
+    ///
+    /// # Safety
+    /// Until the buffer (and every [`MemoryRegion`] made of it) is dropped, the memory must
+    /// stay allocated, and nobody may write to it while it is registered and offered
+    /// (peers read it remotely at any time) or while this buffer is written through
+    /// [`Buffer::as_mut_slice`]. `ptr` must be non-null unless `len` is 0.
+    pub unsafe fn borrowed(ptr: *mut u8, len: usize) -> Buffer {
+        if len == 0 || ptr.is_null() {
+            return Buffer::empty();
+        }
+        Buffer {
+            ptr,
+            len,
+            mapped: 0,
+            borrowed: true,
+        }
+    }
+
+    /// True if this is the caller's memory ([`Buffer::borrowed`]).
+    pub fn is_borrowed(&self) -> bool {
+        self.borrowed
     }
 
     /// A buffer holding a copy of `data`.
@@ -190,17 +227,15 @@ impl MemoryRegion {
         self.buf.is_empty()
     }
 
+    /// True if the region is the caller's memory ([`Buffer::borrowed`]).
+    pub fn is_borrowed(&self) -> bool {
+        self.buf.is_borrowed()
+    }
+
     /// Deregisters and returns the buffer.
     pub fn into_buffer(mut self) -> Buffer {
         self.close();
-        std::mem::replace(
-            &mut self.buf,
-            Buffer {
-                ptr: std::ptr::NonNull::dangling().as_ptr(),
-                len: 0,
-                mapped: 0,
-            },
-        )
+        std::mem::replace(&mut self.buf, Buffer::empty())
     }
 
     fn close(&mut self) {

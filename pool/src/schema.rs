@@ -52,7 +52,7 @@ pub enum AttrType {
 
 impl AttrType {
     /// The type of a value.
-    pub(crate) fn of(v: &AttrValue) -> AttrType {
+    pub fn of(v: &AttrValue) -> AttrType {
         match v {
             AttrValue::Int(_) => AttrType::Int,
             AttrValue::Uint(_) => AttrType::Uint,
@@ -322,6 +322,12 @@ impl Schemas {
     pub fn drop_unknown(mut self, on: bool) -> Schemas {
         self.drop_unknown = on;
         self
+    }
+
+    /// True if attributes no schema declares are dropped rather than refused
+    /// (`MSTRO_DROP_UNKNOWN_ATTRIBUTES`).
+    pub fn drops_unknown(&self) -> bool {
+        self.drop_unknown
     }
 
     /// Loads a schema file.

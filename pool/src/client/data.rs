@@ -24,6 +24,14 @@ impl Offered {
         }
     }
 
+    /// True if the bytes are the application's own memory (see [`Buffer::borrowed`]).
+    pub(crate) fn is_borrowed(&self) -> bool {
+        match self {
+            Offered::Registered(r) => r.is_borrowed(),
+            Offered::Plain(b) => b.is_borrowed(),
+        }
+    }
+
     fn into_buffer(self) -> Buffer {
         match self {
             Offered::Registered(r) => r.into_buffer(),
@@ -51,6 +59,15 @@ pub(crate) fn keep(key: OfferKey, data: Offered) {
 /// The offer under `key`, shared.
 pub(crate) fn find(key: &OfferKey) -> Option<Arc<Offered>> {
     offers().get(key).cloned()
+}
+
+/// True while a consumer in this process holds the bytes of the application's own memory
+/// offered under `key`: the provider may free that memory once it has it back, so a
+/// withdrawal waits for them (a library-owned buffer is copied instead, see [`take_back`]).
+pub(crate) fn lent_out(key: &OfferKey) -> bool {
+    offers()
+        .get(key)
+        .is_some_and(|o| o.is_borrowed() && Arc::strong_count(o) > 1)
 }
 
 /// Removes the offer under `key` and returns its buffer. If same-process consumers still

@@ -602,14 +602,27 @@ impl AsyncClient {
     }
 
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
-    /// if a consumer in this process still holds the original).
+    /// if a consumer in this process still holds the original). A [`Buffer::borrowed`]
+    /// offer is returned only once no consumer in this process holds it (the caller may
+    /// free that memory next).
     ///
     /// # Errors
-    /// `WrongState` unless offered; connection errors.
+    /// `WrongState` unless offered; [`ClientError::Timeout`] if a same-process consumer
+    /// still holds a borrowed offer after the client's timeout (the offer is withdrawn at the
+    /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         self.call((Op::Withdraw, cdo), ToPm::Withdraw { cdo })
             .await?;
         let key = (self.shared.pool, self.shared.app, cdo);
+        // The application's own memory goes back only when no consumer in this process
+        // reads it any more (they dispose their handle or drop their `CdoData`).
+        let deadline = tokio::time::Instant::now() + self.shared.timeout;
+        while data::lent_out(&key) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ClientError::Timeout(Op::Withdraw));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         match data::take_back(&key) {
             Some(b) => Ok(b?),
             None => Err(ClientError::Protocol(format!(

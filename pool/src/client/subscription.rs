@@ -101,6 +101,18 @@ impl Subscription {
         self.queue.take()
     }
 
+    /// Every event queued now, oldest first, without waiting (empty if none).
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] when no event is left and none will come.
+    pub fn drain(&self) -> Result<Vec<PoolEvent>> {
+        let mut q = self.queue.lock();
+        if q.events.is_empty() {
+            q.take()?;
+        }
+        Ok(q.events.drain(..).collect())
+    }
+
     /// Blocks until the next event (or `timeout` passes: `Ok(None)`).
     ///
     /// Do not call this on a thread of a tokio runtime; use [`Subscription::next_timeout`].

@@ -1,0 +1,306 @@
+//! Attribute values as C hands them over and takes them back: reading `void *val` by the
+//! schema's type, values kept by pointer until seal (`copy_value = false`), values the
+//! library must free (`user_owned_value = false`), and the storage that
+//! `mstro_cdo_attribute_get`'s pointers point into.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+
+use mstro::{Attr, Cdo, Error, Status};
+use pool::attr::{self, AttrValue};
+use pool::schema::AttrType;
+
+/// `enum mstro_cdo_attr_value_type`.
+mod vt {
+    pub const BOOL: i32 = 1;
+    pub const INT64: i32 = 2;
+    pub const UINT64: i32 = 3;
+    pub const DOUBLE: i32 = 4;
+    pub const CSTRING: i32 = 5;
+    pub const TIMESTAMP: i32 = 6;
+    pub const BLOB: i32 = 7;
+    pub const POINTER: i32 = 8;
+}
+
+/// `mstro_timestamp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Timestamp {
+    sec: u64,
+    nsec: u32,
+    offset: i32,
+}
+
+/// `mstro_blob`.
+#[repr(C)]
+struct Blob {
+    len: usize,
+    data: *const c_void,
+}
+
+/// A pointer the program handed over, read at seal and possibly freed at dispose.
+struct Kept {
+    key: String,
+    ptr: *mut c_void,
+    ty: AttrType,
+    free: bool,
+}
+
+/// A value in C form, boxed so the pointer handed out stays put.
+enum CValue {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    Str(CString),
+    Time(Timestamp),
+    /// The bytes (owned here) and the `mstro_blob` pointing at them.
+    Blob {
+        _bytes: Vec<u8>,
+        view: Blob,
+    },
+}
+
+#[derive(Default)]
+struct PerCdo {
+    kept: Vec<Kept>,
+    /// Pointers the library must `free()` at dispose (raw-ptr handed over).
+    owned: Vec<*mut c_void>,
+    /// What `get` handed out, by key, with the value it came from.
+    got: HashMap<String, (AttrValue, Box<CValue>)>,
+}
+
+// SAFETY: the raw pointers are the program's memory, only read (and freed once) under the
+// table's lock as the header documents.
+unsafe impl Send for PerCdo {}
+
+static TABLE: LazyLock<Mutex<HashMap<u64, PerCdo>>> = LazyLock::new(Mutex::default);
+
+fn table() -> MutexGuard<'static, HashMap<u64, PerCdo>> {
+    TABLE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads the value at `val` as type `ty`.
+///
+/// # Safety
+/// `val` points at a value of `ty` (for `str()`, is the string) as `maestro.h` documents.
+unsafe fn read(key: &str, ty: AttrType, val: *const c_void) -> mstro::Result<AttrValue> {
+    if val.is_null() {
+        return Err(Error::invarg(format!("the value of {key} is NULL")));
+    }
+    // SAFETY: (all arms) `val` points at a value of the type (caller's contract).
+    Ok(match ty {
+        AttrType::Bool => AttrValue::Bool(unsafe { *val.cast::<bool>() }),
+        AttrType::Int => AttrValue::Int(unsafe { *val.cast::<i64>() }),
+        AttrType::Uint => AttrValue::Uint(unsafe { *val.cast::<u64>() }),
+        AttrType::Double => AttrValue::Double(unsafe { *val.cast::<f64>() }),
+        AttrType::Str => AttrValue::Str(
+            unsafe { CStr::from_ptr(val.cast::<c_char>()) }
+                .to_str()
+                .map_err(|_| Error::invarg(format!("the value of {key} is not UTF-8")))?
+                .to_string(),
+        ),
+        AttrType::Timestamp => {
+            let t = unsafe { *val.cast::<Timestamp>() };
+            if t.nsec >= 1_000_000_000 {
+                return Err(Error::invarg(format!(
+                    "{key}: nsec {} is not below one second",
+                    t.nsec
+                )));
+            }
+            AttrValue::Timestamp(i128::from(t.sec) * 1_000_000_000 + i128::from(t.nsec))
+        }
+        AttrType::Blob => {
+            let b = unsafe { &*val.cast::<Blob>() };
+            if b.data.is_null() && b.len > 0 {
+                return Err(Error::invarg(format!(
+                    "{key}: a NULL blob of {} bytes",
+                    b.len
+                )));
+            }
+            let bytes = if b.len == 0 {
+                Vec::new()
+            } else {
+                unsafe { std::slice::from_raw_parts(b.data.cast::<u8>(), b.len) }.to_vec()
+            };
+            AttrValue::Blob(bytes)
+        }
+    })
+}
+
+/// `mstro_cdo_attribute_set`.
+///
+/// # Safety
+/// As the header documents for `val`.
+pub(crate) unsafe fn set(
+    cdo: Cdo,
+    key: &str,
+    val: *mut c_void,
+    copy_value: bool,
+    user_owned_value: bool,
+) -> mstro::Result<()> {
+    if key == mstro::RAW_PTR {
+        // Lent in place, never copied; freed at dispose if the library owns it.
+        // SAFETY: the program keeps the memory valid (header contract).
+        unsafe { mstro::cdo_set_user_memory(cdo, val.cast(), None, None) }?;
+        if !user_owned_value && !val.is_null() {
+            table().entry(cdo.0).or_default().owned.push(val);
+        }
+        return Ok(());
+    }
+    if key == attr::LOCAL_SIZE {
+        if val.is_null() {
+            return Err(Error::invarg(format!("the value of {key} is NULL")));
+        }
+        // SAFETY: an int64_t (header contract).
+        let n = unsafe { *val.cast::<i64>() };
+        return mstro::cdo_attribute_set(cdo, key, AttrValue::Int(n));
+    }
+    let Some(ty) = mstro::cdo_attribute_type(key)? else {
+        return Ok(());
+    };
+    if copy_value {
+        // SAFETY: the header contract.
+        let v = unsafe { read(key, ty, val) }?;
+        return mstro::cdo_attribute_set(cdo, key, v);
+    }
+    if val.is_null() {
+        return Err(Error::invarg(format!("the value of {key} is NULL")));
+    }
+    // Checks the handle and the CDO's state now rather than at seal.
+    mstro::cdo_name(cdo)?;
+    let mut t = table();
+    let per = t.entry(cdo.0).or_default();
+    per.kept.retain(|k| k.key != key);
+    per.kept.push(Kept {
+        key: key.to_string(),
+        ptr: val,
+        ty,
+        free: !user_owned_value,
+    });
+    Ok(())
+}
+
+/// Reads the values kept by pointer into the CDO's attributes (at seal).
+pub(crate) fn read_deferred(cdo: Cdo) -> mstro::Result<()> {
+    let kept: Vec<(String, *mut c_void, AttrType)> = table()
+        .get(&cdo.0)
+        .map(|p| {
+            p.kept
+                .iter()
+                .map(|k| (k.key.clone(), k.ptr, k.ty))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (key, ptr, ty) in kept {
+        // SAFETY: the program kept the value valid until seal (header contract).
+        let v = unsafe { read(&key, ty, ptr) }?;
+        mstro::cdo_attribute_set(cdo, &key, v)?;
+    }
+    Ok(())
+}
+
+/// Forgets what `get` handed out for the CDO (its attributes were replaced).
+pub(crate) fn forget_values(cdo: Cdo) {
+    if let Some(p) = table().get_mut(&cdo.0) {
+        p.got.clear();
+        p.kept.clear();
+    }
+}
+
+fn free_owned(per: PerCdo) {
+    for k in per.kept.into_iter().filter(|k| k.free) {
+        // SAFETY: handed over with user_owned_value = false: malloc'd, ours to free once.
+        unsafe { libc::free(k.ptr) };
+    }
+    for p in per.owned {
+        // SAFETY: as above.
+        unsafe { libc::free(p) };
+    }
+}
+
+/// Frees what the library owns of a disposed CDO.
+pub(crate) fn forget(cdo: Cdo) {
+    let per = table().remove(&cdo.0);
+    if let Some(per) = per {
+        free_owned(per);
+    }
+}
+
+/// At finalize: every handle is gone.
+pub(crate) fn forget_all() {
+    let all: Vec<PerCdo> = table().drain().map(|(_, p)| p).collect();
+    all.into_iter().for_each(free_owned);
+}
+
+fn c_value(key: &str, v: &AttrValue) -> mstro::Result<CValue> {
+    Ok(match v {
+        AttrValue::Bool(b) => CValue::Bool(*b),
+        // Maestro programs read the size as int64_t.
+        AttrValue::Uint(n) if key == attr::LOCAL_SIZE => CValue::Int(*n as i64),
+        AttrValue::Int(n) => CValue::Int(*n),
+        AttrValue::Uint(n) => CValue::Uint(*n),
+        AttrValue::Double(d) => CValue::Double(*d),
+        AttrValue::Str(s) => CValue::Str(
+            CString::new(s.as_str())
+                .map_err(|_| Error::new(Status::Fail, format!("{key} holds a NUL byte")))?,
+        ),
+        AttrValue::Timestamp(ns) => CValue::Time(Timestamp {
+            sec: u64::try_from(ns.div_euclid(1_000_000_000)).unwrap_or(0),
+            nsec: ns.rem_euclid(1_000_000_000) as u32,
+            offset: 0,
+        }),
+        AttrValue::Blob(b) => {
+            let bytes = b.clone();
+            let blob = Blob {
+                len: bytes.len(),
+                data: bytes.as_ptr().cast(),
+            };
+            CValue::Blob {
+                _bytes: bytes,
+                view: blob,
+            }
+        }
+    })
+}
+
+fn pointer(v: &CValue) -> (i32, *const c_void) {
+    match v {
+        CValue::Bool(b) => (vt::BOOL, std::ptr::from_ref(b).cast()),
+        CValue::Int(n) => (vt::INT64, std::ptr::from_ref(n).cast()),
+        CValue::Uint(n) => (vt::UINT64, std::ptr::from_ref(n).cast()),
+        CValue::Double(d) => (vt::DOUBLE, std::ptr::from_ref(d).cast()),
+        CValue::Str(s) => (vt::CSTRING, s.as_ptr().cast()),
+        CValue::Time(t) => (vt::TIMESTAMP, std::ptr::from_ref(t).cast()),
+        CValue::Blob { view, .. } => (vt::BLOB, std::ptr::from_ref(view).cast()),
+    }
+}
+
+/// `mstro_cdo_attribute_get`: the type and the pointer to hand out.
+pub(crate) fn get(cdo: Cdo, key: &str) -> mstro::Result<(i32, *const c_void)> {
+    let kept = table()
+        .get(&cdo.0)
+        .and_then(|p| p.kept.iter().find(|k| k.key == key).map(|k| (k.ptr, k.ty)));
+    let value = match kept {
+        // Not read yet: read through the program's pointer.
+        // SAFETY: the program keeps it valid until seal (header contract).
+        Some((ptr, ty)) => unsafe { read(key, ty, ptr) }?,
+        None => match mstro::cdo_attribute_get(cdo, key)? {
+            Attr::RawPtr(p, _) => return Ok((vt::POINTER, p.cast())),
+            Attr::Value(v) => v,
+        },
+    };
+    let mut t = table();
+    let per = t.entry(cdo.0).or_default();
+    let fresh = match per.got.get(key) {
+        Some((old, _)) => *old != value,
+        None => true,
+    };
+    if fresh {
+        let c = Box::new(c_value(key, &value)?);
+        per.got.insert(key.to_string(), (value, c));
+    }
+    let (_, boxed) = &per.got[key];
+    Ok(pointer(boxed))
+}

@@ -1,0 +1,453 @@
+//! `libmaestro`: Maestro Core's C API (`include/maestro.h`) over the [`mstro`] layer.
+//!
+//! This crate only translates: C arguments are checked (NULL pointers, UTF-8) and turned
+//! into the layer's types, the layer's [`mstro::Error`] becomes an `mstro_status` (its
+//! message goes to the log and to `mstro_last_error_message`), and every entry point runs
+//! behind [`std::panic::catch_unwind`], so a bug here returns `MSTRO_FAIL` instead of
+//! unwinding into C. Handles are the layer's registry numbers cast to pointers: C never
+//! dereferences them, and a stale one is reported, not followed.
+//!
+//! What only C needs lives here too: values whose pointer is kept until seal
+//! (`copy_value = false`), the storage `mstro_cdo_attribute_get` hands out pointers to,
+//! and the C event lists ([`events`]).
+#![allow(non_camel_case_types)]
+
+mod attrs;
+mod events;
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use mstro::{Error, Status};
+
+/// `mstro_status`.
+pub type mstro_status = i32;
+
+/// Opaque handle types of the header (C sees pointers to incomplete structs).
+pub type mstro_cdo = *mut c_void;
+/// A selector handle.
+pub type mstro_cdo_selector = *mut c_void;
+/// A subscription handle.
+pub type mstro_subscription = *mut c_void;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `e` as this thread's last error and logs it.
+fn fail(func: &str, e: &Error) -> mstro_status {
+    tracing::warn!("{func}: {}", e.message);
+    let text =
+        CString::new(format!("{func}: {}", e.message).replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = text);
+    e.status as mstro_status
+}
+
+/// Runs an entry point: its error becomes a status, a panic becomes `MSTRO_FAIL`.
+fn guard(func: &str, body: impl FnOnce() -> mstro::Result<()>) -> mstro_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => Status::Ok as mstro_status,
+        Ok(Err(e)) => fail(func, &e),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            fail(
+                func,
+                &Error::new(
+                    Status::Fail,
+                    format!("internal error ({what}); please report it"),
+                ),
+            )
+        }
+    }
+}
+
+/// A C string argument, which must be non-NULL UTF-8.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn text<'a>(p: *const c_char, what: &str) -> mstro::Result<&'a str> {
+    if p.is_null() {
+        return Err(Error::invarg(format!("{what} is NULL")));
+    }
+    // SAFETY: non-NULL and NUL-terminated (caller's contract).
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error::invarg(format!("{what} is not UTF-8")))
+}
+
+/// An optional C string argument.
+///
+/// # Safety
+/// As [`text`].
+unsafe fn opt_text<'a>(p: *const c_char, what: &str) -> mstro::Result<Option<&'a str>> {
+    if p.is_null() {
+        Ok(None)
+    } else {
+        // SAFETY: as the caller's.
+        unsafe { text(p, what) }.map(Some)
+    }
+}
+
+/// Stores `value` through an out-pointer argument.
+///
+/// # Safety
+/// `out` is NULL or valid for writes.
+unsafe fn put<T>(out: *mut T, value: T, what: &str) -> mstro::Result<()> {
+    if out.is_null() {
+        return Err(Error::invarg(format!(
+            "{what} (the result pointer) is NULL"
+        )));
+    }
+    // SAFETY: non-NULL and writable (caller's contract).
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+fn handle(raw: u64) -> *mut c_void {
+    std::ptr::without_provenance_mut(raw as usize)
+}
+
+fn raw(h: *const c_void) -> u64 {
+    h.addr() as u64
+}
+
+fn cdo(h: mstro_cdo) -> mstro::Cdo {
+    mstro::Cdo(raw(h))
+}
+
+/// A sentence describing status `s`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_status_description(s: mstro_status) -> *const c_char {
+    static TEXTS: std::sync::LazyLock<Vec<CString>> = std::sync::LazyLock::new(|| {
+        Status::ALL
+            .iter()
+            .map(|s| CString::new(s.description()).unwrap_or_default())
+            .collect()
+    });
+    match Status::from_code(s) {
+        Some(st) => TEXTS[st as usize].as_ptr(),
+        None => c"unknown status".as_ptr(),
+    }
+}
+
+/// Why this thread's last failing call failed.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_last_error_message() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// This library's version.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_version() -> *const c_char {
+    static V: std::sync::LazyLock<CString> =
+        std::sync::LazyLock::new(|| CString::new(mstro::version()).unwrap_or_default());
+    V.as_ptr()
+}
+
+/// Monotonic nanoseconds.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_clock() -> u64 {
+    mstro::clock()
+}
+
+/// `mstro_init`.
+///
+/// # Safety
+/// The names are NULL or NUL-terminated strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_init(
+    workflow_name: *const c_char,
+    component_name: *const c_char,
+    component_index: i64,
+) -> mstro_status {
+    guard("mstro_init", || {
+        // SAFETY: the caller's contract.
+        let w = unsafe { opt_text(workflow_name, "workflow_name") }?;
+        // SAFETY: the caller's contract.
+        let c = unsafe { opt_text(component_name, "component_name") }?;
+        mstro::init(w, c, component_index)
+    })
+}
+
+/// `mstro_finalize`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_finalize() -> mstro_status {
+    guard("mstro_finalize", || {
+        let r = mstro::finalize();
+        // Event lists stay valid until the program disposes of them.
+        attrs::forget_all();
+        r
+    })
+}
+
+/// `mstro_cdo_declare`.
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated; `result` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_cdo_declare(
+    name: *const c_char,
+    attr: *mut c_void,
+    result: *mut mstro_cdo,
+) -> mstro_status {
+    guard("mstro_cdo_declare", || {
+        if result.is_null() {
+            return Err(Error::invarg("result (the handle pointer) is NULL"));
+        }
+        if !attr.is_null() {
+            return Err(Error::invarg(
+                "declare takes MSTRO_ATTR_DEFAULT (NULL); set attributes with mstro_cdo_attribute_set",
+            ));
+        }
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "name") }?;
+        let h = mstro::cdo_declare(name)?;
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { put(result, handle(h.0), "result") }
+    })
+}
+
+macro_rules! cdo_op {
+    ($(#[$doc:meta])* $c:ident => $body:expr) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $c(h: mstro_cdo) -> mstro_status {
+            guard(stringify!($c), || $body(cdo(h)))
+        }
+    };
+}
+
+cdo_op!(
+    /// `mstro_cdo_seal`: values kept by pointer are read now, then the CDO is sealed.
+    mstro_cdo_seal => |c| { attrs::read_deferred(c)?; mstro::cdo_seal(c) }
+);
+cdo_op!(
+    /// `mstro_cdo_offer`.
+    mstro_cdo_offer => mstro::cdo_offer
+);
+cdo_op!(
+    /// `mstro_cdo_require`.
+    mstro_cdo_require => mstro::cdo_require
+);
+cdo_op!(
+    /// `mstro_cdo_demand`.
+    mstro_cdo_demand => |c| { let r = mstro::cdo_demand(c); attrs::forget_values(c); r }
+);
+cdo_op!(
+    /// `mstro_cdo_retract`.
+    mstro_cdo_retract => mstro::cdo_retract
+);
+cdo_op!(
+    /// `mstro_cdo_withdraw`.
+    mstro_cdo_withdraw => mstro::cdo_withdraw
+);
+cdo_op!(
+    /// `mstro_cdo_dispose`: also frees values the library owns.
+    mstro_cdo_dispose => |c| { mstro::cdo_dispose(c)?; attrs::forget(c); Ok(()) }
+);
+
+/// `mstro_cdo_access_ptr`.
+///
+/// # Safety
+/// `data` and `data_len` are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_cdo_access_ptr(
+    h: mstro_cdo,
+    data: *mut *mut c_void,
+    data_len: *mut i64,
+) -> mstro_status {
+    guard("mstro_cdo_access_ptr", || {
+        let (p, n) = mstro::cdo_access(cdo(h))?;
+        if !data.is_null() {
+            // SAFETY: non-NULL, writable (caller's contract).
+            unsafe { data.write(p.cast_mut().cast()) };
+        }
+        if !data_len.is_null() {
+            // SAFETY: as above.
+            unsafe { data_len.write(n as i64) };
+        }
+        Ok(())
+    })
+}
+
+/// `mstro_cdo_attribute_set`.
+///
+/// # Safety
+/// `key` is NUL-terminated; `val` points at a value of the key's type (see `maestro.h`)
+/// that stays valid until seal when `copy_value` is false.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_cdo_attribute_set(
+    h: mstro_cdo,
+    key: *const c_char,
+    val: *mut c_void,
+    copy_value: bool,
+    user_owned_value: bool,
+) -> mstro_status {
+    guard("mstro_cdo_attribute_set", || {
+        // SAFETY: the caller's contract.
+        let key = unsafe { text(key, "key") }?;
+        // SAFETY: the caller's contract.
+        unsafe { attrs::set(cdo(h), key, val, copy_value, user_owned_value) }
+    })
+}
+
+/// `mstro_cdo_attribute_get`.
+///
+/// # Safety
+/// `key` is NUL-terminated; `valtype` is NULL or writable; `val_p` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_cdo_attribute_get(
+    h: mstro_cdo,
+    key: *const c_char,
+    valtype: *mut i32,
+    val_p: *mut *const c_void,
+) -> mstro_status {
+    guard("mstro_cdo_attribute_get", || {
+        if val_p.is_null() {
+            return Err(Error::invarg("val_p is NULL"));
+        }
+        // SAFETY: the caller's contract.
+        let key = unsafe { text(key, "key") }?;
+        let (ty, p) = attrs::get(cdo(h), key)?;
+        if !valtype.is_null() {
+            // SAFETY: non-NULL, writable.
+            unsafe { valtype.write(ty) };
+        }
+        // SAFETY: checked non-NULL; writable (caller's contract).
+        unsafe { val_p.write(p) };
+        Ok(())
+    })
+}
+
+/// `mstro_cdo_selector_create`.
+///
+/// # Safety
+/// `nspace` is NULL or NUL-terminated, `query` NUL-terminated, `result` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_cdo_selector_create(
+    schema: *mut c_void,
+    nspace: *const c_char,
+    query: *const c_char,
+    result: *mut mstro_cdo_selector,
+) -> mstro_status {
+    guard("mstro_cdo_selector_create", || {
+        if !schema.is_null() {
+            return Err(Error::invarg(
+                "schema must be NULL: selectors use the schemas of MSTRO_SCHEMA_PATH/MSTRO_SCHEMA_LIST",
+            ));
+        }
+        if result.is_null() {
+            return Err(Error::invarg("result (the handle pointer) is NULL"));
+        }
+        // SAFETY: the caller's contract.
+        let ns = unsafe { opt_text(nspace, "nspace") }?;
+        // SAFETY: the caller's contract.
+        let q = unsafe { text(query, "query") }?;
+        let s = mstro::selector_create(ns, q)?;
+        // SAFETY: checked non-NULL.
+        unsafe { put(result, handle(s.0), "result") }
+    })
+}
+
+/// `mstro_cdo_selector_dispose`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_cdo_selector_dispose(s: mstro_cdo_selector) -> mstro_status {
+    guard("mstro_cdo_selector_dispose", || {
+        mstro::selector_dispose(mstro::Selector(raw(s)))
+    })
+}
+
+/// `mstro_subscribe`.
+///
+/// # Safety
+/// `result` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_subscribe(
+    sel: mstro_cdo_selector,
+    kinds: u32,
+    opts: u32,
+    result: *mut mstro_subscription,
+) -> mstro_status {
+    guard("mstro_subscribe", || {
+        if result.is_null() {
+            return Err(Error::invarg("result (the handle pointer) is NULL"));
+        }
+        let sel = (!sel.is_null()).then(|| mstro::Selector(raw(sel)));
+        let s = mstro::subscribe(sel, kinds, mstro::SubscriptionOptions(opts))?;
+        // SAFETY: checked non-NULL.
+        unsafe { put(result, handle(s.0), "result") }
+    })
+}
+
+/// `mstro_subscription_dispose`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_subscription_dispose(s: mstro_subscription) -> mstro_status {
+    guard("mstro_subscription_dispose", || {
+        mstro::subscription_dispose(mstro::Subscription(raw(s)))
+    })
+}
+
+/// `mstro_pm_start`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_pm_start() -> mstro_status {
+    guard("mstro_pm_start", mstro::pm_start)
+}
+
+/// `mstro_pm_getinfo`: a malloc'd string the caller frees.
+///
+/// # Safety
+/// `info` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_pm_getinfo(info: *mut *mut c_char) -> mstro_status {
+    guard("mstro_pm_getinfo", || {
+        if info.is_null() {
+            return Err(Error::invarg("info (the result pointer) is NULL"));
+        }
+        let text = CString::new(mstro::pm_getinfo()?)
+            .map_err(|_| Error::new(Status::Fail, "the PM info holds a NUL byte"))?;
+        // SAFETY: strdup of a valid C string; NULL on failure, checked.
+        let copy = unsafe { libc::strdup(text.as_ptr()) };
+        if copy.is_null() {
+            return Err(Error::new(Status::Nomem, "copying the PM info"));
+        }
+        // SAFETY: checked non-NULL.
+        unsafe { put(info, copy, "info") }
+    })
+}
+
+/// `mstro_pm_terminate`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_pm_terminate() -> mstro_status {
+    guard("mstro_pm_terminate", mstro::pm_terminate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panics_become_fail_with_a_message() {
+        let s = guard("mstro_test", || panic!("boom"));
+        assert_eq!(s, Status::Fail as i32);
+        // SAFETY: the message is a valid C string owned by this thread.
+        let msg = unsafe { CStr::from_ptr(mstro_last_error_message()) };
+        assert!(msg.to_str().unwrap().contains("boom"), "{msg:?}");
+    }
+
+    #[test]
+    fn every_status_has_a_description() {
+        for s in Status::ALL {
+            // SAFETY: static C strings.
+            let d = unsafe { CStr::from_ptr(mstro_status_description(s as i32)) };
+            assert_eq!(d.to_str().unwrap(), s.description());
+        }
+        // SAFETY: as above.
+        let d = unsafe { CStr::from_ptr(mstro_status_description(99)) };
+        assert_eq!(d.to_str().unwrap(), "unknown status");
+    }
+}

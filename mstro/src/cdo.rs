@@ -1,0 +1,495 @@
+//! CDO handles: a name, attributes staged before seal, the producer's lent memory or the
+//! consumer's landing buffer, and after a demand the bytes and the attributes the CDO was
+//! sealed with. Operations go to the pool manager through the instance's session.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use fabric::Buffer;
+use pool::CdoData;
+use pool::attr::{self, AttrValue, Attributes};
+use pool::proto::CdoId;
+use pool::schema::AttrType;
+
+use crate::instance::{Instance, instance};
+use crate::status::{Error, Result, Status};
+
+/// `.maestro.core.cdo.raw-ptr`: the CDO's data pointer (set with
+/// [`cdo_set_user_memory`]; read with [`cdo_attribute_get`] as [`Attr::RawPtr`]).
+pub const RAW_PTR: &str = ".maestro.core.cdo.raw-ptr";
+
+/// A CDO handle (Maestro's `mstro_cdo`): a number checked against the instance's registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cdo(pub u64);
+
+/// Memory a program lends to a CDO: offered in place (producer) or filled by a demand
+/// (consumer).
+struct Lent {
+    ptr: *mut u8,
+    /// Kept alive while lent (a Python buffer, say).
+    _keep: Option<Box<dyn Any + Send>>,
+}
+
+// SAFETY: the pointer is only dereferenced under the contract of `cdo_set_user_memory`
+// (the memory stays valid and the caller does not write it while offered).
+unsafe impl Send for Lent {}
+
+struct CdoState {
+    id: CdoId,
+    attrs: Attributes,
+    lent: Option<Lent>,
+    /// `scope.local-size` as the program set it (the lent memory's length).
+    local_size: Option<u64>,
+    sealed: bool,
+    offered: bool,
+    /// Demanded bytes in library memory (None when copied into lent memory).
+    data: Option<CdoData>,
+    /// Length of the demanded CDO.
+    demanded: Option<u64>,
+}
+
+/// A CDO in the registry.
+pub(crate) struct CdoCell {
+    name: String,
+    state: Mutex<CdoState>,
+}
+
+impl CdoCell {
+    fn lock(&self) -> MutexGuard<'_, CdoState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A value read back with [`cdo_attribute_get`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    /// A typed value.
+    Value(AttrValue),
+    /// The CDO's data: the lent memory or the demanded bytes (`.maestro.core.cdo.raw-ptr`).
+    RawPtr(*const u8, usize),
+}
+
+fn cell(inst: &Instance, cdo: Cdo) -> Result<Arc<CdoCell>> {
+    inst.cdos.get(cdo.0)
+}
+
+/// The attribute's schema type, as values for it must be given (`.maestro.core.cdo.raw-ptr`
+/// is not typed by a schema: `None`).
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Noent`] for a key no schema declares (unless
+/// `MSTRO_DROP_UNKNOWN_ATTRIBUTES`, then `Ok(None)` and setting it does nothing).
+pub fn cdo_attribute_type(key: &str) -> Result<Option<AttrType>> {
+    let inst = instance()?;
+    if key == RAW_PTR {
+        return Ok(None);
+    }
+    match inst.settings.schemas.spec(key) {
+        Some(spec) => Ok(Some(spec.ty)),
+        None if inst.settings.schemas.drops_unknown() => Ok(None),
+        None => Err(unknown_key(key)),
+    }
+}
+
+fn unknown_key(key: &str) -> Error {
+    let hint = if key.starts_with('.') {
+        "declare it in a schema (MSTRO_SCHEMA_PATH, MSTRO_SCHEMA_LIST) or set MSTRO_DROP_UNKNOWN_ATTRIBUTES=1"
+    } else {
+        "keys are absolute: they start with the namespace, e.g. .maestro.core.cdo.scope.local-size"
+    };
+    Error::new(
+        Status::Noent,
+        format!("attribute {key:?} is in no schema; {hint}"),
+    )
+}
+
+/// Declares a CDO named `name` (`mstro_cdo_declare`) and returns its handle.
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Invarg`] for an empty or over-long name; joining errors
+/// on first use ([`Status::NoPm`], ...).
+pub fn cdo_declare(name: &str) -> Result<Cdo> {
+    let inst = instance()?;
+    if name.is_empty() || name.len() > pool::MAX_NAME {
+        return Err(Error::invarg(format!(
+            "a CDO name has 1 to {} bytes, not {}",
+            pool::MAX_NAME,
+            name.len()
+        )));
+    }
+    let session = inst.session()?;
+    let id = session
+        .client()
+        .declare(name)
+        .map_err(|e| Error::from(e).context(format!("declaring CDO {name:?}")))?;
+    let cell = CdoCell {
+        name: name.to_string(),
+        state: Mutex::new(CdoState {
+            id,
+            attrs: Attributes::new(),
+            lent: None,
+            local_size: None,
+            sealed: false,
+            offered: false,
+            data: None,
+            demanded: None,
+        }),
+    };
+    Ok(Cdo(inst.cdos.insert(cell)))
+}
+
+/// The CDO's name.
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Invarg`] for a bad handle.
+pub fn cdo_name(cdo: Cdo) -> Result<String> {
+    Ok(cell(&*instance()?, cdo)?.name.clone())
+}
+
+/// Stages attribute `key` = `value` (`mstro_cdo_attribute_set`), checked against the
+/// schemas' type now and completely at seal. `.maestro.core.cdo.scope.local-size` (int or
+/// uint, not negative) is the length of the memory lent with [`cdo_set_user_memory`].
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Invarg`] for a bad handle or a value of the wrong type;
+/// [`Status::Noent`] for a key in no schema; [`Status::Invstate`] after seal (and, for a
+/// consumer, after demand).
+pub fn cdo_attribute_set(cdo: Cdo, key: &str, value: AttrValue) -> Result<()> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let mut st = c.lock();
+    if key == attr::LOCAL_SIZE {
+        let size = match value {
+            AttrValue::Int(n) if n >= 0 => n as u64,
+            AttrValue::Uint(n) => n,
+            other => {
+                return Err(Error::invarg(format!(
+                    "{key} is a size in bytes (a non-negative integer), not {other:?}"
+                )));
+            }
+        };
+        if st.sealed || st.demanded.is_some() {
+            return Err(frozen(&c.name, key));
+        }
+        st.local_size = Some(size);
+        return Ok(());
+    }
+    let Some(ty) = cdo_attribute_type(key)? else {
+        tracing::debug!("dropping attribute {key}: in no schema");
+        return Ok(());
+    };
+    if st.sealed || st.demanded.is_some() {
+        return Err(frozen(&c.name, key));
+    }
+    let got = pool::schema::AttrType::of(&value);
+    if got != ty {
+        return Err(Error::invarg(format!(
+            "attribute {key} is {ty} in the schema; the value given is {got}"
+        )));
+    }
+    st.attrs.insert(key.to_string(), value);
+    Ok(())
+}
+
+fn frozen(name: &str, key: &str) -> Error {
+    Error::new(
+        Status::Invstate,
+        format!("CDO {name:?} is sealed or demanded: its attributes are frozen ({key})"),
+    )
+}
+
+/// Lends `[ptr, ptr+len)` to the CDO (`.maestro.core.cdo.raw-ptr` and
+/// `scope.local-size`): a producer's offer serves reads from it in place (no copy) until
+/// [`cdo_withdraw`] returns; a consumer's [`cdo_demand`] writes the bytes into it. `keep`
+/// is dropped when the memory is no longer lent (dispose, or a new call).
+///
+/// # Safety
+/// The memory must stay valid until the CDO is disposed or lent other memory; between
+/// offer and the return of withdraw the program must not write to it; between demand and
+/// its return the program must not touch it.
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Invarg`] for a bad handle or a NULL pointer with a
+/// non-zero length; [`Status::Invstate`] after seal or demand.
+pub unsafe fn cdo_set_user_memory(
+    cdo: Cdo,
+    ptr: *mut u8,
+    len: Option<usize>,
+    keep: Option<Box<dyn Any + Send>>,
+) -> Result<()> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let mut st = c.lock();
+    if st.sealed || st.demanded.is_some() {
+        return Err(frozen(&c.name, RAW_PTR));
+    }
+    if ptr.is_null() && len.is_some_and(|l| l > 0) {
+        return Err(Error::invarg(format!(
+            "CDO {:?}: a NULL raw-ptr with {} bytes",
+            c.name,
+            len.unwrap_or(0)
+        )));
+    }
+    if let Some(len) = len {
+        st.local_size = Some(len as u64);
+    }
+    st.lent = Some(Lent { ptr, _keep: keep });
+    Ok(())
+}
+
+/// Reads attribute `key` back (`mstro_cdo_attribute_get`): staged values before seal, the
+/// sealed attributes after a demand (with the built-in name and size);
+/// `.maestro.core.cdo.name` is always there, `.maestro.core.cdo.raw-ptr` is
+/// [`Attr::RawPtr`].
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Invarg`] for a bad handle; [`Status::Noent`] if the
+/// attribute is not set.
+pub fn cdo_attribute_get(cdo: Cdo, key: &str) -> Result<Attr> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let st = c.lock();
+    let missing = || {
+        Error::new(
+            Status::Noent,
+            format!("CDO {:?} has no attribute {key}", c.name),
+        )
+    };
+    match key {
+        RAW_PTR => {
+            if let Some(data) = &st.data {
+                return Ok(Attr::RawPtr(data.as_ptr(), data.len()));
+            }
+            let lent = st.lent.as_ref().ok_or_else(missing)?;
+            let len = st.demanded.or(st.local_size).unwrap_or(0) as usize;
+            Ok(Attr::RawPtr(lent.ptr, len))
+        }
+        attr::NAME => Ok(Attr::Value(AttrValue::Str(c.name.clone()))),
+        attr::LOCAL_SIZE => st
+            .demanded
+            .or(st.local_size)
+            .map(|n| Attr::Value(AttrValue::Uint(n)))
+            .ok_or_else(missing),
+        _ => st
+            .attrs
+            .get(key)
+            .cloned()
+            .map(Attr::Value)
+            .ok_or_else(missing),
+    }
+}
+
+/// Every attribute of the CDO (`mstro_cdo_attributes_print`), with the name and, when
+/// known, the size.
+///
+/// # Errors
+/// [`Status::Uninit`]; [`Status::Invarg`] for a bad handle.
+pub fn cdo_attributes(cdo: Cdo) -> Result<Attributes> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let st = c.lock();
+    let mut all = st.attrs.clone();
+    all.insert(attr::NAME.into(), AttrValue::Str(c.name.clone()));
+    if let Some(n) = st.demanded.or(st.local_size) {
+        all.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(n));
+    }
+    Ok(all)
+}
+
+/// Runs a pool operation on the CDO with its state locked.
+fn with_cdo<T>(
+    cdo: Cdo,
+    op: &str,
+    f: impl FnOnce(&pool::Client, &str, &mut CdoState) -> Result<T>,
+) -> Result<T> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let session = inst.session()?;
+    let mut st = c.lock();
+    f(session.client(), &c.name, &mut st)
+        .map_err(|e| e.context(format!("{op} of CDO {:?}", c.name)))
+}
+
+/// Seals the CDO (`mstro_cdo_seal`): its attributes are checked against the schemas
+/// (defaults filled in) and frozen.
+///
+/// # Errors
+/// [`Status::Invarg`] for attributes the schemas refuse; [`Status::Invstate`] unless
+/// declared and not sealed; connection errors.
+pub fn cdo_seal(cdo: Cdo) -> Result<()> {
+    with_cdo(cdo, "seal", |client, _, st| {
+        if st.sealed {
+            return Err(Error::new(Status::Invstate, "sealed already"));
+        }
+        client.seal(st.id, st.attrs.clone())?;
+        st.sealed = true;
+        Ok(())
+    })
+}
+
+/// Offers the sealed CDO (`mstro_cdo_offer`): its bytes are the memory lent with
+/// [`cdo_set_user_memory`] (registered with the fabric in place, no copy), or none (a
+/// 0-byte CDO, a synchronisation point).
+///
+/// # Errors
+/// [`Status::Invstate`] unless sealed; [`Status::Invarg`] for lent memory without a size;
+/// registration and connection errors.
+pub fn cdo_offer(cdo: Cdo) -> Result<()> {
+    with_cdo(cdo, "offer", |client, _, st| {
+        if !st.sealed {
+            return Err(Error::new(
+                Status::Invstate,
+                "the CDO is not sealed: call seal before offer",
+            ));
+        }
+        let buf = match &st.lent {
+            Some(lent) => {
+                let len = st.local_size.ok_or_else(|| {
+                    Error::invarg(format!(
+                        "raw-ptr is set but {} is not: set the buffer's size",
+                        attr::LOCAL_SIZE
+                    ))
+                })?;
+                let len = usize::try_from(len)
+                    .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
+                // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
+                // valid and unwritten until withdraw returns.
+                unsafe { Buffer::borrowed(lent.ptr, len) }
+            }
+            None => Buffer::new(0)?,
+        };
+        client.offer(st.id, buf)?;
+        st.offered = true;
+        Ok(())
+    })
+}
+
+/// Declares the intent to demand the CDO (`mstro_cdo_require`): the pool manager may move
+/// it here as soon as it is offered.
+///
+/// # Errors
+/// [`Status::Invstate`] unless declared; connection errors.
+pub fn cdo_require(cdo: Cdo) -> Result<()> {
+    with_cdo(cdo, "require", |client, _, st| Ok(client.require(st.id)?))
+}
+
+/// Waits until the CDO is here (`mstro_cdo_demand`), at most `MSTRO_TIMEOUT`.
+///
+/// # Errors
+/// As [`cdo_demand_within`].
+pub fn cdo_demand(cdo: Cdo) -> Result<()> {
+    cdo_demand_within(cdo, None)
+}
+
+/// Waits until the CDO is here, at most `limit` (or `MSTRO_TIMEOUT`): its bytes land in the
+/// memory lent with [`cdo_set_user_memory`] (one copy; it must be large enough) or stay in
+/// library memory ([`cdo_access`]); the attributes become those it was sealed with.
+///
+/// # Errors
+/// [`Status::Timeout`] if nobody offers it in time (the demand stands: demand again or
+/// retract); [`Status::Noent`] if its providers vanished; [`Status::Invarg`] if the lent
+/// memory is too small; [`Status::Invstate`] if demanded already; connection errors.
+pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
+    with_cdo(cdo, "demand", |client, name, st| {
+        if st.demanded.is_some() {
+            return Err(Error::new(Status::Invstate, "demanded already"));
+        }
+        let id = st.id;
+        let (data, attrs) = match limit {
+            None => client.demand(id)?,
+            Some(l) => client
+                .block_on(tokio::time::timeout(l, client.as_async().demand(id)))
+                .map_err(|_| {
+                    Error::new(
+                        Status::Timeout,
+                        format!("nobody offered {name:?} within {l:?}; the demand stands"),
+                    )
+                })??,
+        };
+        let len = data.len();
+        st.demanded = Some(len as u64);
+        st.attrs = attrs;
+        match &st.lent {
+            Some(lent) if len > 0 => {
+                let room = st.local_size.unwrap_or(0);
+                if (len as u64) > room {
+                    st.data = Some(data);
+                    return Err(Error::invarg(format!(
+                        "{len} bytes arrived but the lent buffer has {room}; the bytes are kept in library memory (mstro_cdo_access_ptr)"
+                    )));
+                }
+                // SAFETY: the lent memory has `room >= len` bytes and the caller does not
+                // touch it during the demand (contract of `cdo_set_user_memory`).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
+            }
+            _ => st.data = Some(data),
+        }
+        Ok(())
+    })
+}
+
+/// Cancels a require (`mstro_cdo_retract`).
+///
+/// # Errors
+/// [`Status::Invstate`] if not required or already moving; connection errors.
+pub fn cdo_retract(cdo: Cdo) -> Result<()> {
+    with_cdo(cdo, "retract", |client, _, st| Ok(client.retract(st.id)?))
+}
+
+/// Takes the offer back (`mstro_cdo_withdraw`), once no transfer reads from it and no
+/// consumer in this process holds it: then lent memory is the program's again.
+///
+/// # Errors
+/// [`Status::Invstate`] unless offered; [`Status::Timeout`]; connection errors.
+pub fn cdo_withdraw(cdo: Cdo) -> Result<()> {
+    with_cdo(cdo, "withdraw", |client, _, st| {
+        client.withdraw(st.id)?;
+        st.offered = false;
+        Ok(())
+    })
+}
+
+/// The demanded bytes (`mstro_cdo_access_ptr`): pointer and length, valid until dispose.
+/// Memory the program lent is returned as is. The bytes of a same-process provider are
+/// its own memory (no copy): read them, do not write them.
+///
+/// # Errors
+/// [`Status::Invarg`] for a bad handle; [`Status::Invstate`] before demand (producers:
+/// their lent memory is returned).
+pub fn cdo_access(cdo: Cdo) -> Result<(*const u8, usize)> {
+    match cdo_attribute_get(cdo, RAW_PTR) {
+        Ok(Attr::RawPtr(p, n)) => Ok((p, n)),
+        Ok(Attr::Value(_)) => unreachable!("raw-ptr is always a pointer"),
+        Err(e) if e.status == Status::Noent => Err(Error::new(
+            Status::Invstate,
+            format!(
+                "{}; demand it first",
+                e.message.replace("has no attribute", "has no data yet:")
+            ),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// Disposes of the CDO (`mstro_cdo_dispose`): the handle is invalid afterwards, its
+/// library memory freed and lent memory the program's again.
+///
+/// # Errors
+/// [`Status::Invstate`] while offered (withdraw first); [`Status::Invarg`] for a bad
+/// handle; connection errors (the handle stays valid then).
+pub fn cdo_dispose(cdo: Cdo) -> Result<()> {
+    let inst = instance()?;
+    with_cdo(cdo, "dispose", |client, _, st| {
+        if st.offered {
+            return Err(Error::new(
+                Status::Invstate,
+                "the CDO is offered: withdraw it before dispose",
+            ));
+        }
+        client.dispose(st.id)?;
+        st.data = None;
+        Ok(())
+    })?;
+    inst.cdos.remove(cdo.0).map(drop)
+}

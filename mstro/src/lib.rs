@@ -1,0 +1,81 @@
+//! Maestro Core's semantics over the CDO pool, for the C API (`capi/`, `libmaestro`), the
+//! Python module (`maestro_core`) and Rust programs that want Maestro's model.
+//!
+//! - One instance per process: [`init`] ... [`finalize`]. The pool is joined on first use
+//!   (so a process can [`pm_start`] right after [`init`] and serve the workflow itself):
+//!   through `MSTRO_POOL_MANAGER_INFO`, through PMIx (the job key of the pool manager's
+//!   rank, or the name another job published), or as a local pool inside the process
+//!   (see [`session`]).
+//! - CDOs are [`Cdo`] handles: attributes are staged on the handle
+//!   ([`cdo_attribute_set`]) and checked against the schemas at [`cdo_seal`]; a producer
+//!   may lend its own memory ([`cdo_set_user_memory`], Maestro's
+//!   `.maestro.core.cdo.raw-ptr` + `scope.local-size`), which is offered without a copy and
+//!   served until [`cdo_withdraw`] returns; a consumer gets the bytes in library memory
+//!   ([`cdo_access`]) or in the buffer it lent before [`cdo_demand`].
+//! - Pool events: [`Selector`] handles ([`selector_create`]), [`Subscription`] handles
+//!   ([`subscribe`]) whose [`subscription_poll`] and [`subscription_wait`] return every
+//!   queued event as one list, acknowledged with [`subscription_ack`].
+//! - Every failure is an [`Error`]: a Maestro [`Status`] and a message saying what was
+//!   wrong and what to do. Handles are numbers checked against a registry: NULL, the wrong
+//!   kind and use after dispose are [`Status::Invarg`], never a crash.
+//!
+//! Every function may be called from any thread. Blocking calls (demand, withdraw, waits)
+//! must not run on a thread of a tokio runtime (each client has its own).
+//!
+//! For a Rust program that wants a joined [`pool::Client`] without Maestro's handles,
+//! [`session::Session::join`] is the front door.
+
+mod cdo;
+mod events;
+mod handles;
+mod instance;
+pub mod session;
+mod status;
+
+pub use cdo::{
+    Attr, Cdo, RAW_PTR, cdo_access, cdo_attribute_get, cdo_attribute_set, cdo_attribute_type,
+    cdo_attributes, cdo_declare, cdo_demand, cdo_demand_within, cdo_dispose, cdo_name, cdo_offer,
+    cdo_require, cdo_retract, cdo_seal, cdo_set_user_memory, cdo_withdraw,
+};
+pub use events::{
+    Selector, Subscription, SubscriptionOptions, selector_create, selector_dispose, subscribe,
+    subscription_ack, subscription_dispose, subscription_poll, subscription_wait,
+};
+pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
+pub use pool::events::{EventKind, PoolEvent};
+pub use status::{Error, Result, Status};
+
+/// This library's version, as `mstro_version` reports it.
+pub fn version() -> &'static str {
+    concat!("maestro-rs ", env!("CARGO_PKG_VERSION"))
+}
+
+/// Nanoseconds on a monotonic clock (Maestro's `mstro_clock`): for timing, not dates. The
+/// origin is the first call in the process.
+pub fn clock() -> u64 {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(std::time::Instant::now);
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Sends `tracing` output to stderr, filtered by `RUST_LOG` or `MSTRO_LOG_LEVEL` (`error`,
+/// `warn` (the default), `info`, `debug`, `trace`). Does nothing if the program already
+/// installed a subscriber; [`init`] calls it.
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .or_else(|| {
+            std::env::var("MSTRO_LOG_LEVEL")
+                .ok()
+                .map(|l| l.to_lowercase())
+        })
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}

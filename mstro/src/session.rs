@@ -1,0 +1,568 @@
+//! The front door: one call that joins the right pool manager however the process was
+//! launched, with the credential and fabric that launch allows ([`Session::join`]), or
+//! serves a pool manager from this process ([`Session::serve`]).
+//!
+//! Where the pool manager is found, in order:
+//! 1. `MSTRO_POOL_MANAGER_INFO` (a PM of another job: `maestro pm`, a PM tool);
+//! 2. under a PMIx host (`maestro run`, `srun --mpi=pmix`, `mpirun`): the PM info rank
+//!    `MSTRO_POOL_MANAGER_RANK` (default 0) of this job put under
+//!    [`pool::bootstrap::PM_INFO_KEY`], and the PM info another job published for the
+//!    workflow name (`PMIx_Lookup`, where the host supports it), polled together for up to
+//!    `MSTRO_POOL_MANAGER_WAIT` seconds (default 30; the PM rank itself and one-process
+//!    jobs only look once);
+//! 3. otherwise a *local pool*: a pool manager inside this process, reachable only from it,
+//!    whose threads exchange CDOs without a copy.
+//!
+//! A process that found its PM outside the job (1, or the published name) as the PM rank
+//! puts that PM info under the job key too, so the rest of the job finds it at once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pool::bootstrap::{self, PM_INFO_KEY, PmInfo};
+use pool::schema::Schemas;
+use pool::{Client, JoinOptions, PmConfig, PoolManager};
+
+use crate::status::{Error, Result, Status};
+
+/// `MSTRO_POOL_MANAGER_RANK`: the rank whose job key holds the PM info.
+pub const PM_RANK_ENV: &str = "MSTRO_POOL_MANAGER_RANK";
+/// `MSTRO_POOL_MANAGER_WAIT`: seconds to look for a pool manager through PMIx.
+pub const PM_WAIT_ENV: &str = "MSTRO_POOL_MANAGER_WAIT";
+/// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
+pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
+
+/// Default of `MSTRO_POOL_MANAGER_WAIT`.
+pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
+/// Default of `MSTRO_TIMEOUT`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Who this process is and how it waits: the workflow, component and index it joins as, the
+/// schemas its attributes are checked against, and the PMIx host if it runs under one.
+pub struct Settings {
+    /// The workflow name (the PM serves one).
+    pub workflow: String,
+    /// The component name.
+    pub component: String,
+    /// The component index.
+    pub index: i64,
+    /// How long each pool operation waits (`MSTRO_TIMEOUT`).
+    pub timeout: Duration,
+    /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`).
+    pub pm_wait: Duration,
+    /// The rank whose job key holds the PM info (`MSTRO_POOL_MANAGER_RANK`).
+    pub pm_rank: u32,
+    /// The attribute schemas (`MSTRO_SCHEMA_PATH`, `MSTRO_SCHEMA_LIST`).
+    pub schemas: Arc<Schemas>,
+    /// The PMIx host's client, when the process runs under one.
+    pub pmix: Option<Arc<pmix::Client>>,
+}
+
+fn env_text(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_seconds(var: &str, default: Duration) -> Result<Duration> {
+    parse_seconds(var, env_text(var).as_deref(), default)
+}
+
+/// `value` of `var` as seconds (fractions allowed), `default` when unset.
+fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
+    match value {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                Error::invarg(format!(
+                    "{var}={v:?} is not a number of seconds; set it to e.g. 30 or unset it"
+                ))
+            }),
+    }
+}
+
+impl Settings {
+    /// Settings from the arguments and the environment: `workflow`/`component` fall back
+    /// to `MSTRO_WORKFLOW_NAME`/`MSTRO_COMPONENT_NAME`, then to the program's name; the
+    /// PMIx client is initialized when a PMIx host started this process.
+    ///
+    /// # Errors
+    /// [`Status::Invarg`] for malformed `MSTRO_*` variables or schemas; [`Status::Fail`]
+    /// when a PMIx host is present but refuses this process.
+    pub fn from_env(
+        workflow: Option<&str>,
+        component: Option<&str>,
+        index: i64,
+    ) -> Result<Settings> {
+        let program = std::env::args()
+            .next()
+            .and_then(|p| {
+                std::path::Path::new(&p)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "maestro-app".into());
+        let workflow = workflow
+            .map(str::to_string)
+            .or_else(|| env_text("MSTRO_WORKFLOW_NAME"))
+            .unwrap_or_else(|| "maestro".into());
+        let component = component
+            .map(str::to_string)
+            .or_else(|| env_text("MSTRO_COMPONENT_NAME"))
+            .unwrap_or(program);
+        for (what, v) in [("workflow", &workflow), ("component", &component)] {
+            if v.is_empty() || v.len() > pool::MAX_NAME {
+                return Err(Error::invarg(format!(
+                    "the {what} name must have 1 to {} bytes, not {}",
+                    pool::MAX_NAME,
+                    v.len()
+                )));
+            }
+        }
+        let pm_rank = match env_text(PM_RANK_ENV) {
+            None => 0,
+            Some(v) => v.trim().parse().map_err(|_| {
+                Error::invarg(format!(
+                    "{PM_RANK_ENV}={v:?} is not a rank; set the rank that runs the pool manager"
+                ))
+            })?,
+        };
+        let pmix = match pmix::Client::init() {
+            Ok(c) => Some(Arc::new(c)),
+            Err(pmix::Error::Unreachable { .. }) => None,
+            Err(e) => {
+                return Err(Error::new(
+                    Status::Fail,
+                    format!("this process was started by a PMIx host that refused it: {e}"),
+                ));
+            }
+        };
+        Ok(Settings {
+            workflow,
+            component,
+            index,
+            timeout: env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)?,
+            pm_wait: env_seconds(PM_WAIT_ENV, DEFAULT_PM_WAIT)?,
+            pm_rank,
+            schemas: Arc::new(Schemas::from_env()?),
+            pmix,
+        })
+    }
+
+    /// The job's size and this process's rank under PMIx.
+    fn job(&self) -> Option<(u32, u32)> {
+        let c = self.pmix.as_ref()?;
+        Some((c.job_size().unwrap_or(1), c.rank()))
+    }
+
+    /// The PMIx credential to show the PM, where the host issues them.
+    fn credential(&self) -> Option<Vec<u8>> {
+        let c = self.pmix.as_ref()?;
+        c.get_credential(self.timeout.min(Duration::from_secs(10)))
+            .ok()
+            .map(|c| c.bytes)
+    }
+}
+
+/// How a [`Session`] found its pool manager.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// `MSTRO_POOL_MANAGER_INFO`.
+    Environment,
+    /// The job key of a rank of this PMIx job.
+    JobKey {
+        /// The rank.
+        rank: u32,
+    },
+    /// The name another job published through PMIx.
+    Published,
+    /// This process serves it ([`Session::serve`]).
+    ServedHere,
+    /// A local pool: no pool manager anywhere else.
+    LocalPool,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Found::Environment => f.write_str("MSTRO_POOL_MANAGER_INFO"),
+            Found::JobKey { rank } => write!(f, "the PMIx job key of rank {rank}"),
+            Found::Published => f.write_str("the name published through PMIx"),
+            Found::ServedHere => f.write_str("this process serves it"),
+            Found::LocalPool => f.write_str("a local pool inside this process"),
+        }
+    }
+}
+
+/// A joined pool: the blocking client, and the pool manager when this process runs it
+/// (served, or a local pool).
+pub struct Session {
+    client: Option<Client>,
+    pm: Option<PoolManager>,
+    info: PmInfo,
+    found: Found,
+    /// The key this process published (to unpublish when it stops serving).
+    published: Option<String>,
+    pmix: Option<Arc<pmix::Client>>,
+}
+
+impl Session {
+    /// Joins the pool manager of the workflow, wherever it is (see the module docs), or
+    /// starts a local pool when there is none.
+    ///
+    /// # Errors
+    /// [`Status::NoPm`] when the PM found cannot be reached or refuses this process;
+    /// [`Status::Invarg`] for a malformed `MSTRO_POOL_MANAGER_INFO` or PM info found through
+    /// PMIx; [`Status::Fail`] when no fabric endpoint opens.
+    pub fn join(settings: &Settings) -> Result<Session> {
+        let (info, found) = match find(settings)? {
+            Some(f) => f,
+            None => return Session::start(settings, PmRole::LocalPool),
+        };
+        tracing::debug!("pool manager of {:?} found by {found}", info.workflow);
+        let scope = scope(settings, &found, &info);
+        let client = connect(settings, &info, scope)?;
+        Ok(Session {
+            client: Some(client),
+            pm: None,
+            info,
+            found,
+            published: None,
+            pmix: settings.pmix.clone(),
+        })
+    }
+
+    /// Starts a pool manager in this process for the workflow, listening on every
+    /// interface (and a private Unix socket), announces it through PMIx where the process
+    /// runs under a PMIx host (job key + publish; JOINs must then carry a valid credential
+    /// if the host issues them), and joins it.
+    ///
+    /// # Errors
+    /// [`Status::Fail`] if the PM cannot listen or the announcement fails.
+    pub fn serve(settings: &Settings) -> Result<Session> {
+        Session::start(settings, PmRole::Served)
+    }
+
+    fn start(settings: &Settings, role: PmRole) -> Result<Session> {
+        let secret = bootstrap::new_secret()
+            .map_err(|e| Error::new(Status::Fail, format!("drawing the workflow secret: {e}")))?;
+        let listen = match role {
+            PmRole::Served => "0.0.0.0:0",
+            PmRole::LocalPool => "127.0.0.1:0",
+        };
+        let mut config = PmConfig::new(
+            &settings.workflow,
+            &secret,
+            vec![
+                listen
+                    .parse()
+                    .map_err(|e| Error::new(Status::Fail, format!("{e}")))?,
+            ],
+        );
+        let credential = settings.credential();
+        if let (PmRole::Served, Some(_), Some(pmix)) = (role, &credential, &settings.pmix) {
+            let pmix = pmix.clone();
+            let limit = settings.timeout.min(Duration::from_secs(30));
+            config.require_credentials = true;
+            config.credentials = Some(Arc::new(move |cred: &[u8]| {
+                pmix.validate_credential(cred, limit)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }));
+        }
+        let pm = PoolManager::start(config)
+            .map_err(|e| Error::new(Status::Fail, format!("starting the pool manager: {e}")))?;
+        let info = pm.info().clone();
+        let mut published = None;
+        if let (PmRole::Served, Some(pmix)) = (role, &settings.pmix) {
+            let reach = bootstrap::announce(pmix, &info, settings.timeout)
+                .map_err(|e| Error::new(Status::Fail, e.to_string()))?;
+            tracing::info!("pool manager announced to {reach}");
+            if reach == bootstrap::Reach::OtherJobs {
+                published = Some(bootstrap::published_key(&info.workflow));
+            }
+        }
+        let found = match role {
+            PmRole::Served => Found::ServedHere,
+            PmRole::LocalPool => Found::LocalPool,
+        };
+        let scope = match role {
+            PmRole::LocalPool => fabric::Scope::SameNode,
+            PmRole::Served => job_scope(settings),
+        };
+        let client = connect(settings, &info, scope)?;
+        Ok(Session {
+            client: Some(client),
+            pm: Some(pm),
+            info,
+            found,
+            published,
+            pmix: settings.pmix.clone(),
+        })
+    }
+
+    /// The joined client.
+    pub fn client(&self) -> &Client {
+        match &self.client {
+            Some(c) => c,
+            None => unreachable!("the client lives as long as the session"),
+        }
+    }
+
+    /// The PM info of the pool manager joined.
+    pub fn info(&self) -> &PmInfo {
+        &self.info
+    }
+
+    /// How the pool manager was found.
+    pub fn found(&self) -> &Found {
+        &self.found
+    }
+
+    /// True if this process runs the pool manager (served or a local pool).
+    pub fn runs_pm(&self) -> bool {
+        self.pm.is_some()
+    }
+
+    /// A handle that reports fabric changes to the pool manager this process runs.
+    pub fn reporter(&self) -> Option<pool::FabricReporter> {
+        self.pm.as_ref().map(PoolManager::reporter)
+    }
+
+    /// Leaves the pool (waiting for the PM's BYE, at most the operation timeout), then
+    /// stops the pool manager this process runs, if any, and withdraws its publication.
+    ///
+    /// # Errors
+    /// The leave's error (the PM is stopped anyway).
+    pub fn close(mut self) -> Result<()> {
+        let left = match self.client.take() {
+            Some(c) => c.leave().map_err(Error::from),
+            None => Ok(()),
+        };
+        self.stop_pm();
+        left
+    }
+
+    fn stop_pm(&mut self) {
+        if let (Some(key), Some(pmix)) = (self.published.take(), &self.pmix)
+            && let Err(e) = pmix.unpublish(&[&key], Duration::from_secs(5))
+        {
+            tracing::debug!("unpublishing {key}: {e}");
+        }
+        if let Some(pm) = self.pm.take() {
+            pm.stop();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The client's connection closes before its PM stops.
+        self.client.take();
+        self.stop_pm();
+    }
+}
+
+#[derive(Clone, Copy)]
+enum PmRole {
+    Served,
+    LocalPool,
+}
+
+/// Where the bytes may travel from this process: shm when every process of its PMIx job is
+/// on this node, else any network.
+fn job_scope(settings: &Settings) -> fabric::Scope {
+    let all_local = settings.pmix.as_ref().is_some_and(|c| {
+        let size = c.job_size().unwrap_or(0) as usize;
+        c.local_peers().is_ok_and(|p| p.len() == size)
+    });
+    if all_local {
+        fabric::Scope::SameNode
+    } else {
+        fabric::Scope::AnyNode
+    }
+}
+
+/// As [`job_scope`] for a PM found in the job; for a PM outside it, shm only when the PM is
+/// on this host (its Unix socket is here) and no PMIx job says otherwise.
+fn scope(settings: &Settings, found: &Found, info: &PmInfo) -> fabric::Scope {
+    match found {
+        Found::JobKey { .. } | Found::ServedHere | Found::LocalPool => job_scope(settings),
+        Found::Environment | Found::Published => {
+            let pm_here = info.endpoints.iter().any(|e| match e {
+                bootstrap::ControlAddr::Unix(p) => p.exists(),
+                bootstrap::ControlAddr::Tcp(_) => false,
+            });
+            if pm_here && settings.pmix.is_none() {
+                fabric::Scope::SameNode
+            } else {
+                job_scope(settings)
+            }
+        }
+    }
+}
+
+fn connect(settings: &Settings, info: &PmInfo, scope: fabric::Scope) -> Result<Client> {
+    let mut opts = JoinOptions::new(&settings.component, settings.index)
+        .timeout(settings.timeout)
+        .schemas((*settings.schemas).clone());
+    opts = match opts.fabric(scope) {
+        Ok(o) => o,
+        Err(e) => {
+            // The bytes still move, by stream over the control connection.
+            tracing::warn!("no fabric endpoint ({e}); CDOs move over the control connection");
+            JoinOptions::new(&settings.component, settings.index)
+                .timeout(settings.timeout)
+                .schemas((*settings.schemas).clone())
+        }
+    };
+    if let Some(c) = settings.credential() {
+        opts = opts.credential(c);
+    }
+    Client::join(info, opts).map_err(|e| {
+        let e = Error::from(e);
+        let status = if e.status == Status::Fail {
+            Status::NoPm
+        } else {
+            e.status
+        };
+        Error::new(
+            status,
+            format!(
+                "joining the pool manager of workflow {:?}: {}",
+                info.workflow, e.message
+            ),
+        )
+    })
+}
+
+/// Finds the PM info (see the module docs); `None`: no pool manager anywhere.
+fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
+    let from_env = PmInfo::from_env().map_err(|e| {
+        Error::invarg(format!(
+            "{}: {e}; copy the PM's `MSTRO_POOL_MANAGER_INFO;<info>;` line exactly",
+            bootstrap::PM_INFO_ENV
+        ))
+    })?;
+    let Some(pmix) = &settings.pmix else {
+        return Ok(from_env.map(|i| (i, Found::Environment)));
+    };
+    if let Some(info) = from_env {
+        share_as_pm_rank(settings, pmix, &info);
+        return Ok(Some((info, Found::Environment)));
+    }
+    let (size, me) = settings.job().unwrap_or((1, 0));
+    let root = pmix::Proc::new(pmix.nspace(), settings.pm_rank);
+    let ask_root = size > 1 && me != settings.pm_rank;
+    let deadline = Instant::now()
+        + if ask_root {
+            settings.pm_wait
+        } else {
+            Duration::ZERO
+        };
+    let mut pause = Duration::from_millis(10);
+    let mut can_lookup = true;
+    loop {
+        if can_lookup {
+            match bootstrap::lookup(pmix, &settings.workflow, None) {
+                Ok(Some(info)) => {
+                    share_as_pm_rank(settings, pmix, &info);
+                    return Ok(Some((info, Found::Published)));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!("looking up the published PM info: {e}");
+                    can_lookup = false;
+                }
+            }
+        }
+        if ask_root {
+            let quick = pmix::GetOptions {
+                timeout: pause.max(Duration::from_millis(100)),
+                immediate: false,
+            };
+            match pmix.get(&root, PM_INFO_KEY, quick) {
+                Ok(v) => {
+                    let text = v.as_str().ok_or_else(|| {
+                        Error::invarg(format!(
+                            "rank {}'s PMIx key {PM_INFO_KEY} is not a string; another program uses it",
+                            settings.pm_rank
+                        ))
+                    })?;
+                    let info = PmInfo::parse(text).map_err(|e| {
+                        Error::invarg(format!(
+                            "rank {}'s PM info is malformed: {e}",
+                            settings.pm_rank
+                        ))
+                    })?;
+                    return Ok(Some((
+                        info,
+                        Found::JobKey {
+                            rank: settings.pm_rank,
+                        },
+                    )));
+                }
+                Err(e) => tracing::trace!("rank {}'s PM info: {e}", settings.pm_rank),
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            if ask_root {
+                tracing::warn!(
+                    "no pool manager found through PMIx within {:?} (rank {} announced none, none is published for workflow {:?}); running a local pool. Start a pool manager (mstro_pm_start on rank {}, or `maestro pm`) or set {PM_WAIT_ENV}=0 for a local pool without waiting",
+                    settings.pm_wait,
+                    settings.pm_rank,
+                    settings.workflow,
+                    settings.pm_rank
+                );
+            }
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+}
+
+/// The PM rank shares a PM it found outside the job under the job key.
+fn share_as_pm_rank(settings: &Settings, pmix: &pmix::Client, info: &PmInfo) {
+    if pmix.rank() != settings.pm_rank {
+        return;
+    }
+    let put = pmix
+        .put(
+            pmix::Scope::Global,
+            PM_INFO_KEY,
+            &pmix::Value::String(info.encode()),
+        )
+        .and_then(|()| pmix.commit());
+    if let Err(e) = put {
+        tracing::debug!("sharing the PM info with the job: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_parse_or_say_which_variable_is_wrong() {
+        let d = Duration::from_secs(7);
+        assert_eq!(parse_seconds(PM_WAIT_ENV, None, d).unwrap(), d);
+        assert_eq!(
+            parse_seconds(PM_WAIT_ENV, Some(" 0.5 "), d).unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_seconds(PM_WAIT_ENV, Some("0"), d).unwrap(),
+            Duration::ZERO
+        );
+        for bad in ["soon", "-1", "NaN", "inf", ""] {
+            let e = parse_seconds(PM_WAIT_ENV, Some(bad), d).unwrap_err();
+            assert_eq!(e.status, Status::Invarg);
+            assert!(e.message.contains(PM_WAIT_ENV), "{e}");
+        }
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# install.sh [--debug] PREFIX -- builds and installs the C API and the maestro binary:
+#   PREFIX/include/maestro.h
+#   PREFIX/lib/libmaestro.so, PREFIX/lib/libmaestro.a
+#   PREFIX/lib/pkgconfig/maestro.pc
+#   PREFIX/bin/maestro
+# then: cc prog.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs maestro)
+# --debug installs the debug build (what the tests use: no second, release build).
+# Installs missing Debian packages first (scripts/setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=release
+if [[ ${1:-} == --debug ]]; then
+    profile=debug
+    shift
+fi
+if [[ $# -ne 1 || -z $1 ]]; then
+    echo "usage: scripts/install.sh [--debug] PREFIX" >&2
+    exit 2
+fi
+mkdir -p "$1"
+prefix=$(cd "$1" && pwd)
+scripts/setup.sh
+cargo_flags=()
+[[ $profile == release ]] && cargo_flags+=(--release)
+cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+out="$target/$profile"
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+install -d "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/bin"
+install -m 0644 capi/include/maestro.h "$prefix/include/maestro.h"
+install -m 0755 "$out/libmaestro.so" "$prefix/lib/libmaestro.so"
+install -m 0644 "$out/libmaestro.a" "$prefix/lib/libmaestro.a"
+install -m 0755 "$out/maestro" "$prefix/bin/maestro"
+sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" capi/maestro.pc.in \
+    >"$prefix/lib/pkgconfig/maestro.pc"
+echo "installed maestro $version ($profile) in $prefix"
