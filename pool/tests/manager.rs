@@ -1138,6 +1138,46 @@ fn app_join_events_name_the_app() {
 }
 
 #[test]
+fn an_app_join_subscription_first_hears_of_the_apps_joined_before() {
+    let mut pm = Pm::new();
+    let (_, early) = pm.join("early");
+    let (_, second) = pm.join("second");
+    let (s, me) = pm.join("tool");
+    let msg = ToPm::Subscribe {
+        local: 5,
+        kinds: EventKinds::from(EventKind::AppJoin),
+        selector: Box::new(Selector::all().expr().clone()),
+        options: SubscribeOptions::default(),
+    };
+    let out = pm.send(s, msg);
+    assert!(
+        matches!(out[0], (c, FromPm::Subscribed { .. }) if c == s),
+        "{out:?}"
+    );
+    let caught_up: Vec<(AppId, String, String)> = events_to(&out, s)
+        .into_iter()
+        .map(|e| (e.app, e.component, e.detail))
+        .collect();
+    let before = "joined before this subscription".to_string();
+    assert_eq!(
+        caught_up,
+        [
+            (early, "early".to_string(), before.clone()),
+            (second, "second".to_string(), before)
+        ],
+        "the others, oldest first, not the subscriber itself ({me})"
+    );
+    // Later joins are live events as before.
+    let (conn, nonce) = pm.connect();
+    let proof = prove(SECRET, &nonce, "wf", "late", 0);
+    let e = &events_to(&pm.send(conn, join_msg("late", &proof)), s)[0];
+    assert_eq!(
+        (e.component.as_str(), e.detail.as_str()),
+        ("late", "joined")
+    );
+}
+
+#[test]
 fn bad_selectors_are_refused_with_the_reason() {
     let mut pm = Pm::new();
     let (s, _) = pm.join("tracer");

@@ -373,34 +373,12 @@ impl Manager {
         if targets.is_empty() {
             return Vec::new();
         }
-        let serial = self.events.next_serial;
-        self.events.next_serial += 1;
-        let (component, index) = self
-            .apps
-            .get(&app)
-            .map_or((String::new(), 0), |a| (a.component.clone(), a.index));
-        let (cdo, attributes) = match subject {
-            Some(s) => (Some(s.name.to_string()), s.attributes),
-            None => (None, Attributes::new()),
-        };
-        let mut event = PoolEvent {
-            kind,
-            serial,
-            time: self.events.now,
-            before,
-            needs_ack: false,
-            app,
-            component,
-            index,
-            cdo,
-            attributes,
-            detail: detail.to_string(),
-        };
+        let mut event = self.event(kind, app, subject, detail, before);
         let mut awaiting = Vec::new();
         for (sub, conn, ack) in targets {
             event.needs_ack = ack;
             if ack {
-                awaiting.push((sub, serial));
+                awaiting.push((sub, event.serial));
             }
             self.out.push_back((
                 conn,
@@ -413,7 +391,44 @@ impl Manager {
         awaiting
     }
 
-    /// `Subscribe`: compiles the selector and answers with the subscription's id.
+    /// A new event (the next serial, the current time) about `app`.
+    fn event(
+        &mut self,
+        kind: EventKind,
+        app: AppId,
+        subject: Option<Subject>,
+        detail: &str,
+        before: bool,
+    ) -> PoolEvent {
+        let serial = self.events.next_serial;
+        self.events.next_serial += 1;
+        let (component, index) = self
+            .apps
+            .get(&app)
+            .map_or((String::new(), 0), |a| (a.component.clone(), a.index));
+        let (cdo, attributes) = match subject {
+            Some(s) => (Some(s.name.to_string()), s.attributes),
+            None => (None, Attributes::new()),
+        };
+        PoolEvent {
+            kind,
+            serial,
+            time: self.events.now,
+            before,
+            needs_ack: false,
+            app,
+            component,
+            index,
+            cdo,
+            attributes,
+            detail: detail.to_string(),
+        }
+    }
+
+    /// `Subscribe`: compiles the selector and answers with the subscription's id. A
+    /// subscription to app-join events (after the fact) first hears of every other app
+    /// joined already, oldest first, with the detail "joined before this subscription": a
+    /// tool that counts apps misses none, however early they joined.
     pub(super) fn subscribe(
         &mut self,
         conn: ConnId,
@@ -447,6 +462,32 @@ impl Manager {
         );
         self.out
             .push_back((conn, FromPm::Subscribed { local, sub }));
+        if !kinds.contains(EventKind::AppJoin) || options.signal_before {
+            return;
+        }
+        let mut joined: Vec<AppId> = self
+            .apps
+            .iter()
+            .filter(|(id, a)| **id != app && !a.leaving)
+            .map(|(id, _)| *id)
+            .collect();
+        joined.sort_unstable();
+        for other in joined {
+            let event = self.event(
+                EventKind::AppJoin,
+                other,
+                None,
+                "joined before this subscription",
+                false,
+            );
+            self.out.push_back((
+                conn,
+                FromPm::Event {
+                    sub,
+                    event: Box::new(event),
+                },
+            ));
+        }
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.

@@ -1,0 +1,335 @@
+//! The C API as C programs use it: `scripts/install.sh` installs `maestro.h`,
+//! `libmaestro` and `maestro.pc`; the examples in `examples/c/` and the checks in
+//! `tests/c/` are compiled against that installation with `pkg-config` (C99 and C++11,
+//! `-Wall -Wextra -pedantic -Werror`) and run: a local pool, bad calls, C++, and a PM tool +
+//! producer + consumer as separate processes (`maestro pm` or the C PM tool, info by
+//! environment) and as one job under `maestro run`, `srun --mpi=pmix` and `mpirun`, where
+//! the PM is found through PMIx with no environment plumbing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{FileLock, Group, Output, Slurm, await_line, maestro, repo, run, start_pm};
+
+/// The installation the programs are built against, and the programs.
+struct Installed {
+    prefix: PathBuf,
+}
+
+impl Installed {
+    fn bin(&self, name: &str) -> PathBuf {
+        self.prefix.join("examples").join(name)
+    }
+}
+
+/// What the installation depends on: when any of it changed, install and build again.
+fn stamp(sources: &[PathBuf]) -> String {
+    let target = maestro().parent().expect("target dir").to_path_buf();
+    let mut files = vec![target.join("libmaestro.so"), maestro()];
+    files.extend_from_slice(sources);
+    files
+        .iter()
+        .map(|f| {
+            let m = std::fs::metadata(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            format!("{} {:?} {}\n", f.display(), m.modified().ok(), m.len())
+        })
+        .collect()
+}
+
+/// Installs (once per build, shared by the test processes under a lock) and compiles the
+/// C programs against the installation.
+fn installed() -> Installed {
+    let target = maestro().parent().expect("target dir").to_path_buf();
+    let prefix = target.join("capi-test-prefix");
+    let programs: [(&str, PathBuf); 6] = [
+        ("pm_tool", repo().join("examples/c/pm_tool.c")),
+        ("producer", repo().join("examples/c/producer.c")),
+        ("consumer", repo().join("examples/c/consumer.c")),
+        ("local_pool", repo().join("examples/c/local_pool.c")),
+        ("bad_calls", repo().join("tests/c/bad_calls.c")),
+        ("api_cxx", repo().join("tests/c/api_cxx.cpp")),
+    ];
+    let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();
+    sources.push(repo().join("capi/include/maestro.h"));
+    sources.push(repo().join("examples/c/common.h"));
+    let _lock = FileLock::acquire(&target.join("capi-test-prefix.lock"));
+    // The library is not a dependency of these tests: build it (a no-op when current).
+    let built = run(
+        Command::new("cargo").args(["build", "-p", "maestro-capi", "-p", "maestro"]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(built.code(), Some(0), "cargo build: {}", built.stderr);
+    let want = stamp(&sources);
+    let stamp_file = prefix.join("stamp");
+    if std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(want.as_str()) {
+        return Installed { prefix };
+    }
+    let _ = std::fs::remove_dir_all(&prefix);
+    let out = run(
+        Command::new(repo().join("scripts/install.sh"))
+            .arg("--debug")
+            .arg(&prefix),
+        Duration::from_secs(600),
+    );
+    assert_eq!(out.code(), Some(0), "install.sh: {out:?}");
+    for f in [
+        "include/maestro.h",
+        "lib/libmaestro.so",
+        "lib/libmaestro.a",
+        "bin/maestro",
+    ] {
+        assert!(prefix.join(f).exists(), "{f} not installed");
+    }
+    let pc = prefix.join("lib/pkgconfig");
+    let flags = run(
+        Command::new("pkg-config")
+            .args(["--cflags", "--libs", "maestro"])
+            .env("PKG_CONFIG_PATH", &pc),
+        Duration::from_secs(10),
+    );
+    assert_eq!(flags.code(), Some(0), "pkg-config: {flags:?}");
+    let flags: Vec<String> = flags.stdout.split_whitespace().map(String::from).collect();
+    std::fs::create_dir_all(prefix.join("examples")).expect("examples dir");
+    for (name, src) in &programs {
+        let cxx = src.extension().is_some_and(|e| e == "cpp");
+        let mut cc = Command::new(if cxx { "g++" } else { "cc" });
+        if cxx {
+            cc.arg("-std=c++11");
+        } else {
+            cc.args(["-std=c99", "-D_POSIX_C_SOURCE=200809L"]);
+        }
+        cc.args(["-Wall", "-Wextra", "-pedantic", "-Werror", "-g", "-o"])
+            .arg(prefix.join("examples").join(name))
+            .arg(src)
+            .args(&flags)
+            .arg("-lpthread");
+        let out = run(&mut cc, Duration::from_secs(120));
+        assert_eq!(out.code(), Some(0), "compiling {name}: {}", out.stderr);
+    }
+    std::fs::write(&stamp_file, want).expect("stamp");
+    Installed { prefix }
+}
+
+/// The environment of the examples: their schema, and a workflow name of this test's own
+/// (published names are shared between `maestro run` jobs of a user).
+fn env<'a>(cmd: &'a mut Command, workflow: &str) -> &'a mut Command {
+    cmd.env("MSTRO_SCHEMA_PATH", repo().join("examples/c"))
+        .env("MSTRO_SCHEMA_LIST", "ecmwf.yaml")
+        .env("MSTRO_WORKFLOW_NAME", workflow)
+        .env_remove("MSTRO_POOL_MANAGER_INFO")
+}
+
+/// Checks the producer's and the consumer's reports (8 CDOs of 1 MiB offered, 2 matched).
+fn assert_exchange(out: &str) {
+    assert!(
+        out.contains("producer: offered 8 CDOs of 1048576 bytes from its own buffers"),
+        "{out}"
+    );
+    assert!(
+        out.contains("consumer: 2 CDOs, 2097152 bytes, all checksums match"),
+        "{out}"
+    );
+    assert!(out.contains("producer: withdrew everything"), "{out}");
+    for field in ["field-2", "field-6"] {
+        assert!(
+            out.contains(&format!(
+                "consumer: heard of {field} from producer (needs ack: 1)"
+            )),
+            "{out}"
+        );
+    }
+}
+
+/// Runs producer and consumer as processes of their own, joining through the environment.
+fn producer_and_consumer(c: &Installed, workflow: &str, info: &str) -> String {
+    let mut spawn = |name: &str, args: &[&str]| {
+        let mut cmd = Command::new(c.bin(name));
+        env(&mut cmd, workflow)
+            .args(args)
+            .env("MSTRO_POOL_MANAGER_INFO", info);
+        Group::spawn(&mut cmd)
+    };
+    let consumer = spawn("consumer", &["--expect", "2"]);
+    let producer = spawn("producer", &["--cdos", "8"]);
+    let p = producer.wait(Duration::from_secs(60));
+    let k = consumer.wait(Duration::from_secs(60));
+    assert_eq!(p.code(), Some(0), "producer: {p:?}");
+    assert_eq!(k.code(), Some(0), "consumer: {k:?}");
+    format!("{}{}", p.stdout, k.stdout)
+}
+
+#[test]
+fn local_pool_threads_exchange_the_producers_own_buffer() {
+    let c = installed();
+    let out = run(
+        &mut Command::new(c.bin("local_pool")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("8388608 bytes, zero copy (the producer's own buffer)"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn bad_calls_get_statuses_and_messages_not_crashes() {
+    let c = installed();
+    let out = run(
+        Command::new(c.bin("bad_calls")).env("MSTRO_TIMEOUT", "1"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("bad_calls: all hold"), "{}", out.stdout);
+    // The selector's message points at the column.
+    assert!(out.stdout.contains("selector column"), "{}", out.stdout);
+    // Every failing call logged its reason.
+    assert!(out.stderr.contains("WARN"), "{}", out.stderr);
+}
+
+#[test]
+fn cxx_programs_spell_payloads_both_ways() {
+    let c = installed();
+    let out = run(&mut Command::new(c.bin("api_cxx")), Duration::from_secs(60));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("c++: offer of cxx-field by cxx"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("c++: withdraw of cxx-field by cxx"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn c_programs_with_maestro_pm() {
+    let c = installed();
+    let (pm, info) = start_pm("capi-pm", &[]);
+    let out = producer_and_consumer(&c, "capi-pm", &info);
+    assert_exchange(&out);
+    pm.terminate(Duration::from_secs(10));
+}
+
+#[test]
+fn c_programs_with_the_c_pm_tool() {
+    let c = installed();
+    let mut cmd = Command::new(c.bin("pm_tool"));
+    env(&mut cmd, "capi-tool").args(["--clients", "2"]);
+    let mut tool = Group::spawn(&mut cmd);
+    let stdout = tool.child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(info) = line
+                .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+                .and_then(|l| l.strip_suffix(';'))
+            {
+                let _ = tx.send(info.to_string());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let info = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the PM tool prints its info");
+    let out = producer_and_consumer(&c, "capi-tool", &info);
+    assert_exchange(&out);
+    let done = tool.wait(Duration::from_secs(30));
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    let said = reader.join().expect("reader");
+    assert!(
+        said.contains("pm-tool: 2 joined, 2 left; stopping"),
+        "{said}"
+    );
+    assert!(
+        said.contains("pm-tool: producer #0 joined as app"),
+        "{said}"
+    );
+}
+
+/// A script that runs the PM tool as rank 0, the producer as 1, the consumer as 2.
+fn roles(c: &Installed, dir: &Path) -> PathBuf {
+    let script = dir.join("roles.sh");
+    let text = format!(
+        "#!/bin/sh\ncase \"${{PMIX_RANK:-none}}\" in\n  0) exec {} --clients 2 ;;\n  1) exec {} --cdos 8 ;;\n  2) exec {} --expect 2 ;;\n  *) echo \"rank ${{PMIX_RANK:-none}}?\" >&2; exit 3 ;;\nesac\n",
+        c.bin("pm_tool").display(),
+        c.bin("producer").display(),
+        c.bin("consumer").display()
+    );
+    std::fs::write(&script, text).expect("script");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+/// Checks a one-job run: the exchange, and the PM tool saw both clients join and leave.
+fn assert_job(out: &Output) {
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_exchange(&out.stdout);
+    assert!(
+        out.stdout.contains("pm-tool: 2 joined, 2 left; stopping"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn c_programs_under_maestro_run_find_the_pm_through_pmix() {
+    let c = installed();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(maestro());
+    env(&mut cmd, "capi-run")
+        .args(["run", "-n", "3", "--"])
+        .arg(roles(&c, dir.path()));
+    assert_job(&run(&mut cmd, Duration::from_secs(90)));
+}
+
+#[test]
+fn c_programs_under_srun_find_the_pm_through_pmix() {
+    let c = installed();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let slurm = Slurm::start();
+    let mut cmd = slurm.srun();
+    env(&mut cmd, "capi-srun")
+        .args(["--mpi=pmix", "-n", "3"])
+        .arg(roles(&c, dir.path()));
+    assert_job(&run(&mut cmd, Duration::from_secs(120)));
+}
+
+#[test]
+fn c_programs_under_mpirun_find_the_pm_through_pmix() {
+    let c = installed();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new("mpirun");
+    env(&mut cmd, "capi-mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "3"])
+        .arg(roles(&c, dir.path()));
+    assert_job(&run(&mut cmd, Duration::from_secs(120)));
+}
+
+#[test]
+fn the_installed_maestro_pm_line_is_what_the_c_programs_read() {
+    // `maestro pm` from the installation prints the line launch scripts parse.
+    let c = installed();
+    let mut cmd = Command::new(c.prefix.join("bin/maestro"));
+    cmd.args(["pm", "--workflow", "capi-line"]);
+    let mut pm = Group::spawn(&mut cmd);
+    let line = await_line(
+        pm.child.stdout.take().expect("stdout"),
+        "MSTRO_POOL_MANAGER_INFO;",
+    );
+    assert!(line.starts_with("MSTRO_POOL_MANAGER_INFO;mstro-pm-v1:") && line.ends_with(';'));
+    pm.terminate(Duration::from_secs(10));
+}
