@@ -145,7 +145,7 @@ fn assert_exchange(out: &str) {
 
 /// Runs producer and consumer as processes of their own, joining through the environment.
 fn producer_and_consumer(c: &Installed, workflow: &str, info: &str) -> String {
-    let mut spawn = |name: &str, args: &[&str]| {
+    let spawn = |name: &str, args: &[&str]| {
         let mut cmd = Command::new(c.bin(name));
         env(&mut cmd, workflow)
             .args(args)

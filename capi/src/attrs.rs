@@ -81,6 +81,15 @@ fn table() -> MutexGuard<'static, HashMap<u64, PerCdo>> {
     TABLE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The `T` at `val`.
+///
+/// # Safety
+/// `val` points at a valid, aligned `T`.
+unsafe fn load<T: Copy>(val: *const c_void) -> T {
+    // SAFETY: the caller's contract.
+    unsafe { *val.cast::<T>() }
+}
+
 /// Reads the value at `val` as type `ty`.
 ///
 /// # Safety
@@ -89,20 +98,27 @@ unsafe fn read(key: &str, ty: AttrType, val: *const c_void) -> mstro::Result<Att
     if val.is_null() {
         return Err(Error::invarg(format!("the value of {key} is NULL")));
     }
-    // SAFETY: (all arms) `val` points at a value of the type (caller's contract).
     Ok(match ty {
-        AttrType::Bool => AttrValue::Bool(unsafe { *val.cast::<bool>() }),
-        AttrType::Int => AttrValue::Int(unsafe { *val.cast::<i64>() }),
-        AttrType::Uint => AttrValue::Uint(unsafe { *val.cast::<u64>() }),
-        AttrType::Double => AttrValue::Double(unsafe { *val.cast::<f64>() }),
-        AttrType::Str => AttrValue::Str(
-            unsafe { CStr::from_ptr(val.cast::<c_char>()) }
-                .to_str()
-                .map_err(|_| Error::invarg(format!("the value of {key} is not UTF-8")))?
-                .to_string(),
-        ),
+        // SAFETY: `val` is of the key's type (the caller's contract).
+        AttrType::Bool => AttrValue::Bool(unsafe { load(val) }),
+        // SAFETY: `val` is of the key's type (the caller's contract).
+        AttrType::Int => AttrValue::Int(unsafe { load(val) }),
+        // SAFETY: `val` is of the key's type (the caller's contract).
+        AttrType::Uint => AttrValue::Uint(unsafe { load(val) }),
+        // SAFETY: `val` is of the key's type (the caller's contract).
+        AttrType::Double => AttrValue::Double(unsafe { load(val) }),
+        AttrType::Str => {
+            // SAFETY: `val` is of the key's type (the caller's contract).
+            let s = unsafe { CStr::from_ptr(val.cast::<c_char>()) };
+            AttrValue::Str(
+                s.to_str()
+                    .map_err(|_| Error::invarg(format!("the value of {key} is not UTF-8")))?
+                    .to_string(),
+            )
+        }
         AttrType::Timestamp => {
-            let t = unsafe { *val.cast::<Timestamp>() };
+            // SAFETY: `val` is of the key's type (the caller's contract).
+            let t: Timestamp = unsafe { load(val) };
             if t.nsec >= 1_000_000_000 {
                 return Err(Error::invarg(format!(
                     "{key}: nsec {} is not below one second",
@@ -112,19 +128,22 @@ unsafe fn read(key: &str, ty: AttrType, val: *const c_void) -> mstro::Result<Att
             AttrValue::Timestamp(i128::from(t.sec) * 1_000_000_000 + i128::from(t.nsec))
         }
         AttrType::Blob => {
-            let b = unsafe { &*val.cast::<Blob>() };
+            // SAFETY: `val` is of the key's type (the caller's contract).
+            let b: &Blob = unsafe { &*val.cast::<Blob>() };
             if b.data.is_null() && b.len > 0 {
                 return Err(Error::invarg(format!(
                     "{key}: a NULL blob of {} bytes",
                     b.len
                 )));
             }
-            let bytes = if b.len == 0 {
-                Vec::new()
+            if b.len == 0 {
+                AttrValue::Blob(Vec::new())
             } else {
-                unsafe { std::slice::from_raw_parts(b.data.cast::<u8>(), b.len) }.to_vec()
-            };
-            AttrValue::Blob(bytes)
+                // SAFETY: a blob's `data` has `len` readable bytes (the caller's contract).
+                AttrValue::Blob(
+                    unsafe { std::slice::from_raw_parts(b.data.cast::<u8>(), b.len) }.to_vec(),
+                )
+            }
         }
     })
 }
