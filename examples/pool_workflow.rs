@@ -1,40 +1,40 @@
 //! pool_workflow: a producer/consumer workflow through the CDO pool.
 //!
 //! Under a PMIx host (`maestro run -n 4`, `srun --mpi=pmix -n 4`, `mpirun -np 4`): rank 0
-//! starts the pool manager and publishes its PM info with `PMIx_Put` + a collecting fence;
-//! the last rank consumes; the ranks between produce. Without a PMIx host the same roles run
-//! as threads of one process around an in-process pool manager (a local pool).
+//! serves the pool manager, the last rank consumes, the ranks between produce. Without a
+//! PMIx host the same roles run as threads of one process around a local pool. Finding the
+//! pool manager, PMIx credentials and the fabric are `mstro::session`'s business (the front
+//! door every Rust program can use): rank 0 [`Session::serve`]s and the others
+//! [`Session::join`].
 //!
 //! Each producer offers `--cdos` CDOs (default 100) whose sizes cycle from 0 B to
 //! `--max-size` (default 64 MiB), with attributes; the consumer requires all of them (so the
 //! PM can move data early), demands each, and checks every byte against the producer's
-//! pattern by checksum. A 0-byte CDO `consumer-done` tells the producers they may withdraw.
+//! pattern by checksum. Producers require a 0-byte CDO `consumer-done` before they offer;
+//! the consumer offers it at the end and its withdraw returns once every producer took it,
+//! after which the producers withdraw. Rank 0 stops its pool manager once every other rank
+//! has left (it counts their app-leave events).
 //!
 //! With `MSTRO_POOL_MANAGER_INFO` set (from `maestro pm`), the workflow joins that pool
 //! manager instead of starting one; with `--join-published SECS` it waits that long for a
-//! pool manager that another job published for the same workflow name through PMIx
-//! (`maestro pm` run under `maestro run`, say).
+//! pool manager another job published for the same workflow name through PMIx (`maestro
+//! pm` run under `maestro run`, say).
 //!
-//! Where the PMIx host issues credentials (`maestro run`), every JOIN carries one and the
-//! pool manager requires it valid, on top of the workflow secret. The PM listens on every
-//! interface and advertises each. Between processes the bytes move by RMA over the chosen
-//! libfabric provider (shm when all ranks share a node); the local pool's threads get the
-//! producers' buffers without a copy.
-//!
-//! Environment: `MSTRO_WORKFLOW_NAME`, `MSTRO_POOL_MANAGER_INFO`, and the fabric settings of the `fabric` crate
-//! (`MSTRO_OFI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
+//! Environment: `MSTRO_WORKFLOW_NAME`, `MSTRO_POOL_MANAGER_INFO`, and the fabric settings
+//! of the `fabric` crate (`MSTRO_OFI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fabric::{Buffer, Scope};
+use fabric::Buffer;
+use mstro::session::{Found, Session, Settings};
+use pool::Client;
 use pool::attr::{AttrValue, Attributes};
-use pool::bootstrap::{self, PM_INFO_KEY, PmInfo, new_secret};
+use pool::events::{EventKind, EventKinds, SubscribeOptions};
 use pool::pmix_events;
-use pool::schema::Schemas;
-use pool::{Client, JoinOptions, PmConfig, PoolManager};
+use pool::selector::Selector;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// The attribute schema of this workflow's CDOs.
@@ -121,38 +121,15 @@ fn pattern_checksum(len: usize, seed: u8) -> u64 {
     })
 }
 
-/// How this process joins: where data may travel, and the PMIx credential if the host
-/// issues them.
-struct Joining<'a> {
-    info: &'a PmInfo,
-    scope: Scope,
-    credential: Option<Vec<u8>>,
-}
-
-impl Joining<'_> {
-    fn join(&self, component: &str, index: i64) -> Result<Client, Error> {
-        // The schemas the environment names, plus this workflow's own.
-        let mut schemas = Schemas::from_env()?;
-        schemas.load_str(SCHEMA, "pool_workflow.yaml")?;
-        let mut opts = JoinOptions::new(component, index)
-            .fabric(self.scope)?
-            .timeout(TIMEOUT)
-            .schemas(schemas);
-        if let Some(c) = &self.credential {
-            opts = opts.credential(c.clone());
-        }
-        Ok(Client::join(self.info, opts)?)
-    }
-}
+/// The 0-byte CDO the consumer offers when it has everything.
+const DONE: &str = "consumer-done";
 
 /// A producer: offer everything, wait for `consumer-done`, withdraw.
-fn produce(
-    how: &Joining,
-    me: usize,
-    plan: Plan,
-    sync: &dyn Fn() -> Result<(), Error>,
-) -> Result<(), Error> {
-    let c = how.join("producer", me as i64)?;
+fn produce(c: &Client, me: usize, plan: Plan) -> Result<(), Error> {
+    // Intent first: `consumer-done` comes here as soon as it is offered, so the consumer's
+    // withdraw of it waits for this producer.
+    let done = c.declare(DONE)?;
+    c.require(done)?;
     let mut offered = Vec::new();
     for i in 0..plan.cdos {
         let n = name(me, i);
@@ -169,26 +146,17 @@ fn produce(
         offered.push(cdo);
     }
     println!("producer {me}: offered {} CDOs", offered.len());
-    let done = c.declare("consumer-done")?;
     c.demand(done)?;
     c.dispose(done)?;
     for cdo in offered {
         c.withdraw(cdo)?;
         c.dispose(cdo)?;
     }
-    sync()?;
-    c.leave()?;
     Ok(())
 }
 
 /// The consumer: require everything, demand and verify each, then release the producers.
-fn consume(
-    how: &Joining,
-    producers: &[usize],
-    plan: Plan,
-    sync: &dyn Fn() -> Result<(), Error>,
-) -> Result<(), Error> {
-    let c = how.join("consumer", 0)?;
+fn consume(c: &Client, producers: &[usize], plan: Plan) -> Result<(), Error> {
     let start = Instant::now();
     let mut waited = Duration::ZERO;
     let mut wanted = Vec::new();
@@ -227,165 +195,167 @@ fn consume(
         producers.len(),
         waited.as_secs_f64()
     );
-    let done = c.declare("consumer-done")?;
+    let done = c.declare(DONE)?;
     c.seal(done, Attributes::new())?;
     c.offer(done, Buffer::new(0)?)?;
-    sync()?;
+    // Returns once every producer (each required it before offering) has it.
     c.withdraw(done)?;
     c.dispose(done)?;
-    c.leave()?;
     Ok(())
 }
 
-fn workflow_name() -> String {
-    std::env::var("MSTRO_WORKFLOW_NAME").unwrap_or_else(|_| "pool-workflow".into())
+/// This process's settings as `component` #`index`: the environment's, with this
+/// workflow's schema and timeout.
+fn settings(
+    pmix: Option<&Arc<pmix::Client>>,
+    component: &str,
+    index: usize,
+    plan: Plan,
+) -> Result<Settings, Error> {
+    let workflow = std::env::var("MSTRO_WORKFLOW_NAME").unwrap_or_else(|_| "pool-workflow".into());
+    let mut s = Settings::with_pmix(
+        Some(&workflow),
+        Some(component),
+        index as i64,
+        pmix.cloned(),
+    )?;
+    let mut schemas = (*s.schemas).clone();
+    schemas.load_str(SCHEMA, "pool_workflow.yaml")?;
+    s.schemas = Arc::new(schemas);
+    s.timeout = TIMEOUT;
+    if plan.join_published.is_some() {
+        s.pm_wait = plan.join_published;
+    }
+    Ok(s)
 }
 
-/// Starts a PM on every interface; with `pmix`, JOINs must carry a credential it validates.
-fn start_pm(pmix: Option<Arc<pmix::Client>>) -> Result<(PoolManager, PmInfo), Error> {
-    let secret = new_secret()?;
-    let mut config = PmConfig::new(&workflow_name(), &secret, vec!["0.0.0.0:0".parse()?]);
-    if let Some(client) = pmix {
-        config.require_credentials = true;
-        config.credentials = Some(Arc::new(move |cred: &[u8]| {
-            client
-                .validate_credential(cred, TIMEOUT)
-                .map(drop)
-                .map_err(|e| e.to_string())
-        }));
-    }
-    let pm = PoolManager::start(config)?;
-    let info = pm.info().clone();
-    Ok((pm, info))
-}
-
-fn under_pmix(client: pmix::Client, plan: Plan) -> Result<(), Error> {
-    let client = Arc::new(client);
-    let me = client.rank() as usize;
-    let size = client.job_size()? as usize;
-    if size < 3 {
-        return Err("needs at least 3 ranks: one pool manager, producers, one consumer".into());
-    }
-    let all_local = client
-        .local_peers()
-        .map(|p| p.len() == size)
-        .unwrap_or(false);
-    let scope = if all_local {
-        Scope::SameNode
-    } else {
-        Scope::AnyNode
-    };
-    let fence = || -> Result<(), Error> { Ok(client.fence(&[], false, TIMEOUT)?) };
-    let external = PmInfo::from_env()?;
-    // Where the host issues credentials, the PM (of this job) requires them.
-    let credential = client.get_credential(TIMEOUT).ok().map(|c| c.bytes);
-    let workflow = workflow_name();
-    let pm = if me == 0 && external.is_none() {
-        if let Some(wait) = plan.join_published {
-            // Another job serves this workflow (`maestro pm` under a PMIx host, say).
-            let info = bootstrap::lookup(&client, &workflow, Some(wait))?.ok_or_else(|| {
-                format!(
-                    "no pool manager published for workflow {workflow:?} within {wait:?}; start one (maestro run -n 1 maestro pm --workflow {workflow}) or drop --join-published"
+/// Rank 0: serves the pool manager (or joins the one of `MSTRO_POOL_MANAGER_INFO` or
+/// `--join-published`) and, when it serves, keeps it until the job's other `apps` ranks
+/// left, passing PMIx events on to the pool meanwhile.
+fn pool_manager_rank(settings: &Settings, apps: usize, plan: Plan) -> Result<(), Error> {
+    let external = std::env::var_os(pool::bootstrap::PM_INFO_ENV).is_some();
+    if external || plan.join_published.is_some() {
+        let session = Session::join(settings)?;
+        match session.found() {
+            Found::Published => println!(
+                "rank 0: joining the pool manager another job published for workflow {:?}",
+                settings.workflow
+            ),
+            Found::LocalPool => {
+                return Err(format!(
+                    "no pool manager published for workflow {:?} within {:?}; start one (maestro run -n 1 maestro pm --workflow {}) or drop --join-published",
+                    settings.workflow,
+                    plan.join_published.unwrap_or_default(),
+                    settings.workflow
                 )
-            })?;
-            println!(
-                "rank 0: joining the pool manager another job published for workflow {workflow:?}"
-            );
-            client.put(
-                pmix::Scope::Global,
-                PM_INFO_KEY,
-                &pmix::Value::String(info.encode()),
-            )?;
-            client.commit()?;
-            None
-        } else {
-            let check = credential.as_ref().map(|_| client.clone());
-            let (pm, info) = start_pm(check)?;
-            let reach = bootstrap::announce(&client, &info, TIMEOUT)?;
-            let endpoints: Vec<String> = info.endpoints.iter().map(ToString::to_string).collect();
-            let admits = if credential.is_some() {
-                "the workflow secret and a valid PMIx credential"
-            } else {
-                "the workflow secret (this host issues no PMIx credentials)"
-            };
-            println!(
-                "rank 0: pool manager at {} for workflow {workflow:?}, announced to {reach}; JOIN needs {admits}",
-                endpoints.join(", "),
-            );
-            Some(pm)
+                .into());
+            }
+            found => println!("rank 0: joining the pool manager found by {found}"),
         }
+        return Ok(session.close()?);
+    }
+    let session = Session::serve(settings)?;
+    let endpoints: Vec<String> = session
+        .info()
+        .endpoints
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let admits = if session.credentials_required() {
+        "the workflow secret and a valid PMIx credential"
     } else {
-        None
+        "the workflow secret (this host issues no PMIx credentials)"
     };
-    client.fence(&[], true, TIMEOUT)?;
-    let info = match external {
-        Some(info) => info,
-        None => bootstrap::read_announced(&client, &pmix::Proc::new(client.nspace(), 0))?,
-    };
-    let producers: Vec<usize> = (1..size - 1).collect();
-    let how = Joining {
-        info: &info,
-        scope,
-        credential,
-    };
-    if me == size - 1 {
-        consume(&how, &producers, plan, &fence)?;
-    } else if me > 0 {
-        produce(&how, me, plan, &fence)?;
-    } else if let Some(pm) = &pm {
-        // While the others work, PMIx events (a rank lost, a link down or up) become pool
-        // events.
-        let (stop, reporter) = (AtomicBool::new(false), pm.reporter());
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                if let Err(e) = pmix_events::forward(&client, &stop, |c| reporter.report(c)) {
+    println!(
+        "rank 0: pool manager at {} for workflow {:?}, announced through PMIx; JOIN needs {admits}",
+        endpoints.join(", "),
+        settings.workflow
+    );
+    let leaves = session.client().subscribe(
+        &Selector::all(),
+        EventKinds::from(EventKind::AppLeave),
+        SubscribeOptions::default(),
+    )?;
+    let (stop, reporter) = (AtomicBool::new(false), session.reporter());
+    std::thread::scope(|s| -> Result<(), Error> {
+        if let (Some(pmix), Some(reporter)) = (&settings.pmix, reporter) {
+            // A rank lost, a link down or up: PMIx events become pool events.
+            let stop = &stop;
+            s.spawn(move || {
+                if let Err(e) = pmix_events::forward(pmix, stop, |c| reporter.report(c)) {
                     println!("rank 0: PMIx events are not forwarded to the pool ({e})");
                 }
             });
-            let done = fence();
-            stop.store(true, Ordering::Relaxed);
-            done
-        })?;
+        }
+        let mut left = 0;
+        let waited = (|| -> Result<(), Error> {
+            while left < apps {
+                leaves.wait()?;
+                left += 1;
+            }
+            Ok(())
+        })();
+        stop.store(true, Ordering::Relaxed);
+        waited
+    })?;
+    drop(leaves);
+    Ok(session.close()?)
+}
+
+fn under_pmix(pmix: &Arc<pmix::Client>, plan: Plan) -> Result<(), Error> {
+    let me = pmix.rank() as usize;
+    let size = pmix.job_size()? as usize;
+    if size < 3 {
+        return Err("needs at least 3 ranks: one pool manager, producers, one consumer".into());
+    }
+    let producers: Vec<usize> = (1..size - 1).collect();
+    if me == 0 {
+        let settings = settings(Some(pmix), "pool-manager", 0, plan)?;
+        return pool_manager_rank(&settings, size - 1, plan);
+    }
+    let role = if me == size - 1 {
+        "consumer"
     } else {
-        fence()?;
+        "producer"
+    };
+    let session = Session::join(&settings(Some(pmix), role, me, plan)?)?;
+    if me == size - 1 {
+        consume(session.client(), &producers, plan)?;
+    } else {
+        produce(session.client(), me, plan)?;
     }
-    // Everyone has left before the pool manager stops.
-    fence()?;
-    if let Some(pm) = pm {
-        pm.stop();
-    }
-    Ok(())
+    Ok(session.close()?)
 }
 
 fn local_pool(plan: Plan) -> Result<(), Error> {
+    let session = Session::join(&settings(None, "consumer", 0, plan)?)?;
+    if *session.found() != Found::LocalPool {
+        return Err(format!(
+            "expected a local pool, found a pool manager by {}",
+            session.found()
+        )
+        .into());
+    }
     println!("no PMIx host: running a local pool (2 producers, 1 consumer as threads)");
-    let (pm, info) = start_pm(None)?;
-    let how = Joining {
-        info: &info,
-        scope: Scope::SameNode,
-        credential: None,
-    };
-    let barrier = std::sync::Barrier::new(3);
-    let sync = || -> Result<(), Error> {
-        barrier.wait();
-        Ok(())
-    };
     std::thread::scope(|s| -> Result<(), Error> {
         let handles: Vec<_> = [1usize, 2]
             .into_iter()
             .map(|p| {
-                let (how, sync) = (&how, &sync);
-                s.spawn(move || produce(how, p, plan, sync))
+                let session = &session;
+                s.spawn(move || -> Result<(), Error> {
+                    let c = session.another("producer", p as i64)?;
+                    produce(&c, p, plan)?;
+                    Ok(c.leave()?)
+                })
             })
             .collect();
-        consume(&how, &[1, 2], plan, &sync)?;
+        consume(session.client(), &[1, 2], plan)?;
         for h in handles {
             h.join().map_err(|_| "a producer panicked")??;
         }
         Ok(())
     })?;
-    pm.stop();
-    Ok(())
+    Ok(session.close()?)
 }
 
 fn main() -> ExitCode {
@@ -396,9 +366,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = match pmix::Client::init() {
-        Ok(client) => under_pmix(client, plan),
-        Err(pmix::Error::Unreachable { .. }) => local_pool(plan),
+    let result = match mstro::session::pmix_host() {
+        Ok(Some(pmix)) => under_pmix(&pmix, plan),
+        Ok(None) => local_pool(plan),
         Err(e) => Err(e.into()),
     };
     match result {

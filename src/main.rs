@@ -240,25 +240,8 @@ fn parse_secs(s: &str) -> Result<f64, String> {
     }
 }
 
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .or_else(|| {
-            std::env::var("MSTRO_LOG_LEVEL")
-                .ok()
-                .map(|l| l.to_lowercase())
-        })
-        .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
 fn main() -> ExitCode {
-    init_logging();
+    mstro::init_logging();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Run {

@@ -39,6 +39,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Who this process is and how it waits: the workflow, component and index it joins as, the
 /// schemas its attributes are checked against, and the PMIx host if it runs under one.
+#[derive(Clone)]
 pub struct Settings {
     /// The workflow name (the PM serves one).
     pub workflow: String,
@@ -48,8 +49,10 @@ pub struct Settings {
     pub index: i64,
     /// How long each pool operation waits (`MSTRO_TIMEOUT`).
     pub timeout: Duration,
-    /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`).
-    pub pm_wait: Duration,
+    /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`); unset:
+    /// [`DEFAULT_PM_WAIT`] for the job's other ranks, one look for the PM rank itself and
+    /// for one-process jobs (nobody in the job could start one later).
+    pub pm_wait: Option<Duration>,
     /// The rank whose job key holds the PM info (`MSTRO_POOL_MANAGER_RANK`).
     pub pm_rank: u32,
     /// The attribute schemas (`MSTRO_SCHEMA_PATH`, `MSTRO_SCHEMA_LIST`).
@@ -60,10 +63,6 @@ pub struct Settings {
 
 fn env_text(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn env_seconds(var: &str, default: Duration) -> Result<Duration> {
-    parse_seconds(var, env_text(var).as_deref(), default)
 }
 
 /// `value` of `var` as seconds (fractions allowed), `default` when unset.
@@ -86,16 +85,32 @@ fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Du
 
 impl Settings {
     /// Settings from the arguments and the environment: `workflow`/`component` fall back
-    /// to `MSTRO_WORKFLOW_NAME`/`MSTRO_COMPONENT_NAME`, then to the program's name; the
-    /// PMIx client is initialized when a PMIx host started this process.
+    /// to `MSTRO_WORKFLOW_NAME`/`MSTRO_COMPONENT_NAME`, then to "maestro" and the program's
+    /// name; the PMIx client is initialized when a PMIx host started this process
+    /// ([`pmix_host`]).
     ///
     /// # Errors
     /// [`Status::Invarg`] for malformed `MSTRO_*` variables or schemas; [`Status::Fail`]
-    /// when a PMIx host is present but refuses this process.
+    /// when a PMIx host is present but refuses this process, or this process holds a PMIx
+    /// client already (use [`Settings::with_pmix`]).
     pub fn from_env(
         workflow: Option<&str>,
         component: Option<&str>,
         index: i64,
+    ) -> Result<Settings> {
+        Settings::with_pmix(workflow, component, index, pmix_host()?)
+    }
+
+    /// As [`Settings::from_env`] with the PMIx client the program holds already (`None`:
+    /// no PMIx host).
+    ///
+    /// # Errors
+    /// [`Status::Invarg`] for malformed `MSTRO_*` variables or schemas.
+    pub fn with_pmix(
+        workflow: Option<&str>,
+        component: Option<&str>,
+        index: i64,
+        pmix: Option<Arc<pmix::Client>>,
     ) -> Result<Settings> {
         let program = std::env::args()
             .next()
@@ -130,22 +145,19 @@ impl Settings {
                 ))
             })?,
         };
-        let pmix = match pmix::Client::init() {
-            Ok(c) => Some(Arc::new(c)),
-            Err(pmix::Error::Unreachable { .. }) => None,
-            Err(e) => {
-                return Err(Error::new(
-                    Status::Fail,
-                    format!("this process was started by a PMIx host that refused it: {e}"),
-                ));
-            }
-        };
         Ok(Settings {
             workflow,
             component,
             index,
-            timeout: env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT)?,
-            pm_wait: env_seconds(PM_WAIT_ENV, DEFAULT_PM_WAIT)?,
+            timeout: parse_seconds(
+                TIMEOUT_ENV,
+                env_text(TIMEOUT_ENV).as_deref(),
+                DEFAULT_TIMEOUT,
+            )?,
+            pm_wait: match env_text(PM_WAIT_ENV) {
+                Some(v) => Some(parse_seconds(PM_WAIT_ENV, Some(&v), DEFAULT_PM_WAIT)?),
+                None => None,
+            },
             pm_rank,
             schemas: Arc::new(Schemas::from_env()?),
             pmix,
@@ -164,6 +176,23 @@ impl Settings {
         c.get_credential(self.timeout.min(Duration::from_secs(10)))
             .ok()
             .map(|c| c.bytes)
+    }
+}
+
+/// The PMIx client of this process when a PMIx host started it (`maestro run`, `srun
+/// --mpi=pmix`, `mpirun`), `None` otherwise.
+///
+/// # Errors
+/// [`Status::Fail`] when a PMIx host is present but refuses this process, or the process
+/// holds a PMIx client already.
+pub fn pmix_host() -> Result<Option<Arc<pmix::Client>>> {
+    match pmix::Client::init() {
+        Ok(c) => Ok(Some(Arc::new(c))),
+        Err(pmix::Error::Unreachable { .. }) => Ok(None),
+        Err(e) => Err(Error::new(
+            Status::Fail,
+            format!("this process was started by a PMIx host that refused it: {e}"),
+        )),
     }
 }
 
@@ -200,8 +229,11 @@ impl std::fmt::Display for Found {
 /// A joined pool: the blocking client, and the pool manager when this process runs it
 /// (served, or a local pool).
 pub struct Session {
+    settings: Settings,
     client: Option<Client>,
     pm: Option<PoolManager>,
+    /// JOINs of the PM this process runs must carry a valid PMIx credential.
+    credentials_required: bool,
     info: PmInfo,
     found: Found,
     /// The key this process published (to unpublish when it stops serving).
@@ -226,8 +258,10 @@ impl Session {
         let scope = scope(settings, &found, &info);
         let client = connect(settings, &info, scope)?;
         Ok(Session {
+            settings: settings.clone(),
             client: Some(client),
             pm: None,
+            credentials_required: false,
             info,
             found,
             published: None,
@@ -263,7 +297,8 @@ impl Session {
             ],
         );
         let credential = settings.credential();
-        if let (PmRole::Served, Some(_), Some(pmix)) = (role, &credential, &settings.pmix) {
+        let credentials_required = matches!(role, PmRole::Served) && credential.is_some();
+        if let (true, Some(pmix)) = (credentials_required, &settings.pmix) {
             let pmix = pmix.clone();
             let limit = settings.timeout.min(Duration::from_secs(30));
             config.require_credentials = true;
@@ -295,8 +330,10 @@ impl Session {
         };
         let client = connect(settings, &info, scope)?;
         Ok(Session {
+            settings: settings.clone(),
             client: Some(client),
             pm: Some(pm),
+            credentials_required,
             info,
             found,
             published,
@@ -312,6 +349,19 @@ impl Session {
         }
     }
 
+    /// Joins the same pool manager once more, as another application `component` #`index`
+    /// of this process (threads of a local pool that are apps of their own, say).
+    ///
+    /// # Errors
+    /// As [`Session::join`].
+    pub fn another(&self, component: &str, index: i64) -> Result<Client> {
+        let mut settings = self.settings.clone();
+        settings.component = component.to_string();
+        settings.index = index;
+        let scope = scope(&settings, &self.found, &self.info);
+        connect(&settings, &self.info, scope)
+    }
+
     /// The PM info of the pool manager joined.
     pub fn info(&self) -> &PmInfo {
         &self.info
@@ -320,6 +370,12 @@ impl Session {
     /// How the pool manager was found.
     pub fn found(&self) -> &Found {
         &self.found
+    }
+
+    /// True if the pool manager this process runs admits only JOINs with a valid PMIx
+    /// credential (it runs under a PMIx host that issues them).
+    pub fn credentials_required(&self) -> bool {
+        self.credentials_required
     }
 
     /// True if this process runs the pool manager (served or a local pool).
@@ -457,12 +513,12 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
     let (size, me) = settings.job().unwrap_or((1, 0));
     let root = pmix::Proc::new(pmix.nspace(), settings.pm_rank);
     let ask_root = size > 1 && me != settings.pm_rank;
-    let deadline = Instant::now()
-        + if ask_root {
-            settings.pm_wait
-        } else {
-            Duration::ZERO
-        };
+    let wait = settings.pm_wait.unwrap_or(if ask_root {
+        DEFAULT_PM_WAIT
+    } else {
+        Duration::ZERO
+    });
+    let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(10);
     let mut can_lookup = true;
     loop {
@@ -510,10 +566,9 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
         }
         let now = Instant::now();
         if now >= deadline {
-            if ask_root {
+            if !wait.is_zero() {
                 tracing::warn!(
-                    "no pool manager found through PMIx within {:?} (rank {} announced none, none is published for workflow {:?}); running a local pool. Start a pool manager (mstro_pm_start on rank {}, or `maestro pm`) or set {PM_WAIT_ENV}=0 for a local pool without waiting",
-                    settings.pm_wait,
+                    "no pool manager found through PMIx within {wait:?} (rank {} announced none, none is published for workflow {:?}); running a local pool. Start a pool manager (mstro_pm_start on rank {}, or `maestro pm`) or set {PM_WAIT_ENV}=0 for a local pool without waiting",
                     settings.pm_rank,
                     settings.workflow,
                     settings.pm_rank
