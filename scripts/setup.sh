@@ -12,6 +12,7 @@ PKGS=(
     munge libmunge-dev slurm-wlm           # single-node Slurm for the srun tests
     openmpi-bin libopenmpi-dev             # mpirun tests
     iproute2 procps                        # network-namespace tests, process checks
+    g++ valgrind                           # C API tests: C++ header check, leak check
 )
 
 missing=()

@@ -319,6 +319,44 @@ fn c_programs_under_mpirun_find_the_pm_through_pmix() {
     assert_job(&run(&mut cmd, Duration::from_secs(120)));
 }
 
+/// Runs `program ARGS` under valgrind's leak check (system libraries' own leaks
+/// suppressed by `capi/valgrind.supp`).
+fn valgrind(c: &Installed, workflow: &str, info: &str, program: &str, args: &[&str]) -> Group {
+    let mut cmd = Command::new("valgrind");
+    cmd.args([
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "--error-exitcode=9",
+    ])
+    .arg(format!(
+        "--suppressions={}",
+        repo().join("capi/valgrind.supp").display()
+    ))
+    .arg(c.bin(program))
+    .args(args);
+    env(&mut cmd, workflow).env("MSTRO_POOL_MANAGER_INFO", info);
+    Group::spawn(&mut cmd)
+}
+
+#[test]
+fn producer_and_consumer_leak_nothing_under_valgrind() {
+    let c = installed();
+    let (pm, info) = start_pm("capi-valgrind", &[]);
+    let consumer = valgrind(&c, "capi-valgrind", &info, "consumer", &["--expect", "2"]);
+    let producer = valgrind(&c, "capi-valgrind", &info, "producer", &["--cdos", "8"]);
+    for (name, run) in [("producer", producer), ("consumer", consumer)] {
+        let out = run.wait(Duration::from_secs(300));
+        assert_eq!(out.code(), Some(0), "{name} under valgrind: {}", out.stderr);
+        assert!(
+            out.stderr.contains("definitely lost: 0 bytes in 0 blocks")
+                && out.stderr.contains("ERROR SUMMARY: 0 errors"),
+            "{name}: {}",
+            out.stderr
+        );
+    }
+    pm.terminate(Duration::from_secs(10));
+}
+
 #[test]
 fn the_installed_maestro_pm_line_is_what_the_c_programs_read() {
     // `maestro pm` from the installation prints the line launch scripts parse.

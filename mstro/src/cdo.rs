@@ -399,7 +399,8 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
         let (data, attrs) = match limit {
             None => client.demand(id)?,
             Some(l) => client
-                .block_on(tokio::time::timeout(l, client.as_async().demand(id)))
+                // Built inside the runtime: the timer needs its context.
+                .block_on(async { tokio::time::timeout(l, client.as_async().demand(id)).await })
                 .map_err(|_| {
                     Error::new(
                         Status::Timeout,
