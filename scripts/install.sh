@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# install.sh [--debug] PREFIX -- builds and installs the C API and the maestro binary:
+# install.sh [--debug] PREFIX -- builds and installs the C API, the Python module and the
+# maestro binary:
 #   PREFIX/include/maestro.h
 #   PREFIX/lib/libmaestro.so, PREFIX/lib/libmaestro.a
 #   PREFIX/lib/pkgconfig/maestro.pc
+#   PREFIX/lib/python3.X/site-packages/maestro_core/   (X: this machine's python3)
 #   PREFIX/bin/maestro
 # then: cc prog.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs maestro)
+#       PYTHONPATH=PREFIX/lib/python3.X/site-packages python3 -c 'import maestro_core'
 # --debug installs the debug build (what the tests use: no second, release build).
 # Installs missing Debian packages first (scripts/setup.sh).
 set -euo pipefail
@@ -23,7 +26,7 @@ prefix=$(cd "$1" && pwd)
 scripts/setup.sh
 cargo_flags=()
 [[ $profile == release ]] && cargo_flags+=(--release)
-cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro
+cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro-python -p maestro
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 out="$target/$profile"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -34,4 +37,10 @@ install -m 0644 "$out/libmaestro.a" "$prefix/lib/libmaestro.a"
 install -m 0755 "$out/maestro" "$prefix/bin/maestro"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" capi/maestro.pc.in \
     >"$prefix/lib/pkgconfig/maestro.pc"
+pyver=$(/usr/bin/env python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+pkg="$prefix/lib/python$pyver/site-packages/maestro_core"
+install -d "$pkg"
+install -m 0644 python/maestro_core/__init__.py python/maestro_core/__init__.pyi \
+    python/maestro_core/py.typed "$pkg/"
+install -m 0755 "$out/lib_native.so" "$pkg/_native.abi3.so"
 echo "installed maestro $version ($profile) in $prefix"

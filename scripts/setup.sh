@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh -- make sure the Debian 12 packages this project builds and tests against are
-# installed. As root it installs what is missing with apt-get; otherwise it prints the exact
-# command to run and exits 1. Safe to run again (does nothing when all is present).
+# installed (as root it installs what is missing with apt-get; otherwise it prints the exact
+# command to run and exits 1), and that the project's Python virtual environment (.venv:
+# pytest, NumPy, maturin; nothing is installed system-wide) exists. Safe to run again (does
+# nothing when all is present).
 set -euo pipefail
 
 PKGS=(
@@ -13,21 +15,33 @@ PKGS=(
     openmpi-bin libopenmpi-dev             # mpirun tests
     iproute2 procps                        # network-namespace tests, process checks
     g++ valgrind                           # C API tests: C++ header check, leak check
+    python3 python3-venv                   # the Python module and its tests (.venv)
 )
+
+# The Python packages of .venv, pinned.
+PY_PKGS=(pytest==9.2.0 numpy==2.3.5 maturin==1.16.0)
 
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-    exit 0
+if ((${#missing[@]} > 0)); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing Debian packages: ${missing[*]}" >&2
+        echo "setup: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if [[ $(id -u) -ne 0 ]]; then
-    echo "setup: missing Debian packages: ${missing[*]}" >&2
-    echo "setup: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
-    exit 1
+
+venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+stamp="$venv/.maestro-packages"
+if [[ ! -x $venv/bin/python || $(cat "$stamp" 2>/dev/null) != "${PY_PKGS[*]}" ]]; then
+    echo "setup: creating $venv (${PY_PKGS[*]})" >&2
+    /usr/bin/python3 -m venv --clear "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "${PY_PKGS[@]}"
+    echo "${PY_PKGS[*]}" >"$stamp"
 fi
-echo "setup: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq "${missing[@]}" >/dev/null

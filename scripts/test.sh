@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# test.sh -- every test of the project: installs missing system packages (scripts/setup.sh),
-# then runs the unit tests, the multi-process integration tests under our own PMIx host,
-# single-node Slurm and Open MPI, and the doc tests.
+# test.sh -- every test of the project: installs missing system packages and the Python
+# virtual environment (scripts/setup.sh), then runs the unit tests, the multi-process
+# integration tests under our own PMIx host, single-node Slurm, Open MPI and network
+# namespaces, the C API's tests against the installed library, the doc tests, and the
+# Python module's pytest suite. Exits non-zero if any of them failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,5 +13,14 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 cargo build --workspace --all-targets
 cargo test --workspace --doc
-# nextest last: its summary line closes the run.
-cargo nextest run --workspace --all-targets
+status=0
+cargo nextest run --workspace --all-targets || status=$?
+# The Python module as users get it: installed with the library (debug build).
+prefix="$PWD/target/pytest-prefix"
+scripts/install.sh --debug "$prefix" >/dev/null
+echo "test: pytest (maestro_core from $prefix)" >&2
+MAESTRO_PREFIX="$prefix" .venv/bin/python -m pytest -q python/tests || status=$?
+if ((status != 0)); then
+    echo "test: FAILED (see above)" >&2
+fi
+exit "$status"

@@ -162,7 +162,7 @@ pub(crate) unsafe fn set(
     if key == mstro::RAW_PTR {
         // Lent in place, never copied; freed at dispose if the library owns it.
         // SAFETY: the program keeps the memory valid (header contract).
-        unsafe { mstro::cdo_set_user_memory(cdo, val.cast(), None, None) }?;
+        unsafe { mstro::cdo_set_user_memory(cdo, val.cast(), None, true, None) }?;
         if !user_owned_value && !val.is_null() {
             table().entry(cdo.0).or_default().owned.push(val);
         }

@@ -27,6 +27,8 @@ pub struct Cdo(pub u64);
 /// (consumer).
 struct Lent {
     ptr: *mut u8,
+    /// The program may be written into it (a consumer's landing buffer must be).
+    writable: bool,
     /// Kept alive while lent (a Python buffer, say).
     _keep: Option<Box<dyn Any + Send>>,
 }
@@ -43,8 +45,9 @@ struct CdoState {
     local_size: Option<u64>,
     sealed: bool,
     offered: bool,
-    /// Demanded bytes in library memory (None when copied into lent memory).
-    data: Option<CdoData>,
+    /// Demanded bytes in library memory (None when copied into lent memory), shared with
+    /// views that may outlive the handle ([`cdo_bytes`]).
+    data: Option<Arc<CdoData>>,
     /// Length of the demanded CDO.
     demanded: Option<u64>,
 }
@@ -69,6 +72,10 @@ pub enum Attr {
     /// The CDO's data: the lent memory or the demanded bytes (`.maestro.core.cdo.raw-ptr`).
     RawPtr(*const u8, usize),
 }
+
+// SAFETY: `RawPtr` carries an address and a length for the caller, who reads through it
+// under `cdo_access`'s contract; nothing here dereferences it.
+unsafe impl Send for Attr {}
 
 fn cell(inst: &Instance, cdo: Cdo) -> Result<Arc<CdoCell>> {
     inst.cdos.get(cdo.0)
@@ -204,6 +211,9 @@ fn frozen(name: &str, key: &str) -> Error {
 /// [`cdo_withdraw`] returns; a consumer's [`cdo_demand`] writes the bytes into it. `keep`
 /// is dropped when the memory is no longer lent (dispose, or a new call).
 ///
+/// `writable` says whether the memory may be written: a demand into read-only memory is
+/// refused.
+///
 /// # Safety
 /// The memory must stay valid until the CDO is disposed or lent other memory; between
 /// offer and the return of withdraw the program must not write to it; between demand and
@@ -216,6 +226,7 @@ pub unsafe fn cdo_set_user_memory(
     cdo: Cdo,
     ptr: *mut u8,
     len: Option<usize>,
+    writable: bool,
     keep: Option<Box<dyn Any + Send>>,
 ) -> Result<()> {
     let inst = instance()?;
@@ -234,7 +245,11 @@ pub unsafe fn cdo_set_user_memory(
     if let Some(len) = len {
         st.local_size = Some(len as u64);
     }
-    st.lent = Some(Lent { ptr, _keep: keep });
+    st.lent = Some(Lent {
+        ptr,
+        writable,
+        _keep: keep,
+    });
     Ok(())
 }
 
@@ -414,8 +429,14 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
         match &st.lent {
             Some(lent) if len > 0 => {
                 let room = st.local_size.unwrap_or(0);
+                if !lent.writable {
+                    st.data = Some(Arc::new(data));
+                    return Err(Error::invarg(
+                        "the buffer lent is read-only: lend a writable one (bytearray, a NumPy array) for a demand; the bytes are kept in library memory",
+                    ));
+                }
                 if (len as u64) > room {
-                    st.data = Some(data);
+                    st.data = Some(Arc::new(data));
                     return Err(Error::invarg(format!(
                         "{len} bytes arrived but the lent buffer has {room}; the bytes are kept in library memory (mstro_cdo_access_ptr)"
                     )));
@@ -424,7 +445,7 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
                 // touch it during the demand (contract of `cdo_set_user_memory`).
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
             }
-            _ => st.data = Some(data),
+            _ => st.data = Some(Arc::new(data)),
         }
         Ok(())
     })
@@ -470,6 +491,55 @@ pub fn cdo_access(cdo: Cdo) -> Result<(*const u8, usize)> {
             ),
         )),
         Err(e) => Err(e),
+    }
+}
+
+/// The CDO's bytes as [`cdo_access`] gives them, kept alive for as long as the returned
+/// [`Bytes`] lives, even past dispose (for views a language runtime hands out, whose life
+/// it does not control). Lent memory is the program's to keep alive.
+///
+/// # Errors
+/// As [`cdo_access`].
+pub fn cdo_bytes(cdo: Cdo) -> Result<Bytes> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let kept = c.lock().data.clone();
+    drop(c);
+    let (ptr, len) = cdo_access(cdo)?;
+    Ok(Bytes {
+        ptr,
+        len,
+        _kept: kept,
+    })
+}
+
+/// Bytes of a CDO that stay valid while this lives (see [`cdo_bytes`]).
+pub struct Bytes {
+    ptr: *const u8,
+    len: usize,
+    _kept: Option<Arc<CdoData>>,
+}
+
+// SAFETY: the bytes are library memory shared read-only through the Arc (or the program's
+// lent memory, whose life and access are the program's to manage).
+unsafe impl Send for Bytes {}
+// SAFETY: as above; only reads go through `&Bytes`.
+unsafe impl Sync for Bytes {}
+
+impl Bytes {
+    /// The first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 

@@ -33,9 +33,10 @@ pub mod session;
 mod status;
 
 pub use cdo::{
-    Attr, Cdo, RAW_PTR, cdo_access, cdo_attribute_get, cdo_attribute_set, cdo_attribute_type,
-    cdo_attributes, cdo_declare, cdo_demand, cdo_demand_within, cdo_dispose, cdo_name, cdo_offer,
-    cdo_require, cdo_retract, cdo_seal, cdo_set_user_memory, cdo_withdraw,
+    Attr, Bytes, Cdo, RAW_PTR, cdo_access, cdo_attribute_get, cdo_attribute_set,
+    cdo_attribute_type, cdo_attributes, cdo_bytes, cdo_declare, cdo_demand, cdo_demand_within,
+    cdo_dispose, cdo_name, cdo_offer, cdo_require, cdo_retract, cdo_seal, cdo_set_user_memory,
+    cdo_withdraw,
 };
 pub use events::{
     Selector, Subscription, SubscriptionOptions, selector_create, selector_dispose, subscribe,

@@ -57,7 +57,7 @@ fn the_layer_in_a_local_pool() {
     );
     mstro::cdo_attribute_set(p, LAYOUT_ORDER, AttrValue::Int(1)).expect("order");
     // SAFETY: `bytes` outlives the offer (withdrawn below) and is not written meanwhile.
-    unsafe { mstro::cdo_set_user_memory(p, bytes.as_mut_ptr(), Some(bytes.len()), None) }
+    unsafe { mstro::cdo_set_user_memory(p, bytes.as_mut_ptr(), Some(bytes.len()), false, None) }
         .expect("lend");
     assert_eq!(
         mstro::cdo_attribute_get(p, LAYOUT_ORDER).expect("staged"),
@@ -113,8 +113,10 @@ fn the_layer_in_a_local_pool() {
     let mut landing = vec![0u8; 200_000];
     let c2 = mstro::cdo_declare("field").expect("declare consumer 2");
     // SAFETY: `landing` outlives the CDO and is untouched until dispose.
-    unsafe { mstro::cdo_set_user_memory(c2, landing.as_mut_ptr(), Some(landing.len()), None) }
-        .expect("lend landing");
+    unsafe {
+        mstro::cdo_set_user_memory(c2, landing.as_mut_ptr(), Some(landing.len()), true, None)
+    }
+    .expect("lend landing");
     mstro::cdo_demand(c2).expect("demand into lent memory");
     let (ptr, len) = mstro::cdo_access(c2).expect("access");
     assert_eq!((ptr, len), (landing.as_ptr(), bytes.len()));

@@ -999,6 +999,33 @@ fn require_ack_after_the_fact_withholds_the_completion() {
 }
 
 #[test]
+fn an_app_acknowledges_events_of_its_own_operations() {
+    // One app (threads of a program sharing its client) subscribes to its own offers with
+    // require-ack: the event reaches it at once, the offer's completion waits for its ack.
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("threads");
+    let opts = SubscribeOptions {
+        require_ack: true,
+        ..SubscribeOptions::default()
+    };
+    let sub = pm.subscribe(s, EventKind::Offer, "", opts);
+    let cdo = pm.sealed(s, "own", 2);
+    let out = pm.send(s, offer_msg(cdo, 8));
+    let events = events_to(&out, s);
+    assert_eq!(events.len(), 1, "{out:?}");
+    assert!(events[0].needs_ack);
+    assert!(
+        !out.contains(&(s, done(Op::Offer, cdo))),
+        "the completion waits: {out:?}"
+    );
+    let serial = events[0].serial;
+    assert_eq!(
+        pm.send(s, ToPm::Ack { sub, serial }),
+        [(s, done(Op::Offer, cdo))]
+    );
+}
+
+#[test]
 fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
     let mut pm = Pm::new();
     let (s, _) = pm.join("slow");

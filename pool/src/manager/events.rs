@@ -206,7 +206,11 @@ impl Manager {
             return;
         }
         let produced: Vec<(ConnId, FromPm)> = self.out.drain(mark..).collect();
-        let (mine, others): (Vec<_>, Vec<_>) = produced.into_iter().partition(|(c, _)| *c == conn);
+        // The operation's replies wait; events go out, also those to this connection's own
+        // subscriptions (it could never acknowledge them otherwise).
+        let (mine, others): (Vec<_>, Vec<_>) = produced
+            .into_iter()
+            .partition(|(c, m)| *c == conn && !matches!(m, FromPm::Event { .. }));
         self.out.extend(others);
         let replies = mine.into_iter().map(|(_, m)| m).collect();
         self.hold(conn, None, replies, awaiting);

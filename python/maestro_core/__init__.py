@@ -1,0 +1,73 @@
+"""maestro_core: Maestro Core's Python API on the Rust CDO pool.
+
+The functions mirror the C API (``mstro_init``, ``mstro_cdo_declare``, ...) with Pythonic
+returns: handles and values are returned, failures raise :class:`MaestroError` (``.status``
+is an ``MSTRO_*`` value, ``.message`` says what was wrong and what to do). Data moves
+without copies: ``mstro_cdo_attribute_set(cdo, MSTRO_ATTR_CORE_CDO_RAW_PTR, array)`` offers
+any buffer (bytes, bytearray, memoryview, a C-contiguous NumPy array) in place, and
+``mstro_cdo_access_ptr(cdo)`` returns a memoryview over the demanded bytes
+(``numpy.frombuffer`` works on it). Blocking calls release the GIL.
+
+Beyond Maestro Core: ``with pool(...)`` (init/finalize) and ``with cdo(name) as c``
+(declare/dispose).
+
+The pool is joined at the first operation: ``MSTRO_POOL_MANAGER_INFO`` if set, else the
+pool manager of the PMIx job (``maestro run``, ``srun --mpi=pmix``, ``mpirun``), else a
+local pool inside the process.
+"""
+
+import contextlib as _contextlib
+import ctypes as _ctypes
+
+from ._native import *  # noqa: F401,F403  (the C API's names)
+from ._native import (  # noqa: F401
+    Cdo,
+    MaestroError,
+    _mstro_cdo_access,
+    mstro_cdo_declare,
+    mstro_cdo_dispose,
+    mstro_cdo_withdraw,
+    mstro_finalize,
+    mstro_init,
+)
+
+
+def mstro_cdo_access_ptr(cdo):
+    """The demanded bytes of ``cdo`` as a read-only memoryview, without a copy.
+
+    The view keeps the bytes alive even after ``mstro_cdo_dispose`` (library memory), or
+    is the buffer lent with ``MSTRO_ATTR_CORE_CDO_RAW_PTR``. Raises MaestroError
+    (MSTRO_INVSTATE) before the demand.
+    """
+    address, length, keeper = _mstro_cdo_access(cdo)
+    if length == 0:
+        return memoryview(b"")
+    array = (_ctypes.c_ubyte * length).from_address(address)
+    array._maestro_keep = keeper  # the view holds the array, the array holds the bytes
+    return memoryview(array).cast("B").toreadonly()
+
+
+@_contextlib.contextmanager
+def pool(workflow=None, component=None, index=0):
+    """``mstro_init`` on entry, ``mstro_finalize`` on exit."""
+    mstro_init(workflow, component, index)
+    try:
+        yield
+    finally:
+        mstro_finalize()
+
+
+@_contextlib.contextmanager
+def cdo(name):
+    """A declared CDO for the block; withdrawn if still offered, then disposed, on exit."""
+    handle = mstro_cdo_declare(name, None)
+    try:
+        yield handle
+    finally:
+        try:
+            mstro_cdo_dispose(handle)
+        except MaestroError as e:
+            if e.status != MSTRO_INVSTATE:  # noqa: F405
+                raise
+            mstro_cdo_withdraw(handle)
+            mstro_cdo_dispose(handle)

@@ -1,0 +1,244 @@
+"""maestro_core in one process (a local pool): every function, errors as exceptions, NumPy
+without copies, events, the GIL released while blocking."""
+
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import maestro_core as M
+
+
+def status_of(call, *args):
+    with pytest.raises(M.MaestroError) as e:
+        call(*args)
+    assert isinstance(e.value.message, str) and e.value.message
+    return e.value.status
+
+
+def test_version_clock_descriptions_and_constants():
+    assert M.mstro_version().startswith("maestro-rs ")
+    a = M.mstro_clock()
+    assert M.mstro_clock() >= a
+    assert M.mstro_status_description(M.MSTRO_TIMEOUT) == "timed out"
+    assert M.mstro_status_description(12345) == "unknown status"
+    assert M.mstro_pool_event_description(M.MSTRO_POOL_EVENT_APP_JOIN) == "app-join"
+    assert M.mstro_pool_event_description(3) == "invalid"
+    assert M.MSTRO_OK == 0 and M.MSTRO_POOL_EVENT_OFFER == 4
+    assert M.MSTRO_ATTR_CORE_CDO_RAW_PTR == ".maestro.core.cdo.raw-ptr"
+
+
+def test_failures_raise_maestro_error_with_status_and_message():
+    assert status_of(M.mstro_cdo_declare, "early", None) == M.MSTRO_UNINIT
+    assert status_of(M.mstro_finalize) == M.MSTRO_UNINIT
+    M.mstro_init("py-errors", "tester", 0)
+    assert status_of(M.mstro_init) == M.MSTRO_NOT_TWICE
+    assert status_of(M.mstro_cdo_declare, "", None) == M.MSTRO_INVARG
+    assert status_of(M.mstro_cdo_declare, "x", {"a": 1}) == M.MSTRO_INVARG
+    c = M.mstro_cdo_declare("c", None)
+    assert status_of(M.mstro_cdo_offer, c) == M.MSTRO_INVSTATE
+    assert status_of(M.mstro_cdo_access_ptr, c) == M.MSTRO_INVSTATE
+    assert status_of(M.mstro_cdo_attribute_set, c, ".no.such", 1) == M.MSTRO_NOENT
+    assert status_of(M.mstro_cdo_attribute_set, c, ".test.i", "one") == M.MSTRO_INVARG
+    assert status_of(M.mstro_cdo_attribute_set, c, ".test.b", 1) == M.MSTRO_INVARG
+    assert status_of(M.mstro_cdo_attribute_set, c, ".test.u", -1) == M.MSTRO_INVARG
+    assert status_of(M.mstro_cdo_attribute_set, c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, 7) == M.MSTRO_INVARG
+    assert status_of(M.mstro_cdo_attribute_get, c, ".test.s") == M.MSTRO_NOENT
+    with pytest.raises(M.MaestroError) as e:
+        M.mstro_cdo_selector_create(None, None, "(.test.i step 2)")
+    assert e.value.status == M.MSTRO_INVARG and "column" in e.value.message
+    assert status_of(M.mstro_subscribe, None, 0, 0) == M.MSTRO_INVARG
+    assert status_of(M.mstro_pm_getinfo) == M.MSTRO_INVSTATE
+    M.mstro_cdo_dispose(c)
+    assert status_of(M.mstro_cdo_seal, c) == M.MSTRO_INVARG  # used after dispose
+    nobody = M.mstro_cdo_declare("nobody-offers-this", None)
+    M.mstro_cdo_require(nobody)
+    M.mstro_cdo_retract(nobody)
+    M.mstro_cdo_dispose(nobody)
+    M.mstro_finalize()
+
+
+def test_attributes_typed_by_the_schemas_round_trip(capfd):
+    with M.pool("py-attrs", "tester", 2):
+        c = M.mstro_cdo_declare("typed", None)
+        values = {
+            ".test.i": -5,
+            ".test.u": 2**63,
+            ".test.d": 2.5,
+            ".test.b": True,
+            ".test.s": "héllo",
+            ".test.t": 1_700_000_000_123_456_789,
+            ".test.blob": b"\x00\x01\xff",
+            M.MSTRO_ATTR_CORE_CDO_LAYOUT_ORDER: 1,
+        }
+        for k, v in values.items():
+            M.mstro_cdo_attribute_set(c, k, v)
+        for k, v in values.items():
+            assert M.mstro_cdo_attribute_get(c, k, None) == v, k  # readable before seal
+        assert M.mstro_cdo_attribute_get(c, M.MSTRO_ATTR_CORE_CDO_NAME) == "typed"
+        M.mstro_cdo_seal(c)
+        assert status_of(M.mstro_cdo_attribute_set, c, ".test.i", 1) == M.MSTRO_INVSTATE
+        M.mstro_cdo_offer(c)
+        got = M.mstro_cdo_declare("typed", None)
+        M.mstro_cdo_demand(got)
+        attrs = M.mstro_cdo_attributes(got)
+        for k, v in values.items():
+            assert attrs[k] == v, k  # travelled with the CDO
+        assert attrs[M.MSTRO_ATTR_CORE_CDO_SCOPE_LOCAL_SIZE] == 0
+        M.mstro_cdo_attributes_print(got)
+        assert ".test.s = 'héllo'" in capfd.readouterr().out
+        M.mstro_cdo_dispose(got)
+        M.mstro_cdo_withdraw(c)
+        M.mstro_cdo_dispose(c)
+
+
+def test_numpy_arrays_travel_without_copies():
+    big = np.arange(8 << 20, dtype=np.float64)  # 64 MiB
+    with M.pool("py-numpy", "tester", 0):
+        p = M.mstro_cdo_declare("big", None)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, big)
+        assert M.mstro_cdo_attribute_get(p, M.MSTRO_ATTR_CORE_CDO_SCOPE_LOCAL_SIZE) == big.nbytes
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        c = M.mstro_cdo_declare("big", None)
+        M.mstro_cdo_demand(c)
+        view = M.mstro_cdo_access_ptr(c)
+        assert view.readonly and view.nbytes == big.nbytes
+        arr = np.frombuffer(view, dtype=np.float64)
+        address = arr.__array_interface__["data"][0]
+        # The view is the library's buffer (here the producer's array itself), not a copy.
+        assert address == M.mstro_cdo_attribute_get(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR)
+        assert address == big.__array_interface__["data"][0]
+        assert np.array_equal(arr, big)
+        del arr, view
+        M.mstro_cdo_dispose(c)
+        M.mstro_cdo_withdraw(p)
+        M.mstro_cdo_dispose(p)
+
+
+def test_a_consumer_lends_its_own_buffer():
+    src = np.random.default_rng(1).integers(0, 255, 1 << 20, dtype=np.uint8)
+    with M.pool("py-lend", "tester", 0):
+        p = M.mstro_cdo_declare("lent", None)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, src)
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        landing = np.zeros(2 << 20, dtype=np.uint8)
+        c = M.mstro_cdo_declare("lent", None)
+        M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, landing)
+        M.mstro_cdo_demand(c)
+        assert np.array_equal(landing[: src.size], src)
+        view = M.mstro_cdo_access_ptr(c)
+        assert np.frombuffer(view, np.uint8).__array_interface__["data"][0] == landing.__array_interface__["data"][0]
+        del view
+        M.mstro_cdo_dispose(c)
+        # Read-only memory cannot receive a demand.
+        ro = M.mstro_cdo_declare("lent", None)
+        M.mstro_cdo_attribute_set(ro, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, bytes(4 << 20))
+        assert status_of(M.mstro_cdo_demand, ro) == M.MSTRO_INVARG
+        M.mstro_cdo_dispose(ro)
+        M.mstro_cdo_withdraw(p)
+        M.mstro_cdo_dispose(p)
+
+
+def test_a_view_outlives_its_handle():
+    with M.pool("py-view", "tester", 0):
+        p = M.mstro_cdo_declare("v", None)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, bytearray(b"kept alive"))
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        c = M.mstro_cdo_declare("v", None)
+        M.mstro_cdo_demand(c)
+        view = M.mstro_cdo_access_ptr(c)
+        M.mstro_cdo_dispose(c)
+        assert bytes(view) == b"kept alive"
+        del view
+        gc.collect()
+        M.mstro_cdo_withdraw(p)  # returns once no view holds the producer's buffer
+        M.mstro_cdo_dispose(p)
+
+
+def test_subscriptions_poll_wait_and_ack_hold_the_offer():
+    with M.pool("py-events", "tester", 0):
+        sel = M.mstro_cdo_selector_create(None, ".maestro.ecmwf.", "(step = 2)")
+        sub = M.mstro_subscribe(sel, M.MSTRO_POOL_EVENT_OFFER, M.MSTRO_SUBSCRIPTION_OPTS_REQUIRE_ACK)
+        M.mstro_cdo_selector_dispose(sel)
+        assert M.mstro_subscription_poll(sub) is None
+        assert M.mstro_subscription_wait(sub, timeout=0.05) is None
+        offered = threading.Event()
+
+        def offer():
+            c = M.mstro_cdo_declare("held", None)
+            M.mstro_cdo_attribute_set(c, ".maestro.ecmwf.step", 2)
+            M.mstro_cdo_seal(c)
+            M.mstro_cdo_offer(c)  # returns only after the ack
+            offered.set()
+            M.mstro_cdo_withdraw(c)
+            M.mstro_cdo_dispose(c)
+
+        t = threading.Thread(target=offer)
+        t.start()
+        events = M.mstro_subscription_wait(sub, timeout=30)
+        assert len(events) == 1
+        e = events[0]
+        assert e.kind == M.MSTRO_POOL_EVENT_OFFER and e.needs_ack and not e.before
+        assert e.payload.offer.cdo_name == "held"
+        assert e.payload.offer.component_name == "tester"
+        assert e.serial > 0 and e.time_ns > 0
+        assert not offered.wait(0.2), "the offer waits for the acknowledgement"
+        M.mstro_subscription_ack(sub, events)
+        assert offered.wait(30)
+        t.join(30)
+        M.mstro_subscription_dispose(sub)
+        assert status_of(M.mstro_subscription_poll, sub) == M.MSTRO_INVARG
+
+
+def test_a_blocking_demand_does_not_hold_the_gil():
+    with M.pool("py-gil", "tester", 0):
+        c = M.mstro_cdo_declare("later", None)
+        done = threading.Event()
+
+        def demand():
+            M.mstro_cdo_demand(c)
+            done.set()
+
+        t = threading.Thread(target=demand)
+        t.start()
+        time.sleep(0.1)
+        # This thread runs Python while the other is inside demand.
+        count, end = 0, time.monotonic() + 0.3
+        while time.monotonic() < end:
+            count += 1
+        assert t.is_alive() and not done.is_set() and count > 10_000
+        p = M.mstro_cdo_declare("later", None)
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        assert done.wait(30)
+        t.join(30)
+        M.mstro_cdo_dispose(c)
+        M.mstro_cdo_withdraw(p)
+        M.mstro_cdo_dispose(p)
+
+
+def test_context_managers_init_declare_withdraw_and_dispose():
+    with M.pool("py-with", "tester", 0):
+        with M.cdo("scoped") as c:
+            M.mstro_cdo_seal(c)
+            M.mstro_cdo_offer(c)  # withdrawn and disposed by the block's end
+        assert status_of(M.mstro_cdo_seal, c) == M.MSTRO_INVARG
+    assert status_of(M.mstro_cdo_declare, "after", None) == M.MSTRO_UNINIT
+
+
+def test_a_python_pool_manager():
+    M.mstro_init("py-pm", "pm", 0)
+    M.mstro_pm_start()
+    assert status_of(M.mstro_pm_start) == M.MSTRO_NOT_TWICE
+    info = M.mstro_pm_getinfo()
+    assert info.startswith("mstro-pm-v1:")
+    sub = M.mstro_subscribe(None, M.MSTRO_POOL_EVENT_APP_JOIN | M.MSTRO_POOL_EVENT_APP_LEAVE, 0)
+    M.mstro_subscription_dispose(sub)
+    M.mstro_pm_terminate()
+    assert status_of(M.mstro_cdo_declare, "x", None) == M.MSTRO_NO_PM
+    M.mstro_finalize()
