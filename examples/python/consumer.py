@@ -16,14 +16,7 @@ import time
 import numpy as np
 
 import maestro_core as M
-
-
-def fnv1a(data) -> int:
-    """FNV-1a of the bytes (as examples/c/common.h computes it)."""
-    h = 0xCBF29CE484222325
-    for b in bytes(data):
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
+from common import fnv1a
 
 
 def main() -> None:

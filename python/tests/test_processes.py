@@ -57,31 +57,37 @@ def roles(tmp_path, *commands):
     return str(script)
 
 
+def run_job(tmp_path, env, workflow, *commands):
+    """`maestro run -n len(commands)` of `commands` by rank, for `workflow`; its stdout."""
+    env = dict(env, MSTRO_WORKFLOW_NAME=f"{workflow}-{os.getpid()}")
+    code, out, err = run([str(MAESTRO), "run", "-n", str(len(commands)), "--", roles(tmp_path, *commands)], env)
+    assert code == 0, out + err
+    return out
+
+
 def test_a_python_consumer_of_a_c_producer_under_maestro_run(tmp_path, c_programs, env_for_children):
-    env = dict(env_for_children, MSTRO_WORKFLOW_NAME=f"py-c-{os.getpid()}")
-    script = roles(
+    out = run_job(
         tmp_path,
+        env_for_children,
+        "py-c",
         f"{c_programs / 'pm_tool'} --clients 2",
         f"{c_programs / 'producer'} --cdos 8",
         f"{sys.executable} {EXAMPLES / 'python' / 'consumer.py'} --expect 2",
     )
-    code, out, err = run([str(MAESTRO), "run", "-n", "3", "--", script], env)
-    assert code == 0, out + err
     assert "py-consumer: offer of field-2 from producer (needs ack: 1)" in out
     assert "py-consumer: 2 CDOs, 2097152 bytes, all checksums match" in out
     assert "pm-tool: 2 joined, 2 left; stopping" in out
 
 
 def test_a_python_producer_for_a_c_consumer_under_maestro_run(tmp_path, c_programs, env_for_children):
-    env = dict(env_for_children, MSTRO_WORKFLOW_NAME=f"c-py-{os.getpid()}")
-    script = roles(
+    out = run_job(
         tmp_path,
+        env_for_children,
+        "c-py",
         f"{c_programs / 'pm_tool'} --clients 2",
         f"{sys.executable} {EXAMPLES / 'python' / 'producer.py'} --cdos 8 --size 65536",
         f"{c_programs / 'consumer'} --expect 2",
     )
-    code, out, err = run([str(MAESTRO), "run", "-n", "3", "--", script], env)
-    assert code == 0, out + err
     assert "py-producer: offered 8 arrays of 65536 bytes in place" in out
     assert "consumer: 2 CDOs, 131072 bytes, all checksums match" in out
 
