@@ -359,6 +359,7 @@ fn local_pool(plan: Plan) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    mstro::init_logging();
     let plan = match Plan::from_args() {
         Ok(p) => p,
         Err(e) => {

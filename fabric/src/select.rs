@@ -116,7 +116,9 @@ fn provider_matches(wanted: &str, provider: &str) -> bool {
             .is_some_and(|core| core.eq_ignore_ascii_case(wanted))
 }
 
-/// Ranks the offers and returns them best first (never empty).
+/// Ranks the offers and returns them best first (never empty). `preferred` names the NIC
+/// chosen for this process (its name and aliases, e.g. `ib0` and `mlx5_0`): offers on it
+/// rank before the others, after shared memory for same-node scopes.
 ///
 /// # Errors
 /// [`SelectError::NoMatch`] naming the restrictions and what was available.
@@ -124,7 +126,7 @@ pub fn select(
     offers: &[ProviderInfo],
     config: &Config,
     scope: Scope,
-    preferred_domain: Option<&str>,
+    preferred: &[&str],
 ) -> Result<Vec<ProviderInfo>, SelectError> {
     let usable_offers: Vec<&ProviderInfo> = offers.iter().filter(|o| usable(o)).collect();
     let mut ranked: Vec<(usize, &ProviderInfo)> = usable_offers
@@ -146,7 +148,7 @@ pub fn select(
     ranked.sort_by_key(|&(order, o)| {
         let class = ProviderClass::of(&o.provider);
         let shm_first = !(scope == Scope::SameNode && class == ProviderClass::SharedMemory);
-        let not_preferred = preferred_domain.is_some_and(|d| d != o.domain);
+        let not_preferred = !preferred.is_empty() && !preferred.contains(&o.domain.as_str());
         (shm_first, not_preferred, class, order)
     });
     if ranked.is_empty() {
@@ -221,7 +223,7 @@ mod tests {
 
     #[test]
     fn rdma_hardware_first_then_tcp_then_udp_and_never_link_local() {
-        let r = select(&offers(), &Config::default(), Scope::AnyNode, None).expect("selection");
+        let r = select(&offers(), &Config::default(), Scope::AnyNode, &[]).expect("selection");
         assert_eq!(
             names(&r),
             [
@@ -237,27 +239,26 @@ mod tests {
 
     #[test]
     fn same_node_prefers_shared_memory() {
-        let r = select(&offers(), &Config::default(), Scope::SameNode, None).expect("selection");
+        let r = select(&offers(), &Config::default(), Scope::SameNode, &[]).expect("selection");
         assert_eq!(r[0].provider, "shm");
     }
 
     #[test]
     fn preferred_domain_and_overrides() {
-        let r =
-            select(&offers(), &Config::default(), Scope::AnyNode, Some("lo")).expect("selection");
+        let r = select(&offers(), &Config::default(), Scope::AnyNode, &["lo"]).expect("selection");
         assert_eq!(names(&r[..2]), ["tcp;ofi_rxm@lo", "udp;ofi_rxd@lo"]);
         let tcp = Config {
             provider: Some("tcp".into()),
             ..Config::default()
         };
-        let r = select(&offers(), &tcp, Scope::AnyNode, None).expect("selection");
+        let r = select(&offers(), &tcp, Scope::AnyNode, &[]).expect("selection");
         assert!(r.iter().all(|o| o.provider == "tcp;ofi_rxm"));
         let udp_lo = Config {
             provider: Some("udp;ofi_rxd".into()),
             iface: Some("lo".into()),
             ..Config::default()
         };
-        let r = select(&offers(), &udp_lo, Scope::AnyNode, None).expect("selection");
+        let r = select(&offers(), &udp_lo, Scope::AnyNode, &[]).expect("selection");
         assert_eq!(names(&r), ["udp;ofi_rxd@lo"]);
     }
 
@@ -274,7 +275,7 @@ mod tests {
             provider: Some("psm2".into()),
             ..Config::default()
         };
-        let err = select(&offers(), &cfg, Scope::AnyNode, None).expect_err("no psm2");
+        let err = select(&offers(), &cfg, Scope::AnyNode, &[]).expect_err("no psm2");
         let msg = err.to_string();
         assert!(msg.contains("for provider \"psm2\""), "{msg}");
         assert!(msg.contains("tcp;ofi_rxm on lo"), "{msg}");
@@ -282,7 +283,7 @@ mod tests {
             provider: Some("shm".into()),
             ..Config::default()
         };
-        let msg = select(&offers(), &shm_only, Scope::AnyNode, None)
+        let msg = select(&offers(), &shm_only, Scope::AnyNode, &[])
             .expect_err("no shm remotely")
             .to_string();
         assert!(msg.contains("reaching other nodes"), "{msg}");

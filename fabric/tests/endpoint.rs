@@ -21,7 +21,7 @@ fn offer(provider: &str) -> ProviderInfo {
     } else {
         Scope::AnyNode
     };
-    select(&discover().expect("fi_getinfo"), &cfg, scope, Some("lo"))
+    select(&discover().expect("fi_getinfo"), &cfg, scope, &["lo"])
         .unwrap_or_else(|e| panic!("{provider}: {e}"))
         .remove(0)
 }

@@ -461,11 +461,71 @@ fn scope(settings: &Settings, found: &Found, info: &PmInfo) -> fabric::Scope {
     }
 }
 
+/// The NIC this process's endpoint opens on (its name and aliases) and why: the PMIx host's
+/// choice (`maestro.fabric.nic` under `maestro run`), else the one the inventory of this
+/// machine gives this process's CPU binding; none when `MSTRO_OFI_IFACE` decides (the SPANK
+/// plugin sets it) or nothing can be chosen.
+fn chosen_nic(settings: &Settings) -> Option<(Vec<String>, String)> {
+    if let Some(iface) = env_text("MSTRO_OFI_IFACE") {
+        tracing::debug!("fabric: MSTRO_OFI_IFACE={iface} decides the NIC");
+        return None;
+    }
+    let names = |inv: Option<&inventory::Inventory>, nic: &str| -> Vec<String> {
+        let mut all = vec![nic.to_string()];
+        if let Some(n) = inv.and_then(|i| i.nic(nic)) {
+            all.extend(n.aliases.iter().cloned());
+        }
+        all
+    };
+    if let Some(pmix) = &settings.pmix
+        && let Ok(pmix::Value::String(nic)) = pmix.get(
+            pmix.proc(),
+            inventory::KEY_NIC,
+            pmix::GetOptions::immediate(),
+        )
+    {
+        let job = pmix::Proc::wildcard(pmix.nspace());
+        let inv = match pmix.get(
+            &job,
+            inventory::KEY_INVENTORY,
+            pmix::GetOptions::immediate(),
+        ) {
+            Ok(pmix::Value::String(json)) => serde_json::from_str(&json).ok(),
+            _ => None,
+        };
+        let why = format!("{nic}, chosen by the PMIx host ({})", inventory::KEY_NIC);
+        return Some((names(inv.as_ref(), &nic), why));
+    }
+    let local_rank = settings
+        .pmix
+        .as_ref()
+        .and_then(|c| c.local_rank().ok())
+        .unwrap_or(0);
+    match inventory::nic_for_this_process(u32::from(local_rank)) {
+        Ok((inv, choice)) => {
+            let why = format!("{}, chosen here: {}", choice.nic, choice.reasons.join("; "));
+            Some((names(Some(&inv), &choice.nic), why))
+        }
+        Err(e) => {
+            tracing::debug!("fabric: no NIC chosen ({e}); libfabric's order decides");
+            None
+        }
+    }
+}
+
 fn connect(settings: &Settings, info: &PmInfo, scope: fabric::Scope) -> Result<Client> {
     let mut opts = JoinOptions::new(&settings.component, settings.index)
         .timeout(settings.timeout)
         .schemas((*settings.schemas).clone());
-    opts = match opts.fabric(scope) {
+    let nic = chosen_nic(settings);
+    if let Some((_, why)) = &nic {
+        tracing::debug!("fabric: NIC {why}");
+    }
+    let names: Vec<&str> = nic
+        .as_ref()
+        .map(|(n, _)| n.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    opts = match opts.fabric_on(scope, &names) {
         Ok(o) => o,
         Err(e) => {
             // The bytes still move, by stream over the control connection.

@@ -78,7 +78,7 @@ pub fn loopback_offer(provider: &str) -> Result<ProviderInfo, PeerError> {
         ..Config::default()
     };
     let scope = if shm { Scope::SameNode } else { Scope::AnyNode };
-    Ok(select(&discover()?, &cfg, scope, None)
+    Ok(select(&discover()?, &cfg, scope, &[])
         .map_err(fabric::FabricError::from)?
         .remove(0))
 }

@@ -3,6 +3,8 @@
 //! a single-node Slurm started by `scripts/slurm-local.sh` and stopped by PID.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod capi;
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -335,5 +337,63 @@ impl Drop for Slurm {
             .stderr(Stdio::null())
             .status();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A 3-node Slurm cluster in network namespaces with two networks (`scripts/cluster.sh`),
+/// stopped and removed on drop. One at a time per machine (fixed bridge and namespace
+/// names): the guard holds a lock. Its directory, and every file a job uses, is outside
+/// `/tmp`, which each node has its own of.
+pub struct Cluster {
+    dir: PathBuf,
+    _lock: FileLock,
+}
+
+impl Cluster {
+    /// Starts the cluster (after removing one a killed test left behind).
+    pub fn start() -> Cluster {
+        let lock = FileLock::acquire(Path::new("/tmp/maestro-tests-cluster.lock"));
+        let dir = repo().join("target").join("cluster");
+        let cluster = Cluster { dir, _lock: lock };
+        cluster.script(&["stop"]);
+        let out = cluster.script(&["start"]);
+        assert_eq!(out.code(), Some(0), "cluster.sh start: {out:?}");
+        cluster
+    }
+
+    /// Runs `scripts/cluster.sh ARGS` for this cluster.
+    pub fn script(&self, args: &[&str]) -> Output {
+        run(
+            Command::new(repo().join("scripts/cluster.sh"))
+                .args(args)
+                .env("CLUSTER_DIR", &self.dir)
+                .env("CLUSTER_NETS", "2"),
+            Duration::from_secs(120),
+        )
+    }
+
+    /// `srun` with this cluster's configuration.
+    pub fn srun(&self) -> Command {
+        let mut c = Command::new("srun");
+        c.env("SLURM_CONF", self.dir.join("etc/slurm.conf"));
+        c
+    }
+
+    /// A scratch directory every node sees.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let d = self.dir.join("work").join(name);
+        std::fs::create_dir_all(&d).expect("scratch dir");
+        d
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/cluster.sh"))
+            .arg("stop")
+            .env("CLUSTER_DIR", &self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }

@@ -148,8 +148,18 @@ impl JoinOptions {
     /// [`ClientError::NoFabric`] for bad settings or when no provider fits;
     /// [`ClientError::Fabric`] when the endpoint does not open.
     pub fn fabric(self, scope: fabric::Scope) -> Result<JoinOptions> {
+        self.fabric_on(scope, &[])
+    }
+
+    /// As [`JoinOptions::fabric`] on the NIC chosen for this process: `nic` holds its name
+    /// and aliases (as the inventory knows them), whose offers rank first; empty: no
+    /// preference. `MSTRO_OFI_IFACE` still overrides.
+    ///
+    /// # Errors
+    /// As [`JoinOptions::fabric`].
+    pub fn fabric_on(self, scope: fabric::Scope, nic: &[&str]) -> Result<JoinOptions> {
         let cfg = fabric::Config::from_env().map_err(|e| ClientError::NoFabric(e.to_string()))?;
-        self.fabric_with(&cfg, scope)
+        self.open_fabric(&cfg, scope, nic)
     }
 
     /// As [`JoinOptions::fabric`] with explicit settings instead of the environment's.
@@ -157,13 +167,32 @@ impl JoinOptions {
     /// # Errors
     /// As [`JoinOptions::fabric`].
     pub fn fabric_with(self, cfg: &fabric::Config, scope: fabric::Scope) -> Result<JoinOptions> {
+        self.open_fabric(cfg, scope, &[])
+    }
+
+    fn open_fabric(
+        self,
+        cfg: &fabric::Config,
+        scope: fabric::Scope,
+        nic: &[&str],
+    ) -> Result<JoinOptions> {
         let offers = fabric::discover()?;
-        let best = fabric::select(&offers, cfg, scope, None)
+        let best = fabric::select(&offers, cfg, scope, nic)
             .map_err(|e| ClientError::NoFabric(e.to_string()))?
             .into_iter()
             .next()
             .ok_or_else(|| ClientError::NoFabric("libfabric offers no usable provider".into()))?;
-        Ok(self.endpoint(Endpoint::open_with(&best, cfg.progress)?))
+        let endpoint = Endpoint::open_with(&best, cfg.progress)?;
+        tracing::debug!(
+            "fabric endpoint: {} on {} ({})",
+            best.provider,
+            best.domain,
+            endpoint
+                .address()
+                .ip()
+                .map_or_else(|| "no IP address".to_string(), |ip| ip.to_string())
+        );
+        Ok(self.endpoint(endpoint))
     }
 
     /// Shows `credential` (from `PMIx_Get_credential`) to the PM.

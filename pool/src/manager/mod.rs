@@ -589,7 +589,23 @@ impl Manager {
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
-        let detail = format!("transfer {transfer} by {}", source.kind());
+        let detail = match &source {
+            Source::Rma { endpoint, .. } => {
+                let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
+                let to = self
+                    .apps
+                    .get(&consumer)
+                    .and_then(|a| a.endpoint.as_ref())
+                    .and_then(ip);
+                format!(
+                    "transfer {transfer} by rma over {} from {} to {}",
+                    endpoint.provider,
+                    ip(endpoint).unwrap_or_else(|| "the provider".into()),
+                    to.unwrap_or_else(|| "the consumer".into())
+                )
+            }
+            other => format!("transfer {transfer} by {}", other.kind()),
+        };
         if let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) {
             self.out.push_back((
                 conn,

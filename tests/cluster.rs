@@ -1,0 +1,140 @@
+//! Across nodes: a 3-node Slurm cluster in network namespaces (`scripts/cluster.sh`, two
+//! networks), `srun -N 3 --mpi=pmix` of pmix_hello, of the pool workflow (PM and a producer
+//! on n1, a producer on n2, the consumer on n3: data over TCP between nodes, shm only
+//! within one), and of the C programs (PM tool, producer, consumer on three nodes).
+
+mod common;
+
+use std::time::Duration;
+
+use common::capi::installed;
+use common::{Cluster, example, run};
+
+#[test]
+fn pmix_hello_runs_one_rank_per_node() {
+    let cluster = Cluster::start();
+    let out = run(
+        cluster
+            .srun()
+            .args(["-N", "3", "-n", "3", "--mpi=pmix"])
+            .arg(example("pmix_hello")),
+        Duration::from_secs(120),
+    );
+    out.assert_hello(3);
+    for (rank, node) in [(0, "n1"), (1, "n2"), (2, "n3")] {
+        let on = format!("rank {rank} of 3 on {node}");
+        assert!(out.stdout.contains(&on), "no {on:?} in\n{}", out.stdout);
+    }
+}
+
+#[test]
+fn the_pool_workflow_spans_three_nodes() {
+    let cluster = Cluster::start();
+    let out = run(
+        cluster
+            .srun()
+            .args(["-N", "3", "-n", "4", "--mpi=pmix"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "30", "--max-size", "8388608"]),
+        Duration::from_secs(180),
+    );
+    out.assert_workflow(30);
+    // Rank 0 advertises both networks of n1 (and no address of this host's).
+    assert!(
+        out.stdout.contains("198.18.7.1:") && out.stdout.contains("198.18.8.1:"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn c_programs_on_three_nodes() {
+    let c = installed();
+    let cluster = Cluster::start();
+    let dir = cluster.scratch("c-roles");
+    let script = dir.join("roles.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$PMIX_RANK\" in\n  0) exec {} --clients 2 ;;\n  1) exec {} --cdos 8 ;;\n  2) exec {} --expect 2 ;;\nesac\nexit 3\n",
+            c.bin("pm_tool").display(),
+            c.bin("producer").display(),
+            c.bin("consumer").display()
+        ),
+    )
+    .expect("script");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = run(
+        cluster
+            .srun()
+            .args(["-N", "3", "-n", "3", "--mpi=pmix", "--label"])
+            .env("MSTRO_SCHEMA_PATH", common::repo().join("examples/c"))
+            .env("MSTRO_SCHEMA_LIST", "ecmwf.yaml")
+            .env("MSTRO_WORKFLOW_NAME", "cluster-c")
+            .env_remove("MSTRO_POOL_MANAGER_INFO")
+            .arg(&script),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("2: consumer: 2 CDOs, 2097152 bytes, all checksums match"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("0: pm-tool: 2 joined, 2 left; stopping"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Two producers on one node with two NICs get different NICs (ties spread by local rank)
+/// and their CDOs travel over their own NIC: the transport events name the producer's
+/// address. The pool manager and a tracer run on this host, reached over the bridge.
+#[test]
+fn each_rank_moves_data_over_its_own_nic() {
+    let cluster = Cluster::start();
+    let (pm, info) = common::start_pm("nics", &[]);
+    let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
+    tracer_cmd
+        .env("MSTRO_POOL_MANAGER_INFO", &info)
+        .env("MSTRO_WORKFLOW_NAME", "nics")
+        .args(["--kinds", "transport-started", "--count", "12"]);
+    let mut tracer = common::Group::spawn(&mut tracer_cmd);
+    common::await_line(
+        tracer.child.stderr.take().expect("stderr"),
+        "pool_tracer: subscribed",
+    );
+    // -N 2 -n 4: ranks 0-2 on n1 (local ranks 0-2), rank 3 (the consumer) on n2.
+    let out = run(
+        cluster
+            .srun()
+            .args(["-N", "2", "-n", "4", "--mpi=pmix"])
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_WORKFLOW_NAME", "nics")
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "6", "--max-size", "65536"]),
+        Duration::from_secs(120),
+    );
+    out.assert_workflow(6);
+    let events = tracer.wait(Duration::from_secs(30));
+    let rma: Vec<&str> = events
+        .stdout
+        .lines()
+        .filter(|l| l.contains("by rma over tcp"))
+        .collect();
+    // Producer 1 (local rank 1) on eth1, producer 2 (local rank 2) on eth0; the consumer
+    // (local rank 0 on n2) on eth0.
+    let from = |ip: &str| {
+        rma.iter()
+            .filter(|l| l.contains(&format!("from {ip} to 198.18.7.2")))
+            .count()
+    };
+    assert_eq!(from("198.18.8.1"), 6, "{}", events.stdout);
+    assert_eq!(from("198.18.7.1"), 6, "{}", events.stdout);
+    pm.terminate(Duration::from_secs(10));
+    drop(cluster);
+}

@@ -1,0 +1,134 @@
+//! The C API installed as users install it (`scripts/install.sh --debug`) and the C
+//! programs built against it with `pkg-config`: shared by the C API, Python and cluster
+//! tests. One installation per build, made under a lock by whichever test comes first.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use super::{FileLock, maestro, repo, run};
+
+/// The installation the programs are built against, and the programs.
+pub struct Installed {
+    /// The installation prefix.
+    pub prefix: PathBuf,
+}
+
+impl Installed {
+    /// A C program built against the installation.
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.prefix.join("examples").join(name)
+    }
+
+    /// The directory holding the `maestro_core` Python package (for `PYTHONPATH`).
+    pub fn site_packages(&self) -> PathBuf {
+        let lib = self.prefix.join("lib");
+        std::fs::read_dir(&lib)
+            .expect("lib dir")
+            .flatten()
+            .map(|e| e.path().join("site-packages"))
+            .find(|p| p.join("maestro_core").exists())
+            .unwrap_or_else(|| panic!("no maestro_core under {}", lib.display()))
+    }
+}
+
+/// What the installation depends on: when any of it changed, install and build again.
+fn stamp(sources: &[PathBuf]) -> String {
+    let target = maestro().parent().expect("target dir").to_path_buf();
+    let mut files = vec![
+        target.join("libmaestro.so"),
+        target.join("lib_native.so"),
+        maestro(),
+    ];
+    files.extend_from_slice(sources);
+    files
+        .iter()
+        .map(|f| {
+            let m = std::fs::metadata(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            format!("{} {:?} {}\n", f.display(), m.modified().ok(), m.len())
+        })
+        .collect()
+}
+
+/// Installs (once per build, shared by the test processes under a lock) and compiles the
+/// C programs against the installation.
+pub fn installed() -> Installed {
+    let target = maestro().parent().expect("target dir").to_path_buf();
+    let prefix = target.join("capi-test-prefix");
+    let programs: [(&str, PathBuf); 6] = [
+        ("pm_tool", repo().join("examples/c/pm_tool.c")),
+        ("producer", repo().join("examples/c/producer.c")),
+        ("consumer", repo().join("examples/c/consumer.c")),
+        ("local_pool", repo().join("examples/c/local_pool.c")),
+        ("bad_calls", repo().join("tests/c/bad_calls.c")),
+        ("api_cxx", repo().join("tests/c/api_cxx.cpp")),
+    ];
+    let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();
+    sources.push(repo().join("capi/include/maestro.h"));
+    sources.push(repo().join("examples/c/common.h"));
+    sources.push(repo().join("python/maestro_core/__init__.py"));
+    let _lock = FileLock::acquire(&target.join("capi-test-prefix.lock"));
+    // The library is not a dependency of these tests: build it (a no-op when current).
+    let built = run(
+        Command::new("cargo").args([
+            "build",
+            "-p",
+            "maestro-capi",
+            "-p",
+            "maestro-python",
+            "-p",
+            "maestro",
+        ]),
+        Duration::from_secs(600),
+    );
+    assert_eq!(built.code(), Some(0), "cargo build: {}", built.stderr);
+    let want = stamp(&sources);
+    let stamp_file = prefix.join("stamp");
+    if std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(want.as_str()) {
+        return Installed { prefix };
+    }
+    let _ = std::fs::remove_dir_all(&prefix);
+    let out = run(
+        Command::new(repo().join("scripts/install.sh"))
+            .arg("--debug")
+            .arg(&prefix),
+        Duration::from_secs(600),
+    );
+    assert_eq!(out.code(), Some(0), "install.sh: {out:?}");
+    for f in [
+        "include/maestro.h",
+        "lib/libmaestro.so",
+        "lib/libmaestro.a",
+        "bin/maestro",
+    ] {
+        assert!(prefix.join(f).exists(), "{f} not installed");
+    }
+    let pc = prefix.join("lib/pkgconfig");
+    let flags = run(
+        Command::new("pkg-config")
+            .args(["--cflags", "--libs", "maestro"])
+            .env("PKG_CONFIG_PATH", &pc),
+        Duration::from_secs(10),
+    );
+    assert_eq!(flags.code(), Some(0), "pkg-config: {flags:?}");
+    let flags: Vec<String> = flags.stdout.split_whitespace().map(String::from).collect();
+    std::fs::create_dir_all(prefix.join("examples")).expect("examples dir");
+    for (name, src) in &programs {
+        let cxx = src.extension().is_some_and(|e| e == "cpp");
+        let mut cc = Command::new(if cxx { "g++" } else { "cc" });
+        if cxx {
+            cc.arg("-std=c++11");
+        } else {
+            cc.args(["-std=c99", "-D_POSIX_C_SOURCE=200809L"]);
+        }
+        cc.args(["-Wall", "-Wextra", "-pedantic", "-Werror", "-g", "-o"])
+            .arg(prefix.join("examples").join(name))
+            .arg(src)
+            .args(&flags)
+            .arg("-lpthread");
+        let out = run(&mut cc, Duration::from_secs(120));
+        assert_eq!(out.code(), Some(0), "compiling {name}: {}", out.stderr);
+    }
+    std::fs::write(&stamp_file, want).expect("stamp");
+    Installed { prefix }
+}
