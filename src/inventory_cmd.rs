@@ -25,6 +25,8 @@ pub struct InventoryOptions {
     pub json: bool,
     /// Print Slurm configuration lines.
     pub slurm: bool,
+    /// Print the near-NIC placement of this many tasks (`srun --maestro-bind=near-nic`).
+    pub placement: Option<u32>,
 }
 
 /// The JSON document: the inventory and the choice.
@@ -71,7 +73,40 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
         });
     }
     let choice = choose_nic(&candidates, &cpus, opts.local_rank)?;
-    if opts.slurm {
+    if let Some(n) = opts.placement {
+        let plan = inventory::placement(&candidates, n)?;
+        if opts.json {
+            let rows: Vec<serde_json::Value> = plan
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "task": p.task,
+                        "nic": p.nic,
+                        "cpus": p.cpus.as_ref().map(ToString::to_string),
+                        "note": p.note,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::Value::Array(rows));
+        } else {
+            println!("near-NIC placement of {n} tasks on {}:", inv.hostname);
+            println!("{:<6} {:<10} {:<24} WHY", "TASK", "NIC", "CPUS");
+            for p in &plan {
+                let cpus = p
+                    .cpus
+                    .as_ref()
+                    .map_or_else(|| "-".to_string(), ToString::to_string);
+                println!("{:<6} {:<10} {:<24} {}", p.task, p.nic, cpus, p.note);
+            }
+            if let Some(masks) = plan
+                .iter()
+                .map(|p| p.cpus.as_ref().map(hex_mask))
+                .collect::<Option<Vec<String>>>()
+            {
+                println!("by hand: srun --cpu-bind=mask_cpu:{}", masks.join(","));
+            }
+        }
+    } else if opts.slurm {
         print!("{}", export::slurm(&inv));
     } else if opts.json {
         let report = Report {
@@ -94,4 +129,35 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
         );
     }
     Ok(())
+}
+
+/// A CPU set as the hexadecimal mask `srun --cpu-bind=mask_cpu:` takes (`0x15` for 0,2,4).
+fn hex_mask(cpus: &IndexSet) -> String {
+    let Some(top) = cpus.iter().max() else {
+        return "0x0".into();
+    };
+    let mut nibbles = vec![0u8; top as usize / 4 + 1];
+    for c in cpus.iter() {
+        nibbles[c as usize / 4] |= 1 << (c % 4);
+    }
+    // The top nibble holds the highest CPU: no leading zeros.
+    let hex: String = nibbles
+        .iter()
+        .rev()
+        .filter_map(|n| char::from_digit(u32::from(*n), 16))
+        .collect();
+    format!("0x{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_are_what_srun_takes() {
+        let m = |s: &str| hex_mask(&IndexSet::parse(s).expect("cpuset"));
+        assert_eq!(m("0,2,4"), "0x15");
+        assert_eq!(m("6,8,10"), "0x540");
+        assert_eq!(m("64"), format!("0x1{}", "0".repeat(16)));
+    }
 }

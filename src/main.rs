@@ -77,6 +77,10 @@ enum Cmd {
         /// Print slurm.conf / gres.conf / topology.conf lines for this node.
         #[arg(long)]
         slurm: bool,
+        /// Print where N tasks of this node go under srun --maestro-bind=near-nic: each
+        /// task's NIC and the CPUs near it (for schedulers and hand-written --cpu-bind maps).
+        #[arg(long, value_name = "N")]
+        placement: Option<u32>,
     },
     /// Run a pool manager as its own process; prints MSTRO_POOL_MANAGER_INFO;INFO;
     Pm {
@@ -281,6 +285,7 @@ fn main() -> ExitCode {
             local_rank,
             provider,
             slurm,
+            placement,
         } => {
             let opts = inventory_cmd::InventoryOptions {
                 topology,
@@ -289,6 +294,7 @@ fn main() -> ExitCode {
                 provider,
                 json,
                 slurm,
+                placement,
             };
             match inventory_cmd::run(&opts) {
                 Ok(()) => ExitCode::SUCCESS,

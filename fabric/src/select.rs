@@ -23,7 +23,9 @@ use crate::endpoint::ProgressMode;
 pub struct Config {
     /// Provider restriction (`MSTRO_OFI_PROVIDER`, else `FI_PROVIDER`).
     pub provider: Option<String>,
-    /// Interface/domain restriction (`MSTRO_OFI_IFACE`).
+    /// The NIC network providers must use (`MSTRO_OFI_IFACE`: interface or domain name, as
+    /// the SPANK plugin sets it). Shared memory, on no NIC, stays available to same-node
+    /// peers.
     pub iface: Option<String>,
     /// How progress threads wait (`MSTRO_OFI_PROGRESS`: `block` or `spin`).
     pub progress: ProgressMode,
@@ -139,7 +141,11 @@ pub fn select(
                 .as_deref()
                 .is_none_or(|p| provider_matches(p, &o.provider))
         })
-        .filter(|(_, o)| config.iface.as_deref().is_none_or(|i| o.domain == i))
+        .filter(|(_, o)| {
+            config.iface.as_deref().is_none_or(|i| {
+                o.domain == i || ProviderClass::of(&o.provider) == ProviderClass::SharedMemory
+            })
+        })
         .filter(|(_, o)| {
             scope == Scope::SameNode
                 || ProviderClass::of(&o.provider) != ProviderClass::SharedMemory
@@ -260,6 +266,14 @@ mod tests {
         };
         let r = select(&offers(), &udp_lo, Scope::AnyNode, &[]).expect("selection");
         assert_eq!(names(&r), ["udp;ofi_rxd@lo"]);
+        // The interface restricts network providers; same-node peers keep shared memory.
+        let lo = Config {
+            iface: Some("lo".into()),
+            ..Config::default()
+        };
+        let r = select(&offers(), &lo, Scope::SameNode, &[]).expect("selection");
+        assert_eq!(r[0].provider, "shm", "{:?}", names(&r));
+        assert!(r[1..].iter().all(|o| o.domain == "lo"), "{:?}", names(&r));
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod cpuset;
 pub mod export;
 mod kernel;
 mod model;
+mod placement;
 mod pmix_io;
 mod topo;
 
@@ -26,6 +27,7 @@ pub use cpuset::{CpuSetError, IndexSet};
 pub use model::{
     Domain, Inventory, Link, Locality, Machine, Nic, NicKind, Offer, Pci, Rdma, SCHEMA,
 };
+pub use placement::{NicRequest, Placement, PlacementError, TaskNic, placement, task_nic};
 pub use pmix_io::{
     KEY_ASSIGNMENT, KEY_INVENTORY, KEY_NIC, MergeReport, device_distances, merge_pmix,
     to_pmix_devices,
@@ -53,6 +55,9 @@ pub enum InventoryError {
     /// No NIC could be chosen.
     #[error("{0}")]
     Choice(#[from] ChoiceError),
+    /// No placement or task NIC could be given.
+    #[error("{0}")]
+    Placement(#[from] PlacementError),
     /// The process's CPU binding cannot be read.
     #[error("cannot read this process's CPU binding: {0}")]
     Affinity(std::io::Error),
@@ -169,6 +174,7 @@ fn add_offers(
             provider: o.provider,
             class,
             fabric: o.fabric,
+            domain: o.domain,
             endpoint: o.endpoint,
             caps: o.caps,
         };

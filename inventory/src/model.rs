@@ -222,6 +222,11 @@ pub struct Offer {
     pub class: ProviderClass,
     /// The fabric (subnet).
     pub fabric: String,
+    /// The libfabric domain it is offered on (the NIC's name or an alias of it, e.g.
+    /// `mlx5_0` for `ib0`): what `MSTRO_OFI_IFACE` names. Empty in inventories written
+    /// before it was recorded.
+    #[serde(default)]
+    pub domain: String,
     /// The endpoint type.
     pub endpoint: EndpointType,
     /// Capabilities.

@@ -140,3 +140,56 @@ fn the_live_machine_lists_loopback_and_its_providers() {
     let out_of_range = set("100000").check_within(&inv.machine.cpus);
     assert!(out_of_range.is_err());
 }
+
+#[test]
+fn near_nic_placement_spreads_tasks_over_the_cpus_of_the_rdma_nic() {
+    let inv = collect(&xml("24em64t-2n6c2t-pci.xml")).expect("inventory");
+    let ib_cpus: Vec<u32> = inv
+        .nic("ib0")
+        .and_then(|n| n.locality.as_ref())
+        .expect("ib0 locality")
+        .cpus
+        .iter()
+        .collect();
+    assert_eq!(ib_cpus.len(), 12, "package 0: 6 cores x 2 threads");
+    let plan = inventory::placement(&inv, 4).expect("placement");
+    // Only the RDMA NIC; each task gets 3 of its 12 local CPUs, none shared.
+    let mut seen = IndexSet::new();
+    for p in &plan {
+        assert_eq!(p.nic, "ib0", "{p:?}");
+        let cpus = p.cpus.as_ref().expect("bound");
+        assert_eq!(cpus.iter().count(), 3, "{p:?}");
+        for c in cpus.iter() {
+            assert!(ib_cpus.contains(&c), "{p:?}");
+            assert!(!seen.iter().any(|s| s == c), "CPU {c} given twice");
+            seen.insert(c);
+        }
+    }
+    // More tasks than CPUs near the NIC: left as launched, with the reason.
+    let crowded = inventory::placement(&inv, 13).expect("placement");
+    assert!(crowded.iter().all(|p| p.cpus.is_none()));
+    assert!(crowded[0].note.contains("too few"), "{:?}", crowded[0]);
+    assert!(matches!(
+        inventory::placement(&inv, 0),
+        Err(inventory::PlacementError::NoTasks)
+    ));
+}
+
+#[test]
+fn a_task_gets_the_named_nic_or_an_error_listing_the_nics_there() {
+    use inventory::{NicRequest, PlacementError, task_nic};
+    let inv = collect(&xml("32em64t-2n8c2t-pci-normalio.xml")).expect("inventory");
+    let all = inv.machine.cpus.clone();
+    let ib = task_nic(&inv, &all, 0, &NicRequest::Named("mlx5_0".into())).expect("alias");
+    assert_eq!(ib.nic, "ib0");
+    // Providers are unknown in an XML topology: the interface name, no provider.
+    assert_eq!((ib.iface.as_str(), ib.provider.as_deref()), ("ib0", None));
+    let auto = task_nic(&inv, &all, 1, &NicRequest::Auto).expect("auto");
+    assert_eq!(auto.nic, "ib0", "{:?}", auto.reasons);
+    match task_nic(&inv, &all, 0, &NicRequest::Named("eth7".into())) {
+        Err(PlacementError::NoSuchNic { available, .. }) => {
+            assert!(available.contains("ib0"), "{available}")
+        }
+        other => panic!("expected NoSuchNic, got {other:?}"),
+    }
+}
