@@ -19,7 +19,8 @@
 # range: it is never routed anywhere. The cluster's state lives in CLUSTER_DIR (default
 # /var/lib/maestro-cluster), which must not be under /tmp (each node has its own /tmp);
 # programs and files a job uses must be outside /tmp too. plugstack.conf loads the maestro
-# SPANK plugin when CLUSTER_SPANK names it (a path to maestro_spank.so).
+# SPANK plugin (as required: its errors fail the step) when CLUSTER_SPANK names it (a path to
+# maestro_spank.so).
 #
 # Needs root (namespaces, mounts) and the packages of scripts/setup.sh; installs nothing.
 # Recipe and gotchas: cgroup v1 hierarchies re-mounted inside each node (slurmd needs them),
@@ -103,7 +104,7 @@ C
     echo "PMIxCliTmpDirBase=$D/pmixcli" >"$D/etc/mpi.conf"
     if [[ -n ${CLUSTER_SPANK:-} ]]; then
         [[ -f $CLUSTER_SPANK ]] || die "CLUSTER_SPANK=$CLUSTER_SPANK: no such plugin"
-        echo "optional $CLUSTER_SPANK" >"$D/etc/plugstack.conf"
+        echo "required $CLUSTER_SPANK" >"$D/etc/plugstack.conf"
     else
         : >"$D/etc/plugstack.conf"
     fi

@@ -5,6 +5,7 @@
 #   PREFIX/lib/libmaestro.so, PREFIX/lib/libmaestro.a
 #   PREFIX/lib/pkgconfig/maestro.pc
 #   PREFIX/lib/python3.X/site-packages/maestro_core/   (X: this machine's python3)
+#   PREFIX/lib/maestro_spank.so                         (Slurm SPANK plugin, for plugstack.conf)
 #   PREFIX/bin/maestro
 # then: cc prog.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs maestro)
 #       PYTHONPATH=PREFIX/lib/python3.X/site-packages python3 -c 'import maestro_core'
@@ -26,7 +27,7 @@ prefix=$(cd "$1" && pwd)
 scripts/setup.sh
 cargo_flags=()
 [[ $profile == release ]] && cargo_flags+=(--release)
-cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro-python -p maestro
+cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro-python -p maestro-spank -p maestro
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 out="$target/$profile"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -35,6 +36,7 @@ install -m 0644 capi/include/maestro.h "$prefix/include/maestro.h"
 install -m 0755 "$out/libmaestro.so" "$prefix/lib/libmaestro.so"
 install -m 0644 "$out/libmaestro.a" "$prefix/lib/libmaestro.a"
 install -m 0755 "$out/maestro" "$prefix/bin/maestro"
+install -m 0755 "$out/libmaestro_spank.so" "$prefix/lib/maestro_spank.so"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" capi/maestro.pc.in \
     >"$prefix/lib/pkgconfig/maestro.pc"
 pyver=$(/usr/bin/env python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')

@@ -12,6 +12,7 @@ PKGS=(
     libfabric-dev libfabric-bin            # libfabric 1.17
     libhwloc-dev hwloc libudev-dev         # hwloc 2.9 (hwloc's pkg-config needs -ludev)
     munge libmunge-dev slurm-wlm           # single-node Slurm for the srun tests
+    libslurm-dev                           # slurm/spank.h for the SPANK plugin
     openmpi-bin libopenmpi-dev             # mpirun tests
     iproute2 procps                        # network-namespace tests, process checks
     g++ valgrind                           # C API tests: C++ header check, leak check

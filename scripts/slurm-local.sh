@@ -13,6 +13,7 @@
 # invoking user (tested as root). Non-default ports so it never collides with a system Slurm.
 #
 # Tunables (env): SLURM_LOCAL_DIR, SLURM_LOCAL_CPUS (declared CPUs, default max(nproc,8)),
+#                 SLURM_LOCAL_SPANK (a SPANK plugin to load as required, e.g. maestro_spank.so),
 #                 SLURM_LOCAL_CTLD_PORT (16817), SLURM_LOCAL_SLURMD_PORT (16818),
 #                 SLURM_LOCAL_TIMEOUT (seconds to wait for idle, default 60)
 set -euo pipefail
@@ -84,7 +85,13 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=1024 State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PlugStackConfig=$D/etc/plugstack.conf
 EOF
+    if [[ -n ${SLURM_LOCAL_SPANK:-} ]]; then
+        echo "required $SLURM_LOCAL_SPANK" > "$D/etc/plugstack.conf"
+    else
+        : > "$D/etc/plugstack.conf"
+    fi
     # keep PMIx client tmp dirs inside $D instead of /tmp/spmix_appdir_*
     echo "PMIxCliTmpDirBase=$D/pmixcli" > "$D/etc/mpi.conf.tmp"
     if ! cmp -s "$CONF.tmp" "$CONF" 2>/dev/null; then mv "$CONF.tmp" "$CONF"; CONF_CHANGED=1; else rm -f "$CONF.tmp"; fi

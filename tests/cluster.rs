@@ -138,3 +138,116 @@ fn each_rank_moves_data_over_its_own_nic() {
     pm.terminate(Duration::from_secs(10));
     drop(cluster);
 }
+
+/// `srun --maestro-nic` on a node with two NICs: its two tasks get different NICs (the tie
+/// spread by local task id), which is what the pool's endpoints then open on.
+#[test]
+fn the_spank_plugin_gives_two_tasks_of_a_two_nic_node_different_nics() {
+    let cluster = Cluster::start();
+    let out = run(
+        cluster
+            .srun()
+            .args([
+                "-N",
+                "1",
+                "-n",
+                "2",
+                "-w",
+                "n1",
+                "--maestro-nic",
+                "--maestro-verbose",
+            ])
+            .args([
+                "sh",
+                "-c",
+                "echo \"task $SLURM_LOCALID: [$MSTRO_OFI_IFACE]\"",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(out.stdout.contains("task 0: [eth0]"), "{}", out.stdout);
+    assert!(out.stdout.contains("task 1: [eth1]"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("maestro-spank: task 1 on n1: NIC eth1")
+            && out
+                .stderr
+                .contains("tie among eth0, eth1 spread by local rank 1"),
+        "{}",
+        out.stderr
+    );
+    // The NIC named must exist on the node.
+    let bad = run(
+        cluster.srun().args([
+            "-N",
+            "1",
+            "-n",
+            "1",
+            "-w",
+            "n2",
+            "--maestro-nic=eth7",
+            "true",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_ne!(bad.code(), Some(0), "{bad:?}");
+    assert!(
+        bad.stderr
+            .contains("no NIC \"eth7\" on node n2; NICs here: eth0, eth1, lo"),
+        "{}",
+        bad.stderr
+    );
+}
+
+/// `--maestro-bind=near-nic` with a real machine's topology (MSTRO_TOPOLOGY): tasks are
+/// given the InfiniBand NIC and CPUs near it, shown but not applied to this machine; on the
+/// node's own NICs (locality unknown in a VM) the tasks stay as launched, and say why.
+#[test]
+fn near_nic_placement_says_what_it_does_and_why_not() {
+    let cluster = Cluster::start();
+    let xml = common::repo().join("inventory/tests/data/24em64t-2n6c2t-pci.xml");
+    let foreign = run(
+        cluster
+            .srun()
+            .args(["-N", "1", "-n", "2", "-w", "n1", "--maestro-nic"])
+            .args(["--maestro-bind=near-nic", "--maestro-verbose"])
+            .env("MSTRO_TOPOLOGY", &xml)
+            .args([
+                "sh",
+                "-c",
+                "echo \"task $SLURM_LOCALID: [$MSTRO_OFI_IFACE]\"",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(foreign.code(), Some(0), "{foreign:?}");
+    assert_eq!(foreign.lines_with(": [ib0]").len(), 2, "{}", foreign.stdout);
+    for cpus in ["0,2,4,6,8,10", "12,14,16,18,20,22"] {
+        assert!(
+            foreign.stderr.contains(&format!(
+                "not applied (MSTRO_TOPOLOGY describes another machine): CPUs {cpus}"
+            )),
+            "{}",
+            foreign.stderr
+        );
+    }
+    let own = run(
+        cluster.srun().args([
+            "-N",
+            "1",
+            "-n",
+            "2",
+            "-w",
+            "n1",
+            "--maestro-bind=near-nic",
+            "--maestro-verbose",
+            "true",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(own.code(), Some(0), "{own:?}");
+    assert!(
+        own.stderr
+            .contains("near-nic placement not applied: eth0: locality unknown"),
+        "{}",
+        own.stderr
+    );
+}

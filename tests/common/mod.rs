@@ -290,6 +290,32 @@ impl FileLock {
     }
 }
 
+/// The maestro SPANK plugin, built (a no-op when current): both test Slurms load it (as
+/// required); it changes nothing unless a job asks with `--maestro-*`.
+pub fn spank_plugin() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = run(
+                Command::new("cargo").args(["build", "-p", "maestro-spank"]),
+                Duration::from_secs(600),
+            );
+            assert_eq!(
+                out.code(),
+                Some(0),
+                "building the SPANK plugin: {}",
+                out.stderr
+            );
+            let so = maestro()
+                .parent()
+                .expect("target dir")
+                .join("libmaestro_spank.so");
+            assert!(so.exists(), "{} not built", so.display());
+            so
+        })
+        .clone()
+}
+
 /// A single-node Slurm (munge + slurmctld + slurmd) in a private directory, stopped and
 /// removed on drop. Only one runs at a time on a machine (fixed ports): the guard holds a
 /// lock for its lifetime.
@@ -306,7 +332,8 @@ impl Slurm {
         let out = run(
             Command::new(repo().join("scripts/slurm-local.sh"))
                 .arg("start")
-                .env("SLURM_LOCAL_DIR", &dir),
+                .env("SLURM_LOCAL_DIR", &dir)
+                .env("SLURM_LOCAL_SPANK", spank_plugin()),
             Duration::from_secs(120),
         );
         let slurm = Slurm { dir, _lock: lock };
@@ -367,7 +394,8 @@ impl Cluster {
             Command::new(repo().join("scripts/cluster.sh"))
                 .args(args)
                 .env("CLUSTER_DIR", &self.dir)
-                .env("CLUSTER_NETS", "2"),
+                .env("CLUSTER_NETS", "2")
+                .env("CLUSTER_SPANK", spank_plugin()),
             Duration::from_secs(120),
         )
     }
