@@ -251,3 +251,119 @@ fn near_nic_placement_says_what_it_does_and_why_not() {
         own.stderr
     );
 }
+
+/// A provider on n2 offers `lost` (64 MiB), one on n1 offers `kept`. With n2's provider
+/// stopped mid-transfer, the consumer on n3 demands `lost`; then node n2 is killed whole
+/// (its slurmd and tasks): the tracer (on this host) sees n2's app leave, the demand of
+/// `lost` fails with MSTRO_NOENT (no provider left), and `kept` still arrives.
+#[test]
+fn a_node_that_dies_takes_only_what_it_alone_provided() {
+    use std::process::Command;
+    let c = installed();
+    let cluster = Cluster::start();
+    let (pm, info) = common::start_pm("node-loss", &[]);
+    let python = common::repo().join(".venv/bin/python");
+    let env = |cmd: &mut Command| {
+        cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_WORKFLOW_NAME", "node-loss")
+            .env("PYTHONPATH", c.site_packages());
+    };
+    let mut tracer_cmd = Command::new(example("pool_tracer"));
+    env(&mut tracer_cmd);
+    tracer_cmd.args(["--kinds", "app-leave"]);
+    let mut tracer = common::Group::spawn(&mut tracer_cmd);
+    common::await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    const PROVIDE: &str = "import sys, time, numpy as np, maestro_core as M\n\
+        M.mstro_init(None, sys.argv[2], 0)\n\
+        c = M.mstro_cdo_declare(sys.argv[1], None)\n\
+        a = np.ones(int(sys.argv[3]), dtype=np.uint8)\n\
+        M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)\n\
+        M.mstro_cdo_seal(c)\n\
+        M.mstro_cdo_offer(c)\n\
+        print('offered', sys.argv[1], flush=True)\n\
+        time.sleep(600)\n";
+    let provider = |node: &str, name: &str, component: &str, size: &str| {
+        let mut cmd = cluster.srun();
+        env(&mut cmd);
+        cmd.args(["-N", "1", "-n", "1", "-w", node])
+            .arg(&python)
+            .args(["-c", PROVIDE, name, component, size]);
+        let mut g = common::Group::spawn(&mut cmd);
+        common::await_line(g.child.stdout.take().expect("stdout"), "offered");
+        g
+    };
+    let _doomed = provider("n2", "lost", "doomed", &(64 << 20).to_string());
+    let _survivor = provider("n1", "kept", "survivor", &(1 << 20).to_string());
+    // Stop n2's provider: its reads stall, as a dying node's would.
+    let doomed = std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("doomed"))
+        })
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.starts_with("python"))
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(doomed.len(), 1, "the provider on n2: {doomed:?}");
+    // SAFETY: stopping the test's own child process.
+    unsafe { libc::kill(doomed[0], libc::SIGSTOP) };
+    const CONSUME: &str = "import maestro_core as M\n\
+        M.mstro_init(None, 'consumer', 0)\n\
+        lost = M.mstro_cdo_declare('lost', None)\n\
+        kept = M.mstro_cdo_declare('kept', None)\n\
+        M.mstro_cdo_require(kept)\n\
+        print('demanding lost', flush=True)\n\
+        try:\n    M.mstro_cdo_demand(lost)\n    print('lost: arrived', flush=True)\n\
+        except M.MaestroError as e:\n    print('lost:', e.status, e.message, flush=True)\n\
+        M.mstro_cdo_demand(kept)\n\
+        print('kept:', len(M.mstro_cdo_access_ptr(kept)), 'bytes', flush=True)\n\
+        M.mstro_cdo_dispose(kept)\n\
+        M.mstro_finalize()\n";
+    let mut consumer_cmd = cluster.srun();
+    env(&mut consumer_cmd);
+    consumer_cmd
+        .args(["-N", "1", "-n", "1", "-w", "n3"])
+        .arg(&python)
+        .args(["-c", CONSUME]);
+    let mut consumer = common::Group::spawn(&mut consumer_cmd);
+    let out = consumer.child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("consumer starts");
+    assert_eq!(first, "demanding lost");
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = cluster.script(&["kill-node", "2"]);
+    assert_eq!(killed.code(), Some(0), "{killed:?}");
+    let lost = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the demand of lost ends");
+    assert!(lost.starts_with("lost: 7 "), "MSTRO_NOENT expected: {lost}");
+    assert!(lost.contains("no provider"), "{lost}");
+    let kept = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("kept arrives");
+    assert_eq!(kept, "kept: 1048576 bytes");
+    let done = consumer.wait(Duration::from_secs(60));
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    let events = tracer.terminate(Duration::from_secs(10));
+    assert!(
+        events
+            .stdout
+            .lines()
+            .any(|l| l.contains("\"component\":\"doomed\"") && l.contains("connection lost")),
+        "{}",
+        events.stdout
+    );
+    pm.terminate(Duration::from_secs(10));
+}
