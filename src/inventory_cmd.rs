@@ -108,6 +108,14 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
         }
     } else if opts.slurm {
         print!("{}", export::slurm(&inv));
+        // Where scripts/install.sh put the plugin, next to this binary's prefix.
+        let plugin = std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.join("lib/maestro_spank.so")))
+            .filter(|p| p.exists())
+            .map_or_else(|| "PREFIX/lib/maestro_spank.so".to_string(), |p| p.display().to_string());
+        println!("# plugstack.conf (srun --maestro-nic / --maestro-bind=near-nic per task):");
+        println!("required {plugin}");
     } else if opts.json {
         let report = Report {
             inventory: &inv,

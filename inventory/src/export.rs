@@ -131,10 +131,12 @@ pub fn table(inv: &Inventory, choice: Option<(&IndexSet, u32, &Choice)>) -> Stri
 pub fn slurm(inv: &Inventory) -> String {
     let mut s = String::new();
     let host = &inv.hostname;
+    // Real NICs: PCI devices, or interfaces whose link is usable (not loopback, not
+    // virtual devices that are down such as ifb).
     let nics: Vec<_> = inv
         .nics
         .iter()
-        .filter(|n| n.kind != NicKind::Loopback)
+        .filter(|n| n.kind != NicKind::Loopback && (n.pci.is_some() || n.link.usable()))
         .collect();
     let mut features: Vec<String> = Vec::new();
     let mut push = |f: String| {
