@@ -113,7 +113,10 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
             .ok()
             .and_then(|exe| Some(exe.parent()?.parent()?.join("lib/maestro_spank.so")))
             .filter(|p| p.exists())
-            .map_or_else(|| "PREFIX/lib/maestro_spank.so".to_string(), |p| p.display().to_string());
+            .map_or_else(
+                || "PREFIX/lib/maestro_spank.so".to_string(),
+                |p| p.display().to_string(),
+            );
         println!("# plugstack.conf (srun --maestro-nic / --maestro-bind=near-nic per task):");
         println!("required {plugin}");
     } else if opts.json {

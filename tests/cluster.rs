@@ -367,3 +367,114 @@ fn a_node_that_dies_takes_only_what_it_alone_provided() {
     );
     pm.terminate(Duration::from_secs(10));
 }
+
+/// Reads a child's stream line by line into a channel (the child never blocks on a pipe).
+fn lines(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line with `needle` within `limit` (panics with what came otherwise).
+fn expect_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, limit: Duration) -> String {
+    let end = std::time::Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(needle) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    panic!(
+        "no line with {needle:?} within {limit:?}; got:\n{}",
+        seen.join("\n")
+    );
+}
+
+/// A producer on n1 whose endpoint is on eth1 (`--maestro-nic=eth1`) and a consumer on n2:
+/// the first CDO moves by RMA from n1's eth1 address; then n1's eth1 goes down, the
+/// producer's client reports it, a subscriber on this host gets the fabric event, and the
+/// next CDO goes by stream over the control connections (the other network).
+#[test]
+fn a_link_down_on_one_node_reroutes_the_next_transfer() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let c = installed();
+    let cluster = Cluster::start();
+    let (pm, info) = common::start_pm("link-down", &[]);
+    let python = common::repo().join(".venv/bin/python");
+    let env = |cmd: &mut Command| {
+        cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_WORKFLOW_NAME", "link-down")
+            .env("PYTHONPATH", c.site_packages());
+    };
+    let mut tracer_cmd = Command::new(example("pool_tracer"));
+    env(&mut tracer_cmd);
+    tracer_cmd.args(["--kinds", "fabric,transport-started"]);
+    let mut tracer = common::Group::spawn(&mut tracer_cmd);
+    common::await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    let events = lines(tracer.child.stdout.take().expect("stdout"));
+    const PROVIDE: &str = "import time, numpy as np, maestro_core as M\n\
+        M.mstro_init(None, 'producer', 0)\n\
+        keep = []\n\
+        for name in ('before', 'after'):\n    c = M.mstro_cdo_declare(name, None)\n    a = np.full(1 << 20, 7, dtype=np.uint8)\n    M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)\n    M.mstro_cdo_seal(c)\n    M.mstro_cdo_offer(c)\n    keep.append(a)\n\
+        print('offered', flush=True)\n\
+        time.sleep(600)\n";
+    let mut producer_cmd = cluster.srun();
+    env(&mut producer_cmd);
+    producer_cmd
+        .args(["-N", "1", "-n", "1", "-w", "n1", "--maestro-nic=eth1"])
+        .arg(&python)
+        .args(["-c", PROVIDE]);
+    let mut producer = common::Group::spawn(&mut producer_cmd);
+    common::await_line(producer.child.stdout.take().expect("stdout"), "offered");
+    const CONSUME: &str = "import sys, maestro_core as M\n\
+        M.mstro_init(None, 'consumer', 0)\n\
+        for name in ('before', 'after'):\n    c = M.mstro_cdo_declare(name, None)\n    M.mstro_cdo_demand(c)\n    v = M.mstro_cdo_access_ptr(c)\n    print(name + ':', len(v), 'bytes', set(v.tobytes()) == {7}, flush=True)\n    del v\n    M.mstro_cdo_dispose(c)\n    sys.stdin.readline()\n\
+        M.mstro_finalize()\n";
+    let mut consumer_cmd = cluster.srun();
+    env(&mut consumer_cmd);
+    consumer_cmd
+        .args(["-N", "1", "-n", "1", "-w", "n2"])
+        .arg(&python)
+        .args(["-c", CONSUME]);
+    let mut consumer = common::Group::spawn_with_stdin(&mut consumer_cmd, Stdio::piped());
+    let said = lines(consumer.child.stdout.take().expect("stdout"));
+    let mut go = consumer.child.stdin.take().expect("stdin");
+    let t = Duration::from_secs(30);
+    assert_eq!(
+        expect_line(&said, "before:", t),
+        "before: 1048576 bytes True"
+    );
+    let rma = expect_line(&events, "\"TransportStarted\"", t);
+    assert!(
+        rma.contains("by rma over tcp;ofi_rxm from 198.18.8.1"),
+        "{rma}"
+    );
+    let down = cluster.script(&["link", "1", "eth1", "down"]);
+    assert_eq!(down.code(), Some(0), "{down:?}");
+    let fabric = expect_line(&events, "link eth1 down", t);
+    assert!(fabric.contains("198.18.8.1/24"), "{fabric}");
+    writeln!(go, "go").expect("consumer stdin");
+    assert_eq!(expect_line(&said, "after:", t), "after: 1048576 bytes True");
+    let stream = expect_line(&events, "\"TransportStarted\"", t);
+    assert!(stream.contains("by stream"), "{stream}");
+    writeln!(go, "go").expect("consumer stdin");
+    drop(go);
+    let done = consumer.wait(Duration::from_secs(60));
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    drop(producer);
+    tracer.terminate(Duration::from_secs(10));
+    pm.terminate(Duration::from_secs(10));
+}

@@ -442,8 +442,9 @@ fn job_scope(settings: &Settings) -> fabric::Scope {
     }
 }
 
-/// As [`job_scope`] for a PM found in the job; for a PM outside it, shm only when the PM is
-/// on this host (its Unix socket is here) and no PMIx job says otherwise.
+/// As [`job_scope`] for a PM found in the job. A PM from outside the job serves apps this
+/// job knows nothing of, which may be anywhere: shared memory only when the PM is on this
+/// host (its Unix socket is here: a one-host workflow, as in a PM tool with its clients).
 fn scope(settings: &Settings, found: &Found, info: &PmInfo) -> fabric::Scope {
     match found {
         Found::JobKey { .. } | Found::ServedHere | Found::LocalPool => job_scope(settings),
@@ -452,10 +453,10 @@ fn scope(settings: &Settings, found: &Found, info: &PmInfo) -> fabric::Scope {
                 bootstrap::ControlAddr::Unix(p) => p.exists(),
                 bootstrap::ControlAddr::Tcp(_) => false,
             });
-            if pm_here && settings.pmix.is_none() {
+            if pm_here {
                 fabric::Scope::SameNode
             } else {
-                job_scope(settings)
+                fabric::Scope::AnyNode
             }
         }
     }

@@ -13,6 +13,7 @@
 //! - [`AsyncClient`] and [`Client`]: applications' side, moving CDO bytes by RMA over the
 //!   `fabric` crate, by same-process hand-over or by stream;
 //! - [`bootstrap`]: the PM info that finds the PM, and the host's interface addresses;
+//! - [`links`]: link states of interfaces, watched for changes;
 //! - [`wire`]: a bare framed connection for load generators.
 
 pub mod archive;
@@ -21,6 +22,7 @@ pub mod auth;
 pub mod bootstrap;
 mod client;
 pub mod events;
+pub mod links;
 mod manager;
 mod pm;
 pub mod pmix_events;

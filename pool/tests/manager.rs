@@ -1281,11 +1281,16 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
     assert_eq!(e.kind, EventKind::Fabric);
     assert_eq!(e.detail, "link veth1 down (10.1.0.9/24)");
     assert_eq!(demand(&mut pm, "during"), "stream");
+    // The same change reported again (by another app of the node, say) is not news.
+    pm.m.link_changed("veth1", &path1, false);
+    assert!(events_to(&pm.drain(), s).is_empty());
     pm.m.link_changed("veth1", &path1, true);
     assert_eq!(
         events_to(&pm.drain(), s)[0].detail,
         "link veth1 up (10.1.0.9/24)"
     );
+    pm.m.link_changed("veth1", &path1, true);
+    assert!(events_to(&pm.drain(), s).is_empty());
     assert_eq!(demand(&mut pm, "after"), "rma");
 }
 

@@ -18,7 +18,6 @@
 mod credential;
 mod fabric;
 mod host;
-mod links;
 mod outcome;
 mod output;
 
@@ -216,7 +215,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             .unwrap_or_default(),
     };
     let links = fabric.as_ref().map(|f| {
-        links::LinkMonitor::new(
+        pool::links::LinkMonitor::new(
             f.inventory
                 .nics
                 .iter()
@@ -318,7 +317,7 @@ struct Job<'a> {
     deadline: Option<Instant>,
     outputs: Vec<Receiver<()>>,
     /// Watches the node's links; changes become `PMIX_FABRIC_UPDATED` events.
-    links: Option<links::LinkMonitor>,
+    links: Option<pool::links::LinkMonitor>,
 }
 
 impl Job<'_> {
@@ -519,7 +518,7 @@ impl Job<'_> {
         let changes = self
             .links
             .as_mut()
-            .map(links::LinkMonitor::poll)
+            .map(pool::links::LinkMonitor::poll)
             .unwrap_or_default();
         if changes.is_empty() {
             return;

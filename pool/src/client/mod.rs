@@ -393,7 +393,10 @@ impl AsyncClient {
             timeout: opts.timeout,
             schemas,
         });
-        let tasks = driver::spawn(reader, rx, shared.clone());
+        let mut tasks = driver::spawn(reader, rx, shared.clone());
+        if let Some(watch) = watch_endpoint_link(&shared) {
+            tasks.push(watch);
+        }
         Ok(AsyncClient { shared, tasks })
     }
 
@@ -678,6 +681,41 @@ impl AsyncClient {
     pub async fn leave(self) -> Result<()> {
         self.call((Op::Leave, 0), ToPm::Leave).await.map(drop)
     }
+}
+
+/// How often a client looks at its endpoint's link.
+const LINK_POLL: Duration = Duration::from_millis(200);
+
+/// Watches the interface the client's fabric endpoint is bound to (when sysfs knows it)
+/// and reports each change of its link to the PM as a fabric change: under hosts that raise
+/// no fabric events (Slurm) this is how the pool hears that a link went down, and routes new
+/// transfers around it.
+fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
+    let domain = shared.endpoint.as_ref()?.info().domain.clone();
+    let mut monitor = crate::links::LinkMonitor::new([domain]);
+    monitor.watched().next()?;
+    let shared = shared.clone();
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(LINK_POLL);
+        loop {
+            tick.tick().await;
+            for c in monitor.poll() {
+                tracing::info!(
+                    "link {} of this app's endpoint is {}",
+                    c.name,
+                    if c.up { "up" } else { "down" }
+                );
+                let change = crate::events::FabricChange::Link {
+                    name: c.name,
+                    addresses: c.addresses,
+                    up: c.up,
+                };
+                if shared.send(ToPm::Report { change }).is_err() {
+                    return;
+                }
+            }
+        }
+    }))
 }
 
 /// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.

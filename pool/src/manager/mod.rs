@@ -660,8 +660,13 @@ impl Manager {
     /// transfers planned from now on avoid RMA with endpoints on its networks (`subnets`:
     /// the link's addresses with their prefixes; the peers across the link are on them
     /// too) and go by stream over the control connections; subscribers of
-    /// [`EventKind::Fabric`] are told.
+    /// [`EventKind::Fabric`] are told, once per change however many report it.
     pub fn link_changed(&mut self, link: &str, subnets: &[Subnet], up: bool) {
+        // Several apps of a node (and its host) may report the same change: once is news.
+        let known = subnets.iter().all(|s| self.down.contains(s) != up);
+        if known && !subnets.is_empty() {
+            return;
+        }
         for s in subnets {
             self.down.retain(|d| d != s);
             if !up {

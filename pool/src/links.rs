@@ -1,15 +1,16 @@
-//! The link monitor of `maestro run`: watches the operational state of the node's network
-//! interfaces (those of the fabric inventory, loopback left out) in sysfs and reports each
-//! change, with the interface's addresses, so the launcher can raise a PMIx
-//! `PMIX_FABRIC_UPDATED` event that the pool manager turns into a pool event.
+//! Link monitoring: watches the operational state of network interfaces in sysfs and reports
+//! each change with the interface's addresses. `maestro run` watches the node's NICs and
+//! raises PMIx `PMIX_FABRIC_UPDATED` events; a pool client watches the interface its fabric
+//! endpoint is bound to and reports changes to its pool manager ([`crate::AsyncClient`]),
+//! which is how link events reach the pool under hosts that raise none (Slurm).
 //!
-//! Polling `/sys/class/net/<if>/operstate` every main-loop tick (100 ms) costs a few small
-//! reads and needs no netlink socket or privilege.
+//! Polling `/sys/class/net/<if>/operstate` costs a few small reads and needs no netlink
+//! socket or privilege.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use pool::bootstrap::Subnet;
+use crate::bootstrap::Subnet;
 
 /// One link that went down or up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,11 +85,11 @@ fn link_up(sysfs: &Path, name: &str) -> Option<bool> {
 
 /// The IPv4 and IPv6 networks of interface `name` (empty if unreadable).
 fn addresses(name: &str) -> Vec<Subnet> {
-    pool::bootstrap::all_addresses()
+    crate::bootstrap::all_addresses()
         .unwrap_or_default()
         .iter()
         .filter(|a| a.interface == name)
-        .map(pool::bootstrap::InterfaceAddress::subnet)
+        .map(crate::bootstrap::InterfaceAddress::subnet)
         .collect()
 }
 
