@@ -5,7 +5,9 @@
 //!
 //! Prints `rank R: PMIx fabric: N devices (names)` or `... not supported by this host`, then
 //! `rank R: NIC X (from the host|computed locally)` and whether the host's choice matches
-//! the local computation.
+//! the local computation. With `--update-when FILE` it then waits (up to 60 s) for FILE to
+//! exist and asks again with `PMIx_Fabric_update`, printing each device's link state
+//! (`rank R: now: eth0=up,...`): the host's view now, not at launch.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -73,5 +75,39 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => println!("rank {me}: NIC {} (computed locally)", local.nic),
     }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--update-when") {
+        let file = args.get(i + 1).ok_or("--update-when needs a file")?;
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        while !std::path::Path::new(file).exists() {
+            if std::time::Instant::now() > end {
+                return Err(format!("{file} did not appear within 60 s").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let infos = client.fabric_update(Duration::from_secs(10))?;
+        println!("rank {me}: now: {}", link_states(&infos).join(","));
+    }
     Ok(())
+}
+
+/// `name=up|down|unknown` for each device of a fabric answer.
+fn link_states(infos: &[pmix::Info]) -> Vec<String> {
+    let Some(Value::Infos(devs)) = pmix::find(infos, keys::FABRIC_DEVICES) else {
+        return Vec::new();
+    };
+    devs.iter()
+        .filter_map(|d| match &d.value {
+            Value::Infos(f) => {
+                let name = pmix::find(f, keys::FABRIC_DEVICE_NAME).and_then(Value::as_str)?;
+                let state = match pmix::find(f, keys::FABRIC_DEVICE_STATE) {
+                    Some(Value::LinkState(s)) if *s == pmix::LINK_UP => "up",
+                    Some(Value::LinkState(s)) if *s == pmix::LINK_DOWN => "down",
+                    _ => "unknown",
+                };
+                Some(format!("{name}={state}"))
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -129,6 +129,9 @@ M
 
 # link HOSTSIDE NS IFACE BRIDGE ADDR: a veth from the bridge into the node.
 veth() {
+    # A node namespace is torn down asynchronously by the kernel (sockets in TIME_WAIT keep
+    # it a while): remove a host side left from the last cluster first.
+    ip link del "$1" 2>/dev/null || true
     ip link add "$1" type veth peer name "$3" netns "$2"
     ip link set "$1" master "$4"
     ip link set "$1" up
@@ -222,6 +225,10 @@ stop() {
         ip netns del "$ns"
     done
     for f in mstrbr1 mstrbr2; do ip link del "$f" 2>/dev/null || true; done
+    # Host sides of the nodes' links (deleting one removes its peer too).
+    for f in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(mstr[0-9]*[ab]\)@.*/\1/p'); do
+        ip link del "$f" 2>/dev/null || true
+    done
     rm -rf "$D"
     log "stopped"
 }

@@ -220,3 +220,52 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     let end = pm.terminate(T);
     assert_eq!(end.code(), Some(143), "{end:?}");
 }
+
+/// A veth pair this test creates (needs root): a rank started while it is up asks
+/// with `PMIx_Fabric_update` after `maestro run`'s link monitor saw it go down, and the
+/// host answers with its state now, not the launch-time snapshot.
+#[test]
+fn fabric_update_answers_with_the_link_states_of_now() {
+    struct Dummy(&'static str);
+    impl Drop for Dummy {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", self.0]).status();
+        }
+    }
+    let _ = Command::new("ip")
+        .args(["link", "del", "mstrdummy0"])
+        .status();
+    ip(&[
+        "link",
+        "add",
+        "mstrdummy0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "mstrdummy1",
+    ]);
+    let _dummy = Dummy("mstrdummy0");
+    ip(&["link", "set", "mstrdummy0", "up"]);
+    ip(&["link", "set", "mstrdummy1", "up"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let go = dir.path().join("go");
+    let mut run = Group::spawn(
+        Command::new(maestro())
+            .args(["run", "-n", "1", "--"])
+            .arg(example("fabric_info"))
+            .arg("--update-when")
+            .arg(&go),
+    );
+    let said = lines(run.child.stdout.take().expect("stdout"));
+    let logged = lines(run.child.stderr.take().expect("stderr"));
+    let first = expect_line(&said, &["PMIx fabric:", "mstrdummy0"]);
+    assert!(first.contains("devices"), "{first}");
+    ip(&["link", "set", "mstrdummy0", "down"]);
+    expect_line(&logged, &["maestro run: link mstrdummy0 down"]);
+    std::fs::write(&go, b"").expect("go");
+    let now = expect_line(&said, &["now:"]);
+    assert!(now.contains("mstrdummy0=down"), "{now}");
+    let out = run.wait(T);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+}

@@ -474,11 +474,26 @@ impl Client {
     /// # Errors
     /// [`Error::NotSupported`] when the host has no fabric information (Slurm, mpirun, and
     /// OpenPMIx itself on nodes without a fabric plugin); [`Error::Timeout`].
+    #[doc(alias = "PMIx_Fabric_register")]
     pub fn fabric_register(&self, timeout: Duration) -> Result<Vec<Info>> {
+        self.fabric(timeout, false)
+    }
+
+    /// As [`Client::fabric_register`], then `PMIx_Fabric_update`: the host's current view
+    /// (link states now, not at launch).
+    ///
+    /// # Errors
+    /// As [`Client::fabric_register`].
+    #[doc(alias = "PMIx_Fabric_update")]
+    pub fn fabric_update(&self, timeout: Duration) -> Result<Vec<Info>> {
+        self.fabric(timeout, true)
+    }
+
+    fn fabric(&self, timeout: Duration, update: bool) -> Result<Vec<Info>> {
         // PMIx writes the answer into the struct when it calls back, so the struct lives
         // on the heap and is only freed once PMIx is done with it (leaked on timeout).
         let fabric = Box::into_raw(Box::new(sys::pmix_fabric_t::default()));
-        let result = call_op(
+        let mut result = call_op(
             "PMIx_Fabric_register",
             timeout,
             None,
@@ -487,10 +502,17 @@ impl Client {
                 sys::PMIx_Fabric_register_nb(fabric, std::ptr::null(), 0, Some(op_cb), cbdata)
             },
         );
-        if matches!(result, Err(Error::Timeout { .. })) {
-            return Err(Error::Timeout {
-                op: "PMIx_Fabric_register",
-            });
+        if update && result.is_ok() {
+            result = call_op(
+                "PMIx_Fabric_update",
+                timeout,
+                None,
+                // SAFETY: as above; the struct was registered.
+                |cbdata| unsafe { sys::PMIx_Fabric_update_nb(fabric, Some(op_cb), cbdata) },
+            );
+        }
+        if let Err(Error::Timeout { op }) = result {
+            return Err(Error::Timeout { op });
         }
         // SAFETY: PMIx has called back (or failed synchronously): the struct is ours.
         let fabric = unsafe { Box::from_raw(fabric) };
@@ -500,7 +522,7 @@ impl Client {
         } else {
             Vec::new()
         };
-        if result.is_ok() {
+        if !fabric.info.is_null() {
             let mut f = *fabric;
             // SAFETY: releases what PMIx attached to the registered fabric.
             let rc = unsafe { sys::PMIx_Fabric_deregister(&mut f) };

@@ -111,3 +111,46 @@ impl FabricView {
         serde_json::Value::Object(map).to_string()
     }
 }
+
+/// `inventory` with the link states in `links` (interface -> up) applied: what the node's
+/// fabric looks like now, for `PMIx_Fabric_update`.
+pub fn with_link_states(
+    inventory: &Inventory,
+    links: &std::collections::BTreeMap<String, bool>,
+) -> Inventory {
+    let mut now = inventory.clone();
+    for nic in &mut now.nics {
+        if let Some(&up) = links.get(&nic.name) {
+            nic.link.state = Some(if up { "up" } else { "down" }.to_string());
+        }
+    }
+    now
+}
+
+#[cfg(test)]
+mod link_state_tests {
+    use super::*;
+
+    #[test]
+    fn fabric_answers_carry_the_link_states_seen_since_launch() {
+        let xml = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/inventory/tests/data/24em64t-2n6c2t-pci.xml"
+        );
+        let inv = collect(&Options {
+            topology: Some(xml.into()),
+            ..Options::default()
+        })
+        .expect("inventory");
+        let links = std::collections::BTreeMap::from([("eth1".to_string(), false)]);
+        let now = with_link_states(&inv, &links);
+        let state = |i: &Inventory, n: &str| i.nic(n).and_then(|n| n.link.state.clone());
+        assert_eq!(state(&now, "eth1").as_deref(), Some("down"));
+        assert_eq!(
+            state(&now, "eth0"),
+            state(&inv, "eth0"),
+            "others as they were"
+        );
+        assert!(!now.nic("eth1").expect("eth1").link.usable());
+    }
+}

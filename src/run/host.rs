@@ -77,6 +77,8 @@ pub struct LauncherHost {
     tools: AtomicU32,
     events: Mutex<Sender<HostEvent>>,
     fabric: std::sync::OnceLock<FabricView>,
+    /// Link states the link monitor saw change since launch, by interface.
+    links: Mutex<BTreeMap<String, bool>>,
 }
 
 impl LauncherHost {
@@ -103,7 +105,16 @@ impl LauncherHost {
             tools: AtomicU32::new(0),
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
+            links: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Records that `name`'s link went up or down, so fabric queries answer with it.
+    pub fn link_changed(&self, name: &str, up: bool) {
+        self.links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string(), up);
     }
 
     /// Installs the fabric view once it is collected (after the server started).
@@ -288,7 +299,13 @@ impl Host for LauncherHost {
         match self.fabric.get() {
             Some(f) => {
                 tracing::debug!("fabric information for {requestor:?}");
-                reply.send(Status::SUCCESS, inventory::to_pmix_devices(&f.inventory));
+                let links = self
+                    .links
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                let now = crate::run::fabric::with_link_states(&f.inventory, &links);
+                reply.send(Status::SUCCESS, inventory::to_pmix_devices(&now));
             }
             None => reply.send(Status::NOT_FOUND, Vec::new()),
         }

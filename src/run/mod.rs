@@ -229,12 +229,6 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             l.watched().collect::<Vec<_>>().join(", ")
         );
     }
-    if let Some(l) = &links {
-        tracing::info!(
-            "watching links: {}",
-            l.watched().collect::<Vec<_>>().join(", ")
-        );
-    }
     if let Some(f) = fabric {
         host.set_fabric(f);
     }
@@ -527,6 +521,7 @@ impl Job<'_> {
         for c in changes {
             let state = if c.up { "up" } else { "down" };
             eprintln!("maestro run: link {} {state}", c.name);
+            self.host.link_changed(&c.name, c.up);
             let info = pool::pmix_events::link_info(&c.name, &c.addresses, c.up);
             if let Err(e) =
                 self.server
