@@ -1295,6 +1295,48 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
 }
 
 #[test]
+fn transport_events_say_how_and_why() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(
+        s,
+        EventKind::TransportStarted,
+        "",
+        SubscribeOptions::default(),
+    );
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (shm_p, _) = pm.join_at("shm-p", "node1", 2, Some(shm("shm-p")));
+    let (c, _) = pm.join_at("c", "node2", 3, Some(tcp_at([10, 2, 0, 3])));
+    let (bare, _) = pm.join_at("bare", "node2", 4, None);
+    let mut detail = |pm: &mut Pm, from: ConnId, to: ConnId, name: &str| {
+        pm.offer(from, name, 64);
+        let want = pm.declare(to, name);
+        let out = pm.send(to, ToPm::Demand { cdo: want });
+        events_to(&out, s)[0].detail.clone()
+    };
+    assert!(
+        detail(&mut pm, p, c, "a").ends_with("by rma over tcp;ofi_rxm from 10.1.0.1 to 10.2.0.3"),
+        "names the addresses"
+    );
+    assert!(
+        detail(&mut pm, shm_p, c, "b")
+            .ends_with("by stream: no common fabric provider (consumer tcp;ofi_rxm, provider shm)")
+    );
+    assert!(
+        detail(&mut pm, p, bare, "c").ends_with("by stream: the consumer has no fabric endpoint")
+    );
+    pm.m.link_changed("eth1", &["10.1.0.9/24".parse().expect("subnet")], false);
+    pm.drain();
+    let why = detail(&mut pm, p, c, "d");
+    assert!(
+        why.ends_with(
+            "by stream: the provider's endpoint 10.1.0.1 is on a link that is down (10.1.0.9/24)"
+        ),
+        "{why}"
+    );
+}
+
+#[test]
 fn an_app_reports_what_its_pmix_host_saw() {
     use pool::events::FabricChange;
     let mut pm = Pm::new();

@@ -575,7 +575,7 @@ impl Manager {
         else {
             return;
         };
-        let source = self.plan(consumer, provider, from, region);
+        let (source, how) = self.plan(consumer, provider, from, region);
         let attributes = self.published(from);
         let transfer = self.id();
         let stream = match source {
@@ -589,23 +589,7 @@ impl Manager {
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
-        let detail = match &source {
-            Source::Rma { endpoint, .. } => {
-                let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
-                let to = self
-                    .apps
-                    .get(&consumer)
-                    .and_then(|a| a.endpoint.as_ref())
-                    .and_then(ip);
-                format!(
-                    "transfer {transfer} by rma over {} from {} to {}",
-                    endpoint.provider,
-                    ip(endpoint).unwrap_or_else(|| "the provider".into()),
-                    to.unwrap_or_else(|| "the consumer".into())
-                )
-            }
-            other => format!("transfer {transfer} by {}", other.kind()),
-        };
+        let detail = format!("transfer {transfer} by {how}");
         if let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) {
             self.out.push_back((
                 conn,
@@ -620,40 +604,72 @@ impl Manager {
         self.notify(EventKind::TransportStarted, consumer, Some(from), &detail);
     }
 
-    /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs).
-    fn plan(&self, consumer: AppId, provider: AppId, from: CdoId, region: RemoteRegion) -> Source {
+    /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
+    /// says how and why, for the transport event.
+    fn plan(
+        &self,
+        consumer: AppId,
+        provider: AppId,
+        from: CdoId,
+        region: RemoteRegion,
+    ) -> (Source, String) {
+        let stream = |why: String| (Source::Stream { len: region.len }, format!("stream: {why}"));
         let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
-            return Source::Stream { len: region.len };
+            return stream("an application is gone".into());
         };
         if c.process == p.process && c.host == p.host {
-            return Source::SameProcess {
+            let source = Source::SameProcess {
                 pool: self.instance,
                 app: provider,
                 cdo: from,
                 len: region.len,
             };
+            return (source, "same-process (no copy)".into());
         }
-        let up = |e: &FabricEndpoint| {
+        let (ce, pe) = match (&c.endpoint, &p.endpoint) {
+            (Some(ce), Some(pe)) => (ce, pe),
+            (None, _) => return stream("the consumer has no fabric endpoint".into()),
+            (_, None) => return stream("the provider has no fabric endpoint".into()),
+        };
+        let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
+        let down = |e: &FabricEndpoint| {
             e.address
                 .ip()
-                .is_none_or(|ip| !self.down.iter().any(|s| s.contains(ip)))
+                .and_then(|ip| self.down.iter().find(|s| s.contains(ip)))
         };
-        match (&c.endpoint, &p.endpoint) {
-            (Some(ce), Some(pe))
-                if ce.provider == pe.provider
-                    && up(ce)
-                    && up(pe)
-                    && (c.host == p.host
-                        || fabric::ProviderClass::of(&pe.provider)
-                            != fabric::ProviderClass::SharedMemory) =>
-            {
-                Source::Rma {
-                    endpoint: pe.clone(),
-                    region,
-                }
-            }
-            _ => Source::Stream { len: region.len },
+        if ce.provider != pe.provider {
+            return stream(format!(
+                "no common fabric provider (consumer {}, provider {})",
+                ce.provider, pe.provider
+            ));
         }
+        for (who, e) in [("consumer", ce), ("provider", pe)] {
+            if let Some(net) = down(e) {
+                return stream(format!(
+                    "the {who}'s endpoint {} is on a link that is down ({net})",
+                    ip(e).unwrap_or_default()
+                ));
+            }
+        }
+        if c.host != p.host
+            && fabric::ProviderClass::of(&pe.provider) == fabric::ProviderClass::SharedMemory
+        {
+            return stream(format!(
+                "shared memory does not reach from {} to {}",
+                p.host, c.host
+            ));
+        }
+        let how = format!(
+            "rma over {} from {} to {}",
+            pe.provider,
+            ip(pe).unwrap_or_else(|| "the provider".into()),
+            ip(ce).unwrap_or_else(|| "the consumer".into())
+        );
+        let source = Source::Rma {
+            endpoint: pe.clone(),
+            region,
+        };
+        (source, how)
     }
 
     /// A link went down or came back up (a fabric event from the host): while it is down,
