@@ -1308,7 +1308,7 @@ fn transport_events_say_how_and_why() {
     let (shm_p, _) = pm.join_at("shm-p", "node1", 2, Some(shm("shm-p")));
     let (c, _) = pm.join_at("c", "node2", 3, Some(tcp_at([10, 2, 0, 3])));
     let (bare, _) = pm.join_at("bare", "node2", 4, None);
-    let mut detail = |pm: &mut Pm, from: ConnId, to: ConnId, name: &str| {
+    let detail = |pm: &mut Pm, from: ConnId, to: ConnId, name: &str| {
         pm.offer(from, name, 64);
         let want = pm.declare(to, name);
         let out = pm.send(to, ToPm::Demand { cdo: want });
