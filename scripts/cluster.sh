@@ -17,8 +17,9 @@
 # node); with CLUSTER_NETS=2 also at 198.18.8.I on bridge mstrbr2 (eth1), so that NIC choice
 # and link events have two networks to choose between. 198.18.0.0/15 is the benchmarking
 # range: it is never routed anywhere. The cluster's state lives in CLUSTER_DIR (default
-# /var/lib/maestro-cluster), which must not be under /tmp (each node has its own /tmp);
-# programs and files a job uses must be outside /tmp too. plugstack.conf loads the maestro
+# /var/lib/maestro-cluster). Each node has its own /tmp: directories under /tmp that jobs
+# need (this checkout and CLUSTER_DIR by default; more with CLUSTER_SHARED, colon-separated)
+# are bound back into every node. plugstack.conf loads the maestro
 # SPANK plugin (as required: its errors fail the step) when CLUSTER_SPANK names it (a path to
 # maestro_spank.so).
 #
@@ -28,6 +29,8 @@
 set -euo pipefail
 
 D=${CLUSTER_DIR:-/var/lib/maestro-cluster}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+SHARED=$REPO:$D${CLUSTER_SHARED:+:$CLUSTER_SHARED}
 N=${CLUSTER_NODES:-3}
 NETS=${CLUSTER_NETS:-1}
 TIMEOUT=${CLUSTER_TIMEOUT:-60}
@@ -52,9 +55,7 @@ check() {
     [[ $(id -u) -eq 0 ]] || die "needs root (network and mount namespaces); run as root"
     [[ $N =~ ^[0-9]+$ ]] && ((N >= 1 && N <= 32)) || die "CLUSTER_NODES=$N: use 1 to 32"
     [[ $NETS == 1 || $NETS == 2 ]] || die "CLUSTER_NETS=$NETS: use 1 or 2"
-    case $D in
-        /tmp | /tmp/*) die "CLUSTER_DIR=$D is under /tmp, which every node has its own of; use e.g. /var/lib/maestro-cluster" ;;
-    esac
+    [[ $D == /* ]] || die "CLUSTER_DIR=$D: give an absolute path"
 }
 
 node_ok() { [[ $1 =~ ^[0-9]+$ ]] && ((${1} >= 1 && ${1} <= N)) || die "node $1: use 1 to $N"; }
@@ -111,7 +112,8 @@ C
     cat >"$D/node_mounts" <<'M'
 #!/bin/sh
 # Runs inside a node's mount namespace before its slurmd: the host's cgroup v1 hierarchies,
-# and a private /tmp, /dev/shm and PMIx client directory.
+# a private /tmp and /dev/shm with the directories jobs need bound back in ($2: paths,
+# colon-separated; those under /tmp would be hidden otherwise), a private PMIx client dir.
 set -e
 mount -t tmpfs tmpfs /sys/fs/cgroup
 for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
@@ -120,9 +122,21 @@ for c in cpu cpuacct cpuset memory devices freezer blkio pids; do
 done
 mkdir -p /sys/fs/cgroup/systemd
 mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
-mount -t tmpfs tmpfs "$1/pmixcli"
-mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /dev/shm
+hold=/dev/shm/.hold
+i=0
+for p in $(echo "$2" | tr ':' ' '); do
+    i=$((i + 1))
+    case $p in /tmp/*) mkdir -p $hold/$i && mount --rbind "$p" $hold/$i ;; esac
+done
+mount -t tmpfs tmpfs /tmp
+i=0
+for p in $(echo "$2" | tr ':' ' '); do
+    i=$((i + 1))
+    case $p in /tmp/*) mkdir -p "$p" && mount --rbind $hold/$i "$p" && umount -l $hold/$i ;; esac
+done
+rm -rf $hold
+mount -t tmpfs tmpfs "$1/pmixcli"
 M
     chmod +x "$D/node_mounts"
 }
@@ -172,7 +186,7 @@ start() {
     wait_pidfile "$D/run/slurmctld.pid"
     for ((i = 1; i <= N; i++)); do
         ip netns exec "mstr-n$i" unshare --uts sh -c \
-            "hostname n$i && $D/node_mounts $D && exec slurmd -f $CONF -N n$i"
+            "hostname n$i && $D/node_mounts $D $SHARED && exec slurmd -f $CONF -N n$i"
         wait_pidfile "$D/run/slurmd.n$i.pid"
     done
     for ((i = 0; i < TIMEOUT * 5; i++)); do

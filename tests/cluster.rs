@@ -252,62 +252,122 @@ fn near_nic_placement_says_what_it_does_and_why_not() {
     );
 }
 
+/// A pool manager and a tracer on this host, reached from the nodes over the bridge, and
+/// Python tasks (maestro_core from the test installation) on nodes that join it.
+struct HostPool {
+    pm: common::Group,
+    info: String,
+    workflow: &'static str,
+    site: std::path::PathBuf,
+    tracer: common::Group,
+    /// What the tracer prints, as JSON lines.
+    events: std::sync::mpsc::Receiver<String>,
+}
+
+impl HostPool {
+    /// Starts the PM for `workflow` and a tracer of the event `kinds`.
+    fn start(workflow: &'static str, kinds: &str) -> HostPool {
+        let site = installed().site_packages();
+        let (pm, info) = common::start_pm(workflow, &[]);
+        let mut cmd = std::process::Command::new(example("pool_tracer"));
+        cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_WORKFLOW_NAME", workflow)
+            .args(["--kinds", kinds]);
+        let mut tracer = common::Group::spawn(&mut cmd);
+        common::await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+        let events = common::lines(tracer.child.stdout.take().expect("stdout"));
+        HostPool {
+            pm,
+            info,
+            workflow,
+            site,
+            tracer,
+            events,
+        }
+    }
+
+    /// `srun -N 1 -n 1 -w NODE SRUN_ARGS python -c SCRIPT ARGS` joining this pool.
+    fn python(
+        &self,
+        cluster: &Cluster,
+        node: &str,
+        srun_args: &[&str],
+        script: &str,
+        args: &[&str],
+    ) -> std::process::Command {
+        let mut cmd = cluster.srun();
+        cmd.env("MSTRO_POOL_MANAGER_INFO", &self.info)
+            .env("MSTRO_WORKFLOW_NAME", self.workflow)
+            .env("PYTHONPATH", &self.site)
+            .args(["-N", "1", "-n", "1", "-w", node])
+            .args(srun_args)
+            .arg(common::repo().join(".venv/bin/python"))
+            .args(["-c", script])
+            .args(args);
+        cmd
+    }
+
+    /// Stops the tracer and the PM.
+    fn stop(self) {
+        self.tracer.terminate(Duration::from_secs(10));
+        self.pm.terminate(Duration::from_secs(10));
+    }
+}
+
+/// A Python provider: offers the CDO named by argv[1], of argv[3] bytes, as component
+/// argv[2], prints `offered NAME` and stays.
+const PROVIDE: &str = "import sys, time, numpy as np, maestro_core as M\n\
+    M.mstro_init(None, sys.argv[2], 0)\n\
+    keep = []\n\
+    for name in sys.argv[1].split(','):\n    c = M.mstro_cdo_declare(name, None)\n    a = np.full(int(sys.argv[3]), 7, dtype=np.uint8)\n    M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)\n    M.mstro_cdo_seal(c)\n    M.mstro_cdo_offer(c)\n    keep.append(a)\n\
+    print('offered', sys.argv[1], flush=True)\n\
+    time.sleep(600)\n";
+
+/// Starts a provider of `names` (comma-separated) and waits until they are offered.
+fn provider(
+    pool: &HostPool,
+    cluster: &Cluster,
+    node: &str,
+    srun_args: &[&str],
+    names: &str,
+    component: &str,
+    size: usize,
+) -> common::Group {
+    let size = size.to_string();
+    let mut cmd = pool.python(
+        cluster,
+        node,
+        srun_args,
+        PROVIDE,
+        &[names, component, &size],
+    );
+    let mut g = common::Group::spawn(&mut cmd);
+    common::await_line(g.child.stdout.take().expect("stdout"), "offered");
+    g
+}
+
 /// A provider on n2 offers `lost` (64 MiB), one on n1 offers `kept`. With n2's provider
 /// stopped mid-transfer, the consumer on n3 demands `lost`; then node n2 is killed whole
 /// (its slurmd and tasks): the tracer (on this host) sees n2's app leave, the demand of
 /// `lost` fails with MSTRO_NOENT (no provider left), and `kept` still arrives.
 #[test]
 fn a_node_that_dies_takes_only_what_it_alone_provided() {
-    use std::process::Command;
-    let c = installed();
     let cluster = Cluster::start();
-    let (pm, info) = common::start_pm("node-loss", &[]);
-    let python = common::repo().join(".venv/bin/python");
-    let env = |cmd: &mut Command| {
-        cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
-            .env("MSTRO_WORKFLOW_NAME", "node-loss")
-            .env("PYTHONPATH", c.site_packages());
-    };
-    let mut tracer_cmd = Command::new(example("pool_tracer"));
-    env(&mut tracer_cmd);
-    tracer_cmd.args(["--kinds", "app-leave"]);
-    let mut tracer = common::Group::spawn(&mut tracer_cmd);
-    common::await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
-    const PROVIDE: &str = "import sys, time, numpy as np, maestro_core as M\n\
-        M.mstro_init(None, sys.argv[2], 0)\n\
-        c = M.mstro_cdo_declare(sys.argv[1], None)\n\
-        a = np.ones(int(sys.argv[3]), dtype=np.uint8)\n\
-        M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)\n\
-        M.mstro_cdo_seal(c)\n\
-        M.mstro_cdo_offer(c)\n\
-        print('offered', sys.argv[1], flush=True)\n\
-        time.sleep(600)\n";
-    let provider = |node: &str, name: &str, component: &str, size: &str| {
-        let mut cmd = cluster.srun();
-        env(&mut cmd);
-        cmd.args(["-N", "1", "-n", "1", "-w", node])
-            .arg(&python)
-            .args(["-c", PROVIDE, name, component, size]);
-        let mut g = common::Group::spawn(&mut cmd);
-        common::await_line(g.child.stdout.take().expect("stdout"), "offered");
-        g
-    };
-    let _doomed = provider("n2", "lost", "doomed", &(64 << 20).to_string());
-    let _survivor = provider("n1", "kept", "survivor", &(1 << 20).to_string());
+    let pool = HostPool::start("node-loss", "app-leave");
+    let _doomed = provider(&pool, &cluster, "n2", &[], "lost", "doomed", 64 << 20);
+    let _survivor = provider(&pool, &cluster, "n1", &[], "kept", "survivor", 1 << 20);
     // Stop n2's provider: its reads stall, as a dying node's would.
-    let doomed = std::fs::read_dir("/proc")
+    let doomed: Vec<i32> = std::fs::read_dir("/proc")
         .expect("proc")
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|p| {
             std::fs::read(format!("/proc/{p}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("doomed"))
+                && std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.starts_with("python"))
         })
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.starts_with("python"))
-        })
-        .collect::<Vec<_>>();
+        .collect();
     assert_eq!(doomed.len(), 1, "the provider on n2: {doomed:?}");
     // SAFETY: stopping the test's own child process.
     unsafe { libc::kill(doomed[0], libc::SIGSTOP) };
@@ -323,83 +383,30 @@ fn a_node_that_dies_takes_only_what_it_alone_provided() {
         print('kept:', len(M.mstro_cdo_access_ptr(kept)), 'bytes', flush=True)\n\
         M.mstro_cdo_dispose(kept)\n\
         M.mstro_finalize()\n";
-    let mut consumer_cmd = cluster.srun();
-    env(&mut consumer_cmd);
-    consumer_cmd
-        .args(["-N", "1", "-n", "1", "-w", "n3"])
-        .arg(&python)
-        .args(["-c", CONSUME]);
-    let mut consumer = common::Group::spawn(&mut consumer_cmd);
-    let out = consumer.child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let first = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("consumer starts");
-    assert_eq!(first, "demanding lost");
+    let mut consumer = common::Group::spawn(&mut pool.python(&cluster, "n3", &[], CONSUME, &[]));
+    let said = common::lines(consumer.child.stdout.take().expect("stdout"));
+    let t = Duration::from_secs(60);
+    common::expect_line(&said, &["demanding lost"], t);
     std::thread::sleep(Duration::from_millis(500));
     let killed = cluster.script(&["kill-node", "2"]);
     assert_eq!(killed.code(), Some(0), "{killed:?}");
-    let lost = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the demand of lost ends");
-    assert!(lost.starts_with("lost: 7 "), "MSTRO_NOENT expected: {lost}");
-    assert!(lost.contains("no provider"), "{lost}");
-    let kept = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("kept arrives");
-    assert_eq!(kept, "kept: 1048576 bytes");
-    let done = consumer.wait(Duration::from_secs(60));
-    assert_eq!(done.code(), Some(0), "{done:?}");
-    let events = tracer.terminate(Duration::from_secs(10));
+    let lost = common::expect_line(&said, &["lost:"], t);
     assert!(
-        events
-            .stdout
-            .lines()
-            .any(|l| l.contains("\"component\":\"doomed\"") && l.contains("connection lost")),
-        "{}",
-        events.stdout
+        lost.starts_with("lost: 7 ") && lost.contains("no provider"),
+        "MSTRO_NOENT expected: {lost}"
     );
-    pm.terminate(Duration::from_secs(10));
-}
-
-/// Reads a child's stream line by line into a channel (the child never blocks on a pipe).
-fn lines(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stream)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// The next line with `needle` within `limit` (panics with what came otherwise).
-fn expect_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, limit: Duration) -> String {
-    let end = std::time::Instant::now() + limit;
-    let mut seen = Vec::new();
-    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(l) if l.contains(needle) => return l,
-            Ok(l) => seen.push(l),
-            Err(_) => break,
-        }
-    }
-    panic!(
-        "no line with {needle:?} within {limit:?}; got:\n{}",
-        seen.join("\n")
+    assert_eq!(
+        common::expect_line(&said, &["kept:"], t),
+        "kept: 1048576 bytes"
     );
+    let done = consumer.wait(t);
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    common::expect_line(
+        &pool.events,
+        &["\"component\":\"doomed\"", "connection lost"],
+        t,
+    );
+    pool.stop();
 }
 
 /// A producer on n1 whose endpoint is on eth1 (`--maestro-nic=eth1`) and a consumer on n2:
@@ -409,72 +416,59 @@ fn expect_line(rx: &std::sync::mpsc::Receiver<String>, needle: &str, limit: Dura
 #[test]
 fn a_link_down_on_one_node_reroutes_the_next_transfer() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let c = installed();
     let cluster = Cluster::start();
-    let (pm, info) = common::start_pm("link-down", &[]);
-    let python = common::repo().join(".venv/bin/python");
-    let env = |cmd: &mut Command| {
-        cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
-            .env("MSTRO_WORKFLOW_NAME", "link-down")
-            .env("PYTHONPATH", c.site_packages());
-    };
-    let mut tracer_cmd = Command::new(example("pool_tracer"));
-    env(&mut tracer_cmd);
-    tracer_cmd.args(["--kinds", "fabric,transport-started"]);
-    let mut tracer = common::Group::spawn(&mut tracer_cmd);
-    common::await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
-    let events = lines(tracer.child.stdout.take().expect("stdout"));
-    const PROVIDE: &str = "import time, numpy as np, maestro_core as M\n\
-        M.mstro_init(None, 'producer', 0)\n\
-        keep = []\n\
-        for name in ('before', 'after'):\n    c = M.mstro_cdo_declare(name, None)\n    a = np.full(1 << 20, 7, dtype=np.uint8)\n    M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)\n    M.mstro_cdo_seal(c)\n    M.mstro_cdo_offer(c)\n    keep.append(a)\n\
-        print('offered', flush=True)\n\
-        time.sleep(600)\n";
-    let mut producer_cmd = cluster.srun();
-    env(&mut producer_cmd);
-    producer_cmd
-        .args(["-N", "1", "-n", "1", "-w", "n1", "--maestro-nic=eth1"])
-        .arg(&python)
-        .args(["-c", PROVIDE]);
-    let mut producer = common::Group::spawn(&mut producer_cmd);
-    common::await_line(producer.child.stdout.take().expect("stdout"), "offered");
+    let pool = HostPool::start("link-down", "fabric,transport-started");
+    let _producer = provider(
+        &pool,
+        &cluster,
+        "n1",
+        &["--maestro-nic=eth1"],
+        "before,after",
+        "producer",
+        1 << 20,
+    );
     const CONSUME: &str = "import sys, maestro_core as M\n\
         M.mstro_init(None, 'consumer', 0)\n\
         for name in ('before', 'after'):\n    c = M.mstro_cdo_declare(name, None)\n    M.mstro_cdo_demand(c)\n    v = M.mstro_cdo_access_ptr(c)\n    print(name + ':', len(v), 'bytes', set(v.tobytes()) == {7}, flush=True)\n    del v\n    M.mstro_cdo_dispose(c)\n    sys.stdin.readline()\n\
         M.mstro_finalize()\n";
-    let mut consumer_cmd = cluster.srun();
-    env(&mut consumer_cmd);
-    consumer_cmd
-        .args(["-N", "1", "-n", "1", "-w", "n2"])
-        .arg(&python)
-        .args(["-c", CONSUME]);
-    let mut consumer = common::Group::spawn_with_stdin(&mut consumer_cmd, Stdio::piped());
-    let said = lines(consumer.child.stdout.take().expect("stdout"));
+    let mut consumer = common::Group::spawn_with_stdin(
+        &mut pool.python(&cluster, "n2", &[], CONSUME, &[]),
+        std::process::Stdio::piped(),
+    );
+    let said = common::lines(consumer.child.stdout.take().expect("stdout"));
     let mut go = consumer.child.stdin.take().expect("stdin");
     let t = Duration::from_secs(30);
     assert_eq!(
-        expect_line(&said, "before:", t),
+        common::expect_line(&said, &["before:"], t),
         "before: 1048576 bytes True"
     );
-    let rma = expect_line(&events, "\"TransportStarted\"", t);
-    assert!(
-        rma.contains("by rma over tcp;ofi_rxm from 198.18.8.1"),
-        "{rma}"
+    common::expect_line(
+        &pool.events,
+        &[
+            "\"TransportStarted\"",
+            "by rma over tcp;ofi_rxm from 198.18.8.1",
+        ],
+        t,
     );
     let down = cluster.script(&["link", "1", "eth1", "down"]);
     assert_eq!(down.code(), Some(0), "{down:?}");
-    let fabric = expect_line(&events, "link eth1 down", t);
-    assert!(fabric.contains("198.18.8.1/24"), "{fabric}");
+    common::expect_line(&pool.events, &["link eth1 down", "198.18.8.1/24"], t);
     writeln!(go, "go").expect("consumer stdin");
-    assert_eq!(expect_line(&said, "after:", t), "after: 1048576 bytes True");
-    let stream = expect_line(&events, "\"TransportStarted\"", t);
-    assert!(stream.contains("by stream"), "{stream}");
+    assert_eq!(
+        common::expect_line(&said, &["after:"], t),
+        "after: 1048576 bytes True"
+    );
+    common::expect_line(
+        &pool.events,
+        &[
+            "\"TransportStarted\"",
+            "by stream: the provider's endpoint 198.18.8.1 is on a link that is down",
+        ],
+        t,
+    );
     writeln!(go, "go").expect("consumer stdin");
     drop(go);
     let done = consumer.wait(Duration::from_secs(60));
     assert_eq!(done.code(), Some(0), "{done:?}");
-    drop(producer);
-    tracer.terminate(Duration::from_secs(10));
-    pm.terminate(Duration::from_secs(10));
+    pool.stop();
 }

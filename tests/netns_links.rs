@@ -8,12 +8,10 @@
 
 mod common;
 
-use std::io::BufRead;
 use std::process::Command;
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Group, await_line, example, maestro};
+use common::{Group, await_line, example, expect_line, lines, maestro};
 use pool::archive::Archive;
 use pool::attr::Attributes;
 
@@ -55,36 +53,6 @@ fn inside(ns: &str, program: &std::path::Path) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns]).arg(program);
     c
-}
-
-/// Lines of `stream`, as they come.
-fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stream)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits for a line containing every one of `needles`.
-fn expect_line(rx: &Receiver<String>, needles: &[&str]) -> String {
-    let end = Instant::now() + T;
-    let mut seen = Vec::new();
-    while let Some(left) = end.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(l) if needles.iter().all(|n| l.contains(n)) => return l,
-            Ok(l) => seen.push(l),
-            Err(_) => break,
-        }
-    }
-    panic!("no line with {needles:?}; saw:\n{}", seen.join("\n"));
 }
 
 #[test]
@@ -146,7 +114,7 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     .trim_end_matches(';')
     .to_string();
     let pm_log = lines(pm.child.stderr.take().expect("stderr"));
-    expect_line(&pm_log, &["announced through PMIx"]);
+    expect_line(&pm_log, &["announced through PMIx"], T);
 
     // Node B: a tracer, and the archiver reading over path 1.
     let mut tracer = Group::spawn(
@@ -189,23 +157,27 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     };
     let before: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
     let (lib1, _log1, _dir1) = offer("before", &before, "va1");
-    expect_line(&archived, &["archived before"]);
-    let rma = expect_line(&traced, &["TransportStarted", "\"before\""]);
+    expect_line(&archived, &["archived before"], T);
+    let rma = expect_line(&traced, &["TransportStarted", "\"before\""], T);
     assert!(rma.contains("by rma"), "{rma}");
     drop(lib1);
 
     // Path 1 goes down on node A.
     ip(&["-n", &a, "link", "set", "va1", "down"]);
-    expect_line(&pm_log, &["link va1 down"]);
-    let fabric = expect_line(&traced, &["\"Fabric\"", "link va1 down", "10.201.1.1/24"]);
+    expect_line(&pm_log, &["link va1 down"], T);
+    let fabric = expect_line(
+        &traced,
+        &["\"Fabric\"", "link va1 down", "10.201.1.1/24"],
+        T,
+    );
     assert!(fabric.contains("\"app\":0"), "{fabric}");
 
     // The next CDO, from a provider on node A's other NIC: RMA would still reach the
     // archiver's endpoint over path 1 only, so the PM sends it over the remaining path.
     let after: Vec<u8> = (0..(1 << 20)).map(|i| (i % 241) as u8).collect();
     let (lib2, _log2, _dir2) = offer("after", &after, "va2");
-    expect_line(&archived, &["archived after"]);
-    let stream = expect_line(&traced, &["TransportStarted", "\"after\""]);
+    expect_line(&archived, &["archived after"], T);
+    let stream = expect_line(&traced, &["TransportStarted", "\"after\""], T);
     assert!(stream.contains("by stream"), "{stream}");
     drop(lib2);
 
@@ -259,12 +231,12 @@ fn fabric_update_answers_with_the_link_states_of_now() {
     );
     let said = lines(run.child.stdout.take().expect("stdout"));
     let logged = lines(run.child.stderr.take().expect("stderr"));
-    let first = expect_line(&said, &["PMIx fabric:", "mstrdummy0"]);
+    let first = expect_line(&said, &["PMIx fabric:", "mstrdummy0"], T);
     assert!(first.contains("devices"), "{first}");
     ip(&["link", "set", "mstrdummy0", "down"]);
-    expect_line(&logged, &["maestro run: link mstrdummy0 down"]);
+    expect_line(&logged, &["maestro run: link mstrdummy0 down"], T);
     std::fs::write(&go, b"").expect("go");
-    let now = expect_line(&said, &["now:"]);
+    let now = expect_line(&said, &["now:"], T);
     assert!(now.contains("mstrdummy0=down"), "{now}");
     let out = run.wait(T);
     assert_eq!(out.code(), Some(0), "{out:?}");

@@ -97,6 +97,46 @@ pub fn await_line(stream: impl Read + Send + 'static, needle: &str) -> String {
     panic!("stream ended before a line with {needle:?}:\n{seen}");
 }
 
+/// Lines of `stream` as they come, through a channel (read in the background, so the
+/// child never blocks on a full pipe).
+pub fn lines(stream: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line containing every one of `needles`, within `limit` (panics with the lines
+/// seen otherwise).
+pub fn expect_line(
+    rx: &std::sync::mpsc::Receiver<String>,
+    needles: &[&str],
+    limit: Duration,
+) -> String {
+    let end = Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if needles.iter().all(|n| l.contains(n)) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    panic!(
+        "no line with {needles:?} within {limit:?}; saw:\n{}",
+        seen.join("\n")
+    );
+}
+
 /// Starts `maestro pm --workflow WORKFLOW` and returns it with its PM info (the value for
 /// `MSTRO_POOL_MANAGER_INFO`).
 pub fn start_pm(workflow: &str, extra: &[&str]) -> (Group, String) {
