@@ -127,14 +127,14 @@ fn each_rank_moves_data_over_its_own_nic() {
         .filter(|l| l.contains("by rma over tcp"))
         .collect();
     // Producer 1 (local rank 1) on eth1, producer 2 (local rank 2) on eth0; the consumer
-    // (local rank 0 on n2) on eth0.
-    let from = |ip: &str| {
+    // (local rank 0 on n2) first on eth0, and on eth1 too: producer 1's CDOs reach it there.
+    let from = |from: &str, to: &str| {
         rma.iter()
-            .filter(|l| l.contains(&format!("from {ip} to 198.18.7.2")))
+            .filter(|l| l.contains(&format!("from {from} to {to}")))
             .count()
     };
-    assert_eq!(from("198.18.8.1"), 6, "{}", events.stdout);
-    assert_eq!(from("198.18.7.1"), 6, "{}", events.stdout);
+    assert_eq!(from("198.18.8.1", "198.18.8.2"), 6, "{}", events.stdout);
+    assert_eq!(from("198.18.7.1", "198.18.7.2"), 6, "{}", events.stdout);
     pm.terminate(Duration::from_secs(10));
     drop(cluster);
 }
@@ -412,7 +412,7 @@ fn a_node_that_dies_takes_only_what_it_alone_provided() {
 /// A producer on n1 whose endpoint is on eth1 (`--maestro-nic=eth1`) and a consumer on n2:
 /// the first CDO moves by RMA from n1's eth1 address; then n1's eth1 goes down, the
 /// producer's client reports it, a subscriber on this host gets the fabric event, and the
-/// next CDO goes by stream over the control connections (the other network).
+/// next CDO goes by RMA over the other network (both apps have an endpoint there).
 #[test]
 fn a_link_down_on_one_node_reroutes_the_next_transfer() {
     use std::io::Write;
@@ -462,7 +462,7 @@ fn a_link_down_on_one_node_reroutes_the_next_transfer() {
         &pool.events,
         &[
             "\"TransportStarted\"",
-            "by stream: the provider's endpoint 198.18.8.1 is on a link that is down",
+            "by rma over tcp;ofi_rxm from 198.18.7.1 to 198.18.7.2 (another network: the provider's endpoint 198.18.8.1 is on a link that is down",
         ],
         t,
     );

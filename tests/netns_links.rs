@@ -3,8 +3,8 @@
 //! A with its control endpoint on path 2; the archiver (consumer) on node B reads over
 //! path 1. Taking path 1 down on node A: `maestro run`'s link monitor raises a PMIx fabric
 //! event, the pool manager turns it into a pool event (the tracer on node B logs it) and
-//! plans the transfers that follow over the remaining path (the stream over the control
-//! connection on path 2) instead of RMA over path 1.
+//! plans the transfers that follow over the remaining path: RMA between the endpoints the
+//! apps also have on path 2, instead of RMA over path 1.
 
 mod common;
 
@@ -172,13 +172,17 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     );
     assert!(fabric.contains("\"app\":0"), "{fabric}");
 
-    // The next CDO, from a provider on node A's other NIC: RMA would still reach the
-    // archiver's endpoint over path 1 only, so the PM sends it over the remaining path.
+    // The next CDO, from a provider whose first NIC is node A's other one: the archiver's
+    // first endpoint is on path 1, which is down, so the PM pairs the provider with the
+    // archiver's endpoint on path 2.
     let after: Vec<u8> = (0..(1 << 20)).map(|i| (i % 241) as u8).collect();
     let (lib2, _log2, _dir2) = offer("after", &after, "va2");
     expect_line(&archived, &["archived after"], T);
-    let stream = expect_line(&traced, &["TransportStarted", "\"after\""], T);
-    assert!(stream.contains("by stream"), "{stream}");
+    let rerouted = expect_line(&traced, &["TransportStarted", "\"after\""], T);
+    assert!(
+        rerouted.contains("by rma over tcp;ofi_rxm from 10.201.2.1 to 10.201.2.2 (another network: the consumer's endpoint 10.201.1.2 is on a link that is down"),
+        "{rerouted}"
+    );
     drop(lib2);
 
     let archive = Archive::open(archive_dir.path()).expect("archive");

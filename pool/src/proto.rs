@@ -17,7 +17,7 @@ use crate::selector::Expr;
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
 /// Protocol version carried in every frame (2: events, `SealOffer`, boxed `Join`).
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -44,6 +44,26 @@ pub struct FabricEndpoint {
     pub address: Address,
 }
 
+/// An offer's bytes as registered with each of its app's alternate endpoints. Boxed
+/// behind a thin option: most apps have none, and offers are the PM's hot path (an empty
+/// one costs 8 bytes and no allocation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+// A thin pointer on purpose: 8 bytes in the hot messages, where a Vec takes 24.
+#[allow(clippy::box_collection)]
+pub struct AltRegions(Option<Box<Vec<RemoteRegion>>>);
+
+impl AltRegions {
+    /// The regions, in the order of the app's alternate endpoints.
+    pub fn new(regions: Vec<RemoteRegion>) -> AltRegions {
+        AltRegions((!regions.is_empty()).then(|| Box::new(regions)))
+    }
+
+    /// The regions.
+    pub fn as_slice(&self) -> &[RemoteRegion] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
 /// How a consumer gets a ticketed CDO's bytes; the PM chooses by locality (transport
 /// planning): same process, then a common RMA provider (shm only within a node), else the
 /// last-resort stream relayed over the control connections.
@@ -53,8 +73,11 @@ pub enum Source {
     Rma {
         /// The provider's endpoint.
         endpoint: FabricEndpoint,
-        /// The offered region.
+        /// The offered region (registered with that endpoint).
         region: RemoteRegion,
+        /// Which of the consumer's endpoints reads: 0 its first (on its chosen NIC), `i`
+        /// its alternate `i - 1` (another network).
+        via: u8,
     },
     /// The provider is in this very process: take its buffer without a copy.
     SameProcess {
@@ -180,6 +203,13 @@ pub struct Join {
     /// The app's fabric endpoint; `None` when it has no RMA provider (its CDOs then
     /// travel by stream).
     pub endpoint: Option<FabricEndpoint>,
+    /// Its endpoints on its other networks (same provider), best first: what transfers
+    /// fall back to when the first cannot reach a peer or its link is down.
+    pub alternates: Vec<FabricEndpoint>,
+    /// The network (address and prefix of the interface) of each endpoint, the first then
+    /// the alternates, where the app knows it: the PM plans RMA between endpoints on a
+    /// common network.
+    pub networks: Vec<Option<crate::bootstrap::Subnet>>,
     /// A PMIx credential, where the app's PMIx host issues them.
     pub credential: Option<Vec<u8>>,
     /// The proof.
@@ -224,8 +254,11 @@ pub enum ToPm {
     Offer {
         /// The CDO.
         cdo: CdoId,
-        /// Where the bytes are (its length is the CDO's size; 0 for a synchronisation CDO).
+        /// Where the bytes are (its length is the CDO's size; 0 for a synchronisation CDO),
+        /// registered with the app's first endpoint.
         region: RemoteRegion,
+        /// The same bytes registered with each of the app's alternate endpoints, in order.
+        alternates: AltRegions,
     },
     /// `Seal` then `Offer` in one message, answered like the offer (`Done` with
     /// [`Op::Offer`], or a refusal as an offer): for producers that seal and offer at once.
@@ -236,6 +269,8 @@ pub enum ToPm {
         attributes: Attributes,
         /// Where the bytes are.
         region: RemoteRegion,
+        /// As [`ToPm::Offer`]'s.
+        alternates: AltRegions,
     },
     /// Declare the intent to consume a CDO (the PM may start moving it).
     Require {
@@ -692,11 +727,13 @@ mod tests {
     }
 
     /// Messages are moved through queues and channels by value: the rare big ones (JOIN,
-    /// subscriptions, events) are boxed so the frequent ones stay small.
+    /// subscriptions, events) are boxed so the frequent ones stay small. The largest
+    /// frequent one is `SealOffer` (CDO, attributes, region, the thin alternates): 72 bytes
+    /// with the tag; boxing its attributes instead would cost an allocation per offer.
     #[test]
     fn messages_stay_small() {
         assert!(
-            std::mem::size_of::<ToPm>() <= 64,
+            std::mem::size_of::<ToPm>() <= 72,
             "{}",
             std::mem::size_of::<ToPm>()
         );
@@ -723,6 +760,11 @@ mod tests {
                     key: 9,
                     len: 4096,
                 },
+                alternates: AltRegions::new(vec![RemoteRegion {
+                    addr: 0,
+                    key: 10,
+                    len: 4096,
+                }]),
             },
             ToPm::Join(Box::new(Join {
                 workflow: "wf".into(),
@@ -734,6 +776,8 @@ mod tests {
                     provider: "tcp;ofi_rxm".into(),
                     address: Address(vec![1, 2, 3]),
                 }),
+                alternates: Vec::new(),
+                networks: vec![Some("10.0.0.1/24".parse().expect("subnet"))],
                 credential: None,
                 proof: vec![0; 32],
             })),

@@ -82,7 +82,13 @@ impl Conn {
             }
         };
         self.send(&[join_message(
-            info, component, index, None, None, false, &nonce,
+            info,
+            component,
+            index,
+            (None, Vec::new(), Vec::new()),
+            None,
+            false,
+            &nonce,
         )])?;
         welcome(self.recv(Op::Join)?).map(|(app, _)| app)
     }

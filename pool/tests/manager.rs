@@ -73,6 +73,32 @@ impl Pm {
         }
     }
 
+    /// Joins with endpoints on several networks: `(endpoint, network)`, the first first.
+    fn join_on(
+        &mut self,
+        component: &str,
+        host: &str,
+        endpoints: &[(FabricEndpoint, &str)],
+    ) -> (ConnId, AppId) {
+        let (conn, nonce) = self.connect();
+        let proof = prove(SECRET, &nonce, "wf", component, 0);
+        let mut msg = join_msg(component, &proof);
+        if let ToPm::Join(j) = &mut msg {
+            j.host = host.into();
+            j.process = 1;
+            j.endpoint = endpoints.first().map(|(e, _)| e.clone());
+            j.alternates = endpoints.iter().skip(1).map(|(e, _)| e.clone()).collect();
+            j.networks = endpoints
+                .iter()
+                .map(|(_, n)| Some(n.parse().expect("subnet")))
+                .collect();
+        }
+        match self.send(conn, msg).as_slice() {
+            [(_, FromPm::Welcome { app, .. }), ..] => (conn, *app),
+            other => panic!("join: {other:?}"),
+        }
+    }
+
     fn declare(&mut self, conn: ConnId, name: &str) -> CdoId {
         let msg = ToPm::Declare {
             local: 42,
@@ -100,6 +126,7 @@ impl Pm {
             ToPm::Offer {
                 cdo,
                 region: region(len),
+                alternates: Default::default(),
             },
         );
         assert_eq!(out[0], (conn, done(Op::Offer, cdo)));
@@ -115,6 +142,8 @@ fn join_msg(component: &str, proof: &[u8]) -> ToPm {
         host: "node1".into(),
         process: 0,
         endpoint: Some(shm(component)),
+        alternates: Vec::new(),
+        networks: Vec::new(),
         credential: None,
         proof: proof.to_vec(),
     }))
@@ -238,6 +267,7 @@ fn provider_life_and_its_refusals() {
     let offer = ToPm::Offer {
         cdo,
         region: region(8),
+        alternates: Default::default(),
     };
     assert_eq!(
         pm.send(p, offer.clone()),
@@ -454,7 +484,7 @@ fn several_providers_share_the_load_and_attributes_travel() {
     };
     // Same host, both on shm, different processes: an RMA read over shm.
     assert!(
-        matches!(&source1, Source::Rma { endpoint, region } if endpoint.provider == "shm" && region.len == 100),
+        matches!(&source1, Source::Rma { endpoint, region, via: 0 } if endpoint.provider == "shm" && region.len == 100),
         "{source1:?}"
     );
     assert_eq!(attrs1.get(".user.step"), Some(&AttrValue::Int(2)));
@@ -641,7 +671,7 @@ fn transport_planning_follows_locality() {
     // A network provider does.
     assert!(matches!(
         plan(("n1", 7, Some(tcp("a"))), ("n2", 8, Some(tcp("b")))),
-        Source::Rma { endpoint, region } if endpoint == tcp("a") && region.len == 64
+        Source::Rma { endpoint, region, via: 0 } if endpoint == tcp("a") && region.len == 64
     ));
     // Different providers, or a side without fabric: stream.
     assert_eq!(
@@ -830,6 +860,7 @@ fn offer_msg(cdo: CdoId, len: u64) -> ToPm {
     ToPm::Offer {
         cdo,
         region: region(len),
+        alternates: Default::default(),
     }
 }
 
@@ -1337,6 +1368,89 @@ fn transport_events_say_how_and_why() {
 }
 
 #[test]
+fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(
+        s,
+        EventKind::TransportStarted,
+        "",
+        SubscribeOptions::default(),
+    );
+    // Two networks, 10.1.0.0/24 and 10.2.0.0/24. The producer chose its NIC on net 2, the
+    // consumer on net 1; each also has an endpoint on the other network.
+    let (p, _) = pm.join_on(
+        "p",
+        "node1",
+        &[
+            (tcp_at([10, 2, 0, 1]), "10.2.0.1/24"),
+            (tcp_at([10, 1, 0, 1]), "10.1.0.1/24"),
+        ],
+    );
+    let (c, _) = pm.join_on(
+        "c",
+        "node2",
+        &[
+            (tcp_at([10, 1, 0, 2]), "10.1.0.2/24"),
+            (tcp_at([10, 2, 0, 2]), "10.2.0.2/24"),
+        ],
+    );
+    let regions = |key: u64| {
+        (
+            RemoteRegion {
+                addr: 0,
+                key,
+                len: 64,
+            },
+            pool::proto::AltRegions::new(vec![RemoteRegion {
+                addr: 0,
+                key: key + 1000,
+                len: 64,
+            }]),
+        )
+    };
+    let transfer = |pm: &mut Pm, name: &str, key: u64| {
+        let cdo = pm.declare(p, name);
+        assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
+        let (region, alternates) = regions(key);
+        let offer = ToPm::Offer {
+            cdo,
+            region,
+            alternates,
+        };
+        assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let source = out
+            .iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.clone()),
+                _ => None,
+            })
+            .expect("ticket");
+        (source, events_to(&out, s)[0].detail.clone())
+    };
+    // The producer's chosen NIC (net 2) with the consumer's endpoint on net 2 (`via` 1).
+    let (source, detail) = transfer(&mut pm, "a", 1);
+    match source {
+        Source::Rma { region, via, .. } => assert_eq!((region.key, via), (1, 1)),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        detail.contains("by rma over tcp;ofi_rxm from 10.2.0.1 to 10.2.0.2 (another network: the consumer's network 10.1.0.2/24 does not reach the provider's endpoint 10.2.0.1)"),
+        "{detail}"
+    );
+    // Net 2 goes down: the producer's other endpoint on net 1, with its own key.
+    pm.m.link_changed("eth1", &["10.2.0.1/24".parse().expect("subnet")], false);
+    let (source, detail) = transfer(&mut pm, "b", 2);
+    match source {
+        Source::Rma { region, via, .. } => assert_eq!((region.key, via), (1002, 0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(detail.contains("from 10.1.0.1 to 10.1.0.2"), "{detail}");
+}
+
+#[test]
 fn an_app_reports_what_its_pmix_host_saw() {
     use pool::events::FabricChange;
     let mut pm = Pm::new();
@@ -1371,6 +1485,7 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
         cdo,
         attributes: attrs(),
         region: region(16),
+        alternates: Default::default(),
     };
     // Without subscribers: one answer, as the offer.
     let cdo = pm.declare(p, "fast");

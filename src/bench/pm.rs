@@ -335,6 +335,7 @@ pub fn inject(
                         key: cdo,
                         len: 0,
                     },
+                    alternates: Default::default(),
                 });
             } else {
                 ops.push(ToPm::Require { cdo });

@@ -12,14 +12,34 @@ use crate::proto::{AppId, CdoId};
 /// An offered CDO's bytes: registered with the app's endpoint (readable by RMA), or plain
 /// memory when the app has no RMA provider (served by stream).
 pub(crate) enum Offered {
-    Registered(MemoryRegion),
+    Registered(Registration),
     Plain(Buffer),
+}
+
+/// Bytes registered with the app's first endpoint (which owns them) and with each of its
+/// alternate endpoints (registrations of the same memory). Fields drop in order: the extra
+/// registrations go before the memory they describe.
+pub(crate) struct Registration {
+    extras: Vec<MemoryRegion>,
+    region: MemoryRegion,
+}
+
+impl Registration {
+    pub(crate) fn new(region: MemoryRegion, extras: Vec<MemoryRegion>) -> Registration {
+        Registration { extras, region }
+    }
+
+    fn into_buffer(self) -> Buffer {
+        let Registration { extras, region } = self;
+        drop(extras);
+        region.into_buffer()
+    }
 }
 
 impl Offered {
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
-            Offered::Registered(r) => r.as_slice(),
+            Offered::Registered(r) => r.region.as_slice(),
             Offered::Plain(b) => b.as_slice(),
         }
     }
@@ -27,7 +47,7 @@ impl Offered {
     /// True if the bytes are the application's own memory (see [`Buffer::borrowed`]).
     pub(crate) fn is_borrowed(&self) -> bool {
         match self {
-            Offered::Registered(r) => r.is_borrowed(),
+            Offered::Registered(r) => r.region.is_borrowed(),
             Offered::Plain(b) => b.is_borrowed(),
         }
     }

@@ -310,7 +310,11 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
                 ClientError::Protocol(format!("the same-process offer of CDO {cdo} is gone"))
             }),
         s if s.is_empty() => Ok(CdoData::own(Buffer::new(0)?, 0)),
-        Source::Rma { endpoint, region } => {
+        Source::Rma {
+            endpoint,
+            region,
+            via,
+        } => {
             let len = usize::try_from(region.len).map_err(|_| {
                 ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
             })?;
@@ -319,8 +323,14 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
             // off the runtime's threads, so the reader goes on hearing from the PM.
             let owner = shared.clone();
             let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
-                let ep = owner.endpoint.as_ref().ok_or_else(|| {
-                    ClientError::Protocol("an RMA ticket for a client without an endpoint".into())
+                let ep = match via {
+                    0 => owner.endpoint.as_ref(),
+                    i => owner.alternates.get(usize::from(i) - 1),
+                }
+                .ok_or_else(|| {
+                    ClientError::Protocol(format!(
+                        "an RMA ticket for endpoint {via}, which this client does not have"
+                    ))
                 })?;
                 if endpoint.provider != ep.info().provider {
                     return Err(ClientError::Protocol(format!(
@@ -329,7 +339,7 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
                         ep.info().provider
                     )));
                 }
-                let peer = peer(&owner, ep, &endpoint.address)?;
+                let peer = peer(&owner, (via, ep), &endpoint.address)?;
                 let dst = ep.register(Buffer::new(len)?)?;
                 Ok(ep.read(peer, dst, region)?)
             };
@@ -345,16 +355,22 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
     }
 }
 
-fn peer(shared: &Shared, ep: &fabric::Endpoint, address: &fabric::Address) -> Result<Peer> {
+/// `address` in the address vector of this client's endpoint `via` (inserted once).
+fn peer(
+    shared: &Shared,
+    (via, ep): (u8, &fabric::Endpoint),
+    address: &fabric::Address,
+) -> Result<Peer> {
     let mut peers = shared
         .peers
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(p) = peers.get(address) {
+    let key = (via, address.clone());
+    if let Some(p) = peers.get(&key) {
         return Ok(*p);
     }
     let p = ep.insert_peer(address)?;
-    peers.insert(address.clone(), p);
+    peers.insert(key, p);
     Ok(p)
 }
 

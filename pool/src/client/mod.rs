@@ -96,6 +96,9 @@ pub struct JoinOptions {
     pub index: i64,
     /// The fabric endpoint data moves over; `None`: no RMA provider, data by stream.
     pub endpoint: Option<Endpoint>,
+    /// Endpoints on the app's other networks (same provider, best first): transfers fall
+    /// back to them when the first cannot reach a peer or its link is down.
+    pub alternates: Vec<Endpoint>,
     /// A PMIx credential to show the PM, where the PMIx host issues them.
     pub credential: Option<Vec<u8>>,
     /// How long each operation waits for the PM (and a demand for its data).
@@ -113,6 +116,7 @@ impl JoinOptions {
             component: component.to_string(),
             index,
             endpoint: None,
+            alternates: Vec::new(),
             credential: None,
             timeout: Duration::from_secs(60),
             isolated: false,
@@ -183,16 +187,42 @@ impl JoinOptions {
             .next()
             .ok_or_else(|| ClientError::NoFabric("libfabric offers no usable provider".into()))?;
         let endpoint = Endpoint::open_with(&best, cfg.progress)?;
-        tracing::debug!(
-            "fabric endpoint: {} on {} ({})",
-            best.provider,
-            best.domain,
-            endpoint
-                .address()
-                .ip()
-                .map_or_else(|| "no IP address".to_string(), |ip| ip.to_string())
-        );
-        Ok(self.endpoint(endpoint))
+        let describe = |e: &Endpoint| {
+            format!(
+                "{} on {} ({})",
+                e.info().provider,
+                e.info().domain,
+                e.address()
+                    .ip()
+                    .map_or_else(|| "no IP address".to_string(), |ip| ip.to_string())
+            )
+        };
+        tracing::debug!("fabric endpoint: {}", describe(&endpoint));
+        // The same provider on the other interfaces (every one, whatever MSTRO_OFI_IFACE
+        // chose first), loopback left out: the networks transfers may fall back to.
+        let others = fabric::Config {
+            iface: None,
+            ..cfg.clone()
+        };
+        let mut alternates = Vec::new();
+        let mut seen = vec![best.domain.clone()];
+        for o in fabric::select(&offers, &others, scope, &[]).unwrap_or_default() {
+            if o.provider != best.provider || o.domain == "lo" || seen.contains(&o.domain) {
+                continue;
+            }
+            seen.push(o.domain.clone());
+            match Endpoint::open_with(&o, cfg.progress) {
+                Ok(e) if alternates.len() < MAX_ALTERNATES => {
+                    tracing::debug!("fabric endpoint (another network): {}", describe(&e));
+                    alternates.push(e);
+                }
+                Ok(_) => break,
+                Err(e) => tracing::debug!("no endpoint on {}: {e}", o.domain),
+            }
+        }
+        let mut opts = self.endpoint(endpoint);
+        opts.alternates = alternates;
+        Ok(opts)
     }
 
     /// Shows `credential` (from `PMIx_Get_credential`) to the PM.
@@ -208,17 +238,26 @@ impl JoinOptions {
     }
 }
 
+/// An app's endpoints as JOIN carries them: the first, the alternates, and the network of
+/// each (same order).
+pub(crate) type Endpoints = (
+    Option<FabricEndpoint>,
+    Vec<FabricEndpoint>,
+    Vec<Option<crate::bootstrap::Subnet>>,
+);
+
 /// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
-/// `isolated`), endpoint, proof.
+/// `isolated`), endpoints (the first, and those on other networks), proof.
 pub(crate) fn join_message(
     info: &PmInfo,
     component: &str,
     index: i64,
-    endpoint: Option<FabricEndpoint>,
+    endpoints: Endpoints,
     credential: Option<Vec<u8>>,
     isolated: bool,
     nonce: &[u8; 32],
 ) -> ToPm {
+    let (endpoint, alternates, networks) = endpoints;
     ToPm::Join(Box::new(proto::Join {
         workflow: info.workflow.clone(),
         component: component.into(),
@@ -226,6 +265,8 @@ pub(crate) fn join_message(
         host: host_name(),
         process: process_token(isolated),
         endpoint,
+        alternates,
+        networks,
         credential,
         proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
     }))
@@ -323,8 +364,10 @@ pub(crate) struct Shared {
     pub(crate) pending: Mutex<Pending>,
     pub(crate) tx: mpsc::UnboundedSender<ToPm>,
     pub(crate) endpoint: Option<Endpoint>,
-    /// Providers' endpoints already in this endpoint's address vector.
-    pub(crate) peers: Mutex<HashMap<fabric::Address, fabric::Peer>>,
+    /// Endpoints on the app's other networks (`via` 1, 2, ... in tickets).
+    pub(crate) alternates: Vec<Endpoint>,
+    /// Providers' endpoints already in an endpoint's address vector, by `via` and address.
+    pub(crate) peers: Mutex<HashMap<(u8, fabric::Address), fabric::Peer>>,
     pub(crate) timeout: Duration,
     pub(crate) schemas: Arc<Schemas>,
 }
@@ -368,15 +411,19 @@ impl AsyncClient {
             None => Arc::new(Schemas::from_env()?),
         };
         let (stream, nonce) = driver::connect(info, opts.timeout).await?;
-        let endpoint = opts.endpoint.as_ref().map(|e| FabricEndpoint {
-            provider: e.info().provider.clone(),
-            address: e.address().clone(),
-        });
+        let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
+        let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
+        let networks = opts
+            .endpoint
+            .iter()
+            .chain(&opts.alternates)
+            .map(network_of)
+            .collect();
         let join = join_message(
             info,
             &opts.component,
             opts.index,
-            endpoint,
+            (endpoint, alternates, networks),
             opts.credential,
             opts.isolated,
             &nonce,
@@ -389,6 +436,7 @@ impl AsyncClient {
             pending: Mutex::default(),
             tx,
             endpoint: opts.endpoint,
+            alternates: opts.alternates,
             peers: Mutex::default(),
             timeout: opts.timeout,
             schemas,
@@ -541,8 +589,12 @@ impl AsyncClient {
     /// # Errors
     /// Registration errors; `WrongState` unless sealed; connection errors.
     pub async fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
-        self.offer_with(cdo, data, |cdo, region| ToPm::Offer { cdo, region })
-            .await
+        self.offer_with(cdo, data, |cdo, region, alternates| ToPm::Offer {
+            cdo,
+            region,
+            alternates,
+        })
+        .await
     }
 
     /// Seals a declared CDO with its attributes and offers its bytes in one message (one
@@ -558,27 +610,40 @@ impl AsyncClient {
         data: Buffer,
     ) -> Result<()> {
         self.shared.schemas.check(&mut attributes)?;
-        self.offer_with(cdo, data, move |cdo, region| ToPm::SealOffer {
+        self.offer_with(cdo, data, move |cdo, region, alternates| ToPm::SealOffer {
             cdo,
             attributes,
             region,
+            alternates,
         })
         .await
     }
 
-    /// Makes `data` readable by consumers (registered when the app has an endpoint), sends
-    /// the message `msg` builds with its region, and takes the data back if refused.
+    /// Makes `data` readable by consumers (registered with every endpoint the app has),
+    /// sends the message `msg` builds with its regions, and takes the data back if refused.
     async fn offer_with(
         &self,
         cdo: CdoId,
         data: Buffer,
-        msg: impl FnOnce(CdoId, fabric::RemoteRegion) -> ToPm,
+        msg: impl FnOnce(CdoId, fabric::RemoteRegion, proto::AltRegions) -> ToPm,
     ) -> Result<()> {
-        let (offered, region) = match &self.shared.endpoint {
+        let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
                 let r = ep.register(data)?;
                 let remote = r.remote();
-                (data::Offered::Registered(r), remote)
+                let mut extras = Vec::new();
+                for alt in &self.shared.alternates {
+                    // SAFETY: `r`'s memory stays mapped and unwritten while offered; the
+                    // extra registrations are dropped before `r` (`data::Registration`).
+                    let view =
+                        unsafe { Buffer::borrowed(r.as_slice().as_ptr().cast_mut(), r.len()) };
+                    extras.push(alt.register(view)?);
+                }
+                let regions = proto::AltRegions::new(
+                    extras.iter().map(fabric::MemoryRegion::remote).collect(),
+                );
+                let registered = data::Registration::new(r, extras);
+                (data::Offered::Registered(registered), remote, regions)
             }
             None => {
                 let remote = fabric::RemoteRegion {
@@ -586,12 +651,18 @@ impl AsyncClient {
                     key: 0,
                     len: data.len() as u64,
                 };
-                (data::Offered::Plain(data), remote)
+                (
+                    data::Offered::Plain(data),
+                    remote,
+                    proto::AltRegions::default(),
+                )
             }
         };
         let key = (self.shared.pool, self.shared.app, cdo);
         data::keep(key, offered);
-        let r = self.call((Op::Offer, cdo), msg(cdo, region)).await;
+        let r = self
+            .call((Op::Offer, cdo), msg(cdo, region, alternates))
+            .await;
         if r.is_err() {
             data::take_back(&key);
         }
@@ -683,16 +754,42 @@ impl AsyncClient {
     }
 }
 
+/// Most endpoints on other networks a client opens.
+const MAX_ALTERNATES: usize = 4;
+
+/// How a peer reaches `e`: its provider and address.
+fn fabric_endpoint(e: &Endpoint) -> FabricEndpoint {
+    FabricEndpoint {
+        provider: e.info().provider.clone(),
+        address: e.address().clone(),
+    }
+}
+
+/// The network (address and prefix) of the interface `e` is bound to, when this host knows
+/// it.
+fn network_of(e: &Endpoint) -> Option<crate::bootstrap::Subnet> {
+    let ip = e.address().ip()?;
+    crate::bootstrap::all_addresses()
+        .ok()?
+        .iter()
+        .find(|a| a.address == ip)
+        .map(crate::bootstrap::InterfaceAddress::subnet)
+}
+
 /// How often a client looks at its endpoint's link.
 const LINK_POLL: Duration = Duration::from_millis(200);
 
-/// Watches the interface the client's fabric endpoint is bound to (when sysfs knows it)
-/// and reports each change of its link to the PM as a fabric change: under hosts that raise
+/// Watches the interfaces the client's fabric endpoints are bound to (those sysfs knows)
+/// and reports each change of their links to the PM as a fabric change: under hosts that raise
 /// no fabric events (Slurm) this is how the pool hears that a link went down, and routes new
 /// transfers around it.
 fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
-    let domain = shared.endpoint.as_ref()?.info().domain.clone();
-    let mut monitor = crate::links::LinkMonitor::new([domain]);
+    let domains = shared
+        .endpoint
+        .iter()
+        .chain(&shared.alternates)
+        .map(|e| e.info().domain.clone());
+    let mut monitor = crate::links::LinkMonitor::new(domains);
     monitor.watched().next()?;
     let shared = shared.clone();
     Some(tokio::spawn(async move {

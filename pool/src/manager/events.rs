@@ -176,10 +176,16 @@ impl Manager {
                 cdo,
                 attributes,
                 region,
+                alternates,
             } = msg
         {
             self.cdo_op(conn, app, ToPm::Seal { cdo, attributes });
-            if let Some(offer) = self.queue_if_held(conn, ToPm::Offer { cdo, region }) {
+            let offer = ToPm::Offer {
+                cdo,
+                region,
+                alternates,
+            };
+            if let Some(offer) = self.queue_if_held(conn, offer) {
                 self.cdo_op(conn, app, offer);
             }
             return;

@@ -119,6 +119,8 @@ struct Cdo {
     name: Arc<str>,
     attributes: Attributes,
     state: State,
+    /// While offered: its bytes as registered with each of the app's alternate endpoints.
+    alternates: crate::proto::AltRegions,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -158,6 +160,10 @@ struct App {
     host: String,
     process: u64,
     endpoint: Option<FabricEndpoint>,
+    /// Its endpoints on other networks, best first.
+    alternates: Vec<FabricEndpoint>,
+    /// The network of each endpoint (the first, then the alternates), where known.
+    networks: Vec<Option<Subnet>>,
     leaving: bool,
     cdos: HashSet<CdoId>,
 }
@@ -324,10 +330,15 @@ impl Manager {
                 cdo,
                 attributes,
                 region,
-            } => self.seal_offer(conn, app, cdo, attributes, region),
-            ToPm::Offer { cdo, region } => {
-                self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, region))
-            }
+                alternates,
+            } => self.seal_offer(conn, app, cdo, attributes, (region, alternates)),
+            ToPm::Offer {
+                cdo,
+                region,
+                alternates,
+            } => self.with_cdo(conn, app, Op::Offer, cdo, |m, c| {
+                m.offer(conn, c, (region, alternates))
+            }),
             ToPm::Require { cdo } => self.with_cdo(conn, app, Op::Require, cdo, |m, c| {
                 m.require(conn, c, false)
             }),
@@ -358,6 +369,8 @@ impl Manager {
             host,
             process,
             endpoint,
+            alternates,
+            networks,
             credential: _,
             proof,
         } = *join;
@@ -391,6 +404,8 @@ impl Manager {
                 host,
                 process,
                 endpoint,
+                alternates,
+                networks,
                 leaving: false,
                 cdos: HashSet::default(),
             },
@@ -417,6 +432,7 @@ impl Manager {
                 name: name.into(),
                 attributes: Attributes::new(),
                 state: State::Declared,
+                alternates: Default::default(),
             },
         );
         if let Some(a) = self.apps.get_mut(&app) {
@@ -480,7 +496,7 @@ impl Manager {
         app: AppId,
         cdo: CdoId,
         attributes: Attributes,
-        region: RemoteRegion,
+        regions: (RemoteRegion, crate::proto::AltRegions),
     ) {
         match self.cdos.get(&cdo).filter(|c| c.app == app) {
             None => self.refuse(conn, Op::Offer, Some(cdo), Refusal::UnknownCdo),
@@ -490,14 +506,21 @@ impl Manager {
             }
             Some(_) => {
                 self.seal(cdo, attributes);
-                self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, region));
+                self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, regions));
             }
         }
     }
 
-    fn offer(&mut self, conn: ConnId, cdo: CdoId, region: RemoteRegion) {
+    /// `regions`: as registered with the app's first endpoint, and with its alternates.
+    fn offer(
+        &mut self,
+        conn: ConnId,
+        cdo: CdoId,
+        regions: (RemoteRegion, crate::proto::AltRegions),
+    ) {
         let c = self.cdo(cdo);
-        c.state = State::Offered(region);
+        c.state = State::Offered(regions.0);
+        c.alternates = regions.1;
         let name = Arc::clone(&c.name);
         self.offers.insert(&name, cdo);
         self.done(conn, Op::Offer, cdo);
@@ -605,7 +628,10 @@ impl Manager {
     }
 
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
-    /// says how and why, for the transport event.
+    /// says how and why, for the transport event. Between processes: RMA over the first
+    /// pair of their endpoints that can reach each other (common provider, links up, a
+    /// common network, shared memory only within a host), the NICs chosen for them first,
+    /// then their other networks; else a stream, with the reason the chosen pair failed.
     fn plan(
         &self,
         consumer: AppId,
@@ -626,50 +652,98 @@ impl Manager {
             };
             return (source, "same-process (no copy)".into());
         }
-        let (ce, pe) = match (&c.endpoint, &p.endpoint) {
-            (Some(ce), Some(pe)) => (ce, pe),
-            (None, _) => return stream("the consumer has no fabric endpoint".into()),
-            (_, None) => return stream("the provider has no fabric endpoint".into()),
-        };
-        let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
-        let down = |e: &FabricEndpoint| {
-            e.address
-                .ip()
-                .and_then(|ip| self.down.iter().find(|s| s.contains(ip)))
-        };
+        let mine: Vec<&FabricEndpoint> = c.endpoint.iter().chain(&c.alternates).collect();
+        let alternates = self
+            .cdos
+            .get(&from)
+            .map_or(&[][..], |f| f.alternates.as_slice());
+        let theirs: Vec<(&FabricEndpoint, RemoteRegion)> = p
+            .endpoint
+            .iter()
+            .map(|e| (e, region))
+            .chain(p.alternates.iter().zip(alternates.iter().copied()))
+            .collect();
+        if mine.is_empty() {
+            return stream("the consumer has no fabric endpoint".into());
+        }
+        if theirs.is_empty() {
+            return stream("the provider has no fabric endpoint".into());
+        }
+        // The chosen NICs first, then one side's other networks, then both.
+        let mut pairs: Vec<(usize, usize)> = (0..mine.len())
+            .flat_map(|i| (0..theirs.len()).map(move |j| (i, j)))
+            .collect();
+        pairs.sort_by_key(|&(i, j)| (i.min(1) + j.min(1), j.min(1), i, j));
+        let mut first_failure = None;
+        for (i, j) in pairs {
+            let (pe, region) = theirs[j];
+            let network = c.networks.get(i).copied().flatten();
+            match self.reachable(c, p, (mine[i], network), pe) {
+                Ok(()) => {
+                    let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
+                    let mut how = format!(
+                        "rma over {} from {} to {}",
+                        pe.provider,
+                        ip(pe).unwrap_or_else(|| "the provider".into()),
+                        ip(mine[i]).unwrap_or_else(|| "the consumer".into())
+                    );
+                    if let Some(why) = first_failure {
+                        how.push_str(&format!(" (another network: {why})"));
+                    }
+                    let source = Source::Rma {
+                        endpoint: pe.clone(),
+                        region,
+                        via: u8::try_from(i).unwrap_or(u8::MAX),
+                    };
+                    return (source, how);
+                }
+                Err(why) => {
+                    first_failure.get_or_insert(why);
+                }
+            }
+        }
+        stream(first_failure.unwrap_or_default())
+    }
+
+    /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from
+    /// provider endpoint `pe` of `p`; why not.
+    fn reachable(
+        &self,
+        c: &App,
+        p: &App,
+        (ce, network): (&FabricEndpoint, Option<Subnet>),
+        pe: &FabricEndpoint,
+    ) -> Result<(), String> {
+        let ip = |e: &FabricEndpoint| e.address.ip();
         if ce.provider != pe.provider {
-            return stream(format!(
+            return Err(format!(
                 "no common fabric provider (consumer {}, provider {})",
                 ce.provider, pe.provider
             ));
         }
         for (who, e) in [("consumer", ce), ("provider", pe)] {
-            if let Some(net) = down(e) {
-                return stream(format!(
+            if let Some(net) = ip(e).and_then(|a| self.down.iter().find(|s| s.contains(a))) {
+                return Err(format!(
                     "the {who}'s endpoint {} is on a link that is down ({net})",
-                    ip(e).unwrap_or_default()
+                    ip(e).map(|a| a.to_string()).unwrap_or_default()
                 ));
             }
         }
-        if c.host != p.host
-            && fabric::ProviderClass::of(&pe.provider) == fabric::ProviderClass::SharedMemory
-        {
-            return stream(format!(
+        if c.host == p.host {
+            return Ok(());
+        }
+        if fabric::ProviderClass::of(&pe.provider) == fabric::ProviderClass::SharedMemory {
+            return Err(format!(
                 "shared memory does not reach from {} to {}",
                 p.host, c.host
             ));
         }
-        let how = format!(
-            "rma over {} from {} to {}",
-            pe.provider,
-            ip(pe).unwrap_or_else(|| "the provider".into()),
-            ip(ce).unwrap_or_else(|| "the consumer".into())
-        );
-        let source = Source::Rma {
-            endpoint: pe.clone(),
-            region,
-        };
-        (source, how)
+        match (network, ip(pe)) {
+            (Some(net), Some(a)) if !net.contains(a) => Err(format!(
+                "the consumer's network {net} does not reach the provider's endpoint {a}"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// A link went down or came back up (a fabric event from the host): while it is down,
