@@ -146,17 +146,8 @@ fn the_spank_plugin_gives_two_tasks_of_a_two_nic_node_different_nics() {
     let cluster = Cluster::start();
     let out = run(
         cluster
-            .srun()
-            .args([
-                "-N",
-                "1",
-                "-n",
-                "2",
-                "-w",
-                "n1",
-                "--maestro-nic",
-                "--maestro-verbose",
-            ])
+            .srun_on("n1", 2)
+            .args(["--maestro-nic", "--maestro-verbose"])
             .args([
                 "sh",
                 "-c",
@@ -177,16 +168,9 @@ fn the_spank_plugin_gives_two_tasks_of_a_two_nic_node_different_nics() {
     );
     // The NIC named must exist on the node.
     let bad = run(
-        cluster.srun().args([
-            "-N",
-            "1",
-            "-n",
-            "1",
-            "-w",
-            "n2",
-            "--maestro-nic=eth7",
-            "true",
-        ]),
+        cluster
+            .srun_on("n2", 1)
+            .args(["--maestro-nic=eth7", "true"]),
         Duration::from_secs(60),
     );
     assert_ne!(bad.code(), Some(0), "{bad:?}");
@@ -207,8 +191,8 @@ fn near_nic_placement_says_what_it_does_and_why_not() {
     let xml = common::repo().join("inventory/tests/data/24em64t-2n6c2t-pci.xml");
     let foreign = run(
         cluster
-            .srun()
-            .args(["-N", "1", "-n", "2", "-w", "n1", "--maestro-nic"])
+            .srun_on("n1", 2)
+            .args(["--maestro-nic"])
             .args(["--maestro-bind=near-nic", "--maestro-verbose"])
             .env("MSTRO_TOPOLOGY", &xml)
             .args([
@@ -230,17 +214,9 @@ fn near_nic_placement_says_what_it_does_and_why_not() {
         );
     }
     let own = run(
-        cluster.srun().args([
-            "-N",
-            "1",
-            "-n",
-            "2",
-            "-w",
-            "n1",
-            "--maestro-bind=near-nic",
-            "--maestro-verbose",
-            "true",
-        ]),
+        cluster
+            .srun_on("n1", 2)
+            .args(["--maestro-bind=near-nic", "--maestro-verbose", "true"]),
         Duration::from_secs(60),
     );
     assert_eq!(own.code(), Some(0), "{own:?}");
@@ -295,11 +271,10 @@ impl HostPool {
         script: &str,
         args: &[&str],
     ) -> std::process::Command {
-        let mut cmd = cluster.srun();
+        let mut cmd = cluster.srun_on(node, 1);
         cmd.env("MSTRO_POOL_MANAGER_INFO", &self.info)
             .env("MSTRO_WORKFLOW_NAME", self.workflow)
             .env("PYTHONPATH", &self.site)
-            .args(["-N", "1", "-n", "1", "-w", node])
             .args(srun_args)
             .arg(common::repo().join(".venv/bin/python"))
             .args(["-c", script])

@@ -447,6 +447,13 @@ impl Cluster {
         c
     }
 
+    /// `srun -N 1 -n TASKS -w NODE` with this cluster's configuration.
+    pub fn srun_on(&self, node: &str, tasks: u32) -> Command {
+        let mut c = self.srun();
+        c.args(["-N", "1", "-n", &tasks.to_string(), "-w", node]);
+        c
+    }
+
     /// A scratch directory every node sees.
     pub fn scratch(&self, name: &str) -> PathBuf {
         let d = self.dir.join("work").join(name);
