@@ -256,7 +256,7 @@ impl Session {
         };
         tracing::debug!("pool manager of {:?} found by {found}", info.workflow);
         let scope = scope(settings, &found, &info);
-        let client = connect(settings, &info, scope)?;
+        let client = connect(settings, &info, scope, settings.credential())?;
         Ok(Session {
             settings: settings.clone(),
             client: Some(client),
@@ -328,7 +328,7 @@ impl Session {
             PmRole::LocalPool => fabric::Scope::SameNode,
             PmRole::Served => job_scope(settings),
         };
-        let client = connect(settings, &info, scope)?;
+        let client = connect(settings, &info, scope, credential)?;
         Ok(Session {
             settings: settings.clone(),
             client: Some(client),
@@ -359,7 +359,7 @@ impl Session {
         settings.component = component.to_string();
         settings.index = index;
         let scope = scope(&settings, &self.found, &self.info);
-        connect(&settings, &self.info, scope)
+        connect(&settings, &self.info, scope, settings.credential())
     }
 
     /// The PM info of the pool manager joined.
@@ -514,7 +514,14 @@ fn chosen_nic(settings: &Settings) -> Option<(Vec<String>, String)> {
     }
 }
 
-fn connect(settings: &Settings, info: &PmInfo, scope: fabric::Scope) -> Result<Client> {
+/// Joins the PM of `info` as `settings` say, with `credential` (from the PMIx host, if it
+/// issues them) and a fabric endpoint for `scope` on the chosen NIC.
+fn connect(
+    settings: &Settings,
+    info: &PmInfo,
+    scope: fabric::Scope,
+    credential: Option<Vec<u8>>,
+) -> Result<Client> {
     let mut opts = JoinOptions::new(&settings.component, settings.index)
         .timeout(settings.timeout)
         .schemas((*settings.schemas).clone());
@@ -536,7 +543,7 @@ fn connect(settings: &Settings, info: &PmInfo, scope: fabric::Scope) -> Result<C
                 .schemas((*settings.schemas).clone())
         }
     };
-    if let Some(c) = settings.credential() {
+    if let Some(c) = credential {
         opts = opts.credential(c);
     }
     Client::join(info, opts).map_err(|e| {
