@@ -220,11 +220,13 @@ pub(crate) fn read_deferred(cdo: Cdo) -> mstro::Result<()> {
     Ok(())
 }
 
-/// Forgets what `get` handed out for the CDO (its attributes were replaced).
+/// Forgets what `get` handed out and the values kept by pointer (the CDO's attributes were
+/// replaced by a demand); those the library owns are still freed at dispose.
 pub(crate) fn forget_values(cdo: Cdo) {
     if let Some(p) = table().get_mut(&cdo.0) {
         p.got.clear();
-        p.kept.clear();
+        let kept = std::mem::take(&mut p.kept);
+        p.owned.extend(kept.into_iter().filter(|k| k.free).map(|k| k.ptr));
     }
 }
 
