@@ -65,7 +65,8 @@ enum CValue {
 #[derive(Default)]
 struct PerCdo {
     kept: Vec<Kept>,
-    /// Pointers the library must `free()` at dispose (raw-ptr handed over).
+    /// Pointers the library must `free()` at dispose (a raw-ptr handed over, values kept by
+    /// pointer that a demand replaced).
     owned: Vec<*mut c_void>,
     /// What `get` handed out, by key, with the value it came from.
     got: HashMap<String, (AttrValue, Box<CValue>)>,
