@@ -227,7 +227,8 @@ pub(crate) fn forget_values(cdo: Cdo) {
     if let Some(p) = table().get_mut(&cdo.0) {
         p.got.clear();
         let kept = std::mem::take(&mut p.kept);
-        p.owned.extend(kept.into_iter().filter(|k| k.free).map(|k| k.ptr));
+        p.owned
+            .extend(kept.into_iter().filter(|k| k.free).map(|k| k.ptr));
     }
 }
 
