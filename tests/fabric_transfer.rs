@@ -128,3 +128,88 @@ fn a_stale_shm_file_under_our_pid_does_not_block_shm() {
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert!(out.stdout.contains("read 1 ok"), "{}", out.stdout);
 }
+
+/// What `fabric-peer owner` announces (the fields this test uses).
+#[derive(serde::Deserialize)]
+struct Announced {
+    provider: String,
+    address: fabric::Address,
+    region: fabric::RemoteRegion,
+}
+
+/// A second process holding the owner's valid key tries to overwrite the offered region:
+/// the write fails (offered memory is remotely readable only) and the bytes are unchanged.
+fn a_peer_with_the_key_cannot_write(provider: &str) {
+    use fabric::{Access, Buffer, Config, Endpoint, Scope, discover, select};
+    let (g, announcement) = owner(provider, 64 << 10);
+    let owner: Announced = serde_json::from_str(&announcement).expect("announcement");
+    let cfg = Config {
+        provider: Some(owner.provider.clone()),
+        iface: (provider != "shm").then(|| "lo".to_string()),
+        ..Config::default()
+    };
+    let scope = if provider == "shm" {
+        Scope::SameNode
+    } else {
+        Scope::AnyNode
+    };
+    let offer = select(&discover().expect("fi_getinfo"), &cfg, scope, &["lo"])
+        .expect("offer")
+        .remove(0);
+    let mut ep = Endpoint::open(&offer).expect("endpoint");
+    ep.set_timeouts(fabric::Timeouts {
+        base: Duration::from_secs(3),
+        ..fabric::Timeouts::default()
+    });
+    let peer = ep.insert_peer(&owner.address).expect("peer");
+    let limit = Duration::from_secs(30);
+    let len = usize::try_from(owner.region.len).expect("len");
+    let read = |ep: &Endpoint, peer| {
+        let dst = ep
+            .register(Buffer::new(len).expect("buffer"), Access::Local)
+            .expect("register");
+        ep.read(peer, dst, owner.region)
+            .expect("post read")
+            .wait(limit)
+            .expect("read")
+            .as_slice()
+            .to_vec()
+    };
+    let before = read(&ep, peer);
+    let junk = ep
+        .register(
+            Buffer::from_slice(&vec![0xA5; len]).expect("buffer"),
+            Access::Local,
+        )
+        .expect("register");
+    let wrote = ep.write(peer, junk, owner.region).map(|op| op.wait(limit));
+    match wrote {
+        Ok(Ok(_)) => panic!("{provider}: a peer overwrote an offered region"),
+        Ok(Err(e)) | Err(e) => eprintln!("{provider}: the write was refused: {e}"),
+    }
+    // The owner still serves (tcp drops the intruder's connection: read from a fresh
+    // endpoint), and its bytes are what they were.
+    drop(ep);
+    let ep = Endpoint::open(&offer).expect("endpoint");
+    let peer = ep.insert_peer(&owner.address).expect("peer");
+    assert!(
+        read(&ep, peer) == before,
+        "{provider}: the offered bytes changed"
+    );
+    drop(g);
+}
+
+#[test]
+fn tcp_rxm_offered_memory_is_read_only_to_peers() {
+    a_peer_with_the_key_cannot_write("tcp;ofi_rxm");
+}
+
+#[test]
+fn shm_offered_memory_is_read_only_to_peers() {
+    a_peer_with_the_key_cannot_write("shm");
+}
+
+#[test]
+fn net_offered_memory_is_read_only_to_peers() {
+    a_peer_with_the_key_cannot_write("net");
+}

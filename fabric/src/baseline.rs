@@ -89,8 +89,8 @@ impl RawEndpoint {
     pub fn register(&mut self, buf: Buffer) -> Result<(usize, RemoteRegion)> {
         let key = self.mrs.len() as u64 + 1;
         let mut mr: *mut sys::fid_mr = std::ptr::null_mut();
-        let access =
-            u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
+        // The baseline only reads: remote peers may read, never write.
+        let access = u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ);
         // SAFETY: the buffer lives as long as the registration (both in `mrs`).
         let remote = unsafe {
             let rc = sys::fi_mr_reg(

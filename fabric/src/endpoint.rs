@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::discover::ProviderInfo;
 use crate::error::{FabricError, Result, check, completion};
-use crate::mr::{Buffer, MemoryRegion, RemoteRegion};
+use crate::mr::{Access, Buffer, MemoryRegion, RemoteRegion};
 use crate::op::{Op, OpState, Progress};
 
 /// The memory-registration modes this layer supports: local descriptors, virtual
@@ -152,7 +152,25 @@ pub(crate) struct Shared {
     fabric: *mut sys::fid_fabric,
     domain: *mut sys::fid_domain,
     mr_mode: u32,
-    next_key: AtomicU64,
+    /// Bits of the keys the application picks (`mr_key_size` bytes, at most 8).
+    key_mask: u64,
+}
+
+impl Shared {
+    /// A key for a new registration: random within the domain's key size, or 0 where the
+    /// provider issues keys itself.
+    fn fresh_key(&self) -> Result<u64> {
+        if self.mr_mode & sys::FI_MR_PROV_KEY != 0 {
+            return Ok(0);
+        }
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).map_err(|e| {
+            FabricError::InvalidArgument(format!(
+                "no randomness for a memory key ({e}); the kernel's getrandom must work"
+            ))
+        })?;
+        Ok(u64::from_ne_bytes(bytes) & self.key_mask)
+    }
 }
 
 // SAFETY: FI_THREAD_SAFE domain; the pointers are only closed in drop.
@@ -559,7 +577,11 @@ impl Endpoint {
             domain: std::ptr::null_mut(),
             // SAFETY: domain_attr of a returned info is valid.
             mr_mode: unsafe { (*fi.domain_attr).mr_mode } as u32,
-            next_key: AtomicU64::new(1),
+            // SAFETY: as above.
+            key_mask: match unsafe { (*fi.domain_attr).mr_key_size } {
+                0 | 8.. => u64::MAX,
+                n => (1u64 << (8 * n)) - 1,
+            },
         };
         // SAFETY: objects opened in order from the info; each failure leaves what was
         // opened to the owners' drops.
@@ -786,39 +808,43 @@ impl Endpoint {
         Ok(Peer(fi_addr))
     }
 
-    /// Registers `buf` for local use and remote read/write by peers.
+    /// Registers `buf` for local use and the remote `access` its role needs (an offered
+    /// CDO: [`Access::RemoteRead`]; a landing buffer: [`Access::Local`]). Where the
+    /// application picks keys (no `FI_MR_PROV_KEY`), the key is random, so a peer cannot
+    /// reach a region whose descriptor it was not given by guessing.
     ///
     /// # Errors
     /// [`FabricError::Call`]; `ulimit -l` is named when the provider cannot pin memory.
-    pub fn register(&self, buf: Buffer) -> Result<MemoryRegion> {
+    pub fn register(&self, buf: Buffer, access: Access) -> Result<MemoryRegion> {
         let shared = &self.core.shared;
-        let key = shared.next_key.fetch_add(1, Ordering::Relaxed);
-        let access = u64::from(
-            sys::FI_READ
-                | sys::FI_WRITE
-                | sys::FI_REMOTE_READ
-                | sys::FI_REMOTE_WRITE
-                | sys::FI_SEND
-                | sys::FI_RECV,
-        );
         let mut mr: *mut sys::fid_mr = std::ptr::null_mut();
         let len = buf.len().max(1);
-        // SAFETY: the buffer outlives the registration (both live in the MemoryRegion,
-        // which closes the registration first).
-        let rc = unsafe {
-            sys::fi_mr_reg(
-                shared.domain,
-                buf.as_ptr().cast(),
-                len,
-                access,
-                0,
-                key,
-                0,
-                &mut mr,
-                std::ptr::null_mut(),
-            )
+        let mut attempts = 0;
+        let key = loop {
+            let key = shared.fresh_key()?;
+            // SAFETY: the buffer outlives the registration (both live in the MemoryRegion,
+            // which closes the registration first).
+            let rc = unsafe {
+                sys::fi_mr_reg(
+                    shared.domain,
+                    buf.as_ptr().cast(),
+                    len,
+                    access.flags(),
+                    0,
+                    key,
+                    0,
+                    &mut mr,
+                    std::ptr::null_mut(),
+                )
+            };
+            // A random key already in use: draw another (a handful of times at most).
+            attempts += 1;
+            if rc == -(sys::FI_ENOKEY as i32) && attempts < 8 {
+                continue;
+            }
+            check("fi_mr_reg", rc.into())?;
+            break key;
         };
-        check("fi_mr_reg", rc.into())?;
         // SAFETY: a registration just created, of `buf` with `key`.
         let (desc, remote) = unsafe {
             (
@@ -970,7 +996,7 @@ impl Endpoint {
     /// # Errors
     /// Allocation, registration or posting errors.
     pub fn send(&self, peer: Peer, tag: u64, data: &[u8]) -> Result<Op<()>> {
-        let region = self.register(Buffer::from_slice(data)?)?;
+        let region = self.register(Buffer::from_slice(data)?, Access::Local)?;
         let (ptr, desc, len) = (region.buf.as_ptr(), region.desc, data.len());
         let ep = self.core.ep;
         let state = self.post("fi_tsend", len, Some(Box::new(region)), |ctx| {
@@ -986,7 +1012,7 @@ impl Endpoint {
     /// # Errors
     /// Allocation, registration or posting errors; the [`Op`] fails on truncation.
     pub fn recv(&self, tag: u64, max_len: usize) -> Result<Op<Vec<u8>>> {
-        let region = self.register(Buffer::new(max_len)?)?;
+        let region = self.register(Buffer::new(max_len)?, Access::Local)?;
         let (ptr, desc) = (region.buf.as_ptr(), region.desc);
         let ep = self.core.ep;
         let state = self.post("fi_trecv", max_len, Some(Box::new(region)), |ctx| {

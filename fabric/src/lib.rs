@@ -25,6 +25,6 @@ mod shm_files;
 pub use discover::{Caps, EndpointType, ProviderClass, ProviderInfo, discover};
 pub use endpoint::{Address, Endpoint, Peer, ProgressMode, Timeouts};
 pub use error::{FabricError, Result};
-pub use mr::{Buffer, MemoryRegion, RegionPool, RemoteRegion};
+pub use mr::{Access, Buffer, MemoryRegion, RegionPool, RemoteRegion};
 pub use op::{Op, spin_budget};
 pub use select::{Config, ConfigError, Scope, SelectError, select};

@@ -183,9 +183,37 @@ impl RemoteRegion {
     }
 }
 
-/// A buffer registered with an endpoint's domain. Peers may read and write it remotely
-/// through [`MemoryRegion::remote`]; it stays registered (and its endpoint open) as long as
-/// it lives. Operations take it by value and give it back on completion, so no local code
+/// What peers may do to a registered region ([`crate::Endpoint::register`]). Each role gets
+/// the least it needs: an offered CDO is remotely readable and nothing else, a landing
+/// buffer for reads is not remotely accessible at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Local use only: the destination of this process's reads, the source of its writes,
+    /// send and receive buffers. Peers holding the descriptor cannot touch it.
+    Local,
+    /// Peers may read it (`fi_read`); a peer's `fi_write` fails with an access error.
+    RemoteRead,
+    /// Peers may write into it (`fi_write`), and read it. Only for a region that is the
+    /// target of a peer's write.
+    RemoteWrite,
+}
+
+impl Access {
+    /// The libfabric access flags of the role.
+    pub(crate) fn flags(self) -> u64 {
+        use fabric_sys as sys;
+        let local = sys::FI_READ | sys::FI_WRITE | sys::FI_SEND | sys::FI_RECV;
+        u64::from(match self {
+            Access::Local => local,
+            Access::RemoteRead => local | sys::FI_REMOTE_READ,
+            Access::RemoteWrite => local | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE,
+        })
+    }
+}
+
+/// A buffer registered with an endpoint's domain. Peers may access it remotely through
+/// [`MemoryRegion::remote`] as its [`Access`] allows; it stays registered (and its endpoint
+/// open) as long as it lives. Operations take it by value and give it back on completion, so no local code
 /// can touch bytes a transfer is writing.
 pub struct MemoryRegion {
     pub(crate) buf: Buffer,
@@ -197,7 +225,9 @@ pub struct MemoryRegion {
 
 // SAFETY: the registration is only closed in drop; libfabric's domain is FI_THREAD_SAFE.
 unsafe impl Send for MemoryRegion {}
-// SAFETY: shared access only reads.
+// SAFETY: shared access only reads, locally and remotely (peers can write only into
+// `Access::RemoteWrite` regions, which a `&self` never exposes as bytes being written: the
+// owner coordinates, see `as_mut_slice`).
 unsafe impl Sync for MemoryRegion {}
 
 impl MemoryRegion {
@@ -256,7 +286,7 @@ impl Drop for MemoryRegion {
     }
 }
 
-/// Registered regions kept for reuse, by capacity. `take` returns a region of at least the
+/// Registered landing regions ([`Access::Local`]) kept for reuse, by capacity. `take` returns a region of at least the
 /// requested length (its [`MemoryRegion::len`] is the capacity; use the first `len` bytes).
 #[derive(Default)]
 pub struct RegionPool {
@@ -286,7 +316,10 @@ impl RegionPool {
             return Ok(free.swap_remove(pos));
         }
         drop(free);
-        ep.register(Buffer::new(len.max(4096).next_power_of_two())?)
+        ep.register(
+            Buffer::new(len.max(4096).next_power_of_two())?,
+            Access::Local,
+        )
     }
 
     /// Returns a region for reuse.

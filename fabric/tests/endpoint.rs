@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use fabric::{
-    Buffer, Config, Endpoint, FabricError, ProviderInfo, RemoteRegion, Scope, Timeouts, discover,
-    select,
+    Access, Buffer, Config, Endpoint, FabricError, ProviderInfo, RemoteRegion, Scope, Timeouts,
+    discover, select,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -41,10 +41,13 @@ fn exercise(provider: &str) {
 
     // b reads a's exposed region.
     let exposed = a
-        .register(Buffer::from_slice(&pattern(1 << 20, 7)).expect("buffer"))
+        .register(
+            Buffer::from_slice(&pattern(1 << 20, 7)).expect("buffer"),
+            Access::RemoteWrite,
+        )
         .expect("register");
     let dst = b
-        .register(Buffer::new(1 << 20).expect("buffer"))
+        .register(Buffer::new(1 << 20).expect("buffer"), Access::Local)
         .expect("register");
     let got = b
         .read(a_to_b, dst, exposed.remote())
@@ -58,7 +61,10 @@ fn exercise(provider: &str) {
 
     // b writes into a's region.
     let src = b
-        .register(Buffer::from_slice(&pattern(4096, 9)).expect("buffer"))
+        .register(
+            Buffer::from_slice(&pattern(4096, 9)).expect("buffer"),
+            Access::Local,
+        )
         .expect("register");
     let remote = exposed.remote().slice(0, 4096).expect("slice");
     let _src = b
@@ -125,10 +131,10 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
     });
     let peer = b.insert_peer(a.address()).expect("insert");
     let exposed = a
-        .register(Buffer::new(4096).expect("buffer"))
+        .register(Buffer::new(4096).expect("buffer"), Access::RemoteRead)
         .expect("register");
     let dst = b
-        .register(Buffer::new(4096).expect("buffer"))
+        .register(Buffer::new(4096).expect("buffer"), Access::Local)
         .expect("register");
     let bogus = RemoteRegion {
         key: exposed.remote().key + 1000,
@@ -143,7 +149,7 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
         start.elapsed()
     );
     let small = b
-        .register(Buffer::new(16).expect("buffer"))
+        .register(Buffer::new(16).expect("buffer"), Access::Local)
         .expect("register");
     assert!(matches!(
         b.read(peer, small, exposed.remote()),

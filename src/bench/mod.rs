@@ -11,7 +11,7 @@ pub mod pm;
 use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
-use fabric::{Buffer, Endpoint, ProgressMode};
+use fabric::{Access, Buffer, Endpoint, ProgressMode};
 use serde::Serialize;
 
 use peer::{OwnerProcess, PeerError, Serving, loopback_offer};
@@ -160,7 +160,7 @@ impl FabricBench {
         let peer = ep.insert_peer(&owner.info.address)?;
         let mut out = Vec::new();
         for &size in &self.sizes {
-            let mut dst = ep.register(Buffer::new(size)?)?;
+            let mut dst = ep.register(Buffer::new(size)?, Access::Local)?;
             let limit = Duration::from_secs(600);
             dst = ep
                 .read(peer, dst, owner.info.region.slice(0, size as u64)?)?

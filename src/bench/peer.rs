@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
 use fabric::{
-    Address, Buffer, Config, Endpoint, ProgressMode, ProviderInfo, RemoteRegion, Scope, discover,
-    select,
+    Access, Address, Buffer, Config, Endpoint, ProgressMode, ProviderInfo, RemoteRegion, Scope,
+    discover, select,
 };
 use serde::{Deserialize, Serialize};
 
@@ -115,7 +115,7 @@ pub fn serve_owner(provider: &str, size: usize, serving: Serving) -> Result<(), 
     };
     if let Serving::Ours(progress) = serving {
         let ep = Endpoint::open_with(&offer, progress)?;
-        let mr = ep.register(buf)?;
+        let mr = ep.register(buf, Access::RemoteRead)?;
         announce(ep.address(), mr.remote())?;
         // The endpoint's progress thread serves; we wait for the parent to let go.
         let _ = std::io::stdin().read_to_end(&mut Vec::new());
@@ -243,7 +243,7 @@ pub fn run_reader(info: &OwnerInfo, count: u64) -> Result<(), PeerError> {
     });
     let peer = ep.insert_peer(&info.address)?;
     let len = usize::try_from(info.region.len).unwrap_or(usize::MAX);
-    let mut dst = ep.register(Buffer::new(len)?)?;
+    let mut dst = ep.register(Buffer::new(len)?, Access::Local)?;
     let mut n = 0u64;
     while count == 0 || n < count {
         let start = Instant::now();

@@ -340,7 +340,7 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
                     )));
                 }
                 let peer = peer(&owner, (via, ep), &endpoint.address)?;
-                let dst = ep.register(Buffer::new(len)?)?;
+                let dst = ep.register(Buffer::new(len)?, fabric::Access::Local)?;
                 Ok(ep.read(peer, dst, region)?)
             };
             let op = tokio::task::spawn_blocking(post)

@@ -629,7 +629,7 @@ impl AsyncClient {
     ) -> Result<()> {
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
-                let r = ep.register(data)?;
+                let r = ep.register(data, fabric::Access::RemoteRead)?;
                 let remote = r.remote();
                 let mut extras = Vec::new();
                 for alt in &self.shared.alternates {
@@ -637,7 +637,7 @@ impl AsyncClient {
                     // extra registrations are dropped before `r` (`data::Registration`).
                     let view =
                         unsafe { Buffer::borrowed(r.as_slice().as_ptr().cast_mut(), r.len()) };
-                    extras.push(alt.register(view)?);
+                    extras.push(alt.register(view, fabric::Access::RemoteRead)?);
                 }
                 let regions = proto::AltRegions::new(
                     extras.iter().map(fabric::MemoryRegion::remote).collect(),
