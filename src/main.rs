@@ -98,6 +98,17 @@ enum Cmd {
         /// that share the file system but should reach the PM over the network.
         #[arg(long)]
         no_unix_socket: bool,
+        /// Seconds a new connection has to join before it is closed.
+        #[arg(long, default_value = "10", value_parser = parse_secs)]
+        join_timeout: f64,
+        /// Most bytes of messages read from applications and not yet handled (e.g. 64M);
+        /// readers wait for room instead of queuing more.
+        #[arg(long, default_value = "64M", value_parser = parse_one_size)]
+        max_ingress: usize,
+        /// Most bytes of answers queued for one application that does not read them; past
+        /// it the application is disconnected (e.g. 256M).
+        #[arg(long, default_value = "256M", value_parser = parse_one_size)]
+        max_queued: usize,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -245,6 +256,11 @@ fn parse_secs(s: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists: the environment `maestro run`'s PMIx server needs.
+    if let Err(e) = pmix::server::prepare_environment() {
+        eprintln!("maestro: {e}");
+        return ExitCode::from(2);
+    }
     mstro::init_logging();
     let cli = Cli::parse();
     match cli.command {
@@ -344,6 +360,9 @@ fn main() -> ExitCode {
             listen,
             info_file,
             no_unix_socket,
+            join_timeout,
+            max_ingress,
+            max_queued,
         } => {
             let workflow = workflow
                 .or_else(|| std::env::var("MSTRO_WORKFLOW_NAME").ok())
@@ -353,6 +372,9 @@ fn main() -> ExitCode {
                 listen,
                 info_file,
                 unix_socket: !no_unix_socket,
+                join_timeout: std::time::Duration::from_secs_f64(join_timeout),
+                max_ingress,
+                max_queued,
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -28,6 +28,12 @@ pub struct PmOptions {
     pub info_file: Option<PathBuf>,
     /// Also serve on a Unix socket (see `PmConfig::unix_socket`).
     pub unix_socket: bool,
+    /// See `PmConfig::join_timeout`.
+    pub join_timeout: std::time::Duration,
+    /// See `PmConfig::max_ingress`.
+    pub max_ingress: usize,
+    /// See `PmConfig::max_queued`.
+    pub max_queued: usize,
 }
 
 /// Runs the pool manager until SIGINT/SIGTERM.
@@ -45,6 +51,9 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     let secret = new_secret()?;
     let mut config = PmConfig::new(&opts.workflow, &secret, opts.listen.clone());
     config.unix_socket = opts.unix_socket;
+    config.join_timeout = opts.join_timeout;
+    config.max_ingress = opts.max_ingress;
+    config.max_queued = opts.max_queued;
     let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
     if let Some(path) = &opts.info_file {

@@ -609,14 +609,16 @@ impl CArgv {
 }
 
 unsafe extern "C" fn value_cb(status: i32, kv: *mut sys::pmix_value_t, cbdata: *mut c_void) {
-    let v = if kv.is_null() {
-        None
-    } else {
-        // SAFETY: PMIx lends a valid value for the call.
-        Some(unsafe { Value::from_raw(kv) })
-    };
-    // SAFETY: cbdata is ours.
-    unsafe { Completion::<(i32, Option<Value>)>::complete(cbdata, (status, v)) };
+    crate::ffi::guard("PMIx callback value_cb", (), || {
+        let v = if kv.is_null() {
+            None
+        } else {
+            // SAFETY: PMIx lends a valid value for the call.
+            Some(unsafe { Value::from_raw(kv) })
+        };
+        // SAFETY: cbdata is ours.
+        unsafe { Completion::<(i32, Option<Value>)>::complete(cbdata, (status, v)) };
+    })
 }
 
 unsafe extern "C" fn lookup_cb(
@@ -625,25 +627,27 @@ unsafe extern "C" fn lookup_cb(
     ndata: usize,
     cbdata: *mut c_void,
 ) {
-    let found = if data.is_null() {
-        Vec::new()
-    } else {
-        (0..ndata)
-            .map(|i| {
-                // SAFETY: PMIx lends `ndata` valid entries.
-                let d = unsafe { &*data.add(i) };
-                Published {
-                    // SAFETY: valid entry.
-                    publisher: unsafe { Proc::from_raw(&d.proc_) },
-                    key: fixed_str(&d.key),
-                    // SAFETY: valid entry.
-                    value: unsafe { Value::from_raw(&d.value) },
-                }
-            })
-            .collect()
-    };
-    // SAFETY: cbdata is ours.
-    unsafe { Completion::<(i32, Vec<Published>)>::complete(cbdata, (status, found)) };
+    crate::ffi::guard("PMIx callback lookup_cb", (), || {
+        let found = if data.is_null() {
+            Vec::new()
+        } else {
+            (0..ndata)
+                .map(|i| {
+                    // SAFETY: PMIx lends `ndata` valid entries.
+                    let d = unsafe { &*data.add(i) };
+                    Published {
+                        // SAFETY: valid entry.
+                        publisher: unsafe { Proc::from_raw(&d.proc_) },
+                        key: fixed_str(&d.key),
+                        // SAFETY: valid entry.
+                        value: unsafe { Value::from_raw(&d.value) },
+                    }
+                })
+                .collect()
+        };
+        // SAFETY: cbdata is ours.
+        unsafe { Completion::<(i32, Vec<Published>)>::complete(cbdata, (status, found)) };
+    })
 }
 
 unsafe extern "C" fn credential_cb(
@@ -653,18 +657,20 @@ unsafe extern "C" fn credential_cb(
     ninfo: usize,
     cbdata: *mut c_void,
 ) {
-    let cred = if credential.is_null() {
-        None
-    } else {
-        Some(Credential {
-            // SAFETY: PMIx lends a valid byte object for the call.
-            bytes: bytes_from_raw(unsafe { &*credential }),
-            // SAFETY: PMIx lends `ninfo` infos for the call.
-            info: unsafe { Info::vec_from_raw(info, ninfo) },
-        })
-    };
-    // SAFETY: cbdata is ours.
-    unsafe { Completion::<(i32, Option<Credential>)>::complete(cbdata, (status, cred)) };
+    crate::ffi::guard("PMIx callback credential_cb", (), || {
+        let cred = if credential.is_null() {
+            None
+        } else {
+            Some(Credential {
+                // SAFETY: PMIx lends a valid byte object for the call.
+                bytes: bytes_from_raw(unsafe { &*credential }),
+                // SAFETY: PMIx lends `ninfo` infos for the call.
+                info: unsafe { Info::vec_from_raw(info, ninfo) },
+            })
+        };
+        // SAFETY: cbdata is ours.
+        unsafe { Completion::<(i32, Option<Credential>)>::complete(cbdata, (status, cred)) };
+    })
 }
 
 unsafe extern "C" fn validation_cb(
@@ -673,8 +679,10 @@ unsafe extern "C" fn validation_cb(
     ninfo: usize,
     cbdata: *mut c_void,
 ) {
-    // SAFETY: PMIx lends `ninfo` infos for the call.
-    let v = unsafe { Info::vec_from_raw(info, ninfo) };
-    // SAFETY: cbdata is ours.
-    unsafe { Completion::<(i32, Vec<Info>)>::complete(cbdata, (status, v)) };
+    crate::ffi::guard("PMIx callback validation_cb", (), || {
+        // SAFETY: PMIx lends `ninfo` infos for the call.
+        let v = unsafe { Info::vec_from_raw(info, ninfo) };
+        // SAFETY: cbdata is ours.
+        unsafe { Completion::<(i32, Vec<Info>)>::complete(cbdata, (status, v)) };
+    })
 }

@@ -119,6 +119,10 @@ pub enum Error {
         "PMIx is already initialised in this process as {0}; keep one Client/Server/Tool per process"
     )]
     AlreadyInitialized(&'static str),
+    /// The process environment is not what the call needs, and can no longer be changed
+    /// safely (other threads exist).
+    #[error("{0}")]
+    Environment(String),
     /// An argument cannot be passed to PMIx (interior NUL byte, name too long, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -159,44 +159,46 @@ unsafe extern "C" fn trampoline(
     cbfunc: sys::pmix_event_notification_cbfunc_fn_t,
     cbdata: *mut c_void,
 ) {
-    // SAFETY: PMIx lends `ninfo` valid infos for the duration of the call.
-    let mut all = unsafe { Info::vec_from_raw(info, ninfo) };
-    let target = all
-        .iter()
-        .position(|i| i.key == crate::keys::EVENT_RETURN_OBJECT)
-        .map(|pos| all.remove(pos));
-    let source = if source.is_null() {
-        None
-    } else {
-        // SAFETY: non-null source proc lent for the call.
-        Some(unsafe { Proc::from_raw(source) })
-    };
-    if let Some(Info {
-        value: Value::Pointer(p),
-        ..
-    }) = target
-    {
-        // SAFETY: p is the Sender we registered; it lives until deregistration.
-        let tx = unsafe { &*(p as *const Sender<Event>) };
-        let _ = tx.send(Event {
-            status: Status(status),
-            source,
-            info: all,
-        });
-    }
-    if let Some(cb) = cbfunc {
-        // SAFETY: PMIx requires the chain to be continued exactly once.
-        unsafe {
-            cb(
-                sys::PMIX_SUCCESS as i32,
-                std::ptr::null_mut(),
-                0,
-                None,
-                std::ptr::null_mut(),
-                cbdata,
-            )
+    crate::ffi::guard("PMIx callback trampoline", (), || {
+        // SAFETY: PMIx lends `ninfo` valid infos for the duration of the call.
+        let mut all = unsafe { Info::vec_from_raw(info, ninfo) };
+        let target = all
+            .iter()
+            .position(|i| i.key == crate::keys::EVENT_RETURN_OBJECT)
+            .map(|pos| all.remove(pos));
+        let source = if source.is_null() {
+            None
+        } else {
+            // SAFETY: non-null source proc lent for the call.
+            Some(unsafe { Proc::from_raw(source) })
         };
-    }
+        if let Some(Info {
+            value: Value::Pointer(p),
+            ..
+        }) = target
+        {
+            // SAFETY: p is the Sender we registered; it lives until deregistration.
+            let tx = unsafe { &*(p as *const Sender<Event>) };
+            let _ = tx.send(Event {
+                status: Status(status),
+                source,
+                info: all,
+            });
+        }
+        if let Some(cb) = cbfunc {
+            // SAFETY: PMIx requires the chain to be continued exactly once.
+            unsafe {
+                cb(
+                    sys::PMIX_SUCCESS as i32,
+                    std::ptr::null_mut(),
+                    0,
+                    None,
+                    std::ptr::null_mut(),
+                    cbdata,
+                )
+            };
+        }
+    })
 }
 
 /// Raises `status` with `source` as the origin (`PMIx_Notify_event`), waiting up to 10 s for

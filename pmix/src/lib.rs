@@ -24,6 +24,7 @@
 mod client;
 mod error;
 mod event;
+mod ffi;
 pub mod keys;
 mod query;
 mod runtime;

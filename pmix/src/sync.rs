@@ -121,8 +121,10 @@ pub(crate) fn call_op(
 
 /// The `pmix_op_cbfunc_t` for a `Completion<i32>`.
 pub(crate) unsafe extern "C" fn op_cb(status: i32, cbdata: *mut c_void) {
-    // SAFETY: PMIx hands back the cbdata we lent for this callback type.
-    unsafe { Completion::<i32>::complete(cbdata, status) };
+    crate::ffi::guard("PMIx callback op_cb", (), || {
+        // SAFETY: PMIx hands back the cbdata we lent for this callback type.
+        unsafe { Completion::<i32>::complete(cbdata, status) };
+    })
 }
 
 /// The `pmix_info_cbfunc_t` for a `Completion<(i32, Vec<Info>)>`.
@@ -134,14 +136,16 @@ pub(crate) unsafe extern "C" fn info_cb(
     release_fn: sys::pmix_release_cbfunc_t,
     release_cbdata: *mut c_void,
 ) {
-    // SAFETY: PMIx lends `ninfo` valid infos until release_fn is called.
-    let infos = unsafe { Info::vec_from_raw(info, ninfo) };
-    if let Some(release) = release_fn {
-        // SAFETY: releasing what PMIx lent, once.
-        unsafe { release(release_cbdata) };
-    }
-    // SAFETY: cbdata is ours.
-    unsafe { Completion::<(i32, Vec<Info>)>::complete(cbdata, (status, infos)) };
+    crate::ffi::guard("PMIx callback info_cb", (), || {
+        // SAFETY: PMIx lends `ninfo` valid infos until release_fn is called.
+        let infos = unsafe { Info::vec_from_raw(info, ninfo) };
+        if let Some(release) = release_fn {
+            // SAFETY: releasing what PMIx lent, once.
+            unsafe { release(release_cbdata) };
+        }
+        // SAFETY: cbdata is ours.
+        unsafe { Completion::<(i32, Vec<Info>)>::complete(cbdata, (status, infos)) };
+    })
 }
 
 /// Builds the C array for a call's directives.

@@ -33,4 +33,7 @@ pub mod wire;
 
 pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription};
 pub use manager::{ConnId, Credential, MAX_NAME, Manager};
-pub use pm::{CredentialCheck, FabricReporter, MAX_QUEUED, PmConfig, PoolManager};
+pub use pm::{
+    CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
+    MAX_UNJOINED, PmConfig, PoolManager,
+};

@@ -4,10 +4,23 @@
 //! [`Manager`] and turns its outputs into frames. A connection that sends a malformed frame
 //! is logged and closed; everyone else carries on. A JOIN's PMIx credential is checked in
 //! the connection's reader task (off the actor) before the actor sees the JOIN.
+//!
+//! What a peer can make the PM hold is bounded:
+//! - before its JOIN is accepted, a connection may send one frame of at most
+//!   [`MAX_JOIN_FRAME`] bytes, and must do so within [`PmConfig::join_timeout`]; anything
+//!   else closes it. At most [`MAX_UNJOINED`] connections wait for admission at a time
+//!   (more are closed as they arrive);
+//! - after it, messages read but not yet handled are bounded in bytes for all connections
+//!   together ([`PmConfig::max_ingress`]): a reader waits for room before it reads on (the
+//!   peer's socket fills up and its writes block) instead of queuing, and a connection has at
+//!   most one batch waiting;
+//! - answers a connection does not read are bounded by [`PmConfig::max_queued`] (then it is
+//!   closed, as if its app had died).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
@@ -45,10 +58,33 @@ pub struct PmConfig {
     /// application): beyond this the PM closes it, as if the app had died, rather than
     /// grow without bound. Default [`MAX_QUEUED`].
     pub max_queued: usize,
+    /// How long a new connection has to send its JOIN (and have it accepted) before it is
+    /// closed. Default [`JOIN_TIMEOUT`].
+    pub join_timeout: std::time::Duration,
+    /// Most bytes of messages read from all connections and not yet handled; readers wait
+    /// for room rather than queue more. At least one frame ([`proto::MAX_FRAME`]) is
+    /// always admitted. Default [`MAX_INGRESS`].
+    pub max_ingress: usize,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
 pub const MAX_QUEUED: usize = 256 << 20;
+
+/// Default of [`PmConfig::join_timeout`]: 10 s.
+pub const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Default of [`PmConfig::max_ingress`]: 64 MiB.
+pub const MAX_INGRESS: usize = 64 << 20;
+
+/// Largest frame a connection may send before it has joined (a JOIN with its endpoints and
+/// credential takes a few hundred bytes).
+pub const MAX_JOIN_FRAME: usize = 64 << 10;
+
+/// Bytes a joined connection's reader asks the socket for at a time.
+const READ_CHUNK: usize = 64 << 10;
+
+/// Most connections waiting for admission (connected, not joined yet) at a time.
+pub const MAX_UNJOINED: usize = 1024;
 
 impl PmConfig {
     /// Serves `workflow` with `secret` on `listen`, without credential checks.
@@ -62,14 +98,20 @@ impl PmConfig {
             unix_socket: true,
             ack_timeout: crate::events::ACK_TIMEOUT,
             max_queued: MAX_QUEUED,
+            join_timeout: JOIN_TIMEOUT,
+            max_ingress: MAX_INGRESS,
         }
     }
 }
 
 enum Event {
     Connected(ConnId, Writer),
-    Messages(ConnId, Vec<ToPm>),
-    Join(ConnId, ToPm, Credential),
+    /// Messages of a joined connection, holding their share of the ingress budget (wire
+    /// bytes plus decoded size) until handled.
+    Messages(ConnId, Vec<ToPm>, tokio::sync::OwnedSemaphorePermit),
+    /// A connection's JOIN with the verdict on its credential; the actor answers whether
+    /// the connection is now joined.
+    Join(ConnId, ToPm, Credential, oneshot::Sender<bool>),
     Gone(ConnId),
     /// A fabric change reported through [`FabricReporter`].
     Fabric(FabricChange),
@@ -238,10 +280,20 @@ impl PoolManager {
             secret: config.secret,
         };
         let (stop_tx, stop_rx) = oneshot::channel();
-        let check = config.credentials;
         let (tx, rx) = mpsc::unbounded_channel::<Event>();
         let events = tx.clone();
         let max_queued = config.max_queued;
+        // One batch (a partial frame plus one read) must always fit.
+        let budget_size = config
+            .max_ingress
+            .max(proto::MAX_FRAME + proto::HEADER + READ_CHUNK);
+        let ingress = Ingress {
+            check: config.credentials,
+            join_timeout: config.join_timeout,
+            budget: Arc::new(tokio::sync::Semaphore::new(budget_size)),
+            budget_size,
+            unjoined: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        };
         let thread = std::thread::Builder::new()
             .name("pool-manager".into())
             .spawn(move || {
@@ -249,7 +301,14 @@ impl PoolManager {
                     max_queued,
                     by_conn: HashMap::new(),
                 };
-                rt.block_on(serve(listeners, manager, check, writers, (tx, rx), stop_rx))
+                rt.block_on(serve(
+                    listeners,
+                    manager,
+                    ingress,
+                    writers,
+                    (tx, rx),
+                    stop_rx,
+                ))
             })?;
         Ok(PoolManager {
             info,
@@ -305,7 +364,7 @@ impl Drop for PoolManager {
 async fn serve(
     listeners: Vec<Listener>,
     mut manager: Manager,
-    check: Option<CredentialCheck>,
+    ingress: Ingress,
     mut writers: Writers,
     (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
@@ -329,8 +388,14 @@ async fn serve(
             Some((read, write, peer)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
+                if ingress.unjoined.load(Ordering::Relaxed) >= MAX_UNJOINED {
+                    tracing::warn!(
+                        "connection {conn} from {peer} closed: {MAX_UNJOINED} connections are already waiting to join"
+                    );
+                    continue;
+                }
                 tracing::debug!("connection {conn} from {peer}");
-                spawn_connection(conn, read, write, tx.clone(), check.clone());
+                spawn_connection(conn, read, write, tx.clone(), ingress.clone());
             }
             Some(ev) = rx.recv() => {
                 manager.set_time(now_ns());
@@ -345,13 +410,14 @@ async fn serve(
                         }
                         manager.connected(conn, nonce);
                     }
-                    Event::Messages(conn, msgs) => {
+                    Event::Messages(conn, msgs, _permit) => {
                         for m in msgs {
                             manager.handle(conn, m);
                         }
                     }
-                    Event::Join(conn, msg, credential) => {
+                    Event::Join(conn, msg, credential, joined) => {
                         manager.handle_checked(conn, msg, credential);
+                        let _ = joined.send(manager.is_joined(conn));
                     }
                     Event::Gone(conn) => {
                         writers.by_conn.remove(&conn);
@@ -398,15 +464,26 @@ struct Writers {
     by_conn: HashMap<ConnId, Writer>,
 }
 
-/// One connection's writer task: frames to write (`None`: close) and the bytes queued.
+/// One connection's writer task: frames to write (`None`: close) and the bytes queued;
+/// with the handles of its reader and writer tasks, to cut it off.
 struct Writer {
     tx: mpsc::UnboundedSender<Option<Vec<u8>>>,
     queued: Arc<std::sync::atomic::AtomicUsize>,
+    tasks: [tokio::task::AbortHandle; 2],
 }
 
 impl Writer {
+    /// Closes the connection once what is queued is written.
     fn close(self) {
         let _ = self.tx.send(None);
+    }
+
+    /// Closes the connection now, dropping what is queued and what it sent unread (its
+    /// peer does not read: waiting for the queue to drain would never end).
+    fn cut_off(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -414,7 +491,6 @@ impl Writer {
 /// unwritten output would pass the limit is closed and the manager told it is gone (its
 /// subscribers hear why), which may produce more output: sent in the next round.
 fn flush(manager: &mut Manager, writers: &mut Writers) {
-    use std::sync::atomic::Ordering;
     loop {
         let mut batches: HashMap<ConnId, Vec<FromPm>> = HashMap::new();
         while let Some((conn, msg)) = manager.poll_output() {
@@ -455,7 +531,7 @@ fn flush(manager: &mut Manager, writers: &mut Writers) {
                 "connection {conn} does not read what the pool manager sends ({queued} bytes waiting); closing it"
             );
             if let Some(w) = writers.by_conn.remove(&conn) {
-                w.close();
+                w.cut_off();
             }
             manager.disconnected_because(
                 conn,
@@ -465,76 +541,193 @@ fn flush(manager: &mut Manager, writers: &mut Writers) {
     }
 }
 
+/// What connection readers share: the credential check, the admission deadline, the
+/// ingress budget in bytes, and the count of connections waiting to join.
+#[derive(Clone)]
+struct Ingress {
+    check: Option<CredentialCheck>,
+    join_timeout: std::time::Duration,
+    budget: Arc<tokio::sync::Semaphore>,
+    /// The budget's size in bytes.
+    budget_size: usize,
+    unjoined: Arc<std::sync::atomic::AtomicUsize>,
+}
+
 fn spawn_connection(
     conn: ConnId,
     mut read: Box<dyn AsyncRead + Unpin + Send>,
     mut write: Box<dyn AsyncWrite + Unpin + Send>,
     events: mpsc::UnboundedSender<Event>,
-    check: Option<CredentialCheck>,
+    ingress: Ingress,
 ) {
     let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
     let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let left = queued.clone();
-    let _ = events.send(Event::Connected(conn, Writer { tx, queued }));
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         while let Some(Some(frame)) = wrx.recv().await {
             if write.write_all(&frame).await.is_err() {
                 break;
             }
-            left.fetch_sub(frame.len(), std::sync::atomic::Ordering::Relaxed);
+            left.fetch_sub(frame.len(), Ordering::Relaxed);
         }
         let _ = write.shutdown().await;
     });
-    tokio::spawn(async move {
-        let mut buf = Vec::with_capacity(256 * 1024);
-        loop {
-            // Read straight into the buffer's spare room (no intermediate copy).
-            buf.reserve(64 * 1024);
-            match read.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            match proto::drain_frames::<ToPm>(&mut buf) {
-                Ok(msgs) if msgs.is_empty() => {}
-                Ok(msgs) => {
-                    if forward(conn, msgs, &events, &check).await.is_err() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!("connection {conn} sent a bad frame ({e}); closing it");
-                    break;
-                }
-            }
+    let unjoined = Unjoined::count(&ingress.unjoined);
+    let connected = events.clone();
+    // The reader starts once the actor has heard of the connection (same channel: order).
+    let (start, started) = oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        if started.await.is_err() {
+            return;
+        }
+        let mut buf = Vec::with_capacity(MAX_JOIN_FRAME);
+        let admitted = admit(conn, &mut read, &mut buf, &events, &ingress).await;
+        drop(unjoined);
+        let ended = match admitted {
+            Ok(()) => serve_joined(conn, &mut read, buf, &events, &ingress).await,
+            Err(why) => Err(why),
+        };
+        match ended {
+            Ok(()) => tracing::debug!("connection {conn} closed"),
+            Err(why) => tracing::warn!("connection {conn} {why}; closing it"),
         }
         let _ = events.send(Event::Gone(conn));
     });
+    let tasks = [writer.abort_handle(), reader.abort_handle()];
+    let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }));
+    let _ = start.send(());
 }
 
-/// Hands a connection's messages to the actor, in order; a JOIN goes alone, with the verdict
-/// on its credential.
-async fn forward(
+/// Counts a connection among those waiting for admission while it lives.
+struct Unjoined(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Unjoined {
+    fn count(counter: &Arc<std::sync::atomic::AtomicUsize>) -> Unjoined {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Unjoined(Arc::clone(counter))
+    }
+}
+
+impl Drop for Unjoined {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Reads more of a connection into `buf`, at most `room` bytes.
+///
+/// # Errors
+/// What went wrong (end of stream or the OS error), for the log.
+async fn read_some(
+    read: &mut (dyn AsyncRead + Unpin + Send),
+    buf: &mut Vec<u8>,
+    room: usize,
+) -> Result<(), String> {
+    buf.reserve(room);
+    let mut limited = (&mut *read).take(room as u64);
+    match limited.read_buf(buf).await {
+        Ok(0) => Err("ended".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("failed ({e})")),
+    }
+}
+
+/// Admission: the first frame, small and within the deadline, must be a JOIN the manager
+/// accepts. Leaves in `buf` what the peer sent after it.
+///
+/// # Errors
+/// Why the connection is refused, for the log (the manager has answered a refused JOIN).
+async fn admit(
     conn: ConnId,
-    msgs: Vec<ToPm>,
+    read: &mut (dyn AsyncRead + Unpin + Send),
+    buf: &mut Vec<u8>,
     events: &mpsc::UnboundedSender<Event>,
-    check: &Option<CredentialCheck>,
-) -> Result<(), mpsc::error::SendError<Event>> {
-    let mut run = Vec::new();
-    for m in msgs {
-        if let ToPm::Join(join) = &m {
-            if !run.is_empty() {
-                events.send(Event::Messages(conn, std::mem::take(&mut run)))?;
+    ingress: &Ingress,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + ingress.join_timeout;
+    let len = loop {
+        if buf.len() >= proto::HEADER {
+            let mut header = [0u8; proto::HEADER];
+            header.copy_from_slice(&buf[..proto::HEADER]);
+            let len = proto::payload_len(&header).map_err(|e| format!("sent a bad frame ({e})"))?;
+            if len > MAX_JOIN_FRAME {
+                return Err(format!(
+                    "announced a {len}-byte frame before joining (at most {MAX_JOIN_FRAME})"
+                ));
             }
-            let verdict = verify(join.credential.clone(), check.clone()).await;
-            events.send(Event::Join(conn, m, verdict))?;
-        } else {
-            run.push(m);
+            if buf.len() >= proto::HEADER + len {
+                break len;
+            }
+        }
+        let room = proto::HEADER + MAX_JOIN_FRAME - buf.len();
+        match tokio::time::timeout_at(deadline, read_some(read, buf, room)).await {
+            Ok(r) => r.map_err(|e| format!("{e} before joining"))?,
+            Err(_) => {
+                return Err(format!("did not join within {:?}", ingress.join_timeout));
+            }
+        }
+    };
+    let mut msgs = proto::decode::<ToPm>(&buf[proto::HEADER..proto::HEADER + len])
+        .map_err(|e| format!("sent a bad frame ({e})"))?;
+    buf.drain(..proto::HEADER + len);
+    let join = match (msgs.pop(), msgs.is_empty()) {
+        (Some(m @ ToPm::Join(_)), true) => m,
+        _ => return Err("did not start with a JOIN alone in its first frame".into()),
+    };
+    let ToPm::Join(j) = &join else {
+        unreachable!("matched above")
+    };
+    let verdict = verify(j.credential.clone(), ingress.check.clone()).await;
+    let (answer, joined) = oneshot::channel();
+    events
+        .send(Event::Join(conn, join, verdict, answer))
+        .map_err(|_| "outlived the pool manager".to_string())?;
+    match tokio::time::timeout_at(deadline, joined).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err("was refused at JOIN".into()),
+        Ok(Err(_)) => Err("outlived the pool manager".into()),
+        Err(_) => Err(format!(
+            "was not admitted within {:?}",
+            ingress.join_timeout
+        )),
+    }
+}
+
+/// Reads a joined connection's frames and hands them to the actor in order, each batch
+/// holding its bytes' share of the ingress `budget` until handled: past the budget the
+/// reader waits instead of reading on.
+///
+/// # Errors
+/// Why the connection ended abnormally (a bad frame, the OS error), for the log.
+async fn serve_joined(
+    conn: ConnId,
+    read: &mut (dyn AsyncRead + Unpin + Send),
+    mut buf: Vec<u8>,
+    events: &mpsc::UnboundedSender<Event>,
+    ingress: &Ingress,
+) -> Result<(), String> {
+    loop {
+        let before = buf.len();
+        let msgs =
+            proto::drain_frames::<ToPm>(&mut buf).map_err(|e| format!("sent a bad frame ({e})"))?;
+        if !msgs.is_empty() {
+            // What the batch holds: its wire bytes and the decoded messages.
+            let bytes = (before - buf.len() + msgs.len() * std::mem::size_of::<ToPm>())
+                .clamp(1, ingress.budget_size);
+            let permit = Arc::clone(&ingress.budget)
+                .acquire_many_owned(u32::try_from(bytes).unwrap_or(u32::MAX))
+                .await
+                .map_err(|_| "outlived the pool manager".to_string())?;
+            if events.send(Event::Messages(conn, msgs, permit)).is_err() {
+                return Err("outlived the pool manager".into());
+            }
+        }
+        match read_some(read, &mut buf, READ_CHUNK).await {
+            Ok(()) => {}
+            Err(e) if e == "ended" => return Ok(()),
+            Err(e) => return Err(e),
         }
     }
-    if !run.is_empty() {
-        events.send(Event::Messages(conn, run))?;
-    }
-    Ok(())
 }
 
 async fn verify(credential: Option<Vec<u8>>, check: Option<CredentialCheck>) -> Credential {

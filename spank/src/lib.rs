@@ -135,26 +135,35 @@ unsafe fn arg(optarg: *const c_char) -> String {
 unsafe extern "C" fn check_nic(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_int {
     // SAFETY: Slurm passes NULL or the argument string.
     let v = unsafe { arg(optarg) };
-    match NicRequest::parse(&v) {
+    guarded("--maestro-nic", || match NicRequest::parse(&v) {
         Ok(_) => 0,
         Err(e) => {
             error(&format!("--maestro-nic: {e}"));
             -1
         }
-    }
+    })
+}
+
+/// Runs an option callback; a panic (a bug) becomes an error line and -1 rather than
+/// unwinding into Slurm.
+fn guarded(what: &str, f: impl FnOnce() -> c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        error(&format!("{what}: internal error (panic); please report it"));
+        -1
+    })
 }
 
 /// Checks `--maestro-bind`'s value.
 unsafe extern "C" fn check_bind(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_int {
     // SAFETY: Slurm passes NULL or the argument string.
     let v = unsafe { arg(optarg) };
-    match Bind::parse(&v) {
+    guarded("--maestro-bind", || match Bind::parse(&v) {
         Ok(_) => 0,
         Err(e) => {
             error(&e);
             -1
         }
-    }
+    })
 }
 
 /// `--maestro-bind`'s values.

@@ -347,11 +347,18 @@ impl Job<'_> {
             .stderr(Stdio::piped());
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
-        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
+        // The rank dies with the launcher. A launcher that died between fork and prctl
+        // sends no signal: then the parent is no longer us, and the rank does not start.
+        let launcher = std::process::id() as libc::pid_t;
+        // SAFETY: prctl and getppid are async-signal-safe; prctl only sets this child's
+        // parent-death signal.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != launcher {
+                    return Err(std::io::Error::other("the launcher is gone"));
                 }
                 Ok(())
             });

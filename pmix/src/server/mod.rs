@@ -59,6 +59,41 @@ pub struct ServerConfig {
     pub system_support: bool,
 }
 
+/// The OpenPMIx parameter that lets fences among local processes complete inside the
+/// library; [`Server::init`] needs it off, so the host sees every collective.
+const FENCE_LOCALONLY: &str = "PMIX_MCA_pmix_server_fence_localonly_opt";
+
+/// Puts what [`Server::init`] needs into the process environment (OpenPMIx reads its
+/// parameters from there). Call it first thing in `main`: changing the environment is only
+/// sound while no other thread can read it, so this refuses once threads exist.
+///
+/// # Errors
+/// [`Error::Environment`] if the process already has more than one thread (then export
+/// `PMIX_MCA_pmix_server_fence_localonly_opt=0` before starting it instead).
+pub fn prepare_environment() -> Result<()> {
+    if std::env::var_os(FENCE_LOCALONLY).as_deref() == Some("0".as_ref()) {
+        return Ok(());
+    }
+    let threads = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<u32>().ok())
+        });
+    if threads != Some(1) {
+        return Err(Error::Environment(format!(
+            "cannot set {FENCE_LOCALONLY}=0: the process has {} threads; export it before \
+             the program starts",
+            threads.map_or("an unknown number of".into(), |n| n.to_string())
+        )));
+    }
+    // SAFETY: this is the only thread of the process (checked above; only it could start
+    // another), so nothing reads the environment concurrently.
+    unsafe { std::env::set_var(FENCE_LOCALONLY, "0") };
+    Ok(())
+}
+
 /// A running PMIx server. Finalises on drop. One per process.
 pub struct Server {
     _private: (),
@@ -83,10 +118,12 @@ impl Server {
     }
 
     fn start(config: &ServerConfig, host: Arc<dyn Host>) -> Result<Server> {
-        // Local-only fences must reach the host too, so it sees every collective.
-        // SAFETY: called before the library starts its threads; the string is static.
-        unsafe {
-            std::env::set_var("PMIX_MCA_pmix_server_fence_localonly_opt", "0");
+        if std::env::var_os(FENCE_LOCALONLY).as_deref() != Some("0".as_ref()) {
+            return Err(Error::Environment(format!(
+                "{FENCE_LOCALONLY}=0 must be in the environment before PMIx_server_init (so \
+                 every fence reaches the host): call pmix::server::prepare_environment() first \
+                 thing in main, or export it"
+            )));
         }
         *upcalls::HOST
             .write()
@@ -504,12 +541,39 @@ unsafe extern "C" fn setup_app_cb(
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut std::ffi::c_void,
 ) {
-    // SAFETY: PMIx lends the infos until we call cbfunc.
-    let v = unsafe { Info::vec_from_raw(info, ninfo) };
-    if let Some(cb) = cbfunc {
-        // SAFETY: releasing PMIx's data once.
-        unsafe { cb(sys::PMIX_SUCCESS as i32, cbdata) };
+    crate::ffi::guard("PMIx callback setup_app_cb", (), || {
+        // SAFETY: PMIx lends the infos until we call cbfunc.
+        let v = unsafe { Info::vec_from_raw(info, ninfo) };
+        if let Some(cb) = cbfunc {
+            // SAFETY: releasing PMIx's data once.
+            unsafe { cb(sys::PMIX_SUCCESS as i32, cbdata) };
+        }
+        // SAFETY: provided_cbdata is ours.
+        unsafe { Completion::<(i32, Vec<Info>)>::complete(provided_cbdata, (status, v)) };
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With another thread alive the environment cannot be changed soundly: refused, with
+    /// what to do instead. (`maestro run` calls it first thing in `main`; tests/launcher.rs
+    /// shows the server then starts.)
+    #[test]
+    fn the_environment_is_not_changed_once_threads_exist() {
+        if std::env::var_os(FENCE_LOCALONLY).is_some() {
+            return; // exported by whoever runs the tests: nothing to change
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let err = prepare_environment().expect_err("changed the environment with threads");
+        assert!(
+            matches!(&err, Error::Environment(m) if m.contains("export it")),
+            "{err}"
+        );
+        assert!(std::env::var_os(FENCE_LOCALONLY).is_none());
+        drop(tx);
+        let _ = other.join();
     }
-    // SAFETY: provided_cbdata is ours.
-    unsafe { Completion::<(i32, Vec<Info>)>::complete(provided_cbdata, (status, v)) };
 }

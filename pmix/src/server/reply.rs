@@ -115,8 +115,10 @@ impl OpReply {
 
 /// Frees a blob handed to PMIx by [`ModexReply::send`].
 unsafe extern "C" fn release_blob(cbdata: *mut c_void) {
-    // SAFETY: cbdata is the Box<Vec<u8>> leaked in send.
-    drop(unsafe { Box::from_raw(cbdata as *mut Vec<u8>) });
+    crate::ffi::guard("PMIx callback release_blob", (), || {
+        // SAFETY: cbdata is the Box<Vec<u8>> leaked in send.
+        drop(unsafe { Box::from_raw(cbdata as *mut Vec<u8>) });
+    })
 }
 
 impl ModexReply {
@@ -196,8 +198,10 @@ impl LookupReply {
 
 /// Frees an info array handed to PMIx by [`InfoReply::send`].
 unsafe extern "C" fn release_infos(cbdata: *mut c_void) {
-    // SAFETY: cbdata is the Box<InfoArray> leaked in send.
-    drop(unsafe { Box::from_raw(cbdata as *mut InfoArray) });
+    crate::ffi::guard("PMIx callback release_infos", (), || {
+        // SAFETY: cbdata is the Box<InfoArray> leaked in send.
+        drop(unsafe { Box::from_raw(cbdata as *mut InfoArray) });
+    })
 }
 
 impl InfoReply {

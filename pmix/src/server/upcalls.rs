@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use pmix_sys as sys;
 
 use crate::error::Status;
+use crate::ffi::guard;
 use crate::query::Query;
 use crate::server::host::Host;
 use crate::server::reply::{
@@ -25,14 +26,22 @@ fn host() -> Option<Arc<dyn Host>> {
 const OK: i32 = sys::PMIX_SUCCESS as i32;
 
 /// Runs `f` with the host. Without one (only between finalisation and process exit), `f`
-/// is dropped, which drops the reply it captured, which answers with an error: either way
-/// the upcall is answered through its callback, so the return value is always SUCCESS.
+/// is dropped, which drops the reply it captured, which answers with an error; a host that
+/// panics drops it too, while unwinding (the panic is logged, not propagated into C):
+/// either way the upcall is answered through its callback, so the return value is always
+/// SUCCESS.
 fn with_host(f: impl FnOnce(&dyn Host)) -> i32 {
-    if let Some(h) = host() {
-        f(h.as_ref());
-    }
-    OK
+    guard("the PMIx host", OK, || {
+        if let Some(h) = host() {
+            f(h.as_ref());
+        }
+        OK
+    })
 }
+
+/// What an upcall returns when it panicked before it could hand its reply on (no callback
+/// will come).
+const PANICKED: i32 = sys::PMIX_ERROR;
 
 /// # Safety
 /// `p` must be NULL or a valid proc.
@@ -106,10 +115,12 @@ pub(crate) unsafe extern "C" fn client_connected(
     _cbfunc: sys::pmix_op_cbfunc_t,
     _cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: PMIx passes a valid proc. (In 4.2 cbfunc is NULL: returning SUCCESS is the
-    // answer.)
-    let p = unsafe { Proc::from_raw(proc_) };
-    with_host(|h| h.client_connected(&p))
+    guard("PMIx upcall client_connected", PANICKED, || {
+        // SAFETY: PMIx passes a valid proc. (In 4.2 cbfunc is NULL: returning SUCCESS is the
+        // answer.)
+        let p = unsafe { Proc::from_raw(proc_) };
+        with_host(|h| h.client_connected(&p))
+    })
 }
 
 pub(crate) unsafe extern "C" fn client_finalized(
@@ -118,11 +129,13 @@ pub(crate) unsafe extern "C" fn client_finalized(
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: PMIx passes a valid proc.
-    let p = unsafe { Proc::from_raw(proc_) };
-    with_host(|h| h.client_finalized(&p));
-    OpReply::new(cbfunc, cbdata).send(Ok(()));
-    OK
+    guard("PMIx upcall client_finalized", PANICKED, || {
+        // SAFETY: PMIx passes a valid proc.
+        let p = unsafe { Proc::from_raw(proc_) };
+        with_host(|h| h.client_finalized(&p));
+        OpReply::new(cbfunc, cbdata).send(Ok(()));
+        OK
+    })
 }
 
 pub(crate) unsafe extern "C" fn abort(
@@ -135,16 +148,18 @@ pub(crate) unsafe extern "C" fn abort(
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, m, targets) = unsafe {
-        (
-            Proc::from_raw(proc_),
-            cstr_lossy(msg),
-            procs_vec(procs, nprocs),
-        )
-    };
-    let reply = OpReply::new(cbfunc, cbdata);
-    with_host(|h| h.abort(&p, status, &m, targets, reply))
+    guard("PMIx upcall abort", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, m, targets) = unsafe {
+            (
+                Proc::from_raw(proc_),
+                cstr_lossy(msg),
+                procs_vec(procs, nprocs),
+            )
+        };
+        let reply = OpReply::new(cbfunc, cbdata);
+        with_host(|h| h.abort(&p, status, &m, targets, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn fence_nb(
@@ -157,19 +172,21 @@ pub(crate) unsafe extern "C" fn fence_nb(
     cbfunc: sys::pmix_modex_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call; the blob is copied.
-    let (ps, infos, blob) = unsafe {
-        (
-            procs_vec(procs, nprocs),
-            Info::vec_from_raw(info, ninfo),
-            bytes_from_raw(&sys::pmix_byte_object_t {
-                bytes: data,
-                size: ndata,
-            }),
-        )
-    };
-    let reply = ModexReply::new(cbfunc, cbdata);
-    with_host(|h| h.fence(ps, infos, blob, reply))
+    guard("PMIx upcall fence_nb", PANICKED, || {
+        // SAFETY: valid arguments lent for the call; the blob is copied.
+        let (ps, infos, blob) = unsafe {
+            (
+                procs_vec(procs, nprocs),
+                Info::vec_from_raw(info, ninfo),
+                bytes_from_raw(&sys::pmix_byte_object_t {
+                    bytes: data,
+                    size: ndata,
+                }),
+            )
+        };
+        let reply = ModexReply::new(cbfunc, cbdata);
+        with_host(|h| h.fence(ps, infos, blob, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn direct_modex(
@@ -179,10 +196,12 @@ pub(crate) unsafe extern "C" fn direct_modex(
     cbfunc: sys::pmix_modex_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
-    let reply = ModexReply::new(cbfunc, cbdata);
-    with_host(|h| h.direct_modex(&p, infos, reply))
+    guard("PMIx upcall direct_modex", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
+        let reply = ModexReply::new(cbfunc, cbdata);
+        with_host(|h| h.direct_modex(&p, infos, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn publish(
@@ -192,10 +211,12 @@ pub(crate) unsafe extern "C" fn publish(
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
-    let reply = OpReply::new(cbfunc, cbdata);
-    with_host(|h| h.publish(&p, infos, reply))
+    guard("PMIx upcall publish", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
+        let reply = OpReply::new(cbfunc, cbdata);
+        with_host(|h| h.publish(&p, infos, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn lookup(
@@ -206,10 +227,12 @@ pub(crate) unsafe extern "C" fn lookup(
     cbfunc: sys::pmix_lookup_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
-    let reply = LookupReply::new(cbfunc, cbdata);
-    with_host(|h| h.lookup(&p, ks, infos, reply))
+    guard("PMIx upcall lookup", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
+        let reply = LookupReply::new(cbfunc, cbdata);
+        with_host(|h| h.lookup(&p, ks, infos, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn unpublish(
@@ -220,10 +243,12 @@ pub(crate) unsafe extern "C" fn unpublish(
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
-    let reply = OpReply::new(cbfunc, cbdata);
-    with_host(|h| h.unpublish(&p, ks, infos, reply))
+    guard("PMIx upcall unpublish", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
+        let reply = OpReply::new(cbfunc, cbdata);
+        with_host(|h| h.unpublish(&p, ks, infos, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn register_events(
@@ -234,8 +259,10 @@ pub(crate) unsafe extern "C" fn register_events(
     _cbfunc: sys::pmix_op_cbfunc_t,
     _cbdata: *mut c_void,
 ) -> i32 {
-    // Nothing to forward on a single node: the library delivers locally.
-    sys::PMIX_OPERATION_SUCCEEDED
+    guard("PMIx upcall register_events", PANICKED, || {
+        // Nothing to forward on a single node: the library delivers locally.
+        sys::PMIX_OPERATION_SUCCEEDED
+    })
 }
 
 pub(crate) unsafe extern "C" fn deregister_events(
@@ -244,7 +271,9 @@ pub(crate) unsafe extern "C" fn deregister_events(
     _cbfunc: sys::pmix_op_cbfunc_t,
     _cbdata: *mut c_void,
 ) -> i32 {
-    sys::PMIX_OPERATION_SUCCEEDED
+    guard("PMIx upcall deregister_events", PANICKED, || {
+        sys::PMIX_OPERATION_SUCCEEDED
+    })
 }
 
 pub(crate) unsafe extern "C" fn notify_event(
@@ -256,14 +285,16 @@ pub(crate) unsafe extern "C" fn notify_event(
     _cbfunc: sys::pmix_op_cbfunc_t,
     _cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (src, infos) = unsafe { (proc_opt(source), Info::vec_from_raw(info, ninfo)) };
-    if let Some(h) = host() {
-        h.notify_event(Status(code), src.as_ref(), &infos);
-    }
-    // PMIx 4.2.2 holds a lock around this upcall: calling cbfunc here deadlocks and
-    // returning SUCCESS ("later") is not counted. OPERATION_SUCCEEDED, no callback.
-    sys::PMIX_OPERATION_SUCCEEDED
+    guard("PMIx upcall notify_event", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (src, infos) = unsafe { (proc_opt(source), Info::vec_from_raw(info, ninfo)) };
+        if let Some(h) = host() {
+            h.notify_event(Status(code), src.as_ref(), &infos);
+        }
+        // PMIx 4.2.2 holds a lock around this upcall: calling cbfunc here deadlocks and
+        // returning SUCCESS ("later") is not counted. OPERATION_SUCCEEDED, no callback.
+        sys::PMIX_OPERATION_SUCCEEDED
+    })
 }
 
 pub(crate) unsafe extern "C" fn query(
@@ -273,26 +304,28 @@ pub(crate) unsafe extern "C" fn query(
     cbfunc: sys::pmix_info_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    let qs: Vec<Query> = if queries.is_null() {
-        Vec::new()
-    } else {
-        (0..nqueries)
-            .map(|i| {
-                // SAFETY: `nqueries` valid queries lent for the call.
-                let q = unsafe { &*queries.add(i) };
-                Query {
-                    // SAFETY: NULL-terminated key list and `nqual` qualifiers.
-                    keys: unsafe { argv_vec(q.keys) },
-                    // SAFETY: as above.
-                    qualifiers: unsafe { Info::vec_from_raw(q.qualifiers, q.nqual) },
-                }
-            })
-            .collect()
-    };
-    // SAFETY: NULL or valid.
-    let requestor = unsafe { proc_opt(proct) };
-    let reply = InfoReply::new(cbfunc, cbdata);
-    with_host(|h| h.query(requestor.as_ref(), qs, reply))
+    guard("PMIx upcall query", PANICKED, || {
+        let qs: Vec<Query> = if queries.is_null() {
+            Vec::new()
+        } else {
+            (0..nqueries)
+                .map(|i| {
+                    // SAFETY: `nqueries` valid queries lent for the call.
+                    let q = unsafe { &*queries.add(i) };
+                    Query {
+                        // SAFETY: NULL-terminated key list and `nqual` qualifiers.
+                        keys: unsafe { argv_vec(q.keys) },
+                        // SAFETY: as above.
+                        qualifiers: unsafe { Info::vec_from_raw(q.qualifiers, q.nqual) },
+                    }
+                })
+                .collect()
+        };
+        // SAFETY: NULL or valid.
+        let requestor = unsafe { proc_opt(proct) };
+        let reply = InfoReply::new(cbfunc, cbdata);
+        with_host(|h| h.query(requestor.as_ref(), qs, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn tool_connected(
@@ -301,10 +334,12 @@ pub(crate) unsafe extern "C" fn tool_connected(
     cbfunc: sys::pmix_tool_connection_cbfunc_t,
     cbdata: *mut c_void,
 ) {
-    // SAFETY: valid infos lent for the call.
-    let infos = unsafe { Info::vec_from_raw(info, ninfo) };
-    let reply = ToolReply::new(cbfunc, cbdata);
-    with_host(|h| h.tool_connected(infos, reply));
+    guard("PMIx upcall tool_connected", (), || {
+        // SAFETY: valid infos lent for the call.
+        let infos = unsafe { Info::vec_from_raw(info, ninfo) };
+        let reply = ToolReply::new(cbfunc, cbdata);
+        with_host(|h| h.tool_connected(infos, reply));
+    })
 }
 
 pub(crate) unsafe extern "C" fn log(
@@ -316,12 +351,14 @@ pub(crate) unsafe extern "C" fn log(
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) {
-    // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { (proc_opt(client), Info::vec_from_raw(data, ndata)) };
-    if let Some(p) = p {
-        with_host(|h| h.log(&p, &infos));
-    }
-    OpReply::new(cbfunc, cbdata).send(Ok(()));
+    guard("PMIx upcall log", (), || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, infos) = unsafe { (proc_opt(client), Info::vec_from_raw(data, ndata)) };
+        if let Some(p) = p {
+            with_host(|h| h.log(&p, &infos));
+        }
+        OpReply::new(cbfunc, cbdata).send(Ok(()));
+    })
 }
 
 pub(crate) unsafe extern "C" fn get_credential(
@@ -331,10 +368,12 @@ pub(crate) unsafe extern "C" fn get_credential(
     cbfunc: sys::pmix_credential_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { proc_and_infos(proc_, directives, ndirs) };
-    let reply = CredentialReply::new(cbfunc, cbdata);
-    with_host(|h| h.get_credential(&p, infos, reply))
+    guard("PMIx upcall get_credential", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, infos) = unsafe { proc_and_infos(proc_, directives, ndirs) };
+        let reply = CredentialReply::new(cbfunc, cbdata);
+        with_host(|h| h.get_credential(&p, infos, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn validate_credential(
@@ -345,20 +384,22 @@ pub(crate) unsafe extern "C" fn validate_credential(
     cbfunc: sys::pmix_validation_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, bytes, infos) = unsafe {
-        (
-            Proc::from_raw(proc_),
-            if cred.is_null() {
-                Vec::new()
-            } else {
-                bytes_from_raw(&*cred)
-            },
-            Info::vec_from_raw(directives, ndirs),
-        )
-    };
-    let reply = ValidationReply::new(cbfunc, cbdata);
-    with_host(|h| h.validate_credential(&p, &bytes, infos, reply))
+    guard("PMIx upcall validate_credential", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, bytes, infos) = unsafe {
+            (
+                Proc::from_raw(proc_),
+                if cred.is_null() {
+                    Vec::new()
+                } else {
+                    bytes_from_raw(&*cred)
+                },
+                Info::vec_from_raw(directives, ndirs),
+            )
+        };
+        let reply = ValidationReply::new(cbfunc, cbdata);
+        with_host(|h| h.validate_credential(&p, &bytes, infos, reply))
+    })
 }
 
 pub(crate) unsafe extern "C" fn fabric(
@@ -369,11 +410,13 @@ pub(crate) unsafe extern "C" fn fabric(
     cbfunc: sys::pmix_info_cbfunc_t,
     cbdata: *mut c_void,
 ) -> i32 {
-    // SAFETY: valid arguments lent for the call.
-    let (p, infos) = unsafe { (proc_opt(requestor), Info::vec_from_raw(directives, ndirs)) };
-    let update = op == sys::pmix_fabric_operation_t_PMIX_FABRIC_UPDATE_INFO;
-    let reply = InfoReply::new(cbfunc, cbdata);
-    with_host(|h| h.fabric(p.as_ref(), update, infos, reply))
+    guard("PMIx upcall fabric", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, infos) = unsafe { (proc_opt(requestor), Info::vec_from_raw(directives, ndirs)) };
+        let update = op == sys::pmix_fabric_operation_t_PMIX_FABRIC_UPDATE_INFO;
+        let reply = InfoReply::new(cbfunc, cbdata);
+        with_host(|h| h.fabric(p.as_ref(), update, infos, reply))
+    })
 }
 
 /// The module handed to `PMIx_server_init`, filled field by field.

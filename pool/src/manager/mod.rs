@@ -415,6 +415,11 @@ impl Manager {
         self.notify(EventKind::AppJoin, app, None, "joined");
     }
 
+    /// True once `conn`'s JOIN has been accepted (and until it leaves or is gone).
+    pub fn is_joined(&self, conn: ConnId) -> bool {
+        matches!(self.conns.get(&conn), Some(Conn::Joined(_)))
+    }
+
     /// The component name and index of a joined app.
     pub fn app_identity(&self, app: AppId) -> Option<(&str, i64)> {
         self.apps.get(&app).map(|a| (a.component.as_str(), a.index))
