@@ -301,3 +301,58 @@ fn time_limit_stops_the_job_with_124() {
     assert_eq!(out.code(), Some(124), "{out:?}");
     assert!(out.elapsed < Duration::from_secs(5));
 }
+
+/// Every tool of OpenPMIx's libpmix-bin against `maestro run --tool-support`: each gets an
+/// answer or a clean error (or dies of its own bug: Debian's `pquery` 4.2.2rc2 of SIGFPE,
+/// `plookup` of SIGSEGV on a missing key), and the job runs to its normal exit. (OpenPMIx
+/// 4.2's server itself crashed answering `pattrs --host`: the launcher refuses that query.)
+#[test]
+fn pmix_tools_never_take_the_job_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let done = dir.path().join("done");
+    let mut cmd = Command::new(maestro());
+    cmd.args(["run", "-n", "2", "--tool-support", "--", "sh", "-c"])
+        .arg(format!(
+            "while [ ! -e {} ]; do sleep 0.05; done",
+            done.display()
+        ));
+    let mut g = Group::spawn(&mut cmd);
+    let err = common::lines(g.child.stderr.take().expect("stderr"));
+    common::expect_line(&err, &["tools may attach"], Duration::from_secs(30));
+    let pid = g.pid().to_string();
+    let tools: [&[&str]; 9] = [
+        &["pps"],
+        &["pattrs", "--host", "all"],
+        &["pattrs", "--server", "all"],
+        &["pattrs", "--client", "all"],
+        &["pquery", "pmix.qry.nspaces"],
+        &["pquery", "pmix.qry.attrs"],
+        &["pevent", "--event", "-1", "--range", "3"],
+        &["plookup", "--timeout", "1", "some.key"],
+        &["plookup", "--wait", "--timeout", "1", "some.key"],
+    ];
+    for tool in tools {
+        let out = common::run(
+            Command::new(tool[0])
+                .arg("--pid")
+                .arg(&pid)
+                .args(&tool[1..]),
+            Duration::from_secs(30),
+        );
+        eprintln!("{tool:?}: {:?} {}", out.status, out.stdout.trim());
+        assert!(
+            alive(g.pid()),
+            "{tool:?} took the launcher down: {}",
+            out.stderr
+        );
+    }
+    std::fs::write(&done, b"").expect("done file");
+    let end = g.wait(Duration::from_secs(30));
+    let said: Vec<String> = err.try_iter().collect();
+    assert_eq!(end.code(), Some(0), "{end:?}\n{}", said.join("\n"));
+    assert!(
+        !said.iter().any(|l| l.contains("terminated with signal")),
+        "{}",
+        said.join("\n")
+    );
+}

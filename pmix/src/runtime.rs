@@ -26,3 +26,8 @@ pub(crate) fn claim(role: &'static str) -> Result<()> {
 pub(crate) fn release_failed() {
     *lock(&ROLE) = None;
 }
+
+/// The role that holds PMIx in this process, if any.
+pub(crate) fn role() -> Option<&'static str> {
+    *lock(&ROLE)
+}

@@ -29,6 +29,7 @@ pub mod pmix_events;
 pub mod proto;
 pub mod schema;
 pub mod selector;
+pub mod stale;
 pub mod wire;
 
 pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription};

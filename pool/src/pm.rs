@@ -178,7 +178,7 @@ fn unix_listener(
 ) -> Option<(std::path::PathBuf, ControlAddr, Listener)> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
-    sweep_stale_socket_dirs(&base);
+    crate::stale::sweep_dead_process_dirs(&base, "maestro-pm-");
     let mut tag = [0u8; 6];
     getrandom::fill(&mut tag).ok()?;
     let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
@@ -195,33 +195,6 @@ fn unix_listener(
             );
             let _ = std::fs::remove_dir_all(&dir);
             None
-        }
-    }
-}
-
-/// Removes `maestro-pm-<pid>-<tag>` directories in `base` whose pool manager process is
-/// gone (killed before it could remove its own) and that belong to this user.
-fn sweep_stale_socket_dirs(base: &std::path::Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("maestro-pm-")
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
-        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
-        if ours && !alive {
-            tracing::debug!("removing the stale pool manager directory {name}");
-            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }
@@ -738,34 +711,5 @@ async fn verify(credential: Option<Vec<u8>>, check: Option<CredentialCheck>) -> 
         Ok(Ok(())) => Credential::Valid,
         Ok(Err(why)) => Credential::Invalid(why),
         Err(e) => Credential::Invalid(format!("the credential check failed: {e}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_directories_of_dead_pool_managers_are_swept() {
-        let base = tempfile::tempdir().expect("tempdir");
-        let dead = format!("maestro-pm-{}-abc", u32::MAX - 1);
-        let live = format!("maestro-pm-{}-def", std::process::id());
-        for d in [
-            &dead,
-            &live,
-            &"maestro-pm-x-1".to_string(),
-            &"other".to_string(),
-        ] {
-            std::fs::create_dir(base.path().join(d)).expect("mkdir");
-        }
-        sweep_stale_socket_dirs(base.path());
-        let mut left: Vec<String> = std::fs::read_dir(base.path())
-            .expect("read")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        let mut want = vec![live, "maestro-pm-x-1".to_string(), "other".to_string()];
-        left.sort();
-        want.sort();
-        assert_eq!(left, want);
     }
 }

@@ -20,6 +20,7 @@ mod fabric;
 mod host;
 mod outcome;
 mod output;
+mod query_fix;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -106,7 +107,11 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn create() -> Result<TempDir, RunError> {
         let dir = run_dir(std::process::id());
-        // A stale directory of a crashed launcher with our pid: start clean.
+        // Directories of killed launchers of this user (their stale rendezvous files make
+        // tools refuse to pick a server), and one of a crashed launcher with our pid.
+        if let Some(base) = dir.parent() {
+            pool::stale::sweep_dead_process_dirs(base, "maestro-run.");
+        }
         let _ = std::fs::remove_dir_all(&dir);
         for sub in ["server", "system", "ranks"] {
             std::fs::create_dir_all(dir.join(sub))
@@ -171,6 +176,9 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         host_tx,
     ));
     relay(host_rx, tx.clone(), LoopEvent::Host)?;
+    if opts.system_server {
+        remove_dead_system_server_file(&std::env::temp_dir(), &hostname);
+    }
     let server = Server::init(
         &ServerConfig {
             tmpdir: tmp.0.join("server"),
@@ -655,6 +663,24 @@ pub fn hostname() -> String {
 }
 
 /// The private directory of the launcher with `pid` (`$TMPDIR/maestro-run.<pid>`).
+/// Removes the system-server rendezvous file (`pmix.sys.<host>` in the system tmpdir) of a
+/// launcher that was killed: OpenPMIx names its server's pid on the third line. Left
+/// there, it sends PMIx clients and tools to a server that is gone.
+fn remove_dead_system_server_file(dir: &std::path::Path, hostname: &str) {
+    let path = dir.join(format!("pmix.sys.{hostname}"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    let pid = text
+        .lines()
+        .nth(2)
+        .and_then(|l| l.trim().parse::<u32>().ok());
+    if let Some(pid) = pid.filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+        tracing::info!("removing {}: its server {pid} is gone", path.display());
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
 fn run_dir(pid: u32) -> PathBuf {
     let base = std::env::var_os("TMPDIR")
         .map(PathBuf::from)

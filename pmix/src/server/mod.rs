@@ -14,6 +14,7 @@
 
 mod host;
 mod node_store;
+mod query_fix;
 mod reply;
 mod upcalls;
 
@@ -26,6 +27,7 @@ use pmix_sys as sys;
 
 pub use host::{Host, PublishStore};
 pub use node_store::NodeDirectory;
+pub use query_fix::query_info_nb;
 pub use reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
 };
@@ -152,7 +154,35 @@ impl Server {
         // SAFETY: module is 'static; dirs valid for the call.
         let rc = unsafe { sys::PMIx_server_init(module, dirs.as_ptr(), dirs.len()) };
         check("PMIx_server_init", rc)?;
-        Ok(Server { _private: () })
+        let server = Server { _private: () };
+        for (function, attrs) in upcalls::ATTRIBUTES {
+            server.register_attributes(function, attrs)?;
+        }
+        Ok(server)
+    }
+
+    /// Tells PMIx which attributes the host supports for `function` (a
+    /// `pmix_server_module_t` field name), for tools that ask (`PMIX_QUERY_ATTRIBUTE_SUPPORT`,
+    /// `pattrs --host`). `attrs` are PMIx's macro names (`PMIX_TIMEOUT`), or `NONE`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a name with a NUL byte; a PMIx error if the function
+    /// is registered twice.
+    #[doc(alias = "PMIx_Register_attributes")]
+    pub fn register_attributes(&self, function: &str, attrs: &[&str]) -> Result<()> {
+        let function = cstring(function, "function name")?;
+        let attrs = attrs
+            .iter()
+            .map(|a| cstring(a, "attribute name"))
+            .collect::<Result<Vec<_>>>()?;
+        let mut argv: Vec<*mut c_char> = attrs.iter().map(|a| a.as_ptr().cast_mut()).collect();
+        argv.push(std::ptr::null_mut());
+        // SAFETY: NUL-terminated strings and a NULL-terminated array, valid for the call;
+        // PMIx copies them.
+        let rc = unsafe {
+            sys::PMIx_Register_attributes(function.as_ptr().cast_mut(), argv.as_mut_ptr())
+        };
+        check("PMIx_Register_attributes", rc)
     }
 
     /// Registers a job (namespace) with `nlocal` processes on this node and its job-level

@@ -419,6 +419,34 @@ pub(crate) unsafe extern "C" fn fabric(
     })
 }
 
+/// What the module supports, as `PMIx_Register_attributes` wants it: each function of the
+/// module this crate installs, with the attributes (PMIx's macro names) it honours, or
+/// `NONE`. Registered after `PMIx_server_init`, so tools asking which attributes the host
+/// supports (`pattrs --host all`) get an answer; without any registration OpenPMIx 4.2
+/// crashes answering them.
+pub(crate) const ATTRIBUTES: &[(&str, &[&str])] = &[
+    ("client_connected", &["NONE"]),
+    ("client_finalized", &["NONE"]),
+    ("abort", &["NONE"]),
+    ("fence_nb", &["NONE"]),
+    ("direct_modex", &["NONE"]),
+    (
+        "publish",
+        &["PMIX_RANGE", "PMIX_PERSISTENCE", "PMIX_TIMEOUT"],
+    ),
+    ("lookup", &["PMIX_RANGE", "PMIX_WAIT", "PMIX_TIMEOUT"]),
+    ("unpublish", &["PMIX_RANGE"]),
+    ("register_events", &["NONE"]),
+    ("deregister_events", &["NONE"]),
+    ("notify_event", &["NONE"]),
+    ("query", &["PMIX_NSPACE"]),
+    ("tool_connected", &["NONE"]),
+    ("log", &["NONE"]),
+    ("get_credential", &["PMIX_CRED_TYPE"]),
+    ("validate_credential", &["PMIX_CRED_TYPE"]),
+    ("fabric", &["NONE"]),
+];
+
 /// The module handed to `PMIx_server_init`, filled field by field.
 pub(crate) fn module() -> sys::pmix_server_module_t {
     sys::pmix_server_module_t {

@@ -1,0 +1,72 @@
+//! Private per-process directories (`<prefix><pid>...`: a launcher's `maestro-run.<pid>`, a
+//! pool manager's `maestro-pm-<pid>-<tag>`) whose process was killed before it could
+//! remove them. Left behind, they hold stale sockets and rendezvous files that mislead
+//! later tools ("PMIx has found multiple possible servers"); whoever starts next sweeps
+//! them.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// Removes the directories in `base` named `<prefix><pid>` (anything may follow the pid's
+/// digits) that belong to this user and whose process is gone. Errors are ignored: a
+/// directory that cannot be read or removed is simply left.
+pub fn sweep_dead_process_dirs(base: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(prefix).and_then(|rest| {
+            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            rest[..digits].parse::<u32>().ok()
+        }) else {
+            continue;
+        };
+        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if ours && !alive {
+            tracing::debug!("removing {name}: its process {pid} is gone");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_directories_of_dead_processes_are_swept() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let dead = u32::MAX - 1;
+        let live = std::process::id();
+        let names = [
+            format!("maestro-pm-{dead}-abc"),
+            format!("maestro-pm-{live}-def"),
+            "maestro-pm-x-1".to_string(),
+            format!("maestro-run.{dead}"),
+            format!("maestro-run.{live}"),
+            "other".to_string(),
+        ];
+        for d in &names {
+            std::fs::create_dir(base.path().join(d)).expect("mkdir");
+        }
+        sweep_dead_process_dirs(base.path(), "maestro-pm-");
+        sweep_dead_process_dirs(base.path(), "maestro-run.");
+        let mut left: Vec<String> = std::fs::read_dir(base.path())
+            .expect("read")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut want = vec![
+            names[1].clone(),
+            names[2].clone(),
+            names[4].clone(),
+            names[5].clone(),
+        ];
+        left.sort();
+        want.sort();
+        assert_eq!(left, want);
+    }
+}
