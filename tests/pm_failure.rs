@@ -1,0 +1,182 @@
+//! What applications see when their pool manager fails: killed with SIGKILL mid-workflow
+//! (every call, including one already waiting, fails within 2 s with an error naming the
+//! PM; leaving and dropping return; the next PM removes what the dead one left), or not
+//! there at all when they join (`Unreachable` within the join timeout).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use pool::bootstrap::{ControlAddr, PmInfo};
+use pool::{Client, ClientError, JoinOptions};
+
+/// How long each failing call may take to notice.
+const NOTICE: Duration = Duration::from_secs(2);
+
+fn join(info: &PmInfo, component: &str) -> Client {
+    Client::join(
+        info,
+        JoinOptions::new(component, 0)
+            .timeout(Duration::from_secs(30))
+            .isolated(),
+    )
+    .expect("join")
+}
+
+/// The PM's private socket directory, from its Unix endpoint.
+fn socket_dir(info: &PmInfo) -> std::path::PathBuf {
+    info.endpoints
+        .iter()
+        .find_map(|e| match e {
+            ControlAddr::Unix(p) => p.parent().map(std::path::Path::to_path_buf),
+            ControlAddr::Tcp(_) => None,
+        })
+        .expect("a unix endpoint")
+}
+
+fn names_the_pm(e: &ClientError) -> bool {
+    matches!(e, ClientError::Closed | ClientError::Io(_)) && e.to_string().contains("pool manager")
+}
+
+#[test]
+fn killing_the_pm_fails_every_call_within_two_seconds() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The PMs keep their socket directories in a TMPDIR of their own.
+    let pm_env = [("TMPDIR", tmp.path())];
+    let (pm, info) = {
+        let mut cmd = std::process::Command::new(common::maestro());
+        cmd.args(["pm", "--workflow", "pm-failure"]).envs(pm_env);
+        let mut g = common::Group::spawn(&mut cmd);
+        let line = common::await_line(
+            g.child.stdout.take().expect("stdout"),
+            "MSTRO_POOL_MANAGER_INFO;",
+        );
+        let info = line
+            .trim()
+            .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+            .and_then(|l| l.strip_suffix(';'))
+            .expect("PM info")
+            .to_string();
+        (g, PmInfo::parse(&info).expect("parse"))
+    };
+    let dir = socket_dir(&info);
+    let producer = join(&info, "producer");
+    let consumer = join(&info, "consumer");
+    let offered = producer.declare("offered").expect("declare");
+    producer
+        .seal_and_offer(
+            offered,
+            Default::default(),
+            fabric::Buffer::from_slice(b"bytes").expect("buffer"),
+        )
+        .expect("offer");
+    // A demand nobody can serve yet waits at the PM when it dies.
+    let missing = consumer.declare("never-offered").expect("declare");
+    let waiting = std::thread::spawn(move || {
+        let r = consumer.demand(missing).map(|_| ());
+        let noticed = Instant::now();
+        let left = Instant::now();
+        drop(consumer);
+        (r, noticed, left.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+
+    // SAFETY: signalling the PM's process, which this test started.
+    unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
+    let killed = Instant::now();
+
+    let (r, noticed, drop_took) = waiting.join().expect("demand thread");
+    let e = r.expect_err("a demand survived its PM");
+    assert!(names_the_pm(&e), "unclear error: {e}");
+    assert!(
+        noticed.duration_since(killed) < NOTICE,
+        "the waiting demand noticed after {:?}",
+        noticed.duration_since(killed)
+    );
+    assert!(drop_took < NOTICE, "dropping took {drop_took:?}");
+    let start = Instant::now();
+    let e = producer
+        .declare("after-death")
+        .expect_err("declare after death");
+    assert!(
+        names_the_pm(&e) && start.elapsed() < NOTICE,
+        "{e} after {:?}",
+        start.elapsed()
+    );
+    let start = Instant::now();
+    let _ = producer.leave();
+    assert!(start.elapsed() < NOTICE, "leave took {:?}", start.elapsed());
+    drop(pm);
+
+    // What the killed PM left (its socket directory) goes when the next PM starts there.
+    assert!(dir.exists(), "nothing to sweep: {}", dir.display());
+    let mut cmd = std::process::Command::new(common::maestro());
+    cmd.args(["pm", "--workflow", "pm-failure-next"])
+        .envs(pm_env);
+    let mut next = common::Group::spawn(&mut cmd);
+    common::await_line(
+        next.child.stdout.take().expect("stdout"),
+        "MSTRO_POOL_MANAGER_INFO;",
+    );
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    drop(next);
+}
+
+#[test]
+fn joining_an_unreachable_pm_fails_within_the_timeout() {
+    // A port that was just free: nobody listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let info = PmInfo {
+        workflow: "unreachable".into(),
+        endpoints: vec![ControlAddr::Tcp(([127, 0, 0, 1], port).into())],
+        secret: b"secret".to_vec(),
+    };
+    let timeout = Duration::from_secs(3);
+    let start = Instant::now();
+    let r = Client::join(
+        &info,
+        JoinOptions::new("lonely", 0).timeout(timeout).isolated(),
+    );
+    let took = start.elapsed();
+    match r {
+        Err(ClientError::Unreachable(why)) => eprintln!("Unreachable after {took:?}: {why}"),
+        Err(e) => panic!("expected Unreachable, got {e}"),
+        Ok(_) => panic!("joined a PM that is not there"),
+    }
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "took {took:?} for a {timeout:?} timeout"
+    );
+}
+
+#[test]
+fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
+    // Connections complete in the backlog, but nobody ever answers them.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let info = PmInfo {
+        workflow: "silent".into(),
+        endpoints: vec![ControlAddr::Tcp(silent.local_addr().expect("addr"))],
+        secret: b"secret".to_vec(),
+    };
+    let timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let r = Client::join(
+        &info,
+        JoinOptions::new("patient", 0).timeout(timeout).isolated(),
+    );
+    let took = start.elapsed();
+    match r {
+        Err(e @ (ClientError::Unreachable(_) | ClientError::Timeout(_))) => {
+            eprintln!("{e} after {took:?}");
+        }
+        Err(e) => panic!("expected Unreachable or Timeout, got {e}"),
+        Ok(_) => panic!("joined a PM that never answered"),
+    }
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "took {took:?} for a {timeout:?} timeout"
+    );
+}
