@@ -2,8 +2,9 @@
 # test.sh -- every test of the project: installs missing system packages and the Python
 # virtual environment (scripts/setup.sh), then runs the unit tests, the multi-process
 # integration tests under our own PMIx host, single-node Slurm, Open MPI and network
-# namespaces, the C API's tests against the installed library, the doc tests, and the
-# Python module's pytest suite. Exits non-zero if any of them failed.
+# namespaces, the C API's tests against the installed library, the doc tests, the
+# Python module's pytest suite, and each fuzz target briefly (scripts/fuzz.sh; FUZZ_SECS,
+# default 10 s each). Exits non-zero if any of them failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,6 +21,7 @@ prefix="$PWD/target/pytest-prefix"
 scripts/install.sh --debug "$prefix" >/dev/null
 echo "test: pytest (maestro_core from $prefix)" >&2
 MAESTRO_PREFIX="$prefix" .venv/bin/python -m pytest -q python/tests || status=$?
+scripts/fuzz.sh "${FUZZ_SECS:-10}" || status=$?
 if ((status != 0)); then
     echo "test: FAILED (see above)" >&2
 fi

@@ -94,20 +94,23 @@ impl Address {
     /// [`FabricError::InvalidArgument`] for odd length or non-hex characters.
     pub fn parse_hex(s: &str) -> Result<Address> {
         let s = s.trim();
+        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(FabricError::InvalidArgument(format!(
+                "endpoint address {s:?} is not hex"
+            )));
+        }
         if s.is_empty() || !s.len().is_multiple_of(2) {
             return Err(FabricError::InvalidArgument(format!(
                 "endpoint address {s:?} is not an even number of hex digits"
             )));
         }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| {
-                u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| {
-                    FabricError::InvalidArgument(format!("endpoint address {s:?} is not hex"))
-                })
-            })
-            .collect::<Result<Vec<u8>>>()
-            .map(Address)
+        let digit = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+        Ok(Address(
+            s.as_bytes()
+                .chunks_exact(2)
+                .map(|p| digit(p[0]) << 4 | digit(p[1]))
+                .collect(),
+        ))
     }
 }
 
@@ -1060,5 +1063,26 @@ impl Drop for Endpoint {
             tracing::warn!("the progress thread panicked");
         }
         // `core` (endpoint, AV, CQ) closes here, when its last reference goes.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `frames` fuzz target: a multi-byte character in an address from the
+    /// wire made the parser slice inside it and panic.
+    #[test]
+    fn addresses_parse_from_hex_and_refuse_anything_else() {
+        assert_eq!(
+            Address::parse_hex(" 00ff7a ").expect("hex"),
+            Address(vec![0, 255, 0x7a])
+        );
+        for bad in ["", "0", "0g", "888888888888888\u{23d}8", "ÿÿ"] {
+            assert!(
+                matches!(Address::parse_hex(bad), Err(FabricError::InvalidArgument(_))),
+                "{bad:?}"
+            );
+        }
     }
 }
