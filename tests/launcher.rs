@@ -299,7 +299,8 @@ fn time_limit_stops_the_job_with_124() {
         "100",
     ]);
     assert_eq!(out.code(), Some(124), "{out:?}");
-    assert!(out.elapsed < Duration::from_secs(5));
+    // 0.7 s of timeouts; the rest is room for a loaded machine, not for `sleep 100`.
+    assert!(out.elapsed < Duration::from_secs(15), "{out:?}");
 }
 
 /// Every tool of OpenPMIx's libpmix-bin against `maestro run --tool-support`: each gets an

