@@ -206,6 +206,10 @@ enum BenchCmd {
         /// Subscriber processes that receive every offer's event (through a selector).
         #[arg(long, default_value_t = 0)]
         subscribers: usize,
+        /// Soak after the measurement: R rounds of withdraw+dispose every CDO (and, from
+        /// the second round, declare+seal+offer them again), reporting the PM's memory.
+        #[arg(long, default_value_t = 0)]
+        soak: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -390,6 +394,7 @@ fn main() -> ExitCode {
             require,
             tcp,
             subscribers,
+            soak,
             json,
         }) => {
             let b = bench::pm::PmBench {
@@ -399,6 +404,7 @@ fn main() -> ExitCode {
                 require,
                 tcp,
                 subscribers,
+                soak_rounds: soak,
             };
             match b.run() {
                 Ok(r) if json => {
@@ -415,6 +421,23 @@ fn main() -> ExitCode {
                     }
                     if let Some(q) = r.requires_per_sec {
                         println!("  {q:.0} declare+require+ticket+done/s");
+                    }
+                    if let Some(s) = &r.soak {
+                        let mib = |b: u64| b as f64 / f64::from(1 << 20);
+                        let after: Vec<String> = s
+                            .rss_after_withdraw
+                            .iter()
+                            .map(|&b| format!("{:.0}", mib(b)))
+                            .collect();
+                        println!(
+                            "  soak: {} rounds, {} CDOs, every operation answered; {:.0} withdraw+dispose/s; PM RSS {:.0} MiB at start, {:.0} MiB peak, after each round's withdrawals: {} MiB",
+                            s.rounds,
+                            s.cdos,
+                            s.withdraws_per_sec,
+                            mib(s.rss_start),
+                            mib(s.rss_peak),
+                            after.join(", ")
+                        );
                     }
                     ExitCode::SUCCESS
                 }

@@ -37,6 +37,26 @@ pub struct PmBench {
     pub tcp: bool,
     /// Subscriber processes receiving every offer's event.
     pub subscribers: usize,
+    /// Soak: after the measurement, this many rounds of withdraw+dispose every CDO (the
+    /// first) and declare+seal+offer+withdraw+dispose again (the others); 0 for none.
+    pub soak_rounds: usize,
+}
+
+/// What a soak saw: every operation answered, and the PM's memory across rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakReport {
+    /// Rounds run.
+    pub rounds: usize,
+    /// CDOs declared, offered, withdrawn and disposed over all rounds.
+    pub cdos: usize,
+    /// Resident memory of the process running the PM before the first offer, bytes.
+    pub rss_start: u64,
+    /// Its highest value seen with every CDO of a round live, bytes.
+    pub rss_peak: u64,
+    /// Its value after each round's withdrawals, bytes.
+    pub rss_after_withdraw: Vec<u64>,
+    /// withdraw+dispose per second in the last round, all producers together.
+    pub withdraws_per_sec: f64,
 }
 
 /// The result.
@@ -52,6 +72,8 @@ pub struct PmReport {
     pub pm_bytes_per_cdo: f64,
     /// Events delivered per second, all subscribers together (with subscribers).
     pub events_per_sec: Option<f64>,
+    /// The soak (with `soak_rounds`).
+    pub soak: Option<SoakReport>,
 }
 
 /// Errors of the benchmark.
@@ -135,12 +157,30 @@ impl Injector {
         }
     }
 
-    /// Reads the injector's report: seconds it took.
+    /// Reads the injector's report of a round: seconds it took.
     fn seconds(&mut self) -> Result<f64, PmBenchError> {
+        self.report("done")
+    }
+
+    /// Reads the injector's `<what> in S s` report.
+    fn report(&mut self, what: &str) -> Result<f64, PmBenchError> {
         let line = self.line()?;
-        line.strip_prefix("done in ")
+        line.strip_prefix(what)
+            .and_then(|s| s.strip_prefix(" in "))
             .and_then(|s| s.trim_end_matches(" s").parse().ok())
             .ok_or(PmBenchError::Injector(line))
+    }
+
+    /// Sends a producer a command (`withdraw`, `offer`) and waits for its `what` report.
+    fn command(&mut self, command: &str, what: &str) -> Result<f64, PmBenchError> {
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| PmBenchError::Injector("no stdin".into()))?;
+        writeln!(stdin, "{command}")?;
+        stdin.flush()?;
+        self.report(what)
     }
 }
 
@@ -204,6 +244,9 @@ impl PmBench {
         } else {
             None
         };
+        let soak = (self.soak_rounds > 0)
+            .then(|| soak(&mut producers, self.soak_rounds, total, rss0))
+            .transpose()?;
         drop(producers);
         pm.stop();
         Ok(PmReport {
@@ -212,8 +255,42 @@ impl PmBench {
             requires_per_sec,
             pm_bytes_per_cdo,
             events_per_sec,
+            soak,
         })
     }
+}
+
+/// Runs `rounds` soak rounds with `producers` whose `total` CDOs are live.
+fn soak(
+    producers: &mut [Injector],
+    rounds: usize,
+    total: usize,
+    rss_start: u64,
+) -> Result<SoakReport, PmBenchError> {
+    let mut rss_peak = rss_bytes();
+    let mut rss_after_withdraw = Vec::with_capacity(rounds);
+    let mut slowest = 0.0f64;
+    for round in 0..rounds {
+        if round > 0 {
+            for p in producers.iter_mut() {
+                p.command("offer", "done")?;
+            }
+            rss_peak = rss_peak.max(rss_bytes());
+        }
+        slowest = 0.0;
+        for p in producers.iter_mut() {
+            slowest = slowest.max(p.command("withdraw", "withdrawn")?);
+        }
+        rss_after_withdraw.push(rss_bytes());
+    }
+    Ok(SoakReport {
+        rounds,
+        cdos: total * rounds,
+        rss_start,
+        rss_peak,
+        rss_after_withdraw,
+        withdraws_per_sec: total as f64 / slowest.max(f64::MIN_POSITIVE),
+    })
 }
 
 /// A subscriber injector: subscribes to OFFER events of a selector every CDO matches, says
@@ -285,11 +362,13 @@ fn collect<T>(
     Ok(out)
 }
 
-/// One injector process: runs its role, prints `done in S s`, and (producers) keeps its CDOs
-/// live until stdin closes.
+/// One injector process: runs its role and prints `done in S s`. Producers then keep their
+/// CDOs live and follow commands on stdin until it closes: `withdraw` (withdraw and
+/// dispose every CDO, each answered, then `withdrawn in S s`) and `offer` (another round of
+/// declare+seal+offer, then `done in S s`).
 ///
 /// # Errors
-/// Protocol errors.
+/// Protocol errors; a refused operation (a CDO the PM lost).
 pub fn inject(
     info: &PmInfo,
     role: &str,
@@ -307,7 +386,64 @@ pub fn inject(
         return subscribe(&mut conn, cdos);
     }
     let producer = role == "producer";
+    let report = |what: &str, start: Instant| -> Result<(), PmBenchError> {
+        println!("{what} in {} s", start.elapsed().as_secs_f64());
+        std::io::stdout().flush()?;
+        Ok(())
+    };
     let start = Instant::now();
+    let mut live = run_round(&mut conn, index, cdos, batch, producer)?;
+    report("done", start)?;
+    if !producer {
+        return Ok(());
+    }
+    let mut command = String::new();
+    loop {
+        command.clear();
+        if std::io::stdin().read_line(&mut command)? == 0 {
+            return Ok(());
+        }
+        let start = Instant::now();
+        match command.trim() {
+            "withdraw" => {
+                withdraw_all(&mut conn, &live, batch)?;
+                live.clear();
+                report("withdrawn", start)?;
+            }
+            "offer" => {
+                live = run_round(&mut conn, index, cdos, batch, producer)?;
+                report("done", start)?;
+            }
+            other => return Err(PmBenchError::Injector(format!("unknown command {other:?}"))),
+        }
+    }
+}
+
+/// Withdraws and disposes `ids` in batches; every operation must be answered `Done`.
+fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenchError> {
+    for chunk in ids.chunks(batch.max(1)) {
+        let ops: Vec<ToPm> = chunk
+            .iter()
+            .flat_map(|&cdo| [ToPm::Withdraw { cdo }, ToPm::Dispose { cdo }])
+            .collect();
+        conn.send(&ops)?;
+        collect(conn, Op::Withdraw, ops.len(), |m| {
+            matches!(m, FromPm::Done { .. }).then_some(())
+        })?;
+    }
+    Ok(())
+}
+
+/// One round: declare `cdos` names, then seal+offer (producer) or require (consumer) each,
+/// pipelined in batches. Returns the producer's live CDOs.
+fn run_round(
+    conn: &mut Conn,
+    index: usize,
+    cdos: usize,
+    batch: usize,
+    producer: bool,
+) -> Result<Vec<u64>, PmBenchError> {
+    let mut live = Vec::with_capacity(if producer { cdos } else { 0 });
     let declares = |k: usize| -> Vec<ToPm> {
         (k..k + batch.min(cdos - k))
             .map(|i| ToPm::Declare {
@@ -317,7 +453,7 @@ pub fn inject(
             .collect()
     };
     conn.send(&declares(0))?;
-    let mut ids = collect(&mut conn, Op::Declare, batch.min(cdos), |m| match m {
+    let mut ids = collect(conn, Op::Declare, batch.min(cdos), |m| match m {
         FromPm::Declared { cdo, .. } => Some(cdo),
         _ => None,
     })?;
@@ -353,7 +489,10 @@ pub fn inject(
         // This batch's answers (one Done per seal+offer; a Done and a ticket per require)
         // and the next batch's ids.
         let per_cdo = if producer { 1 } else { 2 };
-        let answers = collect(&mut conn, Op::Offer, per_cdo * n + next_n, |m| match m {
+        if producer {
+            live.extend_from_slice(&ids);
+        }
+        let answers = collect(conn, Op::Offer, per_cdo * n + next_n, |m| match m {
             FromPm::Declared { cdo, .. } => Some(Answer::Id(cdo)),
             FromPm::Ticket { transfer, .. } => Some(Answer::Ticket(transfer)),
             // With subscribers the PM runs a SealOffer as its two operations and answers the
@@ -383,10 +522,5 @@ pub fn inject(
         }
         k = next;
     }
-    println!("done in {} s", start.elapsed().as_secs_f64());
-    std::io::stdout().flush()?;
-    if producer {
-        let _ = std::io::stdin().read_line(&mut String::new());
-    }
-    Ok(())
+    Ok(live)
 }

@@ -46,6 +46,41 @@ pub type ConnId = u64;
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
+/// Maps that give memory back as they empty: a PM that held a million CDOs keeps no
+/// million-entry tables once they are withdrawn. Shrinking when a table is a quarter full
+/// (to half full) costs amortised O(1) per removal.
+trait GiveBack {
+    /// Capacity and length.
+    fn fill(&self) -> (usize, usize);
+    /// Shrinks to hold `n` entries.
+    fn shrink(&mut self, n: usize);
+    /// Shrinks a large table that is at most a quarter full.
+    fn give_back(&mut self) {
+        let (capacity, len) = self.fill();
+        if capacity > 1024 && len * 4 < capacity {
+            self.shrink(len * 2);
+        }
+    }
+}
+
+impl<K: Eq + std::hash::Hash, V> GiveBack for HashMap<K, V> {
+    fn fill(&self) -> (usize, usize) {
+        (self.capacity(), self.len())
+    }
+    fn shrink(&mut self, n: usize) {
+        self.shrink_to(n);
+    }
+}
+
+impl<K: Eq + std::hash::Hash> GiveBack for HashSet<K> {
+    fn fill(&self) -> (usize, usize) {
+        (self.capacity(), self.len())
+    }
+    fn shrink(&mut self, n: usize) {
+        self.shrink_to(n);
+    }
+}
+
 /// CDO ids by name (offers, waiting consumers): usually one or a few per name, so a short
 /// list each; a name's entry goes when its list empties, so the index never outgrows the
 /// live CDOs.
@@ -65,6 +100,7 @@ impl NameIndex {
             ids.retain(|&c| c != cdo);
             if ids.is_empty() {
                 self.0.remove(name);
+                self.0.give_back();
             }
         }
     }
@@ -935,9 +971,11 @@ impl Manager {
         let c = self.cdo(cdo);
         let (name, app) = (Arc::clone(&c.name), c.app);
         self.cdos.remove(&cdo);
+        self.cdos.give_back();
         self.waiting.remove(&name, cdo);
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.remove(&cdo);
+            a.cdos.give_back();
         }
         self.done(conn, Op::Dispose, cdo);
         self.retry_byes();
@@ -1040,6 +1078,7 @@ impl Manager {
                 }
             }
         }
+        self.cdos.give_back();
         // Transfers from its offers fail; transfers to its CDOs just end.
         let lost: Vec<TransferId> = self
             .transfers
