@@ -263,3 +263,75 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     watcher.leave().expect("leave");
     pm.stop();
 }
+
+/// A consumer (`pool_archiver`, which requires every offer before letting it happen) is
+/// killed with SIGKILL while it reads a 512 MiB CDO: the provider's offer and withdraw
+/// still complete, the PM stays up and serves a new app.
+#[test]
+fn killing_a_consumer_mid_transfer_leaves_the_provider_able_to_withdraw() {
+    let secret = pool::bootstrap::new_secret().expect("secret");
+    let pm = PoolManager::start(PmConfig::new(
+        "consumer-killed",
+        &secret,
+        vec!["127.0.0.1:0".parse().expect("addr")],
+    ))
+    .expect("pm");
+    let info = pm.info().clone();
+    let watcher = Client::join(&info, JoinOptions::new("watcher", 0).timeout(T)).expect("join");
+    let sub = watcher
+        .subscribe(
+            &Selector::all(),
+            EventKind::TransportStarted | EventKind::AppLeave,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let archive_dir = tempfile::tempdir().expect("tempdir");
+    let mut archiver = Group::spawn(
+        helper("pool_archiver", &info.encode())
+            .env("MSTRO_OFI_PROVIDER", "tcp;ofi_rxm")
+            .env("MSTRO_OFI_IFACE", "lo")
+            .args([
+                "--dir",
+                &archive_dir.path().to_string_lossy(),
+                "--selector",
+                "(has .maestro.core.cdo.name)",
+                "--count",
+                "1",
+            ]),
+    );
+    await_line(
+        archiver.child.stderr.take().expect("stderr"),
+        "archiving offers",
+    );
+    let producer = Arc::new(Client::join(&info, opts("producer")).expect("producer"));
+    let cdo = producer.declare("huge").expect("declare");
+    producer.seal(cdo, Attributes::new()).expect("seal");
+    let p = Arc::clone(&producer);
+    // The archiver holds the offer until it has the bytes: offer from a thread.
+    let offering =
+        std::thread::spawn(move || p.offer(cdo, Buffer::new(512 << 20).expect("buffer")));
+    let started = sub.wait().expect("a transport-started event");
+    assert_eq!(started.kind, EventKind::TransportStarted, "{started:?}");
+    // SAFETY: signalling the process this test started.
+    unsafe { libc::kill(archiver.pid(), libc::SIGKILL) };
+    let killed = Instant::now();
+    let left = sub.wait().expect("an app-leave event");
+    assert_eq!(left.kind, EventKind::AppLeave, "{left:?}");
+    offering
+        .join()
+        .expect("offer thread")
+        .expect("the offer completes once its holder is gone");
+    let back = producer
+        .withdraw(cdo)
+        .expect("the withdraw completes after the consumer died");
+    assert_eq!(back.len(), 512 << 20);
+    let took = killed.elapsed();
+    eprintln!("offer and withdraw done {took:?} after the kill");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let _ = archiver.wait(T);
+    // The PM still serves.
+    let newcomer = Client::join(&info, opts("newcomer")).expect("the PM serves a new app");
+    newcomer.declare("after").expect("declare");
+    drop((newcomer, sub, watcher));
+    pm.stop();
+}
