@@ -69,7 +69,7 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
         candidates.nics.retain(|n| {
             n.providers
                 .iter()
-                .any(|o| o.provider == *p || o.provider.split(';').next() == Some(p))
+                .any(|o| fabric::provider_matches(p, &o.provider))
         });
     }
     let choice = choose_nic(&candidates, &cpus, opts.local_rank)?;

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use fabric_sys as sys;
 
 use crate::discover::ProviderInfo;
-use crate::endpoint::{Address, Endpoint, open_bound_ep, remote_of};
+use crate::endpoint::{Endpoint, open_bound_ep, remote_of};
 use crate::error::{FabricError, Result, check, completion};
-use crate::mr::{Buffer, RemoteRegion};
+use crate::mr::Buffer;
+use fabric_types::{Address, RemoteRegion};
 
 /// Bare fids, closed in reverse order on drop.
 pub struct RawEndpoint {

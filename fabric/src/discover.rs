@@ -57,61 +57,6 @@ impl ProviderInfo {
     }
 }
 
-/// The transport family of a provider, by its core (first) component: `verbs;ofi_rxm` is
-/// native RDMA, `tcp;ofi_rxm` and `net` are TCP, `udp;ofi_rxd` is UDP. Declared best first,
-/// so the derived order ranks them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProviderClass {
-    /// RDMA hardware: verbs, cxi (Slingshot), efa, psm2/psm3/opx (Omni-Path), usnic.
-    NativeRdma,
-    /// Reliable datagrams over TCP: `tcp;ofi_rxm`, `net`.
-    Tcp,
-    /// Reliable datagrams over UDP: `udp;ofi_rxd`.
-    Udp,
-    /// The old `sockets` provider (slow, last resort).
-    Sockets,
-    /// Shared memory within one node: `shm`, `sm2`.
-    SharedMemory,
-    /// Anything else (hooks, unknown providers).
-    Other,
-}
-
-impl ProviderClass {
-    /// Classifies a provider name as libfabric reports it.
-    pub fn of(provider: &str) -> ProviderClass {
-        let core = provider
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        match core.as_str() {
-            "verbs" | "cxi" | "efa" | "psm" | "psm2" | "psm3" | "opx" | "usnic" => {
-                ProviderClass::NativeRdma
-            }
-            "tcp" | "net" => ProviderClass::Tcp,
-            "udp" => ProviderClass::Udp,
-            "sockets" => ProviderClass::Sockets,
-            "shm" | "sm2" => ProviderClass::SharedMemory,
-            _ => ProviderClass::Other,
-        }
-    }
-}
-
-impl std::fmt::Display for ProviderClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ProviderClass::NativeRdma => "native RDMA",
-            ProviderClass::Tcp => "TCP",
-            ProviderClass::Udp => "UDP",
-            ProviderClass::Sockets => "sockets",
-            ProviderClass::SharedMemory => "shared memory",
-            ProviderClass::Other => "other",
-        })
-    }
-}
-
 /// Everything `fi_getinfo` offers with no hints, in libfabric's order.
 ///
 /// # Errors
@@ -167,24 +112,6 @@ fn cstr(p: *const std::ffi::c_char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn classes_follow_the_core_provider() {
-        assert_eq!(
-            ProviderClass::of("verbs;ofi_rxm"),
-            ProviderClass::NativeRdma
-        );
-        assert_eq!(ProviderClass::of("cxi"), ProviderClass::NativeRdma);
-        assert_eq!(ProviderClass::of("tcp;ofi_rxm"), ProviderClass::Tcp);
-        assert_eq!(ProviderClass::of("net"), ProviderClass::Tcp);
-        assert_eq!(ProviderClass::of("udp;ofi_rxd"), ProviderClass::Udp);
-        assert_eq!(ProviderClass::of("shm"), ProviderClass::SharedMemory);
-        assert_eq!(ProviderClass::of("ofi_hook_perf"), ProviderClass::Other);
-        assert!(
-            ProviderClass::NativeRdma < ProviderClass::Tcp
-                && ProviderClass::Tcp < ProviderClass::Udp
-        );
-    }
 
     /// Runs the real library: on every machine libfabric offers at least shm, and the IP
     /// providers on loopback.

@@ -34,85 +34,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::discover::ProviderInfo;
 use crate::error::{FabricError, Result, check, completion};
-use crate::mr::{Access, Buffer, MemoryRegion, RemoteRegion};
+use crate::mr::{Access, Buffer, MemoryRegion};
 use crate::op::{Op, OpState, Progress};
+use fabric_types::{Address, RemoteRegion};
 
 /// The memory-registration modes this layer supports: local descriptors, virtual
 /// addresses, app-allocated memory, provider keys. (`FI_MR_ENDPOINT` is not supported:
 /// providers needing it are not selected.)
 const SUPPORTED_MR_MODE: u32 =
     sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
-
-/// An endpoint address, as `fi_getname` returns it; serialisable (hex in JSON) to travel to
-/// peers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Address(#[serde(with = "hex_bytes")] pub Vec<u8>);
-
-mod hex_bytes {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        s.serialize_str(&hex)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s = String::deserialize(d)?;
-        super::Address::parse_hex(&s)
-            .map(|a| a.0)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl Address {
-    /// The IP address of an IP provider's endpoint (tcp, net, udp, sockets and the layers
-    /// on them name endpoints by `sockaddr_in`/`sockaddr_in6`); `None` for other address
-    /// formats (shm, verbs, ...).
-    pub fn ip(&self) -> Option<std::net::IpAddr> {
-        let family = u16::from_ne_bytes([*self.0.first()?, *self.0.get(1)?]);
-        match (i32::from(family), self.0.len()) {
-            (libc::AF_INET, 16) => {
-                let b: [u8; 4] = self.0.get(4..8)?.try_into().ok()?;
-                Some(std::net::Ipv4Addr::from(b).into())
-            }
-            (libc::AF_INET6, 28) => {
-                let b: [u8; 16] = self.0.get(8..24)?.try_into().ok()?;
-                Some(std::net::Ipv6Addr::from(b).into())
-            }
-            _ => None,
-        }
-    }
-
-    /// The address as hex.
-    pub fn to_hex(&self) -> String {
-        self.0.iter().map(|x| format!("{x:02x}")).collect()
-    }
-
-    /// Parses hex.
-    ///
-    /// # Errors
-    /// [`FabricError::InvalidArgument`] for odd length or non-hex characters.
-    pub fn parse_hex(s: &str) -> Result<Address> {
-        let s = s.trim();
-        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(FabricError::InvalidArgument(format!(
-                "endpoint address {s:?} is not hex"
-            )));
-        }
-        if s.is_empty() || !s.len().is_multiple_of(2) {
-            return Err(FabricError::InvalidArgument(format!(
-                "endpoint address {s:?} is not an even number of hex digits"
-            )));
-        }
-        let digit = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
-        Ok(Address(
-            s.as_bytes()
-                .chunks_exact(2)
-                .map(|p| digit(p[0]) << 4 | digit(p[1]))
-                .collect(),
-        ))
-    }
-}
 
 /// A peer inserted into the endpoint's address vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1063,29 +993,5 @@ impl Drop for Endpoint {
             tracing::warn!("the progress thread panicked");
         }
         // `core` (endpoint, AV, CQ) closes here, when its last reference goes.
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Found by the `frames` fuzz target: a multi-byte character in an address from the
-    /// wire made the parser slice inside it and panic.
-    #[test]
-    fn addresses_parse_from_hex_and_refuse_anything_else() {
-        assert_eq!(
-            Address::parse_hex(" 00ff7a ").expect("hex"),
-            Address(vec![0, 255, 0x7a])
-        );
-        for bad in ["", "0", "0g", "888888888888888\u{23d}8", "ÿÿ"] {
-            assert!(
-                matches!(
-                    Address::parse_hex(bad),
-                    Err(FabricError::InvalidArgument(_))
-                ),
-                "{bad:?}"
-            );
-        }
     }
 }

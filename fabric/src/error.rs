@@ -73,6 +73,18 @@ pub enum FabricError {
     InvalidArgument(String),
 }
 
+impl From<fabric_types::AddressError> for FabricError {
+    fn from(e: fabric_types::AddressError) -> Self {
+        FabricError::InvalidArgument(e.to_string())
+    }
+}
+
+impl From<fabric_types::RegionRangeError> for FabricError {
+    fn from(e: fabric_types::RegionRangeError) -> Self {
+        FabricError::InvalidArgument(e.to_string())
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, FabricError>;
 

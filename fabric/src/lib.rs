@@ -11,7 +11,9 @@
 //!   deadline ([`Timeouts`]), so a vanished peer is an error, not a hang.
 //! - [`Buffer`]s are pre-faulted; [`RegionPool`] keeps registered ones for reuse.
 //!
-//! Bindings come from `fabric-sys`, our own bindgen crate (see its docs for why).
+//! Bindings come from `fabric-sys`, our own bindgen crate (see its docs for why); the
+//! vocabulary that travels between processes (addresses, remote regions, provider classes)
+//! comes from `fabric-types`, which needs no libfabric.
 
 pub mod baseline;
 mod discover;
@@ -22,9 +24,12 @@ mod op;
 mod select;
 mod shm_files;
 
-pub use discover::{Caps, EndpointType, ProviderClass, ProviderInfo, discover};
-pub use endpoint::{Address, Endpoint, Peer, ProgressMode, Timeouts};
+pub use discover::{Caps, EndpointType, ProviderInfo, discover};
+pub use endpoint::{Endpoint, Peer, ProgressMode, Timeouts};
 pub use error::{FabricError, Result};
-pub use mr::{Access, Buffer, MemoryRegion, RegionPool, RemoteRegion};
+pub use fabric_types::{
+    Address, AddressError, ProviderClass, RegionRangeError, RemoteRegion, provider_matches,
+};
+pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};
 pub use select::{Config, ConfigError, Scope, SelectError, select};

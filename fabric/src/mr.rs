@@ -7,10 +7,9 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::endpoint::Shared;
 use crate::error::{FabricError, Result};
+use fabric_types::RemoteRegion;
 
 /// Memory for CDO bytes: a page-aligned anonymous mapping, populated at creation and
 /// unmapped when dropped, or memory the caller owns and lends ([`Buffer::borrowed`], never
@@ -146,39 +145,6 @@ impl Drop for Buffer {
         if self.mapped > 0 {
             // SAFETY: unmapping what new() mapped.
             unsafe { libc::munmap(self.ptr.cast(), self.mapped) };
-        }
-    }
-}
-
-/// What a peer needs to read (or write) a registered region: the key, the address to use
-/// in RMA calls (the virtual address for providers with `FI_MR_VIRT_ADDR`, else 0) and the
-/// length. Serialisable, to travel in tickets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct RemoteRegion {
-    /// The RMA address of the first byte.
-    pub addr: u64,
-    /// The memory key.
-    pub key: u64,
-    /// The length in bytes.
-    pub len: u64,
-}
-
-impl RemoteRegion {
-    /// The sub-range `[offset, offset+len)`.
-    ///
-    /// # Errors
-    /// [`FabricError::InvalidArgument`] if the range exceeds the region.
-    pub fn slice(&self, offset: u64, len: u64) -> Result<RemoteRegion> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(RemoteRegion {
-                addr: self.addr + offset,
-                key: self.key,
-                len,
-            }),
-            _ => Err(FabricError::InvalidArgument(format!(
-                "range {offset}+{len} exceeds the remote region of {} bytes",
-                self.len
-            ))),
         }
     }
 }

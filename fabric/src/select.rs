@@ -15,8 +15,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::discover::{EndpointType, ProviderClass, ProviderInfo};
+use crate::discover::{EndpointType, ProviderInfo};
 use crate::endpoint::ProgressMode;
+use fabric_types::{ProviderClass, provider_matches};
 
 /// User overrides, usually from the environment.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,14 +111,6 @@ fn usable(o: &ProviderInfo) -> bool {
         && ProviderClass::of(&o.provider) != ProviderClass::Other
 }
 
-fn provider_matches(wanted: &str, provider: &str) -> bool {
-    provider.eq_ignore_ascii_case(wanted)
-        || provider
-            .split(';')
-            .next()
-            .is_some_and(|core| core.eq_ignore_ascii_case(wanted))
-}
-
 /// Ranks the offers and returns them best first (never empty). `preferred` names the NIC
 /// chosen for this process (its name and aliases, e.g. `ib0` and `mlx5_0`): offers on it
 /// rank before the others, after shared memory for same-node scopes.
@@ -168,11 +161,15 @@ pub fn select(
         if scope == Scope::AnyNode {
             restriction.push_str(" reaching other nodes");
         }
-        let mut available: Vec<String> = usable_offers
-            .iter()
-            .map(|o| format!("{} on {}", o.provider, o.domain))
-            .collect();
-        available.dedup();
+        // Each (provider, domain) once, in libfabric's order (it lists one per fabric and
+        // endpoint type, so the same pair comes back several times).
+        let mut available: Vec<String> = Vec::new();
+        for o in &usable_offers {
+            let entry = format!("{} on {}", o.provider, o.domain);
+            if !available.contains(&entry) {
+                available.push(entry);
+            }
+        }
         return Err(SelectError::NoMatch {
             restriction,
             available: if available.is_empty() {
@@ -293,6 +290,13 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("for provider \"psm2\""), "{msg}");
         assert!(msg.contains("tcp;ofi_rxm on lo"), "{msg}");
+        // libfabric lists a pair once per fabric: the error names each pair once.
+        let mut twice = offers();
+        twice.extend(offers());
+        let msg = select(&twice, &cfg, Scope::AnyNode, &[])
+            .expect_err("no psm2")
+            .to_string();
+        assert_eq!(msg.matches("tcp;ofi_rxm on lo").count(), 1, "{msg}");
         let shm_only = Config {
             provider: Some("shm".into()),
             ..Config::default()

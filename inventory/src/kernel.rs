@@ -37,11 +37,13 @@ pub(crate) fn interfaces(root: &Path) -> Vec<KernelIf> {
                 Some("1") => NicKind::Ethernet,
                 _ => NicKind::Other,
             };
+            let (state, carrier) = crate::netif::read_link(&p).unzip();
             KernelIf {
                 name,
                 kind,
                 link: Link {
-                    state: read("operstate"),
+                    state: state.filter(|s| !s.is_empty()),
+                    carrier: carrier.flatten(),
                     mtu: read("mtu").and_then(|v| v.parse().ok()),
                     // Virtual interfaces report -1 or fail with EINVAL: unknown.
                     speed_mbps: read("speed")

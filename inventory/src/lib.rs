@@ -16,6 +16,7 @@ mod cpuset;
 pub mod export;
 mod kernel;
 mod model;
+pub mod netif;
 mod placement;
 mod pmix_io;
 mod topo;
@@ -274,7 +275,7 @@ impl Inventory {
             .collect();
         known.sort_unstable();
         known.dedup();
-        let matches = |p: &str| p == provider || p.split(';').next() == Some(provider);
+        let matches = |p: &str| fabric::provider_matches(provider, p);
         if known.iter().any(|p| matches(p)) {
             return Ok(());
         }

@@ -195,6 +195,10 @@ pub struct Locality {
 pub struct Link {
     /// `up`, `down`, `unknown`, ... (`/sys/class/net/*/operstate`).
     pub state: Option<String>,
+    /// Whether the carrier is on (`/sys/class/net/*/carrier`; unknown while the interface
+    /// is down or for a topology from a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<bool>,
     /// MTU in bytes.
     pub mtu: Option<u32>,
     /// Speed in Mbit/s.
@@ -204,12 +208,9 @@ pub struct Link {
 }
 
 impl Link {
-    /// True unless the OS says the link is down.
+    /// Whether the link is usable ([`crate::netif::link_usable`], the one rule).
     pub fn usable(&self) -> bool {
-        !matches!(
-            self.state.as_deref(),
-            Some("down" | "lowerlayerdown" | "notpresent")
-        )
+        crate::netif::link_usable(self.state.as_deref(), self.carrier)
     }
 }
 

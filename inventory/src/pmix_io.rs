@@ -61,10 +61,10 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
         ),
         Info::new(
             keys::FABRIC_DEVICE_STATE,
-            Value::LinkState(match n.link.state.as_deref() {
-                Some("up") => LINK_UP,
-                Some("down" | "lowerlayerdown" | "notpresent") => LINK_DOWN,
-                _ => LINK_STATE_UNKNOWN,
+            Value::LinkState(match (n.link.state.is_some(), n.link.usable()) {
+                (_, false) => LINK_DOWN,
+                (true, true) => LINK_UP,
+                (false, true) => LINK_STATE_UNKNOWN,
             }),
         ),
         Info::new(KEY_RDMA, Value::Bool(n.rdma.capable)),
@@ -302,6 +302,7 @@ mod tests {
         };
         ib.link = Link {
             state: Some("up".into()),
+            carrier: None,
             mtu: Some(4092),
             speed_mbps: Some(100_000),
             address: Some("80:00".into()),

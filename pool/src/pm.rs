@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
@@ -28,8 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::events::FabricChange;
-use crate::manager::{ConnId, Credential, Manager};
 use crate::proto::{self, FromPm, ToPm};
+use crate::{Clock, ConnId, Credential, Manager};
 
 /// Validates a PMIx credential (e.g. with `PMIx_Validate_credential`); `Err` says why not.
 pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
@@ -234,7 +235,7 @@ impl PoolManager {
             let bound = l.local_addr()?;
             if bound.ip().is_unspecified() {
                 // Listening everywhere: advertise every interface that is up.
-                for ip in crate::bootstrap::interface_addresses()? {
+                for ip in inventory::netif::interface_addresses()? {
                     endpoints.push(SocketAddr::new(ip, bound.port()).into());
                 }
             } else {
@@ -244,7 +245,12 @@ impl PoolManager {
         }
         let mut nonce = [0u8; 8];
         getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
-        let mut manager = Manager::new(&config.workflow, &config.secret, u64::from_le_bytes(nonce));
+        let mut manager = Manager::new(
+            &config.workflow,
+            &config.secret,
+            u64::from_le_bytes(nonce),
+            wall_clock(),
+        );
         manager.require_credentials(config.require_credentials);
         manager.set_ack_timeout(config.ack_timeout);
         let info = PmInfo {
@@ -349,14 +355,14 @@ async fn serve(
         .collect();
     let mut next: ConnId = 1;
     let mut memory = MemoryReturn::default();
-    // Ends holds whose subscribers did not acknowledge in time.
-    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(100));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // The manager's next deadline (an operation held for acknowledgements), if any: no
+        // periodic tick, the driver sleeps until its next input or that instant.
+        let deadline = manager.poll_timeout();
         tokio::select! {
             _ = &mut stop => break,
-            _ = ticks.tick() => {
-                manager.tick(now_ns());
+            () = sleep_until(deadline) => {
+                manager.handle_timeout(Instant::now());
                 flush(&mut manager, &mut writers);
             }
             Some((read, write, peer)) = accepted.recv() => {
@@ -372,7 +378,7 @@ async fn serve(
                 spawn_connection(conn, read, write, tx.clone(), ingress.clone());
             }
             Some(ev) = rx.recv() => {
-                manager.set_time(now_ns());
+                manager.set_time(Instant::now());
                 match ev {
                     Event::Connected(conn, w) => {
                         writers.by_conn.insert(conn, w);
@@ -436,11 +442,23 @@ impl MemoryReturn {
     }
 }
 
-/// The wall clock in nanoseconds since the Unix epoch (0 if the clock is before it).
-fn now_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
+/// The manager's clock: now, on both the monotonic and the wall clock (0 if the wall clock
+/// is before the Unix epoch).
+fn wall_clock() -> Clock {
+    Clock {
+        origin: Instant::now(),
+        origin_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX)),
+    }
+}
+
+/// Sleeps until `deadline`; forever when there is none (cancel safe: it holds nothing).
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {

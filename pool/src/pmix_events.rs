@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use pmix::{Info, Status, Value};
 
-use crate::bootstrap::Subnet;
+use crate::Subnet;
 use crate::events::FabricChange;
 
 /// The event codes the pool manager listens to.

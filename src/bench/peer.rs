@@ -43,6 +43,9 @@ pub enum PeerError {
     /// A fabric error.
     #[error(transparent)]
     Fabric(#[from] fabric::FabricError),
+    /// The owner's region is smaller than the reads need.
+    #[error("the owner's region: {0}")]
+    Region(#[from] fabric::RegionRangeError),
     /// Spawning or talking to the peer failed.
     #[error("peer process: {0}")]
     Io(#[from] std::io::Error),

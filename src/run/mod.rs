@@ -223,7 +223,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             .unwrap_or_default(),
     };
     let links = fabric.as_ref().map(|f| {
-        pool::links::LinkMonitor::new(
+        inventory::netif::LinkMonitor::new(
             f.inventory
                 .nics
                 .iter()
@@ -319,7 +319,7 @@ struct Job<'a> {
     deadline: Option<Instant>,
     outputs: Vec<Receiver<()>>,
     /// Watches the node's links; changes become `PMIX_FABRIC_UPDATED` events.
-    links: Option<pool::links::LinkMonitor>,
+    links: Option<inventory::netif::LinkMonitor>,
 }
 
 impl Job<'_> {
@@ -527,7 +527,7 @@ impl Job<'_> {
         let changes = self
             .links
             .as_mut()
-            .map(pool::links::LinkMonitor::poll)
+            .map(inventory::netif::LinkMonitor::poll)
             .unwrap_or_default();
         if changes.is_empty() {
             return;

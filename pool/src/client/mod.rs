@@ -243,7 +243,7 @@ impl JoinOptions {
 pub(crate) type Endpoints = (
     Option<FabricEndpoint>,
     Vec<FabricEndpoint>,
-    Vec<Option<crate::bootstrap::Subnet>>,
+    Vec<Option<crate::Subnet>>,
 );
 
 /// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
@@ -767,13 +767,8 @@ fn fabric_endpoint(e: &Endpoint) -> FabricEndpoint {
 
 /// The network (address and prefix) of the interface `e` is bound to, when this host knows
 /// it.
-fn network_of(e: &Endpoint) -> Option<crate::bootstrap::Subnet> {
-    let ip = e.address().ip()?;
-    crate::bootstrap::all_addresses()
-        .ok()?
-        .iter()
-        .find(|a| a.address == ip)
-        .map(crate::bootstrap::InterfaceAddress::subnet)
+fn network_of(e: &Endpoint) -> Option<crate::Subnet> {
+    inventory::netif::network_with(e.address().ip()?)
 }
 
 /// How often a client looks at its endpoint's link.
@@ -789,7 +784,7 @@ fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<(
         .iter()
         .chain(&shared.alternates)
         .map(|e| e.info().domain.clone());
-    let mut monitor = crate::links::LinkMonitor::new(domains);
+    let mut monitor = inventory::netif::LinkMonitor::new(domains);
     monitor.watched().next()?;
     let shared = shared.clone();
     Some(tokio::spawn(async move {

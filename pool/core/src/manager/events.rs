@@ -8,13 +8,13 @@
 //! go to the other subscribers, and if one of those must acknowledge, the replies the
 //! operation produced for its application are withheld in a hold until then. Holds end
 //! when every awaited acknowledgement came, when the subscriber unsubscribes or goes, or at
-//! the deadline (`tick`), when the late subscriber gets [`FromPm::AckTooLate`].
+//! the deadline ([`Manager::handle_timeout`]), when the late subscriber gets [`FromPm::AckTooLate`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::{Conn, ConnId, HashMap, Manager, State};
+use super::{Clock, Conn, ConnId, HashMap, Manager, State};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::events::{
     ACK_TIMEOUT, EventKind, EventKinds, FabricChange, PoolEvent, SubId, SubscribeOptions,
@@ -41,32 +41,36 @@ struct Hold {
     replies: Vec<FromPm>,
     /// (subscription, serial) pairs still to acknowledge.
     awaiting: BTreeSet<(SubId, u64)>,
-    /// When the pool manager stops waiting (ns since the epoch).
-    deadline: i128,
+    /// When the pool manager stops waiting.
+    deadline: Instant,
 }
 
 /// The manager's event state.
 #[derive(Debug)]
 pub(super) struct Events {
     subs: BTreeMap<SubId, Subscription>,
-    holds: HashMap<ConnId, Hold>,
+    /// Ordered: expiries are handled, and late subscribers told, in connection order.
+    holds: BTreeMap<ConnId, Hold>,
     queued: HashMap<ConnId, VecDeque<ToPm>>,
     next_serial: u64,
-    now: i128,
-    ack_timeout: i128,
+    clock: Clock,
+    /// The latest time the driver reported.
+    now: Instant,
+    ack_timeout: Duration,
     /// Acknowledgements awaited by the after-events of the operation running now.
     collecting: Vec<(SubId, u64)>,
 }
 
-impl Default for Events {
-    fn default() -> Events {
+impl Events {
+    pub(super) fn new(clock: Clock) -> Events {
         Events {
             subs: BTreeMap::new(),
-            holds: HashMap::default(),
+            holds: BTreeMap::new(),
             queued: HashMap::default(),
             next_serial: 1,
-            now: 0,
-            ack_timeout: ACK_TIMEOUT.as_nanos() as i128,
+            clock,
+            now: clock.origin,
+            ack_timeout: ACK_TIMEOUT,
             collecting: Vec::new(),
         }
     }
@@ -94,21 +98,23 @@ fn kind_of_op(op: Op) -> Option<EventKind> {
 }
 
 impl Manager {
-    /// Sets the manager's clock (ns since the Unix epoch): events carry it and hold
-    /// deadlines count from it. The driver calls this before handing over messages.
-    pub fn set_time(&mut self, now_ns: i128) {
-        self.events.now = now_ns;
+    /// Advances the manager's clock to `now` (never backwards): events carry it and hold
+    /// deadlines count from it. The driver calls this before handing over what it received.
+    pub fn set_time(&mut self, now: Instant) {
+        self.events.now = self.events.now.max(now);
     }
 
     /// Advances the clock and ends holds whose deadline passed: their operations proceed
-    /// and late subscribers get [`FromPm::AckTooLate`]. The driver calls this periodically.
-    pub fn tick(&mut self, now_ns: i128) {
-        self.set_time(now_ns);
+    /// and late subscribers get [`FromPm::AckTooLate`] (in connection order). The driver
+    /// calls this when [`Manager::poll_timeout`]'s instant has come.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.set_time(now);
+        let now = self.events.now;
         let expired: Vec<ConnId> = self
             .events
             .holds
             .iter()
-            .filter(|(_, h)| h.deadline <= now_ns)
+            .filter(|(_, h)| h.deadline <= now)
             .map(|(&c, _)| c)
             .collect();
         for conn in expired {
@@ -129,9 +135,16 @@ impl Manager {
         }
     }
 
+    /// When the manager next needs [`Manager::handle_timeout`]: the earliest deadline of an
+    /// operation held for acknowledgements; `None` while nothing is held (the driver can
+    /// sleep until its next input).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.events.holds.values().map(|h| h.deadline).min()
+    }
+
     /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`]).
     pub fn set_ack_timeout(&mut self, timeout: Duration) {
-        self.events.ack_timeout = timeout.as_nanos().min(i128::MAX as u128) as i128;
+        self.events.ack_timeout = timeout;
     }
 
     /// Number of operations waiting for acknowledgements.
@@ -231,7 +244,7 @@ impl Manager {
         replies: Vec<FromPm>,
         awaiting: Vec<(SubId, u64)>,
     ) {
-        let deadline = self.events.now.saturating_add(self.events.ack_timeout);
+        let deadline = super::later(self.events.now, self.events.ack_timeout);
         let awaiting = awaiting.into_iter().collect();
         let hold = Hold {
             msg,
@@ -423,7 +436,7 @@ impl Manager {
         PoolEvent {
             kind,
             serial,
-            time: self.events.now,
+            time: self.events.clock.unix_ns(self.events.now),
             before,
             needs_ack: false,
             app,

@@ -7,7 +7,7 @@
 //! every malformed frame is a [`FrameError`] saying what was wrong, and the driver closes that
 //! one connection.
 
-use fabric::{Address, RemoteRegion};
+use fabric_types::{Address, RemoteRegion};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::attr::Attributes;
@@ -209,7 +209,7 @@ pub struct Join {
     /// The network (address and prefix of the interface) of each endpoint, the first then
     /// the alternates, where the app knows it: the PM plans RMA between endpoints on a
     /// common network.
-    pub networks: Vec<Option<crate::bootstrap::Subnet>>,
+    pub networks: Vec<Option<crate::Subnet>>,
     /// A PMIx credential, where the app's PMIx host issues them.
     pub credential: Option<Vec<u8>>,
     /// The proof.

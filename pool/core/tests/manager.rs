@@ -1,24 +1,40 @@
 //! The pool manager's state machine driven in memory: every transition and every refusal.
 
-use fabric::{Address, RemoteRegion};
-use pool::attr::{AttrValue, Attributes, LOCAL_SIZE};
-use pool::auth::prove;
-use pool::proto::{AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, Source, ToPm, TransferId};
-use pool::{ConnId, Credential, Manager};
+use fabric_types::{Address, RemoteRegion};
+use pool_core::attr::{AttrValue, Attributes, LOCAL_SIZE};
+use pool_core::auth::prove;
+use pool_core::proto::{
+    AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, Source, ToPm, TransferId,
+};
+use pool_core::{Clock, ConnId, Credential, Manager};
+use std::time::{Duration, Instant};
 
 const SECRET: &[u8] = b"workflow secret";
 
 struct Pm {
     m: Manager,
     next: ConnId,
+    /// The clock's origin: wall-clock time 0.
+    t0: Instant,
 }
 
 impl Pm {
     fn new() -> Pm {
+        let t0 = Instant::now();
+        let clock = Clock {
+            origin: t0,
+            origin_unix_ns: 0,
+        };
         Pm {
-            m: Manager::new("wf", SECRET, 77),
+            m: Manager::new("wf", SECRET, 77, clock),
             next: 1,
+            t0,
         }
+    }
+
+    /// The instant `ns` nanoseconds after the clock's origin.
+    fn at(&self, ns: u64) -> Instant {
+        self.t0 + Duration::from_nanos(ns)
     }
 
     /// Sends and returns everything the PM wants to send.
@@ -135,7 +151,7 @@ impl Pm {
 }
 
 fn join_msg(component: &str, proof: &[u8]) -> ToPm {
-    ToPm::Join(Box::new(pool::proto::Join {
+    ToPm::Join(Box::new(pool_core::proto::Join {
         workflow: "wf".into(),
         component: component.into(),
         index: 0,
@@ -730,7 +746,7 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
         )]
     );
     // The provider's chunk goes to the consumer; chunks from others or out of range do not.
-    let piece = |offset, data: &[u8]| pool::proto::Chunk {
+    let piece = |offset, data: &[u8]| pool_core::proto::Chunk {
         transfer,
         offset,
         data: data.to_vec(),
@@ -804,9 +820,8 @@ fn pmix_credentials_decide_when_checked_or_required() {
 
 // ---- Events: subscriptions, selectors, signal-before and acknowledgements ----
 
-use pool::events::{EventKind, EventKinds, PoolEvent, SubscribeOptions};
-use pool::selector::{Expr, Selector};
-use std::time::Duration;
+use pool_core::events::{EventKind, EventKinds, PoolEvent, SubscribeOptions};
+use pool_core::selector::{Expr, Selector};
 
 impl Pm {
     /// Subscribes `conn` to `kinds` matching `selector` (parsed in `.user.`).
@@ -817,7 +832,7 @@ impl Pm {
         selector: &str,
         options: SubscribeOptions,
     ) -> u64 {
-        let selector = Selector::parse(selector, ".user.", &pool::schema::Schemas::builtin())
+        let selector = Selector::parse(selector, ".user.", &pool_core::schema::Schemas::builtin())
             .expect("selector")
             .expr()
             .clone();
@@ -875,7 +890,7 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
         SubscribeOptions::default(),
     );
     let (p, producer) = pm.join("producer");
-    pm.m.set_time(1_000);
+    pm.m.set_time(pm.at(1_000));
     let two = pm.sealed(p, "field-2", 2);
     let three = pm.sealed(p, "field-3", 3);
     let out = pm.send(p, offer_msg(two, 64));
@@ -1067,13 +1082,15 @@ fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
     };
     let sub = pm.subscribe(s, EventKind::Offer, "", opts);
     pm.m.set_ack_timeout(Duration::from_secs(1));
-    pm.m.set_time(0);
+    pm.m.set_time(pm.at(0));
+    assert_eq!(pm.m.poll_timeout(), None, "nothing held, no timer");
     let (p, _) = pm.join("producer");
     let cdo = pm.sealed(p, "field", 1);
     let serial = events_to(&pm.send(p, offer_msg(cdo, 8)), s)[0].serial;
-    pm.m.tick(500_000_000);
+    assert_eq!(pm.m.poll_timeout(), Some(pm.at(1_000_000_000)));
+    pm.m.handle_timeout(pm.at(500_000_000));
     assert!(pm.drain().is_empty(), "still waiting within the timeout");
-    pm.m.tick(1_000_000_001);
+    pm.m.handle_timeout(pm.at(1_000_000_001));
     let out = pm.drain();
     assert!(
         out.contains(&(s, FromPm::AckTooLate { sub, serial })),
@@ -1278,7 +1295,7 @@ fn bad_selectors_are_refused_with_the_reason() {
 /// A tcp endpoint bound to `ip` (a `sockaddr_in`, as libfabric's IP providers name them).
 fn tcp_at(ip: [u8; 4]) -> FabricEndpoint {
     let mut sa = vec![0u8; 16];
-    sa[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+    sa[..2].copy_from_slice(&2u16.to_ne_bytes()); // AF_INET
     sa[2..4].copy_from_slice(&4000u16.to_be_bytes());
     sa[4..8].copy_from_slice(&ip);
     FabricEndpoint {
@@ -1402,7 +1419,7 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
                 key,
                 len: 64,
             },
-            pool::proto::AltRegions::new(vec![RemoteRegion {
+            pool_core::proto::AltRegions::new(vec![RemoteRegion {
                 addr: 0,
                 key: key + 1000,
                 len: 64,
@@ -1452,7 +1469,7 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
 
 #[test]
 fn an_app_reports_what_its_pmix_host_saw() {
-    use pool::events::FabricChange;
+    use pool_core::events::FabricChange;
     let mut pm = Pm::new();
     let (s, _) = pm.join("watcher");
     pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());

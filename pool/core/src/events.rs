@@ -223,7 +223,7 @@ pub enum FabricChange {
         /// The interface name.
         name: String,
         /// Its addresses with their prefixes (the networks endpoints may be on).
-        addresses: Vec<crate::bootstrap::Subnet>,
+        addresses: Vec<crate::Subnet>,
         /// Up (true) or down.
         up: bool,
     },

@@ -1,6 +1,7 @@
 //! The pool manager's logic, sans IO (in the manner of `quinn-proto`): a deterministic state
 //! machine fed with connection events and decoded messages, producing messages to send. No
-//! sockets, threads or clocks: the driver supplies nonces and delivers outputs.
+//! sockets, threads or clocks: the driver supplies nonces and the time ([`Clock`],
+//! [`Manager::set_time`], [`Manager::handle_timeout`]) and delivers outputs.
 //!
 //! It keeps the applications (JOIN with proof of the workflow secret, WELCOME, LEAVE/BYE),
 //! every CDO's state, the offers by name and the transfers in flight, and enforces:
@@ -25,18 +26,48 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 mod events;
 
+use crate::Subnet;
 use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
-use crate::bootstrap::Subnet;
 use crate::events::EventKind;
-use fabric::RemoteRegion;
+use fabric_types::{ProviderClass, RemoteRegion};
 
 use crate::proto::{
     AppId, CdoId, Chunk, FabricEndpoint, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId,
 };
+
+/// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
+/// them, so events can carry wall-clock times (nanoseconds since the Unix epoch) while the
+/// manager itself never reads a clock. Two managers given the same clock and inputs
+/// produce the same outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    /// An instant of the driver's monotonic clock ...
+    pub origin: Instant,
+    /// ... and the wall-clock time at that instant, in ns since the Unix epoch.
+    pub origin_unix_ns: i128,
+}
+
+impl Clock {
+    /// The wall-clock time of `at` (ns since the Unix epoch).
+    fn unix_ns(&self, at: Instant) -> i128 {
+        let since = at.saturating_duration_since(self.origin).as_nanos();
+        self.origin_unix_ns
+            .saturating_add(i128::try_from(since).unwrap_or(i128::MAX))
+    }
+}
+
+/// `at + d`; a timeout too long to represent becomes a century (never, in practice).
+fn later(at: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    at.checked_add(d)
+        .or_else(|| at.checked_add(CENTURY))
+        .unwrap_or(at)
+}
 
 /// A connection, as the driver numbers them.
 pub type ConnId = u64;
@@ -230,8 +261,9 @@ pub struct Manager {
 
 impl Manager {
     /// A manager for `workflow`, admitting apps that prove knowledge of `secret`.
-    /// `instance` is a random id of this PM (apps use it to name same-process hand-overs).
-    pub fn new(workflow: &str, secret: &[u8], instance: u64) -> Manager {
+    /// `instance` is a random id of this PM (apps use it to name same-process hand-overs);
+    /// `clock` maps the driver's instants to the wall-clock times events carry.
+    pub fn new(workflow: &str, secret: &[u8], instance: u64, clock: Clock) -> Manager {
         Manager {
             workflow: workflow.to_string(),
             secret: secret.to_vec(),
@@ -247,7 +279,7 @@ impl Manager {
             next_id: 1,
             out: VecDeque::new(),
             closing: Vec::new(),
-            events: events::Events::default(),
+            events: events::Events::new(clock),
             down: Vec::new(),
         }
     }
@@ -763,7 +795,7 @@ impl Manager {
             ));
         }
         for (who, e) in [("consumer", ce), ("provider", pe)] {
-            if let Some(net) = ip(e).and_then(|a| self.down.iter().find(|s| s.contains(a))) {
+            if let Some(net) = ip(e).and_then(|a| self.down.iter().find(|s| s.contains(&a))) {
                 return Err(format!(
                     "the {who}'s endpoint {} is on a link that is down ({net})",
                     ip(e).map(|a| a.to_string()).unwrap_or_default()
@@ -773,14 +805,14 @@ impl Manager {
         if c.host == p.host {
             return Ok(());
         }
-        if fabric::ProviderClass::of(&pe.provider) == fabric::ProviderClass::SharedMemory {
+        if ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory {
             return Err(format!(
                 "shared memory does not reach from {} to {}",
                 p.host, c.host
             ));
         }
         match (network, ip(pe)) {
-            (Some(net), Some(a)) if !net.contains(a) => Err(format!(
+            (Some(net), Some(a)) if !net.contains(&a) => Err(format!(
                 "the consumer's network {net} does not reach the provider's endpoint {a}"
             )),
             _ => Ok(()),

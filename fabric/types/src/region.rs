@@ -1,0 +1,73 @@
+//! Remote regions: what a peer needs to read a registered buffer.
+
+use serde::{Deserialize, Serialize};
+
+/// What a peer needs to read (or write) a registered region: the key, the address to use
+/// in RMA calls (the virtual address for providers with `FI_MR_VIRT_ADDR`, else 0) and the
+/// length. Serialisable, to travel in tickets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RemoteRegion {
+    /// The RMA address of the first byte.
+    pub addr: u64,
+    /// The memory key.
+    pub key: u64,
+    /// The length in bytes.
+    pub len: u64,
+}
+
+/// A sub-range that does not lie within its region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("range {offset}+{len} exceeds the remote region of {region_len} bytes")]
+pub struct RegionRangeError {
+    /// Start of the requested range.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+    /// The region's length.
+    pub region_len: u64,
+}
+
+impl RemoteRegion {
+    /// The sub-range `[offset, offset+len)`.
+    ///
+    /// # Errors
+    /// [`RegionRangeError`] if the range exceeds the region.
+    pub fn slice(&self, offset: u64, len: u64) -> Result<RemoteRegion, RegionRangeError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(RemoteRegion {
+                addr: self.addr + offset,
+                key: self.key,
+                len,
+            }),
+            _ => Err(RegionRangeError {
+                offset,
+                len,
+                region_len: self.len,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_stay_within_their_region() {
+        let r = RemoteRegion {
+            addr: 4096,
+            key: 7,
+            len: 100,
+        };
+        assert_eq!(
+            r.slice(10, 90),
+            Ok(RemoteRegion {
+                addr: 4106,
+                key: 7,
+                len: 90
+            })
+        );
+        assert!(r.slice(10, 91).is_err());
+        assert!(r.slice(u64::MAX, 2).is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! The CDO pool's sans-IO core, in the manner of `quinn-proto`: everything the pool
+//! decides, with no sockets, threads, clock or system library. Drivers (the `pool` crate's
+//! tokio pool manager and clients) feed it bytes, connections and the time, and carry out
+//! what it returns.
+//!
+//! - [`proto`]: the wire protocol (messages, versioned length-prefixed frames, batching, a
+//!   decoder that never panics);
+//! - [`auth`]: JOIN authentication (HMAC over the PM's challenge);
+//! - [`attr`] and [`schema`]: CDO attributes and the YAML schemas that type them;
+//! - [`selector`] and [`events`]: subscriptions' queries over attributes and the pool events
+//!   they deliver (signal-before, acknowledgements);
+//! - [`Manager`]: the pool manager's logic as a state machine, including transport planning
+//!   (which endpoints can reach which, over which [`Subnet`]s). Time comes in through
+//!   [`Manager::handle_timeout`]; [`Manager::poll_timeout`] says when it next needs it.
+//!
+//! `cargo test -p pool-core` needs no libfabric, PMIx or network: the manager is tested by
+//! driving it in memory (`tests/manager.rs`).
+
+pub mod attr;
+pub mod auth;
+pub mod events;
+mod manager;
+pub mod proto;
+pub mod schema;
+pub mod selector;
+
+pub use manager::{Clock, ConnId, Credential, MAX_NAME, Manager};
+
+/// An IP network with the address it was seen on (`10.1.0.1/24`): the network of an
+/// endpoint or of a link. [`ipnet::IpNet::contains`] tells whether an address is on it.
+pub type Subnet = ipnet::IpNet;
