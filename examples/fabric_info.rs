@@ -68,7 +68,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let local_rank = client.local_rank()?;
     let (_, local) = inventory::nic_for_this_process(u32::from(local_rank))?;
-    match client.get(client.proc(), inventory::KEY_NIC, GetOptions::immediate()) {
+    match client.get(
+        client.proc(),
+        pmix::keys::maestro::FABRIC_NIC,
+        GetOptions::immediate(),
+    ) {
         Ok(Value::String(nic)) => {
             let agree = if nic == local.nic { "yes" } else { "no" };
             println!("rank {me}: NIC {nic} (from the host; local choice agrees: {agree})");

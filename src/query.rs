@@ -81,8 +81,8 @@ pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
     let fabric = tool
         .query(
             &[
-                Query::key(inventory::KEY_INVENTORY),
-                Query::key(inventory::KEY_ASSIGNMENT),
+                Query::key(pmix::keys::maestro::FABRIC_INVENTORY),
+                Query::key(pmix::keys::maestro::FABRIC_ASSIGNMENT),
             ],
             opts.timeout,
         )
@@ -95,8 +95,8 @@ pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
             .and_then(Value::as_str)
             .and_then(|s| serde_json::from_str(s).ok())
     };
-    let inventory_json = json_of(inventory::KEY_INVENTORY);
-    let assignment = json_of(inventory::KEY_ASSIGNMENT);
+    let inventory_json = json_of(pmix::keys::maestro::FABRIC_INVENTORY);
+    let assignment = json_of(pmix::keys::maestro::FABRIC_ASSIGNMENT);
     let mut jobs = Vec::new();
     for ns in namespaces {
         let qual = Info::new(keys::NSPACE, Value::String(ns.clone()));

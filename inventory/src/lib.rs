@@ -29,10 +29,7 @@ pub use model::{
     Domain, Inventory, Link, Locality, Machine, Nic, NicKind, Offer, Pci, Rdma, SCHEMA,
 };
 pub use placement::{NicRequest, Placement, PlacementError, TaskNic, placement, task_nic};
-pub use pmix_io::{
-    KEY_ASSIGNMENT, KEY_INVENTORY, KEY_NIC, MergeReport, device_distances, merge_pmix,
-    to_pmix_devices,
-};
+pub use pmix_io::{MergeReport, device_distances, merge_pmix, to_pmix_devices};
 
 use fabric::{EndpointType, ProviderClass};
 
@@ -240,13 +237,18 @@ pub fn nic_for_this_process(local_rank: u32) -> Result<(Inventory, Choice), Inve
     Ok((inv, choice))
 }
 
-/// This machine's host name.
+/// This machine's host name, read from the kernel once per process (`localhost` if it
+/// cannot be read). The one place the project asks for it.
 pub fn local_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "localhost".to_string())
+    })
+    .clone()
 }
 
 impl Inventory {

@@ -3,6 +3,7 @@
 //! keys under `maestro.fabric.*` (locality, RDMA, providers). [`to_pmix_devices`] writes
 //! it, [`merge_pmix`] reads what a host delivered and folds it into an inventory.
 
+use pmix::keys::maestro as maestro_keys;
 use pmix::{
     DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
     LINK_UP, Value, keys,
@@ -10,23 +11,6 @@ use pmix::{
 
 use crate::cpuset::IndexSet;
 use crate::model::{Inventory, Locality, Nic, NicKind, Rdma};
-
-/// Job-level key (under `maestro run`) and query key: the node's inventory as JSON.
-pub const KEY_INVENTORY: &str = "maestro.fabric.inventory";
-/// Query key: the NIC of each rank, as JSON `{"<rank>": {"nic": ..., "reasons": [...]}}`.
-pub const KEY_ASSIGNMENT: &str = "maestro.fabric.assignment";
-/// Per-rank key (under `maestro run`): the name of the NIC the rank should use.
-pub const KEY_NIC: &str = "maestro.fabric.nic";
-/// `maestro.fabric.cpus`: the device's local CPUs (list syntax).
-pub const KEY_CPUS: &str = "maestro.fabric.cpus";
-/// `maestro.fabric.numa`: the device's NUMA nodes (list syntax).
-pub const KEY_NUMA: &str = "maestro.fabric.numa";
-/// `maestro.fabric.rdma`: RDMA-capable (bool).
-pub const KEY_RDMA: &str = "maestro.fabric.rdma";
-/// `maestro.fabric.providers`: libfabric providers on the device (string array).
-pub const KEY_PROVIDERS: &str = "maestro.fabric.providers";
-/// `maestro.fabric.aliases`: other OS device names (string array).
-pub const KEY_ALIASES: &str = "maestro.fabric.aliases";
 
 fn kind_name(k: NicKind) -> &'static str {
     match k {
@@ -67,10 +51,13 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
                 (false, true) => LINK_STATE_UNKNOWN,
             }),
         ),
-        Info::new(KEY_RDMA, Value::Bool(n.rdma.capable)),
-        Info::new(KEY_ALIASES, Value::Strings(n.aliases.clone())),
+        Info::new(maestro_keys::FABRIC_RDMA, Value::Bool(n.rdma.capable)),
         Info::new(
-            KEY_PROVIDERS,
+            maestro_keys::FABRIC_ALIASES,
+            Value::Strings(n.aliases.clone()),
+        ),
+        Info::new(
+            maestro_keys::FABRIC_PROVIDERS,
             Value::Strings(n.provider_names().into_iter().map(String::from).collect()),
         ),
     ];
@@ -110,8 +97,14 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
         }
     }
     if let Some(l) = &n.locality {
-        d.push(Info::new(KEY_CPUS, Value::String(l.cpus.to_string())));
-        d.push(Info::new(KEY_NUMA, Value::String(l.numa_nodes.to_string())));
+        d.push(Info::new(
+            maestro_keys::FABRIC_CPUS,
+            Value::String(l.cpus.to_string()),
+        ));
+        d.push(Info::new(
+            maestro_keys::FABRIC_NUMA,
+            Value::String(l.numa_nodes.to_string()),
+        ));
     }
     d
 }
@@ -197,7 +190,7 @@ fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
         return;
     };
     let pci = s(keys::FABRIC_DEVICE_PCI_DEVID);
-    let aliases = match pmix::find(d, KEY_ALIASES) {
+    let aliases = match pmix::find(d, maestro_keys::FABRIC_ALIASES) {
         Some(Value::Strings(a)) => a.clone(),
         _ => Vec::new(),
     };
@@ -241,14 +234,16 @@ fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
             _ => None,
         };
     }
-    if !nic.rdma.capable && pmix::find(d, KEY_RDMA).and_then(Value::as_bool) == Some(true) {
+    if !nic.rdma.capable
+        && pmix::find(d, maestro_keys::FABRIC_RDMA).and_then(Value::as_bool) == Some(true)
+    {
         nic.rdma = Rdma {
             capable: true,
             evidence: "reported by the PMIx host".into(),
         };
     }
     if nic.locality.is_none()
-        && let (Some(cpus), numa) = (s(KEY_CPUS), s(KEY_NUMA))
+        && let (Some(cpus), numa) = (s(maestro_keys::FABRIC_CPUS), s(maestro_keys::FABRIC_NUMA))
         && let Ok(cpus) = IndexSet::parse(&cpus)
     {
         let numa_nodes = numa

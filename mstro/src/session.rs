@@ -6,7 +6,7 @@
 //! 1. `MSTRO_POOL_MANAGER_INFO` (a PM of another job: `maestro pm`, a PM tool);
 //! 2. under a PMIx host (`maestro run`, `srun --mpi=pmix`, `mpirun`): the PM info rank
 //!    `MSTRO_POOL_MANAGER_RANK` (default 0) of this job put under
-//!    [`pool::bootstrap::PM_INFO_KEY`], and the PM info another job published for the
+//!    [`pmix::keys::maestro::PM_INFO`], and the PM info another job published for the
 //!    workflow name (`PMIx_Lookup`, where the host supports it), polled together for up to
 //!    `MSTRO_POOL_MANAGER_WAIT` seconds (default 30; the PM rank itself and one-process
 //!    jobs only look once);
@@ -16,10 +16,11 @@
 //! A process that found its PM outside the job (1, or the published name) as the PM rank
 //! puts that PM info under the job key too, so the rest of the job finds it at once.
 
+use pmix::keys::maestro as maestro_keys;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pool::bootstrap::{self, PM_INFO_KEY, PmInfo};
+use pool::bootstrap::{self, PmInfo};
 use pool::schema::Schemas;
 use pool::{Client, JoinOptions, PmConfig, PoolManager};
 
@@ -481,20 +482,23 @@ fn chosen_nic(settings: &Settings) -> Option<(Vec<String>, String)> {
     if let Some(pmix) = &settings.pmix
         && let Ok(pmix::Value::String(nic)) = pmix.get(
             pmix.proc(),
-            inventory::KEY_NIC,
+            pmix::keys::maestro::FABRIC_NIC,
             pmix::GetOptions::immediate(),
         )
     {
         let job = pmix::Proc::wildcard(pmix.nspace());
         let inv = match pmix.get(
             &job,
-            inventory::KEY_INVENTORY,
+            pmix::keys::maestro::FABRIC_INVENTORY,
             pmix::GetOptions::immediate(),
         ) {
             Ok(pmix::Value::String(json)) => serde_json::from_str(&json).ok(),
             _ => None,
         };
-        let why = format!("{nic}, chosen by the PMIx host ({})", inventory::KEY_NIC);
+        let why = format!(
+            "{nic}, chosen by the PMIx host ({})",
+            pmix::keys::maestro::FABRIC_NIC
+        );
         return Some((names(inv.as_ref(), &nic), why));
     }
     let local_rank = settings
@@ -608,12 +612,13 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
                 timeout: pause.max(Duration::from_millis(100)),
                 immediate: false,
             };
-            match pmix.get(&root, PM_INFO_KEY, quick) {
+            match pmix.get(&root, maestro_keys::PM_INFO, quick) {
                 Ok(v) => {
                     let text = v.as_str().ok_or_else(|| {
                         Error::invarg(format!(
-                            "rank {}'s PMIx key {PM_INFO_KEY} is not a string; another program uses it",
-                            settings.pm_rank
+                            "rank {}'s PMIx key {} is not a string; another program uses it",
+                            settings.pm_rank,
+                            maestro_keys::PM_INFO
                         ))
                     })?;
                     let info = PmInfo::parse(text).map_err(|e| {
@@ -657,7 +662,7 @@ fn share_as_pm_rank(settings: &Settings, pmix: &pmix::Client, info: &PmInfo) {
     let put = pmix
         .put(
             pmix::Scope::Global,
-            PM_INFO_KEY,
+            maestro_keys::PM_INFO,
             &pmix::Value::String(info.encode()),
         )
         .and_then(|()| pmix.commit());

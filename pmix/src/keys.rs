@@ -167,3 +167,37 @@ pub const FABRIC_INDEX: &str = key(sys::PMIX_FABRIC_INDEX);
 pub const FABRIC_PLANE: &str = key(sys::PMIX_FABRIC_PLANE);
 /// `PMIX_DEVICE_DISTANCES`
 pub const DEVICE_DISTANCES: &str = key(sys::PMIX_DEVICE_DISTANCES);
+
+/// The keys this project defines (not PMIx standard): every key Maestro puts, publishes,
+/// answers queries with or raises events with, in one place. Documented for users and tools
+/// in `docs/pmix.md`.
+pub mod maestro {
+    /// Job-level key (under `maestro run`) and query key: the node's fabric inventory as
+    /// JSON (schema `maestro.inventory/1`).
+    pub const FABRIC_INVENTORY: &str = "maestro.fabric.inventory";
+    /// Query key: the NIC of each rank, as JSON
+    /// `{"<rank>": {"nic": ..., "reasons": [...]}}`.
+    pub const FABRIC_ASSIGNMENT: &str = "maestro.fabric.assignment";
+    /// Per-rank key (under `maestro run`): the name of the NIC the rank should use.
+    pub const FABRIC_NIC: &str = "maestro.fabric.nic";
+    /// In a `PMIX_FABRIC_DEVICES` entry: the device's local CPUs (list syntax).
+    pub const FABRIC_CPUS: &str = "maestro.fabric.cpus";
+    /// In a `PMIX_FABRIC_DEVICES` entry: the device's NUMA nodes (list syntax).
+    pub const FABRIC_NUMA: &str = "maestro.fabric.numa";
+    /// In a `PMIX_FABRIC_DEVICES` entry: RDMA-capable (bool).
+    pub const FABRIC_RDMA: &str = "maestro.fabric.rdma";
+    /// In a `PMIX_FABRIC_DEVICES` entry: libfabric providers on the device (string array).
+    pub const FABRIC_PROVIDERS: &str = "maestro.fabric.providers";
+    /// In a `PMIX_FABRIC_DEVICES` entry: other OS device names (string array).
+    pub const FABRIC_ALIASES: &str = "maestro.fabric.aliases";
+    /// In a `PMIX_FABRIC_UPDATED` event: the interface whose link changed (string).
+    pub const LINK_NAME: &str = "maestro.fabric.link";
+    /// In a `PMIX_FABRIC_UPDATED` event: whether the link is up now (bool).
+    pub const LINK_UP: &str = "maestro.fabric.link-up";
+    /// In a `PMIX_FABRIC_UPDATED` event: the interface's addresses as `ip/prefix`,
+    /// comma-separated (string).
+    pub const LINK_ADDRESSES: &str = "maestro.fabric.link-addresses";
+    /// Job-level key put by the pool manager's rank: its PM info (string,
+    /// `mstro-pm-v1:...`). Published for other jobs as `maestro.pool.pm-info.<workflow>`.
+    pub const PM_INFO: &str = "maestro.pool.pm-info";
+}

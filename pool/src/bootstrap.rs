@@ -1,8 +1,8 @@
 //! Finding the pool manager: its *PM info*, a versioned text that carries the workflow name,
 //! the PM's control endpoints and the workflow secret.
 //!
-//! - Inside one PMIx job it travels with `PMIx_Put` under [`PM_INFO_KEY`] ([`announce`])
-//!   and a collecting fence, after which every rank reads it ([`read_announced`]).
+//! - Inside one PMIx job it travels with `PMIx_Put` under [`maestro_keys::PM_INFO`]
+//!   ([`announce`]) and a collecting fence, after which every rank reads it ([`read_announced`]).
 //! - Across jobs, [`announce`] also publishes it (`PMIx_Publish`, global range) under
 //!   [`published_key`] of the workflow, and another job's processes find it with
 //!   [`lookup`]. Hosts differ: `maestro run` shares published data between the jobs of
@@ -14,17 +14,16 @@
 //! admits whoever holds the info: keep it to the job (PMIx data stays within the job's
 //! user) and files holding it private.
 
+use pmix::keys::maestro as maestro_keys;
 use std::net::SocketAddr;
 
-/// The PMIx key under which the PM info is put.
-pub const PM_INFO_KEY: &str = "maestro.pool.pm-info";
 /// The environment variable with the PM info, outside one PMIx job.
 pub const PM_INFO_ENV: &str = "MSTRO_POOL_MANAGER_INFO";
 const PREFIX: &str = "mstro-pm-v1";
 
 /// The key under which [`announce`] publishes a workflow's PM info for other jobs.
 pub fn published_key(workflow: &str) -> String {
-    format!("{PM_INFO_KEY}.{workflow}")
+    format!("{}.{workflow}", maestro_keys::PM_INFO)
 }
 
 /// Why the PM info could not be announced or found through PMIx.
@@ -80,7 +79,7 @@ pub fn announce(
     timeout: std::time::Duration,
 ) -> Result<Reach, BootstrapError> {
     let text = pmix::Value::String(info.encode());
-    client.put(pmix::Scope::Global, PM_INFO_KEY, &text)?;
+    client.put(pmix::Scope::Global, maestro_keys::PM_INFO, &text)?;
     client.commit()?;
     let data = [pmix::Info::new(published_key(&info.workflow), text)];
     match client.publish(&data, pmix::Range::Global, timeout) {
@@ -98,10 +97,10 @@ pub fn announce(
 /// # Errors
 /// [`BootstrapError`] if the key is missing or malformed.
 pub fn read_announced(client: &pmix::Client, root: &pmix::Proc) -> Result<PmInfo, BootstrapError> {
-    let value = client.get(root, PM_INFO_KEY, pmix::GetOptions::default())?;
+    let value = client.get(root, maestro_keys::PM_INFO, pmix::GetOptions::default())?;
     let text = value
         .as_str()
-        .ok_or_else(|| BootstrapError::NotAString(PM_INFO_KEY.into()))?;
+        .ok_or_else(|| BootstrapError::NotAString(maestro_keys::PM_INFO.into()))?;
     Ok(PmInfo::parse(text)?)
 }
 

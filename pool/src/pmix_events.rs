@@ -9,6 +9,7 @@
 //! builds them, `maestro run`'s link monitor raises them): the interface name, whether it
 //! is up, and its addresses, so the PM can keep new transfers off endpoints bound there.
 
+use pmix::keys::maestro as maestro_keys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -27,20 +28,13 @@ pub const WATCHED: [Status; 6] = [
     Status::FABRIC_UPDATED,
 ];
 
-/// Key of a link event: the interface name (string).
-pub const LINK_NAME_KEY: &str = "maestro.fabric.link";
-/// Key of a link event: whether the link is up (bool).
-pub const LINK_UP_KEY: &str = "maestro.fabric.link-up";
-/// Key of a link event: the interface's addresses as `ip/prefix`, comma-separated (string).
-pub const LINK_ADDRESSES_KEY: &str = "maestro.fabric.link-addresses";
-
 /// The information of a `PMIX_FABRIC_UPDATED` event for a link that went up or down.
 pub fn link_info(name: &str, addresses: &[Subnet], up: bool) -> Vec<Info> {
     let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
     vec![
-        Info::new(LINK_NAME_KEY, Value::String(name.to_string())),
-        Info::new(LINK_UP_KEY, Value::Bool(up)),
-        Info::new(LINK_ADDRESSES_KEY, Value::String(list.join(","))),
+        Info::new(maestro_keys::LINK_NAME, Value::String(name.to_string())),
+        Info::new(maestro_keys::LINK_UP, Value::Bool(up)),
+        Info::new(maestro_keys::LINK_ADDRESSES, Value::String(list.join(","))),
         Info::new(
             pmix::keys::EVENT_TEXT_MESSAGE,
             Value::String(format!("link {name} {}", if up { "up" } else { "down" })),
@@ -53,9 +47,9 @@ pub fn link_info(name: &str, addresses: &[Subnet], up: bool) -> Vec<Info> {
 pub fn change_of(event: &pmix::Event) -> FabricChange {
     let find = |k: &str| pmix::find(&event.info, k);
     if let (Some(Value::String(name)), Some(Value::Bool(up))) =
-        (find(LINK_NAME_KEY), find(LINK_UP_KEY))
+        (find(maestro_keys::LINK_NAME), find(maestro_keys::LINK_UP))
     {
-        let addresses = match find(LINK_ADDRESSES_KEY) {
+        let addresses = match find(maestro_keys::LINK_ADDRESSES) {
             Some(Value::String(list)) => list.split(',').filter_map(|a| a.parse().ok()).collect(),
             _ => Vec::new(),
         };

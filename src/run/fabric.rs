@@ -3,14 +3,16 @@
 //! answers through which clients and tools see both.
 //!
 //! What clients get: job-level `PMIX_FABRIC_DEVICES`/`PMIX_FABRIC_NUM_DEVICES` and
-//! [`KEY_INVENTORY`] (the JSON inventory), per rank [`KEY_NIC`] and `PMIX_DEVICE_DISTANCES`; `PMIx_Fabric_register`
-//! answers with the devices; `PMIx_Query_info` answers [`KEY_INVENTORY`] and
-//! [`inventory::KEY_ASSIGNMENT`].
+//! [`maestro_keys::FABRIC_INVENTORY`] (the JSON inventory), per rank
+//! [`maestro_keys::FABRIC_NIC`] and `PMIX_DEVICE_DISTANCES`; `PMIx_Fabric_register` answers
+//! with the devices; `PMIx_Query_info` answers [`maestro_keys::FABRIC_INVENTORY`] and
+//! [`maestro_keys::FABRIC_ASSIGNMENT`].
 
 use inventory::{
-    Choice, IndexSet, Inventory, KEY_INVENTORY, KEY_NIC, Options, choose_nic, collect,
-    device_distances, merge_pmix, to_pmix_devices,
+    Choice, IndexSet, Inventory, Options, choose_nic, collect, device_distances, merge_pmix,
+    to_pmix_devices,
 };
+use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, Server, Value};
 
 /// The inventory and each rank's NIC.
@@ -73,7 +75,7 @@ impl FabricView {
     pub fn job_info(&self) -> Vec<Info> {
         let mut v = to_pmix_devices(&self.inventory);
         v.push(Info::new(
-            KEY_INVENTORY,
+            maestro_keys::FABRIC_INVENTORY,
             Value::String(self.inventory_json()),
         ));
         v
@@ -85,7 +87,7 @@ impl FabricView {
             .iter()
             .map(|c| {
                 vec![
-                    Info::new(KEY_NIC, Value::String(c.nic.clone())),
+                    Info::new(maestro_keys::FABRIC_NIC, Value::String(c.nic.clone())),
                     Info::new(
                         pmix::keys::DEVICE_DISTANCES,
                         Value::DeviceDistances(device_distances(&self.inventory, &self.cpus)),

@@ -3,6 +3,7 @@
 //! psets, spawn support), tool connections, and abort/finalize bookkeeping reported to the
 //! launcher's main loop.
 
+use pmix::keys::maestro as maestro_keys;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,7 +20,6 @@ use pmix::{
 
 use crate::run::credential::{Authority, CREDENTIAL_TYPE, Claims, unix_now};
 use crate::run::fabric::FabricView;
-use inventory::{KEY_ASSIGNMENT, KEY_INVENTORY};
 
 /// What the host reports to the launcher's main loop.
 #[derive(Debug)]
@@ -207,8 +207,10 @@ impl LauncherHost {
             k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
             k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
             k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(String::new())),
-            k if k == KEY_INVENTORY => self.fabric.get().map(|f| Value::String(f.inventory_json())),
-            k if k == KEY_ASSIGNMENT => self
+            k if k == maestro_keys::FABRIC_INVENTORY => {
+                self.fabric.get().map(|f| Value::String(f.inventory_json()))
+            }
+            k if k == maestro_keys::FABRIC_ASSIGNMENT => self
                 .fabric
                 .get()
                 .map(|f| Value::String(f.assignment_json())),

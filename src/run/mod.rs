@@ -164,7 +164,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let tmp = TempDir::create()?;
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");
-    let hostname = hostname();
+    let hostname = inventory::local_hostname();
     let (host_tx, host_rx) = channel::<HostEvent>();
     let authority = credential::Authority::generate().map_err(RunError::Random)?;
     let host = Arc::new(LauncherHost::new(
@@ -651,15 +651,6 @@ impl SignalRelay {
     fn stop(self) {
         self.handle.close();
     }
-}
-
-/// This node's host name.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
 }
 
 /// The private directory of the launcher with `pid` (`$TMPDIR/maestro-run.<pid>`).

@@ -262,7 +262,7 @@ pub(crate) fn join_message(
         workflow: info.workflow.clone(),
         component: component.into(),
         index,
-        host: host_name(),
+        host: inventory::local_hostname(),
         process: process_token(isolated),
         endpoint,
         alternates,
@@ -281,13 +281,6 @@ pub(crate) fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
             "{other:?} instead of a welcome"
         ))),
     }
-}
-
-/// This host's name (from the kernel; "localhost" if unreadable).
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }
 
 /// A random token naming this process (stable for its lifetime), or with `fresh` a new one
