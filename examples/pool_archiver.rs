@@ -1,5 +1,5 @@
 //! pool_archiver: keeps a copy of every CDO offered that a selector matches, in a
-//! directory (`pool::archive` format) that `pool_librarian` serves later.
+//! directory (`pool_tools::archive` format) that `pool_librarian` serves later.
 //!
 //!     MSTRO_POOL_MANAGER_INFO=... pool_archiver --dir DIR [--selector S] [--namespace NS]
 //!         [--count N]
@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use clap::Parser;
-use pool::archive::Archive;
 use pool::events::{EventKind, SubscribeOptions};
+use pool_tools::archive::Archive;
 
 /// Archives offered CDOs to a directory.
 #[derive(Parser)]

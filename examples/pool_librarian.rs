@@ -17,9 +17,9 @@ use std::sync::atomic::Ordering;
 use clap::Parser;
 use fabric::Buffer;
 use pool::Client;
-use pool::archive::Archive;
 use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::CdoId;
+use pool_tools::archive::Archive;
 
 /// Offers archived CDOs to whoever needs them.
 #[derive(Parser)]

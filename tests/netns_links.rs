@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Group, await_line, example, expect_line, lines, maestro};
-use pool::archive::Archive;
 use pool::attr::Attributes;
+use pool_tools::archive::Archive;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use common::{Group, await_line, example, run, start_pm};
 use fabric::{Buffer, Config, Scope};
-use pool::archive::Archive;
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
 use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::Refusal;
 use pool::selector::Selector;
 use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
+use pool_tools::archive::Archive;
 
 const T: Duration = Duration::from_secs(60);
 

@@ -209,25 +209,19 @@ impl<T> Op<T> {
     /// The provider's error for the operation (peer gone, bad key, ...);
     /// [`FabricError::Timeout`] when the deadline or `limit` passed.
     pub fn wait(self, limit: Duration) -> Result<T> {
-        let end = Instant::now() + limit;
         self.spin();
-        let mut s = lock(&self.state.slot);
-        loop {
-            if let Some(r) = self.state.take(&mut s) {
-                return r.and_then(|(n, tag, keep)| (self.finish)(n, tag, keep));
-            }
-            let Some(left) = end.checked_duration_since(Instant::now()) else {
-                return Err(FabricError::Timeout {
-                    what: self.state.what,
-                    waited: limit,
-                });
-            };
-            s = self
-                .state
-                .cv
-                .wait_timeout(s, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+        let s = lock(&self.state.slot);
+        let (mut s, _) = self
+            .state
+            .cv
+            .wait_timeout_while(s, limit, |s| s.result.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        match self.state.take(&mut s) {
+            Some(r) => r.and_then(|(n, tag, keep)| (self.finish)(n, tag, keep)),
+            None => Err(FabricError::Timeout {
+                what: self.state.what,
+                waited: limit,
+            }),
         }
     }
 

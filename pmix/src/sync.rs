@@ -10,7 +10,7 @@
 use std::any::Any;
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pmix_sys as sys;
 
@@ -75,19 +75,12 @@ impl<T: Send + 'static> Completion<T> {
 
     /// Waits for the result until `timeout` elapses; `None` on timeout.
     pub(crate) fn wait(&self, timeout: Duration) -> Option<T> {
-        let deadline = Instant::now() + timeout;
-        let mut slot = lock(&self.slot);
-        loop {
-            if let Some(v) = slot.take() {
-                return Some(v);
-            }
-            let left = deadline.checked_duration_since(Instant::now())?;
-            slot = self
-                .cv
-                .wait_timeout(slot, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        let slot = lock(&self.slot);
+        let (mut slot, _) = self
+            .cv
+            .wait_timeout_while(slot, timeout, |s| s.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        slot.take()
     }
 }
 

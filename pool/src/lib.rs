@@ -15,15 +15,16 @@
 pub use pool_core::{Clock, ConnId, Credential, MAX_NAME, Manager, Subnet};
 pub use pool_core::{attr, auth, events, proto, schema, selector};
 
-pub mod archive;
 pub mod bootstrap;
 mod client;
 mod pm;
 pub mod pmix_events;
 pub mod stale;
-pub mod wire;
 
-pub use client::{AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription};
+pub use client::{
+    AsyncClient, CdoData, Client, ClientError, JoinOptions, Result, Subscription, bare_join,
+    welcome,
+};
 pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
     MAX_UNJOINED, PmConfig, PoolManager,

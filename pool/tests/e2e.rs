@@ -514,7 +514,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
         )
         .expect("subscribe");
     // The stuck subscriber: a bare connection that subscribes, then never reads again.
-    let mut stuck = pool::wire::Conn::connect(&info.endpoints[0], T).expect("connect");
+    let mut stuck = pool_tools::wire::Conn::connect(&info.endpoints[0], T).expect("connect");
     let stuck_app = stuck.join(&info, "stuck", 0).expect("join");
     stuck
         .send(&[ToPm::Subscribe {

@@ -18,8 +18,8 @@ use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::{FromPm, Op, ToPm};
 use pool::schema::Schemas;
 use pool::selector::Selector;
-use pool::wire::Conn;
 use pool::{PmConfig, PoolManager};
+use pool_tools::wire::Conn;
 use serde::Serialize;
 
 /// Options of `maestro bench pm`.

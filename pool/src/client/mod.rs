@@ -272,8 +272,26 @@ pub(crate) fn join_message(
     }))
 }
 
-/// The answer to a JOIN: app id and PM instance, or the refusal.
-pub(crate) fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
+/// The JOIN of an app without fabric endpoints or credential (a load generator, a protocol
+/// test) answering the PM's challenge `nonce` with the workflow secret of `info`.
+pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -> ToPm {
+    join_message(
+        info,
+        component,
+        index,
+        (None, Vec::new(), Vec::new()),
+        None,
+        false,
+        nonce,
+    )
+}
+
+/// The answer to a JOIN: app id and PM instance.
+///
+/// # Errors
+/// [`ClientError::Refused`] with the PM's reason; [`ClientError::Protocol`] for any other
+/// message.
+pub fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
     match msg {
         FromPm::Welcome { app, pool } => Ok((app, pool)),
         FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{ClientError, Result, Shared};
 use crate::events::{PoolEvent, SubId};
@@ -120,22 +120,13 @@ impl Subscription {
     /// # Errors
     /// [`ClientError::Closed`] when the connection ended.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
-        let end = Instant::now() + timeout;
-        let mut q = self.queue.lock();
-        loop {
-            if let Some(e) = q.take()? {
-                return Ok(Some(e));
-            }
-            let Some(left) = end.checked_duration_since(Instant::now()) else {
-                return Ok(None);
-            };
-            q = self
-                .queue
-                .cv
-                .wait_timeout(q, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        let q = self.queue.lock();
+        let (mut q, _) = self
+            .queue
+            .cv
+            .wait_timeout_while(q, timeout, |q| q.events.is_empty() && !q.closed)
+            .unwrap_or_else(PoisonError::into_inner);
+        q.take()
     }
 
     /// Blocks until the next event, at most the client's timeout.

@@ -1,6 +1,7 @@
 //! A blocking, framed control connection to the pool manager: sends batches of [`ToPm`] and
-//! receives [`FromPm`] with a deadline. The client is built on it; load generators use it
-//! directly to pipeline batches.
+//! receives [`FromPm`] with a deadline. Load generators (`maestro bench pm`) use it to
+//! pipeline batches, and protocol tests to behave as no real client would (a subscriber
+//! that never reads).
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -8,9 +9,9 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use crate::bootstrap::{ControlAddr, PmInfo};
-use crate::client::{ClientError, Result, join_message, welcome};
-use crate::proto::{self, AppId, FromPm, Op, ToPm};
+use pool::bootstrap::{ControlAddr, PmInfo};
+use pool::proto::{self, AppId, FromPm, Op, ToPm};
+use pool::{ClientError, Result, bare_join, welcome};
 
 /// Either kind of control stream.
 enum Stream {
@@ -81,15 +82,7 @@ impl Conn {
                 )));
             }
         };
-        self.send(&[join_message(
-            info,
-            component,
-            index,
-            (None, Vec::new(), Vec::new()),
-            None,
-            false,
-            &nonce,
-        )])?;
+        self.send(&[bare_join(info, component, index, &nonce)])?;
         welcome(self.recv(Op::Join)?).map(|(app, _)| app)
     }
 

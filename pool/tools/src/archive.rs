@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::attr::{self, Attributes};
+use pool_core::attr::{self, Attributes};
 
 const ATTRS: &str = ".attrs.json";
 
@@ -183,7 +183,7 @@ fn unescape(file: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attr::AttrValue;
+    use pool_core::attr::AttrValue;
 
     #[test]
     fn names_round_trip_through_file_names() {
