@@ -9,23 +9,31 @@ use inventory::{
 };
 use serde::Serialize;
 
-/// Options of `maestro inventory`.
-#[derive(Clone, Debug, Default)]
+/// Options of `maestro inventory` (its command line).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct InventoryOptions {
-    /// An hwloc XML topology instead of the live machine.
+    /// Read an hwloc XML topology (lstopo --of xml) instead of this machine.
+    #[arg(long)]
     pub topology: Option<PathBuf>,
-    /// The cpuset to choose a NIC for (default: this process's binding; all CPUs of an XML
-    /// topology).
+    /// Choose the NIC for these CPUs (list syntax 0-3,8; default: this process's binding;
+    /// all CPUs of an XML topology).
+    #[arg(long)]
     pub cpuset: Option<String>,
-    /// The local rank that spreads ties.
+    /// The local rank, which spreads processes over equally good NICs.
+    #[arg(long, default_value_t = 0)]
     pub local_rank: u32,
-    /// Only consider NICs offering this libfabric provider.
+    /// Only consider NICs offering this libfabric provider (tcp, verbs, ...).
+    #[arg(long)]
     pub provider: Option<String>,
-    /// Print JSON.
+    /// Print JSON (schema maestro.inventory/1, plus the choice).
+    #[arg(long, conflicts_with = "slurm")]
     pub json: bool,
-    /// Print Slurm configuration lines.
+    /// Print slurm.conf / gres.conf / topology.conf lines for this node.
+    #[arg(long)]
     pub slurm: bool,
-    /// Print the near-NIC placement of this many tasks (`srun --maestro-bind=near-nic`).
+    /// Print where N tasks of this node go under srun --maestro-bind=near-nic: each
+    /// task's NIC and the CPUs near it (for schedulers and hand-written --cpu-bind maps).
+    #[arg(long, value_name = "N")]
     pub placement: Option<u32>,
 }
 

@@ -17,22 +17,39 @@ use pool::{PmConfig, PoolManager};
 /// How long publishing the PM info through PMIx may take.
 const ANNOUNCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Options of `maestro pm`.
-#[derive(Clone, Debug)]
+/// Options of `maestro pm` (its command line).
+#[derive(Clone, Debug, clap::Args)]
 pub struct PmOptions {
     /// The workflow served.
+    #[arg(long, env = "MSTRO_WORKFLOW_NAME", default_value = "workflow")]
     pub workflow: String,
-    /// Where to listen (`0.0.0.0:port`: every interface, each advertised).
+    /// Address to listen on (repeatable); the default 0.0.0.0:0 listens on every
+    /// interface and advertises each one that is up, loopback last.
+    #[arg(long, default_value = "0.0.0.0:0")]
     pub listen: Vec<SocketAddr>,
-    /// A file to write the PM info to (mode 0600), removed at exit.
+    /// Also write the PM info to this file (mode 0600; removed at exit).
+    #[arg(long)]
     pub info_file: Option<PathBuf>,
-    /// Also serve on a Unix socket (see `PmConfig::unix_socket`).
+    /// Also serve on a Unix socket for processes on this host (see
+    /// `PmConfig::unix_socket`); `--no-unix-socket` serves over TCP only, for processes
+    /// that share the file system but should reach the PM over the network.
+    #[arg(
+        long = "no-unix-socket",
+        action = clap::ArgAction::SetFalse,
+        help = "Serve over TCP only (no Unix socket for processes on this host): for \
+                processes that share the file system but should reach the PM over the network"
+    )]
     pub unix_socket: bool,
-    /// See `PmConfig::join_timeout`.
+    /// Seconds a new connection has to join before it is closed.
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
     pub join_timeout: std::time::Duration,
-    /// See `PmConfig::max_ingress`.
+    /// Most bytes of messages read from applications and not yet handled (e.g. 64M);
+    /// readers wait for room instead of queuing more.
+    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_size)]
     pub max_ingress: usize,
-    /// See `PmConfig::max_queued`.
+    /// Most bytes of answers queued for one application that does not read them; past
+    /// it the application is disconnected (e.g. 256M).
+    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size)]
     pub max_queued: usize,
 }
 

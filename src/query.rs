@@ -19,16 +19,58 @@ pub struct QueryOptions {
     pub timeout: Duration,
 }
 
-impl QueryOptions {
-    /// Target a launcher by pid; its tmpdir defaults to where `maestro run` puts it.
-    pub fn for_pid(pid: i32, tmpdir: Option<PathBuf>) -> ToolTarget {
-        let tmpdir = tmpdir.or_else(|| {
-            u32::try_from(pid)
-                .ok()
-                .map(crate::run::server_tmpdir)
-                .filter(|d| d.is_dir())
-        });
-        ToolTarget::Pid { pid, tmpdir }
+/// The command line of `maestro query`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct QueryArgs {
+    /// Process id of the `maestro run` to attach to.
+    #[arg(long, conflicts_with_all = ["uri", "system"], required_unless_present_any = ["uri", "system"])]
+    pid: Option<i32>,
+    /// Its PMIx tmpdir (default: where maestro run puts it for that pid).
+    #[arg(long, requires = "pid")]
+    tmpdir: Option<PathBuf>,
+    /// A PMIx server URI instead of a pid.
+    #[arg(long, conflicts_with = "system")]
+    uri: Option<String>,
+    /// Attach to this node's system server (a `maestro run --system-server`).
+    #[arg(long)]
+    system: bool,
+    /// The system server's tmpdir (default: $TMPDIR or /tmp).
+    #[arg(long, requires = "system")]
+    system_tmpdir: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Seconds to wait for each answer.
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
+    timeout: Duration,
+}
+
+impl QueryArgs {
+    /// The options: which launcher (by URI, pid or the system server), how to print, how
+    /// long to wait.
+    pub fn options(self) -> QueryOptions {
+        let target = match (self.pid, self.uri) {
+            (_, Some(u)) => ToolTarget::Uri(u),
+            (Some(pid), None) => {
+                // Its tmpdir defaults to where `maestro run` puts it.
+                let tmpdir = self.tmpdir.or_else(|| {
+                    u32::try_from(pid)
+                        .ok()
+                        .map(crate::run::server_tmpdir)
+                        .filter(|d| d.is_dir())
+                });
+                ToolTarget::Pid { pid, tmpdir }
+            }
+            // clap requires one of --pid, --uri, --system.
+            (None, None) => ToolTarget::System {
+                tmpdir: self.system_tmpdir,
+            },
+        };
+        QueryOptions {
+            target,
+            json: self.json,
+            timeout: self.timeout,
+        }
     }
 }
 

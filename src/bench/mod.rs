@@ -16,20 +16,72 @@ use serde::Serialize;
 
 use peer::{OwnerProcess, PeerError, Serving, loopback_offer};
 
+/// The benchmarks (`maestro bench ...`).
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Pool manager throughput: injector processes pipelining declare/seal/offer (and
+    /// require) batches; PM memory per live CDO.
+    Pm(pm::PmBenchArgs),
+    /// RMA read bandwidth between two processes: our layer against bare libfabric.
+    Fabric(FabricArgs),
+}
+
+/// Runs a benchmark and prints its result (text, or JSON with `--json`).
+pub fn main(cmd: BenchCmd) -> std::process::ExitCode {
+    match cmd {
+        BenchCmd::Pm(args) => crate::cli::exit("bench pm", pm::main_bench(&args), 2),
+        BenchCmd::Fabric(args) => crate::cli::exit("bench fabric", fabric_main(&args), 2),
+    }
+}
+
+/// The command line of `maestro bench fabric`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct FabricArgs {
+    #[command(flatten)]
+    bench: FabricBench,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn fabric_main(args: &FabricArgs) -> Result<(), PeerError> {
+    let b = &args.bench;
+    let rows = b.run()?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "provider": b.provider, "cold": b.cold, "progress": b.progress, "rows": rows })
+        );
+    } else {
+        print!("{}", table(b, &rows));
+    }
+    Ok(())
+}
+
 /// Options of `maestro bench fabric`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct FabricBench {
-    /// The provider (`tcp;ofi_rxm`, `net`, `shm`, `udp;ofi_rxd`, ...).
+    /// libfabric provider (tcp;ofi_rxm, net, shm, udp;ofi_rxd, ...).
+    #[arg(long, default_value = "tcp;ofi_rxm")]
     pub provider: String,
-    /// Read sizes in bytes.
-    pub sizes: Vec<usize>,
-    /// Walk a 256 MiB region instead of re-reading the same bytes.
+    /// Read sizes (K, M, G = powers of 1024).
+    #[arg(long, default_value = "4K,64K,1M,16M,256M", value_parser = parse_sizes)]
+    pub sizes: std::vec::Vec<usize>,
+    /// Walk a 256 MiB region (cold data) instead of re-reading the same bytes.
+    #[arg(long)]
     pub cold: bool,
-    /// Also measure bare libfabric.
+    /// Also measure bare libfabric; `--no-baseline` skips it.
+    #[arg(
+        long = "no-baseline",
+        action = clap::ArgAction::SetFalse,
+        help = "Skip the bare-libfabric baseline"
+    )]
     pub baseline: bool,
     /// Bytes to move per size and side (the iteration count follows, 5 to 20000).
+    #[arg(long, default_value = "2G", value_parser = crate::cli::parse_size)]
     pub volume: usize,
-    /// Progress mode of our layer, on both sides.
+    /// Progress mode of our layer, on both sides: block (sleep when idle) or spin.
+    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
     pub progress: ProgressMode,
 }
 

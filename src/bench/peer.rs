@@ -95,6 +95,58 @@ pub enum Serving {
     Ours(ProgressMode),
 }
 
+/// The command line of one side of a two-process fabric run (`maestro fabric-peer`,
+/// hidden).
+#[derive(Clone, Debug, clap::Args)]
+pub struct PeerArgs {
+    /// `owner` (serve a region) or `reader` (read an owner's region in a loop).
+    #[arg(value_parser = ["owner", "reader"])]
+    role: String,
+    /// The provider (owner).
+    #[arg(long, default_value = "tcp;ofi_rxm")]
+    provider: String,
+    /// Region size in bytes (owner).
+    #[arg(long, default_value_t = 1 << 20)]
+    size: usize,
+    /// Serve with bare libfabric instead of our layer (owner).
+    #[arg(long)]
+    raw: bool,
+    /// Progress mode of our layer (owner).
+    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    progress: ProgressMode,
+    /// The owner's announcement, a JSON line (reader).
+    #[arg(long)]
+    owner: Option<String>,
+    /// Reads to do; 0 = until an error (reader).
+    #[arg(long, default_value_t = 1)]
+    count: u64,
+}
+
+/// `maestro fabric-peer`: serves as the owner or reads as the reader; exit code 1 on
+/// failure.
+pub fn main(args: PeerArgs) -> std::process::ExitCode {
+    let serving = if args.raw {
+        Serving::Raw
+    } else {
+        Serving::Ours(args.progress)
+    };
+    let result = match (args.role.as_str(), args.owner) {
+        ("owner", _) => serve_owner(&args.provider, args.size, serving),
+        (_, Some(line)) => match serde_json::from_str::<OwnerInfo>(&line) {
+            Ok(info) => run_reader(&info, args.count),
+            Err(e) => Err(PeerError::Protocol {
+                line,
+                reason: e.to_string(),
+            }),
+        },
+        (_, None) => Err(PeerError::Protocol {
+            line: String::new(),
+            reason: "reader needs --owner JSON".into(),
+        }),
+    };
+    crate::cli::exit(&format!("fabric-peer {}", args.role), result, 1)
+}
+
 /// Runs the owner side: announce on stdout, serve until stdin closes.
 ///
 /// # Errors

@@ -23,23 +23,120 @@ use pool_tools::wire::Conn;
 use serde::Serialize;
 
 /// Options of `maestro bench pm`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, clap::Args)]
 pub struct PmBench {
-    /// Producer injector processes (and as many consumers with `require`).
+    /// Producer injector processes (and as many consumers with --require).
+    #[arg(long, default_value_t = 2)]
     pub injectors: usize,
     /// CDOs per producer.
+    #[arg(long, default_value_t = 200_000)]
     pub cdos: usize,
-    /// Operations per frame.
+    /// Operations per frame (1 to 100000).
+    #[arg(long, default_value_t = 1000, value_parser = parse_batch)]
     pub batch: usize,
-    /// Also measure require + ticket + transfer-done.
+    /// Also measure declare + require + ticket + transfer-done.
+    #[arg(long)]
     pub require: bool,
-    /// Connect over TCP loopback instead of the PM's Unix socket.
+    /// Injectors talk to the PM over TCP loopback instead of its Unix socket.
+    #[arg(long)]
     pub tcp: bool,
-    /// Subscriber processes receiving every offer's event.
+    /// Subscriber processes that receive every offer's event (through a selector).
+    #[arg(long, default_value_t = 0)]
     pub subscribers: usize,
-    /// Soak: after the measurement, this many rounds of withdraw+dispose every CDO (the
-    /// first) and declare+seal+offer+withdraw+dispose again (the others); 0 for none.
+    /// Soak after the measurement: R rounds of withdraw+dispose every CDO (and, from the
+    /// second round, declare+seal+offer them again), reporting the PM's memory; 0 for none.
+    #[arg(long = "soak", value_name = "R", default_value_t = 0)]
     pub soak_rounds: usize,
+}
+
+/// A batch size: 1 to 100,000 operations per frame.
+fn parse_batch(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?}: give 1 to 100000 operations per frame")),
+    }
+}
+
+/// The command line of `maestro bench pm`.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct PmBenchArgs {
+    #[command(flatten)]
+    bench: PmBench,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `maestro bench pm`: runs the benchmark and prints the result.
+///
+/// # Errors
+/// As [`PmBench::run`].
+pub fn main_bench(args: &PmBenchArgs) -> Result<(), PmBenchError> {
+    let b = &args.bench;
+    let r = b.run()?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        return Ok(());
+    }
+    println!(
+        "{} injectors x {} CDOs, batches of {}: {:.0} declare+seal+offer/s, PM memory {:.0} B per live CDO",
+        b.injectors, b.cdos, b.batch, r.offers_per_sec, r.pm_bytes_per_cdo
+    );
+    if let Some(e) = r.events_per_sec {
+        println!(
+            "  {e:.0} offer events/s delivered to {} subscribers",
+            b.subscribers
+        );
+    }
+    if let Some(q) = r.requires_per_sec {
+        println!("  {q:.0} declare+require+ticket+done/s");
+    }
+    if let Some(s) = &r.soak {
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
+        let after: Vec<String> = s
+            .rss_after_withdraw
+            .iter()
+            .map(|&b| format!("{:.0}", mib(b)))
+            .collect();
+        println!(
+            "  soak: {} rounds, {} CDOs, every operation answered; {:.0} withdraw+dispose/s; PM RSS {:.0} MiB at start, {:.0} MiB peak, after each round's withdrawals: {} MiB",
+            s.rounds,
+            s.cdos,
+            s.withdraws_per_sec,
+            mib(s.rss_start),
+            mib(s.rss_peak),
+            after.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The command line of one injector process (`maestro pm-injector`, hidden).
+#[derive(Clone, Debug, clap::Args)]
+pub struct InjectorArgs {
+    /// The PM info.
+    #[arg(long)]
+    pm: String,
+    /// producer, consumer or subscriber.
+    #[arg(long, value_parser = ["producer", "consumer", "subscriber"])]
+    role: String,
+    /// Injector index.
+    #[arg(long)]
+    index: usize,
+    /// CDOs.
+    #[arg(long)]
+    cdos: usize,
+    /// Operations per frame.
+    #[arg(long, value_parser = parse_batch)]
+    batch: usize,
+}
+
+/// `maestro pm-injector`: one injector ([`inject`]); exit code 1 on failure.
+pub fn main(args: &InjectorArgs) -> std::process::ExitCode {
+    let result = PmInfo::parse(&args.pm)
+        .map_err(|e| PmBenchError::Injector(e.to_string()))
+        .and_then(|info| inject(&info, &args.role, args.index, args.cdos, args.batch));
+    crate::cli::exit("pm-injector", result, 1)
 }
 
 /// What a soak saw: every operation answered, and the PM's memory across rounds.

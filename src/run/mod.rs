@@ -34,27 +34,53 @@ use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, ke
 use host::{HostEvent, LauncherHost};
 use outcome::{Outcome, RankEnd, StopCause};
 
-/// Options of `maestro run`.
-#[derive(Clone, Debug)]
+/// Options of `maestro run` (its command line).
+#[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
     /// Number of ranks.
+    #[arg(short = 'n', long = "np", default_value_t = 1)]
     pub nprocs: u32,
-    /// Prefix each output line with `[rank] `.
+    /// Prefix every output line with the rank in brackets.
+    #[arg(long, help = "Prefix every output line with \"[rank] \"")]
     pub label: bool,
-    /// Let PMIx tools attach.
+    /// Let PMIx tools (maestro query) attach.
+    #[arg(long)]
     pub tool_support: bool,
-    /// Also be this node's PMIx system server (tools attach with `maestro query --system`).
+    /// Also serve as this node's PMIx system server (implies --tool-support), so tools
+    /// attach without knowing the pid: maestro query --system.
+    #[arg(long)]
     pub system_server: bool,
-    /// Seconds between a rank failure (or abort) and SIGTERM to the others.
+    /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
+    #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration)]
     pub grace: Duration,
-    /// Seconds between SIGTERM and SIGKILL.
+    /// Seconds between SIGTERM and SIGKILL when stopping ranks.
+    #[arg(long, default_value = "1", value_parser = crate::cli::parse_duration)]
     pub kill_after: Duration,
-    /// Wall-clock limit of the whole job.
+    /// Wall-clock limit of the job in seconds (exit code 124 when reached).
+    #[arg(long, value_parser = crate::cli::parse_duration)]
     pub timeout: Option<Duration>,
-    /// Let Open MPI 4.x ranks recognise a PMIx direct launch (see [`OPENMPI_DIRECT_LAUNCH`]).
+    /// Let Open MPI 4.x ranks recognise a PMIx direct launch (see
+    /// [`OPENMPI_DIRECT_LAUNCH`]); `--no-openmpi-compat` turns it off.
+    #[arg(
+        long = "no-openmpi-compat",
+        action = clap::ArgAction::SetFalse,
+        help = "Do not tell Open MPI 4.x ranks that a PMIx launcher started them"
+    )]
     pub openmpi_compat: bool,
     /// The program and its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `maestro run`: runs the job and exits with its code (2 when it could not run at all).
+pub fn main(opts: &RunOptions) -> std::process::ExitCode {
+    match run(opts) {
+        Ok(code) => std::process::ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("maestro run: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
 }
 
 /// Why `maestro run` could not run the job at all.

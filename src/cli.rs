@@ -1,0 +1,62 @@
+//! What every subcommand's command line shares: value parsers with messages that say what
+//! to give, and how a failed subcommand reports.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Parses a non-negative number of seconds (`2`, `0.5`) into a duration.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..1e9).contains(&v) => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("{s:?} is not a number of seconds (e.g. 2 or 0.5)")),
+    }
+}
+
+/// Parses one size (`4096`, `64K`, `2G`: powers of 1024).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    match crate::bench::parse_sizes(s)?.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(format!("{s:?}: give one size")),
+    }
+}
+
+/// Parses a progress mode of the fabric layer.
+pub fn parse_progress(s: &str) -> Result<fabric::ProgressMode, String> {
+    fabric::ProgressMode::parse(s).ok_or_else(|| format!("{s:?}: use block or spin"))
+}
+
+/// The exit of a subcommand: success, or its error printed as `maestro <what>: <error>`
+/// and exit code `code` (2 for usage and setup errors, 1 for helper processes).
+pub fn exit<E: std::fmt::Display>(what: &str, result: Result<(), E>, code: u8) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("maestro {what}: {e}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_or_say_what_to_give() {
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert!(
+            parse_duration("-1")
+                .expect_err("negative")
+                .contains("seconds")
+        );
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert!(parse_size("1K,2K").expect_err("two").contains("one size"));
+        assert_eq!(parse_progress("spin"), Ok(fabric::ProgressMode::Spin));
+        assert!(
+            parse_progress("fast")
+                .expect_err("bad")
+                .contains("block or spin")
+        );
+    }
+}
