@@ -1,0 +1,303 @@
+//! An RDM endpoint with its fabric, domain, address vector and completion queue, driven by a
+//! progress thread.
+//!
+//! Ownership (and close order): [`Endpoint`] owns a `Core` (endpoint, address vector,
+//! completion queue, the registry of operations in flight) and the progress thread;
+//! [`MemoryRegion`]s and the core share a `Shared` (fabric and domain), closed after the
+//! last region. Dropping the `Endpoint` stops the progress thread, closes the endpoint
+//! (after which the provider touches no buffer) and fails what was still in flight with
+//! [`FabricError::Canceled`].
+//!
+//! The progress thread keeps driving progress, which providers need even on the target side
+//! of a remote read (measured: a passive owner never completes a peer's `fi_read` on
+//! tcp;ofi_rxm, net or shm), and fails operations past their deadline (see [`Timeouts`]).
+//! How it waits is the [`ProgressMode`]. `Block` (the default): network providers block in
+//! `fi_cq_sread` on the CQ's wait object (100 ms slices), so an idle endpoint costs nothing;
+//! shm's `fi_cq_sread` (libfabric 1.17) spins on `sched_yield` and ignores its timeout, so
+//! for shared memory the thread polls `fi_cq_read`, spinning while work is in flight and
+//! backing off to 1 ms sleeps when idle, woken early whenever an operation is posted.
+//! `Spin`: the thread polls `fi_cq_read` without ever sleeping (yielding the CPU between
+//! polls), like a dedicated progress core. An owner serving remote reads sees no
+//! completions, so only `Spin` answers them at full speed: measured here, `Block` owners cost
+//! 5-25 % of the bandwidth of 1-16 MiB reads (see BENCHMARKS.md).
+//!
+//! Rooms: [`Endpoint`] itself (opening, peers, timeouts) here; `info` (`fi_getinfo`, the
+//! endpoint's address); `progress` (the progress thread and the operations in flight);
+//! `registration` (fabric and domain kept alive by regions, keys, registration); `rma`
+//! (reads and writes of remote regions); `tagged` (small tagged messages).
+
+mod info;
+mod progress;
+mod registration;
+mod rma;
+mod tagged;
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fabric_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::discover::ProviderInfo;
+use crate::error::{FabricError, Result, check, completion};
+use crate::mr::{Access, Buffer, MemoryRegion};
+use crate::op::{Op, OpState, Progress};
+use fabric_types::{Address, RemoteRegion};
+
+pub(crate) use info::{getinfo_raw, open_bound_ep};
+use progress::{Core, WaitMode};
+pub(crate) use registration::{Shared, remote_of};
+
+/// A peer inserted into the endpoint's address vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Peer(pub(crate) sys::fi_addr_t);
+
+/// Operation deadlines: `base + len / min_bandwidth`. An operation past its deadline fails
+/// with [`FabricError::Timeout`] (its buffers stay with the endpoint until the provider is
+/// done with them). A provider that refuses to even accept an operation ("try again") for
+/// `connect` while nothing else of ours is in flight cannot reach the peer:
+/// [`FabricError::Unreachable`]. Defaults: 1 s + 10 ms per MiB (100 MB/s); connect 1 s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timeouts {
+    /// Fixed part.
+    pub base: Duration,
+    /// The slowest transfer rate that is still considered alive, in bytes per second.
+    pub min_bandwidth: f64,
+    /// How long "try again" may last, with nothing else in flight, before the peer counts
+    /// as unreachable.
+    pub connect: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            base: Duration::from_secs(1),
+            min_bandwidth: 100.0 * 1024.0 * 1024.0,
+            connect: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Timeouts {
+    fn deadline(&self, len: usize) -> Instant {
+        Instant::now() + self.base + Duration::from_secs_f64(len as f64 / self.min_bandwidth)
+    }
+}
+
+/// How an endpoint's progress thread waits: see the module docs. `MSTRO_OFI_PROGRESS`
+/// (`block` or `spin`) sets it for endpoints opened with [`crate::Config`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProgressMode {
+    /// Sleep when idle (blocking wait or backoff).
+    #[default]
+    Block,
+    /// Never sleep: poll and yield.
+    Spin,
+}
+
+/// An RDM endpoint ready for RMA and tagged messages.
+pub struct Endpoint {
+    core: Arc<Core>,
+    progress: Option<JoinHandle<()>>,
+    info: ProviderInfo,
+    address: Address,
+    timeouts: Timeouts,
+}
+
+impl Endpoint {
+    /// Opens an endpoint on `offer` (one of [`crate::select`]'s results).
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] naming the libfabric call that failed (with a hint for
+    /// resource limits).
+    pub fn open(offer: &ProviderInfo) -> Result<Endpoint> {
+        Endpoint::open_with(offer, ProgressMode::default())
+    }
+
+    /// [`Endpoint::open`] with a chosen [`ProgressMode`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::open`].
+    pub fn open_with(offer: &ProviderInfo, progress: ProgressMode) -> Result<Endpoint> {
+        let info = Self::getinfo(offer)?;
+        // SAFETY: `info.0` is a valid, non-empty list from fi_getinfo.
+        let fi = unsafe { &*info.0 };
+
+        let mut shared = Shared {
+            fabric: std::ptr::null_mut(),
+            domain: std::ptr::null_mut(),
+            // SAFETY: domain_attr of a returned info is valid.
+            mr_mode: unsafe { (*fi.domain_attr).mr_mode } as u32,
+            // SAFETY: as above.
+            key_mask: match unsafe { (*fi.domain_attr).mr_key_size } {
+                0 | 8.. => u64::MAX,
+                n => (1u64 << (8 * n)) - 1,
+            },
+        };
+        // SAFETY: objects opened in order from the info; each failure leaves what was
+        // opened to the owners' drops.
+        unsafe {
+            check(
+                "fi_fabric",
+                sys::fi_fabric(fi.fabric_attr, &mut shared.fabric, std::ptr::null_mut()).into(),
+            )?;
+            check(
+                "fi_domain",
+                sys::fi_domain(
+                    shared.fabric,
+                    info.0,
+                    &mut shared.domain,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+        }
+        let shared = Arc::new(shared);
+        let shm = crate::ProviderClass::of(&offer.provider) == crate::ProviderClass::SharedMemory;
+        let mode = match (progress, shm) {
+            (ProgressMode::Spin, _) => WaitMode::Spinning,
+            (ProgressMode::Block, true) => WaitMode::Polling,
+            (ProgressMode::Block, false) => WaitMode::Blocking,
+        };
+        let mut core = Core {
+            mode,
+            shared: Arc::clone(&shared),
+            ep: std::ptr::null_mut(),
+            av: std::ptr::null_mut(),
+            cq: std::ptr::null_mut(),
+            ops: Mutex::new(HashMap::new()),
+            stop: AtomicBool::new(false),
+            spinners: std::sync::atomic::AtomicUsize::new(0),
+            last_spin: AtomicU64::new(0),
+            born: Instant::now(),
+        };
+        let mut cq_attr = sys::fi_cq_attr {
+            format: sys::fi_cq_format_FI_CQ_FORMAT_TAGGED,
+            wait_obj: match mode {
+                WaitMode::Blocking => sys::fi_wait_obj_FI_WAIT_UNSPEC,
+                WaitMode::Polling | WaitMode::Spinning => sys::fi_wait_obj_FI_WAIT_NONE,
+            },
+            ..Default::default()
+        };
+        let mut av_attr = sys::fi_av_attr {
+            type_: sys::fi_av_type_FI_AV_TABLE,
+            ..Default::default()
+        };
+        // SAFETY: as above; `core` closes whatever was opened if a later step fails.
+        unsafe {
+            check(
+                "fi_cq_open",
+                sys::fi_cq_open(
+                    shared.domain,
+                    &mut cq_attr,
+                    &mut core.cq,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+            check(
+                "fi_av_open",
+                sys::fi_av_open(
+                    shared.domain,
+                    &mut av_attr,
+                    &mut core.av,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+            open_bound_ep(shared.domain, info.0, core.av, core.cq, &mut core.ep)?;
+        }
+        let address = Self::name(core.ep)?;
+        let core = Arc::new(core);
+        let runner = Arc::clone(&core);
+        let progress = std::thread::Builder::new()
+            .name(format!("fabric-progress-{}", offer.provider))
+            .spawn(move || runner.progress_loop())
+            .map_err(|e| FabricError::Os {
+                what: "starting the progress thread".into(),
+                source: e,
+                hint: "too many threads: raise `ulimit -u`",
+            })?;
+        Ok(Endpoint {
+            core,
+            progress: Some(progress),
+            info: offer.clone(),
+            address,
+            timeouts: Timeouts::default(),
+        })
+    }
+
+    /// The endpoint's address, to give to peers.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The offer the endpoint was opened on.
+    pub fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    /// Sets the operation deadlines for operations posted from now on.
+    pub fn set_timeouts(&mut self, t: Timeouts) {
+        self.timeouts = t;
+    }
+
+    /// A weak handle through which waiters drive progress themselves.
+    fn progress_handle(&self) -> std::sync::Weak<dyn Progress> {
+        let weak: std::sync::Weak<Core> = Arc::downgrade(&self.core);
+        weak
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.core.shared
+    }
+
+    /// Inserts a peer's address into the address vector.
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] when the provider rejects the address (wrong format for
+    /// this provider).
+    pub fn insert_peer(&self, addr: &Address) -> Result<Peer> {
+        let mut fi_addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
+        // SAFETY: one address from a buffer the provider reads during the call.
+        let rc = unsafe {
+            sys::fi_av_insert(
+                self.core.av,
+                addr.0.as_ptr().cast(),
+                1,
+                &mut fi_addr,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != 1 {
+            check(
+                "fi_av_insert",
+                if rc < 0 {
+                    rc.into()
+                } else {
+                    -(libc::EINVAL as i64)
+                },
+            )?;
+        }
+        Ok(Peer(fi_addr))
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.core.stop.store(true, Ordering::Release);
+        if let Some(t) = self.progress.take()
+            && t.join().is_err()
+        {
+            tracing::warn!("the progress thread panicked");
+        }
+        // `core` (endpoint, AV, CQ) closes here, when its last reference goes.
+    }
+}
