@@ -1,0 +1,191 @@
+//! Watching the running job: rank exits and failures (notify the others, grace, SIGTERM,
+//! SIGKILL), signals, the job's time limit, link changes of the node's NICs, and the end.
+
+use super::*;
+
+/// The running job and its supervision state.
+pub(super) struct Job<'a> {
+    pub(super) opts: &'a RunOptions,
+    pub(super) server: &'a Server,
+    pub(super) host: &'a Arc<LauncherHost>,
+    pub(super) nspace: &'a str,
+    pub(super) tx: Sender<LoopEvent>,
+    pub(super) ranks: BTreeMap<u32, RankProc>,
+    pub(super) outcome: Outcome,
+    pub(super) term_at: Option<Instant>,
+    pub(super) kill_at: Option<Instant>,
+    pub(super) deadline: Option<Instant>,
+    pub(super) outputs: Vec<Receiver<()>>,
+    /// Watches the node's links; changes become `PMIX_FABRIC_UPDATED` events.
+    pub(super) links: Option<inventory::netif::LinkMonitor>,
+}
+
+impl Job<'_> {
+    pub(super) fn alive(&self) -> impl Iterator<Item = (&u32, &RankProc)> {
+        self.ranks.iter().filter(|(_, r)| !r.ended)
+    }
+
+    pub(super) fn supervise(&mut self, rx: &Receiver<LoopEvent>) {
+        while self.alive().next().is_some() {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(LoopEvent::RankExited(rank, end)) => self.rank_exited(rank, end),
+                Ok(LoopEvent::Host(HostEvent::Abort { rank, status, msg })) => {
+                    eprintln!("maestro run: rank {rank} called PMIx_Abort({status}): {msg}");
+                    self.notify_failure(rank, status, &format!("rank {rank} aborted: {msg}"));
+                    self.stop(StopCause::Abort { rank, status }, self.opts.grace);
+                }
+                Ok(LoopEvent::Signal(sig)) => {
+                    tracing::info!("received signal {sig}; forwarding to the ranks");
+                    self.outcome.stop(StopCause::Signal(sig));
+                    self.signal_all(sig);
+                    self.kill_at
+                        .get_or_insert(Instant::now() + self.opts.kill_after);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.tick(Instant::now());
+        }
+    }
+
+    pub(super) fn rank_exited(&mut self, rank: u32, end: RankEnd) {
+        let signalled = match self.ranks.get_mut(&rank) {
+            Some(r) => {
+                r.ended = true;
+                r.signalled
+            }
+            None => false,
+        };
+        self.host.update(rank, |s| s.exit_code = Some(end.code()));
+        self.outcome.rank_ended(rank, end, signalled);
+        if signalled {
+            return;
+        }
+        let st = self.host.rank_state(rank);
+        let failed_code = match end {
+            RankEnd::Exited(0) if st.connected && !st.finalized => Some(1),
+            RankEnd::Exited(0) => None,
+            other => Some(other.code()),
+        };
+        if let Some(code) = failed_code {
+            let why = match end {
+                RankEnd::Exited(0) => "exited without calling PMIx_Finalize".to_string(),
+                RankEnd::Exited(c) => format!("exited with status {c}"),
+                RankEnd::Signaled(s) => format!("was killed by signal {s}"),
+            };
+            let pid = self.ranks.get(&rank).map_or(0, |r| r.pid);
+            eprintln!("maestro run: rank {rank} (pid {pid}) {why}");
+            self.notify_failure(rank, code, &format!("rank {rank} {why}"));
+            if matches!(end, RankEnd::Exited(0)) {
+                self.outcome.rank_ended(rank, RankEnd::Exited(1), false);
+            }
+            self.stop(StopCause::RankFailed { rank, code }, self.opts.grace);
+        }
+    }
+
+    /// Tells the other ranks that `rank` failed (`PMIX_ERR_PROC_ABORTED`).
+    pub(super) fn notify_failure(&self, rank: u32, code: i32, msg: &str) {
+        if self.alive().all(|(&r, _)| r == rank) {
+            return;
+        }
+        let proc = Proc::new(self.nspace, rank);
+        let info = [
+            Info::new(keys::EVENT_AFFECTED_PROC, Value::Proc(proc.clone())),
+            Info::new(keys::EXIT_CODE, Value::Int(code)),
+            Info::new(keys::EVENT_TEXT_MESSAGE, Value::String(msg.to_string())),
+        ];
+        if let Err(e) =
+            self.server
+                .notify_event(Status::PROC_ABORTED, &proc, Range::Namespace, &info)
+        {
+            tracing::warn!("notifying the job of rank {rank}'s failure: {e}");
+        }
+    }
+
+    /// Records the first stop cause and schedules SIGTERM after `grace`.
+    pub(super) fn stop(&mut self, cause: StopCause, grace: Duration) {
+        if self.outcome.stop(cause) {
+            self.term_at = Some(Instant::now() + grace);
+        }
+    }
+
+    /// Raises `PMIX_FABRIC_UPDATED` to the job for every link that went down or up.
+    pub(super) fn watch_links(&mut self) {
+        let changes = self
+            .links
+            .as_mut()
+            .map(inventory::netif::LinkMonitor::poll)
+            .unwrap_or_default();
+        if changes.is_empty() {
+            return;
+        }
+        let source = Proc::new(format!("maestro.host.{}", std::process::id()), 0);
+        for c in changes {
+            let state = if c.up { "up" } else { "down" };
+            eprintln!("maestro run: link {} {state}", c.name);
+            self.host.link_changed(&c.name, c.up);
+            let info = pool::pmix_events::link_info(&c.name, &c.addresses, c.up);
+            if let Err(e) =
+                self.server
+                    .notify_event(Status::FABRIC_UPDATED, &source, Range::Namespace, &info)
+            {
+                tracing::warn!("notifying the job that link {} is {state}: {e}", c.name);
+            }
+        }
+    }
+
+    pub(super) fn tick(&mut self, now: Instant) {
+        self.host.expire();
+        self.watch_links();
+        if let Some(d) = self.deadline
+            && now >= d
+        {
+            self.deadline = None;
+            eprintln!("maestro run: time limit reached; stopping the job");
+            if self.outcome.stop(StopCause::TimeLimit) {
+                self.term_at = Some(now);
+            }
+        }
+        if let Some(t) = self.term_at
+            && now >= t
+        {
+            self.term_at = None;
+            self.signal_all(libc::SIGTERM);
+            self.kill_at.get_or_insert(now + self.opts.kill_after);
+        }
+        if let Some(k) = self.kill_at
+            && now >= k
+        {
+            self.kill_at = None;
+            self.signal_all(libc::SIGKILL);
+        }
+    }
+
+    /// Sends `sig` to the process group of every live rank.
+    pub(super) fn signal_all(&mut self, sig: i32) {
+        for r in self.ranks.values_mut().filter(|r| !r.ended) {
+            r.signalled = true;
+            // SAFETY: kill(2) on a process group we created; errors (ESRCH) are harmless.
+            unsafe { libc::kill(-r.pid, sig) };
+        }
+    }
+
+    /// Kills what is left in the ranks' process groups (background children of ranks).
+    pub(super) fn sweep_groups(&self) {
+        for r in self.ranks.values() {
+            // SAFETY: as in signal_all.
+            unsafe { libc::kill(-r.pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Waits (bounded) for the output threads to drain the ranks' pipes.
+    pub(super) fn finish_outputs(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for done in self.outputs.drain(..) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Err(RecvTimeoutError::Timeout) = done.recv_timeout(left) {
+                tracing::warn!("a rank's output is still open (a process escaped its group?)");
+            }
+        }
+    }
+}

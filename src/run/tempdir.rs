@@ -1,0 +1,67 @@
+//! The launcher's private directory (`$TMPDIR/maestro-run.<pid>`: the PMIx server's, the
+//! system server's and the ranks' files), removed at exit, and the sweeping of what killed
+//! launchers left behind.
+
+use std::path::PathBuf;
+
+use super::{RunError, io_err};
+
+/// A private directory removed (recursively) on drop.
+pub(super) struct TempDir(pub(super) PathBuf);
+
+impl TempDir {
+    pub(super) fn create() -> Result<TempDir, RunError> {
+        let dir = run_dir(std::process::id());
+        // Directories of killed launchers of this user (their stale rendezvous files make
+        // tools refuse to pick a server), and one of a crashed launcher with our pid.
+        if let Some(base) = dir.parent() {
+            pool::stale::sweep_dead_process_dirs(base, "maestro-run.");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["server", "system", "ranks"] {
+            std::fs::create_dir_all(dir.join(sub))
+                .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
+        }
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
+/// Removes the system-server rendezvous file (`pmix.sys.<host>` in the system tmpdir) of a
+/// launcher that was killed: OpenPMIx names its server's pid on the third line. Left
+/// there, it sends PMIx clients and tools to a server that is gone.
+pub(super) fn remove_dead_system_server_file(dir: &std::path::Path, hostname: &str) {
+    let path = dir.join(format!("pmix.sys.{hostname}"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    let pid = text
+        .lines()
+        .nth(2)
+        .and_then(|l| l.trim().parse::<u32>().ok());
+    if let Some(pid) = pid.filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+        tracing::info!("removing {}: its server {pid} is gone", path.display());
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// The private directory of the launcher with `pid` (`$TMPDIR/maestro-run.<pid>`).
+pub(super) fn run_dir(pid: u32) -> PathBuf {
+    let base = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join(format!("maestro-run.{pid}"))
+}
+
+/// The PMIx server directory of the launcher with `pid`, where tools find its rendezvous
+/// file.
+pub fn server_tmpdir(pid: u32) -> PathBuf {
+    run_dir(pid).join("server")
+}
