@@ -88,7 +88,8 @@ struct ProcReport {
     pid: i32,
     hostname: String,
     executable: String,
-    state: u8,
+    /// In words (`running`, `terminated`, ...).
+    state: &'static str,
     exit_code: i32,
 }
 
@@ -99,7 +100,7 @@ impl From<&ProcInfo> for ProcReport {
             pid: p.pid,
             hostname: p.hostname.clone(),
             executable: p.executable.clone(),
-            state: p.state,
+            state: p.state_name(),
             exit_code: p.exit_code,
         }
     }

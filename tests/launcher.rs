@@ -215,6 +215,7 @@ fn a_tool_attaches_and_queries_the_namespaces() {
     assert_eq!(job["nspace"], format!("maestro.job.{pid}"));
     assert_eq!(job["size"], 2);
     assert_eq!(job["procs"].as_array().map(Vec::len), Some(2));
+    assert_eq!(job["procs"][0]["state"], "running", "states in words: {v}");
     assert_eq!(v["fabric"]["inventory"]["schema"], "maestro.inventory/1");
     assert!(v["fabric"]["assignment"]["1"]["nic"].is_string(), "{v}");
     let launcher = g.pid();

@@ -46,5 +46,5 @@ pub use tool::{Tool, ToolTarget};
 pub use value::{
     DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
     LINK_UP, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, RANK_UNDEF, RANK_WILDCARD,
-    Rank, Value, find,
+    Rank, Value, find, proc_state_name,
 };

@@ -123,8 +123,49 @@ pub struct ProcInfo {
     pub pid: i32,
     /// Its exit code, once it exited.
     pub exit_code: i32,
-    /// `pmix_proc_state_t` (`PMIX_PROC_STATE_RUNNING`, ...).
+    /// `pmix_proc_state_t` (`PMIX_PROC_STATE_RUNNING`, ...); [`ProcInfo::state_name`]
+    /// says it in words.
     pub state: u8,
+}
+
+impl ProcInfo {
+    /// The process state in words ([`proc_state_name`]).
+    pub fn state_name(&self) -> &'static str {
+        proc_state_name(self.state)
+    }
+}
+
+/// A `pmix_proc_state_t` in words, after the PMIx constant's name: `running`,
+/// `terminated`, `killed-by-cmd`, `terminated-without-finalize` (`TERM_WO_SYNC`), ...;
+/// `unknown` for a code this PMIx does not define. (`PMIx_Proc_state_string` says
+/// `PROC EXECUTING` for running.)
+pub fn proc_state_name(state: u8) -> &'static str {
+    match u32::from(state) {
+        sys::PMIX_PROC_STATE_UNDEF => "undefined",
+        sys::PMIX_PROC_STATE_PREPPED => "prepped",
+        sys::PMIX_PROC_STATE_LAUNCH_UNDERWAY => "launch-underway",
+        sys::PMIX_PROC_STATE_RESTART => "restart",
+        sys::PMIX_PROC_STATE_TERMINATE => "terminate",
+        sys::PMIX_PROC_STATE_RUNNING => "running",
+        sys::PMIX_PROC_STATE_CONNECTED => "connected",
+        sys::PMIX_PROC_STATE_UNTERMINATED => "unterminated",
+        sys::PMIX_PROC_STATE_TERMINATED => "terminated",
+        sys::PMIX_PROC_STATE_ERROR => "error",
+        sys::PMIX_PROC_STATE_KILLED_BY_CMD => "killed-by-cmd",
+        sys::PMIX_PROC_STATE_ABORTED => "aborted",
+        sys::PMIX_PROC_STATE_FAILED_TO_START => "failed-to-start",
+        sys::PMIX_PROC_STATE_ABORTED_BY_SIG => "aborted-by-signal",
+        sys::PMIX_PROC_STATE_TERM_WO_SYNC => "terminated-without-finalize",
+        sys::PMIX_PROC_STATE_COMM_FAILED => "comm-failed",
+        sys::PMIX_PROC_STATE_SENSOR_BOUND_EXCEEDED => "sensor-bound-exceeded",
+        sys::PMIX_PROC_STATE_CALLED_ABORT => "called-abort",
+        sys::PMIX_PROC_STATE_HEARTBEAT_FAILED => "heartbeat-failed",
+        sys::PMIX_PROC_STATE_MIGRATING => "migrating",
+        sys::PMIX_PROC_STATE_CANNOT_RESTART => "cannot-restart",
+        sys::PMIX_PROC_STATE_TERM_NON_ZERO => "terminated-non-zero",
+        sys::PMIX_PROC_STATE_FAILED_TO_LAUNCH => "failed-to-launch",
+        _ => "unknown",
+    }
 }
 
 /// A typed PMIx value. The variant names follow the PMIx data types (`PMIX_UINT32`, ...).
@@ -813,6 +854,13 @@ unsafe fn darray_from_raw(da: &sys::pmix_data_array_t) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_states_have_names() {
+        assert_eq!(proc_state_name(PROC_STATE_RUNNING), "running");
+        assert_eq!(proc_state_name(PROC_STATE_TERMINATED), "terminated");
+        assert_eq!(proc_state_name(250), "unknown");
+    }
 
     fn roundtrip(v: Value) -> Value {
         let mut raw = sys::pmix_value_t::default();

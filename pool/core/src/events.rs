@@ -207,7 +207,9 @@ pub struct PoolEvent {
     pub index: i64,
     /// The CDO's name, for CDO events.
     pub cdo: Option<String>,
-    /// The CDO's attributes as the selector saw them (with the built-in name and size).
+    /// The CDO's attributes as the selector saw them (with the built-in name and size);
+    /// plain values in JSON ([`crate::attr::plain`]).
+    #[serde(with = "crate::attr::plain")]
     pub attributes: Attributes,
     /// More about it: the reason an app left, the transport, the fabric change.
     pub detail: String,
