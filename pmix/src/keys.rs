@@ -170,7 +170,7 @@ pub const DEVICE_DISTANCES: &str = key(sys::PMIX_DEVICE_DISTANCES);
 
 /// The keys this project defines (not PMIx standard): every key Maestro puts, publishes,
 /// answers queries with or raises events with, in one place. Documented for users and tools
-/// in `docs/pmix.md`.
+/// in `docs/protocol.md`.
 pub mod maestro {
     /// Job-level key (under `maestro run`) and query key: the node's fabric inventory as
     /// JSON (schema `maestro.inventory/1`).

@@ -1,7 +1,6 @@
 //! `maestro bench fabric`: RMA read bandwidth between two processes on this node, through
 //! our `fabric` layer and, in the same run, through bare libfabric ([`fabric::baseline`]),
-//! with the ratio. One read in flight, like the C probe whose numbers are in
-//! `notes/libfabric.md`. Hot reads re-read the start of the owner's region; `--cold` walks
+//! with the ratio. One read in flight, as a minimal C program reads. Hot reads re-read the start of the owner's region; `--cold` walks
 //! a 256 MiB region so every read touches memory not in cache.
 
 pub mod pattern;
