@@ -33,3 +33,19 @@ pub use fabric_types::{
 pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};
 pub use select::{Config, ConfigError, Scope, SelectError, select};
+
+/// What may cross threads, checked at compile time: endpoints, regions and buffers are
+/// shared between the application's threads and the progress thread (libfabric objects
+/// opened `FI_THREAD_SAFE`); an operation may be waited for on another thread.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_sync::<Endpoint>();
+    send_sync::<MemoryRegion>();
+    send_sync::<Buffer>();
+    send_sync::<RegionPool>();
+    send_sync::<Peer>();
+    send_sync::<RemoteRegion>();
+    send::<Op<Buffer>>();
+    send::<Op<()>>();
+};

@@ -82,6 +82,21 @@ pub struct Options {
 
 /// Builds the inventory.
 ///
+/// # Examples
+///
+/// This machine's NICs and the one a process bound to this thread's CPUs should use.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let inv = inventory::collect(&inventory::Options::default())?;
+/// let cpus = inventory::process_cpuset()?;
+/// let choice = inventory::choose_nic(&inv, &cpus, 0)?;
+/// assert!(inv.nic(&choice.nic).is_some());
+/// println!("use {} because {}", choice.nic, choice.reasons.join("; "));
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// [`InventoryError::Topology`] for a missing or malformed topology;
 /// [`InventoryError::Fabric`] if libfabric fails (not when it merely has no providers).

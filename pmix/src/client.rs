@@ -89,6 +89,7 @@ impl Client {
     /// # Errors
     /// [`Error::Unreachable`] when the process was not started by a PMIx host (OpenPMIx 4.2
     /// has no singleton mode); [`Error::AlreadyInitialized`] on a second initialisation.
+    #[doc(alias = "PMIx_Init")]
     pub fn init() -> Result<Client> {
         Client::init_with(&[])
     }
@@ -97,6 +98,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`Client::init`], plus [`Error::InvalidArgument`] for a malformed directive.
+    #[doc(alias = "PMIx_Init")]
     pub fn init_with(directives: &[Info]) -> Result<Client> {
         runtime::claim("client")?;
         let result = (|| {
@@ -207,6 +209,7 @@ impl Client {
     /// # Errors
     /// [`Error::NotFound`] when nobody put the key (with `immediate`, when it is not local
     /// yet); [`Error::Timeout`] when the value did not arrive in time.
+    #[doc(alias = "PMIx_Get")]
     pub fn get(&self, proc: &Proc, key: &str, opts: GetOptions) -> Result<Value> {
         let raw_proc = proc.to_raw()?;
         let ckey = cstring(key, "key")?;
@@ -255,6 +258,7 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a bad key; PMIx errors otherwise.
+    #[doc(alias = "PMIx_Put")]
     pub fn put(&self, scope: Scope, key: &str, value: &Value) -> Result<()> {
         let ckey = cstring(key, "key")?;
         let mut raw = sys::pmix_value_t::default();
@@ -276,6 +280,7 @@ impl Client {
     ///
     /// # Errors
     /// PMIx errors (a lost host connection, ...).
+    #[doc(alias = "PMIx_Commit")]
     pub fn commit(&self) -> Result<()> {
         // SAFETY: no arguments.
         check("PMIx_Commit", unsafe { sys::PMIx_Commit() })
@@ -287,6 +292,7 @@ impl Client {
     /// # Errors
     /// [`Error::Timeout`] if some process did not arrive within `timeout`; a PMIx error if
     /// the host failed the fence (a participant died, for example).
+    #[doc(alias = "PMIx_Fence")]
     pub fn fence(&self, procs: &[Proc], collect: bool, timeout: Duration) -> Result<()> {
         let raw: Vec<sys::pmix_proc_t> = if procs.is_empty() {
             vec![Proc::wildcard(&self.me.nspace).to_raw()?]
@@ -313,6 +319,7 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::NotSupported`] under hosts without publish (Slurm).
+    #[doc(alias = "PMIx_Publish")]
     pub fn publish(&self, data: &[Info], range: Range, timeout: Duration) -> Result<()> {
         let mut all = data.to_vec();
         all.push(Info::new(keys::RANGE, Value::Range(range.raw())));
@@ -334,6 +341,7 @@ impl Client {
     /// # Errors
     /// [`Error::NotFound`] if a key is not published; [`Error::Timeout`] if `wait` ran out;
     /// [`Error::NotSupported`] under hosts without lookup (Slurm).
+    #[doc(alias = "PMIx_Lookup")]
     pub fn lookup(&self, keys_wanted: &[&str], wait: Option<Duration>) -> Result<Vec<Published>> {
         let argv = CArgv::new(keys_wanted)?;
         let timeout = wait.unwrap_or(Duration::from_secs(10));
@@ -372,6 +380,7 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::NotSupported`] under hosts without publish.
+    #[doc(alias = "PMIx_Unpublish")]
     pub fn unpublish(&self, keys_gone: &[&str], timeout: Duration) -> Result<()> {
         let argv = CArgv::new(keys_gone)?;
         call_op(
@@ -389,6 +398,7 @@ impl Client {
     ///
     /// # Errors
     /// PMIx errors from the registration.
+    #[doc(alias = "PMIx_Register_event_handler")]
     pub fn register_events(&self, codes: &[Status]) -> Result<EventHandler<'_>> {
         EventHandler::register(codes)
     }
@@ -400,6 +410,7 @@ impl Client {
     ///
     /// # Errors
     /// PMIx errors from the notification.
+    #[doc(alias = "PMIx_Notify_event")]
     pub fn notify_event(&self, status: Status, range: Range, info: &[Info]) -> Result<()> {
         crate::event::notify(status, Some(&self.me), range, info)
     }
@@ -408,6 +419,7 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::NotSupported`] when the host issues none (Slurm, mpirun).
+    #[doc(alias = "PMIx_Get_credential")]
     pub fn get_credential(&self, timeout: Duration) -> Result<Credential> {
         let done = Completion::<(i32, Option<Credential>)>::new();
         let cbdata = done.lend();
@@ -435,6 +447,7 @@ impl Client {
     /// # Errors
     /// A PMIx error (`PMIX_ERR_INVALID_CRED`) for a forged or foreign credential;
     /// [`Error::NotSupported`] when the host validates none.
+    #[doc(alias = "PMIx_Validate_credential")]
     pub fn validate_credential(&self, cred: &[u8], timeout: Duration) -> Result<Vec<Info>> {
         let mut bo = bytes_to_raw(cred);
         let done = Completion::<(i32, Vec<Info>)>::new();
@@ -464,6 +477,7 @@ impl Client {
     /// # Errors
     /// [`Error::Unreachable`] or [`Error::NotSupported`] when the host answers no queries
     /// (Slurm); [`Error::NotFound`] when it knows none of the keys.
+    #[doc(alias = "PMIx_Query_info")]
     pub fn query(&self, queries: &[Query], timeout: Duration) -> Result<Vec<Info>> {
         query_info(queries, timeout)
     }
@@ -537,6 +551,7 @@ impl Client {
     ///
     /// # Errors
     /// PMIx errors when the host refuses.
+    #[doc(alias = "PMIx_Abort")]
     pub fn abort(&self, status: i32, msg: &str) -> Result<()> {
         let cmsg = cstring(msg, "abort message")?;
         // SAFETY: NULL procs = the whole job.

@@ -46,6 +46,7 @@ impl Tool {
     /// # Errors
     /// [`crate::Error::Unreachable`] when no server answers (wrong pid, no tool support,
     /// Slurm's stepd); [`crate::Error::AlreadyInitialized`] if PMIx is already in use here.
+    #[doc(alias = "PMIx_tool_init")]
     pub fn connect(target: &ToolTarget, retries: u32) -> Result<Tool> {
         runtime::claim("tool")?;
         let result = (|| {
@@ -98,6 +99,7 @@ impl Tool {
     /// # Errors
     /// [`crate::Error::NotFound`] when the server knows none of the keys;
     /// [`crate::Error::Timeout`].
+    #[doc(alias = "PMIx_Query_info")]
     pub fn query(&self, queries: &[Query], timeout: Duration) -> Result<Vec<Info>> {
         query_info(queries, timeout)
     }

@@ -29,3 +29,16 @@ pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
     MAX_UNJOINED, PmConfig, PoolManager,
 };
+
+/// What may cross threads, checked at compile time: clients are shared by the
+/// application's threads (operations take `&self`), subscriptions and received data move
+/// to the threads that handle them, and a pool manager may be stopped from any thread.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Client>();
+    send_sync::<AsyncClient>();
+    send_sync::<Subscription>();
+    send_sync::<CdoData>();
+    send_sync::<PoolManager>();
+    send_sync::<Manager>();
+};

@@ -102,6 +102,35 @@ pub enum ProgressMode {
 }
 
 /// An RDM endpoint ready for RMA and tagged messages.
+///
+/// # Examples
+///
+/// Two endpoints of one process on shared memory: one registers bytes for peers to read,
+/// the other reads them.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use fabric::{Access, Buffer, Config, Endpoint, Scope, discover, select};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let shm = Config { provider: Some("shm".into()), ..Config::default() };
+/// let offer = select(&discover()?, &shm, Scope::SameNode, &[])?.remove(0);
+/// let owner = Endpoint::open(&offer)?;
+/// let reader = Endpoint::open(&offer)?;
+/// owner.insert_peer(reader.address())?;
+/// let to_owner = reader.insert_peer(owner.address())?;
+///
+/// // Readable by peers, and nothing else.
+/// let offered = owner.register(Buffer::from_slice(b"hello")?, Access::RemoteRead)?;
+/// let landing = reader.register(Buffer::new(5)?, Access::Local)?;
+/// let got = reader
+///     .read(to_owner, landing, offered.remote())?
+///     .wait(Duration::from_secs(10))?;
+/// assert_eq!(got.as_slice(), b"hello");
+/// # Ok(())
+/// # }
+/// ```
 pub struct Endpoint {
     core: Arc<Core>,
     progress: Option<JoinHandle<()>>,

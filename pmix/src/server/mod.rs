@@ -107,6 +107,7 @@ impl Server {
     /// # Errors
     /// [`Error::AlreadyInitialized`] if PMIx is in use in this process; a PMIx error if the
     /// library cannot start (unwritable tmpdir, ...).
+    #[doc(alias = "PMIx_server_init")]
     pub fn init(config: &ServerConfig, host: Arc<dyn Host>) -> Result<Server> {
         runtime::claim("server")?;
         let result = Server::start(config, host);
@@ -190,6 +191,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`] if PMIx never confirms.
+    #[doc(alias = "PMIx_server_register_nspace")]
     pub fn register_nspace(&self, nspace: &str, nlocal: u32, info: &[Info]) -> Result<()> {
         let cns = cstring(nspace, "namespace")?;
         let dirs = infos(info)?;
@@ -208,6 +210,7 @@ impl Server {
     }
 
     /// Removes a job and everything PMIx stored for it.
+    #[doc(alias = "PMIx_server_deregister_nspace")]
     pub fn deregister_nspace(&self, nspace: &str) -> Result<()> {
         let cns = cstring(nspace, "namespace")?;
         wait_void("PMIx_server_deregister_nspace", |cbdata| {
@@ -220,6 +223,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
+    #[doc(alias = "PMIx_server_setup_application")]
     pub fn setup_application(&self, nspace: &str, info: &[Info]) -> Result<Vec<Info>> {
         let cns = cstring(nspace, "namespace")?;
         let dirs = infos(info)?;
@@ -243,6 +247,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
+    #[doc(alias = "PMIx_server_setup_local_support")]
     pub fn setup_local_support(&self, nspace: &str, info: &[Info]) -> Result<()> {
         let cns = cstring(nspace, "namespace")?;
         let dirs = infos(info)?;
@@ -262,6 +267,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
+    #[doc(alias = "PMIx_server_register_client")]
     pub fn register_client(&self, proc: &Proc, uid: u32, gid: u32) -> Result<()> {
         let raw = proc.to_raw()?;
         call_op(
@@ -283,6 +289,7 @@ impl Server {
     }
 
     /// Forgets a client (after it exited).
+    #[doc(alias = "PMIx_server_deregister_client")]
     pub fn deregister_client(&self, proc: &Proc) -> Result<()> {
         let raw = proc.to_raw()?;
         wait_void("PMIx_server_deregister_client", |cbdata| {
@@ -296,6 +303,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors.
+    #[doc(alias = "PMIx_server_setup_fork")]
     pub fn setup_fork(&self, proc: &Proc) -> Result<Vec<(String, String)>> {
         let raw = proc.to_raw()?;
         let mut env: *mut *mut c_char = std::ptr::null_mut();
@@ -325,6 +333,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
+    #[doc(alias = "PMIx_server_collect_inventory")]
     pub fn collect_inventory(&self, directives: &[Info]) -> Result<Vec<Info>> {
         let dirs = infos(directives)?;
         let done = Completion::<(i32, Vec<Info>)>::new();
@@ -346,6 +355,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
+    #[doc(alias = "PMIx_server_deliver_inventory")]
     pub fn deliver_inventory(&self, inventory: &[Info], directives: &[Info]) -> Result<()> {
         let inv = infos(inventory)?;
         let dirs = infos(directives)?;
@@ -369,6 +379,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors; [`Error::Timeout`].
+    #[doc(alias = "PMIx_Notify_event")]
     pub fn notify_event(
         &self,
         status: Status,
@@ -383,6 +394,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors from the registration.
+    #[doc(alias = "PMIx_Register_event_handler")]
     pub fn register_events(&self, codes: &[Status]) -> Result<EventHandler<'_>> {
         EventHandler::register(codes)
     }
@@ -392,6 +404,7 @@ impl Server {
     ///
     /// # Errors
     /// PMIx errors (no topology available, ...).
+    #[doc(alias = "PMIx_Get_cpuset")]
     pub fn own_locality_string(&self) -> Result<String> {
         let mut cs = sys::pmix_cpuset_t::default();
         // SAFETY: cs is filled by PMIx and destructed below.

@@ -13,6 +13,40 @@ use crate::proto::{AppId, CdoId};
 use crate::selector::Selector;
 
 /// A joined application, for blocking code. Each call waits at most the join timeout.
+///
+/// # Examples
+///
+/// A pool manager in this process, a producer that offers a CDO and a consumer that
+/// demands it. Both clients live in one process, so the consumer gets the producer's buffer
+/// without a copy; between processes the bytes move by RMA (give [`JoinOptions::endpoint`]
+/// or let [`JoinOptions`] choose one) or by stream.
+///
+/// ```
+/// use pool::attr::Attributes;
+/// use pool::{Client, JoinOptions, PmConfig, PoolManager};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let listen = vec!["127.0.0.1:0".parse()?];
+/// let pm = PoolManager::start(PmConfig::new("demo", b"a workflow secret", listen))?;
+/// let producer = Client::join(pm.info(), JoinOptions::new("producer", 0))?;
+/// let consumer = Client::join(pm.info(), JoinOptions::new("consumer", 0))?;
+///
+/// let cdo = producer.declare("temperature")?;
+/// producer.seal_and_offer(cdo, Attributes::new(), fabric::Buffer::from_slice(b"21.5")?)?;
+///
+/// let wanted = consumer.declare("temperature")?;
+/// let (data, _attributes) = consumer.demand(wanted)?;
+/// assert_eq!(&data[..], b"21.5");
+/// drop(data);
+///
+/// producer.withdraw(cdo)?;
+/// producer.dispose(cdo)?;
+/// consumer.dispose(wanted)?;
+/// producer.leave()?;
+/// consumer.leave()?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Client {
     inner: AsyncClient,
     // Dropped after `inner`, whose drop stops the driver tasks on it.

@@ -79,6 +79,41 @@ impl QueueInner {
 /// Dropping it ends the subscription at the PM without waiting (operations held for its
 /// acknowledgements go on); [`Subscription::unsubscribe`] does the same and waits for the
 /// PM's answer.
+///
+/// # Examples
+///
+/// A tracer that hears of every offer whose attributes match a selector.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use pool::attr::{AttrValue, Attributes};
+/// use pool::events::{EventKind, SubscribeOptions};
+/// use pool::{Client, JoinOptions, PmConfig, PoolManager};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let listen = vec!["127.0.0.1:0".parse()?];
+/// let pm = PoolManager::start(PmConfig::new("demo", b"a workflow secret", listen))?;
+/// let tracer = Client::join(pm.info(), JoinOptions::new("tracer", 0))?;
+/// let producer = Client::join(pm.info(), JoinOptions::new("producer", 0))?;
+///
+/// let large = tracer.selector("(> .maestro.core.cdo.scope.local-size 2)", "")?;
+/// let offers = tracer.subscribe(&large, EventKind::Offer, SubscribeOptions::default())?;
+///
+/// for (name, bytes) in [("small", &b"ab"[..]), ("large", &b"abcd"[..])] {
+///     let cdo = producer.declare(name)?;
+///     producer.seal_and_offer(cdo, Attributes::new(), fabric::Buffer::from_slice(bytes)?)?;
+/// }
+/// let event = offers.wait_timeout(Duration::from_secs(10))?.expect("an offer event");
+/// assert_eq!(event.kind, EventKind::Offer);
+/// assert_eq!(event.cdo.as_deref(), Some("large"));
+/// assert_eq!(
+///     event.attributes.get(".maestro.core.cdo.scope.local-size"),
+///     Some(&AttrValue::Uint(4))
+/// );
+/// # Ok(())
+/// # }
+/// ```
 pub struct Subscription {
     pub(crate) id: SubId,
     pub(crate) queue: Arc<EventQueue>,

@@ -236,6 +236,41 @@ struct App {
 }
 
 /// The pool manager state machine.
+///
+/// # Examples
+///
+/// Driving it in memory, as its driver does: a new connection is challenged, joins with a
+/// proof of the workflow secret and is welcomed; everything the manager wants to send comes
+/// out of [`Manager::poll_output`].
+///
+/// ```
+/// use std::time::Instant;
+///
+/// use pool_core::proto::{FromPm, Join, ToPm};
+/// use pool_core::{Clock, Manager, auth};
+///
+/// let clock = Clock { origin: Instant::now(), origin_unix_ns: 0 };
+/// let mut pm = Manager::new("climate", b"secret", 1, clock);
+/// pm.connected(7, [42; 32]);
+/// assert_eq!(pm.poll_output(), Some((7, FromPm::Challenge { nonce: [42; 32] })));
+///
+/// let proof = auth::prove(b"secret", &[42; 32], "climate", "producer", 0);
+/// pm.handle(7, ToPm::Join(Box::new(Join {
+///     workflow: "climate".into(),
+///     component: "producer".into(),
+///     index: 0,
+///     host: "node1".into(),
+///     process: 1,
+///     endpoint: None,
+///     alternates: Vec::new(),
+///     networks: Vec::new(),
+///     credential: None,
+///     proof,
+/// })));
+/// assert!(matches!(pm.poll_output(), Some((7, FromPm::Welcome { .. }))));
+/// assert_eq!(pm.app_count(), 1);
+/// assert_eq!(pm.poll_timeout(), None, "nothing waits for a deadline");
+/// ```
 pub struct Manager {
     workflow: String,
     secret: Vec<u8>,
