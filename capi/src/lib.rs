@@ -9,7 +9,7 @@
 //!
 //! What only C needs lives here too: values whose pointer is kept until seal
 //! (`copy_value = false`), the storage `mstro_cdo_attribute_get` hands out pointers to,
-//! and the C event lists ([`events`]).
+//! and the C event lists (the `events` module).
 #![allow(non_camel_case_types)]
 
 mod attrs;

@@ -9,7 +9,7 @@
 //!
 //! The buffer protocol: PyO3 offers `Py_buffer` under abi3 only from CPython 3.11 on, when it
 //! joined the stable ABI; the functions and the struct layout are the same since CPython
-//! 3.3, so this module declares them itself ([`buffer`]) and runs on 3.9 and later.
+//! 3.3, so this module declares them itself (the `buffer` module) and runs on 3.9 and later.
 
 mod buffer;
 mod events;
