@@ -4,6 +4,7 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      default: 60 s each, every target
 #   FUZZ_RUNS=10000000 scripts/fuzz.sh 0 frames   stop after a number of runs instead
+#   FUZZ_ARGS="-max_len=128" scripts/fuzz.sh ...  more libFuzzer flags
 #
 # Installs cargo-fuzz if missing. libFuzzer needs the compiler's instrumentation flags,
 # which stable Rust accepts with RUSTC_BOOTSTRAP=1 (set only for these builds); no
@@ -35,7 +36,7 @@ for t in "${targets[@]}"; do
     fi
     log="target/fuzz-$t.log"
     if cargo fuzz run "${flags[@]}" "$t" "$corpus" "fuzz/seeds/$t" -- \
-        "${limit[@]}" -print_final_stats=1 >"$log" 2>&1; then
+        "${limit[@]}" ${FUZZ_ARGS:-} -print_final_stats=1 >"$log" 2>&1; then
         runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
         echo "fuzz: $t: ${runs:-?} runs, no finding"
     else
