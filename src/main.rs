@@ -42,6 +42,9 @@ enum Cmd {
     /// One load generator of `bench pm` (used by the benchmark).
     #[command(hide = true)]
     PmInjector(bench::pm::InjectorArgs),
+    /// The provider process of `bench pool` (used by the benchmark).
+    #[command(hide = true)]
+    PoolProvider(bench::pool::ProviderArgs),
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query(query::QueryArgs),
 }
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Cmd::Bench(cmd) => bench::main(cmd),
         Cmd::FabricPeer(args) => bench::peer::main(args),
         Cmd::PmInjector(args) => bench::pm::main(&args),
+        Cmd::PoolProvider(args) => bench::pool::provider_main(&args),
         Cmd::Query(args) => cli::exit("query", query::query(&args.options()), 2),
     }
 }

@@ -6,6 +6,7 @@
 pub mod pattern;
 pub mod peer;
 pub mod pm;
+pub mod pool;
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,9 @@ pub enum BenchCmd {
     Pm(pm::PmBenchArgs),
     /// RMA read bandwidth between two processes: our layer against bare libfabric.
     Fabric(FabricArgs),
+    /// The pool's data path: demand latency and bandwidth of CDOs another process
+    /// offered, through a real pool manager, against bare fi_read.
+    Pool(pool::PoolBenchArgs),
 }
 
 /// Runs a benchmark and prints its result (text, or JSON with `--json`).
@@ -30,6 +34,7 @@ pub fn main(cmd: BenchCmd) -> std::process::ExitCode {
     match cmd {
         BenchCmd::Pm(args) => crate::cli::exit("bench pm", pm::main_bench(&args), 2),
         BenchCmd::Fabric(args) => crate::cli::exit("bench fabric", fabric_main(&args), 2),
+        BenchCmd::Pool(args) => crate::cli::exit("bench pool", pool::main(&args), 2),
     }
 }
 
@@ -228,7 +233,7 @@ impl FabricBench {
         Ok(out)
     }
 
-    fn measure_raw(&self) -> Result<Vec<f64>, PeerError> {
+    pub(crate) fn measure_raw(&self) -> Result<Vec<f64>, PeerError> {
         let owner = OwnerProcess::spawn(&self.provider, self.region_len(), Serving::Raw)?;
         let mut ep = RawEndpoint::open(&loopback_offer(&self.provider)?)?;
         let peer = ep.insert(&owner.info.address)?;

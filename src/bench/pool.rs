@@ -1,0 +1,355 @@
+//! `maestro bench pool`: the data path as a user sees it. A provider process offers one CDO
+//! per size through a real pool manager; this process, the consumer, `demand`s each of them
+//! again and again (declare, demand, dispose; no require first) and times declare+demand:
+//! latency percentiles and bandwidth. In the same run, bare libfabric `fi_read`s of the same
+//! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fabric::{Buffer, Endpoint, ProgressMode};
+use pool::attr::Attributes;
+use pool::bootstrap::PmInfo;
+use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
+use serde::Serialize;
+
+use super::peer::{PeerError, SEED, loopback_offer};
+use super::{FabricBench, parse_sizes, pattern};
+
+/// Why the pool benchmark failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolBenchError {
+    /// The pool (PM, join, an operation).
+    #[error("pool: {0}")]
+    Pool(#[from] ClientError),
+    /// The fabric or the raw baseline's peer process.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+    /// Starting or talking to the provider process.
+    #[error("provider process: {0}")]
+    Provider(String),
+    /// A demanded CDO's bytes differ from what the provider offered.
+    #[error("the {size}-byte CDO arrived corrupted (checksum {got:#x}, expected {expected:#x})")]
+    Corrupt {
+        /// Its size.
+        size: usize,
+        /// What arrived.
+        got: u64,
+        /// What was offered.
+        expected: u64,
+    },
+}
+
+impl From<fabric::FabricError> for PoolBenchError {
+    fn from(e: fabric::FabricError) -> Self {
+        PoolBenchError::Peer(PeerError::Fabric(e))
+    }
+}
+
+impl From<std::io::Error> for PoolBenchError {
+    fn from(e: std::io::Error) -> Self {
+        PoolBenchError::Provider(e.to_string())
+    }
+}
+
+/// Options of `maestro bench pool`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct PoolBench {
+    /// libfabric provider of both applications (shm, tcp;ofi_rxm, ...).
+    #[arg(long, default_value = "shm")]
+    pub provider: String,
+    /// CDO sizes (K, M, G = powers of 1024).
+    #[arg(long, default_value = "8,4K,64K,1M,16M,256M", value_parser = parse_sizes)]
+    pub sizes: std::vec::Vec<usize>,
+    /// Bytes to demand per size (sets the iteration count, 20 to 20000).
+    #[arg(long, default_value = "2G", value_parser = crate::cli::parse_size)]
+    pub volume: usize,
+    /// Also measure bare libfabric; `--no-baseline` skips it.
+    #[arg(
+        long = "no-baseline",
+        action = clap::ArgAction::SetFalse,
+        help = "Skip the bare-libfabric baseline"
+    )]
+    pub baseline: bool,
+    /// Progress mode of both applications' endpoints: block or spin.
+    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    pub progress: ProgressMode,
+}
+
+/// The command line of `maestro bench pool`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct PoolBenchArgs {
+    #[command(flatten)]
+    bench: PoolBench,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One size's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolRow {
+    /// CDO size in bytes.
+    pub size: usize,
+    /// Demands timed.
+    pub iterations: usize,
+    /// Median declare+demand time, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile, microseconds.
+    pub p99_us: f64,
+    /// Bytes demanded per second over all iterations, GB/s (1e9 B/s).
+    pub gbps: f64,
+    /// Bare `fi_read` of the same size, GB/s.
+    pub raw_gbps: Option<f64>,
+    /// Bare `fi_read`: mean time per read, microseconds.
+    pub raw_us: Option<f64>,
+}
+
+/// `maestro bench pool`: runs the benchmark and prints the result.
+///
+/// # Errors
+/// As [`PoolBench::run`].
+pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
+    let b = &args.bench;
+    let rows = b.run()?;
+    if args.json {
+        let doc =
+            serde_json::json!({ "provider": b.provider, "progress": b.progress, "rows": rows });
+        println!("{doc}");
+        return Ok(());
+    }
+    println!(
+        "demand through the pool ({}, progress {:?}) against bare fi_read",
+        b.provider, b.progress
+    );
+    println!(
+        "{:>10} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}",
+        "size", "iters", "p50 us", "p99 us", "GB/s", "raw GB/s", "raw us", "ratio"
+    );
+    for r in &rows {
+        let opt = |v: Option<f64>, digits: usize| {
+            v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+        };
+        println!(
+            "{:>10} {:>6} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7}",
+            r.size,
+            r.iterations,
+            r.p50_us,
+            r.p99_us,
+            r.gbps,
+            opt(r.raw_gbps, 3),
+            opt(r.raw_us, 1),
+            opt(r.raw_gbps.map(|raw| r.gbps / raw), 2)
+        );
+    }
+    Ok(())
+}
+
+/// The CDO name of a size.
+fn name_of(size: usize) -> String {
+    format!("bench-{size}")
+}
+
+impl PoolBench {
+    fn iterations(&self, size: usize) -> usize {
+        (self.volume / size).clamp(20, 20_000)
+    }
+
+    /// Runs the benchmark: the pool's demands, then (unless disabled) bare reads.
+    ///
+    /// # Errors
+    /// Setup failures, a failed or refused operation, corrupted data (the first demand of
+    /// every size is verified).
+    pub fn run(&self) -> Result<Vec<PoolRow>, PoolBenchError> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| PoolBenchError::Provider(e.to_string()))?;
+        let listen = vec![std::net::SocketAddr::from(([127, 0, 0, 1], 0))];
+        let pm = PoolManager::start(PmConfig::new("bench-pool", &secret, listen))?;
+        let provider = ProviderProcess::spawn(pm.info(), self)?;
+        let endpoint = Endpoint::open_with(&loopback_offer(&self.provider)?, self.progress)?;
+        let consumer = Client::join(
+            pm.info(),
+            JoinOptions::new("consumer", 0)
+                .endpoint(endpoint)
+                .timeout(Duration::from_secs(600)),
+        )?;
+        let mut rows = Vec::new();
+        for &size in &self.sizes {
+            rows.push(self.measure(&consumer, size)?);
+        }
+        consumer.leave()?;
+        drop(provider);
+        if self.baseline {
+            let raw = FabricBench {
+                provider: self.provider.clone(),
+                sizes: self.sizes.clone(),
+                cold: false,
+                baseline: true,
+                volume: self.volume,
+                progress: self.progress,
+            }
+            .measure_raw()?;
+            for (row, gbps) in rows.iter_mut().zip(raw) {
+                row.raw_gbps = Some(gbps);
+                row.raw_us = Some(row.size as f64 / (gbps * 1e3));
+            }
+        }
+        Ok(rows)
+    }
+
+    fn measure(&self, consumer: &Client, size: usize) -> Result<PoolRow, PoolBenchError> {
+        let name = name_of(size);
+        // The first demand is checked and not timed.
+        let cdo = consumer.declare(&name)?;
+        let (data, _) = consumer.demand(cdo)?;
+        let mut expected = vec![0u8; size];
+        pattern::fill(&mut expected, SEED);
+        let (got, expected) = (pattern::checksum(&data), pattern::checksum(&expected));
+        if got != expected {
+            return Err(PoolBenchError::Corrupt {
+                size,
+                got,
+                expected,
+            });
+        }
+        drop(data);
+        consumer.dispose(cdo)?;
+        let iterations = self.iterations(size);
+        let mut times = Vec::with_capacity(iterations);
+        let start = Instant::now();
+        for _ in 0..iterations {
+            let t = Instant::now();
+            let cdo = consumer.declare(&name)?;
+            let (data, _) = consumer.demand(cdo)?;
+            times.push(t.elapsed());
+            drop(data);
+            consumer.dispose(cdo)?;
+        }
+        let total = start.elapsed();
+        times.sort_unstable();
+        let at = |q: f64| {
+            let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
+            times[i].as_secs_f64() * 1e6
+        };
+        Ok(PoolRow {
+            size,
+            iterations,
+            p50_us: at(0.50),
+            p99_us: at(0.99),
+            gbps: (size * iterations) as f64 / total.as_secs_f64() / 1e9,
+            raw_gbps: None,
+            raw_us: None,
+        })
+    }
+}
+
+/// The provider process (`maestro pool-provider`): it offers one CDO per size and serves
+/// until its stdin closes; killed on drop.
+struct ProviderProcess {
+    child: Child,
+    _stdin: ChildStdin,
+}
+
+impl ProviderProcess {
+    fn spawn(pm: &PmInfo, bench: &PoolBench) -> Result<ProviderProcess, PoolBenchError> {
+        let sizes: Vec<String> = bench.sizes.iter().map(ToString::to_string).collect();
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["pool-provider", "--pm", &pm.encode(), "--provider"])
+            .arg(&bench.provider)
+            .args(["--sizes", &sizes.join(",")])
+            .args(["--progress", progress_name(bench.progress)])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let mut provider = ProviderProcess {
+            child,
+            _stdin: stdin.ok_or_else(|| PoolBenchError::Provider("no stdin pipe".into()))?,
+        };
+        let stdout = stdout.ok_or_else(|| PoolBenchError::Provider("no stdout pipe".into()))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = tx.send(BufReader::new(stdout).read_line(&mut line).map(|_| line));
+        });
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(Ok(line)) if line.trim() == "ready" => Ok(provider),
+            other => {
+                let _ = provider.child.kill();
+                Err(PoolBenchError::Provider(format!(
+                    "it did not offer its CDOs (said {other:?})"
+                )))
+            }
+        }
+    }
+}
+
+impl Drop for ProviderProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn progress_name(p: ProgressMode) -> &'static str {
+    match p {
+        ProgressMode::Block => "block",
+        ProgressMode::Spin => "spin",
+    }
+}
+
+/// The command line of the provider process (`maestro pool-provider`, hidden).
+#[derive(Clone, Debug, clap::Args)]
+pub struct ProviderArgs {
+    /// The PM info.
+    #[arg(long)]
+    pm: String,
+    /// libfabric provider.
+    #[arg(long)]
+    provider: String,
+    /// CDO sizes in bytes.
+    #[arg(long, value_parser = parse_sizes)]
+    sizes: std::vec::Vec<usize>,
+    /// Progress mode of its endpoint.
+    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    progress: ProgressMode,
+}
+
+/// `maestro pool-provider`: offers one CDO per size (filled with the benchmark's pattern),
+/// prints `ready`, serves until stdin closes, then withdraws and leaves; exit code 1 on
+/// failure.
+pub fn provider_main(args: &ProviderArgs) -> std::process::ExitCode {
+    crate::cli::exit("pool-provider", provide(args), 1)
+}
+
+fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
+    let pm = PmInfo::parse(&args.pm).map_err(|e| PoolBenchError::Provider(e.to_string()))?;
+    let endpoint = Endpoint::open_with(&loopback_offer(&args.provider)?, args.progress)?;
+    let client = Client::join(
+        &pm,
+        JoinOptions::new("provider", 0)
+            .endpoint(endpoint)
+            .timeout(Duration::from_secs(600)),
+    )?;
+    let mut offered = Vec::new();
+    for &size in &args.sizes {
+        let mut buf = Buffer::new(size)?;
+        pattern::fill(buf.as_mut_slice(), SEED);
+        let cdo = client.declare(&name_of(size))?;
+        client.seal_and_offer(cdo, Attributes::new(), buf)?;
+        offered.push(cdo);
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+    // Serve until the benchmark closes our stdin.
+    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    for cdo in offered {
+        client.withdraw(cdo)?;
+        client.dispose(cdo)?;
+    }
+    client.leave()?;
+    Ok(())
+}
