@@ -358,3 +358,66 @@ fn pmix_tools_never_take_the_job_down() {
         said.join("\n")
     );
 }
+
+/// libfabric is loaded only when used: when it cannot be loaded the error names the
+/// library and why, while a job that needs no fabric still runs.
+#[test]
+fn an_unloadable_libfabric_is_named_and_pmix_jobs_still_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("libfabric.so.1"), b"").expect("fake library");
+    let broken = |cmd: &mut Command| {
+        cmd.env("LD_LIBRARY_PATH", dir.path())
+            .env("MSTRO_INVENTORY_CACHE", "0");
+    };
+    let mut inv = Command::new(maestro());
+    inv.arg("inventory");
+    broken(&mut inv);
+    let out = common::run(&mut inv, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("cannot load libfabric.so.1"),
+        "{}",
+        out.stderr
+    );
+    let mut run = Command::new(maestro());
+    run.args(["run", "-n", "2", &ex("pmix_hello")]);
+    broken(&mut run);
+    let out = common::run(&mut run, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(out.stdout.contains("rank 1"), "{}", out.stdout);
+}
+
+/// With the node's inventory cached, the launcher never loads libfabric (whose
+/// dependencies' constructors cost 0.2 s on Debian): the rank looks at its launcher's
+/// mappings.
+#[test]
+fn a_cached_inventory_keeps_libfabric_out_of_the_launcher() {
+    let runtime = tempfile::tempdir().expect("private runtime dir");
+    let maps = |cmd: &mut Command| {
+        cmd.env("XDG_RUNTIME_DIR", runtime.path()).args([
+            "run",
+            "-n",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "grep -c libfabric /proc/$PPID/maps || true",
+        ]);
+        let out = common::run(cmd, Duration::from_secs(60));
+        assert_eq!(out.code(), Some(0), "{out:?}");
+        out.stdout.trim().parse::<u32>().expect("a count")
+    };
+    assert!(
+        maps(&mut Command::new(maestro())) > 0,
+        "the first launch collects"
+    );
+    assert!(
+        runtime.path().join("maestro/inventory.json").exists(),
+        "cached"
+    );
+    assert_eq!(
+        maps(&mut Command::new(maestro())),
+        0,
+        "the next one does not load it"
+    );
+}

@@ -57,11 +57,24 @@ impl ProviderInfo {
     }
 }
 
-/// Everything `fi_getinfo` offers with no hints, in libfabric's order.
+/// Everything `fi_getinfo` offers with no hints, in libfabric's order. Asked once per
+/// process (the inventory, provider selection and every endpoint share the answer; the
+/// environment that steers libfabric does not change once threads run).
 ///
 /// # Errors
-/// A libfabric error other than "no data" (which gives an empty list).
+/// A libfabric error other than "no data" (which gives an empty list); when libfabric
+/// cannot be loaded, the error says why.
 pub fn discover() -> Result<Vec<ProviderInfo>> {
+    static LIST: std::sync::OnceLock<Vec<ProviderInfo>> = std::sync::OnceLock::new();
+    if let Some(list) = LIST.get() {
+        return Ok(list.clone());
+    }
+    let list = discover_now()?;
+    Ok(LIST.get_or_init(|| list).clone())
+}
+
+/// [`discover`], asking libfabric again.
+fn discover_now() -> Result<Vec<ProviderInfo>> {
     let list = crate::endpoint::getinfo_raw(std::ptr::null())?;
     let head = list.0;
     let mut out = Vec::new();

@@ -34,6 +34,10 @@ pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};
 pub use select::{Config, ConfigError, Scope, SelectError, select};
 
+/// Where libfabric was installed when this was built (pkg-config's `libdir`): what a cache
+/// of libfabric's answers fingerprints, without loading it.
+pub const LIBFABRIC_DIR: &str = fabric_sys::LIBDIR;
+
 /// What may cross threads, checked at compile time: endpoints, regions and buffers are
 /// shared between the application's threads and the progress thread (libfabric objects
 /// opened `FI_THREAD_SAFE`); an operation may be waited for on another thread.

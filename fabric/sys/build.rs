@@ -1,4 +1,6 @@
 //! Finds the system libfabric with pkg-config and runs bindgen over its public headers.
+//! The library itself is not linked: `lazy.c` defines the few library functions the
+//! bindings call and opens libfabric.so.1 on first use (see there for why).
 //! libfabric's object API (`fi_domain`, `fi_endpoint`, `fi_read`, ...) is made of `static
 //! inline` functions calling through ops tables; bindgen's `wrap_static_fns` emits a C file
 //! with one exported wrapper per inline function (`<name>__extern`), compiled here, so Rust
@@ -10,8 +12,10 @@ const MIN_LIBFABRIC: &str = "1.17";
 
 fn main() {
     println!("cargo:rerun-if-changed=wrapper.h");
+    println!("cargo:rerun-if-changed=lazy.c");
     let lib = pkg_config::Config::new()
         .atleast_version(MIN_LIBFABRIC)
+        .cargo_metadata(false)
         .probe("libfabric")
         .unwrap_or_else(|e| {
             panic!(
@@ -19,6 +23,10 @@ fn main() {
                  On Debian 12: apt-get install libfabric-dev pkg-config (or run scripts/setup.sh)"
             )
         });
+    // Where the library is, for callers that fingerprint the installation (the inventory
+    // cache) without loading it.
+    let libdir = pkg_config::get_variable("libfabric", "libdir").unwrap_or_default();
+    println!("cargo:rustc-env=FABRIC_SYS_LIBDIR={libdir}");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let wrappers = out.join("fabric_static_wrappers");
     let mut builder = bindgen::Builder::default()
@@ -55,4 +63,16 @@ fn main() {
         cc.include(inc);
     }
     cc.compile("fabric_static_wrappers");
+    // The loader on its own: no forced include, every warning an error (an undeclared
+    // dlvsym would silently truncate the pointers it returns).
+    let mut lazy = cc::Build::new();
+    lazy.file("lazy.c")
+        .define("_GNU_SOURCE", None)
+        .warnings(true)
+        .extra_warnings(true)
+        .warnings_into_errors(true);
+    for inc in &lib.include_paths {
+        lazy.include(inc);
+    }
+    lazy.compile("fabric_lazy");
 }

@@ -11,6 +11,7 @@
 //!
 //! The JSON form is versioned ([`SCHEMA`]); see the `model` module docs for its fields.
 
+mod cache;
 mod choose;
 mod cpuset;
 pub mod export;
@@ -23,6 +24,7 @@ mod topo;
 
 use std::path::{Path, PathBuf};
 
+pub use cache::collect_cached;
 pub use choose::{Choice, ChoiceError, Proximity, choose_nic, proximity};
 pub use cpuset::{CpuSetError, IndexSet};
 pub use model::{
@@ -239,14 +241,15 @@ pub fn process_cpuset() -> std::io::Result<IndexSet> {
         .collect())
 }
 
-/// The NIC this process should use, computed locally from the live machine: for clients
-/// under hosts that do not provide one (Slurm, mpirun).
+/// The NIC this process should use, computed locally from the live machine (its cached
+/// inventory, see [`collect_cached`]): for clients under hosts that do not provide one
+/// (Slurm, mpirun).
 ///
 /// # Errors
 /// As [`collect`]; [`InventoryError::Affinity`] if the binding cannot be read;
 /// [`InventoryError::Choice`] if no NIC exists.
 pub fn nic_for_this_process(local_rank: u32) -> Result<(Inventory, Choice), InventoryError> {
-    let inv = collect(&Options::default())?;
+    let inv = collect_cached()?;
     let cpus = process_cpuset().map_err(InventoryError::Affinity)?;
     let choice = choose_nic(&inv, &cpus, local_rank)?;
     Ok((inv, choice))

@@ -9,8 +9,7 @@
 //! [`maestro_keys::FABRIC_ASSIGNMENT`].
 
 use inventory::{
-    Choice, IndexSet, Inventory, Options, choose_nic, collect, device_distances, merge_pmix,
-    to_pmix_devices,
+    Choice, IndexSet, Inventory, choose_nic, device_distances, merge_pmix, to_pmix_devices,
 };
 use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, Server, Value};
@@ -31,7 +30,7 @@ impl FabricView {
     /// binding; ties spread by rank). `None`, with a warning, when the inventory cannot be
     /// built: the job still runs, only without fabric keys.
     pub fn collect(server: &Server, nprocs: u32) -> Option<FabricView> {
-        let mut inv = match collect(&Options::default()) {
+        let mut inv = match inventory::collect_cached() {
             Ok(i) => i,
             Err(e) => {
                 tracing::warn!("no fabric inventory for this job: {e}");
@@ -132,6 +131,7 @@ pub fn with_link_states(
 #[cfg(test)]
 mod link_state_tests {
     use super::*;
+    use inventory::{Options, collect};
 
     #[test]
     fn fabric_answers_carry_the_link_states_seen_since_launch() {
