@@ -9,6 +9,11 @@
  * linking libfabric started 0.2 s late even when it never used it (`maestro --version`,
  * `maestro run` with a cached inventory, PMIx-only ranks).
  *
+ * Loading must not change the process: those constructors also install signal handlers
+ * (libinfinipath's exits with status 1 on SIGTERM), which would replace the handlers the
+ * application set up before its first fabric call. Every signal's disposition is saved
+ * before dlopen and put back after.
+ *
  * The versions asked of dlvsym are those a normal link binds to for these headers.
  * When the library cannot be loaded, the calls fail with -FI_ENOSYS and fi_strerror
  * names the dlopen error.
@@ -16,7 +21,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
@@ -42,7 +49,17 @@ static void *sym(const char *name, const char *version) {
 }
 
 static void load(void) {
+    static struct sigaction saved[NSIG];
+    static int have[NSIG];
+    for (int sig = 1; sig < NSIG; sig++)
+        have[sig] = sigaction(sig, NULL, &saved[sig]) == 0;
     handle = dlopen(LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction now;
+        if (have[sig] && sigaction(sig, NULL, &now) == 0 &&
+            (now.sa_handler != saved[sig].sa_handler || now.sa_flags != saved[sig].sa_flags))
+            sigaction(sig, &saved[sig], NULL);
+    }
     if (!handle) {
         const char *e = dlerror();
         snprintf(load_error, sizeof load_error, "cannot load %s: %s", LIBFABRIC_SONAME,
