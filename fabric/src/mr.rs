@@ -252,33 +252,56 @@ impl Drop for MemoryRegion {
     }
 }
 
-/// Registered landing regions ([`Access::Local`]) kept for reuse, by capacity. `take` returns a region of at least the
-/// requested length (its [`MemoryRegion::len`] is the capacity; use the first `len` bytes).
-#[derive(Default)]
+/// Registered landing regions ([`Access::Local`]) kept for reuse, by capacity: mapping,
+/// pre-faulting and registering a buffer for every read costs more than the read itself at
+/// large sizes. `take` returns a region of at least the requested length (its
+/// [`MemoryRegion::len`] is the capacity; use the first `len` bytes). The pool keeps at most
+/// its limit in bytes; regions given back beyond it are released.
 pub struct RegionPool {
     free: std::sync::Mutex<Vec<MemoryRegion>>,
+    limit: usize,
+}
+
+impl Default for RegionPool {
+    fn default() -> Self {
+        RegionPool::with_limit(usize::MAX)
+    }
 }
 
 impl RegionPool {
-    /// An empty pool.
+    /// An empty pool without a limit.
     pub fn new() -> RegionPool {
         RegionPool::default()
     }
 
-    /// A region of capacity >= `len` from the pool, or registers a new one (capacity
-    /// rounded up to a power of two, at least 4 KiB) with `ep`.
+    /// An empty pool that keeps at most `bytes` of regions.
+    pub fn with_limit(bytes: usize) -> RegionPool {
+        RegionPool {
+            free: std::sync::Mutex::new(Vec::new()),
+            limit: bytes,
+        }
+    }
+
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<MemoryRegion>> {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The smallest region of capacity >= `len` from the pool, or a new one registered
+    /// with `ep` (capacity rounded up to a power of two, at least 4 KiB).
     ///
     /// # Errors
     /// Allocation or registration failures.
     pub fn take(&self, ep: &crate::Endpoint, len: usize) -> Result<MemoryRegion> {
-        let mut free = self
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(pos) = free
+        let mut free = self.free();
+        let best = free
             .iter()
-            .position(|r| r.len() >= len && Arc::ptr_eq(&r.shared, ep.shared()))
-        {
+            .enumerate()
+            .filter(|(_, r)| r.len() >= len && Arc::ptr_eq(&r.shared, ep.shared()))
+            .min_by_key(|(_, r)| r.len())
+            .map(|(i, _)| i);
+        if let Some(pos) = best {
             return Ok(free.swap_remove(pos));
         }
         drop(free);
@@ -288,20 +311,18 @@ impl RegionPool {
         )
     }
 
-    /// Returns a region for reuse.
+    /// Returns a region for reuse; released at once if the pool would exceed its limit.
     pub fn give(&self, region: MemoryRegion) {
-        self.free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(region);
+        let mut free = self.free();
+        let held: usize = free.iter().map(MemoryRegion::len).sum();
+        if held.saturating_add(region.len()) <= self.limit {
+            free.push(region);
+        }
     }
 
     /// Number of regions kept.
     pub fn len(&self) -> usize {
-        self.free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
+        self.free().len()
     }
 
     /// True when no region is kept.

@@ -183,3 +183,35 @@ fn ip_providers_expose_the_address_they_are_bound_to() {
     let shm = Endpoint::open(&offer("shm")).expect("shm");
     assert_eq!(shm.address().ip(), None);
 }
+
+/// Landing regions are reused (the smallest that fits), and the pool keeps no more than its
+/// limit.
+#[test]
+fn region_pools_reuse_the_smallest_fit_within_their_limit() {
+    let ep = Endpoint::open(&offer("shm")).expect("endpoint");
+    let pool = fabric::RegionPool::with_limit(3 << 20);
+    let big = pool.take(&ep, 2 << 20).expect("2 MiB");
+    let small = pool.take(&ep, 100).expect("4 KiB");
+    assert_eq!((big.len(), small.len()), (2 << 20, 4096), "powers of two");
+    let (big_at, small_at) = (big.as_slice().as_ptr(), small.as_slice().as_ptr());
+    pool.give(big);
+    pool.give(small);
+    assert_eq!(pool.len(), 2);
+    let again = pool.take(&ep, 1000).expect("reuse");
+    assert_eq!(
+        again.as_slice().as_ptr(),
+        small_at,
+        "the smallest that fits"
+    );
+    let again_big = pool.take(&ep, 4097).expect("reuse");
+    assert_eq!(again_big.as_slice().as_ptr(), big_at);
+    pool.give(again_big);
+    let over = pool.take(&ep, 2 << 20).expect("a new 2 MiB region");
+    pool.give(over);
+    assert_eq!(
+        pool.len(),
+        1,
+        "a second 2 MiB region exceeds the 3 MiB limit"
+    );
+    drop(again);
+}

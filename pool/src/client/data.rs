@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use fabric::{Buffer, MemoryRegion};
+use fabric::{Buffer, MemoryRegion, RegionPool};
 
 use crate::proto::{AppId, CdoId};
 
@@ -114,12 +114,29 @@ pub struct CdoData(Inner);
 
 enum Inner {
     Own(Buffer, usize),
+    /// Read by RMA into a registered landing buffer, which goes back to its pool on drop.
+    Landed(Option<MemoryRegion>, usize, Arc<RegionPool>),
     Shared(Arc<Offered>),
+}
+
+impl Drop for CdoData {
+    fn drop(&mut self) {
+        if let Inner::Landed(region, _, pool) = &mut self.0
+            && let Some(region) = region.take()
+        {
+            pool.give(region);
+        }
+    }
 }
 
 impl CdoData {
     pub(crate) fn own(buf: Buffer, len: usize) -> CdoData {
         CdoData(Inner::Own(buf, len))
+    }
+
+    /// The first `len` bytes of `region`, which returns to `pool` when dropped.
+    pub(crate) fn landed(region: MemoryRegion, len: usize, pool: Arc<RegionPool>) -> CdoData {
+        CdoData(Inner::Landed(Some(region), len, pool))
     }
 
     pub(crate) fn shared(offer: Arc<Offered>) -> CdoData {
@@ -135,6 +152,7 @@ impl CdoData {
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {
             Inner::Own(b, len) => &b.as_slice()[..*len],
+            Inner::Landed(r, len, _) => r.as_ref().map_or(&[][..], |r| &r.as_slice()[..*len]),
             Inner::Shared(o) => o.as_slice(),
         }
     }

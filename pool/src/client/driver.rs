@@ -340,7 +340,7 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
                     )));
                 }
                 let peer = peer(&owner, (via, ep), &endpoint.address)?;
-                let dst = ep.register(Buffer::new(len)?, fabric::Access::Local)?;
+                let dst = owner.landing.take(ep, len)?;
                 Ok(ep.read(peer, dst, region)?)
             };
             let op = tokio::task::spawn_blocking(post)
@@ -349,7 +349,7 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
             let region = tokio::time::timeout(shared.timeout, op)
                 .await
                 .map_err(|_| ClientError::Timeout(Op::Demand))??;
-            Ok(CdoData::own(region.into_buffer(), len))
+            Ok(CdoData::landed(region, len, shared.landing.clone()))
         }
         Source::Stream { len } => stream(shared, transfer, len).await,
     }

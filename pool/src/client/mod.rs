@@ -381,7 +381,13 @@ pub(crate) struct Shared {
     pub(crate) peers: Mutex<HashMap<(u8, fabric::Address), fabric::Peer>>,
     pub(crate) timeout: Duration,
     pub(crate) schemas: Arc<Schemas>,
+    /// Registered landing buffers of RMA reads, reused once the application drops the
+    /// data (at most [`LANDING_POOL_BYTES`] kept).
+    pub(crate) landing: Arc<fabric::RegionPool>,
 }
+
+/// The most bytes of landing buffers a client keeps registered for reuse.
+pub const LANDING_POOL_BYTES: usize = 1 << 30;
 
 impl Shared {
     pub(crate) fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -451,6 +457,7 @@ impl AsyncClient {
             peers: Mutex::default(),
             timeout: opts.timeout,
             schemas,
+            landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
         });
         let mut tasks = driver::spawn(reader, rx, shared.clone());
         if let Some(watch) = watch_endpoint_link(&shared) {
