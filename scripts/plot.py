@@ -47,7 +47,7 @@ def main(argv):
     lines = [s for f in files for s in series(f)]
     sizes = sorted({size for _, pts, _ in lines for size, _ in pts})
     step = max(1, math.ceil(max(g for _, pts, _ in lines for _, g in pts) / 5))
-    top = step * 6
+    top = step * 5
     lo, hi = math.log2(sizes[0]), math.log2(sizes[-1])
     span = (hi - lo) or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -64,11 +64,11 @@ def main(argv):
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14">Bandwidth against size (GB/s, 1e9 B/s)</text>',
     ]
-    for i in range(7):
+    for i in range(6):
         g = step * i
         svg.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(g):.1f}" y2="{y(g):.1f}" '
                    'stroke="#ddd"/>')
-        svg.append(f'<text x="{LEFT - 8}" y="{y(g) + 4:.1f}" text-anchor="end">{g:.1f}</text>')
+        svg.append(f'<text x="{LEFT - 8}" y="{y(g) + 4:.1f}" text-anchor="end">{g}</text>')
     for s in sizes:
         svg.append(f'<text x="{x(s):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">'
                    f'{size_label(s)}</text>')
