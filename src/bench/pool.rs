@@ -1,7 +1,8 @@
 //! `maestro bench pool`: the data path as a user sees it. A provider process offers one CDO
 //! per size through a real pool manager; this process, the consumer, `demand`s each of them
 //! again and again (declare, demand, dispose; no require first) and times declare+demand:
-//! latency percentiles and bandwidth. In the same run, bare libfabric `fi_read`s of the same
+//! latency percentiles one demand at a time, bandwidth with `--window` demands in flight
+//! (as a consumer that pipelines its demands). In the same run, bare libfabric `fi_read`s of the same
 //! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline).
 
 use std::io::{BufRead, BufReader, Write};
@@ -72,6 +73,9 @@ pub struct PoolBench {
         help = "Skip the bare-libfabric baseline"
     )]
     pub baseline: bool,
+    /// Demands in flight for the bandwidth pass (1: one at a time, as the latency pass).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub window: u16,
     /// Progress mode of both applications' endpoints: block or spin.
     #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
     pub progress: ProgressMode,
@@ -98,8 +102,10 @@ pub struct PoolRow {
     pub p50_us: f64,
     /// 99th percentile, microseconds.
     pub p99_us: f64,
-    /// Bytes demanded per second over all iterations, GB/s (1e9 B/s).
+    /// Bytes demanded per second with `window` demands in flight, GB/s (1e9 B/s).
     pub gbps: f64,
+    /// Demands in flight for `gbps`.
+    pub window: u16,
     /// Bare `fi_read` of the same size, GB/s.
     pub raw_gbps: Option<f64>,
     /// Bare `fi_read`: mean time per read, microseconds.
@@ -126,6 +132,10 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
     println!(
         "{:>10} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}",
         "size", "iters", "p50 us", "p99 us", "GB/s", "raw GB/s", "raw us", "ratio"
+    );
+    println!(
+        "(p50/p99: one demand at a time; GB/s: {} demands in flight)",
+        b.window
     );
     for r in &rows {
         let opt = |v: Option<f64>, digits: usize| {
@@ -217,7 +227,6 @@ impl PoolBench {
         consumer.dispose(cdo)?;
         let iterations = self.iterations(size);
         let mut times = Vec::with_capacity(iterations);
-        let start = Instant::now();
         for _ in 0..iterations {
             let t = Instant::now();
             let cdo = consumer.declare(&name)?;
@@ -226,21 +235,48 @@ impl PoolBench {
             drop(data);
             consumer.dispose(cdo)?;
         }
-        let total = start.elapsed();
         times.sort_unstable();
         let at = |q: f64| {
             let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
             times[i].as_secs_f64() * 1e6
         };
+        let gbps = self.bandwidth(consumer, &name, size, iterations)?;
         Ok(PoolRow {
             size,
             iterations,
             p50_us: at(0.50),
             p99_us: at(0.99),
-            gbps: (size * iterations) as f64 / total.as_secs_f64() / 1e9,
+            gbps,
+            window: self.window,
             raw_gbps: None,
             raw_us: None,
         })
+    }
+
+    /// GB/s of `iterations` demands of `name` with `window` of them in flight.
+    fn bandwidth(
+        &self,
+        consumer: &Client,
+        name: &str,
+        size: usize,
+        iterations: usize,
+    ) -> Result<f64, PoolBenchError> {
+        use futures::{StreamExt, TryStreamExt};
+        let c = consumer.as_async();
+        let one = |_| async move {
+            let cdo = c.declare(name).await?;
+            let (data, _) = c.demand(cdo).await?;
+            drop(data);
+            c.dispose(cdo).await
+        };
+        let start = Instant::now();
+        consumer.block_on(
+            futures::stream::iter(0..iterations)
+                .map(one)
+                .buffer_unordered(usize::from(self.window))
+                .try_collect::<Vec<()>>(),
+        )?;
+        Ok((size * iterations) as f64 / start.elapsed().as_secs_f64() / 1e9)
     }
 }
 
