@@ -172,8 +172,7 @@ impl PoolBench {
     /// Setup failures, a failed or refused operation, corrupted data (the first demand of
     /// every size is verified).
     pub fn run(&self) -> Result<Vec<PoolRow>, PoolBenchError> {
-        let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| PoolBenchError::Provider(e.to_string()))?;
+        let secret = pool::bootstrap::new_secret()?;
         let listen = vec![std::net::SocketAddr::from(([127, 0, 0, 1], 0))];
         let pm = PoolManager::start(PmConfig::new("bench-pool", &secret, listen))?;
         let provider = ProviderProcess::spawn(pm.info(), self)?;
