@@ -128,6 +128,7 @@ fn join_raw(info: &PmInfo) -> TcpStream {
         endpoint: None,
         alternates: Vec::new(),
         networks: Vec::new(),
+        memory: None,
         credential: None,
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, "streamer", 0),
     };

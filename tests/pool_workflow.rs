@@ -277,3 +277,93 @@ fn the_pool_benchmark_runs_and_reports() {
         }
     }
 }
+
+/// A consumer on the provider's host copies an offer straight out of the provider's memory
+/// (cross-memory attach): no work for the provider, so even a stopped provider serves it,
+/// and the transport event says so. A consumer with the copy switched off (the setting of
+/// `MSTRO_OFI_CMA=off`) reads the same CDO by shared-memory RMA: the same bytes.
+#[test]
+fn same_host_consumers_copy_straight_from_the_providers_memory() {
+    use fabric::{Config, Scope};
+    use pool::events::{EventKind, SubscribeOptions};
+    use pool::selector::Selector;
+    use pool::{Client, JoinOptions, PmConfig, PoolManager};
+
+    const T: Duration = Duration::from_secs(60);
+    const SIZE: usize = 8 << 20;
+    let secret = pool::bootstrap::new_secret().expect("secret");
+    let pm = PoolManager::start(PmConfig::new(
+        "cma",
+        &secret,
+        vec!["127.0.0.1:0".parse().expect("addr")],
+    ))
+    .expect("pm");
+    let info = pm.info().clone();
+    let watcher = Client::join(&info, JoinOptions::new("watcher", 0).timeout(T)).expect("join");
+    let sub = watcher
+        .subscribe(
+            &Selector::all(),
+            EventKind::TransportCompleted,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let mut provider = common::Group::spawn_with_stdin(
+        Command::new(common::maestro()).args([
+            "pool-provider",
+            "--pm",
+            &info.encode(),
+            "--provider",
+            "shm",
+            "--sizes",
+            &SIZE.to_string(),
+        ]),
+        std::process::Stdio::piped(),
+    );
+    let stdout = provider.child.stdout.take().expect("stdout");
+    common::await_line(stdout, "ready");
+    let consumer = |no_cross_memory| {
+        let cfg = Config {
+            provider: Some("shm".into()),
+            no_cross_memory,
+            ..Config::default()
+        };
+        let opts = JoinOptions::new("consumer", 0)
+            .fabric_with(&cfg, Scope::SameNode)
+            .expect("shm")
+            .isolated()
+            .timeout(T);
+        Client::join(&info, opts).expect("join")
+    };
+    let name = format!("bench-{SIZE}");
+    // SAFETY: signalling the process this test started.
+    unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
+    let copier = consumer(false);
+    let want = copier.declare(&name).expect("declare");
+    let (copied, _) = copier
+        .demand(want)
+        .expect("a stopped provider's bytes, copied");
+    let done = sub
+        .wait_timeout(T)
+        .expect("subscription")
+        .expect("a transport-completed event");
+    assert!(
+        done.detail.contains("copied from the provider's memory"),
+        "{done:?}"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
+    let reader = consumer(true);
+    let want = reader.declare(&name).expect("declare");
+    let (read, _) = reader.demand(want).expect("demand by RMA");
+    let done = sub
+        .wait_timeout(T)
+        .expect("subscription")
+        .expect("a transport-completed event");
+    assert!(!done.detail.contains("copied"), "{done:?}");
+    assert_eq!(copied.len(), SIZE);
+    assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
+    assert!(*copied == *read, "the copy differs from the RMA read");
+    drop((copied, read, copier, reader, provider));
+    watcher.leave().expect("leave");
+    pm.stop();
+}

@@ -10,12 +10,15 @@
 //!   an [`Op`]: wait for it with a deadline or `.await` it; every operation also has its own
 //!   deadline ([`Timeouts`]), so a vanished peer is an error, not a hang.
 //! - [`Buffer`]s are pre-faulted; [`RegionPool`] keeps registered ones for reuse.
+//! - [`cma`] copies straight out of another process of this host (`process_vm_readv`),
+//!   for readers that need no work from the process they read.
 //!
 //! Bindings come from `fabric-sys`, our own bindgen crate (see its docs for why); the
 //! vocabulary that travels between processes (addresses, remote regions, provider classes)
 //! comes from `fabric-types`, which needs no libfabric.
 
 pub mod baseline;
+pub mod cma;
 mod discover;
 mod endpoint;
 mod error;

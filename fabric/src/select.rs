@@ -30,6 +30,9 @@ pub struct Config {
     pub iface: Option<String>,
     /// How progress threads wait (`MSTRO_OFI_PROGRESS`: `block` or `spin`).
     pub progress: ProgressMode,
+    /// Never copy straight out of another process's memory on this host ([`crate::cma`];
+    /// `MSTRO_OFI_CMA=off`): same-host bytes then move by shared-memory RMA only.
+    pub no_cross_memory: bool,
 }
 
 /// A malformed fabric setting in the environment.
@@ -45,13 +48,22 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// Reads `MSTRO_OFI_PROVIDER` (or `FI_PROVIDER`), `MSTRO_OFI_IFACE` and
-    /// `MSTRO_OFI_PROGRESS`. Empty values count as unset.
+    /// Reads `MSTRO_OFI_PROVIDER` (or `FI_PROVIDER`), `MSTRO_OFI_IFACE`,
+    /// `MSTRO_OFI_PROGRESS` and `MSTRO_OFI_CMA`. Empty values count as unset.
     ///
     /// # Errors
-    /// [`ConfigError`] for a `MSTRO_OFI_PROGRESS` other than `block` or `spin`.
+    /// [`ConfigError`] for a `MSTRO_OFI_PROGRESS` other than `block` or `spin`, or a
+    /// `MSTRO_OFI_CMA` other than `on` or `off`.
     pub fn from_env() -> Result<Config, ConfigError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`Config::from_env`], with the variables' values from `lookup`.
+    ///
+    /// # Errors
+    /// As [`Config::from_env`].
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
         Ok(Config {
             provider: var("MSTRO_OFI_PROVIDER").or_else(|| var("FI_PROVIDER")),
             iface: var("MSTRO_OFI_IFACE"),
@@ -62,6 +74,20 @@ impl Config {
                     value: v,
                     expected: "block (sleep when idle, the default) or spin (never sleep)",
                 })?,
+            },
+            no_cross_memory: match var("MSTRO_OFI_CMA") {
+                None => false,
+                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                    "on" | "1" | "yes" => false,
+                    "off" | "0" | "no" => true,
+                    _ => {
+                        return Err(ConfigError {
+                            var: "MSTRO_OFI_CMA",
+                            value: v,
+                            expected: "on (same-host reads copy straight from the provider's memory, the default) or off",
+                        });
+                    }
+                },
             },
         })
     }
@@ -238,6 +264,36 @@ mod tests {
                 "sockets@eth0"
             ]
         );
+    }
+
+    #[test]
+    fn settings_come_from_the_environment_and_bad_values_say_what_is_expected() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(name, _)| *name == k)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        let cfg = Config::from_lookup(env(&[
+            ("FI_PROVIDER", "tcp"),
+            ("MSTRO_OFI_IFACE", " "),
+            ("MSTRO_OFI_PROGRESS", "Spin"),
+            ("MSTRO_OFI_CMA", "off"),
+        ]))
+        .expect("valid");
+        assert_eq!(cfg.provider.as_deref(), Some("tcp"));
+        assert_eq!(cfg.iface, None, "blank is unset");
+        assert_eq!(cfg.progress, ProgressMode::Spin);
+        assert!(cfg.no_cross_memory);
+        assert_eq!(Config::from_lookup(env(&[])), Ok(Config::default()));
+        for (var, bad) in [("MSTRO_OFI_PROGRESS", "fast"), ("MSTRO_OFI_CMA", "maybe")] {
+            let err = Config::from_lookup(move |k: &str| (k == var).then(|| bad.to_string()))
+                .expect_err("invalid");
+            assert_eq!((err.var, err.value.as_str()), (var, bad));
+            assert!(err.to_string().contains(" or "), "{err}");
+        }
     }
 
     #[test]

@@ -213,8 +213,7 @@ impl PoolManager {
                 "a pool manager needs at least one address to listen on",
             ));
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        let rt = tokio::runtime::Builder::new_current_thread()
             .thread_name("pool-manager")
             .enable_all()
             .build()?;

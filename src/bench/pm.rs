@@ -610,6 +610,7 @@ fn run_round(
                 Answer::Ticket(transfer) => Some(ToPm::TransferDone {
                     transfer: *transfer,
                     error: None,
+                    direct: false,
                 }),
                 _ => None,
             })

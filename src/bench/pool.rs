@@ -1,7 +1,8 @@
 //! `maestro bench pool`: the data path as a user sees it. A provider process offers one CDO
 //! per size through a real pool manager; this process, the consumer, `demand`s each of them
-//! again and again (declare, demand, dispose; no require first) and times declare+demand:
-//! latency percentiles one demand at a time, bandwidth with `--window` demands in flight
+//! again and again (declare, demand, dispose; no require first) and times the demand:
+//! latency percentiles one demand at a time (and the declare before it: one bare control
+//! round trip to the PM, the floor under every operation), bandwidth with `--window` demands in flight
 //! (as a consumer that pipelines its demands). In the same run, bare libfabric `fi_read`s of the same
 //! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline).
 
@@ -98,10 +99,13 @@ pub struct PoolRow {
     pub size: usize,
     /// Demands timed.
     pub iterations: usize,
-    /// Median declare+demand time, microseconds.
+    /// Median demand time, microseconds.
     pub p50_us: f64,
     /// 99th percentile, microseconds.
     pub p99_us: f64,
+    /// Median time of the `declare` before each demand (one control round trip to the PM),
+    /// microseconds.
+    pub declare_p50_us: f64,
     /// Bytes demanded per second with `window` demands in flight, GB/s (1e9 B/s).
     pub gbps: f64,
     /// Demands in flight for `gbps`.
@@ -130,11 +134,11 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         b.provider, b.progress
     );
     println!(
-        "{:>10} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}",
-        "size", "iters", "p50 us", "p99 us", "GB/s", "raw GB/s", "raw us", "ratio"
+        "{:>10} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}",
+        "size", "iters", "p50 us", "p99 us", "declare us", "GB/s", "raw GB/s", "raw us", "ratio"
     );
     println!(
-        "(p50/p99: one demand at a time; GB/s: {} demands in flight)",
+        "(p50/p99: one demand at a time; declare: its p50, a bare round trip to the PM; GB/s: {} demands in flight)",
         b.window
     );
     for r in &rows {
@@ -142,11 +146,12 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
         };
         println!(
-            "{:>10} {:>6} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7}",
+            "{:>10} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7}",
             r.size,
             r.iterations,
             r.p50_us,
             r.p99_us,
+            r.declare_p50_us,
             r.gbps,
             opt(r.raw_gbps, 3),
             opt(r.raw_us, 1),
@@ -225,17 +230,23 @@ impl PoolBench {
         drop(data);
         consumer.dispose(cdo)?;
         let iterations = self.iterations(size);
-        let mut times = Vec::with_capacity(iterations);
+        let (mut times, mut declares) = (
+            Vec::with_capacity(iterations),
+            Vec::with_capacity(iterations),
+        );
         for _ in 0..iterations {
             let t = Instant::now();
             let cdo = consumer.declare(&name)?;
+            declares.push(t.elapsed());
+            let t = Instant::now();
             let (data, _) = consumer.demand(cdo)?;
             times.push(t.elapsed());
             drop(data);
             consumer.dispose(cdo)?;
         }
         times.sort_unstable();
-        let at = |q: f64| {
+        declares.sort_unstable();
+        let at = |times: &[Duration], q: f64| {
             let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
             times[i].as_secs_f64() * 1e6
         };
@@ -243,8 +254,9 @@ impl PoolBench {
         Ok(PoolRow {
             size,
             iterations,
-            p50_us: at(0.50),
-            p99_us: at(0.99),
+            p50_us: at(&times, 0.50),
+            p99_us: at(&times, 0.99),
+            declare_p50_us: at(&declares, 0.50),
             gbps,
             window: self.window,
             raw_gbps: None,

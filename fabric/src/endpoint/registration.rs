@@ -90,6 +90,13 @@ pub(crate) unsafe fn remote_of(
 }
 
 impl Endpoint {
+    /// True when peers address this endpoint's registrations by the buffers' virtual
+    /// addresses (`FI_MR_VIRT_ADDR`), as shared-memory providers do: a region's
+    /// [`RemoteRegion::addr`] is then where the bytes are in this process.
+    pub fn virtual_addresses(&self) -> bool {
+        self.shared().mr_mode & sys::FI_MR_VIRT_ADDR != 0
+    }
+
     /// Registers `buf` for local use and the remote `access` its role needs (an offered
     /// CDO: [`Access::RemoteRead`]; a landing buffer: [`Access::Local`]). Where the
     /// application picks keys (no `FI_MR_PROV_KEY`), the key is random, so a peer cannot

@@ -17,7 +17,7 @@ use crate::selector::Expr;
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
 /// Protocol version carried in every frame (2: events, `SealOffer`, boxed `Join`).
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -42,6 +42,25 @@ pub struct FabricEndpoint {
     pub provider: String,
     /// The endpoint's address.
     pub address: Address,
+}
+
+/// Where a same-host consumer may copy an app's offered bytes straight out of the app's
+/// memory (Linux cross-memory attach, `process_vm_readv`): one copy by the consumer, no
+/// work for the provider's progress. Announced in [`Join`] by apps whose offered regions'
+/// addresses are virtual addresses (shared-memory providers); the PM passes it on in
+/// [`Source::Rma`] when both apps are on one host and read over shared memory.
+///
+/// The consumer first reads `token` at `token_addr` in process `pid` and compares it: a
+/// process id seen from another PID namespace, or reused after the app died, names a
+/// process that does not hold the token, and the consumer reads over the fabric instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProcessMemory {
+    /// The app's process id.
+    pub pid: u32,
+    /// A random number the app keeps at `token_addr` for its lifetime.
+    pub token: u64,
+    /// Its address in the app's memory.
+    pub token_addr: u64,
 }
 
 /// An offer's bytes as registered with each of its app's alternate endpoints. Boxed
@@ -78,6 +97,11 @@ pub enum Source {
         /// Which of the consumer's endpoints reads: 0 its first (on its chosen NIC), `i`
         /// its alternate `i - 1` (another network).
         via: u8,
+        /// Where the consumer may instead copy the bytes straight out of the provider's
+        /// memory (same host, shared memory; `region.addr` is then the address in the
+        /// provider's memory): see [`ProcessMemory`]. Boxed: tickets travel through the
+        /// PM's queues by value.
+        memory: Option<Box<ProcessMemory>>,
     },
     /// The provider is in this very process: take its buffer without a copy.
     SameProcess {
@@ -210,6 +234,8 @@ pub struct Join {
     /// the alternates, where the app knows it: the PM plans RMA between endpoints on a
     /// common network.
     pub networks: Vec<Option<crate::Subnet>>,
+    /// Where same-host consumers may copy its offers from its memory, if they may.
+    pub memory: Option<ProcessMemory>,
     /// A PMIx credential, where the app's PMIx host issues them.
     pub credential: Option<Vec<u8>>,
     /// The proof.
@@ -303,6 +329,9 @@ pub enum ToPm {
         transfer: TransferId,
         /// Why it failed, if it did.
         error: Option<String>,
+        /// The consumer copied the bytes straight from the provider's memory (see
+        /// [`ProcessMemory`]) rather than reading them by RMA: for the transport event.
+        direct: bool,
     },
     /// Consumer of a [`Source::Stream`] ticket: send me `len` bytes at `offset`.
     Fetch {
@@ -507,8 +536,14 @@ pub enum FromPm {
         source: Source,
         /// The offer's attributes, which the consumer's CDO takes.
         attributes: Attributes,
+        /// The CDO was demanded when the PM issued this ticket: the transfer's success
+        /// completes the demand at the consumer, and no [`FromPm::Ready`] follows it (one
+        /// round trip less per demand). `false` for a ticket of a `Require`: a demand
+        /// sent later is answered by `Ready`.
+        completes_demand: bool,
     },
-    /// A demanded CDO is local (its transfer completed).
+    /// A demanded CDO is local: it already was when the demand came, or the transfer of a
+    /// ticket issued before the demand completed.
     Ready {
         /// The CDO.
         cdo: CdoId,
@@ -729,7 +764,9 @@ mod tests {
     /// Messages are moved through queues and channels by value: the rare big ones (JOIN,
     /// subscriptions, events) are boxed so the frequent ones stay small. The largest
     /// frequent one is `SealOffer` (CDO, attributes, region, the thin alternates): 72 bytes
-    /// with the tag; boxing its attributes instead would cost an allocation per offer.
+    /// with the tag; boxing its attributes instead would cost an allocation per offer. From
+    /// the PM the largest is `Ticket` (endpoint, region, attributes, the boxed
+    /// process-memory announcement): 136 bytes.
     #[test]
     fn messages_stay_small() {
         assert!(
@@ -738,7 +775,7 @@ mod tests {
             std::mem::size_of::<ToPm>()
         );
         assert!(
-            std::mem::size_of::<FromPm>() <= 128,
+            std::mem::size_of::<FromPm>() <= 136,
             "{}",
             std::mem::size_of::<FromPm>()
         );
@@ -778,12 +815,18 @@ mod tests {
                 }),
                 alternates: Vec::new(),
                 networks: vec![Some("10.0.0.1/24".parse().expect("subnet"))],
+                memory: Some(ProcessMemory {
+                    pid: 4242,
+                    token: 7,
+                    token_addr: 0x7fff_0000_1000,
+                }),
                 credential: None,
                 proof: vec![0; 32],
             })),
             ToPm::TransferDone {
                 transfer: 3,
                 error: Some("peer gone".into()),
+                direct: false,
             },
         ]
     }

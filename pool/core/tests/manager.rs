@@ -4,7 +4,7 @@ use fabric_types::{Address, RemoteRegion};
 use pool_core::attr::{AttrValue, Attributes, LOCAL_SIZE};
 use pool_core::auth::prove;
 use pool_core::proto::{
-    AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, Source, ToPm, TransferId,
+    AppId, CdoId, FabricEndpoint, FromPm, Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
 };
 use pool_core::{Clock, ConnId, Credential, Manager};
 use std::time::{Duration, Instant};
@@ -160,9 +160,19 @@ fn join_msg(component: &str, proof: &[u8]) -> ToPm {
         endpoint: Some(shm(component)),
         alternates: Vec::new(),
         networks: Vec::new(),
+        memory: Some(memory_of(component)),
         credential: None,
         proof: proof.to_vec(),
     }))
+}
+
+/// Where a test app's offers could be copied from: a pid per component name.
+fn memory_of(component: &str) -> ProcessMemory {
+    ProcessMemory {
+        pid: component.bytes().map(u32::from).sum(),
+        token: 7,
+        token_addr: 0x1000,
+    }
 }
 
 fn shm(component: &str) -> FabricEndpoint {
@@ -205,6 +215,18 @@ fn ticket_of(out: &[(ConnId, FromPm)]) -> (ConnId, TransferId, CdoId, u64) {
                 source,
                 ..
             } => Some((*c, *transfer, *cdo, source.len())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no ticket in {out:?}"))
+}
+
+/// Whether the ticket in `out` completes a demand at the consumer (no `Ready` follows).
+fn completes_demand(out: &[(ConnId, FromPm)]) -> bool {
+    out.iter()
+        .find_map(|(_, m)| match m {
+            FromPm::Ticket {
+                completes_demand, ..
+            } => Some(*completes_demand),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no ticket in {out:?}"))
@@ -361,6 +383,7 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
     let (_, out) = pm.offer(p, "t", 4096);
     let (to, transfer, cdo, len) = ticket_of(&out);
     assert_eq!((to, cdo, len), (c, want, 4096));
+    assert!(completes_demand(&out), "issued for a demand: {out:?}");
     assert_eq!(
         pm.send(c, ToPm::Demand { cdo: want }),
         [(
@@ -378,8 +401,12 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
     let ok = ToPm::TransferDone {
         transfer,
         error: None,
+        direct: false,
     };
-    assert_eq!(pm.send(c, ok.clone()), [(c, FromPm::Ready { cdo: want })]);
+    assert!(
+        pm.send(c, ok.clone()).is_empty(),
+        "the transfer's end completed the demand at the consumer"
+    );
     assert_eq!(
         pm.send(c, ok),
         [(
@@ -412,12 +439,14 @@ fn require_moves_data_early_and_demand_then_returns_at_once() {
     );
     let (_, out) = pm.offer(p, "t", 64);
     let (_, transfer, _, _) = ticket_of(&out);
+    assert!(!completes_demand(&out), "a require's ticket: {out:?}");
     assert!(
         pm.send(
             c,
             ToPm::TransferDone {
                 transfer,
-                error: None
+                error: None,
+                direct: false,
             }
         )
         .is_empty(),
@@ -473,10 +502,10 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
         ToPm::TransferDone {
             transfer,
             error: None,
+            direct: false,
         },
     );
-    assert!(out.contains(&(c, FromPm::Ready { cdo: want })), "{out:?}");
-    assert!(out.contains(&(p, done(Op::Withdraw, offer))), "{out:?}");
+    assert_eq!(out, [(p, done(Op::Withdraw, offer))]);
 }
 
 #[test]
@@ -500,7 +529,7 @@ fn several_providers_share_the_load_and_attributes_travel() {
     };
     // Same host, both on shm, different processes: an RMA read over shm.
     assert!(
-        matches!(&source1, Source::Rma { endpoint, region, via: 0 } if endpoint.provider == "shm" && region.len == 100),
+        matches!(&source1, Source::Rma { endpoint, region, via: 0, memory } if endpoint.provider == "shm" && region.len == 100 && memory.as_deref().is_some_and(|&m| m == memory_of("p1") || m == memory_of("p2"))),
         "{source1:?}"
     );
     assert_eq!(attrs1.get(".user.step"), Some(&AttrValue::Int(2)));
@@ -508,26 +537,17 @@ fn several_providers_share_the_load_and_attributes_travel() {
     let (_, t1, _, _) = ticket_of(&out1);
     let (_, t2, _, _) = ticket_of(&out2);
     assert_ne!(t1, t2);
-    assert_eq!(
-        pm.send(
-            c1,
+    for (c, transfer) in [(c1, t1), (c2, t2)] {
+        let out = pm.send(
+            c,
             ToPm::TransferDone {
-                transfer: t1,
-                error: None
-            }
-        ),
-        [(c1, FromPm::Ready { cdo: w1 })]
-    );
-    assert_eq!(
-        pm.send(
-            c2,
-            ToPm::TransferDone {
-                transfer: t2,
-                error: None
-            }
-        ),
-        [(c2, FromPm::Ready { cdo: w2 })]
-    );
+                transfer,
+                error: None,
+                direct: false,
+            },
+        );
+        assert!(out.is_empty(), "{out:?}");
+    }
 }
 
 #[test]
@@ -540,12 +560,41 @@ fn zero_length_cdos_synchronise() {
     let (_, out) = pm.offer(p, "READY", 0);
     let (_, transfer, _, len) = ticket_of(&out);
     assert_eq!(len, 0);
+    assert!(completes_demand(&out));
+    assert!(
+        pm.send(
+            c,
+            ToPm::TransferDone {
+                transfer,
+                error: None,
+                direct: false,
+            }
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_demand_during_a_required_transfer_is_answered_by_ready_at_its_end() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, _) = pm.join("consumer");
+    pm.offer(p, "t", 64);
+    let want = pm.declare(c, "t");
+    let out = pm.send(c, ToPm::Require { cdo: want });
+    let (_, transfer, _, _) = ticket_of(&out);
+    assert!(!completes_demand(&out), "{out:?}");
+    assert!(
+        pm.send(c, ToPm::Demand { cdo: want }).is_empty(),
+        "in flight"
+    );
     assert_eq!(
         pm.send(
             c,
             ToPm::TransferDone {
                 transfer,
-                error: None
+                error: None,
+                direct: false,
             }
         ),
         [(c, FromPm::Ready { cdo: want })]
@@ -569,7 +618,8 @@ fn leave_waits_for_what_consumers_need_then_says_bye() {
             c,
             ToPm::TransferDone {
                 transfer,
-                error: None
+                error: None,
+                direct: false,
             }
         ),
         [(p, FromPm::Bye)]
@@ -631,6 +681,7 @@ fn a_failed_transfer_is_retried_from_another_provider() {
     let failed = ToPm::TransferDone {
         transfer: first,
         error: Some("peer gone".into()),
+        direct: false,
     };
     let (_, second, _, _) = ticket_of(&pm.send(c, failed));
     assert_ne!(first, second);
@@ -638,6 +689,7 @@ fn a_failed_transfer_is_retried_from_another_provider() {
     let again = ToPm::TransferDone {
         transfer: second,
         error: Some("again".into()),
+        direct: false,
     };
     assert!(pm.send(c, again).is_empty());
 }
@@ -685,10 +737,13 @@ fn transport_planning_follows_locality() {
         Source::Stream { len: 64 }
     );
     // A network provider does.
-    assert!(matches!(
-        plan(("n1", 7, Some(tcp("a"))), ("n2", 8, Some(tcp("b")))),
-        Source::Rma { endpoint, region, via: 0 } if endpoint == tcp("a") && region.len == 64
-    ));
+    assert!(
+        matches!(
+            plan(("n1", 7, Some(tcp("a"))), ("n2", 8, Some(tcp("b")))),
+            Source::Rma { endpoint, region, via: 0, memory: None } if endpoint == tcp("a") && region.len == 64
+        ),
+        "no copying from memory across hosts"
+    );
     // Different providers, or a side without fabric: stream.
     assert_eq!(
         plan(("n1", 7, Some(tcp("a"))), ("n1", 8, Some(shm("b")))),
@@ -980,6 +1035,7 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
         ToPm::TransferDone {
             transfer,
             error: None,
+            direct: false,
         },
     );
     assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
@@ -1179,6 +1235,7 @@ fn app_and_transport_events_and_no_local() {
         ToPm::TransferDone {
             transfer,
             error: None,
+            direct: false,
         },
     );
     assert_eq!(events_to(&out, s)[0].kind, EventKind::TransportCompleted);

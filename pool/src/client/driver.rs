@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fabric::{Buffer, Peer};
@@ -14,7 +15,9 @@ use super::data::{self, CdoData};
 use super::{ClientError, Result, Shared};
 use crate::attr::Attributes;
 use crate::bootstrap::{ControlAddr, PmInfo};
-use crate::proto::{self, CdoId, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId};
+use crate::proto::{
+    self, CdoId, FromPm, MAX_CHUNK, Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
+};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 type Writer = Box<dyn AsyncWrite + Unpin + Send>;
@@ -237,9 +240,16 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             cdo,
             source,
             attributes,
+            completes_demand,
         } => {
             drop(p);
-            tokio::spawn(carry_out(shared.clone(), transfer, cdo, source, attributes));
+            let ticket = Ticket {
+                transfer,
+                cdo,
+                attributes,
+                completes_demand,
+            };
+            tokio::spawn(carry_out(shared.clone(), ticket, source));
         }
         FromPm::Serve {
             transfer,
@@ -280,29 +290,89 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
     }
 }
 
-/// Carries out a ticket and reports the outcome to the PM.
-async fn carry_out(
-    shared: Arc<Shared>,
+/// What a ticket asks of this client besides its source.
+struct Ticket {
     transfer: TransferId,
     cdo: CdoId,
-    source: Source,
     attributes: Attributes,
-) {
+    completes_demand: bool,
+}
+
+/// Carries out a ticket and reports the outcome to the PM; a ticket issued for a demand
+/// completes the demand here, without waiting for the PM to hear of it.
+async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
+    let Ticket {
+        transfer,
+        cdo,
+        attributes,
+        completes_demand,
+    } = ticket;
     let kind = source.kind();
-    let error = match get(&shared, transfer, source).await {
-        Ok(data) => {
-            shared.pending().arrive(cdo, data, attributes);
-            None
+    match get(&shared, transfer, source).await {
+        Ok((data, direct)) => {
+            let mut p = shared.pending();
+            p.arrive(cdo, data, attributes);
+            // Sent before the demand completes: the application's next message about this
+            // CDO (a dispose) must reach the PM after the transfer's end.
+            let _ = shared.send(ToPm::TransferDone {
+                transfer,
+                error: None,
+                direct,
+            });
+            if completes_demand {
+                p.resolve((Op::Demand, cdo), Ok(cdo));
+            }
         }
         Err(e) => {
             tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");
-            Some(e.to_string())
+            let error = Some(e.to_string());
+            let direct = false;
+            let _ = shared.send(ToPm::TransferDone {
+                transfer,
+                error,
+                direct,
+            });
         }
-    };
-    let _ = shared.send(ToPm::TransferDone { transfer, error });
+    }
 }
 
-async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Result<CdoData> {
+/// Gets a ticket's bytes; true if they were copied straight from the provider's memory.
+async fn get(
+    shared: &Arc<Shared>,
+    transfer: TransferId,
+    source: Source,
+) -> Result<(CdoData, bool)> {
+    if let Source::Rma {
+        region,
+        via,
+        memory: Some(m),
+        ..
+    } = &source
+        && region.len > 0
+        && shared.cross_memory.load(Ordering::Relaxed)
+    {
+        let len = usize::try_from(region.len).map_err(|_| {
+            ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
+        })?;
+        let (owner, m, via, addr) = (shared.clone(), **m, *via, region.addr);
+        let copy = move || copy_from_process(&owner, via, m, addr, len);
+        // Small copies take microseconds: not worth a hop to another thread.
+        let copied = if len <= INLINE_COPY {
+            copy()
+        } else {
+            tokio::task::spawn_blocking(copy)
+                .await
+                .map_err(|e| ClientError::Protocol(format!("copying the offer failed: {e}")))?
+        }?;
+        if let Some(dst) = copied {
+            return Ok((CdoData::landed(dst, len, shared.landing.clone()), true));
+        }
+    }
+    fetch(shared, transfer, source).await.map(|d| (d, false))
+}
+
+/// Gets a ticket's bytes over the fabric or the control connection.
+async fn fetch(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Result<CdoData> {
     match source {
         Source::SameProcess { pool, app, cdo, .. } => data::find(&(pool, app, cdo))
             .map(CdoData::shared)
@@ -314,6 +384,7 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
             endpoint,
             region,
             via,
+            ..
         } => {
             let len = usize::try_from(region.len).map_err(|_| {
                 ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
@@ -323,15 +394,7 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
             // off the runtime's threads, so the reader goes on hearing from the PM.
             let owner = shared.clone();
             let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
-                let ep = match via {
-                    0 => owner.endpoint.as_ref(),
-                    i => owner.alternates.get(usize::from(i) - 1),
-                }
-                .ok_or_else(|| {
-                    ClientError::Protocol(format!(
-                        "an RMA ticket for endpoint {via}, which this client does not have"
-                    ))
-                })?;
+                let ep = endpoint_via(&owner, via)?;
                 if endpoint.provider != ep.info().provider {
                     return Err(ClientError::Protocol(format!(
                         "the provider offers over {}, this app over {}",
@@ -352,6 +415,84 @@ async fn get(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Resu
             Ok(CdoData::landed(region, len, shared.landing.clone()))
         }
         Source::Stream { len } => stream(shared, transfer, len).await,
+    }
+}
+
+/// Copies up to this many bytes from a provider's memory on the runtime's thread.
+const INLINE_COPY: usize = 2 << 20;
+
+/// This client's endpoint `via` of a ticket: 0 the first, `i` alternate `i - 1`.
+fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
+    match via {
+        0 => shared.endpoint.as_ref(),
+        i => shared.alternates.get(usize::from(i) - 1),
+    }
+    .ok_or_else(|| {
+        ClientError::Protocol(format!(
+            "an RMA ticket for endpoint {via}, which this client does not have"
+        ))
+    })
+}
+
+/// Copies `len` bytes at `addr` straight out of the provider's memory into a landing buffer
+/// of endpoint `via` ([`fabric::cma`]). `Ok(None)` when that cannot be done here (the
+/// kernel refuses, or the process id does not name the provider): the caller reads by RMA.
+///
+/// # Errors
+/// A landing buffer that cannot be had.
+fn copy_from_process(
+    shared: &Shared,
+    via: u8,
+    m: ProcessMemory,
+    addr: u64,
+    len: usize,
+) -> Result<Option<fabric::MemoryRegion>> {
+    let denied = |e: &fabric::cma::CmaError| {
+        if matches!(e, fabric::cma::CmaError::Denied { .. })
+            && shared.cross_memory.swap(false, Ordering::Relaxed)
+        {
+            tracing::info!("pool client: {e}");
+        }
+    };
+    let genuine = {
+        let mut verified = shared
+            .verified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match verified.get(&m) {
+            Some(&v) => v,
+            None => {
+                let v = fabric::cma::holds(m.pid, m.token_addr, m.token).unwrap_or_else(|e| {
+                    denied(&e);
+                    tracing::debug!("pool client: not copying from process {}: {e}", m.pid);
+                    false
+                });
+                if !v {
+                    tracing::debug!(
+                        "pool client: process {} is not the provider that announced it; reading by RMA",
+                        m.pid
+                    );
+                }
+                verified.insert(m, v);
+                v
+            }
+        }
+    };
+    if !genuine || !shared.cross_memory.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let mut dst = shared.landing.take(endpoint_via(shared, via)?, len)?;
+    match fabric::cma::read(m.pid, addr, &mut dst.as_mut_slice()[..len]) {
+        Ok(()) => Ok(Some(dst)),
+        Err(e) => {
+            denied(&e);
+            tracing::debug!(
+                "pool client: copying from process {} failed ({e}); reading by RMA",
+                m.pid
+            );
+            shared.landing.give(dst);
+            Ok(None)
+        }
     }
 }
 

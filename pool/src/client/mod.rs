@@ -107,6 +107,11 @@ pub struct JoinOptions {
     pub isolated: bool,
     /// The attribute schemas `seal` checks against; `None`: [`Schemas::from_env`].
     pub schemas: Option<Arc<Schemas>>,
+    /// Copy same-host offers straight from their providers' memory, and let same-host
+    /// consumers copy this app's offers from its memory ([`fabric::cma`]; on by default,
+    /// `MSTRO_OFI_CMA=off` where the options come from the environment). Needs endpoints
+    /// whose regions are addressed by virtual address (shared memory).
+    pub cross_memory: bool,
 }
 
 impl JoinOptions {
@@ -121,6 +126,7 @@ impl JoinOptions {
             timeout: Duration::from_secs(60),
             isolated: false,
             schemas: None,
+            cross_memory: true,
         }
     }
 
@@ -222,6 +228,7 @@ impl JoinOptions {
         }
         let mut opts = self.endpoint(endpoint);
         opts.alternates = alternates;
+        opts.cross_memory = !cfg.no_cross_memory;
         Ok(opts)
     }
 
@@ -239,11 +246,12 @@ impl JoinOptions {
 }
 
 /// An app's endpoints as JOIN carries them: the first, the alternates, and the network of
-/// each (same order).
+/// each (same order); where same-host consumers may copy its offers from its memory.
 pub(crate) type Endpoints = (
     Option<FabricEndpoint>,
     Vec<FabricEndpoint>,
     Vec<Option<crate::Subnet>>,
+    Option<proto::ProcessMemory>,
 );
 
 /// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
@@ -257,7 +265,7 @@ pub(crate) fn join_message(
     isolated: bool,
     nonce: &[u8; 32],
 ) -> ToPm {
-    let (endpoint, alternates, networks) = endpoints;
+    let (endpoint, alternates, networks, memory) = endpoints;
     ToPm::Join(Box::new(proto::Join {
         workflow: info.workflow.clone(),
         component: component.into(),
@@ -267,6 +275,7 @@ pub(crate) fn join_message(
         endpoint,
         alternates,
         networks,
+        memory,
         credential,
         proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
     }))
@@ -279,7 +288,7 @@ pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -
         info,
         component,
         index,
-        (None, Vec::new(), Vec::new()),
+        (None, Vec::new(), Vec::new(), None),
         None,
         false,
         nonce,
@@ -304,19 +313,38 @@ pub fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
 /// A random token naming this process (stable for its lifetime), or with `fresh` a new one
 /// for an isolated client.
 fn process_token(fresh: bool) -> u64 {
-    fn random() -> u64 {
-        let mut b = [0u8; 8];
-        // Without randomness, the pid still separates processes of one host.
-        match getrandom::fill(&mut b) {
-            Ok(()) => u64::from_le_bytes(b),
-            Err(_) => u64::from(std::process::id()),
-        }
-    }
-    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     if fresh {
-        return random();
+        random_token()
+    } else {
+        *static_token()
     }
-    *TOKEN.get_or_init(random)
+}
+
+/// Random bytes, or (without randomness) the pid, which still separates processes of one
+/// host.
+fn random_token() -> u64 {
+    let mut b = [0u8; 8];
+    match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => u64::from(std::process::id()),
+    }
+}
+
+/// The process's token, at an address that stays valid for the process's lifetime.
+fn static_token() -> &'static u64 {
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(random_token)
+}
+
+/// Where same-host consumers may copy this process's offers from its memory: its pid and
+/// the process token, which a reader checks before trusting the pid.
+fn process_memory() -> proto::ProcessMemory {
+    let token = static_token();
+    proto::ProcessMemory {
+        pid: std::process::id(),
+        token: *token,
+        token_addr: std::ptr::from_ref(token) as u64,
+    }
 }
 
 /// Waiters for answers, keyed by operation and CDO (declare: the app's handle; leave: 0),
@@ -384,6 +412,11 @@ pub(crate) struct Shared {
     /// Registered landing buffers of RMA reads, reused once the application drops the
     /// data (at most [`LANDING_POOL_BYTES`] kept).
     pub(crate) landing: Arc<fabric::RegionPool>,
+    /// Whether this client copies same-host offers from their providers' memory (cleared
+    /// when the kernel refuses it).
+    pub(crate) cross_memory: std::sync::atomic::AtomicBool,
+    /// Providers' processes whose token checked out (true) or not (false), by announcement.
+    pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
 }
 
 /// The most bytes of landing buffers a client keeps registered for reuse.
@@ -436,11 +469,21 @@ impl AsyncClient {
             .chain(&opts.alternates)
             .map(network_of)
             .collect();
+        // Offers are readable from this process's memory where their regions are
+        // addressed by virtual address on every endpoint.
+        let cross_memory = opts.cross_memory
+            && opts
+                .endpoint
+                .iter()
+                .chain(&opts.alternates)
+                .all(Endpoint::virtual_addresses)
+            && opts.endpoint.is_some();
+        let memory = cross_memory.then(process_memory);
         let join = join_message(
             info,
             &opts.component,
             opts.index,
-            (endpoint, alternates, networks),
+            (endpoint, alternates, networks, memory),
             opts.credential,
             opts.isolated,
             &nonce,
@@ -458,6 +501,8 @@ impl AsyncClient {
             timeout: opts.timeout,
             schemas,
             landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
+            cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
+            verified: Mutex::default(),
         });
         let mut tasks = driver::spawn(reader, rx, shared.clone());
         if let Some(watch) = watch_endpoint_link(&shared) {

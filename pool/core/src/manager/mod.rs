@@ -37,7 +37,8 @@ use crate::events::EventKind;
 use fabric_types::{ProviderClass, RemoteRegion};
 
 use crate::proto::{
-    AppId, CdoId, Chunk, FabricEndpoint, FromPm, MAX_CHUNK, Op, Refusal, Source, ToPm, TransferId,
+    AppId, CdoId, Chunk, FabricEndpoint, FromPm, MAX_CHUNK, Op, ProcessMemory, Refusal, Source,
+    ToPm, TransferId,
 };
 
 /// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
@@ -196,6 +197,8 @@ struct Transfer {
     to: CdoId,
     /// Bytes of a stream transfer (`None` for RMA and same-process).
     stream: Option<u64>,
+    /// Ticketed for a demand: its completion is the demand's answer (no `Ready`).
+    completes_demand: bool,
 }
 
 /// What the driver found out about a JOIN's PMIx credential before handing it over.
@@ -231,6 +234,8 @@ struct App {
     alternates: Vec<FabricEndpoint>,
     /// The network of each endpoint (the first, then the alternates), where known.
     networks: Vec<Option<Subnet>>,
+    /// Where same-host consumers may copy its offers from its memory.
+    memory: Option<ProcessMemory>,
     leaving: bool,
     cdos: HashSet<CdoId>,
 }
@@ -398,9 +403,11 @@ impl Manager {
                 tracing::info!("app {app} reports {change:?}");
                 self.fabric_changed(change);
             }
-            ToPm::TransferDone { transfer, error } => {
-                self.transfer_done(conn, app, transfer, error)
-            }
+            ToPm::TransferDone {
+                transfer,
+                error,
+                direct,
+            } => self.transfer_done(conn, app, transfer, error, direct),
             ToPm::Fetch {
                 transfer,
                 offset,
@@ -474,6 +481,7 @@ impl Manager {
             endpoint,
             alternates,
             networks,
+            memory,
             credential: _,
             proof,
         } = *join;
@@ -509,6 +517,7 @@ impl Manager {
                 endpoint,
                 alternates,
                 networks,
+                memory,
                 leaving: false,
                 cdos: HashSet::default(),
             },
@@ -700,7 +709,7 @@ impl Manager {
         else {
             return;
         };
-        let (name, consumer) = (Arc::clone(&c.name), c.app);
+        let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app, want.demanded);
         let Some((provider, State::Offered(region))) =
             self.cdos.get(&from).map(|f| (f.app, f.state.clone()))
         else {
@@ -713,8 +722,15 @@ impl Manager {
             Source::Stream { len } => Some(len),
             _ => None,
         };
-        self.transfers
-            .insert(transfer, Transfer { from, to, stream });
+        self.transfers.insert(
+            transfer,
+            Transfer {
+                from,
+                to,
+                stream,
+                completes_demand,
+            },
+        );
         *self.load.entry(from).or_default() += 1;
         self.waiting.remove(&name, to);
         if let State::Required(w) = &mut self.cdo(to).state {
@@ -729,6 +745,7 @@ impl Manager {
                     cdo: to,
                     source,
                     attributes,
+                    completes_demand,
                 },
             ));
         }
@@ -798,10 +815,23 @@ impl Manager {
                     if let Some(why) = first_failure {
                         how.push_str(&format!(" (another network: {why})"));
                     }
+                    // Shared memory is planned within a host only: the consumer may copy
+                    // straight from the provider's memory, if both take part.
+                    let memory = p
+                        .memory
+                        .filter(|_| {
+                            ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory
+                                && c.memory.is_some()
+                        })
+                        .map(Box::new);
+                    if memory.is_some() {
+                        how.push_str(" (or straight from the provider's memory)");
+                    }
                     let source = Source::Rma {
                         endpoint: pe.clone(),
                         region,
                         via: u8::try_from(i).unwrap_or(u8::MAX),
+                        memory,
                     };
                     return (source, how);
                 }
@@ -945,6 +975,7 @@ impl Manager {
         app: AppId,
         transfer: TransferId,
         error: Option<String>,
+        direct: bool,
     ) {
         let owned = self
             .transfers
@@ -962,6 +993,9 @@ impl Manager {
             return;
         };
         let detail = match &error {
+            None if direct => {
+                format!("transfer {transfer} completed (copied from the provider's memory)")
+            }
             None => format!("transfer {transfer} completed"),
             Some(e) => format!("transfer {transfer} failed: {e}"),
         };
@@ -971,8 +1005,7 @@ impl Manager {
             match error {
                 None => {
                     w.local = true;
-                    let demanded = w.demanded;
-                    if demanded {
+                    if w.demanded && !t.completes_demand {
                         self.out.push_back((conn, FromPm::Ready { cdo: t.to }));
                     }
                 }
