@@ -3,6 +3,7 @@
 //! with the ratio. One read in flight, as a minimal C program reads. Hot reads re-read the start of the owner's region; `--cold` walks
 //! a 256 MiB region so every read touches memory not in cache.
 
+pub mod mpi;
 pub mod pattern;
 pub mod peer;
 pub mod pm;

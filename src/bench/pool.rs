@@ -4,7 +4,9 @@
 //! latency percentiles one demand at a time (and the declare before it: one bare control
 //! round trip to the PM, the floor under every operation), bandwidth with `--window` demands in flight
 //! (as a consumer that pipelines its demands). In the same run, bare libfabric `fi_read`s of the same
-//! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline).
+//! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline), and with
+//! `--mpi` Open MPI's send/recv between two ranks what users compare with ([`super::mpi`]).
+//! Over shm the consumer copies from the provider's memory (`MSTRO_OFI_CMA=off`: RMA).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -31,6 +33,12 @@ pub enum PoolBenchError {
     /// Starting or talking to the provider process.
     #[error("provider process: {0}")]
     Provider(String),
+    /// The MPI comparison (`--mpi`).
+    #[error(transparent)]
+    Mpi(#[from] super::mpi::MpiBenchError),
+    /// A malformed fabric setting in the environment.
+    #[error(transparent)]
+    Config(#[from] fabric::ConfigError),
     /// A demanded CDO's bytes differ from what the provider offered.
     #[error("the {size}-byte CDO arrived corrupted (checksum {got:#x}, expected {expected:#x})")]
     Corrupt {
@@ -80,6 +88,10 @@ pub struct PoolBench {
     /// Progress mode of both applications' endpoints: block or spin.
     #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
     pub progress: ProgressMode,
+    /// Also run Open MPI's send/recv of the same sizes between two ranks (needs `mpicc`
+    /// and `mpirun`): what users compare a same-node demand with.
+    #[arg(long)]
+    pub mpi: bool,
 }
 
 /// The command line of `maestro bench pool`.
@@ -114,6 +126,8 @@ pub struct PoolRow {
     pub raw_gbps: Option<f64>,
     /// Bare `fi_read`: mean time per read, microseconds.
     pub raw_us: Option<f64>,
+    /// Open MPI send/recv of the same size between two ranks, `window` in flight, GB/s.
+    pub mpi_gbps: Option<f64>,
 }
 
 /// `maestro bench pool`: runs the benchmark and prints the result.
@@ -134,8 +148,17 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         b.provider, b.progress
     );
     println!(
-        "{:>10} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}",
-        "size", "iters", "p50 us", "p99 us", "declare us", "GB/s", "raw GB/s", "raw us", "ratio"
+        "{:>10} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
+        "size",
+        "iters",
+        "p50 us",
+        "p99 us",
+        "declare us",
+        "GB/s",
+        "raw GB/s",
+        "raw us",
+        "ratio",
+        "MPI GB/s"
     );
     println!(
         "(p50/p99: one demand at a time; declare: its p50, a bare round trip to the PM; GB/s: {} demands in flight)",
@@ -146,7 +169,7 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
         };
         println!(
-            "{:>10} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7}",
+            "{:>10} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7} {:>9}",
             r.size,
             r.iterations,
             r.p50_us,
@@ -155,7 +178,8 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             r.gbps,
             opt(r.raw_gbps, 3),
             opt(r.raw_us, 1),
-            opt(r.raw_gbps.map(|raw| r.gbps / raw), 2)
+            opt(r.raw_gbps.map(|raw| r.gbps / raw), 2),
+            opt(r.mpi_gbps, 3)
         );
     }
     Ok(())
@@ -186,6 +210,7 @@ impl PoolBench {
             pm.info(),
             JoinOptions::new("consumer", 0)
                 .endpoint(endpoint)
+                .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
                 .timeout(Duration::from_secs(600)),
         )?;
         let mut rows = Vec::new();
@@ -207,6 +232,12 @@ impl PoolBench {
             for (row, gbps) in rows.iter_mut().zip(raw) {
                 row.raw_gbps = Some(gbps);
                 row.raw_us = Some(row.size as f64 / (gbps * 1e3));
+            }
+        }
+        if self.mpi {
+            let mpi = super::mpi::measure(&self.sizes, self.window, self.volume)?;
+            for (row, m) in rows.iter_mut().zip(mpi) {
+                row.mpi_gbps = Some(m.gbps);
             }
         }
         Ok(rows)
@@ -261,6 +292,7 @@ impl PoolBench {
             window: self.window,
             raw_gbps: None,
             raw_us: None,
+            mpi_gbps: None,
         })
     }
 
@@ -379,6 +411,7 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
         &pm,
         JoinOptions::new("provider", 0)
             .endpoint(endpoint)
+            .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
             .timeout(Duration::from_secs(600)),
     )?;
     let mut offered = Vec::new();

@@ -232,6 +232,13 @@ impl JoinOptions {
         Ok(opts)
     }
 
+    /// Copies same-host offers from their providers' memory and lets same-host consumers
+    /// copy this app's (on by default; see [`JoinOptions::cross_memory`]'s field).
+    pub fn cross_memory(mut self, on: bool) -> JoinOptions {
+        self.cross_memory = on;
+        self
+    }
+
     /// Shows `credential` (from `PMIx_Get_credential`) to the PM.
     pub fn credential(mut self, credential: Vec<u8>) -> JoinOptions {
         self.credential = Some(credential);

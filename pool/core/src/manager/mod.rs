@@ -269,6 +269,7 @@ struct App {
 ///     endpoint: None,
 ///     alternates: Vec::new(),
 ///     networks: Vec::new(),
+///     memory: None,
 ///     credential: None,
 ///     proof,
 /// })));
