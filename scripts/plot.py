@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """plot.py -- bandwidth against size, ours against bare libfabric, as an SVG.
 
-    scripts/plot.py OUT.svg RUN.json [RUN.json ...]
+    scripts/plot.py OUT.svg RUN.json[=LABEL] [RUN.json[=LABEL] ...]
 
 Each RUN.json is the output of `maestro bench pool --json` or `maestro bench fabric
---json`; every file gives two lines (ours, raw) labelled with its provider and progress
-mode. Sizes go on a log2 axis, GB/s on a linear one. Standard library only: no plotting
+--json`; every file gives its lines (ours solid, bare fi_read dashed, Open MPI dotted when
+the run had --mpi) in one colour, labelled with LABEL or its provider and progress mode. Sizes go on a log2 axis, GB/s on a linear one. Standard library only: no plotting
 package to install.
 """
 
@@ -18,18 +18,21 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 220, 40, 60
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
-def series(path):
-    """[(label, [(size, gbps)], dashed)] of one benchmark file."""
+def series(arg):
+    """[(label, [(size, gbps)], style)] of one benchmark file (`PATH` or `PATH=LABEL`)."""
+    path, _, label = arg.partition("=")
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     rows = doc["rows"]
     what = "demand" if "p50_us" in rows[0] else "fabric layer"
-    name = f'{doc["provider"]} {doc.get("progress", "")}'.strip()
+    name = label or f'{doc["provider"]} {doc.get("progress", "")}'.strip()
     ours_key = "gbps" if what == "demand" else "ours_gbps"
-    out = [(f"{what}, {name}", [(r["size"], r[ours_key]) for r in rows], False)]
-    raw = [(r["size"], r["raw_gbps"]) for r in rows if r.get("raw_gbps") is not None]
-    if raw:
-        out.append((f"bare fi_read, {name}", raw, True))
+    out = [(f"{what}, {name}", [(r["size"], r[ours_key]) for r in rows], "solid")]
+    for key, title, style in (("raw_gbps", "bare fi_read", "dashed"),
+                              ("mpi_gbps", "Open MPI send/recv", "dotted")):
+        pts = [(r["size"], r[key]) for r in rows if r.get(key) is not None]
+        if pts:
+            out.append((f"{title}, {name}", pts, style))
     return out
 
 
@@ -44,9 +47,10 @@ def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     out, files = argv[1], argv[2:]
-    lines = [s for f in files for s in series(f)]
-    sizes = sorted({size for _, pts, _ in lines for size, _ in pts})
-    step = max(1, math.ceil(max(g for _, pts, _ in lines for _, g in pts) / 5))
+    # (file index, label, points, style)
+    lines = [(i, *s) for i, f in enumerate(files) for s in series(f)]
+    sizes = sorted({size for _, _, pts, _ in lines for size, _ in pts})
+    step = max(1, math.ceil(max(g for _, _, pts, _ in lines for _, g in pts) / 5))
     top = step * 5
     lo, hi = math.log2(sizes[0]), math.log2(sizes[-1])
     span = (hi - lo) or 1.0
@@ -74,10 +78,13 @@ def main(argv):
                    f'{size_label(s)}</text>')
     svg.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 15}" text-anchor="middle">'
                'size (bytes)</text>')
-    for k, (label, pts, dashed) in enumerate(lines):
-        colour = COLOURS[(k // 2) % len(COLOURS)] if len(files) > 1 else COLOURS[k % 2]
+    for k, (file, label, pts, style) in enumerate(lines):
+        # One colour per file (per line when there is one file); the style tells ours,
+        # bare libfabric and MPI apart.
+        colour = COLOURS[(file if len(files) > 1 else k) % len(COLOURS)]
         path = " ".join(f"{x(s):.1f},{y(g):.1f}" for s, g in pts)
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        dash = {"solid": "", "dashed": ' stroke-dasharray="6,4"',
+                "dotted": ' stroke-dasharray="2,3"'}[style]
         svg.append(f'<polyline points="{path}" fill="none" stroke="{colour}" '
                    f'stroke-width="2"{dash}/>')
         for s, g in pts:

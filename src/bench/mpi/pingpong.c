@@ -74,7 +74,7 @@ int main(int argc, char **argv)
             round_trip(buf, size, iters - i < window ? iters - i : window, rank, reqs);
         double took = MPI_Wtime() - start;
         if (rank == 0)
-            printf("%ld %ld %.4f\n", size, iters, (double)size * (double)iters / took / 1e9);
+            printf("%ld %ld %.9g\n", size, iters, (double)size * (double)iters / took / 1e9);
         fflush(stdout);
         free(buf);
     }
