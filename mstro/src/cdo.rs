@@ -411,11 +411,25 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
             return Err(Error::new(Status::Invstate, "demanded already"));
         }
         let id = st.id;
+        // Writable lent memory: the transfer lands in it, with no copy after.
+        let into = st.lent.as_ref().filter(|l| l.writable).map(|l| {
+            let room = usize::try_from(st.local_size.unwrap_or(0)).unwrap_or(usize::MAX);
+            // SAFETY: the lent memory has `room` bytes and the caller does not touch it
+            // during the demand (contract of `cdo_set_user_memory`); the buffer is dropped
+            // (and deregistered) before this function returns.
+            unsafe { fabric::Buffer::borrowed(l.ptr, room) }
+        });
+        let demand = || async {
+            match into {
+                Some(dst) => client.as_async().demand_into(id, dst).await,
+                None => client.as_async().demand(id).await,
+            }
+        };
         let (data, attrs) = match limit {
-            None => client.demand(id)?,
+            None => client.block_on(demand())?,
             Some(l) => client
                 // Built inside the runtime: the timer needs its context.
-                .block_on(async { tokio::time::timeout(l, client.as_async().demand(id)).await })
+                .block_on(async { tokio::time::timeout(l, demand()).await })
                 .map_err(|_| {
                     Error::new(
                         Status::Timeout,
@@ -441,9 +455,11 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
                         "{len} bytes arrived but the lent buffer has {room}; the bytes are kept in library memory (mstro_cdo_access_ptr)"
                     )));
                 }
-                // SAFETY: the lent memory has `room >= len` bytes and the caller does not
-                // touch it during the demand (contract of `cdo_set_user_memory`).
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
+                if data.as_ptr() != lent.ptr.cast_const() {
+                    // SAFETY: the lent memory has `room >= len` bytes and the caller does
+                    // not touch it during the demand (contract of `cdo_set_user_memory`).
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
+                }
             }
             _ => st.data = Some(Arc::new(data)),
         }

@@ -39,6 +39,9 @@ pub enum PoolBenchError {
     /// A malformed fabric setting in the environment.
     #[error(transparent)]
     Config(#[from] fabric::ConfigError),
+    /// With `--user-memory`, a demand's bytes did not land in the memory lent for them.
+    #[error("the {0}-byte CDO did not land in the memory lent for it (a copy was made)")]
+    NotInPlace(usize),
     /// A demanded CDO's bytes differ from what the provider offered.
     #[error("the {size}-byte CDO arrived corrupted (checksum {got:#x}, expected {expected:#x})")]
     Corrupt {
@@ -92,6 +95,11 @@ pub struct PoolBench {
     /// and `mpirun`): what users compare a same-node demand with.
     #[arg(long)]
     pub mpi: bool,
+    /// Both sides use the application's own memory: the provider offers it in place
+    /// (as `mstro_cdo_set_user_memory`), the consumer lends its buffers to `demand_into`;
+    /// no copy on either side besides the transfer.
+    #[arg(long)]
+    pub user_memory: bool,
 }
 
 /// The command line of `maestro bench pool`.
@@ -245,20 +253,28 @@ impl PoolBench {
 
     fn measure(&self, consumer: &Client, size: usize) -> Result<PoolRow, PoolBenchError> {
         let name = name_of(size);
+        let lender = self
+            .user_memory
+            .then(|| Lender::new(size, usize::from(self.window)));
+        let lender = lender.as_ref();
+        let c = consumer.as_async();
         // The first demand is checked and not timed.
         let cdo = consumer.declare(&name)?;
-        let (data, _) = consumer.demand(cdo)?;
-        let mut expected = vec![0u8; size];
-        pattern::fill(&mut expected, SEED);
-        let (got, expected) = (pattern::checksum(&data), pattern::checksum(&expected));
-        if got != expected {
-            return Err(PoolBenchError::Corrupt {
-                size,
-                got,
-                expected,
-            });
-        }
-        drop(data);
+        let check = |data: &[u8]| {
+            let mut expected = vec![0u8; size];
+            pattern::fill(&mut expected, SEED);
+            let (got, expected) = (pattern::checksum(data), pattern::checksum(&expected));
+            if got == expected {
+                Ok(())
+            } else {
+                Err(PoolBenchError::Corrupt {
+                    size,
+                    got,
+                    expected,
+                })
+            }
+        };
+        consumer.block_on(Lender::demand(lender, c, cdo, check))?;
         consumer.dispose(cdo)?;
         let iterations = self.iterations(size);
         let (mut times, mut declares) = (
@@ -270,9 +286,8 @@ impl PoolBench {
             let cdo = consumer.declare(&name)?;
             declares.push(t.elapsed());
             let t = Instant::now();
-            let (data, _) = consumer.demand(cdo)?;
+            consumer.block_on(Lender::demand(lender, c, cdo, |_| Ok(())))?;
             times.push(t.elapsed());
-            drop(data);
             consumer.dispose(cdo)?;
         }
         times.sort_unstable();
@@ -281,7 +296,7 @@ impl PoolBench {
             let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
             times[i].as_secs_f64() * 1e6
         };
-        let gbps = self.bandwidth(consumer, &name, size, iterations)?;
+        let gbps = self.bandwidth(consumer, lender, (&name, size), iterations)?;
         Ok(PoolRow {
             size,
             iterations,
@@ -300,17 +315,17 @@ impl PoolBench {
     fn bandwidth(
         &self,
         consumer: &Client,
-        name: &str,
-        size: usize,
+        lender: Option<&Lender>,
+        (name, size): (&str, usize),
         iterations: usize,
     ) -> Result<f64, PoolBenchError> {
         use futures::{StreamExt, TryStreamExt};
         let c = consumer.as_async();
         let one = |_| async move {
             let cdo = c.declare(name).await?;
-            let (data, _) = c.demand(cdo).await?;
-            drop(data);
-            c.dispose(cdo).await
+            Lender::demand(lender, c, cdo, |_| Ok(())).await?;
+            c.dispose(cdo).await?;
+            Ok::<(), PoolBenchError>(())
         };
         let start = Instant::now();
         consumer.block_on(
@@ -320,6 +335,49 @@ impl PoolBench {
                 .try_collect::<Vec<()>>(),
         )?;
         Ok((size * iterations) as f64 / start.elapsed().as_secs_f64() / 1e9)
+    }
+}
+
+/// The consumer's own memory for `--user-memory`: one buffer per demand in flight.
+struct Lender {
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl Lender {
+    fn new(size: usize, count: usize) -> Lender {
+        Lender {
+            free: std::sync::Mutex::new((0..count).map(|_| vec![0u8; size]).collect()),
+        }
+    }
+
+    /// Demands `cdo` into a buffer of `lender` (checking it landed there), or into the
+    /// library's memory without one, and hands the bytes to `look`.
+    async fn demand(
+        lender: Option<&Lender>,
+        c: &pool::AsyncClient,
+        cdo: pool::proto::CdoId,
+        look: impl FnOnce(&[u8]) -> Result<(), PoolBenchError>,
+    ) -> Result<(), PoolBenchError> {
+        let Some(lender) = lender else {
+            let (data, _) = c.demand(cdo).await?;
+            return look(&data);
+        };
+        let lock = || lender.free.lock().unwrap_or_else(|e| e.into_inner());
+        // At most as many demands are in flight as there are buffers.
+        let mut mine = lock()
+            .pop()
+            .ok_or_else(|| PoolBenchError::Provider("no free lent buffer".into()))?;
+        // SAFETY: `mine` outlives the buffer (dropped with the data below) and is touched
+        // by nobody else meanwhile.
+        let dst = unsafe { Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };
+        let result = c.demand_into(cdo, dst).await;
+        let outcome = match result {
+            Ok((data, _)) if data.as_ptr() == mine.as_ptr() || data.is_empty() => look(&data),
+            Ok((data, _)) => Err(PoolBenchError::NotInPlace(data.len())),
+            Err(e) => Err(e.into()),
+        };
+        lock().push(mine);
+        outcome
     }
 }
 
@@ -338,6 +396,7 @@ impl ProviderProcess {
             .arg(&bench.provider)
             .args(["--sizes", &sizes.join(",")])
             .args(["--progress", progress_name(bench.progress)])
+            .args(bench.user_memory.then_some("--user-memory"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -395,6 +454,9 @@ pub struct ProviderArgs {
     /// Progress mode of its endpoint.
     #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
     progress: ProgressMode,
+    /// Offer the process's own memory in place (not library buffers).
+    #[arg(long)]
+    user_memory: bool,
 }
 
 /// `maestro pool-provider`: offers one CDO per size (filled with the benchmark's pattern),
@@ -415,9 +477,22 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
             .timeout(Duration::from_secs(600)),
     )?;
     let mut offered = Vec::new();
+    // With --user-memory: the memory offered in place, kept until the offers are withdrawn.
+    let mut mine: Vec<Vec<u8>> = Vec::new();
     for &size in &args.sizes {
-        let mut buf = Buffer::new(size)?;
-        pattern::fill(buf.as_mut_slice(), SEED);
+        let buf = if args.user_memory {
+            let mut v = vec![0u8; size];
+            pattern::fill(&mut v, SEED);
+            // SAFETY: `v` lives in `mine` until after the withdrawals below and is not
+            // written while offered.
+            let b = unsafe { Buffer::borrowed(v.as_mut_ptr(), v.len()) };
+            mine.push(v);
+            b
+        } else {
+            let mut buf = Buffer::new(size)?;
+            pattern::fill(buf.as_mut_slice(), SEED);
+            buf
+        };
         let cdo = client.declare(&name_of(size))?;
         client.seal_and_offer(cdo, Attributes::new(), buf)?;
         offered.push(cdo);
@@ -431,5 +506,6 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
         client.dispose(cdo)?;
     }
     client.leave()?;
+    drop(mine);
     Ok(())
 }

@@ -138,6 +138,14 @@ impl Client {
         self.rt.block_on(self.inner.demand(cdo))
     }
 
+    /// See [`AsyncClient::demand_into`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn demand_into(&self, cdo: CdoId, dst: Buffer) -> Result<(CdoData, Attributes)> {
+        self.rt.block_on(self.inner.demand_into(cdo, dst))
+    }
+
     /// See [`AsyncClient::retract`].
     ///
     /// # Errors

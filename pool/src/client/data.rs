@@ -148,6 +148,12 @@ impl CdoData {
         matches!(self.0, Inner::Shared(_))
     }
 
+    /// Where the bytes are: the memory lent to [`super::AsyncClient::demand_into`] when they
+    /// landed there.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr()
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         match &self.0 {

@@ -308,7 +308,8 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
         completes_demand,
     } = ticket;
     let kind = source.kind();
-    match get(&shared, transfer, source).await {
+    let lent = shared.pending().destinations.remove(&cdo);
+    match get(&shared, transfer, source, lent).await {
         Ok((data, direct)) => {
             let mut p = shared.pending();
             p.arrive(cdo, data, attributes);
@@ -336,43 +337,56 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
     }
 }
 
-/// Gets a ticket's bytes; true if they were copied straight from the provider's memory.
+/// Gets a ticket's bytes, into `lent` (memory the application lent for this CDO) where it
+/// fits and the transport allows; true if they were copied straight from the provider's
+/// memory.
 async fn get(
     shared: &Arc<Shared>,
     transfer: TransferId,
     source: Source,
+    lent: Option<Buffer>,
 ) -> Result<(CdoData, bool)> {
+    let len = usize::try_from(source.len()).map_err(|_| {
+        ClientError::Protocol(format!("a {}-byte CDO does not fit here", source.len()))
+    })?;
+    let mut lent = lent.filter(|b| b.len() >= len && len > 0);
     if let Source::Rma {
         region,
         via,
         memory: Some(m),
         ..
     } = &source
-        && region.len > 0
+        && len > 0
         && shared.cross_memory.load(Ordering::Relaxed)
     {
-        let len = usize::try_from(region.len).map_err(|_| {
-            ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
-        })?;
         let (owner, m, via, addr) = (shared.clone(), **m, *via, region.addr);
-        let copy = move || copy_from_process(&owner, via, m, addr, len);
+        let copy = move || copy_from_process(&owner, (via, m, addr, len), lent);
         // Small copies take microseconds: not worth a hop to another thread.
-        let copied = if len <= INLINE_COPY {
+        let (copied, unused) = if len <= INLINE_COPY {
             copy()
         } else {
             tokio::task::spawn_blocking(copy)
                 .await
                 .map_err(|e| ClientError::Protocol(format!("copying the offer failed: {e}")))?
         }?;
-        if let Some(dst) = copied {
-            return Ok((CdoData::landed(dst, len, shared.landing.clone()), true));
+        if let Some(data) = copied {
+            return Ok((data, true));
         }
+        lent = unused;
     }
-    fetch(shared, transfer, source).await.map(|d| (d, false))
+    fetch(shared, transfer, source, len, lent)
+        .await
+        .map(|d| (d, false))
 }
 
-/// Gets a ticket's bytes over the fabric or the control connection.
-async fn fetch(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Result<CdoData> {
+/// Gets a ticket's bytes over the fabric (into `lent` if given) or the control connection.
+async fn fetch(
+    shared: &Arc<Shared>,
+    transfer: TransferId,
+    source: Source,
+    len: usize,
+    lent: Option<Buffer>,
+) -> Result<CdoData> {
     match source {
         Source::SameProcess { pool, app, cdo, .. } => data::find(&(pool, app, cdo))
             .map(CdoData::shared)
@@ -386,13 +400,11 @@ async fn fetch(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Re
             via,
             ..
         } => {
-            let len = usize::try_from(region.len).map_err(|_| {
-                ClientError::Protocol(format!("a {}-byte CDO does not fit here", region.len))
-            })?;
             // Mapping and registering the buffer and posting the read may block (a
             // connection to a peer that does not answer is retried for up to a second):
             // off the runtime's threads, so the reader goes on hearing from the PM.
             let owner = shared.clone();
+            let is_lent = lent.is_some();
             let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
                 let ep = endpoint_via(&owner, via)?;
                 if endpoint.provider != ep.info().provider {
@@ -403,7 +415,10 @@ async fn fetch(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Re
                     )));
                 }
                 let peer = peer(&owner, (via, ep), &endpoint.address)?;
-                let dst = owner.landing.take(ep, len)?;
+                let dst = match lent {
+                    Some(b) => ep.register(b, fabric::Access::Local)?,
+                    None => owner.landing.take(ep, len)?,
+                };
                 Ok(ep.read(peer, dst, region)?)
             };
             let op = tokio::task::spawn_blocking(post)
@@ -412,7 +427,11 @@ async fn fetch(shared: &Arc<Shared>, transfer: TransferId, source: Source) -> Re
             let region = tokio::time::timeout(shared.timeout, op)
                 .await
                 .map_err(|_| ClientError::Timeout(Op::Demand))??;
-            Ok(CdoData::landed(region, len, shared.landing.clone()))
+            Ok(if is_lent {
+                CdoData::own(region.into_buffer(), len)
+            } else {
+                CdoData::landed(region, len, shared.landing.clone())
+            })
         }
         Source::Stream { len } => stream(shared, transfer, len).await,
     }
@@ -434,65 +453,88 @@ fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
     })
 }
 
-/// Copies `len` bytes at `addr` straight out of the provider's memory into a landing buffer
-/// of endpoint `via` ([`fabric::cma`]). `Ok(None)` when that cannot be done here (the
-/// kernel refuses, or the process id does not name the provider): the caller reads by RMA.
+/// Where a same-host copy comes from: the consumer endpoint a fallback would read with,
+/// the provider's process, the address and the length.
+type CopySource = (u8, ProcessMemory, u64, usize);
+
+/// Copies a CDO straight out of the provider's memory ([`fabric::cma`]) into `lent` (if
+/// given) or a landing buffer of endpoint `via`. `Ok((None, lent))` when that cannot be
+/// done here (the kernel refuses, or the process id does not name the provider): the
+/// caller reads by RMA, into `lent` still.
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
 fn copy_from_process(
-    shared: &Shared,
-    via: u8,
-    m: ProcessMemory,
-    addr: u64,
-    len: usize,
-) -> Result<Option<fabric::MemoryRegion>> {
-    let denied = |e: &fabric::cma::CmaError| {
-        if matches!(e, fabric::cma::CmaError::Denied { .. })
-            && shared.cross_memory.swap(false, Ordering::Relaxed)
-        {
-            tracing::info!("pool client: {e}");
-        }
-    };
-    let genuine = {
-        let mut verified = shared
-            .verified
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match verified.get(&m) {
-            Some(&v) => v,
-            None => {
-                let v = fabric::cma::holds(m.pid, m.token_addr, m.token).unwrap_or_else(|e| {
-                    denied(&e);
-                    tracing::debug!("pool client: not copying from process {}: {e}", m.pid);
-                    false
-                });
-                if !v {
-                    tracing::debug!(
-                        "pool client: process {} is not the provider that announced it; reading by RMA",
-                        m.pid
-                    );
-                }
-                verified.insert(m, v);
-                v
-            }
-        }
-    };
-    if !genuine || !shared.cross_memory.load(Ordering::Relaxed) {
-        return Ok(None);
+    shared: &Arc<Shared>,
+    (via, m, addr, len): CopySource,
+    lent: Option<Buffer>,
+) -> Result<(Option<CdoData>, Option<Buffer>)> {
+    if !genuine(shared, m) {
+        return Ok((None, lent));
     }
-    let mut dst = shared.landing.take(endpoint_via(shared, via)?, len)?;
-    match fabric::cma::read(m.pid, addr, &mut dst.as_mut_slice()[..len]) {
-        Ok(()) => Ok(Some(dst)),
+    let copy = |dst: &mut [u8]| match fabric::cma::read(m.pid, addr, &mut dst[..len]) {
+        Ok(()) => true,
         Err(e) => {
-            denied(&e);
+            refused(shared, &e);
             tracing::debug!(
                 "pool client: copying from process {} failed ({e}); reading by RMA",
                 m.pid
             );
-            shared.landing.give(dst);
-            Ok(None)
+            false
         }
+    };
+    match lent {
+        Some(mut b) => Ok(if copy(b.as_mut_slice()) {
+            (Some(CdoData::own(b, len)), None)
+        } else {
+            (None, Some(b))
+        }),
+        None => {
+            let mut dst = shared.landing.take(endpoint_via(shared, via)?, len)?;
+            if copy(dst.as_mut_slice()) {
+                Ok((
+                    Some(CdoData::landed(dst, len, shared.landing.clone())),
+                    None,
+                ))
+            } else {
+                shared.landing.give(dst);
+                Ok((None, None))
+            }
+        }
+    }
+}
+
+/// Whether the process `m` names holds its token (checked once per announcement), and the
+/// client still copies from other processes' memory.
+fn genuine(shared: &Shared, m: ProcessMemory) -> bool {
+    let mut verified = shared
+        .verified
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ok = *verified.entry(m).or_insert_with(|| {
+        let ok = fabric::cma::holds(m.pid, m.token_addr, m.token).unwrap_or_else(|e| {
+            refused(shared, &e);
+            tracing::debug!("pool client: not copying from process {}: {e}", m.pid);
+            false
+        });
+        if !ok {
+            tracing::debug!(
+                "pool client: process {} is not the provider that announced it; reading by RMA",
+                m.pid
+            );
+        }
+        ok
+    });
+    ok && shared.cross_memory.load(Ordering::Relaxed)
+}
+
+/// Stops copying from other processes' memory for good when the kernel refuses it (said
+/// once).
+fn refused(shared: &Shared, e: &fabric::cma::CmaError) {
+    if matches!(e, fabric::cma::CmaError::Denied { .. })
+        && shared.cross_memory.swap(false, Ordering::Relaxed)
+    {
+        tracing::info!("pool client: {e}");
     }
 }
 

@@ -360,6 +360,8 @@ fn process_memory() -> proto::ProcessMemory {
 pub(crate) struct Pending {
     waiters: HashMap<(Op, u64), VecDeque<oneshot::Sender<Result<u64>>>>,
     arrived: HashMap<CdoId, (CdoData, Attributes)>,
+    /// Memory the application lent for a CDO's next transfer ([`AsyncClient::demand_into`]).
+    pub(crate) destinations: HashMap<CdoId, Buffer>,
     /// Where the reader routes pieces of stream transfers in progress.
     pub(crate) streams: HashMap<proto::TransferId, mpsc::UnboundedSender<driver::Piece>>,
     /// Event queues of subscriptions, by id.
@@ -762,6 +764,24 @@ impl AsyncClient {
             .arrived
             .remove(&cdo)
             .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
+    }
+
+    /// As [`AsyncClient::demand`], with the bytes landing in `dst`, memory the application
+    /// lends (see [`Buffer::borrowed`]): when the transfer starts after this call, the CDO
+    /// fits and it moves by RMA or straight from a same-host provider's memory, the
+    /// returned data *is* `dst`'s memory (check with [`CdoData::as_ptr`]), and nothing is
+    /// copied besides the transfer itself. Otherwise (it arrived before, by a `require`; a
+    /// same-process offer; a stream; too small) the data is where it landed, and `dst` is
+    /// dropped unused.
+    ///
+    /// # Errors
+    /// As [`AsyncClient::demand`].
+    pub async fn demand_into(&self, cdo: CdoId, dst: Buffer) -> Result<(CdoData, Attributes)> {
+        self.shared.pending().destinations.insert(cdo, dst);
+        let result = self.demand(cdo).await;
+        // Unused (or the demand failed): the memory is the application's again.
+        self.shared.pending().destinations.remove(&cdo);
+        result
     }
 
     /// Cancels a require (or a waiting demand).
