@@ -5,8 +5,10 @@
 
 Each RUN.json is the output of `maestro bench pool --json` or `maestro bench fabric
 --json`; every file gives its lines (ours solid, bare fi_read dashed, Open MPI dotted when
-the run had --mpi) in one colour, labelled with LABEL or its provider and progress mode. Sizes go on a log2 axis, GB/s on a linear one. Standard library only: no plotting
-package to install.
+the run had --mpi) in one colour, labelled with LABEL or its provider and progress mode.
+Sizes go on a log2 axis, GB/s on a linear one. Files of `maestro bench pm --json` (any
+number of runs, with different --subscribers) give the pool manager's rates against its
+subscribers instead. Standard library only: no plotting package to install.
 """
 
 import json
@@ -43,10 +45,76 @@ def size_label(n):
     return f"{n}"
 
 
+def pm_plot(out, files):
+    """The PM's rates against its subscribers, from `maestro bench pm --json` runs."""
+    runs = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    subs = sorted({r["subscribers"] for r in runs})
+    keys = [("offers_per_sec", "declare+seal+offer / s"),
+            ("events_per_sec", "events delivered / s")]
+    mean = {}
+    for key, _ in keys:
+        for n in subs:
+            vals = [r[key] for r in runs if r["subscribers"] == n and r.get(key)]
+            if vals:
+                mean[(key, n)] = sum(vals) / len(vals) / 1e6
+    top_val = max(list(mean.values()) + [1.0])
+    step = max(0.1, math.ceil(top_val / 5 * 10) / 10)
+    top = step * 5
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    span = (subs[-1] - subs[0]) or 1
+
+    def x(n):
+        return LEFT + (n - subs[0]) / span * plot_w
+
+    def y(v):
+        return TOP + plot_h - v / top * plot_h
+
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{LEFT}" y="22" font-size="14">Pool manager rate against subscribers '
+        f'(millions per second; {len(runs)} runs, points are runs, lines their means)</text>',
+    ]
+    for i in range(6):
+        v = step * i
+        svg.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+                   'stroke="#ddd"/>')
+        svg.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
+    for n in subs:
+        svg.append(f'<text x="{x(n):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">{n}</text>')
+    svg.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 15}" text-anchor="middle">'
+               'subscribers</text>')
+    for k, (key, label) in enumerate(keys):
+        colour = COLOURS[k]
+        pts = [(n, mean[(key, n)]) for n in subs if (key, n) in mean]
+        if not pts:
+            continue
+        path = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in pts)
+        svg.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for r in runs:
+            if r.get(key):
+                svg.append(f'<circle cx="{x(r["subscribers"]):.1f}" '
+                           f'cy="{y(r[key] / 1e6):.1f}" r="3" fill="{colour}"/>')
+        ly, lx = TOP + 10 + k * 20, LEFT + plot_w + 15
+        svg.append(f'<line x1="{lx}" x2="{lx + 25}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+                   'stroke-width="2"/>')
+        svg.append(f'<text x="{lx + 32}" y="{ly + 4}">{label}</text>')
+    svg.append("</svg>")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("\n".join(svg) + "\n")
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     out, files = argv[1], argv[2:]
+    with open(files[0].partition("=")[0], encoding="utf-8") as f:
+        if "offers_per_sec" in json.load(f):
+            return pm_plot(out, files)
     # (file index, label, points, style)
     lines = [(i, *s) for i, f in enumerate(files) for s in series(f)]
     sizes = sorted({size for _, _, pts, _ in lines for size, _ in pts})

@@ -84,7 +84,10 @@ fn the_pm_benchmark_runs_and_reports() {
     );
     assert_eq!(out.code(), Some(0), "{out:?}");
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
-    assert_eq!(v["cdos"], 3000);
+    assert_eq!(
+        (&v["cdos"], &v["subscribers"], &v["injectors"]),
+        (&3000.into(), &2.into(), &1.into())
+    );
     for rate in ["offers_per_sec", "requires_per_sec", "events_per_sec"] {
         assert!(v[rate].as_f64().is_some_and(|r| r > 0.0), "{rate}: {v}");
     }
@@ -289,7 +292,8 @@ fn the_pool_benchmark_runs_and_reports() {
 /// A consumer on the provider's host copies an offer straight out of the provider's memory
 /// (cross-memory attach): no work for the provider, so even a stopped provider serves it,
 /// and the transport event says so. A consumer with the copy switched off (the setting of
-/// `MSTRO_OFI_CMA=off`) reads the same CDO by shared-memory RMA: the same bytes.
+/// `MSTRO_OFI_CMA=off`) reads the same CDO by shared-memory RMA: the same bytes. Both land
+/// a demand in memory the application lends, without a copy after the transfer.
 #[test]
 fn same_host_consumers_copy_straight_from_the_providers_memory() {
     use fabric::{Config, Scope};
@@ -371,6 +375,20 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
     assert_eq!(copied.len(), SIZE);
     assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
     assert!(*copied == *read, "the copy differs from the RMA read");
+    // Into memory the application lends, both ways: the bytes land there, no copy after.
+    for client in [&copier, &reader] {
+        let mut mine = vec![0u8; SIZE + 1];
+        let want = client.declare(&name).expect("declare");
+        // SAFETY: `mine` outlives the data and nothing else touches it meanwhile.
+        let dst = unsafe { fabric::Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };
+        let (data, _) = client
+            .demand_into(want, dst)
+            .expect("demand into lent memory");
+        assert_eq!(data.as_ptr(), mine.as_ptr(), "landed in the lent memory");
+        assert!(*data == *read);
+        drop(data);
+        assert!(mine[..SIZE] == *read && mine[SIZE] == 0);
+    }
     drop((copied, read, copier, reader, provider));
     watcher.leave().expect("leave");
     pm.stop();

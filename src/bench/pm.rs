@@ -159,6 +159,10 @@ pub struct SoakReport {
 /// The result.
 #[derive(Clone, Debug, Serialize)]
 pub struct PmReport {
+    /// Producer injector processes.
+    pub injectors: usize,
+    /// Subscriber processes.
+    pub subscribers: usize,
     /// Live CDOs offered in total.
     pub cdos: usize,
     /// declare+seal+offer per second, all producers together.
@@ -347,6 +351,8 @@ impl PmBench {
         drop(producers);
         pm.stop();
         Ok(PmReport {
+            injectors: self.injectors,
+            subscribers: self.subscribers,
             cdos: total,
             offers_per_sec,
             requires_per_sec,
