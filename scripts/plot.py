@@ -15,8 +15,8 @@ import json
 import math
 import sys
 
-WIDTH, HEIGHT = 760, 430
-LEFT, RIGHT, TOP, BOTTOM = 70, 220, 40, 60
+PLOT_W, HEIGHT = 520, 430
+LEFT, TOP, BOTTOM = 70, 40, 60
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
@@ -36,6 +36,11 @@ def series(arg):
         if pts:
             out.append((f"{title}, {name}", pts, style))
     return out
+
+
+def legend_width(labels):
+    """The picture's width: the plot, then a legend wide enough for `labels`."""
+    return LEFT + PLOT_W + 60 + 7 * max(len(label) for label in labels)
 
 
 def size_label(n):
@@ -63,7 +68,8 @@ def pm_plot(out, files):
     top_val = max(list(mean.values()) + [1.0])
     step = max(0.1, math.ceil(top_val / 5 * 10) / 10)
     top = step * 5
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    width = legend_width([label for _, label in keys])
+    plot_w, plot_h = PLOT_W, HEIGHT - TOP - BOTTOM
     span = (subs[-1] - subs[0]) or 1
 
     def x(n):
@@ -73,11 +79,11 @@ def pm_plot(out, files):
         return TOP + plot_h - v / top * plot_h
 
     svg = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
         f'font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14">Pool manager rate against subscribers '
-        f'(millions per second; {len(runs)} runs, points are runs, lines their means)</text>',
+        f'(millions/s; points: {len(runs)} runs, lines: means)</text>',
     ]
     for i in range(6):
         v = step * i
@@ -117,12 +123,13 @@ def main(argv):
             return pm_plot(out, files)
     # (file index, label, points, style)
     lines = [(i, *s) for i, f in enumerate(files) for s in series(f)]
+    width = legend_width([label for _, label, _, _ in lines])
     sizes = sorted({size for _, _, pts, _ in lines for size, _ in pts})
     step = max(1, math.ceil(max(g for _, _, pts, _ in lines for _, g in pts) / 5))
     top = step * 5
     lo, hi = math.log2(sizes[0]), math.log2(sizes[-1])
     span = (hi - lo) or 1.0
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = PLOT_W, HEIGHT - TOP - BOTTOM
 
     def x(size):
         return LEFT + (math.log2(size) - lo) / span * plot_w
@@ -131,9 +138,9 @@ def main(argv):
         return TOP + plot_h - gbps / top * plot_h
 
     svg = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
         f'font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14">Bandwidth against size (GB/s, 1e9 B/s)</text>',
     ]
     for i in range(6):
