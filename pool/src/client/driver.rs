@@ -8,10 +8,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fabric::{Buffer, Peer};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use super::data::{self, CdoData};
+use super::outbox::WriteIo;
 use super::{ClientError, Result, Shared};
 use crate::attr::Attributes;
 use crate::bootstrap::{ControlAddr, PmInfo};
@@ -20,12 +21,9 @@ use crate::proto::{
 };
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
-type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// Longest wait for one PM endpoint to accept a connection.
 const CONNECT_LIMIT: Duration = Duration::from_secs(5);
-/// Most messages packed into one write.
-const MAX_BATCH: usize = 4096;
 /// Stream transfers fetch in pieces of this size, this many at a time.
 const STREAM_PIECE: u64 = 1 << 20;
 const STREAM_WINDOW: usize = 4;
@@ -71,8 +69,8 @@ impl FrameReader {
 
 /// A connected, not yet joined control connection.
 pub(crate) struct Connected {
-    reader: FrameReader,
-    writer: Writer,
+    pub(crate) reader: FrameReader,
+    pub(crate) writer: WriteIo,
 }
 
 /// Connects to the first of the PM's endpoints that answers and reads its challenge.
@@ -116,17 +114,17 @@ pub(crate) async fn connect(info: &PmInfo, limit: Duration) -> Result<(Connected
 }
 
 /// Opens a control connection to `addr`, split into its halves.
-async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, Writer)> {
+async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
     Ok(match addr {
         ControlAddr::Tcp(a) => {
             let stream = tokio::net::TcpStream::connect(a).await?;
             let _ = stream.set_nodelay(true);
             let (r, w) = stream.into_split();
-            (Box::new(r), Box::new(w))
+            (Box::new(r), WriteIo::Tcp(w))
         }
         ControlAddr::Unix(path) => {
             let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
-            (Box::new(r), Box::new(w))
+            (Box::new(r), WriteIo::Unix(w))
         }
     })
 }
@@ -146,43 +144,16 @@ pub(crate) async fn handshake(
 }
 
 /// Starts the writer and reader tasks of a joined client.
-pub(crate) fn spawn(
-    c: Connected,
-    rx: mpsc::UnboundedReceiver<ToPm>,
-    shared: Arc<Shared>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let writer = tokio::spawn(write_loop(c.writer, rx, shared.clone()));
-    let reader = tokio::spawn(read_loop(c.reader, shared));
+/// Starts the driver tasks: the writer (what the socket did not take at once) and the
+/// reader (answers, tickets, events). Either ending closes the client.
+pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
+    let owner = shared.clone();
+    let writer = tokio::spawn(async move {
+        owner.out.drain().await;
+        owner.pending().close();
+    });
+    let reader = tokio::spawn(read_loop(reader, shared));
     vec![writer, reader]
-}
-
-async fn write_loop(mut w: Writer, mut rx: mpsc::UnboundedReceiver<ToPm>, shared: Arc<Shared>) {
-    let mut batch = Vec::new();
-    while let Some(m) = rx.recv().await {
-        batch.push(m);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(m) => batch.push(m),
-                Err(_) => break,
-            }
-        }
-        let frames = match proto::encode_split(&batch) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::error!("pool client: cannot encode a message ({e}); closing");
-                break;
-            }
-        };
-        batch.clear();
-        for f in frames {
-            if let Err(e) = w.write_all(&f).await {
-                tracing::warn!("pool client: writing to the pool manager: {e}");
-                shared.pending().close();
-                return;
-            }
-        }
-    }
-    let _ = w.shutdown().await;
 }
 
 async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
@@ -313,16 +284,16 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
         Ok((data, direct)) => {
             let mut p = shared.pending();
             p.arrive(cdo, data, attributes);
-            // Sent before the demand completes: the application's next message about this
-            // CDO (a dispose) must reach the PM after the transfer's end.
+            // The application wakes now, but sends its next message (a dispose, which must
+            // reach the PM after the transfer's end) only once this lock is released.
+            if completes_demand {
+                p.resolve((Op::Demand, cdo), Ok(cdo));
+            }
             let _ = shared.send(ToPm::TransferDone {
                 transfer,
                 error: None,
                 direct,
             });
-            if completes_demand {
-                p.resolve((Op::Demand, cdo), Ok(cdo));
-            }
         }
         Err(e) => {
             tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");

@@ -13,6 +13,7 @@
 mod blocking;
 mod data;
 mod driver;
+mod outbox;
 mod subscription;
 
 use std::collections::{HashMap, VecDeque};
@@ -410,7 +411,8 @@ pub(crate) struct Shared {
     pub(crate) app: AppId,
     pub(crate) pool: u64,
     pub(crate) pending: Mutex<Pending>,
-    pub(crate) tx: mpsc::UnboundedSender<ToPm>,
+    /// The control connection's sending side.
+    pub(crate) out: Arc<outbox::Outbox>,
     pub(crate) endpoint: Option<Endpoint>,
     /// Endpoints on the app's other networks (`via` 1, 2, ... in tickets).
     pub(crate) alternates: Vec<Endpoint>,
@@ -437,7 +439,7 @@ impl Shared {
     }
 
     pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
-        self.tx.send(msg).map_err(|_| ClientError::Closed)
+        self.out.send(msg)
     }
 }
 
@@ -497,13 +499,12 @@ impl AsyncClient {
             opts.isolated,
             &nonce,
         );
-        let (reader, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (connected, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
         let shared = Arc::new(Shared {
             app,
             pool,
             pending: Mutex::default(),
-            tx,
+            out: outbox::Outbox::new(connected.writer),
             endpoint: opts.endpoint,
             alternates: opts.alternates,
             peers: Mutex::default(),
@@ -513,7 +514,7 @@ impl AsyncClient {
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
             verified: Mutex::default(),
         });
-        let mut tasks = driver::spawn(reader, rx, shared.clone());
+        let mut tasks = driver::spawn(connected.reader, shared.clone());
         if let Some(watch) = watch_endpoint_link(&shared) {
             tasks.push(watch);
         }

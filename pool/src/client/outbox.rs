@@ -1,0 +1,154 @@
+//! The sending side of the control connection. Whoever sends a message writes it to the
+//! socket at once, on its own thread, when the socket takes it: a blocking call does not
+//! wait for the client's runtime thread to wake up and write for it (one thread hand-over
+//! less per round trip). What the socket does not take waits in the outbox for the writer
+//! task, which writes it when the socket has room. Every write happens under the outbox's
+//! lock and never waits, so messages keep their order and no caller can leave half a
+//! frame behind by giving up.
+
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
+
+use super::{ClientError, Result};
+use crate::proto::{self, ToPm};
+
+/// The write half of a control connection, usable from any thread without waiting.
+pub(crate) enum WriteIo {
+    Tcp(tokio::net::tcp::OwnedWriteHalf),
+    Unix(tokio::net::unix::OwnedWriteHalf),
+}
+
+impl WriteIo {
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            WriteIo::Tcp(w) => w.try_write(buf),
+            WriteIo::Unix(w) => w.try_write(buf),
+        }
+    }
+
+    async fn writable(&self) -> io::Result<()> {
+        match self {
+            WriteIo::Tcp(w) => w.writable().await,
+            WriteIo::Unix(w) => w.writable().await,
+        }
+    }
+
+    /// Writes all of `buf`, waiting for room (before the outbox exists: the JOIN).
+    pub(crate) async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            self.writable().await?;
+            match self.try_write(buf) {
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Encoded bytes the socket has not taken yet.
+    unsent: Vec<u8>,
+    /// The connection failed: nothing is sent any more.
+    broken: bool,
+}
+
+/// Messages on their way to the PM.
+pub(crate) struct Outbox {
+    io: WriteIo,
+    state: Mutex<State>,
+    /// Wakes the writer task when bytes wait for room.
+    kick: Notify,
+}
+
+impl Outbox {
+    pub(crate) fn new(io: WriteIo) -> Arc<Outbox> {
+        Arc::new(Outbox {
+            io,
+            state: Mutex::default(),
+            kick: Notify::new(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `msg`: written now if the socket takes it, else left to the writer task.
+    /// Never waits.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] once the connection failed; an encoding error.
+    pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
+        let mut st = self.state();
+        if st.broken {
+            return Err(ClientError::Closed);
+        }
+        let waiting = !st.unsent.is_empty();
+        for frame in proto::encode_split(std::slice::from_ref(&msg))? {
+            st.unsent.extend_from_slice(&frame);
+        }
+        // Behind bytes that wait for room: the writer task sends them in order.
+        if waiting {
+            return Ok(());
+        }
+        self.flush(&mut st);
+        // Left bytes, or the connection just failed: the writer task takes over (and, on
+        // failure, ends, which closes the client).
+        if st.broken || !st.unsent.is_empty() {
+            self.kick.notify_one();
+        }
+        if st.broken {
+            return Err(ClientError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Writes what the socket takes now.
+    fn flush(&self, st: &mut State) {
+        let mut done = 0;
+        while done < st.unsent.len() {
+            match self.io.try_write(&st.unsent[done..]) {
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::warn!("pool client: writing to the pool manager: {e}");
+                    st.broken = true;
+                    st.unsent.clear();
+                    return;
+                }
+            }
+        }
+        st.unsent.drain(..done);
+    }
+
+    /// The writer task: writes what callers left behind whenever the socket has room.
+    /// Returns when the connection failed.
+    pub(crate) async fn drain(&self) {
+        loop {
+            self.kick.notified().await;
+            if self.state().broken {
+                return;
+            }
+            loop {
+                if self.io.writable().await.is_err() {
+                    self.state().broken = true;
+                    return;
+                }
+                let mut st = self.state();
+                self.flush(&mut st);
+                if st.broken {
+                    return;
+                }
+                if st.unsent.is_empty() {
+                    break;
+                }
+            }
+        }
+    }
+}
