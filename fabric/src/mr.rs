@@ -294,21 +294,26 @@ impl RegionPool {
     /// # Errors
     /// Allocation or registration failures.
     pub fn take(&self, ep: &crate::Endpoint, len: usize) -> Result<MemoryRegion> {
+        if let Some(region) = self.take_kept(ep, len) {
+            return Ok(region);
+        }
+        ep.register(
+            Buffer::new(len.max(4096).next_power_of_two())?,
+            Access::Local,
+        )
+    }
+
+    /// A kept region of `ep` of at least `len` bytes (the smallest), if there is one:
+    /// never registers, so never blocks.
+    pub fn take_kept(&self, ep: &crate::Endpoint, len: usize) -> Option<MemoryRegion> {
         let mut free = self.free();
         let best = free
             .iter()
             .enumerate()
             .filter(|(_, r)| r.len() >= len && Arc::ptr_eq(&r.shared, ep.shared()))
             .min_by_key(|(_, r)| r.len())
-            .map(|(i, _)| i);
-        if let Some(pos) = best {
-            return Ok(free.swap_remove(pos));
-        }
-        drop(free);
-        ep.register(
-            Buffer::new(len.max(4096).next_power_of_two())?,
-            Access::Local,
-        )
+            .map(|(i, _)| i)?;
+        Some(free.swap_remove(best))
     }
 
     /// Returns a region for reuse; released at once if the pool would exceed its limit.

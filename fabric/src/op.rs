@@ -107,6 +107,11 @@ impl OpState {
         self.ctx.get().cast()
     }
 
+    /// Takes back the buffers of an operation that was never posted.
+    pub(crate) fn take_keep(&self) -> Keep {
+        lock(&self.slot).keep.take()
+    }
+
     /// Records the final outcome reported by the provider. Returns the buffers to drop if
     /// the caller had given up on them.
     pub(crate) fn finish(&self, result: Result<(usize, u64)>) -> Keep {

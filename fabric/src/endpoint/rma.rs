@@ -12,6 +12,25 @@ impl Endpoint {
         keep: Option<Box<dyn Any + Send>>,
         post: impl Fn(*mut c_void) -> isize,
     ) -> Result<Arc<OpState>> {
+        match self.post_with(true, what, len, keep, post)? {
+            Posted::Op(state) => Ok(state),
+            Posted::Busy(_) => Err(FabricError::Unreachable {
+                what,
+                waited: Duration::ZERO,
+            }),
+        }
+    }
+
+    /// As [`Endpoint::post`]; unless `patient`, a provider that cannot take the operation
+    /// now (`FI_EAGAIN`) gives back what the operation was to keep instead of retrying.
+    fn post_with(
+        &self,
+        patient: bool,
+        what: &'static str,
+        len: usize,
+        keep: Option<Box<dyn Any + Send>>,
+        post: impl Fn(*mut c_void) -> isize,
+    ) -> Result<Posted> {
         let started = Instant::now();
         let state = OpState::new(what, len, self.timeouts.deadline(len), keep);
         let ctx = state.context();
@@ -25,11 +44,15 @@ impl Endpoint {
                 {
                     t.thread().unpark();
                 }
-                return Ok(state);
+                return Ok(Posted::Op(state));
             }
             if rc != -(sys::FI_EAGAIN as isize) {
                 self.core.ops().remove(&(ctx as usize));
                 check(what, rc as i64)?;
+            }
+            if !patient {
+                self.core.ops().remove(&(ctx as usize));
+                return Ok(Posted::Busy(state.take_keep()));
             }
             // Connection-based providers answer EAGAIN while they cannot reach the peer
             // (refused or vanished); a full queue drains as our other operations finish.
@@ -60,7 +83,29 @@ impl Endpoint {
         dst: MemoryRegion,
         remote: RemoteRegion,
     ) -> Result<Op<MemoryRegion>> {
-        self.rma(false, peer, dst, remote)
+        match self.rma(true, false, peer, dst, remote)? {
+            Ok(op) => Ok(op),
+            Err(_) => Err(FabricError::Unreachable {
+                what: "fi_read",
+                waited: Duration::ZERO,
+            }),
+        }
+    }
+
+    /// As [`Endpoint::read`], but never waits for the provider: `Ok(Err(dst))` gives the
+    /// region back when the provider cannot take the read at once (its queue is full, or a
+    /// connection to the peer is still being set up); then post it with
+    /// [`Endpoint::read`], off any thread that must not block.
+    ///
+    /// # Errors
+    /// As [`Endpoint::read`].
+    pub fn try_read(
+        &self,
+        peer: Peer,
+        dst: MemoryRegion,
+        remote: RemoteRegion,
+    ) -> Result<std::result::Result<Op<MemoryRegion>, MemoryRegion>> {
+        self.rma(false, false, peer, dst, remote)
     }
 
     /// Writes the first `remote.len` bytes of `src` into `remote` at `peer`. The write asks
@@ -77,18 +122,26 @@ impl Endpoint {
         src: MemoryRegion,
         remote: RemoteRegion,
     ) -> Result<Op<MemoryRegion>> {
-        self.rma(true, peer, src, remote)
+        match self.rma(true, true, peer, src, remote)? {
+            Ok(op) => Ok(op),
+            Err(_) => Err(FabricError::Unreachable {
+                what: "fi_write",
+                waited: Duration::ZERO,
+            }),
+        }
     }
 
     /// Posts an RMA read into (or, with `write`, a delivery-complete write from) the start
-    /// of `local`, keeping the region until the completion.
+    /// of `local`, keeping the region until the completion; unless `patient`, gives the
+    /// region back when the provider cannot take the operation at once.
     fn rma(
         &self,
+        patient: bool,
         write: bool,
         peer: Peer,
         local: MemoryRegion,
         remote: RemoteRegion,
-    ) -> Result<Op<MemoryRegion>> {
+    ) -> Result<std::result::Result<Op<MemoryRegion>, MemoryRegion>> {
         let len = usize::try_from(remote.len).unwrap_or(usize::MAX);
         if len > local.len() {
             return Err(FabricError::InvalidArgument(format!(
@@ -99,7 +152,7 @@ impl Endpoint {
         let (ptr, desc) = (local.buf.as_ptr(), local.desc);
         let ep = self.core.ep;
         let what = if write { "fi_write" } else { "fi_read" };
-        let state = self.post(what, len, Some(Box::new(local)), |ctx| {
+        let posted = self.post_with(patient, what, len, Some(Box::new(local)), |ctx| {
             let iov = libc::iovec {
                 iov_base: ptr.cast(),
                 iov_len: len,
@@ -130,8 +183,18 @@ impl Endpoint {
                 }
             }
         })?;
-        Ok(Op::new(state, take_region, self.progress_handle()))
+        Ok(match posted {
+            Posted::Op(state) => Ok(Op::new(state, take_region, self.progress_handle())),
+            Posted::Busy(keep) => Err(downcast_region(keep)?),
+        })
     }
+}
+
+/// What posting did: the operation is under way, or (impatient posts) the provider could
+/// not take it and the buffers come back.
+pub(super) enum Posted {
+    Op(Arc<OpState>),
+    Busy(Option<Box<dyn Any + Send>>),
 }
 
 pub(super) fn downcast_region(keep: Option<Box<dyn Any + Send>>) -> Result<MemoryRegion> {

@@ -371,30 +371,17 @@ async fn fetch(
             via,
             ..
         } => {
-            // Mapping and registering the buffer and posting the read may block (a
-            // connection to a peer that does not answer is retried for up to a second):
-            // off the runtime's threads, so the reader goes on hearing from the PM.
-            let owner = shared.clone();
             let is_lent = lent.is_some();
-            let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
-                let ep = endpoint_via(&owner, via)?;
-                if endpoint.provider != ep.info().provider {
-                    return Err(ClientError::Protocol(format!(
-                        "the provider offers over {}, this app over {}",
-                        endpoint.provider,
-                        ep.info().provider
-                    )));
-                }
-                let peer = peer(&owner, (via, ep), &endpoint.address)?;
-                let dst = match lent {
-                    Some(b) => ep.register(b, fabric::Access::Local)?,
-                    None => owner.landing.take(ep, len)?,
-                };
-                Ok(ep.read(peer, dst, region)?)
+            // A known peer, a registered landing buffer to hand and a provider that takes
+            // the read at once: posted here, without a hop to another thread.
+            let inline = match lent {
+                Some(_) => None,
+                None => post_inline(shared, via, &endpoint, region, len)?,
             };
-            let op = tokio::task::spawn_blocking(post)
-                .await
-                .map_err(|e| ClientError::Protocol(format!("posting the read failed: {e}")))??;
+            let op = match inline {
+                Some(op) => op,
+                None => post_blocking(shared, (via, endpoint), region, len, lent).await?,
+            };
             let region = tokio::time::timeout(shared.timeout, op)
                 .await
                 .map_err(|_| ClientError::Timeout(Op::Demand))??;
@@ -406,6 +393,84 @@ async fn fetch(
         }
         Source::Stream { len } => stream(shared, transfer, len).await,
     }
+}
+
+/// Posts the read of `region` from `endpoint` if that cannot block: the peer is in the
+/// address vector, a landing buffer is kept, the provider takes the read now. `None`
+/// otherwise (nothing posted).
+///
+/// # Errors
+/// The endpoint `via` does not exist or speaks another provider; posting failed.
+fn post_inline(
+    shared: &Shared,
+    via: u8,
+    endpoint: &proto::FabricEndpoint,
+    region: fabric::RemoteRegion,
+    len: usize,
+) -> Result<Option<fabric::Op<fabric::MemoryRegion>>> {
+    let ep = reading_endpoint(shared, via, endpoint)?;
+    let known = shared
+        .peers
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&(via, endpoint.address.clone()))
+        .copied();
+    let (Some(peer), Some(dst)) = (known, shared.landing.take_kept(ep, len)) else {
+        return Ok(None);
+    };
+    match ep.try_read(peer, dst, region)? {
+        Ok(op) => Ok(Some(op)),
+        Err(dst) => {
+            shared.landing.give(dst);
+            Ok(None)
+        }
+    }
+}
+
+/// This client's endpoint `via`, checked to speak the provider's `endpoint`'s provider.
+fn reading_endpoint<'a>(
+    shared: &'a Shared,
+    via: u8,
+    endpoint: &proto::FabricEndpoint,
+) -> Result<&'a fabric::Endpoint> {
+    let ep = endpoint_via(shared, via)?;
+    if endpoint.provider != ep.info().provider {
+        return Err(ClientError::Protocol(format!(
+            "the provider offers over {}, this app over {}",
+            endpoint.provider,
+            ep.info().provider
+        )));
+    }
+    Ok(ep)
+}
+
+/// Posts the read of `region` into `lent` (registered for it) or a landing buffer, on a
+/// thread that may block: mapping and registering memory and setting up a connection to a
+/// peer that does not answer (retried for up to a second) take time, and the runtime's
+/// thread must go on hearing from the PM.
+///
+/// # Errors
+/// As [`post_inline`], plus registration failures.
+async fn post_blocking(
+    shared: &Arc<Shared>,
+    (via, endpoint): (u8, proto::FabricEndpoint),
+    region: fabric::RemoteRegion,
+    len: usize,
+    lent: Option<Buffer>,
+) -> Result<fabric::Op<fabric::MemoryRegion>> {
+    let owner = shared.clone();
+    let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
+        let ep = reading_endpoint(&owner, via, &endpoint)?;
+        let peer = peer(&owner, (via, ep), &endpoint.address)?;
+        let dst = match lent {
+            Some(b) => ep.register(b, fabric::Access::Local)?,
+            None => owner.landing.take(ep, len)?,
+        };
+        Ok(ep.read(peer, dst, region)?)
+    };
+    tokio::task::spawn_blocking(post)
+        .await
+        .map_err(|e| ClientError::Protocol(format!("posting the read failed: {e}")))?
 }
 
 /// Copies up to this many bytes from a provider's memory on the runtime's thread.

@@ -926,6 +926,7 @@ impl Drop for AsyncClient {
         for t in &self.tasks {
             t.abort();
         }
+        self.shared.out.close();
         data::forget_app(self.shared.pool, self.shared.app);
     }
 }

@@ -49,17 +49,17 @@ impl WriteIo {
     }
 }
 
-#[derive(Default)]
 struct State {
+    /// The socket's write half; `None` once the client closed it.
+    io: Option<Arc<WriteIo>>,
     /// Encoded bytes the socket has not taken yet.
     unsent: Vec<u8>,
-    /// The connection failed: nothing is sent any more.
+    /// The connection failed or was closed: nothing is sent any more.
     broken: bool,
 }
 
 /// Messages on their way to the PM.
 pub(crate) struct Outbox {
-    io: WriteIo,
     state: Mutex<State>,
     /// Wakes the writer task when bytes wait for room.
     kick: Notify,
@@ -68,10 +68,24 @@ pub(crate) struct Outbox {
 impl Outbox {
     pub(crate) fn new(io: WriteIo) -> Arc<Outbox> {
         Arc::new(Outbox {
-            io,
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                io: Some(Arc::new(io)),
+                unsent: Vec::new(),
+                broken: false,
+            }),
             kick: Notify::new(),
         })
+    }
+
+    /// Closes the write half now, whoever still holds the client's shared state (a
+    /// forgotten subscription, say): the PM sees the connection end.
+    pub(crate) fn close(&self) {
+        let mut st = self.state();
+        st.broken = true;
+        st.io = None;
+        st.unsent.clear();
+        drop(st);
+        self.kick.notify_one();
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -96,7 +110,7 @@ impl Outbox {
         if waiting {
             return Ok(());
         }
-        self.flush(&mut st);
+        Self::flush(&mut st);
         // Left bytes, or the connection just failed: the writer task takes over (and, on
         // failure, ends, which closes the client).
         if st.broken || !st.unsent.is_empty() {
@@ -109,10 +123,14 @@ impl Outbox {
     }
 
     /// Writes what the socket takes now.
-    fn flush(&self, st: &mut State) {
+    fn flush(st: &mut State) {
+        let Some(io) = st.io.clone() else {
+            st.broken = true;
+            return;
+        };
         let mut done = 0;
         while done < st.unsent.len() {
-            match self.io.try_write(&st.unsent[done..]) {
+            match io.try_write(&st.unsent[done..]) {
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -132,16 +150,19 @@ impl Outbox {
     pub(crate) async fn drain(&self) {
         loop {
             self.kick.notified().await;
-            if self.state().broken {
-                return;
-            }
             loop {
-                if self.io.writable().await.is_err() {
+                let io = match &self.state() {
+                    st if st.broken => return,
+                    st => st.io.clone(),
+                };
+                let Some(io) = io else { return };
+                if io.writable().await.is_err() {
                     self.state().broken = true;
                     return;
                 }
+                drop(io);
                 let mut st = self.state();
-                self.flush(&mut st);
+                Self::flush(&mut st);
                 if st.broken {
                     return;
                 }
