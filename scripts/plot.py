@@ -43,6 +43,43 @@ def legend_width(labels):
     return LEFT + PLOT_W + 60 + 7 * max(len(label) for label in labels)
 
 
+def axes(width, title, step, y, ticks, xlabel, fmt):
+    """The picture's start: background, title, horizontal grid every `step` (labelled with
+    `fmt`), the x ticks [(position, label)] and the x axis' name."""
+    plot_h = HEIGHT - TOP - BOTTOM
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{LEFT}" y="22" font-size="14">{title}</text>',
+    ]
+    for i in range(6):
+        v = step * i
+        svg.append(f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+                   'stroke="#ddd"/>')
+        svg.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{fmt(v)}</text>')
+    for pos, label in ticks:
+        svg.append(f'<text x="{pos:.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">'
+                   f'{label}</text>')
+    svg.append(f'<text x="{LEFT + PLOT_W / 2}" y="{HEIGHT - 15}" text-anchor="middle">'
+               f'{xlabel}</text>')
+    return svg
+
+
+def legend(svg, k, colour, label, dash=""):
+    """Entry `k` of the legend, right of the plot."""
+    ly, lx = TOP + 10 + k * 20, LEFT + PLOT_W + 15
+    svg.append(f'<line x1="{lx}" x2="{lx + 25}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+               f'stroke-width="2"{dash}/>')
+    svg.append(f'<text x="{lx + 32}" y="{ly + 4}">{label}</text>')
+
+
+def write(out, svg):
+    svg.append("</svg>")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("\n".join(svg) + "\n")
+
+
 def size_label(n):
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -78,22 +115,9 @@ def pm_plot(out, files):
     def y(v):
         return TOP + plot_h - v / top * plot_h
 
-    svg = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
-        f'font-family="sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
-        f'<text x="{LEFT}" y="22" font-size="14">Pool manager rate against subscribers '
-        f'(millions/s; points: {len(runs)} runs, lines: means)</text>',
-    ]
-    for i in range(6):
-        v = step * i
-        svg.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-                   'stroke="#ddd"/>')
-        svg.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
-    for n in subs:
-        svg.append(f'<text x="{x(n):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">{n}</text>')
-    svg.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 15}" text-anchor="middle">'
-               'subscribers</text>')
+    svg = axes(width, "Pool manager rate against subscribers "
+               f"(millions/s; points: {len(runs)} runs, lines: means)",
+               step, y, [(x(n), n) for n in subs], "subscribers", lambda v: f"{v:.1f}")
     for k, (key, label) in enumerate(keys):
         colour = COLOURS[k]
         pts = [(n, mean[(key, n)]) for n in subs if (key, n) in mean]
@@ -105,13 +129,8 @@ def pm_plot(out, files):
             if r.get(key):
                 svg.append(f'<circle cx="{x(r["subscribers"]):.1f}" '
                            f'cy="{y(r[key] / 1e6):.1f}" r="3" fill="{colour}"/>')
-        ly, lx = TOP + 10 + k * 20, LEFT + plot_w + 15
-        svg.append(f'<line x1="{lx}" x2="{lx + 25}" y1="{ly}" y2="{ly}" stroke="{colour}" '
-                   'stroke-width="2"/>')
-        svg.append(f'<text x="{lx + 32}" y="{ly + 4}">{label}</text>')
-    svg.append("</svg>")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write("\n".join(svg) + "\n")
+        legend(svg, k, colour, label)
+    write(out, svg)
 
 
 def main(argv):
@@ -137,22 +156,8 @@ def main(argv):
     def y(gbps):
         return TOP + plot_h - gbps / top * plot_h
 
-    svg = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
-        f'font-family="sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
-        f'<text x="{LEFT}" y="22" font-size="14">Bandwidth against size (GB/s, 1e9 B/s)</text>',
-    ]
-    for i in range(6):
-        g = step * i
-        svg.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(g):.1f}" y2="{y(g):.1f}" '
-                   'stroke="#ddd"/>')
-        svg.append(f'<text x="{LEFT - 8}" y="{y(g) + 4:.1f}" text-anchor="end">{g}</text>')
-    for s in sizes:
-        svg.append(f'<text x="{x(s):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">'
-                   f'{size_label(s)}</text>')
-    svg.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 15}" text-anchor="middle">'
-               'size (bytes)</text>')
+    svg = axes(width, "Bandwidth against size (GB/s, 1e9 B/s)", step, y,
+               [(x(n), size_label(n)) for n in sizes], "size (bytes)", str)
     for k, (file, label, pts, style) in enumerate(lines):
         # One colour per file (per line when there is one file); the style tells ours,
         # bare libfabric and MPI apart.
@@ -164,14 +169,8 @@ def main(argv):
                    f'stroke-width="2"{dash}/>')
         for s, g in pts:
             svg.append(f'<circle cx="{x(s):.1f}" cy="{y(g):.1f}" r="3" fill="{colour}"/>')
-        ly = TOP + 10 + k * 20
-        lx = LEFT + plot_w + 15
-        svg.append(f'<line x1="{lx}" x2="{lx + 25}" y1="{ly}" y2="{ly}" stroke="{colour}" '
-                   f'stroke-width="2"{dash}/>')
-        svg.append(f'<text x="{lx + 32}" y="{ly + 4}">{label}</text>')
-    svg.append("</svg>")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write("\n".join(svg) + "\n")
+        legend(svg, k, colour, label, dash)
+    write(out, svg)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,9 @@ use common::{Group, await_line, example, run, start_pm};
 use fabric::{Buffer, Config, Scope};
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
-use pool::events::{EventKind, SubscribeOptions};
+use pool::events::EventKind;
 use pool::proto::Refusal;
-use pool::selector::Selector;
-use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
+use pool::{Client, ClientError, JoinOptions};
 use pool_tools::archive::Archive;
 
 const T: Duration = Duration::from_secs(60);
@@ -177,22 +176,11 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
         .expect("archive")
         .store("big", &vec![7u8; 64 << 20], &Attributes::new())
         .expect("store");
-    let secret = pool::bootstrap::new_secret().expect("secret");
-    let pm = PoolManager::start(PmConfig::new(
+    let (pm, info, watcher, sub) = common::pool::watched_pm(
         "killing",
-        &secret,
-        vec!["127.0.0.1:0".parse().expect("addr")],
-    ))
-    .expect("pm");
-    let info = pm.info().clone();
-    let watcher = Client::join(&info, JoinOptions::new("watcher", 0).timeout(T)).expect("join");
-    let sub = watcher
-        .subscribe(
-            &Selector::all(),
-            EventKind::Offer | EventKind::AppLeave | EventKind::TransportStarted,
-            SubscribeOptions::default(),
-        )
-        .expect("subscribe");
+        EventKind::Offer | EventKind::AppLeave | EventKind::TransportStarted,
+        T,
+    );
     let mut librarian = Group::spawn(
         helper("pool_librarian", &info.encode())
             .env("MSTRO_OFI_PROVIDER", "tcp;ofi_rxm")
@@ -269,22 +257,11 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
 /// still complete, the PM stays up and serves a new app.
 #[test]
 fn killing_a_consumer_mid_transfer_leaves_the_provider_able_to_withdraw() {
-    let secret = pool::bootstrap::new_secret().expect("secret");
-    let pm = PoolManager::start(PmConfig::new(
+    let (pm, info, watcher, sub) = common::pool::watched_pm(
         "consumer-killed",
-        &secret,
-        vec!["127.0.0.1:0".parse().expect("addr")],
-    ))
-    .expect("pm");
-    let info = pm.info().clone();
-    let watcher = Client::join(&info, JoinOptions::new("watcher", 0).timeout(T)).expect("join");
-    let sub = watcher
-        .subscribe(
-            &Selector::all(),
-            EventKind::TransportStarted | EventKind::AppLeave,
-            SubscribeOptions::default(),
-        )
-        .expect("subscribe");
+        EventKind::TransportStarted | EventKind::AppLeave,
+        T,
+    );
     let archive_dir = tempfile::tempdir().expect("tempdir");
     let mut archiver = Group::spawn(
         helper("pool_archiver", &info.encode())

@@ -297,28 +297,13 @@ fn the_pool_benchmark_runs_and_reports() {
 #[test]
 fn same_host_consumers_copy_straight_from_the_providers_memory() {
     use fabric::{Config, Scope};
-    use pool::events::{EventKind, SubscribeOptions};
-    use pool::selector::Selector;
-    use pool::{Client, JoinOptions, PmConfig, PoolManager};
+    use pool::events::EventKind;
+    use pool::{Client, JoinOptions};
 
     const T: Duration = Duration::from_secs(60);
     const SIZE: usize = 8 << 20;
-    let secret = pool::bootstrap::new_secret().expect("secret");
-    let pm = PoolManager::start(PmConfig::new(
-        "cma",
-        &secret,
-        vec!["127.0.0.1:0".parse().expect("addr")],
-    ))
-    .expect("pm");
-    let info = pm.info().clone();
-    let watcher = Client::join(&info, JoinOptions::new("watcher", 0).timeout(T)).expect("join");
-    let sub = watcher
-        .subscribe(
-            &Selector::all(),
-            EventKind::TransportCompleted,
-            SubscribeOptions::default(),
-        )
-        .expect("subscribe");
+    let (pm, info, watcher, sub) =
+        common::pool::watched_pm("cma", EventKind::TransportCompleted, T);
     let mut provider = common::Group::spawn_with_stdin(
         Command::new(common::maestro()).args([
             "pool-provider",

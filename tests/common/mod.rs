@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod capi;
+pub mod pool;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;

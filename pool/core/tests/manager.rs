@@ -220,6 +220,15 @@ fn ticket_of(out: &[(ConnId, FromPm)]) -> (ConnId, TransferId, CdoId, u64) {
         .unwrap_or_else(|| panic!("no ticket in {out:?}"))
 }
 
+/// A consumer's report that `transfer` completed (by RMA).
+fn transferred(transfer: TransferId) -> ToPm {
+    ToPm::TransferDone {
+        transfer,
+        error: None,
+        direct: false,
+    }
+}
+
 /// Whether the ticket in `out` completes a demand at the consumer (no `Ready` follows).
 fn completes_demand(out: &[(ConnId, FromPm)]) -> bool {
     out.iter()
@@ -398,11 +407,7 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
             refused(Op::Dispose, Some(want), wrong(Op::Dispose, "in transfer"))
         )]
     );
-    let ok = ToPm::TransferDone {
-        transfer,
-        error: None,
-        direct: false,
-    };
+    let ok = transferred(transfer);
     assert!(
         pm.send(c, ok.clone()).is_empty(),
         "the transfer's end completed the demand at the consumer"
@@ -441,15 +446,7 @@ fn require_moves_data_early_and_demand_then_returns_at_once() {
     let (_, transfer, _, _) = ticket_of(&out);
     assert!(!completes_demand(&out), "a require's ticket: {out:?}");
     assert!(
-        pm.send(
-            c,
-            ToPm::TransferDone {
-                transfer,
-                error: None,
-                direct: false,
-            }
-        )
-        .is_empty(),
+        pm.send(c, transferred(transfer)).is_empty(),
         "not demanded yet"
     );
     assert_eq!(
@@ -497,14 +494,7 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
             )
         )]
     );
-    let out = pm.send(
-        c,
-        ToPm::TransferDone {
-            transfer,
-            error: None,
-            direct: false,
-        },
-    );
+    let out = pm.send(c, transferred(transfer));
     assert_eq!(out, [(p, done(Op::Withdraw, offer))]);
 }
 
@@ -538,14 +528,7 @@ fn several_providers_share_the_load_and_attributes_travel() {
     let (_, t2, _, _) = ticket_of(&out2);
     assert_ne!(t1, t2);
     for (c, transfer) in [(c1, t1), (c2, t2)] {
-        let out = pm.send(
-            c,
-            ToPm::TransferDone {
-                transfer,
-                error: None,
-                direct: false,
-            },
-        );
+        let out = pm.send(c, transferred(transfer));
         assert!(out.is_empty(), "{out:?}");
     }
 }
@@ -561,17 +544,7 @@ fn zero_length_cdos_synchronise() {
     let (_, transfer, _, len) = ticket_of(&out);
     assert_eq!(len, 0);
     assert!(completes_demand(&out));
-    assert!(
-        pm.send(
-            c,
-            ToPm::TransferDone {
-                transfer,
-                error: None,
-                direct: false,
-            }
-        )
-        .is_empty()
-    );
+    assert!(pm.send(c, transferred(transfer)).is_empty());
 }
 
 #[test]
@@ -589,14 +562,7 @@ fn a_demand_during_a_required_transfer_is_answered_by_ready_at_its_end() {
         "in flight"
     );
     assert_eq!(
-        pm.send(
-            c,
-            ToPm::TransferDone {
-                transfer,
-                error: None,
-                direct: false,
-            }
-        ),
+        pm.send(c, transferred(transfer)),
         [(c, FromPm::Ready { cdo: want })]
     );
 }
@@ -613,17 +579,7 @@ fn leave_waits_for_what_consumers_need_then_says_bye() {
         pm.send(p, ToPm::Leave).is_empty(),
         "a transfer still reads from the producer"
     );
-    assert_eq!(
-        pm.send(
-            c,
-            ToPm::TransferDone {
-                transfer,
-                error: None,
-                direct: false,
-            }
-        ),
-        [(p, FromPm::Bye)]
-    );
+    assert_eq!(pm.send(c, transferred(transfer)), [(p, FromPm::Bye)]);
     assert_eq!(pm.m.take_closing(), [p]);
     // A consumer with nothing pending leaves at once.
     assert_eq!(pm.send(c, ToPm::Leave), [(c, FromPm::Bye)]);
@@ -1030,14 +986,7 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
             ..
         }
     )));
-    let out = pm.send(
-        s,
-        ToPm::TransferDone {
-            transfer,
-            error: None,
-            direct: false,
-        },
-    );
+    let out = pm.send(s, transferred(transfer));
     assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
 }
 
@@ -1230,14 +1179,7 @@ fn app_and_transport_events_and_no_local() {
     );
     assert!(started[0].detail.contains("rma"), "{:?}", started[0].detail);
     let (_, transfer, _, _) = ticket_of(&out);
-    let out = pm.send(
-        c,
-        ToPm::TransferDone {
-            transfer,
-            error: None,
-            direct: false,
-        },
-    );
+    let out = pm.send(c, transferred(transfer));
     assert_eq!(events_to(&out, s)[0].kind, EventKind::TransportCompleted);
     pm.m.disconnected(p);
     let left = events_to(&pm.drain(), s);
