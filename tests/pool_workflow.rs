@@ -263,11 +263,10 @@ fn the_pool_benchmark_runs_and_reports() {
             "2",
             "--json",
         ]);
-        // Same node: next to Open MPI's send/recv, as users compare.
+        // Same node: next to Open MPI's send/recv, as users compare; over the network
+        // with a require before each demand.
         let mpi = provider == "shm";
-        if mpi {
-            bench.arg("--mpi");
-        }
+        bench.arg(if mpi { "--mpi" } else { "--require" });
         let out = run(&mut bench, Duration::from_secs(300));
         assert_eq!(out.code(), Some(0), "{provider}: {out:?}");
         let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");

@@ -100,6 +100,11 @@ pub struct PoolBench {
     /// no copy on either side besides the transfer.
     #[arg(long)]
     pub user_memory: bool,
+    /// Prefetch: `require` each CDO first; the latency pass times the demand once the
+    /// transfer the require started has completed (a transport-completed event), the
+    /// bandwidth pass requires, demands and disposes each.
+    #[arg(long)]
+    pub require: bool,
 }
 
 /// The command line of `maestro bench pool`.
@@ -281,10 +286,28 @@ impl PoolBench {
             Vec::with_capacity(iterations),
             Vec::with_capacity(iterations),
         );
+        let moved = self
+            .require
+            .then(|| {
+                consumer.subscribe(
+                    &pool::selector::Selector::all(),
+                    pool::events::EventKind::TransportCompleted,
+                    pool::events::SubscribeOptions::default(),
+                )
+            })
+            .transpose()?;
         for _ in 0..iterations {
             let t = Instant::now();
             let cdo = consumer.declare(&name)?;
             declares.push(t.elapsed());
+            if let Some(moved) = &moved {
+                consumer.require(cdo)?;
+                moved
+                    .wait_timeout(Duration::from_secs(600))?
+                    .ok_or(PoolBenchError::Provider(
+                        "the required CDO never moved".into(),
+                    ))?;
+            }
             let t = Instant::now();
             consumer.block_on(Lender::demand(lender, c, cdo, |_| Ok(())))?;
             times.push(t.elapsed());
@@ -296,6 +319,7 @@ impl PoolBench {
             let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
             times[i].as_secs_f64() * 1e6
         };
+        drop(moved);
         let gbps = self.bandwidth(consumer, lender, (&name, size), iterations)?;
         Ok(PoolRow {
             size,
@@ -321,8 +345,12 @@ impl PoolBench {
     ) -> Result<f64, PoolBenchError> {
         use futures::{StreamExt, TryStreamExt};
         let c = consumer.as_async();
+        let require = self.require;
         let one = |_| async move {
             let cdo = c.declare(name).await?;
+            if require {
+                c.require(cdo).await?;
+            }
             Lender::demand(lender, c, cdo, |_| Ok(())).await?;
             c.dispose(cdo).await?;
             Ok::<(), PoolBenchError>(())
