@@ -62,6 +62,11 @@ pub(super) struct Events {
 }
 
 impl Events {
+    /// True while someone subscribes: only then are events worded.
+    pub(super) fn listened(&self) -> bool {
+        !self.subs.is_empty()
+    }
+
     pub(super) fn new(clock: Clock) -> Events {
         Events {
             subs: BTreeMap::new(),

@@ -716,7 +716,9 @@ impl Manager {
         else {
             return;
         };
-        let (source, how) = self.plan(consumer, provider, from, region);
+        // Transport events are worded only for subscribers (a ticket is the hot path).
+        let describe = self.events.listened();
+        let (source, how) = self.plan(consumer, provider, from, region, describe);
         let attributes = self.published(from);
         let transfer = self.id();
         let stream = match source {
@@ -737,7 +739,11 @@ impl Manager {
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
-        let detail = format!("transfer {transfer} by {how}");
+        let detail = if describe {
+            format!("transfer {transfer} by {how}")
+        } else {
+            String::new()
+        };
         if let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) {
             self.out.push_back((
                 conn,
@@ -757,17 +763,23 @@ impl Manager {
     /// says how and why, for the transport event. Between processes: RMA over the first
     /// pair of their endpoints that can reach each other (common provider, links up, a
     /// common network, shared memory only within a host), the NICs chosen for them first,
-    /// then their other networks; else a stream, with the reason the chosen pair failed.
+    /// then their other networks; else a stream, with the reason the chosen pair failed
+    /// (the words only if `describe`).
     fn plan(
         &self,
         consumer: AppId,
         provider: AppId,
         from: CdoId,
         region: RemoteRegion,
+        describe: bool,
     ) -> (Source, String) {
-        let stream = |why: String| (Source::Stream { len: region.len }, format!("stream: {why}"));
+        let words = |f: &dyn Fn() -> String| if describe { f() } else { String::new() };
+        let stream = |why: &str| {
+            let source = Source::Stream { len: region.len };
+            (source, words(&|| format!("stream: {why}")))
+        };
         let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
-            return stream("an application is gone".into());
+            return stream("an application is gone");
         };
         if c.process == p.process && c.host == p.host {
             let source = Source::SameProcess {
@@ -776,7 +788,7 @@ impl Manager {
                 cdo: from,
                 len: region.len,
             };
-            return (source, "same-process (no copy)".into());
+            return (source, words(&|| "same-process (no copy)".into()));
         }
         let mine: Vec<&FabricEndpoint> = c.endpoint.iter().chain(&c.alternates).collect();
         let alternates = self
@@ -790,10 +802,10 @@ impl Manager {
             .chain(p.alternates.iter().zip(alternates.iter().copied()))
             .collect();
         if mine.is_empty() {
-            return stream("the consumer has no fabric endpoint".into());
+            return stream("the consumer has no fabric endpoint");
         }
         if theirs.is_empty() {
-            return stream("the provider has no fabric endpoint".into());
+            return stream("the provider has no fabric endpoint");
         }
         // The chosen NICs first, then one side's other networks, then both.
         let mut pairs: Vec<(usize, usize)> = (0..mine.len())
@@ -807,13 +819,15 @@ impl Manager {
             match self.reachable(c, p, (mine[i], network), pe) {
                 Ok(()) => {
                     let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
-                    let mut how = format!(
-                        "rma over {} from {} to {}",
-                        pe.provider,
-                        ip(pe).unwrap_or_else(|| "the provider".into()),
-                        ip(mine[i]).unwrap_or_else(|| "the consumer".into())
-                    );
-                    if let Some(why) = first_failure {
+                    let mut how = words(&|| {
+                        format!(
+                            "rma over {} from {} to {}",
+                            pe.provider,
+                            ip(pe).unwrap_or_else(|| "the provider".into()),
+                            ip(mine[i]).unwrap_or_else(|| "the consumer".into())
+                        )
+                    });
+                    if let Some(why) = first_failure.as_ref().filter(|_| describe) {
                         how.push_str(&format!(" (another network: {why})"));
                     }
                     // Shared memory is planned within a host only: the consumer may copy
@@ -825,7 +839,7 @@ impl Manager {
                                 && c.memory.is_some()
                         })
                         .map(Box::new);
-                    if memory.is_some() {
+                    if memory.is_some() && describe {
                         how.push_str(" (or straight from the provider's memory)");
                     }
                     let source = Source::Rma {
@@ -841,7 +855,7 @@ impl Manager {
                 }
             }
         }
-        stream(first_failure.unwrap_or_default())
+        stream(&first_failure.unwrap_or_default())
     }
 
     /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from
@@ -994,6 +1008,7 @@ impl Manager {
             return;
         };
         let detail = match &error {
+            _ if !self.events.listened() => String::new(),
             None if direct => {
                 format!("transfer {transfer} completed (copied from the provider's memory)")
             }
