@@ -360,13 +360,20 @@ impl Manager {
         self.events.collecting.extend(awaiting);
     }
 
-    /// Raises an event that nothing waits for (joins, leaves, transports).
-    pub(super) fn notify(&mut self, kind: EventKind, app: AppId, cdo: Option<CdoId>, detail: &str) {
-        if self.events.subs.is_empty() {
+    /// Raises an event that nothing waits for (joins, leaves, transports). Its `detail` is
+    /// worded only when someone subscribes: transports are the hot path.
+    pub(super) fn notify(
+        &mut self,
+        kind: EventKind,
+        app: AppId,
+        cdo: Option<CdoId>,
+        detail: impl FnOnce() -> String,
+    ) {
+        if !self.events.listened() {
             return;
         }
         let subject = cdo.and_then(|c| self.event_subject(c));
-        self.emit(kind, app, subject, detail, false);
+        self.emit(kind, app, subject, &detail(), false);
     }
 
     /// Sends one event to every matching subscription with this `before`; returns the

@@ -525,7 +525,7 @@ impl Manager {
         );
         let pool = self.instance;
         self.out.push_back((conn, FromPm::Welcome { app, pool }));
-        self.notify(EventKind::AppJoin, app, None, "joined");
+        self.notify(EventKind::AppJoin, app, None, || "joined".into());
     }
 
     /// True once `conn`'s JOIN has been accepted (and until it leaves or is gone).
@@ -716,9 +716,7 @@ impl Manager {
         else {
             return;
         };
-        // Transport events are worded only for subscribers (a ticket is the hot path).
-        let describe = self.events.listened();
-        let (source, how) = self.plan(consumer, provider, from, region, describe);
+        let (source, how) = self.plan(consumer, provider, from, region);
         let attributes = self.published(from);
         let transfer = self.id();
         let stream = match source {
@@ -739,11 +737,6 @@ impl Manager {
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
-        let detail = if describe {
-            format!("transfer {transfer} by {how}")
-        } else {
-            String::new()
-        };
         if let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) {
             self.out.push_back((
                 conn,
@@ -756,7 +749,9 @@ impl Manager {
                 },
             ));
         }
-        self.notify(EventKind::TransportStarted, consumer, Some(from), &detail);
+        self.notify(EventKind::TransportStarted, consumer, Some(from), || {
+            format!("transfer {transfer} by {how}")
+        });
     }
 
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
@@ -764,15 +759,15 @@ impl Manager {
     /// pair of their endpoints that can reach each other (common provider, links up, a
     /// common network, shared memory only within a host), the NICs chosen for them first,
     /// then their other networks; else a stream, with the reason the chosen pair failed
-    /// (the words only if `describe`).
+    /// (worded only when someone subscribes to events).
     fn plan(
         &self,
         consumer: AppId,
         provider: AppId,
         from: CdoId,
         region: RemoteRegion,
-        describe: bool,
     ) -> (Source, String) {
+        let describe = self.events.listened();
         let words = |f: &dyn Fn() -> String| if describe { f() } else { String::new() };
         let stream = |why: &str| {
             let source = Source::Stream { len: region.len };
@@ -1007,15 +1002,14 @@ impl Manager {
         let Some(t) = self.end_transfer(transfer) else {
             return;
         };
-        let detail = match &error {
-            _ if !self.events.listened() => String::new(),
+        let detail = || match &error {
             None if direct => {
                 format!("transfer {transfer} completed (copied from the provider's memory)")
             }
             None => format!("transfer {transfer} completed"),
             Some(e) => format!("transfer {transfer} failed: {e}"),
         };
-        self.notify(EventKind::TransportCompleted, app, Some(t.from), &detail);
+        self.notify(EventKind::TransportCompleted, app, Some(t.from), detail);
         if let Some(State::Required(w)) = self.cdos.get_mut(&t.to).map(|c| &mut c.state) {
             w.transfer = None;
             match error {
@@ -1141,7 +1135,7 @@ impl Manager {
             self.out.push_back((conn, FromPm::Bye));
             self.closing.push(conn);
         }
-        self.notify(EventKind::AppLeave, app, None, "left");
+        self.notify(EventKind::AppLeave, app, None, || "left".into());
         self.remove_app(app, false);
     }
 
@@ -1170,7 +1164,7 @@ impl Manager {
     pub fn disconnected_because(&mut self, conn: ConnId, why: &str) {
         if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
             let app = *app;
-            self.notify(EventKind::AppLeave, app, None, why);
+            self.notify(EventKind::AppLeave, app, None, || why.to_string());
             self.remove_app(app, true);
         }
         self.conns.remove(&conn);
