@@ -78,8 +78,9 @@ impl Config {
             no_cross_memory: match var("MSTRO_OFI_CMA") {
                 None => false,
                 Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                    "on" | "1" | "yes" => false,
-                    "off" | "0" | "no" => true,
+                    // The words `MSTRO_DROP_UNKNOWN_ATTRIBUTES` takes too.
+                    "on" | "1" | "yes" | "true" => false,
+                    "off" | "0" | "no" | "false" => true,
                     _ => {
                         return Err(ConfigError {
                             var: "MSTRO_OFI_CMA",

@@ -368,12 +368,14 @@ impl PoolBench {
 
 /// The consumer's own memory for `--user-memory`: one buffer per demand in flight.
 struct Lender {
+    size: usize,
     free: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 impl Lender {
     fn new(size: usize, count: usize) -> Lender {
         Lender {
+            size,
             free: std::sync::Mutex::new((0..count).map(|_| vec![0u8; size]).collect()),
         }
     }
@@ -391,10 +393,9 @@ impl Lender {
             return look(&data);
         };
         let lock = || lender.free.lock().unwrap_or_else(|e| e.into_inner());
-        // At most as many demands are in flight as there are buffers.
-        let mut mine = lock()
-            .pop()
-            .ok_or_else(|| PoolBenchError::Provider("no free lent buffer".into()))?;
+        // As many buffers as demands in flight: a new one is never needed, but costs
+        // nothing to allow.
+        let mut mine = lock().pop().unwrap_or_else(|| vec![0u8; lender.size]);
         // SAFETY: `mine` outlives the buffer (dropped with the data below) and is touched
         // by nobody else meanwhile.
         let dst = unsafe { Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };

@@ -297,12 +297,10 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
         }
         Err(e) => {
             tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");
-            let error = Some(e.to_string());
-            let direct = false;
             let _ = shared.send(ToPm::TransferDone {
                 transfer,
-                error,
-                direct,
+                error: Some(e.to_string()),
+                direct: false,
             });
         }
     }
@@ -410,9 +408,7 @@ fn post_inline(
 ) -> Result<Option<fabric::Op<fabric::MemoryRegion>>> {
     let ep = reading_endpoint(shared, via, endpoint)?;
     let known = shared
-        .peers
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .peers()
         .get(&(via, endpoint.address.clone()))
         .copied();
     let (Some(peer), Some(dst)) = (known, shared.landing.take_kept(ep, len)) else {
@@ -548,18 +544,21 @@ fn genuine(shared: &Shared, m: ProcessMemory) -> bool {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let ok = *verified.entry(m).or_insert_with(|| {
-        let ok = fabric::cma::holds(m.pid, m.token_addr, m.token).unwrap_or_else(|e| {
-            refused(shared, &e);
-            tracing::debug!("pool client: not copying from process {}: {e}", m.pid);
-            false
-        });
-        if !ok {
-            tracing::debug!(
-                "pool client: process {} is not the provider that announced it; reading by RMA",
-                m.pid
-            );
+        match fabric::cma::holds(m.pid, m.token_addr, m.token) {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::debug!(
+                    "pool client: process {} is not the provider that announced it; reading by RMA",
+                    m.pid
+                );
+                false
+            }
+            Err(e) => {
+                refused(shared, &e);
+                tracing::debug!("pool client: not copying from process {}: {e}", m.pid);
+                false
+            }
         }
-        ok
     });
     ok && shared.cross_memory.load(Ordering::Relaxed)
 }
@@ -580,10 +579,7 @@ fn peer(
     (via, ep): (u8, &fabric::Endpoint),
     address: &fabric::Address,
 ) -> Result<Peer> {
-    let mut peers = shared
-        .peers
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut peers = shared.peers();
     let key = (via, address.clone());
     if let Some(p) = peers.get(&key) {
         return Ok(*p);

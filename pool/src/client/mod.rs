@@ -441,6 +441,13 @@ impl Shared {
     pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
         self.out.send(msg)
     }
+
+    /// Providers' endpoints already in an endpoint's address vector.
+    pub(crate) fn peers(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(u8, fabric::Address), fabric::Peer>> {
+        self.peers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A joined application, for async code. Methods take `&self`: issue many without awaiting

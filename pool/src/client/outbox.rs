@@ -50,12 +50,11 @@ impl WriteIo {
 }
 
 struct State {
-    /// The socket's write half; `None` once the client closed it.
+    /// The socket's write half; `None` once the connection failed or the client closed
+    /// it: nothing is sent any more.
     io: Option<Arc<WriteIo>>,
     /// Encoded bytes the socket has not taken yet.
     unsent: Vec<u8>,
-    /// The connection failed or was closed: nothing is sent any more.
-    broken: bool,
 }
 
 /// Messages on their way to the PM.
@@ -71,7 +70,6 @@ impl Outbox {
             state: Mutex::new(State {
                 io: Some(Arc::new(io)),
                 unsent: Vec::new(),
-                broken: false,
             }),
             kick: Notify::new(),
         })
@@ -81,7 +79,6 @@ impl Outbox {
     /// forgotten subscription, say): the PM sees the connection end.
     pub(crate) fn close(&self) {
         let mut st = self.state();
-        st.broken = true;
         st.io = None;
         st.unsent.clear();
         drop(st);
@@ -99,7 +96,7 @@ impl Outbox {
     /// [`ClientError::Closed`] once the connection failed; an encoding error.
     pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
         let mut st = self.state();
-        if st.broken {
+        if st.io.is_none() {
             return Err(ClientError::Closed);
         }
         let waiting = !st.unsent.is_empty();
@@ -113,10 +110,11 @@ impl Outbox {
         Self::flush(&mut st);
         // Left bytes, or the connection just failed: the writer task takes over (and, on
         // failure, ends, which closes the client).
-        if st.broken || !st.unsent.is_empty() {
+        let broken = st.io.is_none();
+        if broken || !st.unsent.is_empty() {
             self.kick.notify_one();
         }
-        if st.broken {
+        if broken {
             return Err(ClientError::Closed);
         }
         Ok(())
@@ -125,7 +123,6 @@ impl Outbox {
     /// Writes what the socket takes now.
     fn flush(st: &mut State) {
         let Some(io) = st.io.clone() else {
-            st.broken = true;
             return;
         };
         let mut done = 0;
@@ -136,7 +133,7 @@ impl Outbox {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     tracing::warn!("pool client: writing to the pool manager: {e}");
-                    st.broken = true;
+                    st.io = None;
                     st.unsent.clear();
                     return;
                 }
@@ -151,23 +148,20 @@ impl Outbox {
         loop {
             self.kick.notified().await;
             loop {
-                let io = match &self.state() {
-                    st if st.broken => return,
-                    st => st.io.clone(),
+                let Some(io) = self.state().io.clone() else {
+                    return;
                 };
-                let Some(io) = io else { return };
                 if io.writable().await.is_err() {
-                    self.state().broken = true;
+                    self.state().io = None;
                     return;
                 }
                 drop(io);
                 let mut st = self.state();
                 Self::flush(&mut st);
-                if st.broken {
-                    return;
-                }
-                if st.unsent.is_empty() {
-                    break;
+                match &st.io {
+                    None => return,
+                    Some(_) if st.unsent.is_empty() => break,
+                    Some(_) => {}
                 }
             }
         }
