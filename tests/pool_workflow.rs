@@ -312,6 +312,8 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
             "shm",
             "--sizes",
             &SIZE.to_string(),
+            "--buffers",
+            "plain",
         ]),
         std::process::Stdio::piped(),
     );
@@ -374,6 +376,88 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
         assert!(mine[..SIZE] == *read && mine[SIZE] == 0);
     }
     drop((copied, read, copier, reader, provider));
+    watcher.leave().expect("leave");
+    pm.stop();
+}
+
+/// A same-host consumer of a shareable offer maps the provider's memory file: no copy, the
+/// bytes are those an RMA read gets, the view outlives the provider's withdrawal and exit,
+/// and memory the consumer lends is filled by a copy instead.
+#[test]
+fn same_host_consumers_map_a_shareable_offer() {
+    use fabric::{Config, Scope};
+    use pool::events::EventKind;
+    use pool::{Client, JoinOptions};
+
+    const T: Duration = Duration::from_secs(60);
+    const SIZE: usize = 4 << 20;
+    let (pm, info, watcher, sub) =
+        common::pool::watched_pm("map", EventKind::TransportCompleted, T);
+    let mut provider = common::Group::spawn_with_stdin(
+        Command::new(common::maestro()).args([
+            "pool-provider",
+            "--pm",
+            &info.encode(),
+            "--provider",
+            "shm",
+            "--sizes",
+            &SIZE.to_string(),
+            "--buffers",
+            "shareable",
+        ]),
+        std::process::Stdio::piped(),
+    );
+    let stdout = provider.child.stdout.take().expect("stdout");
+    common::await_line(stdout, "ready");
+    let consumer = |no_cross_memory| {
+        let cfg = Config {
+            provider: Some("shm".into()),
+            no_cross_memory,
+            ..Config::default()
+        };
+        let opts = JoinOptions::new("consumer", 0)
+            .fabric_with(&cfg, Scope::SameNode)
+            .expect("shm")
+            .isolated()
+            .timeout(T);
+        Client::join(&info, opts).expect("join")
+    };
+    let name = format!("bench-{SIZE}");
+    let mapper = consumer(false);
+    let want = mapper.declare(&name).expect("declare");
+    let (mapped, _) = mapper
+        .demand(want)
+        .expect("a view of the provider's memory");
+    assert!(mapped.is_mapped(), "{mapped:?}");
+    let done = sub.wait_timeout(T).expect("subscription").expect("event");
+    assert!(done.detail.contains("mapped: no copy"), "{done:?}");
+    let reader = consumer(true);
+    let want = reader.declare(&name).expect("declare");
+    let (read, _) = reader.demand(want).expect("demand by RMA");
+    assert!(!read.is_mapped());
+    sub.wait_timeout(T).expect("subscription").expect("event");
+    assert_eq!(mapped.len(), SIZE);
+    assert!(mapped.iter().any(|&b| b != 0), "the offer is a pattern");
+    assert!(*mapped == *read, "the view differs from the RMA read");
+    // Lent memory: filled by a copy.
+    let mut mine = vec![0u8; SIZE];
+    let want = mapper.declare(&name).expect("declare");
+    // SAFETY: `mine` outlives the data and nothing else touches it meanwhile.
+    let dst = unsafe { fabric::Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };
+    let (data, _) = mapper
+        .demand_into(want, dst)
+        .expect("demand into lent memory");
+    assert!(!data.is_mapped() && data.as_ptr() == mine.as_ptr());
+    let done = sub.wait_timeout(T).expect("subscription").expect("event");
+    assert!(done.detail.contains("copied"), "{done:?}");
+    drop(data);
+    // The provider withdraws, disposes and exits (stdin closed): the view keeps its bytes.
+    drop(provider.child.stdin.take());
+    let out = provider.wait(T);
+    assert!(out.status.success(), "{out:?}");
+    assert!(*mapped == *read, "the view changed after the provider left");
+    assert!(mine == *read);
+    drop((mapped, read, mapper, reader));
     watcher.leave().expect("leave");
     pm.stop();
 }

@@ -7,8 +7,19 @@
 //! alone, once, with no work for the other process. The kernel allows it where it allows
 //! `ptrace` reads: same user, and not forbidden by Yama's `ptrace_scope` or a hardened
 //! container; [`CmaError::Denied`] says so, and callers fall back to the fabric.
+//!
+//! Better than one copy is none: a buffer made with [`crate::Buffer::shareable`] lives in a
+//! memory file, and [`map`] gives a process of the same host a view of those very pages
+//! (opened through `/proc/<pid>/fd/<fd>`, under the same permission as the copy).
 
 use std::io;
+use std::num::NonZeroU64;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+
+use fabric_types::MemoryFile;
+
+use crate::Buffer;
 
 /// Why a cross-memory copy did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -41,11 +52,24 @@ pub enum CmaError {
         /// The OS error.
         source: io::Error,
     },
+    /// The descriptor does not name the memory file announced (it was closed, and perhaps
+    /// reused), or the file is not sealed against shrinking (a view could lose its pages).
+    #[error("process {pid}: descriptor {fd} is not the memory file announced ({why})")]
+    NotTheFile {
+        /// The process.
+        pid: u32,
+        /// The descriptor number.
+        fd: u32,
+        /// What did not match.
+        why: String,
+    },
     /// Any other OS error.
-    #[error("process {pid}: process_vm_readv: {source}")]
+    #[error("process {pid}: {what}: {source}")]
     Os {
         /// The process.
         pid: u32,
+        /// The call that failed.
+        what: &'static str,
         /// The OS error.
         source: io::Error,
     },
@@ -91,7 +115,11 @@ pub fn read(pid: u32, addr: u64, dst: &mut [u8]) -> Result<(), CmaError> {
                     source,
                 },
                 Some(libc::EINTR) => continue,
-                _ => CmaError::Os { pid, source },
+                _ => CmaError::Os {
+                    pid,
+                    what: "process_vm_readv",
+                    source,
+                },
             });
         }
         if n == 0 {
@@ -120,6 +148,148 @@ pub fn holds(pid: u32, addr: u64, token: u64) -> Result<bool, CmaError> {
     Ok(u64::from_ne_bytes(got) == token)
 }
 
+/// Whether this system gives shared memory (memory files) transparent huge pages when
+/// asked: `/sys/kernel/mm/transparent_hugepage/shmem_enabled` (or its 2 MiB knob,
+/// `hugepages-2048kB/shmem_enabled`, unless that says `inherit`) is `always`,
+/// `within_size`, `advise` or `force`. Debian's default, `never`, gives none. Read once.
+pub fn huge_shared_pages() -> bool {
+    static HUGE: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        let dir = "/sys/kernel/mm/transparent_hugepage";
+        let read = |path: String| std::fs::read_to_string(path).ok();
+        let knob = read(format!("{dir}/hugepages-2048kB/shmem_enabled"))
+            .filter(|k| chosen(k) != Some("inherit"))
+            .or_else(|| read(format!("{dir}/shmem_enabled")));
+        knob.as_deref()
+            .and_then(chosen)
+            .is_some_and(|c| matches!(c, "always" | "within_size" | "advise" | "force"))
+    });
+    *HUGE
+}
+
+/// The chosen word of a sysfs setting (`always [never] advise` -> `never`).
+fn chosen(setting: &str) -> Option<&str> {
+    let open = setting.find('[')?;
+    let close = setting[open..].find(']')? + open;
+    Some(&setting[open + 1..close])
+}
+
+/// The memory file behind a [`Buffer::shareable`] buffer, owned by this process.
+pub(crate) struct OwnFile {
+    fd: OwnedFd,
+    inode: NonZeroU64,
+}
+
+impl OwnFile {
+    /// A memory file of `len` bytes (zeroed), sealed against growing and shrinking.
+    ///
+    /// # Errors
+    /// [`crate::FabricError::Os`] with the failing call.
+    pub(crate) fn create(len: usize) -> crate::Result<OwnFile> {
+        let os = |what: &str| crate::FabricError::Os {
+            what: format!("{what} for a shareable {len}-byte buffer"),
+            source: io::Error::last_os_error(),
+            hint: "no file descriptors or memory left: raise `ulimit -n`, or offer plain buffers (Buffer::new)",
+        };
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        // SAFETY: a NUL-terminated name; the descriptor is checked below.
+        let fd = unsafe { libc::memfd_create(c"maestro-cdo".as_ptr(), flags) };
+        if fd < 0 {
+            return Err(os("memfd_create"));
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let size = libc::off_t::try_from(len).map_err(|_| os("sizing the memory file"))?;
+        // SAFETY: plain calls on a valid descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
+            return Err(os("ftruncate"));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: as above.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(os("sealing the memory file"));
+        }
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `st` is written by fstat on success.
+        if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+            return Err(os("fstat"));
+        }
+        // SAFETY: fstat succeeded.
+        let ino = unsafe { st.assume_init() }.st_ino;
+        let inode = NonZeroU64::new(ino).ok_or_else(|| os("a memory file without an inode"))?;
+        Ok(OwnFile { fd, inode })
+    }
+
+    /// The descriptor.
+    pub(crate) fn raw(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// What another process needs to map it.
+    pub(crate) fn describe(&self) -> MemoryFile {
+        MemoryFile {
+            fd: u32::try_from(self.raw()).unwrap_or(u32::MAX),
+            inode: self.inode,
+        }
+    }
+}
+
+/// Maps the first `len` bytes of memory file `file` of process `pid` (see
+/// [`Buffer::shareable`]): no copy, the view shares the owner's pages, populated here.
+/// Writes through the view stay private to it (copy-on-write); the owner must not write to
+/// the file while the view is used (the pool's rule for offered bytes, and its owner
+/// remaps privately before writing again: [`Buffer::keep_private`]). The view lives on if
+/// the owner exits or frees its buffer.
+///
+/// # Errors
+/// [`CmaError::Denied`] (opening another process's descriptors needs the permission of a
+/// cross-memory copy), [`CmaError::NoProcess`], [`CmaError::NotTheFile`] (closed, reused,
+/// shorter than `len` or unsealed), [`CmaError::Os`] when the kernel cannot map it.
+pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
+    let fd = file.fd;
+    let not_it = |why: String| CmaError::NotTheFile { pid, fd, why };
+    let opened = std::fs::File::open(format!("/proc/{pid}/fd/{fd}"));
+    let f = opened.map_err(|source| match source.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => CmaError::Denied { pid, source },
+        Some(libc::ENOENT) if !std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+            CmaError::NoProcess { pid }
+        }
+        Some(libc::ENOENT) => not_it("no such descriptor".into()),
+        _ => CmaError::Os {
+            pid,
+            what: "opening the memory file",
+            source,
+        },
+    })?;
+    let meta = f.metadata().map_err(|source| CmaError::Os {
+        pid,
+        what: "fstat",
+        source,
+    })?;
+    let mapped = crate::mr::pages(len);
+    if meta.ino() != file.inode.get() {
+        return Err(not_it(format!("inode {}", meta.ino())));
+    }
+    if meta.len() < mapped as u64 {
+        return Err(not_it(format!("{} bytes, not {len}", meta.len())));
+    }
+    // SAFETY: a plain call on a valid descriptor.
+    let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+        return Err(not_it("not sealed against shrinking".into()));
+    }
+    let os = |what, source| CmaError::Os { pid, what, source };
+    let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
+    let ptr =
+        crate::mr::map(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;
+    let view = Buffer::mapped(ptr, len, None);
+    // Writable, copy-on-write: a consumer that changes its bytes changes only its own.
+    // SAFETY: changes the protection of the mapping just made, owned by `view`.
+    if unsafe { libc::mprotect(ptr.cast(), mapped, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+        return Err(os("mprotect", io::Error::last_os_error()));
+    }
+    Ok(view)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +309,61 @@ mod tests {
         let err = read(std::process::id(), 8, &mut [0u8; 8]).expect_err("page 0 is unmapped");
         assert!(matches!(err, CmaError::BadAddress { .. }), "{err}");
         let err = read(u32::MAX, at, &mut [0u8; 8]).expect_err("no such process");
+        assert!(matches!(err, CmaError::NoProcess { .. }), "{err}");
+    }
+
+    #[test]
+    fn reads_the_chosen_word_of_a_setting() {
+        assert_eq!(
+            chosen("always within_size advise [never] deny force\n"),
+            Some("never")
+        );
+        assert_eq!(chosen("[inherit] always"), Some("inherit"));
+        assert_eq!(chosen("always never"), None);
+        assert_eq!(chosen("]["), None);
+    }
+
+    #[test]
+    fn maps_a_shareable_buffer_without_a_copy_and_keeps_views_apart() {
+        let me = std::process::id();
+        let len = 3 * 4096 + 100;
+        let mut owner = Buffer::shareable(len).expect("a memory file");
+        owner.as_mut_slice().fill(7);
+        let file = owner.memory_file().expect("shareable buffers have a file");
+
+        let mut view = map(me, file, len).expect("own descriptor");
+        assert_eq!(view.len(), len);
+        assert!(view.as_slice().iter().all(|&b| b == 7));
+        assert_ne!(view.as_slice().as_ptr(), owner.as_slice().as_ptr());
+        // The view's writes are its own.
+        view.as_mut_slice()[0] = 1;
+        assert_eq!(owner.as_slice()[0], 7);
+
+        // The owner takes its buffer back: its writes are its own, the view keeps the bytes.
+        let other = map(me, file, 4096).expect("a second view");
+        owner.keep_private().expect("remapped");
+        assert!(owner.memory_file().is_none());
+        owner.as_mut_slice().fill(9);
+        assert!(other.as_slice().iter().all(|&b| b == 7));
+        drop(owner);
+        assert!(
+            other.as_slice().iter().all(|&b| b == 7),
+            "a view outlives its owner"
+        );
+        assert_eq!(view.as_slice()[1], 7);
+
+        // The descriptor is closed: nothing to map, or not the same file.
+        let err = map(me, file, 4096).expect_err("closed");
+        assert!(matches!(err, CmaError::NotTheFile { .. }), "{err}");
+        let fresh = Buffer::shareable(4096).expect("a memory file");
+        let mut wrong = fresh.memory_file().expect("file");
+        wrong.inode = NonZeroU64::new(wrong.inode.get() + 1).expect("non-zero");
+        let err = map(me, wrong, 4096).expect_err("another inode");
+        assert!(err.to_string().contains("is not the memory file"), "{err}");
+        let right = fresh.memory_file().expect("file");
+        let err = map(me, right, 8192).expect_err("longer than the file");
+        assert!(matches!(err, CmaError::NotTheFile { .. }), "{err}");
+        let err = map(u32::MAX, right, 4096).expect_err("no such process");
         assert!(matches!(err, CmaError::NoProcess { .. }), "{err}");
     }
 }

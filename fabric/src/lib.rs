@@ -31,7 +31,8 @@ pub use discover::{Caps, EndpointType, ProviderInfo, discover};
 pub use endpoint::{Endpoint, Peer, ProgressMode, Timeouts};
 pub use error::{FabricError, Result};
 pub use fabric_types::{
-    Address, AddressError, ProviderClass, RegionRangeError, RemoteRegion, provider_matches,
+    Address, AddressError, MemoryFile, ProviderClass, RegionRangeError, RemoteRegion,
+    provider_matches,
 };
 pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};

@@ -574,7 +574,7 @@ fn run_round(
                         key: cdo,
                         len: 0,
                     },
-                    alternates: Default::default(),
+                    extras: Default::default(),
                 });
             } else {
                 ops.push(ToPm::Require { cdo });
@@ -616,7 +616,7 @@ fn run_round(
                 Answer::Ticket(transfer) => Some(ToPm::TransferDone {
                     transfer: *transfer,
                     error: None,
-                    direct: false,
+                    direct: None,
                 }),
                 _ => None,
             })

@@ -6,7 +6,9 @@
 //! (as a consumer that pipelines its demands). In the same run, bare libfabric `fi_read`s of the same
 //! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline), and with
 //! `--mpi` Open MPI's send/recv between two ranks what users compare with ([`super::mpi`]).
-//! Over shm the consumer copies from the provider's memory (`MSTRO_OFI_CMA=off`: RMA).
+//! Over shm the consumer maps the provider's memory where that pays (huge pages for shared
+//! memory, see `Buffer::for_offer`) and copies from it otherwise (`--buffers plain`:
+//! always; `MSTRO_OFI_CMA=off`: RMA instead).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -100,6 +102,16 @@ pub struct PoolBench {
     /// no copy on either side besides the transfer.
     #[arg(long)]
     pub user_memory: bool,
+    /// The provider's library buffers: `offer` (`Buffer::for_offer`: shareable where a
+    /// same-host consumer's view costs less than a copy), `plain` (`Buffer::new`: such
+    /// consumers copy) or `shareable` (`Buffer::shareable`: they map, whatever it costs).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "offer",
+        conflicts_with = "user_memory"
+    )]
+    pub buffers: Buffers,
     /// Prefetch: `require` each CDO first; the latency pass times the demand once the
     /// transfer the require started has completed (a transport-completed event), the
     /// bandwidth pass requires, demands and disposes each.
@@ -426,6 +438,7 @@ impl ProviderProcess {
             .args(["--sizes", &sizes.join(",")])
             .args(["--progress", progress_name(bench.progress)])
             .args(bench.user_memory.then_some("--user-memory"))
+            .args(["--buffers", bench.buffers.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -486,6 +499,38 @@ pub struct ProviderArgs {
     /// Offer the process's own memory in place (not library buffers).
     #[arg(long)]
     user_memory: bool,
+    /// Which library buffers to offer.
+    #[arg(long, value_enum, default_value = "offer")]
+    buffers: Buffers,
+}
+
+/// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Buffers {
+    /// `Buffer::for_offer`.
+    Offer,
+    /// `Buffer::new`.
+    Plain,
+    /// `Buffer::shareable`.
+    Shareable,
+}
+
+impl Buffers {
+    fn name(self) -> &'static str {
+        match self {
+            Buffers::Offer => "offer",
+            Buffers::Plain => "plain",
+            Buffers::Shareable => "shareable",
+        }
+    }
+
+    fn make(self, len: usize) -> fabric::Result<Buffer> {
+        match self {
+            Buffers::Offer => Buffer::for_offer(len),
+            Buffers::Plain => Buffer::new(len),
+            Buffers::Shareable => Buffer::shareable(len),
+        }
+    }
 }
 
 /// `maestro pool-provider`: offers one CDO per size (filled with the benchmark's pattern),
@@ -518,7 +563,7 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
             mine.push(v);
             b
         } else {
-            let mut buf = Buffer::new(size)?;
+            let mut buf = args.buffers.make(size)?;
             pattern::fill(buf.as_mut_slice(), SEED);
             buf
         };

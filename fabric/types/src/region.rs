@@ -71,3 +71,15 @@ mod tests {
         assert!(r.slice(u64::MAX, 2).is_err());
     }
 }
+
+/// A memory file (`memfd`) holding a buffer's bytes from offset 0, which a process of the
+/// same host may map instead of copying them: the file's descriptor in the process that
+/// owns it (opened through `/proc/<pid>/fd/<fd>`) and its inode, which the mapper checks
+/// (a descriptor number may be reused once closed). Serialisable, to travel in offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MemoryFile {
+    /// The descriptor number in the owning process.
+    pub fd: u32,
+    /// The file's inode number (never 0).
+    pub inode: std::num::NonZeroU64,
+}

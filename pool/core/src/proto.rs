@@ -7,7 +7,7 @@
 //! every malformed frame is a [`FrameError`] saying what was wrong, and the driver closes that
 //! one connection.
 
-use fabric_types::{Address, RemoteRegion};
+use fabric_types::{Address, MemoryFile, RemoteRegion};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::attr::Attributes;
@@ -16,8 +16,9 @@ use crate::selector::Expr;
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (2: events, `SealOffer`, boxed `Join`).
-pub const VERSION: u8 = 4;
+/// Protocol version carried in every frame (5: offers name their memory file, for
+/// same-host consumers that map it).
+pub const VERSION: u8 = 5;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -63,24 +64,55 @@ pub struct ProcessMemory {
     pub token_addr: u64,
 }
 
-/// An offer's bytes as registered with each of its app's alternate endpoints. Boxed
-/// behind a thin option: most apps have none, and offers are the PM's hot path (an empty
-/// one costs 8 bytes and no allocation).
+/// How a same-host consumer took a CDO's bytes straight from the provider's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Direct {
+    /// Copied them (`process_vm_readv`).
+    Copied,
+    /// Mapped the provider's memory file: no copy at all.
+    Mapped,
+}
+
+/// What an offer carries besides its region: the same bytes as registered with each of the
+/// app's alternate endpoints, and the memory file holding them (which a consumer on the
+/// app's host may map instead of copying, for apps that announce [`ProcessMemory`]).
+/// Boxed behind a thin option: most offers have neither, and offers are the PM's hot path
+/// (an empty one costs 8 bytes and no allocation).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-// A thin pointer on purpose: 8 bytes in the hot messages, where a Vec takes 24.
-#[allow(clippy::box_collection)]
-pub struct AltRegions(Option<Box<Vec<RemoteRegion>>>);
+pub struct OfferExtras(Option<Box<Extras>>);
 
-impl AltRegions {
-    /// The regions, in the order of the app's alternate endpoints.
-    pub fn new(regions: Vec<RemoteRegion>) -> AltRegions {
-        AltRegions((!regions.is_empty()).then(|| Box::new(regions)))
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Extras {
+    alternates: Vec<RemoteRegion>,
+    file: Option<MemoryFile>,
+}
+
+impl OfferExtras {
+    /// The regions, in the order of the app's alternate endpoints, and the memory file.
+    pub fn new(alternates: Vec<RemoteRegion>, file: Option<MemoryFile>) -> OfferExtras {
+        let some = !alternates.is_empty() || file.is_some();
+        OfferExtras(some.then(|| Box::new(Extras { alternates, file })))
     }
 
-    /// The regions.
-    pub fn as_slice(&self) -> &[RemoteRegion] {
-        self.0.as_deref().map_or(&[], Vec::as_slice)
+    /// The regions for the alternate endpoints.
+    pub fn alternates(&self) -> &[RemoteRegion] {
+        self.0.as_deref().map_or(&[], |e| e.alternates.as_slice())
     }
+
+    /// The memory file.
+    pub fn file(&self) -> Option<MemoryFile> {
+        self.0.as_deref().and_then(|e| e.file)
+    }
+}
+
+/// What a same-host consumer needs to take an offer straight from the provider's memory:
+/// the provider's process and, if the offer lives in one, its memory file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostMemory {
+    /// The provider's process, to copy from.
+    pub process: ProcessMemory,
+    /// The offer's memory file, to map.
+    pub file: Option<MemoryFile>,
 }
 
 /// How a consumer gets a ticketed CDO's bytes; the PM chooses by locality (transport
@@ -98,10 +130,10 @@ pub enum Source {
         /// its alternate `i - 1` (another network).
         via: u8,
         /// Where the consumer may instead copy the bytes straight out of the provider's
-        /// memory (same host, shared memory; `region.addr` is then the address in the
-        /// provider's memory): see [`ProcessMemory`]. Boxed: tickets travel through the
+        /// memory, or map them (same host, shared memory; `region.addr` is then the address
+        /// in the provider's memory): see [`ProcessMemory`]. Boxed: tickets travel through the
         /// PM's queues by value.
-        memory: Option<Box<ProcessMemory>>,
+        memory: Option<Box<HostMemory>>,
     },
     /// The provider is in this very process: take its buffer without a copy.
     SameProcess {
@@ -283,8 +315,9 @@ pub enum ToPm {
         /// Where the bytes are (its length is the CDO's size; 0 for a synchronisation CDO),
         /// registered with the app's first endpoint.
         region: RemoteRegion,
-        /// The same bytes registered with each of the app's alternate endpoints, in order.
-        alternates: AltRegions,
+        /// The same bytes registered with each of the app's alternate endpoints, and the
+        /// memory file holding them.
+        extras: OfferExtras,
     },
     /// `Seal` then `Offer` in one message, answered like the offer (`Done` with
     /// [`Op::Offer`], or a refusal as an offer): for producers that seal and offer at once.
@@ -296,7 +329,7 @@ pub enum ToPm {
         /// Where the bytes are.
         region: RemoteRegion,
         /// As [`ToPm::Offer`]'s.
-        alternates: AltRegions,
+        extras: OfferExtras,
     },
     /// Declare the intent to consume a CDO (the PM may start moving it).
     Require {
@@ -329,9 +362,9 @@ pub enum ToPm {
         transfer: TransferId,
         /// Why it failed, if it did.
         error: Option<String>,
-        /// The consumer copied the bytes straight from the provider's memory (see
+        /// The consumer took the bytes straight from the provider's memory (see
         /// [`ProcessMemory`]) rather than reading them by RMA: for the transport event.
-        direct: bool,
+        direct: Option<Direct>,
     },
     /// Consumer of a [`Source::Stream`] ticket: send me `len` bytes at `offset`.
     Fetch {
@@ -763,7 +796,7 @@ mod tests {
 
     /// Messages are moved through queues and channels by value: the rare big ones (JOIN,
     /// subscriptions, events) are boxed so the frequent ones stay small. The largest
-    /// frequent one is `SealOffer` (CDO, attributes, region, the thin alternates): 72 bytes
+    /// frequent one is `SealOffer` (CDO, attributes, region, the thin extras): 72 bytes
     /// with the tag; boxing its attributes instead would cost an allocation per offer. From
     /// the PM the largest is `Ticket` (endpoint, region, attributes, the boxed
     /// process-memory announcement): 136 bytes.
@@ -797,11 +830,17 @@ mod tests {
                     key: 9,
                     len: 4096,
                 },
-                alternates: AltRegions::new(vec![RemoteRegion {
-                    addr: 0,
-                    key: 10,
-                    len: 4096,
-                }]),
+                extras: OfferExtras::new(
+                    vec![RemoteRegion {
+                        addr: 0,
+                        key: 10,
+                        len: 4096,
+                    }],
+                    Some(MemoryFile {
+                        fd: 12,
+                        inode: std::num::NonZeroU64::new(99).expect("non-zero"),
+                    }),
+                ),
             },
             ToPm::Join(Box::new(Join {
                 workflow: "wf".into(),
@@ -826,7 +865,7 @@ mod tests {
             ToPm::TransferDone {
                 transfer: 3,
                 error: Some("peer gone".into()),
-                direct: false,
+                direct: None,
             },
         ]
     }

@@ -4,7 +4,8 @@ use fabric_types::{Address, RemoteRegion};
 use pool_core::attr::{AttrValue, Attributes, LOCAL_SIZE};
 use pool_core::auth::prove;
 use pool_core::proto::{
-    AppId, CdoId, FabricEndpoint, FromPm, Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
+    AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, ProcessMemory, Refusal, Source, ToPm,
+    TransferId,
 };
 use pool_core::{Clock, ConnId, Credential, Manager};
 use std::time::{Duration, Instant};
@@ -142,7 +143,7 @@ impl Pm {
             ToPm::Offer {
                 cdo,
                 region: region(len),
-                alternates: Default::default(),
+                extras: OfferExtras::new(Vec::new(), Some(memory_file())),
             },
         );
         assert_eq!(out[0], (conn, done(Op::Offer, cdo)));
@@ -167,6 +168,14 @@ fn join_msg(component: &str, proof: &[u8]) -> ToPm {
 }
 
 /// Where a test app's offers could be copied from: a pid per component name.
+/// The memory file the test offers name (passed on to same-host consumers only).
+fn memory_file() -> fabric_types::MemoryFile {
+    fabric_types::MemoryFile {
+        fd: 17,
+        inode: std::num::NonZeroU64::new(4242).expect("non-zero"),
+    }
+}
+
 fn memory_of(component: &str) -> ProcessMemory {
     ProcessMemory {
         pid: component.bytes().map(u32::from).sum(),
@@ -225,7 +234,7 @@ fn transferred(transfer: TransferId) -> ToPm {
     ToPm::TransferDone {
         transfer,
         error: None,
-        direct: false,
+        direct: None,
     }
 }
 
@@ -314,7 +323,7 @@ fn provider_life_and_its_refusals() {
     let offer = ToPm::Offer {
         cdo,
         region: region(8),
-        alternates: Default::default(),
+        extras: OfferExtras::default(),
     };
     assert_eq!(
         pm.send(p, offer.clone()),
@@ -519,7 +528,7 @@ fn several_providers_share_the_load_and_attributes_travel() {
     };
     // Same host, both on shm, different processes: an RMA read over shm.
     assert!(
-        matches!(&source1, Source::Rma { endpoint, region, via: 0, memory } if endpoint.provider == "shm" && region.len == 100 && memory.as_deref().is_some_and(|&m| m == memory_of("p1") || m == memory_of("p2"))),
+        matches!(&source1, Source::Rma { endpoint, region, via: 0, memory } if endpoint.provider == "shm" && region.len == 100 && memory.as_deref().is_some_and(|m| (m.process == memory_of("p1") || m.process == memory_of("p2")) && m.file == Some(memory_file()))),
         "{source1:?}"
     );
     assert_eq!(attrs1.get(".user.step"), Some(&AttrValue::Int(2)));
@@ -637,7 +646,7 @@ fn a_failed_transfer_is_retried_from_another_provider() {
     let failed = ToPm::TransferDone {
         transfer: first,
         error: Some("peer gone".into()),
-        direct: false,
+        direct: None,
     };
     let (_, second, _, _) = ticket_of(&pm.send(c, failed));
     assert_ne!(first, second);
@@ -645,7 +654,7 @@ fn a_failed_transfer_is_retried_from_another_provider() {
     let again = ToPm::TransferDone {
         transfer: second,
         error: Some("again".into()),
-        direct: false,
+        direct: None,
     };
     assert!(pm.send(c, again).is_empty());
 }
@@ -886,7 +895,7 @@ fn offer_msg(cdo: CdoId, len: u64) -> ToPm {
     ToPm::Offer {
         cdo,
         region: region(len),
-        alternates: Default::default(),
+        extras: OfferExtras::default(),
     }
 }
 
@@ -1418,21 +1427,24 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
                 key,
                 len: 64,
             },
-            pool_core::proto::AltRegions::new(vec![RemoteRegion {
-                addr: 0,
-                key: key + 1000,
-                len: 64,
-            }]),
+            OfferExtras::new(
+                vec![RemoteRegion {
+                    addr: 0,
+                    key: key + 1000,
+                    len: 64,
+                }],
+                None,
+            ),
         )
     };
     let transfer = |pm: &mut Pm, name: &str, key: u64| {
         let cdo = pm.declare(p, name);
         assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
-        let (region, alternates) = regions(key);
+        let (region, extras) = regions(key);
         let offer = ToPm::Offer {
             cdo,
             region,
-            alternates,
+            extras,
         };
         assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
         let want = pm.declare(c, name);
@@ -1501,7 +1513,7 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
         cdo,
         attributes: attrs(),
         region: region(16),
-        alternates: Default::default(),
+        extras: OfferExtras::default(),
     };
     // Without subscribers: one answer, as the offer.
     let cdo = pm.declare(p, "fast");

@@ -91,14 +91,20 @@ pub(crate) fn lent_out(key: &OfferKey) -> bool {
 }
 
 /// Removes the offer under `key` and returns its buffer. If same-process consumers still
-/// hold it, they keep the original and the provider gets a copy (so neither side waits).
+/// hold it, they keep the original and the provider gets a copy (so neither side waits);
+/// views other processes mapped keep what they saw ([`Buffer::keep_private`]).
 ///
 /// # Errors
-/// Allocation of the copy.
+/// Allocation of the copy, or of the private pages.
 pub(crate) fn take_back(key: &OfferKey) -> Option<fabric::Result<Buffer>> {
     let shared = offers().remove(key)?;
     Some(match Arc::try_unwrap(shared) {
-        Ok(o) => Ok(o.into_buffer()),
+        // Same-host consumers may hold views of its memory file: the provider's writes
+        // from now on must not reach them.
+        Ok(o) => {
+            let mut b = o.into_buffer();
+            b.keep_private().map(|()| b)
+        }
         Err(shared) => Buffer::from_slice(shared.as_slice()),
     })
 }
@@ -109,7 +115,8 @@ pub(crate) fn forget_app(pool: u64, app: AppId) {
 }
 
 /// A CDO's bytes at the consumer, returned by `demand`: read into memory of its own, or, when
-/// the provider is in the same process, the provider's buffer itself (no copy; read-only).
+/// the provider is in the same process, the provider's buffer itself (no copy; read-only),
+/// or, on the provider's host, a view of its memory file (no copy).
 pub struct CdoData(Inner);
 
 enum Inner {
@@ -117,6 +124,8 @@ enum Inner {
     /// Read by RMA into a registered landing buffer, which goes back to its pool on drop.
     Landed(Option<MemoryRegion>, usize, Arc<RegionPool>),
     Shared(Arc<Offered>),
+    /// A view of a same-host provider's memory file.
+    Mapped(Buffer),
 }
 
 impl Drop for CdoData {
@@ -143,6 +152,18 @@ impl CdoData {
         CdoData(Inner::Shared(offer))
     }
 
+    /// A view of a same-host provider's memory ([`fabric::cma::map`]).
+    pub(crate) fn mapped(view: Buffer) -> CdoData {
+        CdoData(Inner::Mapped(view))
+    }
+
+    /// True if these bytes are a view of a same-host provider's memory: no copy was made
+    /// (the provider offered a [`Buffer::shareable`] buffer). The view stays valid after the
+    /// provider withdraws, frees or exits.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.0, Inner::Mapped(_))
+    }
+
     /// True if these bytes are the provider's own buffer (same-process hand-over).
     pub fn is_shared(&self) -> bool {
         matches!(self.0, Inner::Shared(_))
@@ -160,6 +181,7 @@ impl CdoData {
             Inner::Own(b, len) => &b.as_slice()[..*len],
             Inner::Landed(r, len, _) => r.as_ref().map_or(&[][..], |r| &r.as_slice()[..*len]),
             Inner::Shared(o) => o.as_slice(),
+            Inner::Mapped(b) => b.as_slice(),
         }
     }
 }
@@ -177,6 +199,7 @@ impl std::fmt::Debug for CdoData {
         f.debug_struct("CdoData")
             .field("len", &self.len())
             .field("shared", &self.is_shared())
+            .field("mapped", &self.is_mapped())
             .finish()
     }
 }

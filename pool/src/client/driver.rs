@@ -17,7 +17,8 @@ use super::{ClientError, Result, Shared};
 use crate::attr::Attributes;
 use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::proto::{
-    self, CdoId, FromPm, MAX_CHUNK, Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
+    self, CdoId, Direct, FromPm, HostMemory, MAX_CHUNK, Op, ProcessMemory, Refusal, Source, ToPm,
+    TransferId,
 };
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
@@ -300,21 +301,21 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
             let _ = shared.send(ToPm::TransferDone {
                 transfer,
                 error: Some(e.to_string()),
-                direct: false,
+                direct: None,
             });
         }
     }
 }
 
 /// Gets a ticket's bytes, into `lent` (memory the application lent for this CDO) where it
-/// fits and the transport allows; true if they were copied straight from the provider's
-/// memory.
+/// fits and the transport allows; says whether they were taken straight from the
+/// provider's memory, and how.
 async fn get(
     shared: &Arc<Shared>,
     transfer: TransferId,
     source: Source,
     lent: Option<Buffer>,
-) -> Result<(CdoData, bool)> {
+) -> Result<(CdoData, Option<Direct>)> {
     let len = usize::try_from(source.len()).map_err(|_| {
         ClientError::Protocol(format!("a {}-byte CDO does not fit here", source.len()))
     })?;
@@ -329,23 +330,28 @@ async fn get(
         && shared.cross_memory.load(Ordering::Relaxed)
     {
         let (owner, m, via, addr) = (shared.clone(), **m, *via, region.addr);
-        let copy = move || copy_from_process(&owner, (via, m, addr, len), lent);
-        // Small copies take microseconds: not worth a hop to another thread.
-        let (copied, unused) = if len <= INLINE_COPY {
-            copy()
+        // Small copies and mappings take microseconds: not worth a hop to another thread.
+        let inline = if mappable(&m, &lent) {
+            len <= INLINE_MAP
         } else {
-            tokio::task::spawn_blocking(copy)
+            len <= INLINE_COPY
+        };
+        let take = move || take_from_process(&owner, (via, m, addr, len), lent);
+        let taken = if inline {
+            take()
+        } else {
+            tokio::task::spawn_blocking(take)
                 .await
                 .map_err(|e| ClientError::Protocol(format!("copying the offer failed: {e}")))?
         }?;
-        if let Some(data) = copied {
-            return Ok((data, true));
+        match taken {
+            Taken::Here(data, how) => return Ok((data, Some(how))),
+            Taken::NotHere(unused) => lent = unused,
         }
-        lent = unused;
     }
     fetch(shared, transfer, source, len, lent)
         .await
-        .map(|d| (d, false))
+        .map(|d| (d, None))
 }
 
 /// Gets a ticket's bytes over the fabric (into `lent` if given) or the control connection.
@@ -472,6 +478,17 @@ async fn post_blocking(
 /// Copies up to this many bytes from a provider's memory on the runtime's thread.
 const INLINE_COPY: usize = 2 << 20;
 
+/// Maps up to this many bytes of a provider's memory on the runtime's thread (populating
+/// the view's page tables costs about a microsecond per 100 KiB).
+const INLINE_MAP: usize = 64 << 20;
+
+/// Whether a same-host ticket will be mapped rather than copied: its offer is in a memory
+/// file (the provider chose that where mapping pays, see [`Buffer::for_offer`]) and the
+/// application lent no memory for it.
+fn mappable(m: &HostMemory, lent: &Option<Buffer>) -> bool {
+    m.file.is_some() && lent.is_none()
+}
+
 /// This client's endpoint `via` of a ticket: 0 the first, `i` alternate `i - 1`.
 fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
     match via {
@@ -486,54 +503,68 @@ fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
 }
 
 /// Where a same-host copy comes from: the consumer endpoint a fallback would read with,
-/// the provider's process, the address and the length.
-type CopySource = (u8, ProcessMemory, u64, usize);
+/// the provider's process (and the offer's memory file), the address and the length.
+type CopySource = (u8, HostMemory, u64, usize);
 
-/// Copies a CDO straight out of the provider's memory ([`fabric::cma`]) into `lent` (if
-/// given) or a landing buffer of endpoint `via`. `Ok((None, lent))` when that cannot be
-/// done here (the kernel refuses, or the process id does not name the provider): the
-/// caller reads by RMA, into `lent` still.
+/// Takes a CDO straight from the provider's memory: maps its memory file
+/// ([`fabric::cma::map`], no copy) where [`mappable`], else copies the bytes
+/// ([`fabric::cma::read`]) into `lent` (if given) or a landing buffer of endpoint `via`.
+/// [`Taken::NotHere`] when neither can be done here (the kernel refuses, or the process id
+/// does not name the provider): the caller reads by RMA, into `lent` still.
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
-fn copy_from_process(
+fn take_from_process(
     shared: &Arc<Shared>,
     (via, m, addr, len): CopySource,
     lent: Option<Buffer>,
-) -> Result<(Option<CdoData>, Option<Buffer>)> {
-    if !genuine(shared, m) {
-        return Ok((None, lent));
+) -> Result<Taken> {
+    let pid = m.process.pid;
+    if !genuine(shared, m.process) {
+        return Ok(Taken::NotHere(lent));
     }
-    let copy = |dst: &mut [u8]| match fabric::cma::read(m.pid, addr, &mut dst[..len]) {
+    let failed = |e: &fabric::cma::CmaError, instead: &str| {
+        refused(shared, e);
+        tracing::debug!("pool client: taking from process {pid} failed ({e}); {instead}");
+    };
+    if let Some(file) = m.file.filter(|_| mappable(&m, &lent)) {
+        match fabric::cma::map(pid, file, len) {
+            Ok(view) => return Ok(Taken::Here(CdoData::mapped(view), Direct::Mapped)),
+            Err(e) => failed(&e, "copying"),
+        }
+    }
+    let copy = |dst: &mut [u8]| match fabric::cma::read(pid, addr, &mut dst[..len]) {
         Ok(()) => true,
         Err(e) => {
-            refused(shared, &e);
-            tracing::debug!(
-                "pool client: copying from process {} failed ({e}); reading by RMA",
-                m.pid
-            );
+            failed(&e, "reading by RMA");
             false
         }
     };
     match lent {
         Some(mut b) => Ok(if copy(b.as_mut_slice()) {
-            (Some(CdoData::own(b, len)), None)
+            Taken::Here(CdoData::own(b, len), Direct::Copied)
         } else {
-            (None, Some(b))
+            Taken::NotHere(Some(b))
         }),
         None => {
             let mut dst = shared.landing.take(endpoint_via(shared, via)?, len)?;
             if copy(dst.as_mut_slice()) {
-                Ok((
-                    Some(CdoData::landed(dst, len, shared.landing.clone())),
-                    None,
-                ))
+                let data = CdoData::landed(dst, len, shared.landing.clone());
+                Ok(Taken::Here(data, Direct::Copied))
             } else {
                 shared.landing.give(dst);
-                Ok((None, None))
+                Ok(Taken::NotHere(None))
             }
         }
     }
+}
+
+/// What [`take_from_process`] did.
+enum Taken {
+    /// The bytes, and how they were taken.
+    Here(CdoData, Direct),
+    /// Nothing: the memory lent for them, unused.
+    NotHere(Option<Buffer>),
 }
 
 /// Whether the process `m` names holds its token (checked once per announcement), and the

@@ -669,10 +669,10 @@ impl AsyncClient {
     /// # Errors
     /// Registration errors; `WrongState` unless sealed; connection errors.
     pub async fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
-        self.offer_with(cdo, data, |cdo, region, alternates| ToPm::Offer {
+        self.offer_with(cdo, data, |cdo, region, extras| ToPm::Offer {
             cdo,
             region,
-            alternates,
+            extras,
         })
         .await
     }
@@ -690,23 +690,25 @@ impl AsyncClient {
         data: Buffer,
     ) -> Result<()> {
         self.shared.schemas.check(&mut attributes)?;
-        self.offer_with(cdo, data, move |cdo, region, alternates| ToPm::SealOffer {
+        self.offer_with(cdo, data, move |cdo, region, extras| ToPm::SealOffer {
             cdo,
             attributes,
             region,
-            alternates,
+            extras,
         })
         .await
     }
 
     /// Makes `data` readable by consumers (registered with every endpoint the app has),
-    /// sends the message `msg` builds with its regions, and takes the data back if refused.
+    /// sends the message `msg` builds with its regions (and memory file), and takes the
+    /// data back if refused.
     async fn offer_with(
         &self,
         cdo: CdoId,
         data: Buffer,
-        msg: impl FnOnce(CdoId, fabric::RemoteRegion, proto::AltRegions) -> ToPm,
+        msg: impl FnOnce(CdoId, fabric::RemoteRegion, proto::OfferExtras) -> ToPm,
     ) -> Result<()> {
+        let file = data.memory_file();
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
                 let r = ep.register(data, fabric::Access::RemoteRead)?;
@@ -719,9 +721,7 @@ impl AsyncClient {
                         unsafe { Buffer::borrowed(r.as_slice().as_ptr().cast_mut(), r.len()) };
                     extras.push(alt.register(view, fabric::Access::RemoteRead)?);
                 }
-                let regions = proto::AltRegions::new(
-                    extras.iter().map(fabric::MemoryRegion::remote).collect(),
-                );
+                let regions = extras.iter().map(fabric::MemoryRegion::remote).collect();
                 let registered = data::Registration::new(r, extras);
                 (data::Offered::Registered(registered), remote, regions)
             }
@@ -731,17 +731,16 @@ impl AsyncClient {
                     key: 0,
                     len: data.len() as u64,
                 };
-                (
-                    data::Offered::Plain(data),
-                    remote,
-                    proto::AltRegions::default(),
-                )
+                (data::Offered::Plain(data), remote, Vec::new())
             }
         };
         let key = (self.shared.pool, self.shared.app, cdo);
         data::keep(key, offered);
         let r = self
-            .call((Op::Offer, cdo), msg(cdo, region, alternates))
+            .call(
+                (Op::Offer, cdo),
+                msg(cdo, region, proto::OfferExtras::new(alternates, file)),
+            )
             .await;
         if r.is_err() {
             data::take_back(&key);

@@ -194,14 +194,14 @@ impl Manager {
                 cdo,
                 attributes,
                 region,
-                alternates,
+                extras,
             } = msg
         {
             self.cdo_op(conn, app, ToPm::Seal { cdo, attributes });
             let offer = ToPm::Offer {
                 cdo,
                 region,
-                alternates,
+                extras,
             };
             if let Some(offer) = self.queue_if_held(conn, offer) {
                 self.cdo_op(conn, app, offer);

@@ -37,8 +37,8 @@ use crate::events::EventKind;
 use fabric_types::{ProviderClass, RemoteRegion};
 
 use crate::proto::{
-    AppId, CdoId, Chunk, FabricEndpoint, FromPm, MAX_CHUNK, Op, ProcessMemory, Refusal, Source,
-    ToPm, TransferId,
+    AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, MAX_CHUNK, OfferExtras, Op,
+    ProcessMemory, Refusal, Source, ToPm, TransferId,
 };
 
 /// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
@@ -187,8 +187,9 @@ struct Cdo {
     name: Arc<str>,
     attributes: Attributes,
     state: State,
-    /// While offered: its bytes as registered with each of the app's alternate endpoints.
-    alternates: crate::proto::AltRegions,
+    /// While offered: its bytes as registered with each of the app's alternate endpoints,
+    /// and the memory file holding them.
+    extras: OfferExtras,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -441,14 +442,14 @@ impl Manager {
                 cdo,
                 attributes,
                 region,
-                alternates,
-            } => self.seal_offer(conn, app, cdo, attributes, (region, alternates)),
+                extras,
+            } => self.seal_offer(conn, app, cdo, attributes, (region, extras)),
             ToPm::Offer {
                 cdo,
                 region,
-                alternates,
+                extras,
             } => self.with_cdo(conn, app, Op::Offer, cdo, |m, c| {
-                m.offer(conn, c, (region, alternates))
+                m.offer(conn, c, (region, extras))
             }),
             ToPm::Require { cdo } => self.with_cdo(conn, app, Op::Require, cdo, |m, c| {
                 m.require(conn, c, false)
@@ -550,7 +551,7 @@ impl Manager {
                 name: name.into(),
                 attributes: Attributes::new(),
                 state: State::Declared,
-                alternates: Default::default(),
+                extras: OfferExtras::default(),
             },
         );
         if let Some(a) = self.apps.get_mut(&app) {
@@ -614,7 +615,7 @@ impl Manager {
         app: AppId,
         cdo: CdoId,
         attributes: Attributes,
-        regions: (RemoteRegion, crate::proto::AltRegions),
+        regions: (RemoteRegion, OfferExtras),
     ) {
         match self.cdos.get(&cdo).filter(|c| c.app == app) {
             None => self.refuse(conn, Op::Offer, Some(cdo), Refusal::UnknownCdo),
@@ -629,16 +630,11 @@ impl Manager {
         }
     }
 
-    /// `regions`: as registered with the app's first endpoint, and with its alternates.
-    fn offer(
-        &mut self,
-        conn: ConnId,
-        cdo: CdoId,
-        regions: (RemoteRegion, crate::proto::AltRegions),
-    ) {
+    /// `regions`: as registered with the app's first endpoint, and the rest.
+    fn offer(&mut self, conn: ConnId, cdo: CdoId, (region, extras): (RemoteRegion, OfferExtras)) {
         let c = self.cdo(cdo);
-        c.state = State::Offered(regions.0);
-        c.alternates = regions.1;
+        c.state = State::Offered(region);
+        c.extras = extras;
         let name = Arc::clone(&c.name);
         self.offers.insert(&name, cdo);
         self.done(conn, Op::Offer, cdo);
@@ -786,10 +782,8 @@ impl Manager {
             return (source, words(&|| "same-process (no copy)".into()));
         }
         let mine: Vec<&FabricEndpoint> = c.endpoint.iter().chain(&c.alternates).collect();
-        let alternates = self
-            .cdos
-            .get(&from)
-            .map_or(&[][..], |f| f.alternates.as_slice());
+        let extras = self.cdos.get(&from).map(|f| &f.extras);
+        let alternates = extras.map_or(&[][..], OfferExtras::alternates);
         let theirs: Vec<(&FabricEndpoint, RemoteRegion)> = p
             .endpoint
             .iter()
@@ -833,7 +827,10 @@ impl Manager {
                             ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory
                                 && c.memory.is_some()
                         })
-                        .map(Box::new);
+                        .map(|process| {
+                            let file = extras.and_then(OfferExtras::file);
+                            Box::new(HostMemory { process, file })
+                        });
                     if memory.is_some() && describe {
                         how.push_str(" (or straight from the provider's memory)");
                     }
@@ -985,7 +982,7 @@ impl Manager {
         app: AppId,
         transfer: TransferId,
         error: Option<String>,
-        direct: bool,
+        direct: Option<Direct>,
     ) {
         let owned = self
             .transfers
@@ -1003,10 +1000,15 @@ impl Manager {
             return;
         };
         let detail = || match &error {
-            None if direct => {
-                format!("transfer {transfer} completed (copied from the provider's memory)")
-            }
-            None => format!("transfer {transfer} completed"),
+            None => match direct {
+                Some(Direct::Copied) => {
+                    format!("transfer {transfer} completed (copied from the provider's memory)")
+                }
+                Some(Direct::Mapped) => {
+                    format!("transfer {transfer} completed (the provider's memory mapped: no copy)")
+                }
+                None => format!("transfer {transfer} completed"),
+            },
             Some(e) => format!("transfer {transfer} failed: {e}"),
         };
         self.notify(EventKind::TransportCompleted, app, Some(t.from), detail);
