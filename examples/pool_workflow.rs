@@ -133,7 +133,9 @@ fn produce(c: &Client, me: usize, plan: Plan) -> Result<(), Error> {
     let mut offered = Vec::new();
     for i in 0..plan.cdos {
         let n = name(me, i);
-        let mut buf = Buffer::new(plan.size(i))?;
+        // Memory made for offers: consumers on this node map it instead of copying where
+        // the system gives shared memory huge pages.
+        let mut buf = Buffer::for_offer(plan.size(i))?;
         fill(buf.as_mut_slice(), seed(&n));
         let cdo = c.declare(&n)?;
         let mut attrs = Attributes::new();

@@ -265,13 +265,18 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
         what: "fstat",
         source,
     })?;
-    let mapped = crate::mr::pages(len);
     if meta.ino() != file.inode.get() {
         return Err(not_it(format!("inode {}", meta.ino())));
     }
-    if meta.len() < mapped as u64 {
+    if meta.len() < crate::mr::pages(len) as u64 {
         return Err(not_it(format!("{} bytes, not {len}", meta.len())));
     }
+    // Whole huge pages where the file has them (one page-table entry each).
+    let mapped = if meta.len() >= crate::mr::huge_pages(len) as u64 {
+        crate::mr::huge_pages(len)
+    } else {
+        crate::mr::pages(len)
+    };
     // SAFETY: a plain call on a valid descriptor.
     let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
     if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
@@ -281,7 +286,7 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
     let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
     let ptr =
         crate::mr::map(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;
-    let view = Buffer::mapped(ptr, len, None);
+    let view = Buffer::mapped(ptr, len, mapped, None);
     // Writable, copy-on-write: a consumer that changes its bytes changes only its own.
     // SAFETY: changes the protection of the mapping just made, owned by `view`.
     if unsafe { libc::mprotect(ptr.cast(), mapped, libc::PROT_READ | libc::PROT_WRITE) } != 0 {

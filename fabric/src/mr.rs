@@ -41,15 +41,18 @@ impl Buffer {
             return Ok(Buffer::empty());
         }
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        let ptr = map_buffer(len, flags, -1)?;
-        Ok(Buffer::mapped(ptr, len, None))
+        let ptr = map_buffer(len, pages(len), flags, -1)?;
+        Ok(Buffer::mapped(ptr, len, pages(len), None))
     }
 
     /// Like [`Buffer::new`], in a memory file (`memfd`) that processes of this host may map
     /// instead of copying the bytes: offered to a same-host consumer, the pool hands it a
     /// read-only view of these very pages (see [`crate::cma::map`]). The file's size is
     /// sealed, so a view can never lose its pages. Costs one file descriptor while the
-    /// buffer lives (until [`Buffer::keep_private`]).
+    /// buffer lives (until [`Buffer::keep_private`]). Where the system gives shared memory
+    /// huge pages ([`crate::cma::huge_shared_pages`]), buffers of 1 MiB and more are asked
+    /// for them and rounded up to whole huge pages (at most 2 MiB more), so that views map
+    /// them whole.
     ///
     /// # Errors
     /// [`FabricError::Os`] when the file cannot be made (no descriptors left: raise
@@ -58,9 +61,14 @@ impl Buffer {
         if len == 0 {
             return Ok(Buffer::empty());
         }
-        let file = crate::cma::OwnFile::create(pages(len))?;
-        let ptr = map_buffer(len, libc::MAP_SHARED, file.raw())?;
-        let buf = Buffer::mapped(ptr, len, Some(file));
+        let size = if len >= MAP_PAYS && crate::cma::huge_shared_pages() {
+            huge_pages(len)
+        } else {
+            pages(len)
+        };
+        let file = crate::cma::OwnFile::create(size)?;
+        let ptr = map_buffer(len, size, libc::MAP_SHARED, file.raw())?;
+        let buf = Buffer::mapped(ptr, len, size, Some(file));
         // Huge pages where the system allows them for shared memory
         // (/sys/kernel/mm/transparent_hugepage/shmem_enabled): a view of 2 MiB then costs
         // one page-table entry instead of 512. Refused quietly where not allowed.
@@ -79,15 +87,17 @@ impl Buffer {
 
     /// A buffer for bytes to offer: [`Buffer::shareable`] where a same-host consumer maps it
     /// for less than a copy costs, else [`Buffer::new`]. Mapping pays with huge pages: a
-    /// view of 2 MiB is then one page-table entry (measured: 16 MiB mapped in 12 µs,
-    /// 256 MiB in 150 µs), while on 4 KiB pages a view costs as much as copying the bytes
-    /// (65 µs per MiB here, against 25-60 µs for the copy). So: at least 2 MiB, and the
-    /// system allows huge pages for shared memory ([`crate::cma::huge_shared_pages`]).
+    /// view of 2 MiB is then one page-table entry (measured: 2 MiB mapped in 5 µs, 16 MiB
+    /// in 12 µs, 256 MiB in 150 µs), while on 4 KiB pages a view costs as much as copying
+    /// the bytes (65 µs per MiB here, against 25-60 µs for the copy). So: at least 1 MiB
+    /// (rounded up to whole huge pages: up to twice the memory at 1 MiB, at most 2 MiB
+    /// more above), and the system allows huge pages for shared memory
+    /// ([`crate::cma::huge_shared_pages`]).
     ///
     /// # Errors
     /// As [`Buffer::shareable`] and [`Buffer::new`].
     pub fn for_offer(len: usize) -> Result<Buffer> {
-        if len >= HUGE_PAGE && crate::cma::huge_shared_pages() {
+        if len >= MAP_PAYS && crate::cma::huge_shared_pages() {
             Buffer::shareable(len)
         } else {
             Buffer::new(len)
@@ -95,11 +105,16 @@ impl Buffer {
     }
 
     /// `mapped` bytes at `ptr`, of which the first `len` are the buffer's; unmapped on drop.
-    pub(crate) fn mapped(ptr: *mut u8, len: usize, file: Option<crate::cma::OwnFile>) -> Buffer {
+    pub(crate) fn mapped(
+        ptr: *mut u8,
+        len: usize,
+        mapped: usize,
+        file: Option<crate::cma::OwnFile>,
+    ) -> Buffer {
         Buffer {
             ptr,
             len,
-            mapped: pages(len),
+            mapped,
             borrowed: false,
             file,
         }
@@ -243,6 +258,15 @@ impl Drop for Buffer {
 /// A huge page (x86-64, aarch64 with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
 
+/// From this size a view of huge pages costs less than a copy of the bytes (see
+/// [`Buffer::for_offer`]).
+const MAP_PAYS: usize = 1 << 20;
+
+/// `len` rounded up to whole huge pages.
+pub(crate) fn huge_pages(len: usize) -> usize {
+    len.div_ceil(HUGE_PAGE) * HUGE_PAGE
+}
+
 /// `len` rounded up to whole pages.
 pub(crate) fn pages(len: usize) -> usize {
     const PAGE: usize = 4096;
@@ -262,13 +286,13 @@ pub(crate) fn map(len: usize, prot: i32, flags: i32, fd: i32) -> std::io::Result
     Ok(p.cast())
 }
 
-/// [`map`] for a new buffer of `len` bytes.
+/// [`map`] for a new buffer of `len` bytes (`size` mapped).
 ///
 /// # Errors
 /// [`FabricError::Os`] with the OS error.
-fn map_buffer(len: usize, flags: i32, fd: i32) -> Result<*mut u8> {
+fn map_buffer(len: usize, size: usize, flags: i32, fd: i32) -> Result<*mut u8> {
     let prot = libc::PROT_READ | libc::PROT_WRITE;
-    map(pages(len), prot, flags, fd).map_err(|source| FabricError::Os {
+    map(size, prot, flags, fd).map_err(|source| FabricError::Os {
         what: format!("mapping a {len}-byte buffer"),
         source,
         hint: "out of memory: lower the buffer size or raise `ulimit -v`",
