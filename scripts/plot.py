@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """plot.py -- bandwidth against size, ours against bare libfabric, as an SVG.
 
-    scripts/plot.py OUT.svg RUN.json[=LABEL] [RUN.json[=LABEL] ...]
+    scripts/plot.py [--log] OUT.svg RUN.json[=LABEL] [RUN.json[=LABEL] ...]
 
 Each RUN.json is the output of `maestro bench pool --json` or `maestro bench fabric
 --json`; every file gives its lines (ours solid, bare fi_read dashed, Open MPI dotted when
 the run had --mpi) in one colour, labelled with LABEL or its provider and progress mode.
-Sizes go on a log2 axis, GB/s on a linear one. Files of `maestro bench pm --json` (any
+Sizes go on a log2 axis, GB/s on a linear one (`--log`: a log10 one, for runs where a
+line is orders of magnitude above the others, such as same-node demands that map the
+provider's memory). Files of `maestro bench pm --json` (any
 number of runs, with different --subscribers) give the pool manager's rates against its
 subscribers instead. Standard library only: no plotting package to install.
 """
@@ -43,9 +45,9 @@ def legend_width(labels):
     return LEFT + PLOT_W + 60 + 7 * max(len(label) for label in labels)
 
 
-def axes(width, title, step, y, ticks, xlabel, fmt):
-    """The picture's start: background, title, horizontal grid every `step` (labelled with
-    `fmt`), the x ticks [(position, label)] and the x axis' name."""
+def axes(width, title, grid, y, ticks, xlabel, fmt):
+    """The picture's start: background, title, horizontal grid lines at the values `grid`
+    (labelled with `fmt`), the x ticks [(position, label)] and the x axis' name."""
     plot_h = HEIGHT - TOP - BOTTOM
     svg = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
@@ -53,8 +55,7 @@ def axes(width, title, step, y, ticks, xlabel, fmt):
         f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{LEFT}" y="22" font-size="14">{title}</text>',
     ]
-    for i in range(6):
-        v = step * i
+    for v in grid:
         svg.append(f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
                    'stroke="#ddd"/>')
         svg.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{fmt(v)}</text>')
@@ -117,7 +118,8 @@ def pm_plot(out, files):
 
     svg = axes(width, "Pool manager rate against subscribers "
                f"(millions/s; points: {len(runs)} runs, lines: means)",
-               step, y, [(x(n), n) for n in subs], "subscribers", lambda v: f"{v:.1f}")
+               [step * i for i in range(6)], y, [(x(n), n) for n in subs], "subscribers",
+               lambda v: f"{v:.1f}")
     for k, (key, label) in enumerate(keys):
         colour = COLOURS[k]
         pts = [(n, mean[(key, n)]) for n in subs if (key, n) in mean]
@@ -134,6 +136,8 @@ def pm_plot(out, files):
 
 
 def main(argv):
+    log = "--log" in argv
+    argv = [a for a in argv if a != "--log"]
     if len(argv) < 3:
         sys.exit(__doc__)
     out, files = argv[1], argv[2:]
@@ -144,8 +148,14 @@ def main(argv):
     lines = [(i, *s) for i, f in enumerate(files) for s in series(f)]
     width = legend_width([label for _, label, _, _ in lines])
     sizes = sorted({size for _, _, pts, _ in lines for size, _ in pts})
-    step = max(1, math.ceil(max(g for _, _, pts, _ in lines for _, g in pts) / 5))
-    top = step * 5
+    values = [g for _, _, pts, _ in lines for _, g in pts]
+    if log:
+        bottom = math.floor(math.log10(max(min(v for v in values if v > 0), 1e-3)))
+        decades = max(1, math.ceil(math.log10(max(values))) - bottom)
+        grid = [10.0 ** (bottom + i) for i in range(decades + 1)]
+    else:
+        step = max(1, math.ceil(max(values) / 5))
+        grid = [step * i for i in range(6)]
     lo, hi = math.log2(sizes[0]), math.log2(sizes[-1])
     span = (hi - lo) or 1.0
     plot_w, plot_h = PLOT_W, HEIGHT - TOP - BOTTOM
@@ -154,10 +164,13 @@ def main(argv):
         return LEFT + (math.log2(size) - lo) / span * plot_w
 
     def y(gbps):
-        return TOP + plot_h - gbps / top * plot_h
+        if log:
+            v = math.log10(max(gbps, grid[0])) - math.log10(grid[0])
+            return TOP + plot_h - v / (len(grid) - 1) * plot_h
+        return TOP + plot_h - gbps / grid[-1] * plot_h
 
-    svg = axes(width, "Bandwidth against size (GB/s, 1e9 B/s)", step, y,
-               [(x(n), size_label(n)) for n in sizes], "size (bytes)", str)
+    svg = axes(width, "Bandwidth against size (GB/s, 1e9 B/s)", grid, y,
+               [(x(n), size_label(n)) for n in sizes], "size (bytes)", lambda v: f"{v:g}")
     for k, (file, label, pts, style) in enumerate(lines):
         # One colour per file (per line when there is one file); the style tells ours,
         # bare libfabric and MPI apart.

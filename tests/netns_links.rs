@@ -48,6 +48,27 @@ fn ip(args: &[&str]) {
     );
 }
 
+/// Waits until `dev` in namespace `ns` is operationally up: a veth's carrier comes a moment
+/// after both ends are set up, and until then its addresses count as unusable.
+fn await_link_up(ns: &str, dev: &str) {
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let out = Command::new("ip")
+            .args(["-n", ns, "-o", "link", "show", dev])
+            .output()
+            .expect("run ip");
+        if String::from_utf8_lossy(&out.stdout).contains("state UP") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{dev} in {ns} is not up after {T:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// `cmd` run inside namespace `ns`.
 fn inside(ns: &str, program: &std::path::Path) -> Command {
     let mut c = Command::new("ip");
@@ -89,6 +110,9 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     }
     for ns in [&a, &b] {
         ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    for (ns, dev) in [(&a, "va1"), (&a, "va2"), (&b, "vb1"), (&b, "vb2")] {
+        await_link_up(ns, dev);
     }
 
     // Node A: the pool manager, controlled over path 2 only.

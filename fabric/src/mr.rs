@@ -86,19 +86,25 @@ impl Buffer {
     }
 
     /// A buffer for bytes to offer: [`Buffer::shareable`] where a same-host consumer maps it
-    /// for less than a copy costs, else [`Buffer::new`]. Mapping pays with huge pages: a
-    /// view of 2 MiB is then one page-table entry (measured: 2 MiB mapped in 5 µs, 16 MiB
-    /// in 12 µs, 256 MiB in 150 µs), while on 4 KiB pages a view costs as much as copying
-    /// the bytes (65 µs per MiB here, against 25-60 µs for the copy). So: at least 1 MiB
-    /// (rounded up to whole huge pages: up to twice the memory at 1 MiB, at most 2 MiB
-    /// more above), and the system allows huge pages for shared memory
-    /// ([`crate::cma::huge_shared_pages`]).
+    /// for less than a copy costs, else [`Buffer::new`]. Mapping pays most with huge pages:
+    /// a view of 2 MiB is then one page-table entry (measured: 2 MiB mapped in 5 µs,
+    /// 16 MiB in 12 µs, 256 MiB in 150 µs). On 4 KiB pages a view costs about as much as a
+    /// copy (65 µs per MiB here, against 25-60 µs for the copy), and less only for large
+    /// buffers (16 MiB demanded in 1.6-1.7 ms against 1.7-2.0 ms, 256 MiB in 24-29 ms
+    /// against 33-41 ms). So: from 1 MiB where the system gives shared memory huge pages
+    /// ([`crate::cma::huge_shared_pages`]; rounded up to whole huge pages: up to twice the
+    /// memory at 1 MiB, at most 2 MiB more above), from 16 MiB elsewhere. Plain memory,
+    /// too, when the memory file cannot be had (no file descriptor left).
     ///
     /// # Errors
-    /// As [`Buffer::shareable`] and [`Buffer::new`].
+    /// As [`Buffer::new`].
     pub fn for_offer(len: usize) -> Result<Buffer> {
-        if len >= MAP_PAYS && crate::cma::huge_shared_pages() {
-            Buffer::shareable(len)
+        let huge = crate::cma::huge_shared_pages();
+        if len >= MAP_PAYS_SMALL_PAGES || (len >= MAP_PAYS && huge) {
+            Buffer::shareable(len).or_else(|e| {
+                tracing::debug!("plain memory for a {len}-byte offer: {e}");
+                Buffer::new(len)
+            })
         } else {
             Buffer::new(len)
         }
@@ -261,6 +267,9 @@ const HUGE_PAGE: usize = 2 << 20;
 /// From this size a view of huge pages costs less than a copy of the bytes (see
 /// [`Buffer::for_offer`]).
 const MAP_PAYS: usize = 1 << 20;
+
+/// From this size a view of 4 KiB pages costs less than a copy of the bytes.
+const MAP_PAYS_SMALL_PAGES: usize = 16 << 20;
 
 /// `len` rounded up to whole huge pages.
 pub(crate) fn huge_pages(len: usize) -> usize {
