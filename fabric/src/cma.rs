@@ -180,7 +180,7 @@ pub(crate) struct OwnFile {
 }
 
 impl OwnFile {
-    /// A memory file of `len` bytes (zeroed), sealed against growing and shrinking.
+    /// A memory file of `len` bytes (zeroed); [`OwnFile::seal`] it once mapped.
     ///
     /// # Errors
     /// [`crate::FabricError::Os`] with the failing call.
@@ -203,11 +203,6 @@ impl OwnFile {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
             return Err(os("ftruncate"));
         }
-        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-        // SAFETY: as above.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(os("sealing the memory file"));
-        }
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: `st` is written by fstat on success.
         if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
@@ -217,6 +212,26 @@ impl OwnFile {
         let ino = unsafe { st.assume_init() }.st_ino;
         let inode = NonZeroU64::new(ino).ok_or_else(|| os("a memory file without an inode"))?;
         Ok(OwnFile { fd, inode })
+    }
+
+    /// Seals the file for good against growing, shrinking and any write but through the
+    /// mappings that exist now (the owner's): a view can never lose its pages, and no
+    /// process that opens the file, even read-write, can change the bytes through it.
+    ///
+    /// # Errors
+    /// [`crate::FabricError::Os`] if the kernel refuses (before Linux 5.1).
+    pub(crate) fn seal(&self) -> crate::Result<()> {
+        let seals =
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: a plain call on a valid descriptor.
+        if unsafe { libc::fcntl(self.raw(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(crate::FabricError::Os {
+                what: "sealing a memory file".into(),
+                source: io::Error::last_os_error(),
+                hint: "memory files need Linux 5.1 or later: offer plain buffers (Buffer::new)",
+            });
+        }
+        Ok(())
     }
 
     /// The descriptor.
@@ -342,6 +357,13 @@ mod tests {
         assert_ne!(view.as_slice().as_ptr(), owner.as_slice().as_ptr());
         // The view's writes are its own.
         view.as_mut_slice()[0] = 1;
+        assert_eq!(owner.as_slice()[0], 7);
+
+        // Nobody changes the bytes through the file, even opened read-write.
+        let path = format!("/proc/{me}/fd/{}", file.fd);
+        let rw = std::fs::OpenOptions::new().write(true).open(&path);
+        let wrote = rw.and_then(|mut f| std::io::Write::write(&mut f, b"x"));
+        assert!(wrote.is_err(), "a write through the file: {wrote:?}");
         assert_eq!(owner.as_slice()[0], 7);
 
         // The owner takes its buffer back: its writes are its own, the view keeps the bytes.

@@ -47,8 +47,9 @@ impl Buffer {
 
     /// Like [`Buffer::new`], in a memory file (`memfd`) that processes of this host may map
     /// instead of copying the bytes: offered to a same-host consumer, the pool hands it a
-    /// read-only view of these very pages (see [`crate::cma::map`]). The file's size is
-    /// sealed, so a view can never lose its pages. Costs one file descriptor while the
+    /// read-only view of these very pages (see [`crate::cma::map`]). The file is sealed: its
+    /// size, so a view can never lose its pages, and writes but through this buffer, so
+    /// nobody who opens it can change the bytes. Costs one file descriptor while the
     /// buffer lives (until [`Buffer::keep_private`]). Where the system gives shared memory
     /// huge pages ([`crate::cma::huge_shared_pages`]), buffers of 1 MiB and more are asked
     /// for them and rounded up to whole huge pages (at most 2 MiB more), so that views map
@@ -69,6 +70,9 @@ impl Buffer {
         let file = crate::cma::OwnFile::create(size)?;
         let ptr = map_buffer(len, size, libc::MAP_SHARED, file.raw())?;
         let buf = Buffer::mapped(ptr, len, size, Some(file));
+        buf.file
+            .as_ref()
+            .map_or(Ok(()), crate::cma::OwnFile::seal)?;
         // Huge pages where the system allows them for shared memory
         // (/sys/kernel/mm/transparent_hugepage/shmem_enabled): a view of 2 MiB then costs
         // one page-table entry instead of 512. Refused quietly where not allowed.
