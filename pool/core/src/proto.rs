@@ -122,8 +122,8 @@ pub struct HostMemory {
 pub enum Source {
     /// Read `region` from the provider's `endpoint` with RMA.
     Rma {
-        /// The provider's endpoint.
-        endpoint: FabricEndpoint,
+        /// The provider's endpoint (shared with the PM's table: tickets are its hot path).
+        endpoint: std::sync::Arc<FabricEndpoint>,
         /// The offered region (registered with that endpoint).
         region: RemoteRegion,
         /// Which of the consumer's endpoints reads: 0 its first (on its chosen NIC), `i`
@@ -567,7 +567,9 @@ pub enum FromPm {
         cdo: CdoId,
         /// Where and how to get the bytes.
         source: Source,
-        /// The offer's attributes, which the consumer's CDO takes.
+        /// The offer's sealed attributes, which the consumer's CDO takes, without the
+        /// built-in name and size: the consumer knows both (its CDO's name, the source's
+        /// length) and adds them, which spares the PM's hot path three strings per ticket.
         attributes: Attributes,
         /// The CDO was demanded when the PM issued this ticket: the transfer's success
         /// completes the demand at the consumer, and no [`FromPm::Ready`] follows it (one

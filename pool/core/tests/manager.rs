@@ -532,7 +532,9 @@ fn several_providers_share_the_load_and_attributes_travel() {
         "{source1:?}"
     );
     assert_eq!(attrs1.get(".user.step"), Some(&AttrValue::Int(2)));
-    assert_eq!(attrs1.get(LOCAL_SIZE), Some(&AttrValue::Uint(100)));
+    // The built-in name and size are the consumer's to add.
+    assert_eq!(attrs1.get(LOCAL_SIZE), None);
+    assert_eq!(attrs1.get(pool_core::attr::NAME), None);
     let (_, t1, _, _) = ticket_of(&out1);
     let (_, t2, _, _) = ticket_of(&out2);
     assert_ne!(t1, t2);
@@ -694,7 +696,7 @@ fn transport_planning_follows_locality() {
     // Same host, other process, both on shm: RMA over shm.
     assert!(matches!(
         plan(("n1", 7, Some(shm("a"))), ("n1", 8, Some(shm("b")))),
-        Source::Rma { endpoint, .. } if endpoint == shm("a")
+        Source::Rma { endpoint, .. } if *endpoint == shm("a")
     ));
     // shm does not cross hosts: stream.
     assert_eq!(
@@ -705,7 +707,7 @@ fn transport_planning_follows_locality() {
     assert!(
         matches!(
             plan(("n1", 7, Some(tcp("a"))), ("n2", 8, Some(tcp("b")))),
-            Source::Rma { endpoint, region, via: 0, memory: None } if endpoint == tcp("a") && region.len == 64
+            Source::Rma { endpoint, region, via: 0, memory: None } if *endpoint == tcp("a") && region.len == 64
         ),
         "no copying from memory across hosts"
     );

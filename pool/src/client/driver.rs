@@ -455,7 +455,7 @@ fn reading_endpoint<'a>(
 /// As [`post_inline`], plus registration failures.
 async fn post_blocking(
     shared: &Arc<Shared>,
-    (via, endpoint): (u8, proto::FabricEndpoint),
+    (via, endpoint): (u8, Arc<proto::FabricEndpoint>),
     region: fabric::RemoteRegion,
     len: usize,
     lent: Option<Buffer>,

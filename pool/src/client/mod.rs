@@ -27,7 +27,7 @@ pub use blocking::Client;
 pub use data::CdoData;
 pub use subscription::Subscription;
 
-use crate::attr::Attributes;
+use crate::attr::{self, AttrValue, Attributes};
 use crate::bootstrap::PmInfo;
 use crate::events::{EventKinds, SubId, SubscribeOptions};
 use crate::proto::{self, AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, ToPm};
@@ -361,6 +361,8 @@ fn process_memory() -> proto::ProcessMemory {
 pub(crate) struct Pending {
     waiters: HashMap<(Op, u64), VecDeque<oneshot::Sender<Result<u64>>>>,
     arrived: HashMap<CdoId, (CdoData, Attributes)>,
+    /// The names of this client's CDOs, from declare to dispose (tickets leave them out).
+    names: HashMap<CdoId, Arc<str>>,
     /// Memory the application lent for a CDO's next transfer ([`AsyncClient::demand_into`]).
     pub(crate) destinations: HashMap<CdoId, Buffer>,
     /// Where the reader routes pieces of stream transfers in progress.
@@ -390,8 +392,14 @@ impl Pending {
         true
     }
 
-    /// Stores a finished transfer's bytes until the CDO is demanded.
-    pub(crate) fn arrive(&mut self, cdo: CdoId, data: CdoData, attributes: Attributes) {
+    /// Stores a finished transfer's bytes until the CDO is demanded, with the offer's
+    /// attributes and the built-in name and size, which tickets leave out.
+    pub(crate) fn arrive(&mut self, cdo: CdoId, data: CdoData, mut attributes: Attributes) {
+        if let Some(name) = self.names.get(&cdo) {
+            attributes.insert(attr::NAME.into(), AttrValue::Str(name.to_string()));
+        }
+        let len = AttrValue::Uint(data.len() as u64);
+        attributes.insert(attr::LOCAL_SIZE.into(), len);
         self.arrived.insert(cdo, (data, attributes));
     }
 
@@ -641,7 +649,9 @@ impl AsyncClient {
             local,
             name: name.into(),
         };
-        self.call((Op::Declare, local), msg).await
+        let cdo = self.call((Op::Declare, local), msg).await?;
+        self.shared.pending().names.insert(cdo, name.into());
+        Ok(cdo)
     }
 
     /// The schemas `seal` checks attributes against (also for typing values from text:
@@ -837,7 +847,9 @@ impl AsyncClient {
     /// `WrongState` while offered or moving; connection errors.
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
         self.call((Op::Dispose, cdo), ToPm::Dispose { cdo }).await?;
-        self.shared.pending().arrived.remove(&cdo);
+        let mut p = self.shared.pending();
+        p.arrived.remove(&cdo);
+        p.names.remove(&cdo);
         Ok(())
     }
 

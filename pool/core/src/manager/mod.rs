@@ -35,6 +35,7 @@ use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
 use crate::events::EventKind;
 use fabric_types::{ProviderClass, RemoteRegion};
+use smallvec::SmallVec;
 
 use crate::proto::{
     AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, MAX_CHUNK, OfferExtras, Op,
@@ -230,9 +231,9 @@ struct App {
     index: i64,
     host: String,
     process: u64,
-    endpoint: Option<FabricEndpoint>,
+    endpoint: Option<Arc<FabricEndpoint>>,
     /// Its endpoints on other networks, best first.
-    alternates: Vec<FabricEndpoint>,
+    alternates: Vec<Arc<FabricEndpoint>>,
     /// The network of each endpoint (the first, then the alternates), where known.
     networks: Vec<Option<Subnet>>,
     /// Where same-host consumers may copy its offers from its memory.
@@ -516,8 +517,8 @@ impl Manager {
                 index,
                 host,
                 process,
-                endpoint,
-                alternates,
+                endpoint: endpoint.map(Arc::new),
+                alternates: alternates.into_iter().map(Arc::new).collect(),
                 networks,
                 memory,
                 leaving: false,
@@ -713,7 +714,12 @@ impl Manager {
             return;
         };
         let (source, how) = self.plan(consumer, provider, from, region);
-        let attributes = self.published(from);
+        // The built-in name and size are the consumer's to add (see `FromPm::Ticket`).
+        let attributes = self
+            .cdos
+            .get(&from)
+            .map(|f| f.attributes.clone())
+            .unwrap_or_default();
         let transfer = self.id();
         let stream = match source {
             Source::Stream { len } => Some(len),
@@ -781,10 +787,12 @@ impl Manager {
             };
             return (source, words(&|| "same-process (no copy)".into()));
         }
-        let mine: Vec<&FabricEndpoint> = c.endpoint.iter().chain(&c.alternates).collect();
+        // Most apps have one endpoint: no allocation for up to four.
+        let mine: SmallVec<[&Arc<FabricEndpoint>; 4]> =
+            c.endpoint.iter().chain(&c.alternates).collect();
         let extras = self.cdos.get(&from).map(|f| &f.extras);
         let alternates = extras.map_or(&[][..], OfferExtras::alternates);
-        let theirs: Vec<(&FabricEndpoint, RemoteRegion)> = p
+        let theirs: SmallVec<[(&Arc<FabricEndpoint>, RemoteRegion); 4]> = p
             .endpoint
             .iter()
             .map(|e| (e, region))
@@ -797,7 +805,7 @@ impl Manager {
             return stream("the provider has no fabric endpoint");
         }
         // The chosen NICs first, then one side's other networks, then both.
-        let mut pairs: Vec<(usize, usize)> = (0..mine.len())
+        let mut pairs: SmallVec<[(usize, usize); 4]> = (0..mine.len())
             .flat_map(|i| (0..theirs.len()).map(move |j| (i, j)))
             .collect();
         pairs.sort_by_key(|&(i, j)| (i.min(1) + j.min(1), j.min(1), i, j));
@@ -835,7 +843,7 @@ impl Manager {
                         how.push_str(" (or straight from the provider's memory)");
                     }
                     let source = Source::Rma {
-                        endpoint: pe.clone(),
+                        endpoint: Arc::clone(pe),
                         region,
                         via: u8::try_from(i).unwrap_or(u8::MAX),
                         memory,
