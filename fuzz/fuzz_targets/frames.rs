@@ -22,7 +22,8 @@ fn roundtrip<T: serde::Serialize + serde::de::DeserializeOwned>(msgs: &[T]) {
 
 fuzz_target!(|data: &[u8]| {
     let mut buf = data.to_vec();
-    if let Ok(msgs) = proto::drain_frames::<ToPm>(&mut buf) {
+    let mut msgs = Vec::new();
+    if proto::drain_frames::<ToPm>(&mut buf, |m| msgs.push(m)).is_ok() {
         for m in &msgs {
             if let ToPm::Subscribe { selector, .. } = m {
                 let _ = Selector::compile((**selector).clone());
@@ -31,7 +32,8 @@ fuzz_target!(|data: &[u8]| {
         roundtrip(&msgs);
     }
     let mut buf = data.to_vec();
-    if let Ok(msgs) = proto::drain_frames::<FromPm>(&mut buf) {
+    let mut msgs = Vec::new();
+    if proto::drain_frames::<FromPm>(&mut buf, |m| msgs.push(m)).is_ok() {
         roundtrip(&msgs);
     }
     // Payloads without a header, as decode sees them.

@@ -727,8 +727,9 @@ async fn serve_joined(
 ) -> Result<(), String> {
     loop {
         let before = buf.len();
-        let msgs =
-            proto::drain_frames::<ToPm>(&mut buf).map_err(|e| format!("sent a bad frame ({e})"))?;
+        let mut msgs = Vec::new();
+        proto::drain_frames::<ToPm>(&mut buf, |m| msgs.push(m))
+            .map_err(|e| format!("sent a bad frame ({e})"))?;
         if !msgs.is_empty() {
             // What the batch holds: its wire bytes and the decoded messages.
             let bytes = (before - buf.len() + msgs.len() * std::mem::size_of::<ToPm>())

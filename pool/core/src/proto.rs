@@ -737,13 +737,17 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<Vec<T>, FrameError>
     postcard::from_bytes(payload).map_err(|e| FrameError::Payload(e.to_string()))
 }
 
-/// Splits complete frames off the front of a byte stream buffer, decoding each; leaves a
-/// partial frame in `buf`. For drivers reading from sockets.
+/// Splits complete frames off the front of a byte stream buffer and hands each message they
+/// hold to `each`, in order, with no batch allocated in between; leaves a partial frame in
+/// `buf`. For drivers reading from sockets.
 ///
 /// # Errors
-/// The first bad frame (the connection should then be closed).
-pub fn drain_frames<T: DeserializeOwned>(buf: &mut Vec<u8>) -> Result<Vec<T>, FrameError> {
-    let mut out = Vec::new();
+/// The first bad frame (the connection should then be closed; messages before it in that
+/// frame may have been handed over).
+pub fn drain_frames<T: DeserializeOwned>(
+    buf: &mut Vec<u8>,
+    mut each: impl FnMut(T),
+) -> Result<(), FrameError> {
     let mut at = 0;
     while buf.len() - at >= HEADER {
         let mut header = [0u8; HEADER];
@@ -752,11 +756,27 @@ pub fn drain_frames<T: DeserializeOwned>(buf: &mut Vec<u8>) -> Result<Vec<T>, Fr
         if buf.len() - at - HEADER < len {
             break;
         }
-        out.extend(decode::<T>(&buf[at + HEADER..at + HEADER + len])?);
+        decode_each(&buf[at + HEADER..at + HEADER + len], &mut each)?;
         at += HEADER + len;
     }
     buf.drain(..at);
-    Ok(out)
+    Ok(())
+}
+
+/// Decodes a payload's batch message by message (postcard: a varint count, then the
+/// messages), as [`decode`] does into a `Vec`.
+fn decode_each<T: DeserializeOwned>(
+    payload: &[u8],
+    each: &mut impl FnMut(T),
+) -> Result<(), FrameError> {
+    let bad = |e: postcard::Error| FrameError::Payload(e.to_string());
+    let (count, mut rest) = postcard::take_from_bytes::<u64>(payload).map_err(bad)?;
+    for _ in 0..count {
+        let (msg, after) = postcard::take_from_bytes::<T>(rest).map_err(bad)?;
+        each(msg);
+        rest = after;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -878,7 +898,8 @@ mod tests {
         let b = encode(&[ToPm::Leave]).expect("encode");
         let mut stream = [a.clone(), b].concat();
         stream.extend_from_slice(&a[..5]); // a partial third frame
-        let got: Vec<ToPm> = drain_frames(&mut stream).expect("decode");
+        let mut got: Vec<ToPm> = Vec::new();
+        drain_frames(&mut stream, |m| got.push(m)).expect("decode");
         assert_eq!(got.len(), 6);
         assert_eq!(&got[..5], &sample()[..]);
         assert_eq!(got[5], ToPm::Leave);
@@ -899,7 +920,8 @@ mod tests {
         let frames = encode_split(&batch).expect("split");
         assert!(frames.len() >= 3, "{} frames", frames.len());
         let mut stream = frames.concat();
-        let got: Vec<ToPm> = drain_frames(&mut stream).expect("decode");
+        let mut got: Vec<ToPm> = Vec::new();
+        drain_frames(&mut stream, |m| got.push(m)).expect("decode");
         assert_eq!(got, batch);
         let huge = ToPm::Chunk(Chunk {
             transfer: 1,
@@ -918,25 +940,25 @@ mod tests {
         let mut bad = good.clone();
         bad[0] = b'X';
         assert!(matches!(
-            drain_frames::<ToPm>(&mut bad),
+            drain_frames::<ToPm>(&mut bad, drop),
             Err(FrameError::BadMagic(_))
         ));
         let mut v = good.clone();
         v[4] = 99;
         assert_eq!(
-            drain_frames::<ToPm>(&mut v),
+            drain_frames::<ToPm>(&mut v, drop),
             Err(FrameError::Version { got: 99 })
         );
         let mut big = good.clone();
         big[5..9].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
-            drain_frames::<ToPm>(&mut big),
+            drain_frames::<ToPm>(&mut big, drop),
             Err(FrameError::TooLarge(_))
         ));
         let mut junk = encode(&[ToPm::Leave]).expect("encode");
         junk[HEADER] = 200; // an impossible enum tag
         assert!(matches!(
-            drain_frames::<ToPm>(&mut junk),
+            drain_frames::<ToPm>(&mut junk, drop),
             Err(FrameError::Payload(_))
         ));
     }
@@ -962,7 +984,7 @@ mod tests {
                 h.extend_from_slice(&((len as u32).to_le_bytes()));
                 buf = [h, buf].concat();
             }
-            let _ = drain_frames::<ToPm>(&mut buf);
+            let _ = drain_frames::<ToPm>(&mut buf, drop);
             let _ = decode::<FromPm>(&buf);
         }
     }

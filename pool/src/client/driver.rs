@@ -52,8 +52,8 @@ impl FrameReader {
             if self.io.read_buf(&mut self.buf).await? == 0 {
                 return Ok(None);
             }
-            self.inbox
-                .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
+            let inbox = &mut self.inbox;
+            proto::drain_frames::<FromPm>(&mut self.buf, |m| inbox.push_back(m))?;
         }
     }
 

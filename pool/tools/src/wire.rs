@@ -126,8 +126,8 @@ impl Conn {
                 Err(e) => return Err(e.into()),
             };
             self.buf.extend_from_slice(&chunk[..n]);
-            self.inbox
-                .extend(proto::drain_frames::<FromPm>(&mut self.buf)?);
+            let inbox = &mut self.inbox;
+            proto::drain_frames::<FromPm>(&mut self.buf, |m| inbox.push_back(m))?;
         }
     }
 }
