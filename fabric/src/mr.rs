@@ -47,7 +47,7 @@ impl Buffer {
 
     /// Like [`Buffer::new`], in a memory file (`memfd`) that processes of this host may map
     /// instead of copying the bytes: offered to a same-host consumer, the pool hands it a
-    /// read-only view of these very pages (see [`crate::cma::map`]). The file is sealed: its
+    /// copy-on-write view of these very pages (see [`crate::cma::map`]). The file is sealed: its
     /// size, so a view can never lose its pages, and writes but through this buffer, so
     /// nobody who opens it can change the bytes. Costs one file descriptor while the
     /// buffer lives (until [`Buffer::keep_private`]). Where the system gives shared memory
@@ -57,7 +57,7 @@ impl Buffer {
     ///
     /// # Errors
     /// [`FabricError::Os`] when the file cannot be made (no descriptors left: raise
-    /// `ulimit -n`) or mapped (out of memory).
+    /// `ulimit -n`), sealed (Linux before 5.1) or mapped (out of memory).
     pub fn shareable(len: usize) -> Result<Buffer> {
         if len == 0 {
             return Ok(Buffer::empty());

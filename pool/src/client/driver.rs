@@ -330,12 +330,10 @@ async fn get(
         && shared.cross_memory.load(Ordering::Relaxed)
     {
         let (owner, m, via, addr) = (shared.clone(), **m, *via, region.addr);
-        // Small copies and mappings take microseconds: not worth a hop to another thread.
-        let inline = if mappable(&m, &lent) {
-            len <= INLINE_MAP
-        } else {
-            len <= INLINE_COPY
-        };
+        // Small copies, and views of huge pages of any size, take microseconds: not worth
+        // a hop to another thread (a view of 4 KiB pages costs as much as a copy).
+        let inline =
+            len <= INLINE_COPY || (mappable(&m, &lent) && fabric::cma::huge_shared_pages());
         let take = move || take_from_process(&owner, (via, m, addr, len), lent);
         let taken = if inline {
             take()
@@ -477,10 +475,6 @@ async fn post_blocking(
 
 /// Copies up to this many bytes from a provider's memory on the runtime's thread.
 const INLINE_COPY: usize = 2 << 20;
-
-/// Maps up to this many bytes of a provider's memory on the runtime's thread (populating
-/// the view's page tables costs about a microsecond per 100 KiB).
-const INLINE_MAP: usize = 64 << 20;
 
 /// Whether a same-host ticket will be mapped rather than copied: its offer is in a memory
 /// file (the provider chose that where mapping pays, see [`Buffer::for_offer`]) and the
