@@ -288,21 +288,28 @@ fn the_pool_benchmark_runs_and_reports() {
     }
 }
 
-/// A consumer on the provider's host copies an offer straight out of the provider's memory
-/// (cross-memory attach): no work for the provider, so even a stopped provider serves it,
-/// and the transport event says so. A consumer with the copy switched off (the setting of
-/// `MSTRO_OFI_CMA=off`) reads the same CDO by shared-memory RMA: the same bytes. Both land
-/// a demand in memory the application lends, without a copy after the transfer.
-#[test]
-fn same_host_consumers_copy_straight_from_the_providers_memory() {
-    use fabric::{Config, Scope};
-    use pool::events::EventKind;
-    use pool::{Client, JoinOptions};
+/// What [`same_host`] starts: a PM watched for transport-completed events, a
+/// `maestro pool-provider` offering one CDO over shm, and a way to join consumers.
+struct SameHost {
+    pm: pool::PoolManager,
+    watcher: pool::Client,
+    sub: pool::Subscription,
+    provider: common::Group,
+    /// Joins a consumer over shm, taking from the provider's memory unless told not to.
+    consumer: Box<dyn Fn(bool) -> pool::Client>,
+}
 
-    const T: Duration = Duration::from_secs(60);
-    const SIZE: usize = 8 << 20;
-    let (pm, info, watcher, sub) =
-        common::pool::watched_pm("cma", EventKind::TransportCompleted, T);
+/// Starts a [`SameHost`] for workflow `tag`: the provider offers `bench-<size>` from
+/// `--buffers` memory and has said it is ready.
+fn same_host(tag: &str, size: usize, buffers: &str) -> SameHost {
+    use fabric::{Config, Scope};
+    use pool::JoinOptions;
+
+    let (pm, info, watcher, sub) = common::pool::watched_pm(
+        tag,
+        pool::events::EventKind::TransportCompleted,
+        SAME_HOST_T,
+    );
     let mut provider = common::Group::spawn_with_stdin(
         Command::new(common::maestro()).args([
             "pool-provider",
@@ -311,15 +318,15 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
             "--provider",
             "shm",
             "--sizes",
-            &SIZE.to_string(),
+            &size.to_string(),
             "--buffers",
-            "plain",
+            buffers,
         ]),
         std::process::Stdio::piped(),
     );
     let stdout = provider.child.stdout.take().expect("stdout");
     common::await_line(stdout, "ready");
-    let consumer = |no_cross_memory| {
+    let consumer = Box::new(move |no_cross_memory| {
         let cfg = Config {
             provider: Some("shm".into()),
             no_cross_memory,
@@ -329,9 +336,36 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
             .fabric_with(&cfg, Scope::SameNode)
             .expect("shm")
             .isolated()
-            .timeout(T);
-        Client::join(&info, opts).expect("join")
-    };
+            .timeout(SAME_HOST_T);
+        pool::Client::join(&info, opts).expect("join")
+    });
+    SameHost {
+        pm,
+        watcher,
+        sub,
+        provider,
+        consumer,
+    }
+}
+
+/// The limit of every wait in the same-host tests.
+const SAME_HOST_T: Duration = Duration::from_secs(60);
+
+/// A consumer on the provider's host copies an offer straight out of the provider's memory
+/// (cross-memory attach): no work for the provider, so even a stopped provider serves it,
+/// and the transport event says so. A consumer with the copy switched off (the setting of
+/// `MSTRO_OFI_CMA=off`) reads the same CDO by shared-memory RMA: the same bytes. Both land
+/// a demand in memory the application lends, without a copy after the transfer.
+#[test]
+fn same_host_consumers_copy_straight_from_the_providers_memory() {
+    const SIZE: usize = 8 << 20;
+    let SameHost {
+        pm,
+        watcher,
+        sub,
+        provider,
+        consumer,
+    } = same_host("cma", SIZE, "plain");
     let name = format!("bench-{SIZE}");
     // SAFETY: signalling the process this test started.
     unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
@@ -341,7 +375,7 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
         .demand(want)
         .expect("a stopped provider's bytes, copied");
     let done = sub
-        .wait_timeout(T)
+        .wait_timeout(SAME_HOST_T)
         .expect("subscription")
         .expect("a transport-completed event");
     assert!(
@@ -354,7 +388,7 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
     let want = reader.declare(&name).expect("declare");
     let (read, _) = reader.demand(want).expect("demand by RMA");
     let done = sub
-        .wait_timeout(T)
+        .wait_timeout(SAME_HOST_T)
         .expect("subscription")
         .expect("a transport-completed event");
     assert!(!done.detail.contains("copied"), "{done:?}");
@@ -385,43 +419,14 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
 /// and memory the consumer lends is filled by a copy instead.
 #[test]
 fn same_host_consumers_map_a_shareable_offer() {
-    use fabric::{Config, Scope};
-    use pool::events::EventKind;
-    use pool::{Client, JoinOptions};
-
-    const T: Duration = Duration::from_secs(60);
     const SIZE: usize = 4 << 20;
-    let (pm, info, watcher, sub) =
-        common::pool::watched_pm("map", EventKind::TransportCompleted, T);
-    let mut provider = common::Group::spawn_with_stdin(
-        Command::new(common::maestro()).args([
-            "pool-provider",
-            "--pm",
-            &info.encode(),
-            "--provider",
-            "shm",
-            "--sizes",
-            &SIZE.to_string(),
-            "--buffers",
-            "shareable",
-        ]),
-        std::process::Stdio::piped(),
-    );
-    let stdout = provider.child.stdout.take().expect("stdout");
-    common::await_line(stdout, "ready");
-    let consumer = |no_cross_memory| {
-        let cfg = Config {
-            provider: Some("shm".into()),
-            no_cross_memory,
-            ..Config::default()
-        };
-        let opts = JoinOptions::new("consumer", 0)
-            .fabric_with(&cfg, Scope::SameNode)
-            .expect("shm")
-            .isolated()
-            .timeout(T);
-        Client::join(&info, opts).expect("join")
-    };
+    let SameHost {
+        pm,
+        watcher,
+        sub,
+        mut provider,
+        consumer,
+    } = same_host("map", SIZE, "shareable");
     let name = format!("bench-{SIZE}");
     let mapper = consumer(false);
     let want = mapper.declare(&name).expect("declare");
@@ -429,13 +434,18 @@ fn same_host_consumers_map_a_shareable_offer() {
         .demand(want)
         .expect("a view of the provider's memory");
     assert!(mapped.is_mapped(), "{mapped:?}");
-    let done = sub.wait_timeout(T).expect("subscription").expect("event");
+    let done = sub
+        .wait_timeout(SAME_HOST_T)
+        .expect("subscription")
+        .expect("event");
     assert!(done.detail.contains("mapped: no copy"), "{done:?}");
     let reader = consumer(true);
     let want = reader.declare(&name).expect("declare");
     let (read, _) = reader.demand(want).expect("demand by RMA");
     assert!(!read.is_mapped());
-    sub.wait_timeout(T).expect("subscription").expect("event");
+    sub.wait_timeout(SAME_HOST_T)
+        .expect("subscription")
+        .expect("event");
     assert_eq!(mapped.len(), SIZE);
     assert!(mapped.iter().any(|&b| b != 0), "the offer is a pattern");
     assert!(*mapped == *read, "the view differs from the RMA read");
@@ -448,12 +458,15 @@ fn same_host_consumers_map_a_shareable_offer() {
         .demand_into(want, dst)
         .expect("demand into lent memory");
     assert!(!data.is_mapped() && data.as_ptr() == mine.as_ptr());
-    let done = sub.wait_timeout(T).expect("subscription").expect("event");
+    let done = sub
+        .wait_timeout(SAME_HOST_T)
+        .expect("subscription")
+        .expect("event");
     assert!(done.detail.contains("copied"), "{done:?}");
     drop(data);
     // The provider withdraws, disposes and exits (stdin closed): the view keeps its bytes.
     drop(provider.child.stdin.take());
-    let out = provider.wait(T);
+    let out = provider.wait(SAME_HOST_T);
     assert!(out.status.success(), "{out:?}");
     assert!(*mapped == *read, "the view changed after the provider left");
     assert!(mine == *read);
