@@ -10,7 +10,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::capi::{Installed, installed};
 use common::{Group, Output, Slurm, await_line, maestro, repo, run, start_pm};
@@ -47,6 +47,11 @@ fn assert_exchange(out: &str) {
 
 /// Runs producer and consumer as processes of their own, joining through the environment.
 fn producer_and_consumer(c: &Installed, workflow: &str, info: &str) -> String {
+    exchange(c, workflow, info, &["--cdos", "8"])
+}
+
+/// [`producer_and_consumer`] with the producer's arguments.
+fn exchange(c: &Installed, workflow: &str, info: &str, producer_args: &[&str]) -> String {
     let spawn = |name: &str, args: &[&str]| {
         let mut cmd = Command::new(c.bin(name));
         env(&mut cmd, workflow)
@@ -55,7 +60,7 @@ fn producer_and_consumer(c: &Installed, workflow: &str, info: &str) -> String {
         Group::spawn(&mut cmd)
     };
     let consumer = spawn("consumer", &["--expect", "2"]);
-    let producer = spawn("producer", &["--cdos", "8"]);
+    let producer = spawn("producer", producer_args);
     let p = producer.wait(Duration::from_secs(60));
     let k = consumer.wait(Duration::from_secs(60));
     assert_eq!(p.code(), Some(0), "producer: {p:?}");
@@ -114,6 +119,45 @@ fn c_programs_with_maestro_pm() {
     let (pm, info) = start_pm("capi-pm", &[]);
     let out = producer_and_consumer(&c, "capi-pm", &info);
     assert_exchange(&out);
+    pm.terminate(Duration::from_secs(10));
+}
+
+/// A C producer that allocates its buffers with `mstro_mem_alloc` (16 MiB: memory files
+/// from there even on 4 KiB pages) has them mapped by the C consumer on its node: no copy,
+/// as the transport events of both CDOs say (the consumer requires each first, so even the
+/// one it lends a buffer for arrives as a view), and the consumer's checksums match.
+#[test]
+fn c_library_memory_is_mapped_by_consumers_on_the_node() {
+    let c = installed();
+    let (pm, info) = start_pm("capi-mem", &[]);
+    let mut tracer = Group::spawn(
+        Command::new(common::example("pool_tracer"))
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["--kinds", "transport-completed"]),
+    );
+    await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    let traced = common::lines(tracer.child.stdout.take().expect("stdout"));
+    let size = (16 << 20).to_string();
+    let args = ["--cdos", "8", "--size", &size, "--library-memory", "1"];
+    let out = exchange(&c, "capi-mem", &info, &args);
+    assert!(
+        out.contains("producer: offered 8 CDOs of 16777216 bytes from library memory"),
+        "{out}"
+    );
+    assert!(
+        out.contains("consumer: 2 CDOs, 33554432 bytes, all checksums match"),
+        "{out}"
+    );
+    let (mut seen, end) = (String::new(), Instant::now() + Duration::from_secs(30));
+    let both = |s: &str| s.matches("mapped: no copy").count() == 2;
+    while !both(&seen) {
+        match traced.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(line) => seen.push_str(&(line + "\n")),
+            Err(_) => break,
+        }
+    }
+    assert!(both(&seen), "transport events: {seen}");
+    drop(tracer);
     pm.terminate(Duration::from_secs(10));
 }
 

@@ -196,6 +196,19 @@ mstro_status mstro_cdo_withdraw(mstro_cdo cdo);
  *  (withdraw first); MSTRO_INVARG for a bad handle. */
 mstro_status mstro_cdo_dispose(mstro_cdo cdo);
 
+/** Allocates len bytes (zeroed, page-aligned) for CDO data into *ptr. Lent as a CDO's
+ *  raw-ptr like any memory, it is offered from a memory file where that pays (from 1 MiB
+ *  where the system gives shared memory huge pages, from 16 MiB elsewhere), and consumers
+ *  on this node then map these very pages instead of copying them. Once the CDO is
+ *  withdrawn the memory is the caller's again (later writes never reach the consumers;
+ *  offered again, it is copied like plain memory). Free with mstro_mem_free.
+ *  MSTRO_INVARG for 0 bytes or a NULL ptr; MSTRO_NOMEM. (Not in Maestro Core.) */
+mstro_status mstro_mem_alloc(size_t len, void **ptr);
+
+/** Frees memory of mstro_mem_alloc (withdraw the CDOs lending it first; consumers' views
+ *  keep their bytes). MSTRO_INVARG for any other pointer or a second free. */
+mstro_status mstro_mem_free(void *ptr);
+
 /** The CDO's bytes after demand (or the raw-ptr memory): *data and *data_len (either may
  *  be NULL), valid until dispose. Bytes of a provider in this process are its memory (no
  *  copy): read only. MSTRO_INVSTATE before demand. */

@@ -251,6 +251,30 @@ cdo_op!(
     mstro_cdo_dispose => |c| { mstro::cdo_dispose(c)?; attrs::forget(c); Ok(()) }
 );
 
+/// `mstro_mem_alloc`: memory for CDO data that consumers on this node map (see
+/// `maestro.h`).
+///
+/// # Safety
+/// `ptr` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_mem_alloc(len: usize, ptr: *mut *mut c_void) -> mstro_status {
+    guard("mstro_mem_alloc", || {
+        if ptr.is_null() {
+            return Err(Error::invarg("NULL result pointer"));
+        }
+        let p = mstro::mem_alloc(len)?;
+        // SAFETY: non-NULL, writable (caller's contract).
+        unsafe { ptr.write(p.cast()) };
+        Ok(())
+    })
+}
+
+/// `mstro_mem_free`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_mem_free(ptr: *mut c_void) -> mstro_status {
+    guard("mstro_mem_free", || mstro::mem_free(ptr.cast()))
+}
+
 /// `mstro_cdo_access_ptr`.
 ///
 /// # Safety

@@ -1,9 +1,11 @@
 /* producer: offers CDOs from its own buffers, without a copy.
  *
- *   producer [--cdos N] [--size BYTES]
+ *   producer [--cdos N] [--size BYTES] [--library-memory 1]
  *
  * Waits for the consumer's 0-byte `consumer-ready` CDO, then offers N CDOs (default 8) of
- * BYTES each (default 1 MiB) from page-aligned buffers it owns (raw-ptr + local-size),
+ * BYTES each (default 1 MiB) from page-aligned buffers it owns (raw-ptr + local-size;
+ * with --library-memory 1 allocated with mstro_mem_alloc, which consumers on this node
+ * map instead of copying where that pays),
  * with the attributes of examples/c/ecmwf.yaml (step = i % 4, param, checksum). It
  * required `consumer-done` before offering, demands it, then withdraws, disposes and
  * frees everything. Joins the pool however it was started: MSTRO_POOL_MANAGER_INFO, or
@@ -13,6 +15,7 @@
 int main(int argc, char **argv) {
   long n = option(argc, argv, "--cdos", 8);
   int64_t size = option(argc, argv, "--size", 1 << 20);
+  long library = option(argc, argv, "--library-memory", 0);
   long i;
   mstro_cdo ready, done;
   mstro_cdo *cdos = calloc((size_t)n, sizeof *cdos);
@@ -37,7 +40,9 @@ int main(int argc, char **argv) {
     int64_t step = i % 4;
     uint64_t sum;
     void *mem = NULL;
-    if (posix_memalign(&mem, 4096, (size_t)size > 0 ? (size_t)size : 1) != 0) {
+    if (library) {
+      CHECK(mstro_mem_alloc((size_t)size > 0 ? (size_t)size : 1, &mem));
+    } else if (posix_memalign(&mem, 4096, (size_t)size > 0 ? (size_t)size : 1) != 0) {
       return 1;
     }
     bufs[i] = mem;
@@ -54,7 +59,8 @@ int main(int argc, char **argv) {
     CHECK(mstro_cdo_seal(cdos[i]));
     CHECK(mstro_cdo_offer(cdos[i]));
   }
-  printf("producer: offered %ld CDOs of %lld bytes from its own buffers\n", n, (long long)size);
+  printf("producer: offered %ld CDOs of %lld bytes from %s\n", n, (long long)size,
+         library ? "library memory" : "its own buffers");
   fflush(stdout);
 
   CHECK(mstro_cdo_demand(done));
@@ -62,7 +68,11 @@ int main(int argc, char **argv) {
   for (i = 0; i < n; i++) {
     CHECK(mstro_cdo_withdraw(cdos[i]));
     CHECK(mstro_cdo_dispose(cdos[i]));
-    free(bufs[i]);
+    if (library) {
+      CHECK(mstro_mem_free(bufs[i]));
+    } else {
+      free(bufs[i]);
+    }
   }
   CHECK(mstro_finalize());
   printf("producer: withdrew everything\n");

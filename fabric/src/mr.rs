@@ -21,8 +21,15 @@ pub struct Buffer {
     mapped: usize,
     /// The caller's memory ([`Buffer::borrowed`]).
     borrowed: bool,
-    /// The memory file behind a [`Buffer::shareable`] buffer, while others may map it.
-    file: Option<crate::cma::OwnFile>,
+    /// The memory file behind a [`Buffer::shareable`] buffer (or the one a [`Buffer::lend`]
+    /// view names), while others may map it.
+    file: Option<FileRef>,
+}
+
+/// The memory file of a buffer: its own, or its owner's (a [`Buffer::lend`] view).
+enum FileRef {
+    Own(crate::cma::OwnFile),
+    Lent(fabric_types::MemoryFile),
 }
 
 // SAFETY: plain owned memory.
@@ -70,9 +77,9 @@ impl Buffer {
         let file = crate::cma::OwnFile::create(size)?;
         let ptr = map_buffer(len, size, libc::MAP_SHARED, file.raw())?;
         let buf = Buffer::mapped(ptr, len, size, Some(file));
-        buf.file
-            .as_ref()
-            .map_or(Ok(()), crate::cma::OwnFile::seal)?;
+        if let Some(FileRef::Own(file)) = &buf.file {
+            file.seal()?;
+        }
         // Huge pages where the system allows them for shared memory
         // (/sys/kernel/mm/transparent_hugepage/shmem_enabled): a view of 2 MiB then costs
         // one page-table entry instead of 512. Refused quietly where not allowed.
@@ -126,13 +133,36 @@ impl Buffer {
             len,
             mapped,
             borrowed: false,
-            file,
+            file: file.map(FileRef::Own),
         }
     }
 
-    /// The memory file others may map these bytes from (a [`Buffer::shareable`] buffer).
+    /// The memory file others may map these bytes from (a [`Buffer::shareable`] buffer, or
+    /// a [`Buffer::lend`] view of one).
     pub fn memory_file(&self) -> Option<fabric_types::MemoryFile> {
-        self.file.as_ref().map(crate::cma::OwnFile::describe)
+        self.file.as_ref().map(|f| match f {
+            FileRef::Own(own) => own.describe(),
+            FileRef::Lent(lent) => *lent,
+        })
+    }
+
+    /// A view of this buffer's first `len` bytes (at most all) that names its memory file,
+    /// as [`Buffer::borrowed`]
+    /// lends memory: for a program that offers memory it allocated as a shareable buffer
+    /// (the C API's `mstro_mem_alloc`), so same-host consumers still map it. Taking the
+    /// bytes back from the consumers ([`Buffer::keep_private`]) is this buffer's to do; on
+    /// the view it does nothing.
+    ///
+    /// # Safety
+    /// As [`Buffer::borrowed`]: this buffer outlives the view, and nobody writes to it
+    /// while the view is offered.
+    pub unsafe fn lend(&self, len: usize) -> Buffer {
+        // SAFETY: the caller's contract; `len` is within this buffer.
+        let mut view = unsafe { Buffer::borrowed(self.ptr, len.min(self.len)) };
+        if view.len > 0 {
+            view.file = self.memory_file().map(FileRef::Lent);
+        }
+        view
     }
 
     /// Makes the bytes this buffer's alone again: views others mapped from its memory file
@@ -144,7 +174,7 @@ impl Buffer {
     /// [`FabricError::Os`] if the kernel cannot remap the range (out of memory); the buffer
     /// is then unchanged.
     pub fn keep_private(&mut self) -> Result<()> {
-        let Some(file) = &self.file else {
+        let Some(FileRef::Own(file)) = &self.file else {
             return Ok(());
         };
         // SAFETY: replaces this buffer's own mapping in place with a private mapping of the

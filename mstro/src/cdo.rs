@@ -370,7 +370,7 @@ pub fn cdo_offer(cdo: Cdo) -> Result<()> {
                     .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
                 // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
                 // valid and unwritten until withdraw returns.
-                unsafe { Buffer::borrowed(lent.ptr, len) }
+                unsafe { crate::memory::lend(lent.ptr, len) }
             }
             None => Buffer::new(0)?,
         };
@@ -484,7 +484,10 @@ pub fn cdo_withdraw(cdo: Cdo) -> Result<()> {
     with_cdo(cdo, "withdraw", |client, _, st| {
         client.withdraw(st.id)?;
         st.offered = false;
-        Ok(())
+        match &st.lent {
+            Some(lent) => crate::memory::withdrawn(lent.ptr),
+            None => Ok(()),
+        }
     })
 }
 

@@ -12,6 +12,9 @@
 //!   `.maestro.core.cdo.raw-ptr` + `scope.local-size`), which is offered without a copy and
 //!   served until [`cdo_withdraw`] returns; a consumer gets the bytes in library memory
 //!   ([`cdo_access`]) or in the buffer it lent before [`cdo_demand`].
+//! - Memory the library allocates for CDO data ([`mem_alloc`], [`mem_free`]): lent like
+//!   any memory, it is offered from a memory file where that pays, so consumers on the
+//!   node map it instead of copying.
 //! - Pool events: [`Selector`] handles ([`selector_create`]), [`Subscription`] handles
 //!   ([`subscribe`]) whose [`subscription_poll`] and [`subscription_wait`] return every
 //!   queued event as one list, acknowledged with [`subscription_ack`].
@@ -29,6 +32,7 @@ mod cdo;
 mod events;
 mod handles;
 mod instance;
+mod memory;
 pub mod session;
 mod status;
 
@@ -43,6 +47,7 @@ pub use events::{
     subscription_ack, subscription_dispose, subscription_poll, subscription_wait,
 };
 pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
+pub use memory::{mem_alloc, mem_free};
 pub use pool::events::{EventKind, PoolEvent};
 pub use status::{Error, Result, Status};
 

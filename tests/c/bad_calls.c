@@ -54,6 +54,15 @@ int main(void) {
   EXPECT(mstro_cdo_access_ptr(NULL, &data, &len), MSTRO_INVARG, "NULL CDO handle");
   EXPECT(mstro_subscription_poll(NULL, &ev), MSTRO_INVARG, "NULL subscription handle");
   EXPECT(mstro_pool_event_dispose(NULL), MSTRO_INVARG, NULL);
+  EXPECT(mstro_mem_alloc(0, &data), MSTRO_INVARG, "0 bytes");
+  EXPECT(mstro_mem_alloc(64, NULL), MSTRO_INVARG, "NULL");
+  EXPECT(mstro_mem_free(&len), MSTRO_INVARG, "was not allocated by mstro_mem_alloc");
+  {
+    void *mem = NULL;
+    EXPECT(mstro_mem_alloc(4096, &mem), MSTRO_OK, NULL);
+    EXPECT(mstro_mem_free(mem), MSTRO_OK, NULL);
+    EXPECT(mstro_mem_free(mem), MSTRO_INVARG, "freed already");
+  }
   EXPECT(mstro_pm_getinfo(NULL), MSTRO_INVARG, NULL);
 
   /* State. */
