@@ -103,7 +103,12 @@ pub(crate) fn take_back(key: &OfferKey) -> Option<fabric::Result<Buffer>> {
         // from now on must not reach them.
         Ok(o) => {
             let mut b = o.into_buffer();
-            b.keep_private().map(|()| b)
+            match b.keep_private() {
+                Ok(()) => Ok(b),
+                // The pages could not be made private: a private copy keeps the views
+                // apart just as well.
+                Err(_) => Buffer::from_slice(b.as_slice()),
+            }
         }
         Err(shared) => Buffer::from_slice(shared.as_slice()),
     })
