@@ -321,8 +321,9 @@ impl PoolBench {
                     ))?;
             }
             let t = Instant::now();
-            consumer.block_on(Lender::demand(lender, c, cdo, |_| Ok(())))?;
+            let held = consumer.block_on(Lender::demand(lender, c, cdo, |_| Ok(())))?;
             times.push(t.elapsed());
+            drop(held);
             consumer.dispose(cdo)?;
         }
         times.sort_unstable();
@@ -393,16 +394,18 @@ impl Lender {
     }
 
     /// Demands `cdo` into a buffer of `lender` (checking it landed there), or into the
-    /// library's memory without one, and hands the bytes to `look`.
+    /// library's memory without one, and hands the bytes to `look`. Returns the library's
+    /// bytes, for the caller to let go of once it stopped timing the demand (releasing a
+    /// view of a provider's pages is the consumer's cost at dispose, not the demand's).
     async fn demand(
         lender: Option<&Lender>,
         c: &pool::AsyncClient,
         cdo: pool::proto::CdoId,
         look: impl FnOnce(&[u8]) -> Result<(), PoolBenchError>,
-    ) -> Result<(), PoolBenchError> {
+    ) -> Result<Option<pool::CdoData>, PoolBenchError> {
         let Some(lender) = lender else {
             let (data, _) = c.demand(cdo).await?;
-            return look(&data);
+            return look(&data).map(|()| Some(data));
         };
         let lock = || lender.free.lock().unwrap_or_else(|e| e.into_inner());
         // As many buffers as demands in flight: a new one is never needed, but costs
@@ -418,7 +421,7 @@ impl Lender {
             Err(e) => Err(e.into()),
         };
         lock().push(mine);
-        outcome
+        outcome.map(|()| None)
     }
 }
 
