@@ -175,7 +175,7 @@ fn chosen(setting: &str) -> Option<&str> {
 
 /// The memory file behind a [`Buffer::shareable`] buffer, owned by this process.
 pub(crate) struct OwnFile {
-    fd: OwnedFd,
+    file: std::fs::File,
     inode: NonZeroU64,
 }
 
@@ -185,33 +185,28 @@ impl OwnFile {
     /// # Errors
     /// [`crate::FabricError::Os`] with the failing call.
     pub(crate) fn create(len: usize) -> crate::Result<OwnFile> {
-        let os = |what: &str| crate::FabricError::Os {
+        let os = |what: &str, source: io::Error| crate::FabricError::Os {
             what: format!("{what} for a shareable {len}-byte buffer"),
-            source: io::Error::last_os_error(),
+            source,
             hint: "no file descriptors or memory left: raise `ulimit -n`, or offer plain buffers (Buffer::new)",
         };
         let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
         // SAFETY: a NUL-terminated name; the descriptor is checked below.
         let fd = unsafe { libc::memfd_create(c"maestro-cdo".as_ptr(), flags) };
         if fd < 0 {
-            return Err(os("memfd_create"));
+            return Err(os("memfd_create", io::Error::last_os_error()));
         }
         // SAFETY: a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let size = libc::off_t::try_from(len).map_err(|_| os("sizing the memory file"))?;
-        // SAFETY: plain calls on a valid descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
-            return Err(os("ftruncate"));
-        }
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `st` is written by fstat on success.
-        if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-            return Err(os("fstat"));
-        }
-        // SAFETY: fstat succeeded.
-        let ino = unsafe { st.assume_init() }.st_ino;
-        let inode = NonZeroU64::new(ino).ok_or_else(|| os("a memory file without an inode"))?;
-        Ok(OwnFile { fd, inode })
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        file.set_len(len as u64).map_err(|e| os("sizing", e))?;
+        let ino = file.metadata().map_err(|e| os("fstat", e))?.ino();
+        let inode = NonZeroU64::new(ino).ok_or_else(|| {
+            os(
+                "a memory file without an inode",
+                io::Error::from_raw_os_error(libc::EIO),
+            )
+        })?;
+        Ok(OwnFile { file, inode })
     }
 
     /// Seals the file for good against growing, shrinking and any write but through the
@@ -236,7 +231,7 @@ impl OwnFile {
 
     /// The descriptor.
     pub(crate) fn raw(&self) -> i32 {
-        self.fd.as_raw_fd()
+        self.file.as_raw_fd()
     }
 
     /// What another process needs to map it.
@@ -262,6 +257,7 @@ impl OwnFile {
 pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
     let fd = file.fd;
     let not_it = |why: String| CmaError::NotTheFile { pid, fd, why };
+    let os = |what, source| CmaError::Os { pid, what, source };
     let opened = std::fs::File::open(format!("/proc/{pid}/fd/{fd}"));
     let f = opened.map_err(|source| match source.raw_os_error() {
         Some(libc::EACCES | libc::EPERM) => CmaError::Denied { pid, source },
@@ -269,17 +265,9 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
             CmaError::NoProcess { pid }
         }
         Some(libc::ENOENT) => not_it("no such descriptor".into()),
-        _ => CmaError::Os {
-            pid,
-            what: "opening the memory file",
-            source,
-        },
+        _ => os("opening the memory file", source),
     })?;
-    let meta = f.metadata().map_err(|source| CmaError::Os {
-        pid,
-        what: "fstat",
-        source,
-    })?;
+    let meta = f.metadata().map_err(|e| os("fstat", e))?;
     if meta.ino() != file.inode.get() {
         return Err(not_it(format!("inode {}", meta.ino())));
     }
@@ -297,7 +285,6 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
     if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
         return Err(not_it("not sealed against shrinking".into()));
     }
-    let os = |what, source| CmaError::Os { pid, what, source };
     let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
     let ptr =
         crate::mr::map(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;

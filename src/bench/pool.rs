@@ -441,7 +441,10 @@ impl ProviderProcess {
             .args(["--sizes", &sizes.join(",")])
             .args(["--progress", progress_name(bench.progress)])
             .args(bench.user_memory.then_some("--user-memory"))
-            .args(["--buffers", bench.buffers.name()])
+            .arg("--buffers")
+            .args(
+                clap::ValueEnum::to_possible_value(&bench.buffers).map(|v| v.get_name().to_owned()),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -519,14 +522,6 @@ pub enum Buffers {
 }
 
 impl Buffers {
-    fn name(self) -> &'static str {
-        match self {
-            Buffers::Offer => "offer",
-            Buffers::Plain => "plain",
-            Buffers::Shareable => "shareable",
-        }
-    }
-
     fn make(self, len: usize) -> fabric::Result<Buffer> {
         match self {
             Buffers::Offer => Buffer::for_offer(len),
