@@ -274,7 +274,7 @@ fn the_pool_benchmark_runs_and_reports() {
         let sizes: Vec<u64> = rows.iter().filter_map(|r| r["size"].as_u64()).collect();
         assert_eq!(sizes, [64, 1 << 20], "{v}");
         for r in rows {
-            let mut keys = vec!["p50_us", "p99_us", "declare_p50_us", "gbps", "raw_gbps"];
+            let mut keys = vec!["p50_us", "p99_us", "round_trip_p50_us", "gbps", "raw_gbps"];
             if mpi {
                 keys.push("mpi_gbps");
             }

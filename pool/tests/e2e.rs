@@ -206,8 +206,10 @@ fn async_operations_pipeline() {
             .await
             .expect("join");
         let names: Vec<String> = (0..2000).map(|i| format!("cdo-{i}")).collect();
-        let ids = futures::future::try_join_all(names.iter().map(|n| c.declare(n)))
-            .await
+        let ids: Vec<_> = names
+            .iter()
+            .map(|n| c.declare(n))
+            .collect::<Result<_, _>>()
             .expect("declares");
         let mut unique = ids.clone();
         unique.sort_unstable();
@@ -532,7 +534,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     let offered = p.block_on(async {
         let c = p.as_async();
         let ids = futures::future::try_join_all((0..30_000).map(|i| async move {
-            let id = c.declare(&format!("many/{i}")).await?;
+            let id = c.declare(&format!("many/{i}"))?;
             c.seal(id, Attributes::new()).await?;
             c.offer(id, Buffer::new(0)?).await?;
             Ok::<_, ClientError>(id)

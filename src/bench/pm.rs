@@ -428,8 +428,6 @@ fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
 
 /// What an injector collects from the PM.
 enum Answer {
-    /// A declared CDO's id.
-    Id(u64),
     /// A ticketed transfer (consumers report it done at once).
     Ticket(u64),
     /// An operation's completion.
@@ -484,7 +482,9 @@ pub fn inject(
         .first()
         .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;
     let mut conn = Conn::connect(addr, TIMEOUT)?;
-    conn.join(info, role, index as i64)?;
+    let app = conn.join(info, role, index as i64)?;
+    // The CDO ids this app gives, in order.
+    let mut ids = pool::proto::cdo_ids(app);
     if role == "subscriber" {
         return subscribe(&mut conn, cdos);
     }
@@ -495,7 +495,7 @@ pub fn inject(
         Ok(())
     };
     let start = Instant::now();
-    let mut live = run_round(&mut conn, index, cdos, batch, producer)?;
+    let mut live = run_round(&mut conn, &mut ids, (index, cdos, batch), producer)?;
     report("done", start)?;
     if !producer {
         return Ok(());
@@ -514,7 +514,7 @@ pub fn inject(
                 report("withdrawn", start)?;
             }
             "offer" => {
-                live = run_round(&mut conn, index, cdos, batch, producer)?;
+                live = run_round(&mut conn, &mut ids, (index, cdos, batch), producer)?;
                 report("done", start)?;
             }
             other => return Err(PmBenchError::Injector(format!("unknown command {other:?}"))),
@@ -527,7 +527,7 @@ fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenc
     for chunk in ids.chunks(batch.max(1)) {
         let ops: Vec<ToPm> = chunk
             .iter()
-            .flat_map(|&cdo| [ToPm::Withdraw { cdo }, ToPm::Dispose { cdo }])
+            .flat_map(|&cdo| [ToPm::Withdraw { cdo }, ToPm::Dispose { cdo, answer: true }])
             .collect();
         conn.send(&ops)?;
         collect(conn, Op::Withdraw, ops.len(), |m| {
@@ -537,36 +537,30 @@ fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenc
     Ok(())
 }
 
-/// One round: declare `cdos` names, then seal+offer (producer) or require (consumer) each,
-/// pipelined in batches. Returns the producer's live CDOs.
+/// One round: declare `cdos` names (under the next of `ids`) and seal+offer (producer) or
+/// require (consumer) each, in batches of `batch`, two batches in flight. Returns the
+/// producer's live CDOs.
 fn run_round(
     conn: &mut Conn,
-    index: usize,
-    cdos: usize,
-    batch: usize,
+    ids: &mut std::ops::RangeInclusive<u64>,
+    (index, cdos, batch): (usize, usize, usize),
     producer: bool,
 ) -> Result<Vec<u64>, PmBenchError> {
     let mut live = Vec::with_capacity(if producer { cdos } else { 0 });
-    let declares = |k: usize| -> Vec<ToPm> {
-        (k..k + batch.min(cdos - k))
-            .map(|i| ToPm::Declare {
-                local: i as u64,
+    let mut send_batch = |conn: &mut Conn, k: usize| -> Result<usize, PmBenchError> {
+        let n = batch.min(cdos - k);
+        let mut ops = Vec::with_capacity(2 * n);
+        for i in k..k + n {
+            let cdo = ids
+                .next()
+                .ok_or_else(|| PmBenchError::Injector("out of CDO ids".into()))?;
+            ops.push(ToPm::Declare {
+                cdo,
                 name: name(index, i),
-            })
-            .collect()
-    };
-    conn.send(&declares(0))?;
-    let mut ids = collect(conn, Op::Declare, batch.min(cdos), |m| match m {
-        FromPm::Declared { cdo, .. } => Some(cdo),
-        _ => None,
-    })?;
-    let mut k = 0;
-    while k < cdos {
-        let n = ids.len();
-        let mut ops = Vec::with_capacity(3 * n);
-        for &cdo in &ids {
-            if producer {
-                ops.push(ToPm::SealOffer {
+            });
+            ops.push(if producer {
+                live.push(cdo);
+                ToPm::SealOffer {
                     cdo,
                     attributes: Default::default(),
                     region: RemoteRegion {
@@ -575,41 +569,35 @@ fn run_round(
                         len: 0,
                     },
                     extras: Default::default(),
-                });
+                }
             } else {
-                ops.push(ToPm::Require { cdo });
-            }
+                ToPm::Require { cdo }
+            });
         }
-        // Pipelined: the next batch's declares travel in the same frame.
-        let next = k + n;
-        let next_n = if next < cdos {
-            ops.extend(declares(next));
-            batch.min(cdos - next)
-        } else {
-            0
-        };
         conn.send(&ops)?;
-        // This batch's answers (one Done per seal+offer; a Done and a ticket per require)
-        // and the next batch's ids.
-        let per_cdo = if producer { 1 } else { 2 };
-        if producer {
-            live.extend_from_slice(&ids);
+        Ok(n)
+    };
+    // One Done per seal+offer; a Done and a ticket per require.
+    let per_cdo = if producer { 1 } else { 2 };
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut k = 0;
+    while k < cdos || !in_flight.is_empty() {
+        // Keep the PM busy: the next batch travels while this one's answers are read.
+        while k < cdos && in_flight.len() < 2 {
+            let n = send_batch(conn, k)?;
+            in_flight.push_back(n);
+            k += n;
         }
-        let answers = collect(conn, Op::Offer, per_cdo * n + next_n, |m| match m {
-            FromPm::Declared { cdo, .. } => Some(Answer::Id(cdo)),
+        let Some(n) = in_flight.pop_front() else {
+            break;
+        };
+        let answers = collect(conn, Op::Offer, per_cdo * n, |m| match m {
             FromPm::Ticket { transfer, .. } => Some(Answer::Ticket(transfer)),
             // With subscribers the PM runs a SealOffer as its two operations and answers the
             // seal too: only the offer's answer counts.
             FromPm::Done { op, .. } if op != Op::Seal => Some(Answer::Done),
             _ => None,
         })?;
-        ids = answers
-            .iter()
-            .filter_map(|a| match a {
-                Answer::Id(cdo) => Some(*cdo),
-                _ => None,
-            })
-            .collect();
         let done: Vec<ToPm> = answers
             .iter()
             .filter_map(|a| match a {
@@ -618,13 +606,12 @@ fn run_round(
                     error: None,
                     direct: None,
                 }),
-                _ => None,
+                Answer::Done => None,
             })
             .collect();
         if !done.is_empty() {
             conn.send(&done)?;
         }
-        k = next;
     }
     Ok(live)
 }

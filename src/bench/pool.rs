@@ -1,8 +1,9 @@
 //! `maestro bench pool`: the data path as a user sees it. A provider process offers one CDO
 //! per size through a real pool manager; this process, the consumer, `demand`s each of them
 //! again and again (declare, demand, dispose; no require first) and times the demand:
-//! latency percentiles one demand at a time (and the declare before it: one bare control
-//! round trip to the PM, the floor under every operation), bandwidth with `--window` demands in flight
+//! latency percentiles one demand at a time (and, between demands, a `require` nobody can
+//! serve: one bare control round trip to the PM, the floor under every operation; declares
+//! and disposes do not wait for the PM), bandwidth with `--window` demands in flight
 //! (as a consumer that pipelines its demands). In the same run, bare libfabric `fi_read`s of the same
 //! sizes on the same provider give the ceiling ([`FabricBench`]'s raw baseline), and with
 //! `--mpi` Open MPI's send/recv between two ranks what users compare with ([`super::mpi`]).
@@ -140,9 +141,9 @@ pub struct PoolRow {
     pub p50_us: f64,
     /// 99th percentile, microseconds.
     pub p99_us: f64,
-    /// Median time of the `declare` before each demand (one control round trip to the PM),
-    /// microseconds.
-    pub declare_p50_us: f64,
+    /// Median time of a `require` of a CDO nobody offers (one bare control round trip to
+    /// the PM), microseconds.
+    pub round_trip_p50_us: f64,
     /// Bytes demanded per second with `window` demands in flight, GB/s (1e9 B/s).
     pub gbps: f64,
     /// Demands in flight for `gbps`.
@@ -178,7 +179,7 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         "iters",
         "p50 us",
         "p99 us",
-        "declare us",
+        "rtt us",
         "GB/s",
         "raw GB/s",
         "raw us",
@@ -186,7 +187,7 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         "MPI GB/s"
     );
     println!(
-        "(p50/p99: one demand at a time; declare: its p50, a bare round trip to the PM; GB/s: {} demands in flight)",
+        "(p50/p99: one demand at a time; rtt: p50 of a bare round trip to the PM; GB/s: {} demands in flight)",
         b.window
     );
     for r in &rows {
@@ -199,7 +200,7 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             r.iterations,
             r.p50_us,
             r.p99_us,
-            r.declare_p50_us,
+            r.round_trip_p50_us,
             r.gbps,
             opt(r.raw_gbps, 3),
             opt(r.raw_us, 1),
@@ -294,7 +295,7 @@ impl PoolBench {
         consumer.block_on(Lender::demand(lender, c, cdo, check))?;
         consumer.dispose(cdo)?;
         let iterations = self.iterations(size);
-        let (mut times, mut declares) = (
+        let (mut times, mut round_trips) = (
             Vec::with_capacity(iterations),
             Vec::with_capacity(iterations),
         );
@@ -309,9 +310,13 @@ impl PoolBench {
             })
             .transpose()?;
         for _ in 0..iterations {
+            let unoffered = consumer.declare("bench-unoffered")?;
             let t = Instant::now();
+            consumer.require(unoffered)?;
+            round_trips.push(t.elapsed());
+            consumer.retract(unoffered)?;
+            consumer.dispose(unoffered)?;
             let cdo = consumer.declare(&name)?;
-            declares.push(t.elapsed());
             if let Some(moved) = &moved {
                 consumer.require(cdo)?;
                 moved
@@ -327,7 +332,7 @@ impl PoolBench {
             consumer.dispose(cdo)?;
         }
         times.sort_unstable();
-        declares.sort_unstable();
+        round_trips.sort_unstable();
         let at = |times: &[Duration], q: f64| {
             let i = ((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1;
             times[i].as_secs_f64() * 1e6
@@ -339,7 +344,7 @@ impl PoolBench {
             iterations,
             p50_us: at(&times, 0.50),
             p99_us: at(&times, 0.99),
-            declare_p50_us: at(&declares, 0.50),
+            round_trip_p50_us: at(&round_trips, 0.50),
             gbps,
             window: self.window,
             raw_gbps: None,
@@ -360,7 +365,7 @@ impl PoolBench {
         let c = consumer.as_async();
         let require = self.require;
         let one = |_| async move {
-            let cdo = c.declare(name).await?;
+            let cdo = c.declare(name)?;
             if require {
                 c.require(cdo).await?;
             }

@@ -24,7 +24,8 @@ pub mod proto;
 pub mod schema;
 pub mod selector;
 
-pub use manager::{Clock, ConnId, Credential, MAX_NAME, Manager};
+pub use manager::{Clock, ConnId, Credential, Manager};
+pub use proto::MAX_NAME;
 
 /// An IP network with the address it was seen on (`10.1.0.1/24`): the network of an
 /// endpoint or of a link. [`ipnet::IpNet::contains`] tells whether an address is on it.

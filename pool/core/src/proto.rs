@@ -16,18 +16,63 @@ use crate::selector::Expr;
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (5: offers name their memory file, for
-/// same-host consumers that map it).
-pub const VERSION: u8 = 5;
+/// Protocol version carried in every frame (6: apps number their own CDOs, and declares
+/// and disposes that cannot be refused go unanswered).
+pub const VERSION: u8 = 6;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
 pub const MAX_FRAME: usize = 16 << 20;
 
-/// An application's id, assigned in [`FromPm::Welcome`].
+/// An application's id, assigned in [`FromPm::Welcome`]: apps are numbered from 1 in the
+/// order they join, at most [`MAX_APP`] over a PM's lifetime.
 pub type AppId = u64;
-/// A CDO's id in the PM, assigned in [`FromPm::Declared`].
+/// A CDO's id: its app's id in the high bits, the app's count of its declarations in the
+/// low [`CDO_SEQ_BITS`] (see [`cdo_ids`]). Apps number their own CDOs, so a declare needs
+/// no answer: the operations after it name the CDO at once.
 pub type CdoId = u64;
+
+/// Bits of a [`CdoId`] that count an app's declarations: 2^40 - 1 CDOs per app (12 days
+/// of a million declares a second).
+pub const CDO_SEQ_BITS: u32 = 40;
+
+/// The most apps a PM admits over its lifetime (2^24 - 1): the app id must fit above the
+/// declaration count in a [`CdoId`].
+pub const MAX_APP: AppId = (1 << (64 - CDO_SEQ_BITS)) - 1;
+
+/// The ids app `app` may give its CDOs, in the order it should use them.
+///
+/// ```
+/// use pool_core::proto::{cdo_ids, cdo_owner};
+///
+/// let ids = cdo_ids(3);
+/// assert_eq!(cdo_owner(*ids.start()), 3);
+/// assert_eq!(cdo_owner(*ids.end()), 3);
+/// assert!(!ids.contains(&(3 << 40)), "the app's id alone names no CDO");
+/// ```
+pub fn cdo_ids(app: AppId) -> std::ops::RangeInclusive<CdoId> {
+    let base = app << CDO_SEQ_BITS;
+    base + 1..=base | ((1 << CDO_SEQ_BITS) - 1)
+}
+
+/// The app that declared `cdo`.
+pub fn cdo_owner(cdo: CdoId) -> AppId {
+    cdo >> CDO_SEQ_BITS
+}
+
+/// Longest CDO name, in bytes.
+pub const MAX_NAME: usize = 4096;
+
+/// Checks a CDO name before it is declared: 1 to [`MAX_NAME`] bytes.
+///
+/// # Errors
+/// [`Refusal::BadName`] otherwise (what the PM would answer).
+pub fn check_name(name: &str) -> Result<(), Refusal> {
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(Refusal::BadName);
+    }
+    Ok(())
+}
 /// A transfer's id, carried by tickets.
 pub type TransferId = u64;
 
@@ -294,10 +339,11 @@ pub enum ToPm {
     Join(Box<Join>),
     /// Leave the workflow (answered by `Bye` once nothing required of this app is pending).
     Leave,
-    /// Declare a CDO; `local` is the app's own handle, echoed back.
+    /// Declare a CDO under an id of the app's own (see [`cdo_ids`]); answered only by a
+    /// refusal (a bad name, an id not the app's or already in use).
     Declare {
-        /// The app's handle.
-        local: u64,
+        /// The CDO's id, the next of the app's [`cdo_ids`].
+        cdo: CdoId,
         /// The CDO name.
         name: String,
     },
@@ -355,6 +401,10 @@ pub enum ToPm {
     Dispose {
         /// The CDO.
         cdo: CdoId,
+        /// Answer with `Done` (else only a refusal comes back): an app that knows the CDO
+        /// is in a state that allows it (declared, sealed, withdrawn, or demanded and
+        /// arrived) need not wait.
+        answer: bool,
     },
     /// A transfer the PM ticketed to this app finished (`error` set on failure).
     TransferDone {
@@ -418,7 +468,8 @@ impl ToPm {
             | ToPm::Demand { cdo }
             | ToPm::Retract { cdo }
             | ToPm::Withdraw { cdo }
-            | ToPm::Dispose { cdo } => Some(*cdo),
+            | ToPm::Dispose { cdo, .. }
+            | ToPm::Declare { cdo, .. } => Some(*cdo),
             _ => None,
         }
     }
@@ -462,6 +513,10 @@ pub enum Refusal {
     WrongWorkflow,
     /// The CDO id is not one of this app's.
     UnknownCdo,
+    /// A declared CDO id is not in the app's range ([`cdo_ids`]) or already in use.
+    BadCdoId,
+    /// The PM has admitted [`MAX_APP`] apps over its lifetime and numbers no more.
+    TooManyApps,
     /// The operation is not allowed in the CDO's state.
     WrongState {
         /// The operation.
@@ -499,6 +554,13 @@ impl std::fmt::Display for Refusal {
                 f.write_str("join refused: this pool manager serves another workflow")
             }
             Refusal::UnknownCdo => f.write_str("unknown CDO id for this application"),
+            Refusal::BadCdoId => f.write_str(
+                "declared CDO id is not this application's next one (ids come from its app id, see cdo_ids) or is in use",
+            ),
+            Refusal::TooManyApps => write!(
+                f,
+                "join refused: this pool manager has admitted {MAX_APP} applications; start a new one"
+            ),
             Refusal::WrongState { op, state } => {
                 write!(f, "{op} is not allowed on a CDO that is {state}")
             }
@@ -536,15 +598,8 @@ pub enum FromPm {
     },
     /// LEAVE accepted; the PM closes the connection after this.
     Bye,
-    /// A `Declare` succeeded.
-    Declared {
-        /// The app's handle from `Declare`.
-        local: u64,
-        /// The PM's id.
-        cdo: CdoId,
-    },
     /// An operation on `cdo` completed (`Seal`, `Offer`, `Require`, `Retract`, `Withdraw`,
-    /// `Dispose`; a `Demand` completes with `Ticket` then `Ready`).
+    /// `Dispose` asking for an answer; a `Demand` completes with a `Ticket` or `Ready`).
     Done {
         /// The operation.
         op: Op,
@@ -621,8 +676,7 @@ pub enum FromPm {
     Refused {
         /// The operation.
         op: Op,
-        /// The CDO concerned, if any (for `Declare`: the app's handle; for transfer
-        /// messages: the transfer).
+        /// The CDO concerned, if any (for transfer messages: the transfer).
         cdo: Option<CdoId>,
         /// Why.
         why: Refusal,
@@ -791,7 +845,7 @@ mod tests {
             done(Op::Offer, 1),
             done(Op::Offer, 2),
             done(Op::Offer, 3),
-            FromPm::Declared { local: 9, cdo: 4 },
+            FromPm::Ready { cdo: 4 },
             done(Op::Offer, 5),
             done(Op::Seal, 6),
             done(Op::Seal, 7),
@@ -804,7 +858,7 @@ mod tests {
                     op: Op::Offer,
                     cdos: vec![1, 2, 3]
                 },
-                FromPm::Declared { local: 9, cdo: 4 },
+                FromPm::Ready { cdo: 4 },
                 done(Op::Offer, 5),
                 FromPm::DoneMany {
                     op: Op::Seal,
@@ -841,7 +895,7 @@ mod tests {
         attributes.insert(".user.step".into(), AttrValue::Int(2));
         vec![
             ToPm::Declare {
-                local: 1,
+                cdo: 7,
                 name: "temperature".into(),
             },
             ToPm::Seal { cdo: 7, attributes },

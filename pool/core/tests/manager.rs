@@ -5,7 +5,7 @@ use pool_core::attr::{AttrValue, Attributes, LOCAL_SIZE};
 use pool_core::auth::prove;
 use pool_core::proto::{
     AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, ProcessMemory, Refusal, Source, ToPm,
-    TransferId,
+    TransferId, cdo_ids,
 };
 use pool_core::{Clock, ConnId, Credential, Manager};
 use std::time::{Duration, Instant};
@@ -15,6 +15,8 @@ const SECRET: &[u8] = b"workflow secret";
 struct Pm {
     m: Manager,
     next: ConnId,
+    /// Each joined connection's app and the last CDO id it declared.
+    apps: std::collections::HashMap<ConnId, (AppId, CdoId)>,
     /// The clock's origin: wall-clock time 0.
     t0: Instant,
 }
@@ -29,6 +31,7 @@ impl Pm {
         Pm {
             m: Manager::new("wf", SECRET, 77, clock),
             next: 1,
+            apps: std::collections::HashMap::new(),
             t0,
         }
     }
@@ -84,10 +87,12 @@ impl Pm {
         let out = self.send(conn, msg);
         // Subscribers of app joins hear of it too (see the event tests).
         let mine: Vec<_> = out.iter().filter(|(c, _)| *c == conn).collect();
-        match mine.as_slice() {
-            [(_, FromPm::Welcome { app, pool: 77 })] => (conn, *app),
+        let app = match mine.as_slice() {
+            [(_, FromPm::Welcome { app, pool: 77 })] => *app,
             other => panic!("join: {other:?}"),
-        }
+        };
+        self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));
+        (conn, app)
     }
 
     /// Joins with endpoints on several networks: `(endpoint, network)`, the first first.
@@ -110,21 +115,35 @@ impl Pm {
                 .map(|(_, n)| Some(n.parse().expect("subnet")))
                 .collect();
         }
-        match self.send(conn, msg).as_slice() {
-            [(_, FromPm::Welcome { app, .. }), ..] => (conn, *app),
+        let app = match self.send(conn, msg).as_slice() {
+            [(_, FromPm::Welcome { app, .. }), ..] => *app,
             other => panic!("join: {other:?}"),
-        }
+        };
+        self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));
+        (conn, app)
     }
 
+    /// The next id `conn`'s app gives a CDO.
+    fn next_cdo(&mut self, conn: ConnId) -> CdoId {
+        let (_, last) = self.apps.get_mut(&conn).expect("joined");
+        *last += 1;
+        *last
+    }
+
+    /// Declares `name` (answered by nothing when it succeeds).
     fn declare(&mut self, conn: ConnId, name: &str) -> CdoId {
+        let cdo = self.next_cdo(conn);
         let msg = ToPm::Declare {
-            local: 42,
+            cdo,
             name: name.into(),
         };
-        match self.send(conn, msg).as_slice() {
-            [(_, FromPm::Declared { local: 42, cdo })] => *cdo,
-            other => panic!("declare: {other:?}"),
-        }
+        let out = self.send(conn, msg);
+        assert!(
+            !out.iter()
+                .any(|(c, m)| *c == conn && !matches!(m, FromPm::Event { .. })),
+            "declare: {out:?}"
+        );
+        cdo
     }
 
     fn seal(&mut self, conn: ConnId, cdo: CdoId) -> Vec<(ConnId, FromPm)> {
@@ -255,7 +274,7 @@ fn join_needs_the_secret_and_the_workflow() {
     let mut pm = Pm::new();
     let (c, _) = pm.connect();
     let early = ToPm::Declare {
-        local: 1,
+        cdo: *cdo_ids(1).start(),
         name: "x".into(),
     };
     assert_eq!(
@@ -307,15 +326,37 @@ fn provider_life_and_its_refusals() {
     let mut pm = Pm::new();
     let (p, _) = pm.join("producer");
     let (q, _) = pm.join("other");
+    let first = pm.next_cdo(p);
     let empty = ToPm::Declare {
-        local: 1,
+        cdo: first,
         name: String::new(),
     };
     assert_eq!(
         pm.send(p, empty),
-        [(p, refused(Op::Declare, Some(1), Refusal::BadName))]
+        [(p, refused(Op::Declare, Some(first), Refusal::BadName))]
     );
+    // Ids are the app's own: another app's, its app id alone, or one in use are refused.
+    let theirs = pm.next_cdo(q);
+    let bare = theirs & !((1 << pool_core::proto::CDO_SEQ_BITS) - 1);
+    for bad in [theirs, bare] {
+        let msg = ToPm::Declare {
+            cdo: bad,
+            name: "t".into(),
+        };
+        assert_eq!(
+            pm.send(p, msg),
+            [(p, refused(Op::Declare, Some(bad), Refusal::BadCdoId))]
+        );
+    }
     let cdo = pm.declare(p, "t");
+    let again = ToPm::Declare {
+        cdo,
+        name: "u".into(),
+    };
+    assert_eq!(
+        pm.send(p, again),
+        [(p, refused(Op::Declare, Some(cdo), Refusal::BadCdoId))]
+    );
     assert_eq!(
         pm.seal(q, cdo),
         [(q, refused(Op::Seal, Some(cdo), Refusal::UnknownCdo))]
@@ -353,7 +394,7 @@ fn provider_life_and_its_refusals() {
     );
     assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo }),
+        pm.send(p, ToPm::Dispose { cdo, answer: true }),
         [(
             p,
             refused(Op::Dispose, Some(cdo), wrong(Op::Dispose, "offered"))
@@ -378,12 +419,24 @@ fn provider_life_and_its_refusals() {
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo }),
+        pm.send(p, ToPm::Dispose { cdo, answer: true }),
         [(p, done(Op::Dispose, cdo))]
     );
+    // A dispose that asks for no answer gets none, unless refused.
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo }),
+        pm.send(p, ToPm::Dispose { cdo, answer: false }),
         [(p, refused(Op::Dispose, Some(cdo), Refusal::UnknownCdo))]
+    );
+    let quiet = pm.declare(p, "q");
+    assert!(
+        pm.send(
+            p,
+            ToPm::Dispose {
+                cdo: quiet,
+                answer: false
+            }
+        )
+        .is_empty()
     );
     assert_eq!(pm.m.cdo_count(), 0);
 }
@@ -410,7 +463,13 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
         )]
     );
     assert_eq!(
-        pm.send(c, ToPm::Dispose { cdo: want }),
+        pm.send(
+            c,
+            ToPm::Dispose {
+                cdo: want,
+                answer: true
+            }
+        ),
         [(
             c,
             refused(Op::Dispose, Some(want), wrong(Op::Dispose, "in transfer"))
@@ -429,7 +488,13 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
         )]
     );
     assert_eq!(
-        pm.send(c, ToPm::Dispose { cdo: want }),
+        pm.send(
+            c,
+            ToPm::Dispose {
+                cdo: want,
+                answer: true
+            }
+        ),
         [(c, done(Op::Dispose, want))]
     );
 }
@@ -493,7 +558,13 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
         "withdraw must wait"
     );
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo: offer }),
+        pm.send(
+            p,
+            ToPm::Dispose {
+                cdo: offer,
+                answer: true
+            }
+        ),
         [(
             p,
             refused(
@@ -1011,17 +1082,21 @@ fn require_ack_after_the_fact_withholds_the_completion() {
     };
     let sub = pm.subscribe(s, EventKind::Require | EventKind::Declare, "", opts);
     let (c, _) = pm.join("consumer");
+    let cdo = pm.next_cdo(c);
     let out = pm.send(
         c,
         ToPm::Declare {
-            local: 1,
+            cdo,
             name: "x".into(),
         },
     );
     let declared = events_to(&out, s);
-    assert_eq!(out.len(), 1, "the Declared answer is withheld: {out:?}");
+    assert_eq!(out.len(), 1, "a declare has no answer: {out:?}");
     assert!(!declared[0].before && declared[0].needs_ack);
     assert_eq!(declared[0].cdo.as_deref(), Some("x"));
+    // The app's next operation waits behind the held declare.
+    assert!(pm.send(c, ToPm::Require { cdo }).is_empty());
+    assert_eq!(pm.m.held_count(), 1);
     let out = pm.send(
         s,
         ToPm::Ack {
@@ -1029,12 +1104,8 @@ fn require_ack_after_the_fact_withholds_the_completion() {
             serial: declared[0].serial,
         },
     );
-    let [(to, FromPm::Declared { local: 1, cdo })] = out.as_slice() else {
-        panic!("{out:?}");
-    };
-    assert_eq!(*to, c);
-    let out = pm.send(c, ToPm::Require { cdo: *cdo });
     let required = events_to(&out, s);
+    assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(required[0].kind, EventKind::Require);
     // An ack from an app that does not own the subscription, or for another serial, does
     // not release it.
@@ -1057,7 +1128,7 @@ fn require_ack_after_the_fact_withholds_the_completion() {
             serial: required[0].serial,
         },
     );
-    assert_eq!(out, [(c, done(Op::Require, *cdo))]);
+    assert_eq!(out, [(c, done(Op::Require, cdo))]);
 }
 
 #[test]

@@ -69,7 +69,7 @@ impl Client {
     }
 
     /// Runs `f` on the client's runtime: for pipelining many operations from blocking code,
-    /// e.g. `c.block_on(futures::future::join_all(names.iter().map(|n| c.as_async().declare(n))))`.
+    /// e.g. `c.block_on(futures::future::join_all(cdos.iter().map(|&x| c.as_async().demand(x))))`.
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
     }
@@ -94,7 +94,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
-        self.rt.block_on(self.inner.declare(name))
+        self.inner.declare(name)
     }
 
     /// See [`AsyncClient::seal`].

@@ -174,9 +174,6 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
 fn dispatch(shared: &Arc<Shared>, m: FromPm) {
     let mut p = shared.pending();
     match m {
-        FromPm::Declared { local, cdo } => {
-            p.resolve((Op::Declare, local), Ok(cdo));
-        }
         FromPm::Done { op, cdo } => {
             p.resolve((op, cdo), Ok(cdo));
         }

@@ -361,8 +361,8 @@ fn process_memory() -> proto::ProcessMemory {
 pub(crate) struct Pending {
     waiters: HashMap<(Op, u64), VecDeque<oneshot::Sender<Result<u64>>>>,
     arrived: HashMap<CdoId, (CdoData, Attributes)>,
-    /// The names of this client's CDOs, from declare to dispose (tickets leave them out).
-    names: HashMap<CdoId, Arc<str>>,
+    /// This client's CDOs, from declare to dispose.
+    mine: HashMap<CdoId, Mine>,
     /// Memory the application lent for a CDO's next transfer ([`AsyncClient::demand_into`]).
     pub(crate) destinations: HashMap<CdoId, Buffer>,
     /// Where the reader routes pieces of stream transfers in progress.
@@ -375,7 +375,24 @@ pub(crate) struct Pending {
     closed: bool,
 }
 
+/// What a client knows of one of its CDOs.
+struct Mine {
+    /// Its name (tickets leave it out).
+    name: Arc<str>,
+    /// An operation is under way after which the PM may refuse a dispose (an offer not yet
+    /// withdrawn, a require or demand whose transfer may be in flight): a dispose then waits
+    /// for the PM's answer. Otherwise the PM accepts it, and the client does not wait.
+    busy: bool,
+}
+
 impl Pending {
+    /// Marks `cdo` busy or settled (see [`Mine::busy`]).
+    fn set_busy(&mut self, cdo: CdoId, busy: bool) {
+        if let Some(m) = self.mine.get_mut(&cdo) {
+            m.busy = busy;
+        }
+    }
+
     /// Hands `result` to the oldest waiter for `key`; false if nobody waits.
     pub(crate) fn resolve(&mut self, key: (Op, u64), result: Result<u64>) -> bool {
         let Some(q) = self.waiters.get_mut(&key) else {
@@ -395,8 +412,8 @@ impl Pending {
     /// Stores a finished transfer's bytes until the CDO is demanded, with the offer's
     /// attributes and the built-in name and size, which tickets leave out.
     pub(crate) fn arrive(&mut self, cdo: CdoId, data: CdoData, mut attributes: Attributes) {
-        if let Some(name) = self.names.get(&cdo) {
-            attributes.insert(attr::NAME.into(), AttrValue::Str(name.to_string()));
+        if let Some(m) = self.mine.get(&cdo) {
+            attributes.insert(attr::NAME.into(), AttrValue::Str(m.name.to_string()));
         }
         let len = AttrValue::Uint(data.len() as u64);
         attributes.insert(attr::LOCAL_SIZE.into(), len);
@@ -418,6 +435,8 @@ impl Pending {
 pub(crate) struct Shared {
     pub(crate) app: AppId,
     pub(crate) pool: u64,
+    /// The id of the next CDO this app declares (see [`proto::cdo_ids`]).
+    next_cdo: std::sync::atomic::AtomicU64,
     pub(crate) pending: Mutex<Pending>,
     /// The control connection's sending side.
     pub(crate) out: Arc<outbox::Outbox>,
@@ -518,6 +537,7 @@ impl AsyncClient {
         let shared = Arc::new(Shared {
             app,
             pool,
+            next_cdo: std::sync::atomic::AtomicU64::new(*proto::cdo_ids(app).start()),
             pending: Mutex::default(),
             out: outbox::Outbox::new(connected.writer),
             endpoint: opts.endpoint,
@@ -638,19 +658,43 @@ impl AsyncClient {
         })
     }
 
-    /// Declares a CDO named `name`; returns its id.
+    /// Declares a CDO named `name`; returns its id. The app numbers its own CDOs, so this
+    /// does not wait for the PM: the declaration travels ahead of the operations that name
+    /// the CDO, and the PM carries them out in order (when subscribers must acknowledge
+    /// the declaration first, the app's next operation waits for that).
     ///
     /// # Errors
-    /// `BadName` for an empty or over-long name; connection errors.
-    pub async fn declare(&self, name: &str) -> Result<CdoId> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let local = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let msg = ToPm::Declare {
-            local,
+    /// `BadName` for an empty or over-long name (checked here); [`ClientError::Protocol`]
+    /// once the app declared 2^40 - 1 CDOs; [`ClientError::Closed`] after the connection
+    /// ended.
+    pub fn declare(&self, name: &str) -> Result<CdoId> {
+        proto::check_name(name).map_err(|why| ClientError::Refused {
+            op: Op::Declare,
+            why,
+        })?;
+        let cdo = self
+            .shared
+            .next_cdo
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !proto::cdo_ids(self.shared.app).contains(&cdo) {
+            return Err(ClientError::Protocol(format!(
+                "app {} has declared all the CDOs it can number; join again as a new app",
+                self.shared.app
+            )));
+        }
+        let mut p = self.shared.pending();
+        if p.closed {
+            return Err(ClientError::Closed);
+        }
+        let mine = Mine {
             name: name.into(),
+            busy: false,
         };
-        let cdo = self.call((Op::Declare, local), msg).await?;
-        self.shared.pending().names.insert(cdo, name.into());
+        p.mine.insert(cdo, mine);
+        self.shared.send(ToPm::Declare {
+            cdo,
+            name: name.into(),
+        })?;
         Ok(cdo)
     }
 
@@ -746,6 +790,7 @@ impl AsyncClient {
         };
         let key = (self.shared.pool, self.shared.app, cdo);
         data::keep(key, offered);
+        self.shared.pending().set_busy(cdo, true);
         let r = self
             .call(
                 (Op::Offer, cdo),
@@ -763,6 +808,7 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` unless declared; connection errors.
     pub async fn require(&self, cdo: CdoId) -> Result<()> {
+        self.shared.pending().set_busy(cdo, true);
         self.call((Op::Require, cdo), ToPm::Require { cdo })
             .await
             .map(drop)
@@ -775,10 +821,11 @@ impl AsyncClient {
     /// [`ClientError::Timeout`] if nobody offers it in time (the demand stays; retract it or
     /// demand again); `NoProvider` if its providers vanished; connection errors.
     pub async fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+        self.shared.pending().set_busy(cdo, true);
         self.call((Op::Demand, cdo), ToPm::Demand { cdo }).await?;
-        self.shared
-            .pending()
-            .arrived
+        let mut p = self.shared.pending();
+        p.set_busy(cdo, false);
+        p.arrived
             .remove(&cdo)
             .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
     }
@@ -806,9 +853,9 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` if not required or already moving; connection errors.
     pub async fn retract(&self, cdo: CdoId) -> Result<()> {
-        self.call((Op::Retract, cdo), ToPm::Retract { cdo })
-            .await
-            .map(drop)
+        self.call((Op::Retract, cdo), ToPm::Retract { cdo }).await?;
+        self.shared.pending().set_busy(cdo, false);
+        Ok(())
     }
 
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
@@ -823,6 +870,7 @@ impl AsyncClient {
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         self.call((Op::Withdraw, cdo), ToPm::Withdraw { cdo })
             .await?;
+        self.shared.pending().set_busy(cdo, false);
         let key = (self.shared.pool, self.shared.app, cdo);
         // The application's own memory goes back only when no consumer in this process
         // reads it any more (they dispose their handle or drop their `CdoData`).
@@ -841,15 +889,35 @@ impl AsyncClient {
         }
     }
 
-    /// Forgets a CDO (its unclaimed data too).
+    /// Forgets a CDO (its unclaimed data too). When the client knows the PM accepts it
+    /// (the CDO is declared, sealed, withdrawn, or demanded and here), this does not wait
+    /// for the PM; otherwise it waits for its answer.
     ///
     /// # Errors
-    /// `WrongState` while offered or moving; connection errors.
+    /// `WrongState` while offered or moving; `UnknownCdo` for an id this app did not
+    /// declare (or disposed); connection errors.
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
-        self.call((Op::Dispose, cdo), ToPm::Dispose { cdo }).await?;
+        let settled = {
+            let mut p = self.shared.pending();
+            if p.closed {
+                return Err(ClientError::Closed);
+            }
+            let settled = p.mine.get(&cdo).is_some_and(|m| !m.busy);
+            if settled {
+                p.mine.remove(&cdo);
+                p.arrived.remove(&cdo);
+                self.shared.send(ToPm::Dispose { cdo, answer: false })?;
+            }
+            settled
+        };
+        if settled {
+            return Ok(());
+        }
+        self.call((Op::Dispose, cdo), ToPm::Dispose { cdo, answer: true })
+            .await?;
         let mut p = self.shared.pending();
         p.arrived.remove(&cdo);
-        p.names.remove(&cdo);
+        p.mine.remove(&cdo);
         Ok(())
     }
 

@@ -301,8 +301,8 @@ impl Manager {
     /// The name and attributes an operation's event shows, or `None` when the operation
     /// would be refused (no event for refused operations).
     fn subject_of(&self, app: AppId, msg: &ToPm) -> Option<Subject> {
-        if let ToPm::Declare { name, .. } = msg {
-            let ok = !name.is_empty() && name.len() <= super::MAX_NAME;
+        if let ToPm::Declare { cdo, name } = msg {
+            let ok = self.declarable(app, *cdo, name).is_ok();
             let attributes = Attributes::from([(attr::NAME.into(), AttrValue::Str(name.clone()))]);
             return ok.then(|| Subject {
                 name: name.as_str().into(),

@@ -38,8 +38,8 @@ use fabric_types::{ProviderClass, RemoteRegion};
 use smallvec::SmallVec;
 
 use crate::proto::{
-    AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, MAX_CHUNK, OfferExtras, Op,
-    ProcessMemory, Refusal, Source, ToPm, TransferId,
+    self, AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, MAX_CHUNK, OfferExtras,
+    Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
 };
 
 /// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
@@ -142,9 +142,6 @@ impl NameIndex {
         self.0.get(name).map_or(&[], Vec::as_slice)
     }
 }
-
-/// Longest CDO name accepted.
-pub const MAX_NAME: usize = 4096;
 
 /// Where a CDO is in its life.
 #[derive(Clone, Debug, PartialEq)]
@@ -294,7 +291,10 @@ pub struct Manager {
     transfers: BTreeMap<TransferId, Transfer>,
     /// Transfers in flight from each offer (absent: none).
     load: HashMap<CdoId, usize>,
+    /// Ids of transfers and subscriptions.
     next_id: u64,
+    /// The next app's id (apps number their CDOs within it, see [`proto::cdo_ids`]).
+    next_app: AppId,
     out: VecDeque<(ConnId, FromPm)>,
     closing: Vec<ConnId>,
     events: events::Events,
@@ -320,6 +320,7 @@ impl Manager {
             transfers: BTreeMap::new(),
             load: HashMap::default(),
             next_id: 1,
+            next_app: 1,
             out: VecDeque::new(),
             closing: Vec::new(),
             events: events::Events::new(clock),
@@ -434,7 +435,7 @@ impl Manager {
     /// Carries out an operation on a CDO (after its before-events, if any).
     fn run_cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
         match msg {
-            ToPm::Declare { local, name } => self.declare(conn, app, local, name),
+            ToPm::Declare { cdo, name } => self.declare(conn, app, cdo, name),
             ToPm::Seal { cdo, attributes } => self.with_cdo(conn, app, Op::Seal, cdo, |m, c| {
                 m.seal(c, attributes);
                 m.done(conn, Op::Seal, c);
@@ -464,9 +465,12 @@ impl Manager {
             ToPm::Withdraw { cdo } => {
                 self.with_cdo(conn, app, Op::Withdraw, cdo, |m, c| m.withdraw(conn, c))
             }
-            ToPm::Dispose { cdo } => {
-                self.with_cdo(conn, app, Op::Dispose, cdo, |m, c| m.dispose(conn, c))
-            }
+            ToPm::Dispose { cdo, answer } => self.with_cdo(conn, app, Op::Dispose, cdo, |m, c| {
+                m.dispose(c);
+                if answer {
+                    m.done(conn, Op::Dispose, c);
+                }
+            }),
             other => tracing::error!("not an operation on a CDO: {:?}", other.op()),
         }
     }
@@ -498,6 +502,7 @@ impl Manager {
                 Credential::Unchecked if self.require_credentials => Some(Refusal::BadCredential(
                     "this pool manager requires one".into(),
                 )),
+                _ if self.next_app > proto::MAX_APP => Some(Refusal::TooManyApps),
                 _ => None,
             }
         };
@@ -507,7 +512,8 @@ impl Manager {
             self.closing.push(conn);
             return;
         }
-        let app = self.id();
+        let app = self.next_app;
+        self.next_app += 1;
         self.conns.insert(conn, Conn::Joined(app));
         self.apps.insert(
             app,
@@ -540,11 +546,20 @@ impl Manager {
         self.apps.get(&app).map(|a| (a.component.as_str(), a.index))
     }
 
-    fn declare(&mut self, conn: ConnId, app: AppId, local: u64, name: String) {
-        if name.is_empty() || name.len() > MAX_NAME {
-            return self.refuse(conn, Op::Declare, Some(local), Refusal::BadName);
+    /// Whether `app` may declare `cdo` named `name`: a good name, an id of its own range
+    /// not in use.
+    fn declarable(&self, app: AppId, cdo: CdoId, name: &str) -> Result<(), Refusal> {
+        proto::check_name(name)?;
+        if !proto::cdo_ids(app).contains(&cdo) || self.cdos.contains_key(&cdo) {
+            return Err(Refusal::BadCdoId);
         }
-        let cdo = self.id();
+        Ok(())
+    }
+
+    fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {
+        if let Err(why) = self.declarable(app, cdo, &name) {
+            return self.refuse(conn, Op::Declare, Some(cdo), why);
+        }
         self.cdos.insert(
             cdo,
             Cdo {
@@ -558,7 +573,6 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.insert(cdo);
         }
-        self.out.push_back((conn, FromPm::Declared { local, cdo }));
         self.op_succeeded(Op::Declare, app, cdo, None);
     }
 
@@ -1087,7 +1101,7 @@ impl Manager {
         self.source_released(cdo);
     }
 
-    fn dispose(&mut self, conn: ConnId, cdo: CdoId) {
+    fn dispose(&mut self, cdo: CdoId) {
         let c = self.cdo(cdo);
         let (name, app) = (Arc::clone(&c.name), c.app);
         self.cdos.remove(&cdo);
@@ -1097,7 +1111,6 @@ impl Manager {
             a.cdos.remove(&cdo);
             a.cdos.give_back();
         }
-        self.done(conn, Op::Dispose, cdo);
         self.retry_byes();
     }
 
