@@ -24,6 +24,7 @@ from ._native import (  # noqa: F401
     Cdo,
     MaestroError,
     _mstro_cdo_access,
+    _mstro_mem_alloc,
     mstro_cdo_declare,
     mstro_cdo_dispose,
     mstro_cdo_withdraw,
@@ -45,6 +46,22 @@ def mstro_cdo_access_ptr(cdo):
     array = (_ctypes.c_ubyte * length).from_address(address)
     array._maestro_keep = keeper  # the view holds the array, the array holds the bytes
     return memoryview(array).cast("B").toreadonly()
+
+
+def mstro_mem_alloc(size):
+    """``size`` bytes (zeroed) for CDO data, as a writable memoryview.
+
+    Fill it (``numpy.frombuffer(view, dtype)`` gives an array over it, no copy) and lend it
+    with ``MSTRO_ATTR_CORE_CDO_RAW_PTR``: where the system makes that pay, the memory lives
+    in a memory file that consumers on this node map instead of copying (huge pages for
+    shared memory from 1 MiB, else from 16 MiB). The memory is freed once nothing refers to
+    the view (a CDO lending it holds it until disposed). Raises MaestroError (MSTRO_INVARG)
+    for 0 bytes, (MSTRO_NOMEM) when the memory cannot be had.
+    """
+    address, length, owner = _mstro_mem_alloc(size)
+    array = (_ctypes.c_ubyte * length).from_address(address)
+    array._maestro_keep = owner  # the view holds the array, the array holds the memory
+    return memoryview(array).cast("B")
 
 
 @_contextlib.contextmanager

@@ -165,6 +165,10 @@ def mstro_cdo_attributes_print(cdo: Cdo) -> None:
 def mstro_cdo_access_ptr(cdo: Cdo) -> memoryview:
     """The demanded bytes as a read-only memoryview, no copy. MSTRO_INVSTATE before demand."""
 
+def mstro_mem_alloc(size: int) -> memoryview:
+    """Writable memory for CDO data that consumers on this node map instead of copying once
+    lent as raw-ptr; freed when the view is. MSTRO_INVARG for 0 bytes."""
+
 def mstro_cdo_selector_create(schema: None, nspace: Optional[str], query: str) -> Selector:
     """Parses a selector; MSTRO_INVARG with the column of the problem."""
 

@@ -306,6 +306,31 @@ pub struct Kept {
     _bytes: mstro::Bytes,
 }
 
+/// Memory for CDO data that consumers on this node map instead of copying
+/// (`mstro_mem_alloc`, see [`mstro::mem_alloc`]): `(address, length, owner)`, the memory
+/// freed when the owner is. `maestro_core.mstro_mem_alloc` turns it into a writable
+/// memoryview that holds the owner.
+#[pyfunction]
+fn _mstro_mem_alloc(py: Python<'_>, size: usize) -> PyResult<(usize, usize, Allocation)> {
+    let address = call(py, move || mstro::mem_alloc(size).map(|p| p as usize))?;
+    Ok((address, size, Allocation { address }))
+}
+
+/// Owns memory of `mstro::mem_alloc` and frees it when Python lets go of it: a CDO lending
+/// it holds the view (and so this) until disposed, so it cannot be freed while offered.
+#[pyclass(frozen, module = "maestro_core")]
+pub struct Allocation {
+    address: usize,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        // Cannot fail: the address came from `mem_alloc`, and only this owner frees it.
+        let freed = mstro::mem_free(self.address as *mut u8);
+        debug_assert!(freed.is_ok(), "{freed:?}");
+    }
+}
+
 /// Parses a selector (`mstro_cdo_selector_create`); `schema` must be None.
 #[pyfunction]
 #[pyo3(signature = (schema, nspace, query))]
@@ -482,6 +507,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Selector>()?;
     m.add_class::<Subscription>()?;
     m.add_class::<Kept>()?;
+    m.add_class::<Allocation>()?;
+    m.add_function(wrap_pyfunction!(_mstro_mem_alloc, m)?)?;
     m.add_class::<events::Event>()?;
     m.add_class::<events::Payload>()?;
     m.add_class::<events::CdoPayload>()?;

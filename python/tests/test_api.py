@@ -118,6 +118,34 @@ def test_numpy_arrays_travel_without_copies():
         M.mstro_cdo_dispose(p)
 
 
+def test_library_memory_is_writable_lent_in_place_and_checked():
+    with pytest.raises(M.MaestroError) as e:
+        M.mstro_mem_alloc(0)
+    assert e.value.status == M.MSTRO_INVARG
+    buf = M.mstro_mem_alloc(3 << 20)
+    assert not buf.readonly and buf.nbytes == 3 << 20 and not any(buf[:4096])
+    arr = np.frombuffer(buf, dtype=np.float64)
+    arr[:] = np.arange(arr.size) * 0.5
+    with M.pool("py-mem", "tester", 0):
+        p = M.mstro_cdo_declare("mem", None)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, arr)
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        c = M.mstro_cdo_declare("mem", None)
+        M.mstro_cdo_demand(c)
+        got = np.frombuffer(M.mstro_cdo_access_ptr(c), dtype=np.float64)
+        # The consumer in this process sees the allocation itself.
+        assert got.__array_interface__["data"][0] == arr.__array_interface__["data"][0]
+        assert np.array_equal(got, np.arange(arr.size) * 0.5)
+        del got
+        M.mstro_cdo_dispose(c)
+        M.mstro_cdo_withdraw(p)
+        M.mstro_cdo_dispose(p)
+    # Still the program's memory after withdraw and dispose, until it lets go of it.
+    arr[0] = 7.0
+    assert np.frombuffer(buf, dtype=np.float64)[0] == 7.0
+
+
 def test_a_consumer_lends_its_own_buffer():
     src = np.random.default_rng(1).integers(0, 255, 1 << 20, dtype=np.uint8)
     with M.pool("py-lend", "tester", 0):

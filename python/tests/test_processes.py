@@ -1,11 +1,15 @@
 """maestro_core against other processes and languages: a Python consumer of a C producer
 and a Python producer for a C consumer (one job under maestro run, the PM found through
-PMIx), and a Python producer for a Rust consumer (pool_archiver) with maestro pm."""
+PMIx), a Python producer for a Rust consumer (pool_archiver) with maestro pm, and a C
+consumer mapping a Python producer's library memory."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -92,27 +96,69 @@ def test_a_python_producer_for_a_c_consumer_under_maestro_run(tmp_path, c_progra
     assert "consumer: 2 CDOs, 131072 bytes, all checksums match" in out
 
 
-def test_a_python_producer_for_a_rust_consumer(tmp_path, env_for_children):
-    archiver_bin = REPO / "target" / "debug" / "examples" / "pool_archiver"
-    assert archiver_bin.exists(), "build the examples first (cargo build --examples)"
-    env = dict(env_for_children, MSTRO_WORKFLOW_NAME=f"py-rust-{os.getpid()}")
-    pm = subprocess.Popen(
-        [str(MAESTRO), "pm", "--workflow", env["MSTRO_WORKFLOW_NAME"]],
-        env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
-    )
-    archiver = None
+@contextlib.contextmanager
+def processes(env):
+    """Starts `maestro pm` for a fresh workflow; yields (the clients' environment, a function
+    starting more processes); stops them all, by process group, at the end."""
+    env = dict(env, MSTRO_WORKFLOW_NAME=f"py-pm-{os.getpid()}-{time.monotonic_ns()}")
+    started = []
+
+    def spawn(cmd, **kw):
+        p = subprocess.Popen(cmd, env=env, text=True, start_new_session=True, **kw)
+        started.append(p)
+        return p
+
     try:
-        line = pm.stdout.readline()
-        assert line.startswith("MSTRO_POOL_MANAGER_INFO;"), line
+        pm = spawn([str(MAESTRO), "pm", "--workflow", env["MSTRO_WORKFLOW_NAME"]], stdout=subprocess.PIPE)
+        line = wait_for(pm.stdout, "MSTRO_POOL_MANAGER_INFO;")
         env["MSTRO_POOL_MANAGER_INFO"] = line.strip()[len("MSTRO_POOL_MANAGER_INFO;"):-1]
-        archive = tmp_path / "archive"
-        archiver = subprocess.Popen(
-            [str(archiver_bin), "--dir", str(archive), "--selector", "(has .maestro.ecmwf.checksum)", "--count", "4"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )
-        for err_line in archiver.stderr:
-            if "archiving offers" in err_line:
+        yield env, spawn
+    finally:
+        for p in reversed(started):
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def wait_for(stream, text, timeout=60):
+    """Reads `stream` until a line contains `text` and returns that line; fails after
+    `timeout` seconds."""
+    found = []
+    done = threading.Event()
+
+    def read():
+        for line in stream:
+            if text in line:
+                found.append(line)
                 break
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert done.wait(timeout) and found, f"no line with {text!r} within {timeout} s"
+    return found[0]
+
+
+def example(name):
+    """A Rust example's binary (built by `cargo build --examples`)."""
+    path = REPO / "target" / "debug" / "examples" / name
+    assert path.exists(), "build the examples first (cargo build --examples)"
+    return str(path)
+
+
+def test_a_python_producer_for_a_rust_consumer(tmp_path, env_for_children):
+    with processes(env_for_children) as (env, spawn):
+        archive = tmp_path / "archive"
+        archiver = spawn(
+            [example("pool_archiver"), "--dir", str(archive), "--selector", "(has .maestro.ecmwf.checksum)", "--count", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        wait_for(archiver.stderr, "archiving offers")
         code, out, err = run(
             [sys.executable, str(EXAMPLES / "python" / "producer.py"), "--cdos", "4", "--size", "1048576", "--no-handshake"],
             env,
@@ -126,11 +172,23 @@ def test_a_python_producer_for_a_rust_consumer(tmp_path, env_for_children):
         for i in range(4):
             got = np.fromfile(archive / f"field-{i}", dtype=np.float64)
             assert np.array_equal(got, np.arange(1048576 // 8, dtype=np.float64) * (i + 1))
-    finally:
-        for p in (archiver, pm):
-            if p is not None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                p.wait(timeout=30)
+
+
+def test_library_memory_of_a_python_producer_is_mapped_by_a_c_consumer(c_programs, env_for_children):
+    size = 16 << 20  # mapped on 4 KiB pages too
+    with processes(env_for_children) as (env, spawn):
+        tracer = spawn([example("pool_tracer"), "--kinds", "transport-completed"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(tracer.stderr, "subscribed")
+        consumer = spawn([str(c_programs / "consumer"), "--expect", "2"], stdout=subprocess.PIPE)
+        code, out, err = run(
+            [sys.executable, str(EXAMPLES / "python" / "producer.py"), "--cdos", "8", "--size", str(size), "--library-memory"],
+            env,
+        )
+        assert code == 0, out + err
+        assert f"py-producer: offered 8 arrays of {size} bytes from library memory" in out
+        consumed, _ = consumer.communicate(timeout=60)
+        assert f"consumer: 2 CDOs, {2 * size} bytes, all checksums match" in consumed, consumed
+        # Both transfers ended before the consumer did; the tracer printed their events.
+        os.killpg(tracer.pid, signal.SIGTERM)
+        traced, _ = tracer.communicate(timeout=30)
+        assert traced.count("mapped: no copy") == 2, traced

@@ -426,13 +426,8 @@ fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
     Ok(())
 }
 
-/// What an injector collects from the PM.
-enum Answer {
-    /// A ticketed transfer (consumers report it done at once).
-    Ticket(u64),
-    /// An operation's completion.
-    Done,
-}
+/// Batches an injector keeps in flight.
+const WINDOW: usize = 2;
 
 fn name(index: usize, k: usize) -> String {
     format!("inj{index}/{k}")
@@ -538,8 +533,8 @@ fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenc
 }
 
 /// One round: declare `cdos` names (under the next of `ids`) and seal+offer (producer) or
-/// require (consumer) each, in batches of `batch`, two batches in flight. Returns the
-/// producer's live CDOs.
+/// require (consumer) each, in batches of `batch`, [`WINDOW`] batches in flight. Returns
+/// the producer's live CDOs.
 fn run_round(
     conn: &mut Conn,
     ids: &mut std::ops::RangeInclusive<u64>,
@@ -579,38 +574,36 @@ fn run_round(
     };
     // One Done per seal+offer; a Done and a ticket per require.
     let per_cdo = if producer { 1 } else { 2 };
-    let mut in_flight = std::collections::VecDeque::new();
-    let mut k = 0;
-    while k < cdos || !in_flight.is_empty() {
-        // Keep the PM busy: the next batch travels while this one's answers are read.
-        while k < cdos && in_flight.len() < 2 {
-            let n = send_batch(conn, k)?;
-            in_flight.push_back(n);
-            k += n;
+    let total = per_cdo * cdos;
+    let (mut sent, mut answers) = (0, 0);
+    let mut done = Vec::new();
+    while answers < total {
+        // Keep the PM busy: the next batches travel while earlier answers are read.
+        while sent < cdos && per_cdo * sent < answers + WINDOW * per_cdo * batch {
+            sent += send_batch(conn, sent)?;
         }
-        let Some(n) = in_flight.pop_front() else {
-            break;
-        };
-        let answers = collect(conn, Op::Offer, per_cdo * n, |m| match m {
-            FromPm::Ticket { transfer, .. } => Some(Answer::Ticket(transfer)),
-            // With subscribers the PM runs a SealOffer as its two operations and answers the
-            // seal too: only the offer's answer counts.
-            FromPm::Done { op, .. } if op != Op::Seal => Some(Answer::Done),
-            _ => None,
-        })?;
-        let done: Vec<ToPm> = answers
-            .iter()
-            .filter_map(|a| match a {
-                Answer::Ticket(transfer) => Some(ToPm::TransferDone {
-                    transfer: *transfer,
+        match conn.recv(Op::Offer)? {
+            FromPm::Refused { op, why, .. } => {
+                return Err(PmBenchError::Injector(format!("{op} refused: {why}")));
+            }
+            // With subscribers the PM runs a SealOffer as its two operations and answers
+            // the seal too: only the offer's answer counts. The PM packs runs of answers,
+            // also across batches.
+            FromPm::DoneMany { op, cdos } if op != Op::Seal => answers += cdos.len(),
+            FromPm::Done { op, .. } if op != Op::Seal => answers += 1,
+            FromPm::Ticket { transfer, .. } => {
+                answers += 1;
+                done.push(ToPm::TransferDone {
+                    transfer,
                     error: None,
                     direct: None,
-                }),
-                Answer::Done => None,
-            })
-            .collect();
-        if !done.is_empty() {
+                });
+            }
+            _ => {}
+        }
+        if done.len() >= batch || (answers == total && !done.is_empty()) {
             conn.send(&done)?;
+            done.clear();
         }
     }
     Ok(live)
