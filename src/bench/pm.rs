@@ -572,14 +572,14 @@ fn run_round(
         conn.send(&ops)?;
         Ok(n)
     };
-    // One Done per seal+offer; a Done and a ticket per require.
-    let per_cdo = if producer { 1 } else { 2 };
-    let total = per_cdo * cdos;
+    // One counted answer per CDO: the offer's Done, or the require's ticket (the require's
+    // own Done is not counted: the ticket is what the consumer waits for).
+    let total = cdos;
     let (mut sent, mut answers) = (0, 0);
     let mut done = Vec::new();
     while answers < total {
         // Keep the PM busy: the next batches travel while earlier answers are read.
-        while sent < cdos && per_cdo * sent < answers + WINDOW * per_cdo * batch {
+        while sent < cdos && sent < answers + WINDOW * batch {
             sent += send_batch(conn, sent)?;
         }
         match conn.recv(Op::Offer)? {
@@ -589,8 +589,8 @@ fn run_round(
             // With subscribers the PM runs a SealOffer as its two operations and answers
             // the seal too: only the offer's answer counts. The PM packs runs of answers,
             // also across batches.
-            FromPm::DoneMany { op, cdos } if op != Op::Seal => answers += cdos.len(),
-            FromPm::Done { op, .. } if op != Op::Seal => answers += 1,
+            FromPm::DoneMany { op: Op::Offer, cdos } => answers += cdos.len(),
+            FromPm::Done { op: Op::Offer, .. } => answers += 1,
             FromPm::Ticket { transfer, .. } => {
                 answers += 1;
                 done.push(ToPm::TransferDone {
