@@ -271,9 +271,10 @@ impl Session {
     }
 
     /// Starts a pool manager in this process for the workflow, listening on every
-    /// interface (and a private Unix socket), announces it through PMIx where the process
-    /// runs under a PMIx host (job key + publish; JOINs must then carry a valid credential
-    /// if the host issues them), and joins it.
+    /// interface (and a private Unix socket), joins it, then announces it through PMIx
+    /// where the process runs under a PMIx host (job key + publish; JOINs must then carry a
+    /// valid credential if the host issues them): no other app can find the PM before
+    /// this process is one of its members.
     ///
     /// # Errors
     /// [`Status::Fail`] if the PM cannot listen or the announcement fails.
@@ -312,6 +313,18 @@ impl Session {
         let pm = PoolManager::start(config)
             .map_err(|e| Error::new(Status::Fail, format!("starting the pool manager: {e}")))?;
         let info = pm.info().clone();
+        let found = match role {
+            PmRole::Served => Found::ServedHere,
+            PmRole::LocalPool => Found::LocalPool,
+        };
+        let scope = match role {
+            PmRole::LocalPool => fabric::Scope::SameNode,
+            PmRole::Served => job_scope(settings),
+        };
+        // Joined before anyone can find the PM: otherwise other apps may join, work and
+        // leave while this process is still opening its fabric endpoint, and its own
+        // subscriptions (a PM tool counting joins and leaves) would never hear of them.
+        let client = connect(settings, &info, scope, credential)?;
         let mut published = None;
         if let (PmRole::Served, Some(pmix)) = (role, &settings.pmix) {
             let reach = bootstrap::announce(pmix, &info, settings.timeout)
@@ -321,15 +334,6 @@ impl Session {
                 published = Some(bootstrap::published_key(&info.workflow));
             }
         }
-        let found = match role {
-            PmRole::Served => Found::ServedHere,
-            PmRole::LocalPool => Found::LocalPool,
-        };
-        let scope = match role {
-            PmRole::LocalPool => fabric::Scope::SameNode,
-            PmRole::Served => job_scope(settings),
-        };
-        let client = connect(settings, &info, scope, credential)?;
         Ok(Session {
             settings: settings.clone(),
             client: Some(client),

@@ -589,7 +589,10 @@ fn run_round(
             // With subscribers the PM runs a SealOffer as its two operations and answers
             // the seal too: only the offer's answer counts. The PM packs runs of answers,
             // also across batches.
-            FromPm::DoneMany { op: Op::Offer, cdos } => answers += cdos.len(),
+            FromPm::DoneMany {
+                op: Op::Offer,
+                cdos,
+            } => answers += cdos.len(),
             FromPm::Done { op: Op::Offer, .. } => answers += 1,
             FromPm::Ticket { transfer, .. } => {
                 answers += 1;
