@@ -194,6 +194,53 @@ fn in_one_process_the_consumer_gets_the_providers_buffer() {
 }
 
 #[test]
+fn unanswered_declares_and_disposes_still_report_what_the_pm_would_refuse() {
+    let pm = start_pm();
+    let p = Client::join(pm.info(), opts("p", Side::InProcess)).expect("p");
+    let c = Client::join(pm.info(), opts("c", Side::InProcess)).expect("c");
+    let refused = |r: pool::Result<_>| match r {
+        Err(ClientError::Refused { why, .. }) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // Names are checked before anything is sent.
+    assert_eq!(refused(p.declare("").map(drop)), Refusal::BadName);
+    assert_eq!(
+        refused(p.declare(&"x".repeat(pool::MAX_NAME + 1)).map(drop)),
+        Refusal::BadName
+    );
+    // Ids are the app's own, one after another.
+    let cdo = p.declare("unanswered").expect("declare");
+    assert_eq!(pool::proto::cdo_owner(cdo), p.as_async().app());
+    assert_eq!(p.declare("next").expect("declare"), cdo + 1);
+    p.seal(cdo, Attributes::new())
+        .expect("seal (behind the unanswered declare)");
+    p.offer(cdo, Buffer::from_slice(b"bytes").expect("buffer"))
+        .expect("offer");
+    // While offered, a dispose waits for the PM, which refuses it.
+    assert!(matches!(
+        refused(p.dispose(cdo)),
+        Refusal::WrongState { .. }
+    ));
+    let want = c.declare("unanswered").expect("declare");
+    let (data, _) = c.demand(want).expect("demand");
+    assert_eq!(&*data, b"bytes");
+    drop(data);
+    // Demanded and here: disposed without waiting; the PM forgot it (the next operation
+    // on it, which waits, is refused).
+    c.dispose(want).expect("dispose");
+    assert_eq!(refused(c.require(want)), Refusal::UnknownCdo);
+    // Never declared by this app: the dispose waits, and is refused.
+    assert_eq!(refused(c.dispose(cdo)), Refusal::UnknownCdo);
+    p.withdraw(cdo).expect("withdraw");
+    p.dispose(cdo).expect("dispose");
+    p.dispose(cdo + 1).expect("dispose the declared one");
+    assert_eq!(refused(p.dispose(cdo)), Refusal::UnknownCdo);
+    c.leave().expect("c leaves");
+    p.leave().expect("p leaves");
+    pm.stop();
+}
+
+#[test]
 fn async_operations_pipeline() {
     let pm = start_pm();
     let rt = tokio::runtime::Builder::new_multi_thread()
