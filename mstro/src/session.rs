@@ -32,6 +32,9 @@ pub const PM_RANK_ENV: &str = "MSTRO_POOL_MANAGER_RANK";
 pub const PM_WAIT_ENV: &str = "MSTRO_POOL_MANAGER_WAIT";
 /// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
 pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
+/// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
+/// sleeps (default [`pool::DEFAULT_WAIT_SPIN`], 0.00005; 0: sleep at once).
+pub const WAIT_SPIN_ENV: &str = "MSTRO_WAIT_SPIN";
 
 /// Default of `MSTRO_POOL_MANAGER_WAIT`.
 pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
@@ -50,6 +53,8 @@ pub struct Settings {
     pub index: i64,
     /// How long each pool operation waits (`MSTRO_TIMEOUT`).
     pub timeout: Duration,
+    /// How long a pool operation polls for its answer before sleeping (`MSTRO_WAIT_SPIN`).
+    pub wait_spin: Duration,
     /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`); unset:
     /// [`DEFAULT_PM_WAIT`] for the job's other ranks, one look for the PM rank itself and
     /// for one-process jobs (nobody in the job could start one later).
@@ -154,6 +159,11 @@ impl Settings {
                 TIMEOUT_ENV,
                 env_text(TIMEOUT_ENV).as_deref(),
                 DEFAULT_TIMEOUT,
+            )?,
+            wait_spin: parse_seconds(
+                WAIT_SPIN_ENV,
+                env_text(WAIT_SPIN_ENV).as_deref(),
+                pool::DEFAULT_WAIT_SPIN,
             )?,
             pm_wait: match env_text(PM_WAIT_ENV) {
                 Some(v) => Some(parse_seconds(PM_WAIT_ENV, Some(&v), DEFAULT_PM_WAIT)?),
@@ -530,9 +540,13 @@ fn connect(
     scope: fabric::Scope,
     credential: Option<Vec<u8>>,
 ) -> Result<Client> {
-    let mut opts = JoinOptions::new(&settings.component, settings.index)
-        .timeout(settings.timeout)
-        .schemas((*settings.schemas).clone());
+    let base = || {
+        JoinOptions::new(&settings.component, settings.index)
+            .timeout(settings.timeout)
+            .wait_spin(settings.wait_spin)
+            .schemas((*settings.schemas).clone())
+    };
+    let mut opts = base();
     let nic = chosen_nic(settings);
     if let Some((_, why)) = &nic {
         tracing::debug!("fabric: NIC {why}");
@@ -546,9 +560,7 @@ fn connect(
         Err(e) => {
             // The bytes still move, by stream over the control connection.
             tracing::warn!("no fabric endpoint ({e}); CDOs move over the control connection");
-            JoinOptions::new(&settings.component, settings.index)
-                .timeout(settings.timeout)
-                .schemas((*settings.schemas).clone())
+            base()
         }
     };
     if let Some(c) = credential {

@@ -51,6 +51,8 @@ pub struct Client {
     inner: AsyncClient,
     // Dropped after `inner`, whose drop stops the driver tasks on it.
     rt: tokio::runtime::Runtime,
+    /// How long a call polls for its answer before sleeping ([`JoinOptions::wait_spin`]).
+    spin: std::time::Duration,
 }
 
 impl Client {
@@ -64,13 +66,34 @@ impl Client {
             .thread_name("pool-client")
             .enable_all()
             .build()?;
+        let spin = opts.wait_spin;
         let inner = rt.block_on(AsyncClient::join(info, opts))?;
-        Ok(Client { inner, rt })
+        Ok(Client { inner, rt, spin })
     }
 
-    /// Runs `f` on the client's runtime: for pipelining many operations from blocking code,
-    /// e.g. `c.block_on(futures::future::join_all(cdos.iter().map(|&x| c.as_async().demand(x))))`.
+    /// Runs `f` on the client's runtime until it completes: for pipelining many operations
+    /// from blocking code, e.g.
+    /// `c.block_on(futures::future::join_all(cdos.iter().map(|&x| c.as_async().demand(x))))`.
+    /// Every blocking call waits this way: it first polls `f` on this thread (yielding the
+    /// CPU between polls) for up to [`JoinOptions::wait_spin`], then sleeps until woken.
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        if !self.spin.is_zero() {
+            // Timers and IO registered while polling here belong to the client's runtime.
+            let _in_runtime = self.rt.enter();
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let start = std::time::Instant::now();
+            loop {
+                if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                    return v;
+                }
+                if start.elapsed() >= self.spin {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        // Polled again with a real waker, which replaces the no-op one.
         self.rt.block_on(f)
     }
 
@@ -102,7 +125,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
-        self.rt.block_on(self.inner.seal(cdo, attributes))
+        self.block_on(self.inner.seal(cdo, attributes))
     }
 
     /// See [`AsyncClient::offer`].
@@ -110,7 +133,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
-        self.rt.block_on(self.inner.offer(cdo, data))
+        self.block_on(self.inner.offer(cdo, data))
     }
 
     /// See [`AsyncClient::seal_and_offer`].
@@ -127,7 +150,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn require(&self, cdo: CdoId) -> Result<()> {
-        self.rt.block_on(self.inner.require(cdo))
+        self.block_on(self.inner.require(cdo))
     }
 
     /// See [`AsyncClient::demand`].
@@ -135,7 +158,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-        self.rt.block_on(self.inner.demand(cdo))
+        self.block_on(self.inner.demand(cdo))
     }
 
     /// See [`AsyncClient::demand_into`].
@@ -143,7 +166,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn demand_into(&self, cdo: CdoId, dst: Buffer) -> Result<(CdoData, Attributes)> {
-        self.rt.block_on(self.inner.demand_into(cdo, dst))
+        self.block_on(self.inner.demand_into(cdo, dst))
     }
 
     /// See [`AsyncClient::retract`].
@@ -151,7 +174,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn retract(&self, cdo: CdoId) -> Result<()> {
-        self.rt.block_on(self.inner.retract(cdo))
+        self.block_on(self.inner.retract(cdo))
     }
 
     /// See [`AsyncClient::withdraw`].
@@ -159,7 +182,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
-        self.rt.block_on(self.inner.withdraw(cdo))
+        self.block_on(self.inner.withdraw(cdo))
     }
 
     /// See [`AsyncClient::dispose`].
@@ -167,7 +190,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn dispose(&self, cdo: CdoId) -> Result<()> {
-        self.rt.block_on(self.inner.dispose(cdo))
+        self.block_on(self.inner.dispose(cdo))
     }
 
     /// See [`AsyncClient::report`].
@@ -205,7 +228,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn unsubscribe(&self, sub: Subscription) -> Result<()> {
-        self.rt.block_on(sub.unsubscribe())
+        self.block_on(sub.unsubscribe())
     }
 
     /// See [`AsyncClient::leave`].
@@ -213,7 +236,7 @@ impl Client {
     /// # Errors
     /// As there.
     pub fn leave(self) -> Result<()> {
-        let Client { inner, rt } = self;
+        let Client { inner, rt, .. } = self;
         rt.block_on(inner.leave())
     }
 }
