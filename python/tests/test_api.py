@@ -2,6 +2,8 @@
 without copies, events, the GIL released while blocking."""
 
 import gc
+import subprocess
+import sys
 import threading
 import time
 
@@ -58,6 +60,20 @@ def test_failures_raise_maestro_error_with_status_and_message():
     M.mstro_cdo_retract(nobody)
     M.mstro_cdo_dispose(nobody)
     M.mstro_finalize()
+
+
+@pytest.mark.parametrize("variable", ["MSTRO_WAIT_SPIN", "MSTRO_TIMEOUT"])
+def test_a_bad_time_in_the_environment_is_named_at_init(variable, env_for_children):
+    env = dict(env_for_children, **{variable: "soon"})
+    script = (
+        "import maestro_core as M\n"
+        "try:\n"
+        "    M.mstro_init('py-env', 'tester', 0)\n"
+        "except M.MaestroError as e:\n"
+        "    print(e.status == M.MSTRO_INVARG, e.message)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.startswith("True ") and variable in out.stdout, out.stdout + out.stderr
 
 
 def test_attributes_typed_by_the_schemas_round_trip(capfd):
