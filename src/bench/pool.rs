@@ -374,12 +374,19 @@ impl PoolBench {
             Ok::<(), PoolBenchError>(())
         };
         let start = Instant::now();
-        consumer.block_on(
-            futures::stream::iter(0..iterations)
-                .map(one)
-                .buffer_unordered(usize::from(self.window))
-                .try_collect::<Vec<()>>(),
-        )?;
+        if self.window == 1 {
+            // One after another, each waited for as a blocking call waits (polling first).
+            for i in 0..iterations {
+                consumer.block_on(one(i))?;
+            }
+        } else {
+            consumer.block_on(
+                futures::stream::iter(0..iterations)
+                    .map(one)
+                    .buffer_unordered(usize::from(self.window))
+                    .try_collect::<Vec<()>>(),
+            )?;
+        }
         Ok((size * iterations) as f64 / start.elapsed().as_secs_f64() / 1e9)
     }
 }
