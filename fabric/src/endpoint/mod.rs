@@ -11,15 +11,18 @@
 //! The progress thread keeps driving progress, which providers need even on the target side
 //! of a remote read (measured: a passive owner never completes a peer's `fi_read` on
 //! tcp;ofi_rxm, net or shm), and fails operations past their deadline (see [`Timeouts`]).
-//! How it waits is the [`ProgressMode`]. `Block` (the default): network providers block in
-//! `fi_cq_sread` on the CQ's wait object (100 ms slices), so an idle endpoint costs nothing;
+//! How it waits is the [`ProgressMode`]. `Block` (the default): for network providers the
+//! thread sleeps on the CQ's wait file descriptor (`FI_WAIT_FD`, `fi_trywait`, then `poll`
+//! in 100 ms slices; `fi_cq_sread` where the provider gives no descriptor), so an idle
+//! endpoint costs nothing, and once woken it keeps polling while the descriptor says the
+//! provider has work and for 300 µs after: an owner serving reads sees no completions, and
+//! one that slept between the requests and socket writes of a read had to be woken for
+//! each (measured on tcp;ofi_rxm: 64 KiB reads 0.47-0.69 of raw sleeping, 0.80-1.44 hot);
 //! shm's `fi_cq_sread` (libfabric 1.17) spins on `sched_yield` and ignores its timeout, so
 //! for shared memory the thread polls `fi_cq_read`, spinning while work is in flight and
 //! backing off to 1 ms sleeps when idle, woken early whenever an operation is posted.
 //! `Spin`: the thread polls `fi_cq_read` without ever sleeping (yielding the CPU between
-//! polls), like a dedicated progress core. An owner serving remote reads sees no
-//! completions, so only `Spin` answers them at full speed: measured here, `Block` owners cost
-//! 5-25 % of the bandwidth of 1-16 MiB reads (see BENCHMARKS.md).
+//! polls), like a dedicated progress core (see BENCHMARKS.md for both modes).
 //!
 //! Rooms: [`Endpoint`] itself (opening, peers, timeouts) here; `info` (`fi_getinfo`, the
 //! endpoint's address); `progress` (the progress thread and the operations in flight);
@@ -205,11 +208,12 @@ impl Endpoint {
             spinners: std::sync::atomic::AtomicUsize::new(0),
             last_spin: AtomicU64::new(0),
             born: Instant::now(),
+            wait_fd: None,
         };
         let mut cq_attr = sys::fi_cq_attr {
             format: sys::fi_cq_format_FI_CQ_FORMAT_TAGGED,
             wait_obj: match mode {
-                WaitMode::Blocking => sys::fi_wait_obj_FI_WAIT_UNSPEC,
+                WaitMode::Blocking => sys::fi_wait_obj_FI_WAIT_FD,
                 WaitMode::Polling | WaitMode::Spinning => sys::fi_wait_obj_FI_WAIT_NONE,
             },
             ..Default::default()
@@ -220,16 +224,36 @@ impl Endpoint {
         };
         // SAFETY: as above; `core` closes whatever was opened if a later step fails.
         unsafe {
-            check(
-                "fi_cq_open",
-                sys::fi_cq_open(
-                    shared.domain,
-                    &mut cq_attr,
-                    &mut core.cq,
-                    std::ptr::null_mut(),
-                )
-                .into(),
-            )?;
+            // A file descriptor to wait on where the provider offers one (see
+            // `Core::progress_loop`), else its own blocking read.
+            let with_fd = sys::fi_cq_open(
+                shared.domain,
+                &mut cq_attr,
+                &mut core.cq,
+                std::ptr::null_mut(),
+            );
+            if with_fd == 0 && mode == WaitMode::Blocking {
+                let mut fd: std::ffi::c_int = -1;
+                let rc = sys::fi_control(
+                    &mut (*core.cq).fid,
+                    sys::FI_GETWAIT as std::ffi::c_int,
+                    (&raw mut fd).cast(),
+                );
+                core.wait_fd = (rc == 0 && fd >= 0).then_some(fd);
+            }
+            if with_fd != 0 {
+                cq_attr.wait_obj = sys::fi_wait_obj_FI_WAIT_UNSPEC;
+                check(
+                    "fi_cq_open",
+                    sys::fi_cq_open(
+                        shared.domain,
+                        &mut cq_attr,
+                        &mut core.cq,
+                        std::ptr::null_mut(),
+                    )
+                    .into(),
+                )?;
+            }
             check(
                 "fi_av_open",
                 sys::fi_av_open(
