@@ -179,11 +179,14 @@ impl Core {
         }
         let mut fids = [self.cq.cast::<sys::fid>()];
         // SAFETY: the fabric and the CQ are open; `fids` lives through the call.
-        let quiet = unsafe { sys::fi_trywait(self.shared.fabric, fids.as_mut_ptr(), 1) } == 0;
-        if !quiet {
-            return; // something to progress first
-        }
-        if ready(fd, 100) {
+        let rc = unsafe { sys::fi_trywait(self.shared.fabric, fids.as_mut_ptr(), 1) };
+        let sleep_ms = match rc {
+            0 => 100,
+            rc if rc == -(sys::FI_EAGAIN as i32) => return, // something to progress first
+            // A provider that cannot say: nap briefly rather than spin.
+            _ => 1,
+        };
+        if ready(fd, sleep_ms) {
             *hot_until = Instant::now() + HOT;
         }
     }
