@@ -225,14 +225,17 @@ impl Endpoint {
         // SAFETY: as above; `core` closes whatever was opened if a later step fails.
         unsafe {
             // A file descriptor to wait on where the provider offers one (see
-            // `Core::progress_loop`), else its own blocking read.
-            let with_fd = sys::fi_cq_open(
-                shared.domain,
-                &mut cq_attr,
-                &mut core.cq,
-                std::ptr::null_mut(),
-            );
-            if with_fd == 0 && mode == WaitMode::Blocking {
+            // `Core::poll_or_wait`), else its own blocking read.
+            let open = |attr: &mut sys::fi_cq_attr, cq: &mut *mut sys::fid_cq| {
+                sys::fi_cq_open(shared.domain, attr, cq, std::ptr::null_mut())
+            };
+            let mut rc = open(&mut cq_attr, &mut core.cq);
+            if rc != 0 && mode == WaitMode::Blocking {
+                cq_attr.wait_obj = sys::fi_wait_obj_FI_WAIT_UNSPEC;
+                rc = open(&mut cq_attr, &mut core.cq);
+            }
+            check("fi_cq_open", rc.into())?;
+            if cq_attr.wait_obj == sys::fi_wait_obj_FI_WAIT_FD {
                 let mut fd: std::ffi::c_int = -1;
                 let rc = sys::fi_control(
                     &mut (*core.cq).fid,
@@ -240,19 +243,6 @@ impl Endpoint {
                     (&raw mut fd).cast(),
                 );
                 core.wait_fd = (rc == 0 && fd >= 0).then_some(fd);
-            }
-            if with_fd != 0 {
-                cq_attr.wait_obj = sys::fi_wait_obj_FI_WAIT_UNSPEC;
-                check(
-                    "fi_cq_open",
-                    sys::fi_cq_open(
-                        shared.domain,
-                        &mut cq_attr,
-                        &mut core.cq,
-                        std::ptr::null_mut(),
-                    )
-                    .into(),
-                )?;
             }
             check(
                 "fi_av_open",

@@ -915,23 +915,18 @@ impl AsyncClient {
     /// declare (or disposed); connection errors.
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
         let settled = {
-            let mut p = self.shared.pending();
+            let p = self.shared.pending();
             if p.closed {
                 return Err(ClientError::Closed);
             }
-            let settled = p.mine.get(&cdo).is_some_and(|m| !m.busy);
-            if settled {
-                p.mine.remove(&cdo);
-                p.arrived.remove(&cdo);
-                self.shared.send(ToPm::Dispose { cdo, answer: false })?;
-            }
-            settled
+            p.mine.get(&cdo).is_some_and(|m| !m.busy)
         };
         if settled {
-            return Ok(());
+            self.shared.send(ToPm::Dispose { cdo, answer: false })?;
+        } else {
+            self.call((Op::Dispose, cdo), ToPm::Dispose { cdo, answer: true })
+                .await?;
         }
-        self.call((Op::Dispose, cdo), ToPm::Dispose { cdo, answer: true })
-            .await?;
         let mut p = self.shared.pending();
         p.arrived.remove(&cdo);
         p.mine.remove(&cdo);
