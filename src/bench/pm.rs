@@ -574,10 +574,9 @@ fn run_round(
     };
     // One counted answer per CDO: the offer's Done, or the require's ticket (the require's
     // own Done is not counted: the ticket is what the consumer waits for).
-    let total = cdos;
     let (mut sent, mut answers) = (0, 0);
     let mut done = Vec::new();
-    while answers < total {
+    while answers < cdos {
         // Keep the PM busy: the next batches travel while earlier answers are read.
         while sent < cdos && sent < answers + WINDOW * batch {
             sent += send_batch(conn, sent)?;
@@ -591,8 +590,8 @@ fn run_round(
             // also across batches.
             FromPm::DoneMany {
                 op: Op::Offer,
-                cdos,
-            } => answers += cdos.len(),
+                cdos: offered,
+            } => answers += offered.len(),
             FromPm::Done { op: Op::Offer, .. } => answers += 1,
             FromPm::Ticket { transfer, .. } => {
                 answers += 1;
@@ -604,7 +603,7 @@ fn run_round(
             }
             _ => {}
         }
-        if done.len() >= batch || (answers == total && !done.is_empty()) {
+        if done.len() >= batch || (answers == cdos && !done.is_empty()) {
             conn.send(&done)?;
             done.clear();
         }
