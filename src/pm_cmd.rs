@@ -1,6 +1,8 @@
 //! `maestro pm`: a pool manager as its own process. It prints its PM info as
 //! `MSTRO_POOL_MANAGER_INFO;<info>;` (as Maestro Core does), optionally writes it to a file
-//! readable only by its owner, and serves until SIGINT or SIGTERM. Started under a PMIx
+//! readable only by its owner, and serves until SIGINT or SIGTERM. The info holds the
+//! workflow secret: when standard output is a file others may read, it is made private
+//! (mode 0600) before the line is written, or the line is not written at all. Started under a PMIx
 //! host (`maestro run -n 1 maestro pm`), it also publishes the info for other jobs of the
 //! workflow (`pool::bootstrap::announce`; they join with `pool::bootstrap::lookup`).
 
@@ -53,6 +55,56 @@ pub struct PmOptions {
     pub max_queued: usize,
 }
 
+/// Writes the info to `path`, readable only by its owner (created 0600; an existing file
+/// is made 0600 before it is truncated and written).
+fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.set_len(0)?;
+    writeln!(f, "{info}")
+}
+
+/// Checks that standard output may carry the secret: a terminal, pipe or socket may; a
+/// regular file others can read is made private (0600) first, if this user owns it.
+///
+/// # Errors
+/// Why not (a file of another user's, or a mode that cannot be changed).
+fn private_stdout() -> Result<(), String> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let out = std::io::stdout();
+    let file = out
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(|e| format!("standard output cannot be examined ({e})"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("standard output cannot be examined ({e})"))?;
+    if !meta.file_type().is_file() || meta.mode() & 0o077 == 0 {
+        return Ok(());
+    }
+    // SAFETY: geteuid cannot fail.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(format!(
+            "standard output is a file of uid {} that others may read",
+            meta.uid()
+        ));
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o600))
+        .map_err(|e| format!("standard output is a file others may read and stays so ({e})"))?;
+    eprintln!(
+        "maestro pm: standard output is a file: made it private (0600), it holds the workflow secret"
+    );
+    Ok(())
+}
+
 /// Runs the pool manager until SIGINT/SIGTERM.
 ///
 /// # Errors
@@ -74,14 +126,9 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
     if let Some(path) = &opts.info_file {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
-        writeln!(f, "{}", info.encode())?;
+        write_info_file(path, &info.encode()).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))
+        })?;
     }
     // Under a PMIx host, other jobs find this PM by the workflow name.
     let pmix = match pmix::Client::init() {
@@ -101,10 +148,16 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             None
         }
     };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{PM_INFO_ENV};{};", info.encode())?;
-    out.flush()?;
-    drop(out);
+    match private_stdout() {
+        Ok(()) => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{PM_INFO_ENV};{};", info.encode())?;
+            out.flush()?;
+        }
+        Err(why) => eprintln!(
+            "maestro pm: the PM info (it holds the workflow secret) is not printed: {why}; use --info-file"
+        ),
+    }
     // PMIx events (processes lost, links down or up) become pool events until a signal.
     let stop = AtomicBool::new(false);
     let reporter = pm.reporter();

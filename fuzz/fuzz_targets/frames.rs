@@ -1,7 +1,8 @@
 //! The frame decoder, as the pool manager and the clients run it on bytes from a socket:
 //! any input either decodes or is refused, never panics; what decodes re-encodes to bytes
 //! that decode to the same encoding; selectors received in SUBSCRIBE compile or are
-//! refused.
+//! refused; a first frame decodes as a lone JOIN or is refused. Deep and wide selectors
+//! (20,000 nested nots, an `and` announcing 2^32 operands) are in the seeds.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -36,8 +37,12 @@ fuzz_target!(|data: &[u8]| {
     if proto::drain_frames::<FromPm>(&mut buf, |m| msgs.push(m)).is_ok() {
         roundtrip(&msgs);
     }
-    // Payloads without a header, as decode sees them.
+    // Payloads without a header, as decode sees them, and as an unjoined connection's
+    // first frame.
     if let Ok(msgs) = proto::decode::<ToPm>(data) {
         roundtrip(&msgs);
+    }
+    if let Ok(join) = proto::decode_join(data) {
+        roundtrip(&[ToPm::Join(join)]);
     }
 });

@@ -41,6 +41,8 @@ impl Status {
     pub const INVALID_CRED: Status = Status(sys::PMIX_ERR_INVALID_CRED);
     /// `PMIX_ERR_TIMEOUT`.
     pub const TIMEOUT: Status = Status(sys::PMIX_ERR_TIMEOUT);
+    /// `PMIX_ERR_NO_PERMISSIONS`: the requester may not do this (e.g. another user).
+    pub const NO_PERMISSIONS: Status = Status(sys::PMIX_ERR_NO_PERMISSIONS);
     /// `PMIX_ERR_DUPLICATE_KEY`: another process already published the key.
     pub const DUPLICATE_KEY: Status = Status(sys::PMIX_ERR_DUPLICATE_KEY);
     /// `PMIX_EXTERNAL_ERR_BASE`: codes below this are free for applications.

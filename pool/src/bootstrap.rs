@@ -186,8 +186,9 @@ impl ControlAddr {
     }
 }
 
-/// Where the pool manager is and how to prove membership.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the pool manager is and how to prove membership. Its `Debug` form leaves the
+/// secret out (it is `<n bytes>`), so logging an info never leaks it.
+#[derive(Clone, PartialEq, Eq)]
 pub struct PmInfo {
     /// The workflow name.
     pub workflow: String,
@@ -197,14 +198,35 @@ pub struct PmInfo {
     pub secret: Vec<u8>,
 }
 
-/// Why a PM info string was refused.
+impl std::fmt::Debug for PmInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmInfo")
+            .field("workflow", &self.workflow)
+            .field("endpoints", &self.endpoints)
+            .field("secret", &format_args!("<{} bytes>", self.secret.len()))
+            .finish()
+    }
+}
+
+/// Why a PM info string was refused. No message repeats the secret field (or anything
+/// that could be it): a mistyped info in a log must not leak the workflow's secret.
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PmInfoError {
-    /// Not `mstro-pm-v1:...` with four fields.
+    /// Not `mstro-pm-v1:...` with four fields: what it starts with (up to its first `:`,
+    /// at most 16 characters; only a count when that is all hex digits, which could be a
+    /// secret), how many `:`-separated fields and characters it has.
     #[error(
-        "PM info {0:?} is not of the form mstro-pm-v1:<workflow>:<addrs>:<secret>; copy it whole from the pool manager's output"
+        "PM info starting with {head:?} ({fields} fields, {chars} characters) is not of the form mstro-pm-v1:<workflow>:<addrs>:<secret>; copy it whole from the pool manager's output"
     )]
-    Format(String),
+    Format {
+        /// The start of the text, up to its first `:` (at most 16 characters).
+        head: String,
+        /// How many `:`-separated fields it has (4 or more expected).
+        fields: usize,
+        /// Its length in characters.
+        chars: usize,
+    },
     /// A field is not valid hex or UTF-8.
     #[error("PM info field {field} is not valid hex{utf8}")]
     Hex {
@@ -251,7 +273,18 @@ impl PmInfo {
         let parts: Vec<&str> = s.split(':').collect();
         // IPv6 endpoints contain ':' too: the last field is the secret, the second the name.
         if parts.len() < 4 || parts[0] != PREFIX {
-            return Err(PmInfoError::Format(s.chars().take(80).collect()));
+            // A head of hex digits may be (part of) a secret: not repeated.
+            let head = parts[0];
+            let head = if head.chars().all(|c| c.is_ascii_hexdigit()) {
+                format!("<{} hex digits>", head.len())
+            } else {
+                head.chars().take(16).collect()
+            };
+            return Err(PmInfoError::Format {
+                head,
+                fields: parts.len(),
+                chars: s.chars().count(),
+            });
         }
         let workflow =
             String::from_utf8(unhex(parts[1], "workflow")?).map_err(|_| PmInfoError::Hex {
@@ -325,11 +358,23 @@ mod tests {
 
     #[test]
     fn malformed_info_is_a_typed_error() {
-        assert!(matches!(PmInfo::parse(""), Err(PmInfoError::Format(_))));
+        assert!(matches!(PmInfo::parse(""), Err(PmInfoError::Format { .. })));
         assert!(matches!(
             PmInfo::parse("mstro-pm-v2:00:1.2.3.4:5:00"),
-            Err(PmInfoError::Format(_))
+            Err(PmInfoError::Format { .. })
         ));
+        // A mangled info never repeats its secret in the error (nor in Debug).
+        let secret = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+        for mangled in [
+            format!("mstro-pm-v1:61{secret}"),
+            format!("MSTRO_POOL_MANAGER_INFO={secret}"),
+            format!("{secret}:x:y"),
+        ] {
+            let e = PmInfo::parse(&mangled).expect_err("mangled").to_string();
+            assert!(!e.contains(&secret[..8]), "{e}");
+        }
+        let info = PmInfo::parse(&format!("mstro-pm-v1:61:127.0.0.1:1:{secret}")).expect("ok");
+        assert!(!format!("{info:?}").contains(&secret[..8]));
         assert!(matches!(
             PmInfo::parse("mstro-pm-v1:zz:127.0.0.1:1:00"),
             Err(PmInfoError::Hex {

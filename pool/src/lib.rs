@@ -27,7 +27,7 @@ pub use client::{
 };
 pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
-    MAX_UNJOINED, PmConfig, PoolManager,
+    MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PmConfig, PoolManager,
 };
 
 /// What may cross threads, checked at compile time: clients are shared by the

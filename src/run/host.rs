@@ -2,9 +2,14 @@
 //! credentials (HMAC, see `credential`), queries (namespaces, process table, job size,
 //! psets, spawn support), tool connections, and abort/finalize bookkeeping reported to the
 //! launcher's main loop.
+//!
+//! The host serves only its own user: a tool is refused when it claims another user id or
+//! when the kernel shows another user holding a connection to the server's port (see
+//! `peers`; OpenPMIx believes the uid a TCP peer claims), and publish, lookup, credentials
+//! and queries are answered only to the job's ranks and the tools that were accepted.
 
 use pmix::keys::maestro as maestro_keys;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
@@ -20,6 +25,12 @@ use pmix::{
 
 use crate::run::credential::{Authority, CREDENTIAL_TYPE, Claims, unix_now};
 use crate::run::fabric::FabricView;
+
+/// The PMIx server's own namespace in the launcher with `pid` (its rank 0 is the
+/// launcher; libpmix relays tools' queries under this name).
+pub fn server_nspace(pid: u32) -> String {
+    format!("maestro.host.{pid}")
+}
 
 /// What the host reports to the launcher's main loop.
 #[derive(Debug)]
@@ -75,6 +86,11 @@ pub struct LauncherHost {
     store: PublishStore,
     authority: Authority,
     tools: AtomicU32,
+    /// The namespaces of the tools accepted (the only ones besides the job's ranks that
+    /// get answers).
+    accepted_tools: Mutex<BTreeSet<String>>,
+    /// The PMIx server's TCP port (from its rendezvous file), to see who is connected.
+    server_port: std::sync::OnceLock<u16>,
     events: Mutex<Sender<HostEvent>>,
     fabric: std::sync::OnceLock<FabricView>,
     /// Link states the link monitor saw change since launch, by interface.
@@ -103,6 +119,8 @@ impl LauncherHost {
             store: node_store(),
             authority,
             tools: AtomicU32::new(0),
+            accepted_tools: Mutex::new(BTreeSet::new()),
+            server_port: std::sync::OnceLock::new(),
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
             links: Mutex::new(BTreeMap::new()),
@@ -122,6 +140,12 @@ impl LauncherHost {
         if self.fabric.set(view).is_err() {
             tracing::warn!("fabric view set twice; keeping the first");
         }
+    }
+
+    /// Records the PMIx server's TCP port (read from its rendezvous file once it started):
+    /// tool connections are checked against the owners of connections to it.
+    pub fn set_server_port(&self, port: u16) {
+        let _ = self.server_port.set(port);
     }
 
     /// The uid and gid ranks run as (and are registered with).
@@ -160,6 +184,42 @@ impl LauncherHost {
 
     fn ours(&self, proc: &Proc) -> Option<u32> {
         (proc.nspace == self.nspace).then_some(proc.rank)
+    }
+
+    /// Whether `proc` may be answered: a rank of the job or an accepted tool (the server
+    /// itself asks with no requester).
+    fn trusted(&self, proc: &Proc) -> bool {
+        self.ours(proc).is_some()
+            || proc.nspace == server_nspace(std::process::id())
+            || self
+                .accepted_tools
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&proc.nspace)
+    }
+
+    /// Cuts off every connection another user holds to the server (see `peers`); why, if
+    /// there were any or they cannot be checked (then the connection being made is
+    /// refused: it may be one of them).
+    fn cut_off_intruders(&self) -> Option<String> {
+        let Some(&port) = self.server_port.get() else {
+            return Some("the server's port is not known, so its peers cannot be checked".into());
+        };
+        match crate::run::peers::intruders(port, self.uid) {
+            Ok(found) if found.is_empty() => {
+                tracing::debug!("no other user connected to port {port}");
+                None
+            }
+            Ok(found) => {
+                let cut = crate::run::peers::cut_off(&found);
+                let uids: BTreeSet<u32> = found.iter().map(|i| i.uid).collect();
+                Some(format!(
+                    "uid {uids:?} connected to the server's port {port} ({cut} connection(s) cut off); this launcher serves uid {} only",
+                    self.uid
+                ))
+            }
+            Err(e) => Some(format!("its peers cannot be checked (/proc/net/tcp: {e})")),
+        }
     }
 
     fn send(&self, ev: HostEvent) {
@@ -220,11 +280,18 @@ impl LauncherHost {
 }
 
 impl Host for LauncherHost {
-    fn client_connected(&self, proc: &Proc) {
+    fn client_connected(&self, proc: &Proc) -> Result<(), Status> {
+        if self.server_port.get().is_some()
+            && let Some(why) = self.cut_off_intruders()
+        {
+            tracing::warn!("{proc} refused: {why}");
+            return Err(Status::NO_PERMISSIONS);
+        }
         if let Some(r) = self.ours(proc) {
             self.update(r, |s| s.connected = true);
         }
         tracing::debug!("{proc} connected");
+        Ok(())
     }
 
     fn client_finalized(&self, proc: &Proc) {
@@ -246,18 +313,33 @@ impl Host for LauncherHost {
     }
 
     fn publish(&self, proc: &Proc, info: Vec<Info>, reply: OpReply) {
+        if !self.trusted(proc) {
+            tracing::warn!("publish from {proc} refused: not of this job or its user's tools");
+            return reply.send(Err(Status::NO_PERMISSIONS));
+        }
         self.store.publish(proc, info, reply);
     }
 
-    fn lookup(&self, _proc: &Proc, keys: Vec<String>, info: Vec<Info>, reply: LookupReply) {
+    fn lookup(&self, proc: &Proc, keys: Vec<String>, info: Vec<Info>, reply: LookupReply) {
+        if !self.trusted(proc) {
+            tracing::warn!("lookup from {proc} refused: not of this job or its user's tools");
+            return reply.send(Err(Status::NO_PERMISSIONS));
+        }
         self.store.lookup(keys, &info, reply);
     }
 
     fn unpublish(&self, proc: &Proc, keys: Vec<String>, _info: Vec<Info>, reply: OpReply) {
+        if !self.trusted(proc) {
+            return reply.send(Err(Status::NO_PERMISSIONS));
+        }
         self.store.unpublish(proc, &keys, reply);
     }
 
-    fn query(&self, _requestor: Option<&Proc>, queries: Vec<Query>, reply: InfoReply) {
+    fn query(&self, requestor: Option<&Proc>, queries: Vec<Query>, reply: InfoReply) {
+        if let Some(p) = requestor.filter(|p| !self.trusted(p)) {
+            tracing::warn!("query from {p} refused: not of this job or its user's tools");
+            return reply.send(Status::NO_PERMISSIONS, Vec::new());
+        }
         let mut answers = Vec::new();
         let mut asked = 0;
         for q in &queries {
@@ -279,6 +361,22 @@ impl Host for LauncherHost {
     }
 
     fn tool_connected(&self, info: Vec<Info>, reply: ToolReply) {
+        let claimed = pmix::find(&info, keys::USERID).and_then(Value::as_u64);
+        let refusal = match claimed {
+            Some(uid) if uid != u64::from(self.uid) => {
+                Some(self.cut_off_intruders().unwrap_or_else(|| {
+                    format!(
+                        "it runs as uid {uid}; this launcher serves uid {} only",
+                        self.uid
+                    )
+                }))
+            }
+            _ => self.cut_off_intruders(),
+        };
+        if let Some(why) = refusal {
+            tracing::warn!("tool connection refused: {why}");
+            return reply.abandon();
+        }
         let n = self.tools.fetch_add(1, Ordering::Relaxed);
         let nspace = match pmix::find(&info, keys::TOOL_NSPACE) {
             Some(Value::String(ns)) => ns.clone(),
@@ -288,6 +386,10 @@ impl Host for LauncherHost {
             .and_then(Value::as_u64)
             .map_or(0, |r| r as u32);
         tracing::info!("tool connected as {nspace}:{rank}");
+        self.accepted_tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(nspace.clone());
         reply.send(Ok(Proc::new(nspace, rank)));
     }
 
@@ -314,6 +416,10 @@ impl Host for LauncherHost {
     }
 
     fn get_credential(&self, proc: &Proc, _info: Vec<Info>, reply: CredentialReply) {
+        if !self.trusted(proc) {
+            tracing::warn!("credential for {proc} refused: not of this job or its user's tools");
+            return reply.send(Err(Status::NO_PERMISSIONS));
+        }
         let cred = self.authority.issue(&Claims {
             nspace: proc.nspace.clone(),
             rank: proc.rank,

@@ -20,6 +20,7 @@ mod fabric;
 mod host;
 mod outcome;
 mod output;
+mod peers;
 mod query_fix;
 mod signals;
 mod spawn;
@@ -186,7 +187,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             } else {
                 tmp.0.join("system")
             },
-            nspace: format!("maestro.host.{pid}"),
+            nspace: host::server_nspace(pid),
             rank: 0,
             tool_support: opts.tool_support || opts.system_server,
             system_support: opts.system_server,
@@ -269,18 +270,50 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     job.sweep_groups();
     job.finish_outputs();
     signals.stop();
-    for r in 0..opts.nprocs {
-        if let Err(e) = server.deregister_client(&Proc::new(&nspace, r)) {
-            tracing::debug!("deregister rank {r}: {e}");
-        }
-    }
-    host.job_ended();
-    if let Err(e) = server.deregister_nspace(&nspace) {
-        tracing::warn!("deregister {nspace}: {e}");
-    }
     let code = job.outcome.exit_code();
     drop(job);
-    drop(server);
+    shut_down(server, &host, &nspace, opts.nprocs);
     drop(tmp);
     Ok(code)
+}
+
+/// How long the PMIx server's shutdown (deregistrations, `PMIx_server_finalize`) may take
+/// before the launcher exits without waiting for it.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
+
+/// Deregisters the job and finalizes the PMIx server on a thread of its own, waiting at
+/// most [`SHUTDOWN_LIMIT`]: a client that left libpmix in a bad state (a refused
+/// `PMIx_Init` under a rank's name, say) must not keep the launcher from exiting. The
+/// job's ranks have all been reaped by now; a shutdown that overran is logged and left to
+/// the process's exit.
+fn shut_down(server: Server, host: &Arc<LauncherHost>, nspace: &str, nprocs: u32) {
+    let (done_tx, done) = channel::<()>();
+    let host = Arc::clone(host);
+    let nspace = nspace.to_string();
+    let teardown = move || {
+        for r in 0..nprocs {
+            if let Err(e) = server.deregister_client(&Proc::new(&nspace, r)) {
+                tracing::debug!("deregister rank {r}: {e}");
+            }
+        }
+        host.job_ended();
+        if let Err(e) = server.deregister_nspace(&nspace) {
+            tracing::warn!("deregister {nspace}: {e}");
+        }
+        drop(server);
+        let _ = done_tx.send(());
+    };
+    match std::thread::Builder::new()
+        .name("pmix-shutdown".into())
+        .spawn(teardown)
+    {
+        Ok(_) => {
+            if let Err(RecvTimeoutError::Timeout) = done.recv_timeout(SHUTDOWN_LIMIT) {
+                eprintln!(
+                    "maestro run: the PMIx server did not shut down within {SHUTDOWN_LIMIT:?}; exiting without it"
+                );
+            }
+        }
+        Err(e) => eprintln!("maestro run: no thread to shut the PMIx server down ({e})"),
+    }
 }

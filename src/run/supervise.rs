@@ -119,7 +119,7 @@ impl Job<'_> {
         if changes.is_empty() {
             return;
         }
-        let source = Proc::new(format!("maestro.host.{}", std::process::id()), 0);
+        let source = Proc::new(super::host::server_nspace(std::process::id()), 0);
         for c in changes {
             let state = if c.up { "up" } else { "down" };
             eprintln!("maestro run: link {} {state}", c.name);

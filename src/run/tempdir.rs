@@ -18,11 +18,21 @@ impl TempDir {
             pool::stale::sweep_dead_process_dirs(base, "maestro-run.");
         }
         let _ = std::fs::remove_dir_all(&dir);
+        // Private (0700): the PMIx server's rendezvous files and the ranks' files are the
+        // user's business only.
+        let private = |path: &std::path::Path| {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(path)
+                .map_err(io_err(format!("creating {}", path.display())))
+        };
+        private(&dir)?;
+        let made = TempDir(dir);
         for sub in ["server", "system", "ranks"] {
-            std::fs::create_dir_all(dir.join(sub))
-                .map_err(io_err(format!("creating {}", dir.join(sub).display())))?;
+            private(&made.0.join(sub))?;
         }
-        Ok(TempDir(dir))
+        Ok(made)
     }
 }
 

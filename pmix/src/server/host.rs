@@ -25,8 +25,11 @@ use crate::value::{Info, Proc, Value};
 /// quickly, or keep the reply and answer from another thread. A dropped reply answers with
 /// an error, so a client never waits forever.
 pub trait Host: Send + Sync + 'static {
-    /// A client connected (`client_connected`).
-    fn client_connected(&self, _proc: &Proc) {}
+    /// A client connected (`client_connected`); `Err` refuses it (its `PMIx_Init` fails
+    /// with that status).
+    fn client_connected(&self, _proc: &Proc) -> Result<(), Status> {
+        Ok(())
+    }
 
     /// A client called `PMIx_Finalize` (`client_finalized`).
     fn client_finalized(&self, _proc: &Proc) {}

@@ -236,6 +236,15 @@ impl InfoReply {
 }
 
 impl ToolReply {
+    /// Leaves the connection unanswered, for good. OpenPMIx 4.2 cannot refuse a tool:
+    /// its error path removes the tool's namespace from a list it was never put in and
+    /// crashes the server. A host that must turn a tool away abandons the reply (the
+    /// pending connection is never set up, so the tool gets no service) and cuts the
+    /// tool's socket itself (the tool's init then fails).
+    pub fn abandon(mut self) {
+        let _ = self.take();
+    }
+
     /// Answers with the name assigned to the tool, or a refusal.
     pub fn send(mut self, result: Result<Proc, Status>) {
         let (cb, cbdata) = self.take();
@@ -245,13 +254,16 @@ impl ToolReply {
                 // SAFETY: PMIx copies the proc during the call.
                 unsafe { cb(sys::PMIX_SUCCESS as i32, &mut raw, cbdata) };
             }
-            Ok(Err(_)) => {
-                // SAFETY: answering once.
-                unsafe { cb(sys::PMIX_ERR_BAD_PARAM, std::ptr::null_mut(), cbdata) };
-            }
-            Err(s) => {
-                // SAFETY: answering once.
-                unsafe { cb(s.0, std::ptr::null_mut(), cbdata) };
+            // OpenPMIx 4.2 reads the proc even with an error status (a NULL one crashes
+            // the server): refusals carry an empty name.
+            refused => {
+                let status = match refused {
+                    Err(s) => s.0,
+                    _ => sys::PMIX_ERR_BAD_PARAM,
+                };
+                let mut none = sys::pmix_proc_t::default();
+                // SAFETY: answering once; PMIx copies the proc during the call.
+                unsafe { cb(status, &mut none, cbdata) };
             }
         }
     }

@@ -119,7 +119,13 @@ pub(crate) unsafe extern "C" fn client_connected(
         // SAFETY: PMIx passes a valid proc. (In 4.2 cbfunc is NULL: returning SUCCESS is the
         // answer.)
         let p = unsafe { Proc::from_raw(proc_) };
-        with_host(|h| h.client_connected(&p))
+        let mut answer = OK;
+        with_host(|h| {
+            if let Err(status) = h.client_connected(&p) {
+                answer = status.0;
+            }
+        });
+        answer
     })
 }
 

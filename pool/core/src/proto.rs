@@ -16,9 +16,10 @@ use crate::selector::Expr;
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (6: apps number their own CDOs, and declares
-/// and disposes that cannot be refused go unanswered).
-pub const VERSION: u8 = 6;
+/// Protocol version carried in every frame (7: selectors travel flat, see
+/// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
+/// cannot be refused go unanswered).
+pub const VERSION: u8 = 7;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -791,6 +792,32 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<Vec<T>, FrameError>
     postcard::from_bytes(payload).map_err(|e| FrameError::Payload(e.to_string()))
 }
 
+/// What an unjoined connection may send: its first frame holds exactly one [`ToPm::Join`].
+/// Encoded as [`ToPm`] is (the variant index of `Join` is 0 in both), so decoding a first
+/// frame as this type refuses every other message before any of its fields are read.
+#[derive(Deserialize)]
+enum FirstMessage {
+    Join(Box<Join>),
+}
+
+/// Decodes the first frame's payload of a connection that has not joined: one
+/// [`ToPm::Join`] and nothing else, so no other message type (and none of their nested
+/// values) is ever decoded from a peer that has not proven the workflow secret.
+///
+/// # Errors
+/// [`FrameError::Payload`] for anything but a lone, well-formed JOIN.
+pub fn decode_join(payload: &[u8]) -> Result<Box<Join>, FrameError> {
+    let batch = decode::<FirstMessage>(payload)
+        .map_err(|e| FrameError::Payload(format!("the first frame must hold one JOIN ({e})")))?;
+    match <[FirstMessage; 1]>::try_from(batch) {
+        Ok([FirstMessage::Join(j)]) => Ok(j),
+        Err(v) => Err(FrameError::Payload(format!(
+            "the first frame must hold one JOIN, not {} messages",
+            v.len()
+        ))),
+    }
+}
+
 /// Splits complete frames off the front of a byte stream buffer and hands each message they
 /// hold to `each`, in order, with no batch allocated in between; leaves a partial frame in
 /// `buf`. For drivers reading from sockets.
@@ -1041,5 +1068,33 @@ mod tests {
             let _ = drain_frames::<ToPm>(&mut buf, drop);
             let _ = decode::<FromPm>(&buf);
         }
+    }
+
+    #[test]
+    fn a_first_frame_is_a_lone_join_or_nothing() {
+        let join = sample()
+            .into_iter()
+            .find(|m| matches!(m, ToPm::Join(_)))
+            .expect("the sample has a JOIN");
+        let ToPm::Join(j) = &join else {
+            unreachable!("found above")
+        };
+        let frame = encode(std::slice::from_ref(&join)).expect("encodes");
+        assert_eq!(&decode_join(&frame[HEADER..]).expect("a JOIN"), j);
+        let two = encode(&[join.clone(), ToPm::Leave]).expect("encodes");
+        assert!(decode_join(&two[HEADER..]).is_err());
+        let none = encode::<ToPm>(&[]).expect("encodes");
+        assert!(decode_join(&none[HEADER..]).is_err());
+        let other = encode(&[ToPm::Leave]).expect("encodes");
+        let e = decode_join(&other[HEADER..]).expect_err("not a JOIN");
+        assert!(e.to_string().contains("one JOIN"), "{e}");
+        // The frame that overflowed the PM's stack before protocol 7's flat selectors: a
+        // Subscribe whose selector nests 20,000 nots. Refused before JOIN, and harmless
+        // (an error, no recursion) from a joined app.
+        let mut payload = vec![1u8, 14, 0, 0];
+        payload.extend(std::iter::repeat_n(6u8, 20_000));
+        payload.extend([0u8; 4]);
+        assert!(decode_join(&payload).is_err());
+        let _ = decode::<ToPm>(&payload);
     }
 }

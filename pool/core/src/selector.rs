@@ -82,7 +82,14 @@ impl CmpOp {
 }
 
 /// A parsed selector, as it travels to the pool manager.
+///
+/// On the wire (and in any serde format) an `Expr` is flat: its terms in prefix order
+/// ([`Term`]), so decoding never recurses as deep as the input says. Decoding rebuilds the
+/// tree with an explicit stack and refuses more than [`MAX_DEPTH`] levels or [`MAX_NODES`]
+/// terms, so a crafted frame can neither overflow the decoder's stack nor build a tree
+/// whose drop would.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Flat", try_from = "Flat")]
 pub enum Expr {
     /// Matches everything (the empty selector).
     All,
@@ -110,6 +117,138 @@ pub enum Expr {
     Or(Vec<Expr>),
     /// `(not X)`
     Not(Box<Expr>),
+}
+
+/// One term of an [`Expr`] in prefix order: the wire form (see [`Expr`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum Term {
+    All,
+    Has(String),
+    Cmp {
+        key: String,
+        op: CmpOp,
+        value: AttrValue,
+    },
+    Match {
+        key: String,
+        pattern: String,
+    },
+    /// `(and ...)` over the next this many expressions.
+    And(u32),
+    /// `(or ...)` over the next this many expressions.
+    Or(u32),
+    /// `(not ...)` of the next expression.
+    Not,
+}
+
+/// An [`Expr`]'s terms in prefix order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+struct Flat(Vec<Term>);
+
+impl From<Expr> for Flat {
+    /// Walks the tree with an explicit stack (no recursion however it was built).
+    fn from(e: Expr) -> Flat {
+        let mut out = Vec::new();
+        let mut todo = vec![e];
+        while let Some(e) = todo.pop() {
+            match e {
+                Expr::All => out.push(Term::All),
+                Expr::Has(k) => out.push(Term::Has(k)),
+                Expr::Cmp { key, op, value } => out.push(Term::Cmp { key, op, value }),
+                Expr::Match { key, pattern } => out.push(Term::Match { key, pattern }),
+                Expr::And(v) => {
+                    out.push(Term::And(count(&v)));
+                    todo.extend(v.into_iter().rev());
+                }
+                Expr::Or(v) => {
+                    out.push(Term::Or(count(&v)));
+                    todo.extend(v.into_iter().rev());
+                }
+                Expr::Not(x) => {
+                    out.push(Term::Not);
+                    todo.push(*x);
+                }
+            }
+        }
+        Flat(out)
+    }
+}
+
+/// An operand count as the wire carries it (no selector has 2^32 operands: the decoder
+/// refuses more than [`MAX_NODES`] terms).
+fn count(v: &[Expr]) -> u32 {
+    u32::try_from(v.len()).unwrap_or(u32::MAX)
+}
+
+impl TryFrom<Flat> for Expr {
+    type Error = SelectorError;
+
+    /// Rebuilds the tree with an explicit stack, refusing too deep or too large input.
+    fn try_from(Flat(terms): Flat) -> Result<Expr, SelectorError> {
+        /// A term whose operands are still being read: `(and ...)`/`(or ...)` (its
+        /// constructor, the operands so far, how many it has) or `(not ...)`.
+        enum Open {
+            List(fn(Vec<Expr>) -> Expr, Vec<Expr>, usize),
+            Not,
+        }
+        let too_big = || {
+            whole(format!(
+                "more than {MAX_DEPTH} levels or {MAX_NODES} terms; split the subscription"
+            ))
+        };
+        if terms.len() > MAX_NODES {
+            return Err(too_big());
+        }
+        let mut stack: Vec<Open> = Vec::new();
+        let mut terms = terms.into_iter();
+        loop {
+            let term = terms
+                .next()
+                .ok_or_else(|| whole("the selector ends inside an (and/or/not ...)".into()))?;
+            if stack.len() > MAX_DEPTH {
+                return Err(too_big());
+            }
+            let mut done = match term {
+                Term::All => Expr::All,
+                Term::Has(k) => Expr::Has(k),
+                Term::Cmp { key, op, value } => Expr::Cmp { key, op, value },
+                Term::Match { key, pattern } => Expr::Match { key, pattern },
+                Term::And(0) => Expr::And(Vec::new()),
+                Term::Or(0) => Expr::Or(Vec::new()),
+                Term::And(n) => {
+                    stack.push(Open::List(Expr::And, Vec::new(), n as usize));
+                    continue;
+                }
+                Term::Or(n) => {
+                    stack.push(Open::List(Expr::Or, Vec::new(), n as usize));
+                    continue;
+                }
+                Term::Not => {
+                    stack.push(Open::Not);
+                    continue;
+                }
+            };
+            // Hand the finished expression to the terms it completes.
+            loop {
+                match stack.pop() {
+                    None if terms.next().is_some() => {
+                        return Err(whole("terms after the selector's end".into()));
+                    }
+                    None => return Ok(done),
+                    Some(Open::Not) => done = Expr::Not(Box::new(done)),
+                    Some(Open::List(make, mut v, n)) => {
+                        v.push(done);
+                        if v.len() < n {
+                            stack.push(Open::List(make, v, n));
+                            break;
+                        }
+                        done = make(v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Why a selector was refused: where and what, and what to write instead.
@@ -864,5 +1003,62 @@ maestro-attributes:
             parsed > 100,
             "the fuzzer should also produce valid selectors ({parsed})"
         );
+    }
+
+    fn wire(e: &Expr) -> Vec<u8> {
+        postcard::to_allocvec(e).expect("encodes")
+    }
+
+    #[test]
+    fn expressions_travel_flat_and_come_back_whole() {
+        let s = schemas();
+        let text =
+            r#"(and (step >= 2) (not (kind = "draft")) (or) (and) (or (has .x) (.y ~= "^a")))"#;
+        let sel = Selector::parse(text, ".user.", &s).expect("parses");
+        let back: Expr = postcard::from_bytes(&wire(sel.expr())).expect("decodes");
+        assert_eq!(&back, sel.expr());
+        let json = serde_json::to_string(sel.expr()).expect("json");
+        assert_eq!(
+            &serde_json::from_str::<Expr>(&json).expect("json back"),
+            sel.expr()
+        );
+    }
+
+    #[test]
+    fn deep_or_broken_wire_selectors_are_refused_without_recursion() {
+        // 20,000 nested nots, as a crafted frame would carry them: refused, no stack overflow.
+        let mut bytes = postcard::to_allocvec(&20_001u32).expect("count"); // varint count
+        for _ in 0..20_000 {
+            bytes.extend(postcard::to_allocvec(&Term::Not).expect("term"));
+        }
+        bytes.extend(postcard::to_allocvec(&Term::All).expect("term"));
+        assert!(
+            postcard::from_bytes::<Expr>(&bytes).is_err(),
+            "20,000 levels refused"
+        );
+        // Within the term budget but too deep.
+        let deep = Flat(
+            std::iter::repeat_n(Term::Not, MAX_DEPTH + 1)
+                .chain([Term::All])
+                .collect(),
+        );
+        let err = Expr::try_from(deep).expect_err("too deep");
+        assert!(err.message.contains("levels"), "{err}");
+        // Exactly the deepest allowed.
+        let ok = Flat(
+            std::iter::repeat_n(Term::Not, MAX_DEPTH)
+                .chain([Term::All])
+                .collect(),
+        );
+        let ok = Expr::try_from(ok).expect("MAX_DEPTH levels");
+        Selector::compile(ok).expect("compiles at the limit");
+        // Truncated and trailing terms.
+        let err = Expr::try_from(Flat(vec![Term::And(2), Term::All])).expect_err("truncated");
+        assert!(err.message.contains("ends inside"), "{err}");
+        let err = Expr::try_from(Flat(vec![Term::All, Term::All])).expect_err("trailing");
+        assert!(err.message.contains("after"), "{err}");
+        // A huge announced operand count allocates nothing up front.
+        let err = Expr::try_from(Flat(vec![Term::Or(u32::MAX), Term::All])).expect_err("short");
+        assert!(err.message.contains("ends inside"), "{err}");
     }
 }

@@ -7,9 +7,12 @@
 //!
 //! What a peer can make the PM hold is bounded:
 //! - before its JOIN is accepted, a connection may send one frame of at most
-//!   [`MAX_JOIN_FRAME`] bytes, and must do so within [`PmConfig::join_timeout`]; anything
-//!   else closes it. At most [`MAX_UNJOINED`] connections wait for admission at a time
-//!   (more are closed as they arrive);
+//!   [`MAX_JOIN_FRAME`] bytes holding a lone JOIN (no other message is even decoded), and
+//!   must do so within [`PmConfig::join_timeout`]; anything else closes it. At most
+//!   [`PmConfig::max_unjoined`] TCP connections wait for admission, at most
+//!   [`PmConfig::max_unjoined_per_peer`] from one address; a newcomer evicts the oldest
+//!   waiting connection of the busiest address (see [`admission`]), so a flood evicts
+//!   itself. Warnings about refused connections are rate-limited;
 //! - after it, messages read but not yet handled are bounded in bytes for all connections
 //!   together ([`PmConfig::max_ingress`]): a reader waits for room before it reads on (the
 //!   peer's socket fills up and its writes block) instead of queuing, and a connection has at
@@ -31,6 +34,11 @@ use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::events::FabricChange;
 use crate::proto::{self, FromPm, ToPm};
 use crate::{Clock, ConnId, Credential, Manager};
+
+mod admission;
+
+use admission::{Admission, Peer, Throttle};
+pub use admission::{PER_PEER as MAX_UNJOINED_PER_PEER, WAITING as MAX_UNJOINED};
 
 /// Validates a PMIx credential (e.g. with `PMIx_Validate_credential`); `Err` says why not.
 pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
@@ -66,6 +74,13 @@ pub struct PmConfig {
     /// for room rather than queue more. At least one frame ([`proto::MAX_FRAME`]) is
     /// always admitted. Default [`MAX_INGRESS`].
     pub max_ingress: usize,
+    /// Most TCP connections waiting for admission (connected, not joined yet); a newcomer
+    /// past it evicts the oldest waiting connection of the address with the most waiting.
+    /// Default [`MAX_UNJOINED`].
+    pub max_unjoined: usize,
+    /// Most TCP connections waiting for admission from one peer address; its next one
+    /// evicts its own oldest. Default [`MAX_UNJOINED_PER_PEER`].
+    pub max_unjoined_per_peer: usize,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -84,9 +99,6 @@ pub const MAX_JOIN_FRAME: usize = 64 << 10;
 /// Bytes a joined connection's reader asks the socket for at a time.
 const READ_CHUNK: usize = 64 << 10;
 
-/// Most connections waiting for admission (connected, not joined yet) at a time.
-pub const MAX_UNJOINED: usize = 1024;
-
 impl PmConfig {
     /// Serves `workflow` with `secret` on `listen`, without credential checks.
     pub fn new(workflow: &str, secret: &[u8], listen: Vec<SocketAddr>) -> PmConfig {
@@ -101,6 +113,8 @@ impl PmConfig {
             max_queued: MAX_QUEUED,
             join_timeout: JOIN_TIMEOUT,
             max_ingress: MAX_INGRESS,
+            max_unjoined: MAX_UNJOINED,
+            max_unjoined_per_peer: MAX_UNJOINED_PER_PEER,
         }
     }
 }
@@ -146,10 +160,13 @@ enum Listener {
     Unix(UnixListener),
 }
 
+/// An accepted connection: its halves, a description of the peer for the log, and who it
+/// is for admission.
 type Halves = (
     Box<dyn AsyncRead + Unpin + Send>,
     Box<dyn AsyncWrite + Unpin + Send>,
     String,
+    Peer,
 );
 
 impl Listener {
@@ -160,12 +177,22 @@ impl Listener {
                 let (stream, peer) = l.accept().await?;
                 let _ = stream.set_nodelay(true);
                 let (r, w) = stream.into_split();
-                Ok((Box::new(r), Box::new(w), peer.to_string()))
+                Ok((
+                    Box::new(r),
+                    Box::new(w),
+                    peer.to_string(),
+                    Peer::Tcp(peer.ip().to_canonical()),
+                ))
             }
             Listener::Unix(l) => {
                 let (stream, _) = l.accept().await?;
                 let (r, w) = stream.into_split();
-                Ok((Box::new(r), Box::new(w), "the unix socket".into()))
+                Ok((
+                    Box::new(r),
+                    Box::new(w),
+                    "the unix socket".into(),
+                    Peer::Local,
+                ))
             }
         }
     }
@@ -213,6 +240,7 @@ impl PoolManager {
                 "a pool manager needs at least one address to listen on",
             ));
         }
+        raise_descriptor_limit();
         let rt = tokio::runtime::Builder::new_current_thread()
             .thread_name("pool-manager")
             .enable_all()
@@ -268,10 +296,15 @@ impl PoolManager {
         let ingress = Ingress {
             check: config.credentials,
             join_timeout: config.join_timeout,
+            max_unjoined: (config.max_unjoined, config.max_unjoined_per_peer),
             budget: Arc::new(tokio::sync::Semaphore::new(budget_size)),
             budget_size,
-            unjoined: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            refusals: Arc::new(std::sync::Mutex::new(Throttle::new(
+                std::time::Duration::from_secs(1),
+                10,
+            ))),
         };
+        let admission = Admission::new(config.max_unjoined_per_peer, config.max_unjoined);
         let thread = std::thread::Builder::new()
             .name("pool-manager".into())
             .spawn(move || {
@@ -282,7 +315,7 @@ impl PoolManager {
                 rt.block_on(serve(
                     listeners,
                     manager,
-                    ingress,
+                    (ingress, admission),
                     writers,
                     (tx, rx),
                     stop_rx,
@@ -342,7 +375,7 @@ impl Drop for PoolManager {
 async fn serve(
     listeners: Vec<Listener>,
     mut manager: Manager,
-    ingress: Ingress,
+    (ingress, mut admission): (Ingress, Admission),
     mut writers: Writers,
     (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
@@ -364,14 +397,21 @@ async fn serve(
                 manager.handle_timeout(Instant::now());
                 flush(&mut manager, &mut writers);
             }
-            Some((read, write, peer)) = accepted.recv() => {
+            Some((read, write, peer, who)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
-                if ingress.unjoined.load(Ordering::Relaxed) >= MAX_UNJOINED {
-                    tracing::warn!(
-                        "connection {conn} from {peer} closed: {MAX_UNJOINED} connections are already waiting to join"
-                    );
-                    continue;
+                if let Some(old) = admission.arrive(conn, who) {
+                    // Made room: the evicted connection's tasks stop now, and its Gone
+                    // comes after whatever it had already queued.
+                    if let Some(w) = writers.by_conn.remove(&old) {
+                        w.cut_off();
+                    }
+                    let _ = tx.send(Event::Gone(old));
+                    ingress.refused(|| format!(
+                        "connection {old} closed unjoined to admit connection {conn} from {peer}: \
+                         too many connections wait to join (at most {} in all, {} per address)",
+                        ingress.max_unjoined.0, ingress.max_unjoined.1
+                    ));
                 }
                 tracing::debug!("connection {conn} from {peer}");
                 spawn_connection(conn, read, write, tx.clone(), ingress.clone());
@@ -395,10 +435,12 @@ async fn serve(
                         }
                     }
                     Event::Join(conn, msg, credential, joined) => {
+                        admission.leave(conn);
                         manager.handle_checked(conn, msg, credential);
                         let _ = joined.send(manager.is_joined(conn));
                     }
                     Event::Gone(conn) => {
+                        admission.leave(conn);
                         writers.by_conn.remove(&conn);
                         manager.disconnected(conn);
                     }
@@ -441,6 +483,25 @@ impl MemoryReturn {
     }
 }
 
+/// Raises this process's soft limit of open descriptors to its hard limit: a PM holds a
+/// socket per application plus those waiting for admission, more than Linux's default
+/// soft limit of 1024.
+fn raise_descriptor_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::debug!("pool manager: could not raise the descriptor limit");
+            }
+        }
+    }
+}
+
 /// The manager's clock: now, on both the monotonic and the wall clock (0 if the wall clock
 /// is before the Unix epoch).
 fn wall_clock() -> Clock {
@@ -461,6 +522,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {
+    let mut failures = Throttle::new(std::time::Duration::from_secs(10), 1);
     loop {
         match listener.accept().await {
             Ok(conn) => {
@@ -469,8 +531,10 @@ async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {
                 }
             }
             Err(e) => {
-                // Out of descriptors and the like: log, breathe, go on.
-                tracing::warn!("pool manager accept: {e}");
+                // Out of descriptors and the like: log (rarely), breathe, go on.
+                if let Some(held) = failures.admit(Instant::now()) {
+                    tracing::warn!("pool manager accept: {e} ({held} more failures held back)");
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
@@ -560,16 +624,39 @@ fn flush(manager: &mut Manager, writers: &mut Writers) {
     }
 }
 
-/// What connection readers share: the credential check, the admission deadline, the
-/// ingress budget in bytes, and the count of connections waiting to join.
+/// What connection readers share: the credential check, the admission deadline and
+/// limits, the ingress budget in bytes, and the rate limit of warnings about refused
+/// connections.
 #[derive(Clone)]
 struct Ingress {
     check: Option<CredentialCheck>,
     join_timeout: std::time::Duration,
+    /// [`PmConfig::max_unjoined`] and [`PmConfig::max_unjoined_per_peer`], for messages.
+    max_unjoined: (usize, usize),
     budget: Arc<tokio::sync::Semaphore>,
     /// The budget's size in bytes.
     budget_size: usize,
-    unjoined: Arc<std::sync::atomic::AtomicUsize>,
+    refusals: Arc<std::sync::Mutex<Throttle>>,
+}
+
+impl Ingress {
+    /// Logs why a connection was refused or closed, at most ten lines a second (a flood of
+    /// bad connections is not a flood of log lines); the next line says how many were held
+    /// back.
+    fn refused(&self, why: impl FnOnce() -> String) {
+        let admitted = match self.refusals.lock() {
+            Ok(mut t) => t.admit(Instant::now()),
+            Err(_) => Some(0),
+        };
+        match admitted {
+            Some(0) => tracing::warn!("pool manager: {}", why()),
+            Some(held) => tracing::warn!(
+                "pool manager: {} ({held} similar messages held back)",
+                why()
+            ),
+            None => {}
+        }
+    }
 }
 
 fn spawn_connection(
@@ -591,7 +678,6 @@ fn spawn_connection(
         }
         let _ = write.shutdown().await;
     });
-    let unjoined = Unjoined::count(&ingress.unjoined);
     let connected = events.clone();
     // The reader starts once the actor has heard of the connection (same channel: order).
     let (start, started) = oneshot::channel::<()>();
@@ -601,36 +687,19 @@ fn spawn_connection(
         }
         let mut buf = Vec::with_capacity(MAX_JOIN_FRAME);
         let admitted = admit(conn, &mut read, &mut buf, &events, &ingress).await;
-        drop(unjoined);
         let ended = match admitted {
             Ok(()) => serve_joined(conn, &mut read, buf, &events, &ingress).await,
             Err(why) => Err(why),
         };
         match ended {
             Ok(()) => tracing::debug!("connection {conn} closed"),
-            Err(why) => tracing::warn!("connection {conn} {why}; closing it"),
+            Err(why) => ingress.refused(|| format!("connection {conn} {why}; closing it")),
         }
         let _ = events.send(Event::Gone(conn));
     });
     let tasks = [writer.abort_handle(), reader.abort_handle()];
     let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }));
     let _ = start.send(());
-}
-
-/// Counts a connection among those waiting for admission while it lives.
-struct Unjoined(Arc<std::sync::atomic::AtomicUsize>);
-
-impl Unjoined {
-    fn count(counter: &Arc<std::sync::atomic::AtomicUsize>) -> Unjoined {
-        counter.fetch_add(1, Ordering::Relaxed);
-        Unjoined(Arc::clone(counter))
-    }
-}
-
-impl Drop for Unjoined {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// Reads more of a connection into `buf`, at most `room` bytes.
@@ -686,20 +755,14 @@ async fn admit(
             }
         }
     };
-    let mut msgs = proto::decode::<ToPm>(&buf[proto::HEADER..proto::HEADER + len])
-        .map_err(|e| format!("sent a bad frame ({e})"))?;
+    let join = proto::decode_join(&buf[proto::HEADER..proto::HEADER + len])
+        .map_err(|e| format!("sent a bad first frame ({e})"))?;
     buf.drain(..proto::HEADER + len);
-    let join = match (msgs.pop(), msgs.is_empty()) {
-        (Some(m @ ToPm::Join(_)), true) => m,
-        _ => return Err("did not start with a JOIN alone in its first frame".into()),
-    };
-    let ToPm::Join(j) = &join else {
-        unreachable!("matched above")
-    };
-    let verdict = verify(j.credential.clone(), ingress.check.clone()).await;
+    let credential = join.credential.clone();
+    let verdict = verify(credential, ingress.check.clone()).await;
     let (answer, joined) = oneshot::channel();
     events
-        .send(Event::Join(conn, join, verdict, answer))
+        .send(Event::Join(conn, ToPm::Join(join), verdict, answer))
         .map_err(|_| "outlived the pool manager".to_string())?;
     match tokio::time::timeout_at(deadline, joined).await {
         Ok(Ok(true)) => Ok(()),
