@@ -53,6 +53,39 @@ pub struct PmOptions {
     /// it the application is disconnected (e.g. 256M).
     #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size)]
     pub max_queued: usize,
+    /// Most TCP connections waiting to join; a newcomer past it evicts the oldest waiting
+    /// connection of the address with the most waiting.
+    #[arg(long, default_value = "1024")]
+    pub max_unjoined: usize,
+    /// Most TCP connections waiting to join from one address.
+    #[arg(long, default_value = "256")]
+    pub max_unjoined_per_peer: usize,
+    /// Most bytes one application may make the PM hold (its CDOs' names and attributes,
+    /// 320 bytes per CDO, its subscriptions), e.g. 256M.
+    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size)]
+    pub max_app_bytes: usize,
+    /// Most bytes of one CDO's attributes, e.g. 1M.
+    #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size)]
+    pub max_attributes: usize,
+    /// Seconds an operation waits for subscribers' acknowledgements; a subscriber that
+    /// misses it loses its subscription.
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
+    pub ack_timeout: std::time::Duration,
+    /// Most subscriptions one application may hold.
+    #[arg(long, default_value = "1024")]
+    pub max_subscriptions: usize,
+    /// Seconds a transfer may keep an offer its provider withdraws busy before it is
+    /// abandoned (transfers from offers nobody withdraws have no deadline).
+    #[arg(long, default_value = "120", value_parser = crate::cli::parse_duration)]
+    pub transfer_timeout: std::time::Duration,
+    /// Binds CDO names to a component, PREFIX=COMPONENT (repeatable): offers of such
+    /// names from other components are refused.
+    #[arg(long = "owner", value_name = "PREFIX=COMPONENT")]
+    pub owners: Vec<pool::policy::NameOwner>,
+    /// A component whose applications may report any fabric change (repeatable); others
+    /// report only their own links.
+    #[arg(long = "reporter", value_name = "COMPONENT")]
+    pub reporters: Vec<String>,
 }
 
 /// Writes the info to `path`, readable only by its owner (created 0600; an existing file
@@ -123,6 +156,17 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     config.join_timeout = opts.join_timeout;
     config.max_ingress = opts.max_ingress;
     config.max_queued = opts.max_queued;
+    config.ack_timeout = opts.ack_timeout;
+    config.max_unjoined = opts.max_unjoined;
+    config.max_unjoined_per_peer = opts.max_unjoined_per_peer;
+    config.policy = pool::policy::Policy {
+        max_app_bytes: opts.max_app_bytes,
+        max_attribute_bytes: opts.max_attributes,
+        max_subscriptions: opts.max_subscriptions,
+        transfer_timeout: opts.transfer_timeout,
+        owners: opts.owners.clone(),
+        reporters: opts.reporters.clone(),
+    };
     let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
     if let Some(path) = &opts.info_file {

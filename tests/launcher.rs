@@ -174,11 +174,7 @@ fn sigterm_leaves_no_process_behind_within_two_seconds() {
     for p in ranks {
         assert!(!alive(p), "rank pid {p} survived");
     }
-    assert!(
-        !std::env::temp_dir()
-            .join(format!("maestro-run.{launcher}"))
-            .exists()
-    );
+    assert!(!common::maestro_run_dir(launcher).exists());
 }
 
 #[test]
@@ -221,11 +217,7 @@ fn a_tool_attaches_and_queries_the_namespaces() {
     let launcher = g.pid();
     let end = g.terminate(Duration::from_secs(10));
     assert_eq!(end.code(), Some(143), "{end:?}");
-    assert!(
-        !std::env::temp_dir()
-            .join(format!("maestro-run.{launcher}"))
-            .exists()
-    );
+    assert!(!common::maestro_run_dir(launcher).exists());
 }
 
 #[test]

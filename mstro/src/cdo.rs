@@ -337,7 +337,23 @@ pub fn cdo_seal(cdo: Cdo) -> Result<()> {
         if st.sealed {
             return Err(Error::new(Status::Invstate, "sealed already"));
         }
-        client.seal(st.id, st.attrs.clone())?;
+        let mut attrs = st.attrs.clone();
+        // End-to-end integrity, where asked: the lent bytes' checksum is sealed with them.
+        if let (Some(lent), Some(len)) = (&st.lent, st.local_size)
+            && matches!(attrs.get(attr::INTEGRITY), Some(AttrValue::Bool(true)))
+        {
+            let len = usize::try_from(len)
+                .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
+            let bytes: &[u8] = if len == 0 || lent.ptr.is_null() {
+                &[]
+            } else {
+                // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
+                // valid and unwritten until withdraw returns (raw-ptr's contract).
+                unsafe { std::slice::from_raw_parts(lent.ptr.cast_const(), len) }
+            };
+            attr::add_checksum(&mut attrs, bytes);
+        }
+        client.seal(st.id, attrs)?;
         st.sealed = true;
         Ok(())
     })

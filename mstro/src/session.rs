@@ -65,6 +65,28 @@ pub struct Settings {
     pub schemas: Arc<Schemas>,
     /// The PMIx host's client, when the process runs under one.
     pub pmix: Option<Arc<pmix::Client>>,
+    /// Names bound to components, for a pool manager this process serves
+    /// (`MSTRO_NAME_OWNERS`: `PREFIX=COMPONENT` entries separated by spaces): an offer of
+    /// such a name from another component is refused.
+    pub owners: Vec<pool::policy::NameOwner>,
+}
+
+/// The variable that binds CDO names to components for a pool manager an app serves.
+pub const NAME_OWNERS_ENV: &str = "MSTRO_NAME_OWNERS";
+
+/// Parses `MSTRO_NAME_OWNERS`: `PREFIX=COMPONENT` entries separated by whitespace.
+fn parse_owners(value: Option<&str>) -> Result<Vec<pool::policy::NameOwner>> {
+    value
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|entry| {
+            entry.parse().map_err(|e| {
+                Error::invarg(format!(
+                    "{NAME_OWNERS_ENV}: {e}; separate several entries with spaces"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn env_text(var: &str) -> Option<String> {
@@ -172,6 +194,7 @@ impl Settings {
             pm_rank,
             schemas: Arc::new(Schemas::from_env()?),
             pmix,
+            owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,
         })
     }
 
@@ -308,6 +331,7 @@ impl Session {
                     .map_err(|e| Error::new(Status::Fail, format!("{e}")))?,
             ],
         );
+        config.policy.owners = settings.owners.clone();
         let credential = settings.credential();
         let credentials_required = matches!(role, PmRole::Served) && credential.is_some();
         if let (true, Some(pmix)) = (credentials_required, &settings.pmix) {

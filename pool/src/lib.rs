@@ -13,7 +13,7 @@
 //! - [`stale`]: sweeping the runtime directories of dead processes.
 
 pub use pool_core::{Clock, ConnId, Credential, MAX_NAME, Manager, Subnet};
-pub use pool_core::{attr, auth, events, proto, schema, selector};
+pub use pool_core::{attr, auth, events, policy, proto, schema, selector};
 
 pub mod bootstrap;
 mod client;

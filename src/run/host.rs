@@ -89,8 +89,9 @@ pub struct LauncherHost {
     /// The namespaces of the tools accepted (the only ones besides the job's ranks that
     /// get answers).
     accepted_tools: Mutex<BTreeSet<String>>,
-    /// The PMIx server's TCP port (from its rendezvous file), to see who is connected.
-    server_port: std::sync::OnceLock<u16>,
+    /// The PMIx server's TCP ports (found at the first connection), to see who is
+    /// connected.
+    server_ports: std::sync::OnceLock<Vec<u16>>,
     events: Mutex<Sender<HostEvent>>,
     fabric: std::sync::OnceLock<FabricView>,
     /// Link states the link monitor saw change since launch, by interface.
@@ -120,7 +121,7 @@ impl LauncherHost {
             authority,
             tools: AtomicU32::new(0),
             accepted_tools: Mutex::new(BTreeSet::new()),
-            server_port: std::sync::OnceLock::new(),
+            server_ports: std::sync::OnceLock::new(),
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
             links: Mutex::new(BTreeMap::new()),
@@ -140,12 +141,6 @@ impl LauncherHost {
         if self.fabric.set(view).is_err() {
             tracing::warn!("fabric view set twice; keeping the first");
         }
-    }
-
-    /// Records the PMIx server's TCP port (read from its rendezvous file once it started):
-    /// tool connections are checked against the owners of connections to it.
-    pub fn set_server_port(&self, port: u16) {
-        let _ = self.server_port.set(port);
     }
 
     /// The uid and gid ranks run as (and are registered with).
@@ -199,27 +194,44 @@ impl LauncherHost {
     }
 
     /// Cuts off every connection another user holds to the server (see `peers`); why, if
-    /// there were any or they cannot be checked (then the connection being made is
-    /// refused: it may be one of them).
-    fn cut_off_intruders(&self) -> Option<String> {
-        let Some(&port) = self.server_port.get() else {
-            return Some("the server's port is not known, so its peers cannot be checked".into());
-        };
-        match crate::run::peers::intruders(port, self.uid) {
-            Ok(found) if found.is_empty() => {
-                tracing::debug!("no other user connected to port {port}");
-                None
+    /// there were any (the connection being made may be one of them: it is refused).
+    ///
+    /// # Errors
+    /// Why the connections cannot be checked (no `/proc`): a tool is then refused, a
+    /// client (whose uid libpmix checked against its registration) is not.
+    fn cut_off_intruders(&self) -> Result<Option<String>, String> {
+        if self.server_ports.get().is_none() {
+            // Found at the first connection: the server listens by then, and nothing else
+            // of the launcher does.
+            match crate::run::peers::own_listening_ports() {
+                Ok(ports) if !ports.is_empty() => {
+                    let _ = self.server_ports.set(ports);
+                }
+                Ok(_) => return Err("the server listens on no TCP port it can check".into()),
+                Err(e) => return Err(format!("the server's ports cannot be found ({e})")),
             }
-            Ok(found) => {
-                let cut = crate::run::peers::cut_off(&found);
-                let uids: BTreeSet<u32> = found.iter().map(|i| i.uid).collect();
-                Some(format!(
-                    "uid {uids:?} connected to the server's port {port} ({cut} connection(s) cut off); this launcher serves uid {} only",
-                    self.uid
-                ))
-            }
-            Err(e) => Some(format!("its peers cannot be checked (/proc/net/tcp: {e})")),
         }
+        let Some(ports) = self.server_ports.get() else {
+            return Err("the server's ports are not known, so its peers cannot be checked".into());
+        };
+        let mut found = Vec::new();
+        for &port in ports {
+            match crate::run::peers::intruders(port, self.uid) {
+                Ok(more) => found.extend(more),
+                Err(e) => {
+                    return Err(format!("its peers cannot be checked (/proc/net/tcp: {e})"));
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let cut = crate::run::peers::cut_off(&found);
+        let uids: BTreeSet<u32> = found.iter().map(|i| i.uid).collect();
+        Ok(Some(format!(
+            "uid {uids:?} connected to the server's ports {ports:?} ({cut} connection(s) cut off); this launcher serves uid {} only",
+            self.uid
+        )))
     }
 
     fn send(&self, ev: HostEvent) {
@@ -281,9 +293,7 @@ impl LauncherHost {
 
 impl Host for LauncherHost {
     fn client_connected(&self, proc: &Proc) -> Result<(), Status> {
-        if self.server_port.get().is_some()
-            && let Some(why) = self.cut_off_intruders()
-        {
+        if let Ok(Some(why)) = self.cut_off_intruders() {
             tracing::warn!("{proc} refused: {why}");
             return Err(Status::NO_PERMISSIONS);
         }
@@ -362,16 +372,15 @@ impl Host for LauncherHost {
 
     fn tool_connected(&self, info: Vec<Info>, reply: ToolReply) {
         let claimed = pmix::find(&info, keys::USERID).and_then(Value::as_u64);
+        let checked = self.cut_off_intruders().unwrap_or_else(Some);
         let refusal = match claimed {
-            Some(uid) if uid != u64::from(self.uid) => {
-                Some(self.cut_off_intruders().unwrap_or_else(|| {
-                    format!(
-                        "it runs as uid {uid}; this launcher serves uid {} only",
-                        self.uid
-                    )
-                }))
-            }
-            _ => self.cut_off_intruders(),
+            Some(uid) if uid != u64::from(self.uid) => Some(checked.unwrap_or_else(|| {
+                format!(
+                    "it runs as uid {uid}; this launcher serves uid {} only",
+                    self.uid
+                )
+            })),
+            _ => checked,
         };
         if let Some(why) = refusal {
             tracing::warn!("tool connection refused: {why}");

@@ -272,8 +272,18 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     signals.stop();
     let code = job.outcome.exit_code();
     drop(job);
-    shut_down(server, &host, &nspace, opts.nprocs);
+    let finished = shut_down(server, &host, &nspace, opts.nprocs);
     drop(tmp);
+    if !finished {
+        // A thread is still inside libpmix: the library's exit handlers must not run
+        // under it (they crash). Leave now, with the job's code.
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: _exit ends the process at once; everything the launcher owns (ranks
+        // reaped, directory removed, output flushed) is settled.
+        unsafe { libc::_exit(code) };
+    }
     Ok(code)
 }
 
@@ -285,8 +295,8 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
 /// most [`SHUTDOWN_LIMIT`]: a client that left libpmix in a bad state (a refused
 /// `PMIx_Init` under a rank's name, say) must not keep the launcher from exiting. The
 /// job's ranks have all been reaped by now; a shutdown that overran is logged and left to
-/// the process's exit.
-fn shut_down(server: Server, host: &Arc<LauncherHost>, nspace: &str, nprocs: u32) {
+/// the process's exit; false then.
+fn shut_down(server: Server, host: &Arc<LauncherHost>, nspace: &str, nprocs: u32) -> bool {
     let (done_tx, done) = channel::<()>();
     let host = Arc::clone(host);
     let nspace = nspace.to_string();
@@ -307,13 +317,18 @@ fn shut_down(server: Server, host: &Arc<LauncherHost>, nspace: &str, nprocs: u32
         .name("pmix-shutdown".into())
         .spawn(teardown)
     {
-        Ok(_) => {
-            if let Err(RecvTimeoutError::Timeout) = done.recv_timeout(SHUTDOWN_LIMIT) {
+        Ok(_) => match done.recv_timeout(SHUTDOWN_LIMIT) {
+            Err(RecvTimeoutError::Timeout) => {
                 eprintln!(
-                    "maestro run: the PMIx server did not shut down within {SHUTDOWN_LIMIT:?}; exiting without it"
+                    "maestro run: the PMIx server did not shut down within {SHUTDOWN_LIMIT:?} (a refused client may have left it so); exiting without it"
                 );
+                false
             }
+            _ => true,
+        },
+        Err(e) => {
+            eprintln!("maestro run: no thread to shut the PMIx server down ({e})");
+            true
         }
-        Err(e) => eprintln!("maestro run: no thread to shut the PMIx server down ({e})"),
     }
 }

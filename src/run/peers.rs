@@ -19,7 +19,7 @@ const ESTABLISHED: u8 = 0x01;
 struct Socket {
     local: u16,
     remote: u16,
-    established: bool,
+    state: u8,
     uid: u32,
     inode: u64,
 }
@@ -38,7 +38,7 @@ fn sockets(text: &str) -> Vec<Socket> {
             Some(Socket {
                 local: port(cols.get(1)?)?,
                 remote: port(cols.get(2)?)?,
-                established: u8::from_str_radix(cols.get(3)?, 16).ok()? == ESTABLISHED,
+                state: u8::from_str_radix(cols.get(3)?, 16).ok()?,
                 uid: cols.get(7)?.parse().ok()?,
                 inode: cols.get(9)?.parse().ok()?,
             })
@@ -60,7 +60,7 @@ pub(super) struct Intruder {
 fn intruders_in(table: &[Socket], port: u16, me: u32) -> Vec<Intruder> {
     table
         .iter()
-        .filter(|c| c.established && c.remote == port && c.uid != me)
+        .filter(|c| c.state == ESTABLISHED && c.remote == port && c.uid != me)
         .filter_map(|client| {
             let server = table
                 .iter()
@@ -120,11 +120,44 @@ pub(super) fn cut_off(intruders: &[Intruder]) -> usize {
     cut
 }
 
-/// The TCP port of a PMIx server URI (`maestro.host.1.0;tcp4://127.0.0.1:42997`,
-/// `...;tcp6://[::1]:42997`).
-pub(super) fn uri_port(uri: &str) -> Option<u16> {
-    let (_, addr) = uri.trim().rsplit_once("://")?;
-    addr.rsplit_once(':')?.1.parse().ok()
+/// TCP state `LISTEN` in `/proc/net/tcp`.
+const LISTEN: u8 = 0x0A;
+
+/// The ports this process listens on over TCP (its PMIx server's, right after
+/// `PMIx_server_init`): listening sockets of `/proc/net/tcp{,6}` whose inode is one of this
+/// process's descriptors.
+///
+/// # Errors
+/// `/proc` cannot be read.
+pub(super) fn own_listening_ports() -> io::Result<Vec<u16>> {
+    let mine: Vec<u64> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy().into_owned();
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = match std::fs::read_to_string(table) {
+            Ok(t) => t,
+            Err(e) if table.ends_with('6') && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        ports.extend(
+            listening(&sockets(&text))
+                .filter(|s| mine.contains(&s.inode))
+                .map(|s| s.local),
+        );
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    Ok(ports)
+}
+
+fn listening(table: &[Socket]) -> impl Iterator<Item = &Socket> {
+    table.iter().filter(|s| s.state == LISTEN)
 }
 
 #[cfg(test)]
@@ -164,17 +197,8 @@ mod tests {
             }]
         );
         assert!(intruders_in(&table, 1, 0).is_empty());
+        let listeners: Vec<u16> = listening(&table).map(|s| s.local).collect();
+        assert_eq!(listeners, vec![0xA7F5]);
         assert!(sockets("garbage\n\n1 2 3").is_empty());
-    }
-
-    #[test]
-    fn ports_come_from_server_uris() {
-        assert_eq!(
-            uri_port("maestro.host.15414.0;tcp4://127.0.0.1:42997\n"),
-            Some(42997)
-        );
-        assert_eq!(uri_port("ns.0;tcp6://[::1]:5000"), Some(5000));
-        assert_eq!(uri_port("no uri"), None);
-        assert_eq!(uri_port("ns;tcp4://127.0.0.1:notaport"), None);
     }
 }

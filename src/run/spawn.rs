@@ -25,15 +25,6 @@ impl Job<'_> {
     pub(super) fn spawn(&mut self, rank: u32) -> Result<(), String> {
         let proc = Proc::new(self.nspace, rank);
         let env = self.server.setup_fork(&proc).map_err(|e| e.to_string())?;
-        // The server's port, where the ranks will connect: who else connects there is
-        // checked (see `host`).
-        if let Some(port) = env
-            .iter()
-            .find(|(k, _)| k.starts_with("PMIX_SERVER_URI"))
-            .and_then(|(_, uri)| super::peers::uri_port(uri))
-        {
-            self.host.set_server_port(port);
-        }
         let (uid, gid) = self.host.ids();
         self.server
             .register_client(&proc, uid, gid)

@@ -272,6 +272,17 @@ pub fn maestro_run(args: &[&str]) -> Output {
     )
 }
 
+/// The private directory of the `maestro run` launcher with `pid`
+/// (`$TMPDIR/maestro-run.<pid>`).
+pub fn maestro_run_dir(pid: i32) -> PathBuf {
+    std::env::temp_dir().join(format!("maestro-run.{pid}"))
+}
+
+/// Where the launcher with `pid` keeps its PMIx server's files (tools' rendezvous).
+pub fn maestro_run_server_dir(pid: i32) -> PathBuf {
+    maestro_run_dir(pid).join("server")
+}
+
 /// Pids of the live children of `pid` (from /proc).
 pub fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();

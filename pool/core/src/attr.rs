@@ -9,6 +9,15 @@ use serde::{Deserialize, Serialize};
 pub const NAME: &str = ".maestro.core.cdo.name";
 /// `.maestro.core.cdo.scope.local-size`: the CDO's size in bytes.
 pub const LOCAL_SIZE: &str = ".maestro.core.cdo.scope.local-size";
+/// Whose bytes a demanded CDO holds: the providing application's `component:index`, set
+/// by the pool on the consumer's CDO when its transfer is ticketed.
+pub const PROVIDER: &str = ".maestro.core.cdo.provider";
+/// Set to `true` on an offered CDO to have the library check its bytes end to end: the
+/// producer's library adds [`CHECKSUM`] at offer, the consumer's checks it on arrival.
+pub const INTEGRITY: &str = ".maestro.core.cdo.integrity";
+/// The XXH3-64 checksum of a CDO's bytes, added by the producer's library when
+/// [`INTEGRITY`] is set; a consumer whose bytes do not match gets an error, not data.
+pub const CHECKSUM: &str = ".maestro.core.cdo.checksum";
 /// `.maestro.core.cdo.layout.order`: 0 row-major, 1 column-major.
 pub const LAYOUT_ORDER: &str = ".maestro.core.cdo.layout.order";
 
@@ -33,6 +42,53 @@ pub enum AttrValue {
 
 /// A CDO's attributes, ordered by key.
 pub type Attributes = BTreeMap<String, AttrValue>;
+
+/// The built-in attributes the pool derives rather than stores: the name, the size and
+/// the provider. A sealed CDO's attributes as an app may give them leave these out.
+pub const DERIVED: [&str; 3] = [NAME, LOCAL_SIZE, PROVIDER];
+
+/// Removes the [`DERIVED`] attributes (from a demanded CDO's attributes, say, before
+/// they are sealed again on another CDO).
+pub fn strip_derived(attributes: &mut Attributes) {
+    for key in DERIVED {
+        attributes.remove(key);
+    }
+}
+
+/// The checksum [`CHECKSUM`] holds: XXH3-64 of the bytes (about 10 GB/s on one core).
+pub fn checksum(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// A producer's half of end-to-end integrity: when `attributes` ask for it ([`INTEGRITY`]
+/// is `true`), adds [`CHECKSUM`] of `bytes` (replacing any value given).
+pub fn add_checksum(attributes: &mut Attributes, bytes: &[u8]) {
+    if matches!(attributes.get(INTEGRITY), Some(AttrValue::Bool(true))) {
+        attributes.insert(CHECKSUM.into(), AttrValue::Uint(checksum(bytes)));
+    }
+}
+
+/// A consumer's half: when `attributes` carry a [`CHECKSUM`], checks `bytes` against it.
+///
+/// # Errors
+/// What was expected and found, when they differ (or the checksum is not a `uint`).
+pub fn verify_checksum(attributes: &Attributes, bytes: &[u8]) -> Result<(), String> {
+    match attributes.get(CHECKSUM) {
+        None => Ok(()),
+        Some(AttrValue::Uint(want)) => {
+            let got = checksum(bytes);
+            if got == *want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the {} bytes that arrived have checksum {got:#018x}, the producer's were {want:#018x}: corrupted on the way or changed while offered",
+                    bytes.len()
+                ))
+            }
+        }
+        Some(other) => Err(format!("{CHECKSUM} is {other:?}, not a uint")),
+    }
+}
 
 /// Attributes as people and JSON tools read them: in human-readable formats (JSON) each
 /// value is a plain JSON value (`".user.step": 3`, `".user.label": "x"`, a blob as an array
@@ -156,5 +212,26 @@ mod tests {
             .insert(".user.when".into(), AttrValue::Timestamp(7));
         let bytes = postcard::to_allocvec(&d).expect("postcard");
         assert_eq!(postcard::from_bytes::<Doc>(&bytes).expect("back"), d);
+    }
+}
+
+#[cfg(test)]
+mod checksum_tests {
+    use super::*;
+
+    #[test]
+    fn integrity_is_added_when_asked_and_checked_on_arrival() {
+        let bytes = b"field data".to_vec();
+        let mut plain = Attributes::new();
+        add_checksum(&mut plain, &bytes);
+        assert!(!plain.contains_key(CHECKSUM), "not asked: nothing added");
+        assert_eq!(verify_checksum(&plain, b"anything"), Ok(()));
+        let mut asked = Attributes::from([(INTEGRITY.to_string(), AttrValue::Bool(true))]);
+        add_checksum(&mut asked, &bytes);
+        assert_eq!(verify_checksum(&asked, &bytes), Ok(()));
+        let e = verify_checksum(&asked, b"EVIL-DATA-").expect_err("changed bytes");
+        assert!(e.contains("checksum"), "{e}");
+        asked.insert(CHECKSUM.into(), AttrValue::Str("x".into()));
+        assert!(verify_checksum(&asked, &bytes).is_err());
     }
 }

@@ -24,7 +24,7 @@ pub mod proto;
 pub mod schema;
 pub mod selector;
 
-pub use manager::{Clock, ConnId, Credential, Manager};
+pub use manager::{Clock, ConnId, Credential, Manager, policy};
 pub use proto::MAX_NAME;
 
 /// An IP network with the address it was seen on (`10.1.0.1/24`): the network of an

@@ -537,6 +537,12 @@ pub enum Refusal {
     BadSelector(String),
     /// The subscription id is not one of this app's.
     UnknownSubscription,
+    /// The application reached one of its quotas (which, its value, and the `maestro pm`
+    /// option that raises it are attached).
+    Quota(String),
+    /// The application may not do this (the reason and who may are attached): offering a
+    /// name another component owns, reporting a fabric change it cannot know of.
+    NotAllowed(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -578,6 +584,8 @@ impl std::fmt::Display for Refusal {
             Refusal::UnknownSubscription => {
                 f.write_str("unknown subscription id for this application")
             }
+            Refusal::Quota(why) => write!(f, "quota reached: {why}"),
+            Refusal::NotAllowed(why) => write!(f, "not allowed: {why}"),
         }
     }
 }
@@ -627,6 +635,9 @@ pub enum FromPm {
         /// built-in name and size: the consumer knows both (its CDO's name, the source's
         /// length) and adds them, which spares the PM's hot path three strings per ticket.
         attributes: Attributes,
+        /// Whose bytes these are: the providing application's `component:index`, which the
+        /// consumer's CDO carries as the built-in attribute `.maestro.core.cdo.provider`.
+        provider: std::sync::Arc<str>,
         /// The CDO was demanded when the PM issued this ticket: the transfer's success
         /// completes the demand at the consumer, and no [`FromPm::Ready`] follows it (one
         /// round trip less per demand). `false` for a ticket of a `Require`: a demand

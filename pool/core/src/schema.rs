@@ -237,6 +237,15 @@ maestro-attributes:
   - key: scope.local-size
     type: uint()
     documentation: the CDO's size in bytes (set by the pool)
+  - key: provider
+    type: str()
+    documentation: the application whose bytes a demanded CDO holds, component:index (set by the pool)
+  - key: integrity
+    type: bool()
+    documentation: check the bytes end to end (the producer's library adds checksum, the consumer's checks it)
+  - key: checksum
+    type: uint()
+    documentation: XXH3-64 of the bytes (set by the producer's library when integrity is true)
   - key: layout.order
     type: int(min=0, max=1)
     documentation: 0 row-major, 1 column-major
@@ -271,7 +280,7 @@ impl Schemas {
         if let Err(e) = s.load_str(BUILTIN, "built-in") {
             unreachable!("the built-in schema is valid: {e}");
         }
-        for key in [attr::NAME, attr::LOCAL_SIZE] {
+        for key in attr::DERIVED {
             if let Some(spec) = s.specs.get_mut(key) {
                 spec.derived = true;
             }

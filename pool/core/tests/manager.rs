@@ -1185,8 +1185,14 @@ fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
     );
     assert!(out.contains(&(p, done(Op::Offer, cdo))), "{out:?}");
     assert_eq!(pm.m.held_count(), 0);
-    // The late ack changes nothing.
-    assert!(pm.send(s, ToPm::Ack { sub, serial }).is_empty());
+    // The late subscriber lost its subscription: its ack is refused, and the next offer
+    // is not held for it.
+    assert_eq!(
+        pm.send(s, ToPm::Ack { sub, serial }),
+        [(s, refused(Op::Ack, Some(sub), Refusal::UnknownSubscription))]
+    );
+    let next = pm.sealed(p, "field-2", 1);
+    assert_eq!(pm.send(p, offer_msg(next, 8)), [(p, done(Op::Offer, next))]);
 }
 
 #[test]
@@ -1555,6 +1561,10 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
 fn an_app_reports_what_its_pmix_host_saw() {
     use pool_core::events::FabricChange;
     let mut pm = Pm::new();
+    pm.m.set_policy(Policy {
+        reporters: vec!["other-job".into()],
+        ..Policy::default()
+    });
     let (s, _) = pm.join("watcher");
     pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
     let (a, _) = pm.join("other-job");
@@ -1630,4 +1640,311 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
     assert_eq!(kinds, [EventKind::Seal, EventKind::Offer]);
     assert!(out.contains(&(p, done(Op::Seal, cdo))), "{out:?}");
     assert!(out.contains(&(p, done(Op::Offer, cdo))), "{out:?}");
+}
+
+use pool_core::policy::{NameOwner, Policy};
+
+/// A policy with small limits for the quota tests.
+fn small(policy: impl FnOnce(&mut Policy)) -> Pm {
+    let mut pm = Pm::new();
+    let mut p = Policy::default();
+    policy(&mut p);
+    pm.m.set_policy(p);
+    pm
+}
+
+fn is_quota(out: &[(ConnId, FromPm)], op: Op) -> bool {
+    matches!(out, [(_, FromPm::Refused { op: o, why: Refusal::Quota(_), .. })] if *o == op)
+}
+
+#[test]
+fn an_app_holds_at_most_its_bytes_and_gets_them_back_at_dispose() {
+    let mut pm = small(|p| p.max_app_bytes = 10 * (policy_cdo_cost() + 4096));
+    let (a, _) = pm.join("greedy");
+    let name = "n".repeat(4096);
+    let mut cdos = Vec::new();
+    loop {
+        let cdo = pm.next_cdo(a);
+        let out = pm.send(
+            a,
+            ToPm::Declare {
+                cdo,
+                name: name.clone(),
+            },
+        );
+        if !out.is_empty() {
+            assert!(is_quota(&out, Op::Declare), "{out:?}");
+            let FromPm::Refused { why, .. } = &out[0].1 else {
+                unreachable!()
+            };
+            assert!(why.to_string().contains("--max-app-bytes"), "{why}");
+            break;
+        }
+        cdos.push(cdo);
+    }
+    assert_eq!(cdos.len(), 10, "ten 4 KiB names fit, the eleventh does not");
+    // Another app is not affected.
+    let (b, _) = pm.join("honest");
+    pm.declare(b, "fine");
+    // Disposing gives the bytes back.
+    for cdo in cdos.drain(..5) {
+        pm.send(a, ToPm::Dispose { cdo, answer: false });
+    }
+    let cdo = pm.next_cdo(a);
+    assert!(pm.send(a, ToPm::Declare { cdo, name }).is_empty());
+}
+
+fn policy_cdo_cost() -> usize {
+    pool_core::policy::CDO_COST
+}
+
+#[test]
+fn attributes_and_subscriptions_are_bounded() {
+    let mut pm = small(|p| {
+        p.max_attribute_bytes = 1000;
+        p.max_subscriptions = 2;
+    });
+    let (a, _) = pm.join("big");
+    let cdo = pm.declare(a, "x");
+    let big = Attributes::from([(".user.blob".to_string(), AttrValue::Blob(vec![0; 2000]))]);
+    let out = pm.send(
+        a,
+        ToPm::Seal {
+            cdo,
+            attributes: big.clone(),
+        },
+    );
+    assert!(is_quota(&out, Op::Seal), "{out:?}");
+    let out = pm.send(
+        a,
+        ToPm::SealOffer {
+            cdo,
+            attributes: big,
+            region: region(8),
+            extras: OfferExtras::default(),
+        },
+    );
+    assert!(is_quota(&out, Op::Offer), "{out:?}");
+    // Within the limit it seals.
+    let fine = Attributes::from([(".user.blob".to_string(), AttrValue::Blob(vec![0; 100]))]);
+    assert_eq!(
+        pm.send(
+            a,
+            ToPm::Seal {
+                cdo,
+                attributes: fine
+            }
+        ),
+        [(a, done(Op::Seal, cdo))]
+    );
+    pm.subscribe(a, EventKind::Offer, "", SubscribeOptions::default());
+    let second = pm.subscribe(a, EventKind::Offer, "", SubscribeOptions::default());
+    let third = ToPm::Subscribe {
+        local: 5,
+        kinds: EventKind::Offer.into(),
+        selector: Box::new(Expr::All),
+        options: SubscribeOptions::default(),
+    };
+    assert!(is_quota(&pm.send(a, third.clone()), Op::Subscribe));
+    pm.send(a, ToPm::Unsubscribe { sub: second });
+    assert!(matches!(
+        pm.send(a, third).as_slice(),
+        [(_, FromPm::Subscribed { .. })]
+    ));
+}
+
+#[test]
+fn owned_names_are_offered_by_their_component_only() {
+    assert!("field-".parse::<NameOwner>().is_err());
+    let mut pm = small(|p| p.owners = vec!["field-=producer".parse().expect("owner")]);
+    let (mallory, _) = pm.join("mallory");
+    let (producer, _) = pm.join("producer");
+    let (consumer, _) = pm.join("consumer");
+    let evil = pm.sealed(mallory, "field-7", 1);
+    let out = pm.send(mallory, offer_msg(evil, 8));
+    assert!(
+        matches!(&out[..], [(_, FromPm::Refused { op: Op::Offer, why: Refusal::NotAllowed(why), .. })] if why.contains("\"producer\"")),
+        "{out:?}"
+    );
+    // Unowned names are anybody's; the owner offers its own.
+    let other = pm.sealed(mallory, "scratch", 1);
+    assert_eq!(
+        pm.send(mallory, offer_msg(other, 8)),
+        [(mallory, done(Op::Offer, other))]
+    );
+    let good = pm.sealed(producer, "field-7", 1);
+    assert_eq!(
+        pm.send(producer, offer_msg(good, 8)),
+        [(producer, done(Op::Offer, good))]
+    );
+    // The consumer's ticket names the provider.
+    let want = pm.declare(consumer, "field-7");
+    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let provider = out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket { provider, .. } => Some(provider.to_string()),
+        _ => None,
+    });
+    assert_eq!(provider.as_deref(), Some("producer:0"));
+}
+
+#[test]
+fn a_transfer_that_pins_a_withdrawn_offer_is_abandoned_at_its_deadline() {
+    let mut pm = small(|p| p.transfer_timeout = Duration::from_secs(60));
+    pm.m.set_time(pm.at(0));
+    let (p, _) = pm.join("producer");
+    let (pinner, _) = pm.join("pinner");
+    let (honest, _) = pm.join("honest");
+    let cdo = pm.sealed(p, "data", 1);
+    pm.send(p, offer_msg(cdo, 64));
+    // The pinner takes a ticket and never reports the transfer done.
+    let want = pm.declare(pinner, "data");
+    let (_, transfer, ..) = ticket_of(&pm.send(pinner, ToPm::Demand { cdo: want }));
+    assert_eq!(pm.m.poll_timeout(), None, "no deadline while nobody waits");
+    // An honest consumer waits for the same name.
+    let waits = pm.declare(honest, "data");
+    let out = pm.send(honest, ToPm::Demand { cdo: waits });
+    let (_, honest_transfer, ..) = ticket_of(&out);
+    pm.send(honest, transferred(honest_transfer));
+    // The provider withdraws: pinned until the deadline, then released.
+    assert!(pm.send(p, ToPm::Withdraw { cdo }).is_empty());
+    assert_eq!(pm.m.poll_timeout(), Some(pm.at(60_000_000_000)));
+    pm.m.handle_timeout(pm.at(59_000_000_000));
+    assert!(pm.drain().is_empty());
+    pm.m.handle_timeout(pm.at(60_000_000_000));
+    let out = pm.drain();
+    assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
+    // The pinner's demand fails (no provider left); its late report is refused.
+    assert!(
+        out.contains(&(pinner, refused(Op::Demand, Some(want), Refusal::NoProvider))),
+        "{out:?}"
+    );
+    assert_eq!(
+        pm.send(pinner, transferred(transfer)),
+        [(
+            pinner,
+            refused(Op::TransferDone, Some(transfer), Refusal::UnknownTransfer)
+        )]
+    );
+    assert_eq!(pm.m.poll_timeout(), None);
+}
+
+#[test]
+fn memory_is_announced_only_by_the_process_it_names() {
+    let mut pm = Pm::new();
+    // The producer's connection is verified to come from its own pid.
+    let (conn, nonce) = (100, [9u8; 32]);
+    pm.m.connected_from(conn, nonce, Some(memory_of("producer").pid));
+    pm.drain();
+    let proof = prove(SECRET, &nonce, "wf", "producer", 0);
+    let mut msg = join_msg("producer", &proof);
+    if let ToPm::Join(j) = &mut msg {
+        j.process = 555;
+    }
+    assert!(matches!(
+        pm.send(conn, msg)[..],
+        [(_, FromPm::Welcome { .. })]
+    ));
+    pm.apps.insert(conn, (1, *cdo_ids(1).start() - 1));
+    // Mallory replays the producer's pid and token from another process.
+    let (conn2, nonce2) = (101, [8u8; 32]);
+    pm.m.connected(conn2, nonce2);
+    pm.drain();
+    let proof = prove(SECRET, &nonce2, "wf", "mallory", 0);
+    let mut msg = join_msg("mallory", &proof);
+    if let ToPm::Join(j) = &mut msg {
+        j.process = 666;
+        j.memory = Some(memory_of("producer"));
+    }
+    let app = match pm.send(conn2, msg)[..] {
+        [(_, FromPm::Welcome { app, .. })] => app,
+        ref other => panic!("{other:?}"),
+    };
+    pm.apps.insert(conn2, (app, *cdo_ids(app).start() - 1));
+    // A connection verified as another pid may not announce the producer's memory either.
+    let (conn3, nonce3) = (102, [7u8; 32]);
+    pm.m.connected_from(conn3, nonce3, Some(4242));
+    pm.drain();
+    let proof = prove(SECRET, &nonce3, "wf", "liar", 0);
+    let mut msg = join_msg("liar", &proof);
+    if let ToPm::Join(j) = &mut msg {
+        j.process = 777;
+        j.memory = Some(memory_of("producer"));
+    }
+    assert!(matches!(
+        pm.send(conn3, msg)[..],
+        [(_, FromPm::Welcome { .. })]
+    ));
+    // A consumer gets mallory's offer by shared memory but never "straight from the
+    // producer's memory".
+    let (consumer, _) = pm.join("consumer");
+    let evil = pm.sealed(conn2, "x", 1);
+    pm.send(conn2, offer_msg(evil, 4096));
+    let want = pm.declare(consumer, "x");
+    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let memory = out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket {
+            source: Source::Rma { memory, .. },
+            ..
+        } => Some(memory.clone()),
+        _ => None,
+    });
+    assert_eq!(memory, Some(None), "{out:?}");
+    // The producer's own offers still name its memory.
+    let good = pm.sealed(conn, "y", 1);
+    pm.send(conn, offer_msg(good, 4096));
+    let want = pm.declare(consumer, "y");
+    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    assert!(
+        out.iter().any(|(_, m)| matches!(m, FromPm::Ticket { source: Source::Rma { memory: Some(m), .. }, .. } if m.process == memory_of("producer"))),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn apps_report_only_their_own_links_unless_they_are_reporters() {
+    use pool_core::events::FabricChange;
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let (a, _) = pm.join_on("app", "n1", &[(tcp("a"), "10.1.0.2/24")]);
+    let link = |addr: &str| FabricChange::Link {
+        name: "eth0".into(),
+        addresses: vec![addr.parse().expect("subnet")],
+        up: false,
+    };
+    // Another host's link: refused, nobody hears of it.
+    let out = pm.send(
+        a,
+        ToPm::Report {
+            change: link("10.2.0.1/24"),
+        },
+    );
+    assert!(
+        matches!(&out[..], [(c, FromPm::Refused { op: Op::Report, why: Refusal::NotAllowed(_), .. })] if *c == a),
+        "{out:?}"
+    );
+    let out = pm.send(
+        a,
+        ToPm::Report {
+            change: FabricChange::Other("node n2 lost".into()),
+        },
+    );
+    assert!(matches!(
+        &out[..],
+        [(
+            _,
+            FromPm::Refused {
+                why: Refusal::NotAllowed(_),
+                ..
+            }
+        )]
+    ));
+    // Its own link: subscribers hear of it.
+    let out = pm.send(
+        a,
+        ToPm::Report {
+            change: link("10.1.0.2/24"),
+        },
+    );
+    assert_eq!(events_to(&out, s)[0].detail, "link eth0 down (10.1.0.2/24)");
 }

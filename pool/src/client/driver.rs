@@ -209,6 +209,7 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             cdo,
             source,
             attributes,
+            provider,
             completes_demand,
         } => {
             drop(p);
@@ -216,6 +217,7 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
                 transfer,
                 cdo,
                 attributes,
+                provider,
                 completes_demand,
             };
             tokio::spawn(carry_out(shared.clone(), ticket, source));
@@ -264,6 +266,8 @@ struct Ticket {
     transfer: TransferId,
     cdo: CdoId,
     attributes: Attributes,
+    /// The providing application, `component:index`.
+    provider: Arc<str>,
     completes_demand: bool,
 }
 
@@ -274,14 +278,22 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
         transfer,
         cdo,
         attributes,
+        provider,
         completes_demand,
     } = ticket;
     let kind = source.kind();
     let lent = shared.pending().destinations.remove(&cdo);
-    match get(&shared, transfer, source, lent).await {
+    let got = get(&shared, transfer, source, lent)
+        .await
+        .and_then(|(data, direct)| {
+            crate::attr::verify_checksum(&attributes, data.as_slice())
+                .map(|()| (data, direct))
+                .map_err(|why| ClientError::Integrity(format!("CDO from {provider}: {why}")))
+        });
+    match got {
         Ok((data, direct)) => {
             let mut p = shared.pending();
-            p.arrive(cdo, data, attributes);
+            p.arrive(cdo, data, (attributes, &provider));
             // The application wakes now, but sends its next message (a dispose, which must
             // reach the PM after the transfer's end) only once this lock is released.
             if completes_demand {
@@ -295,6 +307,11 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
         }
         Err(e) => {
             tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");
+            if let (ClientError::Integrity(why), true) = (&e, completes_demand) {
+                // Corrupted bytes are an error for the demand, not data.
+                let why = ClientError::Integrity(why.clone());
+                shared.pending().resolve((Op::Demand, cdo), Err(why));
+            }
             let _ = shared.send(ToPm::TransferDone {
                 transfer,
                 error: Some(e.to_string()),

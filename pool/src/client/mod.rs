@@ -84,6 +84,10 @@ pub enum ClientError {
         "event {0} was acknowledged too late: the pool manager went on without it; acknowledge events sooner"
     )]
     AckTooLate(u64),
+    /// A CDO's bytes did not match the checksum its producer sealed
+    /// ([`crate::attr::CHECKSUM`]): the data is refused, not delivered.
+    #[error("integrity check failed: {0}")]
+    Integrity(String),
 }
 
 /// Result alias.
@@ -427,11 +431,17 @@ impl Pending {
     }
 
     /// Stores a finished transfer's bytes until the CDO is demanded, with the offer's
-    /// attributes and the built-in name and size, which tickets leave out.
-    pub(crate) fn arrive(&mut self, cdo: CdoId, data: CdoData, mut attributes: Attributes) {
+    /// attributes and the built-in name, size and provider, which tickets leave out.
+    pub(crate) fn arrive(
+        &mut self,
+        cdo: CdoId,
+        data: CdoData,
+        (mut attributes, provider): (Attributes, &str),
+    ) {
         if let Some(m) = self.mine.get(&cdo) {
             attributes.insert(attr::NAME.into(), AttrValue::Str(m.name.to_string()));
         }
+        attributes.insert(attr::PROVIDER.into(), AttrValue::Str(provider.to_string()));
         let len = AttrValue::Uint(data.len() as u64);
         attributes.insert(attr::LOCAL_SIZE.into(), len);
         self.arrived.insert(cdo, (data, attributes));
@@ -749,7 +759,9 @@ impl AsyncClient {
     }
 
     /// Seals a declared CDO with its attributes and offers its bytes in one message (one
-    /// round trip, one answer): as [`AsyncClient::seal`] then [`AsyncClient::offer`].
+    /// round trip, one answer): as [`AsyncClient::seal`] then [`AsyncClient::offer`]. When
+    /// the attributes ask for end-to-end integrity ([`crate::attr::INTEGRITY`]), the
+    /// checksum of `data` is sealed with them and consumers check it on arrival.
     ///
     /// # Errors
     /// [`ClientError::Attribute`] for attributes the schemas refuse (nothing is sent);
@@ -761,6 +773,7 @@ impl AsyncClient {
         data: Buffer,
     ) -> Result<()> {
         self.shared.schemas.check(&mut attributes)?;
+        attr::add_checksum(&mut attributes, data.as_slice());
         self.offer_with(cdo, data, move |cdo, region, extras| ToPm::SealOffer {
             cdo,
             attributes,

@@ -28,8 +28,9 @@ pub const WAITING: usize = 1024;
 pub(crate) enum Peer {
     /// A TCP peer address.
     Tcp(IpAddr),
-    /// The PM's own Unix socket (its user's processes): not counted.
-    Local,
+    /// The PM's own Unix socket (its user's processes): not counted; with the peer's
+    /// process id where the kernel gave it.
+    Local(Option<u32>),
 }
 
 /// The connections waiting for admission, oldest first (connection ids grow with arrival).
@@ -186,7 +187,7 @@ mod tests {
     fn unix_socket_connections_are_not_counted() {
         let mut a = Admission::new(1, 1);
         for conn in 1..=50 {
-            assert_eq!(a.arrive(conn, Peer::Local), None);
+            assert_eq!(a.arrive(conn, Peer::Local(None)), None);
         }
         assert_eq!(a.waiting.len(), 0);
         a.leave(7); // unknown: ignored

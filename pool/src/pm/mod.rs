@@ -81,6 +81,9 @@ pub struct PmConfig {
     /// Most TCP connections waiting for admission from one peer address; its next one
     /// evicts its own oldest. Default [`MAX_UNJOINED_PER_PEER`].
     pub max_unjoined_per_peer: usize,
+    /// What each application may make the PM hold and do (quotas, transfer deadline,
+    /// name owners, fabric reporters; see [`crate::policy::Policy`]).
+    pub policy: crate::policy::Policy,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -115,12 +118,14 @@ impl PmConfig {
             max_ingress: MAX_INGRESS,
             max_unjoined: MAX_UNJOINED,
             max_unjoined_per_peer: MAX_UNJOINED_PER_PEER,
+            policy: crate::policy::Policy::default(),
         }
     }
 }
 
 enum Event {
-    Connected(ConnId, Writer),
+    /// A new connection's writer, and its peer process where the kernel said (Unix socket).
+    Connected(ConnId, Writer, Option<u32>),
     /// Messages of a joined connection, holding their share of the ingress budget (wire
     /// bytes plus decoded size) until handled.
     Messages(ConnId, Vec<ToPm>, tokio::sync::OwnedSemaphorePermit),
@@ -186,12 +191,19 @@ impl Listener {
             }
             Listener::Unix(l) => {
                 let (stream, _) = l.accept().await?;
+                // The kernel's word on the peer process: a JOIN on this connection may
+                // announce that process's memory only.
+                let pid = stream
+                    .peer_cred()
+                    .ok()
+                    .and_then(|c| c.pid())
+                    .and_then(|p| u32::try_from(p).ok());
                 let (r, w) = stream.into_split();
                 Ok((
                     Box::new(r),
                     Box::new(w),
                     "the unix socket".into(),
-                    Peer::Local,
+                    Peer::Local(pid),
                 ))
             }
         }
@@ -279,6 +291,7 @@ impl PoolManager {
             wall_clock(),
         );
         manager.require_credentials(config.require_credentials);
+        manager.set_policy(config.policy.clone());
         manager.set_ack_timeout(config.ack_timeout);
         let info = PmInfo {
             workflow: config.workflow,
@@ -414,12 +427,16 @@ async fn serve(
                     ));
                 }
                 tracing::debug!("connection {conn} from {peer}");
-                spawn_connection(conn, read, write, tx.clone(), ingress.clone());
+                let pid = match who {
+                    Peer::Local(pid) => pid,
+                    Peer::Tcp(_) => None,
+                };
+                spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), pid));
             }
             Some(ev) = rx.recv() => {
                 manager.set_time(Instant::now());
                 match ev {
-                    Event::Connected(conn, w) => {
+                    Event::Connected(conn, w, pid) => {
                         writers.by_conn.insert(conn, w);
                         let mut nonce = [0u8; 32];
                         if getrandom::fill(&mut nonce).is_err() {
@@ -427,7 +444,7 @@ async fn serve(
                             writers.by_conn.remove(&conn);
                             continue;
                         }
-                        manager.connected(conn, nonce);
+                        manager.connected_from(conn, nonce, pid);
                     }
                     Event::Messages(conn, msgs, _permit) => {
                         for m in msgs {
@@ -664,7 +681,7 @@ fn spawn_connection(
     mut read: Box<dyn AsyncRead + Unpin + Send>,
     mut write: Box<dyn AsyncWrite + Unpin + Send>,
     events: mpsc::UnboundedSender<Event>,
-    ingress: Ingress,
+    (ingress, pid): (Ingress, Option<u32>),
 ) {
     let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
     let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -698,7 +715,7 @@ fn spawn_connection(
         let _ = events.send(Event::Gone(conn));
     });
     let tasks = [writer.abort_handle(), reader.abort_handle()];
-    let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }));
+    let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }, pid));
     let _ = start.send(());
 }
 

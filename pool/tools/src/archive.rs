@@ -68,8 +68,7 @@ impl Archive {
         attributes: &Attributes,
     ) -> Result<PathBuf, ArchiveError> {
         let mut kept = attributes.clone();
-        kept.remove(attr::NAME);
-        kept.remove(attr::LOCAL_SIZE);
+        attr::strip_derived(&mut kept);
         let json = serde_json::to_vec_pretty(&kept).map_err(|e| ArchiveError::Attributes {
             path: self.attrs_path(name),
             why: e.to_string(),

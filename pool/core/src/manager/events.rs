@@ -27,6 +27,8 @@ use crate::selector::{Expr, Selector};
 struct Subscription {
     app: AppId,
     conn: ConnId,
+    /// What it counts against its app's bytes (see `policy`).
+    cost: usize,
     kinds: EventKinds,
     selector: Selector,
     options: SubscribeOptions,
@@ -62,6 +64,11 @@ pub(super) struct Events {
 }
 
 impl Events {
+    /// The latest time the driver reported.
+    pub(super) fn now(&self) -> Instant {
+        self.now
+    }
+
     /// True while someone subscribes: only then are events worded.
     pub(super) fn listened(&self) -> bool {
         !self.subs.is_empty()
@@ -130,21 +137,31 @@ impl Manager {
                 .map(|h| h.awaiting.iter().copied().collect())
                 .unwrap_or_default();
             for (sub, serial) in late {
+                // A subscriber that misses the deadline loses the subscription: one that
+                // never acknowledges must not hold every operation, one after another.
                 if let Some(s) = self.events.subs.get(&sub) {
-                    tracing::warn!("subscription {sub} did not acknowledge event {serial} in time");
+                    tracing::warn!(
+                        "subscription {sub} did not acknowledge event {serial} in time; it is ended"
+                    );
                     self.out
                         .push_back((s.conn, FromPm::AckTooLate { sub, serial }));
+                    self.drop_subscription(sub);
                 }
             }
             self.release(conn);
         }
+        self.abandon_overdue(now);
     }
 
     /// When the manager next needs [`Manager::handle_timeout`]: the earliest deadline of an
     /// operation held for acknowledgements; `None` while nothing is held (the driver can
     /// sleep until its next input).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.events.holds.values().map(|h| h.deadline).min()
+        let held = self.events.holds.values().map(|h| h.deadline).min();
+        match (held, self.next_abandon()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`]).
@@ -473,6 +490,12 @@ impl Manager {
         selector: Expr,
         options: SubscribeOptions,
     ) {
+        // The compiled form (regexes) can take far more than the wire form: counted 16x.
+        let cost = super::policy::SUBSCRIPTION_COST
+            + 16 * postcard::to_allocvec(&selector).map_or(0, |v| v.len());
+        if let Err(why) = self.may_subscribe(app, cost) {
+            return self.refuse(conn, Op::Subscribe, Some(local), why);
+        }
         let selector = match Selector::compile(selector) {
             Ok(s) => s,
             Err(e) => {
@@ -485,11 +508,16 @@ impl Manager {
             }
         };
         let sub = self.id();
+        self.account(app, cost, false);
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.subscriptions += 1;
+        }
         self.events.subs.insert(
             sub,
             Subscription {
                 app,
                 conn,
+                cost,
                 kinds,
                 selector,
                 options,
@@ -564,7 +592,12 @@ impl Manager {
     }
 
     fn drop_subscription(&mut self, sub: SubId) {
-        self.events.subs.remove(&sub);
+        if let Some(s) = self.events.subs.remove(&sub) {
+            self.account(s.app, s.cost, true);
+            if let Some(a) = self.apps.get_mut(&s.app) {
+                a.subscriptions = a.subscriptions.saturating_sub(1);
+            }
+        }
         self.acknowledged(|(s, _)| s == sub);
     }
 

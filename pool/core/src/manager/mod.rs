@@ -20,6 +20,14 @@
 //! the PM relays in chunks between the two control connections ([`ToPm::Fetch`],
 //! [`FromPm::Serve`], [`ToPm::Chunk`], [`FromPm::Chunk`]).
 //!
+//! What one app may make the PM hold and do is bounded by its [`policy::Policy`]: bytes of
+//! CDOs and subscriptions, attribute size, subscriptions, which names it may offer, which
+//! fabric changes it may report, how long its transfers may pin an offer being withdrawn;
+//! and a subscriber that misses an acknowledgement deadline loses that subscription. What
+//! an app announces about its process memory is accepted only from the process it names
+//! (its connection's verified peer process, where the driver knows it, and the first
+//! process that announced that pid on its host).
+//!
 //! CDO states: `Declared` → `Sealed` → `Offered` → (`Withdrawing`) → `Withdrawn` for a
 //! provider; `Declared` → `Required` (with a transfer, demanded or not) → local for a
 //! consumer; `Dispose` ends either.
@@ -29,6 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod events;
+pub mod policy;
 
 use crate::Subnet;
 use crate::attr::{self, AttrValue, Attributes};
@@ -36,6 +45,8 @@ use crate::auth;
 use crate::events::EventKind;
 use fabric_types::{ProviderClass, RemoteRegion};
 use smallvec::SmallVec;
+
+use policy::Policy;
 
 use crate::proto::{
     self, AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, MAX_CHUNK, OfferExtras,
@@ -194,6 +205,9 @@ struct Cdo {
 struct Transfer {
     from: CdoId,
     to: CdoId,
+    /// When it was ticketed (the deadline of a transfer that pins a withdrawn offer
+    /// counts from here).
+    started: Instant,
     /// Bytes of a stream transfer (`None` for RMA and same-process).
     stream: Option<u64>,
     /// Ticketed for a demand: its completion is the demand's answer (no `Ready`).
@@ -213,8 +227,9 @@ pub enum Credential {
 
 #[derive(Debug)]
 enum Conn {
-    /// Challenged, not joined yet.
-    Challenged([u8; 32]),
+    /// Challenged, not joined yet; with the peer's process id where the driver verified
+    /// it (a Unix socket's `SO_PEERCRED`).
+    Challenged([u8; 32], Option<u32>),
     /// Joined as this app.
     Joined(AppId),
     /// JOIN refused: nothing is served.
@@ -237,6 +252,21 @@ struct App {
     memory: Option<ProcessMemory>,
     leaving: bool,
     cdos: HashSet<CdoId>,
+    /// `component:index`, which tickets of its offers carry.
+    label: Arc<str>,
+    /// Bytes it makes the PM hold, as [`Policy::max_app_bytes`] counts them.
+    held: usize,
+    /// Its subscriptions.
+    subscriptions: usize,
+}
+
+/// Which process first announced a (host, pid) for same-host copies, and how many live apps
+/// announce it now.
+#[derive(Debug)]
+struct Claim {
+    /// The announcing process's random `Join::process` token.
+    process: u64,
+    apps: usize,
 }
 
 /// The pool manager state machine.
@@ -300,6 +330,12 @@ pub struct Manager {
     events: events::Events,
     /// Networks of links reported down: endpoints on them are not used for RMA.
     down: Vec<Subnet>,
+    policy: Policy,
+    /// Transfers that keep a withdrawn (or leaving) offer from being released, by the
+    /// instant they are abandoned.
+    pinned: BTreeSet<(Instant, TransferId)>,
+    /// Process memory announcements by (host, pid).
+    claims: HashMap<(String, u32), Claim>,
 }
 
 impl Manager {
@@ -325,7 +361,16 @@ impl Manager {
             closing: Vec::new(),
             events: events::Events::new(clock),
             down: Vec::new(),
+            policy: Policy::default(),
+            pinned: BTreeSet::new(),
+            claims: HashMap::default(),
         }
+    }
+
+    /// Sets the quotas, deadlines and name bindings enforced from now on (see
+    /// [`Policy`]; the default applies until then).
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
     }
 
     /// Refuse JOINs whose PMIx credential the driver could not validate (use where every
@@ -362,7 +407,14 @@ impl Manager {
 
     /// A new connection: challenge it with `nonce` (fresh random bytes from the driver).
     pub fn connected(&mut self, conn: ConnId, nonce: [u8; 32]) {
-        self.conns.insert(conn, Conn::Challenged(nonce));
+        self.connected_from(conn, nonce, None);
+    }
+
+    /// As [`Manager::connected`], for a connection whose peer process the driver verified
+    /// (`SO_PEERCRED` on a Unix socket): a JOIN on it may announce only that process's
+    /// memory for same-host copies.
+    pub fn connected_from(&mut self, conn: ConnId, nonce: [u8; 32], pid: Option<u32>) {
+        self.conns.insert(conn, Conn::Challenged(nonce, pid));
         self.out.push_back((conn, FromPm::Challenge { nonce }));
     }
 
@@ -383,9 +435,9 @@ impl Manager {
     /// out about its PMIx credential.
     pub fn handle_checked(&mut self, conn: ConnId, msg: ToPm, credential: Credential) {
         let app = match (self.conns.get(&conn), &msg) {
-            (Some(Conn::Challenged(nonce)), ToPm::Join(_)) => {
-                let nonce = *nonce;
-                return self.join(conn, nonce, msg, credential);
+            (Some(Conn::Challenged(nonce, pid)), ToPm::Join(_)) => {
+                let (nonce, pid) = (*nonce, *pid);
+                return self.join(conn, (nonce, pid), msg, credential);
             }
             (Some(Conn::Joined(_)), ToPm::Join(_)) => {
                 return self.refuse(conn, Op::Join, None, Refusal::DuplicateJoin);
@@ -403,10 +455,7 @@ impl Manager {
             } => self.subscribe(conn, app, local, kinds, *selector, options),
             ToPm::Unsubscribe { sub } => self.unsubscribe(conn, app, sub),
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
-            ToPm::Report { change } => {
-                tracing::info!("app {app} reports {change:?}");
-                self.fabric_changed(change);
-            }
+            ToPm::Report { change } => self.report(conn, app, change),
             ToPm::TransferDone {
                 transfer,
                 error,
@@ -434,6 +483,9 @@ impl Manager {
 
     /// Carries out an operation on a CDO (after its before-events, if any).
     fn run_cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
+        if let Err((op, cdo, why)) = self.permitted(app, &msg) {
+            return self.refuse(conn, op, Some(cdo), why);
+        }
         match msg {
             ToPm::Declare { cdo, name } => self.declare(conn, app, cdo, name),
             ToPm::Seal { cdo, attributes } => self.with_cdo(conn, app, Op::Seal, cdo, |m, c| {
@@ -475,7 +527,13 @@ impl Manager {
         }
     }
 
-    fn join(&mut self, conn: ConnId, nonce: [u8; 32], msg: ToPm, credential: Credential) {
+    fn join(
+        &mut self,
+        conn: ConnId,
+        (nonce, peer_pid): ([u8; 32], Option<u32>),
+        msg: ToPm,
+        credential: Credential,
+    ) {
         let ToPm::Join(join) = msg else {
             return;
         };
@@ -515,6 +573,8 @@ impl Manager {
         let app = self.next_app;
         self.next_app += 1;
         self.conns.insert(conn, Conn::Joined(app));
+        let memory = self.claim_memory(app, (&host, process, peer_pid), memory);
+        let label = format!("{component}:{index}").into();
         self.apps.insert(
             app,
             App {
@@ -529,6 +589,9 @@ impl Manager {
                 memory,
                 leaving: false,
                 cdos: HashSet::default(),
+                label,
+                held: 0,
+                subscriptions: 0,
             },
         );
         let pool = self.instance;
@@ -557,9 +620,13 @@ impl Manager {
     }
 
     fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {
-        if let Err(why) = self.declarable(app, cdo, &name) {
+        if let Err(why) = self
+            .declarable(app, cdo, &name)
+            .and_then(|()| self.charge(app, policy::CDO_COST + name.len()))
+        {
             return self.refuse(conn, Op::Declare, Some(cdo), why);
         }
+        self.account(app, policy::CDO_COST + name.len(), false);
         self.cdos.insert(
             cdo,
             Cdo {
@@ -616,11 +683,12 @@ impl Manager {
 
     fn seal(&mut self, cdo: CdoId, attributes: Attributes) {
         let c = self.cdo(cdo);
-        // The built-in name and size are derived (see `published`), not stored.
+        // The built-in name, size and provider are derived (see `published`), not stored.
         c.attributes = attributes;
-        c.attributes.remove(attr::NAME);
-        c.attributes.remove(attr::LOCAL_SIZE);
+        attr::strip_derived(&mut c.attributes);
         c.state = State::Sealed;
+        let (app, bytes) = (c.app, policy::attribute_bytes(&c.attributes));
+        self.account(app, bytes, false);
     }
 
     /// `SealOffer` without subscribers: seal and offer, one answer (as the offer).
@@ -728,6 +796,10 @@ impl Manager {
             return;
         };
         let (source, how) = self.plan(consumer, provider, from, region);
+        let provider_label = self
+            .apps
+            .get(&provider)
+            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label));
         // The built-in name and size are the consumer's to add (see `FromPm::Ticket`).
         let attributes = self
             .cdos
@@ -744,6 +816,7 @@ impl Manager {
             Transfer {
                 from,
                 to,
+                started: self.events.now(),
                 stream,
                 completes_demand,
             },
@@ -761,6 +834,7 @@ impl Manager {
                     cdo: to,
                     source,
                     attributes,
+                    provider: provider_label,
                     completes_demand,
                 },
             ));
@@ -938,6 +1012,8 @@ impl Manager {
     /// Removes a transfer and its count on the source offer.
     fn end_transfer(&mut self, transfer: TransferId) -> Option<Transfer> {
         let t = self.transfers.remove(&transfer)?;
+        self.pinned
+            .remove(&(later(t.started, self.policy.transfer_timeout), transfer));
         if let Some(n) = self.load.get_mut(&t.from) {
             *n -= 1;
             if *n == 0 {
@@ -1098,12 +1174,15 @@ impl Manager {
         c.state = State::Withdrawing(region);
         let name = Arc::clone(&c.name);
         self.offers.remove(&name, cdo);
+        self.pin_transfers_from(|from| from == cdo);
         self.source_released(cdo);
     }
 
     fn dispose(&mut self, cdo: CdoId) {
         let c = self.cdo(cdo);
         let (name, app) = (Arc::clone(&c.name), c.app);
+        let bytes = Self::cost(c);
+        self.account(app, bytes, true);
         self.cdos.remove(&cdo);
         self.cdos.give_back();
         self.waiting.remove(&name, cdo);
@@ -1118,6 +1197,12 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app) {
             a.leaving = true;
         }
+        let cdos = self
+            .apps
+            .get(&app)
+            .map(|a| a.cdos.clone())
+            .unwrap_or_default();
+        self.pin_transfers_from(|from| cdos.contains(&from));
         self.try_bye(app);
     }
 
@@ -1198,6 +1283,7 @@ impl Manager {
             return;
         };
         self.conns.remove(&a.conn);
+        self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);
         // Names whose demands may have lost their last provider: those with consumers
         // waiting, and (below) those whose transfers from this app failed.

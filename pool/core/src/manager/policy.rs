@@ -1,0 +1,414 @@
+//! What one application may make the pool manager hold and do: the quotas and deadlines
+//! that keep a misbehaving member of the workflow (one that knows the secret) from taking
+//! the pool manager's memory, pinning another app's offers, stalling every operation, or
+//! offering CDOs under names that belong to another component.
+//!
+//! The threat model: the workflow's user is trusted; an application is trusted with its own
+//! CDOs only. Every limit has a documented default and a `maestro pm` option.
+
+use std::time::{Duration, Instant};
+
+use super::{App, Cdo, Claim, Manager, State};
+use crate::ConnId;
+use crate::attr::{AttrValue, Attributes};
+use crate::events::{EventKind, FabricChange};
+use crate::proto::{AppId, CdoId, Op, ProcessMemory, Refusal, ToPm, TransferId};
+
+/// Default of [`Policy::max_app_bytes`]: 256 MiB.
+pub const MAX_APP_BYTES: usize = 256 << 20;
+/// Default of [`Policy::max_attribute_bytes`]: 1 MiB.
+pub const MAX_ATTRIBUTE_BYTES: usize = 1 << 20;
+/// Default of [`Policy::max_subscriptions`]: 1024.
+pub const MAX_SUBSCRIPTIONS: usize = 1024;
+/// Default of [`Policy::transfer_timeout`]: 120 s.
+pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
+/// What the pool manager counts for a CDO besides its name and attributes (its table
+/// entries; measured at 313-320 bytes per live CDO).
+pub const CDO_COST: usize = 320;
+/// What the pool manager counts for a subscription besides its selector.
+pub const SUBSCRIPTION_COST: usize = 1024;
+
+/// The limits and bindings a pool manager enforces per application.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// Most bytes one application may make the PM hold: per CDO [`CDO_COST`] plus its name
+    /// and sealed attributes, per subscription [`SUBSCRIPTION_COST`] plus its selector.
+    /// Past it, declares, seals and subscriptions are refused with [`crate::proto::Refusal::Quota`].
+    pub max_app_bytes: usize,
+    /// Most bytes of one CDO's attributes (keys and values): every subscriber of its
+    /// events gets them, so they must stay metadata.
+    pub max_attribute_bytes: usize,
+    /// Most subscriptions one application may hold.
+    pub max_subscriptions: usize,
+    /// How long a transfer may keep an offer that its provider withdraws (or leaves with)
+    /// from being released: past it the transfer is abandoned (the consumer's CDO is
+    /// ticketed from another offer or its demand fails) and the withdraw completes. A slow
+    /// consumer is not cut short otherwise: transfers from offers nobody withdraws have no
+    /// deadline.
+    pub transfer_timeout: Duration,
+    /// Names that belong to a component: an offer of a name under one of these prefixes
+    /// from any other component is refused (the longest matching prefix decides).
+    pub owners: Vec<NameOwner>,
+    /// Components whose applications may report any fabric change (a lost node, a link of
+    /// another host). Others may report only changes of their own links (networks they
+    /// announced at JOIN); the PM's own host reports through the driver, not as an app.
+    pub reporters: Vec<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            max_app_bytes: MAX_APP_BYTES,
+            max_attribute_bytes: MAX_ATTRIBUTE_BYTES,
+            max_subscriptions: MAX_SUBSCRIPTIONS,
+            transfer_timeout: TRANSFER_TIMEOUT,
+            owners: Vec::new(),
+            reporters: Vec::new(),
+        }
+    }
+}
+
+impl Policy {
+    /// The binding that decides who may offer `name`, if one does.
+    pub fn owner_of(&self, name: &str) -> Option<&NameOwner> {
+        self.owners
+            .iter()
+            .filter(|o| name.starts_with(&o.prefix))
+            .max_by_key(|o| o.prefix.len())
+    }
+}
+
+/// A name prefix bound to a component (`PREFIX=COMPONENT`, as `maestro pm --owner` takes
+/// it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameOwner {
+    /// The name prefix (may be a whole name).
+    pub prefix: String,
+    /// The component whose applications alone may offer such names.
+    pub component: String,
+}
+
+/// Why a `PREFIX=COMPONENT` binding was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("name owner {0:?} is not PREFIX=COMPONENT with both non-empty, e.g. field-=producer")]
+pub struct NameOwnerError(pub String);
+
+impl std::str::FromStr for NameOwner {
+    type Err = NameOwnerError;
+
+    fn from_str(s: &str) -> Result<NameOwner, NameOwnerError> {
+        match s.rsplit_once('=') {
+            Some((prefix, component)) if !prefix.is_empty() && !component.is_empty() => {
+                Ok(NameOwner {
+                    prefix: prefix.to_string(),
+                    component: component.to_string(),
+                })
+            }
+            _ => Err(NameOwnerError(s.to_string())),
+        }
+    }
+}
+
+/// The bytes attributes take, as the PM counts them: keys and values, plus 16 per entry.
+pub fn attribute_bytes(attributes: &Attributes) -> usize {
+    attributes
+        .iter()
+        .map(|(k, v)| {
+            16 + k.len()
+                + match v {
+                    AttrValue::Str(s) => s.len(),
+                    AttrValue::Blob(b) => b.len(),
+                    _ => 16,
+                }
+        })
+        .sum()
+}
+
+impl Manager {
+    /// Whether `app` may run `msg` as far as its quotas and the name bindings go: the
+    /// operation, CDO and reason of a refusal.
+    pub(super) fn permitted(&self, app: AppId, msg: &ToPm) -> Result<(), (Op, CdoId, Refusal)> {
+        let (op, cdo, attributes) = match msg {
+            ToPm::Seal { cdo, attributes } => (Op::Seal, *cdo, Some(attributes)),
+            ToPm::SealOffer {
+                cdo, attributes, ..
+            } => (Op::Offer, *cdo, Some(attributes)),
+            ToPm::Offer { cdo, .. } => (Op::Offer, *cdo, None),
+            _ => return Ok(()),
+        };
+        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app == app) else {
+            return Ok(()); // refused as unknown by the operation itself
+        };
+        if let Some(attributes) = attributes {
+            let bytes = attribute_bytes(attributes);
+            if bytes > self.policy.max_attribute_bytes {
+                return Err((
+                    op,
+                    cdo,
+                    Refusal::Quota(format!(
+                        "{bytes} bytes of attributes, more than the {} one CDO may have (maestro pm --max-attributes)",
+                        self.policy.max_attribute_bytes
+                    )),
+                ));
+            }
+            self.charge(app, bytes).map_err(|why| (op, cdo, why))?;
+        }
+        if op == Op::Offer
+            && let Some(owner) = self.policy.owner_of(&c.name)
+            && self
+                .apps
+                .get(&app)
+                .is_none_or(|a| a.component != owner.component)
+        {
+            return Err((
+                op,
+                cdo,
+                Refusal::NotAllowed(format!(
+                    "names starting with {:?} belong to component {:?} (maestro pm --owner)",
+                    owner.prefix, owner.component
+                )),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` more against `app`'s [`Policy::max_app_bytes`], or refuses.
+    pub(super) fn charge(&self, app: AppId, bytes: usize) -> Result<(), Refusal> {
+        let held = self.apps.get(&app).map_or(0, |a| a.held);
+        if held.saturating_add(bytes) > self.policy.max_app_bytes {
+            return Err(Refusal::Quota(format!(
+                "this application holds {held} bytes of CDOs and subscriptions at the pool manager, {bytes} more would pass its {} (maestro pm --max-app-bytes); dispose of CDOs it no longer needs",
+                self.policy.max_app_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` against `app` (after [`Manager::charge`] allowed them), or gives
+    /// them back (`credit`).
+    pub(super) fn account(&mut self, app: AppId, bytes: usize, credit: bool) {
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.held = if credit {
+                a.held.saturating_sub(bytes)
+            } else {
+                a.held.saturating_add(bytes)
+            };
+        }
+    }
+
+    /// What a CDO counts against its app's bytes.
+    pub(super) fn cost(c: &Cdo) -> usize {
+        CDO_COST + c.name.len() + attribute_bytes(&c.attributes)
+    }
+
+    /// Whether `app` may take one more subscription (with a selector of `selector_bytes`),
+    /// or why not.
+    pub(super) fn may_subscribe(&self, app: AppId, selector_bytes: usize) -> Result<(), Refusal> {
+        let subs = self.apps.get(&app).map_or(0, |a| a.subscriptions);
+        if subs >= self.policy.max_subscriptions {
+            return Err(Refusal::Quota(format!(
+                "this application holds {subs} subscriptions, the most it may (maestro pm --max-subscriptions); end those it no longer needs"
+            )));
+        }
+        self.charge(app, SUBSCRIPTION_COST + selector_bytes)
+    }
+
+    /// Accepts a JOIN's process memory announcement if it names the announcing process:
+    /// the connection's verified peer (where the driver knows it), and the same process as
+    /// the first live app that announced this host and pid. Otherwise it is dropped (the
+    /// app's offers then travel by RMA), with a warning.
+    pub(super) fn claim_memory(
+        &mut self,
+        app: AppId,
+        (host, process, peer_pid): (&str, u64, Option<u32>),
+        memory: Option<ProcessMemory>,
+    ) -> Option<ProcessMemory> {
+        let m = memory?;
+        if peer_pid.is_some_and(|pid| pid != m.pid) {
+            tracing::warn!(
+                "app {app} announced the memory of process {} but its connection is process {}; ignored",
+                m.pid,
+                peer_pid.unwrap_or_default()
+            );
+            return None;
+        }
+        let claim = self
+            .claims
+            .entry((host.to_string(), m.pid))
+            .or_insert(Claim { process, apps: 0 });
+        if claim.process != process {
+            tracing::warn!(
+                "app {app} announced the memory of process {} on {host}, which another process announced first; ignored",
+                m.pid
+            );
+            return None;
+        }
+        claim.apps += 1;
+        Some(m)
+    }
+
+    /// An app is gone: its memory announcement no longer counts.
+    pub(super) fn release_memory_claim(&mut self, a: &App) {
+        let Some(m) = a.memory else { return };
+        let key = (a.host.clone(), m.pid);
+        if let Some(c) = self.claims.get_mut(&key) {
+            c.apps = c.apps.saturating_sub(1);
+            if c.apps == 0 {
+                self.claims.remove(&key);
+            }
+        }
+    }
+
+    /// Transfers from the offers `from` selects now keep a withdraw or leave waiting: each
+    /// is abandoned [`Policy::transfer_timeout`] after it started.
+    pub(super) fn pin_transfers_from(&mut self, from: impl Fn(CdoId) -> bool) {
+        let timeout = self.policy.transfer_timeout;
+        for (&id, t) in &self.transfers {
+            if from(t.from) {
+                self.pinned.insert((super::later(t.started, timeout), id));
+            }
+        }
+    }
+
+    /// The earliest instant a pinning transfer is abandoned.
+    pub(super) fn next_abandon(&self) -> Option<Instant> {
+        self.pinned.first().map(|(at, _)| *at)
+    }
+
+    /// Abandons the pinning transfers whose deadline passed: their offers are released (a
+    /// withdraw completes, a leave gets its BYE) and their consumers' CDOs are ticketed
+    /// from other offers, or their demands fail.
+    pub(super) fn abandon_overdue(&mut self, now: Instant) {
+        while let Some(&(at, id)) = self.pinned.first() {
+            if at > now {
+                return;
+            }
+            self.pinned.remove(&(at, id));
+            self.abandon(id);
+        }
+    }
+
+    fn abandon(&mut self, id: TransferId) {
+        let Some(t) = self.end_transfer(id) else {
+            return;
+        };
+        let (consumer, secs) = (
+            self.cdos.get(&t.to).map(|c| c.app),
+            self.policy.transfer_timeout.as_secs_f64(),
+        );
+        tracing::warn!(
+            "transfer {id} abandoned: it kept an offer its provider withdrew busy for {secs:.0} s"
+        );
+        if let Some(app) = consumer {
+            self.notify(EventKind::TransportCompleted, app, Some(t.from), || {
+                format!(
+                    "transfer {id} abandoned after {secs:.0} s: its provider withdrew the offer (maestro pm --transfer-timeout)"
+                )
+            });
+        }
+        if matches!(
+            self.cdos.get(&t.to).map(|c| &c.state),
+            Some(State::Required(_))
+        ) {
+            self.retry_elsewhere(t.to, t.from);
+            if let Some(name) = self.cdos.get(&t.to).map(|c| std::sync::Arc::clone(&c.name)) {
+                self.fail_orphaned_demands(&name);
+            }
+        }
+        self.source_released(t.from);
+    }
+
+    /// `Report` from `app`: a fabric change it saw. Components named in
+    /// [`Policy::reporters`] may report anything; others only changes of their own links
+    /// (the networks they announced at JOIN), so no app can make the PM avoid a healthy
+    /// link elsewhere or announce a node lost.
+    pub(super) fn report(&mut self, conn: ConnId, app: AppId, change: FabricChange) {
+        let Some(a) = self.apps.get(&app) else { return };
+        if self.policy.reporters.contains(&a.component) {
+            tracing::info!("app {app} reports {change:?}");
+            return self.fabric_changed(change);
+        }
+        let refused = |why: String| Refusal::NotAllowed(why);
+        match change {
+            FabricChange::Link {
+                name,
+                addresses,
+                up,
+            } => {
+                let own: Vec<crate::Subnet> = addresses
+                    .into_iter()
+                    .filter(|s| a.networks.iter().flatten().any(|n| n == s))
+                    .collect();
+                if own.is_empty() {
+                    let why = refused(format!(
+                        "an application reports only its own links (networks it announced at JOIN); link {name} is not one (maestro pm --reporter COMPONENT lets a component report any)"
+                    ));
+                    return self.refuse(conn, Op::Report, None, why);
+                }
+                tracing::info!(
+                    "app {app} reports link {name} {}",
+                    if up { "up" } else { "down" }
+                );
+                self.fabric_changed(FabricChange::Link {
+                    name,
+                    addresses: own,
+                    up,
+                });
+            }
+            FabricChange::Other(what) => {
+                let why = refused(format!(
+                    "only components named by maestro pm --reporter may report {what:?}"
+                ));
+                self.refuse(conn, Op::Report, None, why);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_prefix_owns_a_name() {
+        let p = Policy {
+            owners: vec![
+                "field-=producer".parse().expect("owner"),
+                "field-secret=vault".parse().expect("owner"),
+            ],
+            ..Policy::default()
+        };
+        assert_eq!(
+            p.owner_of("field-1").map(|o| &*o.component),
+            Some("producer")
+        );
+        assert_eq!(
+            p.owner_of("field-secret-7").map(|o| &*o.component),
+            Some("vault")
+        );
+        assert_eq!(p.owner_of("other"), None);
+    }
+
+    #[test]
+    fn bad_bindings_say_what_is_expected() {
+        for bad in ["", "=x", "x=", "nothing"] {
+            let e = bad.parse::<NameOwner>().expect_err(bad);
+            assert!(e.to_string().contains("PREFIX=COMPONENT"), "{e}");
+        }
+        let o: NameOwner = "a=b=c".parse().expect("the last = splits");
+        assert_eq!((o.prefix.as_str(), o.component.as_str()), ("a=b", "c"));
+    }
+
+    #[test]
+    fn attributes_count_keys_and_values() {
+        let a = Attributes::from([
+            (".u.s".to_string(), AttrValue::Str("abc".into())),
+            (".u.n".to_string(), AttrValue::Int(1)),
+            (".u.b".to_string(), AttrValue::Blob(vec![0; 100])),
+        ]);
+        assert_eq!(
+            attribute_bytes(&a),
+            (16 + 4 + 3) + (16 + 4 + 16) + (16 + 4 + 100)
+        );
+    }
+}

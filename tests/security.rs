@@ -1,0 +1,712 @@
+//! The attack suite: what a peer without the workflow secret, another Unix user, and an
+//! application that knows the secret but misbehaves could do to a workflow, each tried as
+//! an attacker would and now refused with a clear error while an honest app is served.
+//!
+//! The tests that need a second Unix user run as root: they create the user
+//! (`useradd`), and remove it at the end, as the network-namespace tests create their
+//! namespaces. Everything else runs as any user.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Group, maestro, repo, run, start_pm};
+use pool::attr::{self, AttrValue, Attributes};
+use pool::bootstrap::{ControlAddr, PmInfo};
+use pool::events::{EventKind, FabricChange, SubscribeOptions};
+use pool::proto::{self, FromPm, Op, Refusal, ToPm, cdo_ids};
+use pool::selector::Expr;
+use pool::{Client, ClientError, JoinOptions};
+use pool_tools::wire::Conn;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn info(text: &str) -> PmInfo {
+    PmInfo::parse(text).expect("the PM's info parses")
+}
+
+fn tcp_addr(info: &PmInfo) -> SocketAddr {
+    info.endpoints
+        .iter()
+        .find_map(|e| match e {
+            ControlAddr::Tcp(a) => Some(*a),
+            ControlAddr::Unix(_) => None,
+        })
+        .expect("a TCP endpoint")
+}
+
+/// A client of its own (as if another process) of `info`'s PM.
+fn client(info: &PmInfo, component: &str) -> Client {
+    Client::join(
+        info,
+        JoinOptions::new(component, 0)
+            .timeout(LIMIT)
+            .isolated()
+            .fabric(fabric::Scope::SameNode)
+            .expect("a shared-memory endpoint"),
+    )
+    .unwrap_or_else(|e| panic!("{component} joins: {e}"))
+}
+
+/// A raw protocol connection over TCP, joined as `component`.
+fn raw(info: &PmInfo, component: &str) -> (Conn, proto::AppId) {
+    let mut c = Conn::connect(&ControlAddr::Tcp(tcp_addr(info)), LIMIT).expect("connect");
+    let app = c.join(info, component, 0).expect("join");
+    (c, app)
+}
+
+fn buffer(bytes: &[u8]) -> fabric::Buffer {
+    let mut b = fabric::Buffer::new(bytes.len()).expect("buffer");
+    b.as_mut_slice().copy_from_slice(bytes);
+    b
+}
+
+/// An honest producer and consumer move one CDO through the PM and check its bytes.
+fn honest_round_trip(info: &PmInfo, name: &str) {
+    let p = client(info, "honest-producer");
+    let c = client(info, "honest-consumer");
+    let cdo = p.declare(name).expect("declare");
+    p.seal_and_offer(cdo, Attributes::new(), buffer(b"honest bytes"))
+        .expect("offer");
+    let want = c.declare(name).expect("declare");
+    let (data, _) = c.demand(want).expect("demand");
+    assert_eq!(data.as_slice(), b"honest bytes");
+    c.dispose(want).expect("dispose");
+    p.withdraw(cdo).expect("withdraw");
+}
+
+fn is_alive(pm: &Group) -> bool {
+    common::alive(pm.pid())
+}
+
+#[test]
+fn a_crafted_frame_before_join_or_a_deep_selector_after_it_leaves_the_pm_serving() {
+    let (pm, text) = start_pm("sec-frames", &[]);
+    let info = info(&text);
+    // Issue #28's frame: a Subscribe whose selector nests 20,000 nots, before any JOIN.
+    let mut payload = vec![1u8, 14, 0, 0];
+    payload.extend(std::iter::repeat_n(6u8, 20_000));
+    payload.extend([0u8; 4]);
+    let mut frame = proto::MAGIC.to_vec();
+    frame.push(proto::VERSION);
+    frame.extend((payload.len() as u32).to_le_bytes());
+    frame.extend(&payload);
+    let mut s = TcpStream::connect(tcp_addr(&info)).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).expect("timeout");
+    s.write_all(&frame).expect("send");
+    let mut sink = Vec::new();
+    let _ = s.read_to_end(&mut sink); // the PM closes the connection
+    assert!(is_alive(&pm), "the PM survived the frame");
+    // A joined app sends the same depth in the wire's flat form: refused, PM alive.
+    let (mut conn, _) = raw(&info, "deep");
+    let mut deep = Expr::Has(".a".into());
+    for _ in 0..20_000 {
+        deep = Expr::Not(Box::new(deep));
+    }
+    let msg = ToPm::Subscribe {
+        local: 1,
+        kinds: EventKind::Offer.into(),
+        selector: Box::new(deep),
+        options: SubscribeOptions::default(),
+    };
+    conn.send(std::slice::from_ref(&msg)).expect("send");
+    // (Dropping a 20,000-deep tree recurses as deep: the test leaks it instead.)
+    std::mem::forget(msg);
+    match conn.recv(Op::Subscribe) {
+        Err(ClientError::Closed) => {}
+        other => panic!("expected the connection closed, got {other:?}"),
+    }
+    assert!(is_alive(&pm), "the PM survived the selector");
+    honest_round_trip(&info, "after-frames");
+}
+
+/// A TCP connection to `to` from source address `from` (another loopback address: the PM
+/// sees another peer).
+fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(to) = to else {
+        panic!("IPv4 expected")
+    };
+    let addr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket, bound and connected with valid addresses; ownership of the
+    // descriptor passes to the TcpStream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket");
+        let src = addr(from, 0);
+        assert_eq!(
+            libc::bind(fd, (&raw const src).cast(), len),
+            0,
+            "bind {from:?}"
+        );
+        let dst = addr(to.ip().octets(), to.port());
+        assert_eq!(
+            libc::connect(fd, (&raw const dst).cast(), len),
+            0,
+            "connect"
+        );
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn a_flood_of_unjoined_connections_does_not_lock_honest_apps_out() {
+    let (mut pm, text) = start_pm(
+        "sec-flood",
+        &[
+            "--max-unjoined",
+            "200",
+            "--max-unjoined-per-peer",
+            "100",
+            "--join-timeout",
+            "60",
+        ],
+    );
+    let stderr = common::lines(pm.child.stderr.take().expect("stderr"));
+    let info = info(&text);
+    // The flood comes from 127.0.0.2; honest apps join over TCP from 127.0.0.1 only.
+    let tcp_only = PmInfo {
+        endpoints: vec![ControlAddr::Tcp(tcp_addr(&info))],
+        ..info.clone()
+    };
+    let pm_addr = SocketAddr::from(([127, 0, 0, 1], tcp_addr(&info).port()));
+    let tcp_only = PmInfo {
+        endpoints: vec![ControlAddr::Tcp(pm_addr)],
+        ..tcp_only
+    };
+    let start = Instant::now();
+    let flood: Vec<TcpStream> = (0..1100)
+        .map(|_| connect_from([127, 0, 0, 2], pm_addr))
+        .collect();
+    for round in 0..5 {
+        honest_round_trip(&tcp_only, &format!("during-flood-{round}"));
+    }
+    let took = start.elapsed();
+    assert!(is_alive(&pm));
+    // The flood evicted itself: at most 100 of its connections are still open.
+    let open = flood
+        .iter()
+        .filter(|s| {
+            s.set_nonblocking(true).expect("nonblocking");
+            let mut b = [0u8; 256];
+            let mut s = *s;
+            loop {
+                match s.read(&mut b) {
+                    Ok(0) => return false,
+                    Ok(_) => {} // the challenge
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                    Err(_) => return false,
+                }
+            }
+        })
+        .count();
+    assert!(open <= 100, "{open} flood connections still open");
+    drop(flood);
+    // Warnings are rate-limited: 1,000 evictions are not 1,000 lines.
+    std::thread::sleep(Duration::from_millis(300));
+    let warned = stderr.try_iter().count();
+    let bound = 10 * (took.as_secs() as usize + 2) + 20;
+    assert!(
+        warned <= bound,
+        "{warned} log lines for the flood (at most {bound})"
+    );
+}
+
+/// A second Unix user for the length of a test (root only), removed on drop.
+struct OtherUser {
+    name: String,
+    uid: u32,
+    dir: PathBuf,
+}
+
+impl OtherUser {
+    fn create() -> Option<OtherUser> {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: creating a second user needs root");
+            return None;
+        }
+        let name = format!("mstrosec{}", std::process::id());
+        let made = Command::new("useradd")
+            .args(["-M", "-s", "/bin/sh", &name])
+            .status()
+            .expect("useradd");
+        assert!(made.success(), "useradd {name}");
+        let out = Command::new("id").args(["-u", &name]).output().expect("id");
+        let uid = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("uid");
+        // Programs the user runs: a directory it can read.
+        let dir = std::env::temp_dir().join(format!("mstrosec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        set_mode(&dir, 0o755);
+        Some(OtherUser { name, uid, dir })
+    }
+
+    /// Runs `cmd` (a shell command line) as this user, at most `limit`.
+    fn run(&self, cmd: &str, limit: Duration) -> common::Output {
+        run(
+            Command::new("su").args([&self.name, "-c", cmd]),
+            limit + Duration::from_secs(5),
+        )
+    }
+}
+
+impl Drop for OtherUser {
+    fn drop(&mut self) {
+        // Whatever it still runs goes first, then the user.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-u", &self.uid.to_string()])
+            .status();
+        let _ = Command::new("userdel").arg(&self.name).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Builds `tests/c/<src>` into `dir` with `cc` (and pkg-config pmix), readable by all.
+fn build_c(src: &str, out: &Path, shared: bool) -> PathBuf {
+    let mut cc = Command::new("cc");
+    if shared {
+        cc.args(["-shared", "-fPIC"]);
+    }
+    cc.arg("-o").arg(out).arg(repo().join("tests/c").join(src));
+    if !shared {
+        let flags = Command::new("pkg-config")
+            .args(["--cflags", "--libs", "pmix"])
+            .output()
+            .expect("pkg-config");
+        cc.args(String::from_utf8_lossy(&flags.stdout).split_whitespace());
+    }
+    let st = cc.status().expect("cc");
+    assert!(st.success(), "building {src}");
+    set_mode(out, 0o755);
+    out.to_path_buf()
+}
+
+/// The tool URI of the launcher with `pid` (its rendezvous file's first line).
+fn tool_uri(pid: i32) -> String {
+    let dir = common::maestro_run_server_dir(pid);
+    let end = Instant::now() + LIMIT;
+    loop {
+        let found = std::fs::read_dir(&dir).ok().and_then(|d| {
+            d.filter_map(Result::ok).find_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name.starts_with("pmix.") && name.contains(".tool."))
+                    .then(|| std::fs::read_to_string(e.path()).ok())
+                    .flatten()
+                    .and_then(|t| t.lines().next().map(str::to_string))
+            })
+        });
+        if let Some(uri) = found {
+            return uri;
+        }
+        assert!(
+            Instant::now() < end,
+            "no rendezvous file in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn another_user_gets_nothing_from_maestro_run() {
+    let Some(mallory) = OtherUser::create() else {
+        return;
+    };
+    let intruder = build_c("intruder_tool.c", &mallory.dir.join("intruder"), false);
+    let claim_root = build_c("claim_root.c", &mallory.dir.join("claim_root.so"), true);
+    let fake_client = build_c("pmix_client.c", &mallory.dir.join("client"), false);
+    let job = Group::spawn(Command::new(maestro()).args([
+        "run",
+        "--tool-support",
+        "-n",
+        "1",
+        "--",
+        "sleep",
+        "12",
+    ]));
+    let uri = tool_uri(job.pid());
+    let dir = std::fs::metadata(
+        common::maestro_run_server_dir(job.pid())
+            .parent()
+            .expect("dir"),
+    )
+    .expect("run dir");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&dir.permissions()) & 0o777,
+        0o700
+    );
+    let key = "maestro.pool.pm-info.sec";
+    let tool = format!("{} '{uri}' {key} {key}", intruder.display());
+    // An honest libpmix (claims its own uid), and one that claims to be root.
+    for pre in [
+        String::new(),
+        format!("LD_PRELOAD={}", claim_root.display()),
+    ] {
+        // A refused tool waits for an answer that never comes: 2 s are enough to see.
+        let out = mallory.run(&format!("{pre} timeout 2 {tool}"), Duration::from_secs(2));
+        assert!(
+            !out.stdout.contains("init OK"),
+            "another user's tool was served:\n{}",
+            out.stdout
+        );
+    }
+    // A fake rank 0 from the other user, claiming root too.
+    let port = uri.rsplit(':').next().expect("port");
+    let client = format!(
+        "LD_PRELOAD={} PMIX_NAMESPACE=maestro.job.{pid} PMIX_RANK=0 PMIX_SERVER_URI41='maestro.host.{pid}.0;tcp4://127.0.0.1:{port}' PMIX_SECURITY_MODE=native timeout 2 {}",
+        claim_root.display(),
+        fake_client.display(),
+        pid = job.pid()
+    );
+    let out = mallory.run(&client, Duration::from_secs(2));
+    assert!(
+        !out.stdout.contains("OK"),
+        "a fake rank was served:\n{}",
+        out.stdout
+    );
+    // The user's own tool is still served.
+    let own = run(
+        Command::new(&intruder).args([&uri, key, key]),
+        Duration::from_secs(10),
+    );
+    assert!(own.stdout.contains("init OK"), "{}", own.stdout);
+    // The job ends as it should, and the launcher with it (bounded PMIx shutdown).
+    let out = job.wait(Duration::from_secs(20));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("tool connection refused"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn owned_names_cannot_be_hijacked_and_consumers_know_their_provider() {
+    let (_pm, text) = start_pm("sec-names", &["--owner", "field-=producer"]);
+    let info = info(&text);
+    let mallory = client(&info, "mallory");
+    let evil = mallory.declare("field-1").expect("declare");
+    match mallory.seal_and_offer(evil, Attributes::new(), buffer(b"EVIL-DATA-from-mallory")) {
+        Err(ClientError::Refused {
+            why: Refusal::NotAllowed(why),
+            ..
+        }) => assert!(why.contains("producer"), "{why}"),
+        other => panic!("mallory's offer of an owned name: {other:?}"),
+    }
+    let producer = client(&info, "producer");
+    let cdo = producer.declare("field-1").expect("declare");
+    producer
+        .seal_and_offer(cdo, Attributes::new(), buffer(b"field one"))
+        .expect("the owner offers");
+    let consumer = client(&info, "consumer");
+    let want = consumer.declare("field-1").expect("declare");
+    let (data, attrs) = consumer.demand(want).expect("demand");
+    assert_eq!(data.as_slice(), b"field one");
+    assert_eq!(
+        attrs.get(attr::PROVIDER),
+        Some(&AttrValue::Str("producer:0".into()))
+    );
+}
+
+#[test]
+fn a_consumer_that_pins_an_offer_cannot_hold_its_withdraw_forever() {
+    let (_pm, text) = start_pm("sec-pin", &["--transfer-timeout", "2"]);
+    let info = info(&text);
+    let producer = client(&info, "producer");
+    let cdo = producer.declare("data").expect("declare");
+    producer
+        .seal_and_offer(cdo, Attributes::new(), buffer(&[7; 4096]))
+        .expect("offer");
+    // The pinner demands, takes its ticket and never reports the transfer done.
+    let (mut pinner, app) = raw(&info, "pinner");
+    let mine = *cdo_ids(app).start();
+    pinner
+        .send(&[
+            ToPm::Declare {
+                cdo: mine,
+                name: "data".into(),
+            },
+            ToPm::Demand { cdo: mine },
+        ])
+        .expect("send");
+    assert!(matches!(
+        pinner.recv(Op::Demand).expect("ticket"),
+        FromPm::Ticket { .. }
+    ));
+    let start = Instant::now();
+    producer
+        .withdraw(cdo)
+        .expect("the withdraw completes after the transfer deadline");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(15),
+        "withdraw took {took:?}"
+    );
+}
+
+#[test]
+fn a_subscriber_that_never_acknowledges_holds_one_operation_once() {
+    let (_pm, text) = start_pm("sec-ack", &["--ack-timeout", "1"]);
+    let info = info(&text);
+    let (mut silent, _) = raw(&info, "silent");
+    silent
+        .send(&[ToPm::Subscribe {
+            local: 1,
+            kinds: EventKind::Offer.into(),
+            selector: Box::new(Expr::All),
+            options: SubscribeOptions {
+                signal_before: true,
+                require_ack: true,
+                no_local: false,
+            },
+        }])
+        .expect("subscribe");
+    assert!(matches!(
+        silent.recv(Op::Subscribe).expect("subscribed"),
+        FromPm::Subscribed { .. }
+    ));
+    let producer = client(&info, "producer");
+    let start = Instant::now();
+    for i in 0..20 {
+        let cdo = producer.declare(&format!("step-{i}")).expect("declare");
+        producer
+            .seal_and_offer(cdo, Attributes::new(), buffer(b"x"))
+            .expect("offer");
+    }
+    let took = start.elapsed();
+    // Before: 20 offers x 10 s. Now the first waits out the deadline, then the silent
+    // subscriber has lost its subscription.
+    assert!(took < Duration::from_secs(6), "20 offers took {took:?}");
+    let late = (0..20)
+        .map_while(|_| silent.recv(Op::Ack).ok())
+        .any(|m| matches!(m, FromPm::AckTooLate { .. }));
+    assert!(late, "the silent subscriber is told");
+}
+
+/// Resident memory of `pid` in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn quotas_bound_what_one_app_makes_the_pm_hold() {
+    let (pm, text) = start_pm(
+        "sec-quota",
+        &["--max-app-bytes", "8M", "--max-subscriptions", "4"],
+    );
+    let info = info(&text);
+    let before = rss_kib(pm.pid());
+    let (mut greedy, app) = raw(&info, "greedy");
+    let name = "n".repeat(4000);
+    let ids: Vec<_> = cdo_ids(app).take(3000).collect();
+    for chunk in ids.chunks(100) {
+        let batch: Vec<ToPm> = chunk
+            .iter()
+            .map(|&cdo| ToPm::Declare {
+                cdo,
+                name: format!("{name}{cdo}"),
+            })
+            .collect();
+        greedy.send(&batch).expect("send");
+    }
+    // Declares are answered only when refused; a dispose asking for an answer marks the end.
+    greedy
+        .send(&[ToPm::Dispose {
+            cdo: ids[0],
+            answer: true,
+        }])
+        .expect("send");
+    let mut refused = Vec::new();
+    loop {
+        match greedy.recv(Op::Dispose).expect("answers") {
+            FromPm::Refused {
+                op: Op::Declare,
+                cdo: Some(cdo),
+                why,
+            } => {
+                assert!(matches!(why, Refusal::Quota(_)), "{why}");
+                refused.push(cdo);
+            }
+            FromPm::Done {
+                op: Op::Dispose, ..
+            } => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let at = refused
+        .first()
+        .map(|c| ids.iter().position(|i| i == c).expect("ours"))
+        .expect("the quota refuses declares");
+    assert!(
+        (1800..2100).contains(&at),
+        "8 MiB hold about 1,900 CDOs of 4,000-byte names, refused from {at}"
+    );
+    assert_eq!(
+        refused.len(),
+        ids.len() - at,
+        "every later declare is refused"
+    );
+    let subs: Vec<_> = (0..5)
+        .map(|i| ToPm::Subscribe {
+            local: i,
+            kinds: EventKind::Offer.into(),
+            selector: Box::new(Expr::All),
+            options: SubscribeOptions::default(),
+        })
+        .collect();
+    greedy.send(&subs).expect("subscribe");
+    let answers: Vec<FromPm> = (0..5)
+        .filter_map(|_| greedy.recv(Op::Subscribe).ok())
+        .collect();
+    assert!(
+        answers.iter().any(|m| matches!(
+            m,
+            FromPm::Refused {
+                op: Op::Subscribe,
+                why: Refusal::Quota(_),
+                ..
+            }
+        )),
+        "{answers:?}"
+    );
+    let grown = rss_kib(pm.pid()).saturating_sub(before);
+    assert!(grown < 64 * 1024, "the PM grew by {grown} KiB");
+    honest_round_trip(&info, "within-quota");
+}
+
+#[test]
+fn apps_cannot_forge_fabric_events() {
+    let (_pm, text) = start_pm("sec-fabric", &[]);
+    let info = info(&text);
+    let watcher = client(&info, "watcher");
+    let sel = watcher.selector("", "").expect("selector");
+    let sub = watcher
+        .subscribe(&sel, EventKind::Fabric, SubscribeOptions::default())
+        .expect("subscribe");
+    let (mut forger, _) = raw(&info, "forger");
+    for change in [
+        FabricChange::Other("node n1 lost".into()),
+        FabricChange::Link {
+            name: "eth0".into(),
+            addresses: vec!["10.9.0.1/24".parse().expect("subnet")],
+            up: false,
+        },
+    ] {
+        forger.send(&[ToPm::Report { change }]).expect("send");
+        match forger.recv(Op::Report).expect("answer") {
+            FromPm::Refused {
+                op: Op::Report,
+                why: Refusal::NotAllowed(_),
+                ..
+            } => {}
+            other => panic!("a forged report: {other:?}"),
+        }
+    }
+    assert!(
+        sub.wait_timeout(Duration::from_millis(500))
+            .expect("wait")
+            .is_none(),
+        "subscribers heard a forged fabric event"
+    );
+}
+
+#[test]
+fn the_pm_info_is_kept_private() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("info.txt");
+    let file = std::fs::File::create(&path).expect("create");
+    set_mode(&path, 0o644);
+    use std::os::unix::process::CommandExt;
+    let mut pm = Command::new(maestro())
+        .args(["pm", "--workflow", "sec-private"])
+        .process_group(0)
+        .stdout(file)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("maestro pm");
+    let end = Instant::now() + LIMIT;
+    while std::fs::read_to_string(&path).map_or(true, |t| !t.contains(';')) {
+        assert!(Instant::now() < end, "no PM info written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&path).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "the info file was made private");
+    // A mangled info never shows the secret in errors.
+    let text = std::fs::read_to_string(&path).expect("info");
+    let secret = text
+        .trim()
+        .trim_end_matches(';')
+        .rsplit(':')
+        .next()
+        .expect("secret");
+    let mangled = format!("{secret}:x");
+    let err = PmInfo::parse(&mangled).expect_err("mangled").to_string();
+    assert!(!err.contains(&secret[..16]), "{err}");
+    // SAFETY: signalling the process this test started.
+    unsafe { libc::kill(pm.id() as i32, libc::SIGTERM) };
+    let _ = pm.wait();
+}
+
+#[test]
+fn integrity_is_checked_end_to_end() {
+    let (_pm, text) = start_pm("sec-integrity", &[]);
+    let info = info(&text);
+    let producer = client(&info, "producer");
+    let consumer = client(&info, "consumer");
+    let checked = || Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
+    let cdo = producer.declare("good").expect("declare");
+    producer
+        .seal_and_offer(cdo, checked(), buffer(&[3; 65536]))
+        .expect("offer");
+    let want = consumer.declare("good").expect("declare");
+    let (data, attrs) = consumer.demand(want).expect("intact bytes arrive");
+    assert_eq!(data.as_slice(), &[3; 65536][..]);
+    assert!(matches!(
+        attrs.get(attr::CHECKSUM),
+        Some(AttrValue::Uint(_))
+    ));
+    // A producer that changes its bytes while they are offered (the contract says it
+    // must not): the consumer gets an error, not the changed data.
+    let bad = producer.declare("changed").expect("declare");
+    let buf = buffer(&[5; 65536]);
+    let ptr = buf.as_slice().as_ptr().cast_mut();
+    producer.seal_and_offer(bad, checked(), buf).expect("offer");
+    // SAFETY: test only: the offered buffer stays allocated while offered; writing to it
+    // is exactly the misbehaviour under test.
+    unsafe { ptr.write_bytes(6, 100) };
+    let want = consumer.declare("changed").expect("declare");
+    match consumer.demand(want) {
+        Err(ClientError::Integrity(why)) => assert!(why.contains("checksum"), "{why}"),
+        other => panic!(
+            "changed bytes were delivered: {:?}",
+            other.map(|(d, _)| d.len())
+        ),
+    }
+}
