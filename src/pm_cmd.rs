@@ -25,9 +25,11 @@ pub struct PmOptions {
     /// The workflow served.
     #[arg(long, env = "MSTRO_WORKFLOW_NAME", default_value = "workflow")]
     pub workflow: String,
-    /// Address to listen on (repeatable); the default 0.0.0.0:0 listens on every
-    /// interface and advertises each one that is up, loopback last.
-    #[arg(long, default_value = "0.0.0.0:0")]
+    /// Address to listen on (repeatable; port 0 picks one). Without it the PM listens
+    /// where its workflow needs it: the addresses of the NIC chosen for this process
+    /// (MSTRO_OFI_IFACE, or the inventory's choice) and loopback, besides its Unix socket.
+    /// 0.0.0.0:0 listens on every interface and advertises each one that is up.
+    #[arg(long)]
     pub listen: Vec<SocketAddr>,
     /// Also write the PM info to this file (mode 0600; removed at exit).
     #[arg(long)]
@@ -86,6 +88,39 @@ pub struct PmOptions {
     /// report only their own links.
     #[arg(long = "reporter", value_name = "COMPONENT")]
     pub reporters: Vec<String>,
+}
+
+/// Where a PM listens when not told: the addresses of the NIC chosen for this process
+/// (`MSTRO_OFI_IFACE`, else the inventory's choice for local rank 0) and loopback; every
+/// interface when no NIC with an address is found.
+fn default_listen() -> Vec<SocketAddr> {
+    let nic: Vec<String> = match std::env::var("MSTRO_OFI_IFACE") {
+        Ok(iface) if !iface.trim().is_empty() => vec![iface.trim().to_string()],
+        _ => match inventory::nic_for_this_process(0) {
+            Ok((inv, choice)) => {
+                let mut names = vec![choice.nic.clone()];
+                if let Some(n) = inv.nic(&choice.nic) {
+                    names.extend(n.aliases.iter().cloned());
+                }
+                names
+            }
+            Err(e) => {
+                tracing::info!("maestro pm: no NIC chosen ({e}); listening on every interface");
+                Vec::new()
+            }
+        },
+    };
+    let names: Vec<&str> = nic.iter().map(String::as_str).collect();
+    let mut listen: Vec<SocketAddr> = inventory::netif::addresses_of(&names)
+        .into_iter()
+        .filter(|ip| !ip.is_loopback())
+        .map(|ip| SocketAddr::new(ip, 0))
+        .collect();
+    if listen.is_empty() {
+        return vec![SocketAddr::from(([0, 0, 0, 0], 0))];
+    }
+    listen.push(SocketAddr::from(([127, 0, 0, 1], 0)));
+    listen
 }
 
 /// Writes the info to `path`, readable only by its owner (created 0600; an existing file
@@ -151,7 +186,12 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let secret = new_secret()?;
-    let mut config = PmConfig::new(&opts.workflow, &secret, opts.listen.clone());
+    let listen = if opts.listen.is_empty() {
+        default_listen()
+    } else {
+        opts.listen.clone()
+    };
+    let mut config = PmConfig::new(&opts.workflow, &secret, listen);
     config.unix_socket = opts.unix_socket;
     config.join_timeout = opts.join_timeout;
     config.max_ingress = opts.max_ingress;

@@ -595,6 +595,7 @@ fn quotas_bound_what_one_app_makes_the_pm_hold() {
         "{answers:?}"
     );
     let grown = rss_kib(pm.pid()).saturating_sub(before);
+    eprintln!("quota: declares refused from the {at}th on; the PM grew by {grown} KiB");
     assert!(grown < 64 * 1024, "the PM grew by {grown} KiB");
     honest_round_trip(&info, "within-quota");
 }

@@ -108,6 +108,16 @@ typedef struct mstro_cdo_attributes_ *mstro_cdo_attributes;
 #define MSTRO_ATTR_CORE_CDO_LIFETIME ".maestro.core.cdo.lifetime"
 #define MSTRO_ATTR_CORE_CDO_PERSIST ".maestro.core.cdo.persist"
 #define MSTRO_ATTR_CORE_CDO_ISGROUP ".maestro.core.cdo.isgroup"
+/** Whose bytes a demanded CDO holds: the providing application's "component:index"
+ *  (str, set by the pool on the consumer's CDO). */
+#define MSTRO_ATTR_CORE_CDO_PROVIDER ".maestro.core.cdo.provider"
+/** Set to true (bool) before mstro_cdo_seal, with raw-ptr and its size lent, to have the
+ *  bytes checked end to end: the library seals MSTRO_ATTR_CORE_CDO_CHECKSUM with them,
+ *  and a consumer whose bytes differ gets MSTRO_FAIL from mstro_cdo_demand, not data. */
+#define MSTRO_ATTR_CORE_CDO_INTEGRITY ".maestro.core.cdo.integrity"
+/** The XXH3-64 checksum of a CDO's bytes (uint; set by the library, see
+ *  MSTRO_ATTR_CORE_CDO_INTEGRITY). */
+#define MSTRO_ATTR_CORE_CDO_CHECKSUM ".maestro.core.cdo.checksum"
 
 /** The types of attribute values, as mstro_cdo_attribute_get reports them. */
 enum mstro_cdo_attr_value_type {

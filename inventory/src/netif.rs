@@ -95,6 +95,21 @@ pub fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
     Ok(out)
 }
 
+/// The addresses (IPv4 and IPv6, not link-local) of the interfaces named `names` (a NIC
+/// and its aliases), in the kernel's order; empty when none has one.
+pub fn addresses_of(names: &[&str]) -> Vec<IpAddr> {
+    let link_local = |ip: &IpAddr| match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_unicast_link_local(),
+    };
+    all_addresses()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| names.contains(&a.interface.as_str()) && !link_local(&a.address))
+        .map(|a| a.address)
+        .collect()
+}
+
 /// The networks of interface `name`, with its addresses (empty if unknown or unreadable).
 pub fn networks_of(name: &str) -> Vec<IpNet> {
     all_addresses()

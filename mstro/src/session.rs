@@ -318,19 +318,17 @@ impl Session {
     fn start(settings: &Settings, role: PmRole) -> Result<Session> {
         let secret = bootstrap::new_secret()
             .map_err(|e| Error::new(Status::Fail, format!("drawing the workflow secret: {e}")))?;
-        let listen = match role {
-            PmRole::Served => "0.0.0.0:0",
-            PmRole::LocalPool => "127.0.0.1:0",
+        // A PM whose job is all on this node listens on loopback (and its Unix socket)
+        // only; one whose job spans nodes on every interface, so that control traffic
+        // survives a link going down (transfers fall back to the next network too).
+        let everywhere =
+            matches!(role, PmRole::Served) && matches!(job_scope(settings), fabric::Scope::AnyNode);
+        let listen = if everywhere {
+            std::net::SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0))
         };
-        let mut config = PmConfig::new(
-            &settings.workflow,
-            &secret,
-            vec![
-                listen
-                    .parse()
-                    .map_err(|e| Error::new(Status::Fail, format!("{e}")))?,
-            ],
-        );
+        let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
         config.policy.owners = settings.owners.clone();
         let credential = settings.credential();
         let credentials_required = matches!(role, PmRole::Served) && credential.is_some();

@@ -474,7 +474,7 @@ fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
 }
 
 #[test]
-fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most() {
+fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most_and_ends_the_subscription() {
     let pm = start_pm_with_ack_timeout(Duration::from_secs(1));
     let slow = Client::join(pm.info(), opts("slow", Side::NoFabric)).expect("slow");
     let sub = slow
@@ -501,6 +501,17 @@ fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most() {
         Err(ClientError::AckTooLate(serial)) => assert_eq!(serial, e.serial),
         other => panic!("late ack: {other:?}"),
     }
+    // The PM ended the late subscription: waiting says so, and the next offer is not held.
+    match sub.wait() {
+        Err(ClientError::SubscriptionEnded(why)) => assert!(why.contains("ack"), "{why}"),
+        other => panic!("a late subscriber's wait: {other:?}"),
+    }
+    let next = sealed(&p, "y", 1);
+    let start = Instant::now();
+    p.offer(next, Buffer::from_slice(b"y").expect("buffer"))
+        .expect("offer");
+    assert!(start.elapsed() < Duration::from_millis(900), "held again");
+    p.withdraw(next).expect("withdraw");
     p.withdraw(cdo).expect("withdraw");
     p.leave().expect("leave");
     slow.leave().expect("leave");

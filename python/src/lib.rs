@@ -498,6 +498,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("MSTRO_ATTR_CORE_CDO_LIFETIME", ".maestro.core.cdo.lifetime"),
         ("MSTRO_ATTR_CORE_CDO_PERSIST", ".maestro.core.cdo.persist"),
         ("MSTRO_ATTR_CORE_CDO_ISGROUP", ".maestro.core.cdo.isgroup"),
+        ("MSTRO_ATTR_CORE_CDO_PROVIDER", ".maestro.core.cdo.provider"),
+        (
+            "MSTRO_ATTR_CORE_CDO_INTEGRITY",
+            ".maestro.core.cdo.integrity",
+        ),
+        ("MSTRO_ATTR_CORE_CDO_CHECKSUM", ".maestro.core.cdo.checksum"),
     ] {
         m.add(name, key)?;
     }

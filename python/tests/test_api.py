@@ -275,6 +275,30 @@ def test_context_managers_init_declare_withdraw_and_dispose():
     assert status_of(M.mstro_cdo_declare, "after", None) == M.MSTRO_UNINIT
 
 
+def test_integrity_is_checked_when_asked():
+    data = np.arange(4096, dtype=np.uint8)
+    with M.pool("py-integrity", "tester", 0):
+        p = M.mstro_cdo_declare("checked", None)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, data)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_INTEGRITY, True)
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        c = M.mstro_cdo_declare("checked", None)
+        M.mstro_cdo_demand(c)
+        assert isinstance(M.mstro_cdo_attribute_get(c, M.MSTRO_ATTR_CORE_CDO_CHECKSUM), int)
+        assert M.mstro_cdo_attribute_get(c, M.MSTRO_ATTR_CORE_CDO_PROVIDER) == "tester:0"
+        M.mstro_cdo_dispose(c)
+        # Bytes changed while offered (against the contract) are an error, not data.
+        data[0] ^= 0xFF
+        c = M.mstro_cdo_declare("checked", None)
+        with pytest.raises(M.MaestroError) as e:
+            M.mstro_cdo_demand(c)
+        assert e.value.status == M.MSTRO_FAIL and "checksum" in e.value.message
+        M.mstro_cdo_dispose(c)
+        M.mstro_cdo_withdraw(p)
+        M.mstro_cdo_dispose(p)
+
+
 def test_a_python_pool_manager():
     M.mstro_init("py-pm", "pm", 0)
     M.mstro_pm_start()

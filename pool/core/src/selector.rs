@@ -84,12 +84,12 @@ impl CmpOp {
 /// A parsed selector, as it travels to the pool manager.
 ///
 /// On the wire (and in any serde format) an `Expr` is flat: its terms in prefix order
-/// ([`Term`]), so decoding never recurses as deep as the input says. Decoding rebuilds the
-/// tree with an explicit stack and refuses more than [`MAX_DEPTH`] levels or [`MAX_NODES`]
-/// terms, so a crafted frame can neither overflow the decoder's stack nor build a tree
-/// whose drop would.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(into = "Flat", try_from = "Flat")]
+/// ([`Term`]), so neither encoding nor decoding recurses as deep as the tree is. Decoding
+/// rebuilds the tree with an explicit stack and refuses more than [`MAX_DEPTH`] levels or
+/// [`MAX_NODES`] terms, so a crafted frame can neither overflow the decoder's stack nor
+/// build a tree whose drop would.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Flat")]
 pub enum Expr {
     /// Matches everything (the empty selector).
     All,
@@ -141,37 +141,62 @@ enum Term {
     Not,
 }
 
-/// An [`Expr`]'s terms in prefix order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// An [`Expr`]'s terms in prefix order, as decoding reads them.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(transparent)]
 struct Flat(Vec<Term>);
 
-impl From<Expr> for Flat {
-    /// Walks the tree with an explicit stack (no recursion however it was built).
-    fn from(e: Expr) -> Flat {
-        let mut out = Vec::new();
-        let mut todo = vec![e];
+/// A [`Term`] borrowed from an [`Expr`]: what encoding writes, as `Term` reads it back.
+#[derive(Serialize)]
+#[serde(rename = "Term")]
+enum TermRef<'a> {
+    All,
+    Has(&'a str),
+    Cmp {
+        key: &'a str,
+        op: CmpOp,
+        value: &'a AttrValue,
+    },
+    Match {
+        key: &'a str,
+        pattern: &'a str,
+    },
+    And(u32),
+    Or(u32),
+    Not,
+}
+
+impl Serialize for Expr {
+    /// Writes the terms in prefix order, walking the tree with an explicit stack (no
+    /// recursion, no copy, however it was built).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut terms = Vec::new();
+        let mut todo = vec![self];
         while let Some(e) = todo.pop() {
-            match e {
-                Expr::All => out.push(Term::All),
-                Expr::Has(k) => out.push(Term::Has(k)),
-                Expr::Cmp { key, op, value } => out.push(Term::Cmp { key, op, value }),
-                Expr::Match { key, pattern } => out.push(Term::Match { key, pattern }),
+            terms.push(match e {
+                Expr::All => TermRef::All,
+                Expr::Has(k) => TermRef::Has(k),
+                Expr::Cmp { key, op, value } => TermRef::Cmp {
+                    key,
+                    op: *op,
+                    value,
+                },
+                Expr::Match { key, pattern } => TermRef::Match { key, pattern },
                 Expr::And(v) => {
-                    out.push(Term::And(count(&v)));
-                    todo.extend(v.into_iter().rev());
+                    todo.extend(v.iter().rev());
+                    TermRef::And(count(v))
                 }
                 Expr::Or(v) => {
-                    out.push(Term::Or(count(&v)));
-                    todo.extend(v.into_iter().rev());
+                    todo.extend(v.iter().rev());
+                    TermRef::Or(count(v))
                 }
                 Expr::Not(x) => {
-                    out.push(Term::Not);
-                    todo.push(*x);
+                    todo.push(x);
+                    TermRef::Not
                 }
-            }
+            });
         }
-        Flat(out)
+        terms.serialize(s)
     }
 }
 
@@ -1036,6 +1061,14 @@ maestro-attributes:
             postcard::from_bytes::<Expr>(&bytes).is_err(),
             "20,000 levels refused"
         );
+        // Encoding a tree that deep (a program may build one) neither recurses nor copies.
+        let mut tree = Expr::All;
+        for _ in 0..20_000 {
+            tree = Expr::Not(Box::new(tree));
+        }
+        assert_eq!(wire(&tree), bytes);
+        // (Dropping it would recurse as deep: left to the process's end.)
+        std::mem::forget(tree);
         // Within the term budget but too deep.
         let deep = Flat(
             std::iter::repeat_n(Term::Not, MAX_DEPTH + 1)

@@ -250,9 +250,15 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             None => tracing::debug!("event {} of unknown subscription {sub}", event.serial),
         },
         FromPm::AckTooLate { sub, serial } => {
-            tracing::warn!("subscription {sub}: event {serial} was acknowledged too late");
-            if let Some(q) = p.subscriptions.get(&sub) {
+            // The PM ends a subscription that misses an acknowledgement deadline.
+            tracing::warn!(
+                "subscription {sub}: event {serial} was not acknowledged in time; the pool manager ended the subscription"
+            );
+            if let Some(q) = p.subscriptions.remove(&sub) {
                 q.late(serial);
+                q.end(format!(
+                    "event {serial} was not acknowledged within the pool manager's ack timeout"
+                ));
             }
         }
         FromPm::Challenge { .. } | FromPm::Welcome { .. } => {

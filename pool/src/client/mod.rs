@@ -84,6 +84,11 @@ pub enum ClientError {
         "event {0} was acknowledged too late: the pool manager went on without it; acknowledge events sooner"
     )]
     AckTooLate(u64),
+    /// The PM ended the subscription: it missed an acknowledgement deadline (the reason).
+    #[error(
+        "the pool manager ended this subscription: {0}; acknowledge events sooner, or subscribe without require-ack"
+    )]
+    SubscriptionEnded(String),
     /// A CDO's bytes did not match the checksum its producer sealed
     /// ([`crate::attr::CHECKSUM`]): the data is refused, not delivered.
     #[error("integrity check failed: {0}")]

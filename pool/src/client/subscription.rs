@@ -25,6 +25,8 @@ struct QueueInner {
     events: VecDeque<PoolEvent>,
     /// The connection ended: no more events.
     closed: bool,
+    /// The PM ended the subscription (why): no more events.
+    ended: Option<String>,
     /// Serials whose acknowledgement the PM gave up waiting for.
     late: BTreeSet<u64>,
 }
@@ -51,6 +53,15 @@ impl EventQueue {
         self.wake();
     }
 
+    /// The PM ended the subscription: no more events will come, for `why`.
+    pub(crate) fn end(&self, why: String) {
+        let mut q = self.lock();
+        q.closed = true;
+        q.ended = Some(why);
+        drop(q);
+        self.wake();
+    }
+
     fn wake(&self) {
         self.cv.notify_all();
         self.notify.notify_one();
@@ -67,7 +78,10 @@ impl QueueInner {
     fn take(&mut self) -> Result<Option<PoolEvent>> {
         match self.events.pop_front() {
             Some(e) => Ok(Some(e)),
-            None if self.closed => Err(ClientError::Closed),
+            None if self.closed => Err(match &self.ended {
+                Some(why) => ClientError::SubscriptionEnded(why.clone()),
+                None => ClientError::Closed,
+            }),
             None => Ok(None),
         }
     }
