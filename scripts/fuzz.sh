@@ -9,7 +9,8 @@
 # Installs cargo-fuzz if missing. libFuzzer needs the compiler's instrumentation flags,
 # which stable Rust accepts with RUSTC_BOOTSTRAP=1 (set only for these builds); no
 # sanitizer (the code under test is safe Rust: a bug shows as a panic). The corpus grows
-# in target/fuzz-corpus/<target> from the seeds in fuzz/seeds/<target>; a crash is saved
+# in target/fuzz-corpus/<target> from the seeds in fuzz/seeds/<target> (with the
+# dictionary fuzz/dicts/<target>.dict where there is one); a crash is saved
 # in fuzz/artifacts/<target>/ and makes this script fail. Prints each target's runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +36,12 @@ for t in "${targets[@]}"; do
         limit=(-runs="$FUZZ_RUNS")
     fi
     log="target/fuzz-$t.log"
+    dict=()
+    if [[ -f "fuzz/dicts/$t.dict" ]]; then
+        dict=(-dict="fuzz/dicts/$t.dict")
+    fi
     if cargo fuzz run "${flags[@]}" "$t" "$corpus" "fuzz/seeds/$t" -- \
-        "${limit[@]}" ${FUZZ_ARGS:-} -print_final_stats=1 >"$log" 2>&1; then
+        "${limit[@]}" "${dict[@]}" ${FUZZ_ARGS:-} -print_final_stats=1 >"$log" 2>&1; then
         runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
         echo "fuzz: $t: ${runs:-?} runs, no finding"
     else

@@ -97,7 +97,9 @@ fn c_programs_on_three_nodes() {
 #[test]
 fn each_rank_moves_data_over_its_own_nic() {
     let cluster = Cluster::start();
-    let (pm, info) = common::start_pm("nics", &[]);
+    // The nodes reach this host over the cluster's bridge, not over the NIC the host's
+    // inventory chooses (eth0): the PM listens everywhere, as on a login node.
+    let (pm, info) = common::start_pm("nics", &["--listen", "0.0.0.0:0"]);
     let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
     tracer_cmd
         .env("MSTRO_POOL_MANAGER_INFO", &info)
@@ -244,7 +246,8 @@ impl HostPool {
     /// Starts the PM for `workflow` and a tracer of the event `kinds`.
     fn start(workflow: &'static str, kinds: &str) -> HostPool {
         let site = installed().site_packages();
-        let (pm, info) = common::start_pm(workflow, &[]);
+        // The nodes reach this host over the bridge (see `each_rank_moves_data_over_its_own_nic`).
+        let (pm, info) = common::start_pm(workflow, &["--listen", "0.0.0.0:0"]);
         let mut cmd = std::process::Command::new(example("pool_tracer"));
         cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
             .env("MSTRO_WORKFLOW_NAME", workflow)

@@ -177,14 +177,17 @@ fn a_flood_of_unjoined_connections_does_not_lock_honest_apps_out() {
     let stderr = common::lines(pm.child.stderr.take().expect("stderr"));
     let info = info(&text);
     // The flood comes from 127.0.0.2; honest apps join over TCP from 127.0.0.1 only.
-    let tcp_only = PmInfo {
-        endpoints: vec![ControlAddr::Tcp(tcp_addr(&info))],
-        ..info.clone()
-    };
-    let pm_addr = SocketAddr::from(([127, 0, 0, 1], tcp_addr(&info).port()));
+    let pm_addr = info
+        .endpoints
+        .iter()
+        .find_map(|e| match e {
+            ControlAddr::Tcp(a) if a.ip().is_loopback() => Some(*a),
+            _ => None,
+        })
+        .expect("the PM listens on loopback");
     let tcp_only = PmInfo {
         endpoints: vec![ControlAddr::Tcp(pm_addr)],
-        ..tcp_only
+        ..info.clone()
     };
     let start = Instant::now();
     let flood: Vec<TcpStream> = (0..1100)

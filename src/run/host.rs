@@ -89,6 +89,9 @@ pub struct LauncherHost {
     /// The namespaces of the tools accepted (the only ones besides the job's ranks that
     /// get answers).
     accepted_tools: Mutex<BTreeSet<String>>,
+    /// A tool or client was turned away: libpmix's own teardown is not safe after that
+    /// (see `refused_anyone`).
+    refused: std::sync::atomic::AtomicBool,
     /// The PMIx server's TCP ports (found at the first connection), to see who is
     /// connected.
     server_ports: std::sync::OnceLock<Vec<u16>>,
@@ -122,6 +125,7 @@ impl LauncherHost {
             tools: AtomicU32::new(0),
             accepted_tools: Mutex::new(BTreeSet::new()),
             server_ports: std::sync::OnceLock::new(),
+            refused: std::sync::atomic::AtomicBool::new(false),
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
             links: Mutex::new(BTreeMap::new()),
@@ -141,6 +145,14 @@ impl LauncherHost {
         if self.fabric.set(view).is_err() {
             tracing::warn!("fabric view set twice; keeping the first");
         }
+    }
+
+    /// Whether a tool or client was turned away. OpenPMIx 4.2 cannot refuse either
+    /// cleanly (a refused tool is left pending, a refused client goes down an error path
+    /// that leaves the server's locks in a bad state): the launcher then skips libpmix's
+    /// teardown (deregistrations, `PMIx_server_finalize`) and leaves with `_exit`.
+    pub fn refused_anyone(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// The uid and gid ranks run as (and are registered with).
@@ -294,6 +306,7 @@ impl LauncherHost {
 impl Host for LauncherHost {
     fn client_connected(&self, proc: &Proc) -> Result<(), Status> {
         if let Ok(Some(why)) = self.cut_off_intruders() {
+            self.refused.store(true, Ordering::Relaxed);
             tracing::warn!("{proc} refused: {why}");
             return Err(Status::NO_PERMISSIONS);
         }
@@ -383,6 +396,7 @@ impl Host for LauncherHost {
             _ => checked,
         };
         if let Some(why) = refusal {
+            self.refused.store(true, Ordering::Relaxed);
             tracing::warn!("tool connection refused: {why}");
             return reply.abandon();
         }

@@ -272,7 +272,15 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     signals.stop();
     let code = job.outcome.exit_code();
     drop(job);
-    let finished = shut_down(server, &host, &nspace, opts.nprocs);
+    let finished = if host.refused_anyone() {
+        // libpmix's teardown is not safe after a refusal (see `refused_anyone`).
+        eprintln!("maestro run: connections were refused; leaving without PMIx's teardown");
+        host.job_ended();
+        std::mem::forget(server);
+        false
+    } else {
+        shut_down(server, &host, &nspace, opts.nprocs)
+    };
     drop(tmp);
     if !finished {
         // A thread is still inside libpmix: the library's exit handlers must not run

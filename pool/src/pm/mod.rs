@@ -267,11 +267,23 @@ impl PoolManager {
             endpoints.push(addr);
             listeners.push(listener);
         }
+        // Addresses given port 0 share one port where they can: the info then names one.
+        let mut shared_port = None;
         for addr in &config.listen {
-            let l = rt.block_on(TcpListener::bind(addr)).map_err(|e| {
-                std::io::Error::new(e.kind(), format!("pool manager listening on {addr}: {e}"))
-            })?;
+            let same = shared_port.filter(|_| addr.port() == 0).and_then(|port| {
+                rt.block_on(TcpListener::bind(SocketAddr::new(addr.ip(), port)))
+                    .ok()
+            });
+            let l = match same {
+                Some(l) => l,
+                None => rt.block_on(TcpListener::bind(addr)).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("pool manager listening on {addr}: {e}"))
+                })?,
+            };
             let bound = l.local_addr()?;
+            if addr.port() == 0 {
+                shared_port.get_or_insert(bound.port());
+            }
             if bound.ip().is_unspecified() {
                 // Listening everywhere: advertise every interface that is up.
                 for ip in inventory::netif::interface_addresses()? {
