@@ -56,7 +56,14 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     mstro::init_logging();
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    if matches!(command, Cmd::Inventory(_) | Cmd::Query(_)) {
+        // Printing commands end quietly when their reader goes (`maestro inventory |
+        // head -1`), as other Unix tools do: status 141, no panic.
+        // SAFETY: restoring the default disposition of one signal, before any output.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    match command {
         Cmd::Run(opts) => run::main(&opts),
         Cmd::Inventory(opts) => cli::exit("inventory", inventory_cmd::run(&opts), 2),
         Cmd::Pm(opts) => cli::exit("pm", pm_cmd::run(&opts), 2),

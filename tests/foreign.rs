@@ -3,32 +3,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
-
-use common::{maestro_run, repo, run};
-
-/// Compiles `src` with `compiler` (plus pkg-config flags for `pkg`, if any) into `dir`.
-fn build(compiler: &str, src: &str, pkg: Option<&str>, dir: &Path) -> PathBuf {
-    let exe = dir.join(Path::new(src).file_stem().expect("file name"));
-    let mut cmd = Command::new(compiler);
-    cmd.arg("-O1")
-        .arg("-o")
-        .arg(&exe)
-        .arg(repo().join("tests/c").join(src));
-    if let Some(pkg) = pkg {
-        let flags = Command::new("pkg-config")
-            .args(["--cflags", "--libs", pkg])
-            .output()
-            .expect("pkg-config");
-        let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
-        cmd.args(flags.split_whitespace());
-    }
-    let out = run(&mut cmd, Duration::from_secs(120));
-    assert_eq!(out.code(), Some(0), "building {src}: {out:?}");
-    exe
-}
+use common::{build_c as build, maestro_run};
 
 #[test]
 fn a_c_pmix_client_finds_every_job_key() {

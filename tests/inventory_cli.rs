@@ -142,3 +142,20 @@ fn bad_input_is_exit_2_with_a_message() {
         assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    // `maestro inventory --placement 2000 | head -1`
+    let mut g =
+        common::Group::spawn(Command::new(maestro()).args(["inventory", "--placement", "2000"]));
+    let mut out = BufReader::new(g.child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("a line");
+    assert!(first.contains("placement"), "{first}");
+    drop(out);
+    let end = g.wait(Duration::from_secs(30));
+    assert_eq!(end.status.signal(), Some(libc::SIGPIPE), "{end:?}");
+    assert!(!end.stderr.contains("panicked"), "{}", end.stderr);
+}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Group, maestro, repo, run, start_pm};
+use common::{Group, build_c, maestro, run, start_pm};
 use pool::attr::{self, AttrValue, Attributes};
 use pool::bootstrap::{ControlAddr, PmInfo};
 use pool::events::{EventKind, FabricChange, SubscribeOptions};
@@ -284,26 +284,6 @@ fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-/// Builds `tests/c/<src>` into `dir` with `cc` (and pkg-config pmix), readable by all.
-fn build_c(src: &str, out: &Path, shared: bool) -> PathBuf {
-    let mut cc = Command::new("cc");
-    if shared {
-        cc.args(["-shared", "-fPIC"]);
-    }
-    cc.arg("-o").arg(out).arg(repo().join("tests/c").join(src));
-    if !shared {
-        let flags = Command::new("pkg-config")
-            .args(["--cflags", "--libs", "pmix"])
-            .output()
-            .expect("pkg-config");
-        cc.args(String::from_utf8_lossy(&flags.stdout).split_whitespace());
-    }
-    let st = cc.status().expect("cc");
-    assert!(st.success(), "building {src}");
-    set_mode(out, 0o755);
-    out.to_path_buf()
-}
-
 /// The tool URI of the launcher with `pid` (its rendezvous file's first line).
 fn tool_uri(pid: i32) -> String {
     let dir = common::maestro_run_server_dir(pid);
@@ -335,9 +315,9 @@ fn another_user_gets_nothing_from_maestro_run() {
     let Some(mallory) = OtherUser::create() else {
         return;
     };
-    let intruder = build_c("intruder_tool.c", &mallory.dir.join("intruder"), false);
-    let claim_root = build_c("claim_root.c", &mallory.dir.join("claim_root.so"), true);
-    let fake_client = build_c("pmix_client.c", &mallory.dir.join("client"), false);
+    let intruder = build_c("cc", "intruder_tool.c", Some("pmix"), &mallory.dir);
+    let claim_root = build_c("cc", "claim_root.so.c", None, &mallory.dir);
+    let fake_client = build_c("cc", "pmix_client.c", Some("pmix"), &mallory.dir);
     let job = Group::spawn(Command::new(maestro()).args([
         "run",
         "--tool-support",

@@ -59,6 +59,25 @@ pub const RANGE: &str = key(sys::PMIX_RANGE);
 pub const PERSISTENCE: &str = key(sys::PMIX_PERSISTENCE);
 /// `PMIX_USERID`
 pub const USERID: &str = key(sys::PMIX_USERID);
+/// `PMIX_LOG_STDERR`: a `PMIx_Log` channel, the string to write to stderr.
+pub const LOG_STDERR: &str = key(sys::PMIX_LOG_STDERR);
+/// `PMIX_LOG_STDOUT`: a `PMIx_Log` channel, the string to write to stdout.
+pub const LOG_STDOUT: &str = key(sys::PMIX_LOG_STDOUT);
+/// `PMIX_LOG_SYSLOG`: a `PMIx_Log` channel, the string for the syslog.
+pub const LOG_SYSLOG: &str = key(sys::PMIX_LOG_SYSLOG);
+/// `PMIX_LOG_LOCAL_SYSLOG`: a `PMIx_Log` channel, the string for the local syslog.
+pub const LOG_LOCAL_SYSLOG: &str = key(sys::PMIX_LOG_LOCAL_SYSLOG);
+/// `PMIX_LOG_SYSLOG_PRI`: the syslog priority of a `PMIx_Log` request (default `LOG_ERR`).
+pub const LOG_SYSLOG_PRI: &str = key(sys::PMIX_LOG_SYSLOG_PRI);
+/// `PMIX_LOG_SOURCE`: the process a `PMIx_Log` request speaks for.
+pub const LOG_SOURCE: &str = key(sys::PMIX_LOG_SOURCE);
+/// `PMIX_LOG_TIMESTAMP`: the time (`time_t`) a `PMIx_Log` request carries.
+pub const LOG_TIMESTAMP: &str = key(sys::PMIX_LOG_TIMESTAMP);
+/// `PMIX_LOG_GENERATE_TIMESTAMP`: stamp a `PMIx_Log` request with the time it arrives.
+pub const LOG_GENERATE_TIMESTAMP: &str = key(sys::PMIX_LOG_GENERATE_TIMESTAMP);
+/// `PMIX_LOG_ONCE`: log on the first channel that can, only.
+pub const LOG_ONCE: &str = key(sys::PMIX_LOG_ONCE);
+
 /// `PMIX_GRPID`
 pub const GRPID: &str = key(sys::PMIX_GRPID);
 /// `PMIX_CRED_TYPE`

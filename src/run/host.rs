@@ -438,6 +438,18 @@ impl Host for LauncherHost {
         }
     }
 
+    fn log(&self, proc: &Proc, data: Vec<Info>, directives: Vec<Info>, reply: OpReply) {
+        if !self.trusted(proc) {
+            return reply.send(Err(Status::NO_PERMISSIONS));
+        }
+        let status = crate::run::pmix_log::log(proc, &self.nspace, &data, &directives);
+        reply.send(if status.is_success() {
+            Ok(())
+        } else {
+            Err(status)
+        });
+    }
+
     fn get_credential(&self, proc: &Proc, _info: Vec<Info>, reply: CredentialReply) {
         if !self.trusted(proc) {
             tracing::warn!("credential for {proc} refused: not of this job or its user's tools");

@@ -9,7 +9,11 @@
 //!   seconds, then SIGTERM the rest and SIGKILL them `--kill-after` seconds later;
 //! - SIGINT/SIGTERM/SIGHUP/SIGQUIT to the launcher are forwarded to every rank's process
 //!   group, followed by SIGKILL after `--kill-after`;
-//! - `--timeout` bounds the whole job (exit code 124 when it fires).
+//! - `--timeout` bounds the whole job (exit code 124 when it fires);
+//! - when the pipe or terminal the launcher writes to goes away (`maestro run ... | head`),
+//!   the ranks get SIGTERM (SIGKILL after `--kill-after`) and the launcher exits with 141,
+//!   as a program killed by SIGPIPE does; output keeps being drained meanwhile, so no rank
+//!   blocks on a full pipe.
 //!
 //! The exit code is the worst status of the ranks that ended on their own (see `outcome`).
 //! Everything the PMIx server writes lives in a private temporary directory removed at
@@ -21,6 +25,7 @@ mod host;
 mod outcome;
 mod output;
 mod peers;
+mod pmix_log;
 mod query_fix;
 mod signals;
 mod spawn;
@@ -134,6 +139,9 @@ enum LoopEvent {
     RankExited(u32, RankEnd),
     Host(HostEvent),
     Signal(i32),
+    /// The launcher's stdout or stderr is gone (a closed pipe): the job ends as a
+    /// program killed by SIGPIPE would.
+    OutputClosed,
 }
 
 /// Runs the job and returns the exit code for the launcher.

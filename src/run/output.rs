@@ -16,11 +16,12 @@ pub enum Stream {
 
 /// Starts a thread copying `src` to our `stream`, prefixing lines with `[rank] ` when
 /// `label` is set. The thread ends at EOF (when the rank and all its children closed it).
+/// When our stream is gone (a closed pipe), `closed` is called once and the rest is
+/// drained unwritten, so the rank never blocks on a full pipe while the job ends.
 pub fn forward(
     src: impl Read + Send + 'static,
-    stream: Stream,
-    rank: u32,
-    label: bool,
+    (stream, rank, label): (Stream, u32, bool),
+    closed: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("rank{rank}-{stream:?}"))
@@ -32,11 +33,16 @@ pub fn forward(
                 Vec::new()
             };
             let mut line = Vec::with_capacity(256);
+            let mut closed = Some(closed);
+            let mut gone = false;
             loop {
                 line.clear();
                 match reader.read_until(b'\n', &mut line) {
                     Ok(0) => break,
                     Ok(_) => {
+                        if gone {
+                            continue;
+                        }
                         if !line.ends_with(b"\n") {
                             line.push(b'\n');
                         }
@@ -48,10 +54,15 @@ pub fn forward(
                                 write_line(&mut std::io::stderr().lock(), &prefix, &line)
                             }
                         };
-                        if res.is_err() {
-                            // Our own output is gone (closed pipe): keep draining so the rank
-                            // never blocks on a full pipe.
-                            continue;
+                        if let Err(e) = res
+                            && e.kind() == std::io::ErrorKind::BrokenPipe
+                        {
+                            // Our own output is gone (closed pipe): say so once, and keep
+                            // draining so the rank never blocks on a full pipe.
+                            gone = true;
+                            if let Some(f) = closed.take() {
+                                f();
+                            }
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

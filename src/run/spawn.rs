@@ -91,14 +91,16 @@ impl Job<'_> {
             if let Some(src) = src {
                 let (done_tx, done_rx) = channel();
                 let label = self.opts.label;
+                let tx = self.tx.clone();
                 output::forward(
                     DoneOnDrop {
                         inner: src,
                         _done: done_tx,
                     },
-                    stream,
-                    rank,
-                    label,
+                    (stream, rank, label),
+                    move || {
+                        let _ = tx.send(LoopEvent::OutputClosed);
+                    },
                 )
                 .map_err(|e| format!("output thread: {e}"))?;
                 self.outputs.push(done_rx);

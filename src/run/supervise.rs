@@ -41,6 +41,14 @@ impl Job<'_> {
                     self.kill_at
                         .get_or_insert(Instant::now() + self.opts.kill_after);
                 }
+                Ok(LoopEvent::OutputClosed) => {
+                    // As a pipeline's writer killed by SIGPIPE: status 141.
+                    if self.outcome.stop(StopCause::Signal(libc::SIGPIPE)) {
+                        self.signal_all(libc::SIGTERM);
+                        self.kill_at
+                            .get_or_insert(Instant::now() + self.opts.kill_after);
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }

@@ -272,6 +272,40 @@ pub fn maestro_run(args: &[&str]) -> Output {
     )
 }
 
+/// Compiles `tests/c/<src>` with `compiler` (`cc`, `mpicc`; plus the pkg-config flags of
+/// `pkg`, if any) into `dir`, named after the source; `-shared` for a `.so` name. The result
+/// is readable and runnable by every user (tests run it as a second user too).
+pub fn build_c(compiler: &str, src: &str, pkg: Option<&str>, dir: &Path) -> PathBuf {
+    let stem = Path::new(src).file_stem().expect("file name");
+    let shared = src.ends_with(".so.c");
+    let exe = dir.join(if shared {
+        PathBuf::from(stem)
+    } else {
+        PathBuf::from(stem).with_extension("")
+    });
+    let mut cmd = Command::new(compiler);
+    if shared {
+        cmd.args(["-shared", "-fPIC"]);
+    }
+    cmd.arg("-O1")
+        .arg("-o")
+        .arg(&exe)
+        .arg(repo().join("tests/c").join(src));
+    if let Some(pkg) = pkg {
+        let flags = Command::new("pkg-config")
+            .args(["--cflags", "--libs", pkg])
+            .output()
+            .expect("pkg-config");
+        let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
+        cmd.args(flags.split_whitespace());
+    }
+    let out = run(&mut cmd, Duration::from_secs(120));
+    assert_eq!(out.code(), Some(0), "building {src}: {out:?}");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    exe
+}
+
 /// The private directory of the `maestro run` launcher with `pid`
 /// (`$TMPDIR/maestro-run.<pid>`).
 pub fn maestro_run_dir(pid: i32) -> PathBuf {

@@ -109,11 +109,13 @@ pub trait Host: Send + Sync + 'static {
         reply.send(Status::NOT_SUPPORTED, Vec::new());
     }
 
-    /// A client logged something (`PMIx_Log`).
-    fn log(&self, proc: &Proc, data: &[Info]) {
-        for d in data {
-            tracing::info!(target: "pmix::log", "{proc}: {} = {:?}", d.key, d.value);
-        }
+    /// A client or tool logged something (`PMIx_Log`): `data` holds the channels
+    /// (`PMIX_LOG_STDERR` and the like, each with its message), `directives` how
+    /// (`PMIX_LOG_ONCE`, `PMIX_LOG_GENERATE_TIMESTAMP`, `PMIX_LOG_SOURCE`). Answer with
+    /// success, `PMIX_ERR_PARTIAL_SUCCESS` when some channels were not honoured, or
+    /// `PMIX_ERR_NOT_SUPPORTED` when none was. The default honours none.
+    fn log(&self, _proc: &Proc, _data: Vec<Info>, _directives: Vec<Info>, reply: OpReply) {
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 }
 

@@ -424,6 +424,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // Answers still queued go first: no callback may reach a finalized library.
+        if !reply::replier::flush(Duration::from_secs(2)) {
+            tracing::warn!("PMIx answers still queued at finalize");
+        }
         // SAFETY: the server was initialised by this object.
         let rc = unsafe { sys::PMIx_server_finalize() };
         if let Err(e) = check("PMIx_server_finalize", rc) {

@@ -5,6 +5,11 @@
 //! another thread, e.g. a lookup that waits for a publish), is consumed by its `send`
 //! method, and, if dropped unanswered, answers with an error so the requesting client never
 //! hangs.
+//!
+//! Every answer is made on one thread of this crate's ([`replier`]), never on the stack of
+//! the upcall that asked: OpenPMIx 4.2 still holds locks of its own around some upcalls
+//! (`log`, `notify_event`), and a callback made from inside them waits for those locks
+//! forever. Answers keep their order.
 
 use std::ffi::{c_char, c_void};
 
@@ -103,8 +108,12 @@ fn status_of<T>(r: &Result<T, Status>) -> i32 {
 }
 
 impl OpReply {
-    /// Answers with success or the given status.
-    pub fn send(mut self, result: Result<(), Status>) {
+    /// Answers with success or the given status (from the replier thread).
+    pub fn send(self, result: Result<(), Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<(), Status>) {
         let (cb, cbdata) = self.take();
         if let Some(cb) = cb {
             // SAFETY: the callback PMIx gave for this upcall, called once.
@@ -122,8 +131,13 @@ unsafe extern "C" fn release_blob(cbdata: *mut c_void) {
 }
 
 impl ModexReply {
-    /// Answers with the blob (PMIx frees it through a release callback) or a status.
-    pub fn send(mut self, result: Result<Vec<u8>, Status>) {
+    /// Answers with the blob (PMIx frees it through a release callback) or a status
+    /// (from the replier thread).
+    pub fn send(self, result: Result<Vec<u8>, Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<Vec<u8>, Status>) {
         let (cb, cbdata) = self.take();
         let Some(cb) = cb else { return };
         match result {
@@ -152,8 +166,13 @@ impl ModexReply {
 }
 
 impl LookupReply {
-    /// Answers with the data found (`PMIX_ERR_NOT_FOUND` when empty) or a status.
-    pub fn send(mut self, result: Result<Vec<Published>, Status>) {
+    /// Answers with the data found (`PMIX_ERR_NOT_FOUND` when empty) or a status (from
+    /// the replier thread).
+    pub fn send(self, result: Result<Vec<Published>, Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<Vec<Published>, Status>) {
         let (cb, cbdata) = self.take();
         let Some(cb) = cb else { return };
         let found = match result {
@@ -205,9 +224,14 @@ unsafe extern "C" fn release_infos(cbdata: *mut c_void) {
 }
 
 impl InfoReply {
-    /// Answers with a status and infos (PMIx frees them through a release callback).
-    /// Use `PMIX_ERR_PARTIAL_SUCCESS` when only some queries were answered.
-    pub fn send(mut self, status: Status, infos: Vec<Info>) {
+    /// Answers with a status and infos (PMIx frees them through a release callback), from
+    /// the replier thread. Use `PMIX_ERR_PARTIAL_SUCCESS` when only some queries were
+    /// answered.
+    pub fn send(self, status: Status, infos: Vec<Info>) {
+        replier::run(move || self.send_now(status, infos));
+    }
+
+    fn send_now(mut self, status: Status, infos: Vec<Info>) {
         let (cb, cbdata) = self.take();
         let Some(cb) = cb else { return };
         match InfoArray::new(&infos) {
@@ -245,8 +269,12 @@ impl ToolReply {
         let _ = self.take();
     }
 
-    /// Answers with the name assigned to the tool, or a refusal.
-    pub fn send(mut self, result: Result<Proc, Status>) {
+    /// Answers with the name assigned to the tool, or a refusal (from the replier thread).
+    pub fn send(self, result: Result<Proc, Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<Proc, Status>) {
         let (cb, cbdata) = self.take();
         let Some(cb) = cb else { return };
         match result.map(|p| p.to_raw()) {
@@ -270,8 +298,13 @@ impl ToolReply {
 }
 
 impl CredentialReply {
-    /// Answers with a credential and infos describing it (`PMIX_CRED_TYPE`, ...).
-    pub fn send(mut self, result: Result<(Vec<u8>, Vec<Info>), Status>) {
+    /// Answers with a credential and infos describing it (`PMIX_CRED_TYPE`, ...), from the
+    /// replier thread.
+    pub fn send(self, result: Result<(Vec<u8>, Vec<Info>), Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<(Vec<u8>, Vec<Info>), Status>) {
         let (cb, cbdata) = self.take();
         let Some(cb) = cb else { return };
         match result {
@@ -296,8 +329,13 @@ impl CredentialReply {
 }
 
 impl ValidationReply {
-    /// Answers with what is known of the credential's owner, or `PMIX_ERR_INVALID_CRED`.
-    pub fn send(mut self, result: Result<Vec<Info>, Status>) {
+    /// Answers with what is known of the credential's owner, or `PMIX_ERR_INVALID_CRED`
+    /// (from the replier thread).
+    pub fn send(self, result: Result<Vec<Info>, Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<Vec<Info>, Status>) {
         let (cb, cbdata) = self.take();
         let Some(cb) = cb else { return };
         match result {
@@ -314,5 +352,61 @@ impl ValidationReply {
                 unsafe { cb(s.0, std::ptr::null_mut(), 0, cbdata) };
             }
         }
+    }
+}
+
+/// The one thread that makes every answer to an upcall (see the module docs).
+pub(crate) mod replier {
+    use std::sync::mpsc::{Sender, channel};
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    use std::time::Duration;
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    fn queue() -> Option<&'static Mutex<Sender<Job>>> {
+        static QUEUE: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+        QUEUE
+            .get_or_init(|| {
+                let (tx, rx) = channel::<Job>();
+                let spawned = std::thread::Builder::new()
+                    .name("pmix-replies".into())
+                    .spawn(move || {
+                        for job in rx {
+                            crate::ffi::guard("a PMIx upcall's answer", (), job);
+                        }
+                    });
+                match spawned {
+                    Ok(_) => Some(Mutex::new(tx)),
+                    Err(e) => {
+                        tracing::error!("no thread for PMIx answers ({e}); answering in place");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// Runs `job` (an answer) on the replier thread, after those queued before it; in
+    /// place if that thread could not be started.
+    pub(crate) fn run(job: impl FnOnce() + Send + 'static) {
+        let job: Job = Box::new(job);
+        let Some(q) = queue() else {
+            return job();
+        };
+        let tx = q.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(returned) = tx.send(job) {
+            drop(tx);
+            (returned.0)();
+        }
+    }
+
+    /// Waits (at most `limit`) until every answer queued so far is made: before the
+    /// server finalizes, no callback may be left for later.
+    pub(crate) fn flush(limit: Duration) -> bool {
+        let (done, wait) = channel();
+        run(move || {
+            let _ = done.send(());
+        });
+        wait.recv_timeout(limit).is_ok()
     }
 }

@@ -352,18 +352,27 @@ pub(crate) unsafe extern "C" fn log(
     client: *const sys::pmix_proc_t,
     data: *const sys::pmix_info_t,
     ndata: usize,
-    _directives: *const sys::pmix_info_t,
-    _ndirs: usize,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
     cbfunc: sys::pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) {
     guard("PMIx upcall log", (), || {
         // SAFETY: valid arguments lent for the call.
-        let (p, infos) = unsafe { (proc_opt(client), Info::vec_from_raw(data, ndata)) };
-        if let Some(p) = p {
-            with_host(|h| h.log(&p, &infos));
+        let (p, infos, dirs) = unsafe {
+            (
+                proc_opt(client),
+                Info::vec_from_raw(data, ndata),
+                Info::vec_from_raw(directives, ndirs),
+            )
+        };
+        let reply = OpReply::new(cbfunc, cbdata);
+        match p {
+            Some(p) => {
+                with_host(|h| h.log(&p, infos, dirs, reply));
+            }
+            None => reply.send(Err(Status(sys::PMIX_ERR_BAD_PARAM))),
         }
-        OpReply::new(cbfunc, cbdata).send(Ok(()));
     })
 }
 
