@@ -111,3 +111,109 @@ fn a_closed_output_pipe_ends_the_job_like_sigpipe() {
     }
     assert!(!maestro_run_dir(launcher).exists());
 }
+
+/// `maestro run -n 2 pmix_control MODE` with a 30 s limit.
+fn control(exe: &str, mode: &str) -> common::Output {
+    run(
+        Command::new(maestro()).args(["run", "-n", "2", "--timeout", "30", "--", exe, mode]),
+        Duration::from_secs(60),
+    )
+}
+
+#[test]
+fn queries_answer_what_the_host_knows_even_mixed_with_what_it_does_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_control.c", Some("pmix"), dir.path());
+    let exe = exe.to_str().expect("utf-8 path");
+    let out = control(exe, "query");
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for line in [
+        // One known and one unknown key: the known one's answer reaches the program
+        // (PARTIAL_SUCCESS would have reached it as no result at all).
+        "query mixed SUCCESS 1",
+        "query nsinfo SUCCESS 1",
+        "query debug SUCCESS 1",
+    ] {
+        assert_eq!(out.lines_with(line).len(), 1, "{line}: {}", out.stdout);
+    }
+    // The reference answers the mixed query the same way.
+    let out = run(
+        Command::new("mpirun").args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "2",
+            exe,
+            "query",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.lines_with("query mixed SUCCESS 1").len(), 1, "{out:?}");
+}
+
+#[test]
+fn job_control_signals_ranks_accepts_registrations_and_kills_jobs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_control.c", Some("pmix"), dir.path());
+    let exe = exe.to_str().expect("utf-8 path");
+    let out = control(exe, "signal");
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for line in [
+        "control preemptible SUCCESS",
+        "control signal SUCCESS",
+        "R1 got SIGUSR1",
+    ] {
+        assert_eq!(out.lines_with(line).len(), 1, "{line}: {}", out.stdout);
+    }
+    // A rank kills its own job: every rank dies of SIGKILL at once, the launcher says 137.
+    let out = control(exe, "kill");
+    assert_eq!(out.code(), Some(137), "{out:?}");
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn a_tool_kills_a_running_job() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
+    let job = Group::spawn(Command::new(maestro()).args([
+        "run",
+        "--tool-support",
+        "-n",
+        "2",
+        "--",
+        "sleep",
+        "60",
+    ]));
+    let launcher = job.pid();
+    let server = common::maestro_run_server_dir(launcher);
+    let end = Instant::now() + Duration::from_secs(20);
+    let uri = loop {
+        let uri = std::fs::read_dir(&server).ok().and_then(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().contains(".tool."))
+                .find_map(|e| std::fs::read_to_string(e.path()).ok())
+                .and_then(|t| t.lines().next().map(str::to_string))
+        });
+        if let Some(uri) = uri {
+            break uri;
+        }
+        assert!(
+            Instant::now() < end,
+            "no rendezvous file in {}",
+            server.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = run(
+        Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}")]),
+        Duration::from_secs(20),
+    );
+    assert!(out.stdout.contains("proc-table SUCCESS 1"), "{out:?}");
+    assert!(out.stdout.contains("kill SUCCESS"), "{out:?}");
+    let end = job.wait(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(137), "{end:?}");
+}

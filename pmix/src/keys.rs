@@ -134,6 +134,24 @@ pub const QUERY_NUM_PSETS: &str = key(sys::PMIX_QUERY_NUM_PSETS);
 pub const QUERY_PSET_NAMES: &str = key(sys::PMIX_QUERY_PSET_NAMES);
 /// `PMIX_QUERY_SPAWN_SUPPORT`
 pub const QUERY_SPAWN_SUPPORT: &str = key(sys::PMIX_QUERY_SPAWN_SUPPORT);
+/// `PMIX_QUERY_DEBUG_SUPPORT`
+pub const QUERY_DEBUG_SUPPORT: &str = key(sys::PMIX_QUERY_DEBUG_SUPPORT);
+/// `PMIX_QUERY_JOB_STATUS`
+pub const QUERY_JOB_STATUS: &str = key(sys::PMIX_QUERY_JOB_STATUS);
+/// `PMIX_QUERY_SUPPORTED_KEYS`
+pub const QUERY_SUPPORTED_KEYS: &str = key(sys::PMIX_QUERY_SUPPORTED_KEYS);
+/// `PMIX_CMD_LINE`
+pub const CMD_LINE: &str = key(sys::PMIX_CMD_LINE);
+/// `PMIX_JOB_CTRL_KILL`: kill the targets.
+pub const JOB_CTRL_KILL: &str = key(sys::PMIX_JOB_CTRL_KILL);
+/// `PMIX_JOB_CTRL_TERMINATE`: terminate the targets (SIGTERM, then SIGKILL).
+pub const JOB_CTRL_TERMINATE: &str = key(sys::PMIX_JOB_CTRL_TERMINATE);
+/// `PMIX_JOB_CTRL_SIGNAL`: send the targets this signal.
+pub const JOB_CTRL_SIGNAL: &str = key(sys::PMIX_JOB_CTRL_SIGNAL);
+/// `PMIX_JOB_CTRL_PREEMPTIBLE`: the requestor may be preempted.
+pub const JOB_CTRL_PREEMPTIBLE: &str = key(sys::PMIX_JOB_CTRL_PREEMPTIBLE);
+/// `PMIX_JOB_CTRL_CHECKPOINT`: the event the requestor wants for a checkpoint.
+pub const JOB_CTRL_CHECKPOINT: &str = key(sys::PMIX_JOB_CTRL_CHECKPOINT);
 /// `PMIX_QUERY_NUM_GROUPS`
 pub const QUERY_NUM_GROUPS: &str = key(sys::PMIX_QUERY_NUM_GROUPS);
 /// `PMIX_NODE_LIST`

@@ -44,6 +44,17 @@ pub enum HostEvent {
         /// Its message.
         msg: String,
     },
+    /// A rank or tool asked to signal ranks (`PMIx_Job_control_nb`).
+    Control {
+        /// The ranks.
+        ranks: Vec<u32>,
+        /// The signal.
+        signal: i32,
+        /// The job ends with it (kill, terminate): the exit code says so.
+        ends_job: bool,
+        /// Who asked, for the log.
+        by: String,
+    },
 }
 
 /// Per-rank state that queries and credentials read.
@@ -80,6 +91,8 @@ pub struct LauncherHost {
     nspace: String,
     hostname: String,
     executable: String,
+    /// The program and its arguments, for `PMIX_CMD_LINE`.
+    command_line: String,
     uid: u32,
     gid: u32,
     ranks: Mutex<BTreeMap<u32, RankState>>,
@@ -102,11 +115,11 @@ pub struct LauncherHost {
 }
 
 impl LauncherHost {
-    /// A host for one job of `nprocs` ranks running `executable`.
+    /// A host for one job of `nprocs` ranks running `command_line` (the executable first).
     pub fn new(
         nspace: &str,
         hostname: &str,
-        executable: &str,
+        command_line: &[String],
         nprocs: u32,
         authority: Authority,
         events: Sender<HostEvent>,
@@ -116,7 +129,8 @@ impl LauncherHost {
         LauncherHost {
             nspace: nspace.to_string(),
             hostname: hostname.to_string(),
-            executable: executable.to_string(),
+            executable: command_line.first().cloned().unwrap_or_default(),
+            command_line: command_line.join(" "),
             uid,
             gid,
             ranks: Mutex::new((0..nprocs).map(|r| (r, RankState::default())).collect()),
@@ -274,6 +288,23 @@ impl LauncherHost {
             .collect()
     }
 
+    /// Every query key [`LauncherHost::answer`] knows, for `PMIX_QUERY_SUPPORTED_KEYS`.
+    const QUERY_KEYS: [&'static str; 13] = [
+        keys::QUERY_NAMESPACES,
+        keys::QUERY_NAMESPACE_INFO,
+        keys::QUERY_PROC_TABLE,
+        keys::QUERY_LOCAL_PROC_TABLE,
+        keys::JOB_SIZE,
+        keys::QUERY_NUM_PSETS,
+        keys::QUERY_PSET_NAMES,
+        keys::QUERY_SPAWN_SUPPORT,
+        keys::QUERY_DEBUG_SUPPORT,
+        keys::QUERY_JOB_STATUS,
+        keys::QUERY_SUPPORTED_KEYS,
+        keys::SERVER_URI,
+        maestro_keys::FABRIC_INVENTORY,
+    ];
+
     /// Answers one query key, or `None` when this host does not know it.
     fn answer(&self, key: &str, qualifiers: &[Info]) -> Option<Value> {
         let ns_ok = || match pmix::find(qualifiers, keys::NSPACE) {
@@ -291,6 +322,31 @@ impl LauncherHost {
             k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
             k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
             k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(String::new())),
+            // No debugger support (stop-in-init) yet: an empty list says so.
+            k if k == keys::QUERY_DEBUG_SUPPORT => Some(Value::String(String::new())),
+            k if k == keys::QUERY_NAMESPACE_INFO && ns_ok() => Some(Value::Infos(vec![Info::new(
+                keys::QUERY_NAMESPACE_INFO,
+                Value::Infos(vec![
+                    Info::new(keys::NSPACE, Value::String(self.nspace.clone())),
+                    Info::new(keys::CMD_LINE, Value::String(self.command_line.clone())),
+                ]),
+            )])),
+            k if k == keys::QUERY_JOB_STATUS && ns_ok() => {
+                let running = self.lock_ranks().values().any(|r| r.exit_code.is_none());
+                Some(Value::Status(if running {
+                    Status::SUCCESS
+                } else {
+                    Status(pmix::sys::PMIX_ERR_JOB_TERMINATED)
+                }))
+            }
+            k if k == keys::QUERY_SUPPORTED_KEYS => Some(Value::String(Self::QUERY_KEYS.join(","))),
+            k if k == keys::SERVER_URI => self.server_ports.get().and_then(|ports| {
+                let port = ports.first()?;
+                Some(Value::String(format!(
+                    "{}.0;tcp4://127.0.0.1:{port}",
+                    server_nspace(std::process::id())
+                )))
+            }),
             k if k == maestro_keys::FABRIC_INVENTORY => {
                 self.fabric.get().map(|f| Value::String(f.inventory_json()))
             }
@@ -373,11 +429,14 @@ impl Host for LauncherHost {
                 }
             }
         }
+        // Every answer the host has, as success: OpenPMIx 4.2's client passes no results on
+        // with PARTIAL_SUCCESS (a tool asking for two keys, one unknown, saw none).
         let status = if answers.is_empty() {
             Status::NOT_FOUND
-        } else if answers.len() < asked {
-            Status::PARTIAL_SUCCESS
         } else {
+            if answers.len() < asked {
+                tracing::debug!("query: {} of {asked} keys answered", answers.len());
+            }
             Status::SUCCESS
         };
         reply.send(status, answers);
@@ -436,6 +495,67 @@ impl Host for LauncherHost {
             }
             None => reply.send(Status::NOT_FOUND, Vec::new()),
         }
+    }
+
+    fn job_control(
+        &self,
+        requestor: &Proc,
+        targets: Vec<Proc>,
+        directives: Vec<Info>,
+        reply: InfoReply,
+    ) {
+        if !self.trusted(requestor) {
+            return reply.send(Status::NO_PERMISSIONS, Vec::new());
+        }
+        let flag = |k: &str| matches!(pmix::find(&directives, k), Some(Value::Bool(true)));
+        let (signal, ends_job) = if flag(keys::JOB_CTRL_KILL) {
+            (libc::SIGKILL, true)
+        } else if flag(keys::JOB_CTRL_TERMINATE) {
+            (libc::SIGTERM, true)
+        } else if let Some(sig) = pmix::find(&directives, keys::JOB_CTRL_SIGNAL)
+            .and_then(Value::as_u64)
+            .and_then(|s| i32::try_from(s).ok())
+        {
+            (sig, false)
+        } else if flag(keys::JOB_CTRL_PREEMPTIBLE)
+            || pmix::find(&directives, keys::JOB_CTRL_CHECKPOINT).is_some()
+        {
+            // Nothing here preempts or checkpoints: the registration is recorded (logged)
+            // and accepted, as PRRTE does.
+            tracing::info!("{requestor} registered for preemption or checkpoint: {directives:?}");
+            return reply.send(Status::SUCCESS, Vec::new());
+        } else {
+            return reply.send(Status::NOT_SUPPORTED, Vec::new());
+        };
+        // No targets: the requestor's own job (a tool has none).
+        let targets = if targets.is_empty() {
+            vec![Proc::wildcard(requestor.nspace.clone())]
+        } else {
+            targets
+        };
+        let all: Vec<u32> = self.lock_ranks().keys().copied().collect();
+        let mut ranks = Vec::new();
+        for t in &targets {
+            if t.nspace != self.nspace {
+                return reply.send(Status::NOT_FOUND, Vec::new());
+            }
+            if t.rank == pmix::RANK_WILDCARD {
+                ranks.extend(&all);
+            } else if all.contains(&t.rank) {
+                ranks.push(t.rank);
+            } else {
+                return reply.send(Status::NOT_FOUND, Vec::new());
+            }
+        }
+        ranks.sort_unstable();
+        ranks.dedup();
+        self.send(HostEvent::Control {
+            ranks,
+            signal,
+            ends_job,
+            by: requestor.to_string(),
+        });
+        reply.send(Status::SUCCESS, Vec::new());
     }
 
     fn log(&self, proc: &Proc, data: Vec<Info>, directives: Vec<Info>, reply: OpReply) {

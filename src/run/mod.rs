@@ -160,11 +160,11 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             u16::MAX
         )));
     }
-    let Some(program) = opts.command.first() else {
+    if opts.command.is_empty() {
         return Err(RunError::Usage(
             "no command given: maestro run -n N -- CMD ARGS...".into(),
         ));
-    };
+    }
     // Signals first: one that arrives during setup is queued, and the job is then not
     // started at all.
     let (tx, rx) = channel::<LoopEvent>();
@@ -178,7 +178,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let host = Arc::new(LauncherHost::new(
         &nspace,
         &hostname,
-        program,
+        &opts.command,
         opts.nprocs,
         authority,
         host_tx,

@@ -41,6 +41,12 @@ impl Job<'_> {
                     self.kill_at
                         .get_or_insert(Instant::now() + self.opts.kill_after);
                 }
+                Ok(LoopEvent::Host(HostEvent::Control {
+                    ranks,
+                    signal,
+                    ends_job,
+                    by,
+                })) => self.control(&ranks, signal, ends_job, &by),
                 Ok(LoopEvent::OutputClosed) => {
                     // As a pipeline's writer killed by SIGPIPE: status 141.
                     if self.outcome.stop(StopCause::Signal(libc::SIGPIPE)) {
@@ -175,6 +181,26 @@ impl Job<'_> {
             r.signalled = true;
             // SAFETY: kill(2) on a process group we created; errors (ESRCH) are harmless.
             unsafe { libc::kill(-r.pid, sig) };
+        }
+    }
+
+    /// `PMIx_Job_control_nb` from a rank or tool: signal `ranks`; a kill or terminate of
+    /// the whole job ends it (exit code 128 + signal), SIGKILL following a SIGTERM after
+    /// `--kill-after` as for the launcher's own signals.
+    fn control(&mut self, ranks: &[u32], signal: i32, ends_job: bool, by: &str) {
+        eprintln!("maestro run: {by} asked for signal {signal} to ranks {ranks:?}");
+        let whole = ranks.len() == self.ranks.len();
+        if ends_job && whole {
+            self.outcome.stop(StopCause::Signal(signal));
+            self.kill_at
+                .get_or_insert(Instant::now() + self.opts.kill_after);
+        }
+        for rank in ranks {
+            if let Some(r) = self.ranks.get_mut(rank).filter(|r| !r.ended) {
+                r.signalled |= ends_job;
+                // SAFETY: kill(2) on a process group we created; ESRCH is harmless.
+                unsafe { libc::kill(-r.pid, signal) };
+            }
         }
     }
 

@@ -109,6 +109,20 @@ pub trait Host: Send + Sync + 'static {
         reply.send(Status::NOT_SUPPORTED, Vec::new());
     }
 
+    /// A client or tool asks to control processes (`PMIx_Job_control_nb`): `targets`
+    /// (empty: the requestor's own job; rank `PMIX_RANK_WILDCARD`: a whole namespace) and
+    /// what to do (`PMIX_JOB_CTRL_KILL`, `_TERMINATE`, `_SIGNAL`, `_PREEMPTIBLE`,
+    /// `_CHECKPOINT`). The default supports none.
+    fn job_control(
+        &self,
+        _requestor: &Proc,
+        _targets: Vec<Proc>,
+        _directives: Vec<Info>,
+        reply: InfoReply,
+    ) {
+        reply.send(Status::NOT_SUPPORTED, Vec::new());
+    }
+
     /// A client or tool logged something (`PMIx_Log`): `data` holds the channels
     /// (`PMIX_LOG_STDERR` and the like, each with its message), `directives` how
     /// (`PMIX_LOG_ONCE`, `PMIX_LOG_GENERATE_TIMESTAMP`, `PMIX_LOG_SOURCE`). Answer with

@@ -376,6 +376,35 @@ pub(crate) unsafe extern "C" fn log(
     })
 }
 
+pub(crate) unsafe extern "C" fn job_control(
+    requestor: *const sys::pmix_proc_t,
+    targets: *const sys::pmix_proc_t,
+    ntargets: usize,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
+    cbfunc: sys::pmix_info_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    guard("PMIx upcall job_control", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, targets, dirs) = unsafe {
+            (
+                proc_opt(requestor),
+                procs_vec(targets, ntargets),
+                Info::vec_from_raw(directives, ndirs),
+            )
+        };
+        let reply = InfoReply::new(cbfunc, cbdata);
+        match p {
+            Some(p) => with_host(|h| h.job_control(&p, targets, dirs, reply)),
+            None => {
+                reply.send(Status(sys::PMIX_ERR_BAD_PARAM), Vec::new());
+                OK
+            }
+        }
+    })
+}
+
 pub(crate) unsafe extern "C" fn get_credential(
     proc_: *const sys::pmix_proc_t,
     directives: *const sys::pmix_info_t,
@@ -457,6 +486,16 @@ pub(crate) const ATTRIBUTES: &[(&str, &[&str])] = &[
     ("query", &["PMIX_NSPACE"]),
     ("tool_connected", &["NONE"]),
     ("log", &["NONE"]),
+    (
+        "job_control",
+        &[
+            "PMIX_JOB_CTRL_KILL",
+            "PMIX_JOB_CTRL_TERMINATE",
+            "PMIX_JOB_CTRL_SIGNAL",
+            "PMIX_JOB_CTRL_PREEMPTIBLE",
+            "PMIX_JOB_CTRL_CHECKPOINT",
+        ],
+    ),
     ("get_credential", &["PMIX_CRED_TYPE"]),
     ("validate_credential", &["PMIX_CRED_TYPE"]),
     ("fabric", &["NONE"]),
@@ -479,6 +518,7 @@ pub(crate) fn module() -> sys::pmix_server_module_t {
         query: Some(query),
         tool_connected: Some(tool_connected),
         log: Some(log),
+        job_control: Some(job_control),
         get_credential: Some(get_credential),
         validate_credential: Some(validate_credential),
         fabric: Some(fabric),
