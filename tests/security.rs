@@ -694,3 +694,123 @@ fn integrity_is_checked_end_to_end() {
         ),
     }
 }
+
+/// A raw JOIN that announces what a real client would: a shared-memory endpoint (fake
+/// address) and process memory, as `component` of process token `process` on this host.
+fn raw_join_announcing(
+    info: &PmInfo,
+    component: &str,
+    process: u64,
+    memory: proto::ProcessMemory,
+) -> (Conn, proto::AppId) {
+    let mut c = Conn::connect(&ControlAddr::Tcp(tcp_addr(info)), LIMIT).expect("connect");
+    let nonce = match c.recv(Op::Join).expect("challenge") {
+        FromPm::Challenge { nonce } => nonce,
+        other => panic!("{other:?}"),
+    };
+    let join = proto::Join {
+        workflow: info.workflow.clone(),
+        component: component.into(),
+        index: 0,
+        host: inventory::local_hostname(),
+        process,
+        endpoint: Some(proto::FabricEndpoint {
+            provider: "shm".into(),
+            address: fabric::Address(component.as_bytes().to_vec()),
+        }),
+        alternates: Vec::new(),
+        networks: Vec::new(),
+        memory: Some(memory),
+        credential: None,
+        proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, component, 0),
+    };
+    c.send(&[ToPm::Join(Box::new(join))]).expect("join");
+    let app = pool::welcome(c.recv(Op::Join).expect("welcome"))
+        .expect("welcomed")
+        .0;
+    (c, app)
+}
+
+#[test]
+fn a_replayed_memory_announcement_reads_nothing_the_producer_did_not_offer() {
+    let (_pm, text) = start_pm("sec-replay", &[]);
+    let info = info(&text);
+    // The producer (this process) offers one CDO and keeps a secret it never offers.
+    let secret = b"PRIVATE-NOT-OFFERED-password=hunter2".to_vec();
+    let producer = client(&info, "producer");
+    let public = producer.declare("public").expect("declare");
+    producer
+        .seal_and_offer(public, Attributes::new(), buffer(&[1; 4096]))
+        .expect("offer");
+    // A spy consumer learns the producer's pid, token and token address from a ticket.
+    let nobody = proto::ProcessMemory {
+        pid: 1,
+        token: 1,
+        token_addr: 1,
+    };
+    let (mut spy, spy_app) = raw_join_announcing(&info, "spy", 101, nobody);
+    let want = *cdo_ids(spy_app).start();
+    spy.send(&[
+        ToPm::Declare {
+            cdo: want,
+            name: "public".into(),
+        },
+        ToPm::Demand { cdo: want },
+    ])
+    .expect("send");
+    let learned = match spy.recv(Op::Demand).expect("ticket") {
+        FromPm::Ticket {
+            source: proto::Source::Rma {
+                memory: Some(m), ..
+            },
+            ..
+        } => m.process,
+        other => panic!("expected a same-host ticket, got {other:?}"),
+    };
+    // Mallory joins again announcing the producer's memory, and offers the address of
+    // the secret as if it were hers.
+    let (mut mallory, app) = raw_join_announcing(&info, "mallory", 202, learned);
+    let cdo = *cdo_ids(app).start();
+    mallory
+        .send(&[
+            ToPm::Declare {
+                cdo,
+                name: "stolen".into(),
+            },
+            ToPm::SealOffer {
+                cdo,
+                attributes: Attributes::new(),
+                region: fabric::RemoteRegion {
+                    addr: secret.as_ptr() as u64,
+                    key: 0,
+                    len: secret.len() as u64,
+                },
+                extras: proto::OfferExtras::default(),
+            },
+        ])
+        .expect("send");
+    assert!(matches!(
+        mallory.recv(Op::Offer).expect("answer"),
+        FromPm::Done { op: Op::Offer, .. }
+    ));
+    // The consumer's ticket does not say "copy from the producer's memory": it reads
+    // Mallory's (fake) endpoint and fails, never the secret.
+    let consumer = Client::join(
+        &info,
+        JoinOptions::new("consumer", 0)
+            .timeout(Duration::from_secs(3))
+            .isolated()
+            .fabric(fabric::Scope::SameNode)
+            .expect("endpoint"),
+    )
+    .expect("join");
+    let want = consumer.declare("stolen").expect("declare");
+    match consumer.demand(want) {
+        Ok((data, _)) => assert!(
+            !data.as_slice().windows(8).any(|w| w == b"PRIVATE-"),
+            "the consumer read the producer's private memory"
+        ),
+        Err(e) => eprintln!("the stolen offer is not served: {e}"),
+    }
+    drop(secret);
+}
