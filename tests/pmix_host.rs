@@ -217,3 +217,48 @@ fn a_tool_kills_a_running_job() {
     let end = job.wait(Duration::from_secs(10));
     assert_eq!(end.code(), Some(137), "{end:?}");
 }
+
+#[test]
+fn groups_are_constructed_with_unique_context_ids_and_destructed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_group.c", Some("pmix"), dir.path());
+    let out = run(
+        Command::new(maestro()).args([
+            "run",
+            "-n",
+            "3",
+            "--timeout",
+            "30",
+            "--",
+            exe.to_str().expect("utf-8 path"),
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        out.elapsed
+    );
+    let id = |step: &str| -> Vec<String> {
+        out.lines_with(step)
+            .iter()
+            .map(|l| {
+                assert!(l.contains(" SUCCESS "), "{l}");
+                l.rsplit(' ').next().unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    let all = id("construct-all");
+    let evens = id("construct-evens");
+    assert_eq!(all.len(), 3, "{}", out.stdout);
+    assert_eq!(evens.len(), 2, "{}", out.stdout);
+    // Every member learns the same id; the two groups' ids differ.
+    assert!(all.iter().all(|i| *i == all[0] && i != "0"), "{all:?}");
+    assert!(
+        evens.iter().all(|i| *i == evens[0] && *i != all[0]),
+        "{evens:?}"
+    );
+    assert_eq!(out.lines_with("destruct-all SUCCESS").len(), 3);
+    assert_eq!(out.lines_with("destruct-evens SUCCESS").len(), 2);
+}

@@ -41,6 +41,10 @@ impl Status {
     pub const INVALID_CRED: Status = Status(sys::PMIX_ERR_INVALID_CRED);
     /// `PMIX_ERR_TIMEOUT`.
     pub const TIMEOUT: Status = Status(sys::PMIX_ERR_TIMEOUT);
+    /// `PMIX_GROUP_MEMBER_FAILED`: a member of a group the recipient belongs to died.
+    pub const GROUP_MEMBER_FAILED: Status = Status(sys::PMIX_GROUP_MEMBER_FAILED);
+    /// `PMIX_EXISTS`: the thing to create exists already.
+    pub const EXISTS: Status = Status(sys::PMIX_EXISTS);
     /// `PMIX_ERR_NO_PERMISSIONS`: the requester may not do this (e.g. another user).
     pub const NO_PERMISSIONS: Status = Status(sys::PMIX_ERR_NO_PERMISSIONS);
     /// `PMIX_ERR_DUPLICATE_KEY`: another process already published the key.

@@ -152,6 +152,12 @@ pub const JOB_CTRL_SIGNAL: &str = key(sys::PMIX_JOB_CTRL_SIGNAL);
 pub const JOB_CTRL_PREEMPTIBLE: &str = key(sys::PMIX_JOB_CTRL_PREEMPTIBLE);
 /// `PMIX_JOB_CTRL_CHECKPOINT`: the event the requestor wants for a checkpoint.
 pub const JOB_CTRL_CHECKPOINT: &str = key(sys::PMIX_JOB_CTRL_CHECKPOINT);
+/// `PMIX_GROUP_ASSIGN_CONTEXT_ID`: a group construct asks for a unique context id.
+pub const GROUP_ASSIGN_CONTEXT_ID: &str = key(sys::PMIX_GROUP_ASSIGN_CONTEXT_ID);
+/// `PMIX_GROUP_CONTEXT_ID`: the context id assigned to a group.
+pub const GROUP_CONTEXT_ID: &str = key(sys::PMIX_GROUP_CONTEXT_ID);
+/// `PMIX_GROUP_ID`: a group's name.
+pub const GROUP_ID: &str = key(sys::PMIX_GROUP_ID);
 /// `PMIX_QUERY_NUM_GROUPS`
 pub const QUERY_NUM_GROUPS: &str = key(sys::PMIX_QUERY_NUM_GROUPS);
 /// `PMIX_NODE_LIST`

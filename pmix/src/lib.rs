@@ -41,7 +41,7 @@ pub use client::{Client, Credential, GetOptions, Published, Scope};
 pub use error::{Error, Result, Status};
 pub use event::{Event, EventHandler, Range};
 pub use query::Query;
-pub use server::{Host, JobLayout, Server, ServerConfig};
+pub use server::{GroupOp, Host, JobLayout, Server, ServerConfig};
 pub use tool::{Tool, ToolTarget};
 pub use value::{
     DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,

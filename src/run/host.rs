@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
 
 use pmix::server::{
-    CredentialReply, InfoReply, LookupReply, NodeDirectory, OpReply, PublishStore, ToolReply,
-    ValidationReply,
+    CredentialReply, GroupOp, InfoReply, LookupReply, NodeDirectory, OpReply, PublishStore,
+    ToolReply, ValidationReply,
 };
 use pmix::{
     Host, Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Query, Status, Value,
@@ -102,9 +102,13 @@ pub struct LauncherHost {
     /// The namespaces of the tools accepted (the only ones besides the job's ranks that
     /// get answers).
     accepted_tools: Mutex<BTreeSet<String>>,
-    /// A tool or client was turned away: libpmix's own teardown is not safe after that
-    /// (see `refused_anyone`).
-    refused: std::sync::atomic::AtomicBool,
+    /// The groups constructed and not destructed: name, members, context id.
+    groups: Mutex<BTreeMap<String, (Vec<Proc>, Option<usize>)>>,
+    /// The next group context id (unique for the launcher's lifetime).
+    next_context: std::sync::atomic::AtomicUsize,
+    /// Something after which libpmix's own teardown is not safe happened (see
+    /// `teardown_unsafe`).
+    unsafe_teardown: std::sync::atomic::AtomicBool,
     /// The PMIx server's TCP ports (found at the first connection), to see who is
     /// connected.
     server_ports: std::sync::OnceLock<Vec<u16>>,
@@ -139,7 +143,9 @@ impl LauncherHost {
             tools: AtomicU32::new(0),
             accepted_tools: Mutex::new(BTreeSet::new()),
             server_ports: std::sync::OnceLock::new(),
-            refused: std::sync::atomic::AtomicBool::new(false),
+            unsafe_teardown: std::sync::atomic::AtomicBool::new(false),
+            groups: Mutex::new(BTreeMap::new()),
+            next_context: std::sync::atomic::AtomicUsize::new(1),
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
             links: Mutex::new(BTreeMap::new()),
@@ -161,12 +167,27 @@ impl LauncherHost {
         }
     }
 
-    /// Whether a tool or client was turned away. OpenPMIx 4.2 cannot refuse either
-    /// cleanly (a refused tool is left pending, a refused client goes down an error path
-    /// that leaves the server's locks in a bad state): the launcher then skips libpmix's
-    /// teardown (deregistrations, `PMIx_server_finalize`) and leaves with `_exit`.
-    pub fn refused_anyone(&self) -> bool {
-        self.refused.load(Ordering::Relaxed)
+    /// The groups `rank` belongs to (to tell their other members when it fails).
+    pub fn groups_of(&self, rank: u32) -> Vec<String> {
+        let me = Proc::new(&self.nspace, rank);
+        let wild = Proc::wildcard(&self.nspace);
+        self.groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, (members, _))| members.contains(&me) || members.contains(&wild))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Whether libpmix's own teardown (deregistrations, `PMIx_server_finalize`) is unsafe
+    /// now, so that the launcher skips it and leaves with `_exit`: after a tool or client
+    /// was turned away (OpenPMIx 4.2 cannot refuse either cleanly: a refused tool is left
+    /// pending, a refused client goes down an error path that leaves the server's locks in
+    /// a bad state), and after a group was constructed (its finalize then waits forever for
+    /// a libevent lock while stopping its progress thread, measured on 4.2.2).
+    pub fn teardown_unsafe(&self) -> bool {
+        self.unsafe_teardown.load(Ordering::Relaxed)
     }
 
     /// The uid and gid ranks run as (and are registered with).
@@ -289,7 +310,8 @@ impl LauncherHost {
     }
 
     /// Every query key [`LauncherHost::answer`] knows, for `PMIX_QUERY_SUPPORTED_KEYS`.
-    const QUERY_KEYS: [&'static str; 13] = [
+    const QUERY_KEYS: [&'static str; 14] = [
+        keys::QUERY_NUM_GROUPS,
         keys::QUERY_NAMESPACES,
         keys::QUERY_NAMESPACE_INFO,
         keys::QUERY_PROC_TABLE,
@@ -339,6 +361,12 @@ impl LauncherHost {
                     Status(pmix::sys::PMIX_ERR_JOB_TERMINATED)
                 }))
             }
+            k if k == keys::QUERY_NUM_GROUPS => Some(Value::Size(
+                self.groups
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .len(),
+            )),
             k if k == keys::QUERY_SUPPORTED_KEYS => Some(Value::String(Self::QUERY_KEYS.join(","))),
             k if k == keys::SERVER_URI => self.server_ports.get().and_then(|ports| {
                 let port = ports.first()?;
@@ -362,7 +390,7 @@ impl LauncherHost {
 impl Host for LauncherHost {
     fn client_connected(&self, proc: &Proc) -> Result<(), Status> {
         if let Ok(Some(why)) = self.cut_off_intruders() {
-            self.refused.store(true, Ordering::Relaxed);
+            self.unsafe_teardown.store(true, Ordering::Relaxed);
             tracing::warn!("{proc} refused: {why}");
             return Err(Status::NO_PERMISSIONS);
         }
@@ -455,7 +483,7 @@ impl Host for LauncherHost {
             _ => checked,
         };
         if let Some(why) = refusal {
-            self.refused.store(true, Ordering::Relaxed);
+            self.unsafe_teardown.store(true, Ordering::Relaxed);
             tracing::warn!("tool connection refused: {why}");
             return reply.abandon();
         }
@@ -556,6 +584,47 @@ impl Host for LauncherHost {
             by: requestor.to_string(),
         });
         reply.send(Status::SUCCESS, Vec::new());
+    }
+
+    fn group(
+        &self,
+        op: GroupOp,
+        name: &str,
+        members: Vec<Proc>,
+        directives: Vec<Info>,
+        reply: InfoReply,
+    ) {
+        if let Some(p) = members.iter().find(|p| !self.trusted(p)) {
+            tracing::warn!("group {name:?} refused: {p} is not of this job");
+            return reply.send(Status::NO_PERMISSIONS, Vec::new());
+        }
+        let mut groups = self
+            .groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match op {
+            GroupOp::Construct => {
+                if groups.contains_key(name) {
+                    return reply.send(Status::EXISTS, Vec::new());
+                }
+                let want_id = matches!(
+                    pmix::find(&directives, keys::GROUP_ASSIGN_CONTEXT_ID),
+                    Some(Value::Bool(true))
+                );
+                let id = want_id.then(|| self.next_context.fetch_add(1, Ordering::Relaxed));
+                tracing::info!("group {name:?} constructed: {members:?}, context id {id:?}");
+                self.unsafe_teardown.store(true, Ordering::Relaxed);
+                groups.insert(name.to_string(), (members, id));
+                let answer = id
+                    .map(|id| vec![Info::new(keys::GROUP_CONTEXT_ID, Value::Size(id))])
+                    .unwrap_or_default();
+                reply.send(Status::SUCCESS, answer);
+            }
+            GroupOp::Destruct => match groups.remove(name) {
+                Some(_) => reply.send(Status::SUCCESS, Vec::new()),
+                None => reply.send(Status::NOT_FOUND, Vec::new()),
+            },
+        }
     }
 
     fn log(&self, proc: &Proc, data: Vec<Info>, directives: Vec<Info>, reply: OpReply) {

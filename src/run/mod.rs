@@ -280,9 +280,9 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     signals.stop();
     let code = job.outcome.exit_code();
     drop(job);
-    let finished = if host.refused_anyone() {
-        // libpmix's teardown is not safe after a refusal (see `refused_anyone`).
-        eprintln!("maestro run: connections were refused; leaving without PMIx's teardown");
+    let finished = if host.teardown_unsafe() {
+        // libpmix's teardown is not safe after refusals or groups (see `teardown_unsafe`).
+        tracing::info!("leaving without PMIx's teardown");
         host.job_ended();
         std::mem::forget(server);
         false

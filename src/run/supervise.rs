@@ -114,6 +114,21 @@ impl Job<'_> {
         {
             tracing::warn!("notifying the job of rank {rank}'s failure: {e}");
         }
+        // The other members of its groups hear of it as a group member's failure.
+        for group in self.host.groups_of(rank) {
+            let info = [
+                Info::new(keys::GROUP_ID, Value::String(group.clone())),
+                Info::new(keys::EVENT_AFFECTED_PROC, Value::Proc(proc.clone())),
+            ];
+            if let Err(e) = self.server.notify_event(
+                Status::GROUP_MEMBER_FAILED,
+                &proc,
+                Range::Namespace,
+                &info,
+            ) {
+                tracing::warn!("notifying group {group} of rank {rank}'s failure: {e}");
+            }
+        }
     }
 
     /// Records the first stop cause and schedules SIGTERM after `grace`.

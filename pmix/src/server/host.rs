@@ -21,6 +21,15 @@ use crate::server::reply::{
 use crate::sync::lock;
 use crate::value::{Info, Proc, Value};
 
+/// What a `group` upcall asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupOp {
+    /// `PMIx_Group_construct`.
+    Construct,
+    /// `PMIx_Group_destruct`.
+    Destruct,
+}
+
 /// The launcher's answers to PMIx upcalls. Methods run on PMIx's progress thread: answer
 /// quickly, or keep the reply and answer from another thread. A dropped reply answers with
 /// an error, so a client never waits forever.
@@ -117,6 +126,21 @@ pub trait Host: Send + Sync + 'static {
         &self,
         _requestor: &Proc,
         _targets: Vec<Proc>,
+        _directives: Vec<Info>,
+        reply: InfoReply,
+    ) {
+        reply.send(Status::NOT_SUPPORTED, Vec::new());
+    }
+
+    /// The local members of a group all asked to construct or destruct it
+    /// (`PMIx_Group_construct`/`destruct`; libpmix collects them first, as for a fence).
+    /// Answer a construct with what the members learn (`PMIX_GROUP_CONTEXT_ID` when
+    /// `PMIX_GROUP_ASSIGN_CONTEXT_ID` asks). The default supports none.
+    fn group(
+        &self,
+        _op: GroupOp,
+        _name: &str,
+        _members: Vec<Proc>,
         _directives: Vec<Info>,
         reply: InfoReply,
     ) {

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use pmix_sys as sys;
 
-pub use host::{Host, PublishStore};
+pub use host::{GroupOp, Host, PublishStore};
 pub use node_store::NodeDirectory;
 pub use query_fix::query_info_nb;
 pub use reply::{

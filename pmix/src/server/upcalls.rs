@@ -9,7 +9,7 @@ use pmix_sys as sys;
 use crate::error::Status;
 use crate::ffi::guard;
 use crate::query::Query;
-use crate::server::host::Host;
+use crate::server::host::{GroupOp, Host};
 use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
 };
@@ -405,6 +405,38 @@ pub(crate) unsafe extern "C" fn job_control(
     })
 }
 
+pub(crate) unsafe extern "C" fn group(
+    op: sys::pmix_group_operation_t,
+    grp: *mut c_char,
+    procs: *const sys::pmix_proc_t,
+    nprocs: usize,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
+    cbfunc: sys::pmix_info_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    guard("PMIx upcall group", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (name, members, dirs) = unsafe {
+            (
+                cstr_lossy(grp),
+                procs_vec(procs, nprocs),
+                Info::vec_from_raw(directives, ndirs),
+            )
+        };
+        let reply = InfoReply::new(cbfunc, cbdata);
+        let op = match op {
+            sys::pmix_group_operation_t_PMIX_GROUP_CONSTRUCT => GroupOp::Construct,
+            sys::pmix_group_operation_t_PMIX_GROUP_DESTRUCT => GroupOp::Destruct,
+            _ => {
+                reply.send(Status(sys::PMIX_ERR_BAD_PARAM), Vec::new());
+                return OK;
+            }
+        };
+        with_host(|h| h.group(op, &name, members, dirs, reply))
+    })
+}
+
 pub(crate) unsafe extern "C" fn get_credential(
     proc_: *const sys::pmix_proc_t,
     directives: *const sys::pmix_info_t,
@@ -496,6 +528,7 @@ pub(crate) const ATTRIBUTES: &[(&str, &[&str])] = &[
             "PMIX_JOB_CTRL_CHECKPOINT",
         ],
     ),
+    ("group", &["PMIX_GROUP_ASSIGN_CONTEXT_ID", "PMIX_TIMEOUT"]),
     ("get_credential", &["PMIX_CRED_TYPE"]),
     ("validate_credential", &["PMIX_CRED_TYPE"]),
     ("fabric", &["NONE"]),
@@ -519,6 +552,7 @@ pub(crate) fn module() -> sys::pmix_server_module_t {
         tool_connected: Some(tool_connected),
         log: Some(log),
         job_control: Some(job_control),
+        group: Some(group),
         get_credential: Some(get_credential),
         validate_credential: Some(validate_credential),
         fabric: Some(fabric),
