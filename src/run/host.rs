@@ -86,6 +86,9 @@ fn node_store() -> PublishStore {
     }
 }
 
+/// A constructed group: its members and the context id it was given, if asked.
+type Group = (Vec<Proc>, Option<usize>);
+
 /// The launcher's [`Host`].
 pub struct LauncherHost {
     nspace: String,
@@ -102,8 +105,8 @@ pub struct LauncherHost {
     /// The namespaces of the tools accepted (the only ones besides the job's ranks that
     /// get answers).
     accepted_tools: Mutex<BTreeSet<String>>,
-    /// The groups constructed and not destructed: name, members, context id.
-    groups: Mutex<BTreeMap<String, (Vec<Proc>, Option<usize>)>>,
+    /// The groups constructed and not destructed, by name.
+    groups: Mutex<BTreeMap<String, Group>>,
     /// The next group context id (unique for the launcher's lifetime).
     next_context: std::sync::atomic::AtomicUsize,
     /// Something after which libpmix's own teardown is not safe happened (see
