@@ -189,27 +189,9 @@ fn a_tool_kills_a_running_job() {
         "60",
     ]));
     let launcher = job.pid();
-    let server = common::maestro_run_server_dir(launcher);
-    let end = Instant::now() + Duration::from_secs(20);
-    let uri = loop {
-        let uri = std::fs::read_dir(&server).ok().and_then(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().contains(".tool."))
-                .find_map(|e| std::fs::read_to_string(e.path()).ok())
-                .and_then(|t| t.lines().next().map(str::to_string))
-        });
-        if let Some(uri) = uri {
-            break uri;
-        }
-        assert!(
-            Instant::now() < end,
-            "no rendezvous file in {}",
-            server.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let uri = common::maestro_run_tool_uri(launcher);
     let out = run(
-        Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}")]),
+        Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}"), "kill"]),
         Duration::from_secs(20),
     );
     assert!(out.stdout.contains("proc-table SUCCESS 1"), "{out:?}");
@@ -261,4 +243,40 @@ fn groups_are_constructed_with_unique_context_ids_and_destructed() {
     );
     assert_eq!(out.lines_with("destruct-all SUCCESS").len(), 3);
     assert_eq!(out.lines_with("destruct-evens SUCCESS").len(), 2);
+}
+
+#[test]
+fn a_debugger_releases_ranks_held_in_init() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
+    let client = build_c("cc", "pmix_client.c", Some("pmix"), dir.path());
+    let mut job = Group::spawn(Command::new(maestro()).args([
+        "run",
+        "--stop-in-init",
+        "-n",
+        "2",
+        "--timeout",
+        "30",
+        "--",
+        client.to_str().expect("utf-8 path"),
+    ]));
+    let launcher = job.pid();
+    let said = common::lines(job.child.stdout.take().expect("stdout"));
+    let uri = common::maestro_run_tool_uri(launcher);
+    // Held: nothing gets past PMIx_Init until the debugger says so.
+    assert!(
+        said.recv_timeout(Duration::from_secs(1)).is_err(),
+        "a rank ran before the release"
+    );
+    let out = run(
+        Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}"), "release"]),
+        Duration::from_secs(20),
+    );
+    assert!(out.stdout.contains("release SUCCESS"), "{out:?}");
+    let first = said
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the ranks run after the release");
+    assert!(first.contains(" OK "), "{first}");
+    let end = job.wait(Duration::from_secs(20));
+    assert_eq!(end.code(), Some(0), "{end:?}");
 }

@@ -284,32 +284,6 @@ fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-/// The tool URI of the launcher with `pid` (its rendezvous file's first line).
-fn tool_uri(pid: i32) -> String {
-    let dir = common::maestro_run_server_dir(pid);
-    let end = Instant::now() + LIMIT;
-    loop {
-        let found = std::fs::read_dir(&dir).ok().and_then(|d| {
-            d.filter_map(Result::ok).find_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                (name.starts_with("pmix.") && name.contains(".tool."))
-                    .then(|| std::fs::read_to_string(e.path()).ok())
-                    .flatten()
-                    .and_then(|t| t.lines().next().map(str::to_string))
-            })
-        });
-        if let Some(uri) = found {
-            return uri;
-        }
-        assert!(
-            Instant::now() < end,
-            "no rendezvous file in {}",
-            dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn another_user_gets_nothing_from_maestro_run() {
     let Some(mallory) = OtherUser::create() else {
@@ -327,7 +301,7 @@ fn another_user_gets_nothing_from_maestro_run() {
         "sleep",
         "12",
     ]));
-    let uri = tool_uri(job.pid());
+    let uri = common::maestro_run_tool_uri(job.pid());
     let dir = std::fs::metadata(
         common::maestro_run_server_dir(job.pid())
             .parent()

@@ -134,6 +134,9 @@ pub const QUERY_NUM_PSETS: &str = key(sys::PMIX_QUERY_NUM_PSETS);
 pub const QUERY_PSET_NAMES: &str = key(sys::PMIX_QUERY_PSET_NAMES);
 /// `PMIX_QUERY_SPAWN_SUPPORT`
 pub const QUERY_SPAWN_SUPPORT: &str = key(sys::PMIX_QUERY_SPAWN_SUPPORT);
+/// `PMIX_DEBUG_STOP_IN_INIT`: the ranks wait in `PMIx_Init` until a tool raises
+/// `PMIX_DEBUGGER_RELEASE`.
+pub const DEBUG_STOP_IN_INIT: &str = key(sys::PMIX_DEBUG_STOP_IN_INIT);
 /// `PMIX_QUERY_DEBUG_SUPPORT`
 pub const QUERY_DEBUG_SUPPORT: &str = key(sys::PMIX_QUERY_DEBUG_SUPPORT);
 /// `PMIX_QUERY_JOB_STATUS`

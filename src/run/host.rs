@@ -347,8 +347,10 @@ impl LauncherHost {
             k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
             k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
             k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(String::new())),
-            // No debugger support (stop-in-init) yet: an empty list says so.
-            k if k == keys::QUERY_DEBUG_SUPPORT => Some(Value::String(String::new())),
+            // What a debugger may ask of this host: ranks held in init (--stop-in-init).
+            k if k == keys::QUERY_DEBUG_SUPPORT => {
+                Some(Value::String(keys::DEBUG_STOP_IN_INIT.into()))
+            }
             k if k == keys::QUERY_NAMESPACE_INFO && ns_ok() => Some(Value::Infos(vec![Info::new(
                 keys::QUERY_NAMESPACE_INFO,
                 Value::Infos(vec![

@@ -81,6 +81,10 @@ pub struct RunOptions {
         help = "Do not tell Open MPI 4.x ranks that a PMIx launcher started them"
     )]
     pub openmpi_compat: bool,
+    /// Hold every rank in `PMIx_Init` until a PMIx tool (a debugger) raises
+    /// `PMIX_DEBUGGER_RELEASE` for the job (implies --tool-support).
+    #[arg(long)]
+    pub stop_in_init: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<String>,
@@ -197,12 +201,12 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             },
             nspace: host::server_nspace(pid),
             rank: 0,
-            tool_support: opts.tool_support || opts.system_server,
+            tool_support: opts.tool_support || opts.system_server || opts.stop_in_init,
             system_support: opts.system_server,
         },
         host.clone(),
     )?;
-    if opts.tool_support {
+    if opts.tool_support || opts.stop_in_init {
         eprintln!(
             "maestro run: tools may attach: pid {pid}, tmpdir {}",
             server_tmpdir(pid).display()
@@ -224,6 +228,10 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             .into_iter()
             .filter(|i| !matches!(i.value, Value::Other(_)))
             .chain(fabric.iter().flat_map(fabric::FabricView::job_info))
+            .chain(
+                opts.stop_in_init
+                    .then(|| Info::new(keys::DEBUG_STOP_IN_INIT, Value::Bool(true))),
+            )
             .collect(),
         extra_proc_info: fabric
             .as_ref()

@@ -317,6 +317,33 @@ pub fn maestro_run_server_dir(pid: i32) -> PathBuf {
     maestro_run_dir(pid).join("server")
 }
 
+/// The tool URI of the `maestro run` launcher with `pid` (the first line of its PMIx
+/// server's rendezvous file `pmix.<host>.tool.<pid>`), waiting up to 20 s for the file.
+pub fn maestro_run_tool_uri(pid: i32) -> String {
+    let dir = maestro_run_server_dir(pid);
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = std::fs::read_dir(&dir).ok().and_then(|d| {
+            d.filter_map(Result::ok).find_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name.starts_with("pmix.") && name.contains(".tool."))
+                    .then(|| std::fs::read_to_string(e.path()).ok())
+                    .flatten()
+                    .and_then(|t| t.lines().next().map(str::to_string))
+            })
+        });
+        if let Some(uri) = found {
+            return uri;
+        }
+        assert!(
+            Instant::now() < end,
+            "no rendezvous file in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Pids of the live children of `pid` (from /proc).
 pub fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
