@@ -4,6 +4,17 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// A parser of a whole number of `what` (ranks, tasks), 1 or more: negative and zero
+/// values are refused with a message saying so (clap alone would call `-1` an unknown
+/// option).
+pub fn positive(what: &'static str) -> impl Fn(&str) -> Result<u32, String> + Clone {
+    move |s: &str| match s.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => u32::try_from(n).map_err(|_| format!("{n} {what} are too many")),
+        Ok(n) => Err(format!("{n} {what}: 1 or more are needed")),
+        Err(_) => Err(format!("{s:?} is not a number of {what}")),
+    }
+}
+
 /// Parses a non-negative number of seconds (`2`, `0.5`) into a duration.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {

@@ -45,7 +45,7 @@ pub struct PmOptions {
     )]
     pub unix_socket: bool,
     /// Seconds a new connection has to join before it is closed.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub join_timeout: std::time::Duration,
     /// Most bytes of messages read from applications and not yet handled (e.g. 64M);
     /// readers wait for room instead of queuing more.
@@ -71,14 +71,14 @@ pub struct PmOptions {
     pub max_attributes: usize,
     /// Seconds an operation waits for subscribers' acknowledgements; a subscriber that
     /// misses it loses its subscription.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub ack_timeout: std::time::Duration,
     /// Most subscriptions one application may hold.
     #[arg(long, default_value = "1024")]
     pub max_subscriptions: usize,
     /// Seconds a transfer may keep an offer its provider withdraws busy before it is
     /// abandoned (transfers from offers nobody withdraws have no deadline).
-    #[arg(long, default_value = "120", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "120", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub transfer_timeout: std::time::Duration,
     /// Binds CDO names to a component, PREFIX=COMPONENT (repeatable): offers of such
     /// names from other components are refused.

@@ -135,12 +135,26 @@ fn bad_input_is_exit_2_with_a_message() {
             vec!["--provider", "warp-drive"],
             "no NIC offers provider \"warp-drive\"",
         ),
+        (vec!["--placement", "-1"], "1 or more are needed"),
     ] {
         let out = inventory(&args);
         assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
         assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     }
+    // A log level that is not one is said, not silently ignored.
+    let out = run(
+        Command::new(maestro())
+            .arg("inventory")
+            .env("MSTRO_LOG_LEVEL", "bogus"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("MSTRO_LOG_LEVEL=\"bogus\" is not a level"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

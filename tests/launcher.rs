@@ -256,10 +256,34 @@ fn bad_usage_is_exit_code_2_with_a_message() {
     let out = maestro_run(&["-n", "0", "--", "true"]);
     assert_eq!(out.code(), Some(2));
     assert!(
-        out.stderr.contains("-n must be at least 1"),
+        out.stderr.contains("1 or more are needed"),
         "{}",
         out.stderr
     );
+    // Negative numbers are values with a message, not unknown options.
+    for args in [
+        &["-n", "-1", "--", "true"][..],
+        &["--timeout", "-1", "--", "true"][..],
+    ] {
+        let out = maestro_run(args);
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("invalid value '-1'"), "{}", out.stderr);
+    }
+    // Options it does not know are not run as the program; --nprocs is -n.
+    for (args, unknown) in [
+        (&["-N", "2", "true"][..], "-N"),
+        (&["--bogus", "true"][..], "--bogus"),
+    ] {
+        let out = maestro_run(args);
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("unknown option {unknown}")),
+            "{}",
+            out.stderr
+        );
+    }
+    let out = maestro_run(&["--nprocs", "2", "--", "true"]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
     let out = maestro_run(&["-n", "2", "--grace", "soon", "--", "true"]);
     assert_eq!(out.code(), Some(2));
     assert!(

@@ -95,6 +95,20 @@ pub fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
     Ok(out)
 }
 
+/// Whether this process's network namespace has an interface named `name`, or the
+/// machine an RDMA device of that name (`/sys/class/infiniband`).
+pub fn interface_exists(name: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated name; if_nametoindex only reads it.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    index != 0
+        || std::path::Path::new("/sys/class/infiniband")
+            .join(name)
+            .exists()
+}
+
 /// The addresses (IPv4 and IPv6, not link-local) of the interfaces named `names` (a NIC
 /// and its aliases), in the kernel's order; empty when none has one.
 pub fn addresses_of(names: &[&str]) -> Vec<IpAddr> {

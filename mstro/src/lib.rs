@@ -69,19 +69,53 @@ pub fn clock() -> u64 {
 /// installed a subscriber; [`init`] calls it.
 pub fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .or_else(|| {
-            std::env::var("MSTRO_LOG_LEVEL")
-                .ok()
-                .map(|l| l.to_lowercase())
-        })
-        .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new("warn"));
+    let asked = match (std::env::var("RUST_LOG"), std::env::var("MSTRO_LOG_LEVEL")) {
+        (Ok(f), _) if !f.trim().is_empty() => {
+            EnvFilter::try_new(&f).map_err(|e| format!("RUST_LOG={f:?} is not a filter ({e})"))
+        }
+        (_, Ok(l)) if !l.trim().is_empty() => log_level(&l)
+            .map(EnvFilter::new)
+            .ok_or_else(|| {
+                format!(
+                    "MSTRO_LOG_LEVEL={l:?} is not a level (error, warn, info, debug, trace or off; or 0-4)"
+                )
+            }),
+        _ => Ok(EnvFilter::new("warn")),
+    };
+    let filter = asked.unwrap_or_else(|why| {
+        // No logger yet: said on stderr, once, and the default applies.
+        eprintln!("maestro: {why}; logging warnings and errors only");
+        EnvFilter::new("warn")
+    });
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// The tracing level a `MSTRO_LOG_LEVEL` value names (Maestro Core's names and numbers
+/// too: `err`, `warning`, `noise`, 0-4), if it names one.
+fn log_level(value: &str) -> Option<&'static str> {
+    Some(match value.trim().to_ascii_lowercase().as_str() {
+        "off" | "none" => "off",
+        "error" | "err" | "0" => "error",
+        "warn" | "warning" | "1" => "warn",
+        "info" | "2" => "info",
+        "debug" | "3" => "debug",
+        "trace" | "noise" | "4" => "trace",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod log_tests {
+    #[test]
+    fn levels_take_maestro_core_names_and_numbers() {
+        assert_eq!(super::log_level("WARNING"), Some("warn"));
+        assert_eq!(super::log_level(" 3 "), Some("debug"));
+        assert_eq!(super::log_level("noise"), Some("trace"));
+        assert_eq!(super::log_level("bogus"), None);
+    }
 }

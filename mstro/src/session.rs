@@ -173,15 +173,32 @@ impl Settings {
                 ))
             })?,
         };
+        // The fabric's variables are checked here too, where a mistake is still cheap: a
+        // typo must not quietly turn the fabric off later.
+        let fabric = fabric::Config::from_env().map_err(|e| Error::invarg(e.to_string()))?;
+        if let Some(iface) = &fabric.iface {
+            if !inventory::netif::interface_exists(iface) {
+                return Err(Error::invarg(format!(
+                    "MSTRO_OFI_IFACE={iface:?} names no network interface or RDMA device of this machine (see maestro inventory); fix or unset it"
+                )));
+            }
+        }
+        let timeout = parse_seconds(
+            TIMEOUT_ENV,
+            env_text(TIMEOUT_ENV).as_deref(),
+            DEFAULT_TIMEOUT,
+        )?;
+        if timeout.is_zero() {
+            return Err(Error::invarg(format!(
+                "{TIMEOUT_ENV}=0 would make every operation time out at once; set the seconds an operation may wait (default {}) or unset it",
+                DEFAULT_TIMEOUT.as_secs()
+            )));
+        }
         Ok(Settings {
             workflow,
             component,
             index,
-            timeout: parse_seconds(
-                TIMEOUT_ENV,
-                env_text(TIMEOUT_ENV).as_deref(),
-                DEFAULT_TIMEOUT,
-            )?,
+            timeout,
             wait_spin: parse_seconds(
                 WAIT_SPIN_ENV,
                 env_text(WAIT_SPIN_ENV).as_deref(),
@@ -554,6 +571,15 @@ fn chosen_nic(settings: &Settings) -> Option<(Vec<String>, String)> {
     }
 }
 
+/// The variable that names the fabric explicitly (`MSTRO_OFI_PROVIDER=tcp`,
+/// `MSTRO_OFI_IFACE=ib0`, ...), if one does: then a fabric that cannot be opened is an
+/// error, not a fallback.
+fn explicit_fabric() -> Option<String> {
+    ["MSTRO_OFI_PROVIDER", "FI_PROVIDER", "MSTRO_OFI_IFACE"]
+        .into_iter()
+        .find_map(|k| env_text(k).map(|v| format!("{k}={v}")))
+}
+
 /// Joins the PM of `info` as `settings` say, with `credential` (from the PMIx host, if it
 /// issues them) and a fabric endpoint for `scope` on the chosen NIC.
 fn connect(
@@ -579,6 +605,14 @@ fn connect(
         .unwrap_or_default();
     opts = match opts.fabric_on(scope, &names) {
         Ok(o) => o,
+        // A provider or interface the user named must be there: the mistake is theirs to
+        // fix, not a reason to move every CDO over the control connection.
+        Err(e) if explicit_fabric().is_some() => {
+            return Err(Error::invarg(format!(
+                "{} asks for a fabric this process cannot open ({e}); fix or unset it",
+                explicit_fabric().unwrap_or_default()
+            )));
+        }
         Err(e) => {
             // The bytes still move, by stream over the control connection.
             tracing::warn!("no fabric endpoint ({e}); CDOs move over the control connection");

@@ -62,9 +62,19 @@ def test_failures_raise_maestro_error_with_status_and_message():
     M.mstro_finalize()
 
 
-@pytest.mark.parametrize("variable", ["MSTRO_WAIT_SPIN", "MSTRO_TIMEOUT"])
-def test_a_bad_time_in_the_environment_is_named_at_init(variable, env_for_children):
-    env = dict(env_for_children, **{variable: "soon"})
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("MSTRO_WAIT_SPIN", "soon"),
+        ("MSTRO_TIMEOUT", "soon"),
+        ("MSTRO_TIMEOUT", "0"),
+        ("MSTRO_OFI_PROGRESS", "fast"),
+        ("MSTRO_OFI_CMA", "maybe"),
+        ("MSTRO_OFI_IFACE", "nosuchnic"),
+    ],
+)
+def test_a_bad_setting_in_the_environment_is_named_at_init(variable, value, env_for_children):
+    env = dict(env_for_children, **{variable: value})
     script = (
         "import maestro_core as M\n"
         "try:\n"
@@ -310,3 +320,18 @@ def test_a_python_pool_manager():
     M.mstro_pm_terminate()
     assert status_of(M.mstro_cdo_declare, "x", None) == M.MSTRO_NO_PM
     M.mstro_finalize()
+
+
+def test_a_mistyped_provider_is_an_error_not_a_slow_fallback(env_for_children):
+    env = dict(env_for_children, MSTRO_OFI_PROVIDER="tpc")
+    script = (
+        "import maestro_core as M\n"
+        "M.mstro_init('py-provider', 'tester', 0)\n"
+        "try:\n"
+        "    M.mstro_cdo_declare('x', None)\n"
+        "except M.MaestroError as e:\n"
+        "    print(e.status == M.MSTRO_INVARG, e.message)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.startswith("True ") and "MSTRO_OFI_PROVIDER=tpc" in out.stdout, out.stdout + out.stderr
+

@@ -52,7 +52,14 @@ use tempdir::{TempDir, remove_dead_system_server_file, run_dir};
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
     /// Number of ranks.
-    #[arg(short = 'n', long = "np", default_value_t = 1)]
+    #[arg(
+        short = 'n',
+        long = "np",
+        visible_alias = "nprocs",
+        default_value_t = 1,
+        allow_negative_numbers = true,
+        value_parser = crate::cli::positive("ranks")
+    )]
     pub nprocs: u32,
     /// Prefix every output line with the rank in brackets.
     #[arg(long, help = "Prefix every output line with \"[rank] \"")]
@@ -65,13 +72,13 @@ pub struct RunOptions {
     #[arg(long)]
     pub system_server: bool,
     /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
-    #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub grace: Duration,
     /// Seconds between SIGTERM and SIGKILL when stopping ranks.
-    #[arg(long, default_value = "1", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "1", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub kill_after: Duration,
     /// Wall-clock limit of the job in seconds (exit code 124 when reached).
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    #[arg(long, value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
     /// Let Open MPI 4.x ranks recognise a PMIx direct launch (see
     /// [`OPENMPI_DIRECT_LAUNCH`]); `--no-openmpi-compat` turns it off.
@@ -162,6 +169,13 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             "-n {} exceeds the {} ranks one node can hold",
             opts.nprocs,
             u16::MAX
+        )));
+    }
+    if let Some(first) = opts.command.first().filter(|c| c.starts_with('-'))
+        && !std::env::args().any(|a| a == "--")
+    {
+        return Err(RunError::Usage(format!(
+            "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
         )));
     }
     if opts.command.is_empty() {
