@@ -151,7 +151,8 @@ fn bad_input_is_exit_2_with_a_message() {
     );
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert!(
-        out.stderr.contains("MSTRO_LOG_LEVEL=\"bogus\" is not a level"),
+        out.stderr
+            .contains("MSTRO_LOG_LEVEL=\"bogus\" is not a level"),
         "{}",
         out.stderr
     );

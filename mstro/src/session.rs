@@ -176,12 +176,12 @@ impl Settings {
         // The fabric's variables are checked here too, where a mistake is still cheap: a
         // typo must not quietly turn the fabric off later.
         let fabric = fabric::Config::from_env().map_err(|e| Error::invarg(e.to_string()))?;
-        if let Some(iface) = &fabric.iface {
-            if !inventory::netif::interface_exists(iface) {
-                return Err(Error::invarg(format!(
-                    "MSTRO_OFI_IFACE={iface:?} names no network interface or RDMA device of this machine (see maestro inventory); fix or unset it"
-                )));
-            }
+        if let Some(iface) = &fabric.iface
+            && !inventory::netif::interface_exists(iface)
+        {
+            return Err(Error::invarg(format!(
+                "MSTRO_OFI_IFACE={iface:?} names no network interface or RDMA device of this machine (see maestro inventory); fix or unset it"
+            )));
         }
         let timeout = parse_seconds(
             TIMEOUT_ENV,
