@@ -124,8 +124,15 @@ fn default_listen() -> Vec<SocketAddr> {
 }
 
 /// Writes the info to `path`, readable only by its owner (created 0600; an existing file
-/// is made 0600 before it is truncated and written).
-fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<()> {
+/// is made 0600 before it is truncated and written), and keeps it locked while the PM
+/// runs (the returned file holds the lock): a second PM given the same path fails instead
+/// of overwriting the first one's info (and removing it at its exit). A file a killed PM
+/// left behind is not locked and is taken over.
+///
+/// # Errors
+/// The OS errors; `WouldBlock` when another running PM holds the file.
+fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -133,9 +140,17 @@ fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<()> {
         .truncate(false)
         .mode(0o600)
         .open(path)?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            "another running pool manager writes its info there; give this one another path",
+        ));
+    }
     f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.set_len(0)?;
-    writeln!(f, "{info}")
+    writeln!(f, "{info}")?;
+    Ok(f)
 }
 
 /// Checks that standard output may carry the secret: a terminal, pipe or socket may; a
@@ -209,11 +224,12 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     };
     let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
-    if let Some(path) = &opts.info_file {
-        write_info_file(path, &info.encode()).map_err(|e| {
+    let _held = match &opts.info_file {
+        Some(path) => Some(write_info_file(path, &info.encode()).map_err(|e| {
             std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))
-        })?;
-    }
+        })?),
+        None => None,
+    };
     // Under a PMIx host, other jobs find this PM by the workflow name.
     let pmix = match pmix::Client::init() {
         Ok(client) => {

@@ -106,11 +106,70 @@ impl From<&ProcInfo> for ProcReport {
     }
 }
 
+/// Why `maestro query` got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The target is not something a tool can attach to (said why, and what to do).
+    #[error("{0}")]
+    Target(String),
+    /// PMIx failed.
+    #[error(transparent)]
+    Pmix(#[from] pmix::Error),
+}
+
+/// Checks the target before connecting, so that a mistake is named rather than reported
+/// as an unreachable server.
+///
+/// # Errors
+/// [`QueryError::Target`] for a pid that is no process or serves no tools, or a URI that
+/// is not one.
+fn check_target(target: &ToolTarget) -> Result<(), QueryError> {
+    match target {
+        ToolTarget::Pid { pid, tmpdir } => {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(QueryError::Target(format!(
+                    "no process {pid} on this machine"
+                )));
+            }
+            let rendezvous = tmpdir.as_ref().is_some_and(|dir| {
+                std::fs::read_dir(dir).is_ok_and(|entries| {
+                    entries.filter_map(Result::ok).any(|e| {
+                        let name = e.file_name();
+                        let name = name.to_string_lossy();
+                        name.starts_with("pmix.") && name.contains(".tool.")
+                    })
+                })
+            });
+            if !rendezvous {
+                return Err(QueryError::Target(format!(
+                    "process {pid} lets no PMIx tools attach: start the job with maestro run --tool-support (or give its PMIx tmpdir with --tmpdir)"
+                )));
+            }
+            Ok(())
+        }
+        ToolTarget::Uri(uri) => {
+            let well_formed = uri
+                .split_once(";tcp")
+                .is_some_and(|(name, addr)| name.contains('.') && addr.contains("://"));
+            if well_formed {
+                Ok(())
+            } else {
+                Err(QueryError::Target(format!(
+                    "--uri {uri:?} is not a PMIx server URI (NSPACE.RANK;tcp4://HOST:PORT, the first line of the launcher's rendezvous file)"
+                )))
+            }
+        }
+        ToolTarget::System { .. } => Ok(()),
+    }
+}
+
 /// Runs the query and prints the report.
 ///
 /// # Errors
-/// A PMIx error when the launcher cannot be reached or answers nothing.
-pub fn query(opts: &QueryOptions) -> Result<(), pmix::Error> {
+/// [`QueryError::Target`] for a target a tool cannot attach to; a PMIx error when the
+/// launcher cannot be reached or answers nothing.
+pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
+    check_target(&opts.target)?;
     let tool = Tool::connect(&opts.target, 3)?;
     let ns_answer = tool.query(&[Query::key(keys::QUERY_NAMESPACES)], opts.timeout)?;
     let namespaces: Vec<String> = match pmix::find(&ns_answer, keys::QUERY_NAMESPACES) {

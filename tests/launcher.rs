@@ -299,7 +299,21 @@ fn bad_usage_is_exit_code_2_with_a_message() {
         Duration::from_secs(60),
     );
     assert_eq!(out.code(), Some(2), "{out:?}");
-    assert!(out.stderr.contains("maestro query:"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("process 1 lets no PMIx tools attach"),
+        "{}",
+        out.stderr
+    );
+    let out = common::run(
+        Command::new(maestro()).args(["query", "--uri", "garbage"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains("is not a PMIx server URI"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -189,3 +189,34 @@ fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
         "took {took:?} for a {timeout:?} timeout"
     );
 }
+
+#[test]
+fn a_second_pm_on_the_same_info_file_is_refused_and_the_first_keeps_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("pm.info");
+    let path = file.to_str().expect("utf-8 path");
+    let (first, info) = common::start_pm("info-file", &["--info-file", path]);
+    let second = common::run(
+        std::process::Command::new(common::maestro()).args([
+            "pm",
+            "--workflow",
+            "info-file",
+            "--info-file",
+            path,
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(second.code(), Some(2), "{second:?}");
+    assert!(
+        second.stderr.contains(&format!("--info-file {path}"))
+            && second.stderr.contains("another running pool manager"),
+        "{}",
+        second.stderr
+    );
+    // The first PM's info is intact, and goes with it.
+    let kept = std::fs::read_to_string(&file).expect("the info file stays");
+    assert_eq!(kept.trim(), info);
+    let end = first.terminate(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(0), "{end:?}");
+    assert!(!file.exists(), "the PM removes its info file at exit");
+}
