@@ -52,7 +52,12 @@ struct Plan {
 }
 
 impl Plan {
-    fn from_args() -> Result<Plan, Error> {
+    const USAGE: &'static str = "usage: pool_workflow [--cdos N] [--max-size BYTES] [--join-published SECS]\n  \
+        under maestro run -n 4 (or srun, mpirun): rank 0 serves the pool manager, the last \
+        rank consumes, the others produce; without a PMIx host, threads of one process";
+
+    /// The plan the command line asks for; `None` for `--help`.
+    fn from_args() -> Result<Option<Plan>, Error> {
         let mut plan = Plan {
             cdos: 100,
             max_size: 64 << 20,
@@ -61,21 +66,19 @@ impl Plan {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut it = args.iter();
         while let Some(a) = it.next() {
+            if a == "--help" || a == "-h" {
+                return Ok(None);
+            }
             let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
             let n: usize = v.parse().map_err(|_| format!("{a} {v:?}: not a number"))?;
             match a.as_str() {
                 "--cdos" => plan.cdos = n,
                 "--max-size" => plan.max_size = n,
                 "--join-published" => plan.join_published = Some(Duration::from_secs(n as u64)),
-                _ => {
-                    return Err(format!(
-                        "unknown option {a} (use --cdos N, --max-size BYTES, --join-published SECS)"
-                    )
-                    .into());
-                }
+                _ => return Err(format!("unknown option {a}\n{}", Plan::USAGE).into()),
             }
         }
-        Ok(plan)
+        Ok(Some(plan))
     }
 
     /// Size of CDO `i`: the sequence 0, 100 B, 4 KiB, 64 KiB, 1 MiB, 16 MiB (capped at
@@ -363,7 +366,11 @@ fn local_pool(plan: Plan) -> Result<(), Error> {
 fn main() -> ExitCode {
     mstro::init_logging();
     let plan = match Plan::from_args() {
-        Ok(p) => p,
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            println!("{}", Plan::USAGE);
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             eprintln!("pool_workflow: {e}");
             return ExitCode::from(2);

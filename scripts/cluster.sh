@@ -278,7 +278,9 @@ case ${1:-} in
         i=$2
         shift 2
         pid=$(cat "$D/run/slurmd.n$i.pid")
-        exec nsenter -t "$pid" -n -m -u "$@"
+        # In the node's namespaces, from the caller's directory (nsenter -m would start
+        # in the node's root, and relative paths would fail).
+        exec nsenter -t "$pid" -n -m -u --wd="$PWD" "$@"
         ;;
     *) echo "usage: $0 {start|stop|status|env|kill-node I|link I IFACE up|down|exec I CMD...}" >&2; exit 2 ;;
 esac

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -205,19 +204,15 @@ fn c_programs_with_the_c_pm_tool() {
     );
 }
 
-/// A script that runs the PM tool as rank 0, the producer as 1, the consumer as 2.
-fn roles(c: &Installed, dir: &Path) -> PathBuf {
-    let script = dir.join("roles.sh");
-    let text = format!(
-        "#!/bin/sh\ncase \"${{PMIX_RANK:-none}}\" in\n  0) exec {} --clients 2 ;;\n  1) exec {} --cdos 8 ;;\n  2) exec {} --expect 2 ;;\n  *) echo \"rank ${{PMIX_RANK:-none}}?\" >&2; exit 3 ;;\nesac\n",
-        c.bin("pm_tool").display(),
-        c.bin("producer").display(),
-        c.bin("consumer").display()
-    );
-    std::fs::write(&script, text).expect("script");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    script
+/// Adds the shipped `examples/c/roles.sh` (PM tool as rank 0, producer 1, consumer 2) to
+/// `cmd`, running the programs installed for the test.
+fn roles<'a>(c: &Installed, cmd: &'a mut Command) -> &'a mut Command {
+    let bin = c.bin("pm_tool");
+    cmd.env(
+        "MAESTRO_EXAMPLES",
+        bin.parent().expect("the examples' directory"),
+    )
+    .arg(repo().join("examples/c/roles.sh"))
 }
 
 /// Checks a one-job run: the exchange, and the PM tool saw both clients join and leave.
@@ -234,34 +229,31 @@ fn assert_job(out: &Output) {
 #[test]
 fn c_programs_under_maestro_run_find_the_pm_through_pmix() {
     let c = installed();
-    let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(maestro());
-    env(&mut cmd, "capi-run")
-        .args(["run", "-n", "3", "--"])
-        .arg(roles(&c, dir.path()));
+    roles(&c, env(&mut cmd, "capi-run").args(["run", "-n", "3", "--"]));
     assert_job(&run(&mut cmd, Duration::from_secs(90)));
 }
 
 #[test]
 fn c_programs_under_srun_find_the_pm_through_pmix() {
     let c = installed();
-    let dir = tempfile::tempdir().expect("tempdir");
     let slurm = Slurm::start();
     let mut cmd = slurm.srun();
-    env(&mut cmd, "capi-srun")
-        .args(["--mpi=pmix", "-n", "3"])
-        .arg(roles(&c, dir.path()));
+    roles(
+        &c,
+        env(&mut cmd, "capi-srun").args(["--mpi=pmix", "-n", "3"]),
+    );
     assert_job(&run(&mut cmd, Duration::from_secs(120)));
 }
 
 #[test]
 fn c_programs_under_mpirun_find_the_pm_through_pmix() {
     let c = installed();
-    let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new("mpirun");
-    env(&mut cmd, "capi-mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", "3"])
-        .arg(roles(&c, dir.path()));
+    roles(
+        &c,
+        env(&mut cmd, "capi-mpirun").args(["--allow-run-as-root", "--oversubscribe", "-np", "3"]),
+    );
     assert_job(&run(&mut cmd, Duration::from_secs(120)));
 }
 
