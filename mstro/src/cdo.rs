@@ -441,6 +441,27 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
                 None => client.as_async().demand(id).await,
             }
         };
+        // In a local pool only this process's threads can offer: a demand that waits says
+        // so after a second, once.
+        let local = instance()
+            .ok()
+            .and_then(|i| i.session().ok().map(|s| s.found().clone()))
+            .is_some_and(|f| matches!(f, crate::session::Found::LocalPool));
+        let demand = || async {
+            let wait = demand();
+            if !local {
+                return wait.await;
+            }
+            tokio::pin!(wait);
+            tokio::select! {
+                r = &mut wait => return r,
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+            tracing::warn!(
+                "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
+            );
+            wait.await
+        };
         let (data, attrs) = match limit {
             None => client.block_on(demand())?,
             Some(l) => client

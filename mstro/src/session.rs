@@ -303,7 +303,15 @@ impl Session {
     pub fn join(settings: &Settings) -> Result<Session> {
         let (info, found) = match find(settings)? {
             Some(f) => f,
-            None => return Session::start(settings, PmRole::LocalPool),
+            None => {
+                // Said once, at info level: a program that meant to reach other processes
+                // learns why it does not (MSTRO_LOG_LEVEL=info).
+                tracing::info!(
+                    "no pool manager to join (no {}, no PMIx launcher): a local pool inside this process; only its threads exchange CDOs",
+                    bootstrap::PM_INFO_ENV
+                );
+                return Session::start(settings, PmRole::LocalPool);
+            }
         };
         tracing::debug!("pool manager of {:?} found by {found}", info.workflow);
         let scope = scope(settings, &found, &info);

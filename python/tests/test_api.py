@@ -335,3 +335,21 @@ def test_a_mistyped_provider_is_an_error_not_a_slow_fallback(env_for_children):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.startswith("True ") and "MSTRO_OFI_PROVIDER=tpc" in out.stdout, out.stdout + out.stderr
 
+
+def test_a_local_pool_says_what_it_is_and_why_a_demand_waits(env_for_children):
+    env = dict(env_for_children, MSTRO_TIMEOUT="2", MSTRO_LOG_LEVEL="info")
+    env.pop("MSTRO_POOL_MANAGER_INFO", None)
+    script = (
+        "import maestro_core as M\n"
+        "M.mstro_init('py-local', 'tester', 0)\n"
+        "c = M.mstro_cdo_declare('nobody-offers-this', None)\n"
+        "try:\n"
+        "    M.mstro_cdo_demand(c)\n"
+        "except M.MaestroError as e:\n"
+        "    print(e.status == M.MSTRO_TIMEOUT)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stdout + out.stderr
+    assert "a local pool inside this process" in out.stderr, out.stderr
+    assert "waits in a local pool" in out.stderr, out.stderr
+
