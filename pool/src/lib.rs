@@ -10,13 +10,15 @@
 //! - [`bootstrap`]: the PM info that finds the PM (published through PMIx or the
 //!   environment);
 //! - [`pmix_events`]: PMIx events that become pool events;
-//! - [`stale`]: sweeping the runtime directories of dead processes.
+//! - [`stale`]: sweeping the runtime directories of dead processes;
+//! - [`liveness`]: how a silent peer of a control connection is found dead (TCP keepalive).
 
 pub use pool_core::{Clock, ConnId, Credential, MAX_NAME, Manager, Subnet};
 pub use pool_core::{attr, auth, events, policy, proto, schema, selector};
 
 pub mod bootstrap;
 mod client;
+pub mod liveness;
 mod pm;
 pub mod pmix_events;
 pub mod stale;

@@ -64,7 +64,13 @@ pub struct Peer(pub(crate) sys::fi_addr_t);
 /// with [`FabricError::Timeout`] (its buffers stay with the endpoint until the provider is
 /// done with them). A provider that refuses to even accept an operation ("try again") for
 /// `connect` while nothing else of ours is in flight cannot reach the peer:
-/// [`FabricError::Unreachable`]. Defaults: 1 s + 10 ms per MiB (100 MB/s); connect 1 s.
+/// [`FabricError::Unreachable`]. Defaults: 30 s + 100 ms per MiB (10 MB/s); connect 5 s.
+///
+/// These clocks are the last resort, generous on purpose: a slow peer (a loaded node, 64
+/// processes on 2 cores) is not a dead one. Deaths are found by evidence elsewhere: the
+/// pool manager sees a dead application's control connection close (or its keepalive
+/// probes go unanswered, see `pool::liveness`) and fails or re-tickets its transfers at
+/// once.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeouts {
     /// Fixed part.
@@ -79,9 +85,9 @@ pub struct Timeouts {
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
-            base: Duration::from_secs(1),
-            min_bandwidth: 100.0 * 1024.0 * 1024.0,
-            connect: Duration::from_secs(1),
+            base: Duration::from_secs(30),
+            min_bandwidth: 10.0 * 1024.0 * 1024.0,
+            connect: Duration::from_secs(5),
         }
     }
 }

@@ -120,6 +120,7 @@ async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
         ControlAddr::Tcp(a) => {
             let stream = tokio::net::TcpStream::connect(a).await?;
             let _ = stream.set_nodelay(true);
+            crate::liveness::probe(&stream);
             let (r, w) = stream.into_split();
             (Box::new(r), WriteIo::Tcp(w))
         }

@@ -181,6 +181,7 @@ impl Listener {
             Listener::Tcp(l) => {
                 let (stream, peer) = l.accept().await?;
                 let _ = stream.set_nodelay(true);
+                crate::liveness::probe(&stream);
                 let (r, w) = stream.into_split();
                 Ok((
                     Box::new(r),
