@@ -7,27 +7,18 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::start_pm;
-use pool::bootstrap::{ControlAddr, PmInfo};
+use common::{rss_kib, start_pm, tcp_addr};
+use pool::bootstrap::PmInfo;
 use pool::proto::{self, CdoId, FromPm, ToPm};
 use pool::{Client, JoinOptions};
 
 /// The PM's join deadline in this test.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
 
 /// Samples a process's RSS every 20 ms until dropped; keeps the peak.
 struct RssWatch {
@@ -66,16 +57,6 @@ impl Drop for RssWatch {
             let _ = t.join();
         }
     }
-}
-
-fn tcp_addr(info: &PmInfo) -> SocketAddr {
-    info.endpoints
-        .iter()
-        .find_map(|e| match e {
-            ControlAddr::Tcp(a) => Some(*a),
-            ControlAddr::Unix(_) => None,
-        })
-        .expect("a TCP endpoint")
 }
 
 /// Reads until the PM closes the connection (EOF or reset); the time that took, or `None`

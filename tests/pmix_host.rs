@@ -8,17 +8,41 @@ use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Group, build_c, children_of, maestro, maestro_run_dir, run};
+use common::{Group, Output, build_c, children_of, maestro, maestro_run_dir, run};
+
+/// `maestro run -n N --timeout 30 -- ARGS...`, at most a minute.
+fn under_maestro_run(n: &str, args: &[&str]) -> Output {
+    run(
+        Command::new(maestro())
+            .args(["run", "-n", n, "--timeout", "30", "--"])
+            .args(args),
+        Duration::from_secs(60),
+    )
+}
+
+/// `mpirun -np 2 ARGS...` (the reference host), at most a minute.
+fn under_mpirun(args: &[&str]) -> Output {
+    run(
+        Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+            .args(args),
+        Duration::from_secs(60),
+    )
+}
+
+/// Asserts that each of `lines` is printed exactly once.
+fn expect_once(out: &Output, lines: &[&str]) {
+    for line in lines {
+        assert_eq!(out.lines_with(line).len(), 1, "{line}: {}", out.stdout);
+    }
+}
 
 #[test]
 fn pmix_log_writes_each_channel_with_the_rank_and_answers_truthfully() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_c("cc", "pmix_log.c", Some("pmix"), dir.path());
     let exe = exe.to_str().expect("utf-8 path");
-    let out = run(
-        Command::new(maestro()).args(["run", "-n", "2", "--timeout", "30", "--", exe]),
-        Duration::from_secs(60),
-    );
+    let out = under_maestro_run("2", &[exe]);
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert!(
         out.elapsed < Duration::from_secs(10),
@@ -39,38 +63,24 @@ fn pmix_log_writes_each_channel_with_the_rank_and_answers_truthfully() {
             .into_iter()
             .any(|l| l.len() > 24 && l.as_bytes()[4] == b'-' && l.contains('T'));
         assert!(stamped, "{}", out.stdout);
-        for (channel, status) in [
-            ("pmix.log.stderr", "SUCCESS"),
-            ("pmix.log.stdout", "SUCCESS"),
-            ("pmix.log.nosuchchannel", "NOT-SUPPORTED"),
-        ] {
-            assert_eq!(
-                out.lines_with(&format!("R{rank} log {channel} {status}"))
-                    .len(),
-                1,
-                "{channel}: {}",
-                out.stdout
-            );
-        }
         // Syslog where the machine has one, an honest NOT-SUPPORTED where it has none.
         let syslog = if std::path::Path::new("/dev/log").exists() {
             "SUCCESS"
         } else {
             "NOT-SUPPORTED"
         };
-        assert_eq!(
-            out.lines_with(&format!("R{rank} log pmix.log.syslog {syslog}"))
-                .len(),
-            1,
-            "{}",
-            out.stdout
+        expect_once(
+            &out,
+            &[
+                &format!("R{rank} log pmix.log.stderr SUCCESS"),
+                &format!("R{rank} log pmix.log.stdout SUCCESS"),
+                &format!("R{rank} log pmix.log.nosuchchannel NOT-SUPPORTED"),
+                &format!("R{rank} log pmix.log.syslog {syslog}"),
+            ],
         );
     }
     // The reference: under mpirun the same program logs to stderr and stdout too.
-    let out = run(
-        Command::new("mpirun").args(["--allow-run-as-root", "--oversubscribe", "-np", "2", exe]),
-        Duration::from_secs(60),
-    );
+    let out = under_mpirun(&[exe]);
     assert_eq!(out.code(), Some(0), "{out:?}");
     for channel in ["stderr", "stdout"] {
         assert_eq!(
@@ -112,43 +122,25 @@ fn a_closed_output_pipe_ends_the_job_like_sigpipe() {
     assert!(!maestro_run_dir(launcher).exists());
 }
 
-/// `maestro run -n 2 pmix_control MODE` with a 30 s limit.
-fn control(exe: &str, mode: &str) -> common::Output {
-    run(
-        Command::new(maestro()).args(["run", "-n", "2", "--timeout", "30", "--", exe, mode]),
-        Duration::from_secs(60),
-    )
-}
-
 #[test]
 fn queries_answer_what_the_host_knows_even_mixed_with_what_it_does_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_c("cc", "pmix_control.c", Some("pmix"), dir.path());
     let exe = exe.to_str().expect("utf-8 path");
-    let out = control(exe, "query");
+    let out = under_maestro_run("2", &[exe, "query"]);
     assert_eq!(out.code(), Some(0), "{out:?}");
-    for line in [
-        // One known and one unknown key: the known one's answer reaches the program
-        // (PARTIAL_SUCCESS would have reached it as no result at all).
-        "query mixed SUCCESS 1",
-        "query nsinfo SUCCESS 1",
-        "query debug SUCCESS 1",
-    ] {
-        assert_eq!(out.lines_with(line).len(), 1, "{line}: {}", out.stdout);
-    }
-    // The reference answers the mixed query the same way.
-    let out = run(
-        Command::new("mpirun").args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-            "2",
-            exe,
-            "query",
-        ]),
-        Duration::from_secs(60),
+    // One known and one unknown key: the known one's answer reaches the program
+    // (PARTIAL_SUCCESS would have reached it as no result at all).
+    expect_once(
+        &out,
+        &[
+            "query mixed SUCCESS 1",
+            "query nsinfo SUCCESS 1",
+            "query debug SUCCESS 1",
+        ],
     );
-    assert_eq!(out.lines_with("query mixed SUCCESS 1").len(), 1, "{out:?}");
+    // The reference answers the mixed query the same way.
+    expect_once(&under_mpirun(&[exe, "query"]), &["query mixed SUCCESS 1"]);
 }
 
 #[test]
@@ -156,17 +148,18 @@ fn job_control_signals_ranks_accepts_registrations_and_kills_jobs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_c("cc", "pmix_control.c", Some("pmix"), dir.path());
     let exe = exe.to_str().expect("utf-8 path");
-    let out = control(exe, "signal");
+    let out = under_maestro_run("2", &[exe, "signal"]);
     assert_eq!(out.code(), Some(0), "{out:?}");
-    for line in [
-        "control preemptible SUCCESS",
-        "control signal SUCCESS",
-        "R1 got SIGUSR1",
-    ] {
-        assert_eq!(out.lines_with(line).len(), 1, "{line}: {}", out.stdout);
-    }
+    expect_once(
+        &out,
+        &[
+            "control preemptible SUCCESS",
+            "control signal SUCCESS",
+            "R1 got SIGUSR1",
+        ],
+    );
     // A rank kills its own job: every rank dies of SIGKILL at once, the launcher says 137.
-    let out = control(exe, "kill");
+    let out = under_maestro_run("2", &[exe, "kill"]);
     assert_eq!(out.code(), Some(137), "{out:?}");
     assert!(
         out.elapsed < Duration::from_secs(10),
@@ -204,18 +197,7 @@ fn a_tool_kills_a_running_job() {
 fn groups_are_constructed_with_unique_context_ids_and_destructed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_c("cc", "pmix_group.c", Some("pmix"), dir.path());
-    let out = run(
-        Command::new(maestro()).args([
-            "run",
-            "-n",
-            "3",
-            "--timeout",
-            "30",
-            "--",
-            exe.to_str().expect("utf-8 path"),
-        ]),
-        Duration::from_secs(60),
-    );
+    let out = under_maestro_run("3", &[exe.to_str().expect("utf-8 path")]);
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert!(
         out.elapsed < Duration::from_secs(10),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Group, build_c, maestro, run, start_pm};
+use common::{Group, build_c, maestro, rss_kib, run, start_pm, tcp_addr};
 use pool::attr::{self, AttrValue, Attributes};
 use pool::bootstrap::{ControlAddr, PmInfo};
 use pool::events::{EventKind, FabricChange, SubscribeOptions};
@@ -27,16 +27,6 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 fn info(text: &str) -> PmInfo {
     PmInfo::parse(text).expect("the PM's info parses")
-}
-
-fn tcp_addr(info: &PmInfo) -> SocketAddr {
-    info.endpoints
-        .iter()
-        .find_map(|e| match e {
-            ControlAddr::Tcp(a) => Some(*a),
-            ControlAddr::Unix(_) => None,
-        })
-        .expect("a TCP endpoint")
 }
 
 /// A client of its own (as if another process) of `info`'s PM.
@@ -458,16 +448,6 @@ fn a_subscriber_that_never_acknowledges_holds_one_operation_once() {
         .map_while(|_| silent.recv(Op::Ack).ok())
         .any(|m| matches!(m, FromPm::AckTooLate { .. }));
     assert!(late, "the silent subscriber is told");
-}
-
-/// Resident memory of `pid` in KiB.
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 #[test]

@@ -344,6 +344,27 @@ pub fn maestro_run_tool_uri(pid: i32) -> String {
     }
 }
 
+/// Resident memory of process `pid` in KiB (`VmRSS`).
+pub fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// The first TCP control endpoint of a PM info.
+pub fn tcp_addr(info: &::pool::bootstrap::PmInfo) -> std::net::SocketAddr {
+    info.endpoints
+        .iter()
+        .find_map(|e| match e {
+            ::pool::bootstrap::ControlAddr::Tcp(a) => Some(*a),
+            ::pool::bootstrap::ControlAddr::Unix(_) => None,
+        })
+        .expect("a TCP endpoint")
+}
+
 /// Pids of the live children of `pid` (from /proc).
 pub fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();

@@ -119,19 +119,21 @@ pub enum Expr {
     Not(Box<Expr>),
 }
 
-/// One term of an [`Expr`] in prefix order: the wire form (see [`Expr`]).
+/// One term of an [`Expr`] in prefix order: the wire form (see [`Expr`]). Decoding reads
+/// owned terms (`Term<String, AttrValue>`); encoding writes terms borrowed from the tree
+/// (`Term<&str, &AttrValue>`), which serialize the same.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-enum Term {
+enum Term<S = String, V = AttrValue> {
     All,
-    Has(String),
+    Has(S),
     Cmp {
-        key: String,
+        key: S,
         op: CmpOp,
-        value: AttrValue,
+        value: V,
     },
     Match {
-        key: String,
-        pattern: String,
+        key: S,
+        pattern: S,
     },
     /// `(and ...)` over the next this many expressions.
     And(u32),
@@ -146,26 +148,6 @@ enum Term {
 #[serde(transparent)]
 struct Flat(Vec<Term>);
 
-/// A [`Term`] borrowed from an [`Expr`]: what encoding writes, as `Term` reads it back.
-#[derive(Serialize)]
-#[serde(rename = "Term")]
-enum TermRef<'a> {
-    All,
-    Has(&'a str),
-    Cmp {
-        key: &'a str,
-        op: CmpOp,
-        value: &'a AttrValue,
-    },
-    Match {
-        key: &'a str,
-        pattern: &'a str,
-    },
-    And(u32),
-    Or(u32),
-    Not,
-}
-
 impl Serialize for Expr {
     /// Writes the terms in prefix order, walking the tree with an explicit stack (no
     /// recursion, no copy, however it was built).
@@ -174,25 +156,28 @@ impl Serialize for Expr {
         let mut todo = vec![self];
         while let Some(e) = todo.pop() {
             terms.push(match e {
-                Expr::All => TermRef::All,
-                Expr::Has(k) => TermRef::Has(k),
-                Expr::Cmp { key, op, value } => TermRef::Cmp {
-                    key,
+                Expr::All => Term::All,
+                Expr::Has(k) => Term::Has(k.as_str()),
+                Expr::Cmp { key, op, value } => Term::Cmp {
+                    key: key.as_str(),
                     op: *op,
                     value,
                 },
-                Expr::Match { key, pattern } => TermRef::Match { key, pattern },
+                Expr::Match { key, pattern } => Term::Match {
+                    key: key.as_str(),
+                    pattern: pattern.as_str(),
+                },
                 Expr::And(v) => {
                     todo.extend(v.iter().rev());
-                    TermRef::And(count(v))
+                    Term::And(count(v))
                 }
                 Expr::Or(v) => {
                     todo.extend(v.iter().rev());
-                    TermRef::Or(count(v))
+                    Term::Or(count(v))
                 }
                 Expr::Not(x) => {
                     todo.push(x);
-                    TermRef::Not
+                    Term::Not
                 }
             });
         }
@@ -1054,9 +1039,9 @@ maestro-attributes:
         // 20,000 nested nots, as a crafted frame would carry them: refused, no stack overflow.
         let mut bytes = postcard::to_allocvec(&20_001u32).expect("count"); // varint count
         for _ in 0..20_000 {
-            bytes.extend(postcard::to_allocvec(&Term::Not).expect("term"));
+            bytes.extend(postcard::to_allocvec(&Term::<String>::Not).expect("term"));
         }
-        bytes.extend(postcard::to_allocvec(&Term::All).expect("term"));
+        bytes.extend(postcard::to_allocvec(&Term::<String>::All).expect("term"));
         assert!(
             postcard::from_bytes::<Expr>(&bytes).is_err(),
             "20,000 levels refused"
