@@ -422,6 +422,38 @@ pub fn cdo_demand(cdo: Cdo) -> Result<()> {
 /// retract); [`Status::Noent`] if its providers vanished; [`Status::Invarg`] if the lent
 /// memory is too small; [`Status::Invstate`] if demanded already; connection errors.
 pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
+    demand(cdo, limit, None)
+}
+
+/// How often an interruptible demand asks whether it is interrupted.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
+/// As [`cdo_demand`], asking `interrupted` every 50 ms whether the caller wants to stop
+/// (Python's Ctrl-C): then the demand is retracted at the pool manager and the call
+/// returns [`Status::Fail`] saying so; the CDO is declared as before and may be demanded
+/// again. When its transfer is already under way, the demand completes first (the CDO is
+/// then demanded, as after a successful call) and the call still says it was interrupted.
+///
+/// # Errors
+/// As [`cdo_demand_within`]; [`Status::Fail`] when interrupted.
+pub fn cdo_demand_interruptible(cdo: Cdo, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<()> {
+    demand(cdo, None, Some(interrupted))
+}
+
+/// How a demand's wait ended.
+enum Waited<T> {
+    Done(T),
+    /// Done, but interrupted while its transfer ran.
+    LateInterrupt(T),
+    Interrupted,
+    TimedOut,
+}
+
+fn demand(
+    cdo: Cdo,
+    limit: Option<Duration>,
+    interrupted: Option<&(dyn Fn() -> bool + Sync)>,
+) -> Result<()> {
     with_cdo(cdo, "demand", |client, name, st| {
         if st.demanded.is_some() {
             return Err(Error::new(Status::Invstate, "demanded already"));
@@ -462,18 +494,55 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
             );
             wait.await
         };
-        let (data, attrs) = match limit {
-            None => client.block_on(demand())?,
-            Some(l) => client
-                // Built inside the runtime: the timer needs its context.
-                .block_on(async { tokio::time::timeout(l, demand()).await })
-                .map_err(|_| {
-                    Error::new(
-                        Status::Timeout,
-                        format!("nobody offered {name:?} within {l:?}; the demand stands"),
-                    )
-                })??,
+        // Built inside the runtime: the timers need its context.
+        let waited = client.block_on(async {
+            let wait = demand();
+            tokio::pin!(wait);
+            let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+            loop {
+                tokio::select! {
+                    r = &mut wait => return Waited::Done(r),
+                    () = async {
+                        match deadline {
+                            Some(d) => tokio::time::sleep_until(d).await,
+                            None => std::future::pending().await,
+                        }
+                    } => return Waited::TimedOut,
+                    () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
+                        if interrupted.is_some_and(|stop| stop()) {
+                            if client.as_async().retract(id).await.is_ok() {
+                                return Waited::Interrupted;
+                            }
+                            // Its transfer is under way: it lands, then the call says so.
+                            return Waited::LateInterrupt(wait.await);
+                        }
+                    }
+                }
+            }
+        });
+        let interrupted_error = || {
+            Error::new(
+                Status::Fail,
+                format!(
+                    "interrupted: the demand of {name:?} was retracted; demand again to wait for it"
+                ),
+            )
         };
+        let (got, late) = match waited {
+            Waited::Done(r) => (r, false),
+            Waited::LateInterrupt(r) => (r, true),
+            Waited::Interrupted => return Err(interrupted_error()),
+            Waited::TimedOut => {
+                return Err(Error::new(
+                    Status::Timeout,
+                    format!(
+                        "nobody offered {name:?} within {:?}; the demand stands",
+                        limit.unwrap_or_default()
+                    ),
+                ));
+            }
+        };
+        let (data, attrs) = got?;
         let len = data.len();
         st.demanded = Some(len as u64);
         st.attrs = attrs;
@@ -499,6 +568,12 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
                 }
             }
             _ => st.data = Some(Arc::new(data)),
+        }
+        if late {
+            return Err(Error::new(
+                Status::Fail,
+                format!("interrupted, but {name:?} had arrived already: it is demanded"),
+            ));
         }
         Ok(())
     })

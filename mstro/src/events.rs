@@ -134,12 +134,41 @@ pub fn subscription_poll(sub: Subscription) -> Result<Vec<PoolEvent>> {
 /// # Errors
 /// [`Status::Timeout`] when nothing came in time; as [`subscription_poll`].
 pub fn subscription_wait(sub: Subscription, limit: Option<Duration>) -> Result<Vec<PoolEvent>> {
+    subscription_wait_interruptible(sub, limit, &|| false)
+}
+
+/// As [`subscription_wait`], asking `interrupted` every 50 ms whether the caller wants to
+/// stop (Python's Ctrl-C): then it returns [`Status::Fail`] saying so, and no event is
+/// lost (the queue keeps them for the next wait).
+///
+/// # Errors
+/// As [`subscription_wait`]; [`Status::Fail`] when interrupted.
+pub fn subscription_wait_interruptible(
+    sub: Subscription,
+    limit: Option<Duration>,
+    interrupted: &(dyn Fn() -> bool + Sync),
+) -> Result<Vec<PoolEvent>> {
     let inst = instance()?;
     let cell = inst.subscriptions.get(sub.0)?;
     let limit = limit.unwrap_or(inst.settings.timeout);
     drop(inst);
     let start = Instant::now();
-    match cell.sub.wait_timeout(limit).map_err(closed)? {
+    let first = loop {
+        let left = limit.saturating_sub(start.elapsed());
+        let slice = left.min(Duration::from_millis(50));
+        match cell.sub.wait_timeout(slice).map_err(closed)? {
+            Some(e) => break Some(e),
+            None if left <= slice => break None,
+            None if interrupted() => {
+                return Err(Error::new(
+                    Status::Fail,
+                    "interrupted while waiting for events; the subscription goes on",
+                ));
+            }
+            None => {}
+        }
+    };
+    match first {
         Some(first) => {
             let mut all = vec![first];
             all.extend(cell.sub.drain().unwrap_or_default());

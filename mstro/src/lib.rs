@@ -38,13 +38,14 @@ mod status;
 
 pub use cdo::{
     Attr, Bytes, Cdo, RAW_PTR, cdo_access, cdo_attribute_get, cdo_attribute_set,
-    cdo_attribute_type, cdo_attributes, cdo_bytes, cdo_declare, cdo_demand, cdo_demand_within,
-    cdo_dispose, cdo_name, cdo_offer, cdo_require, cdo_retract, cdo_seal, cdo_set_user_memory,
-    cdo_withdraw,
+    cdo_attribute_type, cdo_attributes, cdo_bytes, cdo_declare, cdo_demand,
+    cdo_demand_interruptible, cdo_demand_within, cdo_dispose, cdo_name, cdo_offer, cdo_require,
+    cdo_retract, cdo_seal, cdo_set_user_memory, cdo_withdraw,
 };
 pub use events::{
     Selector, Subscription, SubscriptionOptions, selector_create, selector_dispose, subscribe,
     subscription_ack, subscription_dispose, subscription_poll, subscription_wait,
+    subscription_wait_interruptible,
 };
 pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
 pub use memory::{mem_alloc, mem_free};

@@ -148,8 +148,42 @@ cdo_op!(py: /// Offers the CDO; a raw-ptr buffer is offered in place (`mstro_cdo
     mstro_cdo_offer => mstro::cdo_offer);
 cdo_op!(py: /// Declares the intent to demand (`mstro_cdo_require`).
     mstro_cdo_require => mstro::cdo_require);
-cdo_op!(py: /// Waits until the CDO is here, the GIL released (`mstro_cdo_demand`).
-    mstro_cdo_demand => mstro::cdo_demand);
+/// Waits until the CDO is here, the GIL released (`mstro_cdo_demand`). Ctrl-C (any
+/// signal whose Python handler raises) ends the wait within 50 ms: the demand is retracted
+/// and the handler's exception (`KeyboardInterrupt`) is raised.
+#[pyfunction]
+fn mstro_cdo_demand(py: Python<'_>, cdo: &Cdo) -> PyResult<()> {
+    let h = cdo.h();
+    let raised = std::sync::Mutex::new(None);
+    let result = py.detach(|| mstro::cdo_demand_interruptible(h, &|| interrupted(&raised)));
+    interruption(raised)?;
+    result.map_err(raise)
+}
+
+/// Asks Python whether a signal handler raised (Ctrl-C: `KeyboardInterrupt`), keeping the
+/// exception in `raised` for the caller to raise once the call returned.
+fn interrupted(raised: &std::sync::Mutex<Option<PyErr>>) -> bool {
+    Python::attach(|py| match py.check_signals() {
+        Ok(()) => false,
+        Err(e) => {
+            *raised
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+            true
+        }
+    })
+}
+
+/// The exception a signal handler raised during a call, if one did.
+fn interruption(raised: std::sync::Mutex<Option<PyErr>>) -> PyResult<()> {
+    match raised
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
 cdo_op!(py: /// Cancels a require (`mstro_cdo_retract`).
     mstro_cdo_retract => mstro::cdo_retract);
 cdo_op!(py: /// Takes the offer back; the buffer is the program's again (`mstro_cdo_withdraw`).
@@ -406,7 +440,11 @@ fn mstro_subscription_wait<'py>(
         }
         None => None,
     };
-    match py.detach(move || mstro::subscription_wait(h, limit)) {
+    let raised = std::sync::Mutex::new(None);
+    let got =
+        py.detach(|| mstro::subscription_wait_interruptible(h, limit, &|| interrupted(&raised)));
+    interruption(raised)?;
+    match got {
         Ok(got) => events::list(py, got),
         Err(e) if e.status == Status::Timeout && limit.is_some() => Ok(None),
         Err(e) => Err(raise(e)),

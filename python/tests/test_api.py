@@ -353,3 +353,50 @@ def test_a_local_pool_says_what_it_is_and_why_a_demand_waits(env_for_children):
     assert "a local pool inside this process" in out.stderr, out.stderr
     assert "waits in a local pool" in out.stderr, out.stderr
 
+
+def test_ctrl_c_interrupts_a_demand_and_a_wait_and_the_pool_stays_consistent(env_for_children):
+    env = dict(env_for_children, MSTRO_TIMEOUT="30")
+    script = (
+        "import os, signal, threading, time, maestro_core as M\n"
+        "M.mstro_init('py-interrupt', 'tester', 0)\n"
+        "def ctrl_c_in(s):\n"
+        "    threading.Timer(s, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "c = M.mstro_cdo_declare('later', None)\n"
+        "ctrl_c_in(0.5)\n"
+        "t0 = time.monotonic()\n"
+        "try:\n"
+        "    M.mstro_cdo_demand(c)\n"
+        "    print('no interrupt')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('demand interrupted after', round(time.monotonic() - t0, 2))\n"
+        "sub = M.mstro_subscribe(None, M.MSTRO_POOL_EVENT_OFFER, 0)\n"
+        "ctrl_c_in(0.5)\n"
+        "t0 = time.monotonic()\n"
+        "try:\n"
+        "    M.mstro_subscription_wait(sub)\n"
+        "    print('no interrupt')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('wait interrupted after', round(time.monotonic() - t0, 2))\n"
+        "p = M.mstro_cdo_declare('later', None)\n"
+        "M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, b'x' * 16)\n"
+        "M.mstro_cdo_seal(p)\n"
+        "M.mstro_cdo_offer(p)\n"
+        "M.mstro_cdo_demand(c)\n"
+        "print('demanded again', len(M.mstro_cdo_access_ptr(c)))\n"
+        "print('the offer was seen', len(M.mstro_subscription_wait(sub, timeout=5) or []))\n"
+        "M.mstro_subscription_dispose(sub)\n"
+        "M.mstro_cdo_dispose(c)\n"
+        "M.mstro_cdo_withdraw(p)\n"
+        "M.mstro_cdo_dispose(p)\n"
+        "M.mstro_finalize()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4, out.stdout + out.stderr
+    for line, what in zip(lines[:2], ["demand", "wait"]):
+        assert line.startswith(what + " interrupted after"), out.stdout + out.stderr
+        # Within 100 ms of the signal (0.5 s after the call began), with room for a slow VM.
+        assert float(line.split()[-1]) < 0.5 + 0.4, line
+    assert lines[2] == "demanded again 16", out.stdout + out.stderr
+    assert lines[3] == "the offer was seen 1", out.stdout + out.stderr
+

@@ -419,18 +419,24 @@ impl Pending {
         }
     }
 
-    /// Hands `result` to the oldest waiter for `key`; false if nobody waits.
+    /// Hands `result` to the oldest waiter for `key` that still waits; false if nobody
+    /// does. Waiters that gave up (a timeout, an interrupted or dropped future) are passed
+    /// over, so that the answer reaches the call that asked again.
     pub(crate) fn resolve(&mut self, key: (Op, u64), result: Result<u64>) -> bool {
         let Some(q) = self.waiters.get_mut(&key) else {
             return false;
         };
+        while q.front().is_some_and(oneshot::Sender::is_closed) {
+            q.pop_front();
+        }
         let Some(tx) = q.pop_front() else {
+            self.waiters.remove(&key);
             return false;
         };
         if q.is_empty() {
             self.waiters.remove(&key);
         }
-        // A waiter that gave up (timeout, dropped future) just misses its answer.
+        // One that gives up right now just misses its answer.
         let _ = tx.send(result);
         true
     }
