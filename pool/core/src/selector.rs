@@ -84,7 +84,7 @@ impl CmpOp {
 /// A parsed selector, as it travels to the pool manager.
 ///
 /// On the wire (and in any serde format) an `Expr` is flat: its terms in prefix order
-/// ([`Term`]), so neither encoding nor decoding recurses as deep as the tree is. Decoding
+/// (`Term`), so neither encoding nor decoding recurses as deep as the tree is. Decoding
 /// rebuilds the tree with an explicit stack and refuses more than [`MAX_DEPTH`] levels or
 /// [`MAX_NODES`] terms, so a crafted frame can neither overflow the decoder's stack nor
 /// build a tree whose drop would.
