@@ -228,6 +228,18 @@ fn near_nic_placement_says_what_it_does_and_why_not() {
         "{}",
         own.stderr
     );
+    // --cpu-bind=none asks for no binding: nothing "asked for" is kept.
+    let none = run(
+        cluster.srun_on("n1", 2).args([
+            "--cpu-bind=none",
+            "--maestro-bind=near-nic",
+            "--maestro-verbose",
+            "true",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(none.code(), Some(0), "{none:?}");
+    assert!(!none.stderr.contains("is kept"), "{}", none.stderr);
 }
 
 /// A pool manager and a tracer on this host, reached from the nodes over the bridge, and

@@ -316,9 +316,14 @@ fn task_init(sp: &Spank) -> Result<(), String> {
         let tasks = sp
             .item_u32(sys::spank_item::S_JOB_LOCAL_TASK_COUNT)
             .unwrap_or(1);
-        let user_bind = sp
-            .getenv("SLURM_CPU_BIND_TYPE")
-            .filter(|t| !t.trim_end_matches(',').is_empty() && !t.starts_with("none"));
+        // A binding the user asked for has a type and, for masks and maps, a list: Slurm
+        // reports "mask_cpu:" with no list when nobody asked (even with --cpu-bind=none).
+        let list = sp.getenv("SLURM_CPU_BIND_LIST").unwrap_or_default();
+        let user_bind = sp.getenv("SLURM_CPU_BIND_TYPE").filter(|t| {
+            let t = t.trim_end_matches(',');
+            let needs_list = t.contains("mask_") || t.contains("map_");
+            !t.is_empty() && !t.starts_with("none") && (!needs_list || !list.trim().is_empty())
+        });
         let plan = inventory::placement(&inv, tasks).map_err(|e| e.to_string())?;
         let mine = plan
             .get(local_id as usize)
