@@ -47,6 +47,11 @@ pub struct PmBench {
     /// second round, declare+seal+offer them again), reporting the PM's memory; 0 for none.
     #[arg(long = "soak", value_name = "R", default_value_t = 0)]
     pub soak_rounds: usize,
+    /// Idle applications joined before the measurement (from 8 threads of this process),
+    /// kept connected through it: the PM's join time and memory per app, and its rates
+    /// while it holds them.
+    #[arg(long, default_value_t = 0)]
+    pub apps: usize,
 }
 
 /// A batch size: 1 to 100,000 operations per frame.
@@ -90,6 +95,12 @@ pub fn main_bench(args: &PmBenchArgs) -> Result<(), PmBenchError> {
     }
     if let Some(q) = r.requires_per_sec {
         println!("  {q:.0} declare+require+ticket+done/s");
+    }
+    if let Some(a) = &r.apps {
+        println!(
+            "  {} idle apps joined in {:.2} s (one join: p50 {:.0} us, p99 {:.0} us), {:.0} B per app, connected through the measurement",
+            a.apps, a.join_seconds, a.join_p50_us, a.join_p99_us, a.bytes_per_app
+        );
     }
     if let Some(s) = &r.soak {
         let mib = |b: u64| b as f64 / f64::from(1 << 20);
@@ -175,6 +186,80 @@ pub struct PmReport {
     pub events_per_sec: Option<f64>,
     /// The soak (with `soak_rounds`).
     pub soak: Option<SoakReport>,
+    /// The idle apps (with `apps`).
+    pub apps: Option<AppsReport>,
+}
+
+/// What joining many idle applications cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct AppsReport {
+    /// Applications joined (and connected through the measurement).
+    pub apps: usize,
+    /// Seconds to join them all, 8 at a time.
+    pub join_seconds: f64,
+    /// One join (challenge, proof, welcome), median and 99th percentile, microseconds.
+    pub join_p50_us: f64,
+    /// As above, 99th percentile.
+    pub join_p99_us: f64,
+    /// Resident memory the PM's process gained per joined app, bytes (the joining
+    /// connections of this process included).
+    pub bytes_per_app: f64,
+}
+
+/// Joins `n` idle apps to `info`'s PM from 8 threads; their connections and what it cost.
+fn join_apps(info: &PmInfo, n: usize) -> Result<(Vec<Conn>, AppsReport), PmBenchError> {
+    // As the injectors: the first endpoint (the Unix socket, or loopback TCP with --tcp).
+    let addr = info
+        .endpoints
+        .first()
+        .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;
+    let rss0 = rss_bytes();
+    let start = Instant::now();
+    let threads = 8.min(n.max(1));
+    let joined = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(
+                    move || -> Result<(Vec<Conn>, Vec<Duration>), PmBenchError> {
+                        let mut conns = Vec::new();
+                        let mut times = Vec::new();
+                        for i in (t..n).step_by(threads) {
+                            let t0 = Instant::now();
+                            let mut c = Conn::connect(addr, TIMEOUT)?;
+                            c.join(info, "idle", i64::try_from(i).unwrap_or(i64::MAX))?;
+                            times.push(t0.elapsed());
+                            conns.push(c);
+                        }
+                        Ok((conns, times))
+                    },
+                )
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| PmBenchError::Injector("a joining thread panicked".into()))?
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let join_seconds = start.elapsed().as_secs_f64();
+    let (conns, mut times): (Vec<Vec<Conn>>, Vec<Vec<Duration>>) = joined.into_iter().unzip();
+    let mut times: Vec<Duration> = times.drain(..).flatten().collect();
+    times.sort_unstable();
+    let at = |q: f64| {
+        times
+            .get(((times.len() as f64 * q) as usize).min(times.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    let report = AppsReport {
+        apps: n,
+        join_seconds,
+        join_p50_us: at(0.5),
+        join_p99_us: at(0.99),
+        bytes_per_app: rss_bytes().saturating_sub(rss0) as f64 / n.max(1) as f64,
+    };
+    Ok((conns.into_iter().flatten().collect(), report))
 }
 
 /// Errors of the benchmark.
@@ -312,6 +397,12 @@ impl PmBench {
         for s in &mut subscribers {
             s.expect("subscribed")?;
         }
+        let (idle, apps) = if self.apps > 0 {
+            let (conns, report) = join_apps(&info, self.apps)?;
+            (conns, Some(report))
+        } else {
+            (Vec::new(), None)
+        };
         let rss0 = rss_bytes();
         let mut producers = (0..self.injectors)
             .map(|i| Injector::spawn(&info, "producer", i, self))
@@ -349,6 +440,7 @@ impl PmBench {
             .then(|| soak(&mut producers, self.soak_rounds, total, rss0))
             .transpose()?;
         drop(producers);
+        drop(idle);
         pm.stop();
         Ok(PmReport {
             injectors: self.injectors,
@@ -359,6 +451,7 @@ impl PmBench {
             pm_bytes_per_cdo,
             events_per_sec,
             soak,
+            apps,
         })
     }
 }

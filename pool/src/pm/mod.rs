@@ -99,8 +99,14 @@ pub const MAX_INGRESS: usize = 64 << 20;
 /// credential takes a few hundred bytes).
 pub const MAX_JOIN_FRAME: usize = 64 << 10;
 
-/// Bytes a joined connection's reader asks the socket for at a time.
+/// Most bytes a joined connection's reader asks the socket for at a time.
 const READ_CHUNK: usize = 64 << 10;
+
+/// Bytes a joined connection's reader asks for when its traffic is light; it doubles, up to
+/// [`READ_CHUNK`], while reads come back full, and halves back while they come back
+/// small. A quiet connection's buffer is given back, so a PM holding a thousand idle apps
+/// does not hold a thousand 64 KiB buffers.
+const SMALL_READ: usize = 4 << 10;
 
 impl PmConfig {
     /// Serves `workflow` with `secret` on `listen`, without credential checks.
@@ -715,7 +721,7 @@ fn spawn_connection(
         if started.await.is_err() {
             return;
         }
-        let mut buf = Vec::with_capacity(MAX_JOIN_FRAME);
+        let mut buf = Vec::new();
         let admitted = admit(conn, &mut read, &mut buf, &events, &ingress).await;
         let ended = match admitted {
             Ok(()) => serve_joined(conn, &mut read, buf, &events, &ingress).await,
@@ -740,12 +746,12 @@ async fn read_some(
     read: &mut (dyn AsyncRead + Unpin + Send),
     buf: &mut Vec<u8>,
     room: usize,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     buf.reserve(room);
     let mut limited = (&mut *read).take(room as u64);
     match limited.read_buf(buf).await {
         Ok(0) => Err("ended".into()),
-        Ok(_) => Ok(()),
+        Ok(n) => Ok(n),
         Err(e) => Err(format!("failed ({e})")),
     }
 }
@@ -777,9 +783,10 @@ async fn admit(
                 break len;
             }
         }
-        let room = proto::HEADER + MAX_JOIN_FRAME - buf.len();
+        // A JOIN takes a few hundred bytes: read a little at a time, up to the limit.
+        let room = (proto::HEADER + MAX_JOIN_FRAME - buf.len()).min(SMALL_READ);
         match tokio::time::timeout_at(deadline, read_some(read, buf, room)).await {
-            Ok(r) => r.map_err(|e| format!("{e} before joining"))?,
+            Ok(r) => drop(r.map_err(|e| format!("{e} before joining"))?),
             Err(_) => {
                 return Err(format!("did not join within {:?}", ingress.join_timeout));
             }
@@ -818,6 +825,7 @@ async fn serve_joined(
     events: &mpsc::UnboundedSender<Event>,
     ingress: &Ingress,
 ) -> Result<(), String> {
+    let mut want = SMALL_READ;
     loop {
         let before = buf.len();
         let mut msgs = Vec::new();
@@ -835,8 +843,14 @@ async fn serve_joined(
                 return Err("outlived the pool manager".into());
             }
         }
-        match read_some(read, &mut buf, READ_CHUNK).await {
-            Ok(()) => {}
+        if buf.is_empty() && want == SMALL_READ && buf.capacity() > SMALL_READ {
+            // Quiet: the memory goes back until the app speaks again.
+            buf = Vec::new();
+        }
+        match read_some(read, &mut buf, want).await {
+            Ok(n) if n == want => want = (want * 2).min(READ_CHUNK),
+            Ok(n) if n < want / 4 => want = (want / 2).max(SMALL_READ),
+            Ok(_) => {}
             Err(e) if e == "ended" => return Ok(()),
             Err(e) => return Err(e),
         }
