@@ -479,35 +479,29 @@ fn demand(
             .ok()
             .and_then(|i| i.session().ok().map(|s| s.found().clone()))
             .is_some_and(|f| matches!(f, crate::session::Found::LocalPool));
-        let demand = || async {
-            let wait = demand();
-            if !local {
-                return wait.await;
-            }
-            tokio::pin!(wait);
-            tokio::select! {
-                r = &mut wait => return r,
-                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-            }
-            tracing::warn!(
-                "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
-            );
-            wait.await
-        };
         // Built inside the runtime: the timers need its context.
         let waited = client.block_on(async {
             let wait = demand();
             tokio::pin!(wait);
-            let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+            let now = tokio::time::Instant::now();
+            let deadline = limit.map(|l| now + l);
+            let mut notice = local.then(|| now + Duration::from_secs(1));
+            let until = |at: Option<tokio::time::Instant>| async move {
+                match at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             loop {
                 tokio::select! {
                     r = &mut wait => return Waited::Done(r),
-                    () = async {
-                        match deadline {
-                            Some(d) => tokio::time::sleep_until(d).await,
-                            None => std::future::pending().await,
-                        }
-                    } => return Waited::TimedOut,
+                    () = until(deadline) => return Waited::TimedOut,
+                    () = until(notice) => {
+                        notice = None;
+                        tracing::warn!(
+                            "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
+                        );
+                    }
                     () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
                         if interrupted.is_some_and(|stop| stop()) {
                             if client.as_async().retract(id).await.is_ok() {
@@ -520,18 +514,17 @@ fn demand(
                 }
             }
         });
-        let interrupted_error = || {
-            Error::new(
-                Status::Fail,
-                format!(
-                    "interrupted: the demand of {name:?} was retracted; demand again to wait for it"
-                ),
-            )
-        };
         let (got, late) = match waited {
             Waited::Done(r) => (r, false),
             Waited::LateInterrupt(r) => (r, true),
-            Waited::Interrupted => return Err(interrupted_error()),
+            Waited::Interrupted => {
+                return Err(Error::new(
+                    Status::Fail,
+                    format!(
+                        "interrupted: the demand of {name:?} was retracted; demand again to wait for it"
+                    ),
+                ));
+            }
             Waited::TimedOut => {
                 return Err(Error::new(
                     Status::Timeout,
