@@ -622,7 +622,7 @@ impl Manager {
     fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {
         if let Err(why) = self
             .declarable(app, cdo, &name)
-            .and_then(|()| self.charge(app, policy::CDO_COST + name.len()))
+            .and_then(|()| self.affordable(app, policy::CDO_COST + name.len()))
         {
             return self.refuse(conn, Op::Declare, Some(cdo), why);
         }

@@ -151,7 +151,7 @@ impl Manager {
                     )),
                 ));
             }
-            self.charge(app, bytes).map_err(|why| (op, cdo, why))?;
+            self.affordable(app, bytes).map_err(|why| (op, cdo, why))?;
         }
         if op == Op::Offer
             && let Some(owner) = self.policy.owner_of(&c.name)
@@ -172,8 +172,9 @@ impl Manager {
         Ok(())
     }
 
-    /// Counts `bytes` more against `app`'s [`Policy::max_app_bytes`], or refuses.
-    pub(super) fn charge(&self, app: AppId, bytes: usize) -> Result<(), Refusal> {
+    /// Whether `bytes` more fit `app`'s [`Policy::max_app_bytes`] (nothing is counted: see
+    /// [`Manager::account`]); the refusal says by how much they would not.
+    pub(super) fn affordable(&self, app: AppId, bytes: usize) -> Result<(), Refusal> {
         let held = self.apps.get(&app).map_or(0, |a| a.held);
         if held.saturating_add(bytes) > self.policy.max_app_bytes {
             return Err(Refusal::Quota(format!(
@@ -184,7 +185,7 @@ impl Manager {
         Ok(())
     }
 
-    /// Counts `bytes` against `app` (after [`Manager::charge`] allowed them), or gives
+    /// Counts `bytes` against `app` (after [`Manager::affordable`] allowed them), or gives
     /// them back (`credit`).
     pub(super) fn account(&mut self, app: AppId, bytes: usize, credit: bool) {
         if let Some(a) = self.apps.get_mut(&app) {
@@ -210,7 +211,7 @@ impl Manager {
                 "this application holds {subs} subscriptions, the most it may (maestro pm --max-subscriptions); end those it no longer needs"
             )));
         }
-        self.charge(app, SUBSCRIPTION_COST + selector_bytes)
+        self.affordable(app, SUBSCRIPTION_COST + selector_bytes)
     }
 
     /// Accepts a JOIN's process memory announcement if it names the announcing process:
