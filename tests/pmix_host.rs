@@ -194,6 +194,123 @@ fn a_tool_kills_a_running_job() {
 }
 
 #[test]
+fn pmix_spawn_starts_a_connected_job_and_tells_the_requestor_its_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_spawn.c", Some("pmix"), dir.path());
+    let exe = exe.to_str().expect("utf-8 path");
+    let out = run(
+        Command::new(maestro())
+            .args(["run", "--label", "-n", "2", "--timeout", "30", "--"])
+            .arg(exe),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        out.elapsed
+    );
+    expect_once(
+        &out,
+        &[
+            "P0 spawn SUCCESS",
+            // The children are a job of their own that knows its parent, size and the
+            // environment the request gave it.
+            "C0 parent-id SUCCESS",
+            "C1 parent-id SUCCESS",
+            "C0 job-size SUCCESS 2",
+            "C0 env yes",
+            "C1 env yes",
+            // Parents and children connect, see each other's data, disconnect.
+            "P0 read-peer SUCCESS child 0",
+            "P1 read-peer SUCCESS child 0",
+            "C0 read-peer SUCCESS parent 0",
+            "C1 read-peer SUCCESS parent 0",
+            "P0 job-end SEEN children 0",
+            // What cannot be started is said at once.
+            "P0 spawn-missing-program JOB FAILED TO LAUNCH",
+            "P0 spawn-zero-procs BAD-PARAM",
+        ],
+    );
+    for tag in ["P0", "P1", "C0", "C1"] {
+        expect_once(
+            &out,
+            &[
+                &format!("{tag} connect SUCCESS"),
+                &format!("{tag} disconnect SUCCESS"),
+            ],
+        );
+    }
+    // Children's lines carry their namespace; the parents' their rank.
+    assert!(
+        out.stdout.contains(".1:0] C0 env yes") && out.stdout.contains("[1] P1 connect"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("/nonexistent/program") && out.stderr.contains("asks for 0 processes"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn mpi_comm_spawn_runs_under_maestro_run_as_under_mpirun() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("mpicc", "mpi_spawn.c", None, dir.path());
+    let exe = exe.to_str().expect("utf-8 path");
+    let expected = [
+        "parent 0 got 1100",
+        "parent 1 got 1101",
+        "child 0 of 2 got 100 from its parent",
+        "child 1 of 2 got 101 from its parent",
+    ];
+    for out in [under_maestro_run("2", &[exe]), under_mpirun(&[exe])] {
+        assert_eq!(out.code(), Some(0), "{out:?}");
+        expect_once(&out, &expected);
+    }
+}
+
+#[test]
+fn a_tool_spawns_a_job_into_a_running_launcher_and_hears_its_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
+    let job = Group::spawn(Command::new(maestro()).args([
+        "run",
+        "--tool-support",
+        "-n",
+        "1",
+        "--",
+        "sleep",
+        "60",
+    ]));
+    let launcher = job.pid();
+    let uri = common::maestro_run_tool_uri(launcher);
+    let out = run(
+        Command::new(&tool).args([
+            &uri,
+            &format!("maestro.job.{launcher}"),
+            "spawn",
+            "/bin/sh",
+            "-c",
+            "echo spawned-by-tool; exit 3",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("spawn SUCCESS maestro.job.{launcher}.1")),
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("job-end SEEN 3"), "{out:?}");
+    // The same rules for every job: the tool's job failed, so the launcher stops job 0
+    // (after --grace) and exits with the failure's code.
+    let end = job.wait(Duration::from_secs(20));
+    assert_eq!(end.code(), Some(3), "{end:?}");
+    assert_eq!(end.lines_with("spawned-by-tool").len(), 2, "{end:?}");
+}
+
+#[test]
 fn groups_are_constructed_with_unique_context_ids_and_destructed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_c("cc", "pmix_group.c", Some("pmix"), dir.path());

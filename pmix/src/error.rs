@@ -49,6 +49,12 @@ impl Status {
     pub const NO_PERMISSIONS: Status = Status(sys::PMIX_ERR_NO_PERMISSIONS);
     /// `PMIX_ERR_DUPLICATE_KEY`: another process already published the key.
     pub const DUPLICATE_KEY: Status = Status(sys::PMIX_ERR_DUPLICATE_KEY);
+    /// `PMIX_ERR_BAD_PARAM`: a request that is malformed.
+    pub const BAD_PARAM: Status = Status(sys::PMIX_ERR_BAD_PARAM);
+    /// `PMIX_ERR_JOB_FAILED_TO_LAUNCH`: a spawned job that could not start.
+    pub const JOB_FAILED_TO_LAUNCH: Status = Status(sys::PMIX_ERR_JOB_FAILED_TO_LAUNCH);
+    /// `PMIX_EVENT_JOB_END`: a job ended (an event code).
+    pub const JOB_END: Status = Status(sys::PMIX_EVENT_JOB_END);
     /// `PMIX_EXTERNAL_ERR_BASE`: codes below this are free for applications.
     pub const EXTERNAL_BASE: i32 = sys::PMIX_EXTERNAL_ERR_BASE;
 

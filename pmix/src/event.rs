@@ -29,6 +29,8 @@ pub enum Range {
     Session,
     /// Everyone the host reaches.
     Global,
+    /// The processes named by a `PMIX_EVENT_CUSTOM_RANGE` info of the event.
+    Custom,
 }
 
 impl Range {
@@ -39,6 +41,7 @@ impl Range {
             Range::Namespace => sys::PMIX_RANGE_NAMESPACE,
             Range::Session => sys::PMIX_RANGE_SESSION,
             Range::Global => sys::PMIX_RANGE_GLOBAL,
+            Range::Custom => sys::PMIX_RANGE_CUSTOM,
         }) as u8
     }
 }

@@ -214,6 +214,21 @@ pub const FABRIC_PLANE: &str = key(sys::PMIX_FABRIC_PLANE);
 /// `PMIX_DEVICE_DISTANCES`
 pub const DEVICE_DISTANCES: &str = key(sys::PMIX_DEVICE_DISTANCES);
 
+/// `PMIX_PARENT_ID`: job-level key of a spawned job, the process that spawned it.
+pub const PARENT_ID: &str = key(sys::PMIX_PARENT_ID);
+/// `PMIX_SPAWNED`: job-level key, true when the job was started by `PMIx_Spawn`.
+pub const SPAWNED: &str = key(sys::PMIX_SPAWNED);
+/// `PMIX_APP_RANK`: a process's rank within its application.
+pub const APP_RANK: &str = key(sys::PMIX_APP_RANK);
+/// `PMIX_WDIR`: the working directory of a spawned application.
+pub const WDIR: &str = key(sys::PMIX_WDIR);
+/// `PMIX_NOTIFY_COMPLETION`: a spawn directive, tell the requestor when the job ends.
+pub const NOTIFY_COMPLETION: &str = key(sys::PMIX_NOTIFY_COMPLETION);
+/// `PMIX_JOB_TERM_STATUS`: in a job-end event, the job's status.
+pub const JOB_TERM_STATUS: &str = key(sys::PMIX_JOB_TERM_STATUS);
+/// `PMIX_EVENT_CUSTOM_RANGE`: the processes an event with a custom range goes to.
+pub const EVENT_CUSTOM_RANGE: &str = key(sys::PMIX_EVENT_CUSTOM_RANGE);
+
 /// The keys this project defines (not PMIx standard): every key Maestro puts, publishes,
 /// answers queries with or raises events with, in one place. Documented for users and tools
 /// in `docs/protocol.md`.

@@ -80,18 +80,25 @@ impl FabricView {
         v
     }
 
-    /// Per-rank infos to register.
-    pub fn proc_info(&self) -> Vec<Vec<Info>> {
-        self.assignment
-            .iter()
-            .map(|c| {
-                vec![
-                    Info::new(maestro_keys::FABRIC_NIC, Value::String(c.nic.clone())),
-                    Info::new(
+    /// Per-rank infos to register for a job of `nprocs` ranks: job 0's ranks get the NIC
+    /// chosen at launch (the assignment tools query), a spawned job's ranks the same rule's
+    /// choice for their rank.
+    pub fn proc_info(&self, nprocs: u32) -> Vec<Vec<Info>> {
+        (0..nprocs)
+            .map(|r| {
+                let nic = match self.assignment.get(r as usize) {
+                    Some(c) => Some(c.nic.clone()),
+                    None => choose_nic(&self.inventory, &self.cpus, r)
+                        .ok()
+                        .map(|c| c.nic),
+                };
+                nic.map(|nic| Info::new(maestro_keys::FABRIC_NIC, Value::String(nic)))
+                    .into_iter()
+                    .chain(std::iter::once(Info::new(
                         pmix::keys::DEVICE_DISTANCES,
                         Value::DeviceDistances(device_distances(&self.inventory, &self.cpus)),
-                    ),
-                ]
+                    )))
+                    .collect()
             })
             .collect()
     }

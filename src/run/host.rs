@@ -1,7 +1,8 @@
 //! What `maestro run` answers when PMIx calls up: publish/lookup (a [`PublishStore`]),
 //! credentials (HMAC, see `credential`), queries (namespaces, process table, job size,
-//! psets, spawn support), tool connections, and abort/finalize bookkeeping reported to the
-//! launcher's main loop.
+//! psets, spawn support), tool connections, abort/finalize bookkeeping, and the requests
+//! the launcher's main loop carries out (spawn, job control), for every job of the
+//! launcher (see `jobs`).
 //!
 //! The host serves only its own user: a tool is refused when it claims another user id or
 //! when the kernel shows another user holding a connection to the server's port (see
@@ -15,8 +16,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
 
 use pmix::server::{
-    CredentialReply, GroupOp, InfoReply, LookupReply, NodeDirectory, OpReply, PublishStore,
-    ToolReply, ValidationReply,
+    App, CredentialReply, GroupOp, InfoReply, LookupReply, NodeDirectory, OpReply, PublishStore,
+    SpawnReply, ToolReply, ValidationReply,
 };
 use pmix::{
     Host, Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Query, Status, Value,
@@ -25,6 +26,7 @@ use pmix::{
 
 use crate::run::credential::{Authority, CREDENTIAL_TYPE, Claims, unix_now};
 use crate::run::fabric::FabricView;
+use crate::run::jobs::{JobPlan, RankId};
 
 /// The PMIx server's own namespace in the launcher with `pid` (its rank 0 is the
 /// launcher; libpmix relays tools' queries under this name).
@@ -33,12 +35,11 @@ pub fn server_nspace(pid: u32) -> String {
 }
 
 /// What the host reports to the launcher's main loop.
-#[derive(Debug)]
 pub enum HostEvent {
     /// A rank called `PMIx_Abort`.
     Abort {
         /// The rank.
-        rank: u32,
+        rank: RankId,
         /// Its status.
         status: i32,
         /// Its message.
@@ -47,13 +48,24 @@ pub enum HostEvent {
     /// A rank or tool asked to signal ranks (`PMIx_Job_control_nb`).
     Control {
         /// The ranks.
-        ranks: Vec<u32>,
+        ranks: Vec<RankId>,
         /// The signal.
         signal: i32,
         /// The job ends with it (kill, terminate): the exit code says so.
         ends_job: bool,
         /// Who asked, for the log.
         by: String,
+    },
+    /// A rank or tool asked for a new job (`PMIx_Spawn`).
+    Spawn {
+        /// Who asked.
+        requestor: Proc,
+        /// The job-level directives.
+        job_info: Vec<Info>,
+        /// What to run.
+        apps: Vec<App>,
+        /// The answer, once the job started or could not.
+        reply: SpawnReply,
     },
 }
 
@@ -89,16 +101,21 @@ fn node_store() -> PublishStore {
 /// A constructed group: its members and the context id it was given, if asked.
 type Group = (Vec<Proc>, Option<usize>);
 
+/// A job as the host knows it: its plan and its ranks' states.
+struct JobRecord {
+    plan: JobPlan,
+    ranks: Vec<RankState>,
+}
+
 /// The launcher's [`Host`].
 pub struct LauncherHost {
+    /// Job 0's namespace.
     nspace: String,
     hostname: String,
-    executable: String,
-    /// The program and its arguments, for `PMIX_CMD_LINE`.
-    command_line: String,
     uid: u32,
     gid: u32,
-    ranks: Mutex<BTreeMap<u32, RankState>>,
+    /// Every job, by job number.
+    jobs: Mutex<Vec<JobRecord>>,
     store: PublishStore,
     authority: Authority,
     tools: AtomicU32,
@@ -122,25 +139,24 @@ pub struct LauncherHost {
 }
 
 impl LauncherHost {
-    /// A host for one job of `nprocs` ranks running `command_line` (the executable first).
+    /// A host whose job 0 is `first`.
     pub fn new(
-        nspace: &str,
+        first: JobPlan,
         hostname: &str,
-        command_line: &[String],
-        nprocs: u32,
         authority: Authority,
         events: Sender<HostEvent>,
     ) -> LauncherHost {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         LauncherHost {
-            nspace: nspace.to_string(),
+            nspace: first.nspace.clone(),
             hostname: hostname.to_string(),
-            executable: command_line.first().cloned().unwrap_or_default(),
-            command_line: command_line.join(" "),
             uid,
             gid,
-            ranks: Mutex::new((0..nprocs).map(|r| (r, RankState::default())).collect()),
+            jobs: Mutex::new(vec![JobRecord {
+                ranks: vec![RankState::default(); first.ranks.len()],
+                plan: first,
+            }]),
             store: node_store(),
             authority,
             tools: AtomicU32::new(0),
@@ -153,6 +169,11 @@ impl LauncherHost {
             fabric: std::sync::OnceLock::new(),
             links: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The fabric view, once installed.
+    pub fn fabric(&self) -> Option<&FabricView> {
+        self.fabric.get()
     }
 
     /// Records that `name`'s link went up or down, so fabric queries answer with it.
@@ -170,10 +191,30 @@ impl LauncherHost {
         }
     }
 
+    /// Adds a job (before its ranks start) and returns its number.
+    pub fn add_job(&self, plan: JobPlan) -> u32 {
+        let mut jobs = self.lock_jobs();
+        jobs.push(JobRecord {
+            ranks: vec![RankState::default(); plan.ranks.len()],
+            plan,
+        });
+        (jobs.len() - 1) as u32
+    }
+
+    /// The number of jobs so far (the next spawn's number).
+    pub fn job_count(&self) -> u32 {
+        self.lock_jobs().len() as u32
+    }
+
+    /// The PMIx name of a rank.
+    pub fn proc_of(&self, id: RankId) -> Proc {
+        Proc::new(crate::run::jobs::nspace(&self.nspace, id.job), id.rank)
+    }
+
     /// The groups `rank` belongs to (to tell their other members when it fails).
-    pub fn groups_of(&self, rank: u32) -> Vec<String> {
-        let me = Proc::new(&self.nspace, rank);
-        let wild = Proc::wildcard(&self.nspace);
+    pub fn groups_of(&self, rank: RankId) -> Vec<String> {
+        let me = self.proc_of(rank);
+        let wild = Proc::wildcard(&me.nspace);
         self.groups
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -199,20 +240,30 @@ impl LauncherHost {
     }
 
     /// Updates one rank's state.
-    pub fn update(&self, rank: u32, f: impl FnOnce(&mut RankState)) {
-        if let Some(s) = self.lock_ranks().get_mut(&rank) {
+    pub fn update(&self, id: RankId, f: impl FnOnce(&mut RankState)) {
+        if let Some(s) = self
+            .lock_jobs()
+            .get_mut(id.job as usize)
+            .and_then(|j| j.ranks.get_mut(id.rank as usize))
+        {
             f(s);
         }
     }
 
     /// A copy of one rank's state.
-    pub fn rank_state(&self, rank: u32) -> RankState {
-        self.lock_ranks().get(&rank).cloned().unwrap_or_default()
+    pub fn rank_state(&self, id: RankId) -> RankState {
+        self.lock_jobs()
+            .get(id.job as usize)
+            .and_then(|j| j.ranks.get(id.rank as usize))
+            .cloned()
+            .unwrap_or_default()
     }
 
-    /// Forgets what the job published, here and node-wide (called when the job ended).
+    /// Forgets what the jobs published, here and node-wide (called when they all ended).
     pub fn job_ended(&self) {
-        self.store.forget_nspace(&self.nspace);
+        for job in self.lock_jobs().iter() {
+            self.store.forget_nspace(&job.plan.nspace);
+        }
     }
 
     /// Answers waiting lookups that other jobs satisfied and fails those that waited too
@@ -221,14 +272,26 @@ impl LauncherHost {
         self.store.expire(std::time::Instant::now());
     }
 
-    fn lock_ranks(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, RankState>> {
-        self.ranks
+    fn lock_jobs(&self) -> std::sync::MutexGuard<'_, Vec<JobRecord>> {
+        self.jobs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn ours(&self, proc: &Proc) -> Option<u32> {
-        (proc.nspace == self.nspace).then_some(proc.rank)
+    /// The job number of `nspace`, if it is one of the launcher's jobs.
+    fn job_of(&self, nspace: &str) -> Option<u32> {
+        self.lock_jobs()
+            .iter()
+            .position(|j| j.plan.nspace == nspace)
+            .map(|j| j as u32)
+    }
+
+    /// The launcher's rank `proc` names, if any (a wildcard rank is none).
+    fn ours(&self, proc: &Proc) -> Option<RankId> {
+        self.job_of(&proc.nspace).map(|job| RankId {
+            job,
+            rank: proc.rank,
+        })
     }
 
     /// Whether `proc` may be answered: a rank of the job or an accepted tool (the server
@@ -294,20 +357,28 @@ impl LauncherHost {
         }
     }
 
-    fn proc_table(&self) -> Vec<ProcInfo> {
-        self.lock_ranks()
-            .iter()
-            .map(|(&r, s)| ProcInfo {
-                proc: Proc::new(&self.nspace, r),
-                hostname: self.hostname.clone(),
-                executable: self.executable.clone(),
-                pid: s.pid,
-                exit_code: s.exit_code.unwrap_or(0),
-                state: if s.exit_code.is_some() {
-                    PROC_STATE_TERMINATED
-                } else {
-                    PROC_STATE_RUNNING
-                },
+    /// The process table of the jobs `nspace` selects (all when `None`).
+    fn proc_table(&self, nspace: Option<&str>) -> Vec<ProcInfo> {
+        let jobs = self.lock_jobs();
+        jobs.iter()
+            .filter(|j| nspace.is_none_or(|ns| j.plan.nspace == ns))
+            .flat_map(|j| {
+                j.ranks
+                    .iter()
+                    .zip(&j.plan.ranks)
+                    .enumerate()
+                    .map(|(r, (s, p))| ProcInfo {
+                        proc: Proc::new(&j.plan.nspace, r as u32),
+                        hostname: self.hostname.clone(),
+                        executable: p.program.clone(),
+                        pid: s.pid,
+                        exit_code: s.exit_code.unwrap_or(0),
+                        state: if s.exit_code.is_some() {
+                            PROC_STATE_TERMINATED
+                        } else {
+                            PROC_STATE_RUNNING
+                        },
+                    })
             })
             .collect()
     }
@@ -330,42 +401,72 @@ impl LauncherHost {
         maestro_keys::FABRIC_INVENTORY,
     ];
 
-    /// Answers one query key, or `None` when this host does not know it.
+    /// Answers one query key, or `None` when this host does not know it. A
+    /// `PMIX_NSPACE` qualifier selects one job (none: job 0 for per-job keys, every job
+    /// for tables); an unknown namespace gets no answer.
     fn answer(&self, key: &str, qualifiers: &[Info]) -> Option<Value> {
-        let ns_ok = || match pmix::find(qualifiers, keys::NSPACE) {
-            Some(Value::String(ns)) => *ns == self.nspace,
-            _ => true,
+        let asked = match pmix::find(qualifiers, keys::NSPACE) {
+            Some(Value::String(ns)) => Some(ns.as_str()),
+            _ => None,
+        };
+        let jobs = self.lock_jobs();
+        let selected = || match asked {
+            Some(ns) => jobs.iter().find(|j| j.plan.nspace == ns),
+            None => jobs.first(),
         };
         match key {
-            k if k == keys::QUERY_NAMESPACES => Some(Value::String(self.nspace.clone())),
-            k if (k == keys::QUERY_PROC_TABLE || k == keys::QUERY_LOCAL_PROC_TABLE) && ns_ok() => {
-                Some(Value::ProcInfos(self.proc_table()))
+            k if k == keys::QUERY_NAMESPACES => Some(Value::String(
+                jobs.iter()
+                    .map(|j| j.plan.nspace.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )),
+            k if k == keys::QUERY_PROC_TABLE || k == keys::QUERY_LOCAL_PROC_TABLE => {
+                if asked.is_some() && selected().is_none() {
+                    return None;
+                }
+                drop(jobs);
+                Some(Value::ProcInfos(self.proc_table(asked)))
             }
-            k if k == keys::JOB_SIZE && ns_ok() => {
-                Some(Value::Uint32(self.lock_ranks().len() as u32))
-            }
+            k if k == keys::JOB_SIZE => selected().map(|j| Value::Uint32(j.plan.nprocs())),
             k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
             k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
-            k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(String::new())),
+            // What PMIx_Spawn honours here.
+            k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(
+                [
+                    keys::WDIR,
+                    keys::NOTIFY_COMPLETION,
+                    keys::DEBUG_STOP_IN_INIT,
+                ]
+                .join(","),
+            )),
             // What a debugger may ask of this host: ranks held in init (--stop-in-init).
             k if k == keys::QUERY_DEBUG_SUPPORT => {
                 Some(Value::String(keys::DEBUG_STOP_IN_INIT.into()))
             }
-            k if k == keys::QUERY_NAMESPACE_INFO && ns_ok() => Some(Value::Infos(vec![Info::new(
-                keys::QUERY_NAMESPACE_INFO,
-                Value::Infos(vec![
-                    Info::new(keys::NSPACE, Value::String(self.nspace.clone())),
-                    Info::new(keys::CMD_LINE, Value::String(self.command_line.clone())),
-                ]),
-            )])),
-            k if k == keys::QUERY_JOB_STATUS && ns_ok() => {
-                let running = self.lock_ranks().values().any(|r| r.exit_code.is_none());
-                Some(Value::Status(if running {
+            k if k == keys::QUERY_NAMESPACE_INFO => {
+                let info = |j: &JobRecord| {
+                    Info::new(
+                        keys::QUERY_NAMESPACE_INFO,
+                        Value::Infos(vec![
+                            Info::new(keys::NSPACE, Value::String(j.plan.nspace.clone())),
+                            Info::new(keys::CMD_LINE, Value::String(j.plan.command_of(0))),
+                        ]),
+                    )
+                };
+                match asked {
+                    Some(_) => selected().map(|j| Value::Infos(vec![info(j)])),
+                    None => Some(Value::Infos(jobs.iter().map(info).collect())),
+                }
+            }
+            k if k == keys::QUERY_JOB_STATUS => selected().map(|j| {
+                let running = j.ranks.iter().any(|r| r.exit_code.is_none());
+                Value::Status(if running {
                     Status::SUCCESS
                 } else {
                     Status(pmix::sys::PMIX_ERR_JOB_TERMINATED)
-                }))
-            }
+                })
+            }),
             k if k == keys::QUERY_NUM_GROUPS => Some(Value::Size(
                 self.groups
                     .lock()
@@ -566,16 +667,16 @@ impl Host for LauncherHost {
         } else {
             targets
         };
-        let all: Vec<u32> = self.lock_ranks().keys().copied().collect();
         let mut ranks = Vec::new();
         for t in &targets {
-            if t.nspace != self.nspace {
+            let Some(job) = self.job_of(&t.nspace) else {
                 return reply.send(Status::NOT_FOUND, Vec::new());
-            }
+            };
+            let size = self.lock_jobs()[job as usize].plan.nprocs();
             if t.rank == pmix::RANK_WILDCARD {
-                ranks.extend(&all);
-            } else if all.contains(&t.rank) {
-                ranks.push(t.rank);
+                ranks.extend((0..size).map(|rank| RankId { job, rank }));
+            } else if t.rank < size {
+                ranks.push(RankId { job, rank: t.rank });
             } else {
                 return reply.send(Status::NOT_FOUND, Vec::new());
             }
@@ -630,6 +731,39 @@ impl Host for LauncherHost {
                 None => reply.send(Status::NOT_FOUND, Vec::new()),
             },
         }
+    }
+
+    fn spawn(&self, requestor: &Proc, job_info: Vec<Info>, apps: Vec<App>, reply: SpawnReply) {
+        if !self.trusted(requestor) {
+            tracing::warn!("spawn from {requestor} refused: not of this job or its user's tools");
+            return reply.send(Err(Status::NO_PERMISSIONS));
+        }
+        // The main loop starts the job and answers (a dropped request answers an error).
+        self.send(HostEvent::Spawn {
+            requestor: requestor.clone(),
+            job_info,
+            apps,
+            reply,
+        });
+    }
+
+    fn connect(&self, procs: Vec<Proc>, _info: Vec<Info>, reply: OpReply) {
+        // Every namespace of the launcher lives in this one server, so connected processes
+        // already see each other's job and modex data: nothing to move, only to check.
+        match procs.iter().find(|p| !self.trusted(p)) {
+            Some(p) => {
+                tracing::warn!("connect refused: {p} is not a process of this launcher");
+                reply.send(Err(Status::NOT_FOUND));
+            }
+            None => {
+                tracing::debug!("connected {procs:?}");
+                reply.send(Ok(()));
+            }
+        }
+    }
+
+    fn disconnect(&self, procs: Vec<Proc>, info: Vec<Info>, reply: OpReply) {
+        self.connect(procs, info, reply);
     }
 
     fn log(&self, proc: &Proc, data: Vec<Info>, directives: Vec<Info>, reply: OpReply) {

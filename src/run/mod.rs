@@ -2,7 +2,8 @@
 //!
 //! It starts a PMIx server, registers one job with every key a PMIx client reads, spawns N
 //! ranks with their PMIx environment (each in its own process group, killed if the launcher
-//! dies), forwards their output line by line, and watches them:
+//! dies), forwards their output line by line, serves the jobs its ranks and tools start
+//! with `PMIx_Spawn` the same way (see `jobs`, `launch`), and watches them all:
 //! - a rank that fails (non-zero exit, signal, exit without `PMIx_Finalize` after connecting)
 //!   or calls `PMIx_Abort` makes the launcher notify the others with
 //!   `PMIX_ERR_PROC_ABORTED` (affected proc and exit code attached), wait `--grace`
@@ -22,6 +23,8 @@
 mod credential;
 mod fabric;
 mod host;
+mod jobs;
+mod launch;
 mod outcome;
 mod output;
 mod peers;
@@ -32,7 +35,7 @@ mod spawn;
 mod supervise;
 mod tempdir;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -41,6 +44,7 @@ use std::time::{Duration, Instant};
 use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, keys};
 
 use host::{HostEvent, LauncherHost};
+use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
 use signals::{SignalRelay, relay};
 use spawn::RankProc;
@@ -147,7 +151,7 @@ pub const OPENMPI_DIRECT_LAUNCH: (&str, &str) = ("JSM_JSRUN_PORT", "0");
 
 /// Events the main loop waits for.
 enum LoopEvent {
-    RankExited(u32, RankEnd),
+    RankExited(RankId, RankEnd),
     Host(HostEvent),
     Signal(i32),
     /// The launcher's stdout or stderr is gone (a closed pipe): the job ends as a
@@ -193,11 +197,11 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let hostname = inventory::local_hostname();
     let (host_tx, host_rx) = channel::<HostEvent>();
     let authority = credential::Authority::generate().map_err(RunError::Random)?;
+    let mut first = JobPlan::command_line(nspace.clone(), &opts.command, opts.nprocs);
+    first.stop_in_init = opts.stop_in_init;
     let host = Arc::new(LauncherHost::new(
-        &nspace,
+        first.clone(),
         &hostname,
-        &opts.command,
-        opts.nprocs,
         authority,
         host_tx,
     ));
@@ -227,31 +231,10 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         );
     }
     let fabric = fabric::FabricView::collect(&server, opts.nprocs);
-    let app_info = server.setup_application(&nspace, &[])?;
     let locality = server.own_locality_string().unwrap_or_else(|e| {
         tracing::warn!("no locality string for the ranks: {e}");
         String::new()
     });
-    let layout = JobLayout {
-        nspace: nspace.clone(),
-        jobid: nspace.clone(),
-        hostname,
-        nprocs: opts.nprocs,
-        locality: vec![locality; opts.nprocs as usize],
-        extra_job_info: app_info
-            .into_iter()
-            .filter(|i| !matches!(i.value, Value::Other(_)))
-            .chain(fabric.iter().flat_map(fabric::FabricView::job_info))
-            .chain(
-                opts.stop_in_init
-                    .then(|| Info::new(keys::DEBUG_STOP_IN_INIT, Value::Bool(true))),
-            )
-            .collect(),
-        extra_proc_info: fabric
-            .as_ref()
-            .map(fabric::FabricView::proc_info)
-            .unwrap_or_default(),
-    };
     let links = fabric.as_ref().map(|f| {
         inventory::netif::LinkMonitor::new(
             f.inventory
@@ -270,14 +253,15 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     if let Some(f) = fabric {
         host.set_fabric(f);
     }
-    server.register_nspace(&nspace, opts.nprocs, &layout.to_infos()?)?;
-    server.setup_local_support(&nspace, &[])?;
-
     let mut job = Job {
         opts,
         server: &server,
         host: &host,
         nspace: &nspace,
+        hostname,
+        locality,
+        plans: vec![first],
+        ended_jobs: BTreeSet::new(),
         tx,
         ranks: BTreeMap::new(),
         outcome: Outcome::default(),
@@ -287,6 +271,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         outputs: Vec::new(),
         links,
     };
+    job.register(0)?;
     match rx.try_recv() {
         Ok(LoopEvent::Signal(sig)) => {
             eprintln!("maestro run: signal {sig} during setup; not starting the job");
@@ -301,6 +286,11 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     job.finish_outputs();
     signals.stop();
     let code = job.outcome.exit_code();
+    let job_sizes: Vec<(String, u32)> = job
+        .plans
+        .iter()
+        .map(|p| (p.nspace.clone(), p.nprocs()))
+        .collect();
     drop(job);
     let finished = if host.teardown_unsafe() {
         // libpmix's teardown is not safe after refusals or groups (see `teardown_unsafe`).
@@ -309,7 +299,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         std::mem::forget(server);
         false
     } else {
-        shut_down(server, &host, &nspace, opts.nprocs)
+        shut_down(server, &host, &job_sizes)
     };
     drop(tmp);
     if !finished {
@@ -329,24 +319,28 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
 /// before the launcher exits without waiting for it.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
 
-/// Deregisters the job and finalizes the PMIx server on a thread of its own, waiting at
-/// most [`SHUTDOWN_LIMIT`]: a client that left libpmix in a bad state (a refused
+/// Deregisters the jobs (`(namespace, size)` each) and finalizes the PMIx server on a
+/// thread of its own, waiting at most [`SHUTDOWN_LIMIT`]: a client that left libpmix in a bad state (a refused
 /// `PMIx_Init` under a rank's name, say) must not keep the launcher from exiting. The
 /// job's ranks have all been reaped by now; a shutdown that overran is logged and left to
 /// the process's exit; false then.
-fn shut_down(server: Server, host: &Arc<LauncherHost>, nspace: &str, nprocs: u32) -> bool {
+fn shut_down(server: Server, host: &Arc<LauncherHost>, jobs: &[(String, u32)]) -> bool {
     let (done_tx, done) = channel::<()>();
     let host = Arc::clone(host);
-    let nspace = nspace.to_string();
+    let jobs = jobs.to_vec();
     let teardown = move || {
-        for r in 0..nprocs {
-            if let Err(e) = server.deregister_client(&Proc::new(&nspace, r)) {
-                tracing::debug!("deregister rank {r}: {e}");
+        for (nspace, nprocs) in &jobs {
+            for r in 0..*nprocs {
+                if let Err(e) = server.deregister_client(&Proc::new(nspace, r)) {
+                    tracing::debug!("deregister {nspace} rank {r}: {e}");
+                }
             }
         }
         host.job_ended();
-        if let Err(e) = server.deregister_nspace(&nspace) {
-            tracing::warn!("deregister {nspace}: {e}");
+        for (nspace, _) in &jobs {
+            if let Err(e) = server.deregister_nspace(nspace) {
+                tracing::warn!("deregister {nspace}: {e}");
+            }
         }
         drop(server);
         let _ = done_tx.send(());

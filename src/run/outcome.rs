@@ -2,10 +2,12 @@
 //!
 //! Rules: the exit code is the worst status among ranks that ended on their own (a signal
 //! death counts as 128+signal); ranks the launcher itself killed while tearing the job down
-//! do not count; a `PMIx_Abort` contributes its status (at least 1); a launcher stopped by a
+//! do not count, whichever job they belong to; a `PMIx_Abort` contributes its status (at least 1); a launcher stopped by a
 //! signal exits with at least 128+signal; a job past its time limit with at least 124.
 
 use std::collections::BTreeMap;
+
+use crate::run::jobs::RankId;
 
 /// How one rank ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,14 +44,14 @@ pub enum StopCause {
     /// A rank failed (non-zero exit, signal, or exit without finalize).
     RankFailed {
         /// The rank.
-        rank: u32,
+        rank: RankId,
         /// Its code.
         code: i32,
     },
     /// A rank called `PMIx_Abort`.
     Abort {
         /// The rank.
-        rank: u32,
+        rank: RankId,
         /// The abort status.
         status: i32,
     },
@@ -62,13 +64,13 @@ pub enum StopCause {
 /// The record of a job's end.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    ends: BTreeMap<u32, (RankEnd, bool)>,
+    ends: BTreeMap<RankId, (RankEnd, bool)>,
     cause: Option<StopCause>,
 }
 
 impl Outcome {
     /// Records that `rank` ended; `killed_by_us` when the launcher had signalled it.
-    pub fn rank_ended(&mut self, rank: u32, end: RankEnd, killed_by_us: bool) {
+    pub fn rank_ended(&mut self, rank: RankId, end: RankEnd, killed_by_us: bool) {
         self.ends.insert(rank, (end, killed_by_us));
     }
 
@@ -80,6 +82,11 @@ impl Outcome {
         }
         self.cause = Some(cause);
         true
+    }
+
+    /// Whether a reason to stop was recorded (the jobs are being stopped).
+    pub fn stopping(&self) -> bool {
+        self.cause.is_some()
     }
 
     /// The exit code of `maestro run`.
@@ -109,38 +116,44 @@ mod tests {
     #[test]
     fn worst_own_status_wins() {
         let mut o = Outcome::default();
-        o.rank_ended(0, RankEnd::Exited(0), false);
-        o.rank_ended(1, RankEnd::Exited(1), false);
-        o.rank_ended(2, RankEnd::Exited(2), false);
+        o.rank_ended(RankId::first(0), RankEnd::Exited(0), false);
+        o.rank_ended(RankId::first(1), RankEnd::Exited(1), false);
+        o.rank_ended(RankId::first(2), RankEnd::Exited(2), false);
         assert_eq!(o.exit_code(), 2);
     }
 
     #[test]
     fn launcher_kills_do_not_count() {
         let mut o = Outcome::default();
-        assert!(o.stop(StopCause::RankFailed { rank: 1, code: 3 }));
-        o.rank_ended(1, RankEnd::Exited(3), false);
-        o.rank_ended(0, RankEnd::Signaled(15), true);
+        assert!(o.stop(StopCause::RankFailed {
+            rank: RankId::first(1),
+            code: 3,
+        }));
+        o.rank_ended(RankId::first(1), RankEnd::Exited(3), false);
+        o.rank_ended(RankId::first(0), RankEnd::Signaled(15), true);
         assert_eq!(o.exit_code(), 3);
     }
 
     #[test]
     fn signal_death_maps_to_128_plus() {
         let mut o = Outcome::default();
-        o.rank_ended(0, RankEnd::Signaled(9), false);
+        o.rank_ended(RankId::first(0), RankEnd::Signaled(9), false);
         assert_eq!(o.exit_code(), 137);
     }
 
     #[test]
     fn abort_and_signal_causes() {
         let mut o = Outcome::default();
-        assert!(o.stop(StopCause::Abort { rank: 0, status: 0 }));
+        assert!(o.stop(StopCause::Abort {
+            rank: RankId::first(0),
+            status: 0,
+        }));
         assert!(!o.stop(StopCause::Signal(15)));
-        o.rank_ended(0, RankEnd::Signaled(15), true);
+        o.rank_ended(RankId::first(0), RankEnd::Signaled(15), true);
         assert_eq!(o.exit_code(), 1);
         let mut o = Outcome::default();
         o.stop(StopCause::Signal(15));
-        o.rank_ended(0, RankEnd::Signaled(15), true);
+        o.rank_ended(RankId::first(0), RankEnd::Signaled(15), true);
         assert_eq!(o.exit_code(), 143);
     }
 }

@@ -14,24 +14,20 @@ pub enum Stream {
     Stderr,
 }
 
-/// Starts a thread copying `src` to our `stream`, prefixing lines with `[rank] ` when
-/// `label` is set. The thread ends at EOF (when the rank and all its children closed it).
+/// Starts a thread (named `name`) copying `src` to our `stream`, putting `label` (`[rank] `
+/// or empty) in front of every line. The thread ends at EOF (when the rank and all its children closed it).
 /// When our stream is gone (a closed pipe), `closed` is called once and the rest is
 /// drained unwritten, so the rank never blocks on a full pipe while the job ends.
 pub fn forward(
     src: impl Read + Send + 'static,
-    (stream, rank, label): (Stream, u32, bool),
+    (stream, name, label): (Stream, String, String),
     closed: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name(format!("rank{rank}-{stream:?}"))
+        .name(format!("{name}-{stream:?}"))
         .spawn(move || {
             let mut reader = BufReader::new(src);
-            let prefix = if label {
-                format!("[{rank}] ").into_bytes()
-            } else {
-                Vec::new()
-            };
+            let prefix = label.into_bytes();
             let mut line = Vec::with_capacity(256);
             let mut closed = Some(closed);
             let mut gone = false;

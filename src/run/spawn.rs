@@ -1,5 +1,6 @@
-//! Starting the ranks: each with its PMIx environment, in its own process group, killed if
-//! the launcher dies, its output forwarded line by line and its exit reaped by a thread.
+//! Starting the ranks of a job (job 0 or a spawned one): each with its PMIx environment and
+//! its plan's program, arguments, variables and directory, in its own process group, killed
+//! if the launcher dies, its output forwarded line by line and its exit reaped by a thread.
 
 use super::*;
 
@@ -11,32 +12,52 @@ pub(super) struct RankProc {
 }
 
 impl Job<'_> {
+    /// Starts every rank of job 0; the first that cannot start fails the job (127).
     pub(super) fn spawn_all(&mut self) {
-        for r in 0..self.opts.nprocs {
-            if let Err(msg) = self.spawn(r) {
-                eprintln!("maestro run: rank {r}: {msg}");
-                self.outcome.rank_ended(r, RankEnd::Exited(127), false);
-                self.stop(StopCause::RankFailed { rank: r, code: 127 }, Duration::ZERO);
+        for rank in 0..self.plans[0].nprocs() {
+            let id = RankId { job: 0, rank };
+            if let Err(msg) = self.spawn(id) {
+                eprintln!("maestro run: rank {id}: {msg}");
+                self.outcome.rank_ended(id, RankEnd::Exited(127), false);
+                self.stop(
+                    StopCause::RankFailed {
+                        rank: id,
+                        code: 127,
+                    },
+                    Duration::ZERO,
+                );
                 break;
             }
         }
     }
 
-    pub(super) fn spawn(&mut self, rank: u32) -> Result<(), String> {
-        let proc = Proc::new(self.nspace, rank);
+    /// Starts one rank of a registered job: its PMIx environment, its own process group,
+    /// killed if the launcher dies, output forwarded and exit reaped by threads.
+    ///
+    /// # Errors
+    /// Why it could not start (PMIx setup, no such program, no thread), for the log.
+    pub(super) fn spawn(&mut self, id: RankId) -> Result<(), String> {
+        let plan = &self.plans[id.job as usize];
+        let what = &plan.ranks[id.rank as usize];
+        let proc = Proc::new(&plan.nspace, id.rank);
         let env = self.server.setup_fork(&proc).map_err(|e| e.to_string())?;
         let (uid, gid) = self.host.ids();
         self.server
             .register_client(&proc, uid, gid)
             .map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(&self.opts.command[0]);
+        let mut cmd = Command::new(&what.program);
         if self.opts.openmpi_compat && std::env::var_os(OPENMPI_DIRECT_LAUNCH.0).is_none() {
             cmd.env(OPENMPI_DIRECT_LAUNCH.0, OPENMPI_DIRECT_LAUNCH.1);
         }
         // The ranks' temporary files (a pool manager's Unix socket, say) go with the job,
         // even when a rank is killed.
         cmd.env("TMPDIR", run_dir(std::process::id()).join("ranks"));
-        cmd.args(&self.opts.command[1..])
+        if let Some(dir) = &what.cwd {
+            cmd.current_dir(dir);
+        }
+        // The request's variables, then PMIx's (which must win: they name the server).
+        cmd.args(&what.args)
+            .envs(what.env.iter().map(|(k, v)| (k, v)))
             .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -59,13 +80,19 @@ impl Job<'_> {
                 Ok(())
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {:?}: {e}", self.opts.command[0]))?;
+        let mut child = cmd.spawn().map_err(|e| match &what.cwd {
+            Some(dir) => format!("cannot start {:?} in {}: {e}", what.program, dir.display()),
+            None => format!("cannot start {:?}: {e}", what.program),
+        })?;
         let pid = child.id() as i32;
-        self.host.update(rank, |s| s.pid = pid);
+        let label = match (self.opts.label, id.job) {
+            (false, _) => String::new(),
+            (true, 0) => format!("[{}] ", id.rank),
+            (true, _) => format!("[{proc}] "),
+        };
+        self.host.update(id, |s| s.pid = pid);
         self.ranks.insert(
-            rank,
+            id,
             RankProc {
                 pid,
                 ended: false,
@@ -90,14 +117,13 @@ impl Job<'_> {
         ] {
             if let Some(src) = src {
                 let (done_tx, done_rx) = channel();
-                let label = self.opts.label;
                 let tx = self.tx.clone();
                 output::forward(
                     DoneOnDrop {
                         inner: src,
                         _done: done_tx,
                     },
-                    (stream, rank, label),
+                    (stream, format!("r{}.{}", id.job, id.rank), label.clone()),
                     move || {
                         let _ = tx.send(LoopEvent::OutputClosed);
                     },
@@ -106,19 +132,19 @@ impl Job<'_> {
                 self.outputs.push(done_rx);
             }
         }
-        self.reap_in_thread(rank, child)
+        self.reap_in_thread(id, child)
     }
 
-    pub(super) fn reap_in_thread(&self, rank: u32, mut child: Child) -> Result<(), String> {
+    pub(super) fn reap_in_thread(&self, id: RankId, mut child: Child) -> Result<(), String> {
         let tx = self.tx.clone();
         std::thread::Builder::new()
-            .name(format!("reap{rank}"))
+            .name(format!("reap{}.{}", id.job, id.rank))
             .spawn(move || {
                 let end = match child.wait() {
                     Ok(st) => RankEnd::from_status(st),
                     Err(_) => RankEnd::Exited(1),
                 };
-                let _ = tx.send(LoopEvent::RankExited(rank, end));
+                let _ = tx.send(LoopEvent::RankExited(id, end));
             })
             .map(|_| ())
             .map_err(|e| format!("reaper thread: {e}"))

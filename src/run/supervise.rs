@@ -1,16 +1,26 @@
-//! Watching the running job: rank exits and failures (notify the others, grace, SIGTERM,
-//! SIGKILL), signals, the job's time limit, link changes of the node's NICs, and the end.
+//! Watching the running jobs: rank exits and failures (notify the others, grace, SIGTERM,
+//! SIGKILL), signals, spawn and control requests, the time limit, link changes of the
+//! node's NICs, and the end. The rules are the same for every job: a failure anywhere
+//! stops them all, and the launcher ends when every rank of every job has ended.
 
 use super::*;
 
-/// The running job and its supervision state.
+/// The running jobs and their supervision state.
 pub(super) struct Job<'a> {
     pub(super) opts: &'a RunOptions,
     pub(super) server: &'a Server,
     pub(super) host: &'a Arc<LauncherHost>,
+    /// Job 0's namespace (the others are named after it, see `jobs::nspace`).
     pub(super) nspace: &'a str,
+    pub(super) hostname: String,
+    /// The locality string every rank gets (they all inherit the launcher's binding).
+    pub(super) locality: String,
+    /// Every job's plan, by job number.
+    pub(super) plans: Vec<JobPlan>,
+    /// Jobs whose every rank has ended (their end was announced).
+    pub(super) ended_jobs: BTreeSet<u32>,
     pub(super) tx: Sender<LoopEvent>,
-    pub(super) ranks: BTreeMap<u32, RankProc>,
+    pub(super) ranks: BTreeMap<RankId, RankProc>,
     pub(super) outcome: Outcome,
     pub(super) term_at: Option<Instant>,
     pub(super) kill_at: Option<Instant>,
@@ -21,7 +31,7 @@ pub(super) struct Job<'a> {
 }
 
 impl Job<'_> {
-    pub(super) fn alive(&self) -> impl Iterator<Item = (&u32, &RankProc)> {
+    pub(super) fn alive(&self) -> impl Iterator<Item = (&RankId, &RankProc)> {
         self.ranks.iter().filter(|(_, r)| !r.ended)
     }
 
@@ -47,6 +57,12 @@ impl Job<'_> {
                     ends_job,
                     by,
                 })) => self.control(&ranks, signal, ends_job, &by),
+                Ok(LoopEvent::Host(HostEvent::Spawn {
+                    requestor,
+                    job_info,
+                    apps,
+                    reply,
+                })) => self.spawn_request(&requestor, &job_info, &apps, reply),
                 Ok(LoopEvent::OutputClosed) => {
                     // As a pipeline's writer killed by SIGPIPE: status 141.
                     if self.outcome.stop(StopCause::Signal(libc::SIGPIPE)) {
@@ -62,7 +78,7 @@ impl Job<'_> {
         }
     }
 
-    pub(super) fn rank_exited(&mut self, rank: u32, end: RankEnd) {
+    pub(super) fn rank_exited(&mut self, rank: RankId, end: RankEnd) {
         let signalled = match self.ranks.get_mut(&rank) {
             Some(r) => {
                 r.ended = true;
@@ -72,6 +88,7 @@ impl Job<'_> {
         };
         self.host.update(rank, |s| s.exit_code = Some(end.code()));
         self.outcome.rank_ended(rank, end, signalled);
+        self.job_may_have_ended(rank.job);
         if signalled {
             return;
         }
@@ -97,12 +114,12 @@ impl Job<'_> {
         }
     }
 
-    /// Tells the other ranks that `rank` failed (`PMIX_ERR_PROC_ABORTED`).
-    pub(super) fn notify_failure(&self, rank: u32, code: i32, msg: &str) {
-        if self.alive().all(|(&r, _)| r == rank) {
+    /// Tells the other ranks of its job that `rank` failed (`PMIX_ERR_PROC_ABORTED`).
+    pub(super) fn notify_failure(&self, rank: RankId, code: i32, msg: &str) {
+        if self.alive().all(|(&r, _)| r == rank || r.job != rank.job) {
             return;
         }
-        let proc = Proc::new(self.nspace, rank);
+        let proc = self.host.proc_of(rank);
         let info = [
             Info::new(keys::EVENT_AFFECTED_PROC, Value::Proc(proc.clone())),
             Info::new(keys::EXIT_CODE, Value::Int(code)),
@@ -200,11 +217,17 @@ impl Job<'_> {
     }
 
     /// `PMIx_Job_control_nb` from a rank or tool: signal `ranks`; a kill or terminate of
-    /// the whole job ends it (exit code 128 + signal), SIGKILL following a SIGTERM after
-    /// `--kill-after` as for the launcher's own signals.
-    fn control(&mut self, ranks: &[u32], signal: i32, ends_job: bool, by: &str) {
-        eprintln!("maestro run: {by} asked for signal {signal} to ranks {ranks:?}");
-        let whole = ranks.len() == self.ranks.len();
+    /// the whole of job 0 ends the launcher (exit code 128 + signal), SIGKILL following a
+    /// SIGTERM after `--kill-after` as for the launcher's own signals. Ranks killed or
+    /// terminated this way do not count as failures.
+    fn control(&mut self, ranks: &[RankId], signal: i32, ends_job: bool, by: &str) {
+        let names: Vec<String> = ranks.iter().map(RankId::to_string).collect();
+        eprintln!(
+            "maestro run: {by} asked for signal {signal} to ranks [{}]",
+            names.join(", ")
+        );
+        let whole =
+            (0..self.plans[0].nprocs()).all(|rank| ranks.contains(&RankId { job: 0, rank }));
         if ends_job && whole {
             self.outcome.stop(StopCause::Signal(signal));
             self.kill_at

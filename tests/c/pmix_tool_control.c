@@ -1,18 +1,63 @@
-/* A PMIx tool that controls a job it did not start, as schedulers and debuggers do:
+/* A PMIx tool that controls jobs, as schedulers, workflow tools and debuggers do:
  * connects to a launcher's tool port by URI, asks for the namespace's process table,
- * then either has the whole namespace killed ("kill") or, as a debugger that attached to
- * ranks held in PMIx_Init, releases them ("release": PMIX_DEBUGGER_RELEASE to the job).
- * Prints "proc-table <status> <n>" and "<mode> <status>". Run by tests/pmix_host.rs
- * against maestro run --tool-support / --stop-in-init.
- * Usage: pmix_tool_control URI NSPACE kill|release */
+ * then either has the whole namespace killed ("kill"), or, as a debugger that attached to
+ * ranks held in PMIx_Init, releases them ("release": PMIX_DEBUGGER_RELEASE to the job), or
+ * starts a job of two copies of CMD ARGS in the launcher ("spawn", with
+ * PMIX_NOTIFY_COMPLETION) and waits (bounded) for its PMIX_EVENT_JOB_END.
+ * Prints "proc-table <status> <n>" and "<mode> <status>", for spawn also
+ * "job-end SEEN|NOT-SEEN <exit code>". Run by tests/pmix_host.rs against maestro run
+ * --tool-support / --stop-in-init.
+ * Usage: pmix_tool_control URI NSPACE kill|release|spawn [CMD ARGS...] */
 #include <pmix_tool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static volatile int ended = 0;
+static int end_code = -1;
+
+static void on_job_end(size_t id, pmix_status_t status, const pmix_proc_t *source,
+                       pmix_info_t info[], size_t ninfo, pmix_info_t results[], size_t nresults,
+                       pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)status; (void)source; (void)results; (void)nresults;
+    for (size_t i = 0; i < ninfo; i++)
+        if (PMIX_CHECK_KEY(&info[i], PMIX_EXIT_CODE)) end_code = info[i].value.data.integer;
+    ended = 1;
+    if (cbfunc) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+/* Spawns two copies of argv[0..] and waits up to 20 s for their end. */
+static pmix_status_t spawn(char **argv)
+{
+    pmix_status_t code = PMIX_EVENT_JOB_END;
+    PMIx_Register_event_handler(&code, 1, NULL, 0, on_job_end, NULL, NULL);
+    pmix_app_t app;
+    PMIX_APP_CONSTRUCT(&app);
+    app.cmd = strdup(argv[0]);
+    int n = 0;
+    while (argv[n]) n++;
+    app.argv = calloc(n + 1, sizeof(char *));
+    for (int i = 0; i < n; i++) app.argv[i] = strdup(argv[i]);
+    app.maxprocs = 2;
+    pmix_info_t notify;
+    bool yes = true;
+    PMIX_INFO_LOAD(&notify, PMIX_NOTIFY_COMPLETION, &yes, PMIX_BOOL);
+    char nspace[PMIX_MAX_NSLEN + 1] = "";
+    pmix_status_t rc = PMIx_Spawn(&notify, 1, &app, 1, nspace);
+    printf("spawn %s %s\n", PMIx_Error_string(rc), nspace);
+    fflush(stdout);
+    PMIX_APP_DESTRUCT(&app);
+    for (int i = 0; i < 2000 && !ended && rc == PMIX_SUCCESS; i++) usleep(10000);
+    printf("job-end %s %d\n", ended ? "SEEN" : "NOT-SEEN", end_code);
+    return rc == PMIX_SUCCESS && !ended ? PMIX_ERR_TIMEOUT : rc;
+}
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s URI NSPACE kill|release\n", argv[0]);
+    if (argc < 4 || (0 == strcmp(argv[3], "spawn")) != (argc > 4)) {
+        fprintf(stderr, "usage: %s URI NSPACE kill|release|spawn [CMD ARGS...]\n", argv[0]);
         return 2;
     }
     pmix_proc_t me;
@@ -35,7 +80,9 @@ int main(int argc, char **argv)
     printf("proc-table %s %zu\n", PMIx_Error_string(rc), n);
     pmix_proc_t job;
     PMIX_LOAD_PROCID(&job, argv[2], PMIX_RANK_WILDCARD);
-    if (0 == strcmp(argv[3], "release")) {
+    if (0 == strcmp(argv[3], "spawn")) {
+        rc = spawn(&argv[4]);
+    } else if (0 == strcmp(argv[3], "release")) {
         pmix_info_t range[2];
         pmix_data_array_t targets = {.type = PMIX_PROC, .size = 1, .array = &job};
         bool yes = true;

@@ -16,7 +16,8 @@ use crate::error::Status;
 use crate::query::Query;
 use crate::server::node_store::NodeDirectory;
 use crate::server::reply::{
-    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
+    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
+    ValidationReply,
 };
 use crate::sync::lock;
 use crate::value::{Info, Proc, Value};
@@ -28,6 +29,24 @@ pub enum GroupOp {
     Construct,
     /// `PMIx_Group_destruct`.
     Destruct,
+}
+
+/// One application of a `PMIx_Spawn` request (`pmix_app_t`): what to run and how many
+/// copies.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct App {
+    /// The executable (`cmd`; may be empty when `argv[0]` names it).
+    pub cmd: String,
+    /// The arguments, `argv[0]` included (OpenPMIx's clients put the command there).
+    pub argv: Vec<String>,
+    /// `NAME=VALUE` entries to add to the processes' environment.
+    pub env: Vec<String>,
+    /// The working directory (empty: the host's choice).
+    pub cwd: String,
+    /// How many processes to start (PMIx says `maxprocs`; 0 or less asks for none).
+    pub maxprocs: i32,
+    /// Per-application directives (`PMIX_WDIR`, `PMIX_PREFIX`, ...).
+    pub info: Vec<Info>,
 }
 
 /// The launcher's answers to PMIx upcalls. Methods run on PMIx's progress thread: answer
@@ -145,6 +164,27 @@ pub trait Host: Send + Sync + 'static {
         reply: InfoReply,
     ) {
         reply.send(Status::NOT_SUPPORTED, Vec::new());
+    }
+
+    /// A client or tool asks for a new job (`PMIx_Spawn`): `job_info` are job-level
+    /// directives (`PMIX_NOTIFY_COMPLETION`, `PMIX_DEBUG_STOP_IN_INIT`, ...), `apps` what to
+    /// run. Answer with the new job's namespace once its processes started, or a status
+    /// (`PMIX_ERR_JOB_FAILED_TO_LAUNCH` when they could not). The default supports none.
+    fn spawn(&self, _requestor: &Proc, _job_info: Vec<Info>, _apps: Vec<App>, reply: SpawnReply) {
+        reply.send(Err(Status::NOT_SUPPORTED));
+    }
+
+    /// The local processes among `procs` all called `PMIx_Connect` with this set (libpmix
+    /// collects them first, as for a fence): the host connects them (on one node there is
+    /// nothing to move: every namespace's data already lives in this server). The default
+    /// supports none.
+    fn connect(&self, _procs: Vec<Proc>, _info: Vec<Info>, reply: OpReply) {
+        reply.send(Err(Status::NOT_SUPPORTED));
+    }
+
+    /// As [`Host::connect`], for `PMIx_Disconnect`.
+    fn disconnect(&self, _procs: Vec<Proc>, _info: Vec<Info>, reply: OpReply) {
+        reply.send(Err(Status::NOT_SUPPORTED));
     }
 
     /// A client or tool logged something (`PMIx_Log`): `data` holds the channels

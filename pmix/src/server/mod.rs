@@ -25,11 +25,12 @@ use std::time::Duration;
 
 use pmix_sys as sys;
 
-pub use host::{GroupOp, Host, PublishStore};
+pub use host::{App, GroupOp, Host, PublishStore};
 pub use node_store::NodeDirectory;
 pub use query_fix::query_info_nb;
 pub use reply::{
-    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
+    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
+    ValidationReply,
 };
 
 use crate::error::{Error, Result, Status, check};
@@ -453,6 +454,9 @@ pub struct JobLayout {
     pub nprocs: u32,
     /// Locality string per rank (`PMIX_LOCALITY_STRING`); empty entries are left out.
     pub locality: Vec<String>,
+    /// Application number per rank (`PMIX_APPNUM`, with `PMIX_APP_RANK` counted within
+    /// the application); missing entries are application 0.
+    pub appnums: Vec<u32>,
     /// Extra job-level infos (`setup_application` results, fabric keys, ...).
     pub extra_job_info: Vec<Info>,
     /// Extra per-rank infos, indexed by rank.
@@ -463,7 +467,7 @@ impl JobLayout {
     /// The infos for [`Server::register_nspace`]: `UNIV_SIZE`, `JOB_SIZE`, `MAX_PROCS`,
     /// `LOCAL_SIZE`, `LOCAL_PEERS`, `NODE_MAP`, `PROC_MAP`, `JOBID`, `APPNUM`, `NUM_NODES`,
     /// `NODE_LIST`, and per rank `RANK`, `LOCAL_RANK`, `NODE_RANK`, `HOSTNAME`, `APPNUM`,
-    /// `LOCALITY_STRING`.
+    /// `APP_RANK`, `LOCALITY_STRING`.
     ///
     /// # Errors
     /// PMIx errors from the regex generators; [`Error::InvalidArgument`] for names PMIx
@@ -500,15 +504,21 @@ impl JobLayout {
             Info::new(keys::APPNUM, Value::Uint32(0)),
         ];
         out.extend(self.extra_job_info.iter().cloned());
+        let appnum = |r: u32| self.appnums.get(r as usize).copied().unwrap_or(0);
+        let mut app_rank = 0;
         for r in 0..n {
             let local = u16::try_from(r)
                 .map_err(|_| Error::InvalidArgument(format!("{n} ranks on one node")))?;
+            if r > 0 && appnum(r) != appnum(r - 1) {
+                app_rank = 0;
+            }
             let mut per = vec![
                 Info::new(keys::RANK, Value::Rank(r)),
                 Info::new(keys::LOCAL_RANK, Value::Uint16(local)),
                 Info::new(keys::NODE_RANK, Value::Uint16(local)),
                 Info::new(keys::HOSTNAME, Value::String(self.hostname.clone())),
-                Info::new(keys::APPNUM, Value::Uint32(0)),
+                Info::new(keys::APPNUM, Value::Uint32(appnum(r))),
+                Info::new(keys::APP_RANK, Value::Uint32(app_rank)),
                 Info::new(keys::NODEID, Value::Uint32(0)),
             ];
             if let Some(loc) = self.locality.get(r as usize).filter(|l| !l.is_empty()) {
@@ -518,6 +528,7 @@ impl JobLayout {
                 per.extend(extra.iter().cloned());
             }
             out.push(Info::new(keys::PROC_DATA, Value::Infos(per)));
+            app_rank += 1;
         }
         Ok(out)
     }

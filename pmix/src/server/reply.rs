@@ -100,6 +100,13 @@ reply_type!(
     |r, s| r.send(Err(s))
 );
 
+reply_type!(
+    /// Answers a spawn with the new job's namespace (`pmix_spawn_cbfunc_t`).
+    SpawnReply,
+    sys::pmix_spawn_cbfunc_t,
+    |r, s| r.send(Err(s))
+);
+
 fn status_of<T>(r: &Result<T, Status>) -> i32 {
     match r {
         Ok(_) => sys::PMIX_SUCCESS as i32,
@@ -292,6 +299,32 @@ impl ToolReply {
                 let mut none = sys::pmix_proc_t::default();
                 // SAFETY: answering once; PMIx copies the proc during the call.
                 unsafe { cb(status, &mut none, cbdata) };
+            }
+        }
+    }
+}
+
+impl SpawnReply {
+    /// Answers with the namespace of the job that was started, or why none was (from the
+    /// replier thread). A namespace PMIx cannot carry (a NUL inside) answers
+    /// `PMIX_ERR_BAD_PARAM`.
+    pub fn send(self, result: Result<String, Status>) {
+        replier::run(move || self.send_now(result));
+    }
+
+    fn send_now(mut self, result: Result<String, Status>) {
+        let (cb, cbdata) = self.take();
+        let Some(cb) = cb else { return };
+        let named = result
+            .and_then(|ns| std::ffi::CString::new(ns).map_err(|_| Status(sys::PMIX_ERR_BAD_PARAM)));
+        match named {
+            Ok(ns) => {
+                // SAFETY: PMIx copies the namespace during the call.
+                unsafe { cb(sys::PMIX_SUCCESS as i32, ns.as_ptr().cast_mut(), cbdata) };
+            }
+            Err(s) => {
+                // SAFETY: answering once; no namespace with an error.
+                unsafe { cb(s.0, std::ptr::null_mut(), cbdata) };
             }
         }
     }

@@ -9,9 +9,10 @@ use pmix_sys as sys;
 use crate::error::Status;
 use crate::ffi::guard;
 use crate::query::Query;
-use crate::server::host::{GroupOp, Host};
+use crate::server::host::{App, GroupOp, Host};
 use crate::server::reply::{
-    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, ToolReply, ValidationReply,
+    CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
+    ValidationReply,
 };
 use crate::value::{Info, Proc, bytes_from_raw, cstr_lossy};
 
@@ -437,6 +438,113 @@ pub(crate) unsafe extern "C" fn group(
     })
 }
 
+/// # Safety
+/// `apps` must be NULL or point to `n` valid apps.
+unsafe fn apps_vec(apps: *const sys::pmix_app_t, n: usize) -> Vec<App> {
+    if apps.is_null() {
+        return Vec::new();
+    }
+    (0..n)
+        .map(|i| {
+            // SAFETY: `n` valid apps, each with valid (or NULL) strings and infos.
+            unsafe {
+                let a = &*apps.add(i);
+                App {
+                    cmd: if a.cmd.is_null() {
+                        String::new()
+                    } else {
+                        cstr_lossy(a.cmd)
+                    },
+                    argv: argv_vec(a.argv),
+                    env: argv_vec(a.env),
+                    cwd: if a.cwd.is_null() {
+                        String::new()
+                    } else {
+                        cstr_lossy(a.cwd)
+                    },
+                    maxprocs: a.maxprocs,
+                    info: Info::vec_from_raw(a.info, a.ninfo),
+                }
+            }
+        })
+        .collect()
+}
+
+pub(crate) unsafe extern "C" fn spawn(
+    requestor: *const sys::pmix_proc_t,
+    job_info: *const sys::pmix_info_t,
+    ninfo: usize,
+    apps: *const sys::pmix_app_t,
+    napps: usize,
+    cbfunc: sys::pmix_spawn_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    guard("PMIx upcall spawn", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (p, infos, apps) = unsafe {
+            (
+                proc_opt(requestor),
+                Info::vec_from_raw(job_info, ninfo),
+                apps_vec(apps, napps),
+            )
+        };
+        let reply = SpawnReply::new(cbfunc, cbdata);
+        match p {
+            Some(p) => with_host(|h| h.spawn(&p, infos, apps, reply)),
+            None => {
+                reply.send(Err(Status(sys::PMIX_ERR_BAD_PARAM)));
+                OK
+            }
+        }
+    })
+}
+
+/// The arguments of `connect` and `disconnect`, copied.
+///
+/// # Safety
+/// `procs` NULL or `nprocs` valid procs, `info` NULL or `ninfo` valid infos.
+unsafe fn procs_and_infos(
+    procs: *const sys::pmix_proc_t,
+    nprocs: usize,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+) -> (Vec<Proc>, Vec<Info>) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (procs_vec(procs, nprocs), Info::vec_from_raw(info, ninfo)) }
+}
+
+pub(crate) unsafe extern "C" fn connect(
+    procs: *const sys::pmix_proc_t,
+    nprocs: usize,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    guard("PMIx upcall connect", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (procs, infos) = unsafe { procs_and_infos(procs, nprocs, info, ninfo) };
+        let reply = OpReply::new(cbfunc, cbdata);
+        with_host(|h| h.connect(procs, infos, reply))
+    })
+}
+
+pub(crate) unsafe extern "C" fn disconnect(
+    procs: *const sys::pmix_proc_t,
+    nprocs: usize,
+    info: *const sys::pmix_info_t,
+    ninfo: usize,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    guard("PMIx upcall disconnect", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (procs, infos) = unsafe { procs_and_infos(procs, nprocs, info, ninfo) };
+        let reply = OpReply::new(cbfunc, cbdata);
+        with_host(|h| h.disconnect(procs, infos, reply))
+    })
+}
+
 pub(crate) unsafe extern "C" fn get_credential(
     proc_: *const sys::pmix_proc_t,
     directives: *const sys::pmix_info_t,
@@ -517,6 +625,16 @@ pub(crate) const ATTRIBUTES: &[(&str, &[&str])] = &[
     ("notify_event", &["NONE"]),
     ("query", &["PMIX_NSPACE"]),
     ("tool_connected", &["NONE"]),
+    (
+        "spawn",
+        &[
+            "PMIX_WDIR",
+            "PMIX_NOTIFY_COMPLETION",
+            "PMIX_DEBUG_STOP_IN_INIT",
+        ],
+    ),
+    ("connect", &["PMIX_TIMEOUT"]),
+    ("disconnect", &["PMIX_TIMEOUT"]),
     ("log", &["NONE"]),
     (
         "job_control",
@@ -550,6 +668,9 @@ pub(crate) fn module() -> sys::pmix_server_module_t {
         notify_event: Some(notify_event),
         query: Some(query),
         tool_connected: Some(tool_connected),
+        spawn: Some(spawn),
+        connect: Some(connect),
+        disconnect: Some(disconnect),
         log: Some(log),
         job_control: Some(job_control),
         group: Some(group),
