@@ -345,6 +345,33 @@ fn groups_are_constructed_with_unique_context_ids_and_destructed() {
 }
 
 #[test]
+fn groups_assemble_by_invitation_and_nothing_waits_forever() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_group_invite.c", Some("pmix"), dir.path());
+    let out = under_maestro_run("3", &[exe.to_str().expect("utf-8 path")]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        out.elapsed
+    );
+    expect_once(
+        &out,
+        &[
+            "R1 invited SEEN",
+            "R2 invited SEEN",
+            "R1 join SUCCESS",
+            "R2 join SUCCESS",
+            "R0 invite SUCCESS",
+            "R2 construct-solo SUCCESS",
+            // OpenPMIx 4.2's server does not implement leave; it must not hang.
+            "R2 leave ",
+        ],
+    );
+    assert_eq!(out.lines_with(" destruct ").len(), 3, "{}", out.stdout);
+}
+
+#[test]
 fn a_debugger_releases_ranks_held_in_init() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());

@@ -726,10 +726,16 @@ impl Host for LauncherHost {
                     .unwrap_or_default();
                 reply.send(Status::SUCCESS, answer);
             }
-            GroupOp::Destruct => match groups.remove(name) {
-                Some(_) => reply.send(Status::SUCCESS, Vec::new()),
-                None => reply.send(Status::NOT_FOUND, Vec::new()),
-            },
+            GroupOp::Destruct => {
+                // A group assembled by invitation (PMIx_Group_invite/join) never passed
+                // through the host: its members built it among themselves, and all of them
+                // (libpmix collected them) now take it down.
+                if groups.remove(name).is_none() {
+                    tracing::debug!("group {name:?} destructed (assembled by invitation)");
+                }
+                self.unsafe_teardown.store(true, Ordering::Relaxed);
+                reply.send(Status::SUCCESS, Vec::new());
+            }
         }
     }
 
