@@ -43,6 +43,51 @@ fn labels_prefix_each_line() {
 }
 
 #[test]
+fn stdin_goes_to_the_rank_the_user_names_and_only_to_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("input");
+    std::fs::write(&input, "line1\nline2\n").expect("write input");
+    let with_stdin = |args: &[&str]| {
+        let file = std::fs::File::open(&input).expect("open input");
+        Group::spawn_with_stdin(
+            Command::new(maestro())
+                .args(["run", "-n", "2", "--label"])
+                .args(args)
+                .args(["--", "sh", "-c", "sed 's/^/got: /'; echo eof"]),
+            file.into(),
+        )
+        .wait(Duration::from_secs(30))
+    };
+    // As mpirun: rank 0 by default; the others read end of file at once.
+    for (args, reader) in [
+        (&[][..], Some(0)),
+        (&["--stdin", "1"][..], Some(1)),
+        (&["--stdin", "none"][..], None),
+    ] {
+        let out = with_stdin(args);
+        assert_eq!(out.code(), Some(0), "{args:?}: {out:?}");
+        for r in 0..2 {
+            let got = out.lines_with(&format!("[{r}] got: line")).len();
+            assert_eq!(
+                got,
+                if reader == Some(r) { 2 } else { 0 },
+                "{args:?}: {}",
+                out.stdout
+            );
+            assert_eq!(
+                out.lines_with(&format!("[{r}] eof")).len(),
+                1,
+                "{}",
+                out.stdout
+            );
+        }
+    }
+    let out = maestro_run(&["-n", "2", "--stdin", "2", "--", "true"]);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("ranks 0 to 1 only"), "{}", out.stderr);
+}
+
+#[test]
 fn put_fence_get_publish_lookup_and_credentials_across_three_ranks() {
     let out = maestro_run(&["-n", "3", &ex("pmix_hello")]);
     out.assert_hello(3);

@@ -92,6 +92,10 @@ pub struct RunOptions {
         help = "Do not tell Open MPI 4.x ranks that a PMIx launcher started them"
     )]
     pub openmpi_compat: bool,
+    /// Which rank of the job reads the launcher's standard input (as with `mpirun`):
+    /// a rank number, or `none`. The other ranks' input is empty (`/dev/null`).
+    #[arg(long, default_value = "0", value_parser = parse_stdin, value_name = "RANK|none")]
+    pub stdin: StdinTo,
     /// Hold every rank in `PMIx_Init` until a PMIx tool (a debugger) raises
     /// `PMIX_DEBUGGER_RELEASE` for the job (implies --tool-support).
     #[arg(long)]
@@ -99,6 +103,25 @@ pub struct RunOptions {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// Where the launcher's standard input goes (`--stdin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdinTo {
+    /// To this rank of job 0.
+    Rank(u32),
+    /// Nowhere: every rank reads `/dev/null`.
+    Nobody,
+}
+
+/// `--stdin`: a rank number, or `none`.
+fn parse_stdin(s: &str) -> Result<StdinTo, String> {
+    match s {
+        "none" => Ok(StdinTo::Nobody),
+        n => n.parse::<u32>().map(StdinTo::Rank).map_err(|_| {
+            format!("{n:?} is neither a rank nor \"none\" (e.g. --stdin 0, --stdin none)")
+        }),
+    }
 }
 
 /// `maestro run`: runs the job and exits with its code (2 when it could not run at all).
@@ -180,6 +203,14 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     {
         return Err(RunError::Usage(format!(
             "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
+        )));
+    }
+    if let StdinTo::Rank(r) = opts.stdin
+        && r >= opts.nprocs
+    {
+        return Err(RunError::Usage(format!(
+            "--stdin {r}: the job has ranks 0 to {} only",
+            opts.nprocs - 1
         )));
     }
     if opts.command.is_empty() {

@@ -56,10 +56,16 @@ impl Job<'_> {
             cmd.current_dir(dir);
         }
         // The request's variables, then PMIx's (which must win: they name the server).
+        let reads_stdin =
+            id.job == 0 && self.opts.stdin == StdinTo::Rank(id.rank) && stdin_is_ours();
         cmd.args(&what.args)
             .envs(what.env.iter().map(|(k, v)| (k, v)))
             .envs(env)
-            .stdin(Stdio::null())
+            .stdin(if reads_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         use std::os::unix::process::CommandExt;
@@ -84,6 +90,9 @@ impl Job<'_> {
             Some(dir) => format!("cannot start {:?} in {}: {e}", what.program, dir.display()),
             None => format!("cannot start {:?}: {e}", what.program),
         })?;
+        if let Some(input) = child.stdin.take() {
+            forward_stdin(input).map_err(|e| format!("stdin thread: {e}"))?;
+        }
         let pid = child.id() as i32;
         let label = match (self.opts.label, id.job) {
             (false, _) => String::new(),
@@ -149,6 +158,27 @@ impl Job<'_> {
             .map(|_| ())
             .map_err(|e| format!("reaper thread: {e}"))
     }
+}
+
+/// Whether the launcher may read its standard input: not when it is a terminal of which
+/// the launcher is not the foreground (`maestro run ... &`): a read would stop it
+/// (SIGTTIN), and with it the job. The rank then reads nothing, as with `--stdin none`.
+fn stdin_is_ours() -> bool {
+    // SAFETY: isatty, tcgetpgrp and getpgrp only query the process and its descriptor 0.
+    unsafe { libc::isatty(0) == 0 || libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Copies the launcher's standard input to a rank's until either end closes (the rank
+/// sees end of file when the input ends; the thread ends when the rank closed its side).
+/// The thread is detached: if the input never ends it stays blocked in a read until the
+/// launcher exits.
+fn forward_stdin(mut to: std::process::ChildStdin) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to);
+        })
+        .map(|_| ())
 }
 
 /// A reader that signals (by dropping its sender) when the forwarding thread is done.
