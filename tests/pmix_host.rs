@@ -303,11 +303,70 @@ fn a_tool_spawns_a_job_into_a_running_launcher_and_hears_its_end() {
         "{out:?}"
     );
     assert!(out.stdout.contains("job-end SEEN 3"), "{out:?}");
+    // It asked for the job's stdout (PMIX_FWD_STDOUT): all of it, before the job's end.
+    assert_eq!(out.lines_with("spawned-by-tool").len(), 2, "{out:?}");
     // The same rules for every job: the tool's job failed, so the launcher stops job 0
     // (after --grace) and exits with the failure's code.
     let end = job.wait(Duration::from_secs(20));
     assert_eq!(end.code(), Some(3), "{end:?}");
     assert_eq!(end.lines_with("spawned-by-tool").len(), 2, "{end:?}");
+}
+
+#[test]
+fn a_tool_pulls_the_output_of_a_running_job() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = build_c("cc", "pmix_tool_iof.c", Some("pmix"), dir.path());
+    let go = dir.path().join("go");
+    // Each rank waits for the test's go (the tool's pull is in place), then writes a line
+    // on each stream.
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.02; done; echo out-$PMIX_RANK; echo err-$PMIX_RANK >&2",
+        go.display()
+    );
+    let job = Group::spawn(Command::new(maestro()).args([
+        "run",
+        "--tool-support",
+        "-n",
+        "2",
+        "--timeout",
+        "30",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    let launcher = job.pid();
+    let uri = common::maestro_run_tool_uri(launcher);
+    let mut puller =
+        Group::spawn(Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}"), "4"]));
+    let said = common::lines(puller.child.stdout.take().expect("stdout"));
+    let first = said
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the tool says whether its pull was accepted");
+    assert_eq!(first, "pull SUCCESS");
+    std::fs::write(&go, "").expect("touch go");
+    let mut got = Vec::new();
+    while let Ok(line) = said.recv_timeout(Duration::from_secs(20)) {
+        if line.starts_with("seen ") {
+            break;
+        }
+        got.push(line);
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "iof stderr 0 err-0",
+            "iof stderr 1 err-1",
+            "iof stdout 0 out-0",
+            "iof stdout 1 out-1"
+        ]
+    );
+    assert_eq!(puller.wait(Duration::from_secs(10)).code(), Some(0));
+    // The launcher still writes the output itself, and ends cleanly.
+    let end = job.wait(Duration::from_secs(20));
+    assert_eq!(end.code(), Some(0), "{end:?}");
+    assert_eq!(end.lines_with("out-").len(), 2, "{end:?}");
 }
 
 #[test]

@@ -226,6 +226,15 @@ pub const WDIR: &str = key(sys::PMIX_WDIR);
 pub const NOTIFY_COMPLETION: &str = key(sys::PMIX_NOTIFY_COMPLETION);
 /// `PMIX_JOB_TERM_STATUS`: in a job-end event, the job's status.
 pub const JOB_TERM_STATUS: &str = key(sys::PMIX_JOB_TERM_STATUS);
+/// `PMIX_FWD_STDOUT`: a spawn directive, forward the job's stdout to the requestor.
+pub const FWD_STDOUT: &str = key(sys::PMIX_FWD_STDOUT);
+/// `PMIX_FWD_STDERR`: a spawn directive, forward the job's stderr to the requestor.
+pub const FWD_STDERR: &str = key(sys::PMIX_FWD_STDERR);
+/// `PMIX_IOF_LOCAL_OUTPUT`: whether a server writes the output it forwards to tools on its
+/// own stdout/stderr too.
+pub const IOF_LOCAL_OUTPUT: &str = key(sys::PMIX_IOF_LOCAL_OUTPUT);
+/// `PMIX_IOF_STOP`: an IOF request that ends an earlier pull.
+pub const IOF_STOP: &str = key(sys::PMIX_IOF_STOP);
 /// `PMIX_EVENT_CUSTOM_RANGE`: the processes an event with a custom range goes to.
 pub const EVENT_CUSTOM_RANGE: &str = key(sys::PMIX_EVENT_CUSTOM_RANGE);
 

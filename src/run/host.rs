@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
 
 use pmix::server::{
-    App, CredentialReply, GroupOp, InfoReply, LookupReply, NodeDirectory, OpReply, PublishStore,
-    SpawnReply, ToolReply, ValidationReply,
+    App, CredentialReply, GroupOp, InfoReply, IofChannel, IofChannels, LookupReply, NodeDirectory,
+    OpReply, PublishStore, SpawnReply, ToolReply, ValidationReply,
 };
 use pmix::{
     Host, Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Query, Status, Value,
@@ -136,6 +136,8 @@ pub struct LauncherHost {
     fabric: std::sync::OnceLock<FabricView>,
     /// Link states the link monitor saw change since launch, by interface.
     links: Mutex<BTreeMap<String, bool>>,
+    /// The output tools pulled (`PMIx_IOF_pull`): which processes, which channels.
+    pulls: Mutex<Vec<(Vec<Proc>, IofChannels)>>,
 }
 
 impl LauncherHost {
@@ -168,7 +170,32 @@ impl LauncherHost {
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
             links: Mutex::new(BTreeMap::new()),
+            pulls: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Forwards the output of `procs` on `channels` (`pmix_iof_channel_t` bits) to the
+    /// tools libpmix registered for it (a spawn with `PMIX_FWD_STDOUT`, say).
+    pub fn forward_output(&self, procs: Proc, channels: u16) {
+        self.pulls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((vec![procs], IofChannels(channels)));
+    }
+
+    /// Whether a tool pulled `proc`'s output on `channel`.
+    pub fn pulled(&self, proc: &Proc, channel: IofChannel) -> bool {
+        self.pulls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(procs, channels)| {
+                channels.contains(channel)
+                    && procs.iter().any(|p| {
+                        p.nspace == proc.nspace
+                            && (p.rank == proc.rank || p.rank == pmix::RANK_WILDCARD)
+                    })
+            })
     }
 
     /// The fabric view, once installed.
@@ -770,6 +797,33 @@ impl Host for LauncherHost {
 
     fn disconnect(&self, procs: Vec<Proc>, info: Vec<Info>, reply: OpReply) {
         self.connect(procs, info, reply);
+    }
+
+    fn iof_pull(
+        &self,
+        procs: Vec<Proc>,
+        directives: Vec<Info>,
+        channels: IofChannels,
+    ) -> Result<(), Status> {
+        // (libpmix let only accepted tools this far.)
+        if let Some(p) = procs.iter().find(|p| self.job_of(&p.nspace).is_none()) {
+            tracing::warn!("output pull refused: {p} is not a process of this launcher");
+            return Err(Status::NOT_FOUND);
+        }
+        let mut pulls = self
+            .pulls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(
+            pmix::find(&directives, keys::IOF_STOP),
+            Some(Value::Bool(true))
+        ) {
+            pulls.retain(|(p, _)| *p != procs);
+        } else {
+            tracing::info!("a tool pulls the output of {procs:?}");
+            pulls.push((procs, channels));
+        }
+        Ok(())
     }
 
     fn log(&self, proc: &Proc, data: Vec<Info>, directives: Vec<Info>, reply: OpReply) {

@@ -9,6 +9,10 @@ use pmix::server::{App, SpawnReply};
 
 use crate::run::jobs::{self, RankId};
 
+/// How long the end of a job waits for its ranks' output to be drained (a background
+/// child of a rank may hold the pipe open for good).
+const OUTPUT_DRAIN: Duration = Duration::from_secs(1);
+
 impl Job<'_> {
     /// Registers job `job` (already in `plans`) with the PMIx server.
     ///
@@ -82,6 +86,22 @@ impl Job<'_> {
             self.ended_jobs.insert(job);
             return reply.send(Err(failed));
         }
+        // A requestor that asked for the job's output (a tool, as `prun` does) gets it
+        // through libpmix's IOF, as if it had pulled it; from the first line on (libpmix holds
+        // what comes before the requestor's registration).
+        let mut channels = 0;
+        for (key, channel) in [
+            (keys::FWD_STDOUT, pmix::sys::PMIX_FWD_STDOUT_CHANNEL),
+            (keys::FWD_STDERR, pmix::sys::PMIX_FWD_STDERR_CHANNEL),
+        ] {
+            if matches!(pmix::find(job_info, key), Some(Value::Bool(true))) {
+                channels |= channel as u16;
+            }
+        }
+        if channels != 0 {
+            self.host
+                .forward_output(Proc::wildcard(nspace.clone()), channels);
+        }
         for rank in 0..n {
             let id = RankId { job, rank };
             if let Err(msg) = self.spawn(id) {
@@ -130,6 +150,14 @@ impl Job<'_> {
         }
         if !self.ended_jobs.insert(job) {
             return;
+        }
+        // Its output first (as PRRTE does): a tool that hears of the end has all of it.
+        let deadline = Instant::now() + OUTPUT_DRAIN;
+        for (_, done) in self.outputs.iter().filter(|(id, _)| id.job == job) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Err(RecvTimeoutError::Timeout) = done.recv_timeout(left) {
+                tracing::debug!("a rank of job {job} left its output open (a child of it?)");
+            }
         }
         tracing::info!("job {} ended (worst exit code {worst})", plan.nspace);
         let Some(to) = &plan.notify else { return };

@@ -14,13 +14,26 @@ pub enum Stream {
     Stderr,
 }
 
+impl Stream {
+    /// The PMIx channel of the same name (for tools that pull a rank's output).
+    pub fn channel(self) -> pmix::server::IofChannel {
+        match self {
+            Stream::Stdout => pmix::server::IofChannel::Stdout,
+            Stream::Stderr => pmix::server::IofChannel::Stderr,
+        }
+    }
+}
+
 /// Starts a thread (named `name`) copying `src` to our `stream`, putting `label` (`[rank] `
-/// or empty) in front of every line. The thread ends at EOF (when the rank and all its children closed it).
-/// When our stream is gone (a closed pipe), `closed` is called once and the rest is
-/// drained unwritten, so the rank never blocks on a full pipe while the job ends.
+/// or empty) in front of every line, and handing every line to `tap` too (the tools that
+/// pulled the rank's output). The thread ends at EOF (when the rank and all its children
+/// closed it). When our stream is gone (a closed pipe), `closed` is called once and the
+/// rest is drained unwritten (but still tapped), so the rank never blocks on a full pipe
+/// while the job ends.
 pub fn forward(
     src: impl Read + Send + 'static,
     (stream, name, label): (Stream, String, String),
+    tap: impl Fn(&[u8]) + Send + 'static,
     closed: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
@@ -36,11 +49,12 @@ pub fn forward(
                 match reader.read_until(b'\n', &mut line) {
                     Ok(0) => break,
                     Ok(_) => {
-                        if gone {
-                            continue;
-                        }
                         if !line.ends_with(b"\n") {
                             line.push(b'\n');
+                        }
+                        tap(&line);
+                        if gone {
+                            continue;
                         }
                         let res = match stream {
                             Stream::Stdout => {

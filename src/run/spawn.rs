@@ -127,18 +127,31 @@ impl Job<'_> {
             if let Some(src) = src {
                 let (done_tx, done_rx) = channel();
                 let tx = self.tx.clone();
+                let (host, sink, source) = (
+                    Arc::clone(self.host),
+                    self.server.output_sink(),
+                    proc.clone(),
+                );
+                let channel = stream.channel();
                 output::forward(
                     DoneOnDrop {
                         inner: src,
                         _done: done_tx,
                     },
                     (stream, format!("r{}.{}", id.job, id.rank), label.clone()),
+                    move |line| {
+                        if host.pulled(&source, channel)
+                            && let Err(e) = sink.deliver(&source, channel, line)
+                        {
+                            tracing::debug!("output of {source} to tools: {e}");
+                        }
+                    },
                     move || {
                         let _ = tx.send(LoopEvent::OutputClosed);
                     },
                 )
                 .map_err(|e| format!("output thread: {e}"))?;
-                self.outputs.push(done_rx);
+                self.outputs.push((id, done_rx));
             }
         }
         self.reap_in_thread(id, child)

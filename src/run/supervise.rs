@@ -25,7 +25,8 @@ pub(super) struct Job<'a> {
     pub(super) term_at: Option<Instant>,
     pub(super) kill_at: Option<Instant>,
     pub(super) deadline: Option<Instant>,
-    pub(super) outputs: Vec<Receiver<()>>,
+    /// Each rank's output threads: disconnected once they drained its pipes.
+    pub(super) outputs: Vec<(RankId, Receiver<()>)>,
     /// Watches the node's links; changes become `PMIX_FABRIC_UPDATED` events.
     pub(super) links: Option<inventory::netif::LinkMonitor>,
 }
@@ -253,7 +254,7 @@ impl Job<'_> {
     /// Waits (bounded) for the output threads to drain the ranks' pipes.
     pub(super) fn finish_outputs(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(2);
-        for done in self.outputs.drain(..) {
+        for (_, done) in self.outputs.drain(..) {
             let left = deadline.saturating_duration_since(Instant::now());
             if let Err(RecvTimeoutError::Timeout) = done.recv_timeout(left) {
                 tracing::warn!("a rank's output is still open (a process escaped its group?)");

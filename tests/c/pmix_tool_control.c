@@ -3,7 +3,8 @@
  * then either has the whole namespace killed ("kill"), or, as a debugger that attached to
  * ranks held in PMIx_Init, releases them ("release": PMIX_DEBUGGER_RELEASE to the job), or
  * starts a job of two copies of CMD ARGS in the launcher ("spawn", with
- * PMIX_NOTIFY_COMPLETION) and waits (bounded) for its PMIX_EVENT_JOB_END.
+ * PMIX_NOTIFY_COMPLETION and PMIX_FWD_STDOUT: libpmix prints the job's stdout on the
+ * tool's) and waits (bounded) for its PMIX_EVENT_JOB_END.
  * Prints "proc-table <status> <n>" and "<mode> <status>", for spawn also
  * "job-end SEEN|NOT-SEEN <exit code>". Run by tests/pmix_host.rs against maestro run
  * --tool-support / --stop-in-init.
@@ -41,11 +42,12 @@ static pmix_status_t spawn(char **argv)
     app.argv = calloc(n + 1, sizeof(char *));
     for (int i = 0; i < n; i++) app.argv[i] = strdup(argv[i]);
     app.maxprocs = 2;
-    pmix_info_t notify;
+    pmix_info_t job[2];
     bool yes = true;
-    PMIX_INFO_LOAD(&notify, PMIX_NOTIFY_COMPLETION, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&job[0], PMIX_NOTIFY_COMPLETION, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&job[1], PMIX_FWD_STDOUT, &yes, PMIX_BOOL);
     char nspace[PMIX_MAX_NSLEN + 1] = "";
-    pmix_status_t rc = PMIx_Spawn(&notify, 1, &app, 1, nspace);
+    pmix_status_t rc = PMIx_Spawn(job, 2, &app, 1, nspace);
     printf("spawn %s %s\n", PMIx_Error_string(rc), nspace);
     fflush(stdout);
     PMIX_APP_DESTRUCT(&app);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::client::Published;
 use crate::error::Status;
 use crate::query::Query;
+use crate::server::iof::IofChannels;
 use crate::server::node_store::NodeDirectory;
 use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
@@ -185,6 +186,21 @@ pub trait Host: Send + Sync + 'static {
     /// As [`Host::connect`], for `PMIx_Disconnect`.
     fn disconnect(&self, _procs: Vec<Proc>, _info: Vec<Info>, reply: OpReply) {
         reply.send(Err(Status::NOT_SUPPORTED));
+    }
+
+    /// A tool asks for the output of `procs` on `channels` (`PMIx_IOF_pull`; with
+    /// `PMIX_IOF_STOP` among the directives, to stop). The host then hands that output to
+    /// the server's [`OutputSink`](crate::server::OutputSink), from which libpmix passes
+    /// it to every tool that asked. Answered at once, not through a reply: OpenPMIx 4.2
+    /// answers the tool with a malformed message (`UNPACK-PAST-END`) when the host answers
+    /// through the callback. The default supports none.
+    fn iof_pull(
+        &self,
+        _procs: Vec<Proc>,
+        _directives: Vec<Info>,
+        _channels: IofChannels,
+    ) -> Result<(), Status> {
+        Err(Status::NOT_SUPPORTED)
     }
 
     /// A client or tool logged something (`PMIx_Log`): `data` holds the channels

@@ -13,6 +13,7 @@
 //! does); `pmix_nspace_t` is `char[256]` (names are copied into full buffers).
 
 mod host;
+mod iof;
 mod node_store;
 mod query_fix;
 mod reply;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use pmix_sys as sys;
 
 pub use host::{App, GroupOp, Host, PublishStore};
+pub use iof::{IofChannel, IofChannels, OutputSink};
 pub use node_store::NodeDirectory;
 pub use query_fix::query_info_nb;
 pub use reply::{
@@ -143,6 +145,10 @@ impl Server {
             ),
             Info::new(keys::SERVER_NSPACE, Value::String(config.nspace.clone())),
             Info::new(keys::SERVER_RANK, Value::Rank(config.rank)),
+            // The host writes its processes' output itself; what it hands to the output
+            // sink only goes on to tools (OpenPMIx 4.2 would also write it to a stdout it
+            // never set up, and crash).
+            Info::new(keys::IOF_LOCAL_OUTPUT, Value::Bool(false)),
         ];
         if config.tool_support {
             dirs.push(Info::new(keys::SERVER_TOOL_SUPPORT, Value::Bool(true)));
@@ -157,10 +163,17 @@ impl Server {
         let rc = unsafe { sys::PMIx_server_init(module, dirs.as_ptr(), dirs.len()) };
         check("PMIx_server_init", rc)?;
         let server = Server { _private: () };
+        iof::set_open(true);
         for (function, attrs) in upcalls::ATTRIBUTES {
             server.register_attributes(function, attrs)?;
         }
         Ok(server)
+    }
+
+    /// A handle through which output threads deliver the output of processes to the tools
+    /// that pulled it (see [`Host::iof_pull`]).
+    pub fn output_sink(&self) -> OutputSink {
+        OutputSink::new()
     }
 
     /// Tells PMIx which attributes the host supports for `function` (a
@@ -425,6 +438,8 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // Output deliveries end first (waiting for one in flight).
+        iof::set_open(false);
         // Answers still queued go first: no callback may reach a finalized library.
         if !reply::replier::flush(Duration::from_secs(2)) {
             tracing::warn!("PMIx answers still queued at finalize");

@@ -10,6 +10,7 @@ use crate::error::Status;
 use crate::ffi::guard;
 use crate::query::Query;
 use crate::server::host::{App, GroupOp, Host};
+use crate::server::iof::IofChannels;
 use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
     ValidationReply,
@@ -545,6 +546,28 @@ pub(crate) unsafe extern "C" fn disconnect(
     })
 }
 
+pub(crate) unsafe extern "C" fn iof_pull(
+    procs: *const sys::pmix_proc_t,
+    nprocs: usize,
+    directives: *const sys::pmix_info_t,
+    ndirs: usize,
+    channels: sys::pmix_iof_channel_t,
+    cbfunc: sys::pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) -> i32 {
+    // Answered synchronously, the callback never called (see `Host::iof_pull`).
+    let _ = (cbfunc, cbdata);
+    guard("PMIx upcall iof_pull", PANICKED, || {
+        // SAFETY: valid arguments lent for the call.
+        let (procs, dirs) = unsafe { procs_and_infos(procs, nprocs, directives, ndirs) };
+        match host().map(|h| h.iof_pull(procs, dirs, IofChannels(channels))) {
+            Some(Ok(())) => sys::PMIX_OPERATION_SUCCEEDED,
+            Some(Err(s)) => s.0,
+            None => sys::PMIX_ERR_INIT,
+        }
+    })
+}
+
 pub(crate) unsafe extern "C" fn get_credential(
     proc_: *const sys::pmix_proc_t,
     directives: *const sys::pmix_info_t,
@@ -634,6 +657,7 @@ pub(crate) const ATTRIBUTES: &[(&str, &[&str])] = &[
         ],
     ),
     ("connect", &["PMIX_TIMEOUT"]),
+    ("iof_pull", &["PMIX_IOF_STOP"]),
     ("disconnect", &["PMIX_TIMEOUT"]),
     ("log", &["NONE"]),
     (
@@ -670,6 +694,7 @@ pub(crate) fn module() -> sys::pmix_server_module_t {
         tool_connected: Some(tool_connected),
         spawn: Some(spawn),
         connect: Some(connect),
+        iof_pull: Some(iof_pull),
         disconnect: Some(disconnect),
         log: Some(log),
         job_control: Some(job_control),
