@@ -465,3 +465,43 @@ fn a_debugger_releases_ranks_held_in_init() {
     let end = job.wait(Duration::from_secs(20));
     assert_eq!(end.code(), Some(0), "{end:?}");
 }
+
+#[test]
+fn a_debugger_launches_a_job_held_in_init_and_releases_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
+    let client = build_c("cc", "pmix_client.c", Some("pmix"), dir.path());
+    let job = Group::spawn(Command::new(maestro()).args([
+        "run",
+        "--tool-support",
+        "-n",
+        "1",
+        "--",
+        "sleep",
+        "60",
+    ]));
+    let launcher = job.pid();
+    let uri = common::maestro_run_tool_uri(launcher);
+    let out = run(
+        Command::new(&tool).args([
+            &uri,
+            &format!("maestro.job.{launcher}"),
+            "debug",
+            client.to_str().expect("utf-8 path"),
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(out.stdout.contains("job-end SEEN 0"), "{out:?}");
+    // Nothing of the job ran before the release; all of it after.
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let released = lines
+        .iter()
+        .position(|l| *l == "releasing")
+        .unwrap_or_else(|| panic!("{out:?}"));
+    let ran: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains(" OK "))
+        .collect();
+    assert_eq!(out.lines_with("OK c.client.rank").len(), 2, "{out:?}");
+    assert!(ran.iter().all(|&i| i > released), "{out:?}");
+}
