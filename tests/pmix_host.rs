@@ -370,6 +370,26 @@ fn a_tool_pulls_the_output_of_a_running_job() {
 }
 
 #[test]
+fn heartbeat_monitoring_alerts_the_job_when_a_rank_falls_silent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_monitor.c", Some("pmix"), dir.path());
+    let exe = exe.to_str().expect("utf-8 path");
+    for out in [under_maestro_run("2", &[exe]), under_mpirun(&[exe])] {
+        assert_eq!(out.code(), Some(0), "{out:?}");
+        expect_once(
+            &out,
+            &[
+                "R0 monitor SUCCESS",
+                // No alert while it beats; one once it stops.
+                "R0 beating 0",
+                "R1 beating 0",
+                "R1 silent alert SEEN",
+            ],
+        );
+    }
+}
+
+#[test]
 fn groups_are_constructed_with_unique_context_ids_and_destructed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = build_c("cc", "pmix_group.c", Some("pmix"), dir.path());
