@@ -221,6 +221,8 @@ fn pmix_spawn_starts_a_connected_job_and_tells_the_requestor_its_end() {
             "C0 job-size SUCCESS 2",
             "C0 env yes",
             "C1 env yes",
+            "C0 cwd /",
+            "C1 cwd /",
             // Parents and children connect, see each other's data, disconnect.
             "P0 read-peer SUCCESS child 0",
             "P1 read-peer SUCCESS child 0",

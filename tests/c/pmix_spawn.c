@@ -1,8 +1,8 @@
 /* PMIx_Spawn, PMIx_Connect and PMIx_Disconnect as PMIx programs and MPI libraries use them.
  *
  * Started as a job of N ranks ("parents"): rank 0 registers for PMIX_EVENT_JOB_END, spawns
- * two copies of this program ("children", argv "child", env PMIX_SPAWN_TEST=yes) with
- * PMIX_NOTIFY_COMPLETION, and shares the children's namespace with the other parents
+ * two copies of this program ("children", argv "child", env PMIX_SPAWN_TEST=yes, working
+ * directory /) with PMIX_NOTIFY_COMPLETION, and shares the children's namespace with the other parents
  * through a fence. Each parent puts "spawn.msg", then parents and children connect (all of
  * both namespaces), read each other's "spawn.msg", and disconnect. Rank 0 then waits
  * (bounded) for the children's job-end event, and tries two spawns that must fail: a
@@ -105,6 +105,8 @@ static int child(void)
     if (rc == PMIX_SUCCESS) PMIX_VALUE_RELEASE(val);
     const char *env = getenv("PMIX_SPAWN_TEST");
     printf("C%u env %s\n", me.rank, env ? env : "unset");
+    char cwd[256] = "";
+    printf("C%u cwd %s\n", me.rank, getcwd(cwd, sizeof cwd) ? cwd : "?");
     fflush(stdout);
     put_msg("child");
     int failures = connect_and_talk('C', parents, me.nspace, parents);
@@ -144,6 +146,7 @@ int main(int argc, char **argv)
         app.argv[1] = strdup("child");
         app.env = calloc(2, sizeof(char *));
         app.env[0] = strdup("PMIX_SPAWN_TEST=yes");
+        app.cwd = strdup("/");
         app.maxprocs = 2;
         pmix_info_t notify;
         bool yes = true;
