@@ -47,6 +47,9 @@ enum Cmd {
     PoolProvider(bench::pool::ProviderArgs),
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query(query::QueryArgs),
+    /// Cleans up after a `maestro run` once it is gone (started by `maestro run`).
+    #[command(hide = true)]
+    RunJanitor(run::JanitorArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,5 +75,6 @@ fn main() -> ExitCode {
         Cmd::PmInjector(args) => bench::pm::main(&args),
         Cmd::PoolProvider(args) => bench::pool::provider_main(&args),
         Cmd::Query(args) => cli::exit("query", query::query(&args.options()), 2),
+        Cmd::RunJanitor(args) => run::janitor_main(&args),
     }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Group, alive, children_of, example, maestro, maestro_run};
+use common::{Group, alive, children_named, example, maestro, maestro_run};
 
 fn ex(name: &str) -> String {
     example(name).to_string_lossy().into_owned()
@@ -193,14 +193,8 @@ fn sigterm_leaves_no_process_behind_within_two_seconds() {
     let launcher = g.pid();
     let deadline = Instant::now() + Duration::from_secs(20);
     let ranks = loop {
-        // Only the ranks (`sleep`), not a child that is still between fork and exec.
-        let c: Vec<i32> = children_of(launcher)
-            .into_iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm"))
-                    .is_ok_and(|c| c.trim() == "sleep")
-            })
-            .collect();
+        // Only the ranks (`sleep`), not the janitor or a child between fork and exec.
+        let c = children_named(launcher, "sleep");
         if c.len() == 2 {
             break c;
         }
@@ -220,6 +214,69 @@ fn sigterm_leaves_no_process_behind_within_two_seconds() {
         assert!(!alive(p), "rank pid {p} survived");
     }
     assert!(!common::maestro_run_dir(launcher).exists());
+}
+
+#[test]
+fn a_launcher_killed_with_sigkill_leaves_nothing_behind() {
+    // A workflow mid-run: ranks with fabric endpoints (16 MiB files in /dev/shm each), a
+    // pool manager published node-wide, the launcher's private directory.
+    let mut cmd = Command::new(maestro());
+    cmd.args(["run", "-n", "3", "--"])
+        .arg(example("pool_workflow"))
+        .args(["--cdos", "1000000"]);
+    let mut g = Group::spawn(&mut cmd);
+    let launcher = g.pid();
+    let said = common::lines(g.child.stdout.take().expect("stdout"));
+    let announced = said
+        .recv_timeout(Duration::from_secs(30))
+        .expect("rank 0 announces its pool manager");
+    assert!(announced.contains("pool manager at"), "{announced}");
+    let ranks = children_named(launcher, "pool_workflow");
+    assert_eq!(ranks.len(), 3, "{ranks:?}");
+    let shm_of = |pids: &[i32]| -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| pids.iter().any(|p| n.starts_with(&format!("{p}:"))))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let published = || -> bool {
+        let dir = pmix::server::NodeDirectory::default_dir();
+        std::fs::read_dir(dir).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_to_string(e.path())
+                    .is_ok_and(|t| t.contains(&format!("\nhost {launcher}\n")))
+            })
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while shm_of(&ranks).len() < 3 || !published() {
+        assert!(Instant::now() < deadline, "the workflow did not get going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: killing the launcher we started.
+    unsafe { libc::kill(launcher, libc::SIGKILL) };
+    let _ = g.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = (
+            common::maestro_run_dir(launcher).exists(),
+            shm_of(&ranks),
+            published(),
+            ranks.iter().filter(|&&p| alive(p)).count(),
+        );
+        if left == (false, Vec::new(), false, 0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind (run dir, /dev/shm files, publication, live ranks): {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

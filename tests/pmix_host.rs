@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Group, Output, build_c, children_of, maestro, maestro_run_dir, run};
+use common::{Group, Output, build_c, maestro, maestro_run_dir, run};
 
 /// `maestro run -n N --timeout 30 -- ARGS...`, at most a minute.
 fn under_maestro_run(n: &str, args: &[&str]) -> Output {
@@ -105,7 +105,7 @@ fn a_closed_output_pipe_ends_the_job_like_sigpipe() {
         out.read_line(&mut line).expect("a line");
         assert_eq!(line, "y\n");
     }
-    let ranks = children_of(launcher);
+    let ranks = common::children_named(launcher, "yes");
     assert_eq!(ranks.len(), 2, "{ranks:?}");
     let closed = Instant::now();
     drop(out);

@@ -37,6 +37,7 @@ pub use fabric_types::{
 pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};
 pub use select::{Config, ConfigError, Scope, SelectError, select};
+pub use shm_files::sweep_stale as sweep_stale_shm_files;
 
 /// Where libfabric was installed when this was built (pkg-config's `libdir`): what a cache
 /// of libfabric's answers fingerprints, without loading it.

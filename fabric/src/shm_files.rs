@@ -11,7 +11,10 @@
 //! Before the first `shm` endpoint of a process opens, [`sweep_once`] removes the files
 //! that cannot belong to a live endpoint: ours by name (this process has not created any
 //! yet) and those whose pid no longer exists. Only files owned by our user are touched
-//! (`/dev/shm` is sticky, so nothing else could be removed anyway).
+//! (`/dev/shm` is sticky, so nothing else could be removed anyway). It also has the
+//! process remove its own files when it exits through `exit` (a C program that never
+//! finalizes, a Rust one that calls `std::process::exit` with endpoints open): `shm`
+//! itself does not, and each file is 16 MiB of the node's memory.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -29,9 +32,44 @@ pub(crate) fn sweep_once() {
     SWEEP.call_once(|| {
         // SAFETY: getuid and getpid cannot fail.
         let (uid, pid) = unsafe { (libc::getuid(), libc::getpid()) };
-        sweep(Path::new(SHM_DIR), uid, pid as u32, |p| {
-            Path::new(&format!("/proc/{p}")).exists()
-        });
+        sweep(Path::new(SHM_DIR), uid, pid as u32, process_exists);
+        // SAFETY: registers a function with C linkage and no arguments; it runs once, at
+        // exit. A failure (no room for more handlers) only leaves files to the next sweep.
+        if unsafe { libc::atexit(remove_own_at_exit) } != 0 {
+            tracing::debug!("no exit handler for this process's shm files");
+        }
+    });
+}
+
+/// Removes the `shm` provider's files of this user whose process no longer exists, and
+/// returns their names (for a process that cleans up after others, such as `maestro
+/// run`'s janitor). Files of live processes, and everything of other users, stay.
+pub fn sweep_stale() -> Vec<String> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    // (No process has pid 0: this process's own files are as safe as any live one's.)
+    sweep(Path::new(SHM_DIR), uid, 0, process_exists)
+}
+
+/// Whether `pid` exists and is not a zombie (which holds no files any more).
+fn process_exists(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().as_bytes().first()),
+            Some(Some(b'Z' | b'X'))
+        )
+    })
+}
+
+/// At exit: removes the files of this process (the pid is read now: a forked child that
+/// exits without exec removes none of its parent's).
+extern "C" fn remove_own_at_exit() {
+    // Panics must not cross into libc's exit path.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: getuid and getpid cannot fail.
+        let (uid, pid) = unsafe { (libc::getuid(), libc::getpid()) };
+        sweep(Path::new(SHM_DIR), uid, pid as u32, |_| true);
     });
 }
 

@@ -239,3 +239,36 @@ fn region_pools_reuse_the_smallest_fit_within_their_limit() {
     );
     drop(again);
 }
+
+/// Set in the child of [`a_process_that_exits_without_closing_leaves_no_shm_file`].
+const EXIT_CHILD: &str = "FABRIC_TEST_EXIT_WITHOUT_CLOSING";
+
+#[test]
+fn a_process_that_exits_without_closing_leaves_no_shm_file() {
+    if std::env::var_os(EXIT_CHILD).is_some() {
+        // The child: an endpoint left open, then exit (as a C program that never finalizes).
+        let ep = Endpoint::open(&offer("shm")).expect("shm endpoint");
+        std::mem::forget(ep);
+        std::process::exit(0);
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let child = std::process::Command::new(exe)
+        .args([
+            "a_process_that_exits_without_closing_leaves_no_shm_file",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(EXIT_CHILD, "1")
+        .spawn()
+        .expect("child");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("child ends");
+    assert!(out.status.success(), "{out:?}");
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .expect("/dev/shm")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{pid}:")))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

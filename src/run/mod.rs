@@ -23,6 +23,7 @@
 mod credential;
 mod fabric;
 mod host;
+mod janitor;
 mod jobs;
 mod launch;
 mod outcome;
@@ -44,6 +45,7 @@ use std::time::{Duration, Instant};
 use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, keys};
 
 use host::{HostEvent, LauncherHost};
+pub use janitor::{JanitorArgs, main as janitor_main};
 use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
 use signals::{SignalRelay, relay};
@@ -223,9 +225,10 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let (tx, rx) = channel::<LoopEvent>();
     let signals = SignalRelay::start(tx.clone())?;
     let tmp = TempDir::create()?;
+    let hostname = inventory::local_hostname();
+    let janitor = janitor::Janitor::start(&tmp.0, &hostname);
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");
-    let hostname = inventory::local_hostname();
     let (host_tx, host_rx) = channel::<HostEvent>();
     let authority = credential::Authority::generate().map_err(RunError::Random)?;
     let mut first = JobPlan::command_line(nspace.clone(), &opts.command, opts.nprocs);
@@ -293,6 +296,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         locality,
         plans: vec![first],
         ended_jobs: BTreeSet::new(),
+        janitor,
         tx,
         ranks: BTreeMap::new(),
         outcome: Outcome::default(),

@@ -94,6 +94,9 @@ impl Job<'_> {
             forward_stdin(input).map_err(|e| format!("stdin thread: {e}"))?;
         }
         let pid = child.id() as i32;
+        if let Some(j) = &mut self.janitor {
+            j.rank_started(pid);
+        }
         let label = match (self.opts.label, id.job) {
             (false, _) => String::new(),
             (true, 0) => format!("[{}] ", id.rank),

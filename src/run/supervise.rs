@@ -19,6 +19,8 @@ pub(super) struct Job<'a> {
     pub(super) plans: Vec<JobPlan>,
     /// Jobs whose every rank has ended (their end was announced).
     pub(super) ended_jobs: BTreeSet<u32>,
+    /// Cleans up after the launcher, however it ends (see `janitor`).
+    pub(super) janitor: Option<janitor::Janitor>,
     pub(super) tx: Sender<LoopEvent>,
     pub(super) ranks: BTreeMap<RankId, RankProc>,
     pub(super) outcome: Outcome,

@@ -55,10 +55,15 @@ impl Output {
     /// Checks a `pool_workflow` run with 2 producers of `cdos` CDOs each: both offered, the
     /// consumer verified every checksum.
     pub fn assert_workflow(&self, cdos: usize) {
+        self.assert_workflow_of(2, cdos);
+    }
+
+    /// As [`Output::assert_workflow`] with `producers` producers.
+    pub fn assert_workflow_of(&self, producers: usize, cdos: usize) {
         assert_eq!(self.code(), Some(0), "{self:?}");
         let offered = self.lines_with(&format!(": offered {cdos} CDOs")).len();
-        assert_eq!(offered, 2, "{}", self.stdout);
-        let verified = format!("consumer: {} CDOs", 2 * cdos);
+        assert_eq!(offered, producers, "{}", self.stdout);
+        let verified = format!("consumer: {} CDOs", producers * cdos);
         assert!(
             self.stdout.contains(&verified) && self.stdout.contains("all checksums match"),
             "{}",
@@ -365,6 +370,17 @@ pub fn tcp_addr(info: &::pool::bootstrap::PmInfo) -> std::net::SocketAddr {
         .expect("a TCP endpoint")
 }
 
+/// Pids of the live children of `pid` running `comm` (the ranks of a launcher, say, not
+/// its janitor or a child still between fork and exec).
+pub fn children_named(pid: i32, comm: &str) -> Vec<i32> {
+    children_of(pid)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
+}
+
 /// Pids of the live children of `pid` (from /proc).
 pub fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
@@ -507,15 +523,25 @@ impl Drop for Slurm {
 /// `/tmp`, which each node has its own of.
 pub struct Cluster {
     dir: PathBuf,
+    nodes: u32,
     _lock: FileLock,
 }
 
 impl Cluster {
-    /// Starts the cluster (after removing one a killed test left behind).
+    /// Starts the 3-node cluster (after removing one a killed test left behind).
     pub fn start() -> Cluster {
+        Cluster::start_nodes(3)
+    }
+
+    /// Starts a cluster of `nodes` nodes (4 CPUs each).
+    pub fn start_nodes(nodes: u32) -> Cluster {
         let lock = FileLock::acquire(Path::new("/tmp/maestro-tests-cluster.lock"));
         let dir = repo().join("target").join("cluster");
-        let cluster = Cluster { dir, _lock: lock };
+        let cluster = Cluster {
+            dir,
+            nodes,
+            _lock: lock,
+        };
         cluster.script(&["stop"]);
         let out = cluster.script(&["start"]);
         assert_eq!(out.code(), Some(0), "cluster.sh start: {out:?}");
@@ -528,6 +554,7 @@ impl Cluster {
             Command::new(repo().join("scripts/cluster.sh"))
                 .args(args)
                 .env("CLUSTER_DIR", &self.dir)
+                .env("CLUSTER_NODES", self.nodes.to_string())
                 .env("CLUSTER_NETS", "2")
                 .env("CLUSTER_SPANK", spank_plugin()),
             Duration::from_secs(120),
@@ -561,6 +588,7 @@ impl Drop for Cluster {
         let _ = Command::new(repo().join("scripts/cluster.sh"))
             .arg("stop")
             .env("CLUSTER_DIR", &self.dir)
+            .env("CLUSTER_NODES", self.nodes.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();

@@ -28,7 +28,7 @@ use pmix_sys as sys;
 
 pub use host::{App, GroupOp, Host, PublishStore};
 pub use iof::{IofChannel, IofChannels, OutputSink};
-pub use node_store::NodeDirectory;
+pub use node_store::{NodeDirectory, process_alive};
 pub use query_fix::query_info_nb;
 pub use reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,

@@ -181,6 +181,21 @@ impl NodeDirectory {
         }
     }
 
+    /// Removes every entry whose host process is gone (for a process that cleans up after
+    /// a killed host, such as `maestro run`'s janitor; lookups do it for the keys they
+    /// read).
+    pub fn sweep_stale(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let _ = self.read(&e.path());
+        }
+    }
+
     /// Reads one entry with the pid of the host that stored it; a stale or unreadable
     /// entry is removed and reads as `None`.
     fn read(&self, path: &Path) -> Option<(Published, u32)> {
@@ -188,7 +203,7 @@ impl NodeDirectory {
         let key_hex = path.file_name()?.to_str()?;
         let parsed = parse_entry(key_hex, &text);
         match parsed {
-            Some((p, host)) if host == self.host_pid || alive(host) => Some((p, host)),
+            Some((p, host)) if host == self.host_pid || process_alive(host) => Some((p, host)),
             _ => {
                 tracing::debug!("removing stale published entry {}", path.display());
                 let _ = std::fs::remove_file(path);
@@ -198,8 +213,17 @@ impl NodeDirectory {
     }
 }
 
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+/// Whether process `pid` is alive: it exists and is not a zombie (a zombie, waiting for
+/// its parent or init to reap it, holds no files and answers nothing).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
 }
 
 fn parse_entry(key_hex: &str, text: &str) -> Option<(Published, u32)> {
