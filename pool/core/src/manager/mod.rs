@@ -973,6 +973,16 @@ impl Manager {
         if c.host == p.host {
             return Ok(());
         }
+        // A loopback address on another host is that host itself (`--maestro-nic=lo` on
+        // several nodes).
+        for (who, e) in [("provider", pe), ("consumer", ce)] {
+            if let Some(a) = ip(e).filter(std::net::IpAddr::is_loopback) {
+                return Err(format!(
+                    "the {who}'s endpoint {a} is a loopback address, which does not reach from {} to {}",
+                    p.host, c.host
+                ));
+            }
+        }
         if ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory {
             return Err(format!(
                 "shared memory does not reach from {} to {}",
