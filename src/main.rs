@@ -9,6 +9,7 @@
 mod bench;
 mod cli;
 mod inventory_cmd;
+mod janitor;
 mod pm_cmd;
 mod query;
 mod run;
@@ -47,9 +48,9 @@ enum Cmd {
     PoolProvider(bench::pool::ProviderArgs),
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query(query::QueryArgs),
-    /// Cleans up after a `maestro run` once it is gone (started by `maestro run`).
+    /// Cleans up after `maestro run` or `maestro pm` once it is gone (started by them).
     #[command(hide = true)]
-    RunJanitor(run::JanitorArgs),
+    Janitor(janitor::JanitorArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +76,6 @@ fn main() -> ExitCode {
         Cmd::PmInjector(args) => bench::pm::main(&args),
         Cmd::PoolProvider(args) => bench::pool::provider_main(&args),
         Cmd::Query(args) => cli::exit("query", query::query(&args.options()), 2),
-        Cmd::RunJanitor(args) => run::janitor_main(&args),
+        Cmd::Janitor(args) => janitor::main(&args),
     }
 }

@@ -200,6 +200,11 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    // Even a PM killed with SIGKILL leaves no info file or socket directory behind.
+    let _janitor = crate::janitor::Janitor::start(&crate::janitor::JanitorArgs {
+        info_file: opts.info_file.clone(),
+        ..Default::default()
+    });
     let secret = new_secret()?;
     let listen = if opts.listen.is_empty() {
         default_listen()

@@ -191,6 +191,29 @@ fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
 }
 
 #[test]
+fn a_pm_killed_with_sigkill_leaves_no_info_file_or_socket_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("pm.info");
+    let path = file.to_str().expect("utf-8 path");
+    let (mut pm, info) = common::start_pm("killed", &["--info-file", path]);
+    let sockets = socket_dir(&PmInfo::parse(&info).expect("parse"));
+    assert!(file.exists() && sockets.exists());
+    // SAFETY: killing the PM we started.
+    unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
+    let _ = pm.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while file.exists() || sockets.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: info file {}, socket directory {}",
+            file.exists(),
+            sockets.exists()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
 fn a_second_pm_on_the_same_info_file_is_refused_and_the_first_keeps_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("pm.info");

@@ -23,7 +23,6 @@
 mod credential;
 mod fabric;
 mod host;
-mod janitor;
 mod jobs;
 mod launch;
 mod outcome;
@@ -44,15 +43,15 @@ use std::time::{Duration, Instant};
 
 use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, keys};
 
+use crate::janitor::{Janitor, JanitorArgs};
 use host::{HostEvent, LauncherHost};
-pub use janitor::{JanitorArgs, main as janitor_main};
 use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
 use signals::{SignalRelay, relay};
 use spawn::RankProc;
 use supervise::Job;
-pub use tempdir::server_tmpdir;
-use tempdir::{TempDir, remove_dead_system_server_file, run_dir};
+use tempdir::{TempDir, run_dir};
+pub use tempdir::{remove_dead_system_server_file, server_tmpdir};
 
 /// Options of `maestro run` (its command line).
 #[derive(Clone, Debug, clap::Args)]
@@ -226,7 +225,11 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let signals = SignalRelay::start(tx.clone())?;
     let tmp = TempDir::create()?;
     let hostname = inventory::local_hostname();
-    let janitor = janitor::Janitor::start(&tmp.0, &hostname);
+    let janitor = Janitor::start(&JanitorArgs {
+        run_dir: Some(tmp.0.clone()),
+        hostname: Some(hostname.clone()),
+        info_file: None,
+    });
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");
     let (host_tx, host_rx) = channel::<HostEvent>();

@@ -95,7 +95,7 @@ impl Job<'_> {
         }
         let pid = child.id() as i32;
         if let Some(j) = &mut self.janitor {
-            j.rank_started(pid);
+            j.child_started(pid);
         }
         let label = match (self.opts.label, id.job) {
             (false, _) => String::new(),

@@ -20,7 +20,7 @@ pub(super) struct Job<'a> {
     /// Jobs whose every rank has ended (their end was announced).
     pub(super) ended_jobs: BTreeSet<u32>,
     /// Cleans up after the launcher, however it ends (see `janitor`).
-    pub(super) janitor: Option<janitor::Janitor>,
+    pub(super) janitor: Option<Janitor>,
     pub(super) tx: Sender<LoopEvent>,
     pub(super) ranks: BTreeMap<RankId, RankProc>,
     pub(super) outcome: Outcome,

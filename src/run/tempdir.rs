@@ -47,7 +47,7 @@ impl Drop for TempDir {
 /// Removes the system-server rendezvous file (`pmix.sys.<host>` in the system tmpdir) of a
 /// launcher that was killed: OpenPMIx names its server's pid on the third line. Left
 /// there, it sends PMIx clients and tools to a server that is gone.
-pub(super) fn remove_dead_system_server_file(dir: &std::path::Path, hostname: &str) {
+pub fn remove_dead_system_server_file(dir: &std::path::Path, hostname: &str) {
     let path = dir.join(format!("pmix.sys.{hostname}"));
     let Ok(text) = std::fs::read_to_string(&path) else {
         return;

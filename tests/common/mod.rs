@@ -446,8 +446,12 @@ pub fn spank_plugin() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
+            // In the profile of the tests (`--release` puts it beside the release binaries).
+            let profile = (!cfg!(debug_assertions)).then_some("--release");
             let out = run(
-                Command::new("cargo").args(["build", "-p", "maestro-spank"]),
+                Command::new("cargo")
+                    .args(["build", "-p", "maestro-spank"])
+                    .args(profile),
                 Duration::from_secs(600),
             );
             assert_eq!(

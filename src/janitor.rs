@@ -1,0 +1,150 @@
+//! The janitor: a small process (`maestro janitor`, hidden) that `maestro run` and
+//! `maestro pm` start first and that outlives them, so that even one killed with SIGKILL
+//! leaves nothing behind.
+//!
+//! Its parent keeps the write end of a pipe to the janitor's stdin and writes the pid of
+//! every child it starts (a launcher's ranks). When the pipe closes (the parent exited,
+//! however it ended), the janitor waits (bounded) for those children to be gone (they die
+//! with a launcher: parent-death signal) and then removes what they and the parent could
+//! not:
+//! - a launcher's private directory (`$TMPDIR/maestro-run.<pid>`), and a pool manager's
+//!   socket directories of dead processes (`$TMPDIR/maestro-pm-*`);
+//! - libfabric `shm` files in `/dev/shm` of processes that no longer exist (16 MiB each);
+//! - `PMIX_RANGE_GLOBAL` publications of dead hosts in the node directory;
+//! - the system-server rendezvous file of a launcher that served as one;
+//! - a pool manager's `--info-file`, unless another running PM took it over (it holds its
+//!   lock then).
+//!
+//! After a clean exit the parent has removed all of it already and the janitor finds
+//! nothing. The janitor is in a process group of its own and ignores SIGINT, SIGHUP and
+//! SIGTERM (a Ctrl-C meant for the job must not stop the cleanup after it); it ends by
+//! itself once done.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::{ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long the janitor waits for the children to be gone before cleaning anyway.
+const RANKS_GONE: Duration = Duration::from_secs(10);
+
+/// The options of `maestro janitor` (started by `maestro run` and `maestro pm`, not by
+/// users).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct JanitorArgs {
+    /// A launcher's private directory.
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// This node's name (for a system server's rendezvous file).
+    #[arg(long)]
+    pub hostname: Option<String>,
+    /// A pool manager's info file.
+    #[arg(long)]
+    pub info_file: Option<PathBuf>,
+}
+
+/// The parent's end of the pipe to its janitor.
+pub struct Janitor {
+    feed: ChildStdin,
+}
+
+impl Janitor {
+    /// Starts the janitor that will clean up what `args` names. `None`, with a warning,
+    /// when it cannot start (the work goes on; if killed, the parent then leaves its files
+    /// to the next sweep).
+    pub fn start(args: &JanitorArgs) -> Option<Janitor> {
+        let exe = match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("no janitor (cannot find this program: {e})");
+                return None;
+            }
+        };
+        let mut cmd = Command::new(exe);
+        cmd.arg("janitor");
+        if let Some(dir) = &args.run_dir {
+            cmd.arg("--run-dir").arg(dir);
+        }
+        if let Some(host) = &args.hostname {
+            cmd.args(["--hostname", host]);
+        }
+        if let Some(file) = &args.info_file {
+            cmd.arg("--info-file").arg(file);
+        }
+        cmd.stdin(Stdio::piped())
+            // Not the launcher's output: a pipeline reading it must end with the launcher.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        // SAFETY: signal(2) is async-signal-safe; ignored dispositions survive exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            Ok(mut child) => child.stdin.take().map(|feed| Janitor { feed }),
+            Err(e) => {
+                tracing::warn!("no janitor ({e})");
+                None
+            }
+        }
+    }
+
+    /// Tells the janitor about a child it must wait for.
+    pub fn child_started(&mut self, pid: i32) {
+        if let Err(e) = writeln!(self.feed, "{pid}") {
+            tracing::debug!("janitor gone: {e}");
+        }
+    }
+}
+
+/// `maestro janitor`: waits for its parent to go, then cleans up after it.
+pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
+    let children: Vec<u32> = std::io::stdin()
+        .lock()
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    let deadline = Instant::now() + RANKS_GONE;
+    while children.iter().any(|&pid| pmix::server::process_alive(pid)) && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Some(dir) = args.run_dir.as_ref().filter(|d| d.exists()) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    pool::stale::sweep_dead_process_dirs(&std::env::temp_dir(), "maestro-pm-");
+    if let Some(file) = &args.info_file {
+        remove_unless_locked(file);
+    }
+    fabric::sweep_stale_shm_files();
+    let node = pmix::server::NodeDirectory::default_dir();
+    if node.exists()
+        && let Ok(dir) = pmix::server::NodeDirectory::open(&node)
+    {
+        dir.sweep_stale();
+    }
+    if let Some(host) = &args.hostname {
+        crate::run::remove_dead_system_server_file(&std::env::temp_dir(), host);
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+/// Removes a pool manager's info file unless a running PM holds its lock (a new PM that
+/// took the path over after the old one died).
+fn remove_unless_locked(path: &std::path::Path) {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) else {
+        return;
+    };
+    // SAFETY: flock on a descriptor this function owns; released when `f` closes.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        let _ = std::fs::remove_file(path);
+    }
+}
