@@ -192,3 +192,16 @@ def test_library_memory_of_a_python_producer_is_mapped_by_a_c_consumer(c_program
         os.killpg(tracer.pid, signal.SIGTERM)
         traced, _ = tracer.communicate(timeout=30)
         assert traced.count("mapped: no copy") == 2, traced
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path, env_for_children):
+    """The Python section's snippet of README.md, verbatim, as a user would paste it."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Python: `maestro_core`") :]
+    snippet = section[section.index("```python\n") + len("```python\n") :]
+    snippet = snippet[: snippet.index("```")]
+    script = tmp_path / "snippet.py"
+    script.write_text(snippet)
+    code, out, err = run([sys.executable, str(script)], env_for_children, timeout=60)
+    assert code == 0, out + err
+    assert out.strip() == "8388608 bytes, equal", out + err

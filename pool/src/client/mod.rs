@@ -915,10 +915,19 @@ impl AsyncClient {
         let key = (self.shared.pool, self.shared.app, cdo);
         // The application's own memory goes back only when no consumer in this process
         // reads it any more (they dispose their handle or drop their `CdoData`).
-        let deadline = tokio::time::Instant::now() + self.shared.timeout;
+        let start = tokio::time::Instant::now();
+        let deadline = start + self.shared.timeout;
+        let mut warned = false;
         while data::lent_out(&key) {
-            if tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 return Err(ClientError::Timeout(Op::Withdraw));
+            }
+            if !warned && now - start >= Duration::from_secs(1) {
+                warned = true;
+                tracing::warn!(
+                    "withdraw of CDO {cdo} waits until a consumer in this process lets go of the offered memory (disposes its handle and drops every view of the data)"
+                );
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
