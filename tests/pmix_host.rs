@@ -172,17 +172,8 @@ fn job_control_signals_ranks_accepts_registrations_and_kills_jobs() {
 fn a_tool_kills_a_running_job() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
-    let job = Group::spawn(Command::new(maestro()).args([
-        "run",
-        "--tool-support",
-        "-n",
-        "2",
-        "--",
-        "sleep",
-        "60",
-    ]));
+    let (job, uri) = common::tool_support_launcher(&["-n", "2", "--", "sleep", "60"]);
     let launcher = job.pid();
-    let uri = common::maestro_run_tool_uri(launcher);
     let out = run(
         Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}"), "kill"]),
         Duration::from_secs(20),
@@ -277,17 +268,8 @@ fn mpi_comm_spawn_runs_under_maestro_run_as_under_mpirun() {
 fn a_tool_spawns_a_job_into_a_running_launcher_and_hears_its_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
-    let job = Group::spawn(Command::new(maestro()).args([
-        "run",
-        "--tool-support",
-        "-n",
-        "1",
-        "--",
-        "sleep",
-        "60",
-    ]));
+    let (job, uri) = common::tool_support_launcher(&["-n", "1", "--", "sleep", "60"]);
     let launcher = job.pid();
-    let uri = common::maestro_run_tool_uri(launcher);
     let out = run(
         Command::new(&tool).args([
             &uri,
@@ -325,20 +307,9 @@ fn a_tool_pulls_the_output_of_a_running_job() {
         "while [ ! -e {} ]; do sleep 0.02; done; echo out-$PMIX_RANK; echo err-$PMIX_RANK >&2",
         go.display()
     );
-    let job = Group::spawn(Command::new(maestro()).args([
-        "run",
-        "--tool-support",
-        "-n",
-        "2",
-        "--timeout",
-        "30",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]));
+    let (job, uri) =
+        common::tool_support_launcher(&["-n", "2", "--timeout", "30", "--", "sh", "-c", &script]);
     let launcher = job.pid();
-    let uri = common::maestro_run_tool_uri(launcher);
     let mut puller =
         Group::spawn(Command::new(&tool).args([&uri, &format!("maestro.job.{launcher}"), "4"]));
     let said = common::lines(puller.child.stdout.take().expect("stdout"));
@@ -493,17 +464,8 @@ fn a_debugger_launches_a_job_held_in_init_and_releases_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tool = build_c("cc", "pmix_tool_control.c", Some("pmix"), dir.path());
     let client = build_c("cc", "pmix_client.c", Some("pmix"), dir.path());
-    let job = Group::spawn(Command::new(maestro()).args([
-        "run",
-        "--tool-support",
-        "-n",
-        "1",
-        "--",
-        "sleep",
-        "60",
-    ]));
+    let (job, uri) = common::tool_support_launcher(&["-n", "1", "--", "sleep", "60"]);
     let launcher = job.pid();
-    let uri = common::maestro_run_tool_uri(launcher);
     let out = run(
         Command::new(&tool).args([
             &uri,

@@ -286,16 +286,7 @@ fn another_user_gets_nothing_from_maestro_run() {
     let intruder = build_c("cc", "intruder_tool.c", Some("pmix"), &mallory.dir);
     let claim_root = build_c("cc", "claim_root.so.c", None, &mallory.dir);
     let fake_client = build_c("cc", "pmix_client.c", Some("pmix"), &mallory.dir);
-    let job = Group::spawn(Command::new(maestro()).args([
-        "run",
-        "--tool-support",
-        "-n",
-        "1",
-        "--",
-        "sleep",
-        "12",
-    ]));
-    let uri = common::maestro_run_tool_uri(job.pid());
+    let (job, uri) = common::tool_support_launcher(&["-n", "1", "--", "sleep", "12"]);
     let dir = std::fs::metadata(
         common::maestro_run_server_dir(job.pid())
             .parent()

@@ -317,6 +317,18 @@ pub fn maestro_run_dir(pid: i32) -> PathBuf {
     std::env::temp_dir().join(format!("maestro-run.{pid}"))
 }
 
+/// `maestro run --tool-support ARGS...` (`-n N -- CMD` and the like) started, and the URI
+/// at which its PMIx server takes tools.
+pub fn tool_support_launcher(args: &[&str]) -> (Group, String) {
+    let job = Group::spawn(
+        Command::new(maestro())
+            .args(["run", "--tool-support"])
+            .args(args),
+    );
+    let uri = maestro_run_tool_uri(job.pid());
+    (job, uri)
+}
+
 /// Where the launcher with `pid` keeps its PMIx server's files (tools' rendezvous).
 pub fn maestro_run_server_dir(pid: i32) -> PathBuf {
     maestro_run_dir(pid).join("server")

@@ -500,51 +500,52 @@ pub(crate) unsafe extern "C" fn spawn(
     })
 }
 
-/// The arguments of `connect` and `disconnect`, copied.
+/// `connect` and `disconnect`: the same arguments, handed to `f`.
 ///
 /// # Safety
 /// `procs` NULL or `nprocs` valid procs, `info` NULL or `ninfo` valid infos.
-unsafe fn procs_and_infos(
-    procs: *const sys::pmix_proc_t,
-    nprocs: usize,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-) -> (Vec<Proc>, Vec<Info>) {
-    // SAFETY: guaranteed by the caller.
-    unsafe { (procs_vec(procs, nprocs), Info::vec_from_raw(info, ninfo)) }
-}
-
-pub(crate) unsafe extern "C" fn connect(
-    procs: *const sys::pmix_proc_t,
-    nprocs: usize,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
+unsafe fn connection(
+    what: &'static str,
+    (procs, nprocs): (*const sys::pmix_proc_t, usize),
+    (info, ninfo): (*const sys::pmix_info_t, usize),
+    (cbfunc, cbdata): (sys::pmix_op_cbfunc_t, *mut c_void),
+    f: fn(&dyn Host, Vec<Proc>, Vec<Info>, OpReply),
 ) -> i32 {
-    guard("PMIx upcall connect", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
-        let (procs, infos) = unsafe { procs_and_infos(procs, nprocs, info, ninfo) };
+    guard(what, PANICKED, || {
+        // SAFETY: guaranteed by the caller.
+        let (procs, infos) = unsafe { (procs_vec(procs, nprocs), Info::vec_from_raw(info, ninfo)) };
         let reply = OpReply::new(cbfunc, cbdata);
-        with_host(|h| h.connect(procs, infos, reply))
+        with_host(|h| f(h, procs, infos, reply))
     })
 }
 
-pub(crate) unsafe extern "C" fn disconnect(
-    procs: *const sys::pmix_proc_t,
-    nprocs: usize,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall disconnect", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
-        let (procs, infos) = unsafe { procs_and_infos(procs, nprocs, info, ninfo) };
-        let reply = OpReply::new(cbfunc, cbdata);
-        with_host(|h| h.disconnect(procs, infos, reply))
-    })
+/// Defines the trampoline of `connect` or `disconnect` (same arguments) calling `$method`.
+macro_rules! connection_upcall {
+    ($name:ident, $what:literal, $method:ident) => {
+        pub(crate) unsafe extern "C" fn $name(
+            procs: *const sys::pmix_proc_t,
+            nprocs: usize,
+            info: *const sys::pmix_info_t,
+            ninfo: usize,
+            cbfunc: sys::pmix_op_cbfunc_t,
+            cbdata: *mut c_void,
+        ) -> i32 {
+            // SAFETY: valid arguments lent for the call.
+            unsafe {
+                connection(
+                    $what,
+                    (procs, nprocs),
+                    (info, ninfo),
+                    (cbfunc, cbdata),
+                    |h, p, i, r| h.$method(p, i, r),
+                )
+            }
+        }
+    };
 }
+
+connection_upcall!(connect, "PMIx upcall connect", connect);
+connection_upcall!(disconnect, "PMIx upcall disconnect", disconnect);
 
 pub(crate) unsafe extern "C" fn iof_pull(
     procs: *const sys::pmix_proc_t,
@@ -559,7 +560,12 @@ pub(crate) unsafe extern "C" fn iof_pull(
     let _ = (cbfunc, cbdata);
     guard("PMIx upcall iof_pull", PANICKED, || {
         // SAFETY: valid arguments lent for the call.
-        let (procs, dirs) = unsafe { procs_and_infos(procs, nprocs, directives, ndirs) };
+        let (procs, dirs) = unsafe {
+            (
+                procs_vec(procs, nprocs),
+                Info::vec_from_raw(directives, ndirs),
+            )
+        };
         match host().map(|h| h.iof_pull(procs, dirs, IofChannels(channels))) {
             Some(Ok(())) => sys::PMIX_OPERATION_SUCCEEDED,
             Some(Err(s)) => s.0,

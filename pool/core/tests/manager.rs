@@ -1430,38 +1430,6 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
 }
 
 #[test]
-fn loopback_endpoints_reach_within_a_host_only() {
-    // `srun --maestro-nic=lo` on several nodes: every endpoint is 127.0.0.1, which on
-    // another host is that host itself.
-    let mut pm = Pm::new();
-    let (s, _) = pm.join("watcher");
-    pm.subscribe(
-        s,
-        EventKind::TransportStarted,
-        "",
-        SubscribeOptions::default(),
-    );
-    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([127, 0, 0, 1])));
-    let (near, _) = pm.join_at("near", "node1", 2, Some(tcp_at([127, 0, 0, 1])));
-    let (far, _) = pm.join_at("far", "node2", 3, Some(tcp_at([127, 0, 0, 1])));
-    let detail = |pm: &mut Pm, to: ConnId, name: &str| {
-        pm.offer(p, name, 64);
-        let want = pm.declare(to, name);
-        let out = pm.send(to, ToPm::Demand { cdo: want });
-        events_to(&out, s)[0].detail.clone()
-    };
-    let same_host = detail(&mut pm, near, "a");
-    assert!(same_host.contains("by rma over"), "{same_host}");
-    let other_host = detail(&mut pm, far, "b");
-    assert!(
-        other_host.ends_with(
-            "by stream: the provider's endpoint 127.0.0.1 is a loopback address, which does not reach from node1 to node2"
-        ),
-        "{other_host}"
-    );
-}
-
-#[test]
 fn transport_events_say_how_and_why() {
     let mut pm = Pm::new();
     let (s, _) = pm.join("watcher");
@@ -1500,6 +1468,19 @@ fn transport_events_say_how_and_why() {
             "by stream: the provider's endpoint 10.1.0.1 is on a link that is down (10.1.0.9/24)"
         ),
         "{why}"
+    );
+    // `srun --maestro-nic=lo` on several nodes: 127.0.0.1 on another host is that host.
+    let (lo, _) = pm.join_at("lo", "node1", 5, Some(tcp_at([127, 0, 0, 1])));
+    let (lo_near, _) = pm.join_at("lo-near", "node1", 6, Some(tcp_at([127, 0, 0, 1])));
+    let (lo_far, _) = pm.join_at("lo-far", "node2", 7, Some(tcp_at([127, 0, 0, 1])));
+    let near = detail(&mut pm, lo, lo_near, "e");
+    assert!(near.contains("by rma over"), "{near}");
+    let far = detail(&mut pm, lo, lo_far, "f");
+    assert!(
+        far.ends_with(
+            "by stream: the provider's endpoint 127.0.0.1 is a loopback address, which does not reach from node1 to node2"
+        ),
+        "{far}"
     );
 }
 
