@@ -436,6 +436,39 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
 }
 
 #[test]
+fn a_demand_after_a_completed_require_needs_no_pool_manager() {
+    let pm = start_pm();
+    let p = Client::join(pm.info(), opts("producer", Side::Rma)).expect("producer");
+    let c = Client::join(pm.info(), opts("consumer", Side::Rma)).expect("consumer");
+    let moved = c
+        .subscribe(
+            &pool::selector::Selector::all(),
+            EventKind::TransportCompleted,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let bytes = data(4096, 9);
+    let offer = p.declare("prefetched").expect("declare");
+    let buffer = Buffer::from_slice(&bytes).expect("buffer");
+    p.seal_and_offer(offer, Attributes::new(), buffer)
+        .expect("offer");
+    let cdo = c.declare("prefetched").expect("declare");
+    c.require(cdo).expect("require");
+    assert!(
+        moved.wait_timeout(T).expect("wait").is_some(),
+        "the require moved nothing"
+    );
+    // The bytes are here: the demand does not need the PM any more, even a stopped one.
+    pm.stop();
+    let (got, attrs) = c.demand(cdo).expect("a local demand");
+    assert!(*got == bytes);
+    assert_eq!(
+        attrs.get(pool::attr::LOCAL_SIZE),
+        Some(&AttrValue::Uint(4096))
+    );
+}
+
+#[test]
 fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
     let pm = start_pm();
     let archiver = Client::join(pm.info(), opts("archiver", Side::Rma)).expect("archiver");

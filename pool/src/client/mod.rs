@@ -856,13 +856,31 @@ impl AsyncClient {
     }
 
     /// Waits until `cdo` is local (offered by someone and moved here) and returns its bytes
-    /// and the attributes it was sealed with.
+    /// and the attributes it was sealed with. A CDO whose `require` already brought it here
+    /// returns at once, without a round trip to the pool manager.
     ///
     /// # Errors
     /// [`ClientError::Timeout`] if nobody offers it in time (the demand stays; retract it or
     /// demand again); `NoProvider` if its providers vanished; connection errors.
     pub async fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-        self.shared.pending().set_busy(cdo, true);
+        {
+            let mut p = self.shared.pending();
+            // Required, and its transfer completed: the bytes are here, so the demand is
+            // local. The PM still learns of it (after the transfer's completion, on the
+            // same connection: it then finds the CDO local), but nobody waits for its
+            // `Ready`, which finds no waiter and is dropped.
+            if let Some(found) = p.arrived.remove(&cdo) {
+                p.set_busy(cdo, false);
+                drop(p);
+                tracing::trace!("demand of CDO {cdo}: required and here already");
+                // A PM gone meanwhile changes nothing: the bytes are here.
+                if let Err(e) = self.shared.send(ToPm::Demand { cdo }) {
+                    tracing::debug!("demand of CDO {cdo} not told to the pool manager: {e}");
+                }
+                return Ok(found);
+            }
+            p.set_busy(cdo, true);
+        }
         self.call((Op::Demand, cdo), ToPm::Demand { cdo }).await?;
         let mut p = self.shared.pending();
         p.set_busy(cdo, false);
