@@ -141,6 +141,46 @@ fn each_rank_moves_data_over_its_own_nic() {
     drop(cluster);
 }
 
+#[test]
+fn loopback_as_the_nic_of_several_nodes_falls_back_to_the_stream() {
+    let cluster = Cluster::start();
+    let (pm, info) = common::start_pm("lo-nics", &["--listen", "0.0.0.0:0"]);
+    let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
+    tracer_cmd
+        .env("MSTRO_POOL_MANAGER_INFO", &info)
+        .env("MSTRO_WORKFLOW_NAME", "lo-nics")
+        .args(["--kinds", "transport-started", "--count", "12"]);
+    let mut tracer = common::Group::spawn(&mut tracer_cmd);
+    common::await_line(
+        tracer.child.stderr.take().expect("stderr"),
+        "pool_tracer: subscribed",
+    );
+    // `--maestro-nic=lo`: every endpoint is 127.0.0.1, which on n2 is n2 itself. The
+    // producers (n1) and the consumer (n2) still move everything, over the stream.
+    let out = run(
+        cluster
+            .srun()
+            .args(["-N", "2", "-n", "4", "--mpi=pmix", "--maestro-nic=lo"])
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_WORKFLOW_NAME", "lo-nics")
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "6", "--max-size", "65536"]),
+        Duration::from_secs(120),
+    );
+    out.assert_workflow(6);
+    let events = tracer.wait(Duration::from_secs(30));
+    let fell_back = events
+        .stdout
+        .lines()
+        .filter(|l| {
+            l.contains("by stream: the provider's endpoint 127.0.0.1 is a loopback address")
+        })
+        .count();
+    assert_eq!(fell_back, 12, "{}", events.stdout);
+    pm.terminate(Duration::from_secs(10));
+    drop(cluster);
+}
+
 /// `srun --maestro-nic` on a node with two NICs: its two tasks get different NICs (the tie
 /// spread by local task id), which is what the pool's endpoints then open on.
 #[test]
