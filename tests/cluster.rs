@@ -142,7 +142,7 @@ fn each_rank_moves_data_over_its_own_nic() {
 }
 
 #[test]
-fn loopback_as_the_nic_of_several_nodes_falls_back_to_the_stream() {
+fn loopback_as_the_nic_of_several_nodes_never_carries_a_transfer_between_them() {
     let cluster = Cluster::start();
     let (pm, info) = common::start_pm("lo-nics", &["--listen", "0.0.0.0:0"]);
     let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
@@ -155,8 +155,9 @@ fn loopback_as_the_nic_of_several_nodes_falls_back_to_the_stream() {
         tracer.child.stderr.take().expect("stderr"),
         "pool_tracer: subscribed",
     );
-    // `--maestro-nic=lo`: every endpoint is 127.0.0.1, which on n2 is n2 itself. The
-    // producers (n1) and the consumer (n2) still move everything, over the stream.
+    // `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself.
+    // The producers (n1) and the consumer (n2) still move everything: over their endpoints
+    // on the cluster's networks (every app opens one per network), else the stream.
     let out = run(
         cluster
             .srun()
@@ -169,14 +170,19 @@ fn loopback_as_the_nic_of_several_nodes_falls_back_to_the_stream() {
     );
     out.assert_workflow(6);
     let events = tracer.wait(Duration::from_secs(30));
-    let fell_back = events
+    let transfers: Vec<&str> = events
         .stdout
         .lines()
-        .filter(|l| {
-            l.contains("by stream: the provider's endpoint 127.0.0.1 is a loopback address")
-        })
-        .count();
-    assert_eq!(fell_back, 12, "{}", events.stdout);
+        .filter(|l| l.contains("TransportStarted"))
+        .collect();
+    assert_eq!(transfers.len(), 12, "{}", events.stdout);
+    for t in transfers {
+        assert!(
+            t.contains("the provider's endpoint 127.0.0.1 is a loopback address, which does not reach from n1 to n2")
+                && !t.contains("from 127.0.0.1"),
+            "{t}"
+        );
+    }
     pm.terminate(Duration::from_secs(10));
     drop(cluster);
 }
