@@ -98,6 +98,21 @@ fn bad_calls_get_statuses_and_messages_not_crashes() {
 }
 
 #[test]
+fn asynchronous_demands_overlap_and_their_bad_uses_are_refused() {
+    let c = installed();
+    let out = run(
+        Command::new(c.bin("async_demand")).env("MSTRO_TIMEOUT", "1"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("async_demand: all hold"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
 fn cxx_programs_spell_payloads_both_ways() {
     let c = installed();
     let out = run(&mut Command::new(c.bin("api_cxx")), Duration::from_secs(60));

@@ -198,6 +198,32 @@ mstro_status mstro_cdo_demand(mstro_cdo cdo);
 /** Cancels a require. MSTRO_INVSTATE if not required or already moving. */
 mstro_status mstro_cdo_retract(mstro_cdo cdo);
 
+/** An asynchronous demand in flight. */
+typedef struct mstro_request_ *mstro_request;
+
+/** Starts demanding the CDO in the background and returns at once, its request in
+ *  *request: as many demands may be in flight from one thread as the program likes. Until
+ *  the request is waited for (or tested true) the CDO is not demanded; until it is
+ *  disposed, the CDO cannot be demanded again or disposed (MSTRO_INVSTATE).
+ *  MSTRO_INVSTATE if demanded already or a request of it is in flight; MSTRO_INVARG for a
+ *  NULL request pointer or a bad handle. */
+mstro_status mstro_cdo_demand_async(mstro_cdo cdo, mstro_request *request);
+
+/** Whether the request finished, well or not (mstro_request_wait then says which); once
+ *  it did, the CDO is demanded as after mstro_cdo_demand. Never waits. false for a bad
+ *  handle (logged). */
+bool mstro_request_test(mstro_request request);
+
+/** Waits until the request finished (at most MSTRO_TIMEOUT seconds) and returns the
+ *  demand's status, as mstro_cdo_demand would (MSTRO_TIMEOUT, MSTRO_NOENT, ...); again the
+ *  same status when called again. MSTRO_INVARG for a bad handle. */
+mstro_status mstro_request_wait(mstro_request request);
+
+/** Forgets the request; one still in flight is cancelled and its demand retracted (the
+ *  CDO may be demanded again; bytes already on their way are kept for that demand).
+ *  MSTRO_INVARG for a bad or disposed handle. */
+mstro_status mstro_request_dispose(mstro_request request);
+
 /** Takes an offer back once no transfer reads it (and no consumer in this process holds
  *  it); then the raw-ptr memory is the caller's again. MSTRO_INVSTATE unless offered. */
 mstro_status mstro_cdo_withdraw(mstro_cdo cdo);

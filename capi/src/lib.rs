@@ -30,6 +30,8 @@ pub type mstro_cdo = *mut c_void;
 pub type mstro_cdo_selector = *mut c_void;
 /// A subscription handle.
 pub type mstro_subscription = *mut c_void;
+/// An asynchronous demand's handle.
+pub type mstro_request = *mut c_void;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -250,6 +252,69 @@ cdo_op!(
     /// `mstro_cdo_dispose`: also frees values the library owns.
     mstro_cdo_dispose => |c| { mstro::cdo_dispose(c)?; attrs::forget(c); Ok(()) }
 );
+
+/// `mstro_cdo_demand_async`: starts demanding the CDO in the background; the request's
+/// handle goes to `*request`.
+///
+/// # Safety
+/// `request` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_cdo_demand_async(
+    h: mstro_cdo,
+    request: *mut mstro_request,
+) -> mstro_status {
+    guard("mstro_cdo_demand_async", || {
+        if request.is_null() {
+            return Err(Error::invarg("request (the handle pointer) is NULL"));
+        }
+        let r = mstro::cdo_demand_async(cdo(h))?;
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { put(request, handle(r.0), "request") }
+    })
+}
+
+/// Settles what the C side keeps of a request's CDO once the request finished (attribute
+/// values read before demand are stale).
+fn request_finished(r: mstro::Request) {
+    if let Ok(c) = mstro::request_cdo(r) {
+        attrs::forget_values(c);
+    }
+}
+
+/// `mstro_request_test`: true once the request finished (well or not:
+/// `mstro_request_wait` says which); false while it runs or for a bad handle (logged).
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_request_test(request: mstro_request) -> bool {
+    let r = mstro::Request(raw(request));
+    let mut done = false;
+    let status = guard("mstro_request_test", || {
+        done = mstro::request_test(r)?;
+        if done {
+            request_finished(r);
+        }
+        Ok(())
+    });
+    done && status == Status::Ok as mstro_status
+}
+
+/// `mstro_request_wait`: waits for the request and returns the demand's status.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_request_wait(request: mstro_request) -> mstro_status {
+    let r = mstro::Request(raw(request));
+    guard("mstro_request_wait", || {
+        let outcome = mstro::request_wait(r);
+        request_finished(r);
+        outcome
+    })
+}
+
+/// `mstro_request_dispose`: forgets the request, cancelling it if still in flight.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_request_dispose(request: mstro_request) -> mstro_status {
+    guard("mstro_request_dispose", || {
+        mstro::request_dispose(mstro::Request(raw(request)))
+    })
+}
 
 /// `mstro_mem_alloc`: memory for CDO data that consumers on this node map (see
 /// `maestro.h`).

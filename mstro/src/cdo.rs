@@ -50,6 +50,8 @@ struct CdoState {
     data: Option<Arc<CdoData>>,
     /// Length of the demanded CDO.
     demanded: Option<u64>,
+    /// An asynchronous demand of it is in flight (see `request`).
+    in_flight: bool,
 }
 
 /// A CDO in the registry.
@@ -141,6 +143,7 @@ pub fn cdo_declare(name: &str) -> Result<Cdo> {
             offered: false,
             data: None,
             demanded: None,
+            in_flight: false,
         }),
     };
     Ok(Cdo(inst.cdos.insert(cell)))
@@ -455,18 +458,9 @@ fn demand(
     interrupted: Option<&(dyn Fn() -> bool + Sync)>,
 ) -> Result<()> {
     with_cdo(cdo, "demand", |client, name, st| {
-        if st.demanded.is_some() {
-            return Err(Error::new(Status::Invstate, "demanded already"));
-        }
+        demandable(st)?;
         let id = st.id;
-        // Writable lent memory: the transfer lands in it, with no copy after.
-        let into = st.lent.as_ref().filter(|l| l.writable).map(|l| {
-            let room = usize::try_from(st.local_size.unwrap_or(0)).unwrap_or(usize::MAX);
-            // SAFETY: the lent memory has `room` bytes and the caller does not touch it
-            // during the demand (contract of `cdo_set_user_memory`); the buffer is dropped
-            // (and deregistered) before this function returns.
-            unsafe { fabric::Buffer::borrowed(l.ptr, room) }
-        });
+        let into = landing(st);
         let demand = || async {
             match into {
                 Some(dst) => client.as_async().demand_into(id, dst).await,
@@ -535,33 +529,7 @@ fn demand(
                 ));
             }
         };
-        let (data, attrs) = got?;
-        let len = data.len();
-        st.demanded = Some(len as u64);
-        st.attrs = attrs;
-        match &st.lent {
-            Some(lent) if len > 0 => {
-                let room = st.local_size.unwrap_or(0);
-                if !lent.writable {
-                    st.data = Some(Arc::new(data));
-                    return Err(Error::invarg(
-                        "the buffer lent is read-only: lend a writable one (bytearray, a NumPy array) for a demand; the bytes are kept in library memory",
-                    ));
-                }
-                if (len as u64) > room {
-                    st.data = Some(Arc::new(data));
-                    return Err(Error::invarg(format!(
-                        "{len} bytes arrived but the lent buffer has {room}; the bytes are kept in library memory (mstro_cdo_access_ptr)"
-                    )));
-                }
-                if data.as_ptr() != lent.ptr.cast_const() {
-                    // SAFETY: the lent memory has `room >= len` bytes and the caller does
-                    // not touch it during the demand (contract of `cdo_set_user_memory`).
-                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
-                }
-            }
-            _ => st.data = Some(Arc::new(data)),
-        }
+        settle(st, got?)?;
         if late {
             return Err(Error::new(
                 Status::Fail,
@@ -570,6 +538,107 @@ fn demand(
         }
         Ok(())
     })
+}
+
+/// Refuses a demand of a CDO demanded already or with an asynchronous demand in flight.
+fn demandable(st: &CdoState) -> Result<()> {
+    if st.demanded.is_some() {
+        return Err(Error::new(Status::Invstate, "demanded already"));
+    }
+    if st.in_flight {
+        return Err(Error::new(
+            Status::Invstate,
+            "an asynchronous demand of it is in flight: wait for its request (or dispose it) first",
+        ));
+    }
+    Ok(())
+}
+
+/// Writable lent memory, as the buffer a demand's transfer lands in (no copy after).
+fn landing(st: &CdoState) -> Option<Buffer> {
+    st.lent.as_ref().filter(|l| l.writable).map(|l| {
+        let room = usize::try_from(st.local_size.unwrap_or(0)).unwrap_or(usize::MAX);
+        // SAFETY: the lent memory has `room` bytes and the caller does not touch it
+        // during the demand (contract of `cdo_set_user_memory`) nor frees it before the
+        // demand ended (settled or its request disposed).
+        unsafe { Buffer::borrowed(l.ptr, room) }
+    })
+}
+
+/// A demand running in the background for [`crate::request`].
+pub(crate) type Background = tokio::task::JoinHandle<pool::Result<(pool::CdoData, Attributes)>>;
+
+/// Starts an asynchronous demand of `cdo` (see [`crate::request`]).
+///
+/// # Errors
+/// As [`cdo_demand`]'s refusals: demanded already, a demand in flight, a bad handle.
+pub(crate) fn begin_demand(cdo: Cdo) -> Result<Background> {
+    with_cdo(cdo, "demand_async", |client, _, st| {
+        demandable(st)?;
+        let work = client.as_async().demand_detached(st.id, landing(st));
+        st.in_flight = true;
+        Ok(client.spawn(work))
+    })
+}
+
+/// Ends an asynchronous demand of `cdo`: its outcome settles the CDO as a demand would;
+/// `None` (cancelled) retracts it at the pool manager (a transfer already under way lands
+/// and waits for the next demand).
+///
+/// # Errors
+/// The demand's own error; [`settle`]'s.
+pub(crate) fn end_demand(
+    cdo: Cdo,
+    outcome: Option<pool::Result<(pool::CdoData, Attributes)>>,
+) -> Result<()> {
+    with_cdo(cdo, "demand_async", |client, _, st| {
+        st.in_flight = false;
+        match outcome {
+            Some(got) => settle(st, got?),
+            None => {
+                if let Err(e) = client.retract(st.id) {
+                    tracing::debug!("retracting a cancelled asynchronous demand: {e}");
+                }
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Makes a finished demand's bytes and attributes the CDO's: into the memory it lent, or
+/// kept in library memory.
+///
+/// # Errors
+/// [`Status::Invarg`] when the lent memory is read-only or too small (the bytes are then
+/// kept in library memory).
+fn settle(st: &mut CdoState, (data, attrs): (pool::CdoData, Attributes)) -> Result<()> {
+    let len = data.len();
+    st.demanded = Some(len as u64);
+    st.attrs = attrs;
+    match &st.lent {
+        Some(lent) if len > 0 => {
+            let room = st.local_size.unwrap_or(0);
+            if !lent.writable {
+                st.data = Some(Arc::new(data));
+                return Err(Error::invarg(
+                    "the buffer lent is read-only: lend a writable one (bytearray, a NumPy array) for a demand; the bytes are kept in library memory",
+                ));
+            }
+            if (len as u64) > room {
+                st.data = Some(Arc::new(data));
+                return Err(Error::invarg(format!(
+                    "{len} bytes arrived but the lent buffer has {room}; the bytes are kept in library memory (mstro_cdo_access_ptr)"
+                )));
+            }
+            if data.as_ptr() != lent.ptr.cast_const() {
+                // SAFETY: the lent memory has `room >= len` bytes and the caller does
+                // not touch it during the demand (contract of `cdo_set_user_memory`).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
+            }
+        }
+        _ => st.data = Some(Arc::new(data)),
+    }
+    Ok(())
 }
 
 /// Cancels a require (`mstro_cdo_retract`).
@@ -680,6 +749,12 @@ pub fn cdo_dispose(cdo: Cdo) -> Result<()> {
             return Err(Error::new(
                 Status::Invstate,
                 "the CDO is offered: withdraw it before dispose",
+            ));
+        }
+        if st.in_flight {
+            return Err(Error::new(
+                Status::Invstate,
+                "an asynchronous demand of it is in flight: wait for its request (or dispose it) before dispose",
             ));
         }
         client.dispose(st.id)?;

@@ -16,6 +16,7 @@ pub(crate) enum Kind {
     Cdo = 0x43,
     Selector = 0x53,
     Subscription = 0x55,
+    Request = 0x52,
 }
 
 impl Kind {
@@ -24,11 +25,12 @@ impl Kind {
             Kind::Cdo => "CDO",
             Kind::Selector => "selector",
             Kind::Subscription => "subscription",
+            Kind::Request => "request",
         }
     }
 
     fn of(raw: u64) -> Option<Kind> {
-        [Kind::Cdo, Kind::Selector, Kind::Subscription]
+        [Kind::Cdo, Kind::Selector, Kind::Subscription, Kind::Request]
             .into_iter()
             .find(|k| (raw >> 56) == *k as u64)
     }

@@ -51,6 +51,7 @@ pub(crate) struct Instance {
     pub(crate) cdos: Registry<CdoCell>,
     pub(crate) selectors: Registry<PoolSelector>,
     pub(crate) subscriptions: Registry<SubCell>,
+    pub(crate) requests: Registry<crate::request::RequestCell>,
 }
 
 static INSTANCE: RwLock<Option<Arc<Instance>>> = RwLock::new(None);
@@ -136,12 +137,13 @@ pub fn init(workflow: Option<&str>, component: Option<&str>, index: i64) -> Resu
         cdos: Registry::new(Kind::Cdo),
         selectors: Registry::new(Kind::Selector),
         subscriptions: Registry::new(Kind::Subscription),
+        requests: Registry::new(Kind::Request),
     }));
     Ok(())
 }
 
-/// Ends Maestro in this process (`mstro_finalize`): ends every subscription, forgets every
-/// handle, leaves the pool (waiting for the PM's goodbye at most `MSTRO_TIMEOUT`), stops a
+/// Ends Maestro in this process (`mstro_finalize`): ends every subscription, cancels
+/// asynchronous demands in flight, forgets every handle, leaves the pool (waiting for the PM's goodbye at most `MSTRO_TIMEOUT`), stops a
 /// pool manager this process runs and leaves the PMIx host. Always ends the instance, even
 /// when it reports an error; `init` may be called again afterwards.
 ///
@@ -155,6 +157,10 @@ pub fn finalize() -> Result<()> {
         .ok_or_else(|| Error::new(Status::Uninit, "mstro_finalize without mstro_init"))?;
     drop(inst.subscriptions.drain());
     drop(inst.selectors.drain());
+    // Demands still in flight end with the instance (the pool forgets them as we leave).
+    for request in inst.requests.drain() {
+        request.cancel();
+    }
     let cdos = inst.cdos.drain();
     if !cdos.is_empty() {
         tracing::warn!(

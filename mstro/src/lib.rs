@@ -33,6 +33,7 @@ mod events;
 mod handles;
 mod instance;
 mod memory;
+mod request;
 pub mod session;
 mod status;
 
@@ -50,6 +51,10 @@ pub use events::{
 pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
 pub use memory::{mem_alloc, mem_free};
 pub use pool::events::{EventKind, PoolEvent};
+pub use request::{
+    Request, cdo_demand_async, request_cdo, request_dispose, request_test, request_wait,
+    request_wait_interruptible,
+};
 pub use status::{Error, Result, Status};
 
 /// This library's version, as `mstro_version` reports it.

@@ -8,14 +8,15 @@ any buffer (bytes, bytearray, memoryview, a C-contiguous NumPy array) in place, 
 ``mstro_cdo_access_ptr(cdo)`` returns a memoryview over the demanded bytes
 (``numpy.frombuffer`` works on it). Blocking calls release the GIL.
 
-Beyond Maestro Core: ``with pool(...)`` (init/finalize) and ``with cdo(name) as c``
-(declare/dispose).
+Beyond Maestro Core: ``with pool(...)`` (init/finalize), ``with cdo(name) as c``
+(declare/dispose) and ``await mstro_request_wait_async(request)`` (asyncio).
 
 The pool is joined at the first operation: ``MSTRO_POOL_MANAGER_INFO`` if set, else the
 pool manager of the PMIx job (``maestro run``, ``srun --mpi=pmix``, ``mpirun``), else a
 local pool inside the process.
 """
 
+import asyncio as _asyncio
 import contextlib as _contextlib
 import ctypes as _ctypes
 
@@ -26,11 +27,25 @@ from ._native import (  # noqa: F401
     _mstro_cdo_access,
     _mstro_mem_alloc,
     mstro_cdo_declare,
+    mstro_request_test,
+    mstro_request_wait,
     mstro_cdo_dispose,
     mstro_cdo_withdraw,
     mstro_finalize,
     mstro_init,
 )
+
+
+async def mstro_request_wait_async(request, poll=0.0005):
+    """Awaits an asynchronous demand (``mstro_cdo_demand_async``) from asyncio.
+
+    The event loop runs on while the demand is in flight: the request is tested every
+    ``poll`` seconds (never blocking the loop), then waited for, which raises the demand's
+    error if it failed. Cancelling the awaiting task leaves the request in flight.
+    """
+    while not mstro_request_test(request):
+        await _asyncio.sleep(poll)
+    mstro_request_wait(request)
 
 
 def mstro_cdo_access_ptr(cdo):

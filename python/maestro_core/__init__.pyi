@@ -18,6 +18,10 @@ class Cdo:
 class Selector:
     """A selector handle."""
 
+class Request:
+    """An asynchronous demand in flight (``mstro_request``)."""
+    name: str
+
 class Subscription:
     """A subscription handle."""
 
@@ -142,6 +146,21 @@ def mstro_cdo_require(cdo: Cdo) -> None:
 
 def mstro_cdo_demand(cdo: Cdo) -> None:
     """Waits (GIL released, at most MSTRO_TIMEOUT) until the CDO is here. MSTRO_TIMEOUT, MSTRO_NOENT (providers gone)."""
+
+def mstro_cdo_demand_async(cdo: Cdo) -> Request:
+    """Starts demanding the CDO in the background and returns at once. MSTRO_INVSTATE if demanded or a request of it is in flight."""
+
+def mstro_request_test(request: Request) -> bool:
+    """Whether the request finished, well or not (mstro_request_wait says which); the CDO is then demanded. Never waits."""
+
+def mstro_request_wait(request: Request) -> None:
+    """Waits (GIL released, at most MSTRO_TIMEOUT; Ctrl-C raises KeyboardInterrupt and leaves it in flight) and raises the demand's error, if any."""
+
+def mstro_request_dispose(request: Request) -> None:
+    """Forgets the request, cancelling it (the demand retracted) if still in flight."""
+
+async def mstro_request_wait_async(request: Request, poll: float = 0.0005) -> None:
+    """Awaits the request from asyncio without blocking the event loop."""
 
 def mstro_cdo_retract(cdo: Cdo) -> None:
     """Cancels a require."""

@@ -13,6 +13,7 @@
 
 mod buffer;
 mod events;
+mod request;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -550,6 +551,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Cdo>()?;
     m.add_class::<Selector>()?;
     m.add_class::<Subscription>()?;
+    m.add_class::<request::Request>()?;
+    m.add_function(wrap_pyfunction!(request::mstro_cdo_demand_async, m)?)?;
+    m.add_function(wrap_pyfunction!(request::mstro_request_test, m)?)?;
+    m.add_function(wrap_pyfunction!(request::mstro_request_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(request::mstro_request_dispose, m)?)?;
     m.add_class::<Kept>()?;
     m.add_class::<Allocation>()?;
     m.add_function(wrap_pyfunction!(_mstro_mem_alloc, m)?)?;

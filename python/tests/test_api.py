@@ -144,6 +144,56 @@ def test_numpy_arrays_travel_without_copies():
         M.mstro_cdo_dispose(p)
 
 
+def test_asynchronous_demands_overlap_and_await_from_asyncio(monkeypatch):
+    import asyncio
+
+    monkeypatch.setenv("MSTRO_TIMEOUT", "1")
+    arrays = [np.full(1 << 14, i, dtype=np.float64) for i in range(8)]
+    with M.pool("py-async", "tester", 0):
+        offers = []
+        for i, a in enumerate(arrays):
+            p = M.mstro_cdo_declare(f"async-{i}", None)
+            M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)
+            M.mstro_cdo_seal(p)
+            M.mstro_cdo_offer(p)
+            offers.append(p)
+        wants = [M.mstro_cdo_declare(f"async-{i}", None) for i in range(8)]
+        requests = [M.mstro_cdo_demand_async(c) for c in wants]  # all in flight
+        assert repr(requests[0]) == '<maestro_core.Request for "async-0">'
+        with pytest.raises(M.MaestroError) as e:
+            M.mstro_cdo_demand_async(wants[0])
+        assert e.value.status == M.MSTRO_INVSTATE and "in flight" in e.value.message
+
+        async def gather():
+            await asyncio.gather(*(M.mstro_request_wait_async(r) for r in requests[:4]))
+
+        asyncio.run(gather())
+        for r in requests[4:]:
+            M.mstro_request_wait(r)
+        for i, (c, r) in enumerate(zip(wants, requests)):
+            assert M.mstro_request_test(r)
+            got = np.frombuffer(M.mstro_cdo_access_ptr(c), dtype=np.float64)
+            assert got.shape == arrays[i].shape and (got == i).all()
+            del got
+            M.mstro_request_dispose(r)
+            M.mstro_cdo_dispose(c)
+        with pytest.raises(M.MaestroError) as e:
+            M.mstro_request_wait(requests[0])
+        assert e.value.status == M.MSTRO_INVARG
+        # Nobody offers it: the wait raises the demand's timeout; dispose cancels another.
+        nobody = M.mstro_cdo_declare("async-nobody", None)
+        r = M.mstro_cdo_demand_async(nobody)
+        with pytest.raises(M.MaestroError) as e:
+            M.mstro_request_wait(r)
+        assert e.value.status == M.MSTRO_TIMEOUT
+        M.mstro_request_dispose(r)
+        M.mstro_request_dispose(M.mstro_cdo_demand_async(nobody))
+        M.mstro_cdo_dispose(nobody)
+        for p in offers:
+            M.mstro_cdo_withdraw(p)
+            M.mstro_cdo_dispose(p)
+
+
 def test_library_memory_is_writable_lent_in_place_and_checked():
     with pytest.raises(M.MaestroError) as e:
         M.mstro_mem_alloc(0)

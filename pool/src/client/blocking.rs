@@ -97,6 +97,16 @@ impl Client {
         self.rt.block_on(f)
     }
 
+    /// Runs `f` on the client's runtime, in the background (an asynchronous demand, say:
+    /// [`AsyncClient::demand_detached`]).
+    pub fn spawn<F>(&self, f: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.rt.spawn(f)
+    }
+
     /// The async client underneath.
     pub fn as_async(&self) -> &AsyncClient {
         &self.inner

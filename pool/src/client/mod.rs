@@ -863,30 +863,29 @@ impl AsyncClient {
     /// [`ClientError::Timeout`] if nobody offers it in time (the demand stays; retract it or
     /// demand again); `NoProvider` if its providers vanished; connection errors.
     pub async fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-        {
-            let mut p = self.shared.pending();
-            // Required, and its transfer completed: the bytes are here, so the demand is
-            // local. The PM still learns of it (after the transfer's completion, on the
-            // same connection: it then finds the CDO local), but nobody waits for its
-            // `Ready`, which finds no waiter and is dropped.
-            if let Some(found) = p.arrived.remove(&cdo) {
-                p.set_busy(cdo, false);
-                drop(p);
-                tracing::trace!("demand of CDO {cdo}: required and here already");
-                // A PM gone meanwhile changes nothing: the bytes are here.
-                if let Err(e) = self.shared.send(ToPm::Demand { cdo }) {
-                    tracing::debug!("demand of CDO {cdo} not told to the pool manager: {e}");
-                }
-                return Ok(found);
-            }
-            p.set_busy(cdo, true);
+        demand(&self.shared, cdo).await
+    }
+
+    /// As [`AsyncClient::demand`] (into `dst` when given, as
+    /// [`AsyncClient::demand_into`]), as a future that owns what it needs: it may be
+    /// spawned and outlive this borrow (an asynchronous demand of the C API or Python).
+    /// Dropping it stops only the wait, as for `demand`.
+    pub fn demand_detached(
+        &self,
+        cdo: CdoId,
+        dst: Option<Buffer>,
+    ) -> impl Future<Output = Result<(CdoData, Attributes)>> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let Some(dst) = dst else {
+                return demand(&shared, cdo).await;
+            };
+            shared.pending().destinations.insert(cdo, dst);
+            let result = demand(&shared, cdo).await;
+            // Unused (or the demand failed): the memory is the application's again.
+            shared.pending().destinations.remove(&cdo);
+            result
         }
-        self.call((Op::Demand, cdo), ToPm::Demand { cdo }).await?;
-        let mut p = self.shared.pending();
-        p.set_busy(cdo, false);
-        p.arrived
-            .remove(&cdo)
-            .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
     }
 
     /// As [`AsyncClient::demand`], with the bytes landing in `dst`, memory the application
@@ -900,11 +899,7 @@ impl AsyncClient {
     /// # Errors
     /// As [`AsyncClient::demand`].
     pub async fn demand_into(&self, cdo: CdoId, dst: Buffer) -> Result<(CdoData, Attributes)> {
-        self.shared.pending().destinations.insert(cdo, dst);
-        let result = self.demand(cdo).await;
-        // Unused (or the demand failed): the memory is the application's again.
-        self.shared.pending().destinations.remove(&cdo);
-        result
+        self.demand_detached(cdo, Some(dst)).await
     }
 
     /// Cancels a require (or a waiting demand).
@@ -1048,6 +1043,34 @@ fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<(
             }
         }
     }))
+}
+
+/// The demand of [`AsyncClient::demand`], on the client's shared state.
+async fn demand(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+    {
+        let mut p = shared.pending();
+        // Required, and its transfer completed: the bytes are here, so the demand is
+        // local. The PM still learns of it (after the transfer's completion, on the
+        // same connection: it then finds the CDO local), but nobody waits for its
+        // `Ready`, which finds no waiter and is dropped.
+        if let Some(found) = p.arrived.remove(&cdo) {
+            p.set_busy(cdo, false);
+            drop(p);
+            tracing::trace!("demand of CDO {cdo}: required and here already");
+            // A PM gone meanwhile changes nothing: the bytes are here.
+            if let Err(e) = shared.send(ToPm::Demand { cdo }) {
+                tracing::debug!("demand of CDO {cdo} not told to the pool manager: {e}");
+            }
+            return Ok(found);
+        }
+        p.set_busy(cdo, true);
+    }
+    call(shared, (Op::Demand, cdo), ToPm::Demand { cdo }).await?;
+    let mut p = shared.pending();
+    p.set_busy(cdo, false);
+    p.arrived
+        .remove(&cdo)
+        .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
 }
 
 /// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.
