@@ -214,6 +214,34 @@ fn a_pm_killed_with_sigkill_leaves_no_info_file_or_socket_behind() {
 }
 
 #[test]
+fn the_pm_logs_who_joins_and_leaves_at_info_level() {
+    let (mut pm, info) = common::start_pm_with_env("who", &[], &[("MSTRO_LOG_LEVEL", "info")]);
+    let log = common::lines(pm.child.stderr.take().expect("stderr"));
+    let info = PmInfo::parse(&info).expect("parse");
+    let app = join(&info, "visitor");
+    app.leave().expect("leave");
+    drop(join(&info, "dropped"));
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("app dropped:0 gone"))
+    {
+        match log.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("the PM did not log the departure: {seen:#?}"),
+        }
+    }
+    let said = |what: &str| seen.iter().any(|l| l.contains(what));
+    assert!(
+        said("app visitor:0 joined (app ") && said("no fabric endpoint: data by stream"),
+        "{seen:#?}"
+    );
+    assert!(said("app visitor:0 left"), "{seen:#?}");
+    assert!(said("connection lost without LEAVE"), "{seen:#?}");
+    pm.terminate(Duration::from_secs(10));
+}
+
+#[test]
 fn a_second_pm_on_the_same_info_file_is_refused_and_the_first_keeps_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("pm.info");

@@ -146,8 +146,15 @@ pub fn expect_line(
 /// Starts `maestro pm --workflow WORKFLOW` and returns it with its PM info (the value for
 /// `MSTRO_POOL_MANAGER_INFO`).
 pub fn start_pm(workflow: &str, extra: &[&str]) -> (Group, String) {
+    start_pm_with_env(workflow, extra, &[])
+}
+
+/// As [`start_pm`], with variables added to the PM's environment.
+pub fn start_pm_with_env(workflow: &str, extra: &[&str], env: &[(&str, &str)]) -> (Group, String) {
     let mut cmd = Command::new(maestro());
-    cmd.args(["pm", "--workflow", workflow]).args(extra);
+    cmd.args(["pm", "--workflow", workflow])
+        .args(extra)
+        .envs(env.iter().copied());
     let mut pm = Group::spawn(&mut cmd);
     let line = await_line(
         pm.child.stdout.take().expect("stdout"),

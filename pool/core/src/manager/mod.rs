@@ -574,7 +574,19 @@ impl Manager {
         self.next_app += 1;
         self.conns.insert(conn, Conn::Joined(app));
         let memory = self.claim_memory(app, (&host, process, peer_pid), memory);
-        let label = format!("{component}:{index}").into();
+        let label: Arc<str> = format!("{component}:{index}").into();
+        match &endpoint {
+            Some(e) => tracing::info!(
+                "app {label} joined (app {app}, host {host}, fabric {} at {})",
+                e.provider,
+                e.address
+                    .ip()
+                    .map_or_else(|| "a non-IP address".to_string(), |ip| ip.to_string())
+            ),
+            None => tracing::info!(
+                "app {label} joined (app {app}, host {host}, no fabric endpoint: data by stream)"
+            ),
+        }
         self.apps.insert(
             app,
             App {
@@ -1250,6 +1262,7 @@ impl Manager {
         }
         if let Some(a) = self.apps.get(&app) {
             let conn = a.conn;
+            tracing::info!("app {} left (app {app})", a.label);
             self.out.push_back((conn, FromPm::Bye));
             self.closing.push(conn);
         }
@@ -1282,6 +1295,9 @@ impl Manager {
     pub fn disconnected_because(&mut self, conn: ConnId, why: &str) {
         if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
             let app = *app;
+            if let Some(a) = self.apps.get(&app) {
+                tracing::info!("app {} gone (app {app}): {why}", a.label);
+            }
             self.notify(EventKind::AppLeave, app, None, || why.to_string());
             self.remove_app(app, true);
         }
