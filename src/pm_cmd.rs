@@ -66,6 +66,11 @@ pub struct PmOptions {
     /// 320 bytes per CDO, its subscriptions), e.g. 256M.
     #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size)]
     pub max_app_bytes: usize,
+    /// Most bytes of small CDOs' data the PM holds for all apps together (offers of at most
+    /// MSTRO_INLINE_MAX bytes carry them; past this budget offers keep their bytes), e.g.
+    /// 64M; 0 turns carrying off.
+    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_size)]
+    pub max_inline_bytes: usize,
     /// Most bytes of one CDO's attributes, e.g. 1M.
     #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size)]
     pub max_attributes: usize,
@@ -221,6 +226,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     config.max_unjoined_per_peer = opts.max_unjoined_per_peer;
     config.policy = pool::policy::Policy {
         max_app_bytes: opts.max_app_bytes,
+        max_inline_bytes: opts.max_inline_bytes,
         max_attribute_bytes: opts.max_attributes,
         max_subscriptions: opts.max_subscriptions,
         transfer_timeout: opts.transfer_timeout,

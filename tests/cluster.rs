@@ -117,6 +117,8 @@ fn each_rank_moves_data_over_its_own_nic() {
             .args(["-N", "2", "-n", "4", "--mpi=pmix"])
             .env("MSTRO_POOL_MANAGER_INFO", &info)
             .env("MSTRO_WORKFLOW_NAME", "nics")
+            // Every CDO over the fabric, small ones too (not inline with their tickets).
+            .env("MSTRO_INLINE_MAX", "0")
             .arg(example("pool_workflow"))
             .args(["--cdos", "6", "--max-size", "65536"]),
         Duration::from_secs(120),
@@ -164,6 +166,7 @@ fn loopback_as_the_nic_of_several_nodes_never_carries_a_transfer_between_them() 
             .args(["-N", "2", "-n", "4", "--mpi=pmix", "--maestro-nic=lo"])
             .env("MSTRO_POOL_MANAGER_INFO", &info)
             .env("MSTRO_WORKFLOW_NAME", "lo-nics")
+            .env("MSTRO_INLINE_MAX", "0")
             .arg(example("pool_workflow"))
             .args(["--cdos", "6", "--max-size", "65536"]),
         Duration::from_secs(120),

@@ -35,6 +35,9 @@ pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
 /// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
 /// sleeps (default [`pool::DEFAULT_WAIT_SPIN`], 0.00005; 0: sleep at once).
 pub const WAIT_SPIN_ENV: &str = "MSTRO_WAIT_SPIN";
+/// Offers of at most this many bytes carry their bytes to the pool manager, which hands
+/// them on with the consumers' tickets (default [`pool::DEFAULT_INLINE_MAX`]; 0: never).
+pub const INLINE_MAX_ENV: &str = "MSTRO_INLINE_MAX";
 
 /// Default of `MSTRO_POOL_MANAGER_WAIT`.
 pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
@@ -55,6 +58,9 @@ pub struct Settings {
     pub timeout: Duration,
     /// How long a pool operation polls for its answer before sleeping (`MSTRO_WAIT_SPIN`).
     pub wait_spin: Duration,
+    /// Offers of at most this many bytes carry them to the PM (`MSTRO_INLINE_MAX`; 0:
+    /// never): see [`pool::JoinOptions::inline_max`].
+    pub inline_max: usize,
     /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`); unset:
     /// [`DEFAULT_PM_WAIT`] for the job's other ranks, one look for the PM rank itself and
     /// for one-process jobs (nobody in the job could start one later).
@@ -94,6 +100,24 @@ fn env_text(var: &str) -> Option<String> {
 }
 
 /// `value` of `var` as seconds (fractions allowed), `default` when unset.
+/// `MSTRO_INLINE_MAX`: a number of bytes, at most the PM's frame can carry.
+fn parse_inline_max(value: Option<&str>) -> Result<usize> {
+    const MOST: usize = 1 << 20;
+    match value {
+        None => Ok(pool::DEFAULT_INLINE_MAX),
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MOST)
+            .ok_or_else(|| {
+                Error::invarg(format!(
+                    "{INLINE_MAX_ENV}={v:?} is not a number of bytes from 0 (off) to {MOST}; set it to e.g. 4096 or unset it"
+                ))
+            }),
+    }
+}
+
 fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
     match value {
         None => Ok(default),
@@ -204,6 +228,7 @@ impl Settings {
                 env_text(WAIT_SPIN_ENV).as_deref(),
                 pool::DEFAULT_WAIT_SPIN,
             )?,
+            inline_max: parse_inline_max(env_text(INLINE_MAX_ENV).as_deref())?,
             pm_wait: match env_text(PM_WAIT_ENV) {
                 Some(v) => Some(parse_seconds(PM_WAIT_ENV, Some(&v), DEFAULT_PM_WAIT)?),
                 None => None,
@@ -600,6 +625,7 @@ fn connect(
         JoinOptions::new(&settings.component, settings.index)
             .timeout(settings.timeout)
             .wait_spin(settings.wait_spin)
+            .inline_max(settings.inline_max)
             .schemas((*settings.schemas).clone())
     };
     let mut opts = base();

@@ -24,8 +24,8 @@ pub mod pmix_events;
 pub mod stale;
 
 pub use client::{
-    AsyncClient, CdoData, Client, ClientError, DEFAULT_WAIT_SPIN, JoinOptions, Result,
-    Subscription, bare_join, welcome,
+    AsyncClient, CdoData, Client, ClientError, DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions,
+    Result, Subscription, bare_join, welcome,
 };
 pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,

@@ -469,6 +469,48 @@ fn a_demand_after_a_completed_require_needs_no_pool_manager() {
 }
 
 #[test]
+fn small_cdos_travel_inline_with_their_tickets_unless_turned_off() {
+    let pm = start_pm();
+    let watcher = Client::join(pm.info(), opts("watcher", Side::NoFabric)).expect("watcher");
+    let started = watcher
+        .subscribe(
+            &pool::selector::Selector::all(),
+            EventKind::TransportStarted,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let c = Client::join(pm.info(), opts("consumer", Side::Rma)).expect("consumer");
+    for (inline_max, name, how) in [
+        (
+            pool::DEFAULT_INLINE_MAX,
+            "small",
+            "by inline (100 bytes with the ticket)",
+        ),
+        (0, "small-off", "by rma over"),
+    ] {
+        let p = Client::join(
+            pm.info(),
+            opts("producer", Side::Rma).inline_max(inline_max),
+        )
+        .expect("producer");
+        let bytes = data(100, 3);
+        let offer = p.declare(name).expect("declare");
+        let buffer = Buffer::from_slice(&bytes).expect("buffer");
+        p.seal_and_offer(offer, Attributes::new(), buffer)
+            .expect("offer");
+        let cdo = c.declare(name).expect("declare");
+        let (got, _) = c.demand(cdo).expect("demand");
+        assert!(*got == bytes);
+        let event = started.wait_timeout(T).expect("wait").expect("an event");
+        let detail = &event.detail;
+        assert!(detail.contains(how), "{name}: {detail}");
+        c.dispose(cdo).expect("dispose");
+        p.withdraw(offer).expect("withdraw");
+        p.leave().expect("leave");
+    }
+}
+
+#[test]
 fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
     let pm = start_pm();
     let archiver = Client::join(pm.info(), opts("archiver", Side::Rma)).expect("archiver");

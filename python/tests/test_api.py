@@ -71,6 +71,8 @@ def test_failures_raise_maestro_error_with_status_and_message():
         ("MSTRO_OFI_PROGRESS", "fast"),
         ("MSTRO_OFI_CMA", "maybe"),
         ("MSTRO_OFI_IFACE", "nosuchnic"),
+        ("MSTRO_INLINE_MAX", "lots"),
+        ("MSTRO_INLINE_MAX", "99999999"),
     ],
 )
 def test_a_bad_setting_in_the_environment_is_named_at_init(variable, value, env_for_children):

@@ -113,6 +113,10 @@ pub struct PoolBench {
         conflicts_with = "user_memory"
     )]
     pub buffers: Buffers,
+    /// Offers of at most this many bytes carry them to the PM, which hands them on with
+    /// the tickets (`JoinOptions::inline_max`; 0: never, every CDO from the provider).
+    #[arg(long, default_value_t = pool::DEFAULT_INLINE_MAX)]
+    pub inline_max: usize,
     /// Prefetch: `require` each CDO first; the latency pass times the demand once the
     /// transfer the require started has completed (a transport-completed event), the
     /// bandwidth pass requires, demands and disposes each.
@@ -452,6 +456,7 @@ impl ProviderProcess {
             .arg(&bench.provider)
             .args(["--sizes", &sizes.join(",")])
             .args(["--progress", progress_name(bench.progress)])
+            .args(["--inline-max", &bench.inline_max.to_string()])
             .args(bench.user_memory.then_some("--user-memory"))
             .arg("--buffers")
             .args(
@@ -520,6 +525,9 @@ pub struct ProviderArgs {
     /// Which library buffers to offer.
     #[arg(long, value_enum, default_value = "offer")]
     buffers: Buffers,
+    /// As the benchmark's `--inline-max`.
+    #[arg(long, default_value_t = pool::DEFAULT_INLINE_MAX)]
+    inline_max: usize,
 }
 
 /// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
@@ -557,6 +565,7 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
         &pm,
         JoinOptions::new("provider", 0)
             .endpoint(endpoint)
+            .inline_max(args.inline_max)
             .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
             .timeout(Duration::from_secs(600)),
     )?;

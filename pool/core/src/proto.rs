@@ -19,7 +19,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// Protocol version carried in every frame (7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -131,13 +131,66 @@ pub struct OfferExtras(Option<Box<Extras>>);
 struct Extras {
     alternates: Vec<RemoteRegion>,
     file: Option<MemoryFile>,
+    inline: Option<InlineBytes>,
+}
+
+/// A small CDO's bytes carried in its offer and in the tickets of its demands (see
+/// [`Source::Inline`]), shared, not copied, between the PM's tickets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlineBytes(pub std::sync::Arc<[u8]>);
+
+impl InlineBytes {
+    /// Their number.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for InlineBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for InlineBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<InlineBytes, D::Error> {
+        let bytes: serde_bytes::ByteBuf = Deserialize::deserialize(d)?;
+        Ok(InlineBytes(bytes.into_vec().into()))
+    }
 }
 
 impl OfferExtras {
     /// The regions, in the order of the app's alternate endpoints, and the memory file.
     pub fn new(alternates: Vec<RemoteRegion>, file: Option<MemoryFile>) -> OfferExtras {
         let some = !alternates.is_empty() || file.is_some();
-        OfferExtras(some.then(|| Box::new(Extras { alternates, file })))
+        OfferExtras(some.then(|| {
+            Box::new(Extras {
+                alternates,
+                file,
+                inline: None,
+            })
+        }))
+    }
+
+    /// The same, carrying the CDO's bytes too (a small CDO: see [`Source::Inline`]).
+    pub fn with_inline(mut self, bytes: &[u8]) -> OfferExtras {
+        self.0.get_or_insert_with(Box::default).inline = Some(InlineBytes(bytes.into()));
+        self
+    }
+
+    /// The bytes the offer carries, if it does.
+    pub fn inline(&self) -> Option<&InlineBytes> {
+        self.0.as_deref().and_then(|e| e.inline.as_ref())
+    }
+
+    /// Takes the carried bytes out (the PM keeps them no longer).
+    pub fn take_inline(&mut self) -> Option<InlineBytes> {
+        self.0.as_deref_mut().and_then(|e| e.inline.take())
     }
 
     /// The regions for the alternate endpoints.
@@ -197,6 +250,11 @@ pub enum Source {
         /// The CDO's size.
         len: u64,
     },
+    /// A small CDO: its bytes are here, in the ticket (the offer carried them to the PM).
+    Inline {
+        /// The bytes.
+        bytes: InlineBytes,
+    },
 }
 
 impl Source {
@@ -205,6 +263,7 @@ impl Source {
         match self {
             Source::Rma { region, .. } => region.len,
             Source::SameProcess { len, .. } | Source::Stream { len } => *len,
+            Source::Inline { bytes } => bytes.len() as u64,
         }
     }
 
@@ -219,6 +278,7 @@ impl Source {
             Source::Rma { .. } => "rma",
             Source::SameProcess { .. } => "same-process",
             Source::Stream { .. } => "stream",
+            Source::Inline { .. } => "inline",
         }
     }
 }

@@ -1961,3 +1961,66 @@ fn apps_report_only_their_own_links_unless_they_are_reporters() {
     );
     assert_eq!(events_to(&out, s)[0].detail, "link eth0 down (10.1.0.2/24)");
 }
+
+#[test]
+fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
+    let mut pm = small(|p| p.max_inline_bytes = 100);
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(
+        s,
+        EventKind::TransportStarted,
+        "",
+        SubscribeOptions::default(),
+    );
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    // An offer carrying `bytes` (its region `len` long).
+    let offer = |pm: &mut Pm, name: &str, bytes: &[u8], len: u64| {
+        let cdo = pm.declare(p, name);
+        assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
+        let extras = OfferExtras::new(Vec::new(), None).with_inline(bytes);
+        let out = pm.send(
+            p,
+            ToPm::Offer {
+                cdo,
+                region: region(len),
+                extras,
+            },
+        );
+        assert_eq!(out, [(p, done(Op::Offer, cdo))]);
+        cdo
+    };
+    // The source of a demand of `name`, and what the transport event says.
+    let demand = |pm: &mut Pm, name: &str| {
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let source = out
+            .iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"));
+        (source, events_to(&out, s)[0].detail.clone())
+    };
+    let a = offer(&mut pm, "a", &[7; 60], 60);
+    let (source, detail) = demand(&mut pm, "a");
+    match source {
+        Source::Inline { bytes } => assert_eq!(&*bytes.0, &[7; 60][..]),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        detail.ends_with("by inline (60 bytes with the ticket)"),
+        "{detail}"
+    );
+    // 60 of the 100 bytes are held: the next 60-byte offer keeps its bytes.
+    offer(&mut pm, "b", &[8; 60], 60);
+    assert_eq!(demand(&mut pm, "b").0.kind(), "rma");
+    // Bytes that do not match the region are not kept either.
+    offer(&mut pm, "c", &[9; 10], 20);
+    assert_eq!(demand(&mut pm, "c").0.kind(), "rma");
+    // A withdraw gives its bytes back at once (the ticket handed out keeps its own).
+    pm.send(p, ToPm::Withdraw { cdo: a });
+    offer(&mut pm, "d", &[10; 60], 60);
+    assert_eq!(demand(&mut pm, "d").0.kind(), "inline");
+}

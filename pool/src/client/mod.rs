@@ -125,7 +125,16 @@ pub struct JoinOptions {
     /// How long a blocking call ([`Client`]) polls for its answer before its thread sleeps
     /// (default [`DEFAULT_WAIT_SPIN`]; zero: sleep at once).
     pub wait_spin: Duration,
+    /// Offers of at most this many bytes carry their bytes to the PM, which hands them to
+    /// consumers with their tickets: one round trip, no provider progress, no fabric
+    /// (default [`DEFAULT_INLINE_MAX`]; 0: never; `MSTRO_INLINE_MAX` where the options
+    /// come from the environment).
+    pub inline_max: usize,
 }
+
+/// Default of [`JoinOptions::inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
+/// demand served from the ticket beats any transfer from the provider).
+pub const DEFAULT_INLINE_MAX: usize = 4096;
 
 /// Default of [`JoinOptions::wait_spin`]: 50 µs. The PM's answer to a control message
 /// comes back in about 15 µs on one node, while waking a sleeping thread to hand it over
@@ -148,7 +157,14 @@ impl JoinOptions {
             schemas: None,
             cross_memory: true,
             wait_spin: DEFAULT_WAIT_SPIN,
+            inline_max: DEFAULT_INLINE_MAX,
         }
+    }
+
+    /// Sets [`JoinOptions::inline_max`].
+    pub fn inline_max(mut self, bytes: usize) -> JoinOptions {
+        self.inline_max = bytes;
+        self
     }
 
     /// Sets [`JoinOptions::wait_spin`].
@@ -484,6 +500,8 @@ pub(crate) struct Shared {
     /// Providers' endpoints already in an endpoint's address vector, by `via` and address.
     pub(crate) peers: Mutex<HashMap<(u8, fabric::Address), fabric::Peer>>,
     pub(crate) timeout: Duration,
+    /// See [`JoinOptions::inline_max`].
+    pub(crate) inline_max: usize,
     pub(crate) schemas: Arc<Schemas>,
     /// Registered landing buffers of RMA reads, reused once the application drops the
     /// data (at most [`LANDING_POOL_BYTES`] kept).
@@ -582,6 +600,7 @@ impl AsyncClient {
             alternates: opts.alternates,
             peers: Mutex::default(),
             timeout: opts.timeout,
+            inline_max: opts.inline_max,
             schemas,
             landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
@@ -804,6 +823,9 @@ impl AsyncClient {
         msg: impl FnOnce(CdoId, fabric::RemoteRegion, proto::OfferExtras) -> ToPm,
     ) -> Result<()> {
         let file = data.memory_file();
+        // A small CDO's bytes travel with the offer (the PM may keep them for tickets).
+        let inline = (!data.is_empty() && data.len() <= self.shared.inline_max)
+            .then(|| data.as_slice().to_vec());
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
                 let r = ep.register(data, fabric::Access::RemoteRead)?;
@@ -832,12 +854,11 @@ impl AsyncClient {
         let key = (self.shared.pool, self.shared.app, cdo);
         data::keep(key, offered);
         self.shared.pending().set_busy(cdo, true);
-        let r = self
-            .call(
-                (Op::Offer, cdo),
-                msg(cdo, region, proto::OfferExtras::new(alternates, file)),
-            )
-            .await;
+        let mut extras = proto::OfferExtras::new(alternates, file);
+        if let Some(bytes) = &inline {
+            extras = extras.with_inline(bytes);
+        }
+        let r = self.call((Op::Offer, cdo), msg(cdo, region, extras)).await;
         if r.is_err() {
             data::take_back(&key);
         }

@@ -15,7 +15,9 @@
 //!   transfers from it are re-ticketed from other offers, requires keep waiting.
 //!
 //! Transport planning lives here too: a ticket's [`Source`] is the provider's buffer itself
-//! when consumer and provider share a process, an RMA read when both have endpoints of one
+//! when consumer and provider share a process, the bytes themselves for a small CDO whose
+//! offer carried them (within [`policy::Policy::max_inline_bytes`], held until withdraw),
+//! an RMA read when both have endpoints of one
 //! libfabric provider (shm only within a host), and otherwise the last-resort stream that
 //! the PM relays in chunks between the two control connections ([`ToPm::Fetch`],
 //! [`FromPm::Serve`], [`ToPm::Chunk`], [`FromPm::Chunk`]).
@@ -49,8 +51,8 @@ use smallvec::SmallVec;
 use policy::Policy;
 
 use crate::proto::{
-    self, AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, MAX_CHUNK, OfferExtras,
-    Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
+    self, AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, InlineBytes, MAX_CHUNK,
+    OfferExtras, Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
 };
 
 /// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
@@ -336,6 +338,8 @@ pub struct Manager {
     pinned: BTreeSet<(Instant, TransferId)>,
     /// Process memory announcements by (host, pid).
     claims: HashMap<(String, u32), Claim>,
+    /// Bytes of small CDOs' data held for all apps (see [`Policy::max_inline_bytes`]).
+    inline_held: usize,
 }
 
 impl Manager {
@@ -364,6 +368,7 @@ impl Manager {
             policy: Policy::default(),
             pinned: BTreeSet::new(),
             claims: HashMap::default(),
+            inline_held: 0,
         }
     }
 
@@ -725,8 +730,28 @@ impl Manager {
         }
     }
 
-    /// `regions`: as registered with the app's first endpoint, and the rest.
-    fn offer(&mut self, conn: ConnId, cdo: CdoId, (region, extras): (RemoteRegion, OfferExtras)) {
+    /// `regions`: as registered with the app's first endpoint, and the rest. Bytes the
+    /// offer carries are kept while the PM's budget and the app's quota allow (and they
+    /// are the offer's: as long as its region); otherwise dropped, and the CDO moves as
+    /// any other.
+    fn offer(
+        &mut self,
+        conn: ConnId,
+        cdo: CdoId,
+        (region, mut extras): (RemoteRegion, OfferExtras),
+    ) {
+        if let Some(len) = extras.inline().map(InlineBytes::len) {
+            let app = self.cdo(cdo).app;
+            let kept = len as u64 == region.len
+                && self.inline_held.saturating_add(len) <= self.policy.max_inline_bytes
+                && self.affordable(app, len).is_ok();
+            if kept {
+                self.inline_held += len;
+                self.account(app, len, false);
+            } else {
+                extras.take_inline();
+            }
+        }
         let c = self.cdo(cdo);
         c.state = State::Offered(region);
         c.extras = extras;
@@ -857,7 +882,8 @@ impl Manager {
     }
 
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
-    /// says how and why, for the transport event. Between processes: RMA over the first
+    /// says how and why, for the transport event. A small CDO whose offer carried its
+    /// bytes: inline, with the ticket. Between processes: RMA over the first
     /// pair of their endpoints that can reach each other (common provider, links up, a
     /// common network, shared memory only within a host), the NICs chosen for them first,
     /// then their other networks; else a stream, with the reason the chosen pair failed
@@ -886,6 +912,14 @@ impl Manager {
                 len: region.len,
             };
             return (source, words(&|| "same-process (no copy)".into()));
+        }
+        // A small CDO whose offer brought its bytes: they go with the ticket.
+        if let Some(bytes) = self.cdos.get(&from).and_then(|f| f.extras.inline()) {
+            let how = words(&|| format!("inline ({} bytes with the ticket)", bytes.len()));
+            let source = Source::Inline {
+                bytes: bytes.clone(),
+            };
+            return (source, how);
         }
         // Most apps have one endpoint: no allocation for up to four.
         let mine: SmallVec<[&Arc<FabricEndpoint>; 4]> =
@@ -1194,7 +1228,10 @@ impl Manager {
             return; // refused by `with_cdo`
         };
         c.state = State::Withdrawing(region);
-        let name = Arc::clone(&c.name);
+        let (name, app) = (Arc::clone(&c.name), c.app);
+        let freed = c.extras.take_inline().map_or(0, |b| b.len());
+        self.inline_held = self.inline_held.saturating_sub(freed);
+        self.account(app, freed, true);
         self.offers.remove(&name, cdo);
         self.pin_transfers_from(|from| from == cdo);
         self.source_released(cdo);
@@ -1316,6 +1353,8 @@ impl Manager {
         let mut names = BTreeSet::new();
         for cdo in &a.cdos {
             if let Some(c) = self.cdos.remove(cdo) {
+                let freed = c.extras.inline().map_or(0, InlineBytes::len);
+                self.inline_held = self.inline_held.saturating_sub(freed);
                 self.offers.remove(&c.name, *cdo);
                 self.waiting.remove(&c.name, *cdo);
                 if died && !self.waiting.get(&c.name).is_empty() {

@@ -20,6 +20,8 @@ pub const MAX_APP_BYTES: usize = 256 << 20;
 pub const MAX_ATTRIBUTE_BYTES: usize = 1 << 20;
 /// Default of [`Policy::max_subscriptions`]: 1024.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
+/// Default of [`Policy::max_inline_bytes`]: 64 MiB.
+pub const MAX_INLINE_BYTES: usize = 64 << 20;
 /// Default of [`Policy::transfer_timeout`]: 120 s.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
 /// What the pool manager counts for a CDO besides its name and attributes (its table
@@ -40,6 +42,11 @@ pub struct Policy {
     pub max_attribute_bytes: usize,
     /// Most subscriptions one application may hold.
     pub max_subscriptions: usize,
+    /// Most bytes of small CDOs' data the PM holds for all apps together (offers carry
+    /// them, tickets hand them on: [`crate::proto::Source::Inline`]). Past it, offers keep
+    /// their bytes at the provider and move as any other; the bytes an app's offers carry
+    /// count against its [`Policy::max_app_bytes`] too, until withdrawn.
+    pub max_inline_bytes: usize,
     /// How long a transfer may keep an offer that its provider withdraws (or leaves with)
     /// from being released: past it the transfer is abandoned (the consumer's CDO is
     /// ticketed from another offer or its demand fails) and the withdraw completes. A slow
@@ -61,6 +68,7 @@ impl Default for Policy {
             max_app_bytes: MAX_APP_BYTES,
             max_attribute_bytes: MAX_ATTRIBUTE_BYTES,
             max_subscriptions: MAX_SUBSCRIPTIONS,
+            max_inline_bytes: MAX_INLINE_BYTES,
             transfer_timeout: TRANSFER_TIMEOUT,
             owners: Vec::new(),
             reporters: Vec::new(),
@@ -197,9 +205,12 @@ impl Manager {
         }
     }
 
-    /// What a CDO counts against its app's bytes.
+    /// What a CDO counts against its app's bytes (with the bytes its offer carries).
     pub(super) fn cost(c: &Cdo) -> usize {
-        CDO_COST + c.name.len() + attribute_bytes(&c.attributes)
+        CDO_COST
+            + c.name.len()
+            + attribute_bytes(&c.attributes)
+            + c.extras.inline().map_or(0, |b| b.len())
     }
 
     /// Whether `app` may take one more subscription (with a selector of `selector_bytes`),
