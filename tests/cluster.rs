@@ -91,33 +91,29 @@ fn c_programs_on_three_nodes() {
     );
 }
 
-/// Two producers on one node with two NICs get different NICs (ties spread by local rank)
-/// and their CDOs travel over their own NIC: the transport events name the producer's
-/// address. The pool manager and a tracer run on this host, reached over the bridge.
-#[test]
-fn each_rank_moves_data_over_its_own_nic() {
-    let cluster = Cluster::start();
-    // The nodes reach this host over the cluster's bridge, not over the NIC the host's
-    // inventory chooses (eth0): the PM listens everywhere, as on a login node.
-    let (pm, info) = common::start_pm("nics", &["--listen", "0.0.0.0:0"]);
+/// Runs `pool_workflow` (2 producers of 6 CDOs up to 64 KiB, every one over the fabric:
+/// none inline) as `srun -N 2 -n 4 SRUN_ARGS` with a PM and a tracer of transport events on
+/// this host, reached over the bridge (the PM listens everywhere, as on a login node);
+/// returns the tracer's 12 events. Ranks 0-2 run on n1, rank 3 (the consumer) on n2.
+fn traced_transfers(cluster: &Cluster, workflow: &str, srun_args: &[&str]) -> Vec<String> {
+    let (pm, info) = common::start_pm(workflow, &["--listen", "0.0.0.0:0"]);
     let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
     tracer_cmd
         .env("MSTRO_POOL_MANAGER_INFO", &info)
-        .env("MSTRO_WORKFLOW_NAME", "nics")
+        .env("MSTRO_WORKFLOW_NAME", workflow)
         .args(["--kinds", "transport-started", "--count", "12"]);
     let mut tracer = common::Group::spawn(&mut tracer_cmd);
     common::await_line(
         tracer.child.stderr.take().expect("stderr"),
         "pool_tracer: subscribed",
     );
-    // -N 2 -n 4: ranks 0-2 on n1 (local ranks 0-2), rank 3 (the consumer) on n2.
     let out = run(
         cluster
             .srun()
             .args(["-N", "2", "-n", "4", "--mpi=pmix"])
+            .args(srun_args)
             .env("MSTRO_POOL_MANAGER_INFO", &info)
-            .env("MSTRO_WORKFLOW_NAME", "nics")
-            // Every CDO over the fabric, small ones too (not inline with their tickets).
+            .env("MSTRO_WORKFLOW_NAME", workflow)
             .env("MSTRO_INLINE_MAX", "0")
             .arg(example("pool_workflow"))
             .args(["--cdos", "6", "--max-size", "65536"]),
@@ -125,9 +121,26 @@ fn each_rank_moves_data_over_its_own_nic() {
     );
     out.assert_workflow(6);
     let events = tracer.wait(Duration::from_secs(30));
-    let rma: Vec<&str> = events
+    pm.terminate(Duration::from_secs(10));
+    let lines: Vec<String> = events
         .stdout
         .lines()
+        .filter(|l| l.contains("TransportStarted"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 12, "{}", events.stdout);
+    lines
+}
+
+/// Two producers on one node with two NICs get different NICs (ties spread by local rank)
+/// and their CDOs travel over their own NIC: the transport events name the producer's
+/// address.
+#[test]
+fn each_rank_moves_data_over_its_own_nic() {
+    let cluster = Cluster::start();
+    let events = traced_transfers(&cluster, "nics", &[]);
+    let rma: Vec<&String> = events
+        .iter()
         .filter(|l| l.contains("by rma over tcp"))
         .collect();
     // Producer 1 (local rank 1) on eth1, producer 2 (local rank 2) on eth0; the consumer
@@ -137,57 +150,23 @@ fn each_rank_moves_data_over_its_own_nic() {
             .filter(|l| l.contains(&format!("from {from} to {to}")))
             .count()
     };
-    assert_eq!(from("198.18.8.1", "198.18.8.2"), 6, "{}", events.stdout);
-    assert_eq!(from("198.18.7.1", "198.18.7.2"), 6, "{}", events.stdout);
-    pm.terminate(Duration::from_secs(10));
-    drop(cluster);
+    assert_eq!(from("198.18.8.1", "198.18.8.2"), 6, "{events:#?}");
+    assert_eq!(from("198.18.7.1", "198.18.7.2"), 6, "{events:#?}");
 }
 
+/// `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself. The
+/// producers (n1) and the consumer (n2) still move everything: over their endpoints on the
+/// cluster's networks (every app opens one per network), else the stream.
 #[test]
 fn loopback_as_the_nic_of_several_nodes_never_carries_a_transfer_between_them() {
     let cluster = Cluster::start();
-    let (pm, info) = common::start_pm("lo-nics", &["--listen", "0.0.0.0:0"]);
-    let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
-    tracer_cmd
-        .env("MSTRO_POOL_MANAGER_INFO", &info)
-        .env("MSTRO_WORKFLOW_NAME", "lo-nics")
-        .args(["--kinds", "transport-started", "--count", "12"]);
-    let mut tracer = common::Group::spawn(&mut tracer_cmd);
-    common::await_line(
-        tracer.child.stderr.take().expect("stderr"),
-        "pool_tracer: subscribed",
-    );
-    // `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself.
-    // The producers (n1) and the consumer (n2) still move everything: over their endpoints
-    // on the cluster's networks (every app opens one per network), else the stream.
-    let out = run(
-        cluster
-            .srun()
-            .args(["-N", "2", "-n", "4", "--mpi=pmix", "--maestro-nic=lo"])
-            .env("MSTRO_POOL_MANAGER_INFO", &info)
-            .env("MSTRO_WORKFLOW_NAME", "lo-nics")
-            .env("MSTRO_INLINE_MAX", "0")
-            .arg(example("pool_workflow"))
-            .args(["--cdos", "6", "--max-size", "65536"]),
-        Duration::from_secs(120),
-    );
-    out.assert_workflow(6);
-    let events = tracer.wait(Duration::from_secs(30));
-    let transfers: Vec<&str> = events
-        .stdout
-        .lines()
-        .filter(|l| l.contains("TransportStarted"))
-        .collect();
-    assert_eq!(transfers.len(), 12, "{}", events.stdout);
-    for t in transfers {
+    for t in traced_transfers(&cluster, "lo-nics", &["--maestro-nic=lo"]) {
         assert!(
             t.contains("the provider's endpoint 127.0.0.1 is a loopback address, which does not reach from n1 to n2")
                 && !t.contains("from 127.0.0.1"),
             "{t}"
         );
     }
-    pm.terminate(Duration::from_secs(10));
-    drop(cluster);
 }
 
 /// `srun --maestro-nic` on a node with two NICs: its two tasks get different NICs (the tie

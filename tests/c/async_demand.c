@@ -6,7 +6,7 @@
  * CDO nobody offers (its wait times out; a disposed one cancels, and the CDO may be
  * demanded again), and finalize with a request in flight. Prints one line per check and
  * "async_demand: all hold" at the end; exits non-zero if a check fails. */
-#include <maestro.h>
+#include "expect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,24 +14,6 @@
 #include <time.h>
 
 enum { N = 16, SIZE = 64 << 10 };
-
-static int failures;
-
-/* True if `needle` is NULL or occurs in `text`. */
-static int says(const char *text, const char *needle) {
-  return needle == NULL || strstr(text, needle) != NULL;
-}
-
-#define EXPECT(call, want, needle)                                                          \
-  do {                                                                                      \
-    mstro_status s_ = (call);                                                               \
-    const char *m_ = mstro_last_error_message();                                            \
-    int ok_ = s_ == (want) && says(m_, (needle));                                            \
-    printf("%s %s -> %d (%s)\n", ok_ ? "ok  " : "FAIL", #call, (int)s_, m_);                \
-    if (!ok_) {                                                                             \
-      failures++;                                                                           \
-    }                                                                                       \
-  } while (0)
 
 static double now(void) {
   struct timespec t;

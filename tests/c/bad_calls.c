@@ -3,31 +3,13 @@
  * (MSTRO_TIMEOUT=1 set by the test), a selector that does not parse, double init and
  * finalize, event lists that are not live. A local pool, one process. Prints one line per
  * check and exits non-zero at the first that does not hold. */
-#include <maestro.h>
+#include "expect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static int failures;
-
-/* True if `needle` is NULL or occurs in `text`. */
-static int says(const char *text, const char *needle) {
-  return needle == NULL || strstr(text, needle) != NULL;
-}
-
-/* Checks that `call` returns `want` and, if `needle` is not NULL, that the message says it. */
-#define EXPECT(call, want, needle)                                                          \
-  do {                                                                                      \
-    mstro_status s_ = (call);                                                               \
-    const char *m_ = mstro_last_error_message();                                            \
-    int ok_ = s_ == (want) && says(m_, (needle));                                            \
-    printf("%s %s -> %d (%s)\n", ok_ ? "ok  " : "FAIL", #call, (int)s_, m_);                \
-    if (!ok_) {                                                                             \
-      failures++;                                                                           \
-    }                                                                                       \
-  } while (0)
 
 int main(void) {
   mstro_cdo cdo = NULL, other = NULL, stale;

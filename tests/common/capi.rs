@@ -67,6 +67,7 @@ pub fn installed() -> Installed {
     let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();
     sources.push(repo().join("capi/include/maestro.h"));
     sources.push(repo().join("examples/c/common.h"));
+    sources.push(repo().join("tests/c/expect.h"));
     sources.push(repo().join("python/maestro_core/__init__.py"));
     let _lock = FileLock::acquire(&target.join("capi-test-prefix.lock"));
     // The library is not a dependency of these tests: build it (a no-op when current).
