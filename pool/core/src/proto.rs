@@ -178,7 +178,7 @@ impl OfferExtras {
     }
 
     /// The same, carrying the CDO's bytes too (a small CDO: see [`Source::Inline`]).
-    pub fn with_inline(mut self, bytes: &[u8]) -> OfferExtras {
+    pub fn with_inline(mut self, bytes: impl Into<std::sync::Arc<[u8]>>) -> OfferExtras {
         self.0.get_or_insert_with(Box::default).inline = Some(InlineBytes(bytes.into()));
         self
     }

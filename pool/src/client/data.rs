@@ -131,6 +131,8 @@ enum Inner {
     Shared(Arc<Offered>),
     /// A view of a same-host provider's memory file.
     Mapped(Buffer),
+    /// A small CDO's bytes, as they came with the ticket.
+    Inline(Arc<[u8]>),
 }
 
 impl Drop for CdoData {
@@ -155,6 +157,11 @@ impl CdoData {
 
     pub(crate) fn shared(offer: Arc<Offered>) -> CdoData {
         CdoData(Inner::Shared(offer))
+    }
+
+    /// A small CDO's bytes from its ticket ([`crate::proto::Source::Inline`]), not copied.
+    pub(crate) fn inline(bytes: Arc<[u8]>) -> CdoData {
+        CdoData(Inner::Inline(bytes))
     }
 
     /// A view of a same-host provider's memory ([`fabric::cma::map`]).
@@ -187,6 +194,7 @@ impl CdoData {
             Inner::Landed(r, len, _) => r.as_ref().map_or(&[][..], |r| &r.as_slice()[..*len]),
             Inner::Shared(o) => o.as_slice(),
             Inner::Mapped(b) => b.as_slice(),
+            Inner::Inline(bytes) => bytes,
         }
     }
 }

@@ -388,15 +388,14 @@ async fn fetch(
                 ClientError::Protocol(format!("the same-process offer of CDO {cdo} is gone"))
             }),
         s if s.is_empty() => Ok(CdoData::own(Buffer::new(0)?, 0)),
-        Source::Inline { bytes } => {
-            // The bytes came with the ticket: into the lent memory, or a buffer of their own.
-            let mut dst = match lent {
-                Some(b) => b,
-                None => Buffer::new(len)?,
-            };
-            dst.as_mut_slice()[..len].copy_from_slice(&bytes.0);
-            Ok(CdoData::own(dst, len))
-        }
+        Source::Inline { bytes } => Ok(match lent {
+            // The bytes came with the ticket: copied into lent memory, else kept as they are.
+            Some(mut dst) => {
+                dst.as_mut_slice()[..len].copy_from_slice(&bytes.0);
+                CdoData::own(dst, len)
+            }
+            None => CdoData::inline(bytes.0),
+        }),
         Source::Rma {
             endpoint,
             region,

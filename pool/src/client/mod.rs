@@ -825,7 +825,7 @@ impl AsyncClient {
         let file = data.memory_file();
         // A small CDO's bytes travel with the offer (the PM may keep them for tickets).
         let inline = (!data.is_empty() && data.len() <= self.shared.inline_max)
-            .then(|| data.as_slice().to_vec());
+            .then(|| std::sync::Arc::<[u8]>::from(data.as_slice()));
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
                 let r = ep.register(data, fabric::Access::RemoteRead)?;
@@ -855,7 +855,7 @@ impl AsyncClient {
         data::keep(key, offered);
         self.shared.pending().set_busy(cdo, true);
         let mut extras = proto::OfferExtras::new(alternates, file);
-        if let Some(bytes) = &inline {
+        if let Some(bytes) = inline {
             extras = extras.with_inline(bytes);
         }
         let r = self.call((Op::Offer, cdo), msg(cdo, region, extras)).await;
