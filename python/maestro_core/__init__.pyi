@@ -18,6 +18,12 @@ class Cdo:
 class Selector:
     """A selector handle."""
 
+class Kept:
+    """What keeps demanded bytes alive under a view of ``mstro_cdo_access_ptr`` (internal)."""
+
+class Allocation:
+    """Memory of ``mstro_mem_alloc`` under its view, freed with the last one (internal)."""
+
 class Request:
     """An asynchronous demand in flight (``mstro_request``)."""
     name: str

@@ -452,3 +452,26 @@ def test_ctrl_c_interrupts_a_demand_and_a_wait_and_the_pool_stays_consistent(env
     assert lines[2] == "demanded again 16", out.stdout + out.stderr
     assert lines[3] == "the offer was seen 1", out.stdout + out.stderr
 
+
+
+def test_the_type_stub_lists_exactly_what_the_module_exports():
+    """`__init__.pyi` is written by hand: every public name of the module is in it, and
+    every name in it exists, so the two cannot drift apart unnoticed."""
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(M.__file__).with_name("__init__.pyi")
+    tree = ast.parse(stub.read_text())
+    stubbed = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stubbed.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            stubbed.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            stubbed.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    exported = {n for n in dir(M) if not n.startswith("_")}
+    # Modules the package imports for itself are not part of its API.
+    exported -= {n for n in exported if type(getattr(M, n)).__name__ == "module"}
+    assert exported - stubbed == set(), "exported but not in the stub"
+    assert stubbed - exported == set(), "in the stub but not exported"
