@@ -688,8 +688,9 @@ fn a_replayed_memory_announcement_reads_nothing_the_producer_did_not_offer() {
     let secret = b"PRIVATE-NOT-OFFERED-password=hunter2".to_vec();
     let producer = client(&info, "producer");
     let public = producer.declare("public").expect("declare");
+    // Larger than inline CDOs: its tickets name the producer's memory.
     producer
-        .seal_and_offer(public, Attributes::new(), buffer(&[1; 4096]))
+        .seal_and_offer(public, Attributes::new(), buffer(&[1; 8192]))
         .expect("offer");
     // A spy consumer learns the producer's pid, token and token address from a ticket.
     let nobody = proto::ProcessMemory {
