@@ -12,6 +12,8 @@
 //! and the C event lists (the `events` module).
 #![allow(non_camel_case_types)]
 
+#[cfg(test)]
+mod abi_check;
 mod attrs;
 mod events;
 
