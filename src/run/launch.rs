@@ -14,12 +14,15 @@ use crate::run::jobs::{self, RankId};
 const OUTPUT_DRAIN: Duration = Duration::from_secs(1);
 
 impl Job<'_> {
-    /// Registers job `job` (already in `plans`) with the PMIx server.
+    /// Registers job `job` (already added to the host) with the PMIx server.
     ///
     /// # Errors
     /// The PMIx server's, when it refuses the namespace.
     pub(super) fn register(&self, job: u32) -> Result<(), pmix::Error> {
-        let plan = &self.plans[job as usize];
+        let plan = self
+            .host
+            .plan(job)
+            .ok_or_else(|| pmix::Error::InvalidArgument(format!("no job {job}")))?;
         let n = plan.nprocs();
         let app_info = self.server.setup_application(&plan.nspace, &[])?;
         let fabric = self.host.fabric();
@@ -79,7 +82,6 @@ impl Job<'_> {
         };
         let n = plan.nprocs();
         let command = plan.command_of(0);
-        self.plans.push(plan.clone());
         self.host.add_job(plan);
         if let Err(e) = self.register(job) {
             eprintln!("maestro run: spawn from {requestor}: cannot register {nspace}: {e}");
@@ -133,7 +135,9 @@ impl Job<'_> {
     /// event (affected proc: the job's wildcard; `PMIX_JOB_TERM_STATUS` and
     /// `PMIX_EXIT_CODE`: its worst exit code) to the process that asked for it.
     pub(super) fn job_may_have_ended(&mut self, job: u32) {
-        let plan = &self.plans[job as usize];
+        let Some(plan) = self.host.plan(job) else {
+            return;
+        };
         let mut worst = 0;
         for rank in 0..plan.nprocs() {
             match self.ranks.get(&RankId { job, rank }) {

@@ -236,12 +236,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let authority = credential::Authority::generate().map_err(RunError::Random)?;
     let mut first = JobPlan::command_line(nspace.clone(), &opts.command, opts.nprocs);
     first.stop_in_init = opts.stop_in_init;
-    let host = Arc::new(LauncherHost::new(
-        first.clone(),
-        &hostname,
-        authority,
-        host_tx,
-    ));
+    let host = Arc::new(LauncherHost::new(first, &hostname, authority, host_tx));
     relay(host_rx, tx.clone(), LoopEvent::Host)?;
     if opts.system_server {
         remove_dead_system_server_file(&std::env::temp_dir(), &hostname);
@@ -297,7 +292,6 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         nspace: &nspace,
         hostname,
         locality,
-        plans: vec![first],
         ended_jobs: BTreeSet::new(),
         janitor,
         tx,
@@ -324,11 +318,6 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     job.finish_outputs();
     signals.stop();
     let code = job.outcome.exit_code();
-    let job_sizes: Vec<(String, u32)> = job
-        .plans
-        .iter()
-        .map(|p| (p.nspace.clone(), p.nprocs()))
-        .collect();
     drop(job);
     let finished = if host.teardown_unsafe() {
         // libpmix's teardown is not safe after refusals or groups (see `teardown_unsafe`).
@@ -337,7 +326,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         std::mem::forget(server);
         false
     } else {
-        shut_down(server, &host, &job_sizes)
+        shut_down(server, &host)
     };
     drop(tmp);
     if !finished {
@@ -357,27 +346,26 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
 /// before the launcher exits without waiting for it.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(5);
 
-/// Deregisters the jobs (`(namespace, size)` each) and finalizes the PMIx server on a
-/// thread of its own, waiting at most [`SHUTDOWN_LIMIT`]: a client that left libpmix in a bad state (a refused
+/// Deregisters every job of the host and finalizes the PMIx server on a thread of its own, waiting at most [`SHUTDOWN_LIMIT`]: a client that left libpmix in a bad state (a refused
 /// `PMIx_Init` under a rank's name, say) must not keep the launcher from exiting. The
 /// job's ranks have all been reaped by now; a shutdown that overran is logged and left to
 /// the process's exit; false then.
-fn shut_down(server: Server, host: &Arc<LauncherHost>, jobs: &[(String, u32)]) -> bool {
+fn shut_down(server: Server, host: &Arc<LauncherHost>) -> bool {
     let (done_tx, done) = channel::<()>();
     let host = Arc::clone(host);
-    let jobs = jobs.to_vec();
     let teardown = move || {
-        for (nspace, nprocs) in &jobs {
-            for r in 0..*nprocs {
-                if let Err(e) = server.deregister_client(&Proc::new(nspace, r)) {
-                    tracing::debug!("deregister {nspace} rank {r}: {e}");
+        let jobs = host.plans();
+        for plan in &jobs {
+            for r in 0..plan.nprocs() {
+                if let Err(e) = server.deregister_client(&Proc::new(&plan.nspace, r)) {
+                    tracing::debug!("deregister {} rank {r}: {e}", plan.nspace);
                 }
             }
         }
         host.job_ended();
-        for (nspace, _) in &jobs {
-            if let Err(e) = server.deregister_nspace(nspace) {
-                tracing::warn!("deregister {nspace}: {e}");
+        for plan in &jobs {
+            if let Err(e) = server.deregister_nspace(&plan.nspace) {
+                tracing::warn!("deregister {}: {e}", plan.nspace);
             }
         }
         drop(server);

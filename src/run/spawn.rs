@@ -14,7 +14,7 @@ pub(super) struct RankProc {
 impl Job<'_> {
     /// Starts every rank of job 0; the first that cannot start fails the job (127).
     pub(super) fn spawn_all(&mut self) {
-        for rank in 0..self.plans[0].nprocs() {
+        for rank in 0..self.host.plan(0).map_or(0, |p| p.nprocs()) {
             let id = RankId { job: 0, rank };
             if let Err(msg) = self.spawn(id) {
                 eprintln!("maestro run: rank {id}: {msg}");
@@ -37,8 +37,14 @@ impl Job<'_> {
     /// # Errors
     /// Why it could not start (PMIx setup, no such program, no thread), for the log.
     pub(super) fn spawn(&mut self, id: RankId) -> Result<(), String> {
-        let plan = &self.plans[id.job as usize];
-        let what = &plan.ranks[id.rank as usize];
+        let plan = self
+            .host
+            .plan(id.job)
+            .ok_or_else(|| format!("no job {}", id.job))?;
+        let what = plan
+            .ranks
+            .get(id.rank as usize)
+            .ok_or_else(|| format!("job {} has no rank {}", id.job, id.rank))?;
         let proc = Proc::new(&plan.nspace, id.rank);
         let env = self.server.setup_fork(&proc).map_err(|e| e.to_string())?;
         let (uid, gid) = self.host.ids();

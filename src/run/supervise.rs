@@ -15,8 +15,6 @@ pub(super) struct Job<'a> {
     pub(super) hostname: String,
     /// The locality string every rank gets (they all inherit the launcher's binding).
     pub(super) locality: String,
-    /// Every job's plan, by job number.
-    pub(super) plans: Vec<JobPlan>,
     /// Jobs whose every rank has ended (their end was announced).
     pub(super) ended_jobs: BTreeSet<u32>,
     /// Cleans up after the launcher, however it ends (see `janitor`).
@@ -229,8 +227,8 @@ impl Job<'_> {
             "maestro run: {by} asked for signal {signal} to ranks [{}]",
             names.join(", ")
         );
-        let whole =
-            (0..self.plans[0].nprocs()).all(|rank| ranks.contains(&RankId { job: 0, rank }));
+        let job0 = self.host.plan(0).map_or(0, |p| p.nprocs());
+        let whole = (0..job0).all(|rank| ranks.contains(&RankId { job: 0, rank }));
         if ends_job && whole {
             self.outcome.stop(StopCause::Signal(signal));
             self.kill_at

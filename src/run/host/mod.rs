@@ -12,9 +12,9 @@
 mod queries;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 
 use pmix::server::{
     App, CredentialReply, GroupOp, InfoReply, IofChannel, IofChannels, LookupReply, NodeDirectory,
@@ -101,7 +101,7 @@ type Group = (Vec<Proc>, Option<usize>);
 
 /// A job as the host knows it: its plan and its ranks' states.
 struct JobRecord {
-    plan: JobPlan,
+    plan: Arc<JobPlan>,
     ranks: Vec<RankState>,
 }
 
@@ -155,7 +155,7 @@ impl LauncherHost {
             gid,
             jobs: Mutex::new(vec![JobRecord {
                 ranks: vec![RankState::default(); first.ranks.len()],
-                plan: first,
+                plan: Arc::new(first),
             }]),
             store: node_store(),
             authority,
@@ -221,9 +221,25 @@ impl LauncherHost {
         let mut jobs = self.lock_jobs();
         jobs.push(JobRecord {
             ranks: vec![RankState::default(); plan.ranks.len()],
-            plan,
+            plan: Arc::new(plan),
         });
         (jobs.len() - 1) as u32
+    }
+
+    /// The plan of job `job` (the host keeps every job's plan: queries read it, the
+    /// launcher starts ranks from it).
+    pub fn plan(&self, job: u32) -> Option<Arc<JobPlan>> {
+        self.lock_jobs()
+            .get(job as usize)
+            .map(|j| Arc::clone(&j.plan))
+    }
+
+    /// Every job's plan, by job number.
+    pub fn plans(&self) -> Vec<Arc<JobPlan>> {
+        self.lock_jobs()
+            .iter()
+            .map(|j| Arc::clone(&j.plan))
+            .collect()
     }
 
     /// The number of jobs so far (the next spawn's number).
