@@ -109,6 +109,6 @@ fn the_header_says_what_the_library_does() {
         assert_eq!(c[&name], k.bit().to_string(), "{name}");
     }
     for (what, size) in layout {
-        assert_eq!(c[what], size.to_string(), "{what}");
+        assert_eq!(c[&what], size.to_string(), "{what}");
     }
 }

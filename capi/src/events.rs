@@ -53,79 +53,35 @@ pub struct Event {
 }
 
 /// The layout the header's event structs must have (checked against the C compiler's by
-/// `abi_check`).
+/// `abi_check`): `(C expression, value)` pairs.
 #[cfg(test)]
-pub(crate) fn layout() -> Vec<(&'static str, usize)> {
+pub(crate) fn layout() -> Vec<(String, usize)> {
     use std::mem::{offset_of, size_of};
-    vec![
-        ("sizeof(struct mstro_pool_event_)", size_of::<Event>()),
+    // `sizeof(C)` of a Rust type, and `offsetof(C, field)` of its fields (same names).
+    macro_rules! figures {
+        ($(($c:literal, $t:ty, [$($f:ident),*])),* $(,)?) => {
+            vec![$(
+                (format!("sizeof({})", $c), size_of::<$t>()),
+                $((format!("offsetof({}, {})", $c, stringify!($f)), offset_of!($t, $f)),)*
+            )*]
+        };
+    }
+    figures![
         (
-            "offsetof(struct mstro_pool_event_, kind)",
-            offset_of!(Event, kind),
+            "struct mstro_pool_event_",
+            Event,
+            [kind, serial, time_ns, before, needs_ack, next, payload]
+        ),
+        ("union mstro_pool_event_payload", Payload, []),
+        (
+            "struct mstro_pool_event_cdo",
+            CdoPayload,
+            [cdo_name, appid, component_name, component_index, detail]
         ),
         (
-            "offsetof(struct mstro_pool_event_, serial)",
-            offset_of!(Event, serial),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_, time_ns)",
-            offset_of!(Event, time_ns),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_, before)",
-            offset_of!(Event, before),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_, needs_ack)",
-            offset_of!(Event, needs_ack),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_, next)",
-            offset_of!(Event, next),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_, payload)",
-            offset_of!(Event, payload),
-        ),
-        (
-            "sizeof(union mstro_pool_event_payload)",
-            size_of::<Payload>(),
-        ),
-        (
-            "sizeof(struct mstro_pool_event_cdo)",
-            size_of::<CdoPayload>(),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_cdo, appid)",
-            offset_of!(CdoPayload, appid),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_cdo, component_name)",
-            offset_of!(CdoPayload, component_name),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_cdo, component_index)",
-            offset_of!(CdoPayload, component_index),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_cdo, detail)",
-            offset_of!(CdoPayload, detail),
-        ),
-        (
-            "sizeof(struct mstro_pool_event_app)",
-            size_of::<AppPayload>(),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_app, component_name)",
-            offset_of!(AppPayload, component_name),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_app, component_index)",
-            offset_of!(AppPayload, component_index),
-        ),
-        (
-            "offsetof(struct mstro_pool_event_app, detail)",
-            offset_of!(AppPayload, detail),
+            "struct mstro_pool_event_app",
+            AppPayload,
+            [appid, component_name, component_index, detail]
         ),
     ]
 }
