@@ -39,20 +39,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod events;
+mod plan;
 pub mod policy;
 
 use crate::Subnet;
 use crate::attr::{self, AttrValue, Attributes};
 use crate::auth;
 use crate::events::EventKind;
-use fabric_types::{ProviderClass, RemoteRegion};
-use smallvec::SmallVec;
+use fabric_types::RemoteRegion;
 
 use policy::Policy;
 
 use crate::proto::{
-    self, AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, HostMemory, InlineBytes, MAX_CHUNK,
-    OfferExtras, Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
+    self, AppId, CdoId, Chunk, Direct, FabricEndpoint, FromPm, InlineBytes, MAX_CHUNK, OfferExtras,
+    Op, ProcessMemory, Refusal, Source, ToPm, TransferId,
 };
 
 /// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
@@ -879,168 +879,6 @@ impl Manager {
         self.notify(EventKind::TransportStarted, consumer, Some(from), || {
             format!("transfer {transfer} by {how}")
         });
-    }
-
-    /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
-    /// says how and why, for the transport event. A small CDO whose offer carried its
-    /// bytes: inline, with the ticket. Between processes: RMA over the first
-    /// pair of their endpoints that can reach each other (common provider, links up, a
-    /// common network, shared memory only within a host), the NICs chosen for them first,
-    /// then their other networks; else a stream, with the reason the chosen pair failed
-    /// (worded only when someone subscribes to events).
-    fn plan(
-        &self,
-        consumer: AppId,
-        provider: AppId,
-        from: CdoId,
-        region: RemoteRegion,
-    ) -> (Source, String) {
-        let describe = self.events.listened();
-        let words = |f: &dyn Fn() -> String| if describe { f() } else { String::new() };
-        let stream = |why: &str| {
-            let source = Source::Stream { len: region.len };
-            (source, words(&|| format!("stream: {why}")))
-        };
-        let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
-            return stream("an application is gone");
-        };
-        if c.process == p.process && c.host == p.host {
-            let source = Source::SameProcess {
-                pool: self.instance,
-                app: provider,
-                cdo: from,
-                len: region.len,
-            };
-            return (source, words(&|| "same-process (no copy)".into()));
-        }
-        // A small CDO whose offer brought its bytes: they go with the ticket.
-        if let Some(bytes) = self.cdos.get(&from).and_then(|f| f.extras.inline()) {
-            let how = words(&|| format!("inline ({} bytes with the ticket)", bytes.len()));
-            let source = Source::Inline {
-                bytes: bytes.clone(),
-            };
-            return (source, how);
-        }
-        // Most apps have one endpoint: no allocation for up to four.
-        let mine: SmallVec<[&Arc<FabricEndpoint>; 4]> =
-            c.endpoint.iter().chain(&c.alternates).collect();
-        let extras = self.cdos.get(&from).map(|f| &f.extras);
-        let alternates = extras.map_or(&[][..], OfferExtras::alternates);
-        let theirs: SmallVec<[(&Arc<FabricEndpoint>, RemoteRegion); 4]> = p
-            .endpoint
-            .iter()
-            .map(|e| (e, region))
-            .chain(p.alternates.iter().zip(alternates.iter().copied()))
-            .collect();
-        if mine.is_empty() {
-            return stream("the consumer has no fabric endpoint");
-        }
-        if theirs.is_empty() {
-            return stream("the provider has no fabric endpoint");
-        }
-        // The chosen NICs first, then one side's other networks, then both.
-        let mut pairs: SmallVec<[(usize, usize); 4]> = (0..mine.len())
-            .flat_map(|i| (0..theirs.len()).map(move |j| (i, j)))
-            .collect();
-        pairs.sort_by_key(|&(i, j)| (i.min(1) + j.min(1), j.min(1), i, j));
-        let mut first_failure = None;
-        for (i, j) in pairs {
-            let (pe, region) = theirs[j];
-            let network = c.networks.get(i).copied().flatten();
-            match self.reachable(c, p, (mine[i], network), pe) {
-                Ok(()) => {
-                    let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
-                    let mut how = words(&|| {
-                        format!(
-                            "rma over {} from {} to {}",
-                            pe.provider,
-                            ip(pe).unwrap_or_else(|| "the provider".into()),
-                            ip(mine[i]).unwrap_or_else(|| "the consumer".into())
-                        )
-                    });
-                    if let Some(why) = first_failure.as_ref().filter(|_| describe) {
-                        how.push_str(&format!(" (another network: {why})"));
-                    }
-                    // Shared memory is planned within a host only: the consumer may copy
-                    // straight from the provider's memory, if both take part.
-                    let memory = p
-                        .memory
-                        .filter(|_| {
-                            ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory
-                                && c.memory.is_some()
-                        })
-                        .map(|process| {
-                            let file = extras.and_then(OfferExtras::file);
-                            Box::new(HostMemory { process, file })
-                        });
-                    if memory.is_some() && describe {
-                        how.push_str(" (or straight from the provider's memory)");
-                    }
-                    let source = Source::Rma {
-                        endpoint: Arc::clone(pe),
-                        region,
-                        via: u8::try_from(i).unwrap_or(u8::MAX),
-                        memory,
-                    };
-                    return (source, how);
-                }
-                Err(why) => {
-                    first_failure.get_or_insert(why);
-                }
-            }
-        }
-        stream(&first_failure.unwrap_or_default())
-    }
-
-    /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from
-    /// provider endpoint `pe` of `p`; why not.
-    fn reachable(
-        &self,
-        c: &App,
-        p: &App,
-        (ce, network): (&FabricEndpoint, Option<Subnet>),
-        pe: &FabricEndpoint,
-    ) -> Result<(), String> {
-        let ip = |e: &FabricEndpoint| e.address.ip();
-        if ce.provider != pe.provider {
-            return Err(format!(
-                "no common fabric provider (consumer {}, provider {})",
-                ce.provider, pe.provider
-            ));
-        }
-        for (who, e) in [("consumer", ce), ("provider", pe)] {
-            if let Some(net) = ip(e).and_then(|a| self.down.iter().find(|s| s.contains(&a))) {
-                return Err(format!(
-                    "the {who}'s endpoint {} is on a link that is down ({net})",
-                    ip(e).map(|a| a.to_string()).unwrap_or_default()
-                ));
-            }
-        }
-        if c.host == p.host {
-            return Ok(());
-        }
-        // A loopback address on another host is that host itself (`--maestro-nic=lo` on
-        // several nodes).
-        for (who, e) in [("provider", pe), ("consumer", ce)] {
-            if let Some(a) = ip(e).filter(std::net::IpAddr::is_loopback) {
-                return Err(format!(
-                    "the {who}'s endpoint {a} is a loopback address, which does not reach from {} to {}",
-                    p.host, c.host
-                ));
-            }
-        }
-        if ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory {
-            return Err(format!(
-                "shared memory does not reach from {} to {}",
-                p.host, c.host
-            ));
-        }
-        match (network, ip(pe)) {
-            (Some(net), Some(a)) if !net.contains(&a) => Err(format!(
-                "the consumer's network {net} does not reach the provider's endpoint {a}"
-            )),
-            _ => Ok(()),
-        }
     }
 
     /// A link went down or came back up (a fabric event from the host): while it is down,
