@@ -75,6 +75,9 @@ pub struct JobPlan {
     pub notify: Option<Proc>,
     /// Hold its ranks in `PMIx_Init` until a tool releases them.
     pub stop_in_init: bool,
+    /// The output channels (`pmix_iof_channel_t` bits) the requestor asked to be sent
+    /// (`PMIX_FWD_STDOUT`, `PMIX_FWD_STDERR` in the spawn request); 0: none.
+    pub forward: u16,
 }
 
 /// Why a spawn request cannot be served; the message is logged and the requestor gets
@@ -129,6 +132,7 @@ impl JobPlan {
             parent: None,
             notify: None,
             stop_in_init: false,
+            forward: 0,
         }
     }
 
@@ -206,12 +210,20 @@ impl JobPlan {
         if asked > u64::from(room) {
             return Err(PlanError::TooMany { asked, room });
         }
+        let forward = [
+            (keys::FWD_STDOUT, pmix::sys::PMIX_FWD_STDOUT_CHANNEL),
+            (keys::FWD_STDERR, pmix::sys::PMIX_FWD_STDERR_CHANNEL),
+        ]
+        .into_iter()
+        .filter(|(k, _)| flag(job_info, k))
+        .fold(0, |bits, (_, channel)| bits | channel as u16);
         Ok(JobPlan {
             nspace,
             ranks,
             parent: Some(requestor.clone()),
             notify: flag(job_info, keys::NOTIFY_COMPLETION).then(|| requestor.clone()),
             stop_in_init: flag(job_info, keys::DEBUG_STOP_IN_INIT),
+            forward,
         })
     }
 
@@ -283,6 +295,7 @@ mod tests {
             Info::new(keys::NOTIFY_COMPLETION, Value::Bool(true)),
             Info::new(keys::DEBUG_STOP_IN_INIT, Value::Bool(true)),
             Info::new(keys::WDIR, Value::String("/from/job".into())),
+            Info::new(keys::FWD_STDERR, Value::Bool(true)),
         ];
         let plan = JobPlan::spawn("ns.2".into(), &parent(), &job, &[a, b, c], 10).unwrap();
         assert_eq!(
@@ -300,6 +313,7 @@ mod tests {
         );
         assert_eq!(plan.notify, Some(parent()));
         assert!(plan.stop_in_init);
+        assert_eq!(u32::from(plan.forward), pmix::sys::PMIX_FWD_STDERR_CHANNEL);
     }
 
     #[test]

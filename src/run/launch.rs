@@ -80,8 +80,7 @@ impl Job<'_> {
                 return reply.send(Err(Status::BAD_PARAM));
             }
         };
-        let n = plan.nprocs();
-        let command = plan.command_of(0);
+        let (n, command, forward) = (plan.nprocs(), plan.command_of(0), plan.forward);
         self.host.add_job(plan);
         if let Err(e) = self.register(job) {
             eprintln!("maestro run: spawn from {requestor}: cannot register {nspace}: {e}");
@@ -91,18 +90,9 @@ impl Job<'_> {
         // A requestor that asked for the job's output (a tool, as `prun` does) gets it
         // through libpmix's IOF, as if it had pulled it; from the first line on (libpmix holds
         // what comes before the requestor's registration).
-        let mut channels = 0;
-        for (key, channel) in [
-            (keys::FWD_STDOUT, pmix::sys::PMIX_FWD_STDOUT_CHANNEL),
-            (keys::FWD_STDERR, pmix::sys::PMIX_FWD_STDERR_CHANNEL),
-        ] {
-            if matches!(pmix::find(job_info, key), Some(Value::Bool(true))) {
-                channels |= channel as u16;
-            }
-        }
-        if channels != 0 {
+        if forward != 0 {
             self.host
-                .forward_output(Proc::wildcard(nspace.clone()), channels);
+                .forward_output(Proc::wildcard(nspace.clone()), forward);
         }
         for rank in 0..n {
             let id = RankId { job, rank };
