@@ -111,6 +111,8 @@ fn join_raw(info: &PmInfo) -> TcpStream {
         networks: Vec::new(),
         memory: None,
         credential: None,
+        nics: Default::default(),
+        role: Default::default(),
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, "streamer", 0),
     };
     s.write_all(&proto::encode(&[ToPm::Join(Box::new(join))]).expect("encode"))

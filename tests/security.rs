@@ -671,6 +671,8 @@ fn raw_join_announcing(
         networks: Vec::new(),
         memory: Some(memory),
         credential: None,
+        nics: Default::default(),
+        role: Default::default(),
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, component, 0),
     };
     c.send(&[ToPm::Join(Box::new(join))]).expect("join");

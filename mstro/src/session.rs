@@ -653,6 +653,11 @@ fn connect(
             base()
         }
     };
+    if opts.endpoint.is_some() {
+        opts.nic_reason = nic.map(|(_, why)| why).or_else(|| {
+            env_text("MSTRO_OFI_IFACE").map(|iface| format!("{iface}, named by MSTRO_OFI_IFACE"))
+        });
+    }
     if let Some(c) = credential {
         opts = opts.credential(c);
     }

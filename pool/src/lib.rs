@@ -7,6 +7,8 @@
 //!   admission, credential checks, bounded ingress, timers from [`Manager::poll_timeout`]);
 //! - [`AsyncClient`] and [`Client`]: applications' side, moving CDO bytes by RMA over the
 //!   `fabric` crate, by same-process hand-over or by stream;
+//! - [`Observer`]: a read-only look at a running pool ([`view`]: status, CDOs, transfers,
+//!   traffic per NIC);
 //! - [`bootstrap`]: the PM info that finds the PM (published through PMIx or the
 //!   environment);
 //! - [`pmix_events`]: PMIx events that become pool events;
@@ -14,7 +16,7 @@
 //! - [`liveness`]: how a silent peer of a control connection is found dead (TCP keepalive).
 
 pub use pool_core::{Clock, ConnId, Credential, MAX_NAME, Manager, Subnet};
-pub use pool_core::{attr, auth, events, policy, proto, schema, selector};
+pub use pool_core::{attr, auth, events, policy, proto, schema, selector, view};
 
 pub mod bootstrap;
 mod client;
@@ -25,11 +27,11 @@ pub mod stale;
 
 pub use client::{
     AsyncClient, CdoData, Client, ClientError, DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions,
-    Result, Subscription, bare_join, welcome,
+    Observer, Result, Subscription, bare_join, welcome,
 };
 pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
-    MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PmConfig, PoolManager,
+    MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PmConfig, PoolManager, resident_bytes,
 };
 
 /// What may cross threads, checked at compile time: clients are shared by the

@@ -279,14 +279,7 @@ pub enum PmBenchError {
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
+    pool::resident_bytes().unwrap_or(0)
 }
 
 struct Injector {

@@ -9,6 +9,7 @@
 //! - [`attr`] and [`schema`]: CDO attributes and the YAML schemas that type them;
 //! - [`selector`] and [`events`]: subscriptions' queries over attributes and the pool events
 //!   they deliver (signal-before, acknowledgements);
+//! - [`view`]: what read-only observers may ask the PM and what it answers;
 //! - [`Manager`]: the pool manager's logic as a state machine, including transport planning
 //!   (which endpoints can reach which, over which [`Subnet`]s). Time comes in through
 //!   [`Manager::handle_timeout`]; [`Manager::poll_timeout`] says when it next needs it.
@@ -23,6 +24,7 @@ mod manager;
 pub mod proto;
 pub mod schema;
 pub mod selector;
+pub mod view;
 
 pub use manager::{Clock, ConnId, Credential, Manager, policy};
 pub use proto::MAX_NAME;

@@ -16,10 +16,11 @@ use crate::selector::Expr;
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (7: selectors travel flat, see
+/// Protocol version carried in every frame (9: observers and their queries, see
+/// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -320,6 +321,8 @@ pub enum Op {
     Ack,
     /// [`ToPm::Report`]
     Report,
+    /// An observer's question.
+    Query,
 }
 
 impl std::fmt::Display for Op {
@@ -342,6 +345,7 @@ impl std::fmt::Display for Op {
             Op::Unsubscribe => "unsubscribe",
             Op::Ack => "ack",
             Op::Report => "report",
+            Op::Query => "query",
         })
     }
 }
@@ -376,8 +380,34 @@ pub struct Join {
     pub memory: Option<ProcessMemory>,
     /// A PMIx credential, where the app's PMIx host issues them.
     pub credential: Option<Vec<u8>>,
+    /// The NIC (libfabric domain) of each endpoint, the first then the alternates, and
+    /// why the first was chosen (for the pool's views; the PM decides nothing by them).
+    pub nics: Nics,
+    /// An app, or a read-only observer of the pool (see [`crate::view`]).
+    pub role: Role,
     /// The proof.
     pub proof: Vec<u8>,
+}
+
+/// The NICs of an app's endpoints, as [`Join`] announces them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nics {
+    /// The libfabric domain of each endpoint, the first then the alternates.
+    pub names: Vec<String>,
+    /// Why the first (e.g. `ib0, chosen by the PMIx host`), where the app knows.
+    pub reason: Option<String>,
+}
+
+/// Who joins: an application of the workflow, or an observer that may only ask
+/// [`ToPm::Query`] (a monitoring tool, `maestro pool`): not counted as an app, raising no
+/// events, refused everything else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// An application.
+    #[default]
+    App,
+    /// A read-only observer.
+    Observer,
 }
 
 /// A piece of a stream transfer: the provider sends it ([`ToPm::Chunk`]) and the PM relays
@@ -516,6 +546,13 @@ pub enum ToPm {
         /// What changed.
         change: FabricChange,
     },
+    /// An observer's question (answered with [`FromPm::View`] carrying the same `id`).
+    Query {
+        /// Chosen by the observer, echoed in the answer.
+        id: u64,
+        /// The question.
+        query: crate::view::Query,
+    },
 }
 
 impl ToPm {
@@ -555,6 +592,7 @@ impl ToPm {
             ToPm::Unsubscribe { .. } => Op::Unsubscribe,
             ToPm::Ack { .. } => Op::Ack,
             ToPm::Report { .. } => Op::Report,
+            ToPm::Query { .. } => Op::Query,
         }
     }
 }
@@ -752,6 +790,13 @@ pub enum FromPm {
         cdo: Option<CdoId>,
         /// Why.
         why: Refusal,
+    },
+    /// The answer to an observer's [`ToPm::Query`].
+    View {
+        /// The query's id.
+        id: u64,
+        /// The answer.
+        view: Box<crate::view::View>,
     },
 }
 
@@ -1034,6 +1079,8 @@ mod tests {
                     token_addr: 0x7fff_0000_1000,
                 }),
                 credential: None,
+                nics: Nics::default(),
+                role: Role::App,
                 proof: vec![0; 32],
             })),
             ToPm::TransferDone {

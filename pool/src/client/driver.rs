@@ -58,7 +58,7 @@ impl FrameReader {
     }
 
     /// The next message within `limit`, which must exist.
-    async fn expect(&mut self, op: Op, limit: Duration) -> Result<FromPm> {
+    pub(crate) async fn expect(&mut self, op: Op, limit: Duration) -> Result<FromPm> {
         match tokio::time::timeout(limit, self.next()).await {
             Ok(Ok(Some(m))) => Ok(m),
             Ok(Ok(None)) => Err(ClientError::Closed),
@@ -264,6 +264,9 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
         }
         FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
             tracing::warn!("pool manager sent a handshake message after the handshake");
+        }
+        FromPm::View { id, .. } => {
+            tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
         }
     }
 }

@@ -13,6 +13,7 @@
 mod blocking;
 mod data;
 mod driver;
+mod observer;
 mod outbox;
 mod subscription;
 
@@ -25,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
 pub use data::CdoData;
+pub use observer::Observer;
 pub use subscription::Subscription;
 
 use crate::attr::{self, AttrValue, Attributes};
@@ -130,6 +132,9 @@ pub struct JoinOptions {
     /// (default [`DEFAULT_INLINE_MAX`]; 0: never; `MSTRO_INLINE_MAX` where the options
     /// come from the environment).
     pub inline_max: usize,
+    /// Why the endpoint's NIC was chosen (shown to the pool's observers; see
+    /// `maestro pool fabric`).
+    pub nic_reason: Option<String>,
 }
 
 /// Default of [`JoinOptions::inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
@@ -158,6 +163,7 @@ impl JoinOptions {
             cross_memory: true,
             wait_spin: DEFAULT_WAIT_SPIN,
             inline_max: DEFAULT_INLINE_MAX,
+            nic_reason: None,
         }
     }
 
@@ -296,26 +302,35 @@ impl JoinOptions {
 }
 
 /// An app's endpoints as JOIN carries them: the first, the alternates, and the network of
-/// each (same order); where same-host consumers may copy its offers from its memory.
-pub(crate) type Endpoints = (
-    Option<FabricEndpoint>,
-    Vec<FabricEndpoint>,
-    Vec<Option<crate::Subnet>>,
-    Option<proto::ProcessMemory>,
-);
+/// each (same order); where same-host consumers may copy its offers from its memory; their
+/// NICs.
+#[derive(Default)]
+pub(crate) struct Endpoints {
+    pub(crate) first: Option<FabricEndpoint>,
+    pub(crate) alternates: Vec<FabricEndpoint>,
+    pub(crate) networks: Vec<Option<crate::Subnet>>,
+    pub(crate) memory: Option<proto::ProcessMemory>,
+    pub(crate) nics: proto::Nics,
+}
 
 /// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
-/// `isolated`), endpoints (the first, and those on other networks), proof.
+/// `isolated`), endpoints (the first, and those on other networks), role, proof.
 pub(crate) fn join_message(
     info: &PmInfo,
-    component: &str,
-    index: i64,
+    (component, index): (&str, i64),
     endpoints: Endpoints,
     credential: Option<Vec<u8>>,
     isolated: bool,
+    role: proto::Role,
     nonce: &[u8; 32],
 ) -> ToPm {
-    let (endpoint, alternates, networks, memory) = endpoints;
+    let Endpoints {
+        first: endpoint,
+        alternates,
+        networks,
+        memory,
+        nics,
+    } = endpoints;
     ToPm::Join(Box::new(proto::Join {
         workflow: info.workflow.clone(),
         component: component.into(),
@@ -327,6 +342,8 @@ pub(crate) fn join_message(
         networks,
         memory,
         credential,
+        nics,
+        role,
         proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
     }))
 }
@@ -336,11 +353,11 @@ pub(crate) fn join_message(
 pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -> ToPm {
     join_message(
         info,
-        component,
-        index,
-        (None, Vec::new(), Vec::new(), None),
+        (component, index),
+        Endpoints::default(),
         None,
         false,
+        proto::Role::App,
         nonce,
     )
 }
@@ -580,13 +597,29 @@ impl AsyncClient {
                 .all(Endpoint::virtual_addresses)
             && opts.endpoint.is_some();
         let memory = cross_memory.then(process_memory);
+        let nics = proto::Nics {
+            names: opts
+                .endpoint
+                .iter()
+                .chain(&opts.alternates)
+                .map(|e| e.info().domain.clone())
+                .collect(),
+            reason: opts.nic_reason.clone(),
+        };
+        let endpoints = Endpoints {
+            first: endpoint,
+            alternates,
+            networks,
+            memory,
+            nics,
+        };
         let join = join_message(
             info,
-            &opts.component,
-            opts.index,
-            (endpoint, alternates, networks, memory),
+            (&opts.component, opts.index),
+            endpoints,
             opts.credential,
             opts.isolated,
+            proto::Role::App,
             &nonce,
         );
         let (connected, app, pool) = driver::handshake(stream, join, opts.timeout).await?;

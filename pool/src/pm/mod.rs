@@ -33,6 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::events::FabricChange;
 use crate::proto::{self, FromPm, ToPm};
+use crate::view::Query;
 use crate::{Clock, ConnId, Credential, Manager};
 
 mod admission;
@@ -467,6 +468,9 @@ async fn serve(
                     }
                     Event::Messages(conn, msgs, _permit) => {
                         for m in msgs {
+                            if matches!(m, ToPm::Query { query: Query::Status, .. }) {
+                                manager.set_memory_bytes(resident_bytes());
+                            }
                             manager.handle(conn, m);
                         }
                     }
@@ -490,6 +494,15 @@ async fn serve(
     for a in acceptors {
         a.abort();
     }
+}
+
+/// This process's resident memory in bytes (`/proc/self/statm`), where Linux tells.
+pub fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok().filter(|&p| p > 0)?)
 }
 
 /// Gives freed memory back to the OS after the CDO population fell to a quarter of its

@@ -69,6 +69,16 @@ impl Events {
         self.now
     }
 
+    /// The manager's clock.
+    pub(super) fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Subscriptions open now.
+    pub(super) fn subscription_count(&self) -> usize {
+        self.subs.len()
+    }
+
     /// True while someone subscribes: only then are events worded.
     pub(super) fn listened(&self) -> bool {
         !self.subs.is_empty()
@@ -114,6 +124,7 @@ impl Manager {
     /// deadlines count from it. The driver calls this before handing over what it received.
     pub fn set_time(&mut self, now: Instant) {
         self.events.now = self.events.now.max(now);
+        self.stats.tick(self.events.now);
     }
 
     /// Advances the clock and ends holds whose deadline passed: their operations proceed
@@ -177,6 +188,8 @@ impl Manager {
     /// Reports a fabric change (a link down or up, a lost node or process) to subscribers
     /// of [`EventKind::Fabric`].
     pub fn fabric_event(&mut self, detail: &str) {
+        let at = self.events.clock().unix_ns(self.events.now);
+        self.stats.fabric_event(at, detail);
         self.emit(EventKind::Fabric, 0, None, detail, false);
     }
 

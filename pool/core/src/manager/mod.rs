@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod events;
+mod observe;
 mod plan;
 pub mod policy;
 
@@ -201,6 +202,8 @@ struct Cdo {
     /// While offered: its bytes as registered with each of the app's alternate endpoints,
     /// and the memory file holding them.
     extras: OfferExtras,
+    /// When it was declared, in seconds since the manager's clock origin (for observers).
+    born: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -214,6 +217,10 @@ struct Transfer {
     stream: Option<u64>,
     /// Ticketed for a demand: its completion is the demand's answer (no `Ready`).
     completes_demand: bool,
+    /// Its bytes.
+    len: u64,
+    /// How it was planned (for observers).
+    route: observe::Route,
 }
 
 /// What the driver found out about a JOIN's PMIx credential before handing it over.
@@ -234,6 +241,8 @@ enum Conn {
     Challenged([u8; 32], Option<u32>),
     /// Joined as this app.
     Joined(AppId),
+    /// A read-only observer (see [`crate::view`]).
+    Observer,
     /// JOIN refused: nothing is served.
     Refused,
 }
@@ -260,6 +269,15 @@ struct App {
     held: usize,
     /// Its subscriptions.
     subscriptions: usize,
+    /// When it joined.
+    joined: Instant,
+    /// Its endpoints' NICs and why the first.
+    nics: proto::Nics,
+    /// Its offers, demands and bytes, for observers.
+    counters: observe::AppCounters,
+    /// How many CDO ids it has used (the last it declared is `cdo_ids(app).start() +
+    /// last_declared - 1`): observers list its CDOs in id order up to there.
+    last_declared: u64,
 }
 
 /// Which process first announced a (host, pid) for same-host copies, and how many live apps
@@ -302,6 +320,8 @@ struct Claim {
 ///     networks: Vec::new(),
 ///     memory: None,
 ///     credential: None,
+///     nics: Default::default(),
+///     role: Default::default(),
 ///     proof,
 /// })));
 /// assert!(matches!(pm.poll_output(), Some((7, FromPm::Welcome { .. }))));
@@ -340,6 +360,8 @@ pub struct Manager {
     claims: HashMap<(String, u32), Claim>,
     /// Bytes of small CDOs' data held for all apps (see [`Policy::max_inline_bytes`]).
     inline_held: usize,
+    /// What observers are shown.
+    stats: observe::Stats,
 }
 
 impl Manager {
@@ -369,6 +391,7 @@ impl Manager {
             pinned: BTreeSet::new(),
             claims: HashMap::default(),
             inline_held: 0,
+            stats: observe::Stats::new(clock.origin),
         }
     }
 
@@ -439,7 +462,9 @@ impl Manager {
     /// Handles one message from `conn`; for a JOIN, `credential` is what the driver found
     /// out about its PMIx credential.
     pub fn handle_checked(&mut self, conn: ConnId, msg: ToPm, credential: Credential) {
+        self.stats.count(msg.op());
         let app = match (self.conns.get(&conn), &msg) {
+            (Some(Conn::Observer), _) => return self.observer_message(conn, msg),
             (Some(Conn::Challenged(nonce, pid)), ToPm::Join(_)) => {
                 let (nonce, pid) = (*nonce, *pid);
                 return self.join(conn, (nonce, pid), msg, credential);
@@ -461,6 +486,7 @@ impl Manager {
             ToPm::Unsubscribe { sub } => self.unsubscribe(conn, app, sub),
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
             ToPm::Report { change } => self.report(conn, app, change),
+            ToPm::Query { .. } => self.query_from_app(conn),
             ToPm::TransferDone {
                 transfer,
                 error,
@@ -553,6 +579,8 @@ impl Manager {
             networks,
             memory,
             credential: _,
+            nics,
+            role,
             proof,
         } = *join;
         let why = if workflow != self.workflow {
@@ -568,6 +596,15 @@ impl Manager {
                 _ if self.next_app > proto::MAX_APP => Some(Refusal::TooManyApps),
                 _ => None,
             }
+        };
+        let why = match why {
+            None if role == proto::Role::Observer => {
+                match self.observe(conn, &format!("{component}:{index} on {host}")) {
+                    Ok(()) => return,
+                    Err(why) => Some(why),
+                }
+            }
+            why => why,
         };
         if let Some(why) = why {
             self.conns.insert(conn, Conn::Refused);
@@ -609,6 +646,10 @@ impl Manager {
                 label,
                 held: 0,
                 subscriptions: 0,
+                joined: self.events.now(),
+                nics,
+                counters: observe::AppCounters::default(),
+                last_declared: 0,
             },
         );
         let pool = self.instance;
@@ -652,10 +693,18 @@ impl Manager {
                 attributes: Attributes::new(),
                 state: State::Declared,
                 extras: OfferExtras::default(),
+                born: u32::try_from(
+                    self.events
+                        .now()
+                        .saturating_duration_since(self.events.clock().origin)
+                        .as_secs(),
+                )
+                .unwrap_or(u32::MAX),
             },
         );
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.insert(cdo);
+            a.last_declared = a.last_declared.max(cdo - proto::cdo_ids(app).start() + 1);
         }
         self.op_succeeded(Op::Declare, app, cdo, None);
     }
@@ -755,6 +804,11 @@ impl Manager {
         let c = self.cdo(cdo);
         c.state = State::Offered(region);
         c.extras = extras;
+        let app = c.app;
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.counters.offered += 1;
+        }
+        let c = self.cdo(cdo);
         let name = Arc::clone(&c.name);
         self.offers.insert(&name, cdo);
         self.done(conn, Op::Offer, cdo);
@@ -766,6 +820,10 @@ impl Manager {
     }
 
     fn require(&mut self, conn: ConnId, cdo: CdoId, demand: bool) {
+        let app = self.cdo(cdo).app;
+        if let Some(a) = self.apps.get_mut(&app).filter(|_| demand) {
+            a.counters.demanded += 1;
+        }
         let c = self.cdo(cdo);
         match &mut c.state {
             State::Declared => {
@@ -848,6 +906,7 @@ impl Manager {
             Source::Stream { len } => Some(len),
             _ => None,
         };
+        let route = observe::Route::of(&source, self.endpoint_index(provider, &source));
         self.transfers.insert(
             transfer,
             Transfer {
@@ -856,6 +915,8 @@ impl Manager {
                 started: self.events.now(),
                 stream,
                 completes_demand,
+                len: region.len,
+                route,
             },
         );
         *self.load.entry(from).or_default() += 1;
@@ -903,9 +964,15 @@ impl Manager {
         self.fabric_event(&format!("link {link} {state} ({})", list.join(", ")));
     }
 
-    /// Removes a transfer and its count on the source offer.
-    fn end_transfer(&mut self, transfer: TransferId) -> Option<Transfer> {
+    /// Removes a transfer and its count on the source offer; observers are told how it
+    /// ended.
+    fn end_transfer(
+        &mut self,
+        transfer: TransferId,
+        outcome: observe::Outcome,
+    ) -> Option<Transfer> {
         let t = self.transfers.remove(&transfer)?;
+        self.transfer_finished(transfer, &t, outcome);
         self.pinned
             .remove(&(later(t.started, self.policy.transfer_timeout), transfer));
         if let Some(n) = self.load.get_mut(&t.from) {
@@ -988,7 +1055,11 @@ impl Manager {
                 Refusal::UnknownTransfer,
             );
         }
-        let Some(t) = self.end_transfer(transfer) else {
+        let outcome = match &error {
+            None => observe::Outcome::Done(direct),
+            Some(e) => observe::Outcome::Failed(e),
+        };
+        let Some(t) = self.end_transfer(transfer, outcome) else {
             return;
         };
         let detail = || match &error {
@@ -1209,7 +1280,12 @@ impl Manager {
             .map(|(&id, _)| id)
             .collect();
         for id in lost {
-            let Some(t) = self.end_transfer(id) else {
+            let why = match self.transfers.get(&id) {
+                Some(t) if a.cdos.contains(&t.from) && died => "the provider is gone",
+                Some(t) if a.cdos.contains(&t.from) => "the provider left",
+                _ => "the consumer left before it completed",
+            };
+            let Some(t) = self.end_transfer(id, observe::Outcome::Failed(why)) else {
                 continue;
             };
             if a.cdos.contains(&t.from) {

@@ -124,6 +124,19 @@ impl Manager {
         stream(&first_failure.unwrap_or_default())
     }
 
+    /// Which of `provider`'s endpoints (0: the first, then the alternates) an RMA
+    /// `source` reads from.
+    pub(super) fn endpoint_index(&self, provider: AppId, source: &Source) -> Option<usize> {
+        let Source::Rma { endpoint, .. } = source else {
+            return None;
+        };
+        let p = self.apps.get(&provider)?;
+        p.endpoint
+            .iter()
+            .chain(&p.alternates)
+            .position(|e| Arc::ptr_eq(e, endpoint))
+    }
+
     /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from
     /// provider endpoint `pe` of `p`; why not.
     fn reachable(

@@ -301,7 +301,10 @@ impl Manager {
     }
 
     fn abandon(&mut self, id: TransferId) {
-        let Some(t) = self.end_transfer(id) else {
+        let Some(t) = self.end_transfer(
+            id,
+            super::observe::Outcome::Failed("abandoned: its provider withdrew the offer"),
+        ) else {
             return;
         };
         let (consumer, secs) = (

@@ -1,0 +1,383 @@
+//! Observers of the pool manager, in memory: what they see is exactly what the apps did,
+//! they may change nothing, and every answer is bounded.
+
+mod support;
+
+use pool_core::attr::{AttrValue, Attributes};
+use pool_core::auth::prove;
+use pool_core::proto::{CdoId, FromPm, Nics, Op, Refusal, Role, ToPm};
+use pool_core::selector::Selector;
+use pool_core::view::{self, CdoPage, Ls, Query, Transport, View};
+use pool_core::{ConnId, schema::Schemas};
+use support::*;
+
+impl Pm {
+    /// Joins as an observer (with the workflow secret unless `secret` says otherwise).
+    fn observer_with(&mut self, secret: &[u8]) -> (ConnId, Vec<(ConnId, FromPm)>) {
+        let (conn, nonce) = self.connect();
+        let proof = prove(secret, &nonce, "wf", "maestro-pool", 0);
+        let mut msg = join_msg("maestro-pool", &proof);
+        if let ToPm::Join(j) = &mut msg {
+            j.role = Role::Observer;
+            j.endpoint = None;
+            j.memory = None;
+        }
+        let out = self.send(conn, msg);
+        (conn, out)
+    }
+
+    fn observer(&mut self) -> ConnId {
+        let (conn, out) = self.observer_with(SECRET);
+        assert_eq!(out, [(conn, FromPm::Welcome { app: 0, pool: 77 })]);
+        conn
+    }
+
+    /// Asks `query` on `conn` and returns the answer.
+    fn ask(&mut self, conn: ConnId, query: Query) -> View {
+        match self.send(conn, ToPm::Query { id: 9, query }).as_slice() {
+            [(c, FromPm::View { id: 9, view })] if *c == conn => (**view).clone(),
+            other => panic!("query: {other:?}"),
+        }
+    }
+
+    fn status(&mut self, conn: ConnId) -> view::Status {
+        match self.ask(conn, Query::Status) {
+            View::Status(s) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn page(&mut self, conn: ConnId, ls: Ls) -> CdoPage {
+        match self.ask(conn, Query::Ls(ls)) {
+            View::Cdos(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Joins `component` on node1 with an shm endpoint on NIC `nic`.
+    fn join_on_nic(&mut self, component: &str, nic: &str) -> (ConnId, u64) {
+        let (conn, nonce) = self.connect();
+        let proof = prove(SECRET, &nonce, "wf", component, 0);
+        let mut msg = join_msg(component, &proof);
+        if let ToPm::Join(j) = &mut msg {
+            j.process = conn;
+            j.nics = Nics {
+                names: vec![nic.into()],
+                reason: Some(format!("{nic}, chosen by the test")),
+            };
+        }
+        let app = match self.send(conn, msg).as_slice() {
+            [(_, FromPm::Welcome { app, .. })] => *app,
+            other => panic!("join: {other:?}"),
+        };
+        self.apps
+            .insert(conn, (app, *pool_core::proto::cdo_ids(app).start() - 1));
+        (conn, app)
+    }
+
+    fn demand(&mut self, conn: ConnId, name: &str) -> (CdoId, Vec<(ConnId, FromPm)>) {
+        let cdo = self.declare(conn, name);
+        (cdo, self.send(conn, ToPm::Demand { cdo }))
+    }
+}
+
+fn ls(after: Option<CdoId>, limit: u32) -> Ls {
+    Ls {
+        selector: None,
+        after,
+        limit,
+        attributes: false,
+    }
+}
+
+#[test]
+fn an_observer_sees_exactly_what_the_apps_did_and_is_no_app() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join_on_nic("producer", "hfi1_0");
+    let (c, _) = pm.join_on_nic("consumer", "mlx5_0");
+    let o = pm.observer();
+    assert_eq!(pm.m.app_count(), 2, "an observer is not an app");
+    assert_eq!(pm.m.observer_count(), 1);
+
+    pm.offer(p, "a", 1000);
+    pm.offer(p, "b", 2000);
+    let (_, out) = pm.demand(c, "a");
+    let (_, transfer, _, len) = ticket_of(&out);
+    assert_eq!(len, 1000);
+    let inflight = match pm.ask(o, Query::Transfers) {
+        View::Transfers(t) => t,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(inflight.in_flight_total, 1);
+    let t = &inflight.in_flight[0];
+    assert_eq!(
+        (t.name.as_str(), t.from.as_str(), t.to.as_str(), t.bytes),
+        ("a", "producer:0", "consumer:0", 1000)
+    );
+    assert_eq!(
+        (t.transport, t.nic.as_deref(), t.provider.as_deref()),
+        (Transport::Rma, Some("hfi1_0"), Some("shm"))
+    );
+    pm.send(c, transferred(transfer));
+    let (waiting, _) = pm.demand(c, "z");
+
+    let s = pm.status(o);
+    assert_eq!(
+        (s.workflow.as_str(), s.app_count, s.observer_count),
+        ("wf", 2, 1)
+    );
+    let states: Vec<(&str, u64)> = s.cdos.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(states, [("local", 1), ("offered", 2), ("required", 1)]);
+    assert_eq!((s.operations["offer"], s.operations["demand"]), (2, 2));
+    assert_eq!(s.transfers_in_flight, 0);
+    let [producer, consumer] = s.apps.as_slice() else {
+        panic!("{:?}", s.apps);
+    };
+    assert_eq!(
+        (producer.offered, producer.bytes_sent, producer.cdos),
+        (2, 1000, 2)
+    );
+    assert_eq!(
+        (consumer.demanded, consumer.bytes_received, consumer.cdos),
+        (2, 1000, 2)
+    );
+    assert_eq!(consumer.nic.as_deref(), Some("mlx5_0"));
+    assert_eq!(
+        consumer.nic_reason.as_deref(),
+        Some("mlx5_0, chosen by the test")
+    );
+
+    // The waiting demand shows as waiting on its CDO.
+    let all = pm.page(o, ls(None, 100));
+    assert_eq!(all.total, 4);
+    let z = all.cdos.iter().find(|v| v.id == waiting).expect("z listed");
+    assert_eq!(
+        (z.state.as_str(), z.app.as_str()),
+        ("required", "consumer:0")
+    );
+    let a = all
+        .cdos
+        .iter()
+        .find(|v| v.name == "a" && v.state == "offered")
+        .expect("a");
+    assert_eq!(
+        (a.size, a.providers.as_slice()),
+        (Some(1000), &["producer:0".to_string()][..])
+    );
+
+    // The traffic report: bytes per NIC equal what moved.
+    let f = match pm.ask(o, Query::Fabric) {
+        View::Fabric(f) => f,
+        other => panic!("{other:?}"),
+    };
+    let nics: Vec<(&str, &str, u64, u64)> = f
+        .nics
+        .iter()
+        .map(|n| (n.nic.as_str(), n.provider.as_str(), n.bytes_out, n.bytes_in))
+        .collect();
+    assert_eq!(
+        nics,
+        [("hfi1_0", "shm", 1000, 0), ("mlx5_0", "shm", 0, 1000)]
+    );
+    assert_eq!(f.transports["rma"].bytes, 1000);
+    assert_eq!(f.apps.len(), 2);
+    assert_eq!(f.apps[0].nics, ["hfi1_0"]);
+}
+
+#[test]
+fn an_observer_may_change_nothing_and_needs_the_secret() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (cdo, _) = pm.offer(p, "a", 10);
+    let o = pm.observer();
+    let read_only = |op: Op, cdo: Option<CdoId>| {
+        [(
+            o,
+            refused(
+                op,
+                cdo,
+                Refusal::NotAllowed(
+                    "an observer connection is read-only: it may only query the pool".into(),
+                ),
+            ),
+        )]
+    };
+    let out = pm.send(
+        o,
+        ToPm::Declare {
+            cdo: 5,
+            name: "x".into(),
+        },
+    );
+    assert_eq!(out, read_only(Op::Declare, Some(5)));
+    for (msg, op) in [
+        (ToPm::Demand { cdo }, Op::Demand),
+        (ToPm::Withdraw { cdo }, Op::Withdraw),
+        (ToPm::Require { cdo }, Op::Require),
+    ] {
+        assert_eq!(pm.send(o, msg), read_only(op, Some(cdo)));
+    }
+    assert_eq!(pm.m.cdo_count(), 1, "nothing changed");
+    // An app may not query.
+    let out = pm.send(
+        p,
+        ToPm::Query {
+            id: 1,
+            query: Query::Status,
+        },
+    );
+    assert!(
+        matches!(out.as_slice(), [(c, FromPm::Refused { op: Op::Query, why: Refusal::NotAllowed(_), .. })] if *c == p),
+        "{out:?}"
+    );
+    // A wrong secret is refused and the connection closed.
+    let (bad, out) = pm.observer_with(b"guess");
+    assert_eq!(out, [(bad, refused(Op::Join, None, Refusal::BadProof))]);
+    assert_eq!(pm.m.take_closing(), [bad]);
+    // LEAVE says goodbye.
+    assert_eq!(pm.send(o, ToPm::Leave), [(o, FromPm::Bye)]);
+    assert_eq!(pm.m.take_closing(), [o]);
+}
+
+#[test]
+fn observers_are_bounded_in_number() {
+    let mut pm = Pm::new();
+    for _ in 0..64 {
+        pm.observer();
+    }
+    let (c, out) = pm.observer_with(SECRET);
+    assert!(
+        matches!(out.as_slice(), [(x, FromPm::Refused { op: Op::Join, why: Refusal::Quota(_), .. })] if *x == c),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn listing_pages_through_every_matching_cdo_once() {
+    let mut pm = Pm::new();
+    let (a, _) = pm.join("a");
+    let (b, _) = pm.join("b");
+    let o = pm.observer();
+    let mut odd = Vec::new();
+    for i in 0..1500i64 {
+        for conn in [a, b] {
+            let cdo = pm.declare(conn, &format!("cdo-{i}"));
+            let attributes = Attributes::from([(".user.step".to_string(), AttrValue::Int(i % 2))]);
+            pm.send(conn, ToPm::Seal { cdo, attributes });
+            if i % 2 == 1 {
+                odd.push(cdo);
+            }
+        }
+    }
+    // All 3000, in pages of at most MAX_PAGE.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = pm.page(o, ls(after, 5000));
+        assert!(page.cdos.len() <= view::MAX_PAGE as usize);
+        assert_eq!(page.total, 3000);
+        seen.extend(page.cdos.iter().map(|c| c.id));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let mut sorted = seen.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!((seen.len(), sorted.len()), (3000, 3000));
+    assert_eq!(seen, sorted, "in id order");
+
+    // With a selector and attributes.
+    let selector = Selector::parse("(= step 1)", ".user.", &Schemas::builtin())
+        .expect("selector")
+        .expr()
+        .clone();
+    let mut matched = Vec::new();
+    let mut after = None;
+    loop {
+        let page = pm.page(
+            o,
+            Ls {
+                selector: Some(Box::new(selector.clone())),
+                after,
+                limit: 700,
+                attributes: true,
+            },
+        );
+        for c in &page.cdos {
+            assert_eq!(c.attributes.get(".user.step"), Some(&AttrValue::Int(1)));
+            assert!(c.attributes.contains_key(pool_core::attr::NAME));
+        }
+        matched.extend(page.cdos.iter().map(|c| c.id));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    odd.sort_unstable();
+    assert_eq!(matched, odd);
+}
+
+#[test]
+fn one_listing_looks_at_a_bounded_number_of_ids() {
+    let mut pm = Pm::new();
+    let (a, _) = pm.join("a");
+    let o = pm.observer();
+    let n = view::MAX_SCAN + 10;
+    let mut last = 0;
+    for i in 0..n {
+        let cdo = pm.declare(a, &format!("c{i}"));
+        if i + 3 < n {
+            pm.send(a, ToPm::Dispose { cdo, answer: false });
+        }
+        last = cdo;
+    }
+    let first = pm.page(o, ls(None, 10));
+    assert!(first.cdos.is_empty(), "the first MAX_SCAN ids are disposed");
+    let next = first.next.expect("a page cut short says where to go on");
+    let second = pm.page(o, ls(Some(next), 10));
+    assert_eq!(second.cdos.len(), 3);
+    assert_eq!(second.cdos.last().map(|c| c.id), Some(last));
+    assert_eq!(second.next, None);
+}
+
+#[test]
+fn a_failed_transfer_shows_with_its_reason() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join_on_nic("producer", "eth0");
+    let (c, _) = pm.join_on_nic("consumer", "eth1");
+    let o = pm.observer();
+    pm.offer(p, "a", 64);
+    let (_, out) = pm.demand(c, "a");
+    let (_, transfer, _, _) = ticket_of(&out);
+    pm.send(
+        c,
+        ToPm::TransferDone {
+            transfer,
+            error: Some("fi_read: Connection refused".into()),
+            direct: None,
+        },
+    );
+    let t = match pm.ask(o, Query::Transfers) {
+        View::Transfers(t) => t,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((t.completed, t.failed), (0, 1));
+    let last = t.recent.last().expect("recent");
+    assert_eq!(
+        (last.ok, last.error.as_deref()),
+        (Some(false), Some("fi_read: Connection refused"))
+    );
+    let f = match pm.ask(o, Query::Fabric) {
+        View::Fabric(f) => f,
+        other => panic!("{other:?}"),
+    };
+    let failures: Vec<(&str, u64)> = f
+        .nics
+        .iter()
+        .map(|n| (n.nic.as_str(), n.failures))
+        .collect();
+    assert_eq!(failures, [("eth0", 1), ("eth1", 1)]);
+    assert_eq!(f.transports["rma"].failures, 1);
+}

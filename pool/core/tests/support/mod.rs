@@ -1,0 +1,274 @@
+//! The pool manager driven in memory: a harness shared by the manager's test files (each
+//! uses part of it).
+#![allow(dead_code)]
+
+use fabric_types::{Address, RemoteRegion};
+use pool_core::attr::{AttrValue, Attributes};
+use pool_core::auth::prove;
+use pool_core::proto::{
+    AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, ProcessMemory, Refusal, ToPm,
+    TransferId, cdo_ids,
+};
+use pool_core::{Clock, ConnId, Manager};
+use std::time::{Duration, Instant};
+
+pub const SECRET: &[u8] = b"workflow secret";
+
+pub struct Pm {
+    pub m: Manager,
+    pub next: ConnId,
+    /// Each joined connection's app and the last CDO id it declared.
+    pub apps: std::collections::HashMap<ConnId, (AppId, CdoId)>,
+    /// The clock's origin: wall-clock time 0.
+    pub t0: Instant,
+}
+
+impl Pm {
+    pub fn new() -> Pm {
+        let t0 = Instant::now();
+        let clock = Clock {
+            origin: t0,
+            origin_unix_ns: 0,
+        };
+        Pm {
+            m: Manager::new("wf", SECRET, 77, clock),
+            next: 1,
+            apps: std::collections::HashMap::new(),
+            t0,
+        }
+    }
+
+    /// The instant `ns` nanoseconds after the clock's origin.
+    pub fn at(&self, ns: u64) -> Instant {
+        self.t0 + Duration::from_nanos(ns)
+    }
+
+    /// Sends and returns everything the PM wants to send.
+    pub fn send(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
+        self.m.handle(conn, msg);
+        self.drain()
+    }
+
+    pub fn drain(&mut self) -> Vec<(ConnId, FromPm)> {
+        std::iter::from_fn(|| self.m.poll_output()).collect()
+    }
+
+    pub fn connect(&mut self) -> (ConnId, [u8; 32]) {
+        let conn = self.next;
+        self.next += 1;
+        let nonce = [conn as u8; 32];
+        self.m.connected(conn, nonce);
+        assert_eq!(
+            self.m.poll_output(),
+            Some((conn, FromPm::Challenge { nonce }))
+        );
+        (conn, nonce)
+    }
+
+    /// Joins as `component` of its own process on host node1 with an shm endpoint.
+    pub fn join(&mut self, component: &str) -> (ConnId, AppId) {
+        let (host, process) = ("node1", self.next);
+        self.join_at(component, host, process, Some(shm(component)))
+    }
+
+    pub fn join_at(
+        &mut self,
+        component: &str,
+        host: &str,
+        process: u64,
+        endpoint: Option<FabricEndpoint>,
+    ) -> (ConnId, AppId) {
+        let (conn, nonce) = self.connect();
+        let proof = prove(SECRET, &nonce, "wf", component, 0);
+        let mut msg = join_msg(component, &proof);
+        if let ToPm::Join(j) = &mut msg {
+            j.host = host.into();
+            j.process = process;
+            j.endpoint = endpoint;
+        }
+        let out = self.send(conn, msg);
+        // Subscribers of app joins hear of it too (see the event tests).
+        let mine: Vec<_> = out.iter().filter(|(c, _)| *c == conn).collect();
+        let app = match mine.as_slice() {
+            [(_, FromPm::Welcome { app, pool: 77 })] => *app,
+            other => panic!("join: {other:?}"),
+        };
+        self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));
+        (conn, app)
+    }
+
+    /// Joins with endpoints on several networks: `(endpoint, network)`, the first first.
+    pub fn join_on(
+        &mut self,
+        component: &str,
+        host: &str,
+        endpoints: &[(FabricEndpoint, &str)],
+    ) -> (ConnId, AppId) {
+        let (conn, nonce) = self.connect();
+        let proof = prove(SECRET, &nonce, "wf", component, 0);
+        let mut msg = join_msg(component, &proof);
+        if let ToPm::Join(j) = &mut msg {
+            j.host = host.into();
+            j.process = 1;
+            j.endpoint = endpoints.first().map(|(e, _)| e.clone());
+            j.alternates = endpoints.iter().skip(1).map(|(e, _)| e.clone()).collect();
+            j.networks = endpoints
+                .iter()
+                .map(|(_, n)| Some(n.parse().expect("subnet")))
+                .collect();
+        }
+        let app = match self.send(conn, msg).as_slice() {
+            [(_, FromPm::Welcome { app, .. }), ..] => *app,
+            other => panic!("join: {other:?}"),
+        };
+        self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));
+        (conn, app)
+    }
+
+    /// The next id `conn`'s app gives a CDO.
+    pub fn next_cdo(&mut self, conn: ConnId) -> CdoId {
+        let (_, last) = self.apps.get_mut(&conn).expect("joined");
+        *last += 1;
+        *last
+    }
+
+    /// Declares `name` (answered by nothing when it succeeds).
+    pub fn declare(&mut self, conn: ConnId, name: &str) -> CdoId {
+        let cdo = self.next_cdo(conn);
+        let msg = ToPm::Declare {
+            cdo,
+            name: name.into(),
+        };
+        let out = self.send(conn, msg);
+        assert!(
+            !out.iter()
+                .any(|(c, m)| *c == conn && !matches!(m, FromPm::Event { .. })),
+            "declare: {out:?}"
+        );
+        cdo
+    }
+
+    pub fn seal(&mut self, conn: ConnId, cdo: CdoId) -> Vec<(ConnId, FromPm)> {
+        let mut attributes = Attributes::new();
+        attributes.insert(".user.step".into(), AttrValue::Int(2));
+        self.send(conn, ToPm::Seal { cdo, attributes })
+    }
+
+    /// Declares and seals `name`, then offers `len` bytes; returns the CDO and what the
+    /// offer produced.
+    pub fn offer(&mut self, conn: ConnId, name: &str, len: u64) -> (CdoId, Vec<(ConnId, FromPm)>) {
+        let cdo = self.declare(conn, name);
+        assert_eq!(self.seal(conn, cdo), [(conn, done(Op::Seal, cdo))]);
+        let out = self.send(
+            conn,
+            ToPm::Offer {
+                cdo,
+                region: region(len),
+                extras: OfferExtras::new(Vec::new(), Some(memory_file())),
+            },
+        );
+        assert_eq!(out[0], (conn, done(Op::Offer, cdo)));
+        (cdo, out)
+    }
+}
+
+pub fn join_msg(component: &str, proof: &[u8]) -> ToPm {
+    ToPm::Join(Box::new(pool_core::proto::Join {
+        workflow: "wf".into(),
+        component: component.into(),
+        index: 0,
+        host: "node1".into(),
+        process: 0,
+        endpoint: Some(shm(component)),
+        alternates: Vec::new(),
+        networks: Vec::new(),
+        memory: Some(memory_of(component)),
+        credential: None,
+        nics: Default::default(),
+        role: Default::default(),
+        proof: proof.to_vec(),
+    }))
+}
+
+/// Where a test app's offers could be copied from: a pid per component name.
+/// The memory file the test offers name (passed on to same-host consumers only).
+pub fn memory_file() -> fabric_types::MemoryFile {
+    fabric_types::MemoryFile {
+        fd: 17,
+        inode: std::num::NonZeroU64::new(4242).expect("non-zero"),
+    }
+}
+
+pub fn memory_of(component: &str) -> ProcessMemory {
+    ProcessMemory {
+        pid: component.bytes().map(u32::from).sum(),
+        token: 7,
+        token_addr: 0x1000,
+    }
+}
+
+pub fn shm(component: &str) -> FabricEndpoint {
+    FabricEndpoint {
+        provider: "shm".into(),
+        address: Address(component.as_bytes().to_vec()),
+    }
+}
+
+pub fn region(len: u64) -> RemoteRegion {
+    RemoteRegion {
+        addr: 0,
+        key: 1,
+        len,
+    }
+}
+
+pub fn done(op: Op, cdo: CdoId) -> FromPm {
+    FromPm::Done { op, cdo }
+}
+
+pub fn refused(op: Op, cdo: Option<CdoId>, why: Refusal) -> FromPm {
+    FromPm::Refused { op, cdo, why }
+}
+
+pub fn wrong(op: Op, state: &str) -> Refusal {
+    Refusal::WrongState {
+        op,
+        state: state.into(),
+    }
+}
+
+/// The (consumer connection, transfer, consumer CDO, length) of the first ticket in `out`.
+pub fn ticket_of(out: &[(ConnId, FromPm)]) -> (ConnId, TransferId, CdoId, u64) {
+    out.iter()
+        .find_map(|(c, m)| match m {
+            FromPm::Ticket {
+                transfer,
+                cdo,
+                source,
+                ..
+            } => Some((*c, *transfer, *cdo, source.len())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no ticket in {out:?}"))
+}
+
+/// A consumer's report that `transfer` completed (by RMA).
+pub fn transferred(transfer: TransferId) -> ToPm {
+    ToPm::TransferDone {
+        transfer,
+        error: None,
+        direct: None,
+    }
+}
+
+/// Whether the ticket in `out` completes a demand at the consumer (no `Ready` follows).
+pub fn completes_demand(out: &[(ConnId, FromPm)]) -> bool {
+    out.iter()
+        .find_map(|(_, m)| match m {
+            FromPm::Ticket {
+                completes_demand, ..
+            } => Some(*completes_demand),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no ticket in {out:?}"))
+}

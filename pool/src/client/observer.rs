@@ -1,0 +1,98 @@
+//! A read-only observer of a running pool (see [`pool_core::view`]): joins with the
+//! workflow secret as [`Role::Observer`], asks [`Query`]s and reads [`View`]s. It is not
+//! an app: the PM does not count it, raises no events for it and refuses it every
+//! operation but a query. `maestro pool` and the launcher's PMIx queries use it.
+
+use std::time::Duration;
+
+use crate::bootstrap::PmInfo;
+use crate::proto::{self, FromPm, Op, Role, ToPm};
+use crate::view::{CdoPage, Ls, Query, View};
+
+use super::driver::{self, Connected};
+use super::{ClientError, Endpoints, Result};
+
+/// A connection to the PM that may only look.
+///
+/// # Cancel safety
+/// [`Observer::query`] is not cancel safe: dropping its future between sending and reading
+/// leaves the answer unread, and the next query would read it. Drop the observer instead.
+pub struct Observer {
+    conn: Connected,
+    next: u64,
+    timeout: Duration,
+}
+
+impl Observer {
+    /// Connects to the PM named by `info` (its endpoints in order) and joins as an
+    /// observer named `who` (shown in the PM's log).
+    ///
+    /// Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`ClientError::Unreachable`] when no endpoint answers; [`ClientError::Refused`] with
+    /// `BadProof` or `WrongWorkflow` (the PM info is not this workflow's, or is stale),
+    /// `Quota` (too many observers); timeouts after `timeout`.
+    pub async fn connect(info: &PmInfo, who: &str, timeout: Duration) -> Result<Observer> {
+        let (stream, nonce) = driver::connect(info, timeout).await?;
+        let join = super::join_message(
+            info,
+            (who, 0),
+            Endpoints::default(),
+            None,
+            true,
+            Role::Observer,
+            &nonce,
+        );
+        let (conn, _, _) = driver::handshake(stream, join, timeout).await?;
+        Ok(Observer {
+            conn,
+            next: 1,
+            timeout,
+        })
+    }
+
+    /// Asks `query` and waits for its answer.
+    ///
+    /// # Errors
+    /// [`ClientError::Refused`] (not an observer connection), [`ClientError::Closed`],
+    /// [`ClientError::Timeout`] after the connection's timeout, [`ClientError::Protocol`]
+    /// for an answer to another question.
+    pub async fn query(&mut self, query: Query) -> Result<View> {
+        let id = self.next;
+        self.next += 1;
+        let frame = proto::encode(&[ToPm::Query { id, query }])?;
+        self.conn.writer.write_all(&frame).await?;
+        match self.conn.reader.expect(Op::Query, self.timeout).await? {
+            FromPm::View { id: got, view } if got == id => Ok(*view),
+            FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
+            other => Err(ClientError::Protocol(format!(
+                "{other:?} instead of the answer to query {id}"
+            ))),
+        }
+    }
+
+    /// Every CDO matching `ls` (from `ls.after`), page by page, at most `most`.
+    ///
+    /// # Errors
+    /// As [`Observer::query`].
+    pub async fn ls_all(&mut self, mut ls: Ls, most: usize) -> Result<CdoPage> {
+        let mut all = CdoPage::default();
+        loop {
+            let View::Cdos(page) = self.query(Query::Ls(ls.clone())).await? else {
+                return Err(ClientError::Protocol("not a page of CDOs".into()));
+            };
+            all.total = page.total;
+            all.cdos.extend(page.cdos);
+            if all.cdos.len() >= most {
+                all.cdos.truncate(most);
+                all.next = all.cdos.last().map(|c| c.id);
+                return Ok(all);
+            }
+            match page.next {
+                Some(next) => ls.after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+}
