@@ -1,6 +1,6 @@
 //! The `maestro` command: `run` (our PMIx host), `pm` (a pool manager process),
 //! `inventory` (the node's fabric and the NIC to use), `query` (a PMIx tool attached to a
-//! running `maestro run`) and `bench`. Each subcommand lives in its own module with its
+//! running `maestro run`), `pool` (a read-only view of a running pool) and `bench`. Each subcommand lives in its own module with its
 //! own command line (`*Args`/`*Options`) and entry function.
 //!
 //! Exit codes: `maestro run` exits with the job's code (see the `run` module); usage and
@@ -11,6 +11,7 @@ mod cli;
 mod inventory_cmd;
 mod janitor;
 mod pm_cmd;
+mod pool_cmd;
 mod query;
 mod run;
 
@@ -48,6 +49,8 @@ enum Cmd {
     PoolProvider(bench::pool::ProviderArgs),
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query(query::QueryArgs),
+    /// Look at a running pool: status, ls [SELECTOR], transfers, fabric (read-only).
+    Pool(pool_cmd::PoolArgs),
     /// Cleans up after `maestro run` or `maestro pm` once it is gone (started by them).
     #[command(hide = true)]
     Janitor(janitor::JanitorArgs),
@@ -61,7 +64,7 @@ fn main() -> ExitCode {
     }
     mstro::init_logging();
     let command = Cli::parse().command;
-    if matches!(command, Cmd::Inventory(_) | Cmd::Query(_)) {
+    if matches!(command, Cmd::Inventory(_) | Cmd::Query(_) | Cmd::Pool(_)) {
         // Printing commands end quietly when their reader goes (`maestro inventory |
         // head -1`), as other Unix tools do: status 141, no panic.
         // SAFETY: restoring the default disposition of one signal, before any output.
@@ -75,7 +78,8 @@ fn main() -> ExitCode {
         Cmd::FabricPeer(args) => bench::peer::main(args),
         Cmd::PmInjector(args) => bench::pm::main(&args),
         Cmd::PoolProvider(args) => bench::pool::provider_main(&args),
-        Cmd::Query(args) => cli::exit("query", query::query(&args.options()), 2),
+        Cmd::Query(args) => cli::exit("query", args.options().and_then(|o| query::query(&o)), 2),
+        Cmd::Pool(args) => cli::exit("pool", pool_cmd::run(&args), 2),
         Cmd::Janitor(args) => janitor::main(&args),
     }
 }

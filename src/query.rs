@@ -19,11 +19,12 @@ pub struct QueryOptions {
     pub timeout: Duration,
 }
 
-/// The command line of `maestro query`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct QueryArgs {
+/// Which running launcher a tool attaches to: `--pid` (with `--tmpdir`), `--uri` or
+/// `--system` (shared by `maestro query` and `maestro pool`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LauncherArgs {
     /// Process id of the `maestro run` to attach to.
-    #[arg(long, conflicts_with_all = ["uri", "system"], required_unless_present_any = ["uri", "system"])]
+    #[arg(long, conflicts_with_all = ["uri", "system"])]
     pid: Option<i32>,
     /// Its PMIx tmpdir (default: where maestro run puts it for that pid).
     #[arg(long, requires = "pid")]
@@ -37,6 +38,36 @@ pub struct QueryArgs {
     /// The system server's tmpdir (default: $TMPDIR or /tmp).
     #[arg(long, requires = "system")]
     system_tmpdir: Option<PathBuf>,
+}
+
+impl LauncherArgs {
+    /// The launcher named (by URI, pid or the system server), if one is.
+    pub fn target(&self) -> Option<ToolTarget> {
+        match (self.pid, &self.uri) {
+            (_, Some(u)) => Some(ToolTarget::Uri(u.clone())),
+            (Some(pid), None) => {
+                // Its tmpdir defaults to where `maestro run` puts it.
+                let tmpdir = self.tmpdir.clone().or_else(|| {
+                    u32::try_from(pid)
+                        .ok()
+                        .map(crate::run::server_tmpdir)
+                        .filter(|d| d.is_dir())
+                });
+                Some(ToolTarget::Pid { pid, tmpdir })
+            }
+            (None, None) if self.system => Some(ToolTarget::System {
+                tmpdir: self.system_tmpdir.clone(),
+            }),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The command line of `maestro query`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    launcher: LauncherArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -46,31 +77,22 @@ pub struct QueryArgs {
 }
 
 impl QueryArgs {
-    /// The options: which launcher (by URI, pid or the system server), how to print, how
-    /// long to wait.
-    pub fn options(self) -> QueryOptions {
-        let target = match (self.pid, self.uri) {
-            (_, Some(u)) => ToolTarget::Uri(u),
-            (Some(pid), None) => {
-                // Its tmpdir defaults to where `maestro run` puts it.
-                let tmpdir = self.tmpdir.or_else(|| {
-                    u32::try_from(pid)
-                        .ok()
-                        .map(crate::run::server_tmpdir)
-                        .filter(|d| d.is_dir())
-                });
-                ToolTarget::Pid { pid, tmpdir }
-            }
-            // clap requires one of --pid, --uri, --system.
-            (None, None) => ToolTarget::System {
-                tmpdir: self.system_tmpdir,
-            },
-        };
-        QueryOptions {
+    /// The options: which launcher, how to print, how long to wait.
+    ///
+    /// # Errors
+    /// [`QueryError::Target`] when no launcher is named.
+    pub fn options(self) -> Result<QueryOptions, QueryError> {
+        let target = self.launcher.target().ok_or_else(|| {
+            QueryError::Target(
+                "name the launcher: --pid PID (of maestro run --tool-support), --uri URI or --system"
+                    .into(),
+            )
+        })?;
+        Ok(QueryOptions {
             target,
             json: self.json,
             timeout: self.timeout,
-        }
+        })
     }
 }
 
@@ -123,7 +145,7 @@ pub enum QueryError {
 /// # Errors
 /// [`QueryError::Target`] for a pid that is no process or serves no tools, or a URI that
 /// is not one.
-fn check_target(target: &ToolTarget) -> Result<(), QueryError> {
+pub fn check_target(target: &ToolTarget) -> Result<(), QueryError> {
     match target {
         ToolTarget::Pid { pid, tmpdir } => {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {

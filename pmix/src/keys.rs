@@ -270,4 +270,23 @@ pub mod maestro {
     /// Job-level key put by the pool manager's rank: its PM info (string,
     /// `mstro-pm-v1:...`). Published for other jobs as `maestro.pool.pm-info.<workflow>`.
     pub const PM_INFO: &str = "maestro.pool.pm-info";
+    /// Query key answered by `maestro run`'s host: the pool's status (string, the JSON of
+    /// `maestro pool status --json`). Qualifier [`POOL_WORKFLOW`] picks the workflow.
+    pub const POOL_STATUS: &str = "maestro.pool.status";
+    /// Query key: a page of the pool's CDOs (string, the JSON of `maestro pool ls
+    /// --json`); qualifiers [`POOL_WORKFLOW`], [`POOL_SELECTOR`], [`POOL_AFTER`].
+    pub const POOL_CDOS: &str = "maestro.pool.cdos";
+    /// Query key: transfers in flight and recent (string, JSON).
+    pub const POOL_TRANSFERS: &str = "maestro.pool.transfers";
+    /// Query key: the pool's traffic per NIC and provider, links, each app's NIC (string,
+    /// JSON).
+    pub const POOL_FABRIC: &str = "maestro.pool.fabric";
+    /// Query qualifier: which workflow's pool (string; default: the only one published).
+    pub const POOL_WORKFLOW: &str = "maestro.pool.workflow";
+    /// Query qualifier of [`POOL_CDOS`]: a selector over full attribute keys (string,
+    /// `(= .maestro.core.cdo.name "x")`).
+    pub const POOL_SELECTOR: &str = "maestro.pool.selector";
+    /// Query qualifier of [`POOL_CDOS`]: list CDOs after this id (uint64, the `next` of
+    /// the previous page).
+    pub const POOL_AFTER: &str = "maestro.pool.after";
 }

@@ -311,6 +311,17 @@ impl PublishStore {
         }
     }
 
+    /// What this job published under keys starting with `prefix` (not the node-wide
+    /// directory's entries of other jobs), in key order.
+    pub fn with_prefix(&self, prefix: &str) -> Vec<(String, Value)> {
+        lock(&self.inner)
+            .data
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, p)| (k.clone(), p.value.clone()))
+            .collect()
+    }
+
     /// Answers a lookup: now if every key exists or `PMIX_WAIT` is absent, otherwise when
     /// the keys are published or the request times out (answered by [`PublishStore::expire`]).
     pub fn lookup(&self, keys: Vec<String>, info: &[Info], reply: LookupReply) {

@@ -154,6 +154,23 @@ impl NodeDirectory {
         self.read(&self.path(key)).map(|(p, _)| p)
     }
 
+    /// The live entries whose keys start with `prefix`, in key order (for a process that
+    /// is no PMIx client, such as `maestro pool`, finding what the user's jobs published).
+    pub fn with_prefix(&self, prefix: &str) -> Vec<(String, Value)> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(String, Value)> = entries
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| self.read(&e.path()))
+            .filter(|(p, _)| p.key.starts_with(prefix))
+            .map(|(p, _)| (p.key, p.value))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    }
+
     /// Removes `key` if `publisher` stored it.
     pub(crate) fn remove(&self, key: &str, publisher: &Proc) {
         let path = self.path(key);

@@ -76,6 +76,7 @@ pub enum View {
 
 /// The pool manager and its apps.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Status {
     /// The workflow served.
     pub workflow: String,
@@ -108,6 +109,7 @@ pub struct Status {
 
 /// One app as the PM knows it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct AppView {
     /// Its id in this pool.
     pub id: AppId,
@@ -145,6 +147,7 @@ pub struct AppView {
 
 /// One CDO.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CdoView {
     /// Its id.
     pub id: CdoId,
@@ -164,11 +167,16 @@ pub struct CdoView {
     pub age_s: u64,
     /// Its attributes (with the built-in name and size), when asked for.
     #[serde(with = "crate::attr::plain")]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "BTreeMap<String, serde_json::Value>")
+    )]
     pub attributes: Attributes,
 }
 
 /// A page of CDOs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CdoPage {
     /// The CDOs, by id.
     pub cdos: Vec<CdoView>,
@@ -180,6 +188,7 @@ pub struct CdoPage {
 
 /// How a transfer moves the bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub enum Transport {
     /// Consumer and provider share a process: the provider's buffer itself.
     #[default]
@@ -212,6 +221,7 @@ impl Transport {
 
 /// One transfer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct TransferView {
     /// Its id.
     pub id: TransferId,
@@ -241,6 +251,7 @@ pub struct TransferView {
 
 /// Transfers in flight and recent.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Transfers {
     /// In flight (at most [`MAX_LISTED`]), oldest first.
     pub in_flight: Vec<TransferView>,
@@ -256,6 +267,7 @@ pub struct Transfers {
 
 /// Traffic through one NIC with one provider, as seen by the PM.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct NicTraffic {
     /// The host of the NIC.
     pub host: String,
@@ -278,6 +290,7 @@ pub struct NicTraffic {
 
 /// Bytes and transfers of one transport.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct TransportTraffic {
     /// Completed transfers.
     pub transfers: u64,
@@ -289,6 +302,7 @@ pub struct TransportTraffic {
 
 /// The NIC an app was given, and why.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct AppNic {
     /// The app's id.
     pub app: AppId,
@@ -308,6 +322,7 @@ pub struct AppNic {
 
 /// A fabric event the PM saw.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct FabricEvent {
     /// When, ns since the Unix epoch.
     pub unix_ns: i128,
@@ -318,6 +333,7 @@ pub struct FabricEvent {
 /// The traffic report: what this workflow moved over which NIC and provider, how, and
 /// what the fabric did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Fabric {
     /// Per host, NIC and provider (at most [`MAX_LISTED`]).
     pub nics: Vec<NicTraffic>,

@@ -98,6 +98,7 @@ fn an_observer_sees_exactly_what_the_apps_did_and_is_no_app() {
     let o = pm.observer();
     assert_eq!(pm.m.app_count(), 2, "an observer is not an app");
     assert_eq!(pm.m.observer_count(), 1);
+    assert!(pm.m.is_joined(o), "the driver serves it on");
 
     pm.offer(p, "a", 1000);
     pm.offer(p, "b", 2000);
@@ -250,6 +251,10 @@ fn observers_are_bounded_in_number() {
         matches!(out.as_slice(), [(x, FromPm::Refused { op: Op::Join, why: Refusal::Quota(_), .. })] if *x == c),
         "{out:?}"
     );
+    // One goes: there is room again.
+    pm.m.disconnected(1);
+    assert_eq!(pm.m.observer_count(), 63);
+    pm.observer();
 }
 
 #[test]

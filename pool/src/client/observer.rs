@@ -2,6 +2,9 @@
 //! workflow secret as [`Role::Observer`], asks [`Query`]s and reads [`View`]s. It is not
 //! an app: the PM does not count it, raises no events for it and refuses it every
 //! operation but a query. `maestro pool` and the launcher's PMIx queries use it.
+//!
+//! It is blocking, with a single-threaded tokio runtime of its own: observers are tools
+//! that ask, print and wait, not parts of an app's hot path.
 
 use std::time::Duration;
 
@@ -14,10 +17,10 @@ use super::{ClientError, Endpoints, Result};
 
 /// A connection to the PM that may only look.
 ///
-/// # Cancel safety
-/// [`Observer::query`] is not cancel safe: dropping its future between sending and reading
-/// leaves the answer unread, and the next query would read it. Drop the observer instead.
+/// # Panics
+/// Its calls block the thread: called from within a tokio runtime, they panic.
 pub struct Observer {
+    rt: tokio::runtime::Runtime,
     conn: Connected,
     next: u64,
     timeout: Duration,
@@ -27,26 +30,31 @@ impl Observer {
     /// Connects to the PM named by `info` (its endpoints in order) and joins as an
     /// observer named `who` (shown in the PM's log).
     ///
-    /// Must run inside a tokio runtime.
-    ///
     /// # Errors
     /// [`ClientError::Unreachable`] when no endpoint answers; [`ClientError::Refused`] with
     /// `BadProof` or `WrongWorkflow` (the PM info is not this workflow's, or is stale),
-    /// `Quota` (too many observers); timeouts after `timeout`.
-    pub async fn connect(info: &PmInfo, who: &str, timeout: Duration) -> Result<Observer> {
-        let (stream, nonce) = driver::connect(info, timeout).await?;
-        let join = super::join_message(
-            info,
-            (who, 0),
-            Endpoints::default(),
-            None,
-            true,
-            Role::Observer,
-            &nonce,
-        );
-        let (conn, _, _) = driver::handshake(stream, join, timeout).await?;
+    /// `Quota` (too many observers); timeouts after `timeout`; [`ClientError::Io`] when no
+    /// runtime can be started.
+    pub fn connect(info: &PmInfo, who: &str, timeout: Duration) -> Result<Observer> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let conn = rt.block_on(async {
+            let (stream, nonce) = driver::connect(info, timeout).await?;
+            let join = super::join_message(
+                info,
+                (who, 0),
+                Endpoints::default(),
+                None,
+                true,
+                Role::Observer,
+                &nonce,
+            );
+            driver::handshake(stream, join, timeout).await
+        })?;
         Ok(Observer {
-            conn,
+            rt,
+            conn: conn.0,
             next: 1,
             timeout,
         })
@@ -58,12 +66,16 @@ impl Observer {
     /// [`ClientError::Refused`] (not an observer connection), [`ClientError::Closed`],
     /// [`ClientError::Timeout`] after the connection's timeout, [`ClientError::Protocol`]
     /// for an answer to another question.
-    pub async fn query(&mut self, query: Query) -> Result<View> {
+    pub fn query(&mut self, query: Query) -> Result<View> {
         let id = self.next;
         self.next += 1;
         let frame = proto::encode(&[ToPm::Query { id, query }])?;
-        self.conn.writer.write_all(&frame).await?;
-        match self.conn.reader.expect(Op::Query, self.timeout).await? {
+        let (conn, timeout) = (&mut self.conn, self.timeout);
+        let answer = self.rt.block_on(async {
+            conn.writer.write_all(&frame).await?;
+            conn.reader.expect(Op::Query, timeout).await
+        })?;
+        match answer {
             FromPm::View { id: got, view } if got == id => Ok(*view),
             FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
             other => Err(ClientError::Protocol(format!(
@@ -76,10 +88,10 @@ impl Observer {
     ///
     /// # Errors
     /// As [`Observer::query`].
-    pub async fn ls_all(&mut self, mut ls: Ls, most: usize) -> Result<CdoPage> {
+    pub fn ls_all(&mut self, mut ls: Ls, most: usize) -> Result<CdoPage> {
         let mut all = CdoPage::default();
         loop {
-            let View::Cdos(page) = self.query(Query::Ls(ls.clone())).await? else {
+            let View::Cdos(page) = self.query(Query::Ls(ls.clone()))? else {
                 return Err(ClientError::Protocol("not a page of CDOs".into()));
             };
             all.total = page.total;

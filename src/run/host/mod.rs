@@ -399,6 +399,21 @@ impl LauncherHost {
     }
 }
 
+/// Answers a query with every answer the host has, as success: OpenPMIx 4.2's client
+/// passes no results on with PARTIAL_SUCCESS (a tool asking for two keys, one unknown, saw
+/// none).
+fn reply_answers(reply: InfoReply, answers: Vec<Info>, asked: usize) {
+    let status = if answers.is_empty() {
+        Status::NOT_FOUND
+    } else {
+        if answers.len() < asked {
+            tracing::debug!("query: {} of {asked} keys answered", answers.len());
+        }
+        Status::SUCCESS
+    };
+    reply.send(status, answers);
+}
+
 impl Host for LauncherHost {
     fn client_connected(&self, proc: &Proc) -> Result<(), Status> {
         if let Ok(Some(why)) = self.cut_off_intruders() {
@@ -461,25 +476,39 @@ impl Host for LauncherHost {
         }
         let mut answers = Vec::new();
         let mut asked = 0;
+        let mut pool_views = Vec::new();
         for q in &queries {
             for k in &q.keys {
                 asked += 1;
-                if let Some(v) = self.answer(k, &q.qualifiers) {
+                if queries::is_pool_view(k) {
+                    pool_views.push((k.clone(), q.qualifiers.clone()));
+                } else if let Some(v) = self.answer(k, &q.qualifiers) {
                     answers.push(Info::new(k.clone(), v));
                 }
             }
         }
-        // Every answer the host has, as success: OpenPMIx 4.2's client passes no results on
-        // with PARTIAL_SUCCESS (a tool asking for two keys, one unknown, saw none).
-        let status = if answers.is_empty() {
-            Status::NOT_FOUND
-        } else {
-            if answers.len() < asked {
-                tracing::debug!("query: {} of {asked} keys answered", answers.len());
-            }
-            Status::SUCCESS
-        };
-        reply.send(status, answers);
+        if pool_views.is_empty() {
+            return reply_answers(reply, answers, asked);
+        }
+        // The pool's views come from its PM, over the network: off libpmix's thread.
+        let pms = self.published_pms();
+        let asking = std::thread::Builder::new()
+            .name("pool-view".into())
+            .spawn(move || {
+                for (key, qualifiers) in pool_views {
+                    let json = crate::pool_cmd::launcher_answer(
+                        &pms,
+                        &key,
+                        &qualifiers,
+                        queries::POOL_VIEW_TIMEOUT,
+                    );
+                    answers.push(Info::new(key, Value::String(json)));
+                }
+                reply_answers(reply, answers, asked);
+            });
+        if let Err(e) = asking {
+            tracing::warn!("query: no thread to ask the pool manager: {e}");
+        }
     }
 
     fn tool_connected(&self, info: Vec<Info>, reply: ToolReply) {

@@ -7,7 +7,33 @@ use pmix::{Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Stat
 
 use super::{JobRecord, LauncherHost, server_nspace};
 
+/// The pool views a tool may ask for (answered with the JSON of `maestro pool --json`).
+const POOL_VIEWS: [&str; 4] = [
+    maestro_keys::POOL_STATUS,
+    maestro_keys::POOL_CDOS,
+    maestro_keys::POOL_TRANSFERS,
+    maestro_keys::POOL_FABRIC,
+];
+
+/// Longest wait for the PM's answer to one pool view.
+pub(super) const POOL_VIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `key` asks for a view of the pool (answered off libpmix's thread).
+pub(super) fn is_pool_view(key: &str) -> bool {
+    POOL_VIEWS.contains(&key)
+}
+
 impl LauncherHost {
+    /// The PM info each workflow of the jobs published: (workflow, info).
+    pub(super) fn published_pms(&self) -> Vec<(String, String)> {
+        let prefix = format!("{}.", maestro_keys::PM_INFO);
+        self.store
+            .with_prefix(&prefix)
+            .into_iter()
+            .filter_map(|(k, v)| Some((k[prefix.len()..].to_string(), v.as_str()?.to_string())))
+            .collect()
+    }
+
     /// The process table of the jobs `nspace` selects (all when `None`).
     fn proc_table(&self, nspace: Option<&str>) -> Vec<ProcInfo> {
         let jobs = self.lock_jobs();
@@ -35,7 +61,7 @@ impl LauncherHost {
     }
 
     /// Every query key [`LauncherHost::answer`] knows, for `PMIX_QUERY_SUPPORTED_KEYS`.
-    const QUERY_KEYS: [&'static str; 14] = [
+    const QUERY_KEYS: [&'static str; 18] = [
         keys::QUERY_NUM_GROUPS,
         keys::QUERY_NAMESPACES,
         keys::QUERY_NAMESPACE_INFO,
@@ -50,6 +76,10 @@ impl LauncherHost {
         keys::QUERY_SUPPORTED_KEYS,
         keys::SERVER_URI,
         maestro_keys::FABRIC_INVENTORY,
+        maestro_keys::POOL_STATUS,
+        maestro_keys::POOL_CDOS,
+        maestro_keys::POOL_TRANSFERS,
+        maestro_keys::POOL_FABRIC,
     ];
 
     /// Answers one query key, or `None` when this host does not know it. A

@@ -657,9 +657,13 @@ impl Manager {
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
     }
 
-    /// True once `conn`'s JOIN has been accepted (and until it leaves or is gone).
+    /// True once `conn`'s JOIN has been accepted, as an app or an observer (and until it
+    /// leaves or is gone).
     pub fn is_joined(&self, conn: ConnId) -> bool {
-        matches!(self.conns.get(&conn), Some(Conn::Joined(_)))
+        matches!(
+            self.conns.get(&conn),
+            Some(Conn::Joined(_) | Conn::Observer)
+        )
     }
 
     /// The component name and index of a joined app.
@@ -1247,6 +1251,7 @@ impl Manager {
             self.notify(EventKind::AppLeave, app, None, || why.to_string());
             self.remove_app(app, true);
         }
+        self.stats.observers.remove(&conn);
         self.conns.remove(&conn);
     }
 
