@@ -31,6 +31,19 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Parses an address to listen on: `HOST:PORT`, or `:PORT` for every interface.
+pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    full.parse().map_err(|_| {
+        format!(
+            "{text:?} is not an address to listen on: give HOST:PORT (e.g. 127.0.0.1:9464) or :PORT"
+        )
+    })
+}
+
 /// Parses a progress mode of the fabric layer.
 pub fn parse_progress(s: &str) -> Result<fabric::ProgressMode, String> {
     fabric::ProgressMode::parse(s).ok_or_else(|| format!("{s:?}: use block or spin"))
@@ -51,6 +64,20 @@ pub fn exit<E: std::fmt::Display>(what: &str, result: Result<(), E>, code: u8) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses_parse_or_say_what_to_give() {
+        assert_eq!(
+            parse_listen_addr(":9464"),
+            Ok("0.0.0.0:9464".parse().expect("addr"))
+        );
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:0"),
+            Ok("127.0.0.1:0".parse().expect("addr"))
+        );
+        let e = parse_listen_addr("localhost").expect_err("no port");
+        assert!(e.contains("HOST:PORT"), "{e}");
+    }
 
     #[test]
     fn values_parse_or_say_what_to_give() {

@@ -93,6 +93,12 @@ pub struct PmOptions {
     /// report only their own links.
     #[arg(long = "reporter", value_name = "COMPONENT")]
     pub reporters: Vec<String>,
+    /// Serve the PM's counters in the OpenMetrics/Prometheus text format at
+    /// http://ADDR/metrics (HOST:PORT; :PORT for every interface). Unauthenticated: it
+    /// shows counts, host and NIC names (no CDO names, no secret); bind it to loopback or
+    /// a management network.
+    #[arg(long, value_name = "ADDR", value_parser = crate::cli::parse_listen_addr)]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Where a PM listens when not told: the addresses of the NIC chosen for this process
@@ -233,8 +239,12 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         owners: opts.owners.clone(),
         reporters: opts.reporters.clone(),
     };
+    config.metrics = opts.metrics;
     let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
+    if let Some(addr) = pm.metrics_addr() {
+        eprintln!("maestro pm: metrics at http://{addr}/metrics");
+    }
     let _held = match &opts.info_file {
         Some(path) => Some(write_info_file(path, &info.encode()).map_err(|e| {
             std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))

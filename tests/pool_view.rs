@@ -316,3 +316,79 @@ fn the_launchers_pmix_host_answers_pool_queries() {
     );
     job.terminate(T);
 }
+
+/// `maestro pm --metrics`: a real HTTP client scrapes the figures of what moved, and a
+/// Prometheus parser reads them.
+#[test]
+fn the_metrics_endpoint_serves_what_moved() {
+    let (mut pm, info) = start_pm("metrics", &["--metrics", "127.0.0.1:0"]);
+    let line = common::await_line(
+        pm.child.stderr.take().expect("stderr"),
+        "metrics at http://",
+    );
+    let url = line
+        .split("metrics at ")
+        .nth(1)
+        .map(str::trim)
+        .expect("url")
+        .to_string();
+    let producer = join(&info, "producer");
+    let consumer = join(&info, "consumer");
+    offer(&producer, "big", 1 << 20);
+    let cdo = consumer.declare("big").expect("declare");
+    consumer.demand(cdo).expect("demand");
+
+    let mut response = ureq::get(&url).call().expect("scrape");
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    let body = response.body_mut().read_to_string().expect("body");
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("the Prometheus text format");
+    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+            .unwrap_or_else(|| panic!("{name} {labels:?} not in\n{body}"))
+    };
+    assert_eq!(value("maestro_pm_apps", &[]), 2.0);
+    assert_eq!(
+        value("maestro_pm_operations_total", &[("op", "offer")]),
+        1.0
+    );
+    assert_eq!(value("maestro_pm_cdos", &[("state", "offered")]), 1.0);
+    assert_eq!(value("maestro_pm_transfers_completed_total", &[]), 1.0);
+    let mib = f64::from(1u32 << 20);
+    assert_eq!(
+        value(
+            "maestro_pm_nic_bytes_total",
+            &[
+                ("nic", "lo"),
+                ("provider", "tcp;ofi_rxm"),
+                ("direction", "out")
+            ]
+        ),
+        mib
+    );
+    assert_eq!(
+        value("maestro_pm_transport_bytes_total", &[("transport", "rma")]),
+        mib
+    );
+    // Only GET /metrics is served.
+    let other = ureq::get(url.replace("/metrics", "/secret")).call();
+    assert!(
+        matches!(other, Err(ureq::Error::StatusCode(404))),
+        "{other:?}"
+    );
+}

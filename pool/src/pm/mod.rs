@@ -33,10 +33,11 @@ use tokio::sync::{mpsc, oneshot};
 use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::events::FabricChange;
 use crate::proto::{self, FromPm, ToPm};
-use crate::view::Query;
+use crate::view::{Query, View};
 use crate::{Clock, ConnId, Credential, Manager};
 
 mod admission;
+pub mod metrics;
 
 use admission::{Admission, Peer, Throttle};
 pub use admission::{PER_PEER as MAX_UNJOINED_PER_PEER, WAITING as MAX_UNJOINED};
@@ -85,6 +86,9 @@ pub struct PmConfig {
     /// What each application may make the PM hold and do (quotas, transfer deadline,
     /// name owners, fabric reporters; see [`crate::policy::Policy`]).
     pub policy: crate::policy::Policy,
+    /// Serve the PM's counters for monitoring at `http://ADDR/metrics` (see [`metrics`]);
+    /// `None` (the default): no endpoint.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -126,6 +130,7 @@ impl PmConfig {
             max_unjoined: MAX_UNJOINED,
             max_unjoined_per_peer: MAX_UNJOINED_PER_PEER,
             policy: crate::policy::Policy::default(),
+            metrics: None,
         }
     }
 }
@@ -142,6 +147,8 @@ enum Event {
     Gone(ConnId),
     /// A fabric change reported through [`FabricReporter`].
     Fabric(FabricChange),
+    /// A metrics scrape asks for the figures.
+    Metrics(metrics::Ask),
 }
 
 /// Hands fabric changes to a running pool manager (see [`PoolManager::reporter`]); cheap
@@ -164,6 +171,8 @@ pub struct PoolManager {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The private directory of the Unix socket, removed at shutdown.
     unix_dir: Option<std::path::PathBuf>,
+    /// Where the metrics endpoint listens, if it does.
+    metrics: Option<SocketAddr>,
 }
 
 /// A listener of either kind.
@@ -302,6 +311,16 @@ impl PoolManager {
             }
             listeners.push(Listener::Tcp(l));
         }
+        let metrics = match config.metrics {
+            Some(addr) => {
+                let l = rt.block_on(TcpListener::bind(addr)).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("metrics endpoint on {addr}: {e}"))
+                })?;
+                Some(l)
+            }
+            None => None,
+        };
+        let metrics_addr = metrics.as_ref().map(TcpListener::local_addr).transpose()?;
         let mut nonce = [0u8; 8];
         getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
         let mut manager = Manager::new(
@@ -345,6 +364,9 @@ impl PoolManager {
                     max_queued,
                     by_conn: HashMap::new(),
                 };
+                if let Some(l) = metrics {
+                    rt.spawn(metrics::serve(l, tx.clone()));
+                }
                 rt.block_on(serve(
                     listeners,
                     manager,
@@ -360,7 +382,13 @@ impl PoolManager {
             stop: Some(stop_tx),
             thread: Some(thread),
             unix_dir,
+            metrics: metrics_addr,
         })
+    }
+
+    /// Where the metrics endpoint listens (`http://ADDR/metrics`), if it does.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
     }
 
     /// A handle that reports fabric changes to this pool manager.
@@ -485,6 +513,10 @@ async fn serve(
                         manager.disconnected(conn);
                     }
                     Event::Fabric(change) => manager.fabric_changed(change),
+                    Event::Metrics(ask) => {
+                        manager.set_memory_bytes(resident_bytes());
+                        let _ = ask.send(snapshot(&mut manager));
+                    }
                 }
                 flush(&mut manager, &mut writers);
                 memory.after(manager.cdo_count());
@@ -493,6 +525,24 @@ async fn serve(
     }
     for a in acceptors {
         a.abort();
+    }
+}
+
+/// The figures a metrics scrape renders.
+fn snapshot(manager: &mut Manager) -> metrics::Snapshot {
+    let View::Status(status) = manager.view(Query::Status) else {
+        unreachable!("a status query is answered with a status")
+    };
+    let View::Transfers(transfers) = manager.view(Query::Transfers) else {
+        unreachable!("a transfers query is answered with transfers")
+    };
+    let View::Fabric(fabric) = manager.view(Query::Fabric) else {
+        unreachable!("a fabric query is answered with the fabric")
+    };
+    metrics::Snapshot {
+        status,
+        transfers,
+        fabric,
     }
 }
 

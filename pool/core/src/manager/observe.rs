@@ -245,6 +245,12 @@ impl Manager {
         );
     }
 
+    /// The view an observer asking `query` would get (for drivers that show the pool in
+    /// other ways, such as a metrics endpoint). Bounded as observers' answers are.
+    pub fn view(&mut self, query: Query) -> View {
+        self.answer(query)
+    }
+
     fn answer(&mut self, query: Query) -> View {
         let now = self.events.now();
         self.stats.tick(now);

@@ -1,0 +1,343 @@
+//! The PM's counters for monitoring: an HTTP endpoint (`maestro pm --metrics ADDR`) that
+//! serves them in the OpenMetrics text format (which Prometheus scrapes), encoded with
+//! `prometheus-client`.
+//!
+//! Each scrape asks the actor for the manager's views (status, transfers, traffic per NIC;
+//! bounded as an observer's are) and renders them; nothing is counted twice and the hot
+//! path pays nothing for a scraper. The endpoint serves `GET /metrics` only, one request
+//! per connection, at most [`MAX_SCRAPES`] at a time, each bounded in size and time. It
+//! shows counts, host and NIC names, never CDO names or the secret: bind it to loopback or
+//! the management network.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::view::{Fabric, Status, Transfers};
+
+/// Most scrapes served at once; more wait for the listener.
+pub const MAX_SCRAPES: usize = 8;
+/// Longest a scraper may take to send its request, and the actor to answer.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest request read.
+const MAX_REQUEST: usize = 8 << 10;
+
+/// The figures one scrape renders.
+pub struct Snapshot {
+    /// The PM and its apps.
+    pub status: Status,
+    /// Transfers.
+    pub transfers: Transfers,
+    /// Traffic per NIC and transport.
+    pub fabric: Fabric,
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(value);
+    registry.register(name, help, c);
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let g: Gauge = Gauge::default();
+    g.set(i64::try_from(value).unwrap_or(i64::MAX));
+    registry.register(name, help, g);
+}
+
+fn counters<'a>(
+    registry: &mut Registry,
+    (name, help): (&str, &str),
+    rows: impl Iterator<Item = (Labels, u64)> + 'a,
+) {
+    let family = Family::<Labels, Counter>::default();
+    for (labels, v) in rows {
+        family.get_or_create(&labels).inc_by(v);
+    }
+    registry.register(name, help, family);
+}
+
+/// The OpenMetrics text of `s`.
+pub fn render(s: &Snapshot) -> String {
+    let mut r = Registry::with_prefix("maestro_pm");
+    let st = &s.status;
+    counter(
+        &mut r,
+        "uptime_seconds",
+        "Seconds since the pool manager started",
+        st.uptime_ms / 1000,
+    );
+    counters(
+        &mut r,
+        ("operations", "Operations handled, by kind"),
+        st.operations
+            .iter()
+            .map(|(op, n)| (vec![("op", op.clone())], *n)),
+    );
+    gauge(&mut r, "apps", "Applications joined", st.app_count);
+    gauge(
+        &mut r,
+        "observers",
+        "Observers connected",
+        st.observer_count,
+    );
+    gauge(
+        &mut r,
+        "subscriptions",
+        "Event subscriptions open",
+        st.subscriptions,
+    );
+    let cdos = Family::<Labels, Gauge>::default();
+    for (state, n) in &st.cdos {
+        cdos.get_or_create(&vec![("state", state.clone())])
+            .set(i64::try_from(*n).unwrap_or(i64::MAX));
+    }
+    r.register("cdos", "Live CDOs by state", cdos);
+    gauge(
+        &mut r,
+        "transfers_in_flight",
+        "Transfers ticketed and not finished",
+        st.transfers_in_flight,
+    );
+    gauge(
+        &mut r,
+        "inline_bytes",
+        "Bytes of small CDOs the pool manager holds",
+        st.inline_bytes,
+    );
+    if let Some(rss) = st.memory_bytes {
+        gauge(
+            &mut r,
+            "resident_memory_bytes",
+            "The pool manager's resident memory",
+            rss,
+        );
+    }
+    counter(
+        &mut r,
+        "transfers_completed",
+        "Transfers completed",
+        s.transfers.completed,
+    );
+    counter(
+        &mut r,
+        "transfers_failed",
+        "Transfers failed, abandoned or cut off",
+        s.transfers.failed,
+    );
+    let by_transport = |f: fn(&crate::view::TransportTraffic) -> u64| {
+        s.fabric
+            .transports
+            .iter()
+            .map(move |(t, n)| (vec![("transport", t.clone())], f(n)))
+    };
+    counters(
+        &mut r,
+        (
+            "transport_bytes",
+            "Bytes of completed transfers, by transport",
+        ),
+        by_transport(|n| n.bytes),
+    );
+    counters(
+        &mut r,
+        ("transport_transfers", "Completed transfers, by transport"),
+        by_transport(|n| n.transfers),
+    );
+    counters(
+        &mut r,
+        ("transport_failures", "Failed transfers, by transport"),
+        by_transport(|n| n.failures),
+    );
+    let nic = |n: &crate::view::NicTraffic, direction: &str| -> Labels {
+        vec![
+            ("host", n.host.clone()),
+            ("nic", n.nic.clone()),
+            ("provider", n.provider.clone()),
+            ("direction", direction.to_string()),
+        ]
+    };
+    counters(
+        &mut r,
+        (
+            "nic_bytes",
+            "Bytes of completed transfers through each NIC and provider (out: read from offers behind it; in: read by consumers through it)",
+        ),
+        s.fabric
+            .nics
+            .iter()
+            .flat_map(|n| [(nic(n, "out"), n.bytes_out), (nic(n, "in"), n.bytes_in)]),
+    );
+    counters(
+        &mut r,
+        ("nic_failures", "Failed transfers on each NIC and provider"),
+        s.fabric.nics.iter().map(|n| {
+            let mut l = nic(n, "");
+            l.pop();
+            (l, n.failures)
+        }),
+    );
+    gauge(
+        &mut r,
+        "links_down",
+        "Networks of links reported down",
+        s.fabric.links_down.len() as u64,
+    );
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &r);
+    out
+}
+
+/// Asks the actor for a snapshot: the sender of its answer.
+pub(super) type Ask = oneshot::Sender<Snapshot>;
+
+/// Serves `GET /metrics` on `listener`; each scrape sends an [`Ask`] through `actor`.
+pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<super::Event>) {
+    let slots = Arc::new(Semaphore::new(MAX_SCRAPES));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::debug!("metrics: accept: {e}");
+                // Out of descriptors, say: do not spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let actor = actor.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = tokio::time::timeout(SCRAPE_TIMEOUT, scrape(stream, actor)).await {
+                tracing::debug!("metrics: a scrape took too long ({e})");
+            }
+        });
+    }
+}
+
+/// One request on `stream`: `GET /metrics` is answered with the figures, anything else
+/// with 404 or 400.
+async fn scrape(mut stream: tokio::net::TcpStream, actor: mpsc::UnboundedSender<super::Event>) {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+        if request.len() > MAX_REQUEST {
+            let _ = respond(&mut stream, "431 Request Header Fields Too Large", "").await;
+            return;
+        }
+    }
+    let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, path) = (parts.next(), parts.next());
+    let path = path.map(|p| p.split(|&b| b == b'?').next().unwrap_or_default());
+    if method != Some(b"GET") {
+        let _ = respond(&mut stream, "405 Method Not Allowed", "GET /metrics\n").await;
+        return;
+    }
+    if path != Some(b"/metrics") {
+        let _ = respond(&mut stream, "404 Not Found", "GET /metrics\n").await;
+        return;
+    }
+    let (tx, rx) = oneshot::channel();
+    if actor.send(super::Event::Metrics(tx)).is_err() {
+        let _ = respond(&mut stream, "503 Service Unavailable", "stopping\n").await;
+        return;
+    }
+    let body = match rx.await {
+        Ok(snapshot) => render(&snapshot),
+        Err(_) => {
+            let _ = respond(&mut stream, "503 Service Unavailable", "stopping\n").await;
+            return;
+        }
+    };
+    let _ = respond(&mut stream, "200 OK", &body).await;
+}
+
+async fn respond(
+    stream: &mut tokio::net::TcpStream,
+    status: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let kind = if status.starts_with("200") {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::{NicTraffic, TransportTraffic};
+
+    #[test]
+    fn figures_become_labelled_metrics() {
+        let mut status = Status {
+            workflow: "wf".into(),
+            uptime_ms: 3500,
+            app_count: 2,
+            ..Status::default()
+        };
+        status.operations.insert("offer".into(), 5);
+        status.cdos.insert("offered".into(), 4);
+        let mut fabric = Fabric::default();
+        fabric.nics.push(NicTraffic {
+            host: "n1".into(),
+            nic: "ib0".into(),
+            provider: "verbs;ofi_rxm".into(),
+            bytes_out: 1024,
+            bytes_in: 0,
+            transfers_out: 1,
+            transfers_in: 0,
+            failures: 2,
+        });
+        fabric.transports.insert(
+            "rma".into(),
+            TransportTraffic {
+                transfers: 1,
+                bytes: 1024,
+                failures: 0,
+            },
+        );
+        let text = render(&Snapshot {
+            status,
+            transfers: Transfers::default(),
+            fabric,
+        });
+        for line in [
+            "maestro_pm_operations_total{op=\"offer\"} 5",
+            "maestro_pm_apps 2",
+            "maestro_pm_cdos{state=\"offered\"} 4",
+            "maestro_pm_uptime_seconds_total 3",
+            "maestro_pm_transport_bytes_total{transport=\"rma\"} 1024",
+            "maestro_pm_nic_bytes_total{host=\"n1\",nic=\"ib0\",provider=\"verbs;ofi_rxm\",direction=\"out\"} 1024",
+            "maestro_pm_nic_failures_total{host=\"n1\",nic=\"ib0\",provider=\"verbs;ofi_rxm\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
