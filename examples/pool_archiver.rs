@@ -36,6 +36,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
         signal_before: true,
         require_ack: true,
         no_local: true,
+        replay: false,
     };
     let sub = client.subscribe(&selector, EventKind::Offer, options)?;
     eprintln!(

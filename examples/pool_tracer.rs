@@ -1,9 +1,12 @@
 //! pool_tracer: logs the pool events of a selector as JSON lines on stdout.
 //!
 //!     MSTRO_POOL_MANAGER_INFO=... pool_tracer [--kinds offer,require|all] [--selector S]
-//!         [--namespace NS] [--count N]
+//!         [--namespace NS] [--count N] [--new-only]
 //!
-//! Runs until it printed `--count` events, or until SIGINT/SIGTERM; then unsubscribes and
+//! First it prints the current state: an event for every live CDO that matches, of the kind
+//! its state stands for (an offered CDO as an `offer`, with the detail "before this
+//! subscription"), so CDOs offered before it started are not missed; `--new-only` skips
+//! that. Runs until it printed `--count` events, or until SIGINT/SIGTERM; then unsubscribes and
 //! leaves. Each line is one `pool::events::PoolEvent`.
 
 mod helpers;
@@ -22,6 +25,9 @@ struct Args {
     /// fabric) or `all`.
     #[arg(long, default_value = "all")]
     kinds: String,
+    /// Only events from now on (not the current state first).
+    #[arg(long)]
+    new_only: bool,
     #[command(flatten)]
     selecting: helpers::Selecting,
 }
@@ -43,6 +49,7 @@ fn run(args: Args) -> Result<(), helpers::Error> {
     let selector = args.selecting.parse(&client)?;
     let options = SubscribeOptions {
         no_local: true,
+        replay: !args.new_only,
         ..SubscribeOptions::default()
     };
     let sub = client.subscribe(&selector, kinds, options)?;

@@ -166,6 +166,32 @@ fn the_tracer_logs_matching_events_as_json_lines() {
     );
 }
 
+/// A tracer started late first shows what was offered before it started.
+#[test]
+fn a_late_tracer_shows_the_cdos_offered_before_it_started() {
+    let (_pm, info) = start_pm("late", &[]);
+    let p = Client::join(&PmInfo::parse(&info).expect("info"), opts("producer")).expect("join");
+    let cdo = p.declare("early").expect("declare");
+    p.seal(cdo, Attributes::new()).expect("seal");
+    p.offer(cdo, Buffer::from_slice(b"abc").expect("buffer"))
+        .expect("offer");
+    let tracer =
+        Group::spawn(helper("pool_tracer", &info).args(["--kinds", "offer", "--count", "1"]));
+    let out = tracer.wait(T);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let event: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON line");
+    assert_eq!(
+        (&event["kind"], &event["cdo"], &event["detail"]),
+        (
+            &serde_json::json!("Offer"),
+            &serde_json::json!("early"),
+            &serde_json::json!("before this subscription")
+        )
+    );
+    assert_eq!(event["attributes"][".maestro.core.cdo.scope.local-size"], 3);
+    p.withdraw(cdo).expect("withdraw");
+}
+
 /// A provider is stopped while a consumer demands its CDO, then killed with SIGKILL: the
 /// consumer gets a clear error at once (within 5 s on a loaded machine), subscribers see the app leave, and the
 /// pool manager goes on serving the others.

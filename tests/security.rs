@@ -420,6 +420,7 @@ fn a_subscriber_that_never_acknowledges_holds_one_operation_once() {
                 signal_before: true,
                 require_ack: true,
                 no_local: false,
+                replay: false,
             },
         }])
         .expect("subscribe");

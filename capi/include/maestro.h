@@ -295,7 +295,13 @@ enum mstro_subscription_opts_ {
   MSTRO_SUBSCRIPTION_OPTS_DEFAULT = 0,
   MSTRO_SUBSCRIPTION_OPTS_SIGNAL_BEFORE = 1 << 0, /**< the event comes before the operation */
   MSTRO_SUBSCRIPTION_OPTS_REQUIRE_ACK = 1 << 1,   /**< the operation waits for mstro_subscription_ack */
-  MSTRO_SUBSCRIPTION_OPTS_NO_LOCAL_EVENTS = 1 << 2 /**< nothing this application caused */
+  MSTRO_SUBSCRIPTION_OPTS_NO_LOCAL_EVENTS = 1 << 2, /**< nothing this application caused */
+  /** First an event for every live CDO that matches, of the kind its state stands for
+      (declared: DECLARE, sealed: SEAL, offered: OFFER, required: REQUIRE, demanded: DEMAND,
+      withdrawn: WITHDRAW; detail "before this subscription"; at most 100000, lowest ids
+      first), then events as they happen: a late subscriber misses nothing offered before.
+      Not with SIGNAL_BEFORE. An extension of Maestro Core's options. */
+  MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE = 1 << 3
 };
 typedef uint32_t mstro_subscription_opts;
 

@@ -32,9 +32,14 @@ impl SubscriptionOptions {
     pub const REQUIRE_ACK: u32 = 2;
     /// `MSTRO_SUBSCRIPTION_OPTS_NO_LOCAL_EVENTS`: nothing this application caused.
     pub const NO_LOCAL_EVENTS: u32 = 4;
+    /// `MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE` (an extension of Maestro's options): first an
+    /// event for every live CDO that matches, of the kind its state stands for (see
+    /// [`SubscribeOptions::replay`]), so a late subscriber misses nothing offered before.
+    pub const CURRENT_STATE: u32 = 8;
 
     fn to_pool(self) -> Result<SubscribeOptions> {
-        let all = Self::SIGNAL_BEFORE | Self::REQUIRE_ACK | Self::NO_LOCAL_EVENTS;
+        let all =
+            Self::SIGNAL_BEFORE | Self::REQUIRE_ACK | Self::NO_LOCAL_EVENTS | Self::CURRENT_STATE;
         if self.0 & !all != 0 {
             return Err(Error::invarg(format!(
                 "unknown subscription option bits {:#x}; combine MSTRO_SUBSCRIPTION_OPTS_*",
@@ -45,6 +50,7 @@ impl SubscriptionOptions {
             signal_before: self.0 & Self::SIGNAL_BEFORE != 0,
             require_ack: self.0 & Self::REQUIRE_ACK != 0,
             no_local: self.0 & Self::NO_LOCAL_EVENTS != 0,
+            replay: self.0 & Self::CURRENT_STATE != 0,
         })
     }
 }

@@ -403,6 +403,7 @@ const HOLD: SubscribeOptions = SubscribeOptions {
     signal_before: true,
     require_ack: true,
     no_local: false,
+    replay: false,
 };
 
 #[test]

@@ -196,6 +196,7 @@ pub fn constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("SIGNAL_BEFORE", SubscriptionOptions::SIGNAL_BEFORE),
         ("REQUIRE_ACK", SubscriptionOptions::REQUIRE_ACK),
         ("NO_LOCAL_EVENTS", SubscriptionOptions::NO_LOCAL_EVENTS),
+        ("CURRENT_STATE", SubscriptionOptions::CURRENT_STATE),
     ] {
         m.add(format!("MSTRO_SUBSCRIPTION_OPTS_{name}"), v)?;
     }

@@ -181,7 +181,17 @@ pub struct SubscribeOptions {
     pub require_ack: bool,
     /// Leave out events caused by the subscriber's own application.
     pub no_local: bool,
+    /// Hear of the current state first: for every live CDO that matches (at most
+    /// [`MAX_REPLAY`], in id order), one event of the kind its state stands for
+    /// (declared: `Declare`, sealed: `Seal`, offered: `Offer`, required: `Require`,
+    /// demanded: `Demand`, withdrawn: `Withdraw`), with the detail "before this
+    /// subscription", if the subscription takes that kind. After-the-fact subscriptions
+    /// only.
+    pub replay: bool,
 }
+
+/// Most events a [`SubscribeOptions::replay`] sends (the CDOs with the lowest ids).
+pub const MAX_REPLAY: usize = 100_000;
 
 /// A subscription's id, assigned by the pool manager.
 pub type SubId = u64;

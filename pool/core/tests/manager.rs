@@ -6,7 +6,7 @@ use fabric_types::{Address, RemoteRegion};
 use pool_core::attr::{AttrValue, Attributes, LOCAL_SIZE};
 use pool_core::auth::prove;
 use pool_core::proto::{
-    AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, Refusal, Source, ToPm, cdo_ids,
+    AppId, FabricEndpoint, FromPm, OfferExtras, Op, Refusal, Source, ToPm, cdo_ids,
 };
 use pool_core::{ConnId, Credential};
 use std::time::Duration;
@@ -656,64 +656,8 @@ fn pmix_credentials_decide_when_checked_or_required() {
 
 // ---- Events: subscriptions, selectors, signal-before and acknowledgements ----
 
-use pool_core::events::{EventKind, EventKinds, PoolEvent, SubscribeOptions};
+use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
 use pool_core::selector::{Expr, Selector};
-
-impl Pm {
-    /// Subscribes `conn` to `kinds` matching `selector` (parsed in `.user.`).
-    fn subscribe(
-        &mut self,
-        conn: ConnId,
-        kinds: impl Into<EventKinds>,
-        selector: &str,
-        options: SubscribeOptions,
-    ) -> u64 {
-        let selector = Selector::parse(selector, ".user.", &pool_core::schema::Schemas::builtin())
-            .expect("selector")
-            .expr()
-            .clone();
-        let msg = ToPm::Subscribe {
-            local: 5,
-            kinds: kinds.into(),
-            selector: Box::new(selector),
-            options,
-        };
-        match self.send(conn, msg).as_slice() {
-            [(c, FromPm::Subscribed { local: 5, sub })] if *c == conn => *sub,
-            other => panic!("subscribe: {other:?}"),
-        }
-    }
-
-    /// Declares `name` and seals it with `.user.step = step`.
-    fn sealed(&mut self, conn: ConnId, name: &str, step: i64) -> CdoId {
-        let cdo = self.declare(conn, name);
-        let attributes = Attributes::from([(".user.step".to_string(), AttrValue::Int(step))]);
-        assert_eq!(
-            self.send(conn, ToPm::Seal { cdo, attributes }),
-            [(conn, done(Op::Seal, cdo))]
-        );
-        cdo
-    }
-}
-
-/// The events in `out` sent to `conn`.
-fn events_to(out: &[(ConnId, FromPm)], conn: ConnId) -> Vec<PoolEvent> {
-    out.iter()
-        .filter(|(c, _)| *c == conn)
-        .filter_map(|(_, m)| match m {
-            FromPm::Event { event, .. } => Some((**event).clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn offer_msg(cdo: CdoId, len: u64) -> ToPm {
-    ToPm::Offer {
-        cdo,
-        region: region(len),
-        extras: OfferExtras::default(),
-    }
-}
 
 #[test]
 fn a_selector_subscription_sees_exactly_the_matching_offers() {
@@ -775,6 +719,7 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
         signal_before: true,
         require_ack: true,
         no_local: false,
+        replay: false,
     };
     let sub = pm.subscribe(s, EventKind::Offer, "", opts);
     let (p, _) = pm.join("producer");
@@ -909,6 +854,7 @@ fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
         signal_before: true,
         require_ack: true,
         no_local: false,
+        replay: false,
     };
     let sub = pm.subscribe(s, EventKind::Offer, "", opts);
     pm.m.set_ack_timeout(Duration::from_secs(1));
@@ -947,6 +893,7 @@ fn a_subscriber_that_goes_releases_what_waits_for_it() {
         signal_before: true,
         require_ack: true,
         no_local: false,
+        replay: false,
     };
     pm.subscribe(s, EventKind::Offer, "", opts);
     let sub2 = pm.subscribe(s2, EventKind::Offer, "", opts);

@@ -386,3 +386,62 @@ fn a_failed_transfer_shows_with_its_reason() {
     assert_eq!(failures, [("eth0", 1), ("eth1", 1)]);
     assert_eq!(f.transports["rma"].failures, 1);
 }
+
+use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
+
+#[test]
+fn a_late_subscriber_asking_for_the_current_state_misses_nothing() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, _) = pm.join("consumer");
+    let declared = pm.declare(p, "a");
+    let sealed = pm.sealed(p, "b", 1);
+    let offered = pm.sealed(p, "c", 1);
+    pm.send(p, offer_msg(offered, 10));
+    let other = pm.sealed(p, "d", 2);
+    pm.send(p, offer_msg(other, 10));
+    let (waiting, _) = pm.demand(c, "x");
+    let (t, _) = pm.join("tracer");
+    let replay = SubscribeOptions {
+        replay: true,
+        ..SubscribeOptions::default()
+    };
+    // Everything, one event per CDO in id order, of the kind its state stands for.
+    let (sub, out) = pm.subscribe_seeing(t, EventKinds::all(), "", replay);
+    let seen: Vec<(EventKind, Option<String>, &str)> = events_to(&out, t)
+        .iter()
+        .filter(|e| e.kind != EventKind::AppJoin)
+        .map(|e| {
+            (
+                e.kind,
+                e.cdo.clone(),
+                if e.detail.is_empty() { "" } else { "said" },
+            )
+        })
+        .collect();
+    let said = |k, n: &str| (k, Some(n.to_string()), "said");
+    assert_eq!(
+        seen,
+        [
+            said(EventKind::Declare, "a"),
+            said(EventKind::Seal, "b"),
+            said(EventKind::Offer, "c"),
+            said(EventKind::Offer, "d"),
+            said(EventKind::Demand, "x"),
+        ],
+        "{declared} {sealed} {waiting} {sub}"
+    );
+    assert!(
+        events_to(&out, t)
+            .iter()
+            .filter(|e| e.kind == EventKind::Offer)
+            .all(|e| e.detail == "before this subscription" && e.component == "producer")
+    );
+    // Only the kinds and the CDOs it selects.
+    let (_, out) = pm.subscribe_seeing(t, EventKind::Offer, "(= step 1)", replay);
+    let names: Vec<Option<String>> = events_to(&out, t).into_iter().map(|e| e.cdo).collect();
+    assert_eq!(names, [Some("c".to_string())]);
+    // Without the option: nothing from before.
+    let (_, out) = pm.subscribe_seeing(t, EventKind::Offer, "", SubscribeOptions::default());
+    assert!(events_to(&out, t).is_empty());
+}

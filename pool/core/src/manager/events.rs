@@ -104,6 +104,19 @@ pub(super) struct Subject {
     attributes: Attributes,
 }
 
+/// The event kind a CDO's state stands for in a replay of the current state.
+fn state_kind(state: &super::State) -> EventKind {
+    use super::State;
+    match state {
+        State::Declared => EventKind::Declare,
+        State::Sealed => EventKind::Seal,
+        State::Offered(_) | State::Withdrawing(_) => EventKind::Offer,
+        State::Withdrawn => EventKind::Withdraw,
+        State::Required(w) if w.demanded => EventKind::Demand,
+        State::Required(_) => EventKind::Require,
+    }
+}
+
 /// The event kind of an operation on a CDO, if it is one.
 fn kind_of_op(op: Op) -> Option<EventKind> {
     Some(match op {
@@ -456,6 +469,58 @@ impl Manager {
         awaiting
     }
 
+    /// The current state for a new subscription that asked for it
+    /// ([`SubscribeOptions::replay`]): one event per live CDO it would match.
+    fn replay_state(&mut self, sub: SubId, conn: ConnId, subscriber: AppId) {
+        let Some(s) = self.events.subs.get(&sub) else {
+            return;
+        };
+        let (kinds, no_local) = (s.kinds, s.options.no_local);
+        let mut ids: Vec<(CdoId, EventKind)> = self
+            .cdos
+            .iter()
+            .filter(|(_, c)| !(no_local && c.app == subscriber))
+            .map(|(&id, c)| (id, state_kind(&c.state)))
+            .filter(|(_, kind)| kinds.contains(*kind))
+            .collect();
+        ids.sort_unstable_by_key(|(id, _)| *id);
+        let mut sent = 0;
+        for (cdo, kind) in ids {
+            if sent == crate::events::MAX_REPLAY {
+                tracing::info!("subscription {sub}: the current state was cut at {sent} CDOs");
+                break;
+            }
+            let (Some(subject), Some(owner)) =
+                (self.event_subject(cdo), self.cdos.get(&cdo).map(|c| c.app))
+            else {
+                continue;
+            };
+            let matches = self
+                .events
+                .subs
+                .get(&sub)
+                .is_some_and(|s| s.selector.matches(&subject.attributes));
+            if !matches {
+                continue;
+            }
+            let event = self.event(
+                kind,
+                owner,
+                Some(subject),
+                "before this subscription",
+                false,
+            );
+            self.out.push_back((
+                conn,
+                FromPm::Event {
+                    sub,
+                    event: Box::new(event),
+                },
+            ));
+            sent += 1;
+        }
+    }
+
     /// A new event (the next serial, the current time) about `app`.
     fn event(
         &mut self,
@@ -538,7 +603,13 @@ impl Manager {
         );
         self.out
             .push_back((conn, FromPm::Subscribed { local, sub }));
-        if !kinds.contains(EventKind::AppJoin) || options.signal_before {
+        if options.signal_before {
+            return;
+        }
+        if options.replay {
+            self.replay_state(sub, conn, app);
+        }
+        if !kinds.contains(EventKind::AppJoin) {
             return;
         }
         let mut joined: Vec<AppId> = self

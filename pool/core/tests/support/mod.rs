@@ -5,10 +5,12 @@
 use fabric_types::{Address, RemoteRegion};
 use pool_core::attr::{AttrValue, Attributes};
 use pool_core::auth::prove;
+use pool_core::events::{EventKinds, PoolEvent, SubscribeOptions};
 use pool_core::proto::{
     AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, ProcessMemory, Refusal, ToPm,
     TransferId, cdo_ids,
 };
+use pool_core::selector::Selector;
 use pool_core::{Clock, ConnId, Manager};
 use std::time::{Duration, Instant};
 
@@ -271,4 +273,75 @@ pub fn completes_demand(out: &[(ConnId, FromPm)]) -> bool {
             _ => None,
         })
         .unwrap_or_else(|| panic!("no ticket in {out:?}"))
+}
+
+impl Pm {
+    /// As [`Pm::subscribe`], returning what the subscription's answer came with.
+    pub fn subscribe_seeing(
+        &mut self,
+        conn: ConnId,
+        kinds: impl Into<EventKinds>,
+        selector: &str,
+        options: SubscribeOptions,
+    ) -> (u64, Vec<(ConnId, FromPm)>) {
+        let selector = Selector::parse(selector, ".user.", &pool_core::schema::Schemas::builtin())
+            .expect("selector")
+            .expr()
+            .clone();
+        let msg = ToPm::Subscribe {
+            local: 5,
+            kinds: kinds.into(),
+            selector: Box::new(selector),
+            options,
+        };
+        let out = self.send(conn, msg);
+        match out.first() {
+            Some((c, FromPm::Subscribed { local: 5, sub })) if *c == conn => (*sub, out),
+            other => panic!("subscribe: {other:?}"),
+        }
+    }
+
+    /// Subscribes `conn` to `kinds` matching `selector` (parsed in `.user.`); nothing but
+    /// the answer comes back.
+    pub fn subscribe(
+        &mut self,
+        conn: ConnId,
+        kinds: impl Into<EventKinds>,
+        selector: &str,
+        options: SubscribeOptions,
+    ) -> u64 {
+        let (sub, out) = self.subscribe_seeing(conn, kinds, selector, options);
+        assert_eq!(out.len(), 1, "subscribe: {out:?}");
+        sub
+    }
+
+    /// Declares `name` and seals it with `.user.step = step`.
+    pub fn sealed(&mut self, conn: ConnId, name: &str, step: i64) -> CdoId {
+        let cdo = self.declare(conn, name);
+        let attributes = Attributes::from([(".user.step".to_string(), AttrValue::Int(step))]);
+        assert_eq!(
+            self.send(conn, ToPm::Seal { cdo, attributes }),
+            [(conn, done(Op::Seal, cdo))]
+        );
+        cdo
+    }
+}
+
+/// The events in `out` sent to `conn`.
+pub fn events_to(out: &[(ConnId, FromPm)], conn: ConnId) -> Vec<PoolEvent> {
+    out.iter()
+        .filter(|(c, _)| *c == conn)
+        .filter_map(|(_, m)| match m {
+            FromPm::Event { event, .. } => Some((**event).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn offer_msg(cdo: CdoId, len: u64) -> ToPm {
+    ToPm::Offer {
+        cdo,
+        region: region(len),
+        extras: OfferExtras::default(),
+    }
 }
