@@ -242,6 +242,20 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
             procs,
         });
     }
+    // The pool of the jobs' workflow, where one is published (the JSON of `maestro pool
+    // status --json`, or why not).
+    let pool: serde_json::Value = tool
+        .query(
+            &[Query::key(pmix::keys::maestro::POOL_STATUS)],
+            opts.timeout,
+        )
+        .ok()
+        .and_then(|a| {
+            pmix::find(&a, pmix::keys::maestro::POOL_STATUS)
+                .and_then(Value::as_str)
+                .and_then(|s| serde_json::from_str(s).ok())
+        })
+        .unwrap_or(serde_json::Value::Null);
     if opts.json {
         println!(
             "{}",
@@ -249,6 +263,7 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
                 "tool": tool.proc().to_string(),
                 "jobs": jobs,
                 "fabric": { "inventory": inventory_json, "assignment": assignment },
+                "pool": pool,
             })
         );
     } else {
@@ -282,6 +297,13 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
             for (r, nic) in ranks {
                 println!("  rank {r}: {nic}");
             }
+        }
+        match serde_json::from_value::<pool::view::Status>(pool.clone()) {
+            Ok(status) => print!("\n{}", crate::pool_cmd::render::status(&status)),
+            Err(_) => match pool.get("error").and_then(serde_json::Value::as_str) {
+                Some(why) => println!("\npool: {why}"),
+                None => println!("\npool: the host did not say"),
+            },
         }
     }
     Ok(())

@@ -93,6 +93,11 @@ fn read_frame(s: &mut TcpStream) -> Vec<FromPm> {
 
 /// Joins `info`'s PM by hand (challenge, proof, welcome) and returns the raw connection.
 fn join_raw(info: &PmInfo) -> TcpStream {
+    join_raw_as(info, proto::Role::App)
+}
+
+/// As [`join_raw`], in `role`.
+fn join_raw_as(info: &PmInfo, role: proto::Role) -> TcpStream {
     let mut s = TcpStream::connect(tcp_addr(info)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
@@ -112,7 +117,7 @@ fn join_raw(info: &PmInfo) -> TcpStream {
         memory: None,
         credential: None,
         nics: Default::default(),
-        role: Default::default(),
+        role,
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, "streamer", 0),
     };
     s.write_all(&proto::encode(&[ToPm::Join(Box::new(join))]).expect("encode"))
@@ -261,4 +266,80 @@ fn hostile_connections_are_closed_and_the_pm_stays_small() {
         "the PM grew from {start_rss} KiB to {peak} KiB"
     );
     drop(pm);
+}
+
+/// An observer that asks and never reads its answers is cut off at `--max-queued`: the PM
+/// does not grow, and an honest app is served on.
+#[test]
+fn an_observer_that_stops_reading_is_cut_off() {
+    let (pm, info) = start_pm(
+        "observer",
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--no-unix-socket",
+            "--max-queued",
+            "1M",
+        ],
+    );
+    let info = PmInfo::parse(&info).expect("PM info");
+    let app = Client::join(
+        &info,
+        JoinOptions::new("app", 0)
+            .timeout(Duration::from_secs(30))
+            .isolated(),
+    )
+    .expect("join");
+    for i in 0..1000 {
+        app.declare(&format!("a-rather-long-name-for-cdo-number-{i:06}"))
+            .expect("declare");
+    }
+    let start_rss = rss_kib(pm.pid());
+    let mut o = join_raw_as(&info, proto::Role::Observer);
+    // Pages of 1000 CDOs, ~80 KiB each: 400 of them are 30 MiB of answers.
+    let ls = pool::view::Query::Ls(pool::view::Ls {
+        selector: None,
+        after: None,
+        limit: 1000,
+        attributes: true,
+    });
+    let frame = proto::encode(
+        &(0..20)
+            .map(|id| ToPm::Query {
+                id,
+                query: ls.clone(),
+            })
+            .collect::<Vec<_>>(),
+    )
+    .expect("encode");
+    o.set_write_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    // Asked and read, a query is answered: a page of 1000.
+    o.write_all(
+        &proto::encode(&[ToPm::Query {
+            id: 99,
+            query: ls.clone(),
+        }])
+        .expect("encode"),
+    )
+    .expect("ask");
+    match read_frame(&mut o).as_slice() {
+        [FromPm::View { id: 99, view }] => match view.as_ref() {
+            pool::view::View::Cdos(page) => assert_eq!(page.cdos.len(), 1000),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    for _ in 0..20 {
+        if o.write_all(&frame).is_err() {
+            break;
+        }
+    }
+    assert!(
+        closed_within(&mut o, Duration::from_secs(30)).is_some(),
+        "the PM kept the connection of an observer that does not read"
+    );
+    honest_round_trip(&info, "after-the-observer");
+    let grown = rss_kib(pm.pid()).saturating_sub(start_rss);
+    assert!(grown < 64 << 10, "the PM grew by {grown} KiB");
 }

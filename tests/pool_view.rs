@@ -314,6 +314,14 @@ fn the_launchers_pmix_host_answers_pool_queries() {
         "{}",
         by_pid.stdout
     );
+    // `maestro query` shows the pool with the jobs.
+    let q = run(
+        Command::new(maestro()).args(["query", "--uri", &uri, "--json"]),
+        T,
+    );
+    assert_eq!(q.code(), Some(0), "{}", q.stderr);
+    let q: Value = serde_json::from_str(&q.stdout).expect("json");
+    assert_eq!(q["pool"]["workflow"], "hosted", "{q}");
     job.terminate(T);
 }
 
