@@ -52,6 +52,11 @@ pub struct PmBench {
     /// while it holds them.
     #[arg(long, default_value_t = 0)]
     pub apps: usize,
+    /// An observer watches the pool while the producers offer, as `maestro pool ls
+    /// --limit 0 --watch 1` and `maestro pool status --watch 1` would: every second (or
+    /// back to back when a listing takes longer) the status and a listing of every CDO.
+    #[arg(long)]
+    pub observer: bool,
 }
 
 /// A batch size: 1 to 100,000 operations per frame.
@@ -100,6 +105,12 @@ pub fn main_bench(args: &PmBenchArgs) -> Result<(), PmBenchError> {
         println!(
             "  {} idle apps joined in {:.2} s (one join: p50 {:.0} us, p99 {:.0} us), {:.0} B per app, connected through the measurement",
             a.apps, a.join_seconds, a.join_p50_us, a.join_p99_us, a.bytes_per_app
+        );
+    }
+    if let Some(o) = &r.observer {
+        println!(
+            "  an observer meanwhile: {} listings of the pool ({} pages, {} CDOs listed), {} status queries; one listing of all {} CDOs afterwards: {:.2} s",
+            o.listings, o.pages, o.cdos_listed, o.statuses, r.cdos, o.idle_listing_seconds
         );
     }
     if let Some(s) = &r.soak {
@@ -188,6 +199,75 @@ pub struct PmReport {
     pub soak: Option<SoakReport>,
     /// The idle apps (with `apps`).
     pub apps: Option<AppsReport>,
+    /// What the observer did (with `observer`).
+    pub observer: Option<ObserverReport>,
+}
+
+/// What the observer of `--observer` did while the producers offered.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ObserverReport {
+    /// Full listings of the pool.
+    pub listings: u64,
+    /// Pages asked for.
+    pub pages: u64,
+    /// CDOs listed, all listings together.
+    pub cdos_listed: u64,
+    /// Status queries.
+    pub statuses: u64,
+    /// Seconds one full listing takes once the producers are done (the PM idle, every
+    /// CDO live).
+    pub idle_listing_seconds: f64,
+}
+
+/// Watches the pool of `info` until `stop`: each second (at most) the status and every
+/// CDO, page by page.
+fn observe(
+    info: &PmInfo,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<ObserverReport, PmBenchError> {
+    use pool::view::{Ls, Query, View};
+    use std::sync::atomic::Ordering;
+    let mut o = pool::Observer::connect(info, "bench-observer", TIMEOUT)?;
+    let mut r = ObserverReport::default();
+    // One listing, page by page, until `stop` (if given) says enough.
+    let list = |o: &mut pool::Observer,
+                r: &mut ObserverReport,
+                stop: Option<&std::sync::atomic::AtomicBool>| {
+        let mut after = None;
+        loop {
+            let View::Cdos(page) = o.query(Query::Ls(Ls {
+                selector: None,
+                after,
+                limit: pool::view::MAX_PAGE,
+                attributes: false,
+            }))?
+            else {
+                return Err(PmBenchError::Injector(
+                    "the PM answered ls with another view".into(),
+                ));
+            };
+            r.pages += 1;
+            r.cdos_listed += page.cdos.len() as u64;
+            match page.next {
+                Some(n) if !stop.is_some_and(|s| s.load(Ordering::Relaxed)) => after = Some(n),
+                _ => return Ok(()),
+            }
+        }
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let round = Instant::now();
+        o.query(Query::Status)?;
+        r.statuses += 1;
+        list(&mut o, &mut r, Some(stop))?;
+        r.listings += 1;
+        if let Some(rest) = Duration::from_secs(1).checked_sub(round.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    let idle = Instant::now();
+    list(&mut o, &mut ObserverReport::default(), None)?;
+    r.idle_listing_seconds = idle.elapsed().as_secs_f64();
+    Ok(r)
 }
 
 /// What joining many idle applications cost.
@@ -397,13 +477,29 @@ impl PmBench {
             (Vec::new(), None)
         };
         let rss0 = rss_bytes();
-        let mut producers = (0..self.injectors)
-            .map(|i| Injector::spawn(&info, "producer", i, self))
-            .collect::<Result<Vec<_>, _>>()?;
-        let slowest = producers
-            .iter_mut()
-            .map(Injector::seconds)
-            .collect::<Result<Vec<_>, _>>()?;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (mut producers, slowest, observer) = std::thread::scope(|s| {
+            let watching = self.observer.then(|| s.spawn(|| observe(&info, &stop)));
+            let run = || -> Result<_, PmBenchError> {
+                let mut producers = (0..self.injectors)
+                    .map(|i| Injector::spawn(&info, "producer", i, self))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let slowest = producers
+                    .iter_mut()
+                    .map(Injector::seconds)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((producers, slowest))
+            };
+            let ran = run();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let observer = watching
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| PmBenchError::Injector("the observer panicked".into()))?
+                })
+                .transpose()?;
+            ran.map(|(p, t)| (p, t, observer))
+        })?;
         let offers_per_sec =
             total as f64 / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
         let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
@@ -445,6 +541,7 @@ impl PmBench {
             events_per_sec,
             soak,
             apps,
+            observer,
         })
     }
 }

@@ -356,10 +356,15 @@ impl Manager {
                 }
                 scanned += 1;
                 if let Some(c) = self.cdos.get(&id) {
-                    let attrs = self.published(id);
-                    if selector.as_ref().is_none_or(|s| s.matches(&attrs)) {
-                        page.cdos
-                            .push(self.cdo_view(id, c, now, ls.attributes.then_some(attrs)));
+                    // Attributes are built only where they are looked at.
+                    let attrs = (selector.is_some() || ls.attributes).then(|| self.published(id));
+                    let selected = match (&selector, &attrs) {
+                        (Some(s), Some(a)) => s.matches(a),
+                        _ => true,
+                    };
+                    if selected {
+                        let shown = attrs.filter(|_| ls.attributes);
+                        page.cdos.push(self.cdo_view(id, c, now, shown));
                     }
                 }
                 id += 1;
