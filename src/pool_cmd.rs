@@ -515,6 +515,17 @@ pub mod render {
         }
     }
 
+    /// `850 us`, `26.5 ms`, `3.2 s`.
+    pub fn micros(us: u64) -> String {
+        if us < 10_000 {
+            format!("{us} us")
+        } else if us < 10_000_000 {
+            format!("{:.1} ms", us as f64 / 1e3)
+        } else {
+            seconds(us as f64 / 1e6)
+        }
+    }
+
     fn opt(s: Option<&str>) -> String {
         s.unwrap_or("-").to_string()
     }
@@ -538,7 +549,7 @@ pub mod render {
             opt(a.provider.as_deref()),
             opt(a.nic.as_deref()),
             opt(a.address.as_deref()),
-            seconds(since),
+            format!("{} ago", seconds(since)),
             a.cdos.to_string(),
             a.offered.to_string(),
             a.demanded.to_string(),
@@ -683,7 +694,7 @@ pub mod render {
                 opt(t.provider.as_deref()),
                 opt(t.nic.as_deref()),
                 bytes(t.bytes),
-                format!("{:.0} us", t.elapsed_us),
+                micros(t.elapsed_us),
                 rate,
                 outcome,
             ]);
@@ -826,6 +837,8 @@ pub mod render {
             assert_eq!(bytes(16 << 20), "16.0 MiB");
             assert_eq!(seconds(2.25), "2.2 s");
             assert_eq!(seconds(600.0), "10 min");
+            assert_eq!(micros(850), "850 us");
+            assert_eq!(micros(26_468), "26.5 ms");
         }
 
         #[test]

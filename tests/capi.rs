@@ -113,6 +113,21 @@ fn asynchronous_demands_overlap_and_their_bad_uses_are_refused() {
 }
 
 #[test]
+fn a_late_subscriber_hears_of_the_current_state_first() {
+    let c = installed();
+    let out = run(
+        &mut Command::new(c.bin("late_subscriber")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("late_subscriber: all hold"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
 fn cxx_programs_spell_payloads_both_ways() {
     let c = installed();
     let out = run(&mut Command::new(c.bin("api_cxx")), Duration::from_secs(60));

@@ -301,6 +301,27 @@ def test_subscriptions_poll_wait_and_ack_hold_the_offer():
         assert status_of(M.mstro_subscription_poll, sub) == M.MSTRO_INVARG
 
 
+def test_a_late_subscription_asks_for_the_current_state_first():
+    with M.pool("py-state", "tester", 0):
+        early = M.mstro_cdo_declare("early", None)
+        M.mstro_cdo_attribute_set(early, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, bytearray(b"before"))
+        M.mstro_cdo_seal(early)
+        M.mstro_cdo_offer(early)
+        sel = M.mstro_cdo_selector_create(None, None, "(has .maestro.core.cdo.name)")
+        sub = M.mstro_subscribe(sel, M.MSTRO_POOL_EVENT_OFFER, M.MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE)
+        events = M.mstro_subscription_wait(sub, timeout=30)
+        assert [e.payload.offer.cdo_name for e in events] == ["early"]
+        assert events[0].kind == M.MSTRO_POOL_EVENT_OFFER
+        # Without the option, nothing from before.
+        plain = M.mstro_subscribe(None, M.MSTRO_POOL_EVENT_OFFER, M.MSTRO_SUBSCRIPTION_OPTS_DEFAULT)
+        assert M.mstro_subscription_wait(plain, timeout=0.2) is None
+        for s in (sub, plain):
+            M.mstro_subscription_dispose(s)
+        M.mstro_cdo_selector_dispose(sel)
+        M.mstro_cdo_withdraw(early)
+        M.mstro_cdo_dispose(early)
+
+
 def test_a_blocking_demand_does_not_hold_the_gil():
     with M.pool("py-gil", "tester", 0):
         c = M.mstro_cdo_declare("later", None)
