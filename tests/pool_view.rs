@@ -400,3 +400,27 @@ fn the_metrics_endpoint_serves_what_moved() {
         "{other:?}"
     );
 }
+
+/// `--watch` redraws until interrupted; a closed output ends it quietly.
+#[test]
+fn watch_redraws_until_stopped() {
+    let (_pm, info) = start_pm("watched", &[]);
+    let mut watch = Group::spawn(
+        Command::new(maestro()).args(["pool", "status", "--watch", "0.1", "--info", &info]),
+    );
+    let lines = common::lines(watch.child.stdout.take().expect("stdout"));
+    let mut redraws = 0;
+    while redraws < 3 {
+        let line = lines
+            .recv_timeout(T)
+            .expect("maestro pool --watch goes on drawing");
+        if line.contains("pool manager of workflow \"watched\"") {
+            redraws += 1;
+        }
+    }
+    drop(lines);
+    // Its reader gone, it ends at its next redraw, with SIGPIPE's status, as `watch` does.
+    let out = watch.wait(T);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.stderr);
+}
