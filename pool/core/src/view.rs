@@ -206,6 +206,16 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// Every transport, in discriminant order.
+    pub const ALL: [Transport; 6] = [
+        Transport::SameProcess,
+        Transport::Inline,
+        Transport::Rma,
+        Transport::Copy,
+        Transport::Map,
+        Transport::Stream,
+    ];
+
     /// Its name in views and metrics.
     pub fn name(self) -> &'static str {
         match self {

@@ -183,6 +183,16 @@ fn an_observer_sees_exactly_what_the_apps_did_and_is_no_app() {
     assert_eq!(f.transports["rma"].bytes, 1000);
     assert_eq!(f.apps.len(), 2);
     assert_eq!(f.apps[0].nics, ["hfi1_0"]);
+
+    // Apps that go leave their traffic in the report.
+    pm.m.disconnected(p);
+    pm.m.disconnected(c);
+    let after = match pm.ask(o, Query::Fabric) {
+        View::Fabric(f) => f,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(after.nics, f.nics);
+    assert!(after.apps.is_empty());
 }
 
 #[test]

@@ -275,6 +275,8 @@ struct App {
     nics: proto::Nics,
     /// Its offers, demands and bytes, for observers.
     counters: observe::AppCounters,
+    /// Its traffic per endpoint and pseudo-NIC, for observers.
+    traffic: observe::Slots,
     /// How many CDO ids it has used (the last it declared is `cdo_ids(app).start() +
     /// last_declared - 1`): observers list its CDOs in id order up to there.
     last_declared: u64,
@@ -629,6 +631,7 @@ impl Manager {
                 "app {label} joined (app {app}, host {host}, no fabric endpoint: data by stream)"
             ),
         }
+        let traffic = observe::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
         self.apps.insert(
             app,
             App {
@@ -649,6 +652,7 @@ impl Manager {
                 joined: self.events.now(),
                 nics,
                 counters: observe::AppCounters::default(),
+                traffic,
                 last_declared: 0,
             },
         );
@@ -1259,6 +1263,7 @@ impl Manager {
         let Some(a) = self.apps.remove(&app) else {
             return;
         };
+        self.retire_traffic(&a);
         self.conns.remove(&a.conn);
         self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);

@@ -2,9 +2,10 @@
 //! [`crate::view`]): operations by kind, each app's offers, demands and bytes, transfers in
 //! flight and recently finished, traffic per NIC and transport, fabric events.
 //!
-//! Counting costs the hot path one array increment per operation and a few map updates
-//! per finished transfer; everything else is computed when an observer asks, within the
-//! bounds `view` states.
+//! Counting costs the hot path one array increment per operation, and per finished
+//! transfer a few counter increments in its two apps' per-endpoint slots and a compact
+//! record of three shared names (no string is built, no map is searched); everything else
+//! is computed when an observer asks, within the bounds `view` states.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -85,7 +86,78 @@ pub(super) enum Outcome<'a> {
 }
 
 /// A NIC's key in the traffic report: host, NIC, provider.
-type NicKey = (Arc<str>, Arc<str>, Arc<str>);
+type NicKey = (String, String, String);
+
+/// Traffic through one slot of an app: one of its endpoints, or the pseudo-NICs of bytes
+/// handed over otherwise ([`Slots`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Traffic {
+    bytes_out: u64,
+    bytes_in: u64,
+    transfers_out: u64,
+    transfers_in: u64,
+    failures: u64,
+}
+
+impl Traffic {
+    fn add(&mut self, o: &Traffic) {
+        self.bytes_out += o.bytes_out;
+        self.bytes_in += o.bytes_in;
+        self.transfers_out += o.transfers_out;
+        self.transfers_in += o.transfers_in;
+        self.failures += o.failures;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.transfers_out + self.transfers_in + self.failures == 0
+    }
+}
+
+/// An app's traffic slots: one per endpoint (the first, then the alternates), then the
+/// pseudo-NICs `inline`, `stream` and `process` (same-process hand-overs).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Slots(Vec<Traffic>);
+
+/// The pseudo-NICs after an app's endpoints, in slot order.
+const PSEUDO: [&str; 3] = ["inline", "stream", "process"];
+
+impl Slots {
+    /// Slots for an app with `endpoints` endpoints.
+    pub(super) fn new(endpoints: usize) -> Slots {
+        Slots(vec![Traffic::default(); endpoints + PSEUDO.len()])
+    }
+
+    /// The slot one side of `route` goes through.
+    fn get(&mut self, route: &Route, provider_side: bool) -> Option<&mut Traffic> {
+        let endpoints = self.0.len() - PSEUDO.len();
+        let index = match route.transport {
+            Transport::Inline => endpoints,
+            Transport::Stream => endpoints + 1,
+            Transport::SameProcess => endpoints + 2,
+            Transport::Rma | Transport::Copy | Transport::Map => usize::from(if provider_side {
+                route.provider_nic
+            } else {
+                route.consumer_nic
+            }),
+        };
+        self.0.get_mut(index)
+    }
+}
+
+/// A finished transfer as [`Transfers::recent`] shows it (built when asked).
+#[derive(Debug)]
+struct Finished {
+    id: TransferId,
+    name: Arc<str>,
+    from: Arc<str>,
+    to: Arc<str>,
+    provider: AppId,
+    route: Route,
+    len: u64,
+    started: Instant,
+    ended: Instant,
+    error: Option<Box<str>>,
+}
 
 /// The manager's figures for observers.
 #[derive(Debug)]
@@ -95,11 +167,13 @@ pub(super) struct Stats {
     window: (Instant, u64),
     /// Operations per second over the last full window.
     rate: f64,
-    recent: VecDeque<TransferView>,
+    recent: VecDeque<Finished>,
     completed: u64,
     failed: u64,
-    nics: BTreeMap<NicKey, NicTraffic>,
-    transports: BTreeMap<Transport, TransportTraffic>,
+    /// Traffic of apps that are gone, by NIC.
+    retired: BTreeMap<NicKey, Traffic>,
+    /// By transport (indexed by `Transport as usize`).
+    transports: [(u64, u64, u64); Transport::ALL.len()],
     fabric_events: VecDeque<FabricEvent>,
     /// Observer connections.
     pub(super) observers: BTreeMap<ConnId, ()>,
@@ -116,8 +190,8 @@ impl Stats {
             recent: VecDeque::new(),
             completed: 0,
             failed: 0,
-            nics: BTreeMap::new(),
-            transports: BTreeMap::new(),
+            retired: BTreeMap::new(),
+            transports: [(0, 0, 0); Transport::ALL.len()],
             fabric_events: VecDeque::new(),
             observers: BTreeMap::new(),
             memory_bytes: None,
@@ -439,7 +513,12 @@ impl Manager {
                 .map(|(&id, t)| self.transfer_view(id, t, now))
                 .collect(),
             in_flight_total: self.transfers.len() as u64,
-            recent: self.stats.recent.iter().cloned().collect(),
+            recent: self
+                .stats
+                .recent
+                .iter()
+                .map(|f| self.finished_view(f))
+                .collect(),
             completed: self.stats.completed,
             failed: self.stats.failed,
         }
@@ -447,18 +526,19 @@ impl Manager {
 
     fn fabric_view(&self) -> Fabric {
         Fabric {
-            nics: self
-                .stats
-                .nics
-                .values()
-                .take(view::MAX_LISTED)
-                .cloned()
-                .collect(),
-            transports: self
-                .stats
-                .transports
+            nics: self.nic_traffic(),
+            transports: Transport::ALL
                 .iter()
-                .map(|(t, n)| (t.name().to_string(), n.clone()))
+                .zip(&self.stats.transports)
+                .filter(|(_, (transfers, _, failures))| transfers + failures > 0)
+                .map(|(t, &(transfers, bytes, failures))| {
+                    let traffic = TransportTraffic {
+                        transfers,
+                        bytes,
+                        failures,
+                    };
+                    (t.name().to_string(), traffic)
+                })
                 .collect(),
             links_down: self.down.iter().map(ToString::to_string).collect(),
             events: self.stats.fabric_events.iter().cloned().collect(),
@@ -493,36 +573,79 @@ impl Manager {
         (endpoint.map(|e| e.provider.as_str()), nic)
     }
 
-    /// The traffic-report key of one side of a transfer.
-    fn nic_key(&self, app: AppId, route: &Route, provider_side: bool) -> NicKey {
-        let host: Arc<str> = self
-            .apps
-            .get(&app)
-            .map_or_else(|| Arc::from("?"), |a| Arc::from(a.host.as_str()));
-        let index = if provider_side {
-            route.provider_nic
-        } else {
-            route.consumer_nic
-        };
-        let fixed = |nic: &str| (Arc::clone(&host), Arc::from(nic), Arc::from(""));
-        match route.transport {
-            Transport::SameProcess => fixed("process"),
-            Transport::Inline => fixed("inline"),
-            Transport::Stream => fixed("stream"),
-            Transport::Rma | Transport::Copy | Transport::Map => {
-                let (provider, nic) = self.nic_of(app, index);
-                (
-                    Arc::clone(&host),
-                    Arc::from(nic.unwrap_or("?")),
-                    Arc::from(provider.unwrap_or("?")),
-                )
+    /// The traffic-report key of each of `a`'s slots.
+    fn slot_keys(a: &App) -> impl Iterator<Item = NicKey> + '_ {
+        let endpoints = a.endpoint.iter().chain(&a.alternates).enumerate();
+        let real = endpoints.map(|(i, e)| {
+            let nic = a.nics.names.get(i).cloned().unwrap_or_else(|| "?".into());
+            (a.host.clone(), nic, e.provider.clone())
+        });
+        let pseudo = PSEUDO
+            .iter()
+            .map(|p| (a.host.clone(), (*p).to_string(), String::new()));
+        real.chain(pseudo)
+    }
+
+    /// An app that goes keeps its traffic in the report.
+    pub(super) fn retire_traffic(&mut self, a: &App) {
+        for (key, t) in Self::slot_keys(a).zip(&a.traffic.0) {
+            if t.is_empty() {
+                continue;
+            }
+            if self.stats.retired.len() < view::MAX_LISTED
+                || self.stats.retired.contains_key(&key)
+            {
+                self.stats.retired.entry(key).or_default().add(t);
             }
         }
     }
 
-    /// Counts a finished transfer (before its apps may go).
+    /// Traffic per host, NIC and provider: the apps that left, and those here.
+    fn nic_traffic(&self) -> Vec<NicTraffic> {
+        let mut all = self.stats.retired.clone();
+        for a in self.apps.values() {
+            for (key, t) in Self::slot_keys(a).zip(&a.traffic.0) {
+                if !t.is_empty() && (all.len() < view::MAX_LISTED || all.contains_key(&key)) {
+                    all.entry(key).or_default().add(t);
+                }
+            }
+        }
+        all.into_iter()
+            .map(|((host, nic, provider), t)| NicTraffic {
+                host,
+                nic,
+                provider,
+                bytes_out: t.bytes_out,
+                bytes_in: t.bytes_in,
+                transfers_out: t.transfers_out,
+                transfers_in: t.transfers_in,
+                failures: t.failures,
+            })
+            .collect()
+    }
+
+    /// A finished transfer as `recent` shows it.
+    fn finished_view(&self, f: &Finished) -> TransferView {
+        let (provider, nic) = self.nic_of(f.provider, f.route.provider_nic);
+        TransferView {
+            id: f.id,
+            name: f.name.to_string(),
+            from: f.from.to_string(),
+            to: f.to.to_string(),
+            transport: f.route.transport,
+            provider: provider.map(str::to_string),
+            nic: nic.map(str::to_string),
+            bytes: f.len,
+            started_unix_ns: self.events.clock().unix_ns(f.started),
+            elapsed_us: duration_us(f.ended.saturating_duration_since(f.started)),
+            ok: Some(f.error.is_none()),
+            error: f.error.as_deref().map(str::to_string),
+        }
+    }
+
+    /// Counts a finished transfer (before its apps may go): in its two apps' slots, by
+    /// transport, and among the recent ones.
     pub(super) fn transfer_finished(&mut self, id: TransferId, t: &Transfer, outcome: Outcome) {
-        let now = self.events.now();
         let mut route = t.route;
         if let (Outcome::Done(Some(d)), Transport::Rma) = (&outcome, route.transport) {
             route.transport = match d {
@@ -530,65 +653,72 @@ impl Manager {
                 Direct::Mapped => Transport::Map,
             };
         }
-        let mut seen = self.transfer_view(id, t, now);
-        seen.transport = route.transport;
+        let failed = matches!(outcome, Outcome::Failed(_));
         let (provider, consumer) = (proto::cdo_owner(t.from), proto::cdo_owner(t.to));
-        let keys = [
-            self.nic_key(provider, &route, true),
-            self.nic_key(consumer, &route, false),
-        ];
-        for (side, key) in keys.into_iter().enumerate() {
-            // A bounded report: past the cap, new NICs are not added (known ones count on).
-            if !self.stats.nics.contains_key(&key) && self.stats.nics.len() >= view::MAX_LISTED {
+        for (app, provider_side) in [(provider, true), (consumer, false)] {
+            let Some(slot) = self
+                .apps
+                .get_mut(&app)
+                .and_then(|a| a.traffic.get(&route, provider_side))
+            else {
                 continue;
-            }
-            let n = self
-                .stats
-                .nics
-                .entry(key.clone())
-                .or_insert_with(|| NicTraffic {
-                    host: key.0.to_string(),
-                    nic: key.1.to_string(),
-                    provider: key.2.to_string(),
-                    ..NicTraffic::default()
-                });
-            match (&outcome, side) {
-                (Outcome::Failed(_), _) => n.failures += 1,
-                (Outcome::Done(_), 0) => {
-                    n.bytes_out += t.len;
-                    n.transfers_out += 1;
+            };
+            match (failed, provider_side) {
+                (true, _) => slot.failures += 1,
+                (false, true) => {
+                    slot.bytes_out += t.len;
+                    slot.transfers_out += 1;
                 }
-                (Outcome::Done(_), _) => {
-                    n.bytes_in += t.len;
-                    n.transfers_in += 1;
+                (false, false) => {
+                    slot.bytes_in += t.len;
+                    slot.transfers_in += 1;
                 }
             }
         }
-        let by = self.stats.transports.entry(route.transport).or_default();
-        match outcome {
-            Outcome::Done(_) => {
-                by.transfers += 1;
-                by.bytes += t.len;
-                self.stats.completed += 1;
-                seen.ok = Some(true);
-                if let Some(a) = self.apps.get_mut(&provider) {
-                    a.counters.bytes_sent += t.len;
-                }
-                if let Some(a) = self.apps.get_mut(&consumer) {
-                    a.counters.bytes_received += t.len;
-                }
+        let by = &mut self.stats.transports[route.transport as usize];
+        if failed {
+            by.2 += 1;
+            self.stats.failed += 1;
+        } else {
+            by.0 += 1;
+            by.1 += t.len;
+            self.stats.completed += 1;
+            if let Some(a) = self.apps.get_mut(&provider) {
+                a.counters.bytes_sent += t.len;
             }
-            Outcome::Failed(why) => {
-                by.failures += 1;
-                self.stats.failed += 1;
-                seen.ok = Some(false);
-                seen.error = Some(why.to_string());
+            if let Some(a) = self.apps.get_mut(&consumer) {
+                a.counters.bytes_received += t.len;
             }
         }
+        let label = |app: AppId| {
+            self.apps
+                .get(&app)
+                .map_or_else(|| Arc::from("(gone)"), |a| Arc::clone(&a.label))
+        };
+        let name = self
+            .cdos
+            .get(&t.to)
+            .or_else(|| self.cdos.get(&t.from))
+            .map_or_else(|| Arc::from(""), |c| Arc::clone(&c.name));
+        let finished = Finished {
+            id,
+            name,
+            from: label(provider),
+            to: label(consumer),
+            provider,
+            route,
+            len: t.len,
+            started: t.started,
+            ended: self.events.now(),
+            error: match outcome {
+                Outcome::Failed(why) => Some(why.into()),
+                Outcome::Done(_) => None,
+            },
+        };
         if self.stats.recent.len() == view::RECENT_TRANSFERS {
             self.stats.recent.pop_front();
         }
-        self.stats.recent.push_back(seen);
+        self.stats.recent.push_back(finished);
     }
 }
 
