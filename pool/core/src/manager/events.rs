@@ -353,7 +353,7 @@ impl Manager {
             });
         }
         let cdo = msg.cdo()?;
-        let c = self.cdos.get(&cdo).filter(|c| c.app == app)?;
+        let c = self.cdos.get(&cdo).filter(|c| c.app() == app)?;
         if !state_allows(msg.op(), &c.state) {
             return None;
         }
@@ -479,7 +479,7 @@ impl Manager {
         let mut ids: Vec<(CdoId, EventKind)> = self
             .cdos
             .iter()
-            .filter(|(_, c)| !(no_local && c.app == subscriber))
+            .filter(|(_, c)| !(no_local && c.app() == subscriber))
             .map(|(&id, c)| (id, state_kind(&c.state)))
             .filter(|(_, kind)| kinds.contains(*kind))
             .collect();
@@ -491,7 +491,7 @@ impl Manager {
                 break;
             }
             let (Some(subject), Some(owner)) =
-                (self.event_subject(cdo), self.cdos.get(&cdo).map(|c| c.app))
+                (self.event_subject(cdo), self.cdos.get(&cdo).map(|c| c.app()))
             else {
                 continue;
             };

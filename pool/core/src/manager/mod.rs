@@ -195,16 +195,28 @@ impl State {
 
 #[derive(Debug)]
 struct Cdo {
-    app: AppId,
+    /// The app that declared it (an [`AppId`] fits 32 bits: at most [`proto::MAX_APP`]);
+    /// beside `born`, the two take the 8 bytes one `AppId` would.
+    owner: u32,
+    /// When it was declared, in seconds since the manager's clock origin (for observers).
+    born: u32,
     name: Arc<str>,
     attributes: Attributes,
     state: State,
     /// While offered: its bytes as registered with each of the app's alternate endpoints,
     /// and the memory file holding them.
     extras: OfferExtras,
-    /// When it was declared, in seconds since the manager's clock origin (for observers).
-    born: u32,
 }
+
+impl Cdo {
+    /// The app that declared it.
+    fn app(&self) -> AppId {
+        AppId::from(self.owner)
+    }
+}
+
+// The app id of a CDO is kept in 32 bits.
+const _: () = assert!(proto::MAX_APP <= u32::MAX as u64);
 
 #[derive(Clone, Copy, Debug)]
 struct Transfer {
@@ -696,7 +708,7 @@ impl Manager {
         self.cdos.insert(
             cdo,
             Cdo {
-                app,
+                owner: u32::try_from(app).unwrap_or(u32::MAX),
                 name: name.into(),
                 attributes: Attributes::new(),
                 state: State::Declared,
@@ -727,7 +739,7 @@ impl Manager {
         cdo: CdoId,
         f: impl FnOnce(&mut Self, CdoId),
     ) {
-        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app == app) else {
+        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app() == app) else {
             return self.refuse(conn, op, Some(cdo), Refusal::UnknownCdo);
         };
         if !events::state_allows(op, &c.state) {
@@ -761,7 +773,7 @@ impl Manager {
         c.attributes = attributes;
         attr::strip_derived(&mut c.attributes);
         c.state = State::Sealed;
-        let (app, bytes) = (c.app, policy::attribute_bytes(&c.attributes));
+        let (app, bytes) = (c.app(), policy::attribute_bytes(&c.attributes));
         self.account(app, bytes, false);
     }
 
@@ -774,7 +786,7 @@ impl Manager {
         attributes: Attributes,
         regions: (RemoteRegion, OfferExtras),
     ) {
-        match self.cdos.get(&cdo).filter(|c| c.app == app) {
+        match self.cdos.get(&cdo).filter(|c| c.app() == app) {
             None => self.refuse(conn, Op::Offer, Some(cdo), Refusal::UnknownCdo),
             Some(c) if !events::state_allows(Op::Seal, &c.state) => {
                 let why = Self::wrong(Op::Offer, &c.state);
@@ -798,7 +810,7 @@ impl Manager {
         (region, mut extras): (RemoteRegion, OfferExtras),
     ) {
         if let Some(len) = extras.inline().map(InlineBytes::len) {
-            let app = self.cdo(cdo).app;
+            let app = self.cdo(cdo).app();
             let kept = len as u64 == region.len
                 && self.inline_held.saturating_add(len) <= self.policy.max_inline_bytes
                 && self.affordable(app, len).is_ok();
@@ -812,7 +824,7 @@ impl Manager {
         let c = self.cdo(cdo);
         c.state = State::Offered(region);
         c.extras = extras;
-        let app = c.app;
+        let app = c.app();
         if let Some(a) = self.apps.get_mut(&app) {
             a.counters.offered += 1;
         }
@@ -828,7 +840,7 @@ impl Manager {
     }
 
     fn require(&mut self, conn: ConnId, cdo: CdoId, demand: bool) {
-        let app = self.cdo(cdo).app;
+        let app = self.cdo(cdo).app();
         if let Some(a) = self.apps.get_mut(&app).filter(|_| demand) {
             a.counters.demanded += 1;
         }
@@ -892,13 +904,13 @@ impl Manager {
         else {
             return;
         };
-        let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app, want.demanded);
+        let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app(), want.demanded);
         let Some((provider, State::Offered(region))) =
-            self.cdos.get(&from).map(|f| (f.app, f.state.clone()))
+            self.cdos.get(&from).map(|f| (f.app(), f.state.clone()))
         else {
             return;
         };
-        let (source, how) = self.plan(consumer, provider, from, region);
+        let (source, how, route) = self.plan(consumer, provider, from, region);
         let provider_label = self
             .apps
             .get(&provider)
@@ -914,7 +926,6 @@ impl Manager {
             Source::Stream { len } => Some(len),
             _ => None,
         };
-        let route = observe::Route::of(&source, self.endpoint_index(provider, &source));
         self.transfers.insert(
             transfer,
             Transfer {
@@ -996,11 +1007,11 @@ impl Manager {
     fn stream_of(&self, app: AppId, transfer: TransferId, consumer: bool) -> Option<Transfer> {
         let t = self.transfers.get(&transfer)?;
         let side = if consumer { t.to } else { t.from };
-        (t.stream.is_some() && self.cdos.get(&side).is_some_and(|c| c.app == app)).then_some(*t)
+        (t.stream.is_some() && self.cdos.get(&side).is_some_and(|c| c.app() == app)).then_some(*t)
     }
 
     fn app_conn(&self, cdo: CdoId) -> Option<ConnId> {
-        let app = self.cdos.get(&cdo)?.app;
+        let app = self.cdos.get(&cdo)?.app();
         self.apps.get(&app).map(|a| a.conn)
     }
 
@@ -1054,7 +1065,7 @@ impl Manager {
         let owned = self
             .transfers
             .get(&transfer)
-            .is_some_and(|t| self.cdos.get(&t.to).is_some_and(|c| c.app == app));
+            .is_some_and(|t| self.cdos.get(&t.to).is_some_and(|c| c.app() == app));
         if !owned {
             return self.refuse(
                 conn,
@@ -1120,7 +1131,7 @@ impl Manager {
         let Some(c) = self.cdos.get_mut(&offer) else {
             return;
         };
-        let app = c.app;
+        let app = c.app();
         if let (State::Withdrawing(_), false) = (&c.state, busy) {
             c.state = State::Withdrawn;
             if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
@@ -1145,7 +1156,7 @@ impl Manager {
             return; // refused by `with_cdo`
         };
         c.state = State::Withdrawing(region);
-        let (name, app) = (Arc::clone(&c.name), c.app);
+        let (name, app) = (Arc::clone(&c.name), c.app());
         let freed = c.extras.take_inline().map_or(0, |b| b.len());
         self.inline_held = self.inline_held.saturating_sub(freed);
         self.account(app, freed, true);
@@ -1156,7 +1167,7 @@ impl Manager {
 
     fn dispose(&mut self, cdo: CdoId) {
         let c = self.cdo(cdo);
-        let (name, app) = (Arc::clone(&c.name), c.app);
+        let (name, app) = (Arc::clone(&c.name), c.app());
         let bytes = Self::cost(c);
         self.account(app, bytes, true);
         self.cdos.remove(&cdo);
@@ -1200,7 +1211,7 @@ impl Manager {
                                 .offers
                                 .get(&c.name)
                                 .iter()
-                                .any(|&x| self.cdos.get(&x).is_some_and(|x| x.app != app)))
+                                .any(|&x| self.cdos.get(&x).is_some_and(|x| x.app() != app)))
                 }
                 _ => false,
             }
@@ -1331,7 +1342,7 @@ impl Manager {
                 continue;
             };
             c.state = State::Declared;
-            let app = c.app;
+            let app = c.app();
             if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
                 self.refuse(conn, Op::Demand, Some(cdo), Refusal::NoProvider);
             }

@@ -8,7 +8,6 @@
 //! is computed when an observer asks, within the bounds `view` states.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{App, Cdo, ConnId, Manager, State, Transfer};
@@ -144,19 +143,20 @@ impl Slots {
     }
 }
 
-/// A finished transfer as [`Transfers::recent`] shows it (built when asked).
+/// A finished transfer as [`Transfers::recent`] shows it: plain numbers, resolved into
+/// names when an observer asks (the CDO's name while it lives, the apps' labels while they
+/// are joined), so that recording one costs no allocation and touches no other memory. A
+/// failure (rare) keeps its CDO's name and its reason.
 #[derive(Debug)]
 struct Finished {
     id: TransferId,
-    name: Arc<str>,
-    from: Arc<str>,
-    to: Arc<str>,
-    provider: AppId,
+    from: CdoId,
+    to: CdoId,
     route: Route,
     len: u64,
     started: Instant,
     ended: Instant,
-    error: Option<Box<str>>,
+    failure: Option<Box<(Box<str>, Box<str>)>>,
 }
 
 /// The manager's figures for observers.
@@ -457,7 +457,7 @@ impl Manager {
         let (size, providers, waiting) = match &c.state {
             State::Offered(r) | State::Withdrawing(r) => (
                 Some(r.len),
-                vec![label(&self.apps, c.app)],
+                vec![label(&self.apps, c.app())],
                 self.waiting.get(&c.name).len() as u64,
             ),
             State::Required(w) => {
@@ -465,7 +465,7 @@ impl Manager {
                     .transfer
                     .and_then(|t| self.transfers.get(&t))
                     .and_then(|t| self.cdos.get(&t.from))
-                    .map(|f| label(&self.apps, f.app));
+                    .map(|f| label(&self.apps, f.app()));
                 (None, from.into_iter().collect(), 0)
             }
             _ => (None, Vec::new(), 0),
@@ -474,7 +474,7 @@ impl Manager {
         CdoView {
             id,
             name: c.name.to_string(),
-            app: label(&self.apps, c.app),
+            app: label(&self.apps, c.app()),
             size,
             state: c.state.name().to_string(),
             providers,
@@ -626,20 +626,27 @@ impl Manager {
 
     /// A finished transfer as `recent` shows it.
     fn finished_view(&self, f: &Finished) -> TransferView {
-        let (provider, nic) = self.nic_of(f.provider, f.route.provider_nic);
+        let (provider, nic) = self.nic_of(proto::cdo_owner(f.from), f.route.provider_nic);
+        let name = match &f.failure {
+            Some(failure) => failure.0.to_string(),
+            None => [f.to, f.from]
+                .iter()
+                .find_map(|c| self.cdos.get(c))
+                .map_or_else(|| "(disposed)".to_string(), |c| c.name.to_string()),
+        };
         TransferView {
             id: f.id,
-            name: f.name.to_string(),
-            from: f.from.to_string(),
-            to: f.to.to_string(),
+            name,
+            from: label(&self.apps, proto::cdo_owner(f.from)),
+            to: label(&self.apps, proto::cdo_owner(f.to)),
             transport: f.route.transport,
             provider: provider.map(str::to_string),
             nic: nic.map(str::to_string),
             bytes: f.len,
             started_unix_ns: self.events.clock().unix_ns(f.started),
             elapsed_us: duration_us(f.ended.saturating_duration_since(f.started)),
-            ok: Some(f.error.is_none()),
-            error: f.error.as_deref().map(str::to_string),
+            ok: Some(f.failure.is_none()),
+            error: f.failure.as_ref().map(|failure| failure.1.to_string()),
         }
     }
 
@@ -655,12 +662,19 @@ impl Manager {
         }
         let failed = matches!(outcome, Outcome::Failed(_));
         let (provider, consumer) = (proto::cdo_owner(t.from), proto::cdo_owner(t.to));
+        // One look-up per app: its slot and its byte counts.
         for (app, provider_side) in [(provider, true), (consumer, false)] {
-            let Some(slot) = self
-                .apps
-                .get_mut(&app)
-                .and_then(|a| a.traffic.get(&route, provider_side))
-            else {
+            let Some(a) = self.apps.get_mut(&app) else {
+                continue;
+            };
+            if !failed {
+                if provider_side {
+                    a.counters.bytes_sent += t.len;
+                } else {
+                    a.counters.bytes_received += t.len;
+                }
+            }
+            let Some(slot) = a.traffic.get(&route, provider_side) else {
                 continue;
             };
             match (failed, provider_side) {
@@ -683,37 +697,26 @@ impl Manager {
             by.0 += 1;
             by.1 += t.len;
             self.stats.completed += 1;
-            if let Some(a) = self.apps.get_mut(&provider) {
-                a.counters.bytes_sent += t.len;
-            }
-            if let Some(a) = self.apps.get_mut(&consumer) {
-                a.counters.bytes_received += t.len;
-            }
         }
-        let label = |app: AppId| {
-            self.apps
-                .get(&app)
-                .map_or_else(|| Arc::from("(gone)"), |a| Arc::clone(&a.label))
+        let failure = match outcome {
+            Outcome::Failed(why) => {
+                let name = [t.to, t.from]
+                    .iter()
+                    .find_map(|c| self.cdos.get(c))
+                    .map_or_else(|| Box::from(""), |c| Box::from(&*c.name));
+                Some(Box::new((name, Box::from(why))))
+            }
+            Outcome::Done(_) => None,
         };
-        let name = self
-            .cdos
-            .get(&t.to)
-            .or_else(|| self.cdos.get(&t.from))
-            .map_or_else(|| Arc::from(""), |c| Arc::clone(&c.name));
         let finished = Finished {
             id,
-            name,
-            from: label(provider),
-            to: label(consumer),
-            provider,
+            from: t.from,
+            to: t.to,
             route,
             len: t.len,
             started: t.started,
             ended: self.events.now(),
-            error: match outcome {
-                Outcome::Failed(why) => Some(why.into()),
-                Outcome::Done(_) => None,
-            },
+            failure,
         };
         if self.stats.recent.len() == view::RECENT_TRANSFERS {
             self.stats.recent.pop_front();

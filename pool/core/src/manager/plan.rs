@@ -8,6 +8,7 @@ use smallvec::SmallVec;
 
 use fabric_types::{ProviderClass, RemoteRegion};
 
+use super::observe::Route;
 use super::{App, Manager};
 use crate::Subnet;
 use crate::proto::{AppId, CdoId, FabricEndpoint, HostMemory, OfferExtras, Source};
@@ -26,12 +27,13 @@ impl Manager {
         provider: AppId,
         from: CdoId,
         region: RemoteRegion,
-    ) -> (Source, String) {
+    ) -> (Source, String, Route) {
         let describe = self.events.listened();
         let words = |f: &dyn Fn() -> String| if describe { f() } else { String::new() };
         let stream = |why: &str| {
             let source = Source::Stream { len: region.len };
-            (source, words(&|| format!("stream: {why}")))
+            let route = Route::of(&source, None);
+            (source, words(&|| format!("stream: {why}")), route)
         };
         let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
             return stream("an application is gone");
@@ -43,7 +45,8 @@ impl Manager {
                 cdo: from,
                 len: region.len,
             };
-            return (source, words(&|| "same-process (no copy)".into()));
+            let route = Route::of(&source, None);
+            return (source, words(&|| "same-process (no copy)".into()), route);
         }
         // A small CDO whose offer brought its bytes: they go with the ticket.
         if let Some(bytes) = self.cdos.get(&from).and_then(|f| f.extras.inline()) {
@@ -51,7 +54,8 @@ impl Manager {
             let source = Source::Inline {
                 bytes: bytes.clone(),
             };
-            return (source, how);
+            let route = Route::of(&source, None);
+            return (source, how, route);
         }
         // Most apps have one endpoint: no allocation for up to four.
         let mine: SmallVec<[&Arc<FabricEndpoint>; 4]> =
@@ -114,7 +118,8 @@ impl Manager {
                         via: u8::try_from(i).unwrap_or(u8::MAX),
                         memory,
                     };
-                    return (source, how);
+                    let route = Route::of(&source, Some(j));
+                    return (source, how, route);
                 }
                 Err(why) => {
                     first_failure.get_or_insert(why);
@@ -122,19 +127,6 @@ impl Manager {
             }
         }
         stream(&first_failure.unwrap_or_default())
-    }
-
-    /// Which of `provider`'s endpoints (0: the first, then the alternates) an RMA
-    /// `source` reads from.
-    pub(super) fn endpoint_index(&self, provider: AppId, source: &Source) -> Option<usize> {
-        let Source::Rma { endpoint, .. } = source else {
-            return None;
-        };
-        let p = self.apps.get(&provider)?;
-        p.endpoint
-            .iter()
-            .chain(&p.alternates)
-            .position(|e| Arc::ptr_eq(e, endpoint))
     }
 
     /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from

@@ -144,7 +144,7 @@ impl Manager {
             ToPm::Offer { cdo, .. } => (Op::Offer, *cdo, None),
             _ => return Ok(()),
         };
-        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app == app) else {
+        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app() == app) else {
             return Ok(()); // refused as unknown by the operation itself
         };
         if let Some(attributes) = attributes {
@@ -308,7 +308,7 @@ impl Manager {
             return;
         };
         let (consumer, secs) = (
-            self.cdos.get(&t.to).map(|c| c.app),
+            self.cdos.get(&t.to).map(|c| c.app()),
             self.policy.transfer_timeout.as_secs_f64(),
         );
         tracing::warn!(
