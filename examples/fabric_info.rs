@@ -46,6 +46,26 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 names.len(),
                 names.join(",")
             );
+            // The traffic counters the host gives, per device.
+            let traffic: Vec<String> = match pmix::find(&infos, keys::FABRIC_DEVICES) {
+                Some(Value::Infos(devs)) => devs
+                    .iter()
+                    .filter_map(|d| match &d.value {
+                        Value::Infos(f) => {
+                            let name = pmix::find(f, keys::FABRIC_DEVICE_NAME)?.as_str()?;
+                            let n = |k: &str| pmix::find(f, k).and_then(Value::as_u64);
+                            let (rx, tx) = (
+                                n(pmix::keys::maestro::FABRIC_RX_BYTES)?,
+                                n(pmix::keys::maestro::FABRIC_TX_BYTES)?,
+                            );
+                            Some(format!("{name} rx={rx} tx={tx}"))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            println!("rank {me}: traffic: {}", traffic.join(", "));
         }
         Err(Error::NotSupported { .. } | Error::NotFound { .. } | Error::Unreachable { .. }) => {
             println!("rank {me}: PMIx fabric: not supported by this host");

@@ -115,6 +115,10 @@ fn ranks_get_the_fabric_and_their_nic_from_the_host() {
         let dev = out.lines_with(&format!("rank {r}: PMIx fabric: "));
         assert_eq!(dev.len(), 1, "{}", out.stdout);
         assert!(dev[0].contains("lo"), "{}", dev[0]);
+        // Traffic counters of the network interfaces, loopback among them.
+        let traffic = out.lines_with(&format!("rank {r}: traffic: "));
+        assert_eq!(traffic.len(), 1, "{}", out.stdout);
+        assert!(traffic[0].contains("lo rx="), "{}", traffic[0]);
         let dist = out.lines_with(&format!("rank {r}: device distances: "));
         assert_eq!(dist.len(), 1, "{}", out.stdout);
         assert!(!dist[0].contains("not provided"), "{}", dist[0]);

@@ -143,6 +143,50 @@ pub fn network_with(ip: IpAddr) -> Option<IpNet> {
         .map(InterfaceAddress::subnet)
 }
 
+/// Traffic counters of a network interface since it came up (the kernel's
+/// `/sys/class/net/NAME/statistics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Send errors.
+    pub tx_errors: u64,
+}
+
+/// The traffic counters of interface `name` now; `None` when it is no network interface
+/// of this machine (an RDMA device name, say) or the kernel does not say.
+pub fn counters(name: &str) -> Option<Counters> {
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return None;
+    }
+    let dir = std::path::Path::new("/sys/class/net")
+        .join(name)
+        .join("statistics");
+    let read = |f: &str| -> Option<u64> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(Counters {
+        rx_bytes: read("rx_bytes")?,
+        tx_bytes: read("tx_bytes")?,
+        rx_packets: read("rx_packets")?,
+        tx_packets: read("tx_packets")?,
+        rx_errors: read("rx_errors")?,
+        tx_errors: read("tx_errors")?,
+    })
+}
+
 /// Whether a link is usable, from what the kernel says (`/sys/class/net/<if>/operstate`
 /// and `carrier`). The one rule of the project: `up` is usable; `unknown` (loopback, tun
 /// and drivers that do not track it) is usable when the carrier is on; no state at all

@@ -96,6 +96,19 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
             ));
         }
     }
+    // Traffic counters where the kernel keeps them (network interfaces), read now: a
+    // PMIx_Fabric_update sees what moved since.
+    if let Some(c) = crate::netif::counters(&n.name) {
+        for (key, v) in [
+            (maestro_keys::FABRIC_RX_BYTES, c.rx_bytes),
+            (maestro_keys::FABRIC_TX_BYTES, c.tx_bytes),
+            (maestro_keys::FABRIC_RX_PACKETS, c.rx_packets),
+            (maestro_keys::FABRIC_TX_PACKETS, c.tx_packets),
+            (maestro_keys::FABRIC_ERRORS, c.rx_errors + c.tx_errors),
+        ] {
+            d.push(Info::new(key, Value::Uint64(v)));
+        }
+    }
     if let Some(l) = &n.locality {
         d.push(Info::new(
             maestro_keys::FABRIC_CPUS,

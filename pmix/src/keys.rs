@@ -260,6 +260,17 @@ pub mod maestro {
     pub const FABRIC_PROVIDERS: &str = "maestro.fabric.providers";
     /// In a `PMIX_FABRIC_DEVICES` entry: other OS device names (string array).
     pub const FABRIC_ALIASES: &str = "maestro.fabric.aliases";
+    /// In a `PMIX_FABRIC_DEVICES` entry of a network interface: bytes received since it came
+    /// up, when the device was registered or updated (uint64; the kernel's counters).
+    pub const FABRIC_RX_BYTES: &str = "maestro.fabric.rx-bytes";
+    /// As [`FABRIC_RX_BYTES`]: bytes sent.
+    pub const FABRIC_TX_BYTES: &str = "maestro.fabric.tx-bytes";
+    /// As [`FABRIC_RX_BYTES`]: packets received.
+    pub const FABRIC_RX_PACKETS: &str = "maestro.fabric.rx-packets";
+    /// As [`FABRIC_RX_BYTES`]: packets sent.
+    pub const FABRIC_TX_PACKETS: &str = "maestro.fabric.tx-packets";
+    /// As [`FABRIC_RX_BYTES`]: receive and send errors together.
+    pub const FABRIC_ERRORS: &str = "maestro.fabric.errors";
     /// In a `PMIX_FABRIC_UPDATED` event: the interface whose link changed (string).
     pub const LINK_NAME: &str = "maestro.fabric.link";
     /// In a `PMIX_FABRIC_UPDATED` event: whether the link is up now (bool).
