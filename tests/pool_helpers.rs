@@ -262,6 +262,29 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     assert_eq!((left.kind, left.app), (EventKind::AppLeave, provider));
     assert_eq!(left.component, "librarian");
     assert!(left.detail.contains("connection lost"), "{left:?}");
+    // An observer of the pool sees the failed transfer with its reason.
+    let mut observer = pool::Observer::connect(&info, "test", T).expect("observer");
+    let pool::view::View::Transfers(t) = observer
+        .query(pool::view::Query::Transfers)
+        .expect("transfers")
+    else {
+        panic!("not the transfers");
+    };
+    let failed = t
+        .recent
+        .iter()
+        .find(|x| x.ok == Some(false))
+        .unwrap_or_else(|| panic!("no failed transfer in {t:?}"));
+    assert_eq!(
+        (
+            failed.name.as_str(),
+            failed.from.as_str(),
+            failed.error.as_deref()
+        ),
+        ("big", "librarian:0 (gone)", Some("the provider is gone"))
+    );
+    assert_eq!(t.failed, 1);
+    drop(observer);
     // The others carry on.
     let p = Client::join(&info, opts("producer")).expect("producer");
     let cdo = p.declare("after").expect("declare");

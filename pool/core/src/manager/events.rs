@@ -490,9 +490,10 @@ impl Manager {
                 tracing::info!("subscription {sub}: the current state was cut at {sent} CDOs");
                 break;
             }
-            let (Some(subject), Some(owner)) =
-                (self.event_subject(cdo), self.cdos.get(&cdo).map(|c| c.app()))
-            else {
+            let (Some(subject), Some(owner)) = (
+                self.event_subject(cdo),
+                self.cdos.get(&cdo).map(|c| c.app()),
+            ) else {
                 continue;
             };
             let matches = self

@@ -1274,7 +1274,7 @@ impl Manager {
         let Some(a) = self.apps.remove(&app) else {
             return;
         };
-        self.retire_traffic(&a);
+        self.retire_traffic(app, &a);
         self.conns.remove(&a.conn);
         self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);

@@ -172,6 +172,9 @@ pub(super) struct Stats {
     failed: u64,
     /// Traffic of apps that are gone, by NIC.
     retired: BTreeMap<NicKey, Traffic>,
+    /// Labels of the last [`view::MAX_LISTED`] apps that went, for what they left behind
+    /// (recent transfers).
+    departed: BTreeMap<AppId, std::sync::Arc<str>>,
     /// By transport (indexed by `Transport as usize`).
     transports: [(u64, u64, u64); Transport::ALL.len()],
     fabric_events: VecDeque<FabricEvent>,
@@ -191,6 +194,7 @@ impl Stats {
             completed: 0,
             failed: 0,
             retired: BTreeMap::new(),
+            departed: BTreeMap::new(),
             transports: [(0, 0, 0); Transport::ALL.len()],
             fabric_events: VecDeque::new(),
             observers: BTreeMap::new(),
@@ -232,10 +236,6 @@ impl Stats {
 }
 
 /// `component:index` of `app`, or `app N (gone)`.
-fn label(apps: &BTreeMap<AppId, App>, app: AppId) -> String {
-    apps.get(&app)
-        .map_or_else(|| format!("app {app} (gone)"), |a| a.label.to_string())
-}
 
 fn address_of(a: &App) -> Option<String> {
     a.endpoint.as_ref().map(|e| {
@@ -457,7 +457,7 @@ impl Manager {
         let (size, providers, waiting) = match &c.state {
             State::Offered(r) | State::Withdrawing(r) => (
                 Some(r.len),
-                vec![label(&self.apps, c.app())],
+                vec![self.label(c.app())],
                 self.waiting.get(&c.name).len() as u64,
             ),
             State::Required(w) => {
@@ -465,7 +465,7 @@ impl Manager {
                     .transfer
                     .and_then(|t| self.transfers.get(&t))
                     .and_then(|t| self.cdos.get(&t.from))
-                    .map(|f| label(&self.apps, f.app()));
+                    .map(|f| self.label(f.app()));
                 (None, from.into_iter().collect(), 0)
             }
             _ => (None, Vec::new(), 0),
@@ -474,7 +474,7 @@ impl Manager {
         CdoView {
             id,
             name: c.name.to_string(),
-            app: label(&self.apps, c.app()),
+            app: self.label(c.app()),
             size,
             state: c.state.name().to_string(),
             providers,
@@ -486,7 +486,7 @@ impl Manager {
 
     fn transfer_view(&self, id: TransferId, t: &Transfer, now: Instant) -> TransferView {
         let name = |c: CdoId| self.cdos.get(&c).map(|c| c.name.to_string());
-        let owner = |c: CdoId| label(&self.apps, proto::cdo_owner(c));
+        let owner = |c: CdoId| self.label(proto::cdo_owner(c));
         let (provider, nic) = self.nic_of(proto::cdo_owner(t.from), t.route.provider_nic);
         TransferView {
             id,
@@ -586,14 +586,29 @@ impl Manager {
         real.chain(pseudo)
     }
 
-    /// An app that goes keeps its traffic in the report.
-    pub(super) fn retire_traffic(&mut self, a: &App) {
+    /// `component:index` of `app`; `component:index (gone)` for one that left lately,
+    /// `app N (gone)` for one long gone.
+    fn label(&self, app: AppId) -> String {
+        match (self.apps.get(&app), self.stats.departed.get(&app)) {
+            (Some(a), _) => a.label.to_string(),
+            (None, Some(l)) => format!("{l} (gone)"),
+            (None, None) => format!("app {app} (gone)"),
+        }
+    }
+
+    /// An app that goes keeps its traffic in the report, and its name for what it left.
+    pub(super) fn retire_traffic(&mut self, id: AppId, a: &App) {
+        self.stats
+            .departed
+            .insert(id, std::sync::Arc::clone(&a.label));
+        if self.stats.departed.len() > view::MAX_LISTED {
+            self.stats.departed.pop_first();
+        }
         for (key, t) in Self::slot_keys(a).zip(&a.traffic.0) {
             if t.is_empty() {
                 continue;
             }
-            if self.stats.retired.len() < view::MAX_LISTED
-                || self.stats.retired.contains_key(&key)
+            if self.stats.retired.len() < view::MAX_LISTED || self.stats.retired.contains_key(&key)
             {
                 self.stats.retired.entry(key).or_default().add(t);
             }
@@ -637,8 +652,8 @@ impl Manager {
         TransferView {
             id: f.id,
             name,
-            from: label(&self.apps, proto::cdo_owner(f.from)),
-            to: label(&self.apps, proto::cdo_owner(f.to)),
+            from: self.label(proto::cdo_owner(f.from)),
+            to: self.label(proto::cdo_owner(f.to)),
             transport: f.route.transport,
             provider: provider.map(str::to_string),
             nic: nic.map(str::to_string),
