@@ -235,8 +235,7 @@ impl Stats {
     }
 }
 
-/// `component:index` of `app`, or `app N (gone)`.
-
+/// The address of `a`'s first endpoint (its IP where it has one).
 fn address_of(a: &App) -> Option<String> {
     a.endpoint.as_ref().map(|e| {
         e.address
