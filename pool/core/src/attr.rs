@@ -15,6 +15,11 @@ pub const PROVIDER: &str = ".maestro.core.cdo.provider";
 /// Set to `true` on an offered CDO to have the library check its bytes end to end: the
 /// producer's library adds [`CHECKSUM`] at offer, the consumer's checks it on arrival.
 pub const INTEGRITY: &str = ".maestro.core.cdo.integrity";
+/// `.maestro.core.cdo.isgroup`: the CDO is a group of CDOs (see `pool`'s groups).
+pub const IS_GROUP: &str = ".maestro.core.cdo.isgroup";
+/// `.maestro.core.cdo.group.members`: a group CDO's members' names, a JSON array of
+/// strings, in the order they were added (set by the library).
+pub const GROUP_MEMBERS: &str = ".maestro.core.cdo.group.members";
 /// The XXH3-64 checksum of a CDO's bytes, added by the producer's library when
 /// [`INTEGRITY`] is set; a consumer whose bytes do not match gets an error, not data.
 pub const CHECKSUM: &str = ".maestro.core.cdo.checksum";

@@ -267,6 +267,9 @@ maestro-attributes:
   - key: isgroup
     type: bool()
     documentation: the CDO is a group of CDOs
+  - key: group.members
+    type: str()
+    documentation: a group's members' names, a JSON array in the order they were added (set by the library)
 "#;
 
 impl Schemas {

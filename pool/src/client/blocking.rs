@@ -203,6 +203,34 @@ impl Client {
         self.block_on(self.inner.dispose(cdo))
     }
 
+    /// See [`AsyncClient::offer_group`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn offer_group(
+        &self,
+        group: CdoId,
+        members: Vec<(CdoId, Option<Attributes>, Buffer)>,
+    ) -> Result<()> {
+        self.block_on(self.inner.offer_group(group, members))
+    }
+
+    /// See [`AsyncClient::demand_group`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn demand_group(&self, group: CdoId) -> Result<(Vec<super::GroupMember>, Attributes)> {
+        self.block_on(self.inner.demand_group(group))
+    }
+
+    /// See [`AsyncClient::withdraw_group`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn withdraw_group(&self, group: CdoId, members: &[CdoId]) -> Result<Vec<Buffer>> {
+        self.block_on(self.inner.withdraw_group(group, members))
+    }
+
     /// See [`AsyncClient::report`].
     ///
     /// # Errors

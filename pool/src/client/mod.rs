@@ -13,6 +13,7 @@
 mod blocking;
 mod data;
 mod driver;
+mod group;
 mod observer;
 mod outbox;
 mod subscription;
@@ -26,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
 pub use data::CdoData;
+pub use group::{GroupMember, members_of};
 pub use observer::Observer;
 pub use subscription::Subscription;
 

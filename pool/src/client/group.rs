@@ -1,0 +1,185 @@
+//! CDO groups (Maestro's `mstro_group_*`): a named set of CDOs offered, demanded and
+//! withdrawn together.
+//!
+//! A group travels as a CDO of its own, named as the group, of 0 bytes, with
+//! [`attr::IS_GROUP`] set and [`attr::GROUP_MEMBERS`] listing its members' names (a JSON
+//! array); its members are ordinary CDOs. So events and selectors see every member as they
+//! see any CDO, a group's offer is an event like any other, and the pool manager needs
+//! nothing more than it has.
+//!
+//! A producer's [`AsyncClient::offer_group`] sends every member's seal and offer, then the
+//! group's, in one burst (the pool manager answers them in one), and is all or nothing: if
+//! one is refused, those offered are withdrawn. A consumer's [`AsyncClient::demand_group`]
+//! demands the group, then declares and demands every member at once: two round trips
+//! whatever the number of members, their transfers in parallel (members of one provider on
+//! one host are each copied straight out of its memory, small ones come with their
+//! tickets).
+
+use fabric::Buffer;
+use futures::future::join_all;
+
+use crate::attr::{self, AttrValue, Attributes};
+use crate::proto::{CdoId, Op, Refusal};
+
+use super::{AsyncClient, CdoData, ClientError, Result};
+
+/// A member of a demanded group.
+pub struct GroupMember {
+    /// The member's CDO in this app (declared by [`AsyncClient::demand_group`]; dispose it
+    /// when done).
+    pub cdo: CdoId,
+    /// Its name.
+    pub name: String,
+    /// Its bytes.
+    pub data: CdoData,
+    /// The attributes it was sealed with.
+    pub attributes: Attributes,
+}
+
+/// The names a group CDO's attributes list, in order.
+///
+/// # Errors
+/// [`ClientError::Protocol`] when the attributes are not a group's (a CDO of that name that
+/// is no group, or a malformed list).
+pub fn members_of(attributes: &Attributes) -> Result<Vec<String>> {
+    if attributes.get(attr::IS_GROUP) != Some(&AttrValue::Bool(true)) {
+        return Err(ClientError::Protocol(
+            "the CDO of that name is not a group (it has no .maestro.core.cdo.isgroup)".into(),
+        ));
+    }
+    match attributes.get(attr::GROUP_MEMBERS) {
+        Some(AttrValue::Str(json)) => serde_json::from_str(json).map_err(|e| {
+            ClientError::Protocol(format!("the group's member list is malformed: {e}"))
+        }),
+        _ => Err(ClientError::Protocol(
+            "the group lists no members (.maestro.core.cdo.group.members)".into(),
+        )),
+    }
+}
+
+impl AsyncClient {
+    /// Offers `members` (CDOs this app declared: each with the attributes to seal it with,
+    /// or `None` when it is sealed already, and its bytes) and then the group CDO `group`
+    /// (declared with the group's name) listing them in this order, in one burst. All or
+    /// nothing: when one offer is refused, those that went through are withdrawn.
+    ///
+    /// # Errors
+    /// [`ClientError::Refused`] with `UnknownCdo` for a member this app did not declare; the
+    /// first refusal of a member or of the group; registration and connection errors.
+    pub async fn offer_group(
+        &self,
+        group: CdoId,
+        members: Vec<(CdoId, Option<Attributes>, Buffer)>,
+    ) -> Result<()> {
+        let names = {
+            let p = self.shared.pending();
+            members
+                .iter()
+                .map(|(cdo, ..)| {
+                    p.mine
+                        .get(cdo)
+                        .map(|m| m.name.to_string())
+                        .ok_or(ClientError::Refused {
+                            op: Op::Offer,
+                            why: Refusal::UnknownCdo,
+                        })
+                })
+                .collect::<Result<Vec<String>>>()?
+        };
+        let listing = serde_json::to_string(&names)
+            .map_err(|e| ClientError::Protocol(format!("listing the members: {e}")))?;
+        let group_attributes = Attributes::from([
+            (attr::IS_GROUP.to_string(), AttrValue::Bool(true)),
+            (attr::GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
+        ]);
+        let ids: Vec<CdoId> = members.iter().map(|(cdo, ..)| *cdo).collect();
+        let offers = members
+            .into_iter()
+            .map(|(cdo, attributes, data)| async move {
+                match attributes {
+                    Some(a) => self.seal_and_offer(cdo, a, data).await,
+                    None => self.offer(cdo, data).await,
+                }
+            });
+        // The members' messages go first (each offer sends when first polled), then the
+        // group's: the PM handles them in order, so a consumer that sees the group finds
+        // every member offered.
+        let (results, group_result) = tokio::join!(
+            join_all(offers),
+            self.seal_and_offer(group, group_attributes, Buffer::new(0)?)
+        );
+        if results.iter().all(Result::is_ok) && group_result.is_ok() {
+            return Ok(());
+        }
+        // All or nothing: take back what went through.
+        let offered = results
+            .iter()
+            .zip(&ids)
+            .filter(|(r, _)| r.is_ok())
+            .map(|(_, &cdo)| cdo)
+            .chain(group_result.is_ok().then_some(group));
+        for r in join_all(offered.map(|cdo| self.withdraw(cdo))).await {
+            if let Err(e) = r {
+                tracing::warn!("withdrawing part of a group whose offer failed: {e}");
+            }
+        }
+        results
+            .into_iter()
+            .chain(std::iter::once(group_result))
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
+    }
+
+    /// Demands the group CDO `group` (declared with the group's name), then declares and
+    /// demands every member it lists, all at once; returns the members in the order the
+    /// producer listed them, and the group's attributes.
+    ///
+    /// # Errors
+    /// As [`AsyncClient::demand`] for the group and each member (the first error; members
+    /// that arrived are disposed); [`ClientError::Protocol`] when the CDO of that name is
+    /// no group.
+    pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
+        let (_, attributes) = self.demand(group).await?;
+        let names = members_of(&attributes)?;
+        let ids = names
+            .iter()
+            .map(|n| self.declare(n))
+            .collect::<Result<Vec<CdoId>>>()?;
+        let arrived = join_all(ids.iter().map(|&cdo| self.demand(cdo))).await;
+        if arrived.iter().any(Result::is_err) {
+            for &cdo in &ids {
+                let _ = self.dispose(cdo).await;
+            }
+            return Err(arrived
+                .into_iter()
+                .find_map(Result::err)
+                .unwrap_or(ClientError::Closed));
+        }
+        let members = arrived
+            .into_iter()
+            .flatten()
+            .zip(ids)
+            .zip(names)
+            .map(|(((data, attributes), cdo), name)| GroupMember {
+                cdo,
+                name,
+                data,
+                attributes,
+            })
+            .collect();
+        Ok((members, attributes))
+    }
+
+    /// Withdraws `members` and the group CDO `group` together (the group first, so no
+    /// consumer starts on it meanwhile); returns the members' buffers in order.
+    ///
+    /// # Errors
+    /// The first refusal (`WrongState` unless offered); connection errors.
+    pub async fn withdraw_group(&self, group: CdoId, members: &[CdoId]) -> Result<Vec<Buffer>> {
+        self.withdraw(group).await?;
+        join_all(members.iter().map(|&cdo| self.withdraw(cdo)))
+            .await
+            .into_iter()
+            .collect()
+    }
+}
