@@ -113,6 +113,17 @@ fn asynchronous_demands_overlap_and_their_bad_uses_are_refused() {
 }
 
 #[test]
+fn groups_move_whole_and_their_bad_uses_are_refused() {
+    let c = installed();
+    let out = run(
+        Command::new(c.bin("groups")).env("MSTRO_TIMEOUT", "1"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("groups: all hold"), "{}", out.stdout);
+}
+
+#[test]
 fn a_late_subscriber_hears_of_the_current_state_first() {
     let c = installed();
     let out = run(

@@ -228,6 +228,69 @@ mstro_status mstro_request_dispose(mstro_request request);
  *  it); then the raw-ptr memory is the caller's again. MSTRO_INVSTATE unless offered. */
 mstro_status mstro_cdo_withdraw(mstro_cdo cdo);
 
+/* ---- CDO groups ------------------------------------------------------------------------
+ * A group is a named set of CDOs offered, demanded and withdrawn together. The producer
+ * declares a group, adds CDOs it declared (not offered), may fix the size it expects,
+ * seals and offers it: members not sealed yet are sealed with their attributes, and all of
+ * them go in one burst, all or nothing. The consumer declares a group of the same name and
+ * demands it: every member arrives, then mstro_group_next hands out their CDO handles in
+ * the producer's order; they belong to the group and go with mstro_group_dispose. Members
+ * are ordinary CDOs: selectors and events see each of them (the group itself is a 0-byte
+ * CDO with .maestro.core.cdo.isgroup true listing them in .maestro.core.cdo.group.members). */
+
+/** A group of CDOs. */
+typedef struct mstro_group_ *mstro_group;
+
+/** Declares a group named `name` (producer and consumer alike). MSTRO_INVARG for a NULL,
+ *  empty or over-long name or a NULL result pointer. */
+mstro_status mstro_group_declare(const char *name, mstro_group *group);
+
+/** Adds `member`, a CDO this process declared and did not offer, before the group's seal.
+ *  MSTRO_INVSTATE after seal; MSTRO_INVARG for a bad handle or a CDO added already. */
+mstro_status mstro_group_add(mstro_group group, mstro_cdo member);
+
+/** Says how many members the group will have; its seal checks it. MSTRO_INVSTATE after
+ *  seal. */
+mstro_status mstro_group_size_set(mstro_group group, size_t size);
+
+/** The group's size in *size: its members once sealed or demanded; before, the size set,
+ *  else the members added so far. MSTRO_INVARG for a NULL pointer or a bad handle. */
+mstro_status mstro_group_size_get(mstro_group group, size_t *size);
+
+/** Seals the group: its members are fixed. MSTRO_INVSTATE unless declared; MSTRO_INVARG
+ *  for a group without members or whose members differ in number from the size set. */
+mstro_status mstro_group_seal(mstro_group group);
+
+/** Offers the group and its members in one burst (members not sealed are sealed with their
+ *  attributes), all or nothing: when one is refused nothing stays offered. MSTRO_INVSTATE
+ *  unless sealed, or for a member offered or demanded already. */
+mstro_status mstro_group_offer(mstro_group group);
+
+/** Declares the intent to demand the group (a consumer's: declared, no members added).
+ *  MSTRO_INVSTATE otherwise. */
+mstro_status mstro_group_require(mstro_group group);
+
+/** Waits until the group and all its members are here (at most MSTRO_TIMEOUT for each).
+ *  MSTRO_INVSTATE if demanded already or members were added (a producer's group);
+ *  MSTRO_TIMEOUT when nobody offers it in time; MSTRO_INVARG when the CDO of that name is
+ *  no group. */
+mstro_status mstro_group_demand(mstro_group group);
+
+/** The next member in *member (NULL after the last; the next call starts over): a
+ *  demanded group's members in the producer's order, or a producer's in the order added.
+ *  MSTRO_INVSTATE for a consumer's group not demanded yet. */
+mstro_status mstro_group_next(mstro_group group, mstro_cdo *member);
+
+/** Takes back an offered group and its members. MSTRO_INVSTATE unless offered. */
+mstro_status mstro_group_withdraw(mstro_group group);
+
+/** Cancels a group's require. MSTRO_INVSTATE unless required. */
+mstro_status mstro_group_retract(mstro_group group);
+
+/** Forgets the group, and the members its demand brought (a producer's members stay the
+ *  program's). MSTRO_INVSTATE while offered (withdraw first). */
+mstro_status mstro_group_dispose(mstro_group group);
+
 /** Forgets the CDO; the handle is invalid afterwards. MSTRO_INVSTATE while offered
  *  (withdraw first); MSTRO_INVARG for a bad handle. */
 mstro_status mstro_cdo_dispose(mstro_cdo cdo);

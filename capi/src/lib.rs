@@ -16,6 +16,7 @@
 mod abi_check;
 mod attrs;
 mod events;
+mod groups;
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};

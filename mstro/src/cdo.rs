@@ -132,9 +132,13 @@ pub fn cdo_declare(name: &str) -> Result<Cdo> {
         .client()
         .declare(name)
         .map_err(|e| Error::from(e).context(format!("declaring CDO {name:?}")))?;
-    let cell = CdoCell {
-        name: name.to_string(),
-        state: Mutex::new(CdoState {
+    Ok(file(&inst, name, CdoState::declared(id)))
+}
+
+impl CdoState {
+    /// A CDO just declared as `id`.
+    fn declared(id: CdoId) -> CdoState {
+        CdoState {
             id,
             attrs: Attributes::new(),
             lent: None,
@@ -144,9 +148,17 @@ pub fn cdo_declare(name: &str) -> Result<Cdo> {
             data: None,
             demanded: None,
             in_flight: false,
-        }),
+        }
+    }
+}
+
+/// Files a CDO in the instance's registry; its new handle.
+fn file(inst: &Instance, name: &str, state: CdoState) -> Cdo {
+    let cell = CdoCell {
+        name: name.to_string(),
+        state: Mutex::new(state),
     };
-    Ok(Cdo(inst.cdos.insert(cell)))
+    Cdo(inst.cdos.insert(cell))
 }
 
 /// The CDO's name.
@@ -340,26 +352,31 @@ pub fn cdo_seal(cdo: Cdo) -> Result<()> {
         if st.sealed {
             return Err(Error::new(Status::Invstate, "sealed already"));
         }
-        let mut attrs = st.attrs.clone();
-        // End-to-end integrity, where asked: the lent bytes' checksum is sealed with them.
-        if let (Some(lent), Some(len)) = (&st.lent, st.local_size)
-            && matches!(attrs.get(attr::INTEGRITY), Some(AttrValue::Bool(true)))
-        {
-            let len = usize::try_from(len)
-                .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
-            let bytes: &[u8] = if len == 0 || lent.ptr.is_null() {
-                &[]
-            } else {
-                // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
-                // valid and unwritten until withdraw returns (raw-ptr's contract).
-                unsafe { std::slice::from_raw_parts(lent.ptr.cast_const(), len) }
-            };
-            attr::add_checksum(&mut attrs, bytes);
-        }
-        client.seal(st.id, attrs)?;
+        client.seal(st.id, sealed_attributes(st)?)?;
         st.sealed = true;
         Ok(())
     })
+}
+
+/// The attributes a CDO is sealed with: those staged, and where the program asks for
+/// end-to-end integrity, the lent bytes' checksum.
+fn sealed_attributes(st: &CdoState) -> Result<Attributes> {
+    let mut attrs = st.attrs.clone();
+    if let (Some(lent), Some(len)) = (&st.lent, st.local_size)
+        && matches!(attrs.get(attr::INTEGRITY), Some(AttrValue::Bool(true)))
+    {
+        let len = usize::try_from(len)
+            .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
+        let bytes: &[u8] = if len == 0 || lent.ptr.is_null() {
+            &[]
+        } else {
+            // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
+            // valid and unwritten until withdraw returns (raw-ptr's contract).
+            unsafe { std::slice::from_raw_parts(lent.ptr.cast_const(), len) }
+        };
+        attr::add_checksum(&mut attrs, bytes);
+    }
+    Ok(attrs)
 }
 
 /// Offers the sealed CDO (`mstro_cdo_offer`): its bytes are the memory lent with
@@ -377,26 +394,83 @@ pub fn cdo_offer(cdo: Cdo) -> Result<()> {
                 "the CDO is not sealed: call seal before offer",
             ));
         }
-        let buf = match &st.lent {
-            Some(lent) => {
-                let len = st.local_size.ok_or_else(|| {
-                    Error::invarg(format!(
-                        "raw-ptr is set but {} is not: set the buffer's size",
-                        attr::LOCAL_SIZE
-                    ))
-                })?;
-                let len = usize::try_from(len)
-                    .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
-                // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
-                // valid and unwritten until withdraw returns.
-                unsafe { crate::memory::lend(lent.ptr, len) }
-            }
-            None => Buffer::new(0)?,
-        };
-        client.offer(st.id, buf)?;
+        client.offer(st.id, offered_bytes(st)?)?;
         st.offered = true;
         Ok(())
     })
+}
+
+/// What an offer of the CDO makes readable: the memory lent to it (in place), or nothing.
+fn offered_bytes(st: &CdoState) -> Result<Buffer> {
+    Ok(match &st.lent {
+        Some(lent) => {
+            let len = st.local_size.ok_or_else(|| {
+                Error::invarg(format!(
+                    "raw-ptr is set but {} is not: set the buffer's size",
+                    attr::LOCAL_SIZE
+                ))
+            })?;
+            let len = usize::try_from(len)
+                .map_err(|_| Error::invarg(format!("{len} bytes do not fit in memory")))?;
+            // SAFETY: the caller of `cdo_set_user_memory` keeps `len` bytes at `ptr`
+            // valid and unwritten until withdraw returns.
+            unsafe { crate::memory::lend(lent.ptr, len) }
+        }
+        None => Buffer::new(0)?,
+    })
+}
+
+/// A member's part of a group's offer (see `crate::group`): its id, the attributes to seal
+/// it with (`None`: sealed already) and its bytes.
+///
+/// # Errors
+/// [`Status::Invstate`] for a CDO offered or demanded already; as [`cdo_seal`] and
+/// [`cdo_offer`] otherwise.
+pub(crate) fn group_offer_part(
+    cdo: Cdo,
+) -> Result<(CdoId, Option<Attributes>, Buffer)> {
+    with_cdo(cdo, "group offer", |_, _, st| {
+        if st.offered || st.demanded.is_some() {
+            return Err(Error::new(
+                Status::Invstate,
+                "a member is offered or demanded already: a group offers CDOs only declared or sealed",
+            ));
+        }
+        let attrs = (!st.sealed).then(|| sealed_attributes(st)).transpose()?;
+        Ok((st.id, attrs, offered_bytes(st)?))
+    })
+}
+
+/// Marks a group's members offered (`true`: after its offer) or withdrawn (`false`).
+pub(crate) fn set_offered(cdo: Cdo, offered: bool) -> Result<()> {
+    with_cdo(cdo, "group", |_, _, st| {
+        st.sealed = true;
+        st.offered = offered;
+        Ok(())
+    })
+}
+
+/// The CDO's id in the pool.
+pub(crate) fn cdo_id(cdo: Cdo) -> Result<CdoId> {
+    with_cdo(cdo, "group", |_, _, st| Ok(st.id))
+}
+
+/// A handle for a member a group's demand brought: `name`, declared as `id`, demanded,
+/// holding `data` and `attrs`.
+pub(crate) fn adopt_demanded(
+    name: &str,
+    id: CdoId,
+    data: CdoData,
+    attrs: Attributes,
+) -> Result<Cdo> {
+    let inst = instance()?;
+    let state = CdoState {
+        attrs,
+        demanded: Some(data.len() as u64),
+        data: Some(Arc::new(data)),
+        ..CdoState::declared(id)
+    };
+    Ok(file(&inst, name, state))
 }
 
 /// Declares the intent to demand the CDO (`mstro_cdo_require`): the pool manager may move

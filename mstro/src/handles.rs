@@ -17,6 +17,7 @@ pub(crate) enum Kind {
     Selector = 0x53,
     Subscription = 0x55,
     Request = 0x52,
+    Group = 0x47,
 }
 
 impl Kind {
@@ -26,11 +27,18 @@ impl Kind {
             Kind::Selector => "selector",
             Kind::Subscription => "subscription",
             Kind::Request => "request",
+            Kind::Group => "group",
         }
     }
 
     fn of(raw: u64) -> Option<Kind> {
-        [Kind::Cdo, Kind::Selector, Kind::Subscription, Kind::Request]
+        [
+            Kind::Cdo,
+            Kind::Selector,
+            Kind::Subscription,
+            Kind::Request,
+            Kind::Group,
+        ]
             .into_iter()
             .find(|k| (raw >> 56) == *k as u64)
     }

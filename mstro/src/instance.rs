@@ -52,6 +52,7 @@ pub(crate) struct Instance {
     pub(crate) selectors: Registry<PoolSelector>,
     pub(crate) subscriptions: Registry<SubCell>,
     pub(crate) requests: Registry<crate::request::RequestCell>,
+    pub(crate) groups: Registry<crate::group::GroupCell>,
 }
 
 static INSTANCE: RwLock<Option<Arc<Instance>>> = RwLock::new(None);
@@ -138,6 +139,7 @@ pub fn init(workflow: Option<&str>, component: Option<&str>, index: i64) -> Resu
         selectors: Registry::new(Kind::Selector),
         subscriptions: Registry::new(Kind::Subscription),
         requests: Registry::new(Kind::Request),
+        groups: Registry::new(Kind::Group),
     }));
     Ok(())
 }
@@ -161,6 +163,7 @@ pub fn finalize() -> Result<()> {
     for request in inst.requests.drain() {
         request.cancel();
     }
+    drop(inst.groups.drain());
     let cdos = inst.cdos.drain();
     if !cdos.is_empty() {
         tracing::warn!(

@@ -30,6 +30,7 @@
 
 mod cdo;
 mod events;
+mod group;
 mod handles;
 mod instance;
 mod memory;
@@ -47,6 +48,11 @@ pub use events::{
     Selector, Subscription, SubscriptionOptions, selector_create, selector_dispose, subscribe,
     subscription_ack, subscription_dispose, subscription_poll, subscription_wait,
     subscription_wait_interruptible,
+};
+pub use group::{
+    Group, group_add, group_declare, group_demand, group_dispose, group_members, group_next,
+    group_offer, group_require, group_retract, group_seal, group_size_get, group_size_set,
+    group_withdraw,
 };
 pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
 pub use memory::{mem_alloc, mem_free};

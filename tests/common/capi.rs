@@ -55,7 +55,7 @@ fn stamp(sources: &[PathBuf]) -> String {
 pub fn installed() -> Installed {
     let target = maestro().parent().expect("target dir").to_path_buf();
     let prefix = target.join("capi-test-prefix");
-    let programs: [(&str, PathBuf); 8] = [
+    let programs: [(&str, PathBuf); 9] = [
         ("pm_tool", repo().join("examples/c/pm_tool.c")),
         ("producer", repo().join("examples/c/producer.c")),
         ("consumer", repo().join("examples/c/consumer.c")),
@@ -63,6 +63,7 @@ pub fn installed() -> Installed {
         ("bad_calls", repo().join("tests/c/bad_calls.c")),
         ("async_demand", repo().join("tests/c/async_demand.c")),
         ("late_subscriber", repo().join("tests/c/late_subscriber.c")),
+        ("groups", repo().join("tests/c/groups.c")),
         ("api_cxx", repo().join("tests/c/api_cxx.cpp")),
     ];
     let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();

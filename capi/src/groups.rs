@@ -1,0 +1,128 @@
+//! `mstro_group_*`: CDO groups over [`mstro`]'s groups. Members are CDO handles; values a
+//! member keeps by pointer are read when the group's offer seals it, and the library's
+//! copies of the members a consumer's group owned go with the group.
+
+use std::ffi::c_char;
+
+use mstro::Error;
+
+use crate::{attrs, cdo, guard, handle, mstro_cdo, mstro_status, put, raw, text};
+
+/// A group handle.
+pub type mstro_group = *mut std::ffi::c_void;
+
+fn group(h: mstro_group) -> mstro::Group {
+    mstro::Group(raw(h))
+}
+
+/// `mstro_group_declare`.
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated; `result` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_group_declare(
+    name: *const c_char,
+    result: *mut mstro_group,
+) -> mstro_status {
+    guard("mstro_group_declare", || {
+        if result.is_null() {
+            return Err(Error::invarg("result (the handle pointer) is NULL"));
+        }
+        // SAFETY: the caller's contract.
+        let name = unsafe { text(name, "name") }?;
+        let g = mstro::group_declare(name)?;
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { put(result, handle(g.0), "result") }
+    })
+}
+
+/// `mstro_group_add`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_group_add(g: mstro_group, member: mstro_cdo) -> mstro_status {
+    guard("mstro_group_add", || mstro::group_add(group(g), cdo(member)))
+}
+
+/// `mstro_group_size_set`.
+#[unsafe(no_mangle)]
+pub extern "C" fn mstro_group_size_set(g: mstro_group, size: usize) -> mstro_status {
+    guard("mstro_group_size_set", || {
+        mstro::group_size_set(group(g), size)
+    })
+}
+
+/// `mstro_group_size_get`.
+///
+/// # Safety
+/// `size` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_group_size_get(g: mstro_group, size: *mut usize) -> mstro_status {
+    guard("mstro_group_size_get", || {
+        let n = mstro::group_size_get(group(g))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(size, n, "size") }
+    })
+}
+
+/// `mstro_group_next`: the next member in `*member`, NULL after the last.
+///
+/// # Safety
+/// `member` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mstro_group_next(g: mstro_group, member: *mut mstro_cdo) -> mstro_status {
+    guard("mstro_group_next", || {
+        let next = mstro::group_next(group(g))?;
+        let h = next.map_or(std::ptr::null_mut(), |c| handle(c.0));
+        // SAFETY: the caller's contract.
+        unsafe { put(member, h, "member") }
+    })
+}
+
+macro_rules! group_op {
+    ($(#[$doc:meta])* $c:ident => $body:expr) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $c(g: mstro_group) -> mstro_status {
+            guard(stringify!($c), || $body(group(g)))
+        }
+    };
+}
+
+group_op!(
+    /// `mstro_group_seal`.
+    mstro_group_seal => mstro::group_seal
+);
+group_op!(
+    /// `mstro_group_offer`: members' values kept by pointer are read now.
+    mstro_group_offer => |g| {
+        for m in mstro::group_members(g)? {
+            attrs::read_deferred(m)?;
+        }
+        mstro::group_offer(g)
+    }
+);
+group_op!(
+    /// `mstro_group_require`.
+    mstro_group_require => mstro::group_require
+);
+group_op!(
+    /// `mstro_group_demand`.
+    mstro_group_demand => mstro::group_demand
+);
+group_op!(
+    /// `mstro_group_withdraw`.
+    mstro_group_withdraw => mstro::group_withdraw
+);
+group_op!(
+    /// `mstro_group_retract`.
+    mstro_group_retract => mstro::group_retract
+);
+group_op!(
+    /// `mstro_group_dispose`: the members a demand brought go too, with the library's
+    /// copies of their values.
+    mstro_group_dispose => |g| {
+        for m in mstro::group_dispose(g)? {
+            attrs::forget(m);
+        }
+        Ok(())
+    }
+);
