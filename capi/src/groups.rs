@@ -39,7 +39,9 @@ pub unsafe extern "C" fn mstro_group_declare(
 /// `mstro_group_add`.
 #[unsafe(no_mangle)]
 pub extern "C" fn mstro_group_add(g: mstro_group, member: mstro_cdo) -> mstro_status {
-    guard("mstro_group_add", || mstro::group_add(group(g), cdo(member)))
+    guard("mstro_group_add", || {
+        mstro::group_add(group(g), cdo(member))
+    })
 }
 
 /// `mstro_group_size_set`.

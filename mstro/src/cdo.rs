@@ -426,9 +426,7 @@ fn offered_bytes(st: &CdoState) -> Result<Buffer> {
 /// # Errors
 /// [`Status::Invstate`] for a CDO offered or demanded already; as [`cdo_seal`] and
 /// [`cdo_offer`] otherwise.
-pub(crate) fn group_offer_part(
-    cdo: Cdo,
-) -> Result<(CdoId, Option<Attributes>, Buffer)> {
+pub(crate) fn group_offer_part(cdo: Cdo) -> Result<(CdoId, Option<Attributes>, Buffer)> {
     with_cdo(cdo, "group offer", |_, _, st| {
         if st.offered || st.demanded.is_some() {
             return Err(Error::new(

@@ -270,7 +270,10 @@ pub fn group_demand(group: Group) -> Result<()> {
 pub fn group_next(group: Group) -> Result<Option<Cdo>> {
     with_group(group, "next", |_, st| {
         if st.members.is_empty() && matches!(st.phase, Phase::Declared | Phase::Required) {
-            return Err(wrong(st.phase, "demand it first; then its members are here"));
+            return Err(wrong(
+                st.phase,
+                "demand it first; then its members are here",
+            ));
         }
         match st.members.get(st.cursor).copied() {
             Some(m) => {

@@ -39,8 +39,8 @@ impl Kind {
             Kind::Request,
             Kind::Group,
         ]
-            .into_iter()
-            .find(|k| (raw >> 56) == *k as u64)
+        .into_iter()
+        .find(|k| (raw >> 56) == *k as u64)
     }
 }
 

@@ -31,6 +31,11 @@ class Request:
 class Subscription:
     """A subscription handle."""
 
+class Group:
+    """A group of CDOs (``mstro_group``)."""
+
+    name: str
+
 class CdoPayload:
     """Payload of CDO events (declare ... dispose, transport)."""
 
@@ -168,6 +173,42 @@ def mstro_request_dispose(request: Request) -> None:
 
 async def mstro_request_wait_async(request: Request, poll: float = 0.0005) -> None:
     """Awaits the request from asyncio without blocking the event loop."""
+
+def mstro_group_declare(name: str) -> Group:
+    """Declares a group named ``name`` (producer and consumer alike)."""
+
+def mstro_group_add(group: Group, cdo: Cdo) -> None:
+    """Adds a CDO this process declared (not offered) before the group's seal. MSTRO_INVSTATE after seal; MSTRO_INVARG for a CDO added already."""
+
+def mstro_group_size_set(group: Group, size: int) -> None:
+    """Says how many members the group will have; its seal checks it. MSTRO_INVSTATE after seal."""
+
+def mstro_group_size_get(group: Group) -> int:
+    """The group's size: its members once sealed or demanded; before, the size set, else the members added so far."""
+
+def mstro_group_seal(group: Group) -> None:
+    """Seals the group. MSTRO_INVARG for a group without members or whose members differ in number from the size set."""
+
+def mstro_group_offer(group: Group) -> None:
+    """Offers the group and its members (members not sealed are sealed) in one burst, all or nothing. MSTRO_INVSTATE unless sealed."""
+
+def mstro_group_require(group: Group) -> None:
+    """Declares the intent to demand the group."""
+
+def mstro_group_demand(group: Group) -> None:
+    """Waits (GIL released) until the group and all its members are here. MSTRO_TIMEOUT; MSTRO_INVARG when the CDO of that name is no group."""
+
+def mstro_group_next(group: Group) -> Optional[Cdo]:
+    """The next member in the producer's order, None after the last (the next call starts over). MSTRO_INVSTATE before a consumer's demand."""
+
+def mstro_group_withdraw(group: Group) -> None:
+    """Takes back an offered group and its members."""
+
+def mstro_group_retract(group: Group) -> None:
+    """Cancels a group's require."""
+
+def mstro_group_dispose(group: Group) -> None:
+    """Forgets the group and the members its demand brought. MSTRO_INVSTATE while offered."""
 
 def mstro_cdo_retract(cdo: Cdo) -> None:
     """Cancels a require."""

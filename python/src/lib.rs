@@ -13,6 +13,7 @@
 
 mod buffer;
 mod events;
+mod group;
 mod request;
 
 use pyo3::exceptions::PyException;
@@ -556,6 +557,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(request::mstro_request_test, m)?)?;
     m.add_function(wrap_pyfunction!(request::mstro_request_wait, m)?)?;
     m.add_function(wrap_pyfunction!(request::mstro_request_dispose, m)?)?;
+    group::register(m)?;
     m.add_class::<Kept>()?;
     m.add_class::<Allocation>()?;
     m.add_function(wrap_pyfunction!(_mstro_mem_alloc, m)?)?;

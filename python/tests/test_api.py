@@ -496,3 +496,46 @@ def test_the_type_stub_lists_exactly_what_the_module_exports():
     exported -= {n for n in exported if type(getattr(M, n)).__name__ == "module"}
     assert exported - stubbed == set(), "exported but not in the stub"
     assert stubbed - exported == set(), "in the stub but not exported"
+
+
+def test_groups_move_whole_and_refuse_bad_use():
+    with M.pool("py-groups", "tester", 0):
+        g = M.mstro_group_declare("arrays")
+        produced = []
+        for i in range(5):
+            c = M.mstro_cdo_declare(f"array-{i}", None)
+            M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, np.full(100, i, dtype=np.float64))
+            M.mstro_group_add(g, c)
+            produced.append(c)
+        assert status_of(M.mstro_group_add, g, produced[0]) == M.MSTRO_INVARG
+        M.mstro_group_size_set(g, 5)
+        assert M.mstro_group_size_get(g) == 5
+        M.mstro_group_seal(g)
+        late = M.mstro_cdo_declare("late", None)
+        assert status_of(M.mstro_group_add, g, late) == M.MSTRO_INVSTATE
+        M.mstro_group_offer(g)
+
+        wanted = M.mstro_group_declare("arrays")
+        assert status_of(M.mstro_group_next, wanted) == M.MSTRO_INVSTATE
+        M.mstro_group_demand(wanted)
+        assert M.mstro_group_size_get(wanted) == 5
+        names = []
+        while (m := M.mstro_group_next(wanted)) is not None:
+            names.append(m.name)
+            got = np.frombuffer(M.mstro_cdo_access_ptr(m), dtype=np.float64)
+            assert got.shape == (100,) and (got == len(names) - 1).all()
+        assert names == [f"array-{i}" for i in range(5)]
+        assert status_of(M.mstro_group_demand, wanted) == M.MSTRO_INVSTATE
+        M.mstro_group_dispose(wanted)
+        # Same process: the views are the producer's memory; let go before its withdraw.
+        del got
+        gc.collect()
+
+        assert status_of(M.mstro_group_dispose, g) == M.MSTRO_INVSTATE
+        M.mstro_group_withdraw(g)
+        M.mstro_group_dispose(g)
+        for c in produced + [late]:
+            M.mstro_cdo_dispose(c)
+        empty = M.mstro_group_declare("empty")
+        assert status_of(M.mstro_group_seal, empty) == M.MSTRO_INVARG
+        M.mstro_group_dispose(empty)
