@@ -122,6 +122,11 @@ pub struct PoolBench {
     /// bandwidth pass requires, demands and disposes each.
     #[arg(long)]
     pub require: bool,
+    /// Also drain groups: the provider offers, per size, a group of N CDOs of that size,
+    /// and the consumer demands it whole (`demand_group`) five times; CDOs/s and GB/s of
+    /// the median (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub group: usize,
 }
 
 /// The command line of `maestro bench pool`.
@@ -158,6 +163,12 @@ pub struct PoolRow {
     pub raw_us: Option<f64>,
     /// Open MPI send/recv of the same size between two ranks, `window` in flight, GB/s.
     pub mpi_gbps: Option<f64>,
+    /// With `--group N`: members of the group demanded whole.
+    pub group_members: Option<usize>,
+    /// Its members per second (median of five demands of the whole group).
+    pub group_cdos_per_sec: Option<f64>,
+    /// Its bytes per second, GB/s.
+    pub group_gbps: Option<f64>,
 }
 
 /// `maestro bench pool`: runs the benchmark and prints the result.
@@ -211,6 +222,14 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             opt(r.raw_gbps.map(|raw| r.gbps / raw), 2),
             opt(r.mpi_gbps, 3)
         );
+        if let (Some(n), Some(rate), Some(gbps)) =
+            (r.group_members, r.group_cdos_per_sec, r.group_gbps)
+        {
+            println!(
+                "{:>10}   a group of {n} demanded whole: {rate:.0} CDOs/s, {gbps:.3} GB/s",
+                ""
+            );
+        }
     }
     Ok(())
 }
@@ -218,6 +237,15 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
 /// The CDO name of a size.
 fn name_of(size: usize) -> String {
     format!("bench-{size}")
+}
+
+/// The group of a size (`--group`) and the name of its member `i`.
+fn group_of(size: usize) -> String {
+    format!("bench-group-{size}")
+}
+
+fn member_of(size: usize, i: usize) -> String {
+    format!("{}/{i}", group_of(size))
 }
 
 impl PoolBench {
@@ -245,7 +273,14 @@ impl PoolBench {
         )?;
         let mut rows = Vec::new();
         for &size in &self.sizes {
-            rows.push(self.measure(&consumer, size)?);
+            let mut row = self.measure(&consumer, size)?;
+            if self.group > 0 {
+                let per_sec = self.drain_group(&consumer, size)?;
+                row.group_members = Some(self.group);
+                row.group_cdos_per_sec = Some(per_sec);
+                row.group_gbps = Some(per_sec * size as f64 / 1e9);
+            }
+            rows.push(row);
         }
         consumer.leave()?;
         drop(provider);
@@ -354,7 +389,48 @@ impl PoolBench {
             raw_gbps: None,
             raw_us: None,
             mpi_gbps: None,
+            group_members: None,
+            group_cdos_per_sec: None,
+            group_gbps: None,
         })
+    }
+
+    /// Members per second of the median of five demands of the whole group of `size`
+    /// (the first, checked, not counted).
+    fn drain_group(&self, consumer: &Client, size: usize) -> Result<f64, PoolBenchError> {
+        let mut times = Vec::new();
+        for round in 0..6 {
+            let group = consumer.declare(&group_of(size))?;
+            let t = Instant::now();
+            let (members, _) = consumer.demand_group(group)?;
+            let took = t.elapsed();
+            if members.len() != self.group {
+                return Err(PoolBenchError::Provider(format!(
+                    "the group of {size} B has {} members, not {}",
+                    members.len(),
+                    self.group
+                )));
+            }
+            if round == 0 {
+                let mut expected = vec![0u8; size];
+                pattern::fill(&mut expected, SEED);
+                if let Some(m) = members.iter().find(|m| *m.data != expected[..]) {
+                    return Err(PoolBenchError::Corrupt {
+                        size,
+                        got: pattern::checksum(&m.data),
+                        expected: pattern::checksum(&expected),
+                    });
+                }
+            } else {
+                times.push(took);
+            }
+            for m in members {
+                consumer.dispose(m.cdo)?;
+            }
+            consumer.dispose(group)?;
+        }
+        times.sort_unstable();
+        Ok(self.group as f64 / times[times.len() / 2].as_secs_f64())
     }
 
     /// GB/s of `iterations` demands of `name` with `window` of them in flight.
@@ -457,6 +533,7 @@ impl ProviderProcess {
             .args(["--sizes", &sizes.join(",")])
             .args(["--progress", progress_name(bench.progress)])
             .args(["--inline-max", &bench.inline_max.to_string()])
+            .args(["--group", &bench.group.to_string()])
             .args(bench.user_memory.then_some("--user-memory"))
             .arg("--buffers")
             .args(
@@ -528,6 +605,9 @@ pub struct ProviderArgs {
     /// As the benchmark's `--inline-max`.
     #[arg(long, default_value_t = pool::DEFAULT_INLINE_MAX)]
     inline_max: usize,
+    /// As the benchmark's `--group`.
+    #[arg(long, default_value_t = 0)]
+    group: usize,
 }
 
 /// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
@@ -570,6 +650,7 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
             .timeout(Duration::from_secs(600)),
     )?;
     let mut offered = Vec::new();
+    let mut groups = Vec::new();
     // With --user-memory: the memory offered in place, kept until the offers are withdrawn.
     let mut mine: Vec<Vec<u8>> = Vec::new();
     for &size in &args.sizes {
@@ -589,6 +670,18 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
         let cdo = client.declare(&name_of(size))?;
         client.seal_and_offer(cdo, Attributes::new(), buf)?;
         offered.push(cdo);
+        if args.group > 0 {
+            let group = client.declare(&group_of(size))?;
+            let mut members = Vec::with_capacity(args.group);
+            for i in 0..args.group {
+                let mut b = args.buffers.make(size)?;
+                pattern::fill(b.as_mut_slice(), SEED);
+                members.push((client.declare(&member_of(size, i))?, Some(Attributes::new()), b));
+            }
+            let ids: Vec<_> = members.iter().map(|(c, ..)| *c).collect();
+            client.offer_group(group, members)?;
+            groups.push((group, ids));
+        }
     }
     println!("ready");
     std::io::stdout().flush()?;
@@ -597,6 +690,12 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     for cdo in offered {
         client.withdraw(cdo)?;
         client.dispose(cdo)?;
+    }
+    for (group, members) in groups {
+        client.withdraw_group(group, &members)?;
+        for cdo in members.into_iter().chain(Some(group)) {
+            client.dispose(cdo)?;
+        }
     }
     client.leave()?;
     drop(mine);

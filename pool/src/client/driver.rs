@@ -221,7 +221,13 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
                 provider,
                 completes_demand,
             };
-            tokio::spawn(carry_out(shared.clone(), ticket, source));
+            // Most small CDOs are done at the first poll (their bytes came with the
+            // ticket): no task for them; the others go on as a task of their own.
+            let mut work = Box::pin(carry_out(shared.clone(), ticket, source));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if work.as_mut().poll(&mut cx).is_pending() {
+                tokio::spawn(work);
+            }
         }
         FromPm::Serve {
             transfer,
