@@ -676,7 +676,11 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
             for i in 0..args.group {
                 let mut b = args.buffers.make(size)?;
                 pattern::fill(b.as_mut_slice(), SEED);
-                members.push((client.declare(&member_of(size, i))?, Some(Attributes::new()), b));
+                members.push((
+                    client.declare(&member_of(size, i))?,
+                    Some(Attributes::new()),
+                    b,
+                ));
             }
             let ids: Vec<_> = members.iter().map(|(c, ..)| *c).collect();
             client.offer_group(group, members)?;

@@ -42,6 +42,7 @@ mod events;
 mod observe;
 mod plan;
 pub mod policy;
+mod traffic;
 
 use crate::Subnet;
 use crate::attr::{self, AttrValue, Attributes};
@@ -232,7 +233,7 @@ struct Transfer {
     /// Its bytes.
     len: u64,
     /// How it was planned (for observers).
-    route: observe::Route,
+    route: traffic::Route,
 }
 
 /// What the driver found out about a JOIN's PMIx credential before handing it over.
@@ -288,7 +289,7 @@ struct App {
     /// Its offers, demands and bytes, for observers.
     counters: observe::AppCounters,
     /// Its traffic per endpoint and pseudo-NIC, for observers.
-    traffic: observe::Slots,
+    traffic: traffic::Slots,
     /// How many CDO ids it has used (the last it declared is `cdo_ids(app).start() +
     /// last_declared - 1`): observers list its CDOs in id order up to there.
     last_declared: u64,
@@ -643,7 +644,7 @@ impl Manager {
                 "app {label} joined (app {app}, host {host}, no fabric endpoint: data by stream)"
             ),
         }
-        let traffic = observe::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
+        let traffic = traffic::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
         self.apps.insert(
             app,
             App {
@@ -988,7 +989,7 @@ impl Manager {
     fn end_transfer(
         &mut self,
         transfer: TransferId,
-        outcome: observe::Outcome,
+        outcome: traffic::Outcome,
     ) -> Option<Transfer> {
         let t = self.transfers.remove(&transfer)?;
         self.transfer_finished(transfer, &t, outcome);
@@ -1075,8 +1076,8 @@ impl Manager {
             );
         }
         let outcome = match &error {
-            None => observe::Outcome::Done(direct),
-            Some(e) => observe::Outcome::Failed(e),
+            None => traffic::Outcome::Done(direct),
+            Some(e) => traffic::Outcome::Failed(e),
         };
         let Some(t) = self.end_transfer(transfer, outcome) else {
             return;
@@ -1306,7 +1307,7 @@ impl Manager {
                 Some(t) if a.cdos.contains(&t.from) => "the provider left",
                 _ => "the consumer left before it completed",
             };
-            let Some(t) = self.end_transfer(id, observe::Outcome::Failed(why)) else {
+            let Some(t) = self.end_transfer(id, traffic::Outcome::Failed(why)) else {
                 continue;
             };
             if a.cdos.contains(&t.from) {

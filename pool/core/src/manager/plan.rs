@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use fabric_types::{ProviderClass, RemoteRegion};
 
-use super::observe::Route;
+use super::traffic::Route;
 use super::{App, Manager};
 use crate::Subnet;
 use crate::proto::{AppId, CdoId, FabricEndpoint, HostMemory, OfferExtras, Source};

@@ -303,7 +303,7 @@ impl Manager {
     fn abandon(&mut self, id: TransferId) {
         let Some(t) = self.end_transfer(
             id,
-            super::observe::Outcome::Failed("abandoned: its provider withdrew the offer"),
+            super::traffic::Outcome::Failed("abandoned: its provider withdrew the offer"),
         ) else {
             return;
         };
