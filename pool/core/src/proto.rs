@@ -478,6 +478,18 @@ pub enum ToPm {
         /// The CDO.
         cdo: CdoId,
     },
+    /// Demand the group named as `group` (a declared CDO: see `pool`'s groups) and all its
+    /// members at once: the PM declares the members itself with the ids `first`,
+    /// `first + 1`, ... (at most `capacity` of them, which the app reserved), answers
+    /// [`FromPm::GroupMembers`] with their names, then tickets each as demanded.
+    DemandGroup {
+        /// The consumer's group CDO.
+        group: CdoId,
+        /// The first id reserved for the members.
+        first: CdoId,
+        /// How many ids are reserved.
+        capacity: u32,
+    },
     /// Cancel a require (or a waiting demand).
     Retract {
         /// The CDO.
@@ -564,6 +576,7 @@ impl ToPm {
             | ToPm::SealOffer { cdo, .. }
             | ToPm::Require { cdo }
             | ToPm::Demand { cdo }
+            | ToPm::DemandGroup { group: cdo, .. }
             | ToPm::Retract { cdo }
             | ToPm::Withdraw { cdo }
             | ToPm::Dispose { cdo, .. }
@@ -581,7 +594,7 @@ impl ToPm {
             ToPm::Seal { .. } => Op::Seal,
             ToPm::Offer { .. } | ToPm::SealOffer { .. } => Op::Offer,
             ToPm::Require { .. } => Op::Require,
-            ToPm::Demand { .. } => Op::Demand,
+            ToPm::Demand { .. } | ToPm::DemandGroup { .. } => Op::Demand,
             ToPm::Retract { .. } => Op::Retract,
             ToPm::Withdraw { .. } => Op::Withdraw,
             ToPm::Dispose { .. } => Op::Dispose,
@@ -790,6 +803,18 @@ pub enum FromPm {
         cdo: Option<CdoId>,
         /// Why.
         why: Refusal,
+    },
+    /// A group demanded with [`ToPm::DemandGroup`] is here: its members are the CDOs
+    /// `first`, `first + 1`, ... named `names` (in the producer's order); their tickets
+    /// follow, and each completes as a demand does.
+    GroupMembers {
+        /// The consumer's group CDO.
+        group: CdoId,
+        /// The members' names.
+        names: Vec<String>,
+        /// The group's attributes (with the built-in name).
+        #[serde(with = "crate::attr::plain")]
+        attributes: Attributes,
     },
     /// The answer to an observer's [`ToPm::Query`].
     View {

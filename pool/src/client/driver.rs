@@ -271,6 +271,11 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
         FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
             tracing::warn!("pool manager sent a handshake message after the handshake");
         }
+        FromPm::GroupMembers {
+            group,
+            names,
+            attributes,
+        } => p.group_arrived(group, names, attributes),
         FromPm::View { id, .. } => {
             tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
         }
@@ -298,6 +303,8 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
         completes_demand,
     } = ticket;
     let kind = source.kind();
+    // Bytes that came with the ticket: the PM counts the transfer done as it sent it.
+    let told = !matches!(source, Source::Inline { .. });
     let lent = shared.pending().destinations.remove(&cdo);
     let got = get(&shared, transfer, source, lent)
         .await
@@ -315,11 +322,13 @@ async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
             if completes_demand {
                 p.resolve((Op::Demand, cdo), Ok(cdo));
             }
-            let _ = shared.send(ToPm::TransferDone {
-                transfer,
-                error: None,
-                direct,
-            });
+            if told {
+                let _ = shared.send(ToPm::TransferDone {
+                    transfer,
+                    error: None,
+                    direct,
+                });
+            }
         }
         Err(e) => {
             tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");

@@ -10,18 +10,20 @@
 //! A producer's [`AsyncClient::offer_group`] sends every member's seal and offer, then the
 //! group's, in one burst (the pool manager answers them in one), and is all or nothing: if
 //! one is refused, those offered are withdrawn. A consumer's [`AsyncClient::demand_group`]
-//! demands the group, then declares and demands every member at once: two round trips
-//! whatever the number of members, their transfers in parallel (members of one provider on
-//! one host are each copied straight out of its memory, small ones come with their
-//! tickets).
+//! sends one message: the pool manager declares the members for it, names them and tickets
+//! each (small ones come with their tickets, members on the same host are copied straight
+//! out of the provider's memory), all in flight at once.
 
 use fabric::Buffer;
 use futures::future::join_all;
 
 use crate::attr::{self, AttrValue, Attributes};
-use crate::proto::{CdoId, Op, Refusal};
+use crate::proto::{CdoId, Op, Refusal, ToPm};
 
 use super::{AsyncClient, CdoData, ClientError, Result};
+
+/// Ids a group's demand reserves for its members: a group has at most this many.
+pub const GROUP_IDS: u32 = 1 << 16;
 
 /// A member of a demanded group.
 pub struct GroupMember {
@@ -130,22 +132,53 @@ impl AsyncClient {
             .map_or(Ok(()), Err)
     }
 
-    /// Demands the group CDO `group` (declared with the group's name), then declares and
-    /// demands every member it lists, all at once; returns the members in the order the
-    /// producer listed them, and the group's attributes.
+    /// Demands the group CDO `group` (declared with the group's name) and all its members
+    /// in one message ([`crate::proto::ToPm::DemandGroup`]): the PM declares the members
+    /// with ids this call reserves ([`GROUP_IDS`] of them), names them, and tickets each;
+    /// returns them in the order the producer listed them, and the group's attributes.
     ///
     /// # Errors
     /// As [`AsyncClient::demand`] for the group and each member (the first error; members
     /// that arrived are disposed); [`ClientError::Protocol`] when the CDO of that name is
-    /// no group.
+    /// no group; `Quota` for a group of more than [`GROUP_IDS`] members.
     pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
-        let (_, attributes) = self.demand(group).await?;
-        let names = members_of(&attributes)?;
-        let ids = names
-            .iter()
-            .map(|n| self.declare(n))
-            .collect::<Result<Vec<CdoId>>>()?;
-        let arrived = join_all(ids.iter().map(|&cdo| self.demand(cdo))).await;
+        let shared = &self.shared;
+        let first = shared
+            .next_cdo
+            .fetch_add(u64::from(GROUP_IDS), std::sync::atomic::Ordering::Relaxed);
+        if !crate::proto::cdo_ids(shared.app).contains(&(first + u64::from(GROUP_IDS))) {
+            return Err(ClientError::Protocol(
+                "this app has used up its CDO ids; join again as a new app".into(),
+            ));
+        }
+        shared
+            .pending()
+            .groups_wanted
+            .insert(group, (first, GROUP_IDS));
+        let msg = ToPm::DemandGroup {
+            group,
+            first,
+            capacity: GROUP_IDS,
+        };
+        let answered = super::call(shared, (Op::Demand, group), msg).await;
+        let named = {
+            let mut p = shared.pending();
+            p.groups_wanted.remove(&group);
+            p.groups.remove(&group)
+        };
+        match answered {
+            Err(ClientError::Refused {
+                why: Refusal::NotAllowed(why),
+                ..
+            }) => return Err(ClientError::Protocol(why)),
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+        let (names, attributes) = named.ok_or(ClientError::Protocol(
+            "the pool manager answered the group's demand without its members".into(),
+        ))?;
+        let ids: Vec<CdoId> = (0..names.len() as u64).map(|i| first + i).collect();
+        let arrived = join_all(ids.iter().map(|&cdo| super::arrival(shared, cdo))).await;
         if arrived.iter().any(Result::is_err) {
             for &cdo in &ids {
                 let _ = self.dispose(cdo).await;

@@ -432,6 +432,11 @@ pub(crate) struct Pending {
     pub(crate) subscriptions: HashMap<SubId, Arc<EventQueue>>,
     /// Event queues of subscriptions asked for, by the app's handle, until `Subscribed`.
     pub(crate) new_subscriptions: HashMap<u64, Arc<EventQueue>>,
+    /// Groups demanded with their members' ids reserved (the first, how many), until the
+    /// PM names the members.
+    groups_wanted: HashMap<CdoId, (CdoId, u32)>,
+    /// Groups the PM named the members of: their names and the group's attributes.
+    groups: HashMap<CdoId, (Vec<String>, Attributes)>,
     /// Set when the connection ended: every later call fails at once.
     closed: bool,
 }
@@ -474,6 +479,31 @@ impl Pending {
         // One that gives up right now just misses its answer.
         let _ = tx.send(result);
         true
+    }
+
+    /// The PM named the members of `group` (see [`ToPm::DemandGroup`]): they are this
+    /// app's CDOs from the first id reserved on, each demanded; the group's demand is
+    /// answered.
+    pub(crate) fn group_arrived(&mut self, group: CdoId, names: Vec<String>, attrs: Attributes) {
+        let Some((first, capacity)) = self.groups_wanted.remove(&group) else {
+            tracing::warn!(
+                "pool manager named the members of group {group}, which is not demanded"
+            );
+            return;
+        };
+        if names.len() > capacity as usize {
+            tracing::warn!("pool manager named more members than ids reserved for group {group}");
+            return;
+        }
+        for (i, name) in names.iter().enumerate() {
+            let mine = Mine {
+                name: name.as_str().into(),
+                busy: true,
+            };
+            self.mine.insert(first + i as u64, mine);
+        }
+        self.groups.insert(group, (names, attrs));
+        self.resolve((Op::Demand, group), Ok(group));
     }
 
     /// Stores a finished transfer's bytes until the CDO is demanded, with the offer's
@@ -1102,6 +1132,33 @@ fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<(
 }
 
 /// The demand of [`AsyncClient::demand`], on the client's shared state.
+/// Waits until `cdo`, which the PM demanded for this app (a group's member), is here: no
+/// message of its own.
+async fn arrival(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+    let rx = {
+        let mut p = shared.pending();
+        if let Some(found) = p.arrived.remove(&cdo) {
+            p.set_busy(cdo, false);
+            return Ok(found);
+        }
+        if p.closed {
+            return Err(ClientError::Closed);
+        }
+        let (tx, rx) = oneshot::channel();
+        p.waiters
+            .entry((Op::Demand, cdo))
+            .or_default()
+            .push_back(tx);
+        rx
+    };
+    answer(shared, (Op::Demand, cdo), rx).await?;
+    let mut p = shared.pending();
+    p.set_busy(cdo, false);
+    p.arrived
+        .remove(&cdo)
+        .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
+}
+
 async fn demand(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
     {
         let mut p = shared.pending();
@@ -1142,6 +1199,15 @@ async fn call(shared: &Shared, key: (Op, u64), msg: ToPm) -> Result<u64> {
         shared.send(msg)?;
         rx
     };
+    answer(shared, key, rx).await
+}
+
+/// Waits for the answer `rx` to `key`, at most the client's timeout.
+async fn answer(
+    shared: &Shared,
+    key: (Op, u64),
+    rx: oneshot::Receiver<Result<u64>>,
+) -> Result<u64> {
     match tokio::time::timeout(shared.timeout, rx).await {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => Err(ClientError::Closed),

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod events;
+mod group;
 mod observe;
 mod plan;
 pub mod policy;
@@ -177,6 +178,8 @@ struct Want {
     local: bool,
     /// Offers whose transfer failed; not ticketed again.
     failed: BTreeSet<CdoId>,
+    /// A group's demand: the ids reserved for its members (first, how many).
+    group: Option<(CdoId, u32)>,
 }
 
 impl State {
@@ -557,6 +560,11 @@ impl Manager {
             ToPm::Demand { cdo } => {
                 self.with_cdo(conn, app, Op::Demand, cdo, |m, c| m.require(conn, c, true))
             }
+            ToPm::DemandGroup {
+                group,
+                first,
+                capacity,
+            } => self.demand_group(conn, app, group, (first, capacity)),
             ToPm::Retract { cdo } => {
                 self.with_cdo(conn, app, Op::Retract, cdo, |m, c| m.retract(conn, c))
             }
@@ -894,6 +902,9 @@ impl Manager {
         if want.transfer.is_some() || want.local {
             return;
         }
+        if let Some(reserved) = want.group {
+            return self.ticket_group(to, reserved);
+        }
         let load = |m: &Self, o: CdoId| m.load.get(&o).copied().unwrap_or(0);
         let Some(from) = self
             .offers
@@ -944,7 +955,9 @@ impl Manager {
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
-        if let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) {
+        let inline = matches!(source, Source::Inline { .. });
+        let conn = self.apps.get(&consumer).map(|a| a.conn);
+        if let Some(conn) = conn {
             self.out.push_back((
                 conn,
                 FromPm::Ticket {
@@ -960,6 +973,11 @@ impl Manager {
         self.notify(EventKind::TransportStarted, consumer, Some(from), || {
             format!("transfer {transfer} by {how}")
         });
+        // The bytes went with the ticket: the transfer is done (the consumer reports
+        // nothing; the connection delivers the ticket before anything after it).
+        if let (true, Some(conn)) = (inline, conn) {
+            self.finish_transfer(conn, consumer, transfer, None, None);
+        }
     }
 
     /// A link went down or came back up (a fabric event from the host): while it is down,
@@ -1075,6 +1093,19 @@ impl Manager {
                 Refusal::UnknownTransfer,
             );
         }
+        self.finish_transfer(conn, app, transfer, error, direct);
+    }
+
+    /// Ends `transfer` to `app` (on `conn`) as its consumer reported, or at once for one
+    /// whose bytes went with the ticket: the CDO is local, or is ticketed again elsewhere.
+    fn finish_transfer(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        transfer: TransferId,
+        error: Option<String>,
+        direct: Option<Direct>,
+    ) {
         let outcome = match &error {
             None => traffic::Outcome::Done(direct),
             Some(e) => traffic::Outcome::Failed(e),

@@ -1,0 +1,154 @@
+//! A group's demand ([`crate::proto::ToPm::DemandGroup`]): the consumer names its group CDO and the ids
+//! it reserved; once a group of that name is offered, the manager declares the members
+//! itself with those ids, in the producer's order, tells the consumer their names
+//! ([`FromPm::GroupMembers`]) and tickets each as demanded. One message from the consumer,
+//! one answer plus one ticket per member back, however many members: the per-member
+//! declares and demands of the client's other path go away.
+//!
+//! A group is a CDO whose sealed attributes say [`attr::IS_GROUP`] and list its members in
+//! [`attr::GROUP_MEMBERS`] (a JSON array of names; see `pool`'s groups).
+
+use std::sync::Arc;
+
+use super::{Cdo, ConnId, Manager, State, Want, policy};
+use crate::attr::{self, AttrValue, Attributes};
+use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
+
+/// Most members one group demand may reserve ids for.
+pub const MAX_GROUP: u32 = 1 << 20;
+
+/// The member names a group CDO's attributes list; `None` for a CDO that is no group.
+fn members(attributes: &Attributes) -> Option<Vec<String>> {
+    if attributes.get(attr::IS_GROUP) != Some(&AttrValue::Bool(true)) {
+        return None;
+    }
+    match attributes.get(attr::GROUP_MEMBERS) {
+        Some(AttrValue::Str(json)) => serde_json::from_str(json).ok(),
+        _ => None,
+    }
+}
+
+impl Manager {
+    /// `DemandGroup` from `app`: its group CDO `group` is demanded as a group, with the ids
+    /// `first..first + capacity` (its own, unused) reserved for the members.
+    pub(super) fn demand_group(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        group: CdoId,
+        (first, capacity): (CdoId, u32),
+    ) {
+        let ids = proto::cdo_ids(app);
+        let last = first.checked_add(u64::from(capacity).saturating_sub(1));
+        let reserved_ok = capacity > 0
+            && capacity <= MAX_GROUP
+            && ids.contains(&first)
+            && last.is_some_and(|l| ids.contains(&l));
+        if !reserved_ok {
+            return self.refuse(conn, Op::Demand, Some(group), Refusal::BadCdoId);
+        }
+        self.with_cdo(conn, app, Op::Demand, group, |m, c| {
+            let cdo = m.cdo(c);
+            cdo.state = State::Required(Want {
+                demanded: true,
+                group: Some((first, capacity)),
+                ..Want::default()
+            });
+            let name = Arc::clone(&cdo.name);
+            m.waiting.insert(&name, c);
+            m.ticket(c);
+        });
+    }
+
+    /// A group demand `to` finds its group offered (or not yet): declares the members and
+    /// tickets them, or refuses the demand when the CDO of that name is no group, has more
+    /// members than ids reserved, or the app cannot afford them.
+    pub(super) fn ticket_group(&mut self, to: CdoId, (first, capacity): (CdoId, u32)) {
+        let Some(c) = self.cdos.get(&to) else { return };
+        let (name, consumer) = (Arc::clone(&c.name), c.app());
+        let Some(from) = self.offers.get(&name).iter().copied().min() else {
+            return; // not offered yet: waits
+        };
+        let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) else {
+            return;
+        };
+        let published = self.published(from);
+        let refusal = match members(&published) {
+            None => Err(Refusal::NotAllowed(format!(
+                "{name:?} is not a group (no {} and {}): demand it as a CDO",
+                attr::IS_GROUP,
+                attr::GROUP_MEMBERS
+            ))),
+            Some(names) if names.len() > capacity as usize => Err(Refusal::Quota(format!(
+                "the group has {} members and the demand reserved {capacity} ids",
+                names.len()
+            ))),
+            Some(names) => {
+                let bytes = names
+                    .iter()
+                    .map(|n| policy::CDO_COST + n.len())
+                    .sum::<usize>();
+                let taken = (0..names.len() as u64).any(|i| self.cdos.contains_key(&(first + i)));
+                if taken {
+                    Err(Refusal::BadCdoId)
+                } else {
+                    self.affordable(consumer, bytes).map(|()| (names, bytes))
+                }
+            }
+        };
+        let (names, bytes) = match refusal {
+            Ok(ok) => ok,
+            Err(why) => {
+                self.waiting.remove(&name, to);
+                if let Some(c) = self.cdos.get_mut(&to) {
+                    c.state = State::Declared;
+                }
+                return self.refuse(conn, Op::Demand, Some(to), why);
+            }
+        };
+        self.account(consumer, bytes, false);
+        // The group itself is here (it holds no bytes).
+        self.waiting.remove(&name, to);
+        if let Some(State::Required(w)) = self.cdos.get_mut(&to).map(|c| &mut c.state) {
+            w.local = true;
+        }
+        let born = self.cdo(to).born;
+        let owner = self.cdo(to).owner;
+        let ids: Vec<CdoId> = (0..names.len() as u64).map(|i| first + i).collect();
+        for (&id, member) in ids.iter().zip(&names) {
+            self.cdos.insert(
+                id,
+                Cdo {
+                    owner,
+                    born,
+                    name: member.as_str().into(),
+                    attributes: Attributes::new(),
+                    state: State::Required(Want {
+                        demanded: true,
+                        ..Want::default()
+                    }),
+                    extras: OfferExtras::default(),
+                },
+            );
+        }
+        if let Some(a) = self.apps.get_mut(&consumer) {
+            a.cdos.extend(ids.iter().copied());
+            let seq = first - proto::cdo_ids(consumer).start() + names.len() as u64;
+            a.last_declared = a.last_declared.max(seq);
+            a.counters.demanded += names.len() as u64;
+        }
+        self.out.push_back((
+            conn,
+            FromPm::GroupMembers {
+                group: to,
+                names,
+                attributes: published,
+            },
+        ));
+        for id in ids {
+            let member = Arc::clone(&self.cdo(id).name);
+            self.waiting.insert(&member, id);
+            self.ticket(id);
+        }
+    }
+}
