@@ -1,0 +1,199 @@
+//! A group's demand in the pool manager, in memory: one message names the group and the
+//! ids reserved; the manager declares the members, names them and tickets each; and every
+//! way it can be refused.
+
+mod support;
+
+use pool_core::ConnId;
+use pool_core::attr::{self, AttrValue, Attributes};
+use pool_core::proto::{CdoId, FromPm, Op, Refusal, ToPm, cdo_ids};
+use support::*;
+
+impl Pm {
+    /// Offers `members` (names, `len` bytes each) and the group `group` listing them.
+    fn offer_group(&mut self, conn: ConnId, group: &str, members: &[&str], len: u64) -> CdoId {
+        for m in members {
+            self.offer(conn, m, len);
+        }
+        let g = self.declare(conn, group);
+        let listing = serde_json::to_string(members).expect("json");
+        let attributes = Attributes::from([
+            (attr::IS_GROUP.to_string(), AttrValue::Bool(true)),
+            (attr::GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
+        ]);
+        assert_eq!(
+            self.send(conn, ToPm::Seal { cdo: g, attributes }),
+            [(conn, done(Op::Seal, g))]
+        );
+        self.send(conn, offer_msg(g, 0));
+        g
+    }
+
+    /// Sends a group demand of `name` from `conn`, reserving `capacity` ids after its last.
+    fn demand_group(
+        &mut self,
+        conn: ConnId,
+        name: &str,
+        capacity: u32,
+    ) -> (CdoId, CdoId, Vec<(ConnId, FromPm)>) {
+        let group = self.declare(conn, name);
+        let first = group + 1;
+        let msg = ToPm::DemandGroup {
+            group,
+            first,
+            capacity,
+        };
+        let out = self.send(conn, msg);
+        (group, first, out)
+    }
+}
+
+fn members_named(out: &[(ConnId, FromPm)]) -> Option<(CdoId, Vec<String>)> {
+    out.iter().find_map(|(_, m)| match m {
+        FromPm::GroupMembers { group, names, .. } => Some((*group, names.clone())),
+        _ => None,
+    })
+}
+
+fn tickets(out: &[(ConnId, FromPm)]) -> Vec<(CdoId, u64)> {
+    out.iter()
+        .filter_map(|(_, m)| match m {
+            FromPm::Ticket {
+                transfer,
+                cdo,
+                completes_demand: true,
+                ..
+            } => Some((*cdo, *transfer)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn one_message_demands_a_group_and_every_member_is_ticketed() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, consumer) = pm.join("consumer");
+    pm.offer_group(p, "fields", &["f/0", "f/1", "f/2"], 100);
+    let (group, first, out) = pm.demand_group(c, "fields", 8);
+    let (named, names) = members_named(&out).expect("the members are named");
+    assert_eq!(
+        (named, names.as_slice()),
+        (group, &["f/0", "f/1", "f/2"].map(String::from)[..])
+    );
+    let t = tickets(&out);
+    assert_eq!(
+        t.iter().map(|(cdo, _)| *cdo).collect::<Vec<_>>(),
+        [first, first + 1, first + 2],
+        "the members get the ids reserved, in order"
+    );
+    assert!(cdo_ids(consumer).contains(&first));
+    for (_, transfer) in t {
+        pm.send(c, transferred(transfer));
+    }
+    // The members are the consumer's CDOs: disposed as any.
+    for cdo in [first, first + 1, first + 2, group] {
+        assert!(
+            pm.send(c, ToPm::Dispose { cdo, answer: true })
+                .iter()
+                .any(|(_, m)| *m == done(Op::Dispose, cdo)),
+            "dispose {cdo}"
+        );
+    }
+}
+
+#[test]
+fn a_group_demanded_before_its_offer_waits_for_it() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, _) = pm.join("consumer");
+    let (group, first, out) = pm.demand_group(c, "later", 4);
+    assert!(
+        members_named(&out).is_none(),
+        "nothing offered yet: {out:?}"
+    );
+    let members = ["a", "b"];
+    for m in members {
+        pm.offer(p, m, 10);
+    }
+    let gid = pm.declare(p, "later");
+    let listing = serde_json::to_string(&members).expect("json");
+    let attributes = Attributes::from([
+        (attr::IS_GROUP.to_string(), AttrValue::Bool(true)),
+        (attr::GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
+    ]);
+    pm.send(
+        p,
+        ToPm::Seal {
+            cdo: gid,
+            attributes,
+        },
+    );
+    let out = pm.send(p, offer_msg(gid, 0));
+    assert_eq!(
+        members_named(&out).map(|(g, n)| (g, n.len())),
+        Some((group, 2))
+    );
+    assert_eq!(
+        tickets(&out).iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        [first, first + 1]
+    );
+}
+
+#[test]
+fn bad_group_demands_are_refused_with_the_reason() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, _) = pm.join("consumer");
+    pm.offer_group(p, "three", &["x/0", "x/1", "x/2"], 10);
+    // Fewer ids reserved than members.
+    let (group, _, out) = pm.demand_group(c, "three", 2);
+    assert!(
+        out.iter().any(|(_, m)| matches!(m, FromPm::Refused { op: Op::Demand, cdo: Some(g), why: Refusal::Quota(_) } if *g == group)),
+        "{out:?}"
+    );
+    // A CDO of that name that is no group.
+    pm.offer(p, "plain", 10);
+    let (group, _, out) = pm.demand_group(c, "plain", 4);
+    assert!(
+        out.iter().any(|(_, m)| matches!(m, FromPm::Refused { op: Op::Demand, cdo: Some(g), why: Refusal::NotAllowed(w) } if *g == group && w.contains("not a group"))),
+        "{out:?}"
+    );
+    // Ids that are not the consumer's, or none.
+    let group = pm.declare(c, "three");
+    for (first, capacity) in [(1u64 << 40, 4), (group + 1, 0)] {
+        let out = pm.send(
+            c,
+            ToPm::DemandGroup {
+                group,
+                first,
+                capacity,
+            },
+        );
+        assert_eq!(
+            out,
+            [(c, refused(Op::Demand, Some(group), Refusal::BadCdoId))],
+            "first {first}, capacity {capacity}"
+        );
+    }
+    // Reserved ids already in use.
+    let used = pm.declare(c, "in-use");
+    let out = pm.send(
+        c,
+        ToPm::DemandGroup {
+            group,
+            first: used,
+            capacity: 4,
+        },
+    );
+    assert!(
+        out.iter().any(|(_, m)| matches!(
+            m,
+            FromPm::Refused {
+                why: Refusal::BadCdoId,
+                ..
+            }
+        )),
+        "{out:?}"
+    );
+}
