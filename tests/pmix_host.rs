@@ -105,7 +105,13 @@ fn a_closed_output_pipe_ends_the_job_like_sigpipe() {
         out.read_line(&mut line).expect("a line");
         assert_eq!(line, "y\n");
     }
-    let ranks = common::children_named(launcher, "yes");
+    // Both ranks run (the lines read may all be rank 0's, from before rank 1 started).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ranks = common::children_named(launcher, "yes");
+    while ranks.len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        ranks = common::children_named(launcher, "yes");
+    }
     assert_eq!(ranks.len(), 2, "{ranks:?}");
     let closed = Instant::now();
     drop(out);

@@ -376,8 +376,10 @@ fn a_consumer_that_pins_an_offer_cannot_hold_its_withdraw_forever() {
     let info = info(&text);
     let producer = client(&info, "producer");
     let cdo = producer.declare("data").expect("declare");
+    // Larger than what travels inline with a ticket (that transfer is done when sent, and
+    // nothing can pin it).
     producer
-        .seal_and_offer(cdo, Attributes::new(), buffer(&[7; 4096]))
+        .seal_and_offer(cdo, Attributes::new(), buffer(&[7; 65536]))
         .expect("offer");
     // The pinner demands, takes its ticket and never reports the transfer done.
     let (mut pinner, app) = raw(&info, "pinner");
