@@ -49,7 +49,7 @@ enum Cmd {
     PoolProvider(bench::pool::ProviderArgs),
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query(query::QueryArgs),
-    /// Look at a running pool: status, ls [SELECTOR], transfers, fabric (read-only).
+    /// Look at a running pool: status, ls (with a selector), transfers, fabric (read-only).
     Pool(pool_cmd::PoolArgs),
     /// Cleans up after `maestro run` or `maestro pm` once it is gone (started by them).
     #[command(hide = true)]

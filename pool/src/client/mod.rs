@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
 pub use data::CdoData;
-pub use group::{GroupMember, members_of};
+pub use group::{GROUP_IDS, GroupMember, members_of};
 pub use observer::Observer;
 pub use subscription::Subscription;
 

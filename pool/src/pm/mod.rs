@@ -86,7 +86,7 @@ pub struct PmConfig {
     /// What each application may make the PM hold and do (quotas, transfer deadline,
     /// name owners, fabric reporters; see [`crate::policy::Policy`]).
     pub policy: crate::policy::Policy,
-    /// Serve the PM's counters for monitoring at `http://ADDR/metrics` (see [`metrics`]);
+    /// Serve the PM's counters for monitoring at `http://ADDR/metrics` (OpenMetrics text);
     /// `None` (the default): no endpoint.
     pub metrics: Option<SocketAddr>,
 }
