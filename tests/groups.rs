@@ -7,27 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::start_pm;
-use fabric::{Buffer, Config, Scope};
+use fabric::Buffer;
+use pool::ClientError;
 use pool::attr::{AttrValue, Attributes};
 use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::Refusal;
-use pool::{Client, ClientError, JoinOptions};
 
 const T: Duration = Duration::from_secs(60);
-
-fn join(info: &str, component: &str) -> Client {
-    let tcp_lo = Config {
-        provider: Some("tcp;ofi_rxm".into()),
-        iface: Some("lo".into()),
-        ..Config::default()
-    };
-    let opts = JoinOptions::new(component, 0)
-        .fabric_with(&tcp_lo, Scope::AnyNode)
-        .expect("tcp on lo")
-        .isolated()
-        .timeout(T);
-    Client::join(&pool::bootstrap::PmInfo::parse(info).expect("info"), opts).expect("join")
-}
 
 /// Member `i`'s bytes: sizes from 8 B to 64 KiB, contents of its own.
 fn bytes_of(i: usize) -> Vec<u8> {
@@ -45,9 +31,9 @@ const LIFETIME: &str = ".maestro.core.cdo.lifetime";
 #[test]
 fn a_group_moves_whole_and_every_member_is_an_event() {
     let (_pm, info) = start_pm("groups", &[]);
-    let producer = join(&info, "producer");
-    let consumer = join(&info, "consumer");
-    let watcher = join(&info, "watcher");
+    let producer = common::join_tcp_lo(&info, "producer");
+    let consumer = common::join_tcp_lo(&info, "consumer");
+    let watcher = common::join_tcp_lo(&info, "watcher");
     let selector = watcher
         .selector("(.maestro.core.cdo.name ~= \"^field/\")", "")
         .expect("selector");
@@ -112,8 +98,8 @@ fn a_group_moves_whole_and_every_member_is_an_event() {
 #[test]
 fn bad_group_uses_are_refused_with_the_reason() {
     let (_pm, info) = start_pm("bad-groups", &[]);
-    let producer = join(&info, "producer");
-    let consumer = join(&info, "consumer");
+    let producer = common::join_tcp_lo(&info, "producer");
+    let consumer = common::join_tcp_lo(&info, "consumer");
     // A member offered already: the group's offer is all or nothing.
     let offered = producer.declare("solo").expect("declare");
     producer

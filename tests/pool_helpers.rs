@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Group, await_line, example, run, start_pm};
-use fabric::{Buffer, Config, Scope};
+use fabric::Buffer;
 use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
 use pool::events::EventKind;
 use pool::proto::Refusal;
-use pool::{Client, ClientError, JoinOptions};
+use pool::{Client, ClientError};
 use pool_tools::archive::Archive;
 
 const T: Duration = Duration::from_secs(60);
@@ -32,20 +32,6 @@ fn fnv(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
-}
-
-/// Joins with a tcp;ofi_rxm endpoint on loopback, as a process of its own.
-fn opts(component: &str) -> JoinOptions {
-    let tcp_lo = Config {
-        provider: Some("tcp;ofi_rxm".into()),
-        iface: Some("lo".into()),
-        ..Config::default()
-    };
-    JoinOptions::new(component, 0)
-        .fabric_with(&tcp_lo, Scope::AnyNode)
-        .expect("tcp on lo")
-        .isolated()
-        .timeout(T)
 }
 
 /// Run 1: a workflow's producer CDOs are archived by `pool_archiver` (which holds each
@@ -103,7 +89,8 @@ fn archiver_and_librarian_round_trip_cdos_across_two_workflow_runs() {
     schemas
         .load_file(&common::repo().join("examples/pool_workflow.yaml"))
         .expect("schema");
-    let c = Client::join(&info, opts("consumer").schemas(schemas)).expect("consumer");
+    let c =
+        Client::join(&info, common::tcp_lo_options("consumer").schemas(schemas)).expect("consumer");
     for name in &names {
         let cdo = c.declare(name).expect("declare");
         let (data, attrs) = c.demand(cdo).expect("demand from the librarian");
@@ -141,7 +128,11 @@ fn the_tracer_logs_matching_events_as_json_lines() {
         "2",
     ]));
     await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
-    let p = Client::join(&PmInfo::parse(&info).expect("info"), opts("producer")).expect("join");
+    let p = Client::join(
+        &PmInfo::parse(&info).expect("info"),
+        common::tcp_lo_options("producer"),
+    )
+    .expect("join");
     for name in ["keep/a", "skip/b"] {
         let cdo = p.declare(name).expect("declare");
         p.seal(cdo, Attributes::new()).expect("seal");
@@ -170,7 +161,11 @@ fn the_tracer_logs_matching_events_as_json_lines() {
 #[test]
 fn a_late_tracer_shows_the_cdos_offered_before_it_started() {
     let (_pm, info) = start_pm("late", &[]);
-    let p = Client::join(&PmInfo::parse(&info).expect("info"), opts("producer")).expect("join");
+    let p = Client::join(
+        &PmInfo::parse(&info).expect("info"),
+        common::tcp_lo_options("producer"),
+    )
+    .expect("join");
     let cdo = p.declare("early").expect("declare");
     p.seal(cdo, Attributes::new()).expect("seal");
     p.offer(cdo, Buffer::from_slice(b"abc").expect("buffer"))
@@ -218,7 +213,8 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     let provider = offered.app;
     // SAFETY: signalling the process this test started.
     unsafe { libc::kill(librarian.pid(), libc::SIGSTOP) };
-    let consumer = Arc::new(Client::join(&info, opts("consumer")).expect("consumer"));
+    let consumer =
+        Arc::new(Client::join(&info, common::tcp_lo_options("consumer")).expect("consumer"));
     let c = consumer.clone();
     let demand = std::thread::spawn(move || {
         let cdo = c.declare("big").expect("declare");
@@ -286,7 +282,7 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     assert_eq!(t.failed, 1);
     drop(observer);
     // The others carry on.
-    let p = Client::join(&info, opts("producer")).expect("producer");
+    let p = Client::join(&info, common::tcp_lo_options("producer")).expect("producer");
     let cdo = p.declare("after").expect("declare");
     p.seal(cdo, Attributes::new()).expect("seal");
     p.offer(cdo, Buffer::from_slice(b"still here").expect("buffer"))
@@ -329,7 +325,8 @@ fn killing_a_consumer_mid_transfer_leaves_the_provider_able_to_withdraw() {
         archiver.child.stderr.take().expect("stderr"),
         "archiving offers",
     );
-    let producer = Arc::new(Client::join(&info, opts("producer")).expect("producer"));
+    let producer =
+        Arc::new(Client::join(&info, common::tcp_lo_options("producer")).expect("producer"));
     let cdo = producer.declare("huge").expect("declare");
     producer.seal(cdo, Attributes::new()).expect("seal");
     let p = Arc::clone(&producer);
@@ -356,7 +353,8 @@ fn killing_a_consumer_mid_transfer_leaves_the_provider_able_to_withdraw() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let _ = archiver.wait(T);
     // The PM still serves.
-    let newcomer = Client::join(&info, opts("newcomer")).expect("the PM serves a new app");
+    let newcomer =
+        Client::join(&info, common::tcp_lo_options("newcomer")).expect("the PM serves a new app");
     newcomer.declare("after").expect("declare");
     drop((newcomer, sub, watcher));
     pm.stop();

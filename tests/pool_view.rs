@@ -8,29 +8,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Group, maestro, run, start_pm};
-use fabric::{Buffer, Config, Scope};
+use fabric::Buffer;
+use pool::Client;
 use pool::attr::Attributes;
-use pool::{Client, JoinOptions};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(60);
 
-/// Joins with a tcp;ofi_rxm endpoint on loopback, as a process of its own.
-fn join(info: &str, component: &str) -> Client {
-    let tcp_lo = Config {
-        provider: Some("tcp;ofi_rxm".into()),
-        iface: Some("lo".into()),
-        ..Config::default()
-    };
-    let opts = JoinOptions::new(component, 0)
-        .fabric_with(&tcp_lo, Scope::AnyNode)
-        .expect("tcp on lo")
-        .isolated()
-        .timeout(T);
-    let info = pool::bootstrap::PmInfo::parse(info).expect("PM info");
-    Client::join(&info, opts).expect("join")
-}
-
+/// Offers `len` bytes (7s) as `name`.
 fn offer(c: &Client, name: &str, len: usize) {
     let cdo = c.declare(name).expect("declare");
     let mut data = Buffer::new(len).expect("buffer");
@@ -88,8 +73,8 @@ fn the_documented_schema_is_the_views_schema() {
 #[test]
 fn a_running_pool_is_seen_exactly() {
     let (pm, info) = start_pm("view", &[]);
-    let producer = join(&info, "producer");
-    let consumer = join(&info, "consumer");
+    let producer = common::join_tcp_lo(&info, "producer");
+    let consumer = common::join_tcp_lo(&info, "consumer");
     offer(&producer, "small", 100);
     offer(&producer, "big", 1 << 20);
     for name in ["small", "big"] {
@@ -98,7 +83,7 @@ fn a_running_pool_is_seen_exactly() {
         assert_eq!(data.len(), if name == "small" { 100 } else { 1 << 20 });
     }
     // A demand of a name nobody offers waits: it shows as waiting.
-    let waiter = std::sync::Arc::new(join(&info, "waiter"));
+    let waiter = std::sync::Arc::new(common::join_tcp_lo(&info, "waiter"));
     let w = std::sync::Arc::clone(&waiter);
     let waiting = std::thread::spawn(move || {
         let cdo = w.declare("later").expect("declare");
@@ -340,8 +325,8 @@ fn the_metrics_endpoint_serves_what_moved() {
         .map(str::trim)
         .expect("url")
         .to_string();
-    let producer = join(&info, "producer");
-    let consumer = join(&info, "consumer");
+    let producer = common::join_tcp_lo(&info, "producer");
+    let consumer = common::join_tcp_lo(&info, "consumer");
     offer(&producer, "big", 1 << 20);
     let cdo = consumer.declare("big").expect("declare");
     consumer.demand(cdo).expect("demand");

@@ -617,3 +617,24 @@ impl Drop for Cluster {
             .status();
     }
 }
+
+/// Options to join as `component`, a process of its own, with a `tcp;ofi_rxm` endpoint on
+/// loopback (the fabric every test machine has), waiting up to a minute per operation.
+pub fn tcp_lo_options(component: &str) -> ::pool::JoinOptions {
+    let tcp_lo = fabric::Config {
+        provider: Some("tcp;ofi_rxm".into()),
+        iface: Some("lo".into()),
+        ..fabric::Config::default()
+    };
+    ::pool::JoinOptions::new(component, 0)
+        .fabric_with(&tcp_lo, fabric::Scope::AnyNode)
+        .expect("tcp on lo")
+        .isolated()
+        .timeout(Duration::from_secs(60))
+}
+
+/// Joins the PM of `info` (its text) as [`tcp_lo_options`] say.
+pub fn join_tcp_lo(info: &str, component: &str) -> ::pool::Client {
+    let info = ::pool::bootstrap::PmInfo::parse(info).expect("PM info");
+    ::pool::Client::join(&info, tcp_lo_options(component)).expect("join")
+}

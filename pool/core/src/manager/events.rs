@@ -504,20 +504,8 @@ impl Manager {
             if !matches {
                 continue;
             }
-            let event = self.event(
-                kind,
-                owner,
-                Some(subject),
-                "before this subscription",
-                false,
-            );
-            self.out.push_back((
-                conn,
-                FromPm::Event {
-                    sub,
-                    event: Box::new(event),
-                },
-            ));
+            let detail = "before this subscription";
+            self.send_past_event((conn, sub), kind, owner, Some(subject), detail);
             sent += 1;
         }
     }
@@ -621,21 +609,28 @@ impl Manager {
             .collect();
         joined.sort_unstable();
         for other in joined {
-            let event = self.event(
-                EventKind::AppJoin,
-                other,
-                None,
-                "joined before this subscription",
-                false,
-            );
-            self.out.push_back((
-                conn,
-                FromPm::Event {
-                    sub,
-                    event: Box::new(event),
-                },
-            ));
+            let detail = "joined before this subscription";
+            self.send_past_event((conn, sub), EventKind::AppJoin, other, None, detail);
         }
+    }
+
+    /// Sends subscription `sub` (on `conn`) an event of what happened before it began.
+    fn send_past_event(
+        &mut self,
+        (conn, sub): (ConnId, SubId),
+        kind: EventKind,
+        app: AppId,
+        subject: Option<Subject>,
+        detail: &str,
+    ) {
+        let event = self.event(kind, app, subject, detail, false);
+        self.out.push_back((
+            conn,
+            FromPm::Event {
+                sub,
+                event: Box::new(event),
+            },
+        ));
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.
