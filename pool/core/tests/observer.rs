@@ -4,7 +4,6 @@
 mod support;
 
 use pool_core::attr::{AttrValue, Attributes};
-use pool_core::auth::prove;
 use pool_core::proto::{CdoId, FromPm, Nics, Op, Refusal, Role, ToPm};
 use pool_core::selector::Selector;
 use pool_core::view::{self, CdoPage, Ls, Query, Transport, View};
@@ -14,16 +13,11 @@ use support::*;
 impl Pm {
     /// Joins as an observer (with the workflow secret unless `secret` says otherwise).
     fn observer_with(&mut self, secret: &[u8]) -> (ConnId, Vec<(ConnId, FromPm)>) {
-        let (conn, nonce) = self.connect();
-        let proof = prove(secret, &nonce, "wf", "maestro-pool", 0);
-        let mut msg = join_msg("maestro-pool", &proof);
-        if let ToPm::Join(j) = &mut msg {
+        self.join_sending("maestro-pool", secret, |j| {
             j.role = Role::Observer;
             j.endpoint = None;
             j.memory = None;
-        }
-        let out = self.send(conn, msg);
-        (conn, out)
+        })
     }
 
     fn observer(&mut self) -> ConnId {
@@ -56,23 +50,14 @@ impl Pm {
 
     /// Joins `component` on node1 with an shm endpoint on NIC `nic`.
     fn join_on_nic(&mut self, component: &str, nic: &str) -> (ConnId, u64) {
-        let (conn, nonce) = self.connect();
-        let proof = prove(SECRET, &nonce, "wf", component, 0);
-        let mut msg = join_msg(component, &proof);
-        if let ToPm::Join(j) = &mut msg {
-            j.process = conn;
+        let process = self.next;
+        self.join_with(component, |j| {
+            j.process = process;
             j.nics = Nics {
                 names: vec![nic.into()],
                 reason: Some(format!("{nic}, chosen by the test")),
             };
-        }
-        let app = match self.send(conn, msg).as_slice() {
-            [(_, FromPm::Welcome { app, .. })] => *app,
-            other => panic!("join: {other:?}"),
-        };
-        self.apps
-            .insert(conn, (app, *pool_core::proto::cdo_ids(app).start() - 1));
-        (conn, app)
+        })
     }
 
     fn demand(&mut self, conn: ConnId, name: &str) -> (CdoId, Vec<(ConnId, FromPm)>) {

@@ -80,23 +80,11 @@ impl Pm {
         process: u64,
         endpoint: Option<FabricEndpoint>,
     ) -> (ConnId, AppId) {
-        let (conn, nonce) = self.connect();
-        let proof = prove(SECRET, &nonce, "wf", component, 0);
-        let mut msg = join_msg(component, &proof);
-        if let ToPm::Join(j) = &mut msg {
+        self.join_with(component, |j| {
             j.host = host.into();
             j.process = process;
             j.endpoint = endpoint;
-        }
-        let out = self.send(conn, msg);
-        // Subscribers of app joins hear of it too (see the event tests).
-        let mine: Vec<_> = out.iter().filter(|(c, _)| *c == conn).collect();
-        let app = match mine.as_slice() {
-            [(_, FromPm::Welcome { app, pool: 77 })] => *app,
-            other => panic!("join: {other:?}"),
-        };
-        self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));
-        (conn, app)
+        })
     }
 
     /// Joins with endpoints on several networks: `(endpoint, network)`, the first first.
@@ -106,10 +94,7 @@ impl Pm {
         host: &str,
         endpoints: &[(FabricEndpoint, &str)],
     ) -> (ConnId, AppId) {
-        let (conn, nonce) = self.connect();
-        let proof = prove(SECRET, &nonce, "wf", component, 0);
-        let mut msg = join_msg(component, &proof);
-        if let ToPm::Join(j) = &mut msg {
+        self.join_with(component, |j| {
             j.host = host.into();
             j.process = 1;
             j.endpoint = endpoints.first().map(|(e, _)| e.clone());
@@ -118,9 +103,38 @@ impl Pm {
                 .iter()
                 .map(|(_, n)| Some(n.parse().expect("subnet")))
                 .collect();
+        })
+    }
+
+    /// Sends `component`'s JOIN (on node1, an shm endpoint) as `edit` changes it; the
+    /// connection and everything the PM sent.
+    pub fn join_sending(
+        &mut self,
+        component: &str,
+        secret: &[u8],
+        edit: impl FnOnce(&mut pool_core::proto::Join),
+    ) -> (ConnId, Vec<(ConnId, FromPm)>) {
+        let (conn, nonce) = self.connect();
+        let proof = prove(secret, &nonce, "wf", component, 0);
+        let mut msg = join_msg(component, &proof);
+        if let ToPm::Join(j) = &mut msg {
+            edit(j);
         }
-        let app = match self.send(conn, msg).as_slice() {
-            [(_, FromPm::Welcome { app, .. }), ..] => *app,
+        let out = self.send(conn, msg);
+        (conn, out)
+    }
+
+    /// Joins as `component`, its JOIN as `edit` changes it; its connection and app id.
+    pub fn join_with(
+        &mut self,
+        component: &str,
+        edit: impl FnOnce(&mut pool_core::proto::Join),
+    ) -> (ConnId, AppId) {
+        let (conn, out) = self.join_sending(component, SECRET, edit);
+        // Subscribers of app joins hear of it too (see the event tests).
+        let mine: Vec<_> = out.iter().filter(|(c, _)| *c == conn).collect();
+        let app = match mine.as_slice() {
+            [(_, FromPm::Welcome { app, pool: 77 })] => *app,
             other => panic!("join: {other:?}"),
         };
         self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));
