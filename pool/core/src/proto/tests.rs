@@ -1,0 +1,240 @@
+//! The wire protocol's round trips and refusals.
+
+use super::*;
+use crate::attr::{AttrValue, Attributes};
+use fabric_types::{Address, MemoryFile};
+
+#[test]
+fn runs_of_done_are_packed_in_order() {
+    let done = |op, cdo| FromPm::Done { op, cdo };
+    let batch = vec![
+        done(Op::Offer, 1),
+        done(Op::Offer, 2),
+        done(Op::Offer, 3),
+        FromPm::Ready { cdo: 4 },
+        done(Op::Offer, 5),
+        done(Op::Seal, 6),
+        done(Op::Seal, 7),
+        done(Op::Offer, 8),
+    ];
+    assert_eq!(
+        pack_done(batch),
+        [
+            FromPm::DoneMany {
+                op: Op::Offer,
+                cdos: vec![1, 2, 3]
+            },
+            FromPm::Ready { cdo: 4 },
+            done(Op::Offer, 5),
+            FromPm::DoneMany {
+                op: Op::Seal,
+                cdos: vec![6, 7]
+            },
+            done(Op::Offer, 8),
+        ]
+    );
+    assert!(pack_done(Vec::new()).is_empty());
+}
+
+/// Messages are moved through queues and channels by value: the rare big ones (JOIN,
+/// subscriptions, events) are boxed so the frequent ones stay small. The largest
+/// frequent one is `SealOffer` (CDO, attributes, region, the thin extras): 72 bytes
+/// with the tag; boxing its attributes instead would cost an allocation per offer. From
+/// the PM the largest is `Ticket` (endpoint, region, attributes, the boxed
+/// process-memory announcement): 136 bytes.
+#[test]
+fn messages_stay_small() {
+    assert!(
+        std::mem::size_of::<ToPm>() <= 72,
+        "{}",
+        std::mem::size_of::<ToPm>()
+    );
+    assert!(
+        std::mem::size_of::<FromPm>() <= 136,
+        "{}",
+        std::mem::size_of::<FromPm>()
+    );
+}
+
+fn sample() -> Vec<ToPm> {
+    let mut attributes = Attributes::default();
+    attributes.insert(".user.step".into(), AttrValue::Int(2));
+    vec![
+        ToPm::Declare {
+            cdo: 7,
+            name: "temperature".into(),
+        },
+        ToPm::Seal { cdo: 7, attributes },
+        ToPm::Offer {
+            cdo: 7,
+            region: RemoteRegion {
+                addr: 0,
+                key: 9,
+                len: 4096,
+            },
+            extras: OfferExtras::new(
+                vec![RemoteRegion {
+                    addr: 0,
+                    key: 10,
+                    len: 4096,
+                }],
+                Some(MemoryFile {
+                    fd: 12,
+                    inode: std::num::NonZeroU64::new(99).expect("non-zero"),
+                }),
+            ),
+        },
+        ToPm::Join(Box::new(Join {
+            workflow: "wf".into(),
+            component: "c".into(),
+            index: -1,
+            host: "n1".into(),
+            process: 42,
+            endpoint: Some(FabricEndpoint {
+                provider: "tcp;ofi_rxm".into(),
+                address: Address(vec![1, 2, 3]),
+            }),
+            alternates: Vec::new(),
+            networks: vec![Some("10.0.0.1/24".parse().expect("subnet"))],
+            memory: Some(ProcessMemory {
+                pid: 4242,
+                token: 7,
+                token_addr: 0x7fff_0000_1000,
+            }),
+            credential: None,
+            nics: Nics::default(),
+            role: Role::App,
+            proof: vec![0; 32],
+        })),
+        ToPm::TransferDone {
+            transfer: 3,
+            error: Some("peer gone".into()),
+            direct: None,
+        },
+    ]
+}
+
+#[test]
+fn batches_round_trip_and_stream_split() {
+    let a = encode(&sample()).expect("encode");
+    let b = encode(&[ToPm::Leave]).expect("encode");
+    let mut stream = [a.clone(), b].concat();
+    stream.extend_from_slice(&a[..5]); // a partial third frame
+    let mut got: Vec<ToPm> = Vec::new();
+    drain_frames(&mut stream, |m| got.push(m)).expect("decode");
+    assert_eq!(got.len(), 6);
+    assert_eq!(&got[..5], &sample()[..]);
+    assert_eq!(got[5], ToPm::Leave);
+    assert_eq!(stream, a[..5]);
+}
+
+#[test]
+fn large_batches_split_into_frames_that_fit() {
+    let chunk = |i: u64| {
+        ToPm::Chunk(Chunk {
+            transfer: i,
+            offset: 0,
+            data: vec![i as u8; 3 << 20],
+        })
+    };
+    let batch: Vec<ToPm> = (0..12).map(chunk).collect();
+    assert!(matches!(encode(&batch), Err(FrameError::TooLarge(_))));
+    let frames = encode_split(&batch).expect("split");
+    assert!(frames.len() >= 3, "{} frames", frames.len());
+    let mut stream = frames.concat();
+    let mut got: Vec<ToPm> = Vec::new();
+    drain_frames(&mut stream, |m| got.push(m)).expect("decode");
+    assert_eq!(got, batch);
+    let huge = ToPm::Chunk(Chunk {
+        transfer: 1,
+        offset: 0,
+        data: vec![0; MAX_FRAME],
+    });
+    assert!(matches!(
+        encode_split(&[huge]),
+        Err(FrameError::TooLarge(_))
+    ));
+}
+
+#[test]
+fn bad_frames_are_errors() {
+    let good = encode(&[ToPm::Leave]).expect("encode");
+    let mut bad = good.clone();
+    bad[0] = b'X';
+    assert!(matches!(
+        drain_frames::<ToPm>(&mut bad, drop),
+        Err(FrameError::BadMagic(_))
+    ));
+    let mut v = good.clone();
+    v[4] = 99;
+    assert_eq!(
+        drain_frames::<ToPm>(&mut v, drop),
+        Err(FrameError::Version { got: 99 })
+    );
+    let mut big = good.clone();
+    big[5..9].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        drain_frames::<ToPm>(&mut big, drop),
+        Err(FrameError::TooLarge(_))
+    ));
+    let mut junk = encode(&[ToPm::Leave]).expect("encode");
+    junk[HEADER] = 200; // an impossible enum tag
+    assert!(matches!(
+        drain_frames::<ToPm>(&mut junk, drop),
+        Err(FrameError::Payload(_))
+    ));
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    // A deterministic generator: many short and long garbage streams.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for round in 0..20_000 {
+        let len = (round % 64) + 1;
+        let mut buf: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        if round % 3 == 0 {
+            // A valid header over random payload.
+            let mut h = MAGIC.to_vec();
+            h.push(VERSION);
+            h.extend_from_slice(&((len as u32).to_le_bytes()));
+            buf = [h, buf].concat();
+        }
+        let _ = drain_frames::<ToPm>(&mut buf, drop);
+        let _ = decode::<FromPm>(&buf);
+    }
+}
+
+#[test]
+fn a_first_frame_is_a_lone_join_or_nothing() {
+    let join = sample()
+        .into_iter()
+        .find(|m| matches!(m, ToPm::Join(_)))
+        .expect("the sample has a JOIN");
+    let ToPm::Join(j) = &join else {
+        unreachable!("found above")
+    };
+    let frame = encode(std::slice::from_ref(&join)).expect("encodes");
+    assert_eq!(&decode_join(&frame[HEADER..]).expect("a JOIN"), j);
+    let two = encode(&[join.clone(), ToPm::Leave]).expect("encodes");
+    assert!(decode_join(&two[HEADER..]).is_err());
+    let none = encode::<ToPm>(&[]).expect("encodes");
+    assert!(decode_join(&none[HEADER..]).is_err());
+    let other = encode(&[ToPm::Leave]).expect("encodes");
+    let e = decode_join(&other[HEADER..]).expect_err("not a JOIN");
+    assert!(e.to_string().contains("one JOIN"), "{e}");
+    // The frame that overflowed the PM's stack before protocol 7's flat selectors: a
+    // Subscribe whose selector nests 20,000 nots. Refused before JOIN, and harmless
+    // (an error, no recursion) from a joined app.
+    let mut payload = vec![1u8, 14, 0, 0];
+    payload.extend(std::iter::repeat_n(6u8, 20_000));
+    payload.extend([0u8; 4]);
+    assert!(decode_join(&payload).is_err());
+    let _ = decode::<ToPm>(&payload);
+}
