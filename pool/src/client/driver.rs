@@ -1,6 +1,7 @@
 //! The client's IO: connecting and the JOIN handshake, then two tasks per client. The writer
-//! packs every queued message into as few frames as fit; the reader hands answers to waiting
-//! calls, carries out tickets (each in its own task) and serves stream requests.
+//! writes what the socket did not take when a caller sent it (see `outbox`); the reader
+//! hands answers to waiting calls, carries out tickets (a ticket whose bytes came with it at
+//! once, others each in a task of its own) and serves stream requests.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

@@ -7,8 +7,9 @@
 //! answers go to the waiting call, tickets are carried out at once (RMA read, same-process
 //! hand-over or stream, as the PM planned) and reported, and stream requests for this app's
 //! offers are served, whether or not the application is inside a call. Operations issued
-//! without waiting for each other (e.g. `join_all` over many `offer`s) are pipelined: the
-//! writer packs every message queued at that moment into one frame.
+//! without waiting for each other (e.g. `join_all` over many `offer`s) are pipelined: each
+//! message is a frame of its own, written by the caller's thread at once (`outbox`), and
+//! the PM answers a batch of them in one frame.
 
 mod blocking;
 mod data;
