@@ -8,8 +8,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
 use mstro::{Attr, Cdo, Error, Status};
-use pool::attr::{self, AttrValue};
-use pool::schema::AttrType;
+use mstro::{AttrType, AttrValue, attr};
 
 /// `enum mstro_cdo_attr_value_type`.
 mod vt {

@@ -56,7 +56,13 @@ pub use group::{
 };
 pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
 pub use memory::{mem_alloc, mem_free};
+/// What the skins (the C API, the Python module) need of the pool's types, so that they
+/// reach the pool through this layer only: attribute values and the built-in keys, the
+/// schemas' value types, and the variable that carries a PM's contact info.
+pub use pool::attr::{self, AttrValue};
+pub use pool::bootstrap::PM_INFO_ENV;
 pub use pool::events::{EventKind, PoolEvent};
+pub use pool::schema::AttrType;
 pub use request::{
     Request, cdo_demand_async, request_cdo, request_dispose, request_test, request_wait,
     request_wait_interruptible,

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use mstro::SubscriptionOptions;
-use pool::events::{EventKind, PoolEvent};
+use mstro::{EventKind, PoolEvent};
 
 /// One pool event (from `mstro_subscription_poll` / `_wait`).
 #[pyclass(frozen, module = "maestro_core")]

@@ -21,8 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList};
 
 use mstro::{Attr, Cdo as CdoHandle, Status};
-use pool::attr::{self, AttrValue};
-use pool::schema::AttrType;
+use mstro::{AttrType, AttrValue, attr};
 
 pyo3::create_exception!(
     maestro_core,
@@ -468,7 +467,7 @@ fn mstro_subscription_ack(
             ))
         })?,
     };
-    let owned: Vec<pool::events::PoolEvent> = list.iter().map(|e| e.get().inner.clone()).collect();
+    let owned: Vec<mstro::PoolEvent> = list.iter().map(|e| e.get().inner.clone()).collect();
     let h = mstro::Subscription(sub.handle);
     call(py, move || {
         mstro::subscription_ack(h, &owned.iter().collect::<Vec<_>>())
@@ -485,7 +484,7 @@ fn mstro_subscription_dispose(py: Python<'_>, sub: &Subscription) -> PyResult<()
 /// The name of event kind `kind` ("offer", "app-join", ...; "invalid" for others).
 #[pyfunction]
 fn mstro_pool_event_description(kind: u32) -> &'static str {
-    pool::events::EventKind::ALL
+    mstro::EventKind::ALL
         .into_iter()
         .find(|k| k.bit() == kind)
         .map_or("invalid", |k| k.name())
@@ -547,7 +546,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.add(name, key)?;
     }
-    m.add("MSTRO_ENV_POOL_INFO", pool::bootstrap::PM_INFO_ENV)?;
+    m.add("MSTRO_ENV_POOL_INFO", mstro::PM_INFO_ENV)?;
     m.add("MSTRO_ATTR_DEFAULT", py.None())?;
     m.add_class::<Cdo>()?;
     m.add_class::<Selector>()?;
