@@ -16,7 +16,11 @@
 //! Bindings come from `fabric-sys`, our own bindgen crate (see its docs for why); the
 //! vocabulary that travels between processes (addresses, remote regions, provider classes)
 //! comes from `fabric-types`, which needs no libfabric.
+//!
+//! Feature `baseline` adds the module `baseline`, bare libfabric as the benchmarks' reference
+//! (not for applications).
 
+#[cfg(feature = "baseline")]
 pub mod baseline;
 pub mod cma;
 mod discover;

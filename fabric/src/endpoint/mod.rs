@@ -54,7 +54,9 @@ use fabric_types::{Address, RemoteRegion};
 
 pub(crate) use info::{getinfo_raw, open_bound_ep};
 use progress::{Core, WaitMode};
-pub(crate) use registration::{Shared, remote_of};
+pub(crate) use registration::Shared;
+#[cfg(feature = "baseline")]
+pub(crate) use registration::remote_of;
 
 /// A peer inserted into the endpoint's address vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
