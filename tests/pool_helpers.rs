@@ -232,7 +232,8 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
         "the stopped provider cannot serve the read"
     );
     let killed = Instant::now();
-    // SAFETY: as above.
+    // SAFETY: signalling a process this test started and still owns (its child, not yet
+    // reaped).
     unsafe { libc::kill(librarian.pid(), libc::SIGKILL) };
     let _ = librarian.child.wait();
     eprintln!(

@@ -382,7 +382,8 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
         done.detail.contains("copied from the provider's memory"),
         "{done:?}"
     );
-    // SAFETY: as above.
+    // SAFETY: signalling a process this test started and still owns (its child, not yet
+    // reaped).
     unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
     let reader = consumer(true);
     let want = reader.declare(&name).expect("declare");

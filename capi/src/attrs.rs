@@ -86,7 +86,8 @@ fn table() -> MutexGuard<'static, HashMap<u64, PerCdo>> {
 /// # Safety
 /// `val` points at a valid, aligned `T`.
 unsafe fn load<T: Copy>(val: *const c_void) -> T {
-    // SAFETY: the caller's contract.
+    // SAFETY: `val` points to a `T`, the key's schema type, as `maestro.h` requires of the
+    // caller that set it.
     unsafe { *val.cast::<T>() }
 }
 
@@ -237,7 +238,8 @@ fn free_owned(per: PerCdo) {
         unsafe { libc::free(k.ptr) };
     }
     for p in per.owned {
-        // SAFETY: as above.
+        // SAFETY: `p` was handed over with user_owned_value = false: malloc'd by the
+        // program, ours to free, once (it leaves the table here).
         unsafe { libc::free(p) };
     }
 }

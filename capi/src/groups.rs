@@ -28,7 +28,8 @@ pub unsafe extern "C" fn mstro_group_declare(
         if result.is_null() {
             return Err(Error::invarg("result (the handle pointer) is NULL"));
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `name` is NULL (refused) or a NUL-terminated string: this entry point's
+        // contract with its C caller.
         let name = unsafe { text(name, "name") }?;
         let g = mstro::group_declare(name)?;
         // SAFETY: checked non-NULL; the caller's contract.
@@ -60,7 +61,8 @@ pub extern "C" fn mstro_group_size_set(g: mstro_group, size: usize) -> mstro_sta
 pub unsafe extern "C" fn mstro_group_size_get(g: mstro_group, size: *mut usize) -> mstro_status {
     guard("mstro_group_size_get", || {
         let n = mstro::group_size_get(group(g))?;
-        // SAFETY: the caller's contract.
+        // SAFETY: `size` is NULL (refused by `put`) or writable: this entry point's
+        // contract with its C caller.
         unsafe { put(size, n, "size") }
     })
 }
@@ -74,7 +76,8 @@ pub unsafe extern "C" fn mstro_group_next(g: mstro_group, member: *mut mstro_cdo
     guard("mstro_group_next", || {
         let next = mstro::group_next(group(g))?;
         let h = next.map_or(std::ptr::null_mut(), |c| handle(c.0));
-        // SAFETY: the caller's contract.
+        // SAFETY: `member` is NULL (refused by `put`) or writable: this entry point's
+        // contract with its C caller.
         unsafe { put(member, h, "member") }
     })
 }

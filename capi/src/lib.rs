@@ -93,7 +93,8 @@ unsafe fn opt_text<'a>(p: *const c_char, what: &str) -> mstro::Result<Option<&'a
     if p.is_null() {
         Ok(None)
     } else {
-        // SAFETY: as the caller's.
+        // SAFETY: `p` is NULL (refused) or a NUL-terminated string: this entry point's
+        // contract with its C caller.
         unsafe { text(p, what) }.map(Some)
     }
 }
@@ -171,9 +172,11 @@ pub unsafe extern "C" fn mstro_init(
     component_index: i64,
 ) -> mstro_status {
     guard("mstro_init", || {
-        // SAFETY: the caller's contract.
+        // SAFETY: `workflow_name` is NULL (not given) or a NUL-terminated string: this entry
+        // point's contract with its C caller.
         let w = unsafe { opt_text(workflow_name, "workflow_name") }?;
-        // SAFETY: the caller's contract.
+        // SAFETY: `component_name` is NULL (not given) or a NUL-terminated string: this entry
+        // point's contract with its C caller.
         let c = unsafe { opt_text(component_name, "component_name") }?;
         mstro::init(w, c, component_index)
     })
@@ -209,7 +212,8 @@ pub unsafe extern "C" fn mstro_cdo_declare(
                 "declare takes MSTRO_ATTR_DEFAULT (NULL); set attributes with mstro_cdo_attribute_set",
             ));
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `name` is NULL (refused) or a NUL-terminated string: this entry point's
+        // contract with its C caller.
         let name = unsafe { text(name, "name") }?;
         let h = mstro::cdo_declare(name)?;
         // SAFETY: checked non-NULL; the caller's contract.
@@ -360,7 +364,8 @@ pub unsafe extern "C" fn mstro_cdo_access_ptr(
             unsafe { data.write(p.cast_mut().cast()) };
         }
         if !data_len.is_null() {
-            // SAFETY: as above.
+            // SAFETY: `data_len` was checked non-NULL above and is writable:
+            // `mstro_cdo_access_ptr`'s contract with its C caller.
             unsafe { data_len.write(n as i64) };
         }
         Ok(())
@@ -381,9 +386,11 @@ pub unsafe extern "C" fn mstro_cdo_attribute_set(
     user_owned_value: bool,
 ) -> mstro_status {
     guard("mstro_cdo_attribute_set", || {
-        // SAFETY: the caller's contract.
+        // SAFETY: `key` is NULL (refused) or a NUL-terminated string: this entry point's
+        // contract with its C caller.
         let key = unsafe { text(key, "key") }?;
-        // SAFETY: the caller's contract.
+        // SAFETY: `val` points to a value of the key's schema type (or is the raw-ptr
+        // memory), as `maestro.h` requires of `mstro_cdo_attribute_set`'s caller.
         unsafe { attrs::set(cdo(h), key, val, copy_value, user_owned_value) }
     })
 }
@@ -403,7 +410,8 @@ pub unsafe extern "C" fn mstro_cdo_attribute_get(
         if val_p.is_null() {
             return Err(Error::invarg("val_p is NULL"));
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `key` is NULL (refused) or a NUL-terminated string: this entry point's
+        // contract with its C caller.
         let key = unsafe { text(key, "key") }?;
         let (ty, p) = attrs::get(cdo(h), key)?;
         if !valtype.is_null() {
@@ -436,9 +444,11 @@ pub unsafe extern "C" fn mstro_cdo_selector_create(
         if result.is_null() {
             return Err(Error::invarg("result (the handle pointer) is NULL"));
         }
-        // SAFETY: the caller's contract.
+        // SAFETY: `nspace` is NULL (not given) or a NUL-terminated string: this entry
+        // point's contract with its C caller.
         let ns = unsafe { opt_text(nspace, "nspace") }?;
-        // SAFETY: the caller's contract.
+        // SAFETY: `query` is NULL (refused) or a NUL-terminated string: this entry point's
+        // contract with its C caller.
         let q = unsafe { text(query, "query") }?;
         let s = mstro::selector_create(ns, q)?;
         // SAFETY: checked non-NULL.
@@ -538,7 +548,7 @@ mod tests {
             let d = unsafe { CStr::from_ptr(mstro_status_description(s as i32)) };
             assert_eq!(d.to_str().unwrap(), s.description());
         }
-        // SAFETY: as above.
+        // SAFETY: the library returns a static NUL-terminated string for any status.
         let d = unsafe { CStr::from_ptr(mstro_status_description(99)) };
         assert_eq!(d.to_str().unwrap(), "unknown status");
     }

@@ -61,7 +61,8 @@ pub(crate) struct OpState {
 // SAFETY: `ctx` is only written by libfabric while the operation is in flight and never read
 // by Rust; everything else is behind the mutex.
 unsafe impl Send for OpState {}
-// SAFETY: as above.
+// SAFETY: shared references only reach what the `Send` reason above makes safe from any
+// thread (FI_THREAD_SAFE objects, state behind a mutex).
 unsafe impl Sync for OpState {}
 
 #[derive(Default)]

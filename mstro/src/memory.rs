@@ -61,7 +61,8 @@ pub(crate) unsafe fn lend(ptr: *mut u8, len: usize) -> Buffer {
         // SAFETY: the caller's contract; the allocation lives until `mem_free`, which the
         // program calls only once the CDO is withdrawn.
         Some(owner) if len <= owner.len() => unsafe { owner.lend(len) },
-        // SAFETY: the caller's contract.
+        // SAFETY: memory this library did not allocate: the caller guarantees what
+        // `Buffer::borrowed` requires (this function's own safety contract, passed on).
         _ => unsafe { Buffer::borrowed(ptr, len) },
     }
 }

@@ -125,7 +125,8 @@ unsafe fn arg(optarg: *const c_char) -> String {
     if optarg.is_null() {
         return String::new();
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: Slurm passes the option's value as NULL (handled above) or a NUL-terminated
+    // string.
     unsafe { CStr::from_ptr(optarg) }
         .to_string_lossy()
         .into_owned()

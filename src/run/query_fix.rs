@@ -19,6 +19,7 @@ pub unsafe extern "C" fn PMIx_Query_info_nb(
     cbfunc: sys::pmix_info_cbfunc_t,
     cbdata: *mut c_void,
 ) -> sys::pmix_status_t {
-    // SAFETY: the caller's contract.
+    // SAFETY: forwards libpmix's own arguments unchanged: `queries` holds `nqueries`
+    // queries, `cbfunc`/`cbdata` are its.
     unsafe { pmix::server::query_info_nb(queries, nqueries, cbfunc, cbdata) }
 }

@@ -174,7 +174,7 @@ impl Endpoint {
             domain: std::ptr::null_mut(),
             // SAFETY: domain_attr of a returned info is valid.
             mr_mode: unsafe { (*fi.domain_attr).mr_mode } as u32,
-            // SAFETY: as above.
+            // SAFETY: `domain_attr` of an info that fi_getinfo returned is valid.
             key_mask: match unsafe { (*fi.domain_attr).mr_key_size } {
                 0 | 8.. => u64::MAX,
                 n => (1u64 << (8 * n)) - 1,

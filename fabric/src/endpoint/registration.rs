@@ -31,7 +31,8 @@ impl Shared {
 
 // SAFETY: FI_THREAD_SAFE domain; the pointers are only closed in drop.
 unsafe impl Send for Shared {}
-// SAFETY: as above.
+// SAFETY: shared references only reach what the `Send` reason above makes safe from any
+// thread (FI_THREAD_SAFE objects, state behind a mutex).
 unsafe impl Sync for Shared {}
 
 pub(super) fn close_fid(what: &str, fid: *mut sys::fid) {

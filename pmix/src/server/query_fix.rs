@@ -77,7 +77,8 @@ pub unsafe fn query_info_nb(
 ) -> sys::pmix_status_t {
     crate::ffi::guard("PMIx_Query_info_nb", sys::PMIX_ERROR, || {
         let refuse = crate::runtime::role() == Some("server") && affected() && {
-            // SAFETY: the caller's contract.
+            // SAFETY: `queries` holds `nqueries` queries, as `PMIx_Query_info_nb`'s caller
+            // (libpmix's API) guarantees.
             unsafe { asks_attribute_support(queries, nqueries) }
         };
         if refuse {

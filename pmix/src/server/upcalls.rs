@@ -323,7 +323,8 @@ pub(crate) unsafe extern "C" fn query(
                     Query {
                         // SAFETY: NULL-terminated key list and `nqual` qualifiers.
                         keys: unsafe { argv_vec(q.keys) },
-                        // SAFETY: as above.
+                        // SAFETY: libpmix passes `nqual` qualifiers at `q.qualifiers` for
+                        // the duration of the upcall.
                         qualifiers: unsafe { Info::vec_from_raw(q.qualifiers, q.nqual) },
                     }
                 })
