@@ -20,6 +20,29 @@ pub const IS_GROUP: &str = ".maestro.core.cdo.isgroup";
 /// `.maestro.core.cdo.group.members`: a group CDO's members' names, a JSON array of
 /// strings, in the order they were added (set by the library).
 pub const GROUP_MEMBERS: &str = ".maestro.core.cdo.group.members";
+/// The attributes of a group CDO listing `members` (see [`IS_GROUP`], [`GROUP_MEMBERS`]).
+pub fn group_attributes<S: AsRef<str>>(members: &[S]) -> Attributes {
+    let names: Vec<&str> = members.iter().map(AsRef::as_ref).collect();
+    // A list of strings always encodes.
+    let listing = serde_json::to_string(&names).unwrap_or_default();
+    Attributes::from([
+        (IS_GROUP.to_string(), AttrValue::Bool(true)),
+        (GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
+    ])
+}
+
+/// The members a group CDO's attributes list, in order; `None` for a CDO that is no group
+/// (or whose list is malformed).
+pub fn group_members(attributes: &Attributes) -> Option<Vec<String>> {
+    if attributes.get(IS_GROUP) != Some(&AttrValue::Bool(true)) {
+        return None;
+    }
+    match attributes.get(GROUP_MEMBERS) {
+        Some(AttrValue::Str(json)) => serde_json::from_str(json).ok(),
+        _ => None,
+    }
+}
+
 /// The XXH3-64 checksum of a CDO's bytes, added by the producer's library when
 /// [`INTEGRITY`] is set; a consumer whose bytes do not match gets an error, not data.
 pub const CHECKSUM: &str = ".maestro.core.cdo.checksum";

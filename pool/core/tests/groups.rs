@@ -5,7 +5,7 @@
 mod support;
 
 use pool_core::ConnId;
-use pool_core::attr::{self, AttrValue, Attributes};
+use pool_core::attr;
 use pool_core::proto::{CdoId, FromPm, Op, Refusal, ToPm, cdo_ids};
 use support::*;
 
@@ -16,11 +16,7 @@ impl Pm {
             self.offer(conn, m, len);
         }
         let g = self.declare(conn, group);
-        let listing = serde_json::to_string(members).expect("json");
-        let attributes = Attributes::from([
-            (attr::IS_GROUP.to_string(), AttrValue::Bool(true)),
-            (attr::GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
-        ]);
+        let attributes = attr::group_attributes(members);
         assert_eq!(
             self.send(conn, ToPm::Seal { cdo: g, attributes }),
             [(conn, done(Op::Seal, g))]
@@ -117,11 +113,7 @@ fn a_group_demanded_before_its_offer_waits_for_it() {
         pm.offer(p, m, 10);
     }
     let gid = pm.declare(p, "later");
-    let listing = serde_json::to_string(&members).expect("json");
-    let attributes = Attributes::from([
-        (attr::IS_GROUP.to_string(), AttrValue::Bool(true)),
-        (attr::GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
-    ]);
+    let attributes = attr::group_attributes(&members);
     pm.send(
         p,
         ToPm::Seal {

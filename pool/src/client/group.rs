@@ -17,7 +17,7 @@
 use fabric::Buffer;
 use futures::future::join_all;
 
-use crate::attr::{self, AttrValue, Attributes};
+use crate::attr::{self, Attributes};
 use crate::proto::{CdoId, Op, Refusal, ToPm};
 
 use super::{AsyncClient, CdoData, ClientError, Result};
@@ -36,27 +36,6 @@ pub struct GroupMember {
     pub data: CdoData,
     /// The attributes it was sealed with.
     pub attributes: Attributes,
-}
-
-/// The names a group CDO's attributes list, in order.
-///
-/// # Errors
-/// [`ClientError::Protocol`] when the attributes are not a group's (a CDO of that name that
-/// is no group, or a malformed list).
-pub fn members_of(attributes: &Attributes) -> Result<Vec<String>> {
-    if attributes.get(attr::IS_GROUP) != Some(&AttrValue::Bool(true)) {
-        return Err(ClientError::Protocol(
-            "the CDO of that name is not a group (it has no .maestro.core.cdo.isgroup)".into(),
-        ));
-    }
-    match attributes.get(attr::GROUP_MEMBERS) {
-        Some(AttrValue::Str(json)) => serde_json::from_str(json).map_err(|e| {
-            ClientError::Protocol(format!("the group's member list is malformed: {e}"))
-        }),
-        _ => Err(ClientError::Protocol(
-            "the group lists no members (.maestro.core.cdo.group.members)".into(),
-        )),
-    }
 }
 
 impl AsyncClient {
@@ -88,12 +67,7 @@ impl AsyncClient {
                 })
                 .collect::<Result<Vec<String>>>()?
         };
-        let listing = serde_json::to_string(&names)
-            .map_err(|e| ClientError::Protocol(format!("listing the members: {e}")))?;
-        let group_attributes = Attributes::from([
-            (attr::IS_GROUP.to_string(), AttrValue::Bool(true)),
-            (attr::GROUP_MEMBERS.to_string(), AttrValue::Str(listing)),
-        ]);
+        let group_attributes = attr::group_attributes(&names);
         let ids: Vec<CdoId> = members.iter().map(|(cdo, ..)| *cdo).collect();
         let offers = members
             .into_iter()

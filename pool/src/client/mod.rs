@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
 pub use data::CdoData;
-pub use group::{GROUP_IDS, GroupMember, members_of};
+pub use group::{GROUP_IDS, GroupMember};
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
 pub use subscription::Subscription;

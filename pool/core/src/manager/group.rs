@@ -11,22 +11,11 @@
 use std::sync::Arc;
 
 use super::{Cdo, ConnId, Manager, State, Want, policy};
-use crate::attr::{self, AttrValue, Attributes};
+use crate::attr::{self, Attributes};
 use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
 
 /// Most members one group demand may reserve ids for.
 pub const MAX_GROUP: u32 = 1 << 20;
-
-/// The member names a group CDO's attributes list; `None` for a CDO that is no group.
-fn members(attributes: &Attributes) -> Option<Vec<String>> {
-    if attributes.get(attr::IS_GROUP) != Some(&AttrValue::Bool(true)) {
-        return None;
-    }
-    match attributes.get(attr::GROUP_MEMBERS) {
-        Some(AttrValue::Str(json)) => serde_json::from_str(json).ok(),
-        _ => None,
-    }
-}
 
 impl Manager {
     /// `DemandGroup` from `app`: its group CDO `group` is demanded as a group, with the ids
@@ -73,7 +62,7 @@ impl Manager {
             return;
         };
         let published = self.published(from);
-        let refusal = match members(&published) {
+        let refusal = match attr::group_members(&published) {
             None => Err(Refusal::NotAllowed(format!(
                 "{name:?} is not a group (no {} and {}): demand it as a CDO",
                 attr::IS_GROUP,
