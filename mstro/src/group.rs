@@ -40,10 +40,9 @@ struct GroupState {
     /// The group's own CDO in the pool (named as the group).
     id: CdoId,
     phase: Phase,
-    /// The producer's CDOs (added), or the consumer's (brought by the demand, owned).
+    /// The producer's CDOs (added), or the consumer's (brought by the demand, the group's
+    /// own: disposed with it).
     members: Vec<Cdo>,
-    /// The members are the group's (a demand brought them): disposed with it.
-    owned: bool,
     /// The size the program said to expect.
     expected: Option<usize>,
     /// Where `group_next` is.
@@ -105,7 +104,6 @@ pub fn group_declare(name: &str) -> Result<Group> {
             id,
             phase: Phase::Declared,
             members: Vec::new(),
-            owned: false,
             expected: None,
             cursor: 0,
         }),
@@ -256,7 +254,6 @@ pub fn group_demand(group: Group) -> Result<()> {
             .into_iter()
             .map(|m| cdo::adopt_demanded(&m.name, m.cdo, m.data, m.attributes))
             .collect::<Result<Vec<_>>>()?;
-        st.owned = true;
         st.phase = Phase::Demanded;
         Ok(())
     })
@@ -346,7 +343,7 @@ pub fn group_dispose(group: Group) -> Result<Vec<Cdo>> {
             return Err(wrong(st.phase, "withdraw it before dispose"));
         }
         client.dispose(st.id)?;
-        Ok(if st.owned {
+        Ok(if st.phase == Phase::Demanded {
             std::mem::take(&mut st.members)
         } else {
             Vec::new()

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::bootstrap::PmInfo;
 use crate::proto::{self, FromPm, Op, Role, ToPm};
-use crate::view::{CdoPage, Ls, Query, View};
+use crate::view::{Query, View};
 
 use super::driver::{self, Connected};
 use super::{ClientError, Endpoints, Result};
@@ -81,30 +81,6 @@ impl Observer {
             other => Err(ClientError::Protocol(format!(
                 "{other:?} instead of the answer to query {id}"
             ))),
-        }
-    }
-
-    /// Every CDO matching `ls` (from `ls.after`), page by page, at most `most`.
-    ///
-    /// # Errors
-    /// As [`Observer::query`].
-    pub fn ls_all(&mut self, mut ls: Ls, most: usize) -> Result<CdoPage> {
-        let mut all = CdoPage::default();
-        loop {
-            let View::Cdos(page) = self.query(Query::Ls(ls.clone()))? else {
-                return Err(ClientError::Protocol("not a page of CDOs".into()));
-            };
-            all.total = page.total;
-            all.cdos.extend(page.cdos);
-            if all.cdos.len() >= most {
-                all.cdos.truncate(most);
-                all.next = all.cdos.last().map(|c| c.id);
-                return Ok(all);
-            }
-            match page.next {
-                Some(next) => ls.after = Some(next),
-                None => return Ok(all),
-            }
         }
     }
 }

@@ -6,7 +6,7 @@
 //! leave is `traffic`'s. Everything else is computed when an observer asks, within the
 //! bounds `view` states.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::traffic::TrafficStats;
@@ -45,7 +45,7 @@ pub(super) struct Stats {
     pub(super) traffic: TrafficStats,
     fabric_events: VecDeque<FabricEvent>,
     /// Observer connections.
-    pub(super) observers: BTreeMap<ConnId, ()>,
+    pub(super) observers: BTreeSet<ConnId>,
     /// The PM's resident memory, as the driver last said.
     memory_bytes: Option<u64>,
 }
@@ -58,7 +58,7 @@ impl Stats {
             rate: 0.0,
             traffic: TrafficStats::new(),
             fabric_events: VecDeque::new(),
-            observers: BTreeMap::new(),
+            observers: BTreeSet::new(),
             memory_bytes: None,
         }
     }
@@ -125,7 +125,7 @@ impl Manager {
             )));
         }
         tracing::debug!("observer {who} connected ({conn})");
-        self.stats.observers.insert(conn, ());
+        self.stats.observers.insert(conn);
         self.conns.insert(conn, super::Conn::Observer);
         self.out.push_back((
             conn,
