@@ -11,6 +11,7 @@ use common::{Group, maestro, run, start_pm};
 use fabric::Buffer;
 use pool::Client;
 use pool::attr::Attributes;
+use pool::events::{EventKind, SubscribeOptions};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(60);
@@ -82,20 +83,26 @@ fn a_running_pool_is_seen_exactly() {
         let (data, _) = consumer.demand(cdo).expect("demand");
         assert_eq!(data.len(), if name == "small" { 100 } else { 1 << 20 });
     }
-    // A demand of a name nobody offers waits: it shows as waiting.
+    // A demand of a name nobody offers waits: it shows as waiting (looked at once the PM
+    // told a subscriber of the demand).
+    let later = consumer
+        .selector("(= .maestro.core.cdo.name \"later\")", "")
+        .expect("selector");
+    let demanded = consumer
+        .subscribe(&later, EventKind::Demand, SubscribeOptions::default())
+        .expect("subscribe");
     let waiter = std::sync::Arc::new(common::join_tcp_lo(&info, "waiter"));
     let w = std::sync::Arc::clone(&waiter);
     let waiting = std::thread::spawn(move || {
         let cdo = w.declare("later").expect("declare");
         w.demand(cdo).map(|(d, _)| d.len())
     });
-    let listed = (0..200)
-        .map(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            view(&info, &["ls", "(= .maestro.core.cdo.name \"later\")"])
-        })
-        .find(|page| page["cdos"].as_array().is_some_and(|c| !c.is_empty()))
-        .expect("the waiting demand is listed");
+    demanded
+        .wait_timeout(T)
+        .expect("events")
+        .expect("the demand's event");
+    consumer.unsubscribe(demanded).expect("unsubscribe");
+    let listed = view(&info, &["ls", "(= .maestro.core.cdo.name \"later\")"]);
     conforms("ls", &listed);
     assert_eq!(listed["cdos"][0]["state"], "required");
     assert_eq!(listed["cdos"][0]["app"], "waiter:0");
@@ -242,7 +249,7 @@ fn a_wrong_secret_or_no_pm_is_refused_with_the_reason() {
 /// answers `PMIx_Query_info` for the pool's views, and `maestro pool --pid` reads them.
 #[test]
 fn the_launchers_pmix_host_answers_pool_queries() {
-    let job = Group::spawn(Command::new(maestro()).args([
+    let mut job = Group::spawn(Command::new(maestro()).args([
         "run",
         "--tool-support",
         "-n",
@@ -255,6 +262,9 @@ fn the_launchers_pmix_host_answers_pool_queries() {
     ]));
     let pid = job.pid().to_string();
     let uri = common::maestro_run_tool_uri(job.pid());
+    // The PM prints its info once it published it through PMIx.
+    let stdout = job.child.stdout.take().expect("stdout");
+    common::await_line(stdout, "MSTRO_POOL_MANAGER_INFO;");
     let ask = |args: &[&str]| {
         run(
             Command::new(maestro())
@@ -264,14 +274,8 @@ fn the_launchers_pmix_host_answers_pool_queries() {
             T,
         )
     };
-    // The PM publishes once it is up.
-    let status = (0..200)
-        .map(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            ask(&["status"])
-        })
-        .find(|o| o.code() == Some(0))
-        .unwrap_or_else(|| panic!("no pool status through PMIx: {}", ask(&["status"]).stderr));
+    let status = ask(&["status"]);
+    assert_eq!(status.code(), Some(0), "{}", status.stderr);
     let status: Value = serde_json::from_str(&status.stdout).expect("json");
     conforms("status", &status);
     assert_eq!(status["workflow"], "hosted");
