@@ -7,8 +7,6 @@ use std::time::Duration;
 use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, Value};
 use pool::bootstrap::PmInfo;
-use pool::schema::Schemas;
-use pool::selector::Selector;
 use pool::view::{self, Ls, Query, View};
 
 /// Answers for the launcher's PMIx host (`maestro run`): the JSON of one view of the pool
@@ -55,12 +53,10 @@ fn launcher_view(
         maestro_keys::POOL_CDOS => {
             let selector =
                 match pmix::find(qualifiers, maestro_keys::POOL_SELECTOR).and_then(Value::as_str) {
-                    Some(text) => {
-                        let schemas = Schemas::from_env().map_err(|e| e.to_string())?;
-                        let s = Selector::parse(text, "", &schemas)
-                            .map_err(|e| format!("{}: {e}", maestro_keys::POOL_SELECTOR))?;
-                        Some(Box::new(s.expr().clone()))
-                    }
+                    Some(text) => Some(
+                        super::selector_expr(text, "")
+                            .map_err(|e| format!("{}: {e}", maestro_keys::POOL_SELECTOR))?,
+                    ),
                     None => None,
                 };
             Query::Ls(Ls {

@@ -17,7 +17,7 @@ use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, Tool, Value};
 use pool::bootstrap::{self, PmInfo};
 use pool::schema::Schemas;
-use pool::selector::Selector;
+use pool::selector::{Expr, Selector};
 use pool::view::{CdoPage, Fabric, Ls, Query, Status, Transfers, View};
 
 use crate::query::LauncherArgs;
@@ -146,9 +146,8 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
         .selector
         .as_deref()
         .map(|text| {
-            let schemas = Schemas::from_env().map_err(|e| PoolCmdError::Selector(e.to_string()))?;
-            Selector::parse(text, &args.namespace, &schemas)
-                .map(|s| (text.to_string(), Box::new(s.expr().clone())))
+            selector_expr(text, &args.namespace)
+                .map(|e| (text.to_string(), e))
                 .map_err(|e| PoolCmdError::Selector(format!("{text:?}: {e}")))
         })
         .transpose()?;
@@ -171,6 +170,18 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
             None => return Ok(()),
         }
     }
+}
+
+/// Parses a selector as subscriptions take them (relative keys in `namespace`, literals
+/// typed by the schemas of `MSTRO_SCHEMA_PATH`/`MSTRO_SCHEMA_LIST`), for a page of CDOs.
+///
+/// # Errors
+/// The schemas' or the selector's error, as text.
+pub(crate) fn selector_expr(text: &str, namespace: &str) -> Result<Box<Expr>, String> {
+    let schemas = Schemas::from_env().map_err(|e| e.to_string())?;
+    Selector::parse(text, namespace, &schemas)
+        .map(|s| Box::new(s.expr().clone()))
+        .map_err(|e| e.to_string())
 }
 
 /// Finds the PM (see the module docs) and connects.
@@ -302,7 +313,7 @@ fn show(
 }
 
 /// A selector as given and as parsed.
-type Selected = (String, Box<pool::selector::Expr>);
+type Selected = (String, Box<Expr>);
 
 /// Pages through the CDOs, at most `--limit`.
 fn list(
