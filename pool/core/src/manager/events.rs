@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Clock, Conn, ConnId, HashMap, Manager, State};
+use super::{Clock, Conn, ConnId, HashMap, Manager};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::events::{
     ACK_TIMEOUT, EventKind, EventKinds, FabricChange, PoolEvent, SubId, SubscribeOptions,
@@ -329,7 +329,7 @@ impl Manager {
             else {
                 break;
             };
-            self.handle(conn, next);
+            self.app_message(conn, app, next);
         }
         if self
             .events
@@ -354,7 +354,7 @@ impl Manager {
         }
         let cdo = msg.cdo()?;
         let c = self.cdos.get(&cdo).filter(|c| c.app() == app)?;
-        if !state_allows(msg.op(), &c.state) {
+        if !c.state.allows(msg.op()) {
             return None;
         }
         let mut subject = self.event_subject(cdo)?;
@@ -696,23 +696,5 @@ impl Manager {
         for sub in subs {
             self.drop_subscription(sub);
         }
-    }
-}
-
-/// Whether an operation is allowed on a CDO in `state` (the single place that decides,
-/// used before an operation's before-event and by the operation itself).
-pub(super) fn state_allows(op: Op, state: &State) -> bool {
-    match (op, state) {
-        (Op::Seal, State::Declared) => true,
-        (Op::Offer, State::Sealed) => true,
-        (Op::Require, State::Declared) => true,
-        (Op::Demand, State::Declared) => true,
-        (Op::Demand, State::Required(w)) => !w.demanded,
-        (Op::Retract, State::Required(w)) => w.transfer.is_none(),
-        (Op::Withdraw, State::Offered(_)) => true,
-        (Op::Dispose, State::Offered(_) | State::Withdrawing(_)) => false,
-        (Op::Dispose, State::Required(w)) => w.transfer.is_none(),
-        (Op::Dispose, _) => true,
-        _ => false,
     }
 }

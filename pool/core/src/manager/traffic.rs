@@ -122,7 +122,7 @@ impl Slots {
     }
 }
 
-/// A finished transfer as [`Transfers::recent`] shows it: plain numbers, resolved into
+/// A finished transfer as [`Transfers::recent`](crate::view::Transfers::recent) shows it: plain numbers, resolved into
 /// names when an observer asks (the CDO's name while it lives, the apps' labels while they
 /// are joined), so that recording one costs no allocation and touches no other memory. A
 /// failure (rare) keeps its CDO's name and its reason.

@@ -1,0 +1,382 @@
+//! Connections and applications: the JOIN handshake, LEAVE/BYE, and what goes when an
+//! app leaves or its connection is lost.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{ConnId, GiveBack, HashSet, Manager, State, Want, observe, traffic};
+use crate::Subnet;
+use crate::auth;
+use crate::events::EventKind;
+use crate::proto::{
+    self, AppId, CdoId, FabricEndpoint, FromPm, InlineBytes, Op, ProcessMemory, Refusal, ToPm,
+    TransferId,
+};
+
+/// What the driver found out about a JOIN's PMIx credential before handing it over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// Not checked (no PMIx server to ask, or the JOIN carried none).
+    Unchecked,
+    /// PMIx validated it.
+    Valid,
+    /// PMIx rejected it (or could not be asked), with the reason.
+    Invalid(String),
+}
+
+#[derive(Debug)]
+pub(super) enum Conn {
+    /// Challenged, not joined yet; with the peer's process id where the driver verified
+    /// it (a Unix socket's `SO_PEERCRED`).
+    Challenged([u8; 32], Option<u32>),
+    /// Joined as this app.
+    Joined(AppId),
+    /// A read-only observer (see [`crate::view`]).
+    Observer,
+    /// JOIN refused: nothing is served.
+    Refused,
+}
+
+#[derive(Debug)]
+pub(super) struct App {
+    pub(super) conn: ConnId,
+    pub(super) component: String,
+    pub(super) index: i64,
+    pub(super) host: String,
+    pub(super) process: u64,
+    pub(super) endpoint: Option<Arc<FabricEndpoint>>,
+    /// Its endpoints on other networks, best first.
+    pub(super) alternates: Vec<Arc<FabricEndpoint>>,
+    /// The network of each endpoint (the first, then the alternates), where known.
+    pub(super) networks: Vec<Option<Subnet>>,
+    /// Where same-host consumers may copy its offers from its memory.
+    pub(super) memory: Option<ProcessMemory>,
+    pub(super) leaving: bool,
+    pub(super) cdos: HashSet<CdoId>,
+    /// `component:index`, which tickets of its offers carry.
+    pub(super) label: Arc<str>,
+    /// Bytes it makes the PM hold, as [`Policy::max_app_bytes`](super::policy::Policy::max_app_bytes) counts them.
+    pub(super) held: usize,
+    /// Its subscriptions.
+    pub(super) subscriptions: usize,
+    /// When it joined.
+    pub(super) joined: Instant,
+    /// Its endpoints' NICs and why the first.
+    pub(super) nics: proto::Nics,
+    /// Its offers, demands and bytes, for observers.
+    pub(super) counters: observe::AppCounters,
+    /// Its traffic per endpoint and pseudo-NIC, for observers.
+    pub(super) traffic: traffic::Slots,
+    /// How many CDO ids it has used (the last it declared is `cdo_ids(app).start() +
+    /// last_declared - 1`): observers list its CDOs in id order up to there.
+    pub(super) last_declared: u64,
+}
+
+/// Which process first announced a (host, pid) for same-host copies, and how many live apps
+/// announce it now.
+#[derive(Debug)]
+pub(super) struct Claim {
+    /// The announcing process's random `Join::process` token.
+    pub(super) process: u64,
+    pub(super) apps: usize,
+}
+
+impl Manager {
+    /// A new connection: challenge it with `nonce` (fresh random bytes from the driver).
+    pub fn connected(&mut self, conn: ConnId, nonce: [u8; 32]) {
+        self.connected_from(conn, nonce, None);
+    }
+
+    /// As [`Manager::connected`], for a connection whose peer process the driver verified
+    /// (`SO_PEERCRED` on a Unix socket): a JOIN on it may announce only that process's
+    /// memory for same-host copies.
+    pub fn connected_from(&mut self, conn: ConnId, nonce: [u8; 32], pid: Option<u32>) {
+        self.conns.insert(conn, Conn::Challenged(nonce, pid));
+        self.out.push_back((conn, FromPm::Challenge { nonce }));
+    }
+
+    pub(super) fn join(
+        &mut self,
+        conn: ConnId,
+        (nonce, peer_pid): ([u8; 32], Option<u32>),
+        msg: ToPm,
+        credential: Credential,
+    ) {
+        let ToPm::Join(join) = msg else {
+            return;
+        };
+        let crate::proto::Join {
+            workflow,
+            component,
+            index,
+            host,
+            process,
+            endpoint,
+            alternates,
+            networks,
+            memory,
+            credential: _,
+            nics,
+            role,
+            proof,
+        } = *join;
+        let why = if workflow != self.workflow {
+            Some(Refusal::WrongWorkflow)
+        } else if !auth::verify(&self.secret, &nonce, &workflow, &component, index, &proof) {
+            Some(Refusal::BadProof)
+        } else {
+            match credential {
+                Credential::Invalid(why) => Some(Refusal::BadCredential(why)),
+                Credential::Unchecked if self.require_credentials => Some(Refusal::BadCredential(
+                    "this pool manager requires one".into(),
+                )),
+                _ if self.next_app > proto::MAX_APP => Some(Refusal::TooManyApps),
+                _ => None,
+            }
+        };
+        let why = match why {
+            None if role == proto::Role::Observer => {
+                match self.observe(conn, &format!("{component}:{index} on {host}")) {
+                    Ok(()) => return,
+                    Err(why) => Some(why),
+                }
+            }
+            why => why,
+        };
+        if let Some(why) = why {
+            self.conns.insert(conn, Conn::Refused);
+            self.refuse(conn, Op::Join, None, why);
+            self.closing.push(conn);
+            return;
+        }
+        let app = self.next_app;
+        self.next_app += 1;
+        self.conns.insert(conn, Conn::Joined(app));
+        let memory = self.claim_memory(app, (&host, process, peer_pid), memory);
+        let label: Arc<str> = format!("{component}:{index}").into();
+        match &endpoint {
+            Some(e) => tracing::info!(
+                "app {label} joined (app {app}, host {host}, fabric {} at {})",
+                e.provider,
+                e.address
+                    .ip()
+                    .map_or_else(|| "a non-IP address".to_string(), |ip| ip.to_string())
+            ),
+            None => tracing::info!(
+                "app {label} joined (app {app}, host {host}, no fabric endpoint: data by stream)"
+            ),
+        }
+        let traffic = traffic::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
+        self.apps.insert(
+            app,
+            App {
+                conn,
+                component,
+                index,
+                host,
+                process,
+                endpoint: endpoint.map(Arc::new),
+                alternates: alternates.into_iter().map(Arc::new).collect(),
+                networks,
+                memory,
+                leaving: false,
+                cdos: HashSet::default(),
+                label,
+                held: 0,
+                subscriptions: 0,
+                joined: self.events.now(),
+                nics,
+                counters: observe::AppCounters::default(),
+                traffic,
+                last_declared: 0,
+            },
+        );
+        let pool = self.instance;
+        self.out.push_back((conn, FromPm::Welcome { app, pool }));
+        self.notify(EventKind::AppJoin, app, None, || "joined".into());
+    }
+
+    /// True once `conn`'s JOIN has been accepted, as an app or an observer (and until it
+    /// leaves or is gone).
+    pub fn is_joined(&self, conn: ConnId) -> bool {
+        matches!(
+            self.conns.get(&conn),
+            Some(Conn::Joined(_) | Conn::Observer)
+        )
+    }
+
+    /// The component name and index of a joined app.
+    pub fn app_identity(&self, app: AppId) -> Option<(&str, i64)> {
+        self.apps.get(&app).map(|a| (a.component.as_str(), a.index))
+    }
+
+    pub(super) fn leave(&mut self, app: AppId) {
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.leaving = true;
+        }
+        let cdos = self
+            .apps
+            .get(&app)
+            .map(|a| a.cdos.clone())
+            .unwrap_or_default();
+        self.pin_transfers_from(|from| cdos.contains(&from));
+        self.try_bye(app);
+    }
+
+    /// True if a consumer still needs one of `app`'s offers: a transfer reads from it, or a
+    /// consumer requires its name and no other app offers it.
+    pub(super) fn needed(&self, app: AppId) -> bool {
+        let Some(a) = self.apps.get(&app) else {
+            return false;
+        };
+        a.cdos.iter().any(|&o| {
+            let Some(c) = self.cdos.get(&o) else {
+                return false;
+            };
+            match &c.state {
+                State::Offered(_) | State::Withdrawing(_) => {
+                    self.load.contains_key(&o)
+                        || (!self.waiting.get(&c.name).is_empty()
+                            && !self
+                                .offers
+                                .get(&c.name)
+                                .iter()
+                                .any(|&x| self.cdos.get(&x).is_some_and(|x| x.app() != app)))
+                }
+                _ => false,
+            }
+        })
+    }
+
+    pub(super) fn try_bye(&mut self, app: AppId) {
+        let Some(leaving) = self.apps.get(&app).map(|a| a.leaving) else {
+            return;
+        };
+        if !leaving || self.needed(app) {
+            return;
+        }
+        if let Some(a) = self.apps.get(&app) {
+            let conn = a.conn;
+            tracing::info!("app {} left (app {app})", a.label);
+            self.out.push_back((conn, FromPm::Bye));
+            self.closing.push(conn);
+        }
+        self.notify(EventKind::AppLeave, app, None, || "left".into());
+        self.remove_app(app, false);
+    }
+
+    pub(super) fn retry_byes(&mut self) {
+        let leaving: Vec<AppId> = self
+            .apps
+            .iter()
+            .filter(|(_, a)| a.leaving)
+            .map(|(&id, _)| id)
+            .collect();
+        for app in leaving {
+            self.try_bye(app);
+        }
+    }
+
+    /// The connection is gone (closed or broken): the app's CDOs go, transfers from its
+    /// offers are re-ticketed elsewhere, and demands only it could serve fail.
+    pub fn disconnected(&mut self, conn: ConnId) {
+        self.disconnected_because(
+            conn,
+            "connection lost without LEAVE (the process died or closed it)",
+        );
+    }
+
+    /// As [`Manager::disconnected`], with the reason subscribers are told.
+    pub fn disconnected_because(&mut self, conn: ConnId, why: &str) {
+        if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
+            let app = *app;
+            if let Some(a) = self.apps.get(&app) {
+                tracing::info!("app {} gone (app {app}): {why}", a.label);
+            }
+            self.notify(EventKind::AppLeave, app, None, || why.to_string());
+            self.remove_app(app, true);
+        }
+        self.stats.observers.remove(&conn);
+        self.conns.remove(&conn);
+    }
+
+    pub(super) fn remove_app(&mut self, app: AppId, died: bool) {
+        let Some(a) = self.apps.remove(&app) else {
+            return;
+        };
+        self.retire_traffic(app, &a);
+        self.conns.remove(&a.conn);
+        self.release_memory_claim(&a);
+        self.forget_app_events(app, a.conn);
+        // Names whose demands may have lost their last provider: those with consumers
+        // waiting, and (below) those whose transfers from this app failed.
+        let mut names = BTreeSet::new();
+        for cdo in &a.cdos {
+            if let Some(c) = self.cdos.remove(cdo) {
+                let freed = c.extras.inline().map_or(0, InlineBytes::len);
+                self.inline_held = self.inline_held.saturating_sub(freed);
+                self.offers.remove(&c.name, *cdo);
+                self.waiting.remove(&c.name, *cdo);
+                if died && !self.waiting.get(&c.name).is_empty() {
+                    names.insert(c.name);
+                }
+            }
+        }
+        self.cdos.give_back();
+        // Transfers from its offers fail; transfers to its CDOs just end.
+        let lost: Vec<TransferId> = self
+            .transfers
+            .iter()
+            .filter(|(_, t)| a.cdos.contains(&t.from) || a.cdos.contains(&t.to))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in lost {
+            let why = match self.transfers.get(&id) {
+                Some(t) if a.cdos.contains(&t.from) && died => "the provider is gone",
+                Some(t) if a.cdos.contains(&t.from) => "the provider left",
+                _ => "the consumer left before it completed",
+            };
+            let Some(t) = self.end_transfer(id, traffic::Outcome::Failed(why)) else {
+                continue;
+            };
+            if a.cdos.contains(&t.from) {
+                if let Some(c) = self.cdos.get(&t.to).filter(|_| died) {
+                    names.insert(Arc::clone(&c.name));
+                }
+                self.retry_elsewhere(t.to, t.from);
+            } else if a.cdos.contains(&t.to) {
+                self.source_released(t.from);
+            }
+        }
+        if died {
+            for name in names {
+                self.fail_orphaned_demands(&name);
+            }
+        }
+        self.retry_byes();
+    }
+
+    /// Fails demands of `name` that no offer can serve any more.
+    pub(super) fn fail_orphaned_demands(&mut self, name: &str) {
+        let usable = |m: &Self, w: &Want| m.offers.get(name).iter().any(|o| !w.failed.contains(o));
+        let orphaned: Vec<CdoId> = self
+            .waiting
+            .get(name)
+            .iter()
+            .copied()
+            .filter(|c| matches!(self.cdos.get(c).map(|c| &c.state), Some(State::Required(w)) if w.demanded && !usable(self, w)))
+            .collect();
+        for cdo in orphaned {
+            self.waiting.remove(name, cdo);
+            let Some(c) = self.cdos.get_mut(&cdo) else {
+                continue;
+            };
+            c.state = State::Declared;
+            let app = c.app();
+            if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
+                self.refuse(conn, Op::Demand, Some(cdo), Refusal::NoProvider);
+            }
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The CDO table's entries and their state machine: what each state allows, and the
+//! operations apps perform on their CDOs (declare, seal, offer, require/demand, retract,
+//! withdraw, dispose).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use fabric_types::RemoteRegion;
+
+use super::{ConnId, GiveBack, HashMap, Manager, policy};
+use crate::attr::{self, AttrValue, Attributes};
+use crate::proto::{self, AppId, CdoId, FromPm, InlineBytes, OfferExtras, Op, Refusal, TransferId};
+
+/// CDO ids by name (offers, waiting consumers): usually one or a few per name, so a short
+/// list each; a name's entry goes when its list empties, so the index never outgrows the
+/// live CDOs.
+#[derive(Debug, Default)]
+pub(super) struct NameIndex(HashMap<Arc<str>, Vec<CdoId>>);
+
+impl NameIndex {
+    pub(super) fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
+        let ids = self.0.entry(Arc::clone(name)).or_default();
+        if !ids.contains(&cdo) {
+            ids.push(cdo);
+        }
+    }
+
+    pub(super) fn remove(&mut self, name: &str, cdo: CdoId) {
+        if let Some(ids) = self.0.get_mut(name) {
+            ids.retain(|&c| c != cdo);
+            if ids.is_empty() {
+                self.0.remove(name);
+                self.0.give_back();
+            }
+        }
+    }
+
+    pub(super) fn get(&self, name: &str) -> &[CdoId] {
+        self.0.get(name).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Where a CDO is in its life.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum State {
+    Declared,
+    Sealed,
+    Offered(RemoteRegion),
+    Withdrawing(RemoteRegion),
+    Withdrawn,
+    Required(Want),
+}
+
+/// A consumer's wish.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Want {
+    pub(super) demanded: bool,
+    pub(super) transfer: Option<TransferId>,
+    pub(super) local: bool,
+    /// Offers whose transfer failed; not ticketed again.
+    pub(super) failed: BTreeSet<CdoId>,
+    /// A group's demand: the ids reserved for its members (first, how many).
+    pub(super) group: Option<(CdoId, u32)>,
+}
+
+impl State {
+    /// Whether `op` is allowed on a CDO in this state (the single place that decides,
+    /// used before an operation's before-event and by the operation itself).
+    pub(super) fn allows(&self, op: Op) -> bool {
+        match (op, self) {
+            (Op::Seal, State::Declared) => true,
+            (Op::Offer, State::Sealed) => true,
+            (Op::Require, State::Declared) => true,
+            (Op::Demand, State::Declared) => true,
+            (Op::Demand, State::Required(w)) => !w.demanded,
+            (Op::Retract, State::Required(w)) => w.transfer.is_none(),
+            (Op::Withdraw, State::Offered(_)) => true,
+            (Op::Dispose, State::Offered(_) | State::Withdrawing(_)) => false,
+            (Op::Dispose, State::Required(w)) => w.transfer.is_none(),
+            (Op::Dispose, _) => true,
+            _ => false,
+        }
+    }
+
+    /// The state as refusals and observers name it.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            State::Declared => "declared",
+            State::Sealed => "sealed",
+            State::Offered(_) => "offered",
+            State::Withdrawing(_) => "being withdrawn",
+            State::Withdrawn => "withdrawn",
+            State::Required(w) if w.local => "local",
+            State::Required(w) if w.transfer.is_some() => "in transfer",
+            State::Required(_) => "required",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Cdo {
+    /// The app that declared it (an [`AppId`] fits 32 bits: at most [`proto::MAX_APP`]);
+    /// beside `born`, the two take the 8 bytes one `AppId` would.
+    pub(super) owner: u32,
+    /// When it was declared, in seconds since the manager's clock origin (for observers).
+    pub(super) born: u32,
+    pub(super) name: Arc<str>,
+    pub(super) attributes: Attributes,
+    pub(super) state: State,
+    /// While offered: its bytes as registered with each of the app's alternate endpoints,
+    /// and the memory file holding them.
+    pub(super) extras: OfferExtras,
+}
+
+impl Cdo {
+    /// The app that declared it.
+    pub(super) fn app(&self) -> AppId {
+        AppId::from(self.owner)
+    }
+}
+
+// The app id of a CDO is kept in 32 bits.
+const _: () = assert!(proto::MAX_APP <= u32::MAX as u64);
+
+impl Manager {
+    /// Whether `app` may declare `cdo` named `name`: a good name, an id of its own range
+    /// not in use.
+    pub(super) fn declarable(&self, app: AppId, cdo: CdoId, name: &str) -> Result<(), Refusal> {
+        proto::check_name(name)?;
+        if !proto::cdo_ids(app).contains(&cdo) || self.cdos.contains_key(&cdo) {
+            return Err(Refusal::BadCdoId);
+        }
+        Ok(())
+    }
+
+    pub(super) fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {
+        if let Err(why) = self
+            .declarable(app, cdo, &name)
+            .and_then(|()| self.affordable(app, policy::CDO_COST + name.len()))
+        {
+            return self.refuse(conn, Op::Declare, Some(cdo), why);
+        }
+        self.account(app, policy::CDO_COST + name.len(), false);
+        self.cdos.insert(
+            cdo,
+            Cdo {
+                owner: u32::try_from(app).unwrap_or(u32::MAX),
+                name: name.into(),
+                attributes: Attributes::new(),
+                state: State::Declared,
+                extras: OfferExtras::default(),
+                born: u32::try_from(
+                    self.events
+                        .now()
+                        .saturating_duration_since(self.events.clock().origin)
+                        .as_secs(),
+                )
+                .unwrap_or(u32::MAX),
+            },
+        );
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.cdos.insert(cdo);
+            a.last_declared = a.last_declared.max(cdo - proto::cdo_ids(app).start() + 1);
+        }
+        self.op_succeeded(Op::Declare, app, cdo, None);
+    }
+
+    /// Runs `f` on `cdo` if `app` owns it and its state allows `op` (else refuses), then
+    /// raises the operation's event.
+    pub(super) fn with_cdo(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        op: Op,
+        cdo: CdoId,
+        f: impl FnOnce(&mut Self, CdoId),
+    ) {
+        let Some(c) = self.cdos.get(&cdo).filter(|c| c.app() == app) else {
+            return self.refuse(conn, op, Some(cdo), Refusal::UnknownCdo);
+        };
+        if !c.state.allows(op) {
+            let why = Self::wrong(op, &c.state);
+            return self.refuse(conn, op, Some(cdo), why);
+        }
+        // A disposed CDO is gone afterwards: its event shows it as it was.
+        let gone = (op == Op::Dispose)
+            .then(|| self.event_subject(cdo))
+            .flatten();
+        f(self, cdo);
+        self.op_succeeded(op, app, cdo, gone);
+    }
+
+    pub(super) fn cdo(&mut self, cdo: CdoId) -> &mut Cdo {
+        self.cdos
+            .get_mut(&cdo)
+            .unwrap_or_else(|| unreachable!("checked by with_cdo"))
+    }
+
+    pub(super) fn wrong(op: Op, state: &State) -> Refusal {
+        Refusal::WrongState {
+            op,
+            state: state.name().to_string(),
+        }
+    }
+
+    pub(super) fn seal(&mut self, cdo: CdoId, attributes: Attributes) {
+        let c = self.cdo(cdo);
+        // The built-in name, size and provider are derived (see `published`), not stored.
+        c.attributes = attributes;
+        attr::strip_derived(&mut c.attributes);
+        c.state = State::Sealed;
+        let (app, bytes) = (c.app(), policy::attribute_bytes(&c.attributes));
+        self.account(app, bytes, false);
+    }
+
+    /// `SealOffer` without subscribers: seal and offer, one answer (as the offer).
+    pub(super) fn seal_offer(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        cdo: CdoId,
+        attributes: Attributes,
+        regions: (RemoteRegion, OfferExtras),
+    ) {
+        match self.cdos.get(&cdo).filter(|c| c.app() == app) {
+            None => self.refuse(conn, Op::Offer, Some(cdo), Refusal::UnknownCdo),
+            Some(c) if !c.state.allows(Op::Seal) => {
+                let why = Self::wrong(Op::Offer, &c.state);
+                self.refuse(conn, Op::Offer, Some(cdo), why);
+            }
+            Some(_) => {
+                self.seal(cdo, attributes);
+                self.with_cdo(conn, app, Op::Offer, cdo, |m, c| m.offer(conn, c, regions));
+            }
+        }
+    }
+
+    /// `regions`: as registered with the app's first endpoint, and the rest. Bytes the
+    /// offer carries are kept while the PM's budget and the app's quota allow (and they
+    /// are the offer's: as long as its region); otherwise dropped, and the CDO moves as
+    /// any other.
+    pub(super) fn offer(
+        &mut self,
+        conn: ConnId,
+        cdo: CdoId,
+        (region, mut extras): (RemoteRegion, OfferExtras),
+    ) {
+        if let Some(len) = extras.inline().map(InlineBytes::len) {
+            let app = self.cdo(cdo).app();
+            let kept = len as u64 == region.len
+                && self.inline_held.saturating_add(len) <= self.policy.max_inline_bytes
+                && self.affordable(app, len).is_ok();
+            if kept {
+                self.inline_held += len;
+                self.account(app, len, false);
+            } else {
+                extras.take_inline();
+            }
+        }
+        let c = self.cdo(cdo);
+        c.state = State::Offered(region);
+        c.extras = extras;
+        let app = c.app();
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.counters.offered += 1;
+        }
+        let c = self.cdo(cdo);
+        let name = Arc::clone(&c.name);
+        self.offers.insert(&name, cdo);
+        self.done(conn, Op::Offer, cdo);
+        if !self.waiting.get(&name).is_empty() {
+            for w in self.waiting.get(&name).to_vec() {
+                self.ticket(w);
+            }
+        }
+    }
+
+    pub(super) fn require(&mut self, conn: ConnId, cdo: CdoId, demand: bool) {
+        let app = self.cdo(cdo).app();
+        if let Some(a) = self.apps.get_mut(&app).filter(|_| demand) {
+            a.counters.demanded += 1;
+        }
+        let c = self.cdo(cdo);
+        match &mut c.state {
+            State::Declared => {
+                c.state = State::Required(Want {
+                    demanded: demand,
+                    ..Want::default()
+                })
+            }
+            State::Required(w) => w.demanded = true,
+            _ => return, // refused by `with_cdo`
+        }
+        let (local, name) = match &c.state {
+            State::Required(w) => (w.local, Arc::clone(&c.name)),
+            _ => unreachable!("just set"),
+        };
+        if !demand {
+            self.done(conn, Op::Require, cdo);
+        }
+        if local {
+            self.out.push_back((conn, FromPm::Ready { cdo }));
+        } else if matches!(&self.cdo(cdo).state, State::Required(w) if w.transfer.is_none()) {
+            self.waiting.insert(&name, cdo);
+            self.ticket(cdo);
+        }
+    }
+
+    /// An offer's attributes as consumers see them: the sealed ones plus the built-in name
+    /// and size (derived here rather than stored per CDO, to keep the PM small).
+    pub(super) fn published(&self, offer: CdoId) -> Attributes {
+        let Some(c) = self.cdos.get(&offer) else {
+            return Attributes::new();
+        };
+        let mut a = c.attributes.clone();
+        a.insert(attr::NAME.into(), AttrValue::Str(c.name.to_string()));
+        if let State::Offered(l) | State::Withdrawing(l) = &c.state {
+            a.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(l.len));
+        }
+        a
+    }
+
+    pub(super) fn retract(&mut self, conn: ConnId, cdo: CdoId) {
+        let c = self.cdo(cdo);
+        let name = Arc::clone(&c.name);
+        c.state = State::Declared;
+        self.waiting.remove(&name, cdo);
+        self.done(conn, Op::Retract, cdo);
+        self.retry_byes();
+    }
+
+    pub(super) fn withdraw(&mut self, _conn: ConnId, cdo: CdoId) {
+        let c = self.cdo(cdo);
+        let State::Offered(region) = c.state else {
+            return; // refused by `with_cdo`
+        };
+        c.state = State::Withdrawing(region);
+        let (name, app) = (Arc::clone(&c.name), c.app());
+        let freed = c.extras.take_inline().map_or(0, |b| b.len());
+        self.inline_held = self.inline_held.saturating_sub(freed);
+        self.account(app, freed, true);
+        self.offers.remove(&name, cdo);
+        self.pin_transfers_from(|from| from == cdo);
+        self.source_released(cdo);
+    }
+
+    pub(super) fn dispose(&mut self, cdo: CdoId) {
+        let c = self.cdo(cdo);
+        let (name, app) = (Arc::clone(&c.name), c.app());
+        let bytes = Self::cost(c);
+        self.account(app, bytes, true);
+        self.cdos.remove(&cdo);
+        self.cdos.give_back();
+        self.waiting.remove(&name, cdo);
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.cdos.remove(&cdo);
+            a.cdos.give_back();
+        }
+        self.retry_byes();
+    }
+}

@@ -1,0 +1,324 @@
+//! Transfers: ticketing a waiting consumer from the least loaded usable offer, the
+//! stream relay, completion and failure (re-ticketing elsewhere), and releasing the offer
+//! read from.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{ConnId, Manager, State, later, traffic};
+use crate::Subnet;
+use crate::events::EventKind;
+use crate::proto::{
+    AppId, CdoId, Chunk, Direct, FromPm, MAX_CHUNK, Op, Refusal, Source, TransferId,
+};
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Transfer {
+    pub(super) from: CdoId,
+    pub(super) to: CdoId,
+    /// When it was ticketed (the deadline of a transfer that pins a withdrawn offer
+    /// counts from here).
+    pub(super) started: Instant,
+    /// Bytes of a stream transfer (`None` for RMA and same-process).
+    pub(super) stream: Option<u64>,
+    /// Ticketed for a demand: its completion is the demand's answer (no `Ready`).
+    pub(super) completes_demand: bool,
+    /// Its bytes.
+    pub(super) len: u64,
+    /// How it was planned (for observers).
+    pub(super) route: traffic::Route,
+}
+
+impl Manager {
+    /// Tickets a transfer to waiting consumer `to` from the least loaded usable offer.
+    pub(super) fn ticket(&mut self, to: CdoId) {
+        let Some(c) = self.cdos.get(&to) else { return };
+        let State::Required(want) = &c.state else {
+            return;
+        };
+        if want.transfer.is_some() || want.local {
+            return;
+        }
+        if let Some(reserved) = want.group {
+            return self.ticket_group(to, reserved);
+        }
+        let load = |m: &Self, o: CdoId| m.load.get(&o).copied().unwrap_or(0);
+        let Some(from) = self
+            .offers
+            .get(&c.name)
+            .iter()
+            .copied()
+            .filter(|o| !want.failed.contains(o))
+            .min_by_key(|&o| (load(self, o), o))
+        else {
+            return;
+        };
+        let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app(), want.demanded);
+        let Some((provider, State::Offered(region))) =
+            self.cdos.get(&from).map(|f| (f.app(), f.state.clone()))
+        else {
+            return;
+        };
+        let (source, how, route) = self.plan(consumer, provider, from, region);
+        let provider_label = self
+            .apps
+            .get(&provider)
+            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label));
+        // The built-in name and size are the consumer's to add (see `FromPm::Ticket`).
+        let attributes = self
+            .cdos
+            .get(&from)
+            .map(|f| f.attributes.clone())
+            .unwrap_or_default();
+        let transfer = self.id();
+        let stream = match source {
+            Source::Stream { len } => Some(len),
+            _ => None,
+        };
+        self.transfers.insert(
+            transfer,
+            Transfer {
+                from,
+                to,
+                started: self.events.now(),
+                stream,
+                completes_demand,
+                len: region.len,
+                route,
+            },
+        );
+        *self.load.entry(from).or_default() += 1;
+        self.waiting.remove(&name, to);
+        if let State::Required(w) = &mut self.cdo(to).state {
+            w.transfer = Some(transfer);
+        }
+        let inline = matches!(source, Source::Inline { .. });
+        let conn = self.apps.get(&consumer).map(|a| a.conn);
+        if let Some(conn) = conn {
+            self.out.push_back((
+                conn,
+                FromPm::Ticket {
+                    transfer,
+                    cdo: to,
+                    source,
+                    attributes,
+                    provider: provider_label,
+                    completes_demand,
+                },
+            ));
+        }
+        self.notify(EventKind::TransportStarted, consumer, Some(from), || {
+            format!("transfer {transfer} by {how}")
+        });
+        // The bytes went with the ticket: the transfer is done (the consumer reports
+        // nothing; the connection delivers the ticket before anything after it).
+        if let (true, Some(conn)) = (inline, conn) {
+            self.finish_transfer(conn, consumer, transfer, None, None);
+        }
+    }
+
+    /// A link went down or came back up (a fabric event from the host): while it is down,
+    /// transfers planned from now on avoid RMA with endpoints on its networks (`subnets`:
+    /// the link's addresses with their prefixes; the peers across the link are on them
+    /// too) and go by stream over the control connections; subscribers of
+    /// [`EventKind::Fabric`] are told, once per change however many report it.
+    pub fn link_changed(&mut self, link: &str, subnets: &[Subnet], up: bool) {
+        // Several apps of a node (and its host) may report the same change: once is news.
+        let known = subnets.iter().all(|s| self.down.contains(s) != up);
+        if known && !subnets.is_empty() {
+            return;
+        }
+        for s in subnets {
+            self.down.retain(|d| d != s);
+            if !up {
+                self.down.push(*s);
+            }
+        }
+        let list: Vec<String> = subnets.iter().map(ToString::to_string).collect();
+        let state = if up { "up" } else { "down" };
+        self.fabric_event(&format!("link {link} {state} ({})", list.join(", ")));
+    }
+
+    /// Removes a transfer and its count on the source offer; observers are told how it
+    /// ended.
+    pub(super) fn end_transfer(
+        &mut self,
+        transfer: TransferId,
+        outcome: traffic::Outcome,
+    ) -> Option<Transfer> {
+        let t = self.transfers.remove(&transfer)?;
+        self.transfer_finished(transfer, &t, outcome);
+        self.pinned
+            .remove(&(later(t.started, self.policy.transfer_timeout), transfer));
+        if let Some(n) = self.load.get_mut(&t.from) {
+            *n -= 1;
+            if *n == 0 {
+                self.load.remove(&t.from);
+            }
+        }
+        Some(t)
+    }
+
+    /// The stream transfer `transfer` if `app` is on the `consumer` (or else provider) side.
+    pub(super) fn stream_of(
+        &self,
+        app: AppId,
+        transfer: TransferId,
+        consumer: bool,
+    ) -> Option<Transfer> {
+        let t = self.transfers.get(&transfer)?;
+        let side = if consumer { t.to } else { t.from };
+        (t.stream.is_some() && self.cdos.get(&side).is_some_and(|c| c.app() == app)).then_some(*t)
+    }
+
+    pub(super) fn app_conn(&self, cdo: CdoId) -> Option<ConnId> {
+        let app = self.cdos.get(&cdo)?.app();
+        self.apps.get(&app).map(|a| a.conn)
+    }
+
+    /// A consumer asks for a piece of a stream transfer: relay it to the provider.
+    pub(super) fn fetch(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        transfer: TransferId,
+        offset: u64,
+        len: u64,
+    ) {
+        let Some(t) = self.stream_of(app, transfer, true) else {
+            return self.refuse(conn, Op::Fetch, Some(transfer), Refusal::UnknownTransfer);
+        };
+        let size = t.stream.unwrap_or(0);
+        if len > MAX_CHUNK || offset.checked_add(len).is_none_or(|end| end > size) {
+            return self.refuse(conn, Op::Fetch, Some(transfer), Refusal::BadRange);
+        }
+        if let Some(pc) = self.app_conn(t.from) {
+            self.out.push_back((
+                pc,
+                FromPm::Serve {
+                    transfer,
+                    cdo: t.from,
+                    offset,
+                    len,
+                },
+            ));
+        }
+    }
+
+    /// A provider sends a piece of a stream transfer: relay it to the consumer.
+    pub(super) fn chunk(&mut self, conn: ConnId, app: AppId, piece: Chunk) {
+        let transfer = piece.transfer;
+        let Some(t) = self.stream_of(app, transfer, false) else {
+            return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::UnknownTransfer);
+        };
+        let size = t.stream.unwrap_or(0);
+        let len = piece.data.len() as u64;
+        let end = piece.offset.checked_add(len);
+        if len > MAX_CHUNK || end.is_none_or(|end| end > size) {
+            return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::BadRange);
+        }
+        if let Some(cc) = self.app_conn(t.to) {
+            self.out.push_back((cc, FromPm::Chunk(piece)));
+        }
+    }
+
+    pub(super) fn transfer_done(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        transfer: TransferId,
+        error: Option<String>,
+        direct: Option<Direct>,
+    ) {
+        let owned = self
+            .transfers
+            .get(&transfer)
+            .is_some_and(|t| self.cdos.get(&t.to).is_some_and(|c| c.app() == app));
+        if !owned {
+            return self.refuse(
+                conn,
+                Op::TransferDone,
+                Some(transfer),
+                Refusal::UnknownTransfer,
+            );
+        }
+        self.finish_transfer(conn, app, transfer, error, direct);
+    }
+
+    /// Ends `transfer` to `app` (on `conn`) as its consumer reported, or at once for one
+    /// whose bytes went with the ticket: the CDO is local, or is ticketed again elsewhere.
+    pub(super) fn finish_transfer(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        transfer: TransferId,
+        error: Option<String>,
+        direct: Option<Direct>,
+    ) {
+        let outcome = match &error {
+            None => traffic::Outcome::Done(direct),
+            Some(e) => traffic::Outcome::Failed(e),
+        };
+        let Some(t) = self.end_transfer(transfer, outcome) else {
+            return;
+        };
+        let detail = || match &error {
+            None => match direct {
+                Some(Direct::Copied) => {
+                    format!("transfer {transfer} completed (copied from the provider's memory)")
+                }
+                Some(Direct::Mapped) => {
+                    format!("transfer {transfer} completed (the provider's memory mapped: no copy)")
+                }
+                None => format!("transfer {transfer} completed"),
+            },
+            Some(e) => format!("transfer {transfer} failed: {e}"),
+        };
+        self.notify(EventKind::TransportCompleted, app, Some(t.from), detail);
+        if let Some(State::Required(w)) = self.cdos.get_mut(&t.to).map(|c| &mut c.state) {
+            w.transfer = None;
+            match error {
+                None => {
+                    w.local = true;
+                    if w.demanded && !t.completes_demand {
+                        self.out.push_back((conn, FromPm::Ready { cdo: t.to }));
+                    }
+                }
+                Some(_) => self.retry_elsewhere(t.to, t.from),
+            }
+        }
+        self.source_released(t.from);
+    }
+
+    /// A transfer to consumer `to` from `failed` failed: never ticket that offer to it
+    /// again, put it back among the waiting, and ticket another offer if one exists.
+    pub(super) fn retry_elsewhere(&mut self, to: CdoId, failed: CdoId) {
+        let Some(c) = self.cdos.get_mut(&to) else {
+            return;
+        };
+        let State::Required(w) = &mut c.state else {
+            return;
+        };
+        w.transfer = None;
+        w.failed.insert(failed);
+        let name = Arc::clone(&c.name);
+        self.waiting.insert(&name, to);
+        self.ticket(to);
+    }
+
+    /// A transfer from `offer` ended: finish a pending withdraw or leave.
+    pub(super) fn source_released(&mut self, offer: CdoId) {
+        let busy = self.load.contains_key(&offer);
+        let Some(c) = self.cdos.get_mut(&offer) else {
+            return;
+        };
+        let app = c.app();
+        if let (State::Withdrawing(_), false) = (&c.state, busy) {
+            c.state = State::Withdrawn;
+            if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
+                self.done(conn, Op::Withdraw, offer);
+            }
+        }
+        self.try_bye(app);
+    }
+}
