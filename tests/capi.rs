@@ -350,3 +350,56 @@ fn the_installed_maestro_pm_line_is_what_the_c_programs_read() {
     assert!(line.starts_with("MSTRO_POOL_MANAGER_INFO;mstro-pm-v1:") && line.ends_with(';'));
     pm.terminate(Duration::from_secs(10));
 }
+
+/// The functions `maestro.h` declares, by reading it (a declaration is a line that names
+/// `mstro_...(` right before its first parenthesis, outside comments and macros).
+fn declared_functions(header: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut in_comment = false;
+    for line in header.lines() {
+        let l = line.trim();
+        if in_comment || l.starts_with("/*") {
+            in_comment = !l.contains("*/");
+            continue;
+        }
+        if l.starts_with('#') || l.starts_with("typedef") {
+            continue;
+        }
+        // The identifier right before the first `(`.
+        let Some((before, _)) = l.split_once('(') else {
+            continue;
+        };
+        let name = before.rsplit([' ', '*']).next().unwrap_or_default();
+        if name.starts_with("mstro_") {
+            names.insert(name.to_string());
+        }
+    }
+    names
+}
+
+#[test]
+fn the_library_exports_exactly_what_the_header_declares() {
+    let c = installed();
+    let lib = c.prefix.join("lib/libmaestro.so");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("run nm (binutils)");
+    assert!(out.status.success(), "nm {}", lib.display());
+    let exported: std::collections::BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter(|s| s.starts_with("mstro_"))
+        .map(str::to_string)
+        .collect();
+    let header = std::fs::read_to_string(c.prefix.join("include/maestro.h")).expect("header");
+    let declared = declared_functions(&header);
+    assert!(declared.len() > 40, "read {} declarations", declared.len());
+    let missing: Vec<_> = declared.difference(&exported).collect();
+    let undeclared: Vec<_> = exported.difference(&declared).collect();
+    assert!(
+        missing.is_empty() && undeclared.is_empty(),
+        "declared but not exported: {missing:?}; exported but not declared: {undeclared:?}"
+    );
+}

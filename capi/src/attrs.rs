@@ -38,6 +38,48 @@ struct Blob {
     data: *const c_void,
 }
 
+/// The enumerators of `enum mstro_cdo_attr_value_type` and their values, in the header's
+/// order (checked against the header by a test).
+#[cfg(test)]
+pub(crate) fn value_types() -> [(&'static str, i32); 9] {
+    [
+        ("MSTRO_CDO_ATTR_VALUE_INVALID", 0),
+        ("MSTRO_CDO_ATTR_VALUE_bool", vt::BOOL),
+        ("MSTRO_CDO_ATTR_VALUE_int64", vt::INT64),
+        ("MSTRO_CDO_ATTR_VALUE_uint64", vt::UINT64),
+        ("MSTRO_CDO_ATTR_VALUE_double", vt::DOUBLE),
+        ("MSTRO_CDO_ATTR_VALUE_cstring", vt::CSTRING),
+        ("MSTRO_CDO_ATTR_VALUE_timestamp", vt::TIMESTAMP),
+        ("MSTRO_CDO_ATTR_VALUE_blob", vt::BLOB),
+        ("MSTRO_CDO_ATTR_VALUE_pointer", vt::POINTER),
+    ]
+}
+
+/// `sizeof`/`offsetof` of the value structs as Rust lays them out (the C names), for the
+/// test that compares them with the header.
+#[cfg(test)]
+pub(crate) fn layout() -> Vec<(String, usize)> {
+    use std::mem::{offset_of, size_of};
+    vec![
+        ("sizeof(mstro_timestamp)".into(), size_of::<Timestamp>()),
+        (
+            "offsetof(mstro_timestamp, sec)".into(),
+            offset_of!(Timestamp, sec),
+        ),
+        (
+            "offsetof(mstro_timestamp, nsec)".into(),
+            offset_of!(Timestamp, nsec),
+        ),
+        (
+            "offsetof(mstro_timestamp, offset)".into(),
+            offset_of!(Timestamp, offset),
+        ),
+        ("sizeof(mstro_blob)".into(), size_of::<Blob>()),
+        ("offsetof(mstro_blob, len)".into(), offset_of!(Blob, len)),
+        ("offsetof(mstro_blob, data)".into(), offset_of!(Blob, data)),
+    ]
+}
+
 /// A pointer the program handed over, read at seal and possibly freed at dispose.
 struct Kept {
     key: String,

@@ -113,10 +113,10 @@ fn mstro_clock() -> u64 {
     mstro::clock()
 }
 
-/// The description of status `s`.
+/// The description of `status`.
 #[pyfunction]
-fn mstro_status_description(s: i32) -> &'static str {
-    Status::from_code(s).map_or("unknown status", Status::description)
+fn mstro_status_description(status: i32) -> &'static str {
+    Status::from_code(status).map_or("unknown status", Status::description)
 }
 
 /// Declares a CDO (`mstro_cdo_declare`); `attributes` must be None (`MSTRO_ATTR_DEFAULT`).
