@@ -25,7 +25,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses one size (`4096`, `64K`, `2G`: powers of 1024).
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    match crate::bench::parse_sizes(s)?.as_slice() {
+    match parse_sizes(s)?.as_slice() {
         [one] => Ok(*one),
         _ => Err(format!("{s:?}: give one size")),
     }
@@ -61,9 +61,55 @@ pub fn exit<E: std::fmt::Display>(what: &str, result: Result<(), E>, code: u8) -
     }
 }
 
+/// Parses `4K,64K,1M,16M,256M` (K, M, G are powers of 1024; plain numbers are bytes).
+///
+/// # Errors
+/// A message naming the piece that is not a size.
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (num, mult) = match p.as_bytes().last() {
+                Some(b'K' | b'k') => (&p[..p.len() - 1], 1usize << 10),
+                Some(b'M' | b'm') => (&p[..p.len() - 1], 1 << 20),
+                Some(b'G' | b'g') => (&p[..p.len() - 1], 1 << 30),
+                _ => (p, 1),
+            };
+            num.parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_mul(mult))
+                .filter(|&n| n > 0 && n <= 4 << 30)
+                .ok_or_else(|| {
+                    format!("{p:?} is not a size between 1 byte and 4G (e.g. 4K, 1M, 256M)")
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|v| {
+            if v.is_empty() {
+                Err("no sizes given".into())
+            } else {
+                Ok(v)
+            }
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_and_refuse() {
+        assert_eq!(
+            parse_sizes("4K,64k,1M,16M,256M").expect("ok"),
+            [4096, 65536, 1 << 20, 16 << 20, 256 << 20]
+        );
+        assert_eq!(parse_sizes("100").expect("ok"), [100]);
+        assert!(parse_sizes("").is_err());
+        assert!(parse_sizes("4Q").is_err());
+        assert!(parse_sizes("0").is_err());
+        assert!(parse_sizes("99G").is_err());
+    }
 
     #[test]
     fn listen_addresses_parse_or_say_what_to_give() {

@@ -131,7 +131,7 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
         dir.sweep_stale();
     }
     if let Some(host) = &args.hostname {
-        crate::run::remove_dead_system_server_file(&std::env::temp_dir(), host);
+        crate::rundir::remove_dead_system_server_file(&std::env::temp_dir(), host);
     }
     std::process::ExitCode::SUCCESS
 }

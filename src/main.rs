@@ -6,6 +6,7 @@
 //! Exit codes: `maestro run` exits with the job's code (see the `run` module); usage and
 //! setup errors exit with 2.
 
+mod attach;
 mod bench;
 mod cli;
 mod inventory_cmd;
@@ -14,6 +15,7 @@ mod pm_cmd;
 mod pool_cmd;
 mod query;
 mod run;
+mod rundir;
 
 use std::process::ExitCode;
 

@@ -13,13 +13,14 @@
 //! (opened through `/proc/<pid>/fd/<fd>`, under the same permission as the copy).
 
 use std::io;
-use std::num::NonZeroU64;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 
 use fabric_types::MemoryFile;
 
 use crate::Buffer;
+pub use crate::pages::huge_shared_pages;
+use crate::pages::{huge_pages, map as map_pages, pages};
 
 /// Why a cross-memory copy did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -148,101 +149,6 @@ pub fn holds(pid: u32, addr: u64, token: u64) -> Result<bool, CmaError> {
     Ok(u64::from_ne_bytes(got) == token)
 }
 
-/// Whether this system gives shared memory (memory files) transparent huge pages when
-/// asked: `/sys/kernel/mm/transparent_hugepage/shmem_enabled` (or its 2 MiB knob,
-/// `hugepages-2048kB/shmem_enabled`, unless that says `inherit`) is `always`,
-/// `within_size`, `advise` or `force`. Debian's default, `never`, gives none. Read once.
-pub fn huge_shared_pages() -> bool {
-    static HUGE: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-        let dir = "/sys/kernel/mm/transparent_hugepage";
-        let read = |path: String| std::fs::read_to_string(path).ok();
-        let knob = read(format!("{dir}/hugepages-2048kB/shmem_enabled"))
-            .filter(|k| chosen(k) != Some("inherit"))
-            .or_else(|| read(format!("{dir}/shmem_enabled")));
-        knob.as_deref()
-            .and_then(chosen)
-            .is_some_and(|c| matches!(c, "always" | "within_size" | "advise" | "force"))
-    });
-    *HUGE
-}
-
-/// The chosen word of a sysfs setting (`always [never] advise` -> `never`).
-fn chosen(setting: &str) -> Option<&str> {
-    let open = setting.find('[')?;
-    let close = setting[open..].find(']')? + open;
-    Some(&setting[open + 1..close])
-}
-
-/// The memory file behind a [`Buffer::shareable`] buffer, owned by this process.
-pub(crate) struct OwnFile {
-    file: std::fs::File,
-    inode: NonZeroU64,
-}
-
-impl OwnFile {
-    /// A memory file of `len` bytes (zeroed); [`OwnFile::seal`] it once mapped.
-    ///
-    /// # Errors
-    /// [`crate::FabricError::Os`] with the failing call.
-    pub(crate) fn create(len: usize) -> crate::Result<OwnFile> {
-        let os = |what: &str, source: io::Error| crate::FabricError::Os {
-            what: format!("{what} for a shareable {len}-byte buffer"),
-            source,
-            hint: "no file descriptors or memory left: raise `ulimit -n`, or offer plain buffers (Buffer::new)",
-        };
-        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-        // SAFETY: a NUL-terminated name; the descriptor is checked below.
-        let fd = unsafe { libc::memfd_create(c"maestro-cdo".as_ptr(), flags) };
-        if fd < 0 {
-            return Err(os("memfd_create", io::Error::last_os_error()));
-        }
-        // SAFETY: a fresh descriptor that nothing else owns.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        file.set_len(len as u64).map_err(|e| os("sizing", e))?;
-        let ino = file.metadata().map_err(|e| os("fstat", e))?.ino();
-        let inode = NonZeroU64::new(ino).ok_or_else(|| {
-            os(
-                "a memory file without an inode",
-                io::Error::from_raw_os_error(libc::EIO),
-            )
-        })?;
-        Ok(OwnFile { file, inode })
-    }
-
-    /// Seals the file for good against growing, shrinking and any write but through the
-    /// mappings that exist now (the owner's): a view can never lose its pages, and no
-    /// process that opens the file, even read-write, can change the bytes through it.
-    ///
-    /// # Errors
-    /// [`crate::FabricError::Os`] if the kernel refuses (before Linux 5.1).
-    pub(crate) fn seal(&self) -> crate::Result<()> {
-        let seals =
-            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
-        // SAFETY: a plain call on a valid descriptor.
-        if unsafe { libc::fcntl(self.raw(), libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(crate::FabricError::Os {
-                what: "sealing a memory file".into(),
-                source: io::Error::last_os_error(),
-                hint: "memory files need Linux 5.1 or later: offer plain buffers (Buffer::new)",
-            });
-        }
-        Ok(())
-    }
-
-    /// The descriptor.
-    pub(crate) fn raw(&self) -> i32 {
-        self.file.as_raw_fd()
-    }
-
-    /// What another process needs to map it.
-    pub(crate) fn describe(&self) -> MemoryFile {
-        MemoryFile {
-            fd: u32::try_from(self.raw()).unwrap_or(u32::MAX),
-            inode: self.inode,
-        }
-    }
-}
-
 /// Maps the first `len` bytes of memory file `file` of process `pid` (see
 /// [`Buffer::shareable`]): no copy, the view shares the owner's pages, populated here.
 /// Writes through the view stay private to it (copy-on-write); the owner must not write to
@@ -271,14 +177,14 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
     if meta.ino() != file.inode.get() {
         return Err(not_it(format!("inode {}", meta.ino())));
     }
-    if meta.len() < crate::mr::pages(len) as u64 {
+    if meta.len() < pages(len) as u64 {
         return Err(not_it(format!("{} bytes, not {len}", meta.len())));
     }
     // Whole huge pages where the file has them (one page-table entry each).
-    let mapped = if meta.len() >= crate::mr::huge_pages(len) as u64 {
-        crate::mr::huge_pages(len)
+    let mapped = if meta.len() >= huge_pages(len) as u64 {
+        huge_pages(len)
     } else {
-        crate::mr::pages(len)
+        pages(len)
     };
     // SAFETY: a plain call on a valid descriptor.
     let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
@@ -287,7 +193,7 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
     }
     let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
     let ptr =
-        crate::mr::map(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;
+        map_pages(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;
     let view = Buffer::mapped(ptr, len, mapped, None);
     // Writable, copy-on-write: a consumer that changes its bytes changes only its own.
     // SAFETY: changes the protection of the mapping just made, owned by `view`.
@@ -317,17 +223,6 @@ mod tests {
         assert!(matches!(err, CmaError::BadAddress { .. }), "{err}");
         let err = read(u32::MAX, at, &mut [0u8; 8]).expect_err("no such process");
         assert!(matches!(err, CmaError::NoProcess { .. }), "{err}");
-    }
-
-    #[test]
-    fn reads_the_chosen_word_of_a_setting() {
-        assert_eq!(
-            chosen("always within_size advise [never] deny force\n"),
-            Some("never")
-        );
-        assert_eq!(chosen("[inherit] always"), Some("inherit"));
-        assert_eq!(chosen("always never"), None);
-        assert_eq!(chosen("]["), None);
     }
 
     #[test]
@@ -371,7 +266,7 @@ mod tests {
         assert!(matches!(err, CmaError::NotTheFile { .. }), "{err}");
         let fresh = Buffer::shareable(4096).expect("a memory file");
         let mut wrong = fresh.memory_file().expect("file");
-        wrong.inode = NonZeroU64::new(wrong.inode.get() + 1).expect("non-zero");
+        wrong.inode = std::num::NonZeroU64::new(wrong.inode.get() + 1).expect("non-zero");
         let err = map(me, wrong, 4096).expect_err("another inode");
         assert!(err.to_string().contains("is not the memory file"), "{err}");
         let right = fresh.memory_file().expect("file");

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 use fabric_sys as sys;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Result, check};
 
 /// The endpoint type of an offer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -75,7 +75,7 @@ pub fn discover() -> Result<Vec<ProviderInfo>> {
 
 /// [`discover`], asking libfabric again.
 fn discover_now() -> Result<Vec<ProviderInfo>> {
-    let list = crate::endpoint::getinfo_raw(std::ptr::null())?;
+    let list = getinfo_raw(std::ptr::null())?;
     let head = list.0;
     let mut out = Vec::new();
     let mut cur = head;
@@ -120,6 +120,45 @@ fn cstr(p: *const std::ffi::c_char) -> String {
     }
     // SAFETY: libfabric strings are NUL-terminated.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// `fi_getinfo` for this library's API version with `hints` (NULL: everything). "No data"
+/// gives an empty (NULL) list.
+///
+/// # Errors
+/// Any other libfabric error.
+pub(crate) fn getinfo_raw(hints: *const sys::fi_info) -> Result<InfoList> {
+    let mut out: *mut sys::fi_info = std::ptr::null_mut();
+    let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
+    // SAFETY: hints NULL or valid; `out` receives a list owned by the returned InfoList.
+    let rc = unsafe {
+        sys::fi_getinfo(
+            version,
+            std::ptr::null(),
+            std::ptr::null(),
+            0,
+            hints,
+            &mut out,
+        )
+    };
+    let list = InfoList(out);
+    if rc == -(sys::FI_ENODATA as i32) {
+        return Ok(list);
+    }
+    check("fi_getinfo", rc.into())?;
+    Ok(list)
+}
+
+/// Frees an `fi_info` list on drop.
+pub(crate) struct InfoList(pub(crate) *mut sys::fi_info);
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a list from fi_getinfo/fi_allocinfo, freed once.
+            unsafe { sys::fi_freeinfo(self.0) };
+        }
+    }
 }
 
 #[cfg(test)]

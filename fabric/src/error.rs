@@ -67,7 +67,7 @@ pub enum FabricError {
     },
     /// No provider matches.
     #[error(transparent)]
-    Select(#[from] crate::select::SelectError),
+    Select(#[from] SelectError),
     /// An argument cannot be passed to libfabric (NUL byte in a name, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -148,4 +148,20 @@ pub(crate) fn check(call: &'static str, rc: i64) -> Result<()> {
         text,
         hint,
     })
+}
+
+/// Why no offer was selected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    /// Nothing usable matches the restrictions.
+    #[error(
+        "no libfabric provider offers RDM endpoints with RMA{restriction}; usable offers here: {available}. \
+         Check MSTRO_OFI_PROVIDER / FI_PROVIDER / MSTRO_OFI_IFACE and `fi_info -t FI_EP_RDM -c FI_RMA`"
+    )]
+    NoMatch {
+        /// The restrictions in force, in words.
+        restriction: String,
+        /// What would have been usable without them.
+        available: String,
+    },
 }

@@ -24,15 +24,17 @@
 pub mod baseline;
 pub mod cma;
 mod discover;
+mod domain;
 mod endpoint;
 mod error;
 mod mr;
 mod op;
+mod pages;
 mod select;
 mod shm_files;
 
 pub use discover::{Caps, EndpointType, ProviderInfo, discover};
-pub use endpoint::{Endpoint, Peer, ProgressMode, Timeouts};
+pub use endpoint::{Endpoint, Peer, Timeouts};
 pub use error::{FabricError, Result};
 pub use fabric_types::{
     Address, AddressError, MemoryFile, ProviderClass, RegionRangeError, RemoteRegion,
@@ -40,7 +42,7 @@ pub use fabric_types::{
 };
 pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};
-pub use select::{Config, ConfigError, Scope, SelectError, select};
+pub use select::{Config, ConfigError, ProgressMode, Scope, SelectError, select};
 pub use shm_files::sweep_stale as sweep_stale_shm_files;
 
 /// Where libfabric was installed when this was built (pkg-config's `libdir`): what a cache

@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::endpoint::Shared;
+use crate::domain::Shared;
 use crate::error::{FabricError, Result};
+use crate::pages::{huge_pages, map, pages};
 use fabric_types::RemoteRegion;
 
 /// Memory for CDO bytes: a page-aligned anonymous mapping, populated at creation and
@@ -28,7 +29,7 @@ pub struct Buffer {
 
 /// The memory file of a buffer: its own, or its owner's (a [`Buffer::lend`] view).
 enum FileRef {
-    Own(crate::cma::OwnFile),
+    Own(crate::pages::OwnFile),
     Lent(fabric_types::MemoryFile),
 }
 
@@ -69,12 +70,12 @@ impl Buffer {
         if len == 0 {
             return Ok(Buffer::empty());
         }
-        let size = if len >= MAP_PAYS && crate::cma::huge_shared_pages() {
+        let size = if len >= MAP_PAYS && crate::pages::huge_shared_pages() {
             huge_pages(len)
         } else {
             pages(len)
         };
-        let file = crate::cma::OwnFile::create(size)?;
+        let file = crate::pages::OwnFile::create(size)?;
         let ptr = map_buffer(len, size, libc::MAP_SHARED, file.raw())?;
         let buf = Buffer::mapped(ptr, len, size, Some(file));
         if let Some(FileRef::Own(file)) = &buf.file {
@@ -110,7 +111,7 @@ impl Buffer {
     /// # Errors
     /// As [`Buffer::new`].
     pub fn for_offer(len: usize) -> Result<Buffer> {
-        let huge = crate::cma::huge_shared_pages();
+        let huge = crate::pages::huge_shared_pages();
         if len >= MAP_PAYS_SMALL_PAGES || (len >= MAP_PAYS && huge) {
             Buffer::shareable(len).or_else(|e| {
                 tracing::debug!("plain memory for a {len}-byte offer: {e}");
@@ -126,7 +127,7 @@ impl Buffer {
         ptr: *mut u8,
         len: usize,
         mapped: usize,
-        file: Option<crate::cma::OwnFile>,
+        file: Option<crate::pages::OwnFile>,
     ) -> Buffer {
         Buffer {
             ptr,
@@ -295,39 +296,12 @@ impl Drop for Buffer {
     }
 }
 
-/// A huge page (x86-64, aarch64 with 4 KiB pages).
-const HUGE_PAGE: usize = 2 << 20;
-
 /// From this size a view of huge pages costs less than a copy of the bytes (see
 /// [`Buffer::for_offer`]).
 const MAP_PAYS: usize = 1 << 20;
 
 /// From this size a view of 4 KiB pages costs less than a copy of the bytes.
 const MAP_PAYS_SMALL_PAGES: usize = 16 << 20;
-
-/// `len` rounded up to whole huge pages.
-pub(crate) fn huge_pages(len: usize) -> usize {
-    len.div_ceil(HUGE_PAGE) * HUGE_PAGE
-}
-
-/// `len` rounded up to whole pages.
-pub(crate) fn pages(len: usize) -> usize {
-    const PAGE: usize = 4096;
-    len.div_ceil(PAGE) * PAGE
-}
-
-/// `mmap(NULL, len, prot, flags, fd, 0)`.
-///
-/// # Errors
-/// The OS error.
-pub(crate) fn map(len: usize, prot: i32, flags: i32, fd: i32) -> std::io::Result<*mut u8> {
-    // SAFETY: a new mapping chosen by the kernel; checked for MAP_FAILED below.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
-    if p == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(p.cast())
-}
 
 /// [`map`] for a new buffer of `len` bytes (`size` mapped).
 ///

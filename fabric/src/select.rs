@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::discover::{EndpointType, ProviderInfo};
-use crate::endpoint::ProgressMode;
+pub use crate::error::SelectError;
 use fabric_types::{ProviderClass, provider_matches};
 
 /// User overrides, usually from the environment.
@@ -114,22 +114,6 @@ pub enum Scope {
     AnyNode,
 }
 
-/// Why no offer was selected.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SelectError {
-    /// Nothing usable matches the restrictions.
-    #[error(
-        "no libfabric provider offers RDM endpoints with RMA{restriction}; usable offers here: {available}. \
-         Check MSTRO_OFI_PROVIDER / FI_PROVIDER / MSTRO_OFI_IFACE and `fi_info -t FI_EP_RDM -c FI_RMA`"
-    )]
-    NoMatch {
-        /// The restrictions in force, in words.
-        restriction: String,
-        /// What would have been usable without them.
-        available: String,
-    },
-}
-
 fn usable(o: &ProviderInfo) -> bool {
     o.endpoint == EndpointType::Rdm
         && o.caps.rma
@@ -207,6 +191,18 @@ pub fn select(
         });
     }
     Ok(ranked.into_iter().map(|(_, o)| o.clone()).collect())
+}
+
+/// How an endpoint's progress thread waits: see the module docs. `MSTRO_OFI_PROGRESS`
+/// (`block` or `spin`) sets it for endpoints opened with [`crate::Config`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProgressMode {
+    /// Sleep when idle (blocking wait or backoff).
+    #[default]
+    Block,
+    /// Never sleep: poll and yield.
+    Spin,
 }
 
 #[cfg(test)]

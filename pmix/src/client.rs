@@ -6,13 +6,14 @@
 //! freed under PMIx. Capabilities a host lacks come back as [`Error::NotSupported`]: Slurm's
 //! stepd, for example, has no publish/lookup, no credentials and no query.
 
-use std::ffi::{CString, c_char, c_void};
+use std::ffi::c_void;
 use std::time::Duration;
 
 use pmix_sys as sys;
 
 use crate::error::{Error, Result, Status, check, from_status};
 use crate::event::{EventHandler, Range};
+use crate::ffi::CArgv;
 use crate::keys;
 use crate::query::{Query, query_info};
 use crate::runtime;
@@ -591,35 +592,6 @@ fn expect_string(key: &str, v: Value) -> Result<String> {
             expected: "string",
             got: other.type_name(),
         }),
-    }
-}
-
-/// A NULL-terminated C string array (`char **`), owned.
-pub(crate) struct CArgv {
-    _strings: Vec<CString>,
-    ptrs: Vec<*mut c_char>,
-}
-
-// SAFETY: owned memory that PMIx only reads.
-unsafe impl Send for CArgv {}
-
-impl CArgv {
-    pub(crate) fn new(items: &[&str]) -> Result<CArgv> {
-        let strings = items
-            .iter()
-            .map(|s| cstring(s, "key"))
-            .collect::<Result<Vec<_>>>()?;
-        let mut ptrs: Vec<*mut c_char> =
-            strings.iter().map(|s| s.as_ptr() as *mut c_char).collect();
-        ptrs.push(std::ptr::null_mut());
-        Ok(CArgv {
-            _strings: strings,
-            ptrs,
-        })
-    }
-
-    pub(crate) fn as_ptr(&self) -> *mut *mut c_char {
-        self.ptrs.as_ptr() as *mut *mut c_char
     }
 }
 

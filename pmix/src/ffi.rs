@@ -1,8 +1,13 @@
-//! The panic boundary of every function PMIx calls into: a panic must not unwind into C
-//! (since Rust 1.81 it aborts the process, taking a launcher and its job down without a
-//! word). [`guard`] turns it into a log line and the caller's error value.
+//! What crossing into C takes: the panic boundary of every function PMIx calls into (a
+//! panic must not unwind into C: since Rust 1.81 it aborts the process, taking a launcher
+//! and its job down without a word; [`guard`] turns it into a log line and the caller's
+//! error value), and the C string arrays PMIx reads ([`CArgv`]).
 
+use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::error::Result;
+use crate::value::cstring;
 
 /// Runs `body` for the C function `what`; if it panics, logs the panic (on stderr too, as
 /// the launcher's log may be the only trace) and returns `on_panic`.
@@ -22,6 +27,35 @@ pub(crate) fn guard<R>(what: &'static str, on_panic: R, body: impl FnOnce() -> R
             tracing::error!("{what} panicked: {msg}; answered with an error");
             on_panic
         }
+    }
+}
+
+/// A NULL-terminated C string array (`char **`), owned.
+pub(crate) struct CArgv {
+    _strings: Vec<CString>,
+    ptrs: Vec<*mut c_char>,
+}
+
+// SAFETY: owned memory that PMIx only reads.
+unsafe impl Send for CArgv {}
+
+impl CArgv {
+    pub(crate) fn new(items: &[&str]) -> Result<CArgv> {
+        let strings = items
+            .iter()
+            .map(|s| cstring(s, "key"))
+            .collect::<Result<Vec<_>>>()?;
+        let mut ptrs: Vec<*mut c_char> =
+            strings.iter().map(|s| s.as_ptr() as *mut c_char).collect();
+        ptrs.push(std::ptr::null_mut());
+        Ok(CArgv {
+            _strings: strings,
+            ptrs,
+        })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut *mut c_char {
+        self.ptrs.as_ptr() as *mut *mut c_char
     }
 }
 

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use pmix_sys as sys;
 
-use crate::client::CArgv;
 use crate::error::{Error, Result, from_status};
+use crate::ffi::CArgv;
 use crate::sync::{Completion, info_cb};
 use crate::value::{Info, InfoArray};
 

@@ -22,7 +22,8 @@ use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
 use serde::Serialize;
 
 use super::peer::{PeerError, SEED, loopback_offer};
-use super::{FabricBench, parse_sizes, pattern};
+use super::{FabricBench, pattern};
+use crate::cli::parse_sizes;
 
 /// Why the pool benchmark failed.
 #[derive(Debug, thiserror::Error)]

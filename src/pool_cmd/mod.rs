@@ -20,7 +20,7 @@ use pool::schema::Schemas;
 use pool::selector::{Expr, Selector};
 use pool::view::{CdoPage, Fabric, Ls, Query, Status, Transfers, View};
 
-use crate::query::LauncherArgs;
+use crate::attach::LauncherArgs;
 
 mod launcher;
 pub mod render;
@@ -105,7 +105,7 @@ pub enum PoolCmdError {
     Client(#[from] pool::ClientError),
     /// The launcher could not be asked.
     #[error(transparent)]
-    Query(#[from] crate::query::QueryError),
+    Query(#[from] crate::attach::QueryError),
     /// The launcher's answer is not a view.
     #[error("the launcher's answer to {key} is not a pool view: {why}")]
     Answer {
@@ -200,8 +200,8 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
         })?;
         parse(format!("--info-file {}", path.display()), &text)?
     } else if let Some(target) = args.launcher.target() {
-        crate::query::check_target(&target)?;
-        let tool = Tool::connect(&target, 3).map_err(crate::query::QueryError::from)?;
+        crate::attach::check_target(&target)?;
+        let tool = Tool::connect(&target, 3).map_err(crate::attach::QueryError::from)?;
         return Ok(Source::Launcher {
             tool,
             workflow: args.workflow.clone(),
@@ -393,7 +393,7 @@ impl Source {
                 }
                 let answers = tool
                     .query(&[q], *timeout)
-                    .map_err(crate::query::QueryError::from)?;
+                    .map_err(crate::attach::QueryError::from)?;
                 let text = pmix::find(&answers, key).and_then(Value::as_str).ok_or(
                     PoolCmdError::Answer {
                         key,

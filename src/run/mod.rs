@@ -44,14 +44,14 @@ use std::time::{Duration, Instant};
 use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, keys};
 
 use crate::janitor::{Janitor, JanitorArgs};
+use crate::rundir::{remove_dead_system_server_file, run_dir, server_tmpdir};
 use host::{HostEvent, LauncherHost};
 use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
 use signals::{SignalRelay, relay};
 use spawn::RankProc;
 use supervise::Job;
-use tempdir::{TempDir, run_dir};
-pub use tempdir::{remove_dead_system_server_file, server_tmpdir};
+use tempdir::TempDir;
 
 /// Options of `maestro run` (its command line).
 #[derive(Clone, Debug, clap::Args)]

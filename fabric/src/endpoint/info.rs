@@ -2,39 +2,13 @@
 //! endpoint's own address.
 
 use super::*;
+use crate::discover::{InfoList, getinfo_raw};
 
 /// The memory-registration modes this layer supports: local descriptors, virtual
 /// addresses, app-allocated memory, provider keys. (`FI_MR_ENDPOINT` is not supported:
 /// providers needing it are not selected.)
 pub(super) const SUPPORTED_MR_MODE: u32 =
     sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
-
-/// `fi_getinfo` for this library's API version with `hints` (NULL: everything). "No data"
-/// gives an empty (NULL) list.
-///
-/// # Errors
-/// Any other libfabric error.
-pub(crate) fn getinfo_raw(hints: *const sys::fi_info) -> Result<InfoList> {
-    let mut out: *mut sys::fi_info = std::ptr::null_mut();
-    let version = sys::make_version(sys::FI_MAJOR_VERSION, sys::FI_MINOR_VERSION);
-    // SAFETY: hints NULL or valid; `out` receives a list owned by the returned InfoList.
-    let rc = unsafe {
-        sys::fi_getinfo(
-            version,
-            std::ptr::null(),
-            std::ptr::null(),
-            0,
-            hints,
-            &mut out,
-        )
-    };
-    let list = InfoList(out);
-    if rc == -(sys::FI_ENODATA as i32) {
-        return Ok(list);
-    }
-    check("fi_getinfo", rc.into())?;
-    Ok(list)
-}
 
 /// Opens an endpoint on `info`, binds it to `av` and `cq` (transmit and receive) and
 /// enables it. Shared by [`Endpoint`] and the benchmark's bare baseline.
@@ -70,18 +44,6 @@ pub(crate) unsafe fn open_bound_ep(
             sys::fi_ep_bind(*ep, &mut (*cq).fid, flags).into(),
         )?;
         check("fi_enable", sys::fi_enable(*ep).into())
-    }
-}
-
-/// Frees an `fi_info` list on drop.
-pub(crate) struct InfoList(pub(crate) *mut sys::fi_info);
-
-impl Drop for InfoList {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: a list from fi_getinfo/fi_allocinfo, freed once.
-            unsafe { sys::fi_freeinfo(self.0) };
-        }
     }
 }
 

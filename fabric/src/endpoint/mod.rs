@@ -44,17 +44,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fabric_sys as sys;
-use serde::{Deserialize, Serialize};
 
 use crate::discover::ProviderInfo;
 use crate::error::{FabricError, Result, check, completion};
 use crate::mr::{Access, Buffer, MemoryRegion};
 use crate::op::{Op, OpState, Progress};
+use crate::select::ProgressMode;
 use fabric_types::{Address, RemoteRegion};
 
-pub(crate) use info::{getinfo_raw, open_bound_ep};
+use crate::domain::Shared;
+pub(crate) use info::open_bound_ep;
 use progress::{Core, WaitMode};
-pub(crate) use registration::Shared;
 #[cfg(feature = "baseline")]
 pub(crate) use registration::remote_of;
 
@@ -98,18 +98,6 @@ impl Timeouts {
     fn deadline(&self, len: usize) -> Instant {
         Instant::now() + self.base + Duration::from_secs_f64(len as f64 / self.min_bandwidth)
     }
-}
-
-/// How an endpoint's progress thread waits: see the module docs. `MSTRO_OFI_PROGRESS`
-/// (`block` or `spin`) sets it for endpoints opened with [`crate::Config`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProgressMode {
-    /// Sleep when idle (blocking wait or backoff).
-    #[default]
-    Block,
-    /// Never sleep: poll and yield.
-    Spin,
 }
 
 /// An RDM endpoint ready for RMA and tagged messages.

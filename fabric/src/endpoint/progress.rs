@@ -1,8 +1,8 @@
 //! The progress thread: drives the provider, completes and expires the operations in
 //! flight (see the `endpoint` module docs for how it waits).
 
-use super::registration::close_fid;
 use super::*;
+use crate::domain::close_fid;
 
 /// How the progress thread waits for completions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

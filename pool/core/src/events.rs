@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::attr::Attributes;
-use crate::proto::AppId;
+use crate::ids::AppId;
 
 /// How long the pool manager waits for acknowledgements by default.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);

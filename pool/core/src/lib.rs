@@ -20,6 +20,7 @@
 pub mod attr;
 pub mod auth;
 pub mod events;
+pub mod ids;
 mod manager;
 pub mod proto;
 pub mod schema;

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::attr::Attributes;
-use crate::proto::{AppId, CdoId, TransferId};
+use crate::ids::{AppId, CdoId, TransferId};
 use crate::selector::Expr;
 
 /// Most CDOs in one page of [`Query::Ls`].
@@ -355,44 +355,4 @@ pub struct Fabric {
     pub events: Vec<FabricEvent>,
     /// Each app's NIC (at most [`MAX_LISTED`]).
     pub apps: Vec<AppNic>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::attr::AttrValue;
-    use crate::proto::{self, FromPm};
-
-    fn page() -> View {
-        View::Cdos(CdoPage {
-            cdos: vec![CdoView {
-                id: 1 << 40 | 1,
-                name: "field".into(),
-                app: "producer:0".into(),
-                size: Some(4096),
-                state: "offered".into(),
-                providers: vec!["producer:0".into()],
-                waiting: 2,
-                age_s: 3,
-                attributes: Attributes::from([(".user.step".into(), AttrValue::Int(7))]),
-            }],
-            next: Some(5),
-            total: 9,
-        })
-    }
-
-    #[test]
-    fn views_cross_the_wire_and_read_as_plain_json() {
-        let msg = FromPm::View {
-            id: 3,
-            view: Box::new(page()),
-        };
-        let mut frame = proto::encode(std::slice::from_ref(&msg)).expect("encode");
-        let mut got: Vec<FromPm> = Vec::new();
-        proto::drain_frames(&mut frame, |m| got.push(m)).expect("decode");
-        assert_eq!(got, [msg]);
-        let json = serde_json::to_value(page()).expect("json");
-        assert_eq!(json["Cdos"]["cdos"][0]["attributes"][".user.step"], 7);
-        assert_eq!(json["Cdos"]["next"], 5);
-    }
 }

@@ -17,6 +17,7 @@ use crate::selector::Expr;
 mod frame;
 mod source;
 
+pub use crate::ids::{AppId, CDO_SEQ_BITS, CdoId, MAX_APP, TransferId, cdo_ids, cdo_owner};
 pub use frame::{FrameError, decode, decode_join, drain_frames, encode, encode_split, payload_len};
 pub use source::{
     Direct, FabricEndpoint, HostMemory, InlineBytes, OfferExtras, ProcessMemory, Source,
@@ -34,42 +35,6 @@ pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
 pub const MAX_FRAME: usize = 16 << 20;
 
-/// An application's id, assigned in [`FromPm::Welcome`]: apps are numbered from 1 in the
-/// order they join, at most [`MAX_APP`] over a PM's lifetime.
-pub type AppId = u64;
-/// A CDO's id: its app's id in the high bits, the app's count of its declarations in the
-/// low [`CDO_SEQ_BITS`] (see [`cdo_ids`]). Apps number their own CDOs, so a declare needs
-/// no answer: the operations after it name the CDO at once.
-pub type CdoId = u64;
-
-/// Bits of a [`CdoId`] that count an app's declarations: 2^40 - 1 CDOs per app (12 days
-/// of a million declares a second).
-pub const CDO_SEQ_BITS: u32 = 40;
-
-/// The most apps a PM admits over its lifetime (2^24 - 1): the app id must fit above the
-/// declaration count in a [`CdoId`].
-pub const MAX_APP: AppId = (1 << (64 - CDO_SEQ_BITS)) - 1;
-
-/// The ids app `app` may give its CDOs, in the order it should use them.
-///
-/// ```
-/// use pool_core::proto::{cdo_ids, cdo_owner};
-///
-/// let ids = cdo_ids(3);
-/// assert_eq!(cdo_owner(*ids.start()), 3);
-/// assert_eq!(cdo_owner(*ids.end()), 3);
-/// assert!(!ids.contains(&(3 << 40)), "the app's id alone names no CDO");
-/// ```
-pub fn cdo_ids(app: AppId) -> std::ops::RangeInclusive<CdoId> {
-    let base = app << CDO_SEQ_BITS;
-    base + 1..=base | ((1 << CDO_SEQ_BITS) - 1)
-}
-
-/// The app that declared `cdo`.
-pub fn cdo_owner(cdo: CdoId) -> AppId {
-    cdo >> CDO_SEQ_BITS
-}
-
 /// Longest CDO name, in bytes.
 pub const MAX_NAME: usize = 4096;
 
@@ -83,8 +48,6 @@ pub fn check_name(name: &str) -> Result<(), Refusal> {
     }
     Ok(())
 }
-/// A transfer's id, carried by tickets.
-pub type TransferId = u64;
 
 /// Largest piece of CDO data carried by one [`ToPm::Chunk`] / [`FromPm::Chunk`] (the
 /// last-resort stream over the control connection).

@@ -238,3 +238,37 @@ fn a_first_frame_is_a_lone_join_or_nothing() {
     assert!(decode_join(&payload).is_err());
     let _ = decode::<ToPm>(&payload);
 }
+
+// The views observers get, over the wire.
+fn page() -> crate::view::View {
+    crate::view::View::Cdos(crate::view::CdoPage {
+        cdos: vec![crate::view::CdoView {
+            id: 1 << 40 | 1,
+            name: "field".into(),
+            app: "producer:0".into(),
+            size: Some(4096),
+            state: "offered".into(),
+            providers: vec!["producer:0".into()],
+            waiting: 2,
+            age_s: 3,
+            attributes: Attributes::from([(".user.step".into(), AttrValue::Int(7))]),
+        }],
+        next: Some(5),
+        total: 9,
+    })
+}
+
+#[test]
+fn views_cross_the_wire_and_read_as_plain_json() {
+    let msg = FromPm::View {
+        id: 3,
+        view: Box::new(page()),
+    };
+    let mut frame = encode(std::slice::from_ref(&msg)).expect("encode");
+    let mut got: Vec<FromPm> = Vec::new();
+    drain_frames(&mut frame, |m| got.push(m)).expect("decode");
+    assert_eq!(got, [msg]);
+    let json = serde_json::to_value(page()).expect("json");
+    assert_eq!(json["Cdos"]["cdos"][0]["attributes"][".user.step"], 7);
+    assert_eq!(json["Cdos"]["next"], 5);
+}
