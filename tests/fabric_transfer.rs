@@ -141,7 +141,7 @@ struct Announced {
 /// A second process holding the owner's valid key tries to overwrite the offered region:
 /// the write fails (offered memory is remotely readable only) and the bytes are unchanged.
 fn a_peer_with_the_key_cannot_write(provider: &str) {
-    use fabric::{Access, Buffer, Config, Endpoint, Scope, discover, select};
+    use fabric::{Buffer, Config, Endpoint, MemoryRegion, Scope, discover, select};
     let (g, announcement) = owner(provider, 64 << 10);
     let owner: Announced = serde_json::from_str(&announcement).expect("announcement");
     let cfg = Config {
@@ -166,8 +166,8 @@ fn a_peer_with_the_key_cannot_write(provider: &str) {
     let limit = Duration::from_secs(30);
     let len = usize::try_from(owner.region.len).expect("len");
     let read = |ep: &Endpoint, peer| {
-        let dst = ep
-            .register(Buffer::new(len).expect("buffer"), Access::Local)
+        let dst: MemoryRegion = ep
+            .register(Buffer::new(len).expect("buffer"))
             .expect("register");
         ep.read(peer, dst, owner.region)
             .expect("post read")
@@ -177,11 +177,8 @@ fn a_peer_with_the_key_cannot_write(provider: &str) {
             .to_vec()
     };
     let before = read(&ep, peer);
-    let junk = ep
-        .register(
-            Buffer::from_slice(&vec![0xA5; len]).expect("buffer"),
-            Access::Local,
-        )
+    let junk: MemoryRegion = ep
+        .register(Buffer::from_slice(&vec![0xA5; len]).expect("buffer"))
         .expect("register");
     let wrote = ep.write(peer, junk, owner.region).map(|op| op.wait(limit));
     match wrote {

@@ -20,6 +20,7 @@
 //! Feature `baseline` adds the module `baseline`, bare libfabric as the benchmarks' reference
 //! (not for applications).
 
+pub mod access;
 #[cfg(feature = "baseline")]
 pub mod baseline;
 pub mod cma;
@@ -40,7 +41,7 @@ pub use fabric_types::{
     Address, AddressError, MemoryFile, ProviderClass, RegionRangeError, RemoteRegion,
     provider_matches,
 };
-pub use mr::{Access, Buffer, MemoryRegion, RegionPool};
+pub use mr::{Buffer, MemoryRegion, RegionPool};
 pub use op::{Op, spin_budget};
 pub use select::{Config, ConfigError, ProgressMode, Scope, SelectError, select};
 pub use shm_files::sweep_stale as sweep_stale_shm_files;

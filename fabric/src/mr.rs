@@ -5,8 +5,10 @@
 //! Fresh memory is page-fault bound (measured here: 0.6-0.8 GB/s into never-touched pages
 //! against 7-10 GB/s into warm ones), so buffers are mapped with `MAP_POPULATE` and pooled.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::access::{Access, Local, NoRemoteWrites};
 use crate::domain::Shared;
 use crate::error::{FabricError, Result};
 use crate::pages::{huge_pages, map, pages};
@@ -316,68 +318,70 @@ fn map_buffer(len: usize, size: usize, flags: i32, fd: i32) -> Result<*mut u8> {
     })
 }
 
-/// What peers may do to a registered region ([`crate::Endpoint::register`]). Each role gets
-/// the least it needs: an offered CDO is remotely readable and nothing else, a landing
-/// buffer for reads is not remotely accessible at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// Local use only: the destination of this process's reads, the source of its writes,
-    /// send and receive buffers. Peers holding the descriptor cannot touch it.
-    Local,
-    /// Peers may read it (`fi_read`); a peer's `fi_write` fails with an access error.
-    RemoteRead,
-    /// Peers may write into it (`fi_write`), and read it. Only for a region that is the
-    /// target of a peer's write.
-    RemoteWrite,
-}
-
-impl Access {
-    /// The libfabric access flags of the role.
-    pub(crate) fn flags(self) -> u64 {
-        use fabric_sys as sys;
-        let local = sys::FI_READ | sys::FI_WRITE | sys::FI_SEND | sys::FI_RECV;
-        u64::from(match self {
-            Access::Local => local,
-            Access::RemoteRead => local | sys::FI_REMOTE_READ,
-            Access::RemoteWrite => local | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE,
-        })
-    }
-}
-
-/// A buffer registered with an endpoint's domain. Peers may access it remotely through
-/// [`MemoryRegion::remote`] as its [`Access`] allows; it stays registered (and its endpoint
-/// open) as long as it lives. Operations take it by value and give it back on completion, so no local code
-/// can touch bytes a transfer is writing.
-pub struct MemoryRegion {
+/// A buffer registered with an endpoint's domain for access mode `A` ([`Local`] unless
+/// said otherwise). Peers may access it remotely through [`MemoryRegion::remote`] as `A`
+/// allows; it stays registered (and its endpoint open) as long as it lives. Operations take
+/// it by value and give it back on completion, so no local code can touch bytes a transfer
+/// is writing; and the bytes of a region peers may write ([`RemoteWrite`](crate::access::RemoteWrite)) are never
+/// handed out as slices while it is registered.
+///
+/// An empty buffer is not registered with the provider (there is nothing to reach): its
+/// remote descriptor has length 0 and key 0.
+pub struct MemoryRegion<A: Access = Local> {
     pub(crate) buf: Buffer,
     pub(crate) mr: *mut fabric_sys::fid_mr,
     pub(crate) desc: *mut std::ffi::c_void,
     pub(crate) remote: RemoteRegion,
     pub(crate) shared: Arc<Shared>,
+    access: PhantomData<fn() -> A>,
 }
 
 // SAFETY: the registration is only closed in drop; libfabric's domain is FI_THREAD_SAFE.
-unsafe impl Send for MemoryRegion {}
-// SAFETY: shared access only reads, locally and remotely (peers can write only into
-// `Access::RemoteWrite` regions, which a `&self` never exposes as bytes being written: the
-// owner coordinates, see `as_mut_slice`).
-unsafe impl Sync for MemoryRegion {}
+unsafe impl<A: Access> Send for MemoryRegion<A> {}
+// SAFETY: a `&MemoryRegion` reads the bytes only in modes where no peer can write them
+// (`as_slice` needs `NoRemoteWrites`); everything else it reaches is plain data.
+unsafe impl<A: Access> Sync for MemoryRegion<A> {}
 
-impl MemoryRegion {
-    /// The descriptor to hand to peers.
-    pub fn remote(&self) -> RemoteRegion {
-        self.remote
-    }
-
+impl<A: NoRemoteWrites> MemoryRegion<A> {
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         self.buf.as_slice()
     }
 
-    /// The bytes, mutably. Peers holding the descriptor may still read or write remotely
-    /// while you change them: coordinate (the pool does, through offers and withdrawals).
+    /// The bytes, mutably. Peers holding the descriptor of a [`RemoteRead`](crate::access::RemoteRead) region may
+    /// still read it while you change them: coordinate (the pool does, through offers and
+    /// withdrawals).
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         self.buf.as_mut_slice()
+    }
+}
+
+impl<A: Access> MemoryRegion<A> {
+    /// A registration of `buf` (`mr`, with local descriptor `desc`) with `shared`'s domain.
+    pub(crate) fn new(
+        buf: Buffer,
+        (mr, desc): (*mut fabric_sys::fid_mr, *mut std::ffi::c_void),
+        remote: RemoteRegion,
+        shared: Arc<Shared>,
+    ) -> MemoryRegion<A> {
+        MemoryRegion {
+            buf,
+            mr,
+            desc,
+            remote,
+            shared,
+            access: PhantomData,
+        }
+    }
+
+    /// The descriptor to hand to peers.
+    pub fn remote(&self) -> RemoteRegion {
+        self.remote
+    }
+
+    /// True if the region belongs to the domain of `shared` (an endpoint's).
+    pub(crate) fn of_domain(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
     }
 
     /// The length.
@@ -413,13 +417,13 @@ impl MemoryRegion {
     }
 }
 
-impl Drop for MemoryRegion {
+impl<A: Access> Drop for MemoryRegion<A> {
     fn drop(&mut self) {
         self.close();
     }
 }
 
-/// Registered landing regions ([`Access::Local`]) kept for reuse, by capacity: mapping,
+/// Registered landing regions ([`Local`]) kept for reuse, by capacity: mapping,
 /// pre-faulting and registering a buffer for every read costs more than the read itself at
 /// large sizes. `take` returns a region of at least the requested length (its
 /// [`MemoryRegion::len`] is the capacity; use the first `len` bytes). The pool keeps at most
@@ -464,10 +468,7 @@ impl RegionPool {
         if let Some(region) = self.take_kept(ep, len) {
             return Ok(region);
         }
-        ep.register(
-            Buffer::new(len.max(4096).next_power_of_two())?,
-            Access::Local,
-        )
+        ep.register(Buffer::new(len.max(4096).next_power_of_two())?)
     }
 
     /// A kept region of `ep` of at least `len` bytes (the smallest), if there is one:
@@ -477,7 +478,7 @@ impl RegionPool {
         let best = free
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.len() >= len && Arc::ptr_eq(&r.shared, ep.shared()))
+            .filter(|(_, r)| r.len() >= len && r.of_domain(ep.shared()))
             .min_by_key(|(_, r)| r.len())
             .map(|(i, _)| i)?;
         Some(free.swap_remove(best))

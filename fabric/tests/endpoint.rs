@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use fabric::access::{Local, RemoteRead, RemoteWrite};
 use fabric::{
-    Access, Buffer, Config, Endpoint, FabricError, ProviderInfo, RemoteRegion, Scope, Timeouts,
-    discover, select,
+    Buffer, Config, Endpoint, FabricError, MemoryRegion, ProviderInfo, RemoteRegion, Scope,
+    Timeouts, discover, select,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -40,24 +41,19 @@ fn exercise(provider: &str) {
     let b_to_a = a.insert_peer(b.address()).expect("insert b");
 
     // b reads a's exposed region.
-    let exposed = a
-        .register(
-            Buffer::from_slice(&pattern(1 << 20, 7)).expect("buffer"),
-            Access::RemoteWrite,
-        )
+    let original = pattern(1 << 20, 7);
+    let exposed: MemoryRegion<RemoteWrite> = a
+        .register(Buffer::from_slice(&original).expect("buffer"))
         .expect("register");
-    let dst = b
-        .register(Buffer::new(1 << 20).expect("buffer"), Access::Local)
+    let dst: MemoryRegion<Local> = b
+        .register(Buffer::new(1 << 20).expect("buffer"))
         .expect("register");
     let got = b
         .read(a_to_b, dst, exposed.remote())
         .expect("post read")
         .wait(WAIT)
         .expect("read");
-    assert!(
-        got.as_slice() == exposed.as_slice(),
-        "{provider}: read data differs"
-    );
+    assert!(got.as_slice() == original, "{provider}: read data differs");
 
     // The same read without waiting for the provider: posted, or the region comes back
     // untouched to be posted again.
@@ -79,16 +75,13 @@ fn exercise(provider: &str) {
         }
     };
     assert!(
-        got.as_slice() == exposed.as_slice(),
+        got.as_slice() == original,
         "{provider}: data read by try_read differs"
     );
 
     // b writes into a's region.
-    let src = b
-        .register(
-            Buffer::from_slice(&pattern(4096, 9)).expect("buffer"),
-            Access::Local,
-        )
+    let src: MemoryRegion<Local> = b
+        .register(Buffer::from_slice(&pattern(4096, 9)).expect("buffer"))
         .expect("register");
     let remote = exposed.remote().slice(0, 4096).expect("slice");
     let _src = b
@@ -98,14 +91,29 @@ fn exercise(provider: &str) {
         .expect("write");
     // Some providers (net, libfabric 1.17) report delivery a moment before the target's
     // CPU sees the bytes: allow a bounded settle time.
+    // CPU sees the bytes: allow a bounded settle time. The bytes of a region peers may
+    // write are reached only once it is deregistered: read them back through the fabric.
     let expected = pattern(4096, 9);
     let settle = std::time::Instant::now();
-    while exposed.as_slice()[..4096] != expected[..] && settle.elapsed() < Duration::from_secs(1) {
+    let mut back = got;
+    loop {
+        back = b
+            .read(a_to_b, back, remote)
+            .expect("post read")
+            .wait(WAIT)
+            .expect("read back");
+        if back.as_slice()[..4096] == expected[..] || settle.elapsed() > Duration::from_secs(1) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
     assert!(
-        exposed.as_slice()[..4096] == expected[..],
+        back.as_slice()[..4096] == expected[..],
         "{provider}: written data never arrived"
+    );
+    let bytes = exposed.into_buffer();
+    assert!(
+        bytes.as_slice()[..4096] == expected[..] && bytes.as_slice()[4096..] == original[4096..]
     );
 
     // Tagged messages both ways.
@@ -154,11 +162,11 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
         ..Timeouts::default()
     });
     let peer = b.insert_peer(a.address()).expect("insert");
-    let exposed = a
-        .register(Buffer::new(4096).expect("buffer"), Access::RemoteRead)
+    let exposed: MemoryRegion<RemoteRead> = a
+        .register(Buffer::new(4096).expect("buffer"))
         .expect("register");
-    let dst = b
-        .register(Buffer::new(4096).expect("buffer"), Access::Local)
+    let dst: MemoryRegion<Local> = b
+        .register(Buffer::new(4096).expect("buffer"))
         .expect("register");
     let bogus = RemoteRegion {
         key: exposed.remote().key + 1000,
@@ -173,13 +181,27 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
         "took {:?}",
         start.elapsed()
     );
-    let small = b
-        .register(Buffer::new(16).expect("buffer"), Access::Local)
+    let small: MemoryRegion<Local> = b
+        .register(Buffer::new(16).expect("buffer"))
         .expect("register");
     assert!(matches!(
         b.read(peer, small, exposed.remote()),
         Err(FabricError::InvalidArgument(_))
     ));
+    // A region of another endpoint's domain is refused, not handed to the provider.
+    let foreign: MemoryRegion<Local> = a
+        .register(Buffer::new(4096).expect("buffer"))
+        .expect("register");
+    match b.read(peer, foreign, exposed.remote()) {
+        Err(FabricError::InvalidArgument(why)) => assert!(why.contains("domain"), "{why}"),
+        other => panic!("a foreign region was accepted: {:?}", other.is_ok()),
+    }
+    // An empty buffer is not registered with the provider: nothing to reach.
+    let empty: MemoryRegion<RemoteRead> = a
+        .register(Buffer::new(0).expect("buffer"))
+        .expect("register an empty buffer");
+    assert_eq!(empty.remote().len, 0);
+    assert!(empty.as_slice().is_empty() && empty.into_buffer().is_empty());
     assert!(exposed.remote().slice(4000, 200).is_err());
 }
 

@@ -12,7 +12,7 @@ pub mod pool;
 use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
-use fabric::{Access, Buffer, Endpoint, ProgressMode};
+use fabric::{Buffer, Endpoint, MemoryRegion, ProgressMode};
 use serde::Serialize;
 
 use peer::{OwnerProcess, PeerError, Serving, loopback_offer};
@@ -184,7 +184,7 @@ impl FabricBench {
         let peer = ep.insert_peer(&owner.info.address)?;
         let mut out = Vec::new();
         for &size in &self.sizes {
-            let mut dst = ep.register(Buffer::new(size)?, Access::Local)?;
+            let mut dst: MemoryRegion = ep.register(Buffer::new(size)?)?;
             let limit = Duration::from_secs(600);
             dst = ep
                 .read(peer, dst, owner.info.region.slice(0, size as u64)?)?

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
 use fabric::{
-    Access, Address, Buffer, Config, Endpoint, ProgressMode, ProviderInfo, RemoteRegion, Scope,
-    discover, select,
+    Address, Buffer, Config, Endpoint, MemoryRegion, ProgressMode, ProviderInfo, RemoteRegion,
+    Scope, discover, select,
 };
 use serde::{Deserialize, Serialize};
 
@@ -170,7 +170,7 @@ pub fn serve_owner(provider: &str, size: usize, serving: Serving) -> Result<(), 
     };
     if let Serving::Ours(progress) = serving {
         let ep = Endpoint::open_with(&offer, progress)?;
-        let mr = ep.register(buf, Access::RemoteRead)?;
+        let mr = ep.register::<fabric::access::RemoteRead>(buf)?;
         announce(ep.address(), mr.remote())?;
         // The endpoint's progress thread serves; we wait for the parent to let go.
         let _ = std::io::stdin().read_to_end(&mut Vec::new());
@@ -298,7 +298,7 @@ pub fn run_reader(info: &OwnerInfo, count: u64) -> Result<(), PeerError> {
     });
     let peer = ep.insert_peer(&info.address)?;
     let len = usize::try_from(info.region.len).unwrap_or(usize::MAX);
-    let mut dst = ep.register(Buffer::new(len)?, Access::Local)?;
+    let mut dst: MemoryRegion = ep.register(Buffer::new(len)?)?;
     let mut n = 0u64;
     while count == 0 || n < count {
         let start = Instant::now();

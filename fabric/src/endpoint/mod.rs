@@ -45,9 +45,10 @@ use std::time::{Duration, Instant};
 
 use fabric_sys as sys;
 
+use crate::access::Access;
 use crate::discover::ProviderInfo;
 use crate::error::{FabricError, Result, check, completion};
-use crate::mr::{Access, Buffer, MemoryRegion};
+use crate::mr::{Buffer, MemoryRegion};
 use crate::op::{Op, OpState, Progress};
 use crate::select::ProgressMode;
 use fabric_types::{Address, RemoteRegion};
@@ -110,7 +111,8 @@ impl Timeouts {
 /// ```
 /// use std::time::Duration;
 ///
-/// use fabric::{Access, Buffer, Config, Endpoint, Scope, discover, select};
+/// use fabric::access::{Local, RemoteRead};
+/// use fabric::{Buffer, Config, Endpoint, MemoryRegion, Scope, discover, select};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let shm = Config { provider: Some("shm".into()), ..Config::default() };
@@ -121,8 +123,8 @@ impl Timeouts {
 /// let to_owner = reader.insert_peer(owner.address())?;
 ///
 /// // Readable by peers, and nothing else.
-/// let offered = owner.register(Buffer::from_slice(b"hello")?, Access::RemoteRead)?;
-/// let landing = reader.register(Buffer::new(5)?, Access::Local)?;
+/// let offered: MemoryRegion<RemoteRead> = owner.register(Buffer::from_slice(b"hello")?)?;
+/// let landing: MemoryRegion<Local> = reader.register(Buffer::new(5)?)?;
 /// let got = reader
 ///     .read(to_owner, landing, offered.remote())?
 ///     .wait(Duration::from_secs(10))?;

@@ -41,17 +41,28 @@ impl Endpoint {
         self.shared().mr_mode & sys::FI_MR_VIRT_ADDR != 0
     }
 
-    /// Registers `buf` for local use and the remote `access` its role needs (an offered
-    /// CDO: [`Access::RemoteRead`]; a landing buffer: [`Access::Local`]). Where the
-    /// application picks keys (no `FI_MR_PROV_KEY`), the key is random, so a peer cannot
-    /// reach a region whose descriptor it was not given by guessing.
+    /// Registers `buf` for local use and the remote access mode `A` its role needs (an
+    /// offered CDO: [`RemoteRead`](crate::access::RemoteRead); a landing buffer:
+    /// [`Local`](crate::access::Local)). Where the application picks keys (no
+    /// `FI_MR_PROV_KEY`), the key is random, so a peer cannot reach a region whose
+    /// descriptor it was not given by guessing. An empty buffer is not registered with the
+    /// provider (its descriptor has length 0).
     ///
     /// # Errors
     /// [`FabricError::Call`]; `ulimit -l` is named when the provider cannot pin memory.
-    pub fn register(&self, buf: Buffer, access: Access) -> Result<MemoryRegion> {
+    pub fn register<A: Access>(&self, buf: Buffer) -> Result<MemoryRegion<A>> {
         let shared = &self.core.shared;
+        if buf.is_empty() {
+            let nothing = (std::ptr::null_mut(), std::ptr::null_mut());
+            let remote = RemoteRegion {
+                addr: 0,
+                key: 0,
+                len: 0,
+            };
+            return Ok(MemoryRegion::new(buf, nothing, remote, Arc::clone(shared)));
+        }
         let mut mr: *mut sys::fid_mr = std::ptr::null_mut();
-        let len = buf.len().max(1);
+        let len = buf.len();
         let mut attempts = 0;
         let key = loop {
             let key = shared.fresh_key()?;
@@ -62,7 +73,7 @@ impl Endpoint {
                     shared.domain,
                     buf.as_ptr().cast(),
                     len,
-                    access.flags(),
+                    crate::access::flags::<A>(),
                     0,
                     key,
                     0,
@@ -85,12 +96,11 @@ impl Endpoint {
                 remote_of(shared.mr_mode, mr, key, &buf),
             )
         };
-        Ok(MemoryRegion {
+        Ok(MemoryRegion::new(
             buf,
-            mr,
-            desc,
+            (mr, desc),
             remote,
-            shared: Arc::clone(shared),
-        })
+            Arc::clone(shared),
+        ))
     }
 }

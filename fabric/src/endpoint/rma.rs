@@ -1,6 +1,7 @@
 //! Reads and writes of remote regions, and posting operations with their deadlines.
 
 use super::*;
+use crate::access::{Local, NoRemoteWrites};
 
 impl Endpoint {
     /// Posts `post` for an operation on `len` bytes, keeping `keep` alive, retrying while
@@ -75,14 +76,15 @@ impl Endpoint {
     /// completion.
     ///
     /// # Errors
-    /// [`FabricError::InvalidArgument`] if `dst` is smaller than `remote`; posting errors.
+    /// [`FabricError::InvalidArgument`] if `dst` is smaller than `remote` or registered with
+    /// another endpoint's domain; posting errors.
     /// The [`Op`] fails if the peer is gone, the key is wrong, or the deadline passes.
     pub fn read(
         &self,
         peer: Peer,
-        dst: MemoryRegion,
+        dst: MemoryRegion<Local>,
         remote: RemoteRegion,
-    ) -> Result<Op<MemoryRegion>> {
+    ) -> Result<Op<MemoryRegion<Local>>> {
         match self.rma(true, false, peer, dst, remote)? {
             Ok(op) => Ok(op),
             Err(_) => Err(FabricError::Unreachable {
@@ -102,9 +104,9 @@ impl Endpoint {
     pub fn try_read(
         &self,
         peer: Peer,
-        dst: MemoryRegion,
+        dst: MemoryRegion<Local>,
         remote: RemoteRegion,
-    ) -> Result<std::result::Result<Op<MemoryRegion>, MemoryRegion>> {
+    ) -> Result<std::result::Result<Op<MemoryRegion<Local>>, MemoryRegion<Local>>> {
         self.rma(false, false, peer, dst, remote)
     }
 
@@ -116,12 +118,12 @@ impl Endpoint {
     ///
     /// # Errors
     /// As [`Endpoint::read`].
-    pub fn write(
+    pub fn write<A: NoRemoteWrites>(
         &self,
         peer: Peer,
-        src: MemoryRegion,
+        src: MemoryRegion<A>,
         remote: RemoteRegion,
-    ) -> Result<Op<MemoryRegion>> {
+    ) -> Result<Op<MemoryRegion<A>>> {
         match self.rma(true, true, peer, src, remote)? {
             Ok(op) => Ok(op),
             Err(_) => Err(FabricError::Unreachable {
@@ -134,14 +136,21 @@ impl Endpoint {
     /// Posts an RMA read into (or, with `write`, a delivery-complete write from) the start
     /// of `local`, keeping the region until the completion; unless `patient`, gives the
     /// region back when the provider cannot take the operation at once.
-    fn rma(
+    fn rma<A: Access>(
         &self,
         patient: bool,
         write: bool,
         peer: Peer,
-        local: MemoryRegion,
+        local: MemoryRegion<A>,
         remote: RemoteRegion,
-    ) -> Result<std::result::Result<Op<MemoryRegion>, MemoryRegion>> {
+    ) -> Result<std::result::Result<Op<MemoryRegion<A>>, MemoryRegion<A>>> {
+        if !local.of_domain(&self.core.shared) {
+            return Err(FabricError::InvalidArgument(
+                "the local region was registered with another endpoint's domain: register it \
+                 with the endpoint that reads or writes"
+                    .into(),
+            ));
+        }
         let len = usize::try_from(remote.len).unwrap_or(usize::MAX);
         if len > local.len() {
             return Err(FabricError::InvalidArgument(format!(
@@ -197,16 +206,18 @@ pub(super) enum Posted {
     Busy(Option<Box<dyn Any + Send>>),
 }
 
-pub(super) fn downcast_region(keep: Option<Box<dyn Any + Send>>) -> Result<MemoryRegion> {
-    keep.and_then(|k| k.downcast::<MemoryRegion>().ok())
+pub(super) fn downcast_region<A: Access>(
+    keep: Option<Box<dyn Any + Send>>,
+) -> Result<MemoryRegion<A>> {
+    keep.and_then(|k| k.downcast::<MemoryRegion<A>>().ok())
         .map(|b| *b)
         .ok_or_else(|| FabricError::InvalidArgument("operation lost its buffer".into()))
 }
 
-pub(super) fn take_region(
+pub(super) fn take_region<A: Access>(
     _: usize,
     _: u64,
     keep: Option<Box<dyn Any + Send>>,
-) -> Result<MemoryRegion> {
+) -> Result<MemoryRegion<A>> {
     downcast_region(keep)
 }

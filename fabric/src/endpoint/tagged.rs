@@ -2,6 +2,7 @@
 
 use super::rma::downcast_region;
 use super::*;
+use crate::access::Local;
 
 impl Endpoint {
     /// Sends a small tagged message (copied).
@@ -9,7 +10,7 @@ impl Endpoint {
     /// # Errors
     /// Allocation, registration or posting errors.
     pub fn send(&self, peer: Peer, tag: u64, data: &[u8]) -> Result<Op<()>> {
-        let region = self.register(Buffer::from_slice(data)?, Access::Local)?;
+        let region = self.register::<Local>(Buffer::from_slice(data)?)?;
         let (ptr, desc, len) = (region.buf.as_ptr(), region.desc, data.len());
         let ep = self.core.ep;
         let state = self.post("fi_tsend", len, Some(Box::new(region)), |ctx| {
@@ -25,7 +26,7 @@ impl Endpoint {
     /// # Errors
     /// Allocation, registration or posting errors; the [`Op`] fails on truncation.
     pub fn recv(&self, tag: u64, max_len: usize) -> Result<Op<Vec<u8>>> {
-        let region = self.register(Buffer::new(max_len)?, Access::Local)?;
+        let region = self.register::<Local>(Buffer::new(max_len)?)?;
         let (ptr, desc) = (region.buf.as_ptr(), region.desc);
         let ep = self.core.ep;
         let state = self.post("fi_trecv", max_len, Some(Box::new(region)), |ctx| {
@@ -46,7 +47,7 @@ impl Endpoint {
         Ok(Op::new(
             state,
             |n, _, keep| {
-                let region = downcast_region(keep)?;
+                let region = downcast_region::<Local>(keep)?;
                 Ok(region.as_slice()[..n.min(region.len())].to_vec())
             },
             self.progress_handle(),

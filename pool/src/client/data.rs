@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
+use fabric::access::RemoteRead;
 use fabric::{Buffer, MemoryRegion, RegionPool};
 
 use crate::proto::{AppId, CdoId};
@@ -20,12 +21,15 @@ pub(crate) enum Offered {
 /// alternate endpoints (registrations of the same memory). Fields drop in order: the extra
 /// registrations go before the memory they describe.
 pub(crate) struct Registration {
-    extras: Vec<MemoryRegion>,
-    region: MemoryRegion,
+    extras: Vec<MemoryRegion<RemoteRead>>,
+    region: MemoryRegion<RemoteRead>,
 }
 
 impl Registration {
-    pub(crate) fn new(region: MemoryRegion, extras: Vec<MemoryRegion>) -> Registration {
+    pub(crate) fn new(
+        region: MemoryRegion<RemoteRead>,
+        extras: Vec<MemoryRegion<RemoteRead>>,
+    ) -> Registration {
         Registration { extras, region }
     }
 

@@ -511,7 +511,7 @@ async fn post_blocking(
         let ep = reading_endpoint(&owner, via, &endpoint)?;
         let peer = peer(&owner, (via, ep), &endpoint.address)?;
         let dst = match lent {
-            Some(b) => ep.register(b, fabric::Access::Local)?,
+            Some(b) => ep.register(b)?,
             None => owner.landing.take(ep, len)?,
         };
         Ok(ep.read(peer, dst, region)?)

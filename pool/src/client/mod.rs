@@ -24,7 +24,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use fabric::{Buffer, Endpoint};
+use fabric::access::RemoteRead;
+use fabric::{Buffer, Endpoint, MemoryRegion};
 use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
@@ -695,7 +696,7 @@ impl AsyncClient {
             .then(|| std::sync::Arc::<[u8]>::from(data.as_slice()));
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
-                let r = ep.register(data, fabric::Access::RemoteRead)?;
+                let r: MemoryRegion<RemoteRead> = ep.register(data)?;
                 let remote = r.remote();
                 let mut extras = Vec::new();
                 for alt in &self.shared.alternates {
@@ -703,7 +704,7 @@ impl AsyncClient {
                     // extra registrations are dropped before `r` (`data::Registration`).
                     let view =
                         unsafe { Buffer::borrowed(r.as_slice().as_ptr().cast_mut(), r.len()) };
-                    extras.push(alt.register(view, fabric::Access::RemoteRead)?);
+                    extras.push(alt.register::<RemoteRead>(view)?);
                 }
                 let regions = extras.iter().map(fabric::MemoryRegion::remote).collect();
                 let registered = data::Registration::new(r, extras);
