@@ -3,7 +3,7 @@
 //! sealed with. Operations go to the pool manager through the instance's session.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fabric::Buffer;
@@ -12,59 +12,14 @@ use pool::attr::{self, AttrValue, Attributes};
 use pool::proto::CdoId;
 use pool::schema::AttrType;
 
+use crate::cells::{Background, CdoCell, CdoState, Lent};
+use crate::handles::Cdo;
 use crate::instance::{Instance, instance};
 use crate::status::{Error, Result, Status};
 
 /// `.maestro.core.cdo.raw-ptr`: the CDO's data pointer (set with
 /// [`cdo_set_user_memory`]; read with [`cdo_attribute_get`] as [`Attr::RawPtr`]).
 pub const RAW_PTR: &str = ".maestro.core.cdo.raw-ptr";
-
-/// A CDO handle (Maestro's `mstro_cdo`): a number checked against the instance's registry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Cdo(pub u64);
-
-/// Memory a program lends to a CDO: offered in place (producer) or filled by a demand
-/// (consumer).
-struct Lent {
-    ptr: *mut u8,
-    /// The program may be written into it (a consumer's landing buffer must be).
-    writable: bool,
-    /// Kept alive while lent (a Python buffer, say).
-    _keep: Option<Box<dyn Any + Send>>,
-}
-
-// SAFETY: the pointer is only dereferenced under the contract of `cdo_set_user_memory`
-// (the memory stays valid and the caller does not write it while offered).
-unsafe impl Send for Lent {}
-
-struct CdoState {
-    id: CdoId,
-    attrs: Attributes,
-    lent: Option<Lent>,
-    /// `scope.local-size` as the program set it (the lent memory's length).
-    local_size: Option<u64>,
-    sealed: bool,
-    offered: bool,
-    /// Demanded bytes in library memory (None when copied into lent memory), shared with
-    /// views that may outlive the handle ([`cdo_bytes`]).
-    data: Option<Arc<CdoData>>,
-    /// Length of the demanded CDO.
-    demanded: Option<u64>,
-    /// An asynchronous demand of it is in flight (see `request`).
-    in_flight: bool,
-}
-
-/// A CDO in the registry.
-pub(crate) struct CdoCell {
-    name: String,
-    state: Mutex<CdoState>,
-}
-
-impl CdoCell {
-    fn lock(&self) -> MutexGuard<'_, CdoState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// A value read back with [`cdo_attribute_get`].
 #[derive(Clone, Debug, PartialEq)]
@@ -636,9 +591,6 @@ fn landing(st: &CdoState) -> Option<Buffer> {
         unsafe { Buffer::borrowed(l.ptr, room) }
     })
 }
-
-/// A demand running in the background for [`crate::request`].
-pub(crate) type Background = tokio::task::JoinHandle<pool::Result<(pool::CdoData, Attributes)>>;
 
 /// Starts an asynchronous demand of `cdo` (see [`crate::request`]).
 ///

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use pool::events::{EventKinds, PoolEvent, SubscribeOptions};
 use pool::selector::Selector as PoolSelector;
 
+use crate::cells::SubCell;
 use crate::instance::instance;
-use crate::session::Session;
 use crate::status::{Error, Result, Status};
 
 /// A selector handle (`mstro_cdo_selector`).
@@ -58,13 +58,6 @@ impl SubscriptionOptions {
             replay: self.0 & Self::CURRENT_STATE != 0,
         })
     }
-}
-
-/// A subscription in the registry: the pool's subscription, and the session it lives in
-/// (kept so the connection outlives it).
-pub(crate) struct SubCell {
-    sub: pool::Subscription,
-    _session: Arc<Session>,
 }
 
 /// Parses `query` (`mstro_cdo_selector_create`): Maestro's s-expressions over attributes,

@@ -14,52 +14,13 @@
 //! size differs from the size set, offering before seal, demanding twice, disposing an
 //! offered group.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
-use pool::proto::CdoId;
-
-use crate::cdo::{self, Cdo};
+use crate::cdo;
+use crate::cells::{GroupCell, GroupState, Phase};
+use crate::handles::{Cdo, Group};
 use crate::instance::{Instance, instance};
 use crate::status::{Error, Result, Status};
-
-/// A group handle (Maestro's `mstro_group`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Group(pub u64);
-
-/// Where a group is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Declared,
-    Sealed,
-    Offered,
-    Required,
-    Demanded,
-}
-
-struct GroupState {
-    /// The group's own CDO in the pool (named as the group).
-    id: CdoId,
-    phase: Phase,
-    /// The producer's CDOs (added), or the consumer's (brought by the demand, the group's
-    /// own: disposed with it).
-    members: Vec<Cdo>,
-    /// The size the program said to expect.
-    expected: Option<usize>,
-    /// Where `group_next` is.
-    cursor: usize,
-}
-
-/// A group in the registry.
-pub(crate) struct GroupCell {
-    name: String,
-    state: Mutex<GroupState>,
-}
-
-impl GroupCell {
-    fn lock(&self) -> MutexGuard<'_, GroupState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 fn with_group<T>(
     group: Group,

@@ -10,6 +10,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::status::{Error, Result};
 
+/// A CDO handle (Maestro's `mstro_cdo`): a number checked against the instance's registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cdo(pub u64);
+
+/// A group handle (Maestro's `mstro_group`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Group(pub u64);
+
+/// A request handle (Maestro's `mstro_request`): a number checked against the instance's
+/// registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Request(pub u64);
+
 /// The kinds of handle, with their top-byte tags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {

@@ -6,8 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use pool::selector::Selector as PoolSelector;
 
-use crate::cdo::CdoCell;
-use crate::events::SubCell;
+use crate::cells::{CdoCell, GroupCell, RequestCell, SubCell};
 use crate::handles::{Kind, Registry};
 use crate::session::{Found, Session, Settings};
 use crate::status::{Error, Result, Status};
@@ -51,8 +50,8 @@ pub(crate) struct Instance {
     pub(crate) cdos: Registry<CdoCell>,
     pub(crate) selectors: Registry<PoolSelector>,
     pub(crate) subscriptions: Registry<SubCell>,
-    pub(crate) requests: Registry<crate::request::RequestCell>,
-    pub(crate) groups: Registry<crate::group::GroupCell>,
+    pub(crate) requests: Registry<RequestCell>,
+    pub(crate) groups: Registry<GroupCell>,
 }
 
 static INSTANCE: RwLock<Option<Arc<Instance>>> = RwLock::new(None);

@@ -29,6 +29,7 @@
 //! [`session::Session::join`] is the front door.
 
 mod cdo;
+mod cells;
 mod events;
 mod group;
 mod handles;
@@ -39,10 +40,10 @@ pub mod session;
 mod status;
 
 pub use cdo::{
-    Attr, Bytes, Cdo, RAW_PTR, cdo_access, cdo_attribute_get, cdo_attribute_set,
-    cdo_attribute_type, cdo_attributes, cdo_bytes, cdo_declare, cdo_demand,
-    cdo_demand_interruptible, cdo_demand_within, cdo_dispose, cdo_name, cdo_offer, cdo_require,
-    cdo_retract, cdo_seal, cdo_set_user_memory, cdo_withdraw,
+    Attr, Bytes, RAW_PTR, cdo_access, cdo_attribute_get, cdo_attribute_set, cdo_attribute_type,
+    cdo_attributes, cdo_bytes, cdo_declare, cdo_demand, cdo_demand_interruptible,
+    cdo_demand_within, cdo_dispose, cdo_name, cdo_offer, cdo_require, cdo_retract, cdo_seal,
+    cdo_set_user_memory, cdo_withdraw,
 };
 pub use events::{
     Selector, Subscription, SubscriptionOptions, selector_create, selector_dispose, subscribe,
@@ -50,10 +51,10 @@ pub use events::{
     subscription_wait_interruptible,
 };
 pub use group::{
-    Group, group_add, group_declare, group_demand, group_dispose, group_members, group_next,
-    group_offer, group_require, group_retract, group_seal, group_size_get, group_size_set,
-    group_withdraw,
+    group_add, group_declare, group_demand, group_dispose, group_members, group_next, group_offer,
+    group_require, group_retract, group_seal, group_size_get, group_size_set, group_withdraw,
 };
+pub use handles::{Cdo, Group, Request};
 pub use instance::{finalize, init, is_initialized, pm_getinfo, pm_start, pm_terminate};
 pub use memory::{mem_alloc, mem_free};
 /// What the skins (the C API, the Python module) need of the pool's types, so that they
@@ -64,7 +65,7 @@ pub use pool::bootstrap::PM_INFO_ENV;
 pub use pool::events::{EventKind, PoolEvent};
 pub use pool::schema::AttrType;
 pub use request::{
-    Request, cdo_demand_async, request_cdo, request_dispose, request_test, request_wait,
+    cdo_demand_async, request_cdo, request_dispose, request_test, request_wait,
     request_wait_interruptible,
 };
 pub use status::{Error, Result, Status};

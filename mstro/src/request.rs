@@ -11,36 +11,15 @@
 //! CDO cannot be demanded again or disposed. A finished request answers `test` and `wait`
 //! again with its first outcome, until disposed. `finalize` cancels what is left.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
-use crate::cdo::{Background, Cdo, begin_demand, end_demand};
+use crate::cdo::{begin_demand, end_demand};
+use crate::cells::{Progress, RequestCell};
+use crate::handles::{Cdo, Request};
 use crate::instance::instance;
 use crate::status::{Error, Result, Status};
 
-/// A request handle (Maestro's `mstro_request`): a number checked against the instance's
-/// registry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Request(pub u64);
-
-/// A request in the registry.
-pub(crate) struct RequestCell {
-    cdo: Cdo,
-    state: Mutex<Progress>,
-}
-
-/// Where a request is.
-enum Progress {
-    /// Running in the background.
-    Running(Background),
-    /// Finished, and the CDO settled: its outcome (errors as status and message).
-    Settled(std::result::Result<(), (Status, String)>),
-}
-
 impl RequestCell {
-    fn lock(&self) -> MutexGuard<'_, Progress> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Cancels a request still running (instance end, dispose).
     pub(crate) fn cancel(&self) -> Option<Cdo> {
         match &*self.lock() {
