@@ -55,8 +55,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                             let name = pmix::find(f, keys::FABRIC_DEVICE_NAME)?.as_str()?;
                             let n = |k: &str| pmix::find(f, k).and_then(Value::as_u64);
                             let (rx, tx) = (
-                                n(pmix::keys::maestro::FABRIC_RX_BYTES)?,
-                                n(pmix::keys::maestro::FABRIC_TX_BYTES)?,
+                                n(maestro_keys::FABRIC_RX_BYTES)?,
+                                n(maestro_keys::FABRIC_TX_BYTES)?,
                             );
                             Some(format!("{name} rx={rx} tx={tx}"))
                         }
@@ -90,7 +90,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (_, local) = inventory::nic_for_this_process(u32::from(local_rank))?;
     match client.get(
         client.proc(),
-        pmix::keys::maestro::FABRIC_NIC,
+        maestro_keys::FABRIC_NIC,
         GetOptions::immediate(),
     ) {
         Ok(Value::String(nic)) => {

@@ -112,7 +112,10 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
         .filter_map(|l| l.trim().parse().ok())
         .collect();
     let deadline = Instant::now() + RANKS_GONE;
-    while children.iter().any(|&pid| pmix::server::process_alive(pid)) && Instant::now() < deadline
+    while children
+        .iter()
+        .any(|&pid| crate::publish::node::process_alive(pid))
+        && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -124,9 +127,9 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
         remove_unless_locked(file);
     }
     fabric::sweep_stale_shm_files();
-    let node = pmix::server::NodeDirectory::default_dir();
+    let node = crate::publish::NodeDirectory::default_dir();
     if node.exists()
-        && let Ok(dir) = pmix::server::NodeDirectory::open(&node)
+        && let Ok(dir) = crate::publish::NodeDirectory::open(&node)
     {
         dir.sweep_stale();
     }

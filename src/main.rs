@@ -13,6 +13,7 @@ mod inventory_cmd;
 mod janitor;
 mod pm_cmd;
 mod pool_cmd;
+mod publish;
 mod query;
 mod run;
 mod rundir;

@@ -105,8 +105,8 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
     let fabric = tool
         .query(
             &[
-                Query::key(pmix::keys::maestro::FABRIC_INVENTORY),
-                Query::key(pmix::keys::maestro::FABRIC_ASSIGNMENT),
+                Query::key(maestro_keys::FABRIC_INVENTORY),
+                Query::key(maestro_keys::FABRIC_ASSIGNMENT),
             ],
             opts.timeout,
         )
@@ -119,8 +119,8 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
             .and_then(Value::as_str)
             .and_then(|s| serde_json::from_str(s).ok())
     };
-    let inventory_json = json_of(pmix::keys::maestro::FABRIC_INVENTORY);
-    let assignment = json_of(pmix::keys::maestro::FABRIC_ASSIGNMENT);
+    let inventory_json = json_of(maestro_keys::FABRIC_INVENTORY);
+    let assignment = json_of(maestro_keys::FABRIC_ASSIGNMENT);
     let mut jobs = Vec::new();
     for ns in namespaces {
         let qual = Info::new(keys::NSPACE, Value::String(ns.clone()));
@@ -145,13 +145,10 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
     // The pool of the jobs' workflow, where one is published (the JSON of `maestro pool
     // status --json`, or why not).
     let pool: serde_json::Value = tool
-        .query(
-            &[Query::key(pmix::keys::maestro::POOL_STATUS)],
-            opts.timeout,
-        )
+        .query(&[Query::key(maestro_keys::POOL_STATUS)], opts.timeout)
         .ok()
         .and_then(|a| {
-            pmix::find(&a, pmix::keys::maestro::POOL_STATUS)
+            pmix::find(&a, maestro_keys::POOL_STATUS)
                 .and_then(Value::as_str)
                 .and_then(|s| serde_json::from_str(s).ok())
         })

@@ -248,7 +248,12 @@ fn a_launcher_killed_with_sigkill_leaves_nothing_behind() {
             .unwrap_or_default()
     };
     let published = || -> bool {
-        let dir = pmix::server::NodeDirectory::default_dir();
+        // Where `maestro run` shares what its jobs publish (README, "across jobs").
+        let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => std::path::PathBuf::from(d).join("maestro-pmix"),
+            // SAFETY: getuid has no preconditions.
+            None => format!("/tmp/maestro-pmix-{}", unsafe { libc::getuid() }).into(),
+        };
         std::fs::read_dir(dir).is_ok_and(|d| {
             d.flatten().any(|e| {
                 std::fs::read_to_string(e.path())

@@ -3,7 +3,6 @@
 //! keys under `maestro.fabric.*` (locality, RDMA, providers). [`to_pmix_devices`] writes
 //! it, [`merge_pmix`] reads what a host delivered and folds it into an inventory.
 
-use pmix::keys::maestro as maestro_keys;
 use pmix::{
     DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
     LINK_UP, Value, keys,

@@ -6,7 +6,7 @@
 //! 1. `MSTRO_POOL_MANAGER_INFO` (a PM of another job: `maestro pm`, a PM tool);
 //! 2. under a PMIx host (`maestro run`, `srun --mpi=pmix`, `mpirun`): the PM info rank
 //!    `MSTRO_POOL_MANAGER_RANK` (default 0) of this job put under
-//!    [`pmix::keys::maestro::PM_INFO`], and the PM info another job published for the
+//!    [`maestro_keys::PM_INFO`], and the PM info another job published for the
 //!    workflow name (`PMIx_Lookup`, where the host supports it), polled together for up to
 //!    `MSTRO_POOL_MANAGER_WAIT` seconds (default 30; the PM rank itself and one-process
 //!    jobs only look once);
@@ -16,7 +16,6 @@
 //! A process that found its PM outside the job (1, or the published name) as the PM rank
 //! puts that PM info under the job key too, so the rest of the job finds it at once.
 
-use pmix::keys::maestro as maestro_keys;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -568,14 +567,14 @@ fn chosen_nic(settings: &Settings) -> Option<(Vec<String>, String)> {
     if let Some(pmix) = &settings.pmix
         && let Ok(pmix::Value::String(nic)) = pmix.get(
             pmix.proc(),
-            pmix::keys::maestro::FABRIC_NIC,
+            maestro_keys::FABRIC_NIC,
             pmix::GetOptions::immediate(),
         )
     {
         let job = pmix::Proc::wildcard(pmix.nspace());
         let inv = match pmix.get(
             &job,
-            pmix::keys::maestro::FABRIC_INVENTORY,
+            maestro_keys::FABRIC_INVENTORY,
             pmix::GetOptions::immediate(),
         ) {
             Ok(pmix::Value::String(json)) => serde_json::from_str(&json).ok(),
@@ -583,7 +582,7 @@ fn chosen_nic(settings: &Settings) -> Option<(Vec<String>, String)> {
         };
         let why = format!(
             "{nic}, chosen by the PMIx host ({})",
-            pmix::keys::maestro::FABRIC_NIC
+            maestro_keys::FABRIC_NIC
         );
         return Some((names(inv.as_ref(), &nic), why));
     }

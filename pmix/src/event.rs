@@ -34,7 +34,9 @@ pub enum Range {
 }
 
 impl Range {
-    pub(crate) fn raw(self) -> u8 {
+    /// The range as PMIx numbers it (`pmix_data_range_t`), as [`crate::Value::Range`]
+    /// carries it.
+    pub fn raw(self) -> u8 {
         (match self {
             Range::ProcLocal => sys::PMIX_RANGE_PROC_LOCAL,
             Range::Local => sys::PMIX_RANGE_LOCAL,

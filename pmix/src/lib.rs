@@ -35,8 +35,6 @@ mod value;
 
 /// The raw bindings, for the few signatures that must name them (an executable's
 /// `PMIx_Query_info_nb` shim calling [`server::query_info_nb`]).
-pub use pmix_sys as sys;
-
 pub use client::{Client, Credential, GetOptions, Published, Scope};
 pub use error::{Error, Result, Status};
 pub use event::{Event, EventHandler, Range};

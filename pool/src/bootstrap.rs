@@ -14,7 +14,6 @@
 //! admits whoever holds the info: keep it to the job (PMIx data stays within the job's
 //! user) and files holding it private.
 
-use pmix::keys::maestro as maestro_keys;
 use std::net::SocketAddr;
 
 /// The environment variable with the PM info, outside one PMIx job.

@@ -9,7 +9,6 @@
 //! builds them, `maestro run`'s link monitor raises them): the interface name, whether it
 //! is up, and its addresses, so the PM can keep new transfers off endpoints bound there.
 
-use pmix::keys::maestro as maestro_keys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

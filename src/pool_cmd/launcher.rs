@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, Value};
 use pool::bootstrap::PmInfo;
 use pool::view::{self, Ls, Query, View};

@@ -13,7 +13,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, Tool, Value};
 use pool::bootstrap::{self, PmInfo};
 use pool::schema::Schemas;
@@ -233,7 +232,8 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
 /// on this node.
 fn published(workflow: Option<&str>) -> Result<Option<PmInfo>, PoolCmdError> {
     let prefix = format!("{}.", maestro_keys::PM_INFO);
-    let Ok(dir) = pmix::server::NodeDirectory::open(&pmix::server::NodeDirectory::default_dir())
+    let Ok(dir) =
+        crate::publish::NodeDirectory::open(&crate::publish::NodeDirectory::default_dir())
     else {
         return Ok(None);
     };

@@ -11,7 +11,7 @@
 use inventory::{
     Choice, IndexSet, Inventory, choose_nic, device_distances, merge_pmix, to_pmix_devices,
 };
-use pmix::keys::maestro as maestro_keys;
+
 use pmix::{Info, Server, Value};
 
 /// The inventory and each rank's NIC.

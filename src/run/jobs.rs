@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use pmix::server::App;
+use pmix::server::{App, IofChannel, IofChannels};
 use pmix::{Info, Proc, Value, keys};
 
 /// One process of the launcher: its job and its rank in that job.
@@ -75,9 +75,9 @@ pub struct JobPlan {
     pub notify: Option<Proc>,
     /// Hold its ranks in `PMIx_Init` until a tool releases them.
     pub stop_in_init: bool,
-    /// The output channels (`pmix_iof_channel_t` bits) the requestor asked to be sent
-    /// (`PMIX_FWD_STDOUT`, `PMIX_FWD_STDERR` in the spawn request); 0: none.
-    pub forward: u16,
+    /// The output channels the requestor asked to be sent (`PMIX_FWD_STDOUT`,
+    /// `PMIX_FWD_STDERR` in the spawn request).
+    pub forward: IofChannels,
 }
 
 /// Why a spawn request cannot be served; the message is logged and the requestor gets
@@ -132,7 +132,7 @@ impl JobPlan {
             parent: None,
             notify: None,
             stop_in_init: false,
-            forward: 0,
+            forward: IofChannels::NONE,
         }
     }
 
@@ -211,12 +211,12 @@ impl JobPlan {
             return Err(PlanError::TooMany { asked, room });
         }
         let forward = [
-            (keys::FWD_STDOUT, pmix::sys::PMIX_FWD_STDOUT_CHANNEL),
-            (keys::FWD_STDERR, pmix::sys::PMIX_FWD_STDERR_CHANNEL),
+            (keys::FWD_STDOUT, IofChannel::Stdout),
+            (keys::FWD_STDERR, IofChannel::Stderr),
         ]
         .into_iter()
         .filter(|(k, _)| flag(job_info, k))
-        .fold(0, |bits, (_, channel)| bits | channel as u16);
+        .fold(IofChannels::NONE, |channels, (_, c)| channels.with(c));
         Ok(JobPlan {
             nspace,
             ranks,
@@ -313,7 +313,7 @@ mod tests {
         );
         assert_eq!(plan.notify, Some(parent()));
         assert!(plan.stop_in_init);
-        assert_eq!(u32::from(plan.forward), pmix::sys::PMIX_FWD_STDERR_CHANNEL);
+        assert_eq!(plan.forward, IofChannels::NONE.with(IofChannel::Stderr));
     }
 
     #[test]

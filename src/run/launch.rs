@@ -90,7 +90,7 @@ impl Job<'_> {
         // A requestor that asked for the job's output (a tool, as `prun` does) gets it
         // through libpmix's IOF, as if it had pulled it; from the first line on (libpmix holds
         // what comes before the requestor's registration).
-        if forward != 0 {
+        if !forward.is_empty() {
             self.host
                 .forward_output(Proc::wildcard(nspace.clone()), forward);
         }
@@ -166,7 +166,7 @@ impl Job<'_> {
                 Value::Status(if worst == 0 {
                     Status::SUCCESS
                 } else {
-                    Status(pmix::sys::PMIX_ERR_JOB_TERMINATED)
+                    Status::JOB_TERMINATED
                 }),
             ),
             Info::new(keys::EXIT_CODE, Value::Int(worst)),

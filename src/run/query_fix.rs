@@ -6,7 +6,7 @@
 
 use std::ffi::c_void;
 
-use pmix::sys;
+use pmix_sys as sys;
 
 /// See the module docs.
 ///

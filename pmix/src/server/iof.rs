@@ -46,6 +46,20 @@ impl IofChannel {
 pub struct IofChannels(pub sys::pmix_iof_channel_t);
 
 impl IofChannels {
+    /// No channel.
+    pub const NONE: IofChannels = IofChannels(0);
+
+    /// These channels and `channel`.
+    #[must_use]
+    pub fn with(self, channel: IofChannel) -> IofChannels {
+        IofChannels(self.0 | channel.raw())
+    }
+
+    /// True when no channel is named.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     /// Whether `channel` is among them.
     pub fn contains(self, channel: IofChannel) -> bool {
         self.0 & channel.raw() != 0

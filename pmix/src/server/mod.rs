@@ -14,7 +14,6 @@
 
 mod host;
 mod iof;
-mod node_store;
 mod query_fix;
 mod reply;
 mod upcalls;
@@ -26,9 +25,8 @@ use std::time::Duration;
 
 use pmix_sys as sys;
 
-pub use host::{App, GroupOp, Host, PublishStore};
+pub use host::{App, GroupOp, Host};
 pub use iof::{IofChannel, IofChannels, OutputSink};
-pub use node_store::{NodeDirectory, process_alive};
 pub use query_fix::query_info_nb;
 pub use reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,

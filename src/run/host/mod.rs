@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
+use crate::publish::{NodeDirectory, PublishStore};
 use pmix::server::{
-    App, CredentialReply, GroupOp, InfoReply, IofChannel, IofChannels, LookupReply, NodeDirectory,
-    OpReply, PublishStore, SpawnReply, ToolReply, ValidationReply,
+    App, CredentialReply, GroupOp, InfoReply, IofChannel, IofChannels, LookupReply, OpReply,
+    SpawnReply, ToolReply, ValidationReply,
 };
 use pmix::{Host, Info, Proc, Query, Status, Value, keys};
 
@@ -172,13 +173,13 @@ impl LauncherHost {
         }
     }
 
-    /// Forwards the output of `procs` on `channels` (`pmix_iof_channel_t` bits) to the
-    /// tools libpmix registered for it (a spawn with `PMIX_FWD_STDOUT`, say).
-    pub fn forward_output(&self, procs: Proc, channels: u16) {
+    /// Forwards the output of `procs` on `channels` to the tools libpmix registered for it
+    /// (a spawn with `PMIX_FWD_STDOUT`, say).
+    pub fn forward_output(&self, procs: Proc, channels: IofChannels) {
         self.pulls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((vec![procs], IofChannels(channels)));
+            .push((vec![procs], channels));
     }
 
     /// Whether a tool pulled `proc`'s output on `channel`.

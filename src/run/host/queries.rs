@@ -2,7 +2,6 @@
 //! status, psets, spawn and debug support, groups, the server's URI and the fabric, for
 //! every job of the launcher (a `PMIX_NSPACE` qualifier selects one).
 
-use pmix::keys::maestro as maestro_keys;
 use pmix::{Info, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, Status, Value, keys};
 
 use super::{JobRecord, LauncherHost, server_nspace};
@@ -145,7 +144,7 @@ impl LauncherHost {
                 Value::Status(if running {
                     Status::SUCCESS
                 } else {
-                    Status(pmix::sys::PMIX_ERR_JOB_TERMINATED)
+                    Status::JOB_TERMINATED
                 })
             }),
             k if k == keys::QUERY_NUM_GROUPS => Some(Value::Size(

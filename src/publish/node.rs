@@ -17,9 +17,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::client::Published;
-use crate::error::Status;
-use crate::value::{Proc, Value};
+use pmix::{Proc, Published, Status, Value};
 
 const MAGIC: &str = "maestro-pmix-published-v1";
 
