@@ -15,18 +15,21 @@ mod blocking;
 mod data;
 mod driver;
 mod group;
+mod join;
+mod link;
 mod observer;
 mod options;
 mod outbox;
+mod pending;
 mod subscription;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fabric::access::RemoteRead;
 use fabric::{Buffer, Endpoint, MemoryRegion};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use blocking::Client;
 pub use data::CdoData;
@@ -35,12 +38,15 @@ pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
 pub use subscription::Subscription;
 
-use crate::attr::{self, AttrValue, Attributes};
-use crate::bootstrap::PmInfo;
-use crate::events::{EventKinds, SubId, SubscribeOptions};
-use crate::proto::{self, AppId, CdoId, FabricEndpoint, FromPm, Op, Refusal, ToPm};
+use crate::attr::{self, Attributes};
+use crate::events::{EventKinds, SubscribeOptions};
+use crate::proto::{self, AppId, CdoId, Op, Refusal, ToPm};
 use crate::schema::Schemas;
 use crate::selector::{Selector, SelectorError};
+pub(crate) use join::{Endpoints, join_message};
+pub use join::{bare_join, welcome};
+use pending::Mine;
+pub(crate) use pending::Pending;
 use subscription::EventQueue;
 
 /// What can go wrong for a client.
@@ -106,237 +112,6 @@ pub enum ClientError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
-/// An app's endpoints as JOIN carries them: the first, the alternates, and the network of
-/// each (same order); where same-host consumers may copy its offers from its memory; their
-/// NICs.
-#[derive(Default)]
-pub(crate) struct Endpoints {
-    pub(crate) first: Option<FabricEndpoint>,
-    pub(crate) alternates: Vec<FabricEndpoint>,
-    pub(crate) networks: Vec<Option<crate::Subnet>>,
-    pub(crate) memory: Option<proto::ProcessMemory>,
-    pub(crate) nics: proto::Nics,
-}
-
-/// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
-/// `isolated`), endpoints (the first, and those on other networks), role, proof.
-pub(crate) fn join_message(
-    info: &PmInfo,
-    (component, index): (&str, i64),
-    endpoints: Endpoints,
-    credential: Option<Vec<u8>>,
-    isolated: bool,
-    role: proto::Role,
-    nonce: &[u8; 32],
-) -> ToPm {
-    let Endpoints {
-        first: endpoint,
-        alternates,
-        networks,
-        memory,
-        nics,
-    } = endpoints;
-    ToPm::Join(Box::new(proto::Join {
-        workflow: info.workflow.clone(),
-        component: component.into(),
-        index,
-        host: inventory::local_hostname(),
-        process: process_token(isolated),
-        endpoint,
-        alternates,
-        networks,
-        memory,
-        credential,
-        nics,
-        role,
-        proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
-    }))
-}
-
-/// The JOIN of an app without fabric endpoints or credential (a load generator, a protocol
-/// test) answering the PM's challenge `nonce` with the workflow secret of `info`.
-pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -> ToPm {
-    join_message(
-        info,
-        (component, index),
-        Endpoints::default(),
-        None,
-        false,
-        proto::Role::App,
-        nonce,
-    )
-}
-
-/// The answer to a JOIN: app id and PM instance.
-///
-/// # Errors
-/// [`ClientError::Refused`] with the PM's reason; [`ClientError::Protocol`] for any other
-/// message.
-pub fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
-    match msg {
-        FromPm::Welcome { app, pool } => Ok((app, pool)),
-        FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
-        other => Err(ClientError::Protocol(format!(
-            "{other:?} instead of a welcome"
-        ))),
-    }
-}
-
-/// A random token naming this process (stable for its lifetime), or with `fresh` a new one
-/// for an isolated client.
-fn process_token(fresh: bool) -> u64 {
-    if fresh {
-        random_token()
-    } else {
-        *static_token()
-    }
-}
-
-/// Random bytes, or (without randomness) the pid, which still separates processes of one
-/// host.
-fn random_token() -> u64 {
-    let mut b = [0u8; 8];
-    match getrandom::fill(&mut b) {
-        Ok(()) => u64::from_le_bytes(b),
-        Err(_) => u64::from(std::process::id()),
-    }
-}
-
-/// The process's token, at an address that stays valid for the process's lifetime.
-fn static_token() -> &'static u64 {
-    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    TOKEN.get_or_init(random_token)
-}
-
-/// Where same-host consumers may copy this process's offers from its memory: its pid and
-/// the process token, which a reader checks before trusting the pid.
-fn process_memory() -> proto::ProcessMemory {
-    let token = static_token();
-    proto::ProcessMemory {
-        pid: std::process::id(),
-        token: *token,
-        token_addr: std::ptr::from_ref(token) as u64,
-    }
-}
-
-/// Waiters for answers, keyed by operation and CDO (declare: the app's handle; leave: 0),
-/// first come first served; plus transfers' results not yet demanded.
-#[derive(Default)]
-pub(crate) struct Pending {
-    waiters: HashMap<(Op, u64), VecDeque<oneshot::Sender<Result<u64>>>>,
-    arrived: HashMap<CdoId, (CdoData, Attributes)>,
-    /// This client's CDOs, from declare to dispose.
-    mine: HashMap<CdoId, Mine>,
-    /// Memory the application lent for a CDO's next transfer ([`AsyncClient::demand_into`]).
-    pub(crate) destinations: HashMap<CdoId, Buffer>,
-    /// Where the reader routes pieces of stream transfers in progress.
-    pub(crate) streams: HashMap<proto::TransferId, mpsc::UnboundedSender<driver::Piece>>,
-    /// Event queues of subscriptions, by id.
-    pub(crate) subscriptions: HashMap<SubId, Arc<EventQueue>>,
-    /// Event queues of subscriptions asked for, by the app's handle, until `Subscribed`.
-    pub(crate) new_subscriptions: HashMap<u64, Arc<EventQueue>>,
-    /// Groups demanded with their members' ids reserved (the first, how many), until the
-    /// PM names the members.
-    groups_wanted: HashMap<CdoId, (CdoId, u32)>,
-    /// Groups the PM named the members of: their names and the group's attributes.
-    groups: HashMap<CdoId, (Vec<String>, Attributes)>,
-    /// Set when the connection ended: every later call fails at once.
-    closed: bool,
-}
-
-/// What a client knows of one of its CDOs.
-struct Mine {
-    /// Its name (tickets leave it out).
-    name: Arc<str>,
-    /// An operation is under way after which the PM may refuse a dispose (an offer not yet
-    /// withdrawn, a require or demand whose transfer may be in flight): a dispose then waits
-    /// for the PM's answer. Otherwise the PM accepts it, and the client does not wait.
-    busy: bool,
-}
-
-impl Pending {
-    /// Marks `cdo` busy or settled (see [`Mine::busy`]).
-    fn set_busy(&mut self, cdo: CdoId, busy: bool) {
-        if let Some(m) = self.mine.get_mut(&cdo) {
-            m.busy = busy;
-        }
-    }
-
-    /// Hands `result` to the oldest waiter for `key` that still waits; false if nobody
-    /// does. Waiters that gave up (a timeout, an interrupted or dropped future) are passed
-    /// over, so that the answer reaches the call that asked again.
-    pub(crate) fn resolve(&mut self, key: (Op, u64), result: Result<u64>) -> bool {
-        let Some(q) = self.waiters.get_mut(&key) else {
-            return false;
-        };
-        while q.front().is_some_and(oneshot::Sender::is_closed) {
-            q.pop_front();
-        }
-        let Some(tx) = q.pop_front() else {
-            self.waiters.remove(&key);
-            return false;
-        };
-        if q.is_empty() {
-            self.waiters.remove(&key);
-        }
-        // One that gives up right now just misses its answer.
-        let _ = tx.send(result);
-        true
-    }
-
-    /// The PM named the members of `group` (see [`ToPm::DemandGroup`]): they are this
-    /// app's CDOs from the first id reserved on, each demanded; the group's demand is
-    /// answered.
-    pub(crate) fn group_arrived(&mut self, group: CdoId, names: Vec<String>, attrs: Attributes) {
-        let Some((first, capacity)) = self.groups_wanted.remove(&group) else {
-            tracing::warn!(
-                "pool manager named the members of group {group}, which is not demanded"
-            );
-            return;
-        };
-        if names.len() > capacity as usize {
-            tracing::warn!("pool manager named more members than ids reserved for group {group}");
-            return;
-        }
-        for (i, name) in names.iter().enumerate() {
-            let mine = Mine {
-                name: name.as_str().into(),
-                busy: true,
-            };
-            self.mine.insert(first + i as u64, mine);
-        }
-        self.groups.insert(group, (names, attrs));
-        self.resolve((Op::Demand, group), Ok(group));
-    }
-
-    /// Stores a finished transfer's bytes until the CDO is demanded, with the offer's
-    /// attributes and the built-in name, size and provider, which tickets leave out.
-    pub(crate) fn arrive(
-        &mut self,
-        cdo: CdoId,
-        data: CdoData,
-        (mut attributes, provider): (Attributes, &str),
-    ) {
-        if let Some(m) = self.mine.get(&cdo) {
-            attributes.insert(attr::NAME.into(), AttrValue::Str(m.name.to_string()));
-        }
-        attributes.insert(attr::PROVIDER.into(), AttrValue::Str(provider.to_string()));
-        let len = AttrValue::Uint(data.len() as u64);
-        attributes.insert(attr::LOCAL_SIZE.into(), len);
-        self.arrived.insert(cdo, (data, attributes));
-    }
-
-    /// The connection ended: fail everyone waiting (their senders drop).
-    pub(crate) fn close(&mut self) {
-        self.closed = true;
-        self.waiters.clear();
-        self.streams.clear();
-        for q in self.subscriptions.values() {
-            q.close();
-        }
-    }
-}
-
 /// State shared by the client handle and its driver tasks.
 pub(crate) struct Shared {
     pub(crate) app: AppId,
@@ -399,88 +174,6 @@ pub struct AsyncClient {
 }
 
 impl AsyncClient {
-    /// Connects to the PM named by `info` (trying its endpoints in order), answers the
-    /// challenge with a proof of the workflow secret and joins.
-    ///
-    /// Must run inside a tokio runtime (the driver tasks are spawned on it).
-    ///
-    /// # Errors
-    /// [`ClientError::Unreachable`] when no endpoint accepts a connection;
-    /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `BadCredential`;
-    /// timeouts and connection errors.
-    pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
-        let schemas = match opts.schemas {
-            Some(s) => s,
-            None => Arc::new(Schemas::from_env()?),
-        };
-        let (stream, nonce) = driver::connect(info, opts.timeout).await?;
-        let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
-        let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
-        let networks = opts
-            .endpoint
-            .iter()
-            .chain(&opts.alternates)
-            .map(network_of)
-            .collect();
-        // Offers are readable from this process's memory where their regions are
-        // addressed by virtual address on every endpoint.
-        let cross_memory = opts.cross_memory
-            && opts
-                .endpoint
-                .iter()
-                .chain(&opts.alternates)
-                .all(Endpoint::virtual_addresses)
-            && opts.endpoint.is_some();
-        let memory = cross_memory.then(process_memory);
-        let nics = proto::Nics {
-            names: opts
-                .endpoint
-                .iter()
-                .chain(&opts.alternates)
-                .map(|e| e.info().domain.clone())
-                .collect(),
-            reason: opts.nic_reason.clone(),
-        };
-        let endpoints = Endpoints {
-            first: endpoint,
-            alternates,
-            networks,
-            memory,
-            nics,
-        };
-        let join = join_message(
-            info,
-            (&opts.component, opts.index),
-            endpoints,
-            opts.credential,
-            opts.isolated,
-            proto::Role::App,
-            &nonce,
-        );
-        let (connected, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
-        let shared = Arc::new(Shared {
-            app,
-            pool,
-            next_cdo: std::sync::atomic::AtomicU64::new(*proto::cdo_ids(app).start()),
-            pending: Mutex::default(),
-            out: outbox::Outbox::new(connected.writer),
-            endpoint: opts.endpoint,
-            alternates: opts.alternates,
-            peers: Mutex::default(),
-            timeout: opts.timeout,
-            inline_max: opts.inline_max,
-            schemas,
-            landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
-            cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
-            verified: Mutex::default(),
-        });
-        let mut tasks = driver::spawn(connected.reader, shared.clone());
-        if let Some(watch) = watch_endpoint_link(&shared) {
-            tasks.push(watch);
-        }
-        Ok(AsyncClient { shared, tasks })
-    }
-
     /// This app's id.
     pub fn app(&self) -> AppId {
         self.shared.app
@@ -876,59 +569,6 @@ impl AsyncClient {
     pub async fn leave(self) -> Result<()> {
         self.call((Op::Leave, 0), ToPm::Leave).await.map(drop)
     }
-}
-
-/// How a peer reaches `e`: its provider and address.
-fn fabric_endpoint(e: &Endpoint) -> FabricEndpoint {
-    FabricEndpoint {
-        provider: e.info().provider.clone(),
-        address: e.address().clone(),
-    }
-}
-
-/// The network (address and prefix) of the interface `e` is bound to, when this host knows
-/// it.
-fn network_of(e: &Endpoint) -> Option<crate::Subnet> {
-    inventory::netif::network_with(e.address().ip()?)
-}
-
-/// How often a client looks at its endpoint's link.
-const LINK_POLL: Duration = Duration::from_millis(200);
-
-/// Watches the interfaces the client's fabric endpoints are bound to (those sysfs knows)
-/// and reports each change of their links to the PM as a fabric change: under hosts that raise
-/// no fabric events (Slurm) this is how the pool hears that a link went down, and routes new
-/// transfers around it.
-fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
-    let domains = shared
-        .endpoint
-        .iter()
-        .chain(&shared.alternates)
-        .map(|e| e.info().domain.clone());
-    let mut monitor = inventory::netif::LinkMonitor::new(domains);
-    monitor.watched().next()?;
-    let shared = shared.clone();
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(LINK_POLL);
-        loop {
-            tick.tick().await;
-            for c in monitor.poll() {
-                tracing::info!(
-                    "link {} of this app's endpoint is {}",
-                    c.name,
-                    if c.up { "up" } else { "down" }
-                );
-                let change = crate::events::FabricChange::Link {
-                    name: c.name,
-                    addresses: c.addresses,
-                    up: c.up,
-                };
-                if shared.send(ToPm::Report { change }).is_err() {
-                    return;
-                }
-            }
-        }
-    }))
 }
 
 /// The demand of [`AsyncClient::demand`], on the client's shared state.

@@ -1,0 +1,226 @@
+//! Joining the pool manager: the JOIN message (proof of the workflow secret, the app's
+//! endpoints and networks, its process memory for same-host copies), the welcome, and the
+//! tokens that name this process.
+
+use std::sync::{Arc, Mutex};
+
+use fabric::Endpoint;
+
+use super::link::watch_endpoint_link;
+use super::{
+    AsyncClient, ClientError, JoinOptions, LANDING_POOL_BYTES, Result, Shared, driver, outbox,
+};
+use crate::bootstrap::PmInfo;
+use crate::proto::{self, AppId, FabricEndpoint, FromPm, ToPm};
+use crate::schema::Schemas;
+
+/// An app's endpoints as JOIN carries them: the first, the alternates, and the network of
+/// each (same order); where same-host consumers may copy its offers from its memory; their
+/// NICs.
+#[derive(Default)]
+pub(crate) struct Endpoints {
+    pub(crate) first: Option<FabricEndpoint>,
+    pub(crate) alternates: Vec<FabricEndpoint>,
+    pub(crate) networks: Vec<Option<crate::Subnet>>,
+    pub(crate) memory: Option<proto::ProcessMemory>,
+    pub(crate) nics: proto::Nics,
+}
+
+/// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
+/// `isolated`), endpoints (the first, and those on other networks), role, proof.
+pub(crate) fn join_message(
+    info: &PmInfo,
+    (component, index): (&str, i64),
+    endpoints: Endpoints,
+    credential: Option<Vec<u8>>,
+    isolated: bool,
+    role: proto::Role,
+    nonce: &[u8; 32],
+) -> ToPm {
+    let Endpoints {
+        first: endpoint,
+        alternates,
+        networks,
+        memory,
+        nics,
+    } = endpoints;
+    ToPm::Join(Box::new(proto::Join {
+        workflow: info.workflow.clone(),
+        component: component.into(),
+        index,
+        host: inventory::local_hostname(),
+        process: process_token(isolated),
+        endpoint,
+        alternates,
+        networks,
+        memory,
+        credential,
+        nics,
+        role,
+        proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
+    }))
+}
+
+/// The JOIN of an app without fabric endpoints or credential (a load generator, a protocol
+/// test) answering the PM's challenge `nonce` with the workflow secret of `info`.
+pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -> ToPm {
+    join_message(
+        info,
+        (component, index),
+        Endpoints::default(),
+        None,
+        false,
+        proto::Role::App,
+        nonce,
+    )
+}
+
+/// The answer to a JOIN: app id and PM instance.
+///
+/// # Errors
+/// [`ClientError::Refused`] with the PM's reason; [`ClientError::Protocol`] for any other
+/// message.
+pub fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
+    match msg {
+        FromPm::Welcome { app, pool } => Ok((app, pool)),
+        FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
+        other => Err(ClientError::Protocol(format!(
+            "{other:?} instead of a welcome"
+        ))),
+    }
+}
+
+/// A random token naming this process (stable for its lifetime), or with `fresh` a new one
+/// for an isolated client.
+fn process_token(fresh: bool) -> u64 {
+    if fresh {
+        random_token()
+    } else {
+        *static_token()
+    }
+}
+
+/// Random bytes, or (without randomness) the pid, which still separates processes of one
+/// host.
+fn random_token() -> u64 {
+    let mut b = [0u8; 8];
+    match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => u64::from(std::process::id()),
+    }
+}
+
+/// The process's token, at an address that stays valid for the process's lifetime.
+fn static_token() -> &'static u64 {
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(random_token)
+}
+
+/// Where same-host consumers may copy this process's offers from its memory: its pid and
+/// the process token, which a reader checks before trusting the pid.
+fn process_memory() -> proto::ProcessMemory {
+    let token = static_token();
+    proto::ProcessMemory {
+        pid: std::process::id(),
+        token: *token,
+        token_addr: std::ptr::from_ref(token) as u64,
+    }
+}
+
+/// How a peer reaches `e`: its provider and address.
+fn fabric_endpoint(e: &Endpoint) -> FabricEndpoint {
+    FabricEndpoint {
+        provider: e.info().provider.clone(),
+        address: e.address().clone(),
+    }
+}
+
+/// The network (address and prefix) of the interface `e` is bound to, when this host knows
+/// it.
+fn network_of(e: &Endpoint) -> Option<crate::Subnet> {
+    inventory::netif::network_with(e.address().ip()?)
+}
+
+impl AsyncClient {
+    /// Connects to the PM named by `info` (trying its endpoints in order), answers the
+    /// challenge with a proof of the workflow secret and joins.
+    ///
+    /// Must run inside a tokio runtime (the driver tasks are spawned on it).
+    ///
+    /// # Errors
+    /// [`ClientError::Unreachable`] when no endpoint accepts a connection;
+    /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `BadCredential`;
+    /// timeouts and connection errors.
+    pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
+        let schemas = match opts.schemas {
+            Some(s) => s,
+            None => Arc::new(Schemas::from_env()?),
+        };
+        let (stream, nonce) = driver::connect(info, opts.timeout).await?;
+        let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
+        let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
+        let networks = opts
+            .endpoint
+            .iter()
+            .chain(&opts.alternates)
+            .map(network_of)
+            .collect();
+        // Offers are readable from this process's memory where their regions are
+        // addressed by virtual address on every endpoint.
+        let cross_memory = opts.cross_memory
+            && opts
+                .endpoint
+                .iter()
+                .chain(&opts.alternates)
+                .all(Endpoint::virtual_addresses)
+            && opts.endpoint.is_some();
+        let memory = cross_memory.then(process_memory);
+        let nics = proto::Nics {
+            names: opts
+                .endpoint
+                .iter()
+                .chain(&opts.alternates)
+                .map(|e| e.info().domain.clone())
+                .collect(),
+            reason: opts.nic_reason.clone(),
+        };
+        let endpoints = Endpoints {
+            first: endpoint,
+            alternates,
+            networks,
+            memory,
+            nics,
+        };
+        let join = join_message(
+            info,
+            (&opts.component, opts.index),
+            endpoints,
+            opts.credential,
+            opts.isolated,
+            proto::Role::App,
+            &nonce,
+        );
+        let (connected, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
+        let shared = Arc::new(Shared {
+            app,
+            pool,
+            next_cdo: std::sync::atomic::AtomicU64::new(*proto::cdo_ids(app).start()),
+            pending: Mutex::default(),
+            out: outbox::Outbox::new(connected.writer),
+            endpoint: opts.endpoint,
+            alternates: opts.alternates,
+            peers: Mutex::default(),
+            timeout: opts.timeout,
+            inline_max: opts.inline_max,
+            schemas,
+            landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
+            cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
+            verified: Mutex::default(),
+        });
+        let mut tasks = driver::spawn(connected.reader, shared.clone());
+        if let Some(watch) = watch_endpoint_link(&shared) {
+            tasks.push(watch);
+        }
+        Ok(AsyncClient { shared, tasks })
+    }
+}
