@@ -18,7 +18,9 @@ use crate::keys;
 use crate::query::{Query, query_info};
 use crate::runtime;
 use crate::sync::{Completion, call_op, infos, op_cb};
-use crate::value::{Info, Proc, Rank, Value, bytes_from_raw, bytes_to_raw, cstring, fixed_str};
+use crate::value::Info;
+use crate::value::{Proc, Rank, Value};
+use crate::value::{bytes_from_raw, bytes_to_raw, cstring, fixed_str};
 
 /// Where `put` data is visible (`pmix_scope_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,8 @@ use pmix_sys as sys;
 
 use crate::error::{Result, Status, check, from_status};
 use crate::sync::infos;
-use crate::value::{Info, Proc, Value};
+use crate::value::Info;
+use crate::value::{Proc, Value};
 
 /// The reach of an event or of published data (`pmix_data_range_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use crate::keys;
 use crate::query::{Query, query_info};
 use crate::runtime;
 use crate::sync::infos;
-use crate::value::{Info, Proc, Value};
+use crate::value::Info;
+use crate::value::{Proc, Value};
 
 /// Which server to attach to.
 #[derive(Clone, Debug)]

@@ -12,7 +12,8 @@ use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
     ValidationReply,
 };
-use crate::value::{Info, Proc};
+use crate::value::Info;
+use crate::value::Proc;
 
 /// What a `group` upcall asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

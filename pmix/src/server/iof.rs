@@ -9,7 +9,8 @@ use std::sync::RwLock;
 use pmix_sys as sys;
 
 use crate::error::{Error, Result, check};
-use crate::value::{Proc, bytes_to_raw};
+use crate::value::Proc;
+use crate::value::bytes_to_raw;
 
 /// Whether the server is up for deliveries: set at `PMIx_server_init`, cleared first thing
 /// in the server's drop, so that no delivery reaches a finalized library (a delivery holds

@@ -38,7 +38,9 @@ use crate::event::{EventHandler, Range};
 use crate::keys;
 use crate::runtime;
 use crate::sync::{Completion, call_op, infos, op_cb};
-use crate::value::{Info, Proc, Rank, Value, cstr_lossy, cstring};
+use crate::value::Info;
+use crate::value::{Proc, Rank, Value};
+use crate::value::{cstr_lossy, cstring};
 
 /// How long server-side registration calls may take before they count as hung.
 const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);

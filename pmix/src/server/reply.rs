@@ -17,7 +17,9 @@ use pmix_sys as sys;
 
 use crate::client::Published;
 use crate::error::Status;
-use crate::value::{Info, InfoArray, Proc, bytes_to_raw, copy_cstr};
+use crate::value::Proc;
+use crate::value::{Info, InfoArray};
+use crate::value::{bytes_to_raw, copy_cstr};
 
 /// The status a dropped, unanswered reply sends.
 const UNANSWERED: i32 = sys::PMIX_ERROR;

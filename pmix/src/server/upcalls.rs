@@ -15,7 +15,9 @@ use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
     ValidationReply,
 };
-use crate::value::{Info, Proc, bytes_from_raw, cstr_lossy};
+use crate::value::Info;
+use crate::value::Proc;
+use crate::value::{bytes_from_raw, cstr_lossy};
 
 /// The host of this process's server (one per process).
 pub(crate) static HOST: RwLock<Option<Arc<dyn Host>>> = RwLock::new(None);

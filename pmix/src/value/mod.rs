@@ -5,12 +5,20 @@
 //! destructors free them; conversions out of C copy, so nothing borrowed from PMIx outlives
 //! the callback that lent it.
 
-use std::ffi::{CStr, CString, c_char, c_void};
+mod cconv;
+mod info;
+
+pub(crate) use cconv::{bytes_from_raw, bytes_to_raw, copy_cstr, cstr_lossy, cstring, fixed_str};
+pub(crate) use info::InfoArray;
+pub use info::{Info, find};
+
+use std::ffi::{c_char, c_void};
 use std::fmt;
 
 use pmix_sys as sys;
 
 use crate::error::{Error, Result, Status};
+use cconv::{alloc_copy, darray_from_raw, data_array, strdup};
 
 /// A PMIx rank (`pmix_rank_t`).
 pub type Rank = u32;
@@ -304,117 +312,66 @@ impl Value {
     pub(crate) unsafe fn load(&self, dst: *mut sys::pmix_value_t) -> Result<()> {
         // SAFETY: the caller guarantees `dst` is valid and empty.
         let dst = unsafe { &mut *dst };
-        let d = &mut dst.data;
-        let ty = match self {
-            Value::Bool(v) => {
-                d.flag = *v;
-                sys::PMIX_BOOL
-            }
-            Value::Byte(v) => {
-                d.byte = *v;
-                sys::PMIX_BYTE
-            }
+        let ty = match self.load_scalar(&mut dst.data) {
+            Some(ty) => ty,
+            None => self.load_owned(&mut dst.data)?,
+        };
+        dst.type_ = ty as u16;
+        Ok(())
+    }
+
+    /// Writes a value that owns no memory into `d` and returns its type tag; `None` for a
+    /// value that owns some ([`Value::load_owned`]).
+    fn load_scalar(&self, d: &mut sys::pmix_value__bindgen_ty_1) -> Option<u32> {
+        /// Sets union field `$field` (writing a `Copy` field of a union is safe).
+        macro_rules! put {
+            ($field:ident = $v:expr, $ty:expr) => {{
+                d.$field = $v;
+                $ty
+            }};
+        }
+        Some(match *self {
+            Value::Bool(v) => put!(flag = v, sys::PMIX_BOOL),
+            Value::Byte(v) => put!(byte = v, sys::PMIX_BYTE),
+            Value::Size(v) => put!(size = v, sys::PMIX_SIZE),
+            Value::Pid(v) => put!(pid = v, sys::PMIX_PID),
+            Value::Int(v) => put!(integer = v, sys::PMIX_INT),
+            Value::Int8(v) => put!(int8 = v, sys::PMIX_INT8),
+            Value::Int16(v) => put!(int16 = v, sys::PMIX_INT16),
+            Value::Int32(v) => put!(int32 = v, sys::PMIX_INT32),
+            Value::Int64(v) => put!(int64 = v, sys::PMIX_INT64),
+            Value::Uint(v) => put!(uint = v, sys::PMIX_UINT),
+            Value::Uint8(v) => put!(uint8 = v, sys::PMIX_UINT8),
+            Value::Uint16(v) => put!(uint16 = v, sys::PMIX_UINT16),
+            Value::Uint32(v) => put!(uint32 = v, sys::PMIX_UINT32),
+            Value::Uint64(v) => put!(uint64 = v, sys::PMIX_UINT64),
+            Value::Float(v) => put!(fval = v, sys::PMIX_FLOAT),
+            Value::Double(v) => put!(dval = v, sys::PMIX_DOUBLE),
+            Value::Time(v) => put!(time = v, sys::PMIX_TIME),
+            Value::Status(v) => put!(status = v.0, sys::PMIX_STATUS),
+            Value::Rank(v) => put!(rank = v, sys::PMIX_PROC_RANK),
+            Value::Persistence(v) => put!(persist = v, sys::PMIX_PERSIST),
+            Value::Scope(v) => put!(scope = v, sys::PMIX_SCOPE),
+            Value::Range(v) => put!(range = v, sys::PMIX_DATA_RANGE),
+            Value::ProcState(v) => put!(state = v, sys::PMIX_PROC_STATE),
+            Value::LinkState(v) => put!(linkstate = v, sys::PMIX_LINK_STATE),
+            Value::Pointer(v) => put!(ptr = v as *mut c_void, sys::PMIX_POINTER),
+            _ => return None,
+        })
+    }
+
+    /// Writes a value that owns memory (strings, a proc, bytes, arrays) into `d`,
+    /// allocated with `malloc` for PMIx to free, and returns its type tag.
+    fn load_owned(&self, d: &mut sys::pmix_value__bindgen_ty_1) -> Result<u32> {
+        Ok(match self {
             Value::String(s) => {
                 d.string = strdup(s, "string value")?;
                 sys::PMIX_STRING
             }
-            Value::Size(v) => {
-                d.size = *v;
-                sys::PMIX_SIZE
-            }
-            Value::Pid(v) => {
-                d.pid = *v;
-                sys::PMIX_PID
-            }
-            Value::Int(v) => {
-                d.integer = *v;
-                sys::PMIX_INT
-            }
-            Value::Int8(v) => {
-                d.int8 = *v;
-                sys::PMIX_INT8
-            }
-            Value::Int16(v) => {
-                d.int16 = *v;
-                sys::PMIX_INT16
-            }
-            Value::Int32(v) => {
-                d.int32 = *v;
-                sys::PMIX_INT32
-            }
-            Value::Int64(v) => {
-                d.int64 = *v;
-                sys::PMIX_INT64
-            }
-            Value::Uint(v) => {
-                d.uint = *v;
-                sys::PMIX_UINT
-            }
-            Value::Uint8(v) => {
-                d.uint8 = *v;
-                sys::PMIX_UINT8
-            }
-            Value::Uint16(v) => {
-                d.uint16 = *v;
-                sys::PMIX_UINT16
-            }
-            Value::Uint32(v) => {
-                d.uint32 = *v;
-                sys::PMIX_UINT32
-            }
-            Value::Uint64(v) => {
-                d.uint64 = *v;
-                sys::PMIX_UINT64
-            }
-            Value::Float(v) => {
-                d.fval = *v;
-                sys::PMIX_FLOAT
-            }
-            Value::Double(v) => {
-                d.dval = *v;
-                sys::PMIX_DOUBLE
-            }
-            Value::Time(v) => {
-                d.time = *v;
-                sys::PMIX_TIME
-            }
-            Value::Status(v) => {
-                d.status = v.0;
-                sys::PMIX_STATUS
-            }
-            Value::Rank(v) => {
-                d.rank = *v;
-                sys::PMIX_PROC_RANK
-            }
-            Value::Persistence(v) => {
-                d.persist = *v;
-                sys::PMIX_PERSIST
-            }
-            Value::Scope(v) => {
-                d.scope = *v;
-                sys::PMIX_SCOPE
-            }
-            Value::Range(v) => {
-                d.range = *v;
-                sys::PMIX_DATA_RANGE
-            }
-            Value::ProcState(v) => {
-                d.state = *v;
-                sys::PMIX_PROC_STATE
-            }
-            Value::LinkState(v) => {
-                d.linkstate = *v;
-                sys::PMIX_LINK_STATE
-            }
-            Value::Pointer(v) => {
-                d.ptr = *v as *mut c_void;
-                sys::PMIX_POINTER
-            }
             Value::Proc(p) => {
                 let raw = p.to_raw()?;
                 // SAFETY: malloc of a POD struct, freed by PMIx_Value_destruct.
-                let mem = unsafe { alloc_copy(&raw) };
-                d.proc_ = mem;
+                d.proc_ = unsafe { alloc_copy(&raw) };
                 sys::PMIX_PROC
             }
             Value::Bytes(b) => {
@@ -445,38 +402,11 @@ impl Value {
                 sys::PMIX_DATA_ARRAY
             }
             Value::ProcInfos(items) => {
-                d.darray = data_array(
-                    items,
-                    sys::PMIX_PROC_INFO,
-                    |slot: *mut sys::pmix_proc_info_t, pi| {
-                        // SAFETY: slot is an element of a fresh, zeroed proc-info array.
-                        let slot = unsafe { &mut *slot };
-                        slot.proc_ = pi.proc.to_raw()?;
-                        slot.hostname = strdup(&pi.hostname, "hostname")?;
-                        slot.executable_name = strdup(&pi.executable, "executable")?;
-                        slot.pid = pi.pid;
-                        slot.exit_code = pi.exit_code;
-                        slot.state = pi.state;
-                        Ok(())
-                    },
-                )?;
+                d.darray = data_array(items, sys::PMIX_PROC_INFO, load_proc_info)?;
                 sys::PMIX_DATA_ARRAY
             }
             Value::DeviceDistances(items) => {
-                d.darray = data_array(
-                    items,
-                    sys::PMIX_DEVICE_DIST,
-                    |slot: *mut sys::pmix_device_distance_t, dd| {
-                        // SAFETY: slot is an element of a fresh, zeroed distance array.
-                        let slot = unsafe { &mut *slot };
-                        slot.uuid = strdup(&dd.uuid, "device uuid")?;
-                        slot.osname = strdup(&dd.osname, "device name")?;
-                        slot.type_ = dd.device_type;
-                        slot.mindist = dd.mindist;
-                        slot.maxdist = dd.maxdist;
-                        Ok(())
-                    },
-                )?;
+                d.darray = data_array(items, sys::PMIX_DEVICE_DIST, load_distance)?;
                 sys::PMIX_DATA_ARRAY
             }
             Value::Other(code) => {
@@ -484,9 +414,8 @@ impl Value {
                     "cannot pass a value of PMIx type {code} through this layer"
                 )));
             }
-        };
-        dst.type_ = ty as u16;
-        Ok(())
+            scalar => unreachable!("{scalar:?} owns no memory: load_scalar writes it"),
+        })
     }
 
     /// Copies a C value.
@@ -535,325 +464,35 @@ impl Value {
     }
 }
 
-/// A key/value pair (`pmix_info_t`), used for data, directives and qualifiers alike.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Info {
-    /// The key (at most 511 bytes), usually one of the `PMIX_*` attribute names.
-    pub key: String,
-    /// The value.
-    pub value: Value,
-    /// `PMIX_INFO_REQD`: the receiver must honour this directive or fail.
-    pub required: bool,
-}
-
-impl Info {
-    /// A key/value pair.
-    pub fn new(key: impl Into<String>, value: Value) -> Info {
-        Info {
-            key: key.into(),
-            value,
-            required: false,
-        }
-    }
-
-    /// Marks the directive as required (`PMIX_INFO_REQD`).
-    pub fn required(mut self) -> Info {
-        self.required = true;
-        self
-    }
-
-    /// Writes this info into `dst`.
-    ///
-    /// # Safety
-    /// `dst` must point to a writable, zeroed `pmix_info_t`.
-    pub(crate) unsafe fn load(&self, dst: *mut sys::pmix_info_t) -> Result<()> {
-        // SAFETY: the caller guarantees validity.
-        let dst = unsafe { &mut *dst };
-        copy_cstr(&mut dst.key, &self.key, "key")?;
-        if self.required {
-            dst.flags |= sys::PMIX_INFO_REQD;
-        }
-        // SAFETY: dst.value is zeroed.
-        unsafe { self.value.load(&mut dst.value) }
-    }
-
-    /// Copies a C info.
-    ///
-    /// # Safety
-    /// `raw` must point to a valid `pmix_info_t`.
-    pub(crate) unsafe fn from_raw(raw: *const sys::pmix_info_t) -> Info {
-        // SAFETY: the caller guarantees validity.
-        let raw = unsafe { &*raw };
-        Info {
-            key: fixed_str(&raw.key),
-            // SAFETY: the value of a valid info is valid.
-            value: unsafe { Value::from_raw(&raw.value) },
-            required: raw.flags & sys::PMIX_INFO_REQD != 0,
-        }
-    }
-
-    /// Copies a C info array; a NULL pointer or a zero count gives an empty vector.
-    ///
-    /// # Safety
-    /// `raw` must point to `n` valid infos (or be NULL).
-    pub(crate) unsafe fn vec_from_raw(raw: *const sys::pmix_info_t, n: usize) -> Vec<Info> {
-        if raw.is_null() {
-            return Vec::new();
-        }
-        // SAFETY: the caller guarantees `n` valid elements.
-        (0..n)
-            .map(|i| unsafe { Info::from_raw(raw.add(i)) })
-            .collect()
-    }
-}
-
-/// Finds the value of `key` in a list of infos.
-pub fn find<'a>(infos: &'a [Info], key: &str) -> Option<&'a Value> {
-    infos.iter().find(|i| i.key == key).map(|i| &i.value)
-}
-
-/// An owned C array of `pmix_info_t`, freed with `PMIX_INFO_FREE` on drop. Used to pass
-/// directives into PMIx calls.
-pub(crate) struct InfoArray {
-    ptr: *mut sys::pmix_info_t,
-    len: usize,
-}
-
-// SAFETY: owned C memory with no thread affinity; PMIx only reads it.
-unsafe impl Send for InfoArray {}
-
-impl InfoArray {
-    /// Builds the C array from Rust infos.
-    pub(crate) fn new(infos: &[Info]) -> Result<InfoArray> {
-        // SAFETY: mpmix_info_create returns a zeroed array of the given length or NULL.
-        let ptr = unsafe { sys::mpmix_info_create(infos.len()) };
-        if ptr.is_null() && !infos.is_empty() {
-            return Err(Error::InvalidArgument(
-                "out of memory for an info array".into(),
-            ));
-        }
-        let arr = InfoArray {
-            ptr,
-            len: infos.len(),
-        };
-        for (i, info) in infos.iter().enumerate() {
-            // SAFETY: `i < len` and the element is zeroed.
-            unsafe { info.load(arr.ptr.add(i))? };
-        }
-        Ok(arr)
-    }
-
-    /// Pointer for PMIx (NULL when empty).
-    pub(crate) fn as_ptr(&self) -> *mut sys::pmix_info_t {
-        self.ptr
-    }
-
-    /// Number of elements.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Hands the array to C, which then owns and frees it.
-    pub(crate) fn into_raw(self) -> (*mut sys::pmix_info_t, usize) {
-        let out = (self.ptr, self.len);
-        std::mem::forget(self);
-        out
-    }
-}
-
-impl Drop for InfoArray {
-    fn drop(&mut self) {
-        // SAFETY: the array was created by mpmix_info_create with this length.
-        unsafe { sys::mpmix_info_free(self.ptr, self.len) };
-    }
-}
-
-/// Copies `s` into a fixed C char array, NUL-terminated.
-pub(crate) fn copy_cstr(dst: &mut [c_char], s: &str, what: &str) -> Result<()> {
-    if s.as_bytes().contains(&0) {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {s:?} contains a NUL byte"
-        )));
-    }
-    if s.len() >= dst.len() {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {s:?} is {} bytes; PMIx allows at most {}",
-            s.len(),
-            dst.len() - 1
-        )));
-    }
-    for (d, b) in dst.iter_mut().zip(s.bytes()) {
-        *d = b as c_char;
-    }
-    dst[s.len()] = 0;
+/// Fills a zeroed element of a fresh proc-info array.
+fn load_proc_info(slot: *mut sys::pmix_proc_info_t, pi: &ProcInfo) -> Result<()> {
+    // SAFETY: `data_array` passes an element of the array it just created.
+    let slot = unsafe { &mut *slot };
+    slot.proc_ = pi.proc.to_raw()?;
+    slot.hostname = strdup(&pi.hostname, "hostname")?;
+    slot.executable_name = strdup(&pi.executable, "executable")?;
+    slot.pid = pi.pid;
+    slot.exit_code = pi.exit_code;
+    slot.state = pi.state;
     Ok(())
 }
 
-/// Reads a fixed C char array up to its first NUL (or its end).
-pub(crate) fn fixed_str(src: &[c_char]) -> String {
-    let bytes: Vec<u8> = src
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// Copies a C string (NULL gives an empty string).
-///
-/// # Safety
-/// `p` must be NULL or a valid NUL-terminated string.
-pub(crate) unsafe fn cstr_lossy(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-/// A `CString` for an argument, with a typed error for interior NULs.
-pub(crate) fn cstring(s: &str, what: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{what} {s:?} contains a NUL byte")))
-}
-
-/// `strdup` into malloc'ed memory that PMIx may free.
-fn strdup(s: &str, what: &str) -> Result<*mut c_char> {
-    let c = cstring(s, what)?;
-    // SAFETY: c is a valid C string; strdup copies it.
-    let p = unsafe { libc::strdup(c.as_ptr()) };
-    if p.is_null() {
-        return Err(Error::InvalidArgument(format!(
-            "out of memory copying {what}"
-        )));
-    }
-    Ok(p)
-}
-
-/// malloc'ed copy of a byte slice as a PMIx byte object.
-pub(crate) fn bytes_to_raw(b: &[u8]) -> sys::pmix_byte_object_t {
-    if b.is_empty() {
-        return sys::pmix_byte_object_t::default();
-    }
-    // SAFETY: malloc of b.len() bytes, then a non-overlapping copy into it.
-    unsafe {
-        let p = libc::malloc(b.len()) as *mut c_char;
-        if p.is_null() {
-            return sys::pmix_byte_object_t::default();
-        }
-        std::ptr::copy_nonoverlapping(b.as_ptr(), p as *mut u8, b.len());
-        sys::pmix_byte_object_t {
-            bytes: p,
-            size: b.len(),
-        }
-    }
-}
-
-/// Copies the bytes of a PMIx byte object.
-pub(crate) fn bytes_from_raw(bo: &sys::pmix_byte_object_t) -> Vec<u8> {
-    if bo.bytes.is_null() || bo.size == 0 {
-        return Vec::new();
-    }
-    // SAFETY: a valid byte object holds `size` readable bytes.
-    unsafe { std::slice::from_raw_parts(bo.bytes as *const u8, bo.size) }.to_vec()
-}
-
-/// malloc'ed copy of one POD value.
-///
-/// # Safety
-/// `T` must be plain old data that PMIx frees with `free`.
-unsafe fn alloc_copy<T: Copy>(v: &T) -> *mut T {
-    // SAFETY: malloc of size_of::<T>() bytes, then a write of one T.
-    unsafe {
-        let p = libc::malloc(std::mem::size_of::<T>()) as *mut T;
-        if !p.is_null() {
-            p.write(*v);
-        }
-        p
-    }
-}
-
-/// Builds a malloc'ed `pmix_data_array_t` of `ty`, filling element `i` with `fill`.
-fn data_array<T, E>(
-    items: &[T],
-    ty: u32,
-    fill: impl Fn(*mut E, &T) -> Result<()>,
-) -> Result<*mut sys::pmix_data_array_t> {
-    // SAFETY: creates an array of `items.len()` zeroed elements of type `ty`.
-    let darray = unsafe { sys::mpmix_data_array_create(items.len(), ty as u16) };
-    if darray.is_null() {
-        return Err(Error::InvalidArgument(
-            "out of memory for a data array".into(),
-        ));
-    }
-    for (i, item) in items.iter().enumerate() {
-        // SAFETY: darray->array holds items.len() elements of E.
-        let slot = unsafe { ((*darray).array as *mut E).add(i) };
-        if let Err(e) = fill(slot, item) {
-            // SAFETY: frees what was filled so far; the rest is zeroed.
-            unsafe { sys::mpmix_data_array_free(darray) };
-            return Err(e);
-        }
-    }
-    Ok(darray)
-}
-
-/// Copies a data array into the matching [`Value`] variant.
-///
-/// # Safety
-/// `da` must be a valid data array.
-unsafe fn darray_from_raw(da: &sys::pmix_data_array_t) -> Value {
-    let n = if da.array.is_null() { 0 } else { da.size };
-    // SAFETY: `array` holds `size` elements of the tagged type.
-    unsafe {
-        match u32::from(da.type_) {
-            sys::PMIX_INFO => Value::Infos(Info::vec_from_raw(da.array as *const _, n)),
-            sys::PMIX_PROC => Value::Procs(
-                (0..n)
-                    .map(|i| Proc::from_raw((da.array as *const sys::pmix_proc_t).add(i)))
-                    .collect(),
-            ),
-            sys::PMIX_STRING => Value::Strings(
-                (0..n)
-                    .map(|i| cstr_lossy(*(da.array as *const *const c_char).add(i)))
-                    .collect(),
-            ),
-            sys::PMIX_PROC_INFO => Value::ProcInfos(
-                (0..n)
-                    .map(|i| {
-                        let p = &*(da.array as *const sys::pmix_proc_info_t).add(i);
-                        ProcInfo {
-                            proc: Proc::from_raw(&p.proc_),
-                            hostname: cstr_lossy(p.hostname),
-                            executable: cstr_lossy(p.executable_name),
-                            pid: p.pid,
-                            exit_code: p.exit_code,
-                            state: p.state,
-                        }
-                    })
-                    .collect(),
-            ),
-            sys::PMIX_DEVICE_DIST => Value::DeviceDistances(
-                (0..n)
-                    .map(|i| {
-                        let d = &*(da.array as *const sys::pmix_device_distance_t).add(i);
-                        DeviceDistance {
-                            uuid: cstr_lossy(d.uuid),
-                            osname: cstr_lossy(d.osname),
-                            device_type: d.type_,
-                            mindist: d.mindist,
-                            maxdist: d.maxdist,
-                        }
-                    })
-                    .collect(),
-            ),
-            _ => Value::Other(sys::PMIX_DATA_ARRAY as u16),
-        }
-    }
+/// Fills a zeroed element of a fresh device-distance array.
+fn load_distance(slot: *mut sys::pmix_device_distance_t, dd: &DeviceDistance) -> Result<()> {
+    // SAFETY: `data_array` passes an element of the array it just created.
+    let slot = unsafe { &mut *slot };
+    slot.uuid = strdup(&dd.uuid, "device uuid")?;
+    slot.osname = strdup(&dd.osname, "device name")?;
+    slot.type_ = dd.device_type;
+    slot.mindist = dd.mindist;
+    slot.maxdist = dd.maxdist;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use info::InfoArray;
 
     #[test]
     fn process_states_have_names() {
