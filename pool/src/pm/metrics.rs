@@ -69,129 +69,9 @@ fn counters<'a>(
 /// The OpenMetrics text of `s`.
 pub fn render(s: &Snapshot) -> String {
     let mut r = Registry::with_prefix("maestro_pm");
-    let st = &s.status;
-    counter(
-        &mut r,
-        "uptime_seconds",
-        "Seconds since the pool manager started",
-        st.uptime_ms / 1000,
-    );
-    counters(
-        &mut r,
-        ("operations", "Operations handled, by kind"),
-        st.operations
-            .iter()
-            .map(|(op, n)| (vec![("op", op.clone())], *n)),
-    );
-    gauge(&mut r, "apps", "Applications joined", st.app_count);
-    gauge(
-        &mut r,
-        "observers",
-        "Observers connected",
-        st.observer_count,
-    );
-    gauge(
-        &mut r,
-        "subscriptions",
-        "Event subscriptions open",
-        st.subscriptions,
-    );
-    let cdos = Family::<Labels, Gauge>::default();
-    for (state, n) in &st.cdos {
-        cdos.get_or_create(&vec![("state", state.clone())])
-            .set(i64::try_from(*n).unwrap_or(i64::MAX));
-    }
-    r.register("cdos", "Live CDOs by state", cdos);
-    gauge(
-        &mut r,
-        "transfers_in_flight",
-        "Transfers ticketed and not finished",
-        st.transfers_in_flight,
-    );
-    gauge(
-        &mut r,
-        "inline_bytes",
-        "Bytes of small CDOs the pool manager holds",
-        st.inline_bytes,
-    );
-    if let Some(rss) = st.memory_bytes {
-        gauge(
-            &mut r,
-            "resident_memory_bytes",
-            "The pool manager's resident memory",
-            rss,
-        );
-    }
-    counter(
-        &mut r,
-        "transfers_completed",
-        "Transfers completed",
-        s.transfers.completed,
-    );
-    counter(
-        &mut r,
-        "transfers_failed",
-        "Transfers failed, abandoned or cut off",
-        s.transfers.failed,
-    );
-    let by_transport = |f: fn(&crate::view::TransportTraffic) -> u64| {
-        s.fabric
-            .transports
-            .iter()
-            .map(move |(t, n)| (vec![("transport", t.clone())], f(n)))
-    };
-    counters(
-        &mut r,
-        (
-            "transport_bytes",
-            "Bytes of completed transfers, by transport",
-        ),
-        by_transport(|n| n.bytes),
-    );
-    counters(
-        &mut r,
-        ("transport_transfers", "Completed transfers, by transport"),
-        by_transport(|n| n.transfers),
-    );
-    counters(
-        &mut r,
-        ("transport_failures", "Failed transfers, by transport"),
-        by_transport(|n| n.failures),
-    );
-    let nic = |n: &crate::view::NicTraffic, direction: &str| -> Labels {
-        vec![
-            ("host", n.host.clone()),
-            ("nic", n.nic.clone()),
-            ("provider", n.provider.clone()),
-            ("direction", direction.to_string()),
-        ]
-    };
-    counters(
-        &mut r,
-        (
-            "nic_bytes",
-            "Bytes of completed transfers through each NIC and provider (out: read from offers behind it; in: read by consumers through it)",
-        ),
-        s.fabric
-            .nics
-            .iter()
-            .flat_map(|n| [(nic(n, "out"), n.bytes_out), (nic(n, "in"), n.bytes_in)]),
-    );
-    counters(
-        &mut r,
-        ("nic_failures", "Failed transfers on each NIC and provider"),
-        s.fabric.nics.iter().map(|n| {
-            let mut l = nic(n, "");
-            l.pop();
-            (l, n.failures)
-        }),
-    );
-    gauge(
-        &mut r,
-        "links_down",
-        "Networks of links reported down",
-        s.fabric.links_down.len() as u64,
-    );
+    render_status(&mut r, &s.status);
+    render_transfers(&mut r, s);
+    render_fabric(&mut r, s);
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &r);
@@ -286,6 +166,135 @@ async fn respond(
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.shutdown().await
+}
+
+/// The PM's own figures: uptime, operations, apps, observers, subscriptions, CDOs, memory.
+fn render_status(r: &mut Registry, st: &crate::view::Status) {
+    counter(
+        r,
+        "uptime_seconds",
+        "Seconds since the pool manager started",
+        st.uptime_ms / 1000,
+    );
+    counters(
+        r,
+        ("operations", "Operations handled, by kind"),
+        st.operations
+            .iter()
+            .map(|(op, n)| (vec![("op", op.clone())], *n)),
+    );
+    gauge(r, "apps", "Applications joined", st.app_count);
+    gauge(r, "observers", "Observers connected", st.observer_count);
+    gauge(
+        r,
+        "subscriptions",
+        "Event subscriptions open",
+        st.subscriptions,
+    );
+    let cdos = Family::<Labels, Gauge>::default();
+    for (state, n) in &st.cdos {
+        cdos.get_or_create(&vec![("state", state.clone())])
+            .set(i64::try_from(*n).unwrap_or(i64::MAX));
+    }
+    r.register("cdos", "Live CDOs by state", cdos);
+    gauge(
+        r,
+        "transfers_in_flight",
+        "Transfers ticketed and not finished",
+        st.transfers_in_flight,
+    );
+    gauge(
+        r,
+        "inline_bytes",
+        "Bytes of small CDOs the pool manager holds",
+        st.inline_bytes,
+    );
+    if let Some(rss) = st.memory_bytes {
+        gauge(
+            r,
+            "resident_memory_bytes",
+            "The pool manager's resident memory",
+            rss,
+        );
+    }
+}
+
+/// Transfers: completed and failed, and by transport.
+fn render_transfers(r: &mut Registry, s: &Snapshot) {
+    counter(
+        r,
+        "transfers_completed",
+        "Transfers completed",
+        s.transfers.completed,
+    );
+    counter(
+        r,
+        "transfers_failed",
+        "Transfers failed, abandoned or cut off",
+        s.transfers.failed,
+    );
+    let by_transport = |f: fn(&crate::view::TransportTraffic) -> u64| {
+        s.fabric
+            .transports
+            .iter()
+            .map(move |(t, n)| (vec![("transport", t.clone())], f(n)))
+    };
+    counters(
+        r,
+        (
+            "transport_bytes",
+            "Bytes of completed transfers, by transport",
+        ),
+        by_transport(|n| n.bytes),
+    );
+    counters(
+        r,
+        ("transport_transfers", "Completed transfers, by transport"),
+        by_transport(|n| n.transfers),
+    );
+    counters(
+        r,
+        ("transport_failures", "Failed transfers, by transport"),
+        by_transport(|n| n.failures),
+    );
+}
+
+/// Traffic per NIC and provider, and links down.
+fn render_fabric(r: &mut Registry, s: &Snapshot) {
+    let nic = |n: &crate::view::NicTraffic, direction: &str| -> Labels {
+        vec![
+            ("host", n.host.clone()),
+            ("nic", n.nic.clone()),
+            ("provider", n.provider.clone()),
+            ("direction", direction.to_string()),
+        ]
+    };
+    counters(
+        r,
+        (
+            "nic_bytes",
+            "Bytes of completed transfers through each NIC and provider (out: read from offers behind it; in: read by consumers through it)",
+        ),
+        s.fabric
+            .nics
+            .iter()
+            .flat_map(|n| [(nic(n, "out"), n.bytes_out), (nic(n, "in"), n.bytes_in)]),
+    );
+    counters(
+        r,
+        ("nic_failures", "Failed transfers on each NIC and provider"),
+        s.fabric.nics.iter().map(|n| {
+            let mut l = nic(n, "");
+            l.pop();
+            (l, n.failures)
+        }),
+    );
+    gauge(
+        r,
+        "links_down",
+        "Networks of links reported down",
+        s.fabric.links_down.len() as u64,
+    );
 }
 
 #[cfg(test)]

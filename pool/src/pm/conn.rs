@@ -1,0 +1,331 @@
+//! One connection's IO: reading frames within the ingress budget, the JOIN handshake
+//! (admission, deadline, credential check), and writing what the manager sends, cutting
+//! off a peer that stops reading.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::admission::Throttle;
+use super::{CredentialCheck, Event, MAX_JOIN_FRAME, PmConfig, READ_CHUNK, SMALL_READ};
+use crate::proto::{FromPm, ToPm};
+use crate::{ConnId, Credential, Manager, proto};
+
+/// The connections' writer tasks, with what each has still to write.
+pub(super) struct Writers {
+    pub(super) max_queued: usize,
+    pub(super) by_conn: HashMap<ConnId, Writer>,
+}
+
+/// One connection's writer task: frames to write (`None`: close) and the bytes queued;
+/// with the handles of its reader and writer tasks, to cut it off.
+pub(super) struct Writer {
+    pub(super) tx: mpsc::UnboundedSender<Option<Vec<u8>>>,
+    pub(super) queued: Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) tasks: [tokio::task::AbortHandle; 2],
+}
+
+impl Writer {
+    /// Closes the connection once what is queued is written.
+    pub(super) fn close(self) {
+        let _ = self.tx.send(None);
+    }
+
+    /// Closes the connection now, dropping what is queued and what it sent unread (its
+    /// peer does not read: waiting for the queue to drain would never end).
+    pub(super) fn cut_off(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Sends the manager's output, one frame per connection per round. A connection whose
+/// unwritten output would pass the limit is closed and the manager told it is gone (its
+/// subscribers hear why), which may produce more output: sent in the next round.
+pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
+    loop {
+        let mut batches: HashMap<ConnId, Vec<FromPm>> = HashMap::new();
+        while let Some((conn, msg)) = manager.poll_output() {
+            batches.entry(conn).or_default().push(msg);
+        }
+        let mut stuck = Vec::new();
+        for (conn, batch) in batches {
+            let frames = match proto::encode_split(&proto::pack_done(batch)) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::error!("encoding a reply to {conn}: {e}");
+                    continue;
+                }
+            };
+            let Some(w) = writers.by_conn.get(&conn) else {
+                continue;
+            };
+            let bytes: usize = frames.iter().map(Vec::len).sum();
+            let queued = w.queued.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            if queued > writers.max_queued {
+                stuck.push((conn, queued));
+                continue;
+            }
+            for f in frames {
+                let _ = w.tx.send(Some(f));
+            }
+        }
+        for conn in manager.take_closing() {
+            if let Some(w) = writers.by_conn.remove(&conn) {
+                w.close();
+            }
+        }
+        if stuck.is_empty() {
+            return;
+        }
+        for (conn, queued) in stuck {
+            tracing::error!(
+                "connection {conn} does not read what the pool manager sends ({queued} bytes waiting); closing it"
+            );
+            if let Some(w) = writers.by_conn.remove(&conn) {
+                w.cut_off();
+            }
+            manager.disconnected_because(
+                conn,
+                "it stopped reading from the pool manager (its output queue overflowed)",
+            );
+        }
+    }
+}
+
+/// What connection readers share: the credential check, the admission deadline and
+/// limits, the ingress budget in bytes, and the rate limit of warnings about refused
+/// connections.
+#[derive(Clone)]
+pub(super) struct Ingress {
+    pub(super) check: Option<CredentialCheck>,
+    pub(super) join_timeout: std::time::Duration,
+    /// [`PmConfig::max_unjoined`] and [`PmConfig::max_unjoined_per_peer`], for messages.
+    pub(super) max_unjoined: (usize, usize),
+    pub(super) budget: Arc<tokio::sync::Semaphore>,
+    /// The budget's size in bytes.
+    pub(super) budget_size: usize,
+    pub(super) refusals: Arc<std::sync::Mutex<Throttle>>,
+}
+
+impl Ingress {
+    /// Logs why a connection was refused or closed, at most ten lines a second (a flood of
+    /// bad connections is not a flood of log lines); the next line says how many were held
+    /// back.
+    pub(super) fn refused(&self, why: impl FnOnce() -> String) {
+        let admitted = match self.refusals.lock() {
+            Ok(mut t) => t.admit(Instant::now()),
+            Err(_) => Some(0),
+        };
+        match admitted {
+            Some(0) => tracing::warn!("pool manager: {}", why()),
+            Some(held) => tracing::warn!(
+                "pool manager: {} ({held} similar messages held back)",
+                why()
+            ),
+            None => {}
+        }
+    }
+}
+
+pub(super) fn spawn_connection(
+    conn: ConnId,
+    mut read: Box<dyn AsyncRead + Unpin + Send>,
+    mut write: Box<dyn AsyncWrite + Unpin + Send>,
+    events: mpsc::UnboundedSender<Event>,
+    (ingress, pid): (Ingress, Option<u32>),
+) {
+    let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let left = queued.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(Some(frame)) = wrx.recv().await {
+            if write.write_all(&frame).await.is_err() {
+                break;
+            }
+            left.fetch_sub(frame.len(), Ordering::Relaxed);
+        }
+        let _ = write.shutdown().await;
+    });
+    let connected = events.clone();
+    // The reader starts once the actor has heard of the connection (same channel: order).
+    let (start, started) = oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        if started.await.is_err() {
+            return;
+        }
+        let mut buf = Vec::new();
+        let admitted = admit(conn, &mut read, &mut buf, &events, &ingress).await;
+        let ended = match admitted {
+            Ok(()) => serve_joined(conn, &mut read, buf, &events, &ingress).await,
+            Err(why) => Err(why),
+        };
+        match ended {
+            Ok(()) => tracing::debug!("connection {conn} closed"),
+            Err(why) => ingress.refused(|| format!("connection {conn} {why}; closing it")),
+        }
+        let _ = events.send(Event::Gone(conn));
+    });
+    let tasks = [writer.abort_handle(), reader.abort_handle()];
+    let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }, pid));
+    let _ = start.send(());
+}
+
+/// Reads more of a connection into `buf`, at most `room` bytes.
+///
+/// # Errors
+/// What went wrong (end of stream or the OS error), for the log.
+pub(super) async fn read_some(
+    read: &mut (dyn AsyncRead + Unpin + Send),
+    buf: &mut Vec<u8>,
+    room: usize,
+) -> Result<usize, String> {
+    buf.reserve(room);
+    let mut limited = (&mut *read).take(room as u64);
+    match limited.read_buf(buf).await {
+        Ok(0) => Err("ended".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("failed ({e})")),
+    }
+}
+
+/// Admission: the first frame, small and within the deadline, must be a JOIN the manager
+/// accepts. Leaves in `buf` what the peer sent after it.
+///
+/// # Errors
+/// Why the connection is refused, for the log (the manager has answered a refused JOIN).
+pub(super) async fn admit(
+    conn: ConnId,
+    read: &mut (dyn AsyncRead + Unpin + Send),
+    buf: &mut Vec<u8>,
+    events: &mpsc::UnboundedSender<Event>,
+    ingress: &Ingress,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + ingress.join_timeout;
+    let len = loop {
+        if buf.len() >= proto::HEADER {
+            let mut header = [0u8; proto::HEADER];
+            header.copy_from_slice(&buf[..proto::HEADER]);
+            let len = proto::payload_len(&header).map_err(|e| format!("sent a bad frame ({e})"))?;
+            if len > MAX_JOIN_FRAME {
+                return Err(format!(
+                    "announced a {len}-byte frame before joining (at most {MAX_JOIN_FRAME})"
+                ));
+            }
+            if buf.len() >= proto::HEADER + len {
+                break len;
+            }
+        }
+        // A JOIN takes a few hundred bytes: read a little at a time, up to the limit.
+        let room = (proto::HEADER + MAX_JOIN_FRAME - buf.len()).min(SMALL_READ);
+        match tokio::time::timeout_at(deadline, read_some(read, buf, room)).await {
+            Ok(r) => drop(r.map_err(|e| format!("{e} before joining"))?),
+            Err(_) => {
+                return Err(format!("did not join within {:?}", ingress.join_timeout));
+            }
+        }
+    };
+    let join = proto::decode_join(&buf[proto::HEADER..proto::HEADER + len])
+        .map_err(|e| format!("sent a bad first frame ({e})"))?;
+    buf.drain(..proto::HEADER + len);
+    let credential = join.credential.clone();
+    let verdict = verify(credential, ingress.check.clone()).await;
+    let (answer, joined) = oneshot::channel();
+    events
+        .send(Event::Join(conn, ToPm::Join(join), verdict, answer))
+        .map_err(|_| "outlived the pool manager".to_string())?;
+    match tokio::time::timeout_at(deadline, joined).await {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err("was refused at JOIN".into()),
+        Ok(Err(_)) => Err("outlived the pool manager".into()),
+        Err(_) => Err(format!(
+            "was not admitted within {:?}",
+            ingress.join_timeout
+        )),
+    }
+}
+
+/// Reads a joined connection's frames and hands them to the actor in order, each batch
+/// holding its bytes' share of the ingress `budget` until handled: past the budget the
+/// reader waits instead of reading on.
+///
+/// # Errors
+/// Why the connection ended abnormally (a bad frame, the OS error), for the log.
+pub(super) async fn serve_joined(
+    conn: ConnId,
+    read: &mut (dyn AsyncRead + Unpin + Send),
+    mut buf: Vec<u8>,
+    events: &mpsc::UnboundedSender<Event>,
+    ingress: &Ingress,
+) -> Result<(), String> {
+    let mut want = SMALL_READ;
+    loop {
+        let before = buf.len();
+        let mut msgs = Vec::new();
+        proto::drain_frames::<ToPm>(&mut buf, |m| msgs.push(m))
+            .map_err(|e| format!("sent a bad frame ({e})"))?;
+        if !msgs.is_empty() {
+            // What the batch holds: its wire bytes and the decoded messages.
+            let bytes = (before - buf.len() + msgs.len() * std::mem::size_of::<ToPm>())
+                .clamp(1, ingress.budget_size);
+            let permit = Arc::clone(&ingress.budget)
+                .acquire_many_owned(u32::try_from(bytes).unwrap_or(u32::MAX))
+                .await
+                .map_err(|_| "outlived the pool manager".to_string())?;
+            if events.send(Event::Messages(conn, msgs, permit)).is_err() {
+                return Err("outlived the pool manager".into());
+            }
+        }
+        if buf.is_empty() && want == SMALL_READ && buf.capacity() > SMALL_READ {
+            // Quiet: the memory goes back until the app speaks again.
+            buf = Vec::new();
+        }
+        match read_some(read, &mut buf, want).await {
+            Ok(n) if n == want => want = (want * 2).min(READ_CHUNK),
+            Ok(n) if n < want / 4 => want = (want / 2).max(SMALL_READ),
+            Ok(_) => {}
+            Err(e) if e == "ended" => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+pub(super) async fn verify(
+    credential: Option<Vec<u8>>,
+    check: Option<CredentialCheck>,
+) -> Credential {
+    let (Some(cred), Some(check)) = (credential, check) else {
+        return Credential::Unchecked;
+    };
+    match tokio::task::spawn_blocking(move || check(&cred)).await {
+        Ok(Ok(())) => Credential::Valid,
+        Ok(Err(why)) => Credential::Invalid(why),
+        Err(e) => Credential::Invalid(format!("the credential check failed: {e}")),
+    }
+}
+
+impl Ingress {
+    /// The bounds of `config`.
+    pub(super) fn new(config: &PmConfig) -> Ingress {
+        // One batch (a partial frame plus one read) must always fit.
+        let budget_size = config
+            .max_ingress
+            .max(proto::MAX_FRAME + proto::HEADER + READ_CHUNK);
+        Ingress {
+            check: config.credentials.clone(),
+            join_timeout: config.join_timeout,
+            max_unjoined: (config.max_unjoined, config.max_unjoined_per_peer),
+            budget: Arc::new(tokio::sync::Semaphore::new(budget_size)),
+            budget_size,
+            refusals: Arc::new(std::sync::Mutex::new(Throttle::new(
+                std::time::Duration::from_secs(1),
+                10,
+            ))),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! What the PM listens on: TCP addresses and a private Unix socket (whose peers' processes
+//! are known), bound at start, and the loop that accepts connections on each.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::mpsc;
+
+use super::PmConfig;
+use super::admission::{Peer, Throttle};
+use crate::bootstrap::ControlAddr;
+
+/// Binds what `config` asks for: the private Unix socket (when asked and possible) and
+/// every TCP address; addresses given port 0 share one port where they can, so the PM
+/// info names one. Returns the listeners, the endpoints to advertise (every interface
+/// that is up for an unspecified address) and the Unix socket's directory.
+///
+/// # Errors
+/// The OS error of an address that cannot be bound, naming it.
+pub(super) fn bind(
+    config: &PmConfig,
+    rt: &tokio::runtime::Runtime,
+) -> std::io::Result<(Vec<Listener>, Vec<ControlAddr>, Option<std::path::PathBuf>)> {
+    let mut listeners = Vec::new();
+    let mut endpoints = Vec::new();
+    let mut unix_dir = None;
+    if config.unix_socket
+        && let Some((dir, addr, listener)) = unix_listener(rt)
+    {
+        unix_dir = Some(dir);
+        endpoints.push(addr);
+        listeners.push(listener);
+    }
+    // Addresses given port 0 share one port where they can: the info then names one.
+    let mut shared_port = None;
+    for addr in &config.listen {
+        let same = shared_port.filter(|_| addr.port() == 0).and_then(|port| {
+            rt.block_on(TcpListener::bind(SocketAddr::new(addr.ip(), port)))
+                .ok()
+        });
+        let l = match same {
+            Some(l) => l,
+            None => rt.block_on(TcpListener::bind(addr)).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("pool manager listening on {addr}: {e}"))
+            })?,
+        };
+        let bound = l.local_addr()?;
+        if addr.port() == 0 {
+            shared_port.get_or_insert(bound.port());
+        }
+        if bound.ip().is_unspecified() {
+            // Listening everywhere: advertise every interface that is up.
+            for ip in inventory::netif::interface_addresses()? {
+                endpoints.push(SocketAddr::new(ip, bound.port()).into());
+            }
+        } else {
+            endpoints.push(bound.into());
+        }
+        listeners.push(Listener::Tcp(l));
+    }
+    Ok((listeners, endpoints, unix_dir))
+}
+
+/// A listener of either kind.
+pub(super) enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    /// The next connection, split, with a description of the peer.
+    async fn accept(&self) -> std::io::Result<Halves> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, peer) = l.accept().await?;
+                let _ = stream.set_nodelay(true);
+                crate::liveness::probe(&stream);
+                let (r, w) = stream.into_split();
+                Ok((
+                    Box::new(r),
+                    Box::new(w),
+                    peer.to_string(),
+                    Peer::Tcp(peer.ip().to_canonical()),
+                ))
+            }
+            Listener::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                // The kernel's word on the peer process: a JOIN on this connection may
+                // announce that process's memory only.
+                let pid = stream
+                    .peer_cred()
+                    .ok()
+                    .and_then(|c| c.pid())
+                    .and_then(|p| u32::try_from(p).ok());
+                let (r, w) = stream.into_split();
+                Ok((
+                    Box::new(r),
+                    Box::new(w),
+                    "the unix socket".into(),
+                    Peer::Local(pid),
+                ))
+            }
+        }
+    }
+}
+
+/// An accepted connection: its halves, a description of the peer for the log, and who it
+/// is for admission.
+pub(super) type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+    String,
+    Peer,
+);
+
+/// Creates a private directory with a listening Unix socket in it (after removing those
+/// that killed pool managers left); `None` (with a warning) when that is not possible, for
+/// the PM then serves over TCP only.
+pub(super) fn unix_listener(
+    rt: &tokio::runtime::Runtime,
+) -> Option<(std::path::PathBuf, ControlAddr, Listener)> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    crate::stale::sweep_dead_process_dirs(&base, "maestro-pm-");
+    let mut tag = [0u8; 6];
+    getrandom::fill(&mut tag).ok()?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = base.join(format!("maestro-pm-{}-{tag}", std::process::id()));
+    let path = dir.join("pm.sock");
+    let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let _guard = rt.enter();
+    match made.and_then(|()| UnixListener::bind(&path)) {
+        Ok(l) => Some((dir, ControlAddr::Unix(path), Listener::Unix(l))),
+        Err(e) => {
+            tracing::warn!(
+                "pool manager: no unix socket at {} ({e}); TCP only",
+                path.display()
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            None
+        }
+    }
+}
+
+pub(super) async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {
+    let mut failures = Throttle::new(std::time::Duration::from_secs(10), 1);
+    loop {
+        match listener.accept().await {
+            Ok(conn) => {
+                if to.send(conn).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Out of descriptors and the like: log (rarely), breathe, go on.
+                if let Some(held) = failures.admit(Instant::now()) {
+                    tracing::warn!("pool manager accept: {e} ({held} more failures held back)");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
