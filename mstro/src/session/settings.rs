@@ -1,0 +1,280 @@
+//! What a process's Maestro settings are, from its environment and its PMIx host: the
+//! workflow and component, timeouts, the inline size, name owners, the job and the
+//! credential.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pool::schema::Schemas;
+
+use crate::status::{Error, Result, Status};
+
+/// `MSTRO_POOL_MANAGER_RANK`: the rank whose job key holds the PM info.
+pub const PM_RANK_ENV: &str = "MSTRO_POOL_MANAGER_RANK";
+/// `MSTRO_POOL_MANAGER_WAIT`: seconds to look for a pool manager through PMIx.
+pub const PM_WAIT_ENV: &str = "MSTRO_POOL_MANAGER_WAIT";
+/// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
+pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
+/// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
+/// sleeps (default [`pool::DEFAULT_WAIT_SPIN`], 0.00005; 0: sleep at once).
+pub const WAIT_SPIN_ENV: &str = "MSTRO_WAIT_SPIN";
+/// Offers of at most this many bytes carry their bytes to the pool manager, which hands
+/// them on with the consumers' tickets (default [`pool::DEFAULT_INLINE_MAX`]; 0: never).
+pub const INLINE_MAX_ENV: &str = "MSTRO_INLINE_MAX";
+
+/// Default of `MSTRO_POOL_MANAGER_WAIT`.
+pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
+/// Default of `MSTRO_TIMEOUT`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Who this process is and how it waits: the workflow, component and index it joins as, the
+/// schemas its attributes are checked against, and the PMIx host if it runs under one.
+#[derive(Clone)]
+pub struct Settings {
+    /// The workflow name (the PM serves one).
+    pub workflow: String,
+    /// The component name.
+    pub component: String,
+    /// The component index.
+    pub index: i64,
+    /// How long each pool operation waits (`MSTRO_TIMEOUT`).
+    pub timeout: Duration,
+    /// How long a pool operation polls for its answer before sleeping (`MSTRO_WAIT_SPIN`).
+    pub wait_spin: Duration,
+    /// Offers of at most this many bytes carry them to the PM (`MSTRO_INLINE_MAX`; 0:
+    /// never): see [`pool::JoinOptions::inline_max`].
+    pub inline_max: usize,
+    /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`); unset:
+    /// [`DEFAULT_PM_WAIT`] for the job's other ranks, one look for the PM rank itself and
+    /// for one-process jobs (nobody in the job could start one later).
+    pub pm_wait: Option<Duration>,
+    /// The rank whose job key holds the PM info (`MSTRO_POOL_MANAGER_RANK`).
+    pub pm_rank: u32,
+    /// The attribute schemas (`MSTRO_SCHEMA_PATH`, `MSTRO_SCHEMA_LIST`).
+    pub schemas: Arc<Schemas>,
+    /// The PMIx host's client, when the process runs under one.
+    pub pmix: Option<Arc<pmix::Client>>,
+    /// Names bound to components, for a pool manager this process serves
+    /// (`MSTRO_NAME_OWNERS`: `PREFIX=COMPONENT` entries separated by spaces): an offer of
+    /// such a name from another component is refused.
+    pub owners: Vec<pool::policy::NameOwner>,
+}
+
+/// The variable that binds CDO names to components for a pool manager an app serves.
+pub const NAME_OWNERS_ENV: &str = "MSTRO_NAME_OWNERS";
+
+/// Parses `MSTRO_NAME_OWNERS`: `PREFIX=COMPONENT` entries separated by whitespace.
+fn parse_owners(value: Option<&str>) -> Result<Vec<pool::policy::NameOwner>> {
+    value
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|entry| {
+            entry.parse().map_err(|e| {
+                Error::invarg(format!(
+                    "{NAME_OWNERS_ENV}: {e}; separate several entries with spaces"
+                ))
+            })
+        })
+        .collect()
+}
+
+pub(super) fn env_text(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// `value` of `var` as seconds (fractions allowed), `default` when unset.
+/// `MSTRO_INLINE_MAX`: a number of bytes, at most the PM's frame can carry.
+fn parse_inline_max(value: Option<&str>) -> Result<usize> {
+    const MOST: usize = 1 << 20;
+    match value {
+        None => Ok(pool::DEFAULT_INLINE_MAX),
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MOST)
+            .ok_or_else(|| {
+                Error::invarg(format!(
+                    "{INLINE_MAX_ENV}={v:?} is not a number of bytes from 0 (off) to {MOST}; set it to e.g. 4096 or unset it"
+                ))
+            }),
+    }
+}
+
+fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
+    match value {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                Error::invarg(format!(
+                    "{var}={v:?} is not a number of seconds; set it to e.g. 30 or unset it"
+                ))
+            }),
+    }
+}
+
+impl Settings {
+    /// Settings from the arguments and the environment: `workflow`/`component` fall back
+    /// to `MSTRO_WORKFLOW_NAME`/`MSTRO_COMPONENT_NAME`, then to "maestro" and the program's
+    /// name; the PMIx client is initialized when a PMIx host started this process
+    /// ([`pmix_host`]).
+    ///
+    /// # Errors
+    /// [`Status::Invarg`] for malformed `MSTRO_*` variables or schemas; [`Status::Fail`]
+    /// when a PMIx host is present but refuses this process, or this process holds a PMIx
+    /// client already (use [`Settings::with_pmix`]).
+    pub fn from_env(
+        workflow: Option<&str>,
+        component: Option<&str>,
+        index: i64,
+    ) -> Result<Settings> {
+        Settings::with_pmix(workflow, component, index, pmix_host()?)
+    }
+
+    /// As [`Settings::from_env`] with the PMIx client the program holds already (`None`:
+    /// no PMIx host).
+    ///
+    /// # Errors
+    /// [`Status::Invarg`] for malformed `MSTRO_*` variables or schemas.
+    pub fn with_pmix(
+        workflow: Option<&str>,
+        component: Option<&str>,
+        index: i64,
+        pmix: Option<Arc<pmix::Client>>,
+    ) -> Result<Settings> {
+        let program = std::env::args()
+            .next()
+            .and_then(|p| {
+                std::path::Path::new(&p)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "maestro-app".into());
+        let workflow = workflow
+            .map(str::to_string)
+            .or_else(|| env_text("MSTRO_WORKFLOW_NAME"))
+            .unwrap_or_else(|| "maestro".into());
+        let component = component
+            .map(str::to_string)
+            .or_else(|| env_text("MSTRO_COMPONENT_NAME"))
+            .unwrap_or(program);
+        for (what, v) in [("workflow", &workflow), ("component", &component)] {
+            if v.is_empty() || v.len() > pool::MAX_NAME {
+                return Err(Error::invarg(format!(
+                    "the {what} name must have 1 to {} bytes, not {}",
+                    pool::MAX_NAME,
+                    v.len()
+                )));
+            }
+        }
+        let pm_rank = match env_text(PM_RANK_ENV) {
+            None => 0,
+            Some(v) => v.trim().parse().map_err(|_| {
+                Error::invarg(format!(
+                    "{PM_RANK_ENV}={v:?} is not a rank; set the rank that runs the pool manager"
+                ))
+            })?,
+        };
+        // The fabric's variables are checked here too, where a mistake is still cheap: a
+        // typo must not quietly turn the fabric off later.
+        let fabric = fabric::Config::from_env().map_err(|e| Error::invarg(e.to_string()))?;
+        if let Some(iface) = &fabric.iface
+            && !inventory::netif::interface_exists(iface)
+        {
+            return Err(Error::invarg(format!(
+                "MSTRO_OFI_IFACE={iface:?} names no network interface or RDMA device of this machine (see maestro inventory); fix or unset it"
+            )));
+        }
+        let timeout = parse_seconds(
+            TIMEOUT_ENV,
+            env_text(TIMEOUT_ENV).as_deref(),
+            DEFAULT_TIMEOUT,
+        )?;
+        if timeout.is_zero() {
+            return Err(Error::invarg(format!(
+                "{TIMEOUT_ENV}=0 would make every operation time out at once; set the seconds an operation may wait (default {}) or unset it",
+                DEFAULT_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(Settings {
+            workflow,
+            component,
+            index,
+            timeout,
+            wait_spin: parse_seconds(
+                WAIT_SPIN_ENV,
+                env_text(WAIT_SPIN_ENV).as_deref(),
+                pool::DEFAULT_WAIT_SPIN,
+            )?,
+            inline_max: parse_inline_max(env_text(INLINE_MAX_ENV).as_deref())?,
+            pm_wait: match env_text(PM_WAIT_ENV) {
+                Some(v) => Some(parse_seconds(PM_WAIT_ENV, Some(&v), DEFAULT_PM_WAIT)?),
+                None => None,
+            },
+            pm_rank,
+            schemas: Arc::new(Schemas::from_env()?),
+            pmix,
+            owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,
+        })
+    }
+
+    /// The job's size and this process's rank under PMIx.
+    pub(super) fn job(&self) -> Option<(u32, u32)> {
+        let c = self.pmix.as_ref()?;
+        Some((c.job_size().unwrap_or(1), c.rank()))
+    }
+
+    /// The PMIx credential to show the PM, where the host issues them.
+    pub(super) fn credential(&self) -> Option<Vec<u8>> {
+        let c = self.pmix.as_ref()?;
+        c.get_credential(self.timeout.min(Duration::from_secs(10)))
+            .ok()
+            .map(|c| c.bytes)
+    }
+}
+
+/// The PMIx client of this process when a PMIx host started it (`maestro run`, `srun
+/// --mpi=pmix`, `mpirun`), `None` otherwise.
+///
+/// # Errors
+/// [`Status::Fail`] when a PMIx host is present but refuses this process, or the process
+/// holds a PMIx client already.
+pub fn pmix_host() -> Result<Option<Arc<pmix::Client>>> {
+    match pmix::Client::init() {
+        Ok(c) => Ok(Some(Arc::new(c))),
+        Err(pmix::Error::Unreachable { .. }) => Ok(None),
+        Err(e) => Err(Error::new(
+            Status::Fail,
+            format!("this process was started by a PMIx host that refused it: {e}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_parse_or_say_which_variable_is_wrong() {
+        let d = Duration::from_secs(7);
+        assert_eq!(parse_seconds(PM_WAIT_ENV, None, d).unwrap(), d);
+        assert_eq!(
+            parse_seconds(PM_WAIT_ENV, Some(" 0.5 "), d).unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_seconds(PM_WAIT_ENV, Some("0"), d).unwrap(),
+            Duration::ZERO
+        );
+        for bad in ["soon", "-1", "NaN", "inf", ""] {
+            let e = parse_seconds(PM_WAIT_ENV, Some(bad), d).unwrap_err();
+            assert_eq!(e.status, Status::Invarg);
+            assert!(e.message.contains(PM_WAIT_ENV), "{e}");
+        }
+    }
+}
