@@ -1,0 +1,347 @@
+//! Getting a CDO's bytes: require, demand (blocking, bounded, interruptible, or in the
+//! background for a request), settling what arrived, and the views of the bytes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric::Buffer;
+use pool::CdoData;
+use pool::attr::Attributes;
+use pool::proto::CdoId;
+
+use super::attributes::{Attr, cdo_attribute_get};
+use super::{RAW_PTR, cell, file, with_cdo};
+use crate::cells::{Background, CdoState};
+use crate::handles::Cdo;
+use crate::instance::instance;
+use crate::status::{Error, Result, Status};
+
+/// A handle for a member a group's demand brought: `name`, declared as `id`, demanded,
+/// holding `data` and `attrs`.
+pub(crate) fn adopt_demanded(
+    name: &str,
+    id: CdoId,
+    data: CdoData,
+    attrs: Attributes,
+) -> Result<Cdo> {
+    let inst = instance()?;
+    let state = CdoState {
+        attrs,
+        demanded: Some(data.len() as u64),
+        data: Some(Arc::new(data)),
+        ..CdoState::declared(id)
+    };
+    Ok(file(&inst, name, state))
+}
+
+/// Declares the intent to demand the CDO (`mstro_cdo_require`): the pool manager may move
+/// it here as soon as it is offered.
+///
+/// # Errors
+/// [`Status::Invstate`] unless declared; connection errors.
+pub fn cdo_require(cdo: Cdo) -> Result<()> {
+    with_cdo(cdo, "require", |client, _, st| Ok(client.require(st.id)?))
+}
+
+/// Waits until the CDO is here (`mstro_cdo_demand`), at most `MSTRO_TIMEOUT`.
+///
+/// # Errors
+/// As [`cdo_demand_within`].
+pub fn cdo_demand(cdo: Cdo) -> Result<()> {
+    cdo_demand_within(cdo, None)
+}
+
+/// Waits until the CDO is here, at most `limit` (or `MSTRO_TIMEOUT`): its bytes land in the
+/// memory lent with [`cdo_set_user_memory`] (one copy; it must be large enough) or stay in
+/// library memory ([`cdo_access`]); the attributes become those it was sealed with.
+///
+/// # Errors
+/// [`Status::Timeout`] if nobody offers it in time (the demand stands: demand again or
+/// retract); [`Status::Noent`] if its providers vanished; [`Status::Invarg`] if the lent
+/// memory is too small; [`Status::Invstate`] if demanded already; connection errors.
+pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
+    demand(cdo, limit, None)
+}
+
+/// How often an interruptible demand asks whether it is interrupted.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
+/// As [`cdo_demand`], asking `interrupted` every 50 ms whether the caller wants to stop
+/// (Python's Ctrl-C): then the demand is retracted at the pool manager and the call
+/// returns [`Status::Fail`] saying so; the CDO is declared as before and may be demanded
+/// again. When its transfer is already under way, the demand completes first (the CDO is
+/// then demanded, as after a successful call) and the call still says it was interrupted.
+///
+/// # Errors
+/// As [`cdo_demand_within`]; [`Status::Fail`] when interrupted.
+pub fn cdo_demand_interruptible(cdo: Cdo, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<()> {
+    demand(cdo, None, Some(interrupted))
+}
+
+/// How a demand's wait ended.
+enum Waited<T> {
+    Done(T),
+    /// Done, but interrupted while its transfer ran.
+    LateInterrupt(T),
+    Interrupted,
+    TimedOut,
+}
+
+fn demand(
+    cdo: Cdo,
+    limit: Option<Duration>,
+    interrupted: Option<&(dyn Fn() -> bool + Sync)>,
+) -> Result<()> {
+    with_cdo(cdo, "demand", |client, name, st| {
+        demandable(st)?;
+        let id = st.id;
+        let into = landing(st);
+        let demand = || async {
+            match into {
+                Some(dst) => client.as_async().demand_into(id, dst).await,
+                None => client.as_async().demand(id).await,
+            }
+        };
+        // In a local pool only this process's threads can offer: a demand that waits says
+        // so after a second, once.
+        let local = instance()
+            .ok()
+            .and_then(|i| i.session().ok().map(|s| s.found().clone()))
+            .is_some_and(|f| matches!(f, crate::session::Found::LocalPool));
+        // Built inside the runtime: the timers need its context.
+        let waited = client.block_on(async {
+            let wait = demand();
+            tokio::pin!(wait);
+            let now = tokio::time::Instant::now();
+            let deadline = limit.map(|l| now + l);
+            let mut notice = local.then(|| now + Duration::from_secs(1));
+            let until = |at: Option<tokio::time::Instant>| async move {
+                match at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            loop {
+                tokio::select! {
+                    r = &mut wait => return Waited::Done(r),
+                    () = until(deadline) => return Waited::TimedOut,
+                    () = until(notice) => {
+                        notice = None;
+                        tracing::warn!(
+                            "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
+                        );
+                    }
+                    () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
+                        if interrupted.is_some_and(|stop| stop()) {
+                            if client.as_async().retract(id).await.is_ok() {
+                                return Waited::Interrupted;
+                            }
+                            // Its transfer is under way: it lands, then the call says so.
+                            return Waited::LateInterrupt(wait.await);
+                        }
+                    }
+                }
+            }
+        });
+        let (got, late) = match waited {
+            Waited::Done(r) => (r, false),
+            Waited::LateInterrupt(r) => (r, true),
+            Waited::Interrupted => {
+                return Err(Error::new(
+                    Status::Fail,
+                    format!(
+                        "interrupted: the demand of {name:?} was retracted; demand again to wait for it"
+                    ),
+                ));
+            }
+            Waited::TimedOut => {
+                return Err(Error::new(
+                    Status::Timeout,
+                    format!(
+                        "nobody offered {name:?} within {:?}; the demand stands",
+                        limit.unwrap_or_default()
+                    ),
+                ));
+            }
+        };
+        settle(st, got?)?;
+        if late {
+            return Err(Error::new(
+                Status::Fail,
+                format!("interrupted, but {name:?} had arrived already: it is demanded"),
+            ));
+        }
+        Ok(())
+    })
+}
+
+/// Refuses a demand of a CDO demanded already or with an asynchronous demand in flight.
+fn demandable(st: &CdoState) -> Result<()> {
+    if st.demanded.is_some() {
+        return Err(Error::new(Status::Invstate, "demanded already"));
+    }
+    if st.in_flight {
+        return Err(Error::new(
+            Status::Invstate,
+            "an asynchronous demand of it is in flight: wait for its request (or dispose it) first",
+        ));
+    }
+    Ok(())
+}
+
+/// Writable lent memory, as the buffer a demand's transfer lands in (no copy after).
+fn landing(st: &CdoState) -> Option<Buffer> {
+    st.lent.as_ref().filter(|l| l.writable).map(|l| {
+        let room = usize::try_from(st.local_size.unwrap_or(0)).unwrap_or(usize::MAX);
+        // SAFETY: the lent memory has `room` bytes and the caller does not touch it
+        // during the demand (contract of `cdo_set_user_memory`) nor frees it before the
+        // demand ended (settled or its request disposed).
+        unsafe { Buffer::borrowed(l.ptr, room) }
+    })
+}
+
+/// Starts an asynchronous demand of `cdo` (see [`crate::request`]).
+///
+/// # Errors
+/// As [`cdo_demand`]'s refusals: demanded already, a demand in flight, a bad handle.
+pub(crate) fn begin_demand(cdo: Cdo) -> Result<Background> {
+    with_cdo(cdo, "demand_async", |client, _, st| {
+        demandable(st)?;
+        let work = client.as_async().demand_detached(st.id, landing(st));
+        st.in_flight = true;
+        Ok(client.spawn(work))
+    })
+}
+
+/// Ends an asynchronous demand of `cdo`: its outcome settles the CDO as a demand would;
+/// `None` (cancelled) retracts it at the pool manager (a transfer already under way lands
+/// and waits for the next demand).
+///
+/// # Errors
+/// The demand's own error; [`settle`]'s.
+pub(crate) fn end_demand(
+    cdo: Cdo,
+    outcome: Option<pool::Result<(pool::CdoData, Attributes)>>,
+) -> Result<()> {
+    with_cdo(cdo, "demand_async", |client, _, st| {
+        st.in_flight = false;
+        match outcome {
+            Some(got) => settle(st, got?),
+            None => {
+                if let Err(e) = client.retract(st.id) {
+                    tracing::debug!("retracting a cancelled asynchronous demand: {e}");
+                }
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Makes a finished demand's bytes and attributes the CDO's: into the memory it lent, or
+/// kept in library memory.
+///
+/// # Errors
+/// [`Status::Invarg`] when the lent memory is read-only or too small (the bytes are then
+/// kept in library memory).
+fn settle(st: &mut CdoState, (data, attrs): (pool::CdoData, Attributes)) -> Result<()> {
+    let len = data.len();
+    st.demanded = Some(len as u64);
+    st.attrs = attrs;
+    match &st.lent {
+        Some(lent) if len > 0 => {
+            let room = st.local_size.unwrap_or(0);
+            if !lent.writable {
+                st.data = Some(Arc::new(data));
+                return Err(Error::invarg(
+                    "the buffer lent is read-only: lend a writable one (bytearray, a NumPy array) for a demand; the bytes are kept in library memory",
+                ));
+            }
+            if (len as u64) > room {
+                st.data = Some(Arc::new(data));
+                return Err(Error::invarg(format!(
+                    "{len} bytes arrived but the lent buffer has {room}; the bytes are kept in library memory (mstro_cdo_access_ptr)"
+                )));
+            }
+            if data.as_ptr() != lent.ptr.cast_const() {
+                // SAFETY: the lent memory has `room >= len` bytes and the caller does
+                // not touch it during the demand (contract of `cdo_set_user_memory`).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), lent.ptr, len) };
+            }
+        }
+        _ => st.data = Some(Arc::new(data)),
+    }
+    Ok(())
+}
+
+/// The demanded bytes (`mstro_cdo_access_ptr`): pointer and length, valid until dispose.
+/// Memory the program lent is returned as is. The bytes of a same-process provider are
+/// its own memory (no copy): read them, do not write them.
+///
+/// # Errors
+/// [`Status::Invarg`] for a bad handle; [`Status::Invstate`] before demand (producers:
+/// their lent memory is returned).
+pub fn cdo_access(cdo: Cdo) -> Result<(*const u8, usize)> {
+    match cdo_attribute_get(cdo, RAW_PTR) {
+        Ok(Attr::RawPtr(p, n)) => Ok((p, n)),
+        Ok(Attr::Value(_)) => unreachable!("raw-ptr is always a pointer"),
+        Err(e) if e.status == Status::Noent => Err(Error::new(
+            Status::Invstate,
+            format!(
+                "{}; demand it first",
+                e.message.replace("has no attribute", "has no data yet:")
+            ),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The CDO's bytes as [`cdo_access`] gives them, kept alive for as long as the returned
+/// [`Bytes`] lives, even past dispose (for views a language runtime hands out, whose life
+/// it does not control). Lent memory is the program's to keep alive.
+///
+/// # Errors
+/// As [`cdo_access`].
+pub fn cdo_bytes(cdo: Cdo) -> Result<Bytes> {
+    let inst = instance()?;
+    let c = cell(&inst, cdo)?;
+    let kept = c.lock().data.clone();
+    drop(c);
+    let (ptr, len) = cdo_access(cdo)?;
+    Ok(Bytes {
+        ptr,
+        len,
+        _kept: kept,
+    })
+}
+
+/// Bytes of a CDO that stay valid while this lives (see [`cdo_bytes`]).
+pub struct Bytes {
+    ptr: *const u8,
+    len: usize,
+    _kept: Option<Arc<CdoData>>,
+}
+
+// SAFETY: the bytes are library memory shared read-only through the Arc (or the program's
+// lent memory, whose life and access are the program's to manage).
+unsafe impl Send for Bytes {}
+
+// SAFETY: only reads go through `&Bytes`, of library memory shared read-only through the
+// Arc or of the program's lent memory, which the program does not write while viewed.
+unsafe impl Sync for Bytes {}
+
+impl Bytes {
+    /// The first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
