@@ -88,7 +88,8 @@ impl Buffer {
         // one page-table entry instead of 512. Refused quietly where not allowed.
         // SAFETY: advice on the mapping just made, owned by `buf`.
         unsafe { libc::madvise(ptr.cast(), buf.mapped, libc::MADV_HUGEPAGE) };
-        // SAFETY: as above; pre-faults it for writing, as MAP_POPULATE would.
+        // SAFETY: advice on the mapping just made, owned by `buf`: pre-faults it for writing,
+        // as MAP_POPULATE would.
         if unsafe { libc::madvise(ptr.cast(), buf.mapped, libc::MADV_POPULATE_WRITE) } != 0 {
             return Err(FabricError::Os {
                 what: format!("pre-faulting a shareable {len}-byte buffer"),
@@ -160,7 +161,8 @@ impl Buffer {
     /// As [`Buffer::borrowed`]: this buffer outlives the view, and nobody writes to it
     /// while the view is offered.
     pub unsafe fn lend(&self, len: usize) -> Buffer {
-        // SAFETY: the caller's contract; `len` is within this buffer.
+        // SAFETY: the caller keeps this buffer alive past the view and unwritten while it is
+        // offered (this function's contract); `len` is clamped to this buffer.
         let mut view = unsafe { Buffer::borrowed(self.ptr, len.min(self.len)) };
         if view.len > 0 {
             view.file = self.memory_file().map(FileRef::Lent);

@@ -58,8 +58,9 @@ pub fn mem_free(ptr: *mut u8) -> Result<()> {
 pub(crate) unsafe fn lend(ptr: *mut u8, len: usize) -> Buffer {
     let allocations = allocations();
     match allocations.get(&(ptr as usize)) {
-        // SAFETY: the caller's contract; the allocation lives until `mem_free`, which the
-        // program calls only once the CDO is withdrawn.
+        // SAFETY: an allocation of `mem_alloc` of at least `len` bytes: it lives until
+        // `mem_free`, which the program calls only once the CDO is withdrawn, and the caller
+        // does not write it while offered (this function's contract).
         Some(owner) if len <= owner.len() => unsafe { owner.lend(len) },
         // SAFETY: memory this library did not allocate: the caller guarantees what
         // `Buffer::borrowed` requires (this function's own safety contract, passed on).

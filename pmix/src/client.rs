@@ -524,7 +524,8 @@ impl Client {
                 "PMIx_Fabric_update",
                 timeout,
                 None,
-                // SAFETY: as above; the struct was registered.
+                // SAFETY: `fabric` (registered just now) stays valid until the callback, or
+                // forever on timeout (leaked).
                 |cbdata| unsafe { sys::PMIx_Fabric_update_nb(fabric, Some(op_cb), cbdata) },
             );
         }

@@ -246,7 +246,7 @@ impl Job<'_> {
     /// Kills what is left in the ranks' process groups (background children of ranks).
     pub(super) fn sweep_groups(&self) {
         for r in self.ranks.values() {
-            // SAFETY: as in signal_all.
+            // SAFETY: kill(2) on a process group this launcher created; ESRCH is harmless.
             unsafe { libc::kill(-r.pid, libc::SIGKILL) };
         }
     }

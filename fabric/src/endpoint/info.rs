@@ -109,7 +109,8 @@ impl Endpoint {
         while !at.is_null() {
             // SAFETY: a node of the list fi_getinfo returned, with its attribute structs.
             let i = unsafe { &*at };
-            // SAFETY: as above; names are NULL or NUL-terminated strings.
+            // SAFETY: the node's domain and fabric attribute structs come with it from
+            // fi_getinfo; their names are NULL or NUL-terminated strings.
             let (domain, fabric) =
                 unsafe { (cstr((*i.domain_attr).name), cstr((*i.fabric_attr).name)) };
             if domain == offer.domain && fabric == offer.fabric {
@@ -137,7 +138,7 @@ impl Endpoint {
         let mut rc = unsafe { sys::fi_getname(&mut (*ep).fid, buf.as_mut_ptr().cast(), &mut len) };
         if rc == -(sys::FI_ETOOSMALL as i32) {
             buf.resize(len, 0);
-            // SAFETY: as above, with the size the provider asked for.
+            // SAFETY: buffer and length describe `buf`, resized to what the provider asked for.
             rc = unsafe { sys::fi_getname(&mut (*ep).fid, buf.as_mut_ptr().cast(), &mut len) };
         }
         check("fi_getname", rc.into())?;

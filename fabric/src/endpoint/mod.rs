@@ -220,7 +220,9 @@ impl Endpoint {
             type_: sys::fi_av_type_FI_AV_TABLE,
             ..Default::default()
         };
-        // SAFETY: as above; `core` closes whatever was opened if a later step fails.
+        // SAFETY: the completion queue and address vector are opened on the domain just
+        // opened, with attribute structs that live across the calls; `core` closes whatever
+        // was opened if a later step fails.
         unsafe {
             // A file descriptor to wait on where the provider offers one (see
             // `Core::poll_or_wait`), else its own blocking read.
