@@ -189,36 +189,7 @@ enum LoopEvent {
 /// [`RunError`] when the job could not be set up (PMIx server, tmpdir, threads). Failures
 /// of the ranks themselves are not errors: they are the exit code.
 pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
-    if opts.nprocs == 0 {
-        return Err(RunError::Usage("-n must be at least 1".into()));
-    }
-    if opts.nprocs > u32::from(u16::MAX) {
-        return Err(RunError::Usage(format!(
-            "-n {} exceeds the {} ranks one node can hold",
-            opts.nprocs,
-            u16::MAX
-        )));
-    }
-    if let Some(first) = opts.command.first().filter(|c| c.starts_with('-'))
-        && !std::env::args().any(|a| a == "--")
-    {
-        return Err(RunError::Usage(format!(
-            "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
-        )));
-    }
-    if let StdinTo::Rank(r) = opts.stdin
-        && r >= opts.nprocs
-    {
-        return Err(RunError::Usage(format!(
-            "--stdin {r}: the job has ranks 0 to {} only",
-            opts.nprocs - 1
-        )));
-    }
-    if opts.command.is_empty() {
-        return Err(RunError::Usage(
-            "no command given: maestro run -n N -- CMD ARGS...".into(),
-        ));
-    }
+    check_options(opts)?;
     // Signals first: one that arrives during setup is queued, and the job is then not
     // started at all.
     let (tx, rx) = channel::<LoopEvent>();
@@ -238,53 +209,8 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     first.stop_in_init = opts.stop_in_init;
     let host = Arc::new(LauncherHost::new(first, &hostname, authority, host_tx));
     relay(host_rx, tx.clone(), LoopEvent::Host)?;
-    if opts.system_server {
-        remove_dead_system_server_file(&std::env::temp_dir(), &hostname);
-    }
-    let server = Server::init(
-        &ServerConfig {
-            tmpdir: tmp.0.join("server"),
-            system_tmpdir: if opts.system_server {
-                std::env::temp_dir()
-            } else {
-                tmp.0.join("system")
-            },
-            nspace: host::server_nspace(pid),
-            rank: 0,
-            tool_support: opts.tool_support || opts.system_server || opts.stop_in_init,
-            system_support: opts.system_server,
-        },
-        host.clone(),
-    )?;
-    if opts.tool_support || opts.stop_in_init {
-        eprintln!(
-            "maestro run: tools may attach: pid {pid}, tmpdir {}",
-            server_tmpdir(pid).display()
-        );
-    }
-    let fabric = fabric::FabricView::collect(&server, opts.nprocs);
-    let locality = server.own_locality_string().unwrap_or_else(|e| {
-        tracing::warn!("no locality string for the ranks: {e}");
-        String::new()
-    });
-    let links = fabric.as_ref().map(|f| {
-        inventory::netif::LinkMonitor::new(
-            f.inventory
-                .nics
-                .iter()
-                .filter(|n| n.kind != inventory::NicKind::Loopback)
-                .map(|n| n.name.clone()),
-        )
-    });
-    if let Some(l) = &links {
-        tracing::info!(
-            "watching links: {}",
-            l.watched().collect::<Vec<_>>().join(", ")
-        );
-    }
-    if let Some(f) = fabric {
-        host.set_fabric(f);
-    }
+    let server = start_server(opts, &tmp, &hostname, &host)?;
+    let (locality, links) = share_fabric(&server, &host, opts.nprocs);
     let mut job = Job {
         opts,
         server: &server,
@@ -319,6 +245,126 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     signals.stop();
     let code = job.outcome.exit_code();
     drop(job);
+    leave(server, &host, tmp, code);
+    Ok(code)
+}
+
+/// Refuses command lines that cannot run: no ranks or too many, an unknown option taken
+/// for the program, stdin for a rank that does not exist, no command.
+///
+/// # Errors
+/// [`RunError::Usage`] saying what is wrong.
+fn check_options(opts: &RunOptions) -> Result<(), RunError> {
+    if opts.nprocs == 0 {
+        return Err(RunError::Usage("-n must be at least 1".into()));
+    }
+    if opts.nprocs > u32::from(u16::MAX) {
+        return Err(RunError::Usage(format!(
+            "-n {} exceeds the {} ranks one node can hold",
+            opts.nprocs,
+            u16::MAX
+        )));
+    }
+    if let Some(first) = opts.command.first().filter(|c| c.starts_with('-'))
+        && !std::env::args().any(|a| a == "--")
+    {
+        return Err(RunError::Usage(format!(
+            "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
+        )));
+    }
+    if let StdinTo::Rank(r) = opts.stdin
+        && r >= opts.nprocs
+    {
+        return Err(RunError::Usage(format!(
+            "--stdin {r}: the job has ranks 0 to {} only",
+            opts.nprocs - 1
+        )));
+    }
+    if opts.command.is_empty() {
+        return Err(RunError::Usage(
+            "no command given: maestro run -n N -- CMD ARGS...".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Starts the PMIx server of the job in `tmp` (and, with `--system-server`, as this node's
+/// system server, after removing the file a killed one left).
+///
+/// # Errors
+/// [`RunError`] when the server cannot start.
+fn start_server(
+    opts: &RunOptions,
+    tmp: &TempDir,
+    hostname: &str,
+    host: &Arc<LauncherHost>,
+) -> Result<Server, RunError> {
+    let pid = std::process::id();
+    if opts.system_server {
+        remove_dead_system_server_file(&std::env::temp_dir(), hostname);
+    }
+    let server = Server::init(
+        &ServerConfig {
+            tmpdir: tmp.0.join("server"),
+            system_tmpdir: if opts.system_server {
+                std::env::temp_dir()
+            } else {
+                tmp.0.join("system")
+            },
+            nspace: host::server_nspace(pid),
+            rank: 0,
+            tool_support: opts.tool_support || opts.system_server || opts.stop_in_init,
+            system_support: opts.system_server,
+        },
+        host.clone(),
+    )?;
+    if opts.tool_support || opts.stop_in_init {
+        eprintln!(
+            "maestro run: tools may attach: pid {pid}, tmpdir {}",
+            server_tmpdir(pid).display()
+        );
+    }
+    Ok(server)
+}
+
+/// Collects the node's fabric through the server and gives it to the host (for the
+/// ranks' NICs and the tools' queries); returns the ranks' locality string and the
+/// monitor of the links of the node's NICs.
+fn share_fabric(
+    server: &Server,
+    host: &LauncherHost,
+    nprocs: u32,
+) -> (String, Option<inventory::netif::LinkMonitor>) {
+    let fabric = fabric::FabricView::collect(server, nprocs);
+    let locality = server.own_locality_string().unwrap_or_else(|e| {
+        tracing::warn!("no locality string for the ranks: {e}");
+        String::new()
+    });
+    let links = fabric.as_ref().map(|f| {
+        inventory::netif::LinkMonitor::new(
+            f.inventory
+                .nics
+                .iter()
+                .filter(|n| n.kind != inventory::NicKind::Loopback)
+                .map(|n| n.name.clone()),
+        )
+    });
+    if let Some(l) = &links {
+        tracing::info!(
+            "watching links: {}",
+            l.watched().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(f) = fabric {
+        host.set_fabric(f);
+    }
+    (locality, links)
+}
+
+/// Ends the launcher's PMIx side after the job: shuts the server down (or, where libpmix's
+/// teardown is unsafe, leaves it), removes the private directory, and where a thread is
+/// still inside libpmix ends the process at once with the job's `code`.
+fn leave(server: Server, host: &Arc<LauncherHost>, tmp: TempDir, code: i32) {
     let finished = if host.teardown_unsafe() {
         // libpmix's teardown is not safe after refusals or groups (see `teardown_unsafe`).
         tracing::info!("leaving without PMIx's teardown");
@@ -326,7 +372,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         std::mem::forget(server);
         false
     } else {
-        shut_down(server, &host)
+        shut_down(server, host)
     };
     drop(tmp);
     if !finished {
@@ -339,7 +385,6 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         // reaped, directory removed, output flushed) is settled.
         unsafe { libc::_exit(code) };
     }
-    Ok(code)
 }
 
 /// How long the PMIx server's shutdown (deregistrations, `PMIx_server_finalize`) may take

@@ -51,6 +51,45 @@ impl Job<'_> {
         self.server
             .register_client(&proc, uid, gid)
             .map_err(|e| e.to_string())?;
+        let mut cmd = self.command(id, what, env);
+        let mut child = cmd.spawn().map_err(|e| match &what.cwd {
+            Some(dir) => format!("cannot start {:?} in {}: {e}", what.program, dir.display()),
+            None => format!("cannot start {:?}: {e}", what.program),
+        })?;
+        if let Some(input) = child.stdin.take() {
+            forward_stdin(input).map_err(|e| format!("stdin thread: {e}"))?;
+        }
+        let pid = child.id() as i32;
+        if let Some(j) = &mut self.janitor {
+            j.child_started(pid);
+        }
+        let label = match (self.opts.label, id.job) {
+            (false, _) => String::new(),
+            (true, 0) => format!("[{}] ", id.rank),
+            (true, _) => format!("[{proc}] "),
+        };
+        self.host.update(id, |s| s.pid = pid);
+        self.ranks.insert(
+            id,
+            RankProc {
+                pid,
+                ended: false,
+                signalled: false,
+            },
+        );
+        self.forward_outputs(id, &proc, &mut child, &label)?;
+        self.reap_in_thread(id, child)
+    }
+
+    /// The command of rank `id`, which runs `what` with PMIx's environment `env`: in its
+    /// own process group, in the job's temporary directory, with stdin where asked, its
+    /// output piped, killed if the launcher dies.
+    fn command(
+        &self,
+        id: RankId,
+        what: &super::jobs::RankPlan,
+        env: Vec<(String, String)>,
+    ) -> Command {
         let mut cmd = Command::new(&what.program);
         if self.opts.openmpi_compat && std::env::var_os(OPENMPI_DIRECT_LAUNCH.0).is_none() {
             cmd.env(OPENMPI_DIRECT_LAUNCH.0, OPENMPI_DIRECT_LAUNCH.1);
@@ -92,31 +131,21 @@ impl Job<'_> {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|e| match &what.cwd {
-            Some(dir) => format!("cannot start {:?} in {}: {e}", what.program, dir.display()),
-            None => format!("cannot start {:?}: {e}", what.program),
-        })?;
-        if let Some(input) = child.stdin.take() {
-            forward_stdin(input).map_err(|e| format!("stdin thread: {e}"))?;
-        }
-        let pid = child.id() as i32;
-        if let Some(j) = &mut self.janitor {
-            j.child_started(pid);
-        }
-        let label = match (self.opts.label, id.job) {
-            (false, _) => String::new(),
-            (true, 0) => format!("[{}] ", id.rank),
-            (true, _) => format!("[{proc}] "),
-        };
-        self.host.update(id, |s| s.pid = pid);
-        self.ranks.insert(
-            id,
-            RankProc {
-                pid,
-                ended: false,
-                signalled: false,
-            },
-        );
+        cmd
+    }
+
+    /// Forwards rank `id`'s stdout and stderr (lines labelled with `label`) to the
+    /// launcher's and, where tools pulled them, to the tools.
+    ///
+    /// # Errors
+    /// When an output thread cannot start.
+    fn forward_outputs(
+        &mut self,
+        id: RankId,
+        proc: &Proc,
+        child: &mut Child,
+        label: &str,
+    ) -> Result<(), String> {
         for (src, stream) in [
             (
                 child
@@ -147,7 +176,11 @@ impl Job<'_> {
                         inner: src,
                         _done: done_tx,
                     },
-                    (stream, format!("r{}.{}", id.job, id.rank), label.clone()),
+                    (
+                        stream,
+                        format!("r{}.{}", id.job, id.rank),
+                        label.to_string(),
+                    ),
                     move |line| {
                         if host.pulled(&source, channel)
                             && let Err(e) = sink.deliver(&source, channel, line)
@@ -163,7 +196,7 @@ impl Job<'_> {
                 self.outputs.push((id, done_rx));
             }
         }
-        self.reap_in_thread(id, child)
+        Ok(())
     }
 
     pub(super) fn reap_in_thread(&self, id: RankId, mut child: Child) -> Result<(), String> {
