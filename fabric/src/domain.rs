@@ -3,7 +3,8 @@
 
 use fabric_sys as sys;
 
-use crate::error::{FabricError, Result};
+use crate::discover::InfoList;
+use crate::error::{FabricError, Result, check};
 
 /// Fabric and domain: what memory registrations need to stay valid.
 pub(crate) struct Shared {
@@ -15,6 +16,42 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Opens the fabric and the domain of `fi` (the first entry of `list`).
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] naming the call that failed; what was opened is closed.
+    pub(crate) fn open(fi: &sys::fi_info, list: &InfoList) -> Result<Shared> {
+        let mut shared = Shared {
+            fabric: std::ptr::null_mut(),
+            domain: std::ptr::null_mut(),
+            // SAFETY: domain_attr of a returned info is valid.
+            mr_mode: unsafe { (*fi.domain_attr).mr_mode } as u32,
+            // SAFETY: `domain_attr` of an info that fi_getinfo returned is valid.
+            key_mask: match unsafe { (*fi.domain_attr).mr_key_size } {
+                0 | 8.. => u64::MAX,
+                n => (1u64 << (8 * n)) - 1,
+            },
+        };
+        // SAFETY: objects opened in order from the info; each failure leaves what was
+        // opened to the owners' drops.
+        unsafe {
+            check(
+                "fi_fabric",
+                sys::fi_fabric(fi.fabric_attr, &mut shared.fabric, std::ptr::null_mut()).into(),
+            )?;
+            check(
+                "fi_domain",
+                sys::fi_domain(
+                    shared.fabric,
+                    list.0,
+                    &mut shared.domain,
+                    std::ptr::null_mut(),
+                )
+                .into(),
+            )?;
+        }
+        Ok(shared)
+    }
     /// A key for a new registration: random within the domain's key size, or 0 where the
     /// provider issues keys itself.
     pub(crate) fn fresh_key(&self) -> Result<u64> {

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use fabric_sys as sys;
 
 use crate::access::Access;
-use crate::discover::ProviderInfo;
+use crate::discover::{InfoList, ProviderInfo};
 use crate::error::{FabricError, Result, check, completion};
 use crate::mr::{Buffer, MemoryRegion};
 use crate::op::{Op, OpState, Progress};
@@ -140,64 +140,17 @@ pub struct Endpoint {
     timeouts: Timeouts,
 }
 
-impl Endpoint {
-    /// Opens an endpoint on `offer` (one of [`crate::select`]'s results).
+impl Core {
+    /// Opens the completion queue (with a wait descriptor where `mode` sleeps and the
+    /// provider offers one), the address vector and the endpoint bound to both, on
+    /// `shared`'s domain, for `info`.
     ///
     /// # Errors
-    /// [`FabricError::Call`] naming the libfabric call that failed (with a hint for
-    /// resource limits).
-    pub fn open(offer: &ProviderInfo) -> Result<Endpoint> {
-        Endpoint::open_with(offer, ProgressMode::default())
-    }
-
-    /// [`Endpoint::open`] with a chosen [`ProgressMode`].
-    ///
-    /// # Errors
-    /// As [`Endpoint::open`].
-    pub fn open_with(offer: &ProviderInfo, progress: ProgressMode) -> Result<Endpoint> {
-        let info = Self::getinfo(offer)?;
-        // SAFETY: `info.0` is a valid, non-empty list from fi_getinfo.
-        let fi = unsafe { &*info.0 };
-
-        let mut shared = Shared {
-            fabric: std::ptr::null_mut(),
-            domain: std::ptr::null_mut(),
-            // SAFETY: domain_attr of a returned info is valid.
-            mr_mode: unsafe { (*fi.domain_attr).mr_mode } as u32,
-            // SAFETY: `domain_attr` of an info that fi_getinfo returned is valid.
-            key_mask: match unsafe { (*fi.domain_attr).mr_key_size } {
-                0 | 8.. => u64::MAX,
-                n => (1u64 << (8 * n)) - 1,
-            },
-        };
-        // SAFETY: objects opened in order from the info; each failure leaves what was
-        // opened to the owners' drops.
-        unsafe {
-            check(
-                "fi_fabric",
-                sys::fi_fabric(fi.fabric_attr, &mut shared.fabric, std::ptr::null_mut()).into(),
-            )?;
-            check(
-                "fi_domain",
-                sys::fi_domain(
-                    shared.fabric,
-                    info.0,
-                    &mut shared.domain,
-                    std::ptr::null_mut(),
-                )
-                .into(),
-            )?;
-        }
-        let shared = Arc::new(shared);
-        let shm = crate::ProviderClass::of(&offer.provider) == crate::ProviderClass::SharedMemory;
-        let mode = match (progress, shm) {
-            (ProgressMode::Spin, _) => WaitMode::Spinning,
-            (ProgressMode::Block, true) => WaitMode::Polling,
-            (ProgressMode::Block, false) => WaitMode::Blocking,
-        };
+    /// [`FabricError::Call`] naming the call that failed; what was opened is closed.
+    fn open(shared: &Arc<Shared>, mode: WaitMode, info: &InfoList) -> Result<Core> {
         let mut core = Core {
             mode,
-            shared: Arc::clone(&shared),
+            shared: Arc::clone(shared),
             ep: std::ptr::null_mut(),
             av: std::ptr::null_mut(),
             cq: std::ptr::null_mut(),
@@ -256,6 +209,37 @@ impl Endpoint {
             )?;
             open_bound_ep(shared.domain, info.0, core.av, core.cq, &mut core.ep)?;
         }
+        Ok(core)
+    }
+}
+
+impl Endpoint {
+    /// Opens an endpoint on `offer` (one of [`crate::select`]'s results).
+    ///
+    /// # Errors
+    /// [`FabricError::Call`] naming the libfabric call that failed (with a hint for
+    /// resource limits).
+    pub fn open(offer: &ProviderInfo) -> Result<Endpoint> {
+        Endpoint::open_with(offer, ProgressMode::default())
+    }
+
+    /// [`Endpoint::open`] with a chosen [`ProgressMode`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::open`].
+    pub fn open_with(offer: &ProviderInfo, progress: ProgressMode) -> Result<Endpoint> {
+        let info = Self::getinfo(offer)?;
+        // SAFETY: `info.0` is a valid, non-empty list from fi_getinfo.
+        let fi = unsafe { &*info.0 };
+
+        let shared = Arc::new(Shared::open(fi, &info)?);
+        let shm = crate::ProviderClass::of(&offer.provider) == crate::ProviderClass::SharedMemory;
+        let mode = match (progress, shm) {
+            (ProgressMode::Spin, _) => WaitMode::Spinning,
+            (ProgressMode::Block, true) => WaitMode::Polling,
+            (ProgressMode::Block, false) => WaitMode::Blocking,
+        };
+        let core = Core::open(&shared, mode, &info)?;
         let address = Self::name(core.ep)?;
         let core = Arc::new(core);
         let runner = Arc::clone(&core);
