@@ -173,39 +173,10 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
     shared.pending().close();
 }
 
+/// Hands one message of the PM to where it belongs: an answer to a waiting call, a ticket
+/// to carry out, a stream piece to serve or route, an event to its subscription.
 fn dispatch(shared: &Arc<Shared>, m: FromPm) {
-    let mut p = shared.pending();
     match m {
-        FromPm::Done { op, cdo } => {
-            p.resolve((op, cdo), Ok(cdo));
-        }
-        FromPm::DoneMany { op, cdos } => {
-            for cdo in cdos {
-                p.resolve((op, cdo), Ok(cdo));
-            }
-        }
-        FromPm::Ready { cdo } => {
-            p.resolve((Op::Demand, cdo), Ok(cdo));
-        }
-        FromPm::Bye => {
-            p.resolve((Op::Leave, 0), Ok(0));
-        }
-        FromPm::Refused {
-            op: Op::Fetch,
-            cdo: Some(transfer),
-            why,
-        } => {
-            if let Some(tx) = p.streams.get(&transfer) {
-                let _ = tx.send(Err(why));
-            }
-        }
-        FromPm::Refused { op, cdo, why } => {
-            let key = (op, cdo.unwrap_or(0));
-            let text = why.to_string();
-            if !p.resolve(key, Err(ClientError::Refused { op, why })) {
-                tracing::warn!("pool manager refused {op} ({text})");
-            }
-        }
         FromPm::Ticket {
             transfer,
             cdo,
@@ -214,7 +185,6 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             provider,
             completes_demand,
         } => {
-            drop(p);
             let ticket = Ticket {
                 transfer,
                 cdo,
@@ -235,21 +205,37 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
             cdo,
             offset,
             len,
-        } => {
-            drop(p);
-            serve(shared, transfer, cdo, offset, len);
-        }
+        } => serve(shared, transfer, cdo, offset, len),
         FromPm::Chunk(piece) => {
-            if let Some(tx) = p.streams.get(&piece.transfer) {
+            if let Some(tx) = shared.pending().streams.get(&piece.transfer) {
                 let _ = tx.send(Ok((piece.offset, piece.data)));
             }
         }
+        FromPm::Subscribed { .. } | FromPm::Event { .. } | FromPm::AckTooLate { .. } => {
+            subscription_message(shared, m);
+        }
+        FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
+            tracing::warn!("pool manager sent a handshake message after the handshake");
+        }
+        FromPm::View { id, .. } => {
+            tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
+        }
+        answer => shared.pending().answered(answer),
+    }
+}
+
+/// A subscription's message: confirmed, one of its events, or ended for a missed
+/// acknowledgement.
+fn subscription_message(shared: &Arc<Shared>, m: FromPm) {
+    let mut p = shared.pending();
+    match m {
         FromPm::Subscribed { local, sub } => {
             if let Some(q) = p.new_subscriptions.remove(&local) {
                 p.subscriptions.insert(sub, q);
                 p.resolve((Op::Subscribe, local), Ok(sub));
             } else {
                 // Its caller gave up waiting: nobody would read or acknowledge its events.
+                drop(p);
                 let _ = shared.send(ToPm::Unsubscribe { sub });
             }
         }
@@ -269,17 +255,7 @@ fn dispatch(shared: &Arc<Shared>, m: FromPm) {
                 ));
             }
         }
-        FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
-            tracing::warn!("pool manager sent a handshake message after the handshake");
-        }
-        FromPm::GroupMembers {
-            group,
-            names,
-            attributes,
-        } => p.group_arrived(group, names, attributes),
-        FromPm::View { id, .. } => {
-            tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
-        }
+        other => tracing::error!("not a subscription's message: {other:?}"),
     }
 }
 

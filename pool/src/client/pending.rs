@@ -10,10 +10,10 @@ use fabric::Buffer;
 use tokio::sync::{mpsc, oneshot};
 
 use super::subscription::EventQueue;
-use super::{CdoData, Result, driver};
+use super::{CdoData, ClientError, Result, driver};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::events::SubId;
-use crate::proto::{self, CdoId, Op};
+use crate::proto::{self, CdoId, FromPm, Op};
 
 /// Waiters for answers, keyed by operation and CDO (declare: the app's handle; leave: 0),
 /// first come first served; plus transfers' results not yet demanded.
@@ -51,6 +51,49 @@ pub(super) struct Mine {
 }
 
 impl Pending {
+    /// An answer of the PM to waiting calls: done (one or many), ready, goodbye, refused
+    /// (a stream piece's refusal goes to its stream), or a group's members named.
+    pub(super) fn answered(&mut self, m: FromPm) {
+        match m {
+            FromPm::Done { op, cdo } => {
+                self.resolve((op, cdo), Ok(cdo));
+            }
+            FromPm::DoneMany { op, cdos } => {
+                for cdo in cdos {
+                    self.resolve((op, cdo), Ok(cdo));
+                }
+            }
+            FromPm::Ready { cdo } => {
+                self.resolve((Op::Demand, cdo), Ok(cdo));
+            }
+            FromPm::Bye => {
+                self.resolve((Op::Leave, 0), Ok(0));
+            }
+            FromPm::Refused {
+                op: Op::Fetch,
+                cdo: Some(transfer),
+                why,
+            } => {
+                if let Some(tx) = self.streams.get(&transfer) {
+                    let _ = tx.send(Err(why));
+                }
+            }
+            FromPm::Refused { op, cdo, why } => {
+                let key = (op, cdo.unwrap_or(0));
+                let text = why.to_string();
+                if !self.resolve(key, Err(ClientError::Refused { op, why })) {
+                    tracing::warn!("pool manager refused {op} ({text})");
+                }
+            }
+            FromPm::GroupMembers {
+                group,
+                names,
+                attributes,
+            } => self.group_arrived(group, names, attributes),
+            other => tracing::error!("not an answer to a call: {other:?}"),
+        }
+    }
+
     /// Marks `cdo` busy or settled (see [`Mine::busy`]).
     pub(super) fn set_busy(&mut self, cdo: CdoId, busy: bool) {
         if let Some(m) = self.mine.get_mut(&cdo) {
