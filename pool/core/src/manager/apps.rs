@@ -121,20 +121,7 @@ impl Manager {
             role,
             proof,
         } = *join;
-        let why = if workflow != self.workflow {
-            Some(Refusal::WrongWorkflow)
-        } else if !auth::verify(&self.secret, &nonce, &workflow, &component, index, &proof) {
-            Some(Refusal::BadProof)
-        } else {
-            match credential {
-                Credential::Invalid(why) => Some(Refusal::BadCredential(why)),
-                Credential::Unchecked if self.require_credentials => Some(Refusal::BadCredential(
-                    "this pool manager requires one".into(),
-                )),
-                _ if self.next_app > proto::MAX_APP => Some(Refusal::TooManyApps),
-                _ => None,
-            }
-        };
+        let why = self.admission(&workflow, (&component, index), (&nonce, &proof), credential);
         let why = match why {
             None if role == proto::Role::Observer => {
                 match self.observe(conn, &format!("{component}:{index} on {host}")) {
@@ -150,26 +137,10 @@ impl Manager {
             self.closing.push(conn);
             return;
         }
-        let app = self.next_app;
-        self.next_app += 1;
-        self.conns.insert(conn, Conn::Joined(app));
-        let memory = self.claim_memory(app, (&host, process, peer_pid), memory);
         let label: Arc<str> = format!("{component}:{index}").into();
-        match &endpoint {
-            Some(e) => tracing::info!(
-                "app {label} joined (app {app}, host {host}, fabric {} at {})",
-                e.provider,
-                e.address
-                    .ip()
-                    .map_or_else(|| "a non-IP address".to_string(), |ip| ip.to_string())
-            ),
-            None => tracing::info!(
-                "app {label} joined (app {app}, host {host}, no fabric endpoint: data by stream)"
-            ),
-        }
         let traffic = traffic::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
-        self.apps.insert(
-            app,
+        let app = self.admit(
+            peer_pid,
             App {
                 conn,
                 component,
@@ -179,7 +150,7 @@ impl Manager {
                 endpoint: endpoint.map(Arc::new),
                 alternates: alternates.into_iter().map(Arc::new).collect(),
                 networks,
-                memory,
+                memory: None,
                 leaving: false,
                 cdos: HashSet::default(),
                 label,
@@ -191,10 +162,62 @@ impl Manager {
                 traffic,
                 last_declared: 0,
             },
+            memory,
         );
         let pool = self.instance;
         self.out.push_back((conn, FromPm::Welcome { app, pool }));
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
+    }
+
+    /// Why a JOIN of `component:index` to `workflow` is refused, if it is: another
+    /// workflow, a wrong proof of the secret for `nonce`, a credential PMIx rejected (or
+    /// none where one is required), or no app id left.
+    fn admission(
+        &self,
+        workflow: &str,
+        (component, index): (&str, i64),
+        (nonce, proof): (&[u8; 32], &[u8]),
+        credential: Credential,
+    ) -> Option<Refusal> {
+        if workflow != self.workflow {
+            Some(Refusal::WrongWorkflow)
+        } else if !auth::verify(&self.secret, nonce, workflow, component, index, proof) {
+            Some(Refusal::BadProof)
+        } else {
+            match credential {
+                Credential::Invalid(why) => Some(Refusal::BadCredential(why)),
+                Credential::Unchecked if self.require_credentials => Some(Refusal::BadCredential(
+                    "this pool manager requires one".into(),
+                )),
+                _ if self.next_app > proto::MAX_APP => Some(Refusal::TooManyApps),
+                _ => None,
+            }
+        }
+    }
+
+    /// Admits `a` (its JOIN accepted): gives it the next app id, accepts its process
+    /// memory announcement as [`Manager::claim_memory`] allows (`peer_pid`: the process
+    /// the driver verified, if any) and logs it.
+    fn admit(&mut self, peer_pid: Option<u32>, mut a: App, memory: Option<ProcessMemory>) -> AppId {
+        let app = self.next_app;
+        self.next_app += 1;
+        self.conns.insert(a.conn, Conn::Joined(app));
+        a.memory = self.claim_memory(app, (&a.host, a.process, peer_pid), memory);
+        let (label, host) = (&a.label, &a.host);
+        match &a.endpoint {
+            Some(e) => tracing::info!(
+                "app {label} joined (app {app}, host {host}, fabric {} at {})",
+                e.provider,
+                e.address
+                    .ip()
+                    .map_or_else(|| "a non-IP address".to_string(), |ip| ip.to_string())
+            ),
+            None => tracing::info!(
+                "app {label} joined (app {app}, host {host}, no fabric endpoint: data by stream)"
+            ),
+        }
+        self.apps.insert(app, a);
+        app
     }
 
     /// True once `conn`'s JOIN has been accepted, as an app or an observer (and until it

@@ -85,41 +85,8 @@ impl Manager {
             let network = c.networks.get(i).copied().flatten();
             match self.reachable(c, p, (mine[i], network), pe) {
                 Ok(()) => {
-                    let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
-                    let mut how = words(&|| {
-                        format!(
-                            "rma over {} from {} to {}",
-                            pe.provider,
-                            ip(pe).unwrap_or_else(|| "the provider".into()),
-                            ip(mine[i]).unwrap_or_else(|| "the consumer".into())
-                        )
-                    });
-                    if let Some(why) = first_failure.as_ref().filter(|_| describe) {
-                        how.push_str(&format!(" (another network: {why})"));
-                    }
-                    // Shared memory is planned within a host only: the consumer may copy
-                    // straight from the provider's memory, if both take part.
-                    let memory = p
-                        .memory
-                        .filter(|_| {
-                            ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory
-                                && c.memory.is_some()
-                        })
-                        .map(|process| {
-                            let file = extras.and_then(OfferExtras::file);
-                            Box::new(HostMemory { process, file })
-                        });
-                    if memory.is_some() && describe {
-                        how.push_str(" (or straight from the provider's memory)");
-                    }
-                    let source = Source::Rma {
-                        endpoint: Arc::clone(pe),
-                        region,
-                        via: u8::try_from(i).unwrap_or(u8::MAX),
-                        memory,
-                    };
-                    let route = Route::of(&source, Some(j));
-                    return (source, how, route);
+                    let detour = first_failure.as_deref();
+                    return self.rma(c, p, (i, mine[i]), (j, pe, region), extras, detour);
                 }
                 Err(why) => {
                     first_failure.get_or_insert(why);
@@ -127,6 +94,57 @@ impl Manager {
             }
         }
         stream(&first_failure.unwrap_or_default())
+    }
+
+    /// An RMA ticket from provider endpoint `pe` (the `j`th of `p`, `region` registered
+    /// with it) to consumer endpoint `ce` (the `i`th of `c`), with how and why (`detour`:
+    /// why the NICs chosen first could not be used); over shared memory the consumer may
+    /// also copy straight from the provider's memory.
+    fn rma(
+        &self,
+        c: &App,
+        p: &App,
+        (i, ce): (usize, &FabricEndpoint),
+        (j, pe, region): (usize, &Arc<FabricEndpoint>, RemoteRegion),
+        extras: Option<&OfferExtras>,
+        detour: Option<&str>,
+    ) -> (Source, String, Route) {
+        let describe = self.events.listened();
+        let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
+        let mut how = String::new();
+        if describe {
+            how = format!(
+                "rma over {} from {} to {}",
+                pe.provider,
+                ip(pe).unwrap_or_else(|| "the provider".into()),
+                ip(ce).unwrap_or_else(|| "the consumer".into())
+            );
+            if let Some(why) = detour {
+                how.push_str(&format!(" (another network: {why})"));
+            }
+        }
+        // Shared memory is planned within a host only: the consumer may copy straight
+        // from the provider's memory, if both take part.
+        let memory = p
+            .memory
+            .filter(|_| {
+                ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory && c.memory.is_some()
+            })
+            .map(|process| {
+                let file = extras.and_then(OfferExtras::file);
+                Box::new(HostMemory { process, file })
+            });
+        if memory.is_some() && describe {
+            how.push_str(" (or straight from the provider's memory)");
+        }
+        let source = Source::Rma {
+            endpoint: Arc::clone(pe),
+            region,
+            via: u8::try_from(i).unwrap_or(u8::MAX),
+            memory,
+        };
+        let route = Route::of(&source, Some(j));
+        (source, how, route)
     }
 
     /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from
