@@ -200,27 +200,7 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
-        let head_tok = self.next("an operator or a key")?;
-        let head_column = head_tok.column;
-        let head = match &head_tok.kind {
-            Tok::Atom(a) => match a.as_str() {
-                "and" => Head::And,
-                "or" => Head::Or,
-                "not" => Head::Not,
-                "has" => Head::Has,
-                "~=" => Head::Op(None),
-                a => match CmpOp::parse(a) {
-                    Some(op) => Head::Op(Some(op)),
-                    None => Head::Key(a.to_string()),
-                },
-            },
-            _ => {
-                return Err(self.error(
-                    head_column,
-                    "expected and, or, not, has, an operator or a key after '('",
-                ));
-            }
-        };
+        let head = self.head()?;
         match head {
             Head::And | Head::Or => {
                 let mut parts = Vec::new();
@@ -252,26 +232,54 @@ impl<'a> Parser<'a> {
                 let key = self.key_atom("the operator")?;
                 self.comparison(key, op)
             }
-            Head::Key(atom) => {
-                let key = self.key(&atom);
-                let t = self.next("an operator")?;
-                let (column, op) = (
-                    t.column,
-                    match &t.kind {
-                        Tok::Atom(a) if a == "~=" => Some(None),
-                        Tok::Atom(a) => CmpOp::parse(a).map(Some),
-                        _ => None,
-                    },
-                );
-                let Some(op) = op else {
-                    return Err(self.error(
-                        column,
-                        format!("expected an operator (= != < <= > >= ~=) after the key {key}"),
-                    ));
-                };
-                self.comparison(key, op)
-            }
+            Head::Key(atom) => self.infix(&atom),
         }
+    }
+
+    /// What follows `(`: and, or, not, has, a prefix operator, or a key (infix).
+    fn head(&mut self) -> Result<Head, SelectorError> {
+        let head_tok = self.next("an operator or a key")?;
+        let head_column = head_tok.column;
+        Ok(match &head_tok.kind {
+            Tok::Atom(a) => match a.as_str() {
+                "and" => Head::And,
+                "or" => Head::Or,
+                "not" => Head::Not,
+                "has" => Head::Has,
+                "~=" => Head::Op(None),
+                a => match CmpOp::parse(a) {
+                    Some(op) => Head::Op(Some(op)),
+                    None => Head::Key(a.to_string()),
+                },
+            },
+            _ => {
+                return Err(self.error(
+                    head_column,
+                    "expected and, or, not, has, an operator or a key after '('",
+                ));
+            }
+        })
+    }
+
+    /// An infix comparison after its key `atom`: `(KEY OP VALUE)`.
+    fn infix(&mut self, atom: &str) -> Result<Expr, SelectorError> {
+        let key = self.key(atom);
+        let t = self.next("an operator")?;
+        let (column, op) = (
+            t.column,
+            match &t.kind {
+                Tok::Atom(a) if a == "~=" => Some(None),
+                Tok::Atom(a) => CmpOp::parse(a).map(Some),
+                _ => None,
+            },
+        );
+        let Some(op) = op else {
+            return Err(self.error(
+                column,
+                format!("expected an operator (= != < <= > >= ~=) after the key {key}"),
+            ));
+        };
+        self.comparison(key, op)
     }
 
     fn key_atom(&mut self, after: &str) -> Result<String, SelectorError> {
