@@ -93,7 +93,109 @@ impl From<&ProcInfo> for ProcReport {
 pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
     check_target(&opts.target)?;
     let tool = Tool::connect(&opts.target, 3)?;
-    let ns_answer = tool.query(&[Query::key(keys::QUERY_NAMESPACES)], opts.timeout)?;
+    let report = Report {
+        tool: tool.proc().to_string(),
+        jobs: jobs(&tool, opts.timeout)?,
+        inventory: json_answer(&tool, maestro_keys::FABRIC_INVENTORY, opts.timeout),
+        assignment: json_answer(&tool, maestro_keys::FABRIC_ASSIGNMENT, opts.timeout),
+        // The pool of the jobs' workflow, where one is published (the JSON of `maestro
+        // pool status --json`, or why not).
+        pool: json_answer(&tool, maestro_keys::POOL_STATUS, opts.timeout)
+            .unwrap_or(serde_json::Value::Null),
+    };
+    if opts.json {
+        println!(
+            "{}",
+            json!({
+                "tool": report.tool,
+                "jobs": report.jobs,
+                "fabric": { "inventory": report.inventory, "assignment": report.assignment },
+                "pool": report.pool,
+            })
+        );
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}
+
+/// What `maestro query` found out.
+struct Report {
+    /// The tool's own process name.
+    tool: String,
+    jobs: Vec<JobReport>,
+    /// The node's fabric inventory, as the host answered it.
+    inventory: Option<serde_json::Value>,
+    /// The NIC of each rank.
+    assignment: Option<serde_json::Value>,
+    /// The pool's status, or `{"error": ...}`.
+    pool: serde_json::Value,
+}
+
+impl Report {
+    /// The report as text: each job's process table, the inventory, the NIC per rank, the
+    /// pool.
+    fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for j in &self.jobs {
+            let size = j.size.map_or("?".to_string(), |s| s.to_string());
+            let _ = writeln!(out, "job {} ({size} ranks)", j.nspace);
+            let _ = writeln!(
+                out,
+                "  {:>5} {:>8} {:<16} {:>5} {:>4}  executable",
+                "rank", "pid", "host", "state", "exit"
+            );
+            for p in &j.procs {
+                let _ = writeln!(
+                    out,
+                    "  {:>5} {:>8} {:<16} {:>5} {:>4}  {}",
+                    p.rank, p.pid, p.hostname, p.state, p.exit_code, p.executable
+                );
+            }
+        }
+        let inv = self
+            .inventory
+            .clone()
+            .and_then(|v| serde_json::from_value::<inventory::Inventory>(v).ok());
+        match inv {
+            Some(inv) => {
+                let _ = write!(out, "\n{}", inventory::export::table(&inv, None));
+            }
+            None => out.push_str("\nno fabric inventory from this host\n"),
+        }
+        if let Some(serde_json::Value::Object(a)) = &self.assignment {
+            out.push_str("\nNIC per rank:\n");
+            let mut ranks: Vec<(u32, String)> = a
+                .iter()
+                .filter_map(|(r, c)| Some((r.parse().ok()?, c.get("nic")?.as_str()?.to_string())))
+                .collect();
+            ranks.sort();
+            for (r, nic) in ranks {
+                let _ = writeln!(out, "  rank {r}: {nic}");
+            }
+        }
+        match serde_json::from_value::<pool::view::Status>(self.pool.clone()) {
+            Ok(status) => {
+                let _ = write!(out, "\n{}", crate::pool_cmd::render::status(&status));
+            }
+            Err(_) => match self.pool.get("error").and_then(serde_json::Value::as_str) {
+                Some(why) => {
+                    let _ = writeln!(out, "\npool: {why}");
+                }
+                None => out.push_str("\npool: the host did not say\n"),
+            },
+        }
+        out
+    }
+}
+
+/// Every job the launcher runs, with its size and process table.
+///
+/// # Errors
+/// A PMIx error when the launcher does not answer.
+fn jobs(tool: &Tool, timeout: Duration) -> Result<Vec<JobReport>, QueryError> {
+    let ns_answer = tool.query(&[Query::key(keys::QUERY_NAMESPACES)], timeout)?;
     let namespaces: Vec<String> = match pmix::find(&ns_answer, keys::QUERY_NAMESPACES) {
         Some(Value::String(s)) => s
             .split(',')
@@ -102,25 +204,6 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
             .collect(),
         _ => Vec::new(),
     };
-    let fabric = tool
-        .query(
-            &[
-                Query::key(maestro_keys::FABRIC_INVENTORY),
-                Query::key(maestro_keys::FABRIC_ASSIGNMENT),
-            ],
-            opts.timeout,
-        )
-        .unwrap_or_else(|e| {
-            tracing::info!("no fabric information from the host: {e}");
-            Vec::new()
-        });
-    let json_of = |key: &str| -> Option<serde_json::Value> {
-        pmix::find(&fabric, key)
-            .and_then(Value::as_str)
-            .and_then(|s| serde_json::from_str(s).ok())
-    };
-    let inventory_json = json_of(maestro_keys::FABRIC_INVENTORY);
-    let assignment = json_of(maestro_keys::FABRIC_ASSIGNMENT);
     let mut jobs = Vec::new();
     for ns in namespaces {
         let qual = Info::new(keys::NSPACE, Value::String(ns.clone()));
@@ -129,7 +212,7 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
                 Query::key(keys::JOB_SIZE).qualify(qual.clone()),
                 Query::key(keys::QUERY_PROC_TABLE).qualify(qual),
             ],
-            opts.timeout,
+            timeout,
         )?;
         let size = pmix::find(&answers, keys::JOB_SIZE).and_then(Value::as_u64);
         let procs = match pmix::find(&answers, keys::QUERY_PROC_TABLE) {
@@ -142,66 +225,18 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
             procs,
         });
     }
-    // The pool of the jobs' workflow, where one is published (the JSON of `maestro pool
-    // status --json`, or why not).
-    let pool: serde_json::Value = tool
-        .query(&[Query::key(maestro_keys::POOL_STATUS)], opts.timeout)
-        .ok()
-        .and_then(|a| {
-            pmix::find(&a, maestro_keys::POOL_STATUS)
-                .and_then(Value::as_str)
-                .and_then(|s| serde_json::from_str(s).ok())
-        })
-        .unwrap_or(serde_json::Value::Null);
-    if opts.json {
-        println!(
-            "{}",
-            json!({
-                "tool": tool.proc().to_string(),
-                "jobs": jobs,
-                "fabric": { "inventory": inventory_json, "assignment": assignment },
-                "pool": pool,
-            })
-        );
-    } else {
-        for j in &jobs {
-            let size = j.size.map_or("?".to_string(), |s| s.to_string());
-            println!("job {} ({size} ranks)", j.nspace);
-            println!(
-                "  {:>5} {:>8} {:<16} {:>5} {:>4}  executable",
-                "rank", "pid", "host", "state", "exit"
-            );
-            for p in &j.procs {
-                println!(
-                    "  {:>5} {:>8} {:<16} {:>5} {:>4}  {}",
-                    p.rank, p.pid, p.hostname, p.state, p.exit_code, p.executable
-                );
-            }
-        }
-        let inv =
-            inventory_json.and_then(|v| serde_json::from_value::<inventory::Inventory>(v).ok());
-        match inv {
-            Some(inv) => print!("\n{}", inventory::export::table(&inv, None)),
-            None => println!("\nno fabric inventory from this host"),
-        }
-        if let Some(serde_json::Value::Object(a)) = assignment {
-            println!("\nNIC per rank:");
-            let mut ranks: Vec<(u32, String)> = a
-                .iter()
-                .filter_map(|(r, c)| Some((r.parse().ok()?, c.get("nic")?.as_str()?.to_string())))
-                .collect();
-            ranks.sort();
-            for (r, nic) in ranks {
-                println!("  rank {r}: {nic}");
-            }
-        }
-        match serde_json::from_value::<pool::view::Status>(pool.clone()) {
-            Ok(status) => print!("\n{}", crate::pool_cmd::render::status(&status)),
-            Err(_) => match pool.get("error").and_then(serde_json::Value::as_str) {
-                Some(why) => println!("\npool: {why}"),
-                None => println!("\npool: the host did not say"),
-            },
+    Ok(jobs)
+}
+
+/// The launcher's answer to query `key`, a JSON text, parsed; `None` when it has none.
+fn json_answer(tool: &Tool, key: &str, timeout: Duration) -> Option<serde_json::Value> {
+    match tool.query(&[Query::key(key)], timeout) {
+        Ok(answers) => pmix::find(&answers, key)
+            .and_then(Value::as_str)
+            .and_then(|s| serde_json::from_str(s).ok()),
+        Err(e) => {
+            tracing::info!("no answer to {key} from the host: {e}");
+            None
         }
     }
-    Ok(())
 }
