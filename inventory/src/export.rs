@@ -32,37 +32,7 @@ pub fn table(inv: &Inventory, choice: Option<(&IndexSet, u32, &Choice)>) -> Stri
         m.packages.len(),
         m.numa_nodes.len()
     );
-    let rows: Vec<[String; 9]> = inv
-        .nics
-        .iter()
-        .map(|n| {
-            let provs = n.provider_names();
-            let name = if n.aliases.is_empty() {
-                n.name.clone()
-            } else {
-                format!("{} ({})", n.name, n.aliases.join(","))
-            };
-            [
-                name,
-                format!("{:?}", n.kind).to_lowercase(),
-                if n.rdma.capable { "yes" } else { "no" }.to_string(),
-                or_dash(n.link.state.clone()),
-                or_dash(n.link.mtu.map(|v| v.to_string())),
-                or_dash(n.link.speed_mbps.map(|v| format!("{v}Mb/s"))),
-                or_dash(
-                    n.locality
-                        .as_ref()
-                        .map(|l| format!("NUMA {} CPUs {}", l.numa_nodes, l.cpus)),
-                ),
-                or_dash(n.pci.as_ref().map(|p| p.address.clone())),
-                if provs.is_empty() {
-                    "-".to_string()
-                } else {
-                    provs.join(" ")
-                },
-            ]
-        })
-        .collect();
+    let rows: Vec<[String; 9]> = inv.nics.iter().map(nic_row).collect();
     let header = [
         "NIC",
         "KIND",
@@ -74,23 +44,7 @@ pub fn table(inv: &Inventory, choice: Option<(&IndexSet, u32, &Choice)>) -> Stri
         "PCI",
         "PROVIDERS",
     ];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let mut line = |cells: &[&str]| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let _ = write!(l, "{c:<w$}  ", w = widths[i]);
-        }
-        let _ = writeln!(s, "{}", l.trim_end());
-    };
-    line(&header);
-    for r in &rows {
-        line(&r.iter().map(String::as_str).collect::<Vec<_>>());
-    }
+    s.push_str(&aligned(&header, &rows));
     if !inv.node_local_providers.is_empty() {
         let _ = writeln!(
             s,
@@ -120,6 +74,59 @@ pub fn table(inv: &Inventory, choice: Option<(&IndexSet, u32, &Choice)>) -> Stri
         for r in &c.reasons {
             let _ = writeln!(s, "  - {r}");
         }
+    }
+    s
+}
+
+/// One NIC's row of [`table`]: name (aliases), kind, RDMA, link state, MTU, speed,
+/// locality, PCI address, providers.
+fn nic_row(n: &crate::Nic) -> [String; 9] {
+    let provs = n.provider_names();
+    let name = if n.aliases.is_empty() {
+        n.name.clone()
+    } else {
+        format!("{} ({})", n.name, n.aliases.join(","))
+    };
+    [
+        name,
+        format!("{:?}", n.kind).to_lowercase(),
+        if n.rdma.capable { "yes" } else { "no" }.to_string(),
+        or_dash(n.link.state.clone()),
+        or_dash(n.link.mtu.map(|v| v.to_string())),
+        or_dash(n.link.speed_mbps.map(|v| format!("{v}Mb/s"))),
+        or_dash(
+            n.locality
+                .as_ref()
+                .map(|l| format!("NUMA {} CPUs {}", l.numa_nodes, l.cpus)),
+        ),
+        or_dash(n.pci.as_ref().map(|p| p.address.clone())),
+        if provs.is_empty() {
+            "-".to_string()
+        } else {
+            provs.join(" ")
+        },
+    ]
+}
+
+/// `rows` under `header`, each column as wide as its widest cell.
+fn aligned<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut s = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, c) in cells.enumerate() {
+            let _ = write!(l, "{c:<w$}  ", w = widths[i]);
+        }
+        let _ = writeln!(s, "{}", l.trim_end());
+    };
+    line(&mut header.iter().copied());
+    for r in rows {
+        line(&mut r.iter().map(String::as_str));
     }
     s
 }
