@@ -216,31 +216,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         info_file: opts.info_file.clone(),
         ..Default::default()
     });
-    let secret = new_secret()?;
-    let listen = if opts.listen.is_empty() {
-        default_listen()
-    } else {
-        opts.listen.clone()
-    };
-    let mut config = PmConfig::new(&opts.workflow, &secret, listen);
-    config.unix_socket = opts.unix_socket;
-    config.join_timeout = opts.join_timeout;
-    config.max_ingress = opts.max_ingress;
-    config.max_queued = opts.max_queued;
-    config.ack_timeout = opts.ack_timeout;
-    config.max_unjoined = opts.max_unjoined;
-    config.max_unjoined_per_peer = opts.max_unjoined_per_peer;
-    config.policy = pool::policy::Policy {
-        max_app_bytes: opts.max_app_bytes,
-        max_inline_bytes: opts.max_inline_bytes,
-        max_attribute_bytes: opts.max_attributes,
-        max_subscriptions: opts.max_subscriptions,
-        transfer_timeout: opts.transfer_timeout,
-        owners: opts.owners.clone(),
-        reporters: opts.reporters.clone(),
-    };
-    config.metrics = opts.metrics;
-    let pm = PoolManager::start(config)?;
+    let pm = PoolManager::start(config(opts)?)?;
     let info = pm.info().clone();
     if let Some(addr) = pm.metrics_addr() {
         eprintln!("maestro pm: metrics at http://{addr}/metrics");
@@ -251,24 +227,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         })?),
         None => None,
     };
-    // Under a PMIx host, other jobs find this PM by the workflow name.
-    let pmix = match pmix::Client::init() {
-        Ok(client) => {
-            match bootstrap::announce(&client, &info, ANNOUNCE_TIMEOUT) {
-                Ok(reach) => eprintln!(
-                    "maestro pm: workflow {:?} announced through PMIx to {reach}",
-                    info.workflow
-                ),
-                Err(e) => eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead"),
-            }
-            Some(client)
-        }
-        Err(pmix::Error::Unreachable { .. }) => None,
-        Err(e) => {
-            eprintln!("maestro pm: no PMIx ({e}); use MSTRO_POOL_MANAGER_INFO");
-            None
-        }
-    };
+    let pmix = announce(&info);
     match private_stdout() {
         Ok(()) => {
             let mut out = std::io::stdout().lock();
@@ -309,4 +268,58 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// The pool manager's configuration from the command line, with a fresh workflow secret.
+///
+/// # Errors
+/// No randomness for the secret.
+fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
+    let secret = new_secret()?;
+    let listen = if opts.listen.is_empty() {
+        default_listen()
+    } else {
+        opts.listen.clone()
+    };
+    let mut config = PmConfig::new(&opts.workflow, &secret, listen);
+    config.unix_socket = opts.unix_socket;
+    config.join_timeout = opts.join_timeout;
+    config.max_ingress = opts.max_ingress;
+    config.max_queued = opts.max_queued;
+    config.ack_timeout = opts.ack_timeout;
+    config.max_unjoined = opts.max_unjoined;
+    config.max_unjoined_per_peer = opts.max_unjoined_per_peer;
+    config.policy = pool::policy::Policy {
+        max_app_bytes: opts.max_app_bytes,
+        max_inline_bytes: opts.max_inline_bytes,
+        max_attribute_bytes: opts.max_attributes,
+        max_subscriptions: opts.max_subscriptions,
+        transfer_timeout: opts.transfer_timeout,
+        owners: opts.owners.clone(),
+        reporters: opts.reporters.clone(),
+    };
+    config.metrics = opts.metrics;
+    Ok(config)
+}
+
+/// Under a PMIx host, announces the PM so other jobs find it by the workflow name;
+/// returns the PMIx client (to forward its events and unpublish at the end).
+fn announce(info: &pool::bootstrap::PmInfo) -> Option<pmix::Client> {
+    match pmix::Client::init() {
+        Ok(client) => {
+            match bootstrap::announce(&client, info, ANNOUNCE_TIMEOUT) {
+                Ok(reach) => eprintln!(
+                    "maestro pm: workflow {:?} announced through PMIx to {reach}",
+                    info.workflow
+                ),
+                Err(e) => eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead"),
+            }
+            Some(client)
+        }
+        Err(pmix::Error::Unreachable { .. }) => None,
+        Err(e) => {
+            eprintln!("maestro pm: no PMIx ({e}); use MSTRO_POOL_MANAGER_INFO");
+            None
+        }
+    }
 }
