@@ -267,6 +267,47 @@ pub fn transfers(t: &Transfers) -> String {
 
 /// `maestro pool fabric`.
 pub fn fabric(f: &Fabric) -> String {
+    let mut out = nic_traffic(f);
+    let by: Vec<String> = f
+        .transports
+        .iter()
+        .map(|(k, t)| {
+            format!(
+                "{k} {} in {} ({} failed)",
+                bytes(t.bytes),
+                t.transfers,
+                t.failures
+            )
+        })
+        .collect();
+    out += &format!(
+        "\nby transport: {}\n",
+        if by.is_empty() {
+            "none".into()
+        } else {
+            by.join("; ")
+        }
+    );
+    out += &format!(
+        "links down: {}\n",
+        if f.links_down.is_empty() {
+            "none".into()
+        } else {
+            f.links_down.join(", ")
+        }
+    );
+    out += &app_nics(f);
+    if !f.events.is_empty() {
+        out += "\nfabric events:\n";
+        for e in &f.events {
+            out += &format!("  {}\n", e.detail);
+        }
+    }
+    out
+}
+
+/// The traffic per NIC and provider of [`fabric`].
+fn nic_traffic(f: &Fabric) -> String {
     let mut out = String::from("traffic per NIC and provider:\n");
     if f.nics.is_empty() {
         out += "  nothing moved yet\n";
@@ -303,34 +344,12 @@ pub fn fabric(f: &Fabric) -> String {
         }
         out += &table(&rows);
     }
-    let by: Vec<String> = f
-        .transports
-        .iter()
-        .map(|(k, t)| {
-            format!(
-                "{k} {} in {} ({} failed)",
-                bytes(t.bytes),
-                t.transfers,
-                t.failures
-            )
-        })
-        .collect();
-    out += &format!(
-        "\nby transport: {}\n",
-        if by.is_empty() {
-            "none".into()
-        } else {
-            by.join("; ")
-        }
-    );
-    out += &format!(
-        "links down: {}\n",
-        if f.links_down.is_empty() {
-            "none".into()
-        } else {
-            f.links_down.join(", ")
-        }
-    );
+    out
+}
+
+/// The NIC of each app, of [`fabric`] (empty without apps).
+fn app_nics(f: &Fabric) -> String {
+    let mut out = String::new();
     if !f.apps.is_empty() {
         out += "\nNIC of each app:\n";
         let mut rows = vec![
@@ -362,12 +381,6 @@ pub fn fabric(f: &Fabric) -> String {
             ]);
         }
         out += &table(&rows);
-    }
-    if !f.events.is_empty() {
-        out += "\nfabric events:\n";
-        for e in &f.events {
-            out += &format!("  {}\n", e.detail);
-        }
     }
     out
 }
