@@ -314,60 +314,91 @@ fn task_init(sp: &Spank) -> Result<(), String> {
         }
     };
     if placing == Bind::NearNic {
-        let tasks = sp
-            .item_u32(sys::spank_item::S_JOB_LOCAL_TASK_COUNT)
-            .unwrap_or(1);
-        // A binding the user asked for has a type and, for masks and maps, a list: Slurm
-        // reports "mask_cpu:" with no list when nobody asked (even with --cpu-bind=none).
-        let list = sp.getenv("SLURM_CPU_BIND_LIST").unwrap_or_default();
-        let user_bind = sp.getenv("SLURM_CPU_BIND_TYPE").filter(|t| {
-            let t = t.trim_end_matches(',');
-            let needs_list = t.contains("mask_") || t.contains("map_");
-            !t.is_empty() && !t.starts_with("none") && (!needs_list || !list.trim().is_empty())
-        });
-        let plan = inventory::placement(&inv, tasks).map_err(|e| e.to_string())?;
-        let mine = plan
-            .get(local_id as usize)
-            .ok_or("no placement for this task")?;
-        match (&user_bind, &mine.cpus) {
-            (_, Some(cpus)) if foreign => say(&format!(
-                "near-nic placement shown, not applied (MSTRO_TOPOLOGY describes another machine): CPUs {cpus} ({})",
-                mine.note
-            )),
-            (Some(kind), _) => say(&format!(
-                "near-nic placement not applied: the binding --cpu-bind asked for ({kind}) is kept"
-            )),
-            (None, None) => say(&format!("near-nic placement not applied: {}", mine.note)),
-            (None, Some(cpus)) => match bind(cpus) {
-                Ok(()) => say(&format!("bound to CPUs {cpus} ({})", mine.note)),
-                Err(e) => say(&format!(
-                    "near-nic placement not applied: cannot bind to CPUs {cpus} ({e}); {}",
-                    mine.note
-                )),
-            },
-        }
+        place_near_nic(sp, &inv, (local_id, foreign), &say)?;
     }
     if let Some(req) = request {
-        let cpus =
-            inventory::process_cpuset().map_err(|e| format!("reading the task's CPUs: {e}"))?;
-        // An XML topology's CPUs are not this machine's: choose for all of them.
-        let cpus = if cpus.iter().all(|c| inv.machine.cpus.iter().any(|m| m == c)) {
-            cpus
-        } else {
-            inv.machine.cpus.clone()
-        };
-        let t = inventory::task_nic(&inv, &cpus, local_id, &req).map_err(|e| e.to_string())?;
-        let why = t.reasons.join("; ");
-        sp.setenv("MSTRO_OFI_IFACE", &t.iface, true)?;
-        if let Some(p) = &t.provider {
-            sp.setenv("MSTRO_OFI_PROVIDER", p, false)?;
-        }
-        sp.setenv("MSTRO_NIC_REASON", &format!("{}: {why}", t.nic), true)?;
-        say(&format!(
-            "NIC {} (MSTRO_OFI_IFACE={}): {why}",
-            t.nic, t.iface
-        ));
+        set_nic(sp, &inv, local_id, &req, &say)?;
     }
+    Ok(())
+}
+
+/// Binds the task to the CPUs near its NIC (`--maestro-bind=near-nic`), unless the user
+/// asked for a binding of their own or the topology is another machine's (`foreign`);
+/// says what it did through `say`.
+///
+/// # Errors
+/// No placement for this task.
+fn place_near_nic(
+    sp: &Spank,
+    inv: &inventory::Inventory,
+    (local_id, foreign): (u32, bool),
+    say: &dyn Fn(&str),
+) -> Result<(), String> {
+    let tasks = sp
+        .item_u32(sys::spank_item::S_JOB_LOCAL_TASK_COUNT)
+        .unwrap_or(1);
+    // A binding the user asked for has a type and, for masks and maps, a list: Slurm
+    // reports "mask_cpu:" with no list when nobody asked (even with --cpu-bind=none).
+    let list = sp.getenv("SLURM_CPU_BIND_LIST").unwrap_or_default();
+    let user_bind = sp.getenv("SLURM_CPU_BIND_TYPE").filter(|t| {
+        let t = t.trim_end_matches(',');
+        let needs_list = t.contains("mask_") || t.contains("map_");
+        !t.is_empty() && !t.starts_with("none") && (!needs_list || !list.trim().is_empty())
+    });
+    let plan = inventory::placement(inv, tasks).map_err(|e| e.to_string())?;
+    let mine = plan
+        .get(local_id as usize)
+        .ok_or("no placement for this task")?;
+    match (&user_bind, &mine.cpus) {
+        (_, Some(cpus)) if foreign => say(&format!(
+            "near-nic placement shown, not applied (MSTRO_TOPOLOGY describes another machine): CPUs {cpus} ({})",
+            mine.note
+        )),
+        (Some(kind), _) => say(&format!(
+            "near-nic placement not applied: the binding --cpu-bind asked for ({kind}) is kept"
+        )),
+        (None, None) => say(&format!("near-nic placement not applied: {}", mine.note)),
+        (None, Some(cpus)) => match bind(cpus) {
+            Ok(()) => say(&format!("bound to CPUs {cpus} ({})", mine.note)),
+            Err(e) => say(&format!(
+                "near-nic placement not applied: cannot bind to CPUs {cpus} ({e}); {}",
+                mine.note
+            )),
+        },
+    }
+    Ok(())
+}
+
+/// Chooses the task's NIC for `req` (`--maestro-nic`) among the CPUs it runs on and sets
+/// `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROVIDER` (unless set) and `MSTRO_NIC_REASON`.
+///
+/// # Errors
+/// The task's CPUs cannot be read, no NIC fits, or the environment cannot be set.
+fn set_nic(
+    sp: &Spank,
+    inv: &inventory::Inventory,
+    local_id: u32,
+    req: &NicRequest,
+    say: &dyn Fn(&str),
+) -> Result<(), String> {
+    let cpus = inventory::process_cpuset().map_err(|e| format!("reading the task's CPUs: {e}"))?;
+    // An XML topology's CPUs are not this machine's: choose for all of them.
+    let cpus = if cpus.iter().all(|c| inv.machine.cpus.iter().any(|m| m == c)) {
+        cpus
+    } else {
+        inv.machine.cpus.clone()
+    };
+    let t = inventory::task_nic(inv, &cpus, local_id, req).map_err(|e| e.to_string())?;
+    let why = t.reasons.join("; ");
+    sp.setenv("MSTRO_OFI_IFACE", &t.iface, true)?;
+    if let Some(p) = &t.provider {
+        sp.setenv("MSTRO_OFI_PROVIDER", p, false)?;
+    }
+    sp.setenv("MSTRO_NIC_REASON", &format!("{}: {why}", t.nic), true)?;
+    say(&format!(
+        "NIC {} (MSTRO_OFI_IFACE={}): {why}",
+        t.nic, t.iface
+    ));
     Ok(())
 }
 
