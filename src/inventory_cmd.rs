@@ -82,51 +82,9 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
     }
     let choice = choose_nic(&candidates, &cpus, opts.local_rank)?;
     if let Some(n) = opts.placement {
-        let plan = inventory::placement(&candidates, n)?;
-        if opts.json {
-            let rows: Vec<serde_json::Value> = plan
-                .iter()
-                .map(|p| {
-                    serde_json::json!({
-                        "task": p.task,
-                        "nic": p.nic,
-                        "cpus": p.cpus.as_ref().map(ToString::to_string),
-                        "note": p.note,
-                    })
-                })
-                .collect();
-            println!("{}", serde_json::Value::Array(rows));
-        } else {
-            println!("near-NIC placement of {n} tasks on {}:", inv.hostname);
-            println!("{:<6} {:<10} {:<24} WHY", "TASK", "NIC", "CPUS");
-            for p in &plan {
-                let cpus = p
-                    .cpus
-                    .as_ref()
-                    .map_or_else(|| "-".to_string(), ToString::to_string);
-                println!("{:<6} {:<10} {:<24} {}", p.task, p.nic, cpus, p.note);
-            }
-            if let Some(masks) = plan
-                .iter()
-                .map(|p| p.cpus.as_ref().map(hex_mask))
-                .collect::<Option<Vec<String>>>()
-            {
-                println!("by hand: srun --cpu-bind=mask_cpu:{}", masks.join(","));
-            }
-        }
+        print_placement(&inv, &candidates, n, opts.json)?;
     } else if opts.slurm {
-        print!("{}", export::slurm(&inv));
-        // Where scripts/install.sh put the plugin, next to this binary's prefix.
-        let plugin = std::env::current_exe()
-            .ok()
-            .and_then(|exe| Some(exe.parent()?.parent()?.join("lib/maestro_spank.so")))
-            .filter(|p| p.exists())
-            .map_or_else(
-                || "PREFIX/lib/maestro_spank.so".to_string(),
-                |p| p.display().to_string(),
-            );
-        println!("# plugstack.conf (srun --maestro-nic / --maestro-bind=near-nic per task):");
-        println!("required {plugin}");
+        print_slurm(&inv);
     } else if opts.json {
         let report = Report {
             inventory: &inv,
@@ -148,6 +106,68 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
         );
     }
     Ok(())
+}
+
+/// `--placement N`: the near-NIC placement of `n` tasks over `candidates` (text or JSON),
+/// with the `srun` binding that does it by hand.
+///
+/// # Errors
+/// [`InventoryError`] when no placement can be made.
+fn print_placement(
+    inv: &inventory::Inventory,
+    candidates: &inventory::Inventory,
+    n: u32,
+    json: bool,
+) -> Result<(), InventoryError> {
+    let plan = inventory::placement(candidates, n)?;
+    if json {
+        let rows: Vec<serde_json::Value> = plan
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "task": p.task,
+                    "nic": p.nic,
+                    "cpus": p.cpus.as_ref().map(ToString::to_string),
+                    "note": p.note,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+    } else {
+        println!("near-NIC placement of {n} tasks on {}:", inv.hostname);
+        println!("{:<6} {:<10} {:<24} WHY", "TASK", "NIC", "CPUS");
+        for p in &plan {
+            let cpus = p
+                .cpus
+                .as_ref()
+                .map_or_else(|| "-".to_string(), ToString::to_string);
+            println!("{:<6} {:<10} {:<24} {}", p.task, p.nic, cpus, p.note);
+        }
+        if let Some(masks) = plan
+            .iter()
+            .map(|p| p.cpus.as_ref().map(hex_mask))
+            .collect::<Option<Vec<String>>>()
+        {
+            println!("by hand: srun --cpu-bind=mask_cpu:{}", masks.join(","));
+        }
+    }
+    Ok(())
+}
+
+/// `--slurm`: the Slurm export and the `plugstack.conf` line of the SPANK plugin.
+fn print_slurm(inv: &inventory::Inventory) {
+    print!("{}", export::slurm(inv));
+    // Where scripts/install.sh put the plugin, next to this binary's prefix.
+    let plugin = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("lib/maestro_spank.so")))
+        .filter(|p| p.exists())
+        .map_or_else(
+            || "PREFIX/lib/maestro_spank.so".to_string(),
+            |p| p.display().to_string(),
+        );
+    println!("# plugstack.conf (srun --maestro-nic / --maestro-bind=near-nic per task):");
+    println!("required {plugin}");
 }
 
 /// A CPU set as the hexadecimal mask `srun --cpu-bind=mask_cpu:` takes (`0x15` for 0,2,4).
