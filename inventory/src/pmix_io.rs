@@ -194,7 +194,6 @@ pub fn merge_pmix(inv: &mut Inventory, infos: &[Info]) -> MergeReport {
 
 fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
     let s = |k: &str| pmix::find(d, k).and_then(Value::as_str).map(str::to_string);
-    let n = |k: &str| pmix::find(d, k).and_then(Value::as_u64);
     let Some(name) = s(keys::FABRIC_DEVICE_NAME) else {
         report
             .skipped
@@ -206,6 +205,7 @@ fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
         Some(Value::Strings(a)) => a.clone(),
         _ => Vec::new(),
     };
+    let locality = locality_of(d, &inv.machine);
     let found = inv.nics.iter().position(|x| {
         x.answers_to(&name)
             || aliases.iter().any(|a| x.answers_to(a))
@@ -230,7 +230,31 @@ fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
                 .unwrap_or_else(|| unreachable!("just pushed"))
         }
     };
-    let link = &mut nic.link;
+    fill_link(&mut nic.link, d);
+    if !nic.rdma.capable
+        && pmix::find(d, maestro_keys::FABRIC_RDMA).and_then(Value::as_bool) == Some(true)
+    {
+        nic.rdma = Rdma {
+            capable: true,
+            evidence: "reported by the PMIx host".into(),
+        };
+    }
+    if nic.locality.is_none() {
+        nic.locality = locality;
+    }
+    for a in aliases.iter().chain(std::iter::once(&name)) {
+        if !nic.answers_to(a) {
+            nic.aliases.push(a.clone());
+        }
+    }
+    nic.add_source("pmix");
+}
+
+/// Fills what the host says of a device's link where the inventory does not know it:
+/// address, MTU, speed, state.
+fn fill_link(link: &mut crate::Link, d: &[Info]) {
+    let s = |k: &str| pmix::find(d, k).and_then(Value::as_str).map(str::to_string);
+    let n = |k: &str| pmix::find(d, k).and_then(Value::as_u64);
     link.address = link
         .address
         .take()
@@ -246,40 +270,27 @@ fn merge_device(inv: &mut Inventory, d: &[Info], report: &mut MergeReport) {
             _ => None,
         };
     }
-    if !nic.rdma.capable
-        && pmix::find(d, maestro_keys::FABRIC_RDMA).and_then(Value::as_bool) == Some(true)
-    {
-        nic.rdma = Rdma {
-            capable: true,
-            evidence: "reported by the PMIx host".into(),
-        };
-    }
-    if nic.locality.is_none()
-        && let (Some(cpus), numa) = (s(maestro_keys::FABRIC_CPUS), s(maestro_keys::FABRIC_NUMA))
-        && let Ok(cpus) = IndexSet::parse(&cpus)
-    {
-        let numa_nodes = numa
-            .and_then(|v| IndexSet::parse(&v).ok())
-            .unwrap_or_default();
-        let packages = inv
-            .machine
-            .packages
-            .iter()
-            .filter(|p| p.cpus.intersects(&cpus))
-            .map(|p| p.index)
-            .collect();
-        nic.locality = Some(Locality {
-            cpus,
-            numa_nodes,
-            packages,
-        });
-    }
-    for a in aliases.iter().chain(std::iter::once(&name)) {
-        if !nic.answers_to(a) {
-            nic.aliases.push(a.clone());
-        }
-    }
-    nic.add_source("pmix");
+}
+
+/// A device's locality as the host describes it (`maestro.fabric.cpus` and `.numa`), with
+/// the packages of `machine` its CPUs are on.
+fn locality_of(d: &[Info], machine: &crate::Machine) -> Option<Locality> {
+    let s = |k: &str| pmix::find(d, k).and_then(Value::as_str).map(str::to_string);
+    let cpus = IndexSet::parse(&s(maestro_keys::FABRIC_CPUS)?).ok()?;
+    let numa_nodes = s(maestro_keys::FABRIC_NUMA)
+        .and_then(|v| IndexSet::parse(&v).ok())
+        .unwrap_or_default();
+    let packages = machine
+        .packages
+        .iter()
+        .filter(|p| p.cpus.intersects(&cpus))
+        .map(|p| p.index)
+        .collect();
+    Some(Locality {
+        cpus,
+        numa_nodes,
+        packages,
+    })
 }
 
 #[cfg(test)]
