@@ -306,7 +306,7 @@ pub fn fabric(f: &Fabric) -> String {
     out
 }
 
-/// The traffic per NIC and provider of [`fabric`].
+/// The traffic per NIC and provider of [`fabric()`].
 fn nic_traffic(f: &Fabric) -> String {
     let mut out = String::from("traffic per NIC and provider:\n");
     if f.nics.is_empty() {
@@ -347,7 +347,7 @@ fn nic_traffic(f: &Fabric) -> String {
     out
 }
 
-/// The NIC of each app, of [`fabric`] (empty without apps).
+/// The NIC of each app, of [`fabric()`] (empty without apps).
 fn app_nics(f: &Fabric) -> String {
     let mut out = String::new();
     if !f.apps.is_empty() {
