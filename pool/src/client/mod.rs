@@ -22,6 +22,7 @@ mod options;
 mod outbox;
 mod pending;
 mod subscription;
+mod transfer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
