@@ -409,11 +409,7 @@ impl Drop for Route<'_> {
 
 /// Fetches a stream transfer: a window of outstanding pieces, each accepted once and only
 /// at the offset and length asked for.
-async fn stream(
-    shared: &Arc<Shared>,
-    transfer: TransferId,
-    len: u64,
-) -> Result<CdoData> {
+async fn stream(shared: &Arc<Shared>, transfer: TransferId, len: u64) -> Result<CdoData> {
     let size = usize::try_from(len)
         .map_err(|_| ClientError::Protocol(format!("a {len}-byte CDO does not fit here")))?;
     let mut buf = Buffer::new(size)?;

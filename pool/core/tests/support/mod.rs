@@ -359,3 +359,22 @@ pub fn offer_msg(cdo: CdoId, len: u64) -> ToPm {
         extras: OfferExtras::default(),
     }
 }
+
+pub fn tcp(name: &str) -> FabricEndpoint {
+    FabricEndpoint {
+        provider: "tcp;ofi_rxm".into(),
+        address: Address(name.as_bytes().to_vec()),
+    }
+}
+
+/// A tcp endpoint bound to `ip` (a `sockaddr_in`, as libfabric's IP providers name them).
+pub fn tcp_at(ip: [u8; 4]) -> FabricEndpoint {
+    let mut sa = vec![0u8; 16];
+    sa[..2].copy_from_slice(&2u16.to_ne_bytes()); // AF_INET
+    sa[2..4].copy_from_slice(&4000u16.to_be_bytes());
+    sa[4..8].copy_from_slice(&ip);
+    FabricEndpoint {
+        provider: "tcp;ofi_rxm".into(),
+        address: Address(sa),
+    }
+}

@@ -1,0 +1,220 @@
+//! The manager's networks, in memory: links going down and up, transport events that
+//! say how and why, the next common network, what apps may report of their fabric.
+
+mod support;
+
+use fabric_types::RemoteRegion;
+use pool_core::ConnId;
+use pool_core::events::{EventKind, SubscribeOptions};
+use pool_core::policy::Policy;
+use pool_core::proto::{FromPm, OfferExtras, Op, Source, ToPm};
+use support::*;
+
+#[test]
+fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    let demand = |pm: &mut Pm, name: &str| {
+        pm.offer(p, name, 64);
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        out.iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.kind()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"))
+    };
+    assert_eq!(demand(&mut pm, "before"), "rma");
+    let path1 = ["10.1.0.9/24".parse().expect("subnet")];
+    pm.m.link_changed("veth1", &path1, false);
+    let e = &events_to(&pm.drain(), s)[0];
+    assert_eq!(e.kind, EventKind::Fabric);
+    assert_eq!(e.detail, "link veth1 down (10.1.0.9/24)");
+    assert_eq!(demand(&mut pm, "during"), "stream");
+    // The same change reported again (by another app of the node, say) is not news.
+    pm.m.link_changed("veth1", &path1, false);
+    assert!(events_to(&pm.drain(), s).is_empty());
+    pm.m.link_changed("veth1", &path1, true);
+    assert_eq!(
+        events_to(&pm.drain(), s)[0].detail,
+        "link veth1 up (10.1.0.9/24)"
+    );
+    pm.m.link_changed("veth1", &path1, true);
+    assert!(events_to(&pm.drain(), s).is_empty());
+    assert_eq!(demand(&mut pm, "after"), "rma");
+}
+
+#[test]
+fn transport_events_say_how_and_why() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(
+        s,
+        EventKind::TransportStarted,
+        "",
+        SubscribeOptions::default(),
+    );
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (shm_p, _) = pm.join_at("shm-p", "node1", 2, Some(shm("shm-p")));
+    let (c, _) = pm.join_at("c", "node2", 3, Some(tcp_at([10, 2, 0, 3])));
+    let (bare, _) = pm.join_at("bare", "node2", 4, None);
+    let detail = |pm: &mut Pm, from: ConnId, to: ConnId, name: &str| {
+        pm.offer(from, name, 64);
+        let want = pm.declare(to, name);
+        let out = pm.send(to, ToPm::Demand { cdo: want });
+        events_to(&out, s)[0].detail.clone()
+    };
+    assert!(
+        detail(&mut pm, p, c, "a").ends_with("by rma over tcp;ofi_rxm from 10.1.0.1 to 10.2.0.3"),
+        "names the addresses"
+    );
+    assert!(
+        detail(&mut pm, shm_p, c, "b")
+            .ends_with("by stream: no common fabric provider (consumer tcp;ofi_rxm, provider shm)")
+    );
+    assert!(
+        detail(&mut pm, p, bare, "c").ends_with("by stream: the consumer has no fabric endpoint")
+    );
+    pm.m.link_changed("eth1", &["10.1.0.9/24".parse().expect("subnet")], false);
+    pm.drain();
+    let why = detail(&mut pm, p, c, "d");
+    assert!(
+        why.ends_with(
+            "by stream: the provider's endpoint 10.1.0.1 is on a link that is down (10.1.0.9/24)"
+        ),
+        "{why}"
+    );
+    // `srun --maestro-nic=lo` on several nodes: 127.0.0.1 on another host is that host.
+    let (lo, _) = pm.join_at("lo", "node1", 5, Some(tcp_at([127, 0, 0, 1])));
+    let (lo_near, _) = pm.join_at("lo-near", "node1", 6, Some(tcp_at([127, 0, 0, 1])));
+    let (lo_far, _) = pm.join_at("lo-far", "node2", 7, Some(tcp_at([127, 0, 0, 1])));
+    let near = detail(&mut pm, lo, lo_near, "e");
+    assert!(near.contains("by rma over"), "{near}");
+    let far = detail(&mut pm, lo, lo_far, "f");
+    assert!(
+        far.ends_with(
+            "by stream: the provider's endpoint 127.0.0.1 is a loopback address, which does not reach from node1 to node2"
+        ),
+        "{far}"
+    );
+}
+
+#[test]
+fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(
+        s,
+        EventKind::TransportStarted,
+        "",
+        SubscribeOptions::default(),
+    );
+    // Two networks, 10.1.0.0/24 and 10.2.0.0/24. The producer chose its NIC on net 2, the
+    // consumer on net 1; each also has an endpoint on the other network.
+    let (p, _) = pm.join_on(
+        "p",
+        "node1",
+        &[
+            (tcp_at([10, 2, 0, 1]), "10.2.0.1/24"),
+            (tcp_at([10, 1, 0, 1]), "10.1.0.1/24"),
+        ],
+    );
+    let (c, _) = pm.join_on(
+        "c",
+        "node2",
+        &[
+            (tcp_at([10, 1, 0, 2]), "10.1.0.2/24"),
+            (tcp_at([10, 2, 0, 2]), "10.2.0.2/24"),
+        ],
+    );
+    let regions = |key: u64| {
+        (
+            RemoteRegion {
+                addr: 0,
+                key,
+                len: 64,
+            },
+            OfferExtras::new(
+                vec![RemoteRegion {
+                    addr: 0,
+                    key: key + 1000,
+                    len: 64,
+                }],
+                None,
+            ),
+        )
+    };
+    let transfer = |pm: &mut Pm, name: &str, key: u64| {
+        let cdo = pm.declare(p, name);
+        assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
+        let (region, extras) = regions(key);
+        let offer = ToPm::Offer {
+            cdo,
+            region,
+            extras,
+        };
+        assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let source = out
+            .iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.clone()),
+                _ => None,
+            })
+            .expect("ticket");
+        (source, events_to(&out, s)[0].detail.clone())
+    };
+    // The producer's chosen NIC (net 2) with the consumer's endpoint on net 2 (`via` 1).
+    let (source, detail) = transfer(&mut pm, "a", 1);
+    match source {
+        Source::Rma { region, via, .. } => assert_eq!((region.key, via), (1, 1)),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        detail.contains("by rma over tcp;ofi_rxm from 10.2.0.1 to 10.2.0.2 (another network: the consumer's network 10.1.0.2/24 does not reach the provider's endpoint 10.2.0.1)"),
+        "{detail}"
+    );
+    // Net 2 goes down: the producer's other endpoint on net 1, with its own key.
+    pm.m.link_changed("eth1", &["10.2.0.1/24".parse().expect("subnet")], false);
+    let (source, detail) = transfer(&mut pm, "b", 2);
+    match source {
+        Source::Rma { region, via, .. } => assert_eq!((region.key, via), (1002, 0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(detail.contains("from 10.1.0.1 to 10.1.0.2"), "{detail}");
+}
+
+#[test]
+fn an_app_reports_what_its_pmix_host_saw() {
+    use pool_core::events::FabricChange;
+    let mut pm = Pm::new();
+    pm.m.set_policy(Policy {
+        reporters: vec!["other-job".into()],
+        ..Policy::default()
+    });
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let (a, _) = pm.join("other-job");
+    let lost = FabricChange::Other("PMIx event PROC-ABORTED for process job:3".into());
+    let out = pm.send(a, ToPm::Report { change: lost });
+    assert_eq!(
+        events_to(&out, s)[0].detail,
+        "PMIx event PROC-ABORTED for process job:3"
+    );
+    assert!(
+        out.iter().all(|(c, _)| *c == s),
+        "nothing is answered: {out:?}"
+    );
+    let link = FabricChange::Link {
+        name: "ib0".into(),
+        addresses: vec!["10.9.0.1/16".parse().expect("subnet")],
+        up: false,
+    };
+    let out = pm.send(a, ToPm::Report { change: link });
+    assert_eq!(events_to(&out, s)[0].detail, "link ib0 down (10.9.0.1/16)");
+}

@@ -1,0 +1,383 @@
+//! The manager's bounds, in memory: what one app may make it hold, attributes and
+//! subscriptions, owned names, pinned transfers' deadlines, memory announcements,
+//! reporters, the inline budget.
+
+mod support;
+
+use pool_core::ConnId;
+use pool_core::attr::{AttrValue, Attributes};
+use pool_core::auth::prove;
+use pool_core::events::{EventKind, SubscribeOptions};
+use pool_core::policy::{NameOwner, Policy};
+use pool_core::proto::{FromPm, OfferExtras, Op, Refusal, Source, ToPm, cdo_ids};
+use pool_core::selector::Expr;
+use std::time::Duration;
+use support::*;
+
+/// A policy with small limits for the quota tests.
+fn small(policy: impl FnOnce(&mut Policy)) -> Pm {
+    let mut pm = Pm::new();
+    let mut p = Policy::default();
+    policy(&mut p);
+    pm.m.set_policy(p);
+    pm
+}
+
+fn is_quota(out: &[(ConnId, FromPm)], op: Op) -> bool {
+    matches!(out, [(_, FromPm::Refused { op: o, why: Refusal::Quota(_), .. })] if *o == op)
+}
+
+#[test]
+fn an_app_holds_at_most_its_bytes_and_gets_them_back_at_dispose() {
+    let mut pm = small(|p| p.max_app_bytes = 10 * (policy_cdo_cost() + 4096));
+    let (a, _) = pm.join("greedy");
+    let name = "n".repeat(4096);
+    let mut cdos = Vec::new();
+    loop {
+        let cdo = pm.next_cdo(a);
+        let out = pm.send(
+            a,
+            ToPm::Declare {
+                cdo,
+                name: name.clone(),
+            },
+        );
+        if !out.is_empty() {
+            assert!(is_quota(&out, Op::Declare), "{out:?}");
+            let FromPm::Refused { why, .. } = &out[0].1 else {
+                unreachable!()
+            };
+            assert!(why.to_string().contains("--max-app-bytes"), "{why}");
+            break;
+        }
+        cdos.push(cdo);
+    }
+    assert_eq!(cdos.len(), 10, "ten 4 KiB names fit, the eleventh does not");
+    // Another app is not affected.
+    let (b, _) = pm.join("honest");
+    pm.declare(b, "fine");
+    // Disposing gives the bytes back.
+    for cdo in cdos.drain(..5) {
+        pm.send(a, ToPm::Dispose { cdo, answer: false });
+    }
+    let cdo = pm.next_cdo(a);
+    assert!(pm.send(a, ToPm::Declare { cdo, name }).is_empty());
+}
+
+fn policy_cdo_cost() -> usize {
+    pool_core::policy::CDO_COST
+}
+
+#[test]
+fn attributes_and_subscriptions_are_bounded() {
+    let mut pm = small(|p| {
+        p.max_attribute_bytes = 1000;
+        p.max_subscriptions = 2;
+    });
+    let (a, _) = pm.join("big");
+    let cdo = pm.declare(a, "x");
+    let big = Attributes::from([(".user.blob".to_string(), AttrValue::Blob(vec![0; 2000]))]);
+    let out = pm.send(
+        a,
+        ToPm::Seal {
+            cdo,
+            attributes: big.clone(),
+        },
+    );
+    assert!(is_quota(&out, Op::Seal), "{out:?}");
+    let out = pm.send(
+        a,
+        ToPm::SealOffer {
+            cdo,
+            attributes: big,
+            region: region(8),
+            extras: OfferExtras::default(),
+        },
+    );
+    assert!(is_quota(&out, Op::Offer), "{out:?}");
+    // Within the limit it seals.
+    let fine = Attributes::from([(".user.blob".to_string(), AttrValue::Blob(vec![0; 100]))]);
+    assert_eq!(
+        pm.send(
+            a,
+            ToPm::Seal {
+                cdo,
+                attributes: fine
+            }
+        ),
+        [(a, done(Op::Seal, cdo))]
+    );
+    pm.subscribe(a, EventKind::Offer, "", SubscribeOptions::default());
+    let second = pm.subscribe(a, EventKind::Offer, "", SubscribeOptions::default());
+    let third = ToPm::Subscribe {
+        local: 5,
+        kinds: EventKind::Offer.into(),
+        selector: Box::new(Expr::All),
+        options: SubscribeOptions::default(),
+    };
+    assert!(is_quota(&pm.send(a, third.clone()), Op::Subscribe));
+    pm.send(a, ToPm::Unsubscribe { sub: second });
+    assert!(matches!(
+        pm.send(a, third).as_slice(),
+        [(_, FromPm::Subscribed { .. })]
+    ));
+}
+
+#[test]
+fn owned_names_are_offered_by_their_component_only() {
+    assert!("field-".parse::<NameOwner>().is_err());
+    let mut pm = small(|p| p.owners = vec!["field-=producer".parse().expect("owner")]);
+    let (mallory, _) = pm.join("mallory");
+    let (producer, _) = pm.join("producer");
+    let (consumer, _) = pm.join("consumer");
+    let evil = pm.sealed(mallory, "field-7", 1);
+    let out = pm.send(mallory, offer_msg(evil, 8));
+    assert!(
+        matches!(&out[..], [(_, FromPm::Refused { op: Op::Offer, why: Refusal::NotAllowed(why), .. })] if why.contains("\"producer\"")),
+        "{out:?}"
+    );
+    // Unowned names are anybody's; the owner offers its own.
+    let other = pm.sealed(mallory, "scratch", 1);
+    assert_eq!(
+        pm.send(mallory, offer_msg(other, 8)),
+        [(mallory, done(Op::Offer, other))]
+    );
+    let good = pm.sealed(producer, "field-7", 1);
+    assert_eq!(
+        pm.send(producer, offer_msg(good, 8)),
+        [(producer, done(Op::Offer, good))]
+    );
+    // The consumer's ticket names the provider.
+    let want = pm.declare(consumer, "field-7");
+    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let provider = out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket { provider, .. } => Some(provider.to_string()),
+        _ => None,
+    });
+    assert_eq!(provider.as_deref(), Some("producer:0"));
+}
+
+#[test]
+fn a_transfer_that_pins_a_withdrawn_offer_is_abandoned_at_its_deadline() {
+    let mut pm = small(|p| p.transfer_timeout = Duration::from_secs(60));
+    pm.m.set_time(pm.at(0));
+    let (p, _) = pm.join("producer");
+    let (pinner, _) = pm.join("pinner");
+    let (honest, _) = pm.join("honest");
+    let cdo = pm.sealed(p, "data", 1);
+    pm.send(p, offer_msg(cdo, 64));
+    // The pinner takes a ticket and never reports the transfer done.
+    let want = pm.declare(pinner, "data");
+    let (_, transfer, ..) = ticket_of(&pm.send(pinner, ToPm::Demand { cdo: want }));
+    assert_eq!(pm.m.poll_timeout(), None, "no deadline while nobody waits");
+    // An honest consumer waits for the same name.
+    let waits = pm.declare(honest, "data");
+    let out = pm.send(honest, ToPm::Demand { cdo: waits });
+    let (_, honest_transfer, ..) = ticket_of(&out);
+    pm.send(honest, transferred(honest_transfer));
+    // The provider withdraws: pinned until the deadline, then released.
+    assert!(pm.send(p, ToPm::Withdraw { cdo }).is_empty());
+    assert_eq!(pm.m.poll_timeout(), Some(pm.at(60_000_000_000)));
+    pm.m.handle_timeout(pm.at(59_000_000_000));
+    assert!(pm.drain().is_empty());
+    pm.m.handle_timeout(pm.at(60_000_000_000));
+    let out = pm.drain();
+    assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
+    // The pinner's demand fails (no provider left); its late report is refused.
+    assert!(
+        out.contains(&(pinner, refused(Op::Demand, Some(want), Refusal::NoProvider))),
+        "{out:?}"
+    );
+    assert_eq!(
+        pm.send(pinner, transferred(transfer)),
+        [(
+            pinner,
+            refused(Op::TransferDone, Some(transfer), Refusal::UnknownTransfer)
+        )]
+    );
+    assert_eq!(pm.m.poll_timeout(), None);
+}
+
+#[test]
+fn memory_is_announced_only_by_the_process_it_names() {
+    let mut pm = Pm::new();
+    // The producer's connection is verified to come from its own pid.
+    let (conn, nonce) = (100, [9u8; 32]);
+    pm.m.connected_from(conn, nonce, Some(memory_of("producer").pid));
+    pm.drain();
+    let proof = prove(SECRET, &nonce, "wf", "producer", 0);
+    let mut msg = join_msg("producer", &proof);
+    if let ToPm::Join(j) = &mut msg {
+        j.process = 555;
+    }
+    assert!(matches!(
+        pm.send(conn, msg)[..],
+        [(_, FromPm::Welcome { .. })]
+    ));
+    pm.apps.insert(conn, (1, *cdo_ids(1).start() - 1));
+    // Mallory replays the producer's pid and token from another process.
+    let (conn2, nonce2) = (101, [8u8; 32]);
+    pm.m.connected(conn2, nonce2);
+    pm.drain();
+    let proof = prove(SECRET, &nonce2, "wf", "mallory", 0);
+    let mut msg = join_msg("mallory", &proof);
+    if let ToPm::Join(j) = &mut msg {
+        j.process = 666;
+        j.memory = Some(memory_of("producer"));
+    }
+    let app = match pm.send(conn2, msg)[..] {
+        [(_, FromPm::Welcome { app, .. })] => app,
+        ref other => panic!("{other:?}"),
+    };
+    pm.apps.insert(conn2, (app, *cdo_ids(app).start() - 1));
+    // A connection verified as another pid may not announce the producer's memory either.
+    let (conn3, nonce3) = (102, [7u8; 32]);
+    pm.m.connected_from(conn3, nonce3, Some(4242));
+    pm.drain();
+    let proof = prove(SECRET, &nonce3, "wf", "liar", 0);
+    let mut msg = join_msg("liar", &proof);
+    if let ToPm::Join(j) = &mut msg {
+        j.process = 777;
+        j.memory = Some(memory_of("producer"));
+    }
+    assert!(matches!(
+        pm.send(conn3, msg)[..],
+        [(_, FromPm::Welcome { .. })]
+    ));
+    // A consumer gets mallory's offer by shared memory but never "straight from the
+    // producer's memory".
+    let (consumer, _) = pm.join("consumer");
+    let evil = pm.sealed(conn2, "x", 1);
+    pm.send(conn2, offer_msg(evil, 4096));
+    let want = pm.declare(consumer, "x");
+    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let memory = out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket {
+            source: Source::Rma { memory, .. },
+            ..
+        } => Some(memory.clone()),
+        _ => None,
+    });
+    assert_eq!(memory, Some(None), "{out:?}");
+    // The producer's own offers still name its memory.
+    let good = pm.sealed(conn, "y", 1);
+    pm.send(conn, offer_msg(good, 4096));
+    let want = pm.declare(consumer, "y");
+    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    assert!(
+        out.iter().any(|(_, m)| matches!(m, FromPm::Ticket { source: Source::Rma { memory: Some(m), .. }, .. } if m.process == memory_of("producer"))),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn apps_report_only_their_own_links_unless_they_are_reporters() {
+    use pool_core::events::FabricChange;
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let (a, _) = pm.join_on("app", "n1", &[(tcp("a"), "10.1.0.2/24")]);
+    let link = |addr: &str| FabricChange::Link {
+        name: "eth0".into(),
+        addresses: vec![addr.parse().expect("subnet")],
+        up: false,
+    };
+    // Another host's link: refused, nobody hears of it.
+    let out = pm.send(
+        a,
+        ToPm::Report {
+            change: link("10.2.0.1/24"),
+        },
+    );
+    assert!(
+        matches!(&out[..], [(c, FromPm::Refused { op: Op::Report, why: Refusal::NotAllowed(_), .. })] if *c == a),
+        "{out:?}"
+    );
+    let out = pm.send(
+        a,
+        ToPm::Report {
+            change: FabricChange::Other("node n2 lost".into()),
+        },
+    );
+    assert!(matches!(
+        &out[..],
+        [(
+            _,
+            FromPm::Refused {
+                why: Refusal::NotAllowed(_),
+                ..
+            }
+        )]
+    ));
+    // Its own link: subscribers hear of it.
+    let out = pm.send(
+        a,
+        ToPm::Report {
+            change: link("10.1.0.2/24"),
+        },
+    );
+    assert_eq!(events_to(&out, s)[0].detail, "link eth0 down (10.1.0.2/24)");
+}
+
+#[test]
+fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
+    let mut pm = small(|p| p.max_inline_bytes = 100);
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(
+        s,
+        EventKind::TransportStarted,
+        "",
+        SubscribeOptions::default(),
+    );
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    // An offer carrying `bytes` (its region `len` long).
+    let offer = |pm: &mut Pm, name: &str, bytes: &[u8], len: u64| {
+        let cdo = pm.declare(p, name);
+        assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
+        let extras = OfferExtras::new(Vec::new(), None).with_inline(bytes);
+        let out = pm.send(
+            p,
+            ToPm::Offer {
+                cdo,
+                region: region(len),
+                extras,
+            },
+        );
+        assert_eq!(out, [(p, done(Op::Offer, cdo))]);
+        cdo
+    };
+    // The source of a demand of `name`, and what the transport event says.
+    let demand = |pm: &mut Pm, name: &str| {
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let source = out
+            .iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"));
+        (source, events_to(&out, s)[0].detail.clone())
+    };
+    let a = offer(&mut pm, "a", &[7; 60], 60);
+    let (source, detail) = demand(&mut pm, "a");
+    match source {
+        Source::Inline { bytes } => assert_eq!(&*bytes.0, &[7; 60][..]),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        detail.ends_with("by inline (60 bytes with the ticket)"),
+        "{detail}"
+    );
+    // 60 of the 100 bytes are held: the next 60-byte offer keeps its bytes.
+    offer(&mut pm, "b", &[8; 60], 60);
+    assert_eq!(demand(&mut pm, "b").0.kind(), "rma");
+    // Bytes that do not match the region are not kept either.
+    offer(&mut pm, "c", &[9; 10], 20);
+    assert_eq!(demand(&mut pm, "c").0.kind(), "rma");
+    // A withdraw gives its bytes back at once (the ticket handed out keeps its own).
+    pm.send(p, ToPm::Withdraw { cdo: a });
+    offer(&mut pm, "d", &[10; 60], 60);
+    assert_eq!(demand(&mut pm, "d").0.kind(), "inline");
+}
