@@ -1,7 +1,8 @@
 //! What applications see when their pool manager fails: killed with SIGKILL mid-workflow
-//! (every call, including one already waiting, fails within 2 s with an error naming the
-//! PM; leaving and dropping return; the next PM removes what the dead one left), or not
-//! there at all when they join (`Unreachable` within the join timeout).
+//! (every call, including one already waiting, fails with an error naming the PM, from the
+//! evidence of the closed connection, not a timeout; leaving and dropping return; the next
+//! PM removes what the dead one left), or not there at all when they join (`Unreachable`
+//! within the join timeout).
 
 mod common;
 
@@ -10,14 +11,13 @@ use std::time::{Duration, Instant};
 use pool::bootstrap::{ControlAddr, PmInfo};
 use pool::{Client, ClientError, JoinOptions};
 
-/// How long each failing call may take to notice.
-const NOTICE: Duration = Duration::from_secs(2);
-
+/// Joins with an operation timeout longer than the test may run (it is killed as hung
+/// after minutes): a call that fails did so on evidence, not by timing out.
 fn join(info: &PmInfo, component: &str) -> Client {
     Client::join(
         info,
         JoinOptions::new(component, 0)
-            .timeout(Duration::from_secs(30))
+            .timeout(Duration::from_secs(3600))
             .isolated(),
     )
     .expect("join")
@@ -34,12 +34,14 @@ fn socket_dir(info: &PmInfo) -> std::path::PathBuf {
         .expect("a unix endpoint")
 }
 
+/// The error of a call whose PM is gone: the connection closed or broke (not a timeout),
+/// and the message says it was the pool manager's.
 fn names_the_pm(e: &ClientError) -> bool {
     matches!(e, ClientError::Closed | ClientError::Io(_)) && e.to_string().contains("pool manager")
 }
 
 #[test]
-fn killing_the_pm_fails_every_call_within_two_seconds() {
+fn killing_the_pm_fails_every_call_on_the_evidence_of_the_closed_connection() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // The PMs keep their socket directories in a TMPDIR of their own.
     let pm_env = [("TMPDIR", tmp.path())];
@@ -82,39 +84,26 @@ fn killing_the_pm_fails_every_call_within_two_seconds() {
     let missing = consumer.declare("never-offered").expect("declare");
     let waiting = std::thread::spawn(move || {
         let r = consumer.demand(missing).map(|_| ());
-        let noticed = Instant::now();
-        let left = Instant::now();
         drop(consumer);
-        (r, noticed, left.elapsed())
+        r
     });
     let seen = demands.wait().expect("the demand reached the PM");
     assert_eq!(seen.cdo.as_deref(), Some("never-offered"));
 
     // SAFETY: signalling the PM's process, which this test started.
     unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
-    let killed = Instant::now();
 
-    let (r, noticed, drop_took) = waiting.join().expect("demand thread");
-    let e = r.expect_err("a demand survived its PM");
+    let e = waiting
+        .join()
+        .expect("demand thread")
+        .expect_err("a demand survived its PM");
     assert!(names_the_pm(&e), "unclear error: {e}");
-    assert!(
-        noticed.duration_since(killed) < NOTICE,
-        "the waiting demand noticed after {:?}",
-        noticed.duration_since(killed)
-    );
-    assert!(drop_took < NOTICE, "dropping took {drop_took:?}");
-    let start = Instant::now();
     let e = producer
         .declare("after-death")
         .expect_err("declare after death");
-    assert!(
-        names_the_pm(&e) && start.elapsed() < NOTICE,
-        "{e} after {:?}",
-        start.elapsed()
-    );
-    let start = Instant::now();
+    assert!(names_the_pm(&e), "{e}");
+    // Leaving a dead PM returns (its error is the closed connection's).
     let _ = producer.leave();
-    assert!(start.elapsed() < NOTICE, "leave took {:?}", start.elapsed());
     drop((demands, watcher, pm));
 
     // What the killed PM left (its socket directory) goes when the next PM starts there.
@@ -132,7 +121,7 @@ fn killing_the_pm_fails_every_call_within_two_seconds() {
 }
 
 #[test]
-fn joining_an_unreachable_pm_fails_within_the_timeout() {
+fn joining_an_unreachable_pm_fails_on_the_refused_connection() {
     // A port that was just free: nobody listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -143,22 +132,18 @@ fn joining_an_unreachable_pm_fails_within_the_timeout() {
         endpoints: vec![ControlAddr::Tcp(([127, 0, 0, 1], port).into())],
         secret: b"secret".to_vec(),
     };
-    let timeout = Duration::from_secs(3);
-    let start = Instant::now();
+    // The refused connection is the evidence: no waiting for the timeout (a join that
+    // waited for it would take an hour, and the test would be killed as hung).
+    let timeout = Duration::from_secs(3600);
     let r = Client::join(
         &info,
         JoinOptions::new("lonely", 0).timeout(timeout).isolated(),
     );
-    let took = start.elapsed();
     match r {
-        Err(ClientError::Unreachable(why)) => eprintln!("Unreachable after {took:?}: {why}"),
+        Err(ClientError::Unreachable(why)) => eprintln!("Unreachable: {why}"),
         Err(e) => panic!("expected Unreachable, got {e}"),
         Ok(_) => panic!("joined a PM that is not there"),
     }
-    assert!(
-        took < timeout + Duration::from_secs(2),
-        "took {took:?} for a {timeout:?} timeout"
-    );
 }
 
 #[test]
@@ -177,6 +162,8 @@ fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
         JoinOptions::new("patient", 0).timeout(timeout).isolated(),
     );
     let took = start.elapsed();
+    // Nothing but the timeout can end this join: it fails as one, once it has passed (a
+    // join that ignored it would hang, and the test be killed as hung).
     match r {
         Err(e @ (ClientError::Unreachable(_) | ClientError::Timeout(_))) => {
             eprintln!("{e} after {took:?}");
@@ -185,8 +172,8 @@ fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
         Ok(_) => panic!("joined a PM that never answered"),
     }
     assert!(
-        took < timeout + Duration::from_secs(2),
-        "took {took:?} for a {timeout:?} timeout"
+        took >= timeout,
+        "gave up after {took:?}, before the {timeout:?} timeout"
     );
 }
 
@@ -201,7 +188,9 @@ fn a_pm_killed_with_sigkill_leaves_no_info_file_or_socket_behind() {
     // SAFETY: killing the PM we started.
     unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
     let _ = pm.child.wait();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // The janitor removes them once it sees the PM gone; a wait with a timeout, not a
+    // measure of how fast.
+    let deadline = Instant::now() + Duration::from_secs(60);
     while file.exists() || sockets.exists() {
         assert!(
             Instant::now() < deadline,

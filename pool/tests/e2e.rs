@@ -385,6 +385,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+/// An ack timeout that never ends within a test (which is killed as hung after minutes).
+const NEVER: Duration = Duration::from_secs(24 * 3600);
+
 fn start_pm_with_ack_timeout(timeout: Duration) -> PoolManager {
     let mut config = PmConfig::new("wf", SECRET, vec!["127.0.0.1:0".parse().expect("addr")]);
     config.ack_timeout = timeout;
@@ -532,14 +535,15 @@ fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
     });
     let e = sub.wait().expect("event before the offer");
     assert!(e.before && e.needs_ack, "{e:?}");
-    std::thread::sleep(Duration::from_millis(300));
+    // The archiver requires the CDO before letting the offer happen, so it gets it. The
+    // PM answers the require after the held offer arrived: the offer is still unanswered
+    // (the manager's in-memory tests show the hold itself, step by step).
+    let mine = archiver.declare("precious").expect("declare");
+    archiver.require(mine).expect("require");
     assert!(
         !offered.load(Ordering::SeqCst),
         "the offer waits for the ack"
     );
-    // The archiver requires the CDO before letting the offer happen, so it gets it.
-    let mine = archiver.declare("precious").expect("declare");
-    archiver.require(mine).expect("require");
     sub.ack(&e).expect("ack");
     let (data, _) = archiver.demand(mine).expect("demand");
     assert_eq!(&*data, b"keep me");
@@ -550,7 +554,7 @@ fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
 }
 
 #[test]
-fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most_and_ends_the_subscription() {
+fn an_ack_that_never_comes_delays_the_offer_until_the_timeout_and_ends_the_subscription() {
     let pm = start_pm_with_ack_timeout(Duration::from_secs(1));
     let slow = Client::join(pm.info(), opts("slow", Side::NoFabric)).expect("slow");
     let sub = slow
@@ -561,32 +565,31 @@ fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most_and_ends_the_
     let start = Instant::now();
     p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
         .expect("the offer proceeds after the timeout");
+    // Held for the whole timeout (its end is what let the offer go: the subscriber is told
+    // below that its ack came too late).
     let took = start.elapsed();
-    assert!(
-        // The PM's 100 ms tick and a loaded machine add to the 1 s timeout.
-        took >= Duration::from_secs(1) && took < Duration::from_secs(8),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_secs(1), "{took:?}");
     let e = sub.wait().expect("event");
-    // The PM told the subscriber; its late ack is an error saying so.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sub.late_acks().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    match sub.ack(&e) {
-        Err(ClientError::AckTooLate(serial)) => assert_eq!(serial, e.serial),
-        other => panic!("late ack: {other:?}"),
-    }
-    // The PM ended the late subscription: waiting says so, and the next offer is not held.
+    // The PM told the subscriber (and ended its subscription): its late ack is an error
+    // saying so.
     match sub.wait() {
         Err(ClientError::SubscriptionEnded(why)) => assert!(why.contains("ack"), "{why}"),
         other => panic!("a late subscriber's wait: {other:?}"),
     }
+    assert_eq!(sub.late_acks(), [e.serial]);
+    match sub.ack(&e) {
+        Err(ClientError::AckTooLate(serial)) => assert_eq!(serial, e.serial),
+        other => panic!("late ack: {other:?}"),
+    }
+    // The PM ended the late subscription: nothing holds the next offer.
+    let mut observer = pool::Observer::connect(pm.info(), "test", T).expect("observer");
+    match observer.query(pool::view::Query::Status).expect("status") {
+        pool::view::View::Status(s) => assert_eq!(s.subscriptions, 0, "{s:?}"),
+        other => panic!("{other:?}"),
+    }
     let next = sealed(&p, "y", 1);
-    let start = Instant::now();
     p.offer(next, Buffer::from_slice(b"y").expect("buffer"))
         .expect("offer");
-    assert!(start.elapsed() < Duration::from_millis(900), "held again");
     p.withdraw(next).expect("withdraw");
     p.withdraw(cdo).expect("withdraw");
     p.leave().expect("leave");
@@ -596,36 +599,33 @@ fn an_ack_that_never_comes_delays_the_offer_by_the_timeout_at_most_and_ends_the_
 
 /// A producer in a thread of its own offers one CDO; the thread returns when the offer
 /// went through (a subscriber may hold it).
-fn offer_from_a_thread(info: PmInfo) -> std::thread::JoinHandle<Instant> {
+fn offer_from_a_thread(info: PmInfo) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
         let cdo = sealed(&p, "x", 1);
         p.offer(cdo, Buffer::from_slice(b"x").expect("buffer"))
             .expect("offer");
-        let released = Instant::now();
         p.withdraw(cdo).expect("withdraw");
         p.leave().expect("leave");
-        released
     })
 }
 
 #[test]
 fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
-    let pm = start_pm(); // default timeout: 10 s
+    // Acks never time out here: only the subscriber's exit can release the offer (if it
+    // did not, the producer would wait until the test is killed as hung).
+    let pm = start_pm_with_ack_timeout(NEVER);
     let quitter = Client::join(pm.info(), opts("quitter", Side::NoFabric)).expect("quitter");
     let sub = quitter
         .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
         .expect("subscribe");
     let producer = offer_from_a_thread(pm.info().clone());
     sub.wait().expect("event");
-    let exited = Instant::now();
     // As when the process exits: no unsubscribe (which dropping `sub` would send), only
     // the connection closing.
     std::mem::forget(sub);
     drop(quitter);
-    let released = producer.join().expect("producer");
-    let waited = released.saturating_duration_since(exited);
-    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    producer.join().expect("the producer's offer went through");
     pm.stop();
 }
 
@@ -691,18 +691,16 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
 /// client stays joined.
 #[test]
 fn dropping_a_subscription_releases_what_it_holds() {
-    let pm = start_pm(); // default ack timeout: 10 s
+    // Acks never time out here: only the dropped subscription can release the offer.
+    let pm = start_pm_with_ack_timeout(NEVER);
     let s = Client::join(pm.info(), opts("dropper", Side::NoFabric)).expect("join");
     let sub = s
         .subscribe(&pool::selector::Selector::all(), EventKind::Offer, HOLD)
         .expect("subscribe");
     let producer = offer_from_a_thread(pm.info().clone());
     sub.wait().expect("the held offer's event");
-    let dropped = Instant::now();
     drop(sub);
-    let released = producer.join().expect("producer");
-    let waited = released.saturating_duration_since(dropped);
-    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    producer.join().expect("the producer's offer went through");
     // Still joined: later offers are not held.
     let cdo = sealed(&s, "mine", 1);
     s.offer(cdo, Buffer::from_slice(b"y").expect("buffer"))
