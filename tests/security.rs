@@ -403,7 +403,7 @@ fn a_consumer_that_pins_an_offer_cannot_hold_its_withdraw_forever() {
         .expect("the withdraw completes after the transfer deadline");
     let took = start.elapsed();
     assert!(
-        took >= Duration::from_millis(1500) && took < Duration::from_secs(15),
+        took >= Duration::from_millis(1500),
         "withdraw took {took:?}"
     );
 }
@@ -431,21 +431,30 @@ fn a_subscriber_that_never_acknowledges_holds_one_operation_once() {
         FromPm::Subscribed { .. }
     ));
     let producer = client(&info, "producer");
-    let start = Instant::now();
     for i in 0..20 {
         let cdo = producer.declare(&format!("step-{i}")).expect("declare");
         producer
             .seal_and_offer(cdo, Attributes::new(), buffer(b"x"))
             .expect("offer");
     }
-    let took = start.elapsed();
-    // Before: 20 offers x 10 s. Now the first waits out the deadline, then the silent
-    // subscriber has lost its subscription.
-    assert!(took < Duration::from_secs(6), "20 offers took {took:?}");
-    let late = (0..20)
-        .map_while(|_| silent.recv(Op::Ack).ok())
-        .any(|m| matches!(m, FromPm::AckTooLate { .. }));
-    assert!(late, "the silent subscriber is told");
+    // The first offer waited out the deadline; then the silent subscriber lost its
+    // subscription: it heard of that one offer only, then that it was too late (each
+    // offer held in turn would have sent it an event each).
+    let mut events = 0;
+    loop {
+        match silent.recv(Op::Ack).expect("the silent subscriber is told") {
+            FromPm::Event { .. } => events += 1,
+            FromPm::AckTooLate { .. } => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(events, 1, "events before the subscription ended");
+    let mut observer =
+        pool::Observer::connect(&info, "test", Duration::from_secs(30)).expect("observer");
+    match observer.query(pool::view::Query::Status).expect("status") {
+        pool::view::View::Status(s) => assert_eq!(s.subscriptions, 0, "{s:?}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

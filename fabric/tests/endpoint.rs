@@ -172,15 +172,15 @@ fn bad_keys_and_oversized_reads_are_errors_not_hangs() {
         key: exposed.remote().key + 1000,
         ..exposed.remote()
     };
-    let start = std::time::Instant::now();
-    let r = b.read(peer, dst, bogus).expect("post").wait(WAIT);
-    assert!(r.is_err(), "a read with a wrong key succeeded");
-    // The 0.5 s deadline, with room for a loaded machine.
-    assert!(
-        start.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        start.elapsed()
-    );
+    // The provider refuses the key, or the operation's own 0.5 s deadline ends it: not the
+    // waiter's limit.
+    match b.read(peer, dst, bogus).expect("post").wait(WAIT) {
+        Ok(_) => panic!("a read with a wrong key succeeded"),
+        Err(FabricError::Timeout { waited, .. }) if waited == WAIT => {
+            panic!("the read outlived its deadline")
+        }
+        Err(e) => eprintln!("a wrong key: {e}"),
+    }
     let small: MemoryRegion<Local> = b
         .register(Buffer::new(16).expect("buffer"))
         .expect("register");
