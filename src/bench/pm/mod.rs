@@ -8,11 +8,14 @@
 //! sends K events per offer. Only the control plane is measured: offers point at no real
 //! memory and no bytes move. Also reports the PM's resident memory per live CDO.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+mod inject;
+
+use inject::{Injector, collect};
+pub use inject::{InjectorArgs, main};
+
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use fabric::RemoteRegion;
 use pool::bootstrap::{PmInfo, new_secret};
 use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::{FromPm, Op, ToPm};
@@ -131,34 +134,6 @@ pub fn main_bench(args: &PmBenchArgs) -> Result<(), PmBenchError> {
         );
     }
     Ok(())
-}
-
-/// The command line of one injector process (`maestro pm-injector`, hidden).
-#[derive(Clone, Debug, clap::Args)]
-pub struct InjectorArgs {
-    /// The PM info.
-    #[arg(long)]
-    pm: String,
-    /// producer, consumer or subscriber.
-    #[arg(long, value_parser = ["producer", "consumer", "subscriber"])]
-    role: String,
-    /// Injector index.
-    #[arg(long)]
-    index: usize,
-    /// CDOs.
-    #[arg(long)]
-    cdos: usize,
-    /// Operations per frame.
-    #[arg(long, value_parser = parse_batch)]
-    batch: usize,
-}
-
-/// `maestro pm-injector`: one injector ([`inject`]); exit code 1 on failure.
-pub fn main(args: &InjectorArgs) -> std::process::ExitCode {
-    let result = PmInfo::parse(&args.pm)
-        .map_err(|e| PmBenchError::Injector(e.to_string()))
-        .and_then(|info| inject(&info, &args.role, args.index, args.cdos, args.batch));
-    crate::cli::exit("pm-injector", result, 1)
 }
 
 /// What a soak saw: every operation answered, and the PM's memory across rounds.
@@ -362,95 +337,6 @@ fn rss_bytes() -> u64 {
     pool::resident_bytes().unwrap_or(0)
 }
 
-struct Injector {
-    child: Child,
-    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
-}
-
-impl Injector {
-    fn spawn(
-        info: &PmInfo,
-        role: &str,
-        index: usize,
-        b: &PmBench,
-    ) -> Result<Injector, PmBenchError> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["pm-injector", "--pm", &info.encode(), "--role", role])
-            .args([
-                "--index",
-                &index.to_string(),
-                "--cdos",
-                &b.cdos.to_string(),
-                "--batch",
-                &b.batch.to_string(),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let out = child
-            .stdout
-            .take()
-            .ok_or_else(|| PmBenchError::Injector("no stdout".into()))?;
-        Ok(Injector {
-            child,
-            lines: BufReader::new(out).lines(),
-        })
-    }
-
-    /// The injector's next line.
-    fn line(&mut self) -> Result<String, PmBenchError> {
-        Ok(self
-            .lines
-            .next()
-            .ok_or_else(|| PmBenchError::Injector("exited without a report".into()))??)
-    }
-
-    /// Waits for the injector to say `what`.
-    fn expect(&mut self, what: &str) -> Result<(), PmBenchError> {
-        let line = self.line()?;
-        if line == what {
-            Ok(())
-        } else {
-            Err(PmBenchError::Injector(line))
-        }
-    }
-
-    /// Reads the injector's report of a round: seconds it took.
-    fn seconds(&mut self) -> Result<f64, PmBenchError> {
-        self.report("done")
-    }
-
-    /// Reads the injector's `<what> in S s` report.
-    fn report(&mut self, what: &str) -> Result<f64, PmBenchError> {
-        let line = self.line()?;
-        line.strip_prefix(what)
-            .and_then(|s| s.strip_prefix(" in "))
-            .and_then(|s| s.trim_end_matches(" s").parse().ok())
-            .ok_or(PmBenchError::Injector(line))
-    }
-
-    /// Sends a producer a command (`withdraw`, `offer`) and waits for its `what` report.
-    fn command(&mut self, command: &str, what: &str) -> Result<f64, PmBenchError> {
-        let stdin = self
-            .child
-            .stdin
-            .as_mut()
-            .ok_or_else(|| PmBenchError::Injector("no stdin".into()))?;
-        writeln!(stdin, "{command}")?;
-        stdin.flush()?;
-        self.report(what)
-    }
-}
-
-impl Drop for Injector {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl PmBench {
     /// Runs the benchmark against an in-process pool manager.
     ///
@@ -607,189 +493,4 @@ fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
     println!("done in {took} s");
     std::io::stdout().flush()?;
     Ok(())
-}
-
-/// Batches an injector keeps in flight.
-const WINDOW: usize = 2;
-
-fn name(index: usize, k: usize) -> String {
-    format!("inj{index}/{k}")
-}
-
-/// Collects `n` answers accepted by `pick`, failing on refusals.
-fn collect<T>(
-    conn: &mut Conn,
-    op: Op,
-    n: usize,
-    mut pick: impl FnMut(FromPm) -> Option<T>,
-) -> Result<Vec<T>, PmBenchError> {
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        match conn.recv(op)? {
-            FromPm::Refused { op, why, .. } => {
-                return Err(PmBenchError::Injector(format!("{op} refused: {why}")));
-            }
-            FromPm::DoneMany { op, cdos } => {
-                out.extend(
-                    cdos.into_iter()
-                        .filter_map(|cdo| pick(FromPm::Done { op, cdo })),
-                );
-            }
-            m => out.extend(pick(m)),
-        }
-    }
-    Ok(out)
-}
-
-/// One injector process: runs its role and prints `done in S s`. Producers then keep their
-/// CDOs live and follow commands on stdin until it closes: `withdraw` (withdraw and
-/// dispose every CDO, each answered, then `withdrawn in S s`) and `offer` (another round of
-/// declare+seal+offer, then `done in S s`).
-///
-/// # Errors
-/// Protocol errors; a refused operation (a CDO the PM lost).
-pub fn inject(
-    info: &PmInfo,
-    role: &str,
-    index: usize,
-    cdos: usize,
-    batch: usize,
-) -> Result<(), PmBenchError> {
-    let addr = info
-        .endpoints
-        .first()
-        .ok_or_else(|| PmBenchError::Injector("PM info has no endpoint".into()))?;
-    let mut conn = Conn::connect(addr, TIMEOUT)?;
-    let app = conn.join(info, role, index as i64)?;
-    // The CDO ids this app gives, in order.
-    let mut ids = pool::proto::cdo_ids(app);
-    if role == "subscriber" {
-        return subscribe(&mut conn, cdos);
-    }
-    let producer = role == "producer";
-    let report = |what: &str, start: Instant| -> Result<(), PmBenchError> {
-        println!("{what} in {} s", start.elapsed().as_secs_f64());
-        std::io::stdout().flush()?;
-        Ok(())
-    };
-    let start = Instant::now();
-    let mut live = run_round(&mut conn, &mut ids, (index, cdos, batch), producer)?;
-    report("done", start)?;
-    if !producer {
-        return Ok(());
-    }
-    let mut command = String::new();
-    loop {
-        command.clear();
-        if std::io::stdin().read_line(&mut command)? == 0 {
-            return Ok(());
-        }
-        let start = Instant::now();
-        match command.trim() {
-            "withdraw" => {
-                withdraw_all(&mut conn, &live, batch)?;
-                live.clear();
-                report("withdrawn", start)?;
-            }
-            "offer" => {
-                live = run_round(&mut conn, &mut ids, (index, cdos, batch), producer)?;
-                report("done", start)?;
-            }
-            other => return Err(PmBenchError::Injector(format!("unknown command {other:?}"))),
-        }
-    }
-}
-
-/// Withdraws and disposes `ids` in batches; every operation must be answered `Done`.
-fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenchError> {
-    for chunk in ids.chunks(batch.max(1)) {
-        let ops: Vec<ToPm> = chunk
-            .iter()
-            .flat_map(|&cdo| [ToPm::Withdraw { cdo }, ToPm::Dispose { cdo, answer: true }])
-            .collect();
-        conn.send(&ops)?;
-        collect(conn, Op::Withdraw, ops.len(), |m| {
-            matches!(m, FromPm::Done { .. }).then_some(())
-        })?;
-    }
-    Ok(())
-}
-
-/// One round: declare `cdos` names (under the next of `ids`) and seal+offer (producer) or
-/// require (consumer) each, in batches of `batch`, [`WINDOW`] batches in flight. Returns
-/// the producer's live CDOs.
-fn run_round(
-    conn: &mut Conn,
-    ids: &mut std::ops::RangeInclusive<u64>,
-    (index, cdos, batch): (usize, usize, usize),
-    producer: bool,
-) -> Result<Vec<u64>, PmBenchError> {
-    let mut live = Vec::with_capacity(if producer { cdos } else { 0 });
-    let mut send_batch = |conn: &mut Conn, k: usize| -> Result<usize, PmBenchError> {
-        let n = batch.min(cdos - k);
-        let mut ops = Vec::with_capacity(2 * n);
-        for i in k..k + n {
-            let cdo = ids
-                .next()
-                .ok_or_else(|| PmBenchError::Injector("out of CDO ids".into()))?;
-            ops.push(ToPm::Declare {
-                cdo,
-                name: name(index, i),
-            });
-            ops.push(if producer {
-                live.push(cdo);
-                ToPm::SealOffer {
-                    cdo,
-                    attributes: Default::default(),
-                    region: RemoteRegion {
-                        addr: 0,
-                        key: cdo,
-                        len: 0,
-                    },
-                    extras: Default::default(),
-                }
-            } else {
-                ToPm::Require { cdo }
-            });
-        }
-        conn.send(&ops)?;
-        Ok(n)
-    };
-    // One counted answer per CDO: the offer's Done, or the require's ticket (the require's
-    // own Done is not counted: the ticket is what the consumer waits for).
-    let (mut sent, mut answers) = (0, 0);
-    let mut done = Vec::new();
-    while answers < cdos {
-        // Keep the PM busy: the next batches travel while earlier answers are read.
-        while sent < cdos && sent < answers + WINDOW * batch {
-            sent += send_batch(conn, sent)?;
-        }
-        match conn.recv(Op::Offer)? {
-            FromPm::Refused { op, why, .. } => {
-                return Err(PmBenchError::Injector(format!("{op} refused: {why}")));
-            }
-            // With subscribers the PM runs a SealOffer as its two operations and answers
-            // the seal too: only the offer's answer counts. The PM packs runs of answers,
-            // also across batches.
-            FromPm::DoneMany {
-                op: Op::Offer,
-                cdos: offered,
-            } => answers += offered.len(),
-            FromPm::Done { op: Op::Offer, .. } => answers += 1,
-            FromPm::Ticket { transfer, .. } => {
-                answers += 1;
-                done.push(ToPm::TransferDone {
-                    transfer,
-                    error: None,
-                    direct: None,
-                });
-            }
-            _ => {}
-        }
-        if done.len() >= batch || (answers == cdos && !done.is_empty()) {
-            conn.send(&done)?;
-            done.clear();
-        }
-    }
-    Ok(live)
 }
