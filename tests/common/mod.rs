@@ -3,6 +3,7 @@
 //! a single-node Slurm started by `scripts/slurm-local.sh` and stopped by PID.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod apps;
 pub mod capi;
 pub mod pool;
 
