@@ -23,7 +23,7 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
         SubscribeOptions::default(),
     );
     let (p, producer) = pm.join("producer");
-    pm.m.set_time(pm.at(1_000));
+    pm.now = pm.at(1_000);
     let two = pm.sealed(p, "field-2", 2);
     let three = pm.sealed(p, "field-3", 3);
     let out = pm.send(p, offer_msg(two, 64));
@@ -211,7 +211,7 @@ fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
     };
     let sub = pm.subscribe(s, EventKind::Offer, "", opts);
     pm.m.set_ack_timeout(Duration::from_secs(1));
-    pm.m.set_time(pm.at(0));
+    pm.now = pm.at(0);
     assert_eq!(pm.m.poll_timeout(), None, "nothing held, no timer");
     let (p, _) = pm.join("producer");
     let cdo = pm.sealed(p, "field", 1);
@@ -257,7 +257,7 @@ fn a_subscriber_that_goes_releases_what_waits_for_it() {
         (events_to(&out, s).len(), events_to(&out, s2).len()),
         (1, 1)
     );
-    pm.m.disconnected(s);
+    pm.m.disconnected(pm.now, s);
     assert!(
         !pm.drain().iter().any(|(c, _)| *c == p),
         "the other subscriber still holds it"
@@ -312,7 +312,7 @@ fn app_and_transport_events_and_no_local() {
     let (_, transfer, _, _) = ticket_of(&out);
     let out = pm.send(c, transferred(transfer));
     assert_eq!(events_to(&out, s)[0].kind, EventKind::TransportCompleted);
-    pm.m.disconnected(p);
+    pm.m.disconnected(pm.now, p);
     let left = events_to(&pm.drain(), s);
     assert_eq!((left[0].kind, left[0].app), (EventKind::AppLeave, producer));
     assert!(
@@ -321,7 +321,7 @@ fn app_and_transport_events_and_no_local() {
         left[0].detail
     );
     assert_eq!(left[0].component, "producer");
-    pm.m.fabric_event("link eth1 down");
+    pm.m.fabric_event(pm.now, "link eth1 down");
     let fabric = events_to(&pm.drain(), s);
     assert_eq!((fabric[0].kind, fabric[0].app), (EventKind::Fabric, 0));
     assert_ne!(me, 0);

@@ -423,7 +423,7 @@ fn a_dead_provider_is_replaced_or_its_demands_fail() {
     ticket_of(&pm.send(c, ToPm::Demand { cdo: demanded }));
     // The require of "only" waits behind nothing: it gets its own ticket from p1 too.
     ticket_of(&pm.send(c, ToPm::Require { cdo: required }));
-    pm.m.disconnected(p1);
+    pm.m.disconnected(pm.now, p1);
     let out = pm.drain();
     assert!(
         out.contains(&(c, refused(Op::Demand, Some(demanded), Refusal::NoProvider))),
@@ -618,7 +618,7 @@ fn pmix_credentials_decide_when_checked_or_required() {
     let join = |pm: &mut Pm, credential: Credential| {
         let (conn, nonce) = pm.connect();
         let msg = join_msg("p", &prove(SECRET, &nonce, "wf", "p", 0));
-        pm.m.handle_checked(conn, msg, credential);
+        pm.m.handle_checked(pm.now, conn, msg, credential);
         (conn, pm.drain())
     };
     // Unchecked is fine unless required; a valid one always; an invalid one never.

@@ -30,20 +30,20 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
     };
     assert_eq!(demand(&mut pm, "before"), "rma");
     let path1 = ["10.1.0.9/24".parse().expect("subnet")];
-    pm.m.link_changed("veth1", &path1, false);
+    pm.m.link_changed(pm.now, "veth1", &path1, false);
     let e = &events_to(&pm.drain(), s)[0];
     assert_eq!(e.kind, EventKind::Fabric);
     assert_eq!(e.detail, "link veth1 down (10.1.0.9/24)");
     assert_eq!(demand(&mut pm, "during"), "stream");
     // The same change reported again (by another app of the node, say) is not news.
-    pm.m.link_changed("veth1", &path1, false);
+    pm.m.link_changed(pm.now, "veth1", &path1, false);
     assert!(events_to(&pm.drain(), s).is_empty());
-    pm.m.link_changed("veth1", &path1, true);
+    pm.m.link_changed(pm.now, "veth1", &path1, true);
     assert_eq!(
         events_to(&pm.drain(), s)[0].detail,
         "link veth1 up (10.1.0.9/24)"
     );
-    pm.m.link_changed("veth1", &path1, true);
+    pm.m.link_changed(pm.now, "veth1", &path1, true);
     assert!(events_to(&pm.drain(), s).is_empty());
     assert_eq!(demand(&mut pm, "after"), "rma");
 }
@@ -79,7 +79,12 @@ fn transport_events_say_how_and_why() {
     assert!(
         detail(&mut pm, p, bare, "c").ends_with("by stream: the consumer has no fabric endpoint")
     );
-    pm.m.link_changed("eth1", &["10.1.0.9/24".parse().expect("subnet")], false);
+    pm.m.link_changed(
+        pm.now,
+        "eth1",
+        &["10.1.0.9/24".parse().expect("subnet")],
+        false,
+    );
     pm.drain();
     let why = detail(&mut pm, p, c, "d");
     assert!(
@@ -180,7 +185,12 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
         "{detail}"
     );
     // Net 2 goes down: the producer's other endpoint on net 1, with its own key.
-    pm.m.link_changed("eth1", &["10.2.0.1/24".parse().expect("subnet")], false);
+    pm.m.link_changed(
+        pm.now,
+        "eth1",
+        &["10.2.0.1/24".parse().expect("subnet")],
+        false,
+    );
     let (source, detail) = transfer(&mut pm, "b", 2);
     match source {
         Source::Rma { region, via, .. } => assert_eq!((region.key, via), (1002, 0)),

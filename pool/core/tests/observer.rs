@@ -170,8 +170,8 @@ fn an_observer_sees_exactly_what_the_apps_did_and_is_no_app() {
     assert_eq!(f.apps[0].nics, ["hfi1_0"]);
 
     // Apps that go leave their traffic in the report.
-    pm.m.disconnected(p);
-    pm.m.disconnected(c);
+    pm.m.disconnected(pm.now, p);
+    pm.m.disconnected(pm.now, c);
     let after = match pm.ask(o, Query::Fabric) {
         View::Fabric(f) => f,
         other => panic!("{other:?}"),
@@ -247,7 +247,7 @@ fn observers_are_bounded_in_number() {
         "{out:?}"
     );
     // One goes: there is room again.
-    pm.m.disconnected(1);
+    pm.m.disconnected(pm.now, 1);
     assert_eq!(pm.m.observer_count(), 63);
     pm.observer();
 }

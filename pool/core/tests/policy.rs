@@ -160,7 +160,7 @@ fn owned_names_are_offered_by_their_component_only() {
 #[test]
 fn a_transfer_that_pins_a_withdrawn_offer_is_abandoned_at_its_deadline() {
     let mut pm = small(|p| p.transfer_timeout = Duration::from_secs(60));
-    pm.m.set_time(pm.at(0));
+    pm.now = pm.at(0);
     let (p, _) = pm.join("producer");
     let (pinner, _) = pm.join("pinner");
     let (honest, _) = pm.join("honest");
@@ -203,7 +203,7 @@ fn memory_is_announced_only_by_the_process_it_names() {
     let mut pm = Pm::new();
     // The producer's connection is verified to come from its own pid.
     let (conn, nonce) = (100, [9u8; 32]);
-    pm.m.connected_from(conn, nonce, Some(memory_of("producer").pid));
+    pm.m.connected_from(pm.now, conn, nonce, Some(memory_of("producer").pid));
     pm.drain();
     let proof = prove(SECRET, &nonce, "wf", "producer", 0);
     let mut msg = join_msg("producer", &proof);
@@ -217,7 +217,7 @@ fn memory_is_announced_only_by_the_process_it_names() {
     pm.apps.insert(conn, (1, *cdo_ids(1).start() - 1));
     // Mallory replays the producer's pid and token from another process.
     let (conn2, nonce2) = (101, [8u8; 32]);
-    pm.m.connected(conn2, nonce2);
+    pm.m.connected(pm.now, conn2, nonce2);
     pm.drain();
     let proof = prove(SECRET, &nonce2, "wf", "mallory", 0);
     let mut msg = join_msg("mallory", &proof);
@@ -232,7 +232,7 @@ fn memory_is_announced_only_by_the_process_it_names() {
     pm.apps.insert(conn2, (app, *cdo_ids(app).start() - 1));
     // A connection verified as another pid may not announce the producer's memory either.
     let (conn3, nonce3) = (102, [7u8; 32]);
-    pm.m.connected_from(conn3, nonce3, Some(4242));
+    pm.m.connected_from(pm.now, conn3, nonce3, Some(4242));
     pm.drain();
     let proof = prove(SECRET, &nonce3, "wf", "liar", 0);
     let mut msg = join_msg("liar", &proof);

@@ -91,6 +91,7 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
                 w.cut_off();
             }
             manager.disconnected_because(
+                Instant::now(),
                 conn,
                 "it stopped reading from the pool manager (its output queue overflowed)",
             );

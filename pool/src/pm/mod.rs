@@ -356,7 +356,6 @@ async fn serve(
                 spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), pid));
             }
             Some(ev) = rx.recv() => {
-                manager.set_time(Instant::now());
                 handle_event(ev, &mut manager, &mut writers, &mut admission);
                 flush(&mut manager, &mut writers);
                 memory.after(manager.cdo_count());
@@ -376,6 +375,7 @@ fn handle_event(
     writers: &mut Writers,
     admission: &mut Admission,
 ) {
+    let now = Instant::now();
     match ev {
         Event::Connected(conn, w, pid) => {
             writers.by_conn.insert(conn, w);
@@ -385,7 +385,7 @@ fn handle_event(
                 writers.by_conn.remove(&conn);
                 return;
             }
-            manager.connected_from(conn, nonce, pid);
+            manager.connected_from(now, conn, nonce, pid);
         }
         Event::Messages(conn, msgs, _permit) => {
             for m in msgs {
@@ -398,36 +398,36 @@ fn handle_event(
                 ) {
                     manager.set_memory_bytes(resident_bytes());
                 }
-                manager.handle(conn, m);
+                manager.handle(now, conn, m);
             }
         }
         Event::Join(conn, msg, credential, joined) => {
             admission.leave(conn);
-            manager.handle_checked(conn, msg, credential);
+            manager.handle_checked(now, conn, msg, credential);
             let _ = joined.send(manager.is_joined(conn));
         }
         Event::Gone(conn) => {
             admission.leave(conn);
             writers.by_conn.remove(&conn);
-            manager.disconnected(conn);
+            manager.disconnected(now, conn);
         }
-        Event::Fabric(change) => manager.fabric_changed(change),
+        Event::Fabric(change) => manager.fabric_changed(now, change),
         Event::Metrics(ask) => {
             manager.set_memory_bytes(resident_bytes());
-            let _ = ask.send(snapshot(manager));
+            let _ = ask.send(snapshot(now, manager));
         }
     }
 }
 
 /// The figures a metrics scrape renders.
-fn snapshot(manager: &mut Manager) -> metrics::Snapshot {
-    let View::Status(status) = manager.view(Query::Status) else {
+fn snapshot(now: Instant, manager: &mut Manager) -> metrics::Snapshot {
+    let View::Status(status) = manager.view(now, Query::Status) else {
         unreachable!("a status query is answered with a status")
     };
-    let View::Transfers(transfers) = manager.view(Query::Transfers) else {
+    let View::Transfers(transfers) = manager.view(now, Query::Transfers) else {
         unreachable!("a transfers query is answered with transfers")
     };
-    let View::Fabric(fabric) = manager.view(Query::Fabric) else {
+    let View::Fabric(fabric) = manager.view(now, Query::Fabric) else {
         unreachable!("a fabric query is answered with the fabric")
     };
     metrics::Snapshot {

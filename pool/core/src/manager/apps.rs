@@ -84,14 +84,21 @@ pub(super) struct Claim {
 
 impl Manager {
     /// A new connection: challenge it with `nonce` (fresh random bytes from the driver).
-    pub fn connected(&mut self, conn: ConnId, nonce: [u8; 32]) {
-        self.connected_from(conn, nonce, None);
+    pub fn connected(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32]) {
+        self.connected_from(now, conn, nonce, None);
     }
 
     /// As [`Manager::connected`], for a connection whose peer process the driver verified
     /// (`SO_PEERCRED` on a Unix socket): a JOIN on it may announce only that process's
     /// memory for same-host copies.
-    pub fn connected_from(&mut self, conn: ConnId, nonce: [u8; 32], pid: Option<u32>) {
+    pub fn connected_from(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        nonce: [u8; 32],
+        pid: Option<u32>,
+    ) {
+        self.advance(now);
         self.conns.insert(conn, Conn::Challenged(nonce, pid));
         self.out.push_back((conn, FromPm::Challenge { nonce }));
     }
@@ -303,15 +310,17 @@ impl Manager {
 
     /// The connection is gone (closed or broken): the app's CDOs go, transfers from its
     /// offers are re-ticketed elsewhere, and demands only it could serve fail.
-    pub fn disconnected(&mut self, conn: ConnId) {
+    pub fn disconnected(&mut self, now: Instant, conn: ConnId) {
         self.disconnected_because(
+            now,
             conn,
             "connection lost without LEAVE (the process died or closed it)",
         );
     }
 
     /// As [`Manager::disconnected`], with the reason subscribers are told.
-    pub fn disconnected_because(&mut self, conn: ConnId, why: &str) {
+    pub fn disconnected_because(&mut self, now: Instant, conn: ConnId, why: &str) {
+        self.advance(now);
         if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
             let app = *app;
             if let Some(a) = self.apps.get(&app) {

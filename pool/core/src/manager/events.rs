@@ -134,8 +134,8 @@ fn kind_of_op(op: Op) -> Option<EventKind> {
 
 impl Manager {
     /// Advances the manager's clock to `now` (never backwards): events carry it and hold
-    /// deadlines count from it. The driver calls this before handing over what it received.
-    pub fn set_time(&mut self, now: Instant) {
+    /// deadlines count from it. Every input that takes `now` starts here.
+    pub(super) fn advance(&mut self, now: Instant) {
         self.events.now = self.events.now.max(now);
         self.stats.tick(self.events.now);
     }
@@ -144,7 +144,7 @@ impl Manager {
     /// and late subscribers get [`FromPm::AckTooLate`] (in connection order). The driver
     /// calls this when [`Manager::poll_timeout`]'s instant has come.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.set_time(now);
+        self.advance(now);
         let now = self.events.now;
         let expired: Vec<ConnId> = self
             .events
@@ -200,7 +200,8 @@ impl Manager {
 
     /// Reports a fabric change (a link down or up, a lost node or process) to subscribers
     /// of [`EventKind::Fabric`].
-    pub fn fabric_event(&mut self, detail: &str) {
+    pub fn fabric_event(&mut self, now: Instant, detail: &str) {
+        self.advance(now);
         let at = self.events.clock().unix_ns(self.events.now);
         self.stats.fabric_event(at, detail);
         self.emit(EventKind::Fabric, 0, None, detail, false);
@@ -208,14 +209,15 @@ impl Manager {
 
     /// A fabric change: a link (see [`Manager::link_changed`]) or anything else, told to
     /// subscribers of [`EventKind::Fabric`].
-    pub fn fabric_changed(&mut self, change: FabricChange) {
+    pub fn fabric_changed(&mut self, now: Instant, change: FabricChange) {
+        self.advance(now);
         match change {
             FabricChange::Link {
                 name,
                 addresses,
                 up,
-            } => self.link_changed(&name, &addresses, up),
-            FabricChange::Other(detail) => self.fabric_event(&detail),
+            } => self.link_changed(now, &name, &addresses, up),
+            FabricChange::Other(detail) => self.fabric_event(now, &detail),
         }
     }
 

@@ -1,7 +1,9 @@
 //! The pool manager's logic, sans IO (in the manner of `quinn-proto`): a deterministic state
 //! machine fed with connection events and decoded messages, producing messages to send. No
-//! sockets, threads or clocks: the driver supplies nonces and the time ([`Clock`],
-//! [`Manager::set_time`], [`Manager::handle_timeout`]) and delivers outputs.
+//! sockets, threads or clocks: the driver supplies nonces and the time (every input takes
+//! `now`, as quinn-proto's do; [`Clock`] maps instants to wall-clock times;
+//! [`Manager::poll_timeout`] says when to call [`Manager::handle_timeout`]) and delivers
+//! outputs.
 //!
 //! It keeps the applications (JOIN with proof of the workflow secret, WELCOME, LEAVE/BYE),
 //! every CDO's state, the offers by name and the transfers in flight, and enforces:
@@ -157,11 +159,11 @@ impl<K: Eq + std::hash::Hash> GiveBack for HashSet<K> {
 ///
 /// let clock = Clock { origin: Instant::now(), origin_unix_ns: 0 };
 /// let mut pm = Manager::new("climate", b"secret", 1, clock);
-/// pm.connected(7, [42; 32]);
+/// pm.connected(clock.origin, 7, [42; 32]);
 /// assert_eq!(pm.poll_output(), Some((7, FromPm::Challenge { nonce: [42; 32] })));
 ///
 /// let proof = auth::prove(b"secret", &[42; 32], "climate", "producer", 0);
-/// pm.handle(7, ToPm::Join(Box::new(Join {
+/// pm.handle(clock.origin, 7, ToPm::Join(Box::new(Join {
 ///     workflow: "climate".into(),
 ///     component: "producer".into(),
 ///     index: 0,
@@ -293,14 +295,22 @@ impl Manager {
         self.out.push_back((conn, FromPm::Done { op, cdo }));
     }
 
-    /// Handles one message from `conn` (a JOIN's credential counts as unchecked).
-    pub fn handle(&mut self, conn: ConnId, msg: ToPm) {
-        self.handle_checked(conn, msg, Credential::Unchecked);
+    /// Handles one message from `conn`, received at `now` (a JOIN's credential counts as
+    /// unchecked).
+    pub fn handle(&mut self, now: Instant, conn: ConnId, msg: ToPm) {
+        self.handle_checked(now, conn, msg, Credential::Unchecked);
     }
 
     /// Handles one message from `conn`; for a JOIN, `credential` is what the driver found
     /// out about its PMIx credential.
-    pub fn handle_checked(&mut self, conn: ConnId, msg: ToPm, credential: Credential) {
+    pub fn handle_checked(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        msg: ToPm,
+        credential: Credential,
+    ) {
+        self.advance(now);
         self.stats.count(msg.op());
         let app = match (self.conns.get(&conn), &msg) {
             (Some(Conn::Observer), _) => return self.observer_message(conn, msg),

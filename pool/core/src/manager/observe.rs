@@ -181,7 +181,8 @@ impl Manager {
 
     /// The view an observer asking `query` would get (for drivers that show the pool in
     /// other ways, such as a metrics endpoint). Bounded as observers' answers are.
-    pub fn view(&mut self, query: Query) -> View {
+    pub fn view(&mut self, now: Instant, query: Query) -> View {
+        self.advance(now);
         self.answer(query)
     }
 

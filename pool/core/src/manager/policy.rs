@@ -341,7 +341,8 @@ impl Manager {
         let Some(a) = self.apps.get(&app) else { return };
         if self.policy.reporters.contains(&a.component) {
             tracing::info!("app {app} reports {change:?}");
-            return self.fabric_changed(change);
+            let now = self.events.now();
+            return self.fabric_changed(now, change);
         }
         let refused = |why: String| Refusal::NotAllowed(why);
         match change {
@@ -364,11 +365,15 @@ impl Manager {
                     "app {app} reports link {name} {}",
                     if up { "up" } else { "down" }
                 );
-                self.fabric_changed(FabricChange::Link {
-                    name,
-                    addresses: own,
-                    up,
-                });
+                let now = self.events.now();
+                self.fabric_changed(
+                    now,
+                    FabricChange::Link {
+                        name,
+                        addresses: own,
+                        up,
+                    },
+                );
             }
             FabricChange::Other(what) => {
                 let why = refused(format!(

@@ -122,7 +122,8 @@ impl Manager {
     /// the link's addresses with their prefixes; the peers across the link are on them
     /// too) and go by stream over the control connections; subscribers of
     /// [`EventKind::Fabric`] are told, once per change however many report it.
-    pub fn link_changed(&mut self, link: &str, subnets: &[Subnet], up: bool) {
+    pub fn link_changed(&mut self, now: Instant, link: &str, subnets: &[Subnet], up: bool) {
+        self.advance(now);
         // Several apps of a node (and its host) may report the same change: once is news.
         let known = subnets.iter().all(|s| self.down.contains(s) != up);
         if known && !subnets.is_empty() {
@@ -136,7 +137,7 @@ impl Manager {
         }
         let list: Vec<String> = subnets.iter().map(ToString::to_string).collect();
         let state = if up { "up" } else { "down" };
-        self.fabric_event(&format!("link {link} {state} ({})", list.join(", ")));
+        self.fabric_event(now, &format!("link {link} {state} ({})", list.join(", ")));
     }
 
     /// Removes a transfer and its count on the source offer; observers are told how it

@@ -23,6 +23,8 @@ pub struct Pm {
     pub apps: std::collections::HashMap<ConnId, (AppId, CdoId)>,
     /// The clock's origin: wall-clock time 0.
     pub t0: Instant,
+    /// The time of the inputs the harness hands over (set it to move time on).
+    pub now: Instant,
 }
 
 impl Pm {
@@ -37,6 +39,7 @@ impl Pm {
             next: 1,
             apps: std::collections::HashMap::new(),
             t0,
+            now: t0,
         }
     }
 
@@ -47,7 +50,7 @@ impl Pm {
 
     /// Sends and returns everything the PM wants to send.
     pub fn send(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
-        self.m.handle(conn, msg);
+        self.m.handle(self.now, conn, msg);
         self.drain()
     }
 
@@ -59,7 +62,7 @@ impl Pm {
         let conn = self.next;
         self.next += 1;
         let nonce = [conn as u8; 32];
-        self.m.connected(conn, nonce);
+        self.m.connected(self.now, conn, nonce);
         assert_eq!(
             self.m.poll_output(),
             Some((conn, FromPm::Challenge { nonce }))
