@@ -62,7 +62,51 @@ impl Manager {
             return;
         };
         let published = self.published(from);
-        let refusal = match attr::group_members(&published) {
+        let refusal = self.members_of(consumer, &name, &published, (first, capacity));
+        let (names, bytes) = match refusal {
+            Ok(ok) => ok,
+            Err(why) => {
+                self.waiting.remove(&name, to);
+                if let Some(c) = self.cdos.get_mut(&to) {
+                    c.state = State::Declared;
+                }
+                return self.refuse(conn, Op::Demand, Some(to), why);
+            }
+        };
+        self.account(consumer, bytes, false);
+        // The group itself is here (it holds no bytes).
+        self.waiting.remove(&name, to);
+        if let Some(State::Required(w)) = self.cdos.get_mut(&to).map(|c| &mut c.state) {
+            w.local = true;
+        }
+        let ids = self.declare_members(consumer, to, first, &names);
+        self.out.push_back((
+            conn,
+            FromPm::GroupMembers {
+                group: to,
+                names,
+                attributes: published,
+            },
+        ));
+        for id in ids {
+            let member = Arc::clone(&self.cdo(id).name);
+            self.waiting.insert(&member, id);
+            self.ticket(id);
+        }
+    }
+
+    /// The members a group demand of `name` (offered as `published`) brings `consumer`,
+    /// with the bytes they count against its quota; refused when the CDO is no group, has
+    /// more members than the ids reserved (`first`, `capacity`), those ids are taken, or the
+    /// app cannot afford them.
+    fn members_of(
+        &self,
+        consumer: AppId,
+        name: &str,
+        published: &Attributes,
+        (first, capacity): (CdoId, u32),
+    ) -> Result<(Vec<String>, usize), Refusal> {
+        match attr::group_members(published) {
             None => Err(Refusal::NotAllowed(format!(
                 "{name:?} is not a group (no {} and {}): demand it as a CDO",
                 attr::IS_GROUP,
@@ -84,27 +128,22 @@ impl Manager {
                     self.affordable(consumer, bytes).map(|()| (names, bytes))
                 }
             }
-        };
-        let (names, bytes) = match refusal {
-            Ok(ok) => ok,
-            Err(why) => {
-                self.waiting.remove(&name, to);
-                if let Some(c) = self.cdos.get_mut(&to) {
-                    c.state = State::Declared;
-                }
-                return self.refuse(conn, Op::Demand, Some(to), why);
-            }
-        };
-        self.account(consumer, bytes, false);
-        // The group itself is here (it holds no bytes).
-        self.waiting.remove(&name, to);
-        if let Some(State::Required(w)) = self.cdos.get_mut(&to).map(|c| &mut c.state) {
-            w.local = true;
         }
+    }
+
+    /// Declares the members `names` for `consumer` with the ids reserved from `first`, each
+    /// demanded (as group demand `to` was, and born with it); returns their ids.
+    fn declare_members(
+        &mut self,
+        consumer: AppId,
+        to: CdoId,
+        first: CdoId,
+        names: &[String],
+    ) -> Vec<CdoId> {
         let born = self.cdo(to).born;
         let owner = self.cdo(to).owner;
         let ids: Vec<CdoId> = (0..names.len() as u64).map(|i| first + i).collect();
-        for (&id, member) in ids.iter().zip(&names) {
+        for (&id, member) in ids.iter().zip(names) {
             self.cdos.insert(
                 id,
                 Cdo {
@@ -126,18 +165,6 @@ impl Manager {
             a.last_declared = a.last_declared.max(seq);
             a.counters.demanded += names.len() as u64;
         }
-        self.out.push_back((
-            conn,
-            FromPm::GroupMembers {
-                group: to,
-                names,
-                attributes: published,
-            },
-        ));
-        for id in ids {
-            let member = Arc::clone(&self.cdo(id).name);
-            self.waiting.insert(&member, id);
-            self.ticket(id);
-        }
+        ids
     }
 }
