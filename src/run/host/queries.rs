@@ -89,12 +89,20 @@ impl LauncherHost {
             Some(Value::String(ns)) => Some(ns.as_str()),
             _ => None,
         };
+        self.job_answer(key, asked)
+            .unwrap_or_else(|| self.host_answer(key))
+    }
+
+    /// The answer to `key` if it is about the jobs (`asked`: the namespace a qualifier
+    /// names): their namespaces, process tables, sizes, command lines, status; `None` for
+    /// a key that is not (`Some(None)`: a job key with no answer).
+    fn job_answer(&self, key: &str, asked: Option<&str>) -> Option<Option<Value>> {
         let jobs = self.lock_jobs();
         let selected = || match asked {
             Some(ns) => jobs.iter().find(|j| j.plan.nspace == ns),
             None => jobs.first(),
         };
-        match key {
+        Some(match key {
             k if k == keys::QUERY_NAMESPACES => Some(Value::String(
                 jobs.iter()
                     .map(|j| j.plan.nspace.as_str())
@@ -103,27 +111,12 @@ impl LauncherHost {
             )),
             k if k == keys::QUERY_PROC_TABLE || k == keys::QUERY_LOCAL_PROC_TABLE => {
                 if asked.is_some() && selected().is_none() {
-                    return None;
+                    return Some(None);
                 }
                 drop(jobs);
                 Some(Value::ProcInfos(self.proc_table(asked)))
             }
             k if k == keys::JOB_SIZE => selected().map(|j| Value::Uint32(j.plan.nprocs())),
-            k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
-            k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
-            // What PMIx_Spawn honours here.
-            k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(
-                [
-                    keys::WDIR,
-                    keys::NOTIFY_COMPLETION,
-                    keys::DEBUG_STOP_IN_INIT,
-                ]
-                .join(","),
-            )),
-            // What a debugger may ask of this host: ranks held in init (--stop-in-init).
-            k if k == keys::QUERY_DEBUG_SUPPORT => {
-                Some(Value::String(keys::DEBUG_STOP_IN_INIT.into()))
-            }
             k if k == keys::QUERY_NAMESPACE_INFO => {
                 let info = |j: &JobRecord| {
                     Info::new(
@@ -147,6 +140,29 @@ impl LauncherHost {
                     Status::JOB_TERMINATED
                 })
             }),
+            _ => return None,
+        })
+    }
+
+    /// The answer to `key` about the host itself: what it supports, its groups, its URI,
+    /// the node's fabric.
+    fn host_answer(&self, key: &str) -> Option<Value> {
+        match key {
+            k if k == keys::QUERY_NUM_PSETS => Some(Value::Size(0)),
+            k if k == keys::QUERY_PSET_NAMES => Some(Value::String(String::new())),
+            // What PMIx_Spawn honours here.
+            k if k == keys::QUERY_SPAWN_SUPPORT => Some(Value::String(
+                [
+                    keys::WDIR,
+                    keys::NOTIFY_COMPLETION,
+                    keys::DEBUG_STOP_IN_INIT,
+                ]
+                .join(","),
+            )),
+            // What a debugger may ask of this host: ranks held in init (--stop-in-init).
+            k if k == keys::QUERY_DEBUG_SUPPORT => {
+                Some(Value::String(keys::DEBUG_STOP_IN_INIT.into()))
+            }
             k if k == keys::QUERY_NUM_GROUPS => Some(Value::Size(
                 self.groups
                     .lock()
