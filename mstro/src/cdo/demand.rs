@@ -96,12 +96,6 @@ fn demand(
         demandable(st)?;
         let id = st.id;
         let into = landing(st);
-        let demand = || async {
-            match into {
-                Some(dst) => client.as_async().demand_into(id, dst).await,
-                None => client.as_async().demand(id).await,
-            }
-        };
         // In a local pool only this process's threads can offer: a demand that waits says
         // so after a second, once.
         let local = instance()
@@ -110,38 +104,13 @@ fn demand(
             .is_some_and(|f| matches!(f, crate::session::Found::LocalPool));
         // Built inside the runtime: the timers need its context.
         let waited = client.block_on(async {
-            let wait = demand();
-            tokio::pin!(wait);
-            let now = tokio::time::Instant::now();
-            let deadline = limit.map(|l| now + l);
-            let mut notice = local.then(|| now + Duration::from_secs(1));
-            let until = |at: Option<tokio::time::Instant>| async move {
-                match at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+            let wait = async {
+                match into {
+                    Some(dst) => client.as_async().demand_into(id, dst).await,
+                    None => client.as_async().demand(id).await,
                 }
             };
-            loop {
-                tokio::select! {
-                    r = &mut wait => return Waited::Done(r),
-                    () = until(deadline) => return Waited::TimedOut,
-                    () = until(notice) => {
-                        notice = None;
-                        tracing::warn!(
-                            "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
-                        );
-                    }
-                    () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
-                        if interrupted.is_some_and(|stop| stop()) {
-                            if client.as_async().retract(id).await.is_ok() {
-                                return Waited::Interrupted;
-                            }
-                            // Its transfer is under way: it lands, then the call says so.
-                            return Waited::LateInterrupt(wait.await);
-                        }
-                    }
-                }
-            }
+            wait_for(client, (id, name), wait, (limit, local), interrupted).await
         });
         let (got, late) = match waited {
             Waited::Done(r) => (r, false),
@@ -173,6 +142,50 @@ fn demand(
         }
         Ok(())
     })
+}
+
+/// Waits for `wait`, the demand of CDO `id` (named `name`): until it completes, `limit`
+/// passes, or `interrupted` says stop (then the demand is retracted, unless its transfer
+/// is under way); in a `local` pool it warns once, after a second, that only this
+/// process's threads can offer.
+async fn wait_for<T>(
+    client: &pool::Client,
+    (id, name): (CdoId, &str),
+    wait: impl std::future::Future<Output = T>,
+    (limit, local): (Option<Duration>, bool),
+    interrupted: Option<&(dyn Fn() -> bool + Sync)>,
+) -> Waited<T> {
+    tokio::pin!(wait);
+    let now = tokio::time::Instant::now();
+    let deadline = limit.map(|l| now + l);
+    let mut notice = local.then(|| now + Duration::from_secs(1));
+    let until = |at: Option<tokio::time::Instant>| async move {
+        match at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    loop {
+        tokio::select! {
+            r = &mut wait => return Waited::Done(r),
+            () = until(deadline) => return Waited::TimedOut,
+            () = until(notice) => {
+                notice = None;
+                tracing::warn!(
+                    "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
+                );
+            }
+            () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
+                if interrupted.is_some_and(|stop| stop()) {
+                    if client.as_async().retract(id).await.is_ok() {
+                        return Waited::Interrupted;
+                    }
+                    // Its transfer is under way: it lands, then the call says so.
+                    return Waited::LateInterrupt(wait.await);
+                }
+            }
+        }
+    }
 }
 
 /// Refuses a demand of a CDO demanded already or with an asynchronous demand in flight.
