@@ -371,7 +371,7 @@ fn provider(
 #[test]
 fn a_node_that_dies_takes_only_what_it_alone_provided() {
     let cluster = Cluster::start();
-    let pool = HostPool::start("node-loss", "app-leave");
+    let pool = HostPool::start("node-loss", "app-leave,transport-started");
     let _doomed = provider(&pool, &cluster, "n2", &[], "lost", "doomed", 64 << 20);
     let _survivor = provider(&pool, &cluster, "n1", &[], "kept", "survivor", 1 << 20);
     // Stop n2's provider: its reads stall, as a dying node's would.
@@ -405,7 +405,8 @@ fn a_node_that_dies_takes_only_what_it_alone_provided() {
     let said = common::lines(consumer.child.stdout.take().expect("stdout"));
     let t = Duration::from_secs(60);
     common::expect_line(&said, &["demanding lost"], t);
-    std::thread::sleep(Duration::from_millis(500));
+    // The transfer of `lost` from the stopped provider has started (the PM said so).
+    common::expect_line(&pool.events, &["\"TransportStarted\"", "\"cdo\":\"lost\""], t);
     let killed = cluster.script(&["kill-node", "2"]);
     assert_eq!(killed.code(), Some(0), "{killed:?}");
     let lost = common::expect_line(&said, &["lost:"], t);
