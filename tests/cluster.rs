@@ -406,7 +406,11 @@ fn a_node_that_dies_takes_only_what_it_alone_provided() {
     let t = Duration::from_secs(60);
     common::expect_line(&said, &["demanding lost"], t);
     // The transfer of `lost` from the stopped provider has started (the PM said so).
-    common::expect_line(&pool.events, &["\"TransportStarted\"", "\"cdo\":\"lost\""], t);
+    common::expect_line(
+        &pool.events,
+        &["\"TransportStarted\"", "\"cdo\":\"lost\""],
+        t,
+    );
     let killed = cluster.script(&["kill-node", "2"]);
     assert_eq!(killed.code(), Some(0), "{killed:?}");
     let lost = common::expect_line(&said, &["lost:"], t);

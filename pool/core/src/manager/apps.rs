@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{ConnId, GiveBack, HashSet, Manager, State, Want, observe, traffic};
+use super::{ConnId, HashSet, Manager, State, Want, observe, traffic};
 use crate::Subnet;
 use crate::auth;
 use crate::events::EventKind;
@@ -100,7 +100,7 @@ impl Manager {
     ) {
         self.advance(now);
         self.conns.insert(conn, Conn::Challenged(nonce, pid));
-        self.out.push_back((conn, FromPm::Challenge { nonce }));
+        self.out.send(conn, FromPm::Challenge { nonce });
     }
 
     pub(super) fn join(
@@ -141,7 +141,7 @@ impl Manager {
         if let Some(why) = why {
             self.conns.insert(conn, Conn::Refused);
             self.refuse(conn, Op::Join, None, why);
-            self.closing.push(conn);
+            self.out.close(conn);
             return;
         }
         let label: Arc<str> = format!("{component}:{index}").into();
@@ -172,7 +172,7 @@ impl Manager {
             memory,
         );
         let pool = self.instance;
-        self.out.push_back((conn, FromPm::Welcome { app, pool }));
+        self.out.send(conn, FromPm::Welcome { app, pool });
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
     }
 
@@ -267,10 +267,10 @@ impl Manager {
             match &c.state {
                 State::Offered(_) | State::Withdrawing(_) => {
                     self.load.contains_key(&o)
-                        || (!self.waiting.get(&c.name).is_empty()
+                        || (!self.cdos.waiting(&c.name).is_empty()
                             && !self
-                                .offers
-                                .get(&c.name)
+                                .cdos
+                                .offers(&c.name)
                                 .iter()
                                 .any(|&x| self.cdos.get(&x).is_some_and(|x| x.app() != app)))
                 }
@@ -289,8 +289,8 @@ impl Manager {
         if let Some(a) = self.apps.get(&app) {
             let conn = a.conn;
             tracing::info!("app {} left (app {app})", a.label);
-            self.out.push_back((conn, FromPm::Bye));
-            self.closing.push(conn);
+            self.out.send(conn, FromPm::Bye);
+            self.out.close(conn);
         }
         self.notify(EventKind::AppLeave, app, None, || "left".into());
         self.remove_app(app, false);
@@ -348,9 +348,7 @@ impl Manager {
             if let Some(c) = self.cdos.remove(cdo) {
                 let freed = c.extras.inline().map_or(0, InlineBytes::len);
                 self.inline_held = self.inline_held.saturating_sub(freed);
-                self.offers.remove(&c.name, *cdo);
-                self.waiting.remove(&c.name, *cdo);
-                if died && !self.waiting.get(&c.name).is_empty() {
+                if died && !self.cdos.waiting(&c.name).is_empty() {
                     names.insert(c.name);
                 }
             }
@@ -391,16 +389,16 @@ impl Manager {
 
     /// Fails demands of `name` that no offer can serve any more.
     pub(super) fn fail_orphaned_demands(&mut self, name: &str) {
-        let usable = |m: &Self, w: &Want| m.offers.get(name).iter().any(|o| !w.failed.contains(o));
+        let usable = |m: &Self, w: &Want| m.cdos.offers(name).iter().any(|o| !w.failed.contains(o));
         let orphaned: Vec<CdoId> = self
-            .waiting
-            .get(name)
+            .cdos
+            .waiting(name)
             .iter()
             .copied()
             .filter(|c| matches!(self.cdos.get(c).map(|c| &c.state), Some(State::Required(w)) if w.demanded && !usable(self, w)))
             .collect();
         for cdo in orphaned {
-            self.waiting.remove(name, cdo);
+            self.cdos.stop_waiting(name, cdo);
             let Some(c) = self.cdos.get_mut(&cdo) else {
                 continue;
             };

@@ -15,17 +15,17 @@ use crate::proto::{self, AppId, CdoId, FromPm, InlineBytes, OfferExtras, Op, Ref
 /// list each; a name's entry goes when its list empties, so the index never outgrows the
 /// live CDOs.
 #[derive(Debug, Default)]
-pub(super) struct NameIndex(HashMap<Arc<str>, Vec<CdoId>>);
+struct NameIndex(HashMap<Arc<str>, Vec<CdoId>>);
 
 impl NameIndex {
-    pub(super) fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
+    fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
         let ids = self.0.entry(Arc::clone(name)).or_default();
         if !ids.contains(&cdo) {
             ids.push(cdo);
         }
     }
 
-    pub(super) fn remove(&mut self, name: &str, cdo: CdoId) {
+    fn remove(&mut self, name: &str, cdo: CdoId) {
         if let Some(ids) = self.0.get_mut(name) {
             ids.retain(|&c| c != cdo);
             if ids.is_empty() {
@@ -35,8 +35,91 @@ impl NameIndex {
         }
     }
 
-    pub(super) fn get(&self, name: &str) -> &[CdoId] {
+    fn get(&self, name: &str) -> &[CdoId] {
         self.0.get(name).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The CDO table: every live CDO by id, with the two name indexes the manager matches by
+/// (offers a consumer may be ticketed from, consumers waiting for a ticket). It keeps them
+/// in step: a CDO it removes leaves both indexes, and they give memory back as they empty.
+#[derive(Debug, Default)]
+pub(super) struct CdoTable {
+    cdos: HashMap<CdoId, Cdo>,
+    offers: NameIndex,
+    waiting: NameIndex,
+}
+
+impl CdoTable {
+    pub(super) fn get(&self, id: &CdoId) -> Option<&Cdo> {
+        self.cdos.get(id)
+    }
+
+    pub(super) fn get_mut(&mut self, id: &CdoId) -> Option<&mut Cdo> {
+        self.cdos.get_mut(id)
+    }
+
+    pub(super) fn contains_key(&self, id: &CdoId) -> bool {
+        self.cdos.contains_key(id)
+    }
+
+    pub(super) fn insert(&mut self, id: CdoId, cdo: Cdo) {
+        self.cdos.insert(id, cdo);
+    }
+
+    /// Removes `id`, from the indexes too.
+    pub(super) fn remove(&mut self, id: &CdoId) -> Option<Cdo> {
+        let c = self.cdos.remove(id)?;
+        self.offers.remove(&c.name, *id);
+        self.waiting.remove(&c.name, *id);
+        Some(c)
+    }
+
+    /// Gives memory back once many CDOs went (see [`GiveBack`]).
+    pub(super) fn give_back(&mut self) {
+        self.cdos.give_back();
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.cdos.len()
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &Cdo> {
+        self.cdos.values()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&CdoId, &Cdo)> {
+        self.cdos.iter()
+    }
+
+    /// The offers of `name` a consumer may be ticketed from.
+    pub(super) fn offers(&self, name: &str) -> &[CdoId] {
+        self.offers.get(name)
+    }
+
+    /// `id` (named `name`) may be ticketed from now on.
+    pub(super) fn offered(&mut self, name: &Arc<str>, id: CdoId) {
+        self.offers.insert(name, id);
+    }
+
+    /// `id` (named `name`) is no longer ticketed from (it is being withdrawn).
+    pub(super) fn not_offered(&mut self, name: &str, id: CdoId) {
+        self.offers.remove(name, id);
+    }
+
+    /// The consumers of `name` waiting for a ticket.
+    pub(super) fn waiting(&self, name: &str) -> &[CdoId] {
+        self.waiting.get(name)
+    }
+
+    /// Consumer `id` (of `name`) waits for a ticket.
+    pub(super) fn wait(&mut self, name: &Arc<str>, id: CdoId) {
+        self.waiting.insert(name, id);
+    }
+
+    /// Consumer `id` (of `name`) no longer waits (ticketed, retracted, refused).
+    pub(super) fn stop_waiting(&mut self, name: &str, id: CdoId) {
+        self.waiting.remove(name, id);
     }
 }
 
@@ -266,10 +349,10 @@ impl Manager {
         }
         let c = self.cdo(cdo);
         let name = Arc::clone(&c.name);
-        self.offers.insert(&name, cdo);
+        self.cdos.offered(&name, cdo);
         self.done(conn, Op::Offer, cdo);
-        if !self.waiting.get(&name).is_empty() {
-            for w in self.waiting.get(&name).to_vec() {
+        if !self.cdos.waiting(&name).is_empty() {
+            for w in self.cdos.waiting(&name).to_vec() {
                 self.ticket(w);
             }
         }
@@ -299,9 +382,9 @@ impl Manager {
             self.done(conn, Op::Require, cdo);
         }
         if local {
-            self.out.push_back((conn, FromPm::Ready { cdo }));
+            self.out.send(conn, FromPm::Ready { cdo });
         } else if matches!(&self.cdo(cdo).state, State::Required(w) if w.transfer.is_none()) {
-            self.waiting.insert(&name, cdo);
+            self.cdos.wait(&name, cdo);
             self.ticket(cdo);
         }
     }
@@ -324,7 +407,7 @@ impl Manager {
         let c = self.cdo(cdo);
         let name = Arc::clone(&c.name);
         c.state = State::Declared;
-        self.waiting.remove(&name, cdo);
+        self.cdos.stop_waiting(&name, cdo);
         self.done(conn, Op::Retract, cdo);
         self.retry_byes();
     }
@@ -339,19 +422,18 @@ impl Manager {
         let freed = c.extras.take_inline().map_or(0, |b| b.len());
         self.inline_held = self.inline_held.saturating_sub(freed);
         self.account(app, freed, true);
-        self.offers.remove(&name, cdo);
+        self.cdos.not_offered(&name, cdo);
         self.pin_transfers_from(|from| from == cdo);
         self.source_released(cdo);
     }
 
     pub(super) fn dispose(&mut self, cdo: CdoId) {
         let c = self.cdo(cdo);
-        let (name, app) = (Arc::clone(&c.name), c.app());
+        let app = c.app();
         let bytes = Self::cost(c);
         self.account(app, bytes, true);
         self.cdos.remove(&cdo);
         self.cdos.give_back();
-        self.waiting.remove(&name, cdo);
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.remove(&cdo);
             a.cdos.give_back();

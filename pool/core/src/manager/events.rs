@@ -167,8 +167,7 @@ impl Manager {
                     tracing::warn!(
                         "subscription {sub} did not acknowledge event {serial} in time; it is ended"
                     );
-                    self.out
-                        .push_back((s.conn, FromPm::AckTooLate { sub, serial }));
+                    self.out.send(s.conn, FromPm::AckTooLate { sub, serial });
                     self.drop_subscription(sub);
                 }
             }
@@ -267,20 +266,20 @@ impl Manager {
 
     /// Runs the operation; withholds its replies if after-events need acknowledgements.
     fn execute(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
-        let mark = self.out.len();
+        let mark = self.out.mark();
         self.events.collecting.clear();
         self.run_cdo_op(conn, app, msg);
         let awaiting = std::mem::take(&mut self.events.collecting);
         if awaiting.is_empty() {
             return;
         }
-        let produced: Vec<(ConnId, FromPm)> = self.out.drain(mark..).collect();
+        let produced = self.out.take_since(mark);
         // The operation's replies wait; events go out, also those to this connection's own
         // subscriptions (it could never acknowledge them otherwise).
         let (mine, others): (Vec<_>, Vec<_>) = produced
             .into_iter()
             .partition(|(c, m)| *c == conn && !matches!(m, FromPm::Event { .. }));
-        self.out.extend(others);
+        self.out.send_all(others);
         let replies = mine.into_iter().map(|(_, m)| m).collect();
         self.hold(conn, None, replies, awaiting);
     }
@@ -320,7 +319,9 @@ impl Manager {
         };
         match hold.msg {
             Some(msg) => self.execute(conn, app, msg),
-            None => self.out.extend(hold.replies.into_iter().map(|m| (conn, m))),
+            None => self
+                .out
+                .send_all(hold.replies.into_iter().map(|m| (conn, m))),
         }
         while !self.events.holds.contains_key(&conn) {
             let Some(next) = self
@@ -460,13 +461,13 @@ impl Manager {
             if ack {
                 awaiting.push((sub, event.serial));
             }
-            self.out.push_back((
+            self.out.send(
                 conn,
                 FromPm::Event {
                     sub,
                     event: Box::new(event.clone()),
                 },
-            ));
+            );
         }
         awaiting
     }
@@ -592,8 +593,7 @@ impl Manager {
                 options,
             },
         );
-        self.out
-            .push_back((conn, FromPm::Subscribed { local, sub }));
+        self.out.send(conn, FromPm::Subscribed { local, sub });
         if options.signal_before {
             return;
         }
@@ -626,13 +626,13 @@ impl Manager {
         detail: &str,
     ) {
         let event = self.event(kind, app, subject, detail, false);
-        self.out.push_back((
+        self.out.send(
             conn,
             FromPm::Event {
                 sub,
                 event: Box::new(event),
             },
-        ));
+        );
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.

@@ -44,7 +44,7 @@ impl Manager {
                 ..Want::default()
             });
             let name = Arc::clone(&cdo.name);
-            m.waiting.insert(&name, c);
+            m.cdos.wait(&name, c);
             m.ticket(c);
         });
     }
@@ -55,7 +55,7 @@ impl Manager {
     pub(super) fn ticket_group(&mut self, to: CdoId, (first, capacity): (CdoId, u32)) {
         let Some(c) = self.cdos.get(&to) else { return };
         let (name, consumer) = (Arc::clone(&c.name), c.app());
-        let Some(from) = self.offers.get(&name).iter().copied().min() else {
+        let Some(from) = self.cdos.offers(&name).iter().copied().min() else {
             return; // not offered yet: waits
         };
         let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) else {
@@ -66,7 +66,7 @@ impl Manager {
         let (names, bytes) = match refusal {
             Ok(ok) => ok,
             Err(why) => {
-                self.waiting.remove(&name, to);
+                self.cdos.stop_waiting(&name, to);
                 if let Some(c) = self.cdos.get_mut(&to) {
                     c.state = State::Declared;
                 }
@@ -75,22 +75,22 @@ impl Manager {
         };
         self.account(consumer, bytes, false);
         // The group itself is here (it holds no bytes).
-        self.waiting.remove(&name, to);
+        self.cdos.stop_waiting(&name, to);
         if let Some(State::Required(w)) = self.cdos.get_mut(&to).map(|c| &mut c.state) {
             w.local = true;
         }
         let ids = self.declare_members(consumer, to, first, &names);
-        self.out.push_back((
+        self.out.send(
             conn,
             FromPm::GroupMembers {
                 group: to,
                 names,
                 attributes: published,
             },
-        ));
+        );
         for id in ids {
             let member = Arc::clone(&self.cdo(id).name);
-            self.waiting.insert(&member, id);
+            self.cdos.wait(&member, id);
             self.ticket(id);
         }
     }

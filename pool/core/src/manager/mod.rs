@@ -36,10 +36,13 @@
 //! provider; `Declared` → `Required` (with a transfer, demanded or not) → local for a
 //! consumer; `Dispose` ends either.
 //!
-//! The parts, one concern each (all `impl Manager`, sharing its tables):
+//! The parts, one concern each:
+//! - [`cdo`]: the CDO table (`CdoTable`: every live CDO with the name indexes of offers and
+//!   waiting consumers, kept in step by the table), the states and what each allows (the
+//!   one transition table), and the operations apps perform on their CDOs;
+//! - [`outbox`]: what is to be sent and which connections closed (`Outbox`), the one
+//!   place every part writes to;
 //! - [`apps`]: connections, JOIN/WELCOME, LEAVE/BYE, and what goes when an app goes;
-//! - [`cdo`]: the CDO table's entries, their states and what each state allows (the one
-//!   transition table), and the operations apps perform on their CDOs;
 //! - [`transfer`]: ticketing, the stream relay, completion, failure and re-ticketing;
 //! - [`plan`]: which transport a ticket uses (pure: the two apps and the offer in, a
 //!   [`Source`](crate::proto::Source) out);
@@ -49,7 +52,7 @@
 //! - [`policy`]: quotas, deadlines, name bindings, memory claims;
 //! - [`observe`] and [`traffic`]: what observers are shown.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 mod apps;
@@ -57,6 +60,7 @@ mod cdo;
 mod events;
 mod group;
 mod observe;
+mod outbox;
 mod plan;
 pub mod policy;
 mod traffic;
@@ -64,7 +68,8 @@ mod transfer;
 
 pub use apps::Credential;
 use apps::{App, Claim, Conn};
-use cdo::{Cdo, NameIndex, State, Want};
+use cdo::{Cdo, CdoTable, State, Want};
+use outbox::Outbox;
 use policy::Policy;
 use transfer::Transfer;
 
@@ -189,11 +194,7 @@ pub struct Manager {
     require_credentials: bool,
     conns: HashMap<ConnId, Conn>,
     apps: BTreeMap<AppId, App>,
-    cdos: HashMap<CdoId, Cdo>,
-    /// Offered (not withdrawing) CDOs by name.
-    offers: NameIndex,
-    /// Consumers waiting for a ticket, by name.
-    waiting: NameIndex,
+    cdos: CdoTable,
     transfers: BTreeMap<TransferId, Transfer>,
     /// Transfers in flight from each offer (absent: none).
     load: HashMap<CdoId, usize>,
@@ -201,8 +202,8 @@ pub struct Manager {
     next_id: u64,
     /// The next app's id (apps number their CDOs within it, see [`cdo_ids`](crate::proto::cdo_ids)).
     next_app: AppId,
-    out: VecDeque<(ConnId, FromPm)>,
-    closing: Vec<ConnId>,
+    /// What to send, and which connections to close.
+    out: Outbox,
     events: events::Events,
     /// Networks of links reported down: endpoints on them are not used for RMA.
     down: Vec<Subnet>,
@@ -230,15 +231,12 @@ impl Manager {
             require_credentials: false,
             conns: HashMap::default(),
             apps: BTreeMap::new(),
-            cdos: HashMap::default(),
-            offers: NameIndex::default(),
-            waiting: NameIndex::default(),
+            cdos: CdoTable::default(),
             transfers: BTreeMap::new(),
             load: HashMap::default(),
             next_id: 1,
             next_app: 1,
-            out: VecDeque::new(),
-            closing: Vec::new(),
+            out: Outbox::default(),
             events: events::Events::new(clock),
             down: Vec::new(),
             policy: Policy::default(),
@@ -269,12 +267,12 @@ impl Manager {
 
     /// The next message to send, with its connection.
     pub fn poll_output(&mut self) -> Option<(ConnId, FromPm)> {
-        self.out.pop_front()
+        self.out.next()
     }
 
     /// Connections the driver should close once their queued output is sent.
     pub fn take_closing(&mut self) -> Vec<ConnId> {
-        std::mem::take(&mut self.closing)
+        self.out.take_closing()
     }
 
     /// Number of joined applications.
@@ -288,11 +286,11 @@ impl Manager {
     }
 
     fn refuse(&mut self, conn: ConnId, op: Op, cdo: Option<CdoId>, why: Refusal) {
-        self.out.push_back((conn, FromPm::Refused { op, cdo, why }));
+        self.out.send(conn, FromPm::Refused { op, cdo, why });
     }
 
     fn done(&mut self, conn: ConnId, op: Op, cdo: CdoId) {
-        self.out.push_back((conn, FromPm::Done { op, cdo }));
+        self.out.send(conn, FromPm::Done { op, cdo });
     }
 
     /// Handles one message from `conn`, received at `now` (a JOIN's credential counts as

@@ -127,13 +127,13 @@ impl Manager {
         tracing::debug!("observer {who} connected ({conn})");
         self.stats.observers.insert(conn);
         self.conns.insert(conn, super::Conn::Observer);
-        self.out.push_back((
+        self.out.send(
             conn,
             FromPm::Welcome {
                 app: 0,
                 pool: self.instance,
             },
-        ));
+        );
         Ok(())
     }
 
@@ -143,17 +143,17 @@ impl Manager {
         match msg {
             proto::ToPm::Query { id, query } => {
                 let view = self.answer(query);
-                self.out.push_back((
+                self.out.send(
                     conn,
                     FromPm::View {
                         id,
                         view: Box::new(view),
                     },
-                ));
+                );
             }
             proto::ToPm::Leave => {
-                self.out.push_back((conn, FromPm::Bye));
-                self.closing.push(conn);
+                self.out.send(conn, FromPm::Bye);
+                self.out.close(conn);
             }
             other => self.refuse(
                 conn,
@@ -319,7 +319,7 @@ impl Manager {
             State::Offered(r) | State::Withdrawing(r) => (
                 Some(r.len),
                 vec![self.label(c.app())],
-                self.waiting.get(&c.name).len() as u64,
+                self.cdos.waiting(&c.name).len() as u64,
             ),
             State::Required(w) => {
                 let from = w

@@ -44,8 +44,8 @@ impl Manager {
         }
         let load = |m: &Self, o: CdoId| m.load.get(&o).copied().unwrap_or(0);
         let Some(from) = self
-            .offers
-            .get(&c.name)
+            .cdos
+            .offers(&c.name)
             .iter()
             .copied()
             .filter(|o| !want.failed.contains(o))
@@ -88,14 +88,14 @@ impl Manager {
             },
         );
         *self.load.entry(from).or_default() += 1;
-        self.waiting.remove(&name, to);
+        self.cdos.stop_waiting(&name, to);
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
         let inline = matches!(source, Source::Inline { .. });
         let conn = self.apps.get(&consumer).map(|a| a.conn);
         if let Some(conn) = conn {
-            self.out.push_back((
+            self.out.send(
                 conn,
                 FromPm::Ticket {
                     transfer,
@@ -105,7 +105,7 @@ impl Manager {
                     provider: provider_label,
                     completes_demand,
                 },
-            ));
+            );
         }
         self.notify(EventKind::TransportStarted, consumer, Some(from), || {
             format!("transfer {transfer} by {how}")
@@ -194,7 +194,7 @@ impl Manager {
             return self.refuse(conn, Op::Fetch, Some(transfer), Refusal::BadRange);
         }
         if let Some(pc) = self.app_conn(t.from) {
-            self.out.push_back((
+            self.out.send(
                 pc,
                 FromPm::Serve {
                     transfer,
@@ -202,7 +202,7 @@ impl Manager {
                     offset,
                     len,
                 },
-            ));
+            );
         }
     }
 
@@ -219,7 +219,7 @@ impl Manager {
             return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::BadRange);
         }
         if let Some(cc) = self.app_conn(t.to) {
-            self.out.push_back((cc, FromPm::Chunk(piece)));
+            self.out.send(cc, FromPm::Chunk(piece));
         }
     }
 
@@ -282,7 +282,7 @@ impl Manager {
                 None => {
                     w.local = true;
                     if w.demanded && !t.completes_demand {
-                        self.out.push_back((conn, FromPm::Ready { cdo: t.to }));
+                        self.out.send(conn, FromPm::Ready { cdo: t.to });
                     }
                 }
                 Some(_) => self.retry_elsewhere(t.to, t.from),
@@ -303,7 +303,7 @@ impl Manager {
         w.transfer = None;
         w.failed.insert(failed);
         let name = Arc::clone(&c.name);
-        self.waiting.insert(&name, to);
+        self.cdos.wait(&name, to);
         self.ticket(to);
     }
 
