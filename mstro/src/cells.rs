@@ -38,7 +38,7 @@ pub(crate) struct CdoState {
     pub(crate) sealed: bool,
     pub(crate) offered: bool,
     /// Demanded bytes in library memory (None when copied into lent memory), shared with
-    /// views that may outlive the handle ([`cdo_bytes`]).
+    /// views that may outlive the handle ([`cdo_bytes`](crate::cdo_bytes)).
     pub(crate) data: Option<Arc<CdoData>>,
     /// Length of the demanded CDO.
     pub(crate) demanded: Option<u64>,

@@ -1,7 +1,7 @@
 //! Handles: what C and Python hold instead of pointers to Rust objects. A handle is a
 //! non-zero 64-bit number whose top byte names its kind and whose rest counts up, never
 //! reused; the registry maps it to the object. So a NULL handle, a handle of the wrong kind
-//! and a handle used after dispose are each an [`Error`] with [`Status::Invarg`], never a
+//! and a handle used after dispose are each an [`Error`] with [`Status::Invarg`](crate::Status::Invarg), never a
 //! dangling pointer.
 
 use std::collections::HashMap;

@@ -110,7 +110,7 @@ fn frozen(name: &str, key: &str) -> Error {
 
 /// Lends `[ptr, ptr+len)` to the CDO (`.maestro.core.cdo.raw-ptr` and
 /// `scope.local-size`): a producer's offer serves reads from it in place (no copy) until
-/// [`cdo_withdraw`] returns; a consumer's [`cdo_demand`] writes the bytes into it. `keep`
+/// [`cdo_withdraw`](crate::cdo_withdraw) returns; a consumer's [`cdo_demand`](crate::cdo_demand) writes the bytes into it. `keep`
 /// is dropped when the memory is no longer lent (dispose, or a new call).
 ///
 /// `writable` says whether the memory may be written: a demand into read-only memory is

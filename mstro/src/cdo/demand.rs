@@ -52,7 +52,7 @@ pub fn cdo_demand(cdo: Cdo) -> Result<()> {
 }
 
 /// Waits until the CDO is here, at most `limit` (or `MSTRO_TIMEOUT`): its bytes land in the
-/// memory lent with [`cdo_set_user_memory`] (one copy; it must be large enough) or stay in
+/// memory lent with [`cdo_set_user_memory`](crate::cdo_set_user_memory) (one copy; it must be large enough) or stay in
 /// library memory ([`cdo_access`]); the attributes become those it was sealed with.
 ///
 /// # Errors

@@ -23,7 +23,7 @@ pub(crate) struct Pending {
     pub(super) arrived: HashMap<CdoId, (CdoData, Attributes)>,
     /// This client's CDOs, from declare to dispose.
     pub(super) mine: HashMap<CdoId, Mine>,
-    /// Memory the application lent for a CDO's next transfer ([`AsyncClient::demand_into`]).
+    /// Memory the application lent for a CDO's next transfer ([`AsyncClient::demand_into`](super::AsyncClient::demand_into)).
     pub(crate) destinations: HashMap<CdoId, Buffer>,
     /// Where the reader routes pieces of stream transfers in progress.
     pub(crate) streams: HashMap<proto::TransferId, mpsc::UnboundedSender<driver::Piece>>,
@@ -123,7 +123,7 @@ impl Pending {
         true
     }
 
-    /// The PM named the members of `group` (see [`ToPm::DemandGroup`]): they are this
+    /// The PM named the members of `group` (see [`ToPm::DemandGroup`](crate::proto::ToPm::DemandGroup)): they are this
     /// app's CDOs from the first id reserved on, each demanded; the group's demand is
     /// answered.
     pub(crate) fn group_arrived(&mut self, group: CdoId, names: Vec<String>, attrs: Attributes) {

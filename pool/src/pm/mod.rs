@@ -78,7 +78,7 @@ pub struct PmConfig {
     /// closed. Default [`JOIN_TIMEOUT`].
     pub join_timeout: std::time::Duration,
     /// Most bytes of messages read from all connections and not yet handled; readers wait
-    /// for room rather than queue more. At least one frame ([`proto::MAX_FRAME`]) is
+    /// for room rather than queue more. At least one frame ([`proto::MAX_FRAME`](crate::proto::MAX_FRAME)) is
     /// always admitted. Default [`MAX_INGRESS`].
     pub max_ingress: usize,
     /// Most TCP connections waiting for admission (connected, not joined yet); a newcomer

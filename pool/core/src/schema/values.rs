@@ -126,7 +126,7 @@ pub(super) fn from_yaml(spec: &AttrSpec, v: &serde_norway::Value) -> Result<Attr
 }
 
 /// Nanoseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC, milliseconds): how
-/// timestamps are shown to people (the inverse of what [`Schemas`] parses for
+/// timestamps are shown to people (the inverse of what [`Schemas`](super::Schemas) parses for
 /// `timestamp()` values, to the millisecond).
 pub fn format_timestamp(ns: i128) -> String {
     let secs = i64::try_from(ns.div_euclid(1_000_000_000)).unwrap_or(0);
