@@ -190,6 +190,24 @@ pub struct Locality {
     pub packages: IndexSet,
 }
 
+impl Locality {
+    /// The locality of a device near `cpus` and `numa_nodes`, with the packages of
+    /// `machine` those CPUs belong to.
+    pub fn near(cpus: IndexSet, numa_nodes: IndexSet, machine: &Machine) -> Locality {
+        let packages = machine
+            .packages
+            .iter()
+            .filter(|p| p.cpus.intersects(&cpus))
+            .map(|p| p.index)
+            .collect();
+        Locality {
+            cpus,
+            numa_nodes,
+            packages,
+        }
+    }
+}
+
 /// Link state as the OS reports it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Link {

@@ -280,17 +280,7 @@ fn locality_of(d: &[Info], machine: &crate::Machine) -> Option<Locality> {
     let numa_nodes = s(maestro_keys::FABRIC_NUMA)
         .and_then(|v| IndexSet::parse(&v).ok())
         .unwrap_or_default();
-    let packages = machine
-        .packages
-        .iter()
-        .filter(|p| p.cpus.intersects(&cpus))
-        .map(|p| p.index)
-        .collect();
-    Some(Locality {
-        cpus,
-        numa_nodes,
-        packages,
-    })
+    Some(Locality::near(cpus, numa_nodes, machine))
 }
 
 #[cfg(test)]

@@ -123,17 +123,7 @@ fn locality_of(dev: &TopologyObject, machine: &Machine) -> Option<Locality> {
     let anc = dev.first_non_io_ancestor()?;
     let cpus = anc.cpuset().map(|c| set_of(&*c)).unwrap_or_default();
     let numa_nodes = anc.nodeset().map(|n| set_of(&*n)).unwrap_or_default();
-    let packages = machine
-        .packages
-        .iter()
-        .filter(|p| p.cpus.intersects(&cpus))
-        .map(|p| p.index)
-        .collect();
-    Some(Locality {
-        cpus,
-        numa_nodes,
-        packages,
-    })
+    Some(Locality::near(cpus, numa_nodes, machine))
 }
 
 /// Same PCI function (same parent object).
