@@ -709,3 +709,56 @@ fn dropping_a_subscription_releases_what_it_holds() {
     s.leave().expect("leave");
     pm.stop();
 }
+
+/// Messages nobody waits for (a declare, the demand of a CDO a `require` brought, a
+/// dispose) are not written by the caller: they go with the next message, or on their own
+/// within a millisecond. With no next message, the PM still hears of each: a subscriber
+/// sees their events.
+#[test]
+fn notices_nobody_waits_for_reach_the_pm_without_another_message() {
+    let pm = start_pm();
+    let watcher = Client::join(pm.info(), opts("watcher", Side::NoFabric)).expect("watcher");
+    let events = watcher
+        .subscribe(
+            &pool::selector::Selector::all(),
+            EventKind::Declare
+                | EventKind::Demand
+                | EventKind::Dispose
+                | EventKind::TransportCompleted,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let next = |kind: EventKind, name: &str| loop {
+        let e = events.wait().expect("an event");
+        if e.kind == kind && e.cdo.as_deref() == Some(name) {
+            break e;
+        }
+    };
+    let p = Client::join(pm.info(), opts("producer", Side::NoFabric)).expect("producer");
+    let c = Client::join(pm.info(), opts("consumer", Side::NoFabric)).expect("consumer");
+    // A declare, and nothing after it.
+    let lonely = c.declare("lonely").expect("declare");
+    next(EventKind::Declare, "lonely");
+    // The demand of a CDO its require brought, and nothing after it. (64 KiB: not inline,
+    // so the transfer completes only once the consumer holds the bytes, and the demand is
+    // local.)
+    let cdo = sealed(&p, "early", 1);
+    p.offer(cdo, Buffer::from_slice(&[7; 64 << 10]).expect("buffer"))
+        .expect("offer");
+    let want = c.declare("early").expect("declare");
+    c.require(want).expect("require");
+    next(EventKind::TransportCompleted, "early");
+    let (data, _) = c.demand(want).expect("a local demand");
+    assert_eq!(data.len(), 64 << 10);
+    next(EventKind::Demand, "early");
+    // A dispose, and nothing after it.
+    c.dispose(lonely).expect("dispose");
+    next(EventKind::Dispose, "lonely");
+    drop(events);
+    c.dispose(want).expect("dispose");
+    p.withdraw(cdo).expect("withdraw");
+    for app in [c, p, watcher] {
+        app.leave().expect("leave");
+    }
+    pm.stop();
+}

@@ -310,7 +310,9 @@ impl AsyncClient {
             busy: false,
         };
         p.mine.insert(cdo, mine);
-        self.shared.send(ToPm::Declare {
+        // Unanswered: it goes with the next message (the seal, usually) or within
+        // `outbox::DEFER`.
+        self.shared.out.send_deferred(ToPm::Declare {
             cdo,
             name: name.into(),
         })?;
@@ -551,7 +553,10 @@ impl AsyncClient {
             p.mine.get(&cdo).is_some_and(|m| !m.busy)
         };
         if settled {
-            self.shared.send(ToPm::Dispose { cdo, answer: false })?;
+            // Unanswered: with the next message or within `outbox::DEFER`.
+            self.shared
+                .out
+                .send_deferred(ToPm::Dispose { cdo, answer: false })?;
         } else {
             self.call((Op::Dispose, cdo), ToPm::Dispose { cdo, answer: true })
                 .await?;
@@ -605,14 +610,15 @@ async fn demand(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
         let mut p = shared.pending();
         // Required, and its transfer completed: the bytes are here, so the demand is
         // local. The PM still learns of it (after the transfer's completion, on the
-        // same connection: it then finds the CDO local), but nobody waits for its
-        // `Ready`, which finds no waiter and is dropped.
+        // same connection: it then finds the CDO local), with the next message or within
+        // a millisecond (`outbox::DEFER`), but nobody waits for its `Ready`, which finds
+        // no waiter and is dropped.
         if let Some(found) = p.arrived.remove(&cdo) {
             p.set_busy(cdo, false);
             drop(p);
             tracing::trace!("demand of CDO {cdo}: required and here already");
             // A PM gone meanwhile changes nothing: the bytes are here.
-            if let Err(e) = shared.send(ToPm::Demand { cdo }) {
+            if let Err(e) = shared.out.send_deferred(ToPm::Demand { cdo }) {
                 tracing::debug!("demand of CDO {cdo} not told to the pool manager: {e}");
             }
             return Ok(found);

@@ -5,9 +5,14 @@
 //! task, which writes it when the socket has room. Every write happens under the outbox's
 //! lock and never waits, so messages keep their order and no caller can leave half a
 //! frame behind by giving up.
+//!
+//! A notice nobody waits for (the demand of a CDO whose `require` already brought it) is
+//! not written at once ([`Outbox::send_deferred`]): it goes with the next message, or by
+//! the writer task within [`DEFER`]. Its write(2) would otherwise be most of the call.
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -55,7 +60,14 @@ struct State {
     io: Option<Arc<WriteIo>>,
     /// Encoded bytes the socket has not taken yet.
     unsent: Vec<u8>,
+    /// `unsent` holds deferred notices only (the socket had room): the writer task sends
+    /// them after [`DEFER`], or the next message takes them along.
+    deferred: bool,
 }
+
+/// How long a deferred notice may wait for a message to go with before the writer task
+/// sends it alone.
+pub(crate) const DEFER: Duration = Duration::from_millis(1);
 
 /// Messages on their way to the PM.
 pub(crate) struct Outbox {
@@ -70,6 +82,7 @@ impl Outbox {
             state: Mutex::new(State {
                 io: Some(Arc::new(io)),
                 unsent: Vec::new(),
+                deferred: false,
             }),
             kick: Notify::new(),
         })
@@ -99,14 +112,16 @@ impl Outbox {
         if st.io.is_none() {
             return Err(ClientError::Closed);
         }
-        let waiting = !st.unsent.is_empty();
+        // Behind bytes that wait for room (not deferred notices, which go now with it), the
+        // writer task sends them in order.
+        let waiting = !st.unsent.is_empty() && !st.deferred;
         for frame in proto::encode_split(std::slice::from_ref(&msg))? {
             st.unsent.extend_from_slice(&frame);
         }
-        // Behind bytes that wait for room: the writer task sends them in order.
         if waiting {
             return Ok(());
         }
+        st.deferred = false;
         Self::flush(&mut st);
         // Left bytes, or the connection just failed: the writer task takes over (and, on
         // failure, ends, which closes the client).
@@ -116,6 +131,30 @@ impl Outbox {
         }
         if broken {
             return Err(ClientError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Sends `msg`, a notice nobody waits for, with the next message or within [`DEFER`]:
+    /// never written by the caller, and the writer task is woken at most once per
+    /// [`DEFER`], however many notices come meanwhile.
+    ///
+    /// # Errors
+    /// As [`Outbox::send`].
+    pub(crate) fn send_deferred(&self, msg: ToPm) -> Result<()> {
+        let mut st = self.state();
+        if st.io.is_none() {
+            return Err(ClientError::Closed);
+        }
+        // Bytes already wait (for room, or deferred): the writer task is on its way.
+        let kick = st.unsent.is_empty();
+        for frame in proto::encode_split(std::slice::from_ref(&msg))? {
+            st.unsent.extend_from_slice(&frame);
+        }
+        if kick {
+            st.deferred = true;
+            drop(st);
+            self.kick.notify_one();
         }
         Ok(())
     }
@@ -147,6 +186,11 @@ impl Outbox {
     pub(crate) async fn drain(&self) {
         loop {
             self.kick.notified().await;
+            if self.state().deferred {
+                // Deferred notices: give the caller's next message the chance to take them.
+                tokio::time::sleep(DEFER).await;
+                self.state().deferred = false;
+            }
             loop {
                 let Some(io) = self.state().io.clone() else {
                     return;
