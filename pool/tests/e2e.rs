@@ -710,12 +710,11 @@ fn dropping_a_subscription_releases_what_it_holds() {
     pm.stop();
 }
 
-/// Messages nobody waits for (a declare, the demand of a CDO a `require` brought, a
-/// dispose) are not written by the caller: they go with the next message, or on their own
-/// within a millisecond. With no next message, the PM still hears of each: a subscriber
-/// sees their events.
+/// The demand of a CDO its `require` brought, and a settled dispose, are not written by
+/// the caller: they go with the next message, or on their own within a millisecond. With
+/// no next message, the PM still hears of each: a subscriber sees their events.
 #[test]
-fn notices_nobody_waits_for_reach_the_pm_without_another_message() {
+fn a_local_demand_reaches_the_pm_without_another_message() {
     let pm = start_pm();
     let watcher = Client::join(pm.info(), opts("watcher", Side::NoFabric)).expect("watcher");
     let events = watcher

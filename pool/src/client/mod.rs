@@ -310,9 +310,7 @@ impl AsyncClient {
             busy: false,
         };
         p.mine.insert(cdo, mine);
-        // Unanswered: it goes with the next message (the seal, usually) or within
-        // `outbox::DEFER`.
-        self.shared.out.send_deferred(ToPm::Declare {
+        self.shared.send(ToPm::Declare {
             cdo,
             name: name.into(),
         })?;
@@ -611,8 +609,8 @@ async fn demand(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
         // Required, and its transfer completed: the bytes are here, so the demand is
         // local. The PM still learns of it (after the transfer's completion, on the
         // same connection: it then finds the CDO local), with the next message or within
-        // a millisecond (`outbox::DEFER`), but nobody waits for its `Ready`, which finds
-        // no waiter and is dropped.
+        // a millisecond (`outbox::DEFER`: the caller does not write it), but nobody waits
+        // for its `Ready`, which finds no waiter and is dropped.
         if let Some(found) = p.arrived.remove(&cdo) {
             p.set_busy(cdo, false);
             drop(p);
