@@ -710,9 +710,9 @@ fn dropping_a_subscription_releases_what_it_holds() {
     pm.stop();
 }
 
-/// The demand of a CDO its `require` brought, and a settled dispose, are not written by
-/// the caller: they go with the next message, or on their own within a millisecond. With
-/// no next message, the PM still hears of each: a subscriber sees their events.
+/// The demand of a CDO its `require` brought is not written by the caller: it goes with
+/// the next message, or on its own within a millisecond. With no next message, the PM
+/// still hears of it: a subscriber sees its event.
 #[test]
 fn a_local_demand_reaches_the_pm_without_another_message() {
     let pm = start_pm();

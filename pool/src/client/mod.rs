@@ -551,10 +551,7 @@ impl AsyncClient {
             p.mine.get(&cdo).is_some_and(|m| !m.busy)
         };
         if settled {
-            // Unanswered: with the next message or within `outbox::DEFER`.
-            self.shared
-                .out
-                .send_deferred(ToPm::Dispose { cdo, answer: false })?;
+            self.shared.send(ToPm::Dispose { cdo, answer: false })?;
         } else {
             self.call((Op::Dispose, cdo), ToPm::Dispose { cdo, answer: true })
                 .await?;

@@ -6,12 +6,12 @@
 //! lock and never waits, so messages keep their order and no caller can leave half a
 //! frame behind by giving up.
 //!
-//! A notice nobody waits for (the demand of a CDO whose `require` already brought it, a
-//! settled dispose) is not written at once ([`Outbox::send_deferred`]): it goes with the next message, or by
+//! A notice nobody waits for (the demand of a CDO whose `require` already brought it) is
+//! not written at once ([`Outbox::send_deferred`]): it goes with the next message, or by
 //! the writer task within [`DEFER`]. Its write(2) would otherwise be most of the call.
-//! (Deferring declares as well was measured and left: the cold demand of 64 KiB that
-//! followed took 45-56 µs instead of 29-33 µs, the PM then handling the declare on the
-//! demand's critical path.)
+//! (Deferring declares and disposes as well was measured and left: the cold demand of
+//! 64 KiB that followed took 45-68 µs instead of 27-33 µs, the PM then handling them on
+//! the next call's critical path.)
 
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
