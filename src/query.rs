@@ -7,6 +7,7 @@ use std::time::Duration;
 use pmix::{Info, ProcInfo, Query, Tool, ToolTarget, Value, keys};
 
 use crate::attach::{LauncherArgs, QueryError, check_target};
+use maestro_keys::{FABRIC_ASSIGNMENT, FABRIC_INVENTORY, POOL_STATUS};
 use serde_json::json;
 
 /// Options of `maestro query`.
@@ -93,14 +94,17 @@ impl From<&ProcInfo> for ProcReport {
 pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
     check_target(&opts.target)?;
     let tool = Tool::connect(&opts.target, 3)?;
+    // The fabric's two answers in one query, the pool's (which may take its PM's time)
+    // on its own.
+    let fabric = answers(&tool, &[FABRIC_INVENTORY, FABRIC_ASSIGNMENT], opts.timeout);
     let report = Report {
         tool: tool.proc().to_string(),
         jobs: jobs(&tool, opts.timeout)?,
-        inventory: json_answer(&tool, maestro_keys::FABRIC_INVENTORY, opts.timeout),
-        assignment: json_answer(&tool, maestro_keys::FABRIC_ASSIGNMENT, opts.timeout),
+        inventory: json_of(&fabric, FABRIC_INVENTORY),
+        assignment: json_of(&fabric, FABRIC_ASSIGNMENT),
         // The pool of the jobs' workflow, where one is published (the JSON of `maestro
         // pool status --json`, or why not).
-        pool: json_answer(&tool, maestro_keys::POOL_STATUS, opts.timeout)
+        pool: json_of(&answers(&tool, &[POOL_STATUS], opts.timeout), POOL_STATUS)
             .unwrap_or(serde_json::Value::Null),
     };
     if opts.json {
@@ -228,15 +232,18 @@ fn jobs(tool: &Tool, timeout: Duration) -> Result<Vec<JobReport>, QueryError> {
     Ok(jobs)
 }
 
-/// The launcher's answer to query `key`, a JSON text, parsed; `None` when it has none.
-fn json_answer(tool: &Tool, key: &str, timeout: Duration) -> Option<serde_json::Value> {
-    match tool.query(&[Query::key(key)], timeout) {
-        Ok(answers) => pmix::find(&answers, key)
-            .and_then(Value::as_str)
-            .and_then(|s| serde_json::from_str(s).ok()),
-        Err(e) => {
-            tracing::info!("no answer to {key} from the host: {e}");
-            None
-        }
-    }
+/// The launcher's answers to queries `keys` (none when it cannot answer: logged).
+fn answers(tool: &Tool, keys: &[&str], timeout: Duration) -> Vec<Info> {
+    let queries: Vec<Query> = keys.iter().map(|k| Query::key(k)).collect();
+    tool.query(&queries, timeout).unwrap_or_else(|e| {
+        tracing::info!("no answer to {keys:?} from the host: {e}");
+        Vec::new()
+    })
+}
+
+/// The answer to `key` among `answers`, a JSON text, parsed.
+fn json_of(answers: &[Info], key: &str) -> Option<serde_json::Value> {
+    pmix::find(answers, key)
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str(s).ok())
 }

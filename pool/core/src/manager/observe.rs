@@ -186,9 +186,9 @@ impl Manager {
         self.answer(query)
     }
 
+    /// Every input that leads here advanced the clock (and the operation rates) first.
     fn answer(&mut self, query: Query) -> View {
         let now = self.events.now();
-        self.stats.tick(now);
         match query {
             Query::Status => View::Status(self.status(now)),
             Query::Ls(ls) => View::Cdos(self.ls(ls, now)),
