@@ -119,15 +119,10 @@ impl Outbox {
     /// [`ClientError::Closed`] once the connection failed; an encoding error.
     pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
         let mut st = self.state();
-        if st.io.is_none() {
-            return Err(ClientError::Closed);
-        }
         // Behind bytes that wait for room (not deferred notices, which go now with it), the
         // writer task sends them in order.
         let waiting = !st.unsent.is_empty() && !st.deferred;
-        for frame in proto::encode_split(std::slice::from_ref(&msg))? {
-            st.unsent.extend_from_slice(&frame);
-        }
+        Self::queue(&mut st, &msg)?;
         if waiting {
             return Ok(());
         }
@@ -153,20 +148,28 @@ impl Outbox {
     /// As [`Outbox::send`].
     pub(crate) fn send_deferred(&self, msg: ToPm) -> Result<()> {
         let mut st = self.state();
-        if st.io.is_none() {
-            return Err(ClientError::Closed);
-        }
-        if st.unsent.is_empty() {
-            st.deferred = true;
-        }
-        for frame in proto::encode_split(std::slice::from_ref(&msg))? {
-            st.unsent.extend_from_slice(&frame);
-        }
+        let only_notices = st.unsent.is_empty();
+        Self::queue(&mut st, &msg)?;
+        st.deferred |= only_notices;
         st.fresh = true;
         if !st.ticking {
             st.ticking = true;
             drop(st);
             self.kick.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Appends `msg`'s frames to what is unsent.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] once the connection failed; an encoding error.
+    fn queue(st: &mut State, msg: &ToPm) -> Result<()> {
+        if st.io.is_none() {
+            return Err(ClientError::Closed);
+        }
+        for frame in proto::encode_split(std::slice::from_ref(msg))? {
+            st.unsent.extend_from_slice(&frame);
         }
         Ok(())
     }
