@@ -142,6 +142,7 @@ impl From<ClientError> for Error {
                 _ => Status::Fail,
             },
             ClientError::Timeout(_) | ClientError::AckTooLate(_) => Status::Timeout,
+            ClientError::Disposed { .. } => Status::Invstate,
             ClientError::Integrity(_) | ClientError::SubscriptionEnded(_) => Status::Fail,
             ClientError::Closed | ClientError::Unreachable(_) => Status::NoPm,
             ClientError::Schema(_) | ClientError::Attribute(_) | ClientError::Selector(_) => {

@@ -9,6 +9,8 @@
 //! - [`attr`] and [`schema`]: CDO attributes and the YAML schemas that type them;
 //! - [`selector`] and [`events`]: subscriptions' queries over attributes and the pool events
 //!   they deliver (signal-before, acknowledgements);
+//! - [`client`]: an application's side of the protocol as a state machine
+//!   ([`client::ClientCore`]), driven by the `pool` crate's clients;
 //! - [`view`]: what read-only observers may ask the PM and what it answers;
 //! - [`Manager`]: the pool manager's logic as a state machine, including transport planning
 //!   (which endpoints can reach which, over which [`Subnet`]s). Time comes in through
@@ -19,6 +21,7 @@
 
 pub mod attr;
 pub mod auth;
+pub mod client;
 pub mod events;
 pub mod ids;
 mod manager;

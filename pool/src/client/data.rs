@@ -211,6 +211,12 @@ impl std::ops::Deref for CdoData {
     }
 }
 
+impl AsRef<[u8]> for CdoData {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 impl std::fmt::Debug for CdoData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CdoData")

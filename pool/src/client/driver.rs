@@ -1,7 +1,7 @@
 //! The client's IO: connecting and the JOIN handshake, then two tasks per client. The writer
 //! writes what the socket did not take when a caller sent it (see `outbox`); the reader
-//! hands answers to waiting calls, carries out tickets (a ticket whose bytes came with it at
-//! once, others each in a task of its own) and serves stream requests.
+//! hands each message to the protocol's core ([`pool_core::client::ClientCore`]) and does
+//! what it says (see `Shared::with_core`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,19 +10,16 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::outbox::WriteIo;
-use super::transfer::{Ticket, carry_out, serve};
 use super::{ClientError, Result, Shared};
 use crate::bootstrap::{ControlAddr, PmInfo};
-use crate::proto::{self, FromPm, Op, Refusal, ToPm};
+use crate::proto::{self, FromPm, Op, ToPm};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
 /// Longest wait for one PM endpoint to accept a connection.
 const CONNECT_LIMIT: Duration = Duration::from_secs(5);
 
-/// One piece of a stream transfer as the reader routes it: bytes at an offset, or the PM's
-/// refusal of a fetch.
-pub(crate) type Piece = std::result::Result<(u64, Vec<u8>), Refusal>;
+pub(crate) use pool_core::client::Piece;
 
 /// Reads frames off the control connection.
 pub(crate) struct FrameReader {
@@ -136,14 +133,14 @@ pub(crate) async fn handshake(
     Ok((c, app, pool))
 }
 
-/// Starts the writer and reader tasks of a joined client.
 /// Starts the driver tasks: the writer (what the socket did not take at once) and the
-/// reader (answers, tickets, events). Either ending closes the client.
+/// reader (each message of the PM to the protocol's core, which says what to do with it).
+/// Either ending closes the client.
 pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
     let owner = shared.clone();
     let writer = tokio::spawn(async move {
         owner.out.drain().await;
-        owner.pending().close();
+        close(&owner);
     });
     let reader = tokio::spawn(read_loop(reader, shared));
     vec![writer, reader]
@@ -152,7 +149,13 @@ pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> Vec<tokio::task
 async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
     loop {
         match r.next().await {
-            Ok(Some(m)) => dispatch(&shared, m),
+            Ok(Some(m)) => {
+                // Fails only for a message the core answers when the connection is gone.
+                let _ = shared.with_core(|c| {
+                    c.handle(m);
+                    Ok(())
+                });
+            }
             Ok(None) => break,
             Err(e) => {
                 tracing::warn!("pool client: {e}; closing the connection");
@@ -160,91 +163,13 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
             }
         }
     }
-    shared.pending().close();
+    close(&shared);
 }
 
-/// Hands one message of the PM to where it belongs: an answer to a waiting call, a ticket
-/// to carry out, a stream piece to serve or route, an event to its subscription.
-fn dispatch(shared: &Arc<Shared>, m: FromPm) {
-    match m {
-        FromPm::Ticket {
-            transfer,
-            cdo,
-            source,
-            attributes,
-            provider,
-            completes_demand,
-        } => {
-            let ticket = Ticket {
-                transfer,
-                cdo,
-                attributes,
-                provider,
-                completes_demand,
-            };
-            // Most small CDOs are done at the first poll (their bytes came with the
-            // ticket): no task for them; the others go on as a task of their own.
-            let mut work = Box::pin(carry_out(shared.clone(), ticket, source));
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            if work.as_mut().poll(&mut cx).is_pending() {
-                tokio::spawn(work);
-            }
-        }
-        FromPm::Serve {
-            transfer,
-            cdo,
-            offset,
-            len,
-        } => serve(shared, transfer, cdo, offset, len),
-        FromPm::Chunk(piece) => {
-            if let Some(tx) = shared.pending().streams.get(&piece.transfer) {
-                let _ = tx.send(Ok((piece.offset, piece.data)));
-            }
-        }
-        FromPm::Subscribed { .. } | FromPm::Event { .. } | FromPm::AckTooLate { .. } => {
-            subscription_message(shared, m);
-        }
-        FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
-            tracing::warn!("pool manager sent a handshake message after the handshake");
-        }
-        FromPm::View { id, .. } => {
-            tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
-        }
-        answer => shared.pending().answered(answer),
-    }
-}
-
-/// A subscription's message: confirmed, one of its events, or ended for a missed
-/// acknowledgement.
-fn subscription_message(shared: &Arc<Shared>, m: FromPm) {
-    let mut p = shared.pending();
-    match m {
-        FromPm::Subscribed { local, sub } => {
-            if let Some(q) = p.new_subscriptions.remove(&local) {
-                p.subscriptions.insert(sub, q);
-                p.resolve((Op::Subscribe, local), Ok(sub));
-            } else {
-                // Its caller gave up waiting: nobody would read or acknowledge its events.
-                drop(p);
-                let _ = shared.send(ToPm::Unsubscribe { sub });
-            }
-        }
-        FromPm::Event { sub, event } => match p.subscriptions.get(&sub) {
-            Some(q) => q.push(*event),
-            None => tracing::debug!("event {} of unknown subscription {sub}", event.serial),
-        },
-        FromPm::AckTooLate { sub, serial } => {
-            // The PM ends a subscription that misses an acknowledgement deadline.
-            tracing::warn!(
-                "subscription {sub}: event {serial} was not acknowledged in time; the pool manager ended the subscription"
-            );
-            if let Some(q) = p.subscriptions.remove(&sub) {
-                q.late(serial);
-                q.end(format!(
-                    "event {serial} was not acknowledged within the pool manager's ack timeout"
-                ));
-            }
-        }
-        other => tracing::error!("not a subscription's message: {other:?}"),
-    }
+/// The connection ended: every call waiting fails, every subscription hears it.
+fn close(shared: &Arc<Shared>) {
+    let _ = shared.with_core(|c| {
+        c.close();
+        Ok(())
+    });
 }

@@ -18,12 +18,9 @@ use fabric::Buffer;
 use futures::future::join_all;
 
 use crate::attr::{self, Attributes};
-use crate::proto::{CdoId, Op, Refusal, ToPm};
+use crate::proto::{CdoId, Op, Refusal};
 
 use super::{AsyncClient, CdoData, ClientError, Result};
-
-/// Ids a group's demand reserves for its members: a group has at most this many.
-pub const GROUP_IDS: u32 = 1 << 16;
 
 /// A member of a demanded group.
 pub struct GroupMember {
@@ -53,13 +50,12 @@ impl AsyncClient {
         members: Vec<(CdoId, Option<Attributes>, Buffer)>,
     ) -> Result<()> {
         let names = {
-            let p = self.shared.pending();
+            let core = self.shared.core();
             members
                 .iter()
                 .map(|(cdo, ..)| {
-                    p.mine
-                        .get(cdo)
-                        .map(|m| m.name.to_string())
+                    core.name(*cdo)
+                        .map(ToString::to_string)
                         .ok_or(ClientError::Refused {
                             op: Op::Offer,
                             why: Refusal::UnknownCdo,
@@ -108,38 +104,19 @@ impl AsyncClient {
 
     /// Demands the group CDO `group` (declared with the group's name) and all its members
     /// in one message ([`crate::proto::ToPm::DemandGroup`]): the PM declares the members
-    /// with ids this call reserves ([`GROUP_IDS`] of them), names them, and tickets each;
+    /// with ids this call reserves ([`GROUP_IDS`](crate::GROUP_IDS) of them), names them, and tickets each;
     /// returns them in the order the producer listed them, and the group's attributes.
     ///
     /// # Errors
     /// As [`AsyncClient::demand`] for the group and each member (the first error; members
     /// that arrived are disposed); [`ClientError::Protocol`] when the CDO of that name is
-    /// no group; `Quota` for a group of more than [`GROUP_IDS`] members.
+    /// no group; `Quota` for a group of more than [`GROUP_IDS`](crate::GROUP_IDS) members.
     pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
         let shared = &self.shared;
-        let first = shared
-            .next_cdo
-            .fetch_add(u64::from(GROUP_IDS), std::sync::atomic::Ordering::Relaxed);
-        if !crate::proto::cdo_ids(shared.app).contains(&(first + u64::from(GROUP_IDS))) {
-            return Err(ClientError::Protocol(
-                "this app has used up its CDO ids; join again as a new app".into(),
-            ));
-        }
-        shared
-            .pending()
-            .groups_wanted
-            .insert(group, (first, GROUP_IDS));
-        let msg = ToPm::DemandGroup {
-            group,
-            first,
-            capacity: GROUP_IDS,
-        };
-        let answered = super::call(shared, (Op::Demand, group), msg).await;
-        let named = {
-            let mut p = shared.pending();
-            p.groups_wanted.remove(&group);
-            p.groups.remove(&group)
-        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (first, call) = shared.with_core(|c| c.demand_group(group, tx))?;
+        let answered = super::answer(shared, (Op::Demand, group), call, rx).await;
+        let named = shared.core().take_group(group);
         match answered {
             Err(ClientError::Refused {
                 why: Refusal::NotAllowed(why),

@@ -204,8 +204,7 @@ impl AsyncClient {
         let shared = Arc::new(Shared {
             app,
             pool,
-            next_cdo: std::sync::atomic::AtomicU64::new(*proto::cdo_ids(app).start()),
-            pending: Mutex::default(),
+            core: Mutex::new(super::Core::new(app)),
             out: outbox::Outbox::new(connected.writer),
             endpoint: opts.endpoint,
             alternates: opts.alternates,

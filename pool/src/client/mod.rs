@@ -20,7 +20,6 @@ mod link;
 mod observer;
 mod options;
 mod outbox;
-mod pending;
 mod subscription;
 mod transfer;
 
@@ -30,13 +29,15 @@ use std::time::Duration;
 
 use fabric::access::RemoteRead;
 use fabric::{Buffer, Endpoint, MemoryRegion};
-use tokio::sync::oneshot;
+use pool_core::client::{CallError, CallId, CallKey, ClientCore, Demand, Driver, Event, News};
+use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::Client;
 pub use data::CdoData;
-pub use group::{GROUP_IDS, GroupMember};
+pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
+pub use pool_core::client::GROUP_IDS;
 pub use subscription::Subscription;
 
 use crate::attr::{self, Attributes};
@@ -46,8 +47,6 @@ use crate::schema::Schemas;
 use crate::selector::{Selector, SelectorError};
 pub(crate) use join::{Endpoints, join_message};
 pub use join::{bare_join, welcome};
-use pending::Mine;
-pub(crate) use pending::Pending;
 use subscription::EventQueue;
 
 /// What can go wrong for a client.
@@ -79,6 +78,14 @@ pub enum ClientError {
     /// A fabric error while moving data.
     #[error(transparent)]
     Fabric(#[from] fabric::FabricError),
+    /// The CDO was disposed while the call waited (a demand or require of it).
+    #[error("{op} of CDO {cdo} ended: the CDO was disposed meanwhile")]
+    Disposed {
+        /// The operation that waited.
+        op: Op,
+        /// The CDO.
+        cdo: CdoId,
+    },
     /// The PM answered something unexpected.
     #[error("unexpected answer from the pool manager: {0}")]
     Protocol(String),
@@ -113,13 +120,38 @@ pub enum ClientError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
+impl From<CallError> for ClientError {
+    fn from(e: CallError) -> ClientError {
+        match e {
+            CallError::Refused { op, why } => ClientError::Refused { op, why },
+            CallError::Closed => ClientError::Closed,
+            CallError::Integrity(why) => ClientError::Integrity(why),
+            CallError::Protocol(why) => ClientError::Protocol(why),
+            CallError::Disposed { op, cdo } => ClientError::Disposed { op, cdo },
+        }
+    }
+}
+
+/// What this driver gives the protocol's core ([`ClientCore`]) to keep.
+pub(crate) struct Io;
+
+impl Driver for Io {
+    type Data = CdoData;
+    type Waiter = oneshot::Sender<std::result::Result<u64, CallError>>;
+    type Memory = Buffer;
+    type Events = Arc<EventQueue>;
+    type Stream = mpsc::UnboundedSender<driver::Piece>;
+}
+
+/// The client's protocol state.
+pub(crate) type Core = ClientCore<Io>;
+
 /// State shared by the client handle and its driver tasks.
 pub(crate) struct Shared {
     pub(crate) app: AppId,
     pub(crate) pool: u64,
-    /// The id of the next CDO this app declares (see [`proto::cdo_ids`]).
-    next_cdo: std::sync::atomic::AtomicU64,
-    pub(crate) pending: Mutex<Pending>,
+    /// The protocol's state: calls waiting, CDOs, transfers, subscriptions.
+    core: Mutex<Core>,
     /// The control connection's sending side.
     pub(crate) out: Arc<outbox::Outbox>,
     pub(crate) endpoint: Option<Endpoint>,
@@ -145,12 +177,77 @@ pub(crate) struct Shared {
 pub const LANDING_POOL_BYTES: usize = 1 << 30;
 
 impl Shared {
-    pub(crate) fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The protocol's state, for what queues no message and produces no event.
+    pub(crate) fn core(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
-        self.out.send(msg)
+    /// Runs `f` on the protocol's state, writes the messages it queued (under the lock, so
+    /// they leave in the order the core queued them and no answer can overtake the call
+    /// that waits for it), then does what it produced (answers, tickets, stream pieces,
+    /// subscriptions' news) after the lock is released.
+    ///
+    /// # Errors
+    /// `f`'s error; [`ClientError::Closed`] when a message (other than a deferred notice)
+    /// could not be written: the connection is gone.
+    pub(crate) fn with_core<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Core) -> std::result::Result<R, CallError>,
+    ) -> Result<R> {
+        let mut core = self.core();
+        let r = f(&mut core);
+        let mut sent = Ok(());
+        while let Some(t) = core.poll_transmit() {
+            if t.deferred {
+                // Nobody waits for it: a PM gone meanwhile changes nothing.
+                if let Err(e) = self.out.send_deferred(t.msg) {
+                    tracing::debug!("notice not told to the pool manager: {e}");
+                }
+            } else if let Err(e) = self.out.send(t.msg) {
+                sent = Err(e);
+            }
+        }
+        let events: Vec<Event<Io>> = std::iter::from_fn(|| core.poll_event()).collect();
+        drop(core);
+        for e in events {
+            self.carry_out(e);
+        }
+        let r = r?;
+        sent.map(|()| r)
+    }
+
+    /// Does what the core asks.
+    fn carry_out(self: &Arc<Self>, e: Event<Io>) {
+        match e {
+            Event::Answer { waiter, result } => {
+                // One that gives up right now just misses its answer.
+                let _ = waiter.send(result);
+            }
+            Event::Fetch(fetch) => transfer::start(self, fetch),
+            Event::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            } => transfer::serve(self, transfer, cdo, offset, len),
+            Event::Piece { stream, piece } => {
+                let _ = stream.send(piece);
+            }
+            Event::Subscription { events, news } => match news {
+                News::Event(e) => events.push(e),
+                News::Late(serial) => events.late(serial),
+                News::Ended(why) => events.end(why),
+                News::Closed => events.close(),
+            },
+        }
+    }
+
+    /// Sends `msg`, which nobody waits for.
+    ///
+    /// # Errors
+    /// [`ClientError::Closed`] once the connection ended.
+    pub(crate) fn send(self: &Arc<Self>, msg: ToPm) -> Result<()> {
+        self.with_core(|c| c.send(msg))
     }
 
     /// Providers' endpoints already in an endpoint's address vector.
@@ -223,50 +320,41 @@ impl AsyncClient {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let local = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let queue = Arc::new(EventQueue::default());
-        self.shared
-            .pending()
-            .new_subscriptions
-            .insert(local, queue.clone());
-        // Unless this call hands out the subscription, its end (error, timeout, dropped
-        // future) ends the subscription: one the PM set up already is ended now, one it
-        // sets up later is ended by the reader when the answer comes (`driver::dispatch`).
-        struct Forget<'a> {
-            shared: &'a Shared,
-            local: u64,
-            queue: &'a Arc<EventQueue>,
-            handed_out: bool,
-        }
-        impl Drop for Forget<'_> {
-            fn drop(&mut self) {
-                if self.handed_out {
-                    return;
-                }
-                let mut p = self.shared.pending();
-                p.new_subscriptions.remove(&self.local);
-                let set_up = p
-                    .subscriptions
-                    .iter()
-                    .find(|(_, q)| Arc::ptr_eq(q, self.queue))
-                    .map(|(&sub, _)| sub);
-                if let Some(sub) = set_up {
-                    p.subscriptions.remove(&sub);
-                    let _ = self.shared.send(ToPm::Unsubscribe { sub });
-                }
-            }
-        }
-        let mut forget = Forget {
-            shared: &self.shared,
-            local,
-            queue: &queue,
-            handed_out: false,
-        };
         let msg = ToPm::Subscribe {
             local,
             kinds: kinds.into(),
             selector: Box::new(selector.expr().clone()),
             options,
         };
-        let id = self.call((Op::Subscribe, local), msg).await?;
+        let (tx, rx) = oneshot::channel();
+        let call = self
+            .shared
+            .with_core(|c| c.subscribe(local, queue.clone(), msg, tx))?;
+        // Unless this call hands out the subscription, its end (error, timeout, dropped
+        // future) ends the subscription: one the PM set up already now, one it sets up
+        // later when its answer comes.
+        struct Forget<'a> {
+            shared: &'a Arc<Shared>,
+            local: u64,
+            handed_out: bool,
+        }
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                if !self.handed_out {
+                    let local = self.local;
+                    let _ = self.shared.with_core(|c| {
+                        c.forget_subscription(local);
+                        Ok(())
+                    });
+                }
+            }
+        }
+        let mut forget = Forget {
+            shared: &self.shared,
+            local,
+            handed_out: false,
+        };
+        let id = answer(&self.shared, (Op::Subscribe, local), call, rx).await?;
         forget.handed_out = true;
         drop(forget);
         Ok(Subscription {
@@ -287,34 +375,7 @@ impl AsyncClient {
     /// once the app declared 2^40 - 1 CDOs; [`ClientError::Closed`] after the connection
     /// ended.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
-        proto::check_name(name).map_err(|why| ClientError::Refused {
-            op: Op::Declare,
-            why,
-        })?;
-        let cdo = self
-            .shared
-            .next_cdo
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if !proto::cdo_ids(self.shared.app).contains(&cdo) {
-            return Err(ClientError::Protocol(format!(
-                "app {} has declared all the CDOs it can number; join again as a new app",
-                self.shared.app
-            )));
-        }
-        let mut p = self.shared.pending();
-        if p.closed {
-            return Err(ClientError::Closed);
-        }
-        let mine = Mine {
-            name: name.into(),
-            busy: false,
-        };
-        p.mine.insert(cdo, mine);
-        self.shared.send(ToPm::Declare {
-            cdo,
-            name: name.into(),
-        })?;
-        Ok(cdo)
+        self.shared.with_core(|c| c.declare(name))
     }
 
     /// The schemas `seal` checks attributes against (also for typing values from text:
@@ -415,12 +476,16 @@ impl AsyncClient {
         };
         let key = (self.shared.pool, self.shared.app, cdo);
         data::keep(key, offered);
-        self.shared.pending().set_busy(cdo, true);
         let mut extras = proto::OfferExtras::new(alternates, file);
         if let Some(bytes) = inline {
             extras = extras.with_inline(bytes);
         }
-        let r = self.call((Op::Offer, cdo), msg(cdo, region, extras)).await;
+        let msg = msg(cdo, region, extras);
+        let (tx, rx) = oneshot::channel();
+        let r = match self.shared.with_core(|c| c.offer(cdo, msg, tx)) {
+            Ok(call) => answer(&self.shared, (Op::Offer, cdo), call, rx).await,
+            Err(e) => Err(e),
+        };
         if r.is_err() {
             data::take_back(&key);
         }
@@ -432,8 +497,9 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` unless declared; connection errors.
     pub async fn require(&self, cdo: CdoId) -> Result<()> {
-        self.shared.pending().set_busy(cdo, true);
-        self.call((Op::Require, cdo), ToPm::Require { cdo })
+        let (tx, rx) = oneshot::channel();
+        let call = self.shared.with_core(|c| c.require(cdo, tx))?;
+        answer(&self.shared, (Op::Require, cdo), call, rx)
             .await
             .map(drop)
     }
@@ -463,10 +529,10 @@ impl AsyncClient {
             let Some(dst) = dst else {
                 return demand(&shared, cdo).await;
             };
-            shared.pending().destinations.insert(cdo, dst);
+            shared.core().lend(cdo, dst);
             let result = demand(&shared, cdo).await;
             // Unused (or the demand failed): the memory is the application's again.
-            shared.pending().destinations.remove(&cdo);
+            shared.core().unlend(cdo);
             result
         }
     }
@@ -490,9 +556,9 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` if not required or already moving; connection errors.
     pub async fn retract(&self, cdo: CdoId) -> Result<()> {
-        self.call((Op::Retract, cdo), ToPm::Retract { cdo }).await?;
-        self.shared.pending().set_busy(cdo, false);
-        Ok(())
+        self.call((Op::Retract, cdo), ToPm::Retract { cdo })
+            .await
+            .map(drop)
     }
 
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
@@ -507,7 +573,6 @@ impl AsyncClient {
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         self.call((Op::Withdraw, cdo), ToPm::Withdraw { cdo })
             .await?;
-        self.shared.pending().set_busy(cdo, false);
         let key = (self.shared.pool, self.shared.app, cdo);
         // The application's own memory goes back only when no consumer in this process
         // reads it any more (they dispose their handle or drop their `CdoData`).
@@ -543,23 +608,13 @@ impl AsyncClient {
     /// `WrongState` while offered or moving; `UnknownCdo` for an id this app did not
     /// declare (or disposed); connection errors.
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
-        let settled = {
-            let p = self.shared.pending();
-            if p.closed {
-                return Err(ClientError::Closed);
-            }
-            p.mine.get(&cdo).is_some_and(|m| !m.busy)
-        };
-        if settled {
-            self.shared.send(ToPm::Dispose { cdo, answer: false })?;
-        } else {
-            self.call((Op::Dispose, cdo), ToPm::Dispose { cdo, answer: true })
-                .await?;
+        let (tx, rx) = oneshot::channel();
+        match self.shared.with_core(|c| c.dispose(cdo, tx))? {
+            None => Ok(()),
+            Some(call) => answer(&self.shared, (Op::Dispose, cdo), call, rx)
+                .await
+                .map(drop),
         }
-        let mut p = self.shared.pending();
-        p.arrived.remove(&cdo);
-        p.mine.remove(&cdo);
-        Ok(())
     }
 
     /// Leaves the workflow; returns once the PM says BYE (when no consumer still needs this
@@ -572,89 +627,73 @@ impl AsyncClient {
     }
 }
 
-/// The demand of [`AsyncClient::demand`], on the client's shared state.
 /// Waits until `cdo`, which the PM demanded for this app (a group's member), is here: no
 /// message of its own.
-async fn arrival(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-    let rx = {
-        let mut p = shared.pending();
-        if let Some(found) = p.arrived.remove(&cdo) {
-            p.set_busy(cdo, false);
-            return Ok(found);
-        }
-        if p.closed {
-            return Err(ClientError::Closed);
-        }
-        let (tx, rx) = oneshot::channel();
-        p.waiters
-            .entry((Op::Demand, cdo))
-            .or_default()
-            .push_back(tx);
-        rx
-    };
-    answer(shared, (Op::Demand, cdo), rx).await?;
-    let mut p = shared.pending();
-    p.set_busy(cdo, false);
-    p.arrived
-        .remove(&cdo)
-        .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
+async fn arrival(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+    let (tx, rx) = oneshot::channel();
+    let demand = shared.with_core(|c| c.arrival(cdo, tx))?;
+    here(shared, cdo, demand, rx).await
 }
 
-async fn demand(shared: &Shared, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-    {
-        let mut p = shared.pending();
-        // Required, and its transfer completed: the bytes are here, so the demand is
-        // local. The PM still learns of it (after the transfer's completion, on the
-        // same connection: it then finds the CDO local), with the next message or within
-        // a millisecond (`outbox::DEFER`: the caller does not write it), but nobody waits
-        // for its `Ready`, which finds no waiter and is dropped.
-        if let Some(found) = p.arrived.remove(&cdo) {
-            p.set_busy(cdo, false);
-            drop(p);
+/// The demand of [`AsyncClient::demand`], on the client's shared state.
+async fn demand(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+    let (tx, rx) = oneshot::channel();
+    let demand = shared.with_core(|c| c.demand(cdo, tx))?;
+    here(shared, cdo, demand, rx).await
+}
+
+/// The bytes of a demand once they are here.
+async fn here(
+    shared: &Arc<Shared>,
+    cdo: CdoId,
+    demand: Demand<CdoData>,
+    rx: oneshot::Receiver<std::result::Result<u64, CallError>>,
+) -> Result<(CdoData, Attributes)> {
+    match demand {
+        Demand::Here(data, attributes) => {
             tracing::trace!("demand of CDO {cdo}: required and here already");
-            // A PM gone meanwhile changes nothing: the bytes are here.
-            if let Err(e) = shared.out.send_deferred(ToPm::Demand { cdo }) {
-                tracing::debug!("demand of CDO {cdo} not told to the pool manager: {e}");
-            }
-            return Ok(found);
+            Ok((data, attributes))
         }
-        p.set_busy(cdo, true);
+        Demand::Waiting(call) => {
+            answer(shared, (Op::Demand, cdo), call, rx).await?;
+            Ok(shared.core().take_arrived(cdo)?)
+        }
     }
-    call(shared, (Op::Demand, cdo), ToPm::Demand { cdo }).await?;
-    let mut p = shared.pending();
-    p.set_busy(cdo, false);
-    p.arrived
-        .remove(&cdo)
-        .ok_or_else(|| ClientError::Protocol(format!("CDO {cdo} ready but no data arrived")))
 }
 
 /// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.
-async fn call(shared: &Shared, key: (Op, u64), msg: ToPm) -> Result<u64> {
-    let rx = {
-        let mut p = shared.pending();
-        if p.closed {
-            return Err(ClientError::Closed);
-        }
-        let (tx, rx) = oneshot::channel();
-        p.waiters.entry(key).or_default().push_back(tx);
-        // Sent under the lock: answers cannot overtake the registration.
-        shared.send(msg)?;
-        rx
-    };
-    answer(shared, key, rx).await
+async fn call(shared: &Arc<Shared>, key: CallKey, msg: ToPm) -> Result<u64> {
+    let (tx, rx) = oneshot::channel();
+    let call = shared.with_core(|c| c.call(key, msg, tx))?;
+    answer(shared, key, call, rx).await
 }
 
-/// Waits for the answer `rx` to `key`, at most the client's timeout.
+/// Waits for the answer `rx` to call `call` filed under `key`, at most the client's
+/// timeout; a call that stops waiting (a timeout, a dropped future) is given up in the
+/// core, so its answer goes to the next call filed under `key`.
 async fn answer(
     shared: &Shared,
-    key: (Op, u64),
-    rx: oneshot::Receiver<Result<u64>>,
+    key: CallKey,
+    call: CallId,
+    rx: oneshot::Receiver<std::result::Result<u64, CallError>>,
 ) -> Result<u64> {
-    match tokio::time::timeout(shared.timeout, rx).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => Err(ClientError::Closed),
-        Err(_) => Err(ClientError::Timeout(key.0)),
+    struct GiveUp<'a>(&'a Shared, CallKey, CallId, bool);
+    impl Drop for GiveUp<'_> {
+        fn drop(&mut self) {
+            if self.3 {
+                self.0.core().abandon(self.1, self.2);
+            }
+        }
     }
+    let mut waiting = GiveUp(shared, key, call, true);
+    let r = match tokio::time::timeout(shared.timeout, rx).await {
+        Ok(Ok(r)) => r.map_err(ClientError::from),
+        Ok(Err(_)) => Err(ClientError::Closed),
+        Err(_) => return Err(ClientError::Timeout(key.0)),
+    };
+    // Answered (or the core dropped the waiter): nothing to give up.
+    waiting.3 = false;
+    r
 }
 
 impl Drop for AsyncClient {

@@ -250,14 +250,12 @@ impl Subscription {
     /// Timeout and connection errors.
     pub async fn unsubscribe(mut self) -> Result<()> {
         self.ended = true;
-        let r = super::call(
-            &self.shared,
-            (Op::Unsubscribe, self.id),
-            ToPm::Unsubscribe { sub: self.id },
-        )
-        .await;
-        self.shared.pending().subscriptions.remove(&self.id);
-        r.map(drop)
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sub = self.id;
+        let call = self.shared.with_core(|c| c.unsubscribe(sub, tx))?;
+        super::answer(&self.shared, (Op::Unsubscribe, sub), call, rx)
+            .await
+            .map(drop)
     }
 }
 
@@ -266,8 +264,11 @@ impl Drop for Subscription {
         if self.ended {
             return;
         }
-        self.shared.pending().subscriptions.remove(&self.id);
+        let sub = self.id;
         // Nobody waits for the answer; a closed connection ended it anyway.
-        let _ = self.shared.send(ToPm::Unsubscribe { sub: self.id });
+        let _ = self.shared.with_core(|c| {
+            c.drop_subscription(sub);
+            Ok(())
+        });
     }
 }

@@ -13,78 +13,45 @@ use tokio::sync::mpsc;
 use super::data::{self, CdoData};
 use super::driver::Piece;
 use super::{ClientError, Result, Shared};
-use crate::attr::Attributes;
 use crate::proto::{
     self, CdoId, Direct, HostMemory, MAX_CHUNK, Op, ProcessMemory, Source, ToPm, TransferId,
 };
+use pool_core::client::Fetch;
 
 /// Stream transfers fetch in pieces of this size ...
 const STREAM_PIECE: u64 = 1 << 20;
 /// ... this many at a time.
 const STREAM_WINDOW: usize = 4;
 
-/// What a ticket asks of this client besides its source.
-pub(super) struct Ticket {
-    pub(super) transfer: TransferId,
-    pub(super) cdo: CdoId,
-    pub(super) attributes: Attributes,
-    /// The providing application, `component:index`.
-    pub(super) provider: Arc<str>,
-    pub(super) completes_demand: bool,
+/// Starts carrying out a ticket: most small CDOs are done at the first poll (their bytes
+/// came with the ticket), without a task; the others go on as a task of their own.
+pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
+    let mut work = Box::pin(carry_out(shared.clone(), fetch));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    if work.as_mut().poll(&mut cx).is_pending() {
+        tokio::spawn(work);
+    }
 }
 
-/// Carries out a ticket and reports the outcome to the PM; a ticket issued for a demand
-/// completes the demand here, without waiting for the PM to hear of it.
-pub(super) async fn carry_out(shared: Arc<Shared>, ticket: Ticket, source: Source) {
-    let Ticket {
+/// Carries out a ticket and hands the outcome to the core, which keeps the bytes (or
+/// completes the demand the ticket was issued for) and reports to the PM.
+async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
+    let Fetch {
         transfer,
-        cdo,
-        attributes,
-        provider,
-        completes_demand,
-    } = ticket;
+        source,
+        lent,
+        ..
+    } = fetch;
     let kind = source.kind();
-    // Bytes that came with the ticket: the PM counts the transfer done as it sent it.
-    let told = !matches!(source, Source::Inline { .. });
-    let lent = shared.pending().destinations.remove(&cdo);
-    let got = get(&shared, transfer, source, lent)
-        .await
-        .and_then(|(data, direct)| {
-            crate::attr::verify_checksum(&attributes, data.as_slice())
-                .map(|()| (data, direct))
-                .map_err(|why| ClientError::Integrity(format!("CDO from {provider}: {why}")))
-        });
-    match got {
-        Ok((data, direct)) => {
-            let mut p = shared.pending();
-            p.arrive(cdo, data, (attributes, &provider));
-            // The application wakes now, but sends its next message (a dispose, which must
-            // reach the PM after the transfer's end) only once this lock is released.
-            if completes_demand {
-                p.resolve((Op::Demand, cdo), Ok(cdo));
-            }
-            if told {
-                let _ = shared.send(ToPm::TransferDone {
-                    transfer,
-                    error: None,
-                    direct,
-                });
-            }
-        }
-        Err(e) => {
-            tracing::warn!("pool client: transfer {transfer} ({kind}) failed: {e}");
-            if let (ClientError::Integrity(why), true) = (&e, completes_demand) {
-                // Corrupted bytes are an error for the demand, not data.
-                let why = ClientError::Integrity(why.clone());
-                shared.pending().resolve((Op::Demand, cdo), Err(why));
-            }
-            let _ = shared.send(ToPm::TransferDone {
-                transfer,
-                error: Some(e.to_string()),
-                direct: None,
-            });
-        }
-    }
+    let got = get(&shared, transfer, source, lent).await.map_err(|e| {
+        tracing::debug!("pool client: transfer {transfer} ({kind}): {e}");
+        e.to_string()
+    });
+    // Fails only when the connection is gone, which the client hears of anyway.
+    let _ = shared.with_core(|c| {
+        c.fetched(transfer, got);
+        Ok(())
+    });
 }
 
 /// Gets a ticket's bytes, into `lent` (memory the application lent for this CDO) where it
@@ -403,7 +370,7 @@ struct Route<'a>(&'a Shared, TransferId);
 
 impl Drop for Route<'_> {
     fn drop(&mut self) {
-        self.0.pending().streams.remove(&self.1);
+        self.0.core().unroute(self.1);
     }
 }
 
@@ -414,7 +381,7 @@ async fn stream(shared: &Arc<Shared>, transfer: TransferId, len: u64) -> Result<
         .map_err(|_| ClientError::Protocol(format!("a {len}-byte CDO does not fit here")))?;
     let mut buf = Buffer::new(size)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
-    shared.pending().streams.insert(transfer, tx);
+    shared.core().route(transfer, tx);
     let _route = Route(shared, transfer);
     let piece = STREAM_PIECE.min(MAX_CHUNK);
     let mut asked: BTreeMap<u64, u64> = BTreeMap::new();
@@ -458,7 +425,7 @@ async fn stream(shared: &Arc<Shared>, transfer: TransferId, len: u64) -> Result<
 }
 
 /// Answers the PM's request for a piece of one of this app's offers.
-pub(super) fn serve(shared: &Shared, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
+pub(super) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
     let Some(offer) = data::find(&(shared.pool, shared.app, cdo)) else {
         tracing::warn!("pool client: asked to serve CDO {cdo}, which is not offered here");
         return;

@@ -1,0 +1,424 @@
+//! The app's CDOs as its client knows them, from declare to dispose: the ids it gives
+//! them, whether a dispose must wait for the PM, the bytes that arrived and are not yet
+//! demanded, memory lent for their next transfer, tickets being carried out, and groups
+//! whose members the PM names.
+
+use std::sync::Arc;
+
+use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Fetch, Fetched};
+use crate::attr::{self, AttrValue, Attributes};
+use crate::proto::{self, CdoId, Op, Source, ToPm, TransferId};
+
+/// Ids a group's demand reserves for its members: a group has at most this many.
+pub const GROUP_IDS: u32 = 1 << 16;
+
+/// What a client knows of one of its CDOs.
+pub(super) struct Mine<T: Driver> {
+    /// Its name (tickets leave it out).
+    name: Arc<str>,
+    /// An operation is under way after which the PM may refuse a dispose (an offer not yet
+    /// withdrawn, a require or demand whose transfer may be in flight): a dispose then waits
+    /// for the PM's answer. Otherwise the PM accepts it, and the client does not wait.
+    busy: bool,
+    /// Its bytes and attributes, arrived and not yet demanded.
+    arrived: Option<(T::Data, Attributes)>,
+    /// Memory the application lent for its next transfer.
+    lent: Option<T::Memory>,
+}
+
+impl<T: Driver> Mine<T> {
+    fn new(name: Arc<str>, busy: bool) -> Mine<T> {
+        Mine {
+            name,
+            busy,
+            arrived: None,
+            lent: None,
+        }
+    }
+}
+
+/// A ticket being carried out: what the CDO takes from it once its bytes are here.
+pub(super) struct Fetching {
+    cdo: CdoId,
+    attributes: Attributes,
+    provider: Arc<str>,
+    completes_demand: bool,
+    /// The PM counts the transfer done as it sent the ticket (the bytes came with it):
+    /// nothing is reported.
+    inline: bool,
+}
+
+/// How a demand goes on.
+pub enum Demand<D> {
+    /// Its bytes are here already (a `require` brought them): the demand is done, the PM
+    /// told without anybody waiting.
+    Here(D, Attributes),
+    /// The call waits for its answer; then take the bytes with
+    /// [`ClientCore::take_arrived`].
+    Waiting(CallId),
+}
+
+impl<T: Driver> ClientCore<T> {
+    /// Declares a CDO named `name`; returns its id. The app numbers its own CDOs, so
+    /// nothing is waited for: the declaration travels ahead of the operations that name the
+    /// CDO.
+    ///
+    /// # Errors
+    /// `BadName` (refused) for an empty or over-long name; [`CallError::Protocol`] once the
+    /// app declared all the CDOs it can number; [`CallError::Closed`].
+    pub fn declare(&mut self, name: &str) -> CallResult<CdoId> {
+        proto::check_name(name).map_err(|why| CallError::Refused {
+            op: Op::Declare,
+            why,
+        })?;
+        self.open()?;
+        let cdo = self.reserve(1)?;
+        self.cdos.insert(cdo, Mine::new(name.into(), false));
+        self.queue(ToPm::Declare {
+            cdo,
+            name: name.into(),
+        });
+        Ok(cdo)
+    }
+
+    /// Reserves `n` consecutive CDO ids; the first.
+    fn reserve(&mut self, n: u64) -> CallResult<CdoId> {
+        let first = self.next_cdo;
+        if first.saturating_add(n - 1) > self.last_cdo {
+            return Err(CallError::Protocol(format!(
+                "app {} has declared all the CDOs it can number; join again as a new app",
+                self.app
+            )));
+        }
+        self.next_cdo += n;
+        Ok(first)
+    }
+
+    /// The name `cdo` was declared with (`None`: not this app's, or disposed).
+    pub fn name(&self, cdo: CdoId) -> Option<&Arc<str>> {
+        self.cdos.get(&cdo).map(|m| &m.name)
+    }
+
+    /// Sends `msg`, an offer of `cdo` (plain, or sealed with it), and files `waiter` for
+    /// the answer; from now on a dispose of `cdo` waits for the PM.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`].
+    pub fn offer(&mut self, cdo: CdoId, msg: ToPm, waiter: T::Waiter) -> CallResult<CallId> {
+        self.call_busy((Op::Offer, cdo), msg, waiter)
+    }
+
+    /// Requires `cdo`; from now on a dispose of `cdo` waits for the PM.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`].
+    pub fn require(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.call_busy((Op::Require, cdo), ToPm::Require { cdo }, waiter)
+    }
+
+    fn call_busy(
+        &mut self,
+        key: super::CallKey,
+        msg: ToPm,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        let call = self.call(key, msg, waiter)?;
+        self.set_busy(key.1, true);
+        Ok(call)
+    }
+
+    fn set_busy(&mut self, cdo: CdoId, busy: bool) {
+        if let Some(m) = self.cdos.get_mut(&cdo) {
+            m.busy = busy;
+        }
+    }
+
+    /// No operation on `cdo` is under way any more (withdrawn, retracted, demanded).
+    pub(super) fn settle(&mut self, cdo: CdoId) {
+        self.set_busy(cdo, false);
+    }
+
+    /// `cdo` is disposed: forgotten with its unclaimed bytes and lent memory; calls that
+    /// wait for its demand or require fail.
+    pub(super) fn forget(&mut self, cdo: CdoId) {
+        self.cdos.remove(&cdo);
+        for op in [Op::Demand, Op::Require] {
+            while self.resolve((op, cdo), Err(CallError::Disposed { op, cdo })) {}
+        }
+    }
+
+    /// Demands `cdo`. When a `require` brought its bytes already, that is all: the PM
+    /// learns of the demand with a deferred notice ([`super::Transmit::deferred`]).
+    /// Otherwise the demand is sent and `waiter` filed.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] (unless the bytes are here: they are, whatever the PM does).
+    pub fn demand(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<Demand<T::Data>> {
+        if let Some((data, attributes)) = self.take_here(cdo) {
+            // After the transfer's completion, on the same connection: the PM finds it
+            // local. A PM gone meanwhile changes nothing: the bytes are here.
+            if !self.closed {
+                self.transmit.push_back(super::Transmit {
+                    msg: ToPm::Demand { cdo },
+                    deferred: true,
+                });
+            }
+            return Ok(Demand::Here(data, attributes));
+        }
+        self.call_busy((Op::Demand, cdo), ToPm::Demand { cdo }, waiter)
+            .map(Demand::Waiting)
+    }
+
+    /// Waits for `cdo`, which the PM demanded for this app (a group's member): no message
+    /// of its own.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`].
+    pub fn arrival(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<Demand<T::Data>> {
+        if let Some((data, attributes)) = self.take_here(cdo) {
+            return Ok(Demand::Here(data, attributes));
+        }
+        self.wait((Op::Demand, cdo), waiter).map(Demand::Waiting)
+    }
+
+    fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {
+        let m = self.cdos.get_mut(&cdo)?;
+        let here = m.arrived.take()?;
+        m.busy = false;
+        Some(here)
+    }
+
+    /// The bytes of `cdo` once its demand was answered.
+    ///
+    /// # Errors
+    /// [`CallError::Protocol`] when the PM said it is ready but no bytes arrived.
+    pub fn take_arrived(&mut self, cdo: CdoId) -> CallResult<(T::Data, Attributes)> {
+        self.take_here(cdo)
+            .ok_or_else(|| CallError::Protocol(format!("CDO {cdo} ready but no data arrived")))
+    }
+
+    /// Lends `memory` for the next transfer of `cdo` (handed back in [`Fetch::lent`] or by
+    /// [`ClientCore::unlend`]).
+    pub fn lend(&mut self, cdo: CdoId, memory: T::Memory) {
+        if let Some(m) = self.cdos.get_mut(&cdo) {
+            m.lent = Some(memory);
+        }
+    }
+
+    /// Takes back memory lent for `cdo` and not used.
+    pub fn unlend(&mut self, cdo: CdoId) -> Option<T::Memory> {
+        self.cdos.get_mut(&cdo)?.lent.take()
+    }
+
+    /// Disposes `cdo`. When the PM is sure to accept it (declared, sealed, withdrawn, or
+    /// demanded and here), it is sent unanswered and `cdo` forgotten now: `None`.
+    /// Otherwise `waiter` is filed and `cdo` is forgotten when the PM agrees.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`].
+    pub fn dispose(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<Option<CallId>> {
+        self.open()?;
+        if self.cdos.get(&cdo).is_some_and(|m| !m.busy) {
+            self.forget(cdo);
+            self.queue(ToPm::Dispose { cdo, answer: false });
+            return Ok(None);
+        }
+        let msg = ToPm::Dispose { cdo, answer: true };
+        self.call((Op::Dispose, cdo), msg, waiter).map(Some)
+    }
+
+    /// A ticket came: it is carried out by the driver ([`Event::Fetch`]).
+    pub(super) fn ticket(
+        &mut self,
+        transfer: TransferId,
+        cdo: CdoId,
+        source: Source,
+        (attributes, provider): (Attributes, Arc<str>),
+        completes_demand: bool,
+    ) {
+        let inline = matches!(source, Source::Inline { .. });
+        let lent = self.cdos.get_mut(&cdo).and_then(|m| m.lent.take());
+        let fetching = Fetching {
+            cdo,
+            attributes,
+            provider,
+            completes_demand,
+            inline,
+        };
+        self.fetching.insert(transfer, fetching);
+        self.events.push_back(Event::Fetch(Fetch {
+            transfer,
+            cdo,
+            source,
+            lent,
+        }));
+    }
+
+    /// The driver carried out ticket `transfer`: the bytes are checked against the
+    /// producer's checksum, kept for the demand (with the offer's attributes and the
+    /// built-in name, size and provider, which tickets leave out) and the outcome is
+    /// reported to the PM (unless the bytes came with the ticket). A ticket of a demand
+    /// completes the demand now; corrupt bytes fail it.
+    pub fn fetched(&mut self, transfer: TransferId, outcome: Fetched<T::Data>) {
+        let Some(f) = self.fetching.remove(&transfer) else {
+            tracing::warn!("pool client: transfer {transfer} ended but was not ticketed");
+            return;
+        };
+        // (why, whether the bytes failed the integrity check)
+        let outcome = match outcome {
+            Ok((data, direct)) => match attr::verify_checksum(&f.attributes, data.as_ref()) {
+                Ok(()) => Ok((data, direct)),
+                Err(why) => Err((format!("CDO from {}: {why}", f.provider), true)),
+            },
+            Err(why) => Err((why, false)),
+        };
+        match outcome {
+            Ok((data, direct)) => {
+                self.arrive(f.cdo, data, f.attributes, &f.provider);
+                if f.completes_demand {
+                    self.resolve((Op::Demand, f.cdo), Ok(f.cdo));
+                }
+                if !f.inline {
+                    self.report(transfer, None, direct);
+                }
+            }
+            Err((why, integrity)) => {
+                let why = if integrity {
+                    let failed = CallError::Integrity(why);
+                    let text = failed.to_string();
+                    if f.completes_demand {
+                        // Corrupted bytes are an error for the demand, not data.
+                        self.resolve((Op::Demand, f.cdo), Err(failed));
+                    }
+                    text
+                } else {
+                    why
+                };
+                tracing::warn!("pool client: transfer {transfer} failed: {why}");
+                self.report(transfer, Some(why), None);
+            }
+        }
+    }
+
+    fn report(
+        &mut self,
+        transfer: TransferId,
+        error: Option<String>,
+        direct: Option<proto::Direct>,
+    ) {
+        if !self.closed {
+            self.queue(ToPm::TransferDone {
+                transfer,
+                error,
+                direct,
+            });
+        }
+    }
+
+    /// Keeps `cdo`'s bytes until it is demanded.
+    fn arrive(&mut self, cdo: CdoId, data: T::Data, mut attributes: Attributes, provider: &str) {
+        let Some(m) = self.cdos.get_mut(&cdo) else {
+            tracing::debug!("pool client: CDO {cdo} arrived after its dispose; dropped");
+            return;
+        };
+        attributes.insert(attr::NAME.into(), AttrValue::Str(m.name.to_string()));
+        attributes.insert(attr::PROVIDER.into(), AttrValue::Str(provider.to_string()));
+        let len = AttrValue::Uint(data.as_ref().len() as u64);
+        attributes.insert(attr::LOCAL_SIZE.into(), len);
+        m.arrived = Some((data, attributes));
+    }
+
+    /// Demands group `group` in one message ([`ToPm::DemandGroup`]), reserving
+    /// [`GROUP_IDS`] ids for its members; the first, and the call. Once answered, take the
+    /// members' names with [`ClientCore::take_group`] and wait for each with
+    /// [`ClientCore::arrival`].
+    ///
+    /// # Errors
+    /// [`CallError::Protocol`] when the app's ids are used up; [`CallError::Closed`].
+    pub fn demand_group(&mut self, group: CdoId, waiter: T::Waiter) -> CallResult<(CdoId, CallId)> {
+        self.open()?;
+        let first = self.reserve(u64::from(GROUP_IDS))?;
+        self.groups_wanted.insert(group, (first, GROUP_IDS));
+        let msg = ToPm::DemandGroup {
+            group,
+            first,
+            capacity: GROUP_IDS,
+        };
+        let call = self.call((Op::Demand, group), msg, waiter)?;
+        Ok((first, call))
+    }
+
+    /// The members' names of demanded `group` and the group's attributes, once the PM
+    /// named them (`None` before, or when it did not).
+    pub fn take_group(&mut self, group: CdoId) -> Option<(Vec<String>, Attributes)> {
+        self.groups_wanted.remove(&group);
+        self.groups.remove(&group)
+    }
+
+    /// The PM named the members of `group`: they are this app's CDOs from the first id
+    /// reserved on, each demanded; the group's demand is answered.
+    pub(super) fn group_named(&mut self, group: CdoId, names: Vec<String>, attrs: Attributes) {
+        let Some((first, capacity)) = self.groups_wanted.remove(&group) else {
+            tracing::warn!(
+                "pool manager named the members of group {group}, which is not demanded"
+            );
+            return;
+        };
+        if names.len() > capacity as usize {
+            tracing::warn!("pool manager named more members than ids reserved for group {group}");
+            return;
+        }
+        for (i, name) in names.iter().enumerate() {
+            self.cdos
+                .insert(first + i as u64, Mine::new(name.as_str().into(), true));
+        }
+        self.groups.insert(group, (names, attrs));
+        self.resolve((Op::Demand, group), Ok(group));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Plain;
+
+    impl Driver for Plain {
+        type Data = Vec<u8>;
+        type Waiter = ();
+        type Memory = ();
+        type Events = ();
+        type Stream = ();
+    }
+
+    #[test]
+    fn an_app_that_used_up_its_ids_is_told_to_join_again() {
+        let mut core: ClientCore<Plain> = ClientCore::new(4);
+        core.next_cdo = core.last_cdo;
+        let last = core.declare("last").expect("the last id");
+        assert_eq!(last, *proto::cdo_ids(4).end());
+        let refused = core.declare("one more");
+        assert!(
+            matches!(&refused, Err(CallError::Protocol(why)) if why.contains("join again")),
+            "{refused:?}"
+        );
+        // A group's ids are reserved whole or not at all.
+        core.next_cdo = core.last_cdo - u64::from(GROUP_IDS) + 2;
+        assert!(matches!(
+            core.demand_group(1, ()),
+            Err(CallError::Protocol(_))
+        ));
+        assert_eq!(
+            core.poll_transmit().map(|t| t.msg),
+            Some(ToPm::Declare {
+                cdo: last,
+                name: "last".into()
+            })
+        );
+        assert_eq!(
+            core.poll_transmit(),
+            None,
+            "nothing sent for what was refused"
+        );
+    }
+}

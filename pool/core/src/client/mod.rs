@@ -1,0 +1,442 @@
+//! The client's protocol as a state machine, beside [`Manager`](crate::Manager): what an
+//! application has asked the pool manager and waits for, its CDOs from declare to dispose,
+//! transfers it carries out, groups whose members the PM names, and its subscriptions.
+//! No sockets, threads, clock or memory registration, as `quinn-proto`'s connection is to
+//! its endpoint: a driver (the `pool` crate's tokio client) calls the operations and
+//! [`ClientCore::handle`] with each message of the PM, writes what
+//! [`ClientCore::poll_transmit`] gives and carries out what [`ClientCore::poll_event`]
+//! gives (answers to hand to waiting calls, tickets to fetch, stream pieces to serve or
+//! route, subscriptions' news).
+//!
+//! The driver chooses what a CDO's bytes, a waiting call, memory lent for a transfer, a
+//! subscription's queue and a stream's route are ([`Driver`]); the tests drive a core
+//! against a [`Manager`](crate::Manager) in memory with plain values for them.
+//!
+//! What the core does not do, and why: it keeps no call deadlines (the driver's timer
+//! wheel arms one per call without waking a thread; the core learns of a call given up
+//! through [`ClientCore::abandon`]), and it does not batch messages (each
+//! [`Transmit`] says whether anybody waits for it; the driver decides when to write).
+
+mod cdos;
+mod subscriptions;
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::attr::Attributes;
+use crate::events::PoolEvent;
+use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId};
+
+pub use cdos::{Demand, GROUP_IDS};
+use cdos::{Fetching, Mine};
+
+/// What a driver supplies the core with: the types of what it keeps for the driver.
+pub trait Driver {
+    /// A CDO's bytes once here (the result of a fetch). Read for the end-to-end checksum.
+    type Data: AsRef<[u8]>;
+    /// Who waits for an answer (handed back in [`Event::Answer`]; dropped unanswered when
+    /// the connection closes).
+    type Waiter;
+    /// Memory the application lends for a CDO's next transfer (handed back in
+    /// [`Fetch::lent`]).
+    type Memory;
+    /// A subscription's event queue (a clone goes with each [`Event::Subscription`]).
+    type Events: Clone;
+    /// Where the pieces of a stream transfer go (a clone goes with each [`Event::Piece`]).
+    type Stream: Clone;
+}
+
+/// Why a call failed, as the core knows it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The PM refused the operation.
+    #[error("{op} refused: {why}")]
+    Refused {
+        /// The operation.
+        op: Op,
+        /// Why.
+        why: Refusal,
+    },
+    /// The connection ended (or the core was closed): nothing more is sent or answered.
+    #[error("the pool manager closed the connection")]
+    Closed,
+    /// A CDO's bytes did not match the checksum its producer sealed: refused, not
+    /// delivered.
+    #[error("integrity check failed: {0}")]
+    Integrity(String),
+    /// The CDO was disposed while the call waited (a demand or require of it).
+    #[error("{op} of CDO {cdo} ended: the CDO was disposed meanwhile")]
+    Disposed {
+        /// The operation that waited.
+        op: Op,
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// The PM (or the app's own use of ids) broke the protocol; the text says how.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Result alias of the core's calls.
+pub type CallResult<T> = Result<T, CallError>;
+
+/// Identifies a waiting call, to give it up ([`ClientCore::abandon`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CallId(u64);
+
+/// What an answer is filed under: the operation and the CDO (declare: the app's handle;
+/// leave: 0; subscribe: the app's handle; unsubscribe: the subscription).
+pub type CallKey = (Op, u64);
+
+/// A message for the PM.
+#[derive(Debug, PartialEq)]
+pub struct Transmit {
+    /// The message.
+    pub msg: ToPm,
+    /// Nobody waits for it (a local demand's notice): it may go with the next message.
+    pub deferred: bool,
+}
+
+/// One piece of a stream transfer: bytes at an offset, or the PM's refusal of the fetch.
+pub type Piece = Result<(u64, Vec<u8>), Refusal>;
+
+/// What a subscription's queue is told.
+#[derive(Debug, PartialEq)]
+pub enum News {
+    /// One of its events.
+    Event(PoolEvent),
+    /// The PM gave up waiting for the acknowledgement of this serial ...
+    Late(u64),
+    /// ... and ended the subscription (why): no more events.
+    Ended(String),
+    /// The connection ended: no more events.
+    Closed,
+}
+
+/// A ticket to carry out: get the bytes from `source`, then report with
+/// [`ClientCore::fetched`].
+#[derive(Debug)]
+pub struct Fetch<M> {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// This app's CDO the bytes are for.
+    pub cdo: CdoId,
+    /// Where and how to get them.
+    pub source: Source,
+    /// Memory the application lent for this CDO's transfer, if any.
+    pub lent: Option<M>,
+}
+
+/// What the driver is to do.
+pub enum Event<T: Driver> {
+    /// Hand `result` (the CDO or subscription id on success) to the waiting call.
+    Answer {
+        /// Who waits.
+        waiter: T::Waiter,
+        /// The answer.
+        result: CallResult<u64>,
+    },
+    /// Carry out a ticket.
+    Fetch(Fetch<T::Memory>),
+    /// Send the PM `len` bytes at `offset` of this app's offered `cdo` (a stream
+    /// transfer's piece: [`ToPm::Chunk`]).
+    Serve {
+        /// The transfer.
+        transfer: TransferId,
+        /// The offered CDO.
+        cdo: CdoId,
+        /// Offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+    },
+    /// A piece of a stream transfer this app fetches, for its route.
+    Piece {
+        /// Where it goes.
+        stream: T::Stream,
+        /// The piece.
+        piece: Piece,
+    },
+    /// News for a subscription's queue.
+    Subscription {
+        /// The queue.
+        events: T::Events,
+        /// What happened.
+        news: News,
+    },
+}
+
+/// A client's protocol state (see the module's documentation).
+pub struct ClientCore<T: Driver> {
+    app: crate::proto::AppId,
+    /// The id the next declared CDO gets, and the end of the app's ids.
+    next_cdo: CdoId,
+    last_cdo: CdoId,
+    /// Waiting calls by what their answer is filed under, first come first served.
+    waiters: HashMap<CallKey, VecDeque<(CallId, T::Waiter)>>,
+    next_call: u64,
+    /// This app's CDOs, from declare to dispose.
+    cdos: HashMap<CdoId, Mine<T>>,
+    /// Tickets being carried out.
+    fetching: HashMap<TransferId, Fetching>,
+    /// Groups demanded with their members' ids reserved (the first, how many), until the
+    /// PM names the members; then their names and the group's attributes.
+    groups_wanted: HashMap<CdoId, (CdoId, u32)>,
+    groups: HashMap<CdoId, (Vec<String>, Attributes)>,
+    subs: subscriptions::Subscriptions<T>,
+    /// Routes of stream transfers in progress.
+    streams: HashMap<TransferId, T::Stream>,
+    transmit: VecDeque<Transmit>,
+    events: VecDeque<Event<T>>,
+    /// The connection ended: every later call fails at once.
+    closed: bool,
+}
+
+impl<T: Driver> ClientCore<T> {
+    /// The core of app `app` (as the PM's `Welcome` numbered it), which has declared
+    /// nothing yet.
+    pub fn new(app: crate::proto::AppId) -> ClientCore<T> {
+        let ids = crate::proto::cdo_ids(app);
+        ClientCore {
+            app,
+            next_cdo: *ids.start(),
+            last_cdo: *ids.end(),
+            waiters: HashMap::new(),
+            next_call: 0,
+            cdos: HashMap::new(),
+            fetching: HashMap::new(),
+            groups_wanted: HashMap::new(),
+            groups: HashMap::new(),
+            subs: subscriptions::Subscriptions::default(),
+            streams: HashMap::new(),
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    /// The app's id.
+    pub fn app(&self) -> crate::proto::AppId {
+        self.app
+    }
+
+    /// Whether the connection ended ([`ClientCore::close`]).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The next message for the PM, in order.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmit.pop_front()
+    }
+
+    /// The next thing for the driver to do, in order.
+    pub fn poll_event(&mut self) -> Option<Event<T>> {
+        self.events.pop_front()
+    }
+
+    /// Queues `msg`, a message nobody waits for.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] once the connection ended.
+    pub fn send(&mut self, msg: ToPm) -> CallResult<()> {
+        self.open()?;
+        self.queue(msg);
+        Ok(())
+    }
+
+    fn queue(&mut self, msg: ToPm) {
+        self.transmit.push_back(Transmit {
+            msg,
+            deferred: false,
+        });
+    }
+
+    fn open(&self) -> CallResult<()> {
+        if self.closed {
+            return Err(CallError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Sends `msg` and files `waiter` for the answer under `key`.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] once the connection ended (nothing is sent).
+    pub fn call(&mut self, key: CallKey, msg: ToPm, waiter: T::Waiter) -> CallResult<CallId> {
+        let call = self.wait(key, waiter)?;
+        self.queue(msg);
+        Ok(call)
+    }
+
+    /// Files `waiter` for the answer under `key`, sending nothing (the answer comes
+    /// anyway: a group's member).
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] once the connection ended.
+    pub fn wait(&mut self, key: CallKey, waiter: T::Waiter) -> CallResult<CallId> {
+        self.open()?;
+        let call = CallId(self.next_call);
+        self.next_call += 1;
+        self.waiters
+            .entry(key)
+            .or_default()
+            .push_back((call, waiter));
+        Ok(call)
+    }
+
+    /// The call `call` waiting under `key` gave up (a timeout, a dropped future): its
+    /// answer goes to the next call filed under `key`, or nowhere.
+    pub fn abandon(&mut self, key: CallKey, call: CallId) {
+        if let Some(q) = self.waiters.get_mut(&key) {
+            q.retain(|(c, _)| *c != call);
+            if q.is_empty() {
+                self.waiters.remove(&key);
+            }
+        }
+    }
+
+    /// Hands `result` to the oldest call waiting under `key`; false if none waits.
+    fn resolve(&mut self, key: CallKey, result: CallResult<u64>) -> bool {
+        let Some(q) = self.waiters.get_mut(&key) else {
+            return false;
+        };
+        let Some((_, waiter)) = q.pop_front() else {
+            return false;
+        };
+        if q.is_empty() {
+            self.waiters.remove(&key);
+        }
+        self.events.push_back(Event::Answer { waiter, result });
+        true
+    }
+
+    /// One message of the PM: answers go to their calls (and settle the CDOs they
+    /// concern), tickets become [`Event::Fetch`], stream requests [`Event::Serve`], pieces
+    /// [`Event::Piece`], subscriptions' messages [`Event::Subscription`]. A message that
+    /// makes no sense here (a handshake message after the handshake, an observer's
+    /// answer) is logged and dropped.
+    pub fn handle(&mut self, msg: FromPm) {
+        match msg {
+            FromPm::Done { op, cdo } => self.done(op, cdo),
+            FromPm::DoneMany { op, cdos } => {
+                for cdo in cdos {
+                    self.done(op, cdo);
+                }
+            }
+            FromPm::Ready { cdo } => {
+                self.resolve((Op::Demand, cdo), Ok(cdo));
+            }
+            FromPm::Bye => {
+                self.resolve((Op::Leave, 0), Ok(0));
+            }
+            FromPm::Refused {
+                op: Op::Fetch,
+                cdo: Some(transfer),
+                why,
+            } => self.piece(transfer, Err(why)),
+            FromPm::Refused { op, cdo, why } => {
+                let text = why.to_string();
+                if !self.resolve((op, cdo.unwrap_or(0)), Err(CallError::Refused { op, why })) {
+                    tracing::warn!("pool manager refused {op} ({text})");
+                }
+            }
+            FromPm::GroupMembers {
+                group,
+                names,
+                attributes,
+            } => self.group_named(group, names, attributes),
+            FromPm::Ticket {
+                transfer,
+                cdo,
+                source,
+                attributes,
+                provider,
+                completes_demand,
+            } => self.ticket(
+                transfer,
+                cdo,
+                source,
+                (attributes, provider),
+                completes_demand,
+            ),
+            FromPm::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            } => self.events.push_back(Event::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            }),
+            FromPm::Chunk(c) => self.piece(c.transfer, Ok((c.offset, c.data))),
+            FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
+            FromPm::Event { sub, event } => self.subs.event(sub, *event, &mut self.events),
+            FromPm::AckTooLate { sub, serial } => {
+                self.subs.ack_too_late(sub, serial, &mut self.events);
+            }
+            FromPm::Challenge { .. } | FromPm::Welcome { .. } => {
+                tracing::warn!("pool manager sent a handshake message after the handshake");
+            }
+            FromPm::View { id, .. } => {
+                tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
+            }
+        }
+    }
+
+    /// An operation completed: what it settles, then its answer.
+    fn done(&mut self, op: Op, cdo: CdoId) {
+        match op {
+            Op::Withdraw | Op::Retract => self.settle(cdo),
+            Op::Dispose => self.forget(cdo),
+            _ => {}
+        }
+        self.resolve((op, cdo), Ok(cdo));
+    }
+
+    /// A piece of stream transfer `transfer`, for its route.
+    fn piece(&mut self, transfer: TransferId, piece: Piece) {
+        if let Some(stream) = self.streams.get(&transfer) {
+            let stream = stream.clone();
+            self.events.push_back(Event::Piece { stream, piece });
+        }
+    }
+
+    /// Routes the pieces of stream transfer `transfer` to `stream` (until
+    /// [`ClientCore::unroute`]).
+    pub fn route(&mut self, transfer: TransferId, stream: T::Stream) {
+        self.streams.insert(transfer, stream);
+    }
+
+    /// Ends the route of stream transfer `transfer`.
+    pub fn unroute(&mut self, transfer: TransferId) {
+        self.streams.remove(&transfer);
+    }
+
+    /// The connection ended: every waiting call fails (its waiter is dropped), every
+    /// subscription's queue hears [`News::Closed`], and every later call fails at once.
+    pub fn close(&mut self) {
+        self.closed = true;
+        self.waiters.clear();
+        self.streams.clear();
+        self.transmit.clear();
+        self.subs.close(&mut self.events);
+    }
+}
+
+/// A transfer ended here: its bytes, and whether (and how) they were taken straight from
+/// the provider's memory; or why it failed.
+pub type Fetched<D> = Result<(D, Option<Direct>), String>;
+
+impl<T: Driver> std::fmt::Debug for ClientCore<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCore")
+            .field("app", &self.app)
+            .field("cdos", &self.cdos.len())
+            .field("waiting", &self.waiters.len())
+            .field("fetching", &self.fetching.len())
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}

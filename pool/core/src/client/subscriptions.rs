@@ -1,0 +1,135 @@
+//! The app's subscriptions as its client knows them: asked for (by the app's handle) until
+//! the PM confirms, then live (by the PM's id) until unsubscribed, ended by the PM or the
+//! connection's end; their events routed to their queues.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{CallId, CallResult, ClientCore, Driver, Event, News};
+use crate::events::{PoolEvent, SubId};
+use crate::proto::{Op, ToPm};
+
+pub(super) struct Subscriptions<T: Driver> {
+    /// Queues of subscriptions asked for, by the app's handle, until `Subscribed`.
+    asked: HashMap<u64, T::Events>,
+    /// Live subscriptions: the app's handle and the queue.
+    live: HashMap<SubId, (u64, T::Events)>,
+}
+
+impl<T: Driver> Default for Subscriptions<T> {
+    fn default() -> Self {
+        Subscriptions {
+            asked: HashMap::new(),
+            live: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Driver> Subscriptions<T> {
+    /// An event of `sub`, for its queue.
+    pub(super) fn event(&self, sub: SubId, event: PoolEvent, out: &mut VecDeque<Event<T>>) {
+        match self.live.get(&sub) {
+            Some((_, q)) => out.push_back(Event::Subscription {
+                events: q.clone(),
+                news: News::Event(event),
+            }),
+            None => tracing::debug!("event {} of unknown subscription {sub}", event.serial),
+        }
+    }
+
+    /// The PM ends a subscription that misses an acknowledgement deadline.
+    pub(super) fn ack_too_late(&mut self, sub: SubId, serial: u64, out: &mut VecDeque<Event<T>>) {
+        tracing::warn!(
+            "subscription {sub}: event {serial} was not acknowledged in time; the pool manager ended the subscription"
+        );
+        let Some((_, q)) = self.live.remove(&sub) else {
+            return;
+        };
+        let why =
+            format!("event {serial} was not acknowledged within the pool manager's ack timeout");
+        for news in [News::Late(serial), News::Ended(why)] {
+            out.push_back(Event::Subscription {
+                events: q.clone(),
+                news,
+            });
+        }
+    }
+
+    /// The connection ended: every live subscription's queue hears it.
+    pub(super) fn close(&mut self, out: &mut VecDeque<Event<T>>) {
+        self.asked.clear();
+        for (_, (_, events)) in self.live.drain() {
+            out.push_back(Event::Subscription {
+                events,
+                news: News::Closed,
+            });
+        }
+    }
+}
+
+impl<T: Driver> ClientCore<T> {
+    /// Sends `msg`, a `Subscribe` with the app's handle `local`, and files `waiter` for
+    /// the answer (the subscription's id); its events will go to `events`.
+    ///
+    /// # Errors
+    /// [`super::CallError::Closed`].
+    pub fn subscribe(
+        &mut self,
+        local: u64,
+        events: T::Events,
+        msg: ToPm,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        let call = self.call((Op::Subscribe, local), msg, waiter)?;
+        self.subs.asked.insert(local, events);
+        Ok(call)
+    }
+
+    /// The PM set up the subscription the app asked for as `local`. If nobody waits for
+    /// it any more ([`ClientCore::forget_subscription`]), it is ended at once: nobody would
+    /// read or acknowledge its events.
+    pub(super) fn subscribed(&mut self, local: u64, sub: SubId) {
+        match self.subs.asked.remove(&local) {
+            Some(q) => {
+                self.subs.live.insert(sub, (local, q));
+                self.resolve((Op::Subscribe, local), Ok(sub));
+            }
+            None => self.queue(ToPm::Unsubscribe { sub }),
+        }
+    }
+
+    /// The call that asked for subscription `local` ended without handing it out (an
+    /// error, a timeout, a dropped future): one the PM set up already is ended now, one
+    /// it sets up later when its answer comes.
+    pub fn forget_subscription(&mut self, local: u64) {
+        if self.subs.asked.remove(&local).is_some() {
+            return;
+        }
+        let set_up = self
+            .subs
+            .live
+            .iter()
+            .find(|(_, (l, _))| *l == local)
+            .map(|(&sub, _)| sub);
+        if let Some(sub) = set_up {
+            self.drop_subscription(sub);
+        }
+    }
+
+    /// Ends subscription `sub` (its events stop here now) and files `waiter` for the PM's
+    /// answer.
+    ///
+    /// # Errors
+    /// [`super::CallError::Closed`].
+    pub fn unsubscribe(&mut self, sub: SubId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.subs.live.remove(&sub);
+        self.call((Op::Unsubscribe, sub), ToPm::Unsubscribe { sub }, waiter)
+    }
+
+    /// Ends subscription `sub` without waiting for the PM (its events stop here now).
+    pub fn drop_subscription(&mut self, sub: SubId) {
+        self.subs.live.remove(&sub);
+        if !self.closed {
+            self.queue(ToPm::Unsubscribe { sub });
+        }
+    }
+}

@@ -1,0 +1,661 @@
+//! The client's protocol core ([`ClientCore`]) paired with the pool manager in memory: apps
+//! whose every message goes through a core, as the `pool` crate's clients do, with the
+//! harness standing in for their IO (memory reads, stream pieces, waiting calls). Every
+//! CDO lifecycle path, groups, inline CDOs, the local demand after a require, streams,
+//! subscriptions, integrity, calls given up and the connection's end.
+
+mod support;
+
+use std::collections::HashMap;
+
+use pool_core::attr::{self, AttrValue, Attributes};
+use pool_core::client::{
+    CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Transmit,
+};
+use pool_core::events::{EventKind, SubscribeOptions};
+use pool_core::proto::{CdoId, FromPm, OfferExtras, Op, Refusal, Source, ToPm};
+use pool_core::{ConnId, selector::Selector};
+use support::{Pm, memory_file, wrong};
+
+/// The harness's stand-ins: bytes are vectors, a waiting call is a tag, a subscription's
+/// queue a tag, a stream's route the transfer it fetches.
+struct Test;
+
+impl Driver for Test {
+    type Data = Vec<u8>;
+    type Waiter = u32;
+    type Memory = Vec<u8>;
+    type Events = u32;
+    type Stream = u64;
+}
+
+/// One app: its connection, its core, and what its core gave it to do.
+struct App {
+    conn: ConnId,
+    core: ClientCore<Test>,
+    /// Answers by waiting tag.
+    answers: HashMap<u32, CallResult<u64>>,
+    /// Subscriptions' news by queue tag.
+    news: HashMap<u32, Vec<News>>,
+    /// Messages it sent, in order.
+    sent: Vec<Transmit>,
+    /// Stream transfers it fetches: bytes so far.
+    streams: HashMap<u64, (Vec<u8>, u64)>,
+    /// Tickets it was given (the harness carries each out at once).
+    tickets: Vec<Source>,
+    /// Lent memory handed back with tickets.
+    lent_back: Vec<Vec<u8>>,
+}
+
+/// The PM and its apps, with the bytes every offer made readable (by region key).
+struct World {
+    pm: Pm,
+    apps: Vec<App>,
+    memory: HashMap<u64, Vec<u8>>,
+    /// Each offer's region key, by app and CDO.
+    offers: HashMap<(usize, CdoId), u64>,
+    /// Flip the first byte of every CDO a fetch reads (a corrupting transport).
+    corrupt: bool,
+    /// Hold tickets instead of carrying them out: (app, fetch).
+    hold: bool,
+    held: Vec<(usize, Fetch<Vec<u8>>)>,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            pm: Pm::new(),
+            apps: Vec::new(),
+            memory: HashMap::new(),
+            offers: HashMap::new(),
+            corrupt: false,
+            hold: false,
+            held: Vec::new(),
+        }
+    }
+
+    /// Joins `component` (shm endpoint on node1, or none: stream transfers only).
+    fn join(&mut self, component: &str, fabric: bool) -> usize {
+        let (conn, app) = if fabric {
+            self.pm.join(component)
+        } else {
+            self.pm.join_at(component, "node2", 9, None)
+        };
+        self.apps.push(App {
+            conn,
+            core: ClientCore::new(app),
+            answers: HashMap::new(),
+            news: HashMap::new(),
+            sent: Vec::new(),
+            streams: HashMap::new(),
+            tickets: Vec::new(),
+            lent_back: Vec::new(),
+        });
+        self.apps.len() - 1
+    }
+
+    fn core(&mut self, app: usize) -> &mut ClientCore<Test> {
+        &mut self.apps[app].core
+    }
+
+    /// Moves messages both ways and carries out what the cores ask until all is quiet.
+    fn pump(&mut self) {
+        loop {
+            let mut moved = false;
+            for i in 0..self.apps.len() {
+                while let Some(t) = self.apps[i].core.poll_transmit() {
+                    moved = true;
+                    let conn = self.apps[i].conn;
+                    let out = self.pm.send(conn, t.msg.clone());
+                    self.apps[i].sent.push(t);
+                    self.deliver(out);
+                }
+                while let Some(e) = self.apps[i].core.poll_event() {
+                    moved = true;
+                    self.carry_out(i, e);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
+        for (conn, m) in out {
+            if let Some(app) = self.apps.iter_mut().find(|a| a.conn == conn) {
+                app.core.handle(m);
+            }
+        }
+    }
+
+    fn carry_out(&mut self, i: usize, e: Event<Test>) {
+        match e {
+            Event::Answer { waiter, result } => {
+                let old = self.apps[i].answers.insert(waiter, result);
+                assert!(old.is_none(), "waiter {waiter} answered twice");
+            }
+            Event::Fetch(f) if self.hold => self.held.push((i, f)),
+            Event::Fetch(f) => self.fetch(i, f),
+            Event::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            } => {
+                let bytes = &self.memory[&self.offers[&(i, cdo)]];
+                let (o, n) = (offset as usize, len as usize);
+                let chunk = pool_core::proto::Chunk {
+                    transfer,
+                    offset,
+                    data: bytes[o..o + n].to_vec(),
+                };
+                self.core(i).send(ToPm::Chunk(chunk)).expect("chunk");
+            }
+            Event::Piece { stream, piece } => {
+                let (offset, data) = piece.expect("a piece");
+                let (buf, len) = self.apps[i].streams.get_mut(&stream).expect("routed");
+                buf[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
+                *len -= data.len() as u64;
+                if *len == 0 {
+                    let (buf, _) = self.apps[i].streams.remove(&stream).expect("routed");
+                    self.core(i).unroute(stream);
+                    self.core(i).fetched(stream, Ok((buf, None)));
+                }
+            }
+            Event::Subscription { events, news } => {
+                self.apps[i].news.entry(events).or_default().push(news);
+            }
+        }
+    }
+
+    /// Carries out a ticket as a driver would: reads the region, takes the inline bytes,
+    /// or fetches a stream in one piece.
+    fn fetch(&mut self, i: usize, f: Fetch<Vec<u8>>) {
+        self.apps[i].tickets.push(f.source.clone());
+        if let Some(lent) = f.lent {
+            self.apps[i].lent_back.push(lent);
+        }
+        let mut bytes = match &f.source {
+            Source::Rma { region, .. } => self.memory[&region.key].clone(),
+            Source::Inline { bytes } => bytes.0.to_vec(),
+            Source::Stream { len } => {
+                let core = self.core(i);
+                core.route(f.transfer, f.transfer);
+                let msg = ToPm::Fetch {
+                    transfer: f.transfer,
+                    offset: 0,
+                    len: *len,
+                };
+                core.send(msg).expect("fetch");
+                let buf = vec![0; *len as usize];
+                self.apps[i].streams.insert(f.transfer, (buf, *len));
+                return;
+            }
+            Source::SameProcess { .. } => panic!("no app shares a process here"),
+        };
+        if self.corrupt && !bytes.is_empty() {
+            bytes[0] ^= 0xff;
+        }
+        self.core(i).fetched(f.transfer, Ok((bytes, None)));
+    }
+
+    /// Declares `name` at `app`, seals it with `.user.step`, offers `bytes` (inline when
+    /// `inline`); the CDO and the tag its offer's answer comes under.
+    fn offer(&mut self, app: usize, name: &str, bytes: &[u8], inline: bool) -> (CdoId, u32) {
+        let mut attributes = Attributes::new();
+        attributes.insert(".user.step".into(), AttrValue::Int(2));
+        self.offer_sealed(app, name, (bytes, inline), attributes)
+    }
+
+    /// As [`World::offer`], sealed with `attributes` (and the bytes' checksum).
+    fn offer_sealed(
+        &mut self,
+        app: usize,
+        name: &str,
+        (bytes, inline): (&[u8], bool),
+        mut attributes: Attributes,
+    ) -> (CdoId, u32) {
+        let cdo = self.core(app).declare(name).expect("declare");
+        attr::add_checksum(&mut attributes, bytes);
+        let key = self.memory.len() as u64 + 100;
+        self.memory.insert(key, bytes.to_vec());
+        self.offers.insert((app, cdo), key);
+        let region = fabric_types::RemoteRegion {
+            addr: 0,
+            key,
+            len: bytes.len() as u64,
+        };
+        let mut extras = OfferExtras::new(Vec::new(), Some(memory_file()));
+        if inline {
+            extras = extras.with_inline(bytes.to_vec());
+        }
+        let msg = ToPm::SealOffer {
+            cdo,
+            attributes,
+            region,
+            extras,
+        };
+        let tag = 1000 + cdo as u32;
+        self.core(app).offer(cdo, msg, tag).expect("offer");
+        (cdo, tag)
+    }
+
+    fn answer(&self, app: usize, tag: u32) -> Option<&CallResult<u64>> {
+        self.apps[app].answers.get(&tag)
+    }
+
+    /// The messages `app` sent, without the deferred flag.
+    fn sent(&self, app: usize) -> Vec<&ToPm> {
+        self.apps[app].sent.iter().map(|t| &t.msg).collect()
+    }
+}
+
+fn waiting<D>(d: Demand<D>) -> pool_core::client::CallId {
+    match d {
+        Demand::Waiting(call) => call,
+        Demand::Here(..) => panic!("the demand was answered locally"),
+    }
+}
+
+#[test]
+fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    let bytes: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    let (offer, offered) = w.offer(p, "field", &bytes, false);
+    let cdo = w.core(c).declare("field").expect("declare");
+    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    w.pump();
+    assert_eq!(w.answer(p, offered), Some(&Ok(offer)));
+    assert_eq!(
+        w.answer(c, 1),
+        Some(&Ok(cdo)),
+        "the ticket completed the demand"
+    );
+    assert!(matches!(w.apps[c].tickets[..], [Source::Rma { .. }]));
+    let (got, attrs) = w.core(c).take_arrived(cdo).expect("arrived");
+    assert_eq!(got, bytes);
+    // The built-in attributes tickets leave out, filled in by the core.
+    assert_eq!(attrs.get(attr::NAME), Some(&AttrValue::Str("field".into())));
+    assert_eq!(attrs.get(attr::LOCAL_SIZE), Some(&AttrValue::Uint(5000)));
+    assert_eq!(
+        attrs.get(attr::PROVIDER),
+        Some(&AttrValue::Str("producer:0".into()))
+    );
+    assert_eq!(attrs.get(".user.step"), Some(&AttrValue::Int(2)));
+    // The consumer reported the transfer, and nothing waits: its dispose is not answered.
+    assert!(
+        w.sent(c)
+            .iter()
+            .any(|m| matches!(m, ToPm::TransferDone { error: None, .. }))
+    );
+    assert_eq!(w.core(c).dispose(cdo, 2).expect("dispose"), None);
+    // The producer's offer is busy until withdrawn: its dispose waits, and is refused.
+    assert!(w.core(p).dispose(offer, 3).expect("dispose").is_some());
+    w.pump();
+    assert_eq!(
+        w.answer(p, 3),
+        Some(&Err(CallError::Refused {
+            op: Op::Dispose,
+            why: wrong(Op::Dispose, "offered"),
+        }))
+    );
+    w.core(p)
+        .call((Op::Withdraw, offer), ToPm::Withdraw { cdo: offer }, 4)
+        .expect("withdraw");
+    w.pump();
+    assert_eq!(w.answer(p, 4), Some(&Ok(offer)));
+    // Withdrawn: settled, so disposed without an answer, and forgotten.
+    assert_eq!(w.core(p).dispose(offer, 5).expect("dispose"), None);
+    assert_eq!(w.core(p).name(offer), None);
+    w.pump();
+    assert!(w.answer(p, 5).is_none());
+}
+
+#[test]
+fn small_cdos_come_with_their_tickets_and_are_not_reported() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    w.offer(p, "scalar", b"42", true);
+    let cdo = w.core(c).declare("scalar").expect("declare");
+    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    w.pump();
+    assert!(matches!(w.apps[c].tickets[..], [Source::Inline { .. }]));
+    assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
+    assert_eq!(w.core(c).take_arrived(cdo).expect("arrived").0, b"42");
+    // The PM counted the transfer done as it sent the ticket.
+    assert!(
+        !w.sent(c)
+            .iter()
+            .any(|m| matches!(m, ToPm::TransferDone { .. }))
+    );
+}
+
+#[test]
+fn a_demand_after_a_completed_require_is_local_and_only_noticed() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    let bytes = vec![7u8; 70_000];
+    w.offer(p, "prefetched", &bytes, false);
+    let cdo = w.core(c).declare("prefetched").expect("declare");
+    w.core(c).require(cdo, 1).expect("require");
+    w.pump();
+    assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
+    let before = w.apps[c].sent.len();
+    let Demand::Here(got, attrs) = w.core(c).demand(cdo, 2).expect("demand") else {
+        panic!("the required CDO's demand waited");
+    };
+    assert_eq!(got, bytes);
+    assert_eq!(attrs.get(attr::LOCAL_SIZE), Some(&AttrValue::Uint(70_000)));
+    w.pump();
+    // One message, deferred, which the PM answers to nobody.
+    let after = &w.apps[c].sent[before..];
+    assert_eq!(
+        after,
+        [Transmit {
+            msg: ToPm::Demand { cdo },
+            deferred: true,
+        }]
+    );
+    assert!(w.answer(c, 2).is_none());
+    // Demanded and here: settled, so its dispose is not answered.
+    assert_eq!(w.core(c).dispose(cdo, 3).expect("dispose"), None);
+}
+
+#[test]
+fn a_stream_transfer_is_fetched_piece_by_piece_through_both_cores() {
+    let mut w = World::new();
+    let p = w.join("producer", true);
+    let c = w.join("far", false);
+    let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    w.offer(p, "far-away", &bytes, false);
+    let cdo = w.core(c).declare("far-away").expect("declare");
+    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    w.pump();
+    assert!(matches!(
+        w.apps[c].tickets[..],
+        [Source::Stream { len: 3000 }]
+    ));
+    assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
+    assert_eq!(w.core(c).take_arrived(cdo).expect("arrived").0, bytes);
+}
+
+#[test]
+fn memory_lent_for_a_demand_goes_with_its_ticket() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    w.offer(p, "into", &[1; 100_000], false);
+    let cdo = w.core(c).declare("into").expect("declare");
+    w.core(c).lend(cdo, vec![0; 100_000]);
+    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    w.pump();
+    assert_eq!(w.apps[c].lent_back.len(), 1);
+    assert_eq!(w.core(c).unlend(cdo), None, "handed out once");
+    // Lent and not used: taken back.
+    let other = w.core(c).declare("nobody-offers").expect("declare");
+    w.core(c).lend(other, vec![0; 10]);
+    assert_eq!(w.core(c).unlend(other), Some(vec![0; 10]));
+}
+
+#[test]
+fn corrupted_bytes_fail_the_demand_and_are_reported() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
+    w.offer_sealed(p, "checked", (&[3; 64], false), integrity);
+    w.corrupt = true;
+    let cdo = w.core(c).declare("checked").expect("declare");
+    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    w.pump();
+    match w.answer(c, 1) {
+        Some(Err(CallError::Integrity(why))) => assert!(why.contains("producer:0"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(w.sent(c).iter().any(|m| matches!(
+        m,
+        ToPm::TransferDone { error: Some(why), .. } if why.starts_with("integrity check failed")
+    )));
+    assert!(w.core(c).take_arrived(cdo).is_err(), "no data was kept");
+}
+
+#[test]
+fn a_group_is_demanded_in_one_message_and_its_members_arrive_each() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    let names = ["g/0", "g/1", "g/2"];
+    for (i, n) in names.iter().enumerate() {
+        w.offer(p, n, &vec![i as u8; 10 + i], i == 0);
+    }
+    // The group's own CDO lists its members.
+    w.offer_sealed(p, "g", (&[], false), attr::group_attributes(&names));
+    let g = w.core(c).declare("g").expect("declare");
+    let (first, _) = w.core(c).demand_group(g, 1).expect("demand group");
+    w.pump();
+    // One message asked for the group and its members; none asked for a member (the
+    // others report the RMA members' transfers).
+    let asked: Vec<_> = w
+        .sent(c)
+        .into_iter()
+        .filter(|m| !matches!(m, ToPm::Declare { .. } | ToPm::TransferDone { .. }))
+        .collect();
+    assert!(
+        matches!(
+            &asked[..],
+            [ToPm::DemandGroup { group, first: f, capacity: pool_core::client::GROUP_IDS }] if *group == g && *f == first
+        ),
+        "{asked:?}"
+    );
+    assert_eq!(w.answer(c, 1), Some(&Ok(g)));
+    let (listed, _attrs) = w.core(c).take_group(g).expect("named");
+    assert_eq!(listed, names);
+    for (i, name) in names.iter().enumerate() {
+        let member = first + i as u64;
+        assert_eq!(w.core(c).name(member).map(|n| &**n), Some(*name));
+        let Demand::Here(bytes, attrs) = w.core(c).arrival(member, 10).expect("arrival") else {
+            panic!("member {i} not here after the pump");
+        };
+        assert_eq!(bytes, vec![i as u8; 10 + i]);
+        assert_eq!(attrs.get(attr::NAME), Some(&AttrValue::Str((*name).into())));
+    }
+    // A declared CDO that is no group: the PM refuses, and the core names nothing.
+    let plain = w.core(c).declare("g/0").expect("declare");
+    w.core(c).demand_group(plain, 2).expect("demand group");
+    w.pump();
+    assert!(matches!(
+        w.answer(c, 2),
+        Some(Err(CallError::Refused { .. }))
+    ));
+    assert_eq!(w.core(c).take_group(plain), None);
+}
+
+#[test]
+fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
+    let mut core: ClientCore<Test> = ClientCore::new(3);
+    core.handle(FromPm::GroupMembers {
+        group: 5,
+        names: vec!["x".into()],
+        attributes: Attributes::new(),
+    });
+    assert!(core.poll_event().is_none());
+    assert_eq!(core.take_group(5), None);
+}
+
+#[test]
+fn an_answer_goes_to_the_oldest_call_still_waiting() {
+    let mut w = World::new();
+    let p = w.join("producer", true);
+    let cdo = w.core(p).declare("twice").expect("declare");
+    let msg = || ToPm::Seal {
+        cdo,
+        attributes: Attributes::new(),
+    };
+    let first = w.core(p).call((Op::Seal, cdo), msg(), 1).expect("seal");
+    w.core(p).call((Op::Seal, cdo), msg(), 2).expect("seal");
+    // The first gave up (a timeout): the first answer goes to the second call.
+    w.core(p).abandon((Op::Seal, cdo), first);
+    w.pump();
+    assert_eq!(w.answer(p, 1), None);
+    assert_eq!(w.answer(p, 2), Some(&Ok(cdo)));
+}
+
+#[test]
+fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
+    let mut w = World::new();
+    let (s, p) = (w.join("tracer", true), w.join("producer", true));
+    let subscribe = |local: u64| ToPm::Subscribe {
+        local,
+        kinds: EventKind::Offer.into(),
+        selector: Box::new(Selector::all().expr().clone()),
+        options: SubscribeOptions::default(),
+    };
+    w.core(s)
+        .subscribe(1, 77, subscribe(1), 1)
+        .expect("subscribe");
+    w.pump();
+    let Some(Ok(sub)) = w.answer(s, 1).cloned() else {
+        panic!("not subscribed: {:?}", w.answer(s, 1));
+    };
+    w.offer(p, "seen", b"x", true);
+    w.pump();
+    assert!(matches!(&w.apps[s].news[&77][..], [News::Event(e)] if e.kind == EventKind::Offer));
+    // A subscription whose caller gave up before the answer is ended when it comes.
+    w.core(s)
+        .subscribe(2, 78, subscribe(2), 2)
+        .expect("subscribe");
+    w.core(s).forget_subscription(2);
+    w.pump();
+    let ended = w.apps[s]
+        .sent
+        .iter()
+        .filter(|t| matches!(t.msg, ToPm::Unsubscribe { .. }));
+    assert_eq!(ended.count(), 1);
+    assert!(!w.apps[s].news.contains_key(&78));
+    // The PM ending one for a late acknowledgement: its queue hears both.
+    w.core(s).handle(FromPm::AckTooLate { sub, serial: 9 });
+    let news: Vec<_> = std::iter::from_fn(|| w.core(s).poll_event()).collect();
+    assert!(matches!(
+        &news[..],
+        [
+            Event::Subscription {
+                events: 77,
+                news: News::Late(9)
+            },
+            Event::Subscription {
+                events: 77,
+                news: News::Ended(_)
+            },
+        ]
+    ));
+    // Its events stop here.
+    w.offer(p, "unseen", b"y", true);
+    w.pump();
+    assert_eq!(w.apps[s].news[&77].len(), 1);
+}
+
+#[test]
+fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    w.offer(p, "kept", &[5; 10], true);
+    let kept = w.core(c).declare("kept").expect("declare");
+    w.core(c).require(kept, 1).expect("require");
+    let never = w.core(c).declare("never").expect("declare");
+    waiting(w.core(c).demand(never, 2).expect("demand"));
+    w.core(c)
+        .subscribe(
+            3,
+            55,
+            ToPm::Subscribe {
+                local: 3,
+                kinds: EventKind::Offer.into(),
+                selector: Box::new(Selector::all().expr().clone()),
+                options: SubscribeOptions::default(),
+            },
+            3,
+        )
+        .expect("subscribe");
+    w.pump();
+    w.core(c).close();
+    let ends: Vec<_> = std::iter::from_fn(|| w.core(c).poll_event()).collect();
+    // The waiting demand's waiter is dropped (its driver sees the connection gone); the
+    // subscription hears it.
+    assert!(matches!(
+        &ends[..],
+        [Event::Subscription {
+            events: 55,
+            news: News::Closed
+        }]
+    ));
+    assert!(w.core(c).is_closed());
+    assert_eq!(w.core(c).declare("late"), Err(CallError::Closed));
+    assert_eq!(w.core(c).send(ToPm::Leave), Err(CallError::Closed));
+    // The required bytes are here: the demand needs no PM.
+    assert!(matches!(w.core(c).demand(kept, 4), Ok(Demand::Here(..))));
+    assert!(
+        w.core(c).poll_transmit().is_none(),
+        "nothing goes to a closed connection"
+    );
+}
+
+#[test]
+fn bad_names_and_unknown_transfers_are_refused_or_ignored() {
+    let mut core: ClientCore<Test> = ClientCore::new(3);
+    assert_eq!(
+        core.declare(""),
+        Err(CallError::Refused {
+            op: Op::Declare,
+            why: Refusal::BadName,
+        })
+    );
+    assert!(
+        core.poll_transmit().is_none(),
+        "nothing sent for a bad name"
+    );
+    // A transfer nobody ticketed ends quietly.
+    core.fetched(99, Ok((vec![1], None)));
+    assert!(core.poll_transmit().is_none());
+    // A refusal nobody waits for is only logged.
+    core.handle(FromPm::Refused {
+        op: Op::Seal,
+        cdo: Some(5),
+        why: Refusal::UnknownCdo,
+    });
+    assert!(core.poll_event().is_none());
+}
+
+#[test]
+fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
+    let mut w = World::new();
+    let c = w.join("consumer", true);
+    // Retracted: the PM agrees, the CDO is settled, its dispose is not answered.
+    let retracted = w.core(c).declare("nobody-offers").expect("declare");
+    waiting(w.core(c).demand(retracted, 1).expect("demand"));
+    w.core(c)
+        .call(
+            (Op::Retract, retracted),
+            ToPm::Retract { cdo: retracted },
+            2,
+        )
+        .expect("retract");
+    w.pump();
+    assert_eq!(w.answer(c, 2), Some(&Ok(retracted)));
+    assert!(
+        w.answer(c, 1).is_none(),
+        "the demand waits on (its driver's timeout ends it)"
+    );
+    assert_eq!(w.core(c).dispose(retracted, 3).expect("dispose"), None);
+    // Disposed while demanded: the dispose waits for the PM; when it agrees, the waiting
+    // demand ends (before the dispose's answer).
+    let disposed = w.core(c).declare("nobody-offers-either").expect("declare");
+    waiting(w.core(c).demand(disposed, 4).expect("demand"));
+    assert!(w.core(c).dispose(disposed, 5).expect("dispose").is_some());
+    w.pump();
+    let answers = (w.answer(c, 4).cloned(), w.answer(c, 5).cloned());
+    let ended = CallError::Disposed {
+        op: Op::Demand,
+        cdo: disposed,
+    };
+    assert_eq!(answers, (Some(Err(ended)), Some(Ok(disposed))));
+    assert_eq!(w.core(c).name(disposed), None);
+}
