@@ -207,7 +207,9 @@ impl Shared {
                 sent = Err(e);
             }
         }
-        let events: Vec<Event<Io>> = std::iter::from_fn(|| core.poll_event()).collect();
+        // Mostly one answer or one ticket: no allocation for them.
+        let events: smallvec::SmallVec<[Event<Io>; 2]> =
+            std::iter::from_fn(|| core.poll_event()).collect();
         drop(core);
         for e in events {
             self.carry_out(e);
