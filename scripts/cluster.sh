@@ -12,6 +12,8 @@
 #   cluster.sh kill-node I        SIGKILL everything on node nI (its slurmd and tasks): a node crash
 #   cluster.sh link I IFACE up|down   take node nI's interface (eth0, eth1) down or up
 #   cluster.sh exec I CMD...      run CMD inside node nI (its network, hostname and mounts)
+#   cluster.sh rsh nI COMMAND     run COMMAND through a shell inside node nI: mpirun's launch
+#                                 agent (--mca plm_rsh_agent "cluster.sh rsh")
 #
 # Nodes are n1..nN (CLUSTER_NODES, default 3) at 198.18.7.I on bridge mstrbr1 (eth0 in each
 # node); with CLUSTER_NETS=2 also at 198.18.8.I on bridge mstrbr2 (eth1), so that NIC choice
@@ -282,5 +284,16 @@ case ${1:-} in
         # in the node's root, and relative paths would fail).
         exec nsenter -t "$pid" -n -m -u --wd="$PWD" "$@"
         ;;
-    *) echo "usage: $0 {start|stop|status|env|kill-node I|link I IFACE up|down|exec I CMD...}" >&2; exit 2 ;;
+    rsh)
+        # mpirun's launch agent (`--mca plm_rsh_agent "cluster.sh rsh"`): runs COMMAND
+        # (one string or words, as ssh takes it) through a shell inside node nI.
+        [[ ${2:-} =~ ^n([0-9]+)$ ]] || die "rsh: host '${2:-}': use n1 to n$N"
+        i=${BASH_REMATCH[1]}
+        node_ok "$i"
+        shift 2
+        (($#)) || die "rsh: no command for n$i"
+        pid=$(cat "$D/run/slurmd.n$i.pid")
+        exec nsenter -t "$pid" -n -m -u --wd="$PWD" sh -c "$*"
+        ;;
+    *) echo "usage: $0 {start|stop|status|env|kill-node I|link I IFACE up|down|exec I CMD...|rsh nI COMMAND}" >&2; exit 2 ;;
 esac

@@ -15,6 +15,7 @@ PKGS=(
     libslurm-dev                           # slurm/spank.h for the SPANK plugin
     openmpi-bin libopenmpi-dev             # mpirun tests
     iproute2 procps                        # network-namespace tests, process checks
+    iperf3                                 # the across-nodes benchmark's reference
     g++ valgrind                           # C API tests: C++ header check, leak check
     python3 python3-venv                   # the Python module and its tests (.venv)
 )

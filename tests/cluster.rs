@@ -1,7 +1,9 @@
 //! Across nodes: a 3-node Slurm cluster in network namespaces (`scripts/cluster.sh`, two
 //! networks), `srun -N 3 --mpi=pmix` of pmix_hello, of the pool workflow (PM and a producer
 //! on n1, a producer on n2, the consumer on n3: data over TCP between nodes, shm only
-//! within one), and of the C programs (PM tool, producer, consumer on three nodes).
+//! within one), and of the C programs (PM tool, producer, consumer on three nodes); and
+//! Open MPI's `mpirun` across the same nodes (`cluster.sh rsh` as its launch agent) of
+//! pmix_hello and the pool workflow.
 
 mod common;
 
@@ -25,6 +27,46 @@ fn pmix_hello_runs_one_rank_per_node() {
         let on = format!("rank {rank} of 3 on {node}");
         assert!(out.stdout.contains(&on), "no {on:?} in\n{}", out.stdout);
     }
+}
+
+#[test]
+fn mpirun_places_one_rank_per_node_through_the_launch_agent() {
+    let cluster = Cluster::start();
+    let out = run(
+        cluster
+            .mpirun("n1,n2,n3")
+            .args(["-np", "3"])
+            .arg(example("pmix_hello")),
+        Duration::from_secs(120),
+    );
+    out.assert_hello(3);
+    for (rank, node) in [(0, "n1"), (1, "n2"), (2, "n3")] {
+        let on = format!("rank {rank} of 3 on {node}");
+        assert!(out.stdout.contains(&on), "no {on:?} in\n{}", out.stdout);
+    }
+    // Publish/lookup goes through mpirun's data server across the nodes.
+    assert_eq!(
+        out.lines_with("publish/lookup: ok (").len(),
+        2,
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn the_pool_workflow_spans_three_nodes_under_mpirun() {
+    let cluster = Cluster::start();
+    let out = run(
+        cluster
+            .mpirun("n1:2,n2,n3")
+            .args(["-np", "4"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "20", "--max-size", "4194304"]),
+        Duration::from_secs(180),
+    );
+    out.assert_workflow(20);
+    // The PM (rank 0, on n1) is reached at n1's addresses, not this host's.
+    assert!(out.stdout.contains("198.18.7.1:"), "{}", out.stdout);
 }
 
 #[test]

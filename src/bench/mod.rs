@@ -15,7 +15,7 @@ use fabric::baseline::RawEndpoint;
 use fabric::{Buffer, Endpoint, MemoryRegion, ProgressMode};
 use serde::Serialize;
 
-use peer::{OwnerProcess, PeerError, Serving, loopback_offer};
+use peer::{OwnerProcess, PeerError, Remote, Serving};
 
 /// The benchmarks (`maestro bench ...`).
 #[derive(clap::Subcommand, Debug)]
@@ -88,6 +88,9 @@ pub struct FabricBench {
     /// Progress mode of our layer, on both sides: block (sleep when idle) or spin.
     #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
     pub progress: ProgressMode,
+    /// Where the owner runs and the interface both sides use.
+    #[command(flatten)]
+    pub remote: Remote,
 }
 
 /// One line of the result.
@@ -137,6 +140,9 @@ impl FabricBench {
     /// Setup failures, a failed read, or corrupted data (the first read of every size is
     /// verified).
     pub fn run(&self) -> Result<Vec<Row>, PeerError> {
+        self.remote
+            .check(&self.provider)
+            .map_err(PeerError::Usage)?;
         let ours = self.measure_ours()?;
         let raw = if self.baseline {
             Some(self.measure_raw()?)
@@ -179,8 +185,9 @@ impl FabricBench {
             &self.provider,
             self.region_len(),
             Serving::Ours(self.progress),
+            &self.remote,
         )?;
-        let ep = Endpoint::open_with(&loopback_offer(&self.provider)?, self.progress)?;
+        let ep = Endpoint::open_with(&self.remote.offer(&self.provider)?, self.progress)?;
         let peer = ep.insert_peer(&owner.info.address)?;
         let mut out = Vec::new();
         for &size in &self.sizes {
@@ -202,8 +209,13 @@ impl FabricBench {
     }
 
     pub(crate) fn measure_raw(&self) -> Result<Vec<f64>, PeerError> {
-        let owner = OwnerProcess::spawn(&self.provider, self.region_len(), Serving::Raw)?;
-        let mut ep = RawEndpoint::open(&loopback_offer(&self.provider)?)?;
+        let owner = OwnerProcess::spawn(
+            &self.provider,
+            self.region_len(),
+            Serving::Raw,
+            &self.remote,
+        )?;
+        let mut ep = RawEndpoint::open(&self.remote.offer(&self.provider)?)?;
         let peer = ep.insert(&owner.info.address)?;
         let mut out = Vec::new();
         for &size in &self.sizes {

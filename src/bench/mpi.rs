@@ -36,11 +36,27 @@ pub enum MpiBenchError {
     #[error("the MPI ping program did not finish within {0:?} and was killed")]
     Timeout(Duration),
     /// A line of output that is not `size iterations GB/s`.
-    #[error("the MPI ping program printed {0:?}, not `size iterations GB/s`")]
+    #[error(
+        "the MPI ping program printed {0:?}, not what it prints (`hosts H0 H1`, then `size iterations GB/s`)"
+    )]
     Output(String),
+    /// Both ranks ran on one host when asked to run on two.
+    #[error(
+        "mpirun placed both ranks on {0}, not one on each of --mpi-hosts: check the host names and that the launch agent reaches the other host"
+    )]
+    OneHost(String),
     /// Files or processes.
     #[error("MPI ping program: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// What the ping program measured, and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MpiRun {
+    /// The hosts of rank 0 and rank 1.
+    pub hosts: [String; 2],
+    /// One row per size.
+    pub rows: Vec<MpiRow>,
 }
 
 /// Open MPI's bandwidth for one size.
@@ -54,13 +70,30 @@ pub struct MpiRow {
     pub gbps: f64,
 }
 
+/// Where the two ranks run when not both on this host.
+#[derive(Clone, Copy, Debug)]
+pub struct Across<'a> {
+    /// `mpirun --host`: one rank on each (`n1,n2`).
+    pub hosts: &'a str,
+    /// The command mpirun starts its daemons on other hosts with (`plm_rsh_agent`); ssh
+    /// when `None`.
+    pub agent: Option<&'a str>,
+}
+
 /// Compiles and runs the ping program for `sizes`, `window` messages in flight, about
-/// `volume` bytes per size (20 to 20,000 messages, as the demands).
+/// `volume` bytes per size (20 to 20,000 messages, as the demands); both ranks on this
+/// host, or one on each host of `across` (the program is built in `TMPDIR`, which every
+/// host must see at the same path).
 ///
 /// # Errors
 /// [`MpiBenchError`]: Open MPI missing, compiling or running failed or took too long,
-/// output that does not parse.
-pub fn measure(sizes: &[usize], window: u16, volume: usize) -> Result<Vec<MpiRow>, MpiBenchError> {
+/// output that does not parse; [`MpiBenchError::OneHost`] when `across` was asked for
+/// and both ranks ran on one host.
+pub fn measure(
+    sizes: &[usize],
+    (window, volume): (u16, usize),
+    across: Option<Across<'_>>,
+) -> Result<MpiRun, MpiBenchError> {
     let dir = tempfile::Builder::new().prefix("maestro-mpi-").tempdir()?;
     let src = dir.path().join("pingpong.c");
     let exe = dir.path().join("pingpong");
@@ -71,6 +104,12 @@ pub fn measure(sizes: &[usize], window: u16, volume: usize) -> Result<Vec<MpiRow
     run("mpicc", &mut cc, deadline)?;
     let mut mpirun = Command::new("mpirun");
     mpirun.args(["-np", "2", "--bind-to", "none"]);
+    if let Some(a) = across {
+        mpirun.args(["--host", a.hosts, "--map-by", "node"]);
+        if let Some(agent) = a.agent {
+            mpirun.args(["--mca", "plm_rsh_agent", agent]);
+        }
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         mpirun.arg("--allow-run-as-root");
@@ -80,7 +119,11 @@ pub fn measure(sizes: &[usize], window: u16, volume: usize) -> Result<Vec<MpiRow
         .arg(window.to_string())
         .arg(volume.to_string())
         .args(sizes.iter().map(ToString::to_string));
-    parse(&run("mpirun", &mut mpirun, deadline)?)
+    let measured = parse(&run("mpirun", &mut mpirun, deadline)?)?;
+    if across.is_some() && measured.hosts[0] == measured.hosts[1] {
+        return Err(MpiBenchError::OneHost(measured.hosts[0].clone()));
+    }
+    Ok(measured)
 }
 
 /// Runs `cmd` in its own process group, killed (the whole group) at `deadline`; its stdout.
@@ -137,10 +180,14 @@ fn run(what: &'static str, cmd: &mut Command, deadline: Instant) -> Result<Strin
 }
 
 /// The ping program's lines: `size iterations GB/s`.
-fn parse(stdout: &str) -> Result<Vec<MpiRow>, MpiBenchError> {
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
+fn parse(stdout: &str) -> Result<MpiRun, MpiBenchError> {
+    let mut lines = stdout.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next().unwrap_or_default();
+    let hosts = match first.split_whitespace().collect::<Vec<_>>()[..] {
+        ["hosts", h0, h1] => [h0.to_string(), h1.to_string()],
+        _ => return Err(MpiBenchError::Output(first.to_string())),
+    };
+    let rows = lines
         .map(|line| {
             let bad = || MpiBenchError::Output(line.to_string());
             let mut f = line.split_whitespace();
@@ -154,7 +201,8 @@ fn parse(stdout: &str) -> Result<Vec<MpiRow>, MpiBenchError> {
                 gbps,
             })
         })
-        .collect()
+        .collect::<Result<_, MpiBenchError>>()?;
+    Ok(MpiRun { hosts, rows })
 }
 
 #[cfg(test)]
@@ -163,9 +211,10 @@ mod tests {
 
     #[test]
     fn output_lines_parse_and_bad_ones_are_named() {
-        let rows = parse("8 20000 0.0007\n\n1048576 1024 2.7440\n").expect("parses");
+        let run = parse("hosts n1 n2\n8 20000 0.0007\n\n1048576 1024 2.7440\n").expect("parses");
+        assert_eq!(run.hosts, ["n1", "n2"]);
         assert_eq!(
-            rows,
+            run.rows,
             [
                 MpiRow {
                     size: 8,
@@ -180,7 +229,11 @@ mod tests {
             ]
         );
         for bad in ["8 20000", "eight 1 1.0", "8 1 fast"] {
-            let err = parse(bad).expect_err("malformed");
+            let err = parse(&format!("hosts a b\n{bad}")).expect_err("malformed");
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+        for bad in ["8 20000 0.1", "hosts n1", ""] {
+            let err = parse(bad).expect_err("no hosts line");
             assert!(err.to_string().contains(bad), "{err}");
         }
     }

@@ -40,6 +40,9 @@ pub struct OwnerInfo {
 /// Errors of the two-process runs.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
+    /// Options that do not go together; the text says which and what to do.
+    #[error("{0}")]
+    Usage(String),
     /// A fabric error.
     #[error(transparent)]
     Fabric(#[from] fabric::FabricError),
@@ -74,16 +77,99 @@ pub enum PeerError {
 /// # Errors
 /// Discovery or selection errors naming what exists.
 pub fn loopback_offer(provider: &str) -> Result<ProviderInfo, PeerError> {
+    offer_on(provider, None)
+}
+
+/// The offer for `provider` on the network interface `iface` (loopback when `None`; shared
+/// memory needs none).
+///
+/// # Errors
+/// Discovery or selection errors naming what exists.
+pub fn offer_on(provider: &str, iface: Option<&str>) -> Result<ProviderInfo, PeerError> {
     let shm = fabric::ProviderClass::of(provider) == fabric::ProviderClass::SharedMemory;
     let cfg = Config {
         provider: Some(provider.to_string()),
-        iface: (!shm).then(|| "lo".to_string()),
+        iface: (!shm).then(|| iface.unwrap_or("lo").to_string()),
         ..Config::default()
     };
     let scope = if shm { Scope::SameNode } else { Scope::AnyNode };
     Ok(select(&discover()?, &cfg, scope, &[])
         .map_err(fabric::FabricError::from)?
         .remove(0))
+}
+
+/// Where the other process of a two-process benchmark runs (the pool benchmark's
+/// provider, the raw baseline's owner), and the network interface both processes use.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Remote {
+    /// The network interface both processes' endpoints open on (not for shm; default
+    /// loopback): across nodes, each node's interface to the other (`eth0`).
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Runs the other process (the pool's provider, the raw baseline's owner) on another
+    /// node: this command, split at spaces, is put in front of its command line, as
+    /// mpirun's launch agent is (`scripts/cluster.sh exec 2`). Needs a network provider
+    /// and `--iface`.
+    #[arg(long)]
+    pub launcher: Option<String>,
+}
+
+impl Remote {
+    /// Refuses a launcher that cannot work with `provider`.
+    ///
+    /// # Errors
+    /// The reason and what to do, as text.
+    pub fn check(&self, provider: &str) -> Result<(), String> {
+        let Some(launcher) = &self.launcher else {
+            return Ok(());
+        };
+        if launcher.trim().is_empty() {
+            return Err(
+                "--launcher is empty: give the command that runs a program on the other node"
+                    .into(),
+            );
+        }
+        if fabric::ProviderClass::of(provider) == fabric::ProviderClass::SharedMemory {
+            return Err(format!(
+                "--launcher runs the other process on another node, which {provider} does not reach: use a network provider (--provider 'tcp;ofi_rxm')"
+            ));
+        }
+        if self.iface.is_none() {
+            return Err("--launcher needs --iface: the interface both nodes reach each other on (loopback does not leave a node)".into());
+        }
+        Ok(())
+    }
+
+    /// A command that runs this executable where the other process belongs: here, or
+    /// through the launcher.
+    ///
+    /// # Errors
+    /// When this executable's path is unknown.
+    pub fn command(&self) -> std::io::Result<Command> {
+        let exe = std::env::current_exe()?;
+        let mut words = self.launcher.iter().flat_map(|l| l.split_whitespace());
+        Ok(match words.next() {
+            Some(first) => {
+                let mut c = Command::new(first);
+                c.args(words).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        })
+    }
+
+    /// The offer for `provider` on this side's interface.
+    ///
+    /// # Errors
+    /// As [`offer_on`].
+    pub fn offer(&self, provider: &str) -> Result<ProviderInfo, PeerError> {
+        offer_on(provider, self.iface.as_deref())
+    }
+
+    /// The options that tell the other process the interface.
+    pub fn args(&self) -> impl Iterator<Item = &str> {
+        self.iface.iter().flat_map(|i| ["--iface", i.as_str()])
+    }
 }
 
 /// How the owner serves: bare libfabric, or our layer with a progress mode.
@@ -120,6 +206,9 @@ pub struct PeerArgs {
     /// Reads to do; 0 = until an error (reader).
     #[arg(long, default_value_t = 1)]
     count: u64,
+    /// The network interface to open on (owner; default loopback).
+    #[arg(long)]
+    iface: Option<String>,
 }
 
 /// `maestro fabric-peer`: serves as the owner or reads as the reader; exit code 1 on
@@ -131,7 +220,7 @@ pub fn main(args: PeerArgs) -> std::process::ExitCode {
         Serving::Ours(args.progress)
     };
     let result = match (args.role.as_str(), args.owner) {
-        ("owner", _) => serve_owner(&args.provider, args.size, serving),
+        ("owner", _) => serve_owner(&args.provider, args.size, serving, args.iface.as_deref()),
         (_, Some(line)) => match serde_json::from_str::<OwnerInfo>(&line) {
             Ok(info) => run_reader(&info, args.count),
             Err(e) => Err(PeerError::Protocol {
@@ -147,12 +236,18 @@ pub fn main(args: PeerArgs) -> std::process::ExitCode {
     crate::cli::exit(&format!("fabric-peer {}", args.role), result, 1)
 }
 
-/// Runs the owner side: announce on stdout, serve until stdin closes.
+/// Runs the owner side on `iface` (loopback when `None`): announce on stdout, serve until
+/// stdin closes.
 ///
 /// # Errors
 /// Fabric errors while setting up.
-pub fn serve_owner(provider: &str, size: usize, serving: Serving) -> Result<(), PeerError> {
-    let offer = loopback_offer(provider)?;
+pub fn serve_owner(
+    provider: &str,
+    size: usize,
+    serving: Serving,
+    iface: Option<&str>,
+) -> Result<(), PeerError> {
+    let offer = offer_on(provider, iface)?;
     let mut buf = Buffer::new(size)?;
     pattern::fill(buf.as_mut_slice(), SEED);
     let checksum = pattern::checksum(buf.as_slice());
@@ -198,13 +293,18 @@ pub struct OwnerProcess {
 }
 
 impl OwnerProcess {
-    /// Starts `maestro fabric-peer owner` and reads its announcement (within 30 s).
+    /// Starts `maestro fabric-peer owner` where `remote` says and reads its announcement
+    /// (within 30 s).
     ///
     /// # Errors
     /// Spawn failures; a peer that exits or announces garbage.
-    pub fn spawn(provider: &str, size: usize, serving: Serving) -> Result<OwnerProcess, PeerError> {
-        let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
+    pub fn spawn(
+        provider: &str,
+        size: usize,
+        serving: Serving,
+        remote: &Remote,
+    ) -> Result<OwnerProcess, PeerError> {
+        let mut cmd = remote.command()?;
         cmd.args([
             "fabric-peer",
             "owner",
@@ -213,6 +313,7 @@ impl OwnerProcess {
             "--size",
             &size.to_string(),
         ])
+        .args(remote.args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -320,4 +421,51 @@ pub fn run_reader(info: &OwnerInfo, count: u64) -> Result<(), PeerError> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(iface: Option<&str>, launcher: Option<&str>) -> Remote {
+        Remote {
+            iface: iface.map(str::to_string),
+            launcher: launcher.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_launcher_needs_a_network_provider_and_an_interface() {
+        assert_eq!(remote(None, None).check("shm"), Ok(()));
+        let across = remote(Some("eth0"), Some("cluster.sh exec 2"));
+        assert_eq!(across.check("tcp;ofi_rxm"), Ok(()));
+        for (r, provider, says) in [
+            (across.clone(), "shm", "network provider"),
+            (remote(None, Some("cluster.sh exec 2")), "tcp", "--iface"),
+            (remote(Some("eth0"), Some("  ")), "tcp", "empty"),
+        ] {
+            let why = r.check(provider).expect_err("refused");
+            assert!(why.contains(says), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_launcher_goes_in_front_of_this_executable() {
+        let cmd = remote(Some("eth0"), Some("nsenter -t 42  -n"))
+            .command()
+            .expect("command");
+        assert_eq!(cmd.get_program(), "nsenter");
+        let args: Vec<_> = cmd.get_args().collect();
+        assert_eq!(&args[..3], ["-t", "42", "-n"]);
+        assert_eq!(
+            args[3],
+            std::env::current_exe().expect("exe").as_os_str(),
+            "then this executable"
+        );
+        let here = remote(None, None).command().expect("command");
+        assert_eq!(here.get_args().count(), 0);
+        let on_eth0 = remote(Some("eth0"), None);
+        let iface: Vec<_> = on_eth0.args().collect();
+        assert_eq!(iface, ["--iface", "eth0"]);
+    }
 }

@@ -12,7 +12,7 @@
 //! always; `MSTRO_OFI_CMA=off`: RMA instead).
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Endpoint, ProgressMode};
@@ -21,7 +21,7 @@ use pool::bootstrap::PmInfo;
 use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
 use serde::Serialize;
 
-use super::peer::{PeerError, SEED, loopback_offer};
+use super::peer::{PeerError, Remote, SEED};
 use super::{FabricBench, pattern};
 use crate::cli::parse_sizes;
 
@@ -46,6 +46,9 @@ pub enum PoolBenchError {
     /// With `--user-memory`, a demand's bytes did not land in the memory lent for them.
     #[error("the {0}-byte CDO did not land in the memory lent for it (a copy was made)")]
     NotInPlace(usize),
+    /// Options that do not go together; the text says which and what to do.
+    #[error("{0}")]
+    Usage(String),
     /// A demanded CDO's bytes differ from what the provider offered.
     #[error("the {size}-byte CDO arrived corrupted (checksum {got:#x}, expected {expected:#x})")]
     Corrupt {
@@ -128,6 +131,21 @@ pub struct PoolBench {
     /// the median (0: none).
     #[arg(long, default_value_t = 0)]
     pub group: usize,
+    /// Where the provider (and the raw baseline's owner) runs, and the interface both
+    /// sides use; across nodes also `--listen`.
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Where the PM listens (default 127.0.0.1, any port): across nodes, an address of
+    /// this node the provider's node reaches (`198.18.7.1:0`).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With `--mpi`: the hosts of the two ranks, one each (`mpirun --host`, e.g. `n1,n2`).
+    #[arg(long, requires = "mpi")]
+    pub mpi_hosts: Option<String>,
+    /// With `--mpi-hosts`: the command mpirun starts its daemon on another host with
+    /// (`plm_rsh_agent`, called as `AGENT HOST COMMAND`; e.g. `scripts/cluster.sh rsh`).
+    #[arg(long, requires = "mpi_hosts")]
+    pub mpi_agent: Option<String>,
 }
 
 /// The command line of `maestro bench pool`.
@@ -260,11 +278,15 @@ impl PoolBench {
     /// Setup failures, a failed or refused operation, corrupted data (the first demand of
     /// every size is verified).
     pub fn run(&self) -> Result<Vec<PoolRow>, PoolBenchError> {
+        self.check()?;
         let secret = pool::bootstrap::new_secret()?;
-        let listen = vec![std::net::SocketAddr::from(([127, 0, 0, 1], 0))];
+        let listen = vec![
+            self.listen
+                .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        ];
         let pm = PoolManager::start(PmConfig::new("bench-pool", &secret, listen))?;
         let provider = ProviderProcess::spawn(pm.info(), self)?;
-        let endpoint = Endpoint::open_with(&loopback_offer(&self.provider)?, self.progress)?;
+        let endpoint = Endpoint::open_with(&self.remote.offer(&self.provider)?, self.progress)?;
         let consumer = Client::join(
             pm.info(),
             JoinOptions::new("consumer", 0)
@@ -293,6 +315,7 @@ impl PoolBench {
                 baseline: true,
                 volume: self.volume,
                 progress: self.progress,
+                remote: self.remote.clone(),
             }
             .measure_raw()?;
             for (row, gbps) in rows.iter_mut().zip(raw) {
@@ -301,12 +324,29 @@ impl PoolBench {
             }
         }
         if self.mpi {
-            let mpi = super::mpi::measure(&self.sizes, self.window, self.volume)?;
-            for (row, m) in rows.iter_mut().zip(mpi) {
+            let across = self.mpi_hosts.as_deref().map(|hosts| super::mpi::Across {
+                hosts,
+                agent: self.mpi_agent.as_deref(),
+            });
+            let mpi = super::mpi::measure(&self.sizes, (self.window, self.volume), across)?;
+            for (row, m) in rows.iter_mut().zip(mpi.rows) {
                 row.mpi_gbps = Some(m.gbps);
             }
         }
         Ok(rows)
+    }
+
+    /// Refuses options that do not go together.
+    fn check(&self) -> Result<(), PoolBenchError> {
+        self.remote
+            .check(&self.provider)
+            .map_err(PoolBenchError::Usage)?;
+        if self.remote.launcher.is_some() && self.listen.is_none_or(|a| a.ip().is_loopback()) {
+            return Err(PoolBenchError::Usage(
+                "--launcher needs --listen on an address of this node the other node reaches (the PM listens on loopback otherwise)".into(),
+            ));
+        }
+        Ok(())
     }
 
     fn measure(&self, consumer: &Client, size: usize) -> Result<PoolRow, PoolBenchError> {
@@ -528,13 +568,16 @@ struct ProviderProcess {
 impl ProviderProcess {
     fn spawn(pm: &PmInfo, bench: &PoolBench) -> Result<ProviderProcess, PoolBenchError> {
         let sizes: Vec<String> = bench.sizes.iter().map(ToString::to_string).collect();
-        let mut child = Command::new(std::env::current_exe()?)
+        let mut child = bench
+            .remote
+            .command()?
             .args(["pool-provider", "--pm", &pm.encode(), "--provider"])
             .arg(&bench.provider)
             .args(["--sizes", &sizes.join(",")])
             .args(["--progress", progress_name(bench.progress)])
             .args(["--inline-max", &bench.inline_max.to_string()])
             .args(["--group", &bench.group.to_string()])
+            .args(bench.remote.args())
             .args(bench.user_memory.then_some("--user-memory"))
             .arg("--buffers")
             .args(
@@ -609,6 +652,9 @@ pub struct ProviderArgs {
     /// As the benchmark's `--group`.
     #[arg(long, default_value_t = 0)]
     group: usize,
+    /// As the benchmark's `--iface`.
+    #[arg(long)]
+    iface: Option<String>,
 }
 
 /// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
@@ -641,7 +687,8 @@ pub fn provider_main(args: &ProviderArgs) -> std::process::ExitCode {
 
 fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     let pm = PmInfo::parse(&args.pm).map_err(|e| PoolBenchError::Provider(e.to_string()))?;
-    let endpoint = Endpoint::open_with(&loopback_offer(&args.provider)?, args.progress)?;
+    let offer = super::peer::offer_on(&args.provider, args.iface.as_deref())?;
+    let endpoint = Endpoint::open_with(&offer, args.progress)?;
     let client = Client::join(
         &pm,
         JoinOptions::new("provider", 0)

@@ -599,6 +599,26 @@ impl Cluster {
         c
     }
 
+    /// Open MPI's `mpirun`, started on n1, placing ranks round robin on `hosts` (`n1,n2`)
+    /// and starting its daemon on the other nodes with `cluster.sh rsh` as launch agent.
+    pub fn mpirun(&self, hosts: &str) -> Command {
+        let script = repo().join("scripts/cluster.sh");
+        let mut c = Command::new(&script);
+        c.args([
+            "exec",
+            "1",
+            "mpirun",
+            "--allow-run-as-root",
+            "--host",
+            hosts,
+        ])
+        .args(["--map-by", "node", "--mca", "plm_rsh_agent"])
+        .arg(format!("{} rsh", script.display()))
+        .env("CLUSTER_DIR", &self.dir)
+        .env("CLUSTER_NODES", self.nodes.to_string());
+        c
+    }
+
     /// A scratch directory every node sees.
     pub fn scratch(&self, name: &str) -> PathBuf {
         let d = self.dir.join("work").join(name);

@@ -5,7 +5,8 @@
  * which answers with an empty message once they are all received (so the time covers the
  * data being in the receiver's buffer, as a demand's does). One message at a time, or a
  * window of W messages (Irecv/Isend) before the answer, as `bench pool --window W`.
- * Prints one line per size: "<size> <iterations> <GB/s>". Exit code 1 on bad arguments.
+ * Prints first "hosts <rank 0's host> <rank 1's host>", then one line per size:
+ * "<size> <iterations> <GB/s>". Exit code 1 on bad arguments.
  *
  * Usage: pingpong WINDOW VOLUME SIZE...
  */
@@ -56,6 +57,14 @@ int main(int argc, char **argv)
         return 1;
     }
     long window = parse(argv[1], "WINDOW"), volume = parse(argv[2], "VOLUME");
+    /* Where the ranks run: the caller checks it asked for one host each. */
+    char host[MPI_MAX_PROCESSOR_NAME] = {0}, hosts[2][MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    MPI_Gather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
+               MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("hosts %s %s\n", hosts[0], hosts[1]);
     MPI_Request *reqs = calloc((size_t)window, sizeof *reqs);
     for (int a = 3; a < argc; a++) {
         long size = parse(argv[a], "SIZE");
