@@ -141,6 +141,17 @@ impl Driver for Io {
     type Memory = Buffer;
     type Events = Arc<EventQueue>;
     type Stream = mpsc::UnboundedSender<driver::Piece>;
+
+    fn inline(bytes: proto::InlineBytes, lent: Option<Buffer>) -> CdoData {
+        let len = bytes.len();
+        match lent.filter(|dst| dst.len() >= len && len > 0) {
+            Some(mut dst) => {
+                dst.as_mut_slice()[..len].copy_from_slice(&bytes.0);
+                CdoData::own(dst, len)
+            }
+            None => CdoData::inline(bytes.0),
+        }
+    }
 }
 
 /// The client's protocol state.

@@ -16,15 +16,15 @@ use super::{ClientError, Result, Shared};
 use crate::proto::{
     self, CdoId, Direct, HostMemory, MAX_CHUNK, Op, ProcessMemory, Source, ToPm, TransferId,
 };
-use pool_core::client::Fetch;
+use pool_core::client::{Driver, Fetch};
 
 /// Stream transfers fetch in pieces of this size ...
 const STREAM_PIECE: u64 = 1 << 20;
 /// ... this many at a time.
 const STREAM_WINDOW: usize = 4;
 
-/// Starts carrying out a ticket: most small CDOs are done at the first poll (their bytes
-/// came with the ticket), without a task; the others go on as a task of their own.
+/// Starts carrying out a ticket: small copies from a same-host provider's memory are done
+/// at the first poll, without a task; the others go on as a task of their own.
 pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
     let mut work = Box::pin(carry_out(shared.clone(), fetch));
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
@@ -114,14 +114,8 @@ async fn fetch(
                 ClientError::Protocol(format!("the same-process offer of CDO {cdo} is gone"))
             }),
         s if s.is_empty() => Ok(CdoData::own(Buffer::new(0)?, 0)),
-        Source::Inline { bytes } => Ok(match lent {
-            // The bytes came with the ticket: copied into lent memory, else kept as they are.
-            Some(mut dst) => {
-                dst.as_mut_slice()[..len].copy_from_slice(&bytes.0);
-                CdoData::own(dst, len)
-            }
-            None => CdoData::inline(bytes.0),
-        }),
+        // The core carries these out itself; the same, should one come here.
+        Source::Inline { bytes } => Ok(<super::Io as Driver>::inline(bytes, lent)),
         Source::Rma {
             endpoint,
             region,

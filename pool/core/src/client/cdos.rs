@@ -227,7 +227,8 @@ impl<T: Driver> ClientCore<T> {
         self.call((Op::Dispose, cdo), msg, waiter).map(Some)
     }
 
-    /// A ticket came: it is carried out by the driver ([`Event::Fetch`]).
+    /// A ticket came: its bytes came with it (carried out here, see [`Driver::inline`]), or
+    /// the driver gets them ([`Event::Fetch`]).
     pub(super) fn ticket(
         &mut self,
         transfer: TransferId,
@@ -236,22 +237,30 @@ impl<T: Driver> ClientCore<T> {
         (attributes, provider): (Attributes, Arc<str>),
         completes_demand: bool,
     ) {
-        let inline = matches!(source, Source::Inline { .. });
         let lent = self.cdos.get_mut(&cdo).and_then(|m| m.lent.take());
-        let fetching = Fetching {
+        let inline = matches!(source, Source::Inline { .. });
+        let f = Fetching {
             cdo,
             attributes,
             provider,
             completes_demand,
             inline,
         };
-        self.fetching.insert(transfer, fetching);
-        self.events.push_back(Event::Fetch(Fetch {
-            transfer,
-            cdo,
-            source,
-            lent,
-        }));
+        match source {
+            Source::Inline { bytes } => {
+                let data = T::inline(bytes, lent);
+                self.finish(transfer, f, Ok((data, None)));
+            }
+            source => {
+                self.fetching.insert(transfer, f);
+                self.events.push_back(Event::Fetch(Fetch {
+                    transfer,
+                    cdo,
+                    source,
+                    lent,
+                }));
+            }
+        }
     }
 
     /// The driver carried out ticket `transfer`: the bytes are checked against the
@@ -264,6 +273,11 @@ impl<T: Driver> ClientCore<T> {
             tracing::warn!("pool client: transfer {transfer} ended but was not ticketed");
             return;
         };
+        self.finish(transfer, f, outcome);
+    }
+
+    /// Ticket `transfer` (`f`) ended with `outcome` (see [`ClientCore::fetched`]).
+    fn finish(&mut self, transfer: TransferId, f: Fetching, outcome: Fetched<T::Data>) {
         // (why, whether the bytes failed the integrity check)
         let outcome = match outcome {
             Ok((data, direct)) => match attr::verify_checksum(&f.attributes, data.as_ref()) {
@@ -389,6 +403,10 @@ mod tests {
         type Memory = ();
         type Events = ();
         type Stream = ();
+
+        fn inline(bytes: proto::InlineBytes, _: Option<()>) -> Vec<u8> {
+            bytes.0.to_vec()
+        }
     }
 
     #[test]

@@ -29,7 +29,8 @@ use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId}
 pub use cdos::{Demand, GROUP_IDS};
 use cdos::{Fetching, Mine};
 
-/// What a driver supplies the core with: the types of what it keeps for the driver.
+/// What a driver supplies the core with: the types of what it keeps for the driver, and
+/// how a small CDO's bytes that came with its ticket become its data.
 pub trait Driver {
     /// A CDO's bytes once here (the result of a fetch). Read for the end-to-end checksum.
     type Data: AsRef<[u8]>;
@@ -43,6 +44,11 @@ pub trait Driver {
     type Events: Clone;
     /// Where the pieces of a stream transfer go (a clone goes with each [`Event::Piece`]).
     type Stream: Clone;
+
+    /// The data of a CDO whose bytes came with its ticket: copied into `lent` when the
+    /// application lent memory that fits them, else kept as they came. The core carries
+    /// such tickets out itself (no [`Event::Fetch`]): nothing is left to do but this.
+    fn inline(bytes: crate::proto::InlineBytes, lent: Option<Self::Memory>) -> Self::Data;
 }
 
 /// Why a call failed, as the core knows it.
@@ -113,7 +119,8 @@ pub enum News {
 }
 
 /// A ticket to carry out: get the bytes from `source`, then report with
-/// [`ClientCore::fetched`].
+/// [`ClientCore::fetched`]. (Tickets whose bytes came with them are carried out by the core,
+/// see [`Driver::inline`].)
 #[derive(Debug)]
 pub struct Fetch<M> {
     /// The transfer.
