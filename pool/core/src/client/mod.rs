@@ -20,8 +20,9 @@
 mod cdos;
 mod subscriptions;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
+use crate::HashMap;
 use crate::attr::Attributes;
 use crate::events::PoolEvent;
 use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId};
@@ -207,14 +208,14 @@ impl<T: Driver> ClientCore<T> {
             app,
             next_cdo: *ids.start(),
             last_cdo: *ids.end(),
-            waiters: HashMap::new(),
+            waiters: HashMap::default(),
             next_call: 0,
-            cdos: HashMap::new(),
-            fetching: HashMap::new(),
-            groups_wanted: HashMap::new(),
-            groups: HashMap::new(),
+            cdos: HashMap::default(),
+            fetching: HashMap::default(),
+            groups_wanted: HashMap::default(),
+            groups: HashMap::default(),
             subs: subscriptions::Subscriptions::default(),
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,

@@ -2,9 +2,10 @@
 //! the PM confirms, then live (by the PM's id) until unsubscribed, ended by the PM or the
 //! connection's end; their events routed to their queues.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::{CallId, CallResult, ClientCore, Driver, Event, News};
+use crate::HashMap;
 use crate::events::{PoolEvent, SubId};
 use crate::proto::{Op, ToPm};
 
@@ -18,8 +19,8 @@ pub(super) struct Subscriptions<T: Driver> {
 impl<T: Driver> Default for Subscriptions<T> {
     fn default() -> Self {
         Subscriptions {
-            asked: HashMap::new(),
-            live: HashMap::new(),
+            asked: HashMap::default(),
+            live: HashMap::default(),
         }
     }
 }

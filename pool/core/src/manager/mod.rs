@@ -108,10 +108,7 @@ fn later(at: Instant, d: Duration) -> Instant {
 /// A connection, as the driver numbers them.
 pub type ConnId = u64;
 
-/// Hash maps of the PM: a fast hasher with a per-process random seed (keys include names
-/// chosen by applications, so the seed matters).
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+use crate::{HashMap, HashSet};
 
 /// Maps that give memory back as they empty: a PM that held a million CDOs keeps no
 /// million-entry tables once they are withdrawn. Shrinking when a table is a quarter full
