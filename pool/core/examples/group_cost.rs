@@ -55,10 +55,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (producer, _) = join(&mut m, 1, "producer")?;
     let (consumer, app) = join(&mut m, 2, "consumer")?;
     let names: Vec<String> = (0..members).map(|i| format!("member/{i}")).collect();
-    let mut next = *proto::cdo_ids(1).start();
-    for name in names.iter().map(String::as_str).chain(["group"]) {
-        let cdo = next;
-        next += 1;
+    let offered = names.iter().map(String::as_str).chain(["group"]);
+    for (cdo, name) in (*proto::cdo_ids(1).start()..).zip(offered) {
         let group = name == "group";
         let attributes = if group {
             attr::group_attributes(&names)
