@@ -429,10 +429,20 @@ impl<A: Access> Drop for MemoryRegion<A> {
 /// pre-faulting and registering a buffer for every read costs more than the read itself at
 /// large sizes. `take` returns a region of at least the requested length (its
 /// [`MemoryRegion::len`] is the capacity; use the first `len` bytes). The pool keeps at most
-/// its limit in bytes; regions given back beyond it are released.
+/// its limit in bytes; regions given back beyond it are released. Taking and giving back
+/// cost the same whether the pool keeps ten regions or a hundred thousand (a group's
+/// members each land in one).
 pub struct RegionPool {
-    free: std::sync::Mutex<Vec<MemoryRegion>>,
+    kept: std::sync::Mutex<Kept>,
     limit: usize,
+}
+
+/// A pool's regions by capacity, and their bytes.
+#[derive(Default)]
+struct Kept {
+    by_len: std::collections::BTreeMap<usize, Vec<MemoryRegion>>,
+    bytes: usize,
+    count: usize,
 }
 
 impl Default for RegionPool {
@@ -450,13 +460,13 @@ impl RegionPool {
     /// An empty pool that keeps at most `bytes` of regions.
     pub fn with_limit(bytes: usize) -> RegionPool {
         RegionPool {
-            free: std::sync::Mutex::new(Vec::new()),
+            kept: std::sync::Mutex::new(Kept::default()),
             limit: bytes,
         }
     }
 
-    fn free(&self) -> std::sync::MutexGuard<'_, Vec<MemoryRegion>> {
-        self.free
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -476,28 +486,41 @@ impl RegionPool {
     /// A kept region of `ep` of at least `len` bytes (the smallest), if there is one:
     /// never registers, so never blocks.
     pub fn take_kept(&self, ep: &crate::Endpoint, len: usize) -> Option<MemoryRegion> {
-        let mut free = self.free();
-        let best = free
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.len() >= len && r.of_domain(ep.shared()))
-            .min_by_key(|(_, r)| r.len())
-            .map(|(i, _)| i)?;
-        Some(free.swap_remove(best))
+        let mut kept = self.kept();
+        let domain = ep.shared();
+        // Regions of another endpoint's domain are passed over (a client with endpoints on
+        // several networks keeps regions of each).
+        let (cap, at) = kept.by_len.range(len..).find_map(|(&cap, regions)| {
+            let at = regions.iter().rposition(|r| r.of_domain(domain))?;
+            Some((cap, at))
+        })?;
+        let regions = kept.by_len.get_mut(&cap)?;
+        let region = regions.swap_remove(at);
+        if regions.is_empty() {
+            kept.by_len.remove(&cap);
+        }
+        kept.bytes -= region.len();
+        kept.count -= 1;
+        Some(region)
     }
 
     /// Returns a region for reuse; released at once if the pool would exceed its limit.
     pub fn give(&self, region: MemoryRegion) {
-        let mut free = self.free();
-        let held: usize = free.iter().map(MemoryRegion::len).sum();
-        if held.saturating_add(region.len()) <= self.limit {
-            free.push(region);
+        let mut kept = self.kept();
+        if kept.bytes.saturating_add(region.len()) > self.limit {
+            drop(kept);
+            // Deregistered here, outside the lock.
+            drop(region);
+            return;
         }
+        kept.bytes += region.len();
+        kept.count += 1;
+        kept.by_len.entry(region.len()).or_default().push(region);
     }
 
     /// Number of regions kept.
     pub fn len(&self) -> usize {
-        self.free().len()
+        self.kept().count
     }
 
     /// True when no region is kept.

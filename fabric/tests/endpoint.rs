@@ -262,6 +262,42 @@ fn region_pools_reuse_the_smallest_fit_within_their_limit() {
     drop(again);
 }
 
+/// A pool of thousands of regions (a group's members each landed in one) gives every one
+/// back for reuse, of the right size, without registering more.
+#[test]
+fn region_pools_reuse_thousands_of_regions() {
+    let ep = Endpoint::open(&offer("shm")).expect("endpoint");
+    let pool = fabric::RegionPool::new();
+    let first: Vec<_> = (0..3000)
+        .map(|i| pool.take(&ep, if i % 3 == 0 { 70_000 } else { 100 }))
+        .collect::<Result<_, _>>()
+        .expect("regions");
+    let addresses: std::collections::HashSet<_> = first
+        .iter()
+        .map(|r| r.as_slice().as_ptr() as usize)
+        .collect();
+    for r in first {
+        pool.give(r);
+    }
+    assert_eq!(pool.len(), 3000);
+    let again: Vec<_> = (0..3000)
+        .map(|i| pool.take_kept(&ep, if i % 3 == 0 { 65_537 } else { 4096 }))
+        .collect::<Option<_>>()
+        .expect("every one kept");
+    assert!(pool.is_empty());
+    assert!(
+        again
+            .iter()
+            .all(|r| addresses.contains(&(r.as_slice().as_ptr() as usize))),
+        "the same regions"
+    );
+    assert_eq!(
+        again.iter().filter(|r| r.len() == 128 << 10).count(),
+        1000,
+        "each size where it was asked for"
+    );
+}
+
 /// Set in the child of [`a_process_that_exits_without_closing_leaves_no_shm_file`].
 const EXIT_CHILD: &str = "FABRIC_TEST_EXIT_WITHOUT_CLOSING";
 
