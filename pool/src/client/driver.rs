@@ -45,6 +45,11 @@ impl FrameReader {
         }
     }
 
+    /// The next message already read, if any: never waits.
+    fn next_read(&mut self) -> Option<FromPm> {
+        self.inbox.pop_front()
+    }
+
     /// The next message within `limit`, which must exist.
     pub(crate) async fn expect(&mut self, op: Op, limit: Duration) -> Result<FromPm> {
         match tokio::time::timeout(limit, self.next()).await {
@@ -147,14 +152,24 @@ pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> Vec<tokio::task
 }
 
 async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
+    // Fails only for a message the core answers when the connection is gone.
+    let handle = |m| {
+        let _ = shared.with_core(|c| {
+            c.handle(m);
+            Ok(())
+        });
+    };
     loop {
         match r.next().await {
             Ok(Some(m)) => {
-                // Fails only for a message the core answers when the connection is gone.
-                let _ = shared.with_core(|c| {
-                    c.handle(m);
-                    Ok(())
-                });
+                // The rest of what the read brought is a burst: what it leads to (a
+                // transfer done per ticket) is written once, at its end.
+                shared.out.cork();
+                handle(m);
+                while let Some(m) = r.next_read() {
+                    handle(m);
+                }
+                shared.out.uncork();
             }
             Ok(None) => break,
             Err(e) => {

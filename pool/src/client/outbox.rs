@@ -71,6 +71,9 @@ struct State {
     ticking: bool,
     /// A notice was deferred since the writer task's last tick.
     fresh: bool,
+    /// The reader is handling a burst of the PM's messages ([`Outbox::cork`]): what is
+    /// sent meanwhile is written in one go when the burst is done.
+    corked: bool,
 }
 
 /// How long a deferred notice may wait for a message to go with before the writer task
@@ -93,6 +96,7 @@ impl Outbox {
                 deferred: false,
                 ticking: false,
                 fresh: false,
+                corked: false,
             }),
             kick: Notify::new(),
         })
@@ -120,9 +124,14 @@ impl Outbox {
     pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
         let mut st = self.state();
         // Behind bytes that wait for room (not deferred notices, which go now with it), the
-        // writer task sends them in order.
+        // writer task sends them in order; during a burst, the reader does.
         let waiting = !st.unsent.is_empty() && !st.deferred;
         Self::queue(&mut st, &msg)?;
+        if st.corked {
+            // Goes at the burst's end, deferred notices before it with it.
+            st.deferred = false;
+            return Ok(());
+        }
         if waiting {
             return Ok(());
         }
@@ -158,6 +167,28 @@ impl Outbox {
             self.kick.notify_one();
         }
         Ok(())
+    }
+
+    /// The reader starts handling a burst of the PM's messages (the rest of what one read
+    /// brought): the reports and answers they lead to (a transfer done per ticket, say)
+    /// wait for [`Outbox::uncork`], to be written in one go instead of one write each.
+    pub(crate) fn cork(&self) {
+        self.state().corked = true;
+    }
+
+    /// The burst is done: writes what it sent.
+    pub(crate) fn uncork(&self) {
+        let mut st = self.state();
+        st.corked = false;
+        // Nothing, or deferred notices only (they wait for their tick).
+        if st.unsent.is_empty() || st.deferred {
+            return;
+        }
+        Self::flush(&mut st);
+        if st.io.is_none() || !st.unsent.is_empty() {
+            drop(st);
+            self.kick.notify_one();
+        }
     }
 
     /// Appends `msg`'s frames to what is unsent.
@@ -242,5 +273,97 @@ impl Outbox {
                 Some(_) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An outbox writing into one end of a Unix socket pair (known writable, as after the
+    /// JOIN), and the other end.
+    fn pair(rt: &tokio::runtime::Runtime) -> (Arc<Outbox>, tokio::net::UnixStream) {
+        let (ours, theirs) = tokio::net::UnixStream::pair().expect("socket pair");
+        let (_, w) = ours.into_split();
+        let io = WriteIo::Unix(w);
+        rt.block_on(io.writable()).expect("writable");
+        (Outbox::new(io), theirs)
+    }
+
+    /// The messages the other end has received (waiting up to 100 ms for the first bytes).
+    fn readable(rt: &tokio::runtime::Runtime, theirs: &tokio::net::UnixStream) -> Vec<ToPm> {
+        let ready = rt.block_on(tokio::time::timeout(
+            Duration::from_millis(100),
+            theirs.readable(),
+        ));
+        if ready.is_err() {
+            return Vec::new();
+        }
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = Vec::new();
+        loop {
+            match theirs.try_read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        let mut out = Vec::new();
+        proto::drain_frames::<ToPm>(&mut got, |m| out.push(m)).expect("frames");
+        out
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn a_burst_is_written_once_at_its_end_in_order() {
+        let rt = runtime();
+        let _guard = rt.enter();
+        let (out, theirs) = pair(&rt);
+        out.send(ToPm::Leave).expect("send");
+        assert_eq!(readable(&rt, &theirs), [ToPm::Leave], "written at once");
+        out.cork();
+        let reports: Vec<ToPm> = (1..=3)
+            .map(|transfer| ToPm::TransferDone {
+                transfer,
+                error: None,
+                direct: None,
+            })
+            .collect();
+        for m in &reports {
+            out.send(m.clone()).expect("send");
+        }
+        assert!(readable(&rt, &theirs).is_empty(), "held during the burst");
+        out.uncork();
+        assert_eq!(readable(&rt, &theirs), reports);
+    }
+
+    #[test]
+    fn a_burst_takes_deferred_notices_along_only_with_a_message() {
+        let rt = runtime();
+        let _guard = rt.enter();
+        let (out, theirs) = pair(&rt);
+        // A notice alone in a burst still waits for its tick.
+        out.cork();
+        out.send_deferred(ToPm::Demand { cdo: 7 }).expect("notice");
+        out.uncork();
+        assert!(
+            readable(&rt, &theirs).is_empty(),
+            "left for the writer's tick"
+        );
+        // A message in a burst takes it along, before it.
+        out.cork();
+        out.send(ToPm::Leave).expect("send");
+        out.uncork();
+        assert_eq!(
+            readable(&rt, &theirs),
+            [ToPm::Demand { cdo: 7 }, ToPm::Leave]
+        );
     }
 }
