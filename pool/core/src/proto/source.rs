@@ -84,9 +84,38 @@ impl Serialize for InlineBytes {
 }
 
 impl<'de> Deserialize<'de> for InlineBytes {
+    /// Straight from the frame into the shared allocation: one copy, not two (a `Vec`
+    /// first would be copied again into the `Arc`).
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<InlineBytes, D::Error> {
-        let bytes: serde_bytes::ByteBuf = Deserialize::deserialize(d)?;
-        Ok(InlineBytes(bytes.into_vec().into()))
+        struct Bytes;
+        impl<'v> serde::de::Visitor<'v> for Bytes {
+            type Value = InlineBytes;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a CDO's bytes")
+            }
+
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<InlineBytes, E> {
+                Ok(InlineBytes(v.into()))
+            }
+
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<InlineBytes, E> {
+                Ok(InlineBytes(v.into()))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'v>>(
+                self,
+                mut seq: A,
+            ) -> Result<InlineBytes, A::Error> {
+                // Formats that write bytes as a sequence (JSON: an array of numbers).
+                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(b) = seq.next_element::<u8>()? {
+                    v.push(b);
+                }
+                Ok(InlineBytes(v.into()))
+            }
+        }
+        d.deserialize_bytes(Bytes)
     }
 }
 

@@ -272,3 +272,27 @@ fn views_cross_the_wire_and_read_as_plain_json() {
     assert_eq!(json["Cdos"]["cdos"][0]["attributes"][".user.step"], 7);
     assert_eq!(json["Cdos"]["next"], 5);
 }
+
+#[test]
+fn inline_bytes_round_trip_in_frames_and_json() {
+    let ticket = FromPm::Ticket {
+        transfer: 9,
+        cdo: 3,
+        source: Source::Inline {
+            bytes: InlineBytes((0..=255u8).collect::<Vec<_>>().into()),
+        },
+        attributes: crate::attr::Attributes::new(),
+        provider: "p:0".into(),
+        completes_demand: true,
+    };
+    let mut frame = encode(std::slice::from_ref(&ticket)).expect("encode");
+    let mut got: Vec<FromPm> = Vec::new();
+    drain_frames(&mut frame, |m| got.push(m)).expect("decode");
+    assert_eq!(got, [ticket.clone()]);
+    // A format that writes bytes as a sequence of numbers reads them back too.
+    let json = serde_json::to_string(&ticket).expect("json");
+    assert_eq!(
+        serde_json::from_str::<FromPm>(&json).expect("from json"),
+        ticket
+    );
+}
