@@ -288,7 +288,7 @@ fn inline_bytes_round_trip_in_frames_and_json() {
     let mut frame = encode(std::slice::from_ref(&ticket)).expect("encode");
     let mut got: Vec<FromPm> = Vec::new();
     drain_frames(&mut frame, |m| got.push(m)).expect("decode");
-    assert_eq!(got, [ticket.clone()]);
+    assert_eq!(got, std::slice::from_ref(&ticket));
     // A format that writes bytes as a sequence of numbers reads them back too.
     let json = serde_json::to_string(&ticket).expect("json");
     assert_eq!(
