@@ -35,8 +35,6 @@ pub(crate) struct CdoState {
     pub(crate) lent: Option<Lent>,
     /// `scope.local-size` as the program set it (the lent memory's length).
     pub(crate) local_size: Option<u64>,
-    pub(crate) sealed: bool,
-    pub(crate) offered: bool,
     /// Demanded bytes in library memory (None when copied into lent memory), shared with
     /// views that may outlive the handle ([`cdo_bytes`](crate::cdo_bytes)).
     pub(crate) data: Option<Arc<CdoData>>,

@@ -165,9 +165,6 @@ pub fn group_offer(group: Group) -> Result<()> {
             .map(|&m| cdo::group_offer_part(m))
             .collect::<Result<Vec<_>>>()?;
         client.offer_group(st.id, parts)?;
-        for &m in &st.members {
-            cdo::set_offered(m, true)?;
-        }
         st.phase = Phase::Offered;
         Ok(())
     })
@@ -261,9 +258,6 @@ pub fn group_withdraw(group: Group) -> Result<()> {
             .map(|&m| cdo::cdo_id(m))
             .collect::<Result<Vec<_>>>()?;
         client.withdraw_group(st.id, &ids)?;
-        for &m in &st.members {
-            cdo::set_offered(m, false)?;
-        }
         st.phase = Phase::Sealed;
         Ok(())
     })

@@ -26,8 +26,8 @@ pub mod pmix_events;
 pub mod stale;
 
 pub use client::{
-    AsyncClient, CdoData, Client, ClientError, DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, GROUP_IDS,
-    GroupMember, JoinOptions, Observer, Result, Subscription, bare_join, welcome,
+    AsyncClient, CdoData, CdoPhase, Client, ClientError, DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN,
+    GROUP_IDS, GroupMember, JoinOptions, Observer, Result, Subscription, bare_join, welcome,
 };
 pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,

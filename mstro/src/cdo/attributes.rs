@@ -66,6 +66,7 @@ fn unknown_key(key: &str) -> Error {
 /// consumer, after demand).
 pub fn cdo_attribute_set(cdo: Cdo, key: &str, value: AttrValue) -> Result<()> {
     let inst = instance()?;
+    let session = inst.session()?;
     let c = cell(&inst, cdo)?;
     let mut st = c.lock();
     if key == attr::LOCAL_SIZE {
@@ -78,7 +79,7 @@ pub fn cdo_attribute_set(cdo: Cdo, key: &str, value: AttrValue) -> Result<()> {
                 )));
             }
         };
-        if st.sealed || st.demanded.is_some() {
+        if frozen_now(&session, &st) {
             return Err(frozen(&c.name, key));
         }
         st.local_size = Some(size);
@@ -88,7 +89,7 @@ pub fn cdo_attribute_set(cdo: Cdo, key: &str, value: AttrValue) -> Result<()> {
         tracing::debug!("dropping attribute {key}: in no schema");
         return Ok(());
     };
-    if st.sealed || st.demanded.is_some() {
+    if frozen_now(&session, &st) {
         return Err(frozen(&c.name, key));
     }
     let got = pool::schema::AttrType::of(&value);
@@ -99,6 +100,12 @@ pub fn cdo_attribute_set(cdo: Cdo, key: &str, value: AttrValue) -> Result<()> {
     }
     st.attrs.insert(key.to_string(), value);
     Ok(())
+}
+
+/// Whether the CDO's attributes are frozen: sealed (as the pool manager confirmed it) or
+/// demanded.
+fn frozen_now(session: &crate::session::Session, st: &CdoState) -> bool {
+    st.demanded.is_some() || super::phase(session.client(), st) != pool::CdoPhase::Declared
 }
 
 fn frozen(name: &str, key: &str) -> Error {
@@ -132,9 +139,10 @@ pub unsafe fn cdo_set_user_memory(
     keep: Option<Box<dyn Any + Send>>,
 ) -> Result<()> {
     let inst = instance()?;
+    let session = inst.session()?;
     let c = cell(&inst, cdo)?;
     let mut st = c.lock();
-    if st.sealed || st.demanded.is_some() {
+    if frozen_now(&session, &st) {
         return Err(frozen(&c.name, RAW_PTR));
     }
     if ptr.is_null() && len.is_some_and(|l| l > 0) {

@@ -19,6 +19,7 @@ pub(crate) use demand::{adopt_demanded, begin_demand, end_demand};
 use std::sync::{Arc, Mutex};
 
 use fabric::Buffer;
+use pool::CdoPhase;
 use pool::attr::{self, Attributes};
 use pool::proto::CdoId;
 
@@ -65,8 +66,6 @@ impl CdoState {
             attrs: Attributes::new(),
             lent: None,
             local_size: None,
-            sealed: false,
-            offered: false,
             data: None,
             demanded: None,
             in_flight: false,
@@ -92,6 +91,12 @@ pub fn cdo_name(cdo: Cdo) -> Result<String> {
 }
 
 /// Runs a pool operation on the CDO with its state locked.
+/// How far the CDO went as a producer's, as the pool manager confirmed it: the client's
+/// protocol core keeps the one record of it (declared, sealed, offered).
+pub(crate) fn phase(client: &pool::Client, st: &CdoState) -> CdoPhase {
+    client.phase(st.id).unwrap_or(CdoPhase::Declared)
+}
+
 fn with_cdo<T>(
     cdo: Cdo,
     op: &str,
@@ -113,11 +118,10 @@ fn with_cdo<T>(
 /// declared and not sealed; connection errors.
 pub fn cdo_seal(cdo: Cdo) -> Result<()> {
     with_cdo(cdo, "seal", |client, _, st| {
-        if st.sealed {
+        if phase(client, st) != CdoPhase::Declared {
             return Err(Error::new(Status::Invstate, "sealed already"));
         }
         client.seal(st.id, sealed_attributes(st)?)?;
-        st.sealed = true;
         Ok(())
     })
 }
@@ -131,14 +135,13 @@ pub fn cdo_seal(cdo: Cdo) -> Result<()> {
 /// registration and connection errors.
 pub fn cdo_offer(cdo: Cdo) -> Result<()> {
     with_cdo(cdo, "offer", |client, _, st| {
-        if !st.sealed {
+        if phase(client, st) == CdoPhase::Declared {
             return Err(Error::new(
                 Status::Invstate,
                 "the CDO is not sealed: call seal before offer",
             ));
         }
         client.offer(st.id, offered_bytes(st)?)?;
-        st.offered = true;
         Ok(())
     })
 }
@@ -170,24 +173,18 @@ fn offered_bytes(st: &CdoState) -> Result<Buffer> {
 /// [`Status::Invstate`] for a CDO offered or demanded already; as [`cdo_seal`] and
 /// [`cdo_offer`] otherwise.
 pub(crate) fn group_offer_part(cdo: Cdo) -> Result<(CdoId, Option<Attributes>, Buffer)> {
-    with_cdo(cdo, "group offer", |_, _, st| {
-        if st.offered || st.demanded.is_some() {
+    with_cdo(cdo, "group offer", |client, _, st| {
+        let phase = phase(client, st);
+        if phase == CdoPhase::Offered || st.demanded.is_some() {
             return Err(Error::new(
                 Status::Invstate,
                 "a member is offered or demanded already: a group offers CDOs only declared or sealed",
             ));
         }
-        let attrs = (!st.sealed).then(|| sealed_attributes(st)).transpose()?;
+        let attrs = (phase == CdoPhase::Declared)
+            .then(|| sealed_attributes(st))
+            .transpose()?;
         Ok((st.id, attrs, offered_bytes(st)?))
-    })
-}
-
-/// Marks a group's members offered (`true`: after its offer) or withdrawn (`false`).
-pub(crate) fn set_offered(cdo: Cdo, offered: bool) -> Result<()> {
-    with_cdo(cdo, "group", |_, _, st| {
-        st.sealed = true;
-        st.offered = offered;
-        Ok(())
     })
 }
 
@@ -212,7 +209,6 @@ pub fn cdo_retract(cdo: Cdo) -> Result<()> {
 pub fn cdo_withdraw(cdo: Cdo) -> Result<()> {
     with_cdo(cdo, "withdraw", |client, _, st| {
         client.withdraw(st.id)?;
-        st.offered = false;
         match &st.lent {
             Some(lent) => crate::memory::withdrawn(lent.ptr),
             None => Ok(()),
@@ -229,7 +225,7 @@ pub fn cdo_withdraw(cdo: Cdo) -> Result<()> {
 pub fn cdo_dispose(cdo: Cdo) -> Result<()> {
     let inst = instance()?;
     with_cdo(cdo, "dispose", |client, _, st| {
-        if st.offered {
+        if phase(client, st) == CdoPhase::Offered {
             return Err(Error::new(
                 Status::Invstate,
                 "the CDO is offered: withdraw it before dispose",

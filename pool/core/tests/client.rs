@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
-    CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Transmit,
+    CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Phase, Transmit,
 };
 use pool_core::events::{EventKind, SubscribeOptions};
 use pool_core::proto::{CdoId, FromPm, OfferExtras, Op, Refusal, Source, ToPm};
@@ -275,10 +275,13 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     let bytes: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
     let (offer, offered) = w.offer(p, "field", &bytes, false);
+    // Sent, not confirmed yet.
+    assert_eq!(w.core(p).phase(offer), Some(Phase::Declared));
     let cdo = w.core(c).declare("field").expect("declare");
     waiting(w.core(c).demand(cdo, 1).expect("demand"));
     w.pump();
     assert_eq!(w.answer(p, offered), Some(&Ok(offer)));
+    assert_eq!(w.core(p).phase(offer), Some(Phase::Offered));
     assert_eq!(
         w.answer(c, 1),
         Some(&Ok(cdo)),
@@ -317,6 +320,7 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
         .expect("withdraw");
     w.pump();
     assert_eq!(w.answer(p, 4), Some(&Ok(offer)));
+    assert_eq!(w.core(p).phase(offer), Some(Phase::Sealed), "withdrawn");
     // Withdrawn: settled, so disposed without an answer, and forgotten.
     assert_eq!(w.core(p).dispose(offer, 5).expect("dispose"), None);
     assert_eq!(w.core(p).name(offer), None);
@@ -518,6 +522,8 @@ fn an_answer_goes_to_the_oldest_call_still_waiting() {
     w.pump();
     assert_eq!(w.answer(p, 1), None);
     assert_eq!(w.answer(p, 2), Some(&Ok(cdo)));
+    // Sealed by the first (the PM refused the second), whoever waited.
+    assert_eq!(w.core(p).phase(cdo), Some(Phase::Sealed));
 }
 
 #[test]

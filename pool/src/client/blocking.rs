@@ -130,6 +130,11 @@ impl Client {
         self.inner.declare(name)
     }
 
+    /// See [`AsyncClient::phase`].
+    pub fn phase(&self, cdo: CdoId) -> Option<crate::CdoPhase> {
+        self.inner.phase(cdo)
+    }
+
     /// See [`AsyncClient::seal`].
     ///
     /// # Errors

@@ -37,7 +37,7 @@ pub use data::CdoData;
 pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
-pub use pool_core::client::GROUP_IDS;
+pub use pool_core::client::{GROUP_IDS, Phase as CdoPhase};
 pub use subscription::Subscription;
 
 use crate::attr::{self, Attributes};
@@ -389,6 +389,13 @@ impl AsyncClient {
     /// ended.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
         self.shared.with_core(|c| c.declare(name))
+    }
+
+    /// How far `cdo` went as a producer's CDO, as the pool manager confirmed it (declared,
+    /// sealed, offered): what Maestro's API allows next. `None` for an id this app did not
+    /// declare, or disposed.
+    pub fn phase(&self, cdo: CdoId) -> Option<CdoPhase> {
+        self.shared.core().phase(cdo)
     }
 
     /// The schemas `seal` checks attributes against (also for typing values from text:

@@ -12,10 +12,25 @@ use crate::proto::{self, CdoId, Op, Source, ToPm, TransferId};
 /// Ids a group's demand reserves for its members: a group has at most this many.
 pub const GROUP_IDS: u32 = 1 << 16;
 
+/// How far a CDO of this app went as a producer's, as the PM confirmed it: what Maestro's
+/// API allows next (attributes are frozen once sealed, only an offered CDO can be
+/// withdrawn, an offered one cannot be disposed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Declared (or brought by a group's demand): attributes may change.
+    Declared,
+    /// Sealed, not offered (or withdrawn): attributes frozen.
+    Sealed,
+    /// Offered, until withdrawn.
+    Offered,
+}
+
 /// What a client knows of one of its CDOs.
 pub(super) struct Mine<T: Driver> {
     /// Its name (tickets leave it out).
     name: Arc<str>,
+    /// See [`Phase`].
+    phase: Phase,
     /// An operation is under way after which the PM may refuse a dispose (an offer not yet
     /// withdrawn, a require or demand whose transfer may be in flight): a dispose then waits
     /// for the PM's answer. Otherwise the PM accepts it, and the client does not wait.
@@ -30,6 +45,7 @@ impl<T: Driver> Mine<T> {
     fn new(name: Arc<str>, busy: bool) -> Mine<T> {
         Mine {
             name,
+            phase: Phase::Declared,
             busy,
             arrived: None,
             lent: None,
@@ -99,6 +115,29 @@ impl<T: Driver> ClientCore<T> {
         self.cdos.get(&cdo).map(|m| &m.name)
     }
 
+    /// How far `cdo` went, as the PM confirmed it (`None`: not this app's, or disposed).
+    pub fn phase(&self, cdo: CdoId) -> Option<Phase> {
+        self.cdos.get(&cdo).map(|m| m.phase)
+    }
+
+    /// The PM confirmed `op` on `cdo`: its phase follows (a seal seals, an offer, sealed
+    /// with it or before, offers, a withdraw leaves it sealed and settled).
+    pub(super) fn confirmed(&mut self, op: Op, cdo: CdoId) {
+        let Some(m) = self.cdos.get_mut(&cdo) else {
+            return;
+        };
+        match op {
+            Op::Seal => m.phase = Phase::Sealed,
+            Op::Offer => m.phase = Phase::Offered,
+            Op::Withdraw => {
+                m.phase = Phase::Sealed;
+                m.busy = false;
+            }
+            Op::Retract => m.busy = false,
+            _ => {}
+        }
+    }
+
     /// Sends `msg`, an offer of `cdo` (plain, or sealed with it), and files `waiter` for
     /// the answer; from now on a dispose of `cdo` waits for the PM.
     ///
@@ -131,11 +170,6 @@ impl<T: Driver> ClientCore<T> {
         if let Some(m) = self.cdos.get_mut(&cdo) {
             m.busy = busy;
         }
-    }
-
-    /// No operation on `cdo` is under way any more (withdrawn, retracted, demanded).
-    pub(super) fn settle(&mut self, cdo: CdoId) {
-        self.set_busy(cdo, false);
     }
 
     /// `cdo` is disposed: forgotten with its unclaimed bytes and lent memory; calls that

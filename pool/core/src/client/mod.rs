@@ -27,7 +27,7 @@ use crate::attr::Attributes;
 use crate::events::PoolEvent;
 use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId};
 
-pub use cdos::{Demand, GROUP_IDS};
+pub use cdos::{Demand, GROUP_IDS, Phase};
 use cdos::{Fetching, Mine};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
@@ -393,12 +393,11 @@ impl<T: Driver> ClientCore<T> {
         }
     }
 
-    /// An operation completed: what it settles, then its answer.
+    /// An operation completed: what it changes of the CDO, then its answer.
     fn done(&mut self, op: Op, cdo: CdoId) {
         match op {
-            Op::Withdraw | Op::Retract => self.settle(cdo),
             Op::Dispose => self.forget(cdo),
-            _ => {}
+            op => self.confirmed(op, cdo),
         }
         self.resolve((op, cdo), Ok(cdo));
     }
