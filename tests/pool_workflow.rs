@@ -300,8 +300,9 @@ struct SameHost {
 }
 
 /// Starts a [`SameHost`] for workflow `tag`: the provider offers `bench-<size>` from
-/// `--buffers` memory and has said it is ready.
-fn same_host(tag: &str, size: usize, buffers: &str) -> SameHost {
+/// `--buffers` memory (and `(group, n)`: a group of `n` members of that size) and has said
+/// it is ready.
+fn same_host(tag: &str, (size, group): (usize, usize), buffers: &str) -> SameHost {
     use fabric::{Config, Scope};
     use pool::JoinOptions;
 
@@ -321,6 +322,8 @@ fn same_host(tag: &str, size: usize, buffers: &str) -> SameHost {
             &size.to_string(),
             "--buffers",
             buffers,
+            "--group",
+            &group.to_string(),
         ]),
         std::process::Stdio::piped(),
     );
@@ -365,7 +368,7 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
         sub,
         provider,
         consumer,
-    } = same_host("cma", SIZE, "plain");
+    } = same_host("cma", (SIZE, 0), "plain");
     let name = format!("bench-{SIZE}");
     // SAFETY: signalling the process this test started.
     unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
@@ -415,6 +418,59 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
     pm.stop();
 }
 
+/// A group's members from a same-host provider arrive in bursts of tickets, and the
+/// consumer copies each burst out of the provider's memory in one batch: even with the
+/// provider stopped, every member arrives, equal to what RMA reads of the same group bring,
+/// and each member's transport event says it was copied.
+#[test]
+fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
+    const SIZE: usize = 16 << 10;
+    const MEMBERS: usize = 300;
+    let SameHost {
+        pm,
+        watcher,
+        sub,
+        provider,
+        consumer,
+    } = same_host("cma-group", (SIZE, MEMBERS), "plain");
+    let name = format!("bench-group-{SIZE}");
+    // SAFETY: signalling the process this test started.
+    unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
+    let copier = consumer(false);
+    let want = copier.declare(&name).expect("declare");
+    let (copied, _) = copier
+        .demand_group(want)
+        .expect("a stopped provider's members, copied");
+    for _ in 0..MEMBERS {
+        let done = sub
+            .wait_timeout(SAME_HOST_T)
+            .expect("subscription")
+            .expect("a transport-completed event per member");
+        assert!(
+            done.detail.contains("copied from the provider's memory"),
+            "{done:?}"
+        );
+    }
+    // SAFETY: signalling a process this test started and still owns.
+    unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
+    let reader = consumer(true);
+    let want = reader.declare(&name).expect("declare");
+    let (read, _) = reader.demand_group(want).expect("the group by RMA");
+    assert_eq!((copied.len(), read.len()), (MEMBERS, MEMBERS));
+    for (i, (c, r)) in copied.iter().zip(&read).enumerate() {
+        assert_eq!(c.name, format!("{name}/{i}"));
+        assert_eq!(c.data.len(), SIZE);
+        assert!(*c.data == *r.data, "member {i} differs from its RMA read");
+    }
+    assert!(
+        copied[0].data.iter().any(|&b| b != 0),
+        "the offers are a pattern"
+    );
+    drop((copied, read, copier, reader, provider));
+    watcher.leave().expect("leave");
+    pm.stop();
+}
+
 /// A same-host consumer of a shareable offer maps the provider's memory file: no copy, the
 /// bytes are those an RMA read gets, the view outlives the provider's withdrawal and exit,
 /// and memory the consumer lends is filled by a copy instead.
@@ -427,7 +483,7 @@ fn same_host_consumers_map_a_shareable_offer() {
         sub,
         mut provider,
         consumer,
-    } = same_host("map", SIZE, "shareable");
+    } = same_host("map", (SIZE, 0), "shareable");
     let name = format!("bench-{SIZE}");
     let mapper = consumer(false);
     let want = mapper.declare(&name).expect("declare");

@@ -165,10 +165,12 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
                 // The rest of what the read brought is a burst: what it leads to (a
                 // transfer done per ticket) is written once, at its end.
                 shared.out.cork();
+                shared.burst.begin();
                 handle(m);
                 while let Some(m) = r.next_read() {
                     handle(m);
                 }
+                super::burst::end(&shared);
                 shared.out.uncork();
             }
             Ok(None) => break,

@@ -205,6 +205,7 @@ impl AsyncClient {
             app,
             pool,
             core: Mutex::new(super::Core::new(app)),
+            burst: Default::default(),
             out: outbox::Outbox::new(connected.writer),
             endpoint: opts.endpoint,
             alternates: opts.alternates,

@@ -12,6 +12,7 @@
 //! the PM answers a batch of them in one frame.
 
 mod blocking;
+mod burst;
 mod data;
 mod driver;
 mod group;
@@ -163,6 +164,8 @@ pub(crate) struct Shared {
     pub(crate) pool: u64,
     /// The protocol's state: calls waiting, CDOs, transfers, subscriptions.
     core: Mutex<Core>,
+    /// Copies gathered while the reader handles a burst of tickets.
+    pub(crate) burst: burst::Burst,
     /// The control connection's sending side.
     pub(crate) out: Arc<outbox::Outbox>,
     pub(crate) endpoint: Option<Endpoint>,
@@ -236,7 +239,7 @@ impl Shared {
                 // One that gives up right now just misses its answer.
                 let _ = waiter.send(result);
             }
-            Event::Fetch(fetch) => transfer::start(self, fetch),
+            Event::Fetch(fetch) => burst::start(self, fetch),
             Event::Serve {
                 transfer,
                 cdo,

@@ -80,7 +80,7 @@ async fn get(
         // Small copies, and views of huge pages of any size, take microseconds: not worth
         // a hop to another thread (a view of 4 KiB pages costs as much as a copy).
         let inline =
-            len <= INLINE_COPY || (mappable(&m, &lent) && fabric::cma::huge_shared_pages());
+            len <= INLINE_COPY || (mappable(&m, lent.as_ref()) && fabric::cma::huge_shared_pages());
         let take = move || take_from_process(&owner, (via, m, addr, len), lent);
         let taken = if inline {
             take()
@@ -223,17 +223,17 @@ async fn post_blocking(
 }
 
 /// Copies up to this many bytes from a provider's memory on the runtime's thread.
-const INLINE_COPY: usize = 2 << 20;
+pub(super) const INLINE_COPY: usize = 2 << 20;
 
 /// Whether a same-host ticket will be mapped rather than copied: its offer is in a memory
 /// file (the provider chose that where mapping pays, see [`Buffer::for_offer`]) and the
 /// application lent no memory for it.
-fn mappable(m: &HostMemory, lent: &Option<Buffer>) -> bool {
+pub(super) fn mappable(m: &HostMemory, lent: Option<&Buffer>) -> bool {
     m.file.is_some() && lent.is_none()
 }
 
 /// This client's endpoint `via` of a ticket: 0 the first, `i` alternate `i - 1`.
-fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
+pub(super) fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
     match via {
         0 => shared.endpoint.as_ref(),
         i => shared.alternates.get(usize::from(i) - 1),
@@ -266,7 +266,7 @@ fn take_from_process(
         refused(shared, e);
         tracing::debug!("pool client: taking from process {pid} failed ({e}); {instead}");
     };
-    if let Some(file) = m.file.filter(|_| mappable(&m, &lent)) {
+    if let Some(file) = m.file.filter(|_| mappable(&m, lent.as_ref())) {
         match fabric::cma::map(pid, file, len) {
             Ok(view) => return Ok(Taken::Here(CdoData::mapped(view), Direct::Mapped)),
             Err(e) => failed(&e, "copying"),
@@ -308,7 +308,7 @@ enum Taken {
 
 /// Whether the process `m` names holds its token (checked once per announcement), and the
 /// client still copies from other processes' memory.
-fn genuine(shared: &Shared, m: ProcessMemory) -> bool {
+pub(super) fn genuine(shared: &Shared, m: ProcessMemory) -> bool {
     let mut verified = shared
         .verified
         .lock()
@@ -335,7 +335,7 @@ fn genuine(shared: &Shared, m: ProcessMemory) -> bool {
 
 /// Stops copying from other processes' memory for good when the kernel refuses it (said
 /// once).
-fn refused(shared: &Shared, e: &fabric::cma::CmaError) {
+pub(super) fn refused(shared: &Shared, e: &fabric::cma::CmaError) {
     if matches!(e, fabric::cma::CmaError::Denied { .. })
         && shared.cross_memory.swap(false, Ordering::Relaxed)
     {

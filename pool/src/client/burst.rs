@@ -1,0 +1,257 @@
+//! A burst of tickets: the rest of what one read of the control connection brought (a
+//! group's members, above all). Copies out of one provider's memory are gathered while the
+//! reader handles the burst and made at its end in one `process_vm_readv` of many ranges
+//! ([`fabric::cma::read_many`]) instead of one call each; their reports then go in the
+//! outbox's one write of the burst. Whatever the batch cannot do (a process not verified, a
+//! range the kernel refuses) goes the single ticket's way, with its fallbacks.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fabric::{Buffer, MemoryRegion};
+use pool_core::client::Fetch;
+
+use super::Shared;
+use super::data::CdoData;
+use super::transfer::{self, INLINE_COPY};
+use crate::proto::{Direct, ProcessMemory, Source, TransferId};
+
+/// The copies gathered during a burst (`None`: no burst under way).
+#[derive(Default)]
+pub(crate) struct Burst(Mutex<Option<Vec<Fetch<Buffer>>>>);
+
+impl Burst {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Fetch<Buffer>>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A burst starts: copies are gathered from now on.
+    pub(crate) fn begin(&self) {
+        *self.lock() = Some(Vec::new());
+    }
+}
+
+/// Where one copy lands: memory the application lent for it, or a landing region.
+enum Landing {
+    Lent(Buffer),
+    Region(MemoryRegion),
+}
+
+impl Landing {
+    fn bytes(&mut self, len: usize) -> &mut [u8] {
+        match self {
+            Landing::Lent(b) => &mut b.as_mut_slice()[..len],
+            Landing::Region(r) => &mut r.as_mut_slice()[..len],
+        }
+    }
+}
+
+/// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
+/// same-host provider's memory the burst can batch.
+pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
+    let fetch = match copy_from(shared, &fetch) {
+        Some(_) => match shared.burst.lock().as_mut() {
+            Some(gathered) => {
+                gathered.push(fetch);
+                return;
+            }
+            None => fetch,
+        },
+        None => fetch,
+    };
+    transfer::start(shared, fetch);
+}
+
+/// The provider's process a ticket can be copied from in a batch: a same-host offer this
+/// client may copy, small enough to copy on the reader's thread, not one to map instead.
+fn copy_from(shared: &Shared, fetch: &Fetch<Buffer>) -> Option<ProcessMemory> {
+    let Source::Rma {
+        memory: Some(m), ..
+    } = &fetch.source
+    else {
+        return None;
+    };
+    let len = usize::try_from(fetch.source.len()).ok()?;
+    let lent = fetch.lent.as_ref().filter(|b| b.len() >= len);
+    let batchable = len > 0
+        && len <= INLINE_COPY
+        && shared.cross_memory.load(Ordering::Relaxed)
+        && !transfer::mappable(m, lent);
+    batchable.then_some(m.process)
+}
+
+/// The burst is over: makes the copies it gathered, one call per provider process for
+/// its tickets, and hands the bytes to the core in one step.
+pub(crate) fn end(shared: &Arc<Shared>) {
+    let Some(gathered) = shared.burst.lock().take() else {
+        return;
+    };
+    let mut by_process: HashMap<ProcessMemory, Vec<Fetch<Buffer>>> = HashMap::new();
+    for f in gathered {
+        if let Some(p) = copy_from(shared, &f) {
+            by_process.entry(p).or_default().push(f);
+        }
+    }
+    let mut done = Vec::new();
+    for (process, fetches) in by_process {
+        if fetches.len() == 1 || !transfer::genuine(shared, process) {
+            fetches.into_iter().for_each(|f| transfer::start(shared, f));
+            continue;
+        }
+        match copy_all(shared, process.pid, fetches) {
+            Ok(copied) => done.extend(copied),
+            Err(fetches) => fetches.into_iter().for_each(|f| transfer::start(shared, f)),
+        }
+    }
+    if done.is_empty() {
+        return;
+    }
+    // Fails only when the connection is gone, which the client hears of anyway.
+    let _ = shared.with_core(|c| {
+        for (transfer, data) in done {
+            c.fetched(transfer, Ok((data, Some(Direct::Copied))));
+        }
+        Ok(())
+    });
+}
+
+/// A gathered ticket with where its bytes land.
+struct Gathered {
+    transfer: TransferId,
+    cdo: crate::proto::CdoId,
+    source: Source,
+    landing: Landing,
+}
+
+impl Gathered {
+    /// The ticket as it came (a landing region given back), to go the single way.
+    fn back(self, shared: &Shared) -> Fetch<Buffer> {
+        let lent = match self.landing {
+            Landing::Lent(b) => Some(b),
+            Landing::Region(r) => {
+                shared.landing.give(r);
+                None
+            }
+        };
+        Fetch {
+            transfer: self.transfer,
+            cdo: self.cdo,
+            source: self.source,
+            lent,
+        }
+    }
+
+    fn len(&self) -> usize {
+        usize::try_from(self.source.len()).unwrap_or(0)
+    }
+
+    fn addr(&self) -> u64 {
+        match &self.source {
+            Source::Rma { region, .. } => region.addr,
+            _ => 0,
+        }
+    }
+}
+
+/// Copies `fetches` (all from process `pid`) in one batch; their bytes, or the fetches
+/// back (as they came) when the batch failed.
+fn copy_all(
+    shared: &Arc<Shared>,
+    pid: u32,
+    fetches: Vec<Fetch<Buffer>>,
+) -> std::result::Result<Vec<(TransferId, CdoData)>, Vec<Fetch<Buffer>>> {
+    let mut gathered = Vec::with_capacity(fetches.len());
+    let mut rest = fetches.into_iter();
+    let mut failed = None;
+    for f in rest.by_ref() {
+        match gather(shared, f) {
+            Ok(g) => gathered.push(g),
+            Err(e) => {
+                failed = Some(*e);
+                break;
+            }
+        }
+    }
+    let copied = match &failed {
+        Some((why, _)) => Err(why.clone()),
+        None => {
+            let mut ranges: Vec<(u64, &mut [u8])> = gathered
+                .iter_mut()
+                .map(|g| {
+                    let (addr, len) = (g.addr(), g.len());
+                    (addr, g.landing.bytes(len))
+                })
+                .collect();
+            fabric::cma::read_many(pid, &mut ranges).map_err(|e| {
+                transfer::refused(shared, &e);
+                e.to_string()
+            })
+        }
+    };
+    if let Err(why) = copied {
+        tracing::debug!(
+            "pool client: copying a burst from process {pid} failed ({why}); one by one"
+        );
+        let mut back: Vec<_> = gathered.into_iter().map(|g| g.back(shared)).collect();
+        back.extend(failed.map(|(_, f)| f));
+        back.extend(rest);
+        return Err(back);
+    }
+    Ok(gathered
+        .into_iter()
+        .map(|g| {
+            let len = g.len();
+            let data = match g.landing {
+                Landing::Lent(b) => CdoData::own(b, len),
+                Landing::Region(r) => CdoData::landed(r, len, shared.landing.clone()),
+            };
+            (g.transfer, data)
+        })
+        .collect())
+}
+
+/// Where `f`'s bytes land: the memory lent for them when it fits, else a landing region of
+/// the endpoint the ticket names; `f` back with why when there is none.
+fn gather(
+    shared: &Shared,
+    f: Fetch<Buffer>,
+) -> std::result::Result<Gathered, Box<(String, Fetch<Buffer>)>> {
+    let len = usize::try_from(f.source.len()).unwrap_or(0);
+    let Fetch {
+        transfer,
+        cdo,
+        source,
+        lent,
+    } = f;
+    let landing = match lent.filter(|b| b.len() >= len) {
+        Some(b) => Ok(Landing::Lent(b)),
+        None => {
+            let via = match &source {
+                Source::Rma { via, .. } => *via,
+                _ => 0,
+            };
+            transfer::endpoint_via(shared, via)
+                .and_then(|ep| Ok(shared.landing.take(ep, len)?))
+                .map(Landing::Region)
+        }
+    };
+    match landing {
+        Ok(landing) => Ok(Gathered {
+            transfer,
+            cdo,
+            source,
+            landing,
+        }),
+        // Only a landing region can fail, and then nothing was lent that fits.
+        Err(e) => Err(Box::new((
+            e.to_string(),
+            Fetch {
+                transfer,
+                cdo,
+                source,
+                lent: None,
+            },
+        ))),
+    }
+}
