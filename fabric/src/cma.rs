@@ -329,7 +329,7 @@ mod tests {
         assert!(dsts == sources);
 
         // An unmapped range in the middle: the error names it; those before it are read.
-        let good = vec![5u8; 100];
+        let good = [5u8; 100];
         let (mut a, mut bad, mut c) = ([0u8; 100], [0u8; 16], [0u8; 100]);
         let mut ranges: Vec<(u64, &mut [u8])> = vec![
             (good.as_ptr() as u64, &mut a),
