@@ -189,3 +189,58 @@ fn bad_group_demands_are_refused_with_the_reason() {
         "{out:?}"
     );
 }
+
+/// Offers `member` of `len` bytes carrying its bytes (an inline offer), sealed as
+/// `Pm::offer` seals.
+fn offer_inline(pm: &mut Pm, conn: ConnId, member: &str, len: usize) {
+    let cdo = pm.declare(conn, member);
+    pm.seal(conn, cdo);
+    let extras = pool_core::proto::OfferExtras::new(Vec::new(), Some(memory_file()))
+        .with_inline(vec![1u8; len]);
+    let out = pm.send(
+        conn,
+        ToPm::Offer {
+            cdo,
+            region: region(len as u64),
+            extras,
+        },
+    );
+    assert_eq!(out[0], (conn, done(Op::Offer, cdo)));
+}
+
+/// The sources of the tickets in `out`, by kind.
+fn kinds(out: &[(ConnId, FromPm)]) -> Vec<&'static str> {
+    out.iter()
+        .filter_map(|(_, m)| match m {
+            FromPm::Ticket { source, .. } => Some(source.kind()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn members_a_consumer_can_copy_in_bulk_skip_inline_from_the_group_limit() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (near, _) = pm.join("consumer");
+    // Another host: no copy out of the provider's memory there.
+    let (far, _) = pm.join_at("far", "node2", 3, Some(tcp("far")));
+    offer_inline(&mut pm, p, "g/small", 1536);
+    offer_inline(&mut pm, p, "g/large", 1537);
+    let g = pm.declare(p, "g");
+    let attributes = attr::group_attributes(&["g/small", "g/large"]);
+    pm.send(p, ToPm::Seal { cdo: g, attributes });
+    pm.send(p, offer_msg(g, 0));
+    let (_, _, out) = pm.demand_group(near, "g", 8);
+    assert_eq!(kinds(&out), ["inline", "rma"], "{out:?}");
+    let (_, _, out) = pm.demand_group(far, "g", 8);
+    assert_eq!(kinds(&out), ["inline", "inline"], "{out:?}");
+    // A single demand of the large one: inline, as every small CDO (after the ids the
+    // group's demand reserved).
+    for _ in 0..8 {
+        pm.next_cdo(near);
+    }
+    let single = pm.declare(near, "g/large");
+    let out = pm.send(near, ToPm::Demand { cdo: single });
+    assert_eq!(kinds(&out), ["inline"], "{out:?}");
+}

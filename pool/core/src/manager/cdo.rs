@@ -144,6 +144,9 @@ pub(super) struct Want {
     pub(super) failed: BTreeSet<CdoId>,
     /// A group's demand: the ids reserved for its members (first, how many).
     pub(super) group: Option<(CdoId, u32)>,
+    /// A group's member (declared by the group's demand): it moves in bulk with the others
+    /// (see [`super::plan::GROUP_INLINE_MAX`]).
+    pub(super) member: bool,
 }
 
 impl State {

@@ -153,6 +153,7 @@ impl Manager {
                     attributes: Attributes::new(),
                     state: State::Required(Want {
                         demanded: true,
+                        member: true,
                         ..Want::default()
                     }),
                     extras: OfferExtras::default(),

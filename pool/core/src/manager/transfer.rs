@@ -54,12 +54,13 @@ impl Manager {
             return;
         };
         let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app(), want.demanded);
+        let bulk = want.member;
         let Some((provider, State::Offered(region))) =
             self.cdos.get(&from).map(|f| (f.app(), f.state.clone()))
         else {
             return;
         };
-        let (source, how, route) = self.plan(consumer, provider, from, region);
+        let (source, how, route) = self.plan((consumer, bulk), provider, from, region);
         let provider_label = self
             .apps
             .get(&provider)
