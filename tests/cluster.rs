@@ -12,6 +12,15 @@ use std::time::Duration;
 use common::capi::installed;
 use common::{Cluster, example, run};
 
+/// pmix_hello's three ranks ran, one on each node, in order.
+fn assert_one_rank_per_node(out: &common::Output) {
+    out.assert_hello(3);
+    for (rank, node) in [(0, "n1"), (1, "n2"), (2, "n3")] {
+        let on = format!("rank {rank} of 3 on {node}");
+        assert!(out.stdout.contains(&on), "no {on:?} in\n{}", out.stdout);
+    }
+}
+
 #[test]
 fn pmix_hello_runs_one_rank_per_node() {
     let cluster = Cluster::start();
@@ -22,11 +31,7 @@ fn pmix_hello_runs_one_rank_per_node() {
             .arg(example("pmix_hello")),
         Duration::from_secs(120),
     );
-    out.assert_hello(3);
-    for (rank, node) in [(0, "n1"), (1, "n2"), (2, "n3")] {
-        let on = format!("rank {rank} of 3 on {node}");
-        assert!(out.stdout.contains(&on), "no {on:?} in\n{}", out.stdout);
-    }
+    assert_one_rank_per_node(&out);
 }
 
 #[test]
@@ -39,11 +44,7 @@ fn mpirun_places_one_rank_per_node_through_the_launch_agent() {
             .arg(example("pmix_hello")),
         Duration::from_secs(120),
     );
-    out.assert_hello(3);
-    for (rank, node) in [(0, "n1"), (1, "n2"), (2, "n3")] {
-        let on = format!("rank {rank} of 3 on {node}");
-        assert!(out.stdout.contains(&on), "no {on:?} in\n{}", out.stdout);
-    }
+    assert_one_rank_per_node(&out);
     // Publish/lookup goes through mpirun's data server across the nodes.
     assert_eq!(
         out.lines_with("publish/lookup: ok (").len(),

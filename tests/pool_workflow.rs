@@ -351,6 +351,17 @@ fn same_host(tag: &str, (size, group): (usize, usize), buffers: &str) -> SameHos
     }
 }
 
+/// Waits for the next transport-completed event of `sub`; checks whether it says the bytes
+/// were copied straight from the provider's memory.
+fn next_transport(sub: &pool::Subscription, copied: bool) {
+    let done = sub
+        .wait_timeout(SAME_HOST_T)
+        .expect("subscription")
+        .expect("a transport-completed event");
+    let says = done.detail.contains("copied from the provider's memory");
+    assert_eq!(says, copied, "{done:?}");
+}
+
 /// The limit of every wait in the same-host tests.
 const SAME_HOST_T: Duration = Duration::from_secs(60);
 
@@ -377,25 +388,14 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
     let (copied, _) = copier
         .demand(want)
         .expect("a stopped provider's bytes, copied");
-    let done = sub
-        .wait_timeout(SAME_HOST_T)
-        .expect("subscription")
-        .expect("a transport-completed event");
-    assert!(
-        done.detail.contains("copied from the provider's memory"),
-        "{done:?}"
-    );
+    next_transport(&sub, true);
     // SAFETY: signalling a process this test started and still owns (its child, not yet
     // reaped).
     unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
     let reader = consumer(true);
     let want = reader.declare(&name).expect("declare");
     let (read, _) = reader.demand(want).expect("demand by RMA");
-    let done = sub
-        .wait_timeout(SAME_HOST_T)
-        .expect("subscription")
-        .expect("a transport-completed event");
-    assert!(!done.detail.contains("copied"), "{done:?}");
+    next_transport(&sub, false);
     assert_eq!(copied.len(), SIZE);
     assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
     assert!(*copied == *read, "the copy differs from the RMA read");
@@ -442,14 +442,7 @@ fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
         .demand_group(want)
         .expect("a stopped provider's members, copied");
     for _ in 0..MEMBERS {
-        let done = sub
-            .wait_timeout(SAME_HOST_T)
-            .expect("subscription")
-            .expect("a transport-completed event per member");
-        assert!(
-            done.detail.contains("copied from the provider's memory"),
-            "{done:?}"
-        );
+        next_transport(&sub, true);
     }
     // SAFETY: signalling a process this test started and still owns.
     unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
