@@ -50,16 +50,12 @@ impl Landing {
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
 /// same-host provider's memory the burst can batch.
 pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
-    let fetch = match copy_from(shared, &fetch) {
-        Some(_) => match shared.burst.lock().as_mut() {
-            Some(gathered) => {
-                gathered.push(fetch);
-                return;
-            }
-            None => fetch,
-        },
-        None => fetch,
-    };
+    if copy_from(shared, &fetch).is_some()
+        && let Some(gathered) = shared.burst.lock().as_mut()
+    {
+        gathered.push(fetch);
+        return;
+    }
     transfer::start(shared, fetch);
 }
 
@@ -89,8 +85,10 @@ pub(crate) fn end(shared: &Arc<Shared>) {
     };
     let mut by_process: HashMap<ProcessMemory, Vec<Fetch<Buffer>>> = HashMap::new();
     for f in gathered {
-        if let Some(p) = copy_from(shared, &f) {
-            by_process.entry(p).or_default().push(f);
+        match copy_from(shared, &f) {
+            Some(p) => by_process.entry(p).or_default().push(f),
+            // Copies were refused since it was gathered (an earlier batch's failure).
+            None => transfer::start(shared, f),
         }
     }
     let mut done = Vec::new();
