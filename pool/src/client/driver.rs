@@ -162,16 +162,14 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
     loop {
         match r.next().await {
             Ok(Some(m)) => {
-                // The rest of what the read brought is a burst: what it leads to (a
-                // transfer done per ticket) is written once, at its end.
-                shared.out.cork();
+                // The rest of what the read brought is a burst: the copies its tickets
+                // ask for are made together at its end.
                 shared.burst.begin();
                 handle(m);
                 while let Some(m) = r.next_read() {
                     handle(m);
                 }
                 super::burst::end(&shared);
-                shared.out.uncork();
             }
             Ok(None) => break,
             Err(e) => {

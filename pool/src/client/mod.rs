@@ -211,15 +211,23 @@ impl Shared {
         let mut core = self.core();
         let r = f(&mut core);
         let mut sent = Ok(());
+        // What the step queued goes in one write (a burst's reports, say).
+        let mut now: smallvec::SmallVec<[ToPm; 2]> = smallvec::SmallVec::new();
         while let Some(t) = core.poll_transmit() {
-            if t.deferred {
-                // Nobody waits for it: a PM gone meanwhile changes nothing.
-                if let Err(e) = self.out.send_deferred(t.msg) {
-                    tracing::debug!("notice not told to the pool manager: {e}");
-                }
-            } else if let Err(e) = self.out.send(t.msg) {
+            if !t.deferred {
+                now.push(t.msg);
+                continue;
+            }
+            if let Err(e) = self.out.send_all(&std::mem::take(&mut now)) {
                 sent = Err(e);
             }
+            // Nobody waits for it: a PM gone meanwhile changes nothing.
+            if let Err(e) = self.out.send_deferred(t.msg) {
+                tracing::debug!("notice not told to the pool manager: {e}");
+            }
+        }
+        if let Err(e) = self.out.send_all(&now) {
+            sent = Err(e);
         }
         // Mostly one answer or one ticket: no allocation for them.
         let events: smallvec::SmallVec<[Event<Io>; 2]> =

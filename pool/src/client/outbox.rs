@@ -71,9 +71,6 @@ struct State {
     ticking: bool,
     /// A notice was deferred since the writer task's last tick.
     fresh: bool,
-    /// The reader is handling a burst of the PM's messages ([`Outbox::cork`]): what is
-    /// sent meanwhile is written in one go when the burst is done.
-    corked: bool,
 }
 
 /// How long a deferred notice may wait for a message to go with before the writer task
@@ -96,7 +93,6 @@ impl Outbox {
                 deferred: false,
                 ticking: false,
                 fresh: false,
-                corked: false,
             }),
             kick: Notify::new(),
         })
@@ -116,22 +112,21 @@ impl Outbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends `msg`: written now if the socket takes it, else left to the writer task.
+    /// Sends `msgs` in order, framed together: written now if the socket takes them (one
+    /// write for the reports of a burst of transfers), else left to the writer task.
     /// Never waits.
     ///
     /// # Errors
     /// [`ClientError::Closed`] once the connection failed; an encoding error.
-    pub(crate) fn send(&self, msg: ToPm) -> Result<()> {
-        let mut st = self.state();
-        // Behind bytes that wait for room (not deferred notices, which go now with it), the
-        // writer task sends them in order; during a burst, the reader does.
-        let waiting = !st.unsent.is_empty() && !st.deferred;
-        Self::queue(&mut st, &msg)?;
-        if st.corked {
-            // Goes at the burst's end, deferred notices before it with it.
-            st.deferred = false;
+    pub(crate) fn send_all(&self, msgs: &[ToPm]) -> Result<()> {
+        if msgs.is_empty() {
             return Ok(());
         }
+        let mut st = self.state();
+        // Behind bytes that wait for room (not deferred notices, which go now with it), the
+        // writer task sends them in order.
+        let waiting = !st.unsent.is_empty() && !st.deferred;
+        Self::queue(&mut st, msgs)?;
         if waiting {
             return Ok(());
         }
@@ -154,11 +149,11 @@ impl Outbox {
     /// ticking already (see `State::ticking`).
     ///
     /// # Errors
-    /// As [`Outbox::send`].
+    /// As [`Outbox::send_all`].
     pub(crate) fn send_deferred(&self, msg: ToPm) -> Result<()> {
         let mut st = self.state();
         let only_notices = st.unsent.is_empty();
-        Self::queue(&mut st, &msg)?;
+        Self::queue(&mut st, std::slice::from_ref(&msg))?;
         st.deferred |= only_notices;
         st.fresh = true;
         if !st.ticking {
@@ -169,37 +164,15 @@ impl Outbox {
         Ok(())
     }
 
-    /// The reader starts handling a burst of the PM's messages (the rest of what one read
-    /// brought): the reports and answers they lead to (a transfer done per ticket, say)
-    /// wait for [`Outbox::uncork`], to be written in one go instead of one write each.
-    pub(crate) fn cork(&self) {
-        self.state().corked = true;
-    }
-
-    /// The burst is done: writes what it sent.
-    pub(crate) fn uncork(&self) {
-        let mut st = self.state();
-        st.corked = false;
-        // Nothing, or deferred notices only (they wait for their tick).
-        if st.unsent.is_empty() || st.deferred {
-            return;
-        }
-        Self::flush(&mut st);
-        if st.io.is_none() || !st.unsent.is_empty() {
-            drop(st);
-            self.kick.notify_one();
-        }
-    }
-
-    /// Appends `msg`'s frames to what is unsent.
+    /// Appends the frames of `msgs` to what is unsent.
     ///
     /// # Errors
     /// [`ClientError::Closed`] once the connection failed; an encoding error.
-    fn queue(st: &mut State, msg: &ToPm) -> Result<()> {
+    fn queue(st: &mut State, msgs: &[ToPm]) -> Result<()> {
         if st.io.is_none() {
             return Err(ClientError::Closed);
         }
-        for frame in proto::encode_split(std::slice::from_ref(msg))? {
+        for frame in proto::encode_split(msgs)? {
             st.unsent.extend_from_slice(&frame);
         }
         Ok(())
@@ -322,13 +295,12 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_is_written_once_at_its_end_in_order() {
+    fn messages_sent_together_go_in_one_frame_in_order() {
         let rt = runtime();
         let _guard = rt.enter();
         let (out, theirs) = pair(&rt);
-        out.send(ToPm::Leave).expect("send");
+        out.send_all(&[ToPm::Leave]).expect("send");
         assert_eq!(readable(&rt, &theirs), [ToPm::Leave], "written at once");
-        out.cork();
         let reports: Vec<ToPm> = (1..=3)
             .map(|transfer| ToPm::TransferDone {
                 transfer,
@@ -336,31 +308,21 @@ mod tests {
                 direct: None,
             })
             .collect();
-        for m in &reports {
-            out.send(m.clone()).expect("send");
-        }
-        assert!(readable(&rt, &theirs).is_empty(), "held during the burst");
-        out.uncork();
+        out.send_all(&reports).expect("send");
         assert_eq!(readable(&rt, &theirs), reports);
     }
 
     #[test]
-    fn a_burst_takes_deferred_notices_along_only_with_a_message() {
+    fn a_deferred_notice_waits_for_the_next_message_and_goes_before_it() {
         let rt = runtime();
         let _guard = rt.enter();
         let (out, theirs) = pair(&rt);
-        // A notice alone in a burst still waits for its tick.
-        out.cork();
         out.send_deferred(ToPm::Demand { cdo: 7 }).expect("notice");
-        out.uncork();
         assert!(
             readable(&rt, &theirs).is_empty(),
             "left for the writer's tick"
         );
-        // A message in a burst takes it along, before it.
-        out.cork();
-        out.send(ToPm::Leave).expect("send");
-        out.uncork();
+        out.send_all(&[ToPm::Leave]).expect("send");
         assert_eq!(
             readable(&rt, &theirs),
             [ToPm::Demand { cdo: 7 }, ToPm::Leave]
