@@ -3,13 +3,17 @@
 //! Maestro's (`declare`, `seal`, `offer`, `require`, `demand`, `withdraw`, `retract`,
 //! `dispose`).
 //!
-//! A client owns a driver (two tokio tasks) that keeps reading the control connection:
-//! answers go to the waiting call, tickets are carried out at once (RMA read, same-process
-//! hand-over or stream, as the PM planned) and reported, and stream requests for this app's
-//! offers are served, whether or not the application is inside a call. Operations issued
-//! without waiting for each other (e.g. `join_all` over many `offer`s) are pipelined: each
-//! message is a frame of its own, written by the caller's thread at once (`outbox`), and
-//! the PM answers a batch of them in one frame.
+//! What the client knows and waits for lives in the protocol's sans-IO core
+//! ([`pool_core::client::ClientCore`]); this module is its driver: every operation is a step
+//! of the core under its lock (`Shared::with_core`), whose messages are written at once by
+//! the caller's thread (`outbox`) and whose events (answers, tickets, stream pieces,
+//! subscriptions' news) are carried out after the lock is released. Two tokio tasks keep
+//! reading and writing the control connection whether or not the application is inside a
+//! call: tickets are carried out at once (RMA read, same-process hand-over, a copy out of
+//! a same-host provider's memory, batched per provider for a burst of them (`burst`), or
+//! stream, as the PM planned) and reported, and stream requests for this app's offers are
+//! served. Operations issued without waiting for each other (e.g. `join_all` over many
+//! `offer`s) are pipelined, and the PM answers a batch of them in one frame.
 
 mod blocking;
 mod burst;
