@@ -55,8 +55,11 @@ impl Manager {
         };
         let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app(), want.demanded);
         let bulk = want.member;
-        let Some((provider, State::Offered(region))) =
-            self.cdos.get(&from).map(|f| (f.app(), f.state.clone()))
+        // The built-in name and size are the consumer's to add (see `FromPm::Ticket`).
+        let Some((provider, State::Offered(region), attributes)) = self
+            .cdos
+            .get(&from)
+            .map(|f| (f.app(), f.state.clone(), f.attributes.clone()))
         else {
             return;
         };
@@ -65,12 +68,6 @@ impl Manager {
             .apps
             .get(&provider)
             .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label));
-        // The built-in name and size are the consumer's to add (see `FromPm::Ticket`).
-        let attributes = self
-            .cdos
-            .get(&from)
-            .map(|f| f.attributes.clone())
-            .unwrap_or_default();
         let transfer = self.id();
         let stream = match source {
             Source::Stream { len } => Some(len),
