@@ -299,10 +299,10 @@ struct SameHost {
     consumer: Box<dyn Fn(bool) -> pool::Client>,
 }
 
-/// Starts a [`SameHost`] for workflow `tag`: the provider offers `bench-<size>` from
-/// `--buffers` memory (and `(group, n)`: a group of `n` members of that size) and has said
-/// it is ready.
-fn same_host(tag: &str, (size, group): (usize, usize), buffers: &str) -> SameHost {
+/// Starts a [`SameHost`] for workflow `tag`: the provider offers `bench-<size>` for each of
+/// `sizes` from `--buffers` memory (and, with `group` > 0, a group of that many members of
+/// each size) and has said it is ready.
+fn same_host(tag: &str, (sizes, group): (&[usize], usize), buffers: &str) -> SameHost {
     use fabric::{Config, Scope};
     use pool::JoinOptions;
 
@@ -319,7 +319,11 @@ fn same_host(tag: &str, (size, group): (usize, usize), buffers: &str) -> SameHos
             "--provider",
             "shm",
             "--sizes",
-            &size.to_string(),
+            &sizes
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
             "--buffers",
             buffers,
             "--group",
@@ -379,7 +383,7 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
         sub,
         provider,
         consumer,
-    } = same_host("cma", (SIZE, 0), "plain");
+    } = same_host("cma", (&[SIZE], 0), "plain");
     let name = format!("bench-{SIZE}");
     // SAFETY: signalling the process this test started.
     unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
@@ -420,46 +424,52 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
 
 /// A group's members from a same-host provider arrive in bursts of tickets, and the
 /// consumer copies each burst out of the provider's memory in one batch: even with the
-/// provider stopped, every member arrives, equal to what RMA reads of the same group bring,
-/// and each member's transport event says it was copied.
+/// provider stopped,
+/// every member arrives, equal to what RMA reads of the same group bring, and each member's
+/// transport event says it was copied.
 #[test]
 fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
-    const SIZE: usize = 16 << 10;
-    const MEMBERS: usize = 300;
+    // Bursts of small members and of members of several pages.
+    const SIZES: [usize; 2] = [16 << 10, 64 << 10];
+    const MEMBERS: usize = 100;
     let SameHost {
         pm,
         watcher,
         sub,
         provider,
         consumer,
-    } = same_host("cma-group", (SIZE, MEMBERS), "plain");
-    let name = format!("bench-group-{SIZE}");
-    // SAFETY: signalling the process this test started.
-    unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
-    let copier = consumer(false);
-    let want = copier.declare(&name).expect("declare");
-    let (copied, _) = copier
-        .demand_group(want)
-        .expect("a stopped provider's members, copied");
-    for _ in 0..MEMBERS {
-        next_transport(&sub, true);
+    } = same_host("cma-group", (&SIZES, MEMBERS), "plain");
+    let (copier, reader) = (consumer(false), consumer(true));
+    for size in SIZES {
+        let name = format!("bench-group-{size}");
+        // SAFETY: signalling the process this test started.
+        unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
+        let want = copier.declare(&name).expect("declare");
+        let (copied, _) = copier
+            .demand_group(want)
+            .expect("a stopped provider's members, copied");
+        for _ in 0..MEMBERS {
+            next_transport(&sub, true);
+        }
+        // SAFETY: signalling a process this test started and still owns.
+        unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
+        let want = reader.declare(&name).expect("declare");
+        let (read, _) = reader.demand_group(want).expect("the group by RMA");
+        for _ in 0..MEMBERS {
+            next_transport(&sub, false);
+        }
+        assert_eq!((copied.len(), read.len()), (MEMBERS, MEMBERS));
+        for (i, (c, r)) in copied.iter().zip(&read).enumerate() {
+            assert_eq!(c.name, format!("{name}/{i}"));
+            assert_eq!(c.data.len(), size);
+            assert!(*c.data == *r.data, "member {i} differs from its RMA read");
+        }
+        assert!(
+            copied[0].data.iter().any(|&b| b != 0),
+            "the offers are a pattern"
+        );
     }
-    // SAFETY: signalling a process this test started and still owns.
-    unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
-    let reader = consumer(true);
-    let want = reader.declare(&name).expect("declare");
-    let (read, _) = reader.demand_group(want).expect("the group by RMA");
-    assert_eq!((copied.len(), read.len()), (MEMBERS, MEMBERS));
-    for (i, (c, r)) in copied.iter().zip(&read).enumerate() {
-        assert_eq!(c.name, format!("{name}/{i}"));
-        assert_eq!(c.data.len(), SIZE);
-        assert!(*c.data == *r.data, "member {i} differs from its RMA read");
-    }
-    assert!(
-        copied[0].data.iter().any(|&b| b != 0),
-        "the offers are a pattern"
-    );
-    drop((copied, read, copier, reader, provider));
+    drop((copier, reader, provider));
     watcher.leave().expect("leave");
     pm.stop();
 }
@@ -476,7 +486,7 @@ fn same_host_consumers_map_a_shareable_offer() {
         sub,
         mut provider,
         consumer,
-    } = same_host("map", (SIZE, 0), "shareable");
+    } = same_host("map", (&[SIZE], 0), "shareable");
     let name = format!("bench-{SIZE}");
     let mapper = consumer(false);
     let want = mapper.declare(&name).expect("declare");
