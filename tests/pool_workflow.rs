@@ -424,9 +424,8 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
 
 /// A group's members from a same-host provider arrive in bursts of tickets, and the
 /// consumer copies each burst out of the provider's memory in one batch: even with the
-/// provider stopped,
-/// every member arrives, equal to what RMA reads of the same group bring, and each member's
-/// transport event says it was copied.
+/// provider stopped, every member arrives, equal to what RMA reads of the same group bring,
+/// and each member's transport event says it was copied.
 #[test]
 fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
     // Bursts of small members and of members of several pages.
