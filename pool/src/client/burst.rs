@@ -1,8 +1,8 @@
 //! A burst of tickets: the rest of what one read of the control connection brought (a
 //! group's members, above all). Copies out of one provider's memory are gathered while the
 //! reader handles the burst and made at its end in one `process_vm_readv` of many ranges
-//! ([`fabric::cma::read_many`]) instead of one call each; their reports then go in the
-//! outbox's one write of the burst. Whatever the batch cannot do (a process not verified, a
+//! ([`fabric::cma::read_many`]) instead of one call each, and reported in one step of the
+//! core (one write). Whatever the batch cannot do (a process not verified, a
 //! range the kernel refuses) goes the single ticket's way, with its fallbacks.
 
 use std::collections::HashMap;
@@ -17,12 +17,15 @@ use super::data::CdoData;
 use super::transfer::{self, INLINE_COPY};
 use crate::proto::{Direct, ProcessMemory, Source, TransferId};
 
-/// The copies gathered during a burst (`None`: no burst under way).
+/// The copies gathered during a burst, with the process each is copied from (`None`: no
+/// burst under way).
 #[derive(Default)]
-pub(crate) struct Burst(Mutex<Option<Vec<Fetch<Buffer>>>>);
+pub(crate) struct Burst(Mutex<Option<Gathering>>);
+
+type Gathering = Vec<(ProcessMemory, Fetch<Buffer>)>;
 
 impl Burst {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Fetch<Buffer>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Gathering>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -50,10 +53,10 @@ impl Landing {
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
 /// same-host provider's memory the burst can batch.
 pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
-    if copy_from(shared, &fetch).is_some()
+    if let Some(process) = copy_from(shared, &fetch)
         && let Some(gathered) = shared.burst.lock().as_mut()
     {
-        gathered.push(fetch);
+        gathered.push((process, fetch));
         return;
     }
     transfer::start(shared, fetch);
@@ -84,12 +87,8 @@ pub(crate) fn end(shared: &Arc<Shared>) {
         return;
     };
     let mut by_process: HashMap<ProcessMemory, Vec<Fetch<Buffer>>> = HashMap::new();
-    for f in gathered {
-        match copy_from(shared, &f) {
-            Some(p) => by_process.entry(p).or_default().push(f),
-            // Copies were refused since it was gathered (an earlier batch's failure).
-            None => transfer::start(shared, f),
-        }
+    for (process, f) in gathered {
+        by_process.entry(process).or_default().push(f);
     }
     let mut done = Vec::new();
     for (process, fetches) in by_process {

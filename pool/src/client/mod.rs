@@ -354,10 +354,6 @@ impl AsyncClient {
             selector: Box::new(selector.expr().clone()),
             options,
         };
-        let (tx, rx) = oneshot::channel();
-        let call = self
-            .shared
-            .with_core(|c| c.subscribe(local, queue.clone(), msg, tx))?;
         // Unless this call hands out the subscription, its end (error, timeout, dropped
         // future) ends the subscription: one the PM set up already now, one it sets up
         // later when its answer comes.
@@ -382,7 +378,11 @@ impl AsyncClient {
             local,
             handed_out: false,
         };
-        let id = answer(&self.shared, (Op::Subscribe, local), call, rx).await?;
+        let events = queue.clone();
+        let id = ask(&self.shared, (Op::Subscribe, local), |c, waiter| {
+            c.subscribe(local, events, msg, waiter)
+        })
+        .await?;
         forget.handed_out = true;
         drop(forget);
         Ok(Subscription {
@@ -516,11 +516,10 @@ impl AsyncClient {
             extras = extras.with_inline(bytes);
         }
         let msg = msg(cdo, region, extras);
-        let (tx, rx) = oneshot::channel();
-        let r = match self.shared.with_core(|c| c.offer(cdo, msg, tx)) {
-            Ok(call) => answer(&self.shared, (Op::Offer, cdo), call, rx).await,
-            Err(e) => Err(e),
-        };
+        let r = ask(&self.shared, (Op::Offer, cdo), |c, waiter| {
+            c.offer(cdo, msg, waiter)
+        })
+        .await;
         if r.is_err() {
             data::take_back(&key);
         }
@@ -532,11 +531,11 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` unless declared; connection errors.
     pub async fn require(&self, cdo: CdoId) -> Result<()> {
-        let (tx, rx) = oneshot::channel();
-        let call = self.shared.with_core(|c| c.require(cdo, tx))?;
-        answer(&self.shared, (Op::Require, cdo), call, rx)
-            .await
-            .map(drop)
+        ask(&self.shared, (Op::Require, cdo), |c, waiter| {
+            c.require(cdo, waiter)
+        })
+        .await
+        .map(drop)
     }
 
     /// Waits until `cdo` is local (offered by someone and moved here) and returns its bytes
@@ -698,8 +697,21 @@ async fn here(
 
 /// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.
 async fn call(shared: &Arc<Shared>, key: CallKey, msg: ToPm) -> Result<u64> {
+    ask(shared, key, |c, waiter| c.call(key, msg, waiter)).await
+}
+
+/// The waiter of one call.
+type Waiter = <Io as Driver>::Waiter;
+
+/// Runs `step`, a call the core files under `key` with the waiter it is given, and waits
+/// for the answer, at most the client's timeout.
+async fn ask(
+    shared: &Arc<Shared>,
+    key: CallKey,
+    step: impl FnOnce(&mut Core, Waiter) -> std::result::Result<CallId, CallError>,
+) -> Result<u64> {
     let (tx, rx) = oneshot::channel();
-    let call = shared.with_core(|c| c.call(key, msg, tx))?;
+    let call = shared.with_core(|c| step(c, tx))?;
     answer(shared, key, call, rx).await
 }
 

@@ -250,12 +250,12 @@ impl Subscription {
     /// Timeout and connection errors.
     pub async fn unsubscribe(mut self) -> Result<()> {
         self.ended = true;
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let sub = self.id;
-        let call = self.shared.with_core(|c| c.unsubscribe(sub, tx))?;
-        super::answer(&self.shared, (Op::Unsubscribe, sub), call, rx)
-            .await
-            .map(drop)
+        super::ask(&self.shared, (Op::Unsubscribe, sub), |c, waiter| {
+            c.unsubscribe(sub, waiter)
+        })
+        .await
+        .map(drop)
     }
 }
 

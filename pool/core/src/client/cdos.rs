@@ -59,9 +59,6 @@ pub(super) struct Fetching {
     attributes: Attributes,
     provider: Arc<str>,
     completes_demand: bool,
-    /// The PM counts the transfer done as it sent the ticket (the bytes came with it):
-    /// nothing is reported.
-    inline: bool,
 }
 
 /// How a demand goes on.
@@ -272,18 +269,17 @@ impl<T: Driver> ClientCore<T> {
         completes_demand: bool,
     ) {
         let lent = self.cdos.get_mut(&cdo).and_then(|m| m.lent.take());
-        let inline = matches!(source, Source::Inline { .. });
         let f = Fetching {
             cdo,
             attributes,
             provider,
             completes_demand,
-            inline,
         };
         match source {
+            // The PM counted the transfer done as it sent the ticket: nothing to report.
             Source::Inline { bytes } => {
                 let data = T::inline(bytes, lent);
-                self.finish(transfer, f, Ok((data, None)));
+                self.finish(transfer, f, Ok((data, None)), false);
             }
             source => {
                 self.fetching.insert(transfer, f);
@@ -307,11 +303,18 @@ impl<T: Driver> ClientCore<T> {
             tracing::warn!("pool client: transfer {transfer} ended but was not ticketed");
             return;
         };
-        self.finish(transfer, f, outcome);
+        self.finish(transfer, f, outcome, true);
     }
 
-    /// Ticket `transfer` (`f`) ended with `outcome` (see [`ClientCore::fetched`]).
-    fn finish(&mut self, transfer: TransferId, f: Fetching, outcome: Fetched<T::Data>) {
+    /// Ticket `transfer` (`f`) ended with `outcome` (see [`ClientCore::fetched`]); a
+    /// success is reported to the PM when `report` says so (a failure always is).
+    fn finish(
+        &mut self,
+        transfer: TransferId,
+        f: Fetching,
+        outcome: Fetched<T::Data>,
+        report: bool,
+    ) {
         // (why, whether the bytes failed the integrity check)
         let outcome = match outcome {
             Ok((data, direct)) => match attr::verify_checksum(&f.attributes, data.as_ref()) {
@@ -326,7 +329,7 @@ impl<T: Driver> ClientCore<T> {
                 if f.completes_demand {
                     self.resolve((Op::Demand, f.cdo), Ok(f.cdo));
                 }
-                if !f.inline {
+                if report {
                     self.report(transfer, None, direct);
                 }
             }

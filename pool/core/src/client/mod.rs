@@ -222,11 +222,6 @@ impl<T: Driver> ClientCore<T> {
         }
     }
 
-    /// The app's id.
-    pub fn app(&self) -> crate::proto::AppId {
-        self.app
-    }
-
     /// Whether the connection ended ([`ClientCore::close`]).
     pub fn is_closed(&self) -> bool {
         self.closed
