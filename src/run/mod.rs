@@ -235,7 +235,12 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
             eprintln!("maestro run: signal {sig} during setup; not starting the job");
             job.outcome.stop(StopCause::Signal(sig));
         }
-        _ => {
+        early => {
+            // Anything else that came during setup (a tool's job control as soon as tools
+            // may attach, say) is handled once the ranks run, not dropped.
+            if let Ok(event) = early {
+                let _ = job.tx.send(event);
+            }
             job.spawn_all();
             job.supervise(&rx);
         }
