@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An endpoint address, the bytes `fi_getname` returns; serialisable (hex in JSON) to
-/// travel to peers.
+/// An endpoint address, the bytes `fi_getname` returns; serialisable to travel to peers:
+/// hex in human-readable formats (JSON: environment, files, PMIx), its bytes in binary ones
+/// (the pool's frames, where every ticket carries one and hex cost a string per byte).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Address(#[serde(with = "hex_bytes")] pub Vec<u8>);
 
@@ -18,22 +19,62 @@ pub struct AddressError {
 }
 
 mod hex_bytes {
+    use serde::de::{Error, SeqAccess, Visitor};
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::to_hex(b))
+        if s.is_human_readable() {
+            s.serialize_str(&super::to_hex(b))
+        } else {
+            s.serialize_bytes(b)
+        }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s = String::deserialize(d)?;
-        super::Address::parse_hex(&s)
-            .map(|a| a.0)
-            .map_err(serde::de::Error::custom)
+        if d.is_human_readable() {
+            let s = String::deserialize(d)?;
+            return super::Address::parse_hex(&s)
+                .map(|a| a.0)
+                .map_err(Error::custom);
+        }
+        d.deserialize_byte_buf(Bytes)
+    }
+
+    /// An address's bytes from a binary format (as bytes, or as a sequence of them).
+    struct Bytes;
+
+    impl<'de> Visitor<'de> for Bytes {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an endpoint address's bytes")
+        }
+
+        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            // Bounded by what the format says is left, not by the claimed length.
+            let mut v = Vec::new();
+            while let Some(b) = seq.next_element()? {
+                v.push(b);
+            }
+            Ok(v)
+        }
     }
 }
 
 fn to_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    b.iter()
+        .flat_map(|x| [DIGITS[usize::from(x >> 4)], DIGITS[usize::from(x & 15)]])
+        .map(char::from)
+        .collect()
 }
 
 /// Linux's `AF_INET` and `AF_INET6`, the families of IP providers' addresses.
@@ -140,5 +181,6 @@ mod tests {
         assert_eq!(json, "\"ab01\"");
         assert_eq!(serde_json::from_str::<Address>(&json).expect("back"), a);
         assert!(serde_json::from_str::<Address>("\"xyz\"").is_err());
+        assert_eq!(Address(vec![0, 0x0f, 0xf0, 0xff]).to_hex(), "000ff0ff");
     }
 }

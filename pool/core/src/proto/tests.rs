@@ -296,3 +296,15 @@ fn inline_bytes_round_trip_in_frames_and_json() {
         ticket
     );
 }
+
+/// An endpoint address travels as its bytes (length and bytes), not as hex: every RMA ticket
+/// carries one.
+#[test]
+fn addresses_travel_as_bytes() {
+    let address = Address((0..=255).collect());
+    let bytes = postcard::to_allocvec(&address).expect("encode");
+    assert_eq!(bytes.len(), 2 + 256, "a varint length and the bytes");
+    assert_eq!(&bytes[2..], &address.0[..]);
+    let back: Address = postcard::from_bytes(&bytes).expect("decode");
+    assert_eq!(back, address);
+}
