@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use fabric_types::{Address, RemoteRegion};
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::auth::prove;
-use pool_core::client::{ClientCore, Demand, Driver, Event};
+use pool_core::client::{ClientCore, Driver, Event};
 use pool_core::proto::{self, AppId, FabricEndpoint, FromPm, InlineBytes, Join, OfferExtras, ToPm};
 use pool_core::{Clock, ConnId, Manager};
 
@@ -164,20 +164,28 @@ fn drain(
     proto::drain_frames::<FromPm>(&mut frame, |msg| received.push(msg))?;
     let wire = start.elapsed();
     let start = Instant::now();
+    let mut answered = false;
     for msg in received {
         core.handle(msg);
         while let Some(e) = core.poll_event() {
-            if let Event::Fetch(f) = e {
-                return Err(format!("member {} was not inline: {:?}", f.cdo, f.source).into());
+            match e {
+                Event::Fetch(f) => {
+                    return Err(format!("member {} was not inline: {:?}", f.cdo, f.source).into());
+                }
+                Event::Answer { result, .. } => answered = result.is_ok(),
+                _ => {}
             }
         }
     }
-    let mut got = 0;
-    for i in 0..members as u64 {
-        if let Demand::Here(data, _) = core.arrival(first + i, 1)? {
-            got += usize::from(data.len() == bytes);
-        }
-    }
+    let here = core
+        .take_group(group)
+        .filter(|_| answered)
+        .ok_or("the group's demand was not answered")?;
+    let got = here
+        .members
+        .iter()
+        .filter(|m| m.data.len() == bytes)
+        .count();
     let client = start.elapsed();
     if got != members {
         return Err(format!("{got} of {members} members arrived").into());

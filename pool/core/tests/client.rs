@@ -445,7 +445,7 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
 }
 
 #[test]
-fn a_group_is_demanded_in_one_message_and_its_members_arrive_each() {
+fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     let names = ["g/0", "g/1", "g/2"];
@@ -472,17 +472,26 @@ fn a_group_is_demanded_in_one_message_and_its_members_arrive_each() {
         "{asked:?}"
     );
     assert_eq!(w.answer(c, 1), Some(&Ok(g)));
-    let (listed, _attrs) = w.core(c).take_group(g).expect("named");
-    assert_eq!(listed, names);
     for (i, name) in names.iter().enumerate() {
-        let member = first + i as u64;
-        assert_eq!(w.core(c).name(member).map(|n| &**n), Some(*name));
-        let Demand::Here(bytes, attrs) = w.core(c).arrival(member, 10).expect("arrival") else {
-            panic!("member {i} not here after the pump");
-        };
-        assert_eq!(bytes, vec![i as u8; 10 + i]);
-        assert_eq!(attrs.get(attr::NAME), Some(&AttrValue::Str((*name).into())));
+        assert_eq!(w.core(c).name(first + i as u64).map(|n| &**n), Some(*name));
     }
+    let here = w.core(c).take_group(g).expect("named");
+    assert_eq!((here.first, here.count), (first, names.len() as u64));
+    assert_eq!(
+        here.attributes.get(attr::NAME),
+        Some(&AttrValue::Str("g".into()))
+    );
+    let listed: Vec<&str> = here.members.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(listed, names);
+    for (i, m) in here.members.iter().enumerate() {
+        assert_eq!(m.cdo, first + i as u64);
+        assert_eq!(m.data, vec![i as u8; 10 + i]);
+        assert_eq!(
+            m.attributes.get(attr::NAME),
+            Some(&AttrValue::Str(m.name.clone()))
+        );
+    }
+    assert!(w.core(c).take_group(g).is_none(), "taken once");
     // A declared CDO that is no group: the PM refuses, and the core names nothing.
     let plain = w.core(c).declare("g/0").expect("declare");
     w.core(c).demand_group(plain, 2).expect("demand group");
@@ -491,7 +500,51 @@ fn a_group_is_demanded_in_one_message_and_its_members_arrive_each() {
         w.answer(c, 2),
         Some(Err(CallError::Refused { .. }))
     ));
-    assert_eq!(w.core(c).take_group(plain), None);
+    assert!(w.core(c).take_group(plain).is_none());
+}
+
+#[test]
+fn a_group_with_a_failed_member_is_answered_with_its_error_once_the_others_ended() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
+    w.offer_sealed(p, "h/checked", (&[3; 64], false), integrity);
+    w.offer(p, "h/plain", &[4; 64], true);
+    w.offer_sealed(
+        p,
+        "h",
+        (&[], false),
+        attr::group_attributes(&["h/checked", "h/plain"]),
+    );
+    w.corrupt = true;
+    let g = w.core(c).declare("h").expect("declare");
+    let (first, _) = w.core(c).demand_group(g, 1).expect("demand group");
+    w.pump();
+    match w.answer(c, 1) {
+        Some(Err(CallError::Integrity(why))) => assert!(why.contains("producer:0"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // The member that arrived is handed over (to dispose); the corrupted one is not.
+    let here = w.core(c).take_group(g).expect("named");
+    assert_eq!(here.count, 2);
+    let got: Vec<CdoId> = here.members.iter().map(|m| m.cdo).collect();
+    assert_eq!(got, [first + 1]);
+}
+
+#[test]
+fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    w.offer(p, "k/0", &[1; 8], true);
+    w.offer_sealed(p, "k", (&[], false), attr::group_attributes(&["k/0"]));
+    let g = w.core(c).declare("k").expect("declare");
+    let (first, call) = w.core(c).demand_group(g, 1).expect("demand group");
+    w.core(c).abandon((Op::Demand, g), call);
+    w.pump();
+    assert_eq!(w.answer(c, 1), None, "nobody waits");
+    let here = w.core(c).take_group(g).expect("named");
+    assert_eq!(here.members.len(), 1);
+    assert_eq!(here.members[0].cdo, first);
 }
 
 #[test]
@@ -503,7 +556,7 @@ fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
         attributes: Attributes::new(),
     });
     assert!(core.poll_event().is_none());
-    assert_eq!(core.take_group(5), None);
+    assert!(core.take_group(5).is_none());
 }
 
 #[test]

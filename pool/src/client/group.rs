@@ -22,18 +22,9 @@ use crate::proto::{CdoId, Op, Refusal};
 
 use super::{AsyncClient, CdoData, ClientError, Result};
 
-/// A member of a demanded group.
-pub struct GroupMember {
-    /// The member's CDO in this app (declared by [`AsyncClient::demand_group`]; dispose it
-    /// when done).
-    pub cdo: CdoId,
-    /// Its name.
-    pub name: String,
-    /// Its bytes.
-    pub data: CdoData,
-    /// The attributes it was sealed with.
-    pub attributes: Attributes,
-}
+/// A member of a demanded group: its CDO in this app (declared by
+/// [`AsyncClient::demand_group`]; dispose it when done), name, bytes and attributes.
+pub type GroupMember = pool_core::client::GroupMember<CdoData>;
 
 impl AsyncClient {
     /// Offers `members` (CDOs this app declared: each with the attributes to seal it with,
@@ -114,44 +105,39 @@ impl AsyncClient {
     pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
         let shared = &self.shared;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (first, call) = shared.with_core(|c| c.demand_group(group, tx))?;
+        let (_, call) = shared.with_core(|c| c.demand_group(group, tx))?;
+        // Answered once every member is here (or one failed): one wake-up for the group.
         let answered = super::answer(shared, (Op::Demand, group), call, rx).await;
-        let named = shared.core().take_group(group);
-        match answered {
-            Err(ClientError::Refused {
-                why: Refusal::NotAllowed(why),
-                ..
-            }) => return Err(ClientError::Protocol(why)),
-            Err(e) => return Err(e),
-            Ok(_) => {}
+        let here = shared.core().take_group(group);
+        if let Err(e) = answered {
+            // Whatever of the group arrived (or is on its way) is this app's to dispose.
+            if let Some(here) = here {
+                let ids = here.first..here.first + here.count;
+                for r in join_all(ids.map(|cdo| self.dispose(cdo))).await {
+                    if let Err(e) = r {
+                        tracing::debug!("disposing a member of a failed group: {e}");
+                    }
+                }
+            }
+            return Err(match e {
+                ClientError::Refused {
+                    why: Refusal::NotAllowed(why),
+                    ..
+                } => ClientError::Protocol(why),
+                e => e,
+            });
         }
-        let (names, attributes) = named.ok_or(ClientError::Protocol(
+        let here = here.ok_or(ClientError::Protocol(
             "the pool manager answered the group's demand without its members".into(),
         ))?;
-        let ids: Vec<CdoId> = (0..names.len() as u64).map(|i| first + i).collect();
-        let arrived = join_all(ids.iter().map(|&cdo| super::arrival(shared, cdo))).await;
-        if arrived.iter().any(Result::is_err) {
-            for &cdo in &ids {
-                let _ = self.dispose(cdo).await;
-            }
-            return Err(arrived
-                .into_iter()
-                .find_map(Result::err)
-                .unwrap_or(ClientError::Closed));
+        if here.members.len() as u64 != here.count {
+            return Err(ClientError::Protocol(format!(
+                "the group's demand was answered with {} of its {} members here",
+                here.members.len(),
+                here.count
+            )));
         }
-        let members = arrived
-            .into_iter()
-            .flatten()
-            .zip(ids)
-            .zip(names)
-            .map(|(((data, attributes), cdo), name)| GroupMember {
-                cdo,
-                name,
-                data,
-                attributes,
-            })
-            .collect();
-        Ok((members, attributes))
+        Ok((here.members, here.attributes))
     }
 
     /// Withdraws `members` and the group CDO `group` together (the group first, so no

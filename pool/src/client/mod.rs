@@ -661,14 +661,6 @@ impl AsyncClient {
     }
 }
 
-/// Waits until `cdo`, which the PM demanded for this app (a group's member), is here: no
-/// message of its own.
-async fn arrival(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-    let (tx, rx) = oneshot::channel();
-    let demand = shared.with_core(|c| c.arrival(cdo, tx))?;
-    here(shared, cdo, demand, rx).await
-}
-
 /// The demand of [`AsyncClient::demand`], on the client's shared state.
 async fn demand(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
     let (tx, rx) = oneshot::channel();

@@ -200,18 +200,6 @@ impl<T: Driver> ClientCore<T> {
             .map(Demand::Waiting)
     }
 
-    /// Waits for `cdo`, which the PM demanded for this app (a group's member): no message
-    /// of its own.
-    ///
-    /// # Errors
-    /// [`CallError::Closed`].
-    pub fn arrival(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<Demand<T::Data>> {
-        if let Some((data, attributes)) = self.take_here(cdo) {
-            return Ok(Demand::Here(data, attributes));
-        }
-        self.wait((Op::Demand, cdo), waiter).map(Demand::Waiting)
-    }
-
     fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {
         let m = self.cdos.get_mut(&cdo)?;
         let here = m.arrived.take()?;
@@ -380,9 +368,9 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// Demands group `group` in one message ([`ToPm::DemandGroup`]), reserving
-    /// [`GROUP_IDS`] ids for its members; the first, and the call. Once answered, take the
-    /// members' names with [`ClientCore::take_group`] and wait for each with
-    /// [`ClientCore::arrival`].
+    /// [`GROUP_IDS`] ids for its members; the first, and the call. The call is answered once
+    /// the PM named the members and every one of them is here (or failed: the first
+    /// member's error); then take them, in one step, with [`ClientCore::take_group`].
     ///
     /// # Errors
     /// [`CallError::Protocol`] when the app's ids are used up; [`CallError::Closed`].
@@ -399,15 +387,36 @@ impl<T: Driver> ClientCore<T> {
         Ok((first, call))
     }
 
-    /// The members' names of demanded `group` and the group's attributes, once the PM
-    /// named them (`None` before, or when it did not).
-    pub fn take_group(&mut self, group: CdoId) -> Option<(Vec<String>, Attributes)> {
+    /// The members of demanded `group` once its call was answered: the group's attributes
+    /// and, in the producer's order, each member's id, name, bytes and attributes (the
+    /// members that are here: all of them after a successful answer). `None` when the PM
+    /// did not name them (not answered, refused, or no such group demanded).
+    pub fn take_group(&mut self, group: CdoId) -> Option<GroupHere<T::Data>> {
         self.groups_wanted.remove(&group);
-        self.groups.remove(&group)
+        let named = self.groups.remove(&group)?;
+        self.stop_arriving(group);
+        let members = (named.first..)
+            .zip(named.names)
+            .filter_map(|(cdo, name)| {
+                let (data, attributes) = self.take_here(cdo)?;
+                Some(GroupMember {
+                    cdo,
+                    name,
+                    data,
+                    attributes,
+                })
+            })
+            .collect();
+        Some(GroupHere {
+            first: named.first,
+            count: named.count,
+            attributes: named.attributes,
+            members,
+        })
     }
 
     /// The PM named the members of `group`: they are this app's CDOs from the first id
-    /// reserved on, each demanded; the group's demand is answered.
+    /// reserved on, each demanded; the group's demand is answered when the last is here.
     pub(super) fn group_named(&mut self, group: CdoId, names: Vec<String>, attrs: Attributes) {
         let Some((first, capacity)) = self.groups_wanted.remove(&group) else {
             tracing::warn!(
@@ -423,9 +432,99 @@ impl<T: Driver> ClientCore<T> {
             self.cdos
                 .insert(first + i as u64, Mine::new(name.as_str().into(), true));
         }
-        self.groups.insert(group, (names, attrs));
-        self.resolve((Op::Demand, group), Ok(group));
+        let count = names.len() as u64;
+        self.groups.insert(
+            group,
+            Named {
+                first,
+                count,
+                names,
+                attributes: attrs,
+            },
+        );
+        if count == 0 {
+            self.resolve((Op::Demand, group), Ok(group));
+            return;
+        }
+        self.arriving.insert(
+            first,
+            Arriving {
+                group,
+                count,
+                left: count,
+                failed: None,
+            },
+        );
     }
+
+    /// Nobody waits for `group`'s members any more (taken, or its call given up).
+    pub(super) fn stop_arriving(&mut self, group: CdoId) {
+        self.arriving.retain(|_, a| a.group != group);
+    }
+
+    /// A member's demand ended (`result`): counted for its group, whose call is answered
+    /// with the last; false when `cdo` is no member of a group on its way.
+    pub(super) fn member_arrived(&mut self, cdo: CdoId, result: CallResult<u64>) -> bool {
+        let Some((&first, a)) = self.arriving.range_mut(..=cdo).next_back() else {
+            return false;
+        };
+        if cdo - first >= a.count {
+            return false;
+        }
+        if let Err(e) = result {
+            a.failed.get_or_insert(e);
+        }
+        a.left -= 1;
+        if a.left == 0 {
+            let (group, failed) = (a.group, a.failed.take());
+            self.arriving.remove(&first);
+            self.resolve((Op::Demand, group), failed.map_or(Ok(group), Err));
+        }
+        true
+    }
+}
+
+/// A demanded group's members as the PM named them (see [`ClientCore::take_group`]).
+pub(super) struct Named {
+    first: CdoId,
+    count: u64,
+    names: Vec<String>,
+    attributes: Attributes,
+}
+
+/// A demanded group whose members are on their way: its call is answered once `left` is 0,
+/// with the first member's error if one failed.
+pub(super) struct Arriving {
+    group: CdoId,
+    count: u64,
+    left: u64,
+    failed: Option<CallError>,
+}
+
+/// The members of a demanded group, taken at once ([`ClientCore::take_group`]).
+#[derive(Debug)]
+pub struct GroupHere<D> {
+    /// The first member's id: the members are `first..first + count`.
+    pub first: CdoId,
+    /// How many members the PM named.
+    pub count: u64,
+    /// The group's attributes (with the built-in name).
+    pub attributes: Attributes,
+    /// The members here, in the producer's order.
+    pub members: Vec<GroupMember<D>>,
+}
+
+/// A member of a demanded group, here.
+#[derive(Debug)]
+pub struct GroupMember<D> {
+    /// Its CDO in this app.
+    pub cdo: CdoId,
+    /// Its name.
+    pub name: String,
+    /// Its bytes.
+    pub data: D,
+    /// The attributes it was sealed with, and the built-in ones.
+    pub attributes: Attributes,
 }
 
 #[cfg(test)]

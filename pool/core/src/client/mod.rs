@@ -23,12 +23,11 @@ mod subscriptions;
 use std::collections::VecDeque;
 
 use crate::HashMap;
-use crate::attr::Attributes;
 use crate::events::PoolEvent;
 use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId};
 
-pub use cdos::{Demand, GROUP_IDS, Phase};
-use cdos::{Fetching, Mine};
+use cdos::{Arriving, Fetching, Mine, Named};
+pub use cdos::{Demand, GROUP_IDS, GroupHere, GroupMember, Phase};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
 /// how a small CDO's bytes that came with its ticket become its data.
@@ -187,9 +186,11 @@ pub struct ClientCore<T: Driver> {
     /// Tickets being carried out.
     fetching: HashMap<TransferId, Fetching>,
     /// Groups demanded with their members' ids reserved (the first, how many), until the
-    /// PM names the members; then their names and the group's attributes.
+    /// PM names the members; then their names and the group's attributes; groups whose
+    /// members are on their way, by their first member's id.
     groups_wanted: HashMap<CdoId, (CdoId, u32)>,
-    groups: HashMap<CdoId, (Vec<String>, Attributes)>,
+    groups: HashMap<CdoId, Named>,
+    arriving: std::collections::BTreeMap<CdoId, Arriving>,
     subs: subscriptions::Subscriptions<T>,
     /// Routes of stream transfers in progress.
     streams: HashMap<TransferId, T::Stream>,
@@ -214,6 +215,7 @@ impl<T: Driver> ClientCore<T> {
             fetching: HashMap::default(),
             groups_wanted: HashMap::default(),
             groups: HashMap::default(),
+            arriving: std::collections::BTreeMap::new(),
             subs: subscriptions::Subscriptions::default(),
             streams: HashMap::default(),
             transmit: VecDeque::new(),
@@ -296,12 +298,16 @@ impl<T: Driver> ClientCore<T> {
                 self.waiters.remove(&key);
             }
         }
+        if key.0 == Op::Demand {
+            // A group given up: its members still arrive, and wait to be disposed.
+            self.stop_arriving(key.1);
+        }
     }
 
     /// Hands `result` to the oldest call waiting under `key`; false if none waits.
     fn resolve(&mut self, key: CallKey, result: CallResult<u64>) -> bool {
         let Some(q) = self.waiters.get_mut(&key) else {
-            return false;
+            return key.0 == Op::Demand && self.member_arrived(key.1, result);
         };
         let Some((_, waiter)) = q.pop_front() else {
             return false;
@@ -421,6 +427,7 @@ impl<T: Driver> ClientCore<T> {
     pub fn close(&mut self) {
         self.closed = true;
         self.waiters.clear();
+        self.arriving.clear();
         self.streams.clear();
         self.transmit.clear();
         self.subs.close(&mut self.events);
