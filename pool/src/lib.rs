@@ -4,7 +4,8 @@
 //!   [`schema`] (attributes and their types), [`selector`] and [`events`] (subscriptions),
 //!   [`Manager`] (the pool manager's state machine);
 //! - [`PoolManager`]: the manager's tokio driver (TCP and Unix control connections,
-//!   admission, credential checks, bounded ingress, timers from [`Manager::poll_timeout`]);
+//!   admission, credential checks, bounded ingress, timers from [`Manager::poll_timeout`],
+//!   deferred work from [`Manager::work`]);
 //! - [`AsyncClient`] and [`Client`]: applications' side, moving CDO bytes by RMA over the
 //!   `fabric` crate, by same-process hand-over or by stream;
 //! - [`Observer`]: a read-only look at a running pool ([`view`]: status, CDOs, transfers,

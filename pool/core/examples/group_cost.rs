@@ -153,6 +153,7 @@ fn drain(
     for msg in asked {
         m.handle(start, consumer, msg);
     }
+    while m.work(start) {}
     let out: Vec<FromPm> = std::iter::from_fn(|| m.poll_output())
         .filter(|(c, _)| *c == consumer)
         .map(|(_, msg)| msg)

@@ -98,6 +98,54 @@ fn one_message_demands_a_group_and_every_member_is_ticketed() {
     }
 }
 
+/// A large group's tickets go out a slice per step of the manager's work, so that the
+/// driver sends each slice (and the consumer copies it) while the next is made; a member
+/// disposed before its turn is passed over, and the consumer's end drops the rest.
+#[test]
+fn a_large_group_is_ticketed_a_slice_per_step_of_work() {
+    use pool_core::GROUP_SLICE;
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, _) = pm.join("consumer");
+    let names: Vec<String> = (0..GROUP_SLICE * 2 + 10)
+        .map(|i| format!("big/{i}"))
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    pm.offer_group(p, "big", &refs, 64);
+    let group = pm.declare(c, "big");
+    let first = group + 1;
+    let msg = ToPm::DemandGroup {
+        group,
+        first,
+        capacity: names.len() as u32,
+    };
+    pm.m.handle(pm.now, c, msg);
+    let step: Vec<_> = std::iter::from_fn(|| pm.m.poll_output()).collect();
+    assert!(members_named(&step).is_some());
+    assert_eq!(tickets(&step).len(), GROUP_SLICE, "the first slice at once");
+    assert!(pm.m.has_work());
+    // The consumer disposes a member before its ticket: it is passed over.
+    let gone = first + GROUP_SLICE as u64;
+    pm.m.handle(
+        pm.now,
+        c,
+        ToPm::Dispose {
+            cdo: gone,
+            answer: false,
+        },
+    );
+    assert!(pm.m.work(pm.now), "a third slice is left");
+    let step: Vec<_> = std::iter::from_fn(|| pm.m.poll_output()).collect();
+    let ticketed: Vec<CdoId> = tickets(&step).into_iter().map(|(cdo, _)| cdo).collect();
+    assert_eq!(ticketed.len(), GROUP_SLICE - 1);
+    assert!(!ticketed.contains(&gone));
+    // The consumer leaves: what is left is dropped, not ticketed to nobody.
+    pm.m.disconnected(pm.now, c);
+    assert!(!pm.m.work(pm.now));
+    let step: Vec<_> = std::iter::from_fn(|| pm.m.poll_output()).collect();
+    assert!(tickets(&step).is_empty(), "{step:?}");
+}
+
 #[test]
 fn a_group_demanded_before_its_offer_waits_for_it() {
     let mut pm = Pm::new();

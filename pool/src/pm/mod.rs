@@ -360,6 +360,12 @@ async fn serve(
                 flush(&mut manager, &mut writers);
                 memory.after(manager.cdo_count());
             }
+            // Work left (a group's members to ticket): a slice once the writers have sent
+            // what is flushed, between the other inputs.
+            () = tokio::task::yield_now(), if manager.has_work() => {
+                manager.work(Instant::now());
+                flush(&mut manager, &mut writers);
+            }
         }
     }
     for a in acceptors {

@@ -17,6 +17,12 @@ use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
 /// Most members one group demand may reserve ids for.
 pub const MAX_GROUP: u32 = 1 << 20;
 
+/// Members ticketed per step of [`Manager::work`]: the driver sends each slice of a group's
+/// tickets before the next is made, so the consumer copies members while the manager
+/// tickets the rest (one step for the whole group kept the consumer idle until its last
+/// ticket). Measured with `maestro bench pool --group`: slices of 128-1024 are alike.
+pub const GROUP_SLICE: usize = 256;
+
 impl Manager {
     /// `DemandGroup` from `app`: its group CDO `group` is demanded as a group, with the ids
     /// `first..first + capacity` (its own, unused) reserved for the members.
@@ -88,11 +94,36 @@ impl Manager {
                 attributes: published,
             },
         );
-        for id in ids {
+        // Every member waits from now on (an offer of one is ticketed at once); their
+        // tickets from the offers there are go out a slice at a time.
+        for &id in &ids {
             let member = Arc::clone(&self.cdo(id).name);
             self.cdos.wait(&member, id);
+        }
+        self.backlog.extend(ids);
+        let now = self.events.now();
+        self.work(now);
+    }
+
+    /// Whether [`Manager::work`] has something to do: members of demanded groups still to
+    /// ticket. A driver with work left calls it again once it has sent the output and
+    /// looked at its other input.
+    pub fn has_work(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
+    /// Does a slice of deferred work ([`GROUP_SLICE`] members of demanded groups
+    /// ticketed); true while some is left. A member disposed or ticketed meanwhile (an
+    /// offer came) is passed over.
+    pub fn work(&mut self, now: std::time::Instant) -> bool {
+        self.advance(now);
+        for _ in 0..GROUP_SLICE {
+            let Some(id) = self.backlog.pop_front() else {
+                break;
+            };
             self.ticket(id);
         }
+        self.has_work()
     }
 
     /// The members a group demand of `name` (offered as `published`) brings `consumer`,

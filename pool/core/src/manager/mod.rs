@@ -59,6 +59,7 @@ mod apps;
 mod cdo;
 mod events;
 mod group;
+pub use group::GROUP_SLICE;
 mod observe;
 mod outbox;
 mod plan;
@@ -214,6 +215,8 @@ pub struct Manager {
     inline_held: usize,
     /// What observers are shown.
     stats: observe::Stats,
+    /// Members of demanded groups still to ticket ([`Manager::work`]).
+    backlog: std::collections::VecDeque<CdoId>,
 }
 
 impl Manager {
@@ -241,6 +244,7 @@ impl Manager {
             claims: HashMap::default(),
             inline_held: 0,
             stats: observe::Stats::new(clock.origin),
+            backlog: std::collections::VecDeque::new(),
         }
     }
 

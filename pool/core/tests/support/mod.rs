@@ -54,7 +54,11 @@ impl Pm {
         self.drain()
     }
 
+    /// Everything the PM wants to send, its deferred work done (as a driver does it).
     pub fn drain(&mut self) -> Vec<(ConnId, FromPm)> {
+        while self.m.has_work() {
+            self.m.work(self.now);
+        }
         std::iter::from_fn(|| self.m.poll_output()).collect()
     }
 
