@@ -152,23 +152,21 @@ pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> Vec<tokio::task
 }
 
 async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
-    // Fails only for a message the core answers when the connection is gone.
-    let handle = |m| {
-        let _ = shared.with_core(|c| {
-            c.handle(m);
-            Ok(())
-        });
-    };
     loop {
         match r.next().await {
             Ok(Some(m)) => {
-                // The rest of what the read brought is a burst: the copies its tickets
-                // ask for are made together at its end.
+                // What one read brought is a burst: the core handles it in one step (one
+                // lock, one write of what it queues), and the copies its tickets ask for
+                // are made together at its end. Fails only for a message the core answers
+                // when the connection is gone.
                 shared.burst.begin();
-                handle(m);
-                while let Some(m) = r.next_read() {
-                    handle(m);
-                }
+                let _ = shared.with_core(|c| {
+                    c.handle(m);
+                    while let Some(m) = r.next_read() {
+                        c.handle(m);
+                    }
+                    Ok(())
+                });
                 super::burst::end(&shared);
             }
             Ok(None) => break,
