@@ -224,6 +224,81 @@ pub fn read_many(pid: u32, ranges: &mut [(u64, &mut [u8])]) -> Result<(), CmaErr
     Ok(())
 }
 
+/// Bytes each thread of [`read_many_parallel`] copies at least: below it, starting a
+/// thread (tens of microseconds) costs more than sharing the copy saves.
+pub const PARALLEL_MIN: usize = 2 << 20;
+
+/// As [`read_many`], the ranges split by bytes among up to `threads` threads (the caller's
+/// one of them), each taking at least [`PARALLEL_MIN`]: a copy of many megabytes is bound
+/// by one core's page pinning and copying, and the kernel copies for several callers at
+/// once. A thread the system cannot start leaves its share to the caller's.
+///
+/// # Errors
+/// As [`read_many`], for the first share that failed (others may be copied or not).
+pub fn read_many_parallel(
+    pid: u32,
+    ranges: &mut [(u64, &mut [u8])],
+    threads: usize,
+) -> Result<(), CmaError> {
+    let total: usize = ranges.iter().map(|(_, d)| d.len()).sum();
+    let threads = threads.min(total / PARALLEL_MIN).max(1);
+    if threads == 1 {
+        return read_many(pid, ranges);
+    }
+    let per = total.div_ceil(threads);
+    let mut shares: Vec<&mut [(u64, &mut [u8])]> = Vec::with_capacity(threads);
+    let mut rest = ranges;
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|(_, d)| {
+                let more = bytes < per;
+                bytes += d.len();
+                more
+            })
+            .count()
+            .max(1);
+        let (share, after) = rest.split_at_mut(n);
+        shares.push(share);
+        rest = after;
+    }
+    // Each thread takes shares until none is left: a thread that cannot start leaves
+    // its share to the others.
+    let queue = std::sync::Mutex::new(shares);
+    let work = || {
+        let mut result = Ok(());
+        loop {
+            let share = queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop();
+            let Some(share) = share else {
+                return result;
+            };
+            result = result.and(read_many(pid, share));
+        }
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("cma-copy".into())
+                    .spawn_scoped(scope, work)
+                    .ok()
+            })
+            .collect();
+        let mut result = work();
+        for helper in helpers {
+            let theirs = helper
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            result = result.and(theirs);
+        }
+        result
+    })
+}
+
 /// Whether process `pid` holds `token` at `addr`: how a reader checks that a process id it
 /// was told names the process that told it, not another process with that number (in
 /// another PID namespace, or after the id was reused).
@@ -349,6 +424,39 @@ mod tests {
             "{err}"
         );
         assert_eq!(a, [5u8; 100]);
+    }
+
+    #[test]
+    fn reads_many_ranges_with_several_threads_and_names_a_bad_one() {
+        let me = std::process::id();
+        // 40 ranges of 300 KiB (12 MB: several shares) and a few small ones between.
+        let sources: Vec<Vec<u8>> = (0..44usize)
+            .map(|i| {
+                let len = if i % 11 == 0 { 7 } else { 300 << 10 };
+                (0..len).map(|j| (i * 31 + j) as u8).collect()
+            })
+            .collect();
+        let mut dsts: Vec<Vec<u8>> = sources.iter().map(|s| vec![0; s.len()]).collect();
+        let mut ranges: Vec<(u64, &mut [u8])> = sources
+            .iter()
+            .zip(dsts.iter_mut())
+            .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
+            .collect();
+        read_many_parallel(me, &mut ranges, 4).expect("own memory");
+        assert!(dsts == sources);
+
+        // A bad range in the last share fails the whole copy, named.
+        let mut dsts: Vec<Vec<u8>> = sources.iter().map(|s| vec![0; s.len()]).collect();
+        let mut ranges: Vec<(u64, &mut [u8])> = sources
+            .iter()
+            .zip(dsts.iter_mut())
+            .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
+            .collect();
+        let last = ranges.len() - 1;
+        ranges[last].0 = 8;
+        let err = read_many_parallel(me, &mut ranges, 4).expect_err("page 0 is unmapped");
+        assert!(matches!(err, CmaError::BadAddress { addr: 8, .. }), "{err}");
+        assert!(dsts[0] == sources[0], "the first share was copied");
     }
 
     #[test]
