@@ -387,6 +387,20 @@ mod tests {
         assert!(matches!(err, CmaError::NoProcess { .. }), "{err}");
     }
 
+    /// Buffers of zeroes as long as `sources`.
+    fn zeroed_like(sources: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        sources.iter().map(|s| vec![0; s.len()]).collect()
+    }
+
+    /// Ranges copying each of `sources` (in this process) into its `dsts`.
+    fn ranges_of<'a>(sources: &[Vec<u8>], dsts: &'a mut [Vec<u8>]) -> Vec<(u64, &'a mut [u8])> {
+        sources
+            .iter()
+            .zip(dsts.iter_mut())
+            .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
+            .collect()
+    }
+
     #[test]
     fn reads_many_ranges_in_few_calls_and_names_the_bad_one() {
         let me = std::process::id();
@@ -394,12 +408,8 @@ mod tests {
         let sources: Vec<Vec<u8>> = (0..2500usize)
             .map(|i| (0..(i * 37) % 5000).map(|j| (i + j) as u8).collect())
             .collect();
-        let mut dsts: Vec<Vec<u8>> = sources.iter().map(|s| vec![0; s.len()]).collect();
-        let mut ranges: Vec<(u64, &mut [u8])> = sources
-            .iter()
-            .zip(dsts.iter_mut())
-            .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
-            .collect();
+        let mut dsts = zeroed_like(&sources);
+        let mut ranges = ranges_of(&sources, &mut dsts);
         read_many(me, &mut ranges).expect("own memory");
         assert!(dsts == sources);
 
@@ -436,22 +446,14 @@ mod tests {
                 (0..len).map(|j| (i * 31 + j) as u8).collect()
             })
             .collect();
-        let mut dsts: Vec<Vec<u8>> = sources.iter().map(|s| vec![0; s.len()]).collect();
-        let mut ranges: Vec<(u64, &mut [u8])> = sources
-            .iter()
-            .zip(dsts.iter_mut())
-            .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
-            .collect();
+        let mut dsts = zeroed_like(&sources);
+        let mut ranges = ranges_of(&sources, &mut dsts);
         read_many_parallel(me, &mut ranges, 4).expect("own memory");
         assert!(dsts == sources);
 
         // A bad range in the last share fails the whole copy, named.
-        let mut dsts: Vec<Vec<u8>> = sources.iter().map(|s| vec![0; s.len()]).collect();
-        let mut ranges: Vec<(u64, &mut [u8])> = sources
-            .iter()
-            .zip(dsts.iter_mut())
-            .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
-            .collect();
+        let mut dsts = zeroed_like(&sources);
+        let mut ranges = ranges_of(&sources, &mut dsts);
         let last = ranges.len() - 1;
         ranges[last].0 = 8;
         let err = read_many_parallel(me, &mut ranges, 4).expect_err("page 0 is unmapped");
