@@ -547,6 +547,47 @@ fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
     assert_eq!(here.members[0].cdo, first);
 }
 
+/// A member the app also demands alone (another thread, say) still counts for its group:
+/// both calls are answered, and the member goes to whoever takes it first.
+#[test]
+fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
+    let mut core: ClientCore<Test> = ClientCore::new(3);
+    let g = core.declare("g").expect("declare");
+    let (first, _) = core.demand_group(g, 1).expect("demand group");
+    core.handle(FromPm::GroupMembers {
+        group: g,
+        names: vec!["g/0".into(), "g/1".into()],
+        attributes: Attributes::new(),
+    });
+    waiting(core.demand(first, 2).expect("demand the member alone"));
+    for (i, cdo) in [first, first + 1].into_iter().enumerate() {
+        core.handle(FromPm::Ticket {
+            transfer: 10 + i as u64,
+            cdo,
+            source: Source::Inline {
+                bytes: pool_core::proto::InlineBytes(vec![i as u8; 4].into()),
+            },
+            attributes: Attributes::new(),
+            provider: "p:0".into(),
+            completes_demand: true,
+        });
+    }
+    let answered: Vec<(u32, CallResult<u64>)> = std::iter::from_fn(|| core.poll_event())
+        .filter_map(|e| match e {
+            Event::Answer { waiter, result } => Some((waiter, result)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answered, [(2, Ok(first)), (1, Ok(g))]);
+    assert_eq!(core.take_arrived(first).expect("here").0, vec![0; 4]);
+    let here = core.take_group(g).expect("named");
+    assert_eq!(
+        (here.count, here.members.len()),
+        (2, 1),
+        "one was taken alone"
+    );
+}
+
 #[test]
 fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
     let mut core: ClientCore<Test> = ClientCore::new(3);

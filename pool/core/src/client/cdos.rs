@@ -464,7 +464,7 @@ impl<T: Driver> ClientCore<T> {
 
     /// A member's demand ended (`result`): counted for its group, whose call is answered
     /// with the last; false when `cdo` is no member of a group on its way.
-    pub(super) fn member_arrived(&mut self, cdo: CdoId, result: CallResult<u64>) -> bool {
+    pub(super) fn member_arrived(&mut self, cdo: CdoId, result: &CallResult<u64>) -> bool {
         let Some((&first, a)) = self.arriving.range_mut(..=cdo).next_back() else {
             return false;
         };
@@ -472,7 +472,7 @@ impl<T: Driver> ClientCore<T> {
             return false;
         }
         if let Err(e) = result {
-            a.failed.get_or_insert(e);
+            a.failed.get_or_insert_with(|| e.clone());
         }
         a.left -= 1;
         if a.left == 0 {

@@ -306,8 +306,11 @@ impl<T: Driver> ClientCore<T> {
 
     /// Hands `result` to the oldest call waiting under `key`; false if none waits.
     fn resolve(&mut self, key: CallKey, result: CallResult<u64>) -> bool {
+        // A group's member counts for its group even when the app also demanded it alone.
+        let counted =
+            key.0 == Op::Demand && !self.arriving.is_empty() && self.member_arrived(key.1, &result);
         let Some(q) = self.waiters.get_mut(&key) else {
-            return key.0 == Op::Demand && self.member_arrived(key.1, result);
+            return counted;
         };
         let Some((_, waiter)) = q.pop_front() else {
             return false;
