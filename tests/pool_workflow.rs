@@ -266,7 +266,12 @@ fn the_pool_benchmark_runs_and_reports() {
         // Same node: next to Open MPI's send/recv, as users compare; over the network
         // with a require before each demand.
         let mpi = provider == "shm";
-        bench.arg(if mpi { "--mpi" } else { "--require" });
+        if mpi {
+            // With groups, whose reference is MPI with all their messages in flight.
+            bench.args(["--mpi", "--group", "3"]);
+        } else {
+            bench.arg("--require");
+        }
         let out = run(&mut bench, Duration::from_secs(300));
         assert_eq!(out.code(), Some(0), "{provider}: {out:?}");
         let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
@@ -276,7 +281,12 @@ fn the_pool_benchmark_runs_and_reports() {
         for r in rows {
             let mut keys = vec!["p50_us", "p99_us", "round_trip_p50_us", "gbps", "raw_gbps"];
             if mpi {
-                keys.push("mpi_gbps");
+                keys.extend([
+                    "mpi_gbps",
+                    "group_cdos_per_sec",
+                    "group_gbps",
+                    "group_mpi_gbps",
+                ]);
             }
             for k in keys {
                 assert!(

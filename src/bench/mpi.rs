@@ -80,8 +80,9 @@ pub struct Across<'a> {
     pub agent: Option<&'a str>,
 }
 
-/// Compiles and runs the ping program for `sizes`, `window` messages in flight, about
-/// `volume` bytes per size (20 to 20,000 messages, as the demands); both ranks on this
+/// Compiles and runs the ping program for `sizes`, `window` messages in flight (each into
+/// a buffer of its own), about `volume` bytes per size (20 to 20,000 messages, as the
+/// demands); both ranks on this
 /// host, or one on each host of `across` (the program is built in `TMPDIR`, which every
 /// host must see at the same path).
 ///
@@ -91,7 +92,7 @@ pub struct Across<'a> {
 /// and both ranks ran on one host.
 pub fn measure(
     sizes: &[usize],
-    (window, volume): (u16, usize),
+    (window, volume): (u32, usize),
     across: Option<Across<'_>>,
 ) -> Result<MpiRun, MpiBenchError> {
     let dir = tempfile::Builder::new().prefix("maestro-mpi-").tempdir()?;

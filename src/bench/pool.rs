@@ -128,7 +128,9 @@ pub struct PoolBench {
     pub require: bool,
     /// Also drain groups: the provider offers, per size, a group of N CDOs of that size,
     /// and the consumer demands it whole (`demand_group`) five times; CDOs/s and GB/s of
-    /// the median (0: none).
+    /// the median (0: none). With `--mpi`, also Open MPI receiving N messages of that size
+    /// all in flight, each into a buffer of its own (at most 20,000), as the group's
+    /// members are.
     #[arg(long, default_value_t = 0)]
     pub group: usize,
     /// Where the provider (and the raw baseline's owner) runs, and the interface both
@@ -188,6 +190,9 @@ pub struct PoolRow {
     pub group_cdos_per_sec: Option<f64>,
     /// Its bytes per second, GB/s.
     pub group_gbps: Option<f64>,
+    /// With `--group N --mpi`: Open MPI receiving the same N messages all in flight, each
+    /// into a buffer of its own (as a drained group's members are kept), GB/s.
+    pub group_mpi_gbps: Option<f64>,
 }
 
 /// `maestro bench pool`: runs the benchmark and prints the result.
@@ -244,8 +249,11 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         if let (Some(n), Some(rate), Some(gbps)) =
             (r.group_members, r.group_cdos_per_sec, r.group_gbps)
         {
+            let mpi = r.group_mpi_gbps.map_or_else(String::new, |m| {
+                format!(" (Open MPI, {n} in flight into {n} buffers: {m:.3} GB/s)")
+            });
             println!(
-                "{:>10}   a group of {n} demanded whole: {rate:.0} CDOs/s, {gbps:.3} GB/s",
+                "{:>10}   a group of {n} demanded whole: {rate:.0} CDOs/s, {gbps:.3} GB/s{mpi}",
                 ""
             );
         }
@@ -328,9 +336,19 @@ impl PoolBench {
                 hosts,
                 agent: self.mpi_agent.as_deref(),
             });
-            let mpi = super::mpi::measure(&self.sizes, (self.window, self.volume), across)?;
+            let window = u32::from(self.window);
+            let mpi = super::mpi::measure(&self.sizes, (window, self.volume), across)?;
             for (row, m) in rows.iter_mut().zip(mpi.rows) {
                 row.mpi_gbps = Some(m.gbps);
+            }
+            // A drained group's reference: all its messages in flight at once.
+            if self.group > 0 {
+                let n = u32::try_from(self.group).unwrap_or(u32::MAX);
+                for row in &mut rows {
+                    let volume = row.size.saturating_mul(self.group);
+                    let m = super::mpi::measure(&[row.size], (n, volume), across)?;
+                    row.group_mpi_gbps = m.rows.first().map(|m| m.gbps);
+                }
             }
         }
         Ok(rows)
@@ -433,6 +451,7 @@ impl PoolBench {
             group_members: None,
             group_cdos_per_sec: None,
             group_gbps: None,
+            group_mpi_gbps: None,
         })
     }
 
