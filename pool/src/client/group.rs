@@ -11,8 +11,10 @@
 //! group's, in one burst (the pool manager answers them in one), and is all or nothing: if
 //! one is refused, those offered are withdrawn. A consumer's [`AsyncClient::demand_group`]
 //! sends one message: the pool manager declares the members for it, names them and tickets
-//! each (small ones come with their tickets, members on the same host are copied straight
-//! out of the provider's memory), all in flight at once.
+//! each, a slice at a time while the consumer copies the slices before (small ones come
+//! with their tickets, members on the same host are copied straight out of the provider's
+//! memory, many at once), all in flight at once; the call wakes once, when the last member
+//! is here, and takes them all in one step.
 
 use fabric::Buffer;
 use futures::future::join_all;
