@@ -146,6 +146,25 @@ fn a_large_group_is_ticketed_a_slice_per_step_of_work() {
     assert!(tickets(&step).is_empty(), "{step:?}");
 }
 
+/// A member not offered when its slice comes waits for its offer, and is ticketed by it.
+#[test]
+fn a_member_offered_after_its_group_was_demanded_is_ticketed_when_it_comes() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    let (c, _) = pm.join("consumer");
+    pm.offer(p, "late/a", 10);
+    let g = pm.declare(p, "late");
+    let attributes = attr::group_attributes(&["late/a", "late/b"]);
+    pm.send(p, ToPm::Seal { cdo: g, attributes });
+    pm.send(p, offer_msg(g, 0));
+    let (_, first, out) = pm.demand_group(c, "late", 4);
+    let ticketed: Vec<CdoId> = tickets(&out).into_iter().map(|(cdo, _)| cdo).collect();
+    assert_eq!(ticketed, [first], "only the member offered");
+    let (_, out) = pm.offer(p, "late/b", 10);
+    let ticketed: Vec<CdoId> = tickets(&out).into_iter().map(|(cdo, _)| cdo).collect();
+    assert_eq!(ticketed, [first + 1], "the other, once offered");
+}
+
 #[test]
 fn a_group_demanded_before_its_offer_waits_for_it() {
     let mut pm = Pm::new();

@@ -95,12 +95,8 @@ impl Manager {
                 attributes: published,
             },
         );
-        // Every member waits from now on (an offer of one is ticketed at once); their
-        // tickets from the offers there are go out a slice at a time.
-        for &id in &ids {
-            let member = Arc::clone(&self.cdo(id).name);
-            self.cdos.wait(&member, id);
-        }
+        // Their tickets go out a slice at a time; a member with no offer yet waits for
+        // one from its slice on (an offer that comes before is found there).
         self.backlog.extend(ids);
         let now = self.events.now();
         self.work(now);
@@ -114,8 +110,8 @@ impl Manager {
     }
 
     /// Does a slice of deferred work ([`GROUP_SLICE`] members of demanded groups
-    /// ticketed); true while some is left. A member disposed or ticketed meanwhile (an
-    /// offer came) is passed over.
+    /// ticketed, or waiting for an offer when none is there); true while some is left. A
+    /// member disposed meanwhile is passed over.
     pub fn work(&mut self, now: std::time::Instant) -> bool {
         self.advance(now);
         for _ in 0..GROUP_SLICE {
@@ -123,6 +119,16 @@ impl Manager {
                 break;
             };
             self.ticket(id);
+            let Some(c) = self.cdos.get(&id) else {
+                continue;
+            };
+            if let State::Required(w) = &c.state
+                && w.transfer.is_none()
+                && !w.local
+            {
+                let name = Arc::clone(&c.name);
+                self.cdos.wait(&name, id);
+            }
         }
         self.has_work()
     }

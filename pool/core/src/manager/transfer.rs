@@ -73,24 +73,25 @@ impl Manager {
             Source::Stream { len } => Some(len),
             _ => None,
         };
-        self.transfers.insert(
-            transfer,
-            Transfer {
-                from,
-                to,
-                started: self.events.now(),
-                stream,
-                completes_demand,
-                len: region.len,
-                route,
-            },
-        );
-        *self.load.entry(from).or_default() += 1;
+        let record = Transfer {
+            from,
+            to,
+            started: self.events.now(),
+            stream,
+            completes_demand,
+            len: region.len,
+            route,
+        };
+        // A ticket with its bytes is done when sent: no record of it in flight.
+        let inline = matches!(source, Source::Inline { .. });
+        if !inline {
+            self.transfers.insert(transfer, record);
+            *self.load.entry(from).or_default() += 1;
+        }
         self.cdos.stop_waiting(&name, to);
         if let State::Required(w) = &mut self.cdo(to).state {
             w.transfer = Some(transfer);
         }
-        let inline = matches!(source, Source::Inline { .. });
         let conn = self.apps.get(&consumer).map(|a| a.conn);
         if let Some(conn) = conn {
             self.out.send(
@@ -111,7 +112,9 @@ impl Manager {
         // The bytes went with the ticket: the transfer is done (the consumer reports
         // nothing; the connection delivers the ticket before anything after it).
         if let (true, Some(conn)) = (inline, conn) {
-            self.finish_transfer(conn, consumer, transfer, None, None);
+            let done = traffic::Outcome::Done(None);
+            self.transfer_finished(transfer, &record, done);
+            self.transfer_ended(conn, consumer, (transfer, record), None, None);
         }
     }
 
@@ -258,9 +261,22 @@ impl Manager {
             None => traffic::Outcome::Done(direct),
             Some(e) => traffic::Outcome::Failed(e),
         };
-        let Some(t) = self.end_transfer(transfer, outcome) else {
-            return;
-        };
+        if let Some(t) = self.end_transfer(transfer, outcome) {
+            self.transfer_ended(conn, app, (transfer, t), error, direct);
+        }
+    }
+
+    /// What follows the end of `transfer` (`t`) to `app`, its record gone: subscribers are
+    /// told, the CDO is local or is ticketed again elsewhere, and the offer read from is
+    /// released.
+    fn transfer_ended(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        (transfer, t): (TransferId, Transfer),
+        error: Option<String>,
+        direct: Option<Direct>,
+    ) {
         let detail = || match &error {
             None => match direct {
                 Some(Direct::Copied) => {
