@@ -261,6 +261,18 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
     Ok(())
 }
 
+/// One bare round trip to the PM (a `require` of a CDO nobody offers, answered at once),
+/// timed; also a barrier: the PM has handled everything this client sent before.
+fn bare_round_trip(consumer: &Client) -> Result<Duration, PoolBenchError> {
+    let unoffered = consumer.declare("bench-unoffered")?;
+    let t = Instant::now();
+    consumer.require(unoffered)?;
+    let took = t.elapsed();
+    consumer.retract(unoffered)?;
+    consumer.dispose(unoffered)?;
+    Ok(took)
+}
+
 /// The CDO name of a size.
 fn name_of(size: usize) -> String {
     format!("bench-{size}")
@@ -408,12 +420,7 @@ impl PoolBench {
             })
             .transpose()?;
         for _ in 0..iterations {
-            let unoffered = consumer.declare("bench-unoffered")?;
-            let t = Instant::now();
-            consumer.require(unoffered)?;
-            round_trips.push(t.elapsed());
-            consumer.retract(unoffered)?;
-            consumer.dispose(unoffered)?;
+            round_trips.push(bare_round_trip(consumer)?);
             let cdo = consumer.declare(&name)?;
             if let Some(moved) = &moved {
                 consumer.require(cdo)?;
@@ -460,6 +467,9 @@ impl PoolBench {
     fn drain_group(&self, consumer: &Client, size: usize) -> Result<f64, PoolBenchError> {
         let mut times = Vec::new();
         for round in 0..6 {
+            // The PM has handled the last round's disposes (sent unanswered): the round
+            // times the group's drain only.
+            bare_round_trip(consumer)?;
             let group = consumer.declare(&group_of(size))?;
             let t = Instant::now();
             let (members, _) = consumer.demand_group(group)?;
