@@ -41,24 +41,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let distinct = best(&mut || {
         for (src, dst) in sources.chunks(BATCH).zip(dsts.chunks_mut(BATCH)) {
-            let mut ranges: Vec<(u64, &mut [u8])> = src
-                .iter()
-                .zip(dst.iter_mut())
-                .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
-                .collect();
-            fabric::cma::read_many(me, &mut ranges)?;
+            copy(me, src, dst)?;
         }
         Ok(())
     })?;
     let cycling = best(&mut || {
-        let (src, dst) = (&sources[..IN_FLIGHT], &mut dsts[..IN_FLIGHT]);
         for _ in 0..count / IN_FLIGHT {
-            let mut ranges: Vec<(u64, &mut [u8])> = src
-                .iter()
-                .zip(dst.iter_mut())
-                .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
-                .collect();
-            fabric::cma::read_many(me, &mut ranges)?;
+            copy(me, &sources[..IN_FLIGHT], &mut dsts[..IN_FLIGHT])?;
         }
         Ok(())
     })?;
@@ -76,4 +65,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          cycling through {IN_FLIGHT} {cycling:.2} GB/s; memcpy distinct {memcpy:.2} GB/s"
     );
     Ok(())
+}
+
+/// Copies each of `src` into its `dst` with one `read_many` (from this process `me`).
+fn copy(me: u32, src: &[Vec<u8>], dst: &mut [Vec<u8>]) -> Result<(), fabric::cma::CmaError> {
+    let mut ranges: Vec<(u64, &mut [u8])> = src
+        .iter()
+        .zip(dst.iter_mut())
+        .map(|(s, d)| (s.as_ptr() as u64, d.as_mut_slice()))
+        .collect();
+    fabric::cma::read_many(me, &mut ranges)
 }
