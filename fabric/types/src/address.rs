@@ -19,14 +19,13 @@ pub struct AddressError {
 }
 
 mod hex_bytes {
-    use serde::de::{Error, SeqAccess, Visitor};
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
         if s.is_human_readable() {
             s.serialize_str(&super::to_hex(b))
         } else {
-            s.serialize_bytes(b)
+            b.serialize(s)
         }
     }
 
@@ -35,37 +34,9 @@ mod hex_bytes {
             let s = String::deserialize(d)?;
             return super::Address::parse_hex(&s)
                 .map(|a| a.0)
-                .map_err(Error::custom);
+                .map_err(serde::de::Error::custom);
         }
-        d.deserialize_byte_buf(Bytes)
-    }
-
-    /// An address's bytes from a binary format (as bytes, or as a sequence of them).
-    struct Bytes;
-
-    impl<'de> Visitor<'de> for Bytes {
-        type Value = Vec<u8>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an endpoint address's bytes")
-        }
-
-        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-            Ok(v.to_vec())
-        }
-
-        fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-            Ok(v)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-            // Bounded by what the format says is left, not by the claimed length.
-            let mut v = Vec::new();
-            while let Some(b) = seq.next_element()? {
-                v.push(b);
-            }
-            Ok(v)
-        }
+        Vec::deserialize(d)
     }
 }
 

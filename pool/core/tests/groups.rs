@@ -65,6 +65,11 @@ fn tickets(out: &[(ConnId, FromPm)]) -> Vec<(CdoId, u64)> {
         .collect()
 }
 
+/// The consumers' CDOs ticketed in `out`, in order.
+fn ticketed(out: &[(ConnId, FromPm)]) -> Vec<CdoId> {
+    tickets(out).into_iter().map(|(cdo, _)| cdo).collect()
+}
+
 #[test]
 fn one_message_demands_a_group_and_every_member_is_ticketed() {
     let mut pm = Pm::new();
@@ -136,9 +141,9 @@ fn a_large_group_is_ticketed_a_slice_per_step_of_work() {
     );
     assert!(pm.m.work(pm.now), "a third slice is left");
     let step: Vec<_> = std::iter::from_fn(|| pm.m.poll_output()).collect();
-    let ticketed: Vec<CdoId> = tickets(&step).into_iter().map(|(cdo, _)| cdo).collect();
-    assert_eq!(ticketed.len(), GROUP_SLICE - 1);
-    assert!(!ticketed.contains(&gone));
+    let slice = ticketed(&step);
+    assert_eq!(slice.len(), GROUP_SLICE - 1);
+    assert!(!slice.contains(&gone));
     // The consumer leaves: what is left is dropped, not ticketed to nobody.
     pm.m.disconnected(pm.now, c);
     assert!(!pm.m.work(pm.now));
@@ -158,11 +163,9 @@ fn a_member_offered_after_its_group_was_demanded_is_ticketed_when_it_comes() {
     pm.send(p, ToPm::Seal { cdo: g, attributes });
     pm.send(p, offer_msg(g, 0));
     let (_, first, out) = pm.demand_group(c, "late", 4);
-    let ticketed: Vec<CdoId> = tickets(&out).into_iter().map(|(cdo, _)| cdo).collect();
-    assert_eq!(ticketed, [first], "only the member offered");
+    assert_eq!(ticketed(&out), [first], "only the member offered");
     let (_, out) = pm.offer(p, "late/b", 10);
-    let ticketed: Vec<CdoId> = tickets(&out).into_iter().map(|(cdo, _)| cdo).collect();
-    assert_eq!(ticketed, [first + 1], "the other, once offered");
+    assert_eq!(ticketed(&out), [first + 1], "the other, once offered");
 }
 
 #[test]

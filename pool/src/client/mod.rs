@@ -664,18 +664,7 @@ impl AsyncClient {
 /// The demand of [`AsyncClient::demand`], on the client's shared state.
 async fn demand(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
     let (tx, rx) = oneshot::channel();
-    let demand = shared.with_core(|c| c.demand(cdo, tx))?;
-    here(shared, cdo, demand, rx).await
-}
-
-/// The bytes of a demand once they are here.
-async fn here(
-    shared: &Arc<Shared>,
-    cdo: CdoId,
-    demand: Demand<CdoData>,
-    rx: oneshot::Receiver<std::result::Result<u64, CallError>>,
-) -> Result<(CdoData, Attributes)> {
-    match demand {
+    match shared.with_core(|c| c.demand(cdo, tx))? {
         Demand::Here(data, attributes) => {
             tracing::trace!("demand of CDO {cdo}: required and here already");
             Ok((data, attributes))

@@ -395,6 +395,7 @@ impl<T: Driver> ClientCore<T> {
         self.groups_wanted.remove(&group);
         let named = self.groups.remove(&group)?;
         self.stop_arriving(group);
+        let count = named.names.len() as u64;
         let members = (named.first..)
             .zip(named.names)
             .filter_map(|(cdo, name)| {
@@ -409,7 +410,7 @@ impl<T: Driver> ClientCore<T> {
             .collect();
         Some(GroupHere {
             first: named.first,
-            count: named.count,
+            count,
             attributes: named.attributes,
             members,
         })
@@ -437,7 +438,6 @@ impl<T: Driver> ClientCore<T> {
             group,
             Named {
                 first,
-                count,
                 names,
                 attributes: attrs,
             },
@@ -487,7 +487,6 @@ impl<T: Driver> ClientCore<T> {
 /// A demanded group's members as the PM named them (see [`ClientCore::take_group`]).
 pub(super) struct Named {
     first: CdoId,
-    count: u64,
     names: Vec<String>,
     attributes: Attributes,
 }
