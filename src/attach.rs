@@ -37,7 +37,7 @@ impl LauncherArgs {
                 let tmpdir = self.tmpdir.clone().or_else(|| {
                     u32::try_from(pid)
                         .ok()
-                        .map(crate::rundir::server_tmpdir)
+                        .and_then(|p| crate::rundir::server_tmpdir(p).ok())
                         .filter(|d| d.is_dir())
                 });
                 Some(ToolTarget::Pid { pid, tmpdir })
@@ -103,6 +103,21 @@ pub fn check_target(target: &ToolTarget) -> Result<(), QueryError> {
                 )))
             }
         }
-        ToolTarget::System { .. } => Ok(()),
+        ToolTarget::System { tmpdir } => {
+            use crate::rundir::{SystemServer, system_server, system_server_file};
+            let dir = tmpdir.clone().unwrap_or_else(std::env::temp_dir);
+            let host = inventory::local_hostname();
+            match system_server(&dir, &host) {
+                SystemServer::Running(_) => Ok(()),
+                SystemServer::Free => Err(QueryError::Target(format!(
+                    "no system server runs on this node (no {}): start one with maestro run --system-server",
+                    system_server_file(&dir, &host).display()
+                ))),
+                SystemServer::Foreign(what) => Err(QueryError::Target(format!(
+                    "{} is {what}: this node's system server is not yours (another user's, or planted); attach to your launcher with --pid instead",
+                    system_server_file(&dir, &host).display()
+                ))),
+            }
+        }
     }
 }

@@ -7,8 +7,8 @@
 //! however it ended), the janitor waits (bounded) for those children to be gone (they die
 //! with a launcher: parent-death signal) and then removes what they and the parent could
 //! not:
-//! - a launcher's private directory (`$TMPDIR/maestro-run.<pid>`), and a pool manager's
-//!   socket directories of dead processes (`$TMPDIR/maestro-pm-*`);
+//! - a launcher's private directory (`run.<pid>` in the user's private directory), and a
+//!   pool manager's socket directories of dead processes (`pm-*` there);
 //! - libfabric `shm` files in `/dev/shm` of processes that no longer exist (16 MiB each);
 //! - `PMIX_RANGE_GLOBAL` publications of dead hosts in the node directory;
 //! - the system-server rendezvous file of a launcher that served as one;
@@ -122,28 +122,32 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
     if let Some(dir) = args.run_dir.as_ref().filter(|d| d.exists()) {
         let _ = std::fs::remove_dir_all(dir);
     }
-    pool::stale::sweep_dead_process_dirs(&std::env::temp_dir(), "maestro-pm-");
+    if let Ok(dir) = safefs::user_dir() {
+        pool::stale::sweep_dead_process_dirs(&dir, pool::PM_DIR_PREFIX);
+    }
     if let Some(file) = &args.info_file {
         remove_unless_locked(file);
     }
     fabric::sweep_stale_shm_files();
-    let node = crate::publish::NodeDirectory::default_dir();
-    if node.exists()
+    if let Ok(node) = crate::publish::NodeDirectory::default_dir()
+        && node.exists()
         && let Ok(dir) = crate::publish::NodeDirectory::open(&node)
     {
         dir.sweep_stale();
     }
     if let Some(host) = &args.hostname {
-        crate::rundir::remove_dead_system_server_file(&std::env::temp_dir(), host);
+        // Removes only a file of ours whose server is gone; never follows or blocks.
+        crate::rundir::system_server(&std::env::temp_dir(), host);
     }
     std::process::ExitCode::SUCCESS
 }
 
 /// Removes a pool manager's info file unless a running PM holds its lock (a new PM that
-/// took the path over after the old one died).
+/// took the path over after the old one died), or it is not a regular file of ours (the
+/// janitor never follows, blocks on, or removes what it did not create).
 fn remove_unless_locked(path: &std::path::Path) {
     use std::os::fd::AsRawFd;
-    let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) else {
+    let Ok(f) = safefs::open_own(path, true) else {
         return;
     };
     // SAFETY: flock on a descriptor this function owns; released when `f` closes.

@@ -1,10 +1,13 @@
-//! `maestro pm`: a pool manager as its own process. It prints its PM info as
-//! `MSTRO_POOL_MANAGER_INFO;<info>;` (as Maestro Core does), optionally writes it to a file
-//! readable only by its owner, and serves until SIGINT or SIGTERM. The info holds the
-//! workflow secret: when standard output is a file others may read, it is made private
-//! (mode 0600) before the line is written, or the line is not written at all. Started under a PMIx
-//! host (`maestro run -n 1 maestro pm`), it also publishes the info for other jobs of the
-//! workflow (`pool::bootstrap::announce`; they join with `pool::bootstrap::lookup`).
+//! `maestro pm`: a pool manager as its own process. It gives its PM info as
+//! `MSTRO_POOL_MANAGER_INFO;<info>;` (as Maestro Core does) and serves until SIGINT or
+//! SIGTERM. The info holds the workflow secret, so it goes only where the user says:
+//! `--info-file` (created exclusively with mode 0600, or a file of the user's own made
+//! 0600; never through a link, never another user's file or a FIFO), standard output when
+//! that is a terminal, or standard output whatever it is with `--print-info` (a regular
+//! file is then made private first). A pipe or a job's log gets nothing by default.
+//! Started under a PMIx host (`maestro run -n 1 maestro pm`), it also publishes the info
+//! for other jobs of the workflow (`pool::bootstrap::announce`; they join with
+//! `pool::bootstrap::lookup`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -31,9 +34,14 @@ pub struct PmOptions {
     /// 0.0.0.0:0 listens on every interface and advertises each one that is up.
     #[arg(long)]
     pub listen: Vec<SocketAddr>,
-    /// Also write the PM info to this file (mode 0600; removed at exit).
+    /// Write the PM info to this file (mode 0600; removed at exit). A file of another
+    /// user, a link or a FIFO at that path is refused.
     #[arg(long)]
     pub info_file: Option<PathBuf>,
+    /// Print the PM info (it holds the workflow secret) on standard output even when that
+    /// is not a terminal (a pipe, a job's log); without it, only a terminal gets it.
+    #[arg(long)]
+    pub print_info: bool,
     /// Also serve on a Unix socket for processes on this host (see
     /// `PmConfig::unix_socket`); `--no-unix-socket` serves over TCP only, for processes
     /// that share the file system but should reach the PM over the network.
@@ -134,23 +142,19 @@ fn default_listen() -> Vec<SocketAddr> {
     listen
 }
 
-/// Writes the info to `path`, readable only by its owner (created 0600; an existing file
-/// is made 0600 before it is truncated and written), and keeps it locked while the PM
-/// runs (the returned file holds the lock): a second PM given the same path fails instead
-/// of overwriting the first one's info (and removing it at its exit). A file a killed PM
-/// left behind is not locked and is taken over.
+/// Writes the info to `path`, readable only by its owner (created exclusively with mode
+/// 0600, or an existing regular file of this user made 0600 before it is truncated and
+/// written; never through a link, never into another user's file or a FIFO), and keeps
+/// it locked while the PM runs (the returned file holds the lock): a second PM given the
+/// same path fails instead of overwriting the first one's info (and removing it at its
+/// exit). A file a killed PM left behind is not locked and is taken over.
 ///
 /// # Errors
-/// The OS errors; `WouldBlock` when another running PM holds the file.
+/// What is at `path` when it is not ours ([`safefs::Error::Squatted`], naming it), the
+/// OS errors; `WouldBlock` when another running PM holds the file.
 fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)?;
+    let mut f = safefs::create_or_open_own(path, 0o600)?;
     // SAFETY: flock on a descriptor this function owns.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(std::io::Error::new(
@@ -158,21 +162,29 @@ fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<std::f
             "another running pool manager writes its info there; give this one another path",
         ));
     }
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.set_len(0)?;
     writeln!(f, "{info}")?;
     Ok(f)
 }
 
-/// Checks that standard output may carry the secret: a terminal, pipe or socket may; a
-/// regular file others can read is made private (0600) first, if this user owns it.
+/// Where standard output may carry the secret: a terminal always; anything with
+/// `--print-info`, a regular file others can read being made private (0600) first, if
+/// this user owns it.
 ///
 /// # Errors
-/// Why not (a file of another user's, or a mode that cannot be changed).
-fn private_stdout() -> Result<(), String> {
+/// Why not (not a terminal and not asked; a file of another user's, or a mode that
+/// cannot be changed).
+fn private_stdout(asked: bool) -> Result<(), String> {
+    use std::io::IsTerminal;
     use std::os::fd::AsFd;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let out = std::io::stdout();
+    if out.is_terminal() {
+        return Ok(());
+    }
+    if !asked {
+        return Err("standard output is not a terminal (a pipe or a log others may read); give --print-info to print it there anyway".into());
+    }
     let file = out
         .as_fd()
         .try_clone_to_owned()
@@ -184,8 +196,7 @@ fn private_stdout() -> Result<(), String> {
     if !meta.file_type().is_file() || meta.mode() & 0o077 == 0 {
         return Ok(());
     }
-    // SAFETY: geteuid cannot fail.
-    if meta.uid() != unsafe { libc::geteuid() } {
+    if meta.uid() != safefs::euid() {
         return Err(format!(
             "standard output is a file of uid {} that others may read",
             meta.uid()
@@ -228,14 +239,16 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         None => None,
     };
     let pmix = announce(&info);
-    match private_stdout() {
+    match private_stdout(opts.print_info) {
         Ok(()) => {
             let mut out = std::io::stdout().lock();
             writeln!(out, "{PM_INFO_ENV};{};", info.encode())?;
             out.flush()?;
         }
+        // The file has it: nothing to say.
+        Err(_) if opts.info_file.is_some() => {}
         Err(why) => eprintln!(
-            "maestro pm: the PM info (it holds the workflow secret) is not printed: {why}; use --info-file"
+            "maestro pm: the PM info (it holds the workflow secret) is not printed: {why}; or use --info-file"
         ),
     }
     // PMIx events (processes lost, links down or up) become pool events until a signal.
@@ -265,6 +278,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     pm.stop();
     drop(pmix);
     if let Some(path) = &opts.info_file {
+        // Still ours: `_held` has kept it open and locked.
         let _ = std::fs::remove_file(path);
     }
     Ok(())

@@ -341,7 +341,7 @@ fn the_installed_maestro_pm_line_is_what_the_c_programs_read() {
     // `maestro pm` from the installation prints the line launch scripts parse.
     let c = installed();
     let mut cmd = Command::new(c.prefix.join("bin/maestro"));
-    cmd.args(["pm", "--workflow", "capi-line"]);
+    cmd.args(["pm", "--print-info", "--workflow", "capi-line"]);
     let mut pm = Group::spawn(&mut cmd);
     let line = await_line(
         pm.child.stdout.take().expect("stdout"),

@@ -238,18 +238,16 @@ fn a_launcher_killed_with_sigkill_leaves_nothing_behind() {
             .map(|d| {
                 d.flatten()
                     .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| pids.iter().any(|p| n.starts_with(&format!("{p}:"))))
+                    .filter(|n| pids.iter().any(|p| n.starts_with(&format!("mstro.{p}."))))
                     .collect()
             })
             .unwrap_or_default()
     };
     let published = || -> bool {
         // Where `maestro run` shares what its jobs publish (README, "across jobs").
-        let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => std::path::PathBuf::from(d).join("maestro-pmix"),
-            // SAFETY: getuid has no preconditions.
-            None => format!("/tmp/maestro-pmix-{}", unsafe { libc::getuid() }).into(),
-        };
+        let dir = safefs::node_user_dir()
+            .expect("the user's node-wide directory")
+            .join("pmix");
         std::fs::read_dir(dir).is_ok_and(|d| {
             d.flatten().any(|e| {
                 std::fs::read_to_string(e.path())

@@ -122,6 +122,7 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
             .arg(maestro())
             .args([
                 "pm",
+                "--print-info",
                 "--workflow",
                 "links",
                 "--listen",

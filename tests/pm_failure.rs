@@ -47,7 +47,8 @@ fn killing_the_pm_fails_every_call_on_the_evidence_of_the_closed_connection() {
     let pm_env = [("TMPDIR", tmp.path())];
     let (pm, info) = {
         let mut cmd = std::process::Command::new(common::maestro());
-        cmd.args(["pm", "--workflow", "pm-failure"]).envs(pm_env);
+        cmd.args(["pm", "--print-info", "--workflow", "pm-failure"])
+            .envs(pm_env);
         let mut g = common::Group::spawn(&mut cmd);
         let line = common::await_line(
             g.child.stdout.take().expect("stdout"),
@@ -109,7 +110,7 @@ fn killing_the_pm_fails_every_call_on_the_evidence_of_the_closed_connection() {
     // What the killed PM left (its socket directory) goes when the next PM starts there.
     assert!(dir.exists(), "nothing to sweep: {}", dir.display());
     let mut cmd = std::process::Command::new(common::maestro());
-    cmd.args(["pm", "--workflow", "pm-failure-next"])
+    cmd.args(["pm", "--print-info", "--workflow", "pm-failure-next"])
         .envs(pm_env);
     let mut next = common::Group::spawn(&mut cmd);
     common::await_line(

@@ -257,6 +257,7 @@ fn the_launchers_pmix_host_answers_pool_queries() {
         "--",
         &maestro().to_string_lossy(),
         "pm",
+        "--print-info",
         "--workflow",
         "hosted",
     ]));

@@ -167,7 +167,7 @@ fn another_job_finds_the_pool_manager_by_pmix_lookup() {
         .env("XDG_RUNTIME_DIR", runtime_dir.path())
         .args(["run", "-n", "1", "--"])
         .arg(common::maestro())
-        .args(["pm", "--workflow", &workflow]);
+        .args(["pm", "--print-info", "--workflow", &workflow]);
     let mut pm = common::Group::spawn(&mut pm_cmd);
     let mut line = String::new();
     BufReader::new(pm.child.stdout.take().expect("stdout"))

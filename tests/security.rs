@@ -302,7 +302,7 @@ fn the_pm_info_is_kept_private() {
     set_mode(&path, 0o644);
     use std::os::unix::process::CommandExt;
     let mut pm = Command::new(maestro())
-        .args(["pm", "--workflow", "sec-private"])
+        .args(["pm", "--print-info", "--workflow", "sec-private"])
         .process_group(0)
         .stdout(file)
         .stderr(std::process::Stdio::null())

@@ -1,4 +1,12 @@
-//! Stale shared-memory files of libfabric's `shm` provider.
+//! The shared-memory files of libfabric's `shm` provider: names nobody can predict, and
+//! the stale ones swept.
+//!
+//! `shm` (libfabric 1.17) names an endpoint's file after the process (`<pid>:<uid>:<n>`)
+//! and opens it with `O_CREAT` but without `O_EXCL`: another local user who creates
+//! those names ahead (mode 0666) has our endpoint adopt their file, read our address
+//! from it and crash us by writing into it. Every `shm` endpoint of ours is therefore
+//! named before it is enabled (`fi_setname`) with [`unpredictable_name`]:
+//! `mstro.<pid>.<128 random bits>`, which libfabric uses for its file and its address.
 //!
 //! `shm` (libfabric 1.17) backs each endpoint with a 16 MiB POSIX shared-memory file named
 //! `<pid>:<domain index>:<endpoint index>` in `/dev/shm`, and unlinks it when the endpoint
@@ -22,6 +30,26 @@ use std::sync::Once;
 
 /// Where POSIX shared-memory objects live on Linux.
 const SHM_DIR: &str = "/dev/shm";
+
+/// The prefix of our endpoints' names.
+const NAME_PREFIX: &str = "mstro.";
+
+/// A name for a new `shm` endpoint: `mstro.<pid>.<32 hex digits>` from the OS's random
+/// source (the pid lets the stale-file sweep know its process).
+///
+/// # Errors
+/// [`crate::FabricError::InvalidArgument`] when the OS has no randomness to give.
+pub(crate) fn unpredictable_name() -> crate::Result<std::ffi::CString> {
+    let mut tag = [0u8; 16];
+    getrandom::fill(&mut tag).map_err(|e| {
+        crate::FabricError::InvalidArgument(format!(
+            "no randomness for a shm endpoint's name ({e}); the OS random source must work"
+        ))
+    })?;
+    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("{NAME_PREFIX}{}.{hex}", std::process::id());
+    std::ffi::CString::new(name).map_err(|e| crate::FabricError::InvalidArgument(e.to_string()))
+}
 
 /// Runs [`sweep`] on `/dev/shm` once per process; later calls return at once.
 ///
@@ -95,9 +123,14 @@ fn sweep(dir: &Path, uid: u32, own_pid: u32, alive: impl Fn(u32) -> bool) -> Vec
     removed
 }
 
-/// The pid in a `shm` provider file name `<pid>:<domain>:<endpoint>`, or `None` for any
-/// other name.
+/// The pid in a `shm` provider file name: ours, `mstro.<pid>.<tag>` (and the files
+/// libfabric derives from it, `<name>_<n>`), or libfabric's own `<pid>:<uid>:<endpoint>`;
+/// `None` for any other name.
 fn owner_pid(name: &str) -> Option<u32> {
+    if let Some(rest) = name.strip_prefix(NAME_PREFIX) {
+        let (pid, tag) = rest.split_once('.')?;
+        return (!tag.is_empty()).then(|| pid.parse().ok()).flatten();
+    }
     let mut parts = name.split(':');
     let pid = parts.next()?.parse().ok()?;
     let indexes_ok = parts
@@ -117,6 +150,8 @@ mod tests {
     fn only_provider_names_carry_a_pid() {
         assert_eq!(owner_pid("1234:0:0"), Some(1234));
         assert_eq!(owner_pid("77:1:12"), Some(77));
+        assert_eq!(owner_pid("mstro.88.00ff"), Some(88));
+        assert_eq!(owner_pid("mstro.88.00ff_3"), Some(88));
         for other in [
             "1234",
             "1234:0",
@@ -124,6 +159,9 @@ mod tests {
             "x:0:0",
             "12:a:0",
             "sem.foo",
+            "mstro.88",
+            "mstro.88.",
+            "mstro.x.ab",
             "",
         ] {
             assert_eq!(owner_pid(other), None, "{other}");
@@ -150,5 +188,23 @@ mod tests {
         assert_eq!(left, ["20:0:0", "40", "notes.txt"]);
         // Files of another user are never touched.
         assert!(sweep(dir.path(), uid + 1, 20, |_| false).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_names_are_ours_unpredictable_and_carry_the_pid() {
+        let a = unpredictable_name().expect("name");
+        let b = unpredictable_name().expect("name");
+        assert_ne!(a, b);
+        let a = a.into_string().expect("utf8");
+        assert_eq!(owner_pid(&a), Some(std::process::id()));
+        assert_eq!(
+            a.len(),
+            NAME_PREFIX.len() + std::process::id().to_string().len() + 33
+        );
     }
 }

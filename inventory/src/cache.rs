@@ -12,13 +12,13 @@
 //! device that appears, another libfabric or another `FI_PROVIDER` makes a new
 //! fingerprint, and the inventory is collected again.
 //!
-//! Where: `$XDG_RUNTIME_DIR/maestro/inventory.json`, else
-//! `$TMPDIR/maestro-<uid>/inventory.json` (directory mode 0700, file 0600; a directory
-//! that is not the user's own and private is not used). `MSTRO_INVENTORY_CACHE=0` turns
-//! the cache off.
+//! Where: `inventory.json` in the user's private directory ([`safefs::user_dir`]:
+//! `$XDG_RUNTIME_DIR/maestro`, else `$TMPDIR/maestro-<uid>`; directory mode 0700, file
+//! 0600; a directory that is not the user's own and private is not used).
+//! `MSTRO_INVENTORY_CACHE=0` turns the cache off.
 
 use std::fmt::Write as _;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -90,22 +90,9 @@ fn cache_file() -> Option<PathBuf> {
     if std::env::var("MSTRO_INVENTORY_CACHE").is_ok_and(|v| v.trim() == "0") {
         return None;
     }
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d).join("maestro"),
-        None => std::env::temp_dir().join(format!("maestro-{uid}")),
-    };
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-    let meta = std::fs::symlink_metadata(&dir).ok()?;
-    let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0;
-    if !private {
-        tracing::debug!(
-            "inventory cache off: {} is not a private directory of uid {uid}",
-            dir.display()
-        );
-        return None;
-    }
+    let dir = safefs::user_dir()
+        .inspect_err(|e| tracing::debug!("inventory cache off: {e}"))
+        .ok()?;
     Some(dir.join("inventory.json"))
 }
 

@@ -32,7 +32,7 @@ pub use client::{
 };
 pub use pm::{
     CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
-    MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PmConfig, PoolManager, resident_bytes,
+    MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig, PoolManager, resident_bytes,
 };
 
 /// What may cross threads, checked at compile time: clients are shared by the

@@ -109,7 +109,7 @@ def processes(env):
         return p
 
     try:
-        pm = spawn([str(MAESTRO), "pm", "--workflow", env["MSTRO_WORKFLOW_NAME"]], stdout=subprocess.PIPE)
+        pm = spawn([str(MAESTRO), "pm", "--print-info", "--workflow", env["MSTRO_WORKFLOW_NAME"]], stdout=subprocess.PIPE)
         line = wait_for(pm.stdout, "MSTRO_POOL_MANAGER_INFO;")
         env["MSTRO_POOL_MANAGER_INFO"] = line.strip()[len("MSTRO_POOL_MANAGER_INFO;"):-1]
         yield env, spawn

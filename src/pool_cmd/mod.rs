@@ -232,10 +232,17 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
 /// on this node.
 fn published(workflow: Option<&str>) -> Result<Option<PmInfo>, PoolCmdError> {
     let prefix = format!("{}.", maestro_keys::PM_INFO);
-    let Ok(dir) =
-        crate::publish::NodeDirectory::open(&crate::publish::NodeDirectory::default_dir())
-    else {
-        return Ok(None);
+    let dir = crate::publish::NodeDirectory::default_dir()
+        .map_err(safefs::Error::into_io)
+        .and_then(|d| crate::publish::NodeDirectory::open(&d));
+    let dir = match dir {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(PoolCmdError::NotFound(format!(
+                "the node's publications cannot be read: {e}"
+            )));
+        }
     };
     let found = dir.with_prefix(&prefix);
     let names: Vec<&str> = found

@@ -61,12 +61,18 @@ impl PublishStore {
     /// Stores the data infos of a publish (directives such as range or timeout are
     /// skipped) and answers any lookup that now has all its keys.
     ///
-    /// With `PMIX_RANGE_GLOBAL` and a node directory the data also goes there; the publish
+    /// With `PMIX_RANGE_GLOBAL` the data also goes to the node directory; the publish
     /// fails with `PMIX_ERR_DUPLICATE_KEY` if another job holds a key and with
-    /// `PMIX_ERR_NOT_SUPPORTED` for a value type that cannot cross jobs.
+    /// `PMIX_ERR_NOT_SUPPORTED` for a value type that cannot cross jobs, or when there is
+    /// no node directory (the publisher learns that other jobs will not see it, rather
+    /// than believing they do).
     pub fn publish(&self, proc: &Proc, info: Vec<Info>, reply: OpReply) {
         let global = pmix::find(&info, pmix::keys::RANGE)
             .is_some_and(|v| *v == Value::Range(pmix::Range::Global.raw()));
+        if global && self.node.is_none() {
+            reply.send(Err(Status::NOT_SUPPORTED));
+            return;
+        }
         if let Some(node) = self.node.as_ref().filter(|_| global) {
             for i in info.iter().filter(|i| !is_directive(&i.key)) {
                 let entry = Published {

@@ -14,7 +14,7 @@
 //! `PMIX_ERR_NOT_SUPPORTED` (publish them within the job's range instead).
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use pmix::{Proc, Published, Status, Value};
@@ -44,46 +44,29 @@ impl PutError {
     pub(crate) fn status(&self) -> Status {
         Status(match self {
             PutError::Duplicate(_) => return Status::DUPLICATE_KEY,
-            PutError::Unsupported => pmix_sys::PMIX_ERR_NOT_SUPPORTED,
+            PutError::Unsupported => return Status::NOT_SUPPORTED,
             PutError::Io => pmix_sys::PMIX_ERROR,
         })
     }
 }
 
 impl NodeDirectory {
-    /// `$XDG_RUNTIME_DIR/maestro-pmix` when that is set, else `/tmp/maestro-pmix-<uid>`.
-    pub fn default_dir() -> PathBuf {
-        match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d).join("maestro-pmix"),
-            // SAFETY: getuid cannot fail.
-            None => PathBuf::from(format!("/tmp/maestro-pmix-{}", unsafe { libc::getuid() })),
-        }
+    /// `pmix` in the user's node-wide private directory ([`safefs::node_user_dir`]).
+    ///
+    /// # Errors
+    /// The user's private directory cannot be used (another user took its name: the
+    /// error names them).
+    pub fn default_dir() -> Result<PathBuf, safefs::Error> {
+        Ok(safefs::node_user_dir()?.join("pmix"))
     }
 
     /// Opens (creating with mode 0700) the directory for this host process.
     ///
     /// # Errors
-    /// The directory cannot be created, or it exists but belongs to another user or is
-    /// open to others (published data may hold secrets: fix its owner or mode, or remove
-    /// it).
+    /// The directory cannot be created, or it exists but is not a private directory of
+    /// this user (published data may hold secrets: fix its owner or mode, or remove it).
     pub fn open(dir: &Path) -> std::io::Result<NodeDirectory> {
-        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        let meta = std::fs::symlink_metadata(dir)?;
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
-        if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} must be a directory of uid {uid} with mode 0700; remove it or fix it",
-                    dir.display()
-                ),
-            ));
-        }
+        safefs::private_dir(dir)?;
         Ok(NodeDirectory {
             dir: dir.to_path_buf(),
             host_pid: std::process::id(),
@@ -402,8 +385,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("store");
         std::fs::create_dir(&dir).expect("mkdir");
+        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let err = NodeDirectory::open(&dir).expect_err("refused");
-        assert!(err.to_string().contains("mode 0700"), "{err}");
+        assert!(err.to_string().contains("chmod 700"), "{err}");
     }
 }

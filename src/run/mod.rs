@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use pmix::{Info, JobLayout, Proc, Range, Server, ServerConfig, Status, Value, keys};
 
 use crate::janitor::{Janitor, JanitorArgs};
-use crate::rundir::{remove_dead_system_server_file, run_dir, server_tmpdir};
+use crate::rundir::{SystemServer, system_server};
 use host::{HostEvent, LauncherHost};
 use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
@@ -217,6 +217,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         host: &host,
         nspace: &nspace,
         hostname,
+        run_dir: tmp.0.clone(),
         locality,
         ended_jobs: BTreeSet::new(),
         janitor,
@@ -306,7 +307,24 @@ fn start_server(
 ) -> Result<Server, RunError> {
     let pid = std::process::id();
     if opts.system_server {
-        remove_dead_system_server_file(&std::env::temp_dir(), hostname);
+        // One per node: a second one would remove the first one's rendezvous file at
+        // its exit; a name another user took is theirs.
+        let file = crate::rundir::system_server_file(&std::env::temp_dir(), hostname);
+        match system_server(&std::env::temp_dir(), hostname) {
+            SystemServer::Free => {}
+            SystemServer::Running(p) => {
+                return Err(RunError::Usage(format!(
+                    "this node's system server already runs (pid {p}, {}): there is one per node; stop it first, or run without --system-server",
+                    file.display()
+                )));
+            }
+            SystemServer::Foreign(what) => {
+                return Err(RunError::Usage(format!(
+                    "{} is {what}, not a system server of yours: another user holds this node's system-server name; ask them (or root) to remove it, or run without --system-server",
+                    file.display()
+                )));
+            }
+        }
     }
     let server = Server::init(
         &ServerConfig {
@@ -326,7 +344,7 @@ fn start_server(
     if opts.tool_support || opts.stop_in_init {
         eprintln!(
             "maestro run: tools may attach: pid {pid}, tmpdir {}",
-            server_tmpdir(pid).display()
+            tmp.0.join("server").display()
         );
     }
     Ok(server)

@@ -96,7 +96,7 @@ impl Job<'_> {
         }
         // The ranks' temporary files (a pool manager's Unix socket, say) go with the job,
         // even when a rank is killed.
-        cmd.env("TMPDIR", run_dir(std::process::id()).join("ranks"));
+        cmd.env("TMPDIR", self.run_dir.join("ranks"));
         if let Some(dir) = &what.cwd {
             cmd.current_dir(dir);
         }

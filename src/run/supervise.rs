@@ -13,6 +13,8 @@ pub(super) struct Job<'a> {
     /// Job 0's namespace (the others are named after it, see `jobs::nspace`).
     pub(super) nspace: &'a str,
     pub(super) hostname: String,
+    /// The launcher's private directory (the ranks' `TMPDIR` is in it).
+    pub(super) run_dir: std::path::PathBuf,
     /// The locality string every rank gets (they all inherit the launcher's binding).
     pub(super) locality: String,
     /// Jobs whose every rank has ended (their end was announced).

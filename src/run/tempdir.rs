@@ -1,32 +1,34 @@
-//! The launcher's private directory (`$TMPDIR/maestro-run.<pid>`: the PMIx server's, the
-//! system server's and the ranks' files), removed at exit, and the sweeping of what killed
-//! launchers left behind.
+//! The launcher's private directory (`run.<pid>` in the user's private directory: the PMIx
+//! server's, the system server's and the ranks' files), removed at exit, and the sweeping
+//! of what killed launchers left behind.
 
 use std::path::PathBuf;
 
-use super::{RunError, io_err};
-use crate::rundir::run_dir;
+use super::RunError;
+use crate::rundir::{RUN_PREFIX, run_dir};
 
 /// A private directory removed (recursively) on drop.
 pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
     pub(super) fn create() -> Result<TempDir, RunError> {
-        let dir = run_dir(std::process::id());
+        // Inside the user's private directory (0700, checked): nothing another user
+        // plants can be in the way.
+        let dir = run_dir(std::process::id()).map_err(|e| RunError::Io {
+            what: "the user's private directory".into(),
+            source: e.into_io(),
+        })?;
         // Directories of killed launchers of this user (their stale rendezvous files make
         // tools refuse to pick a server), and one of a crashed launcher with our pid.
         if let Some(base) = dir.parent() {
-            pool::stale::sweep_dead_process_dirs(base, "maestro-run.");
+            pool::stale::sweep_dead_process_dirs(base, RUN_PREFIX);
         }
         let _ = std::fs::remove_dir_all(&dir);
-        // Private (0700): the PMIx server's rendezvous files and the ranks' files are the
-        // user's business only.
         let private = |path: &std::path::Path| {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(path)
-                .map_err(io_err(format!("creating {}", path.display())))
+            safefs::new_private_dir(path).map_err(|e| RunError::Io {
+                what: format!("creating {}", path.display()),
+                source: e.into_io(),
+            })
         };
         private(&dir)?;
         let made = TempDir(dir);

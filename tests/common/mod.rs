@@ -153,7 +153,7 @@ pub fn start_pm(workflow: &str, extra: &[&str]) -> (Group, String) {
 /// As [`start_pm`], with variables added to the PM's environment.
 pub fn start_pm_with_env(workflow: &str, extra: &[&str], env: &[(&str, &str)]) -> (Group, String) {
     let mut cmd = Command::new(maestro());
-    cmd.args(["pm", "--workflow", workflow])
+    cmd.args(["pm", "--print-info", "--workflow", workflow])
         .args(extra)
         .envs(env.iter().copied());
     let mut pm = Group::spawn(&mut cmd);
@@ -319,10 +319,12 @@ pub fn build_c(compiler: &str, src: &str, pkg: Option<&str>, dir: &Path) -> Path
     exe
 }
 
-/// The private directory of the `maestro run` launcher with `pid`
-/// (`$TMPDIR/maestro-run.<pid>`).
+/// The private directory of the `maestro run` launcher with `pid` (`run.<pid>` in the
+/// user's private directory).
 pub fn maestro_run_dir(pid: i32) -> PathBuf {
-    std::env::temp_dir().join(format!("maestro-run.{pid}"))
+    safefs::user_dir()
+        .expect("the user's private directory")
+        .join(format!("run.{pid}"))
 }
 
 /// `maestro run --tool-support ARGS...` (`-n N -- CMD` and the like) started, and the URI

@@ -25,7 +25,9 @@ pub(crate) unsafe fn open_bound_ep(
     // SAFETY: guaranteed by the caller; a returned info has its fabric attributes.
     let provider = unsafe { (*(*info).fabric_attr).prov_name };
     // SAFETY: prov_name is NULL or a NUL-terminated string owned by `info`.
-    if !provider.is_null() && unsafe { std::ffi::CStr::from_ptr(provider) }.to_bytes() == b"shm" {
+    let shm =
+        !provider.is_null() && unsafe { std::ffi::CStr::from_ptr(provider) }.to_bytes() == b"shm";
+    if shm {
         crate::shm_files::sweep_once();
     }
     // SAFETY: guaranteed by the caller.
@@ -34,6 +36,20 @@ pub(crate) unsafe fn open_bound_ep(
             "fi_endpoint",
             sys::fi_endpoint(domain, info, ep, std::ptr::null_mut()).into(),
         )?;
+    }
+    if shm {
+        // `shm` names its file in /dev/shm after the pid and opens it without O_EXCL: a
+        // name nobody can predict keeps another user's planted file out of our endpoint.
+        let name = crate::shm_files::unpredictable_name()?;
+        let mut bytes = name.into_bytes_with_nul();
+        // SAFETY: `*ep` was just opened and is not enabled; the name is a NUL-terminated
+        // string that libfabric copies.
+        let rc =
+            unsafe { sys::fi_setname(&mut (**ep).fid, bytes.as_mut_ptr().cast(), bytes.len()) };
+        check("fi_setname", rc.into())?;
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe {
         check(
             "fi_ep_bind(av)",
             sys::fi_ep_bind(*ep, &mut (*av).fid, 0).into(),

@@ -115,21 +115,33 @@ pub(super) type Halves = (
     Peer,
 );
 
-/// Creates a private directory with a listening Unix socket in it (after removing those
-/// that killed pool managers left); `None` (with a warning) when that is not possible, for
-/// the PM then serves over TCP only.
+/// The prefix of a pool manager's socket directory (`pm-<pid>-<tag>` in the user's
+/// private directory, [`safefs::user_dir`]).
+pub const PM_DIR_PREFIX: &str = "pm-";
+
+/// Creates a private directory with a listening Unix socket in it, inside the user's
+/// private directory (after removing those that killed pool managers left); `None` (with
+/// a warning naming why) when that is not possible, for the PM then serves over TCP only.
 pub(super) fn unix_listener(
     rt: &tokio::runtime::Runtime,
 ) -> Option<(std::path::PathBuf, ControlAddr, Listener)> {
-    use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::temp_dir();
-    crate::stale::sweep_dead_process_dirs(&base, "maestro-pm-");
+    let base = match safefs::user_dir() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!("pool manager: no unix socket ({e}); TCP only");
+            return None;
+        }
+    };
+    crate::stale::sweep_dead_process_dirs(&base, PM_DIR_PREFIX);
     let mut tag = [0u8; 6];
     getrandom::fill(&mut tag).ok()?;
-    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    let dir = base.join(format!("maestro-pm-{}-{tag}", std::process::id()));
+    let dir = base.join(format!(
+        "{PM_DIR_PREFIX}{}-{}",
+        std::process::id(),
+        hex::encode(tag)
+    ));
     let path = dir.join("pm.sock");
-    let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let made = safefs::new_private_dir(&dir).map_err(safefs::Error::into_io);
     let _guard = rt.enter();
     match made.and_then(|()| UnixListener::bind(&path)) {
         Ok(l) => Some((dir, ControlAddr::Unix(path), Listener::Unix(l))),

@@ -43,6 +43,7 @@ mod resources;
 use admission::{Admission, Peer};
 pub use admission::{PER_PEER as MAX_UNJOINED_PER_PEER, WAITING as MAX_UNJOINED};
 use conn::{Ingress, Writer, Writers, flush, spawn_connection};
+pub use listen::PM_DIR_PREFIX;
 use listen::{Halves, Listener, accept_loop};
 pub use resources::resident_bytes;
 use resources::{MemoryReturn, raise_descriptor_limit, wall_clock};

@@ -82,14 +82,13 @@ pub struct RankState {
 /// A publish store that shares `PMIX_RANGE_GLOBAL` data with the user's other jobs on
 /// this node; memory-only (with a warning) if the node directory cannot be used.
 fn node_store() -> PublishStore {
-    let dir = NodeDirectory::default_dir();
-    match NodeDirectory::open(&dir) {
+    let node = NodeDirectory::default_dir()
+        .map_err(safefs::Error::into_io)
+        .and_then(|d| NodeDirectory::open(&d));
+    match node {
         Ok(node) => PublishStore::with_node_directory(node),
         Err(e) => {
-            tracing::warn!(
-                "publish/lookup stays within this job: {} ({e})",
-                dir.display()
-            );
+            eprintln!("maestro run: publish/lookup stays within this job: {e}");
             PublishStore::default()
         }
     }

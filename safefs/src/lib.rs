@@ -1,0 +1,394 @@
+//! Files and directories in places other users can write.
+//!
+//! `/tmp`, `$TMPDIR` and `/dev/shm` are shared by every local user: whatever the project
+//! creates or opens there may already exist, planted by someone else as a file of theirs
+//! (which we would then write our secrets into), a symbolic link (which would make us
+//! truncate its target), a FIFO (which blocks whoever opens it for reading) or a
+//! directory (which makes our `mkdir` fail). This crate is the one place that touches
+//! such paths, with one rule for all of them:
+//!
+//! - **Created exclusively** (`O_CREAT | O_EXCL`, `mkdir` that must create) and **never
+//!   followed** (`O_NOFOLLOW`; `lstat`, not `stat`).
+//! - **Opened without blocking** (`O_NONBLOCK`), so a FIFO in the way is an error, not a
+//!   hang, and **checked after opening** (`fstat` of what was opened, not of the path):
+//!   a regular file (or directory) of this user, private where it must be.
+//! - A squatted name is an [`Error::Squatted`] that names the squatter (its owner and
+//!   what it is) and says what to do; callers never fall back silently.
+//!
+//! Most of what the project keeps lives in the user's own private directory
+//! ([`user_dir`]: `$XDG_RUNTIME_DIR/maestro`, else `${TMPDIR:-/tmp}/maestro-<uid>`,
+//! created 0700 and checked): nothing another user plants can be inside it, so only that
+//! one directory's name can be squatted, and that is a clear error.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a path in a shared place could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Something this user did not create sits at the path: `what` says what it is and
+    /// whose.
+    #[error(
+        "{path} is {what}, not ours: another user or program put it there first; remove it (as its owner or root) or choose another path"
+    )]
+    Squatted {
+        /// The path.
+        path: PathBuf,
+        /// What is there, e.g. "a FIFO of uid 1001".
+        what: String,
+    },
+    /// A directory of ours that others may read or write (it must be 0700).
+    #[error(
+        "{path} is open to other users (mode {mode:o}); make it private (chmod 700) or remove it"
+    )]
+    NotPrivate {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The system refused (`what`: the operation).
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// The operation, e.g. "creating".
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// The error as an `std::io::Error` (kind `AlreadyExists` for a squatted path,
+    /// `PermissionDenied` for a directory open to others), for callers that speak
+    /// `io::Result`.
+    pub fn into_io(self) -> std::io::Error {
+        let kind = match &self {
+            Error::Squatted { .. } => std::io::ErrorKind::AlreadyExists,
+            Error::NotPrivate { .. } => std::io::ErrorKind::PermissionDenied,
+            Error::Io { source, .. } => source.kind(),
+        };
+        std::io::Error::new(kind, self.to_string())
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> std::io::Error {
+        e.into_io()
+    }
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// What `meta` describes, and whose: "a FIFO of uid 1001".
+pub fn describe(meta: &std::fs::Metadata) -> String {
+    let t = meta.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    let kind = if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a file"
+    } else {
+        "a device"
+    };
+    format!("{kind} of uid {}", meta.uid())
+}
+
+/// The user's private directory: `$XDG_RUNTIME_DIR/maestro` where that variable is set,
+/// else `${TMPDIR:-/tmp}/maestro-<uid>`; created with mode 0700, or checked to be a
+/// directory of this user that nobody else may enter.
+///
+/// # Errors
+/// [`Error::Squatted`] when another user owns that name (set `XDG_RUNTIME_DIR` or
+/// `TMPDIR` to a private directory), [`Error::NotPrivate`], or the system's refusal.
+pub fn user_dir() -> Result<PathBuf, Error> {
+    user_dir_under(&std::env::temp_dir())
+}
+
+/// As [`user_dir`], but the same for every process of the user on this node whatever its
+/// `TMPDIR` (`$XDG_RUNTIME_DIR/maestro`, else `/tmp/maestro-<uid>`): for what the user's
+/// jobs share across launchers.
+///
+/// # Errors
+/// As [`user_dir`].
+pub fn node_user_dir() -> Result<PathBuf, Error> {
+    user_dir_under(Path::new("/tmp"))
+}
+
+fn user_dir_under(tmp: &Path) -> Result<PathBuf, Error> {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("maestro"),
+        None => tmp.join(format!("maestro-{}", euid())),
+    };
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Creates `path` as a directory with mode 0700, or accepts it if it exists as a
+/// directory (not a link) of this user with no access for others.
+///
+/// # Errors
+/// [`Error::Squatted`] (something else, or someone else's), [`Error::NotPrivate`], or
+/// the system's refusal.
+pub fn private_dir(path: &Path) -> Result<(), Error> {
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("creating", path)(e)),
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(io("examining", path))?;
+    if !meta.is_dir() || meta.uid() != euid() {
+        return Err(Error::Squatted {
+            path: path.to_path_buf(),
+            what: describe(&meta),
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(Error::NotPrivate {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// Creates `path` as a new directory with mode 0700; fails if anything is there.
+///
+/// # Errors
+/// [`Error::Squatted`] naming what is there, or the system's refusal.
+pub fn new_private_dir(path: &Path) -> Result<(), Error> {
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(squatted(path)),
+        Err(e) => Err(io("creating", path)(e)),
+    }
+}
+
+/// The [`Error::Squatted`] for what is at `path` now.
+fn squatted(path: &Path) -> Error {
+    let what =
+        std::fs::symlink_metadata(path).map_or_else(|_| "something".into(), |m| describe(&m));
+    Error::Squatted {
+        path: path.to_path_buf(),
+        what,
+    }
+}
+
+fn c_path(path: &Path) -> Result<CString, Error> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Io {
+        what: "naming",
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path has a NUL byte"),
+    })
+}
+
+/// `open(2)` with `flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`, then clears
+/// `O_NONBLOCK` (regular files ignore it; it only keeps a FIFO from blocking the open).
+fn open_raw(path: &Path, flags: libc::c_int, mode: libc::mode_t) -> std::io::Result<File> {
+    let c = c_path(path).map_err(Error::into_io)?;
+    let all = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated path; the descriptor returned is owned by the File below.
+    let fd = unsafe { libc::open(c.as_ptr(), all, libc::c_uint::from(mode)) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a descriptor this function just opened and nothing else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    // SAFETY: fcntl on the descriptor `file` owns.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+/// Creates a new file at `path` with `mode`, exclusively and without following a link.
+///
+/// # Errors
+/// [`Error::Squatted`] naming what is already there, or the system's refusal.
+pub fn create_new(path: &Path, mode: u32) -> Result<File, Error> {
+    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
+    match open_raw(path, flags, mode as libc::mode_t) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(squatted(path)),
+        Err(e) => Err(io("creating", path)(e)),
+    }
+}
+
+/// Opens an existing regular file of this user at `path` (for writing too when `write`),
+/// never following a link nor blocking on a FIFO.
+///
+/// # Errors
+/// [`Error::Squatted`] for a link, a FIFO, anything not a regular file, or a file of
+/// another user; the system's refusal (`NotFound` when nothing is there).
+pub fn open_own(path: &Path, write: bool) -> Result<File, Error> {
+    let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
+    let file = open_raw(path, flags, 0).map_err(|e| {
+        // ELOOP: the last component is a symbolic link.
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            squatted(path)
+        } else {
+            io("opening", path)(e)
+        }
+    })?;
+    let meta = file.metadata().map_err(io("examining", path))?;
+    if !meta.is_file() || meta.uid() != euid() {
+        return Err(Error::Squatted {
+            path: path.to_path_buf(),
+            what: describe(&meta),
+        });
+    }
+    Ok(file)
+}
+
+/// Reads at most `limit` bytes of an existing regular file of this user (see
+/// [`open_own`]) as text.
+///
+/// # Errors
+/// As [`open_own`]; `InvalidData` for text that is not UTF-8.
+pub fn read_own(path: &Path, limit: u64) -> Result<String, Error> {
+    use std::io::Read;
+    let mut text = String::new();
+    open_own(path, false)?
+        .take(limit)
+        .read_to_string(&mut text)
+        .map_err(io("reading", path))?;
+    Ok(text)
+}
+
+/// Opens the file at `path` for writing whether or not it exists: created exclusively
+/// (mode `mode`) when absent, else opened as an existing regular file of this user, made
+/// `mode`, and truncated only by the caller (who may first want to lock it).
+///
+/// # Errors
+/// As [`create_new`] and [`open_own`].
+pub fn create_or_open_own(path: &Path, mode: u32) -> Result<File, Error> {
+    for _ in 0..3 {
+        match create_new(path, mode) {
+            Ok(f) => return Ok(f),
+            Err(Error::Squatted { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match open_own(path, true) {
+            Ok(f) => {
+                f.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(io("changing the mode of", path))?;
+                return Ok(f);
+            }
+            // Removed between the two: create again.
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(squatted(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn a_new_file_is_created_once_and_never_through_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("info");
+        let mut f = create_new(&path, 0o600).expect("create");
+        f.write_all(b"x").expect("write");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let err = create_new(&path, 0o600).expect_err("twice");
+        assert!(err.to_string().contains("a file of uid"), "{err}");
+        // A link to a victim: neither created through nor opened through.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").expect("victim");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+        let err = create_new(&link, 0o600).expect_err("link");
+        assert!(err.to_string().contains("a symbolic link"), "{err}");
+        let err = open_own(&link, true).expect_err("link");
+        assert!(err.to_string().contains("a symbolic link"), "{err}");
+        let err = create_or_open_own(&link, 0o600).expect_err("link");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"keep");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("fifo");
+        let c = c_path(&path).expect("path");
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        for err in [
+            open_own(&path, false).expect_err("fifo"),
+            read_own(&path, 100).expect_err("fifo"),
+            create_or_open_own(&path, 0o600).expect_err("fifo"),
+        ] {
+            assert!(err.to_string().contains("a FIFO of uid"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_existing_file_of_ours_is_opened_and_made_private() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"old").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let mut f = create_or_open_own(&path, 0o600).expect("open");
+        let mode = f.metadata().expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut text = String::new();
+        f.read_to_string(&mut text).expect("read");
+        assert_eq!(text, "old");
+        assert_eq!(read_own(&path, 2).expect("read"), "ol");
+    }
+
+    #[test]
+    fn private_directories_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().join("d");
+        private_dir(&d).expect("create");
+        private_dir(&d).expect("again");
+        new_private_dir(&d).expect_err("exists");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let err = private_dir(&d).expect_err("open to others");
+        assert!(
+            matches!(err, Error::NotPrivate { mode: 0o755, .. }),
+            "{err}"
+        );
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"").expect("file");
+        let err = private_dir(&f).expect_err("a file");
+        assert!(err.to_string().contains("a file of uid"), "{err}");
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&d, &link).expect("symlink");
+        let err = private_dir(&link).expect_err("a link");
+        assert!(err.to_string().contains("a symbolic link"), "{err}");
+    }
+}
