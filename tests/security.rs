@@ -492,3 +492,232 @@ fn a_replayed_memory_announcement_reads_nothing_the_producer_did_not_offer() {
     }
     drop(secret);
 }
+
+/// A directory every user may write, sticky like `/tmp` (a stand-in for it, removed at
+/// the end), with the root-owned files this user's programs use (the hostname's).
+fn shared_tmp() -> tempfile::TempDir {
+    let t = tempfile::tempdir().expect("tempdir");
+    set_mode(t.path(), 0o1777);
+    t
+}
+
+/// `maestro ARGS` as this user with `TMPDIR=tmp` (and no `XDG_RUNTIME_DIR`: the user's
+/// private directory is then `tmp/maestro-<uid>`).
+fn maestro_in(tmp: &Path, args: &[&str], limit: Duration) -> common::Output {
+    run(
+        Command::new(maestro())
+            .env("TMPDIR", tmp)
+            .env_remove("XDG_RUNTIME_DIR")
+            .args(args),
+        limit,
+    )
+}
+
+#[test]
+fn files_another_user_plants_in_shared_places_are_never_trusted() {
+    let Some(mallory) = OtherUser::create() else {
+        return;
+    };
+    let tmp = shared_tmp();
+    let t = tmp.path().to_str().expect("utf-8 path");
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    // 1. libfabric shm files for the next 400 pids (both of libfabric's own names).
+    let next = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .expect("ns_last_pid");
+    let plant = format!(
+        "for p in $(seq {} {}); do for e in 0 1; do f=/dev/shm/$p:{uid}:$e; head -c 4096 /dev/zero > $f; chmod 666 $f; done; done",
+        next + 1,
+        next + 400
+    );
+    let planted = mallory.run(&plant, Duration::from_secs(60));
+    assert_eq!(planted.code(), Some(0), "{planted:?}");
+    let exe = common::example("pool_workflow");
+    let out = common::maestro_run(&[
+        "-n",
+        "4",
+        exe.to_str().expect("utf-8"),
+        "--cdos",
+        "6",
+        "--max-size",
+        "65536",
+    ]);
+    out.assert_workflow(6);
+    let fabric = run(
+        Command::new(maestro()).args([
+            "bench",
+            "fabric",
+            "--provider",
+            "shm",
+            "--sizes",
+            "4K",
+            "--volume",
+            "1M",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(fabric.code(), Some(0), "{fabric:?}");
+    // Not one planted file was adopted: each is still the attacker's 4 KiB of zeros.
+    let adopted: Vec<String> = (next + 1..=next + 400)
+        .flat_map(|p| [0, 1].map(|e| format!("/dev/shm/{p}:{uid}:{e}")))
+        .filter(|f| std::fs::read(f).map_or(true, |b| b.len() != 4096 || b.iter().any(|&x| x != 0)))
+        .collect();
+    assert!(adopted.is_empty(), "planted shm files touched: {adopted:?}");
+    mallory.run(
+        &format!(
+            "rm -f $(seq -f '/dev/shm/%g:{uid}:0' {} {}) $(seq -f '/dev/shm/%g:{uid}:1' {} {})",
+            next + 1,
+            next + 400,
+            next + 1,
+            next + 400
+        ),
+        Duration::from_secs(30),
+    );
+
+    // 2. A pre-created --info-file, a link there, a FIFO there: refused at once, naming
+    // what is there; nothing written, nothing followed.
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "keep").expect("victim");
+    let setup = format!(
+        "touch {t}/wf.info && chmod 666 {t}/wf.info && ln -s {} {t}/link.info && mkfifo -m 666 {t}/fifo.info",
+        victim.display()
+    );
+    assert_eq!(mallory.run(&setup, Duration::from_secs(10)).code(), Some(0));
+    for (name, what) in [
+        ("wf.info", format!("a file of uid {}", mallory.uid)),
+        ("link.info", "a symbolic link".to_string()),
+        ("fifo.info", "a FIFO".to_string()),
+    ] {
+        let path = format!("{t}/{name}");
+        let pm = maestro_in(
+            tmp.path(),
+            &["pm", "--workflow", "sec-planted", "--info-file", &path],
+            Duration::from_secs(20),
+        );
+        assert_eq!(pm.code(), Some(2), "{name}: {pm:?}");
+        assert!(pm.stderr.contains(&what), "{name}: {}", pm.stderr);
+        assert!(!pm.stdout.contains("MSTRO_POOL_MANAGER_INFO"), "{name}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep");
+    assert_eq!(
+        std::fs::read(tmp.path().join("wf.info"))
+            .expect("info")
+            .len(),
+        0
+    );
+
+    // 3. A FIFO at the system server's name: refused at once, and tools say whose it is;
+    // a plain launcher (and its janitor) never blocks on it.
+    let host = inventory::local_hostname();
+    let fifo = format!("{t}/pmix.sys.{host}");
+    assert_eq!(
+        mallory
+            .run(&format!("mkfifo -m 666 {fifo}"), Duration::from_secs(10))
+            .code(),
+        Some(0)
+    );
+    let sys = maestro_in(
+        tmp.path(),
+        &["run", "-n", "1", "--system-server", "--", "true"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(sys.code(), Some(2), "{sys:?}");
+    assert!(sys.stderr.contains("a FIFO of uid"), "{}", sys.stderr);
+    let query = maestro_in(
+        tmp.path(),
+        &["query", "--system", "--system-tmpdir", t],
+        Duration::from_secs(20),
+    );
+    assert_ne!(query.code(), Some(0), "{query:?}");
+    assert!(query.stderr.contains("a FIFO of uid"), "{}", query.stderr);
+    let plain = maestro_in(
+        tmp.path(),
+        &["run", "-n", "1", "--", "true"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(plain.code(), Some(0), "{plain:?}");
+    assert!(Path::new(&fifo).exists(), "what is not ours stays");
+
+    // 4. Launchers' directories squatted for the next pids change nothing (they live in
+    // the user's private directory); that directory squatted is a clear error naming the
+    // squatter, never a silent loss.
+    let squat = format!(
+        "for p in $(seq {} {}); do mkdir -p {t}/maestro-run.$p; done",
+        next + 1,
+        next + 2000
+    );
+    assert_eq!(mallory.run(&squat, Duration::from_secs(60)).code(), Some(0));
+    let ok = maestro_in(
+        tmp.path(),
+        &["run", "-n", "1", "--", "true"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(ok.code(), Some(0), "{ok:?}");
+    let other = tempfile::tempdir().expect("tempdir");
+    set_mode(other.path(), 0o1777);
+    let o = other.path().to_str().expect("utf-8");
+    assert_eq!(
+        mallory
+            .run(
+                &format!("mkdir -m 777 {o}/maestro-{uid}"),
+                Duration::from_secs(10)
+            )
+            .code(),
+        Some(0)
+    );
+    let refused = maestro_in(
+        other.path(),
+        &["run", "-n", "1", "--", "true"],
+        Duration::from_secs(20),
+    );
+    assert_ne!(refused.code(), Some(0), "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("a directory of uid {}", mallory.uid)),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn the_secret_goes_only_where_the_user_says() {
+    // Standard output a pipe, as in `maestro pm ... | head -1` or a job's log: nothing.
+    let mut cmd = Command::new(maestro());
+    cmd.args(["pm", "--workflow", "sec-pipe"]);
+    let mut pm = common::Group::spawn(&mut cmd);
+    let stdout = pm.child.stdout.take().expect("stdout");
+    let said = common::await_line(pm.child.stderr.take().expect("stderr"), "is not printed");
+    assert!(said.contains("--print-info"), "{said}");
+    let out = pm.terminate(Duration::from_secs(10));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let mut printed = String::new();
+    let mut stdout = stdout;
+    stdout.read_to_string(&mut printed).expect("stdout");
+    assert!(!printed.contains("MSTRO_POOL_MANAGER_INFO"), "{printed}");
+    // With --info-file the file has it (0600), and standard output still gets nothing.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("wf.info");
+    let mut cmd = Command::new(maestro());
+    cmd.args(["pm", "--workflow", "sec-pipe", "--info-file"])
+        .arg(&file);
+    let pm = common::Group::spawn(&mut cmd);
+    let end = Instant::now() + LIMIT;
+    while std::fs::read_to_string(&file).map_or(true, |t| !t.contains(':')) {
+        assert!(Instant::now() < end, "no info file written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&file).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let out = pm.terminate(Duration::from_secs(10));
+    assert!(
+        !out.stdout.contains("MSTRO_POOL_MANAGER_INFO"),
+        "{}",
+        out.stdout
+    );
+    assert!(!file.exists(), "removed at exit");
+}
