@@ -272,7 +272,7 @@ impl Manager {
                                 .cdos
                                 .offers(&c.name)
                                 .iter()
-                                .any(|&x| self.cdos.get(&x).is_some_and(|x| x.app() != app)))
+                                .any(|x| self.cdos.get(&x).is_some_and(|x| x.app() != app)))
                 }
                 _ => false,
             }
@@ -389,12 +389,12 @@ impl Manager {
 
     /// Fails demands of `name` that no offer can serve any more.
     pub(super) fn fail_orphaned_demands(&mut self, name: &str) {
-        let usable = |m: &Self, w: &Want| m.cdos.offers(name).iter().any(|o| !w.failed.contains(o));
+        let usable =
+            |m: &Self, w: &Want| m.cdos.offers(name).iter().any(|o| !w.failed.contains(&o));
         let orphaned: Vec<CdoId> = self
             .cdos
             .waiting(name)
             .iter()
-            .copied()
             .filter(|c| matches!(self.cdos.get(c).map(|c| &c.state), Some(State::Required(w)) if w.demanded && !usable(self, w)))
             .collect();
         for cdo in orphaned {

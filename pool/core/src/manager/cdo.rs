@@ -11,32 +11,134 @@ use super::{ConnId, GiveBack, HashMap, Manager, policy};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::proto::{self, AppId, CdoId, FromPm, InlineBytes, OfferExtras, Op, Refusal, TransferId};
 
-/// CDO ids by name (offers, waiting consumers): usually one or a few per name, so a short
-/// list each; a name's entry goes when its list empties, so the index never outgrows the
-/// live CDOs.
+/// CDO ids by name (offers, waiting consumers), in the order they came: usually one or a
+/// few per name, kept as a short list; a name with many (an app may demand one name
+/// 200,000 times) switches to an ordered map, so that adding and removing one stays
+/// O(log n) instead of a scan of the list. A name's entry goes when it empties, so the
+/// index never outgrows the live CDOs.
 #[derive(Debug, Default)]
-struct NameIndex(HashMap<Arc<str>, Vec<CdoId>>);
+struct NameIndex(HashMap<Arc<str>, Ids>);
 
-impl NameIndex {
-    fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
-        let ids = self.0.entry(Arc::clone(name)).or_default();
-        if !ids.contains(&cdo) {
-            ids.push(cdo);
+/// Most ids a name keeps as a plain list.
+const FEW: usize = 32;
+
+/// The ids of one name, in arrival order.
+#[derive(Debug)]
+enum Ids {
+    Few(Vec<CdoId>),
+    Many(Box<ManyIds>),
+}
+
+/// Many ids of one name: by arrival number, and each id's number.
+#[derive(Debug, Default)]
+struct ManyIds {
+    order: std::collections::BTreeMap<u64, CdoId>,
+    number: HashMap<CdoId, u64>,
+    next: u64,
+}
+
+impl ManyIds {
+    fn push(&mut self, cdo: CdoId) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.number.entry(cdo) {
+            e.insert(self.next);
+            self.order.insert(self.next, cdo);
+            self.next += 1;
+        }
+    }
+}
+
+impl Ids {
+    fn insert(&mut self, cdo: CdoId) {
+        match self {
+            Ids::Few(ids) if ids.contains(&cdo) => {}
+            Ids::Few(ids) if ids.len() < FEW => ids.push(cdo),
+            Ids::Few(ids) => {
+                let mut many = ManyIds::default();
+                for &id in ids.iter() {
+                    many.push(id);
+                }
+                many.push(cdo);
+                *self = Ids::Many(Box::new(many));
+            }
+            Ids::Many(many) => many.push(cdo),
         }
     }
 
-    fn remove(&mut self, name: &str, cdo: CdoId) {
-        if let Some(ids) = self.0.get_mut(name) {
-            ids.retain(|&c| c != cdo);
-            if ids.is_empty() {
-                self.0.remove(name);
-                self.0.give_back();
+    /// Removes `cdo`; true when none is left.
+    fn remove(&mut self, cdo: CdoId) -> bool {
+        match self {
+            Ids::Few(ids) => {
+                if let Some(i) = ids.iter().position(|&c| c == cdo) {
+                    ids.remove(i);
+                }
+                ids.is_empty()
+            }
+            Ids::Many(many) => {
+                if let Some(n) = many.number.remove(&cdo) {
+                    many.order.remove(&n);
+                }
+                many.order.is_empty()
             }
         }
     }
 
-    fn get(&self, name: &str) -> &[CdoId] {
-        self.0.get(name).map_or(&[], Vec::as_slice)
+    fn len(&self) -> usize {
+        match self {
+            Ids::Few(ids) => ids.len(),
+            Ids::Many(many) => many.order.len(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = CdoId> + '_> {
+        match self {
+            Ids::Few(ids) => Box::new(ids.iter().copied()),
+            Ids::Many(many) => Box::new(many.order.values().copied()),
+        }
+    }
+}
+
+/// The ids of a name as [`CdoTable::offers`] and [`CdoTable::waiting`] give them: in
+/// arrival order, none for an unknown name.
+#[derive(Clone, Copy)]
+pub(super) struct NameIds<'a>(Option<&'a Ids>);
+
+impl<'a> NameIds<'a> {
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.map_or(0, Ids::len)
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = CdoId> + 'a {
+        self.0.into_iter().flat_map(Ids::iter)
+    }
+
+    pub(super) fn to_vec(self) -> Vec<CdoId> {
+        self.iter().collect()
+    }
+}
+
+impl NameIndex {
+    fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
+        self.0
+            .entry(Arc::clone(name))
+            .or_insert_with(|| Ids::Few(Vec::new()))
+            .insert(cdo);
+    }
+
+    fn remove(&mut self, name: &str, cdo: CdoId) {
+        if let Some(ids) = self.0.get_mut(name)
+            && ids.remove(cdo)
+        {
+            self.0.remove(name);
+            self.0.give_back();
+        }
+    }
+
+    fn get(&self, name: &str) -> NameIds<'_> {
+        NameIds(self.0.get(name))
     }
 }
 
@@ -93,7 +195,7 @@ impl CdoTable {
     }
 
     /// The offers of `name` a consumer may be ticketed from.
-    pub(super) fn offers(&self, name: &str) -> &[CdoId] {
+    pub(super) fn offers(&self, name: &str) -> NameIds<'_> {
         self.offers.get(name)
     }
 
@@ -108,7 +210,7 @@ impl CdoTable {
     }
 
     /// The consumers of `name` waiting for a ticket.
-    pub(super) fn waiting(&self, name: &str) -> &[CdoId] {
+    pub(super) fn waiting(&self, name: &str) -> NameIds<'_> {
         self.waiting.get(name)
     }
 
@@ -442,5 +544,44 @@ impl Manager {
             a.cdos.give_back();
         }
         self.retry_byes();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_names_ids_keep_their_order_and_leave_in_any_order_however_many() {
+        let name: Arc<str> = Arc::from("n");
+        let mut index = NameIndex::default();
+        let n = 200_000u64;
+        for id in (1..=n).rev() {
+            index.insert(&name, id);
+        }
+        index.insert(&name, 7); // again: no second entry
+        assert_eq!(index.get("n").len(), n as usize);
+        assert_eq!(
+            index.get("n").iter().take(3).collect::<Vec<_>>(),
+            [n, n - 1, n - 2]
+        );
+        // Every other one leaves, then the rest: the entry goes with the last.
+        for id in (1..=n).step_by(2) {
+            index.remove("n", id);
+        }
+        assert_eq!(index.get("n").len(), n as usize / 2);
+        assert!(index.get("n").iter().all(|id| id % 2 == 0));
+        for id in (2..=n).step_by(2) {
+            index.remove("n", id);
+        }
+        assert!(index.get("n").is_empty());
+        assert!(index.0.is_empty());
+        // A few stay a list, in order.
+        for id in [5, 3, 9] {
+            index.insert(&name, id);
+        }
+        index.remove("n", 3);
+        assert_eq!(index.get("n").to_vec(), [5, 9]);
+        assert!(matches!(index.0.get("n"), Some(Ids::Few(_))));
     }
 }

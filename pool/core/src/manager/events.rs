@@ -560,12 +560,9 @@ impl Manager {
         selector: Expr,
         options: SubscribeOptions,
     ) {
-        // The compiled form (regexes) can take far more than the wire form: counted 16x.
-        let cost = super::policy::SUBSCRIPTION_COST
-            + 16 * postcard::to_allocvec(&selector).map_or(0, |v| v.len());
-        if let Err(why) = self.may_subscribe(app, cost) {
-            return self.refuse(conn, Op::Subscribe, Some(local), why);
-        }
+        // Charged at its price: the wire form kept, the compiled form (regexes and their
+        // caches, bounded by `Selector::compile`).
+        let wire = postcard::to_allocvec(&selector).map_or(0, |v| v.len());
         let selector = match Selector::compile(selector) {
             Ok(s) => s,
             Err(e) => {
@@ -577,6 +574,10 @@ impl Manager {
                 );
             }
         };
+        let cost = super::policy::SUBSCRIPTION_COST + wire + selector.memory();
+        if let Err(why) = self.may_subscribe(app, cost) {
+            return self.refuse(conn, Op::Subscribe, Some(local), why);
+        }
         let sub = self.id();
         self.account(app, cost, false);
         if let Some(a) = self.apps.get_mut(&app) {

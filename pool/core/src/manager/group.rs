@@ -62,7 +62,7 @@ impl Manager {
     pub(super) fn ticket_group(&mut self, to: CdoId, (first, capacity): (CdoId, u32)) {
         let Some(c) = self.cdos.get(&to) else { return };
         let (name, consumer) = (Arc::clone(&c.name), c.app());
-        let Some(from) = self.cdos.offers(&name).iter().copied().min() else {
+        let Some(from) = self.cdos.offers(&name).iter().min() else {
             return; // not offered yet: waits
         };
         let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) else {

@@ -262,7 +262,8 @@ impl Manager {
 
     /// A page of CDOs: apps in id order, each app's CDO ids in order (apps number their
     /// own, so the ids of app `a` are `cdo_ids(a)` up to the last it declared), at most
-    /// [`view::MAX_SCAN`] ids looked at.
+    /// [`view::MAX_SCAN`] ids looked at, fewer by the selector's weight (a heavy selector
+    /// makes more, smaller pages: no query holds the manager longer than a plain one).
     fn ls(&self, ls: view::Ls, now: Instant) -> CdoPage {
         let selector = ls
             .selector
@@ -273,6 +274,9 @@ impl Manager {
                 None
             });
         let limit = ls.limit.clamp(1, view::MAX_PAGE) as usize;
+        let scan = selector.as_ref().map_or(view::MAX_SCAN, |s| {
+            (view::MAX_SCAN / s.weight() as u64).max(1)
+        });
         let mut page = CdoPage {
             total: self.cdos.len() as u64,
             ..CdoPage::default()
@@ -285,7 +289,7 @@ impl Manager {
             let last = ids.start() + a.last_declared.saturating_sub(1);
             let mut id = first;
             while id <= last {
-                if scanned == view::MAX_SCAN || page.cdos.len() == limit {
+                if scanned == scan || page.cdos.len() == limit {
                     page.next = Some(id - 1);
                     return page;
                 }

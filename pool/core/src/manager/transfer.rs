@@ -47,7 +47,6 @@ impl Manager {
             .cdos
             .offers(&c.name)
             .iter()
-            .copied()
             .filter(|o| !want.failed.contains(o))
             .min_by_key(|&o| (load(self, o), o))
         else {

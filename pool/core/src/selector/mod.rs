@@ -12,7 +12,8 @@
 //! Keys starting with `.` are absolute; others are relative to the namespace the selector
 //! is parsed in (as `mstro_cdo_selector_create`'s `nspace`). Operators: `= != < <= > >=`
 //! and `~=` (regular expression match, `regex` crate syntax: linear time, safe to run on
-//! the pool manager). Values: integers, decimals, `"strings"` (with `\"` and `\\`),
+//! the pool manager; at most [`MAX_REGEXES`] per selector, each compiled within
+//! [`REGEX_SIZE_LIMIT`] bytes). Values: integers, decimals, `"strings"` (with `\"` and `\\`),
 //! `true`/`false`. With [`Schemas`] the literal takes the key's declared type (a quoted
 //! timestamp becomes a timestamp, a number given for a `str()` key is an error).
 //!
@@ -23,7 +24,9 @@
 //!
 //! The application parses (errors point at the column); the parsed [`Expr`] travels to the
 //! pool manager, which [`Selector::compile`]s it again (bounded depth and size, regexes
-//! compiled) and evaluates it for every event.
+//! compiled) and evaluates it for every event. What a compiled selector costs the manager
+//! is known ([`Selector::memory`], [`Selector::weight`]): the manager charges the first
+//! to the subscriber's quota and paces its scans by the second.
 
 mod parse;
 #[cfg(test)]
@@ -43,8 +46,16 @@ use wire::Flat;
 pub const MAX_DEPTH: usize = 32;
 /// Most nodes in one selector.
 pub const MAX_NODES: usize = 1024;
-/// Largest compiled regular expression, in bytes.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Most regular expressions in one selector.
+pub const MAX_REGEXES: usize = 16;
+/// Largest compiled regular expression (its automaton), in bytes: `\w{20}` with Unicode
+/// classes does not fit (write `[A-Za-z0-9_]{20}` or `(?-u:\w){20}`).
+pub const REGEX_SIZE_LIMIT: usize = 64 << 10;
+/// The lazy DFA's cache of one regular expression, in bytes (past it the search goes on
+/// in linear time without it).
+const REGEX_CACHE: usize = 32 << 10;
+/// Most bytes one compiled selector may take.
+pub const MAX_SELECTOR_MEMORY: usize = 2 << 20;
 
 /// A comparison operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,6 +155,10 @@ pub struct SelectorError {
 pub struct Selector {
     expr: Expr,
     node: Node,
+    /// Bytes its compiled form takes (regexes with their caches).
+    memory: usize,
+    /// Its terms (each evaluation looks at up to this many), regexes counted 8 each.
+    weight: usize,
 }
 
 /// The evaluated form: [`Expr`] with regexes compiled.
@@ -152,7 +167,7 @@ enum Node {
     All,
     Has(String),
     Cmp(String, CmpOp, AttrValue),
-    Match(String, regex::Regex),
+    Match(String, regex_automata::meta::Regex),
     And(Vec<Node>),
     Or(Vec<Node>),
     Not(Box<Node>),
@@ -164,6 +179,8 @@ impl Selector {
         Selector {
             expr: Expr::All,
             node: Node::All,
+            memory: 0,
+            weight: 1,
         }
     }
 
@@ -190,11 +207,30 @@ impl Selector {
     /// with what applications send).
     ///
     /// # Errors
-    /// [`SelectorError`] (column 0) for too deep or too large selectors and bad regexes.
+    /// [`SelectorError`] (column 0) for too deep or too large selectors, bad regexes,
+    /// more than [`MAX_REGEXES`] of them, one larger than [`REGEX_SIZE_LIMIT`] compiled, or
+    /// all together more than [`MAX_SELECTOR_MEMORY`].
     pub fn compile(expr: Expr) -> Result<Selector, SelectorError> {
-        let mut nodes = 0;
-        let node = compile(&expr, 0, &mut nodes)?;
-        Ok(Selector { expr, node })
+        let mut cost = Cost::default();
+        let node = compile(&expr, 0, &mut cost)?;
+        Ok(Selector {
+            expr,
+            node,
+            memory: cost.memory,
+            weight: cost.nodes + 8 * cost.regexes,
+        })
+    }
+
+    /// Bytes the compiled form takes beyond the wire form: each regex's automaton and its
+    /// search cache (what a subscription is charged for it).
+    pub fn memory(&self) -> usize {
+        self.memory
+    }
+
+    /// How much one evaluation may cost, in terms looked at (a regex counting 8): at
+    /// least 1. Scans over many CDOs divide their budget by it.
+    pub fn weight(&self) -> usize {
+        self.weight.max(1)
     }
 
     /// The parsed form, to send to the pool manager.
@@ -216,16 +252,24 @@ pub(super) fn whole(message: String) -> SelectorError {
     }
 }
 
-fn compile(e: &Expr, depth: usize, nodes: &mut usize) -> Result<Node, SelectorError> {
-    *nodes += 1;
-    if depth > MAX_DEPTH || *nodes > MAX_NODES {
+/// What compiling a selector took so far.
+#[derive(Default)]
+struct Cost {
+    nodes: usize,
+    regexes: usize,
+    memory: usize,
+}
+
+fn compile(e: &Expr, depth: usize, cost: &mut Cost) -> Result<Node, SelectorError> {
+    cost.nodes += 1;
+    if depth > MAX_DEPTH || cost.nodes > MAX_NODES {
         return Err(whole(format!(
             "more than {MAX_DEPTH} levels or {MAX_NODES} terms; split the subscription"
         )));
     }
-    let all = |v: &[Expr], nodes: &mut usize| {
+    let all = |v: &[Expr], cost: &mut Cost| {
         v.iter()
-            .map(|x| compile(x, depth + 1, nodes))
+            .map(|x| compile(x, depth + 1, cost))
             .collect::<Result<Vec<_>, _>>()
     };
     Ok(match e {
@@ -233,16 +277,49 @@ fn compile(e: &Expr, depth: usize, nodes: &mut usize) -> Result<Node, SelectorEr
         Expr::Has(k) => Node::Has(k.clone()),
         Expr::Cmp { key, op, value } => Node::Cmp(key.clone(), *op, value.clone()),
         Expr::Match { key, pattern } => {
-            let re = regex::RegexBuilder::new(pattern)
-                .size_limit(REGEX_SIZE_LIMIT)
-                .build()
-                .map_err(|e| whole(format!("bad regular expression {pattern:?}: {e}")))?;
+            cost.regexes += 1;
+            if cost.regexes > MAX_REGEXES {
+                return Err(whole(format!(
+                    "more than {MAX_REGEXES} regular expressions; split the subscription or match fewer"
+                )));
+            }
+            let re = compile_regex(pattern)?;
+            cost.memory += re.memory_usage() + REGEX_CACHE;
+            if cost.memory > MAX_SELECTOR_MEMORY {
+                return Err(whole(format!(
+                    "its regular expressions take more than {} KiB compiled; simplify them (ASCII classes such as [A-Za-z0-9_] are far smaller than Unicode's \\w) or split the subscription",
+                    MAX_SELECTOR_MEMORY >> 10
+                )));
+            }
             Node::Match(key.clone(), re)
         }
-        Expr::And(v) => Node::And(all(v, nodes)?),
-        Expr::Or(v) => Node::Or(all(v, nodes)?),
-        Expr::Not(x) => Node::Not(Box::new(compile(x, depth + 1, nodes)?)),
+        Expr::And(v) => Node::And(all(v, cost)?),
+        Expr::Or(v) => Node::Or(all(v, cost)?),
+        Expr::Not(x) => Node::Not(Box::new(compile(x, depth + 1, cost)?)),
     })
+}
+
+/// Compiles one regular expression within [`REGEX_SIZE_LIMIT`] and [`REGEX_CACHE`].
+fn compile_regex(pattern: &str) -> Result<regex_automata::meta::Regex, SelectorError> {
+    use regex_automata::meta;
+    let config = meta::Config::new()
+        .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+        .onepass_size_limit(Some(REGEX_SIZE_LIMIT))
+        .dfa(false)
+        .hybrid_cache_capacity(REGEX_CACHE);
+    meta::Regex::builder()
+        .configure(config)
+        .build(pattern)
+        .map_err(|e| {
+            let why = match e.size_limit() {
+                Some(limit) => format!(
+                    "it compiles to more than {} KiB (Unicode classes such as \\w repeated are large: use [A-Za-z0-9_] or (?-u:\\w))",
+                    limit >> 10
+                ),
+                None => e.to_string(),
+            };
+            whole(format!("bad regular expression {pattern:?}: {why}"))
+        })
 }
 
 impl Node {

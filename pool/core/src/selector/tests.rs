@@ -310,3 +310,43 @@ fn deep_or_broken_wire_selectors_are_refused_without_recursion() {
     let err = Expr::try_from(Flat(vec![Term::Or(u32::MAX), Term::All])).expect_err("short");
     assert!(err.message.contains("ends inside"), "{err}");
 }
+
+fn regexes(n: usize, pattern: &str) -> Expr {
+    Expr::Or(
+        (0..n)
+            .map(|i| Expr::Match {
+                key: format!(".user.k{i}"),
+                pattern: pattern.to_string(),
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn regex_terms_are_bounded_in_number_size_and_memory() {
+    // Issue #36's selector: 1,024 Unicode `\w{20}` terms; and 17 small ones.
+    Selector::compile(regexes(1024, r"\w{20}")).expect_err("too big");
+    let e = Selector::compile(regexes(MAX_REGEXES + 1, "[a-z]")).expect_err("too many");
+    assert!(
+        e.message.contains("more than 16 regular expressions"),
+        "{e}"
+    );
+    // One alone compiles too big, and the message says what to write instead.
+    let e = Selector::compile(regexes(1, r"\w{20}")).expect_err("too big");
+    assert!(e.message.contains("[A-Za-z0-9_]"), "{e}");
+    // Sixteen ASCII ones fit, and their price is known.
+    let s = Selector::compile(regexes(MAX_REGEXES, r"[A-Za-z0-9_]{20}")).expect("fits");
+    assert!(
+        s.memory() > 0 && s.memory() <= MAX_SELECTOR_MEMORY,
+        "{}",
+        s.memory()
+    );
+    assert_eq!(s.weight(), 1 + MAX_REGEXES * 9);
+    let mut a = Attributes::new();
+    a.insert(
+        ".user.k3".into(),
+        AttrValue::Str("abcdefghijklmnopqrst".into()),
+    );
+    assert!(s.matches(&a));
+    assert_eq!(Selector::all().memory(), 0);
+}
