@@ -260,6 +260,39 @@ fn bad_group_demands_are_refused_with_the_reason() {
     );
 }
 
+#[test]
+fn a_group_whose_members_are_badly_named_is_refused_at_seal() {
+    let mut pm = Pm::new();
+    let (p, _) = pm.join("producer");
+    // Issue #36: 340,000 members named "", and a member name past the 4,096 bytes allowed.
+    let empty = vec![""; 340_000];
+    let long = "x".repeat(5000);
+    for (members, why) in [
+        (empty, "group member 0 has a name of 0 bytes"),
+        (
+            vec!["ok", long.as_str()],
+            "group member 1 has a name of 5000 bytes",
+        ),
+    ] {
+        let g = pm.declare(p, "bad-group");
+        let attributes = attr::group_attributes(&members);
+        let out = pm.send(p, ToPm::Seal { cdo: g, attributes });
+        assert!(
+            matches!(&out[..], [(_, FromPm::Refused { op: Op::Seal, why: Refusal::NotAllowed(w) | Refusal::Quota(w), .. })] if w.contains(why)),
+            "{out:?}"
+        );
+        pm.send(
+            p,
+            ToPm::Dispose {
+                cdo: g,
+                answer: true,
+            },
+        );
+    }
+    // The PM still serves a good group.
+    pm.offer_group(p, "good", &["g/0", "g/1"], 4);
+}
+
 /// Offers `member` of `len` bytes carrying its bytes (an inline offer), sealed as
 /// `Pm::offer` seals.
 fn offer_inline(pm: &mut Pm, conn: ConnId, member: &str, len: usize) {

@@ -24,6 +24,36 @@ pub const MAX_GROUP: u32 = 1 << 20;
 /// 64, 256 and 1024 are alike within the machine's noise.
 pub const GROUP_SLICE: usize = 256;
 
+/// The members a group's sealed `attributes` list, each checked as any CDO name (1 to
+/// [`proto::MAX_NAME`] bytes) and at most [`MAX_GROUP`] of them; `Ok(None)` for a CDO that
+/// is no group.
+///
+/// # Errors
+/// A refusal naming the first bad member, or the count.
+pub(super) fn checked_members(attributes: &Attributes) -> Result<Option<Vec<String>>, Refusal> {
+    let Some(names) = attr::group_members(attributes) else {
+        return Ok(None);
+    };
+    if names.len() > MAX_GROUP as usize {
+        return Err(Refusal::Quota(format!(
+            "a group of {} members, more than {MAX_GROUP}; split it",
+            names.len()
+        )));
+    }
+    if let Some((i, bad)) = names
+        .iter()
+        .enumerate()
+        .find(|(_, n)| proto::check_name(n).is_err())
+    {
+        return Err(Refusal::NotAllowed(format!(
+            "group member {i} has a name of {} bytes: every member is a CDO, named with 1 to {} bytes",
+            bad.len(),
+            proto::MAX_NAME
+        )));
+    }
+    Ok(Some(names))
+}
+
 impl Manager {
     /// `DemandGroup` from `app`: its group CDO `group` is demanded as a group, with the ids
     /// `first..first + capacity` (its own, unused) reserved for the members.
@@ -144,7 +174,7 @@ impl Manager {
         published: &Attributes,
         (first, capacity): (CdoId, u32),
     ) -> Result<(Vec<String>, usize), Refusal> {
-        match attr::group_members(published) {
+        match checked_members(published)? {
             None => Err(Refusal::NotAllowed(format!(
                 "{name:?} is not a group (no {} and {}): demand it as a CDO",
                 attr::IS_GROUP,

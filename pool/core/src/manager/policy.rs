@@ -160,6 +160,7 @@ impl Manager {
                 ));
             }
             self.affordable(app, bytes).map_err(|why| (op, cdo, why))?;
+            super::group::checked_members(attributes).map_err(|why| (op, cdo, why))?;
         }
         if op == Op::Offer
             && let Some(owner) = self.policy.owner_of(&c.name)
