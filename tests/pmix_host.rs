@@ -212,6 +212,8 @@ fn pmix_spawn_starts_a_connected_job_and_tells_the_requestor_its_end() {
             // What cannot be started is said at once.
             "P0 spawn-missing-program JOB FAILED TO LAUNCH",
             "P0 spawn-zero-procs BAD-PARAM",
+            // One request may start at most --max-spawn (256) processes.
+            "P0 spawn-too-many BAD-PARAM",
         ],
     );
     for tag in ["P0", "P1", "C0", "C1"] {
@@ -230,7 +232,10 @@ fn pmix_spawn_starts_a_connected_job_and_tells_the_requestor_its_end() {
         out.stdout
     );
     assert!(
-        out.stderr.contains("/nonexistent/program") && out.stderr.contains("asks for 0 processes"),
+        out.stderr.contains("/nonexistent/program")
+            && out.stderr.contains("asks for 0 processes")
+            && out.stderr.contains("asks for 65534 processes")
+            && out.stderr.contains("--max-spawn"),
         "{}",
         out.stderr
     );

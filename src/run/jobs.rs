@@ -98,8 +98,10 @@ pub enum PlanError {
         /// What it asked.
         maxprocs: i32,
     },
-    /// More processes than the node can still take.
-    #[error("the request asks for {asked} processes; this launcher can start {room} more")]
+    /// More processes than one request may start, or the node can still take.
+    #[error(
+        "the request asks for {asked} processes; this launcher starts at most {room} more for one request (maestro run --max-spawn)"
+    )]
     TooMany {
         /// Processes asked.
         asked: u64,

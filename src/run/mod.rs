@@ -76,6 +76,10 @@ pub struct RunOptions {
     /// attach without knowing the pid: maestro query --system.
     #[arg(long)]
     pub system_server: bool,
+    /// Most processes one `PMIx_Spawn` request of a rank may start (all of its apps
+    /// together); a larger request is refused with `PMIX_ERR_BAD_PARAM`.
+    #[arg(long, default_value = "256", value_parser = clap::value_parser!(u32).range(1..=65535))]
+    pub max_spawn: u32,
     /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
     #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub grace: Duration,

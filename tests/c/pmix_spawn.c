@@ -183,6 +183,8 @@ int main(int argc, char **argv)
         failures += !seen;
         bad_spawn("spawn-missing-program", "/nonexistent/program", 1);
         bad_spawn("spawn-zero-procs", argv[0], 0);
+        /* Issue #36: one request for 65,534 processes. */
+        bad_spawn("spawn-too-many", argv[0], 65534);
     }
     fflush(stdout);
     PMIx_Finalize(NULL, 0);

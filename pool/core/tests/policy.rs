@@ -381,3 +381,69 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
     offer(&mut pm, "d", &[10; 60], 60);
     assert_eq!(demand(&mut pm, "d").0.kind(), "inline");
 }
+
+#[test]
+fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64_kib() {
+    let mut pm = small(|p| p.max_inline_bytes = 1 << 20);
+    let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let (q, _) = pm.join_at("q", "node1", 3, Some(tcp_at([10, 1, 0, 3])));
+    let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    let offer = |pm: &mut Pm, from: ConnId, name: &str, len: usize| {
+        let cdo = pm.declare(from, name);
+        assert_eq!(pm.seal(from, cdo), [(from, done(Op::Seal, cdo))]);
+        let extras = OfferExtras::new(Vec::new(), None).with_inline(&vec![1u8; len][..]);
+        let region = region(len as u64);
+        let out = pm.send(
+            from,
+            ToPm::Offer {
+                cdo,
+                region,
+                extras,
+            },
+        );
+        assert_eq!(out, [(from, done(Op::Offer, cdo))]);
+    };
+    let kind = |pm: &mut Pm, name: &str| {
+        let want = pm.declare(c, name);
+        let out = pm.send(c, ToPm::Demand { cdo: want });
+        out.iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.kind()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"))
+    };
+    // One app's share of 1 MiB is 128 KiB: two offers of 64 KiB, not a third.
+    for name in ["p0", "p1", "p2"] {
+        offer(&mut pm, p, name, pool_core::policy::MAX_INLINE_OFFER);
+    }
+    assert_eq!(
+        ["p0", "p1", "p2"].map(|n| kind(&mut pm, n)),
+        ["inline", "inline", "rma"]
+    );
+    // Another app still gets its own share.
+    offer(&mut pm, q, "q0", pool_core::policy::MAX_INLINE_OFFER);
+    assert_eq!(kind(&mut pm, "q0"), "inline");
+    // One offer past 64 KiB keeps its bytes, whatever the budget (issue #36: 15 MiB).
+    let mut pm2 = small(|_| {});
+    let (p, _) = pm2.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
+    let cdo = pm2.declare(p, "big");
+    pm2.seal(p, cdo);
+    let extras = OfferExtras::new(Vec::new(), None).with_inline(&vec![1u8; 15 << 20][..]);
+    pm2.send(
+        p,
+        ToPm::Offer {
+            cdo,
+            region: region(15 << 20),
+            extras,
+        },
+    );
+    let (c, _) = pm2.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    let want = pm2.declare(c, "big");
+    let out = pm2.send(c, ToPm::Demand { cdo: want });
+    assert!(
+        out.iter()
+            .any(|(_, m)| matches!(m, FromPm::Ticket { source, .. } if source.kind() == "rma")),
+        "{out:?}"
+    );
+}

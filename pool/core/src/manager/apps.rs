@@ -58,6 +58,9 @@ pub(super) struct App {
     pub(super) label: Arc<str>,
     /// Bytes it makes the PM hold, as [`Policy::max_app_bytes`](super::policy::Policy::max_app_bytes) counts them.
     pub(super) held: usize,
+    /// Bytes of its offers' data the PM holds (part of `held`; at most
+    /// [`policy::inline_share`] of the PM-wide budget).
+    pub(super) inline_held: usize,
     /// Its subscriptions.
     pub(super) subscriptions: usize,
     /// When it joined.
@@ -162,6 +165,7 @@ impl Manager {
                 cdos: HashSet::default(),
                 label,
                 held: 0,
+                inline_held: 0,
                 subscriptions: 0,
                 joined: self.events.now(),
                 nics,

@@ -435,11 +435,17 @@ impl Manager {
     ) {
         if let Some(len) = extras.inline().map(InlineBytes::len) {
             let app = self.cdo(cdo).app();
+            let app_held = self.apps.get(&app).map_or(0, |a| a.inline_held);
             let kept = len as u64 == region.len
+                && len <= policy::MAX_INLINE_OFFER
+                && app_held.saturating_add(len) <= policy::inline_share(&self.policy)
                 && self.inline_held.saturating_add(len) <= self.policy.max_inline_bytes
                 && self.affordable(app, len).is_ok();
             if kept {
                 self.inline_held += len;
+                if let Some(a) = self.apps.get_mut(&app) {
+                    a.inline_held += len;
+                }
                 self.account(app, len, false);
             } else {
                 extras.take_inline();
@@ -526,6 +532,9 @@ impl Manager {
         let (name, app) = (Arc::clone(&c.name), c.app());
         let freed = c.extras.take_inline().map_or(0, |b| b.len());
         self.inline_held = self.inline_held.saturating_sub(freed);
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.inline_held = a.inline_held.saturating_sub(freed);
+        }
         self.account(app, freed, true);
         self.cdos.not_offered(&name, cdo);
         self.pin_transfers_from(|from| from == cdo);

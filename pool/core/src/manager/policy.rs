@@ -22,6 +22,19 @@ pub const MAX_ATTRIBUTE_BYTES: usize = 1 << 20;
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
 /// Default of [`Policy::max_inline_bytes`]: 64 MiB.
 pub const MAX_INLINE_BYTES: usize = 64 << 20;
+/// Most bytes one offer may carry to the PM (larger offers keep their bytes and move as
+/// any other): the client carries 4 KiB by default (`MSTRO_INLINE_MAX`).
+pub const MAX_INLINE_OFFER: usize = 64 << 10;
+/// An app's share of [`Policy::max_inline_bytes`]: one app holds at most this fraction
+/// (but never less than one offer's worth, [`MAX_INLINE_OFFER`]), so that one cannot push
+/// everyone else's small CDOs off the PM.
+pub const INLINE_SHARES: usize = 8;
+
+/// Most bytes of offers' data one app may have the PM hold under `policy`.
+pub(super) fn inline_share(policy: &Policy) -> usize {
+    (policy.max_inline_bytes / INLINE_SHARES).max(MAX_INLINE_OFFER)
+}
+
 /// Default of [`Policy::transfer_timeout`]: 120 s.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
 /// What the pool manager counts for a CDO besides its name and attributes (its table
@@ -45,7 +58,8 @@ pub struct Policy {
     /// Most bytes of small CDOs' data the PM holds for all apps together (offers carry
     /// them, tickets hand them on: [`crate::proto::Source::Inline`]). Past it, offers keep
     /// their bytes at the provider and move as any other; the bytes an app's offers carry
-    /// count against its [`Policy::max_app_bytes`] too, until withdrawn.
+    /// count against its [`Policy::max_app_bytes`] too, until withdrawn. One offer carries
+    /// at most [`MAX_INLINE_OFFER`], one app holds at most 1/[`INLINE_SHARES`] of this.
     pub max_inline_bytes: usize,
     /// How long a transfer may keep an offer that its provider withdraws (or leaves with)
     /// from being released: past it the transfer is abandoned (the consumer's CDO is
