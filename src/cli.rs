@@ -31,15 +31,16 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Parses an address to listen on: `HOST:PORT`, or `:PORT` for every interface.
+/// Parses an address to listen on: `HOST:PORT`, or `:PORT` for loopback (an endpoint
+/// open to every interface is asked for by name: `0.0.0.0:PORT`).
 pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     let full = match text.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
+        Some(port) => format!("127.0.0.1:{port}"),
         None => text.to_string(),
     };
     full.parse().map_err(|_| {
         format!(
-            "{text:?} is not an address to listen on: give HOST:PORT (e.g. 127.0.0.1:9464) or :PORT"
+            "{text:?} is not an address to listen on: give HOST:PORT (e.g. 127.0.0.1:9464, 0.0.0.0:9464 for every interface) or :PORT (loopback)"
         )
     })
 }
@@ -115,7 +116,7 @@ mod tests {
     fn listen_addresses_parse_or_say_what_to_give() {
         assert_eq!(
             parse_listen_addr(":9464"),
-            Ok("0.0.0.0:9464".parse().expect("addr"))
+            Ok("127.0.0.1:9464".parse().expect("addr"))
         );
         assert_eq!(
             parse_listen_addr("127.0.0.1:0"),

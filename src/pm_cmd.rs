@@ -102,9 +102,10 @@ pub struct PmOptions {
     #[arg(long = "reporter", value_name = "COMPONENT")]
     pub reporters: Vec<String>,
     /// Serve the PM's counters in the OpenMetrics/Prometheus text format at
-    /// http://ADDR/metrics (HOST:PORT; :PORT for every interface). Unauthenticated: it
-    /// shows counts, host and NIC names (no CDO names, no secret); bind it to loopback or
-    /// a management network.
+    /// http://ADDR/metrics (HOST:PORT; :PORT for loopback; 0.0.0.0:PORT for every
+    /// interface). Unauthenticated: it shows counts, host and NIC names (no CDO names, no
+    /// secret); keep it on loopback or a management network. Rendered at most once a
+    /// second however many scrape; at most 64 scrapers connected at once.
     #[arg(long, value_name = "ADDR", value_parser = crate::cli::parse_listen_addr)]
     pub metrics: Option<SocketAddr>,
 }

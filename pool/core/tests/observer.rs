@@ -236,20 +236,34 @@ fn an_observer_may_change_nothing_and_needs_the_secret() {
 }
 
 #[test]
-fn observers_are_bounded_in_number() {
+fn observers_are_bounded_and_a_newcomer_takes_the_place_of_the_longest_idle() {
     let mut pm = Pm::new();
+    let mut all = Vec::new();
     for _ in 0..64 {
-        pm.observer();
+        pm.now += std::time::Duration::from_millis(1);
+        all.push(pm.observer());
     }
+    // The first asks something: the second is now the one idle longest.
+    pm.now += std::time::Duration::from_millis(1);
+    pm.status(all[0]);
     let (c, out) = pm.observer_with(SECRET);
     assert!(
-        matches!(out.as_slice(), [(x, FromPm::Refused { op: Op::Join, why: Refusal::Quota(_), .. })] if *x == c),
+        matches!(out.as_slice(), [
+            (x, FromPm::Refused { op: Op::Query, why: Refusal::Quota(w), .. }),
+            (y, FromPm::Welcome { .. }),
+        ] if *x == all[1] && *y == c && w.contains("made room")),
         "{out:?}"
     );
-    // One goes: there is room again.
-    pm.m.disconnected(pm.now, 1);
+    assert_eq!(pm.m.take_closing(), [all[1]]);
+    assert_eq!(pm.m.observer_count(), 64);
+    // The newcomer and the active one are served.
+    pm.status(c);
+    pm.status(all[0]);
+    // One goes: there is room again without closing anyone.
+    pm.m.disconnected(pm.now, all[5]);
     assert_eq!(pm.m.observer_count(), 63);
     pm.observer();
+    assert!(pm.m.take_closing().is_empty());
 }
 
 #[test]

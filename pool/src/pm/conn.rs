@@ -25,8 +25,50 @@ pub(super) struct Writers {
 /// with the handles of its reader and writer tasks, to cut it off.
 pub(super) struct Writer {
     pub(super) tx: mpsc::UnboundedSender<Option<Vec<u8>>>,
-    pub(super) queued: Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) queued: Arc<Backlog>,
     pub(super) tasks: [tokio::task::AbortHandle; 2],
+}
+
+/// Most bytes queued for an observer before its reader stops reading what it sends (an
+/// observer that asks without reading the answers is slowed to the pace it reads at; the
+/// rest of the pool is not).
+const PAUSE_READING_AT: usize = 4 << 20;
+
+/// What one connection has still to be written, and a wake-up for its reader when that
+/// falls back under [`PAUSE_READING_AT`].
+#[derive(Default)]
+pub(super) struct Backlog {
+    bytes: std::sync::atomic::AtomicUsize,
+    drained: tokio::sync::Notify,
+}
+
+impl Backlog {
+    /// Bytes queued now.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// `n` bytes were written: wakes a paused reader once under the mark.
+    fn written(&self, n: usize) {
+        let left = self.bytes.fetch_sub(n, Ordering::Relaxed).saturating_sub(n);
+        if left <= PAUSE_READING_AT {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Returns once at most [`PAUSE_READING_AT`] bytes are queued (cancel-safe: dropping
+    /// the future loses nothing).
+    async fn room(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.bytes() <= PAUSE_READING_AT {
+                return;
+            }
+            drained.await;
+        }
+    }
 }
 
 impl Writer {
@@ -66,11 +108,14 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
                 continue;
             };
             let bytes: usize = frames.iter().map(Vec::len).sum();
-            let queued = w.queued.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            // Held exactly: what would pass the limit is not queued at all. (Only this
+            // thread adds; the writer only takes away.)
+            let queued = w.queued.bytes() + bytes;
             if queued > writers.max_queued {
                 stuck.push((conn, queued));
                 continue;
             }
+            w.queued.bytes.fetch_add(bytes, Ordering::Relaxed);
             for f in frames {
                 let _ = w.tx.send(Some(f));
             }
@@ -142,14 +187,15 @@ pub(super) fn spawn_connection(
     (ingress, pid): (Ingress, Option<u32>),
 ) {
     let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
-    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let queued = Arc::new(Backlog::default());
     let left = queued.clone();
+    let backlog = queued.clone();
     let writer = tokio::spawn(async move {
         while let Some(Some(frame)) = wrx.recv().await {
             if write.write_all(&frame).await.is_err() {
                 break;
             }
-            left.fetch_sub(frame.len(), Ordering::Relaxed);
+            left.written(frame.len());
         }
         let _ = write.shutdown().await;
     });
@@ -163,7 +209,13 @@ pub(super) fn spawn_connection(
         let mut buf = Vec::new();
         let admitted = admit(conn, &mut read, &mut buf, &events, &ingress).await;
         let ended = match admitted {
-            Ok(()) => serve_joined(conn, &mut read, buf, &events, &ingress).await,
+            Ok(role) => {
+                // Only an observer waits for its answers before it asks again: an app's
+                // reader may itself be writing reports, so it is never paused (its queue
+                // is bounded by the cut-off instead).
+                let paced = (role == proto::Role::Observer).then_some(&*backlog);
+                serve_joined(conn, &mut read, buf, (&events, paced), &ingress).await
+            }
             Err(why) => Err(why),
         };
         match ended {
@@ -196,7 +248,7 @@ pub(super) async fn read_some(
 }
 
 /// Admission: the first frame, small and within the deadline, must be a JOIN the manager
-/// accepts. Leaves in `buf` what the peer sent after it.
+/// accepts. Leaves in `buf` what the peer sent after it; returns the role it joined in.
 ///
 /// # Errors
 /// Why the connection is refused, for the log (the manager has answered a refused JOIN).
@@ -206,7 +258,7 @@ pub(super) async fn admit(
     buf: &mut Vec<u8>,
     events: &mpsc::UnboundedSender<Event>,
     ingress: &Ingress,
-) -> Result<(), String> {
+) -> Result<proto::Role, String> {
     let deadline = tokio::time::Instant::now() + ingress.join_timeout;
     let len = loop {
         if buf.len() >= proto::HEADER {
@@ -234,6 +286,7 @@ pub(super) async fn admit(
     let join = proto::decode_join(&buf[proto::HEADER..proto::HEADER + len])
         .map_err(|e| format!("sent a bad first frame ({e})"))?;
     buf.drain(..proto::HEADER + len);
+    let role = join.role;
     let credential = join.credential.clone();
     let verdict = verify(credential, ingress.check.clone()).await;
     let (answer, joined) = oneshot::channel();
@@ -241,7 +294,7 @@ pub(super) async fn admit(
         .send(Event::Join(conn, ToPm::Join(join), verdict, answer))
         .map_err(|_| "outlived the pool manager".to_string())?;
     match tokio::time::timeout_at(deadline, joined).await {
-        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(true)) => Ok(role),
         Ok(Ok(false)) => Err("was refused at JOIN".into()),
         Ok(Err(_)) => Err("outlived the pool manager".into()),
         Err(_) => Err(format!(
@@ -261,7 +314,7 @@ pub(super) async fn serve_joined(
     conn: ConnId,
     read: &mut (dyn AsyncRead + Unpin + Send),
     mut buf: Vec<u8>,
-    events: &mpsc::UnboundedSender<Event>,
+    (events, paced): (&mpsc::UnboundedSender<Event>, Option<&Backlog>),
     ingress: &Ingress,
 ) -> Result<(), String> {
     let mut want = SMALL_READ;
@@ -285,6 +338,10 @@ pub(super) async fn serve_joined(
         if buf.is_empty() && want == SMALL_READ && buf.capacity() > SMALL_READ {
             // Quiet: the memory goes back until the app speaks again.
             buf = Vec::new();
+        }
+        // An observer that does not read what it is sent is not read from either.
+        if let Some(backlog) = paced {
+            backlog.room().await;
         }
         match read_some(read, &mut buf, want).await {
             Ok(n) if n == want => want = (want * 2).min(READ_CHUNK),

@@ -2,12 +2,15 @@
 //! serves them in the OpenMetrics text format (which Prometheus scrapes), encoded with
 //! `prometheus-client`.
 //!
-//! Each scrape asks the actor for the manager's views (status, transfers, traffic per NIC;
+//! A scrape asks the actor for the manager's views (status, transfers, traffic per NIC;
 //! bounded as an observer's are) and renders them; nothing is counted twice and the hot
-//! path pays nothing for a scraper. The endpoint serves `GET /metrics` only, one request
-//! per connection, at most [`MAX_SCRAPES`] at a time, each bounded in size and time. It
-//! shows counts, host and NIC names, never CDO names or the secret: bind it to loopback or
-//! the management network.
+//! path pays nothing for a scraper. However many scrape, the actor is asked and the text
+//! rendered at most once per [`RENDER_INTERVAL`]: every scrape within it gets the same
+//! text. The endpoint serves `GET /metrics` only, one request per connection, at most
+//! [`MAX_SCRAPES`] connections at a time (a connection past it is answered 503 at once),
+//! each given [`REQUEST_TIMEOUT`] to send its request: idle connections cannot starve
+//! scrapes. It shows counts, host and NIC names, never CDO names or the secret: it listens
+//! on loopback unless given an address.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,12 +26,20 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::view::{Fabric, Status, Transfers};
 
-/// Most scrapes served at once; more wait for the listener.
-pub const MAX_SCRAPES: usize = 8;
-/// Longest a scraper may take to send its request, and the actor to answer.
+/// Most scrape connections open at once; one past it is answered 503 and closed.
+pub const MAX_SCRAPES: usize = 64;
+/// Longest a scraper may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest the actor may take to answer, and a scraper to take the answer.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapes within this long of a render share its text.
+pub const RENDER_INTERVAL: Duration = Duration::from_secs(1);
 /// Largest request read.
 const MAX_REQUEST: usize = 8 << 10;
+
+/// The text last rendered, and when: shared by the scrapes of one interval (the lock is
+/// held while one renders, so the others wait for its text instead of asking again).
+type Rendered = Arc<tokio::sync::Mutex<Option<(tokio::time::Instant, Arc<String>)>>>;
 
 /// The figures one scrape renders.
 pub struct Snapshot {
@@ -81,14 +92,13 @@ pub fn render(s: &Snapshot) -> String {
 /// Asks the actor for a snapshot: the sender of its answer.
 pub(super) type Ask = oneshot::Sender<Snapshot>;
 
-/// Serves `GET /metrics` on `listener`; each scrape sends an [`Ask`] through `actor`.
+/// Serves `GET /metrics` on `listener`; a scrape sends an [`Ask`] through `actor` when the
+/// last render is older than [`RENDER_INTERVAL`].
 pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<super::Event>) {
     let slots = Arc::new(Semaphore::new(MAX_SCRAPES));
+    let rendered: Rendered = Arc::default();
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
+        let mut stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::debug!("metrics: accept: {e}");
@@ -97,31 +107,57 @@ pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<su
                 continue;
             }
         };
-        let actor = actor.clone();
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                let busy = respond(&mut stream, "503 Service Unavailable", "busy\n");
+                let _ = tokio::time::timeout(REQUEST_TIMEOUT, busy).await;
+            });
+            continue;
+        };
+        let (actor, rendered) = (actor.clone(), rendered.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            if let Err(e) = tokio::time::timeout(SCRAPE_TIMEOUT, scrape(stream, actor)).await {
-                tracing::debug!("metrics: a scrape took too long ({e})");
-            }
+            scrape(stream, &actor, &rendered).await;
         });
     }
 }
 
-/// One request on `stream`: `GET /metrics` is answered with the figures, anything else
-/// with 404 or 400.
-async fn scrape(mut stream: tokio::net::TcpStream, actor: mpsc::UnboundedSender<super::Event>) {
+/// Reads one request from `stream` within [`REQUEST_TIMEOUT`]: its method and path.
+async fn request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => request.extend_from_slice(&buf[..n]),
+    let read = async {
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+            if request.len() > MAX_REQUEST {
+                return false;
+            }
         }
-        if request.len() > MAX_REQUEST {
-            let _ = respond(&mut stream, "431 Request Header Fields Too Large", "").await;
-            return;
+        true
+    };
+    match tokio::time::timeout(REQUEST_TIMEOUT, read).await {
+        Ok(true) => Some(request),
+        Ok(false) if request.len() > MAX_REQUEST => {
+            let _ = respond(stream, "431 Request Header Fields Too Large", "").await;
+            None
         }
+        _ => None,
     }
+}
+
+/// One request on `stream`: `GET /metrics` is answered with the figures, anything else
+/// with 404 or 405.
+async fn scrape(
+    mut stream: tokio::net::TcpStream,
+    actor: &mpsc::UnboundedSender<super::Event>,
+    rendered: &Rendered,
+) {
+    let Some(request) = request(&mut stream).await else {
+        return;
+    };
     let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|&b| b == b' ');
     let (method, path) = (parts.next(), parts.next());
@@ -134,19 +170,34 @@ async fn scrape(mut stream: tokio::net::TcpStream, actor: mpsc::UnboundedSender<
         let _ = respond(&mut stream, "404 Not Found", "GET /metrics\n").await;
         return;
     }
-    let (tx, rx) = oneshot::channel();
-    if actor.send(super::Event::Metrics(tx)).is_err() {
-        let _ = respond(&mut stream, "503 Service Unavailable", "stopping\n").await;
-        return;
-    }
-    let body = match rx.await {
-        Ok(snapshot) => render(&snapshot),
-        Err(_) => {
-            let _ = respond(&mut stream, "503 Service Unavailable", "stopping\n").await;
-            return;
+    let answer = async {
+        match text(actor, rendered).await {
+            Some(body) => respond(&mut stream, "200 OK", &body).await,
+            None => respond(&mut stream, "503 Service Unavailable", "stopping\n").await,
         }
     };
-    let _ = respond(&mut stream, "200 OK", &body).await;
+    if tokio::time::timeout(SCRAPE_TIMEOUT, answer).await.is_err() {
+        tracing::debug!("metrics: a scrape took longer than {SCRAPE_TIMEOUT:?}");
+    }
+}
+
+/// The text of this interval: rendered now if the last is older than
+/// [`RENDER_INTERVAL`]; `None` when the actor is gone.
+async fn text(
+    actor: &mpsc::UnboundedSender<super::Event>,
+    rendered: &Rendered,
+) -> Option<Arc<String>> {
+    let mut last = rendered.lock().await;
+    if let Some((at, body)) = last.as_ref()
+        && at.elapsed() < RENDER_INTERVAL
+    {
+        return Some(Arc::clone(body));
+    }
+    let (tx, rx) = oneshot::channel();
+    actor.send(super::Event::Metrics(tx)).ok()?;
+    let body = Arc::new(render(&rx.await.ok()?));
+    *last = Some((tokio::time::Instant::now(), Arc::clone(&body)));
+    Some(body)
 }
 
 async fn respond(

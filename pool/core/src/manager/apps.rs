@@ -134,10 +134,7 @@ impl Manager {
         let why = self.admission(&workflow, (&component, index), (&nonce, &proof), credential);
         let why = match why {
             None if role == proto::Role::Observer => {
-                match self.observe(conn, &format!("{component}:{index} on {host}")) {
-                    Ok(()) => return,
-                    Err(why) => Some(why),
-                }
+                return self.observe(conn, &format!("{component}:{index} on {host}"));
             }
             why => why,
         };

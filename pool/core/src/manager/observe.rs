@@ -6,7 +6,7 @@
 //! leave is `traffic`'s. Everything else is computed when an observer asks, within the
 //! bounds `view` states.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::traffic::TrafficStats;
@@ -18,7 +18,9 @@ use crate::view::{
     Transfers, Transport, TransportTraffic, View,
 };
 
-/// Most observers connected at once.
+/// Most observers connected at once: past it, a newcomer takes the place of the observer
+/// that asked nothing for longest (so observers that hold their connections cannot lock
+/// `maestro pool` out).
 pub const MAX_OBSERVERS: usize = 64;
 
 /// Number of [`Op`] kinds (the counters' array length).
@@ -44,11 +46,17 @@ pub(super) struct Stats {
     /// Transfers: per app and NIC, by transport, the recent ones.
     pub(super) traffic: TrafficStats,
     fabric_events: VecDeque<FabricEvent>,
-    /// Observer connections.
-    pub(super) observers: BTreeSet<ConnId>,
+    /// Observer connections, with when each last asked (or joined).
+    pub(super) observers: BTreeMap<ConnId, Instant>,
     /// The PM's resident memory, as the driver last said.
     memory_bytes: Option<u64>,
+    /// Live CDOs by state, and when they were counted: a count walks every CDO, so it is
+    /// made at most once per [`COUNT_INTERVAL`] however often observers ask.
+    cdo_states: Option<(Instant, BTreeMap<String, u64>)>,
 }
+
+/// How old the CDOs' count by state in a [`Status`] may be.
+pub const COUNT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Stats {
     pub(super) fn new(start: Instant) -> Stats {
@@ -58,8 +66,9 @@ impl Stats {
             rate: 0.0,
             traffic: TrafficStats::new(),
             fabric_events: VecDeque::new(),
-            observers: BTreeSet::new(),
+            observers: BTreeMap::new(),
             memory_bytes: None,
+            cdo_states: None,
         }
     }
 
@@ -117,15 +126,28 @@ impl Manager {
         self.stats.observers.len()
     }
 
-    /// Accepts `conn` as an observer, if there is room.
-    pub(super) fn observe(&mut self, conn: ConnId, who: &str) -> Result<(), Refusal> {
-        if self.stats.observers.len() >= MAX_OBSERVERS {
-            return Err(Refusal::Quota(format!(
-                "at most {MAX_OBSERVERS} observers at once; close one (maestro pool --watch) first"
-            )));
+    /// Accepts `conn` as an observer; when [`MAX_OBSERVERS`] are connected, the one that
+    /// asked nothing for longest is told why and closed to make room.
+    pub(super) fn observe(&mut self, conn: ConnId, who: &str) {
+        let now = self.events.now();
+        if self.stats.observers.len() >= MAX_OBSERVERS
+            && let Some((&idle, _)) = self.stats.observers.iter().min_by_key(|(_, t)| **t)
+        {
+            tracing::debug!("observer {idle} closed: {MAX_OBSERVERS} observers, {who} came");
+            self.stats.observers.remove(&idle);
+            self.conns.remove(&idle);
+            self.refuse(
+                idle,
+                Op::Query,
+                None,
+                Refusal::Quota(format!(
+                    "{MAX_OBSERVERS} observers were connected and this one had asked nothing for longest: it made room for a newcomer"
+                )),
+            );
+            self.out.close(idle);
         }
         tracing::debug!("observer {who} connected ({conn})");
-        self.stats.observers.insert(conn);
+        self.stats.observers.insert(conn, now);
         self.conns.insert(conn, super::Conn::Observer);
         self.out.send(
             conn,
@@ -134,7 +156,6 @@ impl Manager {
                 pool: self.instance,
             },
         );
-        Ok(())
     }
 
     /// A message from observer `conn`: queries are answered, LEAVE is said goodbye to,
@@ -142,6 +163,10 @@ impl Manager {
     pub(super) fn observer_message(&mut self, conn: ConnId, msg: proto::ToPm) {
         match msg {
             proto::ToPm::Query { id, query } => {
+                let now = self.events.now();
+                if let Some(t) = self.stats.observers.get_mut(&conn) {
+                    *t = now;
+                }
                 let view = self.answer(query);
                 self.out.send(
                     conn,
@@ -197,11 +222,25 @@ impl Manager {
         }
     }
 
-    fn status(&self, now: Instant) -> Status {
-        let mut cdos = BTreeMap::new();
-        for c in self.cdos.values() {
-            *cdos.entry(c.state.name().to_string()).or_insert(0) += 1;
+    fn status(&mut self, now: Instant) -> Status {
+        let fresh = self
+            .stats
+            .cdo_states
+            .as_ref()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < COUNT_INTERVAL);
+        if !fresh {
+            let mut counted = BTreeMap::new();
+            for c in self.cdos.values() {
+                *counted.entry(c.state.name().to_string()).or_insert(0) += 1;
+            }
+            self.stats.cdo_states = Some((now, counted));
         }
+        let cdos = self
+            .stats
+            .cdo_states
+            .as_ref()
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default();
         let operations = self
             .stats
             .ops
