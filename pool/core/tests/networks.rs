@@ -19,14 +19,7 @@ fn a_link_down_moves_new_transfers_off_it_until_it_is_up() {
     let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
     let demand = |pm: &mut Pm, name: &str| {
         pm.offer(p, name, 64);
-        let want = pm.declare(c, name);
-        let out = pm.send(c, ToPm::Demand { cdo: want });
-        out.iter()
-            .find_map(|(_, m)| match m {
-                FromPm::Ticket { source, .. } => Some(source.kind()),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{out:?}"))
+        pm.ticket_kind(c, name)
     };
     assert_eq!(demand(&mut pm, "before"), "rma");
     let path1 = ["10.1.0.9/24".parse().expect("subnet")];

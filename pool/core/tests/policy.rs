@@ -403,16 +403,7 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
         );
         assert_eq!(out, [(from, done(Op::Offer, cdo))]);
     };
-    let kind = |pm: &mut Pm, name: &str| {
-        let want = pm.declare(c, name);
-        let out = pm.send(c, ToPm::Demand { cdo: want });
-        out.iter()
-            .find_map(|(_, m)| match m {
-                FromPm::Ticket { source, .. } => Some(source.kind()),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{out:?}"))
-    };
+    let kind = |pm: &mut Pm, name: &str| pm.ticket_kind(c, name);
     // One app's share of 1 MiB is 128 KiB: two offers of 64 KiB, not a third.
     for name in ["p0", "p1", "p2"] {
         offer(&mut pm, p, name, pool_core::policy::MAX_INLINE_OFFER);

@@ -297,6 +297,20 @@ pub fn completes_demand(out: &[(ConnId, FromPm)]) -> bool {
 }
 
 impl Pm {
+    /// `consumer` declares and demands `name`: the kind of source its ticket names.
+    pub fn ticket_kind(&mut self, consumer: ConnId, name: &str) -> &'static str {
+        let want = self.declare(consumer, name);
+        let out = self.send(consumer, ToPm::Demand { cdo: want });
+        out.iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket { source, .. } => Some(source.kind()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"))
+    }
+}
+
+impl Pm {
     /// As [`Pm::subscribe`], returning what the subscription's answer came with.
     pub fn subscribe_seeing(
         &mut self,
