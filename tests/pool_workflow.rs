@@ -177,7 +177,7 @@ fn another_job_finds_the_pool_manager_by_pmix_lookup() {
         line.starts_with("MSTRO_POOL_MANAGER_INFO;"),
         "PM said {line:?}"
     );
-    let store = runtime_dir.path().join("maestro-pmix");
+    let store = runtime_dir.path().join("maestro").join("pmix");
     let entries = || std::fs::read_dir(&store).map(|d| d.count()).unwrap_or(0);
     assert_eq!(entries(), 1, "the PM info is published node-wide");
     let out = run(

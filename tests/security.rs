@@ -815,10 +815,11 @@ fn a_member_that_misbehaves_cannot_freeze_the_pm() {
         .expect("send");
         send_all_and_sync(&mut conn, msgs, ids[200_000]);
         drop(conn);
-        // Until the PM has let it go (its 200,000 CDOs with it).
+        // Until the PM has let it go (its 200,000 CDOs are reaped after), asked by a
+        // view that lists apps without counting CDOs.
         let mut watch = pool::Observer::connect(&info, "watch", LIMIT).expect("observer");
         let end = Instant::now() + LIMIT;
-        while !matches!(watch.query(pool::view::Query::Status), Ok(pool::view::View::Status(s)) if s.apps.iter().all(|a| a.component != "waiters"))
+        while !matches!(watch.query(pool::view::Query::Fabric), Ok(pool::view::View::Fabric(f)) if f.apps.iter().all(|a| !a.label.starts_with("waiters")))
         {
             assert!(Instant::now() < end, "the waiters' app was not let go");
         }
@@ -893,11 +894,12 @@ fn a_member_that_misbehaves_cannot_freeze_the_pm() {
         );
     }
     // Adding and removing a waiter is O(log n) now (it was a scan: 9.4 s in a release
-    // build for this attack); what is left is the app's 200,000 CDOs removed in one step
-    // of the manager when it leaves (about 0.3 s in a release build, more in this debug
-    // one), which is to be done a slice at a time as a group's tickets are.
+    // build for this attack); one connection has at most 256 KiB of messages ahead of the
+    // others (its flood of 400,000 held an honest demand 1.75 s, all of it); the app's
+    // 200,000 CDOs are reaped 1,024 per step after it leaves. What remains is the debug
+    // build's cost of a step (100-130 ms worst here, a tenth of it in a release build).
     assert!(
-        worst < Duration::from_secs(5),
+        worst < Duration::from_secs(1),
         "waiters: an honest round trip took {worst:?}"
     );
     assert!(is_alive(&pm));

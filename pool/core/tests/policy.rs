@@ -438,3 +438,69 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
         "{out:?}"
     );
 }
+
+#[test]
+fn an_app_that_leaves_with_many_cdos_is_reaped_a_slice_per_step() {
+    let mut pm = Pm::new();
+    let (w, _) = pm.join("waiters");
+    let (p, papp) = pm.join("provider");
+    let (c, _) = pm.join("consumer");
+    // 10,000 demands of one name, and one offer the consumer's demand needs.
+    let n = 10_000u64;
+    for _ in 0..n {
+        let cdo = pm.declare(w, "one");
+        pm.send(w, ToPm::Demand { cdo });
+    }
+    let (_, _) = pm.offer(w, "only-here", 8);
+    let want = pm.declare(c, "only-here");
+    pm.m.handle(pm.now, c, ToPm::Demand { cdo: want });
+    let _ = pm.drain();
+    // The app dies: its CDOs go a slice per step of work, not at once.
+    pm.m.disconnected(pm.now, w);
+    let mut out: Vec<_> = std::iter::from_fn(|| pm.m.poll_output()).collect();
+    assert!(pm.m.work(pm.now), "more than one slice to reap");
+    out.extend(std::iter::from_fn(|| pm.m.poll_output()));
+    // Meanwhile an offer of that name (sent as a driver would, between two steps) tickets
+    // none of the gone app's demands.
+    let cdo = cdo_ids(papp).start() + 1_000_000;
+    for msg in [
+        ToPm::Declare {
+            cdo,
+            name: "one".into(),
+        },
+        ToPm::Seal {
+            cdo,
+            attributes: Attributes::new(),
+        },
+        ToPm::Offer {
+            cdo,
+            region: region(8),
+            extras: OfferExtras::new(Vec::new(), None),
+        },
+    ] {
+        pm.m.handle(pm.now, p, msg);
+    }
+    let offered: Vec<_> = std::iter::from_fn(|| pm.m.poll_output()).collect();
+    assert!(
+        !offered
+            .iter()
+            .any(|(_, m)| matches!(m, FromPm::Ticket { .. })),
+        "{offered:?}"
+    );
+    let mut steps = 1;
+    loop {
+        steps += 1;
+        if !pm.m.work(pm.now) {
+            break;
+        }
+    }
+    out.extend(std::iter::from_fn(|| pm.m.poll_output()));
+    assert_eq!(steps, (n as usize + 1).div_ceil(pool_core::REAP_SLICE));
+    // The consumer's demand, which only the dead app's offer could serve, failed.
+    assert!(
+        out.contains(&(c, refused(Op::Demand, Some(want), Refusal::NoProvider))),
+        "{out:?}"
+    );
+    // And the PM serves on: a demand of "one" is ticketed from the provider.
+    assert_eq!(pm.ticket_kind(c, "one"), "rma");
+}

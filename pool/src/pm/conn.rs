@@ -11,7 +11,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::admission::Throttle;
-use super::{CredentialCheck, Event, MAX_JOIN_FRAME, PmConfig, READ_CHUNK, SMALL_READ};
+use super::{
+    CONN_INGRESS, CredentialCheck, Event, MAX_JOIN_FRAME, PmConfig, READ_CHUNK, SMALL_READ,
+};
 use crate::proto::{FromPm, ToPm};
 use crate::{ConnId, Credential, Manager, proto};
 
@@ -142,6 +144,13 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             );
         }
     }
+}
+
+/// A batch's shares of its connection's ingress budget and the PM's, given back when the
+/// batch is handled (dropped).
+pub(super) struct Held {
+    _own: tokio::sync::OwnedSemaphorePermit,
+    _all: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// What connection readers share: the credential check, the admission deadline and
@@ -318,20 +327,37 @@ pub(super) async fn serve_joined(
     ingress: &Ingress,
 ) -> Result<(), String> {
     let mut want = SMALL_READ;
+    let own = Arc::new(tokio::sync::Semaphore::new(CONN_INGRESS));
+    let gone = |_| "outlived the pool manager".to_string();
     loop {
         let before = buf.len();
         let mut msgs = Vec::new();
         proto::drain_frames::<ToPm>(&mut buf, |m| msgs.push(m))
             .map_err(|e| format!("sent a bad frame ({e})"))?;
         if !msgs.is_empty() {
-            // What the batch holds: its wire bytes and the decoded messages.
-            let bytes = (before - buf.len() + msgs.len() * std::mem::size_of::<ToPm>())
-                .clamp(1, ingress.budget_size);
-            let permit = Arc::clone(&ingress.budget)
-                .acquire_many_owned(u32::try_from(bytes).unwrap_or(u32::MAX))
+            // What the batch holds: its wire bytes and the decoded messages; first of
+            // this connection's share, then of the PM's.
+            let bytes = before - buf.len() + msgs.len() * std::mem::size_of::<ToPm>();
+            let permits = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            let own = Arc::clone(&own)
+                .acquire_many_owned(permits(bytes.clamp(1, CONN_INGRESS)))
                 .await
-                .map_err(|_| "outlived the pool manager".to_string())?;
-            if events.send(Event::Messages(conn, msgs, permit)).is_err() {
+                .map_err(gone)?;
+            let all = Arc::clone(&ingress.budget)
+                .acquire_many_owned(permits(bytes.clamp(1, ingress.budget_size)))
+                .await
+                .map_err(gone)?;
+            if events
+                .send(Event::Messages(
+                    conn,
+                    msgs,
+                    Held {
+                        _own: own,
+                        _all: all,
+                    },
+                ))
+                .is_err()
+            {
                 return Err("outlived the pool manager".into());
             }
         }

@@ -119,6 +119,12 @@ const READ_CHUNK: usize = 64 << 10;
 /// does not hold a thousand 64 KiB buffers.
 const SMALL_READ: usize = 4 << 10;
 
+/// Most bytes of one connection's messages read and not yet handled (of the PM-wide
+/// [`PmConfig::max_ingress`]): a connection that floods the PM has at most this much
+/// ahead of everyone else's messages, so an honest app's request waits behind a few
+/// batches of it, not behind all it sent.
+const CONN_INGRESS: usize = 256 << 10;
+
 impl PmConfig {
     /// Serves `workflow` with `secret` on `listen`, without credential checks.
     pub fn new(workflow: &str, secret: &[u8], listen: Vec<SocketAddr>) -> PmConfig {
@@ -144,9 +150,9 @@ impl PmConfig {
 enum Event {
     /// A new connection's writer, and its peer process where the kernel said (Unix socket).
     Connected(ConnId, Writer, Option<u32>),
-    /// Messages of a joined connection, holding their share of the ingress budget (wire
-    /// bytes plus decoded size) until handled.
-    Messages(ConnId, Vec<ToPm>, tokio::sync::OwnedSemaphorePermit),
+    /// Messages of a joined connection, holding their share of the ingress budget and of
+    /// the connection's own (wire bytes plus decoded size) until handled.
+    Messages(ConnId, Vec<ToPm>, conn::Held),
     /// A connection's JOIN with the verdict on its credential; the actor answers whether
     /// the connection is now joined.
     Join(ConnId, ToPm, Credential, oneshot::Sender<bool>),

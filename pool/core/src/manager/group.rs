@@ -92,7 +92,13 @@ impl Manager {
     pub(super) fn ticket_group(&mut self, to: CdoId, (first, capacity): (CdoId, u32)) {
         let Some(c) = self.cdos.get(&to) else { return };
         let (name, consumer) = (Arc::clone(&c.name), c.app());
-        let Some(from) = self.cdos.offers(&name).iter().min() else {
+        let Some(from) = self
+            .cdos
+            .offers(&name)
+            .iter()
+            .filter(|&o| self.alive(o))
+            .min()
+        else {
             return; // not offered yet: waits
         };
         let Some(conn) = self.apps.get(&consumer).map(|a| a.conn) else {
@@ -133,17 +139,19 @@ impl Manager {
     }
 
     /// Whether [`Manager::work`] has something to do: members of demanded groups still to
-    /// ticket. A driver with work left calls it again once it has sent the output and
-    /// looked at its other input.
+    /// ticket, CDOs of apps gone still to remove. A driver with work left calls it again
+    /// once it has sent the output and looked at its other input.
     pub fn has_work(&self) -> bool {
-        !self.backlog.is_empty()
+        !self.backlog.is_empty() || !self.reaping.is_empty()
     }
 
     /// Does a slice of deferred work ([`GROUP_SLICE`] members of demanded groups
-    /// ticketed, or waiting for an offer when none is there); true while some is left. A
-    /// member disposed meanwhile is passed over.
+    /// ticketed, or waiting for an offer when none is there; [`crate::REAP_SLICE`]
+    /// CDOs of apps gone removed); true while some is left. A member disposed meanwhile is
+    /// passed over.
     pub fn work(&mut self, now: std::time::Instant) -> bool {
         self.advance(now);
+        self.reap();
         for _ in 0..GROUP_SLICE {
             let Some(id) = self.backlog.pop_front() else {
                 break;

@@ -66,8 +66,8 @@ pub mod policy;
 mod traffic;
 mod transfer;
 
-pub use apps::Credential;
 use apps::{App, Claim, Conn};
+pub use apps::{Credential, REAP_SLICE};
 use cdo::{Cdo, CdoTable, State, Want};
 pub use group::GROUP_SLICE;
 use outbox::Outbox;
@@ -217,6 +217,11 @@ pub struct Manager {
     stats: observe::Stats,
     /// Members of demanded groups still to ticket ([`Manager::work`]).
     backlog: std::collections::VecDeque<CdoId>,
+    /// CDOs of apps that are gone (and whether each app died), still in the table and
+    /// removed a slice per step of [`Manager::work`]: an app that leaves with 200,000 CDOs
+    /// does not hold the manager for the time it takes to drop them all. Meanwhile nothing
+    /// is ticketed to or from them (their app is gone: [`Manager::alive`]).
+    reaping: std::collections::VecDeque<(CdoId, bool)>,
 }
 
 impl Manager {
@@ -245,6 +250,7 @@ impl Manager {
             inline_held: 0,
             stats: observe::Stats::new(clock.origin),
             backlog: std::collections::VecDeque::new(),
+            reaping: std::collections::VecDeque::new(),
         }
     }
 

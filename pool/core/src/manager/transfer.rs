@@ -32,7 +32,9 @@ pub(super) struct Transfer {
 impl Manager {
     /// Tickets a transfer to waiting consumer `to` from the least loaded usable offer.
     pub(super) fn ticket(&mut self, to: CdoId) {
-        let Some(c) = self.cdos.get(&to) else { return };
+        let Some(c) = self.cdos.get(&to).filter(|_| self.alive(to)) else {
+            return;
+        };
         let State::Required(want) = &c.state else {
             return;
         };
@@ -47,7 +49,7 @@ impl Manager {
             .cdos
             .offers(&c.name)
             .iter()
-            .filter(|o| !want.failed.contains(o))
+            .filter(|o| !want.failed.contains(o) && self.alive(*o))
             .min_by_key(|&o| (load(self, o), o))
         else {
             return;
