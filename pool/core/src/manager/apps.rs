@@ -429,11 +429,12 @@ impl Manager {
             .collect();
         for cdo in orphaned {
             self.cdos.stop_waiting(name, cdo);
-            let Some(c) = self.cdos.get_mut(&cdo) else {
+            let Some(mut c) = self.cdos.get_mut(&cdo) else {
                 continue;
             };
             c.state = State::Declared;
             let app = c.app();
+            drop(c);
             if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
                 self.refuse(conn, Op::Demand, Some(cdo), Refusal::NoProvider);
             }

@@ -143,13 +143,48 @@ impl NameIndex {
 }
 
 /// The CDO table: every live CDO by id, with the two name indexes the manager matches by
-/// (offers a consumer may be ticketed from, consumers waiting for a ticket). It keeps them
-/// in step: a CDO it removes leaves both indexes, and they give memory back as they empty.
+/// (offers a consumer may be ticketed from, consumers waiting for a ticket) and the count
+/// of CDOs in each state. It keeps them in step: a CDO it removes leaves both indexes, and
+/// they give memory back as they empty; every change of a CDO goes through [`CdoMut`],
+/// which moves it from one state's count to the other's, so observers get the counts
+/// without a walk over a million CDOs.
 #[derive(Debug, Default)]
 pub(super) struct CdoTable {
     cdos: HashMap<CdoId, Cdo>,
     offers: NameIndex,
     waiting: NameIndex,
+    counts: [u64; State::KINDS],
+}
+
+/// A CDO of the table lent for a change; its state's count follows the change when the
+/// loan ends.
+pub(super) struct CdoMut<'a> {
+    cdo: &'a mut Cdo,
+    counts: &'a mut [u64; State::KINDS],
+    before: usize,
+}
+
+impl std::ops::Deref for CdoMut<'_> {
+    type Target = Cdo;
+    fn deref(&self) -> &Cdo {
+        self.cdo
+    }
+}
+
+impl std::ops::DerefMut for CdoMut<'_> {
+    fn deref_mut(&mut self) -> &mut Cdo {
+        self.cdo
+    }
+}
+
+impl Drop for CdoMut<'_> {
+    fn drop(&mut self) {
+        let after = self.cdo.state.kind();
+        if after != self.before {
+            self.counts[self.before] -= 1;
+            self.counts[after] += 1;
+        }
+    }
 }
 
 impl CdoTable {
@@ -157,8 +192,14 @@ impl CdoTable {
         self.cdos.get(id)
     }
 
-    pub(super) fn get_mut(&mut self, id: &CdoId) -> Option<&mut Cdo> {
-        self.cdos.get_mut(id)
+    pub(super) fn get_mut(&mut self, id: &CdoId) -> Option<CdoMut<'_>> {
+        let cdo = self.cdos.get_mut(id)?;
+        let before = cdo.state.kind();
+        Some(CdoMut {
+            cdo,
+            counts: &mut self.counts,
+            before,
+        })
     }
 
     pub(super) fn contains_key(&self, id: &CdoId) -> bool {
@@ -166,15 +207,28 @@ impl CdoTable {
     }
 
     pub(super) fn insert(&mut self, id: CdoId, cdo: Cdo) {
-        self.cdos.insert(id, cdo);
+        self.counts[cdo.state.kind()] += 1;
+        if let Some(old) = self.cdos.insert(id, cdo) {
+            self.counts[old.state.kind()] -= 1;
+        }
     }
 
-    /// Removes `id`, from the indexes too.
+    /// Removes `id`, from the indexes and counts too.
     pub(super) fn remove(&mut self, id: &CdoId) -> Option<Cdo> {
         let c = self.cdos.remove(id)?;
+        self.counts[c.state.kind()] -= 1;
         self.offers.remove(&c.name, *id);
         self.waiting.remove(&c.name, *id);
         Some(c)
+    }
+
+    /// Live CDOs by state name (states with none left out).
+    pub(super) fn counts(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        State::NAMES
+            .iter()
+            .zip(self.counts)
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| (*name, n))
     }
 
     /// Gives memory back once many CDOs went (see [`GiveBack`]).
@@ -184,10 +238,6 @@ impl CdoTable {
 
     pub(super) fn len(&self) -> usize {
         self.cdos.len()
-    }
-
-    pub(super) fn values(&self) -> impl Iterator<Item = &Cdo> {
-        self.cdos.values()
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&CdoId, &Cdo)> {
@@ -270,18 +320,38 @@ impl State {
         }
     }
 
+    /// How many kinds [`State::kind`] tells apart.
+    pub(super) const KINDS: usize = 8;
+
+    /// Each kind's name, as refusals and observers give it.
+    const NAMES: [&'static str; State::KINDS] = [
+        "declared",
+        "sealed",
+        "offered",
+        "being withdrawn",
+        "withdrawn",
+        "local",
+        "in transfer",
+        "required",
+    ];
+
+    /// The kind of state, an index of [`State::NAMES`] (what observers count).
+    pub(super) fn kind(&self) -> usize {
+        match self {
+            State::Declared => 0,
+            State::Sealed => 1,
+            State::Offered(_) => 2,
+            State::Withdrawing(_) => 3,
+            State::Withdrawn => 4,
+            State::Required(w) if w.local => 5,
+            State::Required(w) if w.transfer.is_some() => 6,
+            State::Required(_) => 7,
+        }
+    }
+
     /// The state as refusals and observers name it.
     pub(super) fn name(&self) -> &'static str {
-        match self {
-            State::Declared => "declared",
-            State::Sealed => "sealed",
-            State::Offered(_) => "offered",
-            State::Withdrawing(_) => "being withdrawn",
-            State::Withdrawn => "withdrawn",
-            State::Required(w) if w.local => "local",
-            State::Required(w) if w.transfer.is_some() => "in transfer",
-            State::Required(_) => "required",
-        }
+        State::NAMES[self.kind()]
     }
 }
 
@@ -378,7 +448,7 @@ impl Manager {
         self.op_succeeded(op, app, cdo, gone);
     }
 
-    pub(super) fn cdo(&mut self, cdo: CdoId) -> &mut Cdo {
+    pub(super) fn cdo(&mut self, cdo: CdoId) -> CdoMut<'_> {
         self.cdos
             .get_mut(&cdo)
             .unwrap_or_else(|| unreachable!("checked by with_cdo"))
@@ -392,12 +462,13 @@ impl Manager {
     }
 
     pub(super) fn seal(&mut self, cdo: CdoId, attributes: Attributes) {
-        let c = self.cdo(cdo);
+        let mut c = self.cdo(cdo);
         // The built-in name, size and provider are derived (see `published`), not stored.
         c.attributes = attributes;
         attr::strip_derived(&mut c.attributes);
         c.state = State::Sealed;
         let (app, bytes) = (c.app(), policy::attribute_bytes(&c.attributes));
+        drop(c);
         self.account(app, bytes, false);
     }
 
@@ -451,15 +522,14 @@ impl Manager {
                 extras.take_inline();
             }
         }
-        let c = self.cdo(cdo);
+        let mut c = self.cdo(cdo);
         c.state = State::Offered(region);
         c.extras = extras;
-        let app = c.app();
+        let (app, name) = (c.app(), Arc::clone(&c.name));
+        drop(c);
         if let Some(a) = self.apps.get_mut(&app) {
             a.counters.offered += 1;
         }
-        let c = self.cdo(cdo);
-        let name = Arc::clone(&c.name);
         self.cdos.offered(&name, cdo);
         self.done(conn, Op::Offer, cdo);
         if !self.cdos.waiting(&name).is_empty() {
@@ -474,7 +544,7 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app).filter(|_| demand) {
             a.counters.demanded += 1;
         }
-        let c = self.cdo(cdo);
+        let mut c = self.cdo(cdo);
         match &mut c.state {
             State::Declared => {
                 c.state = State::Required(Want {
@@ -489,6 +559,7 @@ impl Manager {
             State::Required(w) => (w.local, Arc::clone(&c.name)),
             _ => unreachable!("just set"),
         };
+        drop(c);
         if !demand {
             self.done(conn, Op::Require, cdo);
         }
@@ -515,22 +586,24 @@ impl Manager {
     }
 
     pub(super) fn retract(&mut self, conn: ConnId, cdo: CdoId) {
-        let c = self.cdo(cdo);
+        let mut c = self.cdo(cdo);
         let name = Arc::clone(&c.name);
         c.state = State::Declared;
+        drop(c);
         self.cdos.stop_waiting(&name, cdo);
         self.done(conn, Op::Retract, cdo);
         self.retry_byes();
     }
 
     pub(super) fn withdraw(&mut self, _conn: ConnId, cdo: CdoId) {
-        let c = self.cdo(cdo);
+        let mut c = self.cdo(cdo);
         let State::Offered(region) = c.state else {
             return; // refused by `with_cdo`
         };
         c.state = State::Withdrawing(region);
         let (name, app) = (Arc::clone(&c.name), c.app());
         let freed = c.extras.take_inline().map_or(0, |b| b.len());
+        drop(c);
         self.inline_held = self.inline_held.saturating_sub(freed);
         if let Some(a) = self.apps.get_mut(&app) {
             a.inline_held = a.inline_held.saturating_sub(freed);
@@ -543,8 +616,8 @@ impl Manager {
 
     pub(super) fn dispose(&mut self, cdo: CdoId) {
         let c = self.cdo(cdo);
-        let app = c.app();
-        let bytes = Self::cost(c);
+        let (app, bytes) = (c.app(), Self::cost(&c));
+        drop(c);
         self.account(app, bytes, true);
         self.cdos.remove(&cdo);
         self.cdos.give_back();
@@ -559,6 +632,45 @@ impl Manager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cdo(state: State) -> Cdo {
+        Cdo {
+            owner: 1,
+            born: 0,
+            name: Arc::from("n"),
+            attributes: Attributes::new(),
+            state,
+            extras: OfferExtras::default(),
+        }
+    }
+
+    #[test]
+    fn the_counts_by_state_follow_every_change() {
+        let mut t = CdoTable::default();
+        let counts = |t: &CdoTable| t.counts().collect::<Vec<_>>();
+        t.insert(1, cdo(State::Declared));
+        t.insert(2, cdo(State::Declared));
+        t.insert(3, cdo(State::Sealed));
+        assert_eq!(counts(&t), [("declared", 2), ("sealed", 1)]);
+        // A change through the loan moves the CDO from one count to the other.
+        if let Some(mut c) = t.get_mut(&2) {
+            c.state = State::Required(Want::default());
+        }
+        if let Some(mut c) = t.get_mut(&2)
+            && let State::Required(w) = &mut c.state
+        {
+            w.local = true;
+        }
+        // A loan that changes nothing leaves the counts alone.
+        let _ = t.get_mut(&1).map(|c| c.app());
+        assert_eq!(counts(&t), [("declared", 1), ("sealed", 1), ("local", 1)]);
+        t.insert(3, cdo(State::Withdrawn)); // replaced
+        t.remove(&1);
+        assert_eq!(counts(&t), [("withdrawn", 1), ("local", 1)]);
+        t.remove(&2);
+        t.remove(&3);
+        assert_eq!(counts(&t), []);
+    }
 
     #[test]
     fn a_names_ids_keep_their_order_and_leave_in_any_order_however_many() {

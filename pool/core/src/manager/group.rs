@@ -74,13 +74,14 @@ impl Manager {
             return self.refuse(conn, Op::Demand, Some(group), Refusal::BadCdoId);
         }
         self.with_cdo(conn, app, Op::Demand, group, |m, c| {
-            let cdo = m.cdo(c);
+            let mut cdo = m.cdo(c);
             cdo.state = State::Required(Want {
                 demanded: true,
                 group: Some((first, capacity)),
                 ..Want::default()
             });
             let name = Arc::clone(&cdo.name);
+            drop(cdo);
             m.cdos.wait(&name, c);
             m.ticket(c);
         });
@@ -110,7 +111,7 @@ impl Manager {
             Ok(ok) => ok,
             Err(why) => {
                 self.cdos.stop_waiting(&name, to);
-                if let Some(c) = self.cdos.get_mut(&to) {
+                if let Some(mut c) = self.cdos.get_mut(&to) {
                     c.state = State::Declared;
                 }
                 return self.refuse(conn, Op::Demand, Some(to), why);
@@ -119,7 +120,9 @@ impl Manager {
         self.account(consumer, bytes, false);
         // The group itself is here (it holds no bytes).
         self.cdos.stop_waiting(&name, to);
-        if let Some(State::Required(w)) = self.cdos.get_mut(&to).map(|c| &mut c.state) {
+        if let Some(mut c) = self.cdos.get_mut(&to)
+            && let State::Required(w) = &mut c.state
+        {
             w.local = true;
         }
         let ids = self.declare_members(consumer, to, first, &names);

@@ -50,13 +50,7 @@ pub(super) struct Stats {
     pub(super) observers: BTreeMap<ConnId, Instant>,
     /// The PM's resident memory, as the driver last said.
     memory_bytes: Option<u64>,
-    /// Live CDOs by state, and when they were counted: a count walks every CDO, so it is
-    /// made at most once per [`COUNT_INTERVAL`] however often observers ask.
-    cdo_states: Option<(Instant, BTreeMap<String, u64>)>,
 }
-
-/// How old the CDOs' count by state in a [`Status`] may be.
-pub const COUNT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Stats {
     pub(super) fn new(start: Instant) -> Stats {
@@ -68,7 +62,6 @@ impl Stats {
             fabric_events: VecDeque::new(),
             observers: BTreeMap::new(),
             memory_bytes: None,
-            cdo_states: None,
         }
     }
 
@@ -222,25 +215,13 @@ impl Manager {
         }
     }
 
-    fn status(&mut self, now: Instant) -> Status {
-        let fresh = self
-            .stats
-            .cdo_states
-            .as_ref()
-            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < COUNT_INTERVAL);
-        if !fresh {
-            let mut counted = BTreeMap::new();
-            for c in self.cdos.values() {
-                *counted.entry(c.state.name().to_string()).or_insert(0) += 1;
-            }
-            self.stats.cdo_states = Some((now, counted));
-        }
+    fn status(&self, now: Instant) -> Status {
+        // Kept as CDOs change (`CdoTable::counts`): no walk over every CDO.
         let cdos = self
-            .stats
-            .cdo_states
-            .as_ref()
-            .map(|(_, c)| c.clone())
-            .unwrap_or_default();
+            .cdos
+            .counts()
+            .map(|(state, n)| (state.to_string(), n))
+            .collect();
         let operations = self
             .stats
             .ops

@@ -291,17 +291,23 @@ impl Manager {
             Some(e) => format!("transfer {transfer} failed: {e}"),
         };
         self.notify(EventKind::TransportCompleted, app, Some(t.from), detail);
-        if let Some(State::Required(w)) = self.cdos.get_mut(&t.to).map(|c| &mut c.state) {
-            w.transfer = None;
-            match error {
-                None => {
-                    w.local = true;
-                    if w.demanded && !t.completes_demand {
-                        self.out.send(conn, FromPm::Ready { cdo: t.to });
-                    }
+        let ended = self
+            .cdos
+            .get_mut(&t.to)
+            .and_then(|mut c| match &mut c.state {
+                State::Required(w) => {
+                    w.transfer = None;
+                    w.local |= error.is_none();
+                    Some(w.demanded)
                 }
-                Some(_) => self.retry_elsewhere(t.to, t.from),
+                _ => None,
+            });
+        match (ended, error) {
+            (Some(demanded), None) if demanded && !t.completes_demand => {
+                self.out.send(conn, FromPm::Ready { cdo: t.to });
             }
+            (Some(_), Some(_)) => self.retry_elsewhere(t.to, t.from),
+            _ => {}
         }
         self.source_released(t.from);
     }
@@ -309,7 +315,7 @@ impl Manager {
     /// A transfer to consumer `to` from `failed` failed: never ticket that offer to it
     /// again, put it back among the waiting, and ticket another offer if one exists.
     pub(super) fn retry_elsewhere(&mut self, to: CdoId, failed: CdoId) {
-        let Some(c) = self.cdos.get_mut(&to) else {
+        let Some(mut c) = self.cdos.get_mut(&to) else {
             return;
         };
         let State::Required(w) = &mut c.state else {
@@ -318,6 +324,7 @@ impl Manager {
         w.transfer = None;
         w.failed.insert(failed);
         let name = Arc::clone(&c.name);
+        drop(c);
         self.cdos.wait(&name, to);
         self.ticket(to);
     }
@@ -325,15 +332,17 @@ impl Manager {
     /// A transfer from `offer` ended: finish a pending withdraw or leave.
     pub(super) fn source_released(&mut self, offer: CdoId) {
         let busy = self.load.contains_key(&offer);
-        let Some(c) = self.cdos.get_mut(&offer) else {
+        let Some(mut c) = self.cdos.get_mut(&offer) else {
             return;
         };
         let app = c.app();
-        if let (State::Withdrawing(_), false) = (&c.state, busy) {
+        let withdrawn = matches!((&c.state, busy), (State::Withdrawing(_), false));
+        if withdrawn {
             c.state = State::Withdrawn;
-            if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
-                self.done(conn, Op::Withdraw, offer);
-            }
+        }
+        drop(c);
+        if withdrawn && let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
+            self.done(conn, Op::Withdraw, offer);
         }
         self.try_bye(app);
     }
