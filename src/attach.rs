@@ -107,15 +107,16 @@ pub fn check_target(target: &ToolTarget) -> Result<(), QueryError> {
             use crate::rundir::{SystemServer, system_server, system_server_file};
             let dir = tmpdir.clone().unwrap_or_else(std::env::temp_dir);
             let host = inventory::local_hostname();
+            let file = system_server_file(&dir, &host);
             match system_server(&dir, &host) {
                 SystemServer::Running(_) => Ok(()),
                 SystemServer::Free => Err(QueryError::Target(format!(
                     "no system server runs on this node (no {}): start one with maestro run --system-server",
-                    system_server_file(&dir, &host).display()
+                    file.display()
                 ))),
                 SystemServer::Foreign(what) => Err(QueryError::Target(format!(
                     "{} is {what}: this node's system server is not yours (another user's, or planted); attach to your launcher with --pid instead",
-                    system_server_file(&dir, &host).display()
+                    file.display()
                 ))),
             }
         }

@@ -14,8 +14,7 @@ pub fn sweep_dead_process_dirs(base: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = safefs::euid();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name.strip_prefix(prefix).and_then(|rest| {

@@ -232,7 +232,7 @@ fn open_raw(path: &Path, flags: libc::c_int, mode: libc::mode_t) -> std::io::Res
 ///
 /// # Errors
 /// [`Error::Squatted`] naming what is already there, or the system's refusal.
-pub fn create_new(path: &Path, mode: u32) -> Result<File, Error> {
+fn create_new(path: &Path, mode: u32) -> Result<File, Error> {
     let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
     match open_raw(path, flags, mode as libc::mode_t) {
         Ok(f) => Ok(f),

@@ -122,7 +122,8 @@ pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<su
     }
 }
 
-/// Reads one request from `stream` within [`REQUEST_TIMEOUT`]: its method and path.
+/// Reads one request (its bytes up to the blank line) from `stream` within
+/// [`REQUEST_TIMEOUT`]; `None` for none, too large a one (answered 431) or too slow a one.
 async fn request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
