@@ -287,7 +287,7 @@ pub fn read_own(path: &Path, limit: u64) -> Result<String, Error> {
 /// `mode`, and truncated only by the caller (who may first want to lock it).
 ///
 /// # Errors
-/// As [`create_new`] and [`open_own`].
+/// As `create_new` (an exclusive create refused by what sits there) and [`open_own`].
 pub fn create_or_open_own(path: &Path, mode: u32) -> Result<File, Error> {
     for _ in 0..3 {
         match create_new(path, mode) {
