@@ -266,8 +266,8 @@ fn pool_manager_rank(settings: &Settings, apps: usize, plan: Plan) -> Result<(),
         .iter()
         .map(ToString::to_string)
         .collect();
-    let admits = if session.credentials_required() {
-        "the workflow secret and a valid PMIx credential"
+    let admits = if session.credentials_checked() {
+        "the workflow secret; credentials checked by this PMIx host"
     } else {
         "the workflow secret (this host issues no PMIx credentials)"
     };

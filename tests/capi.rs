@@ -51,8 +51,26 @@ fn producer_and_consumer(c: &Installed, workflow: &str, info: &str) -> String {
 
 /// [`producer_and_consumer`] with the producer's arguments.
 fn exchange(c: &Installed, workflow: &str, info: &str, producer_args: &[&str]) -> String {
+    exchange_launched(c, (workflow, info), producer_args, &[])
+}
+
+/// [`exchange`], each program started by `launcher` (e.g. `maestro run -n 1 --`, a job of
+/// its own) or bare where it is empty.
+fn exchange_launched(
+    c: &Installed,
+    (workflow, info): (&str, &str),
+    producer_args: &[&str],
+    launcher: &[&str],
+) -> String {
     let spawn = |name: &str, args: &[&str]| {
-        let mut cmd = Command::new(c.bin(name));
+        let mut cmd = match launcher {
+            [first, rest @ ..] => {
+                let mut cmd = Command::new(first);
+                cmd.args(rest).arg(c.bin(name));
+                cmd
+            }
+            [] => Command::new(c.bin(name)),
+        };
         env(&mut cmd, workflow)
             .args(args)
             .env("MSTRO_POOL_MANAGER_INFO", info);
@@ -207,6 +225,52 @@ fn c_programs_with_the_c_pm_tool() {
     let mut cmd = Command::new(c.bin("pm_tool"));
     env(&mut cmd, "capi-tool").args(["--clients", "2"]);
     let mut tool = Group::spawn(&mut cmd);
+    let (info, reader) = tool_info(&mut tool);
+    let out = producer_and_consumer(&c, "capi-tool", &info);
+    assert_exchange(&out);
+    assert_tool_saw_two(tool, reader);
+}
+
+/// The workflow of separate jobs: the C PM tool in a `maestro run` of its own, the
+/// producer in a second and the consumer in a third, joined by the PM info alone (each
+/// launcher issues its own PMIx credentials, which the others cannot check: the secret and
+/// the kernel's word on the user decide); meanwhile `maestro pool status` watches the PM
+/// through the tool's launcher (`--pid`) and through the node's publications.
+#[test]
+fn components_of_separate_maestro_runs_share_one_pm_and_tools_watch_it() {
+    let c = installed();
+    let mut cmd = Command::new(maestro());
+    env(&mut cmd, "capi-jobs")
+        .args(["run", "-n", "1", "--tool-support", "--"])
+        .arg(c.bin("pm_tool"))
+        .args(["--clients", "2"]);
+    let mut tool = Group::spawn(&mut cmd);
+    let (info, reader) = tool_info(&mut tool);
+    let launcher = tool.child.id().to_string();
+    for how in [
+        &["--pid", launcher.as_str()][..],
+        &["--workflow", "capi-jobs"],
+    ] {
+        let mut cmd = Command::new(maestro());
+        cmd.args(["pool", "status"]).args(how);
+        let out = run(&mut cmd, Duration::from_secs(30));
+        assert_eq!(out.code(), Some(0), "maestro pool status {how:?}: {out:?}");
+        assert!(
+            out.stdout
+                .contains("pool manager of workflow \"capi-jobs\""),
+            "{how:?}: {}",
+            out.stdout
+        );
+    }
+    let m = maestro();
+    let launch = [m.to_str().expect("utf-8 path"), "run", "-n", "1", "--"];
+    let out = exchange_launched(&c, ("capi-jobs", &info), &["--cdos", "8"], &launch);
+    assert_exchange(&out);
+    assert_tool_saw_two(tool, reader);
+}
+
+/// The PM info line the C PM tool prints, and the thread reading the rest of its output.
+fn tool_info(tool: &mut Group) -> (String, std::thread::JoinHandle<String>) {
     let stdout = tool.child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -230,8 +294,11 @@ fn c_programs_with_the_c_pm_tool() {
     let info = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the PM tool prints its info");
-    let out = producer_and_consumer(&c, "capi-tool", &info);
-    assert_exchange(&out);
+    (info, reader)
+}
+
+/// The C PM tool saw two clients join and leave, and stopped.
+fn assert_tool_saw_two(tool: Group, reader: std::thread::JoinHandle<String>) {
     let done = tool.wait(Duration::from_secs(30));
     assert_eq!(done.code(), Some(0), "{done:?}");
     let said = reader.join().expect("reader");

@@ -683,6 +683,57 @@ fn files_another_user_plants_in_shared_places_are_never_trusted() {
 }
 
 #[test]
+fn another_user_holding_the_pm_info_is_refused_over_every_endpoint() {
+    let Some(mallory) = OtherUser::create() else {
+        return;
+    };
+    // The PM listens where a workflow needs it: its NIC's address and loopback.
+    let (pm, line) = start_pm("sec-holder", &[]);
+    let info = PmInfo::parse(&line).expect("info");
+    let exe = mallory.dir.join("maestro");
+    std::fs::copy(maestro(), &exe).expect("copy maestro");
+    set_mode(&exe, 0o755);
+    let tcp: Vec<ControlAddr> = info
+        .endpoints
+        .iter()
+        .filter(|e| matches!(e, ControlAddr::Tcp(_)))
+        .cloned()
+        .collect();
+    assert!(!tcp.is_empty(), "{info:?}");
+    // Each TCP endpoint alone (the Unix socket is in a directory only its user enters),
+    // and the whole info as given: the secret is right, the user is not.
+    let alone = tcp.into_iter().map(|e| PmInfo {
+        endpoints: vec![e],
+        ..info.clone()
+    });
+    for held in alone.chain([info.clone()]) {
+        let cmd = format!("{} pool status --info '{}'", exe.display(), held.encode());
+        let out = mallory.run(&cmd, Duration::from_secs(30));
+        assert_eq!(out.code(), Some(2), "{:?}: {out:?}", held.endpoints);
+        let why = format!("the connecting process runs as uid {}", mallory.uid);
+        assert!(
+            out.stderr.contains(&why),
+            "{:?}: {}",
+            held.endpoints,
+            out.stderr
+        );
+        assert!(
+            !out.stdout.contains("pool manager of workflow"),
+            "{}",
+            out.stdout
+        );
+    }
+    // The user's own tool, from another job and over TCP, is served.
+    let own = run(
+        Command::new(maestro()).args(["pool", "status", "--info", &line]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(own.code(), Some(0), "{own:?}");
+    let out = pm.terminate(Duration::from_secs(10));
+    assert!(out.stderr.contains("was refused at JOIN"), "{}", out.stderr);
+}
+
+#[test]
 fn the_secret_goes_only_where_the_user_says() {
     // Standard output a pipe, as in `maestro pm ... | head -1` or a job's log: nothing.
     let mut cmd = Command::new(maestro());

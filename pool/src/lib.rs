@@ -16,12 +16,13 @@
 //! - [`stale`]: sweeping the runtime directories of dead processes;
 //! - [`liveness`]: how a silent peer of a control connection is found dead (TCP keepalive).
 
-pub use pool_core::{Clock, ConnId, Credential, MAX_NAME, Manager, Subnet};
+pub use pool_core::{Clock, ConnId, Identity, MAX_NAME, Manager, Subnet};
 pub use pool_core::{attr, auth, events, policy, proto, schema, selector, view};
 
 pub mod bootstrap;
 mod client;
 pub mod liveness;
+pub mod peers;
 mod pm;
 pub mod pmix_events;
 pub mod stale;
@@ -31,8 +32,9 @@ pub use client::{
     GROUP_IDS, GroupMember, JoinOptions, Observer, Result, Subscription, bare_join, welcome,
 };
 pub use pm::{
-    CredentialCheck, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME, MAX_QUEUED,
-    MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig, PoolManager, resident_bytes,
+    CredentialCheck, CredentialVerdict, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME,
+    MAX_QUEUED, MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig, PoolManager,
+    resident_bytes,
 };
 
 /// What may cross threads, checked at compile time: clients are shared by the

@@ -13,7 +13,9 @@ use pool::attr::{AttrValue, Attributes};
 use pool::bootstrap::PmInfo;
 use pool::proto::Refusal;
 use pool::schema::{AttrError, Schemas};
-use pool::{AsyncClient, Client, ClientError, JoinOptions, PmConfig, PoolManager};
+use pool::{
+    AsyncClient, Client, ClientError, CredentialVerdict, JoinOptions, PmConfig, PoolManager,
+};
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 const T: Duration = Duration::from_secs(30);
@@ -289,14 +291,17 @@ fn async_operations_pipeline() {
 }
 
 #[test]
-fn a_pm_requiring_credentials_admits_only_valid_ones() {
+fn a_pm_checking_credentials_refuses_forged_and_other_users_ones_only() {
     let listen = vec!["127.0.0.1:0".parse().expect("addr")];
     let mut config = PmConfig::new("wf", SECRET, listen);
-    config.require_credentials = true;
-    config.credentials = Some(std::sync::Arc::new(|c: &[u8]| {
-        (c == b"issued by the host")
-            .then_some(())
-            .ok_or_else(|| "not issued by this host".to_string())
+    let me = safefs::euid();
+    config.credentials = Some(std::sync::Arc::new(move |c: &[u8]| match c {
+        b"issued by the host" => CredentialVerdict::Valid { uid: Some(me) },
+        b"another user's" => CredentialVerdict::Valid {
+            uid: Some(me.wrapping_add(1)),
+        },
+        b"forged" => CredentialVerdict::Forged("signature".into()),
+        _ => CredentialVerdict::Unverifiable("another launcher's".into()),
     }));
     let pm = PoolManager::start(config).expect("pm");
     let try_join = |cred: Option<&[u8]>| {
@@ -306,17 +311,25 @@ fn a_pm_requiring_credentials_admits_only_valid_ones() {
         }
         Client::join(pm.info(), o)
     };
-    for cred in [None, Some(b"forged".as_slice())] {
-        match try_join(cred) {
+    for cred in [b"forged".as_slice(), b"another user's"] {
+        match try_join(Some(cred)) {
             Err(ClientError::Refused {
-                why: Refusal::BadCredential(_),
+                why: Refusal::NotTheUser(_),
                 ..
             }) => {}
             other => panic!("{cred:?}: {:?}", other.map(|c| c.app())),
         }
     }
-    let ok = try_join(Some(b"issued by the host")).expect("a valid credential joins");
-    ok.leave().expect("leave");
+    // A valid credential, one this host cannot check (a component of another job) and
+    // none at all: the secret decides.
+    for cred in [
+        Some(b"issued by the host".as_slice()),
+        Some(b"from another launcher"),
+        None,
+    ] {
+        let ok = try_join(cred).expect("joins");
+        ok.leave().expect("leave");
+    }
     pm.stop();
 }
 

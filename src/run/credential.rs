@@ -4,8 +4,14 @@
 //! Scheme: an HMAC-SHA256 over the claims with a 256-bit key that the launcher draws from
 //! the OS at start and never writes anywhere, so only this launcher can issue or validate its
 //! job's credentials (no munge daemon needed). Wire form (ASCII):
-//! `maestro-cred-v1;<nspace>;<rank>;<uid>;<gid>;<issued-unix-seconds>;<hex hmac>`.
-//! A credential is valid for [`CREDENTIAL_TTL`] after issue.
+//! `maestro-cred-v2;<issuer>;<nspace>;<rank>;<uid>;<gid>;<issued-unix-seconds>;<hex hmac>`,
+//! where `<issuer>` names the launcher (16 hex digits derived from its key, which they do
+//! not reveal). A credential is valid for [`CREDENTIAL_TTL`] after issue.
+//!
+//! Another launcher's credential (or any other kind) is [`CredentialError::Foreign`]: not
+//! this launcher's to judge, which a pool manager takes as no evidence (an honest
+//! component of another job must be able to join with the PM info), whereas one that
+//! names this launcher and fails its check is forged.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,7 +22,7 @@ use sha2::Sha256;
 pub const CREDENTIAL_TYPE: &str = "maestro-hmac-sha256-v1";
 /// How long a credential stays valid.
 pub const CREDENTIAL_TTL: Duration = Duration::from_secs(3600);
-const PREFIX: &str = "maestro-cred-v1";
+const PREFIX: &str = "maestro-cred-v2";
 
 /// What a valid credential proves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,9 +45,13 @@ pub enum CredentialError {
     /// Not of the `maestro-cred-v1;...` form.
     #[error("malformed credential: {0}")]
     Malformed(&'static str),
-    /// The HMAC does not match: forged, altered, or issued by another launcher.
-    #[error("credential signature does not match (forged, altered or from another job)")]
+    /// The HMAC does not match: forged or altered.
+    #[error("credential signature does not match (forged or altered)")]
     BadSignature,
+    /// Not issued by this launcher (another `maestro run`'s, or another kind): it cannot
+    /// judge it.
+    #[error("credential not issued by this launcher: it cannot check it")]
+    Foreign,
     /// Older than the time-to-live.
     #[error("credential expired ({age_secs} s old, valid for {ttl_secs} s)")]
     Expired {
@@ -55,6 +65,8 @@ pub enum CredentialError {
 /// Issues and validates credentials with one secret key.
 pub struct Authority {
     key: [u8; 32],
+    /// This launcher's name in its credentials.
+    issuer: String,
 }
 
 impl Authority {
@@ -65,7 +77,12 @@ impl Authority {
     pub fn generate() -> Result<Authority, getrandom::Error> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key)?;
-        Ok(Authority { key })
+        let mut a = Authority {
+            key,
+            issuer: String::new(),
+        };
+        a.issuer = hex::encode(&a.mac("maestro credential issuer").finalize().into_bytes()[..8]);
+        Ok(a)
     }
 
     fn mac(&self, body: &str) -> Hmac<Sha256> {
@@ -78,8 +95,8 @@ impl Authority {
     /// Issues a credential for `claims`.
     pub fn issue(&self, claims: &Claims) -> Vec<u8> {
         let body = format!(
-            "{PREFIX};{};{};{};{};{}",
-            claims.nspace, claims.rank, claims.uid, claims.gid, claims.issued
+            "{PREFIX};{};{};{};{};{};{}",
+            self.issuer, claims.nspace, claims.rank, claims.uid, claims.gid, claims.issued
         );
         let tag = hex::encode(self.mac(&body).finalize().into_bytes());
         format!("{body};{tag}").into_bytes()
@@ -88,11 +105,15 @@ impl Authority {
     /// Checks a credential at time `now` (seconds since the epoch).
     ///
     /// # Errors
-    /// [`CredentialError`] saying why it is refused.
+    /// [`CredentialError`] saying why it is refused: [`CredentialError::Foreign`] if it
+    /// does not name this launcher as its issuer.
     pub fn validate(&self, cred: &[u8], now: u64) -> Result<Claims, CredentialError> {
-        let text =
-            std::str::from_utf8(cred).map_err(|_| CredentialError::Malformed("not UTF-8"))?;
+        let text = std::str::from_utf8(cred).map_err(|_| CredentialError::Foreign)?;
         let text = text.trim_end_matches('\0');
+        let mut head = text.splitn(3, ';');
+        if head.next() != Some(PREFIX) || head.next() != Some(self.issuer.as_str()) {
+            return Err(CredentialError::Foreign);
+        }
         let (body, tag) = text
             .rsplit_once(';')
             .ok_or(CredentialError::Malformed("no signature"))?;
@@ -102,12 +123,9 @@ impl Authority {
             .verify_slice(&tag)
             .map_err(|_| CredentialError::BadSignature)?;
         let fields: Vec<&str> = body.split(';').collect();
-        let [prefix, nspace, rank, uid, gid, issued] = fields[..] else {
+        let [_, _, nspace, rank, uid, gid, issued] = fields[..] else {
             return Err(CredentialError::Malformed("wrong number of fields"));
         };
-        if prefix != PREFIX {
-            return Err(CredentialError::Malformed("unknown version"));
-        }
         let num = |s: &str| {
             s.parse::<u64>()
                 .map_err(|_| CredentialError::Malformed("bad number"))
@@ -163,10 +181,8 @@ mod tests {
         let a = Authority::generate().expect("random");
         let b = Authority::generate().expect("random");
         let cred = a.issue(&claims());
-        assert_eq!(
-            b.validate(&cred, 1_000_010),
-            Err(CredentialError::BadSignature)
-        );
+        // Another launcher's is not this one's to judge.
+        assert_eq!(b.validate(&cred, 1_000_010), Err(CredentialError::Foreign));
         let altered = String::from_utf8(cred.clone())
             .unwrap()
             .replacen(";2;", ";3;", 1);
@@ -178,17 +194,29 @@ mod tests {
             a.validate(&cred, 1_000_000 + 3601),
             Err(CredentialError::Expired { .. })
         ));
+        // Another kind of credential is foreign too.
+        for other in [
+            b"garbage".as_slice(),
+            &[0xff, 0xfe],
+            b"x;zz",
+            b"maestro-cred-v1;a;0",
+        ] {
+            assert_eq!(a.validate(other, 0), Err(CredentialError::Foreign));
+        }
+        // What names this launcher but is cut or not signed in hex is malformed.
+        let issuer = format!("{PREFIX};{}", a.issuer);
         assert!(matches!(
-            a.validate(b"garbage", 0),
+            a.validate(format!("{issuer};zz").as_bytes(), 0),
             Err(CredentialError::Malformed(_))
         ));
-        assert!(matches!(
-            a.validate(&[0xff, 0xfe], 0),
-            Err(CredentialError::Malformed(_))
-        ));
-        assert!(matches!(
-            a.validate(b"x;zz", 0),
-            Err(CredentialError::Malformed(_))
-        ));
+        let cut = String::from_utf8(cred.clone()).expect("ascii");
+        let (body, tag) = cut.rsplit_once(';').expect("signed");
+        let (shorter, _) = body.rsplit_once(';').expect("fields");
+        let resigned = hex::encode(a.mac(shorter).finalize().into_bytes());
+        assert_eq!(
+            a.validate(format!("{shorter};{resigned}").as_bytes(), 0),
+            Err(CredentialError::Malformed("wrong number of fields"))
+        );
+        assert!(!tag.is_empty());
     }
 }

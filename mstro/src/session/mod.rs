@@ -68,8 +68,8 @@ pub struct Session {
     settings: Settings,
     client: Option<Client>,
     pm: Option<PoolManager>,
-    /// JOINs of the PM this process runs must carry a valid PMIx credential.
-    credentials_required: bool,
+    /// The PM this process runs shows JOINs' PMIx credentials to its PMIx host.
+    credentials_checked: bool,
     info: PmInfo,
     found: Found,
     /// The key this process published (to unpublish when it stops serving).
@@ -105,7 +105,7 @@ impl Session {
             settings: settings.clone(),
             client: Some(client),
             pm: None,
-            credentials_required: false,
+            credentials_checked: false,
             info,
             found,
             published: None,
@@ -141,15 +141,16 @@ impl Session {
         let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
         config.policy.owners = settings.owners.clone();
         let credential = settings.credential();
-        let credentials_required = matches!(role, PmRole::Served) && credential.is_some();
-        if let (true, Some(pmix)) = (credentials_required, &settings.pmix) {
+        // A served PM under a host that issues credentials has them checked there: one
+        // the host calls forged or issued to another user refuses a JOIN; one it cannot
+        // check (another launcher's) leaves the secret to decide (the trust model,
+        // `pool::pm::identity`).
+        let credentials_checked = matches!(role, PmRole::Served) && credential.is_some();
+        if let (true, Some(pmix)) = (credentials_checked, &settings.pmix) {
             let pmix = pmix.clone();
             let limit = settings.timeout.min(Duration::from_secs(30));
-            config.require_credentials = true;
             config.credentials = Some(Arc::new(move |cred: &[u8]| {
-                pmix.validate_credential(cred, limit)
-                    .map(drop)
-                    .map_err(|e| e.to_string())
+                credential_verdict(pmix.validate_credential(cred, limit))
             }));
         }
         let pm = PoolManager::start(config)
@@ -180,7 +181,7 @@ impl Session {
             settings: settings.clone(),
             client: Some(client),
             pm: Some(pm),
-            credentials_required,
+            credentials_checked,
             info,
             found,
             published,
@@ -219,10 +220,11 @@ impl Session {
         &self.found
     }
 
-    /// True if the pool manager this process runs admits only JOINs with a valid PMIx
-    /// credential (it runs under a PMIx host that issues them).
-    pub fn credentials_required(&self) -> bool {
-        self.credentials_required
+    /// True if the pool manager this process runs has JOINs' PMIx credentials checked by
+    /// its PMIx host (it runs under one that issues them): a forged one, or one issued to
+    /// another user, is refused.
+    pub fn credentials_checked(&self) -> bool {
+        self.credentials_checked
     }
 
     /// True if this process runs the pool manager (served or a local pool).
@@ -539,5 +541,22 @@ fn share_as_pm_rank(settings: &Settings, pmix: &pmix::Client, info: &PmInfo) {
         .and_then(|()| pmix.commit());
     if let Err(e) = put {
         tracing::debug!("sharing the PM info with the job: {e}");
+    }
+}
+
+/// What `PMIx_Validate_credential`'s answer says of a JOIN's credential: valid (for the
+/// uid the host names), forged (`PMIX_ERR_INVALID_CRED`), or not checkable here (any other
+/// failure: another launcher's credential, a host without the call, a timeout).
+fn credential_verdict(answer: pmix::Result<Vec<pmix::Info>>) -> pool::CredentialVerdict {
+    match answer {
+        Ok(info) => pool::CredentialVerdict::Valid {
+            uid: pmix::find(&info, pmix::keys::USERID)
+                .and_then(pmix::Value::as_u64)
+                .and_then(|u| u32::try_from(u).ok()),
+        },
+        Err(pmix::Error::Pmix { status, .. }) if status == pmix::Status::INVALID_CRED => {
+            pool::CredentialVerdict::Forged(status.to_string())
+        }
+        Err(e) => pool::CredentialVerdict::Unverifiable(e.to_string()),
     }
 }

@@ -30,7 +30,7 @@ pub mod schema;
 pub mod selector;
 pub mod view;
 
-pub use manager::{Clock, ConnId, Credential, GROUP_SLICE, Manager, REAP_SLICE, policy};
+pub use manager::{Clock, ConnId, GROUP_SLICE, Identity, Manager, REAP_SLICE, policy};
 pub use proto::MAX_NAME;
 
 /// Hash maps of the PM and the client core: a fast hasher with a per-process random seed

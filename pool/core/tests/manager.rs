@@ -2,7 +2,7 @@
 
 mod support;
 
-use pool_core::Credential;
+use pool_core::Identity;
 use pool_core::attr::{AttrValue, LOCAL_SIZE};
 use pool_core::auth::prove;
 use pool_core::proto::{FabricEndpoint, FromPm, OfferExtras, Op, Refusal, Source, ToPm, cdo_ids};
@@ -613,34 +613,43 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
 }
 
 #[test]
-fn pmix_credentials_decide_when_checked_or_required() {
+fn the_secret_admits_and_evidence_against_the_user_refuses() {
     let mut pm = Pm::new();
-    let join = |pm: &mut Pm, credential: Credential| {
+    let join = |pm: &mut Pm, identity: Identity| {
         let (conn, nonce) = pm.connect();
         let msg = join_msg("p", &prove(SECRET, &nonce, "wf", "p", 0));
-        pm.m.handle_checked(pm.now, conn, msg, credential);
+        pm.m.handle_checked(pm.now, conn, msg, identity);
         (conn, pm.drain())
     };
-    // Unchecked is fine unless required; a valid one always; an invalid one never.
-    let (c, out) = join(&mut pm, Credential::Unchecked);
-    assert!(matches!(out.as_slice(), [(x, FromPm::Welcome { .. })] if *x == c));
-    let (c, out) = join(&mut pm, Credential::Invalid("forged".into()));
+    // With the secret, no evidence or evidence for the user admits; evidence against refuses.
+    for identity in [Identity::Unproven, Identity::Proven("uid 1000".into())] {
+        let (c, out) = join(&mut pm, identity);
+        assert!(matches!(out.as_slice(), [(x, FromPm::Welcome { .. })] if *x == c));
+    }
+    let (c, out) = join(
+        &mut pm,
+        Identity::Refused("the peer runs as uid 1001".into()),
+    );
     assert_eq!(
         out,
         [(
             c,
-            refused(Op::Join, None, Refusal::BadCredential("forged".into()))
+            refused(
+                Op::Join,
+                None,
+                Refusal::NotTheUser("the peer runs as uid 1001".into())
+            )
         )]
     );
     assert_eq!(pm.m.take_closing(), [c]);
-    pm.m.require_credentials(true);
-    let (c, out) = join(&mut pm, Credential::Unchecked);
-    assert!(
-        matches!(out.as_slice(), [(x, FromPm::Refused { why: Refusal::BadCredential(_), .. })] if *x == c),
-        "{out:?}"
+    // Evidence never stands in for the secret.
+    let (conn, _) = pm.connect();
+    let msg = join_msg("p", &prove(SECRET, &[0; 32], "wf", "p", 0));
+    pm.m.handle_checked(pm.now, conn, msg, Identity::Proven("uid 1000".into()));
+    assert_eq!(
+        pm.drain(),
+        [(conn, refused(Op::Join, None, Refusal::BadProof))]
     );
-    let (c, out) = join(&mut pm, Credential::Valid);
-    assert!(matches!(out.as_slice(), [(x, FromPm::Welcome { .. })] if *x == c));
 }
 
 // ---- Events: subscriptions, selectors, signal-before and acknowledgements ----

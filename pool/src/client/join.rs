@@ -149,7 +149,7 @@ impl AsyncClient {
     ///
     /// # Errors
     /// [`ClientError::Unreachable`] when no endpoint accepts a connection;
-    /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `BadCredential`;
+    /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `NotTheUser`;
     /// timeouts and connection errors.
     pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
         let schemas = match opts.schemas {

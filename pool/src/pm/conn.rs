@@ -1,5 +1,5 @@
 //! One connection's IO: reading frames within the ingress budget, the JOIN handshake
-//! (admission, deadline, credential check), and writing what the manager sends, cutting
+//! (admission, deadline, who the sender is), and writing what the manager sends, cutting
 //! off a peer that stops reading.
 
 use std::collections::HashMap;
@@ -11,11 +11,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::admission::Throttle;
+use super::identity::{PeerUser, identity};
 use super::{
     CONN_INGRESS, CredentialCheck, Event, MAX_JOIN_FRAME, PmConfig, READ_CHUNK, SMALL_READ,
 };
 use crate::proto::{FromPm, ToPm};
-use crate::{ConnId, Credential, Manager, proto};
+use crate::{ConnId, Manager, proto};
 
 /// The connections' writer tasks, with what each has still to write.
 pub(super) struct Writers {
@@ -193,7 +194,7 @@ pub(super) fn spawn_connection(
     mut read: Box<dyn AsyncRead + Unpin + Send>,
     mut write: Box<dyn AsyncWrite + Unpin + Send>,
     events: mpsc::UnboundedSender<Event>,
-    (ingress, pid): (Ingress, Option<u32>),
+    (ingress, pid, user): (Ingress, Option<u32>, PeerUser),
 ) {
     let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
     let queued = Arc::new(Backlog::default());
@@ -216,7 +217,7 @@ pub(super) fn spawn_connection(
             return;
         }
         let mut buf = Vec::new();
-        let admitted = admit(conn, &mut read, &mut buf, &events, &ingress).await;
+        let admitted = admit(conn, (&mut read, user), &mut buf, &events, &ingress).await;
         let ended = match admitted {
             Ok(role) => {
                 // Only an observer waits for its answers before it asks again: an app's
@@ -263,7 +264,7 @@ pub(super) async fn read_some(
 /// Why the connection is refused, for the log (the manager has answered a refused JOIN).
 pub(super) async fn admit(
     conn: ConnId,
-    read: &mut (dyn AsyncRead + Unpin + Send),
+    (read, user): (&mut (dyn AsyncRead + Unpin + Send), PeerUser),
     buf: &mut Vec<u8>,
     events: &mpsc::UnboundedSender<Event>,
     ingress: &Ingress,
@@ -297,10 +298,17 @@ pub(super) async fn admit(
     buf.drain(..proto::HEADER + len);
     let role = join.role;
     let credential = join.credential.clone();
-    let verdict = verify(credential, ingress.check.clone()).await;
+    let check = ingress.check.clone();
+    // Both may block (a PMIx round trip, a read of /proc): off the runtime's threads.
+    let who = tokio::task::spawn_blocking(move || {
+        let verdict = credential.zip(check).map(|(cred, check)| check(&cred));
+        identity(safefs::euid(), user.resolve(), verdict)
+    })
+    .await
+    .map_err(|e| format!("could not be identified ({e})"))?;
     let (answer, joined) = oneshot::channel();
     events
-        .send(Event::Join(conn, ToPm::Join(join), verdict, answer))
+        .send(Event::Join(conn, ToPm::Join(join), who, answer))
         .map_err(|_| "outlived the pool manager".to_string())?;
     match tokio::time::timeout_at(deadline, joined).await {
         Ok(Ok(true)) => Ok(role),
@@ -376,20 +384,6 @@ pub(super) async fn serve_joined(
             Err(e) if e == "ended" => return Ok(()),
             Err(e) => return Err(e),
         }
-    }
-}
-
-pub(super) async fn verify(
-    credential: Option<Vec<u8>>,
-    check: Option<CredentialCheck>,
-) -> Credential {
-    let (Some(cred), Some(check)) = (credential, check) else {
-        return Credential::Unchecked;
-    };
-    match tokio::task::spawn_blocking(move || check(&cred)).await {
-        Ok(Ok(())) => Credential::Valid,
-        Ok(Err(why)) => Credential::Invalid(why),
-        Err(e) => Credential::Invalid(format!("the credential check failed: {e}")),
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::PmConfig;
 use super::admission::{Peer, Throttle};
+use super::identity::PeerUser;
 use crate::bootstrap::ControlAddr;
 
 /// Binds what `config` asks for: the private Unix socket (when asked and possible) and
@@ -77,21 +78,22 @@ impl Listener {
                 let (stream, peer) = l.accept().await?;
                 let _ = stream.set_nodelay(true);
                 crate::liveness::probe(&stream);
+                let server = stream.local_addr()?;
                 let (r, w) = stream.into_split();
                 Ok((
                     Box::new(r),
                     Box::new(w),
                     peer.to_string(),
                     Peer::Tcp(peer.ip().to_canonical()),
+                    PeerUser::Tcp { server, peer },
                 ))
             }
             Listener::Unix(l) => {
                 let (stream, _) = l.accept().await?;
                 // The kernel's word on the peer process: a JOIN on this connection may
-                // announce that process's memory only.
-                let pid = stream
-                    .peer_cred()
-                    .ok()
+                // announce that process's memory only, and must be of the PM's user.
+                let cred = stream.peer_cred().ok();
+                let pid = cred
                     .and_then(|c| c.pid())
                     .and_then(|p| u32::try_from(p).ok());
                 let (r, w) = stream.into_split();
@@ -100,19 +102,21 @@ impl Listener {
                     Box::new(w),
                     "the unix socket".into(),
                     Peer::Local(pid),
+                    PeerUser::Known(cred.map(|c| c.uid())),
                 ))
             }
         }
     }
 }
 
-/// An accepted connection: its halves, a description of the peer for the log, and who it
-/// is for admission.
+/// An accepted connection: its halves, a description of the peer for the log, who it is
+/// for admission, and where its user is learnt.
 pub(super) type Halves = (
     Box<dyn AsyncRead + Unpin + Send>,
     Box<dyn AsyncWrite + Unpin + Send>,
     String,
     Peer,
+    PeerUser,
 );
 
 /// The prefix of a pool manager's socket directory (`pm-<pid>-<tag>` in the user's

@@ -2,8 +2,10 @@
 //! the PM's host, then one TCP listener per address), one reader and one writer task per
 //! connection, and one actor task that owns the sans-IO
 //! [`Manager`] and turns its outputs into frames. A connection that sends a malformed frame
-//! is logged and closed; everyone else carries on. A JOIN's PMIx credential is checked in
-//! the connection's reader task (off the actor) before the actor sees the JOIN.
+//! is logged and closed; everyone else carries on. Who sends a JOIN is established in the
+//! connection's reader task (off the actor) before the actor sees the JOIN: the kernel's
+//! word on a local peer's user and the PM's PMIx host's on the JOIN's credential (see
+//! [`identity`]).
 //!
 //! What a peer can make the PM hold is bounded:
 //! - before its JOIN is accepted, a connection may send one frame of at most
@@ -32,10 +34,11 @@ use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::events::FabricChange;
 use crate::proto::ToPm;
 use crate::view::{Query, View};
-use crate::{ConnId, Credential, Manager};
+use crate::{ConnId, Identity, Manager};
 
 mod admission;
 mod conn;
+mod identity;
 mod listen;
 pub mod metrics;
 mod resources;
@@ -48,8 +51,23 @@ use listen::{Halves, Listener, accept_loop};
 pub use resources::resident_bytes;
 use resources::{MemoryReturn, raise_descriptor_limit, wall_clock};
 
-/// Validates a PMIx credential (e.g. with `PMIx_Validate_credential`); `Err` says why not.
-pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+/// Asks the PM's PMIx host about a JOIN's credential (`PMIx_Validate_credential`).
+pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> CredentialVerdict + Send + Sync>;
+
+/// What the PM's PMIx host says of a credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CredentialVerdict {
+    /// Genuine, issued to a process of this uid (where the host said).
+    Valid {
+        /// The uid the host vouches for.
+        uid: Option<u32>,
+    },
+    /// The host calls it forged or expired (`PMIX_ERR_INVALID_CRED`): why.
+    Forged(String),
+    /// The host cannot check it (another launcher's, another kind, no host at all): no
+    /// evidence either way; why, for the log.
+    Unverifiable(String),
+}
 
 /// How to run a pool manager.
 pub struct PmConfig {
@@ -60,10 +78,10 @@ pub struct PmConfig {
     /// Control endpoints to listen on (port 0 picks one per address; `0.0.0.0` listens on
     /// every interface and advertises each one's address that is up, loopback last).
     pub listen: Vec<SocketAddr>,
-    /// Checks the PMIx credentials JOINs carry (where the PM runs under a PMIx host).
+    /// Checks the PMIx credentials JOINs carry (where the PM runs under a PMIx host): a
+    /// valid one for another user, or a forged one, refuses the JOIN; one the host cannot
+    /// check leaves the secret to decide.
     pub credentials: Option<CredentialCheck>,
-    /// Refuse JOINs without a valid credential.
-    pub require_credentials: bool,
     /// Also listen on a Unix socket in a private directory (mode 0700, under `$TMPDIR`
     /// (`maestro run` gives each job its own) or `/tmp`, removed when the PM stops),
     /// advertised first: processes of the same user on the PM's host skip TCP. Default on.
@@ -126,14 +144,14 @@ const SMALL_READ: usize = 4 << 10;
 const CONN_INGRESS: usize = 256 << 10;
 
 impl PmConfig {
-    /// Serves `workflow` with `secret` on `listen`, without credential checks.
+    /// Serves `workflow` with `secret` on `listen`, without credential checks (the secret
+    /// and, for local peers, the kernel's word on their user decide).
     pub fn new(workflow: &str, secret: &[u8], listen: Vec<SocketAddr>) -> PmConfig {
         PmConfig {
             workflow: workflow.to_string(),
             secret: secret.to_vec(),
             listen,
             credentials: None,
-            require_credentials: false,
             unix_socket: true,
             ack_timeout: crate::events::ACK_TIMEOUT,
             max_queued: MAX_QUEUED,
@@ -153,9 +171,9 @@ enum Event {
     /// Messages of a joined connection, holding their share of the ingress budget and of
     /// the connection's own (wire bytes plus decoded size) until handled.
     Messages(ConnId, Vec<ToPm>, conn::Held),
-    /// A connection's JOIN with the verdict on its credential; the actor answers whether
+    /// A connection's JOIN with what is known of its sender; the actor answers whether
     /// the connection is now joined.
-    Join(ConnId, ToPm, Credential, oneshot::Sender<bool>),
+    Join(ConnId, ToPm, Identity, oneshot::Sender<bool>),
     Gone(ConnId),
     /// A fabric change reported through [`FabricReporter`].
     Fabric(FabricChange),
@@ -224,7 +242,6 @@ impl PoolManager {
             u64::from_le_bytes(nonce),
             wall_clock(),
         );
-        manager.require_credentials(config.require_credentials);
         manager.set_policy(config.policy.clone());
         manager.set_ack_timeout(config.ack_timeout);
         let ingress = Ingress::new(&config);
@@ -339,7 +356,7 @@ async fn serve(
                 manager.handle_timeout(Instant::now());
                 flush(&mut manager, &mut writers);
             }
-            Some((read, write, peer, who)) = accepted.recv() => {
+            Some((read, write, peer, who, user)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
                 if let Some(old) = admission.arrive(conn, who) {
@@ -360,7 +377,7 @@ async fn serve(
                     Peer::Local(pid) => pid,
                     Peer::Tcp(_) => None,
                 };
-                spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), pid));
+                spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), pid, user));
             }
             Some(ev) = rx.recv() => {
                 handle_event(ev, &mut manager, &mut writers, &mut admission);
@@ -414,9 +431,9 @@ fn handle_event(
                 manager.handle(now, conn, m);
             }
         }
-        Event::Join(conn, msg, credential, joined) => {
+        Event::Join(conn, msg, identity, joined) => {
             admission.leave(conn);
-            manager.handle_checked(now, conn, msg, credential);
+            manager.handle_checked(now, conn, msg, identity);
             let _ = joined.send(manager.is_joined(conn));
         }
         Event::Gone(conn) => {

@@ -368,7 +368,7 @@ impl LauncherHost {
         };
         let mut found = Vec::new();
         for &port in ports {
-            match crate::run::peers::intruders(port, self.uid) {
+            match pool::peers::intruders(port, self.uid) {
                 Ok(more) => found.extend(more),
                 Err(e) => {
                     return Err(format!("its peers cannot be checked (/proc/net/tcp: {e})"));

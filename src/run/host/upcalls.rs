@@ -11,7 +11,7 @@ use pmix::server::{
 use pmix::{Host, Info, Proc, Query, Status, Value, keys};
 
 use super::{HostEvent, LauncherHost, queries};
-use crate::run::credential::{CREDENTIAL_TYPE, Claims, unix_now};
+use crate::run::credential::{CREDENTIAL_TYPE, Claims, CredentialError, unix_now};
 use crate::run::jobs::RankId;
 
 /// Answers a query with every answer the host has, as success: OpenPMIx 4.2's client
@@ -396,6 +396,11 @@ impl Host for LauncherHost {
                 Info::new(keys::CRED_TYPE, Value::String(CREDENTIAL_TYPE.into())),
                 Info::new(keys::PROCID, Value::Proc(Proc::new(c.nspace, c.rank))),
             ])),
+            // Another launcher's: not ours to judge (the asker decides what that means).
+            Err(CredentialError::Foreign) => {
+                tracing::debug!("credential from {proc} not checked: issued elsewhere");
+                reply.send(Err(Status::NOT_SUPPORTED));
+            }
             Err(e) => {
                 tracing::warn!("credential from {proc} refused: {e}");
                 reply.send(Err(Status::INVALID_CRED));

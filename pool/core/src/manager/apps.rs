@@ -19,15 +19,20 @@ use crate::proto::{
 /// manager under 2 ms, not the whole leave's time.
 pub const REAP_SLICE: usize = 1024;
 
-/// What the driver found out about a JOIN's PMIx credential before handing it over.
+/// What the driver found out about who sends a JOIN, besides the proof of the workflow
+/// secret the JOIN itself carries (see the trust model in the crate's README section
+/// "Who may join"): the kernel's word on a local peer's user, a PMIx credential the PM's
+/// PMIx host validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Credential {
-    /// Not checked (no PMIx server to ask, or the JOIN carried none).
-    Unchecked,
-    /// PMIx validated it.
-    Valid,
-    /// PMIx rejected it (or could not be asked), with the reason.
-    Invalid(String),
+pub enum Identity {
+    /// No evidence beyond the secret: a peer on another host whose credential (if any)
+    /// the PM's PMIx host cannot check.
+    Unproven,
+    /// Evidence that the peer runs as the PM's user; what it was (for the log).
+    Proven(String),
+    /// Evidence against it: another user's process, or a credential the PM's PMIx host
+    /// calls forged or expired; why (sent back in the refusal).
+    Refused(String),
 }
 
 #[derive(Debug)]
@@ -116,7 +121,7 @@ impl Manager {
         conn: ConnId,
         (nonce, peer_pid): ([u8; 32], Option<u32>),
         msg: ToPm,
-        credential: Credential,
+        identity: Identity,
     ) {
         let ToPm::Join(join) = msg else {
             return;
@@ -136,7 +141,7 @@ impl Manager {
             role,
             proof,
         } = *join;
-        let why = self.admission(&workflow, (&component, index), (&nonce, &proof), credential);
+        let why = self.admission(&workflow, (&component, index), (&nonce, &proof), identity);
         let why = match why {
             None if role == proto::Role::Observer => {
                 return self.observe(conn, &format!("{component}:{index} on {host}"));
@@ -183,28 +188,26 @@ impl Manager {
     }
 
     /// Why a JOIN of `component:index` to `workflow` is refused, if it is: another
-    /// workflow, a wrong proof of the secret for `nonce`, a credential PMIx rejected (or
-    /// none where one is required), or no app id left.
+    /// workflow, a wrong proof of the secret for `nonce`, evidence that the peer is not
+    /// the PM's user, or no app id left. The secret is always needed; `identity` can
+    /// only refuse, never stand in for it.
     fn admission(
         &self,
         workflow: &str,
         (component, index): (&str, i64),
         (nonce, proof): (&[u8; 32], &[u8]),
-        credential: Credential,
+        identity: Identity,
     ) -> Option<Refusal> {
         if workflow != self.workflow {
             Some(Refusal::WrongWorkflow)
         } else if !auth::verify(&self.secret, nonce, workflow, component, index, proof) {
             Some(Refusal::BadProof)
+        } else if let Identity::Refused(why) = identity {
+            Some(Refusal::NotTheUser(why))
+        } else if self.next_app > proto::MAX_APP {
+            Some(Refusal::TooManyApps)
         } else {
-            match credential {
-                Credential::Invalid(why) => Some(Refusal::BadCredential(why)),
-                Credential::Unchecked if self.require_credentials => Some(Refusal::BadCredential(
-                    "this pool manager requires one".into(),
-                )),
-                _ if self.next_app > proto::MAX_APP => Some(Refusal::TooManyApps),
-                _ => None,
-            }
+            None
         }
     }
 

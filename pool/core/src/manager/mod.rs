@@ -67,7 +67,7 @@ mod traffic;
 mod transfer;
 
 use apps::{App, Claim, Conn};
-pub use apps::{Credential, REAP_SLICE};
+pub use apps::{Identity, REAP_SLICE};
 use cdo::{Cdo, CdoTable, State, Want};
 pub use group::GROUP_SLICE;
 use outbox::Outbox;
@@ -189,7 +189,6 @@ pub struct Manager {
     workflow: String,
     secret: Vec<u8>,
     instance: u64,
-    require_credentials: bool,
     conns: HashMap<ConnId, Conn>,
     apps: BTreeMap<AppId, App>,
     cdos: CdoTable,
@@ -233,7 +232,6 @@ impl Manager {
             workflow: workflow.to_string(),
             secret: secret.to_vec(),
             instance,
-            require_credentials: false,
             conns: HashMap::default(),
             apps: BTreeMap::new(),
             cdos: CdoTable::default(),
@@ -258,12 +256,6 @@ impl Manager {
     /// [`Policy`]; the default applies until then).
     pub fn set_policy(&mut self, policy: Policy) {
         self.policy = policy;
-    }
-
-    /// Refuse JOINs whose PMIx credential the driver could not validate (use where every
-    /// app runs under a PMIx host that issues credentials).
-    pub fn require_credentials(&mut self, on: bool) {
-        self.require_credentials = on;
     }
 
     fn id(&mut self) -> u64 {
@@ -300,28 +292,22 @@ impl Manager {
         self.out.send(conn, FromPm::Done { op, cdo });
     }
 
-    /// Handles one message from `conn`, received at `now` (a JOIN's credential counts as
-    /// unchecked).
+    /// Handles one message from `conn`, received at `now` (a JOIN's sender counts as
+    /// [`Identity::Unproven`]: the secret alone decides).
     pub fn handle(&mut self, now: Instant, conn: ConnId, msg: ToPm) {
-        self.handle_checked(now, conn, msg, Credential::Unchecked);
+        self.handle_checked(now, conn, msg, Identity::Unproven);
     }
 
-    /// Handles one message from `conn`; for a JOIN, `credential` is what the driver found
-    /// out about its PMIx credential.
-    pub fn handle_checked(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        msg: ToPm,
-        credential: Credential,
-    ) {
+    /// Handles one message from `conn`; for a JOIN, `identity` is what the driver found
+    /// out about who sent it.
+    pub fn handle_checked(&mut self, now: Instant, conn: ConnId, msg: ToPm, identity: Identity) {
         self.advance(now);
         self.stats.count(msg.op());
         let app = match (self.conns.get(&conn), &msg) {
             (Some(Conn::Observer), _) => return self.observer_message(conn, msg),
             (Some(Conn::Challenged(nonce, pid)), ToPm::Join(_)) => {
                 let (nonce, pid) = (*nonce, *pid);
-                return self.join(conn, (nonce, pid), msg, credential);
+                return self.join(conn, (nonce, pid), msg, identity);
             }
             (Some(Conn::Joined(_)), ToPm::Join(_)) => {
                 return self.refuse(conn, Op::Join, None, Refusal::DuplicateJoin);

@@ -389,8 +389,10 @@ pub enum Refusal {
     DuplicateJoin,
     /// The proof of the workflow secret is wrong or missing.
     BadProof,
-    /// The PMIx credential is missing or did not validate (the reason is attached).
-    BadCredential(String),
+    /// Evidence says the peer is not the PM's user: the kernel names another user's
+    /// process, or the PM's PMIx host calls its credential forged or expired (the reason
+    /// is attached).
+    NotTheUser(String),
     /// Joined with another workflow name than the PM serves.
     WrongWorkflow,
     /// The CDO id is not one of this app's.
@@ -432,14 +434,14 @@ impl std::fmt::Display for Refusal {
             Refusal::NotJoined => f.write_str("not joined: send Join first"),
             Refusal::DuplicateJoin => f.write_str("already joined on this connection"),
             Refusal::BadProof => {
-                f.write_str("join refused: wrong or missing proof of the workflow secret")
+                f.write_str("wrong or missing proof of the workflow secret")
             }
-            Refusal::BadCredential(why) => write!(
+            Refusal::NotTheUser(why) => write!(
                 f,
-                "join refused: the PMIx credential did not validate ({why}); start every process of the workflow under the same PMIx host"
+                "{why}; only the workflow's user may join its pool manager, from any job or host, holding its PM info"
             ),
             Refusal::WrongWorkflow => {
-                f.write_str("join refused: this pool manager serves another workflow")
+                f.write_str("this pool manager serves another workflow")
             }
             Refusal::UnknownCdo => f.write_str("unknown CDO id for this application"),
             Refusal::BadCdoId => f.write_str(
@@ -447,7 +449,7 @@ impl std::fmt::Display for Refusal {
             ),
             Refusal::TooManyApps => write!(
                 f,
-                "join refused: this pool manager has admitted {MAX_APP} applications; start a new one"
+                "this pool manager has admitted {MAX_APP} applications; start a new one"
             ),
             Refusal::WrongState { op, state } => {
                 write!(f, "{op} is not allowed on a CDO that is {state}")

@@ -1,0 +1,245 @@
+//! Who is on the other end of a TCP connection from this host, by the kernel's word.
+//!
+//! Both ends of a connection between two processes of this host (over loopback or any of
+//! its addresses) are sockets listed in `/proc/net/tcp{,6}` with their owner's uid and
+//! inode; a peer on another host has no line there. A server that must know which
+//! local user connected (the pool manager admitting a JOIN over TCP on loopback, `maestro
+//! run`'s PMIx server, whose OpenPMIx believes the uid a TCP peer *claims*) reads it here
+//! instead of trusting what the peer says. The tables are those of the reading process's
+//! network namespace, the one its sockets live in.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// TCP state `ESTABLISHED` in `/proc/net/tcp`.
+pub const ESTABLISHED: u8 = 0x01;
+/// TCP state `LISTEN` in `/proc/net/tcp`.
+pub const LISTEN: u8 = 0x0A;
+
+/// One line of `/proc/net/tcp`: the addresses of both ends, the state, and the owner and
+/// inode of this end's socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Socket {
+    /// This end's address (IPv4-mapped IPv6 addresses in their IPv4 form).
+    pub local_addr: SocketAddr,
+    /// The other end's address.
+    pub remote_addr: SocketAddr,
+    /// This end's port.
+    pub local: u16,
+    /// The other end's port.
+    pub remote: u16,
+    /// The TCP state ([`ESTABLISHED`], [`LISTEN`], ...).
+    pub state: u8,
+    /// The uid owning this end.
+    pub uid: u32,
+    /// This end's socket inode (`/proc/<pid>/fd/*` -> `socket:[inode]`).
+    pub inode: u64,
+}
+
+/// Parses the text of `/proc/net/tcp` or `/proc/net/tcp6`; lines that do not parse are
+/// skipped (the header, a future column layout).
+#[must_use]
+pub fn sockets(text: &str) -> Vec<Socket> {
+    text.lines()
+        .filter_map(|line| {
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let (local_addr, remote_addr) = (address(cols.get(1)?)?, address(cols.get(2)?)?);
+            Some(Socket {
+                local_addr,
+                remote_addr,
+                local: local_addr.port(),
+                remote: remote_addr.port(),
+                state: u8::from_str_radix(cols.get(3)?, 16).ok()?,
+                uid: cols.get(7)?.parse().ok()?,
+                inode: cols.get(9)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// An address of `/proc/net/tcp{,6}`: hex of the address as the kernel stores it (32-bit
+/// words in host order) and of the port.
+fn address(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |i: usize| {
+        ip.get(i * 8..i * 8 + 8)
+            .and_then(|w| u32::from_str_radix(w, 16).ok())
+    };
+    let ip = match ip.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(word(0)?.to_ne_bytes())),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for i in 0..4 {
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&word(i)?.to_ne_bytes());
+            }
+            IpAddr::V6(Ipv6Addr::from(bytes)).to_canonical()
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The IPv4 and IPv6 tables (the second empty where the kernel has no IPv6).
+///
+/// # Errors
+/// A table cannot be read: nothing can be proven from it.
+pub fn tables() -> io::Result<[Vec<Socket>; 2]> {
+    let v4 = sockets(&std::fs::read_to_string("/proc/net/tcp")?);
+    let v6 = match std::fs::read_to_string("/proc/net/tcp6") {
+        Ok(text) => sockets(&text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    Ok([v4, v6])
+}
+
+/// Another user's connection to the server: who, and the inode of the server's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Intruder {
+    /// The owner of the client end.
+    pub uid: u32,
+    /// The server end's socket inode (`/proc/self/fd/*` -> `socket:[inode]`).
+    pub server_end: u64,
+}
+
+/// The established connections to local `port` whose client end belongs to a uid other
+/// than `me`, from the sockets of one table.
+fn intruders_in(table: &[Socket], port: u16, me: u32) -> Vec<Intruder> {
+    table
+        .iter()
+        .filter(|c| c.state == ESTABLISHED && c.remote == port && c.uid != me)
+        .filter_map(|client| {
+            let server = table
+                .iter()
+                .find(|s| s.local == port && s.remote == client.local)?;
+            Some(Intruder {
+                uid: client.uid,
+                server_end: server.inode,
+            })
+        })
+        .collect()
+}
+
+/// Other users' connections to this host's TCP `port` (IPv4 and IPv6).
+///
+/// # Errors
+/// `/proc/net/tcp` cannot be read (then nothing can be proven: callers refuse).
+pub fn intruders(port: u16, me: u32) -> io::Result<Vec<Intruder>> {
+    Ok(tables()?
+        .iter()
+        .flat_map(|t| intruders_in(t, port, me))
+        .collect())
+}
+
+/// The listening sockets of `table`.
+pub fn listening(table: &[Socket]) -> impl Iterator<Item = &Socket> {
+    table.iter().filter(|s| s.state == LISTEN)
+}
+
+/// The owner of the client end, in `table`, of the established connection from `peer` to
+/// `server` (`None` if no socket of this host is that end).
+#[must_use]
+pub fn client_uid(table: &[Socket], server: SocketAddr, peer: SocketAddr) -> Option<u32> {
+    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    let (server, peer) = (canonical(server), canonical(peer));
+    table
+        .iter()
+        .find(|s| s.state == ESTABLISHED && s.local_addr == peer && s.remote_addr == server)
+        .map(|s| s.uid)
+}
+
+/// The uid of the process of this host at the other end of the connection accepted on
+/// `server` from `peer` (`None` when `peer` is on another host, whose users are not this
+/// kernel's to name, or its end is already closed).
+///
+/// # Errors
+/// `/proc/net/tcp{,6}` cannot be read.
+pub fn local_peer_uid(server: SocketAddr, peer: SocketAddr) -> io::Result<Option<u32>> {
+    // A client of a dual-stack listener may sit in either table (an IPv4 socket shows
+    // in `tcp` though the server's end is IPv4-mapped in `tcp6`): both are searched.
+    Ok(tables()?.iter().find_map(|t| client_uid(t, server, peer)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shaped as on this VM: a server listening on 127.0.0.1:42997 (0xA7F5) with a
+    /// connection from uid 0 (port 0xD2F0) and one from uid 1001 (port 0xE001), a
+    /// TIME_WAIT from uid 1002, and another service's connection.
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:A7F5 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 81234 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:A7F5 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 81240 1 0000000000000000 20 4 30 10 -1
+   2: 0100007F:D2F0 0100007F:A7F5 01 00000000:00000000 00:00000000 00000000     0        0 81239 1 0000000000000000 20 4 30 10 -1
+   3: 0100007F:E001 0100007F:A7F5 01 00000000:00000000 00:00000000 00000000  1001        0 81301 1 0000000000000000 20 4 30 10 -1
+   4: 0100007F:A7F5 0100007F:E001 01 00000000:00000000 00:00000000 00000000     0        0 81302 1 0000000000000000 20 4 30 10 -1
+   5: 0100007F:E002 0100007F:A7F5 06 00000000:00000000 03:00000C2A 00000000  1002        0 0 3 0000000000000000
+   6: 0100007F:1F90 0100007F:E003 01 00000000:00000000 00:00000000 00000000  1003        0 81400 1 0000000000000000 20 4 30 10 -1
+";
+
+    #[test]
+    fn the_client_end_names_its_owner() {
+        let table = sockets(TCP);
+        assert_eq!(table.len(), 7);
+        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let server = at(0xA7F5);
+        assert_eq!(table[1].local_addr, server);
+        assert_eq!(client_uid(&table, server, at(0xD2F0)), Some(0));
+        assert_eq!(client_uid(&table, server, at(0xE001)), Some(1001));
+        // An IPv4-mapped server address is the same address.
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:42997".parse().expect("addr");
+        assert_eq!(client_uid(&table, mapped, at(0xE001)), Some(1001));
+        // TIME_WAIT is not a live peer; an unknown port or another host is nobody.
+        assert_eq!(client_uid(&table, server, at(0xE002)), None);
+        assert_eq!(client_uid(&table, server, at(1)), None);
+        let remote = SocketAddr::from(([10, 0, 0, 1], 0xE001));
+        assert_eq!(client_uid(&table, server, remote), None);
+        assert!(sockets("garbage\n\n1 2 3").is_empty());
+        // IPv6: ::1 as the kernel prints it.
+        let v6 = sockets(
+            "0: 00000000000000000000000001000000:1F90 00000000000000000000000001000000:A7F5 01 0:0 0:0 0 1000 0 77 1",
+        );
+        assert_eq!(v6[0].local_addr, "[::1]:8080".parse().expect("addr"));
+    }
+
+    #[test]
+    fn another_users_connection_is_found_with_the_servers_end() {
+        let table = sockets(TCP);
+        assert_eq!(
+            intruders_in(&table, 0xA7F5, 0),
+            vec![Intruder {
+                uid: 1001,
+                server_end: 81302
+            }]
+        );
+        // Seen from uid 1001's side, root's connection is the intruder.
+        assert_eq!(
+            intruders_in(&table, 0xA7F5, 1001),
+            vec![Intruder {
+                uid: 0,
+                server_end: 81240
+            }]
+        );
+        assert!(intruders_in(&table, 1, 0).is_empty());
+        let listeners: Vec<u16> = listening(&table).map(|s| s.local).collect();
+        assert_eq!(listeners, vec![0xA7F5]);
+    }
+
+    #[test]
+    fn a_real_local_connection_is_this_users() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client =
+            std::net::TcpStream::connect(server.local_addr().expect("addr")).expect("connect");
+        let (_accepted, peer) = server.accept().expect("accept");
+        assert_eq!(peer, client.local_addr().expect("addr"));
+        let here = server.local_addr().expect("addr");
+        assert_eq!(
+            local_peer_uid(here, peer).expect("tables"),
+            Some(safefs::euid())
+        );
+        let elsewhere: SocketAddr = "10.1.2.3:4000".parse().expect("addr");
+        assert_eq!(local_peer_uid(here, elsewhere).expect("tables"), None);
+    }
+}

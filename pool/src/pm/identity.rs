@@ -1,0 +1,132 @@
+//! Who sends a JOIN, beyond the workflow secret it proves: the trust model's evidence.
+//!
+//! Anyone holding the PM info (the secret) may join, from any job, launcher, allocation or
+//! host of the workflow's user; nobody else. The secret is always required; what the PM
+//! can learn of the sender may only refuse it:
+//! - a peer on the PM's Unix socket, or over TCP from this host (loopback or any of its
+//!   addresses), is a process of this host: the kernel names its user (`SO_PEERCRED`,
+//!   `/proc/net/tcp`); another user's is refused whatever it holds;
+//! - a JOIN's PMIx credential is shown to the PM's PMIx host: valid for another user, or
+//!   called forged or expired, refuses; one the host cannot check (another `maestro run`'s,
+//!   no host) is no evidence, for an honest component of another job must be able to join;
+//! - a peer on another host with nothing checkable: the secret alone decides.
+
+use std::net::SocketAddr;
+
+use super::CredentialVerdict;
+use crate::Identity;
+
+/// Where the kernel's word on a peer's user comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PeerUser {
+    /// Said at accept (a Unix socket's `SO_PEERCRED`; `None` if the kernel did not).
+    Known(Option<u32>),
+    /// A TCP connection accepted on `server` from `peer`: asked of `/proc/net/tcp` when
+    /// its JOIN comes (a peer of this host has a line there, one of another host none).
+    Tcp {
+        /// The PM's end.
+        server: SocketAddr,
+        /// The peer's end.
+        peer: SocketAddr,
+    },
+}
+
+impl PeerUser {
+    /// The peer's uid where the kernel can say (blocking: may read `/proc/net/tcp`).
+    pub(super) fn resolve(self) -> Option<u32> {
+        match self {
+            PeerUser::Known(uid) => uid,
+            PeerUser::Tcp { server, peer } => match crate::peers::local_peer_uid(server, peer) {
+                Ok(uid) => uid,
+                Err(e) => {
+                    tracing::warn!(
+                        "pool manager: cannot tell which user connected from {peer} ({e})"
+                    );
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// The evidence on a JOIN's sender, for the PM run by `me`: the kernel's `peer_uid` and
+/// the PMIx host's `credential` verdict (see the module's rules).
+pub(super) fn identity(
+    me: u32,
+    peer_uid: Option<u32>,
+    credential: Option<CredentialVerdict>,
+) -> Identity {
+    if let Some(uid) = peer_uid.filter(|&u| u != me) {
+        return Identity::Refused(format!(
+            "the connecting process runs as uid {uid}, the pool manager as uid {me}"
+        ));
+    }
+    let mut proof = peer_uid.map(|_| "the kernel names the peer's user".to_string());
+    match credential {
+        Some(CredentialVerdict::Valid { uid: Some(uid) }) if uid != me => {
+            return Identity::Refused(format!(
+                "its PMIx credential was issued to uid {uid}, the pool manager runs as uid {me}"
+            ));
+        }
+        Some(CredentialVerdict::Valid { .. }) => {
+            proof.get_or_insert_with(|| "its PMIx credential validated".into());
+        }
+        Some(CredentialVerdict::Forged(why)) => {
+            return Identity::Refused(format!("its PMIx credential did not validate ({why})"));
+        }
+        Some(CredentialVerdict::Unverifiable(why)) => {
+            tracing::debug!("pool manager: a JOIN's credential cannot be checked here: {why}");
+        }
+        None => {}
+    }
+    proof.map_or(Identity::Unproven, Identity::Proven)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: u32 = 1000;
+
+    #[test]
+    fn another_user_is_refused_by_any_evidence_and_the_unprovable_left_to_the_secret() {
+        let valid = |uid| Some(CredentialVerdict::Valid { uid: Some(uid) });
+        // Nothing known: the secret decides.
+        assert_eq!(identity(ME, None, None), Identity::Unproven);
+        let other_launcher = Some(CredentialVerdict::Unverifiable("another launcher's".into()));
+        assert_eq!(
+            identity(ME, None, other_launcher.clone()),
+            Identity::Unproven
+        );
+        // Evidence for the user.
+        assert!(matches!(identity(ME, Some(ME), None), Identity::Proven(_)));
+        assert!(matches!(identity(ME, None, valid(ME)), Identity::Proven(_)));
+        assert!(matches!(
+            identity(ME, Some(ME), other_launcher),
+            Identity::Proven(_)
+        ));
+        // Any evidence against refuses, whatever else is known.
+        for (peer, cred) in [
+            (Some(1001), None),
+            (Some(1001), valid(ME)),
+            (None, valid(1001)),
+            (Some(ME), valid(1001)),
+            (
+                Some(ME),
+                Some(CredentialVerdict::Forged("signature".into())),
+            ),
+        ] {
+            assert!(
+                matches!(identity(ME, peer, cred.clone()), Identity::Refused(_)),
+                "{peer:?} {cred:?}"
+            );
+        }
+        let Identity::Refused(why) = identity(ME, Some(1001), None) else {
+            unreachable!()
+        };
+        assert!(
+            why.contains("uid 1001") && why.contains("uid 1000"),
+            "{why}"
+        );
+    }
+}
