@@ -269,6 +269,54 @@ fn components_of_separate_maestro_runs_share_one_pm_and_tools_watch_it() {
     assert_tool_saw_two(tool, reader);
 }
 
+/// A job of two ranks and no pool manager anywhere: each rank fails at its first pool
+/// operation within `MSTRO_POOL_MANAGER_WAIT` plus a second, saying how to start one
+/// (it used to run a silent pool of its own and wait out `MSTRO_TIMEOUT`); asked for
+/// (`MSTRO_LOCAL_POOL=1`) each runs a local pool at once instead.
+#[test]
+fn a_job_without_a_pool_manager_fails_at_once_and_says_how_to_start_one() {
+    let c = installed();
+    let consumer = c.bin("consumer");
+    let mut cmd = Command::new(maestro());
+    env(&mut cmd, "capi-nopm")
+        .env("MSTRO_POOL_MANAGER_WAIT", "2")
+        .env("MSTRO_TIMEOUT", "60")
+        .args(["run", "-n", "2", "--"])
+        .arg(&consumer)
+        .args(["--expect", "2"]);
+    let started = Instant::now();
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let took = started.elapsed();
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    // Two seconds of looking, a second of grace, and the launcher's own start and end.
+    assert!(took < Duration::from_secs(8), "took {took:?}: {out:?}");
+    let said = format!("{}{}", out.stdout, out.stderr);
+    for what in [
+        "no pool manager for workflow \"capi-nopm\"",
+        "looked for 2.0 s (MSTRO_POOL_MANAGER_WAIT)",
+        "looked once: this is the rank that would serve it",
+        "mstro_pm_start()",
+        "MSTRO_LOCAL_POOL=1",
+    ] {
+        assert!(said.contains(what), "{what:?} not in: {said}");
+    }
+    // Asked for: a local pool in each rank, found at once (nothing offered there, so the
+    // consumer's demand times out as a local pool's does: MSTRO_TIMEOUT=1).
+    let mut cmd = Command::new(maestro());
+    env(&mut cmd, "capi-nopm")
+        .env("MSTRO_LOCAL_POOL", "1")
+        .env("MSTRO_TIMEOUT", "1")
+        .env("MSTRO_LOG_LEVEL", "info")
+        .args(["run", "-n", "2", "--"])
+        .arg(&consumer)
+        .args(["--expect", "2"]);
+    let out = run(&mut cmd, Duration::from_secs(60));
+    let said = format!("{}{}", out.stdout, out.stderr);
+    let local = "no pool manager to join (MSTRO_LOCAL_POOL=1): a local pool inside this process";
+    assert_eq!(said.matches(local).count(), 2, "{said}");
+    assert!(!said.contains("no pool manager for workflow"), "{said}");
+}
+
 /// The PM info line the C PM tool prints, and the thread reading the rest of its output.
 fn tool_info(tool: &mut Group) -> (String, std::thread::JoinHandle<String>) {
     let stdout = tool.child.stdout.take().expect("stdout");

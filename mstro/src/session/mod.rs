@@ -10,8 +10,11 @@
 //!    workflow name (`PMIx_Lookup`, where the host supports it), polled together for up to
 //!    `MSTRO_POOL_MANAGER_WAIT` seconds (default 30; the PM rank itself and one-process
 //!    jobs only look once);
-//! 3. otherwise a *local pool*: a pool manager inside this process, reachable only from it,
-//!    whose threads exchange CDOs without a copy.
+//! 3. otherwise, for a one-process program (or with `MSTRO_LOCAL_POOL=1`), a *local pool*:
+//!    a pool manager inside this process, reachable only from it, whose threads exchange
+//!    CDOs without a copy. A rank of a multi-process job fails instead, with
+//!    [`Status::NoPm`] saying how to start one: its ranks need one PM to meet, and a silent
+//!    pool of its own would only wait out `MSTRO_TIMEOUT` on its first demand.
 //!
 //! A process that found its PM outside the job (1, or the published name) as the PM rank
 //! puts that PM info under the job key too, so the rest of the job finds it at once.
@@ -20,8 +23,8 @@ mod settings;
 
 use settings::env_text;
 pub use settings::{
-    DEFAULT_PM_WAIT, DEFAULT_TIMEOUT, INLINE_MAX_ENV, NAME_OWNERS_ENV, PM_RANK_ENV, PM_WAIT_ENV,
-    Settings, TIMEOUT_ENV, WAIT_SPIN_ENV, pmix_host,
+    DEFAULT_PM_WAIT, DEFAULT_TIMEOUT, INLINE_MAX_ENV, LOCAL_POOL_ENV, NAME_OWNERS_ENV, PM_RANK_ENV,
+    PM_WAIT_ENV, Settings, TIMEOUT_ENV, WAIT_SPIN_ENV, pmix_host,
 };
 
 use std::sync::Arc;
@@ -79,21 +82,28 @@ pub struct Session {
 
 impl Session {
     /// Joins the pool manager of the workflow, wherever it is (see the module docs), or
-    /// starts a local pool when there is none.
+    /// starts a local pool when there is none and this is a one-process program (or
+    /// `MSTRO_LOCAL_POOL=1`).
     ///
     /// # Errors
-    /// [`Status::NoPm`] when the PM found cannot be reached or refuses this process;
+    /// [`Status::NoPm`] when the PM found cannot be reached or refuses this process, or a
+    /// rank of a multi-process job found none within `MSTRO_POOL_MANAGER_WAIT`;
     /// [`Status::Invarg`] for a malformed `MSTRO_POOL_MANAGER_INFO` or PM info found through
     /// PMIx; [`Status::Fail`] when no fabric endpoint opens.
     pub fn join(settings: &Settings) -> Result<Session> {
         let (info, found) = match find(settings)? {
             Some(f) => f,
+            None if !settings.local_pool_allowed() => return Err(no_pm(settings)),
             None => {
                 // Said once, at info level: a program that meant to reach other processes
                 // learns why it does not (MSTRO_LOG_LEVEL=info).
+                let why = if settings.local_pool {
+                    format!("{LOCAL_POOL_ENV}=1")
+                } else {
+                    format!("a one-process program, no {}", bootstrap::PM_INFO_ENV)
+                };
                 tracing::info!(
-                    "no pool manager to join (no {}, no PMIx launcher): a local pool inside this process; only its threads exchange CDOs",
-                    bootstrap::PM_INFO_ENV
+                    "no pool manager to join ({why}): a local pool inside this process; only its threads exchange CDOs"
                 );
                 return Session::start(settings, PmRole::LocalPool);
             }
@@ -458,11 +468,14 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
     let (size, me) = settings.job().unwrap_or((1, 0));
     let root = pmix::Proc::new(pmix.nspace(), settings.pm_rank);
     let ask_root = size > 1 && me != settings.pm_rank;
-    let wait = settings.pm_wait.unwrap_or(if ask_root {
-        DEFAULT_PM_WAIT
-    } else {
-        Duration::ZERO
-    });
+    // Asked for a local pool: no reason to wait for a PM that may never come.
+    let wait = settings
+        .pm_wait
+        .unwrap_or(if ask_root && !settings.local_pool {
+            DEFAULT_PM_WAIT
+        } else {
+            Duration::ZERO
+        });
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(10);
     let mut can_lookup = true;
@@ -512,19 +525,33 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
         }
         let now = Instant::now();
         if now >= deadline {
-            if !wait.is_zero() {
-                tracing::warn!(
-                    "no pool manager found through PMIx within {wait:?} (rank {} announced none, none is published for workflow {:?}); running a local pool. Start a pool manager (mstro_pm_start on rank {}, or `maestro pm`) or set {PM_WAIT_ENV}=0 for a local pool without waiting",
-                    settings.pm_rank,
-                    settings.workflow,
-                    settings.pm_rank
-                );
-            }
             return Ok(None);
         }
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(250));
     }
+}
+
+/// Why a rank of a multi-process job has no pool to join, and how to give it one.
+fn no_pm(settings: &Settings) -> Error {
+    let (size, me) = settings.job().unwrap_or((1, 0));
+    let looked = if me == settings.pm_rank {
+        "looked once: this is the rank that would serve it".to_string()
+    } else {
+        let wait = settings.pm_wait.unwrap_or(DEFAULT_PM_WAIT);
+        format!("looked for {:.1} s ({PM_WAIT_ENV})", wait.as_secs_f64())
+    };
+    Error::new(
+        Status::NoPm,
+        format!(
+            "no pool manager for workflow {:?}: rank {} announced none and none is published ({looked}); rank {me} of a {size}-process job needs one to meet the others. Start one: mstro_pm_start() on rank {} ({PM_RANK_ENV} names another), or `maestro pm --workflow {} --print-info` and pass its line as {}; or set {LOCAL_POOL_ENV}=1 for a pool inside each process",
+            settings.workflow,
+            settings.pm_rank,
+            settings.pm_rank,
+            settings.workflow,
+            bootstrap::PM_INFO_ENV,
+        ),
+    )
 }
 
 /// The PM rank shares a PM it found outside the job under the job key.

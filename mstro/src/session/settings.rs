@@ -18,6 +18,10 @@ pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
 /// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
 /// sleeps (default [`pool::DEFAULT_WAIT_SPIN`], 0.00005; 0: sleep at once).
 pub const WAIT_SPIN_ENV: &str = "MSTRO_WAIT_SPIN";
+/// `MSTRO_LOCAL_POOL`: `1` lets each process of a multi-process job that finds no pool
+/// manager run a local pool of its own (without it such a process fails with
+/// [`Status::NoPm`]; one-process programs get a local pool either way).
+pub const LOCAL_POOL_ENV: &str = "MSTRO_LOCAL_POOL";
 /// Offers of at most this many bytes carry their bytes to the pool manager, which hands
 /// them on with the consumers' tickets (default [`pool::DEFAULT_INLINE_MAX`]; 0: never).
 pub const INLINE_MAX_ENV: &str = "MSTRO_INLINE_MAX";
@@ -50,6 +54,9 @@ pub struct Settings {
     pub pm_wait: Option<Duration>,
     /// The rank whose job key holds the PM info (`MSTRO_POOL_MANAGER_RANK`).
     pub pm_rank: u32,
+    /// A process of a multi-process job that finds no PM runs a local pool instead of
+    /// failing (`MSTRO_LOCAL_POOL=1`).
+    pub local_pool: bool,
     /// The attribute schemas (`MSTRO_SCHEMA_PATH`, `MSTRO_SCHEMA_LIST`).
     pub schemas: Arc<Schemas>,
     /// The PMIx host's client, when the process runs under one.
@@ -82,7 +89,6 @@ pub(super) fn env_text(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// `value` of `var` as seconds (fractions allowed), `default` when unset.
 /// `MSTRO_INLINE_MAX`: a number of bytes, at most the PM's frame can carry.
 fn parse_inline_max(value: Option<&str>) -> Result<usize> {
     const MOST: usize = 1 << 20;
@@ -101,6 +107,7 @@ fn parse_inline_max(value: Option<&str>) -> Result<usize> {
     }
 }
 
+/// `value` of `var` as seconds (fractions allowed), `default` when unset.
 fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
     match value {
         None => Ok(default),
@@ -115,6 +122,17 @@ fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Du
                     "{var}={v:?} is not a number of seconds; set it to e.g. 30 or unset it"
                 ))
             }),
+    }
+}
+
+/// `MSTRO_LOCAL_POOL`: `1`/`true`/`yes` or `0`/`false`/`no` (unset: no).
+fn parse_local_pool(value: Option<&str>) -> Result<bool> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("0" | "false" | "no") => Ok(false),
+        Some("1" | "true" | "yes") => Ok(true),
+        Some(other) => Err(Error::invarg(format!(
+            "{LOCAL_POOL_ENV}={other:?} is neither 1 (a local pool in each process that finds no pool manager) nor 0; set one or unset it"
+        ))),
     }
 }
 
@@ -217,6 +235,7 @@ impl Settings {
                 None => None,
             },
             pm_rank,
+            local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
             schemas: Arc::new(Schemas::from_env()?),
             pmix,
             owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,
@@ -227,6 +246,12 @@ impl Settings {
     pub(super) fn job(&self) -> Option<(u32, u32)> {
         let c = self.pmix.as_ref()?;
         Some((c.job_size().unwrap_or(1), c.rank()))
+    }
+
+    /// Whether a process that finds no pool manager may run a local pool: asked for
+    /// (`MSTRO_LOCAL_POOL=1`), or a one-process program (no PMIx host, or a job of one).
+    pub(super) fn local_pool_allowed(&self) -> bool {
+        self.local_pool || self.job().is_none_or(|(size, _)| size <= 1)
     }
 
     /// The PMIx credential to show the PM, where the host issues them.
@@ -258,6 +283,21 @@ pub fn pmix_host() -> Result<Option<Arc<pmix::Client>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_local_pool_switch_is_yes_no_or_a_clear_error() {
+        for (v, want) in [
+            (None, false),
+            (Some("1"), true),
+            (Some(" Yes"), true),
+            (Some("0"), false),
+            (Some("no"), false),
+        ] {
+            assert_eq!(parse_local_pool(v).unwrap(), want, "{v:?}");
+        }
+        let e = parse_local_pool(Some("maybe")).unwrap_err();
+        assert!(e.to_string().contains("MSTRO_LOCAL_POOL=\"maybe\""), "{e}");
+    }
 
     #[test]
     fn seconds_parse_or_say_which_variable_is_wrong() {
