@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{build_c, maestro, run, start_pm, tcp_addr};
+use common::{build_c, maestro, rss_kib, run, start_pm, tcp_addr};
 use pool::attr::{self, AttrValue, Attributes};
 use pool::bootstrap::{ControlAddr, PmInfo};
 use pool::events::{EventKind, SubscribeOptions};
@@ -953,5 +953,96 @@ fn a_member_that_misbehaves_cannot_freeze_the_pm() {
         worst < Duration::from_secs(1),
         "waiters: an honest round trip took {worst:?}"
     );
+    assert!(is_alive(&pm));
+}
+
+/// An observer that asks for page after page of a PM holding many CDOs and never reads an
+/// answer: its reader pauses once 4 MiB of answers wait, so the PM grows by a few MiB
+/// (it once queued 510 MB for one such observer and grew to 4.2 GB), the observer is not
+/// cut off for it, and an honest app is served throughout.
+#[test]
+fn an_observer_that_never_reads_costs_the_pm_a_few_mib() {
+    const CDOS: usize = 200_000;
+    let (pm, text) = start_pm("sec-deaf", &[]);
+    let info = info(&text);
+    // Many CDOs, each with attributes, so that every page is a large answer.
+    let (mut conn, app) = raw(&info, "many");
+    let ids: Vec<_> = cdo_ids(app).take(CDOS + 1).collect();
+    let attributes = Attributes::from([
+        (".user.step".to_string(), AttrValue::Int(12)),
+        (
+            ".user.param".to_string(),
+            AttrValue::Str("temperature".into()),
+        ),
+    ]);
+    conn.send(&[ToPm::Declare {
+        cdo: ids[CDOS],
+        name: "last".into(),
+    }])
+    .expect("send");
+    let msgs = ids[..CDOS]
+        .iter()
+        .flat_map(|&cdo| {
+            [
+                ToPm::Declare {
+                    cdo,
+                    name: format!("forecast/step/{cdo}"),
+                },
+                ToPm::SealOffer {
+                    cdo,
+                    attributes: attributes.clone(),
+                    region: fabric::RemoteRegion {
+                        addr: 0,
+                        key: cdo,
+                        len: 0,
+                    },
+                    extras: Default::default(),
+                },
+            ]
+        })
+        .collect();
+    send_all_and_sync(&mut conn, msgs, ids[CDOS]);
+    let before = rss_kib(pm.pid());
+    let (worst, n) = honest_latency_during(&info, || {
+        let mut deaf = Conn::connect(&ControlAddr::Tcp(tcp_addr(&info)), LIMIT).expect("connect");
+        deaf.join_as(&info, ("deaf", 0), proto::Role::Observer)
+            .expect("observer joins");
+        deaf.set_write_timeout(Some(Duration::from_millis(500)))
+            .expect("timeout");
+        // Pages back to back until the PM stops reading (this end's writes block).
+        let ls = |id| ToPm::Query {
+            id,
+            query: pool::view::Query::Ls(pool::view::Ls {
+                selector: None,
+                after: None,
+                limit: pool::view::MAX_PAGE,
+                attributes: true,
+            }),
+        };
+        let mut asked = 0;
+        let end = Instant::now() + Duration::from_secs(20);
+        while deaf.send(&[ls(asked)]).is_ok() && Instant::now() < end {
+            asked += 1;
+        }
+        assert!(Instant::now() < end, "the PM kept reading a deaf observer");
+        eprintln!("a deaf observer asked {asked} pages before the PM stopped reading it");
+        // Held a while, unread, as such an observer would.
+        std::thread::sleep(Duration::from_secs(2));
+        let grown = rss_kib(pm.pid()).saturating_sub(before);
+        eprintln!("the PM grew by {grown} KiB");
+        assert!(
+            grown < 48 << 10,
+            "the PM grew by {grown} KiB for one deaf observer"
+        );
+        // Still connected: paused, not cut off as a dead peer.
+        let mut status = pool::Observer::connect(&info, "status", LIMIT).expect("observer");
+        match status.query(pool::view::Query::Status) {
+            Ok(pool::view::View::Status(s)) => assert_eq!(s.observer_count, 2, "{s:?}"),
+            other => panic!("status: {other:?}"),
+        }
+        drop(deaf);
+    });
+    eprintln!("a deaf observer: honest worst {worst:?} over {n} round trips");
+    assert!(worst < Duration::from_secs(1), "honest worst {worst:?}");
     assert!(is_alive(&pm));
 }

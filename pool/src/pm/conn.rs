@@ -342,32 +342,34 @@ pub(super) async fn serve_joined(
         let mut msgs = Vec::new();
         proto::drain_frames::<ToPm>(&mut buf, |m| msgs.push(m))
             .map_err(|e| format!("sent a bad frame ({e})"))?;
-        if !msgs.is_empty() {
-            // What the batch holds: its wire bytes and the decoded messages; first of
-            // this connection's share, then of the PM's.
-            let bytes = before - buf.len() + msgs.len() * std::mem::size_of::<ToPm>();
-            let permits = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-            let own = Arc::clone(&own)
-                .acquire_many_owned(permits(bytes.clamp(1, CONN_INGRESS)))
-                .await
-                .map_err(gone)?;
-            let all = Arc::clone(&ingress.budget)
-                .acquire_many_owned(permits(bytes.clamp(1, ingress.budget_size)))
-                .await
-                .map_err(gone)?;
-            if events
-                .send(Event::Messages(
-                    conn,
-                    msgs,
-                    Held {
-                        _own: own,
-                        _all: all,
-                    },
-                ))
-                .is_err()
-            {
-                return Err("outlived the pool manager".into());
+        let wire = before - buf.len();
+        match paced {
+            // An observer's questions go one at a time, each holding the connection's
+            // whole share until answered, and only while its unread answers stay under
+            // the mark: a page may be hundreds of KiB, so what it asked is what it gets
+            // queued, not a batch of thousands of pages at once.
+            Some(backlog) => {
+                let each = wire / msgs.len().max(1);
+                for m in msgs {
+                    backlog.room().await;
+                    let held = hold((&own, CONN_INGRESS), ingress, each)
+                        .await
+                        .map_err(gone)?;
+                    if events.send(Event::Messages(conn, vec![m], held)).is_err() {
+                        return Err("outlived the pool manager".into());
+                    }
+                }
             }
+            None if !msgs.is_empty() => {
+                // What the batch holds: its wire bytes and the decoded messages; first of
+                // this connection's share, then of the PM's.
+                let bytes = wire + msgs.len() * std::mem::size_of::<ToPm>();
+                let held = hold((&own, bytes), ingress, bytes).await.map_err(gone)?;
+                if events.send(Event::Messages(conn, msgs, held)).is_err() {
+                    return Err("outlived the pool manager".into());
+                }
+            }
+            None => {}
         }
         if buf.is_empty() && want == SMALL_READ && buf.capacity() > SMALL_READ {
             // Quiet: the memory goes back until the app speaks again.
@@ -385,6 +387,26 @@ pub(super) async fn serve_joined(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Waits for `own_bytes` of the connection's share (`own`) and `bytes` of the PM's
+/// budget, each at least 1 and at most the whole.
+async fn hold(
+    (own, own_bytes): (&Arc<tokio::sync::Semaphore>, usize),
+    ingress: &Ingress,
+    bytes: usize,
+) -> Result<Held, tokio::sync::AcquireError> {
+    let permits = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let own = Arc::clone(own)
+        .acquire_many_owned(permits(own_bytes.clamp(1, CONN_INGRESS)))
+        .await?;
+    let all = Arc::clone(&ingress.budget)
+        .acquire_many_owned(permits(bytes.clamp(1, ingress.budget_size)))
+        .await?;
+    Ok(Held {
+        _own: own,
+        _all: all,
+    })
 }
 
 impl Ingress {

@@ -74,6 +74,19 @@ impl Conn {
     /// # Errors
     /// [`ClientError::Refused`] for a wrong secret; timeouts and connection errors.
     pub fn join(&mut self, info: &PmInfo, component: &str, index: i64) -> Result<AppId> {
+        self.join_as(info, (component, index), proto::Role::App)
+    }
+
+    /// As [`Conn::join`], in `role` (an observer sees the views and nothing else).
+    ///
+    /// # Errors
+    /// As [`Conn::join`].
+    pub fn join_as(
+        &mut self,
+        info: &PmInfo,
+        (component, index): (&str, i64),
+        role: proto::Role,
+    ) -> Result<AppId> {
         let nonce = match self.recv(Op::Join)? {
             FromPm::Challenge { nonce } => nonce,
             other => {
@@ -82,8 +95,25 @@ impl Conn {
                 )));
             }
         };
-        self.send(&[bare_join(info, component, index, &nonce)])?;
+        let mut join = bare_join(info, component, index, &nonce);
+        if let ToPm::Join(j) = &mut join {
+            j.role = role;
+        }
+        self.send(&[join])?;
         welcome(self.recv(Op::Join)?).map(|(app, _)| app)
+    }
+
+    /// Gives up a send that cannot complete within `limit` (`None`: waits as long as the
+    /// peer takes): a client that never reads fills the PM's socket, then its own.
+    ///
+    /// # Errors
+    /// The OS refused the option.
+    pub fn set_write_timeout(&self, limit: Option<Duration>) -> Result<()> {
+        match &self.stream {
+            Stream::Tcp(s) => s.set_write_timeout(limit)?,
+            Stream::Unix(s) => s.set_write_timeout(limit)?,
+        }
+        Ok(())
     }
 
     /// Sends a batch as one frame.
