@@ -444,6 +444,43 @@ impl Client {
         }
     }
 
+    /// Starts a new job (`PMIx_Spawn`): each of `apps` with its `maxprocs` copies, under
+    /// `job_info` directives; returns the new job's namespace once the host launched it.
+    /// A workflow manager starts a product-generation job this way where the host allows
+    /// it (`maestro run` does, within its `--max-spawn`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a NUL byte in a command, argument, variable or
+    /// directory; [`Error::NotSupported`] where the host spawns nothing; the host's refusal
+    /// (`PMIX_ERR_BAD_PARAM` past its limits) or [`Error::Timeout`] after `timeout`.
+    #[doc(alias = "PMIx_Spawn")]
+    pub fn spawn(
+        &self,
+        apps: &[crate::server::App],
+        job_info: &[Info],
+        timeout: Duration,
+    ) -> Result<String> {
+        let built = SpawnArgs::new(apps, job_info)?;
+        let (ji, jn) = (built.job_info.as_ptr(), built.job_info.len());
+        let (ap, an) = (built.apps.as_ptr(), built.apps.len());
+        let done = Completion::<(i32, String)>::new();
+        done.keep(built);
+        let cbdata = done.lend();
+        // SAFETY: the apps and directives live in the completion until it is dropped,
+        // which is after the callback (or after a synchronous failure).
+        let rc = unsafe { sys::PMIx_Spawn_nb(ji, jn, ap, an, Some(spawn_cb), cbdata) };
+        if rc != sys::PMIX_SUCCESS as i32 {
+            // SAFETY: no callback will come.
+            unsafe { Completion::<(i32, String)>::reclaim(cbdata) };
+            return Err(from_status("PMIx_Spawn", rc, None));
+        }
+        match done.wait(timeout) {
+            Some((0, nspace)) => Ok(nspace),
+            Some((rc, _)) => Err(from_status("PMIx_Spawn", rc, None)),
+            None => Err(Error::Timeout { op: "PMIx_Spawn" }),
+        }
+    }
+
     /// Asks the host whether `cred` is a credential it issued; returns what the host knows
     /// of its owner (`PMIX_USERID`, `PMIX_GRPID`, ...).
     ///
@@ -674,5 +711,76 @@ unsafe extern "C" fn validation_cb(
         let v = unsafe { Info::vec_from_raw(info, ninfo) };
         // SAFETY: cbdata is ours.
         unsafe { Completion::<(i32, Vec<Info>)>::complete(cbdata, (status, v)) };
+    })
+}
+
+/// The C form of a spawn request, owned until PMIx calls back.
+struct SpawnArgs {
+    apps: Vec<sys::pmix_app_t>,
+    job_info: crate::value::InfoArray,
+    _strings: Vec<std::ffi::CString>,
+    _argvs: Vec<CArgv>,
+    _infos: Vec<crate::value::InfoArray>,
+}
+
+// SAFETY: owned memory that PMIx only reads; the raw pointers point into the fields.
+unsafe impl Send for SpawnArgs {}
+
+impl SpawnArgs {
+    fn new(apps: &[crate::server::App], job_info: &[Info]) -> Result<SpawnArgs> {
+        let mut out = SpawnArgs {
+            apps: Vec::with_capacity(apps.len()),
+            job_info: infos(job_info)?,
+            _strings: Vec::new(),
+            _argvs: Vec::new(),
+            _infos: Vec::new(),
+        };
+        for app in apps {
+            let mut text = |s: &str, what| -> Result<*mut std::os::raw::c_char> {
+                if s.is_empty() {
+                    return Ok(std::ptr::null_mut());
+                }
+                let c = cstring(s, what)?;
+                let p = c.as_ptr().cast_mut();
+                out._strings.push(c);
+                Ok(p)
+            };
+            let (cmd, cwd) = (text(&app.cmd, "command")?, text(&app.cwd, "directory")?);
+            let argv = CArgv::new(&app.argv.iter().map(String::as_str).collect::<Vec<_>>())?;
+            let env = CArgv::new(&app.env.iter().map(String::as_str).collect::<Vec<_>>())?;
+            let info = infos(&app.info)?;
+            out.apps.push(sys::pmix_app_t {
+                cmd,
+                argv: argv.as_ptr(),
+                env: env.as_ptr(),
+                cwd,
+                maxprocs: app.maxprocs,
+                info: info.as_ptr(),
+                ninfo: info.len(),
+            });
+            out._argvs.extend([argv, env]);
+            out._infos.push(info);
+        }
+        Ok(out)
+    }
+}
+
+/// The `pmix_spawn_cbfunc_t` for a `Completion<(i32, String)>`.
+unsafe extern "C" fn spawn_cb(
+    status: i32,
+    nspace: *mut std::os::raw::c_char,
+    cbdata: *mut std::ffi::c_void,
+) {
+    crate::ffi::guard("PMIx callback spawn_cb", (), || {
+        let nspace = if nspace.is_null() {
+            String::new()
+        } else {
+            // SAFETY: PMIx passes a NUL-terminated namespace valid for the call.
+            unsafe { std::ffi::CStr::from_ptr(nspace) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        // SAFETY: cbdata is ours.
+        unsafe { Completion::<(i32, String)>::complete(cbdata, (status, nspace)) };
     })
 }

@@ -237,6 +237,12 @@ impl Session {
         self.credentials_checked
     }
 
+    /// The PMIx host's client this session was made with, if the process runs under one
+    /// (PMIx allows one per process: spawn jobs, query or publish through this one).
+    pub fn pmix(&self) -> Option<&Arc<pmix::Client>> {
+        self.pmix.as_ref()
+    }
+
     /// True if this process runs the pool manager (served or a local pool).
     pub fn runs_pm(&self) -> bool {
         self.pm.is_some()

@@ -1,0 +1,806 @@
+//! pgen: product generation as ECMWF runs it, a workflow of separate jobs sharing one pool.
+//!
+//! - `pgen forecast` (a job of several ranks): rank 0 serves the pool manager and keeps it
+//!   until the workflow is done; the other ranks compute the forecast step by step and
+//!   offer each step's fields (`--params` x `--levels` of them, `--min-size` to
+//!   `--max-size` bytes each) with their step, parameter and level as attributes
+//!   (`pgen.yaml`). Once the archiver holds every field they withdraw and leave: the
+//!   forecast is over while late steps may still be consumed.
+//! - `pgen archiver` (a job of its own): is told of every field before it is offered
+//!   (signal-before, require-ack), takes a copy, writes it to `--dir`, and offers the copy
+//!   itself (`source = "archive"`), so the data outlives the forecast.
+//! - `pgen manager` (a job of its own): watches the fields' OFFER events by selector and,
+//!   when a step is complete, starts a product-generation job for it: with `PMIx_Spawn`
+//!   (`--launch spawn`, under `maestro run`) or `sbatch` (`--launch sbatch`, its own
+//!   allocation); with `--hold-last` the last step's job starts only once every forecast
+//!   rank has left, so its fields come from the archive.
+//! - `pgen product --step S` (started by the manager): demands the step's fields wherever
+//!   they are, checks every byte, writes `--out/step-S.txt` and offers a product CDO.
+//! - `pgen verify`: checks every archived field and every product file against the
+//!   forecast's pattern (the test's and the user's proof that the run was right).
+//!
+//! The pool manager is found as every Maestro program finds it: `MSTRO_POOL_MANAGER_INFO`,
+//! or the workflow name the forecast published through PMIx (`maestro run` jobs of the
+//! user on the node, looked for `MSTRO_POOL_MANAGER_WAIT` seconds, default 60 here), or the
+//! file the forecast's rank 0 writes with `--info-file` (jobs of other allocations). See
+//! `examples/pgen/README.md` for the job scripts.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use fabric::Buffer;
+use mstro::session::{Found, Session, Settings};
+use pool::Client;
+use pool::attr::{AttrValue, Attributes};
+use pool::events::{EventKind, PoolEvent, SubscribeOptions};
+use pool::selector::Selector;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The attribute schema of the workflow's CDOs.
+const SCHEMA: &str = include_str!("pgen.yaml");
+/// How long one pool operation (a demand of a field not computed yet, say) may wait.
+const TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a job looks for the forecast's pool manager by default.
+const PM_WAIT: Duration = Duration::from_secs(60);
+/// The 0-byte CDO the archiver offers once it holds every field.
+const ARCHIVED: &str = "pgen/archive-complete";
+/// The 0-byte CDO the manager offers once every product is made.
+const DONE: &str = "pgen/done";
+/// Parameters of the fields, in order (`--params` takes the first ones).
+const PARAMS: [&str; 8] = ["2t", "msl", "10u", "10v", "tp", "q", "z", "t"];
+/// How often waits look at their subscriptions.
+const POLL: Duration = Duration::from_millis(50);
+
+#[derive(Parser)]
+#[command(about = "Product generation across jobs sharing one Maestro pool")]
+struct Cli {
+    #[command(subcommand)]
+    role: Role,
+}
+
+/// What every job of the workflow agrees on: which fields there are and their sizes.
+#[derive(Args, Clone, Copy)]
+struct Shape {
+    /// Forecast steps.
+    #[arg(long, default_value_t = 4)]
+    steps: u32,
+    /// Parameters per step (at most 8).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=8))]
+    params: u32,
+    /// Levels per parameter.
+    #[arg(long, default_value_t = 2)]
+    levels: u32,
+    /// Smallest field, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    min_size: usize,
+    /// Largest field, in bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    max_size: usize,
+}
+
+#[derive(Subcommand)]
+enum Role {
+    /// The forecast job: rank 0 serves the pool manager, the others offer fields.
+    Forecast {
+        #[command(flatten)]
+        shape: Shape,
+        /// Milliseconds each step takes to compute.
+        #[arg(long, default_value_t = 200)]
+        step_ms: u64,
+        /// Also write the PM info to this file (0600) for jobs of other allocations.
+        #[arg(long)]
+        info_file: Option<PathBuf>,
+    },
+    /// Keeps a copy of every field, on disk and offered in the pool.
+    Archiver {
+        #[command(flatten)]
+        shape: Shape,
+        /// Where the copies go.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Starts a product-generation job for each step once its fields are offered.
+    Manager {
+        #[command(flatten)]
+        shape: Shape,
+        /// How product-generation jobs start.
+        #[arg(long, value_enum, default_value_t = Launch::Spawn)]
+        launch: Launch,
+        /// Where the products go (passed to each product job).
+        #[arg(long)]
+        out: PathBuf,
+        /// Forecast ranks that offer fields (the job's size less rank 0): the last step's
+        /// job waits until all of them left.
+        #[arg(long)]
+        producers: u32,
+        /// Start the last step's job only once the forecast has left.
+        #[arg(long)]
+        hold_last: bool,
+        /// Extra `sbatch` arguments for each product job (repeatable).
+        #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
+        sbatch_args: Vec<String>,
+    },
+    /// One step's product generation.
+    Product {
+        #[command(flatten)]
+        shape: Shape,
+        /// The step.
+        #[arg(long)]
+        step: u32,
+        /// Where the product goes.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Checks an archive directory and the products against the forecast's pattern.
+    Verify {
+        #[command(flatten)]
+        shape: Shape,
+        /// The archiver's directory.
+        #[arg(long)]
+        archive: PathBuf,
+        /// The products' directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// How the manager starts product-generation jobs.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Launch {
+    /// `PMIx_Spawn` through the manager's PMIx host (`maestro run`).
+    Spawn,
+    /// `sbatch`, each job in an allocation of its own.
+    Sbatch,
+}
+
+/// One field of the forecast.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Field {
+    step: u32,
+    param: &'static str,
+    level: u32,
+}
+
+impl Shape {
+    fn fields(&self, step: u32) -> impl Iterator<Item = Field> + '_ {
+        PARAMS[..self.params as usize]
+            .iter()
+            .flat_map(move |&param| (0..self.levels).map(move |level| Field { step, param, level }))
+    }
+
+    fn per_step(&self) -> usize {
+        (self.params * self.levels) as usize
+    }
+
+    fn all(&self) -> impl Iterator<Item = Field> + '_ {
+        (0..self.steps).flat_map(|s| self.fields(s))
+    }
+
+    fn size(&self, f: &Field) -> usize {
+        let span = self.max_size.saturating_sub(self.min_size) as u64 + 1;
+        self.min_size + (checksum(f.name().as_bytes()) % span) as usize
+    }
+
+    /// The arguments that give another job this shape.
+    fn args(&self) -> Vec<String> {
+        [
+            ("--steps", self.steps.to_string()),
+            ("--params", self.params.to_string()),
+            ("--levels", self.levels.to_string()),
+            ("--min-size", self.min_size.to_string()),
+            ("--max-size", self.max_size.to_string()),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect()
+    }
+}
+
+impl Field {
+    fn name(&self) -> String {
+        format!("pgen/field/s{}/{}/l{}", self.step, self.param, self.level)
+    }
+
+    fn attributes(&self, source: &str, sum: u64) -> Attributes {
+        Attributes::from([
+            (".user.pgen.kind".into(), AttrValue::Str("field".into())),
+            (".user.pgen.source".into(), AttrValue::Str(source.into())),
+            (
+                ".user.pgen.step".into(),
+                AttrValue::Int(i64::from(self.step)),
+            ),
+            (".user.pgen.param".into(), AttrValue::Str(self.param.into())),
+            (
+                ".user.pgen.level".into(),
+                AttrValue::Int(i64::from(self.level)),
+            ),
+            (".user.pgen.checksum".into(), AttrValue::Uint(sum)),
+        ])
+    }
+
+    /// The forecast's bytes of this field.
+    fn compute(&self, shape: &Shape) -> Result<Buffer, Error> {
+        let mut buf = Buffer::for_offer(shape.size(self))?;
+        let seed = checksum(self.name().as_bytes()) as u8;
+        for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 8) as u8);
+        }
+        Ok(buf)
+    }
+
+    /// Whether `data` is this field as the forecast computed it.
+    fn check(&self, shape: &Shape, data: &[u8]) -> Result<(), Error> {
+        let want = self.compute(shape)?;
+        if data != want.as_slice() {
+            return Err(format!(
+                "{}: {} bytes with checksum {:#x}, the forecast computed {} bytes with {:#x}",
+                self.name(),
+                data.len(),
+                checksum(data),
+                want.len(),
+                checksum(want.as_slice())
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The product line of this field: what product generation derives from it.
+    fn product_line(&self, data: &[u8]) -> String {
+        let mean = data.iter().map(|&b| f64::from(b)).sum::<f64>() / data.len().max(1) as f64;
+        format!(
+            "{} l{} {} bytes checksum {:016x} mean {mean:.4}",
+            self.param,
+            self.level,
+            data.len(),
+            checksum(data)
+        )
+    }
+}
+
+const FNV: (u64, u64) = (0xcbf2_9ce4_8422_2325, 0x0100_0000_01b3);
+
+/// FNV-1a of `bytes`.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(FNV.0, |h, &b| (h ^ u64::from(b)).wrapping_mul(FNV.1))
+}
+
+fn product_name(step: u32) -> String {
+    format!("pgen/product/s{step}")
+}
+
+/// This process's settings as `component`: the environment's, with the workflow's schema,
+/// a long timeout, and a minute to find the forecast's pool manager.
+fn settings(
+    pmix: Option<&Arc<pmix::Client>>,
+    component: &str,
+    index: i64,
+) -> Result<Settings, Error> {
+    let workflow = std::env::var("MSTRO_WORKFLOW_NAME").unwrap_or_else(|_| "pgen".into());
+    let mut s = Settings::with_pmix(Some(&workflow), Some(component), index, pmix.cloned())?;
+    let mut schemas = (*s.schemas).clone();
+    schemas.load_str(SCHEMA, "pgen.yaml")?;
+    s.schemas = Arc::new(schemas);
+    s.timeout = TIMEOUT;
+    s.pm_wait.get_or_insert(PM_WAIT);
+    Ok(s)
+}
+
+/// Joins the workflow's pool manager as `component`, insisting that there is one.
+fn join(component: &str) -> Result<Session, Error> {
+    let pmix = mstro::session::pmix_host()?;
+    let session = Session::join(&settings(pmix.as_ref(), component, 0)?)?;
+    if *session.found() == Found::LocalPool {
+        return Err(format!(
+            "no pool manager of workflow {:?}: start `pgen forecast` first, or give its info (MSTRO_POOL_MANAGER_INFO)",
+            session.info().workflow
+        )
+        .into());
+    }
+    Ok(session)
+}
+
+/// Declares and requires `name` (so it is ticketed to this app once offered).
+fn expect(c: &Client, name: &str) -> Result<pool::proto::CdoId, Error> {
+    let cdo = c.declare(name)?;
+    c.require(cdo)?;
+    Ok(cdo)
+}
+
+/// Offers a 0-byte marker and returns once everybody who required it took it.
+fn signal(c: &Client, name: &str) -> Result<(), Error> {
+    let cdo = c.declare(name)?;
+    c.seal_and_offer(cdo, Attributes::new(), Buffer::new(0)?)?;
+    c.withdraw(cdo)?;
+    c.dispose(cdo)?;
+    Ok(())
+}
+
+fn forecast(shape: Shape, step_ms: u64, info_file: Option<&Path>) -> Result<(), Error> {
+    let pmix = mstro::session::pmix_host()?
+        .ok_or("pgen forecast runs under a PMIx host: maestro run -n N, srun --mpi=pmix, mpirun")?;
+    let (rank, size) = (pmix.rank(), pmix.job_size()?);
+    if size < 2 {
+        return Err("pgen forecast needs 2 ranks or more: rank 0 serves the pool manager".into());
+    }
+    if rank == 0 {
+        return serve(&settings(Some(&pmix), "pool-manager", 0)?, info_file);
+    }
+    let session = Session::join(&settings(Some(&pmix), "forecast", i64::from(rank))?)?;
+    let c = session.client();
+    let archived = expect(c, ARCHIVED)?;
+    let mut offered = Vec::new();
+    let (mine, producers) = (rank - 1, size - 1);
+    for step in 0..shape.steps {
+        std::thread::sleep(Duration::from_millis(step_ms));
+        for (i, f) in shape.fields(step).enumerate() {
+            if i as u32 % producers != mine {
+                continue;
+            }
+            let data = f.compute(&shape)?;
+            let cdo = c.declare(&f.name())?;
+            c.seal_and_offer(
+                cdo,
+                f.attributes("forecast", checksum(data.as_slice())),
+                data,
+            )?;
+            offered.push(cdo);
+        }
+    }
+    println!(
+        "forecast rank {rank}: offered {} fields of {} steps",
+        offered.len(),
+        shape.steps
+    );
+    // The archive holds a copy of everything: the forecast can go.
+    c.demand(archived)?;
+    c.dispose(archived)?;
+    for cdo in offered {
+        c.withdraw(cdo)?;
+        c.dispose(cdo)?;
+    }
+    println!("forecast rank {rank}: withdrew its fields and leaves");
+    Ok(session.close()?)
+}
+
+/// Rank 0 of the forecast: serves the pool manager until the manager says the workflow is
+/// done and every other app has left.
+fn serve(settings: &Settings, info_file: Option<&Path>) -> Result<(), Error> {
+    let session = Session::serve(settings)?;
+    let info = session.info().clone();
+    if let Some(path) = info_file {
+        let mut f = safefs::create_or_open_own(path, 0o600)?;
+        f.set_len(0)?;
+        std::io::Write::write_all(&mut f, format!("{}\n", info.encode()).as_bytes())?;
+    }
+    println!(
+        "forecast rank 0: pool manager of workflow {:?} serves ({})",
+        info.workflow,
+        info.endpoints
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let c = session.client();
+    let done = expect(c, DONE)?;
+    c.demand(done)?;
+    c.dispose(done)?;
+    // Everyone else leaves first (the archiver and the forecast's ranks after DONE).
+    let mut watch = pool::Observer::connect(&info, "pgen-rank-0", TIMEOUT)?;
+    let end = Instant::now() + TIMEOUT;
+    loop {
+        match watch.query(pool::view::Query::Status)? {
+            pool::view::View::Status(s) if s.app_count <= 1 => break,
+            _ if Instant::now() > end => {
+                return Err("apps still joined 10 minutes after the workflow ended".into());
+            }
+            _ => std::thread::sleep(POLL),
+        }
+    }
+    drop(watch);
+    if let Some(path) = info_file {
+        let _ = std::fs::remove_file(path);
+    }
+    println!("forecast rank 0: the workflow is done; the pool manager stops");
+    Ok(session.close()?)
+}
+
+fn archiver(shape: Shape, dir: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(dir)?;
+    let session = join("archiver")?;
+    let c = session.client();
+    let done = expect(c, DONE)?;
+    let selector = c.selector(
+        r#"(and (kind = "field") (source = "forecast"))"#,
+        ".user.pgen.",
+    )?;
+    let options = SubscribeOptions {
+        signal_before: true,
+        require_ack: true,
+        no_local: true,
+        replay: true,
+    };
+    let sub = c.subscribe(&selector, EventKind::Offer, options)?;
+    let total = shape.all().count();
+    let mut copies = Vec::with_capacity(total);
+    while copies.len() < total {
+        let event = sub.wait()?;
+        let Some(f) = event.cdo.as_deref().and_then(|n| field_of(&shape, n)) else {
+            sub.ack(&event)?;
+            continue;
+        };
+        // Required before the offer takes effect: the data is ours to fetch even if the
+        // forecast withdraws at once.
+        let cdo = expect(c, &f.name())?;
+        sub.ack(&event)?;
+        let (data, _) = c.demand(cdo)?;
+        f.check(&shape, &data)?;
+        let path = dir.join(f.name().replace('/', "_"));
+        std::fs::write(&path, &*data)?;
+        let mut copy = Buffer::for_offer(data.len())?;
+        copy.as_mut_slice().copy_from_slice(&data);
+        drop(data);
+        c.dispose(cdo)?;
+        let kept = c.declare(&f.name())?;
+        let sum = checksum(copy.as_slice());
+        c.seal_and_offer(kept, f.attributes("archive", sum), copy)?;
+        copies.push(kept);
+    }
+    c.unsubscribe(sub)?;
+    println!(
+        "archiver: {} fields written to {} and offered",
+        copies.len(),
+        dir.display()
+    );
+    let archived = c.declare(ARCHIVED)?;
+    c.seal_and_offer(archived, Attributes::new(), Buffer::new(0)?)?;
+    c.demand(done)?;
+    c.dispose(done)?;
+    for cdo in copies.into_iter().chain([archived]) {
+        c.withdraw(cdo)?;
+        c.dispose(cdo)?;
+    }
+    Ok(session.close()?)
+}
+
+/// The field `name` stands for, if it is one of `shape`'s.
+fn field_of(shape: &Shape, name: &str) -> Option<Field> {
+    shape.all().find(|f| f.name() == name)
+}
+
+/// The manager's view of the run: fields offered per step, steps started, products made.
+struct Progress {
+    offered: Vec<usize>,
+    started: Vec<bool>,
+    products: usize,
+    forecast_left: u32,
+}
+
+fn manager(
+    shape: Shape,
+    (launch, out, sbatch_args): (Launch, &Path, &[String]),
+    (producers, hold_last): (u32, bool),
+) -> Result<(), Error> {
+    std::fs::create_dir_all(out)?;
+    let session = join("manager")?;
+    let c = session.client();
+    let opts = SubscribeOptions {
+        replay: true,
+        ..SubscribeOptions::default()
+    };
+    let fields = c.subscribe(
+        &c.selector(
+            r#"(and (kind = "field") (source = "forecast"))"#,
+            ".user.pgen.",
+        )?,
+        EventKind::Offer,
+        opts,
+    )?;
+    let products = c.subscribe(
+        &c.selector(r#"(kind = "product")"#, ".user.pgen.")?,
+        EventKind::Offer,
+        opts,
+    )?;
+    let leaves = c.subscribe(
+        &Selector::all(),
+        EventKind::AppLeave,
+        SubscribeOptions::default(),
+    )?;
+    let mut p = Progress {
+        offered: vec![0; shape.steps as usize],
+        started: vec![false; shape.steps as usize],
+        products: 0,
+        forecast_left: 0,
+    };
+    let last = shape.steps.saturating_sub(1);
+    let start = Instant::now();
+    while p.products < shape.steps as usize {
+        if start.elapsed() > TIMEOUT {
+            return Err(format!(
+                "{} of {} products after {TIMEOUT:?}",
+                p.products, shape.steps
+            )
+            .into());
+        }
+        let mut quiet = true;
+        while let Some(e) = fields.wait_timeout(Duration::ZERO)? {
+            quiet = false;
+            if let Some(step) = step_of(&e) {
+                p.offered[step as usize] += 1;
+            }
+        }
+        while let Some(e) = leaves.wait_timeout(Duration::ZERO)? {
+            quiet = false;
+            if e.component == "forecast" {
+                p.forecast_left += 1;
+            }
+        }
+        while let Some(e) = products.wait_timeout(Duration::ZERO)? {
+            quiet = false;
+            p.products += 1;
+            println!(
+                "manager: {} is made",
+                e.cdo.as_deref().unwrap_or("a product")
+            );
+        }
+        for step in 0..shape.steps {
+            let complete = p.offered[step as usize] >= shape.per_step();
+            let held = hold_last && step == last && p.forecast_left < producers;
+            if complete && !held && !p.started[step as usize] {
+                p.started[step as usize] = true;
+                start_product(&session, shape, step, (launch, out, sbatch_args))?;
+                println!(
+                    "manager: step {step} complete; its product job started{}",
+                    if hold_last && step == last {
+                        " (after the forecast left: from the archive)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        if quiet {
+            std::thread::sleep(POLL);
+        }
+    }
+    println!("manager: all {} products made", shape.steps);
+    let archived = c.declare(ARCHIVED)?;
+    c.demand(archived)?;
+    c.dispose(archived)?;
+    // Returns once rank 0 and the archiver (both required it) have it.
+    signal(c, DONE)?;
+    Ok(session.close()?)
+}
+
+fn step_of(e: &PoolEvent) -> Option<u32> {
+    match e.attributes.get(".user.pgen.step") {
+        Some(AttrValue::Int(s)) => u32::try_from(*s).ok(),
+        _ => None,
+    }
+}
+
+/// Starts the product-generation job of `step`, passing it the pool manager's info.
+fn start_product(
+    session: &Session,
+    shape: Shape,
+    step: u32,
+    (launch, out, sbatch_args): (Launch, &Path, &[String]),
+) -> Result<(), Error> {
+    let exe = std::env::current_exe()?;
+    let exe = exe
+        .to_str()
+        .ok_or("the program's path is not UTF-8")?
+        .to_string();
+    let out = out.to_str().ok_or("--out is not UTF-8")?.to_string();
+    let mut argv = vec![
+        exe.clone(),
+        "product".into(),
+        "--step".into(),
+        step.to_string(),
+        "--out".into(),
+        out,
+    ];
+    argv.extend(shape.args());
+    let info = format!(
+        "{}={}",
+        pool::bootstrap::PM_INFO_ENV,
+        session.info().encode()
+    );
+    let workflow = format!("MSTRO_WORKFLOW_NAME={}", session.info().workflow);
+    match launch {
+        Launch::Spawn => {
+            let pmix = session
+                .pmix()
+                .ok_or("--launch spawn needs a PMIx host that spawns (maestro run)")?;
+            let app = pmix::server::App {
+                cmd: exe,
+                argv,
+                env: vec![info, workflow],
+                maxprocs: 1,
+                ..Default::default()
+            };
+            let nspace = pmix.spawn(&[app], &[], Duration::from_secs(60))?;
+            println!("manager: step {step}: job {nspace} spawned");
+        }
+        Launch::Sbatch => {
+            let script = format!(
+                "#!/bin/sh\nexec srun --mpi=pmix -n 1 {}\n",
+                shell_words(&argv)
+            );
+            let mut cmd = std::process::Command::new("sbatch");
+            cmd.args([
+                "--parsable",
+                "--job-name",
+                &format!("pgen-s{step}"),
+                "--ntasks",
+                "1",
+            ])
+            .args(sbatch_args)
+            // The secret travels in the job's environment, not on a command line.
+            .env(pool::bootstrap::PM_INFO_ENV, session.info().encode())
+            .env("MSTRO_WORKFLOW_NAME", &session.info().workflow)
+            .arg(format!("--export=ALL,{}", pool::bootstrap::PM_INFO_ENV))
+            .stdin(std::process::Stdio::piped());
+            let mut child = cmd.spawn().map_err(|e| format!("sbatch: {e}"))?;
+            if let Some(mut stdin) = child.stdin.take() {
+                std::io::Write::write_all(&mut stdin, script.as_bytes())?;
+            }
+            let done = child.wait_with_output()?;
+            if !done.status.success() {
+                return Err(format!(
+                    "sbatch for step {step}: {}",
+                    String::from_utf8_lossy(&done.stderr)
+                )
+                .into());
+            }
+            println!(
+                "manager: step {step}: batch job {} submitted",
+                String::from_utf8_lossy(&done.stdout).trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `args` quoted for `sh`.
+fn shell_words(args: &[String]) -> String {
+    args.iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn product(shape: Shape, step: u32, out: &Path) -> Result<(), Error> {
+    if step >= shape.steps {
+        return Err(format!(
+            "--step {step}: the forecast has steps 0 to {}",
+            shape.steps - 1
+        )
+        .into());
+    }
+    let session = join("pgen")?;
+    let c = session.client();
+    let wanted: Vec<(Field, _)> = shape
+        .fields(step)
+        .map(|f| Ok::<_, Error>((f.clone(), expect(c, &f.name())?)))
+        .collect::<Result<_, _>>()?;
+    let mut text = format!("product of step {step}\n");
+    let mut sources = std::collections::BTreeMap::<String, usize>::new();
+    for (f, cdo) in wanted {
+        let (data, attrs) = c.demand(cdo)?;
+        f.check(&shape, &data)?;
+        if attrs.get(".user.pgen.checksum") != Some(&AttrValue::Uint(checksum(&data))) {
+            return Err(format!(
+                "{}: its checksum attribute does not match its bytes",
+                f.name()
+            )
+            .into());
+        }
+        if let Some(AttrValue::Str(s)) = attrs.get(".user.pgen.source") {
+            *sources.entry(s.clone()).or_default() += 1;
+        }
+        let _ = writeln!(text, "{}", f.product_line(&data));
+        drop(data);
+        c.dispose(cdo)?;
+    }
+    let path = out.join(format!("step-{step}.txt"));
+    let partial = out.join(format!(".step-{step}.txt.partial"));
+    std::fs::write(&partial, &text)?;
+    std::fs::rename(&partial, &path)?;
+    let from: Vec<String> = sources
+        .iter()
+        .map(|(s, n)| format!("{n} from {s}"))
+        .collect();
+    println!(
+        "pgen step {step}: {} fields checked ({}); product {}",
+        shape.per_step(),
+        from.join(", "),
+        path.display()
+    );
+    let made = c.declare(&product_name(step))?;
+    let attrs = Attributes::from([
+        (".user.pgen.kind".into(), AttrValue::Str("product".into())),
+        (".user.pgen.step".into(), AttrValue::Int(i64::from(step))),
+    ]);
+    let mut bytes = Buffer::new(text.len())?;
+    bytes.as_mut_slice().copy_from_slice(text.as_bytes());
+    c.seal_and_offer(made, attrs, bytes)?;
+    c.withdraw(made)?;
+    c.dispose(made)?;
+    Ok(session.close()?)
+}
+
+fn verify(shape: Shape, archive: &Path, out: &Path) -> Result<(), Error> {
+    let mut bytes = 0;
+    for step in 0..shape.steps {
+        let mut want = format!("product of step {step}\n");
+        for f in shape.fields(step) {
+            let path = archive.join(f.name().replace('/', "_"));
+            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            f.check(&shape, &data)?;
+            bytes += data.len();
+            let _ = writeln!(want, "{}", f.product_line(&data));
+        }
+        let path = out.join(format!("step-{step}.txt"));
+        let got = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if got != want {
+            return Err(format!(
+                "{}: not the product of the forecast's fields:\n{got}\nexpected:\n{want}",
+                path.display()
+            )
+            .into());
+        }
+    }
+    println!(
+        "verified: {} archived fields ({bytes} bytes) and {} products",
+        shape.all().count(),
+        shape.steps
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    mstro::init_logging();
+    let cli = Cli::parse();
+    let result = match &cli.role {
+        Role::Forecast {
+            shape,
+            step_ms,
+            info_file,
+        } => forecast(*shape, *step_ms, info_file.as_deref()),
+        Role::Archiver { shape, dir } => archiver(*shape, dir),
+        Role::Manager {
+            shape,
+            launch,
+            out,
+            producers,
+            hold_last,
+            sbatch_args,
+        } => manager(
+            *shape,
+            (*launch, out, sbatch_args),
+            (*producers, *hold_last),
+        ),
+        Role::Product { shape, step, out } => product(*shape, *step, out),
+        Role::Verify {
+            shape,
+            archive,
+            out,
+        } => verify(*shape, archive, out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pgen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

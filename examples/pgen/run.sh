@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The product-generation workflow on one node under `maestro run`: three jobs of their own
+# sharing one pool, as ECMWF's are.
+#
+#   examples/pgen/run.sh [WORKDIR]
+#
+# - the forecast (4 ranks: rank 0 serves the pool manager, ranks 1-3 offer fields);
+# - the archiver (1 rank): copies every field to WORKDIR/archive and offers the copies;
+# - the workflow manager (1 rank): starts a product-generation job with PMIx_Spawn for each
+#   step once its fields are offered; the last step's only once the forecast has left, so
+#   its fields come from the archive.
+# Then `pgen verify` checks every archived field and every product (WORKDIR/products).
+#
+# MAESTRO and PGEN name the binaries (default: target/release of this checkout); PGEN_SHAPE
+# the fields (default 4 steps x 3 parameters x 2 levels of 1-16 MiB); PGEN_FORECAST_RANKS
+# the forecast's size (default 4). The jobs find the pool manager through PMIx by the
+# workflow's name (MSTRO_WORKFLOW_NAME, unique per run), within MSTRO_POOL_MANAGER_WAIT.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+MAESTRO=${MAESTRO:-$REPO/target/release/maestro}
+PGEN=${PGEN:-$REPO/target/release/examples/pgen}
+WORK=${1:-$(mktemp -d -t pgen.XXXXXX)}
+RANKS=${PGEN_FORECAST_RANKS:-4}
+read -r -a SHAPE <<<"${PGEN_SHAPE:---steps 4 --params 3 --levels 2}"
+for b in "$MAESTRO" "$PGEN"; do
+    [[ -x $b ]] || { echo "run.sh: $b is not built: cargo build --release --bin maestro --example pgen" >&2; exit 2; }
+done
+mkdir -p "$WORK"
+export MSTRO_WORKFLOW_NAME=${MSTRO_WORKFLOW_NAME:-pgen-$$}
+export MSTRO_POOL_MANAGER_WAIT=${MSTRO_POOL_MANAGER_WAIT:-60}
+
+# Each job runs in the background; its pid is kept to wait for it (and to stop it if this
+# script is stopped: no job outlives the run).
+pids=()
+stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
+trap 'stop; exit 130' INT TERM
+job() {
+    local name=$1
+    shift
+    "$MAESTRO" run "$@" > >(sed "s/^/[$name] /") 2>&1 &
+    pids+=($!)
+}
+job forecast -n "$RANKS" -- "$PGEN" forecast "${SHAPE[@]}"
+job archiver -n 1 -- "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive"
+job manager -n 1 -- "$PGEN" manager "${SHAPE[@]}" --out "$WORK/products" \
+    --producers $((RANKS - 1)) --hold-last
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+((failed == 0)) || { echo "run.sh: a job failed (see above)" >&2; exit 1; }
+"$PGEN" verify "${SHAPE[@]}" --archive "$WORK/archive" --out "$WORK/products"
+echo "run.sh: products in $WORK/products, archive in $WORK/archive"
