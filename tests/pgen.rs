@@ -4,13 +4,20 @@
 //! spawns a product-generation job per step (`PMIx_Spawn`), the last one only after the
 //! forecast has left (its fields then come from the archive); `pgen verify` checks every
 //! archived field and every product.
+//!
+//! The same workflow on 8 nodes of `scripts/cluster.sh` (`examples/pgen/slurm.sh`: batch
+//! jobs of their own, product jobs submitted with `sbatch` on nodes the forecast does not
+//! use), ten runs in a row, takes minutes on a 2-core machine and is left out of a plain
+//! run; run it (as root) with
+//!
+//!     cargo nextest run --release --test pgen --run-ignored only --no-capture
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{example, maestro, repo, run};
+use common::{Cluster, example, maestro, repo, run};
 
 #[test]
 fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
@@ -49,5 +56,59 @@ fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
                 .join(format!("products/step-{step}.txt"))
                 .exists()
         );
+    }
+}
+
+#[test]
+#[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
+fn the_product_generation_workflow_passes_ten_runs_on_the_namespaced_cluster() {
+    let cluster = Cluster::start_nodes(8);
+    let runs = repo().join("target/pgen-cluster");
+    for i in 1..=10 {
+        // Under the checkout, which every node sees (each has its own /tmp).
+        let work = runs.join(format!("run-{i}"));
+        let _ = std::fs::remove_dir_all(&work);
+        let started = std::time::Instant::now();
+        let mut cmd = cluster.command(repo().join("examples/pgen/slurm.sh"));
+        cmd.arg(&work)
+            .env("PGEN", example("pgen"))
+            .env("PGEN_FORECAST_SBATCH", "-N 4 -n 8 -w n[1-4]")
+            .env("PGEN_SERVICE_SBATCH", "-n 1 -w n5")
+            .env("PGEN_PRODUCT_SBATCH", "-n 1 -x n[1-5]")
+            .env("PGEN_TIMEOUT", "600")
+            .env("MSTRO_WORKFLOW_NAME", format!("pgen-cluster-{i}"));
+        let out = run(&mut cmd, Duration::from_secs(660));
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("run {i}: exit {:?} in {secs:.1} s", out.code());
+        let logs = |prefix: &str| -> String {
+            std::fs::read_dir(&work)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                .collect()
+        };
+        assert_eq!(
+            out.code(),
+            Some(0),
+            "run {i}: {out:?}\n{}{}{}{}",
+            logs("forecast"),
+            logs("archiver"),
+            logs("manager"),
+            logs("product")
+        );
+        assert!(
+            out.stdout.contains("verified: 24 archived fields"),
+            "{}",
+            out.stdout
+        );
+        // The last step's fields outlived the forecast: they came from the archive.
+        let products = logs("product");
+        assert!(
+            products.contains("pgen step 3: 6 fields checked (6 from archive)"),
+            "{products}"
+        );
+        let _ = std::fs::remove_dir_all(&work);
     }
 }

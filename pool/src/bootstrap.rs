@@ -18,6 +18,10 @@ use std::net::SocketAddr;
 
 /// The environment variable with the PM info, outside one PMIx job.
 pub const PM_INFO_ENV: &str = "MSTRO_POOL_MANAGER_INFO";
+/// The environment variable naming a file that holds the PM info (`maestro pm
+/// --info-file` writes one): how jobs of other allocations find the PM on a shared file
+/// system without the secret on a command line or in a job's log.
+pub const PM_INFO_FILE_ENV: &str = "MSTRO_POOL_MANAGER_INFO_FILE";
 const PREFIX: &str = "mstro-pm-v1";
 
 /// The key under which [`announce`] publishes a workflow's PM info for other jobs.
@@ -322,6 +326,59 @@ impl PmInfo {
     }
 }
 
+/// Why a PM info file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PmInfoFileError {
+    /// Not a regular file of this user (another user's, a link, a FIFO), or unreadable:
+    /// an info file decides whom a process sends its data to, so only the user's own is
+    /// believed.
+    #[error("PM info file: {0}")]
+    Unreadable(#[from] safefs::Error),
+    /// It holds no valid PM info.
+    #[error("PM info file {path}: {error}")]
+    Malformed {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        error: PmInfoError,
+    },
+}
+
+impl PmInfo {
+    /// Reads the PM info in the file at `path` (as `maestro pm --info-file` writes it, or
+    /// the `MSTRO_POOL_MANAGER_INFO;<info>;` line); `None` while the file does not exist
+    /// or is still empty (its PM has not written it yet).
+    ///
+    /// # Errors
+    /// [`PmInfoFileError::Unreadable`] for anything but a regular file of this user;
+    /// [`PmInfoFileError::Malformed`] for text that is not a PM info.
+    pub fn from_file(path: &std::path::Path) -> Result<Option<PmInfo>, PmInfoFileError> {
+        let text = match safefs::read_own(path, 64 << 10) {
+            Ok(t) => t,
+            Err(safefs::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let line = text.trim();
+        let line = line
+            .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+            .and_then(|l| l.strip_suffix(';'))
+            .unwrap_or(line);
+        if line.is_empty() {
+            return Ok(None);
+        }
+        PmInfo::parse(line)
+            .map(Some)
+            .map_err(|error| PmInfoFileError::Malformed {
+                path: path.to_path_buf(),
+                error,
+            })
+    }
+}
+
 /// A fresh 256-bit workflow secret from the OS.
 ///
 /// # Errors
@@ -335,6 +392,39 @@ pub fn new_secret() -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_info_file_is_read_in_either_form_and_only_if_ours() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wf.info");
+        assert!(PmInfo::from_file(&path).expect("absent").is_none());
+        std::fs::write(&path, "").expect("write");
+        assert!(PmInfo::from_file(&path).expect("empty").is_none());
+        let info = PmInfo {
+            workflow: "wf".into(),
+            endpoints: vec![ControlAddr::Tcp("127.0.0.1:7".parse().expect("addr"))],
+            secret: vec![7; 32],
+        };
+        for text in [
+            format!("{}\n", info.encode()),
+            format!("MSTRO_POOL_MANAGER_INFO;{};\n", info.encode()),
+        ] {
+            std::fs::write(&path, text).expect("write");
+            assert_eq!(PmInfo::from_file(&path).expect("read"), Some(info.clone()));
+        }
+        std::fs::write(&path, "not an info").expect("write");
+        assert!(matches!(
+            PmInfo::from_file(&path),
+            Err(PmInfoFileError::Malformed { .. })
+        ));
+        // A link is not believed, whatever it points to.
+        let link = dir.path().join("link.info");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(matches!(
+            PmInfo::from_file(&link),
+            Err(PmInfoFileError::Unreadable(_))
+        ));
+    }
 
     #[test]
     fn round_trips_including_ipv6_and_odd_names() {

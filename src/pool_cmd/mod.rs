@@ -191,13 +191,15 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
     let info = if let Some(text) = &args.info {
         parse("--info".into(), text)?
     } else if let Some(path) = &args.info_file {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            PoolCmdError::NotFound(format!(
-                "--info-file {}: {e}; give the file `maestro pm --info-file` writes",
-                path.display()
-            ))
-        })?;
-        parse(format!("--info-file {}", path.display()), &text)?
+        // Only the user's own file is believed: it decides where this process connects.
+        PmInfo::from_file(path)
+            .map_err(|e| PoolCmdError::NotFound(format!("--info-file: {e}")))?
+            .ok_or_else(|| {
+                PoolCmdError::NotFound(format!(
+                    "--info-file {}: no PM info there (yet); give the file `maestro pm --info-file` writes",
+                    path.display()
+                ))
+            })?
     } else if let Some(target) = args.launcher.target() {
         crate::attach::check_target(&target)?;
         let tool = Tool::connect(&target, 3).map_err(crate::attach::QueryError::from)?;

@@ -525,7 +525,12 @@ impl Slurm {
 
     /// `srun` with this cluster's configuration.
     pub fn srun(&self) -> Command {
-        let mut c = Command::new("srun");
+        self.command("srun")
+    }
+
+    /// `program` with this cluster's configuration (`sbatch`, `squeue`, a job script).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
         c.env("SLURM_CONF", self.dir.join("etc/slurm.conf"));
         c
     }
@@ -589,7 +594,12 @@ impl Cluster {
 
     /// `srun` with this cluster's configuration.
     pub fn srun(&self) -> Command {
-        let mut c = Command::new("srun");
+        self.command("srun")
+    }
+
+    /// `program` with this cluster's configuration (`sbatch`, `squeue`, a job script).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
         c.env("SLURM_CONF", self.dir.join("etc/slurm.conf"));
         c
     }

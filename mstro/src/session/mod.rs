@@ -3,7 +3,10 @@
 //! serves a pool manager from this process ([`Session::serve`]).
 //!
 //! Where the pool manager is found, in order:
-//! 1. `MSTRO_POOL_MANAGER_INFO` (a PM of another job: `maestro pm`, a PM tool);
+//! 1. `MSTRO_POOL_MANAGER_INFO` (a PM of another job: `maestro pm`, a PM tool), or the
+//!    file `MSTRO_POOL_MANAGER_INFO_FILE` names (`maestro pm --info-file` on a shared file
+//!    system: jobs of other allocations), waited for up to `MSTRO_POOL_MANAGER_WAIT`
+//!    seconds (default 30);
 //! 2. under a PMIx host (`maestro run`, `srun --mpi=pmix`, `mpirun`): the PM info rank
 //!    `MSTRO_POOL_MANAGER_RANK` (default 0) of this job put under
 //!    [`maestro_keys::PM_INFO`], and the PM info another job published for the
@@ -40,6 +43,8 @@ use crate::status::{Error, Result, Status};
 pub enum Found {
     /// `MSTRO_POOL_MANAGER_INFO`.
     Environment,
+    /// The file `MSTRO_POOL_MANAGER_INFO_FILE` names.
+    InfoFile(std::path::PathBuf),
     /// The job key of a rank of this PMIx job.
     JobKey {
         /// The rank.
@@ -57,6 +62,7 @@ impl std::fmt::Display for Found {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Found::Environment => f.write_str("MSTRO_POOL_MANAGER_INFO"),
+            Found::InfoFile(path) => write!(f, "the PM info file {}", path.display()),
             Found::JobKey { rank } => write!(f, "the PMIx job key of rank {rank}"),
             Found::Published => f.write_str("the name published through PMIx"),
             Found::ServedHere => f.write_str("this process serves it"),
@@ -313,7 +319,7 @@ fn job_scope(settings: &Settings) -> fabric::Scope {
 fn scope(settings: &Settings, found: &Found, info: &PmInfo) -> fabric::Scope {
     match found {
         Found::JobKey { .. } | Found::ServedHere | Found::LocalPool => job_scope(settings),
-        Found::Environment | Found::Published => {
+        Found::Environment | Found::InfoFile(_) | Found::Published => {
             let pm_here = info.endpoints.iter().any(|e| match e {
                 bootstrap::ControlAddr::Unix(p) => p.exists(),
                 bootstrap::ControlAddr::Tcp(_) => false,
@@ -464,12 +470,17 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
             bootstrap::PM_INFO_ENV
         ))
     })?;
-    let Some(pmix) = &settings.pmix else {
-        return Ok(from_env.map(|i| (i, Found::Environment)));
+    let outside = match (from_env, &settings.pm_info_file) {
+        (Some(info), _) => Some((info, Found::Environment)),
+        (None, Some(path)) => Some((info_file(settings, path)?, Found::InfoFile(path.clone()))),
+        (None, None) => None,
     };
-    if let Some(info) = from_env {
+    let Some(pmix) = &settings.pmix else {
+        return Ok(outside);
+    };
+    if let Some((info, found)) = outside {
         share_as_pm_rank(settings, pmix, &info);
-        return Ok(Some((info, Found::Environment)));
+        return Ok(Some((info, found)));
     }
     let (size, me) = settings.job().unwrap_or((1, 0));
     let root = pmix::Proc::new(pmix.nspace(), settings.pm_rank);
@@ -535,6 +546,37 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
         }
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(250));
+    }
+}
+
+/// The PM info in the file at `path`, waited for up to the PM wait (default
+/// [`DEFAULT_PM_WAIT`]: the user named it, its PM may still be starting).
+fn info_file(settings: &Settings, path: &std::path::Path) -> Result<PmInfo> {
+    let wait = settings.pm_wait.unwrap_or(DEFAULT_PM_WAIT);
+    let deadline = Instant::now() + wait;
+    loop {
+        match PmInfo::from_file(path) {
+            Ok(Some(info)) => return Ok(info),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                return Err(Error::new(
+                    Status::NoPm,
+                    format!(
+                        "{}={}: no PM info there after {:.1} s ({PM_WAIT_ENV}); start the pool manager that writes it (`maestro pm --info-file {}`, `pgen forecast --info-file`) on a file system this process sees",
+                        bootstrap::PM_INFO_FILE_ENV,
+                        path.display(),
+                        wait.as_secs_f64(),
+                        path.display()
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(Error::invarg(format!(
+                    "{}: {e}",
+                    bootstrap::PM_INFO_FILE_ENV
+                )));
+            }
+        }
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Settings {
     /// A process of a multi-process job that finds no PM runs a local pool instead of
     /// failing (`MSTRO_LOCAL_POOL=1`).
     pub local_pool: bool,
+    /// A file holding the PM info, waited for up to the PM wait
+    /// (`MSTRO_POOL_MANAGER_INFO_FILE`; `MSTRO_POOL_MANAGER_INFO` comes first).
+    pub pm_info_file: Option<std::path::PathBuf>,
     /// The attribute schemas (`MSTRO_SCHEMA_PATH`, `MSTRO_SCHEMA_LIST`).
     pub schemas: Arc<Schemas>,
     /// The PMIx host's client, when the process runs under one.
@@ -236,6 +239,7 @@ impl Settings {
             },
             pm_rank,
             local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
+            pm_info_file: env_text(pool::bootstrap::PM_INFO_FILE_ENV).map(Into::into),
             schemas: Arc::new(Schemas::from_env()?),
             pmix,
             owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The product-generation workflow on a Slurm cluster: the forecast, the archiver and the
+# workflow manager are batch jobs of their own, and the manager submits one more batch job
+# per step (each in its own allocation) as soon as the step's fields are all offered.
+#
+#   examples/pgen/slurm.sh WORKDIR
+#
+# WORKDIR must be on a file system every node sees: the forecast's rank 0 writes the pool
+# manager's info there (WORKDIR/pm.info, mode 0600), which the other jobs read through
+# MSTRO_POOL_MANAGER_INFO_FILE (the secret never appears on a command line or in a log);
+# the archive (WORKDIR/archive), the products (WORKDIR/products) and every job's output
+# go there too. At the end `pgen verify` checks every archived field and every product.
+#
+# Settings (environment):
+#   PGEN                  the pgen binary (default: target/release/examples/pgen)
+#   PGEN_SHAPE            the fields (default: 4 steps x 3 parameters x 2 levels, 1-16 MiB)
+#   PGEN_FORECAST_SBATCH  the forecast's allocation (default: -N 4 -n 8)
+#   PGEN_SERVICE_SBATCH   the archiver's and the manager's (default: -n 1)
+#   PGEN_PRODUCT_SBATCH   each product job's (default: -n 1)
+#   PGEN_TIMEOUT          seconds to wait for the whole workflow (default 900)
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PGEN=${PGEN:-$REPO/target/release/examples/pgen}
+WORK=${1:?usage: slurm.sh WORKDIR (on a file system every node sees)}
+read -r -a SHAPE <<<"${PGEN_SHAPE:---steps 4 --params 3 --levels 2}"
+read -r -a FORECAST <<<"${PGEN_FORECAST_SBATCH:--N 4 -n 8}"
+read -r -a SERVICE <<<"${PGEN_SERVICE_SBATCH:--n 1}"
+read -r -a PRODUCT <<<"${PGEN_PRODUCT_SBATCH:--n 1}"
+TIMEOUT=${PGEN_TIMEOUT:-900}
+[[ -x $PGEN ]] || { echo "slurm.sh: $PGEN is not built: cargo build --release --example pgen" >&2; exit 2; }
+command -v sbatch >/dev/null || { echo "slurm.sh: no sbatch here: run it where Slurm jobs are submitted" >&2; exit 2; }
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+rm -f "$WORK/pm.info"
+export MSTRO_WORKFLOW_NAME=${MSTRO_WORKFLOW_NAME:-pgen-$$}
+INFO="MSTRO_POOL_MANAGER_INFO_FILE=$WORK/pm.info"
+
+submit() { # NAME SBATCH-ARGS... -- COMMAND...: the job's id
+    local name=$1 args=()
+    shift
+    while [[ $1 != -- ]]; do args+=("$1"); shift; done
+    shift
+    sbatch --parsable --job-name "pgen-$name" -o "$WORK/$name.out" "${args[@]}" \
+        --wrap "srun --mpi=pmix $(printf '%q ' "$@")"
+}
+ranks() { # the forecast's number of tasks, from its sbatch arguments
+    local i
+    for ((i = 0; i < ${#FORECAST[@]}; i++)); do
+        [[ ${FORECAST[i]} == -n || ${FORECAST[i]} == --ntasks ]] && { echo "${FORECAST[i + 1]}"; return; }
+    done
+    echo "slurm.sh: give the forecast's task count with -n in PGEN_FORECAST_SBATCH" >&2
+    exit 2
+}
+producers=$(($(ranks) - 1))
+
+jobs=()
+jobs+=("$(submit forecast "${FORECAST[@]}" -- "$PGEN" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
+jobs+=("$(submit archiver "${SERVICE[@]}" --export="ALL,$INFO" -- \
+    "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive")")
+product_args=()
+for a in "${PRODUCT[@]}" -o "$WORK/product-%j.out"; do product_args+=(--sbatch-arg="$a"); done
+jobs+=("$(submit manager "${SERVICE[@]}" --export="ALL,$INFO" -- \
+    "$PGEN" manager "${SHAPE[@]}" --launch sbatch "${product_args[@]}" \
+    --out "$WORK/products" --producers "$producers" --hold-last)")
+echo "slurm.sh: forecast, archiver and manager are jobs ${jobs[*]}; output in $WORK"
+
+# No job outlives the script: stopped (or timed out), it cancels them and their products.
+cancel() { scancel "${jobs[@]}" 2>/dev/null || true; scancel --name "$(product_names)" 2>/dev/null || true; }
+product_names() {
+    local s names=() steps
+    steps=$(printf '%s\n' "${SHAPE[@]}" | awk 'p {print; exit} /^--steps$/ {p=1}')
+    for ((s = 0; s < ${steps:-4}; s++)); do names+=("pgen-s$s"); done
+    local IFS=,
+    echo "${names[*]}"
+}
+trap 'cancel; exit 130' INT TERM
+deadline=$((SECONDS + TIMEOUT))
+while [[ -n $(squeue -h -j "$(IFS=,; echo "${jobs[*]}")" 2>/dev/null) || -n $(squeue -h -n "$(product_names)" 2>/dev/null) ]]; do
+    if ((SECONDS > deadline)); then
+        echo "slurm.sh: the workflow did not end within $TIMEOUT s; cancelling it" >&2
+        cancel
+        exit 1
+    fi
+    sleep 1
+done
+failed=0
+for j in "${jobs[@]}"; do
+    state=$(scontrol show job "$j" 2>/dev/null | grep -o 'JobState=[A-Z_]*' || echo "JobState=UNKNOWN")
+    [[ $state == JobState=COMPLETED ]] || { echo "slurm.sh: job $j: $state (see $WORK/*.out)" >&2; failed=1; }
+done
+((failed == 0)) || exit 1
+"$PGEN" verify "${SHAPE[@]}" --archive "$WORK/archive" --out "$WORK/products"
+echo "slurm.sh: products in $WORK/products, archive in $WORK/archive"
