@@ -51,14 +51,20 @@ fn producer_and_consumer(c: &Installed, workflow: &str, info: &str) -> String {
 
 /// [`producer_and_consumer`] with the producer's arguments.
 fn exchange(c: &Installed, workflow: &str, info: &str, producer_args: &[&str]) -> String {
-    exchange_launched(c, (workflow, info), producer_args, &[])
+    exchange_launched(
+        c,
+        (workflow, ("MSTRO_POOL_MANAGER_INFO", info)),
+        producer_args,
+        &[],
+    )
 }
 
 /// [`exchange`], each program started by `launcher` (e.g. `maestro run -n 1 --`, a job of
-/// its own) or bare where it is empty.
+/// its own) or bare where it is empty, finding the PM by the variable `found_by` (name,
+/// value).
 fn exchange_launched(
     c: &Installed,
-    (workflow, info): (&str, &str),
+    (workflow, found_by): (&str, (&str, &str)),
     producer_args: &[&str],
     launcher: &[&str],
 ) -> String {
@@ -73,7 +79,7 @@ fn exchange_launched(
         };
         env(&mut cmd, workflow)
             .args(args)
-            .env("MSTRO_POOL_MANAGER_INFO", info);
+            .env(found_by.0, found_by.1);
         Group::spawn(&mut cmd)
     };
     let consumer = spawn("consumer", &["--expect", "2"]);
@@ -264,9 +270,26 @@ fn components_of_separate_maestro_runs_share_one_pm_and_tools_watch_it() {
     }
     let m = maestro();
     let launch = [m.to_str().expect("utf-8 path"), "run", "-n", "1", "--"];
-    let out = exchange_launched(&c, ("capi-jobs", &info), &["--cdos", "8"], &launch);
+    let found_by = ("MSTRO_POOL_MANAGER_INFO", info.as_str());
+    let out = exchange_launched(&c, ("capi-jobs", found_by), &["--cdos", "8"], &launch);
     assert_exchange(&out);
     assert_tool_saw_two(tool, reader);
+}
+
+/// Jobs of other allocations find the PM by its info file on a shared file system
+/// (`MSTRO_POOL_MANAGER_INFO_FILE`), the secret never on a command line: the C producer and
+/// consumer with nothing but that variable, the file written by `maestro pm --info-file`.
+#[test]
+fn c_programs_find_the_pm_by_its_info_file() {
+    let c = installed();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("wf.info");
+    let path = file.to_str().expect("utf-8 path");
+    let (pm, _) = start_pm("capi-file", &["--info-file", path]);
+    let found_by = ("MSTRO_POOL_MANAGER_INFO_FILE", path);
+    let out = exchange_launched(&c, ("capi-file", found_by), &["--cdos", "8"], &[]);
+    assert_exchange(&out);
+    pm.terminate(Duration::from_secs(10));
 }
 
 /// A job of two ranks and no pool manager anywhere: each rank fails at its first pool
