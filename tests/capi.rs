@@ -267,6 +267,12 @@ fn components_of_separate_maestro_runs_share_one_pm_and_tools_watch_it() {
             "{how:?}: {}",
             out.stdout
         );
+        // The tool's job, by its launcher's name for it.
+        assert!(
+            out.stdout.contains("jobs 1, hosts 1") && out.stdout.contains("maestro.job."),
+            "{how:?}: {}",
+            out.stdout
+        );
     }
     let m = maestro();
     let launch = [m.to_str().expect("utf-8 path"), "run", "-n", "1", "--"];

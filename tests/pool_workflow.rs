@@ -238,8 +238,10 @@ fn join_published_without_a_pool_manager_says_what_to_do() {
     assert_ne!(out.code(), Some(0), "{out:?}");
     assert!(
         out.stderr
-            .contains("no pool manager published for workflow \"nobody-serves-this\"")
-            && out.stderr.contains("maestro pm --workflow"),
+            .contains("no pool manager for workflow \"nobody-serves-this\"")
+            && out
+                .stderr
+                .contains("maestro pm --workflow nobody-serves-this"),
         "{out:?}"
     );
 }

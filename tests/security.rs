@@ -389,6 +389,7 @@ fn raw_join_announcing(
         index: 0,
         host: inventory::local_hostname(),
         process,
+        job: String::new(),
         endpoint: Some(proto::FabricEndpoint {
             provider: "shm".into(),
             address: fabric::Address(component.as_bytes().to_vec()),

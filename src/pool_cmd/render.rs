@@ -90,6 +90,11 @@ fn app_row(a: &AppView, now_ns: i128) -> Vec<String> {
     vec![
         a.id.to_string(),
         format!("{}:{}", a.component, a.index),
+        if a.job.is_empty() {
+            "-".into()
+        } else {
+            a.job.clone()
+        },
         a.host.clone(),
         a.pid.map_or("-".into(), |p| p.to_string()),
         opt(a.provider.as_deref()),
@@ -125,11 +130,25 @@ pub fn status(s: &Status) -> String {
     if s.apps.is_empty() {
         return out + "no apps joined\n";
     }
+    // Which jobs and hosts share the pool (apps without a launcher count as one job "-").
+    let jobs: std::collections::BTreeSet<&str> = s.apps.iter().map(|a| a.job.as_str()).collect();
+    let hosts: std::collections::BTreeSet<&str> = s.apps.iter().map(|a| a.host.as_str()).collect();
+    out += &format!(
+        "jobs {}, hosts {}{}\n",
+        jobs.len(),
+        hosts.len(),
+        if s.apps.len() < s.app_count as usize {
+            " (of the apps listed)"
+        } else {
+            ""
+        }
+    );
     let now_ns = crate::pool_cmd::now_ns();
     let mut rows = vec![
         [
             "app",
             "component",
+            "job",
             "host",
             "pid",
             "provider",

@@ -405,8 +405,15 @@ fn connect(
     scope: fabric::Scope,
     credential: Option<Vec<u8>>,
 ) -> Result<Client> {
+    // The job, as the pool's views show it: the PMIx namespace.
+    let job = settings
+        .pmix
+        .as_ref()
+        .map(|p| p.nspace().to_string())
+        .unwrap_or_default();
     let base = || {
         JoinOptions::new(&settings.component, settings.index)
+            .job(&job)
             .timeout(settings.timeout)
             .wait_spin(settings.wait_spin)
             .inline_max(settings.inline_max)

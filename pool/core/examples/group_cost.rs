@@ -118,6 +118,7 @@ fn join(
         index: 0,
         host: "node1".into(),
         process: conn,
+        job: String::new(),
         endpoint: Some(FabricEndpoint {
             provider: "shm".into(),
             address: Address(component.as_bytes().to_vec()),

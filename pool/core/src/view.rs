@@ -119,6 +119,9 @@ pub struct AppView {
     pub index: i64,
     /// Host name.
     pub host: String,
+    /// The job it runs in, as its launcher names it (the PMIx namespace; empty: none).
+    #[serde(default)]
+    pub job: String,
     /// Its process id, where it announced one (same-host copies).
     pub pid: Option<u32>,
     /// The libfabric provider of its first endpoint (`None`: data by stream).

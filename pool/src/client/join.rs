@@ -26,11 +26,12 @@ pub(crate) struct Endpoints {
     pub(crate) nics: proto::Nics,
 }
 
-/// The JOIN message answering `nonce`: identity, host, process token (a fresh one when
-/// `isolated`), endpoints (the first, and those on other networks), role, proof.
+/// The JOIN message answering `nonce`: identity (component, index, job), host, process
+/// token (a fresh one when `isolated`), endpoints (the first, and those on other networks),
+/// role, proof.
 pub(crate) fn join_message(
     info: &PmInfo,
-    (component, index): (&str, i64),
+    (component, index, job): (&str, i64, &str),
     endpoints: Endpoints,
     credential: Option<Vec<u8>>,
     isolated: bool,
@@ -50,6 +51,7 @@ pub(crate) fn join_message(
         index,
         host: inventory::local_hostname(),
         process: process_token(isolated),
+        job: job.into(),
         endpoint,
         alternates,
         networks,
@@ -66,7 +68,7 @@ pub(crate) fn join_message(
 pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -> ToPm {
     join_message(
         info,
-        (component, index),
+        (component, index, ""),
         Endpoints::default(),
         None,
         false,
@@ -193,7 +195,7 @@ impl AsyncClient {
         };
         let join = join_message(
             info,
-            (&opts.component, opts.index),
+            (&opts.component, opts.index, &opts.job),
             endpoints,
             opts.credential,
             opts.isolated,

@@ -43,7 +43,7 @@ impl Observer {
             let (stream, nonce) = driver::connect(info, timeout).await?;
             let join = super::join_message(
                 info,
-                (who, 0),
+                (who, 0, ""),
                 Endpoints::default(),
                 None,
                 true,

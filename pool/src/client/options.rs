@@ -25,6 +25,9 @@ pub struct JoinOptions {
     pub alternates: Vec<Endpoint>,
     /// A PMIx credential to show the PM, where the PMIx host issues them.
     pub credential: Option<Vec<u8>>,
+    /// The job this app runs in, as its launcher names it (the PMIx namespace), shown in
+    /// the pool's views; empty: none.
+    pub job: String,
     /// How long each operation waits for the PM (and a demand for its data).
     pub timeout: Duration,
     /// Present this client as a process of its own (see [`JoinOptions::isolated`]).
@@ -69,6 +72,7 @@ impl JoinOptions {
             endpoint: None,
             alternates: Vec::new(),
             credential: None,
+            job: String::new(),
             timeout: Duration::from_secs(60),
             isolated: false,
             schemas: None,
@@ -203,6 +207,12 @@ impl JoinOptions {
     /// Shows `credential` (from `PMIx_Get_credential`) to the PM.
     pub fn credential(mut self, credential: Vec<u8>) -> JoinOptions {
         self.credential = Some(credential);
+        self
+    }
+
+    /// Names the job this app runs in (the PMIx namespace) for the pool's views.
+    pub fn job(mut self, job: &str) -> JoinOptions {
+        self.job = job.to_string();
         self
     }
 

@@ -55,6 +55,8 @@ pub(super) struct App {
     pub(super) index: i64,
     pub(super) host: String,
     pub(super) process: u64,
+    /// The job it runs in, as its launcher names it (for the views).
+    pub(super) job: String,
     pub(super) endpoint: Option<Arc<FabricEndpoint>>,
     /// Its endpoints on other networks, best first.
     pub(super) alternates: Vec<Arc<FabricEndpoint>>,
@@ -132,6 +134,7 @@ impl Manager {
             index,
             host,
             process,
+            job,
             endpoint,
             alternates,
             networks,
@@ -164,6 +167,7 @@ impl Manager {
                 index,
                 host,
                 process,
+                job,
                 endpoint: endpoint.map(Arc::new),
                 alternates: alternates.into_iter().map(Arc::new).collect(),
                 networks,

@@ -172,6 +172,7 @@ impl<K: Eq + std::hash::Hash> GiveBack for HashSet<K> {
 ///     index: 0,
 ///     host: "node1".into(),
 ///     process: 1,
+///     job: String::new(),
 ///     endpoint: None,
 ///     alternates: Vec::new(),
 ///     networks: Vec::new(),

@@ -265,6 +265,7 @@ impl Manager {
             component: a.component.clone(),
             index: a.index,
             host: a.host.clone(),
+            job: a.job.clone(),
             pid: a.memory.map(|m| m.pid),
             provider: a.endpoint.as_ref().map(|e| e.provider.clone()),
             address: address_of(a),

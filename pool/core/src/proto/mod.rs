@@ -25,12 +25,12 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (10: endpoint addresses travel as bytes, not
-/// hex; 9: observers and their queries, see
+/// Protocol version carried in every frame (11: JOIN names the app's job; 10: endpoint
+/// addresses travel as bytes, not hex; 9: observers and their queries, see
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 10;
+pub const VERSION: u8 = 11;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -136,6 +136,10 @@ pub struct Join {
     pub host: String,
     /// A random token of the app's process (same token: same process).
     pub process: u64,
+    /// The job the app runs in, as its launcher names it (the PMIx namespace:
+    /// `maestro.job.N`, `slurm.pmix.JOB.STEP`, `prterun-...`); empty when it runs under
+    /// none. For the pool's views: which jobs share the pool.
+    pub job: String,
     /// The app's fabric endpoint; `None` when it has no RMA provider (its CDOs then
     /// travel by stream).
     pub endpoint: Option<FabricEndpoint>,

@@ -90,6 +90,7 @@ fn sample() -> Vec<ToPm> {
             index: -1,
             host: "n1".into(),
             process: 42,
+            job: "slurm.pmix.7.0".into(),
             endpoint: Some(FabricEndpoint {
                 provider: "tcp;ofi_rxm".into(),
                 address: Address(vec![1, 2, 3]),

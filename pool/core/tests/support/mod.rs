@@ -202,6 +202,7 @@ pub fn join_msg(component: &str, proof: &[u8]) -> ToPm {
         index: 0,
         host: "node1".into(),
         process: 0,
+        job: "maestro.job.1".into(),
         endpoint: Some(shm(component)),
         alternates: Vec::new(),
         networks: Vec::new(),
