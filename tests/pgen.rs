@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use common::{Cluster, example, maestro, repo, run};
 
-#[test]
-fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
+/// Runs `examples/pgen/run.sh` (3 forecast ranks, 3 steps of 4 fields of 1-16 MiB) with
+/// the product jobs' program `product` (`None`: `pgen product`), and checks what it said.
+fn run_sh(product: Option<&std::path::Path>, last_step_said: &str) {
     let work = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(repo().join("examples/pgen/run.sh"));
     cmd.arg(work.path())
@@ -35,6 +36,9 @@ fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
             "MSTRO_WORKFLOW_NAME",
             format!("pgen-test-{}", std::process::id()),
         );
+    if let Some(p) = product {
+        cmd.env("PGEN_PRODUCT_CMD", p);
+    }
     let out = run(&mut cmd, Duration::from_secs(300));
     assert_eq!(out.code(), Some(0), "{out:?}");
     let said = &out.stdout;
@@ -44,7 +48,7 @@ fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
         // Steps 0 and 1 started as their fields came; step 2 once the forecast left,
         // served by the archive's copies.
         "[manager] manager: step 2 complete; its product job started (after the forecast left: from the archive)",
-        "[manager] pgen step 2: 4 fields checked (4 from archive)",
+        last_step_said,
         "[forecast] forecast rank 0: the workflow is done; the pool manager stops",
         "[archiver] archiver: 12 fields written",
     ] {
@@ -57,6 +61,25 @@ fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
                 .exists()
         );
     }
+}
+
+#[test]
+fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
+    run_sh(
+        None,
+        "[manager] pgen step 2: 4 fields checked (4 from archive)",
+    );
+}
+
+/// The same with the product jobs in C (`examples/pgen/product.c` against the installed
+/// library): `pgen verify` finds their products the same as Rust's.
+#[test]
+fn product_jobs_in_c_join_the_same_workflow() {
+    let c = common::capi::installed();
+    run_sh(
+        Some(&c.bin("pgen_product")),
+        "[manager] pgen_product step 2: 4 fields checked (0 from forecast, 4 from archive)",
+    );
 }
 
 #[test]

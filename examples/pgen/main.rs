@@ -124,6 +124,10 @@ enum Role {
         /// Extra `sbatch` arguments for each product job (repeatable).
         #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
         sbatch_args: Vec<String>,
+        /// The product job's program, given `--step S --out DIR` and the shape (the C one,
+        /// `pgen_product`, say); default: this program's `product`.
+        #[arg(long)]
+        product_cmd: Option<PathBuf>,
     },
     /// One step's product generation.
     Product {
@@ -285,9 +289,13 @@ fn settings(
 ) -> Result<Settings, Error> {
     let workflow = std::env::var("MSTRO_WORKFLOW_NAME").unwrap_or_else(|_| "pgen".into());
     let mut s = Settings::with_pmix(Some(&workflow), Some(component), index, pmix.cloned())?;
-    let mut schemas = (*s.schemas).clone();
-    schemas.load_str(SCHEMA, "pgen.yaml")?;
-    s.schemas = Arc::new(schemas);
+    // The workflow's schema, unless the environment loaded it already (MSTRO_SCHEMA_LIST,
+    // for the C product jobs).
+    if s.schemas.spec(".user.pgen.kind").is_none() {
+        let mut schemas = (*s.schemas).clone();
+        schemas.load_str(SCHEMA, "pgen.yaml")?;
+        s.schemas = Arc::new(schemas);
+    }
     s.timeout = TIMEOUT;
     s.pm_wait.get_or_insert(PM_WAIT);
     Ok(s)
@@ -484,11 +492,16 @@ struct Progress {
     forecast_left: u32,
 }
 
+/// How the manager starts product jobs: the launcher, the products' directory, extra
+/// `sbatch` arguments, the program.
+type Starter<'a> = (Launch, &'a Path, &'a [String], Option<&'a Path>);
+
 fn manager(
     shape: Shape,
-    (launch, out, sbatch_args): (Launch, &Path, &[String]),
+    starter: Starter<'_>,
     (producers, hold_last): (u32, bool),
 ) -> Result<(), Error> {
+    let out = starter.1;
     std::fs::create_dir_all(out)?;
     let session = join("manager")?;
     let c = session.client();
@@ -556,7 +569,7 @@ fn manager(
             let held = hold_last && step == last && p.forecast_left < producers;
             if complete && !held && !p.started[step as usize] {
                 p.started[step as usize] = true;
-                start_product(&session, shape, step, (launch, out, sbatch_args))?;
+                start_product(&session, shape, step, starter)?;
                 println!(
                     "manager: step {step} complete; its product job started{}",
                     if hold_last && step == last {
@@ -592,22 +605,23 @@ fn start_product(
     session: &Session,
     shape: Shape,
     step: u32,
-    (launch, out, sbatch_args): (Launch, &Path, &[String]),
+    (launch, out, sbatch_args, program): Starter<'_>,
 ) -> Result<(), Error> {
-    let exe = std::env::current_exe()?;
-    let exe = exe
-        .to_str()
-        .ok_or("the program's path is not UTF-8")?
-        .to_string();
-    let out = out.to_str().ok_or("--out is not UTF-8")?.to_string();
-    let mut argv = vec![
-        exe.clone(),
-        "product".into(),
-        "--step".into(),
-        step.to_string(),
-        "--out".into(),
-        out,
-    ];
+    let utf8 = |p: &Path, what: &str| {
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("{what} {} is not UTF-8", p.display()))
+    };
+    let out = utf8(out, "--out")?;
+    let mut argv = match program {
+        Some(p) => vec![utf8(p, "--product-cmd")?],
+        None => vec![
+            utf8(&std::env::current_exe()?, "this program's path")?,
+            "product".into(),
+        ],
+    };
+    let exe = argv[0].clone();
+    argv.extend(["--step".into(), step.to_string(), "--out".into(), out]);
     argv.extend(shape.args());
     let info = format!(
         "{}={}",
@@ -784,9 +798,10 @@ fn main() -> ExitCode {
             producers,
             hold_last,
             sbatch_args,
+            product_cmd,
         } => manager(
             *shape,
-            (*launch, out, sbatch_args),
+            (*launch, out, sbatch_args, product_cmd.as_deref()),
             (*producers, *hold_last),
         ),
         Role::Product { shape, step, out } => product(*shape, *step, out),

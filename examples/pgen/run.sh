@@ -13,8 +13,10 @@
 #
 # MAESTRO and PGEN name the binaries (default: target/release of this checkout); PGEN_SHAPE
 # the fields (default 4 steps x 3 parameters x 2 levels of 1-16 MiB); PGEN_FORECAST_RANKS
-# the forecast's size (default 4). The jobs find the pool manager through PMIx by the
-# workflow's name (MSTRO_WORKFLOW_NAME, unique per run), within MSTRO_POOL_MANAGER_WAIT.
+# the forecast's size (default 4); PGEN_PRODUCT_CMD another program for the product jobs
+# (the C one, examples/pgen/product.c built as pgen_product). The jobs find the pool
+# manager through PMIx by the workflow's name (MSTRO_WORKFLOW_NAME, unique per run), within
+# MSTRO_POOL_MANAGER_WAIT.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 MAESTRO=${MAESTRO:-$REPO/target/release/maestro}
@@ -28,6 +30,10 @@ done
 mkdir -p "$WORK"
 export MSTRO_WORKFLOW_NAME=${MSTRO_WORKFLOW_NAME:-pgen-$$}
 export MSTRO_POOL_MANAGER_WAIT=${MSTRO_POOL_MANAGER_WAIT:-60}
+# The attribute schema, for programs (the C product job) that read it from the environment.
+export MSTRO_SCHEMA_PATH=${MSTRO_SCHEMA_PATH:-$REPO/examples/pgen} MSTRO_SCHEMA_LIST=${MSTRO_SCHEMA_LIST:-pgen.yaml}
+product=()
+[[ -n ${PGEN_PRODUCT_CMD:-} ]] && product=(--product-cmd "$PGEN_PRODUCT_CMD")
 
 # Each job runs in the background; its pid is kept to wait for it (and to stop it if this
 # script is stopped: no job outlives the run).
@@ -43,7 +49,7 @@ job() {
 job forecast -n "$RANKS" -- "$PGEN" forecast "${SHAPE[@]}"
 job archiver -n 1 -- "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive"
 job manager -n 1 -- "$PGEN" manager "${SHAPE[@]}" --out "$WORK/products" \
-    --producers $((RANKS - 1)) --hold-last
+    --producers $((RANKS - 1)) --hold-last "${product[@]}"
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=1; done
 ((failed == 0)) || { echo "run.sh: a job failed (see above)" >&2; exit 1; }

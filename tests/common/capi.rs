@@ -55,7 +55,7 @@ fn stamp(sources: &[PathBuf]) -> String {
 pub fn installed() -> Installed {
     let target = maestro().parent().expect("target dir").to_path_buf();
     let prefix = target.join("capi-test-prefix");
-    let programs: [(&str, PathBuf); 9] = [
+    let programs: [(&str, PathBuf); 10] = [
         ("pm_tool", repo().join("examples/c/pm_tool.c")),
         ("producer", repo().join("examples/c/producer.c")),
         ("consumer", repo().join("examples/c/consumer.c")),
@@ -65,6 +65,7 @@ pub fn installed() -> Installed {
         ("late_subscriber", repo().join("tests/c/late_subscriber.c")),
         ("groups", repo().join("tests/c/groups.c")),
         ("api_cxx", repo().join("tests/c/api_cxx.cpp")),
+        ("pgen_product", repo().join("examples/pgen/product.c")),
     ];
     let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();
     sources.push(repo().join("capi/include/maestro.h"));

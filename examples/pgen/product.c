@@ -1,0 +1,170 @@
+/* pgen_product: one step's product generation in C, a job the pgen workflow manager starts
+ * (`pgen manager --product-cmd pgen_product`) in place of `pgen product`.
+ *
+ *   pgen_product --step S --out DIR [--steps N --params P --levels L --min-size B --max-size B]
+ *
+ * Joins the workflow's pool (MSTRO_POOL_MANAGER_INFO, given by the manager), requires every
+ * field of step S up front, demands each wherever it is (the forecast's ranks, or the
+ * archive's copy once the forecast has left), checks its size, every byte and its checksum
+ * attribute, writes DIR/step-S.txt (the same product as `pgen product` writes) and offers
+ * the product CDO whose OFFER event tells the manager. The attribute schema is
+ * examples/pgen/pgen.yaml (MSTRO_SCHEMA_PATH, MSTRO_SCHEMA_LIST). */
+#include <maestro.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(call)                                                                        \
+  do {                                                                                     \
+    mstro_status s_ = (call);                                                              \
+    if (s_ != MSTRO_OK) {                                                                  \
+      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,                   \
+              mstro_status_description(s_), mstro_last_error_message());                   \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+static const char *const PARAMS[] = {"2t", "msl", "10u", "10v", "tp", "q", "z", "t"};
+
+static uint64_t fnv1a(const unsigned char *p, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  size_t i;
+  for (i = 0; i < len; i++) {
+    h = (h ^ p[i]) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
+static long option(int argc, char **argv, const char *name, long dflt) {
+  int i;
+  for (i = 1; i + 1 < argc; i++) {
+    if (strcmp(argv[i], name) == 0) {
+      char *end = NULL;
+      long v = strtol(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end != '\0' || v < 0) {
+        fprintf(stderr, "pgen_product: %s %s: not a number\n", name, argv[i + 1]);
+        exit(2);
+      }
+      return v;
+    }
+  }
+  return dflt;
+}
+
+static const char *text_option(int argc, char **argv, const char *name) {
+  int i;
+  for (i = 1; i + 1 < argc; i++) {
+    if (strcmp(argv[i], name) == 0) {
+      return argv[i + 1];
+    }
+  }
+  return NULL;
+}
+
+/* Whether `data` is the field `name` as the forecast computed it: its size, then every
+ * byte of the pattern seeded by the low byte of the name's FNV-1a. */
+static int is_field(const char *name, const unsigned char *data, int64_t len, int64_t want) {
+  unsigned seed = (unsigned)(fnv1a((const unsigned char *)name, strlen(name)) & 0xff);
+  int64_t i;
+  if (len != want) {
+    return 0;
+  }
+  for (i = 0; i < len; i++) {
+    if (data[i] != (unsigned char)(((size_t)i * 29u + seed) ^ ((size_t)i >> 8))) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  long step = option(argc, argv, "--step", -1), steps = option(argc, argv, "--steps", 4);
+  long params = option(argc, argv, "--params", 3), levels = option(argc, argv, "--levels", 2);
+  long min = option(argc, argv, "--min-size", 1 << 20), max = option(argc, argv, "--max-size", 16 << 20);
+  const char *out = text_option(argc, argv, "--out");
+  long n, i, from_archive = 0;
+  mstro_cdo *cdos;
+  char (*names)[64];
+  char path[4096], partial[4096];
+  FILE *f;
+  mstro_cdo made;
+  int64_t made_step = step;
+
+  if (step < 0 || step >= steps || out == NULL || params < 1 || params > 8 || max < min) {
+    fprintf(stderr, "usage: pgen_product --step S --out DIR [--steps N --params 1-8 "
+                    "--levels L --min-size B --max-size B] (S below N)\n");
+    return 2;
+  }
+  n = params * levels;
+  cdos = calloc((size_t)n, sizeof *cdos);
+  names = calloc((size_t)n, sizeof *names);
+  if (cdos == NULL || names == NULL) {
+    return 1;
+  }
+  CHECK(mstro_init(NULL, "pgen", 0));
+  /* Everything required first: the pool moves each field as soon as it can. */
+  for (i = 0; i < n; i++) {
+    snprintf(names[i], sizeof names[i], "pgen/field/s%ld/%s/l%ld", step, PARAMS[i / levels],
+             i % levels);
+    CHECK(mstro_cdo_declare(names[i], MSTRO_ATTR_DEFAULT, &cdos[i]));
+    CHECK(mstro_cdo_require(cdos[i]));
+  }
+  snprintf(path, sizeof path, "%s/step-%ld.txt", out, step);
+  snprintf(partial, sizeof partial, "%s/.step-%ld.txt.partial", out, step);
+  f = fopen(partial, "w");
+  if (f == NULL) {
+    perror(partial);
+    return 1;
+  }
+  fprintf(f, "product of step %ld\n", step);
+  for (i = 0; i < n; i++) {
+    void *data = NULL;
+    int64_t len = -1, want;
+    const uint64_t *sum = NULL;
+    const char *source = NULL;
+    enum mstro_cdo_attr_value_type ty;
+    double total = 0;
+    int64_t k;
+    want = min + (int64_t)(fnv1a((const unsigned char *)names[i], strlen(names[i])) %
+                           (uint64_t)(max - min + 1));
+    CHECK(mstro_cdo_demand(cdos[i]));
+    CHECK(mstro_cdo_access_ptr(cdos[i], &data, &len));
+    CHECK(mstro_cdo_attribute_get(cdos[i], ".user.pgen.checksum", &ty, (const void **)&sum));
+    CHECK(mstro_cdo_attribute_get(cdos[i], ".user.pgen.source", &ty, (const void **)&source));
+    if (!is_field(names[i], data, len, want) || *sum != fnv1a(data, (size_t)len)) {
+      fprintf(stderr, "pgen_product: %s: %lld bytes, not the forecast's %lld (or its checksum differs)\n",
+              names[i], (long long)len, (long long)want);
+      return 1;
+    }
+    from_archive += strcmp(source, "archive") == 0;
+    for (k = 0; k < len; k++) {
+      total += ((const unsigned char *)data)[k];
+    }
+    fprintf(f, "%s l%ld %lld bytes checksum %016llx mean %.4f\n", PARAMS[i / levels], i % levels,
+            (long long)len, (unsigned long long)*sum, total / (double)(len > 0 ? len : 1));
+    CHECK(mstro_cdo_dispose(cdos[i]));
+  }
+  if (fclose(f) != 0 || rename(partial, path) != 0) {
+    perror(path);
+    return 1;
+  }
+  printf("pgen_product step %ld: %ld fields checked (%ld from forecast, %ld from archive); "
+         "product %s\n",
+         step, n, n - from_archive, from_archive, path);
+  {
+    char name[64];
+    snprintf(name, sizeof name, "pgen/product/s%ld", step);
+    CHECK(mstro_cdo_declare(name, MSTRO_ATTR_DEFAULT, &made));
+  }
+  CHECK(mstro_cdo_attribute_set(made, ".user.pgen.kind", (void *)"product", true, false));
+  CHECK(mstro_cdo_attribute_set(made, ".user.pgen.step", &made_step, true, false));
+  CHECK(mstro_cdo_seal(made));
+  CHECK(mstro_cdo_offer(made));
+  CHECK(mstro_cdo_withdraw(made));
+  CHECK(mstro_cdo_dispose(made));
+  CHECK(mstro_finalize());
+  free(cdos);
+  free(names);
+  return 0;
+}
