@@ -9,34 +9,12 @@
  * attribute, writes DIR/step-S.txt (the same product as `pgen product` writes) and offers
  * the product CDO whose OFFER event tells the manager. The attribute schema is
  * examples/pgen/pgen.yaml (MSTRO_SCHEMA_PATH, MSTRO_SCHEMA_LIST). */
-#include <maestro.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    mstro_status s_ = (call);                                                              \
-    if (s_ != MSTRO_OK) {                                                                  \
-      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,                   \
-              mstro_status_description(s_), mstro_last_error_message());                   \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
+#include "../c/common.h"
 
 static const char *const PARAMS[] = {"2t", "msl", "10u", "10v", "tp", "q", "z", "t"};
 
-static uint64_t fnv1a(const unsigned char *p, size_t len) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  size_t i;
-  for (i = 0; i < len; i++) {
-    h = (h ^ p[i]) * 0x100000001b3ULL;
-  }
-  return h;
-}
-
-static long option(int argc, char **argv, const char *name, long dflt) {
+/* The value of number option `name`, or `dflt`; exits saying which option is wrong. */
+static long number(int argc, char **argv, const char *name, long dflt) {
   int i;
   for (i = 1; i + 1 < argc; i++) {
     if (strcmp(argv[i], name) == 0) {
@@ -63,25 +41,28 @@ static const char *text_option(int argc, char **argv, const char *name) {
 }
 
 /* Whether `data` is the field `name` as the forecast computed it: its size, then every
- * byte of the pattern seeded by the low byte of the name's FNV-1a. */
+ * byte of the pattern (common.h's `fill`) seeded by the low byte of the name's FNV-1a. */
 static int is_field(const char *name, const unsigned char *data, int64_t len, int64_t want) {
   unsigned seed = (unsigned)(fnv1a((const unsigned char *)name, strlen(name)) & 0xff);
-  int64_t i;
+  unsigned char *expected;
+  int same;
   if (len != want) {
     return 0;
   }
-  for (i = 0; i < len; i++) {
-    if (data[i] != (unsigned char)(((size_t)i * 29u + seed) ^ ((size_t)i >> 8))) {
-      return 0;
-    }
+  expected = malloc((size_t)len + 1);
+  if (expected == NULL) {
+    return 0;
   }
-  return 1;
+  fill(expected, (size_t)len, seed);
+  same = memcmp(expected, data, (size_t)len) == 0;
+  free(expected);
+  return same;
 }
 
 int main(int argc, char **argv) {
-  long step = option(argc, argv, "--step", -1), steps = option(argc, argv, "--steps", 4);
-  long params = option(argc, argv, "--params", 3), levels = option(argc, argv, "--levels", 2);
-  long min = option(argc, argv, "--min-size", 1 << 20), max = option(argc, argv, "--max-size", 16 << 20);
+  long step = number(argc, argv, "--step", -1), steps = number(argc, argv, "--steps", 4);
+  long params = number(argc, argv, "--params", 3), levels = number(argc, argv, "--levels", 2);
+  long min = number(argc, argv, "--min-size", 1 << 20), max = number(argc, argv, "--max-size", 16 << 20);
   const char *out = text_option(argc, argv, "--out");
   long n, i, from_archive = 0;
   mstro_cdo *cdos;
