@@ -634,7 +634,7 @@ fn start_product(
             let pmix = session
                 .pmix()
                 .ok_or("--launch spawn needs a PMIx host that spawns (maestro run)")?;
-            let app = pmix::server::App {
+            let app = pmix::App {
                 cmd: exe,
                 argv,
                 env: vec![info, workflow],

@@ -456,7 +456,7 @@ impl Client {
     #[doc(alias = "PMIx_Spawn")]
     pub fn spawn(
         &self,
-        apps: &[crate::server::App],
+        apps: &[crate::value::App],
         job_info: &[Info],
         timeout: Duration,
     ) -> Result<String> {
@@ -727,7 +727,7 @@ struct SpawnArgs {
 unsafe impl Send for SpawnArgs {}
 
 impl SpawnArgs {
-    fn new(apps: &[crate::server::App], job_info: &[Info]) -> Result<SpawnArgs> {
+    fn new(apps: &[crate::value::App], job_info: &[Info]) -> Result<SpawnArgs> {
         let mut out = SpawnArgs {
             apps: Vec::with_capacity(apps.len()),
             job_info: infos(job_info)?,

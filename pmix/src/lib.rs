@@ -42,7 +42,7 @@ pub use query::Query;
 pub use server::{GroupOp, Host, JobLayout, Server, ServerConfig};
 pub use tool::{Tool, ToolTarget};
 pub use value::{
-    DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
+    App, DEVTYPE_NETWORK, DEVTYPE_OPENFABRICS, DeviceDistance, Info, LINK_DOWN, LINK_STATE_UNKNOWN,
     LINK_UP, PROC_STATE_RUNNING, PROC_STATE_TERMINATED, Proc, ProcInfo, RANK_UNDEF, RANK_WILDCARD,
     Rank, Value, find, proc_state_name,
 };

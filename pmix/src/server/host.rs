@@ -12,6 +12,7 @@ use crate::server::reply::{
     CredentialReply, InfoReply, LookupReply, ModexReply, OpReply, SpawnReply, ToolReply,
     ValidationReply,
 };
+pub use crate::value::App;
 use crate::value::Info;
 use crate::value::Proc;
 
@@ -22,24 +23,6 @@ pub enum GroupOp {
     Construct,
     /// `PMIx_Group_destruct`.
     Destruct,
-}
-
-/// One application of a `PMIx_Spawn` request (`pmix_app_t`): what to run and how many
-/// copies.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct App {
-    /// The executable (`cmd`; may be empty when `argv[0]` names it).
-    pub cmd: String,
-    /// The arguments, `argv[0]` included (OpenPMIx's clients put the command there).
-    pub argv: Vec<String>,
-    /// `NAME=VALUE` entries to add to the processes' environment.
-    pub env: Vec<String>,
-    /// The working directory (empty: the host's choice).
-    pub cwd: String,
-    /// How many processes to start (PMIx says `maxprocs`; 0 or less asks for none).
-    pub maxprocs: i32,
-    /// Per-application directives (`PMIX_WDIR`, `PMIX_PREFIX`, ...).
-    pub info: Vec<Info>,
 }
 
 /// The launcher's answers to PMIx upcalls. Methods run on PMIx's progress thread: answer

@@ -12,6 +12,24 @@ pub(crate) use cconv::{bytes_from_raw, bytes_to_raw, copy_cstr, cstr_lossy, cstr
 pub(crate) use info::InfoArray;
 pub use info::{Info, find};
 
+/// One application of a `PMIx_Spawn` request (`pmix_app_t`): what to run and how many
+/// copies.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct App {
+    /// The executable (`cmd`; may be empty when `argv[0]` names it).
+    pub cmd: String,
+    /// The arguments, `argv[0]` included (OpenPMIx's clients put the command there).
+    pub argv: Vec<String>,
+    /// `NAME=VALUE` entries to add to the processes' environment.
+    pub env: Vec<String>,
+    /// The working directory (empty: the host's choice).
+    pub cwd: String,
+    /// How many processes to start (PMIx says `maxprocs`; 0 or less asks for none).
+    pub maxprocs: i32,
+    /// Per-application directives (`PMIX_WDIR`, `PMIX_PREFIX`, ...).
+    pub info: Vec<Info>,
+}
+
 use std::ffi::{c_char, c_void};
 use std::fmt;
 
