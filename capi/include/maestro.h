@@ -363,7 +363,8 @@ enum mstro_subscription_opts_ {
       (declared: DECLARE, sealed: SEAL, offered: OFFER, required: REQUIRE, demanded: DEMAND,
       withdrawn: WITHDRAW; detail "before this subscription"; at most 100000, lowest ids
       first), then events as they happen: a late subscriber misses nothing offered before.
-      Not with SIGNAL_BEFORE. An extension of Maestro Core's options. */
+      With SIGNAL_BEFORE the past events come after the fact (no acknowledgement needed),
+      then each new one before its operation. An extension of Maestro Core's options. */
   MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE = 1 << 3
 };
 typedef uint32_t mstro_subscription_opts;

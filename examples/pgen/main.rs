@@ -650,6 +650,14 @@ fn start_product(
                 shell_words(&argv)
             );
             let mut cmd = std::process::Command::new("sbatch");
+            // A job of its own: nothing of the manager's job (its CPU binding, node list,
+            // task counts in SLURM_*) may leak into the new allocation; the cluster's
+            // configuration (SLURM_CONF) stays.
+            for (key, _) in std::env::vars_os() {
+                if key.to_string_lossy().starts_with("SLURM_") && key != "SLURM_CONF" {
+                    cmd.env_remove(key);
+                }
+            }
             cmd.args([
                 "--parsable",
                 "--job-name",

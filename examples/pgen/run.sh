@@ -14,7 +14,8 @@
 # MAESTRO and PGEN name the binaries (default: target/release of this checkout); PGEN_SHAPE
 # the fields (default 4 steps x 3 parameters x 2 levels of 1-16 MiB); PGEN_FORECAST_RANKS
 # the forecast's size (default 4); PGEN_PRODUCT_CMD another program for the product jobs
-# (the C one, examples/pgen/product.c built as pgen_product). The jobs find the pool
+# (the C one, examples/pgen/product.c built as pgen_product); PGEN_LATE_ARCHIVER seconds
+# to start the archiver after the forecast. The jobs find the pool
 # manager through PMIx by the workflow's name (MSTRO_WORKFLOW_NAME, unique per run), within
 # MSTRO_POOL_MANAGER_WAIT.
 set -euo pipefail
@@ -47,6 +48,9 @@ job() {
     pids+=($!)
 }
 job forecast -n "$RANKS" -- "$PGEN" forecast "${SHAPE[@]}"
+# The archiver may come late (PGEN_LATE_ARCHIVER seconds): it hears of what was offered
+# before it came, and holds every offer after.
+sleep "${PGEN_LATE_ARCHIVER:-0}"
 job archiver -n 1 -- "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive"
 job manager -n 1 -- "$PGEN" manager "${SHAPE[@]}" --out "$WORK/products" \
     --producers $((RANKS - 1)) --hold-last "${product[@]}"

@@ -185,8 +185,9 @@ pub struct SubscribeOptions {
     /// [`MAX_REPLAY`], in id order), one event of the kind its state stands for
     /// (declared: `Declare`, sealed: `Seal`, offered: `Offer`, required: `Require`,
     /// demanded: `Demand`, withdrawn: `Withdraw`), with the detail "before this
-    /// subscription", if the subscription takes that kind. After-the-fact subscriptions
-    /// only.
+    /// subscription", if the subscription takes that kind. With `signal_before` too, the
+    /// past events come as they were (after the fact, needing no acknowledgement), then
+    /// each new operation's before it takes effect.
     pub replay: bool,
 }
 

@@ -450,6 +450,18 @@ fn a_late_subscriber_asking_for_the_current_state_misses_nothing() {
     let (_, out) = pm.subscribe_seeing(t, EventKind::Offer, "(= step 1)", replay);
     let names: Vec<Option<String>> = events_to(&out, t).into_iter().map(|e| e.cdo).collect();
     assert_eq!(names, [Some("c".to_string())]);
+    // A late archiver holding each new offer (signal-before, require-ack) hears of the
+    // past ones too, as they were: after the fact, nothing to acknowledge.
+    let holding = SubscribeOptions {
+        signal_before: true,
+        require_ack: true,
+        ..replay
+    };
+    let (_, out) = pm.subscribe_seeing(t, EventKind::Offer, "", holding);
+    let past = events_to(&out, t);
+    let names: Vec<Option<String>> = past.iter().map(|e| e.cdo.clone()).collect();
+    assert_eq!(names, [Some("c".to_string()), Some("d".to_string())]);
+    assert!(past.iter().all(|e| !e.before && !e.needs_ack), "{past:?}");
     // Without the option: nothing from before.
     let (_, out) = pm.subscribe_seeing(t, EventKind::Offer, "", SubscribeOptions::default());
     assert!(events_to(&out, t).is_empty());

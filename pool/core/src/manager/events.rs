@@ -595,9 +595,9 @@ impl Manager {
             },
         );
         self.out.send(conn, FromPm::Subscribed { local, sub });
-        if options.signal_before {
-            return;
-        }
+        // The past comes as it was (after the fact, nothing to acknowledge), whatever the
+        // subscription hears of new operations: a late archiver that must hold each offer
+        // before it happens also needs what was offered before it came.
         if options.replay {
             self.replay_state(sub, conn, app);
         }
