@@ -22,8 +22,10 @@
 //! The pool manager is found as every Maestro program finds it: `MSTRO_POOL_MANAGER_INFO`,
 //! or the workflow name the forecast published through PMIx (`maestro run` jobs of the
 //! user on the node, looked for `MSTRO_POOL_MANAGER_WAIT` seconds, default 60 here), or the
-//! file the forecast's rank 0 writes with `--info-file` (jobs of other allocations). See
-//! `examples/pgen/README.md` for the job scripts.
+//! file the forecast's rank 0 writes with `--info-file` (`MSTRO_POOL_MANAGER_INFO_FILE`,
+//! jobs of other allocations). The job scripts: `examples/pgen/run.sh` (`maestro run`) and
+//! `examples/pgen/slurm.sh` (`sbatch`); the README's "A workflow of separate jobs" walks
+//! through a run.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
