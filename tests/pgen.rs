@@ -87,56 +87,70 @@ fn product_jobs_in_c_join_the_same_workflow() {
     );
 }
 
+/// One `examples/pgen/slurm.sh` run on `cluster` in `run` (under the checkout, which every
+/// node sees: each has its own /tmp): the forecast on n1-n4, the archiver and the manager on
+/// n5, the product jobs on the other nodes; returns the script's output and the product
+/// jobs' (asserting it passed, with every job's output if not).
+fn slurm_run(cluster: &Cluster, run_dir: &str) -> (String, String) {
+    let work = repo().join("target/pgen-cluster").join(run_dir);
+    let _ = std::fs::remove_dir_all(&work);
+    let started = std::time::Instant::now();
+    let mut cmd = cluster.command(repo().join("examples/pgen/slurm.sh"));
+    cmd.arg(&work)
+        .env("PGEN", example("pgen"))
+        .env("PGEN_FORECAST_SBATCH", "-N 4 -n 8 -w n[1-4]")
+        .env("PGEN_SERVICE_SBATCH", "-n 1 -w n5")
+        .env("PGEN_PRODUCT_SBATCH", "-n 1 -x n[1-5]")
+        .env("PGEN_TIMEOUT", "600")
+        .env("MSTRO_WORKFLOW_NAME", format!("pgen-{run_dir}"));
+    let out = run(&mut cmd, Duration::from_secs(660));
+    eprintln!(
+        "{run_dir}: exit {:?} in {:.1} s",
+        out.code(),
+        started.elapsed().as_secs_f64()
+    );
+    let logs = |prefix: &str| -> String {
+        let mut files: Vec<_> = std::fs::read_dir(&work)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect()
+    };
+    let all = ["forecast", "archiver", "manager", "product"]
+        .map(logs)
+        .concat();
+    assert_eq!(out.code(), Some(0), "{run_dir}: {out:?}\n{all}");
+    assert!(
+        out.stdout.contains("verified: 24 archived fields"),
+        "{}",
+        out.stdout
+    );
+    let (manager, products) = (logs("manager"), logs("product"));
+    let _ = std::fs::remove_dir_all(&work);
+    (manager, products)
+}
+
 #[test]
 #[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
 fn the_product_generation_workflow_passes_ten_runs_on_the_namespaced_cluster() {
     let cluster = Cluster::start_nodes(8);
-    let runs = repo().join("target/pgen-cluster");
     for i in 1..=10 {
-        // Under the checkout, which every node sees (each has its own /tmp).
-        let work = runs.join(format!("run-{i}"));
-        let _ = std::fs::remove_dir_all(&work);
-        let started = std::time::Instant::now();
-        let mut cmd = cluster.command(repo().join("examples/pgen/slurm.sh"));
-        cmd.arg(&work)
-            .env("PGEN", example("pgen"))
-            .env("PGEN_FORECAST_SBATCH", "-N 4 -n 8 -w n[1-4]")
-            .env("PGEN_SERVICE_SBATCH", "-n 1 -w n5")
-            .env("PGEN_PRODUCT_SBATCH", "-n 1 -x n[1-5]")
-            .env("PGEN_TIMEOUT", "600")
-            .env("MSTRO_WORKFLOW_NAME", format!("pgen-cluster-{i}"));
-        let out = run(&mut cmd, Duration::from_secs(660));
-        let secs = started.elapsed().as_secs_f64();
-        eprintln!("run {i}: exit {:?} in {secs:.1} s", out.code());
-        let logs = |prefix: &str| -> String {
-            std::fs::read_dir(&work)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-                .collect()
-        };
-        assert_eq!(
-            out.code(),
-            Some(0),
-            "run {i}: {out:?}\n{}{}{}{}",
-            logs("forecast"),
-            logs("archiver"),
-            logs("manager"),
-            logs("product")
-        );
-        assert!(
-            out.stdout.contains("verified: 24 archived fields"),
-            "{}",
-            out.stdout
-        );
+        let (manager, products) = slurm_run(&cluster, &format!("run-{i}"));
         // The last step's fields outlived the forecast: they came from the archive.
-        let products = logs("product");
         assert!(
             products.contains("pgen step 3: 6 fields checked (6 from archive)"),
             "{products}"
         );
-        let _ = std::fs::remove_dir_all(&work);
+        assert!(
+            manager.contains("manager: how the data moved: "),
+            "{manager}"
+        );
     }
 }
