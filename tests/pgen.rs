@@ -40,8 +40,41 @@ fn run_sh(product: Option<&std::path::Path>, late_archiver: &str, last_step_said
         cmd.env("PGEN_PRODUCT_CMD", p);
     }
     cmd.env("PGEN_LATE_ARCHIVER", late_archiver);
-    let out = run(&mut cmd, Duration::from_secs(300));
+    // Meanwhile a user looks at step 0's CDOs, as the README says, until all four show.
+    let workflow = format!("pgen-test-{}", std::process::id());
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let (out, seen) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let names =
+                ["2t/l0", "2t/l1", "msl/l0", "msl/l1"].map(|f| format!("pgen/field/s0/{f}"));
+            while !ended.load(std::sync::atomic::Ordering::Relaxed) {
+                let ls = run(
+                    Command::new(maestro()).args([
+                        "pool",
+                        "ls",
+                        "--workflow",
+                        &workflow,
+                        "(.user.pgen.step = 0)",
+                    ]),
+                    Duration::from_secs(30),
+                );
+                if ls.code() == Some(0) && names.iter().all(|n| ls.stdout.contains(n.as_str())) {
+                    return Some(ls.stdout);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            None
+        });
+        let out = run(&mut cmd, Duration::from_secs(300));
+        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        (out, watcher.join().expect("watcher"))
+    });
     assert_eq!(out.code(), Some(0), "{out:?}");
+    let seen = seen.expect("maestro pool ls never showed step 0's four fields during the run");
+    assert!(
+        !seen.contains("pgen/field/s1/"),
+        "the selector let other steps through: {seen}"
+    );
     let said = &out.stdout;
     for what in [
         "verified: 12 archived fields",
