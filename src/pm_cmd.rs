@@ -143,31 +143,6 @@ fn default_listen() -> Vec<SocketAddr> {
     listen
 }
 
-/// Writes the info to `path`, readable only by its owner (created exclusively with mode
-/// 0600, or an existing regular file of this user made 0600 before it is truncated and
-/// written; never through a link, never into another user's file or a FIFO), and keeps
-/// it locked while the PM runs (the returned file holds the lock): a second PM given the
-/// same path fails instead of overwriting the first one's info (and removing it at its
-/// exit). A file a killed PM left behind is not locked and is taken over.
-///
-/// # Errors
-/// What is at `path` when it is not ours ([`safefs::Error::Squatted`], naming it), the
-/// OS errors; `WouldBlock` when another running PM holds the file.
-fn write_info_file(path: &std::path::Path, info: &str) -> std::io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
-    let mut f = safefs::create_or_open_own(path, 0o600)?;
-    // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::WouldBlock,
-            "another running pool manager writes its info there; give this one another path",
-        ));
-    }
-    f.set_len(0)?;
-    writeln!(f, "{info}")?;
-    Ok(f)
-}
-
 /// Where standard output may carry the secret: a terminal always; anything with
 /// `--print-info`, a regular file others can read being made private (0600) first, if
 /// this user owns it.
@@ -234,7 +209,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         eprintln!("maestro pm: metrics at http://{addr}/metrics");
     }
     let _held = match &opts.info_file {
-        Some(path) => Some(write_info_file(path, &info.encode()).map_err(|e| {
+        Some(path) => Some(info.write_file(path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))
         })?),
         None => None,

@@ -337,8 +337,22 @@ fn an_observer_that_stops_reading_is_cut_off() {
         }
     }
     // Not reading: the PM hands it one question at a time, and its answers pile up past
-    // the limit once the sockets' buffers are full.
-    std::thread::sleep(Duration::from_secs(3));
+    // the limit once the sockets' buffers are full; it is cut off when another observer
+    // (this one, which reads) is the only one left.
+    let mut watch =
+        pool::Observer::connect(&info, "watch", Duration::from_secs(30)).expect("observer");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !matches!(
+        watch.query(pool::view::Query::Status),
+        Ok(pool::view::View::Status(s)) if s.observer_count == 1
+    ) {
+        assert!(
+            Instant::now() < end,
+            "the PM kept an observer that does not read"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(watch);
     assert!(
         closed_within(&mut o, Duration::from_secs(30)).is_some(),
         "the PM kept the connection of an observer that does not read"

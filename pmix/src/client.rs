@@ -772,14 +772,8 @@ unsafe extern "C" fn spawn_cb(
     cbdata: *mut std::ffi::c_void,
 ) {
     crate::ffi::guard("PMIx callback spawn_cb", (), || {
-        let nspace = if nspace.is_null() {
-            String::new()
-        } else {
-            // SAFETY: PMIx passes a NUL-terminated namespace valid for the call.
-            unsafe { std::ffi::CStr::from_ptr(nspace) }
-                .to_string_lossy()
-                .into_owned()
-        };
+        // SAFETY: PMIx passes NULL or a NUL-terminated namespace valid for the call.
+        let nspace = unsafe { crate::value::cstr_lossy(nspace) };
         // SAFETY: cbdata is ours.
         unsafe { Completion::<(i32, String)>::complete(cbdata, (status, nspace)) };
     })

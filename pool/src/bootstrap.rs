@@ -345,6 +345,32 @@ pub enum PmInfoFileError {
 }
 
 impl PmInfo {
+    /// Writes this info to `path`, readable only by its owner (created exclusively with
+    /// mode 0600, or an existing regular file of this user made 0600 before it is
+    /// truncated and written; never through a link, never into another user's file or a
+    /// FIFO), and keeps it locked while the returned file is open: a second PM given the
+    /// same path fails instead of overwriting the first one's info. A file a killed PM
+    /// left behind is not locked and is taken over. [`PmInfo::from_file`] reads it.
+    ///
+    /// # Errors
+    /// What is at `path` when it is not ours ([`safefs::Error::Squatted`], naming it),
+    /// the OS errors; `WouldBlock` when another running PM holds the file.
+    pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<std::fs::File> {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let mut f = safefs::create_or_open_own(path, 0o600)?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another running pool manager writes its info there; give this one another path",
+            ));
+        }
+        f.set_len(0)?;
+        writeln!(f, "{}", self.encode())?;
+        Ok(f)
+    }
+
     /// Reads the PM info in the file at `path` (as `maestro pm --info-file` writes it, or
     /// the `MSTRO_POOL_MANAGER_INFO;<info>;` line); `None` while the file does not exist
     /// or is still empty (its PM has not written it yet).
@@ -364,7 +390,8 @@ impl PmInfo {
         };
         let line = text.trim();
         let line = line
-            .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+            .strip_prefix(PM_INFO_ENV)
+            .and_then(|l| l.strip_prefix(';'))
             .and_then(|l| l.strip_suffix(';'))
             .unwrap_or(line);
         if line.is_empty() {

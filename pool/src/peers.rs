@@ -24,10 +24,6 @@ pub struct Socket {
     pub local_addr: SocketAddr,
     /// The other end's address.
     pub remote_addr: SocketAddr,
-    /// This end's port.
-    pub local: u16,
-    /// The other end's port.
-    pub remote: u16,
     /// The TCP state ([`ESTABLISHED`], [`LISTEN`], ...).
     pub state: u8,
     /// The uid owning this end.
@@ -48,8 +44,6 @@ pub fn sockets(text: &str) -> Vec<Socket> {
             Some(Socket {
                 local_addr,
                 remote_addr,
-                local: local_addr.port(),
-                remote: remote_addr.port(),
                 state: u8::from_str_radix(cols.get(3)?, 16).ok()?,
                 uid: cols.get(7)?.parse().ok()?,
                 inode: cols.get(9)?.parse().ok()?,
@@ -109,11 +103,11 @@ pub struct Intruder {
 fn intruders_in(table: &[Socket], port: u16, me: u32) -> Vec<Intruder> {
     table
         .iter()
-        .filter(|c| c.state == ESTABLISHED && c.remote == port && c.uid != me)
+        .filter(|c| c.state == ESTABLISHED && c.remote_addr.port() == port && c.uid != me)
         .filter_map(|client| {
             let server = table
                 .iter()
-                .find(|s| s.local == port && s.remote == client.local)?;
+                .find(|s| s.local_addr.port() == port && s.remote_addr == client.local_addr)?;
             Some(Intruder {
                 uid: client.uid,
                 server_end: server.inode,
@@ -223,7 +217,7 @@ mod tests {
             }]
         );
         assert!(intruders_in(&table, 1, 0).is_empty());
-        let listeners: Vec<u16> = listening(&table).map(|s| s.local).collect();
+        let listeners: Vec<u16> = listening(&table).map(|s| s.local_addr.port()).collect();
         assert_eq!(listeners, vec![0xA7F5]);
     }
 

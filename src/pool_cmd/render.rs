@@ -90,11 +90,7 @@ fn app_row(a: &AppView, now_ns: i128) -> Vec<String> {
     vec![
         a.id.to_string(),
         format!("{}:{}", a.component, a.index),
-        if a.job.is_empty() {
-            "-".into()
-        } else {
-            a.job.clone()
-        },
+        opt(Some(a.job.as_str()).filter(|j| !j.is_empty())),
         a.host.clone(),
         a.pid.map_or("-".into(), |p| p.to_string()),
         opt(a.provider.as_deref()),

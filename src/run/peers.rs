@@ -62,7 +62,7 @@ pub(super) fn own_listening_ports() -> io::Result<Vec<u16>> {
         .flat_map(|t| {
             listening(t)
                 .filter(|s| mine.contains(&s.inode))
-                .map(|s| s.local)
+                .map(|s| s.local_addr.port())
                 .collect::<Vec<_>>()
         })
         .collect();

@@ -28,7 +28,7 @@ pub enum Identity {
     /// No evidence beyond the secret: a peer on another host whose credential (if any)
     /// the PM's PMIx host cannot check.
     Unproven,
-    /// Evidence that the peer runs as the PM's user; what it was (for the log).
+    /// Evidence that the peer runs as the PM's user; what it was (logged at debug level).
     Proven(String),
     /// Evidence against it: another user's process, or a credential the PM's PMIx host
     /// calls forged or expired; why (sent back in the refusal).
@@ -144,6 +144,9 @@ impl Manager {
             role,
             proof,
         } = *join;
+        if let Identity::Proven(how) = &identity {
+            tracing::debug!("{component}:{index} on {host} is the PM's user: {how}");
+        }
         let why = self.admission(&workflow, (&component, index), (&nonce, &proof), identity);
         let why = match why {
             None if role == proto::Role::Observer => {
