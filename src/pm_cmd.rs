@@ -111,12 +111,20 @@ pub struct PmOptions {
 }
 
 /// Where a PM listens when not told: the addresses of the NIC chosen for this process
-/// (`MSTRO_OFI_IFACE`, else the inventory's choice for local rank 0) and loopback; every
-/// interface when no NIC with an address is found.
-fn default_listen() -> Vec<SocketAddr> {
+/// (`MSTRO_OFI_IFACE`, else the inventory's choice for local rank 0 unless `exclude`
+/// names it) and loopback; every interface (but those of `exclude`) when no NIC with an
+/// address is found.
+fn default_listen(exclude: &[String]) -> Vec<SocketAddr> {
     let nic: Vec<String> = match std::env::var("MSTRO_OFI_IFACE") {
         Ok(iface) if !iface.trim().is_empty() => vec![iface.trim().to_string()],
         _ => match inventory::nic_for_this_process(0) {
+            Ok((_, choice)) if exclude.contains(&choice.nic) => {
+                tracing::info!(
+                    "maestro pm: the NIC chosen, {}, is excluded (MSTRO_OFI_IFACE_EXCLUDE); listening on the other interfaces",
+                    choice.nic
+                );
+                Vec::new()
+            }
             Ok((inv, choice)) => {
                 let mut names = vec![choice.nic.clone()];
                 if let Some(n) = inv.nic(&choice.nic) {
@@ -263,15 +271,18 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
 /// The pool manager's configuration from the command line, with a fresh workflow secret.
 ///
 /// # Errors
-/// No randomness for the secret.
+/// No randomness for the secret; a malformed fabric setting (`MSTRO_OFI_*`).
 fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
     let secret = new_secret()?;
+    let fabric = fabric::Config::from_env()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
     let listen = if opts.listen.is_empty() {
-        default_listen()
+        default_listen(&fabric.exclude)
     } else {
         opts.listen.clone()
     };
     let mut config = PmConfig::new(&opts.workflow, &secret, listen);
+    config.exclude_interfaces = fabric.exclude;
     config.unix_socket = opts.unix_socket;
     config.join_timeout = opts.join_timeout;
     config.max_ingress = opts.max_ingress;

@@ -5,13 +5,17 @@
 //! event, the pool manager turns it into a pool event (the tracer on node B logs it) and
 //! plans the transfers that follow over the remaining path: RMA between the endpoints the
 //! apps also have on path 2, instead of RMA over path 1.
+//!
+//! Three "nodes" for a management network the pool is kept off (`MSTRO_OFI_IFACE_EXCLUDE`):
+//! a consumer and a provider that share only that network reach each other's data through
+//! the pool manager, which alone is on both of their data networks.
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Group, await_line, example, expect_line, lines, maestro};
+use common::{Group, await_line, example, expect_line, lines, maestro, run};
 use pool::attr::Attributes;
 use pool_tools::archive::Archive;
 
@@ -76,6 +80,32 @@ fn inside(ns: &str, program: &std::path::Path) -> Command {
     c
 }
 
+/// `program` run inside namespace `ns` as host `host` (a UTS namespace of its own: the
+/// pool manager takes processes of one host name for one machine).
+fn on_host(ns: &str, host: &str, program: &std::path::Path) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "unshare", "--uts", "sh", "-c"])
+        .arg("hostname \"$0\" && exec \"$@\"")
+        .arg(host)
+        .arg(program);
+    c
+}
+
+/// A veth pair between namespaces `a` and `b`: `a`'s end `va` at `addr_a`, `b`'s end
+/// `vb` at `addr_b` (both `/24`), up.
+fn link(a: (&str, &str, &str), b: (&str, &str, &str)) {
+    let ((ns_a, va, addr_a), (ns_b, vb, addr_b)) = (a, b);
+    ip(&[
+        "link", "add", va, "netns", ns_a, "type", "veth", "peer", "name", vb, "netns", ns_b,
+    ]);
+    for (ns, dev, addr) in [(ns_a, va, addr_a), (ns_b, vb, addr_b)] {
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+    }
+    await_link_up(ns_a, va);
+    await_link_up(ns_b, vb);
+}
+
 #[test]
 fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     let (a, b) = (
@@ -83,36 +113,14 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
         format!("mstro-b{}", std::process::id()),
     );
     let _ns = Namespaces::create(&[&a, &b]);
-    for (path, (va, vb)) in [("1", ("va1", "vb1")), ("2", ("va2", "vb2"))] {
-        ip(&[
-            "link", "add", va, "netns", &a, "type", "veth", "peer", "name", vb, "netns", &b,
-        ]);
-        ip(&[
-            "-n",
-            &a,
-            "addr",
-            "add",
-            &format!("10.201.{path}.1/24"),
-            "dev",
-            va,
-        ]);
-        ip(&[
-            "-n",
-            &b,
-            "addr",
-            "add",
-            &format!("10.201.{path}.2/24"),
-            "dev",
-            vb,
-        ]);
-        ip(&["-n", &a, "link", "set", va, "up"]);
-        ip(&["-n", &b, "link", "set", vb, "up"]);
+    for path in ["1", "2"] {
+        link(
+            (&a, &format!("va{path}"), &format!("10.201.{path}.1")),
+            (&b, &format!("vb{path}"), &format!("10.201.{path}.2")),
+        );
     }
     for ns in [&a, &b] {
         ip(&["-n", ns, "link", "set", "lo", "up"]);
-    }
-    for (ns, dev) in [(&a, "va1"), (&a, "va2"), (&b, "vb1"), (&b, "vb2")] {
-        await_link_up(ns, dev);
     }
 
     // Node A: the pool manager, controlled over path 2 only.
@@ -220,6 +228,146 @@ fn a_link_going_down_is_a_pool_event_and_transfers_take_the_other_path() {
     // The launcher forwards SIGTERM to the PM and exits with 128 + 15.
     let end = pm.terminate(T);
     assert_eq!(end.code(), Some(143), "{end:?}");
+}
+
+/// Node P runs the pool manager, with a data network to node B (10.202.2/24) and one to
+/// node C (10.202.3/24) and a management interface of its own (`mgmt`, 10.202.9/24); B and
+/// C share only a management network (10.202.1/24, `mgmt` on both). With
+/// `MSTRO_OFI_IFACE_EXCLUDE=mgmt` everywhere the PM does not advertise its management
+/// address, no endpoint opens on `mgmt`, and C's offer reaches B's archiver through the PM
+/// (a stream, which the transport event explains and `maestro pool transfers` shows),
+/// intact; a client told to keep off the data network does not even try the PM there.
+#[test]
+fn a_management_network_is_kept_free_of_data_and_the_pm_relays_across_networks() {
+    let id = std::process::id();
+    let (p, b, c) = (
+        format!("mstro-p{id}"),
+        format!("mstro-q{id}"),
+        format!("mstro-r{id}"),
+    );
+    let _ns = Namespaces::create(&[&p, &b, &c]);
+    for ns in [&p, &b, &c] {
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    link((&p, "tob", "10.202.2.1"), (&b, "data", "10.202.2.2"));
+    link((&p, "toc", "10.202.3.1"), (&c, "data", "10.202.3.3"));
+    link((&b, "mgmt", "10.202.1.2"), (&c, "mgmt", "10.202.1.3"));
+    // P's management interface leads nowhere (a veth pair within P, the other end without
+    // an address): only its address matters.
+    ip(&[
+        "-n", &p, "link", "add", "mgmt", "type", "veth", "peer", "name", "mgmt-end",
+    ]);
+    ip(&["-n", &p, "addr", "add", "10.202.9.1/24", "dev", "mgmt"]);
+    for dev in ["mgmt", "mgmt-end"] {
+        ip(&["-n", &p, "link", "set", dev, "up"]);
+    }
+    let kept_off = |cmd: &mut Command| {
+        cmd.env("MSTRO_OFI_IFACE_EXCLUDE", "mgmt")
+            .env("MSTRO_OFI_PROVIDER", "tcp;ofi_rxm");
+    };
+
+    let mut pm_cmd = on_host(&p, "p", &maestro());
+    pm_cmd.args([
+        "pm",
+        "--print-info",
+        "--workflow",
+        "kept-off",
+        "--listen",
+        "0.0.0.0:0",
+        "--no-unix-socket",
+    ]);
+    kept_off(&mut pm_cmd);
+    let mut pm = Group::spawn(&mut pm_cmd);
+    let info = await_line(
+        pm.child.stdout.take().expect("stdout"),
+        "MSTRO_POOL_MANAGER_INFO;",
+    )
+    .trim()
+    .to_string();
+    assert!(
+        info.contains("10.202.2.1") && info.contains("10.202.3.1"),
+        "the PM advertises both data networks: {info}"
+    );
+    assert!(
+        !info.contains("10.202.9.1"),
+        "the management address is not advertised: {info}"
+    );
+    let with_info = |ns: &str, host: &str, program: &std::path::Path| {
+        let mut cmd = on_host(ns, host, program);
+        cmd.env("MSTRO_POOL_MANAGER_INFO", &info);
+        kept_off(&mut cmd);
+        cmd
+    };
+
+    let mut tracer = Group::spawn(
+        with_info(&b, "b", &example("pool_tracer")).args(["--kinds", "transport-started"]),
+    );
+    await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    let traced = lines(tracer.child.stdout.take().expect("stdout"));
+    let archive_dir = tempfile::tempdir().expect("tempdir");
+    let mut archiver = Group::spawn(
+        with_info(&b, "b", &example("pool_archiver"))
+            .args(["--dir", &archive_dir.path().to_string_lossy()]),
+    );
+    await_line(
+        archiver.child.stderr.take().expect("stderr"),
+        "archiving offers",
+    );
+    let archived = lines(archiver.child.stdout.take().expect("stdout"));
+
+    let data: Vec<u8> = (0..(4 << 20)).map(|i| (i % 253) as u8).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    Archive::open(dir.path())
+        .expect("archive")
+        .store("relayed", &data, &Attributes::new())
+        .expect("store");
+    let librarian = Group::spawn(with_info(&c, "c", &example("pool_librarian")).args([
+        "--dir",
+        &dir.path().to_string_lossy(),
+        "--eager",
+    ]));
+    expect_line(&archived, &["archived relayed"], T);
+    let how = expect_line(&traced, &["TransportStarted", "\"relayed\""], T);
+    assert!(
+        how.contains("by stream: the consumer's network 10.202.2.2/24 does not reach the provider's endpoint 10.202.3.3"),
+        "{how}"
+    );
+    let (got, _) = Archive::open(archive_dir.path())
+        .expect("archive")
+        .load("relayed")
+        .expect("load")
+        .expect("archived");
+    assert!(got == data, "the relayed CDO arrived intact");
+
+    let transfers = run(
+        with_info(&b, "b", &maestro()).args(["pool", "transfers"]),
+        T,
+    );
+    assert_eq!(transfers.code(), Some(0), "{transfers:?}");
+    let row = transfers
+        .stdout
+        .lines()
+        .find(|l| l.contains("relayed"))
+        .unwrap_or_else(|| panic!("no transfer of relayed: {}", transfers.stdout));
+    assert!(row.contains("stream") && row.contains("done"), "{row}");
+
+    // Told to keep off B's data network too, a client does not try the PM there.
+    let lost = run(
+        with_info(&b, "b", &example("pool_librarian"))
+            .env("MSTRO_OFI_IFACE_EXCLUDE", "mgmt,data")
+            .args(["--dir", &dir.path().to_string_lossy()]),
+        T,
+    );
+    assert_ne!(lost.code(), Some(0), "{lost:?}");
+    assert!(
+        lost.stderr.contains("not tried, on data's network 10.202.2.0/24, which MSTRO_OFI_IFACE_EXCLUDE keeps the pool off"),
+        "{lost:?}"
+    );
+    drop(librarian);
+    drop(archiver);
+    drop(tracer);
+    let end = pm.terminate(T);
+    assert!(end.code().is_some(), "{end:?}");
 }
 
 /// A veth pair this test creates (needs root): a rank started while it is up asks

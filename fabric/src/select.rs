@@ -7,6 +7,7 @@
 //! 2. `MSTRO_OFI_PROVIDER` (else `FI_PROVIDER`) restricts the provider: `tcp` matches
 //!    `tcp;ofi_rxm`, a full name matches exactly;
 //! 3. `MSTRO_OFI_IFACE` restricts the domain (interface or device name);
+//!    `MSTRO_OFI_IFACE_EXCLUDE` takes domains out (a management network kept free of data);
 //! 4. shared memory only for peers on the same node ([`Scope::SameNode`]), where it wins;
 //! 5. the preferred domain (the inventory's NIC for this process) before others;
 //! 6. class: native RDMA hardware, then TCP (`tcp;ofi_rxm`, `net`), then UDP
@@ -28,6 +29,13 @@ pub struct Config {
     /// the SPANK plugin sets it). Shared memory, on no NIC, stays available to same-node
     /// peers.
     pub iface: Option<String>,
+    /// Interfaces (libfabric domains: the interface name for TCP and UDP, the device name
+    /// for RDMA) the pool never uses (`MSTRO_OFI_IFACE_EXCLUDE`: names separated by commas
+    /// or spaces, as Open MPI's `btl_tcp_if_exclude`): no endpoint opens on them, first or
+    /// alternate, and a pool manager listening on every interface does not advertise
+    /// their addresses, so neither data nor the control connections that may relay it
+    /// cross them (a management network). Shared memory is never excluded.
+    pub exclude: Vec<String>,
     /// How progress threads wait (`MSTRO_OFI_PROGRESS`: `block` or `spin`).
     pub progress: ProgressMode,
     /// Never copy straight out of another process's memory on this host ([`crate::cma`];
@@ -49,11 +57,13 @@ pub struct ConfigError {
 
 impl Config {
     /// Reads `MSTRO_OFI_PROVIDER` (or `FI_PROVIDER`), `MSTRO_OFI_IFACE`,
-    /// `MSTRO_OFI_PROGRESS` and `MSTRO_OFI_CMA`. Empty values count as unset.
+    /// `MSTRO_OFI_IFACE_EXCLUDE`, `MSTRO_OFI_PROGRESS` and `MSTRO_OFI_CMA`. Empty values
+    /// count as unset.
     ///
     /// # Errors
-    /// [`ConfigError`] for a `MSTRO_OFI_PROGRESS` other than `block` or `spin`, or a
-    /// `MSTRO_OFI_CMA` other than `on` or `off`.
+    /// [`ConfigError`] for a `MSTRO_OFI_PROGRESS` other than `block` or `spin`, a
+    /// `MSTRO_OFI_CMA` other than `on` or `off`, an excluded name that cannot be an
+    /// interface's, or a `MSTRO_OFI_IFACE` that the exclusion names.
     pub fn from_env() -> Result<Config, ConfigError> {
         Config::from_lookup(|k| std::env::var(k).ok())
     }
@@ -64,9 +74,15 @@ impl Config {
     /// As [`Config::from_env`].
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
+        let iface = var("MSTRO_OFI_IFACE");
+        let exclude = match var("MSTRO_OFI_IFACE_EXCLUDE") {
+            None => Vec::new(),
+            Some(v) => parse_exclude(&v, iface.as_deref())?,
+        };
         Ok(Config {
             provider: var("MSTRO_OFI_PROVIDER").or_else(|| var("FI_PROVIDER")),
-            iface: var("MSTRO_OFI_IFACE"),
+            iface,
+            exclude,
             progress: match var("MSTRO_OFI_PROGRESS") {
                 None => ProgressMode::default(),
                 Some(v) => ProgressMode::parse(&v).ok_or(ConfigError {
@@ -92,6 +108,37 @@ impl Config {
             },
         })
     }
+}
+
+/// The names of `MSTRO_OFI_IFACE_EXCLUDE=value` (commas or spaces between them), checked:
+/// each could name an interface (at most 15 bytes, no `/`, no control character), and
+/// `iface` (`MSTRO_OFI_IFACE`) is not among them.
+fn parse_exclude(value: &str, iface: Option<&str>) -> Result<Vec<String>, ConfigError> {
+    let error = |expected| ConfigError {
+        var: "MSTRO_OFI_IFACE_EXCLUDE",
+        value: value.to_string(),
+        expected,
+    };
+    let mut names: Vec<String> = Vec::new();
+    for name in value.split(|c: char| c == ',' || c.is_whitespace()) {
+        if name.is_empty() {
+            continue;
+        }
+        if name.len() > 15 || name.contains('/') || name.chars().any(char::is_control) {
+            return Err(error(
+                "interface or device names (at most 15 bytes, no '/') separated by commas, e.g. eth0,ib1",
+            ));
+        }
+        if iface == Some(name) {
+            return Err(error(
+                "names other than the one MSTRO_OFI_IFACE chooses: unset one of the two",
+            ));
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
 }
 
 impl ProgressMode {
@@ -151,6 +198,10 @@ pub fn select(
             })
         })
         .filter(|(_, o)| {
+            ProviderClass::of(&o.provider) == ProviderClass::SharedMemory
+                || !config.exclude.contains(&o.domain)
+        })
+        .filter(|(_, o)| {
             scope == Scope::SameNode
                 || ProviderClass::of(&o.provider) != ProviderClass::SharedMemory
         })
@@ -168,6 +219,9 @@ pub fn select(
         }
         if let Some(i) = &config.iface {
             restriction.push_str(&format!(" on interface {i:?}"));
+        }
+        if !config.exclude.is_empty() {
+            restriction.push_str(&format!(" except on {}", config.exclude.join(", ")));
         }
         if scope == Scope::AnyNode {
             restriction.push_str(" reaching other nodes");
@@ -285,12 +339,29 @@ mod tests {
         assert_eq!(cfg.progress, ProgressMode::Spin);
         assert!(cfg.no_cross_memory);
         assert_eq!(Config::from_lookup(env(&[])), Ok(Config::default()));
-        for (var, bad) in [("MSTRO_OFI_PROGRESS", "fast"), ("MSTRO_OFI_CMA", "maybe")] {
+        for (var, bad) in [
+            ("MSTRO_OFI_PROGRESS", "fast"),
+            ("MSTRO_OFI_CMA", "maybe"),
+            ("MSTRO_OFI_IFACE_EXCLUDE", "eth0,a/b"),
+            ("MSTRO_OFI_IFACE_EXCLUDE", "a-name-longer-than-15"),
+        ] {
             let err = Config::from_lookup(move |k: &str| (k == var).then(|| bad.to_string()))
                 .expect_err("invalid");
             assert_eq!((err.var, err.value.as_str()), (var, bad));
-            assert!(err.to_string().contains(" or "), "{err}");
+            assert!(
+                err.to_string().contains(" or ") || err.to_string().contains("e.g."),
+                "{err}"
+            );
         }
+        let cfg = Config::from_lookup(env(&[("MSTRO_OFI_IFACE_EXCLUDE", " eth0, ib1 eth0,")]))
+            .expect("valid");
+        assert_eq!(cfg.exclude, ["eth0", "ib1"]);
+        let err = Config::from_lookup(env(&[
+            ("MSTRO_OFI_IFACE", "eth0"),
+            ("MSTRO_OFI_IFACE_EXCLUDE", "eth0"),
+        ]))
+        .expect_err("chosen and excluded");
+        assert!(err.to_string().contains("unset one of the two"), "{err}");
     }
 
     #[test]
@@ -324,6 +395,32 @@ mod tests {
         let r = select(&offers(), &lo, Scope::SameNode, &[]).expect("selection");
         assert_eq!(r[0].provider, "shm", "{:?}", names(&r));
         assert!(r[1..].iter().all(|o| o.domain == "lo"), "{:?}", names(&r));
+    }
+
+    #[test]
+    fn excluded_interfaces_open_nothing_but_shared_memory_stays() {
+        let no_eth0 = Config {
+            exclude: vec!["eth0".into()],
+            ..Config::default()
+        };
+        let r = select(&offers(), &no_eth0, Scope::SameNode, &["eth0"]).expect("selection");
+        assert_eq!(
+            names(&r),
+            [
+                "shm@shm",
+                "verbs;ofi_rxm@mlx5_0",
+                "tcp;ofi_rxm@lo",
+                "udp;ofi_rxd@lo"
+            ]
+        );
+        let only_eth0 = Config {
+            iface: Some("eth0".into()),
+            ..no_eth0
+        };
+        let msg = select(&offers(), &only_eth0, Scope::AnyNode, &[])
+            .expect_err("nothing left")
+            .to_string();
+        assert!(msg.contains("except on eth0"), "{msg}");
     }
 
     #[test]

@@ -77,14 +77,16 @@ fn prefix_of(mask: IpAddr) -> u8 {
     ones as u8
 }
 
-/// The addresses of interfaces that are up, IPv4 only, loopback last (a pool manager
-/// listening on `0.0.0.0` advertises these; link-local 169.254/16 is left out).
+/// The addresses of interfaces that are up, IPv4 only, loopback last, those of the
+/// interfaces named in `except` left out (a pool manager listening on `0.0.0.0`
+/// advertises these; link-local 169.254/16 is left out too).
 ///
 /// # Errors
 /// The OS error of `getifaddrs`.
-pub fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
+pub fn interface_addresses(except: &[String]) -> std::io::Result<Vec<IpAddr>> {
     let mut out: Vec<IpAddr> = all_addresses()?
         .into_iter()
+        .filter(|a| !except.contains(&a.interface))
         .filter_map(|a| match a.address {
             IpAddr::V4(ip) if a.up && !ip.is_link_local() => Some(ip.into()),
             _ => None,
@@ -321,12 +323,14 @@ mod tests {
 
     #[test]
     fn interfaces_include_loopback_last() {
-        let ips = interface_addresses().expect("getifaddrs");
+        let ips = interface_addresses(&[]).expect("getifaddrs");
         assert_eq!(
             ips.last(),
             Some(&"127.0.0.1".parse().expect("ip")),
             "{ips:?}"
         );
+        let no_lo = interface_addresses(&["lo".into()]).expect("getifaddrs");
+        assert!(no_lo.iter().all(|ip| !ip.is_loopback()), "{no_lo:?}");
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! The PM is found, in this order, from `--info`, `--info-file` (as `maestro pm
 //! --info-file` writes it), a running `maestro run --tool-support` (`--pid`, `--uri`: its
 //! PMIx host asks the PM and answers `PMIx_Query_info`), the PM info a job of this user
-//! published on this node (`--workflow`, or the only one published), and
-//! `MSTRO_POOL_MANAGER_INFO`.
+//! published on this node for `--workflow`, `MSTRO_POOL_MANAGER_INFO`, and the only PM
+//! info published on this node.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -208,22 +208,35 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
             workflow: args.workflow.clone(),
             timeout: args.timeout,
         });
-    } else if let Some(info) = published(args.workflow.as_deref())? {
-        info
     } else {
-        match PmInfo::from_env() {
-            Ok(Some(info)) => info,
-            Ok(None) => {
-                return Err(PoolCmdError::NotFound(
-                    "no pool manager found: give --info, --info-file, --pid of a maestro run --tool-support, or --workflow of a job of yours on this node (none is published here), or set MSTRO_POOL_MANAGER_INFO".into(),
-                ));
-            }
-            Err(error) => {
-                return Err(PoolCmdError::Info {
-                    what: bootstrap::PM_INFO_ENV.into(),
-                    error,
-                });
-            }
+        // A workflow named is looked for first; then the environment's PM, which the user
+        // set on purpose, before the only one published on this node.
+        let named = match args.workflow.as_deref() {
+            Some(w) => published(Some(w))?,
+            None => None,
+        };
+        let from_env = || {
+            PmInfo::from_env().map_err(|error| PoolCmdError::Info {
+                what: bootstrap::PM_INFO_ENV.into(),
+                error,
+            })
+        };
+        match named {
+            Some(info) => info,
+            None => match from_env()? {
+                Some(info) => info,
+                None if args.workflow.is_some() => {
+                    return Err(PoolCmdError::NotFound(format!(
+                        "no pool manager of workflow {:?} is published on this node, and MSTRO_POOL_MANAGER_INFO is not set: give --info, --info-file or --pid, or run this where the workflow runs",
+                        args.workflow.as_deref().unwrap_or_default()
+                    )));
+                }
+                None => published(None)?.ok_or_else(|| {
+                    PoolCmdError::NotFound(
+                        "no pool manager found: give --info, --info-file, --pid of a maestro run --tool-support, or --workflow of a job of yours on this node (none is published here), or set MSTRO_POOL_MANAGER_INFO".into(),
+                    )
+                })?,
+            },
         }
     };
     let observer = pool::Observer::connect(&info, "maestro-pool", args.timeout)?;

@@ -156,6 +156,7 @@ impl Session {
         };
         let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
         config.policy.owners = settings.owners.clone();
+        config.exclude_interfaces = settings.exclude_interfaces.clone();
         let credential = settings.credential();
         // A served PM under a host that issues credentials has them checked there: one
         // the host calls forged or issued to another user refuses a JOIN; one it cannot
@@ -420,7 +421,17 @@ fn connect(
             .schemas((*settings.schemas).clone())
     };
     let mut opts = base();
-    let nic = chosen_nic(settings);
+    // A NIC the pool is kept off (MSTRO_OFI_IFACE_EXCLUDE) is no choice: libfabric's order
+    // among the others decides.
+    let nic = chosen_nic(settings).filter(|(names, why)| {
+        let excluded = names
+            .iter()
+            .any(|n| settings.exclude_interfaces.contains(n));
+        if excluded {
+            tracing::debug!("fabric: NIC {why} is excluded by MSTRO_OFI_IFACE_EXCLUDE");
+        }
+        !excluded
+    });
     if let Some((_, why)) = &nic {
         tracing::debug!("fabric: NIC {why}");
     }

@@ -68,6 +68,9 @@ pub struct Settings {
     /// (`MSTRO_NAME_OWNERS`: `PREFIX=COMPONENT` entries separated by spaces): an offer of
     /// such a name from another component is refused.
     pub owners: Vec<pool::policy::NameOwner>,
+    /// Interfaces the pool keeps off (`MSTRO_OFI_IFACE_EXCLUDE`, see
+    /// [`fabric::Config::exclude`]): a PM served here does not advertise them.
+    pub exclude_interfaces: Vec<String>,
 }
 
 /// The variable that binds CDO names to components for a pool manager an app serves.
@@ -243,6 +246,7 @@ impl Settings {
             schemas: Arc::new(Schemas::from_env()?),
             pmix,
             owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,
+            exclude_interfaces: fabric.exclude,
         })
     }
 

@@ -67,15 +67,36 @@ pub(crate) struct Connected {
     pub(crate) writer: WriteIo,
 }
 
-/// Connects to the first of the PM's endpoints that answers and reads its challenge.
+/// Connects to the first of the PM's endpoints that answers and reads its challenge,
+/// skipping TCP endpoints on the networks of this host's interfaces named in `exclude`.
 ///
 /// # Errors
 /// [`ClientError::Unreachable`] listing each endpoint's error; a bad challenge.
-pub(crate) async fn connect(info: &PmInfo, limit: Duration) -> Result<(Connected, [u8; 32])> {
+pub(crate) async fn connect(
+    info: &PmInfo,
+    limit: Duration,
+    exclude: &[String],
+) -> Result<(Connected, [u8; 32])> {
     let mut errors = Vec::new();
     // An endpoint on a network this host cannot reach must not eat the whole timeout.
     let per_endpoint = limit.min(CONNECT_LIMIT);
+    let kept_off: Vec<_> = exclude
+        .iter()
+        .flat_map(|name| {
+            inventory::netif::networks_of(name)
+                .into_iter()
+                .map(move |n| (name, n.trunc()))
+        })
+        .collect();
     for addr in &info.endpoints {
+        if let ControlAddr::Tcp(a) = addr
+            && let Some((name, net)) = kept_off.iter().find(|(_, n)| n.contains(&a.ip()))
+        {
+            errors.push(format!(
+                "{addr}: not tried, on {name}'s network {net}, which MSTRO_OFI_IFACE_EXCLUDE keeps the pool off"
+            ));
+            continue;
+        }
         let (r, w) = match tokio::time::timeout(per_endpoint, open(addr)).await {
             Ok(Ok(halves)) => halves,
             Ok(Err(e)) => {

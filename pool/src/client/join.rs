@@ -158,7 +158,7 @@ impl AsyncClient {
             Some(s) => s,
             None => Arc::new(Schemas::from_env()?),
         };
-        let (stream, nonce) = driver::connect(info, opts.timeout).await?;
+        let (stream, nonce) = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
         let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
         let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
         let networks = opts

@@ -40,7 +40,7 @@ impl Observer {
             .enable_all()
             .build()?;
         let conn = rt.block_on(async {
-            let (stream, nonce) = driver::connect(info, timeout).await?;
+            let (stream, nonce) = driver::connect(info, timeout, &[]).await?;
             let join = super::join_message(
                 info,
                 (who, 0, ""),

@@ -50,6 +50,10 @@ pub struct JoinOptions {
     /// Why the endpoint's NIC was chosen (shown to the pool's observers; see
     /// `maestro pool fabric`).
     pub nic_reason: Option<String>,
+    /// Interfaces the pool keeps off ([`fabric::Config::exclude`]; the `fabric*` builders
+    /// take them from the fabric settings): the PM's control endpoints on their networks
+    /// are not tried, since the PM relays streamed bytes over the control connection.
+    pub exclude_interfaces: Vec<String>,
 }
 
 /// Default of [`JoinOptions::inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
@@ -78,6 +82,7 @@ impl JoinOptions {
             schemas: None,
             cross_memory: true,
             wait_spin: DEFAULT_WAIT_SPIN,
+            exclude_interfaces: Vec::new(),
             inline_max: DEFAULT_INLINE_MAX,
             nic_reason: None,
         }
@@ -193,6 +198,7 @@ impl JoinOptions {
         }
         let mut opts = self.endpoint(endpoint);
         opts.alternates = alternates;
+        opts.exclude_interfaces.clone_from(&cfg.exclude);
         opts.cross_memory = !cfg.no_cross_memory;
         Ok(opts)
     }

@@ -15,8 +15,9 @@ use crate::bootstrap::ControlAddr;
 
 /// Binds what `config` asks for: the private Unix socket (when asked and possible) and
 /// every TCP address; addresses given port 0 share one port where they can, so the PM
-/// info names one. Returns the listeners, the endpoints to advertise (every interface
-/// that is up for an unspecified address) and the Unix socket's directory.
+/// info names one. Returns the listeners, the endpoints to advertise (for an unspecified
+/// address: every interface that is up but those of
+/// [`PmConfig::exclude_interfaces`]) and the Unix socket's directory.
 ///
 /// # Errors
 /// The OS error of an address that cannot be bound, naming it.
@@ -52,8 +53,9 @@ pub(super) fn bind(
             shared_port.get_or_insert(bound.port());
         }
         if bound.ip().is_unspecified() {
-            // Listening everywhere: advertise every interface that is up.
-            for ip in inventory::netif::interface_addresses()? {
+            // Listening everywhere: advertise every interface that is up and not kept
+            // free of the pool's traffic.
+            for ip in inventory::netif::interface_addresses(&config.exclude_interfaces)? {
                 endpoints.push(SocketAddr::new(ip, bound.port()).into());
             }
         } else {

@@ -78,6 +78,10 @@ pub struct PmConfig {
     /// Control endpoints to listen on (port 0 picks one per address; `0.0.0.0` listens on
     /// every interface and advertises each one's address that is up, loopback last).
     pub listen: Vec<SocketAddr>,
+    /// Interfaces whose addresses a PM listening on every interface does not advertise
+    /// (`fabric::Config::exclude`, from `MSTRO_OFI_IFACE_EXCLUDE`): apps then reach it,
+    /// and the bytes it relays travel, on the other networks only. Default none.
+    pub exclude_interfaces: Vec<String>,
     /// Checks the PMIx credentials JOINs carry (where the PM runs under a PMIx host): a
     /// valid one for another user, or a forged one, refuses the JOIN; one the host cannot
     /// check leaves the secret to decide.
@@ -151,6 +155,7 @@ impl PmConfig {
             workflow: workflow.to_string(),
             secret: secret.to_vec(),
             listen,
+            exclude_interfaces: Vec::new(),
             credentials: None,
             unix_socket: true,
             ack_timeout: crate::events::ACK_TIMEOUT,
