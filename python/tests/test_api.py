@@ -71,6 +71,7 @@ def test_failures_raise_maestro_error_with_status_and_message():
         ("MSTRO_OFI_PROGRESS", "fast"),
         ("MSTRO_OFI_CMA", "maybe"),
         ("MSTRO_OFI_IFACE", "nosuchnic"),
+        ("MSTRO_OFI_IFACE_EXCLUDE", "eth0,a/b"),
         ("MSTRO_INLINE_MAX", "lots"),
         ("MSTRO_INLINE_MAX", "99999999"),
     ],
