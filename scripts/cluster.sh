@@ -10,14 +10,18 @@
 #   cluster.sh status             daemons, nodes (sinfo), namespaces
 #   cluster.sh env                the exports srun/sinfo need
 #   cluster.sh kill-node I        SIGKILL everything on node nI (its slurmd and tasks): a node crash
-#   cluster.sh link I IFACE up|down   take node nI's interface (eth0, eth1) down or up
+#   cluster.sh link I IFACE up|down   take node nI's interface (eth0, eth1, eth2) down or up
 #   cluster.sh exec I CMD...      run CMD inside node nI (its network, hostname and mounts)
 #   cluster.sh rsh nI COMMAND     run COMMAND through a shell inside node nI: mpirun's launch
 #                                 agent (--mca plm_rsh_agent "cluster.sh rsh")
 #
 # Nodes are n1..nN (CLUSTER_NODES, default 3) at 198.18.7.I on bridge mstrbr1 (eth0 in each
 # node); with CLUSTER_NETS=2 also at 198.18.8.I on bridge mstrbr2 (eth1), so that NIC choice
-# and link events have two networks to choose between. 198.18.0.0/15 is the benchmarking
+# and link events have two networks to choose between; with CLUSTER_NETS=3 also at
+# 198.18.9.I on bridge mstrbr3 (eth2). CLUSTER_ETH1_NODES and CLUSTER_ETH2_NODES (node
+# numbers and ranges, `1-5` or `1,5-8`; default all) say which nodes have eth1 and eth2:
+# eth0 then serves as the management network (Slurm's control traffic) and two data
+# networks can leave some nodes without a data network in common. 198.18.0.0/15 is the benchmarking
 # range: it is never routed anywhere. The cluster's state lives in CLUSTER_DIR (default
 # /var/lib/maestro-cluster). Each node has its own /tmp: directories under /tmp that jobs
 # need (this checkout and CLUSTER_DIR by default; more with CLUSTER_SHARED, colon-separated)
@@ -38,6 +42,9 @@ NETS=${CLUSTER_NETS:-1}
 TIMEOUT=${CLUSTER_TIMEOUT:-60}
 NET1=198.18.7
 NET2=198.18.8
+NET3=198.18.9
+ETH1_NODES=${CLUSTER_ETH1_NODES:-1-$N}
+ETH2_NODES=${CLUSTER_ETH2_NODES:-1-$N}
 CONF=$D/etc/slurm.conf
 SOCK=$D/run/munge.socket
 export SLURM_CONF=$CONF
@@ -56,8 +63,26 @@ wait_pidfile() {
 check() {
     [[ $(id -u) -eq 0 ]] || die "needs root (network and mount namespaces); run as root"
     [[ $N =~ ^[0-9]+$ ]] && ((N >= 1 && N <= 32)) || die "CLUSTER_NODES=$N: use 1 to 32"
-    [[ $NETS == 1 || $NETS == 2 ]] || die "CLUSTER_NETS=$NETS: use 1 or 2"
+    [[ $NETS == 1 || $NETS == 2 || $NETS == 3 ]] || die "CLUSTER_NETS=$NETS: use 1, 2 or 3"
+    local spec
+    for spec in "$ETH1_NODES" "$ETH2_NODES"; do
+        [[ $spec =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
+            die "node list '$spec' (CLUSTER_ETH1_NODES, CLUSTER_ETH2_NODES): use numbers and ranges, e.g. 1-5 or 1,5-8"
+    done
     [[ $D == /* ]] || die "CLUSTER_DIR=$D: give an absolute path"
+}
+
+# in_nodes SPEC I: whether node I is in SPEC (`1-5`, `1,5-8`).
+in_nodes() {
+    local part
+    for part in ${1//,/ }; do
+        if [[ $part == *-* ]]; then
+            (($2 >= ${part%-*} && $2 <= ${part#*-})) && return 0
+        else
+            (($2 == part)) && return 0
+        fi
+    done
+    return 1
 }
 
 node_ok() { [[ $1 =~ ^[0-9]+$ ]] && ((${1} >= 1 && ${1} <= N)) || die "node $1: use 1 to $N"; }
@@ -173,13 +198,19 @@ start() {
     alive "$D/run/slurmctld.pid" && die "a cluster runs already in $D (cluster.sh stop first)"
     write_config
     bridge mstrbr1 $NET1
-    ((NETS == 2)) && bridge mstrbr2 $NET2
+    ((NETS >= 2)) && bridge mstrbr2 $NET2
+    ((NETS == 3)) && bridge mstrbr3 $NET3
     for ((i = 1; i <= N; i++)); do
         ns=mstr-n$i
         ip netns add "$ns"
         ip -n "$ns" link set lo up
         veth "mstr${i}a" "$ns" eth0 mstrbr1 "$NET1.$i"
-        ((NETS == 2)) && veth "mstr${i}b" "$ns" eth1 mstrbr2 "$NET2.$i"
+        if ((NETS >= 2)) && in_nodes "$ETH1_NODES" "$i"; then
+            veth "mstr${i}b" "$ns" eth1 mstrbr2 "$NET2.$i"
+        fi
+        if ((NETS == 3)) && in_nodes "$ETH2_NODES" "$i"; then
+            veth "mstr${i}c" "$ns" eth2 mstrbr3 "$NET3.$i"
+        fi
     done
     munged -S "$SOCK" --key-file="$D/munge/munge.key" --pid-file="$D/run/munged.pid" \
         --log-file="$D/log/munged.log" --seed-file="$D/munge/seed"
@@ -204,7 +235,7 @@ start() {
 print_env() {
     cat <<E
 export SLURM_CONF=$CONF
-# srun -N $N -n $N --mpi=pmix hostname     (nodes n1..n$N at $NET1.1-$N$( ((NETS == 2)) && echo " and $NET2.1-$N"))
+# srun -N $N -n $N --mpi=pmix hostname     (nodes n1..n$N at $NET1.1-$N$( ((NETS >= 2)) && echo "; eth1 at $NET2.I on nodes $ETH1_NODES")$( ((NETS == 3)) && echo "; eth2 at $NET3.I on nodes $ETH2_NODES"))
 # logs: $D/log/   stop: $0 stop
 E
 }
@@ -240,9 +271,9 @@ stop() {
         kill_all "${pids[@]}"
         ip netns del "$ns"
     done
-    for f in mstrbr1 mstrbr2; do ip link del "$f" 2>/dev/null || true; done
+    for f in mstrbr1 mstrbr2 mstrbr3; do ip link del "$f" 2>/dev/null || true; done
     # Host sides of the nodes' links (deleting one removes its peer too).
-    for f in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(mstr[0-9]*[ab]\)@.*/\1/p'); do
+    for f in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(mstr[0-9]*[abc]\)@.*/\1/p'); do
         ip link del "$f" 2>/dev/null || true
     done
     rm -rf "$D"
@@ -272,7 +303,7 @@ case ${1:-} in
         ;;
     link)
         node_ok "${2:-}"
-        [[ ${3:-} =~ ^eth[01]$ && ${4:-} =~ ^(up|down)$ ]] || die "usage: $0 link I eth0|eth1 up|down"
+        [[ ${3:-} =~ ^eth[012]$ && ${4:-} =~ ^(up|down)$ ]] || die "usage: $0 link I eth0|eth1|eth2 up|down"
         ip -n "mstr-n$2" link set "$3" "$4"
         ;;
     exec)

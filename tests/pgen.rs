@@ -19,6 +19,30 @@ use std::time::Duration;
 
 use common::{Cluster, example, maestro, repo, run};
 
+/// Runs `cmd` to its end (within `limit`), meanwhile calling `watch` every 200 ms until
+/// it returns what it looked for; returns the command's output and what `watch` found.
+fn watching(
+    cmd: &mut Command,
+    limit: Duration,
+    mut watch: impl FnMut() -> Option<String> + Send,
+) -> (common::Output, Option<String>) {
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            while !ended.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(found) = watch() {
+                    return Some(found);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            None
+        });
+        let out = run(cmd, limit);
+        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        (out, watcher.join().expect("watcher"))
+    })
+}
+
 /// Runs `examples/pgen/run.sh` (3 forecast ranks, 3 steps of 4 fields of 1-16 MiB) with
 /// the product jobs' program `product` (`None`: `pgen product`), and checks what it said.
 fn run_sh(product: Option<&std::path::Path>, late_archiver: &str, last_step_said: &str) {
@@ -42,32 +66,20 @@ fn run_sh(product: Option<&std::path::Path>, late_archiver: &str, last_step_said
     cmd.env("PGEN_LATE_ARCHIVER", late_archiver);
     // Meanwhile a user looks at step 0's CDOs, as the README says, until all four show.
     let workflow = format!("pgen-test-{}", std::process::id());
-    let ended = std::sync::atomic::AtomicBool::new(false);
-    let (out, seen) = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| {
-            let names =
-                ["2t/l0", "2t/l1", "msl/l0", "msl/l1"].map(|f| format!("pgen/field/s0/{f}"));
-            while !ended.load(std::sync::atomic::Ordering::Relaxed) {
-                let ls = run(
-                    Command::new(maestro()).args([
-                        "pool",
-                        "ls",
-                        "--workflow",
-                        &workflow,
-                        "(.user.pgen.step = 0)",
-                    ]),
-                    Duration::from_secs(30),
-                );
-                if ls.code() == Some(0) && names.iter().all(|n| ls.stdout.contains(n.as_str())) {
-                    return Some(ls.stdout);
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            None
-        });
-        let out = run(&mut cmd, Duration::from_secs(300));
-        ended.store(true, std::sync::atomic::Ordering::Relaxed);
-        (out, watcher.join().expect("watcher"))
+    let names = ["2t/l0", "2t/l1", "msl/l0", "msl/l1"].map(|f| format!("pgen/field/s0/{f}"));
+    let (out, seen) = watching(&mut cmd, Duration::from_secs(300), || {
+        let ls = run(
+            Command::new(maestro()).args([
+                "pool",
+                "ls",
+                "--workflow",
+                &workflow,
+                "(.user.pgen.step = 0)",
+            ]),
+            Duration::from_secs(30),
+        );
+        (ls.code() == Some(0) && names.iter().all(|n| ls.stdout.contains(n.as_str())))
+            .then_some(ls.stdout)
     });
     assert_eq!(out.code(), Some(0), "{out:?}");
     let seen = seen.expect("maestro pool ls never showed step 0's four fields during the run");
@@ -120,11 +132,18 @@ fn product_jobs_in_c_join_the_same_workflow() {
     );
 }
 
-/// One `examples/pgen/slurm.sh` run on `cluster` in `run` (under the checkout, which every
-/// node sees: each has its own /tmp): the forecast on n1-n4, the archiver and the manager on
-/// n5, the product jobs on the other nodes; returns the script's output and the product
-/// jobs' (asserting it passed, with every job's output if not).
-fn slurm_run(cluster: &Cluster, run_dir: &str) -> (String, String) {
+/// One `examples/pgen/slurm.sh` run on `cluster` in `run_dir` (under the checkout, which
+/// every node sees: each has its own /tmp): the forecast on n1-n4, the archiver and the
+/// manager on n5, the product jobs on the other nodes, with `env` added to the jobs'
+/// environment; meanwhile `watch` (given the PM info file) is called until it finds what it
+/// looks for. Returns the manager's and the product jobs' output and what `watch` found
+/// (asserting the run passed, with every job's output if not).
+fn slurm_run(
+    cluster: &Cluster,
+    run_dir: &str,
+    env: &[(&str, &str)],
+    mut watch: impl FnMut(&std::path::Path) -> Option<String> + Send,
+) -> (String, String, Option<String>) {
     let work = repo().join("target/pgen-cluster").join(run_dir);
     let _ = std::fs::remove_dir_all(&work);
     let started = std::time::Instant::now();
@@ -135,8 +154,10 @@ fn slurm_run(cluster: &Cluster, run_dir: &str) -> (String, String) {
         .env("PGEN_SERVICE_SBATCH", "-n 1 -w n5")
         .env("PGEN_PRODUCT_SBATCH", "-n 1 -x n[1-5]")
         .env("PGEN_TIMEOUT", "600")
-        .env("MSTRO_WORKFLOW_NAME", format!("pgen-{run_dir}"));
-    let out = run(&mut cmd, Duration::from_secs(660));
+        .env("MSTRO_WORKFLOW_NAME", format!("pgen-{run_dir}"))
+        .envs(env.iter().copied());
+    let info_file = work.join("pm.info");
+    let (out, watched) = watching(&mut cmd, Duration::from_secs(660), || watch(&info_file));
     eprintln!(
         "{run_dir}: exit {:?} in {:.1} s",
         out.code(),
@@ -167,7 +188,7 @@ fn slurm_run(cluster: &Cluster, run_dir: &str) -> (String, String) {
     );
     let (manager, products) = (logs("manager"), logs("product"));
     let _ = std::fs::remove_dir_all(&work);
-    (manager, products)
+    (manager, products, watched)
 }
 
 #[test]
@@ -175,7 +196,7 @@ fn slurm_run(cluster: &Cluster, run_dir: &str) -> (String, String) {
 fn the_product_generation_workflow_passes_ten_runs_on_the_namespaced_cluster() {
     let cluster = Cluster::start_nodes(8);
     for i in 1..=10 {
-        let (manager, products) = slurm_run(&cluster, &format!("run-{i}"));
+        let (manager, products, _) = slurm_run(&cluster, &format!("run-{i}"), &[], |_| None);
         // The last step's fields outlived the forecast: they came from the archive.
         assert!(
             products.contains("pgen step 3: 6 fields checked (6 from archive)"),
@@ -186,4 +207,58 @@ fn the_product_generation_workflow_passes_ten_runs_on_the_namespaced_cluster() {
             "{manager}"
         );
     }
+}
+
+/// The forecast's nodes (n1-n4) and the product jobs' (n6-n8) share no data network: eth1
+/// joins n1-n5, eth2 joins n1 and n5-n8, and eth0, Slurm's management network, is kept
+/// free of the pool's traffic (`MSTRO_OFI_IFACE_EXCLUDE=eth0`). The pool manager (rank 0,
+/// on n1) is on both: the fields of the forecast ranks on n2-n4 reach the product jobs
+/// through it (streams), those of rank 1 (n1) and of the archive (n5) by RMA over eth2,
+/// and `maestro pool transfers`, run meanwhile, shows both.
+#[test]
+#[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
+fn product_nodes_without_a_data_network_in_common_with_the_forecast_get_its_fields_through_the_pm()
+{
+    let cluster = Cluster::start_split(8, "1-5", "1,5-8");
+    let mut seen = String::new();
+    let (manager, products, transfers) = slurm_run(
+        &cluster,
+        "split",
+        &[("MSTRO_OFI_IFACE_EXCLUDE", "eth0")],
+        |info_file| {
+            let t = run(
+                Command::new(maestro())
+                    .args(["pool", "transfers", "--info-file"])
+                    .arg(info_file),
+                Duration::from_secs(30),
+            );
+            // Rows of finished transfers into a product job, remembered across looks
+            // (the view keeps the last few only).
+            for row in t
+                .stdout
+                .lines()
+                .filter(|l| l.contains(" pgen:") && l.contains("done"))
+            {
+                for transport in ["stream", "rma"] {
+                    if row.contains(transport) && !seen.contains(transport) {
+                        seen.push_str(row);
+                        seen.push('\n');
+                    }
+                }
+            }
+            (seen.contains("stream") && seen.contains("rma")).then(|| seen.clone())
+        },
+    );
+    assert!(
+        products.contains("pgen step 3: 6 fields checked (6 from archive)"),
+        "{products}"
+    );
+    let moved = manager
+        .lines()
+        .find(|l| l.contains("manager: how the data moved: "))
+        .unwrap_or_else(|| panic!("{manager}"));
+    assert!(moved.contains("stream") && moved.contains("rma"), "{moved}");
+    let transfers = transfers
+        .expect("maestro pool transfers never showed a stream and an RMA into a product job");
+    eprintln!("maestro pool transfers showed:\n{transfers}");
 }

@@ -555,6 +555,8 @@ impl Drop for Slurm {
 pub struct Cluster {
     dir: PathBuf,
     nodes: u32,
+    /// `CLUSTER_NETS` and, for three networks, which nodes have eth1 and eth2.
+    nets: [(&'static str, String); 3],
     _lock: FileLock,
 }
 
@@ -564,13 +566,29 @@ impl Cluster {
         Cluster::start_nodes(3)
     }
 
-    /// Starts a cluster of `nodes` nodes (4 CPUs each).
+    /// Starts a cluster of `nodes` nodes (4 CPUs each) with two networks on every node.
     pub fn start_nodes(nodes: u32) -> Cluster {
+        Cluster::start_with(nodes, ["2", "", ""])
+    }
+
+    /// Starts a cluster of `nodes` nodes with three networks: eth0 (the management
+    /// network) on every node, eth1 on the nodes of `eth1` and eth2 on those of `eth2`
+    /// (`1-5`, `1,5-8`).
+    pub fn start_split(nodes: u32, eth1: &str, eth2: &str) -> Cluster {
+        Cluster::start_with(nodes, ["3", eth1, eth2])
+    }
+
+    fn start_with(nodes: u32, [nets, eth1, eth2]: [&str; 3]) -> Cluster {
         let lock = FileLock::acquire(Path::new("/tmp/maestro-tests-cluster.lock"));
         let dir = repo().join("target").join("cluster");
         let cluster = Cluster {
             dir,
             nodes,
+            nets: [
+                ("CLUSTER_NETS", nets.to_string()),
+                ("CLUSTER_ETH1_NODES", eth1.to_string()),
+                ("CLUSTER_ETH2_NODES", eth2.to_string()),
+            ],
             _lock: lock,
         };
         cluster.script(&["stop"]);
@@ -586,7 +604,7 @@ impl Cluster {
                 .args(args)
                 .env("CLUSTER_DIR", &self.dir)
                 .env("CLUSTER_NODES", self.nodes.to_string())
-                .env("CLUSTER_NETS", "2")
+                .envs(self.nets.iter().map(|(k, v)| (*k, v)))
                 .env("CLUSTER_SPANK", spank_plugin()),
             Duration::from_secs(120),
         )

@@ -192,6 +192,68 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
     assert!(detail.contains("from 10.1.0.1 to 10.1.0.2"), "{detail}");
 }
 
+/// The product-generation case: a forecast field on one data network, its archived copy on
+/// a node of both, the consumer on the other network. The copy it reads directly comes
+/// before the older, idle offer that the PM would have to relay; alone, a relayed offer is
+/// still served.
+#[test]
+fn of_several_offers_the_one_a_consumer_reads_directly_comes_first() {
+    let mut pm = Pm::new();
+    let (forecast, _) = pm.join_on("forecast", "n2", &[(tcp_at([10, 1, 0, 2]), "10.1.0.2/24")]);
+    let (archive, _) = pm.join_on(
+        "archive",
+        "n5",
+        &[
+            (tcp_at([10, 1, 0, 5]), "10.1.0.5/24"),
+            (tcp_at([10, 2, 0, 5]), "10.2.0.5/24"),
+        ],
+    );
+    let (product, _) = pm.join_on("product", "n6", &[(tcp_at([10, 2, 0, 6]), "10.2.0.6/24")]);
+    // The archive registers its copy with both of its endpoints.
+    let archived = |pm: &mut Pm, name: &str| {
+        let cdo = pm.declare(archive, name);
+        assert_eq!(pm.seal(archive, cdo), [(archive, done(Op::Seal, cdo))]);
+        let region = RemoteRegion {
+            addr: 0,
+            key: 7,
+            len: 64,
+        };
+        let extras = OfferExtras::new(vec![region], None);
+        let offer = ToPm::Offer {
+            cdo,
+            region,
+            extras,
+        };
+        assert_eq!(pm.send(archive, offer), [(archive, done(Op::Offer, cdo))]);
+    };
+    pm.offer(forecast, "only-forecast", 64);
+    assert_eq!(pm.ticket_kind(product, "only-forecast"), "stream");
+    pm.offer(forecast, "both", 64);
+    archived(&mut pm, "both");
+    assert_eq!(pm.ticket_kind(product, "both"), "rma");
+    // The archive's reader on network 1 still takes the least loaded, here the oldest.
+    let (archive_reader, _) = pm.join_on("reader", "n3", &[(tcp_at([10, 1, 0, 3]), "10.1.0.3/24")]);
+    pm.offer(forecast, "either", 64);
+    archived(&mut pm, "either");
+    let want = pm.declare(archive_reader, "either");
+    let out = pm.send(archive_reader, ToPm::Demand { cdo: want });
+    let from = out
+        .iter()
+        .find_map(|(_, m)| match m {
+            FromPm::Ticket {
+                source: Source::Rma { endpoint, .. },
+                ..
+            } => Some(endpoint.address.ip()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(
+        from,
+        Some([10, 1, 0, 2].into()),
+        "the oldest offer, the forecast's"
+    );
+}
+
 #[test]
 fn an_app_reports_what_its_pmix_host_saw() {
     use pool_core::events::FabricChange;

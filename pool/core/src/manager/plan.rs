@@ -85,13 +85,7 @@ impl Manager {
         let mine: SmallVec<[&Arc<FabricEndpoint>; 4]> =
             c.endpoint.iter().chain(&c.alternates).collect();
         let extras = self.cdos.get(&from).map(|f| &f.extras);
-        let alternates = extras.map_or(&[][..], OfferExtras::alternates);
-        let theirs: SmallVec<[(&Arc<FabricEndpoint>, RemoteRegion); 4]> = p
-            .endpoint
-            .iter()
-            .map(|e| (e, region))
-            .chain(p.alternates.iter().zip(alternates.iter().copied()))
-            .collect();
+        let theirs = self.offered_on(p, from, region);
         if mine.is_empty() {
             return stream("the consumer has no fabric endpoint");
         }
@@ -169,6 +163,59 @@ impl Manager {
         };
         let route = Route::of(&source, Some(j));
         (source, how, route)
+    }
+
+    /// Whether `consumer` can read offer `from` (of `provider`, registered as `region`)
+    /// without the PM relaying it: one host, its bytes inline, or a pair of endpoints
+    /// that reach each other. Where a name has several offers, those are ticketed first.
+    pub(super) fn reaches(
+        &self,
+        consumer: AppId,
+        provider: AppId,
+        from: CdoId,
+        region: RemoteRegion,
+    ) -> bool {
+        let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
+            return false;
+        };
+        if c.host == p.host
+            || self
+                .cdos
+                .get(&from)
+                .is_some_and(|f| f.extras.inline().is_some())
+        {
+            return true;
+        }
+        let theirs = self.offered_on(p, from, region);
+        c.endpoint
+            .iter()
+            .chain(&c.alternates)
+            .enumerate()
+            .any(|(i, ce)| {
+                let network = c.networks.get(i).copied().flatten();
+                theirs
+                    .iter()
+                    .any(|(pe, _)| self.reachable(c, p, (ce, network), pe).is_ok())
+            })
+    }
+
+    /// The endpoints of `p` that offer `from` can be read through, each with its region:
+    /// the first endpoint with `region`, then the alternates the offer registered with.
+    fn offered_on<'a>(
+        &'a self,
+        p: &'a App,
+        from: CdoId,
+        region: RemoteRegion,
+    ) -> SmallVec<[(&'a Arc<FabricEndpoint>, RemoteRegion); 4]> {
+        let alternates = self
+            .cdos
+            .get(&from)
+            .map_or(&[][..], |f| f.extras.alternates());
+        p.endpoint
+            .iter()
+            .map(|e| (e, region))
+            .chain(p.alternates.iter().zip(alternates.iter().copied()))
+            .collect()
     }
 
     /// Whether consumer endpoint `ce` of `c` (on `network`, if known) can read from

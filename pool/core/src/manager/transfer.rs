@@ -1,4 +1,5 @@
-//! Transfers: ticketing a waiting consumer from the least loaded usable offer, the
+//! Transfers: ticketing a waiting consumer from the usable offer it reads directly and
+//! is least loaded, the
 //! stream relay, completion and failure (re-ticketing elsewhere), and releasing the offer
 //! read from.
 
@@ -30,7 +31,8 @@ pub(super) struct Transfer {
 }
 
 impl Manager {
-    /// Tickets a transfer to waiting consumer `to` from the least loaded usable offer.
+    /// Tickets a transfer to waiting consumer `to` from a usable offer: one it can read
+    /// without the PM relaying it first, then the least loaded.
     pub(super) fn ticket(&mut self, to: CdoId) {
         let Some(c) = self.cdos.get(&to).filter(|_| self.alive(to)) else {
             return;
@@ -45,12 +47,20 @@ impl Manager {
             return self.ticket_group(to, reserved);
         }
         let load = |m: &Self, o: CdoId| m.load.get(&o).copied().unwrap_or(0);
-        let Some(from) = self
-            .cdos
-            .offers(&c.name)
+        let offers = self.cdos.offers(&c.name);
+        // Among several offers, those the consumer reads directly come before those the
+        // PM would relay (another network), then the least loaded.
+        let relayed = |o: CdoId| {
+            offers.len() > 1
+                && self.cdos.get(&o).is_some_and(|f| match &f.state {
+                    State::Offered(region) => !self.reaches(c.app(), f.app(), o, *region),
+                    _ => false,
+                })
+        };
+        let Some(from) = offers
             .iter()
             .filter(|o| !want.failed.contains(o) && self.alive(*o))
-            .min_by_key(|&o| (load(self, o), o))
+            .min_by_key(|&o| (relayed(o), load(self, o), o))
         else {
             return;
         };
