@@ -214,7 +214,8 @@ fn the_product_generation_workflow_passes_ten_runs_on_the_namespaced_cluster() {
 /// free of the pool's traffic (`MSTRO_OFI_IFACE_EXCLUDE=eth0`). The pool manager (rank 0,
 /// on n1) is on both: the fields of the forecast ranks on n2-n4 reach the product jobs
 /// through it (streams), those of rank 1 (n1) and of the archive (n5) by RMA over eth2,
-/// and `maestro pool transfers`, run meanwhile, shows both.
+/// and `maestro pool transfers`, run meanwhile, shows both. The archiver comes 8 s late,
+/// so that the first steps' products find the forecast's offers alone.
 #[test]
 #[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
 fn product_nodes_without_a_data_network_in_common_with_the_forecast_get_its_fields_through_the_pm()
@@ -224,7 +225,12 @@ fn product_nodes_without_a_data_network_in_common_with_the_forecast_get_its_fiel
     let (manager, products, transfers) = slurm_run(
         &cluster,
         "split",
-        &[("MSTRO_OFI_IFACE_EXCLUDE", "eth0")],
+        &[
+            ("MSTRO_OFI_IFACE_EXCLUDE", "eth0"),
+            // The archiver comes late: the first steps' products read the forecast's
+            // offers, the last step's the archive's copies.
+            ("PGEN_ARCHIVER_SBATCH", "-n 1 -w n5 --begin=now+8"),
+        ],
         |info_file| {
             let t = run(
                 Command::new(maestro())

@@ -9,61 +9,13 @@
  * attribute, writes DIR/step-S.txt (the same product as `pgen product` writes) and offers
  * the product CDO whose OFFER event tells the manager. The attribute schema is
  * examples/pgen/pgen.yaml (MSTRO_SCHEMA_PATH, MSTRO_SCHEMA_LIST). */
-#include "../c/common.h"
-
-static const char *const PARAMS[] = {"2t", "msl", "10u", "10v", "tp", "q", "z", "t"};
-
-/* The value of number option `name`, or `dflt`; exits saying which option is wrong. */
-static long number(int argc, char **argv, const char *name, long dflt) {
-  int i;
-  for (i = 1; i + 1 < argc; i++) {
-    if (strcmp(argv[i], name) == 0) {
-      char *end = NULL;
-      long v = strtol(argv[i + 1], &end, 10);
-      if (end == argv[i + 1] || *end != '\0' || v < 0) {
-        fprintf(stderr, "pgen_product: %s %s: not a number\n", name, argv[i + 1]);
-        exit(2);
-      }
-      return v;
-    }
-  }
-  return dflt;
-}
-
-static const char *text_option(int argc, char **argv, const char *name) {
-  int i;
-  for (i = 1; i + 1 < argc; i++) {
-    if (strcmp(argv[i], name) == 0) {
-      return argv[i + 1];
-    }
-  }
-  return NULL;
-}
-
-/* Whether `data` is the field `name` as the forecast computed it: its size, then every
- * byte of the pattern (common.h's `fill`) seeded by the low byte of the name's FNV-1a. */
-static int is_field(const char *name, const unsigned char *data, int64_t len, int64_t want) {
-  unsigned seed = (unsigned)(fnv1a((const unsigned char *)name, strlen(name)) & 0xff);
-  unsigned char *expected;
-  int same;
-  if (len != want) {
-    return 0;
-  }
-  expected = malloc((size_t)len + 1);
-  if (expected == NULL) {
-    return 0;
-  }
-  fill(expected, (size_t)len, seed);
-  same = memcmp(expected, data, (size_t)len) == 0;
-  free(expected);
-  return same;
-}
+#include "pgen.h"
 
 int main(int argc, char **argv) {
-  long step = number(argc, argv, "--step", -1), steps = number(argc, argv, "--steps", 4);
-  long params = number(argc, argv, "--params", 3), levels = number(argc, argv, "--levels", 2);
-  long min = number(argc, argv, "--min-size", 1 << 20), max = number(argc, argv, "--max-size", 16 << 20);
-  const char *out = text_option(argc, argv, "--out");
+  const char *prog = "pgen_product";
+  struct pgen_shape shape = pgen_shape(prog, argc, argv, "--step S --out DIR");
+  long step = pgen_number(prog, argc, argv, "--step", -1), levels = shape.levels;
+  const char *out = pgen_text(argc, argv, "--out");
   long n, i, from_archive = 0;
   mstro_cdo *cdos;
   char (*names)[64];
@@ -72,12 +24,12 @@ int main(int argc, char **argv) {
   mstro_cdo made;
   int64_t made_step = step;
 
-  if (step < 0 || step >= steps || out == NULL || params < 1 || params > 8 || max < min) {
+  if (step < 0 || step >= shape.steps || out == NULL) {
     fprintf(stderr, "usage: pgen_product --step S --out DIR [--steps N --params 1-8 "
                     "--levels L --min-size B --max-size B] (S below N)\n");
     return 2;
   }
-  n = params * levels;
+  n = pgen_per_step(&shape);
   cdos = calloc((size_t)n, sizeof *cdos);
   names = calloc((size_t)n, sizeof *names);
   if (cdos == NULL || names == NULL) {
@@ -86,8 +38,7 @@ int main(int argc, char **argv) {
   CHECK(mstro_init(NULL, "pgen", 0));
   /* Everything required first: the pool moves each field as soon as it can. */
   for (i = 0; i < n; i++) {
-    snprintf(names[i], sizeof names[i], "pgen/field/s%ld/%s/l%ld", step, PARAMS[i / levels],
-             i % levels);
+    pgen_field_name(names[i], sizeof names[i], &shape, step, i);
     CHECK(mstro_cdo_declare(names[i], MSTRO_ATTR_DEFAULT, &cdos[i]));
     CHECK(mstro_cdo_require(cdos[i]));
   }
@@ -101,28 +52,26 @@ int main(int argc, char **argv) {
   fprintf(f, "product of step %ld\n", step);
   for (i = 0; i < n; i++) {
     void *data = NULL;
-    int64_t len = -1, want;
+    int64_t len = -1;
     const uint64_t *sum = NULL;
     const char *source = NULL;
     enum mstro_cdo_attr_value_type ty;
     double total = 0;
     int64_t k;
-    want = min + (int64_t)(fnv1a((const unsigned char *)names[i], strlen(names[i])) %
-                           (uint64_t)(max - min + 1));
     CHECK(mstro_cdo_demand(cdos[i]));
     CHECK(mstro_cdo_access_ptr(cdos[i], &data, &len));
     CHECK(mstro_cdo_attribute_get(cdos[i], ".user.pgen.checksum", &ty, (const void **)&sum));
     CHECK(mstro_cdo_attribute_get(cdos[i], ".user.pgen.source", &ty, (const void **)&source));
-    if (!is_field(names[i], data, len, want) || *sum != fnv1a(data, (size_t)len)) {
+    if (!pgen_is_field(&shape, names[i], data, len) || *sum != fnv1a(data, (size_t)len)) {
       fprintf(stderr, "pgen_product: %s: %lld bytes, not the forecast's %lld (or its checksum differs)\n",
-              names[i], (long long)len, (long long)want);
+              names[i], (long long)len, (long long)pgen_field_size(&shape, names[i]));
       return 1;
     }
     from_archive += strcmp(source, "archive") == 0;
     for (k = 0; k < len; k++) {
       total += ((const unsigned char *)data)[k];
     }
-    fprintf(f, "%s l%ld %lld bytes checksum %016llx mean %.4f\n", PARAMS[i / levels], i % levels,
+    fprintf(f, "%s l%ld %lld bytes checksum %016llx mean %.4f\n", PGEN_PARAMS[i / levels], i % levels,
             (long long)len, (unsigned long long)*sum, total / (double)(len > 0 ? len : 1));
     CHECK(mstro_cdo_dispose(cdos[i]));
   }

@@ -16,6 +16,8 @@
 #   PGEN_SHAPE            the fields (default: 4 steps x 3 parameters x 2 levels, 1-16 MiB)
 #   PGEN_FORECAST_SBATCH  the forecast's allocation (default: -N 4 -n 8)
 #   PGEN_SERVICE_SBATCH   the archiver's and the manager's (default: -n 1)
+#   PGEN_ARCHIVER_SBATCH  the archiver's alone (default: PGEN_SERVICE_SBATCH), e.g. with
+#                         --begin=now+10 for an archiver that comes late
 #   PGEN_PRODUCT_SBATCH   each product job's (default: -n 1)
 #   PGEN_TIMEOUT          seconds to wait for the whole workflow (default 900)
 set -euo pipefail
@@ -25,6 +27,7 @@ WORK=${1:?usage: slurm.sh WORKDIR (on a file system every node sees)}
 read -r -a SHAPE <<<"${PGEN_SHAPE:---steps 4 --params 3 --levels 2}"
 read -r -a FORECAST <<<"${PGEN_FORECAST_SBATCH:--N 4 -n 8}"
 read -r -a SERVICE <<<"${PGEN_SERVICE_SBATCH:--n 1}"
+read -r -a ARCHIVER <<<"${PGEN_ARCHIVER_SBATCH:-${SERVICE[*]}}"
 read -r -a PRODUCT <<<"${PGEN_PRODUCT_SBATCH:--n 1}"
 TIMEOUT=${PGEN_TIMEOUT:-900}
 [[ -x $PGEN ]] || { echo "slurm.sh: $PGEN is not built: cargo build --release --example pgen" >&2; exit 2; }
@@ -55,7 +58,7 @@ producers=$(($(ranks) - 1))
 
 jobs=()
 jobs+=("$(submit forecast "${FORECAST[@]}" -- "$PGEN" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
-jobs+=("$(submit archiver "${SERVICE[@]}" --export="ALL,$INFO" -- \
+jobs+=("$(submit archiver "${ARCHIVER[@]}" --export="ALL,$INFO" -- \
     "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive")")
 product_args=()
 for a in "${PRODUCT[@]}" -o "$WORK/product-%j.out"; do product_args+=(--sbatch-arg="$a"); done
