@@ -43,9 +43,17 @@ fn watching(
     })
 }
 
+/// The programs of a `run.sh` run: the forecast's, archiver's and manager's (`None`:
+/// `pgen`), and the product jobs' (`None`: `pgen product`).
+#[derive(Clone, Copy, Default)]
+struct Programs<'a> {
+    jobs: Option<&'a std::path::Path>,
+    product: Option<&'a std::path::Path>,
+}
+
 /// Runs `examples/pgen/run.sh` (3 forecast ranks, 3 steps of 4 fields of 1-16 MiB) with
-/// the product jobs' program `product` (`None`: `pgen product`), and checks what it said.
-fn run_sh(product: Option<&std::path::Path>, late_archiver: &str, last_step_said: &str) {
+/// `programs`, and checks what it said.
+fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
     let work = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(repo().join("examples/pgen/run.sh"));
     cmd.arg(work.path())
@@ -60,8 +68,11 @@ fn run_sh(product: Option<&std::path::Path>, late_archiver: &str, last_step_said
             "MSTRO_WORKFLOW_NAME",
             format!("pgen-test-{}", std::process::id()),
         );
-    if let Some(p) = product {
+    if let Some(p) = programs.product {
         cmd.env("PGEN_PRODUCT_CMD", p);
+    }
+    if let Some(p) = programs.jobs {
+        cmd.env("PGEN_JOBS_CMD", p);
     }
     cmd.env("PGEN_LATE_ARCHIVER", late_archiver);
     // Meanwhile a user looks at step 0's CDOs, as the README says, until all four show.
@@ -112,7 +123,7 @@ fn run_sh(product: Option<&std::path::Path>, late_archiver: &str, last_step_said
 #[test]
 fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
     run_sh(
-        None,
+        Programs::default(),
         "0",
         "[manager] pgen step 2: 4 fields checked (4 from archive)",
     );
@@ -126,8 +137,27 @@ fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
 fn product_jobs_in_c_join_the_same_workflow() {
     let c = common::capi::installed();
     run_sh(
-        Some(&c.bin("pgen_product")),
+        Programs {
+            product: Some(&c.bin("pgen_product")),
+            ..Programs::default()
+        },
         "3",
+        "[manager] pgen_product step 2: 4 fields checked (0 from forecast, 4 from archive)",
+    );
+}
+
+/// The whole workflow in C (`examples/pgen/pgen_c.c`: the forecast, whose rank 0 serves the
+/// pool manager with `mstro_pm_start`, the archiver, and the manager, which starts the C
+/// product jobs with `PMIx_Spawn`): `pgen verify` finds the same archive and products.
+#[test]
+fn the_whole_workflow_runs_in_c() {
+    let c = common::capi::installed();
+    run_sh(
+        Programs {
+            jobs: Some(&c.bin("pgen_c")),
+            product: Some(&c.bin("pgen_product")),
+        },
+        "1",
         "[manager] pgen_product step 2: 4 fields checked (0 from forecast, 4 from archive)",
     );
 }

@@ -14,7 +14,9 @@
 # MAESTRO and PGEN name the binaries (default: target/release of this checkout); PGEN_SHAPE
 # the fields (default 4 steps x 3 parameters x 2 levels of 1-16 MiB); PGEN_FORECAST_RANKS
 # the forecast's size (default 4); PGEN_PRODUCT_CMD another program for the product jobs
-# (the C one, examples/pgen/product.c built as pgen_product); PGEN_LATE_ARCHIVER seconds
+# (the C one, examples/pgen/product.c built as pgen_product); PGEN_JOBS_CMD another program
+# for the forecast, the archiver and the manager (the C one, examples/pgen/pgen_c.c built
+# as pgen_c, which takes the same options); PGEN_LATE_ARCHIVER seconds
 # to start the archiver after the forecast. The jobs find the pool
 # manager through PMIx by the workflow's name (MSTRO_WORKFLOW_NAME, unique per run), within
 # MSTRO_POOL_MANAGER_WAIT.
@@ -33,6 +35,7 @@ export MSTRO_WORKFLOW_NAME=${MSTRO_WORKFLOW_NAME:-pgen-$$}
 export MSTRO_POOL_MANAGER_WAIT=${MSTRO_POOL_MANAGER_WAIT:-60}
 # The attribute schema, for programs (the C product job) that read it from the environment.
 export MSTRO_SCHEMA_PATH=${MSTRO_SCHEMA_PATH:-$REPO/examples/pgen} MSTRO_SCHEMA_LIST=${MSTRO_SCHEMA_LIST:-pgen.yaml}
+JOBS=${PGEN_JOBS_CMD:-$PGEN}
 product=()
 [[ -n ${PGEN_PRODUCT_CMD:-} ]] && product=(--product-cmd "$PGEN_PRODUCT_CMD")
 
@@ -47,15 +50,24 @@ job() {
     "$MAESTRO" run "$@" > >(sed "s/^/[$name] /") 2>&1 &
     pids+=($!)
 }
-job forecast -n "$RANKS" -- "$PGEN" forecast "${SHAPE[@]}"
+job forecast -n "$RANKS" -- "$JOBS" forecast "${SHAPE[@]}"
 # The archiver may come late (PGEN_LATE_ARCHIVER seconds): it hears of what was offered
 # before it came, and holds every offer after.
 sleep "${PGEN_LATE_ARCHIVER:-0}"
-job archiver -n 1 -- "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive"
-job manager -n 1 -- "$PGEN" manager "${SHAPE[@]}" --out "$WORK/products" \
+job archiver -n 1 -- "$JOBS" archiver "${SHAPE[@]}" --dir "$WORK/archive"
+job manager -n 1 -- "$JOBS" manager "${SHAPE[@]}" --out "$WORK/products" \
     --producers $((RANKS - 1)) --hold-last "${product[@]}"
+# A job that fails stops the others (they would wait for it up to MSTRO_TIMEOUT).
 failed=0
-for p in "${pids[@]}"; do wait "$p" || failed=1; done
+live=("${pids[@]}")
+while ((${#live[@]})); do
+    ended=
+    if ! wait -n -p ended "${live[@]}"; then
+        ((failed)) || stop
+        failed=1
+    fi
+    for i in "${!live[@]}"; do [[ ${live[i]} == "$ended" ]] && unset 'live[i]'; done
+done
 ((failed == 0)) || { echo "run.sh: a job failed (see above)" >&2; exit 1; }
 "$PGEN" verify "${SHAPE[@]}" --archive "$WORK/archive" --out "$WORK/products"
 echo "run.sh: products in $WORK/products, archive in $WORK/archive"

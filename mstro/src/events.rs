@@ -46,11 +46,6 @@ impl SubscriptionOptions {
                 self.0 & !all
             )));
         }
-        if self.0 & Self::CURRENT_STATE != 0 && self.0 & Self::SIGNAL_BEFORE != 0 {
-            return Err(Error::invarg(
-                "MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE reports what happened before: it does not combine with SIGNAL_BEFORE",
-            ));
-        }
         Ok(SubscribeOptions {
             signal_before: self.0 & Self::SIGNAL_BEFORE != 0,
             require_ack: self.0 & Self::REQUIRE_ACK != 0,

@@ -1,8 +1,9 @@
 /* A subscriber that starts late, as a monitoring component of a workflow does: two CDOs are
  * offered before it subscribes; with MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE it first hears of
  * both (OFFER events, detail "before this subscription"), then of the next offer as it
- * happens; without the option it hears only of what happens after. A local pool, one
- * process. Prints one line per check and "late_subscriber: all hold" at the end; exits
+ * happens; without the option it hears only of what happens after; with SIGNAL_BEFORE too it
+ * hears of the past after the fact, then of each new offer before it happens. A local pool,
+ * one process. Prints one line per check and "late_subscriber: all hold" at the end; exits
  * non-zero if a check fails. */
 #include "expect.h"
 
@@ -44,9 +45,10 @@ static void expect_offers(mstro_subscription sub, const char *const *names, int 
 }
 
 int main(void) {
-  mstro_cdo a, b, c;
-  mstro_subscription late = NULL, plain = NULL, bad = NULL;
+  mstro_cdo a, b, c, d;
+  mstro_subscription late = NULL, plain = NULL, held = NULL;
   const char *before[] = {"before-1", "before-2"}, *after[] = {"after"};
+  const char *all[] = {"before-1", "before-2", "after"};
   mstro_pool_event ev = NULL;
 
   EXPECT(mstro_init("late-subscriber", "tester", 0), MSTRO_OK, NULL);
@@ -66,8 +68,21 @@ int main(void) {
   failures += ev != NULL;
   EXPECT(mstro_subscribe(NULL, MSTRO_POOL_EVENT_OFFER,
                          MSTRO_SUBSCRIPTION_OPTS_CURRENT_STATE | MSTRO_SUBSCRIPTION_OPTS_SIGNAL_BEFORE,
-                         &bad),
-         MSTRO_INVARG, "SIGNAL_BEFORE");
+                         &held),
+         MSTRO_OK, NULL);
+  expect_offers(held, all, 3, 1);
+  d = offer("later");
+  EXPECT(mstro_subscription_wait(held, &ev), MSTRO_OK, NULL);
+  {
+    int ok = ev != NULL && ev->kind == MSTRO_POOL_EVENT_OFFER && ev->before &&
+             strcmp(ev->payload.offer.cdo_name, "later") == 0;
+    printf("%s with SIGNAL_BEFORE a new offer comes before it happens\n", ok ? "ok  " : "FAIL");
+    failures += !ok;
+  }
+  EXPECT(mstro_pool_event_dispose(ev), MSTRO_OK, NULL);
+  EXPECT(mstro_subscription_dispose(held), MSTRO_OK, NULL);
+  EXPECT(mstro_cdo_withdraw(d), MSTRO_OK, NULL);
+  EXPECT(mstro_cdo_dispose(d), MSTRO_OK, NULL);
   EXPECT(mstro_subscription_dispose(late), MSTRO_OK, NULL);
   EXPECT(mstro_subscription_dispose(plain), MSTRO_OK, NULL);
   EXPECT(mstro_cdo_withdraw(a), MSTRO_OK, NULL);

@@ -55,7 +55,7 @@ fn stamp(sources: &[PathBuf]) -> String {
 pub fn installed() -> Installed {
     let target = maestro().parent().expect("target dir").to_path_buf();
     let prefix = target.join("capi-test-prefix");
-    let programs: [(&str, PathBuf); 10] = [
+    let programs: [(&str, PathBuf); 11] = [
         ("pm_tool", repo().join("examples/c/pm_tool.c")),
         ("producer", repo().join("examples/c/producer.c")),
         ("consumer", repo().join("examples/c/consumer.c")),
@@ -66,10 +66,13 @@ pub fn installed() -> Installed {
         ("groups", repo().join("tests/c/groups.c")),
         ("api_cxx", repo().join("tests/c/api_cxx.cpp")),
         ("pgen_product", repo().join("examples/pgen/product.c")),
+        // PMIx too: its jobs' ranks and sizes, PMIx_Spawn.
+        ("pgen_c", repo().join("examples/pgen/pgen_c.c")),
     ];
     let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();
     sources.push(repo().join("capi/include/maestro.h"));
     sources.push(repo().join("examples/c/common.h"));
+    sources.push(repo().join("examples/pgen/pgen.h"));
     sources.push(repo().join("tests/c/expect.h"));
     sources.push(repo().join("python/maestro_core/__init__.py"));
     let _lock = FileLock::acquire(&target.join("capi-test-prefix.lock"));
@@ -117,6 +120,11 @@ pub fn installed() -> Installed {
     );
     assert_eq!(flags.code(), Some(0), "pkg-config: {flags:?}");
     let flags: Vec<String> = flags.stdout.split_whitespace().map(String::from).collect();
+    let pmix = run(
+        Command::new("pkg-config").args(["--cflags", "--libs", "pmix"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(pmix.code(), Some(0), "pkg-config pmix: {pmix:?}");
     std::fs::create_dir_all(prefix.join("examples")).expect("examples dir");
     for (name, src) in &programs {
         let cxx = src.extension().is_some_and(|e| e == "cpp");
@@ -130,6 +138,12 @@ pub fn installed() -> Installed {
             .arg(prefix.join("examples").join(name))
             .arg(src)
             .args(&flags)
+            .args(
+                (*name == "pgen_c")
+                    .then(|| pmix.stdout.split_whitespace())
+                    .into_iter()
+                    .flatten(),
+            )
             .arg("-lpthread");
         let out = run(&mut cc, Duration::from_secs(120));
         assert_eq!(out.code(), Some(0), "compiling {name}: {}", out.stderr);
