@@ -298,3 +298,32 @@ fn product_nodes_without_a_data_network_in_common_with_the_forecast_get_its_fiel
         .expect("maestro pool transfers never showed a stream and an RMA into a product job");
     eprintln!("maestro pool transfers showed:\n{transfers}");
 }
+
+/// Every job in C on the cluster (`examples/pgen/pgen_c.c` and `product.c` against the
+/// installed library): the forecast's rank 0 writes the PM info file itself and the C
+/// manager submits the C product jobs with `sbatch`.
+#[test]
+#[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
+fn the_whole_workflow_in_c_runs_on_the_namespaced_cluster() {
+    let c = common::capi::installed();
+    let cluster = Cluster::start_nodes(8);
+    let (jobs, product) = (c.bin("pgen_c"), c.bin("pgen_product"));
+    let (manager, products, _) = slurm_run(
+        &cluster,
+        "in-c",
+        &[
+            ("PGEN_JOBS_CMD", jobs.to_str().expect("UTF-8 path")),
+            ("PGEN_PRODUCT_CMD", product.to_str().expect("UTF-8 path")),
+        ],
+        |_| None,
+    );
+    assert!(
+        manager.contains("manager: step 3 complete; its product job started (after the forecast left: from the archive)"),
+        "{manager}"
+    );
+    assert!(
+        products
+            .contains("pgen_product step 3: 6 fields checked (0 from forecast, 6 from archive)"),
+        "{products}"
+    );
+}

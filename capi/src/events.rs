@@ -298,8 +298,10 @@ pub extern "C" fn mstro_pool_event_description(kind: u32) -> *const c_char {
             .map(|k| (k.bit(), c_string(k.name())))
             .collect()
     });
-    NAMES
-        .iter()
-        .find(|(bit, _)| *bit == kind)
-        .map_or(c"invalid".as_ptr(), |(_, n)| n.as_ptr())
+    crate::shield(c"invalid".as_ptr(), || {
+        NAMES
+            .iter()
+            .find(|(bit, _)| *bit == kind)
+            .map_or(c"invalid".as_ptr(), |(_, n)| n.as_ptr())
+    })
 }

@@ -71,6 +71,12 @@ fn guard(func: &str, body: impl FnOnce() -> mstro::Result<()>) -> mstro_status {
     }
 }
 
+/// Runs an entry point that has no status to return (a description, the clock): a panic
+/// gives `fallback` instead of unwinding into C.
+pub(crate) fn shield<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
+
 /// A C string argument, which must be non-NULL UTF-8.
 ///
 /// # Safety
@@ -135,16 +141,19 @@ pub extern "C" fn mstro_status_description(s: mstro_status) -> *const c_char {
             .map(|s| CString::new(s.description()).unwrap_or_default())
             .collect()
     });
-    match Status::from_code(s) {
-        Some(st) => TEXTS[st as usize].as_ptr(),
-        None => c"unknown status".as_ptr(),
-    }
+    shield(c"unknown status".as_ptr(), || {
+        Status::from_code(s)
+            .and_then(|st| TEXTS.get(st as usize))
+            .map_or(c"unknown status".as_ptr(), |t| t.as_ptr())
+    })
 }
 
-/// Why this thread's last failing call failed.
+/// Why this thread's last failing call failed ("" if none did, or if it cannot be read).
 #[unsafe(no_mangle)]
 pub extern "C" fn mstro_last_error_message() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    shield(c"".as_ptr(), || {
+        LAST_ERROR.with(|l| l.try_borrow().map_or(c"".as_ptr(), |t| t.as_ptr()))
+    })
 }
 
 /// This library's version.
@@ -152,13 +161,13 @@ pub extern "C" fn mstro_last_error_message() -> *const c_char {
 pub extern "C" fn mstro_version() -> *const c_char {
     static V: std::sync::LazyLock<CString> =
         std::sync::LazyLock::new(|| CString::new(mstro::version()).unwrap_or_default());
-    V.as_ptr()
+    shield(c"".as_ptr(), || V.as_ptr())
 }
 
-/// Monotonic nanoseconds.
+/// Monotonic nanoseconds (0 if the clock cannot be read).
 #[unsafe(no_mangle)]
 pub extern "C" fn mstro_clock() -> u64 {
-    mstro::clock()
+    shield(0, mstro::clock)
 }
 
 /// `mstro_init`.

@@ -13,6 +13,9 @@
 #
 # Settings (environment):
 #   PGEN                  the pgen binary (default: target/release/examples/pgen)
+#   PGEN_JOBS_CMD         another program for the forecast, the archiver and the manager
+#                         (the C one, examples/pgen/pgen_c.c built as pgen_c)
+#   PGEN_PRODUCT_CMD      another program for the product jobs (pgen_product, product.c)
 #   PGEN_SHAPE            the fields (default: 4 steps x 3 parameters x 2 levels, 1-16 MiB)
 #   PGEN_FORECAST_SBATCH  the forecast's allocation (default: -N 4 -n 8)
 #   PGEN_SERVICE_SBATCH   the archiver's and the manager's (default: -n 1)
@@ -23,6 +26,7 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PGEN=${PGEN:-$REPO/target/release/examples/pgen}
+JOBS=${PGEN_JOBS_CMD:-$PGEN}
 WORK=${1:?usage: slurm.sh WORKDIR (on a file system every node sees)}
 read -r -a SHAPE <<<"${PGEN_SHAPE:---steps 4 --params 3 --levels 2}"
 read -r -a FORECAST <<<"${PGEN_FORECAST_SBATCH:--N 4 -n 8}"
@@ -57,13 +61,14 @@ ranks() { # the forecast's number of tasks, from its sbatch arguments
 producers=$(($(ranks) - 1))
 
 jobs=()
-jobs+=("$(submit forecast "${FORECAST[@]}" -- "$PGEN" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
+jobs+=("$(submit forecast "${FORECAST[@]}" -- "$JOBS" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
 jobs+=("$(submit archiver "${ARCHIVER[@]}" --export="ALL,$INFO" -- \
-    "$PGEN" archiver "${SHAPE[@]}" --dir "$WORK/archive")")
+    "$JOBS" archiver "${SHAPE[@]}" --dir "$WORK/archive")")
 product_args=()
-for a in "${PRODUCT[@]}" -o "$WORK/product-%j.out"; do product_args+=(--sbatch-arg="$a"); done
+for a in "${PRODUCT[@]}" -o "$WORK/product-%j.out"; do product_args+=(--sbatch-arg "$a"); done
+[[ -n ${PGEN_PRODUCT_CMD:-} ]] && product_args+=(--product-cmd "$PGEN_PRODUCT_CMD")
 jobs+=("$(submit manager "${SERVICE[@]}" --export="ALL,$INFO" -- \
-    "$PGEN" manager "${SHAPE[@]}" --launch sbatch "${product_args[@]}" \
+    "$JOBS" manager "${SHAPE[@]}" --launch sbatch "${product_args[@]}" \
     --out "$WORK/products" --producers "$producers" --hold-last)")
 echo "slurm.sh: forecast, archiver and manager are jobs ${jobs[*]}; output in $WORK"
 

@@ -76,17 +76,21 @@ pub fn installed() -> Installed {
     sources.push(repo().join("tests/c/expect.h"));
     sources.push(repo().join("python/maestro_core/__init__.py"));
     let _lock = FileLock::acquire(&target.join("capi-test-prefix.lock"));
-    // The library is not a dependency of these tests: build it (a no-op when current).
+    // The library is not a dependency of these tests: build it (a no-op when current), in
+    // the profile the tests run in (`--release` for the cluster's scale tests).
+    let release = target.ends_with("release");
     let built = run(
-        Command::new("cargo").args([
-            "build",
-            "-p",
-            "maestro-capi",
-            "-p",
-            "maestro-python",
-            "-p",
-            "maestro",
-        ]),
+        Command::new("cargo")
+            .args([
+                "build",
+                "-p",
+                "maestro-capi",
+                "-p",
+                "maestro-python",
+                "-p",
+                "maestro",
+            ])
+            .args(release.then_some("--release")),
         Duration::from_secs(600),
     );
     assert_eq!(built.code(), Some(0), "cargo build: {}", built.stderr);
@@ -98,7 +102,7 @@ pub fn installed() -> Installed {
     let _ = std::fs::remove_dir_all(&prefix);
     let out = run(
         Command::new(repo().join("scripts/install.sh"))
-            .arg("--debug")
+            .args((!release).then_some("--debug"))
             .arg(&prefix),
         Duration::from_secs(600),
     );
