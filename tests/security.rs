@@ -173,7 +173,8 @@ fn a_flood_of_unjoined_connections_does_not_lock_honest_apps_out() {
     );
 }
 
-/// A second Unix user for the length of a test (root only), removed on drop.
+/// A second Unix user for the length of a test (root only: a test that needs one fails
+/// when not root, it does not pass silently), removed on drop.
 struct OtherUser {
     name: String,
     uid: u32,
@@ -181,12 +182,17 @@ struct OtherUser {
 }
 
 impl OtherUser {
-    fn create() -> Option<OtherUser> {
+    /// Creates the user.
+    ///
+    /// # Panics
+    /// When not root: the test cannot prove anything then, and must not pass.
+    fn create() -> OtherUser {
         // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: creating a second user needs root");
-            return None;
-        }
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "this test creates a second Unix user and needs root: run the suite as root, as scripts/test.sh does"
+        );
         let name = format!("mstrosec{}", std::process::id());
         let made = Command::new("useradd")
             .args(["-M", "-s", "/bin/sh", &name])
@@ -202,7 +208,7 @@ impl OtherUser {
         let dir = std::env::temp_dir().join(format!("mstrosec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         set_mode(&dir, 0o755);
-        Some(OtherUser { name, uid, dir })
+        OtherUser { name, uid, dir }
     }
 
     /// Runs `cmd` (a shell command line) as this user, at most `limit`.
@@ -232,9 +238,7 @@ fn set_mode(path: &Path, mode: u32) {
 
 #[test]
 fn another_user_gets_nothing_from_maestro_run() {
-    let Some(mallory) = OtherUser::create() else {
-        return;
-    };
+    let mallory = OtherUser::create();
     let intruder = build_c("cc", "intruder_tool.c", Some("pmix"), &mallory.dir);
     let claim_root = build_c("cc", "claim_root.so.c", None, &mallory.dir);
     let fake_client = build_c("cc", "pmix_client.c", Some("pmix"), &mallory.dir);
@@ -516,9 +520,7 @@ fn maestro_in(tmp: &Path, args: &[&str], limit: Duration) -> common::Output {
 
 #[test]
 fn files_another_user_plants_in_shared_places_are_never_trusted() {
-    let Some(mallory) = OtherUser::create() else {
-        return;
-    };
+    let mallory = OtherUser::create();
     let tmp = shared_tmp();
     let t = tmp.path().to_str().expect("utf-8 path");
     // SAFETY: geteuid cannot fail.
@@ -685,9 +687,7 @@ fn files_another_user_plants_in_shared_places_are_never_trusted() {
 
 #[test]
 fn another_user_holding_the_pm_info_is_refused_over_every_endpoint() {
-    let Some(mallory) = OtherUser::create() else {
-        return;
-    };
+    let mallory = OtherUser::create();
     // The PM listens where a workflow needs it: its NIC's address and loopback.
     let (pm, line) = start_pm("sec-holder", &[]);
     let info = PmInfo::parse(&line).expect("info");

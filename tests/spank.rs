@@ -10,6 +10,16 @@ use std::time::Duration;
 
 use common::{Output, Slurm, run};
 
+/// The NICs of this machine as the inventory (which the plugin uses) lists them, and the
+/// one it chooses for local rank 0 (a machine with one NIC besides loopback: that one).
+fn nics_here() -> (String, Vec<String>) {
+    let (inv, choice) = inventory::nic_for_this_process(0).expect("a NIC chosen here");
+    (
+        choice.nic,
+        inv.nics.iter().map(|n| n.name.clone()).collect(),
+    )
+}
+
 /// Each task prints its local id, `MSTRO_OFI_IFACE` and `MSTRO_NIC_REASON`.
 fn tasks(slurm: &Slurm, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = slurm.srun();
@@ -28,16 +38,18 @@ fn tasks(slurm: &Slurm, args: &[&str], env: &[(&str, &str)]) -> Output {
 #[test]
 fn maestro_nic_gives_every_task_its_nic_and_nothing_changes_without_it() {
     let slurm = Slurm::start();
+    let (nic, _) = nics_here();
     let chosen = tasks(&slurm, &["--maestro-nic"], &[]);
     assert_eq!(chosen.code(), Some(0), "{chosen:?}");
     for t in 0..2 {
-        // This VM has one NIC besides loopback: every task gets it, with the reason.
+        // Every task gets the NIC the inventory chooses (a machine with one NIC besides
+        // loopback: that one, preferred over loopback), with the reason.
         let line = chosen
             .stdout
             .lines()
             .find(|l| l.starts_with(&format!("task {t}:")))
             .unwrap_or_else(|| panic!("no task {t} in {}", chosen.stdout));
-        assert!(line.contains("iface=[eth0]"), "{line}");
+        assert!(line.contains(&format!("iface=[{nic}]")), "{line}");
         assert!(line.contains("preferred over lo (loopback)"), "{line}");
     }
     let plain = tasks(&slurm, &[], &[]);
@@ -60,11 +72,14 @@ fn maestro_nic_gives_every_task_its_nic_and_nothing_changes_without_it() {
 #[test]
 fn a_nic_the_node_lacks_fails_the_step_with_the_reason() {
     let slurm = Slurm::start();
+    let (_, all) = nics_here();
     let out = tasks(&slurm, &["--maestro-nic=ib7"], &[]);
     assert_ne!(out.code(), Some(0), "{out:?}");
     assert!(
         out.stderr.contains("maestro: no NIC \"ib7\" on node")
-            && out.stderr.contains("NICs here: eth0"),
+            && out
+                .stderr
+                .contains(&format!("NICs here: {}", all.join(", "))),
         "{}",
         out.stderr
     );

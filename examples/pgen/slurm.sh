@@ -40,6 +40,8 @@ mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 rm -f "$WORK/pm.info"
 export MSTRO_WORKFLOW_NAME=${MSTRO_WORKFLOW_NAME:-pgen-$$}
+# The attribute schema, for programs (the C ones) that read it from the environment.
+export MSTRO_SCHEMA_PATH=${MSTRO_SCHEMA_PATH:-$REPO/examples/pgen} MSTRO_SCHEMA_LIST=${MSTRO_SCHEMA_LIST:-pgen.yaml}
 INFO="MSTRO_POOL_MANAGER_INFO_FILE=$WORK/pm.info"
 
 submit() { # NAME SBATCH-ARGS... -- COMMAND...: the job's id

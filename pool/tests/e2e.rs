@@ -549,13 +549,35 @@ fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
     let e = sub.wait().expect("event before the offer");
     assert!(e.before && e.needs_ack, "{e:?}");
     // The archiver requires the CDO before letting the offer happen, so it gets it. The
-    // PM answers the require after the held offer arrived: the offer is still unanswered
-    // (the manager's in-memory tests show the hold itself, step by step).
+    // PM's own view says the offer has not taken effect: the producer's CDO is sealed,
+    // not offered, and the archiver's waits with no provider.
     let mine = archiver.declare("precious").expect("declare");
     archiver.require(mine).expect("require");
+    let mut observer = pool::Observer::connect(pm.info(), "test", T).expect("observer");
+    let ls = pool::view::Query::Ls(pool::view::Ls {
+        selector: None,
+        after: None,
+        limit: 10,
+        attributes: false,
+    });
+    let pool::view::View::Cdos(page) = observer.query(ls).expect("ls") else {
+        panic!("not a page of CDOs");
+    };
+    let mut states: Vec<(&str, &str, usize)> = page
+        .cdos
+        .iter()
+        .filter(|c| c.name == "precious")
+        .map(|c| (c.app.as_str(), c.state.as_str(), c.providers.len()))
+        .collect();
+    states.sort_unstable();
+    assert_eq!(
+        states,
+        [("archiver:0", "required", 0), ("producer:0", "sealed", 0)],
+        "the held offer is not in effect"
+    );
     assert!(
         !offered.load(Ordering::SeqCst),
-        "the offer waits for the ack"
+        "the offer call has not returned"
     );
     sub.ack(&e).expect("ack");
     let (data, _) = archiver.demand(mine).expect("demand");

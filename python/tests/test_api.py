@@ -5,7 +5,6 @@ import gc
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -325,6 +324,7 @@ def test_a_late_subscription_asks_for_the_current_state_first():
 
 def test_a_blocking_demand_does_not_hold_the_gil():
     with M.pool("py-gil", "tester", 0):
+        sub = M.mstro_subscribe(None, M.MSTRO_POOL_EVENT_DEMAND, M.MSTRO_SUBSCRIPTION_OPTS_DEFAULT)
         c = M.mstro_cdo_declare("later", None)
         done = threading.Event()
 
@@ -334,12 +334,13 @@ def test_a_blocking_demand_does_not_hold_the_gil():
 
         t = threading.Thread(target=demand)
         t.start()
-        time.sleep(0.1)
-        # This thread runs Python while the other is inside demand.
-        count, end = 0, time.monotonic() + 0.3
-        while time.monotonic() < end:
-            count += 1
-        assert t.is_alive() and not done.is_set() and count > 10_000
+        # The pool saw the demand, which cannot return before the offer below: the other
+        # thread is inside it, and this one runs Python (it would block here if the demand
+        # held the GIL).
+        events = M.mstro_subscription_wait(sub, timeout=30)
+        assert [e.payload.demand.cdo_name for e in events] == ["later"]
+        assert t.is_alive() and not done.is_set()
+        M.mstro_subscription_dispose(sub)
         p = M.mstro_cdo_declare("later", None)
         M.mstro_cdo_seal(p)
         M.mstro_cdo_offer(p)
