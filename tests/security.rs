@@ -188,8 +188,9 @@ impl OtherUser {
     /// When not root: the test cannot prove anything then, and must not pass.
     fn create() -> OtherUser {
         // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
         assert_eq!(
-            unsafe { libc::geteuid() },
+            euid,
             0,
             "this test creates a second Unix user and needs root: run the suite as root, as scripts/test.sh does"
         );
