@@ -190,8 +190,7 @@ impl OtherUser {
         // SAFETY: geteuid cannot fail.
         let euid = unsafe { libc::geteuid() };
         assert_eq!(
-            euid,
-            0,
+            euid, 0,
             "this test creates a second Unix user and needs root: run the suite as root, as scripts/test.sh does"
         );
         let name = format!("mstrosec{}", std::process::id());

@@ -205,3 +205,31 @@ pub fn subscription_ack(sub: Subscription, events: &[&PoolEvent]) -> Result<()> 
 pub fn subscription_dispose(sub: Subscription) -> Result<()> {
     instance()?.subscriptions.remove(sub.0).map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maestro_option_bits_map_to_the_pools_options() {
+        use SubscriptionOptions as O;
+        let all = O(O::SIGNAL_BEFORE | O::REQUIRE_ACK | O::NO_LOCAL_EVENTS | O::CURRENT_STATE);
+        assert_eq!(
+            all.to_pool().unwrap(),
+            SubscribeOptions {
+                signal_before: true,
+                require_ack: true,
+                no_local: true,
+                replay: true,
+            },
+            "the current state combines with signal-before: the past after the fact"
+        );
+        assert_eq!(
+            O(O::DEFAULT).to_pool().unwrap(),
+            SubscribeOptions::default()
+        );
+        let e = O(1 << 7 | O::REQUIRE_ACK).to_pool().unwrap_err();
+        assert_eq!(e.status, Status::Invarg);
+        assert!(e.message.contains("0x80"), "{e}");
+    }
+}

@@ -308,6 +308,33 @@ mod tests {
     }
 
     #[test]
+    fn inline_max_is_bytes_up_to_a_mebibyte() {
+        assert_eq!(parse_inline_max(None).unwrap(), pool::DEFAULT_INLINE_MAX);
+        assert_eq!(parse_inline_max(Some(" 0 ")).unwrap(), 0);
+        assert_eq!(parse_inline_max(Some("1048576")).unwrap(), 1 << 20);
+        for bad in ["1048577", "lots", "-1", "4k"] {
+            let e = parse_inline_max(Some(bad)).unwrap_err();
+            assert_eq!(e.status, Status::Invarg);
+            assert!(e.message.contains(INLINE_MAX_ENV), "{e}");
+            assert!(e.message.contains("e.g. 4096"), "{e}");
+        }
+    }
+
+    #[test]
+    fn name_owners_are_prefix_component_pairs_or_a_clear_error() {
+        assert!(parse_owners(None).unwrap().is_empty());
+        let owners = parse_owners(Some("pgen/field/=forecast  pgen/product/=pgen")).unwrap();
+        assert_eq!(owners.len(), 2);
+        let e = parse_owners(Some("pgen/field/=forecast nonsense")).unwrap_err();
+        assert_eq!(e.status, Status::Invarg);
+        assert!(e.message.contains(NAME_OWNERS_ENV), "{e}");
+        assert!(
+            e.message.contains("separate several entries with spaces"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn seconds_parse_or_say_which_variable_is_wrong() {
         let d = Duration::from_secs(7);
         assert_eq!(parse_seconds(PM_WAIT_ENV, None, d).unwrap(), d);
