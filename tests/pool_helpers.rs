@@ -86,9 +86,11 @@ fn archiver_and_librarian_round_trip_cdos_across_two_workflow_runs() {
     await_line(librarian.child.stderr.take().expect("stderr"), "serving");
     let info = PmInfo::parse(&info2).expect("info");
     let mut schemas = pool::schema::Schemas::builtin();
-    schemas
-        .load_file(&common::repo().join("examples/pool_workflow.yaml"))
-        .expect("schema");
+    pool::schema::load_file(
+        &mut schemas,
+        &common::repo().join("examples/pool_workflow.yaml"),
+    )
+    .expect("schema");
     let c =
         Client::join(&info, common::tcp_lo_options("consumer").schemas(schemas)).expect("consumer");
     for name in &names {

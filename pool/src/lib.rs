@@ -17,7 +17,7 @@
 //! - [`liveness`]: how a silent peer of a control connection is found dead (TCP keepalive).
 
 pub use pool_core::{Clock, ConnId, Identity, MAX_NAME, Manager, Subnet};
-pub use pool_core::{attr, auth, events, policy, proto, schema, selector, view};
+pub use pool_core::{attr, auth, events, policy, proto, selector, view};
 
 pub mod bootstrap;
 mod client;
@@ -25,6 +25,7 @@ pub mod liveness;
 pub mod peers;
 mod pm;
 pub mod pmix_events;
+pub mod schema;
 pub mod stale;
 
 pub use client::{

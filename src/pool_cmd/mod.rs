@@ -15,7 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pmix::{Info, Tool, Value};
 use pool::bootstrap::{self, PmInfo};
-use pool::schema::Schemas;
 use pool::selector::{Expr, Selector};
 use pool::view::{CdoPage, Fabric, Ls, Query, Status, Transfers, View};
 
@@ -177,7 +176,7 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
 /// # Errors
 /// The schemas' or the selector's error, as text.
 pub(crate) fn selector_expr(text: &str, namespace: &str) -> Result<Box<Expr>, String> {
-    let schemas = Schemas::from_env().map_err(|e| e.to_string())?;
+    let schemas = pool::schema::from_env().map_err(|e| e.to_string())?;
     Selector::parse(text, namespace, &schemas)
         .map(|s| Box::new(s.expr().clone()))
         .map_err(|e| e.to_string())

@@ -243,7 +243,7 @@ impl Settings {
             pm_rank,
             local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
             pm_info_file: env_text(pool::bootstrap::PM_INFO_FILE_ENV).map(Into::into),
-            schemas: Arc::new(Schemas::from_env()?),
+            schemas: Arc::new(pool::schema::from_env()?),
             pmix,
             owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,
             exclude_interfaces: fabric.exclude,

@@ -12,7 +12,6 @@ use super::{
 };
 use crate::bootstrap::PmInfo;
 use crate::proto::{self, AppId, FabricEndpoint, FromPm, ToPm};
-use crate::schema::Schemas;
 
 /// An app's endpoints as JOIN carries them: the first, the alternates, and the network of
 /// each (same order); where same-host consumers may copy its offers from its memory; their
@@ -156,7 +155,7 @@ impl AsyncClient {
     pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
         let schemas = match opts.schemas {
             Some(s) => s,
-            None => Arc::new(Schemas::from_env()?),
+            None => Arc::new(crate::schema::from_env()?),
         };
         let (stream, nonce) = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
         let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);

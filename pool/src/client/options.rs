@@ -32,7 +32,7 @@ pub struct JoinOptions {
     pub timeout: Duration,
     /// Present this client as a process of its own (see [`JoinOptions::isolated`]).
     pub isolated: bool,
-    /// The attribute schemas `seal` checks against; `None`: [`Schemas::from_env`].
+    /// The attribute schemas `seal` checks against; `None`: [`crate::schema::from_env`].
     pub schemas: Option<Arc<Schemas>>,
     /// Copy same-host offers straight from their providers' memory, and let same-host
     /// consumers copy this app's offers from its memory ([`fabric::cma`]; on by default,

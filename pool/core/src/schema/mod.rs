@@ -1,7 +1,7 @@
 //! Attribute schemas, as in Maestro Core: YAML files that declare typed attributes under a
-//! namespace, loaded from `MSTRO_SCHEMA_PATH` (directories, `:`-separated) and
-//! `MSTRO_SCHEMA_LIST` (file names, `;`-separated), on top of the built-in
-//! `.maestro.core.cdo.` schema. A client checks a CDO's attributes against them at `seal`:
+//! namespace, on top of the built-in `.maestro.core.cdo.` schema (the driver crate `pool`
+//! reads the files `MSTRO_SCHEMA_PATH` and `MSTRO_SCHEMA_LIST` name: `pool::schema::from_env`;
+//! this sans-IO core takes their text, [`Schemas::load_str`]). A client checks a CDO's attributes against them at `seal`:
 //! wrong types, values out of range, unknown keys (unless `MSTRO_DROP_UNKNOWN_ATTRIBUTES`)
 //! and missing required attributes are [`AttrError`]s; defaults fill what is unset.
 //!
@@ -29,7 +29,7 @@ mod tests;
 mod values;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -298,43 +298,21 @@ impl Schemas {
         s
     }
 
-    /// The built-in schema plus those `MSTRO_SCHEMA_PATH` + `MSTRO_SCHEMA_LIST` name, and
-    /// `MSTRO_DROP_UNKNOWN_ATTRIBUTES`.
+    /// Whether `value` of `MSTRO_DROP_UNKNOWN_ATTRIBUTES` turns dropping unknown attributes
+    /// on (`1`, `true`, `yes`, `on`) or off (`0`, `false`, `no`, `off`, empty), any case.
     ///
     /// # Errors
-    /// Unreadable, missing or invalid schema files; a malformed variable.
-    pub fn from_env() -> Result<Schemas, SchemaError> {
-        let mut s = Schemas::builtin();
-        let path: Vec<PathBuf> = std::env::var_os("MSTRO_SCHEMA_PATH")
-            .map(|p| std::env::split_paths(&p).collect())
-            .unwrap_or_else(|| vec![PathBuf::from(".")]);
-        if let Ok(list) = std::env::var("MSTRO_SCHEMA_LIST") {
-            for name in list.split(';').map(str::trim).filter(|n| !n.is_empty()) {
-                let file = path
-                    .iter()
-                    .map(|d| d.join(name))
-                    .find(|f| f.is_file())
-                    .ok_or_else(|| SchemaError::NotFound {
-                        name: name.to_string(),
-                        path: path.clone(),
-                    })?;
-                s.load_file(&file)?;
-            }
+    /// [`SchemaError::Env`] for anything else.
+    pub fn drop_unknown_setting(value: &str) -> Result<bool, SchemaError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "" | "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(SchemaError::Env {
+                var: "MSTRO_DROP_UNKNOWN_ATTRIBUTES",
+                value: value.to_string(),
+                why: "expected 1/0, true/false, yes/no or on/off",
+            }),
         }
-        if let Ok(v) = std::env::var("MSTRO_DROP_UNKNOWN_ATTRIBUTES") {
-            s.drop_unknown = match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => true,
-                "" | "0" | "false" | "no" | "off" => false,
-                _ => {
-                    return Err(SchemaError::Env {
-                        var: "MSTRO_DROP_UNKNOWN_ATTRIBUTES",
-                        value: v,
-                        why: "expected 1/0, true/false, yes/no or on/off",
-                    });
-                }
-            };
-        }
-        Ok(s)
     }
 
     /// Drops (instead of refusing) attributes no schema declares.
@@ -347,18 +325,6 @@ impl Schemas {
     /// (`MSTRO_DROP_UNKNOWN_ATTRIBUTES`).
     pub fn drops_unknown(&self) -> bool {
         self.drop_unknown
-    }
-
-    /// Loads a schema file.
-    ///
-    /// # Errors
-    /// Unreadable or invalid file.
-    pub fn load_file(&mut self, path: &Path) -> Result<(), SchemaError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SchemaError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        self.load_str(&text, &path.display().to_string())
     }
 
     /// Loads a schema from YAML text; `origin` names it in errors.

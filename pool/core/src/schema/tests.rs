@@ -200,3 +200,22 @@ fn bad_schemas_say_what_is_wrong() {
         .contains("colour")
     );
 }
+
+#[test]
+fn the_drop_unknown_setting_is_a_switch_or_a_clear_error() {
+    for (v, want) in [
+        ("1", true),
+        (" ON", true),
+        ("yes", true),
+        ("", false),
+        ("off", false),
+    ] {
+        assert_eq!(Schemas::drop_unknown_setting(v).expect(v), want, "{v:?}");
+    }
+    let e = Schemas::drop_unknown_setting("sometimes").expect_err("not a switch");
+    assert!(
+        e.to_string()
+            .starts_with("MSTRO_DROP_UNKNOWN_ATTRIBUTES=\"sometimes\": expected 1/0"),
+        "{e}"
+    );
+}
