@@ -19,6 +19,8 @@ pub struct Status(pub i32);
 impl Status {
     /// `PMIX_SUCCESS`.
     pub const SUCCESS: Status = Status(sys::PMIX_SUCCESS as i32);
+    /// `PMIX_ERROR`: a failure with no more specific status.
+    pub const ERROR: Status = Status(sys::PMIX_ERROR);
     /// `PMIX_ERR_PROC_ABORTED`: a process of the job aborted.
     pub const PROC_ABORTED: Status = Status(sys::PMIX_ERR_PROC_ABORTED);
     /// `PMIX_ERR_PROC_ABORTED_BY_SIG`: a process of the job was killed by a signal.

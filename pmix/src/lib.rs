@@ -29,6 +29,10 @@ pub mod keys;
 mod query;
 mod runtime;
 pub mod server;
+
+/// The raw bindings, for the items [`define_query_info_nb!`] expands to in another crate.
+#[doc(hidden)]
+pub use pmix_sys as __sys;
 mod sync;
 mod tool;
 mod value;

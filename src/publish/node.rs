@@ -42,11 +42,11 @@ pub(crate) enum PutError {
 impl PutError {
     /// The status a publish answers with.
     pub(crate) fn status(&self) -> Status {
-        Status(match self {
-            PutError::Duplicate(_) => return Status::DUPLICATE_KEY,
-            PutError::Unsupported => return Status::NOT_SUPPORTED,
-            PutError::Io => pmix_sys::PMIX_ERROR,
-        })
+        match self {
+            PutError::Duplicate(_) => Status::DUPLICATE_KEY,
+            PutError::Unsupported => Status::NOT_SUPPORTED,
+            PutError::Io => Status::ERROR,
+        }
     }
 }
 

@@ -64,8 +64,35 @@ unsafe fn asks_attribute_support(queries: *const sys::pmix_query_t, n: usize) ->
     })
 }
 
-/// `PMIx_Query_info_nb` with the guard described in the module docs. For an executable's
-/// own `#[unsafe(no_mangle)] extern "C" fn PMIx_Query_info_nb` to call.
+/// Defines, in the executable that invokes it, `PMIx_Query_info_nb` with the guard
+/// described in the module docs ([`query_info_nb`]): OpenPMIx's server code calls it for
+/// every query a tool sends. The executable exports it to the dynamic symbol table (link
+/// argument `-Wl,--export-dynamic-symbol=PMIx_Query_info_nb`) so libpmix's own calls
+/// resolve to it. A macro, so that the executable needs neither `pmix-sys` nor an
+/// `extern "C"` of its own.
+#[macro_export]
+macro_rules! define_query_info_nb {
+    () => {
+        /// `PMIx_Query_info_nb` with the guard of [`pmix::server::query_info_nb`].
+        ///
+        /// # Safety
+        /// The arguments of `PMIx_Query_info_nb`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn PMIx_Query_info_nb(
+            queries: *mut $crate::__sys::pmix_query_t,
+            nqueries: usize,
+            cbfunc: $crate::__sys::pmix_info_cbfunc_t,
+            cbdata: *mut ::std::ffi::c_void,
+        ) -> $crate::__sys::pmix_status_t {
+            // SAFETY: forwards libpmix's own arguments unchanged: `queries` holds
+            // `nqueries` queries, `cbfunc`/`cbdata` are its.
+            unsafe { $crate::server::query_info_nb(queries, nqueries, cbfunc, cbdata) }
+        }
+    };
+}
+
+/// `PMIx_Query_info_nb` with the guard described in the module docs. For the function
+/// [`define_query_info_nb!`](crate::define_query_info_nb) defines to call.
 ///
 /// # Safety
 /// The arguments of `PMIx_Query_info_nb`.
