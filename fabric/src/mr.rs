@@ -35,9 +35,13 @@ enum FileRef {
     Lent(fabric_types::MemoryFile),
 }
 
-// SAFETY: plain owned memory.
+// SAFETY: the buffer is the only handle to its bytes in this process: memory it mapped
+// (unmapped once, by whichever thread drops it), or memory lent by `Buffer::borrowed`,
+// whose contract makes the lender keep it allocated and unwritten for the buffer's life
+// from any thread; the memory file is an owned descriptor or plain data. Nothing in it is
+// tied to the thread that made it.
 unsafe impl Send for Buffer {}
-// SAFETY: shared access only reads through &self.
+// SAFETY: through `&Buffer` the bytes are only read (`as_slice`); writing needs `&mut`.
 unsafe impl Sync for Buffer {}
 
 impl Buffer {

@@ -59,10 +59,12 @@ pub(crate) struct OpState {
 }
 
 // SAFETY: `ctx` is only written by libfabric while the operation is in flight and never read
-// by Rust; everything else is behind the mutex.
+// by Rust; the slot is behind the mutex and the rest is plain data (`Instant`, a static
+// string, a length).
 unsafe impl Send for OpState {}
-// SAFETY: shared references only reach what the `Send` reason above makes safe from any
-// thread (FI_THREAD_SAFE objects, state behind a mutex).
+// SAFETY: through `&OpState` Rust reads only the plain fields and the slot (behind the
+// mutex and its condvar); `ctx` is handed to libfabric by address and never read or
+// written by Rust, so no two threads race on it here.
 unsafe impl Sync for OpState {}
 
 #[derive(Default)]
