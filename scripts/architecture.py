@@ -6,7 +6,8 @@ drift from the code:
                                     from `cargo metadata`: printed, or written into the
                                     document between its markers; `check` compares
   architecture.py cycles            module cycles inside each crate (the top-level modules
-                                    of its library or binary, by their `crate::`/`super::`
+                                    of its library or binary, and the modules inside each
+                                    top-level directory module, by their `crate::`/`super::`
                                     paths); none may exist
   architecture.py check             both: exits 1 naming what is wrong and how to fix it
 """
@@ -106,6 +107,35 @@ def module_edges(root):
     return edges
 
 
+def child_edges(dirpath, crate_path):
+    """Edges between the modules inside the directory module at `dirpath`, whose path from
+    the crate root is `crate_path` (`manager`): a child's `super::X` (in the child's own
+    file) and anyone's `crate::manager::X` name sibling X."""
+    kids = {f[:-3] for f in os.listdir(dirpath) if f.endswith(".rs")} | {
+        d for d in os.listdir(dirpath) if os.path.isdir(os.path.join(dirpath, d))}
+    kids -= {"mod"}
+    edges = {k: set() for k in kids}
+    prefix = r"\bcrate::" + crate_path + "::"
+    for sub, _, files in os.walk(dirpath):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(sub, f)
+            parts = os.path.relpath(path, dirpath)[:-3].split(os.sep)
+            if parts[0] not in kids:
+                continue
+            src = strip_comments(open(path).read())
+            refs = set(re.findall(prefix + r"([a-z_][a-z0-9_]*)", src))
+            for m in re.finditer(prefix + r"\{", src):
+                refs |= grouped(src, m.end() - 1)
+            if len(parts) == 1:  # a child file's `super` is the directory module
+                refs |= set(re.findall(r"\bsuper::([a-z_][a-z0-9_]*)", src))
+                for m in re.finditer(r"\bsuper::\{", src):
+                    refs |= grouped(src, m.end() - 1)
+            edges[parts[0]] |= {r for r in refs if r in kids and r != parts[0]}
+    return edges
+
+
 def cycles(edges):
     """Strongly connected components of more than one module (Tarjan)."""
     index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
@@ -146,10 +176,15 @@ def module_cycles(meta):
                 continue
             if os.path.basename(t["src_path"]) not in ("lib.rs", "main.rs"):
                 continue
-            edges = module_edges(os.path.dirname(t["src_path"]))
-            for c in cycles(edges):
-                detail = "; ".join(f"{m} uses {', '.join(sorted(edges[m] & set(c)))}" for m in c)
-                problems.append(f"{p['name']} ({t['name']}): modules {', '.join(c)} form a cycle ({detail})")
+            root = os.path.dirname(t["src_path"])
+            levels = [("", module_edges(root))]
+            for d in sorted(os.listdir(root)):
+                if os.path.isfile(os.path.join(root, d, "mod.rs")):
+                    levels.append((f"{d}::", child_edges(os.path.join(root, d), d)))
+            for where, edges in levels:
+                for c in cycles(edges):
+                    detail = "; ".join(f"{where}{m} uses {', '.join(sorted(edges[m] & set(c)))}" for m in c)
+                    problems.append(f"{p['name']} ({t['name']}): modules {', '.join(where + m for m in c)} form a cycle ({detail})")
     return problems
 
 

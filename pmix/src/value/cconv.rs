@@ -1,62 +1,15 @@
-//! Conversions between Rust data and libpmix's C representation: fixed and allocated C
-//! strings, byte objects, `malloc`'ed copies and data arrays (PMIx frees what goes in with
-//! its own destructors; what comes out is copied).
+//! Conversions between Rust data and libpmix's C representation: allocated C strings,
+//! byte objects, `malloc`'ed copies and data arrays (PMIx frees what goes in with its own
+//! destructors; what comes out is copied). Fixed and borrowed C strings: [`super::cstr`].
 
-use std::ffi::{CStr, CString, c_char};
+use std::ffi::c_char;
 
 use pmix_sys as sys;
 
+use super::cstr::{cstr_lossy, cstring};
 use super::info::Info;
 use super::{DeviceDistance, Proc, ProcInfo, Value};
 use crate::error::{Error, Result};
-
-/// Copies `s` into a fixed C char array, NUL-terminated.
-pub(crate) fn copy_cstr(dst: &mut [c_char], s: &str, what: &str) -> Result<()> {
-    if s.as_bytes().contains(&0) {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {s:?} contains a NUL byte"
-        )));
-    }
-    if s.len() >= dst.len() {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {s:?} is {} bytes; PMIx allows at most {}",
-            s.len(),
-            dst.len() - 1
-        )));
-    }
-    for (d, b) in dst.iter_mut().zip(s.bytes()) {
-        *d = b as c_char;
-    }
-    dst[s.len()] = 0;
-    Ok(())
-}
-
-/// Reads a fixed C char array up to its first NUL (or its end).
-pub(crate) fn fixed_str(src: &[c_char]) -> String {
-    let bytes: Vec<u8> = src
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// Copies a C string (NULL gives an empty string).
-///
-/// # Safety
-/// `p` must be NULL or a valid NUL-terminated string.
-pub(crate) unsafe fn cstr_lossy(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-/// A `CString` for an argument, with a typed error for interior NULs.
-pub(crate) fn cstring(s: &str, what: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::InvalidArgument(format!("{what} {s:?} contains a NUL byte")))
-}
 
 /// `strdup` into malloc'ed memory that PMIx may free.
 pub(crate) fn strdup(s: &str, what: &str) -> Result<*mut c_char> {

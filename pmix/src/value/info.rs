@@ -4,7 +4,7 @@
 use pmix_sys as sys;
 
 use super::Value;
-use super::cconv::{copy_cstr, fixed_str};
+use super::cstr::{copy_cstr, fixed_str};
 use crate::error::{Error, Result};
 
 /// A key/value pair (`pmix_info_t`), used for data, directives and qualifiers alike.

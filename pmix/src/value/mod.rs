@@ -6,9 +6,11 @@
 //! the callback that lent it.
 
 mod cconv;
+mod cstr;
 mod info;
 
-pub(crate) use cconv::{bytes_from_raw, bytes_to_raw, copy_cstr, cstr_lossy, cstring, fixed_str};
+pub(crate) use cconv::{bytes_from_raw, bytes_to_raw};
+pub(crate) use cstr::{copy_cstr, cstr_lossy, cstring, fixed_str};
 pub(crate) use info::InfoArray;
 pub use info::{Info, find};
 

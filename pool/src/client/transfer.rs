@@ -11,11 +11,11 @@ use fabric::{Buffer, Peer};
 use tokio::sync::mpsc;
 
 use super::data::{self, CdoData};
-use super::driver::Piece;
 use super::{ClientError, Result, Shared};
 use crate::proto::{
     self, CdoId, Direct, HostMemory, MAX_CHUNK, Op, ProcessMemory, Source, ToPm, TransferId,
 };
+use pool_core::client::Piece;
 use pool_core::client::{Driver, Fetch};
 
 /// Stream transfers fetch in pieces of this size ...

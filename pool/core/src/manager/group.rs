@@ -10,12 +10,10 @@
 
 use std::sync::Arc;
 
-use super::{Cdo, ConnId, Manager, State, Want, policy};
+use super::policy::{self, MAX_GROUP, checked_members};
+use super::{Cdo, ConnId, Manager, State, Want};
 use crate::attr::{self, Attributes};
 use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
-
-/// Most members one group demand may reserve ids for.
-pub const MAX_GROUP: u32 = 1 << 20;
 
 /// Members ticketed per step of [`Manager::work`]: the driver sends each slice of a group's
 /// tickets before the next is made, so the consumer copies members while the manager
@@ -23,36 +21,6 @@ pub const MAX_GROUP: u32 = 1 << 20;
 /// ticket). Measured with `maestro bench pool --group 10000` (8 B, 4 and 64 KiB): slices of
 /// 64, 256 and 1024 are alike within the machine's noise.
 pub const GROUP_SLICE: usize = 256;
-
-/// The members a group's sealed `attributes` list, each checked as any CDO name (1 to
-/// [`proto::MAX_NAME`] bytes) and at most [`MAX_GROUP`] of them; `Ok(None)` for a CDO that
-/// is no group.
-///
-/// # Errors
-/// A refusal naming the first bad member, or the count.
-pub(super) fn checked_members(attributes: &Attributes) -> Result<Option<Vec<String>>, Refusal> {
-    let Some(names) = attr::group_members(attributes) else {
-        return Ok(None);
-    };
-    if names.len() > MAX_GROUP as usize {
-        return Err(Refusal::Quota(format!(
-            "a group of {} members, more than {MAX_GROUP}; split it",
-            names.len()
-        )));
-    }
-    if let Some((i, bad)) = names
-        .iter()
-        .enumerate()
-        .find(|(_, n)| proto::check_name(n).is_err())
-    {
-        return Err(Refusal::NotAllowed(format!(
-            "group member {i} has a name of {} bytes: every member is a CDO, named with 1 to {} bytes",
-            bad.len(),
-            proto::MAX_NAME
-        )));
-    }
-    Ok(Some(names))
-}
 
 impl Manager {
     /// `DemandGroup` from `app`: its group CDO `group` is demanded as a group, with the ids

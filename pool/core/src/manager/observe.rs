@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::traffic::TrafficStats;
+use super::traffic::{TrafficStats, duration_us};
 use super::{App, Cdo, ConnId, Manager, State, Transfer};
 use crate::proto::{self, AppId, CdoId, FromPm, Op, Refusal, TransferId};
 use crate::selector::Selector;
@@ -494,10 +494,6 @@ const ALL_OPS: [Op; OPS] = [
 
 fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-pub(super) fn duration_us(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

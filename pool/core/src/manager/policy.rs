@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use super::{App, Cdo, Claim, Manager, State};
 use crate::ConnId;
-use crate::attr::{AttrValue, Attributes};
+use crate::attr::{self, AttrValue, Attributes};
 use crate::events::{EventKind, FabricChange};
-use crate::proto::{AppId, CdoId, Op, ProcessMemory, Refusal, ToPm, TransferId};
+use crate::proto::{self, AppId, CdoId, Op, ProcessMemory, Refusal, ToPm, TransferId};
 
 /// Default of [`Policy::max_app_bytes`]: 256 MiB.
 pub const MAX_APP_BYTES: usize = 256 << 20;
@@ -20,6 +20,8 @@ pub const MAX_APP_BYTES: usize = 256 << 20;
 pub const MAX_ATTRIBUTE_BYTES: usize = 1 << 20;
 /// Default of [`Policy::max_subscriptions`]: 1024.
 pub const MAX_SUBSCRIPTIONS: usize = 1024;
+/// Most members one group may list (and one group demand reserve ids for).
+pub const MAX_GROUP: u32 = 1 << 20;
 /// Default of [`Policy::max_inline_bytes`]: 64 MiB.
 pub const MAX_INLINE_BYTES: usize = 64 << 20;
 /// Most bytes one offer may carry to the PM (larger offers keep their bytes and move as
@@ -146,6 +148,36 @@ pub fn attribute_bytes(attributes: &Attributes) -> usize {
         .sum()
 }
 
+/// The members a group's sealed `attributes` list, each checked as any CDO name (1 to
+/// [`proto::MAX_NAME`] bytes) and at most [`MAX_GROUP`] of them; `Ok(None)` for a CDO that
+/// is no group.
+///
+/// # Errors
+/// A refusal naming the first bad member, or the count.
+pub(super) fn checked_members(attributes: &Attributes) -> Result<Option<Vec<String>>, Refusal> {
+    let Some(names) = attr::group_members(attributes) else {
+        return Ok(None);
+    };
+    if names.len() > MAX_GROUP as usize {
+        return Err(Refusal::Quota(format!(
+            "a group of {} members, more than {MAX_GROUP}; split it",
+            names.len()
+        )));
+    }
+    if let Some((i, bad)) = names
+        .iter()
+        .enumerate()
+        .find(|(_, n)| proto::check_name(n).is_err())
+    {
+        return Err(Refusal::NotAllowed(format!(
+            "group member {i} has a name of {} bytes: every member is a CDO, named with 1 to {} bytes",
+            bad.len(),
+            proto::MAX_NAME
+        )));
+    }
+    Ok(Some(names))
+}
+
 impl Manager {
     /// Whether `app` may run `msg` as far as its quotas and the name bindings go: the
     /// operation, CDO and reason of a refusal.
@@ -174,7 +206,7 @@ impl Manager {
                 ));
             }
             self.affordable(app, bytes).map_err(|why| (op, cdo, why))?;
-            super::group::checked_members(attributes).map_err(|why| (op, cdo, why))?;
+            checked_members(attributes).map_err(|why| (op, cdo, why))?;
         }
         if op == Op::Offer
             && let Some(owner) = self.policy.owner_of(&c.name)

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{App, Manager, Transfer};
 use crate::proto::{self, AppId, CdoId, Direct, Source, TransferId};
@@ -138,7 +138,7 @@ struct Finished {
     failure: Option<Box<(Box<str>, Box<str>)>>,
 }
 
-/// The transfer figures of [`super::observe::Stats`].
+/// The transfer figures of the status view's counters.
 #[derive(Debug)]
 pub(super) struct TrafficStats {
     recent: VecDeque<Finished>,
@@ -255,7 +255,7 @@ impl Manager {
             nic: nic.map(str::to_string),
             bytes: f.len,
             started_unix_ns: self.events.clock().unix_ns(f.started),
-            elapsed_us: super::observe::duration_us(f.ended.saturating_duration_since(f.started)),
+            elapsed_us: duration_us(f.ended.saturating_duration_since(f.started)),
             ok: Some(f.failure.is_none()),
             error: f.failure.as_ref().map(|failure| failure.1.to_string()),
         }
@@ -334,4 +334,9 @@ impl Manager {
         }
         self.stats.traffic.recent.push_back(finished);
     }
+}
+
+/// `d` in whole microseconds (saturating).
+pub(super) fn duration_us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
