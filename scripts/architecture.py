@@ -81,41 +81,17 @@ def grouped(src, at):
     return {m.group(0) for n in names if (m := re.match(r"[a-z_][a-z0-9_]*", n.strip()))}
 
 
-def module_edges(root):
-    """Edges between the top-level modules of the crate whose root file is in `root`."""
-    tops = {f[:-3] for f in os.listdir(root) if f.endswith(".rs")} | {
-        d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))}
-    tops -= {"lib", "main"}
-    edges = {t: set() for t in tops}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            if not f.endswith(".rs"):
-                continue
-            path = os.path.join(dirpath, f)
-            parts = os.path.relpath(path, root)[:-3].split(os.sep)
-            if parts[0] not in tops:
-                continue
-            src = strip_comments(open(path).read())
-            refs = set(re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", src))
-            for m in re.finditer(r"\bcrate::\{", src):
-                refs |= grouped(src, m.end() - 1)
-            if len(parts) == 1:  # a top-level module's `super` is the crate root
-                refs |= set(re.findall(r"\bsuper::([a-z_][a-z0-9_]*)", src))
-                for m in re.finditer(r"\bsuper::\{", src):
-                    refs |= grouped(src, m.end() - 1)
-            edges[parts[0]] |= {r for r in refs if r in tops and r != parts[0]}
-    return edges
-
-
-def child_edges(dirpath, crate_path):
-    """Edges between the modules inside the directory module at `dirpath`, whose path from
-    the crate root is `crate_path` (`manager`): a child's `super::X` (in the child's own
-    file) and anyone's `crate::manager::X` name sibling X."""
+def module_edges(dirpath, crate_path=""):
+    """Edges between the modules directly in `dirpath`: the crate's top-level modules
+    (`crate_path` empty: `dirpath` holds `lib.rs` or `main.rs`), or those inside the
+    directory module whose path from the crate root is `crate_path` (`manager`). Module X
+    uses sibling Y when any of X's files names `crate::<crate_path::>Y`, or X's own file
+    names `super::Y` (its `super` is the crate root or the directory module)."""
     kids = {f[:-3] for f in os.listdir(dirpath) if f.endswith(".rs")} | {
         d for d in os.listdir(dirpath) if os.path.isdir(os.path.join(dirpath, d))}
-    kids -= {"mod"}
+    kids -= {"lib", "main", "mod"}
     edges = {k: set() for k in kids}
-    prefix = r"\bcrate::" + crate_path + "::"
+    prefix = r"\bcrate::" + (crate_path + "::" if crate_path else "")
     for sub, _, files in os.walk(dirpath):
         for f in files:
             if not f.endswith(".rs"):
@@ -128,7 +104,7 @@ def child_edges(dirpath, crate_path):
             refs = set(re.findall(prefix + r"([a-z_][a-z0-9_]*)", src))
             for m in re.finditer(prefix + r"\{", src):
                 refs |= grouped(src, m.end() - 1)
-            if len(parts) == 1:  # a child file's `super` is the directory module
+            if len(parts) == 1:
                 refs |= set(re.findall(r"\bsuper::([a-z_][a-z0-9_]*)", src))
                 for m in re.finditer(r"\bsuper::\{", src):
                     refs |= grouped(src, m.end() - 1)
@@ -180,7 +156,7 @@ def module_cycles(meta):
             levels = [("", module_edges(root))]
             for d in sorted(os.listdir(root)):
                 if os.path.isfile(os.path.join(root, d, "mod.rs")):
-                    levels.append((f"{d}::", child_edges(os.path.join(root, d), d)))
+                    levels.append((f"{d}::", module_edges(os.path.join(root, d), d)))
             for where, edges in levels:
                 for c in cycles(edges):
                     detail = "; ".join(f"{where}{m} uses {', '.join(sorted(edges[m] & set(c)))}" for m in c)

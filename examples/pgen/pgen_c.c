@@ -94,6 +94,22 @@ static mstro_cdo expect_cdo(const char *name) {
   return cdo;
 }
 
+/* Waits for the marker `cdo` (declared and required with expect_cdo) and disposes it. */
+static void await_marker(mstro_cdo cdo) {
+  CHECK(mstro_cdo_demand(cdo));
+  CHECK(mstro_cdo_dispose(cdo));
+}
+
+/* Withdraws and disposes the `n` offered fields `cdos` and frees their `memory`. */
+static void withdraw_fields(mstro_cdo *cdos, void **memory, long n) {
+  long i;
+  for (i = 0; i < n; i++) {
+    CHECK(mstro_cdo_withdraw(cdos[i]));
+    CHECK(mstro_cdo_dispose(cdos[i]));
+    CHECK(mstro_mem_free(memory[i]));
+  }
+}
+
 /* Offers the 0-byte marker `name` and returns once everyone who required it has it. */
 static void signal_cdo(const char *name) {
   mstro_cdo cdo;
@@ -187,8 +203,7 @@ static int serve(long size, const char *info_file) {
   printf("forecast rank 0: the pool manager serves\n");
   fflush(stdout);
   done = expect_cdo(PGEN_DONE);
-  CHECK(mstro_cdo_demand(done));
-  CHECK(mstro_cdo_dispose(done));
+  await_marker(done);
   deadline = time(NULL) + WORKFLOW_TIMEOUT;
   while (forecast_left < size - 1 || archiver_left < 1 || manager_left < 1) {
     mstro_pool_event events = NULL, e;
@@ -265,13 +280,8 @@ static int forecast(int argc, char **argv) {
   printf("forecast rank %ld: offered %ld fields of %ld steps\n", rank, n, s.steps);
   fflush(stdout);
   /* The archive holds a copy of everything: the forecast can go. */
-  CHECK(mstro_cdo_demand(archived));
-  CHECK(mstro_cdo_dispose(archived));
-  for (i = 0; i < n; i++) {
-    CHECK(mstro_cdo_withdraw(offered[i]));
-    CHECK(mstro_cdo_dispose(offered[i]));
-    CHECK(mstro_mem_free(memory[i]));
-  }
+  await_marker(archived);
+  withdraw_fields(offered, memory, n);
   printf("forecast rank %ld: withdrew its fields and leaves\n", rank);
   free(offered);
   free(memory);
@@ -364,13 +374,8 @@ static int archiver(int argc, char **argv) {
   CHECK(mstro_cdo_declare(PGEN_ARCHIVED, MSTRO_ATTR_DEFAULT, &archived));
   CHECK(mstro_cdo_seal(archived));
   CHECK(mstro_cdo_offer(archived));
-  CHECK(mstro_cdo_demand(done));
-  CHECK(mstro_cdo_dispose(done));
-  for (k = 0; k < n; k++) {
-    CHECK(mstro_cdo_withdraw(kept[k]));
-    CHECK(mstro_cdo_dispose(kept[k]));
-    CHECK(mstro_mem_free(memory[k]));
-  }
+  await_marker(done);
+  withdraw_fields(kept, memory, n);
   CHECK(mstro_cdo_withdraw(archived));
   CHECK(mstro_cdo_dispose(archived));
   free(kept);
@@ -656,8 +661,7 @@ static int manager(int argc, char **argv) {
   CHECK(mstro_subscription_dispose(made));
   CHECK(mstro_subscription_dispose(leaves));
   archived = expect_cdo(PGEN_ARCHIVED);
-  CHECK(mstro_cdo_demand(archived));
-  CHECK(mstro_cdo_dispose(archived));
+  await_marker(archived);
   /* Returns once rank 0 and the archiver (both required it) have it. */
   signal_cdo(PGEN_DONE);
   free(offered);

@@ -55,21 +55,42 @@ fn stamp(sources: &[PathBuf]) -> String {
 pub fn installed() -> Installed {
     let target = maestro().parent().expect("target dir").to_path_buf();
     let prefix = target.join("capi-test-prefix");
-    let programs: [(&str, PathBuf); 11] = [
-        ("pm_tool", repo().join("examples/c/pm_tool.c")),
-        ("producer", repo().join("examples/c/producer.c")),
-        ("consumer", repo().join("examples/c/consumer.c")),
-        ("local_pool", repo().join("examples/c/local_pool.c")),
-        ("bad_calls", repo().join("tests/c/bad_calls.c")),
-        ("async_demand", repo().join("tests/c/async_demand.c")),
-        ("late_subscriber", repo().join("tests/c/late_subscriber.c")),
-        ("groups", repo().join("tests/c/groups.c")),
-        ("api_cxx", repo().join("tests/c/api_cxx.cpp")),
-        ("pgen_product", repo().join("examples/pgen/product.c")),
+    // Each program, its source and the pkg-config packages it builds with.
+    let programs: [(&str, PathBuf, &str); 11] = [
+        ("pm_tool", repo().join("examples/c/pm_tool.c"), "maestro"),
+        ("producer", repo().join("examples/c/producer.c"), "maestro"),
+        ("consumer", repo().join("examples/c/consumer.c"), "maestro"),
+        (
+            "local_pool",
+            repo().join("examples/c/local_pool.c"),
+            "maestro",
+        ),
+        ("bad_calls", repo().join("tests/c/bad_calls.c"), "maestro"),
+        (
+            "async_demand",
+            repo().join("tests/c/async_demand.c"),
+            "maestro",
+        ),
+        (
+            "late_subscriber",
+            repo().join("tests/c/late_subscriber.c"),
+            "maestro",
+        ),
+        ("groups", repo().join("tests/c/groups.c"), "maestro"),
+        ("api_cxx", repo().join("tests/c/api_cxx.cpp"), "maestro"),
+        (
+            "pgen_product",
+            repo().join("examples/pgen/product.c"),
+            "maestro",
+        ),
         // PMIx too: its jobs' ranks and sizes, PMIx_Spawn.
-        ("pgen_c", repo().join("examples/pgen/pgen_c.c")),
+        (
+            "pgen_c",
+            repo().join("examples/pgen/pgen_c.c"),
+            "maestro pmix",
+        ),
     ];
-    let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p)| p.clone()).collect();
+    let mut sources: Vec<PathBuf> = programs.iter().map(|(_, p, _)| p.clone()).collect();
     sources.push(repo().join("capi/include/maestro.h"));
     sources.push(repo().join("examples/c/common.h"));
     sources.push(repo().join("examples/pgen/pgen.h"));
@@ -116,21 +137,19 @@ pub fn installed() -> Installed {
         assert!(prefix.join(f).exists(), "{f} not installed");
     }
     let pc = prefix.join("lib/pkgconfig");
-    let flags = run(
-        Command::new("pkg-config")
-            .args(["--cflags", "--libs", "maestro"])
-            .env("PKG_CONFIG_PATH", &pc),
-        Duration::from_secs(10),
-    );
-    assert_eq!(flags.code(), Some(0), "pkg-config: {flags:?}");
-    let flags: Vec<String> = flags.stdout.split_whitespace().map(String::from).collect();
-    let pmix = run(
-        Command::new("pkg-config").args(["--cflags", "--libs", "pmix"]),
-        Duration::from_secs(10),
-    );
-    assert_eq!(pmix.code(), Some(0), "pkg-config pmix: {pmix:?}");
+    let flags = |packages: &str| -> Vec<String> {
+        let out = run(
+            Command::new("pkg-config")
+                .args(["--cflags", "--libs"])
+                .args(packages.split(' '))
+                .env("PKG_CONFIG_PATH", &pc),
+            Duration::from_secs(10),
+        );
+        assert_eq!(out.code(), Some(0), "pkg-config {packages}: {out:?}");
+        out.stdout.split_whitespace().map(String::from).collect()
+    };
     std::fs::create_dir_all(prefix.join("examples")).expect("examples dir");
-    for (name, src) in &programs {
+    for (name, src, packages) in &programs {
         let cxx = src.extension().is_some_and(|e| e == "cpp");
         let mut cc = Command::new(if cxx { "g++" } else { "cc" });
         if cxx {
@@ -141,13 +160,7 @@ pub fn installed() -> Installed {
         cc.args(["-Wall", "-Wextra", "-pedantic", "-Werror", "-g", "-o"])
             .arg(prefix.join("examples").join(name))
             .arg(src)
-            .args(&flags)
-            .args(
-                (*name == "pgen_c")
-                    .then(|| pmix.stdout.split_whitespace())
-                    .into_iter()
-                    .flatten(),
-            )
+            .args(flags(packages))
             .arg("-lpthread");
         let out = run(&mut cc, Duration::from_secs(120));
         assert_eq!(out.code(), Some(0), "compiling {name}: {}", out.stderr);

@@ -15,8 +15,7 @@ use super::{ClientError, Result, Shared};
 use crate::proto::{
     self, CdoId, Direct, HostMemory, MAX_CHUNK, Op, ProcessMemory, Source, ToPm, TransferId,
 };
-use pool_core::client::Piece;
-use pool_core::client::{Driver, Fetch};
+use pool_core::client::{Driver, Fetch, Piece};
 
 /// Stream transfers fetch in pieces of this size ...
 const STREAM_PIECE: u64 = 1 << 20;

@@ -32,6 +32,15 @@ fn copyable(c: &App, p: &App) -> bool {
     c.host == p.host && c.memory.is_some() && p.memory.is_some() && shm(c) && shm(p)
 }
 
+/// Endpoints that reach each other: the consumer's `i`th (`ce`) and the provider's `j`th,
+/// with why the NICs chosen first could not be used (`detour`), if they could not.
+struct Pair<'a> {
+    i: usize,
+    ce: &'a FabricEndpoint,
+    j: usize,
+    detour: Option<String>,
+}
+
 impl Manager {
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
     /// says how and why, for the transport event; `bulk` for a group's member. A small CDO
@@ -81,37 +90,54 @@ impl Manager {
             let route = Route::of(&source, None);
             return (source, how, route);
         }
+        let extras = self.cdos.get(&from).map(|f| &f.extras);
+        let theirs = self.offered_on(p, from, region);
+        match self.pair(c, p, &theirs) {
+            Ok(Pair { i, ce, j, detour }) => {
+                let (pe, region) = theirs[j];
+                self.rma(c, p, (i, ce), (j, pe, region), extras, detour.as_deref())
+            }
+            Err(why) => stream(&why),
+        }
+    }
+
+    /// The first [`Pair`] of a consumer endpoint of `c` and a provider endpoint of `theirs`
+    /// that reach each other, the NICs chosen for them first, then one side's
+    /// other networks, then both; with why the chosen pair could not be used, if it could
+    /// not. Why none can, if none can.
+    fn pair<'a>(
+        &self,
+        c: &'a App,
+        p: &App,
+        theirs: &[(&Arc<FabricEndpoint>, RemoteRegion)],
+    ) -> Result<Pair<'a>, String> {
         // Most apps have one endpoint: no allocation for up to four.
         let mine: SmallVec<[&Arc<FabricEndpoint>; 4]> =
             c.endpoint.iter().chain(&c.alternates).collect();
-        let extras = self.cdos.get(&from).map(|f| &f.extras);
-        let theirs = self.offered_on(p, from, region);
         if mine.is_empty() {
-            return stream("the consumer has no fabric endpoint");
+            return Err("the consumer has no fabric endpoint".into());
         }
         if theirs.is_empty() {
-            return stream("the provider has no fabric endpoint");
+            return Err("the provider has no fabric endpoint".into());
         }
-        // The chosen NICs first, then one side's other networks, then both.
         let mut pairs: SmallVec<[(usize, usize); 4]> = (0..mine.len())
             .flat_map(|i| (0..theirs.len()).map(move |j| (i, j)))
             .collect();
         pairs.sort_by_key(|&(i, j)| (i.min(1) + j.min(1), j.min(1), i, j));
         let mut first_failure = None;
         for (i, j) in pairs {
-            let (pe, region) = theirs[j];
             let network = c.networks.get(i).copied().flatten();
-            match self.reachable(c, p, (mine[i], network), pe) {
+            match self.reachable(c, p, (mine[i], network), theirs[j].0) {
                 Ok(()) => {
-                    let detour = first_failure.as_deref();
-                    return self.rma(c, p, (i, mine[i]), (j, pe, region), extras, detour);
+                    let (ce, detour) = (mine[i].as_ref(), first_failure);
+                    return Ok(Pair { i, ce, j, detour });
                 }
                 Err(why) => {
                     first_failure.get_or_insert(why);
                 }
             }
         }
-        stream(&first_failure.unwrap_or_default())
+        Err(first_failure.unwrap_or_default())
     }
 
     /// An RMA ticket from provider endpoint `pe` (the `j`th of `p`, `region` registered
@@ -187,16 +213,7 @@ impl Manager {
             return true;
         }
         let theirs = self.offered_on(p, from, region);
-        c.endpoint
-            .iter()
-            .chain(&c.alternates)
-            .enumerate()
-            .any(|(i, ce)| {
-                let network = c.networks.get(i).copied().flatten();
-                theirs
-                    .iter()
-                    .any(|(pe, _)| self.reachable(c, p, (ce, network), pe).is_ok())
-            })
+        self.pair(c, p, &theirs).is_ok()
     }
 
     /// The endpoints of `p` that offer `from` can be read through, each with its region:

@@ -1,7 +1,6 @@
-//! Transfers: ticketing a waiting consumer from the usable offer it reads directly and
-//! is least loaded, the
-//! stream relay, completion and failure (re-ticketing elsewhere), and releasing the offer
-//! read from.
+//! Transfers: ticketing a waiting consumer from a usable offer (one it reads directly
+//! before one the PM would relay, then the least loaded), the stream relay, completion
+//! and failure (re-ticketing elsewhere), and releasing the offer read from.
 
 use std::sync::Arc;
 use std::time::Instant;
