@@ -189,6 +189,35 @@ fn in_one_process_the_consumer_gets_the_providers_buffer() {
     assert_eq!(&*held, b"kept by both");
     drop(held);
     c.dispose(want).expect("dispose");
+
+    // The application's own memory is not copied: its withdrawal waits until the consumer
+    // lets go, and returns as soon as it does (woken by the drop, not polling).
+    let mut mine = b"lent by the app".to_vec();
+    // SAFETY: `mine` outlives the offer: the withdrawal below returns it before the end.
+    let lent = unsafe { Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };
+    let cdo = p.declare("lent").expect("declare");
+    p.seal(cdo, Attributes::new()).expect("seal");
+    p.offer(cdo, lent).expect("offer");
+    let want = c.declare("lent").expect("declare");
+    let (held, _) = c.demand(want).expect("demand");
+    assert!(held.is_shared(), "the provider's own memory");
+    let hold = Duration::from_millis(1500);
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(hold);
+        let letting_go = std::time::Instant::now();
+        drop(held);
+        letting_go
+    });
+    let back = p.withdraw(cdo).expect("withdraw");
+    let returned = std::time::Instant::now();
+    let let_go = letting_go.join().expect("consumer thread");
+    assert!(returned >= let_go, "returned before the consumer let go");
+    assert_eq!(
+        back.as_slice().as_ptr(),
+        mine.as_ptr(),
+        "the app's own memory, not a copy"
+    );
+    c.dispose(want).expect("dispose");
     c.leave().expect("c leaves");
     p.dispose(cdo).expect("dispose");
     p.leave().expect("p leaves");

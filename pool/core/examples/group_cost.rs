@@ -87,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         m.handle(t0, producer, offer);
     }
     while m.poll_output().is_some() {}
-    let mut core: ClientCore<Plain> = ClientCore::new(app);
+    let mut core: ClientCore<Plain> = ClientCore::new(app, Duration::from_secs(60));
     let mut times = Vec::new();
     for _ in 0..5 {
         times.push(drain(&mut m, consumer, &mut core, (members, bytes))?);
@@ -148,7 +148,7 @@ fn drain(
     (members, bytes): (usize, usize),
 ) -> Result<(Duration, Duration, Duration), Box<dyn std::error::Error>> {
     let group = core.declare("group")?;
-    let (first, _) = core.demand_group(group, 0)?;
+    let (first, _) = core.demand_group(Instant::now(), group, 0)?;
     let asked: Vec<ToPm> = std::iter::from_fn(|| core.poll_transmit().map(|t| t.msg)).collect();
     let start = Instant::now();
     for msg in asked {
@@ -194,7 +194,7 @@ fn drain(
     }
     // Leave the pool as it was: the members and the group disposed.
     for cdo in (first..first + members as u64).chain([group]) {
-        core.dispose(cdo, 0)?;
+        core.dispose(Instant::now(), cdo, 0)?;
     }
     for msg in std::iter::from_fn(|| core.poll_transmit().map(|t| t.msg)) {
         m.handle(Instant::now(), consumer, msg);

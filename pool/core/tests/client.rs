@@ -7,15 +7,28 @@
 mod support;
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
     CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Phase, Transmit,
 };
-use pool_core::events::{EventKind, SubscribeOptions};
+use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
 use pool_core::proto::{CdoId, FromPm, OfferExtras, Op, Refusal, Source, ToPm};
 use pool_core::{ConnId, selector::Selector};
 use support::{Pm, memory_file, wrong};
+
+/// How long the cores' calls wait for their answers.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A subscription to every offer.
+fn offers() -> (EventKinds, pool_core::selector::Expr, SubscribeOptions) {
+    (
+        EventKind::Offer.into(),
+        Selector::all().expr().clone(),
+        SubscribeOptions::default(),
+    )
+}
 
 /// The harness's stand-ins: bytes are vectors, a waiting call is a tag, a subscription's
 /// queue a tag, a stream's route the transfer it fetches.
@@ -85,16 +98,38 @@ impl World {
         }
     }
 
-    /// Joins `component` (shm endpoint on node1, or none: stream transfers only).
+    /// Joins `component` (shm endpoint on node1, or none: stream transfers only) through
+    /// its core's handshake.
     fn join(&mut self, component: &str, fabric: bool) -> usize {
-        let (conn, app) = if fabric {
-            self.pm.join(component)
-        } else {
-            self.pm.join_at(component, "node2", 9, None)
+        let mut join = match support::join_msg(component, &[]) {
+            ToPm::Join(join) => *join,
+            other => unreachable!("{other:?}"),
         };
+        let conn = self.pm.next;
+        self.pm.next += 1;
+        if fabric {
+            join.process = conn;
+        } else {
+            (join.host, join.process, join.endpoint) = ("node2".into(), 9, None);
+        }
+        let i = self.connect(conn, join, support::SECRET);
+        self.pump();
+        assert!(
+            matches!(self.apps[i].core.joined(), Some(Ok(_))),
+            "{component} did not join: {:?}",
+            self.apps[i].core.joined()
+        );
+        // The tests look at what the app sent once joined.
+        self.apps[i].sent.clear();
+        i
+    }
+
+    /// Connects an app that joins with `join`, proving `secret`: the PM challenges it.
+    fn connect(&mut self, conn: ConnId, join: pool_core::proto::Join, secret: &[u8]) -> usize {
+        let now = self.pm.now;
         self.apps.push(App {
             conn,
-            core: ClientCore::new(app),
+            core: ClientCore::connect(now, join, secret, CALL_TIMEOUT),
             answers: HashMap::new(),
             news: HashMap::new(),
             sent: Vec::new(),
@@ -102,11 +137,49 @@ impl World {
             tickets: Vec::new(),
             lent_back: Vec::new(),
         });
+        self.pm.m.connected(now, conn, [conn as u8; 32]);
+        let out = self.pm.drain();
+        self.deliver(out);
         self.apps.len() - 1
     }
 
     fn core(&mut self, app: usize) -> &mut ClientCore<Test> {
         &mut self.apps[app].core
+    }
+
+    /// Runs `step` on app `app`'s core at the world's time.
+    fn timed<R>(
+        &mut self,
+        app: usize,
+        step: impl FnOnce(&mut ClientCore<Test>, Instant) -> R,
+    ) -> R {
+        let now = self.pm.now;
+        step(&mut self.apps[app].core, now)
+    }
+
+    /// The earliest deadline of the PM and of every core.
+    fn next_deadline(&self) -> Option<Instant> {
+        let cores = self.apps.iter().filter_map(|a| a.core.poll_timeout());
+        cores.chain(self.pm.m.poll_timeout()).min()
+    }
+
+    /// Runs the world until `until`: time jumps to each deadline on the way (the PM's and
+    /// the cores'), where both sides handle their timeouts and the messages move; the
+    /// world's time ends at `until`.
+    fn run_until(&mut self, until: Instant) {
+        self.pump();
+        while let Some(at) = self.next_deadline().filter(|&at| at <= until) {
+            self.pm.now = self.pm.now.max(at);
+            let now = self.pm.now;
+            self.pm.m.handle_timeout(now);
+            let out = self.pm.drain();
+            self.deliver(out);
+            for app in &mut self.apps {
+                app.core.handle_timeout(now);
+            }
+            self.pump();
+        }
+        self.pm.now = self.pm.now.max(until);
     }
 
     /// Moves messages both ways and carries out what the cores ask until all is quiet.
@@ -248,7 +321,8 @@ impl World {
             extras,
         };
         let tag = 1000 + cdo as u32;
-        self.core(app).offer(cdo, msg, tag).expect("offer");
+        self.timed(app, |k, now| k.offer(now, cdo, msg, tag))
+            .expect("offer");
         (cdo, tag)
     }
 
@@ -278,7 +352,7 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
     // Sent, not confirmed yet.
     assert_eq!(w.core(p).phase(offer), Some(Phase::Declared));
     let cdo = w.core(c).declare("field").expect("declare");
-    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.answer(p, offered), Some(&Ok(offer)));
     assert_eq!(w.core(p).phase(offer), Some(Phase::Offered));
@@ -304,9 +378,17 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
             .iter()
             .any(|m| matches!(m, ToPm::TransferDone { error: None, .. }))
     );
-    assert_eq!(w.core(c).dispose(cdo, 2).expect("dispose"), None);
+    assert_eq!(
+        w.timed(c, |k, now| k.dispose(now, cdo, 2))
+            .expect("dispose"),
+        None
+    );
     // The producer's offer is busy until withdrawn: its dispose waits, and is refused.
-    assert!(w.core(p).dispose(offer, 3).expect("dispose").is_some());
+    assert!(
+        w.timed(p, |k, now| k.dispose(now, offer, 3))
+            .expect("dispose")
+            .is_some()
+    );
     w.pump();
     assert_eq!(
         w.answer(p, 3),
@@ -315,14 +397,19 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
             why: wrong(Op::Dispose, "offered"),
         }))
     );
-    w.core(p)
-        .call((Op::Withdraw, offer), ToPm::Withdraw { cdo: offer }, 4)
-        .expect("withdraw");
+    w.timed(p, |k, now| {
+        k.call(now, (Op::Withdraw, offer), ToPm::Withdraw { cdo: offer }, 4)
+    })
+    .expect("withdraw");
     w.pump();
     assert_eq!(w.answer(p, 4), Some(&Ok(offer)));
     assert_eq!(w.core(p).phase(offer), Some(Phase::Sealed), "withdrawn");
     // Withdrawn: settled, so disposed without an answer, and forgotten.
-    assert_eq!(w.core(p).dispose(offer, 5).expect("dispose"), None);
+    assert_eq!(
+        w.timed(p, |k, now| k.dispose(now, offer, 5))
+            .expect("dispose"),
+        None
+    );
     assert_eq!(w.core(p).name(offer), None);
     w.pump();
     assert!(w.answer(p, 5).is_none());
@@ -334,7 +421,7 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "scalar", b"42", true);
     let cdo = w.core(c).declare("scalar").expect("declare");
-    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     // The core carried the ticket out itself: nothing for the driver to fetch.
     assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
@@ -344,7 +431,7 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     w.offer(p, "scalar-into", b"43", true);
     let into = w.core(c).declare("scalar-into").expect("declare");
     w.core(c).lend(into, vec![0; 100]);
-    waiting(w.core(c).demand(into, 2).expect("demand"));
+    waiting(w.timed(c, |k, now| k.demand(now, into, 2)).expect("demand"));
     w.pump();
     let (got, _) = w.core(c).take_arrived(into).expect("arrived");
     assert_eq!(got, b"43");
@@ -364,11 +451,13 @@ fn a_demand_after_a_completed_require_is_local_and_only_noticed() {
     let bytes = vec![7u8; 70_000];
     w.offer(p, "prefetched", &bytes, false);
     let cdo = w.core(c).declare("prefetched").expect("declare");
-    w.core(c).require(cdo, 1).expect("require");
+    w.timed(c, |k, now| k.require(now, cdo, 1))
+        .expect("require");
     w.pump();
     assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
     let before = w.apps[c].sent.len();
-    let Demand::Here(got, attrs) = w.core(c).demand(cdo, 2).expect("demand") else {
+    let Demand::Here(got, attrs) = w.timed(c, |k, now| k.demand(now, cdo, 2)).expect("demand")
+    else {
         panic!("the required CDO's demand waited");
     };
     assert_eq!(got, bytes);
@@ -385,7 +474,11 @@ fn a_demand_after_a_completed_require_is_local_and_only_noticed() {
     );
     assert!(w.answer(c, 2).is_none());
     // Demanded and here: settled, so its dispose is not answered.
-    assert_eq!(w.core(c).dispose(cdo, 3).expect("dispose"), None);
+    assert_eq!(
+        w.timed(c, |k, now| k.dispose(now, cdo, 3))
+            .expect("dispose"),
+        None
+    );
 }
 
 #[test]
@@ -396,7 +489,7 @@ fn a_stream_transfer_is_fetched_piece_by_piece_through_both_cores() {
     let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
     w.offer(p, "far-away", &bytes, false);
     let cdo = w.core(c).declare("far-away").expect("declare");
-    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert!(matches!(
         w.apps[c].tickets[..],
@@ -413,7 +506,7 @@ fn memory_lent_for_a_demand_goes_with_its_ticket() {
     w.offer(p, "into", &[1; 100_000], false);
     let cdo = w.core(c).declare("into").expect("declare");
     w.core(c).lend(cdo, vec![0; 100_000]);
-    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.apps[c].lent_back.len(), 1);
     assert_eq!(w.core(c).unlend(cdo), None, "handed out once");
@@ -431,7 +524,7 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
     w.offer_sealed(p, "checked", (&[3; 64], false), integrity);
     w.corrupt = true;
     let cdo = w.core(c).declare("checked").expect("declare");
-    waiting(w.core(c).demand(cdo, 1).expect("demand"));
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     match w.answer(c, 1) {
         Some(Err(CallError::Integrity(why))) => assert!(why.contains("producer:0"), "{why}"),
@@ -455,7 +548,9 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     // The group's own CDO lists its members.
     w.offer_sealed(p, "g", (&[], false), attr::group_attributes(&names));
     let g = w.core(c).declare("g").expect("declare");
-    let (first, _) = w.core(c).demand_group(g, 1).expect("demand group");
+    let (first, _) = w
+        .timed(c, |k, now| k.demand_group(now, g, 1))
+        .expect("demand group");
     w.pump();
     // One message asked for the group and its members; none asked for a member (the
     // others report the RMA members' transfers).
@@ -494,7 +589,8 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     assert!(w.core(c).take_group(g).is_none(), "taken once");
     // A declared CDO that is no group: the PM refuses, and the core names nothing.
     let plain = w.core(c).declare("g/0").expect("declare");
-    w.core(c).demand_group(plain, 2).expect("demand group");
+    w.timed(c, |k, now| k.demand_group(now, plain, 2))
+        .expect("demand group");
     w.pump();
     assert!(matches!(
         w.answer(c, 2),
@@ -518,7 +614,9 @@ fn a_group_with_a_failed_member_is_answered_with_its_error_once_the_others_ended
     );
     w.corrupt = true;
     let g = w.core(c).declare("h").expect("declare");
-    let (first, _) = w.core(c).demand_group(g, 1).expect("demand group");
+    let (first, _) = w
+        .timed(c, |k, now| k.demand_group(now, g, 1))
+        .expect("demand group");
     w.pump();
     match w.answer(c, 1) {
         Some(Err(CallError::Integrity(why))) => assert!(why.contains("producer:0"), "{why}"),
@@ -538,7 +636,9 @@ fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
     w.offer(p, "k/0", &[1; 8], true);
     w.offer_sealed(p, "k", (&[], false), attr::group_attributes(&["k/0"]));
     let g = w.core(c).declare("k").expect("declare");
-    let (first, call) = w.core(c).demand_group(g, 1).expect("demand group");
+    let (first, call) = w
+        .timed(c, |k, now| k.demand_group(now, g, 1))
+        .expect("demand group");
     w.core(c).abandon((Op::Demand, g), call);
     w.pump();
     assert_eq!(w.answer(c, 1), None, "nobody waits");
@@ -551,15 +651,20 @@ fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
 /// both calls are answered, and the member goes to whoever takes it first.
 #[test]
 fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
-    let mut core: ClientCore<Test> = ClientCore::new(3);
+    let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
     let g = core.declare("g").expect("declare");
-    let (first, _) = core.demand_group(g, 1).expect("demand group");
+    let (first, _) = core
+        .demand_group(Instant::now(), g, 1)
+        .expect("demand group");
     core.handle(FromPm::GroupMembers {
         group: g,
         names: vec!["g/0".into(), "g/1".into()],
         attributes: Attributes::new(),
     });
-    waiting(core.demand(first, 2).expect("demand the member alone"));
+    waiting(
+        core.demand(Instant::now(), first, 2)
+            .expect("demand the member alone"),
+    );
     for (i, cdo) in [first, first + 1].into_iter().enumerate() {
         core.handle(FromPm::Ticket {
             transfer: 10 + i as u64,
@@ -590,7 +695,7 @@ fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
 
 #[test]
 fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
-    let mut core: ClientCore<Test> = ClientCore::new(3);
+    let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
     core.handle(FromPm::GroupMembers {
         group: 5,
         names: vec!["x".into()],
@@ -609,8 +714,11 @@ fn an_answer_goes_to_the_oldest_call_still_waiting() {
         cdo,
         attributes: Attributes::new(),
     };
-    let first = w.core(p).call((Op::Seal, cdo), msg(), 1).expect("seal");
-    w.core(p).call((Op::Seal, cdo), msg(), 2).expect("seal");
+    let first = w
+        .timed(p, |k, now| k.call(now, (Op::Seal, cdo), msg(), 1))
+        .expect("seal");
+    w.timed(p, |k, now| k.call(now, (Op::Seal, cdo), msg(), 2))
+        .expect("seal");
     // The first gave up (a timeout): the first answer goes to the second call.
     w.core(p).abandon((Op::Seal, cdo), first);
     w.pump();
@@ -624,14 +732,7 @@ fn an_answer_goes_to_the_oldest_call_still_waiting() {
 fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
     let mut w = World::new();
     let (s, p) = (w.join("tracer", true), w.join("producer", true));
-    let subscribe = |local: u64| ToPm::Subscribe {
-        local,
-        kinds: EventKind::Offer.into(),
-        selector: Box::new(Selector::all().expr().clone()),
-        options: SubscribeOptions::default(),
-    };
-    w.core(s)
-        .subscribe(1, 77, subscribe(1), 1)
+    w.timed(s, |k, now| k.subscribe(now, offers(), 77, 1))
         .expect("subscribe");
     w.pump();
     let Some(Ok(sub)) = w.answer(s, 1).cloned() else {
@@ -641,10 +742,10 @@ fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
     w.pump();
     assert!(matches!(&w.apps[s].news[&77][..], [News::Event(e)] if e.kind == EventKind::Offer));
     // A subscription whose caller gave up before the answer is ended when it comes.
-    w.core(s)
-        .subscribe(2, 78, subscribe(2), 2)
+    let (local, _) = w
+        .timed(s, |k, now| k.subscribe(now, offers(), 78, 2))
         .expect("subscribe");
-    w.core(s).forget_subscription(2);
+    w.core(s).forget_subscription(local);
     w.pump();
     let ended = w.apps[s]
         .sent
@@ -680,21 +781,14 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "kept", &[5; 10], true);
     let kept = w.core(c).declare("kept").expect("declare");
-    w.core(c).require(kept, 1).expect("require");
+    w.timed(c, |k, now| k.require(now, kept, 1))
+        .expect("require");
     let never = w.core(c).declare("never").expect("declare");
-    waiting(w.core(c).demand(never, 2).expect("demand"));
-    w.core(c)
-        .subscribe(
-            3,
-            55,
-            ToPm::Subscribe {
-                local: 3,
-                kinds: EventKind::Offer.into(),
-                selector: Box::new(Selector::all().expr().clone()),
-                options: SubscribeOptions::default(),
-            },
-            3,
-        )
+    waiting(
+        w.timed(c, |k, now| k.demand(now, never, 2))
+            .expect("demand"),
+    );
+    w.timed(c, |k, now| k.subscribe(now, offers(), 55, 3))
         .expect("subscribe");
     w.pump();
     w.core(c).close();
@@ -712,7 +806,10 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
     assert_eq!(w.core(c).declare("late"), Err(CallError::Closed));
     assert_eq!(w.core(c).send(ToPm::Leave), Err(CallError::Closed));
     // The required bytes are here: the demand needs no PM.
-    assert!(matches!(w.core(c).demand(kept, 4), Ok(Demand::Here(..))));
+    assert!(matches!(
+        w.timed(c, |k, now| k.demand(now, kept, 4)),
+        Ok(Demand::Here(..))
+    ));
     assert!(
         w.core(c).poll_transmit().is_none(),
         "nothing goes to a closed connection"
@@ -721,7 +818,7 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
 
 #[test]
 fn bad_names_and_unknown_transfers_are_refused_or_ignored() {
-    let mut core: ClientCore<Test> = ClientCore::new(3);
+    let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
     assert_eq!(
         core.declare(""),
         Err(CallError::Refused {
@@ -751,26 +848,42 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
     let c = w.join("consumer", true);
     // Retracted: the PM agrees, the CDO is settled, its dispose is not answered.
     let retracted = w.core(c).declare("nobody-offers").expect("declare");
-    waiting(w.core(c).demand(retracted, 1).expect("demand"));
-    w.core(c)
-        .call(
+    waiting(
+        w.timed(c, |k, now| k.demand(now, retracted, 1))
+            .expect("demand"),
+    );
+    w.timed(c, |k, now| {
+        k.call(
+            now,
             (Op::Retract, retracted),
             ToPm::Retract { cdo: retracted },
             2,
         )
-        .expect("retract");
+    })
+    .expect("retract");
     w.pump();
     assert_eq!(w.answer(c, 2), Some(&Ok(retracted)));
     assert!(
         w.answer(c, 1).is_none(),
         "the demand waits on (its driver's timeout ends it)"
     );
-    assert_eq!(w.core(c).dispose(retracted, 3).expect("dispose"), None);
+    assert_eq!(
+        w.timed(c, |k, now| k.dispose(now, retracted, 3))
+            .expect("dispose"),
+        None
+    );
     // Disposed while demanded: the dispose waits for the PM; when it agrees, the waiting
     // demand ends (before the dispose's answer).
     let disposed = w.core(c).declare("nobody-offers-either").expect("declare");
-    waiting(w.core(c).demand(disposed, 4).expect("demand"));
-    assert!(w.core(c).dispose(disposed, 5).expect("dispose").is_some());
+    waiting(
+        w.timed(c, |k, now| k.demand(now, disposed, 4))
+            .expect("demand"),
+    );
+    assert!(
+        w.timed(c, |k, now| k.dispose(now, disposed, 5))
+            .expect("dispose")
+            .is_some()
+    );
     w.pump();
     let answers = (w.answer(c, 4).cloned(), w.answer(c, 5).cloned());
     let ended = CallError::Disposed {
@@ -779,4 +892,172 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
     };
     assert_eq!(answers, (Some(Err(ended)), Some(Ok(disposed))));
     assert_eq!(w.core(c).name(disposed), None);
+}
+
+#[test]
+fn an_unanswered_call_times_out_exactly_at_its_deadline_and_its_request_stands() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    let t0 = w.pm.now;
+    let cdo = w.core(c).declare("late").expect("declare");
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
+    assert_eq!(w.core(c).poll_timeout(), Some(t0 + CALL_TIMEOUT));
+    w.run_until(t0 + CALL_TIMEOUT - Duration::from_nanos(1));
+    assert_eq!(w.answer(c, 1), None, "still waiting a nanosecond before");
+    w.run_until(t0 + CALL_TIMEOUT);
+    assert_eq!(
+        w.answer(c, 1),
+        Some(&Err(CallError::Timeout(Op::Demand))),
+        "answered at its deadline"
+    );
+    assert_eq!(w.core(c).poll_timeout(), None, "nothing else waits");
+    // The demand stands at the PM: an offer an hour later brings the bytes, and the next
+    // demand finds them here without asking.
+    w.run_until(t0 + Duration::from_secs(3600));
+    w.offer(p, "late", b"at last", false);
+    w.pump();
+    let Demand::Here(got, _) = w.timed(c, |k, now| k.demand(now, cdo, 2)).expect("demand") else {
+        panic!("the bytes of a demand that timed out did not arrive");
+    };
+    assert_eq!(got, b"at last");
+}
+
+#[test]
+fn a_call_waits_as_long_as_its_own_deadline_says() {
+    let mut w = World::new();
+    let c = w.join("consumer", true);
+    let t0 = w.pm.now;
+    let (short, never) = (
+        w.core(c).declare("short").expect("declare"),
+        w.core(c).declare("never").expect("declare"),
+    );
+    let first = waiting(
+        w.timed(c, |k, now| k.demand(now, short, 1))
+            .expect("demand"),
+    );
+    let second = waiting(
+        w.timed(c, |k, now| k.demand(now, never, 2))
+            .expect("demand"),
+    );
+    let five = t0 + Duration::from_secs(5);
+    w.core(c)
+        .set_deadline((Op::Demand, short), first, Some(five));
+    w.core(c).set_deadline((Op::Demand, never), second, None);
+    assert_eq!(w.core(c).poll_timeout(), Some(five));
+    w.run_until(five);
+    assert_eq!(w.answer(c, 1), Some(&Err(CallError::Timeout(Op::Demand))));
+    w.run_until(t0 + Duration::from_secs(86_400));
+    assert_eq!(w.answer(c, 2), None, "no deadline: waits for a day");
+    assert_eq!(w.core(c).poll_timeout(), None);
+    // Given up by its caller, it is gone without an answer.
+    w.core(c).abandon((Op::Demand, never), second);
+    w.run_until(t0 + Duration::from_secs(2 * 86_400));
+    assert_eq!(w.answer(c, 2), None);
+}
+
+#[test]
+fn a_call_held_for_a_subscribers_acknowledgement_goes_on_at_the_pms_deadline() {
+    let mut w = World::new();
+    let (s, p) = (w.join("auditor", true), w.join("producer", true));
+    w.pm.m.set_ack_timeout(Duration::from_secs(10));
+    let (kinds, selector, _) = offers();
+    let options = SubscribeOptions {
+        require_ack: true,
+        ..SubscribeOptions::default()
+    };
+    w.timed(s, |k, now| {
+        k.subscribe(now, (kinds, selector, options), 7, 1)
+    })
+    .expect("subscribe");
+    w.pump();
+    assert!(matches!(w.answer(s, 1), Some(Ok(_))));
+    let t0 = w.pm.now;
+    let (cdo, tag) = w.offer(p, "audited", b"x", false);
+    w.pump();
+    assert_eq!(
+        w.answer(p, tag),
+        None,
+        "held for the auditor's acknowledgement"
+    );
+    assert_eq!(w.next_deadline(), Some(t0 + Duration::from_secs(10)));
+    w.run_until(t0 + Duration::from_secs(10) - Duration::from_nanos(1));
+    assert_eq!(w.answer(p, tag), None);
+    // The auditor never acknowledges: at the PM's deadline the offer goes on, well
+    // before the producer's own call would time out, and the auditor hears it was late.
+    w.run_until(t0 + Duration::from_secs(10));
+    assert_eq!(w.answer(p, tag), Some(&Ok(cdo)));
+    assert!(
+        w.apps[s].news[&7]
+            .iter()
+            .any(|n| matches!(n, News::Late(_))),
+        "{:?}",
+        w.apps[s].news[&7]
+    );
+}
+
+#[test]
+fn the_core_joins_by_answering_the_challenge_and_a_wrong_secret_is_refused() {
+    let mut w = World::new();
+    let p = w.join("producer", true);
+    let Some(Ok((app, 77))) = w.core(p).joined().cloned() else {
+        panic!("{:?}", w.core(p).joined());
+    };
+    let cdo = w.core(p).declare("first").expect("declare");
+    assert_eq!(
+        cdo,
+        *pool_core::proto::cdo_ids(app).start(),
+        "ids of the welcome's app"
+    );
+
+    let join = match support::join_msg("intruder", &[]) {
+        ToPm::Join(join) => *join,
+        other => unreachable!("{other:?}"),
+    };
+    let i = w.connect(50, join, b"a guess");
+    w.pump();
+    assert!(
+        matches!(
+            w.core(i).joined(),
+            Some(Err(CallError::Refused {
+                op: Op::Join,
+                why: Refusal::BadProof
+            }))
+        ),
+        "{:?}",
+        w.core(i).joined()
+    );
+    assert_eq!(w.core(i).declare("x"), Err(CallError::Closed));
+}
+
+#[test]
+fn a_join_nobody_answers_times_out_at_its_deadline_and_no_call_goes_before_the_welcome() {
+    let t0 = Instant::now();
+    let join = match support::join_msg("early", &[]) {
+        ToPm::Join(join) => *join,
+        other => unreachable!("{other:?}"),
+    };
+    let mut core: ClientCore<Test> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
+    assert!(core.joined().is_none());
+    assert!(matches!(
+        core.declare("too soon"),
+        Err(CallError::Protocol(_))
+    ));
+    assert!(
+        core.poll_transmit().is_none(),
+        "nothing before the challenge"
+    );
+    assert_eq!(core.poll_timeout(), Some(t0 + CALL_TIMEOUT));
+    core.handle_timeout(t0 + CALL_TIMEOUT - Duration::from_nanos(1));
+    assert!(core.joined().is_none());
+    core.handle_timeout(t0 + CALL_TIMEOUT);
+    assert_eq!(core.joined(), Some(&Err(CallError::Timeout(Op::Join))));
+    assert!(core.is_closed());
+    // A PM that answers the challenge with something else breaks the protocol.
+    let join = match support::join_msg("confused", &[]) {
+        ToPm::Join(join) => *join,
+        other => unreachable!("{other:?}"),
+    };
+    let mut core: ClientCore<Test> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
+    core.handle(FromPm::Bye);
+    assert!(matches!(core.joined(), Some(Err(CallError::Protocol(_)))));
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use fabric::access::RemoteRead;
 use fabric::{Buffer, MemoryRegion, RegionPool};
+use tokio::sync::Notify;
 
 use crate::proto::{AppId, CdoId};
 
@@ -67,22 +68,41 @@ impl Offered {
 /// Names an offer in this process: PM instance, providing app, its CDO.
 pub(crate) type OfferKey = (u64, AppId, CdoId);
 
-/// Offers of every client in this process, so that a same-process consumer takes the
-/// provider's buffer itself.
-static OFFERS: LazyLock<Mutex<HashMap<OfferKey, Arc<Offered>>>> = LazyLock::new(Mutex::default);
+/// An offer kept in this process, and what tells its withdrawal that a same-process
+/// consumer let go of it.
+type Kept = (Arc<Offered>, Arc<Notify>);
 
-fn offers() -> std::sync::MutexGuard<'static, HashMap<OfferKey, Arc<Offered>>> {
+/// Offers of every client in this process, so that a same-process consumer takes the
+/// provider's buffer itself (any client of the process may be that consumer).
+static OFFERS: LazyLock<Mutex<HashMap<OfferKey, Kept>>> = LazyLock::new(Mutex::default);
+
+fn offers() -> std::sync::MutexGuard<'static, HashMap<OfferKey, Kept>> {
     OFFERS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Keeps `data` offered under `key`.
 pub(crate) fn keep(key: OfferKey, data: Offered) {
-    offers().insert(key, Arc::new(data));
+    offers().insert(key, (Arc::new(data), Arc::new(Notify::new())));
 }
 
-/// The offer under `key`, shared.
-pub(crate) fn find(key: &OfferKey) -> Option<Arc<Offered>> {
-    offers().get(key).cloned()
+/// The offer under `key`, as a same-process consumer's data.
+pub(crate) fn find(key: &OfferKey) -> Option<CdoData> {
+    let (offer, released) = offers().get(key).cloned()?;
+    Some(CdoData(Inner::Shared(Some(offer), released)))
+}
+
+/// Waits until no consumer in this process holds the application's own memory offered
+/// under `key` (see [`lent_out`]): woken by each consumer that lets go, never polling.
+/// Cancel safe.
+pub(crate) async fn until_returned(key: &OfferKey) {
+    let Some(released) = offers().get(key).map(|(_, r)| r.clone()) else {
+        return;
+    };
+    // A consumer that lets go between the check and the wait leaves a permit: no wake-up
+    // is lost.
+    while lent_out(key) {
+        released.notified().await;
+    }
 }
 
 /// True while a consumer in this process holds the bytes of the application's own memory
@@ -91,7 +111,7 @@ pub(crate) fn find(key: &OfferKey) -> Option<Arc<Offered>> {
 pub(crate) fn lent_out(key: &OfferKey) -> bool {
     offers()
         .get(key)
-        .is_some_and(|o| o.is_borrowed() && Arc::strong_count(o) > 1)
+        .is_some_and(|(o, _)| o.is_borrowed() && Arc::strong_count(o) > 1)
 }
 
 /// Removes the offer under `key` and returns its buffer. If same-process consumers still
@@ -101,7 +121,7 @@ pub(crate) fn lent_out(key: &OfferKey) -> bool {
 /// # Errors
 /// Allocation of the copy, or of the private pages.
 pub(crate) fn take_back(key: &OfferKey) -> Option<fabric::Result<Buffer>> {
-    let shared = offers().remove(key)?;
+    let (shared, _) = offers().remove(key)?;
     Some(match Arc::try_unwrap(shared) {
         // Same-host consumers may hold views of its memory file: the provider's writes
         // from now on must not reach them.
@@ -132,7 +152,9 @@ enum Inner {
     Own(Buffer, usize),
     /// Read by RMA into a registered landing buffer, which goes back to its pool on drop.
     Landed(Option<MemoryRegion>, usize, Arc<RegionPool>),
-    Shared(Arc<Offered>),
+    /// A same-process provider's offer (always `Some` until dropped), and whom to tell
+    /// when it is let go.
+    Shared(Option<Arc<Offered>>, Arc<Notify>),
     /// A view of a same-host provider's memory file.
     Mapped(Buffer),
     /// A small CDO's bytes, as they came with the ticket.
@@ -141,10 +163,18 @@ enum Inner {
 
 impl Drop for CdoData {
     fn drop(&mut self) {
-        if let Inner::Landed(region, _, pool) = &mut self.0
-            && let Some(region) = region.take()
-        {
-            pool.give(region);
+        match &mut self.0 {
+            Inner::Landed(region, _, pool) => {
+                if let Some(region) = region.take() {
+                    pool.give(region);
+                }
+            }
+            Inner::Shared(offer, released) => {
+                // Let go first, then tell a withdrawal waiting for it.
+                drop(offer.take());
+                released.notify_one();
+            }
+            _ => {}
         }
     }
 }
@@ -157,10 +187,6 @@ impl CdoData {
     /// The first `len` bytes of `region`, which returns to `pool` when dropped.
     pub(crate) fn landed(region: MemoryRegion, len: usize, pool: Arc<RegionPool>) -> CdoData {
         CdoData(Inner::Landed(Some(region), len, pool))
-    }
-
-    pub(crate) fn shared(offer: Arc<Offered>) -> CdoData {
-        CdoData(Inner::Shared(offer))
     }
 
     /// A small CDO's bytes from its ticket ([`crate::proto::Source::Inline`]), not copied.
@@ -182,7 +208,7 @@ impl CdoData {
 
     /// True if these bytes are the provider's own buffer (same-process hand-over).
     pub fn is_shared(&self) -> bool {
-        matches!(self.0, Inner::Shared(_))
+        matches!(self.0, Inner::Shared(..))
     }
 
     /// Where the bytes are: the memory lent to [`super::AsyncClient::demand_into`] when they
@@ -196,7 +222,7 @@ impl CdoData {
         match &self.0 {
             Inner::Own(b, len) => &b.as_slice()[..*len],
             Inner::Landed(r, len, _) => r.as_ref().map_or(&[][..], |r| &r.as_slice()[..*len]),
-            Inner::Shared(o) => o.as_slice(),
+            Inner::Shared(o, _) => o.as_deref().map_or(&[][..], Offered::as_slice),
             Inner::Mapped(b) => b.as_slice(),
             Inner::Inline(bytes) => bytes,
         }

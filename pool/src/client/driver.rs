@@ -5,14 +5,15 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::outbox::WriteIo;
 use super::{ClientError, Result, Shared};
 use crate::bootstrap::{ControlAddr, PmInfo};
-use crate::proto::{self, FromPm, Op, ToPm};
+use crate::proto::{self, AppId, FromPm, Op, ToPm};
+use pool_core::client::{ClientCore, Driver};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
@@ -67,16 +68,16 @@ pub(crate) struct Connected {
     pub(crate) writer: WriteIo,
 }
 
-/// Connects to the first of the PM's endpoints that answers and reads its challenge,
-/// skipping TCP endpoints on the networks of this host's interfaces named in `exclude`.
+/// Connects to the first of the PM's endpoints that accepts, skipping TCP endpoints on the
+/// networks of this host's interfaces named in `exclude`.
 ///
 /// # Errors
-/// [`ClientError::Unreachable`] listing each endpoint's error; a bad challenge.
+/// [`ClientError::Unreachable`] listing each endpoint's error.
 pub(crate) async fn connect(
     info: &PmInfo,
     limit: Duration,
     exclude: &[String],
-) -> Result<(Connected, [u8; 32])> {
+) -> Result<Connected> {
     let mut errors = Vec::new();
     // An endpoint on a network this host cannot reach must not eat the whole timeout.
     let per_endpoint = limit.min(CONNECT_LIMIT);
@@ -108,22 +109,12 @@ pub(crate) async fn connect(
                 continue;
             }
         };
-        let mut reader = FrameReader {
+        let reader = FrameReader {
             io: r,
             buf: Vec::new(),
             inbox: VecDeque::new(),
         };
-        match reader.expect(Op::Join, limit).await? {
-            FromPm::Challenge { nonce } => {
-                let connected = Connected { reader, writer: w };
-                return Ok((connected, nonce));
-            }
-            other => {
-                return Err(ClientError::Protocol(format!(
-                    "{other:?} instead of a challenge"
-                )));
-            }
-        }
+        return Ok(Connected { reader, writer: w });
     }
     Err(ClientError::Unreachable(errors.join("; ")))
 }
@@ -145,18 +136,35 @@ async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
     })
 }
 
-/// Sends the JOIN and reads the answer.
+/// Runs the JOIN handshake of `core` (made by [`ClientCore::connect`]) over `c`: writes
+/// what the core sends, hands it each message of the PM, and wakes it at its deadline.
 ///
 /// # Errors
-/// The refusal; timeouts and connection errors.
-pub(crate) async fn handshake(
-    mut c: Connected,
-    join: ToPm,
-    limit: Duration,
-) -> Result<(Connected, u64, u64)> {
-    c.writer.write_all(&proto::encode(&[join])?).await?;
-    let (app, pool) = super::welcome(c.reader.expect(Op::Join, limit).await?)?;
-    Ok((c, app, pool))
+/// The PM's refusal; [`ClientError::Timeout`] of `join`; connection errors.
+pub(crate) async fn handshake<T: Driver>(
+    c: &mut Connected,
+    core: &mut ClientCore<T>,
+) -> Result<(AppId, u64)> {
+    loop {
+        let out: Vec<ToPm> = std::iter::from_fn(|| core.poll_transmit().map(|t| t.msg)).collect();
+        if !out.is_empty() {
+            c.writer.write_all(&proto::encode(&out)?).await?;
+        }
+        if let Some(joined) = core.joined() {
+            return joined.clone().map_err(ClientError::from);
+        }
+        let next = c.reader.next();
+        let got = match core.poll_timeout() {
+            Some(at) => tokio::time::timeout_at(at.into(), next).await.ok(),
+            None => Some(next.await),
+        };
+        match got {
+            None => core.handle_timeout(Instant::now()),
+            Some(Ok(Some(m))) => core.handle(m),
+            Some(Ok(None)) => core.close(),
+            Some(Err(e)) => return Err(e),
+        }
+    }
 }
 
 /// Starts the driver tasks: the writer (what the socket did not take at once) and the

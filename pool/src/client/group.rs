@@ -107,7 +107,8 @@ impl AsyncClient {
     pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
         let shared = &self.shared;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (_, call) = shared.with_core(|c| c.demand_group(group, tx))?;
+        let (_, call) =
+            shared.with_core(|c| c.demand_group(std::time::Instant::now(), group, tx))?;
         // Answered once every member is here (or one failed): one wake-up for the group.
         let answered = super::answer(shared, (Op::Demand, group), call, rx).await;
         let here = shared.core().take_group(group);

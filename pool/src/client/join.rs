@@ -3,6 +3,7 @@
 //! tokens that name this process.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use fabric::Endpoint;
 
@@ -25,9 +26,10 @@ pub(crate) struct Endpoints {
     pub(crate) nics: proto::Nics,
 }
 
-/// The JOIN message answering `nonce`: identity (component, index, job), host, process
-/// token (a fresh one when `isolated`), endpoints (the first, and those on other networks),
-/// role, proof.
+/// The JOIN message: identity (component, index, job), host, process token (a fresh one
+/// when `isolated`), endpoints (the first, and those on other networks), role; its proof
+/// is left empty for the protocol's core to make from the PM's challenge
+/// ([`pool_core::client::ClientCore::connect`]).
 pub(crate) fn join_message(
     info: &PmInfo,
     (component, index, job): (&str, i64, &str),
@@ -35,8 +37,7 @@ pub(crate) fn join_message(
     credential: Option<Vec<u8>>,
     isolated: bool,
     role: proto::Role,
-    nonce: &[u8; 32],
-) -> ToPm {
+) -> proto::Join {
     let Endpoints {
         first: endpoint,
         alternates,
@@ -44,7 +45,7 @@ pub(crate) fn join_message(
         memory,
         nics,
     } = endpoints;
-    ToPm::Join(Box::new(proto::Join {
+    proto::Join {
         workflow: info.workflow.clone(),
         component: component.into(),
         index,
@@ -58,22 +59,23 @@ pub(crate) fn join_message(
         credential,
         nics,
         role,
-        proof: crate::auth::prove(&info.secret, nonce, &info.workflow, component, index),
-    }))
+        proof: Vec::new(),
+    }
 }
 
 /// The JOIN of an app without fabric endpoints or credential (a load generator, a protocol
 /// test) answering the PM's challenge `nonce` with the workflow secret of `info`.
 pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -> ToPm {
-    join_message(
+    let mut join = join_message(
         info,
         (component, index, ""),
         Endpoints::default(),
         None,
         false,
         proto::Role::App,
-        nonce,
-    )
+    );
+    join.proof = crate::auth::prove(&info.secret, nonce, &info.workflow, component, index);
+    ToPm::Join(Box::new(join))
 }
 
 /// The answer to a JOIN: app id and PM instance.
@@ -157,7 +159,7 @@ impl AsyncClient {
             Some(s) => s,
             None => Arc::new(crate::schema::from_env()?),
         };
-        let (stream, nonce) = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
+        let mut connected = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
         let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
         let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
         let networks = opts
@@ -199,13 +201,14 @@ impl AsyncClient {
             opts.credential,
             opts.isolated,
             proto::Role::App,
-            &nonce,
         );
-        let (connected, app, pool) = driver::handshake(stream, join, opts.timeout).await?;
+        let mut core = super::Core::connect(Instant::now(), join, &info.secret, opts.timeout);
+        let (app, pool) = driver::handshake(&mut connected, &mut core).await?;
         let shared = Arc::new(Shared {
             app,
             pool,
-            core: Mutex::new(super::Core::new(app)),
+            core: Mutex::new(core),
+            deadlines: super::Deadlines::new(),
             burst: Default::default(),
             out: outbox::Outbox::new(connected.writer),
             endpoint: opts.endpoint,
@@ -219,6 +222,7 @@ impl AsyncClient {
             verified: Mutex::default(),
         });
         let mut tasks = driver::spawn(connected.reader, shared.clone());
+        tasks.push(tokio::spawn(shared.clone().timer()));
         if let Some(watch) = watch_endpoint_link(&shared) {
             tasks.push(watch);
         }

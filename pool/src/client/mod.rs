@@ -3,11 +3,13 @@
 //! Maestro's (`declare`, `seal`, `offer`, `require`, `demand`, `withdraw`, `retract`,
 //! `dispose`).
 //!
-//! What the client knows and waits for lives in the protocol's sans-IO core
-//! ([`pool_core::client::ClientCore`]); this module is its driver: every operation is a step
-//! of the core under its lock (`Shared::with_core`), whose messages are written at once by
-//! the caller's thread (`outbox`) and whose events (answers, tickets, stream pieces,
-//! subscriptions' news) are carried out after the lock is released. Two tokio tasks keep
+//! What the client knows and waits for, from the JOIN handshake on, and every call's
+//! deadline live in the protocol's sans-IO core ([`pool_core::client::ClientCore`]); this
+//! module is its driver: every operation is a step of the core under its lock
+//! (`Shared::with_core`), whose messages are written at once by the caller's thread
+//! (`outbox`) and whose events (answers, tickets, stream pieces, subscriptions' news) are
+//! carried out after the lock is released; a timer task sleeps until the core's earliest
+//! deadline (`Shared::timer`). Two more tokio tasks keep
 //! reading and writing the control connection whether or not the application is inside a
 //! call: tickets are carried out at once (RMA read, same-process hand-over, a copy out of
 //! a same-host provider's memory, batched per provider for a burst of them (`burst`), or
@@ -29,8 +31,9 @@ mod subscription;
 mod transfer;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fabric::access::RemoteRead;
 use fabric::{Buffer, Endpoint, MemoryRegion};
@@ -133,6 +136,7 @@ impl From<CallError> for ClientError {
             CallError::Integrity(why) => ClientError::Integrity(why),
             CallError::Protocol(why) => ClientError::Protocol(why),
             CallError::Disposed { op, cdo } => ClientError::Disposed { op, cdo },
+            CallError::Timeout(op) => ClientError::Timeout(op),
         }
     }
 }
@@ -168,6 +172,9 @@ pub(crate) struct Shared {
     pub(crate) pool: u64,
     /// The protocol's state: calls waiting, CDOs, transfers, subscriptions.
     core: Mutex<Core>,
+    /// The calls' deadlines: the timer task sleeps until the core's earliest
+    /// ([`Shared::timer`]).
+    pub(crate) deadlines: Deadlines,
     /// Copies gathered while the reader handles a burst of tickets.
     pub(crate) burst: burst::Burst,
     /// The control connection's sending side.
@@ -189,6 +196,48 @@ pub(crate) struct Shared {
     pub(crate) cross_memory: std::sync::atomic::AtomicBool,
     /// Providers' processes whose token checked out (true) or not (false), by announcement.
     pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
+}
+
+/// What the timer task sleeps until, and how a call with an earlier deadline wakes it.
+pub(crate) struct Deadlines {
+    /// The instant `armed` counts from.
+    origin: Instant,
+    /// Nanoseconds after `origin` the timer sleeps until (`u64::MAX`: none); written
+    /// under the core's lock.
+    armed: AtomicU64,
+    wake: tokio::sync::Notify,
+}
+
+impl Deadlines {
+    pub(crate) fn new() -> Deadlines {
+        Deadlines {
+            origin: Instant::now(),
+            armed: AtomicU64::new(u64::MAX),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn nanos(&self, at: Option<Instant>) -> u64 {
+        at.map_or(u64::MAX, |t| {
+            u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+        })
+    }
+
+    /// The timer sleeps until `at` now (called under the core's lock).
+    fn armed(&self, at: Option<Instant>) {
+        self.armed.store(self.nanos(at), Ordering::Relaxed);
+    }
+
+    /// Wakes the timer when `core`'s earliest deadline comes before what it sleeps until
+    /// (called under the core's lock, after each step).
+    fn rearm(&self, core: &Core) {
+        let next = core.poll_timeout();
+        let at = self.nanos(next);
+        if at < self.armed.load(Ordering::Relaxed) {
+            self.armed.store(at, Ordering::Relaxed);
+            self.wake.notify_one();
+        }
+    }
 }
 
 /// The most bytes of landing buffers a client keeps registered for reuse.
@@ -214,6 +263,7 @@ impl Shared {
     ) -> Result<R> {
         let mut core = self.core();
         let r = f(&mut core);
+        self.deadlines.rearm(&core);
         let mut sent = Ok(());
         // What the step queued goes in one write (a burst's reports, say).
         let mut now: smallvec::SmallVec<[ToPm; 2]> = smallvec::SmallVec::new();
@@ -267,6 +317,33 @@ impl Shared {
                 News::Ended(why) => events.end(why),
                 News::Closed => events.close(),
             },
+        }
+    }
+
+    /// Keeps the calls' deadlines: sleeps until the core's earliest, then answers the calls
+    /// whose deadline passed ([`ClientCore::handle_timeout`]). Runs until the client's
+    /// tasks are aborted.
+    pub(crate) async fn timer(self: Arc<Self>) {
+        loop {
+            let next = {
+                let core = self.core();
+                let next = core.poll_timeout();
+                self.deadlines.armed(next);
+                next
+            };
+            let Some(at) = next else {
+                self.deadlines.wake.notified().await;
+                continue;
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(at.into()) => {
+                    let _ = self.with_core(|c| {
+                        c.handle_timeout(Instant::now());
+                        Ok(())
+                    });
+                }
+                () = self.deadlines.wake.notified() => {}
+            }
         }
     }
 
@@ -345,15 +422,8 @@ impl AsyncClient {
         kinds: impl Into<EventKinds>,
         options: SubscribeOptions,
     ) -> Result<Subscription> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let local = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let queue = Arc::new(EventQueue::default());
-        let msg = ToPm::Subscribe {
-            local,
-            kinds: kinds.into(),
-            selector: Box::new(selector.expr().clone()),
-            options,
-        };
+        let wanted = (kinds.into(), selector.expr().clone(), options);
         // Unless this call hands out the subscription, its end (error, timeout, dropped
         // future) ends the subscription: one the PM set up already now, one it sets up
         // later when its answer comes.
@@ -373,16 +443,17 @@ impl AsyncClient {
                 }
             }
         }
+        let (tx, rx) = oneshot::channel();
+        let events = queue.clone();
+        let (local, call) = self
+            .shared
+            .with_core(|c| c.subscribe(Instant::now(), wanted, events, tx))?;
         let mut forget = Forget {
             shared: &self.shared,
             local,
             handed_out: false,
         };
-        let events = queue.clone();
-        let id = ask(&self.shared, (Op::Subscribe, local), |c, waiter| {
-            c.subscribe(local, events, msg, waiter)
-        })
-        .await?;
+        let id = answer(&self.shared, (Op::Subscribe, local), call, rx).await?;
         forget.handed_out = true;
         drop(forget);
         Ok(Subscription {
@@ -516,8 +587,8 @@ impl AsyncClient {
             extras = extras.with_inline(bytes);
         }
         let msg = msg(cdo, region, extras);
-        let r = ask(&self.shared, (Op::Offer, cdo), |c, waiter| {
-            c.offer(cdo, msg, waiter)
+        let r = ask(&self.shared, (Op::Offer, cdo), |c, now, waiter| {
+            c.offer(now, cdo, msg, waiter)
         })
         .await;
         if r.is_err() {
@@ -531,8 +602,8 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` unless declared; connection errors.
     pub async fn require(&self, cdo: CdoId) -> Result<()> {
-        ask(&self.shared, (Op::Require, cdo), |c, waiter| {
-            c.require(cdo, waiter)
+        ask(&self.shared, (Op::Require, cdo), |c, now, waiter| {
+            c.require(now, cdo, waiter)
         })
         .await
         .map(drop)
@@ -610,21 +681,17 @@ impl AsyncClient {
         let key = (self.shared.pool, self.shared.app, cdo);
         // The application's own memory goes back only when no consumer in this process
         // reads it any more (they dispose their handle or drop their `CdoData`).
-        let start = tokio::time::Instant::now();
-        let deadline = start + self.shared.timeout;
-        let mut warned = false;
-        while data::lent_out(&key) {
-            let now = tokio::time::Instant::now();
-            if now >= deadline {
+        let returned = data::until_returned(&key);
+        tokio::pin!(returned);
+        let patience = Duration::from_secs(1).min(self.shared.timeout);
+        if tokio::time::timeout(patience, &mut returned).await.is_err() {
+            tracing::warn!(
+                "withdraw of CDO {cdo} waits until a consumer in this process lets go of the offered memory (disposes its handle and drops every view of the data)"
+            );
+            let rest = self.shared.timeout.saturating_sub(patience);
+            if tokio::time::timeout(rest, returned).await.is_err() {
                 return Err(ClientError::Timeout(Op::Withdraw));
             }
-            if !warned && now - start >= Duration::from_secs(1) {
-                warned = true;
-                tracing::warn!(
-                    "withdraw of CDO {cdo} waits until a consumer in this process lets go of the offered memory (disposes its handle and drops every view of the data)"
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         match data::take_back(&key) {
             Some(b) => Ok(b?),
@@ -643,7 +710,10 @@ impl AsyncClient {
     /// declare (or disposed); connection errors.
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        match self.shared.with_core(|c| c.dispose(cdo, tx))? {
+        match self
+            .shared
+            .with_core(|c| c.dispose(Instant::now(), cdo, tx))?
+        {
             None => Ok(()),
             Some(call) => answer(&self.shared, (Op::Dispose, cdo), call, rx)
                 .await
@@ -664,7 +734,7 @@ impl AsyncClient {
 /// The demand of [`AsyncClient::demand`], on the client's shared state.
 async fn demand(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
     let (tx, rx) = oneshot::channel();
-    match shared.with_core(|c| c.demand(cdo, tx))? {
+    match shared.with_core(|c| c.demand(Instant::now(), cdo, tx))? {
         Demand::Here(data, attributes) => {
             tracing::trace!("demand of CDO {cdo}: required and here already");
             Ok((data, attributes))
@@ -678,27 +748,27 @@ async fn demand(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes
 
 /// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.
 async fn call(shared: &Arc<Shared>, key: CallKey, msg: ToPm) -> Result<u64> {
-    ask(shared, key, |c, waiter| c.call(key, msg, waiter)).await
+    ask(shared, key, |c, now, waiter| c.call(now, key, msg, waiter)).await
 }
 
 /// The waiter of one call.
 type Waiter = <Io as Driver>::Waiter;
 
-/// Runs `step`, a call the core files under `key` with the waiter it is given, and waits
-/// for the answer, at most the client's timeout.
+/// Runs `step`, a call the core files under `key` with the time and the waiter it is
+/// given, and waits for the answer (at most the client's timeout: the core's deadline).
 async fn ask(
     shared: &Arc<Shared>,
     key: CallKey,
-    step: impl FnOnce(&mut Core, Waiter) -> std::result::Result<CallId, CallError>,
+    step: impl FnOnce(&mut Core, Instant, Waiter) -> std::result::Result<CallId, CallError>,
 ) -> Result<u64> {
     let (tx, rx) = oneshot::channel();
-    let call = shared.with_core(|c| step(c, tx))?;
+    let call = shared.with_core(|c| step(c, Instant::now(), tx))?;
     answer(shared, key, call, rx).await
 }
 
-/// Waits for the answer `rx` to call `call` filed under `key`, at most the client's
-/// timeout; a call that stops waiting (a timeout, a dropped future) is given up in the
-/// core, so its answer goes to the next call filed under `key`.
+/// Waits for the answer `rx` to call `call` filed under `key` (the core answers
+/// [`CallError::Timeout`] at the call's deadline); a call whose future is dropped is given
+/// up in the core, so its answer goes to the next call filed under `key`.
 async fn answer(
     shared: &Shared,
     key: CallKey,
@@ -714,10 +784,9 @@ async fn answer(
         }
     }
     let mut waiting = GiveUp(shared, key, call, true);
-    let r = match tokio::time::timeout(shared.timeout, rx).await {
-        Ok(Ok(r)) => r.map_err(ClientError::from),
-        Ok(Err(_)) => Err(ClientError::Closed),
-        Err(_) => return Err(ClientError::Timeout(key.0)),
+    let r = match rx.await {
+        Ok(r) => r.map_err(ClientError::from),
+        Err(_) => Err(ClientError::Closed),
     };
     // Answered (or the core dropped the waiter): nothing to give up.
     waiting.3 = false;

@@ -40,7 +40,7 @@ impl Observer {
             .enable_all()
             .build()?;
         let conn = rt.block_on(async {
-            let (stream, nonce) = driver::connect(info, timeout, &[]).await?;
+            let mut conn = driver::connect(info, timeout, &[]).await?;
             let join = super::join_message(
                 info,
                 (who, 0, ""),
@@ -48,13 +48,15 @@ impl Observer {
                 None,
                 true,
                 Role::Observer,
-                &nonce,
             );
-            driver::handshake(stream, join, timeout).await
+            let now = std::time::Instant::now();
+            let mut core = super::Core::connect(now, join, &info.secret, timeout);
+            driver::handshake(&mut conn, &mut core).await?;
+            Result::Ok(conn)
         })?;
         Ok(Observer {
             rt,
-            conn: conn.0,
+            conn,
             next: 1,
             timeout,
         })

@@ -251,8 +251,8 @@ impl Subscription {
     pub async fn unsubscribe(mut self) -> Result<()> {
         self.ended = true;
         let sub = self.id;
-        super::ask(&self.shared, (Op::Unsubscribe, sub), |c, waiter| {
-            c.unsubscribe(sub, waiter)
+        super::ask(&self.shared, (Op::Unsubscribe, sub), |c, now, waiter| {
+            c.unsubscribe(now, sub, waiter)
         })
         .await
         .map(drop)

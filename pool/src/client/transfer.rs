@@ -107,11 +107,11 @@ async fn fetch(
     lent: Option<Buffer>,
 ) -> Result<CdoData> {
     match source {
-        Source::SameProcess { pool, app, cdo, .. } => data::find(&(pool, app, cdo))
-            .map(CdoData::shared)
-            .ok_or_else(|| {
+        Source::SameProcess { pool, app, cdo, .. } => {
+            data::find(&(pool, app, cdo)).ok_or_else(|| {
                 ClientError::Protocol(format!("the same-process offer of CDO {cdo} is gone"))
-            }),
+            })
+        }
         s if s.is_empty() => Ok(CdoData::own(Buffer::new(0)?, 0)),
         // The core carries these out itself; the same, should one come here.
         Source::Inline { bytes } => Ok(<super::Io as Driver>::inline(bytes, lent)),

@@ -4,6 +4,7 @@
 //! whose members the PM names.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Fetch, Fetched};
 use crate::attr::{self, AttrValue, Attributes};
@@ -140,25 +141,32 @@ impl<T: Driver> ClientCore<T> {
     ///
     /// # Errors
     /// [`CallError::Closed`].
-    pub fn offer(&mut self, cdo: CdoId, msg: ToPm, waiter: T::Waiter) -> CallResult<CallId> {
-        self.call_busy((Op::Offer, cdo), msg, waiter)
+    pub fn offer(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        msg: ToPm,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        self.call_busy(now, (Op::Offer, cdo), msg, waiter)
     }
 
     /// Requires `cdo`; from now on a dispose of `cdo` waits for the PM.
     ///
     /// # Errors
     /// [`CallError::Closed`].
-    pub fn require(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
-        self.call_busy((Op::Require, cdo), ToPm::Require { cdo }, waiter)
+    pub fn require(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.call_busy(now, (Op::Require, cdo), ToPm::Require { cdo }, waiter)
     }
 
     fn call_busy(
         &mut self,
+        now: Instant,
         key: super::CallKey,
         msg: ToPm,
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
-        let call = self.call(key, msg, waiter)?;
+        let call = self.call(now, key, msg, waiter)?;
         self.set_busy(key.1, true);
         Ok(call)
     }
@@ -184,7 +192,12 @@ impl<T: Driver> ClientCore<T> {
     ///
     /// # Errors
     /// [`CallError::Closed`] (unless the bytes are here: they are, whatever the PM does).
-    pub fn demand(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<Demand<T::Data>> {
+    pub fn demand(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        waiter: T::Waiter,
+    ) -> CallResult<Demand<T::Data>> {
         if let Some((data, attributes)) = self.take_here(cdo) {
             // After the transfer's completion, on the same connection: the PM finds it
             // local. A PM gone meanwhile changes nothing: the bytes are here.
@@ -196,7 +209,7 @@ impl<T: Driver> ClientCore<T> {
             }
             return Ok(Demand::Here(data, attributes));
         }
-        self.call_busy((Op::Demand, cdo), ToPm::Demand { cdo }, waiter)
+        self.call_busy(now, (Op::Demand, cdo), ToPm::Demand { cdo }, waiter)
             .map(Demand::Waiting)
     }
 
@@ -235,7 +248,12 @@ impl<T: Driver> ClientCore<T> {
     ///
     /// # Errors
     /// [`CallError::Closed`].
-    pub fn dispose(&mut self, cdo: CdoId, waiter: T::Waiter) -> CallResult<Option<CallId>> {
+    pub fn dispose(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        waiter: T::Waiter,
+    ) -> CallResult<Option<CallId>> {
         self.open()?;
         if self.cdos.get(&cdo).is_some_and(|m| !m.busy) {
             self.forget(cdo);
@@ -243,7 +261,7 @@ impl<T: Driver> ClientCore<T> {
             return Ok(None);
         }
         let msg = ToPm::Dispose { cdo, answer: true };
-        self.call((Op::Dispose, cdo), msg, waiter).map(Some)
+        self.call(now, (Op::Dispose, cdo), msg, waiter).map(Some)
     }
 
     /// A ticket came: its bytes came with it (carried out here, see [`Driver::inline`]), or
@@ -374,7 +392,12 @@ impl<T: Driver> ClientCore<T> {
     ///
     /// # Errors
     /// [`CallError::Protocol`] when the app's ids are used up; [`CallError::Closed`].
-    pub fn demand_group(&mut self, group: CdoId, waiter: T::Waiter) -> CallResult<(CdoId, CallId)> {
+    pub fn demand_group(
+        &mut self,
+        now: Instant,
+        group: CdoId,
+        waiter: T::Waiter,
+    ) -> CallResult<(CdoId, CallId)> {
         self.open()?;
         let first = self.reserve(u64::from(GROUP_IDS))?;
         self.groups_wanted.insert(group, (first, GROUP_IDS));
@@ -383,7 +406,7 @@ impl<T: Driver> ClientCore<T> {
             first,
             capacity: GROUP_IDS,
         };
-        let call = self.call((Op::Demand, group), msg, waiter)?;
+        let call = self.call(now, (Op::Demand, group), msg, waiter)?;
         Ok((first, call))
     }
 
@@ -546,7 +569,7 @@ mod tests {
 
     #[test]
     fn an_app_that_used_up_its_ids_is_told_to_join_again() {
-        let mut core: ClientCore<Plain> = ClientCore::new(4);
+        let mut core: ClientCore<Plain> = ClientCore::new(4, std::time::Duration::from_secs(1));
         core.next_cdo = core.last_cdo;
         let last = core.declare("last").expect("the last id");
         assert_eq!(last, *proto::cdo_ids(4).end());
@@ -558,7 +581,7 @@ mod tests {
         // A group's ids are reserved whole or not at all.
         core.next_cdo = core.last_cdo - u64::from(GROUP_IDS) + 2;
         assert!(matches!(
-            core.demand_group(1, ()),
+            core.demand_group(Instant::now(), 1, ()),
             Err(CallError::Protocol(_))
         ));
         assert_eq!(

@@ -1,5 +1,7 @@
-//! The client's protocol as a state machine, beside [`Manager`](crate::Manager): what an
-//! application has asked the pool manager and waits for, its CDOs from declare to dispose,
+//! The client's protocol as a state machine, beside [`Manager`](crate::Manager): the JOIN
+//! handshake ([`ClientCore::connect`]: the PM's challenge answered with the proof of the
+//! workflow secret, then its welcome), what an application has asked the pool manager and
+//! waits for, its CDOs from declare to dispose,
 //! transfers it carries out, groups whose members the PM names, and its subscriptions.
 //! No sockets, threads, clock or memory registration, as `quinn-proto`'s connection is to
 //! its endpoint: a driver (the `pool` crate's tokio client) calls the operations and
@@ -12,15 +14,21 @@
 //! subscription's queue and a stream's route are ([`Driver`]); the tests drive a core
 //! against a [`Manager`](crate::Manager) in memory with plain values for them.
 //!
-//! What the core does not do, and why: it keeps no call deadlines (the driver's timer
-//! wheel arms one per call without waking a thread; the core learns of a call given up
-//! through [`ClientCore::abandon`]), and it does not batch messages (each
-//! [`Transmit`] says whether anybody waits for it; the driver decides when to write).
+//! Time comes in as `now` with each call that waits, as for quinn-proto's connection: every
+//! waiting call has a deadline (`now` plus the core's call timeout, or its own: see
+//! [`ClientCore::set_deadline`]); the driver sleeps until [`ClientCore::poll_timeout`] and
+//! then calls [`ClientCore::handle_timeout`], which answers the calls whose deadline passed
+//! with [`CallError::Timeout`]. A call the application gives up (a dropped future) is
+//! given up through [`ClientCore::abandon`].
+//!
+//! What the core does not do: batch messages (each [`Transmit`] says whether anybody
+//! waits for it; the driver decides when to write).
 
 mod cdos;
 mod subscriptions;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use crate::HashMap;
 use crate::events::PoolEvent;
@@ -80,13 +88,17 @@ pub enum CallError {
     /// The PM (or the app's own use of ids) broke the protocol; the text says how.
     #[error("{0}")]
     Protocol(String),
+    /// The call's deadline passed without an answer ([`ClientCore::handle_timeout`]). The
+    /// request stays with the PM: a later identical call waits for its answer.
+    #[error("{0} got no answer from the pool manager in time")]
+    Timeout(Op),
 }
 
 /// Result alias of the core's calls.
 pub type CallResult<T> = Result<T, CallError>;
 
 /// Identifies a waiting call, to give it up ([`ClientCore::abandon`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CallId(u64);
 
 /// What an answer is filed under: the operation and the CDO (declare: the app's handle;
@@ -172,6 +184,13 @@ pub enum Event<T: Driver> {
     },
 }
 
+/// A call waiting for its answer.
+struct Waiting<W> {
+    call: CallId,
+    deadline: Option<Instant>,
+    waiter: W,
+}
+
 /// A client's protocol state (see the module's documentation).
 pub struct ClientCore<T: Driver> {
     app: crate::proto::AppId,
@@ -179,8 +198,14 @@ pub struct ClientCore<T: Driver> {
     next_cdo: CdoId,
     last_cdo: CdoId,
     /// Waiting calls by what their answer is filed under, first come first served.
-    waiters: HashMap<CallKey, VecDeque<(CallId, T::Waiter)>>,
+    waiters: HashMap<CallKey, VecDeque<Waiting<T::Waiter>>>,
     next_call: u64,
+    /// The deadlines of waiting calls, earliest first, and what each call is filed under.
+    deadlines: BTreeMap<(Instant, CallId), CallKey>,
+    /// How long a call waits unless given a deadline of its own.
+    call_timeout: Duration,
+    /// The handle the next subscription gets.
+    next_subscription: u64,
     /// This app's CDOs, from declare to dispose.
     cdos: HashMap<CdoId, Mine<T>>,
     /// Tickets being carried out.
@@ -198,12 +223,63 @@ pub struct ClientCore<T: Driver> {
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
     closed: bool,
+    /// The JOIN handshake while it runs ([`ClientCore::connect`]), and how it ended.
+    handshake: Option<Handshake>,
+    joined: Option<CallResult<(crate::proto::AppId, u64)>>,
+}
+
+/// Where a JOIN handshake stands: waiting for the PM's challenge (the JOIN and the secret
+/// it proves knowledge of, kept until then), then for its welcome; either until `deadline`.
+enum Handshake {
+    Challenge {
+        join: Box<crate::proto::Join>,
+        secret: Vec<u8>,
+        deadline: Instant,
+    },
+    Welcome {
+        deadline: Instant,
+    },
+}
+
+impl Handshake {
+    fn deadline(&self) -> Instant {
+        match self {
+            Handshake::Challenge { deadline, .. } | Handshake::Welcome { deadline } => *deadline,
+        }
+    }
 }
 
 impl<T: Driver> ClientCore<T> {
-    /// The core of app `app` (as the PM's `Welcome` numbered it), which has declared
-    /// nothing yet.
-    pub fn new(app: crate::proto::AppId) -> ClientCore<T> {
+    /// The core of a connection that is to join: sends `join` (its proof made from the
+    /// PM's challenge and `secret`) once the challenge comes, and is joined at the PM's
+    /// welcome ([`ClientCore::joined`]). The handshake, and then each call, waits at most
+    /// `call_timeout`; no call may be made before the welcome.
+    pub fn connect(
+        now: Instant,
+        join: crate::proto::Join,
+        secret: &[u8],
+        call_timeout: Duration,
+    ) -> ClientCore<T> {
+        let mut core = ClientCore::new(0, call_timeout);
+        core.joined = None;
+        core.handshake = Some(Handshake::Challenge {
+            join: Box::new(join),
+            secret: secret.to_vec(),
+            deadline: now.checked_add(call_timeout).unwrap_or(now),
+        });
+        core
+    }
+
+    /// How the JOIN handshake ended: the app's id and the PM's instance, or why it failed
+    /// (`Refused` with the PM's reason, `Timeout(Join)`, `Closed`, `Protocol`); `None`
+    /// while it runs. A core made by [`ClientCore::new`] is joined from the start.
+    pub fn joined(&self) -> Option<&CallResult<(crate::proto::AppId, u64)>> {
+        self.joined.as_ref()
+    }
+
+    /// The core of app `app` (as the PM's `Welcome` numbered it) joined already, which
+    /// has declared nothing yet; its calls wait at most `call_timeout` for their answers.
+    pub fn new(app: crate::proto::AppId, call_timeout: Duration) -> ClientCore<T> {
         let ids = crate::proto::cdo_ids(app);
         ClientCore {
             app,
@@ -211,6 +287,9 @@ impl<T: Driver> ClientCore<T> {
             last_cdo: *ids.end(),
             waiters: HashMap::default(),
             next_call: 0,
+            deadlines: BTreeMap::new(),
+            call_timeout,
+            next_subscription: 1,
             cdos: HashMap::default(),
             fetching: HashMap::default(),
             groups_wanted: HashMap::default(),
@@ -221,7 +300,51 @@ impl<T: Driver> ClientCore<T> {
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
+            handshake: None,
+            joined: Some(Ok((app, 0))),
         }
+    }
+
+    /// A message of the PM during the handshake: the challenge is answered with the JOIN,
+    /// the welcome joins, anything else ends the connection.
+    fn handshake(&mut self, step: Handshake, msg: FromPm) {
+        let failed = match (step, msg) {
+            (
+                Handshake::Challenge {
+                    mut join,
+                    secret,
+                    deadline,
+                },
+                FromPm::Challenge { nonce },
+            ) => {
+                join.proof = crate::auth::prove(
+                    &secret,
+                    &nonce,
+                    &join.workflow,
+                    &join.component,
+                    join.index,
+                );
+                self.queue(ToPm::Join(join));
+                self.handshake = Some(Handshake::Welcome { deadline });
+                return;
+            }
+            (Handshake::Welcome { .. }, FromPm::Welcome { app, pool }) => {
+                let ids = crate::proto::cdo_ids(app);
+                self.app = app;
+                (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
+                self.joined = Some(Ok((app, pool)));
+                return;
+            }
+            (_, FromPm::Refused { op, why, .. }) => CallError::Refused { op, why },
+            (Handshake::Challenge { .. }, other) => {
+                CallError::Protocol(format!("{other:?} instead of a challenge"))
+            }
+            (Handshake::Welcome { .. }, other) => {
+                CallError::Protocol(format!("{other:?} instead of a welcome"))
+            }
+        };
+        self.joined = Some(Err(failed));
+        self.close();
     }
 
     /// Whether the connection ended ([`ClientCore::close`]).
@@ -260,44 +383,129 @@ impl<T: Driver> ClientCore<T> {
         if self.closed {
             return Err(CallError::Closed);
         }
+        if self.handshake.is_some() {
+            return Err(CallError::Protocol(
+                "a call before the pool manager's welcome: wait until the core is joined".into(),
+            ));
+        }
         Ok(())
     }
 
-    /// Sends `msg` and files `waiter` for the answer under `key`.
+    /// Sends `msg` and files `waiter` for the answer under `key`, until `now` plus the
+    /// call timeout.
     ///
     /// # Errors
     /// [`CallError::Closed`] once the connection ended (nothing is sent).
-    pub fn call(&mut self, key: CallKey, msg: ToPm, waiter: T::Waiter) -> CallResult<CallId> {
-        let call = self.wait(key, waiter)?;
+    pub fn call(
+        &mut self,
+        now: Instant,
+        key: CallKey,
+        msg: ToPm,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        let call = self.wait(now, key, waiter)?;
         self.queue(msg);
         Ok(call)
     }
 
-    /// Files `waiter` for the answer under `key`, sending nothing (the answer comes
-    /// anyway: a group's member).
+    /// Files `waiter` for the answer under `key` until `now` plus the call timeout,
+    /// sending nothing (the answer comes anyway: a group's member).
     ///
     /// # Errors
     /// [`CallError::Closed`] once the connection ended.
-    pub fn wait(&mut self, key: CallKey, waiter: T::Waiter) -> CallResult<CallId> {
+    pub fn wait(&mut self, now: Instant, key: CallKey, waiter: T::Waiter) -> CallResult<CallId> {
         self.open()?;
         let call = CallId(self.next_call);
         self.next_call += 1;
-        self.waiters
-            .entry(key)
-            .or_default()
-            .push_back((call, waiter));
+        // A timeout too long for the clock means no deadline.
+        let deadline = now.checked_add(self.call_timeout);
+        if let Some(at) = deadline {
+            self.deadlines.insert((at, call), key);
+        }
+        self.waiters.entry(key).or_default().push_back(Waiting {
+            call,
+            deadline,
+            waiter,
+        });
         Ok(call)
     }
 
-    /// The call `call` waiting under `key` gave up (a timeout, a dropped future): its
-    /// answer goes to the next call filed under `key`, or nowhere.
-    pub fn abandon(&mut self, key: CallKey, call: CallId) {
-        if let Some(q) = self.waiters.get_mut(&key) {
-            q.retain(|(c, _)| *c != call);
-            if q.is_empty() {
-                self.waiters.remove(&key);
+    /// Gives call `call`, waiting under `key`, the deadline `deadline` instead (`None`:
+    /// it waits until answered or given up). No effect on a call no longer waiting.
+    pub fn set_deadline(&mut self, key: CallKey, call: CallId, deadline: Option<Instant>) {
+        let Some(w) = self
+            .waiters
+            .get_mut(&key)
+            .and_then(|q| q.iter_mut().find(|w| w.call == call))
+        else {
+            return;
+        };
+        if let Some(old) = w.deadline {
+            self.deadlines.remove(&(old, call));
+        }
+        w.deadline = deadline;
+        if let Some(at) = deadline {
+            self.deadlines.insert((at, call), key);
+        }
+    }
+
+    /// The earliest deadline of a waiting call: when to call
+    /// [`ClientCore::handle_timeout`] next (`None`: nothing waits with a deadline).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let calls = self.deadlines.first_key_value().map(|(&(at, _), _)| at);
+        calls.or(self.handshake.as_ref().map(Handshake::deadline))
+    }
+
+    /// Answers every call whose deadline is `now` or earlier with
+    /// [`CallError::Timeout`]; each is given up as by [`ClientCore::abandon`] (a later
+    /// answer goes to the next call filed under its key).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.handshake.as_ref().is_some_and(|h| h.deadline() <= now) {
+            self.handshake = None;
+            self.joined = Some(Err(CallError::Timeout(Op::Join)));
+            self.close();
+        }
+        while let Some(entry) = self.deadlines.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, call), key) = entry.remove_entry();
+            if let Some(w) = self.unfile(key, call) {
+                self.events.push_back(Event::Answer {
+                    waiter: w.waiter,
+                    result: Err(CallError::Timeout(key.0)),
+                });
+                self.given_up(key);
             }
         }
+    }
+
+    /// The call `call` waiting under `key` gave up (a dropped future): its answer goes to
+    /// the next call filed under `key`, or nowhere.
+    pub fn abandon(&mut self, key: CallKey, call: CallId) {
+        if let Some(w) = self.unfile(key, call) {
+            if let Some(at) = w.deadline {
+                self.deadlines.remove(&(at, call));
+            }
+            self.given_up(key);
+        }
+    }
+
+    /// Takes call `call` out of the queue of `key`.
+    fn unfile(&mut self, key: CallKey, call: CallId) -> Option<Waiting<T::Waiter>> {
+        let q = self.waiters.get_mut(&key)?;
+        let w = q
+            .iter()
+            .position(|w| w.call == call)
+            .and_then(|i| q.remove(i));
+        if q.is_empty() {
+            self.waiters.remove(&key);
+        }
+        w
+    }
+
+    /// What giving up a call under `key` changes besides its answer.
+    fn given_up(&mut self, key: CallKey) {
         if key.0 == Op::Demand {
             // A group given up: its members still arrive, and wait to be disposed.
             self.stop_arriving(key.1);
@@ -312,13 +520,19 @@ impl<T: Driver> ClientCore<T> {
         let Some(q) = self.waiters.get_mut(&key) else {
             return counted;
         };
-        let Some((_, waiter)) = q.pop_front() else {
+        let Some(w) = q.pop_front() else {
             return false;
         };
         if q.is_empty() {
             self.waiters.remove(&key);
         }
-        self.events.push_back(Event::Answer { waiter, result });
+        if let Some(at) = w.deadline {
+            self.deadlines.remove(&(at, w.call));
+        }
+        self.events.push_back(Event::Answer {
+            waiter: w.waiter,
+            result,
+        });
         true
     }
 
@@ -328,6 +542,9 @@ impl<T: Driver> ClientCore<T> {
     /// makes no sense here (a handshake message after the handshake, an observer's
     /// answer) is logged and dropped.
     pub fn handle(&mut self, msg: FromPm) {
+        if let Some(step) = self.handshake.take() {
+            return self.handshake(step, msg);
+        }
         match msg {
             FromPm::Done { op, cdo } => self.done(op, cdo),
             FromPm::DoneMany { op, cdos } => {
@@ -429,7 +646,11 @@ impl<T: Driver> ClientCore<T> {
     /// subscription's queue hears [`News::Closed`], and every later call fails at once.
     pub fn close(&mut self) {
         self.closed = true;
+        if self.handshake.take().is_some() {
+            self.joined = Some(Err(CallError::Closed));
+        }
         self.waiters.clear();
+        self.deadlines.clear();
         self.arriving.clear();
         self.streams.clear();
         self.transmit.clear();

@@ -3,11 +3,13 @@
 //! connection's end; their events routed to their queues.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use super::{CallId, CallResult, ClientCore, Driver, Event, News};
 use crate::HashMap;
-use crate::events::{PoolEvent, SubId};
+use crate::events::{EventKinds, PoolEvent, SubId, SubscribeOptions};
 use crate::proto::{Op, ToPm};
+use crate::selector::Expr;
 
 pub(super) struct Subscriptions<T: Driver> {
     /// Queues of subscriptions asked for, by the app's handle, until `Subscribed`.
@@ -68,21 +70,31 @@ impl<T: Driver> Subscriptions<T> {
 }
 
 impl<T: Driver> ClientCore<T> {
-    /// Sends `msg`, a `Subscribe` with the app's handle `local`, and files `waiter` for
-    /// the answer (the subscription's id); its events will go to `events`.
+    /// Subscribes to the events of `kinds` that `selector` matches, with `options`, and
+    /// files `waiter` for the answer (the subscription's id) until `now` plus the call
+    /// timeout; its events will go to `events`. Returns the subscription's handle (to give
+    /// it up: [`ClientCore::forget_subscription`]) and the call.
     ///
     /// # Errors
     /// [`super::CallError::Closed`].
     pub fn subscribe(
         &mut self,
-        local: u64,
+        now: Instant,
+        (kinds, selector, options): (EventKinds, Expr, SubscribeOptions),
         events: T::Events,
-        msg: ToPm,
         waiter: T::Waiter,
-    ) -> CallResult<CallId> {
-        let call = self.call((Op::Subscribe, local), msg, waiter)?;
+    ) -> CallResult<(u64, CallId)> {
+        let local = self.next_subscription;
+        let msg = ToPm::Subscribe {
+            local,
+            kinds,
+            selector: Box::new(selector),
+            options,
+        };
+        let call = self.call(now, (Op::Subscribe, local), msg, waiter)?;
+        self.next_subscription += 1;
         self.subs.asked.insert(local, events);
-        Ok(call)
+        Ok((local, call))
     }
 
     /// The PM set up the subscription the app asked for as `local`. If nobody waits for
@@ -121,9 +133,19 @@ impl<T: Driver> ClientCore<T> {
     ///
     /// # Errors
     /// [`super::CallError::Closed`].
-    pub fn unsubscribe(&mut self, sub: SubId, waiter: T::Waiter) -> CallResult<CallId> {
+    pub fn unsubscribe(
+        &mut self,
+        now: Instant,
+        sub: SubId,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
         self.subs.live.remove(&sub);
-        self.call((Op::Unsubscribe, sub), ToPm::Unsubscribe { sub }, waiter)
+        self.call(
+            now,
+            (Op::Unsubscribe, sub),
+            ToPm::Unsubscribe { sub },
+            waiter,
+        )
     }
 
     /// Ends subscription `sub` without waiting for the PM (its events stop here now).
