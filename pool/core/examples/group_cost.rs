@@ -168,7 +168,7 @@ fn drain(
     let start = Instant::now();
     let mut answered = false;
     for msg in received {
-        core.handle(msg);
+        core.handle(start, msg);
         while let Some(e) = core.poll_event() {
             match e {
                 Event::Fetch(f) => {

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
-    CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Phase, Transmit,
+    CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Phase, STREAM_WINDOW,
+    Transmit,
 };
 use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
 use pool_core::proto::{CdoId, FromPm, OfferExtras, Op, Refusal, Source, ToPm};
@@ -69,6 +70,8 @@ struct App {
     tickets: Vec<Source>,
     /// Lent memory handed back with tickets.
     lent_back: Vec<Vec<u8>>,
+    /// Why stream fetches ended early.
+    stream_errors: Vec<CallError>,
 }
 
 /// The PM and its apps, with the bytes every offer made readable (by region key).
@@ -80,6 +83,8 @@ struct World {
     offers: HashMap<(usize, CdoId), u64>,
     /// Flip the first byte of every CDO a fetch reads (a corrupting transport).
     corrupt: bool,
+    /// Providers ignore the PM's requests for stream pieces.
+    deaf: bool,
     /// Hold tickets instead of carrying them out: (app, fetch).
     hold: bool,
     held: Vec<(usize, Fetch<Vec<u8>>)>,
@@ -93,6 +98,7 @@ impl World {
             memory: HashMap::new(),
             offers: HashMap::new(),
             corrupt: false,
+            deaf: false,
             hold: false,
             held: Vec::new(),
         }
@@ -136,6 +142,7 @@ impl World {
             streams: HashMap::new(),
             tickets: Vec::new(),
             lent_back: Vec::new(),
+            stream_errors: Vec::new(),
         });
         self.pm.m.connected(now, conn, [conn as u8; 32]);
         let out = self.pm.drain();
@@ -208,7 +215,7 @@ impl World {
     fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
         for (conn, m) in out {
             if let Some(app) = self.apps.iter_mut().find(|a| a.conn == conn) {
-                app.core.handle(m);
+                app.core.handle(self.pm.now, m);
             }
         }
     }
@@ -221,6 +228,7 @@ impl World {
             }
             Event::Fetch(f) if self.hold => self.held.push((i, f)),
             Event::Fetch(f) => self.fetch(i, f),
+            Event::Serve { .. } if self.deaf => {}
             Event::Serve {
                 transfer,
                 cdo,
@@ -237,13 +245,20 @@ impl World {
                 self.core(i).send(ToPm::Chunk(chunk)).expect("chunk");
             }
             Event::Piece { stream, piece } => {
-                let (offset, data) = piece.expect("a piece");
+                let (offset, data) = match piece {
+                    Ok(piece) => piece,
+                    Err(e) => {
+                        self.apps[i].streams.remove(&stream);
+                        self.apps[i].stream_errors.push(e.clone());
+                        self.core(i).fetched(stream, Err(e.to_string()));
+                        return;
+                    }
+                };
                 let (buf, len) = self.apps[i].streams.get_mut(&stream).expect("routed");
                 buf[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
                 *len -= data.len() as u64;
                 if *len == 0 {
                     let (buf, _) = self.apps[i].streams.remove(&stream).expect("routed");
-                    self.core(i).unroute(stream);
                     self.core(i).fetched(stream, Ok((buf, None)));
                 }
             }
@@ -254,7 +269,7 @@ impl World {
     }
 
     /// Carries out a ticket as a driver would: reads the region, takes the inline bytes,
-    /// or fetches a stream in one piece.
+    /// or fetches a stream through the core, piece by piece.
     fn fetch(&mut self, i: usize, f: Fetch<Vec<u8>>) {
         self.apps[i].tickets.push(f.source.clone());
         if let Some(lent) = f.lent {
@@ -264,16 +279,11 @@ impl World {
             Source::Rma { region, .. } => self.memory[&region.key].clone(),
             Source::Inline { bytes } => bytes.0.to_vec(),
             Source::Stream { len } => {
-                let core = self.core(i);
-                core.route(f.transfer, f.transfer);
-                let msg = ToPm::Fetch {
-                    transfer: f.transfer,
-                    offset: 0,
-                    len: *len,
-                };
-                core.send(msg).expect("fetch");
                 let buf = vec![0; *len as usize];
                 self.apps[i].streams.insert(f.transfer, (buf, *len));
+                let (transfer, len) = (f.transfer, *len);
+                self.timed(i, |k, now| k.stream(now, transfer, len, transfer))
+                    .expect("stream");
                 return;
             }
             Source::SameProcess { .. } => panic!("no app shares a process here"),
@@ -656,26 +666,32 @@ fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
     let (first, _) = core
         .demand_group(Instant::now(), g, 1)
         .expect("demand group");
-    core.handle(FromPm::GroupMembers {
-        group: g,
-        names: vec!["g/0".into(), "g/1".into()],
-        attributes: Attributes::new(),
-    });
+    core.handle(
+        Instant::now(),
+        FromPm::GroupMembers {
+            group: g,
+            names: vec!["g/0".into(), "g/1".into()],
+            attributes: Attributes::new(),
+        },
+    );
     waiting(
         core.demand(Instant::now(), first, 2)
             .expect("demand the member alone"),
     );
     for (i, cdo) in [first, first + 1].into_iter().enumerate() {
-        core.handle(FromPm::Ticket {
-            transfer: 10 + i as u64,
-            cdo,
-            source: Source::Inline {
-                bytes: pool_core::proto::InlineBytes(vec![i as u8; 4].into()),
+        core.handle(
+            Instant::now(),
+            FromPm::Ticket {
+                transfer: 10 + i as u64,
+                cdo,
+                source: Source::Inline {
+                    bytes: pool_core::proto::InlineBytes(vec![i as u8; 4].into()),
+                },
+                attributes: Attributes::new(),
+                provider: "p:0".into(),
+                completes_demand: true,
             },
-            attributes: Attributes::new(),
-            provider: "p:0".into(),
-            completes_demand: true,
-        });
+        );
     }
     let answered: Vec<(u32, CallResult<u64>)> = std::iter::from_fn(|| core.poll_event())
         .filter_map(|e| match e {
@@ -696,11 +712,14 @@ fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
 #[test]
 fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
     let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
-    core.handle(FromPm::GroupMembers {
-        group: 5,
-        names: vec!["x".into()],
-        attributes: Attributes::new(),
-    });
+    core.handle(
+        Instant::now(),
+        FromPm::GroupMembers {
+            group: 5,
+            names: vec!["x".into()],
+            attributes: Attributes::new(),
+        },
+    );
     assert!(core.poll_event().is_none());
     assert!(core.take_group(5).is_none());
 }
@@ -754,7 +773,8 @@ fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
     assert_eq!(ended.count(), 1);
     assert!(!w.apps[s].news.contains_key(&78));
     // The PM ending one for a late acknowledgement: its queue hears both.
-    w.core(s).handle(FromPm::AckTooLate { sub, serial: 9 });
+    w.core(s)
+        .handle(Instant::now(), FromPm::AckTooLate { sub, serial: 9 });
     let news: Vec<_> = std::iter::from_fn(|| w.core(s).poll_event()).collect();
     assert!(matches!(
         &news[..],
@@ -834,11 +854,14 @@ fn bad_names_and_unknown_transfers_are_refused_or_ignored() {
     core.fetched(99, Ok((vec![1], None)));
     assert!(core.poll_transmit().is_none());
     // A refusal nobody waits for is only logged.
-    core.handle(FromPm::Refused {
-        op: Op::Seal,
-        cdo: Some(5),
-        why: Refusal::UnknownCdo,
-    });
+    core.handle(
+        Instant::now(),
+        FromPm::Refused {
+            op: Op::Seal,
+            cdo: Some(5),
+            why: Refusal::UnknownCdo,
+        },
+    );
     assert!(core.poll_event().is_none());
 }
 
@@ -1058,6 +1081,81 @@ fn a_join_nobody_answers_times_out_at_its_deadline_and_no_call_goes_before_the_w
         other => unreachable!("{other:?}"),
     };
     let mut core: ClientCore<Test> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
-    core.handle(FromPm::Bye);
+    core.handle(Instant::now(), FromPm::Bye);
     assert!(matches!(core.joined(), Some(Err(CallError::Protocol(_)))));
+}
+
+#[test]
+fn a_large_stream_is_fetched_a_window_of_pieces_at_a_time() {
+    let mut w = World::new();
+    let p = w.join("producer", true);
+    let c = w.join("far", false);
+    let bytes: Vec<u8> = (0..(9 << 20) + 5u32).map(|i| (i % 251) as u8).collect();
+    w.offer(p, "big", &bytes, false);
+    let cdo = w.core(c).declare("big").expect("declare");
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
+    w.pump();
+    assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
+    assert_eq!(w.core(c).take_arrived(cdo).expect("arrived").0, bytes);
+    // The window went out first, then one piece per piece that arrived.
+    let asked: Vec<(u64, u64)> = w
+        .sent(c)
+        .iter()
+        .filter_map(|m| match m {
+            ToPm::Fetch { offset, len, .. } => Some((*offset, *len)),
+            _ => None,
+        })
+        .collect();
+    let piece = pool_core::client::STREAM_PIECE;
+    assert_eq!(asked.len(), 10, "{asked:?}");
+    let fetches_first = w.sent(c)[2..2 + STREAM_WINDOW]
+        .iter()
+        .all(|m| matches!(m, ToPm::Fetch { .. }));
+    assert!(fetches_first, "{:?}", &w.sent(c)[..6]);
+    for (i, &(offset, len)) in asked.iter().enumerate() {
+        assert_eq!(offset, i as u64 * piece);
+        assert_eq!(len, piece.min(bytes.len() as u64 - offset));
+    }
+}
+
+#[test]
+fn a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_refused() {
+    let mut w = World::new();
+    let p = w.join("producer", true);
+    let c = w.join("far", false);
+    w.deaf = true;
+    w.offer(p, "silent", &[3; 5000], false);
+    let cdo = w.core(c).declare("silent").expect("declare");
+    let call = waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
+    // The demand waits for as long as it takes; the stream must show progress.
+    w.core(c).set_deadline((Op::Demand, cdo), call, None);
+    w.pump();
+    let t0 = w.pm.now;
+    w.run_until(t0 + CALL_TIMEOUT - Duration::from_nanos(1));
+    assert!(w.apps[c].stream_errors.is_empty());
+    w.run_until(t0 + CALL_TIMEOUT);
+    assert_eq!(w.apps[c].stream_errors, [CallError::Timeout(Op::Fetch)]);
+
+    // Bytes nobody asked for end a stream: nothing of them is delivered.
+    let mut k: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
+    let now = Instant::now();
+    k.stream(now, 7, 100, 7).expect("stream");
+    let chunk = |offset, data: Vec<u8>| {
+        FromPm::Chunk(pool_core::proto::Chunk {
+            transfer: 7,
+            offset,
+            data,
+        })
+    };
+    k.handle(now, chunk(50, vec![0; 50]));
+    let Some(Event::Piece {
+        piece: Err(CallError::Protocol(why)),
+        ..
+    }) = k.poll_event()
+    else {
+        panic!("a piece not asked for was accepted");
+    };
+    assert!(why.contains("not asked for"), "{why}");
+    k.handle(now, chunk(0, vec![0; 100]));
+    assert!(k.poll_event().is_none(), "the stream ended");
 }

@@ -160,7 +160,7 @@ pub(crate) async fn handshake<T: Driver>(
         };
         match got {
             None => core.handle_timeout(Instant::now()),
-            Some(Ok(Some(m))) => core.handle(m),
+            Some(Ok(Some(m))) => core.handle(Instant::now(), m),
             Some(Ok(None)) => core.close(),
             Some(Err(e)) => return Err(e),
         }
@@ -189,10 +189,11 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
                 // are made together at its end. Fails only for a message the core answers
                 // when the connection is gone.
                 shared.burst.begin();
+                let now = Instant::now();
                 let _ = shared.with_core(|c| {
-                    c.handle(m);
+                    c.handle(now, m);
                     while let Some(m) = r.next_read() {
-                        c.handle(m);
+                        c.handle(now, m);
                     }
                     Ok(())
                 });

@@ -3,7 +3,6 @@
 //! ticket, the stream relay (as consumer, and serving pieces as provider), and reporting
 //! how each ended.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -12,15 +11,8 @@ use tokio::sync::mpsc;
 
 use super::data::{self, CdoData};
 use super::{ClientError, Result, Shared};
-use crate::proto::{
-    self, CdoId, Direct, HostMemory, MAX_CHUNK, Op, ProcessMemory, Source, ToPm, TransferId,
-};
+use crate::proto::{self, CdoId, Direct, HostMemory, Op, ProcessMemory, Source, ToPm, TransferId};
 use pool_core::client::{Driver, Fetch, Piece};
-
-/// Stream transfers fetch in pieces of this size ...
-const STREAM_PIECE: u64 = 1 << 20;
-/// ... this many at a time.
-const STREAM_WINDOW: usize = 4;
 
 /// Starts carrying out a ticket: small copies from a same-host provider's memory are done
 /// at the first poll, without a task; the others go on as a task of their own.
@@ -367,52 +359,24 @@ impl Drop for Route<'_> {
     }
 }
 
-/// Fetches a stream transfer: a window of outstanding pieces, each accepted once and only
-/// at the offset and length asked for.
+/// Fetches a stream transfer: the core asks for the pieces (a window of them at a time)
+/// and checks each; here they land in the CDO's buffer.
 async fn stream(shared: &Arc<Shared>, transfer: TransferId, len: u64) -> Result<CdoData> {
     let size = usize::try_from(len)
         .map_err(|_| ClientError::Protocol(format!("a {len}-byte CDO does not fit here")))?;
     let mut buf = Buffer::new(size)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
-    shared.core().route(transfer, tx);
+    shared.with_core(|c| c.stream(std::time::Instant::now(), transfer, len, tx))?;
     let _route = Route(shared, transfer);
-    let piece = STREAM_PIECE.min(MAX_CHUNK);
-    let mut asked: BTreeMap<u64, u64> = BTreeMap::new();
-    let (mut next, mut got) = (0u64, 0u64);
-    let ask = |next: &mut u64, asked: &mut BTreeMap<u64, u64>| -> Result<()> {
-        let n = piece.min(len - *next);
-        asked.insert(*next, n);
-        shared.send(ToPm::Fetch {
-            transfer,
-            offset: *next,
-            len: n,
-        })?;
-        *next += n;
-        Ok(())
-    };
-    while next < len && asked.len() < STREAM_WINDOW {
-        ask(&mut next, &mut asked)?;
-    }
+    let mut got = 0u64;
     while got < len {
-        let piece = match tokio::time::timeout(shared.timeout, rx.recv()).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return Err(ClientError::Closed),
-            Err(_) => return Err(ClientError::Timeout(Op::Fetch)),
-        };
-        let (offset, bytes) = piece.map_err(|why| ClientError::Refused { op: Op::Fetch, why })?;
-        if asked.get(&offset) != Some(&(bytes.len() as u64)) {
-            return Err(ClientError::Protocol(format!(
-                "stream transfer {transfer}: {} bytes at {offset} were not asked for",
-                bytes.len()
-            )));
-        }
-        asked.remove(&offset);
+        // The core ends the stream with an error piece (refusal, bytes not asked for, no
+        // progress in time); a closed connection drops the route.
+        let (offset, bytes) = rx.recv().await.ok_or(ClientError::Closed)??;
+        // The core accepted exactly this range of the transfer, once.
         let at = offset as usize;
         buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(&bytes);
         got += bytes.len() as u64;
-        if next < len {
-            ask(&mut next, &mut asked)?;
-        }
     }
     Ok(CdoData::own(buf, size))
 }

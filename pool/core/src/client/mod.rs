@@ -25,6 +25,7 @@
 //! waits for it; the driver decides when to write).
 
 mod cdos;
+mod streams;
 mod subscriptions;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -36,6 +37,7 @@ use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId}
 
 use cdos::{Arriving, Fetching, Mine, Named};
 pub use cdos::{Demand, GROUP_IDS, GroupHere, GroupMember, Phase};
+pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
 /// how a small CDO's bytes that came with its ticket become its data.
@@ -114,8 +116,9 @@ pub struct Transmit {
     pub deferred: bool,
 }
 
-/// One piece of a stream transfer: bytes at an offset, or the PM's refusal of the fetch.
-pub type Piece = Result<(u64, Vec<u8>), Refusal>;
+/// One piece of a stream transfer: bytes at an offset, or why the fetch ended
+/// ([`ClientCore::stream`]).
+pub type Piece = Result<(u64, Vec<u8>), CallError>;
 
 /// What a subscription's queue is told.
 #[derive(Debug, PartialEq)]
@@ -217,8 +220,8 @@ pub struct ClientCore<T: Driver> {
     groups: HashMap<CdoId, Named>,
     arriving: std::collections::BTreeMap<CdoId, Arriving>,
     subs: subscriptions::Subscriptions<T>,
-    /// Routes of stream transfers in progress.
-    streams: HashMap<TransferId, T::Stream>,
+    /// Stream transfers being fetched.
+    streams: streams::Streams<T::Stream>,
     transmit: VecDeque<Transmit>,
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
@@ -296,7 +299,7 @@ impl<T: Driver> ClientCore<T> {
             groups: HashMap::default(),
             arriving: std::collections::BTreeMap::new(),
             subs: subscriptions::Subscriptions::default(),
-            streams: HashMap::default(),
+            streams: streams::Streams::default(),
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
@@ -453,7 +456,11 @@ impl<T: Driver> ClientCore<T> {
     /// [`ClientCore::handle_timeout`] next (`None`: nothing waits with a deadline).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let calls = self.deadlines.first_key_value().map(|(&(at, _), _)| at);
-        calls.or(self.handshake.as_ref().map(Handshake::deadline))
+        let handshake = self.handshake.as_ref().map(Handshake::deadline);
+        [calls, handshake, self.streams.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Answers every call whose deadline is `now` or earlier with
@@ -465,6 +472,7 @@ impl<T: Driver> ClientCore<T> {
             self.joined = Some(Err(CallError::Timeout(Op::Join)));
             self.close();
         }
+        self.streams_timed_out(now);
         while let Some(entry) = self.deadlines.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -536,12 +544,12 @@ impl<T: Driver> ClientCore<T> {
         true
     }
 
-    /// One message of the PM: answers go to their calls (and settle the CDOs they
+    /// One message of the PM, received at `now`: answers go to their calls (and settle the CDOs they
     /// concern), tickets become [`Event::Fetch`], stream requests [`Event::Serve`], pieces
     /// [`Event::Piece`], subscriptions' messages [`Event::Subscription`]. A message that
     /// makes no sense here (a handshake message after the handshake, an observer's
     /// answer) is logged and dropped.
-    pub fn handle(&mut self, msg: FromPm) {
+    pub fn handle(&mut self, now: Instant, msg: FromPm) {
         if let Some(step) = self.handshake.take() {
             return self.handshake(step, msg);
         }
@@ -562,7 +570,11 @@ impl<T: Driver> ClientCore<T> {
                 op: Op::Fetch,
                 cdo: Some(transfer),
                 why,
-            } => self.piece(transfer, Err(why)),
+            } => self.piece(
+                now,
+                transfer,
+                Err(CallError::Refused { op: Op::Fetch, why }),
+            ),
             FromPm::Refused { op, cdo, why } => {
                 let text = why.to_string();
                 if !self.resolve((op, cdo.unwrap_or(0)), Err(CallError::Refused { op, why })) {
@@ -599,7 +611,7 @@ impl<T: Driver> ClientCore<T> {
                 offset,
                 len,
             }),
-            FromPm::Chunk(c) => self.piece(c.transfer, Ok((c.offset, c.data))),
+            FromPm::Chunk(c) => self.piece(now, c.transfer, Ok((c.offset, c.data))),
             FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
             FromPm::Event { sub, event } => self.subs.event(sub, *event, &mut self.events),
             FromPm::AckTooLate { sub, serial } => {
@@ -621,25 +633,6 @@ impl<T: Driver> ClientCore<T> {
             op => self.confirmed(op, cdo),
         }
         self.resolve((op, cdo), Ok(cdo));
-    }
-
-    /// A piece of stream transfer `transfer`, for its route.
-    fn piece(&mut self, transfer: TransferId, piece: Piece) {
-        if let Some(stream) = self.streams.get(&transfer) {
-            let stream = stream.clone();
-            self.events.push_back(Event::Piece { stream, piece });
-        }
-    }
-
-    /// Routes the pieces of stream transfer `transfer` to `stream` (until
-    /// [`ClientCore::unroute`]).
-    pub fn route(&mut self, transfer: TransferId, stream: T::Stream) {
-        self.streams.insert(transfer, stream);
-    }
-
-    /// Ends the route of stream transfer `transfer`.
-    pub fn unroute(&mut self, transfer: TransferId) {
-        self.streams.remove(&transfer);
     }
 
     /// The connection ended: every waiting call fails (its waiter is dropped), every
