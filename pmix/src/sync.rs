@@ -57,7 +57,8 @@ impl<T: Send + 'static> Completion<T> {
     /// # Safety
     /// `cbdata` must come from `lend` on this type and not have been reclaimed yet.
     pub(crate) unsafe fn reclaim(cbdata: *mut c_void) {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: `cbdata` came from `lend` (one `Arc::into_raw`) and is reclaimed once
+        // (this function's contract).
         drop(unsafe { Arc::from_raw(cbdata as *const Completion<T>) });
     }
 
@@ -67,7 +68,8 @@ impl<T: Send + 'static> Completion<T> {
     /// `cbdata` must come from `lend` on this type, and each lent reference may complete
     /// only once.
     pub(crate) unsafe fn complete(cbdata: *mut c_void, v: T) {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: `cbdata` came from `lend` (one `Arc::into_raw`) and completes once (this
+        // function's contract).
         let this = unsafe { Arc::from_raw(cbdata as *const Completion<T>) };
         *lock(&this.slot) = Some(v);
         this.cv.notify_all();

@@ -22,7 +22,8 @@ pub(crate) unsafe fn open_bound_ep(
     cq: *mut sys::fid_cq,
     ep: &mut *mut sys::fid_ep,
 ) -> Result<()> {
-    // SAFETY: guaranteed by the caller; a returned info has its fabric attributes.
+    // SAFETY: `info` is a valid info (this function's contract), and an info libfabric
+    // returned has its fabric attributes.
     let provider = unsafe { (*(*info).fabric_attr).prov_name };
     // SAFETY: prov_name is NULL or a NUL-terminated string owned by `info`.
     let shm =
@@ -30,7 +31,8 @@ pub(crate) unsafe fn open_bound_ep(
     if shm {
         crate::shm_files::sweep_once();
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `domain` is open and `info` valid for it (this function's contract); `ep` is
+    // written by libfabric.
     unsafe {
         check(
             "fi_endpoint",
@@ -48,7 +50,8 @@ pub(crate) unsafe fn open_bound_ep(
             unsafe { sys::fi_setname(&mut (**ep).fid, bytes.as_mut_ptr().cast(), bytes.len()) };
         check("fi_setname", rc.into())?;
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `*ep` was just opened; `av` and `cq` are open objects of its domain (this
+    // function's contract).
     unsafe {
         check(
             "fi_ep_bind(av)",
@@ -71,7 +74,8 @@ pub(super) unsafe fn cstr(p: *const std::ffi::c_char) -> String {
     if p.is_null() {
         return String::new();
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `p` is not NULL here and points to a NUL-terminated string (this function's
+    // contract).
     unsafe { std::ffi::CStr::from_ptr(p) }
         .to_string_lossy()
         .into_owned()

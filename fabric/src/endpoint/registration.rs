@@ -16,7 +16,7 @@ pub(crate) unsafe fn remote_of(
     buf: &crate::Buffer,
 ) -> RemoteRegion {
     let key = if mr_mode & sys::FI_MR_PROV_KEY != 0 {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: `mr` is an open registration (this function's contract).
         unsafe { sys::fi_mr_key(mr) }
     } else {
         key

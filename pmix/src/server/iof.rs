@@ -134,7 +134,8 @@ struct Chunk {
 /// # Safety
 /// `chunk` came from `Box::into_raw` in [`OutputSink::deliver`] and is freed once.
 unsafe fn free_chunk(chunk: *mut Chunk) {
-    // SAFETY: guaranteed by the caller; the bytes were malloc'ed by `bytes_to_raw`.
+    // SAFETY: `chunk` came from `Box::into_raw` and is freed once (this function's
+    // contract); the bytes were malloc'ed by `bytes_to_raw`.
     unsafe {
         let chunk = Box::from_raw(chunk);
         libc::free(chunk.bytes.bytes.cast());

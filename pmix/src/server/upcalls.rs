@@ -50,7 +50,7 @@ const PANICKED: i32 = sys::PMIX_ERROR;
 /// # Safety
 /// `p` must be NULL or a valid proc.
 unsafe fn proc_opt(p: *const sys::pmix_proc_t) -> Option<Proc> {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `p` is NULL (not read) or a valid proc (this function's contract).
     (!p.is_null()).then(|| unsafe { Proc::from_raw(p) })
 }
 
@@ -81,7 +81,7 @@ unsafe fn proc_and_infos(
     info: *const sys::pmix_info_t,
     n: usize,
 ) -> (Proc, Vec<Info>) {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `p` is a valid proc and `info` NULL or `n` valid infos (this function's contract).
     unsafe { (Proc::from_raw(p), Info::vec_from_raw(info, n)) }
 }
 
@@ -95,9 +95,9 @@ unsafe fn proc_keys_infos(
     info: *const sys::pmix_info_t,
     n: usize,
 ) -> (Proc, Vec<String>, Vec<Info>) {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `p`, `info` and `n` as `proc_and_infos` requires (this function's contract).
     let (p, infos) = unsafe { proc_and_infos(p, info, n) };
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `keys` is NULL or a NULL-terminated string array (this function's contract).
     (p, unsafe { argv_vec(keys) }, infos)
 }
 
@@ -159,7 +159,8 @@ pub(crate) unsafe extern "C" fn abort(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall abort", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc), `msg` (NULL or a C string) and `procs` (NULL
+        // or `nprocs` procs) until this returns; all are copied.
         let (p, m, targets) = unsafe {
             (
                 Proc::from_raw(proc_),
@@ -183,7 +184,8 @@ pub(crate) unsafe extern "C" fn fence_nb(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall fence_nb", PANICKED, || {
-        // SAFETY: valid arguments lent for the call; the blob is copied.
+        // SAFETY: PMIx lends `procs` (`nprocs` procs), `info` (NULL or `ninfo` infos) and `data`
+        // (NULL or `ndata` bytes) until this returns; all are copied.
         let (ps, infos, blob) = unsafe {
             (
                 procs_vec(procs, nprocs),
@@ -207,7 +209,8 @@ pub(crate) unsafe extern "C" fn direct_modex(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall direct_modex", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc) and `info` (NULL or `ninfo` infos) until this
+        // returns; both are copied.
         let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
         let reply = ModexReply::new(cbfunc, cbdata);
         with_host(|h| h.direct_modex(&p, infos, reply))
@@ -222,7 +225,8 @@ pub(crate) unsafe extern "C" fn publish(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall publish", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc) and `info` (NULL or `ninfo` infos) until this
+        // returns; both are copied.
         let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
         let reply = OpReply::new(cbfunc, cbdata);
         with_host(|h| h.publish(&p, infos, reply))
@@ -238,7 +242,8 @@ pub(crate) unsafe extern "C" fn lookup(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall lookup", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc), `keys` (NULL or a NULL-terminated string
+        // array) and `info` (NULL or `ninfo` infos) until this returns; all are copied.
         let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
         let reply = LookupReply::new(cbfunc, cbdata);
         with_host(|h| h.lookup(&p, ks, infos, reply))
@@ -254,7 +259,8 @@ pub(crate) unsafe extern "C" fn unpublish(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall unpublish", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc), `keys` (NULL or a NULL-terminated string
+        // array) and `info` (NULL or `ninfo` infos) until this returns; all are copied.
         let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
         let reply = OpReply::new(cbfunc, cbdata);
         with_host(|h| h.unpublish(&p, ks, infos, reply))
@@ -296,7 +302,8 @@ pub(crate) unsafe extern "C" fn notify_event(
     _cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall notify_event", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `source` (NULL or a valid proc) and `info` (NULL or `ninfo` infos)
+        // until this returns; both are copied.
         let (src, infos) = unsafe { (proc_opt(source), Info::vec_from_raw(info, ninfo)) };
         if let Some(h) = host() {
             h.notify_event(Status(code), src.as_ref(), &infos);
@@ -363,7 +370,8 @@ pub(crate) unsafe extern "C" fn log(
     cbdata: *mut c_void,
 ) {
     guard("PMIx upcall log", (), || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `client` (NULL or a valid proc), `data` (NULL or `ndata` infos) and
+        // `directives` (NULL or `ndirs` infos) until this returns; all are copied.
         let (p, infos, dirs) = unsafe {
             (
                 proc_opt(client),
@@ -391,7 +399,8 @@ pub(crate) unsafe extern "C" fn job_control(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall job_control", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `requestor` (NULL or a valid proc), `targets` (NULL or `ntargets`
+        // procs) and `directives` (NULL or `ndirs` infos) until this returns; all are copied.
         let (p, targets, dirs) = unsafe {
             (
                 proc_opt(requestor),
@@ -421,7 +430,8 @@ pub(crate) unsafe extern "C" fn group(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall group", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `grp` (a C string), `procs` (NULL or `nprocs` procs) and `directives`
+        // (NULL or `ndirs` infos) until this returns; all are copied.
         let (name, members, dirs) = unsafe {
             (
                 cstr_lossy(grp),
@@ -484,7 +494,8 @@ pub(crate) unsafe extern "C" fn spawn(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall spawn", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `requestor` (NULL or a valid proc), `job_info` (NULL or `ninfo` infos)
+        // and `apps` (NULL or `napps` apps) until this returns; all are copied.
         let (p, infos, apps) = unsafe {
             (
                 proc_opt(requestor),
@@ -515,7 +526,8 @@ unsafe fn connection(
     f: fn(&dyn Host, Vec<Proc>, Vec<Info>, OpReply),
 ) -> i32 {
     guard(what, PANICKED, || {
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: the caller's contract (`procs`: NULL or `nprocs` procs; `info`: NULL or `ninfo`
+        // infos, valid for the call); both are copied.
         let (procs, infos) = unsafe { (procs_vec(procs, nprocs), Info::vec_from_raw(info, ninfo)) };
         let reply = OpReply::new(cbfunc, cbdata);
         with_host(|h| f(h, procs, infos, reply))
@@ -533,7 +545,8 @@ macro_rules! connection_upcall {
             cbfunc: sys::pmix_op_cbfunc_t,
             cbdata: *mut c_void,
         ) -> i32 {
-            // SAFETY: valid arguments lent for the call.
+            // SAFETY: PMIx lends `procs` (NULL or `nprocs` procs) and `info` (NULL or `ninfo`
+            // infos) until this returns: `connection`'s contract.
             unsafe {
                 connection(
                     $what,
@@ -562,7 +575,8 @@ pub(crate) unsafe extern "C" fn iof_pull(
     // Answered synchronously, the callback never called (see `Host::iof_pull`).
     let _ = (cbfunc, cbdata);
     guard("PMIx upcall iof_pull", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `procs` (NULL or `nprocs` procs) and `directives` (NULL or `ndirs`
+        // infos) until this returns; both are copied.
         let (procs, dirs) = unsafe {
             (
                 procs_vec(procs, nprocs),
@@ -585,7 +599,8 @@ pub(crate) unsafe extern "C" fn get_credential(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall get_credential", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc) and `directives` (NULL or `ndirs` infos) until
+        // this returns; both are copied.
         let (p, infos) = unsafe { proc_and_infos(proc_, directives, ndirs) };
         let reply = CredentialReply::new(cbfunc, cbdata);
         with_host(|h| h.get_credential(&p, infos, reply))
@@ -601,7 +616,8 @@ pub(crate) unsafe extern "C" fn validate_credential(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall validate_credential", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `proc_` (a valid proc), `cred` (NULL or a byte object) and
+        // `directives` (NULL or `ndirs` infos) until this returns; all are copied.
         let (p, bytes, infos) = unsafe {
             (
                 Proc::from_raw(proc_),
@@ -627,7 +643,8 @@ pub(crate) unsafe extern "C" fn fabric(
     cbdata: *mut c_void,
 ) -> i32 {
     guard("PMIx upcall fabric", PANICKED, || {
-        // SAFETY: valid arguments lent for the call.
+        // SAFETY: PMIx lends `requestor` (NULL or a valid proc) and `directives` (NULL or `ndirs`
+        // infos) until this returns; both are copied.
         let (p, infos) = unsafe { (proc_opt(requestor), Info::vec_from_raw(directives, ndirs)) };
         let update = op == sys::pmix_fabric_operation_t_PMIX_FABRIC_UPDATE_INFO;
         let reply = InfoReply::new(cbfunc, cbdata);

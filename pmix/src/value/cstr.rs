@@ -44,7 +44,8 @@ pub(crate) unsafe fn cstr_lossy(p: *const c_char) -> String {
     if p.is_null() {
         return String::new();
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: `p` is not NULL here and is a valid NUL-terminated string (this function's
+    // contract).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
