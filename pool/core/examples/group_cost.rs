@@ -5,7 +5,7 @@
 //! both processes share the machine's cores, so a drained member costs at least what the
 //! manager and the client each spend on it.
 //!
-//!     cargo run --release -p pool-core --example group_cost [MEMBERS] [BYTES]
+//!     cargo run --release -p pool-core --features sim --example group_cost [MEMBERS] [BYTES]
 //!
 //! Prints microseconds per member for each side, the median of five groups (defaults:
 //! 10,000 members of 8 bytes, small enough to travel inline with their tickets).
@@ -14,27 +14,12 @@ use std::time::{Duration, Instant};
 
 use fabric_types::{Address, RemoteRegion};
 use pool_core::attr::{self, AttrValue, Attributes};
-use pool_core::auth::prove;
-use pool_core::client::{ClientCore, Driver, Event};
-use pool_core::proto::{self, AppId, FabricEndpoint, FromPm, InlineBytes, Join, OfferExtras, ToPm};
+use pool_core::client::{ClientCore, Event};
+use pool_core::proto::{self, AppId, FabricEndpoint, FromPm, Join, OfferExtras, ToPm};
+use pool_core::sim::{self, Plain};
 use pool_core::{Clock, ConnId, Manager};
 
 const SECRET: &[u8] = b"group cost";
-
-/// The consumer's core keeps bytes as vectors; nothing waits (tags).
-struct Plain;
-
-impl Driver for Plain {
-    type Data = Vec<u8>;
-    type Waiter = u32;
-    type Memory = Vec<u8>;
-    type Events = u32;
-    type Stream = u64;
-
-    fn inline(bytes: InlineBytes, _: Option<Vec<u8>>) -> Vec<u8> {
-        bytes.0.to_vec()
-    }
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -104,14 +89,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Joins `component` on connection `conn`; the connection and the app's id.
+/// Joins `component` on connection `conn` through a client core's handshake; the
+/// connection and the app's id.
 fn join(
     m: &mut Manager,
     conn: ConnId,
     component: &str,
 ) -> Result<(ConnId, AppId), Box<dyn std::error::Error>> {
-    let nonce = [conn as u8; 32];
-    m.connected(Instant::now(), conn, nonce);
     let join = Join {
         workflow: "wf".into(),
         component: component.into(),
@@ -129,15 +113,14 @@ fn join(
         credential: None,
         nics: Default::default(),
         role: Default::default(),
-        proof: prove(SECRET, &nonce, "wf", component, 0).to_vec(),
+        proof: Vec::new(),
     };
-    m.handle(Instant::now(), conn, ToPm::Join(Box::new(join)));
-    while let Some((c, msg)) = m.poll_output() {
-        if let (true, FromPm::Welcome { app, .. }) = (c == conn, msg) {
-            return Ok((conn, app));
-        }
+    let at = (Instant::now(), conn, [conn as u8; 32]);
+    let (core, _) = sim::join::<Plain>(m, at, join, SECRET, Duration::from_secs(60));
+    match core.joined() {
+        Some(Ok((app, _))) => Ok((conn, *app)),
+        other => Err(format!("{component} was not welcomed: {other:?}").into()),
     }
-    Err(format!("{component} was not welcomed").into())
 }
 
 /// One group demanded and drained; the time the manager, the wire and the client core took.

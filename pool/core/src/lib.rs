@@ -28,6 +28,8 @@ mod manager;
 pub mod proto;
 pub mod schema;
 pub mod selector;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod view;
 
 pub use manager::{Clock, ConnId, GROUP_SLICE, Identity, Manager, REAP_SLICE, policy};

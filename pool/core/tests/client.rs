@@ -1,8 +1,11 @@
 //! The client's protocol core ([`ClientCore`]) paired with the pool manager in memory: apps
 //! whose every message goes through a core, as the `pool` crate's clients do, with the
-//! harness standing in for their IO (memory reads, stream pieces, waiting calls). Every
-//! CDO lifecycle path, groups, inline CDOs, the local demand after a require, streams,
-//! subscriptions, integrity, calls given up and the connection's end.
+//! harness standing in for their IO (memory reads, stream pieces, waiting calls) and time
+//! simulated: it jumps to the earliest deadline of the manager and the cores
+//! (`World::run_until`). Every app joins through its core's handshake ([`sim::join`]).
+//! Every CDO lifecycle path, groups, inline CDOs, the local demand after a require,
+//! windowed streams, subscriptions, integrity, calls given up or timed out, the handshake
+//! and the connection's end.
 
 mod support;
 
@@ -11,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
-    CallError, CallResult, ClientCore, Demand, Driver, Event, Fetch, News, Phase, STREAM_WINDOW,
-    Transmit,
+    CallError, CallResult, ClientCore, Demand, Event, Fetch, News, Phase, STREAM_WINDOW, Transmit,
 };
 use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
 use pool_core::proto::{CdoId, FromPm, OfferExtras, Op, Refusal, Source, ToPm};
+use pool_core::sim::{self, Plain};
 use pool_core::{ConnId, selector::Selector};
 use support::{Pm, memory_file, wrong};
 
@@ -31,33 +34,10 @@ fn offers() -> (EventKinds, pool_core::selector::Expr, SubscribeOptions) {
     )
 }
 
-/// The harness's stand-ins: bytes are vectors, a waiting call is a tag, a subscription's
-/// queue a tag, a stream's route the transfer it fetches.
-struct Test;
-
-impl Driver for Test {
-    type Data = Vec<u8>;
-    type Waiter = u32;
-    type Memory = Vec<u8>;
-    type Events = u32;
-    type Stream = u64;
-
-    fn inline(bytes: pool_core::proto::InlineBytes, lent: Option<Vec<u8>>) -> Vec<u8> {
-        match lent {
-            Some(mut dst) if dst.len() >= bytes.len() => {
-                dst[..bytes.len()].copy_from_slice(&bytes.0);
-                dst.truncate(bytes.len());
-                dst
-            }
-            _ => bytes.0.to_vec(),
-        }
-    }
-}
-
 /// One app: its connection, its core, and what its core gave it to do.
 struct App {
     conn: ConnId,
-    core: ClientCore<Test>,
+    core: ClientCore<Plain>,
     /// Answers by waiting tag.
     answers: HashMap<u32, CallResult<u64>>,
     /// Subscriptions' news by queue tag.
@@ -130,12 +110,14 @@ impl World {
         i
     }
 
-    /// Connects an app that joins with `join`, proving `secret`: the PM challenges it.
+    /// Connects an app that joins with `join`, proving `secret`, through its core's
+    /// handshake ([`sim::join`]).
     fn connect(&mut self, conn: ConnId, join: pool_core::proto::Join, secret: &[u8]) -> usize {
-        let now = self.pm.now;
+        let at = (self.pm.now, conn, [conn as u8; 32]);
+        let (core, others) = sim::join(&mut self.pm.m, at, join, secret, CALL_TIMEOUT);
         self.apps.push(App {
             conn,
-            core: ClientCore::connect(now, join, secret, CALL_TIMEOUT),
+            core,
             answers: HashMap::new(),
             news: HashMap::new(),
             sent: Vec::new(),
@@ -144,13 +126,11 @@ impl World {
             lent_back: Vec::new(),
             stream_errors: Vec::new(),
         });
-        self.pm.m.connected(now, conn, [conn as u8; 32]);
-        let out = self.pm.drain();
-        self.deliver(out);
+        self.deliver(others);
         self.apps.len() - 1
     }
 
-    fn core(&mut self, app: usize) -> &mut ClientCore<Test> {
+    fn core(&mut self, app: usize) -> &mut ClientCore<Plain> {
         &mut self.apps[app].core
     }
 
@@ -158,7 +138,7 @@ impl World {
     fn timed<R>(
         &mut self,
         app: usize,
-        step: impl FnOnce(&mut ClientCore<Test>, Instant) -> R,
+        step: impl FnOnce(&mut ClientCore<Plain>, Instant) -> R,
     ) -> R {
         let now = self.pm.now;
         step(&mut self.apps[app].core, now)
@@ -220,7 +200,7 @@ impl World {
         }
     }
 
-    fn carry_out(&mut self, i: usize, e: Event<Test>) {
+    fn carry_out(&mut self, i: usize, e: Event<Plain>) {
         match e {
             Event::Answer { waiter, result } => {
                 let old = self.apps[i].answers.insert(waiter, result);
@@ -661,7 +641,7 @@ fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
 /// both calls are answered, and the member goes to whoever takes it first.
 #[test]
 fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
-    let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
+    let mut core: ClientCore<Plain> = ClientCore::new(3, CALL_TIMEOUT);
     let g = core.declare("g").expect("declare");
     let (first, _) = core
         .demand_group(Instant::now(), g, 1)
@@ -711,7 +691,7 @@ fn a_member_demanded_alone_while_its_group_arrives_answers_both() {
 
 #[test]
 fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
-    let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
+    let mut core: ClientCore<Plain> = ClientCore::new(3, CALL_TIMEOUT);
     core.handle(
         Instant::now(),
         FromPm::GroupMembers {
@@ -838,7 +818,7 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
 
 #[test]
 fn bad_names_and_unknown_transfers_are_refused_or_ignored() {
-    let mut core: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
+    let mut core: ClientCore<Plain> = ClientCore::new(3, CALL_TIMEOUT);
     assert_eq!(
         core.declare(""),
         Err(CallError::Refused {
@@ -1059,7 +1039,7 @@ fn a_join_nobody_answers_times_out_at_its_deadline_and_no_call_goes_before_the_w
         ToPm::Join(join) => *join,
         other => unreachable!("{other:?}"),
     };
-    let mut core: ClientCore<Test> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
+    let mut core: ClientCore<Plain> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
     assert!(core.joined().is_none());
     assert!(matches!(
         core.declare("too soon"),
@@ -1080,7 +1060,7 @@ fn a_join_nobody_answers_times_out_at_its_deadline_and_no_call_goes_before_the_w
         ToPm::Join(join) => *join,
         other => unreachable!("{other:?}"),
     };
-    let mut core: ClientCore<Test> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
+    let mut core: ClientCore<Plain> = ClientCore::connect(t0, join, support::SECRET, CALL_TIMEOUT);
     core.handle(Instant::now(), FromPm::Bye);
     assert!(matches!(core.joined(), Some(Err(CallError::Protocol(_)))));
 }
@@ -1137,7 +1117,7 @@ fn a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_
     assert_eq!(w.apps[c].stream_errors, [CallError::Timeout(Op::Fetch)]);
 
     // Bytes nobody asked for end a stream: nothing of them is delivered.
-    let mut k: ClientCore<Test> = ClientCore::new(3, CALL_TIMEOUT);
+    let mut k: ClientCore<Plain> = ClientCore::new(3, CALL_TIMEOUT);
     let now = Instant::now();
     k.stream(now, 7, 100, 7).expect("stream");
     let chunk = |offset, data: Vec<u8>| {
