@@ -201,16 +201,24 @@ fn in_one_process_the_consumer_gets_the_providers_buffer() {
     let want = c.declare("lent").expect("declare");
     let (held, _) = c.demand(want).expect("demand");
     assert!(held.is_shared(), "the provider's own memory");
-    let hold = Duration::from_millis(1500);
-    let letting_go = std::thread::spawn(move || {
-        std::thread::sleep(hold);
-        let letting_go = std::time::Instant::now();
+    let (back, returned, let_go) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = &p;
+        scope.spawn(move || {
+            let back = p.withdraw(cdo);
+            let _ = tx.send((back, std::time::Instant::now()));
+        });
+        // While the consumer holds the memory, the withdrawal does not come back.
+        let early = rx.recv_timeout(Duration::from_secs(1));
+        assert!(
+            early.is_err(),
+            "withdraw returned while a consumer held the memory"
+        );
+        let let_go = std::time::Instant::now();
         drop(held);
-        letting_go
+        let (back, returned) = rx.recv_timeout(T).expect("withdraw returns once let go");
+        (back.expect("withdraw"), returned, let_go)
     });
-    let back = p.withdraw(cdo).expect("withdraw");
-    let returned = std::time::Instant::now();
-    let let_go = letting_go.join().expect("consumer thread");
     assert!(returned >= let_go, "returned before the consumer let go");
     assert_eq!(
         back.as_slice().as_ptr(),

@@ -13,7 +13,6 @@ use super::outbox::WriteIo;
 use super::{ClientError, Result, Shared};
 use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::proto::{self, AppId, FromPm, Op, ToPm};
-use pool_core::client::{ClientCore, Driver};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
@@ -136,22 +135,28 @@ async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
     })
 }
 
-/// Runs the JOIN handshake of `core` (made by [`ClientCore::connect`]) over `c`: writes
-/// what the core sends, hands it each message of the PM, and wakes it at its deadline.
+/// Joins with `join` over `c`, proving knowledge of `secret`: runs the handshake of a new
+/// protocol core ([`pool_core::client::ClientCore::connect`]), writing what it sends,
+/// handing it each message of the PM and waking it at its deadline (`limit` from now).
+/// Returns the core, joined, with the app's id and the PM's instance.
 ///
 /// # Errors
 /// The PM's refusal; [`ClientError::Timeout`] of `join`; connection errors.
-pub(crate) async fn handshake<T: Driver>(
+pub(crate) async fn handshake(
     c: &mut Connected,
-    core: &mut ClientCore<T>,
-) -> Result<(AppId, u64)> {
+    join: proto::Join,
+    secret: &[u8],
+    limit: Duration,
+) -> Result<(super::Core, AppId, u64)> {
+    let mut core = super::Core::connect(Instant::now(), join, secret, limit);
     loop {
         let out: Vec<ToPm> = std::iter::from_fn(|| core.poll_transmit().map(|t| t.msg)).collect();
         if !out.is_empty() {
             c.writer.write_all(&proto::encode(&out)?).await?;
         }
         if let Some(joined) = core.joined() {
-            return joined.clone().map_err(ClientError::from);
+            let (app, pool) = joined.clone()?;
+            return Ok((core, app, pool));
         }
         let next = c.reader.next();
         let got = match core.poll_timeout() {

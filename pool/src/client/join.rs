@@ -3,7 +3,6 @@
 //! tokens that name this process.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use fabric::Endpoint;
 
@@ -202,8 +201,8 @@ impl AsyncClient {
             opts.isolated,
             proto::Role::App,
         );
-        let mut core = super::Core::connect(Instant::now(), join, &info.secret, opts.timeout);
-        let (app, pool) = driver::handshake(&mut connected, &mut core).await?;
+        let (core, app, pool) =
+            driver::handshake(&mut connected, join, &info.secret, opts.timeout).await?;
         let shared = Arc::new(Shared {
             app,
             pool,

@@ -49,9 +49,7 @@ impl Observer {
                 true,
                 Role::Observer,
             );
-            let now = std::time::Instant::now();
-            let mut core = super::Core::connect(now, join, &info.secret, timeout);
-            driver::handshake(&mut conn, &mut core).await?;
+            driver::handshake(&mut conn, join, &info.secret, timeout).await?;
             Result::Ok(conn)
         })?;
         Ok(Observer {
