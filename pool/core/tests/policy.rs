@@ -5,6 +5,7 @@
 mod support;
 
 use pool_core::ConnId;
+use pool_core::admission::Peer;
 use pool_core::attr::{AttrValue, Attributes};
 use pool_core::auth::prove;
 use pool_core::events::{EventKind, SubscribeOptions};
@@ -203,7 +204,12 @@ fn memory_is_announced_only_by_the_process_it_names() {
     let mut pm = Pm::new();
     // The producer's connection is verified to come from its own pid.
     let (conn, nonce) = (100, [9u8; 32]);
-    pm.m.connected_from(pm.now, conn, nonce, Some(memory_of("producer").pid));
+    pm.m.connected_from(
+        pm.now,
+        conn,
+        nonce,
+        Peer::Local(Some(memory_of("producer").pid)),
+    );
     pm.drain();
     let proof = prove(SECRET, &nonce, "wf", "producer", 0);
     let mut msg = join_msg("producer", &proof);
@@ -232,7 +238,7 @@ fn memory_is_announced_only_by_the_process_it_names() {
     pm.apps.insert(conn2, (app, *cdo_ids(app).start() - 1));
     // A connection verified as another pid may not announce the producer's memory either.
     let (conn3, nonce3) = (102, [7u8; 32]);
-    pm.m.connected_from(pm.now, conn3, nonce3, Some(4242));
+    pm.m.connected_from(pm.now, conn3, nonce3, Peer::Local(Some(4242)));
     pm.drain();
     let proof = prove(SECRET, &nonce3, "wf", "liar", 0);
     let mut msg = join_msg("liar", &proof);

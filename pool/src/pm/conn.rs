@@ -1,6 +1,7 @@
-//! One connection's IO: reading frames within the ingress budget, the JOIN handshake
-//! (admission, deadline, who the sender is), and writing what the manager sends, cutting
-//! off a peer that stops reading.
+//! One connection's IO: reading frames within the ingress budget, the JOIN's first frame
+//! and who its sender is, and writing what the manager sends, cutting off a peer that stops
+//! reading. How long a connection may take to join and how many may wait is the manager's
+//! (see [`crate::admission`]): the driver closes what the manager closes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,11 +11,11 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use super::admission::Throttle;
 use super::identity::{PeerUser, identity};
 use super::{
     CONN_INGRESS, CredentialCheck, Event, MAX_JOIN_FRAME, PmConfig, READ_CHUNK, SMALL_READ,
 };
+use crate::admission::{Peer, Throttle};
 use crate::proto::{FromPm, ToPm};
 use crate::{ConnId, Manager, proto};
 
@@ -75,9 +76,11 @@ impl Backlog {
 }
 
 impl Writer {
-    /// Closes the connection once what is queued is written.
+    /// Closes the connection once what is queued is written, and stops reading from it
+    /// now: the manager is done with it (what it sent unread is dropped).
     pub(super) fn close(self) {
         let _ = self.tx.send(None);
+        self.tasks[1].abort();
     }
 
     /// Closes the connection now, dropping what is queued and what it sent unread (its
@@ -154,15 +157,11 @@ pub(super) struct Held {
     _all: tokio::sync::OwnedSemaphorePermit,
 }
 
-/// What connection readers share: the credential check, the admission deadline and
-/// limits, the ingress budget in bytes, and the rate limit of warnings about refused
-/// connections.
+/// What connection readers share: the credential check, the ingress budget in bytes, and
+/// the rate limit of warnings about closed connections.
 #[derive(Clone)]
 pub(super) struct Ingress {
     pub(super) check: Option<CredentialCheck>,
-    pub(super) join_timeout: std::time::Duration,
-    /// [`PmConfig::max_unjoined`] and [`PmConfig::max_unjoined_per_peer`], for messages.
-    pub(super) max_unjoined: (usize, usize),
     pub(super) budget: Arc<tokio::sync::Semaphore>,
     /// The budget's size in bytes.
     pub(super) budget_size: usize,
@@ -194,7 +193,7 @@ pub(super) fn spawn_connection(
     mut read: Box<dyn AsyncRead + Unpin + Send>,
     mut write: Box<dyn AsyncWrite + Unpin + Send>,
     events: mpsc::UnboundedSender<Event>,
-    (ingress, pid, user): (Ingress, Option<u32>, PeerUser),
+    (ingress, peer, user): (Ingress, Peer, PeerUser),
 ) {
     let (tx, mut wrx) = mpsc::unbounded_channel::<Option<Vec<u8>>>();
     let queued = Arc::new(Backlog::default());
@@ -219,7 +218,9 @@ pub(super) fn spawn_connection(
         let mut buf = Vec::new();
         let admitted = admit(conn, (&mut read, user), &mut buf, &events, &ingress).await;
         let ended = match admitted {
-            Ok(role) => {
+            // Refused: the manager said why in its log and closes the connection.
+            Ok(None) => return,
+            Ok(Some(role)) => {
                 // Only an observer waits for its answers before it asks again: an app's
                 // reader may itself be writing reports, so it is never paused (its queue
                 // is bounded by the cut-off instead).
@@ -235,7 +236,7 @@ pub(super) fn spawn_connection(
         let _ = events.send(Event::Gone(conn));
     });
     let tasks = [writer.abort_handle(), reader.abort_handle()];
-    let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }, pid));
+    let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }, peer));
     let _ = start.send(());
 }
 
@@ -257,19 +258,21 @@ pub(super) async fn read_some(
     }
 }
 
-/// Admission: the first frame, small and within the deadline, must be a JOIN the manager
-/// accepts. Leaves in `buf` what the peer sent after it; returns the role it joined in.
+/// Admission: the first frame, small, must be a JOIN the manager accepts (within the
+/// manager's deadline: it closes the connection, and this task with it, when that passes).
+/// Leaves in `buf` what the peer sent after it; returns the role it joined in, or `None`
+/// if the manager refused it (and said why in its log).
 ///
 /// # Errors
-/// Why the connection is refused, for the log (the manager has answered a refused JOIN).
+/// Why the connection is closed, for the log: a bad or too large first frame, the read's
+/// error.
 pub(super) async fn admit(
     conn: ConnId,
     (read, user): (&mut (dyn AsyncRead + Unpin + Send), PeerUser),
     buf: &mut Vec<u8>,
     events: &mpsc::UnboundedSender<Event>,
     ingress: &Ingress,
-) -> Result<proto::Role, String> {
-    let deadline = tokio::time::Instant::now() + ingress.join_timeout;
+) -> Result<Option<proto::Role>, String> {
     let len = loop {
         if buf.len() >= proto::HEADER {
             let mut header = [0u8; proto::HEADER];
@@ -286,12 +289,9 @@ pub(super) async fn admit(
         }
         // A JOIN takes a few hundred bytes: read a little at a time, up to the limit.
         let room = (proto::HEADER + MAX_JOIN_FRAME - buf.len()).min(SMALL_READ);
-        match tokio::time::timeout_at(deadline, read_some(read, buf, room)).await {
-            Ok(r) => drop(r.map_err(|e| format!("{e} before joining"))?),
-            Err(_) => {
-                return Err(format!("did not join within {:?}", ingress.join_timeout));
-            }
-        }
+        read_some(read, buf, room)
+            .await
+            .map_err(|e| format!("{e} before joining"))?;
     };
     let join = proto::decode_join(&buf[proto::HEADER..proto::HEADER + len])
         .map_err(|e| format!("sent a bad first frame ({e})"))?;
@@ -310,14 +310,10 @@ pub(super) async fn admit(
     events
         .send(Event::Join(conn, ToPm::Join(join), who, answer))
         .map_err(|_| "outlived the pool manager".to_string())?;
-    match tokio::time::timeout_at(deadline, joined).await {
-        Ok(Ok(true)) => Ok(role),
-        Ok(Ok(false)) => Err("was refused at JOIN".into()),
-        Ok(Err(_)) => Err("outlived the pool manager".into()),
-        Err(_) => Err(format!(
-            "was not admitted within {:?}",
-            ingress.join_timeout
-        )),
+    match joined.await {
+        Ok(true) => Ok(Some(role)),
+        Ok(false) => Ok(None),
+        Err(_) => Err("outlived the pool manager".into()),
     }
 }
 
@@ -418,8 +414,6 @@ impl Ingress {
             .max(proto::MAX_FRAME + proto::HEADER + READ_CHUNK);
         Ingress {
             check: config.credentials.clone(),
-            join_timeout: config.join_timeout,
-            max_unjoined: (config.max_unjoined, config.max_unjoined_per_peer),
             budget: Arc::new(tokio::sync::Semaphore::new(budget_size)),
             budget_size,
             refusals: Arc::new(std::sync::Mutex::new(Throttle::new(

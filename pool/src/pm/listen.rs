@@ -9,8 +9,8 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 
 use super::PmConfig;
-use super::admission::{Peer, Throttle};
 use super::identity::PeerUser;
+use crate::admission::{Peer, Throttle};
 use crate::bootstrap::ControlAddr;
 
 /// Binds what `config` asks for: the private Unix socket (when asked and possible) and

@@ -13,8 +13,9 @@
 //!   must do so within [`PmConfig::join_timeout`]; anything else closes it. At most
 //!   [`PmConfig::max_unjoined`] TCP connections wait for admission, at most
 //!   [`PmConfig::max_unjoined_per_peer`] from one address; a newcomer evicts the oldest
-//!   waiting connection of the busiest address (see [`admission`]), so a flood evicts
-//!   itself. Warnings about refused connections are rate-limited;
+//!   waiting connection of the busiest address, so a flood evicts itself. The manager
+//!   keeps these deadlines and counts (see [`crate::admission`]); the driver closes what
+//!   it closes. Warnings about refused connections are rate-limited;
 //! - after it, messages read but not yet handled are bounded in bytes for all connections
 //!   together ([`PmConfig::max_ingress`]): a reader waits for room before it reads on (the
 //!   peer's socket fills up and its writes block) instead of queuing, and a connection has at
@@ -36,15 +37,16 @@ use crate::proto::ToPm;
 use crate::view::{Query, View};
 use crate::{ConnId, Identity, Manager};
 
-mod admission;
 mod conn;
 mod identity;
 mod listen;
 pub mod metrics;
 mod resources;
 
-use admission::{Admission, Peer};
-pub use admission::{PER_PEER as MAX_UNJOINED_PER_PEER, WAITING as MAX_UNJOINED};
+pub use crate::admission::{
+    JOIN_TIMEOUT, PER_PEER as MAX_UNJOINED_PER_PEER, WAITING as MAX_UNJOINED,
+};
+use crate::admission::{Limits, Peer};
 use conn::{Ingress, Writer, Writers, flush, spawn_connection};
 pub use listen::PM_DIR_PREFIX;
 use listen::{Halves, Listener, accept_loop};
@@ -122,9 +124,6 @@ pub struct PmConfig {
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
 pub const MAX_QUEUED: usize = 256 << 20;
 
-/// Default of [`PmConfig::join_timeout`]: 10 s.
-pub const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Default of [`PmConfig::max_ingress`]: 64 MiB.
 pub const MAX_INGRESS: usize = 64 << 20;
 
@@ -171,8 +170,8 @@ impl PmConfig {
 }
 
 enum Event {
-    /// A new connection's writer, and its peer process where the kernel said (Unix socket).
-    Connected(ConnId, Writer, Option<u32>),
+    /// A new connection's writer, and where it comes from.
+    Connected(ConnId, Writer, Peer),
     /// Messages of a joined connection, holding their share of the ingress budget and of
     /// the connection's own (wire bytes plus decoded size) until handled.
     Messages(ConnId, Vec<ToPm>, conn::Held),
@@ -249,8 +248,12 @@ impl PoolManager {
         );
         manager.set_policy(config.policy.clone());
         manager.set_ack_timeout(config.ack_timeout);
+        manager.set_admission(Limits {
+            join_timeout: config.join_timeout,
+            max_unjoined: config.max_unjoined,
+            max_unjoined_per_peer: config.max_unjoined_per_peer,
+        });
         let ingress = Ingress::new(&config);
-        let admission = Admission::new(config.max_unjoined_per_peer, config.max_unjoined);
         let info = PmInfo {
             workflow: config.workflow,
             endpoints,
@@ -273,7 +276,7 @@ impl PoolManager {
                 rt.block_on(serve(
                     listeners,
                     manager,
-                    (ingress, admission),
+                    ingress,
                     writers,
                     (tx, rx),
                     stop_rx,
@@ -339,7 +342,7 @@ impl Drop for PoolManager {
 async fn serve(
     listeners: Vec<Listener>,
     mut manager: Manager,
-    (ingress, mut admission): (Ingress, Admission),
+    ingress: Ingress,
     mut writers: Writers,
     (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
@@ -364,28 +367,11 @@ async fn serve(
             Some((read, write, peer, who, user)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
-                if let Some(old) = admission.arrive(conn, who) {
-                    // Made room: the evicted connection's tasks stop now, and its Gone
-                    // comes after whatever it had already queued.
-                    if let Some(w) = writers.by_conn.remove(&old) {
-                        w.cut_off();
-                    }
-                    let _ = tx.send(Event::Gone(old));
-                    ingress.refused(|| format!(
-                        "connection {old} closed unjoined to admit connection {conn} from {peer}: \
-                         too many connections wait to join (at most {} in all, {} per address)",
-                        ingress.max_unjoined.0, ingress.max_unjoined.1
-                    ));
-                }
                 tracing::debug!("connection {conn} from {peer}");
-                let pid = match who {
-                    Peer::Local(pid) => pid,
-                    Peer::Tcp(_) => None,
-                };
-                spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), pid, user));
+                spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), who, user));
             }
             Some(ev) = rx.recv() => {
-                handle_event(ev, &mut manager, &mut writers, &mut admission);
+                handle_event(ev, &mut manager, &mut writers);
                 flush(&mut manager, &mut writers);
                 memory.after(manager.cdo_count());
             }
@@ -404,15 +390,10 @@ async fn serve(
 
 /// Hands one event of a connection task (or of the metrics endpoint or a fabric reporter)
 /// to the manager.
-fn handle_event(
-    ev: Event,
-    manager: &mut Manager,
-    writers: &mut Writers,
-    admission: &mut Admission,
-) {
+fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
     let now = Instant::now();
     match ev {
-        Event::Connected(conn, w, pid) => {
+        Event::Connected(conn, w, peer) => {
             writers.by_conn.insert(conn, w);
             let mut nonce = [0u8; 32];
             if getrandom::fill(&mut nonce).is_err() {
@@ -420,7 +401,7 @@ fn handle_event(
                 writers.by_conn.remove(&conn);
                 return;
             }
-            manager.connected_from(now, conn, nonce, pid);
+            manager.connected_from(now, conn, nonce, peer);
         }
         Event::Messages(conn, msgs, _permit) => {
             for m in msgs {
@@ -437,12 +418,10 @@ fn handle_event(
             }
         }
         Event::Join(conn, msg, identity, joined) => {
-            admission.leave(conn);
             manager.handle_checked(now, conn, msg, identity);
             let _ = joined.send(manager.is_joined(conn));
         }
         Event::Gone(conn) => {
-            admission.leave(conn);
             writers.by_conn.remove(&conn);
             manager.disconnected(now, conn);
         }

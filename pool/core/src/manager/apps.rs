@@ -44,8 +44,6 @@ pub(super) enum Conn {
     Joined(AppId),
     /// A read-only observer (see [`crate::view`]).
     Observer,
-    /// JOIN refused: nothing is served.
-    Refused,
 }
 
 #[derive(Debug)]
@@ -98,26 +96,6 @@ pub(super) struct Claim {
 }
 
 impl Manager {
-    /// A new connection: challenge it with `nonce` (fresh random bytes from the driver).
-    pub fn connected(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32]) {
-        self.connected_from(now, conn, nonce, None);
-    }
-
-    /// As [`Manager::connected`], for a connection whose peer process the driver verified
-    /// (`SO_PEERCRED` on a Unix socket): a JOIN on it may announce only that process's
-    /// memory for same-host copies.
-    pub fn connected_from(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        nonce: [u8; 32],
-        pid: Option<u32>,
-    ) {
-        self.advance(now);
-        self.conns.insert(conn, Conn::Challenged(nonce, pid));
-        self.out.send(conn, FromPm::Challenge { nonce });
-    }
-
     pub(super) fn join(
         &mut self,
         conn: ConnId,
@@ -125,6 +103,7 @@ impl Manager {
         msg: ToPm,
         identity: Identity,
     ) {
+        self.admitted(conn);
         let ToPm::Join(join) = msg else {
             return;
         };
@@ -147,7 +126,7 @@ impl Manager {
         if let Identity::Proven(how) = &identity {
             tracing::debug!("{component}:{index} on {host} is the PM's user: {how}");
         }
-        let why = self.admission(&workflow, (&component, index), (&nonce, &proof), identity);
+        let why = self.join_refusal(&workflow, (&component, index), (&nonce, &proof), identity);
         let why = match why {
             None if role == proto::Role::Observer => {
                 return self.observe(conn, &format!("{component}:{index} on {host}"));
@@ -155,9 +134,7 @@ impl Manager {
             why => why,
         };
         if let Some(why) = why {
-            self.conns.insert(conn, Conn::Refused);
-            self.refuse(conn, Op::Join, None, why);
-            self.out.close(conn);
+            self.refuse_join(conn, why);
             return;
         }
         let label: Arc<str> = format!("{component}:{index}").into();
@@ -198,7 +175,7 @@ impl Manager {
     /// workflow, a wrong proof of the secret for `nonce`, evidence that the peer is not
     /// the PM's user, or no app id left. The secret is always needed; `identity` can
     /// only refuse, never stand in for it.
-    fn admission(
+    fn join_refusal(
         &self,
         workflow: &str,
         (component, index): (&str, i64),
@@ -347,6 +324,7 @@ impl Manager {
         }
         self.stats.observers.remove(&conn);
         self.conns.remove(&conn);
+        self.admitted(conn);
     }
 
     pub(super) fn remove_app(&mut self, app: AppId, died: bool) {

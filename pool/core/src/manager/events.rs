@@ -140,9 +140,11 @@ impl Manager {
         self.stats.tick(self.events.now);
     }
 
-    /// Advances the clock and ends holds whose deadline passed: their operations proceed
-    /// and late subscribers get [`FromPm::AckTooLate`] (in connection order). The driver
-    /// calls this when [`Manager::poll_timeout`]'s instant has come.
+    /// Advances the clock and acts on every deadline passed: holds end (their operations
+    /// proceed and late subscribers get [`FromPm::AckTooLate`], in connection order),
+    /// transfers pinning a withdrawn offer are abandoned, and connections that did not join
+    /// in time are refused and closed. The driver calls this when
+    /// [`Manager::poll_timeout`]'s instant has come.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
         let now = self.events.now;
@@ -174,17 +176,19 @@ impl Manager {
             self.release(conn);
         }
         self.abandon_overdue(now);
+        self.expire_unjoined(now);
     }
 
     /// When the manager next needs [`Manager::handle_timeout`]: the earliest deadline of an
-    /// operation held for acknowledgements; `None` while nothing is held (the driver can
-    /// sleep until its next input).
+    /// operation held for acknowledgements, a transfer pinning a withdrawn offer or a
+    /// connection waiting to join; `None` while there is none (the driver can sleep until
+    /// its next input).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let held = self.events.holds.values().map(|h| h.deadline).min();
-        match (held, self.next_abandon()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [held, self.next_abandon(), self.next_join_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`]).

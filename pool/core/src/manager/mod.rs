@@ -42,6 +42,7 @@
 //!   one transition table), and the operations apps perform on their CDOs;
 //! - [`outbox`]: what is to be sent and which connections closed (`Outbox`), the one
 //!   place every part writes to;
+//! - [`admission`]: connections waiting to join, their deadline and how many may wait;
 //! - [`apps`]: connections, JOIN/WELCOME, LEAVE/BYE, and what goes when an app goes;
 //! - [`transfer`]: ticketing, the stream relay, completion, failure and re-ticketing;
 //! - [`plan`]: which transport a ticket uses (pure: the two apps and the offer in, a
@@ -55,6 +56,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+pub mod admission;
 mod apps;
 mod cdo;
 mod events;
@@ -222,6 +224,8 @@ pub struct Manager {
     /// does not hold the manager for the time it takes to drop them all. Meanwhile nothing
     /// is ticketed to or from them (their app is gone: [`Manager::alive`]).
     reaping: std::collections::VecDeque<(CdoId, bool)>,
+    /// Connections waiting for admission, with their deadlines.
+    admission: admission::Admission,
 }
 
 impl Manager {
@@ -250,6 +254,7 @@ impl Manager {
             stats: observe::Stats::new(clock.origin),
             backlog: std::collections::VecDeque::new(),
             reaping: std::collections::VecDeque::new(),
+            admission: admission::Admission::default(),
         }
     }
 
@@ -270,7 +275,9 @@ impl Manager {
         self.out.next()
     }
 
-    /// Connections the driver should close once their queued output is sent.
+    /// Connections the driver should close once their queued output is sent. The manager
+    /// has forgotten them: what they send from now on can be dropped unread, and no
+    /// [`Manager::disconnected`] is needed for them.
     pub fn take_closing(&mut self) -> Vec<ConnId> {
         self.out.take_closing()
     }

@@ -170,6 +170,8 @@ impl Manager {
                 );
             }
             proto::ToPm::Leave => {
+                self.stats.observers.remove(&conn);
+                self.conns.remove(&conn);
                 self.out.send(conn, FromPm::Bye);
                 self.out.close(conn);
             }

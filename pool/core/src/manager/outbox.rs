@@ -33,7 +33,8 @@ impl Outbox {
         self.messages.extend(msgs);
     }
 
-    /// Closes `conn` once what is queued for it is sent.
+    /// Closes `conn` once what is queued for it is sent. The manager has forgotten it by
+    /// then: the driver stops reading from it and tells the manager nothing more of it.
     pub(super) fn close(&mut self, conn: ConnId) {
         self.closing.push(conn);
     }

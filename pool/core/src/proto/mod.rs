@@ -25,12 +25,13 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (11: JOIN names the app's job; 10: endpoint
+/// Protocol version carried in every frame (12: a connection refused admission is told
+/// why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
 /// addresses travel as bytes, not hex; 9: observers and their queries, see
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 11;
+pub const VERSION: u8 = 12;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -430,6 +431,9 @@ pub enum Refusal {
     /// The application may not do this (the reason and who may are attached): offering a
     /// name another component owns, reporting a fabric change it cannot know of.
     NotAllowed(String),
+    /// The connection waited too long to join, or made room for others waiting (the
+    /// reason, and the `maestro pm` option that sets the limit, are attached).
+    NotAdmitted(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -473,6 +477,7 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::Quota(why) => write!(f, "quota reached: {why}"),
             Refusal::NotAllowed(why) => write!(f, "not allowed: {why}"),
+            Refusal::NotAdmitted(why) => write!(f, "not admitted: {why}"),
         }
     }
 }
