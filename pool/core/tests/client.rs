@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
-    CallError, CallResult, ClientCore, Demand, Event, Fetch, News, Phase, STREAM_WINDOW, Transmit,
+    CallError, CallResult, ClientCore, DEFAULT_INLINE_MAX, Demand, Event, Fetch, News, Offer,
+    Phase, STREAM_WINDOW, Transmit,
 };
 use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
-use pool_core::proto::{CdoId, FromPm, OfferExtras, Op, Refusal, Source, ToPm};
+use pool_core::proto::{CdoId, FromPm, Op, Refusal, Source, ToPm};
+use pool_core::schema::Schemas;
 use pool_core::sim::{self, Plain};
 use pool_core::{ConnId, selector::Selector};
 use support::{Pm, memory_file, wrong};
@@ -70,6 +72,15 @@ struct World {
     held: Vec<(usize, Fetch<Vec<u8>>)>,
 }
 
+/// The built-in schemas and the `.user.step` the tests seal with.
+fn user_schemas() -> std::sync::Arc<Schemas> {
+    let mut schemas = Schemas::builtin();
+    let user = "schema-name: user\nschema-version: 1\nschema-namespace: .user.\n\
+                maestro-attributes:\n  - key: step\n    type: int()\n";
+    schemas.load_str(user, "user.yaml").expect("the tests' schema");
+    std::sync::Arc::new(schemas)
+}
+
 impl World {
     fn new() -> World {
         World {
@@ -114,7 +125,8 @@ impl World {
     /// handshake ([`sim::join`]).
     fn connect(&mut self, conn: ConnId, join: pool_core::proto::Join, secret: &[u8]) -> usize {
         let at = (self.pm.now, conn, [conn as u8; 32]);
-        let (core, others) = sim::join(&mut self.pm.m, at, join, secret, CALL_TIMEOUT);
+        let (mut core, others) = sim::join(&mut self.pm.m, at, join, secret, CALL_TIMEOUT);
+        core.set_schemas(user_schemas());
         self.apps.push(App {
             conn,
             core,
@@ -288,10 +300,9 @@ impl World {
         app: usize,
         name: &str,
         (bytes, inline): (&[u8], bool),
-        mut attributes: Attributes,
+        attributes: Attributes,
     ) -> (CdoId, u32) {
         let cdo = self.core(app).declare(name).expect("declare");
-        attr::add_checksum(&mut attributes, bytes);
         let key = self.memory.len() as u64 + 100;
         self.memory.insert(key, bytes.to_vec());
         self.offers.insert((app, cdo), key);
@@ -300,18 +311,18 @@ impl World {
             key,
             len: bytes.len() as u64,
         };
-        let mut extras = OfferExtras::new(Vec::new(), Some(memory_file()));
-        if inline {
-            extras = extras.with_inline(bytes.to_vec());
-        }
-        let msg = ToPm::SealOffer {
-            cdo,
-            attributes,
-            region,
-            extras,
-        };
         let tag = 1000 + cdo as u32;
-        self.timed(app, |k, now| k.offer(now, cdo, msg, tag))
+        let core = self.core(app);
+        core.set_inline_max(if inline { DEFAULT_INLINE_MAX } else { 0 });
+        let offer = Offer {
+            cdo,
+            bytes,
+            region,
+            alternates: Vec::new(),
+            file: Some(memory_file()),
+            seal: Some(attributes),
+        };
+        self.timed(app, |k, now| k.offer(now, offer, tag))
             .expect("offer");
         (cdo, tag)
     }
@@ -525,6 +536,80 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
         ToPm::TransferDone { error: Some(why), .. } if why.starts_with("integrity check failed")
     )));
     assert!(w.core(c).take_arrived(cdo).is_err(), "no data was kept");
+}
+
+#[test]
+fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() {
+    let mut w = World::new();
+    let p = w.join("producer", true);
+    let region = |len: usize| fabric_types::RemoteRegion {
+        addr: 0,
+        key: 1,
+        len: len as u64,
+    };
+    let offer = |cdo, bytes, seal| Offer {
+        cdo,
+        bytes,
+        region: region(bytes.len()),
+        alternates: Vec::new(),
+        file: None,
+        seal,
+    };
+    // Integrity asked: the seal carries the bytes' checksum; small bytes travel along.
+    let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
+    let small = w.core(p).declare("small").expect("declare");
+    w.timed(p, |k, now| {
+        k.offer(now, offer(small, b"tiny", Some(integrity)), 1)
+    })
+    .expect("offer");
+    let last = |w: &mut World| {
+        let core = w.core(p);
+        std::iter::from_fn(|| core.poll_transmit()).last().map(|t| t.msg)
+    };
+    match last(&mut w) {
+        Some(ToPm::SealOffer {
+            attributes, extras, ..
+        }) => {
+            assert_eq!(
+                attributes.get(attr::CHECKSUM),
+                Some(&AttrValue::Uint(attr::checksum(b"tiny")))
+            );
+            assert_eq!(extras.inline().map(|b| &b.0[..]), Some(&b"tiny"[..]));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Past the core's inline limit the bytes stay home; no integrity, no checksum.
+    w.core(p).set_inline_max(3);
+    let four = w.core(p).declare("four").expect("declare");
+    w.timed(p, |k, now| {
+        k.offer(now, offer(four, b"four", Some(Attributes::new())), 2)
+    })
+    .expect("offer");
+    match last(&mut w) {
+        Some(ToPm::SealOffer {
+            attributes, extras, ..
+        }) => {
+            assert!(!attributes.contains_key(attr::CHECKSUM));
+            assert!(extras.inline().is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    // A seal the schemas refuse sends nothing, alone or with an offer.
+    let wrong = Attributes::from([(attr::LOCAL_SIZE.to_string(), AttrValue::Str("big".into()))]);
+    let bad = w.core(p).declare("bad").expect("declare");
+    assert!(matches!(last(&mut w), Some(ToPm::Declare { .. })));
+    let sealed = w.timed(p, |k, now| k.seal(now, bad, wrong.clone(), 3));
+    assert!(matches!(sealed, Err(CallError::Attribute(_))), "{sealed:?}");
+    let offered = w.timed(p, |k, now| k.offer(now, offer(bad, b"x", Some(wrong)), 4));
+    match offered {
+        Err(CallError::Attribute(e)) => assert!(e.to_string().contains("local-size"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(w.core(p).poll_transmit().is_none(), "nothing was sent");
+    assert!(
+        w.core(p).poll_timeout().is_some(),
+        "the good offers wait for answers"
+    );
 }
 
 #[test]

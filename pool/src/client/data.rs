@@ -80,9 +80,12 @@ fn offers() -> std::sync::MutexGuard<'static, HashMap<OfferKey, Kept>> {
     OFFERS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Keeps `data` offered under `key`.
-pub(crate) fn keep(key: OfferKey, data: Offered) {
-    offers().insert(key, (Arc::new(data), Arc::new(Notify::new())));
+/// Keeps `data` offered under `key`; returns it to be read while the offer is made (a
+/// reference held counts as a consumer's for [`lent_out`]: drop it before a withdraw).
+pub(crate) fn keep(key: OfferKey, data: Offered) -> Arc<Offered> {
+    let data = Arc::new(data);
+    offers().insert(key, (data.clone(), Arc::new(Notify::new())));
+    data
 }
 
 /// The offer under `key`, as a same-process consumer's data.

@@ -201,8 +201,10 @@ impl AsyncClient {
             opts.isolated,
             proto::Role::App,
         );
-        let (core, app, pool) =
+        let (mut core, app, pool) =
             driver::handshake(&mut connected, join, &info.secret, opts.timeout).await?;
+        core.set_schemas(schemas.clone());
+        core.set_inline_max(opts.inline_max);
         let shared = Arc::new(Shared {
             app,
             pool,
@@ -214,7 +216,6 @@ impl AsyncClient {
             alternates: opts.alternates,
             peers: Mutex::default(),
             timeout: opts.timeout,
-            inline_max: opts.inline_max,
             schemas,
             landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),

@@ -48,7 +48,7 @@ pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
 pub use pool_core::client::{GROUP_IDS, Phase as CdoPhase};
 pub use subscription::Subscription;
 
-use crate::attr::{self, Attributes};
+use crate::attr::Attributes;
 use crate::events::{EventKinds, SubscribeOptions};
 use crate::proto::{self, AppId, CdoId, Op, Refusal, ToPm};
 use crate::schema::Schemas;
@@ -137,6 +137,7 @@ impl From<CallError> for ClientError {
             CallError::Protocol(why) => ClientError::Protocol(why),
             CallError::Disposed { op, cdo } => ClientError::Disposed { op, cdo },
             CallError::Timeout(op) => ClientError::Timeout(op),
+            CallError::Attribute(e) => ClientError::Attribute(e),
         }
     }
 }
@@ -185,8 +186,7 @@ pub(crate) struct Shared {
     /// Providers' endpoints already in an endpoint's address vector, by `via` and address.
     pub(crate) peers: Mutex<HashMap<(u8, fabric::Address), fabric::Peer>>,
     pub(crate) timeout: Duration,
-    /// See [`JoinOptions::inline_max`].
-    pub(crate) inline_max: usize,
+    /// The schemas selectors are parsed with (the core checks seals against the same).
     pub(crate) schemas: Arc<Schemas>,
     /// Registered landing buffers of RMA reads, reused once the application drops the
     /// data (at most [`LANDING_POOL_BYTES`] kept).
@@ -496,11 +496,12 @@ impl AsyncClient {
     /// # Errors
     /// [`ClientError::Attribute`] for attributes the schemas refuse (nothing is sent);
     /// `WrongState` unless declared; connection errors.
-    pub async fn seal(&self, cdo: CdoId, mut attributes: Attributes) -> Result<()> {
-        self.shared.schemas.check(&mut attributes)?;
-        self.call((Op::Seal, cdo), ToPm::Seal { cdo, attributes })
-            .await
-            .map(drop)
+    pub async fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
+        ask(&self.shared, (Op::Seal, cdo), |c, now, waiter| {
+            c.seal(now, cdo, attributes, waiter)
+        })
+        .await
+        .map(drop)
     }
 
     /// Offers a sealed CDO's bytes. They stay readable by consumers (registered with the
@@ -509,12 +510,7 @@ impl AsyncClient {
     /// # Errors
     /// Registration errors; `WrongState` unless sealed; connection errors.
     pub async fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
-        self.offer_with(cdo, data, |cdo, region, extras| ToPm::Offer {
-            cdo,
-            region,
-            extras,
-        })
-        .await
+        self.offer_with(cdo, data, None).await
     }
 
     /// Seals a declared CDO with its attributes and offers its bytes in one message (one
@@ -528,33 +524,17 @@ impl AsyncClient {
     pub async fn seal_and_offer(
         &self,
         cdo: CdoId,
-        mut attributes: Attributes,
+        attributes: Attributes,
         data: Buffer,
     ) -> Result<()> {
-        self.shared.schemas.check(&mut attributes)?;
-        attr::add_checksum(&mut attributes, data.as_slice());
-        self.offer_with(cdo, data, move |cdo, region, extras| ToPm::SealOffer {
-            cdo,
-            attributes,
-            region,
-            extras,
-        })
-        .await
+        self.offer_with(cdo, data, Some(attributes)).await
     }
 
     /// Makes `data` readable by consumers (registered with every endpoint the app has),
-    /// sends the message `msg` builds with its regions (and memory file), and takes the
+    /// has the core send the offer (sealing with `seal` first, if given), and takes the
     /// data back if refused.
-    async fn offer_with(
-        &self,
-        cdo: CdoId,
-        data: Buffer,
-        msg: impl FnOnce(CdoId, fabric::RemoteRegion, proto::OfferExtras) -> ToPm,
-    ) -> Result<()> {
+    async fn offer_with(&self, cdo: CdoId, data: Buffer, seal: Option<Attributes>) -> Result<()> {
         let file = data.memory_file();
-        // A small CDO's bytes travel with the offer (the PM may keep them for tickets).
-        let inline = (!data.is_empty() && data.len() <= self.shared.inline_max)
-            .then(|| std::sync::Arc::<[u8]>::from(data.as_slice()));
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) => {
                 let r: MemoryRegion<RemoteRead> = ep.register(data)?;
@@ -581,14 +561,19 @@ impl AsyncClient {
             }
         };
         let key = (self.shared.pool, self.shared.app, cdo);
-        data::keep(key, offered);
-        let mut extras = proto::OfferExtras::new(alternates, file);
-        if let Some(bytes) = inline {
-            extras = extras.with_inline(bytes);
-        }
-        let msg = msg(cdo, region, extras);
-        let r = ask(&self.shared, (Op::Offer, cdo), |c, now, waiter| {
-            c.offer(now, cdo, msg, waiter)
+        // Kept where same-process consumers find it; the core reads the bytes once (to
+        // carry a small CDO's, to checksum) and lets go before the answer is awaited.
+        let kept = data::keep(key, offered);
+        let r = ask(&self.shared, (Op::Offer, cdo), move |c, now, waiter| {
+            let offer = pool_core::client::Offer {
+                cdo,
+                bytes: kept.as_slice(),
+                region,
+                alternates,
+                file,
+                seal,
+            };
+            c.offer(now, offer, waiter)
         })
         .await;
         if r.is_err() {

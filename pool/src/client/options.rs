@@ -58,7 +58,7 @@ pub struct JoinOptions {
 
 /// Default of [`JoinOptions::inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
 /// demand served from the ticket beats any transfer from the provider).
-pub const DEFAULT_INLINE_MAX: usize = 4096;
+pub use pool_core::client::DEFAULT_INLINE_MAX;
 
 /// Default of [`JoinOptions::wait_spin`]: 50 µs. The PM's answer to a control message
 /// comes back in about 15 µs on one node, while waking a sleeping thread to hand it over

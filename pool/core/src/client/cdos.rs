@@ -9,6 +9,30 @@ use std::time::Instant;
 use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Fetch, Fetched};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::proto::{self, CdoId, Op, Source, ToPm, TransferId};
+use fabric_types::{MemoryFile, RemoteRegion};
+
+/// Default of [`ClientCore::set_inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
+/// demand served from the ticket beats any transfer from the provider).
+pub const DEFAULT_INLINE_MAX: usize = 4096;
+
+/// A CDO's bytes on offer and where consumers find them ([`ClientCore::offer`]): the
+/// driver has made them readable (registered them with its endpoints, or shared them in a
+/// memory file) before the core decides what the offer carries.
+#[derive(Debug)]
+pub struct Offer<'a> {
+    /// The CDO, declared (or sealed, when `seal` is `None`).
+    pub cdo: CdoId,
+    /// Its bytes, as consumers will read them.
+    pub bytes: &'a [u8],
+    /// Where the first endpoint reads them (all zero but the length without an endpoint).
+    pub region: RemoteRegion,
+    /// Where each other endpoint reads them, in the order of the JOIN's alternates.
+    pub alternates: Vec<RemoteRegion>,
+    /// The memory file same-host consumers may map them from, if there is one.
+    pub file: Option<MemoryFile>,
+    /// Attributes to seal the CDO with in the same message (one round trip), if any.
+    pub seal: Option<Attributes>,
+}
 
 /// Ids a group's demand reserves for its members: a group has at most this many.
 pub const GROUP_IDS: u32 = 1 << 16;
@@ -136,18 +160,68 @@ impl<T: Driver> ClientCore<T> {
         }
     }
 
-    /// Sends `msg`, an offer of `cdo` (plain, or sealed with it), and files `waiter` for
-    /// the answer; from now on a dispose of `cdo` waits for the PM.
+    /// Seals `cdo` with `attributes` (frozen from then on) once they pass the schemas,
+    /// which fill in their defaults; files `waiter` for the answer.
     ///
     /// # Errors
+    /// [`CallError::Attribute`] for attributes the schemas refuse (nothing is sent);
+    /// [`CallError::Closed`].
+    pub fn seal(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        mut attributes: Attributes,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        self.schemas.check(&mut attributes)?;
+        self.call(now, (Op::Seal, cdo), ToPm::Seal { cdo, attributes }, waiter)
+    }
+
+    /// Offers `offer.cdo` (sealing it first in the same message when `offer.seal` has
+    /// attributes) and files `waiter` for the answer; from now on a dispose of it waits
+    /// for the PM. The core decides what the offer carries: the bytes themselves when they
+    /// are at most [`ClientCore::set_inline_max`] (the PM may hand them on in tickets,
+    /// [`Source::Inline`]), and, when the seal's attributes ask for end-to-end integrity
+    /// ([`attr::INTEGRITY`]), the checksum of the bytes among them.
+    ///
+    /// # Errors
+    /// [`CallError::Attribute`] for seal attributes the schemas refuse (nothing is sent);
     /// [`CallError::Closed`].
     pub fn offer(
         &mut self,
         now: Instant,
-        cdo: CdoId,
-        msg: ToPm,
+        offer: Offer<'_>,
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
+        let Offer {
+            cdo,
+            bytes,
+            region,
+            alternates,
+            file,
+            seal,
+        } = offer;
+        let mut extras = proto::OfferExtras::new(alternates, file);
+        if !bytes.is_empty() && bytes.len() <= self.inline_max {
+            extras = extras.with_inline(bytes);
+        }
+        let msg = match seal {
+            Some(mut attributes) => {
+                self.schemas.check(&mut attributes)?;
+                attr::add_checksum(&mut attributes, bytes);
+                ToPm::SealOffer {
+                    cdo,
+                    attributes,
+                    region,
+                    extras,
+                }
+            }
+            None => ToPm::Offer {
+                cdo,
+                region,
+                extras,
+            },
+        };
         self.call_busy(now, (Op::Offer, cdo), msg, waiter)
     }
 

@@ -36,7 +36,7 @@ use crate::events::PoolEvent;
 use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId};
 
 use cdos::{Arriving, Fetching, Mine, Named};
-pub use cdos::{Demand, GROUP_IDS, GroupHere, GroupMember, Phase};
+pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Offer, Phase};
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
@@ -62,7 +62,7 @@ pub trait Driver {
 }
 
 /// Why a call failed, as the core knows it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CallError {
     /// The PM refused the operation.
     #[error("{op} refused: {why}")]
@@ -94,6 +94,9 @@ pub enum CallError {
     /// request stays with the PM: a later identical call waits for its answer.
     #[error("{0} got no answer from the pool manager in time")]
     Timeout(Op),
+    /// A seal's attributes do not match the schemas: nothing was sent.
+    #[error(transparent)]
+    Attribute(#[from] crate::schema::AttrError),
 }
 
 /// Result alias of the core's calls.
@@ -229,6 +232,10 @@ pub struct ClientCore<T: Driver> {
     /// The JOIN handshake while it runs ([`ClientCore::connect`]), and how it ended.
     handshake: Option<Handshake>,
     joined: Option<CallResult<(crate::proto::AppId, u64)>>,
+    /// What `seal` checks attributes against ([`ClientCore::set_schemas`]).
+    schemas: std::sync::Arc<crate::schema::Schemas>,
+    /// Most bytes an offer carries to the PM ([`ClientCore::set_inline_max`]).
+    inline_max: usize,
 }
 
 /// Where a JOIN handshake stands: waiting for the PM's challenge (the JOIN and the secret
@@ -305,7 +312,28 @@ impl<T: Driver> ClientCore<T> {
             closed: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
+            schemas: std::sync::Arc::new(crate::schema::Schemas::builtin()),
+            inline_max: DEFAULT_INLINE_MAX,
         }
+    }
+
+    /// The schemas a seal's attributes are checked against from now on (the default:
+    /// [`Schemas::builtin`](crate::schema::Schemas::builtin), Maestro's core namespace).
+    pub fn set_schemas(&mut self, schemas: std::sync::Arc<crate::schema::Schemas>) {
+        self.schemas = schemas;
+    }
+
+    /// The schemas a seal's attributes are checked against.
+    pub fn schemas(&self) -> &std::sync::Arc<crate::schema::Schemas> {
+        &self.schemas
+    }
+
+    /// Offers of at most `bytes` bytes carry them to the PM from now on (see
+    /// [`ClientCore::offer`]; default [`DEFAULT_INLINE_MAX`]; 0: none does). At most
+    /// [`MAX_INLINE_OFFER`](crate::policy::MAX_INLINE_OFFER) is carried whatever this says:
+    /// the PM would refuse more.
+    pub fn set_inline_max(&mut self, bytes: usize) {
+        self.inline_max = bytes.min(crate::policy::MAX_INLINE_OFFER);
     }
 
     /// A message of the PM during the handshake: the challenge is answered with the JOIN,
