@@ -1,7 +1,9 @@
-//! The header against the library: `include/maestro.h` is written by hand, so a test
-//! compiles a C program against it that prints what the C compiler makes of it (the
-//! status and event-kind enumerators, found by reading the header, and the event structs'
-//! sizes and field offsets) and compares every figure with the Rust side.
+//! The header against the library, beyond the prototypes (which `build.rs` checks at
+//! compile time): a test compiles a C program against `include/maestro.h` that prints what
+//! the C compiler makes of it (the status and event-kind enumerators, found by reading the
+//! header, and the event structs' sizes and field offsets, which the library's own event
+//! node must match since it stands for `struct mstro_pool_event_`) and compares every
+//! figure with the Rust side.
 
 use std::collections::BTreeMap;
 use std::path::Path;

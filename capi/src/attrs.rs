@@ -10,16 +10,15 @@ use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use mstro::{Attr, Cdo, Error, Status};
 use mstro::{AttrType, AttrValue, attr};
 
-/// `enum mstro_cdo_attr_value_type`.
+/// `enum mstro_cdo_attr_value_type`, as the header defines it.
 mod vt {
-    pub const BOOL: i32 = 1;
-    pub const INT64: i32 = 2;
-    pub const UINT64: i32 = 3;
-    pub const DOUBLE: i32 = 4;
-    pub const CSTRING: i32 = 5;
-    pub const TIMESTAMP: i32 = 6;
-    pub const BLOB: i32 = 7;
-    pub const POINTER: i32 = 8;
+    pub use crate::header::{
+        MSTRO_CDO_ATTR_VALUE_blob as BLOB, MSTRO_CDO_ATTR_VALUE_bool as BOOL,
+        MSTRO_CDO_ATTR_VALUE_cstring as CSTRING, MSTRO_CDO_ATTR_VALUE_double as DOUBLE,
+        MSTRO_CDO_ATTR_VALUE_int64 as INT64, MSTRO_CDO_ATTR_VALUE_pointer as POINTER,
+        MSTRO_CDO_ATTR_VALUE_timestamp as TIMESTAMP, MSTRO_CDO_ATTR_VALUE_uint64 as UINT64,
+        mstro_cdo_attr_value_type as Type,
+    };
 }
 
 /// `mstro_timestamp`.
@@ -41,7 +40,7 @@ struct Blob {
 /// The enumerators of `enum mstro_cdo_attr_value_type` and their values, in the header's
 /// order (checked against the header by a test).
 #[cfg(test)]
-pub(crate) fn value_types() -> [(&'static str, i32); 9] {
+pub(crate) fn value_types() -> [(&'static str, vt::Type); 9] {
     [
         ("MSTRO_CDO_ATTR_VALUE_INVALID", 0),
         ("MSTRO_CDO_ATTR_VALUE_bool", vt::BOOL),
@@ -331,7 +330,7 @@ fn c_value(key: &str, v: &AttrValue) -> mstro::Result<CValue> {
     })
 }
 
-fn pointer(v: &CValue) -> (i32, *const c_void) {
+fn pointer(v: &CValue) -> (vt::Type, *const c_void) {
     match v {
         CValue::Bool(b) => (vt::BOOL, std::ptr::from_ref(b).cast()),
         CValue::Int(n) => (vt::INT64, std::ptr::from_ref(n).cast()),
@@ -344,7 +343,7 @@ fn pointer(v: &CValue) -> (i32, *const c_void) {
 }
 
 /// `mstro_cdo_attribute_get`: the type and the pointer to hand out.
-pub(crate) fn get(cdo: Cdo, key: &str) -> mstro::Result<(i32, *const c_void)> {
+pub(crate) fn get(cdo: Cdo, key: &str) -> mstro::Result<(vt::Type, *const c_void)> {
     let kept = table()
         .get(&cdo.0)
         .and_then(|p| p.kept.iter().find(|k| k.key == key).map(|k| (k.ptr, k.ty)));

@@ -9,7 +9,7 @@ use mstro::Error;
 use crate::{attrs, cdo, guard, handle, mstro_cdo, mstro_status, put, raw, text};
 
 /// A group handle.
-pub type mstro_group = *mut std::ffi::c_void;
+pub use crate::header::mstro_group;
 
 fn group(h: mstro_group) -> mstro::Group {
     mstro::Group(raw(h))

@@ -10,6 +10,10 @@
 //! What only C needs lives here too: values whose pointer is kept until seal
 //! (`copy_value = false`), the storage `mstro_cdo_attribute_get` hands out pointers to,
 //! and the C event lists (the `events` module).
+//!
+//! The header is the contract: `build.rs` reads it with bindgen (the `header` module), the
+//! entry points take its types, and each function it declares is checked at compile time
+//! to be defined here with its prototype (the `prototypes` module).
 #![allow(non_camel_case_types)]
 
 #[cfg(test)]
@@ -24,17 +28,33 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use mstro::{Error, Status};
 
-/// `mstro_status`.
-pub type mstro_status = i32;
+/// The header's types and declarations, read from `include/maestro.h` by bindgen (see
+/// `build.rs`): the entry points below take and return exactly these types.
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code,
+    missing_docs,
+    clippy::all,
+    clippy::pedantic,
+    unreachable_pub
+)]
+mod header {
+    include!(concat!(env!("OUT_DIR"), "/header.rs"));
+}
 
-/// Opaque handle types of the header (C sees pointers to incomplete structs).
-pub type mstro_cdo = *mut c_void;
-/// A selector handle.
-pub type mstro_cdo_selector = *mut c_void;
-/// A subscription handle.
-pub type mstro_subscription = *mut c_void;
-/// An asynchronous demand's handle.
-pub type mstro_request = *mut c_void;
+/// Every function the header declares is defined by this library with the header's
+/// prototype, checked at compile time (see `build.rs`).
+#[allow(unused_assignments)]
+mod prototypes {
+    use super::events::*;
+    use super::groups::*;
+    use super::*;
+    include!(concat!(env!("OUT_DIR"), "/prototypes.rs"));
+}
+
+pub use header::{mstro_cdo, mstro_cdo_selector, mstro_request, mstro_status, mstro_subscription};
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -120,11 +140,13 @@ unsafe fn put<T>(out: *mut T, value: T, what: &str) -> mstro::Result<()> {
     Ok(())
 }
 
-fn handle(raw: u64) -> *mut c_void {
+/// The C handle of the `mstro` layer's handle `raw` (a number, never dereferenced).
+fn handle<T>(raw: u64) -> *mut T {
     std::ptr::without_provenance_mut(raw as usize)
 }
 
-fn raw(h: *const c_void) -> u64 {
+/// The `mstro` layer's handle of the C handle `h`.
+fn raw<T>(h: *const T) -> u64 {
     h.addr() as u64
 }
 
@@ -142,7 +164,9 @@ pub extern "C" fn mstro_status_description(s: mstro_status) -> *const c_char {
             .collect()
     });
     shield(c"unknown status".as_ptr(), || {
-        Status::from_code(s)
+        i32::try_from(s)
+            .ok()
+            .and_then(Status::from_code)
             .and_then(|st| TEXTS.get(st as usize))
             .map_or(c"unknown status".as_ptr(), |t| t.as_ptr())
     })
@@ -209,7 +233,7 @@ pub extern "C" fn mstro_finalize() -> mstro_status {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstro_cdo_declare(
     name: *const c_char,
-    attr: *mut c_void,
+    attr: header::mstro_cdo_attributes,
     result: *mut mstro_cdo,
 ) -> mstro_status {
     guard("mstro_cdo_declare", || {
@@ -412,7 +436,7 @@ pub unsafe extern "C" fn mstro_cdo_attribute_set(
 pub unsafe extern "C" fn mstro_cdo_attribute_get(
     h: mstro_cdo,
     key: *const c_char,
-    valtype: *mut i32,
+    valtype: *mut header::mstro_cdo_attr_value_type,
     val_p: *mut *const c_void,
 ) -> mstro_status {
     guard("mstro_cdo_attribute_get", || {
@@ -439,7 +463,7 @@ pub unsafe extern "C" fn mstro_cdo_attribute_get(
 /// `nspace` is NULL or NUL-terminated, `query` NUL-terminated, `result` writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mstro_cdo_selector_create(
-    schema: *mut c_void,
+    schema: header::mstro_schema,
     nspace: *const c_char,
     query: *const c_char,
     result: *mut mstro_cdo_selector,
@@ -544,7 +568,7 @@ mod tests {
     #[test]
     fn panics_become_fail_with_a_message() {
         let s = guard("mstro_test", || panic!("boom"));
-        assert_eq!(s, Status::Fail as i32);
+        assert_eq!(s, Status::Fail as mstro_status);
         // SAFETY: the message is a valid C string owned by this thread.
         let msg = unsafe { CStr::from_ptr(mstro_last_error_message()) };
         assert!(msg.to_str().unwrap().contains("boom"), "{msg:?}");
@@ -554,7 +578,7 @@ mod tests {
     fn every_status_has_a_description() {
         for s in Status::ALL {
             // SAFETY: static C strings.
-            let d = unsafe { CStr::from_ptr(mstro_status_description(s as i32)) };
+            let d = unsafe { CStr::from_ptr(mstro_status_description(s as mstro_status)) };
             assert_eq!(d.to_str().unwrap(), s.description());
         }
         // SAFETY: the library returns a static NUL-terminated string for any status.

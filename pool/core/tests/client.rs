@@ -77,7 +77,9 @@ fn user_schemas() -> std::sync::Arc<Schemas> {
     let mut schemas = Schemas::builtin();
     let user = "schema-name: user\nschema-version: 1\nschema-namespace: .user.\n\
                 maestro-attributes:\n  - key: step\n    type: int()\n";
-    schemas.load_str(user, "user.yaml").expect("the tests' schema");
+    schemas
+        .load_str(user, "user.yaml")
+        .expect("the tests' schema");
     std::sync::Arc::new(schemas)
 }
 
@@ -564,7 +566,9 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
     .expect("offer");
     let last = |w: &mut World| {
         let core = w.core(p);
-        std::iter::from_fn(|| core.poll_transmit()).last().map(|t| t.msg)
+        std::iter::from_fn(|| core.poll_transmit())
+            .last()
+            .map(|t| t.msg)
     };
     match last(&mut w) {
         Some(ToPm::SealOffer {
