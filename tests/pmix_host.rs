@@ -76,18 +76,23 @@ fn pmix_log_writes_each_channel_with_the_rank_and_answers_truthfully() {
             ],
         );
     }
-    // The reference: under mpirun the same program logs to stderr and stdout too.
-    let out = under_mpirun(&[exe]);
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    for channel in ["stderr", "stdout"] {
-        assert_eq!(
-            out.lines_with(&format!(" log pmix.log.{channel} SUCCESS"))
-                .len(),
-            2,
-            "{}",
-            out.stdout
-        );
-    }
+    // The reference: under mpirun the same program logs to stderr and stdout too. Open MPI
+    // 4.1's mpirun is not reliable here (seen on this machine: a program's status line after
+    // a forwarded log line lost, and mpirun itself killed by SIGSEGV in
+    // orte_iof_base_write_handler, about one run in ten), so the reference gets three tries
+    // and one clean run must show both channels written for both ranks.
+    let wrote_both = |out: &Output| {
+        out.code() == Some(0)
+            && [("stderr", &out.stderr), ("stdout", &out.stdout)]
+                .iter()
+                .all(|(channel, text)| {
+                    text.matches(&format!("pmix-log-test {channel} from rank"))
+                        .count()
+                        == 2
+                })
+    };
+    let runs: Vec<Output> = (0..3).map(|_| under_mpirun(&[exe])).collect();
+    assert!(runs.iter().any(wrote_both), "{runs:?}");
 }
 
 #[test]

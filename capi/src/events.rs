@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mstro::{Error, EventKind, PoolEvent, Subscription};
 
-use crate::{guard, mstro_status, mstro_subscription, raw};
+use crate::{mstro_subscription, raw};
 
 /// `struct mstro_pool_event_cdo`.
 #[repr(C)]
@@ -190,50 +190,47 @@ fn out_checked(out: *mut *mut Event) -> mstro::Result<()> {
     Ok(())
 }
 
-/// `mstro_subscription_poll`.
-///
-/// # Safety
-/// `event_p` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_subscription_poll(
-    s: mstro_subscription,
-    event_p: *mut *mut Event,
-) -> mstro_status {
-    guard("mstro_subscription_poll", || {
+entry! {
+    /// `mstro_subscription_poll`.
+    ///
+    /// # Safety
+    /// `event_p` is writable.
+    unsafe fn mstro_subscription_poll(
+        s: mstro_subscription,
+        event_p: *mut *mut Event,
+    ) {
         out_checked(event_p)?;
         deliver(event_p, mstro::subscription_poll(Subscription(raw(s)))?)
-    })
+    }
 }
 
-/// `mstro_subscription_wait`.
-///
-/// # Safety
-/// `event_p` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_subscription_wait(
-    s: mstro_subscription,
-    event_p: *mut *mut Event,
-) -> mstro_status {
-    guard("mstro_subscription_wait", || {
+entry! {
+    /// `mstro_subscription_wait`.
+    ///
+    /// # Safety
+    /// `event_p` is writable.
+    unsafe fn mstro_subscription_wait(
+        s: mstro_subscription,
+        event_p: *mut *mut Event,
+    ) {
         out_checked(event_p)?;
         deliver(
             event_p,
             mstro::subscription_wait(Subscription(raw(s)), None)?,
         )
-    })
+    }
 }
 
-/// `mstro_subscription_timedwait`.
-///
-/// # Safety
-/// `abstime` points at a `struct timespec`; `event_p` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_subscription_timedwait(
-    s: mstro_subscription,
-    abstime: *const libc::timespec,
-    event_p: *mut *mut Event,
-) -> mstro_status {
-    guard("mstro_subscription_timedwait", || {
+entry! {
+    /// `mstro_subscription_timedwait`.
+    ///
+    /// # Safety
+    /// `abstime` points at a `struct timespec`; `event_p` is writable.
+    unsafe fn mstro_subscription_timedwait(
+        s: mstro_subscription,
+        abstime: *const libc::timespec,
+        event_p: *mut *mut Event,
+    ) {
         out_checked(event_p)?;
         if abstime.is_null() {
             return Err(Error::invarg("abstime is NULL"));
@@ -254,13 +251,12 @@ pub unsafe extern "C" fn mstro_subscription_timedwait(
             event_p,
             mstro::subscription_wait(Subscription(raw(s)), Some(left))?,
         )
-    })
+    }
 }
 
-/// `mstro_subscription_ack`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_subscription_ack(s: mstro_subscription, event: *mut Event) -> mstro_status {
-    guard("mstro_subscription_ack", || {
+entry! {
+    /// `mstro_subscription_ack`.
+    fn mstro_subscription_ack(s: mstro_subscription, event: *mut Event) {
         if event.is_null() {
             return Err(Error::invarg("the event list is NULL"));
         }
@@ -268,13 +264,12 @@ pub extern "C" fn mstro_subscription_ack(s: mstro_subscription, event: *mut Even
         // SAFETY: live nodes; the program does not dispose them during this call.
         let events: Vec<&PoolEvent> = nodes.iter().map(|n| unsafe { &(**n).source }).collect();
         mstro::subscription_ack(Subscription(raw(s)), &events)
-    })
+    }
 }
 
-/// `mstro_pool_event_dispose`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_pool_event_dispose(e: *mut Event) -> mstro_status {
-    guard("mstro_pool_event_dispose", || {
+entry! {
+    /// `mstro_pool_event_dispose`.
+    fn mstro_pool_event_dispose(e: *mut Event) {
         if e.is_null() {
             return Err(Error::invarg("the event list is NULL"));
         }
@@ -286,22 +281,23 @@ pub extern "C" fn mstro_pool_event_dispose(e: *mut Event) -> mstro_status {
             drop(unsafe { Box::from_raw(n) });
         }
         Ok(())
-    })
+    }
 }
 
-/// `mstro_pool_event_description`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_pool_event_description(kind: u32) -> *const c_char {
-    static NAMES: LazyLock<Vec<(u32, CString)>> = LazyLock::new(|| {
-        EventKind::ALL
-            .iter()
-            .map(|k| (k.bit(), c_string(k.name())))
-            .collect()
-    });
-    crate::shield(c"invalid".as_ptr(), || {
-        NAMES
+/// The event kinds' names, by bit.
+static KIND_NAMES: LazyLock<Vec<(u32, CString)>> = LazyLock::new(|| {
+    EventKind::ALL
+        .iter()
+        .map(|k| (k.bit(), c_string(k.name())))
+        .collect()
+});
+
+entry! {
+    /// `mstro_pool_event_description`.
+    fn mstro_pool_event_description(kind: u32) -> *const c_char, c"invalid".as_ptr() => {
+        KIND_NAMES
             .iter()
             .find(|(bit, _)| *bit == kind)
             .map_or(c"invalid".as_ptr(), |(_, n)| n.as_ptr())
-    })
+    }
 }

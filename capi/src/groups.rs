@@ -6,7 +6,7 @@ use std::ffi::c_char;
 
 use mstro::Error;
 
-use crate::{attrs, cdo, guard, handle, mstro_cdo, mstro_status, put, raw, text};
+use crate::{attrs, cdo, handle, mstro_cdo, put, raw, text};
 
 /// A group handle.
 pub use crate::header::mstro_group;
@@ -15,16 +15,15 @@ fn group(h: mstro_group) -> mstro::Group {
     mstro::Group(raw(h))
 }
 
-/// `mstro_group_declare`.
-///
-/// # Safety
-/// `name` is NULL or NUL-terminated; `result` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_group_declare(
-    name: *const c_char,
-    result: *mut mstro_group,
-) -> mstro_status {
-    guard("mstro_group_declare", || {
+entry! {
+    /// `mstro_group_declare`.
+    ///
+    /// # Safety
+    /// `name` is NULL or NUL-terminated; `result` is NULL or writable.
+    unsafe fn mstro_group_declare(
+        name: *const c_char,
+        result: *mut mstro_group,
+    ) {
         if result.is_null() {
             return Err(Error::invarg("result (the handle pointer) is NULL"));
         }
@@ -34,60 +33,58 @@ pub unsafe extern "C" fn mstro_group_declare(
         let g = mstro::group_declare(name)?;
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { put(result, handle(g.0), "result") }
-    })
+    }
 }
 
-/// `mstro_group_add`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_group_add(g: mstro_group, member: mstro_cdo) -> mstro_status {
-    guard("mstro_group_add", || {
+entry! {
+    /// `mstro_group_add`.
+    fn mstro_group_add(g: mstro_group, member: mstro_cdo) {
         mstro::group_add(group(g), cdo(member))
-    })
+    }
 }
 
-/// `mstro_group_size_set`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_group_size_set(g: mstro_group, size: usize) -> mstro_status {
-    guard("mstro_group_size_set", || {
+entry! {
+    /// `mstro_group_size_set`.
+    fn mstro_group_size_set(g: mstro_group, size: usize) {
         mstro::group_size_set(group(g), size)
-    })
+    }
 }
 
-/// `mstro_group_size_get`.
-///
-/// # Safety
-/// `size` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_group_size_get(g: mstro_group, size: *mut usize) -> mstro_status {
-    guard("mstro_group_size_get", || {
+entry! {
+    /// `mstro_group_size_get`.
+    ///
+    /// # Safety
+    /// `size` is NULL or writable.
+    unsafe fn mstro_group_size_get(g: mstro_group, size: *mut usize) {
         let n = mstro::group_size_get(group(g))?;
         // SAFETY: `size` is NULL (refused by `put`) or writable: this entry point's
         // contract with its C caller.
         unsafe { put(size, n, "size") }
-    })
+    }
 }
 
-/// `mstro_group_next`: the next member in `*member`, NULL after the last.
-///
-/// # Safety
-/// `member` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_group_next(g: mstro_group, member: *mut mstro_cdo) -> mstro_status {
-    guard("mstro_group_next", || {
+entry! {
+    /// `mstro_group_next`: the next member in `*member`, NULL after the last.
+    ///
+    /// # Safety
+    /// `member` is NULL or writable.
+    unsafe fn mstro_group_next(g: mstro_group, member: *mut mstro_cdo) {
         let next = mstro::group_next(group(g))?;
         let h = next.map_or(std::ptr::null_mut(), |c| handle(c.0));
         // SAFETY: `member` is NULL (refused by `put`) or writable: this entry point's
         // contract with its C caller.
         unsafe { put(member, h, "member") }
-    })
+    }
 }
 
+/// An entry point taking a group handle alone, doing `$body` with the group.
 macro_rules! group_op {
     ($(#[$doc:meta])* $c:ident => $body:expr) => {
-        $(#[$doc])*
-        #[unsafe(no_mangle)]
-        pub extern "C" fn $c(g: mstro_group) -> mstro_status {
-            guard(stringify!($c), || $body(group(g)))
+        entry! {
+            $(#[$doc])*
+            fn $c(g: mstro_group) {
+                $body(group(g))
+            }
         }
     };
 }

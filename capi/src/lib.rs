@@ -16,6 +16,38 @@
 //! to be defined here with its prototype (the `prototypes` module).
 #![allow(non_camel_case_types)]
 
+/// Defines a C entry point, exported under its own name, its body behind a panic boundary.
+/// One that returns a status runs a `mstro::Result<()>` body behind [`guard`], so an error
+/// becomes its status and this thread's last error message, and a panic `MSTRO_FAIL`,
+/// either logged with the entry's name; `unsafe fn` for the entries whose pointer
+/// arguments the caller vouches for (their `# Safety` section says what). One that returns
+/// something else (`-> T, fallback => { ... }`) runs behind [`shield`], a panic returning
+/// the fallback.
+macro_rules! entry {
+    ($(#[$m:meta])* unsafe fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $crate::mstro_status {
+            $crate::guard(stringify!($name), || $body)
+        }
+    };
+    ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name($($a: $t),*) -> $crate::mstro_status {
+            $crate::guard(stringify!($name), || $body)
+        }
+    };
+    // An entry that returns no status: a panic returns `$fallback` instead.
+    ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty, $fallback:expr => $body:block) => {
+        $(#[$m])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name($($a: $t),*) -> $ret {
+            $crate::shield($fallback, || $body)
+        }
+    };
+}
+
 #[cfg(test)]
 mod abi_check;
 mod attrs;
@@ -154,57 +186,60 @@ fn cdo(h: mstro_cdo) -> mstro::Cdo {
     mstro::Cdo(raw(h))
 }
 
-/// A sentence describing status `s`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_status_description(s: mstro_status) -> *const c_char {
-    static TEXTS: std::sync::LazyLock<Vec<CString>> = std::sync::LazyLock::new(|| {
-        Status::ALL
-            .iter()
-            .map(|s| CString::new(s.description()).unwrap_or_default())
-            .collect()
-    });
-    shield(c"unknown status".as_ptr(), || {
+/// The sentences describing the statuses, by code.
+static STATUS_TEXTS: std::sync::LazyLock<Vec<CString>> = std::sync::LazyLock::new(|| {
+    Status::ALL
+        .iter()
+        .map(|s| CString::new(s.description()).unwrap_or_default())
+        .collect()
+});
+
+/// This library's version, as C reads it.
+static VERSION: std::sync::LazyLock<CString> =
+    std::sync::LazyLock::new(|| CString::new(mstro::version()).unwrap_or_default());
+
+entry! {
+    /// A sentence describing status `s`.
+    fn mstro_status_description(s: mstro_status) -> *const c_char, c"unknown status".as_ptr() => {
         i32::try_from(s)
             .ok()
             .and_then(Status::from_code)
-            .and_then(|st| TEXTS.get(st as usize))
+            .and_then(|st| STATUS_TEXTS.get(st as usize))
             .map_or(c"unknown status".as_ptr(), |t| t.as_ptr())
-    })
+    }
 }
 
-/// Why this thread's last failing call failed ("" if none did, or if it cannot be read).
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_last_error_message() -> *const c_char {
-    shield(c"".as_ptr(), || {
+entry! {
+    /// Why this thread's last failing call failed ("" if none did, or if it cannot be read).
+    fn mstro_last_error_message() -> *const c_char, c"".as_ptr() => {
         LAST_ERROR.with(|l| l.try_borrow().map_or(c"".as_ptr(), |t| t.as_ptr()))
-    })
+    }
 }
 
-/// This library's version.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_version() -> *const c_char {
-    static V: std::sync::LazyLock<CString> =
-        std::sync::LazyLock::new(|| CString::new(mstro::version()).unwrap_or_default());
-    shield(c"".as_ptr(), || V.as_ptr())
+entry! {
+    /// This library's version.
+    fn mstro_version() -> *const c_char, c"".as_ptr() => {
+        VERSION.as_ptr()
+    }
 }
 
-/// Monotonic nanoseconds (0 if the clock cannot be read).
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_clock() -> u64 {
-    shield(0, mstro::clock)
+entry! {
+    /// Monotonic nanoseconds (0 if the clock cannot be read).
+    fn mstro_clock() -> u64, 0 => {
+        mstro::clock()
+    }
 }
 
-/// `mstro_init`.
-///
-/// # Safety
-/// The names are NULL or NUL-terminated strings.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_init(
-    workflow_name: *const c_char,
-    component_name: *const c_char,
-    component_index: i64,
-) -> mstro_status {
-    guard("mstro_init", || {
+entry! {
+    /// `mstro_init`.
+    ///
+    /// # Safety
+    /// The names are NULL or NUL-terminated strings.
+    unsafe fn mstro_init(
+        workflow_name: *const c_char,
+        component_name: *const c_char,
+        component_index: i64,
+    ) {
         // SAFETY: `workflow_name` is NULL (not given) or a NUL-terminated string: this entry
         // point's contract with its C caller.
         let w = unsafe { opt_text(workflow_name, "workflow_name") }?;
@@ -212,31 +247,29 @@ pub unsafe extern "C" fn mstro_init(
         // point's contract with its C caller.
         let c = unsafe { opt_text(component_name, "component_name") }?;
         mstro::init(w, c, component_index)
-    })
+    }
 }
 
-/// `mstro_finalize`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_finalize() -> mstro_status {
-    guard("mstro_finalize", || {
+entry! {
+    /// `mstro_finalize`.
+    fn mstro_finalize() {
         let r = mstro::finalize();
         // Event lists stay valid until the program disposes of them.
         attrs::forget_all();
         r
-    })
+    }
 }
 
-/// `mstro_cdo_declare`.
-///
-/// # Safety
-/// `name` is NULL or NUL-terminated; `result` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_cdo_declare(
-    name: *const c_char,
-    attr: header::mstro_cdo_attributes,
-    result: *mut mstro_cdo,
-) -> mstro_status {
-    guard("mstro_cdo_declare", || {
+entry! {
+    /// `mstro_cdo_declare`.
+    ///
+    /// # Safety
+    /// `name` is NULL or NUL-terminated; `result` is NULL or writable.
+    unsafe fn mstro_cdo_declare(
+        name: *const c_char,
+        attr: header::mstro_cdo_attributes,
+        result: *mut mstro_cdo,
+    ) {
         if result.is_null() {
             return Err(Error::invarg("result (the handle pointer) is NULL"));
         }
@@ -251,15 +284,17 @@ pub unsafe extern "C" fn mstro_cdo_declare(
         let h = mstro::cdo_declare(name)?;
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { put(result, handle(h.0), "result") }
-    })
+    }
 }
 
+/// An entry point taking a CDO handle alone, doing `$body` with the CDO.
 macro_rules! cdo_op {
     ($(#[$doc:meta])* $c:ident => $body:expr) => {
-        $(#[$doc])*
-        #[unsafe(no_mangle)]
-        pub extern "C" fn $c(h: mstro_cdo) -> mstro_status {
-            guard(stringify!($c), || $body(cdo(h)))
+        entry! {
+            $(#[$doc])*
+            fn $c(h: mstro_cdo) {
+                $body(cdo(h))
+            }
         }
     };
 }
@@ -293,24 +328,23 @@ cdo_op!(
     mstro_cdo_dispose => |c| { mstro::cdo_dispose(c)?; attrs::forget(c); Ok(()) }
 );
 
-/// `mstro_cdo_demand_async`: starts demanding the CDO in the background; the request's
-/// handle goes to `*request`.
-///
-/// # Safety
-/// `request` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_cdo_demand_async(
-    h: mstro_cdo,
-    request: *mut mstro_request,
-) -> mstro_status {
-    guard("mstro_cdo_demand_async", || {
+entry! {
+    /// `mstro_cdo_demand_async`: starts demanding the CDO in the background; the request's
+    /// handle goes to `*request`.
+    ///
+    /// # Safety
+    /// `request` is NULL or writable.
+    unsafe fn mstro_cdo_demand_async(
+        h: mstro_cdo,
+        request: *mut mstro_request,
+    ) {
         if request.is_null() {
             return Err(Error::invarg("request (the handle pointer) is NULL"));
         }
         let r = mstro::cdo_demand_async(cdo(h))?;
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { put(request, handle(r.0), "request") }
-    })
+    }
 }
 
 /// Settles what the C side keeps of a request's CDO once the request finished (attribute
@@ -321,49 +355,48 @@ fn request_finished(r: mstro::Request) {
     }
 }
 
-/// `mstro_request_test`: true once the request finished (well or not:
-/// `mstro_request_wait` says which); false while it runs or for a bad handle (logged).
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_request_test(request: mstro_request) -> bool {
-    let r = mstro::Request(raw(request));
-    let mut done = false;
-    let status = guard("mstro_request_test", || {
-        done = mstro::request_test(r)?;
-        if done {
-            request_finished(r);
-        }
-        Ok(())
-    });
-    done && status == Status::Ok as mstro_status
+entry! {
+    /// `mstro_request_test`: true once the request finished (well or not:
+    /// `mstro_request_wait` says which); false while it runs or for a bad handle (logged
+    /// and this thread's last error, as a failing call's).
+    fn mstro_request_test(request: mstro_request) -> bool, false => {
+        let r = mstro::Request(raw(request));
+        let mut done = false;
+        let status = guard("mstro_request_test", || {
+            done = mstro::request_test(r)?;
+            if done {
+                request_finished(r);
+            }
+            Ok(())
+        });
+        done && status == Status::Ok as mstro_status
+    }
 }
 
-/// `mstro_request_wait`: waits for the request and returns the demand's status.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_request_wait(request: mstro_request) -> mstro_status {
-    let r = mstro::Request(raw(request));
-    guard("mstro_request_wait", || {
+entry! {
+    /// `mstro_request_wait`: waits for the request and returns the demand's status.
+    fn mstro_request_wait(request: mstro_request) {
+        let r = mstro::Request(raw(request));
         let outcome = mstro::request_wait(r);
         request_finished(r);
         outcome
-    })
+    }
 }
 
-/// `mstro_request_dispose`: forgets the request, cancelling it if still in flight.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_request_dispose(request: mstro_request) -> mstro_status {
-    guard("mstro_request_dispose", || {
+entry! {
+    /// `mstro_request_dispose`: forgets the request, cancelling it if still in flight.
+    fn mstro_request_dispose(request: mstro_request) {
         mstro::request_dispose(mstro::Request(raw(request)))
-    })
+    }
 }
 
-/// `mstro_mem_alloc`: memory for CDO data that consumers on this node map (see
-/// `maestro.h`).
-///
-/// # Safety
-/// `ptr` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_mem_alloc(len: usize, ptr: *mut *mut c_void) -> mstro_status {
-    guard("mstro_mem_alloc", || {
+entry! {
+    /// `mstro_mem_alloc`: memory for CDO data that consumers on this node map (see
+    /// `maestro.h`).
+    ///
+    /// # Safety
+    /// `ptr` is NULL or writable.
+    unsafe fn mstro_mem_alloc(len: usize, ptr: *mut *mut c_void) {
         if ptr.is_null() {
             return Err(Error::invarg("NULL result pointer"));
         }
@@ -371,26 +404,26 @@ pub unsafe extern "C" fn mstro_mem_alloc(len: usize, ptr: *mut *mut c_void) -> m
         // SAFETY: non-NULL, writable (caller's contract).
         unsafe { ptr.write(p.cast()) };
         Ok(())
-    })
+    }
 }
 
-/// `mstro_mem_free`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_mem_free(ptr: *mut c_void) -> mstro_status {
-    guard("mstro_mem_free", || mstro::mem_free(ptr.cast()))
+entry! {
+    /// `mstro_mem_free`.
+    fn mstro_mem_free(ptr: *mut c_void) {
+        mstro::mem_free(ptr.cast())
+    }
 }
 
-/// `mstro_cdo_access_ptr`.
-///
-/// # Safety
-/// `data` and `data_len` are NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_cdo_access_ptr(
-    h: mstro_cdo,
-    data: *mut *mut c_void,
-    data_len: *mut i64,
-) -> mstro_status {
-    guard("mstro_cdo_access_ptr", || {
+entry! {
+    /// `mstro_cdo_access_ptr`.
+    ///
+    /// # Safety
+    /// `data` and `data_len` are NULL or writable.
+    unsafe fn mstro_cdo_access_ptr(
+        h: mstro_cdo,
+        data: *mut *mut c_void,
+        data_len: *mut i64,
+    ) {
         let (p, n) = mstro::cdo_access(cdo(h))?;
         if !data.is_null() {
             // SAFETY: non-NULL, writable (caller's contract).
@@ -402,44 +435,42 @@ pub unsafe extern "C" fn mstro_cdo_access_ptr(
             unsafe { data_len.write(n as i64) };
         }
         Ok(())
-    })
+    }
 }
 
-/// `mstro_cdo_attribute_set`.
-///
-/// # Safety
-/// `key` is NUL-terminated; `val` points at a value of the key's type (see `maestro.h`)
-/// that stays valid until seal when `copy_value` is false.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_cdo_attribute_set(
-    h: mstro_cdo,
-    key: *const c_char,
-    val: *mut c_void,
-    copy_value: bool,
-    user_owned_value: bool,
-) -> mstro_status {
-    guard("mstro_cdo_attribute_set", || {
+entry! {
+    /// `mstro_cdo_attribute_set`.
+    ///
+    /// # Safety
+    /// `key` is NUL-terminated; `val` points at a value of the key's type (see `maestro.h`)
+    /// that stays valid until seal when `copy_value` is false.
+    unsafe fn mstro_cdo_attribute_set(
+        h: mstro_cdo,
+        key: *const c_char,
+        val: *mut c_void,
+        copy_value: bool,
+        user_owned_value: bool,
+    ) {
         // SAFETY: `key` is NULL (refused) or a NUL-terminated string: this entry point's
         // contract with its C caller.
         let key = unsafe { text(key, "key") }?;
         // SAFETY: `val` points to a value of the key's schema type (or is the raw-ptr
         // memory), as `maestro.h` requires of `mstro_cdo_attribute_set`'s caller.
         unsafe { attrs::set(cdo(h), key, val, copy_value, user_owned_value) }
-    })
+    }
 }
 
-/// `mstro_cdo_attribute_get`.
-///
-/// # Safety
-/// `key` is NUL-terminated; `valtype` is NULL or writable; `val_p` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_cdo_attribute_get(
-    h: mstro_cdo,
-    key: *const c_char,
-    valtype: *mut header::mstro_cdo_attr_value_type,
-    val_p: *mut *const c_void,
-) -> mstro_status {
-    guard("mstro_cdo_attribute_get", || {
+entry! {
+    /// `mstro_cdo_attribute_get`.
+    ///
+    /// # Safety
+    /// `key` is NUL-terminated; `valtype` is NULL or writable; `val_p` is writable.
+    unsafe fn mstro_cdo_attribute_get(
+        h: mstro_cdo,
+        key: *const c_char,
+        valtype: *mut header::mstro_cdo_attr_value_type,
+        val_p: *mut *const c_void,
+    ) {
         if val_p.is_null() {
             return Err(Error::invarg("val_p is NULL"));
         }
@@ -454,21 +485,20 @@ pub unsafe extern "C" fn mstro_cdo_attribute_get(
         // SAFETY: checked non-NULL; writable (caller's contract).
         unsafe { val_p.write(p) };
         Ok(())
-    })
+    }
 }
 
-/// `mstro_cdo_selector_create`.
-///
-/// # Safety
-/// `nspace` is NULL or NUL-terminated, `query` NUL-terminated, `result` writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_cdo_selector_create(
-    schema: header::mstro_schema,
-    nspace: *const c_char,
-    query: *const c_char,
-    result: *mut mstro_cdo_selector,
-) -> mstro_status {
-    guard("mstro_cdo_selector_create", || {
+entry! {
+    /// `mstro_cdo_selector_create`.
+    ///
+    /// # Safety
+    /// `nspace` is NULL or NUL-terminated, `query` NUL-terminated, `result` writable.
+    unsafe fn mstro_cdo_selector_create(
+        schema: header::mstro_schema,
+        nspace: *const c_char,
+        query: *const c_char,
+        result: *mut mstro_cdo_selector,
+    ) {
         if !schema.is_null() {
             return Err(Error::invarg(
                 "schema must be NULL: selectors use the schemas of MSTRO_SCHEMA_PATH/MSTRO_SCHEMA_LIST",
@@ -486,29 +516,27 @@ pub unsafe extern "C" fn mstro_cdo_selector_create(
         let s = mstro::selector_create(ns, q)?;
         // SAFETY: checked non-NULL.
         unsafe { put(result, handle(s.0), "result") }
-    })
+    }
 }
 
-/// `mstro_cdo_selector_dispose`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_cdo_selector_dispose(s: mstro_cdo_selector) -> mstro_status {
-    guard("mstro_cdo_selector_dispose", || {
+entry! {
+    /// `mstro_cdo_selector_dispose`.
+    fn mstro_cdo_selector_dispose(s: mstro_cdo_selector) {
         mstro::selector_dispose(mstro::Selector(raw(s)))
-    })
+    }
 }
 
-/// `mstro_subscribe`.
-///
-/// # Safety
-/// `result` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_subscribe(
-    sel: mstro_cdo_selector,
-    kinds: u32,
-    opts: u32,
-    result: *mut mstro_subscription,
-) -> mstro_status {
-    guard("mstro_subscribe", || {
+entry! {
+    /// `mstro_subscribe`.
+    ///
+    /// # Safety
+    /// `result` is writable.
+    unsafe fn mstro_subscribe(
+        sel: mstro_cdo_selector,
+        kinds: u32,
+        opts: u32,
+        result: *mut mstro_subscription,
+    ) {
         if result.is_null() {
             return Err(Error::invarg("result (the handle pointer) is NULL"));
         }
@@ -516,30 +544,29 @@ pub unsafe extern "C" fn mstro_subscribe(
         let s = mstro::subscribe(sel, kinds, mstro::SubscriptionOptions(opts))?;
         // SAFETY: checked non-NULL.
         unsafe { put(result, handle(s.0), "result") }
-    })
+    }
 }
 
-/// `mstro_subscription_dispose`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_subscription_dispose(s: mstro_subscription) -> mstro_status {
-    guard("mstro_subscription_dispose", || {
+entry! {
+    /// `mstro_subscription_dispose`.
+    fn mstro_subscription_dispose(s: mstro_subscription) {
         mstro::subscription_dispose(mstro::Subscription(raw(s)))
-    })
+    }
 }
 
-/// `mstro_pm_start`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_pm_start() -> mstro_status {
-    guard("mstro_pm_start", mstro::pm_start)
+entry! {
+    /// `mstro_pm_start`.
+    fn mstro_pm_start() {
+        mstro::pm_start()
+    }
 }
 
-/// `mstro_pm_getinfo`: a malloc'd string the caller frees.
-///
-/// # Safety
-/// `info` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mstro_pm_getinfo(info: *mut *mut c_char) -> mstro_status {
-    guard("mstro_pm_getinfo", || {
+entry! {
+    /// `mstro_pm_getinfo`: a malloc'd string the caller frees.
+    ///
+    /// # Safety
+    /// `info` is writable.
+    unsafe fn mstro_pm_getinfo(info: *mut *mut c_char) {
         if info.is_null() {
             return Err(Error::invarg("info (the result pointer) is NULL"));
         }
@@ -552,13 +579,14 @@ pub unsafe extern "C" fn mstro_pm_getinfo(info: *mut *mut c_char) -> mstro_statu
         }
         // SAFETY: checked non-NULL.
         unsafe { put(info, copy, "info") }
-    })
+    }
 }
 
-/// `mstro_pm_terminate`.
-#[unsafe(no_mangle)]
-pub extern "C" fn mstro_pm_terminate() -> mstro_status {
-    guard("mstro_pm_terminate", mstro::pm_terminate)
+entry! {
+    /// `mstro_pm_terminate`.
+    fn mstro_pm_terminate() {
+        mstro::pm_terminate()
+    }
 }
 
 #[cfg(test)]

@@ -175,7 +175,8 @@ unsafe extern "C" fn trampoline(
         let source = if source.is_null() {
             None
         } else {
-            // SAFETY: non-null source proc lent for the call.
+            // SAFETY: non-NULL here; PMIx lends the source proc until the handler returns,
+            // and it is copied.
             Some(unsafe { Proc::from_raw(source) })
         };
         if let Some(Info {

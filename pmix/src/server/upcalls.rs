@@ -47,6 +47,19 @@ fn with_host(f: impl FnOnce(&dyn Host)) -> i32 {
 /// will come).
 const PANICKED: i32 = sys::PMIX_ERROR;
 
+/// Defines an upcall of the server module: an `unsafe extern "C"` function whose body runs
+/// behind the panic guard, named "PMIx upcall NAME" in the log. A panic never unwinds into
+/// PMIx: it is logged and the upcall returns the value given after the result type
+/// ([`PANICKED`] for a status: no callback will come; `()` for a void upcall).
+macro_rules! upcall {
+    ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $ret:ty, $panicked:expr => $body:block) => {
+        $(#[$m])*
+        pub(crate) unsafe extern "C" fn $name($($a: $t),*) -> $ret {
+            guard(concat!("PMIx upcall ", stringify!($name)), $panicked, || $body)
+        }
+    };
+}
+
 /// # Safety
 /// `p` must be NULL or a valid proc.
 unsafe fn proc_opt(p: *const sys::pmix_proc_t) -> Option<Proc> {
@@ -113,13 +126,13 @@ unsafe fn procs_vec(procs: *const sys::pmix_proc_t, n: usize) -> Vec<Proc> {
         .collect()
 }
 
-pub(crate) unsafe extern "C" fn client_connected(
-    proc_: *const sys::pmix_proc_t,
-    _server_object: *mut c_void,
-    _cbfunc: sys::pmix_op_cbfunc_t,
-    _cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall client_connected", PANICKED, || {
+upcall! {
+    fn client_connected(
+        proc_: *const sys::pmix_proc_t,
+        _server_object: *mut c_void,
+        _cbfunc: sys::pmix_op_cbfunc_t,
+        _cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx passes a valid proc. (In 4.2 cbfunc is NULL: returning SUCCESS is the
         // answer.)
         let p = unsafe { Proc::from_raw(proc_) };
@@ -130,35 +143,35 @@ pub(crate) unsafe extern "C" fn client_connected(
             }
         });
         answer
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn client_finalized(
-    proc_: *const sys::pmix_proc_t,
-    _server_object: *mut c_void,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall client_finalized", PANICKED, || {
+upcall! {
+    fn client_finalized(
+        proc_: *const sys::pmix_proc_t,
+        _server_object: *mut c_void,
+        cbfunc: sys::pmix_op_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx passes a valid proc.
         let p = unsafe { Proc::from_raw(proc_) };
         with_host(|h| h.client_finalized(&p));
         OpReply::new(cbfunc, cbdata).send(Ok(()));
         OK
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn abort(
-    proc_: *const sys::pmix_proc_t,
-    _server_object: *mut c_void,
-    status: c_int,
-    msg: *const c_char,
-    procs: *mut sys::pmix_proc_t,
-    nprocs: usize,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall abort", PANICKED, || {
+upcall! {
+    fn abort(
+        proc_: *const sys::pmix_proc_t,
+        _server_object: *mut c_void,
+        status: c_int,
+        msg: *const c_char,
+        procs: *mut sys::pmix_proc_t,
+        nprocs: usize,
+        cbfunc: sys::pmix_op_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc), `msg` (NULL or a C string) and `procs` (NULL
         // or `nprocs` procs) until this returns; all are copied.
         let (p, m, targets) = unsafe {
@@ -170,20 +183,20 @@ pub(crate) unsafe extern "C" fn abort(
         };
         let reply = OpReply::new(cbfunc, cbdata);
         with_host(|h| h.abort(&p, status, &m, targets, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn fence_nb(
-    procs: *const sys::pmix_proc_t,
-    nprocs: usize,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    data: *mut c_char,
-    ndata: usize,
-    cbfunc: sys::pmix_modex_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall fence_nb", PANICKED, || {
+upcall! {
+    fn fence_nb(
+        procs: *const sys::pmix_proc_t,
+        nprocs: usize,
+        info: *const sys::pmix_info_t,
+        ninfo: usize,
+        data: *mut c_char,
+        ndata: usize,
+        cbfunc: sys::pmix_modex_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `procs` (`nprocs` procs), `info` (NULL or `ninfo` infos) and `data`
         // (NULL or `ndata` bytes) until this returns; all are copied.
         let (ps, infos, blob) = unsafe {
@@ -198,110 +211,110 @@ pub(crate) unsafe extern "C" fn fence_nb(
         };
         let reply = ModexReply::new(cbfunc, cbdata);
         with_host(|h| h.fence(ps, infos, blob, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn direct_modex(
-    proc_: *const sys::pmix_proc_t,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_modex_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall direct_modex", PANICKED, || {
+upcall! {
+    fn direct_modex(
+        proc_: *const sys::pmix_proc_t,
+        info: *const sys::pmix_info_t,
+        ninfo: usize,
+        cbfunc: sys::pmix_modex_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc) and `info` (NULL or `ninfo` infos) until this
         // returns; both are copied.
         let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
         let reply = ModexReply::new(cbfunc, cbdata);
         with_host(|h| h.direct_modex(&p, infos, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn publish(
-    proc_: *const sys::pmix_proc_t,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall publish", PANICKED, || {
+upcall! {
+    fn publish(
+        proc_: *const sys::pmix_proc_t,
+        info: *const sys::pmix_info_t,
+        ninfo: usize,
+        cbfunc: sys::pmix_op_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc) and `info` (NULL or `ninfo` infos) until this
         // returns; both are copied.
         let (p, infos) = unsafe { proc_and_infos(proc_, info, ninfo) };
         let reply = OpReply::new(cbfunc, cbdata);
         with_host(|h| h.publish(&p, infos, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn lookup(
-    proc_: *const sys::pmix_proc_t,
-    keys: *mut *mut c_char,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_lookup_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall lookup", PANICKED, || {
+upcall! {
+    fn lookup(
+        proc_: *const sys::pmix_proc_t,
+        keys: *mut *mut c_char,
+        info: *const sys::pmix_info_t,
+        ninfo: usize,
+        cbfunc: sys::pmix_lookup_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc), `keys` (NULL or a NULL-terminated string
         // array) and `info` (NULL or `ninfo` infos) until this returns; all are copied.
         let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
         let reply = LookupReply::new(cbfunc, cbdata);
         with_host(|h| h.lookup(&p, ks, infos, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn unpublish(
-    proc_: *const sys::pmix_proc_t,
-    keys: *mut *mut c_char,
-    info: *const sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall unpublish", PANICKED, || {
+upcall! {
+    fn unpublish(
+        proc_: *const sys::pmix_proc_t,
+        keys: *mut *mut c_char,
+        info: *const sys::pmix_info_t,
+        ninfo: usize,
+        cbfunc: sys::pmix_op_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc), `keys` (NULL or a NULL-terminated string
         // array) and `info` (NULL or `ninfo` infos) until this returns; all are copied.
         let (p, ks, infos) = unsafe { proc_keys_infos(proc_, keys, info, ninfo) };
         let reply = OpReply::new(cbfunc, cbdata);
         with_host(|h| h.unpublish(&p, ks, infos, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn register_events(
-    _codes: *mut i32,
-    _ncodes: usize,
-    _info: *const sys::pmix_info_t,
-    _ninfo: usize,
-    _cbfunc: sys::pmix_op_cbfunc_t,
-    _cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall register_events", PANICKED, || {
+upcall! {
+    fn register_events(
+        _codes: *mut i32,
+        _ncodes: usize,
+        _info: *const sys::pmix_info_t,
+        _ninfo: usize,
+        _cbfunc: sys::pmix_op_cbfunc_t,
+        _cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // Nothing to forward on a single node: the library delivers locally.
         sys::PMIX_OPERATION_SUCCEEDED
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn deregister_events(
-    _codes: *mut i32,
-    _ncodes: usize,
-    _cbfunc: sys::pmix_op_cbfunc_t,
-    _cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall deregister_events", PANICKED, || {
+upcall! {
+    fn deregister_events(
+        _codes: *mut i32,
+        _ncodes: usize,
+        _cbfunc: sys::pmix_op_cbfunc_t,
+        _cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         sys::PMIX_OPERATION_SUCCEEDED
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn notify_event(
-    code: i32,
-    source: *const sys::pmix_proc_t,
-    _range: sys::pmix_data_range_t,
-    info: *mut sys::pmix_info_t,
-    ninfo: usize,
-    _cbfunc: sys::pmix_op_cbfunc_t,
-    _cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall notify_event", PANICKED, || {
+upcall! {
+    fn notify_event(
+        code: i32,
+        source: *const sys::pmix_proc_t,
+        _range: sys::pmix_data_range_t,
+        info: *mut sys::pmix_info_t,
+        ninfo: usize,
+        _cbfunc: sys::pmix_op_cbfunc_t,
+        _cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `source` (NULL or a valid proc) and `info` (NULL or `ninfo` infos)
         // until this returns; both are copied.
         let (src, infos) = unsafe { (proc_opt(source), Info::vec_from_raw(info, ninfo)) };
@@ -311,23 +324,24 @@ pub(crate) unsafe extern "C" fn notify_event(
         // PMIx 4.2.2 holds a lock around this upcall: calling cbfunc here deadlocks and
         // returning SUCCESS ("later") is not counted. OPERATION_SUCCEEDED, no callback.
         sys::PMIX_OPERATION_SUCCEEDED
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn query(
-    proct: *mut sys::pmix_proc_t,
-    queries: *mut sys::pmix_query_t,
-    nqueries: usize,
-    cbfunc: sys::pmix_info_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall query", PANICKED, || {
+upcall! {
+    fn query(
+        proct: *mut sys::pmix_proc_t,
+        queries: *mut sys::pmix_query_t,
+        nqueries: usize,
+        cbfunc: sys::pmix_info_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         let qs: Vec<Query> = if queries.is_null() {
             Vec::new()
         } else {
             (0..nqueries)
                 .map(|i| {
-                    // SAFETY: `nqueries` valid queries lent for the call.
+                    // SAFETY: `queries` is non-NULL here and PMIx lends `nqueries` queries there
+                    // until this returns; each is copied.
                     let q = unsafe { &*queries.add(i) };
                     Query {
                         // SAFETY: NULL-terminated key list and `nqual` qualifiers.
@@ -343,33 +357,34 @@ pub(crate) unsafe extern "C" fn query(
         let requestor = unsafe { proc_opt(proct) };
         let reply = InfoReply::new(cbfunc, cbdata);
         with_host(|h| h.query(requestor.as_ref(), qs, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn tool_connected(
-    info: *mut sys::pmix_info_t,
-    ninfo: usize,
-    cbfunc: sys::pmix_tool_connection_cbfunc_t,
-    cbdata: *mut c_void,
-) {
-    guard("PMIx upcall tool_connected", (), || {
-        // SAFETY: valid infos lent for the call.
+upcall! {
+    fn tool_connected(
+        info: *mut sys::pmix_info_t,
+        ninfo: usize,
+        cbfunc: sys::pmix_tool_connection_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> (), () => {
+        // SAFETY: PMIx lends `info` (NULL or `ninfo` infos) until this returns; they are
+        // copied.
         let infos = unsafe { Info::vec_from_raw(info, ninfo) };
         let reply = ToolReply::new(cbfunc, cbdata);
         with_host(|h| h.tool_connected(infos, reply));
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn log(
-    client: *const sys::pmix_proc_t,
-    data: *const sys::pmix_info_t,
-    ndata: usize,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) {
-    guard("PMIx upcall log", (), || {
+upcall! {
+    fn log(
+        client: *const sys::pmix_proc_t,
+        data: *const sys::pmix_info_t,
+        ndata: usize,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        cbfunc: sys::pmix_op_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> (), () => {
         // SAFETY: PMIx lends `client` (NULL or a valid proc), `data` (NULL or `ndata` infos) and
         // `directives` (NULL or `ndirs` infos) until this returns; all are copied.
         let (p, infos, dirs) = unsafe {
@@ -386,19 +401,19 @@ pub(crate) unsafe extern "C" fn log(
             }
             None => reply.send(Err(Status(sys::PMIX_ERR_BAD_PARAM))),
         }
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn job_control(
-    requestor: *const sys::pmix_proc_t,
-    targets: *const sys::pmix_proc_t,
-    ntargets: usize,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    cbfunc: sys::pmix_info_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall job_control", PANICKED, || {
+upcall! {
+    fn job_control(
+        requestor: *const sys::pmix_proc_t,
+        targets: *const sys::pmix_proc_t,
+        ntargets: usize,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        cbfunc: sys::pmix_info_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `requestor` (NULL or a valid proc), `targets` (NULL or `ntargets`
         // procs) and `directives` (NULL or `ndirs` infos) until this returns; all are copied.
         let (p, targets, dirs) = unsafe {
@@ -416,20 +431,20 @@ pub(crate) unsafe extern "C" fn job_control(
                 OK
             }
         }
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn group(
-    op: sys::pmix_group_operation_t,
-    grp: *mut c_char,
-    procs: *const sys::pmix_proc_t,
-    nprocs: usize,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    cbfunc: sys::pmix_info_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall group", PANICKED, || {
+upcall! {
+    fn group(
+        op: sys::pmix_group_operation_t,
+        grp: *mut c_char,
+        procs: *const sys::pmix_proc_t,
+        nprocs: usize,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        cbfunc: sys::pmix_info_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `grp` (a C string), `procs` (NULL or `nprocs` procs) and `directives`
         // (NULL or `ndirs` infos) until this returns; all are copied.
         let (name, members, dirs) = unsafe {
@@ -449,7 +464,7 @@ pub(crate) unsafe extern "C" fn group(
             }
         };
         with_host(|h| h.group(op, &name, members, dirs, reply))
-    })
+    }
 }
 
 /// # Safety
@@ -484,16 +499,16 @@ unsafe fn apps_vec(apps: *const sys::pmix_app_t, n: usize) -> Vec<App> {
         .collect()
 }
 
-pub(crate) unsafe extern "C" fn spawn(
-    requestor: *const sys::pmix_proc_t,
-    job_info: *const sys::pmix_info_t,
-    ninfo: usize,
-    apps: *const sys::pmix_app_t,
-    napps: usize,
-    cbfunc: sys::pmix_spawn_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall spawn", PANICKED, || {
+upcall! {
+    fn spawn(
+        requestor: *const sys::pmix_proc_t,
+        job_info: *const sys::pmix_info_t,
+        ninfo: usize,
+        apps: *const sys::pmix_app_t,
+        napps: usize,
+        cbfunc: sys::pmix_spawn_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `requestor` (NULL or a valid proc), `job_info` (NULL or `ninfo` infos)
         // and `apps` (NULL or `napps` apps) until this returns; all are copied.
         let (p, infos, apps) = unsafe {
@@ -511,70 +526,67 @@ pub(crate) unsafe extern "C" fn spawn(
                 OK
             }
         }
-    })
+    }
 }
 
-/// `connect` and `disconnect`: the same arguments, handed to `f`.
+/// `connect` and `disconnect`: the same arguments, copied and handed to `f` with the reply.
 ///
 /// # Safety
 /// `procs` NULL or `nprocs` valid procs, `info` NULL or `ninfo` valid infos.
 unsafe fn connection(
-    what: &'static str,
     (procs, nprocs): (*const sys::pmix_proc_t, usize),
     (info, ninfo): (*const sys::pmix_info_t, usize),
     (cbfunc, cbdata): (sys::pmix_op_cbfunc_t, *mut c_void),
     f: fn(&dyn Host, Vec<Proc>, Vec<Info>, OpReply),
 ) -> i32 {
-    guard(what, PANICKED, || {
-        // SAFETY: the caller's contract (`procs`: NULL or `nprocs` procs; `info`: NULL or `ninfo`
-        // infos, valid for the call); both are copied.
-        let (procs, infos) = unsafe { (procs_vec(procs, nprocs), Info::vec_from_raw(info, ninfo)) };
-        let reply = OpReply::new(cbfunc, cbdata);
-        with_host(|h| f(h, procs, infos, reply))
-    })
+    // SAFETY: the caller's contract (`procs`: NULL or `nprocs` procs; `info`: NULL or `ninfo`
+    // infos, valid for the call); both are copied.
+    let (procs, infos) = unsafe { (procs_vec(procs, nprocs), Info::vec_from_raw(info, ninfo)) };
+    let reply = OpReply::new(cbfunc, cbdata);
+    with_host(|h| f(h, procs, infos, reply))
 }
 
-/// Defines the trampoline of `connect` or `disconnect` (same arguments) calling `$method`.
+/// Defines the upcall `connect` or `disconnect` (same arguments) calling `$method`.
 macro_rules! connection_upcall {
-    ($name:ident, $what:literal, $method:ident) => {
-        pub(crate) unsafe extern "C" fn $name(
-            procs: *const sys::pmix_proc_t,
-            nprocs: usize,
-            info: *const sys::pmix_info_t,
-            ninfo: usize,
-            cbfunc: sys::pmix_op_cbfunc_t,
-            cbdata: *mut c_void,
-        ) -> i32 {
-            // SAFETY: PMIx lends `procs` (NULL or `nprocs` procs) and `info` (NULL or `ninfo`
-            // infos) until this returns: `connection`'s contract.
-            unsafe {
-                connection(
-                    $what,
-                    (procs, nprocs),
-                    (info, ninfo),
-                    (cbfunc, cbdata),
-                    |h, p, i, r| h.$method(p, i, r),
-                )
+    ($name:ident, $method:ident) => {
+        upcall! {
+            fn $name(
+                procs: *const sys::pmix_proc_t,
+                nprocs: usize,
+                info: *const sys::pmix_info_t,
+                ninfo: usize,
+                cbfunc: sys::pmix_op_cbfunc_t,
+                cbdata: *mut c_void,
+            ) -> i32, PANICKED => {
+                // SAFETY: PMIx lends `procs` (NULL or `nprocs` procs) and `info` (NULL or
+                // `ninfo` infos) until this returns: `connection`'s contract.
+                unsafe {
+                    connection(
+                        (procs, nprocs),
+                        (info, ninfo),
+                        (cbfunc, cbdata),
+                        |h, p, i, r| h.$method(p, i, r),
+                    )
+                }
             }
         }
     };
 }
 
-connection_upcall!(connect, "PMIx upcall connect", connect);
-connection_upcall!(disconnect, "PMIx upcall disconnect", disconnect);
+connection_upcall!(connect, connect);
+connection_upcall!(disconnect, disconnect);
 
-pub(crate) unsafe extern "C" fn iof_pull(
-    procs: *const sys::pmix_proc_t,
-    nprocs: usize,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    channels: sys::pmix_iof_channel_t,
-    cbfunc: sys::pmix_op_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    // Answered synchronously, the callback never called (see `Host::iof_pull`).
-    let _ = (cbfunc, cbdata);
-    guard("PMIx upcall iof_pull", PANICKED, || {
+upcall! {
+    fn iof_pull(
+        procs: *const sys::pmix_proc_t,
+        nprocs: usize,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        channels: sys::pmix_iof_channel_t,
+        _cbfunc: sys::pmix_op_cbfunc_t,
+        _cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
+        // Answered synchronously, the callback never called (see `Host::iof_pull`).
         // SAFETY: PMIx lends `procs` (NULL or `nprocs` procs) and `directives` (NULL or `ndirs`
         // infos) until this returns; both are copied.
         let (procs, dirs) = unsafe {
@@ -588,34 +600,34 @@ pub(crate) unsafe extern "C" fn iof_pull(
             Some(Err(s)) => s.0,
             None => sys::PMIX_ERR_INIT,
         }
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn get_credential(
-    proc_: *const sys::pmix_proc_t,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    cbfunc: sys::pmix_credential_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall get_credential", PANICKED, || {
+upcall! {
+    fn get_credential(
+        proc_: *const sys::pmix_proc_t,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        cbfunc: sys::pmix_credential_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc) and `directives` (NULL or `ndirs` infos) until
         // this returns; both are copied.
         let (p, infos) = unsafe { proc_and_infos(proc_, directives, ndirs) };
         let reply = CredentialReply::new(cbfunc, cbdata);
         with_host(|h| h.get_credential(&p, infos, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn validate_credential(
-    proc_: *const sys::pmix_proc_t,
-    cred: *const sys::pmix_byte_object_t,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    cbfunc: sys::pmix_validation_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall validate_credential", PANICKED, || {
+upcall! {
+    fn validate_credential(
+        proc_: *const sys::pmix_proc_t,
+        cred: *const sys::pmix_byte_object_t,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        cbfunc: sys::pmix_validation_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `proc_` (a valid proc), `cred` (NULL or a byte object) and
         // `directives` (NULL or `ndirs` infos) until this returns; all are copied.
         let (p, bytes, infos) = unsafe {
@@ -631,25 +643,25 @@ pub(crate) unsafe extern "C" fn validate_credential(
         };
         let reply = ValidationReply::new(cbfunc, cbdata);
         with_host(|h| h.validate_credential(&p, &bytes, infos, reply))
-    })
+    }
 }
 
-pub(crate) unsafe extern "C" fn fabric(
-    requestor: *const sys::pmix_proc_t,
-    op: sys::pmix_fabric_operation_t,
-    directives: *const sys::pmix_info_t,
-    ndirs: usize,
-    cbfunc: sys::pmix_info_cbfunc_t,
-    cbdata: *mut c_void,
-) -> i32 {
-    guard("PMIx upcall fabric", PANICKED, || {
+upcall! {
+    fn fabric(
+        requestor: *const sys::pmix_proc_t,
+        op: sys::pmix_fabric_operation_t,
+        directives: *const sys::pmix_info_t,
+        ndirs: usize,
+        cbfunc: sys::pmix_info_cbfunc_t,
+        cbdata: *mut c_void,
+    ) -> i32, PANICKED => {
         // SAFETY: PMIx lends `requestor` (NULL or a valid proc) and `directives` (NULL or `ndirs`
         // infos) until this returns; both are copied.
         let (p, infos) = unsafe { (proc_opt(requestor), Info::vec_from_raw(directives, ndirs)) };
         let update = op == sys::pmix_fabric_operation_t_PMIX_FABRIC_UPDATE_INFO;
         let reply = InfoReply::new(cbfunc, cbdata);
         with_host(|h| h.fabric(p.as_ref(), update, infos, reply))
-    })
+    }
 }
 
 /// What the module supports, as `PMIx_Register_attributes` wants it: each function of the
