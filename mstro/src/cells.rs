@@ -92,7 +92,7 @@ impl GroupCell {
 }
 
 /// A demand running in the background on the client's runtime, for [`crate::request`].
-pub(crate) type Background = tokio::task::JoinHandle<pool::Result<(pool::CdoData, Attributes)>>;
+pub(crate) type Background = pool::Task<pool::Result<(pool::CdoData, Attributes)>>;
 
 /// Where a request is.
 pub(crate) enum Progress {

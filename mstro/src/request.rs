@@ -90,9 +90,6 @@ enum Wait<'a> {
     Yes(Option<&'a (dyn Fn() -> bool + Sync)>),
 }
 
-/// How often an interruptible wait asks whether it is interrupted.
-const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// The CDO a request demands.
 ///
 /// # Errors
@@ -128,20 +125,13 @@ fn finish(request: Request, wait: Wait<'_>) -> Result<Option<Result<()>>> {
             Wait::Yes(interrupted) => interrupted,
         };
         let session = inst.session()?;
-        let joined = session.client().block_on(async {
-            loop {
-                tokio::select! {
-                    joined = &mut *task => return Some(joined),
-                    () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
-                        if interrupted.is_some_and(|stop| stop()) {
-                            return None;
-                        }
-                    }
-                }
-            }
-        });
-        let Some(joined) = joined else {
-            return Ok(None);
+        let bounds = pool::Bounds {
+            interrupted,
+            ..pool::Bounds::default()
+        };
+        let joined = match session.client().join_task(task, bounds) {
+            pool::Bounded::Done(joined) | pool::Bounded::LateInterrupt(joined) => joined,
+            pool::Bounded::Interrupted | pool::Bounded::TimedOut => return Ok(None),
         };
         let outcome = match joined {
             Ok(got) => Some(got),

@@ -14,7 +14,8 @@ use pool::bootstrap::PmInfo;
 use pool::proto::Refusal;
 use pool::schema::{AttrError, Schemas};
 use pool::{
-    AsyncClient, Client, ClientError, CredentialVerdict, JoinOptions, PmConfig, PoolManager,
+    AsyncClient, Bounded, Bounds, Client, ClientError, CredentialVerdict, JoinOptions, PmConfig,
+    PoolManager,
 };
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -832,4 +833,71 @@ fn a_local_demand_reaches_the_pm_without_another_message() {
         app.leave().expect("leave");
     }
     pm.stop();
+}
+
+#[test]
+fn a_bounded_demand_outlasts_the_client_timeout_ends_at_its_limit_and_is_retracted_when_interrupted()
+ {
+    let pm = start_pm();
+    let timeout = Duration::from_secs(1);
+    let join = |name: &str| {
+        Client::join(pm.info(), JoinOptions::new(name, 0).timeout(timeout)).expect("join")
+    };
+    let (p, c) = (join("producer"), join("consumer"));
+
+    // Offered 1.5 s in, past the client's timeout, within the demand's 4 s limit.
+    let field = c.declare("field").expect("declare");
+    let offered = std::thread::scope(|s| {
+        let offer = s.spawn(|| {
+            std::thread::sleep(timeout + Duration::from_millis(500));
+            let cdo = p.declare("field").expect("declare");
+            let bytes = Buffer::from_slice(b"late but here").expect("buffer");
+            p.seal_and_offer(cdo, Attributes::new(), bytes)
+                .expect("offer");
+        });
+        let limit = Bounds {
+            limit: Some(4 * timeout),
+            ..Bounds::default()
+        };
+        let got = c.demand_bounded(field, None, limit);
+        offer.join().expect("the producer");
+        got
+    });
+    match offered {
+        Bounded::Done(Ok((data, _))) => assert_eq!(&data[..], b"late but here"),
+        other => panic!("{other:?}"),
+    }
+
+    // Nobody offers: the limit ends the wait.
+    let never = c.declare("never").expect("declare");
+    let limit = Bounds {
+        limit: Some(Duration::from_millis(200)),
+        ..Bounds::default()
+    };
+    assert!(matches!(
+        c.demand_bounded(never, None, limit),
+        Bounded::TimedOut
+    ));
+
+    // Said once after 100 ms, and the caller stops then: retracted, demandable again.
+    let other = c.declare("other").expect("declare");
+    let stop = AtomicBool::new(false);
+    let said = std::sync::atomic::AtomicUsize::new(0);
+    let notice = || {
+        said.fetch_add(1, Ordering::SeqCst);
+        stop.store(true, Ordering::SeqCst);
+    };
+    let interrupted = || stop.load(Ordering::SeqCst);
+    let bounds = Bounds {
+        limit: Some(T),
+        interrupted: Some(&interrupted),
+        notice: Some((Duration::from_millis(100), &notice)),
+    };
+    assert!(matches!(
+        c.demand_bounded(other, None, bounds),
+        Bounded::Interrupted
+    ));
+    assert_eq!(said.load(Ordering::SeqCst), 1);
+    let again = c.demand_bounded(other, None, limit);
+    assert!(matches!(again, Bounded::TimedOut), "{again:?}");
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fabric::Buffer;
-use pool::CdoData;
 use pool::attr::Attributes;
 use pool::proto::CdoId;
+use pool::{Bounded, CdoData};
 
 use super::attributes::{Attr, cdo_attribute_get};
 use super::{RAW_PTR, cell, file, with_cdo};
@@ -63,9 +63,6 @@ pub fn cdo_demand_within(cdo: Cdo, limit: Option<Duration>) -> Result<()> {
     demand(cdo, limit, None)
 }
 
-/// How often an interruptible demand asks whether it is interrupted.
-const INTERRUPT_POLL: Duration = Duration::from_millis(50);
-
 /// As [`cdo_demand`], asking `interrupted` every 50 ms whether the caller wants to stop
 /// (Python's Ctrl-C): then the demand is retracted at the pool manager and the call
 /// returns [`Status::Fail`] saying so; the CDO is declared as before and may be demanded
@@ -76,15 +73,6 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 /// As [`cdo_demand_within`]; [`Status::Fail`] when interrupted.
 pub fn cdo_demand_interruptible(cdo: Cdo, interrupted: &(dyn Fn() -> bool + Sync)) -> Result<()> {
     demand(cdo, None, Some(interrupted))
-}
-
-/// How a demand's wait ended.
-enum Waited<T> {
-    Done(T),
-    /// Done, but interrupted while its transfer ran.
-    LateInterrupt(T),
-    Interrupted,
-    TimedOut,
 }
 
 fn demand(
@@ -102,20 +90,21 @@ fn demand(
             .ok()
             .and_then(|i| i.session().ok().map(|s| s.found().clone()))
             .is_some_and(|f| matches!(f, crate::session::Found::LocalPool));
-        // Built inside the runtime: the timers need its context.
-        let waited = client.block_on(async {
-            let wait = async {
-                match into {
-                    Some(dst) => client.as_async().demand_into(id, dst).await,
-                    None => client.as_async().demand(id).await,
-                }
-            };
-            wait_for(client, (id, name), wait, (limit, local), interrupted).await
-        });
+        let notice = || {
+            tracing::warn!(
+                "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
+            );
+        };
+        let bounds = pool::Bounds {
+            limit,
+            interrupted,
+            notice: local.then_some((Duration::from_secs(1), &notice as &(dyn Fn() + Sync))),
+        };
+        let waited = client.demand_bounded(id, into, bounds);
         let (got, late) = match waited {
-            Waited::Done(r) => (r, false),
-            Waited::LateInterrupt(r) => (r, true),
-            Waited::Interrupted => {
+            Bounded::Done(r) => (r, false),
+            Bounded::LateInterrupt(r) => (r, true),
+            Bounded::Interrupted => {
                 return Err(Error::new(
                     Status::Fail,
                     format!(
@@ -123,7 +112,7 @@ fn demand(
                     ),
                 ));
             }
-            Waited::TimedOut => {
+            Bounded::TimedOut => {
                 return Err(Error::new(
                     Status::Timeout,
                     format!(
@@ -142,50 +131,6 @@ fn demand(
         }
         Ok(())
     })
-}
-
-/// Waits for `wait`, the demand of CDO `id` (named `name`): until it completes, `limit`
-/// passes, or `interrupted` says stop (then the demand is retracted, unless its transfer
-/// is under way); in a `local` pool it warns once, after a second, that only this
-/// process's threads can offer.
-async fn wait_for<T>(
-    client: &pool::Client,
-    (id, name): (CdoId, &str),
-    wait: impl std::future::Future<Output = T>,
-    (limit, local): (Option<Duration>, bool),
-    interrupted: Option<&(dyn Fn() -> bool + Sync)>,
-) -> Waited<T> {
-    tokio::pin!(wait);
-    let now = tokio::time::Instant::now();
-    let deadline = limit.map(|l| now + l);
-    let mut notice = local.then(|| now + Duration::from_secs(1));
-    let until = |at: Option<tokio::time::Instant>| async move {
-        match at {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    };
-    loop {
-        tokio::select! {
-            r = &mut wait => return Waited::Done(r),
-            () = until(deadline) => return Waited::TimedOut,
-            () = until(notice) => {
-                notice = None;
-                tracing::warn!(
-                    "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
-                );
-            }
-            () = tokio::time::sleep(INTERRUPT_POLL), if interrupted.is_some() => {
-                if interrupted.is_some_and(|stop| stop()) {
-                    if client.as_async().retract(id).await.is_ok() {
-                        return Waited::Interrupted;
-                    }
-                    // Its transfer is under way: it lands, then the call says so.
-                    return Waited::LateInterrupt(wait.await);
-                }
-            }
-        }
-    }
 }
 
 /// Refuses a demand of a CDO demanded already or with an asynchronous demand in flight.

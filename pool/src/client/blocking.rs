@@ -2,6 +2,7 @@
 //! driver keeps serving tickets and stream requests between the application's calls.
 
 use std::future::Future;
+use std::time::Duration;
 
 use fabric::Buffer;
 
@@ -11,6 +12,91 @@ use crate::bootstrap::PmInfo;
 use crate::events::{EventKinds, SubscribeOptions};
 use crate::proto::{AppId, CdoId};
 use crate::selector::Selector;
+
+/// A background operation on a client's runtime ([`Client::spawn`]): waited for with
+/// [`Client::join_task`], stopped with [`Task::abort`] (dropping it lets it run on).
+pub struct Task<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Task<T> {
+    /// True once it ended (finished, panicked or aborted).
+    pub fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    /// Stops it at its next await point (what it waited for at the pool manager is given up
+    /// as a dropped call's is).
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+/// How often a bounded wait asks whether it is interrupted ([`Bounds::interrupted`]).
+pub const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
+/// How a blocking wait may end before what it waits for: at a time limit, or when the
+/// caller asks it to stop (a Python program's Ctrl-C); and what to say, once, if it lasts.
+#[derive(Clone, Copy, Default)]
+pub struct Bounds<'a> {
+    /// Give up after this long (`None`: no limit).
+    pub limit: Option<Duration>,
+    /// Asked every [`INTERRUPT_POLL`]; `true` stops the wait.
+    pub interrupted: Option<&'a (dyn Fn() -> bool + Sync)>,
+    /// Called once if the wait lasts this long (a warning that it may last forever).
+    pub notice: Option<(Duration, &'a (dyn Fn() + Sync))>,
+}
+
+/// How a bounded wait ended.
+#[derive(Debug)]
+pub enum Bounded<T> {
+    /// What it waited for ended: its outcome.
+    Done(T),
+    /// Interrupted, but what it waited for could not be called off any more (a demand whose
+    /// transfer was under way) and was waited for: its outcome.
+    LateInterrupt(T),
+    /// Interrupted, and what it waited for called off.
+    Interrupted,
+    /// The limit passed first (what it waited for stands).
+    TimedOut,
+}
+
+/// Where [`Bounds::wait`] stopped.
+enum Step<T> {
+    Done(T),
+    TimedOut,
+    Interrupted,
+}
+
+impl Bounds<'_> {
+    /// Waits for `work` until it completes, the limit passes or the caller interrupts (on
+    /// the client's runtime: its timers). Cancel safe: `work` is only borrowed.
+    async fn wait<F: Future + Unpin>(&self, work: &mut F) -> Step<F::Output> {
+        let now = tokio::time::Instant::now();
+        let deadline = self.limit.map(|l| now + l);
+        let mut notice = self.notice.map(|(after, say)| (now + after, say));
+        let until = |at: Option<tokio::time::Instant>| async move {
+            match at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        loop {
+            tokio::select! {
+                r = &mut *work => return Step::Done(r),
+                () = until(deadline) => return Step::TimedOut,
+                () = until(notice.map(|(at, _)| at)) => {
+                    if let Some((_, say)) = notice.take() {
+                        say();
+                    }
+                }
+                () = tokio::time::sleep(INTERRUPT_POLL), if self.interrupted.is_some() => {
+                    if self.interrupted.is_some_and(|stop| stop()) {
+                        return Step::Interrupted;
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// A joined application, for blocking code. Each call waits at most the join timeout.
 ///
@@ -98,13 +184,58 @@ impl Client {
     }
 
     /// Runs `f` on the client's runtime, in the background (an asynchronous demand, say:
-    /// [`AsyncClient::demand_detached`]).
-    pub fn spawn<F>(&self, f: F) -> tokio::task::JoinHandle<F::Output>
+    /// [`AsyncClient::demand_detached`]); [`Client::join_task`] waits for it.
+    pub fn spawn<F>(&self, f: F) -> Task<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.rt.spawn(f)
+        Task(self.rt.spawn(f))
+    }
+
+    /// Waits for a background `task` within `bounds`; it runs on when the wait ends early.
+    /// A task that panicked or was aborted is `Done(Err(why))`.
+    pub fn join_task<T>(
+        &self,
+        task: &mut Task<T>,
+        bounds: Bounds<'_>,
+    ) -> Bounded<std::result::Result<T, String>> {
+        self.block_on(async {
+            match bounds.wait(&mut task.0).await {
+                Step::Done(r) => Bounded::Done(r.map_err(|e| e.to_string())),
+                Step::TimedOut => Bounded::TimedOut,
+                Step::Interrupted => Bounded::Interrupted,
+            }
+        })
+    }
+
+    /// Demands `cdo` (landing in `into`, memory the application lends, when given: see
+    /// [`AsyncClient::demand_into`]), waiting within `bounds`: past the limit (which may be
+    /// longer than the client's timeout) the call returns [`Bounded::TimedOut`] and the
+    /// demand stands at the pool manager (a later demand takes it up); without one it waits
+    /// the client's timeout, as [`Client::demand`]; when interrupted, the demand is retracted
+    /// ([`Bounded::Interrupted`]: the CDO may be demanded again), unless its transfer is
+    /// under way: then it lands first ([`Bounded::LateInterrupt`]).
+    pub fn demand_bounded(
+        &self,
+        cdo: CdoId,
+        into: Option<Buffer>,
+        bounds: Bounds<'_>,
+    ) -> Bounded<Result<(CdoData, Attributes)>> {
+        // The PM's answer is awaited as long as the limit says (a moment longer, so that
+        // the limit decides), not the client's timeout.
+        let deadline = bounds
+            .limit
+            .and_then(|l| std::time::Instant::now().checked_add(l + Duration::from_secs(1)));
+        self.block_on(async {
+            let mut wait = std::pin::pin!(self.inner.demand_until(cdo, into, deadline));
+            match bounds.wait(&mut wait).await {
+                Step::Done(r) => Bounded::Done(r),
+                Step::TimedOut => Bounded::TimedOut,
+                Step::Interrupted if self.inner.retract(cdo).await.is_ok() => Bounded::Interrupted,
+                Step::Interrupted => Bounded::LateInterrupt(wait.await),
+            }
+        })
     }
 
     /// The async client underneath.

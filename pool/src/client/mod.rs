@@ -40,7 +40,7 @@ use fabric::{Buffer, Endpoint, MemoryRegion};
 use pool_core::client::{CallError, CallId, CallKey, ClientCore, Demand, Driver, Event, News};
 use tokio::sync::{mpsc, oneshot};
 
-pub use blocking::Client;
+pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
 pub use group::GroupMember;
 pub use observer::Observer;
@@ -602,7 +602,7 @@ impl AsyncClient {
     /// [`ClientError::Timeout`] if nobody offers it in time (the demand stays; retract it or
     /// demand again); `NoProvider` if its providers vanished; connection errors.
     pub async fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
-        demand(&self.shared, cdo).await
+        demand(&self.shared, cdo, None).await
     }
 
     /// As [`AsyncClient::demand`] (into `dst` when given, as
@@ -614,13 +614,24 @@ impl AsyncClient {
         cdo: CdoId,
         dst: Option<Buffer>,
     ) -> impl Future<Output = Result<(CdoData, Attributes)>> + Send + 'static {
+        self.demand_until(cdo, dst, None)
+    }
+
+    /// As [`AsyncClient::demand_detached`], waiting for the PM's answer until `deadline`
+    /// instead of the client's timeout, when given (a demand with a limit of its own).
+    pub(crate) fn demand_until(
+        &self,
+        cdo: CdoId,
+        dst: Option<Buffer>,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<(CdoData, Attributes)>> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         async move {
             let Some(dst) = dst else {
-                return demand(&shared, cdo).await;
+                return demand(&shared, cdo, deadline).await;
             };
             shared.core().lend(cdo, dst);
-            let result = demand(&shared, cdo).await;
+            let result = demand(&shared, cdo, deadline).await;
             // Unused (or the demand failed): the memory is the application's again.
             shared.core().unlend(cdo);
             result
@@ -717,9 +728,21 @@ impl AsyncClient {
 }
 
 /// The demand of [`AsyncClient::demand`], on the client's shared state.
-async fn demand(shared: &Arc<Shared>, cdo: CdoId) -> Result<(CdoData, Attributes)> {
+/// Demands `cdo`, its answer awaited until `deadline` when given, else the client's timeout.
+async fn demand(
+    shared: &Arc<Shared>,
+    cdo: CdoId,
+    deadline: Option<Instant>,
+) -> Result<(CdoData, Attributes)> {
     let (tx, rx) = oneshot::channel();
-    match shared.with_core(|c| c.demand(Instant::now(), cdo, tx))? {
+    let demanded = shared.with_core(|c| {
+        let d = c.demand(Instant::now(), cdo, tx);
+        if let (Ok(Demand::Waiting(call)), Some(at)) = (&d, deadline) {
+            c.set_deadline((Op::Demand, cdo), *call, Some(at));
+        }
+        d
+    })?;
+    match demanded {
         Demand::Here(data, attributes) => {
             tracing::trace!("demand of CDO {cdo}: required and here already");
             Ok((data, attributes))
