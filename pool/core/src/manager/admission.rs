@@ -99,7 +99,7 @@ impl Admission {
     }
 
     /// Takes `limits` (each count at least 1) for the connections to come.
-    fn set_limits(&mut self, limits: Limits) {
+    pub(super) fn set_limits(&mut self, limits: Limits) {
         self.limits = Limits {
             max_unjoined: limits.max_unjoined.max(1),
             max_unjoined_per_peer: limits.max_unjoined_per_peer.max(1),
@@ -179,24 +179,9 @@ impl Admission {
 }
 
 impl Manager {
-    /// Sets how long and how many connections may wait for admission, from the next
-    /// connection on (the default: [`Limits::default`]).
-    pub fn set_admission(&mut self, limits: Limits) {
-        self.admission.set_limits(limits);
-    }
-
-    /// A new connection: challenge it with `nonce` (fresh random bytes from the driver).
-    /// It counts as a [`Peer::Local`] connection of an unknown process.
-    pub fn connected(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32]) {
-        self.connected_from(now, conn, nonce, Peer::Local(None));
-    }
-
-    /// A new connection from `peer`: challenge it with `nonce` (fresh random bytes from
-    /// the driver) and give it until [`Limits::join_timeout`] to join. A TCP newcomer past
-    /// the [`Limits`] makes an older waiting connection go: refused
-    /// ([`Refusal::NotAdmitted`]) and closed ([`Manager::take_closing`]).
-    pub fn connected_from(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32], peer: Peer) {
-        self.advance(now);
+    /// Challenges the new connection `conn` from `peer` and counts it among the waiting,
+    /// making room when too many wait ([`Manager::connected_from`]).
+    pub(super) fn challenge(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32], peer: Peer) {
         if let Some(old) = self.admission.arrive(now, conn, peer) {
             let Limits {
                 max_unjoined,

@@ -220,20 +220,6 @@ impl Manager {
         app
     }
 
-    /// True once `conn`'s JOIN has been accepted, as an app or an observer (and until it
-    /// leaves or is gone).
-    pub fn is_joined(&self, conn: ConnId) -> bool {
-        matches!(
-            self.conns.get(&conn),
-            Some(Conn::Joined(_) | Conn::Observer)
-        )
-    }
-
-    /// The component name and index of a joined app.
-    pub fn app_identity(&self, app: AppId) -> Option<(&str, i64)> {
-        self.apps.get(&app).map(|a| (a.component.as_str(), a.index))
-    }
-
     pub(super) fn leave(&mut self, app: AppId) {
         if let Some(a) = self.apps.get_mut(&app) {
             a.leaving = true;
@@ -301,19 +287,8 @@ impl Manager {
         }
     }
 
-    /// The connection is gone (closed or broken): the app's CDOs go, transfers from its
-    /// offers are re-ticketed elsewhere, and demands only it could serve fail.
-    pub fn disconnected(&mut self, now: Instant, conn: ConnId) {
-        self.disconnected_because(
-            now,
-            conn,
-            "connection lost without LEAVE (the process died or closed it)",
-        );
-    }
-
-    /// As [`Manager::disconnected`], with the reason subscribers are told.
-    pub fn disconnected_because(&mut self, now: Instant, conn: ConnId, why: &str) {
-        self.advance(now);
+    /// Forgets `conn`, gone for `why` (subscribers of app leaves are told why).
+    pub(super) fn lost(&mut self, conn: ConnId, why: &str) {
         if let Some(Conn::Joined(app)) = self.conns.get(&conn) {
             let app = *app;
             if let Some(a) = self.apps.get(&app) {

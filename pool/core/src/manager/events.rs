@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::{Clock, Conn, ConnId, HashMap, Manager};
 use crate::attr::{self, AttrValue, Attributes};
-use crate::events::{
-    ACK_TIMEOUT, EventKind, EventKinds, FabricChange, PoolEvent, SubId, SubscribeOptions,
-};
+use crate::events::{ACK_TIMEOUT, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions};
 use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm};
 use crate::selector::{Expr, Selector};
 
@@ -64,6 +62,21 @@ pub(super) struct Events {
 }
 
 impl Events {
+    /// The earliest deadline of an operation held for acknowledgements.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.holds.values().map(|h| h.deadline).min()
+    }
+
+    /// How long operations wait for acknowledgements from now on.
+    pub(super) fn set_ack_timeout(&mut self, timeout: Duration) {
+        self.ack_timeout = timeout;
+    }
+
+    /// Number of operations waiting for acknowledgements.
+    pub(super) fn held_count(&self) -> usize {
+        self.holds.len()
+    }
+
     /// The latest time the driver reported.
     pub(super) fn now(&self) -> Instant {
         self.now
@@ -135,19 +148,10 @@ fn kind_of_op(op: Op) -> Option<EventKind> {
 impl Manager {
     /// Advances the manager's clock to `now` (never backwards): events carry it and hold
     /// deadlines count from it. Every input that takes `now` starts here.
-    pub(super) fn advance(&mut self, now: Instant) {
-        self.events.now = self.events.now.max(now);
-        self.stats.tick(self.events.now);
-    }
-
-    /// Advances the clock and acts on every deadline passed: holds end (their operations
-    /// proceed and late subscribers get [`FromPm::AckTooLate`], in connection order),
-    /// transfers pinning a withdrawn offer are abandoned, and connections that did not join
-    /// in time are refused and closed. The driver calls this when
-    /// [`Manager::poll_timeout`]'s instant has come.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        self.advance(now);
-        let now = self.events.now;
+    /// Ends the holds whose deadline passed by `now`: their operations proceed, and each
+    /// subscriber that did not acknowledge in time gets [`FromPm::AckTooLate`] and loses
+    /// that subscription (in connection order).
+    pub(super) fn expire_holds(&mut self, now: Instant) {
         let expired: Vec<ConnId> = self
             .events
             .holds
@@ -175,53 +179,11 @@ impl Manager {
             }
             self.release(conn);
         }
-        self.abandon_overdue(now);
-        self.expire_unjoined(now);
     }
 
-    /// When the manager next needs [`Manager::handle_timeout`]: the earliest deadline of an
-    /// operation held for acknowledgements, a transfer pinning a withdrawn offer or a
-    /// connection waiting to join; `None` while there is none (the driver can sleep until
-    /// its next input).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let held = self.events.holds.values().map(|h| h.deadline).min();
-        [held, self.next_abandon(), self.next_join_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`]).
-    pub fn set_ack_timeout(&mut self, timeout: Duration) {
-        self.events.ack_timeout = timeout;
-    }
-
-    /// Number of operations waiting for acknowledgements.
-    pub fn held_count(&self) -> usize {
-        self.events.holds.len()
-    }
-
-    /// Reports a fabric change (a link down or up, a lost node or process) to subscribers
-    /// of [`EventKind::Fabric`].
-    pub fn fabric_event(&mut self, now: Instant, detail: &str) {
-        self.advance(now);
-        let at = self.events.clock().unix_ns(self.events.now);
-        self.stats.fabric_event(at, detail);
-        self.emit(EventKind::Fabric, 0, None, detail, false);
-    }
-
-    /// A fabric change: a link (see [`Manager::link_changed`]) or anything else, told to
-    /// subscribers of [`EventKind::Fabric`].
-    pub fn fabric_changed(&mut self, now: Instant, change: FabricChange) {
-        self.advance(now);
-        match change {
-            FabricChange::Link {
-                name,
-                addresses,
-                up,
-            } => self.link_changed(now, &name, &addresses, up),
-            FabricChange::Other(detail) => self.fabric_event(now, &detail),
-        }
+    pub(super) fn advance(&mut self, now: Instant) {
+        self.events.now = self.events.now.max(now);
+        self.stats.tick(self.events.now);
     }
 
     /// Whether messages of `conn` must wait behind a held operation.
@@ -428,7 +390,7 @@ impl Manager {
 
     /// Sends one event to every matching subscription with this `before`; returns the
     /// acknowledgements it needs (only operations on CDOs can be held).
-    fn emit(
+    pub(super) fn emit(
         &mut self,
         kind: EventKind,
         app: AppId,

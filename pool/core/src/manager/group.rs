@@ -23,6 +23,27 @@ use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
 pub const GROUP_SLICE: usize = 256;
 
 impl Manager {
+    /// Tickets a slice ([`GROUP_SLICE`]) of the demanded groups' members still to
+    /// ticket; one with no offer yet waits for one, one disposed meanwhile is passed over.
+    pub(super) fn ticket_backlog(&mut self) {
+        for _ in 0..GROUP_SLICE {
+            let Some(id) = self.backlog.pop_front() else {
+                break;
+            };
+            self.ticket(id);
+            let Some(c) = self.cdos.get(&id) else {
+                continue;
+            };
+            if let State::Required(w) = &c.state
+                && w.transfer.is_none()
+                && !w.local
+            {
+                let name = Arc::clone(&c.name);
+                self.cdos.wait(&name, id);
+            }
+        }
+    }
+
     /// `DemandGroup` from `app`: its group CDO `group` is demanded as a group, with the ids
     /// `first..first + capacity` (its own, unused) reserved for the members.
     pub(super) fn demand_group(
@@ -107,39 +128,6 @@ impl Manager {
         self.backlog.extend(ids);
         let now = self.events.now();
         self.work(now);
-    }
-
-    /// Whether [`Manager::work`] has something to do: members of demanded groups still to
-    /// ticket, CDOs of apps gone still to remove. A driver with work left calls it again
-    /// once it has sent the output and looked at its other input.
-    pub fn has_work(&self) -> bool {
-        !self.backlog.is_empty() || !self.reaping.is_empty()
-    }
-
-    /// Does a slice of deferred work ([`GROUP_SLICE`] members of demanded groups
-    /// ticketed, or waiting for an offer when none is there; [`crate::REAP_SLICE`]
-    /// CDOs of apps gone removed); true while some is left. A member disposed meanwhile is
-    /// passed over.
-    pub fn work(&mut self, now: std::time::Instant) -> bool {
-        self.advance(now);
-        self.reap();
-        for _ in 0..GROUP_SLICE {
-            let Some(id) = self.backlog.pop_front() else {
-                break;
-            };
-            self.ticket(id);
-            let Some(c) = self.cdos.get(&id) else {
-                continue;
-            };
-            if let State::Required(w) = &c.state
-                && w.transfer.is_none()
-                && !w.local
-            {
-                let name = Arc::clone(&c.name);
-                self.cdos.wait(&name, id);
-            }
-        }
-        self.has_work()
     }
 
     /// The members a group demand of `name` (offered as `published`) brings `consumer`,

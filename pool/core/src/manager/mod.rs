@@ -36,6 +36,12 @@
 //! provider; `Declared` → `Required` (with a transfer, demanded or not) → local for a
 //! consumer; `Dispose` ends either.
 //!
+//! Every public entry point of [`Manager`] is in this file, its front door: what a driver
+//! may do is read in one place, and each entry delegates to the part that owns the concern
+//! (the parts' own state, such as the subscriptions and holds of `events::Events`, the
+//! waiting connections of `admission::Admission` or the observers' `observe::Stats`, is
+//! reached through their methods).
+//!
 //! The parts, one concern each:
 //! - [`cdo`]: the CDO table (`CdoTable`: every live CDO with the name indexes of offers and
 //!   waiting consumers, kept in step by the table), the states and what each allows (the
@@ -77,7 +83,10 @@ use policy::Policy;
 use transfer::Transfer;
 
 use crate::Subnet;
+use crate::events::{EventKind, FabricChange};
 use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm, TransferId};
+use crate::view::{Query, View};
+use admission::{Limits, Peer};
 
 /// The manager's clock: the driver's monotonic instants, and the wall-clock time of one of
 /// them, so events can carry wall-clock times (nanoseconds since the Unix epoch) while the
@@ -414,5 +423,183 @@ impl Manager {
             }),
             other => tracing::error!("not an operation on a CDO: {:?}", other.op()),
         }
+    }
+
+    // Connections: admission, joins, losses.
+
+    /// Sets how long and how many connections may wait for admission, from the next
+    /// connection on (the default: [`Limits::default`]).
+    pub fn set_admission(&mut self, limits: Limits) {
+        self.admission.set_limits(limits);
+    }
+
+    /// A new connection: challenge it with `nonce` (fresh random bytes from the driver).
+    /// It counts as a [`Peer::Local`] connection of an unknown process.
+    pub fn connected(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32]) {
+        self.connected_from(now, conn, nonce, Peer::Local(None));
+    }
+
+    /// A new connection from `peer`: challenge it with `nonce` (fresh random bytes from
+    /// the driver) and give it until [`Limits::join_timeout`] to join. A TCP newcomer past
+    /// the [`Limits`] makes an older waiting connection go: refused
+    /// ([`Refusal::NotAdmitted`]) and closed ([`Manager::take_closing`]).
+    pub fn connected_from(&mut self, now: Instant, conn: ConnId, nonce: [u8; 32], peer: Peer) {
+        self.advance(now);
+        self.challenge(now, conn, nonce, peer);
+    }
+
+    /// True once `conn`'s JOIN has been accepted, as an app or an observer (and until it
+    /// leaves or is gone).
+    pub fn is_joined(&self, conn: ConnId) -> bool {
+        matches!(
+            self.conns.get(&conn),
+            Some(Conn::Joined(_) | Conn::Observer)
+        )
+    }
+
+    /// The component name and index of a joined app.
+    pub fn app_identity(&self, app: AppId) -> Option<(&str, i64)> {
+        self.apps.get(&app).map(|a| (a.component.as_str(), a.index))
+    }
+
+    /// The connection is gone (closed or broken): the app's CDOs go, transfers from its
+    /// offers are re-ticketed elsewhere, and demands only it could serve fail.
+    pub fn disconnected(&mut self, now: Instant, conn: ConnId) {
+        self.disconnected_because(
+            now,
+            conn,
+            "connection lost without LEAVE (the process died or closed it)",
+        );
+    }
+
+    /// As [`Manager::disconnected`], with the reason subscribers are told.
+    pub fn disconnected_because(&mut self, now: Instant, conn: ConnId, why: &str) {
+        self.advance(now);
+        self.lost(conn, why);
+    }
+
+    // Time: deadlines and what the driver does at them.
+
+    /// When the manager next needs [`Manager::handle_timeout`]: the earliest deadline of an
+    /// operation held for acknowledgements, a transfer pinning a withdrawn offer or a
+    /// connection waiting to join; `None` while there is none (the driver can sleep until
+    /// its next input).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let held = self.events.next_deadline();
+        [held, self.next_abandon(), self.next_join_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Advances the clock and acts on every deadline passed: holds end (their operations
+    /// proceed and late subscribers get [`FromPm::AckTooLate`], in connection order),
+    /// transfers pinning a withdrawn offer are abandoned, and connections that did not join
+    /// in time are refused and closed. The driver calls this when
+    /// [`Manager::poll_timeout`]'s instant has come.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        let now = self.events.now();
+        self.expire_holds(now);
+        self.abandon_overdue(now);
+        self.expire_unjoined(now);
+    }
+
+    /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`](crate::events::ACK_TIMEOUT)).
+    pub fn set_ack_timeout(&mut self, timeout: Duration) {
+        self.events.set_ack_timeout(timeout);
+    }
+
+    /// Number of operations waiting for acknowledgements.
+    pub fn held_count(&self) -> usize {
+        self.events.held_count()
+    }
+
+    // Work left between inputs (a group's members to ticket, a gone app's CDOs to drop).
+
+    /// Whether [`Manager::work`] has something to do: members of demanded groups still to
+    /// ticket, CDOs of apps gone still to remove. A driver with work left calls it again
+    /// once it has sent the output and looked at its other input.
+    pub fn has_work(&self) -> bool {
+        !self.backlog.is_empty() || !self.reaping.is_empty()
+    }
+
+    /// Does a slice of deferred work ([`GROUP_SLICE`] members of demanded groups
+    /// ticketed, or waiting for an offer when none is there; [`crate::REAP_SLICE`]
+    /// CDOs of apps gone removed); true while some is left. A member disposed meanwhile is
+    /// passed over.
+    pub fn work(&mut self, now: Instant) -> bool {
+        self.advance(now);
+        self.reap();
+        self.ticket_backlog();
+        self.has_work()
+    }
+
+    // The fabric's changes.
+
+    /// Reports a fabric change (a link down or up, a lost node or process) to subscribers
+    /// of [`EventKind::Fabric`].
+    pub fn fabric_event(&mut self, now: Instant, detail: &str) {
+        self.advance(now);
+        let at = self.events.clock().unix_ns(self.events.now());
+        self.stats.fabric_event(at, detail);
+        self.emit(EventKind::Fabric, 0, None, detail, false);
+    }
+
+    /// A fabric change: a link (see [`Manager::link_changed`]) or anything else, told to
+    /// subscribers of [`EventKind::Fabric`].
+    pub fn fabric_changed(&mut self, now: Instant, change: FabricChange) {
+        self.advance(now);
+        match change {
+            FabricChange::Link {
+                name,
+                addresses,
+                up,
+            } => self.link_changed(now, &name, &addresses, up),
+            FabricChange::Other(detail) => self.fabric_event(now, &detail),
+        }
+    }
+
+    /// A link went down or came back up (a fabric event from the host): while it is down,
+    /// transfers planned from now on avoid RMA with endpoints on its networks (`subnets`:
+    /// the link's addresses with their prefixes; the peers across the link are on them
+    /// too) and go by stream over the control connections; subscribers of
+    /// [`EventKind::Fabric`] are told, once per change however many report it.
+    pub fn link_changed(&mut self, now: Instant, link: &str, subnets: &[Subnet], up: bool) {
+        self.advance(now);
+        // Several apps of a node (and its host) may report the same change: once is news.
+        let known = subnets.iter().all(|s| self.down.contains(s) != up);
+        if known && !subnets.is_empty() {
+            return;
+        }
+        for s in subnets {
+            self.down.retain(|d| d != s);
+            if !up {
+                self.down.push(*s);
+            }
+        }
+        let list: Vec<String> = subnets.iter().map(ToString::to_string).collect();
+        let state = if up { "up" } else { "down" };
+        self.fabric_event(now, &format!("link {link} {state} ({})", list.join(", ")));
+    }
+
+    // What observers are shown.
+
+    /// The view an observer asking `query` would get (for drivers that show the pool in
+    /// other ways, such as a metrics endpoint). Bounded as observers' answers are.
+    pub fn view(&mut self, now: Instant, query: Query) -> View {
+        self.advance(now);
+        self.answer(query)
+    }
+
+    /// Tells the manager the PM process's resident memory (bytes), for [`Status`](crate::view::Status): the
+    /// driver reads it (the manager reads nothing of the system).
+    pub fn set_memory_bytes(&mut self, bytes: Option<u64>) {
+        self.stats.set_memory_bytes(bytes);
+    }
+
+    /// Number of observers connected.
+    pub fn observer_count(&self) -> usize {
+        self.stats.observer_count()
     }
 }

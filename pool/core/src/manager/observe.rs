@@ -53,6 +53,16 @@ pub(super) struct Stats {
 }
 
 impl Stats {
+    /// The PM process's resident memory, as the driver read it.
+    pub(super) fn set_memory_bytes(&mut self, bytes: Option<u64>) {
+        self.memory_bytes = bytes;
+    }
+
+    /// Number of observers connected.
+    pub(super) fn observer_count(&self) -> usize {
+        self.observers.len()
+    }
+
     pub(super) fn new(start: Instant) -> Stats {
         Stats {
             ops: [0; OPS],
@@ -108,17 +118,6 @@ fn address_of(a: &App) -> Option<String> {
 }
 
 impl Manager {
-    /// Tells the manager the PM process's resident memory (bytes), for [`Status`]: the
-    /// driver reads it (the manager reads nothing of the system).
-    pub fn set_memory_bytes(&mut self, bytes: Option<u64>) {
-        self.stats.memory_bytes = bytes;
-    }
-
-    /// Number of observers connected.
-    pub fn observer_count(&self) -> usize {
-        self.stats.observers.len()
-    }
-
     /// Accepts `conn` as an observer; when [`MAX_OBSERVERS`] are connected, the one that
     /// asked nothing for longest is told why and closed to make room.
     pub(super) fn observe(&mut self, conn: ConnId, who: &str) {
@@ -199,15 +198,8 @@ impl Manager {
         );
     }
 
-    /// The view an observer asking `query` would get (for drivers that show the pool in
-    /// other ways, such as a metrics endpoint). Bounded as observers' answers are.
-    pub fn view(&mut self, now: Instant, query: Query) -> View {
-        self.advance(now);
-        self.answer(query)
-    }
-
     /// Every input that leads here advanced the clock (and the operation rates) first.
-    fn answer(&mut self, query: Query) -> View {
+    pub(super) fn answer(&mut self, query: Query) -> View {
         let now = self.events.now();
         match query {
             Query::Status => View::Status(self.status(now)),

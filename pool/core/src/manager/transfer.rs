@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{ConnId, Manager, State, later, traffic};
-use crate::Subnet;
 use crate::events::EventKind;
 use crate::proto::{
     AppId, CdoId, Chunk, Direct, FromPm, MAX_CHUNK, Op, Refusal, Source, TransferId,
@@ -126,29 +125,6 @@ impl Manager {
             self.transfer_finished(transfer, &record, done);
             self.transfer_ended(conn, consumer, (transfer, record), None, None);
         }
-    }
-
-    /// A link went down or came back up (a fabric event from the host): while it is down,
-    /// transfers planned from now on avoid RMA with endpoints on its networks (`subnets`:
-    /// the link's addresses with their prefixes; the peers across the link are on them
-    /// too) and go by stream over the control connections; subscribers of
-    /// [`EventKind::Fabric`] are told, once per change however many report it.
-    pub fn link_changed(&mut self, now: Instant, link: &str, subnets: &[Subnet], up: bool) {
-        self.advance(now);
-        // Several apps of a node (and its host) may report the same change: once is news.
-        let known = subnets.iter().all(|s| self.down.contains(s) != up);
-        if known && !subnets.is_empty() {
-            return;
-        }
-        for s in subnets {
-            self.down.retain(|d| d != s);
-            if !up {
-                self.down.push(*s);
-            }
-        }
-        let list: Vec<String> = subnets.iter().map(ToString::to_string).collect();
-        let state = if up { "up" } else { "down" };
-        self.fabric_event(now, &format!("link {link} {state} ({})", list.join(", ")));
     }
 
     /// Removes a transfer and its count on the source offer; observers are told how it
