@@ -12,14 +12,12 @@
 
 use std::time::{Duration, Instant};
 
-use fabric_types::{Address, RemoteRegion};
+use fabric_types::RemoteRegion;
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{ClientCore, Event};
-use pool_core::proto::{self, AppId, FabricEndpoint, FromPm, Join, OfferExtras, ToPm};
+use pool_core::proto::{self, AppId, FromPm, Join, OfferExtras, ToPm};
 use pool_core::sim::{self, Plain};
 use pool_core::{Clock, ConnId, Manager};
-
-const SECRET: &[u8] = b"group cost";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -36,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         origin: t0,
         origin_unix_ns: 0,
     };
-    let mut m = Manager::new("wf", SECRET, 1, clock);
+    let mut m = Manager::new(sim::WORKFLOW, sim::SECRET, 1, clock);
     let (producer, _) = join(&mut m, 1, "producer")?;
     let (consumer, app) = join(&mut m, 2, "consumer")?;
     let names: Vec<String> = (0..members).map(|i| format!("member/{i}")).collect();
@@ -97,26 +95,12 @@ fn join(
     component: &str,
 ) -> Result<(ConnId, AppId), Box<dyn std::error::Error>> {
     let join = Join {
-        workflow: "wf".into(),
-        component: component.into(),
-        index: 0,
-        host: "node1".into(),
         process: conn,
-        job: String::new(),
-        endpoint: Some(FabricEndpoint {
-            provider: "shm".into(),
-            address: Address(component.as_bytes().to_vec()),
-        }),
-        alternates: Vec::new(),
-        networks: Vec::new(),
         memory: None,
-        credential: None,
-        nics: Default::default(),
-        role: Default::default(),
-        proof: Vec::new(),
+        ..sim::join_message(component)
     };
     let at = (Instant::now(), conn, [conn as u8; 32]);
-    let (core, _) = sim::join::<Plain>(m, at, join, SECRET, Duration::from_secs(60));
+    let (core, _) = sim::join::<Plain>(m, at, join, sim::SECRET, sim::CALL_TIMEOUT);
     match core.joined() {
         Some(Ok((app, _))) => Ok((conn, *app)),
         other => Err(format!("{component} was not welcomed: {other:?}").into()),

@@ -1,15 +1,80 @@
 //! The protocol's two ends wired together in memory (feature `sim`), for tests and IO-free
 //! measurements: a [`Driver`] whose bytes are vectors and whose waiting calls, queues and
-//! routes are plain tags ([`Plain`]), and the JOIN of a [`ClientCore`] to a [`Manager`]
-//! through the core's own handshake ([`join`]). Time is whatever the caller passes: a
-//! harness steps it to the earliest [`Manager::poll_timeout`] or
-//! [`ClientCore::poll_timeout`] and asserts exact instants.
+//! routes are plain tags ([`Plain`]), the JOIN of a [`ClientCore`] to a [`Manager`]
+//! through the core's own handshake ([`join`]), and [`World`]: one manager and any number
+//! of apps, each a client core whose IO the world does as a driver would (memory reads,
+//! stream pieces, waiting calls), with time simulated: [`World::run_until`] jumps to the
+//! earliest deadline of the manager and the cores ([`Manager::poll_timeout`],
+//! [`ClientCore::poll_timeout`]), so tests assert exact instants.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::client::{ClientCore, Driver};
-use crate::proto::{FromPm, InlineBytes, Join};
-use crate::{ConnId, Manager};
+use fabric_types::{Address, MemoryFile, RemoteRegion};
+
+use crate::attr::{AttrValue, Attributes};
+use crate::client::{
+    CallError, CallResult, ClientCore, DEFAULT_INLINE_MAX, Driver, Event, Fetch, News, Offer,
+    Transmit,
+};
+use crate::proto::{CdoId, FabricEndpoint, FromPm, InlineBytes, Join, ProcessMemory, Source, ToPm};
+use crate::schema::Schemas;
+use crate::{Clock, ConnId, Manager};
+
+/// The workflow a [`World`]'s manager serves.
+pub const WORKFLOW: &str = "wf";
+/// The workflow secret of a [`World`]'s manager.
+pub const SECRET: &[u8] = b"workflow secret";
+/// How long a [`World`]'s cores wait for their answers.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The shm endpoint of a test app named `component` (its address: the name's bytes).
+pub fn shm(component: &str) -> FabricEndpoint {
+    FabricEndpoint {
+        provider: "shm".into(),
+        address: Address(component.as_bytes().to_vec()),
+    }
+}
+
+/// Where a test app named `component` says same-host consumers may copy its offers from:
+/// a pid made of the name.
+pub fn memory_of(component: &str) -> ProcessMemory {
+    ProcessMemory {
+        pid: component.bytes().map(u32::from).sum(),
+        token: 7,
+        token_addr: 0x1000,
+    }
+}
+
+/// The memory file test offers name (passed on to same-host consumers only).
+pub fn memory_file() -> MemoryFile {
+    MemoryFile {
+        fd: 17,
+        inode: std::num::NonZeroU64::new(4242).unwrap_or(std::num::NonZeroU64::MIN),
+    }
+}
+
+/// The JOIN of a test app named `component` (index 0) to [`WORKFLOW`]: on host node1, with
+/// its [`shm`] endpoint and its [`memory_of`], in job `maestro.job.1`; no proof yet (a
+/// core's handshake makes it).
+pub fn join_message(component: &str) -> Join {
+    Join {
+        workflow: WORKFLOW.into(),
+        component: component.into(),
+        index: 0,
+        host: "node1".into(),
+        process: 0,
+        job: "maestro.job.1".into(),
+        endpoint: Some(shm(component)),
+        alternates: Vec::new(),
+        networks: Vec::new(),
+        memory: Some(memory_of(component)),
+        credential: None,
+        nics: crate::proto::Nics::default(),
+        role: crate::proto::Role::default(),
+        proof: Vec::new(),
+    }
+}
 
 /// A driver of plain values: a CDO's bytes are a vector, memory lent for a transfer is a
 /// vector (the bytes of an inline ticket are copied into it when they fit, as a real
@@ -69,5 +134,348 @@ pub fn join<T: Driver>(
         if !moved {
             return (core, others);
         }
+    }
+}
+
+/// One app: its connection, its core, and what its core gave it to do.
+pub struct App {
+    /// Its connection to the manager.
+    pub conn: ConnId,
+    /// Its protocol core.
+    pub core: ClientCore<Plain>,
+    /// Answers by waiting tag.
+    pub answers: HashMap<u32, CallResult<u64>>,
+    /// Subscriptions' news by queue tag.
+    pub news: HashMap<u32, Vec<News>>,
+    /// Messages it sent, in order.
+    pub sent: Vec<Transmit>,
+    /// Stream transfers it fetches: bytes so far.
+    pub streams: HashMap<u64, (Vec<u8>, u64)>,
+    /// Tickets it was given (the harness carries each out at once).
+    pub tickets: Vec<Source>,
+    /// Lent memory handed back with tickets.
+    pub lent_back: Vec<Vec<u8>>,
+    /// Why stream fetches ended early.
+    pub stream_errors: Vec<CallError>,
+}
+
+/// The PM and its apps, with the bytes every offer made readable (by region key).
+pub struct World {
+    /// The pool manager.
+    pub manager: Manager,
+    /// The world's time: every input carries it; [`World::run_until`] moves it on.
+    pub now: Instant,
+    /// The next connection's id.
+    next: ConnId,
+    /// The apps, in the order they joined.
+    pub apps: Vec<App>,
+    /// The bytes of every offer, by region key.
+    memory: HashMap<u64, Vec<u8>>,
+    /// Each offer's region key, by app and CDO.
+    offers: HashMap<(usize, CdoId), u64>,
+    /// Flip the first byte of every CDO a fetch reads (a corrupting transport).
+    pub corrupt: bool,
+    /// Providers ignore the PM's requests for stream pieces.
+    pub deaf: bool,
+    /// Hold tickets instead of carrying them out.
+    pub hold: bool,
+    /// The tickets held back while `hold`: (app, fetch).
+    pub held: Vec<(usize, Fetch<Vec<u8>>)>,
+}
+
+/// The built-in schemas and the `.user.step` the tests seal with.
+pub fn user_schemas() -> std::sync::Arc<Schemas> {
+    let mut schemas = Schemas::builtin();
+    let user = "schema-name: user\nschema-version: 1\nschema-namespace: .user.\n\
+                maestro-attributes:\n  - key: step\n    type: int()\n";
+    schemas
+        .load_str(user, "user.yaml")
+        .expect("the tests' schema");
+    std::sync::Arc::new(schemas)
+}
+
+impl World {
+    /// A pool manager of workflow [`WORKFLOW`] (secret [`SECRET`]) and no app yet, its
+    /// clock's origin now (wall-clock time 0).
+    pub fn new() -> World {
+        let now = Instant::now();
+        let clock = Clock {
+            origin: now,
+            origin_unix_ns: 0,
+        };
+        World {
+            manager: Manager::new(WORKFLOW, SECRET, 77, clock),
+            now,
+            next: 1,
+            apps: Vec::new(),
+            memory: HashMap::new(),
+            offers: HashMap::new(),
+            corrupt: false,
+            deaf: false,
+            hold: false,
+            held: Vec::new(),
+        }
+    }
+
+    /// Joins `component` (shm endpoint on node1, or none: stream transfers only) through
+    /// its core's handshake.
+    pub fn join(&mut self, component: &str, fabric: bool) -> usize {
+        let mut join = join_message(component);
+        let conn = self.next;
+        self.next += 1;
+        if fabric {
+            join.process = conn;
+        } else {
+            (join.host, join.process, join.endpoint) = ("node2".into(), 9, None);
+        }
+        let i = self.connect(conn, join, SECRET);
+        self.pump();
+        assert!(
+            matches!(self.apps[i].core.joined(), Some(Ok(_))),
+            "{component} did not join: {:?}",
+            self.apps[i].core.joined()
+        );
+        // The tests look at what the app sent once joined.
+        self.apps[i].sent.clear();
+        i
+    }
+
+    /// Connects an app that joins with `join`, proving `secret`, through its core's
+    /// handshake ([`join`]).
+    pub fn connect(&mut self, conn: ConnId, join: Join, secret: &[u8]) -> usize {
+        let at = (self.now, conn, [conn as u8; 32]);
+        let (mut core, others) = self::join(&mut self.manager, at, join, secret, CALL_TIMEOUT);
+        core.set_schemas(user_schemas());
+        self.apps.push(App {
+            conn,
+            core,
+            answers: HashMap::new(),
+            news: HashMap::new(),
+            sent: Vec::new(),
+            streams: HashMap::new(),
+            tickets: Vec::new(),
+            lent_back: Vec::new(),
+            stream_errors: Vec::new(),
+        });
+        self.deliver(others);
+        self.apps.len() - 1
+    }
+
+    /// Hands the manager `msg` from `conn` at the world's time; everything it sends.
+    fn send(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
+        self.manager.handle(self.now, conn, msg);
+        self.drain()
+    }
+
+    /// Everything the manager wants to send, its deferred work done (as a driver does it).
+    fn drain(&mut self) -> Vec<(ConnId, FromPm)> {
+        while self.manager.has_work() {
+            self.manager.work(self.now);
+        }
+        std::iter::from_fn(|| self.manager.poll_output()).collect()
+    }
+
+    /// App `app`'s core.
+    pub fn core(&mut self, app: usize) -> &mut ClientCore<Plain> {
+        &mut self.apps[app].core
+    }
+
+    /// Runs `step` on app `app`'s core at the world's time.
+    pub fn timed<R>(
+        &mut self,
+        app: usize,
+        step: impl FnOnce(&mut ClientCore<Plain>, Instant) -> R,
+    ) -> R {
+        let now = self.now;
+        step(&mut self.apps[app].core, now)
+    }
+
+    /// The earliest deadline of the PM and of every core.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let cores = self.apps.iter().filter_map(|a| a.core.poll_timeout());
+        cores.chain(self.manager.poll_timeout()).min()
+    }
+
+    /// Runs the world until `until`: time jumps to each deadline on the way (the PM's and
+    /// the cores'), where both sides handle their timeouts and the messages move; the
+    /// world's time ends at `until`.
+    pub fn run_until(&mut self, until: Instant) {
+        self.pump();
+        while let Some(at) = self.next_deadline().filter(|&at| at <= until) {
+            self.now = self.now.max(at);
+            let now = self.now;
+            self.manager.handle_timeout(now);
+            let out = self.drain();
+            self.deliver(out);
+            for app in &mut self.apps {
+                app.core.handle_timeout(now);
+            }
+            self.pump();
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Moves messages both ways and carries out what the cores ask until all is quiet.
+    pub fn pump(&mut self) {
+        loop {
+            let mut moved = false;
+            for i in 0..self.apps.len() {
+                while let Some(t) = self.apps[i].core.poll_transmit() {
+                    moved = true;
+                    let conn = self.apps[i].conn;
+                    let out = self.send(conn, t.msg.clone());
+                    self.apps[i].sent.push(t);
+                    self.deliver(out);
+                }
+                while let Some(e) = self.apps[i].core.poll_event() {
+                    moved = true;
+                    self.carry_out(i, e);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Hands each app the messages the manager sent it.
+    fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
+        for (conn, m) in out {
+            if let Some(app) = self.apps.iter_mut().find(|a| a.conn == conn) {
+                app.core.handle(self.now, m);
+            }
+        }
+    }
+
+    /// Does what a driver does with one of app `i`'s core events.
+    fn carry_out(&mut self, i: usize, e: Event<Plain>) {
+        match e {
+            Event::Answer { waiter, result } => {
+                let old = self.apps[i].answers.insert(waiter, result);
+                assert!(old.is_none(), "waiter {waiter} answered twice");
+            }
+            Event::Fetch(f) if self.hold => self.held.push((i, f)),
+            Event::Fetch(f) => self.fetch(i, f),
+            Event::Serve { .. } if self.deaf => {}
+            Event::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            } => {
+                let bytes = &self.memory[&self.offers[&(i, cdo)]];
+                let (o, n) = (offset as usize, len as usize);
+                let chunk = crate::proto::Chunk {
+                    transfer,
+                    offset,
+                    data: bytes[o..o + n].to_vec(),
+                };
+                self.core(i).send(ToPm::Chunk(chunk)).expect("chunk");
+            }
+            Event::Piece { stream, piece } => {
+                let (offset, data) = match piece {
+                    Ok(piece) => piece,
+                    Err(e) => {
+                        self.apps[i].streams.remove(&stream);
+                        self.apps[i].stream_errors.push(e.clone());
+                        self.core(i).fetched(stream, Err(e.to_string()));
+                        return;
+                    }
+                };
+                let (buf, len) = self.apps[i].streams.get_mut(&stream).expect("routed");
+                buf[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
+                *len -= data.len() as u64;
+                if *len == 0 {
+                    let (buf, _) = self.apps[i].streams.remove(&stream).expect("routed");
+                    self.core(i).fetched(stream, Ok((buf, None)));
+                }
+            }
+            Event::Subscription { events, news } => {
+                self.apps[i].news.entry(events).or_default().push(news);
+            }
+        }
+    }
+
+    /// Carries out a ticket as a driver would: reads the region, takes the inline bytes,
+    /// or fetches a stream through the core, piece by piece.
+    fn fetch(&mut self, i: usize, f: Fetch<Vec<u8>>) {
+        self.apps[i].tickets.push(f.source.clone());
+        if let Some(lent) = f.lent {
+            self.apps[i].lent_back.push(lent);
+        }
+        let mut bytes = match &f.source {
+            Source::Rma { region, .. } => self.memory[&region.key].clone(),
+            Source::Inline { bytes } => bytes.0.to_vec(),
+            Source::Stream { len } => {
+                let buf = vec![0; *len as usize];
+                self.apps[i].streams.insert(f.transfer, (buf, *len));
+                let (transfer, len) = (f.transfer, *len);
+                self.timed(i, |k, now| k.stream(now, transfer, len, transfer))
+                    .expect("stream");
+                return;
+            }
+            Source::SameProcess { .. } => panic!("no app shares a process here"),
+        };
+        if self.corrupt && !bytes.is_empty() {
+            bytes[0] ^= 0xff;
+        }
+        self.core(i).fetched(f.transfer, Ok((bytes, None)));
+    }
+
+    /// Declares `name` at `app`, seals it with `.user.step`, offers `bytes` (inline when
+    /// `inline`); the CDO and the tag its offer's answer comes under.
+    pub fn offer(&mut self, app: usize, name: &str, bytes: &[u8], inline: bool) -> (CdoId, u32) {
+        let mut attributes = Attributes::new();
+        attributes.insert(".user.step".into(), AttrValue::Int(2));
+        self.offer_sealed(app, name, (bytes, inline), attributes)
+    }
+
+    /// As [`World::offer`], sealed with `attributes` (and the bytes' checksum).
+    pub fn offer_sealed(
+        &mut self,
+        app: usize,
+        name: &str,
+        (bytes, inline): (&[u8], bool),
+        attributes: Attributes,
+    ) -> (CdoId, u32) {
+        let cdo = self.core(app).declare(name).expect("declare");
+        let key = self.memory.len() as u64 + 100;
+        self.memory.insert(key, bytes.to_vec());
+        self.offers.insert((app, cdo), key);
+        let region = RemoteRegion {
+            addr: 0,
+            key,
+            len: bytes.len() as u64,
+        };
+        let tag = 1000 + cdo as u32;
+        let core = self.core(app);
+        core.set_inline_max(if inline { DEFAULT_INLINE_MAX } else { 0 });
+        let offer = Offer {
+            cdo,
+            bytes,
+            region,
+            alternates: Vec::new(),
+            file: Some(memory_file()),
+            seal: Some(attributes),
+        };
+        self.timed(app, |k, now| k.offer(now, offer, tag))
+            .expect("offer");
+        (cdo, tag)
+    }
+
+    /// The answer filed under `tag` at app `app`, once there.
+    pub fn answer(&self, app: usize, tag: u32) -> Option<&CallResult<u64>> {
+        self.apps[app].answers.get(&tag)
+    }
+
+    /// The messages `app` sent, without the deferred flag.
+    pub fn sent(&self, app: usize) -> Vec<&ToPm> {
+        self.apps[app].sent.iter().map(|t| &t.msg).collect()
+    }
+}
+
+impl Default for World {
+    fn default() -> World {
+        World::new()
     }
 }

@@ -1,31 +1,26 @@
-//! The client's protocol core ([`ClientCore`]) paired with the pool manager in memory: apps
-//! whose every message goes through a core, as the `pool` crate's clients do, with the
-//! harness standing in for their IO (memory reads, stream pieces, waiting calls) and time
-//! simulated: it jumps to the earliest deadline of the manager and the cores
-//! (`World::run_until`). Every app joins through its core's handshake ([`sim::join`]).
+//! The client's protocol core ([`ClientCore`]) paired with the pool manager in memory, in
+//! the crate's harness ([`World`], feature `sim`): apps whose every message goes through a
+//! core, as the `pool` crate's clients do, with the world standing in for their IO (memory
+//! reads, stream pieces, waiting calls) and time simulated: it jumps to the earliest
+//! deadline of the manager and the cores (`World::run_until`). Every app joins through its
+//! core's handshake (`sim::join`).
 //! Every CDO lifecycle path, groups, inline CDOs, the local demand after a require,
 //! windowed streams, subscriptions, integrity, calls given up or timed out, the handshake
 //! and the connection's end.
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
-    CallError, CallResult, ClientCore, DEFAULT_INLINE_MAX, Demand, Event, Fetch, News, Offer,
-    Phase, STREAM_WINDOW, Transmit,
+    CallError, CallResult, ClientCore, Demand, Event, News, Offer, Phase, STREAM_WINDOW, Transmit,
 };
 use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
 use pool_core::proto::{CdoId, FromPm, Op, Refusal, Source, ToPm};
-use pool_core::schema::Schemas;
-use pool_core::sim::{self, Plain};
-use pool_core::{ConnId, selector::Selector};
-use support::{Pm, memory_file, wrong};
-
-/// How long the cores' calls wait for their answers.
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+use pool_core::selector::Selector;
+use pool_core::sim::{CALL_TIMEOUT, Plain, World};
+use support::wrong;
 
 /// A subscription to every offer.
 fn offers() -> (EventKinds, pool_core::selector::Expr, SubscribeOptions) {
@@ -34,309 +29,6 @@ fn offers() -> (EventKinds, pool_core::selector::Expr, SubscribeOptions) {
         Selector::all().expr().clone(),
         SubscribeOptions::default(),
     )
-}
-
-/// One app: its connection, its core, and what its core gave it to do.
-struct App {
-    conn: ConnId,
-    core: ClientCore<Plain>,
-    /// Answers by waiting tag.
-    answers: HashMap<u32, CallResult<u64>>,
-    /// Subscriptions' news by queue tag.
-    news: HashMap<u32, Vec<News>>,
-    /// Messages it sent, in order.
-    sent: Vec<Transmit>,
-    /// Stream transfers it fetches: bytes so far.
-    streams: HashMap<u64, (Vec<u8>, u64)>,
-    /// Tickets it was given (the harness carries each out at once).
-    tickets: Vec<Source>,
-    /// Lent memory handed back with tickets.
-    lent_back: Vec<Vec<u8>>,
-    /// Why stream fetches ended early.
-    stream_errors: Vec<CallError>,
-}
-
-/// The PM and its apps, with the bytes every offer made readable (by region key).
-struct World {
-    pm: Pm,
-    apps: Vec<App>,
-    memory: HashMap<u64, Vec<u8>>,
-    /// Each offer's region key, by app and CDO.
-    offers: HashMap<(usize, CdoId), u64>,
-    /// Flip the first byte of every CDO a fetch reads (a corrupting transport).
-    corrupt: bool,
-    /// Providers ignore the PM's requests for stream pieces.
-    deaf: bool,
-    /// Hold tickets instead of carrying them out: (app, fetch).
-    hold: bool,
-    held: Vec<(usize, Fetch<Vec<u8>>)>,
-}
-
-/// The built-in schemas and the `.user.step` the tests seal with.
-fn user_schemas() -> std::sync::Arc<Schemas> {
-    let mut schemas = Schemas::builtin();
-    let user = "schema-name: user\nschema-version: 1\nschema-namespace: .user.\n\
-                maestro-attributes:\n  - key: step\n    type: int()\n";
-    schemas
-        .load_str(user, "user.yaml")
-        .expect("the tests' schema");
-    std::sync::Arc::new(schemas)
-}
-
-impl World {
-    fn new() -> World {
-        World {
-            pm: Pm::new(),
-            apps: Vec::new(),
-            memory: HashMap::new(),
-            offers: HashMap::new(),
-            corrupt: false,
-            deaf: false,
-            hold: false,
-            held: Vec::new(),
-        }
-    }
-
-    /// Joins `component` (shm endpoint on node1, or none: stream transfers only) through
-    /// its core's handshake.
-    fn join(&mut self, component: &str, fabric: bool) -> usize {
-        let mut join = match support::join_msg(component, &[]) {
-            ToPm::Join(join) => *join,
-            other => unreachable!("{other:?}"),
-        };
-        let conn = self.pm.next;
-        self.pm.next += 1;
-        if fabric {
-            join.process = conn;
-        } else {
-            (join.host, join.process, join.endpoint) = ("node2".into(), 9, None);
-        }
-        let i = self.connect(conn, join, support::SECRET);
-        self.pump();
-        assert!(
-            matches!(self.apps[i].core.joined(), Some(Ok(_))),
-            "{component} did not join: {:?}",
-            self.apps[i].core.joined()
-        );
-        // The tests look at what the app sent once joined.
-        self.apps[i].sent.clear();
-        i
-    }
-
-    /// Connects an app that joins with `join`, proving `secret`, through its core's
-    /// handshake ([`sim::join`]).
-    fn connect(&mut self, conn: ConnId, join: pool_core::proto::Join, secret: &[u8]) -> usize {
-        let at = (self.pm.now, conn, [conn as u8; 32]);
-        let (mut core, others) = sim::join(&mut self.pm.m, at, join, secret, CALL_TIMEOUT);
-        core.set_schemas(user_schemas());
-        self.apps.push(App {
-            conn,
-            core,
-            answers: HashMap::new(),
-            news: HashMap::new(),
-            sent: Vec::new(),
-            streams: HashMap::new(),
-            tickets: Vec::new(),
-            lent_back: Vec::new(),
-            stream_errors: Vec::new(),
-        });
-        self.deliver(others);
-        self.apps.len() - 1
-    }
-
-    fn core(&mut self, app: usize) -> &mut ClientCore<Plain> {
-        &mut self.apps[app].core
-    }
-
-    /// Runs `step` on app `app`'s core at the world's time.
-    fn timed<R>(
-        &mut self,
-        app: usize,
-        step: impl FnOnce(&mut ClientCore<Plain>, Instant) -> R,
-    ) -> R {
-        let now = self.pm.now;
-        step(&mut self.apps[app].core, now)
-    }
-
-    /// The earliest deadline of the PM and of every core.
-    fn next_deadline(&self) -> Option<Instant> {
-        let cores = self.apps.iter().filter_map(|a| a.core.poll_timeout());
-        cores.chain(self.pm.m.poll_timeout()).min()
-    }
-
-    /// Runs the world until `until`: time jumps to each deadline on the way (the PM's and
-    /// the cores'), where both sides handle their timeouts and the messages move; the
-    /// world's time ends at `until`.
-    fn run_until(&mut self, until: Instant) {
-        self.pump();
-        while let Some(at) = self.next_deadline().filter(|&at| at <= until) {
-            self.pm.now = self.pm.now.max(at);
-            let now = self.pm.now;
-            self.pm.m.handle_timeout(now);
-            let out = self.pm.drain();
-            self.deliver(out);
-            for app in &mut self.apps {
-                app.core.handle_timeout(now);
-            }
-            self.pump();
-        }
-        self.pm.now = self.pm.now.max(until);
-    }
-
-    /// Moves messages both ways and carries out what the cores ask until all is quiet.
-    fn pump(&mut self) {
-        loop {
-            let mut moved = false;
-            for i in 0..self.apps.len() {
-                while let Some(t) = self.apps[i].core.poll_transmit() {
-                    moved = true;
-                    let conn = self.apps[i].conn;
-                    let out = self.pm.send(conn, t.msg.clone());
-                    self.apps[i].sent.push(t);
-                    self.deliver(out);
-                }
-                while let Some(e) = self.apps[i].core.poll_event() {
-                    moved = true;
-                    self.carry_out(i, e);
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-
-    fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
-        for (conn, m) in out {
-            if let Some(app) = self.apps.iter_mut().find(|a| a.conn == conn) {
-                app.core.handle(self.pm.now, m);
-            }
-        }
-    }
-
-    fn carry_out(&mut self, i: usize, e: Event<Plain>) {
-        match e {
-            Event::Answer { waiter, result } => {
-                let old = self.apps[i].answers.insert(waiter, result);
-                assert!(old.is_none(), "waiter {waiter} answered twice");
-            }
-            Event::Fetch(f) if self.hold => self.held.push((i, f)),
-            Event::Fetch(f) => self.fetch(i, f),
-            Event::Serve { .. } if self.deaf => {}
-            Event::Serve {
-                transfer,
-                cdo,
-                offset,
-                len,
-            } => {
-                let bytes = &self.memory[&self.offers[&(i, cdo)]];
-                let (o, n) = (offset as usize, len as usize);
-                let chunk = pool_core::proto::Chunk {
-                    transfer,
-                    offset,
-                    data: bytes[o..o + n].to_vec(),
-                };
-                self.core(i).send(ToPm::Chunk(chunk)).expect("chunk");
-            }
-            Event::Piece { stream, piece } => {
-                let (offset, data) = match piece {
-                    Ok(piece) => piece,
-                    Err(e) => {
-                        self.apps[i].streams.remove(&stream);
-                        self.apps[i].stream_errors.push(e.clone());
-                        self.core(i).fetched(stream, Err(e.to_string()));
-                        return;
-                    }
-                };
-                let (buf, len) = self.apps[i].streams.get_mut(&stream).expect("routed");
-                buf[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
-                *len -= data.len() as u64;
-                if *len == 0 {
-                    let (buf, _) = self.apps[i].streams.remove(&stream).expect("routed");
-                    self.core(i).fetched(stream, Ok((buf, None)));
-                }
-            }
-            Event::Subscription { events, news } => {
-                self.apps[i].news.entry(events).or_default().push(news);
-            }
-        }
-    }
-
-    /// Carries out a ticket as a driver would: reads the region, takes the inline bytes,
-    /// or fetches a stream through the core, piece by piece.
-    fn fetch(&mut self, i: usize, f: Fetch<Vec<u8>>) {
-        self.apps[i].tickets.push(f.source.clone());
-        if let Some(lent) = f.lent {
-            self.apps[i].lent_back.push(lent);
-        }
-        let mut bytes = match &f.source {
-            Source::Rma { region, .. } => self.memory[&region.key].clone(),
-            Source::Inline { bytes } => bytes.0.to_vec(),
-            Source::Stream { len } => {
-                let buf = vec![0; *len as usize];
-                self.apps[i].streams.insert(f.transfer, (buf, *len));
-                let (transfer, len) = (f.transfer, *len);
-                self.timed(i, |k, now| k.stream(now, transfer, len, transfer))
-                    .expect("stream");
-                return;
-            }
-            Source::SameProcess { .. } => panic!("no app shares a process here"),
-        };
-        if self.corrupt && !bytes.is_empty() {
-            bytes[0] ^= 0xff;
-        }
-        self.core(i).fetched(f.transfer, Ok((bytes, None)));
-    }
-
-    /// Declares `name` at `app`, seals it with `.user.step`, offers `bytes` (inline when
-    /// `inline`); the CDO and the tag its offer's answer comes under.
-    fn offer(&mut self, app: usize, name: &str, bytes: &[u8], inline: bool) -> (CdoId, u32) {
-        let mut attributes = Attributes::new();
-        attributes.insert(".user.step".into(), AttrValue::Int(2));
-        self.offer_sealed(app, name, (bytes, inline), attributes)
-    }
-
-    /// As [`World::offer`], sealed with `attributes` (and the bytes' checksum).
-    fn offer_sealed(
-        &mut self,
-        app: usize,
-        name: &str,
-        (bytes, inline): (&[u8], bool),
-        attributes: Attributes,
-    ) -> (CdoId, u32) {
-        let cdo = self.core(app).declare(name).expect("declare");
-        let key = self.memory.len() as u64 + 100;
-        self.memory.insert(key, bytes.to_vec());
-        self.offers.insert((app, cdo), key);
-        let region = fabric_types::RemoteRegion {
-            addr: 0,
-            key,
-            len: bytes.len() as u64,
-        };
-        let tag = 1000 + cdo as u32;
-        let core = self.core(app);
-        core.set_inline_max(if inline { DEFAULT_INLINE_MAX } else { 0 });
-        let offer = Offer {
-            cdo,
-            bytes,
-            region,
-            alternates: Vec::new(),
-            file: Some(memory_file()),
-            seal: Some(attributes),
-        };
-        self.timed(app, |k, now| k.offer(now, offer, tag))
-            .expect("offer");
-        (cdo, tag)
-    }
-
-    fn answer(&self, app: usize, tag: u32) -> Option<&CallResult<u64>> {
-        self.apps[app].answers.get(&tag)
-    }
-
-    /// The messages `app` sent, without the deferred flag.
-    fn sent(&self, app: usize) -> Vec<&ToPm> {
-        self.apps[app].sent.iter().map(|t| &t.msg).collect()
-    }
 }
 
 fn waiting<D>(d: Demand<D>) -> pool_core::client::CallId {
@@ -990,7 +682,7 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
 fn an_unanswered_call_times_out_exactly_at_its_deadline_and_its_request_stands() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
-    let t0 = w.pm.now;
+    let t0 = w.now;
     let cdo = w.core(c).declare("late").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     assert_eq!(w.core(c).poll_timeout(), Some(t0 + CALL_TIMEOUT));
@@ -1018,7 +710,7 @@ fn an_unanswered_call_times_out_exactly_at_its_deadline_and_its_request_stands()
 fn a_call_waits_as_long_as_its_own_deadline_says() {
     let mut w = World::new();
     let c = w.join("consumer", true);
-    let t0 = w.pm.now;
+    let t0 = w.now;
     let (short, never) = (
         w.core(c).declare("short").expect("declare"),
         w.core(c).declare("never").expect("declare"),
@@ -1051,7 +743,7 @@ fn a_call_waits_as_long_as_its_own_deadline_says() {
 fn a_call_held_for_a_subscribers_acknowledgement_goes_on_at_the_pms_deadline() {
     let mut w = World::new();
     let (s, p) = (w.join("auditor", true), w.join("producer", true));
-    w.pm.m.set_ack_timeout(Duration::from_secs(10));
+    w.manager.set_ack_timeout(Duration::from_secs(10));
     let (kinds, selector, _) = offers();
     let options = SubscribeOptions {
         require_ack: true,
@@ -1063,7 +755,7 @@ fn a_call_held_for_a_subscribers_acknowledgement_goes_on_at_the_pms_deadline() {
     .expect("subscribe");
     w.pump();
     assert!(matches!(w.answer(s, 1), Some(Ok(_))));
-    let t0 = w.pm.now;
+    let t0 = w.now;
     let (cdo, tag) = w.offer(p, "audited", b"x", false);
     w.pump();
     assert_eq!(
@@ -1199,7 +891,7 @@ fn a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_
     // The demand waits for as long as it takes; the stream must show progress.
     w.core(c).set_deadline((Op::Demand, cdo), call, None);
     w.pump();
-    let t0 = w.pm.now;
+    let t0 = w.now;
     w.run_until(t0 + CALL_TIMEOUT - Duration::from_nanos(1));
     assert!(w.apps[c].stream_errors.is_empty());
     w.run_until(t0 + CALL_TIMEOUT);

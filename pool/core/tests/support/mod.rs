@@ -7,14 +7,15 @@ use pool_core::attr::{AttrValue, Attributes};
 use pool_core::auth::prove;
 use pool_core::events::{EventKinds, PoolEvent, SubscribeOptions};
 use pool_core::proto::{
-    AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, ProcessMemory, Refusal, ToPm,
-    TransferId, cdo_ids,
+    AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, Refusal, ToPm, TransferId, cdo_ids,
 };
 use pool_core::selector::Selector;
 use pool_core::{Clock, ConnId, Manager};
 use std::time::{Duration, Instant};
 
-pub const SECRET: &[u8] = b"workflow secret";
+// Each test file uses part of these.
+#[allow(unused_imports)]
+pub use pool_core::sim::{SECRET, join_message, memory_file, memory_of, shm};
 
 pub struct Pm {
     pub m: Manager,
@@ -195,47 +196,12 @@ impl Pm {
     }
 }
 
+/// [`join_message`] of `component` with `proof`.
 pub fn join_msg(component: &str, proof: &[u8]) -> ToPm {
     ToPm::Join(Box::new(pool_core::proto::Join {
-        workflow: "wf".into(),
-        component: component.into(),
-        index: 0,
-        host: "node1".into(),
-        process: 0,
-        job: "maestro.job.1".into(),
-        endpoint: Some(shm(component)),
-        alternates: Vec::new(),
-        networks: Vec::new(),
-        memory: Some(memory_of(component)),
-        credential: None,
-        nics: Default::default(),
-        role: Default::default(),
         proof: proof.to_vec(),
+        ..join_message(component)
     }))
-}
-
-/// Where a test app's offers could be copied from: a pid per component name.
-/// The memory file the test offers name (passed on to same-host consumers only).
-pub fn memory_file() -> fabric_types::MemoryFile {
-    fabric_types::MemoryFile {
-        fd: 17,
-        inode: std::num::NonZeroU64::new(4242).expect("non-zero"),
-    }
-}
-
-pub fn memory_of(component: &str) -> ProcessMemory {
-    ProcessMemory {
-        pid: component.bytes().map(u32::from).sum(),
-        token: 7,
-        token_addr: 0x1000,
-    }
-}
-
-pub fn shm(component: &str) -> FabricEndpoint {
-    FabricEndpoint {
-        provider: "shm".into(),
-        address: Address(component.as_bytes().to_vec()),
-    }
 }
 
 pub fn region(len: u64) -> RemoteRegion {
