@@ -17,7 +17,7 @@ use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{ClientCore, Event};
 use pool_core::proto::{self, AppId, FromPm, Join, OfferExtras, ToPm};
 use pool_core::sim::{self, Plain};
-use pool_core::{Clock, ConnId, Manager};
+use pool_core::{ConnId, Manager};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -30,11 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("BYTES: give 1 to 4096 (members that travel inline)".into());
     }
     let t0 = Instant::now();
-    let clock = Clock {
-        origin: t0,
-        origin_unix_ns: 0,
-    };
-    let mut m = Manager::new(sim::WORKFLOW, sim::SECRET, 1, clock);
+    let mut m = sim::manager(t0);
     let (producer, _) = join(&mut m, 1, "producer")?;
     let (consumer, app) = join(&mut m, 2, "consumer")?;
     let names: Vec<String> = (0..members).map(|i| format!("member/{i}")).collect();

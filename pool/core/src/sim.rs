@@ -28,6 +28,16 @@ pub const SECRET: &[u8] = b"workflow secret";
 /// How long a [`World`]'s cores wait for their answers.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A manager of [`WORKFLOW`] proving [`SECRET`], instance 77, whose clock's origin
+/// (wall-clock time 0) is `origin`.
+pub fn manager(origin: Instant) -> Manager {
+    let clock = Clock {
+        origin,
+        origin_unix_ns: 0,
+    };
+    Manager::new(WORKFLOW, SECRET, 77, clock)
+}
+
 /// The shm endpoint of a test app named `component` (its address: the name's bytes).
 pub fn shm(component: &str) -> FabricEndpoint {
     FabricEndpoint {
@@ -199,12 +209,8 @@ impl World {
     /// clock's origin now (wall-clock time 0).
     pub fn new() -> World {
         let now = Instant::now();
-        let clock = Clock {
-            origin: now,
-            origin_unix_ns: 0,
-        };
         World {
-            manager: Manager::new(WORKFLOW, SECRET, 77, clock),
+            manager: manager(now),
             now,
             next: 1,
             apps: Vec::new(),

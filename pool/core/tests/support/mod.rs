@@ -10,7 +10,7 @@ use pool_core::proto::{
     AppId, CdoId, FabricEndpoint, FromPm, OfferExtras, Op, Refusal, ToPm, TransferId, cdo_ids,
 };
 use pool_core::selector::Selector;
-use pool_core::{Clock, ConnId, Manager};
+use pool_core::{ConnId, Manager};
 use std::time::{Duration, Instant};
 
 // Each test file uses part of these.
@@ -31,12 +31,8 @@ pub struct Pm {
 impl Pm {
     pub fn new() -> Pm {
         let t0 = Instant::now();
-        let clock = Clock {
-            origin: t0,
-            origin_unix_ns: 0,
-        };
         Pm {
-            m: Manager::new("wf", SECRET, 77, clock),
+            m: pool_core::sim::manager(t0),
             next: 1,
             apps: std::collections::HashMap::new(),
             t0,
