@@ -56,12 +56,13 @@ impl CdoCell {
     }
 }
 
-/// Where a group is in its life.
+/// Where a group is in the life only Maestro's API gives it: members added until a local
+/// seal fixes them, then required or demanded by a consumer. Whether it is offered is the
+/// client core's word on the group's CDO ([`pool::Client::phase`]), not kept here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
     Declared,
     Sealed,
-    Offered,
     Required,
     Demanded,
 }

@@ -34,10 +34,24 @@ fn with_group<T>(
     f(session.client(), &mut st).map_err(|e| e.context(format!("{op} of group {:?}", cell.name)))
 }
 
-fn wrong(now: Phase, what: &str) -> Error {
+/// Whether the group's CDO is on offer, as the client core knows it.
+fn offered(client: &pool::Client, st: &GroupState) -> bool {
+    client.phase(st.id) == Some(pool::CdoPhase::Offered)
+}
+
+/// The group's state for messages: offered (the core's word), else its phase here.
+fn state(client: &pool::Client, st: &GroupState) -> String {
+    if offered(client, st) {
+        "offered".into()
+    } else {
+        format!("{:?}", st.phase).to_lowercase()
+    }
+}
+
+fn wrong(client: &pool::Client, st: &GroupState, what: &str) -> Error {
     Error::new(
         Status::Invstate,
-        format!("the group is {}: {what}", format!("{now:?}").to_lowercase()),
+        format!("the group is {}: {what}", state(client, st)),
     )
 }
 
@@ -81,9 +95,9 @@ pub fn group_declare(name: &str) -> Result<Group> {
 pub fn group_add(group: Group, member: Cdo) -> Result<()> {
     // A live CDO handle of this instance.
     cdo::cdo_name(member)?;
-    with_group(group, "add", |_, st| {
+    with_group(group, "add", |client, st| {
         if st.phase != Phase::Declared {
-            return Err(wrong(st.phase, "members are added before seal"));
+            return Err(wrong(client, st, "members are added before seal"));
         }
         if st.members.contains(&member) {
             return Err(Error::invarg("that CDO is a member already"));
@@ -99,9 +113,9 @@ pub fn group_add(group: Group, member: Cdo) -> Result<()> {
 /// # Errors
 /// [`Status::Invstate`] after seal.
 pub fn group_size_set(group: Group, size: usize) -> Result<()> {
-    with_group(group, "size_set", |_, st| {
+    with_group(group, "size_set", |client, st| {
         if st.phase != Phase::Declared {
-            return Err(wrong(st.phase, "the size is set before seal"));
+            return Err(wrong(client, st, "the size is set before seal"));
         }
         st.expected = Some(size);
         Ok(())
@@ -128,9 +142,9 @@ pub fn group_size_get(group: Group) -> Result<usize> {
 /// [`Status::Invstate`] unless declared; [`Status::Invarg`] for a group without members or
 /// whose members differ in number from the size set.
 pub fn group_seal(group: Group) -> Result<()> {
-    with_group(group, "seal", |_, st| {
+    with_group(group, "seal", |client, st| {
         if st.phase != Phase::Declared {
-            return Err(wrong(st.phase, "a group is sealed once"));
+            return Err(wrong(client, st, "a group is sealed once"));
         }
         if st.members.is_empty() {
             return Err(Error::invarg(
@@ -156,8 +170,11 @@ pub fn group_seal(group: Group) -> Result<()> {
 /// a member's seal or offer errors (then nothing stays offered).
 pub fn group_offer(group: Group) -> Result<()> {
     with_group(group, "offer", |client, st| {
+        if offered(client, st) {
+            return Err(wrong(client, st, "it is offered already"));
+        }
         if st.phase != Phase::Sealed {
-            return Err(wrong(st.phase, "seal it before offer"));
+            return Err(wrong(client, st, "seal it before offer"));
         }
         let parts = st
             .members
@@ -165,7 +182,6 @@ pub fn group_offer(group: Group) -> Result<()> {
             .map(|&m| cdo::group_offer_part(m))
             .collect::<Result<Vec<_>>>()?;
         client.offer_group(st.id, parts)?;
-        st.phase = Phase::Offered;
         Ok(())
     })
 }
@@ -179,7 +195,8 @@ pub fn group_require(group: Group) -> Result<()> {
     with_group(group, "require", |client, st| {
         if st.phase != Phase::Declared || !st.members.is_empty() {
             return Err(wrong(
-                st.phase,
+                client,
+                st,
                 "a consumer's group (declared, no members added) is required",
             ));
         }
@@ -200,7 +217,8 @@ pub fn group_demand(group: Group) -> Result<()> {
     with_group(group, "demand", |client, st| {
         if !matches!(st.phase, Phase::Declared | Phase::Required) || !st.members.is_empty() {
             return Err(wrong(
-                st.phase,
+                client,
+                st,
                 "a consumer's group (declared, no members added) is demanded once",
             ));
         }
@@ -223,10 +241,11 @@ pub fn group_demand(group: Group) -> Result<()> {
 /// # Errors
 /// [`Status::Invstate`] for a consumer's group not demanded yet.
 pub fn group_next(group: Group) -> Result<Option<Cdo>> {
-    with_group(group, "next", |_, st| {
+    with_group(group, "next", |client, st| {
         if st.members.is_empty() && matches!(st.phase, Phase::Declared | Phase::Required) {
             return Err(wrong(
-                st.phase,
+                client,
+                st,
                 "demand it first; then its members are here",
             ));
         }
@@ -249,8 +268,8 @@ pub fn group_next(group: Group) -> Result<Option<Cdo>> {
 /// [`Status::Invstate`] unless offered; connection errors.
 pub fn group_withdraw(group: Group) -> Result<()> {
     with_group(group, "withdraw", |client, st| {
-        if st.phase != Phase::Offered {
-            return Err(wrong(st.phase, "only an offered group is withdrawn"));
+        if !offered(client, st) {
+            return Err(wrong(client, st, "only an offered group is withdrawn"));
         }
         let ids = st
             .members
@@ -258,7 +277,6 @@ pub fn group_withdraw(group: Group) -> Result<()> {
             .map(|&m| cdo::cdo_id(m))
             .collect::<Result<Vec<_>>>()?;
         client.withdraw_group(st.id, &ids)?;
-        st.phase = Phase::Sealed;
         Ok(())
     })
 }
@@ -270,7 +288,7 @@ pub fn group_withdraw(group: Group) -> Result<()> {
 pub fn group_retract(group: Group) -> Result<()> {
     with_group(group, "retract", |client, st| {
         if st.phase != Phase::Required {
-            return Err(wrong(st.phase, "only a required group is retracted"));
+            return Err(wrong(client, st, "only a required group is retracted"));
         }
         client.retract(st.id)?;
         st.phase = Phase::Declared;
@@ -294,8 +312,8 @@ pub fn group_members(group: Group) -> Result<Vec<Cdo>> {
 pub fn group_dispose(group: Group) -> Result<Vec<Cdo>> {
     let inst = instance()?;
     let owned = with_group(group, "dispose", |client, st| {
-        if st.phase == Phase::Offered {
-            return Err(wrong(st.phase, "withdraw it before dispose"));
+        if offered(client, st) {
+            return Err(wrong(client, st, "withdraw it before dispose"));
         }
         client.dispose(st.id)?;
         Ok(if st.phase == Phase::Demanded {
