@@ -245,7 +245,7 @@ impl Manager {
             };
             match &c.state {
                 State::Offered(_) | State::Withdrawing(_) => {
-                    self.load.contains_key(&o)
+                    self.transfers.reading(o)
                         || (!self.cdos.waiting(&c.name).is_empty()
                             && !self
                                 .cdos

@@ -39,8 +39,9 @@
 //! Every public entry point of [`Manager`] is in this file, its front door: what a driver
 //! may do is read in one place, and each entry delegates to the part that owns the concern
 //! (the parts' own state, such as the subscriptions and holds of `events::Events`, the
-//! waiting connections of `admission::Admission` or the observers' `observe::Stats`, is
-//! reached through their methods).
+//! transfers in flight with their loads and pins of `transfer::InFlight`, the waiting
+//! connections of `admission::Admission` or the observers' `observe::Stats`, is reached
+//! through their methods).
 //!
 //! The parts, one concern each:
 //! - [`cdo`]: the CDO table (`CdoTable`: every live CDO with the name indexes of offers and
@@ -59,7 +60,7 @@
 //! - [`policy`]: quotas, deadlines, name bindings, memory claims;
 //! - [`observe`] and [`traffic`]: what observers are shown.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub mod admission;
@@ -84,7 +85,7 @@ use transfer::Transfer;
 
 use crate::Subnet;
 use crate::events::{EventKind, FabricChange};
-use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm, TransferId};
+use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm};
 use crate::view::{Query, View};
 use admission::{Limits, Peer};
 
@@ -204,9 +205,8 @@ pub struct Manager {
     conns: HashMap<ConnId, Conn>,
     apps: BTreeMap<AppId, App>,
     cdos: CdoTable,
-    transfers: BTreeMap<TransferId, Transfer>,
-    /// Transfers in flight from each offer (absent: none).
-    load: HashMap<CdoId, usize>,
+    /// The transfers in flight, with their loads on offers and their pins.
+    transfers: transfer::InFlight,
     /// Ids of transfers and subscriptions.
     next_id: u64,
     /// The next app's id (apps number their CDOs within it, see [`cdo_ids`](crate::proto::cdo_ids)).
@@ -217,9 +217,6 @@ pub struct Manager {
     /// Networks of links reported down: endpoints on them are not used for RMA.
     down: Vec<Subnet>,
     policy: Policy,
-    /// Transfers that keep a withdrawn (or leaving) offer from being released, by the
-    /// instant they are abandoned.
-    pinned: BTreeSet<(Instant, TransferId)>,
     /// Process memory announcements by (host, pid).
     claims: HashMap<(String, u32), Claim>,
     /// Bytes of small CDOs' data held for all apps (see [`Policy::max_inline_bytes`]).
@@ -249,15 +246,13 @@ impl Manager {
             conns: HashMap::default(),
             apps: BTreeMap::new(),
             cdos: CdoTable::default(),
-            transfers: BTreeMap::new(),
-            load: HashMap::default(),
+            transfers: transfer::InFlight::default(),
             next_id: 1,
             next_app: 1,
             out: Outbox::default(),
             events: events::Events::new(clock),
             down: Vec::new(),
             policy: Policy::default(),
-            pinned: BTreeSet::new(),
             claims: HashMap::default(),
             inline_held: 0,
             stats: observe::Stats::new(clock.origin),
@@ -486,10 +481,14 @@ impl Manager {
     /// its next input).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let held = self.events.next_deadline();
-        [held, self.next_abandon(), self.next_join_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            held,
+            self.transfers.next_abandon(),
+            self.next_join_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Advances the clock and acts on every deadline passed: holds end (their operations

@@ -321,28 +321,14 @@ impl Manager {
     /// Transfers from the offers `from` selects now keep a withdraw or leave waiting: each
     /// is abandoned [`Policy::transfer_timeout`] after it started.
     pub(super) fn pin_transfers_from(&mut self, from: impl Fn(CdoId) -> bool) {
-        let timeout = self.policy.transfer_timeout;
-        for (&id, t) in &self.transfers {
-            if from(t.from) {
-                self.pinned.insert((super::later(t.started, timeout), id));
-            }
-        }
-    }
-
-    /// The earliest instant a pinning transfer is abandoned.
-    pub(super) fn next_abandon(&self) -> Option<Instant> {
-        self.pinned.first().map(|(at, _)| *at)
+        self.transfers.pin_from(from, self.policy.transfer_timeout);
     }
 
     /// Abandons the pinning transfers whose deadline passed: their offers are released (a
     /// withdraw completes, a leave gets its BYE) and their consumers' CDOs are ticketed
     /// from other offers, or their demands fail.
     pub(super) fn abandon_overdue(&mut self, now: Instant) {
-        while let Some(&(at, id)) = self.pinned.first() {
-            if at > now {
-                return;
-            }
-            self.pinned.remove(&(at, id));
+        while let Some(id) = self.transfers.overdue(now) {
             self.abandon(id);
         }
     }

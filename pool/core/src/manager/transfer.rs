@@ -2,14 +2,101 @@
 //! before one the PM would relay, then the least loaded), the stream relay, completion
 //! and failure (re-ticketing elsewhere), and releasing the offer read from.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::{ConnId, Manager, State, later, traffic};
+use super::{ConnId, HashMap, Manager, State, later, traffic};
 use crate::events::EventKind;
 use crate::proto::{
     AppId, CdoId, Chunk, Direct, FromPm, MAX_CHUNK, Op, Refusal, Source, TransferId,
 };
+
+/// The transfers in flight, owned here: each one's record, how many read from each offer
+/// (the least loaded offer is ticketed first; an offer read from cannot be released), and
+/// the deadlines of those that keep an offer being withdrawn from its provider.
+#[derive(Debug, Default)]
+pub(super) struct InFlight {
+    records: BTreeMap<TransferId, Transfer>,
+    /// Transfers reading from each offer (absent: none).
+    load: HashMap<CdoId, usize>,
+    /// Pinning transfers by the instant they are abandoned, and each one's instant.
+    pinned: BTreeSet<(Instant, TransferId)>,
+    pinned_at: HashMap<TransferId, Instant>,
+}
+
+impl InFlight {
+    /// Records transfer `id`, reading from `t.from`.
+    pub(super) fn start(&mut self, id: TransferId, t: Transfer) {
+        *self.load.entry(t.from).or_default() += 1;
+        self.records.insert(id, t);
+    }
+
+    /// Forgets transfer `id` (and its pin); its record, if it was in flight.
+    pub(super) fn end(&mut self, id: TransferId) -> Option<Transfer> {
+        let t = self.records.remove(&id)?;
+        if let Some(at) = self.pinned_at.remove(&id) {
+            self.pinned.remove(&(at, id));
+        }
+        if let Some(n) = self.load.get_mut(&t.from) {
+            *n -= 1;
+            if *n == 0 {
+                self.load.remove(&t.from);
+            }
+        }
+        Some(t)
+    }
+
+    /// Transfer `id`'s record.
+    pub(super) fn get(&self, id: &TransferId) -> Option<&Transfer> {
+        self.records.get(id)
+    }
+
+    /// Number of transfers in flight.
+    pub(super) fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// The transfers in flight, by id.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&TransferId, &Transfer)> {
+        self.records.iter()
+    }
+
+    /// Whether some transfer reads from `offer`.
+    pub(super) fn reading(&self, offer: CdoId) -> bool {
+        self.load.contains_key(&offer)
+    }
+
+    /// How many transfers read from `offer`.
+    pub(super) fn load(&self, offer: CdoId) -> usize {
+        self.load.get(&offer).copied().unwrap_or(0)
+    }
+
+    /// Pins the transfers reading from the offers `from` selects: each is abandoned
+    /// `timeout` after it started (a transfer pinned already keeps its instant).
+    pub(super) fn pin_from(&mut self, from: impl Fn(CdoId) -> bool, timeout: Duration) {
+        for (&id, t) in &self.records {
+            if from(t.from) && !self.pinned_at.contains_key(&id) {
+                let at = later(t.started, timeout);
+                self.pinned.insert((at, id));
+                self.pinned_at.insert(id, at);
+            }
+        }
+    }
+
+    /// The earliest instant a pinning transfer is abandoned.
+    pub(super) fn next_abandon(&self) -> Option<Instant> {
+        self.pinned.first().map(|(at, _)| *at)
+    }
+
+    /// A pinning transfer whose instant is `now` or earlier (no longer pinned).
+    pub(super) fn overdue(&mut self, now: Instant) -> Option<TransferId> {
+        let &(at, id) = self.pinned.first().filter(|(at, _)| *at <= now)?;
+        self.pinned.remove(&(at, id));
+        self.pinned_at.remove(&id);
+        Some(id)
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Transfer {
@@ -44,7 +131,7 @@ impl Manager {
         if let Some(reserved) = want.group {
             return self.ticket_group(to, reserved);
         }
-        let load = |m: &Self, o: CdoId| m.load.get(&o).copied().unwrap_or(0);
+        let load = |m: &Self, o: CdoId| m.transfers.load(o);
         let offers = self.cdos.offers(&c.name);
         // Among several offers, those the consumer reads directly come before those the
         // PM would relay (another network), then the least loaded.
@@ -94,8 +181,7 @@ impl Manager {
         // A ticket with its bytes is done when sent: no record of it in flight.
         let inline = matches!(source, Source::Inline { .. });
         if !inline {
-            self.transfers.insert(transfer, record);
-            *self.load.entry(from).or_default() += 1;
+            self.transfers.start(transfer, record);
         }
         self.cdos.stop_waiting(&name, to);
         if let State::Required(w) = &mut self.cdo(to).state {
@@ -134,16 +220,8 @@ impl Manager {
         transfer: TransferId,
         outcome: traffic::Outcome,
     ) -> Option<Transfer> {
-        let t = self.transfers.remove(&transfer)?;
+        let t = self.transfers.end(transfer)?;
         self.transfer_finished(transfer, &t, outcome);
-        self.pinned
-            .remove(&(later(t.started, self.policy.transfer_timeout), transfer));
-        if let Some(n) = self.load.get_mut(&t.from) {
-            *n -= 1;
-            if *n == 0 {
-                self.load.remove(&t.from);
-            }
-        }
         Some(t)
     }
 
@@ -316,7 +394,7 @@ impl Manager {
 
     /// A transfer from `offer` ended: finish a pending withdraw or leave.
     pub(super) fn source_released(&mut self, offer: CdoId) {
-        let busy = self.load.contains_key(&offer);
+        let busy = self.transfers.reading(offer);
         let Some(mut c) = self.cdos.get_mut(&offer) else {
             return;
         };
@@ -330,5 +408,56 @@ impl Manager {
             self.done(conn, Op::Withdraw, offer);
         }
         self.try_bye(app);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::InlineBytes;
+
+    fn transfer(from: CdoId, started: Instant) -> Transfer {
+        Transfer {
+            from,
+            to: 99,
+            started,
+            stream: None,
+            completes_demand: false,
+            len: 8,
+            route: traffic::Route::of(
+                &Source::Inline {
+                    bytes: InlineBytes(Arc::from(&b"x"[..])),
+                },
+                None,
+            ),
+        }
+    }
+
+    #[test]
+    fn transfers_in_flight_keep_their_loads_and_pins_in_step() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut f = InFlight::default();
+        f.start(1, transfer(7, t0));
+        f.start(2, transfer(7, t0 + s));
+        f.start(3, transfer(8, t0));
+        assert_eq!((f.load(7), f.load(8), f.len()), (2, 1, 3));
+        // Withdrawing offer 7 pins its two transfers, each from when it started.
+        f.pin_from(|o| o == 7, 10 * s);
+        f.pin_from(|o| o == 7, 99 * s);
+        assert_eq!(
+            f.next_abandon(),
+            Some(t0 + 10 * s),
+            "a pin keeps its instant"
+        );
+        assert_eq!(f.overdue(t0 + 9 * s), None);
+        assert_eq!(f.overdue(t0 + 10 * s), Some(1));
+        assert!(f.end(1).is_some());
+        // One ended before its deadline is no longer pinned.
+        assert!(f.end(2).is_some());
+        assert_eq!(f.next_abandon(), None);
+        assert!(!f.reading(7) && f.reading(8));
+        assert!(f.end(2).is_none(), "ended once");
+        assert_eq!(f.len(), 1);
     }
 }
