@@ -247,7 +247,8 @@ fn join_published_without_a_pool_manager_says_what_to_do() {
 }
 
 /// `maestro bench pool` runs end to end on both providers users compare (a provider
-/// process, a real PM, verified first demands, the raw baseline) and reports every size.
+/// process, a real PM, verified first demands, the raw baseline, the event-driven stream)
+/// and reports every size.
 #[test]
 fn the_pool_benchmark_runs_and_reports() {
     for provider in ["shm", "tcp;ofi_rxm"] {
@@ -263,6 +264,7 @@ fn the_pool_benchmark_runs_and_reports() {
             "1280",
             "--window",
             "2",
+            "--events",
             "--json",
         ]);
         // Same node: next to Open MPI's send/recv, as users compare; over the network
@@ -281,7 +283,15 @@ fn the_pool_benchmark_runs_and_reports() {
         let sizes: Vec<u64> = rows.iter().filter_map(|r| r["size"].as_u64()).collect();
         assert_eq!(sizes, [64, 1 << 20], "{v}");
         for r in rows {
-            let mut keys = vec!["p50_us", "p99_us", "round_trip_p50_us", "gbps", "raw_gbps"];
+            let mut keys = vec![
+                "p50_us",
+                "p99_us",
+                "round_trip_p50_us",
+                "gbps",
+                "raw_gbps",
+                "events_cdos_per_sec",
+                "events_gbps",
+            ];
             if mpi {
                 keys.extend([
                     "mpi_gbps",

@@ -133,6 +133,12 @@ pub struct PoolBench {
     /// members are.
     #[arg(long, default_value_t = 0)]
     pub group: usize,
+    /// Also the event-driven stream, per size: the consumer subscribes to OFFER events,
+    /// the provider offers fresh CDOs as fast as it can (at most 20,000 and 1 GiB per
+    /// size), and the consumer demands each as it is told of it, `--window` in flight;
+    /// CDOs/s and GB/s from the provider's go to the last demand.
+    #[arg(long)]
+    pub events: bool,
     /// Where the provider (and the raw baseline's owner) runs, and the interface both
     /// sides use; across nodes also `--listen`.
     #[command(flatten)]
@@ -193,6 +199,10 @@ pub struct PoolRow {
     /// With `--group N --mpi`: Open MPI receiving the same N messages all in flight, each
     /// into a buffer of its own (as a drained group's members are kept), GB/s.
     pub group_mpi_gbps: Option<f64>,
+    /// With `--events`: fresh CDOs demanded as their offer events arrived, per second.
+    pub events_cdos_per_sec: Option<f64>,
+    /// Their bytes per second, GB/s.
+    pub events_gbps: Option<f64>,
 }
 
 /// `maestro bench pool`: runs the benchmark and prints the result.
@@ -257,6 +267,12 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
                 ""
             );
         }
+        if let (Some(rate), Some(gbps)) = (r.events_cdos_per_sec, r.events_gbps) {
+            println!(
+                "{:>10}   offer events, each CDO demanded as told, {} in flight: {rate:.0} CDOs/s, {gbps:.3} GB/s",
+                "", b.window
+            );
+        }
     }
     Ok(())
 }
@@ -273,9 +289,30 @@ fn bare_round_trip(consumer: &Client) -> Result<Duration, PoolBenchError> {
     Ok(took)
 }
 
+/// Checks that `data`, a demanded CDO of `size`, holds the benchmark's pattern.
+fn verify(size: usize, data: &[u8]) -> Result<(), PoolBenchError> {
+    let mut expected = vec![0u8; size];
+    pattern::fill(&mut expected, SEED);
+    let (got, expected) = (pattern::checksum(data), pattern::checksum(&expected));
+    if got == expected {
+        Ok(())
+    } else {
+        Err(PoolBenchError::Corrupt {
+            size,
+            got,
+            expected,
+        })
+    }
+}
+
 /// The CDO name of a size.
 fn name_of(size: usize) -> String {
     format!("bench-{size}")
+}
+
+/// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
+fn event_prefix(size: usize) -> String {
+    format!("bench-events-{size}")
 }
 
 /// The group of a size (`--group`) and the name of its member `i`.
@@ -292,6 +329,16 @@ impl PoolBench {
         (self.volume / size).clamp(20, 20_000)
     }
 
+    /// How many fresh CDOs of `size` the event-driven stream offers: as many as the
+    /// volume would demand, at most 20,000 and 1 GiB (the provider keeps them all until it
+    /// leaves).
+    fn event_count(&self, size: usize) -> usize {
+        let size = size.max(1);
+        (self.volume / size)
+            .clamp(1, 20_000)
+            .min(((1usize << 30) / size).max(1))
+    }
+
     /// Runs the benchmark: the pool's demands, then (unless disabled) bare reads.
     ///
     /// # Errors
@@ -305,7 +352,7 @@ impl PoolBench {
                 .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
         ];
         let pm = PoolManager::start(PmConfig::new("bench-pool", &secret, listen))?;
-        let provider = ProviderProcess::spawn(pm.info(), self)?;
+        let mut provider = ProviderProcess::spawn(pm.info(), self)?;
         let endpoint = Endpoint::open_with(&self.remote.offer(&self.provider)?, self.progress)?;
         let consumer = Client::join(
             pm.info(),
@@ -322,6 +369,11 @@ impl PoolBench {
                 row.group_members = Some(self.group);
                 row.group_cdos_per_sec = Some(per_sec);
                 row.group_gbps = Some(per_sec * size as f64 / 1e9);
+            }
+            if self.events {
+                let per_sec = self.event_stream(&consumer, &mut provider, size)?;
+                row.events_cdos_per_sec = Some(per_sec);
+                row.events_gbps = Some(per_sec * size as f64 / 1e9);
             }
             rows.push(row);
         }
@@ -388,21 +440,7 @@ impl PoolBench {
         let c = consumer.as_async();
         // The first demand is checked and not timed.
         let cdo = consumer.declare(&name)?;
-        let check = |data: &[u8]| {
-            let mut expected = vec![0u8; size];
-            pattern::fill(&mut expected, SEED);
-            let (got, expected) = (pattern::checksum(data), pattern::checksum(&expected));
-            if got == expected {
-                Ok(())
-            } else {
-                Err(PoolBenchError::Corrupt {
-                    size,
-                    got,
-                    expected,
-                })
-            }
-        };
-        consumer.block_on(Lender::demand(lender, c, cdo, check))?;
+        consumer.block_on(Lender::demand(lender, c, cdo, |d| verify(size, d)))?;
         consumer.dispose(cdo)?;
         let iterations = self.iterations(size);
         let (mut times, mut round_trips) = (
@@ -459,7 +497,86 @@ impl PoolBench {
             group_cdos_per_sec: None,
             group_gbps: None,
             group_mpi_gbps: None,
+            events_cdos_per_sec: None,
+            events_gbps: None,
         })
+    }
+
+    /// The event-driven stream of `size` (`--events`): subscribed to offers, the consumer
+    /// has the provider offer fresh CDOs as fast as it can and demands each as its event
+    /// arrives, `--window` in flight; CDOs per second from the request to the last demand
+    /// (the first checked).
+    fn event_stream(
+        &self,
+        consumer: &Client,
+        provider: &mut ProviderProcess,
+        size: usize,
+    ) -> Result<f64, PoolBenchError> {
+        use futures::TryStreamExt;
+        let count = self.event_count(size);
+        let prefix = format!("{}/", event_prefix(size));
+        let offers = consumer.subscribe(
+            &pool::selector::Selector::all(),
+            pool::events::EventKind::Offer,
+            pool::events::SubscribeOptions::default(),
+        )?;
+        let c = consumer.as_async();
+        let lender = self
+            .user_memory
+            .then(|| Lender::new(size, usize::from(self.window)));
+        let lender = lender.as_ref();
+        let start = Instant::now();
+        provider.tell(&format!("events {size} {count}"))?;
+        // The names of this size's offers, as their events arrive.
+        let names = futures::stream::unfold(0usize, |told| {
+            let (offers, prefix) = (&offers, &prefix);
+            async move {
+                if told == count {
+                    return None;
+                }
+                loop {
+                    match offers.next_timeout(Duration::from_secs(600)).await {
+                        Ok(Some(e)) => match e.cdo {
+                            Some(name) if name.starts_with(prefix.as_str()) => {
+                                return Some((Ok(name), told + 1));
+                            }
+                            _ => {}
+                        },
+                        Ok(None) => {
+                            let late = PoolBenchError::Provider(format!(
+                                "{} of {count} offer events came within 600 s",
+                                told
+                            ));
+                            return Some((Err(late), count));
+                        }
+                        Err(e) => return Some((Err(e.into()), count)),
+                    }
+                }
+            }
+        });
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let demand = |name: String| {
+            let first = &first;
+            async move {
+                let cdo = c.declare(&name)?;
+                if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    Lender::demand(lender, c, cdo, |d| verify(size, d)).await?;
+                } else {
+                    Lender::demand(lender, c, cdo, |_| Ok(())).await?;
+                }
+                c.dispose(cdo).await?;
+                Ok::<(), PoolBenchError>(())
+            }
+        };
+        consumer.block_on(
+            names
+                .map_ok(demand)
+                .try_buffer_unordered(usize::from(self.window))
+                .try_collect::<Vec<()>>(),
+        )?;
+        let per_sec = count as f64 / start.elapsed().as_secs_f64();
+        drop(offers);
+        Ok(per_sec)
     }
 
     /// Members per second of the median of five demands of the whole group of `size`
@@ -591,7 +708,8 @@ impl Lender {
 /// until its stdin closes; killed on drop.
 struct ProviderProcess {
     child: Child,
-    _stdin: ChildStdin,
+    stdin: ChildStdin,
+    stdout: std::sync::mpsc::Receiver<std::io::Result<String>>,
 }
 
 impl ProviderProcess {
@@ -618,17 +736,23 @@ impl ProviderProcess {
             .spawn()?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
-        let mut provider = ProviderProcess {
-            child,
-            _stdin: stdin.ok_or_else(|| PoolBenchError::Provider("no stdin pipe".into()))?,
-        };
         let stdout = stdout.ok_or_else(|| PoolBenchError::Provider("no stdout pipe".into()))?;
+        // Its lines, read on a thread of their own so that every wait has a limit; the
+        // thread ends with the process's output.
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = tx.send(BufReader::new(stdout).read_line(&mut line).map(|_| line));
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
         });
-        match rx.recv_timeout(Duration::from_secs(120)) {
+        let mut provider = ProviderProcess {
+            child,
+            stdin: stdin.ok_or_else(|| PoolBenchError::Provider("no stdin pipe".into()))?,
+            stdout: rx,
+        };
+        match provider.stdout.recv_timeout(Duration::from_secs(120)) {
             Ok(Ok(line)) if line.trim() == "ready" => Ok(provider),
             other => {
                 let _ = provider.child.kill();
@@ -637,6 +761,15 @@ impl ProviderProcess {
                 )))
             }
         }
+    }
+}
+
+impl ProviderProcess {
+    /// Sends the provider `command` (a line).
+    fn tell(&mut self, command: &str) -> Result<(), PoolBenchError> {
+        writeln!(self.stdin, "{command}")?;
+        self.stdin.flush()?;
+        Ok(())
     }
 }
 
@@ -684,6 +817,35 @@ pub struct ProviderArgs {
     /// As the benchmark's `--iface`.
     #[arg(long)]
     iface: Option<String>,
+}
+
+/// Offers `count` fresh CDOs of `size` (filled with the benchmark's pattern), 16 offers in
+/// flight; their ids.
+fn offer_stream(
+    client: &Client,
+    args: &ProviderArgs,
+    size: usize,
+    count: usize,
+) -> Result<Vec<pool::proto::CdoId>, PoolBenchError> {
+    use futures::{StreamExt, TryStreamExt};
+    let c = client.as_async();
+    let prefix = event_prefix(size);
+    let one = |i: usize| {
+        let name = format!("{prefix}/{i}");
+        async move {
+            let mut buf = args.buffers.make(size)?;
+            pattern::fill(buf.as_mut_slice(), SEED);
+            let cdo = c.declare(&name)?;
+            c.seal_and_offer(cdo, Attributes::new(), buf).await?;
+            Ok::<_, PoolBenchError>(cdo)
+        }
+    };
+    client.block_on(
+        futures::stream::iter(0..count)
+            .map(one)
+            .buffer_unordered(16)
+            .try_collect(),
+    )
 }
 
 /// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
@@ -766,8 +928,20 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     }
     println!("ready");
     std::io::stdout().flush()?;
-    // Serve until the benchmark closes our stdin.
-    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    // Serve until the benchmark closes our stdin; `events SIZE COUNT` offers a stream of
+    // fresh CDOs of that size, as fast as it can.
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if let Some(stream) = line.strip_prefix("events ") {
+            let mut words = stream.split_whitespace().map(str::parse::<usize>);
+            let (Some(Ok(size)), Some(Ok(count))) = (words.next(), words.next()) else {
+                return Err(PoolBenchError::Provider(format!(
+                    "a bad command {line:?}: events SIZE COUNT"
+                )));
+            };
+            offered.extend(offer_stream(&client, args, size, count)?);
+        }
+    }
     for cdo in offered {
         client.withdraw(cdo)?;
         client.dispose(cdo)?;
