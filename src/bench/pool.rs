@@ -134,9 +134,10 @@ pub struct PoolBench {
     #[arg(long, default_value_t = 0)]
     pub group: usize,
     /// Also the event-driven stream, per size: the consumer subscribes to OFFER events,
-    /// the provider offers fresh CDOs as fast as it can (at most 20,000 and 1 GiB per
-    /// size), and the consumer demands each as it is told of it, `--window` in flight;
-    /// CDOs/s and GB/s from the provider's go to the last demand.
+    /// the provider offers fresh CDOs (made and filled before the clock starts; at most
+    /// 20,000 and 1 GiB per size) as fast as it can, and the consumer demands each as it
+    /// is told of it, `--window` in flight; CDOs/s and GB/s from the provider's go to the
+    /// last demand.
     #[arg(long)]
     pub events: bool,
     /// Where the provider (and the raw baseline's owner) runs, and the interface both
@@ -525,8 +526,12 @@ impl PoolBench {
             .user_memory
             .then(|| Lender::new(size, usize::from(self.window)));
         let lender = lender.as_ref();
-        let start = Instant::now();
+        // The provider makes and fills its buffers first: the stream times the pool, not
+        // the producer's memset.
         provider.tell(&format!("events {size} {count}"))?;
+        provider.expect("prepared", Duration::from_secs(600))?;
+        let start = Instant::now();
+        provider.tell("go")?;
         // The names of this size's offers, as their events arrive.
         let names = futures::stream::unfold(0usize, |told| {
             let (offers, prefix) = (&offers, &prefix);
@@ -765,6 +770,16 @@ impl ProviderProcess {
 }
 
 impl ProviderProcess {
+    /// Waits at most `limit` for the provider to say `word` (a line).
+    fn expect(&mut self, word: &str, limit: Duration) -> Result<(), PoolBenchError> {
+        match self.stdout.recv_timeout(limit) {
+            Ok(Ok(line)) if line.trim() == word => Ok(()),
+            other => Err(PoolBenchError::Provider(format!(
+                "it did not say {word:?} within {limit:?} (said {other:?})"
+            ))),
+        }
+    }
+
     /// Sends the provider `command` (a line).
     fn tell(&mut self, command: &str) -> Result<(), PoolBenchError> {
         writeln!(self.stdin, "{command}")?;
@@ -819,29 +834,21 @@ pub struct ProviderArgs {
     iface: Option<String>,
 }
 
-/// Offers `count` fresh CDOs of `size` (filled with the benchmark's pattern), 16 offers in
+/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
 /// flight; their ids.
 fn offer_stream(
     client: &Client,
-    args: &ProviderArgs,
-    size: usize,
-    count: usize,
+    prepared: Vec<(String, Buffer)>,
 ) -> Result<Vec<pool::proto::CdoId>, PoolBenchError> {
     use futures::{StreamExt, TryStreamExt};
     let c = client.as_async();
-    let prefix = event_prefix(size);
-    let one = |i: usize| {
-        let name = format!("{prefix}/{i}");
-        async move {
-            let mut buf = args.buffers.make(size)?;
-            pattern::fill(buf.as_mut_slice(), SEED);
-            let cdo = c.declare(&name)?;
-            c.seal_and_offer(cdo, Attributes::new(), buf).await?;
-            Ok::<_, PoolBenchError>(cdo)
-        }
+    let one = |(name, buf): (String, Buffer)| async move {
+        let cdo = c.declare(&name)?;
+        c.seal_and_offer(cdo, Attributes::new(), buf).await?;
+        Ok::<_, PoolBenchError>(cdo)
     };
     client.block_on(
-        futures::stream::iter(0..count)
+        futures::stream::iter(prepared)
             .map(one)
             .buffer_unordered(16)
             .try_collect(),
@@ -928,8 +935,10 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     }
     println!("ready");
     std::io::stdout().flush()?;
-    // Serve until the benchmark closes our stdin; `events SIZE COUNT` offers a stream of
-    // fresh CDOs of that size, as fast as it can.
+    // Serve until the benchmark closes our stdin. `events SIZE COUNT` makes COUNT fresh
+    // buffers of SIZE filled with the pattern and says `prepared`; `go` then offers them as
+    // fast as it can.
+    let mut prepared = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line?;
         if let Some(stream) = line.strip_prefix("events ") {
@@ -939,7 +948,17 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
                     "a bad command {line:?}: events SIZE COUNT"
                 )));
             };
-            offered.extend(offer_stream(&client, args, size, count)?);
+            prepared = (0..count)
+                .map(|i| {
+                    let mut buf = args.buffers.make(size)?;
+                    pattern::fill(buf.as_mut_slice(), SEED);
+                    Ok((format!("{}/{i}", event_prefix(size)), buf))
+                })
+                .collect::<Result<Vec<_>, PoolBenchError>>()?;
+            println!("prepared");
+            std::io::stdout().flush()?;
+        } else if line.trim() == "go" {
+            offered.extend(offer_stream(&client, std::mem::take(&mut prepared))?);
         }
     }
     for cdo in offered {
