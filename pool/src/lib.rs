@@ -39,6 +39,15 @@ pub use pm::{
     resident_bytes,
 };
 
+/// Sleeps until `deadline` on the current tokio runtime; forever when there is none (cancel
+/// safe: it holds nothing).
+pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What may cross threads, checked at compile time: clients are shared by the
 /// application's threads (operations take `&self`), subscriptions and received data move
 /// to the threads that handle them, and a pool manager may be stopped from any thread.

@@ -845,10 +845,21 @@ fn a_bounded_demand_outlasts_the_client_timeout_ends_at_its_limit_and_is_retract
     };
     let (p, c) = (join("producer"), join("consumer"));
 
-    // Offered 1.5 s in, past the client's timeout, within the demand's 4 s limit.
+    // Offered 1.5 s after the demand began, past the client's timeout, within the
+    // demand's 4 s limit. (The time that passes is what is tested: the producer waits for
+    // the PM's word that the demand waits, then lets the client's timeout go by.)
+    let demands = p
+        .subscribe(
+            &pool::selector::Selector::all(),
+            EventKind::Demand,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
     let field = c.declare("field").expect("declare");
     let offered = std::thread::scope(|s| {
         let offer = s.spawn(|| {
+            let demanded = demands.wait_timeout(T).expect("wait");
+            assert!(demanded.is_some(), "the demand never reached the PM");
             std::thread::sleep(timeout + Duration::from_millis(500));
             let cdo = p.declare("field").expect("declare");
             let bytes = Buffer::from_slice(b"late but here").expect("buffer");

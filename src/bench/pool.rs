@@ -9,7 +9,8 @@
 //! `--mpi` Open MPI's send/recv between two ranks what users compare with ([`super::mpi`]).
 //! Over shm the consumer maps the provider's memory where that pays (huge pages for shared
 //! memory, see `Buffer::for_offer`) and copies from it otherwise (`--buffers plain`:
-//! always; `MSTRO_OFI_CMA=off`: RMA instead).
+//! always; `MSTRO_OFI_CMA=off`: RMA instead). With `--events`, the event-driven stream of
+//! fresh CDOs too (`events`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
@@ -20,6 +21,8 @@ use pool::attr::Attributes;
 use pool::bootstrap::PmInfo;
 use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
 use serde::Serialize;
+
+mod events;
 
 use super::peer::{PeerError, Remote, SEED};
 use super::{FabricBench, pattern};
@@ -311,11 +314,6 @@ fn name_of(size: usize) -> String {
     format!("bench-{size}")
 }
 
-/// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
-fn event_prefix(size: usize) -> String {
-    format!("bench-events-{size}")
-}
-
 /// The group of a size (`--group`) and the name of its member `i`.
 fn group_of(size: usize) -> String {
     format!("bench-group-{size}")
@@ -328,16 +326,6 @@ fn member_of(size: usize, i: usize) -> String {
 impl PoolBench {
     fn iterations(&self, size: usize) -> usize {
         (self.volume / size).clamp(20, 20_000)
-    }
-
-    /// How many fresh CDOs of `size` the event-driven stream offers: as many as the
-    /// volume would demand, at most 20,000 and 1 GiB (the provider keeps them all until it
-    /// leaves).
-    fn event_count(&self, size: usize) -> usize {
-        let size = size.max(1);
-        (self.volume / size)
-            .clamp(1, 20_000)
-            .min(((1usize << 30) / size).max(1))
     }
 
     /// Runs the benchmark: the pool's demands, then (unless disabled) bare reads.
@@ -501,87 +489,6 @@ impl PoolBench {
             events_cdos_per_sec: None,
             events_gbps: None,
         })
-    }
-
-    /// The event-driven stream of `size` (`--events`): subscribed to offers, the consumer
-    /// has the provider offer fresh CDOs as fast as it can and demands each as its event
-    /// arrives, `--window` in flight; CDOs per second from the request to the last demand
-    /// (the first checked).
-    fn event_stream(
-        &self,
-        consumer: &Client,
-        provider: &mut ProviderProcess,
-        size: usize,
-    ) -> Result<f64, PoolBenchError> {
-        use futures::TryStreamExt;
-        let count = self.event_count(size);
-        let prefix = format!("{}/", event_prefix(size));
-        let offers = consumer.subscribe(
-            &pool::selector::Selector::all(),
-            pool::events::EventKind::Offer,
-            pool::events::SubscribeOptions::default(),
-        )?;
-        let c = consumer.as_async();
-        let lender = self
-            .user_memory
-            .then(|| Lender::new(size, usize::from(self.window)));
-        let lender = lender.as_ref();
-        // The provider makes and fills its buffers first: the stream times the pool, not
-        // the producer's memset.
-        provider.tell(&format!("events {size} {count}"))?;
-        provider.expect("prepared", Duration::from_secs(600))?;
-        let start = Instant::now();
-        provider.tell("go")?;
-        // The names of this size's offers, as their events arrive.
-        let names = futures::stream::unfold(0usize, |told| {
-            let (offers, prefix) = (&offers, &prefix);
-            async move {
-                if told == count {
-                    return None;
-                }
-                loop {
-                    match offers.next_timeout(Duration::from_secs(600)).await {
-                        Ok(Some(e)) => match e.cdo {
-                            Some(name) if name.starts_with(prefix.as_str()) => {
-                                return Some((Ok(name), told + 1));
-                            }
-                            _ => {}
-                        },
-                        Ok(None) => {
-                            let late = PoolBenchError::Provider(format!(
-                                "{} of {count} offer events came within 600 s",
-                                told
-                            ));
-                            return Some((Err(late), count));
-                        }
-                        Err(e) => return Some((Err(e.into()), count)),
-                    }
-                }
-            }
-        });
-        let first = std::sync::atomic::AtomicBool::new(true);
-        let demand = |name: String| {
-            let first = &first;
-            async move {
-                let cdo = c.declare(&name)?;
-                if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    Lender::demand(lender, c, cdo, |d| verify(size, d)).await?;
-                } else {
-                    Lender::demand(lender, c, cdo, |_| Ok(())).await?;
-                }
-                c.dispose(cdo).await?;
-                Ok::<(), PoolBenchError>(())
-            }
-        };
-        consumer.block_on(
-            names
-                .map_ok(demand)
-                .try_buffer_unordered(usize::from(self.window))
-                .try_collect::<Vec<()>>(),
-        )?;
-        let per_sec = count as f64 / start.elapsed().as_secs_f64();
-        drop(offers);
-        Ok(per_sec)
     }
 
     /// Members per second of the median of five demands of the whole group of `size`
@@ -834,27 +741,6 @@ pub struct ProviderArgs {
     iface: Option<String>,
 }
 
-/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
-/// flight; their ids.
-fn offer_stream(
-    client: &Client,
-    prepared: Vec<(String, Buffer)>,
-) -> Result<Vec<pool::proto::CdoId>, PoolBenchError> {
-    use futures::{StreamExt, TryStreamExt};
-    let c = client.as_async();
-    let one = |(name, buf): (String, Buffer)| async move {
-        let cdo = c.declare(&name)?;
-        c.seal_and_offer(cdo, Attributes::new(), buf).await?;
-        Ok::<_, PoolBenchError>(cdo)
-    };
-    client.block_on(
-        futures::stream::iter(prepared)
-            .map(one)
-            .buffer_unordered(16)
-            .try_collect(),
-    )
-}
-
 /// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Buffers {
@@ -942,23 +828,14 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     for line in std::io::stdin().lock().lines() {
         let line = line?;
         if let Some(stream) = line.strip_prefix("events ") {
-            let mut words = stream.split_whitespace().map(str::parse::<usize>);
-            let (Some(Ok(size)), Some(Ok(count))) = (words.next(), words.next()) else {
-                return Err(PoolBenchError::Provider(format!(
-                    "a bad command {line:?}: events SIZE COUNT"
-                )));
-            };
-            prepared = (0..count)
-                .map(|i| {
-                    let mut buf = args.buffers.make(size)?;
-                    pattern::fill(buf.as_mut_slice(), SEED);
-                    Ok((format!("{}/{i}", event_prefix(size)), buf))
-                })
-                .collect::<Result<Vec<_>, PoolBenchError>>()?;
+            prepared = events::prepare(args, stream)?;
             println!("prepared");
             std::io::stdout().flush()?;
         } else if line.trim() == "go" {
-            offered.extend(offer_stream(&client, std::mem::take(&mut prepared))?);
+            offered.extend(events::offer_stream(
+                &client,
+                std::mem::take(&mut prepared),
+            )?);
         }
     }
     for cdo in offered {

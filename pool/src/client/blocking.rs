@@ -70,20 +70,16 @@ impl Bounds<'_> {
     /// Waits for `work` until it completes, the limit passes or the caller interrupts (on
     /// the client's runtime: its timers). Cancel safe: `work` is only borrowed.
     async fn wait<F: Future + Unpin>(&self, work: &mut F) -> Step<F::Output> {
-        let now = tokio::time::Instant::now();
-        let deadline = self.limit.map(|l| now + l);
-        let mut notice = self.notice.map(|(after, say)| (now + after, say));
-        let until = |at: Option<tokio::time::Instant>| async move {
-            match at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
+        let now = std::time::Instant::now();
+        let deadline = self.limit.and_then(|l| now.checked_add(l));
+        let mut notice = self
+            .notice
+            .map(|(after, say)| (now.checked_add(after), say));
         loop {
             tokio::select! {
                 r = &mut *work => return Step::Done(r),
-                () = until(deadline) => return Step::TimedOut,
-                () = until(notice.map(|(at, _)| at)) => {
+                () = crate::sleep_until(deadline) => return Step::TimedOut,
+                () = crate::sleep_until(notice.and_then(|(at, _)| at)) => {
                     if let Some((_, say)) = notice.take() {
                         say();
                     }

@@ -360,7 +360,7 @@ async fn serve(
         let deadline = manager.poll_timeout();
         tokio::select! {
             _ = &mut stop => break,
-            () = sleep_until(deadline) => {
+            () = crate::sleep_until(deadline) => {
                 manager.handle_timeout(Instant::now());
                 flush(&mut manager, &mut writers);
             }
@@ -448,13 +448,5 @@ fn snapshot(now: Instant, manager: &mut Manager) -> metrics::Snapshot {
         status,
         transfers,
         fabric,
-    }
-}
-
-/// Sleeps until `deadline`; forever when there is none (cancel safe: it holds nothing).
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
     }
 }

@@ -99,6 +99,11 @@ pub enum CallError {
     Attribute(#[from] crate::schema::AttrError),
 }
 
+/// The built-in schemas every core starts with, parsed once per process (a driver usually
+/// replaces them right after the handshake: [`ClientCore::set_schemas`]).
+static BUILTIN_SCHEMAS: std::sync::LazyLock<std::sync::Arc<crate::schema::Schemas>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(crate::schema::Schemas::builtin()));
+
 /// Result alias of the core's calls.
 pub type CallResult<T> = Result<T, CallError>;
 
@@ -312,7 +317,7 @@ impl<T: Driver> ClientCore<T> {
             closed: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
-            schemas: std::sync::Arc::new(crate::schema::Schemas::builtin()),
+            schemas: BUILTIN_SCHEMAS.clone(),
             inline_max: DEFAULT_INLINE_MAX,
         }
     }

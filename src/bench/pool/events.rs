@@ -1,0 +1,161 @@
+//! `maestro bench pool --events`: the event-driven stream, as ECMWF-style consumers run it.
+//! The consumer subscribes to OFFER events; the provider process makes and fills fresh CDOs
+//! (`events SIZE COUNT`, answered `prepared`: their making is not timed) and on `go` offers
+//! them as fast as it can; the consumer demands each as its event arrives, `--window` in
+//! flight.
+
+use std::time::{Duration, Instant};
+
+use fabric::Buffer;
+use pool::Client;
+use pool::attr::Attributes;
+
+use super::{Lender, PoolBench, PoolBenchError, ProviderArgs, ProviderProcess, verify};
+use crate::bench::pattern;
+use crate::bench::peer::SEED;
+
+impl PoolBench {
+    /// How many fresh CDOs of `size` the event-driven stream offers: as many as the
+    /// volume would demand, at most 20,000 and 1 GiB (the provider keeps them all until it
+    /// leaves).
+    fn event_count(&self, size: usize) -> usize {
+        let size = size.max(1);
+        (self.volume / size)
+            .clamp(1, 20_000)
+            .min(((1usize << 30) / size).max(1))
+    }
+
+    /// The event-driven stream of `size` (`--events`): subscribed to offers, the consumer
+    /// has the provider offer fresh CDOs as fast as it can and demands each as its event
+    /// arrives, `--window` in flight; CDOs per second from the request to the last demand
+    /// (the first checked).
+    pub(super) fn event_stream(
+        &self,
+        consumer: &Client,
+        provider: &mut ProviderProcess,
+        size: usize,
+    ) -> Result<f64, PoolBenchError> {
+        use futures::TryStreamExt;
+        let count = self.event_count(size);
+        let prefix = format!("{}/", event_prefix(size));
+        let offers = consumer.subscribe(
+            &pool::selector::Selector::all(),
+            pool::events::EventKind::Offer,
+            pool::events::SubscribeOptions::default(),
+        )?;
+        let c = consumer.as_async();
+        let lender = self
+            .user_memory
+            .then(|| Lender::new(size, usize::from(self.window)));
+        let lender = lender.as_ref();
+        // The provider makes and fills its buffers first: the stream times the pool, not
+        // the producer's memset.
+        provider.tell(&format!("events {size} {count}"))?;
+        provider.expect("prepared", Duration::from_secs(600))?;
+        let start = Instant::now();
+        provider.tell("go")?;
+        // The names of this size's offers, as their events arrive.
+        let names = futures::stream::unfold(0usize, |told| {
+            let (offers, prefix) = (&offers, &prefix);
+            async move {
+                if told == count {
+                    return None;
+                }
+                loop {
+                    match offers.next_timeout(Duration::from_secs(600)).await {
+                        Ok(Some(e)) => match e.cdo {
+                            Some(name) if name.starts_with(prefix.as_str()) => {
+                                return Some((Ok(name), told + 1));
+                            }
+                            _ => {}
+                        },
+                        Ok(None) => {
+                            let late = PoolBenchError::Provider(format!(
+                                "{} of {count} offer events came within 600 s",
+                                told
+                            ));
+                            return Some((Err(late), count));
+                        }
+                        Err(e) => return Some((Err(e.into()), count)),
+                    }
+                }
+            }
+        });
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let demand = |name: String| {
+            let first = &first;
+            async move {
+                let cdo = c.declare(&name)?;
+                if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                    Lender::demand(lender, c, cdo, |d| verify(size, d)).await?;
+                } else {
+                    Lender::demand(lender, c, cdo, |_| Ok(())).await?;
+                }
+                c.dispose(cdo).await?;
+                Ok::<(), PoolBenchError>(())
+            }
+        };
+        consumer.block_on(
+            names
+                .map_ok(demand)
+                .try_buffer_unordered(usize::from(self.window))
+                .try_collect::<Vec<()>>(),
+        )?;
+        let per_sec = count as f64 / start.elapsed().as_secs_f64();
+        drop(offers);
+        Ok(per_sec)
+    }
+}
+
+/// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
+/// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
+fn event_prefix(size: usize) -> String {
+    format!("bench-events-{size}")
+}
+
+/// The provider's side of `events SIZE COUNT` (`stream` is `SIZE COUNT`): COUNT fresh
+/// buffers of SIZE filled with the benchmark's pattern, with their CDOs' names.
+///
+/// # Errors
+/// A malformed command; a buffer that cannot be made.
+pub(super) fn prepare(
+    args: &ProviderArgs,
+    stream: &str,
+) -> Result<Vec<(String, Buffer)>, PoolBenchError> {
+    let mut words = stream.split_whitespace().map(str::parse::<usize>);
+    let (Some(Ok(size)), Some(Ok(count))) = (words.next(), words.next()) else {
+        return Err(PoolBenchError::Provider(format!(
+            "a bad command \"events {stream}\": events SIZE COUNT"
+        )));
+    };
+    (0..count)
+        .map(|i| {
+            let mut buf = args.buffers.make(size)?;
+            pattern::fill(buf.as_mut_slice(), SEED);
+            Ok((format!("{}/{i}", event_prefix(size)), buf))
+        })
+        .collect()
+}
+
+/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
+/// flight; their ids.
+/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
+/// flight; their ids.
+pub(super) fn offer_stream(
+    client: &Client,
+    prepared: Vec<(String, Buffer)>,
+) -> Result<Vec<pool::proto::CdoId>, PoolBenchError> {
+    use futures::{StreamExt, TryStreamExt};
+    let c = client.as_async();
+    let one = |(name, buf): (String, Buffer)| async move {
+        let cdo = c.declare(&name)?;
+        c.seal_and_offer(cdo, Attributes::new(), buf).await?;
+        Ok::<_, PoolBenchError>(cdo)
+    };
+    client.block_on(
+        futures::stream::iter(prepared)
+            .map(one)
+            .buffer_unordered(16)
+            .try_collect(),
+    )
+}
