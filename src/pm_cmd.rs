@@ -93,6 +93,10 @@ pub struct PmOptions {
     /// abandoned (transfers from offers nobody withdraws have no deadline).
     #[arg(long, default_value = "120", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub transfer_timeout: std::time::Duration,
+    /// Most leases one application holds: an offer's ticket sent with its event to a
+    /// subscriber, so that its demand needs no round trip to the PM; 0 turns leases off.
+    #[arg(long, default_value = "8192")]
+    pub max_leases: usize,
     /// Binds CDO names to a component, PREFIX=COMPONENT (repeatable): offers of such
     /// names from other components are refused.
     #[arg(long = "owner", value_name = "PREFIX=COMPONENT")]
@@ -296,6 +300,7 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
         max_attribute_bytes: opts.max_attributes,
         max_subscriptions: opts.max_subscriptions,
         transfer_timeout: opts.transfer_timeout,
+        max_leases: opts.max_leases,
         owners: opts.owners.clone(),
         reporters: opts.reporters.clone(),
     };

@@ -86,6 +86,13 @@ pub(super) struct Fetching {
     completes_demand: bool,
 }
 
+impl Fetching {
+    /// Whether it brings `cdo`'s bytes.
+    pub(super) fn is(&self, cdo: CdoId) -> bool {
+        self.cdo == cdo
+    }
+}
+
 /// How a demand goes on.
 pub enum Demand<D> {
     /// Its bytes are here already (a `require` brought them): the demand is done, the PM
@@ -261,7 +268,11 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// Demands `cdo`. When a `require` brought its bytes already, that is all: the PM
-    /// learns of the demand with a deferred notice ([`super::Transmit::deferred`]).
+    /// learns of the demand with a deferred notice ([`super::Transmit::deferred`]). When
+    /// the PM granted a lease of an offer of its name with an offer event
+    /// ([`crate::proto::Lease`]), the lease serves it without waiting for the PM: the
+    /// bytes that came with it are here at once, or `waiter` is filed and the driver
+    /// fetches them ([`Event::Fetch`]); the PM is told afterwards ([`ToPm::UseLease`]).
     /// Otherwise the demand is sent and `waiter` filed.
     ///
     /// # Errors
@@ -275,16 +286,73 @@ impl<T: Driver> ClientCore<T> {
         if let Some((data, attributes)) = self.take_here(cdo) {
             // After the transfer's completion, on the same connection: the PM finds it
             // local. A PM gone meanwhile changes nothing: the bytes are here.
-            if !self.closed {
-                self.transmit.push_back(super::Transmit {
-                    msg: ToPm::Demand { cdo },
-                    deferred: true,
-                });
-            }
+            self.defer(ToPm::Demand { cdo });
             return Ok(Demand::Here(data, attributes));
+        }
+        if let Some((lease, held)) = self.lease_for(cdo) {
+            return self.demand_leased(now, (cdo, lease), held, waiter);
         }
         self.call_busy(now, (Op::Demand, cdo), ToPm::Demand { cdo }, waiter)
             .map(Demand::Waiting)
+    }
+
+    /// A lease for a demand of `cdo`: the CDO is declared and nothing else is under way
+    /// for it (no require, no bytes here), and a lease of its name is held.
+    fn lease_for(&mut self, cdo: CdoId) -> Option<(TransferId, super::leases::Held)> {
+        let m = self.cdos.get(&cdo)?;
+        if self.closed || m.phase != Phase::Declared || m.busy || m.arrived.is_some() {
+            return None;
+        }
+        let name = Arc::clone(&m.name);
+        self.leases.take(&name)
+    }
+
+    /// Demands `cdo` with `lease` (see [`ClientCore::demand`]). Inline bytes that fail
+    /// the producer's checksum are not used: the lease is released and the demand sent.
+    fn demand_leased(
+        &mut self,
+        now: Instant,
+        (cdo, lease): (CdoId, TransferId),
+        held: super::leases::Held,
+        waiter: T::Waiter,
+    ) -> CallResult<Demand<T::Data>> {
+        let super::leases::Held {
+            source,
+            attributes,
+            provider,
+            ..
+        } = held;
+        let source = match source {
+            Source::Inline { bytes } => {
+                let lent = self.unlend(cdo);
+                let data = T::inline(bytes, lent);
+                if attr::verify_checksum(&attributes, data.as_ref()).is_err() {
+                    tracing::warn!("pool client: lease {lease} of CDO {cdo}: corrupt bytes");
+                    self.defer(ToPm::Release {
+                        leases: vec![lease],
+                    });
+                    let msg = ToPm::Demand { cdo };
+                    return self
+                        .call_busy(now, (Op::Demand, cdo), msg, waiter)
+                        .map(Demand::Waiting);
+                }
+                self.defer(ToPm::UseLease { cdo, lease });
+                self.arrive(cdo, data, attributes, &provider);
+                return self
+                    .take_here(cdo)
+                    .map(|(data, attributes)| Demand::Here(data, attributes))
+                    .ok_or(CallError::Disposed {
+                        op: Op::Demand,
+                        cdo,
+                    });
+            }
+            source => source,
+        };
+        let call = self.wait(now, (Op::Demand, cdo), waiter)?;
+        self.set_busy(cdo, true);
+        self.defer(ToPm::UseLease { cdo, lease });
+        self.ticket(lease, cdo, source, (attributes, provider), true);
+        Ok(Demand::Waiting(call))
     }
 
     fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {

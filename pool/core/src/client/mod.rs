@@ -25,6 +25,7 @@
 //! waits for it; the driver decides when to write).
 
 mod cdos;
+mod leases;
 mod streams;
 mod subscriptions;
 
@@ -37,6 +38,7 @@ use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId}
 
 use cdos::{Arriving, Fetching, Mine, Named};
 pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Offer, Phase};
+pub use leases::{LEASE_HOLD, MAX_HELD as MAX_HELD_LEASES};
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
@@ -230,6 +232,8 @@ pub struct ClientCore<T: Driver> {
     subs: subscriptions::Subscriptions<T>,
     /// Stream transfers being fetched.
     streams: streams::Streams<T::Stream>,
+    /// Leases granted with offer events, for demands to come.
+    leases: leases::Leases,
     transmit: VecDeque<Transmit>,
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
@@ -312,6 +316,7 @@ impl<T: Driver> ClientCore<T> {
             arriving: std::collections::BTreeMap::new(),
             subs: subscriptions::Subscriptions::default(),
             streams: streams::Streams::default(),
+            leases: leases::Leases::default(),
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
@@ -415,6 +420,17 @@ impl<T: Driver> ClientCore<T> {
         });
     }
 
+    /// Queues `msg`, which nobody waits for and may go with the next message (unless the
+    /// connection ended: then it is dropped).
+    fn defer(&mut self, msg: ToPm) {
+        if !self.closed {
+            self.transmit.push_back(Transmit {
+                msg,
+                deferred: true,
+            });
+        }
+    }
+
     fn open(&self) -> CallResult<()> {
         if self.closed {
             return Err(CallError::Closed);
@@ -490,7 +506,8 @@ impl<T: Driver> ClientCore<T> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let calls = self.deadlines.first_key_value().map(|(&(at, _), _)| at);
         let handshake = self.handshake.as_ref().map(Handshake::deadline);
-        [calls, handshake, self.streams.next_deadline()]
+        let leases = self.leases.next_expiry();
+        [calls, handshake, self.streams.next_deadline(), leases]
             .into_iter()
             .flatten()
             .min()
@@ -498,8 +515,12 @@ impl<T: Driver> ClientCore<T> {
 
     /// Answers every call whose deadline is `now` or earlier with
     /// [`CallError::Timeout`]; each is given up as by [`ClientCore::abandon`] (a later
-    /// answer goes to the next call filed under its key).
+    /// answer goes to the next call filed under its key). Leases held unused for
+    /// [`LEASE_HOLD`] are given back.
     pub fn handle_timeout(&mut self, now: Instant) {
+        for release in self.leases.expire(now) {
+            self.defer(release);
+        }
         if self.handshake.as_ref().is_some_and(|h| h.deadline() <= now) {
             self.handshake = None;
             self.joined = Some(Err(CallError::Timeout(Op::Join)));
@@ -609,6 +630,10 @@ impl<T: Driver> ClientCore<T> {
                 Err(CallError::Refused { op: Op::Fetch, why }),
             ),
             FromPm::Refused { op, cdo, why } => {
+                if let (Op::Demand, Some(cdo)) = (op, cdo) {
+                    // A lease's use refused: what its fetch brings is not the CDO's.
+                    self.fetching.retain(|_, f| !f.is(cdo));
+                }
                 let text = why.to_string();
                 if !self.resolve((op, cdo.unwrap_or(0)), Err(CallError::Refused { op, why })) {
                     tracing::warn!("pool manager refused {op} ({text})");
@@ -645,6 +670,20 @@ impl<T: Driver> ClientCore<T> {
                 len,
             }),
             FromPm::Chunk(c) => self.piece(now, c.transfer, Ok((c.offset, c.data))),
+            FromPm::Lease(lease) => {
+                if let Some(oldest) = self.leases.add(now, *lease) {
+                    self.defer(ToPm::Release {
+                        leases: vec![oldest],
+                    });
+                }
+            }
+            FromPm::Revoke { lease } => {
+                if self.leases.forget(lease).is_some() {
+                    self.defer(ToPm::Release {
+                        leases: vec![lease],
+                    });
+                }
+            }
             FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
             FromPm::Event { sub, event } => self.subs.event(sub, *event, &mut self.events),
             FromPm::AckTooLate { sub, serial } => {
@@ -679,6 +718,7 @@ impl<T: Driver> ClientCore<T> {
         self.deadlines.clear();
         self.arriving.clear();
         self.streams.clear();
+        self.leases.clear();
         self.transmit.clear();
         self.subs.close(&mut self.events);
     }

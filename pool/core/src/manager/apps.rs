@@ -230,6 +230,9 @@ impl Manager {
             .map(|a| a.cdos.clone())
             .unwrap_or_default();
         self.pin_transfers_from(|from| cdos.contains(&from));
+        for &offer in &cdos {
+            self.revoke_leases(offer);
+        }
         self.try_bye(app);
     }
 
@@ -310,6 +313,10 @@ impl Manager {
         self.conns.remove(&a.conn);
         self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);
+        self.forget_leases_of(app);
+        for &offer in &a.cdos {
+            self.revoke_leases(offer);
+        }
         // Its CDOs go a slice per step of `work` (`reap`): from now on nothing is ticketed
         // to or from them. Names whose demands lost their last provider with its offers
         // are failed as those are removed; those whose transfers from it failed, below.

@@ -611,6 +611,7 @@ impl Manager {
         self.account(app, freed, true);
         self.cdos.not_offered(&name, cdo);
         self.pin_transfers_from(|from| from == cdo);
+        self.revoke_leases(cdo);
         self.source_released(cdo);
     }
 

@@ -59,6 +59,9 @@ pub(super) struct Events {
     ack_timeout: Duration,
     /// Acknowledgements awaited by the after-events of the operation running now.
     collecting: Vec<(SubId, u64)>,
+    /// Subscriptions that must acknowledge demands before they happen (no leases while
+    /// there is one: see `lease`).
+    holding_demands: usize,
 }
 
 impl Events {
@@ -92,6 +95,11 @@ impl Events {
         self.subs.len()
     }
 
+    /// True while a subscription must acknowledge demands before they happen.
+    pub(super) fn demands_held(&self) -> bool {
+        self.holding_demands > 0
+    }
+
     /// True while someone subscribes: only then are events worded.
     pub(super) fn listened(&self) -> bool {
         !self.subs.is_empty()
@@ -107,14 +115,23 @@ impl Events {
             now: clock.origin,
             ack_timeout: ACK_TIMEOUT,
             collecting: Vec::new(),
+            holding_demands: 0,
         }
     }
 }
 
 /// What an event is about: a CDO's name and attributes.
 pub(super) struct Subject {
+    /// The CDO (an offer's event grants leases of it).
+    cdo: CdoId,
     name: Arc<str>,
     attributes: Attributes,
+}
+
+/// Whether a subscription with these kinds and options must acknowledge demands before
+/// they happen.
+fn holds_demands(kinds: EventKinds, options: SubscribeOptions) -> bool {
+    kinds.contains(EventKind::Demand) && options.signal_before && options.require_ack
 }
 
 /// The event kind a CDO's state stands for in a replay of the current state.
@@ -317,6 +334,7 @@ impl Manager {
             let ok = self.declarable(app, *cdo, name).is_ok();
             let attributes = Attributes::from([(attr::NAME.into(), AttrValue::Str(name.clone()))]);
             return ok.then(|| Subject {
+                cdo: *cdo,
                 name: name.as_str().into(),
                 attributes,
             });
@@ -352,6 +370,7 @@ impl Manager {
         }
         let c = self.cdos.get(&cdo)?;
         Some(Subject {
+            cdo,
             name: Arc::clone(&c.name),
             attributes: self.published(cdo),
         })
@@ -405,7 +424,7 @@ impl Manager {
             );
         let empty = Attributes::new();
         let attrs = subject.as_ref().map_or(&empty, |s| &s.attributes);
-        let targets: Vec<(SubId, ConnId, bool)> = self
+        let targets: Vec<(SubId, ConnId, bool, AppId)> = self
             .events
             .subs
             .iter()
@@ -415,14 +434,27 @@ impl Manager {
                     && !(s.options.no_local && s.app == app)
                     && (!kind.is_cdo_event() || s.selector.matches(attrs))
             })
-            .map(|(&id, s)| (id, s.conn, s.options.require_ack && holdable))
+            .map(|(&id, s)| (id, s.conn, s.options.require_ack && holdable, s.app))
             .collect();
         if targets.is_empty() {
             return Vec::new();
         }
+        // An offer, once it is one, comes with a lease to each app told of it (see
+        // `lease`), sent ahead of the event.
+        let leased = subject
+            .as_ref()
+            .filter(|_| kind == EventKind::Offer && !before)
+            .map(|s| s.cdo);
         let mut event = self.event(kind, app, subject, detail, before);
         let mut awaiting = Vec::new();
-        for (sub, conn, ack) in targets {
+        let mut granted: Vec<AppId> = Vec::new();
+        for (sub, conn, ack, subscriber) in targets {
+            if let Some(offer) = leased
+                && !granted.contains(&subscriber)
+            {
+                granted.push(subscriber);
+                self.grant_lease(offer, subscriber, conn);
+            }
             event.needs_ack = ack;
             if ack {
                 awaiting.push((sub, event.serial));
@@ -546,6 +578,10 @@ impl Manager {
         }
         let sub = self.id();
         self.account(app, cost, false);
+        if holds_demands(kinds, options) {
+            self.events.holding_demands += 1;
+            self.revoke_all_leases();
+        }
         if let Some(a) = self.apps.get_mut(&app) {
             a.subscriptions += 1;
         }
@@ -642,6 +678,9 @@ impl Manager {
 
     fn drop_subscription(&mut self, sub: SubId) {
         if let Some(s) = self.events.subs.remove(&sub) {
+            if holds_demands(s.kinds, s.options) {
+                self.events.holding_demands -= 1;
+            }
             self.account(s.app, s.cost, true);
             if let Some(a) = self.apps.get_mut(&s.app) {
                 a.subscriptions = a.subscriptions.saturating_sub(1);

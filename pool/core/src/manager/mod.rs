@@ -10,8 +10,8 @@
 //! - a demand of a name not yet offered waits until some app offers it;
 //! - require lets the PM ticket a transfer before the demand;
 //! - any offer of a name is a valid source; the least loaded one is ticketed;
-//! - withdraw completes only when no transfer reads from the offer, and a ticketed
-//!   transfer is never lost by a withdraw;
+//! - withdraw completes only when no transfer reads from the offer and no lease of its
+//!   memory is held, and a ticketed transfer is never lost by a withdraw;
 //! - LEAVE is answered with BYE only when nothing required is pending on the app's offers;
 //! - when a provider disappears, demands only it could serve fail with `NoProvider`,
 //!   transfers from it are re-ticketed from other offers, requires keep waiting.
@@ -52,6 +52,8 @@
 //! - [`admission`]: connections waiting to join, their deadline and how many may wait;
 //! - [`apps`]: connections, JOIN/WELCOME, LEAVE/BYE, and what goes when an app goes;
 //! - [`transfer`]: ticketing, the stream relay, completion, failure and re-ticketing;
+//! - [`lease`]: tickets granted with offer events ahead of a demand, who gets one, and what
+//!   a withdraw, a provider gone or a holder gone does to them;
 //! - [`plan`]: which transport a ticket uses (pure: the two apps and the offer in, a
 //!   [`Source`](crate::proto::Source) out);
 //! - [`group`]: a group's demand (one message for all its members);
@@ -68,6 +70,7 @@ mod apps;
 mod cdo;
 mod events;
 mod group;
+mod lease;
 mod observe;
 mod outbox;
 mod plan;
@@ -296,6 +299,12 @@ impl Manager {
         self.cdos.len()
     }
 
+    /// Number of leases granted with offer events and neither used nor released yet
+    /// (see [`crate::proto::Lease`]).
+    pub fn lease_count(&self) -> usize {
+        self.transfers.lease_count()
+    }
+
     fn refuse(&mut self, conn: ConnId, op: Op, cdo: Option<CdoId>, why: Refusal) {
         self.out.send(conn, FromPm::Refused { op, cdo, why });
     }
@@ -355,6 +364,7 @@ impl Manager {
                 len,
             } => self.fetch(conn, app, transfer, offset, len),
             ToPm::Chunk(piece) => self.chunk(conn, app, piece),
+            ToPm::Release { leases } => self.release_leases(app, &leases),
             // Operations keep their order behind an operation held for acknowledgements.
             ToPm::Leave => {
                 if let Some(ToPm::Leave) = self.queue_if_held(conn, ToPm::Leave) {
@@ -399,6 +409,7 @@ impl Manager {
             ToPm::Demand { cdo } => {
                 self.with_cdo(conn, app, Op::Demand, cdo, |m, c| m.require(conn, c, true))
             }
+            ToPm::UseLease { cdo, lease } => self.use_lease(conn, app, cdo, lease),
             ToPm::DemandGroup {
                 group,
                 first,

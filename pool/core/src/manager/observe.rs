@@ -483,6 +483,7 @@ const ALL_OPS: [Op; OPS] = [
     Op::Unsubscribe,
     Op::Ack,
     Op::Report,
+    Op::Release,
     Op::Query,
 ];
 

@@ -37,6 +37,10 @@ pub(super) fn inline_share(policy: &Policy) -> usize {
     (policy.max_inline_bytes / INLINE_SHARES).max(MAX_INLINE_OFFER)
 }
 
+/// Default of [`Policy::max_leases`]: 8,192 per application (at most 32 MiB of inline
+/// bytes held by a subscriber that never demands, for as long as its client keeps unused
+/// leases).
+pub const MAX_LEASES: usize = 8192;
 /// Default of [`Policy::transfer_timeout`]: 120 s.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
 /// What the pool manager counts for a CDO besides its name and attributes (its table
@@ -69,6 +73,11 @@ pub struct Policy {
     /// consumer is not cut short otherwise: transfers from offers nobody withdraws have no
     /// deadline.
     pub transfer_timeout: Duration,
+    /// Most leases one application holds ([`crate::proto::Lease`]: an offer's ticket sent
+    /// with its event to a subscriber, ahead of a demand); past it, its subscriptions hear
+    /// of offers without leases and its demands wait for the PM as any other. 0: no
+    /// leases at all.
+    pub max_leases: usize,
     /// Names that belong to a component: an offer of a name under one of these prefixes
     /// from any other component is refused (the longest matching prefix decides).
     pub owners: Vec<NameOwner>,
@@ -86,6 +95,7 @@ impl Default for Policy {
             max_subscriptions: MAX_SUBSCRIPTIONS,
             max_inline_bytes: MAX_INLINE_BYTES,
             transfer_timeout: TRANSFER_TIMEOUT,
+            max_leases: MAX_LEASES,
             owners: Vec::new(),
             reporters: Vec::new(),
         }
@@ -334,6 +344,13 @@ impl Manager {
     }
 
     fn abandon(&mut self, id: TransferId) {
+        if let Some(holder) = self.transfers.lease(id).map(|l| l.holder) {
+            tracing::warn!(
+                "lease {id} abandoned: app {holder} did not give it back within {:.0} s of its revocation",
+                self.policy.transfer_timeout.as_secs_f64()
+            );
+            return self.give_back(id);
+        }
         let Some(t) = self.end_transfer(
             id,
             super::traffic::Outcome::Failed("abandoned: its provider withdrew the offer"),

@@ -14,10 +14,18 @@ use crate::proto::{
 
 /// The transfers in flight, owned here: each one's record, how many read from each offer
 /// (the least loaded offer is ticketed first; an offer read from cannot be released), and
-/// the deadlines of those that keep an offer being withdrawn from its provider.
+/// the deadlines of those that keep an offer being withdrawn from its provider. Leases
+/// ([`crate::proto::Lease`]) live here too: one of memory reads from its offer as a
+/// transfer does (it counts in the offer's load and is pinned alike), and becomes the
+/// transfer, under the same id, when its holder uses it.
 #[derive(Debug, Default)]
 pub(super) struct InFlight {
     records: BTreeMap<TransferId, Transfer>,
+    /// Leases granted and neither used nor released, by id; by offer; how many each
+    /// holder has.
+    leases: HashMap<TransferId, Leased>,
+    on_offer: HashMap<CdoId, Vec<TransferId>>,
+    held: HashMap<AppId, usize>,
     /// Transfers reading from each offer (absent: none).
     load: HashMap<CdoId, usize>,
     /// Pinning transfers by the instant they are abandoned, and each one's instant.
@@ -38,12 +46,7 @@ impl InFlight {
         if let Some(at) = self.pinned_at.remove(&id) {
             self.pinned.remove(&(at, id));
         }
-        if let Some(n) = self.load.get_mut(&t.from) {
-            *n -= 1;
-            if *n == 0 {
-                self.load.remove(&t.from);
-            }
-        }
+        self.unload(t.from);
         Some(t)
     }
 
@@ -72,6 +75,113 @@ impl InFlight {
         self.load.get(&offer).copied().unwrap_or(0)
     }
 
+    /// Records lease `id`.
+    pub(super) fn grant(&mut self, id: TransferId, l: Leased) {
+        if !l.inline {
+            *self.load.entry(l.from).or_default() += 1;
+        }
+        self.on_offer.entry(l.from).or_default().push(id);
+        *self.held.entry(l.holder).or_default() += 1;
+        self.leases.insert(id, l);
+    }
+
+    /// Lease `id`, if it is granted and neither used nor released.
+    pub(super) fn lease(&self, id: TransferId) -> Option<&Leased> {
+        self.leases.get(&id)
+    }
+
+    /// Forgets lease `id` (its load and its pin); its record, if it was granted.
+    pub(super) fn end_lease(&mut self, id: TransferId) -> Option<Leased> {
+        let l = self.leases.remove(&id)?;
+        if let Some(at) = self.pinned_at.remove(&id) {
+            self.pinned.remove(&(at, id));
+        }
+        if let Some(ids) = self.on_offer.get_mut(&l.from) {
+            ids.retain(|&x| x != id);
+            if ids.is_empty() {
+                self.on_offer.remove(&l.from);
+            }
+        }
+        if let Some(n) = self.held.get_mut(&l.holder) {
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(&l.holder);
+            }
+        }
+        if !l.inline {
+            self.unload(l.from);
+        }
+        Some(l)
+    }
+
+    /// The leases of `offer` not revoked yet, each marked revoked now, with their holders;
+    /// those of memory are pinned: abandoned `timeout` from `now` unless given back.
+    pub(super) fn revoke_on(
+        &mut self,
+        offer: CdoId,
+        now: Instant,
+        timeout: Duration,
+    ) -> Vec<(TransferId, AppId)> {
+        let Some(ids) = self.on_offer.get(&offer) else {
+            return Vec::new();
+        };
+        let mut revoked = Vec::new();
+        for &id in ids {
+            let Some(l) = self.leases.get_mut(&id).filter(|l| !l.revoked) else {
+                continue;
+            };
+            l.revoked = true;
+            revoked.push((id, l.holder));
+            if !l.inline {
+                let at = later(now, timeout);
+                self.pinned.insert((at, id));
+                self.pinned_at.insert(id, at);
+            }
+        }
+        revoked
+    }
+
+    /// The offers leased out and not revoked.
+    pub(super) fn leased_offers(&self) -> Vec<CdoId> {
+        let mut offers: Vec<CdoId> = self.on_offer.keys().copied().collect();
+        offers.sort_unstable();
+        offers
+    }
+
+    /// The leases `holder` holds.
+    pub(super) fn held_by(&self, holder: AppId) -> Vec<TransferId> {
+        if !self.held.contains_key(&holder) {
+            return Vec::new();
+        }
+        let mut ids: Vec<TransferId> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.holder == holder)
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// How many leases `holder` holds.
+    pub(super) fn held_count(&self, holder: AppId) -> usize {
+        self.held.get(&holder).copied().unwrap_or(0)
+    }
+
+    /// Number of leases granted and neither used nor released.
+    pub(super) fn lease_count(&self) -> usize {
+        self.leases.len()
+    }
+
+    fn unload(&mut self, offer: CdoId) {
+        if let Some(n) = self.load.get_mut(&offer) {
+            *n -= 1;
+            if *n == 0 {
+                self.load.remove(&offer);
+            }
+        }
+    }
+
     /// Pins the transfers reading from the offers `from` selects: each is abandoned
     /// `timeout` after it started (a transfer pinned already keeps its instant).
     pub(super) fn pin_from(&mut self, from: impl Fn(CdoId) -> bool, timeout: Duration) {
@@ -96,6 +206,25 @@ impl InFlight {
         self.pinned_at.remove(&id);
         Some(id)
     }
+}
+
+/// A lease granted and neither used nor released (see [`InFlight`]).
+#[derive(Clone, Debug)]
+pub(super) struct Leased {
+    /// The offer.
+    pub(super) from: CdoId,
+    /// Who holds it.
+    pub(super) holder: AppId,
+    /// The offer's name: the holder's CDO that uses it has it too.
+    pub(super) name: Arc<str>,
+    /// The offer's bytes.
+    pub(super) len: u64,
+    /// How it was planned (for observers, once used).
+    pub(super) route: traffic::Route,
+    /// Its bytes went with it: nothing is read from the provider, nothing pinned.
+    pub(super) inline: bool,
+    /// Its holder was asked to give it back.
+    pub(super) revoked: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -333,7 +462,7 @@ impl Manager {
     /// What follows the end of `transfer` (`t`) to `app`, its record gone: subscribers are
     /// told, the CDO is local or is ticketed again elsewhere, and the offer read from is
     /// released.
-    fn transfer_ended(
+    pub(super) fn transfer_ended(
         &mut self,
         conn: ConnId,
         app: AppId,

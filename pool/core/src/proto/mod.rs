@@ -25,13 +25,14 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (12: a connection refused admission is told
-/// why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
+/// Protocol version carried in every frame (13: offer events carry leases,
+/// [`FromPm::Lease`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
+/// connection refused admission is told why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
 /// addresses travel as bytes, not hex; 9: observers and their queries, see
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 12;
+pub const VERSION: u8 = 13;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -92,6 +93,8 @@ pub enum Op {
     Ack,
     /// [`ToPm::Report`]
     Report,
+    /// [`ToPm::Release`]
+    Release,
     /// An observer's question.
     Query,
 }
@@ -116,6 +119,7 @@ impl std::fmt::Display for Op {
             Op::Unsubscribe => "unsubscribe",
             Op::Ack => "ack",
             Op::Report => "report",
+            Op::Release => "release",
             Op::Query => "query",
         })
     }
@@ -265,6 +269,22 @@ pub enum ToPm {
         /// How many ids are reserved.
         capacity: u32,
     },
+    /// Demand `cdo` (declared with the name of the lease's offer), served by lease
+    /// `lease` ([`FromPm::Lease`]): the app is taking (or took) the bytes itself, nobody
+    /// waits for an answer (only a refusal comes back). A lease of memory is a transfer
+    /// from now on, ended by [`ToPm::TransferDone`]; a lease of inline bytes is done.
+    UseLease {
+        /// The app's CDO.
+        cdo: CdoId,
+        /// The lease.
+        lease: TransferId,
+    },
+    /// The app will not use these leases (revoked, or held too long unused): the offers
+    /// they pinned may go.
+    Release {
+        /// The leases, at most [`MAX_RELEASE`].
+        leases: Vec<TransferId>,
+    },
     /// Cancel a require (or a waiting demand).
     Retract {
         /// The CDO.
@@ -351,6 +371,7 @@ impl ToPm {
             | ToPm::SealOffer { cdo, .. }
             | ToPm::Require { cdo }
             | ToPm::Demand { cdo }
+            | ToPm::UseLease { cdo, .. }
             | ToPm::DemandGroup { group: cdo, .. }
             | ToPm::Retract { cdo }
             | ToPm::Withdraw { cdo }
@@ -369,7 +390,8 @@ impl ToPm {
             ToPm::Seal { .. } => Op::Seal,
             ToPm::Offer { .. } | ToPm::SealOffer { .. } => Op::Offer,
             ToPm::Require { .. } => Op::Require,
-            ToPm::Demand { .. } | ToPm::DemandGroup { .. } => Op::Demand,
+            ToPm::Demand { .. } | ToPm::DemandGroup { .. } | ToPm::UseLease { .. } => Op::Demand,
+            ToPm::Release { .. } => Op::Release,
             ToPm::Retract { .. } => Op::Retract,
             ToPm::Withdraw { .. } => Op::Withdraw,
             ToPm::Dispose { .. } => Op::Dispose,
@@ -536,6 +558,16 @@ pub enum FromPm {
         /// sent later is answered by `Ready`.
         completes_demand: bool,
     },
+    /// To a subscriber told of an offer by the [`FromPm::Event`] that follows: what a
+    /// demand of a CDO of that name needs, granted before it is made (see [`Lease`]).
+    Lease(Box<Lease>),
+    /// The lease's offer is going (withdrawn, its provider gone, or demands are to be
+    /// held for acknowledgements): answer with [`ToPm::Release`] unless the lease was
+    /// used already ([`ToPm::UseLease`] sent).
+    Revoke {
+        /// The lease.
+        lease: TransferId,
+    },
     /// A demanded CDO is local: it already was when the demand came, or the transfer of a
     /// ticket issued before the demand completed.
     Ready {
@@ -604,6 +636,28 @@ pub enum FromPm {
         /// The answer.
         view: Box<crate::view::View>,
     },
+}
+
+/// Most leases one [`ToPm::Release`] names.
+pub const MAX_RELEASE: usize = 4096;
+
+/// An offer's ticket granted ahead of a demand, to a subscriber told of the offer: a
+/// demand of a CDO named `name` takes the bytes from `source` at once and tells the PM
+/// afterwards ([`ToPm::UseLease`]), with no round trip before the copy. The offer stays
+/// readable while the lease is held: a withdraw waits until every holder used it (and
+/// finished) or released it, as it waits for transfers in flight.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The lease's id: the transfer's id once it is used.
+    pub lease: TransferId,
+    /// The offer's CDO name.
+    pub name: std::sync::Arc<str>,
+    /// Where and how to get the bytes (never [`Source::Stream`]).
+    pub source: Source,
+    /// As [`FromPm::Ticket`]'s.
+    pub attributes: Attributes,
+    /// As [`FromPm::Ticket`]'s.
+    pub provider: std::sync::Arc<str>,
 }
 
 /// Packs each run of two or more `Done` answers of one operation into one `DoneMany`,

@@ -1,0 +1,193 @@
+//! Leases: a demand's ticket granted with an offer event, before any demand (see
+//! [`crate::proto::Lease`]). A subscriber told of an offer learns where the bytes are (or
+//! gets them, for a small CDO); its demand of a CDO of that name is then served at once
+//! from the lease, and the PM hears of it afterwards ([`ToPm::UseLease`]).
+//!
+//! What the manager decides here, and why no consumer ever reads bytes that are no longer
+//! offered:
+//! - **Who gets one**: an application (not the offer's own) whose subscription is told of
+//!   the offer after the fact, while it holds fewer than [`Policy::max_leases`]; only
+//!   where it reads the bytes itself (inline, same process, RMA or a same-host copy: never
+//!   a stream the PM relays), and never while a subscription must acknowledge demands
+//!   before they happen (a lease would let a demand pass unseen). A subscriber that holds
+//!   the offer's own event (signal-before) is told before the offer exists: no lease.
+//! - **What a lease of memory keeps**: its offer, as a transfer in flight does. A withdraw,
+//!   or the provider's leave, revokes every lease of the offer ([`FromPm::Revoke`]) and
+//!   completes once each holder used it and finished, or released it; a holder that does
+//!   neither within [`Policy::transfer_timeout`] is abandoned, as a transfer is. A lease of
+//!   inline bytes keeps nothing: the holder has them.
+//! - **A provider that is gone**: its leases are revoked; a holder that used one already
+//!   finds its transfer failed and the demand ticketed elsewhere, as any transfer's.
+//! - **Two consumers**: each gets its own lease and uses it or not, as two tickets.
+//! - **A holder that is gone**: its leases are released.
+//!
+//! [`Policy::max_leases`]: super::Policy::max_leases
+//! [`Policy::transfer_timeout`]: super::Policy::transfer_timeout
+
+use std::sync::Arc;
+
+use super::transfer::{Leased, Transfer};
+use super::{ConnId, Manager, State, Want, traffic};
+use crate::events::EventKind;
+use crate::proto::{AppId, CdoId, FromPm, Lease, Op, Refusal, Source, TransferId};
+
+impl Manager {
+    /// Grants `holder` (on `conn`) a lease of `offer`, sent ahead of the offer's event, if
+    /// it may have one (see the module's documentation).
+    pub(super) fn grant_lease(&mut self, offer: CdoId, holder: AppId, conn: ConnId) {
+        if self.events.demands_held()
+            || self.transfers.held_count(holder) >= self.policy.max_leases
+            || self.apps.get(&holder).is_none_or(|a| a.leaving)
+        {
+            return;
+        }
+        let Some(f) = self.cdos.get(&offer) else {
+            return;
+        };
+        let (State::Offered(region), provider) = (&f.state, f.app()) else {
+            return;
+        };
+        if provider == holder || !self.alive(offer) {
+            return;
+        }
+        let region = *region;
+        let (name, attributes) = (Arc::clone(&f.name), f.attributes.clone());
+        let (source, _, route) = self.plan((holder, false), provider, offer, region);
+        if matches!(source, Source::Stream { .. }) {
+            return;
+        }
+        let provider_label = self
+            .apps
+            .get(&provider)
+            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label));
+        let lease = self.id();
+        let leased = Leased {
+            from: offer,
+            holder,
+            name: Arc::clone(&name),
+            len: region.len,
+            route,
+            inline: matches!(source, Source::Inline { .. }),
+            revoked: false,
+        };
+        self.transfers.grant(lease, leased);
+        let granted = Lease {
+            lease,
+            name,
+            source,
+            attributes,
+            provider: provider_label,
+        };
+        self.out.send(conn, FromPm::Lease(Box::new(granted)));
+    }
+
+    /// `UseLease`: `app`'s CDO `cdo` is demanded and served by `lease`. A lease of memory
+    /// becomes the transfer (ended by the holder's `TransferDone`); one of inline bytes is
+    /// done, the CDO local. Refused, and the lease released, unless the lease is the app's
+    /// and the CDO is the app's, declared (neither required nor demanded) with the
+    /// offer's name.
+    pub(super) fn use_lease(&mut self, conn: ConnId, app: AppId, cdo: CdoId, lease: TransferId) {
+        let Some(l) = self.transfers.lease(lease).filter(|l| l.holder == app) else {
+            return self.refuse(conn, Op::Demand, Some(cdo), Refusal::UnknownTransfer);
+        };
+        let fits = match self.cdos.get(&cdo).filter(|c| c.app() == app) {
+            None => Err(Refusal::UnknownCdo),
+            Some(c) if c.state != State::Declared => Err(Self::wrong(Op::Demand, &c.state)),
+            Some(c) if c.name != l.name => Err(Refusal::BadName),
+            Some(_) => Ok(()),
+        };
+        if let Err(why) = fits {
+            self.give_back(lease);
+            return self.refuse(conn, Op::Demand, Some(cdo), why);
+        }
+        let Some(l) = self.transfers.end_lease(lease) else {
+            return;
+        };
+        self.with_cdo(conn, app, Op::Demand, cdo, |m, c| {
+            m.cdo(c).state = State::Required(Want {
+                demanded: true,
+                transfer: (!l.inline).then_some(lease),
+                local: l.inline,
+                ..Want::default()
+            });
+            if let Some(a) = m.apps.get_mut(&app) {
+                a.counters.demanded += 1;
+            }
+            let record = Transfer {
+                from: l.from,
+                to: c,
+                started: m.events.now(),
+                stream: None,
+                completes_demand: true,
+                len: l.len,
+                route: l.route,
+            };
+            m.notify(EventKind::TransportStarted, app, Some(l.from), || {
+                format!("transfer {lease} by a lease granted with the offer's event")
+            });
+            if l.inline {
+                let done = traffic::Outcome::Done(None);
+                m.transfer_finished(lease, &record, done);
+                m.transfer_ended(conn, app, (lease, record), None, None);
+            } else {
+                m.transfers.start(lease, record);
+                // A lease used after its revocation keeps the withdrawn offer as long as
+                // a transfer may.
+                let withdrawing = matches!(
+                    m.cdos.get(&l.from).map(|f| &f.state),
+                    Some(State::Withdrawing(_))
+                );
+                if withdrawing {
+                    m.pin_transfers_from(|from| from == l.from);
+                }
+            }
+        });
+    }
+
+    /// `Release`: `app` gives these leases back (those not its own are ignored: they may
+    /// have been abandoned meanwhile).
+    pub(super) fn release_leases(&mut self, app: AppId, leases: &[TransferId]) {
+        for &lease in leases {
+            if self.transfers.lease(lease).is_some_and(|l| l.holder == app) {
+                self.give_back(lease);
+            }
+        }
+    }
+
+    /// Ends lease `lease`: its offer is released from it (a withdraw or a leave may
+    /// complete).
+    pub(super) fn give_back(&mut self, lease: TransferId) {
+        if let Some(l) = self.transfers.end_lease(lease) {
+            self.source_released(l.from);
+        }
+    }
+
+    /// Asks the holders of `offer`'s leases to give them back (a withdraw, the provider's
+    /// leave or loss); those of memory are abandoned if not given back within the
+    /// transfer timeout.
+    pub(super) fn revoke_leases(&mut self, offer: CdoId) {
+        let now = self.events.now();
+        let timeout = self.policy.transfer_timeout;
+        for (lease, holder) in self.transfers.revoke_on(offer, now, timeout) {
+            if let Some(conn) = self.apps.get(&holder).map(|a| a.conn) {
+                self.out.send(conn, FromPm::Revoke { lease });
+            }
+        }
+    }
+
+    /// Revokes every lease: from now on a subscription must acknowledge demands before
+    /// they happen, which a lease would let pass unseen.
+    pub(super) fn revoke_all_leases(&mut self) {
+        for offer in self.transfers.leased_offers() {
+            self.revoke_leases(offer);
+        }
+    }
+
+    /// `holder` is gone: its leases are released.
+    pub(super) fn forget_leases_of(&mut self, holder: AppId) {
+        for lease in self.transfers.held_by(holder) {
+            self.give_back(lease);
+        }
+    }
+}
+
