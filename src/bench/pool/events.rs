@@ -108,7 +108,6 @@ impl PoolBench {
 }
 
 /// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
-/// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
 fn event_prefix(size: usize) -> String {
     format!("bench-events-{size}")
 }
@@ -137,8 +136,6 @@ pub(super) fn prepare(
         .collect()
 }
 
-/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
-/// flight; their ids.
 /// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
 /// flight; their ids.
 pub(super) fn offer_stream(
