@@ -34,7 +34,9 @@ fn subscribe(w: &mut World, app: usize, options: SubscribeOptions, tag: u32) {
 /// Declares `name` at `app` and demands it (the answer, if it waits, under `tag`).
 fn demand(w: &mut World, app: usize, name: &str, tag: u32) -> (CdoId, Demand<Vec<u8>>) {
     let cdo = w.core(app).declare(name).expect("declare");
-    let d = w.timed(app, |k, now| k.demand(now, cdo, tag)).expect("demand");
+    let d = w
+        .timed(app, |k, now| k.demand(now, cdo, tag))
+        .expect("demand");
     (cdo, d)
 }
 
@@ -131,7 +133,11 @@ fn a_withdraw_revokes_unused_leases_and_waits_for_the_one_in_use() {
     w.pump();
     withdraw(&mut w, p, b, 11);
     w.pump();
-    assert_eq!(w.answer(p, 11), None, "the lease's transfer reads the offer");
+    assert_eq!(
+        w.answer(p, 11),
+        None,
+        "the lease's transfer reads the offer"
+    );
     let (_, fetch) = w.held.pop().expect("the lease's fetch");
     w.core(c).fetched(fetch.transfer, Ok((vec![2; 100], None)));
     w.pump();
@@ -298,7 +304,10 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
     let (offer, out) = pm.offer(p, "h", 100);
     assert!(out.iter().any(|(_, m)| matches!(m, FromPm::Lease(_))));
     let out = pm.send(p, ToPm::Withdraw { cdo: offer });
-    assert!(matches!(out[..], [(to, FromPm::Revoke { .. })] if to == c), "{out:?}");
+    assert!(
+        matches!(out[..], [(to, FromPm::Revoke { .. })] if to == c),
+        "{out:?}"
+    );
     pm.now += Duration::from_secs(5);
     let now = pm.now;
     pm.m.handle_timeout(now);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fabric::Buffer;
 
-use super::{AsyncClient, CdoData, JoinOptions, Result, Subscription};
+use super::{AsyncClient, CdoData, JoinOptions, Result, Subscription, outbox};
 use crate::attr::Attributes;
 use crate::bootstrap::PmInfo;
 use crate::events::{EventKinds, SubscribeOptions};
@@ -158,6 +158,8 @@ impl Client {
     /// `c.block_on(futures::future::join_all(cdos.iter().map(|&x| c.as_async().demand(x))))`.
     /// Every blocking call waits this way: it first polls `f` on this thread (yielding the
     /// CPU between polls) for up to [`JoinOptions::wait_spin`], then sleeps until woken.
+    /// Each poll is corked: the messages the operations polled send go in one write when
+    /// the poll returns (see `client/outbox.rs`).
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
         let mut f = std::pin::pin!(f);
         if !self.spin.is_zero() {
@@ -166,7 +168,7 @@ impl Client {
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             let start = std::time::Instant::now();
             loop {
-                if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                if let std::task::Poll::Ready(v) = outbox::corked(|| f.as_mut().poll(&mut cx)) {
                     return v;
                 }
                 if start.elapsed() >= self.spin {
@@ -176,7 +178,9 @@ impl Client {
             }
         }
         // Polled again with a real waker, which replaces the no-op one.
-        self.rt.block_on(f)
+        self.rt.block_on(std::future::poll_fn(|cx| {
+            outbox::corked(|| f.as_mut().poll(cx))
+        }))
     }
 
     /// Runs `f` on the client's runtime, in the background (an asynchronous demand, say:

@@ -136,8 +136,13 @@ pub(super) fn prepare(
         .collect()
 }
 
-/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can, 16 offers in
-/// flight; their ids.
+/// How many offers the event-driven stream's provider has in flight: a producer that
+/// writes many fields at once (measured: 16 offered 37,800 8-byte CDOs/s here, 64 43,200,
+/// 256 58,200, before the blocking client corked its polls).
+const OFFERS_IN_FLIGHT: usize = 256;
+
+/// Offers the `prepared` CDOs (name and filled buffer) as fast as it can,
+/// [`OFFERS_IN_FLIGHT`] offers in flight; their ids.
 pub(super) fn offer_stream(
     client: &Client,
     prepared: Vec<(String, Buffer)>,
@@ -152,7 +157,7 @@ pub(super) fn offer_stream(
     client.block_on(
         futures::stream::iter(prepared)
             .map(one)
-            .buffer_unordered(16)
+            .buffer_unordered(OFFERS_IN_FLIGHT)
             .try_collect(),
     )
 }

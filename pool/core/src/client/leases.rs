@@ -56,7 +56,10 @@ impl Leases {
             attributes,
             provider,
         } = lease;
-        self.by_name.entry(Arc::clone(&name)).or_default().push_back(id);
+        self.by_name
+            .entry(Arc::clone(&name))
+            .or_default()
+            .push_back(id);
         let until = now.checked_add(LEASE_HOLD).unwrap_or(now);
         self.expiry.push_back((until, id));
         let held = Held {
@@ -159,9 +162,7 @@ mod tests {
         assert!(l.expire(t0 + LEASE_HOLD).is_empty());
         assert_eq!(
             l.expire(t0 + LEASE_HOLD + Duration::from_secs(2)),
-            vec![ToPm::Release {
-                leases: vec![2, 3]
-            }]
+            vec![ToPm::Release { leases: vec![2, 3] }]
         );
         assert!(l.take("a").is_none() && l.take("b").is_none());
         assert_eq!(l.next_expiry(), None);
