@@ -6,11 +6,13 @@
 # (`mpirun --host n1,n2` with `cluster.sh rsh` as its launch agent).
 #
 #   scripts/bench-nodes.sh [--sizes LIST] [--window N] [--volume BYTES] [--json FILE]
-#                          [-- MORE OPTIONS OF maestro bench pool, e.g. --progress spin]
+#                          [-- MORE OPTIONS OF maestro bench pool, e.g. --progress spin, --events]
 #
 # Prints one table: per size the pool's demand p50, its bandwidth, bare libfabric's
 # (fi_read between the same nodes: the provider's ceiling), Open MPI's, and the pool's over
-# each and over iperf3's single-stream bandwidth measured in the same run. Needs root (namespaces)
+# each and over iperf3's single-stream bandwidth measured in the same run; with --events,
+# also the event-driven stream (fresh CDOs demanded as their offer events arrive) and it
+# over MPI. Needs root (namespaces)
 # and the packages of scripts/setup.sh (run it first); builds the release binary.
 # Everything it starts (the cluster, iperf3's server) is stopped on exit, by PID.
 set -euo pipefail
@@ -88,14 +90,20 @@ window, out = sys.argv[3], sys.argv[4]
 ref = iperf["end"]["sum_received"]["bits_per_second"] / 8e9
 print(f"n2 -> n1 over veth (tcp;ofi_rxm, progress {pool['progress']}), {window} demand(s) in flight; "
       f"iperf3: {ref:.3f} GB/s")
+events = any(r.get("events_gbps") is not None for r in pool["rows"])
 print(f"{'size':>10} {'p50 us':>9} {'pool GB/s':>10} {'raw GB/s':>9} {'MPI GB/s':>9} "
-      f"{'pool/iperf3':>12} {'pool/raw':>9} {'pool/MPI':>9} {'MPI/iperf3':>11}")
+      f"{'pool/iperf3':>12} {'pool/raw':>9} {'pool/MPI':>9} {'MPI/iperf3':>11}"
+      + (f" {'events/s':>10} {'events GB/s':>12} {'events/MPI':>11}" if events else ""))
 ratio = lambda a, b: f"{a / b:.2f}" if b else "-"
 for r in pool["rows"]:
     mpi, raw = r.get("mpi_gbps") or 0.0, r.get("raw_gbps") or 0.0
-    print(f"{r['size']:>10} {r['p50_us']:>9.1f} {r['gbps']:>10.3f} {raw:>9.3f} {mpi:>9.3f} "
-          f"{ratio(r['gbps'], ref):>12} {ratio(r['gbps'], raw):>9} {ratio(r['gbps'], mpi):>9} "
-          f"{ratio(mpi, ref):>11}")
+    line = (f"{r['size']:>10} {r['p50_us']:>9.1f} {r['gbps']:>10.3f} {raw:>9.3f} {mpi:>9.3f} "
+            f"{ratio(r['gbps'], ref):>12} {ratio(r['gbps'], raw):>9} {ratio(r['gbps'], mpi):>9} "
+            f"{ratio(mpi, ref):>11}")
+    if events:
+        rate, gbps = r.get("events_cdos_per_sec") or 0.0, r.get("events_gbps") or 0.0
+        line += f" {rate:>10.0f} {gbps:>12.3f} {ratio(gbps, mpi):>11}"
+    print(line)
 if out:
     json.dump({"iperf3_gbps": ref, "pool": pool}, open(out, "w"), indent=1)
 PY

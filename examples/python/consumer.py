@@ -1,6 +1,6 @@
 """consumer.py: a one-pass analytics job (the Python twin of examples/c/consumer.c).
 
-    python consumer.py [--expect N] [--selector S]
+    python consumer.py [--expect N] [--selector S] [--as-told]
 
 Subscribes to OFFER events matching the selector (default "(.maestro.ecmwf.step = 2)") with
 REQUIRE_ACK and NO_LOCAL_EVENTS, tells producers it listens (a 0-byte ``consumer-ready``
@@ -8,6 +8,10 @@ CDO), polls; for each offer it requires the CDO and acknowledges the event; then
 each, reads its size and bytes (a memoryview without a copy; ``numpy.frombuffer`` on it)
 and checks the checksum. Finally it offers ``consumer-done`` and withdraws it once the
 producer took it.
+
+With ``--as-told`` it is the plain event-driven consumer instead (ECMWF's syphon): no
+acknowledgement, and each CDO demanded as its event arrives, which the lease that came
+with the event serves without a round trip to the pool manager.
 """
 
 import argparse
@@ -24,14 +28,12 @@ def main() -> None:
     ap.add_argument("--expect", type=int, default=2)
     ap.add_argument("--selector", default="(.maestro.ecmwf.step = 2)")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--as-told", action="store_true", help="demand each CDO as its event arrives")
     args = ap.parse_args()
     with M.pool(component="py-consumer"):
         sel = M.mstro_cdo_selector_create(None, None, args.selector)
-        sub = M.mstro_subscribe(
-            sel,
-            M.MSTRO_POOL_EVENT_OFFER,
-            M.MSTRO_SUBSCRIPTION_OPTS_REQUIRE_ACK | M.MSTRO_SUBSCRIPTION_OPTS_NO_LOCAL_EVENTS,
-        )
+        ack = 0 if args.as_told else M.MSTRO_SUBSCRIPTION_OPTS_REQUIRE_ACK
+        sub = M.mstro_subscribe(sel, M.MSTRO_POOL_EVENT_OFFER, ack | M.MSTRO_SUBSCRIPTION_OPTS_NO_LOCAL_EVENTS)
         M.mstro_cdo_selector_dispose(sel)
         ready = M.mstro_cdo_declare("consumer-ready", None)
         M.mstro_cdo_seal(ready)
@@ -51,13 +53,18 @@ def main() -> None:
                 print(f"py-consumer: {M.mstro_pool_event_description(e.kind)} of {name} "
                       f"from {e.payload.offer.component_name} (needs ack: {int(e.needs_ack)})", flush=True)
                 cdo = M.mstro_cdo_declare(name, None)
-                M.mstro_cdo_require(cdo)
+                if args.as_told:
+                    M.mstro_cdo_demand(cdo)
+                else:
+                    M.mstro_cdo_require(cdo)
                 cdos.append(cdo)
-            M.mstro_subscription_ack(sub, events)
+            if not args.as_told:
+                M.mstro_subscription_ack(sub, events)
 
         total = 0
         for cdo in cdos:
-            M.mstro_cdo_demand(cdo)
+            if not args.as_told:
+                M.mstro_cdo_demand(cdo)
             size = M.mstro_cdo_attribute_get(cdo, M.MSTRO_ATTR_CORE_CDO_SCOPE_LOCAL_SIZE, None)
             view = M.mstro_cdo_access_ptr(cdo)
             values = np.frombuffer(view, dtype=np.uint8)

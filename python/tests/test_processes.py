@@ -194,6 +194,30 @@ def test_library_memory_of_a_python_producer_is_mapped_by_a_c_consumer(c_program
         assert traced.count("mapped: no copy") == 2, traced
 
 
+def test_a_consumer_demanding_as_told_is_served_by_the_leases_of_the_offer_events(env_for_children):
+    """ECMWF's syphon: demands each CDO as its offer event arrives. Every transfer is
+    started by the lease that came with the event (the transport events say so): no
+    round trip to the pool manager before the copy."""
+    with processes(env_for_children) as (env, spawn):
+        tracer = spawn([example("pool_tracer"), "--kinds", "transport-started"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(tracer.stderr, "subscribed")
+        consumer = spawn(
+            [sys.executable, str(EXAMPLES / "python" / "consumer.py"), "--expect", "2", "--as-told"],
+            stdout=subprocess.PIPE,
+        )
+        code, out, err = run(
+            [sys.executable, str(EXAMPLES / "python" / "producer.py"), "--cdos", "8", "--size", "65536"], env
+        )
+        assert code == 0, out + err
+        consumed, _ = consumer.communicate(timeout=60)
+        assert consumer.returncode == 0, consumed
+        assert "py-consumer: 2 CDOs, 131072 bytes, all checksums match" in consumed, consumed
+        os.killpg(tracer.pid, signal.SIGTERM)
+        traced, _ = tracer.communicate(timeout=30)
+        started = [l for l in traced.splitlines() if "field-" in l]
+        assert len(started) == 2 and all("by a lease" in l for l in started), traced
+
+
 def test_the_readme_snippet_runs_as_written(tmp_path, env_for_children):
     """The Python section's snippet of README.md, verbatim, as a user would paste it."""
     readme = (REPO / "README.md").read_text()

@@ -68,6 +68,7 @@ impl Manager {
             len: region.len,
             route,
             inline: matches!(source, Source::Inline { .. }),
+            kind: source.kind(),
             revoked: false,
         };
         self.transfers.grant(lease, leased);
@@ -123,7 +124,10 @@ impl Manager {
                 route: l.route,
             };
             m.notify(EventKind::TransportStarted, app, Some(l.from), || {
-                format!("transfer {lease} by a lease granted with the offer's event")
+                format!(
+                    "transfer {lease} by a lease ({}) granted with the offer's event",
+                    l.kind
+                )
             });
             if l.inline {
                 let done = traffic::Outcome::Done(None);

@@ -223,6 +223,8 @@ pub(super) struct Leased {
     pub(super) route: traffic::Route,
     /// Its bytes went with it: nothing is read from the provider, nothing pinned.
     pub(super) inline: bool,
+    /// Its transport ([`crate::proto::Source::kind`]), for the transport event.
+    pub(super) kind: &'static str,
     /// Its holder was asked to give it back.
     pub(super) revoked: bool,
 }
