@@ -23,8 +23,11 @@ struct NameIndex(HashMap<Arc<str>, Ids>);
 const FEW: usize = 32;
 
 /// The ids of one name, in arrival order.
+/// A name's ids: most names have one (no allocation), some a few, and a name many CDOs
+/// share (the same field offered by every member of an ensemble) an ordered index.
 #[derive(Debug)]
 enum Ids {
+    One(CdoId),
     Few(Vec<CdoId>),
     Many(Box<ManyIds>),
 }
@@ -50,6 +53,8 @@ impl ManyIds {
 impl Ids {
     fn insert(&mut self, cdo: CdoId) {
         match self {
+            Ids::One(one) if *one == cdo => {}
+            Ids::One(one) => *self = Ids::Few(vec![*one, cdo]),
             Ids::Few(ids) if ids.contains(&cdo) => {}
             Ids::Few(ids) if ids.len() < FEW => ids.push(cdo),
             Ids::Few(ids) => {
@@ -67,6 +72,7 @@ impl Ids {
     /// Removes `cdo`; true when none is left.
     fn remove(&mut self, cdo: CdoId) -> bool {
         match self {
+            Ids::One(one) => *one == cdo,
             Ids::Few(ids) => {
                 if let Some(i) = ids.iter().position(|&c| c == cdo) {
                     ids.remove(i);
@@ -84,6 +90,7 @@ impl Ids {
 
     fn len(&self) -> usize {
         match self {
+            Ids::One(_) => 1,
             Ids::Few(ids) => ids.len(),
             Ids::Many(many) => many.order.len(),
         }
@@ -91,6 +98,7 @@ impl Ids {
 
     fn iter(&self) -> Box<dyn Iterator<Item = CdoId> + '_> {
         match self {
+            Ids::One(one) => Box::new(std::iter::once(*one)),
             Ids::Few(ids) => Box::new(ids.iter().copied()),
             Ids::Many(many) => Box::new(many.order.values().copied()),
         }
@@ -122,10 +130,12 @@ impl<'a> NameIds<'a> {
 
 impl NameIndex {
     fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
-        self.0
-            .entry(Arc::clone(name))
-            .or_insert_with(|| Ids::Few(Vec::new()))
-            .insert(cdo);
+        match self.0.get_mut(&**name) {
+            Some(ids) => ids.insert(cdo),
+            None => {
+                self.0.insert(Arc::clone(name), Ids::One(cdo));
+            }
+        }
     }
 
     fn remove(&mut self, name: &str, cdo: CdoId) {
