@@ -230,14 +230,14 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
     let (_, d) = demand(&mut w, early, "one", 2);
     assert!(matches!(d, Demand::Waiting(_)));
     w.pump();
-    // An auditor of demands: every lease is revoked and no new one granted.
+    // An auditor hearing of demands before they happen (to hold them or not): every
+    // lease is revoked and no new one granted.
     let auditor = w.join("auditor", true);
     let holds = (
         EventKinds::from(EventKind::Demand),
         Selector::all().expr().clone(),
         SubscribeOptions {
             signal_before: true,
-            require_ack: true,
             ..SubscribeOptions::default()
         },
     );
@@ -313,4 +313,82 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
     pm.m.handle_timeout(now);
     assert_eq!(pm.drain(), [(p, done(Op::Withdraw, offer))]);
     assert_eq!(pm.m.lease_count(), 0);
+}
+
+#[test]
+fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
+    let mut w = World::new();
+    let (c, p) = (w.join("consumer", true), w.join("producer", true));
+    let auditor = w.join("auditor", true);
+    subscribe(&mut w, c, SubscribeOptions::default(), 1);
+    // The auditor holds the consumer's own offers (step 9) until it acknowledges.
+    let audit = (
+        EventKinds::from(EventKind::Offer),
+        Selector::parse(
+            "(.user.step = 9)",
+            ".user.",
+            &pool_core::schema::Schemas::builtin(),
+        )
+        .expect("selector")
+        .expr()
+        .clone(),
+        SubscribeOptions {
+            require_ack: true,
+            ..SubscribeOptions::default()
+        },
+    );
+    w.timed(auditor, |k, now| k.subscribe(now, audit, 1, 1))
+        .expect("subscribe");
+    w.pump();
+    let (offer, _) = w.offer(p, "f", &[3; 100], false);
+    w.pump();
+    let mut step9 = pool_core::attr::Attributes::new();
+    step9.insert(".user.step".into(), pool_core::attr::AttrValue::Int(9));
+    let (mine, held) = w.offer_sealed(c, "mine", (&[9; 100], false), step9);
+    w.pump();
+    assert_eq!(w.answer(c, held), None, "held for the auditor");
+    // The consumer's declare waits behind its held offer; the lease's use and its report
+    // follow it there, in order.
+    w.hold = true;
+    let (cdo, _) = demand(&mut w, c, "f", 2);
+    w.pump();
+    let (_, fetch) = w.held.pop().expect("the lease's fetch");
+    w.core(c).fetched(fetch.transfer, Ok((vec![3; 100], None)));
+    w.pump();
+    assert_eq!(
+        w.answer(c, 2),
+        Some(&Ok(cdo)),
+        "served by the lease meanwhile"
+    );
+    withdraw(&mut w, p, offer, 3);
+    w.pump();
+    assert_eq!(
+        w.answer(p, 3),
+        None,
+        "the transfer is not reported to the PM yet"
+    );
+    // The auditor lets the consumer's offer go: everything behind it is handled.
+    let serial = match w.apps[auditor].news[&1].last() {
+        Some(news) => match news {
+            pool_core::client::News::Event(e) => e.serial,
+            other => panic!("{other:?}"),
+        },
+        None => panic!("no event for the auditor"),
+    };
+    let sub = match w.answer(auditor, 1) {
+        Some(Ok(sub)) => *sub,
+        other => panic!("{other:?}"),
+    };
+    w.core(auditor)
+        .send(ToPm::Ack { sub, serial })
+        .expect("ack");
+    w.pump();
+    assert_eq!(w.answer(c, held), Some(&Ok(mine)));
+    assert_eq!(
+        w.answer(p, 3),
+        Some(&Ok(offer)),
+        "the lease's transfer ended"
+    );
+    // Left: the auditor's own lease of the consumer's offer, unused.
+    assert_eq!(w.manager.lease_count(), 1);
 }

@@ -59,8 +59,8 @@ pub(super) struct Events {
     ack_timeout: Duration,
     /// Acknowledgements awaited by the after-events of the operation running now.
     collecting: Vec<(SubId, u64)>,
-    /// Subscriptions that must acknowledge demands before they happen (no leases while
-    /// there is one: see `lease`).
+    /// Subscriptions that hear of demands before they happen (no leases while there is
+    /// one: see `lease`).
     holding_demands: usize,
 }
 
@@ -95,7 +95,7 @@ impl Events {
         self.subs.len()
     }
 
-    /// True while a subscription must acknowledge demands before they happen.
+    /// True while a subscription hears of demands before they happen.
     pub(super) fn demands_held(&self) -> bool {
         self.holding_demands > 0
     }
@@ -128,10 +128,10 @@ pub(super) struct Subject {
     attributes: Attributes,
 }
 
-/// Whether a subscription with these kinds and options must acknowledge demands before
-/// they happen.
+/// Whether a subscription with these kinds and options hears of demands before they
+/// happen (and may hold them for its acknowledgement): no leases while one does.
 fn holds_demands(kinds: EventKinds, options: SubscribeOptions) -> bool {
-    kinds.contains(EventKind::Demand) && options.signal_before && options.require_ack
+    kinds.contains(EventKind::Demand) && options.signal_before
 }
 
 /// The event kind a CDO's state stands for in a replay of the current state.

@@ -8,9 +8,10 @@
 //! - **Who gets one**: an application (not the offer's own) whose subscription is told of
 //!   the offer after the fact, while it holds fewer than [`Policy::max_leases`]; only
 //!   where it reads the bytes itself (inline, same process, RMA or a same-host copy: never
-//!   a stream the PM relays), and never while a subscription must acknowledge demands
-//!   before they happen (a lease would let a demand pass unseen). A subscriber that holds
-//!   the offer's own event (signal-before) is told before the offer exists: no lease.
+//!   a stream the PM relays), and never while a subscription hears of demands before they
+//!   happen (a lease's demand is carried out before the PM hears of it: it could be
+//!   neither announced nor held). A subscriber that hears of the offer before it happens
+//!   (signal-before) is told before the offer exists: no lease.
 //! - **What a lease of memory keeps**: its offer, as a transfer in flight does. A withdraw,
 //!   or the provider's leave, revokes every lease of the offer ([`FromPm::Revoke`]) and
 //!   completes once each holder used it and finished, or released it; a holder that does
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use super::transfer::{Leased, Transfer};
 use super::{ConnId, Manager, State, Want, traffic};
 use crate::events::EventKind;
-use crate::proto::{AppId, CdoId, FromPm, Lease, Op, Refusal, Source, TransferId};
+use crate::proto::{AppId, CdoId, FromPm, Lease, MAX_RELEASE, Op, Refusal, Source, TransferId};
 
 impl Manager {
     /// Grants `holder` (on `conn`) a lease of `offer`, sent ahead of the offer's event, if
@@ -149,8 +150,15 @@ impl Manager {
     }
 
     /// `Release`: `app` gives these leases back (those not its own are ignored: they may
-    /// have been abandoned meanwhile).
-    pub(super) fn release_leases(&mut self, app: AppId, leases: &[TransferId]) {
+    /// have been abandoned meanwhile). More than [`MAX_RELEASE`] at once is refused.
+    pub(super) fn release_leases(&mut self, conn: ConnId, app: AppId, leases: &[TransferId]) {
+        if leases.len() > MAX_RELEASE {
+            let why = Refusal::Quota(format!(
+                "a release of {} leases, more than the {MAX_RELEASE} one message may give back",
+                leases.len()
+            ));
+            return self.refuse(conn, Op::Release, None, why);
+        }
         for &lease in leases {
             if self.transfers.lease(lease).is_some_and(|l| l.holder == app) {
                 self.give_back(lease);
@@ -179,8 +187,8 @@ impl Manager {
         }
     }
 
-    /// Revokes every lease: from now on a subscription must acknowledge demands before
-    /// they happen, which a lease would let pass unseen.
+    /// Revokes every lease: from now on a subscription hears of demands before they
+    /// happen, which a lease's demand could not be.
     pub(super) fn revoke_all_leases(&mut self) {
         for offer in self.transfers.leased_offers() {
             self.revoke_leases(offer);

@@ -353,6 +353,23 @@ impl Manager {
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
             ToPm::Report { change } => self.report(conn, app, change),
             ToPm::Query { .. } => self.query_from_app(conn),
+            // The report of a lease's transfer whose use (a CDO operation) waits behind a
+            // held operation of this connection follows it there.
+            ToPm::TransferDone { transfer, .. }
+                if self
+                    .transfers
+                    .lease(transfer)
+                    .is_some_and(|l| l.holder == app) =>
+            {
+                if let Some(ToPm::TransferDone {
+                    transfer,
+                    error,
+                    direct,
+                }) = self.queue_if_held(conn, msg)
+                {
+                    self.transfer_done(conn, app, transfer, error, direct);
+                }
+            }
             ToPm::TransferDone {
                 transfer,
                 error,
@@ -364,7 +381,7 @@ impl Manager {
                 len,
             } => self.fetch(conn, app, transfer, offset, len),
             ToPm::Chunk(piece) => self.chunk(conn, app, piece),
-            ToPm::Release { leases } => self.release_leases(app, &leases),
+            ToPm::Release { leases } => self.release_leases(conn, app, &leases),
             // Operations keep their order behind an operation held for acknowledgements.
             ToPm::Leave => {
                 if let Some(ToPm::Leave) = self.queue_if_held(conn, ToPm::Leave) {
