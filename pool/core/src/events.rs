@@ -59,6 +59,11 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Its place in [`EventKind::ALL`] (and its mask bit's).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// Every kind, in mask-bit order.
     pub const ALL: [EventKind; 13] = [
         EventKind::Declare,

@@ -9,6 +9,7 @@ use fabric_types::RemoteRegion;
 
 use super::{ConnId, GiveBack, HashMap, Manager, policy};
 use crate::attr::{self, AttrValue, Attributes};
+use crate::events::EventKind;
 use crate::proto::{self, AppId, CdoId, FromPm, InlineBytes, OfferExtras, Op, Refusal, TransferId};
 
 /// CDO ids by name (offers, waiting consumers), in the order they came: usually one or a
@@ -451,9 +452,8 @@ impl Manager {
             return self.refuse(conn, op, Some(cdo), why);
         }
         // A disposed CDO is gone afterwards: its event shows it as it was.
-        let gone = (op == Op::Dispose)
-            .then(|| self.event_subject(cdo))
-            .flatten();
+        let heard = op == Op::Dispose && self.events.wants(EventKind::Dispose, false);
+        let gone = heard.then(|| self.event_subject(cdo)).flatten();
         f(self, cdo);
         self.op_succeeded(op, app, cdo, gone);
     }

@@ -62,6 +62,9 @@ pub(super) struct Events {
     /// Subscriptions that hear of demands before they happen (no leases while there is
     /// one: see `lease`).
     holding_demands: usize,
+    /// How many subscriptions want each kind of event, after (0) and before (1) the fact:
+    /// an operation nobody hears of is not worded as an event at all.
+    wanted: [[u32; EventKind::ALL.len()]; 2],
 }
 
 impl Events {
@@ -95,6 +98,22 @@ impl Events {
         self.subs.len()
     }
 
+    /// Whether some subscription wants events of `kind` before (`before`) or after the
+    /// fact.
+    pub(super) fn wants(&self, kind: EventKind, before: bool) -> bool {
+        self.wanted[usize::from(before)][kind.index()] > 0
+    }
+
+    /// Counts subscription `s` in (or out of, `add` false) what is wanted.
+    fn count(&mut self, s: &Subscription, add: bool) {
+        for kind in EventKind::ALL {
+            if s.kinds.contains(kind) {
+                let n = &mut self.wanted[usize::from(s.options.signal_before)][kind.index()];
+                *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            }
+        }
+    }
+
     /// True while a subscription hears of demands before they happen.
     pub(super) fn demands_held(&self) -> bool {
         self.holding_demands > 0
@@ -116,6 +135,7 @@ impl Events {
             ack_timeout: ACK_TIMEOUT,
             collecting: Vec::new(),
             holding_demands: 0,
+            wanted: [[0; EventKind::ALL.len()]; 2],
         }
     }
 }
@@ -214,9 +234,13 @@ impl Manager {
 
     /// Runs an application's operation on a CDO, with before-events and holds.
     pub(super) fn cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
-        // With subscribers, `SealOffer` is its two operations, each with its events (and
-        // possibly held); the seal's `Done` then goes out too.
-        if !self.events.subs.is_empty()
+        // When someone hears of seals, or of offers before they happen, `SealOffer` is its
+        // two operations, each with its events (and possibly held); the seal's `Done` then
+        // goes out too.
+        let split = self.events.wants(EventKind::Seal, false)
+            || self.events.wants(EventKind::Seal, true)
+            || self.events.wants(EventKind::Offer, true);
+        if split
             && let ToPm::SealOffer {
                 cdo,
                 attributes,
@@ -235,8 +259,8 @@ impl Manager {
             }
             return;
         }
-        if !self.events.subs.is_empty()
-            && let Some(kind) = kind_of_op(msg.op())
+        if let Some(kind) = kind_of_op(msg.op())
+            && self.events.wants(kind, true)
             && let Some(subject) = self.subject_of(app, &msg)
         {
             let awaiting = self.emit(kind, app, Some(subject), "", true);
@@ -380,10 +404,7 @@ impl Manager {
     /// CDO as it was, when the operation removed it); acks it needs are collected for
     /// [`Manager::execute`].
     pub(super) fn op_succeeded(&mut self, op: Op, app: AppId, cdo: CdoId, gone: Option<Subject>) {
-        if self.events.subs.is_empty() {
-            return;
-        }
-        let Some(kind) = kind_of_op(op) else {
+        let Some(kind) = kind_of_op(op).filter(|&k| self.events.wants(k, false)) else {
             return;
         };
         let subject = gone.or_else(|| self.event_subject(cdo));
@@ -400,7 +421,7 @@ impl Manager {
         cdo: Option<CdoId>,
         detail: impl FnOnce() -> String,
     ) {
-        if !self.events.listened() {
+        if !self.events.wants(kind, false) {
             return;
         }
         let subject = cdo.and_then(|c| self.event_subject(c));
@@ -585,17 +606,16 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app) {
             a.subscriptions += 1;
         }
-        self.events.subs.insert(
-            sub,
-            Subscription {
-                app,
-                conn,
-                cost,
-                kinds,
-                selector,
-                options,
-            },
-        );
+        let subscription = Subscription {
+            app,
+            conn,
+            cost,
+            kinds,
+            selector,
+            options,
+        };
+        self.events.count(&subscription, true);
+        self.events.subs.insert(sub, subscription);
         self.out.send(conn, FromPm::Subscribed { local, sub });
         // The past comes as it was (after the fact, nothing to acknowledge), whatever the
         // subscription hears of new operations: a late archiver that must hold each offer
@@ -678,6 +698,7 @@ impl Manager {
 
     fn drop_subscription(&mut self, sub: SubId) {
         if let Some(s) = self.events.subs.remove(&sub) {
+            self.events.count(&s, false);
             if holds_demands(s.kinds, s.options) {
                 self.events.holding_demands -= 1;
             }
