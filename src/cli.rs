@@ -15,12 +15,81 @@ pub fn positive(what: &'static str) -> impl Fn(&str) -> Result<u32, String> + Cl
     }
 }
 
-/// Parses a non-negative number of seconds (`2`, `0.5`) into a duration.
+/// The longest number of seconds a command line takes (about 31 years).
+const MAX_SECONDS: f64 = 1e9;
+
+/// Parses a number of seconds from 0 up (`2`, `0.5`) into a duration.
+///
+/// # Errors
+/// Not a number, negative, or at least [`MAX_SECONDS`]: a message saying which.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..1e9).contains(&v) => Ok(Duration::from_secs_f64(v)),
-        _ => Err(format!("{s:?} is not a number of seconds (e.g. 2 or 0.5)")),
+    let Ok(v) = s.trim().parse::<f64>() else {
+        return Err(format!("{s:?} is not a number of seconds (e.g. 2 or 0.5)"));
+    };
+    if v.is_nan() || v < 0.0 {
+        return Err(format!(
+            "{s:?} is not a number of seconds from 0 up (e.g. 2 or 0.5)"
+        ));
     }
+    if v >= MAX_SECONDS {
+        return Err(format!(
+            "{s:?} seconds is longer than a command line takes: give less than {MAX_SECONDS:e} (about 31 years)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Parses a time limit: as [`parse_duration`], more than 0 (a limit of 0 would end what
+/// it limits before it began).
+///
+/// # Errors
+/// As [`parse_duration`]; 0.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "{s:?}: a time limit of 0 ends what it limits at once; give more than 0 seconds (or leave the option out)"
+        ));
+    }
+    Ok(d)
+}
+
+/// Parses a number of bytes as [`parse_size`] does, 0 included (a budget of 0 turns its
+/// feature off).
+///
+/// # Errors
+/// As [`parse_size`].
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_size(s)
+}
+
+/// Longest workflow name: it names a PMIx publication (`maestro.pool.pm-info.<name>`,
+/// keys of at most 511 bytes) and the pool manager's files.
+pub const MAX_WORKFLOW: usize = 255;
+
+/// Parses a workflow name: 1 to [`MAX_WORKFLOW`] bytes, no spaces or control characters.
+///
+/// # Errors
+/// Empty, too long, or holding a space or control character: a message saying which.
+pub fn parse_workflow(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("the workflow name is empty: give one (e.g. --workflow forecast)".into());
+    }
+    if s.len() > MAX_WORKFLOW {
+        return Err(format!(
+            "a workflow name of {} bytes: at most {MAX_WORKFLOW}",
+            s.len()
+        ));
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{s:?}: a workflow name holds no spaces or control characters"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// Parses one size (`4096`, `64K`, `2G`: powers of 1024).
@@ -135,6 +204,34 @@ mod tests {
                 .contains("seconds")
         );
         assert!(parse_duration("soon").is_err());
+        assert!(
+            parse_duration("1e300")
+                .expect_err("too long")
+                .contains("longer")
+        );
+        assert!(parse_duration("NaN").is_err());
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(
+            parse_timeout("0")
+                .expect_err("zero")
+                .contains("more than 0")
+        );
+        assert_eq!(parse_timeout("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert!(
+            parse_bytes("-1")
+                .expect_err("negative")
+                .contains("not a size")
+        );
+        assert!(parse_workflow("").expect_err("empty").contains("empty"));
+        assert!(
+            parse_workflow(&"w".repeat(5000))
+                .expect_err("long")
+                .contains("at most")
+        );
+        assert!(parse_workflow("a b").is_err());
+        assert_eq!(parse_workflow("forecast-2026"), Ok("forecast-2026".into()));
         assert_eq!(parse_size("64K"), Ok(64 << 10));
         assert!(parse_size("1K,2K").expect_err("two").contains("one size"));
         assert_eq!(parse_progress("spin"), Ok(fabric::ProgressMode::Spin));

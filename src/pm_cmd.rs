@@ -26,7 +26,7 @@ const ANNOUNCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10)
 #[derive(Clone, Debug, clap::Args)]
 pub struct PmOptions {
     /// The workflow served.
-    #[arg(long, env = "MSTRO_WORKFLOW_NAME", default_value = "workflow")]
+    #[arg(long, env = "MSTRO_WORKFLOW_NAME", default_value = "workflow", value_parser = crate::cli::parse_workflow)]
     pub workflow: String,
     /// Address to listen on (repeatable; port 0 picks one). Without it the PM listens
     /// where its workflow needs it: the addresses of the NIC chosen for this process
@@ -53,15 +53,15 @@ pub struct PmOptions {
     )]
     pub unix_socket: bool,
     /// Seconds a new connection has to join before it is closed.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     pub join_timeout: std::time::Duration,
     /// Most bytes of messages read from applications and not yet handled (e.g. 64M);
     /// readers wait for room instead of queuing more.
-    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
     pub max_ingress: usize,
     /// Most bytes of answers queued for one application that does not read them; past
     /// it the application is disconnected (e.g. 256M).
-    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
     pub max_queued: usize,
     /// Most TCP connections waiting to join; a newcomer past it evicts the oldest waiting
     /// connection of the address with the most waiting.
@@ -72,26 +72,26 @@ pub struct PmOptions {
     pub max_unjoined_per_peer: usize,
     /// Most bytes one application may make the PM hold (its CDOs' names and attributes,
     /// 320 bytes per CDO, its subscriptions), e.g. 256M.
-    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
     pub max_app_bytes: usize,
     /// Most bytes of small CDOs' data the PM holds for all apps together (offers of at most
     /// MSTRO_INLINE_MAX bytes carry them; past this budget offers keep their bytes), e.g.
     /// 64M; 0 turns carrying off.
-    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_bytes, allow_negative_numbers = true)]
     pub max_inline_bytes: usize,
     /// Most bytes of one CDO's attributes, e.g. 1M.
-    #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
     pub max_attributes: usize,
     /// Seconds an operation waits for subscribers' acknowledgements; a subscriber that
     /// misses it loses its subscription.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     pub ack_timeout: std::time::Duration,
     /// Most subscriptions one application may hold.
     #[arg(long, default_value = "1024")]
     pub max_subscriptions: usize,
     /// Seconds a transfer may keep an offer its provider withdraws busy before it is
     /// abandoned (transfers from offers nobody withdraws have no deadline).
-    #[arg(long, default_value = "120", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = "120", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     pub transfer_timeout: std::time::Duration,
     /// Most leases one application holds: an offer's ticket sent with its event to a
     /// subscriber, so that its demand needs no round trip to the PM; 0 turns leases off.

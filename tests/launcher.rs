@@ -357,6 +357,52 @@ fn a_tool_finds_the_system_server_without_its_pid() {
 }
 
 #[test]
+fn mpirun_and_srun_habits_mean_what_they_mean_there() {
+    // -np N, -x VAR=VALUE and -x VAR (its value here), --oversubscribe (ranks share the
+    // cores anyway), -l (srun's --label); the program's own options are its own.
+    let out = common::run(
+        Command::new(maestro())
+            .env("MAESTRO_TEST_EXPORTED", "from-the-launcher")
+            .args(["run", "-np", "2", "-x", "MAESTRO_TEST_SET=given", "-x"])
+            .args(["MAESTRO_TEST_EXPORTED", "--oversubscribe", "-l", "--"])
+            .args([
+                "sh",
+                "-c",
+                "echo $MAESTRO_TEST_SET $MAESTRO_TEST_EXPORTED",
+                "-np",
+            ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["[0] given from-the-launcher", "[1] given from-the-launcher"],
+        "{out:?}"
+    );
+}
+
+#[test]
+fn maestro_pm_refuses_settings_that_cannot_work_before_starting() {
+    let long = "w".repeat(5000);
+    for (args, says) in [
+        (&["--workflow", ""][..], "the workflow name is empty"),
+        (&["--workflow", long.as_str()][..], "at most 255"),
+        (&["--join-timeout", "0"][..], "a time limit of 0"),
+        (&["--ack-timeout", "0"][..], "a time limit of 0"),
+        (&["--max-ingress", "-1"][..], "\"-1\" is not a size"),
+    ] {
+        let out = common::run(
+            Command::new(maestro()).arg("pm").args(args),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+}
+
+#[test]
 fn bad_usage_is_exit_code_2_with_a_message() {
     let out = maestro_run(&["-n", "0", "--", "true"]);
     assert_eq!(out.code(), Some(2));
@@ -386,6 +432,25 @@ fn bad_usage_is_exit_code_2_with_a_message() {
             "{}",
             out.stderr
         );
+    }
+    // An unknown option before `--` is no program either; nor is a time limit of 0 or of
+    // more seconds than a command line takes, nor -x of a variable not set here.
+    for (args, says) in [
+        (
+            &["--bogus-flag", "2", "--", "true"][..],
+            "unknown option --bogus-flag",
+        ),
+        (&["--timeout", "0", "--", "true"][..], "a time limit of 0"),
+        (&["--timeout", "1e300", "--", "true"][..], "longer than"),
+        (
+            &["-x", "MAESTRO_TEST_UNSET_VAR", "--", "true"][..],
+            "give -x MAESTRO_TEST_UNSET_VAR=VALUE",
+        ),
+        (&["-x", "=1", "--", "true"][..], "is not VAR or VAR=VALUE"),
+    ] {
+        let out = maestro_run(args);
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
     let out = maestro_run(&["--nprocs", "2", "--", "true"]);
     assert_eq!(out.code(), Some(0), "{out:?}");

@@ -138,6 +138,13 @@ impl JobPlan {
         }
     }
 
+    /// Gives every rank the variables `env` (`maestro run -x`).
+    pub fn set_env(&mut self, env: &[(String, String)]) {
+        for rank in &mut self.ranks {
+            rank.env.extend(env.iter().cloned());
+        }
+    }
+
     /// A job for `PMIx_Spawn` by `requestor`: the apps in order, each `maxprocs` times,
     /// ranks numbered across apps; `PMIX_WDIR` (per app, else per job) or the app's `cwd`
     /// as working directory; `PMIX_NOTIFY_COMPLETION` and `PMIX_DEBUG_STOP_IN_INIT` from

@@ -66,9 +66,20 @@ pub struct RunOptions {
         value_parser = crate::cli::positive("ranks")
     )]
     pub nprocs: u32,
-    /// Prefix every output line with the rank in brackets.
-    #[arg(long, help = "Prefix every output line with \"[rank] \"")]
+    /// Prefix every output line with the rank in brackets (`-l` as with `srun`).
+    #[arg(
+        short = 'l',
+        long,
+        help = "Prefix every output line with \"[rank] \" (-l as srun's)"
+    )]
     pub label: bool,
+    /// Give the ranks environment variable VAR: the value it has here, or VALUE
+    /// (repeatable; as `mpirun -x`).
+    #[arg(short = 'x', value_name = "VAR[=VALUE]", value_parser = parse_export)]
+    pub export: Vec<(String, Option<String>)>,
+    /// Accepted for `mpirun`'s command lines: ranks share the node's cores as they come.
+    #[arg(long, hide = true)]
+    pub oversubscribe: bool,
     /// Let PMIx tools (maestro query) attach.
     #[arg(long)]
     pub tool_support: bool,
@@ -87,7 +98,7 @@ pub struct RunOptions {
     #[arg(long, default_value = "1", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub kill_after: Duration,
     /// Wall-clock limit of the job in seconds (exit code 124 when reached).
-    #[arg(long, value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
+    #[arg(long, value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
     /// Let Open MPI 4.x ranks recognise a PMIx direct launch (see
     /// [`OPENMPI_DIRECT_LAUNCH`]); `--no-openmpi-compat` turns it off.
@@ -108,6 +119,63 @@ pub struct RunOptions {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// Parses `-x VAR[=VALUE]`: the variable's name and the value given, if one is.
+///
+/// # Errors
+/// An empty name, or one holding `=` or a NUL byte.
+fn parse_export(s: &str) -> Result<(String, Option<String>), String> {
+    let (name, value) = match s.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_string())),
+        None => (s, None),
+    };
+    if name.is_empty() || name.contains('\0') || value.as_deref().is_some_and(|v| v.contains('\0'))
+    {
+        return Err(format!(
+            "{s:?} is not VAR or VAR=VALUE (an environment variable for the ranks)"
+        ));
+    }
+    Ok((name.to_string(), value))
+}
+
+/// `mpirun`'s `-np N`, which a parser of single-letter options cannot take, as `-n N`:
+/// `args` is the whole command line; only `maestro run`'s options are looked at (not the
+/// program's own, after `--` or the program's name).
+pub fn mpirun_habits(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    /// `maestro run`'s options that take a value as the next word.
+    const VALUED: [&str; 10] = [
+        "-n",
+        "--np",
+        "--nprocs",
+        "-np",
+        "--grace",
+        "--kill-after",
+        "--timeout",
+        "--max-spawn",
+        "--stdin",
+        "-x",
+    ];
+    let mut args = args;
+    if args.get(1).is_none_or(|a| a != "run") {
+        return args;
+    }
+    let mut i = 2;
+    while i < args.len() {
+        let word = args[i].to_string_lossy().into_owned();
+        if word == "--" || !word.starts_with('-') {
+            break;
+        }
+        if word == "-np" {
+            args[i] = "-n".into();
+        }
+        i += if VALUED.contains(&word.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    args
 }
 
 /// Where the launcher's standard input goes (`--stdin`).
@@ -210,6 +278,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     let (host_tx, host_rx) = channel::<HostEvent>();
     let authority = credential::Authority::generate().map_err(RunError::Random)?;
     let mut first = JobPlan::command_line(nspace.clone(), &opts.command, opts.nprocs);
+    first.set_env(&exported(opts)?);
     first.stop_in_init = opts.stop_in_init;
     let host = Arc::new(LauncherHost::new(first, &hostname, authority, host_tx));
     relay(host_rx, tx.clone(), LoopEvent::Host)?;
@@ -259,6 +328,24 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
     Ok(code)
 }
 
+/// The ranks' variables of `-x` (a name alone takes its value here).
+///
+/// # Errors
+/// [`RunError::Usage`] for a name alone that is not set here.
+fn exported(opts: &RunOptions) -> Result<Vec<(String, String)>, RunError> {
+    opts.export
+        .iter()
+        .map(|(name, value)| match value {
+            Some(v) => Ok((name.clone(), v.clone())),
+            None => std::env::var(name).map(|v| (name.clone(), v)).map_err(|_| {
+                RunError::Usage(format!(
+                    "-x {name}: {name} is not set here; give -x {name}=VALUE"
+                ))
+            }),
+        })
+        .collect()
+}
+
 /// Refuses command lines that cannot run: no ranks or too many, an unknown option taken
 /// for the program, stdin for a rank that does not exist, no command.
 ///
@@ -275,8 +362,11 @@ fn check_options(opts: &RunOptions) -> Result<(), RunError> {
             u16::MAX
         )));
     }
+    // An option it does not know is taken for the program by the parser: refused, unless
+    // the program came after `--` (which the parser takes away; one left in the command
+    // is the separator after the unknown option: `--bogus 2 -- true`).
     if let Some(first) = opts.command.first().filter(|c| c.starts_with('-'))
-        && !std::env::args().any(|a| a == "--")
+        && (opts.command.iter().skip(1).any(|a| a == "--") || !std::env::args().any(|a| a == "--"))
     {
         return Err(RunError::Usage(format!(
             "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
