@@ -127,12 +127,22 @@ fn pattern_checksum(len: usize, seed: u8) -> u64 {
 /// The 0-byte CDO the consumer offers when it has everything.
 const DONE: &str = "consumer-done";
 
+/// The 0-byte CDO producer `p` offers once it required `consumer-done`: the consumer
+/// demands it first, so that it never offers `consumer-done` (and withdraws it) before
+/// every producer wants it, however few CDOs there are (none, with `--cdos 0`).
+fn ready(producer: usize) -> String {
+    format!("p{producer}/ready")
+}
+
 /// A producer: offer everything, wait for `consumer-done`, withdraw.
 fn produce(c: &Client, me: usize, plan: Plan) -> Result<(), Error> {
     // Intent first: `consumer-done` comes here as soon as it is offered, so the consumer's
-    // withdraw of it waits for this producer.
+    // withdraw of it waits for this producer; then say so.
     let done = c.declare(DONE)?;
     c.require(done)?;
+    let here = c.declare(&ready(me))?;
+    c.seal(here, Attributes::new())?;
+    c.offer(here, Buffer::new(0)?)?;
     let mut offered = Vec::new();
     for i in 0..plan.cdos {
         let n = name(me, i);
@@ -153,7 +163,7 @@ fn produce(c: &Client, me: usize, plan: Plan) -> Result<(), Error> {
     println!("producer {me}: offered {} CDOs", offered.len());
     c.demand(done)?;
     c.dispose(done)?;
-    for cdo in offered {
+    for cdo in offered.into_iter().chain([here]) {
         c.withdraw(cdo)?;
         c.dispose(cdo)?;
     }
@@ -164,6 +174,11 @@ fn produce(c: &Client, me: usize, plan: Plan) -> Result<(), Error> {
 fn consume(c: &Client, producers: &[usize], plan: Plan) -> Result<(), Error> {
     let start = Instant::now();
     let mut waited = Duration::ZERO;
+    for &p in producers {
+        let here = c.declare(&ready(p))?;
+        c.demand(here)?;
+        c.dispose(here)?;
+    }
     let mut wanted = Vec::new();
     for &p in producers {
         for i in 0..plan.cdos {

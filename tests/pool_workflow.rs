@@ -28,6 +28,18 @@ fn under_maestro_run() {
 }
 
 #[test]
+fn a_workflow_of_no_cdos_ends_every_time() {
+    // The consumer has nothing to wait for but the producers' word that they want its
+    // `consumer-done`: before, it offered and withdrew it before they asked, and they
+    // waited for it until killed (3 runs in 5).
+    let exe = example("pool_workflow");
+    for _ in 0..3 {
+        let out = maestro_run(&["-n", "4", exe.to_str().expect("utf-8 path"), "--cdos", "0"]);
+        out.assert_workflow(0);
+    }
+}
+
+#[test]
 fn under_mpirun() {
     let out = run(
         Command::new("mpirun")
