@@ -59,7 +59,7 @@ fn serve(
 
 fn run(args: Args) -> Result<(), helpers::Error> {
     let stop = helpers::stop_flag()?;
-    let archive = Archive::open(&args.dir)?;
+    let archive = Archive::existing(&args.dir)?;
     let client = helpers::join("librarian")?;
     let options = SubscribeOptions {
         no_local: true,

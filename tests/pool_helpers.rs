@@ -119,6 +119,25 @@ fn archiver_and_librarian_round_trip_cdos_across_two_workflow_runs() {
 
 /// `pool_tracer` prints the events of its selector as JSON lines.
 #[test]
+fn a_librarian_of_a_directory_that_does_not_exist_says_so_and_ends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nowhere = dir.path().join("nowhere");
+    let out = run(
+        Command::new(example("pool_librarian"))
+            .arg("--dir")
+            .arg(&nowhere),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("no archive at") && out.stderr.contains("pool_archiver --dir"),
+        "{}",
+        out.stderr
+    );
+    assert!(!nowhere.exists());
+}
+
+#[test]
 fn the_tracer_logs_matching_events_as_json_lines() {
     let (_pm, info) = start_pm("traced", &[]);
     let mut tracer = Group::spawn(helper("pool_tracer", &info).args([

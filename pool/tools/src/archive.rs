@@ -21,6 +21,14 @@ pub enum ArchiveError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A directory to read an archive from is not one.
+    #[error("no archive at {path}: {why} (pool_archiver --dir {path} writes one)")]
+    Missing {
+        /// The directory given.
+        path: PathBuf,
+        /// What is there instead, or what failed.
+        why: String,
+    },
     /// An attributes file is not valid.
     #[error("archive {path}: bad attributes ({why}); remove the file or fix it")]
     Attributes {
@@ -54,6 +62,27 @@ impl Archive {
         Ok(Archive {
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// Opens the archive in `dir` to read it: the directory must exist (a reader of a
+    /// misspelled path would otherwise serve an empty archive forever).
+    ///
+    /// # Errors
+    /// [`ArchiveError::Missing`] when `dir` is not a directory that can be read.
+    pub fn existing(dir: &Path) -> Result<Archive, ArchiveError> {
+        let missing = |why: String| ArchiveError::Missing {
+            path: dir.to_path_buf(),
+            why,
+        };
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => std::fs::read_dir(dir)
+                .map(|_| Archive {
+                    dir: dir.to_path_buf(),
+                })
+                .map_err(|e| missing(e.to_string())),
+            Ok(_) => Err(missing("not a directory".into())),
+            Err(e) => Err(missing(e.to_string())),
+        }
     }
 
     /// Stores a CDO (replacing an earlier one of that name); the built-in name and size
@@ -200,6 +229,20 @@ mod tests {
         }
         assert_eq!(unescape("%4"), None);
         assert_eq!(unescape("%zz"), None);
+    }
+
+    #[test]
+    fn a_reader_needs_an_archive_that_exists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let nowhere = dir.path().join("nowhere");
+        let e = Archive::existing(&nowhere).expect_err("missing");
+        assert!(e.to_string().contains("no archive at"), "{e}");
+        assert!(!nowhere.exists(), "a reader creates nothing");
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").expect("file");
+        let e = Archive::existing(&file).expect_err("a file");
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        assert!(Archive::existing(dir.path()).is_ok());
     }
 
     #[test]
