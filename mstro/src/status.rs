@@ -30,7 +30,9 @@ pub enum Status {
     Uninit = 8,
     /// The pool manager cannot be reached, or is gone.
     NoPm = 9,
-    /// The operation is not allowed in the CDO's state (offer before seal, ...).
+    /// The operation is not allowed in the current state of what it acts on (a CDO's:
+    /// offer before seal, ...; a group's; the pool manager's: terminating one this
+    /// process does not serve).
     Invstate = 10,
 }
 
@@ -68,7 +70,9 @@ impl Status {
             Status::Noent => "no such entry",
             Status::Uninit => "maestro is not initialized (call mstro_init first)",
             Status::NoPm => "the pool manager cannot be reached",
-            Status::Invstate => "operation not allowed in the CDO's state",
+            Status::Invstate => {
+                "operation not allowed in the current state (of the CDO, group or pool manager)"
+            }
         }
     }
 
