@@ -40,6 +40,25 @@ fn a_workflow_of_no_cdos_ends_every_time() {
 }
 
 #[test]
+fn a_pool_manager_rank_the_job_does_not_have_is_refused_by_name() {
+    let out = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_RANK", "7")
+            .args(["run", "-n", "4"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "1"]),
+        Duration::from_secs(120),
+    );
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("MSTRO_POOL_MANAGER_RANK=7 names no rank of this job of 4 (0 to 3)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn under_mpirun() {
     let out = run(
         Command::new("mpirun")

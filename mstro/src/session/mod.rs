@@ -501,6 +501,14 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
         return Ok(Some((info, found)));
     }
     let (size, me) = settings.job().unwrap_or((1, 0));
+    if settings.pm_rank >= size {
+        return Err(Error::invarg(format!(
+            "{}={} names no rank of this job of {size} (0 to {}): name one of them, or leave it unset for rank 0",
+            settings::PM_RANK_ENV,
+            settings.pm_rank,
+            size - 1
+        )));
+    }
     let root = pmix::Proc::new(pmix.nspace(), settings.pm_rank);
     let ask_root = size > 1 && me != settings.pm_rank;
     // Asked for a local pool: no reason to wait for a PM that may never come.
