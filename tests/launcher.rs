@@ -178,11 +178,26 @@ fn a_crashing_rank_is_reported_with_128_plus_signal() {
 }
 
 #[test]
+fn the_ranks_stopped_because_one_failed_are_counted_and_the_cause_named() {
+    let script = "if [ \"$PMIX_RANK\" = 1 ]; then exit 5; fi; exec sleep 30";
+    let out = maestro_run(&["-n", "3", "--grace", "0.2", "--", "sh", "-c", script]);
+    assert_eq!(out.code(), Some(5), "{out:?}");
+    for says in [
+        "rank 1 (pid ",
+        "exited with status 5",
+        "stopping the 2 rank(s) still running because rank 1 failed (status 5)",
+    ] {
+        assert!(out.stderr.contains(says), "{says}: {}", out.stderr);
+    }
+}
+
+#[test]
 fn exiting_without_finalize_is_a_failure() {
     let out = maestro_run(&["-n", "2", "--grace", "0.5", &ex("pmix_fail"), "exit", "0"]);
     assert_eq!(out.code(), Some(1), "{out:?}");
     assert!(
-        out.stderr.contains("exited without calling PMIx_Finalize"),
+        out.stderr
+            .contains("exited without calling PMIx_Finalize (mstro_finalize, for a program"),
         "{}",
         out.stderr
     );

@@ -84,6 +84,16 @@ impl Outcome {
         true
     }
 
+    /// Why the jobs are being stopped, in words for the user (`None`: they are not).
+    pub fn cause_words(&self) -> Option<String> {
+        Some(match self.cause.as_ref()? {
+            StopCause::RankFailed { rank, code } => format!("rank {rank} failed (status {code})"),
+            StopCause::Abort { rank, status } => format!("rank {rank} called PMIx_Abort({status})"),
+            StopCause::Signal(sig) => format!("maestro run received signal {sig}"),
+            StopCause::TimeLimit => "the time limit was reached".into(),
+        })
+    }
+
     /// Whether a reason to stop was recorded (the jobs are being stopped).
     pub fn stopping(&self) -> bool {
         self.cause.is_some()

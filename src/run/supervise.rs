@@ -103,7 +103,9 @@ impl Job<'_> {
         };
         if let Some(code) = failed_code {
             let why = match end {
-                RankEnd::Exited(0) => "exited without calling PMIx_Finalize".to_string(),
+                RankEnd::Exited(0) => {
+                    "exited without calling PMIx_Finalize (mstro_finalize, for a program of the Maestro API)".to_string()
+                }
                 RankEnd::Exited(c) => format!("exited with status {c}"),
                 RankEnd::Signaled(s) => format!("was killed by signal {s}"),
             };
@@ -199,6 +201,13 @@ impl Job<'_> {
             && now >= t
         {
             self.term_at = None;
+            let left = self.ranks.values().filter(|r| !r.ended).count();
+            if let (Some(why), true) = (self.outcome.cause_words(), left > 0) {
+                eprintln!(
+                    "maestro run: stopping the {left} rank(s) still running because {why} (SIGTERM now, SIGKILL {:.0} s later)",
+                    self.opts.kill_after.as_secs_f64()
+                );
+            }
             self.signal_all(libc::SIGTERM);
             self.kill_at.get_or_insert(now + self.opts.kill_after);
         }
