@@ -131,7 +131,15 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     let (got, _) = w.core(c).take_arrived(into).expect("arrived");
     assert_eq!(got, b"43");
     assert_eq!(got.capacity(), 100, "the lent vector, not a new one");
-    // The PM counted the transfer done as it sent the ticket.
+    // A 0-byte CDO comes with its ticket even where offers carry no bytes: nothing to read.
+    w.offer(p, "sync", b"", false);
+    let sync = w.core(c).declare("sync").expect("declare");
+    waiting(w.timed(c, |k, now| k.demand(now, sync, 3)).expect("demand"));
+    w.pump();
+    assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
+    assert_eq!(w.answer(c, 3), Some(&Ok(sync)));
+    assert!(w.core(c).take_arrived(sync).expect("arrived").0.is_empty());
+    // The PM counted the transfers done as it sent the tickets.
     assert!(
         !w.sent(c)
             .iter()

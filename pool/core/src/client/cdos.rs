@@ -209,7 +209,8 @@ impl<T: Driver> ClientCore<T> {
             seal,
         } = offer;
         let mut extras = proto::OfferExtras::new(alternates, file);
-        if !bytes.is_empty() && bytes.len() <= self.inline_max {
+        // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to read.
+        if bytes.is_empty() || bytes.len() <= self.inline_max {
             extras = extras.with_inline(bytes);
         }
         let msg = match seal {
