@@ -54,6 +54,24 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Shortest redraw interval of `--watch`: faster redraws show nothing a person can read
+/// and cost the pool manager a query each.
+pub const MIN_WATCH: Duration = Duration::from_millis(100);
+
+/// Parses a redraw interval: as [`parse_duration`], at least [`MIN_WATCH`].
+///
+/// # Errors
+/// As [`parse_duration`]; less than [`MIN_WATCH`].
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < MIN_WATCH {
+        return Err(format!(
+            "{s:?}: redraw at most every 0.1 s (faster shows nothing new and costs the pool manager a query each time)"
+        ));
+    }
+    Ok(d)
+}
+
 /// Parses a number of bytes as [`parse_size`] does, 0 included (a budget of 0 turns its
 /// feature off).
 ///
@@ -218,6 +236,8 @@ mod tests {
         );
         assert_eq!(parse_timeout("2"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_bytes("0"), Ok(0));
+        assert!(parse_interval("0").expect_err("zero").contains("0.1 s"));
+        assert_eq!(parse_interval("0.1"), Ok(MIN_WATCH));
         assert_eq!(parse_bytes("64M"), Ok(64 << 20));
         assert!(
             parse_bytes("-1")

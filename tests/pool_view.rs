@@ -391,10 +391,19 @@ fn the_metrics_endpoint_serves_what_moved() {
     );
 }
 
-/// `--watch` redraws until interrupted; a closed output ends it quietly.
+/// `--watch` redraws until interrupted; a closed output ends it quietly. Faster than
+/// every 0.1 s is refused: it would only cost the PM queries.
 #[test]
 fn watch_redraws_until_stopped() {
     let (_pm, info) = start_pm("watched", &[]);
+    for fast in ["0", "0.01"] {
+        let out = common::run(
+            Command::new(maestro()).args(["pool", "status", "--watch", fast, "--info", &info]),
+            T,
+        );
+        assert_eq!(out.code(), Some(2), "{out:?}");
+        assert!(out.stderr.contains("at most every 0.1 s"), "{}", out.stderr);
+    }
     let mut watch = Group::spawn(
         Command::new(maestro()).args(["pool", "status", "--watch", "0.1", "--info", &info]),
     );

@@ -64,8 +64,8 @@ pub struct PoolArgs {
     /// Print the documented JSON instead of tables.
     #[arg(long)]
     json: bool,
-    /// Redraw every SECONDS until interrupted.
-    #[arg(long, value_parser = crate::cli::parse_duration)]
+    /// Redraw every SECONDS (at least 0.1) until interrupted.
+    #[arg(long, value_parser = crate::cli::parse_interval, allow_negative_numbers = true)]
     watch: Option<Duration>,
     /// `ls`: most CDOs listed (0: all, page by page).
     #[arg(long, default_value = "1000")]
@@ -77,7 +77,7 @@ pub struct PoolArgs {
     #[arg(long, default_value = "")]
     namespace: String,
     /// Seconds to wait for each answer.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     timeout: Duration,
 }
 
