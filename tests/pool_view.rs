@@ -107,6 +107,27 @@ fn a_running_pool_is_seen_exactly() {
     assert_eq!(listed["cdos"][0]["state"], "required");
     assert_eq!(listed["cdos"][0]["app"], "waiter:0");
     assert_eq!(listed["cdos"].as_array().map(Vec::len), Some(1));
+    // The table names the same id as the JSON, and attributes as selectors write them.
+    let table = run(
+        Command::new(maestro()).args(["pool", "ls", "--attributes", "--info", &info]),
+        T,
+    );
+    assert_eq!(table.code(), Some(0), "{}", table.stderr);
+    let id = listed["cdos"][0]["id"].as_u64().expect("an id");
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with(&id.to_string())),
+        "{id} in {}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains(".maestro.core.cdo.name = \"later\""),
+        "{}",
+        table.stdout
+    );
+    assert!(!table.stdout.contains("Str("), "{}", table.stdout);
 
     let status = view(&info, &["status"]);
     conforms("status", &status);

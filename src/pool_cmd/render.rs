@@ -182,7 +182,7 @@ pub fn cdos(page: &CdoPage, attributes: bool) -> String {
     ];
     for c in &page.cdos {
         rows.push(vec![
-            format!("{:#x}", c.id),
+            c.id.to_string(),
             c.name.clone(),
             c.size.map_or("-".into(), bytes),
             c.state.clone(),
@@ -201,7 +201,7 @@ pub fn cdos(page: &CdoPage, attributes: bool) -> String {
         for c in page.cdos.iter().filter(|c| !c.attributes.is_empty()) {
             out += &format!("\n  {}:\n", c.name);
             for (k, v) in &c.attributes {
-                out += &format!("    {k} = {v:?}\n");
+                out += &format!("    {k} = {v}\n");
             }
         }
     }
@@ -210,7 +210,7 @@ pub fn cdos(page: &CdoPage, attributes: bool) -> String {
         page.cdos.len(),
         page.total,
         page.next.map_or(String::new(), |n| format!(
-            " (more after id {n:#x}: --limit 0 lists all)"
+            " (more after id {n}: --limit 0 lists all)"
         ))
     );
     out

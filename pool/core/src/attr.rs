@@ -68,6 +68,37 @@ pub enum AttrValue {
     Blob(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
+/// A value as people read it and selectors write it: numbers and `true`/`false` as they
+/// are, strings quoted, timestamps quoted as UTC dates (to the millisecond), blobs as
+/// their length and first bytes in hex.
+impl std::fmt::Display for AttrValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttrValue::Int(v) => write!(f, "{v}"),
+            AttrValue::Uint(v) => write!(f, "{v}"),
+            AttrValue::Double(v) => write!(f, "{v}"),
+            AttrValue::Bool(v) => write!(f, "{v}"),
+            AttrValue::Str(v) => write!(f, "{v:?}"),
+            AttrValue::Timestamp(ns) => {
+                write!(f, "\"{}\"", crate::schema::format_timestamp(*ns))
+            }
+            AttrValue::Blob(b) => {
+                write!(f, "<{} bytes", b.len())?;
+                if !b.is_empty() {
+                    f.write_str(":")?;
+                    for byte in b.iter().take(16) {
+                        write!(f, " {byte:02x}")?;
+                    }
+                    if b.len() > 16 {
+                        f.write_str(" ...")?;
+                    }
+                }
+                f.write_str(">")
+            }
+        }
+    }
+}
+
 /// A CDO's attributes, ordered by key.
 pub type Attributes = BTreeMap<String, AttrValue>;
 
@@ -204,6 +235,26 @@ pub mod plain {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_show_as_people_read_them() {
+        let shown = |v: AttrValue| v.to_string();
+        assert_eq!(shown(AttrValue::Str("p1/field-0".into())), "\"p1/field-0\"");
+        assert_eq!(shown(AttrValue::Int(-3)), "-3");
+        assert_eq!(shown(AttrValue::Uint(7)), "7");
+        assert_eq!(shown(AttrValue::Double(0.5)), "0.5");
+        assert_eq!(shown(AttrValue::Bool(true)), "true");
+        assert_eq!(
+            shown(AttrValue::Timestamp(1_700_000_000_123_456_789)),
+            "\"2023-11-14T22:13:20.123Z\""
+        );
+        assert_eq!(shown(AttrValue::Blob(vec![0, 255])), "<2 bytes: 00 ff>");
+        assert_eq!(
+            shown(AttrValue::Blob(vec![1; 20])).matches(" 01").count(),
+            16
+        );
+        assert_eq!(shown(AttrValue::Blob(Vec::new())), "<0 bytes>");
+    }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Doc {
