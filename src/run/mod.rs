@@ -300,6 +300,12 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         term_at: None,
         kill_at: None,
         deadline: opts.timeout.map(|t| Instant::now() + t),
+        remind: opts.stop_in_init.then(|| {
+            (
+                Instant::now() + supervise::HOLD_REMINDER,
+                supervise::HOLD_REMINDERS,
+            )
+        }),
         outputs: Vec::new(),
         links,
     };
@@ -440,6 +446,9 @@ fn start_server(
             "maestro run: tools may attach: pid {pid}, tmpdir {}",
             tmp.0.join("server").display()
         );
+    }
+    if opts.stop_in_init {
+        eprintln!("maestro run: {}", supervise::release_hint(pid));
     }
     Ok(server)
 }

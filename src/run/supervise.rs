@@ -27,6 +27,9 @@ pub(super) struct Job<'a> {
     pub(super) term_at: Option<Instant>,
     pub(super) kill_at: Option<Instant>,
     pub(super) deadline: Option<Instant>,
+    /// With `--stop-in-init`: when to say again how to release the ranks, and how many
+    /// times more (see [`HOLD_REMINDERS`]).
+    pub(super) remind: Option<(Instant, u8)>,
     /// Each rank's output threads: disconnected once they drained its pipes.
     pub(super) outputs: Vec<(RankId, Receiver<()>)>,
     /// Watches the node's links; changes become `PMIX_FABRIC_UPDATED` events.
@@ -188,6 +191,7 @@ impl Job<'_> {
     pub(super) fn tick(&mut self, now: Instant) {
         self.host.expire();
         self.watch_links();
+        self.remind_of_release(now);
         if let Some(d) = self.deadline
             && now >= d
         {
@@ -217,6 +221,20 @@ impl Job<'_> {
             self.kill_at = None;
             self.signal_all(libc::SIGKILL);
         }
+    }
+
+    /// With `--stop-in-init`, while no rank has ended: says again how the ranks held in
+    /// `PMIx_Init` are released, every [`HOLD_REMINDER`], at most [`HOLD_REMINDERS`] times.
+    fn remind_of_release(&mut self, now: Instant) {
+        let Some((at, left)) = self.remind.filter(|(at, _)| now >= *at) else {
+            return;
+        };
+        if left == 0 || self.ranks.values().any(|r| r.ended) {
+            self.remind = None;
+            return;
+        }
+        eprintln!("maestro run: {}", release_hint(std::process::id()));
+        self.remind = Some((at + HOLD_REMINDER, left - 1));
     }
 
     /// Sends `sig` to the process group of every live rank.
@@ -272,4 +290,17 @@ impl Job<'_> {
             }
         }
     }
+}
+
+/// How often `maestro run --stop-in-init` says again how to release the held ranks.
+pub(super) const HOLD_REMINDER: Duration = Duration::from_secs(60);
+
+/// How many times it says it again (a released job that runs long is not reminded on).
+pub(super) const HOLD_REMINDERS: u8 = 3;
+
+/// How a launcher's ranks held in `PMIx_Init` are released.
+pub(super) fn release_hint(pid: u32) -> String {
+    format!(
+        "the ranks wait in PMIx_Init for a debugger (--stop-in-init): a PMIx tool releases them (PMIX_DEBUGGER_RELEASE), e.g. `maestro query --pid {pid} --release`"
+    )
 }
