@@ -137,14 +137,15 @@ fn c_programs_on_three_nodes() {
 /// Runs `pool_workflow` (2 producers of 6 CDOs up to 64 KiB, every one over the fabric:
 /// none inline) as `srun -N 2 -n 4 SRUN_ARGS` with a PM and a tracer of transport events on
 /// this host, reached over the bridge (the PM listens everywhere, as on a login node);
-/// returns the tracer's 12 events. Ranks 0-2 run on n1, rank 3 (the consumer) on n2.
+/// returns the tracer's 12 events of the fields (of 14: the producers' `ready` CDOs too).
+/// Ranks 0-2 run on n1, rank 3 (the consumer) on n2.
 fn traced_transfers(cluster: &Cluster, workflow: &str, srun_args: &[&str]) -> Vec<String> {
     let (pm, info) = common::start_pm(workflow, &["--listen", "0.0.0.0:0"]);
     let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
     tracer_cmd
         .env("MSTRO_POOL_MANAGER_INFO", &info)
         .env("MSTRO_WORKFLOW_NAME", workflow)
-        .args(["--kinds", "transport-started", "--count", "12"]);
+        .args(["--kinds", "transport-started", "--count", "14"]);
     let mut tracer = common::Group::spawn(&mut tracer_cmd);
     common::await_line(
         tracer.child.stderr.take().expect("stderr"),
@@ -165,10 +166,11 @@ fn traced_transfers(cluster: &Cluster, workflow: &str, srun_args: &[&str]) -> Ve
     out.assert_workflow(6);
     let events = tracer.wait(Duration::from_secs(30));
     pm.terminate(Duration::from_secs(10));
+    // The fields' transfers (the producers' 0-byte `ready` CDOs go with their tickets).
     let lines: Vec<String> = events
         .stdout
         .lines()
-        .filter(|l| l.contains("TransportStarted"))
+        .filter(|l| l.contains("TransportStarted") && l.contains("/field-"))
         .map(str::to_string)
         .collect();
     assert_eq!(lines.len(), 12, "{}", events.stdout);
@@ -188,13 +190,16 @@ fn each_rank_moves_data_over_its_own_nic() {
         .collect();
     // Producer 1 (local rank 1) on eth1, producer 2 (local rank 2) on eth0; the consumer
     // (local rank 0 on n2) first on eth0, and on eth1 too: producer 1's CDOs reach it there.
+    // Each producer's 0-byte field goes with its ticket, whatever MSTRO_INLINE_MAX says.
     let from = |from: &str, to: &str| {
         rma.iter()
             .filter(|l| l.contains(&format!("from {from} to {to}")))
             .count()
     };
-    assert_eq!(from("198.18.8.1", "198.18.8.2"), 6, "{events:#?}");
-    assert_eq!(from("198.18.7.1", "198.18.7.2"), 6, "{events:#?}");
+    assert_eq!(from("198.18.8.1", "198.18.8.2"), 5, "{events:#?}");
+    assert_eq!(from("198.18.7.1", "198.18.7.2"), 5, "{events:#?}");
+    let inline = events.iter().filter(|l| l.contains("by inline (0 bytes"));
+    assert_eq!(inline.count(), 2, "{events:#?}");
 }
 
 /// `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself. The
@@ -203,7 +208,12 @@ fn each_rank_moves_data_over_its_own_nic() {
 #[test]
 fn loopback_as_the_nic_of_several_nodes_never_carries_a_transfer_between_them() {
     let cluster = Cluster::start();
-    for t in traced_transfers(&cluster, "lo-nics", &["--maestro-nic=lo"]) {
+    let moved: Vec<String> = traced_transfers(&cluster, "lo-nics", &["--maestro-nic=lo"])
+        .into_iter()
+        .filter(|t| !t.contains("by inline (0 bytes"))
+        .collect();
+    assert_eq!(moved.len(), 10, "{moved:#?}");
+    for t in moved {
         assert!(
             t.contains("the provider's endpoint 127.0.0.1 is a loopback address, which does not reach from n1 to n2")
                 && !t.contains("from 127.0.0.1"),

@@ -68,6 +68,31 @@ pub enum AttrValue {
     Blob(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
+/// Nanoseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC, milliseconds): how
+/// timestamps are shown to people (the inverse of what [`Schemas`](crate::schema::Schemas) parses for
+/// `timestamp()` values, to the millisecond).
+pub fn format_timestamp(ns: i128) -> String {
+    let secs = i64::try_from(ns.div_euclid(1_000_000_000)).unwrap_or(0);
+    let millis = ns.rem_euclid(1_000_000_000) / 1_000_000;
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // The civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
 /// A value as people read it and selectors write it: numbers and `true`/`false` as they
 /// are, strings quoted, timestamps quoted as UTC dates (to the millisecond), blobs as
 /// their length and first bytes in hex.
@@ -80,7 +105,7 @@ impl std::fmt::Display for AttrValue {
             AttrValue::Bool(v) => write!(f, "{v}"),
             AttrValue::Str(v) => write!(f, "{v:?}"),
             AttrValue::Timestamp(ns) => {
-                write!(f, "\"{}\"", crate::schema::format_timestamp(*ns))
+                write!(f, "\"{}\"", format_timestamp(*ns))
             }
             AttrValue::Blob(b) => {
                 write!(f, "<{} bytes", b.len())?;

@@ -33,8 +33,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use crate::attr::format_timestamp;
 use crate::attr::{self, AttrValue, Attributes};
-pub use values::format_timestamp;
 pub(crate) use values::parse_unchecked;
 use values::{check_range, from_yaml, parse_text, parse_type};
 

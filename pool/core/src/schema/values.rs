@@ -125,31 +125,6 @@ pub(super) fn from_yaml(spec: &AttrSpec, v: &serde_norway::Value) -> Result<Attr
     parse_text(spec, &text)
 }
 
-/// Nanoseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC, milliseconds): how
-/// timestamps are shown to people (the inverse of what [`Schemas`](super::Schemas) parses for
-/// `timestamp()` values, to the millisecond).
-pub fn format_timestamp(ns: i128) -> String {
-    let secs = i64::try_from(ns.div_euclid(1_000_000_000)).unwrap_or(0);
-    let millis = ns.rem_euclid(1_000_000_000) / 1_000_000;
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // The civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
-}
-
 /// `YYYY-MM-DDTHH:MM:SS[.frac]Z` (UTC) to nanoseconds since the epoch.
 pub(super) fn parse_rfc3339(t: &str) -> Option<i128> {
     let t = t.strip_suffix('Z').or_else(|| t.strip_suffix("+00:00"))?;
