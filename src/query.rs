@@ -19,9 +19,6 @@ pub struct QueryOptions {
     pub json: bool,
     /// How long each answer may take.
     pub timeout: Duration,
-    /// Release the ranks held in `PMIx_Init` (`maestro run --stop-in-init`) instead of
-    /// showing anything.
-    pub release: bool,
 }
 
 /// The command line of `maestro query`.
@@ -33,12 +30,8 @@ pub struct QueryArgs {
     #[arg(long)]
     json: bool,
     /// Seconds to wait for each answer.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
     timeout: Duration,
-    /// Release the ranks the launcher holds in PMIx_Init (maestro run --stop-in-init), as
-    /// a debugger does once attached (PMIX_DEBUGGER_RELEASE to every job).
-    #[arg(long)]
-    release: bool,
 }
 
 impl QueryArgs {
@@ -57,7 +50,6 @@ impl QueryArgs {
             target,
             json: self.json,
             timeout: self.timeout,
-            release: self.release,
         })
     }
 }
@@ -102,9 +94,6 @@ impl From<&ProcInfo> for ProcReport {
 pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
     check_target(&opts.target)?;
     let tool = Tool::connect(&opts.target, 3)?;
-    if opts.release {
-        return release(&tool, opts.timeout);
-    }
     // The fabric's two answers in one query, the pool's (which may take its PM's time)
     // on its own.
     let fabric = answers(&tool, &[FABRIC_INVENTORY, FABRIC_ASSIGNMENT], opts.timeout);
@@ -205,47 +194,22 @@ impl Report {
     }
 }
 
-/// Releases the ranks of every job the launcher runs that wait in `PMIx_Init` for a
-/// debugger (`PMIX_DEBUGGER_RELEASE`, custom range: the job); ranks not held ignore it.
-///
-/// # Errors
-/// A PMIx error when the launcher does not answer or takes no event.
-fn release(tool: &Tool, timeout: Duration) -> Result<(), QueryError> {
-    for ns in namespaces(tool, timeout)? {
-        let job = pmix::Proc::new(&ns, pmix::RANK_WILDCARD);
-        let info = [
-            Info::new(keys::EVENT_CUSTOM_RANGE, Value::Proc(job)),
-            Info::new(keys::EVENT_NON_DEFAULT, Value::Bool(true)),
-        ];
-        tool.notify_event(pmix::Status::DEBUGGER_RELEASE, pmix::Range::Custom, &info)?;
-        println!("released the ranks of job {ns} held in PMIx_Init");
-    }
-    Ok(())
-}
-
-/// The namespaces of the jobs the launcher runs.
+/// Every job the launcher runs, with its size and process table.
 ///
 /// # Errors
 /// A PMIx error when the launcher does not answer.
-fn namespaces(tool: &Tool, timeout: Duration) -> Result<Vec<String>, QueryError> {
-    let answer = tool.query(&[Query::key(keys::QUERY_NAMESPACES)], timeout)?;
-    Ok(match pmix::find(&answer, keys::QUERY_NAMESPACES) {
+fn jobs(tool: &Tool, timeout: Duration) -> Result<Vec<JobReport>, QueryError> {
+    let ns_answer = tool.query(&[Query::key(keys::QUERY_NAMESPACES)], timeout)?;
+    let namespaces: Vec<String> = match pmix::find(&ns_answer, keys::QUERY_NAMESPACES) {
         Some(Value::String(s)) => s
             .split(',')
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect(),
         _ => Vec::new(),
-    })
-}
-
-/// Every job the launcher runs, with its size and process table.
-///
-/// # Errors
-/// A PMIx error when the launcher does not answer.
-fn jobs(tool: &Tool, timeout: Duration) -> Result<Vec<JobReport>, QueryError> {
+    };
     let mut jobs = Vec::new();
-    for ns in namespaces(tool, timeout)? {
+    for ns in namespaces {
         let qual = Info::new(keys::NSPACE, Value::String(ns.clone()));
         let answers = tool.query(
             &[

@@ -57,8 +57,6 @@ impl Status {
     pub const JOB_FAILED_TO_LAUNCH: Status = Status(sys::PMIX_ERR_JOB_FAILED_TO_LAUNCH);
     /// `PMIX_EVENT_JOB_END`: a job ended (an event code).
     pub const JOB_END: Status = Status(sys::PMIX_EVENT_JOB_END);
-    /// `PMIX_DEBUGGER_RELEASE`: a tool releases ranks held in `PMIx_Init`.
-    pub const DEBUGGER_RELEASE: Status = Status(sys::PMIX_DEBUGGER_RELEASE);
     /// `PMIX_ERR_JOB_TERMINATED`: the job has ended.
     pub const JOB_TERMINATED: Status = Status(sys::PMIX_ERR_JOB_TERMINATED);
     /// `PMIX_EXTERNAL_ERR_BASE`: codes below this are free for applications.

@@ -104,23 +104,6 @@ impl Tool {
     pub fn query(&self, queries: &[Query], timeout: Duration) -> Result<Vec<Info>> {
         query_info(queries, timeout)
     }
-
-    /// Raises `status` from this tool to `range` (`PMIx_Notify_event`): a debugger's
-    /// [`crate::Status::DEBUGGER_RELEASE`] to the ranks a launcher holds in `PMIx_Init`,
-    /// say, with [`Range::Custom`](crate::Range::Custom) and a
-    /// [`keys::EVENT_CUSTOM_RANGE`] info naming them.
-    ///
-    /// # Errors
-    /// PMIx errors; [`crate::Error::Timeout`] when PMIx does not take it within 10 s.
-    #[doc(alias = "PMIx_Notify_event")]
-    pub fn notify_event(
-        &self,
-        status: crate::Status,
-        range: crate::Range,
-        info: &[Info],
-    ) -> Result<()> {
-        crate::event::notify(status, Some(&self.me), range, info)
-    }
 }
 
 impl Drop for Tool {

@@ -301,6 +301,6 @@ pub(super) const HOLD_REMINDERS: u8 = 3;
 /// How a launcher's ranks held in `PMIx_Init` are released.
 pub(super) fn release_hint(pid: u32) -> String {
     format!(
-        "the ranks wait in PMIx_Init for a debugger (--stop-in-init): a PMIx tool releases them (PMIX_DEBUGGER_RELEASE), e.g. `maestro query --pid {pid} --release`"
+        "the ranks wait in PMIx_Init for a debugger (--stop-in-init): a PMIx tool attached to pid {pid} releases them by raising PMIX_DEBUGGER_RELEASE to job maestro.job.{pid} (custom range: the job's processes)"
     )
 }
