@@ -41,8 +41,8 @@ pub(super) struct Stats {
     ops: [u64; OPS],
     /// Start of the current rate window and the operation count then.
     window: (Instant, u64),
-    /// Operations per second over the last full window.
-    rate: f64,
+    /// Operations per second over the last full window (`None` before the first closed).
+    rate: Option<f64>,
     /// Transfers: per app and NIC, by transport, the recent ones.
     pub(super) traffic: TrafficStats,
     fabric_events: VecDeque<FabricEvent>,
@@ -67,7 +67,7 @@ impl Stats {
         Stats {
             ops: [0; OPS],
             window: (start, 0),
-            rate: 0.0,
+            rate: None,
             traffic: TrafficStats::new(),
             fabric_events: VecDeque::new(),
             observers: BTreeMap::new(),
@@ -91,8 +91,20 @@ impl Stats {
         let elapsed = now.saturating_duration_since(self.window.0);
         if elapsed >= Duration::from_secs(1) {
             let total = self.total();
-            self.rate = (total - self.window.1) as f64 / elapsed.as_secs_f64();
+            self.rate = Some((total - self.window.1) as f64 / elapsed.as_secs_f64());
             self.window = (now, total);
+        }
+    }
+
+    /// Operations per second at `now`: over the last full window; in an idle pool (the
+    /// window open for 2 s or more), or before any window closed (a first look at a pool
+    /// that just did its first thousand operations), over the open window.
+    pub(super) fn rate_at(&self, now: Instant) -> f64 {
+        let since = now.saturating_duration_since(self.window.0);
+        match self.rate {
+            Some(rate) if since < Duration::from_secs(2) => rate,
+            _ if since.is_zero() => 0.0,
+            _ => (self.total() - self.window.1) as f64 / since.as_secs_f64(),
         }
     }
 
@@ -224,13 +236,7 @@ impl Manager {
             .filter(|(_, n)| **n > 0)
             .filter_map(|(i, n)| Some((op_name(i)?, *n)))
             .collect();
-        // In an idle pool the last window is stale: the rate since it closed.
-        let since = now.saturating_duration_since(self.stats.window.0);
-        let rate = if since >= Duration::from_secs(2) {
-            (self.stats.total() - self.stats.window.1) as f64 / since.as_secs_f64()
-        } else {
-            self.stats.rate
-        };
+        let rate = self.stats.rate_at(now);
         Status {
             workflow: self.workflow.clone(),
             protocol: proto::VERSION,
@@ -510,9 +516,15 @@ mod tests {
             s.count(Op::Declare);
         }
         s.tick(t0 + Duration::from_millis(500));
-        assert_eq!(s.rate, 0.0, "the window is still open");
+        assert_eq!(s.rate, None, "the window is still open");
+        // A first look before any window closed: the open window's rate, not 0.
+        let first = s.rate_at(t0 + Duration::from_millis(500));
+        assert!((first - 1000.0).abs() < 1e-9, "{first}");
         s.tick(t0 + Duration::from_secs(2));
-        assert!((s.rate - 250.0).abs() < 1e-9, "{}", s.rate);
+        assert_eq!(s.rate, Some(250.0));
+        assert_eq!(s.rate_at(t0 + Duration::from_secs(3)), 250.0);
+        // Idle for 2 s: the rate since the window closed.
+        assert_eq!(s.rate_at(t0 + Duration::from_secs(4)), 0.0);
     }
 
     #[test]
