@@ -20,11 +20,24 @@ use support::{Pm, done};
 
 /// Subscribes app `app` to every offer (tag `tag`) with `options`.
 fn subscribe(w: &mut World, app: usize, options: SubscribeOptions, tag: u32) {
-    let request = (
-        EventKinds::from(EventKind::Offer),
-        Selector::all().expr().clone(),
-        options,
-    );
+    subscribe_to(w, app, (EventKind::Offer, "", options), tag);
+}
+
+/// Subscribes app `app` to events of `kind` matching `selector` (in `.user.`; "": all)
+/// with `options` (tag `tag`).
+fn subscribe_to(
+    w: &mut World,
+    app: usize,
+    (kind, selector, options): (EventKind, &str, SubscribeOptions),
+    tag: u32,
+) {
+    let selector = if selector.is_empty() {
+        Selector::all()
+    } else {
+        Selector::parse(selector, ".user.", &pool_core::schema::Schemas::builtin())
+            .expect("selector")
+    };
+    let request = (EventKinds::from(kind), selector.expr().clone(), options);
     w.timed(app, |k, now| k.subscribe(now, request, tag, tag))
         .expect("subscribe");
     w.pump();
@@ -233,17 +246,11 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
     // An auditor hearing of demands before they happen (to hold them or not): every
     // lease is revoked and no new one granted.
     let auditor = w.join("auditor", true);
-    let holds = (
-        EventKinds::from(EventKind::Demand),
-        Selector::all().expr().clone(),
-        SubscribeOptions {
-            signal_before: true,
-            ..SubscribeOptions::default()
-        },
-    );
-    w.timed(auditor, |k, now| k.subscribe(now, holds, 3, 3))
-        .expect("subscribe");
-    w.pump();
+    let before = SubscribeOptions {
+        signal_before: true,
+        ..SubscribeOptions::default()
+    };
+    subscribe_to(&mut w, auditor, (EventKind::Demand, "", before), 3);
     assert_eq!(w.manager.lease_count(), 0);
     assert_eq!(sent(&w, c, is_release), 1);
     w.offer(p, "two", b"2", true);
@@ -322,24 +329,16 @@ fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
     let auditor = w.join("auditor", true);
     subscribe(&mut w, c, SubscribeOptions::default(), 1);
     // The auditor holds the consumer's own offers (step 9) until it acknowledges.
-    let audit = (
-        EventKinds::from(EventKind::Offer),
-        Selector::parse(
-            "(.user.step = 9)",
-            ".user.",
-            &pool_core::schema::Schemas::builtin(),
-        )
-        .expect("selector")
-        .expr()
-        .clone(),
-        SubscribeOptions {
-            require_ack: true,
-            ..SubscribeOptions::default()
-        },
+    let acks = SubscribeOptions {
+        require_ack: true,
+        ..SubscribeOptions::default()
+    };
+    subscribe_to(
+        &mut w,
+        auditor,
+        (EventKind::Offer, "(.user.step = 9)", acks),
+        1,
     );
-    w.timed(auditor, |k, now| k.subscribe(now, audit, 1, 1))
-        .expect("subscribe");
-    w.pump();
     let (offer, _) = w.offer(p, "f", &[3; 100], false);
     w.pump();
     let mut step9 = pool_core::attr::Attributes::new();
