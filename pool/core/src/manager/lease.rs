@@ -1,7 +1,7 @@
 //! Leases: a demand's ticket granted with an offer event, before any demand (see
 //! [`crate::proto::Lease`]). A subscriber told of an offer learns where the bytes are (or
 //! gets them, for a small CDO); its demand of a CDO of that name is then served at once
-//! from the lease, and the PM hears of it afterwards ([`ToPm::UseLease`]).
+//! from the lease, and the PM hears of it afterwards ([`crate::proto::ToPm::UseLease`]).
 //!
 //! What the manager decides here, and why no consumer ever reads bytes that are no longer
 //! offered:
