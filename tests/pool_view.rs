@@ -128,6 +128,24 @@ fn a_running_pool_is_seen_exactly() {
         table.stdout
     );
     assert!(!table.stdout.contains("Str("), "{}", table.stdout);
+    // A key no schema declares is said to match nothing (most likely misspelled).
+    let misspelled = run(
+        Command::new(maestro()).args(["pool", "ls", "(.user.prodcer = 1)", "--info", &info]),
+        T,
+    );
+    assert_eq!(misspelled.code(), Some(0), "{}", misspelled.stderr);
+    assert!(
+        misspelled
+            .stderr
+            .contains("no schema known here declares .user.prodcer"),
+        "{}",
+        misspelled.stderr
+    );
+    assert!(
+        misspelled.stdout.contains("0 listed"),
+        "{}",
+        misspelled.stdout
+    );
 
     let status = view(&info, &["status"]);
     conforms("status", &status);

@@ -144,9 +144,14 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
         .selector
         .as_deref()
         .map(|text| {
-            selector_expr(text, &args.namespace)
-                .map(|e| (text.to_string(), e))
-                .map_err(|e| PoolCmdError::Selector(format!("{text:?}: {e}")))
+            let (expr, unknown) = selector_checked(text, &args.namespace)
+                .map_err(|e| PoolCmdError::Selector(format!("{text:?}: {e}")))?;
+            for key in unknown {
+                eprintln!(
+                    "maestro pool: no schema known here declares {key}: no CDO can carry it (a seal refuses undeclared keys), so that part of the selector matches nothing; check its spelling, or give its schema with MSTRO_SCHEMA_PATH and MSTRO_SCHEMA_LIST"
+                );
+            }
+            Ok::<_, PoolCmdError>((text.to_string(), expr))
         })
         .transpose()?;
     let mut out = std::io::stdout().lock();
@@ -176,10 +181,25 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
 /// # Errors
 /// The schemas' or the selector's error, as text.
 pub(crate) fn selector_expr(text: &str, namespace: &str) -> Result<Box<Expr>, String> {
+    selector_checked(text, namespace).map(|(expr, _)| expr)
+}
+
+/// As [`selector_expr`], with the keys it names that no schema known here declares: no
+/// CDO carries them (a seal refuses undeclared keys), so they are most likely misspelled.
+///
+/// # Errors
+/// As [`selector_expr`].
+fn selector_checked(text: &str, namespace: &str) -> Result<(Box<Expr>, Vec<String>), String> {
     let schemas = pool::schema::from_env().map_err(|e| e.to_string())?;
-    Selector::parse(text, namespace, &schemas)
-        .map(|s| Box::new(s.expr().clone()))
-        .map_err(|e| e.to_string())
+    let selector = Selector::parse(text, namespace, &schemas).map_err(|e| e.to_string())?;
+    let unknown = selector
+        .expr()
+        .keys()
+        .into_iter()
+        .filter(|k| schemas.spec(k).is_none())
+        .map(String::from)
+        .collect();
+    Ok((Box::new(selector.expr().clone()), unknown))
 }
 
 /// Finds the PM (see the module docs) and connects.

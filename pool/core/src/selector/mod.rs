@@ -137,6 +137,28 @@ pub enum Expr {
     Not(Box<Expr>),
 }
 
+impl Expr {
+    /// The keys the selector looks at, in the order written, each once (walked with a
+    /// stack of its own: no recursion however deep the expression).
+    pub fn keys(&self) -> Vec<&str> {
+        let mut keys: Vec<&str> = Vec::new();
+        let mut todo = vec![self];
+        while let Some(e) = todo.pop() {
+            match e {
+                Expr::All => {}
+                Expr::Has(key) | Expr::Cmp { key, .. } | Expr::Match { key, .. } => {
+                    if !keys.contains(&key.as_str()) {
+                        keys.push(key);
+                    }
+                }
+                Expr::And(es) | Expr::Or(es) => todo.extend(es.iter().rev()),
+                Expr::Not(e) => todo.push(e),
+            }
+        }
+        keys
+    }
+}
+
 /// Why a selector was refused: where and what, and what to write instead.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("selector column {column}: {message}\n  {text}\n  {caret:>width$}", caret = "^", width = column)]

@@ -350,3 +350,15 @@ fn regex_terms_are_bounded_in_number_size_and_memory() {
     assert!(s.matches(&a));
     assert_eq!(Selector::all().memory(), 0);
 }
+
+#[test]
+fn a_selectors_keys_are_listed_once_in_the_order_written() {
+    let s = Selector::parse(
+        "(and (.user.b = 1) (or (has .user.a) (not (.user.b = 2))) (.user.c ~= \"x\"))",
+        ".user.",
+        &crate::schema::Schemas::builtin(),
+    )
+    .expect("selector");
+    assert_eq!(s.expr().keys(), [".user.b", ".user.a", ".user.c"]);
+    assert!(Selector::all().expr().keys().is_empty());
+}
