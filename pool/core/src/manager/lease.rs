@@ -57,10 +57,7 @@ impl Manager {
         if matches!(source, Source::Stream { .. }) {
             return;
         }
-        let provider_label = self
-            .apps
-            .get(&provider)
-            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label));
+        let provider_label = self.provider_label(provider);
         let lease = self.id();
         let leased = Leased {
             from: offer,

@@ -291,10 +291,7 @@ impl Manager {
             return;
         };
         let (source, how, route) = self.plan((consumer, bulk), provider, from, region);
-        let provider_label = self
-            .apps
-            .get(&provider)
-            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label));
+        let provider_label = self.provider_label(provider);
         let transfer = self.id();
         let stream = match source {
             Source::Stream { len } => Some(len),
@@ -342,6 +339,14 @@ impl Manager {
             self.transfer_finished(transfer, &record, done);
             self.transfer_ended(conn, consumer, (transfer, record), None, None);
         }
+    }
+
+    /// Whose bytes a ticket or lease carries: the providing app's `component:index`
+    /// (empty for one gone).
+    pub(super) fn provider_label(&self, provider: AppId) -> Arc<str> {
+        self.apps
+            .get(&provider)
+            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label))
     }
 
     /// Removes a transfer and its count on the source offer; observers are told how it
