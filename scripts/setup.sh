@@ -16,6 +16,7 @@ PKGS=(
     openmpi-bin libopenmpi-dev             # mpirun tests
     iproute2 procps                        # network-namespace tests, process checks
     iperf3                                 # the across-nodes benchmark's reference
+    prometheus                             # promtool and a real Prometheus for the metrics tests
     g++ valgrind                           # C API tests: C++ header check, leak check
     python3 python3-venv                   # the Python module and its tests (.venv)
 )

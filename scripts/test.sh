@@ -8,6 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# A build of every target and the test run's installs take about 15 GiB: say so before a
+# full disk fails the run half-way.
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if ((free_kib < 20 * 1024 * 1024)); then
+    echo "test: only $((free_kib / 1024 / 1024)) GiB free under $PWD; the run needs about 15 GiB (cargo clean frees an old build)" >&2
+fi
 if ! cargo nextest --version >/dev/null 2>&1; then
     echo "test: installing cargo-nextest" >&2
     cargo install --locked cargo-nextest

@@ -7,23 +7,12 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
+use common::pool::offer;
 use common::{Group, maestro, run, start_pm};
-use fabric::Buffer;
-use pool::Client;
-use pool::attr::Attributes;
 use pool::events::{EventKind, SubscribeOptions};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(60);
-
-/// Offers `len` bytes (7s) as `name`.
-fn offer(c: &Client, name: &str, len: usize) {
-    let cdo = c.declare(name).expect("declare");
-    let mut data = Buffer::new(len).expect("buffer");
-    data.as_mut_slice().fill(7);
-    c.seal_and_offer(cdo, Attributes::new(), data)
-        .expect("offer");
-}
 
 /// `maestro pool ARGS... --json` against the PM of `info`, parsed.
 fn view(info: &str, args: &[&str]) -> Value {
@@ -154,7 +143,9 @@ fn a_running_pool_is_seen_exactly() {
     assert_eq!(status["observer_count"], 1, "this query's own connection");
     assert_eq!(
         status["cdos"],
-        serde_json::json!({"offered": 2, "local": 2, "required": 1})
+        serde_json::json!({"declared": 0, "sealed": 0, "offered": 2, "being withdrawn": 0,
+            "withdrawn": 0, "required": 1, "in transfer": 0, "local": 2}),
+        "every state, 0 included"
     );
     let app = |label: &str| -> Value {
         status["apps"]
@@ -352,82 +343,6 @@ fn the_launchers_pmix_host_answers_pool_queries() {
     let q: Value = serde_json::from_str(&q.stdout).expect("json");
     assert_eq!(q["pool"]["workflow"], "hosted", "{q}");
     job.terminate(T);
-}
-
-/// `maestro pm --metrics`: a real HTTP client scrapes the figures of what moved, and a
-/// Prometheus parser reads them.
-#[test]
-fn the_metrics_endpoint_serves_what_moved() {
-    let (mut pm, info) = start_pm("metrics", &["--metrics", "127.0.0.1:0"]);
-    let line = common::await_line(
-        pm.child.stderr.take().expect("stderr"),
-        "metrics at http://",
-    );
-    let url = line
-        .split("metrics at ")
-        .nth(1)
-        .map(str::trim)
-        .expect("url")
-        .to_string();
-    let producer = common::join_tcp_lo(&info, "producer");
-    let consumer = common::join_tcp_lo(&info, "consumer");
-    offer(&producer, "big", 1 << 20);
-    let cdo = consumer.declare("big").expect("declare");
-    consumer.demand(cdo).expect("demand");
-
-    let mut response = ureq::get(&url).call().expect("scrape");
-    let kind = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
-    let body = response.body_mut().read_to_string().expect("body");
-    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
-        .expect("the Prometheus text format");
-    let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
-        scrape
-            .samples
-            .iter()
-            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => f64::NAN,
-            })
-            .unwrap_or_else(|| panic!("{name} {labels:?} not in\n{body}"))
-    };
-    assert_eq!(value("maestro_pm_apps", &[]), 2.0);
-    assert_eq!(
-        value("maestro_pm_operations_total", &[("op", "offer")]),
-        1.0
-    );
-    assert_eq!(value("maestro_pm_cdos", &[("state", "offered")]), 1.0);
-    assert_eq!(value("maestro_pm_transfers_completed_total", &[]), 1.0);
-    let mib = f64::from(1u32 << 20);
-    assert_eq!(
-        value(
-            "maestro_pm_nic_bytes_total",
-            &[
-                ("nic", "lo"),
-                ("provider", "tcp;ofi_rxm"),
-                ("direction", "out")
-            ]
-        ),
-        mib
-    );
-    assert_eq!(
-        value("maestro_pm_transport_bytes_total", &[("transport", "rma")]),
-        mib
-    );
-    // Only GET /metrics is served.
-    let other = ureq::get(url.replace("/metrics", "/secret")).call();
-    assert!(
-        matches!(other, Err(ureq::Error::StatusCode(404))),
-        "{other:?}"
-    );
 }
 
 /// `--watch` redraws until interrupted; a closed output ends it quietly. Faster than

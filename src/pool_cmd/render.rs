@@ -118,10 +118,10 @@ pub fn status(s: &Status) -> String {
         bytes(s.inline_bytes),
     );
     out += &format!(
-        "apps {}, observers {}, subscriptions {}, transfers in flight {}\n",
+        "apps {}, observers {} (this one included), subscriptions {}, transfers in flight {}\n",
         s.app_count, s.observer_count, s.subscriptions, s.transfers_in_flight
     );
-    out += &format!("CDOs: {}\n", counts(s.cdos.iter()));
+    out += &format!("CDOs: {}\n", counts(s.cdos.iter().filter(|(_, n)| **n > 0)));
     out += &format!("operations: {}\n", counts(s.operations.iter()));
     if s.apps.is_empty() {
         return out + "no apps joined\n";

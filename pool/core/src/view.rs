@@ -98,8 +98,8 @@ pub struct Status {
     pub observer_count: u64,
     /// The apps (at most [`MAX_LISTED`]), by id.
     pub apps: Vec<AppView>,
-    /// Live CDOs by state (`declared`, `sealed`, `offered`, `being withdrawn`,
-    /// `withdrawn`, `required`, `in transfer`, `local`).
+    /// Live CDOs by state, every state (0 included): `declared`, `sealed`, `offered`,
+    /// `being withdrawn`, `withdrawn`, `required`, `in transfer`, `local`.
     pub cdos: BTreeMap<String, u64>,
     /// Subscriptions open now.
     pub subscriptions: u64,

@@ -233,12 +233,12 @@ impl CdoTable {
         Some(c)
     }
 
-    /// Live CDOs by state name (states with none left out).
+    /// Live CDOs by state name, every state (0 included: a series that vanishes at zero
+    /// breaks a monitor's graph).
     pub(super) fn counts(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         State::NAMES
             .iter()
             .zip(self.counts)
-            .filter(|(_, n)| *n > 0)
             .map(|(name, n)| (*name, n))
     }
 
