@@ -1,7 +1,7 @@
 //! Text renderings of `maestro pool`'s views: aligned tables, sizes and times as people
 //! write them.
 
-use pool::view::{AppView, CdoPage, Fabric, Status, TransferView, Transfers};
+use pool::view::{AppNic, AppView, CdoPage, Fabric, Status, TransferView, Transfers};
 
 /// Columns aligned: the first row holds the headers; numbers (cells that start with a
 /// digit) align right.
@@ -363,6 +363,27 @@ fn nic_traffic(f: &Fabric) -> String {
 }
 
 /// The NIC of each app, of [`fabric()`] (empty without apps).
+/// An app's endpoints as `nic/provider`, the first first (`-`: none; a PM older than the
+/// providers list gives the first endpoint's provider only).
+fn endpoints(a: &AppNic) -> String {
+    if a.nics.is_empty() {
+        return "-".into();
+    }
+    a.nics
+        .iter()
+        .enumerate()
+        .map(|(i, nic)| {
+            let provider = a.providers.get(i).map(String::as_str).or(if i == 0 {
+                a.provider.as_deref()
+            } else {
+                None
+            });
+            provider.map_or_else(|| nic.clone(), |p| format!("{nic}/{p}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn app_nics(f: &Fabric) -> String {
     let mut out = String::new();
     if !f.apps.is_empty() {
@@ -372,10 +393,9 @@ fn app_nics(f: &Fabric) -> String {
                 "app",
                 "component",
                 "host",
-                "nics",
-                "provider",
+                "endpoints (nic/provider)",
                 "address",
-                "why",
+                "network NIC, why",
             ]
             .map(String::from)
             .to_vec(),
@@ -385,12 +405,7 @@ fn app_nics(f: &Fabric) -> String {
                 a.app.to_string(),
                 a.label.clone(),
                 a.host.clone(),
-                if a.nics.is_empty() {
-                    "-".into()
-                } else {
-                    a.nics.join(",")
-                },
-                opt(a.provider.as_deref()),
+                endpoints(a),
                 opt(a.address.as_deref()),
                 opt(a.reason.as_deref()),
             ]);
@@ -426,5 +441,38 @@ mod tests {
             table(&rows),
             "  name    bytes\n  a           7\n  longer   1000\n"
         );
+    }
+
+    /// An app's same-host endpoint listed first is shown as such, beside the network NIC
+    /// its reason names.
+    #[test]
+    fn each_endpoint_shows_its_nic_and_provider_apart_from_the_network_nics_reason() {
+        let f = Fabric {
+            apps: vec![AppNic {
+                app: 1,
+                label: "producer:0".into(),
+                host: "n1".into(),
+                nics: vec!["shm".into(), "eth0".into()],
+                provider: Some("shm".into()),
+                address: None,
+                reason: Some("eth0, chosen by the PMIx host".into()),
+                providers: vec!["shm".into(), "tcp;ofi_rxm".into()],
+            }],
+            ..Fabric::default()
+        };
+        let text = app_nics(&f);
+        let row = text
+            .lines()
+            .find(|l| l.contains("producer:0"))
+            .expect("the app's row");
+        assert!(row.contains("shm/shm, eth0/tcp;ofi_rxm"), "{text}");
+        assert!(row.ends_with("eth0, chosen by the PMIx host"), "{text}");
+        assert!(text.contains("network NIC, why"), "{text}");
+        // From a PM that sends no providers list: the first endpoint's provider.
+        let old = AppNic {
+            providers: Vec::new(),
+            ..f.apps[0].clone()
+        };
+        assert_eq!(endpoints(&old), "shm/shm, eth0");
     }
 }

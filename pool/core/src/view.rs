@@ -323,14 +323,19 @@ pub struct AppNic {
     pub label: String,
     /// Host.
     pub host: String,
-    /// The NICs of its endpoints, the first (chosen) one first.
+    /// The NICs (libfabric domains) of its endpoints, the first endpoint's first: `shm`
+    /// for the same-host endpoint an app opens beside its network NIC.
     pub nics: Vec<String>,
-    /// The libfabric provider.
+    /// The libfabric provider of its first endpoint.
     pub provider: Option<String>,
     /// The address of its first endpoint.
     pub address: Option<String>,
-    /// Why that NIC.
+    /// Which network NIC the app was given and why (e.g. `eth0, chosen by the PMIx
+    /// host`), where it knows: it names a NIC of [`AppNic::nics`], not always the first.
     pub reason: Option<String>,
+    /// The libfabric provider of each endpoint, in the order of [`AppNic::nics`].
+    #[serde(default)]
+    pub providers: Vec<String>,
 }
 
 /// A fabric event the PM saw.

@@ -435,6 +435,12 @@ impl Manager {
                     provider: a.endpoint.as_ref().map(|e| e.provider.clone()),
                     address: address_of(a),
                     reason: a.nics.reason.clone(),
+                    providers: a
+                        .endpoint
+                        .iter()
+                        .chain(&a.alternates)
+                        .map(|e| e.provider.clone())
+                        .collect(),
                 })
                 .collect(),
         }

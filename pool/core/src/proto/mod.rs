@@ -173,7 +173,8 @@ pub struct Join {
 pub struct Nics {
     /// The libfabric domain of each endpoint, the first then the alternates.
     pub names: Vec<String>,
-    /// Why the first (e.g. `ib0, chosen by the PMIx host`), where the app knows.
+    /// Which network NIC the app was given and why (e.g. `ib0, chosen by the PMIx host`),
+    /// where it knows; the first endpoint may be another (`shm` for its own host).
     pub reason: Option<String>,
 }
 
