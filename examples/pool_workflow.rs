@@ -35,6 +35,7 @@ use pool::attr::{AttrValue, Attributes};
 use pool::events::{EventKind, EventKinds, SubscribeOptions};
 use pool::pmix_events;
 use pool::selector::Selector;
+use pool_tools::progress::{Progress, Unit};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// The attribute schema of this workflow's CDOs.
@@ -189,6 +190,7 @@ fn consume(c: &Client, producers: &[usize], plan: Plan) -> Result<(), Error> {
         }
     }
     let (mut bytes, mut count) = (0usize, 0usize);
+    let mut progress = Progress::stderr("consumer", Unit::Count("CDOs"), wanted.len() as u64);
     for (n, cdo, size) in wanted {
         let t = Instant::now();
         let (data, attrs) = c.demand(cdo)?;
@@ -208,7 +210,9 @@ fn consume(c: &Client, producers: &[usize], plan: Plan) -> Result<(), Error> {
         c.dispose(cdo)?;
         bytes += size;
         count += 1;
+        progress.add(1);
     }
+    progress.finish();
     let secs = start.elapsed().as_secs_f64();
     println!(
         "consumer: {count} CDOs, {bytes} bytes from {} producers, all checksums match, {secs:.2} s with checks, {:.2} s in demand",

@@ -207,3 +207,28 @@ fn shm_offered_memory_is_read_only_to_peers() {
 fn net_offered_memory_is_read_only_to_peers() {
     a_peer_with_the_key_cannot_write("net");
 }
+
+/// `maestro bench fabric` at a terminal shows a bar while it measures (and clears it before
+/// the table); into a pipe or a log it draws none.
+#[test]
+fn the_fabric_benchmark_shows_its_progress_at_a_terminal_only() {
+    let args = [
+        "bench",
+        "fabric",
+        "--provider",
+        "shm",
+        "--sizes",
+        "4K,64K",
+        "--volume",
+        "64M",
+    ];
+    let pty = common::pty::Pty::spawn(Command::new(maestro()).args(args), 24, 80);
+    let text = pty.wait_for(Duration::from_secs(120), |t| t.contains("| 64K |"));
+    assert!(text.contains("bench fabric ["), "{text}");
+    assert!(text.contains("\r\x1b[2K"), "the bar is cleared: {text:?}");
+    assert!(pty.wait(Duration::from_secs(30)).success(), "{text}");
+    let piped = run(Command::new(maestro()).args(args), Duration::from_secs(120));
+    assert_eq!(piped.code(), Some(0), "{piped:?}");
+    assert!(piped.stdout.contains("| 64K |"), "{piped:?}");
+    assert!(!piped.stderr.contains('\r'), "{piped:?}");
+}

@@ -377,3 +377,40 @@ fn watch_redraws_until_stopped() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.stderr);
 }
+
+/// `--watch` on a terminal of 24 x 100 draws what fits: 300 finished transfers (the PM
+/// keeps the last 256) leave every line of a frame at most 100 characters, the frame within
+/// the screen, the newest transfer listed and the rest counted.
+#[test]
+fn a_watched_view_fits_the_terminal() {
+    let (_pm, info) = start_pm("fitted", &[]);
+    let producer = common::join_tcp_lo(&info, "producer");
+    let consumer = common::join_tcp_lo(&info, "consumer-with-a-long-component-name");
+    for i in 0..300 {
+        let name = format!("a-rather-long-cdo-name-that-widens-the-table/{i}");
+        offer(&producer, &name, 8);
+        let cdo = consumer.declare(&name).expect("declare");
+        consumer.demand(cdo).expect("demand");
+    }
+    let watch = common::pty::Pty::spawn(
+        Command::new(maestro()).args(["pool", "transfers", "--watch", "0.2", "--info", &info]),
+        24,
+        100,
+    );
+    // Two frames drawn: the first is whole.
+    let text = watch.wait_for(T, |t| t.matches("\x1b[H\x1b[2J").count() >= 2);
+    let frame = text.split("\x1b[H\x1b[2J").nth(1).expect("a frame");
+    let lines: Vec<&str> = frame.lines().collect();
+    assert!(lines.len() <= 24, "{} lines:\n{frame}", lines.len());
+    for l in &lines {
+        assert!(
+            l.trim_end_matches('\r').chars().count() <= 100,
+            "{l:?} is wider than 100"
+        );
+    }
+    assert!(frame.contains("more lines"), "{frame}");
+    assert!(
+        frame.contains("/299"),
+        "the newest transfer first:\n{frame}"
+    );
+}

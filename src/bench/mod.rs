@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use fabric::baseline::RawEndpoint;
 use fabric::{Buffer, Endpoint, MemoryRegion, ProgressMode};
+use pool_tools::progress::{Progress, Unit};
 use serde::Serialize;
 
 use peer::{OwnerProcess, PeerError, Remote, Serving};
@@ -143,12 +144,15 @@ impl FabricBench {
         self.remote
             .check(&self.provider)
             .map_err(PeerError::Usage)?;
-        let ours = self.measure_ours()?;
+        let sides = if self.baseline { 2 } else { 1 };
+        let mut progress = Progress::stderr("bench fabric", Unit::Bytes, sides * self.bytes_read());
+        let ours = self.measure_ours(&mut progress)?;
         let raw = if self.baseline {
-            Some(self.measure_raw()?)
+            Some(self.measure_raw(&mut progress)?)
         } else {
             None
         };
+        progress.finish();
         Ok(self
             .sizes
             .iter()
@@ -180,7 +184,15 @@ impl FabricBench {
         Ok(())
     }
 
-    fn measure_ours(&self) -> Result<Vec<f64>, PeerError> {
+    /// Bytes one side reads over all sizes (the verified first read included).
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.sizes
+            .iter()
+            .map(|&size| ((self.iterations(size) + 1) * size) as u64)
+            .sum()
+    }
+
+    fn measure_ours(&self, progress: &mut Progress) -> Result<Vec<f64>, PeerError> {
         let owner = OwnerProcess::spawn(
             &self.provider,
             self.region_len(),
@@ -197,18 +209,21 @@ impl FabricBench {
                 .read(peer, dst, owner.info.region.slice(0, size as u64)?)?
                 .wait(limit)?;
             Self::verify(size, dst.as_slice())?;
+            progress.add(size as u64);
             let iters = self.iterations(size);
             let start = Instant::now();
             for i in 0..iters {
                 let remote = owner.info.region.slice(self.offset(i, size), size as u64)?;
                 dst = ep.read(peer, dst, remote)?.wait(limit)?;
+                progress.add(size as u64);
             }
             out.push(gbps(size * iters, start.elapsed()));
         }
         Ok(out)
     }
 
-    pub(crate) fn measure_raw(&self) -> Result<Vec<f64>, PeerError> {
+    /// Bare libfabric's GB/s per size, `progress` told of every read.
+    pub(crate) fn measure_raw(&self, progress: &mut Progress) -> Result<Vec<f64>, PeerError> {
         let owner = OwnerProcess::spawn(
             &self.provider,
             self.region_len(),
@@ -222,11 +237,13 @@ impl FabricBench {
             let (idx, _) = ep.register(Buffer::new(size)?)?;
             ep.read_spin(peer, idx, owner.info.region.slice(0, size as u64)?)?;
             Self::verify(size, ep.bytes(idx))?;
+            progress.add(size as u64);
             let iters = self.iterations(size);
             let start = Instant::now();
             for i in 0..iters {
                 let remote = owner.info.region.slice(self.offset(i, size), size as u64)?;
                 ep.read_spin(peer, idx, remote)?;
+                progress.add(size as u64);
             }
             out.push(gbps(size * iters, start.elapsed()));
         }

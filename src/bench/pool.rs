@@ -20,6 +20,7 @@ use fabric::{Buffer, Endpoint, ProgressMode};
 use pool::attr::Attributes;
 use pool::bootstrap::PmInfo;
 use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
+use pool_tools::progress::{Progress, Unit};
 use serde::Serialize;
 
 mod events;
@@ -369,7 +370,7 @@ impl PoolBench {
         consumer.leave()?;
         drop(provider);
         if self.baseline {
-            let raw = FabricBench {
+            let bare = FabricBench {
                 provider: self.provider.clone(),
                 sizes: self.sizes.clone(),
                 cold: false,
@@ -377,8 +378,10 @@ impl PoolBench {
                 volume: self.volume,
                 progress: self.progress,
                 remote: self.remote.clone(),
-            }
-            .measure_raw()?;
+            };
+            let mut progress = Progress::stderr("bare libfabric", Unit::Bytes, bare.bytes_read());
+            let raw = bare.measure_raw(&mut progress)?;
+            progress.finish();
             for (row, gbps) in rows.iter_mut().zip(raw) {
                 row.raw_gbps = Some(gbps);
                 row.raw_us = Some(row.size as f64 / (gbps * 1e3));

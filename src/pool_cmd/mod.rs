@@ -161,10 +161,14 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
     }
     let mut source = open(args)?;
     loop {
-        let text = show(&mut source, args, selector.as_ref())?;
+        let mut text = show(&mut source, args, selector.as_ref())?;
         if args.watch.is_some() {
-            // Home and clear, as `watch` and `top` redraw.
+            // Home and clear, as `watch` and `top` redraw; the view cut to the terminal
+            // (asked each time: it may have been resized).
             write!(out, "\x1b[H\x1b[2J{}\n\n", stamp())?;
+            if let Some((rows, cols)) = terminal_size() {
+                text = render::fit(&text, rows, cols, 2);
+            }
         }
         out.write_all(text.as_bytes())?;
         out.flush()?;
@@ -495,6 +499,21 @@ pub fn schema() -> serde_json::Value {
 /// The JSON of a view (plain data: serialising cannot fail).
 fn json<T: serde::Serialize>(view: &T) -> String {
     serde_json::to_string_pretty(view).unwrap_or_default() + "\n"
+}
+
+/// The rows and columns of the terminal standard output is, if it is one.
+fn terminal_size() -> Option<(usize, usize)> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ only writes the struct passed; a descriptor that is no terminal
+    // makes it fail.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_row > 0 && size.ws_col > 0)
+        .then(|| (usize::from(size.ws_row), usize::from(size.ws_col)))
 }
 
 /// Now, for the watch header.

@@ -274,10 +274,41 @@ pub fn transfers(t: &Transfers) -> String {
         out += &transfer_rows(&t.in_flight);
     }
     if !t.recent.is_empty() {
-        out += &format!("\nrecent (last {}):\n", t.recent.len());
-        out += &transfer_rows(&t.recent);
+        // Newest first, as `top` lists: a view cut to a terminal keeps the latest.
+        let newest_first: Vec<TransferView> = t.recent.iter().rev().cloned().collect();
+        out += &format!("\nrecent (last {}, newest first):\n", t.recent.len());
+        out += &transfer_rows(&newest_first);
     }
     out
+}
+
+/// `text` cut to a terminal of `rows` x `cols` for `--watch` (`header` lines are drawn
+/// above it): each line at most `cols` characters (a cut line ends in `>`), and lines past
+/// the screen replaced by one saying how many were left out and how to see them all.
+pub fn fit(text: &str, rows: usize, cols: usize, header: usize) -> String {
+    let cols = cols.max(1);
+    let cut = |line: &str| -> String {
+        if line.chars().count() <= cols {
+            line.to_string()
+        } else {
+            let mut s: String = line.chars().take(cols - 1).collect();
+            s.push('>');
+            s
+        }
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let room = rows.saturating_sub(header).max(1);
+    let mut out: Vec<String> = Vec::with_capacity(room);
+    if lines.len() <= room {
+        out.extend(lines.iter().map(|l| cut(l)));
+    } else {
+        out.extend(lines[..room - 1].iter().map(|l| cut(l)));
+        let left = lines.len() - (room - 1);
+        out.push(cut(&format!(
+            "... {left} more lines (a larger terminal, or without --watch, shows them)"
+        )));
+    }
+    out.join("\n") + "\n"
 }
 
 /// `maestro pool fabric`.
@@ -441,6 +472,23 @@ mod tests {
             table(&rows),
             "  name    bytes\n  a           7\n  longer   1000\n"
         );
+    }
+
+    #[test]
+    fn a_watched_view_fits_the_terminal_and_says_what_it_left_out() {
+        let text: String = (0..10)
+            .map(|i| format!("line {i} {}\n", "x".repeat(i * 3)))
+            .collect();
+        let fitted = fit(&text, 8, 12, 2);
+        let lines: Vec<&str> = fitted.lines().collect();
+        assert_eq!(lines.len(), 6, "{fitted}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 12), "{fitted}");
+        assert_eq!(lines[0], "line 0 ");
+        assert_eq!(lines[3], "line 3 xxxx>");
+        assert_eq!(lines[5], "... 5 more >");
+        // What fits is left alone; a screen too small still shows a line.
+        assert_eq!(fit("a\nb\n", 24, 80, 2), "a\nb\n");
+        assert_eq!(fit("a\nb\nc\n", 1, 80, 2).lines().count(), 1);
     }
 
     /// An app's same-host endpoint listed first is shown as such, beside the network NIC

@@ -6,6 +6,7 @@
 pub mod apps;
 pub mod capi;
 pub mod pool;
+pub mod pty;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
