@@ -169,6 +169,21 @@ fn near_nic_placement_spreads_tasks_over_the_cpus_of_the_rdma_nic() {
     let crowded = inventory::placement(&inv, 13).expect("placement");
     assert!(crowded.iter().all(|p| p.cpus.is_none()));
     assert!(crowded[0].note.contains("too few"), "{:?}", crowded[0]);
+    // A hundred thousand tasks are planned at once (the plan is linear in the tasks).
+    let many = inventory::placement(&inv, 100_000).expect("placement");
+    assert_eq!(many.len(), 100_000);
+    assert!(
+        many.iter()
+            .enumerate()
+            .all(|(i, p)| p.task == i as u32 && p.cpus.is_none())
+    );
+    assert!(
+        many[99_999]
+            .note
+            .contains("12 CPUs near it for 100000 tasks"),
+        "{:?}",
+        many[99_999]
+    );
     assert!(matches!(
         inventory::placement(&inv, 0),
         Err(inventory::PlacementError::NoTasks)
