@@ -2,15 +2,22 @@
 # setup.sh -- make sure the Debian 12 packages this project builds and tests against are
 # installed (as root it installs what is missing with apt-get; otherwise it prints the exact
 # command to run and exits 1), and that the project's Python virtual environment (.venv:
-# pytest, NumPy, maturin; nothing is installed system-wide) exists. Safe to run again (does
-# nothing when all is present).
+# pytest, NumPy, maturin; nothing is installed system-wide) exists. With --main, only the
+# packages that building and running the main job needs (no test tools, no .venv). Safe to
+# run again (does nothing when all is present).
 set -euo pipefail
 
-PKGS=(
+# What building and running the main job needs (scripts/main.sh: `setup.sh --main`).
+MAIN_PKGS=(
     pkg-config clang libclang-dev          # bindgen
-    libpmix-dev libpmix-bin                # OpenPMIx 4.2
-    libfabric-dev libfabric-bin            # libfabric 1.17
-    libhwloc-dev hwloc libudev-dev         # hwloc 2.9 (hwloc's pkg-config needs -ludev)
+    libpmix-dev                            # OpenPMIx 4.2
+    libfabric-dev                          # libfabric 1.17
+    libhwloc-dev libudev-dev               # hwloc 2.9 (hwloc's pkg-config needs -ludev)
+)
+
+# What the tests need beside it.
+TEST_PKGS=(
+    libpmix-bin libfabric-bin hwloc        # PMIx, libfabric and hwloc tools
     munge libmunge-dev slurm-wlm           # single-node Slurm for the srun tests
     libslurm-dev                           # slurm/spank.h for the SPANK plugin
     openmpi-bin libopenmpi-dev             # mpirun tests
@@ -20,6 +27,18 @@ PKGS=(
     g++ valgrind                           # C API tests: C++ header check, leak check
     python3 python3-venv                   # the Python module and its tests (.venv)
 )
+
+main_only=false
+case "${1:-}" in
+    --main) main_only=true ;;
+    "") ;;
+    *)
+        echo "setup: unknown option ${1}; usage: setup.sh [--main] (--main: only what the main job needs)" >&2
+        exit 2
+        ;;
+esac
+PKGS=("${MAIN_PKGS[@]}")
+$main_only || PKGS+=("${TEST_PKGS[@]}")
 
 # The Python packages of .venv, pinned.
 PY_PKGS=(pytest==9.2.0 numpy==2.3.5 maturin==1.16.0)
@@ -39,6 +58,7 @@ if ((${#missing[@]} > 0)); then
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+$main_only && exit 0
 
 venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
 stamp="$venv/.maestro-packages"
