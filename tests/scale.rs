@@ -3,6 +3,7 @@
 //! node), ten consecutive runs each, every run reported. Each case takes minutes on a
 //! 2-core machine, so both are ignored by a plain test run; run them with
 //!
+//!     cargo build --release -p pool-tools --example pool_workflow
 //!     cargo nextest run --release --test scale --run-ignored only --no-capture
 //!
 //! (BENCHMARKS.md holds the numbers). Root only, as every cluster test.

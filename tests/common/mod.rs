@@ -19,14 +19,19 @@ pub fn maestro() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_maestro"))
 }
 
-/// A built example (`cargo test` builds them next to the binary).
+/// A built example (`cargo build --workspace --all-targets`, as scripts/test.sh runs,
+/// builds them next to the binary).
 pub fn example(name: &str) -> PathBuf {
     let p = maestro()
         .parent()
         .expect("binary has a directory")
         .join("examples")
         .join(name);
-    assert!(p.exists(), "example {name} not built at {}", p.display());
+    assert!(
+        p.exists(),
+        "example {name} not built at {} (cargo build --workspace --examples)",
+        p.display()
+    );
     p
 }
 
