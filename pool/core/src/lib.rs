@@ -24,6 +24,7 @@ pub mod auth;
 pub mod client;
 pub mod events;
 pub mod ids;
+pub mod layout;
 mod manager;
 pub mod proto;
 pub mod schema;
