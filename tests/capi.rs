@@ -136,6 +136,53 @@ fn asynchronous_demands_overlap_and_their_bad_uses_are_refused() {
     );
 }
 
+/// A C producer's row-major matrix read by a consumer that declared it column-major gets the
+/// consumer's order, in one process (a local pool) and as two ranks of `maestro run` (the
+/// C PM tool as rank 0); a consumer declaring another array is refused naming both layouts.
+#[test]
+fn a_column_major_consumer_gets_its_own_order() {
+    let c = installed();
+    let alone = run(
+        Command::new(c.bin("layout")).env("MSTRO_TIMEOUT", "10"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(alone.code(), Some(0), "{}\n{}", alone.stdout, alone.stderr);
+    assert!(
+        alone.stdout.contains("layout: all hold"),
+        "{}",
+        alone.stdout
+    );
+    assert!(
+        alone
+            .stdout
+            .contains("ok   column-major in the lent memory: 0 3 1 4 2 5"),
+        "{}",
+        alone.stdout
+    );
+    let layout = c.bin("layout").display().to_string();
+    let mut cmd = Command::new(maestro());
+    roles(
+        &c,
+        env(&mut cmd, "capi-layout").args(["run", "-n", "3", "--"]),
+    )
+    .env("MAESTRO_PRODUCER", format!("{layout} producer"))
+    .env("MAESTRO_CONSUMER", format!("{layout} consumer"));
+    let out = run(&mut cmd, Duration::from_secs(90));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(
+        out.stdout.matches("layout: all hold").count(),
+        2,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("ok   column-major in library memory: 0 3 1 4 2 5"),
+        "{}",
+        out.stdout
+    );
+}
+
 #[test]
 fn groups_move_whole_and_their_bad_uses_are_refused() {
     let c = installed();

@@ -17,7 +17,7 @@
 //! - [`liveness`]: how a silent peer of a control connection is found dead (TCP keepalive).
 
 pub use pool_core::{Clock, ConnId, Identity, MAX_NAME, Manager, Subnet};
-pub use pool_core::{admission, attr, auth, events, policy, proto, selector, view};
+pub use pool_core::{admission, attr, auth, events, layout, policy, proto, selector, view};
 
 pub mod bootstrap;
 mod client;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use fabric::Buffer;
 use pool::attr::Attributes;
+use pool::layout::{self, Layout};
 use pool::proto::CdoId;
 use pool::{Bounded, CdoData};
 
@@ -196,15 +197,82 @@ pub(crate) fn end_demand(
 }
 
 /// Makes a finished demand's bytes and attributes the CDO's: into the memory it lent, or
-/// kept in library memory.
+/// kept in library memory. A consumer that declared the CDO with a layout
+/// (`.maestro.core.cdo.layout.*`) other than the producer's gets the array in its own
+/// order (and its layout in the attributes).
 ///
 /// # Errors
-/// [`Status::Invarg`] when the lent memory is read-only or too small (the bytes are then
-/// kept in library memory).
+/// [`Status::Invarg`] when the lent memory is read-only or too small, the declared layout
+/// is malformed, or the two layouts are not the same array (element size, dimensions;
+/// the message names both): the bytes are then kept in library memory as they came.
 fn settle(st: &mut CdoState, (data, attrs): (pool::CdoData, Attributes)) -> Result<()> {
     let len = data.len();
     st.demanded = Some(len as u64);
+    let wanted = Layout::from_attributes(&st.attrs);
+    let given = Layout::from_attributes(&attrs);
     st.attrs = attrs;
+    let (wanted, given) = match (wanted, given) {
+        (Ok(Some(w)), Ok(Some(g))) if w != g => (w, g),
+        (Err(e), _) => {
+            st.data = Some(Arc::new(data));
+            return Err(Error::invarg(format!(
+                "the layout this CDO was declared with: {e}; the bytes are kept as they came"
+            )));
+        }
+        _ => return land(st, data),
+    };
+    // The consumer declared the array in another layout: its own order, written straight
+    // into its lent memory where it lent some (the bytes came elsewhere then).
+    let lent = st.lent.as_ref().filter(|l| {
+        l.writable
+            && st.local_size.unwrap_or(0) >= len as u64
+            && data.as_ptr() != l.ptr.cast_const()
+    });
+    let kept = |st: &mut CdoState, data: CdoData, e: String| {
+        st.data = Some(Arc::new(data));
+        Err(Error::invarg(format!(
+            "{e}; the bytes are kept as they came, in the producer's layout"
+        )))
+    };
+    let out = match lent {
+        Some(l) => {
+            // SAFETY: the lent memory has at least `len` bytes, is writable, is not where
+            // the bytes are, and the caller does not touch it during the demand (contract
+            // of `cdo_set_user_memory`).
+            let out = unsafe { std::slice::from_raw_parts_mut(l.ptr, len) };
+            if let Err(e) = layout::transform(&data, &given, &wanted, out) {
+                return kept(st, data, e.to_string());
+            }
+            None
+        }
+        None => match Buffer::new(len) {
+            Ok(mut b) => match layout::transform(&data, &given, &wanted, b.as_mut_slice()) {
+                Ok(()) => Some(b),
+                Err(e) => return kept(st, data, e.to_string()),
+            },
+            Err(e) => {
+                return kept(
+                    st,
+                    data,
+                    format!("no memory for the array in its new layout: {e}"),
+                );
+            }
+        },
+    };
+    wanted.to_attributes(&mut st.attrs);
+    match out {
+        None => Ok(()),
+        Some(b) => land(st, CdoData::from_buffer(b)),
+    }
+}
+
+/// Puts arrived bytes where the consumer gets them: into the memory it lent, or kept in
+/// library memory.
+///
+/// # Errors
+/// As [`settle`]'s.
+fn land(st: &mut CdoState, data: CdoData) -> Result<()> {
+    let len = data.len();
     match &st.lent {
         Some(lent) if len > 0 => {
             let room = st.local_size.unwrap_or(0);

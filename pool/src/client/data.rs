@@ -187,6 +187,13 @@ impl CdoData {
         CdoData(Inner::Own(buf, len))
     }
 
+    /// The bytes of `buf`, made by the consumer's library from a demand's (the demanded
+    /// array in the consumer's layout, say).
+    pub fn from_buffer(buf: Buffer) -> CdoData {
+        let len = buf.len();
+        CdoData(Inner::Own(buf, len))
+    }
+
     /// The first `len` bytes of `region`, which returns to `pool` when dropped.
     pub(crate) fn landed(region: MemoryRegion, len: usize, pool: Arc<RegionPool>) -> CdoData {
         CdoData(Inner::Landed(Some(region), len, pool))
