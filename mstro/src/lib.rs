@@ -63,6 +63,7 @@ pub use memory::{mem_alloc, mem_free};
 pub use pool::attr::{self, AttrValue};
 pub use pool::bootstrap::PM_INFO_ENV;
 pub use pool::events::{EventKind, PoolEvent};
+pub use pool::layout;
 pub use pool::schema::AttrType;
 pub use request::{
     cdo_demand_async, request_cdo, request_dispose, request_test, request_wait,

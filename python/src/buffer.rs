@@ -27,8 +27,9 @@ struct PyBuffer {
 
 /// `PyBUF_WRITABLE`.
 const WRITABLE: c_int = 0x0001;
-/// `PyBUF_SIMPLE`: contiguous bytes, no format or shape asked for.
-const SIMPLE: c_int = 0;
+/// `PyBUF_ANY_CONTIGUOUS`: C- or Fortran-contiguous, with shape and strides (what tells
+/// the two apart), no format.
+const ANY_CONTIGUOUS: c_int = 0x0080 | 0x0010 | 0x0008;
 
 unsafe extern "C" {
     fn PyObject_GetBuffer(obj: *mut PyObject, view: *mut PyBuffer, flags: c_int) -> c_int;
@@ -45,7 +46,8 @@ pub struct Held {
 unsafe impl Send for Held {}
 
 impl Held {
-    /// Acquires `obj`'s buffer as contiguous bytes, writable if the object allows it.
+    /// Acquires `obj`'s buffer as contiguous bytes (in C or Fortran order), writable if the
+    /// object allows it.
     ///
     /// # Errors
     /// `MaestroError(MSTRO_INVARG)` if the object has no contiguous buffer.
@@ -63,7 +65,7 @@ impl Held {
             suboffsets: std::ptr::null_mut(),
             internal: std::ptr::null_mut(),
         });
-        for flags in [SIMPLE | WRITABLE, SIMPLE] {
+        for flags in [ANY_CONTIGUOUS | WRITABLE, ANY_CONTIGUOUS] {
             // SAFETY: the GIL is held (`obj` is bound); `view` is a valid Py_buffer to fill.
             if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *view, flags) } == 0 {
                 return Ok(Held { view });
@@ -72,7 +74,7 @@ impl Held {
             let _ = PyErr::take(obj.py());
         }
         Err(crate::raise(mstro::Error::invarg(format!(
-            "raw-ptr needs an object with a contiguous buffer (bytes, bytearray, memoryview, a C-contiguous NumPy array), not {}",
+            "raw-ptr needs an object with a contiguous buffer (bytes, bytearray, memoryview, a NumPy array in C or Fortran order), not {}",
             obj.get_type()
                 .name()
                 .map(|n| n.to_string())
@@ -93,6 +95,56 @@ impl Held {
     /// True if the exporter allows writes.
     pub fn writable(&self) -> bool {
         self.view.readonly == 0
+    }
+
+    /// The array layout of a buffer of two or more dimensions (a NumPy array of order `'C'`
+    /// or `'F'`): its shape, its element size (1 to 16 bytes) and which order its strides
+    /// say (C where both hold, a dimension of 1 say). `None` for one dimension (both orders
+    /// are the same), larger elements, or an exporter that gave no shape or strides.
+    pub fn layout(&self) -> Option<mstro::layout::Layout> {
+        let v = &*self.view;
+        let ndim = usize::try_from(v.ndim).ok().filter(|&n| n >= 2)?;
+        if v.shape.is_null() || v.strides.is_null() {
+            return None;
+        }
+        // SAFETY: with PyBUF_STRIDES the exporter filled `ndim` shape and stride entries,
+        // valid while the view is held.
+        let (shape, strides) = unsafe {
+            (
+                std::slice::from_raw_parts(v.shape, ndim),
+                std::slice::from_raw_parts(v.strides, ndim),
+            )
+        };
+        let item = usize::try_from(v.itemsize).ok()?;
+        if item == 0 || item > mstro::layout::MAX_ELEMENT_SIZE {
+            return None;
+        }
+        let dims: Vec<u64> = shape
+            .iter()
+            .map(|&d| u64::try_from(d).ok())
+            .collect::<Option<_>>()?;
+        // Contiguous in an order: each stride is the product of the faster dimensions'
+        // sizes (dimensions of size 1 may have any stride).
+        let contiguous = |axes: Vec<usize>| {
+            let mut expect = v.itemsize;
+            axes.into_iter().all(|a| {
+                let ok = shape[a] <= 1 || strides[a] == expect;
+                expect *= shape[a];
+                ok
+            })
+        };
+        let order = if contiguous((0..ndim).rev().collect()) {
+            mstro::layout::Order::RowMajor
+        } else if contiguous((0..ndim).collect()) {
+            mstro::layout::Order::ColumnMajor
+        } else {
+            return None;
+        };
+        Some(mstro::layout::Layout {
+            order,
+            element_size: item,
+            dims,
+        })
     }
 }
 

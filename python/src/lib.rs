@@ -230,9 +230,11 @@ fn value_of(key: &str, ty: AttrType, v: &Bound<'_, PyAny>) -> PyResult<AttrValue
 
 /// Sets attribute `key` (`mstro_cdo_attribute_set`), typed by the schemas. For
 /// `MSTRO_ATTR_CORE_CDO_RAW_PTR` the value is any object with the buffer protocol (bytes,
-/// bytearray, memoryview, a C-contiguous NumPy array): its memory is offered in place, no
-/// copy, and the object is kept alive by the CDO until dispose; a demand writes into it
-/// (it must be writable then).
+/// bytearray, memoryview, a NumPy array in C or Fortran order): its memory is offered in
+/// place, no copy, and the object is kept alive by the CDO until dispose; a demand writes
+/// into it (it must be writable then). An array of two or more dimensions also sets the
+/// layout attributes (order, element size, dimensions): a consumer's array of the other
+/// order gets the producer's array in its own order.
 #[pyfunction]
 fn mstro_cdo_attribute_set(
     py: Python<'_>,
@@ -244,12 +246,25 @@ fn mstro_cdo_attribute_set(
     if key == mstro::RAW_PTR {
         let held = buffer::Held::get(value)?;
         let (addr, len, writable) = (held.ptr() as usize, held.len(), held.writable());
+        let layout = held.layout();
         let keep: Box<dyn std::any::Any + Send> = Box::new(held);
         // SAFETY: the buffer stays valid and its exporter locked (no resize) while `keep`
         // lives, which the CDO holds until it is disposed or lent other memory.
-        return call(py, move || unsafe {
+        call(py, move || unsafe {
             mstro::cdo_set_user_memory(h, addr as *mut u8, Some(len), writable, Some(keep))
-        });
+        })?;
+        // An array of 2 or more dimensions says its layout: a producer's travels with its
+        // offer, and a consumer's array gets the bytes in its own order.
+        if let Some(l) = layout {
+            let mut attrs = attr::Attributes::new();
+            l.to_attributes(&mut attrs);
+            return call(py, move || {
+                attrs
+                    .into_iter()
+                    .try_for_each(|(k, v)| mstro::cdo_attribute_set(h, &k, v))
+            });
+        }
+        return Ok(());
     }
     if key == attr::LOCAL_SIZE {
         let n: u64 = value.extract().map_err(|_| {

@@ -146,6 +146,40 @@ def test_numpy_arrays_travel_without_copies():
         M.mstro_cdo_dispose(p)
 
 
+def test_numpy_order_is_the_layout_and_a_consumer_gets_its_own():
+    c_order = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    with M.pool("py-layout", "tester", 0):
+        p = M.mstro_cdo_declare("cube", None)
+        M.mstro_cdo_attribute_set(p, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, c_order)
+        assert M.mstro_cdo_attribute_get(p, M.MSTRO_ATTR_CORE_CDO_LAYOUT_ORDER) == 0
+        assert M.mstro_cdo_attribute_get(p, M.MSTRO_ATTR_CORE_CDO_LAYOUT_ELEMENT_SIZE) == 4
+        assert M.mstro_cdo_attribute_get(p, M.MSTRO_ATTR_CORE_CDO_LAYOUT_NDIMS) == 3
+        dims = M.mstro_cdo_attribute_get(p, M.MSTRO_ATTR_CORE_CDO_LAYOUT_DIMS_SIZE)
+        assert np.frombuffer(dims, dtype="<u8").tolist() == [2, 3, 4]
+        M.mstro_cdo_seal(p)
+        M.mstro_cdo_offer(p)
+        # A Fortran-order array of the same shape gets the same array, in its order.
+        fortran = np.zeros((2, 3, 4), dtype=np.float32, order="F")
+        c = M.mstro_cdo_declare("cube", None)
+        M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, fortran)
+        assert M.mstro_cdo_attribute_get(c, M.MSTRO_ATTR_CORE_CDO_LAYOUT_ORDER) == 1
+        M.mstro_cdo_demand(c)
+        assert np.array_equal(fortran, c_order) and fortran.flags.f_contiguous
+        M.mstro_cdo_dispose(c)
+        # Another shape is another array: refused, naming both layouts.
+        wrong = np.zeros((4, 3, 2), dtype=np.float32, order="F")
+        c = M.mstro_cdo_declare("cube", None)
+        M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, wrong)
+        with pytest.raises(M.MaestroError) as e:
+            M.mstro_cdo_demand(c)
+        assert e.value.status == M.MSTRO_INVARG
+        assert "row-major 2x3x4 of 4-byte elements" in e.value.message
+        assert "column-major 4x3x2 of 4-byte elements" in e.value.message
+        M.mstro_cdo_dispose(c)
+        M.mstro_cdo_withdraw(p)
+        M.mstro_cdo_dispose(p)
+
+
 def test_asynchronous_demands_overlap_and_await_from_asyncio(monkeypatch):
     import asyncio
 

@@ -35,6 +35,11 @@ def c_programs(tmp_path_factory):
             + flags,
             check=True,
         )
+    subprocess.run(
+        ["cc", "-std=c99", "-D_POSIX_C_SOURCE=200809L", "-o", str(out / "layout"), str(REPO / "tests" / "c" / "layout.c")]
+        + flags,
+        check=True,
+    )
     return out
 
 
@@ -94,6 +99,41 @@ def test_a_python_producer_for_a_c_consumer_under_maestro_run(tmp_path, c_progra
     )
     assert "py-producer: offered 8 arrays of 65536 bytes in place" in out
     assert "consumer: 2 CDOs, 131072 bytes, all checksums match" in out
+
+
+FORTRAN_CONSUMER = """
+import numpy as np
+import maestro_core as M
+
+with M.pool(component="py-fortran"):
+    a = np.zeros((2, 3), dtype=np.int32, order="F")
+    c = M.mstro_cdo_declare("matrix", None)
+    M.mstro_cdo_attribute_set(c, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)
+    M.mstro_cdo_demand(c)
+    print("py-fortran:", a.tolist(), a.ravel(order="K").tolist(), flush=True)
+    M.mstro_cdo_dispose(c)
+    d = M.mstro_cdo_declare("layout-done", None)
+    M.mstro_cdo_seal(d)
+    M.mstro_cdo_offer(d)
+    M.mstro_cdo_withdraw(d)
+    M.mstro_cdo_dispose(d)
+"""
+
+
+def test_a_fortran_order_numpy_consumer_of_a_c_producer_gets_its_order(tmp_path, c_programs, env_for_children):
+    script = tmp_path / "fortran_consumer.py"
+    script.write_text(FORTRAN_CONSUMER)
+    out = run_job(
+        tmp_path,
+        env_for_children,
+        "py-layout",
+        f"{c_programs / 'pm_tool'} --clients 2",
+        f"{c_programs / 'layout'} producer",
+        f"{sys.executable} {script}",
+    )
+    # The same matrix, stored in Fortran order: 0 3 1 4 2 5 in memory.
+    assert "py-fortran: [[0, 1, 2], [3, 4, 5]] [0, 3, 1, 4, 2, 5]" in out, out
+    assert "layout: all hold" in out, out
 
 
 @contextlib.contextmanager
