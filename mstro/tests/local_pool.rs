@@ -8,6 +8,7 @@ use std::time::Duration;
 use mstro::{Attr, Status, SubscriptionOptions};
 use pool::attr::{AttrValue, LAYOUT_ORDER, LOCAL_SIZE, NAME};
 use pool::events::EventKind;
+use pool::layout;
 
 fn status<T: std::fmt::Debug>(r: mstro::Result<T>) -> Status {
     match r {
@@ -137,6 +138,63 @@ fn the_layer_in_a_local_pool() {
     );
     let withdrawn = mstro::subscription_wait(sub, Some(Duration::from_secs(10))).expect("event");
     assert_eq!(withdrawn[0].kind, EventKind::Withdraw);
+
+    // A row-major 2x3 matrix of u16 read by a consumer that declared it column-major.
+    let mut matrix: Vec<u8> = (0u16..6).flat_map(u16::to_ne_bytes).collect();
+    let row = layout::Layout {
+        order: layout::Order::RowMajor,
+        element_size: 2,
+        dims: vec![2, 3],
+    };
+    let col = layout::Layout {
+        order: layout::Order::ColumnMajor,
+        ..row.clone()
+    };
+    let set = |cdo, l: &layout::Layout| {
+        let mut attrs = pool::attr::Attributes::new();
+        l.to_attributes(&mut attrs);
+        for (k, v) in attrs {
+            mstro::cdo_attribute_set(cdo, &k, v).expect("layout attribute");
+        }
+    };
+    let m = mstro::cdo_declare("matrix").expect("declare");
+    set(m, &row);
+    // SAFETY: `matrix` outlives the offer (withdrawn below) and is not written meanwhile.
+    unsafe { mstro::cdo_set_user_memory(m, matrix.as_mut_ptr(), Some(12), false, None) }
+        .expect("lend");
+    mstro::cdo_seal(m).expect("seal");
+    mstro::cdo_offer(m).expect("offer");
+    let c = mstro::cdo_declare("matrix").expect("declare consumer");
+    set(c, &col);
+    mstro::cdo_demand(c).expect("demand");
+    let arrived = mstro::cdo_bytes(c).expect("bytes");
+    // SAFETY: `arrived` keeps the library's memory alive and unwritten while viewed.
+    let view = unsafe { std::slice::from_raw_parts(arrived.as_ptr(), arrived.len()) };
+    let got: Vec<u16> = view
+        .chunks_exact(2)
+        .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(got, [0, 3, 1, 4, 2, 5]);
+    drop(arrived);
+    assert_eq!(
+        mstro::cdo_attribute_get(c, LAYOUT_ORDER).expect("order"),
+        Attr::Value(AttrValue::Int(1)),
+        "the consumer's layout"
+    );
+    mstro::cdo_dispose(c).expect("dispose consumer");
+    // Only an order: which array it wants cannot be told.
+    let c = mstro::cdo_declare("matrix").expect("declare consumer");
+    mstro::cdo_attribute_set(c, LAYOUT_ORDER, AttrValue::Int(1)).expect("order");
+    let e = mstro::cdo_demand(c).expect_err("incomplete layout");
+    assert_eq!(e.status, Status::Invarg);
+    assert!(
+        e.message.contains("row-major 2x3 of 2-byte elements"),
+        "{e:?}"
+    );
+    assert!(e.message.contains("element-size is missing"), "{e:?}");
+    mstro::cdo_dispose(c).expect("dispose consumer");
+    mstro::cdo_withdraw(m).expect("withdraw");
+    mstro::cdo_dispose(m).expect("dispose");
 
     // Nobody offers this one.
     let lonely = mstro::cdo_declare("nobody-offers-this").expect("declare");

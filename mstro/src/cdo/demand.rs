@@ -213,10 +213,12 @@ fn settle(st: &mut CdoState, (data, attrs): (pool::CdoData, Attributes)) -> Resu
     st.attrs = attrs;
     let (wanted, given) = match (wanted, given) {
         (Ok(Some(w)), Ok(Some(g))) if w != g => (w, g),
-        (Err(e), _) => {
+        // The producer's bytes are an array and this CDO's layout says only part of what
+        // it wants: which order, of what, cannot be told.
+        (Err(e), Ok(Some(g))) => {
             st.data = Some(Arc::new(data));
             return Err(Error::invarg(format!(
-                "the layout this CDO was declared with: {e}; the bytes are kept as they came"
+                "the producer's bytes are a {g}, and the layout this CDO was declared with is incomplete: {e}; the bytes are kept as they came"
             )));
         }
         _ => return land(st, data),
