@@ -293,16 +293,23 @@ fn transpose(src: &[u8], dst: &mut [u8], rows: usize, cols: usize, elem: usize) 
 }
 
 fn transpose_fixed<const E: usize>(src: &[u8], dst: &mut [u8], rows: usize, cols: usize) {
-    // Each destination row (a source column) is written contiguously within a block;
-    // the source is read a cache line per row of the block.
+    let n = rows * cols * E;
+    assert!(src.len() >= n && dst.len() >= n, "a transpose within its buffers");
+    let (from, to) = (src.as_ptr(), dst.as_mut_ptr());
+    // Each destination row (a source column) is written contiguously within a block; the
+    // source is read a cache line per row of the block.
     for c0 in (0..cols).step_by(BLOCK) {
         for r0 in (0..rows).step_by(BLOCK) {
-            let r1 = (r0 + BLOCK).min(rows);
-            for c in c0..(c0 + BLOCK).min(cols) {
-                let out = &mut dst[(c * rows + r0) * E..(c * rows + r1) * E];
-                for (k, d) in out.chunks_exact_mut(E).enumerate() {
-                    let s = ((r0 + k) * cols + c) * E;
-                    d.copy_from_slice(&src[s..s + E]);
+            let (r1, c1) = ((r0 + BLOCK).min(rows), (c0 + BLOCK).min(cols));
+            for c in c0..c1 {
+                for r in r0..r1 {
+                    // SAFETY: r < rows and c < cols, so both element offsets plus E are
+                    // within the n bytes both buffers have (checked above); elements are
+                    // read and written unaligned.
+                    unsafe {
+                        let e = from.add((r * cols + c) * E).cast::<[u8; E]>().read_unaligned();
+                        to.add((c * rows + r) * E).cast::<[u8; E]>().write_unaligned(e);
+                    }
                 }
             }
         }
