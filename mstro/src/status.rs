@@ -147,7 +147,10 @@ impl From<ClientError> for Error {
             },
             ClientError::Timeout(_) | ClientError::AckTooLate(_) => Status::Timeout,
             ClientError::Disposed { .. } => Status::Invstate,
-            ClientError::Integrity(_) | ClientError::SubscriptionEnded(_) => Status::Fail,
+            ClientError::Integrity(_)
+            | ClientError::SubscriptionEnded(_)
+            | ClientError::Gfs(_)
+            | ClientError::Unreadable(_) => Status::Fail,
             ClientError::Closed | ClientError::Unreachable(_) => Status::NoPm,
             ClientError::Schema(_) | ClientError::Attribute(_) | ClientError::Selector(_) => {
                 Status::Invarg

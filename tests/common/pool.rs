@@ -29,11 +29,12 @@ pub fn watched_pm(workflow: &str, kinds: impl Into<EventKinds>, timeout: Duratio
     (pm, info, watcher, sub)
 }
 
-/// `c` declares `name`, and seals and offers `len` bytes of 7 without attributes.
-pub fn offer(c: &Client, name: &str, len: usize) {
+/// `c` declares `name`, and seals and offers `len` bytes of 7 without attributes: the CDO.
+pub fn offer(c: &Client, name: &str, len: usize) -> pool::proto::CdoId {
     let cdo = c.declare(name).expect("declare");
     let mut data = fabric::Buffer::new(len).expect("buffer");
     data.as_mut_slice().fill(7);
     c.seal_and_offer(cdo, pool::attr::Attributes::new(), data)
         .expect("offer");
+    cdo
 }

@@ -420,6 +420,10 @@ fn connect(
             .inline_max(settings.inline_max)
             .schemas((*settings.schemas).clone())
     };
+    let base = || match &settings.gfs {
+        Some(g) => base().gfs(g.clone()),
+        None => base(),
+    };
     let mut opts = base();
     // A NIC the pool is kept off (MSTRO_OFI_IFACE_EXCLUDE) is no choice: libfabric's order
     // among the others decides.

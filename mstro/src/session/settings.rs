@@ -25,6 +25,12 @@ pub const LOCAL_POOL_ENV: &str = "MSTRO_LOCAL_POOL";
 /// Offers of at most this many bytes carry their bytes to the pool manager, which hands
 /// them on with the consumers' tickets (default [`pool::DEFAULT_INLINE_MAX`]; 0: never).
 pub const INLINE_MAX_ENV: &str = "MSTRO_INLINE_MAX";
+/// `MSTRO_TRANSPORT_DEFAULT`: how offers reach consumers, `RDMA` (the fabric, the default)
+/// or `GFS` (a file on the global file system of [`GFS_DIR_ENV`]), as in Maestro Core.
+pub const TRANSPORT_ENV: &str = "MSTRO_TRANSPORT_DEFAULT";
+/// `MSTRO_TRANSPORT_GFS_DIR`: the directory every process of the workflow sees, where GFS
+/// offers are written and read.
+pub const GFS_DIR_ENV: &str = "MSTRO_TRANSPORT_GFS_DIR";
 
 /// Default of `MSTRO_POOL_MANAGER_WAIT`.
 pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
@@ -48,6 +54,9 @@ pub struct Settings {
     /// Offers of at most this many bytes carry them to the PM (`MSTRO_INLINE_MAX`; 0:
     /// never): see [`pool::JoinOptions::inline_max`].
     pub inline_max: usize,
+    /// The global file system (`MSTRO_TRANSPORT_GFS_DIR`, and whether offers go through it:
+    /// `MSTRO_TRANSPORT_DEFAULT=GFS`).
+    pub gfs: Option<pool::GfsOptions>,
     /// How long to look for a pool manager through PMIx (`MSTRO_POOL_MANAGER_WAIT`); unset:
     /// [`DEFAULT_PM_WAIT`] for the job's other ranks, one look for the PM rank itself and
     /// for one-process jobs (nobody in the job could start one later).
@@ -110,6 +119,37 @@ fn parse_inline_max(value: Option<&str>) -> Result<usize> {
                     "{INLINE_MAX_ENV}={v:?} is not a number of bytes from 0 (off) to {MOST}; set it to e.g. 4096 or unset it"
                 ))
             }),
+    }
+}
+
+/// `MSTRO_TRANSPORT_DEFAULT` and `MSTRO_TRANSPORT_GFS_DIR`: the global file system to use,
+/// if any.
+fn parse_transport(transport: Option<&str>, dir: Option<&str>) -> Result<Option<pool::GfsOptions>> {
+    let offer = match transport.map(|t| t.trim().to_ascii_uppercase()) {
+        None => false,
+        Some(t) if t == "RDMA" => false,
+        Some(t) if t == "GFS" => true,
+        Some(t) if t == "MIO" => {
+            return Err(Error::invarg(format!(
+                "{TRANSPORT_ENV}=MIO: no object store transport here; give RDMA or GFS"
+            )));
+        }
+        Some(t) => {
+            return Err(Error::invarg(format!(
+                "{TRANSPORT_ENV}={t:?} is no transport; give RDMA (the default) or GFS"
+            )));
+        }
+    };
+    match dir {
+        Some(d) => Ok(Some(pool::GfsOptions {
+            dir: d.trim().into(),
+            offer,
+            group_readable: false,
+        })),
+        None if offer => Err(Error::invarg(format!(
+            "{TRANSPORT_ENV}=GFS needs {GFS_DIR_ENV}: the directory, seen by every process of the workflow, the CDOs are written to"
+        ))),
+        None => Ok(None),
     }
 }
 
@@ -236,6 +276,10 @@ impl Settings {
                 pool::DEFAULT_WAIT_SPIN,
             )?,
             inline_max: parse_inline_max(env_text(INLINE_MAX_ENV).as_deref())?,
+            gfs: parse_transport(
+                env_text(TRANSPORT_ENV).as_deref(),
+                env_text(GFS_DIR_ENV).as_deref(),
+            )?,
             pm_wait: match env_text(PM_WAIT_ENV) {
                 Some(v) => Some(parse_seconds(PM_WAIT_ENV, Some(&v), DEFAULT_PM_WAIT)?),
                 None => None,
@@ -305,6 +349,30 @@ mod tests {
         }
         let e = parse_local_pool(Some("maybe")).unwrap_err();
         assert!(e.to_string().contains("MSTRO_LOCAL_POOL=\"maybe\""), "{e}");
+    }
+
+    #[test]
+    fn the_transport_is_rdma_or_gfs_with_its_directory_or_a_clear_error() {
+        assert_eq!(parse_transport(None, None).unwrap(), None);
+        assert_eq!(parse_transport(Some("RDMA"), None).unwrap(), None);
+        let gfs = parse_transport(Some(" gfs "), Some("/scratch/wf"))
+            .unwrap()
+            .unwrap();
+        assert!(gfs.offer && gfs.dir == std::path::Path::new("/scratch/wf"));
+        let read_only = parse_transport(None, Some("/scratch/wf")).unwrap().unwrap();
+        assert!(
+            !read_only.offer,
+            "consumers read GFS offers with the directory alone"
+        );
+        for (t, d, says) in [
+            (Some("GFS"), None, "needs MSTRO_TRANSPORT_GFS_DIR"),
+            (Some("MIO"), None, "no object store"),
+            (Some("tcp"), None, "is no transport"),
+        ] {
+            let e = parse_transport(t, d).unwrap_err();
+            assert_eq!(e.status, Status::Invarg);
+            assert!(e.message.contains(says), "{e:?}");
+        }
     }
 
     #[test]

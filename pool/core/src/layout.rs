@@ -294,7 +294,10 @@ fn transpose(src: &[u8], dst: &mut [u8], rows: usize, cols: usize, elem: usize) 
 
 fn transpose_fixed<const E: usize>(src: &[u8], dst: &mut [u8], rows: usize, cols: usize) {
     let n = rows * cols * E;
-    assert!(src.len() >= n && dst.len() >= n, "a transpose within its buffers");
+    assert!(
+        src.len() >= n && dst.len() >= n,
+        "a transpose within its buffers"
+    );
     let (from, to) = (src.as_ptr(), dst.as_mut_ptr());
     // Each destination row (a source column) is written contiguously within a block; the
     // source is read a cache line per row of the block.
@@ -307,8 +310,13 @@ fn transpose_fixed<const E: usize>(src: &[u8], dst: &mut [u8], rows: usize, cols
                     // within the n bytes both buffers have (checked above); elements are
                     // read and written unaligned.
                     unsafe {
-                        let e = from.add((r * cols + c) * E).cast::<[u8; E]>().read_unaligned();
-                        to.add((c * rows + r) * E).cast::<[u8; E]>().write_unaligned(e);
+                        let e = from
+                            .add((r * cols + c) * E)
+                            .cast::<[u8; E]>()
+                            .read_unaligned();
+                        to.add((c * rows + r) * E)
+                            .cast::<[u8; E]>()
+                            .write_unaligned(e);
                     }
                 }
             }

@@ -421,6 +421,13 @@ impl World {
                 return;
             }
             Source::SameProcess { .. } => panic!("no app shares a process here"),
+            // The world's "global file system": a file's name is its bytes' key.
+            Source::Gfs { path, .. } => {
+                let key = path.strip_prefix("/gfs/").and_then(|k| k.parse().ok());
+                key.and_then(|k| self.memory.get(&k))
+                    .cloned()
+                    .expect("a file offered")
+            }
         };
         if self.corrupt && !bytes.is_empty() {
             bytes[0] ^= 0xff;
@@ -444,6 +451,22 @@ impl World {
         (bytes, inline): (&[u8], bool),
         attributes: Attributes,
     ) -> (CdoId, u32) {
+        self.offer_as(app, name, (bytes, inline, false), attributes)
+    }
+
+    /// As [`World::offer`], the bytes written to a file of the world's global file system
+    /// (`/gfs/KEY`) that the offer names ([`Source::Gfs`]).
+    pub fn offer_to_gfs(&mut self, app: usize, name: &str, bytes: &[u8]) -> (CdoId, u32) {
+        self.offer_as(app, name, (bytes, false, true), Attributes::new())
+    }
+
+    fn offer_as(
+        &mut self,
+        app: usize,
+        name: &str,
+        (bytes, inline, gfs): (&[u8], bool, bool),
+        attributes: Attributes,
+    ) -> (CdoId, u32) {
         let cdo = self.core(app).declare(name).expect("declare");
         let key = self.memory.len() as u64 + 100;
         self.memory.insert(key, bytes.to_vec());
@@ -463,6 +486,7 @@ impl World {
             alternates: Vec::new(),
             file: Some(memory_file()),
             seal: Some(attributes),
+            gfs: gfs.then(|| format!("/gfs/{key}").into()),
         };
         self.timed(app, |k, now| k.offer(now, offer, tag))
             .expect("offer");

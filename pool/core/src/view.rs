@@ -206,17 +206,20 @@ pub enum Transport {
     Map,
     /// Relayed in pieces over the control connections.
     Stream,
+    /// Written by the provider to a file on a global file system, read by the consumer.
+    Gfs,
 }
 
 impl Transport {
     /// Every transport, in discriminant order.
-    pub const ALL: [Transport; 6] = [
+    pub const ALL: [Transport; 7] = [
         Transport::SameProcess,
         Transport::Inline,
         Transport::Rma,
         Transport::Copy,
         Transport::Map,
         Transport::Stream,
+        Transport::Gfs,
     ];
 
     /// Its name in views and metrics.
@@ -228,6 +231,7 @@ impl Transport {
             Transport::Copy => "copy",
             Transport::Map => "map",
             Transport::Stream => "stream",
+            Transport::Gfs => "gfs",
         }
     }
 }

@@ -147,6 +147,41 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     );
 }
 
+/// An offer whose bytes the driver wrote to the global file system names the file and
+/// carries no bytes, even small ones; the PM tickets its demands to read the file.
+#[test]
+fn offers_written_to_the_global_file_system_are_read_from_it() {
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    w.offer_to_gfs(p, "field", b"forty-two");
+    let cdo = w.core(c).declare("field").expect("declare");
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
+    w.pump();
+    let offered = w.sent(p).into_iter().find_map(|m| match m {
+        ToPm::SealOffer { extras, .. } => Some(extras.clone()),
+        _ => None,
+    });
+    let extras = offered.expect("the offer");
+    assert!(
+        extras.gfs().is_some_and(|p| p.starts_with("/gfs/")),
+        "{extras:?}"
+    );
+    assert!(
+        extras.inline().is_none(),
+        "the file is the transport: {extras:?}"
+    );
+    assert!(
+        matches!(&w.apps[c].tickets[..], [Source::Gfs { len: 9, .. }]),
+        "{:?}",
+        w.apps[c].tickets
+    );
+    assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
+    assert_eq!(
+        w.core(c).take_arrived(cdo).expect("arrived").0,
+        b"forty-two"
+    );
+}
+
 #[test]
 fn a_demand_after_a_completed_require_is_local_and_only_noticed() {
     let mut w = World::new();
@@ -256,6 +291,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
         alternates: Vec::new(),
         file: None,
         seal,
+        gfs: None,
     };
     // Integrity asked: the seal carries the bytes' checksum; small bytes travel along.
     let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);

@@ -158,6 +158,8 @@ impl AsyncClient {
             Some(s) => s,
             None => Arc::new(crate::schema::from_env()?),
         };
+        // A GFS directory that cannot work is said before joining.
+        let gfs = opts.gfs.as_ref().map(super::gfs::Gfs::new).transpose()?;
         let mut connected = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
         let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
         let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
@@ -220,6 +222,7 @@ impl AsyncClient {
             landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
             verified: Mutex::default(),
+            gfs,
         });
         let mut tasks = driver::spawn(connected.reader, shared.clone());
         tasks.push(tokio::spawn(shared.clone().timer()));

@@ -21,6 +21,7 @@ mod blocking;
 mod burst;
 mod data;
 mod driver;
+mod gfs;
 mod group;
 mod join;
 mod link;
@@ -42,6 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
+pub use gfs::GfsOptions;
 pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
@@ -119,6 +121,13 @@ pub enum ClientError {
         "the pool manager ended this subscription: {0}; acknowledge events sooner, or subscribe without require-ack"
     )]
     SubscriptionEnded(String),
+    /// The global file system could not be used (the reason says what to change).
+    #[error("global file system: {0}")]
+    Gfs(String),
+    /// This app could not take a ticket's bytes the way the ticket says (the reason; a
+    /// file on the global file system its settings do not reach).
+    #[error("{0}")]
+    Unreadable(String),
     /// A CDO's bytes did not match the checksum its producer sealed
     /// ([`crate::attr::CHECKSUM`]): the data is refused, not delivered.
     #[error("integrity check failed: {0}")]
@@ -134,6 +143,7 @@ impl From<CallError> for ClientError {
             CallError::Refused { op, why } => ClientError::Refused { op, why },
             CallError::Closed => ClientError::Closed,
             CallError::Integrity(why) => ClientError::Integrity(why),
+            CallError::Unreadable(why) => ClientError::Unreadable(why),
             CallError::Protocol(why) => ClientError::Protocol(why),
             CallError::Disposed { op, cdo } => ClientError::Disposed { op, cdo },
             CallError::Timeout(op) => ClientError::Timeout(op),
@@ -196,6 +206,8 @@ pub(crate) struct Shared {
     pub(crate) cross_memory: std::sync::atomic::AtomicBool,
     /// Providers' processes whose token checked out (true) or not (false), by announcement.
     pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
+    /// The global file system, where the app uses one.
+    pub(crate) gfs: Option<gfs::Gfs>,
 }
 
 /// What the timer task sleeps until, and how a call with an earlier deadline wakes it.
@@ -535,8 +547,22 @@ impl AsyncClient {
     /// data back if refused.
     async fn offer_with(&self, cdo: CdoId, data: Buffer, seal: Option<Attributes>) -> Result<()> {
         let file = data.memory_file();
+        // Offered through the global file system: written whole before the offer names the
+        // file (on a thread that may block), and nothing registered with the fabric.
+        let (data, gfs) = if self.shared.gfs.as_ref().is_some_and(gfs::Gfs::offers) {
+            let shared = self.shared.clone();
+            let (data, path) = tokio::task::spawn_blocking(move || {
+                let path = shared.gfs.as_ref().map(|g| g.write(cdo, data.as_slice()));
+                (data, path)
+            })
+            .await
+            .map_err(|e| ClientError::Gfs(format!("writing the file failed: {e}")))?;
+            (data, path.transpose()?.map(std::sync::Arc::<str>::from))
+        } else {
+            (data, None)
+        };
         let (offered, region, alternates) = match &self.shared.endpoint {
-            Some(ep) => {
+            Some(ep) if gfs.is_none() => {
                 let r: MemoryRegion<RemoteRead> = ep.register(data)?;
                 let remote = r.remote();
                 let mut extras = Vec::new();
@@ -551,7 +577,7 @@ impl AsyncClient {
                 let registered = data::Registration::new(r, extras);
                 (data::Offered::Registered(registered), remote, regions)
             }
-            None => {
+            _ => {
                 let remote = fabric::RemoteRegion {
                     addr: 0,
                     key: 0,
@@ -572,12 +598,16 @@ impl AsyncClient {
                 alternates,
                 file,
                 seal,
+                gfs,
             };
             c.offer(now, offer, waiter)
         })
         .await;
         if r.is_err() {
             data::take_back(&key);
+            if let Some(g) = &self.shared.gfs {
+                g.remove(cdo);
+            }
         }
         r.map(drop)
     }
@@ -674,6 +704,10 @@ impl AsyncClient {
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         self.call((Op::Withdraw, cdo), ToPm::Withdraw { cdo })
             .await?;
+        // Its file on the global file system, if it went there: no consumer reads it now.
+        if let Some(g) = &self.shared.gfs {
+            g.remove(cdo);
+        }
         let key = (self.shared.pool, self.shared.app, cdo);
         // The application's own memory goes back only when no consumer in this process
         // reads it any more (they dispose their handle or drop their `CdoData`).

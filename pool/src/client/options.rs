@@ -54,6 +54,8 @@ pub struct JoinOptions {
     /// take them from the fabric settings): the PM's control endpoints on their networks
     /// are not tried, since the PM relays streamed bytes over the control connection.
     pub exclude_interfaces: Vec<String>,
+    /// The global file system the app offers through or reads from (`None`: neither).
+    pub gfs: Option<super::GfsOptions>,
 }
 
 /// Default of [`JoinOptions::inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
@@ -85,7 +87,14 @@ impl JoinOptions {
             exclude_interfaces: Vec::new(),
             inline_max: DEFAULT_INLINE_MAX,
             nic_reason: None,
+            gfs: None,
         }
+    }
+
+    /// Uses the global file system `gfs` (see [`super::GfsOptions`]).
+    pub fn gfs(mut self, gfs: super::GfsOptions) -> JoinOptions {
+        self.gfs = Some(gfs);
+        self
     }
 
     /// Sets [`JoinOptions::inline_max`].

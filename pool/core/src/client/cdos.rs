@@ -32,6 +32,9 @@ pub struct Offer<'a> {
     pub file: Option<MemoryFile>,
     /// Attributes to seal the CDO with in the same message (one round trip), if any.
     pub seal: Option<Attributes>,
+    /// The file on the global file system the driver wrote the bytes to, whole, if the
+    /// app offers through it (consumers then read the file: [`Source::Gfs`]).
+    pub gfs: Option<std::sync::Arc<str>>,
 }
 
 /// Ids a group's demand reserves for its members: a group has at most this many.
@@ -84,6 +87,9 @@ pub(super) struct Fetching {
     attributes: Attributes,
     provider: Arc<str>,
     completes_demand: bool,
+    /// Read from the global file system: a failure is this app's (its settings), and
+    /// fails the demand.
+    gfs: bool,
 }
 
 impl Fetching {
@@ -207,11 +213,18 @@ impl<T: Driver> ClientCore<T> {
             alternates,
             file,
             seal,
+            gfs,
         } = offer;
         let mut extras = proto::OfferExtras::new(alternates, file);
-        // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to read.
-        if bytes.is_empty() || bytes.len() <= self.inline_max {
-            extras = extras.with_inline(bytes);
+        match gfs {
+            // The file is the transport the app chose: the bytes stay out of the offer.
+            Some(path) => extras = extras.with_gfs(path),
+            // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to
+            // read.
+            None if bytes.is_empty() || bytes.len() <= self.inline_max => {
+                extras = extras.with_inline(bytes);
+            }
+            None => {}
         }
         let msg = match seal {
             Some(mut attributes) => {
@@ -423,6 +436,7 @@ impl<T: Driver> ClientCore<T> {
             attributes,
             provider,
             completes_demand,
+            gfs: matches!(source, Source::Gfs { .. }),
         };
         match source {
             // The PM counted the transfer done as it sent the ticket: nothing to report.
@@ -483,11 +497,16 @@ impl<T: Driver> ClientCore<T> {
                 }
             }
             Err((why, integrity)) => {
-                let why = if integrity {
-                    let failed = CallError::Integrity(why);
+                let why = if integrity || f.gfs {
+                    let failed = if integrity {
+                        CallError::Integrity(why)
+                    } else {
+                        CallError::Unreadable(why)
+                    };
                     let text = failed.to_string();
                     if f.completes_demand {
-                        // Corrupted bytes are an error for the demand, not data.
+                        // Corrupted bytes are an error for the demand, not data; bytes this
+                        // app cannot read would be as unreadable from another ticket.
                         self.resolve((Op::Demand, f.cdo), Err(failed));
                     }
                     text

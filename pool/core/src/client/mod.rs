@@ -81,6 +81,11 @@ pub enum CallError {
     /// delivered.
     #[error("integrity check failed: {0}")]
     Integrity(String),
+    /// This app cannot take the bytes the way its ticket says (a file on the global file
+    /// system its settings do not reach): the demand fails with the reason, since another
+    /// ticket of the same kind would fail alike.
+    #[error("{0}")]
+    Unreadable(String),
     /// The CDO was disposed while the call waited (a demand or require of it).
     #[error("{op} of CDO {cdo} ended: the CDO was disposed meanwhile")]
     Disposed {

@@ -1,6 +1,7 @@
 //! Transport planning: how a consumer gets an offer's bytes (see the module docs of
-//! [`super`]): same process, inline with the ticket, RMA over the first pair of endpoints
-//! that reach each other, else the stream.
+//! [`super`]): same process, the provider's file on a global file system when it wrote one,
+//! inline with the ticket, RMA over the first pair of endpoints that reach each other, else
+//! the stream.
 
 use std::sync::Arc;
 
@@ -76,6 +77,16 @@ impl Manager {
             };
             let route = Route::of(&source, None);
             return (source, words(&|| "same-process (no copy)".into()), route);
+        }
+        // Bytes the provider wrote to the global file system: the consumer reads the file
+        // (the transport the provider chose; it outlives the provider's memory).
+        if let Some(path) = self.cdos.get(&from).and_then(|f| f.extras.gfs()) {
+            let source = Source::Gfs {
+                path: Arc::clone(path),
+                len: region.len,
+            };
+            let route = Route::of(&source, None);
+            return (source, words(&|| format!("gfs (the file {path})")), route);
         }
         // A small CDO whose offer brought its bytes: they go with the ticket; unless it is
         // a group's member the consumer copies out of the provider's memory with the

@@ -38,6 +38,10 @@ impl Route {
                 transport: Transport::Stream,
                 ..Route::none()
             },
+            Source::Gfs { .. } => Route {
+                transport: Transport::Gfs,
+                ..Route::none()
+            },
             Source::Rma { via, .. } => Route {
                 transport: Transport::Rma,
                 provider_nic: nic(provider_nic),
@@ -92,12 +96,12 @@ impl Traffic {
 }
 
 /// An app's traffic slots: one per endpoint (the first, then the alternates), then the
-/// pseudo-NICs `inline`, `stream` and `process` (same-process hand-overs).
+/// pseudo-NICs `inline`, `stream`, `process` (same-process hand-overs) and `gfs`.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Slots(Vec<Traffic>);
 
 /// The pseudo-NICs after an app's endpoints, in slot order.
-const PSEUDO: [&str; 3] = ["inline", "stream", "process"];
+const PSEUDO: [&str; 4] = ["inline", "stream", "process", "gfs"];
 
 impl Slots {
     /// Slots for an app with `endpoints` endpoints.
@@ -112,6 +116,7 @@ impl Slots {
             Transport::Inline => endpoints,
             Transport::Stream => endpoints + 1,
             Transport::SameProcess => endpoints + 2,
+            Transport::Gfs => endpoints + 3,
             Transport::Rma | Transport::Copy | Transport::Map => usize::from(if provider_side {
                 route.provider_nic
             } else {

@@ -20,19 +20,21 @@ mod source;
 pub use crate::ids::{AppId, CDO_SEQ_BITS, CdoId, MAX_APP, TransferId, cdo_ids, cdo_owner};
 pub use frame::{FrameError, decode, decode_join, drain_frames, encode, encode_split, payload_len};
 pub use source::{
-    Direct, FabricEndpoint, HostMemory, InlineBytes, OfferExtras, ProcessMemory, Source,
+    Direct, FabricEndpoint, HostMemory, InlineBytes, MAX_GFS_PATH, OfferExtras, ProcessMemory,
+    Source,
 };
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (13: offer events carry leases,
+/// Protocol version carried in every frame (14: offers written to a global file system,
+/// [`OfferExtras::with_gfs`], ticketed as [`Source::Gfs`]; 13: offer events carry leases,
 /// [`FromPm::Lease`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
 /// connection refused admission is told why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
 /// addresses travel as bytes, not hex; 9: observers and their queries, see
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 13;
+pub const VERSION: u8 = 14;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.

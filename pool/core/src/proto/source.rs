@@ -58,7 +58,12 @@ struct Extras {
     alternates: Vec<RemoteRegion>,
     file: Option<MemoryFile>,
     inline: Option<InlineBytes>,
+    #[serde(default)]
+    gfs: Option<std::sync::Arc<str>>,
 }
+
+/// Longest path of a CDO's file on the global file system ([`Source::Gfs`]).
+pub const MAX_GFS_PATH: usize = 4096;
 
 /// A small CDO's bytes carried in its offer and in the tickets of its demands (see
 /// [`Source::Inline`]), shared, not copied, between the PM's tickets.
@@ -128,6 +133,7 @@ impl OfferExtras {
                 alternates,
                 file,
                 inline: None,
+                gfs: None,
             })
         }))
     }
@@ -136,6 +142,18 @@ impl OfferExtras {
     pub fn with_inline(mut self, bytes: impl Into<std::sync::Arc<[u8]>>) -> OfferExtras {
         self.0.get_or_insert_with(Box::default).inline = Some(InlineBytes(bytes.into()));
         self
+    }
+
+    /// The same, the CDO's bytes written whole to the file `path` on a global file system
+    /// (a directory every consumer sees): consumers read it ([`Source::Gfs`]).
+    pub fn with_gfs(mut self, path: impl Into<std::sync::Arc<str>>) -> OfferExtras {
+        self.0.get_or_insert_with(Box::default).gfs = Some(path.into());
+        self
+    }
+
+    /// The file on the global file system holding the CDO's bytes, if the offer has one.
+    pub fn gfs(&self) -> Option<&std::sync::Arc<str>> {
+        self.0.as_deref().and_then(|e| e.gfs.as_ref())
     }
 
     /// The bytes the offer carries, if it does.
@@ -210,6 +228,14 @@ pub enum Source {
         /// The bytes.
         bytes: InlineBytes,
     },
+    /// The provider wrote the bytes to a file on a global file system: read `len` bytes
+    /// from `path` (which must lie under the consumer's own GFS directory).
+    Gfs {
+        /// The file.
+        path: std::sync::Arc<str>,
+        /// The CDO's size.
+        len: u64,
+    },
 }
 
 impl Source {
@@ -217,7 +243,9 @@ impl Source {
     pub fn len(&self) -> u64 {
         match self {
             Source::Rma { region, .. } => region.len,
-            Source::SameProcess { len, .. } | Source::Stream { len } => *len,
+            Source::SameProcess { len, .. } | Source::Stream { len } | Source::Gfs { len, .. } => {
+                *len
+            }
             Source::Inline { bytes } => bytes.len() as u64,
         }
     }
@@ -234,6 +262,7 @@ impl Source {
             Source::SameProcess { .. } => "same-process",
             Source::Stream { .. } => "stream",
             Source::Inline { .. } => "inline",
+            Source::Gfs { .. } => "gfs",
         }
     }
 }

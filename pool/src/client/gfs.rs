@@ -1,0 +1,227 @@
+//! The global-file-system transport on the client's side (Maestro's `GFS`): a producer
+//! writes an offered CDO's bytes whole to a file of its own under a directory every
+//! consumer sees (`MSTRO_TRANSPORT_GFS_DIR`, a parallel file system across nodes), and
+//! names the file in its offer; consumers read the file ([`pool_core::proto::Source::Gfs`]).
+//!
+//! Each client writes into a directory of its own, `DIR/maestro-gfs-PID-RANDOM` (mode 0700,
+//! created exclusively: nobody else's CDO can collide), one file per CDO named by its id,
+//! written to a temporary name, flushed and renamed before the offer names it (mode 0600,
+//! or 0640 with [`GfsOptions::group_readable`]). The file goes at the offer's withdraw,
+//! and the directory with whatever is left when the client is dropped. A consumer reads
+//! only regular files of its own user under its own GFS directory, never through a link,
+//! of exactly the size the ticket says: a ticket naming anything else is an error.
+
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use fabric::Buffer;
+
+use super::data::CdoData;
+use super::{ClientError, Result};
+use crate::proto::CdoId;
+
+/// Where and how an app uses the global file system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GfsOptions {
+    /// The directory every process of the workflow sees (`MSTRO_TRANSPORT_GFS_DIR`).
+    pub dir: PathBuf,
+    /// Offer through it (`MSTRO_TRANSPORT_DEFAULT=GFS`); else it is only read from.
+    pub offer: bool,
+    /// Make the files readable by the group (for consumers running as other users of the
+    /// group); else only this user reads them.
+    pub group_readable: bool,
+}
+
+/// This client's files on the global file system.
+pub(crate) struct Gfs {
+    /// The shared directory, as given.
+    root: PathBuf,
+    /// This client's directory in it, once it offered through it.
+    mine: std::sync::OnceLock<PathBuf>,
+    offer: bool,
+    mode: u32,
+}
+
+impl Gfs {
+    pub(crate) fn new(o: &GfsOptions) -> Result<Gfs> {
+        if !o.dir.is_absolute() {
+            return Err(ClientError::Gfs(format!(
+                "the GFS directory {} is not an absolute path: give MSTRO_TRANSPORT_GFS_DIR as one",
+                o.dir.display()
+            )));
+        }
+        if !o.dir.is_dir() {
+            return Err(ClientError::Gfs(format!(
+                "the GFS directory {} is no directory here: create it, on a file system every node of the workflow sees",
+                o.dir.display()
+            )));
+        }
+        Ok(Gfs {
+            root: o.dir.clone(),
+            mine: std::sync::OnceLock::new(),
+            offer: o.offer,
+            mode: if o.group_readable { 0o640 } else { 0o600 },
+        })
+    }
+
+    /// Whether offers go through the file system.
+    pub(crate) fn offers(&self) -> bool {
+        self.offer
+    }
+
+    /// This client's directory, created on first use.
+    fn mine(&self) -> Result<&Path> {
+        if let Some(p) = self.mine.get() {
+            return Ok(p);
+        }
+        let mut token = [0u8; 8];
+        getrandom::fill(&mut token)
+            .map_err(|e| ClientError::Gfs(format!("no randomness for a file name: {e}")))?;
+        let dir = self.root.join(format!(
+            "maestro-gfs-{}-{}",
+            std::process::id(),
+            hex::encode(token)
+        ));
+        safefs::new_private_dir(&dir).map_err(|e| ClientError::Gfs(e.to_string()))?;
+        if self.mode & 0o040 != 0 {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))?;
+        }
+        Ok(self.mine.get_or_init(|| dir))
+    }
+
+    /// Writes `bytes`, CDO `cdo`'s, whole to its file (a temporary name first, flushed to
+    /// the file system, then renamed): the file's path.
+    pub(crate) fn write(&self, cdo: CdoId, bytes: &[u8]) -> Result<String> {
+        let dir = self.mine()?;
+        let (tmp, path) = (dir.join(format!("{cdo}.tmp")), dir.join(cdo.to_string()));
+        let mut f = safefs::create_or_open_own(&tmp, self.mode)
+            .map_err(|e| ClientError::Gfs(e.to_string()))?;
+        f.set_len(0)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        path.into_os_string()
+            .into_string()
+            .map_err(|p| ClientError::Gfs(format!("the GFS path {p:?} is not UTF-8")))
+    }
+
+    /// Removes CDO `cdo`'s file (its offer was withdrawn).
+    pub(crate) fn remove(&self, cdo: CdoId) {
+        if let Some(dir) = self.mine.get()
+            && let Err(e) = std::fs::remove_file(dir.join(cdo.to_string()))
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("removing the GFS file of CDO {cdo}: {e}");
+        }
+    }
+
+    /// Reads the `len` bytes of the file `path` a ticket names (into `lent` if given and
+    /// large enough).
+    ///
+    /// # Errors
+    /// [`ClientError::Gfs`] for a path outside this client's GFS directory, with `..`, of
+    /// a link or another user's file, or of another size; IO errors.
+    pub(crate) fn read(&self, path: &str, len: usize, lent: Option<Buffer>) -> Result<CdoData> {
+        let p = Path::new(path);
+        let inside = p.starts_with(&self.root)
+            && p.components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !inside {
+            return Err(ClientError::Gfs(format!(
+                "a ticket names the file {path}, not under this app's GFS directory {}: give every process of the workflow the same MSTRO_TRANSPORT_GFS_DIR",
+                self.root.display()
+            )));
+        }
+        let mut f = safefs::open_own(p, false).map_err(|e| ClientError::Gfs(e.to_string()))?;
+        let size = f.metadata()?.len();
+        if size != len as u64 {
+            return Err(ClientError::Gfs(format!(
+                "the file {path} has {size} bytes, the CDO {len}: it was changed after its offer"
+            )));
+        }
+        let mut buf = match lent {
+            Some(b) if b.len() >= len => b,
+            _ => Buffer::new(len)?,
+        };
+        f.read_exact(&mut buf.as_mut_slice()[..len])?;
+        Ok(CdoData::own(buf, len))
+    }
+}
+
+impl Drop for Gfs {
+    fn drop(&mut self) {
+        if let Some(dir) = self.mine.get()
+            && let Err(e) = std::fs::remove_dir_all(dir)
+        {
+            tracing::warn!("removing the GFS directory {}: {e}", dir.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gfs(dir: &Path, offer: bool) -> Gfs {
+        Gfs::new(&GfsOptions {
+            dir: dir.to_path_buf(),
+            offer,
+            group_readable: false,
+        })
+        .expect("gfs")
+    }
+
+    #[test]
+    fn a_file_is_written_whole_read_back_checked_and_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let producer = gfs(dir.path(), true);
+        let path = producer.write(7, b"seven bytes").expect("write");
+        assert!(path.starts_with(&*dir.path().to_string_lossy()), "{path}");
+        assert!(path.ends_with("/7"), "{path}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("file").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let consumer = gfs(dir.path(), false);
+        let data = consumer.read(&path, 11, None).expect("read");
+        assert_eq!(data.as_slice(), b"seven bytes");
+        let wrong = consumer.read(&path, 12, None).expect_err("size");
+        assert!(
+            wrong.to_string().contains("has 11 bytes, the CDO 12"),
+            "{wrong}"
+        );
+        for outside in ["/etc/passwd", &format!("{}/../x", dir.path().display())] {
+            let e = consumer.read(outside, 1, None).expect_err("outside");
+            assert!(
+                e.to_string().contains("not under this app's GFS directory"),
+                "{e}"
+            );
+        }
+        producer.remove(7);
+        assert!(!Path::new(&path).exists());
+        let again = producer.write(8, b"x").expect("write");
+        drop(producer);
+        assert!(
+            !Path::new(&again).exists(),
+            "the client's directory goes with it"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn a_bad_directory_is_refused_saying_what_to_give() {
+        for (dir, says) in [
+            ("relative/dir", "not an absolute path"),
+            ("/nonexistent/gfs", "no directory here"),
+        ] {
+            let e = Gfs::new(&GfsOptions {
+                dir: dir.into(),
+                offer: true,
+                group_readable: false,
+            })
+            .err()
+            .expect("refused");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The global-file-system transport (Maestro's `GFS`): producers write offered CDOs whole to
+//! files of their own under a directory every consumer sees, consumers read the files. Real
+//! pool managers (`maestro pm`), real clients over real connections, and the C library's
+//! producer and consumer with Maestro's settings (`MSTRO_TRANSPORT_DEFAULT=GFS`,
+//! `MSTRO_TRANSPORT_GFS_DIR`).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::pool::offer;
+use common::{maestro, run, start_pm};
+use pool::GfsOptions;
+
+const T: Duration = Duration::from_secs(60);
+
+fn gfs(dir: &Path, offer: bool) -> GfsOptions {
+    GfsOptions {
+        dir: dir.to_path_buf(),
+        offer,
+        group_readable: false,
+    }
+}
+
+/// The files under `dir`, recursively (directories not counted).
+fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `maestro pool ARGS --json` against the PM of `info`.
+fn view(info: &str, what: &str) -> serde_json::Value {
+    let out = run(
+        Command::new(maestro()).args(["pool", what, "--json", "--info", info]),
+        T,
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("json")
+}
+
+/// A producer offering through the global file system: each CDO is a file of its own (mode
+/// 0600, in a directory of the producer's) while offered, consumers read it, the PM counts
+/// the transport as `gfs`, and the file goes at withdraw and the directory when the
+/// producer leaves. A consumer with no GFS directory, or another one, is told why it cannot
+/// read.
+#[test]
+fn offers_go_through_files_every_consumer_reads() {
+    let (_pm, info) = start_pm("gfs", &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("producer").gfs(gfs(dir.path(), true)),
+    )
+    .expect("join");
+    let big_cdo = offer(&producer, "big", 3 << 20);
+    offer(&producer, "small", 8);
+    let written = files(dir.path());
+    assert_eq!(written.len(), 2, "{written:?}");
+    use std::os::unix::fs::PermissionsExt;
+    for f in &written {
+        let mode = std::fs::metadata(f).expect("file").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+
+    let consumer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("consumer").gfs(gfs(dir.path(), false)),
+    )
+    .expect("join");
+    for (name, len) in [("big", 3 << 20), ("small", 8)] {
+        let cdo = consumer.declare(name).expect("declare");
+        let (data, _) = consumer.demand(cdo).expect("demand");
+        assert_eq!(data.len(), len);
+        assert!(data.iter().all(|&b| b == 7), "{name}: the bytes offered");
+        consumer.dispose(cdo).expect("dispose");
+    }
+    let fabric = view(&info, "fabric");
+    assert_eq!(fabric["transports"]["gfs"]["transfers"], 2, "{fabric}");
+    assert_eq!(
+        fabric["transports"]["gfs"]["bytes"],
+        (3 << 20) + 8,
+        "{fabric}"
+    );
+
+    // Without the directory, or with another, a consumer is told what to set.
+    let other = tempfile::tempdir().expect("tempdir");
+    for (label, opts) in [
+        ("no-gfs", common::tcp_lo_options("no-gfs")),
+        (
+            "other-gfs",
+            common::tcp_lo_options("other-gfs").gfs(gfs(other.path(), false)),
+        ),
+    ] {
+        let lost = pool::Client::join(&pm_info, opts).expect("join");
+        let cdo = lost.declare("small").expect("declare");
+        let e = lost.demand(cdo).expect_err(label);
+        let says = if label == "no-gfs" {
+            "set MSTRO_TRANSPORT_GFS_DIR"
+        } else {
+            "not under this app's GFS directory"
+        };
+        assert!(e.to_string().contains(says), "{label}: {e}");
+    }
+
+    let big = written
+        .iter()
+        .find(|f| f.metadata().is_ok_and(|m| m.len() > 8));
+    producer.withdraw(big_cdo).expect("withdraw");
+    assert!(!big.expect("the big file").exists(), "removed at withdraw");
+    assert_eq!(files(dir.path()).len(), 1);
+    drop(producer);
+    assert!(
+        files(dir.path()).is_empty(),
+        "nothing left when the producer is gone"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "its directory gone too"
+    );
+}
