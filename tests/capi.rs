@@ -91,6 +91,59 @@ fn exchange_launched(
     format!("{}{}", p.stdout, k.stdout)
 }
 
+/// Maestro's settings for the global file system (`MSTRO_TRANSPORT_DEFAULT=GFS`,
+/// `MSTRO_TRANSPORT_GFS_DIR`) move the C producer's CDOs through files under that
+/// directory: the consumer reads them, the PM counts them as `gfs`, and nothing is left in
+/// the directory afterwards. A directory that is not there stops the producer with what to
+/// do.
+#[test]
+fn maestros_gfs_settings_move_the_c_programs_cdos_through_files() {
+    let c = installed();
+    let (_pm, info) = start_pm("capi-gfs", &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spawn = |name: &str, args: &[&str], gfs: &std::path::Path| {
+        let mut cmd = Command::new(c.bin(name));
+        env(&mut cmd, "capi-gfs")
+            .args(args)
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_TRANSPORT_DEFAULT", "GFS")
+            .env("MSTRO_TRANSPORT_GFS_DIR", gfs);
+        Group::spawn(&mut cmd)
+    };
+    let consumer = spawn("consumer", &["--expect", "2"], dir.path());
+    let producer = spawn("producer", &["--cdos", "8"], dir.path());
+    let p = producer.wait(Duration::from_secs(60));
+    let k = consumer.wait(Duration::from_secs(60));
+    assert_eq!(p.code(), Some(0), "producer: {p:?}");
+    assert_eq!(k.code(), Some(0), "consumer: {k:?}");
+    assert_exchange(&format!("{}{}", p.stdout, k.stdout));
+    let out = run(
+        Command::new(maestro()).args(["pool", "fabric", "--json", "--info", &info]),
+        Duration::from_secs(60),
+    );
+    let fabric: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let gfs = &fabric["transports"]["gfs"];
+    assert!(gfs["bytes"].as_u64() >= Some(2 << 20), "{fabric}");
+    assert!(fabric["transports"].get("rma").is_none(), "{fabric}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "nothing left behind"
+    );
+
+    let lost = spawn(
+        "producer",
+        &["--cdos", "1"],
+        std::path::Path::new("/nonexistent/gfs"),
+    );
+    let out = lost.wait(Duration::from_secs(60));
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("is no directory here: create it"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn local_pool_threads_exchange_the_producers_own_buffer() {
     let c = installed();
