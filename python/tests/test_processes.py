@@ -234,6 +234,30 @@ def test_library_memory_of_a_python_producer_is_mapped_by_a_c_consumer(c_program
         assert traced.count("mapped: no copy") == 2, traced
 
 
+def test_gfs_settings_move_a_python_producers_arrays_through_files(tmp_path, c_programs, env_for_children):
+    """Maestro's MSTRO_TRANSPORT_DEFAULT=GFS and MSTRO_TRANSPORT_GFS_DIR: the Python
+    producer's arrays go through files the C consumer reads (the transport events say so),
+    and the directory is empty afterwards."""
+    gfs = tmp_path / "gfs"
+    gfs.mkdir()
+    env = dict(env_for_children, MSTRO_TRANSPORT_DEFAULT="GFS", MSTRO_TRANSPORT_GFS_DIR=str(gfs))
+    with processes(env) as (env, spawn):
+        tracer = spawn([example("pool_tracer"), "--kinds", "transport-started"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(tracer.stderr, "subscribed")
+        consumer = spawn([str(c_programs / "consumer"), "--expect", "2"], stdout=subprocess.PIPE)
+        code, out, err = run(
+            [sys.executable, str(EXAMPLES / "python" / "producer.py"), "--cdos", "8", "--size", "65536"],
+            env,
+        )
+        assert code == 0, out + err
+        consumed, _ = consumer.communicate(timeout=60)
+        assert "consumer: 2 CDOs, 131072 bytes, all checksums match" in consumed, consumed
+        os.killpg(tracer.pid, signal.SIGTERM)
+        traced, _ = tracer.communicate(timeout=30)
+        assert traced.count("gfs (the file " + str(gfs)) >= 2, traced
+    assert list(gfs.iterdir()) == []
+
+
 def test_a_consumer_demanding_as_told_is_served_by_the_leases_of_the_offer_events(env_for_children):
     """ECMWF's syphon: demands each CDO as its offer event arrives. Every transfer is
     started by the lease that came with the event (the transport events say so): no
