@@ -334,7 +334,7 @@ fn transfer_families(out: &mut Vec<Family>, s: &Snapshot) {
         ),
         labelled(
             "transport_bytes",
-            "Bytes of completed transfers, by transport (rma, copy, map, inline, stream, process)",
+            "Bytes of completed transfers, by transport (rma, copy, map, inline, stream, same-process, gfs)",
             Kind::Counter,
             by_transport(|n| n.bytes),
         ),
