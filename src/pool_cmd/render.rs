@@ -34,21 +34,7 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// `1.5 KiB`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use pool_tools::progress::bytes;
 
 /// `2.5 s`, `3 min`, `1.2 h`.
 pub fn seconds(s: f64) -> String {

@@ -168,8 +168,9 @@ impl Drop for Progress {
     }
 }
 
-/// `n` bytes in the largest binary unit that keeps a digit before the point.
-fn bytes(n: u64) -> String {
+/// `n` bytes in the largest binary unit that keeps a digit before the point (`1.5 KiB`):
+/// how the tools show sizes to people.
+pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut unit = 0;

@@ -398,47 +398,47 @@ fn fabric_families(out: &mut Vec<Family>, s: &Snapshot) {
 
 /// The figures every Prometheus client exports about its process.
 fn process_families(out: &mut Vec<Family>, p: &ProcessStats) {
-    let one = |name: &str, help, kind, value: Value| {
-        Family::one(format!("process_{name}"), help, kind, value)
-    };
-    out.extend([
-        one(
+    let rows = [
+        (
             "cpu_seconds",
             "Total user and system CPU time spent in seconds",
             Kind::Counter,
             Value::Float(p.cpu_seconds),
         ),
-        one(
+        (
             "start_time_seconds",
             "Start time of the process since unix epoch in seconds",
             Kind::Gauge,
             Value::Float(p.start_time_seconds),
         ),
-        one(
+        (
             "resident_memory_bytes",
             "Resident memory size in bytes",
             Kind::Gauge,
             Value::Int(p.resident_bytes),
         ),
-        one(
+        (
             "virtual_memory_bytes",
             "Virtual memory size in bytes",
             Kind::Gauge,
             Value::Int(p.virtual_bytes),
         ),
-        one(
+        (
             "open_fds",
             "Number of open file descriptors",
             Kind::Gauge,
             Value::Int(p.open_fds),
         ),
-        one(
+        (
             "max_fds",
             "Maximum number of open file descriptors",
             Kind::Gauge,
             Value::Int(p.max_fds),
         ),
-    ]);
+    ];
+    out.extend(rows.map(|(name, help, kind, value)| {
+        Family::one(format!("process_{name}"), help, kind, value)
+    }));
 }
 
 #[cfg(test)]
