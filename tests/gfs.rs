@@ -130,3 +130,44 @@ fn offers_go_through_files_every_consumer_reads() {
         "its directory gone too"
     );
 }
+
+/// `maestro bench pool --transport gfs` demands files through the pool and copies as many
+/// bytes between files of the same directory, per size, in one table; the directory it
+/// made is gone after.
+#[test]
+fn the_pool_benchmark_measures_gfs_against_a_copy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = run(
+        Command::new(maestro()).args([
+            "bench",
+            "pool",
+            "--transport",
+            "gfs",
+            "--gfs-dir",
+            &dir.path().display().to_string(),
+            "--sizes",
+            "4K,1M",
+            "--volume",
+            "4M",
+            "--json",
+        ]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    for r in rows {
+        for k in ["gbps", "cp_gbps", "p50_us"] {
+            assert!(r[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {r}");
+        }
+        assert!(
+            r["raw_gbps"].is_null(),
+            "no fi_read baseline for files: {r}"
+        );
+    }
+    assert!(
+        files(dir.path()).is_empty(),
+        "the provider's files went with it"
+    );
+}

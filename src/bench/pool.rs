@@ -12,8 +12,7 @@
 //! always; `MSTRO_OFI_CMA=off`: RMA instead). With `--events`, the event-driven stream of
 //! fresh CDOs too (`events`).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
+use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Endpoint, ProgressMode};
@@ -24,6 +23,11 @@ use pool_tools::progress::{Progress, Unit};
 use serde::Serialize;
 
 mod events;
+mod gfs;
+mod provider;
+
+pub use gfs::Transport;
+use provider::ProviderProcess;
 
 use super::peer::{PeerError, Remote, SEED};
 use super::{FabricBench, pattern};
@@ -144,6 +148,15 @@ pub struct PoolBench {
     /// last demand.
     #[arg(long)]
     pub events: bool,
+    /// How the provider's bytes reach the consumer: `rma` (the fabric, as the PM plans)
+    /// or `gfs` (files under `--gfs-dir`; the baseline is then a plain copy of as many
+    /// bytes between files of that directory, the file system's own limit).
+    #[arg(long, value_enum, default_value = "rma")]
+    pub transport: Transport,
+    /// With `--transport gfs`: the directory (default: a fresh one under the temporary
+    /// directory, removed at the end).
+    #[arg(long)]
+    pub gfs_dir: Option<std::path::PathBuf>,
     /// Where the provider (and the raw baseline's owner) runs, and the interface both
     /// sides use; across nodes also `--listen`.
     #[command(flatten)]
@@ -208,6 +221,9 @@ pub struct PoolRow {
     pub events_cdos_per_sec: Option<f64>,
     /// Their bytes per second, GB/s.
     pub events_gbps: Option<f64>,
+    /// With `--transport gfs`: copying as many bytes between two files of the GFS
+    /// directory, GB/s.
+    pub cp_gbps: Option<f64>,
 }
 
 /// `maestro bench pool`: runs the benchmark and prints the result.
@@ -223,10 +239,17 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         println!("{doc}");
         return Ok(());
     }
-    println!(
-        "demand through the pool ({}, progress {:?}) against bare fi_read",
-        b.provider, b.progress
-    );
+    let gfs = b.transport == Transport::Gfs;
+    if gfs {
+        println!(
+            "demand through the pool from files on the global file system, against a plain copy between files there (\"raw\": cp)"
+        );
+    } else {
+        println!(
+            "demand through the pool ({}, progress {:?}) against bare fi_read",
+            b.provider, b.progress
+        );
+    }
     println!(
         "{:>10} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
         "size",
@@ -248,6 +271,8 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         let opt = |v: Option<f64>, digits: usize| {
             v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
         };
+        let raw = r.raw_gbps.or(r.cp_gbps);
+        let raw_us = r.raw_us.or(r.cp_gbps.map(|g| r.size as f64 / (g * 1e3)));
         println!(
             "{:>10} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7} {:>9}",
             r.size,
@@ -256,9 +281,9 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             r.p99_us,
             r.round_trip_p50_us,
             r.gbps,
-            opt(r.raw_gbps, 3),
-            opt(r.raw_us, 1),
-            opt(r.raw_gbps.map(|raw| r.gbps / raw), 2),
+            opt(raw, 3),
+            opt(raw_us, 1),
+            opt(raw.map(|raw| r.gbps / raw), 2),
             opt(r.mpi_gbps, 3)
         );
         if let (Some(n), Some(rate), Some(gbps)) =
@@ -342,15 +367,21 @@ impl PoolBench {
                 .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
         ];
         let pm = PoolManager::start(PmConfig::new("bench-pool", &secret, listen))?;
-        let mut provider = ProviderProcess::spawn(pm.info(), self)?;
+        let dir = match self.transport {
+            Transport::Gfs => Some(gfs::Dir::new(self.gfs_dir.as_deref())?),
+            Transport::Rma => None,
+        };
+        let dir_path = dir.as_ref().map(gfs::Dir::path);
+        let mut provider = ProviderProcess::spawn(pm.info(), self, dir_path)?;
         let endpoint = Endpoint::open_with(&self.remote.offer(&self.provider)?, self.progress)?;
-        let consumer = Client::join(
-            pm.info(),
-            JoinOptions::new("consumer", 0)
-                .endpoint(endpoint)
-                .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
-                .timeout(Duration::from_secs(600)),
-        )?;
+        let mut options = JoinOptions::new("consumer", 0)
+            .endpoint(endpoint)
+            .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
+            .timeout(Duration::from_secs(600));
+        if let Some(d) = dir_path {
+            options = options.gfs(gfs::options(d, false));
+        }
+        let consumer = Client::join(pm.info(), options)?;
         let mut rows = Vec::new();
         for &size in &self.sizes {
             let mut row = self.measure(&consumer, size)?;
@@ -365,11 +396,14 @@ impl PoolBench {
                 row.events_cdos_per_sec = Some(per_sec);
                 row.events_gbps = Some(per_sec * size as f64 / 1e9);
             }
+            if let Some(d) = dir_path {
+                row.cp_gbps = Some(gfs::copy_gbps(d, size, row.iterations.min(200))?);
+            }
             rows.push(row);
         }
         consumer.leave()?;
         drop(provider);
-        if self.baseline {
+        if self.baseline && dir.is_none() {
             let bare = FabricBench {
                 provider: self.provider.clone(),
                 sizes: self.sizes.clone(),
@@ -491,6 +525,7 @@ impl PoolBench {
             group_mpi_gbps: None,
             events_cdos_per_sec: None,
             events_gbps: None,
+            cp_gbps: None,
         })
     }
 
@@ -619,99 +654,6 @@ impl Lender {
     }
 }
 
-/// The provider process (`maestro pool-provider`): it offers one CDO per size and serves
-/// until its stdin closes; killed on drop.
-struct ProviderProcess {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: std::sync::mpsc::Receiver<std::io::Result<String>>,
-}
-
-impl ProviderProcess {
-    fn spawn(pm: &PmInfo, bench: &PoolBench) -> Result<ProviderProcess, PoolBenchError> {
-        let sizes: Vec<String> = bench.sizes.iter().map(ToString::to_string).collect();
-        let mut child = bench
-            .remote
-            .command()?
-            .args(["pool-provider", "--pm", &pm.encode(), "--provider"])
-            .arg(&bench.provider)
-            .args(["--sizes", &sizes.join(",")])
-            .args(["--progress", progress_name(bench.progress)])
-            .args(["--inline-max", &bench.inline_max.to_string()])
-            .args(["--group", &bench.group.to_string()])
-            .args(bench.remote.args())
-            .args(bench.user_memory.then_some("--user-memory"))
-            .arg("--buffers")
-            .args(
-                clap::ValueEnum::to_possible_value(&bench.buffers).map(|v| v.get_name().to_owned()),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let stdout = stdout.ok_or_else(|| PoolBenchError::Provider("no stdout pipe".into()))?;
-        // Its lines, read on a thread of their own so that every wait has a limit; the
-        // thread ends with the process's output.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut provider = ProviderProcess {
-            child,
-            stdin: stdin.ok_or_else(|| PoolBenchError::Provider("no stdin pipe".into()))?,
-            stdout: rx,
-        };
-        match provider.stdout.recv_timeout(Duration::from_secs(120)) {
-            Ok(Ok(line)) if line.trim() == "ready" => Ok(provider),
-            other => {
-                let _ = provider.child.kill();
-                Err(PoolBenchError::Provider(format!(
-                    "it did not offer its CDOs (said {other:?})"
-                )))
-            }
-        }
-    }
-}
-
-impl ProviderProcess {
-    /// Waits at most `limit` for the provider to say `word` (a line).
-    fn expect(&mut self, word: &str, limit: Duration) -> Result<(), PoolBenchError> {
-        match self.stdout.recv_timeout(limit) {
-            Ok(Ok(line)) if line.trim() == word => Ok(()),
-            other => Err(PoolBenchError::Provider(format!(
-                "it did not say {word:?} within {limit:?} (said {other:?})"
-            ))),
-        }
-    }
-
-    /// Sends the provider `command` (a line).
-    fn tell(&mut self, command: &str) -> Result<(), PoolBenchError> {
-        writeln!(self.stdin, "{command}")?;
-        self.stdin.flush()?;
-        Ok(())
-    }
-}
-
-impl Drop for ProviderProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn progress_name(p: ProgressMode) -> &'static str {
-    match p {
-        ProgressMode::Block => "block",
-        ProgressMode::Spin => "spin",
-    }
-}
-
 /// The command line of the provider process (`maestro pool-provider`, hidden).
 #[derive(Clone, Debug, clap::Args)]
 pub struct ProviderArgs {
@@ -742,6 +684,9 @@ pub struct ProviderArgs {
     /// As the benchmark's `--iface`.
     #[arg(long)]
     iface: Option<String>,
+    /// Offer through the global file system in this directory.
+    #[arg(long)]
+    gfs_dir: Option<std::path::PathBuf>,
 }
 
 /// The library buffers a benchmark provider offers (see [`PoolBench::buffers`]).
@@ -776,14 +721,15 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     let pm = PmInfo::parse(&args.pm).map_err(|e| PoolBenchError::Provider(e.to_string()))?;
     let offer = super::peer::offer_on(&args.provider, args.iface.as_deref())?;
     let endpoint = Endpoint::open_with(&offer, args.progress)?;
-    let client = Client::join(
-        &pm,
-        JoinOptions::new("provider", 0)
-            .endpoint(endpoint)
-            .inline_max(args.inline_max)
-            .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
-            .timeout(Duration::from_secs(600)),
-    )?;
+    let mut options = JoinOptions::new("provider", 0)
+        .endpoint(endpoint)
+        .inline_max(args.inline_max)
+        .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
+        .timeout(Duration::from_secs(600));
+    if let Some(d) = &args.gfs_dir {
+        options = options.gfs(gfs::options(d, true));
+    }
+    let client = Client::join(&pm, options)?;
     let mut offered = Vec::new();
     let mut groups = Vec::new();
     // With --user-memory: the memory offered in place, kept until the offers are withdrawn.
