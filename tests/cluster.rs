@@ -135,11 +135,16 @@ fn c_programs_on_three_nodes() {
 }
 
 /// Runs `pool_workflow` (2 producers of 6 CDOs up to 64 KiB, every one over the fabric:
-/// none inline) as `srun -N 2 -n 4 SRUN_ARGS` with a PM and a tracer of transport events on
+/// none inline) as `srun -N 2 -n 4 SRUN_ARGS` (with `env` in its environment) with a PM and a tracer of transport events on
 /// this host, reached over the bridge (the PM listens everywhere, as on a login node);
 /// returns the tracer's 12 events of the fields (of 14: the producers' `ready` CDOs too).
 /// Ranks 0-2 run on n1, rank 3 (the consumer) on n2.
-fn traced_transfers(cluster: &Cluster, workflow: &str, srun_args: &[&str]) -> Vec<String> {
+fn traced_transfers(
+    cluster: &Cluster,
+    workflow: &str,
+    srun_args: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<String> {
     let (pm, info) = common::start_pm(workflow, &["--listen", "0.0.0.0:0"]);
     let mut tracer_cmd = std::process::Command::new(example("pool_tracer"));
     tracer_cmd
@@ -151,10 +156,10 @@ fn traced_transfers(cluster: &Cluster, workflow: &str, srun_args: &[&str]) -> Ve
         tracer.child.stderr.take().expect("stderr"),
         "pool_tracer: subscribed",
     );
+    let mut srun = cluster.srun();
+    srun.envs(env.iter().copied());
     let out = run(
-        cluster
-            .srun()
-            .args(["-N", "2", "-n", "4", "--mpi=pmix"])
+        srun.args(["-N", "2", "-n", "4", "--mpi=pmix"])
             .args(srun_args)
             .env("MSTRO_POOL_MANAGER_INFO", &info)
             .env("MSTRO_WORKFLOW_NAME", workflow)
@@ -183,7 +188,7 @@ fn traced_transfers(cluster: &Cluster, workflow: &str, srun_args: &[&str]) -> Ve
 #[test]
 fn each_rank_moves_data_over_its_own_nic() {
     let cluster = Cluster::start();
-    let events = traced_transfers(&cluster, "nics", &[]);
+    let events = traced_transfers(&cluster, "nics", &[], &[]);
     let rma: Vec<&String> = events
         .iter()
         .filter(|l| l.contains("by rma over tcp"))
@@ -202,13 +207,44 @@ fn each_rank_moves_data_over_its_own_nic() {
     assert_eq!(inline.count(), 2, "{events:#?}");
 }
 
+/// Two nodes sharing a directory, as a parallel file system is shared: with Maestro's GFS
+/// settings every field travels as a file the producer on n1 wrote and the consumer on n2
+/// read (none by RMA), and nothing is left in the directory after the job.
+#[test]
+fn across_nodes_the_fields_go_through_files_both_nodes_see() {
+    let cluster = Cluster::start();
+    let dir = cluster.scratch("gfs");
+    let dir_text = dir.display().to_string();
+    let events = traced_transfers(
+        &cluster,
+        "gfs-nodes",
+        &[],
+        &[
+            ("MSTRO_TRANSPORT_DEFAULT", "GFS"),
+            ("MSTRO_TRANSPORT_GFS_DIR", &dir_text),
+        ],
+    );
+    let by_file = format!("by gfs (the file {dir_text}/maestro-gfs-");
+    assert_eq!(
+        events.iter().filter(|l| l.contains(&by_file)).count(),
+        12,
+        "{events:#?}"
+    );
+    assert!(!events.iter().any(|l| l.contains("by rma")), "{events:#?}");
+    assert_eq!(
+        std::fs::read_dir(&dir).expect("dir").count(),
+        0,
+        "nothing left behind"
+    );
+}
+
 /// `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself. The
 /// producers (n1) and the consumer (n2) still move everything: over their endpoints on the
 /// cluster's networks (every app opens one per network), else the stream.
 #[test]
 fn loopback_as_the_nic_of_several_nodes_never_carries_a_transfer_between_them() {
     let cluster = Cluster::start();
-    let moved: Vec<String> = traced_transfers(&cluster, "lo-nics", &["--maestro-nic=lo"])
+    let moved: Vec<String> = traced_transfers(&cluster, "lo-nics", &["--maestro-nic=lo"], &[])
         .into_iter()
         .filter(|t| !t.contains("by inline (0 bytes"))
         .collect();
