@@ -13,7 +13,9 @@
 //! - `PMIX_RANGE_GLOBAL` publications of dead hosts in the node directory;
 //! - the system-server rendezvous file of a launcher that served as one;
 //! - a pool manager's `--info-file`, unless another running PM took it over (it holds its
-//!   lock then).
+//!   lock then);
+//! - the GFS directories of this host's dead clients under `MSTRO_TRANSPORT_GFS_DIR` (the
+//!   CDO files of ranks killed with the launcher).
 //!
 //! After a clean exit the parent has removed all of it already and the janitor finds
 //! nothing. The janitor is in a process group of its own and ignores SIGINT, SIGHUP and
@@ -41,6 +43,10 @@ pub struct JanitorArgs {
     /// A pool manager's info file.
     #[arg(long)]
     pub info_file: Option<PathBuf>,
+    /// The global file system directory the ranks write CDOs to (`MSTRO_TRANSPORT_GFS_DIR`):
+    /// the directories of this host's dead clients there are removed.
+    #[arg(long)]
+    pub gfs_dir: Option<PathBuf>,
 }
 
 /// The parent's end of the pipe to its janitor.
@@ -70,6 +76,9 @@ impl Janitor {
         }
         if let Some(file) = &args.info_file {
             cmd.arg("--info-file").arg(file);
+        }
+        if let Some(dir) = &args.gfs_dir {
+            cmd.arg("--gfs-dir").arg(dir);
         }
         cmd.stdin(Stdio::piped())
             // Not the launcher's output: a pipeline reading it must end with the launcher.
@@ -127,6 +136,9 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
     }
     if let Some(file) = &args.info_file {
         remove_unless_locked(file);
+    }
+    if let Some(dir) = &args.gfs_dir {
+        pool::sweep_gfs(dir);
     }
     fabric::sweep_stale_shm_files();
     if let Ok(node) = crate::publish::NodeDirectory::default_dir()

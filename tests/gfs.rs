@@ -171,3 +171,33 @@ fn the_pool_benchmark_measures_gfs_against_a_copy() {
         "the provider's files went with it"
     );
 }
+
+/// A launcher killed with SIGKILL while its ranks offer through the global file system
+/// leaves no files behind: its janitor removes the directories of its dead ranks.
+#[test]
+fn a_killed_launchers_ranks_leave_no_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut launcher = common::Group::spawn(
+        Command::new(maestro())
+            .args(["run", "-n", "3", "--"])
+            .arg(common::example("pool_workflow"))
+            .args(["--cdos", "2000", "--max-size", "65536"])
+            .env("MSTRO_TRANSPORT_DEFAULT", "GFS")
+            .env("MSTRO_TRANSPORT_GFS_DIR", dir.path())
+            .env("MSTRO_WORKFLOW_NAME", "gfs-killed"),
+    );
+    let start = std::time::Instant::now();
+    while files(dir.path()).len() < 10 {
+        assert!(start.elapsed() < T, "no files offered within {T:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling the launcher this test started (its pid, not its group: the ranks
+    // die of their parent's death).
+    unsafe { libc::kill(launcher.pid(), libc::SIGKILL) };
+    let _ = launcher.child.wait();
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(dir.path()).expect("dir").count() > 0 {
+        assert!(start.elapsed() < T, "left behind: {:?}", files(dir.path()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -24,11 +24,23 @@ pub fn sweep_dead_process_dirs(base: &Path, prefix: &str) {
             continue;
         };
         let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
-        let alive = Path::new(&format!("/proc/{pid}")).exists();
-        if ours && !alive {
+        if ours && !process_alive(pid) {
             tracing::debug!("removing {name}: its process {pid} is gone");
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+/// Whether process `pid` is alive: it exists and is not a zombie (a zombie, waiting for
+/// its parent or init to reap it, holds no files and answers nothing).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
     }
 }
 
@@ -67,5 +79,28 @@ mod tests {
         left.sort();
         want.sort();
         assert_eq!(left, want);
+    }
+
+    #[test]
+    fn a_zombie_is_no_live_process() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        // Not reaped yet: once it exited it is a zombie, whose /proc entry stays.
+        let start = std::time::Instant::now();
+        while process_alive(pid) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "true still running"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "a zombie"
+        );
+        child.wait().expect("reap");
+        assert!(process_alive(std::process::id()));
     }
 }

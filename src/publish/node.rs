@@ -211,18 +211,7 @@ impl NodeDirectory {
     }
 }
 
-/// Whether process `pid` is alive: it exists and is not a zombie (a zombie, waiting for
-/// its parent or init to reap it, holds no files and answers nothing).
-pub fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name, which is in parentheses.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
+pub use pool::stale::process_alive;
 
 fn parse_entry(key_hex: &str, text: &str) -> Option<(Published, u32)> {
     let mut lines = text.lines();

@@ -272,6 +272,10 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         run_dir: Some(tmp.0.clone()),
         hostname: Some(hostname.clone()),
         info_file: None,
+        // The ranks inherit it: the files of those killed with this launcher go too.
+        gfs_dir: std::env::var_os("MSTRO_TRANSPORT_GFS_DIR")
+            .filter(|d| !d.is_empty())
+            .map(std::path::PathBuf::from),
     });
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");

@@ -3,11 +3,14 @@
 //! consumer sees (`MSTRO_TRANSPORT_GFS_DIR`, a parallel file system across nodes), and
 //! names the file in its offer; consumers read the file ([`pool_core::proto::Source::Gfs`]).
 //!
-//! Each client writes into a directory of its own, `DIR/maestro-gfs-PID-RANDOM` (mode 0700,
-//! created exclusively: nobody else's CDO can collide), one file per CDO named by its id,
+//! Each client writes into a directory of its own, `DIR/maestro-gfs-HOST_PID-RANDOM` (mode
+//! 0700, created exclusively: nobody else's CDO can collide), one file per CDO named by its id,
 //! written to a temporary name, flushed and renamed before the offer names it (mode 0600,
 //! or 0640 with [`GfsOptions::group_readable`]). The file goes at the offer's withdraw,
-//! and the directory with whatever is left when the client is dropped. A consumer reads
+//! and the directory with whatever is left when the client is dropped; the directories of
+//! this host's clients that were killed are swept by the next client that writes there and
+//! by `maestro run`'s janitor ([`sweep`]; the host in the name keeps a process of the same
+//! id on another node sharing the directory safe). A consumer reads
 //! only regular files of its own user under its own GFS directory, never through a link,
 //! of exactly the size the ticket says: a ticket naming anything else is an error.
 
@@ -30,6 +33,18 @@ pub struct GfsOptions {
     /// Make the files readable by the group (for consumers running as other users of the
     /// group); else only this user reads them.
     pub group_readable: bool,
+}
+
+/// The prefix of this host's client directories in a GFS directory (`_` ends the host:
+/// host names never hold one).
+fn host_prefix() -> String {
+    format!("maestro-gfs-{}_", inventory::local_hostname())
+}
+
+/// Removes from the GFS directory `dir` the directories of this host's clients whose
+/// process is gone (killed before they could remove them). Errors are ignored.
+pub fn sweep(dir: &Path) {
+    crate::stale::sweep_dead_process_dirs(dir, &host_prefix());
 }
 
 /// This client's files on the global file system.
@@ -78,11 +93,13 @@ impl Gfs {
         getrandom::fill(&mut token)
             .map_err(|e| ClientError::Gfs(format!("no randomness for a file name: {e}")))?;
         let dir = self.root.join(format!(
-            "maestro-gfs-{}-{}",
+            "{}{}-{}",
+            host_prefix(),
             std::process::id(),
             hex::encode(token)
         ));
         safefs::new_private_dir(&dir).map_err(|e| ClientError::Gfs(e.to_string()))?;
+        sweep(&self.root);
         if self.mode & 0o040 != 0 {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))?;
@@ -206,6 +223,29 @@ mod tests {
             "the client's directory goes with it"
         );
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn directories_of_this_hosts_dead_clients_are_swept_and_no_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dead = dir
+            .path()
+            .join(format!("{}{}-00", host_prefix(), u32::MAX - 1));
+        let elsewhere = dir
+            .path()
+            .join(format!("maestro-gfs-another-host_{}-00", u32::MAX - 1));
+        for d in [&dead, &elsewhere] {
+            std::fs::create_dir(d).expect("dir");
+            std::fs::write(d.join("1"), b"x").expect("file");
+        }
+        let producer = gfs(dir.path(), true);
+        let path = producer.write(1, b"y").expect("write");
+        assert!(
+            !dead.exists(),
+            "a dead client's directory of this host is swept"
+        );
+        assert!(elsewhere.exists(), "another host's is not ours to judge");
+        assert!(Path::new(&path).exists(), "and this client's own stays");
     }
 
     #[test]

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
-pub use gfs::GfsOptions;
+pub use gfs::{GfsOptions, sweep as sweep_gfs};
 pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
