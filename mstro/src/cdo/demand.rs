@@ -230,41 +230,35 @@ fn settle(st: &mut CdoState, (data, attrs): (pool::CdoData, Attributes)) -> Resu
             && st.local_size.unwrap_or(0) >= len as u64
             && data.as_ptr() != l.ptr.cast_const()
     });
-    let kept = |st: &mut CdoState, data: CdoData, e: String| {
-        st.data = Some(Arc::new(data));
-        Err(Error::invarg(format!(
-            "{e}; the bytes are kept as they came, in the producer's layout"
-        )))
-    };
-    let out = match lent {
+    let transformed = match lent {
         Some(l) => {
             // SAFETY: the lent memory has at least `len` bytes, is writable, is not where
             // the bytes are, and the caller does not touch it during the demand (contract
             // of `cdo_set_user_memory`).
             let out = unsafe { std::slice::from_raw_parts_mut(l.ptr, len) };
-            if let Err(e) = layout::transform(&data, &given, &wanted, out) {
-                return kept(st, data, e.to_string());
-            }
-            None
+            layout::transform(&data, &given, &wanted, out)
+                .map(|()| None)
+                .map_err(|e| e.to_string())
         }
-        None => match Buffer::new(len) {
-            Ok(mut b) => match layout::transform(&data, &given, &wanted, b.as_mut_slice()) {
-                Ok(()) => Some(b),
-                Err(e) => return kept(st, data, e.to_string()),
-            },
-            Err(e) => {
-                return kept(
-                    st,
-                    data,
-                    format!("no memory for the array in its new layout: {e}"),
-                );
-            }
-        },
+        None => Buffer::new(len)
+            .map_err(|e| format!("no memory for the array in its new layout: {e}"))
+            .and_then(|mut b| {
+                layout::transform(&data, &given, &wanted, b.as_mut_slice())
+                    .map(|()| Some(b))
+                    .map_err(|e| e.to_string())
+            }),
     };
-    wanted.to_attributes(&mut st.attrs);
-    match out {
-        None => Ok(()),
-        Some(b) => land(st, CdoData::from_buffer(b)),
+    match transformed {
+        Ok(out) => {
+            wanted.to_attributes(&mut st.attrs);
+            out.map_or(Ok(()), |b| land(st, CdoData::from_buffer(b)))
+        }
+        Err(e) => {
+            st.data = Some(Arc::new(data));
+            Err(Error::invarg(format!(
+                "{e}; the bytes are kept as they came, in the producer's layout"
+            )))
+        }
     }
 }
 

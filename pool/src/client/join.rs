@@ -159,7 +159,11 @@ impl AsyncClient {
             None => Arc::new(crate::schema::from_env()?),
         };
         // A GFS directory that cannot work is said before joining.
-        let gfs = opts.gfs.as_ref().map(super::gfs::Gfs::new).transpose()?;
+        let gfs = opts
+            .gfs
+            .as_ref()
+            .map(|o| super::gfs::Gfs::new(o).map(Arc::new))
+            .transpose()?;
         let mut connected = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
         let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
         let alternates = opts.alternates.iter().map(fabric_endpoint).collect();

@@ -207,7 +207,7 @@ pub(crate) struct Shared {
     /// Providers' processes whose token checked out (true) or not (false), by announcement.
     pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
     /// The global file system, where the app uses one.
-    pub(crate) gfs: Option<gfs::Gfs>,
+    pub(crate) gfs: Option<Arc<gfs::Gfs>>,
 }
 
 /// What the timer task sleeps until, and how a call with an earlier deadline wakes it.
@@ -549,17 +549,17 @@ impl AsyncClient {
         let file = data.memory_file();
         // Offered through the global file system: written whole before the offer names the
         // file (on a thread that may block), and nothing registered with the fabric.
-        let (data, gfs) = if self.shared.gfs.as_ref().is_some_and(gfs::Gfs::offers) {
-            let shared = self.shared.clone();
-            let (data, path) = tokio::task::spawn_blocking(move || {
-                let path = shared.gfs.as_ref().map(|g| g.write(cdo, data.as_slice()));
-                (data, path)
-            })
-            .await
-            .map_err(|e| ClientError::Gfs(format!("writing the file failed: {e}")))?;
-            (data, path.transpose()?.map(std::sync::Arc::<str>::from))
-        } else {
-            (data, None)
+        let (data, gfs) = match self.shared.gfs.clone().filter(|g| g.offers()) {
+            Some(g) => {
+                let (data, path) = tokio::task::spawn_blocking(move || {
+                    let path = g.write(cdo, data.as_slice());
+                    (data, path)
+                })
+                .await
+                .map_err(|e| ClientError::Gfs(format!("writing the file failed: {e}")))?;
+                (data, Some(std::sync::Arc::<str>::from(path?)))
+            }
+            None => (data, None),
         };
         let (offered, region, alternates) = match &self.shared.endpoint {
             Some(ep) if gfs.is_none() => {

@@ -135,18 +135,14 @@ async fn fetch(
         }
         Source::Stream { len } => stream(shared, transfer, len).await,
         Source::Gfs { path, .. } => {
-            if shared.gfs.is_none() {
+            let Some(g) = shared.gfs.clone() else {
                 return Err(ClientError::Gfs(format!(
                     "the provider wrote this CDO to the global file system ({path}) and this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR (the same directory as the provider's)"
                 )));
-            }
-            let owner = shared.clone();
-            tokio::task::spawn_blocking(move || {
-                owner.gfs.as_ref().map(|g| g.read(&path, len, lent))
-            })
-            .await
-            .map_err(|e| ClientError::Gfs(format!("reading the file failed: {e}")))?
-            .unwrap_or_else(|| Err(ClientError::Gfs("no GFS directory".into())))
+            };
+            tokio::task::spawn_blocking(move || g.read(&path, len, lent))
+                .await
+                .map_err(|e| ClientError::Gfs(format!("reading the file failed: {e}")))?
         }
     }
 }

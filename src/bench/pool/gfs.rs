@@ -65,10 +65,15 @@ pub(super) fn options(dir: &Path, offer: bool) -> GfsOptions {
     }
 }
 
-/// GB/s of copying a file of `size` bytes to another in `dir`, `iterations` times (the
-/// files removed after).
+/// GB/s of copying a file of `size` bytes to another in `dir`, `iterations` times: in a
+/// private directory of its own there (created exclusively: a shared directory's other
+/// users cannot plant links), removed after.
 pub(super) fn copy_gbps(dir: &Path, size: usize, iterations: usize) -> Result<f64, PoolBenchError> {
-    let (from, to) = (dir.join("bench-cp-from"), dir.join("bench-cp-to"));
+    let path = dir.join(format!("maestro-bench-cp-{}", std::process::id()));
+    safefs::new_private_dir(&path).map_err(|e| PoolBenchError::Usage(e.to_string()))?;
+    // Ours from here: removed when this goes.
+    let own = Dir { path, made: true };
+    let (from, to) = (own.path.join("from"), own.path.join("to"));
     let io =
         |e: std::io::Error| PoolBenchError::Usage(format!("copying in {}: {e}", dir.display()));
     std::fs::write(&from, vec![7u8; size]).map_err(io)?;
@@ -77,6 +82,5 @@ pub(super) fn copy_gbps(dir: &Path, size: usize, iterations: usize) -> Result<f6
         std::fs::copy(&from, &to).map_err(io)?;
     }
     let secs = t.elapsed().as_secs_f64().max(1e-9);
-    let _ = (std::fs::remove_file(&from), std::fs::remove_file(&to));
     Ok((size * iterations) as f64 / secs / 1e9)
 }
