@@ -172,6 +172,52 @@ fn the_pool_benchmark_measures_gfs_against_a_copy() {
     );
 }
 
+/// Waits within `limit`, woken by inotify, until a CDO's file is in one of the client
+/// directories under `dir` (renamed into place whole).
+fn wait_for_a_file(dir: &Path, limit: Duration) {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: a new inotify descriptor, closed at the end.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    assert!(fd >= 0, "inotify: {}", std::io::Error::last_os_error());
+    let watch = |p: &Path, mask: u32| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a NUL-terminated path and the descriptor above.
+        unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) }
+    };
+    watch(dir, libc::IN_CREATE);
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        // Client directories made before their watch was added are watched now too.
+        for e in std::fs::read_dir(dir).expect("dir").flatten() {
+            watch(&e.path(), libc::IN_MOVED_TO);
+        }
+        if !files(dir).is_empty() {
+            break;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "no file offered within {limit:?}");
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut events = [0u8; 4096];
+        // SAFETY: one pollfd, then a read into a buffer of its length, both of `fd`.
+        unsafe {
+            if libc::poll(
+                &mut p,
+                1,
+                i32::try_from(left.as_millis()).unwrap_or(i32::MAX),
+            ) == 1
+            {
+                libc::read(fd, events.as_mut_ptr().cast(), events.len());
+            }
+        }
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+}
+
 /// A launcher killed with SIGKILL while its ranks offer through the global file system
 /// leaves no files behind: its janitor removes the directories of its dead ranks.
 #[test]
@@ -186,18 +232,21 @@ fn a_killed_launchers_ranks_leave_no_files() {
             .env("MSTRO_TRANSPORT_GFS_DIR", dir.path())
             .env("MSTRO_WORKFLOW_NAME", "gfs-killed"),
     );
-    let start = std::time::Instant::now();
-    while files(dir.path()).len() < 10 {
-        assert!(start.elapsed() < T, "no files offered within {T:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_a_file(dir.path(), T);
+    let janitors = common::children_named(launcher.pid(), "maestro");
+    assert_eq!(janitors.len(), 1, "the launcher's janitor");
     // SAFETY: signalling the launcher this test started (its pid, not its group: the ranks
     // die of their parent's death).
     unsafe { libc::kill(launcher.pid(), libc::SIGKILL) };
     let _ = launcher.child.wait();
-    let start = std::time::Instant::now();
-    while std::fs::read_dir(dir.path()).expect("dir").count() > 0 {
-        assert!(start.elapsed() < T, "left behind: {:?}", files(dir.path()));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        common::wait_gone(janitors[0], T),
+        "the janitor ends once done"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        0,
+        "left behind: {:?}",
+        files(dir.path())
+    );
 }

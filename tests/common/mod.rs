@@ -438,6 +438,29 @@ pub fn children_of(pid: i32) -> Vec<i32> {
 }
 
 /// True while a process exists and is not a zombie.
+/// Waits, within `limit`, for process `pid` to end (woken by a pidfd, not by polling);
+/// true if it did (or was gone already).
+pub fn wait_gone(pid: i32, limit: Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return true;
+    }
+    let mut p = libc::pollfd {
+        fd: fd as i32,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one pollfd of a descriptor opened above, closed right after.
+    let ready = unsafe {
+        let n = libc::poll(&mut p, 1, ms);
+        libc::close(fd as i32);
+        n
+    };
+    ready == 1 || !alive(pid)
+}
+
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat

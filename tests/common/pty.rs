@@ -5,8 +5,12 @@ use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// What a program wrote to its terminal, and whether the terminal closed (every holder of
+/// its other side gone), with the condition its reader signals.
+type Screen = Arc<(Mutex<(Vec<u8>, bool)>, Condvar)>;
 
 /// A program whose standard input, output and error are one pseudo-terminal; its process
 /// group is killed when this is dropped.
@@ -15,7 +19,7 @@ pub struct Pty {
     /// Whether its leader was waited for (its group is then killed already).
     reaped: bool,
     /// Everything it wrote so far.
-    screen: Arc<Mutex<Vec<u8>>>,
+    screen: Screen,
 }
 
 impl Pty {
@@ -51,18 +55,22 @@ impl Pty {
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
         drop(slave);
-        let screen = Arc::new(Mutex::new(Vec::new()));
+        let screen: Screen = Arc::default();
         let sink = Arc::clone(&screen);
         let mut master = std::fs::File::from(master);
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
+            let (lock, wrote) = &*sink;
             // EIO once the last holder of the terminal's other side is gone.
             while let Ok(n) = master.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
-                sink.lock().expect("lock").extend_from_slice(&buf[..n]);
+                lock.lock().expect("lock").0.extend_from_slice(&buf[..n]);
+                wrote.notify_all();
             }
+            lock.lock().expect("lock").1 = true;
+            wrote.notify_all();
         });
         Pty {
             child,
@@ -73,43 +81,48 @@ impl Pty {
 
     /// What it wrote so far, as text.
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.screen.lock().expect("lock")).into_owned()
+        String::from_utf8_lossy(&self.screen.0.lock().expect("lock").0).into_owned()
+    }
+
+    /// Waits within `limit`, woken by each write, until what it wrote satisfies `done`
+    /// (with `done` `None`: until its terminal closed); panics with the text otherwise.
+    fn wait_until(&self, limit: Duration, done: Option<&dyn Fn(&str) -> bool>) -> String {
+        let deadline = Instant::now() + limit;
+        let (lock, wrote) = &*self.screen;
+        let mut screen = lock.lock().expect("lock");
+        loop {
+            let text = String::from_utf8_lossy(&screen.0).into_owned();
+            match done {
+                Some(f) if f(&text) => return text,
+                None if screen.1 => return text,
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "not seen within {limit:?}:\n{text}");
+            screen = wrote.wait_timeout(screen, left).expect("lock").0;
+        }
     }
 
     /// Waits within `limit` until what it wrote satisfies `done`; panics with it otherwise.
     pub fn wait_for(&self, limit: Duration, done: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let text = self.text();
-            if done(&text) {
-                return text;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "not seen within {limit:?}:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.wait_until(limit, Some(&done))
     }
 
-    /// Waits within `limit` for it to end: its status.
+    /// Waits within `limit` for it to end (its terminal closes, then its process is gone):
+    /// its status.
     pub fn wait(mut self, limit: Duration) -> std::process::ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                // What it left in its group goes too.
-                // SAFETY: signalling the process group this helper started.
-                unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
-                self.reaped = true;
-                return status;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "still running after {limit:?}:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let text = self.wait_until(limit, None);
+        let pid = self.child.id() as i32;
+        assert!(
+            super::wait_gone(pid, limit),
+            "closed its terminal but still runs after {limit:?}:\n{text}"
+        );
+        let status = self.child.wait().expect("wait");
+        // What it left in its group goes too.
+        // SAFETY: signalling the process group this helper started.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        self.reaped = true;
+        status
     }
 }
 
