@@ -117,8 +117,9 @@ fn killing_the_pm_fails_every_call_on_the_evidence_of_the_closed_connection() {
     let _ = producer.leave();
     drop((demands, watcher, pm));
 
-    // What the killed PM left (its socket directory) goes when the next PM starts there.
-    assert!(dir.exists(), "nothing to sweep: {}", dir.display());
+    // What the killed PM left (its socket directory) is gone once the next PM started
+    // there: swept by the killed PM's janitor (which takes the unreaped PM for the dead
+    // process it is) or by the next PM, whichever comes first.
     let mut cmd = std::process::Command::new(common::maestro());
     cmd.args(["pm", "--print-info", "--workflow", "pm-failure-next"])
         .envs(pm_env);
