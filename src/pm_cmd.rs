@@ -79,6 +79,17 @@ pub struct PmOptions {
     /// 64M; 0 turns carrying off.
     #[arg(long, default_value = "64M", value_parser = crate::cli::parse_bytes, allow_negative_numbers = true)]
     pub max_inline_bytes: usize,
+    /// The global file system directory every process of the workflow sees: the PM keeps
+    /// there the files of GFS offers (MSTRO_TRANSPORT_DEFAULT=GFS) their producers withdraw,
+    /// and offers them until their .maestro.core.cdo.lifetime or the workflow ends (files
+    /// of CDOs with .maestro.core.cdo.persist move to DIR/maestro-persist-WORKFLOW then).
+    /// Without it a producer's withdraw ends its CDO.
+    #[arg(long, env = "MSTRO_TRANSPORT_GFS_DIR", value_name = "DIR")]
+    pub gfs_dir: Option<PathBuf>,
+    /// Most bytes the PM holds for the CDOs it keeps (their names, attributes and file
+    /// paths, 320 bytes per CDO), e.g. 256M; past it a withdraw ends its CDO.
+    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    pub max_kept_bytes: usize,
     /// Most bytes of one CDO's attributes, e.g. 1M.
     #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
     pub max_attributes: usize,
@@ -303,8 +314,10 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
         max_leases: opts.max_leases,
         owners: opts.owners.clone(),
         reporters: opts.reporters.clone(),
+        max_kept_bytes: opts.max_kept_bytes,
     };
     config.metrics = opts.metrics;
+    config.gfs_dir = opts.gfs_dir.clone();
     Ok(config)
 }
 

@@ -267,7 +267,7 @@ fn a_real_prometheus_scrapes_the_pool_manager() {
     });
     assert_eq!(up[0]["metric"]["instance"], target.as_str());
     query_until(&api, "maestro_pm_apps", |r| first_value(r) == Some(2.0));
-    let states = query_until(&api, "maestro_pm_cdos", |r| r.len() == 8);
+    let states = query_until(&api, "maestro_pm_cdos", |r| r.len() == 9);
     let offered = states
         .iter()
         .find(|s| s["metric"]["state"] == "offered")

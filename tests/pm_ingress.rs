@@ -241,6 +241,7 @@ fn hostile_connections_are_closed_and_the_pm_stays_small() {
     let batch: Vec<ToPm> = (0..1000)
         .map(|i| ToPm::Withdraw {
             cdo: CdoId::MAX - i,
+            keep: None,
         })
         .collect();
     let frame = proto::encode(&batch).expect("encode");

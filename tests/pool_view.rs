@@ -144,7 +144,7 @@ fn a_running_pool_is_seen_exactly() {
     assert_eq!(
         status["cdos"],
         serde_json::json!({"declared": 0, "sealed": 0, "offered": 2, "being withdrawn": 0,
-            "withdrawn": 0, "required": 1, "in transfer": 0, "local": 2}),
+            "withdrawn": 0, "required": 1, "in transfer": 0, "local": 2, "kept": 0}),
         "every state, 0 included"
     );
     let app = |label: &str| -> Value {

@@ -156,6 +156,8 @@ impl Session {
         };
         let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
         config.policy.owners = settings.owners.clone();
+        // With a GFS directory the PM keeps producers' withdrawn GFS offers there.
+        config.gfs_dir = settings.gfs.as_ref().map(|g| g.dir.clone());
         config.exclude_interfaces = settings.exclude_interfaces.clone();
         let credential = settings.credential();
         // A served PM under a host that issues credentials has them checked there: one

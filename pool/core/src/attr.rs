@@ -49,6 +49,12 @@ pub const CHECKSUM: &str = ".maestro.core.cdo.checksum";
 /// `.maestro.core.cdo.layout.order`: 0 row-major, 1 column-major.
 pub const LAYOUT_ORDER: &str = ".maestro.core.cdo.layout.order";
 
+/// `.maestro.core.cdo.lifetime`: how long the pool keeps a CDO whose producer handed its
+/// file over (seconds from the hand-over; 0 or absent: until the workflow ends).
+pub const LIFETIME: &str = ".maestro.core.cdo.lifetime";
+/// `.maestro.core.cdo.persist`: keep a kept CDO's file after the workflow ends.
+pub const PERSIST: &str = ".maestro.core.cdo.persist";
+
 /// A typed attribute value (the types of Maestro schemas).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum AttrValue {

@@ -33,7 +33,9 @@ pub mod selector;
 pub mod sim;
 pub mod view;
 
-pub use manager::{Clock, ConnId, GROUP_SLICE, Identity, Manager, REAP_SLICE, admission, policy};
+pub use manager::{
+    Clock, ConnId, GROUP_SLICE, Identity, KeptFile, Manager, REAP_SLICE, admission, policy,
+};
 pub use proto::MAX_NAME;
 
 /// Hash maps of the PM and the client core: a fast hasher with a per-process random seed

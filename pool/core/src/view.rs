@@ -99,8 +99,11 @@ pub struct Status {
     /// The apps (at most [`MAX_LISTED`]), by id.
     pub apps: Vec<AppView>,
     /// Live CDOs by state, every state (0 included): `declared`, `sealed`, `offered`,
-    /// `being withdrawn`, `withdrawn`, `required`, `in transfer`, `local`.
+    /// `being withdrawn`, `withdrawn`, `required`, `in transfer`, `local`, and `kept` (offered
+    /// by the pool after their producer handed their file over; not counted as `offered`).
     pub cdos: BTreeMap<String, u64>,
+    /// Bytes the PM holds for the CDOs it keeps (their metadata; the data is in files).
+    pub kept_bytes: u64,
     /// Subscriptions open now.
     pub subscriptions: u64,
     /// Transfers in flight.

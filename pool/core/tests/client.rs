@@ -93,7 +93,7 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
         }))
     );
     w.timed(p, |k, now| {
-        k.call(now, (Op::Withdraw, offer), ToPm::Withdraw { cdo: offer }, 4)
+        k.call(now, (Op::Withdraw, offer), ToPm::Withdraw { cdo: offer, keep: None }, 4)
     })
     .expect("withdraw");
     w.pump();

@@ -89,7 +89,7 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
         [(s, done(Op::Require, mine))]
     );
     // The producer's next operation waits behind the held one.
-    assert!(pm.send(p, ToPm::Withdraw { cdo }).is_empty());
+    assert!(pm.send(p, ToPm::Withdraw { cdo, keep: None }).is_empty());
     let out = pm.send(
         s,
         ToPm::Ack {

@@ -113,7 +113,7 @@ fn provider_life_and_its_refusals() {
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Withdraw { cdo }),
+        pm.send(p, ToPm::Withdraw { cdo, keep: None }),
         [(
             p,
             refused(Op::Withdraw, Some(cdo), wrong(Op::Withdraw, "declared"))
@@ -147,11 +147,11 @@ fn provider_life_and_its_refusals() {
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Withdraw { cdo }),
+        pm.send(p, ToPm::Withdraw { cdo, keep: None }),
         [(p, done(Op::Withdraw, cdo))]
     );
     assert_eq!(
-        pm.send(p, ToPm::Withdraw { cdo }),
+        pm.send(p, ToPm::Withdraw { cdo, keep: None }),
         [(
             p,
             refused(Op::Withdraw, Some(cdo), wrong(Op::Withdraw, "withdrawn"))
@@ -293,7 +293,7 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
     let want = pm.declare(c, "t");
     let (_, transfer, _, _) = ticket_of(&pm.send(c, ToPm::Demand { cdo: want }));
     assert!(
-        pm.send(p, ToPm::Withdraw { cdo: offer }).is_empty(),
+        pm.send(p, ToPm::Withdraw { cdo: offer, keep: None }).is_empty(),
         "withdraw must wait"
     );
     assert_eq!(

@@ -22,7 +22,7 @@ impl Pm {
 
     fn observer(&mut self) -> ConnId {
         let (conn, out) = self.observer_with(SECRET);
-        assert_eq!(out, [(conn, FromPm::Welcome { app: 0, pool: 77 })]);
+        assert_eq!(out, [(conn, FromPm::Welcome { app: 0, pool: 77, keep: None })]);
         conn
     }
 
@@ -119,7 +119,7 @@ fn an_observer_sees_exactly_what_the_apps_did_and_is_no_app() {
         .map(|(k, v)| (k.as_str(), *v))
         .collect();
     assert_eq!(states, [("local", 1), ("offered", 2), ("required", 1)]);
-    assert_eq!(s.cdos.len(), 8, "every state, 0 included: {:?}", s.cdos);
+    assert_eq!(s.cdos.len(), 9, "every state, 0 included: {:?}", s.cdos);
     assert_eq!((s.operations["offer"], s.operations["demand"]), (2, 2));
     assert_eq!(s.transfers_in_flight, 0);
     let [producer, consumer] = s.apps.as_slice() else {
@@ -214,7 +214,7 @@ fn an_observer_may_change_nothing_and_needs_the_secret() {
     assert_eq!(out, read_only(Op::Declare, Some(5)));
     for (msg, op) in [
         (ToPm::Demand { cdo }, Op::Demand),
-        (ToPm::Withdraw { cdo }, Op::Withdraw),
+        (ToPm::Withdraw { cdo, keep: None }, Op::Withdraw),
         (ToPm::Require { cdo }, Op::Require),
     ] {
         assert_eq!(pm.send(o, msg), read_only(op, Some(cdo)));

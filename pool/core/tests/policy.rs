@@ -177,7 +177,7 @@ fn a_transfer_that_pins_a_withdrawn_offer_is_abandoned_at_its_deadline() {
     let (_, honest_transfer, ..) = ticket_of(&out);
     pm.send(honest, transferred(honest_transfer));
     // The provider withdraws: pinned until the deadline, then released.
-    assert!(pm.send(p, ToPm::Withdraw { cdo }).is_empty());
+    assert!(pm.send(p, ToPm::Withdraw { cdo, keep: None }).is_empty());
     assert_eq!(pm.m.poll_timeout(), Some(pm.at(60_000_000_000)));
     pm.m.handle_timeout(pm.at(59_000_000_000));
     assert!(pm.drain().is_empty());
@@ -383,7 +383,7 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
     offer(&mut pm, "c", &[9; 10], 20);
     assert_eq!(demand(&mut pm, "c").0.kind(), "rma");
     // A withdraw gives its bytes back at once (the ticket handed out keeps its own).
-    pm.send(p, ToPm::Withdraw { cdo: a });
+    pm.send(p, ToPm::Withdraw { cdo: a, keep: None });
     offer(&mut pm, "d", &[10; 60], 60);
     assert_eq!(demand(&mut pm, "d").0.kind(), "inline");
 }

@@ -47,6 +47,28 @@ pub fn sweep(dir: &Path) {
     crate::stale::sweep_dead_process_dirs(dir, &host_prefix());
 }
 
+/// Creates a directory of this process in the GFS directory `root`,
+/// `root/maestro-gfs-HOST_PID-RANDOM` (mode 0700, created exclusively: nobody else's files
+/// can collide; [`sweep`] removes it once this process is gone), after sweeping those of
+/// this host's dead processes.
+///
+/// # Errors
+/// No randomness for the name; the directory cannot be created (or something is there).
+pub(crate) fn process_dir(root: &Path) -> std::io::Result<PathBuf> {
+    let mut token = [0u8; 8];
+    getrandom::fill(&mut token)
+        .map_err(|e| std::io::Error::other(format!("no randomness for a file name: {e}")))?;
+    let dir = root.join(format!(
+        "{}{}-{}",
+        host_prefix(),
+        std::process::id(),
+        hex::encode(token)
+    ));
+    sweep(root);
+    safefs::new_private_dir(&dir).map_err(safefs::Error::into_io)?;
+    Ok(dir)
+}
+
 /// This client's files on the global file system.
 pub(crate) struct Gfs {
     /// The shared directory, as given.
@@ -89,17 +111,7 @@ impl Gfs {
         if let Some(p) = self.mine.get() {
             return Ok(p);
         }
-        let mut token = [0u8; 8];
-        getrandom::fill(&mut token)
-            .map_err(|e| ClientError::Gfs(format!("no randomness for a file name: {e}")))?;
-        let dir = self.root.join(format!(
-            "{}{}-{}",
-            host_prefix(),
-            std::process::id(),
-            hex::encode(token)
-        ));
-        safefs::new_private_dir(&dir).map_err(|e| ClientError::Gfs(e.to_string()))?;
-        sweep(&self.root);
+        let dir = process_dir(&self.root).map_err(|e| ClientError::Gfs(e.to_string()))?;
         if self.mode & 0o040 != 0 {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o750))?;
@@ -133,6 +145,57 @@ impl Gfs {
         }
     }
 
+    /// Links CDO `cdo`'s file into the PM's directory of kept files `keep` (see
+    /// [`pool_core::proto::ToPm::Withdraw`]): the path the pool offers it under from now on.
+    /// `None` when this client wrote no file for it.
+    ///
+    /// # Errors
+    /// [`ClientError::Gfs`] for a directory outside this client's GFS directory or a file
+    /// the file system does not link (another file system, no permission).
+    pub(crate) fn hand_over(&self, cdo: CdoId, keep: &str) -> Result<Option<String>> {
+        let Some(dir) = self.mine.get() else {
+            return Ok(None);
+        };
+        let keep = Path::new(keep);
+        if !self.inside(keep) {
+            return Err(ClientError::Gfs(format!(
+                "the pool manager keeps files in {}, not under this app's GFS directory {}: give every process of the workflow, and the PM, the same MSTRO_TRANSPORT_GFS_DIR",
+                keep.display(),
+                self.root.display()
+            )));
+        }
+        let (from, to) = (dir.join(cdo.to_string()), keep.join(cdo.to_string()));
+        match std::fs::hard_link(&from, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !from.exists() => {
+                return Ok(None);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Left by a hand-over the PM refused: this one replaces it.
+                std::fs::remove_file(&to)?;
+                std::fs::hard_link(&from, &to)?;
+            }
+            Err(e) => {
+                return Err(ClientError::Gfs(format!(
+                    "linking {} into the pool's directory {}: {e}",
+                    from.display(),
+                    keep.display()
+                )));
+            }
+        }
+        to.into_os_string()
+            .into_string()
+            .map(Some)
+            .map_err(|p| ClientError::Gfs(format!("the GFS path {p:?} is not UTF-8")))
+    }
+
+    /// Whether `p` is under this client's GFS directory, without `..`.
+    fn inside(&self, p: &Path) -> bool {
+        p.starts_with(&self.root)
+            && p.components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    }
+
     /// Reads the `len` bytes of the file `path` a ticket names (into `lent` if given and
     /// large enough).
     ///
@@ -141,10 +204,7 @@ impl Gfs {
     /// a link or another user's file, or of another size; IO errors.
     pub(crate) fn read(&self, path: &str, len: usize, lent: Option<Buffer>) -> Result<CdoData> {
         let p = Path::new(path);
-        let inside = p.starts_with(&self.root)
-            && p.components()
-                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-        if !inside {
+        if !self.inside(p) {
             return Err(ClientError::Gfs(format!(
                 "a ticket names the file {path}, not under this app's GFS directory {}: give every process of the workflow the same MSTRO_TRANSPORT_GFS_DIR",
                 self.root.display()

@@ -84,7 +84,7 @@ pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -
 /// message.
 pub fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
     match msg {
-        FromPm::Welcome { app, pool } => Ok((app, pool)),
+        FromPm::Welcome { app, pool, .. } => Ok((app, pool)),
         FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
         other => Err(ClientError::Protocol(format!(
             "{other:?} instead of a welcome"

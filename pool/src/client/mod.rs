@@ -44,6 +44,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
 pub use gfs::{GfsOptions, sweep as sweep_gfs};
+pub(crate) use gfs::process_dir as gfs_process_dir;
 pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
@@ -692,6 +693,27 @@ impl AsyncClient {
             .map(drop)
     }
 
+    /// For an offer written to the global file system, with a PM that keeps such files:
+    /// the file linked into the PM's directory, which the pool offers in this app's stead
+    /// after the withdraw (consumers that demand it later read it). `None` otherwise, and
+    /// when the link fails (said in the log: the CDO then goes with its withdraw).
+    async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
+        let g = self.shared.gfs.clone().filter(|g| g.offers())?;
+        let dir = self.shared.core().keep_dir().cloned()?;
+        let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir)).await;
+        match linked {
+            Ok(Ok(path)) => path.map(String::into_boxed_str),
+            Ok(Err(e)) => {
+                tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
+                None
+            }
+        }
+    }
+
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
     /// if a consumer in this process still holds the original). A [`Buffer::borrowed`]
     /// offer is returned only once no consumer in this process holds it (the caller may
@@ -702,8 +724,22 @@ impl AsyncClient {
     /// still holds a borrowed offer after the client's timeout (the offer is withdrawn at the
     /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
-        self.call((Op::Withdraw, cdo), ToPm::Withdraw { cdo })
-            .await?;
+        let keep = self.hand_over(cdo).await;
+        let withdraw = |keep| ToPm::Withdraw { cdo, keep };
+        match self.call((Op::Withdraw, cdo), withdraw(keep.clone())).await {
+            Err(ClientError::Refused {
+                why: Refusal::NotKept(why),
+                ..
+            }) => {
+                tracing::warn!(
+                    "the pool manager does not keep CDO {cdo} after its withdraw ({why}): consumers that demand it later will not get it"
+                );
+                self.call((Op::Withdraw, cdo), withdraw(None)).await?;
+            }
+            r => {
+                r?;
+            }
+        }
         // Its file on the global file system, if it went there: no consumer reads it now.
         if let Some(g) = &self.shared.gfs {
             g.remove(cdo);

@@ -19,10 +19,12 @@ use crate::admission::{Peer, Throttle};
 use crate::proto::{FromPm, ToPm};
 use crate::{ConnId, Manager, proto};
 
-/// The connections' writer tasks, with what each has still to write.
+/// Where the manager's output goes: the connections' writer tasks, with what each has
+/// still to write; the directory of kept CDOs' files, if the PM keeps any.
 pub(super) struct Writers {
     pub(super) max_queued: usize,
     pub(super) by_conn: HashMap<ConnId, Writer>,
+    pub(super) kept: Option<super::kept::KeptDir>,
 }
 
 /// One connection's writer task: frames to write (`None`: close) and the bytes queued;
@@ -130,6 +132,9 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             if let Some(w) = writers.by_conn.remove(&conn) {
                 w.close();
             }
+        }
+        if let Some(kept) = &writers.kept {
+            kept.discard(manager.take_discarded());
         }
         if stuck.is_empty() {
             return;

@@ -39,6 +39,7 @@ use crate::{ConnId, Identity, Manager};
 
 mod conn;
 mod identity;
+mod kept;
 mod listen;
 pub mod metrics;
 mod resources;
@@ -119,6 +120,12 @@ pub struct PmConfig {
     /// Serve the PM's counters for monitoring at `http://ADDR/metrics` (OpenMetrics text);
     /// `None` (the default): no endpoint.
     pub metrics: Option<SocketAddr>,
+    /// The global file system directory every process of the workflow sees
+    /// (`MSTRO_TRANSPORT_GFS_DIR`): the PM keeps there, in a directory of its own, the
+    /// files of GFS offers their producers withdraw, and offers them until their lifetime
+    /// (`.maestro.core.cdo.lifetime`) or the workflow ends (see [`pool_core::KeptFile`]).
+    /// `None` (the default): a producer's withdraw ends its CDO.
+    pub gfs_dir: Option<std::path::PathBuf>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -165,6 +172,7 @@ impl PmConfig {
             max_unjoined_per_peer: MAX_UNJOINED_PER_PEER,
             policy: crate::policy::Policy::default(),
             metrics: None,
+            gfs_dir: None,
         }
     }
 }
@@ -247,6 +255,12 @@ impl PoolManager {
             wall_clock(),
         );
         manager.set_policy(config.policy.clone());
+        let kept = config
+            .gfs_dir
+            .as_deref()
+            .map(|root| kept::KeptDir::create(root, &config.workflow))
+            .transpose()?;
+        manager.set_keep_dir(kept.as_ref().map(kept::KeptDir::path).transpose()?);
         manager.set_ack_timeout(config.ack_timeout);
         manager.set_admission(Limits {
             join_timeout: config.join_timeout,
@@ -269,6 +283,7 @@ impl PoolManager {
                 let writers = Writers {
                     max_queued,
                     by_conn: HashMap::new(),
+                    kept,
                 };
                 if let Some(l) = metrics {
                     rt.spawn(metrics::serve(l, tx.clone()));
@@ -385,6 +400,10 @@ async fn serve(
     }
     for a in acceptors {
         a.abort();
+    }
+    // The workflow ends here: the kept CDOs' files go (or persist).
+    if let Some(kept) = writers.kept.take() {
+        kept.finish(manager.kept_files());
     }
 }
 

@@ -246,6 +246,8 @@ pub struct ClientCore<T: Driver> {
     /// The JOIN handshake while it runs ([`ClientCore::connect`]), and how it ended.
     handshake: Option<Handshake>,
     joined: Option<CallResult<(crate::proto::AppId, u64)>>,
+    /// Where the PM keeps files of GFS offers handed over at withdraw, as its welcome said.
+    keep_dir: Option<std::sync::Arc<str>>,
     /// What `seal` checks attributes against ([`ClientCore::set_schemas`]).
     schemas: std::sync::Arc<crate::schema::Schemas>,
     /// Most bytes an offer carries to the PM ([`ClientCore::set_inline_max`]).
@@ -301,6 +303,12 @@ impl<T: Driver> ClientCore<T> {
         self.joined.as_ref()
     }
 
+    /// The PM's directory for the files of GFS offers it keeps after their withdraw (see
+    /// the `keep` of [`ToPm::Withdraw`]), as its welcome said; `None`: it keeps none.
+    pub fn keep_dir(&self) -> Option<&std::sync::Arc<str>> {
+        self.keep_dir.as_ref()
+    }
+
     /// The core of app `app` (as the PM's `Welcome` numbered it) joined already, which
     /// has declared nothing yet; its calls wait at most `call_timeout` for their answers.
     pub fn new(app: crate::proto::AppId, call_timeout: Duration) -> ClientCore<T> {
@@ -327,6 +335,7 @@ impl<T: Driver> ClientCore<T> {
             closed: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
+            keep_dir: None,
             schemas: BUILTIN_SCHEMAS.clone(),
             inline_max: DEFAULT_INLINE_MAX,
         }
@@ -374,9 +383,10 @@ impl<T: Driver> ClientCore<T> {
                 self.handshake = Some(Handshake::Welcome { deadline });
                 return;
             }
-            (Handshake::Welcome { .. }, FromPm::Welcome { app, pool }) => {
+            (Handshake::Welcome { .. }, FromPm::Welcome { app, pool, keep }) => {
                 let ids = crate::proto::cdo_ids(app);
                 self.app = app;
+                self.keep_dir = keep;
                 (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
                 self.joined = Some(Ok((app, pool)));
                 return;

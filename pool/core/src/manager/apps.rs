@@ -166,8 +166,8 @@ impl Manager {
             },
             memory,
         );
-        let pool = self.instance;
-        self.out.send(conn, FromPm::Welcome { app, pool });
+        let (pool, keep) = (self.instance, self.keep_dir());
+        self.out.send(conn, FromPm::Welcome { app, pool, keep });
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
     }
 
@@ -358,7 +358,8 @@ impl Manager {
     /// Whether the app of CDO `cdo` is here (a gone app's CDOs wait to be reaped, and
     /// nothing is ticketed to or from them).
     pub(super) fn alive(&self, cdo: CdoId) -> bool {
-        self.apps.contains_key(&proto::cdo_owner(cdo))
+        let owner = proto::cdo_owner(cdo);
+        owner == super::kept::POOL || self.apps.contains_key(&owner)
     }
 
     /// Removes [`REAP_SLICE`] CDOs of apps gone; an offer of an app that died fails the

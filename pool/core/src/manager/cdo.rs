@@ -402,6 +402,15 @@ impl Manager {
         Ok(())
     }
 
+    /// Now, in seconds since the manager's clock origin (a CDO's `born`).
+    pub(super) fn seconds_since_origin(&self) -> u32 {
+        let since = self
+            .events
+            .now()
+            .saturating_duration_since(self.events.clock().origin);
+        u32::try_from(since.as_secs()).unwrap_or(u32::MAX)
+    }
+
     pub(super) fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {
         if let Err(why) = self
             .declarable(app, cdo, &name)
@@ -418,13 +427,7 @@ impl Manager {
                 attributes: Attributes::new(),
                 state: State::Declared,
                 extras: OfferExtras::default(),
-                born: u32::try_from(
-                    self.events
-                        .now()
-                        .saturating_duration_since(self.events.clock().origin)
-                        .as_secs(),
-                )
-                .unwrap_or(u32::MAX),
+                born: self.seconds_since_origin(),
             },
         );
         if let Some(a) = self.apps.get_mut(&app) {

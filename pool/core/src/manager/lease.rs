@@ -57,7 +57,7 @@ impl Manager {
         if matches!(source, Source::Stream { .. }) {
             return;
         }
-        let provider_label = self.provider_label(provider);
+        let provider_label = self.provider_label(offer);
         let lease = self.id();
         let leased = Leased {
             from: offer,

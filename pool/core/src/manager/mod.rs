@@ -70,6 +70,7 @@ mod apps;
 mod cdo;
 mod events;
 mod group;
+mod kept;
 mod lease;
 mod observe;
 mod outbox;
@@ -82,6 +83,7 @@ use apps::{App, Claim, Conn};
 pub use apps::{Identity, REAP_SLICE};
 use cdo::{Cdo, CdoTable, State, Want};
 pub use group::GROUP_SLICE;
+pub use kept::KeptFile;
 use outbox::Outbox;
 use policy::Policy;
 use transfer::Transfer;
@@ -235,6 +237,8 @@ pub struct Manager {
     reaping: std::collections::VecDeque<(CdoId, bool)>,
     /// Connections waiting for admission, with their deadlines.
     admission: admission::Admission,
+    /// CDOs the pool keeps after their producers handed their files over.
+    kept: kept::Kept,
 }
 
 impl Manager {
@@ -262,6 +266,7 @@ impl Manager {
             backlog: std::collections::VecDeque::new(),
             reaping: std::collections::VecDeque::new(),
             admission: admission::Admission::default(),
+            kept: kept::Kept::default(),
         }
     }
 
@@ -435,8 +440,16 @@ impl Manager {
             ToPm::Retract { cdo } => {
                 self.with_cdo(conn, app, Op::Retract, cdo, |m, c| m.retract(conn, c))
             }
-            ToPm::Withdraw { cdo } => {
-                self.with_cdo(conn, app, Op::Withdraw, cdo, |m, c| m.withdraw(conn, c))
+            ToPm::Withdraw { cdo, keep } => {
+                if let Some(Err(why)) = keep.as_deref().map(|p| self.keepable(app, cdo, p)) {
+                    return self.refuse(conn, Op::Withdraw, Some(cdo), why);
+                }
+                self.with_cdo(conn, app, Op::Withdraw, cdo, |m, c| {
+                    if let Some(path) = keep.as_deref() {
+                        m.keep(c, path);
+                    }
+                    m.withdraw(conn, c);
+                })
             }
             ToPm::Dispose { cdo, answer } => self.with_cdo(conn, app, Op::Dispose, cdo, |m, c| {
                 m.dispose(c);
@@ -504,8 +517,8 @@ impl Manager {
     // Time: deadlines and what the driver does at them.
 
     /// When the manager next needs [`Manager::handle_timeout`]: the earliest deadline of an
-    /// operation held for acknowledgements, a transfer pinning a withdrawn offer or a
-    /// connection waiting to join; `None` while there is none (the driver can sleep until
+    /// operation held for acknowledgements, a transfer pinning a withdrawn offer, a
+    /// connection waiting to join or a kept CDO's lifetime; `None` while there is none (the driver can sleep until
     /// its next input).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let held = self.events.next_deadline();
@@ -513,6 +526,7 @@ impl Manager {
             held,
             self.transfers.next_abandon(),
             self.next_join_deadline(),
+            self.next_kept_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -521,8 +535,9 @@ impl Manager {
 
     /// Advances the clock and acts on every deadline passed: holds end (their operations
     /// proceed and late subscribers get [`FromPm::AckTooLate`], in connection order),
-    /// transfers pinning a withdrawn offer are abandoned, and connections that did not join
-    /// in time are refused and closed. The driver calls this when
+    /// transfers pinning a withdrawn offer are abandoned, connections that did not join
+    /// in time are refused and closed, and kept CDOs whose lifetime is over are discarded
+    /// (their files go once no transfer reads them: [`Manager::take_discarded`]). The driver calls this when
     /// [`Manager::poll_timeout`]'s instant has come.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
@@ -530,6 +545,7 @@ impl Manager {
         self.expire_holds(now);
         self.abandon_overdue(now);
         self.expire_unjoined(now);
+        self.expire_kept(now);
     }
 
     /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`](crate::events::ACK_TIMEOUT)).

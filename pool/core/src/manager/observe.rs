@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::kept::POOL;
 use super::traffic::{TrafficStats, duration_us};
 use super::{App, Cdo, ConnId, Manager, State, Transfer};
 use crate::proto::{self, AppId, CdoId, FromPm, Op, Refusal, TransferId};
@@ -158,6 +159,7 @@ impl Manager {
             FromPm::Welcome {
                 app: 0,
                 pool: self.instance,
+                keep: None,
             },
         );
     }
@@ -222,12 +224,18 @@ impl Manager {
     }
 
     fn status(&self, now: Instant) -> Status {
-        // Kept as CDOs change (`CdoTable::counts`): no walk over every CDO.
-        let cdos = self
+        // Kept as CDOs change (`CdoTable::counts`): no walk over every CDO. The pool's own
+        // offers (kept CDOs) are counted apart.
+        let (kept, kept_bytes) = self.kept.totals();
+        let mut cdos: BTreeMap<String, u64> = self
             .cdos
             .counts()
             .map(|(state, n)| (state.to_string(), n))
             .collect();
+        if let Some(offered) = cdos.get_mut("offered") {
+            *offered = offered.saturating_sub(kept);
+        }
+        cdos.insert("kept".into(), kept);
         let operations = self
             .stats
             .ops
@@ -254,6 +262,7 @@ impl Manager {
                 .map(|(&id, a)| self.app_view(id, a))
                 .collect(),
             cdos,
+            kept_bytes,
             subscriptions: self.events.subscription_count() as u64,
             transfers_in_flight: self.transfers.len() as u64,
         }
@@ -304,30 +313,33 @@ impl Manager {
         };
         let start = ls.after.map_or(1, |c| c.saturating_add(1));
         let mut scanned = 0u64;
-        for (&app, a) in self.apps.range(proto::cdo_owner(start)..) {
-            let ids = proto::cdo_ids(app);
-            let first = start.max(*ids.start());
-            let last = ids.start() + a.last_declared.saturating_sub(1);
-            let mut id = first;
-            while id <= last {
-                if scanned == scan || page.cdos.len() == limit {
-                    page.next = Some(id - 1);
-                    return page;
-                }
-                scanned += 1;
-                if let Some(c) = self.cdos.get(&id) {
-                    // Attributes are built only where they are looked at.
-                    let attrs = (selector.is_some() || ls.attributes).then(|| self.published(id));
-                    let selected = match (&selector, &attrs) {
-                        (Some(s), Some(a)) => s.matches(a),
-                        _ => true,
-                    };
-                    if selected {
-                        let shown = attrs.filter(|_| ls.attributes);
-                        page.cdos.push(self.cdo_view(id, c, now, shown));
-                    }
-                }
-                id += 1;
+        // The pool's own (kept CDOs) first: their ids come before every app's.
+        let kept = self.kept.ids_from(start);
+        let apps = self
+            .apps
+            .range(proto::cdo_owner(start).max(1)..)
+            .flat_map(|(&app, a)| {
+                let ids = proto::cdo_ids(app);
+                start.max(*ids.start())..=ids.start() + a.last_declared.saturating_sub(1)
+            });
+        for id in kept.chain(apps) {
+            if scanned == scan || page.cdos.len() == limit {
+                page.next = Some(id - 1);
+                return page;
+            }
+            scanned += 1;
+            let Some(c) = self.cdos.get(&id) else {
+                continue;
+            };
+            // Attributes are built only where they are looked at.
+            let attrs = (selector.is_some() || ls.attributes).then(|| self.published(id));
+            let selected = match (&selector, &attrs) {
+                (Some(s), Some(a)) => s.matches(a),
+                _ => true,
+            };
+            if selected {
+                let shown = attrs.filter(|_| ls.attributes);
+                page.cdos.push(self.cdo_view(id, c, now, shown));
             }
         }
         page
@@ -343,7 +355,7 @@ impl Manager {
         let (size, providers, waiting) = match &c.state {
             State::Offered(r) | State::Withdrawing(r) => (
                 Some(r.len),
-                vec![self.label(c.app())],
+                vec![self.provider_label(id).to_string()],
                 self.cdos.waiting(&c.name).len() as u64,
             ),
             State::Required(w) => {
@@ -362,7 +374,10 @@ impl Manager {
             name: c.name.to_string(),
             app: self.label(c.app()),
             size,
-            state: c.state.name().to_string(),
+            state: match (&c.state, c.app()) {
+                (State::Offered(_), POOL) => "kept".to_string(),
+                (state, _) => state.name().to_string(),
+            },
             providers,
             waiting,
             age_s: now.saturating_duration_since(born).as_secs(),
@@ -464,6 +479,7 @@ impl Manager {
     /// `app N (gone)` for one long gone.
     pub(super) fn label(&self, app: AppId) -> String {
         match (self.apps.get(&app), self.stats.traffic.departed.get(&app)) {
+            _ if app == POOL => "pool".into(),
             (Some(a), _) => a.label.to_string(),
             (None, Some(l)) => format!("{l} (gone)"),
             (None, None) => format!("app {app} (gone)"),

@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 
 use fabric_types::{ProviderClass, RemoteRegion};
 
+use super::kept::POOL;
 use super::traffic::Route;
 use super::{App, Manager};
 use crate::Subnet;
@@ -65,6 +66,20 @@ impl Manager {
             let route = Route::of(&source, None);
             (source, words(&|| format!("stream: {why}")), route)
         };
+        // Bytes the provider wrote to the global file system: the consumer reads the file
+        // (the transport the provider chose; it outlives the provider's memory).
+        let gfs = self.cdos.get(&from).and_then(|f| f.extras.gfs()).map(|path| {
+            let source = Source::Gfs {
+                path: Arc::clone(path),
+                len: region.len,
+            };
+            let route = Route::of(&source, None);
+            (source, words(&|| format!("gfs (the file {path})")), route)
+        });
+        // A CDO the pool keeps is its file, whoever asks.
+        if provider == POOL {
+            return gfs.unwrap_or_else(|| stream("a kept CDO without its file"));
+        }
         let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
             return stream("an application is gone");
         };
@@ -78,15 +93,8 @@ impl Manager {
             let route = Route::of(&source, None);
             return (source, words(&|| "same-process (no copy)".into()), route);
         }
-        // Bytes the provider wrote to the global file system: the consumer reads the file
-        // (the transport the provider chose; it outlives the provider's memory).
-        if let Some(path) = self.cdos.get(&from).and_then(|f| f.extras.gfs()) {
-            let source = Source::Gfs {
-                path: Arc::clone(path),
-                len: region.len,
-            };
-            let route = Route::of(&source, None);
-            return (source, words(&|| format!("gfs (the file {path})")), route);
+        if let Some(planned) = gfs {
+            return planned;
         }
         // A small CDO whose offer brought its bytes: they go with the ticket; unless it is
         // a group's member the consumer copies out of the provider's memory with the

@@ -41,6 +41,9 @@ pub(super) fn inline_share(policy: &Policy) -> usize {
 /// bytes held by a subscriber that never demands, for as long as its client keeps unused
 /// leases).
 pub const MAX_LEASES: usize = 8192;
+/// Default of [`Policy::max_kept_bytes`]: 256 MiB (about 500,000 kept CDOs with short
+/// names and a few attributes).
+pub const MAX_KEPT_BYTES: usize = 256 << 20;
 /// Default of [`Policy::transfer_timeout`]: 120 s.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
 /// What the pool manager counts for a CDO besides its name and attributes (its table
@@ -67,6 +70,11 @@ pub struct Policy {
     /// count against its [`Policy::max_app_bytes`] too, until withdrawn. One offer carries
     /// at most [`MAX_INLINE_OFFER`], one app holds at most 1/[`INLINE_SHARES`] of this.
     pub max_inline_bytes: usize,
+    /// Most bytes the PM holds for the CDOs it keeps after their producers handed their
+    /// files over (per CDO [`CDO_COST`] plus its name, file path and attributes; they are
+    /// nobody's quota once their producer is gone). Past it, withdraws asking to keep are
+    /// refused with [`crate::proto::Refusal::NotKept`].
+    pub max_kept_bytes: usize,
     /// How long a transfer may keep an offer that its provider withdraws (or leaves with)
     /// from being released: past it the transfer is abandoned (the consumer's CDO is
     /// ticketed from another offer or its demand fails) and the withdraw completes. A slow
@@ -94,6 +102,7 @@ impl Default for Policy {
             max_attribute_bytes: MAX_ATTRIBUTE_BYTES,
             max_subscriptions: MAX_SUBSCRIPTIONS,
             max_inline_bytes: MAX_INLINE_BYTES,
+            max_kept_bytes: MAX_KEPT_BYTES,
             transfer_timeout: TRANSFER_TIMEOUT,
             max_leases: MAX_LEASES,
             owners: Vec::new(),

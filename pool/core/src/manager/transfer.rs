@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::kept::POOL;
 use super::{ConnId, HashMap, Manager, State, later, traffic};
 use crate::events::EventKind;
 use crate::proto::{
@@ -291,7 +292,7 @@ impl Manager {
             return;
         };
         let (source, how, route) = self.plan((consumer, bulk), provider, from, region);
-        let provider_label = self.provider_label(provider);
+        let provider_label = self.provider_label(from);
         let transfer = self.id();
         let stream = match source {
             Source::Stream { len } => Some(len),
@@ -341,12 +342,15 @@ impl Manager {
         }
     }
 
-    /// Whose bytes a ticket or lease carries: the providing app's `component:index`
-    /// (empty for one gone).
-    pub(super) fn provider_label(&self, provider: AppId) -> Arc<str> {
+    /// Whose bytes a ticket or lease from `offer` carries: the providing app's
+    /// `component:index` (for a kept CDO, the app's that handed it over; empty for one
+    /// gone).
+    pub(super) fn provider_label(&self, offer: CdoId) -> Arc<str> {
         self.apps
-            .get(&provider)
-            .map_or_else(|| Arc::from(""), |a| Arc::clone(&a.label))
+            .get(&crate::proto::cdo_owner(offer))
+            .map(|a| Arc::clone(&a.label))
+            .or_else(|| self.kept_provider(offer))
+            .unwrap_or_else(|| Arc::from(""))
     }
 
     /// Removes a transfer and its count on the source offer; observers are told how it
@@ -540,6 +544,9 @@ impl Manager {
             c.state = State::Withdrawn;
         }
         drop(c);
+        if withdrawn && app == POOL {
+            return self.forget_kept(offer);
+        }
         if withdrawn && let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
             self.done(conn, Op::Withdraw, offer);
         }

@@ -26,7 +26,8 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (14: offers written to a global file system,
+/// Protocol version carried in every frame (15: a withdraw may hand a GFS offer's file
+/// over to the pool, `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
 /// [`OfferExtras::with_gfs`], ticketed as [`Source::Gfs`]; 13: offer events carry leases,
 /// [`FromPm::Lease`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
 /// connection refused admission is told why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
@@ -34,7 +35,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 14;
+pub const VERSION: u8 = 15;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -297,6 +298,11 @@ pub enum ToPm {
     Withdraw {
         /// The CDO.
         cdo: CdoId,
+        /// For an offer written to the global file system: the file, linked into the
+        /// directory `Welcome` named (`DIR/ID`), that the pool keeps offering in the
+        /// producer's stead (refused with [`Refusal::NotKept`] if it cannot; the offer
+        /// then stays).
+        keep: Option<Box<str>>,
     },
     /// Forget a CDO.
     Dispose {
@@ -377,7 +383,7 @@ impl ToPm {
             | ToPm::UseLease { cdo, .. }
             | ToPm::DemandGroup { group: cdo, .. }
             | ToPm::Retract { cdo }
-            | ToPm::Withdraw { cdo }
+            | ToPm::Withdraw { cdo, .. }
             | ToPm::Dispose { cdo, .. }
             | ToPm::Declare { cdo, .. } => Some(*cdo),
             _ => None,
@@ -459,6 +465,9 @@ pub enum Refusal {
     /// The connection waited too long to join, or made room for others waiting (the
     /// reason, and the `maestro pm` option that sets the limit, are attached).
     NotAdmitted(String),
+    /// A withdraw asked the pool to keep the offer's file, and it cannot (the reason, and
+    /// what to do, are attached); the offer stays as it was.
+    NotKept(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -503,6 +512,7 @@ impl std::fmt::Display for Refusal {
             Refusal::Quota(why) => write!(f, "quota reached: {why}"),
             Refusal::NotAllowed(why) => write!(f, "not allowed: {why}"),
             Refusal::NotAdmitted(why) => write!(f, "not admitted: {why}"),
+            Refusal::NotKept(why) => write!(f, "not kept: {why}"),
         }
     }
 }
@@ -521,6 +531,10 @@ pub enum FromPm {
         app: AppId,
         /// This PM instance's random id (names same-process hand-overs).
         pool: u64,
+        /// The PM's directory on the global file system where producers hand over the
+        /// files of offers the pool keeps after their withdraw (see
+        /// `keep` of [`ToPm::Withdraw`]); `None`: it keeps none.
+        keep: Option<std::sync::Arc<str>>,
     },
     /// LEAVE accepted; the PM closes the connection after this.
     Bye,

@@ -138,7 +138,7 @@ impl Pm {
         // Subscribers of app joins hear of it too (see the event tests).
         let mine: Vec<_> = out.iter().filter(|(c, _)| *c == conn).collect();
         let app = match mine.as_slice() {
-            [(_, FromPm::Welcome { app, pool: 77 })] => *app,
+            [(_, FromPm::Welcome { app, pool: 77, .. })] => *app,
             other => panic!("join: {other:?}"),
         };
         self.apps.insert(conn, (app, *cdo_ids(app).start() - 1));

@@ -308,6 +308,12 @@ fn status_families(out: &mut Vec<Family>, st: &Status) {
             Kind::Gauge,
             st.inline_bytes,
         ),
+        pm_one(
+            "kept_bytes",
+            "Bytes the pool manager holds for the CDOs it keeps after their producers left (their data is in files)",
+            Kind::Gauge,
+            st.kept_bytes,
+        ),
     ]);
 }
 

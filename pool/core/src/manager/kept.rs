@@ -1,0 +1,255 @@
+//! CDOs the pool keeps after their producer let them go (data that outlives its
+//! producer): an offer whose bytes went to a file on the global file system may be
+//! withdrawn with the file handed over to the pool (the producer links it into the PM's
+//! directory and names it in its [`ToPm::Withdraw`](crate::proto::ToPm::Withdraw)); the
+//! pool then offers it in the producer's stead, under an id of its own (the ids of app
+//! [`POOL`], which no app is given), until its lifetime (`.maestro.core.cdo.lifetime`,
+//! seconds from the hand-over) ends or the workflow does. The driver removes the file
+//! once no transfer reads it ([`Manager::take_discarded`]) and, at the end, removes the
+//! rest or keeps those marked `.maestro.core.cdo.persist` ([`Manager::kept_files`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric_types::RemoteRegion;
+
+use super::{Cdo, Manager, State, later, policy};
+use crate::attr::{self, AttrValue};
+use crate::proto::{self, AppId, CdoId, OfferExtras, Refusal};
+
+/// The app id of the pool itself: the owner of kept CDOs (apps are numbered from 1).
+pub(super) const POOL: AppId = 0;
+
+/// The kept CDOs and where their files live.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    /// The PM's directory of kept files (as apps see it), if it keeps any.
+    dir: Option<Arc<str>>,
+    /// Each kept CDO, by its id (in order: observers list them first).
+    by_id: BTreeMap<CdoId, KeptCdo>,
+    /// Lifetimes' ends.
+    deadlines: BTreeSet<(Instant, CdoId)>,
+    /// Kept CDOs whose end came and whose file the driver removes next.
+    discarded: Vec<KeptFile>,
+    /// Bytes the kept CDOs make the PM hold (see [`policy::Policy::max_kept_bytes`]).
+    held: usize,
+    /// How many of them are being discarded (read by transfers still).
+    discarding: usize,
+    /// Sequence number of the next kept CDO (within `cdo_ids(POOL)`).
+    next: u64,
+}
+
+#[derive(Debug)]
+struct KeptCdo {
+    /// Whose bytes they are (`component:index` of the producer that handed it over).
+    provider: Arc<str>,
+    file: KeptFile,
+    expires: Option<Instant>,
+    cost: usize,
+}
+
+/// A kept CDO's file, as the driver removes or keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptFile {
+    /// The file (in the PM's directory of kept files).
+    pub path: Arc<str>,
+    /// The CDO's name.
+    pub name: Arc<str>,
+    /// `.maestro.core.cdo.persist` was set: keep the file after the workflow.
+    pub persist: bool,
+}
+
+impl Kept {
+    /// How many CDOs are kept (not being discarded) and the bytes they make the PM hold.
+    pub(super) fn totals(&self) -> (u64, u64) {
+        let live = self.by_id.len() - self.discarding;
+        (live as u64, self.held as u64)
+    }
+
+    /// Kept ids from `start` on, in order.
+    pub(super) fn ids_from(&self, start: CdoId) -> impl Iterator<Item = CdoId> + '_ {
+        self.by_id.range(start..).map(|(&id, _)| id)
+    }
+}
+
+impl Manager {
+    /// Has the pool keep GFS offers withdrawn with their file handed over, in `dir` (the
+    /// PM's own directory on the global file system, as apps see it; the driver creates
+    /// it and removes what is in it, see [`Manager::take_discarded`]); `None`: keep none
+    /// (the default: such withdraws are refused with [`Refusal::NotKept`]).
+    pub fn set_keep_dir(&mut self, dir: Option<&str>) {
+        self.kept.dir = dir.map(Arc::from);
+    }
+
+    /// The directory kept files go to, which apps are told in `Welcome`.
+    pub(super) fn keep_dir(&self) -> Option<Arc<str>> {
+        self.kept.dir.clone()
+    }
+
+    /// Files of kept CDOs whose end came (lifetime over) and that no transfer reads any
+    /// more: the driver removes them (or keeps those with [`KeptFile::persist`] until the
+    /// workflow ends).
+    pub fn take_discarded(&mut self) -> Vec<KeptFile> {
+        std::mem::take(&mut self.kept.discarded)
+    }
+
+    /// The files of the CDOs kept now: what the driver removes (or keeps, with
+    /// [`KeptFile::persist`]) when the workflow ends.
+    pub fn kept_files(&self) -> Vec<KeptFile> {
+        self.kept.by_id.values().map(|k| k.file.clone()).collect()
+    }
+
+    /// Whether `app` may hand `cdo`'s file over as `path`: the pool keeps files, `path` is
+    /// the file of that CDO in its directory, the CDO is an offer of `app` written to the
+    /// global file system, and the pool has room for it.
+    pub(super) fn keepable(&self, app: AppId, cdo: CdoId, path: &str) -> Result<(), Refusal> {
+        let Some(dir) = &self.kept.dir else {
+            return Err(Refusal::NotKept(
+                "this pool manager keeps no files: start it with the GFS directory (maestro pm --gfs-dir DIR, or MSTRO_TRANSPORT_GFS_DIR for maestro run and mstro_pm_start)".into(),
+            ));
+        };
+        if path != format!("{dir}/{cdo}") {
+            return Err(Refusal::NotKept(format!(
+                "the file {path} is not CDO {cdo}'s in the pool's directory {dir}"
+            )));
+        }
+        let c = self.cdos.get(&cdo).filter(|c| c.app() == app);
+        let Some(c) = c.filter(|c| matches!(c.state, State::Offered(_))) else {
+            return Err(Refusal::UnknownCdo);
+        };
+        if c.extras.gfs().is_none() {
+            return Err(Refusal::NotKept(
+                "the offer was not written to the global file system (MSTRO_TRANSPORT_DEFAULT=GFS)".into(),
+            ));
+        }
+        let cost = Self::kept_cost(c, path);
+        if self.kept.held.saturating_add(cost) > self.policy.max_kept_bytes {
+            return Err(Refusal::NotKept(format!(
+                "the pool keeps at most {} bytes of kept CDOs' metadata (maestro pm --max-kept-bytes)",
+                self.policy.max_kept_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn kept_cost(c: &Cdo, path: &str) -> usize {
+        policy::CDO_COST + c.name.len() + path.len() + policy::attribute_bytes(&c.attributes)
+    }
+
+    /// Offers `cdo`'s file at `path` in the pool's name from now on (checked by
+    /// [`Manager::keepable`]); its producer's withdraw follows.
+    pub(super) fn keep(&mut self, cdo: CdoId, path: &str) {
+        let Some(c) = self.cdos.get(&cdo) else {
+            return;
+        };
+        let State::Offered(region) = c.state else {
+            return;
+        };
+        let now = self.events.now();
+        let lifetime = match c.attributes.get(attr::LIFETIME) {
+            Some(AttrValue::Uint(s)) if *s > 0 => Some(Duration::from_secs(*s)),
+            _ => None,
+        };
+        let persist = matches!(c.attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
+        let (name, attributes, cost) = (
+            Arc::clone(&c.name),
+            c.attributes.clone(),
+            Self::kept_cost(c, path),
+        );
+        let provider = self.provider_label(cdo);
+        self.kept.next += 1;
+        let id = proto::cdo_ids(POOL).start() + self.kept.next - 1;
+        let path: Arc<str> = Arc::from(path);
+        self.cdos.insert(
+            id,
+            Cdo {
+                owner: 0,
+                born: self.seconds_since_origin(),
+                name: Arc::clone(&name),
+                attributes,
+                state: State::Offered(RemoteRegion {
+                    addr: 0,
+                    key: 0,
+                    len: region.len,
+                }),
+                extras: OfferExtras::default().with_gfs(Arc::clone(&path)),
+            },
+        );
+        let expires = lifetime.map(|d| later(now, d));
+        if let Some(at) = expires {
+            self.kept.deadlines.insert((at, id));
+        }
+        self.kept.held += cost;
+        self.kept.by_id.insert(
+            id,
+            KeptCdo {
+                provider,
+                file: KeptFile {
+                    path,
+                    name: Arc::clone(&name),
+                    persist,
+                },
+                expires,
+                cost,
+            },
+        );
+        tracing::info!("CDO {name} kept by the pool (from CDO {cdo})");
+        self.cdos.offered(&name, id);
+        for w in self.cdos.waiting(&name).to_vec() {
+            self.ticket(w);
+        }
+    }
+
+    /// Whose bytes kept CDO `id` holds, if it is one.
+    pub(super) fn kept_provider(&self, id: CdoId) -> Option<Arc<str>> {
+        self.kept.by_id.get(&id).map(|k| Arc::clone(&k.provider))
+    }
+
+    /// When the next kept CDO's lifetime ends.
+    pub(super) fn next_kept_deadline(&self) -> Option<Instant> {
+        self.kept.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Ends the kept CDOs whose lifetime is over by `now`.
+    pub(super) fn expire_kept(&mut self, now: Instant) {
+        while let Some(&(at, id)) = self.kept.deadlines.first().filter(|(at, _)| *at <= now) {
+            self.kept.deadlines.remove(&(at, id));
+            self.discard_kept(id);
+        }
+    }
+
+    /// Stops offering kept CDO `id`; its file goes once no transfer reads it (those that
+    /// do are held to the transfer deadline, as any withdrawn offer's).
+    fn discard_kept(&mut self, id: CdoId) {
+        let Some(mut c) = self.cdos.get_mut(&id) else {
+            return;
+        };
+        let State::Offered(region) = c.state else {
+            return;
+        };
+        c.state = State::Withdrawing(region);
+        let name = Arc::clone(&c.name);
+        drop(c);
+        self.kept.discarding += 1;
+        tracing::info!("kept CDO {name} ({id}) discarded: its lifetime ended");
+        self.cdos.not_offered(&name, id);
+        self.pin_transfers_from(|from| from == id);
+        self.revoke_leases(id);
+        self.source_released(id);
+    }
+
+    /// Kept CDO `id`, discarded, is read by no transfer any more: it goes, and its file is
+    /// the driver's to remove.
+    pub(super) fn forget_kept(&mut self, id: CdoId) {
+        self.cdos.remove(&id);
+        if let Some(k) = self.kept.by_id.remove(&id) {
+            self.kept.discarding = self.kept.discarding.saturating_sub(1);
+            self.kept.held = self.kept.held.saturating_sub(k.cost);
+            if let Some(at) = k.expires {
+                self.kept.deadlines.remove(&(at, id));
+            }
+            self.kept.discarded.push(k.file);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! CDOs the pool keeps after their producer handed their file over at withdraw and left:
+//! demandable by consumers that come later, until their lifetime or the workflow ends,
+//! their files the driver's to remove (or persist) only once nobody reads them.
+
+mod support;
+
+use std::time::Duration;
+
+use pool_core::KeptFile;
+use pool_core::attr::{AttrValue, Attributes};
+use pool_core::ConnId;
+use pool_core::proto::{FromPm, OfferExtras, Op, Refusal, Source, ToPm};
+use pool_core::view::{Ls, Query, View};
+use support::*;
+
+const KEEP: &str = "/gfs/maestro-gfs-pm";
+
+/// A PM keeping files in [`KEEP`], and a producer that offered `name` (`attrs` sealed)
+/// through its file `/gfs/p/ID`: the producer's connection and CDO.
+fn offered_to_gfs(pm: &mut Pm, name: &str, attrs: Attributes) -> (ConnId, u64) {
+    pm.m.set_keep_dir(Some(KEEP));
+    let (p, _) = pm.join("producer");
+    let cdo = pm.declare(p, name);
+    let out = pm.send(
+        p,
+        ToPm::SealOffer {
+            cdo,
+            attributes: attrs,
+            region: region(9),
+            extras: OfferExtras::default().with_gfs(format!("/gfs/p/{cdo}")),
+        },
+    );
+    assert_eq!(out, [(p, done(Op::Offer, cdo))]);
+    (p, cdo)
+}
+
+fn keep(cdo: u64) -> ToPm {
+    ToPm::Withdraw {
+        cdo,
+        keep: Some(format!("{KEEP}/{cdo}").into()),
+    }
+}
+
+/// A consumer joining now and demanding `name`: its connection and what the PM sent.
+fn demand(pm: &mut Pm, name: &str) -> (ConnId, u64, Vec<(ConnId, FromPm)>) {
+    let (c, _) = pm.join("consumer");
+    let cdo = pm.declare(c, name);
+    let out = pm.send(c, ToPm::Demand { cdo });
+    (c, cdo, out)
+}
+
+fn gfs_path(out: &[(ConnId, FromPm)]) -> Option<String> {
+    out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket {
+            source: Source::Gfs { path, .. },
+            ..
+        } => Some(path.to_string()),
+        _ => None,
+    })
+}
+
+fn state_counts(pm: &mut Pm) -> (u64, u64) {
+    let View::Status(s) = pm.m.view(pm.now, Query::Status) else {
+        panic!("status")
+    };
+    (s.cdos["kept"], s.cdos["offered"])
+}
+
+#[test]
+fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
+    let mut pm = Pm::new();
+    let (p, cdo) = offered_to_gfs(&mut pm, "field", Attributes::new());
+    assert_eq!(pm.send(p, keep(cdo)), [(p, done(Op::Withdraw, cdo))]);
+    let out = pm.send(p, ToPm::Dispose { cdo, answer: true });
+    assert_eq!(out, [(p, done(Op::Dispose, cdo))]);
+    assert_eq!(pm.send(p, ToPm::Leave), [(p, FromPm::Bye)]);
+    pm.m.disconnected(pm.now, p);
+    assert_eq!(state_counts(&mut pm), (1, 0), "kept, not counted as offered");
+
+    let (c, _, out) = demand(&mut pm, "field");
+    assert_eq!(gfs_path(&out).as_deref(), Some(&*format!("{KEEP}/{cdo}")));
+    let provider = out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket { provider, .. } => Some(provider.to_string()),
+        _ => None,
+    });
+    assert_eq!(provider.as_deref(), Some("producer:0"), "whose bytes they are");
+    let (_, transfer, _, len) = ticket_of(&out);
+    assert_eq!(len, 9);
+    pm.send(c, transferred(transfer));
+
+    // Observers see it as the pool's, kept from the producer.
+    let ls = Ls {
+        selector: None,
+        after: None,
+        limit: 10,
+        attributes: false,
+    };
+    let View::Cdos(page) = pm.m.view(pm.now, Query::Ls(ls)) else {
+        panic!("page")
+    };
+    let kept = &page.cdos[0];
+    assert_eq!(
+        (kept.app.as_str(), kept.state.as_str(), kept.providers.clone()),
+        ("pool", "kept", vec!["producer:0".to_string()])
+    );
+    // The workflow ends: the driver gets the file to remove.
+    assert_eq!(
+        pm.m.kept_files(),
+        [KeptFile {
+            path: format!("{KEEP}/{cdo}").into(),
+            name: "field".into(),
+            persist: false,
+        }]
+    );
+    assert!(pm.m.take_discarded().is_empty(), "nothing ended before");
+}
+
+#[test]
+fn a_waiting_demand_is_served_from_the_producers_file_and_later_ones_from_the_kept_one() {
+    let mut pm = Pm::new();
+    pm.m.set_keep_dir(Some(KEEP));
+    let (c, _, out) = demand(&mut pm, "late");
+    assert!(gfs_path(&out).is_none(), "nothing offered yet: it waits");
+    let (p, _) = pm.join("producer");
+    let cdo = pm.declare(p, "late");
+    let out = pm.send(
+        p,
+        ToPm::SealOffer {
+            cdo,
+            attributes: Attributes::new(),
+            region: region(9),
+            extras: OfferExtras::default().with_gfs(format!("/gfs/p/{cdo}")),
+        },
+    );
+    // Ticketed at once from the producer's own file.
+    assert_eq!(gfs_path(&out), Some(format!("/gfs/p/{cdo}")));
+    let (_, first, _, _) = ticket_of(&out);
+    let out = pm.send(p, keep(cdo));
+    assert!(out.is_empty(), "the withdraw waits for the transfer in flight: {out:?}");
+    let out = pm.send(c, transferred(first));
+    assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
+    // A second consumer gets the kept file.
+    let (_, _, out) = demand(&mut pm, "late");
+    assert_eq!(gfs_path(&out), Some(format!("{KEEP}/{cdo}")));
+}
+
+#[test]
+fn a_kept_cdo_ends_with_its_lifetime_its_file_only_once_nobody_reads_it() {
+    let mut pm = Pm::new();
+    let attrs = Attributes::from([
+        (".maestro.core.cdo.lifetime".into(), AttrValue::Uint(10)),
+        (".maestro.core.cdo.persist".into(), AttrValue::Bool(true)),
+    ]);
+    let (p, cdo) = offered_to_gfs(&mut pm, "short", attrs);
+    pm.send(p, keep(cdo));
+    assert_eq!(pm.m.poll_timeout(), Some(pm.now + Duration::from_secs(10)));
+    // A consumer reads it as its lifetime ends.
+    let (c, _, out) = demand(&mut pm, "short");
+    let (_, transfer, _, _) = ticket_of(&out);
+    pm.now += Duration::from_secs(10);
+    pm.m.handle_timeout(pm.now);
+    assert!(pm.m.take_discarded().is_empty(), "read still: the file stays");
+    let (_, _, out) = demand(&mut pm, "short");
+    assert!(gfs_path(&out).is_none(), "no longer offered: {out:?}");
+    pm.send(c, transferred(transfer));
+    assert_eq!(
+        pm.m.take_discarded(),
+        [KeptFile {
+            path: format!("{KEEP}/{cdo}").into(),
+            name: "short".into(),
+            persist: true,
+        }]
+    );
+    assert!(pm.m.kept_files().is_empty());
+    assert_eq!(state_counts(&mut pm), (0, 0));
+}
+
+#[test]
+fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() {
+    let mut pm = Pm::new();
+    let (p, cdo) = offered_to_gfs(&mut pm, "f", Attributes::new());
+    let not_kept = |out: Vec<(ConnId, FromPm)>| match out.as_slice() {
+        [(_, FromPm::Refused {
+            op: Op::Withdraw,
+            why: Refusal::NotKept(why),
+            ..
+        })] => why.clone(),
+        other => panic!("{other:?}"),
+    };
+    // Another path than the CDO's file in the pool's directory.
+    for path in ["/gfs/elsewhere/1".to_string(), format!("{KEEP}/../{cdo}")] {
+        let why = not_kept(pm.send(
+            p,
+            ToPm::Withdraw {
+                cdo,
+                keep: Some(path.into()),
+            },
+        ));
+        assert!(why.contains("is not CDO"), "{why}");
+    }
+    // The offer is still there: a consumer is ticketed from the producer's own file.
+    let (_, _, out) = demand(&mut pm, "f");
+    assert_eq!(gfs_path(&out), Some(format!("/gfs/p/{cdo}")));
+
+    // An offer not written to the global file system.
+    let (offer, _) = pm.offer(p, "rma", 8);
+    let why = not_kept(pm.send(p, keep(offer)));
+    assert!(why.contains("not written to the global file system"), "{why}");
+
+    // A PM that keeps no files says how to have it keep them.
+    pm.m.set_keep_dir(None);
+    let why = not_kept(pm.send(p, keep(cdo)));
+    assert!(why.contains("--gfs-dir"), "{why}");
+}
+
+#[test]
+fn kept_cdos_are_bounded_by_the_policy() {
+    let mut pm = Pm::new();
+    let mut policy = pool_core::policy::Policy::default();
+    policy.max_kept_bytes = 500;
+    pm.m.set_policy(policy);
+    let (p, first) = offered_to_gfs(&mut pm, "a", Attributes::new());
+    assert_eq!(pm.send(p, keep(first)), [(p, done(Op::Withdraw, first))]);
+    let second = pm.declare(p, "b");
+    pm.send(
+        p,
+        ToPm::SealOffer {
+            cdo: second,
+            attributes: Attributes::new(),
+            region: region(9),
+            extras: OfferExtras::default().with_gfs(format!("/gfs/p/{second}")),
+        },
+    );
+    let out = pm.send(p, keep(second));
+    assert!(
+        matches!(&out[..], [(_, FromPm::Refused { why: Refusal::NotKept(why), .. })] if why.contains("--max-kept-bytes")),
+        "{out:?}"
+    );
+}

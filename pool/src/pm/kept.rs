@@ -1,0 +1,216 @@
+//! The files of the CDOs the pool keeps after their producers left (see
+//! [`pool_core::Manager::take_discarded`]): the PM's directory on the global file system,
+//! `DIR/maestro-gfs-HOST_PID-RANDOM` (mode 0700; producers link their files into it at
+//! withdraw), what goes when a kept CDO's lifetime ends, and what is left when the
+//! workflow ends: nothing, except the files of CDOs marked `.maestro.core.cdo.persist`,
+//! which move to `DIR/maestro-persist-WORKFLOW/NAME` (the CDO's name, `/` and other
+//! characters outside `[A-Za-z0-9._-]` as `%XX`; `NAME.N` for a second CDO of a name). A
+//! PM killed before it could clean up leaves its directory to the next process that sweeps
+//! the GFS directory (`maestro run`'s janitor, the next client writing there).
+
+use std::path::{Path, PathBuf};
+
+use pool_core::KeptFile;
+
+/// The PM's directory of kept files.
+#[derive(Debug)]
+pub(super) struct KeptDir {
+    /// The GFS directory, as given.
+    root: PathBuf,
+    /// The PM's own directory in it.
+    dir: PathBuf,
+    /// The workflow (names the directory of persisted files).
+    workflow: String,
+}
+
+impl KeptDir {
+    /// Creates the PM's directory in the GFS directory `root`.
+    ///
+    /// # Errors
+    /// `root` is not an absolute path of a directory (the message says what to give); the
+    /// directory cannot be created.
+    pub(super) fn create(root: &Path, workflow: &str) -> std::io::Result<KeptDir> {
+        if !root.is_absolute() || !root.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the GFS directory {} is not an absolute path of a directory here: give one every node of the workflow sees (--gfs-dir, MSTRO_TRANSPORT_GFS_DIR)",
+                    root.display()
+                ),
+            ));
+        }
+        let dir = crate::client::gfs_process_dir(root)?;
+        Ok(KeptDir {
+            root: root.to_path_buf(),
+            dir,
+            workflow: workflow.to_string(),
+        })
+    }
+
+    /// The directory, as apps are told it.
+    ///
+    /// # Errors
+    /// A path that is not UTF-8 (the protocol carries paths as text).
+    pub(super) fn path(&self) -> std::io::Result<&str> {
+        self.dir.to_str().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the GFS directory {:?} is not UTF-8", self.dir),
+            )
+        })
+    }
+
+    /// The files of kept CDOs whose end came: removed, or moved among the persisted ones.
+    /// Only files of this directory are touched (the manager names no others; a path
+    /// anywhere else is logged and left).
+    pub(super) fn discard(&self, files: Vec<KeptFile>) {
+        if files.is_empty() {
+            return;
+        }
+        let (dir, persisted) = (self.dir.clone(), self.persisted());
+        // Off the PM's thread: a parallel file system may take its time.
+        tokio::task::spawn_blocking(move || {
+            for f in files {
+                settle(&dir, &persisted, &f);
+            }
+        });
+    }
+
+    /// The workflow ended: the kept CDOs' files go (those to persist move), and the
+    /// directory with them.
+    pub(super) fn finish(self, files: Vec<KeptFile>) {
+        let persisted = self.persisted();
+        for f in &files {
+            settle(&self.dir, &persisted, f);
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!("removing {}: {e}", self.dir.display());
+        }
+    }
+
+    /// Where persisted files go.
+    fn persisted(&self) -> PathBuf {
+        self.root
+            .join(format!("maestro-persist-{}", escape(&self.workflow)))
+    }
+}
+
+/// Removes kept file `f` of `dir`, or moves it into `persisted` if it is to persist.
+fn settle(dir: &Path, persisted: &Path, f: &KeptFile) {
+    let path = Path::new(&*f.path);
+    if path.parent() != Some(dir) {
+        tracing::warn!("not touching {}: not a file of {}", path.display(), dir.display());
+        return;
+    }
+    let done = if f.persist {
+        persist(path, persisted, &f.name).map(|to| {
+            tracing::info!("CDO {} persisted as {}", f.name, to.display());
+        })
+    } else {
+        std::fs::remove_file(path)
+    };
+    if let Err(e) = done.or_else(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(e),
+    }) {
+        tracing::warn!("kept file {} of CDO {}: {e}", path.display(), f.name);
+    }
+}
+
+/// Moves `path` to `persisted/NAME` (`NAME.N` if taken): where it went.
+fn persist(path: &Path, persisted: &Path, name: &str) -> std::io::Result<PathBuf> {
+    match std::fs::create_dir(persisted) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let base = escape(name);
+    for n in 0..10_000u32 {
+        let to = match n {
+            0 => persisted.join(&base),
+            n => persisted.join(format!("{base}.{n}")),
+        };
+        // A hard link never replaces what is there: the first free name wins.
+        match std::fs::hard_link(path, &to) {
+            Ok(()) => {
+                std::fs::remove_file(path)?;
+                return Ok(to);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("10,000 files named {base} in {}", persisted.display()),
+    ))
+}
+
+/// `name` as a file name: `[A-Za-z0-9._-]` as is (a leading `.` too is escaped), every
+/// other byte as `%XX`.
+fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for (i, b) in name.bytes().enumerate() {
+        let plain = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
+        if plain {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_file_names_that_say_them() {
+        assert_eq!(escape("t2m/step-6"), "t2m%2Fstep-6");
+        assert_eq!(escape(".."), "%2E.");
+        assert_eq!(escape("a b"), "a%20b");
+        assert_eq!(escape("Zürich"), "Z%C3%BCrich");
+    }
+
+    #[test]
+    fn files_go_or_persist_under_their_names_and_nothing_else_is_touched() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let kept = KeptDir::create(root.path(), "wf/1").expect("kept dir");
+        let file = |id: u32, name: &str, persist: bool| {
+            let p = kept.dir.join(id.to_string());
+            std::fs::write(&p, name).expect("file");
+            KeptFile {
+                path: p.to_str().expect("utf-8").into(),
+                name: name.into(),
+                persist,
+            }
+        };
+        let elsewhere = root.path().join("other");
+        std::fs::write(&elsewhere, b"x").expect("file");
+        let files = vec![
+            file(1, "t2m/0", false),
+            file(2, "t2m/0", true),
+            file(3, "t2m/0", true),
+            KeptFile {
+                path: elsewhere.to_str().expect("utf-8").into(),
+                name: "x".into(),
+                persist: false,
+            },
+        ];
+        let persisted = root.path().join("maestro-persist-wf%2F1");
+        kept.finish(files);
+        assert!(elsewhere.exists(), "a file outside the directory is left");
+        let mut names: Vec<String> = std::fs::read_dir(&persisted)
+            .expect("persisted")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["t2m%2F0", "t2m%2F0.1"]);
+        let mut left: Vec<String> = std::fs::read_dir(root.path())
+            .expect("root")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["maestro-persist-wf%2F1", "other"], "the PM's directory is gone");
+    }
+}
