@@ -172,30 +172,31 @@ fn the_pool_benchmark_measures_gfs_against_a_copy() {
     );
 }
 
-/// Waits within `limit`, woken by inotify, until a CDO's file is in one of the client
-/// directories under `dir` (renamed into place whole).
-fn wait_for_a_file(dir: &Path, limit: Duration) {
+/// Waits within `limit`, woken by inotify (files created, renamed into place or removed
+/// in `dir` and its directories), until `done` holds; `what` names it if it never does.
+fn wait_for(dir: &Path, limit: Duration, what: &str, done: impl Fn() -> bool) {
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: a new inotify descriptor, closed at the end.
     let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
     assert!(fd >= 0, "inotify: {}", std::io::Error::last_os_error());
-    let watch = |p: &Path, mask: u32| {
+    let watch = |p: &Path| {
         let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path");
+        let mask = libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_DELETE;
         // SAFETY: a NUL-terminated path and the descriptor above.
         unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) }
     };
-    watch(dir, libc::IN_CREATE);
+    watch(dir);
     let deadline = std::time::Instant::now() + limit;
     loop {
-        // Client directories made before their watch was added are watched now too.
+        // Directories made before their watch was added are watched now too.
         for e in std::fs::read_dir(dir).expect("dir").flatten() {
-            watch(&e.path(), libc::IN_MOVED_TO);
+            watch(&e.path());
         }
-        if !files(dir).is_empty() {
+        if done() {
             break;
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        assert!(!left.is_zero(), "no file offered within {limit:?}");
+        assert!(!left.is_zero(), "not within {limit:?}: {what}");
         let mut p = libc::pollfd {
             fd,
             events: libc::POLLIN,
@@ -218,6 +219,100 @@ fn wait_for_a_file(dir: &Path, limit: Duration) {
     unsafe { libc::close(fd) };
 }
 
+/// Data that outlives its producer: with `maestro pm --gfs-dir`, a producer whose offers
+/// went to files withdraws them, disposes them and leaves; consumers that come later get
+/// them from the pool (the provider attribute still names the producer), `maestro pool`
+/// shows them as kept, one whose lifetime ends goes with its file, and when the PM stops
+/// every file goes except the one marked to persist, which is named after its CDO.
+#[test]
+fn cdos_handed_to_the_pool_outlive_their_producer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs_dir = dir.path().display().to_string();
+    let (mut pm, info) = start_pm("gfs-keep", &["--gfs-dir", &gfs_dir]);
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("forecast").gfs(gfs(dir.path(), true)),
+    )
+    .expect("join");
+    let attrs = |lifetime: u64, persist: bool| {
+        pool::attr::Attributes::from([
+            (
+                ".maestro.core.cdo.lifetime".to_string(),
+                pool::attr::AttrValue::Uint(lifetime),
+            ),
+            (
+                ".maestro.core.cdo.persist".to_string(),
+                pool::attr::AttrValue::Bool(persist),
+            ),
+        ])
+    };
+    for (name, len, lifetime, persist) in [
+        ("t2m/step-6", 1 << 20, 0, false),
+        ("archive/t2m", 4096, 0, true),
+        ("brief", 8, 1, false),
+    ] {
+        let cdo = producer.declare(name).expect("declare");
+        let mut data = fabric::Buffer::new(len).expect("buffer");
+        data.as_mut_slice().fill(7);
+        producer
+            .seal_and_offer(cdo, attrs(lifetime, persist), data)
+            .expect("offer");
+        producer.withdraw(cdo).expect("withdraw at once");
+        producer.dispose(cdo).expect("dispose");
+    }
+    drop(producer);
+    let kept = files(dir.path());
+    assert!(kept.len() <= 3, "the producer's own files went with it: {kept:?}");
+
+    let consumer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("products").gfs(gfs(dir.path(), false)),
+    )
+    .expect("join");
+    let cdo = consumer.declare("t2m/step-6").expect("declare");
+    let (data, attributes) = consumer.demand(cdo).expect("demand after the producer left");
+    assert_eq!(data.len(), 1 << 20);
+    assert!(data.iter().all(|&b| b == 7));
+    assert_eq!(
+        attributes.get(".maestro.core.cdo.provider"),
+        Some(&pool::attr::AttrValue::Str("forecast:0".into())),
+        "whose bytes they are"
+    );
+    let ls = view(&info, "ls");
+    let states: Vec<(&str, &str)> = ls["cdos"]
+        .as_array()
+        .expect("cdos")
+        .iter()
+        .filter(|c| c["app"] == "pool")
+        .map(|c| (c["name"].as_str().unwrap_or(""), c["state"].as_str().unwrap_or("")))
+        .collect();
+    assert!(states.contains(&("t2m/step-6", "kept")), "{ls}");
+
+    // The brief one's lifetime ends: its file goes, and it is no longer offered.
+    let brief = kept
+        .iter()
+        .find(|f| f.metadata().is_ok_and(|m| m.len() == 8))
+        .expect("the brief CDO's file")
+        .clone();
+    wait_for(dir.path(), T, "the brief CDO's file removed", || !brief.exists());
+    let status = view(&info, "status");
+    assert_eq!(status["cdos"]["kept"], 2, "{status}");
+
+    // The workflow ends: every file goes but the one to persist, under its name.
+    drop(consumer);
+    // SAFETY: signalling the PM this test started.
+    unsafe { libc::kill(pm.pid(), libc::SIGTERM) };
+    let _ = pm.child.wait();
+    let left = files(dir.path());
+    let persisted = dir
+        .path()
+        .join("maestro-persist-gfs-keep")
+        .join("archive%2Ft2m");
+    assert_eq!(left, [persisted.clone()], "left after the workflow");
+    assert_eq!(std::fs::read(&persisted).expect("persisted"), vec![7u8; 4096]);
+}
+
 /// A launcher killed with SIGKILL while its ranks offer through the global file system
 /// leaves no files behind: its janitor removes the directories of its dead ranks.
 #[test]
@@ -232,7 +327,7 @@ fn a_killed_launchers_ranks_leave_no_files() {
             .env("MSTRO_TRANSPORT_GFS_DIR", dir.path())
             .env("MSTRO_WORKFLOW_NAME", "gfs-killed"),
     );
-    wait_for_a_file(dir.path(), T);
+    wait_for(dir.path(), T, "a CDO's file", || !files(dir.path()).is_empty());
     let janitors = common::children_named(launcher.pid(), "maestro");
     assert_eq!(janitors.len(), 1, "the launcher's janitor");
     // SAFETY: signalling the launcher this test started (its pid, not its group: the ranks
