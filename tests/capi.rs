@@ -144,6 +144,49 @@ fn maestros_gfs_settings_move_the_c_programs_cdos_through_files() {
     );
 }
 
+/// Data that outlives its producer, as C programs use it: with Maestro's GFS settings and
+/// a PM that keeps such offers (`maestro pm --gfs-dir`), a C producer offers four fields,
+/// withdraws and disposes each at once and ends; a C consumer started after it demands
+/// all four and gets their bytes, naming the producer as their provider. When the PM
+/// stops, only the field marked to persist is left, named after its CDO.
+#[test]
+fn a_c_producers_fields_outlive_it_in_the_pools_files() {
+    let c = installed();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs = dir.path().display().to_string();
+    let (mut pm, info) = start_pm("capi-outlive", &["--gfs-dir", &gfs]);
+    let role = |role: &str| {
+        let mut cmd = Command::new(c.bin("outlive"));
+        env(&mut cmd, "capi-outlive")
+            .args([role, "4"])
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_TRANSPORT_DEFAULT", "GFS")
+            .env("MSTRO_TRANSPORT_GFS_DIR", &gfs);
+        run(&mut cmd, Duration::from_secs(60))
+    };
+    let p = role("produce");
+    assert_eq!(p.code(), Some(0), "producer: {p:?}");
+    assert!(p.stdout.contains("outlive: all hold"), "{p:?}");
+    let k = role("consume");
+    assert_eq!(k.code(), Some(0), "consumer: {k:?}");
+    assert_eq!(k.stdout.matches("comes from forecast:0").count(), 4, "{k:?}");
+    assert!(k.stdout.contains("outlive: all hold"), "{k:?}");
+    // SAFETY: signalling the PM this test started.
+    unsafe { libc::kill(pm.pid(), libc::SIGTERM) };
+    let _ = pm.child.wait();
+    let persisted = dir.path().join("maestro-persist-capi-outlive");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(left, [persisted.clone()], "only the persisted field's directory");
+    let fields: Vec<_> = std::fs::read_dir(&persisted)
+        .expect("persisted")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(fields, ["field-3"]);
+}
+
 #[test]
 fn local_pool_threads_exchange_the_producers_own_buffer() {
     let c = installed();

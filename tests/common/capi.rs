@@ -56,7 +56,7 @@ pub fn installed() -> Installed {
     let target = maestro().parent().expect("target dir").to_path_buf();
     let prefix = target.join("capi-test-prefix");
     // Each program, its source and the pkg-config packages it builds with.
-    let programs: [(&str, PathBuf, &str); 12] = [
+    let programs: [(&str, PathBuf, &str); 13] = [
         ("pm_tool", repo().join("examples/c/pm_tool.c"), "maestro"),
         ("producer", repo().join("examples/c/producer.c"), "maestro"),
         ("consumer", repo().join("examples/c/consumer.c"), "maestro"),
@@ -78,6 +78,7 @@ pub fn installed() -> Installed {
         ),
         ("groups", repo().join("tests/c/groups.c"), "maestro"),
         ("layout", repo().join("tests/c/layout.c"), "maestro"),
+        ("outlive", repo().join("tests/c/outlive.c"), "maestro"),
         ("api_cxx", repo().join("tests/c/api_cxx.cpp"), "maestro"),
         (
             "pgen_product",
