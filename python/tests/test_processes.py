@@ -258,6 +258,58 @@ def test_gfs_settings_move_a_python_producers_arrays_through_files(tmp_path, c_p
     assert list(gfs.iterdir()) == []
 
 
+FORECAST = """
+import numpy as np
+import maestro_core as M
+with M.pool(component="forecast"):
+    for i in range(3):
+        a = np.arange(4096, dtype=np.float64) * (i + 1)
+        cdo = M.mstro_cdo_declare(f"t2m-{i}", None)
+        M.mstro_cdo_attribute_set(cdo, M.MSTRO_ATTR_CORE_CDO_RAW_PTR, a)
+        M.mstro_cdo_attribute_set(cdo, M.MSTRO_ATTR_CORE_CDO_PERSIST, i == 2)
+        M.mstro_cdo_seal(cdo)
+        M.mstro_cdo_offer(cdo)
+        M.mstro_cdo_withdraw(cdo)
+        M.mstro_cdo_dispose(cdo)
+print("forecast: withdrew everything", flush=True)
+"""
+
+PRODUCTS = """
+import numpy as np
+import maestro_core as M
+with M.pool(component="products"):
+    for i in range(3):
+        cdo = M.mstro_cdo_declare(f"t2m-{i}", None)
+        M.mstro_cdo_demand(cdo)
+        got = np.frombuffer(M.mstro_cdo_access_ptr(cdo), dtype=np.float64)
+        assert np.array_equal(got, np.arange(4096, dtype=np.float64) * (i + 1)), i
+        provider = M.mstro_cdo_attribute_get(cdo, M.MSTRO_ATTR_CORE_CDO_PROVIDER)
+        print(f"products: t2m-{i} from {provider}", flush=True)
+        M.mstro_cdo_dispose(cdo)
+"""
+
+
+def test_a_python_producers_arrays_outlive_it_through_the_pools_files(tmp_path, env_for_children):
+    """Data that outlives its producer: with the GFS settings (the PM too), a Python
+    producer offers three arrays, withdraws and disposes them at once and ends; a Python
+    consumer started afterwards gets all three from the pool, naming the producer as their
+    provider. When the PM stops only the array marked to persist is left."""
+    gfs = tmp_path / "gfs"
+    gfs.mkdir()
+    env = dict(env_for_children, MSTRO_TRANSPORT_DEFAULT="GFS", MSTRO_TRANSPORT_GFS_DIR=str(gfs))
+    with processes(env) as (env, spawn):
+        code, out, err = run([sys.executable, "-c", FORECAST], env)
+        assert code == 0, out + err
+        assert "forecast: withdrew everything" in out
+        code, out, err = run([sys.executable, "-c", PRODUCTS], env)
+        assert code == 0, out + err
+        assert out.count("from forecast:0") == 3, out
+        workflow = env["MSTRO_WORKFLOW_NAME"]
+    assert [p.name for p in gfs.iterdir()] == [f"maestro-persist-{workflow}"]
+    persisted = np.fromfile(gfs / f"maestro-persist-{workflow}" / "t2m-2", dtype=np.float64)
+    assert np.array_equal(persisted, np.arange(4096, dtype=np.float64) * 3)
+
+
 def test_a_consumer_demanding_as_told_is_served_by_the_leases_of_the_offer_events(env_for_children):
     """ECMWF's syphon: demands each CDO as its offer event arrives. Every transfer is
     started by the lease that came with the event (the transport events say so): no
