@@ -154,7 +154,7 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
     let c = installed();
     let dir = tempfile::tempdir().expect("tempdir");
     let gfs = dir.path().display().to_string();
-    let (mut pm, info) = start_pm("capi-outlive", &["--gfs-dir", &gfs]);
+    let (pm, info) = start_pm("capi-outlive", &["--gfs-dir", &gfs]);
     let role = |role: &str| {
         let mut cmd = Command::new(c.bin("outlive"));
         env(&mut cmd, "capi-outlive")
@@ -171,9 +171,8 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
     assert_eq!(k.code(), Some(0), "consumer: {k:?}");
     assert_eq!(k.stdout.matches("comes from forecast:0").count(), 4, "{k:?}");
     assert!(k.stdout.contains("outlive: all hold"), "{k:?}");
-    // SAFETY: signalling the PM this test started.
-    unsafe { libc::kill(pm.pid(), libc::SIGTERM) };
-    let _ = pm.child.wait();
+    let stopped = pm.terminate(Duration::from_secs(30));
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
     let persisted = dir.path().join("maestro-persist-capi-outlive");
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .expect("dir")

@@ -238,6 +238,55 @@ fn across_nodes_the_fields_go_through_files_both_nodes_see() {
     );
 }
 
+/// Data that outlives its producer across nodes: a PM keeping GFS offers in a directory
+/// every node sees; the C producer on n1 offers four fields through files, withdraws and
+/// disposes them at once and ends; only then does the C consumer on n2 start, and it gets
+/// all four, named as the producer's. When the PM stops, only the field marked to persist
+/// is left.
+#[test]
+fn across_nodes_fields_outlive_their_producer_in_files_both_nodes_see() {
+    let c = installed();
+    let cluster = Cluster::start();
+    let dir = cluster.scratch("gfs-outlive");
+    let dir_text = dir.display().to_string();
+    let (pm, info) = common::start_pm(
+        "gfs-outlive",
+        &["--listen", "0.0.0.0:0", "--gfs-dir", &dir_text],
+    );
+    let role = |node: &str, role: &str| {
+        let out = run(
+            cluster
+                .srun_on(node, 1)
+                .env("MSTRO_POOL_MANAGER_INFO", &info)
+                .env("MSTRO_WORKFLOW_NAME", "gfs-outlive")
+                .env("MSTRO_TRANSPORT_DEFAULT", "GFS")
+                .env("MSTRO_TRANSPORT_GFS_DIR", &dir_text)
+                .arg(c.bin("outlive"))
+                .args([role, "4"]),
+            Duration::from_secs(120),
+        );
+        assert_eq!(out.code(), Some(0), "{role} on {node}: {out:?}");
+        assert!(out.stdout.contains("outlive: all hold"), "{out:?}");
+        out
+    };
+    role("n1", "produce");
+    let consumed = role("n2", "consume");
+    assert_eq!(
+        consumed.stdout.matches("comes from forecast:0").count(),
+        4,
+        "{consumed:?}"
+    );
+    let stopped = pm.terminate(Duration::from_secs(30));
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
+    let persisted = dir.join("maestro-persist-gfs-outlive");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(left, [persisted.clone()], "only the persisted field's directory");
+    assert!(persisted.join("field-3").is_file());
+}
+
 /// `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself. The
 /// producers (n1) and the consumer (n2) still move everything: over their endpoints on the
 /// cluster's networks (every app opens one per network), else the stream.

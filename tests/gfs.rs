@@ -228,7 +228,7 @@ fn wait_for(dir: &Path, limit: Duration, what: &str, done: impl Fn() -> bool) {
 fn cdos_handed_to_the_pool_outlive_their_producer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gfs_dir = dir.path().display().to_string();
-    let (mut pm, info) = start_pm("gfs-keep", &["--gfs-dir", &gfs_dir]);
+    let (pm, info) = start_pm("gfs-keep", &["--gfs-dir", &gfs_dir]);
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
     let producer = pool::Client::join(
         &pm_info,
@@ -301,9 +301,8 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
 
     // The workflow ends: every file goes but the one to persist, under its name.
     drop(consumer);
-    // SAFETY: signalling the PM this test started.
-    unsafe { libc::kill(pm.pid(), libc::SIGTERM) };
-    let _ = pm.child.wait();
+    let stopped = pm.terminate(T);
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
     let left = files(dir.path());
     let persisted = dir
         .path()
