@@ -144,8 +144,9 @@ fn maestros_gfs_settings_move_the_c_programs_cdos_through_files() {
     );
 }
 
-/// Data that outlives its producer, as C programs use it: with Maestro's GFS settings and
-/// a PM that keeps such offers (`maestro pm --gfs-dir`), a C producer offers four fields,
+/// Data that outlives its producer, as C programs use it: with a GFS directory, fields that
+/// ask for it (`MSTRO_ATTR_CORE_CDO_TRANSPORT` = "GFS", no `MSTRO_TRANSPORT_DEFAULT`) and a
+/// PM that keeps such offers (`maestro pm --gfs-dir`), a C producer offers four fields,
 /// withdraws and disposes each at once and ends; a C consumer started after it demands
 /// all four and gets their bytes, naming the producer as their provider. When the PM
 /// stops, only the field marked to persist is left, named after its CDO.
@@ -160,7 +161,6 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
         env(&mut cmd, "capi-outlive")
             .args([role, "4"])
             .env("MSTRO_POOL_MANAGER_INFO", &info)
-            .env("MSTRO_TRANSPORT_DEFAULT", "GFS")
             .env("MSTRO_TRANSPORT_GFS_DIR", &gfs);
         run(&mut cmd, Duration::from_secs(60))
     };

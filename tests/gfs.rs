@@ -131,6 +131,64 @@ fn offers_go_through_files_every_consumer_reads() {
     );
 }
 
+/// `.maestro.core.cdo.transport` chooses per CDO whatever the app's default: a CDO of an
+/// RDMA app asking for `GFS` goes through a file, one of a GFS app asking for `rdma` does
+/// not; asking for GFS without a GFS directory, or for a transport that is none, is an
+/// error saying what to give.
+#[test]
+fn a_cdos_transport_attribute_overrides_the_apps_default() {
+    let (_pm, info) = start_pm("gfs-per-cdo", &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let join = |name: &str, gfs_opts: Option<GfsOptions>| {
+        let opts = common::tcp_lo_options(name);
+        let opts = match gfs_opts {
+            Some(g) => opts.gfs(g),
+            None => opts,
+        };
+        pool::Client::join(&pm_info, opts).expect("join")
+    };
+    let transport = |t: &str| {
+        pool::attr::Attributes::from([(
+            ".maestro.core.cdo.transport".to_string(),
+            pool::attr::AttrValue::Str(t.into()),
+        )])
+    };
+    let offer_as = |c: &pool::Client, name: &str, attrs| {
+        let cdo = c.declare(name).expect("declare");
+        let mut data = fabric::Buffer::new(4096).expect("buffer");
+        data.as_mut_slice().fill(7);
+        c.seal_and_offer(cdo, attrs, data)
+    };
+    let rdma_app = join("rdma-app", Some(gfs(dir.path(), false)));
+    offer_as(&rdma_app, "by-file", transport("GFS")).expect("offer");
+    offer_as(&rdma_app, "by-memory", pool::attr::Attributes::new()).expect("offer");
+    assert_eq!(files(dir.path()).len(), 1, "only the CDO that asked");
+    let gfs_app = join("gfs-app", Some(gfs(dir.path(), true)));
+    // Sealed first, offered after: the choice is remembered from the seal.
+    let cdo = gfs_app.declare("by-memory-too").expect("declare");
+    gfs_app.seal(cdo, transport("rdma")).expect("seal");
+    let mut data = fabric::Buffer::new(4096).expect("buffer");
+    data.as_mut_slice().fill(7);
+    gfs_app.offer(cdo, data).expect("offer");
+    assert_eq!(files(dir.path()).len(), 1, "rdma asked for: no file");
+
+    let no_dir = join("no-dir", None);
+    let e = offer_as(&no_dir, "x", transport("GFS")).expect_err("no directory");
+    assert!(e.to_string().contains("set MSTRO_TRANSPORT_GFS_DIR"), "{e}");
+    let e = offer_as(&no_dir, "y", transport("MIO")).expect_err("no transport");
+    assert!(e.to_string().contains(r#"give "GFS" or "RDMA""#), "{e}");
+
+    let consumer = join("consumer", Some(gfs(dir.path(), false)));
+    for name in ["by-file", "by-memory", "by-memory-too"] {
+        let cdo = consumer.declare(name).expect("declare");
+        let (data, _) = consumer.demand(cdo).expect("demand");
+        assert!(data.len() == 4096 && data.iter().all(|&b| b == 7), "{name}");
+    }
+    let fabric = view(&info, "fabric");
+    assert_eq!(fabric["transports"]["gfs"]["transfers"], 1, "{fabric}");
+}
+
 /// `maestro bench pool --transport gfs` demands files through the pool and copies as many
 /// bytes between files of the same directory, per size, in one table; the directory it
 /// made is gone after.

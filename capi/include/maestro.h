@@ -105,8 +105,17 @@ typedef struct mstro_cdo_attributes_ *mstro_cdo_attributes;
 #define MSTRO_ATTR_CORE_CDO_LAYOUT_ELEMENT_SIZE ".maestro.core.cdo.layout.element-size"
 #define MSTRO_ATTR_CORE_CDO_LAYOUT_NDIMS ".maestro.core.cdo.layout.ndims"
 #define MSTRO_ATTR_CORE_CDO_LAYOUT_DIMS_SIZE ".maestro.core.cdo.layout.dims-size"
+/** How long (uint64, seconds) the pool keeps a CDO whose producer withdrew it from the
+ *  global file system (0: until the workflow ends; needs a PM with the GFS directory). */
 #define MSTRO_ATTR_CORE_CDO_LIFETIME ".maestro.core.cdo.lifetime"
+/** Keep (bool) such a CDO's file after the workflow ends, as
+ *  MSTRO_TRANSPORT_GFS_DIR/maestro-persist-WORKFLOW/NAME. */
 #define MSTRO_ATTR_CORE_CDO_PERSIST ".maestro.core.cdo.persist"
+/** How consumers get this CDO's bytes (str, before mstro_cdo_seal): "GFS", a file under
+ *  MSTRO_TRANSPORT_GFS_DIR, or "RDMA", the producer's memory, whatever
+ *  MSTRO_TRANSPORT_DEFAULT says (this library's attribute; Maestro Core chooses per
+ *  process only). */
+#define MSTRO_ATTR_CORE_CDO_TRANSPORT ".maestro.core.cdo.transport"
 #define MSTRO_ATTR_CORE_CDO_ISGROUP ".maestro.core.cdo.isgroup"
 /** Whose bytes a demanded CDO holds: the providing application's "component:index"
  *  (str, set by the pool on the consumer's CDO). */

@@ -1,10 +1,11 @@
 /* Data that outlives its producer, as a forecast job and a later product job use it: with
- * Maestro's settings for the global file system (MSTRO_TRANSPORT_DEFAULT=GFS,
- * MSTRO_TRANSPORT_GFS_DIR) and a pool manager that keeps such offers, the producer offers
- * N fields of 64 KiB (`field-I`, each byte I + its offset, modulo 251), the last one with
- * `.maestro.core.cdo.persist`, withdraws and disposes each at once, and finalizes; the
- * consumer, started once the producer has ended, demands every field and checks its
- * bytes, its size and that `.maestro.core.cdo.provider` names the producer.
+ * the global file system (MSTRO_TRANSPORT_GFS_DIR; each field asks for it with
+ * MSTRO_ATTR_CORE_CDO_TRANSPORT, whatever MSTRO_TRANSPORT_DEFAULT says) and a pool manager
+ * that keeps such offers, the producer offers N fields of 64 KiB (`field-I`, each byte I +
+ * its offset, modulo 251), the last one with `.maestro.core.cdo.persist`, withdraws and
+ * disposes each at once, and finalizes; the consumer, started once the producer has
+ * ended, demands every field and checks its bytes, its size and that
+ * `.maestro.core.cdo.provider` names the producer.
  *
  *   outlive produce N      then      outlive consume N
  *
@@ -44,6 +45,10 @@ static void produce(long n) {
     EXPECT(mstro_cdo_attribute_set(cdo, MSTRO_ATTR_CORE_CDO_LIFETIME, &forever, true, false),
            MSTRO_OK, NULL);
     EXPECT(mstro_cdo_attribute_set(cdo, MSTRO_ATTR_CORE_CDO_PERSIST, &persist, true, false),
+           MSTRO_OK, NULL);
+    /* Through the global file system whatever MSTRO_TRANSPORT_DEFAULT says. */
+    EXPECT(mstro_cdo_attribute_set(cdo, MSTRO_ATTR_CORE_CDO_TRANSPORT, (void *)"GFS", true,
+                                   false),
            MSTRO_OK, NULL);
     EXPECT(mstro_cdo_seal(cdo), MSTRO_OK, NULL);
     EXPECT(mstro_cdo_offer(cdo), MSTRO_OK, NULL);

@@ -55,6 +55,29 @@ pub const LIFETIME: &str = ".maestro.core.cdo.lifetime";
 /// `.maestro.core.cdo.persist`: keep a kept CDO's file after the workflow ends.
 pub const PERSIST: &str = ".maestro.core.cdo.persist";
 
+/// `.maestro.core.cdo.transport`: how this CDO's consumers get its bytes, `GFS` (a file the
+/// producer writes under its `MSTRO_TRANSPORT_GFS_DIR`, which outlives the producer) or
+/// `RDMA` (from the producer's memory: the fabric, same-host copies, the PM's stream),
+/// whatever `MSTRO_TRANSPORT_DEFAULT` says for the process (this project's attribute:
+/// Maestro Core chooses per process only). Case does not matter.
+pub const TRANSPORT: &str = ".maestro.core.cdo.transport";
+
+/// What [`TRANSPORT`] in `attributes` asks for: `Some(true)` the global file system,
+/// `Some(false)` RDMA, `None` nothing (the process's default).
+///
+/// # Errors
+/// Another value (or type): why, saying the two it may be.
+pub fn wants_gfs(attributes: &Attributes) -> Result<Option<bool>, String> {
+    match attributes.get(TRANSPORT) {
+        None => Ok(None),
+        Some(AttrValue::Str(t)) if t.eq_ignore_ascii_case("gfs") => Ok(Some(true)),
+        Some(AttrValue::Str(t)) if t.eq_ignore_ascii_case("rdma") => Ok(Some(false)),
+        Some(other) => Err(format!(
+            "{other:?} is no transport: give \"GFS\" or \"RDMA\" (MIO is not supported)"
+        )),
+    }
+}
+
 /// A typed attribute value (the types of Maestro schemas).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum AttrValue {

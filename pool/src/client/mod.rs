@@ -550,7 +550,7 @@ impl AsyncClient {
         let file = data.memory_file();
         // Offered through the global file system: written whole before the offer names the
         // file (on a thread that may block), and nothing registered with the fabric.
-        let (data, gfs) = match self.shared.gfs.clone().filter(|g| g.offers()) {
+        let (data, gfs) = match self.gfs_for(cdo, seal.as_ref())? {
             Some(g) => {
                 let (data, path) = tokio::task::spawn_blocking(move || {
                     let path = g.write(cdo, data.as_slice());
@@ -611,6 +611,34 @@ impl AsyncClient {
             }
         }
         r.map(drop)
+    }
+
+    /// The global file system an offer of `cdo` goes through, if it does: as its
+    /// attributes ask ([`crate::attr::TRANSPORT`], those it is sealed with now or was
+    /// before), else as the app's default (`MSTRO_TRANSPORT_DEFAULT`).
+    ///
+    /// # Errors
+    /// [`ClientError::Gfs`] for a CDO asking for the global file system in an app that has
+    /// no GFS directory; [`ClientError::Attribute`] for a transport that is none.
+    fn gfs_for(&self, cdo: CdoId, seal: Option<&Attributes>) -> Result<Option<Arc<gfs::Gfs>>> {
+        let wanted = match seal {
+            Some(a) => crate::attr::wants_gfs(a).map_err(|why| {
+                ClientError::Attribute(crate::schema::AttrError::Value {
+                    key: crate::attr::TRANSPORT.into(),
+                    why,
+                })
+            })?,
+            None => self.shared.core().wants_gfs(cdo),
+        };
+        match (wanted, &self.shared.gfs) {
+            (Some(true), None) => Err(ClientError::Gfs(format!(
+                "CDO {cdo} asks for the global file system ({} = GFS) but this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR",
+                crate::attr::TRANSPORT
+            ))),
+            (Some(true), Some(g)) => Ok(Some(Arc::clone(g))),
+            (Some(false), _) => Ok(None),
+            (None, g) => Ok(g.clone().filter(|g| g.offers())),
+        }
     }
 
     /// Declares the intent to consume `cdo`: the PM may move it right away.
@@ -698,7 +726,7 @@ impl AsyncClient {
     /// after the withdraw (consumers that demand it later read it). `None` otherwise, and
     /// when the link fails (said in the log: the CDO then goes with its withdraw).
     async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
-        let g = self.shared.gfs.clone().filter(|g| g.offers())?;
+        let g = self.shared.gfs.clone()?;
         let dir = self.shared.core().keep_dir().cloned()?;
         let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir)).await;
         match linked {

@@ -67,6 +67,8 @@ pub(super) struct Mine<T: Driver> {
     arrived: Option<(T::Data, Attributes)>,
     /// Memory the application lent for its next transfer.
     lent: Option<T::Memory>,
+    /// What its sealed [`attr::TRANSPORT`] asks for (see [`attr::wants_gfs`]).
+    gfs: Option<bool>,
 }
 
 impl<T: Driver> Mine<T> {
@@ -77,6 +79,7 @@ impl<T: Driver> Mine<T> {
             busy,
             arrived: None,
             lent: None,
+            gfs: None,
         }
     }
 }
@@ -187,7 +190,16 @@ impl<T: Driver> ClientCore<T> {
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
         self.schemas.check(&mut attributes)?;
+        if let Some(m) = self.cdos.get_mut(&cdo) {
+            m.gfs = attr::wants_gfs(&attributes).ok().flatten();
+        }
         self.call(now, (Op::Seal, cdo), ToPm::Seal { cdo, attributes }, waiter)
+    }
+
+    /// What the sealed attributes of `cdo` ask of its transport ([`attr::TRANSPORT`]):
+    /// `Some(true)` the global file system, `Some(false)` RDMA, `None` the app's default.
+    pub fn wants_gfs(&self, cdo: CdoId) -> Option<bool> {
+        self.cdos.get(&cdo).and_then(|m| m.gfs)
     }
 
     /// Offers `offer.cdo` (sealing it first in the same message when `offer.seal` has

@@ -180,6 +180,14 @@ pub enum AttrError {
         /// Upper bound (or inf).
         max: f64,
     },
+    /// The value is of the declared type but not one the pool understands (why).
+    #[error("attribute {key:?}: {why}")]
+    Value {
+        /// The key.
+        key: String,
+        /// What is wrong, and what to give.
+        why: String,
+    },
     /// A required attribute is not set.
     #[error("attribute {0:?} is required by its schema; set it before sealing")]
     Missing(String),
@@ -265,12 +273,15 @@ maestro-attributes:
   - key: layout.dims-size
     type: blob()
     documentation: per-dimension sizes, little-endian u64 each
+  - key: transport
+    type: str()
+    documentation: how consumers get the bytes, GFS (a file under MSTRO_TRANSPORT_GFS_DIR) or RDMA (the producer's memory), whatever MSTRO_TRANSPORT_DEFAULT says
   - key: lifetime
     type: uint()
-    documentation: how long the CDO is kept, in seconds (0 forever)
+    documentation: how long the pool keeps a CDO its producer handed over at withdraw (GFS), in seconds from then (0 until the workflow ends)
   - key: persist
     type: bool()
-    documentation: keep the CDO after the workflow ends
+    documentation: keep a kept CDO's file after the workflow ends (as DIR/maestro-persist-WORKFLOW/NAME)
   - key: isgroup
     type: bool()
     documentation: the CDO is a group of CDOs
@@ -473,6 +484,10 @@ impl Schemas {
             }
             check_range(spec, value)?;
         }
+        attr::wants_gfs(attrs).map_err(|why| AttrError::Value {
+            key: attr::TRANSPORT.into(),
+            why,
+        })?;
         for spec in self.specs.values() {
             if attrs.contains_key(&spec.key) {
                 continue;
