@@ -118,6 +118,7 @@ fn join_raw_as(info: &PmInfo, role: proto::Role) -> TcpStream {
         memory: None,
         credential: None,
         nics: Default::default(),
+        gfs: None,
         role,
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, "streamer", 0),
     };

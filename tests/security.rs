@@ -403,6 +403,7 @@ fn raw_join_announcing(
         memory: Some(memory),
         credential: None,
         nics: Default::default(),
+        gfs: None,
         role: Default::default(),
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, component, 0),
     };

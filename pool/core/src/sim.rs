@@ -81,6 +81,7 @@ pub fn join_message(component: &str) -> Join {
         memory: Some(memory_of(component)),
         credential: None,
         nics: crate::proto::Nics::default(),
+        gfs: None,
         role: crate::proto::Role::default(),
         proof: Vec::new(),
     }
@@ -246,6 +247,20 @@ impl World {
         i
     }
 
+    /// Joins `component` on `host` with no fabric endpoint and the world's global file
+    /// system (`/gfs`) announced: it shares no network with anyone.
+    pub fn join_with_gfs_only(&mut self, component: &str, host: &str) -> usize {
+        let mut join = join_message(component);
+        let conn = self.next;
+        self.next += 1;
+        (join.host, join.process, join.endpoint) = (host.into(), conn, None);
+        join.gfs = Some("/gfs".into());
+        let i = self.connect(conn, join, SECRET);
+        self.pump();
+        self.apps[i].sent.clear();
+        i
+    }
+
     /// Connects an app that joins with `join`, proving `secret`, through its core's
     /// handshake ([`join`]).
     pub fn connect(&mut self, conn: ConnId, join: Join, secret: &[u8]) -> usize {
@@ -377,6 +392,11 @@ impl World {
                     data: bytes[o..o + n].to_vec(),
                 };
                 self.core(i).send(ToPm::Chunk(chunk)).expect("chunk");
+            }
+            // The world's global file system has every offer's bytes as `/gfs/KEY`.
+            Event::Spill { cdo } => {
+                let key = self.offers[&(i, cdo)];
+                self.core(i).spilled(cdo, Ok(format!("/gfs/{key}")));
             }
             Event::Piece { stream, piece } => {
                 let (offset, data) = match piece {

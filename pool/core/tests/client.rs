@@ -147,6 +147,51 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     );
 }
 
+/// Two apps that share no network but announce the same GFS directory: rather than relay
+/// the bytes, the PM has the provider write its offer there and tickets the consumer to
+/// read the file (asked once, however many consumers; later ones read the same file). A
+/// pair without a common directory gets the stream.
+#[test]
+fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with() {
+    let mut w = World::new();
+    let p = w.join_with_gfs_only("producer", "node1");
+    let (c1, c2) = (
+        w.join_with_gfs_only("consumer-1", "node2"),
+        w.join_with_gfs_only("consumer-2", "node3"),
+    );
+    w.offer(p, "field", &[5; 64 << 10], false);
+    for (i, c) in [c1, c2].into_iter().enumerate() {
+        let cdo = w.core(c).declare("field").expect("declare");
+        waiting(w.timed(c, |k, now| k.demand(now, cdo, 10 + i as u32)).expect("demand"));
+        w.pump();
+        assert_eq!(w.answer(c, 10 + i as u32), Some(&Ok(cdo)), "consumer {i}");
+        assert!(
+            matches!(&w.apps[c].tickets[..], [Source::Gfs { path, len: 65536 }] if path.starts_with("/gfs/")),
+            "{:?}",
+            w.apps[c].tickets
+        );
+        let (data, _) = w.core(c).take_arrived(cdo).expect("arrived");
+        assert_eq!(data, vec![5; 64 << 10]);
+    }
+    let spilled = w
+        .sent(p)
+        .into_iter()
+        .filter(|m| matches!(m, ToPm::Spilled { .. }))
+        .count();
+    assert_eq!(spilled, 1, "written once");
+
+    // Without a directory in common: the stream.
+    let other = w.join("no-gfs", false);
+    let cdo = w.core(other).declare("field").expect("declare");
+    waiting(w.timed(other, |k, now| k.demand(now, cdo, 20)).expect("demand"));
+    w.pump();
+    assert!(
+        matches!(&w.apps[other].tickets[..], [Source::Stream { .. }]),
+        "{:?}",
+        w.apps[other].tickets
+    );
+}
+
 /// An offer whose bytes the driver wrote to the global file system names the file and
 /// carries no bytes, even small ones; the PM tickets its demands to read the file.
 #[test]

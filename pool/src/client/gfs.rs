@@ -101,6 +101,11 @@ impl Gfs {
         })
     }
 
+    /// The GFS directory, as given.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Whether offers go through the file system.
     pub(crate) fn offers(&self) -> bool {
         self.offer

@@ -23,6 +23,8 @@ pub(crate) struct Endpoints {
     pub(crate) networks: Vec<Option<crate::Subnet>>,
     pub(crate) memory: Option<proto::ProcessMemory>,
     pub(crate) nics: proto::Nics,
+    /// The GFS directory, where the app has one.
+    pub(crate) gfs: Option<String>,
 }
 
 /// The JOIN message: identity (component, index, job), host, process token (a fresh one
@@ -43,6 +45,7 @@ pub(crate) fn join_message(
         networks,
         memory,
         nics,
+        gfs,
     } = endpoints;
     proto::Join {
         workflow: info.workflow.clone(),
@@ -57,6 +60,7 @@ pub(crate) fn join_message(
         memory,
         credential,
         nics,
+        gfs,
         role,
         proof: Vec::new(),
     }
@@ -198,6 +202,7 @@ impl AsyncClient {
             networks,
             memory,
             nics,
+            gfs: gfs.as_ref().and_then(|g| g.root().to_str()).map(String::from),
         };
         let join = join_message(
             info,

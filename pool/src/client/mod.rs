@@ -321,6 +321,7 @@ impl Shared {
                 offset,
                 len,
             } => transfer::serve(self, transfer, cdo, offset, len),
+            Event::Spill { cdo } => transfer::spill(self, cdo),
             Event::Piece { stream, piece } => {
                 let _ = stream.send(piece);
             }

@@ -414,6 +414,25 @@ pub(super) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offs
     }));
 }
 
+/// Writes offered `cdo` to a file under this app's GFS directory (on a thread that may
+/// block) and tells the PM where, or why not (see [`pool_core::client::Event::Spill`]).
+pub(super) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
+    let offer = data::find(&(shared.pool, shared.app, cdo));
+    let (Some(offer), Some(g)) = (offer, shared.gfs.clone()) else {
+        let why = "not offered here with a GFS directory".to_string();
+        let _ = shared.with_core(|c| Ok(c.spilled(cdo, Err(why))));
+        return;
+    };
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let written = tokio::task::spawn_blocking(move || g.write(cdo, offer.as_slice()))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        let _ = shared.with_core(|c| Ok(c.spilled(cdo, written)));
+    });
+}
+
 /// Where a same-host copy comes from: the consumer endpoint a fallback would read with,
 /// the provider's process (and the offer's memory file), the address and the length.
 type CopySource = (u8, HostMemory, u64, usize);

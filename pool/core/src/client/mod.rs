@@ -186,6 +186,12 @@ pub enum Event<T: Driver> {
         /// Length.
         len: u64,
     },
+    /// Write offered `cdo` whole to a file under this app's GFS directory and report it
+    /// with [`ClientCore::spilled`] (the PM's [`FromPm::Spill`]).
+    Spill {
+        /// The offered CDO.
+        cdo: CdoId,
+    },
     /// A piece of a stream transfer this app fetches, for its route.
     Piece {
         /// Where it goes.
@@ -401,6 +407,15 @@ impl<T: Driver> ClientCore<T> {
         };
         self.joined = Some(Err(failed));
         self.close();
+    }
+
+    /// Offered `cdo` was written to the file `path` under this app's GFS directory, or
+    /// could not be (why): tells the PM (see [`Event::Spill`]).
+    pub fn spilled(&mut self, cdo: CdoId, path: Result<String, String>) {
+        self.queue(ToPm::Spilled {
+            cdo,
+            path: path.map(String::into_boxed_str),
+        });
     }
 
     /// Whether the connection ended ([`ClientCore::close`]).
@@ -684,6 +699,7 @@ impl<T: Driver> ClientCore<T> {
                 offset,
                 len,
             }),
+            FromPm::Spill { cdo } => self.events.push_back(Event::Spill { cdo }),
             FromPm::Chunk(c) => self.piece(now, c.transfer, Ok((c.offset, c.data))),
             FromPm::Lease(lease) => {
                 if let Some(oldest) = self.leases.add(now, *lease) {

@@ -77,6 +77,8 @@ pub(super) struct App {
     pub(super) joined: Instant,
     /// Its endpoints' NICs and why the first.
     pub(super) nics: proto::Nics,
+    /// The GFS directory it announced (see [`super::spill`]).
+    pub(super) gfs: Option<Arc<str>>,
     /// Its offers, demands and bytes, for observers.
     pub(super) counters: observe::AppCounters,
     /// Its traffic per endpoint and pseudo-NIC, for observers.
@@ -120,6 +122,7 @@ impl Manager {
             memory,
             credential: _,
             nics,
+            gfs,
             role,
             proof,
         } = *join;
@@ -160,6 +163,7 @@ impl Manager {
                 subscriptions: 0,
                 joined: self.events.now(),
                 nics,
+                gfs: gfs.map(Arc::from),
                 counters: observe::AppCounters::default(),
                 traffic,
                 last_declared: 0,
@@ -372,6 +376,7 @@ impl Manager {
             let Some(c) = self.cdos.remove(&id) else {
                 continue;
             };
+            self.forget_spill(id);
             let freed = c.extras.inline().map_or(0, InlineBytes::len);
             self.inline_held = self.inline_held.saturating_sub(freed);
             let offer = matches!(c.state, State::Offered(_) | State::Withdrawing(_));

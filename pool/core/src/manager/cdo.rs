@@ -634,6 +634,7 @@ impl Manager {
         drop(c);
         self.account(app, bytes, true);
         self.cdos.remove(&cdo);
+        self.forget_spill(cdo);
         self.cdos.give_back();
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.remove(&cdo);

@@ -57,6 +57,9 @@
 //! - [`plan`]: which transport a ticket uses (pure: the two apps and the offer in, a
 //!   [`Source`](crate::proto::Source) out);
 //! - [`group`]: a group's demand (one message for all its members);
+//! - [`kept`]: CDOs the pool offers after their producers handed their files over;
+//! - [`spill`]: offers the PM has written to the global file system for consumers that
+//!   share no network with their provider;
 //! - [`events`]: subscriptions, the events operations raise, operations held for
 //!   acknowledgements;
 //! - [`policy`]: quotas, deadlines, name bindings, memory claims;
@@ -76,6 +79,7 @@ mod observe;
 mod outbox;
 mod plan;
 pub mod policy;
+mod spill;
 mod traffic;
 mod transfer;
 
@@ -196,6 +200,7 @@ impl<K: Eq + std::hash::Hash> GiveBack for HashSet<K> {
 ///     memory: None,
 ///     credential: None,
 ///     nics: Default::default(),
+///     gfs: None,
 ///     role: Default::default(),
 ///     proof,
 /// })));
@@ -239,6 +244,8 @@ pub struct Manager {
     admission: admission::Admission,
     /// CDOs the pool keeps after their producers handed their files over.
     kept: kept::Kept,
+    /// Offers written to the global file system at the PM's request.
+    spills: spill::Spills,
 }
 
 impl Manager {
@@ -267,6 +274,7 @@ impl Manager {
             reaping: std::collections::VecDeque::new(),
             admission: admission::Admission::default(),
             kept: kept::Kept::default(),
+            spills: spill::Spills::default(),
         }
     }
 
@@ -386,6 +394,7 @@ impl Manager {
                 len,
             } => self.fetch(conn, app, transfer, offset, len),
             ToPm::Chunk(piece) => self.chunk(conn, app, piece),
+            ToPm::Spilled { cdo, path } => self.spilled(conn, app, cdo, path),
             ToPm::Release { leases } => self.release_leases(conn, app, &leases),
             // Operations keep their order behind an operation held for acknowledgements.
             ToPm::Leave => {

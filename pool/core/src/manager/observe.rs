@@ -25,7 +25,7 @@ use crate::view::{
 pub const MAX_OBSERVERS: usize = 64;
 
 /// Number of [`Op`] kinds (the counters' array length).
-const OPS: usize = Op::Query as usize + 1;
+const OPS: usize = Op::Spilled as usize + 1;
 
 /// An app's figures.
 #[derive(Clone, Copy, Debug, Default)]
@@ -513,6 +513,7 @@ const ALL_OPS: [Op; OPS] = [
     Op::Report,
     Op::Release,
     Op::Query,
+    Op::Spilled,
 ];
 
 fn duration_ms(d: Duration) -> u64 {

@@ -67,7 +67,8 @@ impl Manager {
             (source, words(&|| format!("stream: {why}")), route)
         };
         // Bytes the provider wrote to the global file system: the consumer reads the file
-        // (the transport the provider chose; it outlives the provider's memory).
+        // (the transport the provider chose, which outlives the provider's memory; or, one
+        // the PM had it write, from the same directory).
         let gfs = self.cdos.get(&from).and_then(|f| f.extras.gfs()).map(|path| {
             let source = Source::Gfs {
                 path: Arc::clone(path),
@@ -93,7 +94,7 @@ impl Manager {
             let route = Route::of(&source, None);
             return (source, words(&|| "same-process (no copy)".into()), route);
         }
-        if let Some(planned) = gfs {
+        if let Some(planned) = gfs.filter(|_| self.reads_file(consumer, provider, from)) {
             return planned;
         }
         // A small CDO whose offer brought its bytes: they go with the ticket; unless it is

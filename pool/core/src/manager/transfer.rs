@@ -292,6 +292,10 @@ impl Manager {
             return;
         };
         let (source, how, route) = self.plan((consumer, bulk), provider, from, region);
+        // Rather than relay it, the provider writes it where the consumer reads files.
+        if matches!(source, Source::Stream { .. }) && self.spillable(consumer, provider, from) {
+            return self.spill(from);
+        }
         let provider_label = self.provider_label(from);
         let transfer = self.id();
         let stream = match source {

@@ -27,7 +27,8 @@ pub use source::{
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
 /// Protocol version carried in every frame (15: a withdraw may hand a GFS offer's file
-/// over to the pool, `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
+/// over to the pool, apps announce their GFS directory and the PM may have a provider
+/// write an offer there, [`FromPm::Spill`], `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
 /// [`OfferExtras::with_gfs`], ticketed as [`Source::Gfs`]; 13: offer events carry leases,
 /// [`FromPm::Lease`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
 /// connection refused admission is told why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
@@ -100,6 +101,8 @@ pub enum Op {
     Release,
     /// An observer's question.
     Query,
+    /// [`ToPm::Spilled`]
+    Spilled,
 }
 
 impl std::fmt::Display for Op {
@@ -124,6 +127,7 @@ impl std::fmt::Display for Op {
             Op::Report => "report",
             Op::Release => "release",
             Op::Query => "query",
+            Op::Spilled => "spilled",
         })
     }
 }
@@ -165,6 +169,11 @@ pub struct Join {
     /// The NIC (libfabric domain) of each endpoint, the first then the alternates, and
     /// why the first was chosen (for the pool's views; the PM decides nothing by them).
     pub nics: Nics,
+    /// The global file system directory the app writes and reads CDOs' files in
+    /// (`MSTRO_TRANSPORT_GFS_DIR`), where it has one: the PM may have it write an offer
+    /// there ([`FromPm::Spill`]) for a consumer of the same directory it shares no network
+    /// with.
+    pub gfs: Option<String>,
     /// An app, or a read-only observer of the pool (see [`crate::view`]).
     pub role: Role,
     /// The proof.
@@ -313,6 +322,14 @@ pub enum ToPm {
         /// arrived) need not wait.
         answer: bool,
     },
+    /// Answers [`FromPm::Spill`]: offered `cdo` is written whole to the file `path` under
+    /// the app's GFS directory, or why it could not be.
+    Spilled {
+        /// The offered CDO.
+        cdo: CdoId,
+        /// The file, or why there is none.
+        path: Result<Box<str>, String>,
+    },
     /// A transfer the PM ticketed to this app finished (`error` set on failure).
     TransferDone {
         /// The transfer.
@@ -412,6 +429,7 @@ impl ToPm {
             ToPm::Ack { .. } => Op::Ack,
             ToPm::Report { .. } => Op::Report,
             ToPm::Query { .. } => Op::Query,
+            ToPm::Spilled { .. } => Op::Spilled,
         }
     }
 }
@@ -553,6 +571,13 @@ pub enum FromPm {
         op: Op,
         /// The CDOs.
         cdos: Vec<CdoId>,
+    },
+    /// Write offered `cdo` whole to a file under the GFS directory the app announced, and
+    /// answer [`ToPm::Spilled`]: a consumer of the same directory that shares no network
+    /// with the app reads it from there (rather than through the PM's stream).
+    Spill {
+        /// The offered CDO.
+        cdo: CdoId,
     },
     /// Fetch the CDO from `source`, then report `TransferDone`.
     Ticket {

@@ -104,6 +104,7 @@ fn sample() -> Vec<ToPm> {
             }),
             credential: None,
             nics: Nics::default(),
+            gfs: Some("/scratch/wf".into()),
             role: Role::App,
             proof: vec![0; 32],
         })),
@@ -111,6 +112,14 @@ fn sample() -> Vec<ToPm> {
             transfer: 3,
             error: Some("peer gone".into()),
             direct: None,
+        },
+        ToPm::Withdraw {
+            cdo: 4,
+            keep: Some("/scratch/wf/maestro-gfs-n1_7-00/4".into()),
+        },
+        ToPm::Spilled {
+            cdo: 5,
+            path: Err("disk full".into()),
         },
     ]
 }
@@ -123,9 +132,10 @@ fn batches_round_trip_and_stream_split() {
     stream.extend_from_slice(&a[..5]); // a partial third frame
     let mut got: Vec<ToPm> = Vec::new();
     drain_frames(&mut stream, |m| got.push(m)).expect("decode");
-    assert_eq!(got.len(), 6);
-    assert_eq!(&got[..5], &sample()[..]);
-    assert_eq!(got[5], ToPm::Leave);
+    let n = sample().len();
+    assert_eq!(got.len(), n + 1);
+    assert_eq!(&got[..n], &sample()[..]);
+    assert_eq!(got[n], ToPm::Leave);
     assert_eq!(stream, a[..5]);
 }
 

@@ -1,0 +1,124 @@
+//! Offers the PM has written to the global file system when consumer and provider share
+//! no network (Maestro's GFS transport chosen by the pool, not the app): where the plan
+//! would have the PM relay the bytes over both control connections, and both apps
+//! announced the same GFS directory at JOIN, the provider is asked to write the offer
+//! there ([`FromPm::Spill`]); its answer ([`ToPm::Spilled`](crate::proto::ToPm::Spilled))
+//! names the file, which every consumer is ticketed from from then on (the consumers
+//! wait meanwhile). A provider that cannot write it says why, and its consumers get the
+//! stream.
+
+use std::sync::Arc;
+
+use super::{ConnId, HashSet, Manager, State};
+use crate::proto::{AppId, CdoId, FromPm, Op, Refusal};
+
+/// Offers whose providers were asked to write them, those written (their memory is still
+/// offered: consumers outside the directory read that), and those that could not be.
+#[derive(Debug, Default)]
+pub(super) struct Spills {
+    asked: HashSet<CdoId>,
+    written: HashSet<CdoId>,
+    failed: HashSet<CdoId>,
+}
+
+impl Manager {
+    /// Whether `consumer` should wait for `provider` to write offer `from` to the global
+    /// file system rather than be sent the stream: both announced the same GFS directory,
+    /// the offer has no file yet, and its provider has not said it cannot write one.
+    pub(super) fn spillable(&self, consumer: AppId, provider: AppId, from: CdoId) -> bool {
+        let dir = |a: AppId| self.apps.get(&a).and_then(|a| a.gfs.as_deref());
+        dir(consumer).is_some()
+            && dir(consumer) == dir(provider)
+            && !self.spills.failed.contains(&from)
+            && self.cdos.get(&from).is_some_and(|c| c.extras.gfs().is_none())
+    }
+
+    /// Whether `consumer` is to read offer `from` of `provider` from its file, if it has
+    /// one: always for a file its producer chose to write (its only copy), only from the
+    /// same directory for one the PM had written.
+    pub(super) fn reads_file(&self, consumer: AppId, provider: AppId, from: CdoId) -> bool {
+        let dir = |a: AppId| self.apps.get(&a).and_then(|a| a.gfs.as_deref());
+        !self.spills.written.contains(&from) || (dir(consumer).is_some() && dir(consumer) == dir(provider))
+    }
+
+    /// Asks the provider of offer `from` to write it to its GFS directory (once).
+    pub(super) fn spill(&mut self, from: CdoId) {
+        if !self.spills.asked.insert(from) {
+            return;
+        }
+        if let Some(conn) = self.app_conn(from) {
+            tracing::debug!("asking the provider of CDO {from} to write it to the global file system");
+            self.out.send(conn, FromPm::Spill { cdo: from });
+        }
+    }
+
+    /// The provider's answer: the file of `cdo`, or why there is none. Its name's waiting
+    /// consumers are ticketed (from the file, or by stream).
+    pub(super) fn spilled(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        cdo: CdoId,
+        path: Result<Box<str>, String>,
+    ) {
+        let dir = self.apps.get(&app).and_then(|a| a.gfs.clone());
+        let mine = self.cdos.get(&cdo).filter(|c| c.app() == app);
+        let Some(c) = mine.filter(|_| self.spills.asked.remove(&cdo)) else {
+            return self.refuse(conn, Op::Spilled, Some(cdo), Refusal::UnknownCdo);
+        };
+        let name = Arc::clone(&c.name);
+        let offered = matches!(c.state, State::Offered(_) | State::Withdrawing(_));
+        match (path, dir) {
+            (Ok(path), Some(dir)) if offered && in_dir(&path, &dir) => {
+                if let Some(mut c) = self.cdos.get_mut(&cdo) {
+                    c.extras = std::mem::take(&mut c.extras).with_gfs(Arc::from(path));
+                }
+                self.spills.written.insert(cdo);
+            }
+            (Ok(path), _) => {
+                tracing::warn!("CDO {cdo}: {path} is not a file of its provider's GFS directory; its consumers get the stream");
+                self.spills.failed.insert(cdo);
+            }
+            (Err(why), _) => {
+                tracing::warn!("CDO {cdo} could not be written to the global file system ({why}); its consumers get the stream");
+                self.spills.failed.insert(cdo);
+            }
+        }
+        for w in self.cdos.waiting(&name).to_vec() {
+            self.ticket(w);
+        }
+    }
+
+    /// `cdo` is gone: nothing to remember of it.
+    pub(super) fn forget_spill(&mut self, cdo: CdoId) {
+        self.spills.asked.remove(&cdo);
+        self.spills.written.remove(&cdo);
+        self.spills.failed.remove(&cdo);
+    }
+}
+
+/// Whether `path` is a file directly or deeper under `dir`, without `..`.
+fn in_dir(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|rest| !rest.is_empty() && rest.split('/').all(|c| !c.is_empty() && c != "." && c != ".."))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_spilled_file_is_under_the_providers_directory() {
+        for (path, ok) in [
+            ("/gfs/maestro-gfs-n1_7-ab/42", true),
+            ("/gfs/42", true),
+            ("/gfs", false),
+            ("/gfs/", false),
+            ("/gfsx/42", false),
+            ("/gfs/../etc/passwd", false),
+            ("/gfs//42", false),
+            ("/other/42", false),
+        ] {
+            assert_eq!(super::in_dir(path, "/gfs"), ok, "{path}");
+        }
+    }
+}
