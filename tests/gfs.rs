@@ -189,6 +189,47 @@ fn a_cdos_transport_attribute_overrides_the_apps_default() {
     assert_eq!(fabric["transports"]["gfs"]["transfers"], 1, "{fabric}");
 }
 
+/// A consumer that shares no network with the producer (it has no fabric endpoint at all)
+/// but the same GFS directory: the PM has the producer write the offer there rather than
+/// relay it, and the consumer reads the file; a consumer without the directory still gets
+/// the producer's memory by stream; the file goes at withdraw.
+#[test]
+fn the_pm_has_offers_written_to_files_for_consumers_sharing_no_network() {
+    let (_pm, info) = start_pm("gfs-spill", &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("producer").gfs(gfs(dir.path(), false)),
+    )
+    .expect("join");
+    let cdo = offer(&producer, "big", 1 << 20);
+    assert!(files(dir.path()).is_empty(), "RDMA by default: no file yet");
+    let no_network = |name: &str, g: Option<GfsOptions>| {
+        let opts = pool::JoinOptions::new(name, 0).isolated();
+        let opts = match g {
+            Some(g) => opts.gfs(g),
+            None => opts,
+        };
+        pool::Client::join(&pm_info, opts).expect("join")
+    };
+    for (name, g) in [
+        ("reader", Some(gfs(dir.path(), false))),
+        ("streamer", None),
+    ] {
+        let c = no_network(name, g);
+        let mine = c.declare("big").expect("declare");
+        let (data, _) = c.demand(mine).expect("demand");
+        assert!(data.len() == 1 << 20 && data.iter().all(|&b| b == 7), "{name}");
+    }
+    assert_eq!(files(dir.path()).len(), 1, "written once");
+    let fabric = view(&info, "fabric");
+    assert_eq!(fabric["transports"]["gfs"]["transfers"], 1, "{fabric}");
+    assert_eq!(fabric["transports"]["stream"]["transfers"], 1, "{fabric}");
+    producer.withdraw(cdo).expect("withdraw");
+    assert!(files(dir.path()).is_empty(), "the file went with the offer");
+}
+
 /// `maestro bench pool --transport gfs` demands files through the pool and copies as many
 /// bytes between files of the same directory, per size, in one table; the directory it
 /// made is gone after.
