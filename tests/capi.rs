@@ -169,7 +169,11 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
     assert!(p.stdout.contains("outlive: all hold"), "{p:?}");
     let k = role("consume");
     assert_eq!(k.code(), Some(0), "consumer: {k:?}");
-    assert_eq!(k.stdout.matches("comes from forecast:0").count(), 4, "{k:?}");
+    assert_eq!(
+        k.stdout.matches("comes from forecast:0").count(),
+        4,
+        "{k:?}"
+    );
     assert!(k.stdout.contains("outlive: all hold"), "{k:?}");
     let stopped = pm.terminate(Duration::from_secs(30));
     assert_eq!(stopped.code(), Some(0), "{stopped:?}");
@@ -178,7 +182,11 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
         .expect("dir")
         .map(|e| e.expect("entry").path())
         .collect();
-    assert_eq!(left, [persisted.clone()], "only the persisted field's directory");
+    assert_eq!(
+        left,
+        std::slice::from_ref(&persisted),
+        "only the persisted field's directory"
+    );
     let fields: Vec<_> = std::fs::read_dir(&persisted)
         .expect("persisted")
         .map(|e| e.expect("entry").file_name())

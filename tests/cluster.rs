@@ -283,7 +283,11 @@ fn across_nodes_fields_outlive_their_producer_in_files_both_nodes_see() {
         .expect("dir")
         .map(|e| e.expect("entry").path())
         .collect();
-    assert_eq!(left, [persisted.clone()], "only the persisted field's directory");
+    assert_eq!(
+        left,
+        std::slice::from_ref(&persisted),
+        "only the persisted field's directory"
+    );
     assert!(persisted.join("field-3").is_file());
 }
 

@@ -213,14 +213,14 @@ fn the_pm_has_offers_written_to_files_for_consumers_sharing_no_network() {
         };
         pool::Client::join(&pm_info, opts).expect("join")
     };
-    for (name, g) in [
-        ("reader", Some(gfs(dir.path(), false))),
-        ("streamer", None),
-    ] {
+    for (name, g) in [("reader", Some(gfs(dir.path(), false))), ("streamer", None)] {
         let c = no_network(name, g);
         let mine = c.declare("big").expect("declare");
         let (data, _) = c.demand(mine).expect("demand");
-        assert!(data.len() == 1 << 20 && data.iter().all(|&b| b == 7), "{name}");
+        assert!(
+            data.len() == 1 << 20 && data.iter().all(|&b| b == 7),
+            "{name}"
+        );
     }
     assert_eq!(files(dir.path()).len(), 1, "written once");
     let fabric = view(&info, "fabric");
@@ -362,7 +362,10 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
     }
     drop(producer);
     let kept = files(dir.path());
-    assert!(kept.len() <= 3, "the producer's own files went with it: {kept:?}");
+    assert!(
+        kept.len() <= 3,
+        "the producer's own files went with it: {kept:?}"
+    );
 
     let consumer = pool::Client::join(
         &pm_info,
@@ -370,7 +373,9 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
     )
     .expect("join");
     let cdo = consumer.declare("t2m/step-6").expect("declare");
-    let (data, attributes) = consumer.demand(cdo).expect("demand after the producer left");
+    let (data, attributes) = consumer
+        .demand(cdo)
+        .expect("demand after the producer left");
     assert_eq!(data.len(), 1 << 20);
     assert!(data.iter().all(|&b| b == 7));
     assert_eq!(
@@ -384,7 +389,12 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
         .expect("cdos")
         .iter()
         .filter(|c| c["app"] == "pool")
-        .map(|c| (c["name"].as_str().unwrap_or(""), c["state"].as_str().unwrap_or("")))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or(""),
+                c["state"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
     assert!(states.contains(&("t2m/step-6", "kept")), "{ls}");
 
@@ -394,7 +404,9 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
         .find(|f| f.metadata().is_ok_and(|m| m.len() == 8))
         .expect("the brief CDO's file")
         .clone();
-    wait_for(dir.path(), T, "the brief CDO's file removed", || !brief.exists());
+    wait_for(dir.path(), T, "the brief CDO's file removed", || {
+        !brief.exists()
+    });
     let status = view(&info, "status");
     assert_eq!(status["cdos"]["kept"], 2, "{status}");
 
@@ -407,8 +419,15 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
         .path()
         .join("maestro-persist-gfs-keep")
         .join("archive%2Ft2m");
-    assert_eq!(left, [persisted.clone()], "left after the workflow");
-    assert_eq!(std::fs::read(&persisted).expect("persisted"), vec![7u8; 4096]);
+    assert_eq!(
+        left,
+        std::slice::from_ref(&persisted),
+        "left after the workflow"
+    );
+    assert_eq!(
+        std::fs::read(&persisted).expect("persisted"),
+        vec![7u8; 4096]
+    );
 }
 
 /// A launcher killed with SIGKILL while its ranks offer through the global file system
@@ -425,7 +444,9 @@ fn a_killed_launchers_ranks_leave_no_files() {
             .env("MSTRO_TRANSPORT_GFS_DIR", dir.path())
             .env("MSTRO_WORKFLOW_NAME", "gfs-killed"),
     );
-    wait_for(dir.path(), T, "a CDO's file", || !files(dir.path()).is_empty());
+    wait_for(dir.path(), T, "a CDO's file", || {
+        !files(dir.path()).is_empty()
+    });
     let janitors = common::children_named(launcher.pid(), "maestro");
     assert_eq!(janitors.len(), 1, "the launcher's janitor");
     // SAFETY: signalling the launcher this test started (its pid, not its group: the ranks

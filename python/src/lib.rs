@@ -551,7 +551,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ),
         ("MSTRO_ATTR_CORE_CDO_LIFETIME", ".maestro.core.cdo.lifetime"),
         ("MSTRO_ATTR_CORE_CDO_PERSIST", ".maestro.core.cdo.persist"),
-        ("MSTRO_ATTR_CORE_CDO_TRANSPORT", ".maestro.core.cdo.transport"),
+        (
+            "MSTRO_ATTR_CORE_CDO_TRANSPORT",
+            ".maestro.core.cdo.transport",
+        ),
         ("MSTRO_ATTR_CORE_CDO_ISGROUP", ".maestro.core.cdo.isgroup"),
         ("MSTRO_ATTR_CORE_CDO_PROVIDER", ".maestro.core.cdo.provider"),
         (

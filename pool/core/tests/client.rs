@@ -93,7 +93,15 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
         }))
     );
     w.timed(p, |k, now| {
-        k.call(now, (Op::Withdraw, offer), ToPm::Withdraw { cdo: offer, keep: None }, 4)
+        k.call(
+            now,
+            (Op::Withdraw, offer),
+            ToPm::Withdraw {
+                cdo: offer,
+                keep: None,
+            },
+            4,
+        )
     })
     .expect("withdraw");
     w.pump();
@@ -162,7 +170,10 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
     w.offer(p, "field", &[5; 64 << 10], false);
     for (i, c) in [c1, c2].into_iter().enumerate() {
         let cdo = w.core(c).declare("field").expect("declare");
-        waiting(w.timed(c, |k, now| k.demand(now, cdo, 10 + i as u32)).expect("demand"));
+        waiting(
+            w.timed(c, |k, now| k.demand(now, cdo, 10 + i as u32))
+                .expect("demand"),
+        );
         w.pump();
         assert_eq!(w.answer(c, 10 + i as u32), Some(&Ok(cdo)), "consumer {i}");
         assert!(
@@ -183,7 +194,10 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
     // Without a directory in common: the stream.
     let other = w.join("no-gfs", false);
     let cdo = w.core(other).declare("field").expect("declare");
-    waiting(w.timed(other, |k, now| k.demand(now, cdo, 20)).expect("demand"));
+    waiting(
+        w.timed(other, |k, now| k.demand(now, cdo, 20))
+            .expect("demand"),
+    );
     w.pump();
     assert!(
         matches!(&w.apps[other].tickets[..], [Source::Stream { .. }]),

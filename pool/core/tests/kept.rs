@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
+use pool_core::ConnId;
 use pool_core::KeptFile;
 use pool_core::attr::{AttrValue, Attributes};
-use pool_core::ConnId;
 use pool_core::proto::{FromPm, OfferExtras, Op, Refusal, Source, ToPm};
 use pool_core::view::{Ls, Query, View};
 use support::*;
@@ -75,7 +75,11 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
     assert_eq!(out, [(p, done(Op::Dispose, cdo))]);
     assert_eq!(pm.send(p, ToPm::Leave), [(p, FromPm::Bye)]);
     pm.m.disconnected(pm.now, p);
-    assert_eq!(state_counts(&mut pm), (1, 0), "kept, not counted as offered");
+    assert_eq!(
+        state_counts(&mut pm),
+        (1, 0),
+        "kept, not counted as offered"
+    );
 
     let (c, _, out) = demand(&mut pm, "field");
     assert_eq!(gfs_path(&out).as_deref(), Some(&*format!("{KEEP}/{cdo}")));
@@ -83,7 +87,11 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
         FromPm::Ticket { provider, .. } => Some(provider.to_string()),
         _ => None,
     });
-    assert_eq!(provider.as_deref(), Some("producer:0"), "whose bytes they are");
+    assert_eq!(
+        provider.as_deref(),
+        Some("producer:0"),
+        "whose bytes they are"
+    );
     let (_, transfer, _, len) = ticket_of(&out);
     assert_eq!(len, 9);
     pm.send(c, transferred(transfer));
@@ -100,7 +108,11 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
     };
     let kept = &page.cdos[0];
     assert_eq!(
-        (kept.app.as_str(), kept.state.as_str(), kept.providers.clone()),
+        (
+            kept.app.as_str(),
+            kept.state.as_str(),
+            kept.providers.clone()
+        ),
         ("pool", "kept", vec!["producer:0".to_string()])
     );
     // The workflow ends: the driver gets the file to remove.
@@ -136,7 +148,10 @@ fn a_waiting_demand_is_served_from_the_producers_file_and_later_ones_from_the_ke
     assert_eq!(gfs_path(&out), Some(format!("/gfs/p/{cdo}")));
     let (_, first, _, _) = ticket_of(&out);
     let out = pm.send(p, keep(cdo));
-    assert!(out.is_empty(), "the withdraw waits for the transfer in flight: {out:?}");
+    assert!(
+        out.is_empty(),
+        "the withdraw waits for the transfer in flight: {out:?}"
+    );
     let out = pm.send(c, transferred(first));
     assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
     // A second consumer gets the kept file.
@@ -159,7 +174,10 @@ fn a_kept_cdo_ends_with_its_lifetime_its_file_only_once_nobody_reads_it() {
     let (_, transfer, _, _) = ticket_of(&out);
     pm.now += Duration::from_secs(10);
     pm.m.handle_timeout(pm.now);
-    assert!(pm.m.take_discarded().is_empty(), "read still: the file stays");
+    assert!(
+        pm.m.take_discarded().is_empty(),
+        "read still: the file stays"
+    );
     let (_, _, out) = demand(&mut pm, "short");
     assert!(gfs_path(&out).is_none(), "no longer offered: {out:?}");
     pm.send(c, transferred(transfer));
@@ -180,11 +198,16 @@ fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() 
     let mut pm = Pm::new();
     let (p, cdo) = offered_to_gfs(&mut pm, "f", Attributes::new());
     let not_kept = |out: Vec<(ConnId, FromPm)>| match out.as_slice() {
-        [(_, FromPm::Refused {
-            op: Op::Withdraw,
-            why: Refusal::NotKept(why),
-            ..
-        })] => why.clone(),
+        [
+            (
+                _,
+                FromPm::Refused {
+                    op: Op::Withdraw,
+                    why: Refusal::NotKept(why),
+                    ..
+                },
+            ),
+        ] => why.clone(),
         other => panic!("{other:?}"),
     };
     // Another path than the CDO's file in the pool's directory.
@@ -205,7 +228,10 @@ fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() 
     // An offer not written to the global file system.
     let (offer, _) = pm.offer(p, "rma", 8);
     let why = not_kept(pm.send(p, keep(offer)));
-    assert!(why.contains("not written to the global file system"), "{why}");
+    assert!(
+        why.contains("not written to the global file system"),
+        "{why}"
+    );
 
     // A PM that keeps no files says how to have it keep them.
     pm.m.set_keep_dir(None);
@@ -216,9 +242,10 @@ fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() 
 #[test]
 fn kept_cdos_are_bounded_by_the_policy() {
     let mut pm = Pm::new();
-    let mut policy = pool_core::policy::Policy::default();
-    policy.max_kept_bytes = 500;
-    pm.m.set_policy(policy);
+    pm.m.set_policy(pool_core::policy::Policy {
+        max_kept_bytes: 500,
+        ..Default::default()
+    });
     let (p, first) = offered_to_gfs(&mut pm, "a", Attributes::new());
     assert_eq!(pm.send(p, keep(first)), [(p, done(Op::Withdraw, first))]);
     let second = pm.declare(p, "b");

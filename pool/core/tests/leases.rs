@@ -72,7 +72,12 @@ fn is_release(m: &ToPm) -> bool {
 
 fn withdraw(w: &mut World, app: usize, cdo: CdoId, tag: u32) {
     w.timed(app, |k, now| {
-        k.call(now, (Op::Withdraw, cdo), ToPm::Withdraw { cdo, keep: None }, tag)
+        k.call(
+            now,
+            (Op::Withdraw, cdo),
+            ToPm::Withdraw { cdo, keep: None },
+            tag,
+        )
     })
     .expect("withdraw");
 }
@@ -293,7 +298,13 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
             _ => None,
         })
         .expect("a lease with the event");
-    let out = pm.send(p, ToPm::Withdraw { cdo: offer, keep: None });
+    let out = pm.send(
+        p,
+        ToPm::Withdraw {
+            cdo: offer,
+            keep: None,
+        },
+    );
     assert_eq!(out, [(c, FromPm::Revoke { lease })]);
     assert_eq!(pm.m.poll_timeout(), Some(pm.now + Duration::from_secs(5)));
     // A lease used for a CDO of another name is refused.
@@ -310,7 +321,13 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
     // Again, and this time the holder keeps it past the deadline.
     let (offer, out) = pm.offer(p, "h", 100);
     assert!(out.iter().any(|(_, m)| matches!(m, FromPm::Lease(_))));
-    let out = pm.send(p, ToPm::Withdraw { cdo: offer, keep: None });
+    let out = pm.send(
+        p,
+        ToPm::Withdraw {
+            cdo: offer,
+            keep: None,
+        },
+    );
     assert!(
         matches!(out[..], [(to, FromPm::Revoke { .. })] if to == c),
         "{out:?}"

@@ -293,7 +293,14 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
     let want = pm.declare(c, "t");
     let (_, transfer, _, _) = ticket_of(&pm.send(c, ToPm::Demand { cdo: want }));
     assert!(
-        pm.send(p, ToPm::Withdraw { cdo: offer, keep: None }).is_empty(),
+        pm.send(
+            p,
+            ToPm::Withdraw {
+                cdo: offer,
+                keep: None
+            }
+        )
+        .is_empty(),
         "withdraw must wait"
     );
     assert_eq!(

@@ -22,7 +22,17 @@ impl Pm {
 
     fn observer(&mut self) -> ConnId {
         let (conn, out) = self.observer_with(SECRET);
-        assert_eq!(out, [(conn, FromPm::Welcome { app: 0, pool: 77, keep: None })]);
+        assert_eq!(
+            out,
+            [(
+                conn,
+                FromPm::Welcome {
+                    app: 0,
+                    pool: 77,
+                    keep: None
+                }
+            )]
+        );
         conn
     }
 

@@ -202,7 +202,10 @@ impl AsyncClient {
             networks,
             memory,
             nics,
-            gfs: gfs.as_ref().and_then(|g| g.root().to_str()).map(String::from),
+            gfs: gfs
+                .as_ref()
+                .and_then(|g| g.root().to_str())
+                .map(String::from),
         };
         let join = join_message(
             info,

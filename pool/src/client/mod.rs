@@ -43,8 +43,8 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
-pub use gfs::{GfsOptions, sweep as sweep_gfs};
 pub(crate) use gfs::process_dir as gfs_process_dir;
+pub use gfs::{GfsOptions, sweep as sweep_gfs};
 pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
@@ -729,13 +729,12 @@ impl AsyncClient {
     async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
         let g = self.shared.gfs.clone()?;
         let dir = self.shared.core().keep_dir().cloned()?;
-        let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir)).await;
+        let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
+            .await
+            .map_err(|e| ClientError::Gfs(e.to_string()))
+            .and_then(|r| r);
         match linked {
-            Ok(Ok(path)) => path.map(String::into_boxed_str),
-            Ok(Err(e)) => {
-                tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
-                None
-            }
+            Ok(path) => path.map(String::into_boxed_str),
             Err(e) => {
                 tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
                 None

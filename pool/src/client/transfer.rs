@@ -418,18 +418,22 @@ pub(super) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offs
 /// block) and tells the PM where, or why not (see [`pool_core::client::Event::Spill`]).
 pub(super) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
     let offer = data::find(&(shared.pool, shared.app, cdo));
-    let (Some(offer), Some(g)) = (offer, shared.gfs.clone()) else {
-        let why = "not offered here with a GFS directory".to_string();
-        let _ = shared.with_core(|c| Ok(c.spilled(cdo, Err(why))));
-        return;
-    };
+    let gfs = shared.gfs.clone();
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        let written = tokio::task::spawn_blocking(move || g.write(cdo, offer.as_slice()))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        let _ = shared.with_core(|c| Ok(c.spilled(cdo, written)));
+        let written = match (offer, gfs) {
+            (Some(offer), Some(g)) => {
+                tokio::task::spawn_blocking(move || g.write(cdo, offer.as_slice()))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            }
+            _ => Err("not offered here with a GFS directory".to_string()),
+        };
+        let _ = shared.with_core(|c| {
+            c.spilled(cdo, written);
+            Ok(())
+        });
     });
 }
 

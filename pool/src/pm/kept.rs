@@ -99,7 +99,11 @@ impl KeptDir {
 fn settle(dir: &Path, persisted: &Path, f: &KeptFile) {
     let path = Path::new(&*f.path);
     if path.parent() != Some(dir) {
-        tracing::warn!("not touching {}: not a file of {}", path.display(), dir.display());
+        tracing::warn!(
+            "not touching {}: not a file of {}",
+            path.display(),
+            dir.display()
+        );
         return;
     }
     let done = if f.persist {
@@ -211,6 +215,10 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, ["maestro-persist-wf%2F1", "other"], "the PM's directory is gone");
+        assert_eq!(
+            left,
+            ["maestro-persist-wf%2F1", "other"],
+            "the PM's directory is gone"
+        );
     }
 }

@@ -227,7 +227,12 @@ fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenc
     for chunk in ids.chunks(batch.max(1)) {
         let ops: Vec<ToPm> = chunk
             .iter()
-            .flat_map(|&cdo| [ToPm::Withdraw { cdo, keep: None }, ToPm::Dispose { cdo, answer: true }])
+            .flat_map(|&cdo| {
+                [
+                    ToPm::Withdraw { cdo, keep: None },
+                    ToPm::Dispose { cdo, answer: true },
+                ]
+            })
             .collect();
         conn.send(&ops)?;
         collect(conn, Op::Withdraw, ops.len(), |m| {

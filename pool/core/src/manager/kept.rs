@@ -120,7 +120,8 @@ impl Manager {
         };
         if c.extras.gfs().is_none() {
             return Err(Refusal::NotKept(
-                "the offer was not written to the global file system (MSTRO_TRANSPORT_DEFAULT=GFS)".into(),
+                "the offer was not written to the global file system (MSTRO_TRANSPORT_DEFAULT=GFS)"
+                    .into(),
             ));
         }
         let cost = Self::kept_cost(c, path);

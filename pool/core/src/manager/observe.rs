@@ -312,7 +312,6 @@ impl Manager {
             ..CdoPage::default()
         };
         let start = ls.after.map_or(1, |c| c.saturating_add(1));
-        let mut scanned = 0u64;
         // The pool's own (kept CDOs) first: their ids come before every app's.
         let kept = self.kept.ids_from(start);
         let apps = self
@@ -322,12 +321,11 @@ impl Manager {
                 let ids = proto::cdo_ids(app);
                 start.max(*ids.start())..=ids.start() + a.last_declared.saturating_sub(1)
             });
-        for id in kept.chain(apps) {
+        for (scanned, id) in (0u64..).zip(kept.chain(apps)) {
             if scanned == scan || page.cdos.len() == limit {
                 page.next = Some(id - 1);
                 return page;
             }
-            scanned += 1;
             let Some(c) = self.cdos.get(&id) else {
                 continue;
             };

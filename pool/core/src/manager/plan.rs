@@ -69,14 +69,18 @@ impl Manager {
         // Bytes the provider wrote to the global file system: the consumer reads the file
         // (the transport the provider chose, which outlives the provider's memory; or, one
         // the PM had it write, from the same directory).
-        let gfs = self.cdos.get(&from).and_then(|f| f.extras.gfs()).map(|path| {
-            let source = Source::Gfs {
-                path: Arc::clone(path),
-                len: region.len,
-            };
-            let route = Route::of(&source, None);
-            (source, words(&|| format!("gfs (the file {path})")), route)
-        });
+        let gfs = self
+            .cdos
+            .get(&from)
+            .and_then(|f| f.extras.gfs())
+            .map(|path| {
+                let source = Source::Gfs {
+                    path: Arc::clone(path),
+                    len: region.len,
+                };
+                let route = Route::of(&source, None);
+                (source, words(&|| format!("gfs (the file {path})")), route)
+            });
         // A CDO the pool keeps is its file, whoever asks.
         if provider == POOL {
             return gfs.unwrap_or_else(|| stream("a kept CDO without its file"));

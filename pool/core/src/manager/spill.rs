@@ -30,7 +30,10 @@ impl Manager {
         dir(consumer).is_some()
             && dir(consumer) == dir(provider)
             && !self.spills.failed.contains(&from)
-            && self.cdos.get(&from).is_some_and(|c| c.extras.gfs().is_none())
+            && self
+                .cdos
+                .get(&from)
+                .is_some_and(|c| c.extras.gfs().is_none())
     }
 
     /// Whether `consumer` is to read offer `from` of `provider` from its file, if it has
@@ -38,7 +41,8 @@ impl Manager {
     /// same directory for one the PM had written.
     pub(super) fn reads_file(&self, consumer: AppId, provider: AppId, from: CdoId) -> bool {
         let dir = |a: AppId| self.apps.get(&a).and_then(|a| a.gfs.as_deref());
-        !self.spills.written.contains(&from) || (dir(consumer).is_some() && dir(consumer) == dir(provider))
+        !self.spills.written.contains(&from)
+            || (dir(consumer).is_some() && dir(consumer) == dir(provider))
     }
 
     /// Asks the provider of offer `from` to write it to its GFS directory (once).
@@ -47,7 +51,9 @@ impl Manager {
             return;
         }
         if let Some(conn) = self.app_conn(from) {
-            tracing::debug!("asking the provider of CDO {from} to write it to the global file system");
+            tracing::debug!(
+                "asking the provider of CDO {from} to write it to the global file system"
+            );
             self.out.send(conn, FromPm::Spill { cdo: from });
         }
     }
@@ -76,11 +82,15 @@ impl Manager {
                 self.spills.written.insert(cdo);
             }
             (Ok(path), _) => {
-                tracing::warn!("CDO {cdo}: {path} is not a file of its provider's GFS directory; its consumers get the stream");
+                tracing::warn!(
+                    "CDO {cdo}: {path} is not a file of its provider's GFS directory; its consumers get the stream"
+                );
                 self.spills.failed.insert(cdo);
             }
             (Err(why), _) => {
-                tracing::warn!("CDO {cdo} could not be written to the global file system ({why}); its consumers get the stream");
+                tracing::warn!(
+                    "CDO {cdo} could not be written to the global file system ({why}); its consumers get the stream"
+                );
                 self.spills.failed.insert(cdo);
             }
         }
@@ -101,7 +111,12 @@ impl Manager {
 fn in_dir(path: &str, dir: &str) -> bool {
     path.strip_prefix(dir)
         .and_then(|rest| rest.strip_prefix('/'))
-        .is_some_and(|rest| !rest.is_empty() && rest.split('/').all(|c| !c.is_empty() && c != "." && c != ".."))
+        .is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .split('/')
+                    .all(|c| !c.is_empty() && c != "." && c != "..")
+        })
 }
 
 #[cfg(test)]
