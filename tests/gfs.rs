@@ -321,8 +321,9 @@ fn wait_for(dir: &Path, limit: Duration, what: &str, done: impl Fn() -> bool) {
 /// Data that outlives its producer: with `maestro pm --gfs-dir`, a producer whose offers
 /// went to files withdraws them, disposes them and leaves; consumers that come later get
 /// them from the pool (the provider attribute still names the producer), `maestro pool`
-/// shows them as kept, one whose lifetime ends goes with its file, and when the PM stops
-/// every file goes except the one marked to persist, which is named after its CDO.
+/// shows them as kept, one whose lifetime ends goes with its file, one `maestro pool
+/// discard` ends too, and when the PM stops every file goes except the one marked to
+/// persist, which is named after its CDO.
 #[test]
 fn cdos_handed_to_the_pool_outlive_their_producer() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -409,6 +410,25 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
     });
     let status = view(&info, "status");
     assert_eq!(status["cdos"]["kept"], 2, "{status}");
+
+    // The products are made: the field is discarded, and its file goes.
+    let field = kept
+        .iter()
+        .find(|f| f.metadata().is_ok_and(|m| m.len() == 1 << 20))
+        .expect("the field's file")
+        .clone();
+    let out = run(
+        Command::new(maestro()).args(["pool", "discard", "t2m/step-6", "--json", "--info", &info]),
+        T,
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let said: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(said["discarded"], 1, "{said}");
+    wait_for(dir.path(), T, "the discarded field's file removed", || {
+        !field.exists()
+    });
+    let status = view(&info, "status");
+    assert_eq!(status["cdos"]["kept"], 1, "{status}");
 
     // The workflow ends: every file goes but the one to persist, under its name.
     drop(consumer);

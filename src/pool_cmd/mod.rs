@@ -1,7 +1,9 @@
 //! `maestro pool`: a live, read-only view of a running pool: `status` (the PM, its apps, CDO
 //! counts), `ls [SELECTOR]` (CDOs, paged), `transfers` (in flight and recent) and
 //! `fabric` (the traffic report per NIC and provider). Text tables, or the documented JSON
-//! (`--json`, schema in `docs/pool-view.schema.json`); `--watch SECONDS` redraws.
+//! (`--json`, schema in `docs/pool-view.schema.json`); `--watch SECONDS` redraws. One
+//! command changes the pool: `discard NAME` ends the CDOs the pool keeps under NAME (it
+//! joins as an app of the workflow, `maestro-pool`, for that one call).
 //!
 //! The PM is found, in this order, from `--info`, `--info-file` (as `maestro pm
 //! --info-file` writes it), a running `maestro run --tool-support` (`--pid`, `--uri`: its
@@ -38,6 +40,9 @@ pub enum Which {
     Fabric,
     /// The JSON Schema of every view's `--json` (no PM needed).
     Schema,
+    /// End the CDOs the pool keeps under NAME (their producers handed them over at
+    /// withdraw): no longer demandable, their files removed.
+    Discard,
 }
 
 /// The command line of `maestro pool`.
@@ -46,8 +51,10 @@ pub struct PoolArgs {
     /// What to show.
     #[arg(value_enum)]
     which: Which,
-    /// `ls` only: a selector over attributes, as subscriptions take them
+    /// `ls`: a selector over attributes, as subscriptions take them
     /// (`(= .maestro.core.cdo.name "field-3")`; relative keys with --namespace).
+    /// `discard`: the CDOs' name.
+    #[arg(value_name = "SELECTOR|NAME")]
     selector: Option<String>,
     /// The PM info (`mstro-pm-v1:...`, as `maestro pm` prints it).
     #[arg(long, conflicts_with_all = ["info_file", "workflow"])]
@@ -135,6 +142,9 @@ enum Source {
 /// [`PoolCmdError`]: no PM found, a bad PM info or selector, the PM or launcher
 /// unreachable or refusing, output closed.
 pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
+    if args.which == Which::Discard {
+        return discard(args);
+    }
     if args.selector.is_some() && args.which != Which::Ls {
         return Err(PoolCmdError::Selector(
             "only `maestro pool ls` takes a selector".into(),
@@ -206,8 +216,60 @@ fn selector_checked(text: &str, namespace: &str) -> Result<(Box<Expr>, Vec<Strin
     Ok((Box::new(selector.expr().clone()), unknown))
 }
 
+/// `maestro pool discard NAME`: joins the PM as an app (`maestro-pool`) and has it end
+/// the CDOs it keeps under NAME; says how many.
+fn discard(args: &PoolArgs) -> Result<(), PoolCmdError> {
+    let Some(name) = args.selector.as_deref() else {
+        return Err(PoolCmdError::Selector(
+            "`maestro pool discard` takes the name of the kept CDOs to end".into(),
+        ));
+    };
+    let info = match locate(args)? {
+        Located::Pm(info) => info,
+        Located::Launcher(_) => {
+            return Err(PoolCmdError::NotFound(
+                "`maestro pool discard` joins the pool: give the PM info (--info, --info-file, --workflow or MSTRO_POOL_MANAGER_INFO), not a launcher".into(),
+            ));
+        }
+    };
+    let opts = pool::JoinOptions::new("maestro-pool", i64::from(std::process::id()))
+        .isolated()
+        .timeout(args.timeout);
+    let client = pool::Client::join(&info, opts)?;
+    let count = client.discard(name)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let v = serde_json::json!({ "name": name, "discarded": count });
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(out, "{name}: {count} kept CDO(s) discarded")?;
+    }
+    Ok(())
+}
+
+/// Where the views come from, once found: the PM's info, or a launcher to ask.
+enum Located {
+    Pm(PmInfo),
+    Launcher(Tool),
+}
+
 /// Finds the PM (see the module docs) and connects.
 fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
+    match locate(args)? {
+        Located::Pm(info) => {
+            let observer = pool::Observer::connect(&info, "maestro-pool", args.timeout)?;
+            Ok(Source::Pm(Box::new(observer)))
+        }
+        Located::Launcher(tool) => Ok(Source::Launcher {
+            tool,
+            workflow: args.workflow.clone(),
+            timeout: args.timeout,
+        }),
+    }
+}
+
+/// Finds the PM (see the module docs).
+fn locate(args: &PoolArgs) -> Result<Located, PoolCmdError> {
     let parse = |what: String, text: &str| {
         PmInfo::parse(text).map_err(|error| PoolCmdError::Info { what, error })
     };
@@ -226,11 +288,7 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
     } else if let Some(target) = args.launcher.target() {
         crate::attach::check_target(&target)?;
         let tool = Tool::connect(&target, 3).map_err(crate::attach::QueryError::from)?;
-        return Ok(Source::Launcher {
-            tool,
-            workflow: args.workflow.clone(),
-            timeout: args.timeout,
-        });
+        return Ok(Located::Launcher(tool));
     } else {
         // A workflow named is looked for first; then the environment's PM, which the user
         // set on purpose, before the only one published on this node.
@@ -262,8 +320,7 @@ fn open(args: &PoolArgs) -> Result<Source, PoolCmdError> {
             },
         }
     };
-    let observer = pool::Observer::connect(&info, "maestro-pool", args.timeout)?;
-    Ok(Source::Pm(Box::new(observer)))
+    Ok(Located::Pm(info))
 }
 
 /// The PM info of `workflow` (or of the only workflow) that a job of this user published
@@ -346,6 +403,7 @@ fn show(
             }
         }
         Which::Schema => json(&schema()),
+        Which::Discard => unreachable!("run() discards before showing anything"),
         Which::Ls => {
             let page = list(source, args, selector)?;
             if args.json {

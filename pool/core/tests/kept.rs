@@ -264,3 +264,53 @@ fn kept_cdos_are_bounded_by_the_policy() {
         "{out:?}"
     );
 }
+
+#[test]
+fn an_app_discards_a_kept_name_unless_another_component_owns_it() {
+    let mut pm = Pm::new();
+    pm.m.set_policy(pool_core::policy::Policy {
+        owners: vec!["owned/=producer".parse().expect("owner")],
+        ..Default::default()
+    });
+    let (p, cdo) = offered_to_gfs(&mut pm, "owned/x", Attributes::new());
+    pm.send(p, keep(cdo));
+    let (a, _) = pm.join("archiver");
+    let discard = |pm: &mut Pm, conn, local| {
+        pm.send(
+            conn,
+            ToPm::Discard {
+                local,
+                name: "owned/x".into(),
+            },
+        )
+    };
+    let out = discard(&mut pm, a, 1);
+    assert!(
+        matches!(
+            &out[..],
+            [(
+                _,
+                FromPm::Refused {
+                    op: Op::Discard,
+                    cdo: Some(1),
+                    why: Refusal::NotAllowed(_)
+                }
+            )]
+        ),
+        "{out:?}"
+    );
+    // The owner's component may; the kept CDO goes, its file with it (nobody reads it).
+    let (o, _) = pm.join("producer");
+    assert_eq!(
+        discard(&mut pm, o, 7),
+        [(o, FromPm::Discarded { local: 7, count: 1 })]
+    );
+    assert_eq!(pm.m.take_discarded().len(), 1);
+    assert_eq!(
+        discard(&mut pm, o, 8),
+        [(o, FromPm::Discarded { local: 8, count: 0 })],
+        "none left"
+    );
+    let (_, _, out) = demand(&mut pm, "owned/x");
+    assert!(gfs_path(&out).is_none(), "no longer demandable: {out:?}");
+}

@@ -323,6 +323,14 @@ impl Client {
         self.block_on(self.inner.retract(cdo))
     }
 
+    /// See [`AsyncClient::discard`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn discard(&self, name: &str) -> Result<u64> {
+        self.block_on(self.inner.discard(name))
+    }
+
     /// See [`AsyncClient::withdraw`].
     ///
     /// # Errors

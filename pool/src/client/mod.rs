@@ -722,6 +722,22 @@ impl AsyncClient {
             .map(drop)
     }
 
+    /// Ends the CDOs the pool keeps under `name` (offers their producers handed over at
+    /// withdraw; see [`JoinOptions::gfs`]): consumers can no longer demand them, and their
+    /// files go once no transfer reads them. Returns how many there were (0 is no error:
+    /// none, or their lifetime ended already).
+    ///
+    /// # Errors
+    /// `NotAllowed` (refused) when another component owns the name (`maestro pm
+    /// --owner`); `BadName`; connection errors.
+    pub async fn discard(&self, name: &str) -> Result<u64> {
+        let (tx, rx) = oneshot::channel();
+        let (local, call) = self
+            .shared
+            .with_core(|c| c.discard(Instant::now(), name, tx))?;
+        answer(&self.shared, (Op::Discard, local), call, rx).await
+    }
+
     /// For an offer written to the global file system, with a PM that keeps such files:
     /// the file linked into the PM's directory, which the pool offers in this app's stead
     /// after the withdraw (consumers that demand it later read it). `None` otherwise, and

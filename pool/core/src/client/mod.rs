@@ -228,8 +228,8 @@ pub struct ClientCore<T: Driver> {
     deadlines: BTreeMap<(Instant, CallId), CallKey>,
     /// How long a call waits unless given a deadline of its own.
     call_timeout: Duration,
-    /// The handle the next subscription gets.
-    next_subscription: u64,
+    /// The number the next subscription or discard gets (what its answer carries).
+    next_local: u64,
     /// This app's CDOs, from declare to dispose.
     cdos: HashMap<CdoId, Mine<T>>,
     /// Tickets being carried out.
@@ -327,7 +327,7 @@ impl<T: Driver> ClientCore<T> {
             next_call: 0,
             deadlines: BTreeMap::new(),
             call_timeout,
-            next_subscription: 1,
+            next_local: 1,
             cdos: HashMap::default(),
             fetching: HashMap::default(),
             groups_wanted: HashMap::default(),
@@ -407,6 +407,31 @@ impl<T: Driver> ClientCore<T> {
         };
         self.joined = Some(Err(failed));
         self.close();
+    }
+
+    /// Asks the PM to end the CDOs the pool keeps under `name` (see
+    /// [`ToPm::Discard`]); the answer, filed for `waiter` under `(Op::Discard, number)`,
+    /// is how many it ended. Returns the call's number and id.
+    ///
+    /// # Errors
+    /// `BadName` (refused) for an empty or over-long name; [`CallError::Closed`].
+    pub fn discard(
+        &mut self,
+        now: Instant,
+        name: &str,
+        waiter: T::Waiter,
+    ) -> CallResult<(u64, CallId)> {
+        crate::proto::check_name(name).map_err(|why| CallError::Refused {
+            op: Op::Discard,
+            why,
+        })?;
+        let local = self.next_local;
+        self.next_local += 1;
+        let msg = ToPm::Discard {
+            local,
+            name: name.into(),
+        };
+        Ok((local, self.call(now, (Op::Discard, local), msg, waiter)?))
     }
 
     /// Offered `cdo` was written to the file `path` under this app's GFS directory, or
@@ -700,6 +725,9 @@ impl<T: Driver> ClientCore<T> {
                 len,
             }),
             FromPm::Spill { cdo } => self.events.push_back(Event::Spill { cdo }),
+            FromPm::Discarded { local, count } => {
+                self.resolve((Op::Discard, local), Ok(count));
+            }
             FromPm::Chunk(c) => self.piece(now, c.transfer, Ok((c.offset, c.data))),
             FromPm::Lease(lease) => {
                 if let Some(oldest) = self.leases.add(now, *lease) {

@@ -84,7 +84,7 @@ impl<T: Driver> ClientCore<T> {
         events: T::Events,
         waiter: T::Waiter,
     ) -> CallResult<(u64, CallId)> {
-        let local = self.next_subscription;
+        let local = self.next_local;
         let msg = ToPm::Subscribe {
             local,
             kinds,
@@ -92,7 +92,7 @@ impl<T: Driver> ClientCore<T> {
             options,
         };
         let call = self.call(now, (Op::Subscribe, local), msg, waiter)?;
-        self.next_subscription += 1;
+        self.next_local += 1;
         self.subs.asked.insert(local, events);
         Ok((local, call))
     }

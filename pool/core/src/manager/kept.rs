@@ -4,7 +4,9 @@
 //! directory and names it in its [`ToPm::Withdraw`](crate::proto::ToPm::Withdraw)); the
 //! pool then offers it in the producer's stead, under an id of its own (the ids of app
 //! [`POOL`], which no app is given), until its lifetime (`.maestro.core.cdo.lifetime`,
-//! seconds from the hand-over) ends or the workflow does. The driver removes the file
+//! seconds from the hand-over) ends, an app discards its name
+//! ([`ToPm::Discard`](crate::proto::ToPm::Discard): the archiver is done with it) or the
+//! workflow ends. The driver removes the file
 //! once no transfer reads it ([`Manager::take_discarded`]) and, at the end, removes the
 //! rest or keeps those marked `.maestro.core.cdo.persist` ([`Manager::kept_files`]).
 
@@ -14,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use fabric_types::RemoteRegion;
 
-use super::{Cdo, Manager, State, later, policy};
+use super::{Cdo, ConnId, Manager, State, later, policy};
 use crate::attr::{self, AttrValue};
-use crate::proto::{self, AppId, CdoId, OfferExtras, Refusal};
+use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
 
 /// The app id of the pool itself: the owner of kept CDOs (apps are numbered from 1).
 pub(super) const POOL: AppId = 0;
@@ -216,13 +218,37 @@ impl Manager {
     pub(super) fn expire_kept(&mut self, now: Instant) {
         while let Some(&(at, id)) = self.kept.deadlines.first().filter(|(at, _)| *at <= now) {
             self.kept.deadlines.remove(&(at, id));
-            self.discard_kept(id);
+            self.discard_kept(id, "its lifetime ended");
         }
     }
 
-    /// Stops offering kept CDO `id`; its file goes once no transfer reads it (those that
-    /// do are held to the transfer deadline, as any withdrawn offer's).
-    fn discard_kept(&mut self, id: CdoId) {
+    /// `app` asks to end the kept CDOs of `name` (see [`ToPm::Discard`](crate::proto::ToPm::Discard)).
+    pub(super) fn discard(&mut self, conn: ConnId, app: AppId, local: u64, name: &str) {
+        if let Err(why) = self.owns(app, name) {
+            return self.refuse(conn, Op::Discard, Some(local), why);
+        }
+        let kept: Vec<CdoId> = self
+            .cdos
+            .offers(name)
+            .iter()
+            .filter(|&o| proto::cdo_owner(o) == POOL)
+            .collect();
+        let who = self.apps.get(&app).map(|a| Arc::clone(&a.label));
+        let why = format!("discarded by {}", who.as_deref().unwrap_or("an app"));
+        for &id in &kept {
+            self.discard_kept(id, &why);
+        }
+        let count = kept.len() as u64;
+        self.out.send(conn, FromPm::Discarded { local, count });
+    }
+
+    /// Stops offering kept CDO `id` (`why`, for the log); its file goes once no transfer
+    /// reads it (those that do are held to the transfer deadline, as any withdrawn
+    /// offer's).
+    fn discard_kept(&mut self, id: CdoId, why: &str) {
+        if let Some(at) = self.kept.by_id.get(&id).and_then(|k| k.expires) {
+            self.kept.deadlines.remove(&(at, id));
+        }
         let Some(mut c) = self.cdos.get_mut(&id) else {
             return;
         };
@@ -233,7 +259,7 @@ impl Manager {
         let name = Arc::clone(&c.name);
         drop(c);
         self.kept.discarding += 1;
-        tracing::info!("kept CDO {name} ({id}) discarded: its lifetime ended");
+        tracing::info!("kept CDO {name} ({id}) ends: {why}");
         self.cdos.not_offered(&name, id);
         self.pin_transfers_from(|from| from == id);
         self.revoke_leases(id);

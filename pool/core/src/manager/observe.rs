@@ -25,7 +25,7 @@ use crate::view::{
 pub const MAX_OBSERVERS: usize = 64;
 
 /// Number of [`Op`] kinds (the counters' array length).
-const OPS: usize = Op::Spilled as usize + 1;
+const OPS: usize = Op::Discard as usize + 1;
 
 /// An app's figures.
 #[derive(Clone, Copy, Debug, Default)]
@@ -512,6 +512,7 @@ const ALL_OPS: [Op; OPS] = [
     Op::Release,
     Op::Query,
     Op::Spilled,
+    Op::Discard,
 ];
 
 fn duration_ms(d: Duration) -> u64 {

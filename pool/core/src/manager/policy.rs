@@ -228,22 +228,30 @@ impl Manager {
             checked_members(attributes).map_err(|why| (op, cdo, why))?;
         }
         if op == Op::Offer
-            && let Some(owner) = self.policy.owner_of(&c.name)
-            && self
-                .apps
-                .get(&app)
-                .is_none_or(|a| a.component != owner.component)
+            && let Err(why) = self.owns(app, &c.name)
         {
-            return Err((
-                op,
-                cdo,
-                Refusal::NotAllowed(format!(
-                    "names starting with {:?} belong to component {:?} (maestro pm --owner)",
-                    owner.prefix, owner.component
-                )),
-            ));
+            return Err((op, cdo, why));
         }
         Ok(())
+    }
+
+    /// Whether `app` may offer (and discard) `name`: no component owns it, or `app` is of
+    /// the one that does.
+    pub(super) fn owns(&self, app: AppId, name: &str) -> Result<(), Refusal> {
+        match self.policy.owner_of(name) {
+            Some(owner)
+                if self
+                    .apps
+                    .get(&app)
+                    .is_none_or(|a| a.component != owner.component) =>
+            {
+                Err(Refusal::NotAllowed(format!(
+                    "names starting with {:?} belong to component {:?} (maestro pm --owner)",
+                    owner.prefix, owner.component
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether `bytes` more fit `app`'s [`Policy::max_app_bytes`] (nothing is counted: see

@@ -27,8 +27,8 @@ pub use source::{
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
 /// Protocol version carried in every frame (15: a withdraw may hand a GFS offer's file
-/// over to the pool, apps announce their GFS directory and the PM may have a provider
-/// write an offer there, [`FromPm::Spill`], `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
+/// over to the pool, [`ToPm::Discard`] ends such CDOs, apps announce their GFS directory
+/// and the PM may have a provider write an offer there, [`FromPm::Spill`], `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
 /// [`OfferExtras::with_gfs`], ticketed as [`Source::Gfs`]; 13: offer events carry leases,
 /// [`FromPm::Lease`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
 /// connection refused admission is told why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
@@ -103,6 +103,8 @@ pub enum Op {
     Query,
     /// [`ToPm::Spilled`]
     Spilled,
+    /// [`ToPm::Discard`]
+    Discard,
 }
 
 impl std::fmt::Display for Op {
@@ -128,6 +130,7 @@ impl std::fmt::Display for Op {
             Op::Release => "release",
             Op::Query => "query",
             Op::Spilled => "spilled",
+            Op::Discard => "discard",
         })
     }
 }
@@ -322,6 +325,16 @@ pub enum ToPm {
         /// arrived) need not wait.
         answer: bool,
     },
+    /// End the CDOs the pool keeps under `name` (offers their producers handed over at
+    /// withdraw): no longer demandable, their files removed once nobody reads them.
+    /// Answered by [`FromPm::Discarded`]; refused (`NotAllowed`) when another component
+    /// owns the name.
+    Discard {
+        /// The app's number for this call (the answer carries it).
+        local: u64,
+        /// The CDOs' name.
+        name: String,
+    },
     /// Answers [`FromPm::Spill`]: offered `cdo` is written whole to the file `path` under
     /// the app's GFS directory, or why it could not be.
     Spilled {
@@ -430,6 +443,7 @@ impl ToPm {
             ToPm::Report { .. } => Op::Report,
             ToPm::Query { .. } => Op::Query,
             ToPm::Spilled { .. } => Op::Spilled,
+            ToPm::Discard { .. } => Op::Discard,
         }
     }
 }
@@ -571,6 +585,13 @@ pub enum FromPm {
         op: Op,
         /// The CDOs.
         cdos: Vec<CdoId>,
+    },
+    /// Answers [`ToPm::Discard`]: how many kept CDOs of the name were ended.
+    Discarded {
+        /// The app's number for the call.
+        local: u64,
+        /// How many.
+        count: u64,
     },
     /// Write offered `cdo` whole to a file under the GFS directory the app announced, and
     /// answer [`ToPm::Spilled`]: a consumer of the same directory that shares no network
