@@ -221,9 +221,11 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    // Even a PM killed with SIGKILL leaves no info file or socket directory behind.
+    // Even a PM killed with SIGKILL leaves no info file, socket directory or kept files
+    // behind.
     let _janitor = crate::janitor::Janitor::start(&crate::janitor::JanitorArgs {
         info_file: opts.info_file.clone(),
+        gfs_dir: opts.gfs_dir.clone(),
         ..Default::default()
     });
     let pm = PoolManager::start(config(opts)?)?;

@@ -450,6 +450,30 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
     );
 }
 
+/// A `maestro pm` keeping files, killed with SIGKILL, leaves none behind: its janitor
+/// sweeps its directory (a PM cannot persist what it was killed before moving).
+#[test]
+fn a_killed_pms_kept_files_are_swept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs_dir = dir.path().display().to_string();
+    let (mut pm, info) = start_pm("gfs-kill", &["--gfs-dir", &gfs_dir]);
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("forecast").gfs(gfs(dir.path(), true)),
+    )
+    .expect("join");
+    let cdo = offer(&producer, "field", 4096);
+    producer.withdraw(cdo).expect("withdraw");
+    drop(producer);
+    assert_eq!(files(dir.path()).len(), 1, "the kept file");
+    pm.child.kill().expect("SIGKILL");
+    let _ = pm.child.wait();
+    wait_for(dir.path(), T, "the PM's directory swept", || {
+        std::fs::read_dir(dir.path()).map_or(false, |mut d| d.next().is_none())
+    });
+}
+
 /// A launcher killed with SIGKILL while its ranks offer through the global file system
 /// leaves no files behind: its janitor removes the directories of its dead ranks.
 #[test]
