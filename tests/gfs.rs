@@ -470,7 +470,7 @@ fn a_killed_pms_kept_files_are_swept() {
     pm.child.kill().expect("SIGKILL");
     let _ = pm.child.wait();
     wait_for(dir.path(), T, "the PM's directory swept", || {
-        std::fs::read_dir(dir.path()).map_or(false, |mut d| d.next().is_none())
+        std::fs::read_dir(dir.path()).is_ok_and(|mut d| d.next().is_none())
     });
 }
 
