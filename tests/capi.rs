@@ -175,23 +175,7 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
         "{k:?}"
     );
     assert!(k.stdout.contains("outlive: all hold"), "{k:?}");
-    let stopped = pm.terminate(Duration::from_secs(30));
-    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
-    let persisted = dir.path().join("maestro-persist-capi-outlive");
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    assert_eq!(
-        left,
-        std::slice::from_ref(&persisted),
-        "only the persisted field's directory"
-    );
-    let fields: Vec<_> = std::fs::read_dir(&persisted)
-        .expect("persisted")
-        .map(|e| e.expect("entry").file_name())
-        .collect();
-    assert_eq!(fields, ["field-3"]);
+    common::assert_only_persisted(pm, dir.path(), "capi-outlive", &["field-3"]);
 }
 
 #[test]

@@ -276,19 +276,7 @@ fn across_nodes_fields_outlive_their_producer_in_files_both_nodes_see() {
         4,
         "{consumed:?}"
     );
-    let stopped = pm.terminate(Duration::from_secs(30));
-    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
-    let persisted = dir.join("maestro-persist-gfs-outlive");
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    assert_eq!(
-        left,
-        std::slice::from_ref(&persisted),
-        "only the persisted field's directory"
-    );
-    assert!(persisted.join("field-3").is_file());
+    common::assert_only_persisted(pm, &dir, "gfs-outlive", &["field-3"]);
 }
 
 /// `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself. The

@@ -432,20 +432,9 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
 
     // The workflow ends: every file goes but the one to persist, under its name.
     drop(consumer);
-    let stopped = pm.terminate(T);
-    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
-    let left = files(dir.path());
-    let persisted = dir
-        .path()
-        .join("maestro-persist-gfs-keep")
-        .join("archive%2Ft2m");
+    let persisted = common::assert_only_persisted(pm, dir.path(), "gfs-keep", &["archive%2Ft2m"]);
     assert_eq!(
-        left,
-        std::slice::from_ref(&persisted),
-        "left after the workflow"
-    );
-    assert_eq!(
-        std::fs::read(&persisted).expect("persisted"),
+        std::fs::read(persisted.join("archive%2Ft2m")).expect("persisted"),
         vec![7u8; 4096]
     );
 }

@@ -718,3 +718,28 @@ pub fn join_tcp_lo(info: &str, component: &str) -> ::pool::Client {
     let info = ::pool::bootstrap::PmInfo::parse(info).expect("PM info");
     ::pool::Client::join(&info, tcp_lo_options(component)).expect("join")
 }
+
+/// Stops `pm` (a `maestro pm --gfs-dir DIR` of `workflow`) as a user would and checks what
+/// the workflow left in `dir`: only its persisted CDOs' directory, holding `names` (file
+/// names, sorted). Returns that directory.
+pub fn assert_only_persisted(pm: Group, dir: &Path, workflow: &str, names: &[&str]) -> PathBuf {
+    let stopped = pm.terminate(Duration::from_secs(30));
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
+    let persisted = dir.join(format!("maestro-persist-{workflow}"));
+    let left: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(
+        left,
+        std::slice::from_ref(&persisted),
+        "only the persisted CDOs' directory"
+    );
+    let mut kept: Vec<String> = std::fs::read_dir(&persisted)
+        .expect("persisted")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, names);
+    persisted
+}
