@@ -127,6 +127,33 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
     assert!(pm.m.take_discarded().is_empty(), "nothing ended before");
 }
 
+/// A tool subscribing with the current state first, after the producer left, hears of the
+/// kept CDO as an offer of the pool's.
+#[test]
+fn a_late_subscriber_hears_of_kept_cdos_as_the_pools_offers() {
+    let mut pm = Pm::new();
+    let (p, cdo) = offered_to_gfs(&mut pm, "field", Attributes::new());
+    pm.send(p, keep(cdo));
+    pm.send(p, ToPm::Leave);
+    pm.m.disconnected(pm.now, p);
+    let (t, _) = pm.join("tool");
+    let options = pool_core::events::SubscribeOptions {
+        replay: true,
+        ..Default::default()
+    };
+    let (_, out) = pm.subscribe_seeing(
+        t,
+        pool_core::events::EventKind::Offer,
+        "(has .maestro.core.cdo.name)",
+        options,
+    );
+    let events = events_to(&out, t);
+    assert!(
+        matches!(&events[..], [e] if e.component == "pool" && e.cdo.as_deref() == Some("field")),
+        "{events:?}"
+    );
+}
+
 #[test]
 fn a_waiting_demand_is_served_from_the_producers_file_and_later_ones_from_the_kept_one() {
     let mut pm = Pm::new();

@@ -543,10 +543,12 @@ impl Manager {
     ) -> PoolEvent {
         let serial = self.events.next_serial;
         self.events.next_serial += 1;
-        let (component, index) = self
-            .apps
-            .get(&app)
-            .map_or((String::new(), 0), |a| (a.component.clone(), a.index));
+        let (component, index) = match self.apps.get(&app) {
+            Some(a) => (a.component.clone(), a.index),
+            // The pool itself offers the CDOs it keeps.
+            None if app == super::kept::POOL => ("pool".into(), 0),
+            None => (String::new(), 0),
+        };
         let (cdo, attributes) = match subject {
             Some(s) => (Some(s.name.to_string()), s.attributes),
             None => (None, Attributes::new()),
