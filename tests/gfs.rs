@@ -230,6 +230,66 @@ fn the_pm_has_offers_written_to_files_for_consumers_sharing_no_network() {
     assert!(files(dir.path()).is_empty(), "the file went with the offer");
 }
 
+/// A group offered through the global file system: every member is a file, the consumer's
+/// one demand gets them all from the files (in the producer's order), and a PM keeping
+/// files keeps the members the producer withdraws with the group: a consumer after the
+/// producer left gets the group whole.
+#[test]
+fn a_groups_members_go_through_files_and_outlive_their_producer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs_dir = dir.path().display().to_string();
+    let (_pm, info) = start_pm("gfs-group", &["--gfs-dir", &gfs_dir]);
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("forecast").gfs(gfs(dir.path(), true)),
+    )
+    .expect("join");
+    let group = producer.declare("ensemble").expect("declare");
+    let members: Vec<_> = (0..3u8)
+        .map(|i| {
+            let cdo = producer.declare(&format!("member-{i}")).expect("declare");
+            let mut data = fabric::Buffer::new(8192).expect("buffer");
+            data.as_mut_slice().fill(i);
+            (cdo, Some(pool::attr::Attributes::new()), data)
+        })
+        .collect();
+    let ids: Vec<_> = members.iter().map(|(c, ..)| *c).collect();
+    producer
+        .offer_group(group, members)
+        .expect("offer the group");
+    assert_eq!(files(dir.path()).len(), 4, "three members and the group");
+    let demand = |name: &str| {
+        let c = pool::Client::join(
+            &pm_info,
+            common::tcp_lo_options(name).gfs(gfs(dir.path(), false)),
+        )
+        .expect("join");
+        let wanted = c.declare("ensemble").expect("declare");
+        let (got, _) = c.demand_group(wanted).expect("demand the group");
+        let seen: Vec<(String, usize, u8)> = got
+            .iter()
+            .map(|m| (m.name.clone(), m.data.len(), m.data[0]))
+            .collect();
+        assert_eq!(
+            seen,
+            (0..3u8)
+                .map(|i| (format!("member-{i}"), 8192, i))
+                .collect::<Vec<_>>(),
+            "{name}"
+        );
+    };
+    demand("products");
+    producer.withdraw_group(group, &ids).expect("withdraw");
+    drop(producer);
+    demand("late-products");
+    let fabric = view(&info, "fabric");
+    assert!(
+        fabric["transports"]["gfs"]["transfers"].as_u64() >= Some(6),
+        "every member from its file: {fabric}"
+    );
+}
+
 /// `maestro bench pool --transport gfs` demands files through the pool and copies as many
 /// bytes between files of the same directory, per size, in one table; the directory it
 /// made is gone after.
