@@ -87,6 +87,14 @@ pub fn join_message(component: &str) -> Join {
     }
 }
 
+/// The world's global file system: the file of the bytes under `key` is `/gfs/KEY`.
+fn gfs_file(key: u64, bytes: &[u8]) -> crate::proto::GfsFile {
+    crate::proto::GfsFile {
+        path: format!("/gfs/{key}").into(),
+        checksum: crate::attr::checksum(bytes),
+    }
+}
+
 /// A driver of plain values: a CDO's bytes are a vector, memory lent for a transfer is a
 /// vector (the bytes of an inline ticket are copied into it when they fit, as a real
 /// driver does), and a waiting call, a subscription's queue and a stream's route are tags
@@ -396,7 +404,8 @@ impl World {
             // The world's global file system has every offer's bytes as `/gfs/KEY`.
             Event::Spill { cdo } => {
                 let key = self.offers[&(i, cdo)];
-                self.core(i).spilled(cdo, Ok(format!("/gfs/{key}")));
+                let file = gfs_file(key, &self.memory[&key]);
+                self.core(i).spilled(cdo, Ok(file));
             }
             Event::Piece { stream, piece } => {
                 let (offset, data) = match piece {
@@ -442,11 +451,17 @@ impl World {
             }
             Source::SameProcess { .. } => panic!("no app shares a process here"),
             // The world's "global file system": a file's name is its bytes' key.
-            Source::Gfs { path, .. } => {
-                let key = path.strip_prefix("/gfs/").and_then(|k| k.parse().ok());
-                key.and_then(|k| self.memory.get(&k))
-                    .cloned()
-                    .expect("a file offered")
+            Source::Gfs { file, .. } => {
+                let key = file.path.strip_prefix("/gfs/").and_then(|k| k.parse().ok());
+                let bytes = key
+                    .and_then(|k| self.memory.get(&k))
+                    .expect("a file offered");
+                assert_eq!(
+                    file.checksum,
+                    crate::attr::checksum(bytes),
+                    "the file's checksum"
+                );
+                bytes.clone()
             }
         };
         if self.corrupt && !bytes.is_empty() {
@@ -506,7 +521,7 @@ impl World {
             alternates: Vec::new(),
             file: Some(memory_file()),
             seal: Some(attributes),
-            gfs: gfs.then(|| format!("/gfs/{key}").into()),
+            gfs: gfs.then(|| gfs_file(key, bytes)),
         };
         self.timed(app, |k, now| k.offer(now, offer, tag))
             .expect("offer");

@@ -177,7 +177,7 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
         w.pump();
         assert_eq!(w.answer(c, 10 + i as u32), Some(&Ok(cdo)), "consumer {i}");
         assert!(
-            matches!(&w.apps[c].tickets[..], [Source::Gfs { path, len: 65536 }] if path.starts_with("/gfs/")),
+            matches!(&w.apps[c].tickets[..], [Source::Gfs { file, len: 65536 }] if file.path.starts_with("/gfs/")),
             "{:?}",
             w.apps[c].tickets
         );
@@ -222,7 +222,7 @@ fn offers_written_to_the_global_file_system_are_read_from_it() {
     });
     let extras = offered.expect("the offer");
     assert!(
-        extras.gfs().is_some_and(|p| p.starts_with("/gfs/")),
+        extras.gfs().is_some_and(|f| f.path.starts_with("/gfs/")),
         "{extras:?}"
     );
     assert!(

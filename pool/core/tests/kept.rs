@@ -9,7 +9,7 @@ use std::time::Duration;
 use pool_core::ConnId;
 use pool_core::KeptFile;
 use pool_core::attr::{AttrValue, Attributes};
-use pool_core::proto::{FromPm, OfferExtras, Op, Refusal, Source, ToPm};
+use pool_core::proto::{FromPm, GfsFile, OfferExtras, Op, Refusal, Source, ToPm};
 use pool_core::view::{Ls, Query, View};
 use support::*;
 
@@ -27,11 +27,19 @@ fn offered_to_gfs(pm: &mut Pm, name: &str, attrs: Attributes) -> (ConnId, u64) {
             cdo,
             attributes: attrs,
             region: region(9),
-            extras: OfferExtras::default().with_gfs(format!("/gfs/p/{cdo}")),
+            extras: OfferExtras::default().with_gfs(producers_file(cdo)),
         },
     );
     assert_eq!(out, [(p, done(Op::Offer, cdo))]);
     (p, cdo)
+}
+
+/// The producer's own file of `cdo`, as its offer names it.
+fn producers_file(cdo: u64) -> GfsFile {
+    GfsFile {
+        path: format!("/gfs/p/{cdo}").into(),
+        checksum: 42,
+    }
 }
 
 fn keep(cdo: u64) -> ToPm {
@@ -52,9 +60,9 @@ fn demand(pm: &mut Pm, name: &str) -> (ConnId, u64, Vec<(ConnId, FromPm)>) {
 fn gfs_path(out: &[(ConnId, FromPm)]) -> Option<String> {
     out.iter().find_map(|(_, m)| match m {
         FromPm::Ticket {
-            source: Source::Gfs { path, .. },
+            source: Source::Gfs { file, .. },
             ..
-        } => Some(path.to_string()),
+        } => Some(file.path.to_string()),
         _ => None,
     })
 }
@@ -168,7 +176,7 @@ fn a_waiting_demand_is_served_from_the_producers_file_and_later_ones_from_the_ke
             cdo,
             attributes: Attributes::new(),
             region: region(9),
-            extras: OfferExtras::default().with_gfs(format!("/gfs/p/{cdo}")),
+            extras: OfferExtras::default().with_gfs(producers_file(cdo)),
         },
     );
     // Ticketed at once from the producer's own file.
@@ -282,7 +290,7 @@ fn kept_cdos_are_bounded_by_the_policy() {
             cdo: second,
             attributes: Attributes::new(),
             region: region(9),
-            extras: OfferExtras::default().with_gfs(format!("/gfs/p/{second}")),
+            extras: OfferExtras::default().with_gfs(producers_file(second)),
         },
     );
     let out = pm.send(p, keep(second));

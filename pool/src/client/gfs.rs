@@ -21,7 +21,7 @@ use fabric::Buffer;
 
 use super::data::CdoData;
 use super::{ClientError, Result};
-use crate::proto::CdoId;
+use crate::proto::{CdoId, GfsFile};
 
 /// Where and how an app uses the global file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,8 +125,8 @@ impl Gfs {
     }
 
     /// Writes `bytes`, CDO `cdo`'s, whole to its file (a temporary name first, flushed to
-    /// the file system, then renamed): the file's path.
-    pub(crate) fn write(&self, cdo: CdoId, bytes: &[u8]) -> Result<String> {
+    /// the file system, then renamed): the file's path, with the bytes' checksum.
+    pub(crate) fn write(&self, cdo: CdoId, bytes: &[u8]) -> Result<GfsFile> {
         let dir = self.mine()?;
         let (tmp, path) = (dir.join(format!("{cdo}.tmp")), dir.join(cdo.to_string()));
         let mut f = safefs::create_or_open_own(&tmp, self.mode)
@@ -135,9 +135,14 @@ impl Gfs {
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
-        path.into_os_string()
+        let path = path
+            .into_os_string()
             .into_string()
-            .map_err(|p| ClientError::Gfs(format!("the GFS path {p:?} is not UTF-8")))
+            .map_err(|p| ClientError::Gfs(format!("the GFS path {p:?} is not UTF-8")))?;
+        Ok(GfsFile {
+            path: path.into(),
+            checksum: crate::attr::checksum(bytes),
+        })
     }
 
     /// Removes CDO `cdo`'s file (its offer was withdrawn).
@@ -201,13 +206,14 @@ impl Gfs {
                 .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
     }
 
-    /// Reads the `len` bytes of the file `path` a ticket names (into `lent` if given and
-    /// large enough).
+    /// Reads the `len` bytes of the file a ticket names (into `lent` if given and large
+    /// enough) and checks them by its checksum.
     ///
     /// # Errors
     /// [`ClientError::Gfs`] for a path outside this client's GFS directory, with `..`, of
-    /// a link or another user's file, or of another size; IO errors.
-    pub(crate) fn read(&self, path: &str, len: usize, lent: Option<Buffer>) -> Result<CdoData> {
+    /// a link or another user's file, of another size or other bytes; IO errors.
+    pub(crate) fn read(&self, file: &GfsFile, len: usize, lent: Option<Buffer>) -> Result<CdoData> {
+        let path = &*file.path;
         let p = Path::new(path);
         if !self.inside(p) {
             return Err(ClientError::Gfs(format!(
@@ -227,6 +233,11 @@ impl Gfs {
             _ => Buffer::new(len)?,
         };
         f.read_exact(&mut buf.as_mut_slice()[..len])?;
+        if crate::attr::checksum(&buf.as_slice()[..len]) != file.checksum {
+            return Err(ClientError::Gfs(format!(
+                "the file {path} does not hold the bytes offered (their checksum differs): it was changed after its offer"
+            )));
+        }
         Ok(CdoData::own(buf, len))
     }
 }
@@ -258,22 +269,35 @@ mod tests {
     fn a_file_is_written_whole_read_back_checked_and_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let producer = gfs(dir.path(), true);
-        let path = producer.write(7, b"seven bytes").expect("write");
+        let file = producer.write(7, b"seven bytes").expect("write");
+        let path = file.path.to_string();
         assert!(path.starts_with(&*dir.path().to_string_lossy()), "{path}");
         assert!(path.ends_with("/7"), "{path}");
+        assert_eq!(file.checksum, crate::attr::checksum(b"seven bytes"));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).expect("file").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let consumer = gfs(dir.path(), false);
-        let data = consumer.read(&path, 11, None).expect("read");
+        let data = consumer.read(&file, 11, None).expect("read");
         assert_eq!(data.as_slice(), b"seven bytes");
-        let wrong = consumer.read(&path, 12, None).expect_err("size");
+        let wrong = consumer.read(&file, 12, None).expect_err("size");
         assert!(
             wrong.to_string().contains("has 11 bytes, the CDO 12"),
             "{wrong}"
         );
+        // Other bytes of the same size: told apart by the checksum.
+        std::fs::write(&path, b"eight bytes").expect("rewrite");
+        let changed = consumer.read(&file, 11, None).expect_err("changed");
+        assert!(
+            changed.to_string().contains("changed after its offer"),
+            "{changed}"
+        );
         for outside in ["/etc/passwd", &format!("{}/../x", dir.path().display())] {
-            let e = consumer.read(outside, 1, None).expect_err("outside");
+            let elsewhere = GfsFile {
+                path: outside.into(),
+                checksum: 0,
+            };
+            let e = consumer.read(&elsewhere, 1, None).expect_err("outside");
             assert!(
                 e.to_string().contains("not under this app's GFS directory"),
                 "{e}"
@@ -284,7 +308,7 @@ mod tests {
         let again = producer.write(8, b"x").expect("write");
         drop(producer);
         assert!(
-            !Path::new(&again).exists(),
+            !Path::new(&*again.path).exists(),
             "the client's directory goes with it"
         );
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
@@ -310,7 +334,10 @@ mod tests {
             "a dead client's directory of this host is swept"
         );
         assert!(elsewhere.exists(), "another host's is not ours to judge");
-        assert!(Path::new(&path).exists(), "and this client's own stays");
+        assert!(
+            Path::new(&*path.path).exists(),
+            "and this client's own stays"
+        );
     }
 
     #[test]

@@ -559,7 +559,7 @@ impl AsyncClient {
                 })
                 .await
                 .map_err(|e| ClientError::Gfs(format!("writing the file failed: {e}")))?;
-                (data, Some(std::sync::Arc::<str>::from(path?)))
+                (data, Some(path?))
             }
             None => (data, None),
         };

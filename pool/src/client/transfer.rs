@@ -134,13 +134,14 @@ async fn fetch(
             })
         }
         Source::Stream { len } => stream(shared, transfer, len).await,
-        Source::Gfs { path, .. } => {
+        Source::Gfs { file, .. } => {
             let Some(g) = shared.gfs.clone() else {
                 return Err(ClientError::Gfs(format!(
-                    "the provider wrote this CDO to the global file system ({path}) and this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR (the same directory as the provider's)"
+                    "the provider wrote this CDO to the global file system ({}) and this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR (the same directory as the provider's)",
+                    file.path
                 )));
             };
-            tokio::task::spawn_blocking(move || g.read(&path, len, lent))
+            tokio::task::spawn_blocking(move || g.read(&file, len, lent))
                 .await
                 .map_err(|e| ClientError::Gfs(format!("reading the file failed: {e}")))?
         }

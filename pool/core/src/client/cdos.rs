@@ -32,9 +32,10 @@ pub struct Offer<'a> {
     pub file: Option<MemoryFile>,
     /// Attributes to seal the CDO with in the same message (one round trip), if any.
     pub seal: Option<Attributes>,
-    /// The file on the global file system the driver wrote the bytes to, whole, if the
-    /// app offers through it (consumers then read the file: [`Source::Gfs`]).
-    pub gfs: Option<std::sync::Arc<str>>,
+    /// The file on the global file system the driver wrote the bytes to, whole, with
+    /// their checksum, if the app offers through it (consumers then read the file:
+    /// [`Source::Gfs`]).
+    pub gfs: Option<proto::GfsFile>,
 }
 
 /// Ids a group's demand reserves for its members: a group has at most this many.
@@ -230,7 +231,7 @@ impl<T: Driver> ClientCore<T> {
         let mut extras = proto::OfferExtras::new(alternates, file);
         match gfs {
             // The file is the transport the app chose: the bytes stay out of the offer.
-            Some(path) => extras = extras.with_gfs(path),
+            Some(file) => extras = extras.with_gfs(file),
             // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to
             // read.
             None if bytes.is_empty() || bytes.len() <= self.inline_max => {

@@ -434,13 +434,10 @@ impl<T: Driver> ClientCore<T> {
         Ok((local, self.call(now, (Op::Discard, local), msg, waiter)?))
     }
 
-    /// Offered `cdo` was written to the file `path` under this app's GFS directory, or
-    /// could not be (why): tells the PM (see [`Event::Spill`]).
-    pub fn spilled(&mut self, cdo: CdoId, path: Result<String, String>) {
-        self.queue(ToPm::Spilled {
-            cdo,
-            path: path.map(String::into_boxed_str),
-        });
+    /// Offered `cdo` was written to `file` under this app's GFS directory, or could not be
+    /// (why): tells the PM (see [`Event::Spill`]).
+    pub fn spilled(&mut self, cdo: CdoId, file: Result<crate::proto::GfsFile, String>) {
+        self.queue(ToPm::Spilled { cdo, file });
     }
 
     /// Whether the connection ended ([`ClientCore::close`]).

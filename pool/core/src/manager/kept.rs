@@ -18,7 +18,7 @@ use fabric_types::RemoteRegion;
 
 use super::{Cdo, ConnId, Manager, State, later, policy};
 use crate::attr::{self, AttrValue};
-use crate::proto::{self, AppId, CdoId, FromPm, OfferExtras, Op, Refusal};
+use crate::proto::{self, AppId, CdoId, FromPm, GfsFile, OfferExtras, Op, Refusal};
 
 /// The app id of the pool itself: the owner of kept CDOs (apps are numbered from 1).
 pub(super) const POOL: AppId = 0;
@@ -155,6 +155,7 @@ impl Manager {
             _ => None,
         };
         let persist = matches!(c.attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
+        let checksum = c.extras.gfs().map_or(0, |f| f.checksum);
         let (name, attributes, cost) = (
             Arc::clone(&c.name),
             c.attributes.clone(),
@@ -176,7 +177,10 @@ impl Manager {
                     key: 0,
                     len: region.len,
                 }),
-                extras: OfferExtras::default().with_gfs(Arc::clone(&path)),
+                extras: OfferExtras::default().with_gfs(GfsFile {
+                    path: Arc::clone(&path),
+                    checksum,
+                }),
             },
         );
         let expires = lifetime.map(|d| later(now, d));

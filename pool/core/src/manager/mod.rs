@@ -394,7 +394,7 @@ impl Manager {
                 len,
             } => self.fetch(conn, app, transfer, offset, len),
             ToPm::Chunk(piece) => self.chunk(conn, app, piece),
-            ToPm::Spilled { cdo, path } => self.spilled(conn, app, cdo, path),
+            ToPm::Spilled { cdo, file } => self.spilled(conn, app, cdo, file),
             ToPm::Discard { local, name } => self.discard(conn, app, local, &name),
             ToPm::Release { leases } => self.release_leases(conn, app, &leases),
             // Operations keep their order behind an operation held for acknowledgements.

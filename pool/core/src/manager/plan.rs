@@ -73,13 +73,14 @@ impl Manager {
             .cdos
             .get(&from)
             .and_then(|f| f.extras.gfs())
-            .map(|path| {
+            .map(|file| {
                 let source = Source::Gfs {
-                    path: Arc::clone(path),
+                    file: file.clone(),
                     len: region.len,
                 };
                 let route = Route::of(&source, None);
-                (source, words(&|| format!("gfs (the file {path})")), route)
+                let how = words(&|| format!("gfs (the file {})", file.path));
+                (source, how, route)
             });
         // A CDO the pool keeps is its file, whoever asks.
         if provider == POOL {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::{ConnId, HashSet, Manager, State};
-use crate::proto::{AppId, CdoId, FromPm, Op, Refusal};
+use crate::proto::{AppId, CdoId, FromPm, GfsFile, Op, Refusal};
 
 /// Offers whose providers were asked to write them, those written (their memory is still
 /// offered: consumers outside the directory read that), and those that could not be.
@@ -58,14 +58,14 @@ impl Manager {
         }
     }
 
-    /// The provider's answer: the file of `cdo`, or why there is none. Its name's waiting
+    /// The provider's answer: the file of `cdo` (with its checksum), or why there is none. Its name's waiting
     /// consumers are ticketed (from the file, or by stream).
     pub(super) fn spilled(
         &mut self,
         conn: ConnId,
         app: AppId,
         cdo: CdoId,
-        path: Result<Box<str>, String>,
+        file: Result<GfsFile, String>,
     ) {
         let dir = self.apps.get(&app).and_then(|a| a.gfs.clone());
         let mine = self.cdos.get(&cdo).filter(|c| c.app() == app);
@@ -74,16 +74,17 @@ impl Manager {
         };
         let name = Arc::clone(&c.name);
         let offered = matches!(c.state, State::Offered(_) | State::Withdrawing(_));
-        match (path, dir) {
-            (Ok(path), Some(dir)) if offered && in_dir(&path, &dir) => {
+        match (file, dir) {
+            (Ok(file), Some(dir)) if offered && in_dir(&file.path, &dir) => {
                 if let Some(mut c) = self.cdos.get_mut(&cdo) {
-                    c.extras = std::mem::take(&mut c.extras).with_gfs(Arc::from(path));
+                    c.extras = std::mem::take(&mut c.extras).with_gfs(file);
                 }
                 self.spills.written.insert(cdo);
             }
-            (Ok(path), _) => {
+            (Ok(file), _) => {
                 tracing::warn!(
-                    "CDO {cdo}: {path} is not a file of its provider's GFS directory; its consumers get the stream"
+                    "CDO {cdo}: {} is not a file of its provider's GFS directory; its consumers get the stream",
+                    file.path
                 );
                 self.spills.failed.insert(cdo);
             }

@@ -20,8 +20,8 @@ mod source;
 pub use crate::ids::{AppId, CDO_SEQ_BITS, CdoId, MAX_APP, TransferId, cdo_ids, cdo_owner};
 pub use frame::{FrameError, decode, decode_join, drain_frames, encode, encode_split, payload_len};
 pub use source::{
-    Direct, FabricEndpoint, HostMemory, InlineBytes, MAX_GFS_PATH, OfferExtras, ProcessMemory,
-    Source,
+    Direct, FabricEndpoint, GfsFile, HostMemory, InlineBytes, MAX_GFS_PATH, OfferExtras,
+    ProcessMemory, Source,
 };
 
 /// Frame magic.
@@ -335,13 +335,13 @@ pub enum ToPm {
         /// The CDOs' name.
         name: String,
     },
-    /// Answers [`FromPm::Spill`]: offered `cdo` is written whole to the file `path` under
-    /// the app's GFS directory, or why it could not be.
+    /// Answers [`FromPm::Spill`]: offered `cdo` is written whole to `file` under the app's
+    /// GFS directory, or why it could not be.
     Spilled {
         /// The offered CDO.
         cdo: CdoId,
         /// The file, or why there is none.
-        path: Result<Box<str>, String>,
+        file: Result<GfsFile, String>,
     },
     /// A transfer the PM ticketed to this app finished (`error` set on failure).
     TransferDone {

@@ -59,7 +59,18 @@ struct Extras {
     file: Option<MemoryFile>,
     inline: Option<InlineBytes>,
     #[serde(default)]
-    gfs: Option<std::sync::Arc<str>>,
+    gfs: Option<GfsFile>,
+}
+
+/// A CDO's bytes written whole to a file on a global file system, and what a consumer
+/// checks them by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GfsFile {
+    /// The file.
+    pub path: std::sync::Arc<str>,
+    /// XXH3-64 of the bytes ([`crate::attr::checksum`]): a file changed after its offer
+    /// is told apart from the CDO, whatever its size.
+    pub checksum: u64,
 }
 
 /// Longest path of a CDO's file on the global file system ([`Source::Gfs`]).
@@ -144,15 +155,15 @@ impl OfferExtras {
         self
     }
 
-    /// The same, the CDO's bytes written whole to the file `path` on a global file system
-    /// (a directory every consumer sees): consumers read it ([`Source::Gfs`]).
-    pub fn with_gfs(mut self, path: impl Into<std::sync::Arc<str>>) -> OfferExtras {
-        self.0.get_or_insert_with(Box::default).gfs = Some(path.into());
+    /// The same, the CDO's bytes written whole to `file` on a global file system (a
+    /// directory every consumer sees): consumers read it ([`Source::Gfs`]).
+    pub fn with_gfs(mut self, file: GfsFile) -> OfferExtras {
+        self.0.get_or_insert_with(Box::default).gfs = Some(file);
         self
     }
 
     /// The file on the global file system holding the CDO's bytes, if the offer has one.
-    pub fn gfs(&self) -> Option<&std::sync::Arc<str>> {
+    pub fn gfs(&self) -> Option<&GfsFile> {
         self.0.as_deref().and_then(|e| e.gfs.as_ref())
     }
 
@@ -229,10 +240,11 @@ pub enum Source {
         bytes: InlineBytes,
     },
     /// The provider wrote the bytes to a file on a global file system: read `len` bytes
-    /// from `path` (which must lie under the consumer's own GFS directory).
+    /// from `file` (which must lie under the consumer's own GFS directory) and check them
+    /// by its checksum.
     Gfs {
         /// The file.
-        path: std::sync::Arc<str>,
+        file: GfsFile,
         /// The CDO's size.
         len: u64,
     },

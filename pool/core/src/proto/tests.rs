@@ -119,7 +119,7 @@ fn sample() -> Vec<ToPm> {
         },
         ToPm::Spilled {
             cdo: 5,
-            path: Err("disk full".into()),
+            file: Err("disk full".into()),
         },
     ]
 }
