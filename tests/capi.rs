@@ -175,7 +175,12 @@ fn a_c_producers_fields_outlive_it_in_the_pools_files() {
         "{k:?}"
     );
     assert!(k.stdout.contains("outlive: all hold"), "{k:?}");
-    common::assert_only_persisted(pm, dir.path(), "capi-outlive", &["field-3"]);
+    common::assert_only_persisted(
+        pm,
+        dir.path(),
+        "capi-outlive",
+        &["field-3", "field-3.maestro.json"],
+    );
 }
 
 #[test]

@@ -276,7 +276,12 @@ fn across_nodes_fields_outlive_their_producer_in_files_both_nodes_see() {
         4,
         "{consumed:?}"
     );
-    common::assert_only_persisted(pm, &dir, "gfs-outlive", &["field-3"]);
+    common::assert_only_persisted(
+        pm,
+        &dir,
+        "gfs-outlive",
+        &["field-3", "field-3.maestro.json"],
+    );
 }
 
 /// `--maestro-nic=lo`: every chosen endpoint is 127.0.0.1, which on n2 is n2 itself. The

@@ -492,10 +492,32 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
 
     // The workflow ends: every file goes but the one to persist, under its name.
     drop(consumer);
-    let persisted = common::assert_only_persisted(pm, dir.path(), "gfs-keep", &["archive%2Ft2m"]);
+    let persisted = common::assert_only_persisted(
+        pm,
+        dir.path(),
+        "gfs-keep",
+        &["archive%2Ft2m", "archive%2Ft2m.maestro.json"],
+    );
     assert_eq!(
         std::fs::read(persisted.join("archive%2Ft2m")).expect("persisted"),
         vec![7u8; 4096]
+    );
+    // Beside it, what it is.
+    let described = std::fs::read_to_string(persisted.join("archive%2Ft2m.maestro.json"));
+    let described: serde_json::Value =
+        serde_json::from_str(&described.expect("description")).expect("JSON");
+    assert_eq!(
+        (
+            &described["name"],
+            &described["size"],
+            &described["provider"]
+        ),
+        (
+            &serde_json::json!("archive/t2m"),
+            &serde_json::json!(4096),
+            &serde_json::json!("forecast:0")
+        ),
+        "{described}"
     );
 }
 

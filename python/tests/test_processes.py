@@ -4,6 +4,7 @@ PMIx), a Python producer for a Rust consumer (pool_archiver) with maestro pm, an
 consumer mapping a Python producer's library memory."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -306,8 +307,11 @@ def test_a_python_producers_arrays_outlive_it_through_the_pools_files(tmp_path, 
         assert out.count("from forecast:0") == 3, out
         workflow = env["MSTRO_WORKFLOW_NAME"]
     assert [p.name for p in gfs.iterdir()] == [f"maestro-persist-{workflow}"]
-    persisted = np.fromfile(gfs / f"maestro-persist-{workflow}" / "t2m-2", dtype=np.float64)
-    assert np.array_equal(persisted, np.arange(4096, dtype=np.float64) * 3)
+    persisted = gfs / f"maestro-persist-{workflow}"
+    assert sorted(p.name for p in persisted.iterdir()) == ["t2m-2", "t2m-2.maestro.json"]
+    assert np.array_equal(np.fromfile(persisted / "t2m-2", dtype=np.float64), np.arange(4096, dtype=np.float64) * 3)
+    described = json.loads((persisted / "t2m-2.maestro.json").read_text())
+    assert (described["name"], described["size"], described["provider"]) == ("t2m-2", 4096 * 8, "forecast:0")
 
 
 def test_a_consumer_demanding_as_told_is_served_by_the_leases_of_the_offer_events(env_for_children):

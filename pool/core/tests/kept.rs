@@ -129,7 +129,7 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
         [KeptFile {
             path: format!("{KEEP}/{cdo}").into(),
             name: "field".into(),
-            persist: false,
+            persist: None,
         }]
     );
     assert!(pm.m.take_discarded().is_empty(), "nothing ended before");
@@ -216,13 +216,35 @@ fn a_kept_cdo_ends_with_its_lifetime_its_file_only_once_nobody_reads_it() {
     let (_, _, out) = demand(&mut pm, "short");
     assert!(gfs_path(&out).is_none(), "no longer offered: {out:?}");
     pm.send(c, transferred(transfer));
+    let discarded = pm.m.take_discarded();
+    let [
+        KeptFile {
+            path,
+            name,
+            persist: Some(described),
+        },
+    ] = &discarded[..]
+    else {
+        panic!("{discarded:?}")
+    };
+    assert_eq!((&**path, &**name), (&*format!("{KEEP}/{cdo}"), "short"));
+    // What whoever finds the persisted file learns of it.
+    let described: serde_json::Value = serde_json::from_str(described).expect("JSON");
     assert_eq!(
-        pm.m.take_discarded(),
-        [KeptFile {
-            path: format!("{KEEP}/{cdo}").into(),
-            name: "short".into(),
-            persist: true,
-        }]
+        (
+            &described["name"],
+            &described["size"],
+            &described["checksum"],
+            &described["provider"],
+            &described["attributes"][".maestro.core.cdo.lifetime"],
+        ),
+        (
+            &serde_json::json!("short"),
+            &serde_json::json!(9),
+            &serde_json::json!(42),
+            &serde_json::json!("producer:0"),
+            &serde_json::json!(10),
+        )
     );
     assert!(pm.m.kept_files().is_empty());
     assert_eq!(state_counts(&mut pm), (0, 0));

@@ -4,7 +4,9 @@
 //! withdraw), what goes when a kept CDO's lifetime ends, and what is left when the
 //! workflow ends: nothing, except the files of CDOs marked `.maestro.core.cdo.persist`,
 //! which move to `DIR/maestro-persist-WORKFLOW/NAME` (the CDO's name, `/` and other
-//! characters outside `[A-Za-z0-9._-]` as `%XX`; `NAME.N` for a second CDO of a name). A
+//! characters outside `[A-Za-z0-9._-]` as `%XX`; `NAME.N` for a second CDO of a name),
+//! each described beside it in `NAME.maestro.json` (name, size, checksum, provider,
+//! attributes). A
 //! PM killed before it could clean up leaves its directory to the next process that sweeps
 //! the GFS directory (`maestro run`'s janitor, the next client writing there).
 
@@ -106,12 +108,11 @@ fn settle(dir: &Path, persisted: &Path, f: &KeptFile) {
         );
         return;
     }
-    let done = if f.persist {
-        persist(path, persisted, &f.name).map(|to| {
+    let done = match &f.persist {
+        Some(description) => persist(path, persisted, (&f.name, description)).map(|to| {
             tracing::info!("CDO {} persisted as {}", f.name, to.display());
-        })
-    } else {
-        std::fs::remove_file(path)
+        }),
+        None => std::fs::remove_file(path),
     };
     if let Err(e) = done.or_else(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Ok(()),
@@ -121,8 +122,15 @@ fn settle(dir: &Path, persisted: &Path, f: &KeptFile) {
     }
 }
 
-/// Moves `path` to `persisted/NAME` (`NAME.N` if taken): where it went.
-fn persist(path: &Path, persisted: &Path, name: &str) -> std::io::Result<PathBuf> {
+/// Moves `path` to `persisted/NAME` (`NAME.N` if taken), with `description` beside it in
+/// `NAME.maestro.json` (mode 0600): where it went.
+fn persist(
+    path: &Path,
+    persisted: &Path,
+    (name, description): (&str, &str),
+) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     match std::fs::create_dir(persisted) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
         _ => {}
@@ -133,14 +141,32 @@ fn persist(path: &Path, persisted: &Path, name: &str) -> std::io::Result<PathBuf
             0 => persisted.join(&base),
             n => persisted.join(format!("{base}.{n}")),
         };
-        // A hard link never replaces what is there: the first free name wins.
+        let mut described = to.clone().into_os_string();
+        described.push(".maestro.json");
+        // Created exclusively, as the hard link below: the first free name wins, and
+        // nothing there is ever replaced.
+        let sidecar = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&described);
+        let mut sidecar = match sidecar {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
         match std::fs::hard_link(path, &to) {
             Ok(()) => {
+                sidecar.write_all(description.as_bytes())?;
                 std::fs::remove_file(path)?;
                 return Ok(to);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                let _ = std::fs::remove_file(&described);
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(e);
+                }
+            }
         }
     }
     Err(std::io::Error::new(
@@ -186,7 +212,7 @@ mod tests {
             KeptFile {
                 path: p.to_str().expect("utf-8").into(),
                 name: name.into(),
-                persist,
+                persist: persist.then(|| format!("{{\"id\": {id}}}").into()),
             }
         };
         let elsewhere = root.path().join("other");
@@ -198,7 +224,7 @@ mod tests {
             KeptFile {
                 path: elsewhere.to_str().expect("utf-8").into(),
                 name: "x".into(),
-                persist: false,
+                persist: None,
             },
         ];
         let persisted = root.path().join("maestro-persist-wf%2F1");
@@ -209,7 +235,17 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["t2m%2F0", "t2m%2F0.1"]);
+        assert_eq!(
+            names,
+            [
+                "t2m%2F0",
+                "t2m%2F0.1",
+                "t2m%2F0.1.maestro.json",
+                "t2m%2F0.maestro.json"
+            ]
+        );
+        let described = std::fs::read_to_string(persisted.join("t2m%2F0.1.maestro.json"));
+        assert_eq!(described.expect("description"), r#"{"id": 3}"#);
         let mut left: Vec<String> = std::fs::read_dir(root.path())
             .expect("root")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use fabric_types::RemoteRegion;
 
 use super::{Cdo, ConnId, Manager, State, later, policy};
-use crate::attr::{self, AttrValue};
+use crate::attr::{self, AttrValue, Attributes};
 use crate::proto::{self, AppId, CdoId, FromPm, GfsFile, OfferExtras, Op, Refusal};
 
 /// The app id of the pool itself: the owner of kept CDOs (apps are numbered from 1).
@@ -58,8 +58,21 @@ pub struct KeptFile {
     pub path: Arc<str>,
     /// The CDO's name.
     pub name: Arc<str>,
-    /// `.maestro.core.cdo.persist` was set: keep the file after the workflow.
-    pub persist: bool,
+    /// `.maestro.core.cdo.persist` was set: keep the file after the workflow, with this
+    /// description beside it (JSON: the CDO's name, size, checksum, provider and
+    /// attributes), so that whoever finds the file knows what it holds.
+    pub persist: Option<Arc<str>>,
+}
+
+/// What a persisted file's description says (see [`KeptFile::persist`]).
+#[derive(serde::Serialize)]
+struct Described<'a> {
+    name: &'a str,
+    size: u64,
+    checksum: u64,
+    provider: &'a str,
+    #[serde(with = "attr::plain")]
+    attributes: Attributes,
 }
 
 impl Kept {
@@ -154,7 +167,7 @@ impl Manager {
             Some(AttrValue::Uint(s)) if *s > 0 => Some(Duration::from_secs(*s)),
             _ => None,
         };
-        let persist = matches!(c.attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
+        let persisted = matches!(c.attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
         let checksum = c.extras.gfs().map_or(0, |f| f.checksum);
         let (name, attributes, cost) = (
             Arc::clone(&c.name),
@@ -162,6 +175,18 @@ impl Manager {
             Self::kept_cost(c, path),
         );
         let provider = self.provider_label(cdo);
+        let persist = persisted.then(|| {
+            let described = Described {
+                name: &name,
+                size: region.len,
+                checksum,
+                provider: &provider,
+                attributes: self.published(cdo),
+            };
+            // Plain values always encode.
+            Arc::from(serde_json::to_string_pretty(&described).unwrap_or_default())
+        });
+        let cost = cost + persist.as_deref().map_or(0, str::len);
         self.kept.next += 1;
         let id = proto::cdo_ids(POOL).start() + self.kept.next - 1;
         let path: Arc<str> = Arc::from(path);
