@@ -12,16 +12,25 @@
 //! by `maestro run`'s janitor ([`sweep`]; the host in the name keeps a process of the same
 //! id on another node sharing the directory safe). A consumer reads
 //! only regular files of its own user under its own GFS directory, never through a link,
-//! of exactly the size the ticket says: a ticket naming anything else is an error.
+//! of exactly the size and checksum the ticket says: a ticket naming anything else is an
+//! error.
+//!
+//! A CDO may choose the file system for itself ([`crate::attr::TRANSPORT`]). A withdrawn
+//! offer's file is handed over to a PM that keeps such files (linked into its directory:
+//! the kept CDOs of `pool_core`'s manager), and an app may discard what the pool keeps
+//! under a name ([`super::AsyncClient::discard`]).
 
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
 use fabric::Buffer;
 
 use super::data::CdoData;
-use super::{ClientError, Result};
-use crate::proto::{CdoId, GfsFile};
+use super::{ClientError, Result, answer};
+use crate::attr::Attributes;
+use crate::proto::{CdoId, GfsFile, Op};
 
 /// Where and how an app uses the global file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -248,6 +257,78 @@ impl Drop for Gfs {
             && let Err(e) = std::fs::remove_dir_all(dir)
         {
             tracing::warn!("removing the GFS directory {}: {e}", dir.display());
+        }
+    }
+}
+
+/// What an app does with the global file system through its client: choosing it per
+/// CDO, handing offers over to a PM that keeps them, discarding kept CDOs.
+impl super::AsyncClient {
+    /// The global file system an offer of `cdo` goes through, if it does: as its
+    /// attributes ask ([`crate::attr::TRANSPORT`], those it is sealed with now or was
+    /// before), else as the app's default (`MSTRO_TRANSPORT_DEFAULT`).
+    ///
+    /// # Errors
+    /// [`ClientError::Gfs`] for a CDO asking for the global file system in an app that has
+    /// no GFS directory; [`ClientError::Attribute`] for a transport that is none.
+    pub(super) fn gfs_for(
+        &self,
+        cdo: CdoId,
+        seal: Option<&Attributes>,
+    ) -> Result<Option<Arc<Gfs>>> {
+        let wanted = match seal {
+            Some(a) => crate::attr::wants_gfs(a).map_err(|why| {
+                ClientError::Attribute(crate::schema::AttrError::Value {
+                    key: crate::attr::TRANSPORT.into(),
+                    why,
+                })
+            })?,
+            None => self.shared.core().wants_gfs(cdo),
+        };
+        match (wanted, &self.shared.gfs) {
+            (Some(true), None) => Err(ClientError::Gfs(format!(
+                "CDO {cdo} asks for the global file system ({} = GFS) but this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR",
+                crate::attr::TRANSPORT
+            ))),
+            (Some(true), Some(g)) => Ok(Some(Arc::clone(g))),
+            (Some(false), _) => Ok(None),
+            (None, g) => Ok(g.clone().filter(|g| g.offers())),
+        }
+    }
+
+    /// Ends the CDOs the pool keeps under `name` (offers their producers handed over at
+    /// withdraw; see [`super::JoinOptions::gfs`]): consumers can no longer demand them, and their
+    /// files go once no transfer reads them. Returns how many there were (0 is no error:
+    /// none, or their lifetime ended already).
+    ///
+    /// # Errors
+    /// `NotAllowed` (refused) when another component owns the name (`maestro pm
+    /// --owner`); `BadName`; connection errors.
+    pub async fn discard(&self, name: &str) -> Result<u64> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (local, call) = self
+            .shared
+            .with_core(|c| c.discard(Instant::now(), name, tx))?;
+        answer(&self.shared, (Op::Discard, local), call, rx).await
+    }
+
+    /// For an offer written to the global file system, with a PM that keeps such files:
+    /// the file linked into the PM's directory, which the pool offers in this app's stead
+    /// after the withdraw (consumers that demand it later read it). `None` otherwise, and
+    /// when the link fails (said in the log: the CDO then goes with its withdraw).
+    pub(super) async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
+        let g = self.shared.gfs.clone()?;
+        let dir = self.shared.core().keep_dir().cloned()?;
+        let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
+            .await
+            .map_err(|e| ClientError::Gfs(e.to_string()))
+            .and_then(|r| r);
+        match linked {
+            Ok(path) => path.map(String::into_boxed_str),
+            Err(e) => {
+                tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
+                None
+            }
         }
     }
 }

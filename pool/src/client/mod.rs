@@ -614,34 +614,6 @@ impl AsyncClient {
         r.map(drop)
     }
 
-    /// The global file system an offer of `cdo` goes through, if it does: as its
-    /// attributes ask ([`crate::attr::TRANSPORT`], those it is sealed with now or was
-    /// before), else as the app's default (`MSTRO_TRANSPORT_DEFAULT`).
-    ///
-    /// # Errors
-    /// [`ClientError::Gfs`] for a CDO asking for the global file system in an app that has
-    /// no GFS directory; [`ClientError::Attribute`] for a transport that is none.
-    fn gfs_for(&self, cdo: CdoId, seal: Option<&Attributes>) -> Result<Option<Arc<gfs::Gfs>>> {
-        let wanted = match seal {
-            Some(a) => crate::attr::wants_gfs(a).map_err(|why| {
-                ClientError::Attribute(crate::schema::AttrError::Value {
-                    key: crate::attr::TRANSPORT.into(),
-                    why,
-                })
-            })?,
-            None => self.shared.core().wants_gfs(cdo),
-        };
-        match (wanted, &self.shared.gfs) {
-            (Some(true), None) => Err(ClientError::Gfs(format!(
-                "CDO {cdo} asks for the global file system ({} = GFS) but this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR",
-                crate::attr::TRANSPORT
-            ))),
-            (Some(true), Some(g)) => Ok(Some(Arc::clone(g))),
-            (Some(false), _) => Ok(None),
-            (None, g) => Ok(g.clone().filter(|g| g.offers())),
-        }
-    }
-
     /// Declares the intent to consume `cdo`: the PM may move it right away.
     ///
     /// # Errors
@@ -720,42 +692,6 @@ impl AsyncClient {
         self.call((Op::Retract, cdo), ToPm::Retract { cdo })
             .await
             .map(drop)
-    }
-
-    /// Ends the CDOs the pool keeps under `name` (offers their producers handed over at
-    /// withdraw; see [`JoinOptions::gfs`]): consumers can no longer demand them, and their
-    /// files go once no transfer reads them. Returns how many there were (0 is no error:
-    /// none, or their lifetime ended already).
-    ///
-    /// # Errors
-    /// `NotAllowed` (refused) when another component owns the name (`maestro pm
-    /// --owner`); `BadName`; connection errors.
-    pub async fn discard(&self, name: &str) -> Result<u64> {
-        let (tx, rx) = oneshot::channel();
-        let (local, call) = self
-            .shared
-            .with_core(|c| c.discard(Instant::now(), name, tx))?;
-        answer(&self.shared, (Op::Discard, local), call, rx).await
-    }
-
-    /// For an offer written to the global file system, with a PM that keeps such files:
-    /// the file linked into the PM's directory, which the pool offers in this app's stead
-    /// after the withdraw (consumers that demand it later read it). `None` otherwise, and
-    /// when the link fails (said in the log: the CDO then goes with its withdraw).
-    async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
-        let g = self.shared.gfs.clone()?;
-        let dir = self.shared.core().keep_dir().cloned()?;
-        let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
-            .await
-            .map_err(|e| ClientError::Gfs(e.to_string()))
-            .and_then(|r| r);
-        match linked {
-            Ok(path) => path.map(String::into_boxed_str),
-            Err(e) => {
-                tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
-                None
-            }
-        }
     }
 
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
