@@ -697,7 +697,9 @@ impl AsyncClient {
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
     /// if a consumer in this process still holds the original). A [`Buffer::borrowed`]
     /// offer is returned only once no consumer in this process holds it (the caller may
-    /// free that memory next).
+    /// free that memory next). An offer written to the global file system is handed over
+    /// to a PM that keeps such files: the pool offers it from then on, after this app is
+    /// gone (a PM that cannot keep it says why in this app's log, and the CDO ends here).
     ///
     /// # Errors
     /// `WrongState` unless offered; [`ClientError::Timeout`] if a same-process consumer
