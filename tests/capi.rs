@@ -230,7 +230,8 @@ fn asynchronous_demands_overlap_and_their_bad_uses_are_refused() {
 
 /// A C producer's row-major matrix read by a consumer that declared it column-major gets the
 /// consumer's order, in one process (a local pool) and as two ranks of `maestro run` (the
-/// C PM tool as rank 0); a consumer declaring another array is refused naming both layouts.
+/// C PM tool as rank 0), by the fabric and through the global file system; a consumer
+/// declaring another array is refused naming both layouts.
 #[test]
 fn a_column_major_consumer_gets_its_own_order() {
     let c = installed();
@@ -252,26 +253,40 @@ fn a_column_major_consumer_gets_its_own_order() {
         alone.stdout
     );
     let layout = c.bin("layout").display().to_string();
-    let mut cmd = Command::new(maestro());
-    roles(
-        &c,
-        env(&mut cmd, "capi-layout").args(["run", "-n", "3", "--"]),
-    )
-    .env("MAESTRO_PRODUCER", format!("{layout} producer"))
-    .env("MAESTRO_CONSUMER", format!("{layout} consumer"));
-    let out = run(&mut cmd, Duration::from_secs(90));
-    assert_eq!(out.code(), Some(0), "{out:?}");
+    // By the fabric, then through the global file system (Maestro's settings; the PM
+    // tool's PM keeps the withdrawn matrices and removes them at its end).
+    let gfs = tempfile::tempdir().expect("tempdir");
+    for through_files in [false, true] {
+        let mut cmd = Command::new(maestro());
+        roles(
+            &c,
+            env(&mut cmd, "capi-layout").args(["run", "-n", "3", "--"]),
+        )
+        .env("MAESTRO_PRODUCER", format!("{layout} producer"))
+        .env("MAESTRO_CONSUMER", format!("{layout} consumer"));
+        if through_files {
+            cmd.env("MSTRO_TRANSPORT_DEFAULT", "GFS")
+                .env("MSTRO_TRANSPORT_GFS_DIR", gfs.path());
+        }
+        let out = run(&mut cmd, Duration::from_secs(90));
+        assert_eq!(out.code(), Some(0), "{out:?}");
+        assert_eq!(
+            out.stdout.matches("layout: all hold").count(),
+            2,
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout
+                .contains("ok   column-major in library memory: 0 3 1 4 2 5"),
+            "{}",
+            out.stdout
+        );
+    }
     assert_eq!(
-        out.stdout.matches("layout: all hold").count(),
-        2,
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout
-            .contains("ok   column-major in library memory: 0 3 1 4 2 5"),
-        "{}",
-        out.stdout
+        std::fs::read_dir(gfs.path()).expect("dir").count(),
+        0,
+        "nothing left in the GFS directory"
     );
 }
 

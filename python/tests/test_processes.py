@@ -121,12 +121,20 @@ with M.pool(component="py-fortran"):
 """
 
 
-def test_a_fortran_order_numpy_consumer_of_a_c_producer_gets_its_order(tmp_path, c_programs, env_for_children):
+@pytest.mark.parametrize("through_files", [False, True], ids=["fabric", "gfs"])
+def test_a_fortran_order_numpy_consumer_of_a_c_producer_gets_its_order(tmp_path, c_programs, env_for_children, through_files):
+    """Under maestro run, by the fabric and through the global file system (Maestro's
+    settings; nothing is left in the directory after the job)."""
     script = tmp_path / "fortran_consumer.py"
     script.write_text(FORTRAN_CONSUMER)
+    env = dict(env_for_children)
+    gfs = tmp_path / "gfs"
+    if through_files:
+        gfs.mkdir()
+        env.update(MSTRO_TRANSPORT_DEFAULT="GFS", MSTRO_TRANSPORT_GFS_DIR=str(gfs))
     out = run_job(
         tmp_path,
-        env_for_children,
+        env,
         "py-layout",
         f"{c_programs / 'pm_tool'} --clients 2",
         f"{c_programs / 'layout'} producer",
@@ -135,6 +143,8 @@ def test_a_fortran_order_numpy_consumer_of_a_c_producer_gets_its_order(tmp_path,
     # The same matrix, stored in Fortran order: 0 3 1 4 2 5 in memory.
     assert "py-fortran: [[0, 1, 2], [3, 4, 5]] [0, 3, 1, 4, 2, 5]" in out, out
     assert "layout: all hold" in out, out
+    if through_files:
+        assert list(gfs.iterdir()) == []
 
 
 @contextlib.contextmanager
