@@ -133,7 +133,7 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
                 w.close();
             }
         }
-        if let Some(kept) = &writers.kept {
+        if let Some(kept) = &mut writers.kept {
             kept.discard(manager.take_discarded());
         }
         if stuck.is_empty() {

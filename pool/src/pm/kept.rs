@@ -23,6 +23,8 @@ pub(super) struct KeptDir {
     dir: PathBuf,
     /// The workflow (names the directory of persisted files).
     workflow: String,
+    /// Removals (and moves) running on blocking threads: the end waits for them.
+    pending: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl KeptDir {
@@ -46,6 +48,7 @@ impl KeptDir {
             root: root.to_path_buf(),
             dir,
             workflow: workflow.to_string(),
+            pending: Vec::new(),
         })
     }
 
@@ -65,22 +68,26 @@ impl KeptDir {
     /// The files of kept CDOs whose end came: removed, or moved among the persisted ones.
     /// Only files of this directory are touched (the manager names no others; a path
     /// anywhere else is logged and left).
-    pub(super) fn discard(&self, files: Vec<KeptFile>) {
+    pub(super) fn discard(&mut self, files: Vec<KeptFile>) {
         if files.is_empty() {
             return;
         }
         let (dir, persisted) = (self.dir.clone(), self.persisted());
         // Off the PM's thread: a parallel file system may take its time.
-        tokio::task::spawn_blocking(move || {
+        self.pending.retain(|h| !h.is_finished());
+        self.pending.push(tokio::task::spawn_blocking(move || {
             for f in files {
                 settle(&dir, &persisted, &f);
             }
-        });
+        }));
     }
 
-    /// The workflow ended: the kept CDOs' files go (those to persist move), and the
-    /// directory with them.
-    pub(super) fn finish(self, files: Vec<KeptFile>) {
+    /// The workflow ended: once the removals under way are done, the kept CDOs' files go
+    /// (those to persist move), and the directory with them.
+    pub(super) async fn finish(mut self, files: Vec<KeptFile>) {
+        for h in std::mem::take(&mut self.pending) {
+            let _ = h.await;
+        }
         let persisted = self.persisted();
         for f in &files {
             settle(&self.dir, &persisted, f);
@@ -228,7 +235,10 @@ mod tests {
             },
         ];
         let persisted = root.path().join("maestro-persist-wf%2F1");
-        kept.finish(files);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(kept.finish(files));
         assert!(elsewhere.exists(), "a file outside the directory is left");
         let mut names: Vec<String> = std::fs::read_dir(&persisted)
             .expect("persisted")

@@ -403,7 +403,7 @@ async fn serve(
     }
     // The workflow ends here: the kept CDOs' files go (or persist).
     if let Some(kept) = writers.kept.take() {
-        kept.finish(manager.kept_files());
+        kept.finish(manager.kept_files()).await;
     }
 }
 
