@@ -51,12 +51,11 @@ struct Programs<'a> {
     product: Option<&'a std::path::Path>,
 }
 
-/// Runs `examples/pgen/run.sh` (3 forecast ranks, 3 steps of 4 fields of 1-16 MiB) with
-/// `programs`, and checks what it said.
-fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
-    let work = tempfile::tempdir().expect("tempdir");
+/// `examples/pgen/run.sh` in `work`: 3 forecast ranks, 3 steps of 4 fields of 1-16 MiB, a
+/// workflow name of this test process's own.
+fn run_sh_in(work: &std::path::Path) -> Command {
     let mut cmd = Command::new(repo().join("examples/pgen/run.sh"));
-    cmd.arg(work.path())
+    cmd.arg(work)
         .env("MAESTRO", maestro())
         .env("PGEN", example("pgen"))
         .env("PGEN_FORECAST_RANKS", "3")
@@ -68,6 +67,14 @@ fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
             "MSTRO_WORKFLOW_NAME",
             format!("pgen-test-{}", std::process::id()),
         );
+    cmd
+}
+
+/// Runs `examples/pgen/run.sh` (3 forecast ranks, 3 steps of 4 fields of 1-16 MiB) with
+/// `programs`, and checks what it said.
+fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut cmd = run_sh_in(work.path());
     if let Some(p) = programs.product {
         cmd.env("PGEN_PRODUCT_CMD", p);
     }
@@ -126,6 +133,41 @@ fn the_product_generation_workflow_runs_across_jobs_under_maestro_run() {
         Programs::default(),
         "0",
         "[manager] pgen step 2: 4 fields checked (4 from archive)",
+    );
+}
+
+/// Without an archiver, with Maestro's GFS settings (`PGEN_GFS=1`): the forecast withdraws
+/// its fields once offered and leaves, the last step's product job (started after that)
+/// gets them from the pool's files, every field moved through a file, and nothing is left
+/// in the directory once the pool manager stopped.
+#[test]
+fn without_an_archiver_the_fields_outlive_the_forecast_in_the_pools_files() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = run(
+        run_sh_in(work.path()).env("PGEN_GFS", "1"),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for what in [
+        "[manager] manager: step 2 complete; its product job started (after the forecast left: from the pool's files)",
+        "[manager] pgen step 2: 4 fields checked (4 from forecast)",
+        "[manager] manager: how the data moved: gfs 12 transfers",
+        "[forecast] forecast rank 0: the workflow is done; the pool manager stops",
+        "verified: 3 products (no archive)",
+    ] {
+        assert!(
+            out.stdout.contains(what),
+            "{what:?} not in:\n{}",
+            out.stdout
+        );
+    }
+    assert!(
+        out.stdout.contains(&format!(
+            "0 files left in {}",
+            work.path().join("gfs").display()
+        )),
+        "{}",
+        out.stdout
     );
 }
 

@@ -5,7 +5,9 @@
 //!   offer each step's fields (`--params` x `--levels` of them, `--min-size` to
 //!   `--max-size` bytes each) with their step, parameter and level as attributes
 //!   (`pgen.yaml`). Once the archiver holds every field they withdraw and leave: the
-//!   forecast is over while late steps may still be consumed.
+//!   forecast is over while late steps may still be consumed. With `--without-archiver`
+//!   (and Maestro's GFS settings) they withdraw at once and the pool keeps the fields'
+//!   files for the late steps instead.
 //! - `pgen archiver` (a job of its own): is told of every field before it is offered
 //!   (signal-before, require-ack), takes a copy, writes it to `--dir`, and offers the copy
 //!   itself (`source = "archive"`), so the data outlives the forecast.
@@ -97,6 +99,11 @@ enum Role {
         /// Also write the PM info to this file (0600) for jobs of other allocations.
         #[arg(long)]
         info_file: Option<PathBuf>,
+        /// No archiver: the ranks withdraw their fields once offered and leave, and the
+        /// fields outlive them in the pool's own files (needs MSTRO_TRANSPORT_DEFAULT=GFS
+        /// and MSTRO_TRANSPORT_GFS_DIR for every job: the pool manager keeps them).
+        #[arg(long)]
+        without_archiver: bool,
     },
     /// Keeps a copy of every field, on disk and offered in the pool.
     Archiver {
@@ -123,6 +130,10 @@ enum Role {
         /// Start the last step's job only once the forecast has left.
         #[arg(long)]
         hold_last: bool,
+        /// No archiver runs (see `pgen forecast --without-archiver`): the last step's
+        /// fields come from the pool's files.
+        #[arg(long)]
+        without_archiver: bool,
         /// Extra `sbatch` arguments for each product job (repeatable).
         #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
         sbatch_args: Vec<String>,
@@ -146,9 +157,9 @@ enum Role {
     Verify {
         #[command(flatten)]
         shape: Shape,
-        /// The archiver's directory.
+        /// The archiver's directory (without: the products only).
         #[arg(long)]
-        archive: PathBuf,
+        archive: Option<PathBuf>,
         /// The products' directory.
         #[arg(long)]
         out: PathBuf,
@@ -349,7 +360,12 @@ fn signal(c: &Client, name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn forecast(shape: Shape, step_ms: u64, info_file: Option<&Path>) -> Result<(), Error> {
+fn forecast(
+    shape: Shape,
+    step_ms: u64,
+    info_file: Option<&Path>,
+    without_archiver: bool,
+) -> Result<(), Error> {
     let pmix = mstro::session::pmix_host()?
         .ok_or("pgen forecast runs under a PMIx host: maestro run -n N, srun --mpi=pmix, mpirun")?;
     let (rank, size) = (pmix.rank(), pmix.job_size()?);
@@ -359,9 +375,15 @@ fn forecast(shape: Shape, step_ms: u64, info_file: Option<&Path>) -> Result<(), 
     if rank == 0 {
         return serve(&settings(Some(&pmix), "pool-manager", 0)?, info_file);
     }
-    let session = Session::join(&settings(Some(&pmix), "forecast", i64::from(rank))?)?;
+    let settings = settings(Some(&pmix), "forecast", i64::from(rank))?;
+    if without_archiver && !settings.gfs.as_ref().is_some_and(|g| g.offer) {
+        return Err("pgen forecast --without-archiver: the fields must outlive the forecast in the pool's files: set MSTRO_TRANSPORT_DEFAULT=GFS and MSTRO_TRANSPORT_GFS_DIR for every job".into());
+    }
+    let session = Session::join(&settings)?;
     let c = session.client();
-    let archived = expect(c, ARCHIVED)?;
+    let archived = (!without_archiver)
+        .then(|| expect(c, ARCHIVED))
+        .transpose()?;
     let mut offered = Vec::new();
     let (mine, producers) = (rank - 1, size - 1);
     for step in 0..shape.steps {
@@ -385,9 +407,12 @@ fn forecast(shape: Shape, step_ms: u64, info_file: Option<&Path>) -> Result<(), 
         offered.len(),
         shape.steps
     );
-    // The archive holds a copy of everything: the forecast can go.
-    c.demand(archived)?;
-    c.dispose(archived)?;
+    // The archive holds a copy of everything (or, without an archiver, the pool keeps the
+    // fields' files once withdrawn): the forecast can go.
+    if let Some(archived) = archived {
+        c.demand(archived)?;
+        c.dispose(archived)?;
+    }
     for cdo in offered {
         c.withdraw(cdo)?;
         c.dispose(cdo)?;
@@ -514,7 +539,7 @@ type Starter<'a> = (Launch, &'a Path, &'a [String], Option<&'a Path>);
 fn manager(
     shape: Shape,
     starter: Starter<'_>,
-    (producers, hold_last): (u32, bool),
+    (producers, hold_last, without_archiver): (u32, bool, bool),
 ) -> Result<(), Error> {
     let out = starter.1;
     std::fs::create_dir_all(out)?;
@@ -587,10 +612,10 @@ fn manager(
                 start_product(&session, shape, step, starter)?;
                 println!(
                     "manager: step {step} complete; its product job started{}",
-                    if hold_last && step == last {
-                        " (after the forecast left: from the archive)"
-                    } else {
-                        ""
+                    match (hold_last && step == last, without_archiver) {
+                        (true, false) => " (after the forecast left: from the archive)",
+                        (true, true) => " (after the forecast left: from the pool's files)",
+                        _ => "",
                     }
                 );
             }
@@ -604,9 +629,11 @@ fn manager(
         "manager: how the data moved: {}",
         transports(session.info())?
     );
-    let archived = c.declare(ARCHIVED)?;
-    c.demand(archived)?;
-    c.dispose(archived)?;
+    if !without_archiver {
+        let archived = c.declare(ARCHIVED)?;
+        c.demand(archived)?;
+        c.dispose(archived)?;
+    }
     // Returns once rank 0 and the archiver (both required it) have it.
     signal(c, DONE)?;
     Ok(session.close()?)
@@ -811,15 +838,22 @@ fn product(shape: Shape, step: u32, out: &Path) -> Result<(), Error> {
     Ok(session.close()?)
 }
 
-fn verify(shape: Shape, archive: &Path, out: &Path) -> Result<(), Error> {
+fn verify(shape: Shape, archive: Option<&Path>, out: &Path) -> Result<(), Error> {
     let mut bytes = 0;
     for step in 0..shape.steps {
         let mut want = format!("product of step {step}\n");
         for f in shape.fields(step) {
-            let path = archive.join(f.name().replace('/', "_"));
-            let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            f.check(&shape, &data)?;
-            bytes += data.len();
+            let data = match archive {
+                Some(archive) => {
+                    let path = archive.join(f.name().replace('/', "_"));
+                    let data =
+                        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    f.check(&shape, &data)?;
+                    bytes += data.len();
+                    data
+                }
+                None => f.compute(&shape)?.as_slice().to_vec(),
+            };
             let _ = writeln!(want, "{}", f.product_line(&data));
         }
         let path = out.join(format!("step-{step}.txt"));
@@ -832,11 +866,14 @@ fn verify(shape: Shape, archive: &Path, out: &Path) -> Result<(), Error> {
             .into());
         }
     }
-    println!(
-        "verified: {} archived fields ({bytes} bytes) and {} products",
-        shape.all().count(),
-        shape.steps
-    );
+    match archive {
+        Some(_) => println!(
+            "verified: {} archived fields ({bytes} bytes) and {} products",
+            shape.all().count(),
+            shape.steps
+        ),
+        None => println!("verified: {} products (no archive)", shape.steps),
+    }
     Ok(())
 }
 
@@ -848,7 +885,8 @@ fn main() -> ExitCode {
             shape,
             step_ms,
             info_file,
-        } => forecast(*shape, *step_ms, info_file.as_deref()),
+            without_archiver,
+        } => forecast(*shape, *step_ms, info_file.as_deref(), *without_archiver),
         Role::Archiver { shape, dir } => archiver(*shape, dir),
         Role::Manager {
             shape,
@@ -856,19 +894,20 @@ fn main() -> ExitCode {
             out,
             producers,
             hold_last,
+            without_archiver,
             sbatch_args,
             product_cmd,
         } => manager(
             *shape,
             (*launch, out, sbatch_args, product_cmd.as_deref()),
-            (*producers, *hold_last),
+            (*producers, *hold_last, *without_archiver),
         ),
         Role::Product { shape, step, out } => product(*shape, *step, out),
         Role::Verify {
             shape,
             archive,
             out,
-        } => verify(*shape, archive, out),
+        } => verify(*shape, archive.as_deref(), out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

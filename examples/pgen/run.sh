@@ -17,7 +17,10 @@
 # (the C one, examples/pgen/product.c built as pgen_product); PGEN_JOBS_CMD another program
 # for the forecast, the archiver and the manager (the C one, examples/pgen/pgen_c.c built
 # as pgen_c, which takes the same options); PGEN_LATE_ARCHIVER seconds
-# to start the archiver after the forecast. The jobs find the pool
+# to start the archiver after the forecast. PGEN_GFS=1 runs no archiver: every job gets
+# Maestro's GFS settings (MSTRO_TRANSPORT_DEFAULT=GFS, MSTRO_TRANSPORT_GFS_DIR=WORKDIR/gfs),
+# the forecast withdraws its fields once offered, and the pool keeps their files for the
+# last step (removed when the pool manager stops). The jobs find the pool
 # manager through PMIx by the workflow's name (MSTRO_WORKFLOW_NAME, unique per run), within
 # MSTRO_POOL_MANAGER_WAIT.
 set -euo pipefail
@@ -38,6 +41,15 @@ export MSTRO_SCHEMA_PATH=${MSTRO_SCHEMA_PATH:-$REPO/examples/pgen} MSTRO_SCHEMA_
 JOBS=${PGEN_JOBS_CMD:-$PGEN}
 product=()
 [[ -n ${PGEN_PRODUCT_CMD:-} ]] && product=(--product-cmd "$PGEN_PRODUCT_CMD")
+archiver=(--archive "$WORK/archive")
+if [[ ${PGEN_GFS:-0} == 1 ]]; then
+    [[ -z ${PGEN_JOBS_CMD:-} ]] || { echo "run.sh: PGEN_GFS=1 runs the Rust jobs (pgen) only" >&2; exit 2; }
+    mkdir -p "$WORK/gfs"
+    export MSTRO_TRANSPORT_DEFAULT=GFS MSTRO_TRANSPORT_GFS_DIR=$WORK/gfs
+    archiver=()
+fi
+without=()
+((${#archiver[@]})) || without=(--without-archiver)
 
 # Each job runs in the background; its pid is kept to wait for it (and to stop it if this
 # script is stopped: no job outlives the run).
@@ -50,13 +62,15 @@ job() {
     "$MAESTRO" run "$@" > >(sed "s/^/[$name] /") 2>&1 &
     pids+=($!)
 }
-job forecast -n "$RANKS" -- "$JOBS" forecast "${SHAPE[@]}"
+job forecast -n "$RANKS" -- "$JOBS" forecast "${SHAPE[@]}" "${without[@]}"
 # The archiver may come late (PGEN_LATE_ARCHIVER seconds): it hears of what was offered
 # before it came, and holds every offer after.
-sleep "${PGEN_LATE_ARCHIVER:-0}"
-job archiver -n 1 -- "$JOBS" archiver "${SHAPE[@]}" --dir "$WORK/archive"
+if ((${#archiver[@]})); then
+    sleep "${PGEN_LATE_ARCHIVER:-0}"
+    job archiver -n 1 -- "$JOBS" archiver "${SHAPE[@]}" --dir "$WORK/archive"
+fi
 job manager -n 1 -- "$JOBS" manager "${SHAPE[@]}" --out "$WORK/products" \
-    --producers $((RANKS - 1)) --hold-last "${product[@]}"
+    --producers $((RANKS - 1)) --hold-last "${product[@]}" "${without[@]}"
 # A job that fails stops the others (they would wait for it up to MSTRO_TIMEOUT).
 failed=0
 live=("${pids[@]}")
@@ -69,5 +83,10 @@ while ((${#live[@]})); do
     for i in "${!live[@]}"; do [[ ${live[i]} == "$ended" ]] && unset 'live[i]'; done
 done
 ((failed == 0)) || { echo "run.sh: a job failed (see above)" >&2; exit 1; }
-"$PGEN" verify "${SHAPE[@]}" --archive "$WORK/archive" --out "$WORK/products"
-echo "run.sh: products in $WORK/products, archive in $WORK/archive"
+"$PGEN" verify "${SHAPE[@]}" "${archiver[@]}" --out "$WORK/products"
+if ((${#archiver[@]})); then
+    echo "run.sh: products in $WORK/products, archive in $WORK/archive"
+else
+    left=$(find "$WORK/gfs" -mindepth 1 | wc -l)
+    echo "run.sh: products in $WORK/products; $left files left in $WORK/gfs"
+fi
