@@ -86,6 +86,12 @@ pub struct PmOptions {
     /// Without it a producer's withdraw ends its CDO.
     #[arg(long, env = "MSTRO_TRANSPORT_GFS_DIR", value_name = "DIR")]
     pub gfs_dir: Option<PathBuf>,
+    /// Offer again, from the start, the CDOs an earlier workflow persisted in DIR
+    /// (GFS_DIR/maestro-persist-WORKFLOW, each file with its NAME.maestro.json): they move
+    /// into this PM's directory and are kept as the workflow's own (repeatable; needs
+    /// --gfs-dir).
+    #[arg(long, value_name = "DIR", requires = "gfs_dir")]
+    pub adopt: Vec<PathBuf>,
     /// Most bytes the PM holds for the CDOs it keeps (their names, attributes and file
     /// paths, 320 bytes per CDO), e.g. 256M; past it a withdraw ends its CDO.
     #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
@@ -320,6 +326,7 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
     };
     config.metrics = opts.metrics;
     config.gfs_dir = opts.gfs_dir.clone();
+    config.adopt = opts.adopt.clone();
     Ok(config)
 }
 

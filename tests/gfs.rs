@@ -521,6 +521,66 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
     );
 }
 
+/// What one workflow persisted, the next adopts (`maestro pm --adopt`): a consumer of the
+/// second demands it by name and gets its bytes, its attributes as they were sealed (types
+/// kept) and its producer; the second persists it in turn, and the first's directory is
+/// gone (the file moved, never copied).
+#[test]
+fn a_later_workflow_adopts_what_an_earlier_one_persisted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs_dir = dir.path().display().to_string();
+    let names = ["analysis%2Ft2m", "analysis%2Ft2m.maestro.json"];
+    let sealed = pool::attr::Attributes::from([
+        (
+            ".maestro.core.cdo.persist".to_string(),
+            pool::attr::AttrValue::Bool(true),
+        ),
+        (
+            ".maestro.core.cdo.lifetime".to_string(),
+            pool::attr::AttrValue::Uint(0),
+        ),
+    ]);
+    let (pm, info) = start_pm("gfs-first", &["--gfs-dir", &gfs_dir]);
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("analysis").gfs(gfs(dir.path(), true)),
+    )
+    .expect("join");
+    let cdo = producer.declare("analysis/t2m").expect("declare");
+    let mut data = fabric::Buffer::new(4096).expect("buffer");
+    data.as_mut_slice().fill(7);
+    producer
+        .seal_and_offer(cdo, sealed.clone(), data)
+        .expect("offer");
+    producer.withdraw(cdo).expect("withdraw");
+    producer.dispose(cdo).expect("dispose");
+    drop(producer);
+    let first = common::assert_only_persisted(pm, dir.path(), "gfs-first", &names);
+
+    let adopt = first.display().to_string();
+    let (pm, info) = start_pm("gfs-second", &["--gfs-dir", &gfs_dir, "--adopt", &adopt]);
+    assert!(!first.exists(), "the first workflow's files moved");
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let consumer = pool::Client::join(
+        &pm_info,
+        common::tcp_lo_options("products").gfs(gfs(dir.path(), false)),
+    )
+    .expect("join");
+    let want = consumer.declare("analysis/t2m").expect("declare");
+    let (data, attributes) = consumer.demand(want).expect("demand");
+    assert!(data.len() == 4096 && data.iter().all(|&b| b == 7));
+    for (key, value) in &sealed {
+        assert_eq!(attributes.get(key), Some(value), "{key}");
+    }
+    assert_eq!(
+        attributes.get(".maestro.core.cdo.provider"),
+        Some(&pool::attr::AttrValue::Str("analysis:0".into()))
+    );
+    drop(consumer);
+    common::assert_only_persisted(pm, dir.path(), "gfs-second", &names);
+}
+
 /// A `maestro pm` keeping files, killed with SIGKILL, leaves none behind: its janitor
 /// sweeps its directory (a PM cannot persist what it was killed before moving).
 #[test]

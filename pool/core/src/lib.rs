@@ -34,7 +34,7 @@ pub mod sim;
 pub mod view;
 
 pub use manager::{
-    Clock, ConnId, GROUP_SLICE, Identity, KeptFile, Manager, REAP_SLICE, admission, policy,
+    Adopted, Clock, ConnId, GROUP_SLICE, Identity, KeptFile, Manager, REAP_SLICE, admission, policy,
 };
 pub use proto::MAX_NAME;
 

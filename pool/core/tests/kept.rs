@@ -371,3 +371,44 @@ fn an_app_discards_a_kept_name_unless_another_component_owns_it() {
     let (_, _, out) = demand(&mut pm, "owned/x");
     assert!(gfs_path(&out).is_none(), "no longer demandable: {out:?}");
 }
+
+#[test]
+fn a_file_is_adopted_only_from_the_pools_own_directory() {
+    let mut pm = Pm::new();
+    let file = |path: &str| pool_core::Adopted {
+        path: path.into(),
+        name: "analysis".into(),
+        len: 9,
+        checksum: 42,
+        provider: "analysis:0".into(),
+        attributes: Attributes::from([(
+            ".maestro.core.cdo.persist".to_string(),
+            AttrValue::Bool(true),
+        )]),
+    };
+    let not_kept = |r: Result<u64, Refusal>| match r {
+        Err(Refusal::NotKept(why)) => why,
+        other => panic!("{other:?}"),
+    };
+    let why = not_kept(pm.m.adopt(pm.now, file(&format!("{KEEP}/adopted-1"))));
+    assert!(why.contains("keeps no files"), "{why}");
+    pm.m.set_keep_dir(Some(KEEP));
+    for outside in ["/etc/passwd", &format!("{KEEP}/a/b"), &format!("{KEEP}/..")] {
+        let why = not_kept(pm.m.adopt(pm.now, file(outside)));
+        assert!(why.contains("not one of the pool's directory"), "{why}");
+    }
+    let id =
+        pm.m.adopt(pm.now, file(&format!("{KEEP}/adopted-1")))
+            .expect("adopted");
+    // A consumer gets it as the producer's; it persists again at the end.
+    let (_, _, out) = demand(&mut pm, "analysis");
+    assert_eq!(gfs_path(&out), Some(format!("{KEEP}/adopted-1")));
+    let kept = pm.m.kept_files();
+    assert!(
+        matches!(&kept[..], [f] if f.persist.as_deref().is_some_and(|d| d.contains("\"typed\""))),
+        "{kept:?} ({id})"
+    );
+    // A description that is none says what is wrong.
+    let e = pool_core::Adopted::described("{\"name\": 1}", String::new()).expect_err("bad");
+    assert!(e.contains("invalid type"), "{e}");
+}

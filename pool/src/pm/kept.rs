@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pool_core::KeptFile;
+use pool_core::{Adopted, KeptFile, Manager};
 
 /// The PM's directory of kept files.
 #[derive(Debug)]
@@ -25,6 +25,8 @@ pub(super) struct KeptDir {
     workflow: String,
     /// Removals (and moves) running on blocking threads: the end waits for them.
     pending: Vec<tokio::task::JoinHandle<()>>,
+    /// Files adopted so far (names their links).
+    adopted: u64,
 }
 
 impl KeptDir {
@@ -49,6 +51,7 @@ impl KeptDir {
             dir,
             workflow: workflow.to_string(),
             pending: Vec::new(),
+            adopted: 0,
         })
     }
 
@@ -95,6 +98,81 @@ impl KeptDir {
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             tracing::warn!("removing {}: {e}", self.dir.display());
         }
+    }
+
+    /// Has the pool offer again the CDOs an earlier workflow persisted in each of `dirs`
+    /// (`DIR/maestro-persist-WORKFLOW`: each file with its `NAME.maestro.json`): each file
+    /// of the user's own, of the size its description says, is moved into this directory
+    /// and offered as a kept CDO (its lifetime from now; persisted again at this
+    /// workflow's end if it was marked to persist, as it was). What cannot be adopted is
+    /// left where it is, and the log says why. Returns how many were adopted.
+    pub(super) fn adopt(&mut self, manager: &mut Manager, dirs: &[PathBuf]) -> usize {
+        let mut adopted = 0;
+        for dir in dirs {
+            let entries = match std::fs::read_dir(dir) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!("adopting from {}: {e}", dir.display());
+                    continue;
+                }
+            };
+            for e in entries.flatten() {
+                let described = e.path();
+                let Some(data) = described
+                    .to_str()
+                    .and_then(|p| p.strip_suffix(".maestro.json"))
+                    .map(PathBuf::from)
+                else {
+                    continue;
+                };
+                match self.adopt_one(manager, &described, &data) {
+                    Ok(()) => adopted += 1,
+                    Err(why) => tracing::warn!("not adopting {}: {why}", data.display()),
+                }
+            }
+            // Emptied: it goes (a directory still holding something stays).
+            let _ = std::fs::remove_dir(dir);
+        }
+        adopted
+    }
+
+    /// Adopts the file `data` as `described` says.
+    fn adopt_one(
+        &mut self,
+        manager: &mut Manager,
+        described: &Path,
+        data: &Path,
+    ) -> Result<(), String> {
+        let text = safefs::read_own(described, 1 << 20).map_err(|e| e.to_string())?;
+        let size = safefs::open_own(data, false)
+            .map_err(|e| e.to_string())?
+            .metadata()
+            .map_err(|e| e.to_string())?
+            .len();
+        self.adopted += 1;
+        let to = self.dir.join(format!("adopted-{}", self.adopted));
+        let path = to
+            .to_str()
+            .ok_or("the pool's directory is not UTF-8")?
+            .to_string();
+        let file = Adopted::described(&text, path).map_err(|e| format!("its description: {e}"))?;
+        if file.len != size {
+            return Err(format!(
+                "it has {size} bytes, its description says {}",
+                file.len
+            ));
+        }
+        std::fs::hard_link(data, &to).map_err(|e| e.to_string())?;
+        if let Err(why) = manager.adopt(std::time::Instant::now(), file) {
+            let _ = std::fs::remove_file(&to);
+            return Err(why.to_string());
+        }
+        for moved in [data, described] {
+            if let Err(e) = std::fs::remove_file(moved) {
+                tracing::warn!("removing {} once adopted: {e}", moved.display());
+            }
+        }
+        Ok(())
     }
 
     /// Where persisted files go.

@@ -126,6 +126,10 @@ pub struct PmConfig {
     /// (`.maestro.core.cdo.lifetime`) or the workflow ends (see [`pool_core::KeptFile`]).
     /// `None` (the default): a producer's withdraw ends its CDO.
     pub gfs_dir: Option<std::path::PathBuf>,
+    /// Directories of CDOs an earlier workflow persisted (`GFS_DIR/maestro-persist-WORKFLOW`)
+    /// to offer again from the start, as kept CDOs (needs [`PmConfig::gfs_dir`]; the files
+    /// move into the PM's directory). Default none.
+    pub adopt: Vec<std::path::PathBuf>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -173,6 +177,7 @@ impl PmConfig {
             policy: crate::policy::Policy::default(),
             metrics: None,
             gfs_dir: None,
+            adopt: Vec::new(),
         }
     }
 }
@@ -255,12 +260,25 @@ impl PoolManager {
             wall_clock(),
         );
         manager.set_policy(config.policy.clone());
-        let kept = config
+        let mut kept = config
             .gfs_dir
             .as_deref()
             .map(|root| kept::KeptDir::create(root, &config.workflow))
             .transpose()?;
         manager.set_keep_dir(kept.as_ref().map(kept::KeptDir::path).transpose()?);
+        match &mut kept {
+            Some(k) if !config.adopt.is_empty() => {
+                let n = k.adopt(&mut manager, &config.adopt);
+                tracing::info!("adopted {n} persisted CDOs");
+            }
+            None if !config.adopt.is_empty() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "adopting persisted CDOs needs the GFS directory (--gfs-dir, MSTRO_TRANSPORT_GFS_DIR): the pool keeps them there",
+                ));
+            }
+            _ => {}
+        }
         manager.set_ack_timeout(config.ack_timeout);
         manager.set_admission(Limits {
             join_timeout: config.join_timeout,

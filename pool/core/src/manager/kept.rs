@@ -64,7 +64,9 @@ pub struct KeptFile {
     pub persist: Option<Arc<str>>,
 }
 
-/// What a persisted file's description says (see [`KeptFile::persist`]).
+/// What a persisted file's description says (see [`KeptFile::persist`]): for people,
+/// the attributes as plain JSON values; for a pool that adopts the file again
+/// ([`Manager::adopt`]), `typed` too, each value with its type.
 #[derive(serde::Serialize)]
 struct Described<'a> {
     name: &'a str,
@@ -73,6 +75,53 @@ struct Described<'a> {
     provider: &'a str,
     #[serde(with = "attr::plain")]
     attributes: Attributes,
+    typed: Attributes,
+}
+
+/// A file the pool is to offer as a kept CDO ([`Manager::adopt`]): where it is (in the
+/// pool's directory), the CDO's name, size and checksum, whose bytes they are, and the
+/// attributes it was sealed with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adopted {
+    /// The file, in the pool's directory of kept files.
+    pub path: String,
+    /// The CDO's name.
+    pub name: String,
+    /// Its size in bytes (the file's).
+    pub len: u64,
+    /// XXH3-64 of the bytes, which consumers check.
+    pub checksum: u64,
+    /// Whose bytes they are (`component:index`).
+    pub provider: String,
+    /// The attributes it was sealed with.
+    pub attributes: Attributes,
+}
+
+impl Adopted {
+    /// The CDO a persisted file's description (`NAME.maestro.json`, see
+    /// [`KeptFile::persist`]) says the file at `path` holds.
+    ///
+    /// # Errors
+    /// What is wrong with the description (not JSON, a field missing or of another type).
+    pub fn described(description: &str, path: String) -> Result<Adopted, String> {
+        #[derive(serde::Deserialize)]
+        struct Read {
+            name: String,
+            size: u64,
+            checksum: u64,
+            provider: String,
+            typed: Attributes,
+        }
+        let r: Read = serde_json::from_str(description).map_err(|e| e.to_string())?;
+        Ok(Adopted {
+            path,
+            name: r.name,
+            len: r.size,
+            checksum: r.checksum,
+            provider: r.provider,
+            attributes: r.typed,
+        })
+    }
 }
 
 impl Kept {
@@ -162,34 +211,99 @@ impl Manager {
         let State::Offered(region) = c.state else {
             return;
         };
-        let now = self.events.now();
-        let lifetime = match c.attributes.get(attr::LIFETIME) {
+        let file = Adopted {
+            path: path.to_string(),
+            name: c.name.to_string(),
+            len: region.len,
+            checksum: c.extras.gfs().map_or(0, |f| f.checksum),
+            provider: self.provider_label(cdo).to_string(),
+            attributes: c.attributes.clone(),
+        };
+        tracing::info!("CDO {} kept by the pool (from CDO {cdo})", file.name);
+        self.add_kept(file);
+    }
+
+    /// Offers `file` as a kept CDO from `now` on: a file the driver found in its
+    /// directory, such as one an earlier workflow persisted (see [`KeptFile::persist`]),
+    /// which the driver linked there. Its lifetime counts from now.
+    ///
+    /// # Errors
+    /// [`Refusal::NotKept`] when the pool keeps no files, the file is not one of its
+    /// directory, or the pool holds [`policy::Policy::max_kept_bytes`] already;
+    /// [`Refusal::BadName`] for a name that is none.
+    pub fn adopt(&mut self, now: Instant, file: Adopted) -> Result<CdoId, Refusal> {
+        self.advance(now);
+        proto::check_name(&file.name)?;
+        let Some(dir) = &self.kept.dir else {
+            return Err(Refusal::NotKept("this pool manager keeps no files".into()));
+        };
+        let inside = file
+            .path
+            .strip_prefix(&**dir)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/') && rest != "..");
+        if !inside {
+            return Err(Refusal::NotKept(format!(
+                "the file {} is not one of the pool's directory {dir}",
+                file.path
+            )));
+        }
+        let cost = Self::adopted_cost(&file);
+        if self.kept.held.saturating_add(cost) > self.policy.max_kept_bytes {
+            return Err(Refusal::NotKept(format!(
+                "the pool keeps at most {} bytes of kept CDOs' metadata (maestro pm --max-kept-bytes)",
+                self.policy.max_kept_bytes
+            )));
+        }
+        tracing::info!("CDO {} adopted by the pool ({})", file.name, file.path);
+        Ok(self.add_kept(file))
+    }
+
+    fn adopted_cost(file: &Adopted) -> usize {
+        policy::CDO_COST
+            + file.name.len()
+            + file.path.len()
+            + file.provider.len()
+            + policy::attribute_bytes(&file.attributes)
+    }
+
+    /// Offers `file` in the pool's name from now on: its id.
+    fn add_kept(&mut self, file: Adopted) -> CdoId {
+        let cost = Self::adopted_cost(&file);
+        let Adopted {
+            path,
+            name,
+            len,
+            checksum,
+            provider,
+            mut attributes,
+        } = file;
+        attr::strip_derived(&mut attributes);
+        let lifetime = match attributes.get(attr::LIFETIME) {
             Some(AttrValue::Uint(s)) if *s > 0 => Some(Duration::from_secs(*s)),
             _ => None,
         };
-        let persisted = matches!(c.attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
-        let checksum = c.extras.gfs().map_or(0, |f| f.checksum);
-        let (name, attributes, cost) = (
-            Arc::clone(&c.name),
-            c.attributes.clone(),
-            Self::kept_cost(c, path),
-        );
-        let provider = self.provider_label(cdo);
+        let persisted = matches!(attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
         let persist = persisted.then(|| {
+            let mut published = attributes.clone();
+            published.insert(attr::NAME.into(), AttrValue::Str(name.clone()));
+            published.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(len));
             let described = Described {
                 name: &name,
-                size: region.len,
+                size: len,
                 checksum,
                 provider: &provider,
-                attributes: self.published(cdo),
+                attributes: published,
+                typed: attributes.clone(),
             };
             // Plain values always encode.
             Arc::from(serde_json::to_string_pretty(&described).unwrap_or_default())
         });
+        let (name, path, provider): (Arc<str>, Arc<str>, Arc<str>) =
+            (name.into(), path.into(), provider.into());
         let cost = cost + persist.as_deref().map_or(0, str::len);
         self.kept.next += 1;
         let id = proto::cdo_ids(POOL).start() + self.kept.next - 1;
-        let path: Arc<str> = Arc::from(path);
         self.cdos.insert(
             id,
             Cdo {
@@ -200,7 +314,7 @@ impl Manager {
                 state: State::Offered(RemoteRegion {
                     addr: 0,
                     key: 0,
-                    len: region.len,
+                    len,
                 }),
                 extras: OfferExtras::default().with_gfs(GfsFile {
                     path: Arc::clone(&path),
@@ -208,7 +322,7 @@ impl Manager {
                 }),
             },
         );
-        let expires = lifetime.map(|d| later(now, d));
+        let expires = lifetime.map(|d| later(self.events.now(), d));
         if let Some(at) = expires {
             self.kept.deadlines.insert((at, id));
         }
@@ -226,11 +340,11 @@ impl Manager {
                 cost,
             },
         );
-        tracing::info!("CDO {name} kept by the pool (from CDO {cdo})");
         self.cdos.offered(&name, id);
         for w in self.cdos.waiting(&name).to_vec() {
             self.ticket(w);
         }
+        id
     }
 
     /// Whose bytes kept CDO `id` holds, if it is one.
