@@ -6,7 +6,8 @@
 //! [`POOL`], which no app is given), until its lifetime (`.maestro.core.cdo.lifetime`,
 //! seconds from the hand-over) ends, an app discards its name
 //! ([`ToPm::Discard`](crate::proto::ToPm::Discard): the archiver is done with it) or the
-//! workflow ends. The driver removes the file
+//! workflow ends. A file an earlier workflow persisted is offered again the same way once
+//! the driver adopts it ([`Manager::adopt`]). The driver removes the file
 //! once no transfer reads it ([`Manager::take_discarded`]) and, at the end, removes the
 //! rest or keeps those marked `.maestro.core.cdo.persist` ([`Manager::kept_files`]).
 
@@ -151,9 +152,9 @@ impl Manager {
         self.kept.dir.clone()
     }
 
-    /// Files of kept CDOs whose end came (lifetime over) and that no transfer reads any
-    /// more: the driver removes them (or keeps those with [`KeptFile::persist`] until the
-    /// workflow ends).
+    /// Files of kept CDOs whose end came (lifetime over, discarded) and that no transfer
+    /// reads any more: the driver removes them, or moves those with [`KeptFile::persist`]
+    /// among the persisted files.
     pub fn take_discarded(&mut self) -> Vec<KeptFile> {
         std::mem::take(&mut self.kept.discarded)
     }
