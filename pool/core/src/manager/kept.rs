@@ -98,7 +98,34 @@ pub struct Adopted {
     pub attributes: Attributes,
 }
 
+/// What the pool counts for a kept CDO (see [`policy::Policy::max_kept_bytes`]), besides
+/// its description if it is to persist.
+fn kept_cost(name: &str, path: &str, provider: &str, attributes: &Attributes) -> usize {
+    policy::CDO_COST
+        + name.len()
+        + path.len()
+        + provider.len()
+        + policy::attribute_bytes(attributes)
+}
+
+/// The rest of `path` under the directory `dir`: a non-empty relative path without `.`,
+/// `..` or empty components; `None` for a path anywhere else.
+pub(super) fn under<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
+    path.strip_prefix(dir)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| {
+            !rest.is_empty()
+                && rest
+                    .split('/')
+                    .all(|c| !c.is_empty() && c != "." && c != "..")
+        })
+}
+
 impl Adopted {
+    fn cost(&self) -> usize {
+        kept_cost(&self.name, &self.path, &self.provider, &self.attributes)
+    }
+
     /// The CDO a persisted file's description (`NAME.maestro.json`, see
     /// [`KeptFile::persist`]) says the file at `path` holds.
     ///
@@ -189,7 +216,12 @@ impl Manager {
                     .into(),
             ));
         }
-        let cost = Self::kept_cost(c, path);
+        let provider = self.provider_label(cdo);
+        self.room_for(kept_cost(&c.name, path, &provider, &c.attributes))
+    }
+
+    /// Whether the pool holds room for another kept CDO of `cost` bytes.
+    fn room_for(&self, cost: usize) -> Result<(), Refusal> {
         if self.kept.held.saturating_add(cost) > self.policy.max_kept_bytes {
             return Err(Refusal::NotKept(format!(
                 "the pool keeps at most {} bytes of kept CDOs' metadata (maestro pm --max-kept-bytes)",
@@ -197,10 +229,6 @@ impl Manager {
             )));
         }
         Ok(())
-    }
-
-    fn kept_cost(c: &Cdo, path: &str) -> usize {
-        policy::CDO_COST + c.name.len() + path.len() + policy::attribute_bytes(&c.attributes)
     }
 
     /// Offers `cdo`'s file at `path` in the pool's name from now on (checked by
@@ -238,39 +266,20 @@ impl Manager {
         let Some(dir) = &self.kept.dir else {
             return Err(Refusal::NotKept("this pool manager keeps no files".into()));
         };
-        let inside = file
-            .path
-            .strip_prefix(&**dir)
-            .and_then(|rest| rest.strip_prefix('/'))
-            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/') && rest != "..");
-        if !inside {
+        if under(&file.path, dir).is_none_or(|rest| rest.contains('/')) {
             return Err(Refusal::NotKept(format!(
                 "the file {} is not one of the pool's directory {dir}",
                 file.path
             )));
         }
-        let cost = Self::adopted_cost(&file);
-        if self.kept.held.saturating_add(cost) > self.policy.max_kept_bytes {
-            return Err(Refusal::NotKept(format!(
-                "the pool keeps at most {} bytes of kept CDOs' metadata (maestro pm --max-kept-bytes)",
-                self.policy.max_kept_bytes
-            )));
-        }
+        self.room_for(file.cost())?;
         tracing::info!("CDO {} adopted by the pool ({})", file.name, file.path);
         Ok(self.add_kept(file))
     }
 
-    fn adopted_cost(file: &Adopted) -> usize {
-        policy::CDO_COST
-            + file.name.len()
-            + file.path.len()
-            + file.provider.len()
-            + policy::attribute_bytes(&file.attributes)
-    }
-
     /// Offers `file` in the pool's name from now on: its id.
     fn add_kept(&mut self, file: Adopted) -> CdoId {
-        let cost = Self::adopted_cost(&file);
+        let cost = file.cost();
         let Adopted {
             path,
             name,
@@ -308,6 +317,7 @@ impl Manager {
         self.cdos.insert(
             id,
             Cdo {
+                // The pool's own: `POOL`.
                 owner: 0,
                 born: self.seconds_since_origin(),
                 name: Arc::clone(&name),
@@ -421,6 +431,25 @@ impl Manager {
                 self.kept.deadlines.remove(&(at, id));
             }
             self.kept.discarded.push(k.file);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_file_is_under_a_directory_only_without_dot_dot_or_empty_parts() {
+        for (path, ok) in [
+            ("/gfs/maestro-gfs-n1_7-ab/42", true),
+            ("/gfs/42", true),
+            ("/gfs", false),
+            ("/gfs/", false),
+            ("/gfsx/42", false),
+            ("/gfs/../etc/passwd", false),
+            ("/gfs//42", false),
+            ("/other/42", false),
+        ] {
+            assert_eq!(super::under(path, "/gfs").is_some(), ok, "{path}");
         }
     }
 }

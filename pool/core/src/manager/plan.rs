@@ -13,7 +13,9 @@ use super::kept::POOL;
 use super::traffic::Route;
 use super::{App, Manager};
 use crate::Subnet;
-use crate::proto::{AppId, CdoId, FabricEndpoint, HostMemory, InlineBytes, OfferExtras, Source};
+use crate::proto::{
+    AppId, CdoId, FabricEndpoint, GfsFile, HostMemory, InlineBytes, OfferExtras, Source,
+};
 
 /// A group's members larger than this are not sent inline with their tickets when the
 /// consumer can copy them out of the provider's memory: it copies a burst of them in one
@@ -66,25 +68,24 @@ impl Manager {
             let route = Route::of(&source, None);
             (source, words(&|| format!("stream: {why}")), route)
         };
+        // What the offer carries besides its region (looked up once).
+        let extras = self.cdos.get(&from).map(|f| &f.extras);
         // Bytes the provider wrote to the global file system: the consumer reads the file
         // (the transport the provider chose, which outlives the provider's memory; or, one
         // the PM had it write, from the same directory).
-        let gfs = self
-            .cdos
-            .get(&from)
-            .and_then(|f| f.extras.gfs())
-            .map(|file| {
-                let source = Source::Gfs {
-                    file: file.clone(),
-                    len: region.len,
-                };
-                let route = Route::of(&source, None);
-                let how = words(&|| format!("gfs (the file {})", file.path));
-                (source, how, route)
-            });
+        let file = extras.and_then(OfferExtras::gfs);
+        let gfs = |file: &GfsFile| {
+            let source = Source::Gfs {
+                file: file.clone(),
+                len: region.len,
+            };
+            let route = Route::of(&source, None);
+            let how = words(&|| format!("gfs (the file {})", file.path));
+            (source, how, route)
+        };
         // A CDO the pool keeps is its file, whoever asks.
         if provider == POOL {
-            return gfs.unwrap_or_else(|| stream("a kept CDO without its file"));
+            return file.map_or_else(|| stream("a kept CDO without its file"), gfs);
         }
         let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
             return stream("an application is gone");
@@ -99,13 +100,13 @@ impl Manager {
             let route = Route::of(&source, None);
             return (source, words(&|| "same-process (no copy)".into()), route);
         }
-        if let Some(planned) = gfs.filter(|_| self.reads_file(consumer, provider, from)) {
-            return planned;
+        if let Some(file) = file.filter(|_| self.reads_file(consumer, provider, from)) {
+            return gfs(file);
         }
         // A small CDO whose offer brought its bytes: they go with the ticket; unless it is
         // a group's member the consumer copies out of the provider's memory with the
         // others in one batch, which is faster from GROUP_INLINE_MAX on.
-        let inline = self.cdos.get(&from).and_then(|f| f.extras.inline());
+        let inline = extras.and_then(OfferExtras::inline);
         let batched = |b: &&InlineBytes| bulk && b.len() > GROUP_INLINE_MAX && copyable(c, p);
         if let Some(bytes) = inline.filter(|b| !batched(b)) {
             let how = words(&|| format!("inline ({} bytes with the ticket)", bytes.len()));
@@ -115,7 +116,6 @@ impl Manager {
             let route = Route::of(&source, None);
             return (source, how, route);
         }
-        let extras = self.cdos.get(&from).map(|f| &f.extras);
         let theirs = self.offered_on(p, from, region);
         match self.pair(c, p, &theirs) {
             Ok(Pair { i, ce, j, detour }) => {

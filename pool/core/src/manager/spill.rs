@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::kept::under;
 use super::{ConnId, HashSet, Manager, State};
 use crate::proto::{AppId, CdoId, FromPm, GfsFile, Op, Refusal};
 
@@ -26,9 +27,7 @@ impl Manager {
     /// file system rather than be sent the stream: both announced the same GFS directory,
     /// the offer has no file yet, and its provider has not said it cannot write one.
     pub(super) fn spillable(&self, consumer: AppId, provider: AppId, from: CdoId) -> bool {
-        let dir = |a: AppId| self.apps.get(&a).and_then(|a| a.gfs.as_deref());
-        dir(consumer).is_some()
-            && dir(consumer) == dir(provider)
+        self.share_gfs(consumer, provider)
             && !self.spills.failed.contains(&from)
             && self
                 .cdos
@@ -40,9 +39,13 @@ impl Manager {
     /// one: always for a file its producer chose to write (its only copy), only from the
     /// same directory for one the PM had written.
     pub(super) fn reads_file(&self, consumer: AppId, provider: AppId, from: CdoId) -> bool {
-        let dir = |a: AppId| self.apps.get(&a).and_then(|a| a.gfs.as_deref());
-        !self.spills.written.contains(&from)
-            || (dir(consumer).is_some() && dir(consumer) == dir(provider))
+        !self.spills.written.contains(&from) || self.share_gfs(consumer, provider)
+    }
+
+    /// Whether apps `a` and `b` announced the same GFS directory.
+    fn share_gfs(&self, a: AppId, b: AppId) -> bool {
+        let dir = |x: AppId| self.apps.get(&x).and_then(|x| x.gfs.as_deref());
+        dir(a).is_some() && dir(a) == dir(b)
     }
 
     /// Asks the provider of offer `from` to write it to its GFS directory (once).
@@ -75,7 +78,7 @@ impl Manager {
         let name = Arc::clone(&c.name);
         let offered = matches!(c.state, State::Offered(_) | State::Withdrawing(_));
         match (file, dir) {
-            (Ok(file), Some(dir)) if offered && in_dir(&file.path, &dir) => {
+            (Ok(file), Some(dir)) if offered && under(&file.path, &dir).is_some() => {
                 if let Some(mut c) = self.cdos.get_mut(&cdo) {
                     c.extras = std::mem::take(&mut c.extras).with_gfs(file);
                 }
@@ -105,36 +108,5 @@ impl Manager {
         self.spills.asked.remove(&cdo);
         self.spills.written.remove(&cdo);
         self.spills.failed.remove(&cdo);
-    }
-}
-
-/// Whether `path` is a file directly or deeper under `dir`, without `..`.
-fn in_dir(path: &str, dir: &str) -> bool {
-    path.strip_prefix(dir)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .split('/')
-                    .all(|c| !c.is_empty() && c != "." && c != "..")
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_spilled_file_is_under_the_providers_directory() {
-        for (path, ok) in [
-            ("/gfs/maestro-gfs-n1_7-ab/42", true),
-            ("/gfs/42", true),
-            ("/gfs", false),
-            ("/gfs/", false),
-            ("/gfsx/42", false),
-            ("/gfs/../etc/passwd", false),
-            ("/gfs//42", false),
-            ("/other/42", false),
-        ] {
-            assert_eq!(super::in_dir(path, "/gfs"), ok, "{path}");
-        }
     }
 }
