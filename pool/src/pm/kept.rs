@@ -207,7 +207,8 @@ fn settle(dir: &Path, persisted: &Path, f: &KeptFile) {
     }
 }
 
-/// Moves `path` to `persisted/NAME` (`NAME.N` if taken), with `description` beside it in
+/// Moves `path` to `persisted/NAME` (`NAME.N` if taken; `persisted` made private, or
+/// refused if it is a link or someone else's), with `description` beside it in
 /// `NAME.maestro.json` (mode 0600): where it went.
 fn persist(
     path: &Path,
@@ -216,10 +217,9 @@ fn persist(
 ) -> std::io::Result<PathBuf> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::create_dir(persisted) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
+    // The user's own, 0700, never through a link: others sharing the GFS directory can
+    // neither read the files nor have them moved elsewhere.
+    safefs::private_dir(persisted).map_err(safefs::Error::into_io)?;
     let base = escape(name);
     for n in 0..10_000u32 {
         let to = match n {
