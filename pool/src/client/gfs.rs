@@ -86,6 +86,9 @@ pub(crate) struct Gfs {
     mine: std::sync::OnceLock<PathBuf>,
     offer: bool,
     mode: u32,
+    /// The CDOs whose files are in it now (a withdraw of any other has nothing to hand
+    /// over, and need not look).
+    written: std::sync::Mutex<std::collections::HashSet<CdoId>>,
 }
 
 impl Gfs {
@@ -107,6 +110,7 @@ impl Gfs {
             mine: std::sync::OnceLock::new(),
             offer: o.offer,
             mode: if o.group_readable { 0o640 } else { 0o600 },
+            written: std::sync::Mutex::default(),
         })
     }
 
@@ -148,14 +152,30 @@ impl Gfs {
             .into_os_string()
             .into_string()
             .map_err(|p| ClientError::Gfs(format!("the GFS path {p:?} is not UTF-8")))?;
+        self.written().insert(cdo);
         Ok(GfsFile {
             path: path.into(),
             checksum: crate::attr::checksum(bytes),
         })
     }
 
+    /// The CDOs whose files are in this client's directory.
+    fn written(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<CdoId>> {
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether CDO `cdo`'s file is in this client's directory.
+    pub(crate) fn holds(&self, cdo: CdoId) -> bool {
+        self.written().contains(&cdo)
+    }
+
     /// Removes CDO `cdo`'s file (its offer was withdrawn).
     pub(crate) fn remove(&self, cdo: CdoId) {
+        if !self.written().remove(&cdo) {
+            return;
+        }
         if let Some(dir) = self.mine.get()
             && let Err(e) = std::fs::remove_file(dir.join(cdo.to_string()))
             && e.kind() != std::io::ErrorKind::NotFound
@@ -317,7 +337,7 @@ impl super::AsyncClient {
     /// after the withdraw (consumers that demand it later read it). `None` otherwise, and
     /// when the link fails (said in the log: the CDO then goes with its withdraw).
     pub(super) async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
-        let g = self.shared.gfs.clone()?;
+        let g = self.shared.gfs.clone().filter(|g| g.holds(cdo))?;
         let dir = self.shared.core().keep_dir().cloned()?;
         let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
             .await
