@@ -24,6 +24,17 @@ fn gfs(dir: &Path, offer: bool) -> GfsOptions {
     }
 }
 
+/// Joins the PM of `info` as `component` (TCP on loopback) with `dir` as its GFS
+/// directory, offering through it when `offer`.
+fn join_gfs(
+    info: &pool::bootstrap::PmInfo,
+    component: &str,
+    dir: &Path,
+    offer: bool,
+) -> pool::Client {
+    pool::Client::join(info, common::tcp_lo_options(component).gfs(gfs(dir, offer))).expect("join")
+}
+
 /// The files under `dir`, recursively (directories not counted).
 fn files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -58,11 +69,7 @@ fn offers_go_through_files_every_consumer_reads() {
     let (_pm, info) = start_pm("gfs", &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let producer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("producer").gfs(gfs(dir.path(), true)),
-    )
-    .expect("join");
+    let producer = join_gfs(&pm_info, "producer", dir.path(), true);
     let big_cdo = offer(&producer, "big", 3 << 20);
     offer(&producer, "small", 8);
     let written = files(dir.path());
@@ -73,11 +80,7 @@ fn offers_go_through_files_every_consumer_reads() {
         assert_eq!(mode, 0o600, "{}", f.display());
     }
 
-    let consumer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("consumer").gfs(gfs(dir.path(), false)),
-    )
-    .expect("join");
+    let consumer = join_gfs(&pm_info, "consumer", dir.path(), false);
     for (name, len) in [("big", 3 << 20), ("small", 8)] {
         let cdo = consumer.declare(name).expect("declare");
         let (data, _) = consumer.demand(cdo).expect("demand");
@@ -198,11 +201,7 @@ fn the_pm_has_offers_written_to_files_for_consumers_sharing_no_network() {
     let (_pm, info) = start_pm("gfs-spill", &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let producer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("producer").gfs(gfs(dir.path(), false)),
-    )
-    .expect("join");
+    let producer = join_gfs(&pm_info, "producer", dir.path(), false);
     let cdo = offer(&producer, "big", 1 << 20);
     assert!(files(dir.path()).is_empty(), "RDMA by default: no file yet");
     let no_network = |name: &str, g: Option<GfsOptions>| {
@@ -240,11 +239,7 @@ fn a_groups_members_go_through_files_and_outlive_their_producer() {
     let gfs_dir = dir.path().display().to_string();
     let (_pm, info) = start_pm("gfs-group", &["--gfs-dir", &gfs_dir]);
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let producer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("forecast").gfs(gfs(dir.path(), true)),
-    )
-    .expect("join");
+    let producer = join_gfs(&pm_info, "forecast", dir.path(), true);
     let group = producer.declare("ensemble").expect("declare");
     let members: Vec<_> = (0..3u8)
         .map(|i| {
@@ -260,11 +255,7 @@ fn a_groups_members_go_through_files_and_outlive_their_producer() {
         .expect("offer the group");
     assert_eq!(files(dir.path()).len(), 4, "three members and the group");
     let demand = |name: &str| {
-        let c = pool::Client::join(
-            &pm_info,
-            common::tcp_lo_options(name).gfs(gfs(dir.path(), false)),
-        )
-        .expect("join");
+        let c = join_gfs(&pm_info, name, dir.path(), false);
         let wanted = c.declare("ensemble").expect("declare");
         let (got, _) = c.demand_group(wanted).expect("demand the group");
         let seen: Vec<(String, usize, u8)> = got
@@ -390,11 +381,7 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
     let gfs_dir = dir.path().display().to_string();
     let (pm, info) = start_pm("gfs-keep", &["--gfs-dir", &gfs_dir]);
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let producer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("forecast").gfs(gfs(dir.path(), true)),
-    )
-    .expect("join");
+    let producer = join_gfs(&pm_info, "forecast", dir.path(), true);
     let attrs = |lifetime: u64, persist: bool| {
         pool::attr::Attributes::from([
             (
@@ -428,11 +415,7 @@ fn cdos_handed_to_the_pool_outlive_their_producer() {
         "the producer's own files went with it: {kept:?}"
     );
 
-    let consumer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("products").gfs(gfs(dir.path(), false)),
-    )
-    .expect("join");
+    let consumer = join_gfs(&pm_info, "products", dir.path(), false);
     let cdo = consumer.declare("t2m/step-6").expect("declare");
     let (data, attributes) = consumer
         .demand(cdo)
@@ -542,11 +525,7 @@ fn a_later_workflow_adopts_what_an_earlier_one_persisted() {
     ]);
     let (pm, info) = start_pm("gfs-first", &["--gfs-dir", &gfs_dir]);
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let producer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("analysis").gfs(gfs(dir.path(), true)),
-    )
-    .expect("join");
+    let producer = join_gfs(&pm_info, "analysis", dir.path(), true);
     let cdo = producer.declare("analysis/t2m").expect("declare");
     let mut data = fabric::Buffer::new(4096).expect("buffer");
     data.as_mut_slice().fill(7);
@@ -562,11 +541,7 @@ fn a_later_workflow_adopts_what_an_earlier_one_persisted() {
     let (pm, info) = start_pm("gfs-second", &["--gfs-dir", &gfs_dir, "--adopt", &adopt]);
     assert!(!first.exists(), "the first workflow's files moved");
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let consumer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("products").gfs(gfs(dir.path(), false)),
-    )
-    .expect("join");
+    let consumer = join_gfs(&pm_info, "products", dir.path(), false);
     let want = consumer.declare("analysis/t2m").expect("declare");
     let (data, attributes) = consumer.demand(want).expect("demand");
     assert!(data.len() == 4096 && data.iter().all(|&b| b == 7));
@@ -589,11 +564,7 @@ fn a_killed_pms_kept_files_are_swept() {
     let gfs_dir = dir.path().display().to_string();
     let (mut pm, info) = start_pm("gfs-kill", &["--gfs-dir", &gfs_dir]);
     let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
-    let producer = pool::Client::join(
-        &pm_info,
-        common::tcp_lo_options("forecast").gfs(gfs(dir.path(), true)),
-    )
-    .expect("join");
+    let producer = join_gfs(&pm_info, "forecast", dir.path(), true);
     let cdo = offer(&producer, "field", 4096);
     producer.withdraw(cdo).expect("withdraw");
     drop(producer);

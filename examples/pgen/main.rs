@@ -35,13 +35,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use fabric::Buffer;
 use mstro::session::{Found, Session, Settings};
 use pool::Client;
 use pool::attr::{AttrValue, Attributes};
 use pool::events::{EventKind, PoolEvent, SubscribeOptions};
 use pool::selector::Selector;
+
+mod field;
+use field::{Field, Shape, checksum, field_of};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -55,8 +58,6 @@ const PM_WAIT: Duration = Duration::from_secs(60);
 const ARCHIVED: &str = "pgen/archive-complete";
 /// The 0-byte CDO the manager offers once every product is made.
 const DONE: &str = "pgen/done";
-/// Parameters of the fields, in order (`--params` takes the first ones).
-const PARAMS: [&str; 8] = ["2t", "msl", "10u", "10v", "tp", "q", "z", "t"];
 /// How often waits look at their subscriptions.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -65,26 +66,6 @@ const POLL: Duration = Duration::from_millis(50);
 struct Cli {
     #[command(subcommand)]
     role: Role,
-}
-
-/// What every job of the workflow agrees on: which fields there are and their sizes.
-#[derive(Args, Clone, Copy)]
-struct Shape {
-    /// Forecast steps.
-    #[arg(long, default_value_t = 4)]
-    steps: u32,
-    /// Parameters per step (at most 8).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=8))]
-    params: u32,
-    /// Levels per parameter.
-    #[arg(long, default_value_t = 2)]
-    levels: u32,
-    /// Smallest field, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    min_size: usize,
-    /// Largest field, in bytes.
-    #[arg(long, default_value_t = 16 << 20)]
-    max_size: usize,
 }
 
 #[derive(Subcommand)]
@@ -173,136 +154,6 @@ enum Launch {
     Spawn,
     /// `sbatch`, each job in an allocation of its own.
     Sbatch,
-}
-
-/// One field of the forecast.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Field {
-    step: u32,
-    param: &'static str,
-    level: u32,
-}
-
-impl Shape {
-    fn fields(&self, step: u32) -> impl Iterator<Item = Field> + '_ {
-        PARAMS[..self.params as usize]
-            .iter()
-            .flat_map(move |&param| (0..self.levels).map(move |level| Field { step, param, level }))
-    }
-
-    fn per_step(&self) -> usize {
-        (self.params * self.levels) as usize
-    }
-
-    fn all(&self) -> impl Iterator<Item = Field> + '_ {
-        (0..self.steps).flat_map(|s| self.fields(s))
-    }
-
-    fn size(&self, f: &Field) -> usize {
-        let span = self.max_size.saturating_sub(self.min_size) as u64 + 1;
-        self.min_size + (checksum(f.name().as_bytes()) % span) as usize
-    }
-
-    /// The arguments that give another job this shape.
-    fn args(&self) -> Vec<String> {
-        [
-            ("--steps", self.steps.to_string()),
-            ("--params", self.params.to_string()),
-            ("--levels", self.levels.to_string()),
-            ("--min-size", self.min_size.to_string()),
-            ("--max-size", self.max_size.to_string()),
-        ]
-        .into_iter()
-        .flat_map(|(k, v)| [k.to_string(), v])
-        .collect()
-    }
-}
-
-impl Field {
-    fn name(&self) -> String {
-        format!("pgen/field/s{}/{}/l{}", self.step, self.param, self.level)
-    }
-
-    fn attributes(&self, source: &str, sum: u64) -> Attributes {
-        Attributes::from([
-            (".user.pgen.kind".into(), AttrValue::Str("field".into())),
-            (".user.pgen.source".into(), AttrValue::Str(source.into())),
-            (
-                ".user.pgen.step".into(),
-                AttrValue::Int(i64::from(self.step)),
-            ),
-            (".user.pgen.param".into(), AttrValue::Str(self.param.into())),
-            (
-                ".user.pgen.level".into(),
-                AttrValue::Int(i64::from(self.level)),
-            ),
-            (".user.pgen.checksum".into(), AttrValue::Uint(sum)),
-        ])
-    }
-
-    /// Byte `i` of this field as the forecast computes it (a pattern seeded by the low
-    /// byte of the name's FNV-1a, as `examples/c/common.h`'s `fill`).
-    fn byte(seed: u8, i: usize) -> u8 {
-        (i as u8).wrapping_mul(29).wrapping_add(seed) ^ ((i >> 8) as u8)
-    }
-
-    fn seed(&self) -> u8 {
-        checksum(self.name().as_bytes()) as u8
-    }
-
-    /// The forecast's bytes of this field.
-    fn compute(&self, shape: &Shape) -> Result<Buffer, Error> {
-        let mut buf = Buffer::for_offer(shape.size(self))?;
-        let seed = self.seed();
-        for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
-            *b = Field::byte(seed, i);
-        }
-        Ok(buf)
-    }
-
-    /// Whether `data` is this field as the forecast computed it (its size, then every
-    /// byte).
-    fn check(&self, shape: &Shape, data: &[u8]) -> Result<(), Error> {
-        let (size, seed) = (shape.size(self), self.seed());
-        let wrong = (data.len() != size)
-            .then_some(size.min(data.len()))
-            .or_else(|| {
-                data.iter()
-                    .enumerate()
-                    .position(|(i, &b)| b != Field::byte(seed, i))
-            });
-        match wrong {
-            None => Ok(()),
-            Some(at) => Err(format!(
-                "{}: {} bytes with checksum {:#x}, not the forecast's {size} bytes (they differ from byte {at})",
-                self.name(),
-                data.len(),
-                checksum(data),
-            )
-            .into()),
-        }
-    }
-
-    /// The product line of this field: what product generation derives from it.
-    fn product_line(&self, data: &[u8]) -> String {
-        let mean = data.iter().map(|&b| f64::from(b)).sum::<f64>() / data.len().max(1) as f64;
-        format!(
-            "{} l{} {} bytes checksum {:016x} mean {mean:.4}",
-            self.param,
-            self.level,
-            data.len(),
-            checksum(data)
-        )
-    }
-}
-
-const FNV: (u64, u64) = (0xcbf2_9ce4_8422_2325, 0x0100_0000_01b3);
-
-/// FNV-1a of `bytes`.
-fn checksum(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(FNV.0, |h, &b| (h ^ u64::from(b)).wrapping_mul(FNV.1))
 }
 
 fn product_name(step: u32) -> String {
@@ -517,11 +368,6 @@ fn archiver(shape: Shape, dir: &Path) -> Result<(), Error> {
         c.dispose(cdo)?;
     }
     Ok(session.close()?)
-}
-
-/// The field `name` stands for, if it is one of `shape`'s.
-fn field_of(shape: &Shape, name: &str) -> Option<Field> {
-    shape.all().find(|f| f.name() == name)
 }
 
 /// The manager's view of the run: fields offered per step, steps started, products made.
