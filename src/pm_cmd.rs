@@ -133,15 +133,16 @@ pub struct PmOptions {
 
 /// Where a PM listens when not told: the addresses of the NIC chosen for this process
 /// (`MSTRO_OFI_IFACE`, else the inventory's choice for local rank 0 unless `exclude`
-/// names it) and loopback; every interface (but those of `exclude`) when no NIC with an
-/// address is found.
+/// names it) and loopback. Without such a NIC (excluded, none found) it listens on each
+/// address of every other interface that is up, one socket per address: never on the
+/// wildcard, which would take in the excluded interfaces too.
 fn default_listen(exclude: &[String]) -> Vec<SocketAddr> {
     let nic: Vec<String> = match std::env::var("MSTRO_OFI_IFACE") {
         Ok(iface) if !iface.trim().is_empty() => vec![iface.trim().to_string()],
         _ => match inventory::nic_for_this_process(0) {
             Ok((_, choice)) if exclude.contains(&choice.nic) => {
                 tracing::info!(
-                    "maestro pm: the NIC chosen, {}, is excluded (MSTRO_OFI_IFACE_EXCLUDE); listening on the other interfaces",
+                    "maestro pm: the NIC chosen, {}, is excluded (MSTRO_OFI_IFACE_EXCLUDE); listening on the other interfaces' addresses",
                     choice.nic
                 );
                 Vec::new()
@@ -154,20 +155,32 @@ fn default_listen(exclude: &[String]) -> Vec<SocketAddr> {
                 names
             }
             Err(e) => {
-                tracing::info!("maestro pm: no NIC chosen ({e}); listening on every interface");
+                tracing::info!(
+                    "maestro pm: no NIC chosen ({e}); listening on every interface's addresses"
+                );
                 Vec::new()
             }
         },
     };
-    let names: Vec<&str> = nic.iter().map(String::as_str).collect();
+    let names: Vec<String> = if nic.is_empty() {
+        let mut up: Vec<String> = inventory::netif::all_addresses()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| a.up && !exclude.contains(&a.interface))
+            .map(|a| a.interface)
+            .collect();
+        up.dedup();
+        up
+    } else {
+        nic
+    };
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut listen: Vec<SocketAddr> = inventory::netif::addresses_of(&names)
         .into_iter()
         .filter(|ip| !ip.is_loopback())
         .map(|ip| SocketAddr::new(ip, 0))
         .collect();
-    if listen.is_empty() {
-        return vec![SocketAddr::from(([0, 0, 0, 0], 0))];
-    }
+    listen.dedup();
     listen.push(SocketAddr::from(([127, 0, 0, 1], 0)));
     listen
 }

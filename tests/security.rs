@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{build_c, maestro, rss_kib, run, start_pm, tcp_addr};
+use common::{build_c, maestro, rss_kib, run, start_pm, start_pm_with_env, tcp_addr};
 use pool::attr::{self, AttrValue, Attributes};
 use pool::bootstrap::{ControlAddr, PmInfo};
 use pool::events::{EventKind, SubscribeOptions};
@@ -735,6 +735,155 @@ fn another_user_holding_the_pm_info_is_refused_over_every_endpoint() {
     assert!(out.stderr.contains("was refused at JOIN"), "{}", out.stderr);
 }
 
+/// A TCP socket that `user` created and connected to `to`, handed over to this process
+/// (`SCM_RIGHTS`): the kernel still names `user` as its owner, so speaking through it is
+/// that user speaking, whatever this process then sends.
+fn socket_made_by(user: &OtherUser, to: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::net::UnixListener;
+    let path = user.dir.join(format!("pass-{}.sock", to.port()));
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).expect("bind");
+    set_mode(&path, 0o777);
+    let script = "import socket,sys; a=sys.argv; s=socket.create_connection((a[1], int(a[2]))); \
+                  u=socket.socket(socket.AF_UNIX); u.connect(a[3]); socket.send_fds(u, [b'x'], [s.fileno()])";
+    let cmd = format!(
+        "python3 -c \"{script}\" '{}' {} '{}'",
+        to.ip(),
+        to.port(),
+        path.display()
+    );
+    let helper = std::thread::scope(|s| {
+        let h = s.spawn(|| user.run(&cmd, LIMIT));
+        let (unix, _) = listener.accept().expect("the helper connects");
+        let mut byte = [0u8; 1];
+        let mut space = [0u8; 64];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        // SAFETY: a zeroed msghdr pointing at this frame's buffers; the kernel writes at
+        // most `msg_controllen` bytes of control data.
+        let fd = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &raw mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = space.as_mut_ptr().cast();
+            msg.msg_controllen = space.len();
+            let n = libc::recvmsg(
+                std::os::fd::AsRawFd::as_raw_fd(&unix),
+                &raw mut msg,
+                libc::MSG_CMSG_CLOEXEC,
+            );
+            assert_eq!(n, 1, "one byte with the descriptor");
+            let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+            assert!(!cmsg.is_null(), "no descriptor passed");
+            assert_eq!((*cmsg).cmsg_type, libc::SCM_RIGHTS);
+            std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>())
+        };
+        // SAFETY: the kernel gave this process a fresh descriptor of a TCP socket.
+        let stream = unsafe { TcpStream::from_raw_fd(fd) };
+        (h.join().expect("helper"), stream)
+    });
+    let _ = std::fs::remove_file(&path);
+    let (out, stream) = helper;
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    stream
+}
+
+#[test]
+fn another_user_who_half_closes_its_connection_is_still_refused() {
+    let mallory = OtherUser::create();
+    let (pm, line) = start_pm(
+        "sec-halfclose",
+        &["--listen", "127.0.0.1:0", "--listen", "[::1]:0"],
+    );
+    let info = PmInfo::parse(&line).expect("info");
+    // Root's CDO, small enough to travel inline: what the attack read before.
+    let producer = client(&info, "root-producer");
+    let cdo = producer.declare("root-secret").expect("declare");
+    producer
+        .seal_and_offer(cdo, Attributes::new(), buffer(b"root's bytes"))
+        .expect("offer");
+    let tcp: Vec<SocketAddr> = info
+        .endpoints
+        .iter()
+        .filter_map(|e| match e {
+            ControlAddr::Tcp(a) => Some(*a),
+            ControlAddr::Unix(_) => None,
+        })
+        .collect();
+    assert!(tcp.iter().any(SocketAddr::is_ipv4), "{tcp:?}");
+    assert!(tcp.iter().any(SocketAddr::is_ipv6), "{tcp:?}");
+    for &addr in &tcp {
+        for role in [proto::Role::App, proto::Role::Observer] {
+            let stream = socket_made_by(&mallory, addr);
+            let mut conn = Conn::from_tcp(stream, LIMIT).expect("conn");
+            let nonce = match conn.recv(Op::Join).expect("challenge") {
+                FromPm::Challenge { nonce } => nonce,
+                other => panic!("{other:?}"),
+            };
+            let mut join = pool::bare_join(&info, "mallory", 0, &nonce);
+            if let ToPm::Join(j) = &mut join {
+                j.role = role;
+            }
+            let mine = cdo_ids(1).next().expect("an id");
+            let first = match role {
+                proto::Role::App => vec![
+                    join,
+                    ToPm::Declare {
+                        cdo: mine,
+                        name: "root-secret".into(),
+                    },
+                    ToPm::Demand { cdo: mine },
+                ],
+                proto::Role::Observer => vec![
+                    join,
+                    ToPm::Query {
+                        id: 1,
+                        query: pool::view::Query::Ls(pool::view::Ls {
+                            selector: None,
+                            after: None,
+                            limit: 10,
+                            attributes: true,
+                        }),
+                    },
+                ],
+            };
+            // JOIN and the first operations, then the writing half shut down at once:
+            // the end is no longer ESTABLISHED when the PM asks who holds it.
+            for m in first {
+                conn.send(std::slice::from_ref(&m)).expect("send");
+            }
+            conn.shutdown_write().expect("shutdown");
+            let mut heard = Vec::new();
+            loop {
+                match conn.recv(Op::Join) {
+                    Ok(m) => heard.push(m),
+                    Err(ClientError::Closed) => break,
+                    Err(e) => panic!("{addr} {role:?}: {e} after {heard:?}"),
+                }
+            }
+            match heard.as_slice() {
+                [
+                    FromPm::Refused {
+                        op: Op::Join,
+                        why: proto::Refusal::NotTheUser(why),
+                        ..
+                    },
+                ] => assert!(
+                    why.contains(&format!("runs as uid {}", mallory.uid)),
+                    "{addr} {role:?}: {why}"
+                ),
+                other => panic!("{addr} {role:?}: admitted or answered: {other:?}"),
+            }
+        }
+    }
+    assert!(is_alive(&pm));
+    honest_round_trip(&info, "after-half-close");
+    producer.withdraw(cdo).expect("withdraw");
+}
+
 #[test]
 fn the_secret_goes_only_where_the_user_says() {
     // Standard output a pipe, as in `maestro pm ... | head -1` or a job's log: nothing.
@@ -1047,4 +1196,83 @@ fn an_observer_that_never_reads_costs_the_pm_a_few_mib() {
     eprintln!("a deaf observer: honest worst {worst:?} over {n} round trips");
     assert!(worst < Duration::from_secs(1), "honest worst {worst:?}");
     assert!(is_alive(&pm));
+}
+
+/// The TCP addresses process `pid` listens on (its sockets in `/proc/net/tcp{,6}` in state
+/// LISTEN).
+fn listening_of(pid: i32) -> Vec<SocketAddr> {
+    let mine: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fds")
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy().into_owned();
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect();
+    pool::peers::tables()
+        .expect("tables")
+        .iter()
+        .flat_map(|t| {
+            pool::peers::listening(t)
+                .filter(|s| mine.contains(&s.inode))
+                .map(|s| s.local_addr)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn an_excluded_interface_is_never_listened_on() {
+    // Where the PM listens when nothing is excluded: its NIC's addresses and loopback.
+    let (pm, _) = start_pm("sec-exclude-none", &[]);
+    let chosen: Vec<SocketAddr> = listening_of(pm.pid());
+    drop(pm);
+    assert!(
+        chosen.iter().all(|a| !a.ip().is_unspecified()),
+        "{chosen:?}"
+    );
+    let all = inventory::netif::all_addresses().expect("interfaces");
+    let nic = chosen
+        .iter()
+        .filter(|a| !a.ip().is_loopback())
+        .find_map(|a| all.iter().find(|i| i.address == a.ip()))
+        .map(|i| i.interface.clone());
+    // Without a NIC with an address (a host with loopback only) the exclusion of each
+    // interface is tried instead.
+    let excluded: Vec<String> = match nic {
+        Some(n) => vec![n],
+        None => all
+            .iter()
+            .filter(|i| !i.address.is_loopback())
+            .map(|i| i.interface.clone())
+            .collect(),
+    };
+    let (pm, line) = start_pm_with_env(
+        "sec-exclude",
+        &[],
+        &[("MSTRO_OFI_IFACE_EXCLUDE", &excluded.join(","))],
+    );
+    let listens = listening_of(pm.pid());
+    eprintln!("excluding {excluded:?}: listening on {listens:?}");
+    assert!(!listens.is_empty());
+    for a in &listens {
+        assert!(!a.ip().is_unspecified(), "the wildcard: {listens:?}");
+        let on = all.iter().find(|i| i.address == a.ip());
+        assert!(
+            on.is_none_or(|i| !excluded.contains(&i.interface)),
+            "{a} is on an excluded interface ({excluded:?})"
+        );
+    }
+    // What it advertises is what it listens on, and it serves there.
+    let info = PmInfo::parse(&line).expect("info");
+    for e in &info.endpoints {
+        if let ControlAddr::Tcp(a) = e {
+            assert!(
+                listens.contains(a),
+                "{a} advertised, listening on {listens:?}"
+            );
+        }
+    }
+    honest_round_trip(&info, "excluded");
 }

@@ -98,12 +98,19 @@ pub struct Intruder {
     pub server_end: u64,
 }
 
-/// The established connections to local `port` whose client end belongs to a uid other
-/// than `me`, from the sockets of one table.
+/// Whether `s` is a connection's end a process holds, in any TCP state (established,
+/// half-closed, closing): a `TIME_WAIT` line or an orphaned end has inode 0 and names no
+/// owner (its uid column reads 0, which is not root's word).
+fn owned_connection(s: &Socket) -> bool {
+    s.inode != 0 && s.state != LISTEN
+}
+
+/// The connections to local `port`, in any state a process still holds, whose client end
+/// belongs to a uid other than `me`, from the sockets of one table.
 fn intruders_in(table: &[Socket], port: u16, me: u32) -> Vec<Intruder> {
     table
         .iter()
-        .filter(|c| c.state == ESTABLISHED && c.remote_addr.port() == port && c.uid != me)
+        .filter(|c| owned_connection(c) && c.remote_addr.port() == port && c.uid != me)
         .filter_map(|client| {
             let server = table
                 .iter()
@@ -132,28 +139,67 @@ pub fn listening(table: &[Socket]) -> impl Iterator<Item = &Socket> {
     table.iter().filter(|s| s.state == LISTEN)
 }
 
-/// The owner of the client end, in `table`, of the established connection from `peer` to
-/// `server` (`None` if no socket of this host is that end).
+/// The owner of the client end, in `table`, of the connection from `peer` to `server`, in
+/// any state a process still holds it (a peer that shut its writing half down is still
+/// its owner's); `None` if no socket of this host is that end.
 #[must_use]
 pub fn client_uid(table: &[Socket], server: SocketAddr, peer: SocketAddr) -> Option<u32> {
     let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let (server, peer) = (canonical(server), canonical(peer));
     table
         .iter()
-        .find(|s| s.state == ESTABLISHED && s.local_addr == peer && s.remote_addr == server)
+        .find(|s| owned_connection(s) && s.local_addr == peer && s.remote_addr == server)
         .map(|s| s.uid)
 }
 
-/// The uid of the process of this host at the other end of the connection accepted on
-/// `server` from `peer` (`None` when `peer` is on another host, whose users are not this
-/// kernel's to name, or its end is already closed).
+/// Who is at the other end of a TCP connection, by the kernel's word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerEnd {
+    /// A process of this host owned by this uid.
+    Owner(u32),
+    /// A peer on another host: its users are not this kernel's to name.
+    Remote,
+    /// A peer on one of this host's own addresses whose end no process holds any more (it
+    /// closed, or its line is gone): nothing proves who it was, so it is nobody's.
+    Unmatched,
+}
+
+/// Who is at the other end of the connection accepted on `server` from `peer`: the uid
+/// of the process of this host that holds it, a peer of another host, or a local end that
+/// cannot be matched to an owner (see [`PeerEnd`]). `local` says whether an address is
+/// one of this host's.
 ///
 /// # Errors
 /// `/proc/net/tcp{,6}` cannot be read.
-pub fn local_peer_uid(server: SocketAddr, peer: SocketAddr) -> io::Result<Option<u32>> {
+pub fn peer_end(
+    server: SocketAddr,
+    peer: SocketAddr,
+    local: impl Fn(IpAddr) -> bool,
+) -> io::Result<PeerEnd> {
     // A client of a dual-stack listener may sit in either table (an IPv4 socket shows
     // in `tcp` though the server's end is IPv4-mapped in `tcp6`): both are searched.
-    Ok(tables()?.iter().find_map(|t| client_uid(t, server, peer)))
+    if let Some(uid) = tables()?.iter().find_map(|t| client_uid(t, server, peer)) {
+        return Ok(PeerEnd::Owner(uid));
+    }
+    let ip = peer.ip().to_canonical();
+    Ok(
+        if ip.is_loopback() || ip == server.ip().to_canonical() || local(ip) {
+            PeerEnd::Unmatched
+        } else {
+            PeerEnd::Remote
+        },
+    )
+}
+
+/// Whether `ip` is an address of one of this host's interfaces (or loopback); an error
+/// reading the interfaces counts as "yes" (the caller then refuses what it cannot prove).
+#[must_use]
+pub fn is_host_address(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback()
+        || inventory::netif::all_addresses().map_or(true, |all| {
+            all.iter().any(|a| a.address.to_canonical() == ip)
+        })
 }
 
 #[cfg(test)]
@@ -185,7 +231,8 @@ mod tests {
         // An IPv4-mapped server address is the same address.
         let mapped: SocketAddr = "[::ffff:127.0.0.1]:42997".parse().expect("addr");
         assert_eq!(client_uid(&table, mapped, at(0xE001)), Some(1001));
-        // TIME_WAIT is not a live peer; an unknown port or another host is nobody.
+        // TIME_WAIT (inode 0, "uid 0") is not a live peer; an unknown port or another
+        // host is nobody.
         assert_eq!(client_uid(&table, server, at(0xE002)), None);
         assert_eq!(client_uid(&table, server, at(1)), None);
         let remote = SocketAddr::from(([10, 0, 0, 1], 0xE001));
@@ -229,11 +276,42 @@ mod tests {
         let (_accepted, peer) = server.accept().expect("accept");
         assert_eq!(peer, client.local_addr().expect("addr"));
         let here = server.local_addr().expect("addr");
-        assert_eq!(
-            local_peer_uid(here, peer).expect("tables"),
-            Some(safefs::euid())
-        );
+        let end = |peer| peer_end(here, peer, is_host_address).expect("tables");
+        assert_eq!(end(peer), PeerEnd::Owner(safefs::euid()));
+        // Half-closed: still its owner's.
+        client
+            .shutdown(std::net::Shutdown::Write)
+            .expect("shutdown");
+        assert_eq!(end(peer), PeerEnd::Owner(safefs::euid()));
         let elsewhere: SocketAddr = "10.1.2.3:4000".parse().expect("addr");
-        assert_eq!(local_peer_uid(here, elsewhere).expect("tables"), None);
+        assert_eq!(
+            peer_end(here, elsewhere, |_| false).expect("tables"),
+            PeerEnd::Remote
+        );
+        // A loopback port nobody holds, or an address the host has: unmatched.
+        let gone: SocketAddr = "127.0.0.1:1".parse().expect("addr");
+        assert_eq!(end(gone), PeerEnd::Unmatched);
+        assert_eq!(
+            peer_end(here, elsewhere, |_| true).expect("tables"),
+            PeerEnd::Unmatched
+        );
+    }
+
+    #[test]
+    fn a_half_closed_or_closing_end_is_still_its_owners() {
+        // uid 1001's end in FIN_WAIT2 (05) after shutdown(SHUT_WR), the server's end in
+        // CLOSE_WAIT (08): found, and found as an intruder.
+        let table = sockets(
+            "0: 0100007F:E001 0100007F:A7F5 05 0:0 0:0 0 1001 0 81301 1\n1: 0100007F:A7F5 0100007F:E001 08 0:0 0:0 0 0 0 81302 1\n",
+        );
+        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        assert_eq!(client_uid(&table, at(0xA7F5), at(0xE001)), Some(1001));
+        assert_eq!(
+            intruders_in(&table, 0xA7F5, 0),
+            vec![Intruder {
+                uid: 1001,
+                server_end: 81302
+            }]
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! can learn of the sender may only refuse it:
 //! - a peer on the PM's Unix socket, or over TCP from this host (loopback or any of its
 //!   addresses), is a process of this host: the kernel names its user (`SO_PEERCRED`,
-//!   `/proc/net/tcp`); another user's is refused whatever it holds;
+//!   `/proc/net/tcp`, in any TCP state a process still holds); another user's is refused
+//!   whatever it holds, and so is a local end no process can be matched to (one that shut
+//!   down or closed before its JOIN was checked: nothing proves whose it was);
 //! - a JOIN's PMIx credential is shown to the PM's PMIx host: valid for another user, or
 //!   called forged or expired, refuses; one the host cannot check (another `maestro run`'s,
 //!   no host) is no evidence, for an honest component of another job must be able to join;
@@ -15,6 +17,7 @@ use std::net::SocketAddr;
 
 use super::CredentialVerdict;
 use crate::Identity;
+use crate::peers::PeerEnd;
 
 /// Where the kernel's word on a peer's user comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,35 +35,49 @@ pub(super) enum PeerUser {
 }
 
 impl PeerUser {
-    /// The peer's uid where the kernel can say (blocking: may read `/proc/net/tcp`).
-    pub(super) fn resolve(self) -> Option<u32> {
+    /// The kernel's word on the peer (blocking: may read `/proc/net/tcp` and the host's
+    /// interfaces). A Unix socket whose peer the kernel did not name, or tables that cannot
+    /// be read, leave a local peer unmatched.
+    pub(super) fn resolve(self) -> PeerEnd {
         match self {
-            PeerUser::Known(uid) => uid,
-            PeerUser::Tcp { server, peer } => match crate::peers::local_peer_uid(server, peer) {
-                Ok(uid) => uid,
-                Err(e) => {
-                    tracing::warn!(
-                        "pool manager: cannot tell which user connected from {peer} ({e})"
-                    );
-                    None
+            PeerUser::Known(Some(uid)) => PeerEnd::Owner(uid),
+            PeerUser::Known(None) => PeerEnd::Unmatched,
+            PeerUser::Tcp { server, peer } => {
+                match crate::peers::peer_end(server, peer, crate::peers::is_host_address) {
+                    Ok(end) => end,
+                    Err(e) => {
+                        tracing::warn!(
+                            "pool manager: cannot tell which user connected from {peer} ({e})"
+                        );
+                        if crate::peers::is_host_address(peer.ip()) {
+                            PeerEnd::Unmatched
+                        } else {
+                            PeerEnd::Remote
+                        }
+                    }
                 }
-            },
+            }
         }
     }
 }
 
-/// The evidence on a JOIN's sender, for the PM run by `me`: the kernel's `peer_uid` and
-/// the PMIx host's `credential` verdict (see the module's rules).
-pub(super) fn identity(
-    me: u32,
-    peer_uid: Option<u32>,
-    credential: Option<CredentialVerdict>,
-) -> Identity {
-    if let Some(uid) = peer_uid.filter(|&u| u != me) {
-        return Identity::Refused(format!(
-            "the connecting process runs as uid {uid}, the pool manager as uid {me}"
-        ));
-    }
+/// The evidence on a JOIN's sender, for the PM run by `me`: the kernel's word on its end
+/// (`peer`) and the PMIx host's `credential` verdict (see the module's rules).
+pub(super) fn identity(me: u32, peer: PeerEnd, credential: Option<CredentialVerdict>) -> Identity {
+    let peer_uid = match peer {
+        PeerEnd::Owner(uid) if uid != me => {
+            return Identity::Refused(format!(
+                "the connecting process runs as uid {uid}, the pool manager as uid {me}"
+            ));
+        }
+        PeerEnd::Owner(uid) => Some(uid),
+        PeerEnd::Unmatched => {
+            return Identity::Refused(
+                "it connected from this host, but no process of this host holds its end of the connection (it shut down or closed before its JOIN was checked), so nothing proves its user; a client keeps its connection open until it is welcomed".into(),
+            );
+        }
+        PeerEnd::Remote => None,
+    };
     let mut proof = peer_uid.map(|_| "the kernel names the peer's user".to_string());
     match credential {
         Some(CredentialVerdict::Valid { uid: Some(uid) }) if uid != me => {
@@ -91,37 +108,41 @@ mod tests {
     #[test]
     fn another_user_is_refused_by_any_evidence_and_the_unprovable_left_to_the_secret() {
         let valid = |uid| Some(CredentialVerdict::Valid { uid: Some(uid) });
-        // Nothing known: the secret decides.
-        assert_eq!(identity(ME, None, None), Identity::Unproven);
+        let (me, other, remote) = (PeerEnd::Owner(ME), PeerEnd::Owner(1001), PeerEnd::Remote);
+        // Nothing known (another host): the secret decides.
+        assert_eq!(identity(ME, remote, None), Identity::Unproven);
         let other_launcher = Some(CredentialVerdict::Unverifiable("another launcher's".into()));
         assert_eq!(
-            identity(ME, None, other_launcher.clone()),
+            identity(ME, remote, other_launcher.clone()),
             Identity::Unproven
         );
         // Evidence for the user.
-        assert!(matches!(identity(ME, Some(ME), None), Identity::Proven(_)));
-        assert!(matches!(identity(ME, None, valid(ME)), Identity::Proven(_)));
+        assert!(matches!(identity(ME, me, None), Identity::Proven(_)));
         assert!(matches!(
-            identity(ME, Some(ME), other_launcher),
+            identity(ME, remote, valid(ME)),
             Identity::Proven(_)
         ));
-        // Any evidence against refuses, whatever else is known.
+        assert!(matches!(
+            identity(ME, me, other_launcher),
+            Identity::Proven(_)
+        ));
+        // Any evidence against refuses, whatever else is known; so does a local end that
+        // no process holds, even with a valid credential.
         for (peer, cred) in [
-            (Some(1001), None),
-            (Some(1001), valid(ME)),
-            (None, valid(1001)),
-            (Some(ME), valid(1001)),
-            (
-                Some(ME),
-                Some(CredentialVerdict::Forged("signature".into())),
-            ),
+            (other, None),
+            (other, valid(ME)),
+            (remote, valid(1001)),
+            (me, valid(1001)),
+            (me, Some(CredentialVerdict::Forged("signature".into()))),
+            (PeerEnd::Unmatched, None),
+            (PeerEnd::Unmatched, valid(ME)),
         ] {
             assert!(
                 matches!(identity(ME, peer, cred.clone()), Identity::Refused(_)),
                 "{peer:?} {cred:?}"
             );
         }
-        let Identity::Refused(why) = identity(ME, Some(1001), None) else {
+        let Identity::Refused(why) = identity(ME, other, None) else {
             unreachable!()
         };
         assert!(

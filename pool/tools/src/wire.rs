@@ -68,6 +68,34 @@ impl Conn {
         })
     }
 
+    /// A connection over `stream`, already connected to the PM (a socket another process
+    /// made and handed over, as the attack tests do).
+    ///
+    /// # Errors
+    /// The OS refused `TCP_NODELAY`.
+    pub fn from_tcp(stream: TcpStream, timeout: Duration) -> Result<Conn> {
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream: Stream::Tcp(stream),
+            buf: Vec::new(),
+            inbox: VecDeque::new(),
+            timeout,
+        })
+    }
+
+    /// Ends this side's writing (the peer reads the end of the stream; this side still
+    /// reads what the peer sends).
+    ///
+    /// # Errors
+    /// The OS error.
+    pub fn shutdown_write(&self) -> Result<()> {
+        match &self.stream {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write)?,
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write)?,
+        }
+        Ok(())
+    }
+
     /// Answers the PM's challenge and joins (without a fabric endpoint: a load generator
     /// moves no data); returns the app id.
     ///
