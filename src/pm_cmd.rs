@@ -295,13 +295,13 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     {
         tracing::debug!("unpublishing the PM info: {e}");
     }
-    pm.stop();
+    let ended = pm.stop();
     drop(pmix);
     if let Some(path) = &opts.info_file {
         // Still ours: `_held` has kept it open and locked.
         let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    ended.map_err(|e| std::io::Error::other(format!("the pool manager stopped, but {e}")))
 }
 
 /// The pool manager's configuration from the command line, with a fresh workflow secret.

@@ -610,3 +610,170 @@ fn a_killed_launchers_ranks_leave_no_files() {
         files(dir.path())
     );
 }
+
+/// Persisted CDOs whose names are too long for a file name once escaped (300 bytes, 100
+/// slashes, 4 KiB) are kept all the same: cut and hashed file names, each described by a
+/// file that holds the name whole, from which a later workflow adopts them by name.
+#[test]
+fn persisted_cdos_are_kept_whatever_their_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs_dir = dir.path().display().to_string();
+    let names = ["x".repeat(300), "/".repeat(100), "é".repeat(2048)];
+    let persist = pool::attr::Attributes::from([(
+        ".maestro.core.cdo.persist".to_string(),
+        pool::attr::AttrValue::Bool(true),
+    )]);
+    let (pm, info) = start_pm("gfs-long", &["--gfs-dir", &gfs_dir]);
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let producer = join_gfs(&pm_info, "analysis", dir.path(), true);
+    for (i, name) in names.iter().enumerate() {
+        let cdo = producer.declare(name).expect("declare");
+        let mut data = fabric::Buffer::new(64).expect("buffer");
+        data.as_mut_slice().fill(u8::try_from(i).expect("small"));
+        producer
+            .seal_and_offer(cdo, persist.clone(), data)
+            .expect("offer");
+        producer.withdraw(cdo).expect("withdraw");
+        producer.dispose(cdo).expect("dispose");
+    }
+    drop(producer);
+    let stopped = pm.terminate(T);
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
+    let persisted = dir.path().join("maestro-persist-gfs-long");
+    let mut described = 0;
+    for e in std::fs::read_dir(&persisted).expect("persisted").flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        assert!(file.len() < 255, "{file}");
+        if let Some(data) = file.strip_suffix(".maestro.json") {
+            let text = std::fs::read_to_string(e.path()).expect("description");
+            let d: serde_json::Value = serde_json::from_str(&text).expect("json");
+            let name = d["name"].as_str().expect("name");
+            assert!(names.iter().any(|n| n == name), "{name:.40}");
+            assert!(data.contains('~'), "hashed: {data}");
+            assert_eq!(
+                std::fs::metadata(persisted.join(data)).expect("data").len(),
+                64
+            );
+            described += 1;
+        }
+    }
+    assert_eq!(described, 3, "every CDO persisted with its description");
+    // Adopted again, each is demanded by its whole name.
+    let adopt = persisted.display().to_string();
+    let (pm, info) = start_pm("gfs-long-2", &["--gfs-dir", &gfs_dir, "--adopt", &adopt]);
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let consumer = join_gfs(&pm_info, "products", dir.path(), false);
+    for (i, name) in names.iter().enumerate() {
+        let want = consumer.declare(name).expect("declare");
+        let (data, _) = consumer.demand(want).expect("demand");
+        assert!(data.iter().all(|&b| usize::from(b) == i), "{name:.40}");
+    }
+    drop(consumer);
+    let stopped = pm.terminate(T);
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
+}
+
+/// A member that links a second name of another file into the PM's directory and hands
+/// that over as its offer's file: the PM checks what it was given, stops offering it and
+/// drops its name there (the other file untouched), and persists nothing of it.
+#[test]
+fn the_pool_keeps_only_the_file_a_producer_offered() {
+    use pool::proto::{FromPm, GfsFile, OfferExtras, Op, ToPm};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gfs_dir = dir.path().display().to_string();
+    // Someone's precious file on the same file system (as /etc/shadow on a GFS's).
+    let outside = tempfile::tempdir_in(dir.path().parent().expect("parent")).expect("tempdir");
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, b"not the pool's").expect("secret");
+    let (mut pm, info) = start_pm("gfs-plant", &["--gfs-dir", &gfs_dir]);
+    let stderr = common::lines(pm.child.stderr.take().expect("stderr"));
+    let pm_info = pool::bootstrap::PmInfo::parse(&info).expect("info");
+    let mut conn = pool_tools::wire::Conn::connect(
+        &pool::bootstrap::ControlAddr::Tcp(common::tcp_addr(&pm_info)),
+        T,
+    )
+    .expect("connect");
+    let nonce = match conn.recv(Op::Join).expect("challenge") {
+        FromPm::Challenge { nonce } => nonce,
+        other => panic!("{other:?}"),
+    };
+    conn.send(&[pool::bare_join(&pm_info, "planter", 0, &nonce)])
+        .expect("join");
+    let (app, keep) = match conn.recv(Op::Join).expect("welcome") {
+        FromPm::Welcome {
+            app,
+            keep: Some(keep),
+            ..
+        } => (app, keep),
+        other => panic!("{other:?}"),
+    };
+    // Its own file, offered as written to the GFS.
+    let own = dir.path().join("planter-file");
+    std::fs::write(&own, b"offered").expect("own");
+    let cdo = pool::proto::cdo_ids(app).next().expect("id");
+    let extras = OfferExtras::default().with_gfs(GfsFile {
+        path: own.to_str().expect("utf-8").into(),
+        checksum: pool::attr::checksum(b"offered"),
+    });
+    let persist = pool::attr::Attributes::from([(
+        ".maestro.core.cdo.persist".to_string(),
+        pool::attr::AttrValue::Bool(true),
+    )]);
+    // The plant: the secret's second name where the hand-over goes.
+    let planted = std::path::Path::new(&*keep).join(cdo.to_string());
+    std::fs::hard_link(&secret, &planted).expect("link");
+    conn.send(&[
+        ToPm::Declare {
+            cdo,
+            name: "stolen".into(),
+        },
+        ToPm::SealOffer {
+            cdo,
+            attributes: persist,
+            region: fabric::RemoteRegion {
+                addr: 0,
+                key: 0,
+                len: 7,
+            },
+            extras,
+        },
+        ToPm::Withdraw {
+            cdo,
+            keep: Some(planted.to_str().expect("utf-8").into()),
+        },
+    ])
+    .expect("send");
+    loop {
+        match conn.recv(Op::Withdraw).expect("answer") {
+            FromPm::Done {
+                op: Op::Withdraw, ..
+            } => break,
+            FromPm::Refused { op, why, .. } => panic!("{op:?} refused: {why:?}"),
+            _ => {}
+        }
+    }
+    let said = loop {
+        let line = stderr.recv_timeout(T).expect("the PM's log");
+        if line.contains("refused:") {
+            break line;
+        }
+    };
+    assert!(
+        said.contains("another name than the producer's file"),
+        "{said}"
+    );
+    wait_for(dir.path(), T, "the planted name dropped", || {
+        !planted.exists()
+    });
+    let pool_view = view(&info, "ls");
+    let listed = pool_view["cdos"].as_array().expect("cdos");
+    assert!(listed.iter().all(|c| c["state"] != "kept"), "{pool_view}");
+    drop(conn);
+    let stopped = pm.terminate(T);
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
+    assert_eq!(std::fs::read(&secret).expect("secret"), b"not the pool's");
+    assert!(
+        !dir.path().join("maestro-persist-gfs-plant").exists(),
+        "nothing persisted"
+    );
+}

@@ -313,7 +313,7 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     p.leave().expect("leave");
     drop(consumer);
     watcher.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// A consumer (`pool_archiver`, which requires every offer before letting it happen) is
@@ -375,5 +375,5 @@ fn killing_a_consumer_mid_transfer_leaves_the_provider_able_to_withdraw() {
         Client::join(&info, common::tcp_lo_options("newcomer")).expect("the PM serves a new app");
     newcomer.declare("after").expect("declare");
     drop((newcomer, sub, watcher));
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }

@@ -472,7 +472,7 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
     }
     drop((copied, read, copier, reader, provider));
     watcher.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// A group's members from a same-host provider arrive in bursts of tickets, and the
@@ -523,7 +523,7 @@ fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
     }
     drop((copier, reader, provider));
     watcher.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// A same-host consumer of a shareable offer maps the provider's memory file: no copy, the
@@ -584,5 +584,5 @@ fn same_host_consumers_map_a_shareable_offer() {
     assert!(mine == *read);
     drop((mapped, read, mapper, reader));
     watcher.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }

@@ -1276,3 +1276,161 @@ fn an_excluded_interface_is_never_listened_on() {
     }
     honest_round_trip(&info, "excluded");
 }
+
+/// A GFS directory every user may write in (as a parallel file system's scratch space).
+fn shared_gfs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    set_mode(dir.path(), 0o1777);
+    dir
+}
+
+/// Root's producer offers a CDO marked to persist through the PM of `info`, which keeps
+/// it; the producer leaves.
+fn hand_over_persisted(info: &str, gfs: &Path, name: &str) {
+    let info = PmInfo::parse(info).expect("info");
+    let options = common::tcp_lo_options("producer").gfs(pool::GfsOptions {
+        dir: gfs.to_path_buf(),
+        offer: true,
+        group_readable: false,
+    });
+    let producer = pool::Client::join(&info, options).expect("join");
+    let cdo = producer.declare(name).expect("declare");
+    let persist = Attributes::from([(
+        ".maestro.core.cdo.persist".to_string(),
+        AttrValue::Bool(true),
+    )]);
+    producer
+        .seal_and_offer(cdo, persist, buffer(b"root's results"))
+        .expect("offer");
+    producer.withdraw(cdo).expect("withdraw");
+    producer.dispose(cdo).expect("dispose");
+}
+
+#[test]
+fn nothing_marked_to_persist_is_lost_to_another_users_plant() {
+    let mallory = OtherUser::create();
+    let gfs = shared_gfs();
+    let theirs = mallory.dir.join("theirs");
+    let plants = [
+        (
+            "sec-persist-dir",
+            format!(
+                "mkdir {}/maestro-persist-sec-persist-dir",
+                gfs.path().display()
+            ),
+        ),
+        (
+            "sec-persist-link",
+            format!(
+                "mkdir {theirs} && ln -s {theirs} {}/maestro-persist-sec-persist-link",
+                gfs.path().display(),
+                theirs = theirs.display()
+            ),
+        ),
+    ];
+    set_mode(&mallory.dir, 0o777);
+    for (workflow, plant) in plants {
+        let planted = mallory.run(&plant, LIMIT);
+        assert_eq!(planted.code(), Some(0), "{planted:?}");
+        let gfs_dir = gfs.path().display().to_string();
+        let (pm, info) = start_pm(workflow, &["--gfs-dir", &gfs_dir]);
+        hand_over_persisted(&info, gfs.path(), "results/t2m");
+        let out = pm.terminate(Duration::from_secs(30));
+        // Said, and a failure.
+        assert_ne!(out.code(), Some(0), "{out:?}");
+        assert!(
+            out.stderr.contains("could not be persisted in")
+                && out.stderr.contains("it is persisted as"),
+            "{}",
+            out.stderr
+        );
+        // The file is root's, in a fresh private directory beside the usual one.
+        let fresh: Vec<PathBuf> = std::fs::read_dir(gfs.path())
+            .expect("gfs")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("maestro-persist-{workflow}.")))
+            })
+            .collect();
+        assert_eq!(fresh.len(), 1, "{fresh:?}");
+        let meta = std::fs::symlink_metadata(&fresh[0]).expect("fresh");
+        assert!(meta.is_dir());
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+            0o700
+        );
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0);
+        assert_eq!(
+            std::fs::read(fresh[0].join("results%2Ft2m")).expect("persisted"),
+            b"root's results"
+        );
+        assert!(fresh[0].join("results%2Ft2m.maestro.json").exists());
+        // Nothing went into the other user's directory.
+        let planted_dir = gfs.path().join(format!("maestro-persist-{workflow}"));
+        assert_eq!(
+            std::fs::read_dir(&planted_dir).expect("planted").count(),
+            0,
+            "{planted_dir:?}"
+        );
+    }
+}
+
+#[test]
+fn adoption_follows_no_link_and_takes_no_other_users_directory() {
+    let mallory = OtherUser::create();
+    let gfs = shared_gfs();
+    let gfs_dir = gfs.path().display().to_string();
+    // Workflow A persists a file.
+    let (pm, info) = start_pm("sec-adopt-a", &["--gfs-dir", &gfs_dir]);
+    hand_over_persisted(&info, gfs.path(), "a/result");
+    let out = pm.terminate(Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let a = gfs.path().join("maestro-persist-sec-adopt-a");
+    assert!(a.join("a%2Fresult").exists());
+    // The other user plants B's directory as a link to A's, and C's as a directory of its
+    // own holding a copy of A's description.
+    let b = gfs.path().join("maestro-persist-sec-adopt-b");
+    let c = gfs.path().join("maestro-persist-sec-adopt-c");
+    set_mode(&a, 0o755);
+    set_mode(&a.join("a%2Fresult.maestro.json"), 0o644);
+    let plant = format!(
+        "ln -s {a} {b} && mkdir {c} && cp {a}/a%2Fresult.maestro.json {c}/ && touch {c}/a%2Fresult",
+        a = a.display(),
+        b = b.display(),
+        c = c.display()
+    );
+    let planted = mallory.run(&plant, LIMIT);
+    assert_eq!(planted.code(), Some(0), "{planted:?}");
+    set_mode(&a, 0o700);
+    for (workflow, from, why) in [
+        ("sec-adopt-b", &b, "symbolic link"),
+        (
+            "sec-adopt-c",
+            &c,
+            &*format!("a directory of uid {}", mallory.uid),
+        ),
+    ] {
+        let from = from.display().to_string();
+        let (pm, info) = start_pm(workflow, &["--gfs-dir", &gfs_dir, "--adopt", &from]);
+        let status = common::run(
+            Command::new(maestro()).args(["pool", "status", "--json", "--info", &info]),
+            LIMIT,
+        );
+        let status: serde_json::Value = serde_json::from_str(&status.stdout).expect("json");
+        assert_eq!(status["cdos"]["kept"], 0, "{status}");
+        let out = pm.terminate(Duration::from_secs(30));
+        assert_eq!(out.code(), Some(0), "{out:?}");
+        assert!(
+            out.stderr.contains(&format!("not adopting from {from}")) && out.stderr.contains(why),
+            "{}",
+            out.stderr
+        );
+    }
+    // A's file is where A left it.
+    assert_eq!(
+        std::fs::read(a.join("a%2Fresult")).expect("A's file"),
+        b"root's results"
+    );
+}

@@ -157,7 +157,7 @@ fn rma_moves_cdos_intact_despite_intruders() {
     let shared = move_all(&pm, Side::Rma, Side::Rma);
     assert!(shared.iter().all(|s| !s));
     drop(garbage);
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -166,7 +166,7 @@ fn without_a_common_fabric_provider_cdos_travel_by_stream() {
     // A consumer without fabric reads from a provider with one, and the other way round.
     move_all(&pm, Side::Rma, Side::NoFabric);
     move_all(&pm, Side::NoFabric, Side::Rma);
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -230,7 +230,7 @@ fn in_one_process_the_consumer_gets_the_providers_buffer() {
     c.leave().expect("c leaves");
     p.dispose(cdo).expect("dispose");
     p.leave().expect("p leaves");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -277,7 +277,7 @@ fn unanswered_declares_and_disposes_still_report_what_the_pm_would_refuse() {
     assert_eq!(refused(p.dispose(cdo)), Refusal::UnknownCdo);
     c.leave().expect("c leaves");
     p.leave().expect("p leaves");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -325,7 +325,7 @@ fn async_operations_pipeline() {
         .expect("withdraw and dispose");
         c.leave().await.expect("leave");
     });
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -368,7 +368,7 @@ fn a_pm_checking_credentials_refuses_forged_and_other_users_ones_only() {
         let ok = try_join(cred).expect("joins");
         ok.leave().expect("leave");
     }
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -397,7 +397,7 @@ fn seal_checks_attributes_against_the_schemas() {
     c.seal(cdo, good).expect("seal");
     c.dispose(cdo).expect("dispose");
     c.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// The PM advertises its Unix socket first (in a private directory, gone when it stops);
@@ -425,7 +425,7 @@ fn unix_socket_first_then_tcp_where_it_does_not_exist() {
     };
     let c = Client::join(&elsewhere, opts("remote", Side::NoFabric)).expect("join by TCP");
     c.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
     assert!(!dir.exists(), "the socket's directory is removed at stop");
 }
 
@@ -487,7 +487,7 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
     tracer.unsubscribe(sub).expect("unsubscribe");
     tracer.leave().expect("leave");
     p.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -514,7 +514,7 @@ fn a_demand_after_a_completed_require_needs_no_pool_manager() {
         "the require moved nothing"
     );
     // The bytes are here: the demand does not need the PM any more, even a stopped one.
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
     let (got, attrs) = c.demand(cdo).expect("a local demand");
     assert!(*got == bytes);
     assert_eq!(
@@ -623,7 +623,7 @@ fn signal_before_and_require_ack_hold_the_offer_until_the_ack() {
     producer.join().expect("producer");
     assert!(offered.load(Ordering::SeqCst));
     archiver.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
@@ -667,7 +667,7 @@ fn an_ack_that_never_comes_delays_the_offer_until_the_timeout_and_ends_the_subsc
     p.withdraw(cdo).expect("withdraw");
     p.leave().expect("leave");
     slow.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// A producer in a thread of its own offers one CDO; the thread returns when the offer
@@ -699,7 +699,7 @@ fn a_subscriber_that_exits_without_acking_releases_the_offer_at_once() {
     std::mem::forget(sub);
     drop(quitter);
     producer.join().expect("the producer's offer went through");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// A subscriber that stops reading does not make the PM's memory grow without bound: past
@@ -757,7 +757,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     drop(stuck);
     p.leave().expect("leave");
     watcher.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// Dropping a `Subscription` ends it at the PM: an offer it holds goes on at once, and the
@@ -780,7 +780,7 @@ fn dropping_a_subscription_releases_what_it_holds() {
         .expect("offer");
     s.withdraw(cdo).expect("withdraw");
     s.leave().expect("leave");
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 /// The demand of a CDO its `require` brought is not written by the caller: it goes with
@@ -832,7 +832,7 @@ fn a_local_demand_reaches_the_pm_without_another_message() {
     for app in [c, p, watcher] {
         app.leave().expect("leave");
     }
-    pm.stop();
+    pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]

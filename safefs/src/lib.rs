@@ -51,6 +51,17 @@ pub enum Error {
         /// Its permission bits.
         mode: u32,
     },
+    /// A file of ours with more than one name: another name was linked to it (or it was
+    /// linked to another file), so it is not the one file the caller created.
+    #[error(
+        "{path} has {links} names (hard links), not one: another file was linked there; remove that name"
+    )]
+    Linked {
+        /// The path.
+        path: PathBuf,
+        /// How many names the file has.
+        links: u64,
+    },
     /// The system refused (`what`: the operation).
     #[error("{what} {path}: {source}")]
     Io {
@@ -69,7 +80,7 @@ impl Error {
     /// `io::Result`.
     pub fn into_io(self) -> std::io::Error {
         let kind = match &self {
-            Error::Squatted { .. } => std::io::ErrorKind::AlreadyExists,
+            Error::Squatted { .. } | Error::Linked { .. } => std::io::ErrorKind::AlreadyExists,
             Error::NotPrivate { .. } => std::io::ErrorKind::PermissionDenied,
             Error::Io { source, .. } => source.kind(),
         };
@@ -267,6 +278,100 @@ pub fn open_own(path: &Path, write: bool) -> Result<File, Error> {
     Ok(file)
 }
 
+/// Checks that `path` is a regular file of this user with one name (not a link, not a
+/// second name of another file): a file the caller made, and only it. Returns its
+/// metadata.
+///
+/// # Errors
+/// [`Error::Squatted`] for anything else at the path or another user's file,
+/// [`Error::Linked`] for a file with more names; the system's refusal.
+pub fn sole_own_file(path: &Path) -> Result<std::fs::Metadata, Error> {
+    let meta = std::fs::symlink_metadata(path).map_err(io("examining", path))?;
+    if !meta.is_file() || meta.uid() != euid() {
+        return Err(Error::Squatted {
+            path: path.to_path_buf(),
+            what: describe(&meta),
+        });
+    }
+    if meta.nlink() != 1 {
+        return Err(Error::Linked {
+            path: path.to_path_buf(),
+            links: meta.nlink(),
+        });
+    }
+    Ok(meta)
+}
+
+/// An open directory of this user reached without following any symbolic link on the
+/// way (`openat2` with `RESOLVE_NO_SYMLINKS`): its entries are reached through
+/// [`OwnDir::path`], which names the directory opened, whatever is renamed or planted at
+/// its path afterwards.
+#[derive(Debug)]
+pub struct OwnDir {
+    dir: File,
+}
+
+impl OwnDir {
+    /// Opens the directory `path`, refusing a link anywhere in the path and a directory of
+    /// another user.
+    ///
+    /// # Errors
+    /// [`Error::Squatted`] for a link in the path (named by the kernel's `ELOOP`),
+    /// something not a directory, or another user's; the system's refusal.
+    pub fn open(path: &Path) -> Result<OwnDir, Error> {
+        let c = c_path(path)?;
+        // SAFETY: `open_how` is plain integers; all zero is a valid value.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags =
+            (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+        how.resolve = libc::RESOLVE_NO_SYMLINKS;
+        // SAFETY: openat2 with a NUL-terminated path and an `open_how` of the size given;
+        // the descriptor returned is owned by the File below.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                &raw const how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::Squatted {
+                    path: path.to_path_buf(),
+                    what: "reached through a symbolic link".into(),
+                },
+                Some(libc::ENOTDIR) => squatted(path),
+                _ => io("opening", path)(e),
+            });
+        }
+        let fd = libc::c_int::try_from(fd).map_err(|_| Error::Io {
+            what: "opening",
+            path: path.to_path_buf(),
+            source: std::io::Error::other("the kernel returned no descriptor"),
+        })?;
+        // SAFETY: `fd` is a descriptor this function just opened and nothing else owns.
+        let dir = unsafe { File::from_raw_fd(fd) };
+        let meta = dir.metadata().map_err(io("examining", path))?;
+        if !meta.is_dir() || meta.uid() != euid() {
+            return Err(Error::Squatted {
+                path: path.to_path_buf(),
+                what: describe(&meta),
+            });
+        }
+        Ok(OwnDir { dir })
+    }
+
+    /// A path that names the opened directory itself (`/proc/self/fd/N`): `path().join(x)`
+    /// is entry `x` of it.
+    pub fn path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+    }
+}
+
 /// Reads at most `limit` bytes of an existing regular file of this user (see
 /// [`open_own`]) as text.
 ///
@@ -367,6 +472,44 @@ mod tests {
         f.read_to_string(&mut text).expect("read");
         assert_eq!(text, "old");
         assert_eq!(read_own(&path, 2).expect("read"), "ol");
+    }
+
+    #[test]
+    fn a_directory_is_opened_only_without_links_on_the_way() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).expect("dir");
+        std::fs::write(real.join("f"), b"x").expect("file");
+        let dir = OwnDir::open(&real).expect("own dir");
+        assert_eq!(std::fs::read(dir.path().join("f")).expect("read"), b"x");
+        // A link as the last component, or as one on the way.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        for via in [link.clone(), link.join(".")] {
+            let e = OwnDir::open(&via).expect_err("a link");
+            assert!(matches!(e, Error::Squatted { .. }), "{via:?}: {e}");
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+        }
+        assert!(matches!(
+            OwnDir::open(&real.join("f")),
+            Err(Error::Squatted { .. })
+        ));
+    }
+
+    #[test]
+    fn a_file_with_a_second_name_is_not_the_sole_file() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let f = tmp.path().join("f");
+        std::fs::write(&f, b"x").expect("file");
+        assert!(sole_own_file(&f).is_ok());
+        std::fs::hard_link(&f, tmp.path().join("g")).expect("link");
+        let e = sole_own_file(&f).expect_err("two names");
+        assert!(matches!(e, Error::Linked { links: 2, .. }), "{e}");
+        std::os::unix::fs::symlink(&f, tmp.path().join("l")).expect("symlink");
+        assert!(matches!(
+            sole_own_file(&tmp.path().join("l")),
+            Err(Error::Squatted { .. })
+        ));
     }
 
     #[test]

@@ -266,25 +266,29 @@ impl Session {
     /// stops the pool manager this process runs, if any, and withdraws its publication.
     ///
     /// # Errors
-    /// The leave's error (the PM is stopped anyway).
+    /// The leave's error (the PM is stopped anyway); then [`Status::Fail`] when the PM
+    /// this process ran could not persist a CDO where it should (the message says where
+    /// it is instead).
     pub fn close(mut self) -> Result<()> {
         let left = match self.client.take() {
             Some(c) => c.leave().map_err(Error::from),
             None => Ok(()),
         };
-        self.stop_pm();
-        left
+        let stopped = self.stop_pm();
+        left.and(stopped.map_err(|e| Error::new(Status::Fail, e)))
     }
 
-    fn stop_pm(&mut self) {
+    /// Stops the PM this process runs, if any.
+    ///
+    /// # Errors
+    /// As [`PoolManager::stop`].
+    fn stop_pm(&mut self) -> std::result::Result<(), String> {
         if let (Some(key), Some(pmix)) = (self.published.take(), &self.pmix)
             && let Err(e) = pmix.unpublish(&[&key], Duration::from_secs(5))
         {
             tracing::debug!("unpublishing {key}: {e}");
         }
-        if let Some(pm) = self.pm.take() {
-            pm.stop();
-        }
+        self.pm.take().map_or(Ok(()), PoolManager::stop)
     }
 }
 
@@ -292,7 +296,8 @@ impl Drop for Session {
     fn drop(&mut self) {
         // The client's connection closes before its PM stops.
         self.client.take();
-        self.stop_pm();
+        // Logged as it happened; a drop has nobody to tell.
+        let _ = self.stop_pm();
     }
 }
 

@@ -25,6 +25,8 @@ pub(super) struct Writers {
     pub(super) max_queued: usize,
     pub(super) by_conn: HashMap<ConnId, Writer>,
     pub(super) kept: Option<super::kept::KeptDir>,
+    /// The manager's own inbox: what checks made off its thread report back.
+    pub(super) events: mpsc::UnboundedSender<Event>,
 }
 
 /// One connection's writer task: frames to write (`None`: close) and the bytes queued;
@@ -135,6 +137,10 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
         }
         if let Some(kept) = &mut writers.kept {
             kept.discard(manager.take_discarded());
+            let events = writers.events.clone();
+            kept.check(manager.take_kept_checks(), move |id, why| {
+                let _ = events.send(Event::KeptRefused(id, why));
+            });
         }
         if stuck.is_empty() {
             return;

@@ -6,27 +6,58 @@
 //! which move to `DIR/maestro-persist-WORKFLOW/NAME` (the CDO's name, `/` and other
 //! characters outside `[A-Za-z0-9._-]` as `%XX`; `NAME.N` for a second CDO of a name),
 //! each described beside it in `NAME.maestro.json` (name, size, checksum, provider,
-//! attributes). A
-//! PM killed before it could clean up leaves its directory to the next process that sweeps
-//! the GFS directory (`maestro run`'s janitor, the next client writing there).
+//! attributes; a name whose escaped form would be too long for a file name is cut and
+//! completed with its hash, the description still holding it whole). Nothing marked to
+//! persist is ever deleted because it could not move there (the directory another user's,
+//! a link, the file system full): it goes to a fresh private directory
+//! `DIR/maestro-persist-WORKFLOW.RANDOM` instead, or stays in the PM's directory, which is
+//! then left in place; the log says where, and the PM's end reports it (`maestro pm` exits
+//! non-zero). The pool keeps and persists only files of its own user with one name (or the
+//! producer's offered file's: see [`pool_core::KeptCheck`]); adopted files come from a
+//! directory of the user's own reached through no link. A PM killed before it could clean
+//! up leaves its directory to the next process that sweeps the GFS directory (`maestro
+//! run`'s janitor, the next client writing there).
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use pool_core::{Adopted, KeptFile, Manager};
+use pool_core::{Adopted, KeptCheck, KeptFile, Manager};
 
 /// The PM's directory of kept files.
 #[derive(Debug)]
 pub(super) struct KeptDir {
-    /// The GFS directory, as given.
-    root: PathBuf,
-    /// The PM's own directory in it.
+    /// The PM's own directory in the GFS directory.
     dir: PathBuf,
-    /// The workflow (names the directory of persisted files).
-    workflow: String,
+    /// Where persisted files go, and what went wrong with them.
+    persisting: Arc<Persisting>,
     /// Removals (and moves) running on blocking threads: the end waits for them.
     pending: Vec<tokio::task::JoinHandle<()>>,
     /// Files adopted so far (names their links).
     adopted: u64,
+}
+
+/// Where files to persist go, shared by the blocking tasks that move them.
+#[derive(Debug)]
+struct Persisting {
+    /// The GFS directory, as given.
+    root: PathBuf,
+    /// The workflow (names the directory of persisted files).
+    workflow: String,
+    /// What went wrong so far.
+    trouble: Mutex<Trouble>,
+}
+
+/// Files to persist that could not go where they should: said at the end, which then
+/// fails.
+#[derive(Debug, Default)]
+struct Trouble {
+    /// Where each such file went instead, and why.
+    said: Vec<String>,
+    /// A file stayed in the PM's directory: the directory is left in place.
+    stayed: bool,
+    /// The fresh private directory chosen for files the usual one refused.
+    fallback: Option<PathBuf>,
 }
 
 impl KeptDir {
@@ -47,9 +78,12 @@ impl KeptDir {
         }
         let dir = crate::client::gfs_process_dir(root)?;
         Ok(KeptDir {
-            root: root.to_path_buf(),
             dir,
-            workflow: workflow.to_string(),
+            persisting: Arc::new(Persisting {
+                root: root.to_path_buf(),
+                workflow: workflow.to_string(),
+                trouble: Mutex::new(Trouble::default()),
+            }),
             pending: Vec::new(),
             adopted: 0,
         })
@@ -75,28 +109,70 @@ impl KeptDir {
         if files.is_empty() {
             return;
         }
-        let (dir, persisted) = (self.dir.clone(), self.persisted());
+        let (dir, persisting) = (self.dir.clone(), Arc::clone(&self.persisting));
         // Off the PM's thread: a parallel file system may take its time.
         self.pending.retain(|h| !h.is_finished());
         self.pending.push(tokio::task::spawn_blocking(move || {
             for f in files {
-                settle(&dir, &persisted, &f);
+                persisting.settle(&dir, &f);
+            }
+        }));
+    }
+
+    /// Checks the files producers handed over (see [`KeptCheck`]) off the PM's thread;
+    /// `refuse` is called with each that is not one the pool keeps, and why.
+    pub(super) fn check(
+        &mut self,
+        checks: Vec<KeptCheck>,
+        refuse: impl Fn(pool_core::proto::CdoId, String) + Send + 'static,
+    ) {
+        if checks.is_empty() {
+            return;
+        }
+        self.pending.retain(|h| !h.is_finished());
+        self.pending.push(tokio::task::spawn_blocking(move || {
+            for c in checks {
+                if let Err(why) = handed_over(Path::new(&*c.path), Path::new(&*c.offered)) {
+                    refuse(c.id, why);
+                }
             }
         }));
     }
 
     /// The workflow ended: once the removals under way are done, the kept CDOs' files go
-    /// (those to persist move), and the directory with them.
-    pub(super) async fn finish(mut self, files: Vec<KeptFile>) {
+    /// (those to persist move), and the directory with them unless a file to persist had
+    /// to stay in it.
+    ///
+    /// # Errors
+    /// Where each file to persist went that could not go to the persisted files'
+    /// directory (a fresh private directory, or the PM's own left in place), and why:
+    /// nothing is lost, but the user must look.
+    pub(super) async fn finish(mut self, files: Vec<KeptFile>) -> Result<(), String> {
         for h in std::mem::take(&mut self.pending) {
             let _ = h.await;
         }
-        let persisted = self.persisted();
         for f in &files {
-            settle(&self.dir, &persisted, f);
+            self.persisting.settle(&self.dir, f);
         }
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+        let trouble = std::mem::take(
+            &mut *self
+                .persisting
+                .trouble
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if trouble.stayed {
+            tracing::error!(
+                "the pool's directory {} is left in place: it holds CDOs that could not be persisted elsewhere",
+                self.dir.display()
+            );
+        } else if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             tracing::warn!("removing {}: {e}", self.dir.display());
+        }
+        if trouble.said.is_empty() {
+            Ok(())
+        } else {
+            Err(trouble.said.join("; "))
         }
     }
 
@@ -109,7 +185,17 @@ impl KeptDir {
     pub(super) fn adopt(&mut self, manager: &mut Manager, dirs: &[PathBuf]) -> usize {
         let mut adopted = 0;
         for dir in dirs {
-            let entries = match std::fs::read_dir(dir) {
+            // The user's own directory, reached through no link: one planted in a shared
+            // GFS directory (another user's, or a link to another workflow's files) is
+            // refused, not followed.
+            let own = match safefs::OwnDir::open(dir) {
+                Ok(own) => own,
+                Err(e) => {
+                    tracing::warn!("not adopting from {}: {e}", dir.display());
+                    continue;
+                }
+            };
+            let entries = match std::fs::read_dir(own.path()) {
                 Ok(e) => e,
                 Err(e) => {
                     tracing::warn!("adopting from {}: {e}", dir.display());
@@ -117,17 +203,16 @@ impl KeptDir {
                 }
             };
             for e in entries.flatten() {
-                let described = e.path();
-                let Some(data) = described
-                    .to_str()
-                    .and_then(|p| p.strip_suffix(".maestro.json"))
-                    .map(PathBuf::from)
-                else {
+                let name = e.file_name();
+                let Some(base) = name.to_str().and_then(|n| n.strip_suffix(".maestro.json")) else {
                     continue;
                 };
+                let (described, data) = (own.path().join(&name), own.path().join(base));
                 match self.adopt_one(manager, &described, &data) {
                     Ok(()) => adopted += 1,
-                    Err(why) => tracing::warn!("not adopting {}: {why}", data.display()),
+                    Err(why) => {
+                        tracing::warn!("not adopting {}: {why}", dir.join(base).display());
+                    }
                 }
             }
             // Emptied: it goes (a directory still holding something stays).
@@ -144,9 +229,9 @@ impl KeptDir {
         data: &Path,
     ) -> Result<(), String> {
         let text = safefs::read_own(described, 1 << 20).map_err(|e| e.to_string())?;
-        let size = safefs::open_own(data, false)
-            .map_err(|e| e.to_string())?
-            .metadata()
+        // A regular file of the user's with one name: not a link, not a second name of
+        // another file.
+        let size = safefs::sole_own_file(data)
             .map_err(|e| e.to_string())?
             .len();
         self.adopted += 1;
@@ -174,36 +259,131 @@ impl KeptDir {
         }
         Ok(())
     }
+}
 
+impl Persisting {
     /// Where persisted files go.
     fn persisted(&self) -> PathBuf {
         self.root
             .join(format!("maestro-persist-{}", escape(&self.workflow)))
     }
+
+    /// Removes kept file `f` of `dir`, or moves it among the persisted files if it is to
+    /// persist: where they go, else a fresh private directory, else it stays (see the
+    /// module's rules).
+    fn settle(&self, dir: &Path, f: &KeptFile) {
+        let path = Path::new(&*f.path);
+        if path.parent() != Some(dir) {
+            tracing::warn!(
+                "not touching {}: not a file of {}",
+                path.display(),
+                dir.display()
+            );
+            return;
+        }
+        let Some(description) = &f.persist else {
+            return remove(path, &f.name);
+        };
+        // Only a file the pool made its own persists: a second name of another file
+        // linked into the directory is dropped (the file it names is left alone).
+        match safefs::sole_own_file(path) {
+            Ok(_) => {}
+            Err(safefs::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!("not persisting CDO {}: {e}", f.name);
+                return remove(path, &f.name);
+            }
+        }
+        let usual = self.persisted();
+        let why = match persist(path, &usual, (&f.name, description)) {
+            Ok(to) => {
+                tracing::info!("CDO {} persisted as {}", f.name, to.display());
+                return;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !path.exists() => return,
+            Err(e) => e,
+        };
+        let mut trouble = self
+            .trouble
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let elsewhere = match &trouble.fallback {
+            Some(d) => Ok(d.clone()),
+            None => fresh_private(&usual).inspect(|d| trouble.fallback = Some(d.clone())),
+        };
+        let said = match elsewhere.and_then(|d| persist(path, &d, (&f.name, description))) {
+            Ok(to) => format!(
+                "CDO {} could not be persisted in {} ({why}): it is persisted as {}",
+                f.name,
+                usual.display(),
+                to.display()
+            ),
+            Err(e) => {
+                trouble.stayed = true;
+                format!(
+                    "CDO {} could not be persisted in {} ({why}) nor in a fresh directory beside it ({e}): it stays as {}",
+                    f.name,
+                    usual.display(),
+                    path.display()
+                )
+            }
+        };
+        tracing::error!("{said}");
+        trouble.said.push(said);
+    }
 }
 
-/// Removes kept file `f` of `dir`, or moves it into `persisted` if it is to persist.
-fn settle(dir: &Path, persisted: &Path, f: &KeptFile) {
-    let path = Path::new(&*f.path);
-    if path.parent() != Some(dir) {
-        tracing::warn!(
-            "not touching {}: not a file of {}",
-            path.display(),
-            dir.display()
-        );
-        return;
+/// Removes kept file `path` (of CDO `name`); one already gone is fine.
+fn remove(path: &Path, name: &str) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("kept file {} of CDO {name}: {e}", path.display());
     }
-    let done = match &f.persist {
-        Some(description) => persist(path, persisted, (&f.name, description)).map(|to| {
-            tracing::info!("CDO {} persisted as {}", f.name, to.display());
-        }),
-        None => std::fs::remove_file(path),
-    };
-    if let Err(e) = done.or_else(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Ok(()),
-        _ => Err(e),
-    }) {
-        tracing::warn!("kept file {} of CDO {}: {e}", path.display(), f.name);
+}
+
+/// A new private directory beside `usual` (`usual.RANDOM`, created exclusively with mode
+/// 0700): where files go that `usual` refused.
+fn fresh_private(usual: &Path) -> std::io::Result<PathBuf> {
+    let mut last = None;
+    for _ in 0..16 {
+        let mut b = [0u8; 6];
+        getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut name = usual.as_os_str().to_os_string();
+        name.push(format!(".{}", hex::encode(b)));
+        let dir = PathBuf::from(name);
+        match safefs::new_private_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map_or_else(
+        || std::io::Error::other("no fresh directory"),
+        safefs::Error::into_io,
+    ))
+}
+
+/// Whether the file at `kept`, handed over by a producer whose offer named `offered`, is
+/// one the pool keeps (see [`KeptCheck`]): a regular file of this user that is the
+/// offered file itself (its only other name) or has one name.
+///
+/// # Errors
+/// Why not, for the log and the CDO's end.
+fn handed_over(kept: &Path, offered: &Path) -> Result<(), String> {
+    let meta = match safefs::sole_own_file(kept) {
+        Ok(_) => return Ok(()),
+        Err(safefs::Error::Linked { links: 2, .. }) => std::fs::symlink_metadata(kept),
+        Err(e) => return Err(e.to_string()),
+    }
+    .map_err(|e| e.to_string())?;
+    match std::fs::symlink_metadata(offered) {
+        Ok(o) if o.dev() == meta.dev() && o.ino() == meta.ino() => Ok(()),
+        _ => Err(format!(
+            "{} has another name than the producer's file {}: not the file it offered",
+            kept.display(),
+            offered.display()
+        )),
     }
 }
 
@@ -220,7 +400,7 @@ fn persist(
     // The user's own, 0700, never through a link: others sharing the GFS directory can
     // neither read the files nor have them moved elsewhere.
     safefs::private_dir(persisted).map_err(safefs::Error::into_io)?;
-    let base = escape(name);
+    let base = file_name(name);
     for n in 0..10_000u32 {
         let to = match n {
             0 => persisted.join(&base),
@@ -260,6 +440,30 @@ fn persist(
     ))
 }
 
+/// Most bytes of a persisted file's name before its suffixes (`.N`, `.maestro.json`):
+/// well under the 255 file systems allow.
+const MAX_FILE_NAME: usize = 200;
+
+/// `name` as a persisted file's name: [`escape`]d, or when that is longer than
+/// [`MAX_FILE_NAME`], its first 150 bytes, `~` and the name's XXH3-64 in hex (the file's
+/// description holds the name whole).
+fn file_name(name: &str) -> String {
+    let escaped = escape(name);
+    if escaped.len() <= MAX_FILE_NAME {
+        return escaped;
+    }
+    // Cut before an escape it would split (escaped text is ASCII).
+    let mut cut = 150;
+    if let Some(p) = escaped[cut - 2..cut].find('%') {
+        cut = cut - 2 + p;
+    }
+    format!(
+        "{}~{:016x}",
+        &escaped[..cut],
+        pool_core::attr::checksum(name.as_bytes())
+    )
+}
+
 /// `name` as a file name: `[A-Za-z0-9._-]` as is (a leading `.` too is escaped), every
 /// other byte as `%XX`.
 fn escape(name: &str) -> String {
@@ -285,6 +489,15 @@ mod tests {
         assert_eq!(escape(".."), "%2E.");
         assert_eq!(escape("a b"), "a%20b");
         assert_eq!(escape("Zürich"), "Z%C3%BCrich");
+        assert_eq!(file_name("t2m/step-6"), "t2m%2Fstep-6");
+        // Too long for a file name: cut, and told apart by the hash.
+        for long in ["x".repeat(300), "/".repeat(100), "é".repeat(2048)] {
+            let f = file_name(&long);
+            assert!(f.len() <= 170, "{} bytes", f.len());
+            let (kept, _) = f.split_once('~').expect("hashed");
+            assert!(!kept.ends_with('%') && !kept.ends_with("%C"), "{f}");
+            assert_ne!(f, file_name(&format!("{long}!")));
+        }
     }
 
     #[test]
@@ -316,7 +529,8 @@ mod tests {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime")
-            .block_on(kept.finish(files));
+            .block_on(kept.finish(files))
+            .expect("nothing stayed");
         assert!(elsewhere.exists(), "a file outside the directory is left");
         let mut names: Vec<String> = std::fs::read_dir(&persisted)
             .expect("persisted")

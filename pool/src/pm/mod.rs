@@ -196,6 +196,8 @@ enum Event {
     Fabric(FabricChange),
     /// A metrics scrape asks for the figures.
     Metrics(metrics::Ask),
+    /// A kept CDO's file is not one the pool keeps (see [`pool_core::KeptCheck`]).
+    KeptRefused(pool_core::proto::CdoId, String),
 }
 
 /// Hands fabric changes to a running pool manager (see [`PoolManager::reporter`]); cheap
@@ -215,7 +217,7 @@ pub struct PoolManager {
     info: PmInfo,
     events: mpsc::UnboundedSender<Event>,
     stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
     /// The private directory of the Unix socket, removed at shutdown.
     unix_dir: Option<std::path::PathBuf>,
     /// Where the metrics endpoint listens, if it does.
@@ -302,6 +304,7 @@ impl PoolManager {
                     max_queued,
                     by_conn: HashMap::new(),
                     kept,
+                    events: tx.clone(),
                 };
                 if let Some(l) = metrics {
                     rt.spawn(metrics::serve(l, tx.clone()));
@@ -349,26 +352,35 @@ impl PoolManager {
     }
 
     /// Stops serving and waits for the runtime to end.
-    pub fn stop(mut self) {
-        self.shutdown();
+    ///
+    /// # Errors
+    /// Files of CDOs marked to persist that could not go to the workflow's directory of
+    /// persisted files, and where each is instead (nothing is deleted for it: see
+    /// `kept`), or the runtime's panic: the caller should exit with a failure.
+    pub fn stop(mut self) -> Result<(), String> {
+        self.shutdown()
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self) -> Result<(), String> {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let ended = match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(ended)) => ended,
+            Some(Err(_)) => Err("the pool manager's thread panicked".into()),
+            None => Ok(()),
+        };
         if let Some(dir) = self.unix_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
+        ended
     }
 }
 
 impl Drop for PoolManager {
     fn drop(&mut self) {
-        self.shutdown();
+        // What went wrong was logged as it happened; nobody is left to tell.
+        let _ = self.shutdown();
     }
 }
 
@@ -379,7 +391,7 @@ async fn serve(
     mut writers: Writers,
     (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
-) {
+) -> Result<(), String> {
     let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<Halves>();
     let acceptors: Vec<_> = listeners
         .into_iter()
@@ -420,8 +432,9 @@ async fn serve(
         a.abort();
     }
     // The workflow ends here: the kept CDOs' files go (or persist).
-    if let Some(kept) = writers.kept.take() {
-        kept.finish(manager.kept_files()).await;
+    match writers.kept.take() {
+        Some(kept) => kept.finish(manager.kept_files()).await,
+        None => Ok(()),
     }
 }
 
@@ -467,6 +480,7 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             manager.set_memory_bytes(resident_bytes());
             let _ = ask.send(snapshot(now, manager));
         }
+        Event::KeptRefused(id, why) => manager.kept_refused(now, id, &why),
     }
 }
 

@@ -416,7 +416,7 @@ impl PmBench {
             .transpose()?;
         drop(producers);
         drop(idle);
-        pm.stop();
+        pm.stop().map_err(std::io::Error::other)?;
         Ok(PmReport {
             injectors: self.injectors,
             subscribers: self.subscribers,

@@ -35,6 +35,8 @@ pub(super) struct Kept {
     deadlines: BTreeSet<(Instant, CdoId)>,
     /// Kept CDOs whose end came and whose file the driver removes next.
     discarded: Vec<KeptFile>,
+    /// Files handed over whose nature the driver checks next (see [`KeptCheck`]).
+    to_check: Vec<KeptCheck>,
     /// Bytes the kept CDOs make the PM hold (see [`policy::Policy::max_kept_bytes`]).
     held: usize,
     /// How many of them are being discarded (read by transfers still).
@@ -63,6 +65,21 @@ pub struct KeptFile {
     /// description beside it (JSON: the CDO's name, size, checksum, provider and
     /// attributes), so that whoever finds the file knows what it holds.
     pub persist: Option<Arc<str>>,
+}
+
+/// A file a producer handed over, for the driver to check off the manager's thread: the
+/// pool keeps only a regular file of its own user that is the producer's offered file
+/// (the same inode, its only other name) or has one name, never a second name of some
+/// other file linked into its directory. A file that fails is discarded
+/// ([`Manager::kept_refused`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptCheck {
+    /// The kept CDO.
+    pub id: CdoId,
+    /// Its file in the pool's directory.
+    pub path: Arc<str>,
+    /// The producer's file the offer named (gone once its withdraw completed).
+    pub offered: Arc<str>,
 }
 
 /// What a persisted file's description says (see [`KeptFile::persist`]): for people,
@@ -186,6 +203,23 @@ impl Manager {
         std::mem::take(&mut self.kept.discarded)
     }
 
+    /// Files handed over since the last call, for the driver to check (see
+    /// [`KeptCheck`]).
+    pub fn take_kept_checks(&mut self) -> Vec<KeptCheck> {
+        std::mem::take(&mut self.kept.to_check)
+    }
+
+    /// The driver found kept CDO `id`'s file is not one the pool keeps (`why`): it is
+    /// no longer offered, and its name in the pool's directory goes once no transfer
+    /// reads it (the file it names, someone else's, is left alone).
+    pub fn kept_refused(&mut self, now: Instant, id: CdoId, why: &str) {
+        self.advance(now);
+        if self.kept.by_id.contains_key(&id) {
+            tracing::warn!("kept CDO {id} refused: {why}");
+            self.discard_kept(id, why);
+        }
+    }
+
     /// The files of the CDOs kept now: what the driver removes (or keeps, with
     /// [`KeptFile::persist`]) when the workflow ends.
     pub fn kept_files(&self) -> Vec<KeptFile> {
@@ -249,7 +283,15 @@ impl Manager {
             attributes: c.attributes.clone(),
         };
         tracing::info!("CDO {} kept by the pool (from CDO {cdo})", file.name);
-        self.add_kept(file);
+        let offered = c.extras.gfs().map(|f| Arc::clone(&f.path));
+        let id = self.add_kept(file);
+        if let (Some(offered), Some(k)) = (offered, self.kept.by_id.get(&id)) {
+            self.kept.to_check.push(KeptCheck {
+                id,
+                path: Arc::clone(&k.file.path),
+                offered,
+            });
+        }
     }
 
     /// Offers `file` as a kept CDO from `now` on: a file the driver found in its

@@ -87,7 +87,7 @@ use apps::{App, Claim, Conn};
 pub use apps::{Identity, REAP_SLICE};
 use cdo::{Cdo, CdoTable, State, Want};
 pub use group::GROUP_SLICE;
-pub use kept::{Adopted, KeptFile};
+pub use kept::{Adopted, KeptCheck, KeptFile};
 use outbox::Outbox;
 use policy::Policy;
 use transfer::Transfer;
