@@ -1434,3 +1434,50 @@ fn adoption_follows_no_link_and_takes_no_other_users_directory() {
         b"root's results"
     );
 }
+
+#[test]
+fn an_info_file_is_not_read_through_a_directory_another_user_links() {
+    let mallory = OtherUser::create();
+    let (pm, line) = start_pm("sec-infodir", &[]);
+    // Root's info file, in a private directory of root's.
+    let private = tempfile::tempdir().expect("tempdir");
+    let file = private.path().join("wf.info");
+    std::fs::write(&file, &line).expect("info");
+    set_mode(&file, 0o600);
+    // The other user links a directory name of theirs to it.
+    let shared = shared_gfs();
+    let link = shared.path().join("jobdir");
+    let planted = mallory.run(
+        &format!("ln -s {} {}", private.path().display(), link.display()),
+        LIMIT,
+    );
+    assert_eq!(planted.code(), Some(0), "{planted:?}");
+    let through = link.join("wf.info");
+    let out = run(
+        Command::new(maestro())
+            .args(["pool", "status", "--info-file"])
+            .arg(&through),
+        LIMIT,
+    );
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
+    // The program waiting for the file (MSTRO_POOL_MANAGER_INFO_FILE) refuses it too.
+    let waited = run(
+        Command::new(common::example("pool_workflow"))
+            .args(["--cdos", "1"])
+            .env("MSTRO_POOL_MANAGER_INFO_FILE", &through)
+            .env("MSTRO_WORKFLOW_NAME", "sec-infodir"),
+        LIMIT,
+    );
+    assert_ne!(waited.code(), Some(0), "{waited:?}");
+    assert!(waited.stderr.contains("symbolic link"), "{}", waited.stderr);
+    // Given directly, the same file serves.
+    let own = run(
+        Command::new(maestro())
+            .args(["pool", "status", "--info-file"])
+            .arg(&file),
+        LIMIT,
+    );
+    assert_eq!(own.code(), Some(0), "{own:?}");
+    drop(pm);
+}

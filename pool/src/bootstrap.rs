@@ -376,10 +376,11 @@ impl PmInfo {
     /// or is still empty (its PM has not written it yet).
     ///
     /// # Errors
-    /// [`PmInfoFileError::Unreadable`] for anything but a regular file of this user;
+    /// [`PmInfoFileError::Unreadable`] for anything but a regular file of this user in a
+    /// directory no other user controls (see [`safefs::read_own_in_safe_dir`]);
     /// [`PmInfoFileError::Malformed`] for text that is not a PM info.
     pub fn from_file(path: &std::path::Path) -> Result<Option<PmInfo>, PmInfoFileError> {
-        let text = match safefs::read_own(path, 64 << 10) {
+        let text = match safefs::read_own_in_safe_dir(path, 64 << 10) {
             Ok(t) => t,
             Err(safefs::Error::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -451,6 +452,26 @@ mod tests {
             PmInfo::from_file(&link),
             Err(PmInfoFileError::Unreadable(_))
         ));
+        // Nor a file whose directory is reached through a link, nor one in a directory
+        // others may write in without the sticky bit.
+        let linked_dir = dir.path().join("dirlink");
+        std::os::unix::fs::symlink(dir.path(), &linked_dir).expect("symlink");
+        std::fs::write(&path, info.encode()).expect("write");
+        let through = PmInfo::from_file(&linked_dir.join("wf.info"));
+        assert!(
+            matches!(&through, Err(PmInfoFileError::Unreadable(e)) if e.to_string().contains("symbolic link")),
+            "{through:?}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        assert!(matches!(
+            PmInfo::from_file(&path),
+            Err(PmInfoFileError::Unreadable(_))
+        ));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))
+            .expect("chmod");
+        assert_eq!(PmInfo::from_file(&path).expect("sticky"), Some(info));
     }
 
     #[test]

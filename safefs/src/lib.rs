@@ -387,6 +387,65 @@ pub fn read_own(path: &Path, limit: u64) -> Result<String, Error> {
     Ok(text)
 }
 
+/// As [`read_own`], for a file whose directory decides who could have put it there: the
+/// directory (the path's last but one component) must not be a link and must be this
+/// user's or root's, and where others may write in it, sticky (as `/tmp`), so that nobody
+/// else can replace what is in it.
+///
+/// # Errors
+/// [`Error::Squatted`] for a directory that is a link, not a directory, or another user's;
+/// [`Error::NotPrivate`] for one others may write in without the sticky bit; then as
+/// [`read_own`].
+pub fn read_own_in_safe_dir(path: &Path, limit: u64) -> Result<String, Error> {
+    use std::os::fd::AsRawFd;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Some(name) = path.file_name() else {
+        return Err(io("reading", path)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path names no file",
+        )));
+    };
+    let dir = open_raw(parent, libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(|e| {
+        // A link there: ELOOP, or ENOTDIR with O_DIRECTORY.
+        if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+            squatted(parent)
+        } else {
+            io("opening", parent)(e)
+        }
+    })?;
+    let meta = dir.metadata().map_err(io("examining", parent))?;
+    if !meta.is_dir() || (meta.uid() != euid() && meta.uid() != 0) {
+        return Err(Error::Squatted {
+            path: parent.to_path_buf(),
+            what: describe(&meta),
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(Error::NotPrivate {
+            path: parent.to_path_buf(),
+            mode,
+        });
+    }
+    // The file, in the directory just checked (whatever is renamed at its path now).
+    let inside = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    read_own(&inside, limit).map_err(|e| match e {
+        Error::Squatted { what, .. } => Error::Squatted {
+            path: path.to_path_buf(),
+            what,
+        },
+        Error::Io { what, source, .. } => Error::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        },
+        other => other,
+    })
+}
+
 /// Opens the file at `path` for writing whether or not it exists: created exclusively
 /// (mode `mode`) when absent, else opened as an existing regular file of this user, made
 /// `mode`, and truncated only by the caller (who may first want to lock it).
