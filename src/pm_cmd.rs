@@ -110,6 +110,11 @@ pub struct PmOptions {
     /// abandoned (transfers from offers nobody withdraws have no deadline).
     #[arg(long, default_value = "120", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     pub transfer_timeout: std::time::Duration,
+    /// Seconds the PM waits for a provider it asked to write an offer to the GFS directory
+    /// (for consumers it shares no network with); past it they get the bytes through the
+    /// PM's stream.
+    #[arg(long, default_value = "30", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    pub spill_timeout: std::time::Duration,
     /// Most leases one application holds: an offer's ticket sent with its event to a
     /// subscriber, so that its demand needs no round trip to the PM; 0 turns leases off.
     #[arg(long, default_value = "8192")]
@@ -332,6 +337,7 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
         max_attribute_bytes: opts.max_attributes,
         max_subscriptions: opts.max_subscriptions,
         transfer_timeout: opts.transfer_timeout,
+        spill_timeout: opts.spill_timeout,
         max_leases: opts.max_leases,
         owners: opts.owners.clone(),
         reporters: opts.reporters.clone(),

@@ -194,7 +194,7 @@ pub struct World {
     offers: HashMap<(usize, CdoId), u64>,
     /// Flip the first byte of every CDO a fetch reads (a corrupting transport).
     pub corrupt: bool,
-    /// Providers ignore the PM's requests for stream pieces.
+    /// Providers ignore the PM's requests for stream pieces and to write offers to files.
     pub deaf: bool,
     /// Hold tickets instead of carrying them out.
     pub hold: bool,
@@ -385,7 +385,7 @@ impl World {
             }
             Event::Fetch(f) if self.hold => self.held.push((i, f)),
             Event::Fetch(f) => self.fetch(i, f),
-            Event::Serve { .. } if self.deaf => {}
+            Event::Serve { .. } | Event::Spill { .. } if self.deaf => {}
             Event::Serve {
                 transfer,
                 cdo,

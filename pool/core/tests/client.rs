@@ -206,6 +206,32 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
     );
 }
 
+/// A provider that never answers the PM's request to write its offer to the global file
+/// system holds its consumer only until the spill deadline: then the consumer is ticketed
+/// to read the stream, and the provider's late answer is refused.
+#[test]
+fn a_provider_that_never_writes_its_spill_holds_consumers_until_the_deadline() {
+    let mut w = World::new();
+    let p = w.join_with_gfs_only("producer", "node1");
+    let c = w.join_with_gfs_only("consumer", "node2");
+    w.offer(p, "field", &[5; 64 << 10], false);
+    w.deaf = true;
+    let cdo = w.core(c).declare("field").expect("declare");
+    waiting(w.timed(c, |k, now| k.demand(now, cdo, 10)).expect("demand"));
+    w.pump();
+    assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
+    let asked = w.now;
+    let deadline = asked + pool_core::policy::SPILL_TIMEOUT;
+    w.run_until(deadline - std::time::Duration::from_millis(1));
+    assert!(w.apps[c].tickets.is_empty(), "still waiting just before");
+    w.run_until(deadline);
+    assert!(
+        matches!(&w.apps[c].tickets[..], [Source::Stream { .. }]),
+        "{:?}",
+        w.apps[c].tickets
+    );
+}
+
 /// An offer whose bytes the driver wrote to the global file system names the file and
 /// carries no bytes, even small ones; the PM tickets its demands to read the file.
 #[test]

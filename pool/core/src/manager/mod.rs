@@ -537,6 +537,7 @@ impl Manager {
             self.transfers.next_abandon(),
             self.next_join_deadline(),
             self.next_kept_deadline(),
+            self.next_spill_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -546,8 +547,10 @@ impl Manager {
     /// Advances the clock and acts on every deadline passed: holds end (their operations
     /// proceed and late subscribers get [`FromPm::AckTooLate`], in connection order),
     /// transfers pinning a withdrawn offer are abandoned, connections that did not join
-    /// in time are refused and closed, and kept CDOs whose lifetime is over are discarded
-    /// (their files go once no transfer reads them: [`Manager::take_discarded`]). The driver calls this when
+    /// in time are refused and closed, kept CDOs whose lifetime is over are discarded
+    /// (their files go once no transfer reads them: [`Manager::take_discarded`]), and
+    /// consumers of offers whose providers did not write them to the global file system in
+    /// time get the stream. The driver calls this when
     /// [`Manager::poll_timeout`]'s instant has come.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
@@ -556,6 +559,7 @@ impl Manager {
         self.abandon_overdue(now);
         self.expire_unjoined(now);
         self.expire_kept(now);
+        self.expire_spills(now);
     }
 
     /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`](crate::events::ACK_TIMEOUT)).

@@ -46,6 +46,8 @@ pub const MAX_LEASES: usize = 8192;
 pub const MAX_KEPT_BYTES: usize = 256 << 20;
 /// Default of [`Policy::transfer_timeout`]: 120 s.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default of [`Policy::spill_timeout`]: 30 s.
+pub const SPILL_TIMEOUT: Duration = Duration::from_secs(30);
 /// What the pool manager counts for a CDO besides its name and attributes (its table
 /// entries; measured at 313-320 bytes per live CDO).
 pub const CDO_COST: usize = 320;
@@ -81,6 +83,10 @@ pub struct Policy {
     /// consumer is not cut short otherwise: transfers from offers nobody withdraws have no
     /// deadline.
     pub transfer_timeout: Duration,
+    /// How long the PM waits for a provider it asked to write an offer to the global file
+    /// system ([`crate::proto::FromPm::Spill`]); past it the offer's consumers get the
+    /// stream as if the provider had said it cannot write (a late answer is refused).
+    pub spill_timeout: Duration,
     /// Most leases one application holds ([`crate::proto::Lease`]: an offer's ticket sent
     /// with its event to a subscriber, ahead of a demand); past it, its subscriptions hear
     /// of offers without leases and its demands wait for the PM as any other. 0: no
@@ -104,6 +110,7 @@ impl Default for Policy {
             max_inline_bytes: MAX_INLINE_BYTES,
             max_kept_bytes: MAX_KEPT_BYTES,
             transfer_timeout: TRANSFER_TIMEOUT,
+            spill_timeout: SPILL_TIMEOUT,
             max_leases: MAX_LEASES,
             owners: Vec::new(),
             reporters: Vec::new(),

@@ -5,19 +5,24 @@
 //! there ([`FromPm::Spill`]); its answer ([`ToPm::Spilled`](crate::proto::ToPm::Spilled))
 //! names the file, which every consumer is ticketed from from then on (the consumers
 //! wait meanwhile). A provider that cannot write it says why, and its consumers get the
-//! stream.
+//! stream; so do they when it has not answered by [`Policy::spill_timeout`]
+//! (`crate::policy::Policy`).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::kept::under;
-use super::{ConnId, HashSet, Manager, State};
+use super::{ConnId, HashMap, HashSet, Manager, State, later};
 use crate::proto::{AppId, CdoId, FromPm, GfsFile, Op, Refusal};
 
-/// Offers whose providers were asked to write them, those written (their memory is still
-/// offered: consumers outside the directory read that), and those that could not be.
+/// Offers whose providers were asked to write them (until when they may answer), those
+/// written (their memory is still offered: consumers outside the directory read that),
+/// and those that could not be.
 #[derive(Debug, Default)]
 pub(super) struct Spills {
-    asked: HashSet<CdoId>,
+    asked: HashMap<CdoId, Instant>,
+    deadlines: BTreeSet<(Instant, CdoId)>,
     written: HashSet<CdoId>,
     failed: HashSet<CdoId>,
 }
@@ -48,11 +53,15 @@ impl Manager {
         dir(a).is_some() && dir(a) == dir(b)
     }
 
-    /// Asks the provider of offer `from` to write it to its GFS directory (once).
+    /// Asks the provider of offer `from` to write it to its GFS directory (once), by the
+    /// spill deadline.
     pub(super) fn spill(&mut self, from: CdoId) {
-        if !self.spills.asked.insert(from) {
+        if self.spills.asked.contains_key(&from) {
             return;
         }
+        let until = later(self.events.now(), self.policy.spill_timeout);
+        self.spills.asked.insert(from, until);
+        self.spills.deadlines.insert((until, from));
         if let Some(conn) = self.app_conn(from) {
             tracing::debug!(
                 "asking the provider of CDO {from} to write it to the global file system"
@@ -72,8 +81,12 @@ impl Manager {
     ) {
         let dir = self.apps.get(&app).and_then(|a| a.gfs.clone());
         let mine = self.cdos.get(&cdo).filter(|c| c.app() == app);
-        let Some(c) = mine.filter(|_| self.spills.asked.remove(&cdo)) else {
+        if mine.is_none() || !self.spills.asked.contains_key(&cdo) {
             return self.refuse(conn, Op::Spilled, Some(cdo), Refusal::UnknownCdo);
+        }
+        self.unask(cdo);
+        let Some(c) = self.cdos.get(&cdo) else {
+            return;
         };
         let name = Arc::clone(&c.name);
         let offered = matches!(c.state, State::Offered(_) | State::Withdrawing(_));
@@ -98,14 +111,49 @@ impl Manager {
                 self.spills.failed.insert(cdo);
             }
         }
-        for w in self.cdos.waiting(&name).to_vec() {
+        self.ticket_waiting(&name);
+    }
+
+    /// Tickets the consumers waiting for `name`.
+    fn ticket_waiting(&mut self, name: &str) {
+        for w in self.cdos.waiting(name).to_vec() {
             self.ticket(w);
+        }
+    }
+
+    /// No answer is awaited for `cdo` any more.
+    fn unask(&mut self, cdo: CdoId) {
+        if let Some(until) = self.spills.asked.remove(&cdo) {
+            self.spills.deadlines.remove(&(until, cdo));
+        }
+    }
+
+    /// When the next provider asked to write an offer runs out of time.
+    pub(super) fn next_spill_deadline(&self) -> Option<Instant> {
+        self.spills.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Providers that did not answer by `now`: their offers' consumers get the stream
+    /// (the provider's late answer is refused).
+    pub(super) fn expire_spills(&mut self, now: Instant) {
+        while let Some(&(at, cdo)) = self.spills.deadlines.first().filter(|(at, _)| *at <= now) {
+            self.spills.deadlines.remove(&(at, cdo));
+            self.spills.asked.remove(&cdo);
+            self.spills.failed.insert(cdo);
+            let Some(name) = self.cdos.get(&cdo).map(|c| Arc::clone(&c.name)) else {
+                continue;
+            };
+            tracing::warn!(
+                "the provider of CDO {cdo} did not write it to the global file system within {:?}; its consumers get the stream",
+                self.policy.spill_timeout
+            );
+            self.ticket_waiting(&name);
         }
     }
 
     /// `cdo` is gone: nothing to remember of it.
     pub(super) fn forget_spill(&mut self, cdo: CdoId) {
-        self.spills.asked.remove(&cdo);
+        self.unask(cdo);
         self.spills.written.remove(&cdo);
         self.spills.failed.remove(&cdo);
     }
