@@ -115,6 +115,11 @@ pub struct PmOptions {
     /// PM's stream.
     #[arg(long, default_value = "30", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
     pub spill_timeout: std::time::Duration,
+    /// Seconds the holder of a lease its offer's withdraw revoked has to use it or give it
+    /// back; past it the lease no longer holds the withdraw (a lease in use is a transfer:
+    /// --transfer-timeout).
+    #[arg(long, default_value = "1", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    pub lease_grace: std::time::Duration,
     /// Most leases one application holds: an offer's ticket sent with its event to a
     /// subscriber, so that its demand needs no round trip to the PM; 0 turns leases off.
     #[arg(long, default_value = "8192")]
@@ -338,6 +343,7 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
         max_subscriptions: opts.max_subscriptions,
         transfer_timeout: opts.transfer_timeout,
         spill_timeout: opts.spill_timeout,
+        lease_grace: opts.lease_grace,
         max_leases: opts.max_leases,
         owners: opts.owners.clone(),
         reporters: opts.reporters.clone(),

@@ -1481,3 +1481,63 @@ fn an_info_file_is_not_read_through_a_directory_another_user_links() {
     assert_eq!(own.code(), Some(0), "{own:?}");
     drop(pm);
 }
+
+#[test]
+fn a_subscriber_that_keeps_every_lease_holds_a_withdraw_only_for_the_grace() {
+    let (pm, text) = start_pm("sec-leases", &[]);
+    let info = info(&text);
+    // The keeper, with a shared-memory endpoint to be leased offers by, subscribes to
+    // offers, takes every lease it is given and never uses nor releases one.
+    let mut keeper = Conn::connect(&ControlAddr::Tcp(tcp_addr(&info)), LIMIT).expect("connect");
+    let nonce = match keeper.recv(Op::Join).expect("challenge") {
+        FromPm::Challenge { nonce } => nonce,
+        other => panic!("{other:?}"),
+    };
+    let mut join = pool::bare_join(&info, "keeper", 0, &nonce);
+    if let ToPm::Join(j) = &mut join {
+        j.endpoint = Some(proto::FabricEndpoint {
+            provider: "shm".into(),
+            address: fabric::Address(b"keeper".to_vec()),
+        });
+    }
+    keeper.send(&[join]).expect("join");
+    assert!(matches!(
+        keeper.recv(Op::Join).expect("welcome"),
+        FromPm::Welcome { .. }
+    ));
+    keeper
+        .send(&[ToPm::Subscribe {
+            local: 1,
+            kinds: EventKind::Offer.into(),
+            selector: Box::new(Expr::Has(".maestro.core.cdo.name".into())),
+            options: SubscribeOptions::default(),
+        }])
+        .expect("subscribe");
+    assert!(matches!(
+        keeper.recv(Op::Subscribe).expect("subscribed"),
+        FromPm::Subscribed { .. }
+    ));
+    let producer = client(&info, "producer");
+    let mut worst = Duration::ZERO;
+    for i in 0..3 {
+        let cdo = producer.declare(&format!("field-{i}")).expect("declare");
+        producer
+            .seal_and_offer(cdo, Attributes::new(), buffer(&vec![7u8; 1 << 20]))
+            .expect("offer");
+        // The lease reached the keeper with the event.
+        loop {
+            match keeper.recv(Op::Subscribe).expect("event") {
+                FromPm::Lease(_) => break,
+                // The revocation of the last one, kept all the same.
+                FromPm::Event { .. } | FromPm::Revoke { .. } => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        let t = Instant::now();
+        producer.withdraw(cdo).expect("withdraw");
+        worst = worst.max(t.elapsed());
+    }
+    eprintln!("a withdraw with a kept lease: worst {worst:?}");
+    assert!(worst < Duration::from_secs(2), "withdraw took {worst:?}");
+    assert!(is_alive(&pm));
+}

@@ -200,6 +200,11 @@ pub struct World {
     pub hold: bool,
     /// The tickets held back while `hold`: (app, fetch).
     pub held: Vec<(usize, Fetch<Vec<u8>>)>,
+    /// A slow app: what the manager sends it waits (in order) until [`World::unstall`],
+    /// as in a process that does not get the CPU; it still sends what its calls make.
+    pub stalled: Option<usize>,
+    /// What waits for the stalled app.
+    stalled_inbox: Vec<FromPm>,
 }
 
 /// The built-in schemas and the `.user.step` the tests seal with.
@@ -229,7 +234,21 @@ impl World {
             deaf: false,
             hold: false,
             held: Vec::new(),
+            stalled: None,
+            stalled_inbox: Vec::new(),
         }
+    }
+
+    /// The stalled app (see [`World::stalled`]) runs again: it handles what waited for it,
+    /// and the messages move.
+    pub fn unstall(&mut self) {
+        let Some(i) = self.stalled.take() else {
+            return;
+        };
+        for m in std::mem::take(&mut self.stalled_inbox) {
+            self.apps[i].core.handle(self.now, m);
+        }
+        self.pump();
     }
 
     /// Joins `component` (shm endpoint on node1, or none: stream transfers only) through
@@ -370,8 +389,13 @@ impl World {
     /// Hands each app the messages the manager sent it.
     fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
         for (conn, m) in out {
-            if let Some(app) = self.apps.iter_mut().find(|a| a.conn == conn) {
-                app.core.handle(self.now, m);
+            let Some(i) = self.apps.iter().position(|a| a.conn == conn) else {
+                continue;
+            };
+            if self.stalled == Some(i) {
+                self.stalled_inbox.push(m);
+            } else {
+                self.apps[i].core.handle(self.now, m);
             }
         }
     }

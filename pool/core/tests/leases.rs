@@ -10,10 +10,11 @@ mod support;
 
 use std::time::Duration;
 
+use pool_core::ConnId;
 use pool_core::client::{Demand, LEASE_HOLD};
 use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
 use pool_core::policy::Policy;
-use pool_core::proto::{CdoId, FromPm, Op, Refusal, Source, ToPm};
+use pool_core::proto::{CdoId, FromPm, Op, Refusal, Source, ToPm, TransferId};
 use pool_core::selector::Selector;
 use pool_core::sim::World;
 use support::{Pm, done};
@@ -124,6 +125,48 @@ fn an_offers_event_brings_a_lease_and_its_demand_waits_for_nobody() {
     assert_eq!(w.timed(c, |k, now| k.dispose(now, cdo, 4)), Ok(None));
     w.pump();
     assert_eq!(w.answer(c, 4), None);
+}
+
+/// A consumer too slow to hear of its lease's revocation in the PM's grace uses it after
+/// the PM abandoned it: the PM refuses the use, and the consumer's demand goes to the PM
+/// as any other, served by the next offer of the name (not failed, not served by bytes
+/// no longer offered).
+#[test]
+fn a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves() {
+    let mut w = World::new();
+    let (c, p) = (w.join("consumer", true), w.join("producer", true));
+    subscribe(&mut w, c, SubscribeOptions::default(), 1);
+    let (a, _) = w.offer(p, "a", &[1; 100], false);
+    w.pump();
+    w.stalled = Some(c);
+    withdraw(&mut w, p, a, 10);
+    w.pump();
+    assert_eq!(w.answer(p, 10), None, "held for the lease");
+    let grace = Policy::default().lease_grace;
+    let until = w.now + grace;
+    w.run_until(until);
+    assert_eq!(w.answer(p, 10), Some(&Ok(a)), "the grace is over");
+    // The consumer, not having heard, uses the lease; its read is under way.
+    w.hold = true;
+    let (got, d) = demand(&mut w, c, "a", 2);
+    assert!(matches!(d, Demand::Waiting(_)));
+    w.pump();
+    assert_eq!(sent(&w, c, is_use), 1);
+    w.unstall();
+    assert_eq!(sent(&w, c, is_demand), 1, "the refused use became a demand");
+    assert_eq!(w.answer(c, 2), None, "still waiting, not failed");
+    // The held read of the withdrawn offer brings nothing to the CDO.
+    let (_, fetch) = w.held.pop().expect("the lease's fetch");
+    w.core(c).fetched(fetch.transfer, Ok((vec![1; 100], None)));
+    w.hold = false;
+    w.pump();
+    assert_eq!(w.answer(c, 2), None);
+    // A new offer of the name serves it.
+    w.offer(p, "a", &[9; 100], false);
+    w.pump();
+    assert_eq!(w.answer(c, 2), Some(&Ok(got)));
+    let (data, _) = w.core(c).take_arrived(got).expect("arrived");
+    assert_eq!(data, vec![9; 100]);
 }
 
 #[test]
@@ -280,17 +323,9 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
     assert_eq!(w.manager.lease_count(), 2, "one each for two subscribers");
 }
 
-#[test]
-fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
-    let mut pm = Pm::new();
-    let (c, _) = pm.join("consumer");
-    let (p, _) = pm.join("producer");
-    pm.m.set_policy(Policy {
-        transfer_timeout: Duration::from_secs(5),
-        ..Policy::default()
-    });
-    pm.subscribe(c, EventKind::Offer, "", SubscribeOptions::default());
-    let (offer, out) = pm.offer(p, "f", 100);
+/// Offer `name` of `p`, withdrawn at once; the lease `c` was granted with its event.
+fn lease_then_withdraw(pm: &mut Pm, (p, c): (ConnId, ConnId), name: &str) -> (CdoId, TransferId) {
+    let (offer, out) = pm.offer(p, name, 100);
     let lease = out
         .iter()
         .find_map(|(to, m)| match m {
@@ -306,7 +341,26 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
         },
     );
     assert_eq!(out, [(c, FromPm::Revoke { lease })]);
-    assert_eq!(pm.m.poll_timeout(), Some(pm.now + Duration::from_secs(5)));
+    (offer, lease)
+}
+
+/// A holder that keeps a revoked lease unused holds its offer's withdraw only for the
+/// lease grace (not the transfer timeout: an attacker keeping every lease it is given
+/// would hold every withdraw that long); one that used it in time holds it as a transfer,
+/// up to the transfer timeout.
+#[test]
+fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_lease_grace() {
+    let mut pm = Pm::new();
+    let (c, _) = pm.join("consumer");
+    let (p, _) = pm.join("producer");
+    pm.m.set_policy(Policy {
+        transfer_timeout: Duration::from_secs(5),
+        lease_grace: Duration::from_secs(1),
+        ..Policy::default()
+    });
+    pm.subscribe(c, EventKind::Offer, "", SubscribeOptions::default());
+    let (offer, lease) = lease_then_withdraw(&mut pm, (p, c), "f");
+    assert_eq!(pm.m.poll_timeout(), Some(pm.now + Duration::from_secs(1)));
     // A lease used for a CDO of another name is refused.
     let other = pm.declare(c, "g");
     let out = pm.send(c, ToPm::UseLease { cdo: other, lease });
@@ -318,25 +372,42 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_transfer_timeout() {
     };
     assert_eq!(out, [(p, done(Op::Withdraw, offer)), (c, refused)]);
     assert_eq!(pm.m.lease_count(), 0);
-    // Again, and this time the holder keeps it past the deadline.
-    let (offer, out) = pm.offer(p, "h", 100);
-    assert!(out.iter().any(|(_, m)| matches!(m, FromPm::Lease(_))));
-    let out = pm.send(
-        p,
-        ToPm::Withdraw {
-            cdo: offer,
-            keep: None,
-        },
-    );
-    assert!(
-        matches!(out[..], [(to, FromPm::Revoke { .. })] if to == c),
-        "{out:?}"
-    );
-    pm.now += Duration::from_secs(5);
+    // Again, and this time the holder keeps it unused past the grace.
+    let (offer, lease) = lease_then_withdraw(&mut pm, (p, c), "h");
+    pm.now += Duration::from_secs(1);
     let now = pm.now;
     pm.m.handle_timeout(now);
     assert_eq!(pm.drain(), [(p, done(Op::Withdraw, offer))]);
     assert_eq!(pm.m.lease_count(), 0);
+    // Used late: refused, the demand is the PM's to serve.
+    let late = pm.declare(c, "h");
+    let out = pm.send(c, ToPm::UseLease { cdo: late, lease });
+    assert!(
+        matches!(&out[..], [(to, FromPm::Refused { why: Refusal::UnknownTransfer, .. })] if *to == c),
+        "{out:?}"
+    );
+    // Used within the grace: the offer is held as by a transfer, to the transfer timeout.
+    let (offer, lease) = lease_then_withdraw(&mut pm, (p, c), "k");
+    let used = pm.declare(c, "k");
+    let out = pm.send(c, ToPm::UseLease { cdo: used, lease });
+    assert!(
+        out.iter().all(|(to, _)| *to != p),
+        "the withdraw waits: {out:?}"
+    );
+    pm.now += Duration::from_secs(1);
+    let now = pm.now;
+    pm.m.handle_timeout(now);
+    assert!(
+        pm.drain().iter().all(|(to, _)| *to != p),
+        "held past the grace while in use"
+    );
+    pm.now += Duration::from_secs(4);
+    let now = pm.now;
+    pm.m.handle_timeout(now);
+    assert!(
+        pm.drain().contains(&(p, done(Op::Withdraw, offer))),
+        "abandoned at the transfer timeout"
+    );
 }
 
 #[test]

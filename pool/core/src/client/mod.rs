@@ -684,7 +684,14 @@ impl<T: Driver> ClientCore<T> {
             FromPm::Refused { op, cdo, why } => {
                 if let (Op::Demand, Some(cdo)) = (op, cdo) {
                     // A lease's use refused: what its fetch brings is not the CDO's.
+                    let leased = self.fetching.values().any(|f| f.is(cdo));
                     self.fetching.retain(|_, f| !f.is(cdo));
+                    if leased && why == Refusal::UnknownTransfer {
+                        // Revoked, and not used within the PM's grace (this process was
+                        // slow to say so): the PM serves the demand as any other.
+                        tracing::debug!("CDO {cdo}: its lease was abandoned; demanding it");
+                        return self.queue(ToPm::Demand { cdo });
+                    }
                 }
                 let text = why.to_string();
                 if !self.resolve((op, cdo.unwrap_or(0)), Err(CallError::Refused { op, why })) {

@@ -14,9 +14,12 @@
 //!   (signal-before) is told before the offer exists: no lease.
 //! - **What a lease of memory keeps**: its offer, as a transfer in flight does. A withdraw,
 //!   or the provider's leave, revokes every lease of the offer ([`FromPm::Revoke`]) and
-//!   completes once each holder used it and finished, or released it; a holder that does
-//!   neither within [`Policy::transfer_timeout`] is abandoned, as a transfer is. A lease of
-//!   inline bytes keeps nothing: the holder has them.
+//!   completes once each holder used it and finished, or released it. A holder that does
+//!   neither within [`Policy::lease_grace`] loses it (an honest client answers a
+//!   revocation at once: one that keeps every lease it is given must not hold each
+//!   withdraw for the transfer timeout); one that used it holds the offer as a transfer
+//!   does, up to [`Policy::transfer_timeout`]. A lease of inline bytes keeps nothing: the
+//!   holder has them.
 //! - **A provider that is gone**: its leases are revoked; a holder that used one already
 //!   finds its transfer failed and the demand ticketed elsewhere, as any transfer's.
 //! - **Two consumers**: each gets its own lease and uses it or not, as two tickets.
@@ -24,6 +27,7 @@
 //!
 //! [`Policy::max_leases`]: super::Policy::max_leases
 //! [`Policy::transfer_timeout`]: super::Policy::transfer_timeout
+//! [`Policy::lease_grace`]: super::Policy::lease_grace
 
 use std::sync::Arc;
 
@@ -172,12 +176,12 @@ impl Manager {
     }
 
     /// Asks the holders of `offer`'s leases to give them back (a withdraw, the provider's
-    /// leave or loss); those of memory are abandoned if not given back within the
-    /// transfer timeout.
+    /// leave or loss); those of memory are abandoned if neither used nor given back within
+    /// the lease grace.
     pub(super) fn revoke_leases(&mut self, offer: CdoId) {
         let now = self.events.now();
-        let timeout = self.policy.transfer_timeout;
-        for (lease, holder) in self.transfers.revoke_on(offer, now, timeout) {
+        let grace = self.policy.lease_grace;
+        for (lease, holder) in self.transfers.revoke_on(offer, now, grace) {
             if let Some(conn) = self.apps.get(&holder).map(|a| a.conn) {
                 self.out.send(conn, FromPm::Revoke { lease });
             }

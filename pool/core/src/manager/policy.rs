@@ -46,6 +46,8 @@ pub const MAX_LEASES: usize = 8192;
 pub const MAX_KEPT_BYTES: usize = 256 << 20;
 /// Default of [`Policy::transfer_timeout`]: 120 s.
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default of [`Policy::lease_grace`]: 1 s.
+pub const LEASE_GRACE: Duration = Duration::from_secs(1);
 /// Default of [`Policy::spill_timeout`]: 30 s.
 pub const SPILL_TIMEOUT: Duration = Duration::from_secs(30);
 /// What the pool manager counts for a CDO besides its name and attributes (its table
@@ -83,6 +85,12 @@ pub struct Policy {
     /// consumer is not cut short otherwise: transfers from offers nobody withdraws have no
     /// deadline.
     pub transfer_timeout: Duration,
+    /// How long the holder of a revoked lease has to use it ([`crate::proto::ToPm::UseLease`])
+    /// or give it back: past it, a lease not in use no longer keeps its offer (the
+    /// withdraw completes; a late use is refused and the demand goes to the PM). An honest
+    /// client answers a revocation at once; a lease in use is a transfer, kept up to
+    /// [`Policy::transfer_timeout`].
+    pub lease_grace: Duration,
     /// How long the PM waits for a provider it asked to write an offer to the global file
     /// system ([`crate::proto::FromPm::Spill`]); past it the offer's consumers get the
     /// stream as if the provider had said it cannot write (a late answer is refused).
@@ -111,6 +119,7 @@ impl Default for Policy {
             max_kept_bytes: MAX_KEPT_BYTES,
             transfer_timeout: TRANSFER_TIMEOUT,
             spill_timeout: SPILL_TIMEOUT,
+            lease_grace: LEASE_GRACE,
             max_leases: MAX_LEASES,
             owners: Vec::new(),
             reporters: Vec::new(),
