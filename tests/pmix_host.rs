@@ -246,6 +246,50 @@ fn pmix_spawn_starts_a_connected_job_and_tells_the_requestor_its_end() {
     );
 }
 
+/// A rank that spawns again and again without waiting: the processes alive under the
+/// launcher are capped (`--max-procs`, the ranks counted), requests past it are refused at
+/// once with a line naming the option, and room comes back as the spawned processes end.
+#[test]
+fn spawned_processes_alive_at_once_are_capped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = build_c("cc", "pmix_spawn_flood.c", Some("pmix"), dir.path());
+    let out = run(
+        Command::new(maestro())
+            .args([
+                "run",
+                "-n",
+                "1",
+                "--max-spawn",
+                "32",
+                "--max-procs",
+                "70",
+                "--timeout",
+                "60",
+                "--",
+            ])
+            .arg(&exe)
+            .args(["32", "4", "2"]),
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    // 1 rank + 32 + 32 = 65 alive; a third 32 would pass 70.
+    expect_once(
+        &out,
+        &[
+            "spawn 0 SUCCESS",
+            "spawn 1 SUCCESS",
+            "spawn 2 BAD-PARAM",
+            "spawn 3 BAD-PARAM",
+            "spawn later SUCCESS",
+        ],
+    );
+    assert!(
+        out.stderr.contains("may start 5 more now") && out.stderr.contains("--max-procs"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn mpi_comm_spawn_runs_under_maestro_run_as_under_mpirun() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -100,7 +100,7 @@ pub enum PlanError {
     },
     /// More processes than one request may start, or the node can still take.
     #[error(
-        "the request asks for {asked} processes; this launcher starts at most {room} more for one request (maestro run --max-spawn)"
+        "the request asks for {asked} processes; this launcher may start {room} more now (at most --max-spawn per request, --max-procs alive at once: maestro run options)"
     )]
     TooMany {
         /// Processes asked.

@@ -71,8 +71,11 @@ impl Job<'_> {
             return reply.send(Err(failed));
         }
         let job = self.host.job_count();
+        // Ranks ever started are numbered in 16 bits; processes alive are capped.
+        let alive = self.alive().count() as u32;
         let room = u32::from(u16::MAX)
             .saturating_sub(self.ranks.len() as u32)
+            .min(self.opts.max_procs.saturating_sub(alive))
             .min(self.opts.max_spawn);
         let nspace = jobs::nspace(self.nspace, job);
         let plan = match JobPlan::spawn(nspace.clone(), requestor, job_info, apps, room) {

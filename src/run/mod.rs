@@ -91,6 +91,11 @@ pub struct RunOptions {
     /// together); a larger request is refused with `PMIX_ERR_BAD_PARAM`.
     #[arg(long, default_value = "256", value_parser = clap::value_parser!(u32).range(1..=65535))]
     pub max_spawn: u32,
+    /// Most processes alive under this launcher at once: its ranks and every job they
+    /// spawn together. A `PMIx_Spawn` that would pass it is refused with
+    /// `PMIX_ERR_BAD_PARAM` (room comes back as spawned processes end).
+    #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=65535))]
+    pub max_procs: u32,
     /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
     #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
     pub grace: Duration,
@@ -144,7 +149,7 @@ fn parse_export(s: &str) -> Result<(String, Option<String>), String> {
 /// program's own, after `--` or the program's name).
 pub fn mpirun_habits(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     /// `maestro run`'s options that take a value as the next word.
-    const VALUED: [&str; 10] = [
+    const VALUED: [&str; 11] = [
         "-n",
         "--np",
         "--nprocs",
@@ -153,6 +158,7 @@ pub fn mpirun_habits(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--kill-after",
         "--timeout",
         "--max-spawn",
+        "--max-procs",
         "--stdin",
         "-x",
     ];
