@@ -1541,3 +1541,57 @@ fn a_subscriber_that_keeps_every_lease_holds_a_withdraw_only_for_the_grace() {
     assert!(worst < Duration::from_secs(2), "withdraw took {worst:?}");
     assert!(is_alive(&pm));
 }
+
+#[test]
+fn half_open_metrics_connections_do_not_keep_a_scraper_out() {
+    let (mut pm, _) = start_pm("sec-slowloris", &["--metrics", ":0"]);
+    let url = common::await_line(
+        pm.child.stderr.take().expect("stderr"),
+        "metrics at http://",
+    );
+    let addr = url
+        .split("http://")
+        .nth(1)
+        .and_then(|u| u.split('/').next())
+        .expect("address")
+        .to_string();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (answered, busy) = std::thread::scope(|s| {
+        // The slowloris: 200 connections, each with half a request, reopened as the PM
+        // closes them, until the scrapes are done.
+        s.spawn(|| {
+            let half = || {
+                let mut c = TcpStream::connect(&addr).ok()?;
+                c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").ok()?;
+                c.set_nonblocking(true).ok()?;
+                Some(c)
+            };
+            let mut held: Vec<TcpStream> = (0..200).filter_map(|_| half()).collect();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut byte = [0u8; 1];
+                held.retain_mut(|c| !matches!(c.read(&mut byte), Ok(0)));
+                while held.len() < 200 {
+                    match half() {
+                        Some(c) => held.push(c),
+                        None => break,
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let (mut answered, mut busy) = (0, 0);
+        for _ in 0..14 {
+            match ureq::get(format!("http://{addr}/metrics")).call() {
+                Ok(r) if r.status() == 200 => answered += 1,
+                _ => busy += 1,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (answered, busy)
+    });
+    eprintln!("with 200 half-open connections: {answered} of 14 scrapes answered, {busy} not");
+    assert_eq!(answered, 14, "{busy} scrapes were not answered");
+    assert!(is_alive(&pm));
+}

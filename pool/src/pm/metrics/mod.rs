@@ -8,14 +8,19 @@
 //! Prometheus client exports them); nothing is counted twice and the hot path pays nothing
 //! for a scraper. However many scrape, the actor is asked at most once per
 //! [`RENDER_INTERVAL`]: every scrape within it gets the same figures. The endpoint serves
-//! `GET /metrics` only, one request per connection, at most [`MAX_SCRAPES`] connections at a
-//! time (a connection past it is answered 503 at once), each given [`REQUEST_TIMEOUT`] to
-//! send its request: idle connections cannot starve scrapes. It shows counts, host and NIC
-//! names, never CDO names or the secret: it listens on loopback unless given an address.
+//! `GET /metrics` only, one request per connection. A connection has [`REQUEST_TIMEOUT`] to
+//! send its request; at most [`MAX_PENDING`] wait for theirs ([`PER_PEER_PENDING`] of one
+//! address), a newcomer past either taking the place of the longest waiting: connections
+//! that send nothing, or a request byte by byte, cannot keep a scraper out. A slot among
+//! [`MAX_SCRAPES`] is taken only by a complete request (one past it is answered 503). It
+//! shows counts, host and NIC names, never CDO names or the secret: it listens on loopback
+//! unless given an address.
 
 pub mod text;
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -26,8 +31,14 @@ use super::resources::ProcessStats;
 use crate::view::{Fabric, Status, Transfers};
 use text::{Family, Format, Kind, Labels, Value};
 
-/// Most scrape connections open at once; one past it is answered 503 and closed.
+/// Most complete requests answered at once; one past it is answered 503 and closed.
 pub const MAX_SCRAPES: usize = 64;
+/// Most connections waiting to send their request; a newcomer past it takes the place of
+/// the one that has waited longest.
+pub const MAX_PENDING: usize = 256;
+/// Most connections of one address waiting to send their request; a newcomer past it
+/// takes the place of that address' longest waiting.
+pub const PER_PEER_PENDING: usize = 16;
 /// Longest a scraper may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest the actor may take to answer, and a scraper to take the answer.
@@ -97,9 +108,11 @@ pub(super) type Ask = oneshot::Sender<Snapshot>;
 pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<super::Event>) {
     let slots = Arc::new(Semaphore::new(MAX_SCRAPES));
     let rendered: Rendered = Arc::default();
+    let pending = Arc::new(Mutex::new(Pending::default()));
+    let mut next: u64 = 0;
     loop {
-        let mut stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::debug!("metrics: accept: {e}");
                 // Out of descriptors, say: do not spin.
@@ -107,19 +120,87 @@ pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<su
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tokio::spawn(async move {
-                let busy = respond(&mut stream, "503 Service Unavailable", None, "busy\n");
-                let _ = tokio::time::timeout(REQUEST_TIMEOUT, busy).await;
-            });
-            continue;
-        };
-        let (actor, rendered) = (actor.clone(), rendered.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            scrape(stream, &actor, &rendered).await;
+        next += 1;
+        let id = next;
+        let (go, started) = oneshot::channel::<()>();
+        let (actor, rendered, slots, waiting) = (
+            actor.clone(),
+            rendered.clone(),
+            slots.clone(),
+            pending.clone(),
+        );
+        let task = tokio::spawn(async move {
+            if started.await.is_err() {
+                return;
+            }
+            handle(stream, (&actor, &rendered, &slots), (&waiting, id)).await;
         });
+        pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .admit(id, peer.ip(), task.abort_handle());
+        let _ = go.send(());
     }
+}
+
+/// The connections waiting to send their request, oldest first.
+#[derive(Default)]
+struct Pending {
+    waiting: VecDeque<(u64, IpAddr, tokio::task::AbortHandle)>,
+}
+
+impl Pending {
+    /// Counts connection `id` of `peer` in, closing the longest waiting of its address or
+    /// of all when it would pass [`PER_PEER_PENDING`] or [`MAX_PENDING`].
+    fn admit(&mut self, id: u64, peer: IpAddr, task: tokio::task::AbortHandle) {
+        if self.waiting.iter().filter(|(_, ip, _)| *ip == peer).count() >= PER_PEER_PENDING
+            && let Some(i) = self.waiting.iter().position(|(_, ip, _)| *ip == peer)
+        {
+            self.close(i);
+        }
+        if self.waiting.len() >= MAX_PENDING {
+            self.close(0);
+        }
+        self.waiting.push_back((id, peer, task));
+    }
+
+    fn close(&mut self, i: usize) {
+        if let Some((_, _, task)) = self.waiting.remove(i) {
+            task.abort();
+        }
+    }
+
+    /// Connection `id` sent its request (or gave up): it waits no more.
+    fn done(&mut self, id: u64) {
+        self.waiting.retain(|(i, _, _)| *i != id);
+    }
+}
+
+/// One connection: its request read (within [`REQUEST_TIMEOUT`], counted among the
+/// [`Pending`]), then answered in a slot, or 503 when none is free.
+async fn handle(
+    mut stream: tokio::net::TcpStream,
+    (actor, rendered, slots): (
+        &mpsc::UnboundedSender<super::Event>,
+        &Rendered,
+        &Arc<Semaphore>,
+    ),
+    (pending, id): (&Mutex<Pending>, u64),
+) {
+    let request = request(&mut stream).await;
+    pending
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .done(id);
+    let Some(request) = request else {
+        return;
+    };
+    let Ok(_permit) = slots.clone().try_acquire_owned() else {
+        let busy = respond(&mut stream, "503 Service Unavailable", None, "busy\n");
+        let _ = tokio::time::timeout(REQUEST_TIMEOUT, busy).await;
+        return;
+    };
+    scrape(stream, &request, actor, rendered).await;
 }
 
 /// Reads one request (its bytes up to the blank line) from `stream` within
@@ -163,12 +244,10 @@ fn header<'a>(request: &'a [u8], name: &str) -> Option<&'a str> {
 /// `Accept` asks for, anything else with 404 or 405.
 async fn scrape(
     mut stream: tokio::net::TcpStream,
+    request: &[u8],
     actor: &mpsc::UnboundedSender<super::Event>,
     rendered: &Rendered,
 ) {
-    let Some(request) = request(&mut stream).await else {
-        return;
-    };
     let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|&b| b == b' ');
     let (method, path) = (parts.next(), parts.next());
@@ -187,7 +266,7 @@ async fn scrape(
         let _ = respond(&mut stream, "404 Not Found", None, "GET /metrics\n").await;
         return;
     }
-    let format = Format::from_accept(header(&request, "accept"));
+    let format = Format::from_accept(header(request, "accept"));
     let answer = async {
         match figures(actor, rendered).await {
             Some(f) => {
