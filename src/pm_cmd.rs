@@ -74,6 +74,19 @@ pub struct PmOptions {
     /// 320 bytes per CDO, its subscriptions), e.g. 256M.
     #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
     pub max_app_bytes: usize,
+    /// Most bytes the PM holds for all applications together (their CDOs, subscriptions
+    /// and the events waiting for them, and the kept CDOs), e.g. 4G; default: a quarter
+    /// of this node's memory.
+    #[arg(long, value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    pub max_bytes: Option<usize>,
+    /// Most applications joined at once from one peer (an address over TCP, a process on
+    /// the Unix socket).
+    #[arg(long, default_value = "1024")]
+    pub max_apps_per_peer: usize,
+    /// Most bytes of events the PM builds for one connection and holds unsent; past it
+    /// the connection is cut off, its app gone (e.g. 4M).
+    #[arg(long, default_value = "4M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    pub max_event_bytes: usize,
     /// Most bytes of small CDOs' data the PM holds for all apps together (offers of at most
     /// MSTRO_INLINE_MAX bytes carry them; past this budget offers keep their bytes), e.g.
     /// 64M; 0 turns carrying off.
@@ -338,6 +351,9 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
     config.max_unjoined_per_peer = opts.max_unjoined_per_peer;
     config.policy = pool::policy::Policy {
         max_app_bytes: opts.max_app_bytes,
+        max_bytes: opts.max_bytes.unwrap_or_else(pool::default_max_bytes),
+        max_apps_per_peer: opts.max_apps_per_peer,
+        max_event_bytes: opts.max_event_bytes,
         max_inline_bytes: opts.max_inline_bytes,
         max_attribute_bytes: opts.max_attributes,
         max_subscriptions: opts.max_subscriptions,

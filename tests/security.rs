@@ -1595,3 +1595,213 @@ fn half_open_metrics_connections_do_not_keep_a_scraper_out() {
     assert_eq!(answered, 14, "{busy} scrapes were not answered");
     assert!(is_alive(&pm));
 }
+
+/// `VmHWM` of process `pid` (its peak resident memory) in KiB.
+fn peak_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[test]
+fn a_members_event_fan_out_is_bounded_as_it_is_made() {
+    const OFFERS: usize = 10_000;
+    let (mut pm, text) = start_pm("sec-fanout", &[]);
+    let stderr = common::lines(pm.child.stderr.take().expect("stderr"));
+    let info = info(&text);
+    let before = peak_kib(pm.pid());
+    let (worst, n) = honest_latency_during(&info, || {
+        let (mut conn, app) = raw(&info, "fanout");
+        // 1,024 subscriptions to every offer.
+        let subscribe: Vec<ToPm> = (0..1024)
+            .map(|local| ToPm::Subscribe {
+                local,
+                kinds: EventKind::Offer.into(),
+                selector: Box::new(Expr::Has(".maestro.core.cdo.name".into())),
+                options: SubscribeOptions::default(),
+            })
+            .collect();
+        conn.send(&subscribe).expect("subscribe");
+        let mut subscribed = 0;
+        while subscribed < 1024 {
+            if let FromPm::Subscribed { .. } = conn.recv(Op::Subscribe).expect("subscribed") {
+                subscribed += 1;
+            }
+        }
+        // Then frames of 2,000 offers each, 10,000 in all, read by nobody.
+        let ids: Vec<_> = cdo_ids(app).take(OFFERS).collect();
+        for frame in ids.chunks(2000) {
+            let msgs: Vec<ToPm> = frame
+                .iter()
+                .flat_map(|&cdo| {
+                    [
+                        ToPm::Declare {
+                            cdo,
+                            name: format!("field/{cdo}"),
+                        },
+                        ToPm::SealOffer {
+                            cdo,
+                            attributes: Attributes::new(),
+                            region: fabric::RemoteRegion {
+                                addr: 0,
+                                key: cdo,
+                                len: 8,
+                            },
+                            extras: Default::default(),
+                        },
+                    ]
+                })
+                .collect();
+            if conn.send(&msgs).is_err() {
+                break; // cut off already
+            }
+        }
+        // The PM cuts the connection off.
+        loop {
+            match conn.recv(Op::Offer) {
+                Ok(_) => {}
+                Err(ClientError::Closed) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    let grown = peak_kib(pm.pid()).saturating_sub(before);
+    eprintln!(
+        "1,024 subscriptions and {OFFERS} offers: the PM's peak grew {} MiB; honest worst {worst:?} over {n} round trips",
+        grown >> 10
+    );
+    let said = loop {
+        let line = stderr.recv_timeout(LIMIT).expect("the PM's log");
+        if line.contains("cut off") {
+            break line;
+        }
+    };
+    assert!(said.contains("--max-event-bytes"), "{said}");
+    assert!(grown < 256 << 10, "the PM grew by {grown} KiB");
+    assert!(worst < Duration::from_millis(100), "honest worst {worst:?}");
+    assert!(is_alive(&pm));
+}
+
+/// Declares CDOs with 4,000-byte names on `conn` (app `app`) until the PM refuses one;
+/// returns how many it took and the refusal's text.
+fn fill_until_refused(conn: &mut Conn, app: proto::AppId) -> (usize, String) {
+    let mut ids = cdo_ids(app);
+    let mut made = 0;
+    loop {
+        let batch: Vec<ToPm> = ids
+            .by_ref()
+            .take(256)
+            .map(|cdo| ToPm::Declare {
+                cdo,
+                name: format!("{cdo:0>4000}"),
+            })
+            .collect();
+        let last = match batch.last() {
+            Some(ToPm::Declare { cdo, .. }) => *cdo,
+            _ => panic!("no ids left"),
+        };
+        conn.send(&batch).expect("send");
+        conn.send(&[ToPm::Dispose {
+            cdo: last,
+            answer: true,
+        }])
+        .expect("send");
+        let mut refused = None;
+        loop {
+            match conn.recv(Op::Declare).expect("answer") {
+                FromPm::Refused {
+                    op: Op::Declare,
+                    why: proto::Refusal::Quota(why),
+                    ..
+                } => {
+                    refused.get_or_insert(why);
+                }
+                FromPm::Done {
+                    op: Op::Dispose, ..
+                }
+                | FromPm::Refused {
+                    op: Op::Dispose, ..
+                } => break,
+                _ => {}
+            }
+        }
+        match refused {
+            Some(why) => return (made, why),
+            None => made += 255,
+        }
+    }
+}
+
+#[test]
+fn one_secret_holder_with_many_apps_is_held_to_the_pools_budget() {
+    let (pm, text) = start_pm(
+        "sec-budget",
+        &[
+            "--max-app-bytes",
+            "16M",
+            "--max-bytes",
+            "72M",
+            "--max-apps-per-peer",
+            "4",
+        ],
+    );
+    let info = info(&text);
+    let before = peak_kib(pm.pid());
+    // The hogs stay joined after the attack, holding what they filled.
+    let hogs = std::sync::Mutex::new(Vec::new());
+    let (worst, n) = honest_latency_during(&info, || {
+        // Eight apps of one process over TCP: four are admitted.
+        let mut joined = Vec::new();
+        let mut refused = Vec::new();
+        for i in 0..8 {
+            let mut c = Conn::connect(&ControlAddr::Tcp(tcp_addr(&info)), LIMIT).expect("connect");
+            match c.join(&info, &format!("hog-{i}"), 0) {
+                Ok(app) => joined.push((c, app)),
+                Err(ClientError::Refused { why, .. }) => refused.push(why.to_string()),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(joined.len(), 4, "{refused:?}");
+        assert!(
+            refused.iter().all(|w| w.contains("--max-apps-per-peer")),
+            "{refused:?}"
+        );
+        // Each fills its own quota.
+        for (c, app) in &mut joined {
+            let (made, why) = fill_until_refused(c, *app);
+            assert!(why.contains("--max-app-bytes"), "{why}");
+            assert!(made > 1000, "{made}");
+        }
+        hogs.lock().expect("hogs").extend(joined);
+    });
+    let grown = peak_kib(pm.pid()).saturating_sub(before);
+    eprintln!(
+        "4 apps of one peer at their quota: the PM's peak grew {} MiB; honest worst {worst:?} over {n} round trips",
+        grown >> 10
+    );
+    assert!(worst < Duration::from_millis(100), "honest worst {worst:?}");
+    // Another peer (a process on the Unix socket) fills what is left of the pool and no
+    // more: refused by the pool's budget, not its own.
+    let unix = info
+        .endpoints
+        .iter()
+        .find(|e| matches!(e, ControlAddr::Unix(_)))
+        .expect("a Unix socket")
+        .clone();
+    let mut other = Conn::connect(&unix, LIMIT).expect("connect");
+    let app = other.join(&info, "other-peer", 0).expect("join");
+    let (_, why) = fill_until_refused(&mut other, app);
+    assert!(why.contains("--max-bytes"), "{why}");
+    // 72 MiB of CDOs, counted as the PM counts them: its memory stays in proportion.
+    let grown = peak_kib(pm.pid()).saturating_sub(before);
+    eprintln!(
+        "the pool at its budget: the PM's peak grew {} MiB",
+        grown >> 10
+    );
+    assert!(grown < 256 << 10, "the PM grew by {grown} KiB");
+    assert!(is_alive(&pm));
+    drop(hogs);
+}

@@ -36,7 +36,7 @@ pub use client::{
 pub use pm::{
     CredentialCheck, CredentialVerdict, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME,
     MAX_QUEUED, MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig, PoolManager,
-    resident_bytes,
+    default_max_bytes, resident_bytes,
 };
 
 /// Sleeps until `deadline` on the current tokio runtime; forever when there is none (cancel

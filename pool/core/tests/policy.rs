@@ -510,3 +510,282 @@ fn an_app_that_leaves_with_many_cdos_is_reaped_a_slice_per_step() {
     // And the PM serves on: a demand of "one" is ticketed from the provider.
     assert_eq!(pm.ticket_kind(c, "one"), "rma");
 }
+
+/// `cdo` sealed without attributes and offered (8 bytes), in one message.
+fn seal_offer(cdo: pool_core::proto::CdoId) -> ToPm {
+    ToPm::SealOffer {
+        cdo,
+        attributes: Attributes::new(),
+        region: region(8),
+        extras: OfferExtras::default(),
+    }
+}
+
+/// One member's 64 subscriptions to every offer, then a frame of 1,000 offers: the events
+/// for its connection are charged as they are made and stop at `max_event_bytes` (never
+/// built whole first); the connection is cut off before the next output is taken, its app
+/// gone, and an honest subscriber with one subscription hears of every offer.
+#[test]
+fn events_a_round_makes_for_a_connection_are_bounded_as_they_are_made() {
+    const BOUND: usize = 256 << 10;
+    let mut pm = small(|p| p.max_event_bytes = BOUND);
+    let (greedy, _) = pm.join("greedy");
+    let (honest, _) = pm.join("honest");
+    let (producer, _) = pm.join("producer");
+    for _ in 0..64 {
+        pm.subscribe(greedy, EventKind::Offer, "", SubscribeOptions::default());
+    }
+    pm.subscribe(honest, EventKind::Offer, "", SubscribeOptions::default());
+    // The frame: handled message by message, the output taken only at the end.
+    for i in 0..1000 {
+        let cdo = pm.next_cdo(producer);
+        pm.m.handle(
+            pm.now,
+            producer,
+            ToPm::Declare {
+                cdo,
+                name: format!("field/{i}"),
+            },
+        );
+        pm.m.handle(pm.now, producer, seal_offer(cdo));
+    }
+    let out = pm.drain();
+    let to_greedy = events_to(&out, greedy).len();
+    let to_honest = events_to(&out, honest).len();
+    // What was made for it before the bound was passed was dropped with it.
+    assert_eq!(to_greedy, 0, "its queue was dropped");
+    assert_eq!(
+        to_honest, 1000,
+        "the honest subscriber heard of every offer"
+    );
+    assert_eq!(pm.m.take_cut(), vec![greedy]);
+    assert_eq!(pm.m.app_count(), 2, "the greedy app is gone");
+    assert!(!pm.m.is_joined(greedy));
+    // The producer was served throughout.
+    let done = out
+        .iter()
+        .filter(|(c, m)| {
+            *c == producer
+                && matches!(
+                    m,
+                    FromPm::Done { op: Op::Offer, .. } | FromPm::DoneMany { .. }
+                )
+        })
+        .count();
+    assert_eq!(done, 1000);
+}
+
+/// The events waiting for a subscriber count against its app's bytes: an app whose CDOs
+/// leave it little room is cut off once its events would pass what is left.
+#[test]
+fn events_waiting_for_a_subscriber_count_against_its_app() {
+    let mut pm = small(|p| p.max_app_bytes = 64 << 10);
+    let (sub, _) = pm.join("subscriber");
+    let (producer, _) = pm.join("producer");
+    pm.subscribe(sub, EventKind::Offer, "", SubscribeOptions::default());
+    // Most of its quota in its own declared CDOs.
+    let mut n = 0;
+    loop {
+        let cdo = pm.next_cdo(sub);
+        let out = pm.send(
+            sub,
+            ToPm::Declare {
+                cdo,
+                name: format!("mine/{n:0>200}"),
+            },
+        );
+        if is_quota(&out, Op::Declare) {
+            break;
+        }
+        n += 1;
+    }
+    for i in 0..200 {
+        let cdo = pm.next_cdo(producer);
+        pm.m.handle(
+            pm.now,
+            producer,
+            ToPm::Declare {
+                cdo,
+                name: format!("field/{i}"),
+            },
+        );
+        pm.m.handle(pm.now, producer, seal_offer(cdo));
+    }
+    pm.drain();
+    assert_eq!(pm.m.take_cut(), vec![sub], "cut off for its app's bytes");
+}
+
+/// The pool's budget holds for all apps together: each app within its quota, the second
+/// is refused once the pool holds `max_bytes`, with a message naming the option; what
+/// the first gives back makes room again.
+#[test]
+fn the_pool_holds_at_most_its_budget_for_all_apps_together() {
+    let mut pm = small(|p| {
+        p.max_app_bytes = 96 << 10;
+        p.max_bytes = 128 << 10;
+    });
+    let fill =
+        |pm: &mut Pm, conn: ConnId, prefix: &str| -> (Vec<pool_core::proto::CdoId>, String) {
+            let mut made = Vec::new();
+            loop {
+                let cdo = pm.next_cdo(conn);
+                let out = pm.send(
+                    conn,
+                    ToPm::Declare {
+                        cdo,
+                        name: format!("{prefix}/{:0>100}", made.len()),
+                    },
+                );
+                match out.as_slice() {
+                    [
+                        (
+                            _,
+                            FromPm::Refused {
+                                why: Refusal::Quota(why),
+                                ..
+                            },
+                        ),
+                    ] => return (made, why.clone()),
+                    _ => made.push(cdo),
+                }
+            }
+        };
+    let (a, _) = pm.join("a");
+    let (b, _) = pm.join("b");
+    let (made_a, why_a) = fill(&mut pm, a, "a");
+    assert!(why_a.contains("--max-app-bytes"), "{why_a}");
+    let (made_b, why_b) = fill(&mut pm, b, "b");
+    assert!(why_b.contains("--max-bytes"), "{why_b}");
+    assert!(
+        made_b.len() < made_a.len() / 2,
+        "{} vs {}",
+        made_b.len(),
+        made_a.len()
+    );
+    // a gives back half: b has room again.
+    for &cdo in &made_a[..made_a.len() / 2] {
+        pm.send(a, ToPm::Dispose { cdo, answer: false });
+    }
+    let (more_b, _) = fill(&mut pm, b, "b2");
+    assert!(!more_b.is_empty());
+    // a leaves: everything it held (half its quota now) is the pool's again.
+    pm.send(a, ToPm::Leave);
+    let (c, _) = pm.join("c");
+    let (made_c, why_c) = fill(&mut pm, c, "c");
+    assert!(why_c.contains("--max-bytes"), "{why_c}");
+    assert!(
+        made_c.len() > made_b.len(),
+        "{} vs {}",
+        made_c.len(),
+        made_b.len()
+    );
+}
+
+/// At most `max_apps_per_peer` apps joined at once from one address (one process on the
+/// Unix socket); one more is refused, saying which option; once one leaves, another joins.
+#[test]
+fn apps_joined_from_one_peer_are_bounded() {
+    let mut pm = small(|p| p.max_apps_per_peer = 2);
+    let from = |pm: &mut Pm, peer: Peer, component: &str| -> (ConnId, Vec<(ConnId, FromPm)>) {
+        let conn =
+            100 + pm.m.app_count() as ConnId + pm.now.duration_since(pm.t0).as_nanos() as ConnId;
+        pm.now += Duration::from_nanos(1);
+        let nonce = [7; 32];
+        pm.m.connected_from(pm.now, conn, nonce, peer);
+        pm.drain();
+        let proof = prove(pool_core::sim::SECRET, &nonce, "wf", component, 0);
+        (conn, pm.send(conn, join_msg(component, &proof)))
+    };
+    let ip = Peer::Tcp("10.0.0.1".parse().expect("ip"));
+    let (first, _) = from(&mut pm, ip, "a");
+    from(&mut pm, ip, "b");
+    let (_, out) = from(&mut pm, ip, "c");
+    match out.as_slice() {
+        [
+            (
+                _,
+                FromPm::Refused {
+                    op: Op::Join,
+                    why: Refusal::NotAdmitted(why),
+                    ..
+                },
+            ),
+        ] => {
+            assert!(
+                why.contains("10.0.0.1") && why.contains("--max-apps-per-peer"),
+                "{why}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another address, and another process on the Unix socket, are other peers.
+    let (_, out) = from(&mut pm, Peer::Tcp("10.0.0.2".parse().expect("ip")), "d");
+    assert!(
+        matches!(out.as_slice(), [(_, FromPm::Welcome { .. })]),
+        "{out:?}"
+    );
+    let (_, out) = from(&mut pm, Peer::Local(Some(42)), "e");
+    assert!(
+        matches!(out.as_slice(), [(_, FromPm::Welcome { .. })]),
+        "{out:?}"
+    );
+    // One leaves: room for another.
+    pm.m.disconnected(pm.now, first);
+    pm.drain();
+    let (_, out) = from(&mut pm, ip, "f");
+    assert!(
+        matches!(out.as_slice(), [(_, FromPm::Welcome { .. })]),
+        "{out:?}"
+    );
+}
+
+/// A new subscription's replay of the current state is bounded by its own limit, not by
+/// what a round's operations may make: a subscriber that hears of many CDOs at once and
+/// of new offers in the same round is not cut off.
+#[test]
+fn a_replay_is_not_what_a_rounds_events_are_bounded_by() {
+    let mut pm = small(|p| p.max_event_bytes = 64 << 10);
+    let (producer, _) = pm.join("producer");
+    for i in 0..2000 {
+        let cdo = pm.next_cdo(producer);
+        pm.m.handle(
+            pm.now,
+            producer,
+            ToPm::Declare {
+                cdo,
+                name: format!("field/{i}"),
+            },
+        );
+        pm.m.handle(pm.now, producer, seal_offer(cdo));
+    }
+    pm.drain();
+    let (late, _) = pm.join("late");
+    let options = SubscribeOptions {
+        replay: true,
+        ..SubscribeOptions::default()
+    };
+    let request = ToPm::Subscribe {
+        local: 1,
+        kinds: EventKind::Offer.into(),
+        selector: Box::new(Expr::Has(".maestro.core.cdo.name".into())),
+        options,
+    };
+    pm.m.handle(pm.now, late, request);
+    let cdo = pm.next_cdo(producer);
+    pm.m.handle(
+        pm.now,
+        producer,
+        ToPm::Declare {
+            cdo,
+            name: "new".into(),
+        },
+    );
+    pm.m.handle(pm.now, producer, seal_offer(cdo));
+    let out = pm.drain();
+    assert!(pm.m.take_cut().is_empty());
+    assert_eq!(
+        events_to(&out, late).len(),
+        2001,
+        "the past and the new offer"
+    );
+}

@@ -135,6 +135,12 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
                 w.close();
             }
         }
+        // Their events passed their bounds: what they still had to read is dropped.
+        for conn in manager.take_cut() {
+            if let Some(w) = writers.by_conn.remove(&conn) {
+                w.cut_off();
+            }
+        }
         if let Some(kept) = &mut writers.kept {
             kept.discard(manager.take_discarded());
             let events = writers.events.clone();

@@ -51,8 +51,8 @@ use crate::admission::{Limits, Peer};
 use conn::{Ingress, Writer, Writers, flush, spawn_connection};
 pub use listen::PM_DIR_PREFIX;
 use listen::{Halves, Listener, accept_loop};
-pub use resources::resident_bytes;
 use resources::{MemoryReturn, raise_descriptor_limit, wall_clock};
+pub use resources::{default_max_bytes, resident_bytes};
 
 /// Asks the PM's PMIx host about a JOIN's credential (`PMIx_Validate_credential`).
 pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> CredentialVerdict + Send + Sync>;
@@ -174,7 +174,10 @@ impl PmConfig {
             max_ingress: MAX_INGRESS,
             max_unjoined: MAX_UNJOINED,
             max_unjoined_per_peer: MAX_UNJOINED_PER_PEER,
-            policy: crate::policy::Policy::default(),
+            policy: crate::policy::Policy {
+                max_bytes: resources::default_max_bytes(),
+                ..crate::policy::Policy::default()
+            },
             metrics: None,
             gfs_dir: None,
             adopt: Vec::new(),

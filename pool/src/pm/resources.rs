@@ -15,6 +15,30 @@ pub fn resident_bytes() -> Option<u64> {
     Some(pages * u64::try_from(page).ok().filter(|&p| p > 0)?)
 }
 
+/// The default of [`crate::policy::Policy::max_bytes`] on this node: a quarter of its
+/// memory (`MemTotal` of `/proc/meminfo`, parsed by [`quarter_of_memory`]), at least
+/// 256 MiB; [`crate::policy::MAX_BYTES`] where `/proc` does not tell.
+pub fn default_max_bytes() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| quarter_of_memory(&m))
+        .unwrap_or(crate::policy::MAX_BYTES)
+}
+
+/// A quarter of the `MemTotal` that `meminfo` (the text of `/proc/meminfo`) gives, at
+/// least 256 MiB.
+fn quarter_of_memory(meminfo: &str) -> Option<usize> {
+    let kib: usize = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((kib.saturating_mul(1024) / 4).max(256 << 20))
+}
+
 /// The process figures every Prometheus client exports (`process_*`), read from `/proc`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProcessStats {
@@ -151,6 +175,15 @@ pub(super) fn wall_clock() -> Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quarter_of_the_nodes_memory_is_the_pools_budget() {
+        let meminfo = "MemTotal:       24554312 kB\nMemFree:        1 kB\n";
+        assert_eq!(quarter_of_memory(meminfo), Some(24_554_312 * 1024 / 4));
+        assert_eq!(quarter_of_memory("MemTotal: 1024 kB\n"), Some(256 << 20));
+        assert_eq!(quarter_of_memory("garbage"), None);
+        assert!(default_max_bytes() >= 256 << 20);
+    }
 
     #[test]
     fn process_figures_come_from_the_stat_line_after_the_command_name() {

@@ -748,7 +748,13 @@ impl<T: Driver> ClientCore<T> {
                 }
             }
             FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
-            FromPm::Event { sub, event } => self.subs.event(sub, *event, &mut self.events),
+            FromPm::Event { sub, event } => {
+                self.subs.event(
+                    sub,
+                    std::sync::Arc::unwrap_or_clone(event),
+                    &mut self.events,
+                );
+            }
             FromPm::AckTooLate { sub, serial } => {
                 self.subs.ack_too_late(sub, serial, &mut self.events);
             }

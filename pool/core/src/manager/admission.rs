@@ -197,11 +197,7 @@ impl Manager {
                 ),
             );
         }
-        let pid = match peer {
-            Peer::Local(pid) => pid,
-            Peer::Tcp(_) => None,
-        };
-        self.conns.insert(conn, Conn::Challenged(nonce, pid));
+        self.conns.insert(conn, Conn::Challenged(nonce, peer));
         self.out.send(conn, FromPm::Challenge { nonce });
     }
 

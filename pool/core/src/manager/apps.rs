@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::admission::Peer;
 use super::{ConnId, HashSet, Manager, State, Want, observe, traffic};
 use crate::Subnet;
 use crate::auth;
@@ -39,7 +40,7 @@ pub enum Identity {
 pub(super) enum Conn {
     /// Challenged, not joined yet; with the peer's process id where the driver verified
     /// it (a Unix socket's `SO_PEERCRED`).
-    Challenged([u8; 32], Option<u32>),
+    Challenged([u8; 32], Peer),
     /// Joined as this app.
     Joined(AppId),
     /// A read-only observer (see [`crate::view`]).
@@ -86,6 +87,8 @@ pub(super) struct App {
     /// How many CDO ids it has used (the last it declared is `cdo_ids(app).start() +
     /// last_declared - 1`): observers list its CDOs in id order up to there.
     pub(super) last_declared: u64,
+    /// Where it connected from (see [`super::policy::Policy::max_apps_per_peer`]).
+    pub(super) peer: Peer,
 }
 
 /// Which process first announced a (host, pid) for same-host copies, and how many live apps
@@ -101,10 +104,14 @@ impl Manager {
     pub(super) fn join(
         &mut self,
         conn: ConnId,
-        (nonce, peer_pid): ([u8; 32], Option<u32>),
+        (nonce, peer): ([u8; 32], Peer),
         msg: ToPm,
         identity: Identity,
     ) {
+        let peer_pid = match peer {
+            Peer::Local(pid) => pid,
+            Peer::Tcp(_) => None,
+        };
         self.admitted(conn);
         let ToPm::Join(join) = msg else {
             return;
@@ -134,6 +141,7 @@ impl Manager {
             None if role == proto::Role::Observer => {
                 return self.observe(conn, &format!("{component}:{index} on {host}"));
             }
+            None => self.peer_has_room(peer).err(),
             why => why,
         };
         if let Some(why) = why {
@@ -167,9 +175,11 @@ impl Manager {
                 counters: observe::AppCounters::default(),
                 traffic,
                 last_declared: 0,
+                peer,
             },
             memory,
         );
+        self.count_app(peer, 0, true);
         let (pool, keep) = (self.instance, self.keep_dir());
         self.out.send(conn, FromPm::Welcome { app, pool, keep });
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
@@ -313,6 +323,7 @@ impl Manager {
         let Some(a) = self.apps.remove(&app) else {
             return;
         };
+        self.count_app(a.peer, a.held, false);
         self.retire_traffic(app, &a);
         self.conns.remove(&a.conn);
         self.release_memory_claim(&a);

@@ -49,6 +49,12 @@ struct Hold {
 #[derive(Debug)]
 pub(super) struct Events {
     subs: BTreeMap<SubId, Subscription>,
+    /// Subscriptions of connections to cut off, out of every event's way until then
+    /// ([`Manager::cut_overrun`]).
+    set_aside: BTreeMap<SubId, Subscription>,
+    /// Bytes of past events (a new subscription's replay) queued for each connection since
+    /// the output was last taken whole: not what its operations' events are bounded by.
+    replayed: HashMap<ConnId, usize>,
     /// Ordered: expiries are handled, and late subscribers told, in connection order.
     holds: BTreeMap<ConnId, Hold>,
     queued: HashMap<ConnId, VecDeque<ToPm>>,
@@ -127,6 +133,8 @@ impl Events {
     pub(super) fn new(clock: Clock) -> Events {
         Events {
             subs: BTreeMap::new(),
+            set_aside: BTreeMap::new(),
+            replayed: HashMap::default(),
             holds: BTreeMap::new(),
             queued: HashMap::default(),
             next_serial: 1,
@@ -466,29 +474,99 @@ impl Manager {
             .as_ref()
             .filter(|_| kind == EventKind::Offer && !before)
             .map(|s| s.cdo);
-        let mut event = self.event(kind, app, subject, detail, before);
+        let event = self.event(kind, app, subject, detail, before);
+        // What each copy costs, charged to its subscriber before it is made; the copies
+        // share the event (one more where acknowledgements are awaited).
+        let bytes = super::outbox::pool_event_bytes(&event);
+        let serial = event.serial;
+        let plain = Arc::new(event);
+        let mut acked: Option<Arc<PoolEvent>> = None;
         let mut awaiting = Vec::new();
         let mut granted: Vec<AppId> = Vec::new();
         for (sub, conn, ack, subscriber) in targets {
+            if !self.events.subs.contains_key(&sub) {
+                continue; // its connection was cut off meanwhile
+            }
+            if let Err(why) = self.event_room(conn, subscriber, bytes) {
+                self.overrun_conn(conn, why);
+                continue;
+            }
             if let Some(offer) = leased
                 && !granted.contains(&subscriber)
             {
                 granted.push(subscriber);
                 self.grant_lease(offer, subscriber, conn);
             }
-            event.needs_ack = ack;
-            if ack {
-                awaiting.push((sub, event.serial));
-            }
-            self.out.send(
-                conn,
-                FromPm::Event {
-                    sub,
-                    event: Box::new(event.clone()),
-                },
-            );
+            let event = if ack {
+                awaiting.push((sub, serial));
+                Arc::clone(acked.get_or_insert_with(|| {
+                    Arc::new(PoolEvent {
+                        needs_ack: true,
+                        ..PoolEvent::clone(&plain)
+                    })
+                }))
+            } else {
+                Arc::clone(&plain)
+            };
+            self.out.send(conn, FromPm::Event { sub, event });
         }
         awaiting
+    }
+
+    /// Bytes of events of this round's operations queued for `conn` (a replay's left out).
+    pub(super) fn round_event_bytes(&self, conn: ConnId) -> usize {
+        let replayed = self.events.replayed.get(&conn).copied().unwrap_or(0);
+        self.out.event_bytes(conn).saturating_sub(replayed)
+    }
+
+    /// The output was taken whole: past events queued are sent.
+    pub(super) fn output_taken(&mut self) {
+        if !self.events.replayed.is_empty() {
+            self.events.replayed.clear();
+        }
+    }
+
+    /// Cuts `conn` off once the output is next taken ([`Manager::cut_overrun`]); its
+    /// subscriptions are set aside meanwhile (they hear nothing more, and cost no event
+    /// of this round a look).
+    fn overrun_conn(&mut self, conn: ConnId, why: String) {
+        if self.overrun.iter().any(|(c, _)| *c == conn) {
+            return;
+        }
+        let cut: Vec<SubId> = self
+            .events
+            .subs
+            .iter()
+            .filter(|(_, s)| s.conn == conn)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in cut {
+            if let Some(s) = self.events.subs.remove(&id) {
+                self.events.count(&s, false);
+                self.events.set_aside.insert(id, s);
+            }
+        }
+        self.overrun.push((conn, why));
+    }
+
+    /// Cuts off the connections whose events passed their bounds: what is queued for them
+    /// is dropped, the driver is told ([`Manager::take_cut`]), and their apps are gone as
+    /// if their connections had closed (other subscribers hear why).
+    pub(super) fn cut_overrun(&mut self) {
+        let now = self.events.now();
+        // The set-aside subscriptions come back, to go with their apps as any.
+        for (id, s) in std::mem::take(&mut self.events.set_aside) {
+            self.events.count(&s, true);
+            self.events.subs.insert(id, s);
+        }
+        for (conn, why) in std::mem::take(&mut self.overrun) {
+            if !self.conns.contains_key(&conn) {
+                continue;
+            }
+            tracing::warn!("connection {conn} cut off: {why}");
+            self.disconnected_because(now, conn, &format!("it was cut off: {why}"));
+            self.out.cut(conn);
+        }
     }
 
     /// The current state for a new subscription that asked for it
@@ -650,14 +728,10 @@ impl Manager {
         subject: Option<Subject>,
         detail: &str,
     ) {
-        let event = self.event(kind, app, subject, detail, false);
-        self.out.send(
-            conn,
-            FromPm::Event {
-                sub,
-                event: Box::new(event),
-            },
-        );
+        let event = Arc::new(self.event(kind, app, subject, detail, false));
+        // Bounded by `MAX_REPLAY`, not by what this round's operations may make.
+        *self.events.replayed.entry(conn).or_default() += super::outbox::pool_event_bytes(&event);
+        self.out.send(conn, FromPm::Event { sub, event });
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.

@@ -169,6 +169,13 @@ impl Adopted {
     }
 }
 
+impl Manager {
+    /// Bytes the kept CDOs make the PM hold.
+    pub(super) fn kept_held(&self) -> usize {
+        self.kept.held
+    }
+}
+
 impl Kept {
     /// How many CDOs are kept (not being discarded) and the bytes they make the PM hold.
     pub(super) fn totals(&self) -> (u64, u64) {

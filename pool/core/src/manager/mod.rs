@@ -246,6 +246,11 @@ pub struct Manager {
     kept: kept::Kept,
     /// Offers written to the global file system at the PM's request.
     spills: spill::Spills,
+    /// What all apps hold, and how many each peer joined.
+    budget: policy::Budget,
+    /// Connections whose events passed their bounds (and why): cut off before the next
+    /// output is taken.
+    overrun: Vec<(ConnId, String)>,
 }
 
 impl Manager {
@@ -275,6 +280,8 @@ impl Manager {
             admission: admission::Admission::default(),
             kept: kept::Kept::default(),
             spills: spill::Spills::default(),
+            budget: policy::Budget::default(),
+            overrun: Vec::new(),
         }
     }
 
@@ -290,9 +297,25 @@ impl Manager {
         id
     }
 
-    /// The next message to send, with its connection.
+    /// The next message to send, with its connection. Connections whose events passed
+    /// their bounds are cut off first ([`Manager::take_cut`]).
     pub fn poll_output(&mut self) -> Option<(ConnId, FromPm)> {
-        self.out.next()
+        if !self.overrun.is_empty() {
+            self.cut_overrun();
+        }
+        let next = self.out.next();
+        if next.is_none() {
+            self.output_taken();
+        }
+        next
+    }
+
+    /// Connections the driver should drop at once, with what it still has to write to
+    /// them: their subscribers' events passed the bounds of [`Policy::max_event_bytes`],
+    /// [`Policy::max_app_bytes`] or [`Policy::max_bytes`]. The manager has forgotten them
+    /// (their apps are gone, as after [`Manager::disconnected`]).
+    pub fn take_cut(&mut self) -> Vec<ConnId> {
+        self.out.take_cut()
     }
 
     /// Connections the driver should close once their queued output is sent. The manager
@@ -336,12 +359,16 @@ impl Manager {
     /// out about who sent it.
     pub fn handle_checked(&mut self, now: Instant, conn: ConnId, msg: ToPm, identity: Identity) {
         self.advance(now);
+        // A connection being cut off is heard no more (the rest of its batch costs nothing).
+        if self.overrun.iter().any(|(c, _)| *c == conn) {
+            return;
+        }
         self.stats.count(msg.op());
         let app = match (self.conns.get(&conn), &msg) {
             (Some(Conn::Observer), _) => return self.observer_message(conn, msg),
-            (Some(Conn::Challenged(nonce, pid)), ToPm::Join(_)) => {
-                let (nonce, pid) = (*nonce, *pid);
-                return self.join(conn, (nonce, pid), msg, identity);
+            (Some(Conn::Challenged(nonce, peer)), ToPm::Join(_)) => {
+                let (nonce, peer) = (*nonce, *peer);
+                return self.join(conn, (nonce, peer), msg, identity);
             }
             (Some(Conn::Joined(_)), ToPm::Join(_)) => {
                 return self.refuse(conn, Op::Join, None, Refusal::DuplicateJoin);

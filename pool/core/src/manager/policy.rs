@@ -8,7 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{App, Cdo, Claim, Manager, State};
+use super::admission::Peer;
+use super::{App, Cdo, Claim, HashMap, Manager, State};
 use crate::ConnId;
 use crate::attr::{self, AttrValue, Attributes};
 use crate::events::{EventKind, FabricChange};
@@ -16,6 +17,13 @@ use crate::proto::{self, AppId, CdoId, Op, ProcessMemory, Refusal, ToPm, Transfe
 
 /// Default of [`Policy::max_app_bytes`]: 256 MiB.
 pub const MAX_APP_BYTES: usize = 256 << 20;
+/// Default of [`Policy::max_bytes`]: 4 GiB (`maestro pm` takes a quarter of the node's
+/// memory instead).
+pub const MAX_BYTES: usize = 4 << 30;
+/// Default of [`Policy::max_apps_per_peer`]: 1024 (a node's ranks share its address).
+pub const MAX_APPS_PER_PEER: usize = 1024;
+/// Default of [`Policy::max_event_bytes`]: 4 MiB (some 20,000 events).
+pub const MAX_EVENT_BYTES: usize = 4 << 20;
 /// Default of [`Policy::max_attribute_bytes`]: 1 MiB.
 pub const MAX_ATTRIBUTE_BYTES: usize = 1 << 20;
 /// Default of [`Policy::max_subscriptions`]: 1024.
@@ -56,6 +64,24 @@ pub const CDO_COST: usize = 320;
 /// What the pool manager counts for a subscription besides its selector.
 pub const SUBSCRIPTION_COST: usize = 1024;
 
+/// What the pool holds for all applications together (see [`Policy::max_bytes`]) and
+/// how many apps each peer has joined ([`Policy::max_apps_per_peer`]).
+#[derive(Debug, Default)]
+pub(super) struct Budget {
+    /// The sum of the apps' held bytes.
+    held: usize,
+    apps_by_peer: HashMap<Peer, usize>,
+}
+
+/// `peer` for people: its address, or the process on the Unix socket.
+fn peer_name(peer: Peer) -> String {
+    match peer {
+        Peer::Tcp(ip) => format!("address {ip}"),
+        Peer::Local(Some(pid)) => format!("process {pid} on this host"),
+        Peer::Local(None) => "this host's Unix socket".into(),
+    }
+}
+
 /// The limits and bindings a pool manager enforces per application.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
@@ -63,6 +89,22 @@ pub struct Policy {
     /// and sealed attributes, per subscription [`SUBSCRIPTION_COST`] plus its selector.
     /// Past it, declares, seals and subscriptions are refused with [`crate::proto::Refusal::Quota`].
     pub max_app_bytes: usize,
+    /// Most bytes the PM holds for all applications together: their CDOs, subscriptions
+    /// and events queued for them (each app within its own [`Policy::max_app_bytes`]),
+    /// with the kept CDOs'. Past it, what would add is refused with
+    /// [`crate::proto::Refusal::Quota`] (and a subscriber whose events would pass it is cut
+    /// off), so that many apps of one workflow cannot together take the node's memory.
+    pub max_bytes: usize,
+    /// Most applications joined at once from one peer: one address over TCP, one process
+    /// on the PM's Unix socket. Past it a JOIN is refused with
+    /// [`crate::proto::Refusal::NotAdmitted`].
+    pub max_apps_per_peer: usize,
+    /// Most bytes of events the PM makes for one connection and holds unsent (what one
+    /// round of operations produces for its subscriptions; each event is also charged to
+    /// the subscriber's [`Policy::max_app_bytes`] and to [`Policy::max_bytes`] as it is
+    /// made). A connection whose events would pass it is cut off, its app gone, at once:
+    /// nothing is built beyond it.
+    pub max_event_bytes: usize,
     /// Most bytes of one CDO's attributes (keys and values): every subscriber of its
     /// events gets them, so they must stay metadata.
     pub max_attribute_bytes: usize,
@@ -113,6 +155,9 @@ impl Default for Policy {
     fn default() -> Policy {
         Policy {
             max_app_bytes: MAX_APP_BYTES,
+            max_bytes: MAX_BYTES,
+            max_apps_per_peer: MAX_APPS_PER_PEER,
+            max_event_bytes: MAX_EVENT_BYTES,
             max_attribute_bytes: MAX_ATTRIBUTE_BYTES,
             max_subscriptions: MAX_SUBSCRIPTIONS,
             max_inline_bytes: MAX_INLINE_BYTES,
@@ -270,8 +315,9 @@ impl Manager {
         }
     }
 
-    /// Whether `bytes` more fit `app`'s [`Policy::max_app_bytes`] (nothing is counted: see
-    /// [`Manager::account`]); the refusal says by how much they would not.
+    /// Whether `bytes` more fit `app`'s [`Policy::max_app_bytes`] and the pool's
+    /// [`Policy::max_bytes`] (nothing is counted: see [`Manager::account`]); the refusal
+    /// says by how much they would not.
     pub(super) fn affordable(&self, app: AppId, bytes: usize) -> Result<(), Refusal> {
         let held = self.apps.get(&app).map_or(0, |a| a.held);
         if held.saturating_add(bytes) > self.policy.max_app_bytes {
@@ -280,19 +326,86 @@ impl Manager {
                 self.policy.max_app_bytes
             )));
         }
+        let used = self.pool_used();
+        if used.saturating_add(bytes) > self.policy.max_bytes {
+            return Err(Refusal::Quota(format!(
+                "the pool manager holds {used} bytes for all applications, {bytes} more would pass its {} (maestro pm --max-bytes); dispose of CDOs no longer needed",
+                self.policy.max_bytes
+            )));
+        }
         Ok(())
     }
 
+    /// What the PM holds for all applications, as [`Policy::max_bytes`] counts it.
+    pub(super) fn pool_used(&self) -> usize {
+        self.budget.held + self.kept_held() + self.out.events_total()
+    }
+
     /// Counts `bytes` against `app` (after [`Manager::affordable`] allowed them), or gives
-    /// them back (`credit`).
+    /// them back (`credit`); the pool's total with it.
     pub(super) fn account(&mut self, app: AppId, bytes: usize, credit: bool) {
         if let Some(a) = self.apps.get_mut(&app) {
+            let before = a.held;
             a.held = if credit {
                 a.held.saturating_sub(bytes)
             } else {
                 a.held.saturating_add(bytes)
             };
+            self.budget.held = (self.budget.held + a.held).saturating_sub(before);
         }
+    }
+
+    /// Whether one more app may join from `peer` ([`Policy::max_apps_per_peer`]).
+    pub(super) fn peer_has_room(&self, peer: Peer) -> Result<(), Refusal> {
+        let n = self.budget.apps_by_peer.get(&peer).copied().unwrap_or(0);
+        if n >= self.policy.max_apps_per_peer {
+            return Err(Refusal::NotAdmitted(format!(
+                "{n} applications joined from {} already, the most one peer may have at once (maestro pm --max-apps-per-peer)",
+                peer_name(peer)
+            )));
+        }
+        Ok(())
+    }
+
+    /// An app of `peer` joined (`add`) or is gone, holding `held` bytes then.
+    pub(super) fn count_app(&mut self, peer: Peer, held: usize, add: bool) {
+        let n = self.budget.apps_by_peer.entry(peer).or_default();
+        if add {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.budget.apps_by_peer.remove(&peer);
+            }
+            self.budget.held = self.budget.held.saturating_sub(held);
+        }
+    }
+
+    /// Whether an event of `bytes` for `conn`, whose app is `app`, fits: the connection's
+    /// [`Policy::max_event_bytes`], the app's [`Policy::max_app_bytes`] and the pool's
+    /// [`Policy::max_bytes`]. Why not, if it does not.
+    pub(super) fn event_room(&self, conn: ConnId, app: AppId, bytes: usize) -> Result<(), String> {
+        let queued = self.out.event_bytes(conn) + bytes;
+        let held = self.apps.get(&app).map_or(0, |a| a.held);
+        if self.round_event_bytes(conn) + bytes > self.policy.max_event_bytes {
+            return Err(format!(
+                "its subscriptions' events passed {} bytes waiting to be sent (maestro pm --max-event-bytes): subscribe to fewer events, with narrower selectors",
+                self.policy.max_event_bytes
+            ));
+        }
+        if held + queued > self.policy.max_app_bytes {
+            return Err(format!(
+                "its CDOs, subscriptions and the events waiting for it passed its {} bytes (maestro pm --max-app-bytes)",
+                self.policy.max_app_bytes
+            ));
+        }
+        if self.pool_used() + bytes > self.policy.max_bytes {
+            return Err(format!(
+                "the events waiting for it would pass the {} bytes the pool manager holds for all applications (maestro pm --max-bytes)",
+                self.policy.max_bytes
+            ));
+        }
+        Ok(())
     }
 
     /// What a CDO counts against its app's bytes (with the bytes its offer carries).

@@ -662,7 +662,7 @@ pub enum FromPm {
         /// The subscription.
         sub: SubId,
         /// The event.
-        event: Box<PoolEvent>,
+        event: std::sync::Arc<PoolEvent>,
     },
     /// The acknowledgement of event `serial` did not come in time: the operation went on.
     AckTooLate {
