@@ -35,10 +35,10 @@ use text::{Family, Format, Kind, Labels, Value};
 pub const MAX_SCRAPES: usize = 64;
 /// Most connections waiting to send their request; a newcomer past it takes the place of
 /// the one that has waited longest.
-pub const MAX_PENDING: usize = 256;
+pub const MAX_PENDING: usize = 512;
 /// Most connections of one address waiting to send their request; a newcomer past it
 /// takes the place of that address' longest waiting.
-pub const PER_PEER_PENDING: usize = 16;
+pub const PER_PEER_PENDING: usize = 64;
 /// Longest a scraper may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest the actor may take to answer, and a scraper to take the answer.
