@@ -155,13 +155,21 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
 }
 
 /// Removes a pool manager's info file unless a running PM holds its lock (a new PM that
-/// took the path over after the old one died), or it is not a regular file of ours (the
-/// janitor never follows, blocks on, or removes what it did not create).
+/// took the path over after the old one died), it is not a regular file of ours, or it
+/// holds no PM info (the PM refused a file the user keeps there: the janitor never
+/// follows, blocks on, or removes what a PM did not write).
 fn remove_unless_locked(path: &std::path::Path) {
+    use std::io::Read;
     use std::os::fd::AsRawFd;
-    let Ok(f) = safefs::open_own(path, true) else {
+    let Ok(mut f) = safefs::open_own(path, true) else {
         return;
     };
+    let mut text = String::new();
+    if (&mut f).take(64 << 10).read_to_string(&mut text).is_err()
+        || !pool::bootstrap::holds_pm_info(&text)
+    {
+        return;
+    }
     // SAFETY: flock on a descriptor this function owns; released when `f` closes.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
         let _ = std::fs::remove_file(path);

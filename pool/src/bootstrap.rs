@@ -346,18 +346,41 @@ pub enum PmInfoFileError {
 
 impl PmInfo {
     /// Writes this info to `path`, readable only by its owner (created exclusively with
-    /// mode 0600, or an existing regular file of this user made 0600 before it is
-    /// truncated and written; never through a link, never into another user's file or a
-    /// FIFO), and keeps it locked while the returned file is open: a second PM given the
-    /// same path fails instead of overwriting the first one's info. A file a killed PM
-    /// left behind is not locked and is taken over. [`PmInfo::from_file`] reads it.
+    /// mode 0600; an existing file is taken over only if it is a regular file of this
+    /// user that is empty or holds a PM info, made 0600 before it is truncated and
+    /// written; never through a link, never into another user's file or a FIFO, never
+    /// over anything else a user keeps there), and keeps it locked while the returned
+    /// file is open: a second PM given the same path fails instead of overwriting the
+    /// first one's info. A file a killed PM left behind is not locked and is taken over.
+    /// [`PmInfo::from_file`] reads it.
     ///
     /// # Errors
-    /// What is at `path` when it is not ours ([`safefs::Error::Squatted`], naming it),
+    /// What is at `path` when it is not ours ([`safefs::Error::Squatted`], naming it);
+    /// `AlreadyExists` for a file that holds something else (nothing of it is changed);
     /// the OS errors; `WouldBlock` when another running PM holds the file.
     pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<std::fs::File> {
         use std::io::Write;
         use std::os::fd::AsRawFd;
+        match safefs::read_own(path, PM_INFO_FILE_MAX) {
+            Ok(text) if !holds_pm_info_or_nothing(&text) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "the file exists and holds something else than a pool manager's info ({} bytes); it is left as it is: give a path of a new file",
+                        text.len()
+                    ),
+                ));
+            }
+            Err(safefs::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "the file exists and holds something else than a pool manager's info (not text); it is left as it is: give a path of a new file",
+                ));
+            }
+            _ => {}
+        }
         let mut f = safefs::create_or_open_own(path, 0o600)?;
         // SAFETY: flock on a descriptor this function owns.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -380,7 +403,7 @@ impl PmInfo {
     /// directory no other user controls (see [`safefs::read_own_in_safe_dir`]);
     /// [`PmInfoFileError::Malformed`] for text that is not a PM info.
     pub fn from_file(path: &std::path::Path) -> Result<Option<PmInfo>, PmInfoFileError> {
-        let text = match safefs::read_own_in_safe_dir(path, 64 << 10) {
+        let text = match safefs::read_own_in_safe_dir(path, PM_INFO_FILE_MAX) {
             Ok(t) => t,
             Err(safefs::Error::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -389,22 +412,43 @@ impl PmInfo {
             }
             Err(e) => return Err(e.into()),
         };
-        let line = text.trim();
-        let line = line
-            .strip_prefix(PM_INFO_ENV)
-            .and_then(|l| l.strip_prefix(';'))
-            .and_then(|l| l.strip_suffix(';'))
-            .unwrap_or(line);
-        if line.is_empty() {
-            return Ok(None);
-        }
-        PmInfo::parse(line)
-            .map(Some)
-            .map_err(|error| PmInfoFileError::Malformed {
-                path: path.to_path_buf(),
-                error,
-            })
+        parse_info_text(&text).map_err(|error| PmInfoFileError::Malformed {
+            path: path.to_path_buf(),
+            error,
+        })
     }
+}
+
+/// Most bytes of a PM info file read.
+const PM_INFO_FILE_MAX: u64 = 64 << 10;
+
+/// The PM info in the text of an info file (the info, or the `MSTRO_POOL_MANAGER_INFO;
+/// <info>;` line); `None` for empty text.
+///
+/// # Errors
+/// Text that is no PM info.
+fn parse_info_text(text: &str) -> Result<Option<PmInfo>, PmInfoError> {
+    let line = text.trim();
+    let line = line
+        .strip_prefix(PM_INFO_ENV)
+        .and_then(|l| l.strip_prefix(';'))
+        .and_then(|l| l.strip_suffix(';'))
+        .unwrap_or(line);
+    if line.is_empty() {
+        return Ok(None);
+    }
+    PmInfo::parse(line).map(Some)
+}
+
+/// Whether `text` (of a file found at a PM info file's path) is empty or a PM info: what
+/// a pool manager may take over.
+pub fn holds_pm_info_or_nothing(text: &str) -> bool {
+    parse_info_text(text).is_ok()
+}
+
+/// Whether `text` is a PM info (a pool manager wrote it): what a janitor may remove.
+pub fn holds_pm_info(text: &str) -> bool {
+    matches!(parse_info_text(text), Ok(Some(_)))
 }
 
 /// A fresh 256-bit workflow secret from the OS.

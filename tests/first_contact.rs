@@ -1,0 +1,82 @@
+//! What a newcomer types, taken as typed: nothing a user gives on the command line destroys
+//! a file of theirs (issue #50's first contact pass), each case run as a user would run it.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Group, maestro};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `maestro pm --info-file` given a file the user keeps (a mistyped path in a job script):
+/// refused, exit 2 with the reason; the file keeps its content and stays, whether the PM
+/// stops by SIGINT or its janitor sweeps after it.
+#[test]
+fn a_pm_never_overwrites_or_removes_a_file_it_did_not_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let precious = dir.path().join("precious.txt");
+    std::fs::write(&precious, "precious data\n").expect("write");
+    let mut cmd = Command::new(maestro());
+    cmd.args(["pm", "--workflow", "fc-precious", "--info-file"])
+        .arg(&precious);
+    let pm = Group::spawn(&mut cmd);
+    // Refused at once as bad input (exit 2): it never serves.
+    let out = pm.wait(LIMIT);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("holds something else than a pool manager's info"),
+        "{}",
+        out.stderr
+    );
+    // The janitor has had its turn too (it sweeps once the PM is gone).
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        assert_eq!(
+            std::fs::read_to_string(&precious).expect("still there"),
+            "precious data\n"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&precious).expect("meta").permissions(),
+    );
+    assert_ne!(mode & 0o777, 0o600, "its mode untouched too");
+    // A file a killed PM left (its info) is taken over, written and removed at exit.
+    let stale = dir.path().join("stale.info");
+    let old = pool::bootstrap::PmInfo {
+        workflow: "fc-stale".into(),
+        endpoints: vec![pool::bootstrap::ControlAddr::Tcp(
+            "127.0.0.1:1".parse().expect("addr"),
+        )],
+        secret: vec![0; 32],
+    };
+    std::fs::write(&stale, format!("{}\n", old.encode())).expect("write");
+    let (text, pm) = info_file_pm(&stale, &old.encode());
+    assert!(text.contains(':'), "{text}");
+    // SAFETY: signalling the process this test started.
+    unsafe { libc::kill(pm.pid(), libc::SIGINT) };
+    let out = pm.wait(LIMIT);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(!stale.exists(), "the PM's own file is removed at exit");
+}
+
+/// Starts `maestro pm --info-file path` and waits for the file to hold its info (not
+/// `before`).
+fn info_file_pm(path: &std::path::Path, before: &str) -> (String, Group) {
+    let mut cmd = Command::new(maestro());
+    cmd.args(["pm", "--workflow", "fc-stale", "--info-file"])
+        .arg(path);
+    let pm = Group::spawn(&mut cmd);
+    let end = Instant::now() + LIMIT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.trim() != before && pool::bootstrap::PmInfo::parse(text.trim()).is_ok() {
+            return (text, pm);
+        }
+        assert!(Instant::now() < end, "no info written: {text:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
