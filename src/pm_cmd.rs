@@ -1,8 +1,9 @@
 //! `maestro pm`: a pool manager as its own process. It gives its PM info as
 //! `MSTRO_POOL_MANAGER_INFO;<info>;` (as Maestro Core does) and serves until SIGINT or
 //! SIGTERM. The info holds the workflow secret, so it goes only where the user says:
-//! `--info-file` (created exclusively with mode 0600, or a file of the user's own made
-//! 0600; never through a link, never another user's file or a FIFO), standard output when
+//! `--info-file` (created exclusively with mode 0600, or a file of the user's own that is
+//! empty or holds a PM info, made 0600; never through a link, never another user's file
+//! or a FIFO, never a file holding anything else), standard output when
 //! that is a terminal, or standard output whatever it is with `--print-info` (a regular
 //! file is then made private first). A pipe or a job's log gets nothing by default.
 //! Started under a PMIx host (`maestro run -n 1 maestro pm`), it also publishes the info
@@ -35,7 +36,8 @@ pub struct PmOptions {
     #[arg(long)]
     pub listen: Vec<SocketAddr>,
     /// Write the PM info to this file (mode 0600; removed at exit). A file of another
-    /// user, a link or a FIFO at that path is refused.
+    /// user, a link, a FIFO or a file holding anything but a PM info at that path is
+    /// refused and left as it is.
     #[arg(long)]
     pub info_file: Option<PathBuf>,
     /// Print the PM info (it holds the workflow secret) on standard output even when that
