@@ -19,8 +19,36 @@ mod run;
 mod rundir;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
+
+/// Whether standard output and standard error were closed when the process started
+/// (`maestro run ... >&-`): Rust's runtime opens `/dev/null` in their place before `main`,
+/// so what is written there would be lost without a word.
+static CLOSED_AT_START: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// Notes which of descriptors 1 and 2 are closed, before Rust's runtime opens
+/// `/dev/null` in their place (constructors run before it).
+extern "C" fn note_closed_std_fds() {
+    for (fd, closed) in [1, 2].into_iter().zip(&CLOSED_AT_START) {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            closed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STD_FDS: extern "C" fn() = note_closed_std_fds;
+
+/// Whether standard output (`fd` 1) or error (2) was closed when this process started.
+pub fn closed_at_start(fd: usize) -> bool {
+    CLOSED_AT_START
+        .get(fd.wrapping_sub(1))
+        .is_some_and(|c| c.load(Ordering::Relaxed))
+}
 
 /// Data orchestration for HPC workflows, woven into PMIx.
 #[derive(Parser, Debug)]

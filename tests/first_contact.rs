@@ -80,3 +80,37 @@ fn info_file_pm(path: &std::path::Path, before: &str) -> (String, Group) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `maestro run` forwards what its ranks write byte for byte (no newline added to output
+/// that ends without one, binary and all), and says so and fails when it cannot write it:
+/// a full device, a closed standard output.
+#[test]
+fn forwarded_output_is_byte_exact_and_its_loss_is_a_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rnd = dir.path().join("rnd.bin");
+    let bytes: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&rnd, &bytes).expect("write");
+    let out = Command::new(maestro())
+        .args(["run", "-n", "1", "--", "cat"])
+        .arg(&rnd)
+        .output()
+        .expect("maestro run");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout.len(), bytes.len());
+    assert!(out.stdout == bytes, "the bytes differ");
+    for (redirect, said) in [
+        ("> /dev/full", "cannot be written (No space left on device"),
+        (">&-", "standard output was closed when it started"),
+    ] {
+        let line = format!(
+            "'{}' run -n 1 -- cat '{}' {redirect}",
+            maestro().display(),
+            rnd.display()
+        );
+        let out = common::run(Command::new("sh").args(["-c", &line]), LIMIT);
+        assert_eq!(out.code(), Some(1), "{redirect}: {out:?}");
+        assert!(out.stderr.contains(said), "{redirect}: {}", out.stderr);
+    }
+}

@@ -259,6 +259,9 @@ enum LoopEvent {
     /// The launcher's stdout or stderr is gone (a closed pipe): the job ends as a
     /// program killed by SIGPIPE would.
     OutputClosed,
+    /// Writing the launcher's stdout or stderr failed otherwise (a full disk, a closed
+    /// descriptor): said once; the job runs on and the launcher's exit code is not 0.
+    OutputFailed(output::Stream, String),
 }
 
 /// Runs the job and returns the exit code for the launcher.
@@ -319,6 +322,13 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         outputs: Vec::new(),
         links,
     };
+    for (fd, what) in [(1, "output"), (2, "error")] {
+        if crate::closed_at_start(fd) && job.outcome.output_lost() {
+            eprintln!(
+                "maestro run: standard {what} was closed when it started (>&-): what the ranks write there is lost; maestro run will exit with a failure"
+            );
+        }
+    }
     job.register(0)?;
     match rx.try_recv() {
         Ok(LoopEvent::Signal(sig)) => {

@@ -66,6 +66,8 @@ pub enum StopCause {
 pub struct Outcome {
     ends: BTreeMap<RankId, (RankEnd, bool)>,
     cause: Option<StopCause>,
+    /// Some of the ranks' output could not be written.
+    lost: bool,
 }
 
 impl Outcome {
@@ -94,6 +96,12 @@ impl Outcome {
         })
     }
 
+    /// Records that the ranks' output could not be written (the launcher then exits with
+    /// at least 1); returns whether this is the first time.
+    pub fn output_lost(&mut self) -> bool {
+        !std::mem::replace(&mut self.lost, true)
+    }
+
     /// Whether a reason to stop was recorded (the jobs are being stopped).
     pub fn stopping(&self) -> bool {
         self.cause.is_some()
@@ -115,7 +123,7 @@ impl Outcome {
             Some(StopCause::TimeLimit) => 124,
             None => 0,
         };
-        own.max(cause).clamp(0, 255)
+        own.max(cause).max(i32::from(self.lost)).clamp(0, 255)
     }
 }
 

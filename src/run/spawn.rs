@@ -188,8 +188,12 @@ impl Job<'_> {
                             tracing::debug!("output of {source} to tools: {e}");
                         }
                     },
-                    move || {
-                        let _ = tx.send(LoopEvent::OutputClosed);
+                    move |e: std::io::Error| {
+                        let _ = tx.send(if e.kind() == std::io::ErrorKind::BrokenPipe {
+                            LoopEvent::OutputClosed
+                        } else {
+                            LoopEvent::OutputFailed(stream, e.to_string())
+                        });
                     },
                 )
                 .map_err(|e| format!("output thread: {e}"))?;

@@ -77,6 +77,17 @@ impl Job<'_> {
                             .get_or_insert(Instant::now() + self.opts.kill_after);
                     }
                 }
+                Ok(LoopEvent::OutputFailed(stream, why)) => {
+                    if self.outcome.output_lost() {
+                        eprintln!(
+                            "maestro run: the ranks' standard {} cannot be written ({why}): what they write there is lost; the job runs on and maestro run will exit with a failure",
+                            match stream {
+                                super::output::Stream::Stdout => "output",
+                                super::output::Stream::Stderr => "error",
+                            }
+                        );
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
