@@ -107,8 +107,7 @@ mod tests {
         .expect("thread")
         .join()
         .expect("joined");
-        let out = seen.lock().expect("tap").clone();
-        out
+        seen.lock().expect("tap").clone()
     }
 
     #[test]
