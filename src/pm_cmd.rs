@@ -283,7 +283,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         })?),
         None => None,
     };
-    let pmix = announce(&info);
+    let pmix = announce(&info)?;
     match private_stdout(opts.print_info) {
         Ok(()) => {
             let mut out = std::io::stdout().lock();
@@ -375,22 +375,35 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
 
 /// Under a PMIx host, announces the PM so other jobs find it by the workflow name;
 /// returns the PMIx client (to forward its events and unpublish at the end).
-fn announce(info: &pool::bootstrap::PmInfo) -> Option<pmix::Client> {
+///
+/// # Errors
+/// The workflow's name is published by another running pool manager already: this one
+/// would be found by nobody looking for it by name.
+fn announce(info: &pool::bootstrap::PmInfo) -> std::io::Result<Option<pmix::Client>> {
     match pmix::Client::init() {
         Ok(client) => {
             match bootstrap::announce(&client, info, ANNOUNCE_TIMEOUT) {
+                Ok(bootstrap::Reach::JobBecauseTaken) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!(
+                            "workflow {:?} already has a pool manager published through PMIx; give this one another --workflow (MSTRO_WORKFLOW_NAME), or stop that one",
+                            info.workflow
+                        ),
+                    ));
+                }
                 Ok(reach) => eprintln!(
                     "maestro pm: workflow {:?} announced through PMIx to {reach}",
                     info.workflow
                 ),
                 Err(e) => eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead"),
             }
-            Some(client)
+            Ok(Some(client))
         }
-        Err(pmix::Error::Unreachable { .. }) => None,
+        Err(pmix::Error::Unreachable { .. }) => Ok(None),
         Err(e) => {
             eprintln!("maestro pm: no PMIx ({e}); use MSTRO_POOL_MANAGER_INFO");
-            None
+            Ok(None)
         }
     }
 }

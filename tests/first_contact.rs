@@ -114,3 +114,66 @@ fn forwarded_output_is_byte_exact_and_its_loss_is_a_failure() {
         assert!(out.stderr.contains(said), "{redirect}: {}", out.stderr);
     }
 }
+
+/// Two jobs of one workflow name that each serve a pool manager (the main job run twice,
+/// the default name or any other): the second's ranks meet at their own job's PM, never
+/// at the first's (whose end would end them), and the second is told its PM serves its
+/// job only; a standalone `maestro pm` started for a name another PM is published under is
+/// refused, saying so.
+#[test]
+fn two_jobs_of_one_workflow_name_each_use_their_own_pm() {
+    let workflow = format!("fc-two-{}", std::process::id());
+    // The first: a PM published under the name, serving for the test's length.
+    let mut first = Command::new(maestro());
+    first
+        .args(["run", "-n", "1", "--", &maestro().display().to_string()])
+        .args(["pm", "--print-info", "--workflow", &workflow]);
+    let mut first = Group::spawn(&mut first);
+    let line = common::await_line(
+        first.child.stdout.take().expect("stdout"),
+        "MSTRO_POOL_MANAGER_INFO;",
+    );
+    assert!(line.contains(':'), "{line}");
+    // The second: the main job, its rank 0 serving.
+    let second = common::run(
+        Command::new(maestro())
+            .args(["run", "-n", "4", "--"])
+            .arg(common::example("pool_workflow"))
+            .args(["--cdos", "20", "--max-size", "4096"])
+            .env("MSTRO_WORKFLOW_NAME", &workflow),
+        Duration::from_secs(120),
+    );
+    second.assert_workflow(20);
+    assert!(
+        second.stderr.contains("serves this job only"),
+        "{}",
+        second.stderr
+    );
+    // Nobody of the second joined the first.
+    let status = common::run(
+        Command::new(maestro()).args(["pool", "status", "--json", "--workflow", &workflow]),
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).expect("json");
+    assert_eq!(
+        status["operations"]["join"], 1,
+        "only this view joined: {status}"
+    );
+    // A third, standalone, for the same name: refused.
+    let third = common::run(
+        Command::new(maestro())
+            .args(["run", "-n", "1", "--", &maestro().display().to_string()])
+            .args(["pm", "--workflow", &workflow]),
+        LIMIT,
+    );
+    assert_ne!(third.code(), Some(0), "{third:?}");
+    assert!(
+        third
+            .stderr
+            .contains("already has a pool manager published"),
+        "{}",
+        third.stderr
+    );
+    drop(first);
+}

@@ -192,8 +192,17 @@ impl Session {
             let reach = bootstrap::announce(pmix, &info, settings.timeout)
                 .map_err(|e| Error::new(Status::Fail, e.to_string()))?;
             tracing::info!("pool manager announced to {reach}");
-            if reach == bootstrap::Reach::OtherJobs {
-                published = Some(bootstrap::published_key(&info.workflow));
+            match reach {
+                bootstrap::Reach::OtherJobs => {
+                    published = Some(bootstrap::published_key(&info.workflow));
+                }
+                // Said where the user looks: this job's ranks meet here, other jobs of
+                // the name keep finding the other PM.
+                bootstrap::Reach::JobBecauseTaken => eprintln!(
+                    "maestro: workflow {:?} is already served by another job's pool manager; this job's pool manager serves this job only (set MSTRO_WORKFLOW_NAME to give it a workflow of its own, or join that pool manager instead of serving one)",
+                    info.workflow
+                ),
+                bootstrap::Reach::Job => {}
             }
         }
         Ok(Session {
@@ -533,19 +542,30 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(10);
     let mut can_lookup = true;
+    // A PM another job published, found at that instant: a rank that asks its PM rank
+    // takes it only once the job key has had `JOB_KEY_GRACE` to appear (this job's own PM,
+    // or the published one its PM rank passes on), so two jobs of one workflow name that
+    // each serve a PM never mix.
+    let mut published: Option<(PmInfo, Instant)> = None;
     loop {
-        if can_lookup {
+        if can_lookup && published.is_none() {
             match bootstrap::lookup(pmix, &settings.workflow, None) {
-                Ok(Some(info)) => {
+                Ok(Some(info)) if !ask_root => {
                     share_as_pm_rank(settings, pmix, &info);
                     return Ok(Some((info, Found::Published)));
                 }
+                Ok(Some(info)) => published = Some((info, Instant::now())),
                 Ok(None) => {}
                 Err(e) => {
                     tracing::debug!("looking up the published PM info: {e}");
                     can_lookup = false;
                 }
             }
+        }
+        if let Some((_, at)) = &published
+            && at.elapsed() >= JOB_KEY_GRACE.min(wait)
+        {
+            return Ok(published.map(|(info, _)| (info, Found::Published)));
         }
         if ask_root {
             let quick = pmix::GetOptions {
@@ -579,12 +599,16 @@ fn find(settings: &Settings) -> Result<Option<(PmInfo, Found)>> {
         }
         let now = Instant::now();
         if now >= deadline {
-            return Ok(None);
+            return Ok(published.map(|(info, _)| (info, Found::Published)));
         }
         std::thread::sleep(pause.min(deadline - now));
         pause = (pause * 2).min(Duration::from_millis(250));
     }
 }
+
+/// How long a rank that found a PM another job published waits for its own job's key
+/// before taking the published one (see [`find`]).
+const JOB_KEY_GRACE: Duration = Duration::from_secs(5);
 
 /// The PM info in the file at `path`, waited for up to the PM wait (default
 /// [`DEFAULT_PM_WAIT`]: the user named it, its PM may still be starting).
