@@ -177,3 +177,49 @@ fn two_jobs_of_one_workflow_name_each_use_their_own_pm() {
     );
     drop(first);
 }
+
+/// Any bytes in the environment or the working directory are taken: `maestro run` and a
+/// program of the library run as with text (it panicked in the inventory's cache).
+#[test]
+fn bytes_that_are_not_utf8_in_the_environment_or_the_directory_are_taken() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let odd = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"dir-\xff\xfe"));
+    std::fs::create_dir(&odd).expect("mkdir");
+    let out = common::run(
+        Command::new(maestro())
+            .args(["run", "-n", "3", "--"])
+            .arg(common::example("pool_workflow"))
+            .args(["--cdos", "2", "--max-size", "64"])
+            .env("FOO", std::ffi::OsStr::from_bytes(b"\xff"))
+            .env("FI_ODD", std::ffi::OsStr::from_bytes(b"\xfe"))
+            .current_dir(&odd),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+}
+
+/// A misspelled setting is not ignored without a word: each process of the library warns
+/// once with the nearest name it reads.
+#[test]
+fn a_misspelled_variable_is_told_with_the_name_meant() {
+    let out = common::run(
+        Command::new(maestro())
+            .args(["run", "-n", "3", "--"])
+            .arg(common::example("pool_workflow"))
+            .args(["--cdos", "2", "--max-size", "64"])
+            .env("MSTRO_POOL_MANGER_INFO", "nothing")
+            .env("MAESTRO_TRANSPORT_DEFAULT", "GFS"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for said in [
+        "MSTRO_POOL_MANGER_INFO is set but maestro reads no such variable: did you mean MSTRO_POOL_MANAGER_INFO?",
+        "MAESTRO_TRANSPORT_DEFAULT is set but maestro reads no such variable: did you mean MSTRO_TRANSPORT_DEFAULT?",
+    ] {
+        assert!(out.stderr.contains(said), "{}", out.stderr);
+    }
+}

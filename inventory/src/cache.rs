@@ -134,7 +134,14 @@ fn fingerprint(sys: &Path, libdir: &str) -> String {
             let _ = writeln!(f, "lib {} {} {}", file.display(), m.len(), m.mtime());
         }
     }
-    let mut vars: Vec<(String, String)> = std::env::vars()
+    // Any bytes: a variable that is not UTF-8 is fingerprinted as lossy text, never a panic.
+    let mut vars: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
         .filter(|(k, _)| k.starts_with("FI_") || k.starts_with("HWLOC_"))
         .collect();
     vars.sort();

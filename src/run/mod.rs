@@ -392,7 +392,8 @@ fn check_options(opts: &RunOptions) -> Result<(), RunError> {
     // the program came after `--` (which the parser takes away; one left in the command
     // is the separator after the unknown option: `--bogus 2 -- true`).
     if let Some(first) = opts.command.first().filter(|c| c.starts_with('-'))
-        && (opts.command.iter().skip(1).any(|a| a == "--") || !std::env::args().any(|a| a == "--"))
+        && (opts.command.iter().skip(1).any(|a| a == "--")
+            || !std::env::args_os().any(|a| a == "--"))
     {
         return Err(RunError::Usage(format!(
             "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"

@@ -23,6 +23,7 @@
 //! puts that PM info under the job key too, so the rest of the job finds it at once.
 
 mod settings;
+pub mod variables;
 
 use settings::env_text;
 pub use settings::{

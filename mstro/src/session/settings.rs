@@ -211,7 +211,8 @@ impl Settings {
         index: i64,
         pmix: Option<Arc<pmix::Client>>,
     ) -> Result<Settings> {
-        let program = std::env::args()
+        super::variables::warn_unknown_once();
+        let program = std::env::args_os()
             .next()
             .and_then(|p| {
                 std::path::Path::new(&p)

@@ -456,6 +456,8 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             }
             manager.connected_from(now, conn, nonce, peer);
         }
+        // A connection the manager let go (cut off, closed) is heard no more.
+        Event::Messages(conn, _, _) if !writers.by_conn.contains_key(&conn) => {}
         Event::Messages(conn, msgs, _permit) => {
             for m in msgs {
                 if matches!(
