@@ -223,3 +223,50 @@ fn a_misspelled_variable_is_told_with_the_name_meant() {
         assert!(out.stderr.contains(said), "{}", out.stderr);
     }
 }
+
+/// `mpirun`'s and `srun`'s options `maestro run` does not take are named as theirs, with
+/// what to use instead; `--allow-run-as-root` is taken as `--oversubscribe` is; `-x` takes
+/// only a variable's name.
+#[test]
+fn launcher_options_of_others_are_told_apart() {
+    for option in [
+        &["-H", "n1,n2"][..],
+        &["--host", "n1"],
+        &["--hostfile", "hosts"],
+        &["--map-by", "node"],
+        &["--bind-to", "core"],
+        &["-N", "2"],
+        &["-c", "2"],
+        &["--mca", "btl", "self"],
+    ] {
+        let out = common::run(
+            Command::new(maestro())
+                .arg("run")
+                .args(option)
+                .args(["-n", "1", "--", "true"]),
+            LIMIT,
+        );
+        assert_eq!(out.code(), Some(2), "{option:?}: {out:?}");
+        assert!(
+            out.stderr.contains("is an option of mpirun or srun")
+                && out.stderr.contains("srun --mpi=pmix or mpirun"),
+            "{option:?}: {}",
+            out.stderr
+        );
+    }
+    let root = common::run(
+        Command::new(maestro()).args(["run", "--allow-run-as-root", "-n", "1", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(root.code(), Some(0), "{root:?}");
+    let spaced = common::run(
+        Command::new(maestro()).args(["run", "-x", "A B=c", "-n", "1", "--", "true"]),
+        LIMIT,
+    );
+    assert_eq!(spaced.code(), Some(2), "{spaced:?}");
+    assert!(
+        spaced.stderr.contains("is not VAR or VAR=VALUE"),
+        "{}",
+        spaced.stderr
+    );
+}

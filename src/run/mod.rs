@@ -80,6 +80,10 @@ pub struct RunOptions {
     /// Accepted for `mpirun`'s command lines: ranks share the node's cores as they come.
     #[arg(long, hide = true)]
     pub oversubscribe: bool,
+    /// Accepted for `mpirun`'s command lines (`maestro run` starts ranks as whoever runs
+    /// it, root included).
+    #[arg(long, hide = true)]
+    pub allow_run_as_root: bool,
     /// Let PMIx tools (maestro query) attach.
     #[arg(long)]
     pub tool_support: bool,
@@ -135,10 +139,15 @@ fn parse_export(s: &str) -> Result<(String, Option<String>), String> {
         Some((name, value)) => (name, Some(value.to_string())),
         None => (s, None),
     };
-    if name.is_empty() || name.contains('\0') || value.as_deref().is_some_and(|v| v.contains('\0'))
-    {
+    let is_name = |n: &str| {
+        n.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if !is_name(name) || value.as_deref().is_some_and(|v| v.contains('\0')) {
         return Err(format!(
-            "{s:?} is not VAR or VAR=VALUE (an environment variable for the ranks)"
+            "{s:?} is not VAR or VAR=VALUE (an environment variable for the ranks: a name of letters, digits and '_', not starting with a digit)"
         ));
     }
     Ok((name.to_string(), value))
@@ -372,6 +381,22 @@ fn exported(opts: &RunOptions) -> Result<Vec<(String, String)>, RunError> {
         .collect()
 }
 
+/// What `option` (of `mpirun` or `srun`, which `maestro run` does not take) asks for, if
+/// it is one of theirs.
+fn launcher_option(option: &str) -> Option<&'static str> {
+    let name = option.split_once('=').map_or(option, |(n, _)| n);
+    Some(match name {
+        "-H" | "--host" => "the hosts to run on",
+        "--hostfile" | "--machinefile" | "-hostfile" => "a file of hosts",
+        "--map-by" | "--rank-by" => "how ranks map to hosts and cores",
+        "--bind-to" | "--cpu-bind" => "binding ranks to cores",
+        "-N" | "--nodes" | "--npernode" => "a number of nodes or ranks per node",
+        "-c" | "--cpus-per-task" | "--cpus-per-rank" => "cores per rank",
+        "--mca" | "-mca" | "--prtemca" => "an MCA parameter",
+        _ => return None,
+    })
+}
+
 /// Refuses command lines that cannot run: no ranks or too many, an unknown option taken
 /// for the program, stdin for a rank that does not exist, no command.
 ///
@@ -395,9 +420,14 @@ fn check_options(opts: &RunOptions) -> Result<(), RunError> {
         && (opts.command.iter().skip(1).any(|a| a == "--")
             || !std::env::args_os().any(|a| a == "--"))
     {
-        return Err(RunError::Usage(format!(
-            "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
-        )));
+        return Err(RunError::Usage(match launcher_option(first) {
+            Some(what) => format!(
+                "{first} ({what}) is an option of mpirun or srun that maestro run does not take: maestro run starts every rank on this node; for several nodes, use srun --mpi=pmix or mpirun (maestro run --help lists its options)"
+            ),
+            None => format!(
+                "unknown option {first} (maestro run --help lists them); a program whose name starts with '-' goes after --"
+            ),
+        }));
     }
     if let StdinTo::Rank(r) = opts.stdin
         && r >= opts.nprocs
