@@ -270,3 +270,25 @@ fn launcher_options_of_others_are_told_apart() {
         spaced.stderr
     );
 }
+
+/// `maestro pool --watch` into a pipe writes no terminal escapes: with `--json` a stream of
+/// JSON documents a program can read one after the other.
+#[test]
+fn a_watch_into_a_pipe_is_plain_documents() {
+    let (pm, line) = common::start_pm("fc-watch", &[]);
+    let mut cmd = Command::new(maestro());
+    cmd.args([
+        "pool", "status", "--json", "--watch", "0.2", "--info", &line,
+    ]);
+    let watch = Group::spawn(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = watch.terminate(LIMIT);
+    assert!(!out.stdout.contains('\x1b'), "{:?}", out.stdout);
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("a stream of JSON documents");
+    assert!(docs.len() >= 2, "{}", out.stdout);
+    assert!(docs.iter().all(|d| d["workflow"] == "fc-watch"), "{docs:?}");
+    drop(pm);
+}

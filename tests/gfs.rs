@@ -693,12 +693,8 @@ fn the_pool_keeps_only_the_file_a_producer_offered() {
         T,
     )
     .expect("connect");
-    let nonce = match conn.recv(Op::Join).expect("challenge") {
-        FromPm::Challenge { nonce } => nonce,
-        other => panic!("{other:?}"),
-    };
-    conn.send(&[pool::bare_join(&pm_info, "planter", 0, &nonce)])
-        .expect("join");
+    let join = common::apps::answer_challenge(&mut conn, &pm_info, "planter", |_| {});
+    conn.send(&[join]).expect("join");
     let (app, keep) = match conn.recv(Op::Join).expect("welcome") {
         FromPm::Welcome {
             app,

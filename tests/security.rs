@@ -23,7 +23,9 @@ use pool::selector::Expr;
 use pool::{Client, ClientError, JoinOptions};
 use pool_tools::wire::Conn;
 
-use common::apps::{LIMIT, buffer, client, honest_round_trip, info, is_alive, raw};
+use common::apps::{
+    LIMIT, answer_challenge, buffer, client, honest_round_trip, info, is_alive, raw,
+};
 
 #[test]
 fn a_crafted_frame_before_join_or_a_deep_selector_after_it_leaves_the_pm_serving() {
@@ -819,14 +821,7 @@ fn another_user_who_half_closes_its_connection_is_still_refused() {
         for role in [proto::Role::App, proto::Role::Observer] {
             let stream = socket_made_by(&mallory, addr);
             let mut conn = Conn::from_tcp(stream, LIMIT).expect("conn");
-            let nonce = match conn.recv(Op::Join).expect("challenge") {
-                FromPm::Challenge { nonce } => nonce,
-                other => panic!("{other:?}"),
-            };
-            let mut join = pool::bare_join(&info, "mallory", 0, &nonce);
-            if let ToPm::Join(j) = &mut join {
-                j.role = role;
-            }
+            let join = answer_challenge(&mut conn, &info, "mallory", |j| j.role = role);
             let mine = cdo_ids(1).next().expect("an id");
             let first = match role {
                 proto::Role::App => vec![
@@ -960,6 +955,44 @@ fn honest_latency_during(info: &PmInfo, attack: impl FnOnce() + Send) -> (Durati
     })
 }
 
+/// Declares and offers (sealed with `attributes`, `len` bytes) each of `cdos`, named
+/// `PREFIX/ID`: the messages of a member that offers many CDOs.
+fn offers(cdos: &[proto::CdoId], prefix: &str, attributes: &Attributes, len: u64) -> Vec<ToPm> {
+    cdos.iter()
+        .flat_map(|&cdo| {
+            [
+                ToPm::Declare {
+                    cdo,
+                    name: format!("{prefix}/{cdo}"),
+                },
+                ToPm::SealOffer {
+                    cdo,
+                    attributes: attributes.clone(),
+                    region: fabric::RemoteRegion {
+                        addr: 0,
+                        key: cdo,
+                        len,
+                    },
+                    extras: Default::default(),
+                },
+            ]
+        })
+        .collect()
+}
+
+/// The `HOST:PORT` of the metrics endpoint `pm` says it serves (its stderr is taken).
+fn metrics_address(pm: &mut common::Group) -> String {
+    let url = common::await_line(
+        pm.child.stderr.take().expect("stderr"),
+        "metrics at http://",
+    );
+    url.split("http://")
+        .nth(1)
+        .and_then(|u| u.split('/').next())
+        .expect("address")
+        .to_string()
+}
+
 /// Sends `msgs` on `conn` in batches, then a dispose that asks for an answer, and reads
 /// until that answer (whatever else came).
 fn send_all_and_sync(conn: &mut Conn, msgs: Vec<ToPm>, last: proto::CdoId) {
@@ -987,12 +1020,9 @@ fn send_all_and_sync(conn: &mut Conn, msgs: Vec<ToPm>, last: proto::CdoId) {
 #[test]
 fn a_member_that_misbehaves_cannot_freeze_the_pm() {
     let (mut pm, text) = start_pm("sec-costs", &["--metrics", ":0"]);
-    let url = common::await_line(
-        pm.child.stderr.take().expect("stderr"),
-        "metrics at http://",
-    );
+    let addr = metrics_address(&mut pm);
     // `:PORT` is loopback.
-    assert!(url.contains("http://127.0.0.1:"), "{url}");
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     let info = info(&text);
     // 1. 200,000 demands of one name, then the app leaves.
     let (worst, n) = honest_latency_during(&info, || {
@@ -1057,12 +1087,6 @@ fn a_member_that_misbehaves_cannot_freeze_the_pm() {
     });
     eprintln!("4 heavy selectors: honest worst {worst2:?}");
     // 3. Eight scrapers and 200 idle connections to the metrics endpoint.
-    let addr = url
-        .split("http://")
-        .nth(1)
-        .and_then(|u| u.split('/').next())
-        .expect("address")
-        .to_string();
     let (worst3, _) = honest_latency_during(&info, || {
         let idle: Vec<TcpStream> = (0..200)
             .filter_map(|_| TcpStream::connect(&addr).ok())
@@ -1131,27 +1155,7 @@ fn an_observer_that_never_reads_costs_the_pm_a_few_mib() {
         name: "last".into(),
     }])
     .expect("send");
-    let msgs = ids[..CDOS]
-        .iter()
-        .flat_map(|&cdo| {
-            [
-                ToPm::Declare {
-                    cdo,
-                    name: format!("forecast/step/{cdo}"),
-                },
-                ToPm::SealOffer {
-                    cdo,
-                    attributes: attributes.clone(),
-                    region: fabric::RemoteRegion {
-                        addr: 0,
-                        key: cdo,
-                        len: 0,
-                    },
-                    extras: Default::default(),
-                },
-            ]
-        })
-        .collect();
+    let msgs = offers(&ids[..CDOS], "forecast/step", &attributes, 0);
     send_all_and_sync(&mut conn, msgs, ids[CDOS]);
     let before = rss_kib(pm.pid());
     let (worst, n) = honest_latency_during(&info, || {
@@ -1198,28 +1202,9 @@ fn an_observer_that_never_reads_costs_the_pm_a_few_mib() {
     assert!(is_alive(&pm));
 }
 
-/// The TCP addresses process `pid` listens on (its sockets in `/proc/net/tcp{,6}` in state
-/// LISTEN).
+/// The TCP addresses process `pid` listens on.
 fn listening_of(pid: i32) -> Vec<SocketAddr> {
-    let mine: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .expect("fds")
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .filter_map(|t| {
-            let t = t.to_string_lossy().into_owned();
-            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
-        })
-        .collect();
-    pool::peers::tables()
-        .expect("tables")
-        .iter()
-        .flat_map(|t| {
-            pool::peers::listening(t)
-                .filter(|s| mine.contains(&s.inode))
-                .map(|s| s.local_addr)
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    pool::peers::listening_of(Path::new(&format!("/proc/{pid}/fd"))).expect("listening")
 }
 
 #[test]
@@ -1453,12 +1438,15 @@ fn an_info_file_is_not_read_through_a_directory_another_user_links() {
     );
     assert_eq!(planted.code(), Some(0), "{planted:?}");
     let through = link.join("wf.info");
-    let out = run(
-        Command::new(maestro())
-            .args(["pool", "status", "--info-file"])
-            .arg(&through),
-        LIMIT,
-    );
+    let status_from = |path: &Path| {
+        run(
+            Command::new(maestro())
+                .args(["pool", "status", "--info-file"])
+                .arg(path),
+            LIMIT,
+        )
+    };
+    let out = status_from(&through);
     assert_ne!(out.code(), Some(0), "{out:?}");
     assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
     // The program waiting for the file (MSTRO_POOL_MANAGER_INFO_FILE) refuses it too.
@@ -1472,12 +1460,7 @@ fn an_info_file_is_not_read_through_a_directory_another_user_links() {
     assert_ne!(waited.code(), Some(0), "{waited:?}");
     assert!(waited.stderr.contains("symbolic link"), "{}", waited.stderr);
     // Given directly, the same file serves.
-    let own = run(
-        Command::new(maestro())
-            .args(["pool", "status", "--info-file"])
-            .arg(&file),
-        LIMIT,
-    );
+    let own = status_from(&file);
     assert_eq!(own.code(), Some(0), "{own:?}");
     drop(pm);
 }
@@ -1489,17 +1472,12 @@ fn a_subscriber_that_keeps_every_lease_holds_a_withdraw_only_for_the_grace() {
     // The keeper, with a shared-memory endpoint to be leased offers by, subscribes to
     // offers, takes every lease it is given and never uses nor releases one.
     let mut keeper = Conn::connect(&ControlAddr::Tcp(tcp_addr(&info)), LIMIT).expect("connect");
-    let nonce = match keeper.recv(Op::Join).expect("challenge") {
-        FromPm::Challenge { nonce } => nonce,
-        other => panic!("{other:?}"),
-    };
-    let mut join = pool::bare_join(&info, "keeper", 0, &nonce);
-    if let ToPm::Join(j) = &mut join {
+    let join = answer_challenge(&mut keeper, &info, "keeper", |j| {
         j.endpoint = Some(proto::FabricEndpoint {
             provider: "shm".into(),
             address: fabric::Address(b"keeper".to_vec()),
         });
-    }
+    });
     keeper.send(&[join]).expect("join");
     assert!(matches!(
         keeper.recv(Op::Join).expect("welcome"),
@@ -1545,16 +1523,7 @@ fn a_subscriber_that_keeps_every_lease_holds_a_withdraw_only_for_the_grace() {
 #[test]
 fn half_open_metrics_connections_do_not_keep_a_scraper_out() {
     let (mut pm, _) = start_pm("sec-slowloris", &["--metrics", ":0"]);
-    let url = common::await_line(
-        pm.child.stderr.take().expect("stderr"),
-        "metrics at http://",
-    );
-    let addr = url
-        .split("http://")
-        .nth(1)
-        .and_then(|u| u.split('/').next())
-        .expect("address")
-        .to_string();
+    let addr = metrics_address(&mut pm);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (answered, busy) = std::thread::scope(|s| {
         // The slowloris: 200 connections, each with half a request, reopened as the PM
@@ -1596,23 +1565,13 @@ fn half_open_metrics_connections_do_not_keep_a_scraper_out() {
     assert!(is_alive(&pm));
 }
 
-/// `VmHWM` of process `pid` (its peak resident memory) in KiB.
-fn peak_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
-}
-
 #[test]
 fn a_members_event_fan_out_is_bounded_as_it_is_made() {
     const OFFERS: usize = 10_000;
     let (mut pm, text) = start_pm("sec-fanout", &[]);
     let stderr = common::lines(pm.child.stderr.take().expect("stderr"));
     let info = info(&text);
-    let before = peak_kib(pm.pid());
+    let before = common::status_kib("VmHWM", pm.pid());
     let (worst, n) = honest_latency_during(&info, || {
         let (mut conn, app) = raw(&info, "fanout");
         // 1,024 subscriptions to every offer.
@@ -1634,27 +1593,7 @@ fn a_members_event_fan_out_is_bounded_as_it_is_made() {
         // Then frames of 2,000 offers each, 10,000 in all, read by nobody.
         let ids: Vec<_> = cdo_ids(app).take(OFFERS).collect();
         for frame in ids.chunks(2000) {
-            let msgs: Vec<ToPm> = frame
-                .iter()
-                .flat_map(|&cdo| {
-                    [
-                        ToPm::Declare {
-                            cdo,
-                            name: format!("field/{cdo}"),
-                        },
-                        ToPm::SealOffer {
-                            cdo,
-                            attributes: Attributes::new(),
-                            region: fabric::RemoteRegion {
-                                addr: 0,
-                                key: cdo,
-                                len: 8,
-                            },
-                            extras: Default::default(),
-                        },
-                    ]
-                })
-                .collect();
+            let msgs = offers(frame, "field", &Attributes::new(), 8);
             if conn.send(&msgs).is_err() {
                 break; // cut off already
             }
@@ -1668,7 +1607,7 @@ fn a_members_event_fan_out_is_bounded_as_it_is_made() {
             }
         }
     });
-    let grown = peak_kib(pm.pid()).saturating_sub(before);
+    let grown = common::status_kib("VmHWM", pm.pid()).saturating_sub(before);
     eprintln!(
         "1,024 subscriptions and {OFFERS} offers: the PM's peak grew {} MiB; honest worst {worst:?} over {n} round trips",
         grown >> 10
@@ -1749,7 +1688,7 @@ fn one_secret_holder_with_many_apps_is_held_to_the_pools_budget() {
         ],
     );
     let info = info(&text);
-    let before = peak_kib(pm.pid());
+    let before = common::status_kib("VmHWM", pm.pid());
     // The hogs stay joined after the attack, holding what they filled.
     let hogs = std::sync::Mutex::new(Vec::new());
     let (worst, n) = honest_latency_during(&info, || {
@@ -1777,7 +1716,7 @@ fn one_secret_holder_with_many_apps_is_held_to_the_pools_budget() {
         }
         hogs.lock().expect("hogs").extend(joined);
     });
-    let grown = peak_kib(pm.pid()).saturating_sub(before);
+    let grown = common::status_kib("VmHWM", pm.pid()).saturating_sub(before);
     eprintln!(
         "4 apps of one peer at their quota: the PM's peak grew {} MiB; honest worst {worst:?} over {n} round trips",
         grown >> 10
@@ -1796,7 +1735,7 @@ fn one_secret_holder_with_many_apps_is_held_to_the_pools_budget() {
     let (_, why) = fill_until_refused(&mut other, app);
     assert!(why.contains("--max-bytes"), "{why}");
     // 72 MiB of CDOs, counted as the PM counts them: its memory stays in proportion.
-    let grown = peak_kib(pm.pid()).saturating_sub(before);
+    let grown = common::status_kib("VmHWM", pm.pid()).saturating_sub(before);
     eprintln!(
         "the pool at its budget: the PM's peak grew {} MiB",
         grown >> 10

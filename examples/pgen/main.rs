@@ -724,6 +724,10 @@ fn verify(shape: Shape, archive: Option<&Path>, out: &Path) -> Result<(), Error>
 }
 
 fn main() -> ExitCode {
+    // Output into a pipe that closes (`run.sh | head`) ends the program quietly, as a C
+    // program's, instead of a panic at the next print.
+    // SAFETY: restoring a signal's default disposition before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     mstro::init_logging();
     let cli = Cli::parse();
     let result = match &cli.role {

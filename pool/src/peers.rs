@@ -139,6 +139,31 @@ pub fn listening(table: &[Socket]) -> impl Iterator<Item = &Socket> {
     table.iter().filter(|s| s.state == LISTEN)
 }
 
+/// The TCP addresses a process listens on: the listening sockets of `/proc/net/tcp{,6}`
+/// whose inode is one of the descriptors in `fds` (`/proc/self/fd`, `/proc/PID/fd`).
+///
+/// # Errors
+/// `fds` or the tables cannot be read.
+pub fn listening_of(fds: &std::path::Path) -> io::Result<Vec<SocketAddr>> {
+    let inodes: Vec<u64> = std::fs::read_dir(fds)?
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy().into_owned();
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect();
+    Ok(tables()?
+        .iter()
+        .flat_map(|t| {
+            listening(t)
+                .filter(|s| inodes.contains(&s.inode))
+                .map(|s| s.local_addr)
+                .collect::<Vec<_>>()
+        })
+        .collect())
+}
+
 /// The owner of the client end, in `table`, of the connection from `peer` to `server`, in
 /// any state a process still holds it (a peer that shut its writing half down is still
 /// its owner's); `None` if no socket of this host is that end.

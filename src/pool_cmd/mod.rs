@@ -170,15 +170,22 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
         return Ok(());
     }
     let mut source = open(args)?;
+    let terminal = std::io::IsTerminal::is_terminal(&out);
     loop {
         let mut text = show(&mut source, args, selector.as_ref())?;
-        if args.watch.is_some() {
+        match (args.watch, terminal) {
             // Home and clear, as `watch` and `top` redraw; the view cut to the terminal
             // (asked each time: it may have been resized).
-            write!(out, "\x1b[H\x1b[2J{}\n\n", stamp())?;
-            if let Some((rows, cols)) = terminal_size() {
-                text = render::fit(&text, rows, cols, 2);
+            (Some(_), true) => {
+                write!(out, "\x1b[H\x1b[2J{}\n\n", stamp())?;
+                if let Some((rows, cols)) = terminal_size() {
+                    text = render::fit(&text, rows, cols, 2);
+                }
             }
+            // Into a pipe or a file: one view after the other, no escapes (a --json watch
+            // is a stream of JSON documents).
+            (Some(_), false) if !args.json => writeln!(out, "{}\n", stamp())?,
+            _ => {}
         }
         out.write_all(text.as_bytes())?;
         out.flush()?;

@@ -10,7 +10,7 @@
 
 use std::io;
 
-use pool::peers::{Intruder, listening, tables};
+use pool::peers::Intruder;
 
 /// Shuts down the server's end of each intruder's connection (both directions): the
 /// intruder sees the connection end and libpmix drops it as a lost peer. The descriptor
@@ -43,28 +43,14 @@ pub(super) fn cut_off(intruders: &[Intruder]) -> usize {
 }
 
 /// The ports this process listens on over TCP (its PMIx server's, right after
-/// `PMIx_server_init`): listening sockets of `/proc/net/tcp{,6}` whose inode is one of this
-/// process's descriptors.
+/// `PMIx_server_init`).
 ///
 /// # Errors
 /// `/proc` cannot be read.
 pub(super) fn own_listening_ports() -> io::Result<Vec<u16>> {
-    let mine: Vec<u64> = std::fs::read_dir("/proc/self/fd")?
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .filter_map(|t| {
-            let t = t.to_string_lossy().into_owned();
-            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
-        })
-        .collect();
-    let mut ports: Vec<u16> = tables()?
-        .iter()
-        .flat_map(|t| {
-            listening(t)
-                .filter(|s| mine.contains(&s.inode))
-                .map(|s| s.local_addr.port())
-                .collect::<Vec<_>>()
-        })
+    let mut ports: Vec<u16> = pool::peers::listening_of(std::path::Path::new("/proc/self/fd"))?
+        .into_iter()
+        .map(|a| a.port())
         .collect();
     ports.sort_unstable();
     ports.dedup();

@@ -40,6 +40,26 @@ pub fn raw(info: &PmInfo, component: &str) -> (Conn, proto::AppId) {
     (c, app)
 }
 
+/// Reads the PM's challenge on `conn` and makes the JOIN of `component` (index 0, no
+/// fabric endpoint) that answers it, as `edit` changes it: for a test to send with what it
+/// likes.
+pub fn answer_challenge(
+    conn: &mut Conn,
+    info: &PmInfo,
+    component: &str,
+    edit: impl FnOnce(&mut proto::Join),
+) -> proto::ToPm {
+    let nonce = match conn.recv(proto::Op::Join).expect("challenge") {
+        proto::FromPm::Challenge { nonce } => nonce,
+        other => panic!("{other:?} instead of a challenge"),
+    };
+    let mut join = pool::bare_join(info, component, 0, &nonce);
+    if let proto::ToPm::Join(j) = &mut join {
+        edit(j);
+    }
+    join
+}
+
 /// A buffer holding `bytes`.
 pub fn buffer(bytes: &[u8]) -> fabric::Buffer {
     let mut b = fabric::Buffer::new(bytes.len()).expect("buffer");

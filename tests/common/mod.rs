@@ -379,12 +379,17 @@ pub fn maestro_run_tool_uri(pid: i32) -> String {
 
 /// Resident memory of process `pid` in KiB (`VmRSS`).
 pub fn rss_kib(pid: i32) -> u64 {
+    status_kib("VmRSS", pid)
+}
+
+/// The figure `field` of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`: the peak).
+pub fn status_kib(field: &str, pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("{field} of process {pid}"))
 }
 
 /// The first TCP control endpoint of a PM info.

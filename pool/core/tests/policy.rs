@@ -521,6 +521,21 @@ fn seal_offer(cdo: pool_core::proto::CdoId) -> ToPm {
     }
 }
 
+/// `producer` declares, seals and offers a CDO of each of `names`, handled one message
+/// after another with nothing taken from the output (one frame's round).
+fn offer_unread(pm: &mut Pm, producer: ConnId, names: impl IntoIterator<Item = String>) {
+    for name in names {
+        let cdo = pm.next_cdo(producer);
+        pm.m.handle(pm.now, producer, ToPm::Declare { cdo, name });
+        pm.m.handle(pm.now, producer, seal_offer(cdo));
+    }
+}
+
+/// `field/0`, `field/1`, ...: `n` names.
+fn fields(n: usize) -> impl Iterator<Item = String> {
+    (0..n).map(|i| format!("field/{i}"))
+}
+
 /// One member's 64 subscriptions to every offer, then a frame of 1,000 offers: the events
 /// for its connection are charged as they are made and stop at `max_event_bytes` (never
 /// built whole first); the connection is cut off before the next output is taken, its app
@@ -537,18 +552,7 @@ fn events_a_round_makes_for_a_connection_are_bounded_as_they_are_made() {
     }
     pm.subscribe(honest, EventKind::Offer, "", SubscribeOptions::default());
     // The frame: handled message by message, the output taken only at the end.
-    for i in 0..1000 {
-        let cdo = pm.next_cdo(producer);
-        pm.m.handle(
-            pm.now,
-            producer,
-            ToPm::Declare {
-                cdo,
-                name: format!("field/{i}"),
-            },
-        );
-        pm.m.handle(pm.now, producer, seal_offer(cdo));
-    }
+    offer_unread(&mut pm, producer, fields(1000));
     let out = pm.drain();
     let to_greedy = events_to(&out, greedy).len();
     let to_honest = events_to(&out, honest).len();
@@ -599,18 +603,7 @@ fn events_waiting_for_a_subscriber_count_against_its_app() {
         }
         n += 1;
     }
-    for i in 0..200 {
-        let cdo = pm.next_cdo(producer);
-        pm.m.handle(
-            pm.now,
-            producer,
-            ToPm::Declare {
-                cdo,
-                name: format!("field/{i}"),
-            },
-        );
-        pm.m.handle(pm.now, producer, seal_offer(cdo));
-    }
+    offer_unread(&mut pm, producer, fields(200));
     pm.drain();
     assert_eq!(pm.m.take_cut(), vec![sub], "cut off for its app's bytes");
 }
@@ -746,18 +739,7 @@ fn apps_joined_from_one_peer_are_bounded() {
 fn a_replay_is_not_what_a_rounds_events_are_bounded_by() {
     let mut pm = small(|p| p.max_event_bytes = 64 << 10);
     let (producer, _) = pm.join("producer");
-    for i in 0..2000 {
-        let cdo = pm.next_cdo(producer);
-        pm.m.handle(
-            pm.now,
-            producer,
-            ToPm::Declare {
-                cdo,
-                name: format!("field/{i}"),
-            },
-        );
-        pm.m.handle(pm.now, producer, seal_offer(cdo));
-    }
+    offer_unread(&mut pm, producer, fields(2000));
     pm.drain();
     let (late, _) = pm.join("late");
     let options = SubscribeOptions {
@@ -771,16 +753,7 @@ fn a_replay_is_not_what_a_rounds_events_are_bounded_by() {
         options,
     };
     pm.m.handle(pm.now, late, request);
-    let cdo = pm.next_cdo(producer);
-    pm.m.handle(
-        pm.now,
-        producer,
-        ToPm::Declare {
-            cdo,
-            name: "new".into(),
-        },
-    );
-    pm.m.handle(pm.now, producer, seal_offer(cdo));
+    offer_unread(&mut pm, producer, ["new".to_string()]);
     let out = pm.drain();
     assert!(pm.m.take_cut().is_empty());
     assert_eq!(

@@ -371,20 +371,28 @@ fn fresh_private(usual: &Path) -> std::io::Result<PathBuf> {
 /// # Errors
 /// Why not, for the log and the CDO's end.
 fn handed_over(kept: &Path, offered: &Path) -> Result<(), String> {
-    let meta = match safefs::sole_own_file(kept) {
-        Ok(_) => return Ok(()),
-        Err(safefs::Error::Linked { links: 2, .. }) => std::fs::symlink_metadata(kept),
-        Err(e) => return Err(e.to_string()),
-    }
-    .map_err(|e| e.to_string())?;
-    match std::fs::symlink_metadata(offered) {
-        Ok(o) if o.dev() == meta.dev() && o.ino() == meta.ino() => Ok(()),
-        _ => Err(format!(
+    let not_offered = || {
+        format!(
             "{} has another name than the producer's file {}: not the file it offered",
             kept.display(),
             offered.display()
-        )),
+        )
+    };
+    // Twice at most: the producer's withdraw may complete (its name go) between the looks.
+    for _ in 0..2 {
+        let meta = match safefs::sole_own_file(kept) {
+            Ok(_) => return Ok(()),
+            Err(safefs::Error::Linked { links: 2, .. }) => std::fs::symlink_metadata(kept),
+            Err(e) => return Err(e.to_string()),
+        }
+        .map_err(|e| e.to_string())?;
+        match std::fs::symlink_metadata(offered) {
+            Ok(o) if o.dev() == meta.dev() && o.ino() == meta.ino() => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return Err(not_offered()),
+        }
     }
+    Err(not_offered())
 }
 
 /// Moves `path` to `persisted/NAME` (`NAME.N` if taken; `persisted` made private, or
@@ -498,6 +506,33 @@ mod tests {
             assert!(!kept.ends_with('%') && !kept.ends_with("%C"), "{f}");
             assert_ne!(f, file_name(&format!("{long}!")));
         }
+    }
+
+    #[test]
+    fn a_kept_file_is_the_producers_offered_file_or_has_one_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (offered, kept, other) = (
+            dir.path().join("offered"),
+            dir.path().join("kept"),
+            dir.path().join("other"),
+        );
+        std::fs::write(&offered, b"x").expect("offered");
+        std::fs::write(&other, b"y").expect("other");
+        // Linked at hand-over: the offered file's second name.
+        std::fs::hard_link(&offered, &kept).expect("link");
+        assert_eq!(handed_over(&kept, &offered), Ok(()));
+        // The producer's name gone: one name left.
+        std::fs::remove_file(&offered).expect("rm");
+        assert_eq!(handed_over(&kept, &offered), Ok(()));
+        // A second name of another file.
+        std::fs::remove_file(&kept).expect("rm");
+        std::fs::hard_link(&other, &kept).expect("link");
+        std::fs::write(&offered, b"x").expect("offered");
+        let why = handed_over(&kept, &offered).expect_err("not the offered file");
+        assert!(
+            why.contains("another name than the producer's file"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! `GET /metrics` only, one request per connection. A connection has [`REQUEST_TIMEOUT`] to
 //! send its request; at most [`MAX_PENDING`] wait for theirs ([`PER_PEER_PENDING`] of one
 //! address), a newcomer past either taking the place of the longest waiting: connections
-//! that send nothing, or a request byte by byte, cannot keep a scraper out. A slot among
+//! that send nothing, or a request byte by byte, cannot keep a scraper out (one whose
+//! request came whole with its connection, as a scraper sends it, never waits among them). A slot among
 //! [`MAX_SCRAPES`] is taken only by a complete request (one past it is answered 503). It
 //! shows counts, host and NIC names, never CDO names or the secret: it listens on loopback
 //! unless given an address.
@@ -120,6 +121,12 @@ pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<su
                 continue;
             }
         };
+        // What the peer sent already (an honest scraper sends its whole request at once):
+        // a complete request never waits among the pending.
+        let Some((stream, first)) = sent_already(stream) else {
+            continue;
+        };
+        let complete = is_complete(&first);
         next += 1;
         let id = next;
         let (go, started) = oneshot::channel::<()>();
@@ -133,14 +140,39 @@ pub(super) async fn serve(listener: TcpListener, actor: mpsc::UnboundedSender<su
             if started.await.is_err() {
                 return;
             }
-            handle(stream, (&actor, &rendered, &slots), (&waiting, id)).await;
+            handle((stream, first), (&actor, &rendered, &slots), (&waiting, id)).await;
         });
-        pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .admit(id, peer.ip(), task.abort_handle());
+        if !complete {
+            pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .admit(id, peer.ip(), task.abort_handle());
+        }
         let _ = go.send(());
+        // The connections' readers run before the next accept: a burst of connections
+        // cannot evict one whose request has come before it was read.
+        tokio::task::yield_now().await;
     }
+}
+
+/// `stream` with the bytes its peer has sent already (read without waiting, straight from
+/// the socket); `None` when the connection failed.
+fn sent_already(stream: tokio::net::TcpStream) -> Option<(tokio::net::TcpStream, Vec<u8>)> {
+    use std::io::Read;
+    let mut socket = stream.into_std().ok()?;
+    let mut first = vec![0u8; MAX_REQUEST + 1];
+    let n = match socket.read(&mut first) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(_) => return None,
+    };
+    first.truncate(n);
+    Some((tokio::net::TcpStream::from_std(socket).ok()?, first))
+}
+
+/// Whether `request` holds a whole request head (up to its blank line).
+fn is_complete(request: &[u8]) -> bool {
+    request.windows(4).any(|w| w == b"\r\n\r\n")
 }
 
 /// The connections waiting to send their request, oldest first.
@@ -179,7 +211,7 @@ impl Pending {
 /// One connection: its request read (within [`REQUEST_TIMEOUT`], counted among the
 /// [`Pending`]), then answered in a slot, or 503 when none is free.
 async fn handle(
-    mut stream: tokio::net::TcpStream,
+    (mut stream, first): (tokio::net::TcpStream, Vec<u8>),
     (actor, rendered, slots): (
         &mpsc::UnboundedSender<super::Event>,
         &Rendered,
@@ -187,7 +219,7 @@ async fn handle(
     ),
     (pending, id): (&Mutex<Pending>, u64),
 ) {
-    let request = request(&mut stream).await;
+    let request = request(&mut stream, first).await;
     pending
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -203,13 +235,14 @@ async fn handle(
     scrape(stream, &request, actor, rendered).await;
 }
 
-/// Reads one request (its bytes up to the blank line) from `stream` within
-/// [`REQUEST_TIMEOUT`]; `None` for none, too large a one (answered 431) or too slow a one.
-async fn request(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
-    let mut request = Vec::new();
+/// Reads one request (its bytes up to the blank line, after `first`, read already) from
+/// `stream` within [`REQUEST_TIMEOUT`]; `None` for none, too large a one (answered 431) or
+/// too slow a one.
+async fn request(stream: &mut tokio::net::TcpStream, first: Vec<u8>) -> Option<Vec<u8>> {
+    let mut request = first;
     let mut buf = [0u8; 1024];
     let read = async {
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        while !is_complete(&request) {
             match stream.read(&mut buf).await {
                 Ok(0) | Err(_) => return false,
                 Ok(n) => request.extend_from_slice(&buf[..n]),
