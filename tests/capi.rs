@@ -701,3 +701,23 @@ fn the_library_exports_exactly_what_the_header_declares() {
         "declared but not exported: {missing:?}; exported but not declared: {undeclared:?}"
     );
 }
+
+/// A C program told its workflow's name but no pool manager says, once, that it runs a
+/// local pool of its own (it would otherwise wait for other processes' CDOs in silence).
+#[test]
+fn a_program_of_a_named_workflow_without_a_pm_says_it_runs_a_local_pool() {
+    let c = installed();
+    let mut cmd = Command::new(c.bin("consumer"));
+    env(&mut cmd, "capi-nopm")
+        .args(["--expect", "1"])
+        .env("MSTRO_TIMEOUT", "1");
+    let out = run(&mut cmd, Duration::from_secs(60));
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    let said = "no pool manager of workflow \"capi-nopm\" found";
+    assert_eq!(out.stderr.matches(said).count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("runs a local pool of its own"),
+        "{}",
+        out.stderr
+    );
+}

@@ -109,9 +109,20 @@ impl Session {
                 } else {
                     format!("a one-process program, no {}", bootstrap::PM_INFO_ENV)
                 };
-                tracing::info!(
-                    "no pool manager to join ({why}): a local pool inside this process; only its threads exchange CDOs"
-                );
+                // A process told its workflow's name meant to meet others: said as a
+                // warning (it would otherwise wait for their CDOs until its timeout).
+                if !settings.local_pool && std::env::var_os("MSTRO_WORKFLOW_NAME").is_some() {
+                    tracing::warn!(
+                        "no pool manager of workflow {:?} found ({why}): this process runs a local pool of its own, and CDOs of other processes never reach it; give it the PM's line ({}) or {}",
+                        settings.workflow,
+                        bootstrap::PM_INFO_ENV,
+                        bootstrap::PM_INFO_FILE_ENV
+                    );
+                } else {
+                    tracing::info!(
+                        "no pool manager to join ({why}): a local pool inside this process; only its threads exchange CDOs"
+                    );
+                }
                 return Session::start(settings, PmRole::LocalPool);
             }
         };
