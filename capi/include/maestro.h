@@ -155,7 +155,7 @@ typedef struct mstro_blob_ {
   const void *data;
 } mstro_blob;
 
-/** Declares a CDO named `name` (1 to 1024 bytes) and stores its handle in *result.
+/** Declares a CDO named `name` (1 to 4096 bytes, no NUL) and stores its handle in *result.
  *  MSTRO_INVARG for a NULL or bad name or attributes other than MSTRO_ATTR_DEFAULT;
  *  MSTRO_UNINIT; MSTRO_NO_PM when the pool cannot be joined. */
 mstro_status mstro_cdo_declare(const char *name, mstro_cdo_attributes attr, mstro_cdo *result);

@@ -37,6 +37,8 @@ def test_failures_raise_maestro_error_with_status_and_message():
     M.mstro_init("py-errors", "tester", 0)
     assert status_of(M.mstro_init) == M.MSTRO_NOT_TWICE
     assert status_of(M.mstro_cdo_declare, "", None) == M.MSTRO_INVARG
+    # A NUL byte: no C program could name the CDO.
+    assert status_of(M.mstro_cdo_declare, "a\0b", None) == M.MSTRO_INVARG
     assert status_of(M.mstro_cdo_declare, "x", {"a": 1}) == M.MSTRO_INVARG
     c = M.mstro_cdo_declare("c", None)
     assert status_of(M.mstro_cdo_offer, c) == M.MSTRO_INVSTATE

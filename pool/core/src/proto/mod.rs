@@ -45,12 +45,13 @@ pub const MAX_FRAME: usize = 16 << 20;
 /// Longest CDO name, in bytes.
 pub const MAX_NAME: usize = 4096;
 
-/// Checks a CDO name before it is declared: 1 to [`MAX_NAME`] bytes.
+/// Checks a CDO name before it is declared: 1 to [`MAX_NAME`] bytes, none of them NUL (C
+/// programs, whose strings end at a NUL, must be able to name every CDO).
 ///
 /// # Errors
 /// [`Refusal::BadName`] otherwise (what the PM would answer).
 pub fn check_name(name: &str) -> Result<(), Refusal> {
-    if name.is_empty() || name.len() > MAX_NAME {
+    if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
         return Err(Refusal::BadName);
     }
     Ok(())
@@ -528,7 +529,7 @@ impl std::fmt::Display for Refusal {
             Refusal::WrongState { op, state } => {
                 write!(f, "{op} is not allowed on a CDO that is {state}")
             }
-            Refusal::BadName => f.write_str("CDO names must be 1 to 4096 bytes"),
+            Refusal::BadName => f.write_str("CDO names must be 1 to 4096 bytes, without a NUL byte"),
             Refusal::NoProvider => {
                 f.write_str("no provider of this CDO is left (they left or died)")
             }

@@ -319,3 +319,12 @@ fn addresses_travel_as_bytes() {
     let back: Address = postcard::from_bytes(&bytes).expect("decode");
     assert_eq!(back, address);
 }
+
+#[test]
+fn a_name_is_one_to_4096_bytes_without_a_nul() {
+    assert_eq!(check_name("t2m/step-6"), Ok(()));
+    assert_eq!(check_name(&"x".repeat(MAX_NAME)), Ok(()));
+    for bad in [String::new(), "x".repeat(MAX_NAME + 1), "a\0b".into()] {
+        assert_eq!(check_name(&bad), Err(Refusal::BadName), "{bad:.10?}");
+    }
+}
