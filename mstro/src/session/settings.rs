@@ -157,17 +157,18 @@ fn parse_transport(transport: Option<&str>, dir: Option<&str>) -> Result<Option<
 fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Duration> {
     match value {
         None => Ok(default),
-        Some(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| {
-                Error::invarg(format!(
-                    "{var}={v:?} is not a number of seconds; set it to e.g. 30 or unset it"
-                ))
-            }),
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && (0.0..1e9).contains(&s) => Ok(Duration::from_secs_f64(s)),
+            Ok(s) if s >= 1e9 => Err(Error::invarg(format!(
+                "{var}={v:?} is more seconds than maestro waits (less than 1e9, about 31 years); set it to e.g. 30 or unset it"
+            ))),
+            Ok(_) => Err(Error::invarg(format!(
+                "{var}={v:?} is not a number of seconds from 0 up; set it to e.g. 30 or unset it"
+            ))),
+            Err(_) => Err(Error::invarg(format!(
+                "{var}={v:?} is not a number of seconds; set it to e.g. 30 or unset it"
+            ))),
+        },
     }
 }
 
@@ -415,10 +416,13 @@ mod tests {
             parse_seconds(PM_WAIT_ENV, Some("0"), d).unwrap(),
             Duration::ZERO
         );
-        for bad in ["soon", "-1", "NaN", "inf", ""] {
+        for bad in ["soon", "-1", "NaN", "inf", "", "1e12"] {
             let e = parse_seconds(PM_WAIT_ENV, Some(bad), d).unwrap_err();
             assert_eq!(e.status, Status::Invarg);
             assert!(e.message.contains(PM_WAIT_ENV), "{e}");
         }
+        // A number, too large: said as such (it was "not a number").
+        let e = parse_seconds(TIMEOUT_ENV, Some("1e12"), d).unwrap_err();
+        assert!(e.message.contains("more seconds than maestro waits"), "{e}");
     }
 }
