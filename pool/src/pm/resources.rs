@@ -16,7 +16,7 @@ pub fn resident_bytes() -> Option<u64> {
 }
 
 /// The default of [`crate::policy::Policy::max_bytes`] on this node: a quarter of its
-/// memory (`MemTotal` of `/proc/meminfo`, parsed by [`quarter_of_memory`]), at least
+/// memory (`MemTotal` of `/proc/meminfo`), at least
 /// 256 MiB; [`crate::policy::MAX_BYTES`] where `/proc` does not tell.
 pub fn default_max_bytes() -> usize {
     std::fs::read_to_string("/proc/meminfo")
