@@ -577,3 +577,19 @@ def test_groups_move_whole_and_refuse_bad_use():
         empty = M.mstro_group_declare("empty")
         assert status_of(M.mstro_group_seal, empty) == M.MSTRO_INVARG
         M.mstro_group_dispose(empty)
+
+
+def test_a_demand_nobody_answers_says_what_it_waited_for(env_for_children):
+    env = dict(env_for_children, MSTRO_TIMEOUT="1")
+    script = (
+        "import maestro_core as M\n"
+        "M.mstro_init('py-nobody', 'tester', 0)\n"
+        "c = M.mstro_cdo_declare('nobody-offers-this', None)\n"
+        "try:\n"
+        "    M.mstro_cdo_demand(c)\n"
+        "except M.MaestroError as e:\n"
+        "    print(e.status == M.MSTRO_TIMEOUT, e.message)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.startswith("True "), out.stdout + out.stderr
+    assert 'nobody offered "nobody-offers-this" within 1s' in out.stdout, out.stdout

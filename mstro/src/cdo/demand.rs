@@ -87,10 +87,19 @@ fn demand(
         let into = landing(st);
         // In a local pool only this process's threads can offer: a demand that waits says
         // so after a second, once.
-        let local = instance()
+        let session = instance()
             .ok()
-            .and_then(|i| i.session().ok().map(|s| s.found().clone()))
-            .is_some_and(|f| matches!(f, crate::session::Found::LocalPool));
+            .and_then(|i| i.session().ok().map(|s| (s.found().clone(), s.settings().timeout)));
+        let local = session
+            .as_ref()
+            .is_some_and(|(f, _)| matches!(f, crate::session::Found::LocalPool));
+        // What was waited for, when nobody offered it in time.
+        let nobody = |within: Duration| {
+            Error::new(
+                Status::Timeout,
+                format!("nobody offered {name:?} within {within:?}; the demand stands"),
+            )
+        };
         let notice = || {
             tracing::warn!(
                 "demand of {name:?} waits in a local pool: only threads of this process can offer it (set MSTRO_POOL_MANAGER_INFO or run under a PMIx launcher to reach other processes)"
@@ -113,16 +122,15 @@ fn demand(
                     ),
                 ));
             }
-            Bounded::TimedOut => {
-                return Err(Error::new(
-                    Status::Timeout,
-                    format!(
-                        "nobody offered {name:?} within {:?}; the demand stands",
-                        limit.unwrap_or_default()
-                    ),
-                ));
-            }
+            Bounded::TimedOut => return Err(nobody(limit.unwrap_or_default())),
         };
+        // The call's own timeout (MSTRO_TIMEOUT) said as what it is: no offer came.
+        let got = got.map_err(|e| match e {
+            pool::ClientError::Timeout(pool::proto::Op::Demand) => {
+                nobody(session.as_ref().map_or(Duration::ZERO, |(_, t)| *t))
+            }
+            e => Error::from(e),
+        });
         settle(st, got?)?;
         if late {
             return Err(Error::new(

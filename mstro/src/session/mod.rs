@@ -260,6 +260,11 @@ impl Session {
         &self.found
     }
 
+    /// The settings this process joined with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// True if the pool manager this process runs has JOINs' PMIx credentials checked by
     /// its PMIx host (it runs under one that issues them): a forged one, or one issued to
     /// another user, is refused.
