@@ -87,9 +87,11 @@ fn demand(
         let into = landing(st);
         // In a local pool only this process's threads can offer: a demand that waits says
         // so after a second, once.
-        let session = instance()
-            .ok()
-            .and_then(|i| i.session().ok().map(|s| (s.found().clone(), s.settings().timeout)));
+        let session = instance().ok().and_then(|i| {
+            i.session()
+                .ok()
+                .map(|s| (s.found().clone(), s.settings().timeout))
+        });
         let local = session
             .as_ref()
             .is_some_and(|(f, _)| matches!(f, crate::session::Found::LocalPool));
