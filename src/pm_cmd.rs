@@ -8,7 +8,9 @@
 //! file is then made private first). A pipe or a job's log gets nothing by default.
 //! Started under a PMIx host (`maestro run -n 1 maestro pm`), it also publishes the info
 //! for other jobs of the workflow (`pool::bootstrap::announce`; they join with
-//! `pool::bootstrap::lookup`).
+//! `pool::bootstrap::lookup`); started alone, it publishes it in the node's directory of
+//! publications, where `maestro pool --workflow` and the jobs of `maestro run` on the node
+//! look names up. Either way a name another running PM holds is refused.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -284,6 +286,11 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         None => None,
     };
     let pmix = announce(&info)?;
+    // Without a PMIx host, this node's jobs and tools still find it by the workflow's name.
+    let _on_node = match &pmix {
+        Some(_) => None,
+        None => Some(NodePublication::publish(&info)?),
+    };
     match private_stdout(opts.print_info) {
         Ok(()) => {
             let mut out = std::io::stdout().lock();
@@ -371,6 +378,62 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
     config.gfs_dir = opts.gfs_dir.clone();
     config.adopt = opts.adopt.clone();
     Ok(config)
+}
+
+/// A standalone PM's entry in the node's directory of publications (what `maestro run`
+/// hosts publish through): `maestro pool --workflow` and the jobs of `maestro run` on this
+/// node find it by the workflow's name; removed when dropped (or, after a SIGKILL, as
+/// stale: its process is gone).
+struct NodePublication {
+    dir: crate::publish::NodeDirectory,
+    key: String,
+    me: pmix::Proc,
+}
+
+impl NodePublication {
+    /// Publishes `info` under its workflow's name.
+    ///
+    /// # Errors
+    /// Another running PM published the name (`AlreadyExists`, saying what to do); the
+    /// directory cannot be used.
+    fn publish(info: &pool::bootstrap::PmInfo) -> std::io::Result<NodePublication> {
+        let dir = crate::publish::NodeDirectory::open(
+            &crate::publish::NodeDirectory::default_dir().map_err(safefs::Error::into_io)?,
+        )?;
+        let me = pmix::Proc::new(format!("maestro.pm.{}", std::process::id()), 0);
+        let key = bootstrap::published_key(&info.workflow);
+        let published = pmix::Published {
+            publisher: me.clone(),
+            key: key.clone(),
+            value: pmix::Value::String(info.encode()),
+        };
+        match dir.put(&published) {
+            Ok(()) => {
+                eprintln!(
+                    "maestro pm: workflow {:?} announced to this node's jobs and tools",
+                    info.workflow
+                );
+                Ok(NodePublication { dir, key, me })
+            }
+            Err(crate::publish::node::PutError::Duplicate(by)) => Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "workflow {:?} already has a pool manager published on this node (by {}:{}); give this one another --workflow (MSTRO_WORKFLOW_NAME), or stop that one",
+                    info.workflow, by.nspace, by.rank
+                ),
+            )),
+            Err(e) => Err(std::io::Error::other(format!(
+                "publishing workflow {:?} on this node: {e:?}",
+                info.workflow
+            ))),
+        }
+    }
+}
+
+impl Drop for NodePublication {
+    fn drop(&mut self) {
+        self.dir.remove(&self.key, &self.me);
+    }
 }
 
 /// Under a PMIx host, announces the PM so other jobs find it by the workflow name;

@@ -292,3 +292,50 @@ fn a_watch_into_a_pipe_is_plain_documents() {
     assert!(docs.iter().all(|d| d["workflow"] == "fc-watch"), "{docs:?}");
     drop(pm);
 }
+
+/// A standalone `maestro pm` (no PMIx host around it) is found by its workflow's name on
+/// its node: by `maestro pool --workflow` and by the jobs of `maestro run` that look the
+/// name up; a second one for the name is refused; its entry goes when it stops.
+#[test]
+fn a_standalone_pm_is_found_by_its_workflow_name_on_its_node() {
+    let workflow = format!("fc-node-{}", std::process::id());
+    let (pm, _) = common::start_pm(&workflow, &[]);
+    let status = || {
+        common::run(
+            Command::new(maestro()).args(["pool", "status", "--json", "--workflow", &workflow]),
+            LIMIT,
+        )
+    };
+    let found = status();
+    assert_eq!(found.code(), Some(0), "{found:?}");
+    let job = common::run(
+        Command::new(maestro())
+            .args(["run", "-n", "3", "--"])
+            .arg(common::example("pool_workflow"))
+            .args(["--cdos", "2", "--max-size", "64", "--join-published", "10"])
+            .env("MSTRO_WORKFLOW_NAME", &workflow),
+        Duration::from_secs(120),
+    );
+    // Rank 0 joins instead of serving; rank 1 produces, rank 2 consumes.
+    job.assert_workflow_of(1, 2);
+    let after: serde_json::Value = serde_json::from_str(&status().stdout).expect("json");
+    assert!(
+        after["operations"]["join"].as_u64().unwrap_or(0) >= 4,
+        "the job's ranks joined it: {after}"
+    );
+    let second = common::run(
+        Command::new(maestro()).args(["pm", "--workflow", &workflow]),
+        LIMIT,
+    );
+    assert_eq!(second.code(), Some(2), "{second:?}");
+    assert!(
+        second
+            .stderr
+            .contains("already has a pool manager published on this node"),
+        "{}",
+        second.stderr
+    );
+    let stopped = pm.terminate(LIMIT);
+    assert_eq!(stopped.code(), Some(0), "{stopped:?}");
+    assert_ne!(status().code(), Some(0), "its entry went with it");
+}
