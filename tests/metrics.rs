@@ -18,7 +18,11 @@ const T: Duration = Duration::from_secs(60);
 /// 1 MiB (by RMA) and one of 8 bytes (inline): the PM, its metrics URL, the apps (kept
 /// joined).
 fn pm_that_moved() -> (Group, String, [pool::Client; 2]) {
-    let (mut pm, info) = start_pm("metrics", &["--metrics", "127.0.0.1:0"]);
+    // A name of its own: a standalone PM's name is published on the node, one PM each.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let workflow = format!("metrics-{}-{n}", std::process::id());
+    let (mut pm, info) = start_pm(&workflow, &["--metrics", "127.0.0.1:0"]);
     let line = common::await_line(
         pm.child.stderr.take().expect("stderr"),
         "metrics at http://",

@@ -91,6 +91,23 @@ pub(crate) struct Gfs {
     written: std::sync::Mutex<std::collections::HashSet<CdoId>>,
 }
 
+/// Why `dir` is worth a warning as a GFS directory: another user's private directory
+/// (root can write there, nobody else of the workflow can read what it writes).
+fn others_private(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(dir).ok()?;
+    let mode = meta.permissions().mode();
+    (meta.uid() != safefs::euid() && mode & 0o007 == 0).then(|| {
+        format!(
+            "the GFS directory {} is a private directory of uid {} (mode {:o}): this process (uid {}) writes there only because it may, and the workflow's processes of that user cannot read its files; give a directory of the workflow's user (MSTRO_TRANSPORT_GFS_DIR)",
+            dir.display(),
+            meta.uid(),
+            mode & 0o7777,
+            safefs::euid()
+        )
+    })
+}
+
 impl Gfs {
     pub(crate) fn new(o: &GfsOptions) -> Result<Gfs> {
         if !o.dir.is_absolute() {
@@ -104,6 +121,9 @@ impl Gfs {
                 "the GFS directory {} is no directory here: create it, on a file system every node of the workflow sees",
                 o.dir.display()
             )));
+        }
+        if let Some(why) = others_private(&o.dir) {
+            tracing::warn!("{why}");
         }
         Ok(Gfs {
             root: o.dir.clone(),
@@ -364,6 +384,23 @@ mod tests {
             group_readable: false,
         })
         .expect("gfs")
+    }
+
+    #[test]
+    fn another_users_private_directory_is_told() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(others_private(dir.path()), None, "the user's own");
+        // As root, a directory of another uid with no access for others.
+        if safefs::euid() == 0 {
+            use std::os::unix::fs::PermissionsExt;
+            let theirs = dir.path().join("theirs");
+            std::fs::create_dir(&theirs).expect("mkdir");
+            std::os::unix::fs::chown(&theirs, Some(4242), None).expect("chown");
+            std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700))
+                .expect("chmod");
+            let why = others_private(&theirs).expect("told");
+            assert!(why.contains("private directory of uid 4242"), "{why}");
+        }
     }
 
     #[test]
