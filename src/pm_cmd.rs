@@ -318,7 +318,10 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         stop.store(true, Ordering::Relaxed);
         sig
     });
-    tracing::info!("signal {sig:?}: stopping the pool manager");
+    match sig {
+        Some(sig) => tracing::info!("signal {sig}: stopping the pool manager"),
+        None => tracing::info!("the signal handler ended: stopping the pool manager"),
+    }
     if let Some(client) = &pmix
         && let Err(e) = client.unpublish(
             &[&bootstrap::published_key(&info.workflow)],

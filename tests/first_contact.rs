@@ -339,3 +339,15 @@ fn a_standalone_pm_is_found_by_its_workflow_name_on_its_node() {
     assert_eq!(stopped.code(), Some(0), "{stopped:?}");
     assert_ne!(status().code(), Some(0), "its entry went with it");
 }
+
+/// `maestro bench pm --cdos 0` is refused (it printed "inf B per live CDO").
+#[test]
+fn a_benchmark_of_no_cdos_is_refused() {
+    let out = common::run(
+        Command::new(maestro()).args(["bench", "pm", "--cdos", "0"]),
+        LIMIT,
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("--cdos"), "{}", out.stderr);
+    assert!(!out.stdout.contains("inf"), "{}", out.stdout);
+}

@@ -31,8 +31,8 @@ pub struct PmBench {
     /// Producer injector processes (and as many consumers with --require).
     #[arg(long, default_value_t = 2)]
     pub injectors: usize,
-    /// CDOs per producer.
-    #[arg(long, default_value_t = 200_000)]
+    /// CDOs per producer (1 or more: the memory per live CDO needs some).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub cdos: usize,
     /// Operations per frame (1 to 100000).
     #[arg(long, default_value_t = 1000, value_parser = parse_batch)]

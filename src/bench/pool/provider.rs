@@ -79,9 +79,22 @@ impl ProviderProcess {
             other => {
                 let _ = provider.child.kill();
                 Err(PoolBenchError::Provider(format!(
-                    "it did not offer its CDOs (said {other:?})"
+                    "it did not offer its CDOs ({})",
+                    said(other)
                 )))
             }
+        }
+    }
+}
+
+/// What the provider said instead of what was awaited, in words.
+fn said(got: Result<std::io::Result<String>, std::sync::mpsc::RecvTimeoutError>) -> String {
+    match got {
+        Ok(Ok(line)) => format!("it said {:?}", line.trim()),
+        Ok(Err(e)) => format!("its output failed: {e}"),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => "it said nothing in time".into(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            "it ended without saying it (see its error output above)".into()
         }
     }
 }
@@ -92,7 +105,8 @@ impl ProviderProcess {
         match self.stdout.recv_timeout(limit) {
             Ok(Ok(line)) if line.trim() == word => Ok(()),
             other => Err(PoolBenchError::Provider(format!(
-                "it did not say {word:?} within {limit:?} (said {other:?})"
+                "it did not say {word:?} within {limit:?} ({})",
+                said(other)
             ))),
         }
     }
