@@ -150,17 +150,14 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
             "only `maestro pool ls` takes a selector".into(),
         ));
     }
+    let mut unknown = Vec::new();
     let selector = args
         .selector
         .as_deref()
         .map(|text| {
-            let (expr, unknown) = selector_checked(text, &args.namespace)
+            let (expr, keys) = selector_checked(text, &args.namespace)
                 .map_err(|e| PoolCmdError::Selector(format!("{text:?}: {e}")))?;
-            for key in unknown {
-                eprintln!(
-                    "maestro pool: no schema known here declares {key}: no CDO can carry it (a seal refuses undeclared keys), so that part of the selector matches nothing; check its spelling, or give its schema with MSTRO_SCHEMA_PATH and MSTRO_SCHEMA_LIST"
-                );
-            }
+            unknown = keys;
             Ok::<_, PoolCmdError>((text.to_string(), expr))
         })
         .transpose()?;
@@ -172,7 +169,16 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
     let mut source = open(args)?;
     let terminal = std::io::IsTerminal::is_terminal(&out);
     loop {
-        let mut text = show(&mut source, args, selector.as_ref())?;
+        let (mut text, nothing) = show(&mut source, args, selector.as_ref())?;
+        // Said once, and only when nothing matched: the pool's apps may load schemas this
+        // process does not (their CDOs then match, and nothing is wrong).
+        if nothing {
+            for key in std::mem::take(&mut unknown) {
+                eprintln!(
+                    "maestro pool: nothing matched, and no schema known here declares {key}: check its spelling, or give its schema with MSTRO_SCHEMA_PATH and MSTRO_SCHEMA_LIST"
+                );
+            }
+        }
         match (args.watch, terminal) {
             // Home and clear, as `watch` and `top` redraw; the view cut to the terminal
             // (asked each time: it may have been resized).
@@ -379,12 +385,23 @@ fn published(workflow: Option<&str>) -> Result<Option<PmInfo>, PoolCmdError> {
 }
 
 /// Asks for the view and renders it.
+/// The view `args` asks for, rendered; and whether it is a listing that matched nothing.
 fn show(
     source: &mut Source,
     args: &PoolArgs,
     selector: Option<&Selected>,
-) -> Result<String, PoolCmdError> {
-    Ok(match args.which {
+) -> Result<(String, bool), PoolCmdError> {
+    if args.which == Which::Ls {
+        let page = list(source, args, selector)?;
+        let nothing = page.cdos.is_empty();
+        let text = if args.json {
+            json(&page)
+        } else {
+            render::cdos(&page, args.attributes)
+        };
+        return Ok((text, nothing));
+    }
+    let text = match args.which {
         Which::Status => {
             let s: Status = source.get(maestro_keys::POOL_STATUS, Query::Status, &[])?;
             if args.json {
@@ -411,15 +428,9 @@ fn show(
         }
         Which::Schema => json(&schema()),
         Which::Discard => unreachable!("run() discards before showing anything"),
-        Which::Ls => {
-            let page = list(source, args, selector)?;
-            if args.json {
-                json(&page)
-            } else {
-                render::cdos(&page, args.attributes)
-            }
-        }
-    })
+        Which::Ls => unreachable!("listed above"),
+    };
+    Ok((text, false))
 }
 
 /// A selector as given and as parsed.
