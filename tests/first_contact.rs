@@ -280,15 +280,24 @@ fn a_watch_into_a_pipe_is_plain_documents() {
     cmd.args([
         "pool", "status", "--json", "--watch", "0.2", "--info", &line,
     ]);
-    let watch = Group::spawn(&mut cmd);
-    std::thread::sleep(Duration::from_millis(1500));
-    let out = watch.terminate(LIMIT);
-    assert!(!out.stdout.contains('\x1b'), "{:?}", out.stdout);
-    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out.stdout)
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .expect("a stream of JSON documents");
-    assert!(docs.len() >= 2, "{}", out.stdout);
+    let mut watch = Group::spawn(&mut cmd);
+    // Until two whole documents came (each redraw is one), within the bound.
+    let lines = common::lines(watch.child.stdout.take().expect("stdout"));
+    let mut text = String::new();
+    let docs: Vec<serde_json::Value> = loop {
+        let line = lines.recv_timeout(LIMIT).expect("the watch's output");
+        text.push_str(&line);
+        text.push('\n');
+        let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&text)
+            .into_iter()
+            .map_while(Result::ok)
+            .collect();
+        if docs.len() >= 2 {
+            break docs;
+        }
+    };
+    drop(watch);
+    assert!(!text.contains('\x1b'), "{text:?}");
     assert!(docs.iter().all(|d| d["workflow"] == "fc-watch"), "{docs:?}");
     drop(pm);
 }

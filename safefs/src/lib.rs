@@ -302,6 +302,12 @@ pub fn sole_own_file(path: &Path) -> Result<std::fs::Metadata, Error> {
     Ok(meta)
 }
 
+/// The path naming what `file` (a directory) has open, whatever is at its path now.
+fn fd_path(file: &File) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
 /// An open directory of this user reached without following any symbolic link on the
 /// way (`openat2` with `RESOLVE_NO_SYMLINKS`): its entries are reached through
 /// [`OwnDir::path`], which names the directory opened, whatever is renamed or planted at
@@ -367,8 +373,7 @@ impl OwnDir {
     /// A path that names the opened directory itself (`/proc/self/fd/N`): `path().join(x)`
     /// is entry `x` of it.
     pub fn path(&self) -> PathBuf {
-        use std::os::fd::AsRawFd;
-        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+        fd_path(&self.dir)
     }
 }
 
@@ -397,7 +402,6 @@ pub fn read_own(path: &Path, limit: u64) -> Result<String, Error> {
 /// [`Error::NotPrivate`] for one others may write in without the sticky bit; then as
 /// [`read_own`].
 pub fn read_own_in_safe_dir(path: &Path, limit: u64) -> Result<String, Error> {
-    use std::os::fd::AsRawFd;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -431,7 +435,7 @@ pub fn read_own_in_safe_dir(path: &Path, limit: u64) -> Result<String, Error> {
         });
     }
     // The file, in the directory just checked (whatever is renamed at its path now).
-    let inside = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let inside = fd_path(&dir).join(name);
     read_own(&inside, limit).map_err(|e| match e {
         Error::Squatted { what, .. } => Error::Squatted {
             path: path.to_path_buf(),

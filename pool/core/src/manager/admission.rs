@@ -67,8 +67,11 @@ impl Default for Limits {
 
 /// The connections waiting for admission: their deadlines, and the TCP ones by address,
 /// oldest first (connection ids grow with arrival).
+/// Drivers that bound connections of their own the same way (the metrics endpoint's
+/// connections waiting to send their request) use it too: [`Admission::new`],
+/// [`Admission::arrive`], [`Admission::leave`].
 #[derive(Debug)]
-pub(super) struct Admission {
+pub struct Admission {
     limits: Limits,
     deadlines: BTreeSet<(Instant, ConnId)>,
     due: HashMap<ConnId, Instant>,
@@ -85,7 +88,8 @@ impl Default for Admission {
 }
 
 impl Admission {
-    fn new(limits: Limits) -> Admission {
+    /// No connection waiting yet, under `limits`.
+    pub fn new(limits: Limits) -> Admission {
         let mut a = Admission {
             limits,
             deadlines: BTreeSet::new(),
@@ -109,7 +113,7 @@ impl Admission {
 
     /// Counts the newcomer `conn` from `peer`, arrived `now`, among the waiting; returns
     /// the connection that must go to make room for it, if one must (it no longer waits).
-    fn arrive(&mut self, now: Instant, conn: ConnId, peer: Peer) -> Option<ConnId> {
+    pub fn arrive(&mut self, now: Instant, conn: ConnId, peer: Peer) -> Option<ConnId> {
         let at = later(now, self.limits.join_timeout);
         self.deadlines.insert((at, conn));
         self.due.insert(conn, at);
@@ -137,7 +141,7 @@ impl Admission {
     }
 
     /// `conn` stops waiting (joined, refused or gone); unknown connections are ignored.
-    fn leave(&mut self, conn: ConnId) {
+    pub fn leave(&mut self, conn: ConnId) {
         if let Some(at) = self.due.remove(&conn) {
             self.deadlines.remove(&(at, conn));
         }

@@ -179,7 +179,7 @@ impl Manager {
             },
             memory,
         );
-        self.count_app(peer, 0, true);
+        self.app_joined(peer);
         let (pool, keep) = (self.instance, self.keep_dir());
         self.out.send(conn, FromPm::Welcome { app, pool, keep });
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
@@ -323,7 +323,7 @@ impl Manager {
         let Some(a) = self.apps.remove(&app) else {
             return;
         };
-        self.count_app(a.peer, a.held, false);
+        self.app_gone(a.peer, a.held);
         self.retire_traffic(app, &a);
         self.conns.remove(&a.conn);
         self.release_memory_claim(&a);

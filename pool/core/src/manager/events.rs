@@ -513,17 +513,14 @@ impl Manager {
         awaiting
     }
 
-    /// Bytes of events of this round's operations queued for `conn` (a replay's left out).
-    pub(super) fn round_event_bytes(&self, conn: ConnId) -> usize {
-        let replayed = self.events.replayed.get(&conn).copied().unwrap_or(0);
-        self.out.event_bytes(conn).saturating_sub(replayed)
+    /// Bytes of a new subscription's replay queued for `conn` this round.
+    pub(super) fn replayed_bytes(&self, conn: ConnId) -> usize {
+        self.events.replayed.get(&conn).copied().unwrap_or(0)
     }
 
     /// The output was taken whole: past events queued are sent.
     pub(super) fn output_taken(&mut self) {
-        if !self.events.replayed.is_empty() {
-            self.events.replayed.clear();
-        }
+        self.events.replayed.clear();
     }
 
     /// Cuts `conn` off once the output is next taken ([`Manager::cut_overrun`]); its

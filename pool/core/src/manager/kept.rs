@@ -169,13 +169,6 @@ impl Adopted {
     }
 }
 
-impl Manager {
-    /// Bytes the kept CDOs make the PM hold.
-    pub(super) fn kept_held(&self) -> usize {
-        self.kept.held
-    }
-}
-
 impl Kept {
     /// How many CDOs are kept (not being discarded) and the bytes they make the PM hold.
     pub(super) fn totals(&self) -> (u64, u64) {
@@ -208,6 +201,11 @@ impl Manager {
     /// among the persisted files.
     pub fn take_discarded(&mut self) -> Vec<KeptFile> {
         std::mem::take(&mut self.kept.discarded)
+    }
+
+    /// Bytes the kept CDOs make the PM hold.
+    pub(super) fn kept_held(&self) -> usize {
+        self.kept.held
     }
 
     /// Files handed over since the last call, for the driver to check (see

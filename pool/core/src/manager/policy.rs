@@ -367,18 +367,20 @@ impl Manager {
         Ok(())
     }
 
-    /// An app of `peer` joined (`add`) or is gone, holding `held` bytes then.
-    pub(super) fn count_app(&mut self, peer: Peer, held: usize, add: bool) {
-        let n = self.budget.apps_by_peer.entry(peer).or_default();
-        if add {
-            *n += 1;
-        } else {
-            *n = n.saturating_sub(1);
+    /// An app of `peer` joined.
+    pub(super) fn app_joined(&mut self, peer: Peer) {
+        *self.budget.apps_by_peer.entry(peer).or_default() += 1;
+    }
+
+    /// An app of `peer` is gone, with the `held` bytes it made the pool hold.
+    pub(super) fn app_gone(&mut self, peer: Peer, held: usize) {
+        if let Some(n) = self.budget.apps_by_peer.get_mut(&peer) {
+            *n -= 1;
             if *n == 0 {
                 self.budget.apps_by_peer.remove(&peer);
             }
-            self.budget.held = self.budget.held.saturating_sub(held);
         }
+        self.budget.held = self.budget.held.saturating_sub(held);
     }
 
     /// Whether an event of `bytes` for `conn`, whose app is `app`, fits: the connection's
@@ -386,13 +388,14 @@ impl Manager {
     /// [`Policy::max_bytes`]. Why not, if it does not.
     pub(super) fn event_room(&self, conn: ConnId, app: AppId, bytes: usize) -> Result<(), String> {
         let queued = self.out.event_bytes(conn) + bytes;
-        let held = self.apps.get(&app).map_or(0, |a| a.held);
-        if self.round_event_bytes(conn) + bytes > self.policy.max_event_bytes {
+        // This round's operations' events: a new subscription's replay is not counted.
+        if queued.saturating_sub(self.replayed_bytes(conn)) > self.policy.max_event_bytes {
             return Err(format!(
                 "its subscriptions' events passed {} bytes waiting to be sent (maestro pm --max-event-bytes): subscribe to fewer events, with narrower selectors",
                 self.policy.max_event_bytes
             ));
         }
+        let held = self.apps.get(&app).map_or(0, |a| a.held);
         if held + queued > self.policy.max_app_bytes {
             return Err(format!(
                 "its CDOs, subscriptions and the events waiting for it passed its {} bytes (maestro pm --max-app-bytes)",

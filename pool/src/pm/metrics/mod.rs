@@ -10,7 +10,8 @@
 //! [`RENDER_INTERVAL`]: every scrape within it gets the same figures. The endpoint serves
 //! `GET /metrics` only, one request per connection. A connection has [`REQUEST_TIMEOUT`] to
 //! send its request; at most [`MAX_PENDING`] wait for theirs ([`PER_PEER_PENDING`] of one
-//! address), a newcomer past either taking the place of the longest waiting: connections
+//! address), a newcomer past either taking the place of the oldest waiting of its address
+//! or of the busiest (the rules of the PM's admission): connections
 //! that send nothing, or a request byte by byte, cannot keep a scraper out (one whose
 //! request came whole with its connection, as a scraper sends it, never waits among them). A slot among
 //! [`MAX_SCRAPES`] is taken only by a complete request (one past it is answered 503). It
@@ -19,7 +20,7 @@
 
 pub mod text;
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,13 +30,14 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::resources::ProcessStats;
+use crate::admission::{Admission, Limits, Peer};
 use crate::view::{Fabric, Status, Transfers};
 use text::{Family, Format, Kind, Labels, Value};
 
 /// Most complete requests answered at once; one past it is answered 503 and closed.
 pub const MAX_SCRAPES: usize = 64;
 /// Most connections waiting to send their request; a newcomer past it takes the place of
-/// the one that has waited longest.
+/// the oldest waiting of the busiest address.
 pub const MAX_PENDING: usize = 512;
 /// Most connections of one address waiting to send their request; a newcomer past it
 /// takes the place of that address' longest waiting.
@@ -175,36 +177,43 @@ fn is_complete(request: &[u8]) -> bool {
     request.windows(4).any(|w| w == b"\r\n\r\n")
 }
 
-/// The connections waiting to send their request, oldest first.
-#[derive(Default)]
+/// The connections waiting to send their request, under the rules of the PM's own
+/// admission ([`Admission`]: per address and in all, a newcomer past a bound taking the
+/// place of the oldest waiting of its address or of the busiest one), and their tasks.
 struct Pending {
-    waiting: VecDeque<(u64, IpAddr, tokio::task::AbortHandle)>,
+    admission: Admission,
+    tasks: HashMap<u64, tokio::task::AbortHandle>,
+}
+
+impl Default for Pending {
+    fn default() -> Pending {
+        Pending {
+            admission: Admission::new(Limits {
+                join_timeout: REQUEST_TIMEOUT,
+                max_unjoined: MAX_PENDING,
+                max_unjoined_per_peer: PER_PEER_PENDING,
+            }),
+            tasks: HashMap::new(),
+        }
+    }
 }
 
 impl Pending {
-    /// Counts connection `id` of `peer` in, closing the longest waiting of its address or
-    /// of all when it would pass [`PER_PEER_PENDING`] or [`MAX_PENDING`].
+    /// Counts connection `id` of `peer` in, closing the one that must make room for it.
     fn admit(&mut self, id: u64, peer: IpAddr, task: tokio::task::AbortHandle) {
-        if self.waiting.iter().filter(|(_, ip, _)| *ip == peer).count() >= PER_PEER_PENDING
-            && let Some(i) = self.waiting.iter().position(|(_, ip, _)| *ip == peer)
+        let now = std::time::Instant::now();
+        if let Some(old) = self.admission.arrive(now, id, Peer::Tcp(peer))
+            && let Some(t) = self.tasks.remove(&old)
         {
-            self.close(i);
+            t.abort();
         }
-        if self.waiting.len() >= MAX_PENDING {
-            self.close(0);
-        }
-        self.waiting.push_back((id, peer, task));
-    }
-
-    fn close(&mut self, i: usize) {
-        if let Some((_, _, task)) = self.waiting.remove(i) {
-            task.abort();
-        }
+        self.tasks.insert(id, task);
     }
 
     /// Connection `id` sent its request (or gave up): it waits no more.
     fn done(&mut self, id: u64) {
-        self.waiting.retain(|(i, _, _)| *i != id);
+        self.admission.leave(id);
+        self.tasks.remove(&id);
     }
 }
 
