@@ -202,6 +202,20 @@ fn bytes_that_are_not_utf8_in_the_environment_or_the_directory_are_taken() {
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
 }
 
+/// A program's arguments are bytes, as `mpirun` and `srun` pass them: `maestro run -n 1 --
+/// printf %s $'\xff\xfe'` runs and its output is those two bytes.
+#[test]
+fn arguments_that_are_not_utf8_reach_the_program() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new(maestro())
+        .args(["run", "-n", "1", "--", "printf", "%s"])
+        .arg(std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+        .output()
+        .expect("maestro run");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"\xff\xfe");
+}
+
 /// A misspelled setting is not ignored without a word: each process of the library warns
 /// once with the nearest name it reads.
 #[test]

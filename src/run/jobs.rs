@@ -7,6 +7,7 @@
 //! (what each rank runs, where, with which environment), checking the request; starting
 //! and registering the processes is `launch`'s.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use pmix::server::{App, IofChannel, IofChannels};
@@ -50,10 +51,10 @@ pub fn nspace(base: &str, job: u32) -> String {
 /// What one rank runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankPlan {
-    /// The program (looked up in `PATH` when it has no `/`).
-    pub program: String,
-    /// Its arguments after the program name.
-    pub args: Vec<String>,
+    /// The program (looked up in `PATH` when it has no `/`): bytes, as a path is.
+    pub program: OsString,
+    /// Its arguments after the program name: any bytes, as `execve` takes them.
+    pub args: Vec<OsString>,
     /// Variables added to the launcher's environment.
     pub env: Vec<(String, String)>,
     /// The working directory; the launcher's own when `None`.
@@ -120,7 +121,7 @@ pub enum PlanError {
 
 impl JobPlan {
     /// Job 0: `nprocs` copies of `command` (program first).
-    pub fn command_line(nspace: String, command: &[String], nprocs: u32) -> JobPlan {
+    pub fn command_line(nspace: String, command: &[OsString], nprocs: u32) -> JobPlan {
         let rank = RankPlan {
             program: command.first().cloned().unwrap_or_default(),
             args: command.iter().skip(1).cloned().collect(),
@@ -172,12 +173,12 @@ impl JobPlan {
         let mut asked: u64 = 0;
         let mut ranks = Vec::new();
         for (i, app) in apps.iter().enumerate() {
-            let mut argv = app.argv.iter().cloned();
+            let mut argv = app.argv.iter().map(OsString::from);
             let program = match (app.cmd.is_empty(), app.argv.first()) {
                 (false, _) => {
                     // argv[0] is the program's own name when given; the rest are arguments.
                     argv.next();
-                    app.cmd.clone()
+                    OsString::from(&app.cmd)
                 }
                 (true, Some(first)) if !first.is_empty() => argv.next().unwrap_or_default(),
                 _ => return Err(PlanError::NoCommand(i)),
@@ -241,13 +242,15 @@ impl JobPlan {
         self.ranks.len() as u32
     }
 
-    /// The command line of rank `rank` (program first), for logs and process tables.
+    /// The command line of rank `rank` (program first), for logs and process tables
+    /// (bytes that are not UTF-8 shown as U+FFFD).
     pub fn command_of(&self, rank: u32) -> String {
         self.ranks
             .get(rank as usize)
             .map(|r| {
-                std::iter::once(r.program.as_str())
-                    .chain(r.args.iter().map(String::as_str))
+                std::iter::once(&r.program)
+                    .chain(&r.args)
+                    .map(|a| a.to_string_lossy())
                     .collect::<Vec<_>>()
                     .join(" ")
             })

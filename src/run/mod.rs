@@ -126,8 +126,9 @@ pub struct RunOptions {
     #[arg(long)]
     pub stop_in_init: bool,
     /// The program and its arguments.
+    /// Any bytes, as `mpirun` and `srun` pass them: arguments are not text.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// Parses `-x VAR[=VALUE]`: the variable's name and the value given, if one is.
@@ -416,11 +417,15 @@ fn check_options(opts: &RunOptions) -> Result<(), RunError> {
     // An option it does not know is taken for the program by the parser: refused, unless
     // the program came after `--` (which the parser takes away; one left in the command
     // is the separator after the unknown option: `--bogus 2 -- true`).
-    if let Some(first) = opts.command.first().filter(|c| c.starts_with('-'))
+    if let Some(first) = opts
+        .command
+        .first()
+        .map(|c| c.to_string_lossy())
+        .filter(|c| c.starts_with('-'))
         && (opts.command.iter().skip(1).any(|a| a == "--")
             || !std::env::args_os().any(|a| a == "--"))
     {
-        return Err(RunError::Usage(match launcher_option(first) {
+        return Err(RunError::Usage(match launcher_option(&first) {
             Some(what) => format!(
                 "{first} ({what}) is an option of mpirun or srun that maestro run does not take: maestro run starts every rank on this node; for several nodes, use srun --mpi=pmix or mpirun (maestro run --help lists its options)"
             ),

@@ -46,7 +46,7 @@ impl LauncherHost {
                     .map(|(r, (s, p))| ProcInfo {
                         proc: Proc::new(&j.plan.nspace, r as u32),
                         hostname: self.hostname.clone(),
-                        executable: p.program.clone(),
+                        executable: p.program.to_string_lossy().into_owned(),
                         pid: s.pid,
                         exit_code: s.exit_code.unwrap_or(0),
                         state: if s.exit_code.is_some() {
