@@ -299,13 +299,13 @@ fn the_pool_benchmark_runs_and_reports() {
             "--json",
         ]);
         // Same node: next to Open MPI's send/recv, as users compare; over the network
-        // with a require before each demand.
+        // with a require before each demand, landing in the consumer's own memory.
         let mpi = provider == "shm";
         if mpi {
             // With groups, whose reference is MPI with all their messages in flight.
             bench.args(["--mpi", "--group", "3"]);
         } else {
-            bench.arg("--require");
+            bench.args(["--require", "--user-memory"]);
         }
         let out = run(&mut bench, Duration::from_secs(300));
         assert_eq!(out.code(), Some(0), "{provider}: {out:?}");
@@ -426,7 +426,8 @@ const SAME_HOST_T: Duration = Duration::from_secs(60);
 /// (cross-memory attach): no work for the provider, so even a stopped provider serves it,
 /// and the transport event says so. A consumer with the copy switched off (the setting of
 /// `MSTRO_OFI_CMA=off`) reads the same CDO by shared-memory RMA: the same bytes. Both land
-/// a demand in memory the application lends, without a copy after the transfer.
+/// a demand in memory the application lends (at the demand, or at a require before it),
+/// without a copy after the transfer.
 #[test]
 fn same_host_consumers_copy_straight_from_the_providers_memory() {
     const SIZE: usize = 8 << 20;
@@ -456,15 +457,22 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
     assert_eq!(copied.len(), SIZE);
     assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
     assert!(*copied == *read, "the copy differs from the RMA read");
-    // Into memory the application lends, both ways: the bytes land there, no copy after.
-    for client in [&copier, &reader] {
+    // Into memory the application lends, both ways, lent at the demand or at a require
+    // before it: the bytes land there, no copy after.
+    for (client, at_require) in [(&copier, false), (&reader, false), (&copier, true)] {
         let mut mine = vec![0u8; SIZE + 1];
         let want = client.declare(&name).expect("declare");
         // SAFETY: `mine` outlives the data and nothing else touches it meanwhile.
         let dst = unsafe { fabric::Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };
-        let (data, _) = client
-            .demand_into(want, dst)
-            .expect("demand into lent memory");
+        let (data, _) = if at_require {
+            client
+                .require_into(want, dst)
+                .expect("require into lent memory");
+            client.demand(want)
+        } else {
+            client.demand_into(want, dst)
+        }
+        .expect("demand into lent memory");
         assert_eq!(data.as_ptr(), mine.as_ptr(), "landed in the lent memory");
         assert!(*data == *read);
         drop(data);

@@ -466,8 +466,10 @@ impl PoolBench {
         let c = consumer.as_async();
         // The first demand is checked and not timed.
         let cdo = consumer.declare(&name)?;
-        consumer.block_on(Lender::demand(lender, c, cdo, |d| verify(size, d)))?;
+        let mut loan = Lender::loan(lender);
+        consumer.block_on(demand(c, cdo, (loan.as_mut(), false), |d| verify(size, d)))?;
         consumer.dispose(cdo)?;
+        drop(loan);
         let iterations = self.iterations(size);
         let (mut times, mut round_trips) = (
             Vec::with_capacity(iterations),
@@ -486,8 +488,9 @@ impl PoolBench {
         for _ in 0..iterations {
             round_trips.push(bare_round_trip(consumer)?);
             let cdo = consumer.declare(&name)?;
+            let mut loan = Lender::loan(lender);
             if let Some(moved) = &moved {
-                consumer.require(cdo)?;
+                consumer.block_on(require(c, cdo, loan.as_mut()))?;
                 moved
                     .wait_timeout(Duration::from_secs(600))?
                     .ok_or(PoolBenchError::Provider(
@@ -495,10 +498,12 @@ impl PoolBench {
                     ))?;
             }
             let t = Instant::now();
-            let held = consumer.block_on(Lender::demand(lender, c, cdo, |_| Ok(())))?;
+            let held =
+                consumer.block_on(demand(c, cdo, (loan.as_mut(), moved.is_some()), |_| Ok(())))?;
             times.push(t.elapsed());
             drop(held);
             consumer.dispose(cdo)?;
+            drop(loan);
         }
         times.sort_unstable();
         round_trips.sort_unstable();
@@ -583,11 +588,13 @@ impl PoolBench {
         let require = self.require;
         let one = |_| async move {
             let cdo = c.declare(name)?;
+            let mut loan = Lender::loan(lender);
             if require {
-                c.require(cdo).await?;
+                self::require(c, cdo, loan.as_mut()).await?;
             }
-            Lender::demand(lender, c, cdo, |_| Ok(())).await?;
+            demand(c, cdo, (loan.as_mut(), require), |_| Ok(())).await?;
             c.dispose(cdo).await?;
+            drop(loan);
             Ok::<(), PoolBenchError>(())
         };
         let start = Instant::now();
@@ -622,36 +629,82 @@ impl Lender {
         }
     }
 
-    /// Demands `cdo` into a buffer of `lender` (checking it landed there), or into the
-    /// library's memory without one, and hands the bytes to `look`. Returns the library's
-    /// bytes, for the caller to let go of once it stopped timing the demand (releasing a
-    /// view of a provider's pages is the consumer's cost at dispose, not the demand's).
-    async fn demand(
-        lender: Option<&Lender>,
-        c: &pool::AsyncClient,
-        cdo: pool::proto::CdoId,
-        look: impl FnOnce(&[u8]) -> Result<(), PoolBenchError>,
-    ) -> Result<Option<pool::CdoData>, PoolBenchError> {
-        let Some(lender) = lender else {
-            let (data, _) = c.demand(cdo).await?;
-            return look(&data).map(|()| Some(data));
-        };
-        let lock = || lender.free.lock().unwrap_or_else(|e| e.into_inner());
-        // As many buffers as demands in flight: a new one is never needed, but costs
-        // nothing to allow.
-        let mut mine = lock().pop().unwrap_or_else(|| vec![0u8; lender.size]);
-        // SAFETY: `mine` outlives the buffer (dropped with the data below) and is touched
-        // by nobody else meanwhile.
-        let dst = unsafe { Buffer::borrowed(mine.as_mut_ptr(), mine.len()) };
-        let result = c.demand_into(cdo, dst).await;
-        let outcome = match result {
-            Ok((data, _)) if data.as_ptr() == mine.as_ptr() || data.is_empty() => look(&data),
-            Ok((data, _)) => Err(PoolBenchError::NotInPlace(data.len())),
-            Err(e) => Err(e.into()),
-        };
-        lock().push(mine);
-        outcome.map(|()| None)
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// A buffer of `lender`'s for one CDO (`None` without `--user-memory`). As many
+    /// buffers as demands in flight: a new one is never needed, but costs nothing to allow.
+    fn loan(lender: Option<&Lender>) -> Option<Loan<'_>> {
+        lender.map(|lender| Loan {
+            mine: lender
+                .free()
+                .pop()
+                .unwrap_or_else(|| vec![0u8; lender.size]),
+            lender,
+        })
+    }
+}
+
+/// A buffer of a [`Lender`]'s lent for one CDO, given back when dropped (after the demand
+/// that used it returned, or the CDO was disposed).
+struct Loan<'a> {
+    lender: &'a Lender,
+    mine: Vec<u8>,
+}
+
+impl Loan<'_> {
+    /// The buffer as memory the client may land the CDO in.
+    fn buffer(&mut self) -> Buffer {
+        // SAFETY: `mine` outlives the loan of it (the demand returned or the CDO was
+        // disposed before the loan is dropped) and is touched by nobody else meanwhile.
+        unsafe { Buffer::borrowed(self.mine.as_mut_ptr(), self.mine.len()) }
+    }
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        self.lender.free().push(std::mem::take(&mut self.mine));
+    }
+}
+
+/// Requires `cdo`, into the loan's buffer when there is one.
+async fn require(
+    c: &pool::AsyncClient,
+    cdo: pool::proto::CdoId,
+    loan: Option<&mut Loan<'_>>,
+) -> Result<(), PoolBenchError> {
+    match loan {
+        Some(loan) => c.require_into(cdo, loan.buffer()).await?,
+        None => c.require(cdo).await?,
+    }
+    Ok(())
+}
+
+/// Demands `cdo`: into the loan's buffer when there is one (lent by [`require`] already
+/// when `required`), checking it landed there, or into the library's memory; hands the
+/// bytes to `look`. Returns the library's bytes, for the caller to let go of once it
+/// stopped timing the demand (releasing a view of a provider's pages is the consumer's
+/// cost at dispose, not the demand's).
+async fn demand(
+    c: &pool::AsyncClient,
+    cdo: pool::proto::CdoId,
+    (loan, required): (Option<&mut Loan<'_>>, bool),
+    look: impl FnOnce(&[u8]) -> Result<(), PoolBenchError>,
+) -> Result<Option<pool::CdoData>, PoolBenchError> {
+    let Some(loan) = loan else {
+        let (data, _) = c.demand(cdo).await?;
+        return look(&data).map(|()| Some(data));
+    };
+    let (data, _) = if required {
+        c.demand(cdo).await?
+    } else {
+        c.demand_into(cdo, loan.buffer()).await?
+    };
+    if data.as_ptr() != loan.mine.as_ptr() && !data.is_empty() {
+        return Err(PoolBenchError::NotInPlace(data.len()));
+    }
+    look(&data).map(|()| None)
 }
 
 /// The command line of the provider process (`maestro pool-provider`, hidden).

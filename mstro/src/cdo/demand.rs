@@ -36,12 +36,19 @@ pub(crate) fn adopt_demanded(
 }
 
 /// Declares the intent to demand the CDO (`mstro_cdo_require`): the pool manager may move
-/// it here as soon as it is offered.
+/// it here as soon as it is offered, straight into the memory the program lent
+/// ([`cdo_set_user_memory`](crate::cdo_set_user_memory)) when it moves by RMA or from a
+/// same-node provider.
 ///
 /// # Errors
 /// [`Status::Invstate`] unless declared; connection errors.
 pub fn cdo_require(cdo: Cdo) -> Result<()> {
-    with_cdo(cdo, "require", |client, _, st| Ok(client.require(st.id)?))
+    with_cdo(cdo, "require", |client, _, st| {
+        Ok(match landing(st) {
+            Some(dst) => client.require_into(st.id, dst)?,
+            None => client.require(st.id)?,
+        })
+    })
 }
 
 /// Waits until the CDO is here (`mstro_cdo_demand`), at most `MSTRO_TIMEOUT`.
@@ -163,8 +170,8 @@ fn landing(st: &CdoState) -> Option<Buffer> {
     st.lent.as_ref().filter(|l| l.writable).map(|l| {
         let room = usize::try_from(st.local_size.unwrap_or(0)).unwrap_or(usize::MAX);
         // SAFETY: the lent memory has `room` bytes and the caller does not touch it
-        // during the demand (contract of `cdo_set_user_memory`) nor frees it before the
-        // demand ended (settled or its request disposed).
+        // between a require or demand and the demand's end (contract of
+        // `cdo_set_user_memory`) nor frees it before the CDO is disposed.
         unsafe { Buffer::borrowed(l.ptr, room) }
     })
 }

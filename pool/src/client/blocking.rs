@@ -299,6 +299,14 @@ impl Client {
         self.block_on(self.inner.require(cdo))
     }
 
+    /// See [`AsyncClient::require_into`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn require_into(&self, cdo: CdoId, dst: Buffer) -> Result<()> {
+        self.block_on(self.inner.require_into(cdo, dst))
+    }
+
     /// See [`AsyncClient::demand`].
     ///
     /// # Errors

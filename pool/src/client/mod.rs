@@ -626,6 +626,24 @@ impl AsyncClient {
         .map(drop)
     }
 
+    /// As [`AsyncClient::require`], the bytes to land in `dst`, memory the application
+    /// lends (see [`Buffer::borrowed`]): when the transfer the require starts moves them by
+    /// RMA or straight from a same-host provider's memory and the CDO fits, the later
+    /// demand's data *is* `dst`'s memory (Maestro's user memory set before a require). `dst`
+    /// stays lent until a demand of `cdo` returns or `cdo` is disposed: the caller keeps it
+    /// alive and untouched until then.
+    ///
+    /// # Errors
+    /// As [`AsyncClient::require`]; `dst` is the application's again at once then.
+    pub async fn require_into(&self, cdo: CdoId, dst: Buffer) -> Result<()> {
+        self.shared.core().lend(cdo, dst);
+        let r = self.require(cdo).await;
+        if r.is_err() {
+            self.shared.core().unlend(cdo);
+        }
+        r
+    }
+
     /// Waits until `cdo` is local (offered by someone and moved here) and returns its bytes
     /// and the attributes it was sealed with. A CDO whose `require` already brought it here
     /// returns at once, without a round trip to the pool manager.
@@ -659,12 +677,12 @@ impl AsyncClient {
     ) -> impl Future<Output = Result<(CdoData, Attributes)>> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         async move {
-            let Some(dst) = dst else {
-                return demand(&shared, cdo, deadline).await;
-            };
-            shared.core().lend(cdo, dst);
+            if let Some(dst) = dst {
+                shared.core().lend(cdo, dst);
+            }
             let result = demand(&shared, cdo, deadline).await;
-            // Unused (or the demand failed): the memory is the application's again.
+            // Unused (or the demand failed): the memory lent here or by `require_into` is
+            // the application's again.
             shared.core().unlend(cdo);
             result
         }
@@ -674,7 +692,8 @@ impl AsyncClient {
     /// lends (see [`Buffer::borrowed`]): when the transfer starts after this call, the CDO
     /// fits and it moves by RMA or straight from a same-host provider's memory, the
     /// returned data *is* `dst`'s memory (check with [`CdoData::as_ptr`]), and nothing is
-    /// copied besides the transfer itself. Otherwise (it arrived before, by a `require`; a
+    /// copied besides the transfer itself. Otherwise (it arrived before, by a `require`
+    /// (lend with [`AsyncClient::require_into`] then); a
     /// same-process offer; a stream; too small) the data is where it landed, and `dst` is
     /// dropped unused.
     ///

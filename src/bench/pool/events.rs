@@ -10,7 +10,7 @@ use fabric::Buffer;
 use pool::Client;
 use pool::attr::Attributes;
 
-use super::{Lender, PoolBench, PoolBenchError, ProviderArgs, ProviderProcess, verify};
+use super::{Lender, PoolBench, PoolBenchError, ProviderArgs, ProviderProcess, demand, verify};
 use crate::bench::pattern;
 use crate::bench::peer::SEED;
 
@@ -82,22 +82,25 @@ impl PoolBench {
             }
         });
         let first = std::sync::atomic::AtomicBool::new(true);
-        let demand = |name: String| {
+        let fetch = |name: String| {
             let first = &first;
             async move {
                 let cdo = c.declare(&name)?;
+                let mut loan = Lender::loan(lender);
+                let to = (loan.as_mut(), false);
                 if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    Lender::demand(lender, c, cdo, |d| verify(size, d)).await?;
+                    demand(c, cdo, to, |d| verify(size, d)).await?;
                 } else {
-                    Lender::demand(lender, c, cdo, |_| Ok(())).await?;
+                    demand(c, cdo, to, |_| Ok(())).await?;
                 }
                 c.dispose(cdo).await?;
+                drop(loan);
                 Ok::<(), PoolBenchError>(())
             }
         };
         consumer.block_on(
             names
-                .map_ok(demand)
+                .map_ok(fetch)
                 .try_buffer_unordered(usize::from(self.window))
                 .try_collect::<Vec<()>>(),
         )?;
