@@ -44,10 +44,11 @@ pub(crate) fn adopt_demanded(
 /// [`Status::Invstate`] unless declared; connection errors.
 pub fn cdo_require(cdo: Cdo) -> Result<()> {
     with_cdo(cdo, "require", |client, _, st| {
-        Ok(match landing(st) {
+        match landing(st) {
             Some(dst) => client.require_into(st.id, dst)?,
             None => client.require(st.id)?,
-        })
+        }
+        Ok(())
     })
 }
 
