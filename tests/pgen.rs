@@ -21,11 +21,11 @@ use common::{Cluster, example, maestro, repo, run};
 
 /// Runs `cmd` to its end (within `limit`), meanwhile calling `watch` every 200 ms until
 /// it returns what it looked for; returns the command's output and what `watch` found.
-fn watching(
+fn watching<T: Send>(
     cmd: &mut Command,
     limit: Duration,
-    mut watch: impl FnMut() -> Option<String> + Send,
-) -> (common::Output, Option<String>) {
+    mut watch: impl FnMut() -> Option<T> + Send,
+) -> (common::Output, Option<T>) {
     let ended = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let watcher = scope.spawn(|| {
@@ -97,10 +97,14 @@ fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
             Duration::from_secs(30),
         );
         (ls.code() == Some(0) && names.iter().all(|n| ls.stdout.contains(n.as_str())))
-            .then_some(ls.stdout)
+            .then_some((ls.stdout, ls.stderr))
     });
     assert_eq!(out.code(), Some(0), "{out:?}");
-    let seen = seen.expect("maestro pool ls never showed step 0's four fields during the run");
+    let (seen, warned) =
+        seen.expect("maestro pool ls never showed step 0's four fields during the run");
+    // The schema of the selector's key is the workflow's, not this process's: no word of
+    // it when the selector matched.
+    assert!(!warned.contains("no schema"), "{warned}");
     assert!(
         !seen.contains("pgen/field/s1/"),
         "the selector let other steps through: {seen}"
@@ -125,6 +129,44 @@ fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
                 .exists()
         );
     }
+}
+
+/// A forecast of nothing is refused before anything starts (it hung now and then), as a
+/// smallest field larger than the largest; the workflow's output into a pipe closed early
+/// (`run.sh | head -3`) ends every job without a panic.
+#[test]
+fn a_shape_of_nothing_is_refused_and_a_pipe_closed_early_ends_the_run_quietly() {
+    let work = tempfile::tempdir().expect("tempdir");
+    for (shape, said) in [
+        ("--steps 0", "invalid value '0' for '--steps <STEPS>'"),
+        ("--levels 0", "invalid value '0' for '--levels <LEVELS>'"),
+        (
+            "--min-size 10 --max-size 4",
+            "--min-size 10 is larger than --max-size 4",
+        ),
+    ] {
+        let out = run(
+            run_sh_in(work.path()).env("PGEN_SHAPE", shape),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.code(), Some(1), "{shape}: {out:?}");
+        assert!(out.stdout.contains(said), "{shape}: {}", out.stdout);
+    }
+    let script = repo().join("examples/pgen/run.sh");
+    let line = format!(
+        "'{}' '{}' | head -3",
+        script.display(),
+        work.path().join("piped").display()
+    );
+    let settings = run_sh_in(work.path());
+    let out = run(
+        Command::new("bash")
+            .args(["-c", &line])
+            .envs(settings.get_envs().filter_map(|(k, v)| Some((k, v?)))),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.stdout.lines().count(), 3, "{out:?}");
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
 }
 
 #[test]

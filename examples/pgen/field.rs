@@ -14,14 +14,14 @@ const PARAMS: [&str; 8] = ["2t", "msl", "10u", "10v", "tp", "q", "z", "t"];
 /// What every job of the workflow agrees on: which fields there are and their sizes.
 #[derive(Args, Clone, Copy)]
 pub struct Shape {
-    /// Forecast steps.
-    #[arg(long, default_value_t = 4)]
+    /// Forecast steps (at least 1).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     pub steps: u32,
     /// Parameters per step (at most 8).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub params: u32,
-    /// Levels per parameter.
-    #[arg(long, default_value_t = 2)]
+    /// Levels per parameter (at least 1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub levels: u32,
     /// Smallest field, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
@@ -40,6 +40,21 @@ pub struct Field {
 }
 
 impl Shape {
+    /// Checks what the options cannot check one by one.
+    ///
+    /// # Errors
+    /// A smallest field larger than the largest.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.min_size > self.max_size {
+            return Err(format!(
+                "--min-size {} is larger than --max-size {}: give the smallest field's size first",
+                self.min_size, self.max_size
+            )
+            .into());
+        }
+        Ok(())
+    }
+
     pub fn fields(&self, step: u32) -> impl Iterator<Item = Field> + '_ {
         PARAMS[..self.params as usize]
             .iter()

@@ -35,7 +35,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use fabric::Buffer;
 use mstro::session::{Found, Session, Settings};
 use pool::Client;
@@ -62,7 +62,10 @@ const DONE: &str = "pgen/done";
 const POLL: Duration = Duration::from_millis(50);
 
 #[derive(Parser)]
-#[command(about = "Product generation across jobs sharing one Maestro pool")]
+#[command(
+    name = "pgen",
+    about = "Product generation across jobs sharing one Maestro pool"
+)]
 struct Cli {
     #[command(subcommand)]
     role: Role,
@@ -145,6 +148,19 @@ enum Role {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+impl Role {
+    /// The fields every role agrees on.
+    fn shape(&self) -> &Shape {
+        match self {
+            Role::Forecast { shape, .. }
+            | Role::Archiver { shape, .. }
+            | Role::Manager { shape, .. }
+            | Role::Product { shape, .. }
+            | Role::Verify { shape, .. } => shape,
+        }
+    }
 }
 
 /// How the manager starts product-generation jobs.
@@ -730,6 +746,11 @@ fn main() -> ExitCode {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     mstro::init_logging();
     let cli = Cli::parse();
+    if let Err(e) = cli.role.shape().check() {
+        Cli::command()
+            .error(clap::error::ErrorKind::ValueValidation, e)
+            .exit();
+    }
     let result = match &cli.role {
         Role::Forecast {
             shape,
