@@ -721,3 +721,49 @@ fn a_program_of_a_named_workflow_without_a_pm_says_it_runs_a_local_pool() {
         out.stderr
     );
 }
+
+/// A one-process program's local pool leaves no socket directory behind in the user's
+/// private directory, whether the program exits without `mstro_finalize` (a failed call,
+/// `exit(1)`) or is stopped by Ctrl-C.
+#[test]
+fn a_local_pool_leaves_no_socket_directory_when_its_program_exits_or_is_interrupted() {
+    use std::os::unix::process::ExitStatusExt;
+    let c = installed();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let private = tmp.path().join(format!("maestro-{uid}"));
+    let pm_dirs = || -> Vec<String> {
+        std::fs::read_dir(&private)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("pm-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for interrupt in [false, true] {
+        let mut cmd = Command::new(c.bin("consumer"));
+        env(&mut cmd, "capi-exit")
+            .args(["--expect", "1"])
+            .env("TMPDIR", tmp.path())
+            .env("MSTRO_TIMEOUT", if interrupt { "120" } else { "1" });
+        let program = Group::spawn(&mut cmd);
+        if interrupt {
+            let start = std::time::Instant::now();
+            while pm_dirs().is_empty() {
+                assert!(start.elapsed() < Duration::from_secs(30), "no local pool");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // SAFETY: signalling the process this test started.
+            unsafe { libc::kill(program.pid(), libc::SIGINT) };
+        }
+        let out = program.wait(Duration::from_secs(60));
+        // Interrupted, it dies by the signal, or exits with 1 where the handler of a
+        // library loaded before (libinfinipath, by libfabric's psm provider) does that.
+        let interrupted = interrupt && out.status.signal() == Some(libc::SIGINT);
+        assert!(interrupted || out.code() == Some(1), "{out:?}");
+        assert_eq!(pm_dirs(), Vec::<String>::new(), "interrupted: {interrupt}");
+    }
+}

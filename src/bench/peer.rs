@@ -287,7 +287,8 @@ pub fn serve_owner(
 /// A spawned owner process; killed and reaped on drop.
 pub struct OwnerProcess {
     child: Child,
-    _stdin: ChildStdin,
+    /// Closed to tell it to end.
+    stdin: Option<ChildStdin>,
     /// What it announced.
     pub info: OwnerInfo,
 }
@@ -339,7 +340,7 @@ impl OwnerProcess {
         match parsed {
             Ok(info) => Ok(OwnerProcess {
                 child,
-                _stdin: stdin,
+                stdin: Some(stdin),
                 info,
             }),
             Err(reason) => {
@@ -356,9 +357,24 @@ impl OwnerProcess {
 
 impl Drop for OwnerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        end_child(&mut self.child, self.stdin.take(), Duration::from_secs(5));
     }
+}
+
+/// Ends a benchmark's helper process and reaps it: closes its input (`stdin`), which tells
+/// it to end by itself (removing its `shm` files, which a killed process leaves in
+/// `/dev/shm`), and kills it only if it has not within `grace`.
+pub fn end_child(child: &mut Child, stdin: Option<ChildStdin>, grace: Duration) {
+    drop(stdin);
+    let start = Instant::now();
+    while start.elapsed() < grace {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Reads one line from `out` in a helper thread, giving up after `limit`.

@@ -171,6 +171,9 @@ impl Session {
         // With a GFS directory the PM keeps producers' withdrawn GFS offers there.
         config.gfs_dir = settings.gfs.as_ref().map(|g| g.dir.clone());
         config.exclude_interfaces = settings.exclude_interfaces.clone();
+        // A program of the library that ends without finalizing (or by Ctrl-C) leaves no
+        // socket directory behind.
+        config.remove_at_exit = true;
         let credential = settings.credential();
         // A served PM under a host that issues credentials has them checked there: one
         // the host calls forged or issued to another user refuses a JOIN; one it cannot

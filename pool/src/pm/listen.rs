@@ -125,6 +125,9 @@ pub(super) type Halves = (
 /// private directory, [`safefs::user_dir`]).
 pub const PM_DIR_PREFIX: &str = "pm-";
 
+/// The socket's name in that directory.
+pub(super) const SOCKET_NAME: &str = "pm.sock";
+
 /// Creates a private directory with a listening Unix socket in it, inside the user's
 /// private directory (after removing those that killed pool managers left); `None` (with
 /// a warning naming why) when that is not possible, for the PM then serves over TCP only.
@@ -146,7 +149,7 @@ pub(super) fn unix_listener(
         std::process::id(),
         hex::encode(tag)
     ));
-    let path = dir.join("pm.sock");
+    let path = dir.join(SOCKET_NAME);
     let made = safefs::new_private_dir(&dir).map_err(safefs::Error::into_io);
     let _guard = rt.enter();
     match made.and_then(|()| UnixListener::bind(&path)) {

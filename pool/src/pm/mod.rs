@@ -37,6 +37,7 @@ use crate::proto::ToPm;
 use crate::view::{Query, View};
 use crate::{ConnId, Identity, Manager};
 
+mod at_exit;
 mod conn;
 mod identity;
 mod kept;
@@ -93,6 +94,13 @@ pub struct PmConfig {
     /// (`maestro run` gives each job its own) or `/tmp`, removed when the PM stops),
     /// advertised first: processes of the same user on the PM's host skip TCP. Default on.
     pub unix_socket: bool,
+    /// Remove that directory also when the process ends without stopping the PM: through
+    /// `exit` (a C program returning from `main` without `mstro_finalize`), or by SIGINT,
+    /// SIGTERM or SIGHUP whose action is the default when the PM starts (handlers of its
+    /// own are installed then, which end the process as the default would). For the
+    /// library's programs; off for a program that handles those signals itself. Default
+    /// off.
+    pub remove_at_exit: bool,
     /// How long an operation waits for subscribers' acknowledgements before it proceeds
     /// (default [`crate::events::ACK_TIMEOUT`]).
     pub ack_timeout: std::time::Duration,
@@ -168,6 +176,7 @@ impl PmConfig {
             exclude_interfaces: Vec::new(),
             credentials: None,
             unix_socket: true,
+            remove_at_exit: false,
             ack_timeout: crate::events::ACK_TIMEOUT,
             max_queued: MAX_QUEUED,
             join_timeout: JOIN_TIMEOUT,
@@ -223,6 +232,8 @@ pub struct PoolManager {
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
     /// The private directory of the Unix socket, removed at shutdown.
     unix_dir: Option<std::path::PathBuf>,
+    /// Its removal should the process end before (see [`PmConfig::remove_at_exit`]).
+    exit_watch: Option<at_exit::Watch>,
     /// Where the metrics endpoint listens, if it does.
     metrics: Option<SocketAddr>,
 }
@@ -246,6 +257,7 @@ impl PoolManager {
             .enable_all()
             .build()?;
         let (listeners, endpoints, unix_dir) = listen::bind(&config, &rt)?;
+        let remove_at_exit = config.remove_at_exit;
         let metrics = match config.metrics {
             Some(addr) => {
                 let l = rt.block_on(TcpListener::bind(addr)).map_err(|e| {
@@ -321,12 +333,17 @@ impl PoolManager {
                     stop_rx,
                 ))
             })?;
+        let exit_watch = unix_dir
+            .as_ref()
+            .filter(|_| remove_at_exit)
+            .and_then(|d| at_exit::watch(d, &d.join(listen::SOCKET_NAME)));
         Ok(PoolManager {
             info,
             events,
             stop: Some(stop_tx),
             thread: Some(thread),
             unix_dir,
+            exit_watch,
             metrics: metrics_addr,
         })
     }
@@ -375,6 +392,9 @@ impl PoolManager {
         };
         if let Some(dir) = self.unix_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(w) = self.exit_watch.take() {
+            at_exit::unwatch(w);
         }
         ended
     }

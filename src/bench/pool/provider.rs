@@ -125,16 +125,7 @@ impl ProviderProcess {
 
 impl Drop for ProviderProcess {
     fn drop(&mut self) {
-        drop(self.stdin.take());
-        let start = std::time::Instant::now();
-        while start.elapsed() < Self::GRACE {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::bench::peer::end_child(&mut self.child, self.stdin.take(), Self::GRACE);
     }
 }
 
