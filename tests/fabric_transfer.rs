@@ -232,3 +232,23 @@ fn the_fabric_benchmark_shows_its_progress_at_a_terminal_only() {
     assert!(piped.stdout.contains("| 64K |"), "{piped:?}");
     assert!(!piped.stderr.contains('\r'), "{piped:?}");
 }
+
+/// The benchmarks end their helper processes (the memory's owner, the pool's provider) by
+/// closing their input, so that they remove their `shm` files: none is left in
+/// `/dev/shm` afterwards (a private one, in a mount namespace of the test's own).
+#[test]
+fn the_benchmarks_leave_no_shared_memory_files() {
+    let line = format!(
+        "mount -t tmpfs tmpfs /dev/shm \
+         && '{m}' bench fabric --provider shm --sizes 4K --volume 1M >/dev/null \
+         && '{m}' bench pool --provider shm --sizes 64 --volume 64K >/dev/null \
+         && ls -A /dev/shm",
+        m = maestro().display()
+    );
+    let out = run(
+        Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &line]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(out.stdout.trim(), "", "left in /dev/shm");
+}
