@@ -374,3 +374,41 @@ fn a_benchmark_of_no_cdos_is_refused() {
     assert!(out.stderr.contains("--cdos"), "{}", out.stderr);
     assert!(!out.stdout.contains("inf"), "{}", out.stdout);
 }
+
+/// `maestro run --help` tells the habits of `mpirun` it takes and its exit codes, and each
+/// code is what a job of that kind ends with.
+#[test]
+fn the_exit_codes_help_lists_are_the_ones_jobs_end_with() {
+    let help = common::maestro_run(&["--help"]);
+    for said in [
+        "-np N is -n N",
+        "--oversubscribe",
+        "--allow-run-as-root",
+        "124      the job passed --timeout",
+        "127      the program was not found (126",
+        "128+S",
+        "2        a bad command line",
+    ] {
+        assert!(
+            help.stdout.contains(said),
+            "{said:?} not in {}",
+            help.stdout
+        );
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unrunnable = dir.path().join("data.txt");
+    std::fs::write(&unrunnable, "not a program\n").expect("write");
+    let unrunnable = unrunnable.to_str().expect("utf-8 path");
+    for (args, code) in [
+        (&["-n", "2", "--", "true"][..], 0),
+        (&["--", "sh", "-c", "exit 3"], 3),
+        (&["--", "/nonexistent/program"], 127),
+        (&["--", unrunnable], 126),
+        (&["--bogus", "--", "true"], 2),
+        (&["--timeout", "1", "--", "sleep", "30"], 124),
+        (&["--", "sh", "-c", "kill -TERM $$"], 128 + libc::SIGTERM),
+    ] {
+        let out = common::maestro_run(args);
+        assert_eq!(out.code(), Some(code), "{args:?}: {out:?}");
+    }
+}

@@ -55,6 +55,7 @@ use tempdir::TempDir;
 
 /// Options of `maestro run` (its command line).
 #[derive(Clone, Debug, clap::Args)]
+#[command(after_help = RUN_AFTER_HELP)]
 pub struct RunOptions {
     /// Number of ranks.
     #[arg(
@@ -126,10 +127,25 @@ pub struct RunOptions {
     #[arg(long)]
     pub stop_in_init: bool,
     /// The program and its arguments.
-    /// Any bytes, as `mpirun` and `srun` pass them: arguments are not text.
+    // Any bytes, as `mpirun` and `srun` pass them: arguments are not text.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<std::ffi::OsString>,
 }
+
+/// What `maestro run --help` says after the options: the habits of `mpirun` and `srun`
+/// it takes, and its exit codes.
+const RUN_AFTER_HELP: &str = "\
+As mpirun and srun: -np N is -n N; --oversubscribe and --allow-run-as-root are accepted (ranks share this node's cores; root may run jobs). \
+Their options for several nodes (-H, --host, --hostfile, --map-by, -N, ...) are refused: maestro run starts every rank on this node; use srun --mpi=pmix or mpirun across nodes.
+
+Exit codes:
+  0        every rank ended with 0
+  N        the worst status of the ranks that ended on their own (a PMIx_Abort's status, at least 1)
+  128+S    a rank died by signal S, or the launcher was stopped by it (141: a closed output pipe)
+  124      the job passed --timeout
+  127      the program was not found (126: it cannot be run)
+  2        a bad command line (nothing started)
+  1        the launcher itself failed, or could not write the ranks' output";
 
 /// Parses `-x VAR[=VALUE]`: the variable's name and the value given, if one is.
 ///

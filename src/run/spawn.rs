@@ -11,18 +11,42 @@ pub(super) struct RankProc {
     pub(super) signalled: bool,
 }
 
+/// Why a rank could not start, and the exit code that says so (as a shell's).
+#[derive(Debug)]
+pub(super) struct StartError {
+    why: String,
+    /// 127: no such program; 126: it cannot be run; 1: the launcher failed.
+    code: i32,
+}
+
+impl StartError {
+    fn launcher(why: impl ToString) -> StartError {
+        StartError {
+            why: why.to_string(),
+            code: 1,
+        }
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
 impl Job<'_> {
-    /// Starts every rank of job 0; the first that cannot start fails the job (127).
+    /// Starts every rank of job 0; the first that cannot start fails the job (with the
+    /// shell's codes: 127 for a program not found, 126 for one that cannot run).
     pub(super) fn spawn_all(&mut self) {
         for rank in 0..self.host.plan(0).map_or(0, |p| p.nprocs()) {
             let id = RankId { job: 0, rank };
-            if let Err(msg) = self.spawn(id) {
-                eprintln!("maestro run: rank {id}: {msg}");
-                self.outcome.rank_ended(id, RankEnd::Exited(127), false);
+            if let Err(e) = self.spawn(id) {
+                eprintln!("maestro run: rank {id}: {e}");
+                self.outcome.rank_ended(id, RankEnd::Exited(e.code), false);
                 self.stop(
                     StopCause::RankFailed {
                         rank: id,
-                        code: 127,
+                        code: e.code,
                     },
                     Duration::ZERO,
                 );
@@ -36,28 +60,37 @@ impl Job<'_> {
     ///
     /// # Errors
     /// Why it could not start (PMIx setup, no such program, no thread), for the log.
-    pub(super) fn spawn(&mut self, id: RankId) -> Result<(), String> {
+    pub(super) fn spawn(&mut self, id: RankId) -> Result<(), StartError> {
         let plan = self
             .host
             .plan(id.job)
-            .ok_or_else(|| format!("no job {}", id.job))?;
-        let what = plan
-            .ranks
-            .get(id.rank as usize)
-            .ok_or_else(|| format!("job {} has no rank {}", id.job, id.rank))?;
+            .ok_or_else(|| StartError::launcher(format!("no job {}", id.job)))?;
+        let what = plan.ranks.get(id.rank as usize).ok_or_else(|| {
+            StartError::launcher(format!("job {} has no rank {}", id.job, id.rank))
+        })?;
         let proc = Proc::new(&plan.nspace, id.rank);
-        let env = self.server.setup_fork(&proc).map_err(|e| e.to_string())?;
+        let env = self
+            .server
+            .setup_fork(&proc)
+            .map_err(StartError::launcher)?;
         let (uid, gid) = self.host.ids();
         self.server
             .register_client(&proc, uid, gid)
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::launcher)?;
         let mut cmd = self.command(id, what, env);
-        let mut child = cmd.spawn().map_err(|e| match &what.cwd {
-            Some(dir) => format!("cannot start {:?} in {}: {e}", what.program, dir.display()),
-            None => format!("cannot start {:?}: {e}", what.program),
+        let mut child = cmd.spawn().map_err(|e| StartError {
+            code: match (e.kind(), e.raw_os_error()) {
+                (std::io::ErrorKind::PermissionDenied, _) => 126,
+                (_, Some(libc::ENOEXEC)) => 126,
+                _ => 127,
+            },
+            why: match &what.cwd {
+                Some(dir) => format!("cannot start {:?} in {}: {e}", what.program, dir.display()),
+                None => format!("cannot start {:?}: {e}", what.program),
+            },
         })?;
         if let Some(input) = child.stdin.take() {
-            forward_stdin(input).map_err(|e| format!("stdin thread: {e}"))?;
+            forward_stdin(input).map_err(|e| StartError::launcher(format!("stdin thread: {e}")))?;
         }
         let pid = child.id() as i32;
         if let Some(j) = &mut self.janitor {
@@ -77,8 +110,9 @@ impl Job<'_> {
                 signalled: false,
             },
         );
-        self.forward_outputs(id, &proc, &mut child, &label)?;
-        self.reap_in_thread(id, child)
+        self.forward_outputs(id, &proc, &mut child, &label)
+            .map_err(StartError::launcher)?;
+        self.reap_in_thread(id, child).map_err(StartError::launcher)
     }
 
     /// The command of rank `id`, which runs `what` with PMIx's environment `env`: in its
