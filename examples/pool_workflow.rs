@@ -15,12 +15,13 @@
 //! after which the producers withdraw. Rank 0 stops its pool manager once every other rank
 //! has left (it counts their app-leave events).
 //!
-//! With `MSTRO_POOL_MANAGER_INFO` set (from `maestro pm`), the workflow joins that pool
-//! manager instead of starting one; with `--join-published SECS` it waits that long for a
+//! With `MSTRO_POOL_MANAGER_INFO` set (from `maestro pm`), or `MSTRO_POOL_MANAGER_INFO_FILE`
+//! naming the file `maestro pm --info-file` writes, the workflow joins that pool manager
+//! instead of starting one; with `--join-published SECS` it waits that long for a
 //! pool manager another job published for the same workflow name through PMIx (`maestro
 //! pm` run under `maestro run`, say).
 //!
-//! Environment: `MSTRO_WORKFLOW_NAME`, `MSTRO_POOL_MANAGER_INFO`, and the fabric settings
+//! Environment: `MSTRO_WORKFLOW_NAME`, `MSTRO_POOL_MANAGER_INFO` (or `_FILE`), and the fabric settings
 //! of the `fabric` crate (`MSTRO_OFI_PROVIDER`, `MSTRO_OFI_IFACE`, `MSTRO_OFI_PROGRESS`).
 
 use std::process::ExitCode;
@@ -53,7 +54,7 @@ struct Plan {
 }
 
 impl Plan {
-    const USAGE: &'static str = "usage: pool_workflow [--cdos N] [--max-size BYTES] [--join-published SECS]\n  \
+    const USAGE: &'static str = "usage: pool_workflow [--cdos N] [--max-size SIZE (e.g. 4096, 64K, 4G)] [--join-published SECS]\n  \
         under maestro run -n 4 (or srun, mpirun): rank 0 serves the pool manager, the last \
         rank consumes, the others produce; without a PMIx host, threads of one process";
 
@@ -71,7 +72,12 @@ impl Plan {
                 return Ok(None);
             }
             let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
-            let n: usize = v.parse().map_err(|_| format!("{a} {v:?}: not a number"))?;
+            // A size takes units (`4G`); the other options are plain numbers.
+            let n: usize = if a == "--max-size" {
+                pool_tools::size::parse(v).map_err(|e| format!("{a}: {e}"))?
+            } else {
+                v.parse().map_err(|_| format!("{a} {v:?}: not a number"))?
+            };
             match a.as_str() {
                 "--cdos" => plan.cdos = n,
                 "--max-size" => plan.max_size = n,
@@ -253,11 +259,16 @@ fn settings(
     Ok(s)
 }
 
-/// Rank 0: serves the pool manager (or joins the one of `MSTRO_POOL_MANAGER_INFO` or
-/// `--join-published`) and, when it serves, keeps it until the job's other `apps` ranks
+/// Rank 0: serves the pool manager (or joins the one of `MSTRO_POOL_MANAGER_INFO`,
+/// `MSTRO_POOL_MANAGER_INFO_FILE` or `--join-published`) and, when it serves, keeps it until the job's other `apps` ranks
 /// left, passing PMIx events on to the pool meanwhile.
 fn pool_manager_rank(settings: &Settings, apps: usize, plan: Plan) -> Result<(), Error> {
-    let external = std::env::var_os(pool::bootstrap::PM_INFO_ENV).is_some();
+    let external = [
+        pool::bootstrap::PM_INFO_ENV,
+        pool::bootstrap::PM_INFO_FILE_ENV,
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some());
     if external || plan.join_published.is_some() {
         // A rank of this multi-process job that finds none fails, saying how to start one.
         let session = Session::join(settings)?;

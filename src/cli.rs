@@ -104,10 +104,40 @@ pub fn parse_workflow(s: &str) -> Result<String, String> {
     }
     if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!(
-            "{s:?}: a workflow name holds no spaces or control characters"
+            "{:?}: a workflow name holds no spaces or control characters",
+            shortened(s)
         ));
     }
     Ok(s.to_string())
+}
+
+/// The longest value a command-line error quotes whole.
+const QUOTED_MAX: usize = 64;
+
+/// A value no longer than [`QUOTED_MAX`] bytes as it is; a longer one (a 10,000-byte
+/// `--workflow`) as its start and its length.
+pub fn shortened(value: &str) -> String {
+    if value.len() <= QUOTED_MAX {
+        return value.to_string();
+    }
+    let mut end = QUOTED_MAX - 8;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &value[..end], value.len())
+}
+
+/// `e` with the value it quotes [`shortened`]: an error message says which value was
+/// wrong, it does not echo pages of it.
+pub fn shorten_value(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::String(v)) = e.get(ContextKind::InvalidValue)
+        && v.len() > QUOTED_MAX
+    {
+        let short = shortened(v);
+        e.insert(ContextKind::InvalidValue, ContextValue::String(short));
+    }
+    e
 }
 
 /// Parses one size (`4096`, `64K`, `2G`: powers of 1024).
@@ -154,32 +184,16 @@ pub fn exit<E: std::fmt::Display>(what: &str, result: Result<(), E>, code: u8) -
 /// # Errors
 /// A message naming the piece that is not a size.
 pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
-    s.split(',')
+    let v = s
+        .split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (num, mult) = match p.as_bytes().last() {
-                Some(b'K' | b'k') => (&p[..p.len() - 1], 1usize << 10),
-                Some(b'M' | b'm') => (&p[..p.len() - 1], 1 << 20),
-                Some(b'G' | b'g') => (&p[..p.len() - 1], 1 << 30),
-                _ => (p, 1),
-            };
-            num.parse::<usize>()
-                .ok()
-                .and_then(|n| n.checked_mul(mult))
-                .filter(|&n| n > 0 && n <= 4 << 30)
-                .ok_or_else(|| {
-                    format!("{p:?} is not a size between 1 byte and 4G (e.g. 4K, 1M, 256M)")
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .and_then(|v| {
-            if v.is_empty() {
-                Err("no sizes given".into())
-            } else {
-                Ok(v)
-            }
-        })
+        .map(pool_tools::size::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() {
+        return Err("no sizes given".into());
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -161,13 +161,14 @@ fn print_slurm(inv: &inventory::Inventory) {
     let plugin = std::env::current_exe()
         .ok()
         .and_then(|exe| Some(exe.parent()?.parent()?.join("lib/maestro_spank.so")))
-        .filter(|p| p.exists())
-        .map_or_else(
-            || "PREFIX/lib/maestro_spank.so".to_string(),
-            |p| p.display().to_string(),
-        );
+        .filter(|p| p.exists());
     println!("# plugstack.conf (srun --maestro-nic / --maestro-bind=near-nic per task):");
-    println!("required {plugin}");
+    match plugin {
+        Some(p) => println!("required {}", p.display()),
+        None => println!(
+            "# (no plugin next to this maestro: scripts/install.sh PREFIX installs it as PREFIX/lib/maestro_spank.so, and this line then names it)"
+        ),
+    }
 }
 
 /// A CPU set as the hexadecimal mask `srun --cpu-bind=mask_cpu:` takes (`0x15` for 0,2,4).

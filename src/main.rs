@@ -94,7 +94,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     mstro::init_logging();
-    let command = Cli::parse_from(run::mpirun_habits(std::env::args_os().collect())).command;
+    let command = match Cli::try_parse_from(run::mpirun_habits(std::env::args_os().collect())) {
+        Ok(cli) => cli.command,
+        Err(e) => cli::shorten_value(e).exit(),
+    };
     if matches!(command, Cmd::Inventory(_) | Cmd::Query(_) | Cmd::Pool(_)) {
         // Printing commands end quietly when their reader goes (`maestro inventory |
         // head -1`), as other Unix tools do: status 141, no panic.

@@ -412,3 +412,41 @@ fn the_exit_codes_help_lists_are_the_ones_jobs_end_with() {
         assert_eq!(out.code(), Some(code), "{args:?}: {out:?}");
     }
 }
+
+/// Messages quote what was wrong without echoing pages of it, and take the values users
+/// type: a 10,000-byte workflow name is shown by its start and length; `--limit -1` is
+/// told what a limit is (not clap's "use -- -1"); the workflow example takes sizes with
+/// units.
+#[test]
+fn messages_quote_what_was_wrong_in_a_line() {
+    let long = "w".repeat(10_000);
+    let out = common::run(
+        Command::new(maestro()).args(["pm", "--workflow", &long]),
+        LIMIT,
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(out.stderr.len() < 600, "{}", out.stderr);
+    assert!(out.stderr.contains("(10000 bytes)"), "{}", out.stderr);
+    let out = common::run(
+        Command::new(maestro()).args(["pool", "ls", "--limit", "-1", "--info", "x"]),
+        LIMIT,
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("is not a number of CDOs: give 0 to list all"),
+        "{}",
+        out.stderr
+    );
+    let out = common::run(
+        Command::new(common::example("pool_workflow")).args(["--max-size", "5G"]),
+        LIMIT,
+    );
+    assert_ne!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("\"5G\" is not a size between 1 byte and 4G"),
+        "{}",
+        out.stderr
+    );
+}

@@ -113,6 +113,13 @@ fn slurm_lines_name_the_rdma_nics() {
     );
     assert!(out.stdout.contains("Name=nic Type=infiniband Count=1"));
     assert!(out.stdout.contains("# topology.conf:"));
+    // No plugin next to this build's binary: no `required` line naming a path that is
+    // not there, but how to get one.
+    assert!(
+        !out.stdout.contains("required ") && out.stdout.contains("scripts/install.sh PREFIX"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]

@@ -45,4 +45,31 @@ fn the_pool_workflow_under_srun() {
         Duration::from_secs(180),
     );
     out.assert_workflow(40);
+    // Slurm delivers no PMIx events: that is how Slurm is, not news at every run.
+    assert!(!out.stdout.contains("not forwarded"), "{}", out.stdout);
+}
+
+/// `examples/pgen/slurm.sh` asks Slurm whether each allocation fits before it submits: the
+/// default forecast (`-N 4`) on this one-node Slurm is refused at once, naming the setting
+/// to change, instead of pending until the timeout.
+#[test]
+fn the_workflow_script_refuses_an_allocation_the_cluster_cannot_give() {
+    let slurm = Slurm::start();
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = run(
+        slurm
+            .command(common::repo().join("examples/pgen/slurm.sh"))
+            .arg(work.path())
+            .env("PGEN", example("pgen")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("the forecast's allocation (-N 4 -n 8) is more than this cluster gives")
+            && out.stderr.contains("set PGEN_FORECAST_SBATCH"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(30), "{out:?}");
 }

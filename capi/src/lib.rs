@@ -92,9 +92,11 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-/// Records `e` as this thread's last error and logs it.
+/// Records `e` as this thread's last error (`mstro_last_error_message`) and logs it at
+/// debug level: the program gets the status and handles it (a timeout it polls for, say);
+/// a line at every such call would drown what the log is for.
 fn fail(func: &str, e: &Error) -> mstro_status {
-    tracing::warn!("{func}: {}", e.message);
+    tracing::debug!("{func}: {}", e.message);
     let text =
         CString::new(format!("{func}: {}", e.message).replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|l| *l.borrow_mut() = text);
@@ -112,6 +114,7 @@ fn guard(func: &str, body: impl FnOnce() -> mstro::Result<()>) -> mstro_status {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!("{func}: internal error ({what})");
             fail(
                 func,
                 &Error::new(

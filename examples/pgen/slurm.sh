@@ -61,6 +61,20 @@ ranks() { # the forecast's number of tasks, from its sbatch arguments
     exit 2
 }
 producers=$(($(ranks) - 1))
+# An allocation the cluster can never give (more nodes than the partition has) would stay
+# pending until the timeout: asked of Slurm first (sbatch --test-only), and said.
+fits() { # WHAT VARIABLE SBATCH-ARGS...
+    local what=$1 var=$2 said
+    shift 2
+    if ! said=$(sbatch --test-only "$@" --wrap true 2>&1); then
+        echo "slurm.sh: the $what's allocation ($*) is more than this cluster gives: ${said#sbatch: error: }; set $var (e.g. -N 1 -n 4)" >&2
+        exit 2
+    fi
+}
+fits forecast PGEN_FORECAST_SBATCH "${FORECAST[@]}"
+fits archiver PGEN_ARCHIVER_SBATCH "${ARCHIVER[@]}"
+fits manager PGEN_SERVICE_SBATCH "${SERVICE[@]}"
+fits "product job" PGEN_PRODUCT_SBATCH "${PRODUCT[@]}"
 
 jobs=()
 jobs+=("$(submit forecast "${FORECAST[@]}" -- "$JOBS" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
@@ -87,7 +101,9 @@ trap 'cancel; exit 130' INT TERM
 deadline=$((SECONDS + TIMEOUT))
 while [[ -n $(squeue -h -j "$(IFS=,; echo "${jobs[*]}")" 2>/dev/null) || -n $(squeue -h -n "$(product_names)" 2>/dev/null) ]]; do
     if ((SECONDS > deadline)); then
-        echo "slurm.sh: the workflow did not end within $TIMEOUT s; cancelling it" >&2
+        echo "slurm.sh: the workflow did not end within $TIMEOUT s (PGEN_TIMEOUT); its jobs then:" >&2
+        squeue -h -o '  job %i %j: %T (%r)' -j "$(IFS=,; echo "${jobs[*]}")" >&2 2>/dev/null || true
+        echo "slurm.sh: cancelling it" >&2
         cancel
         exit 1
     fi

@@ -74,14 +74,26 @@ pub fn change_of(event: &pmix::Event) -> FabricChange {
 /// `|c| pm.reporter().report(c)`; an application of another job with
 /// `|c| pool_client.report(c).is_ok()`.
 ///
+/// A host that supports no events (Slurm's PMIx plugin) is not an error: it is said at info
+/// level and nothing is forwarded.
+///
 /// # Errors
-/// The PMIx error if the handler cannot be registered (the host supports no events).
+/// The PMIx error if the handler cannot be registered for another reason.
 pub fn forward(
     client: &pmix::Client,
     stop: &AtomicBool,
     mut deliver: impl FnMut(FabricChange) -> bool,
 ) -> Result<(), pmix::Error> {
-    let handler = client.register_events(&WATCHED)?;
+    let handler = match client.register_events(&WATCHED) {
+        Ok(h) => h,
+        Err(pmix::Error::NotSupported { .. }) => {
+            tracing::info!(
+                "this PMIx host delivers no events: processes lost and links down do not become pool events"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     while !stop.load(Ordering::Relaxed) {
         if let Some(event) = handler.recv_timeout(Duration::from_millis(100)) {
             let change = change_of(&event);

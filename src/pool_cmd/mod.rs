@@ -75,7 +75,7 @@ pub struct PoolArgs {
     #[arg(long, value_parser = crate::cli::parse_interval, allow_negative_numbers = true)]
     watch: Option<Duration>,
     /// `ls`: most CDOs listed (0: all, page by page).
-    #[arg(long, default_value = "1000")]
+    #[arg(long, default_value = "1000", value_parser = parse_limit, allow_negative_numbers = true)]
     limit: usize,
     /// `ls`: show each CDO's attributes.
     #[arg(long)]
@@ -200,6 +200,16 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
             None => return Ok(()),
         }
     }
+}
+
+/// Parses `--limit`: a count of CDOs, 0 for all.
+///
+/// # Errors
+/// Anything but a whole number from 0 (`-1`, say): what to give instead.
+fn parse_limit(s: &str) -> Result<usize, String> {
+    s.parse().map_err(|_| {
+        format!("{s:?} is not a number of CDOs: give 0 to list all of them, or how many at most")
+    })
 }
 
 /// Parses a selector as subscriptions take them (relative keys in `namespace`, literals

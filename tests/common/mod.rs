@@ -526,6 +526,9 @@ pub fn spank_plugin() -> PathBuf {
         .clone()
 }
 
+/// The lock every test holds while a single-node Slurm of its runs (its ports are fixed).
+pub const SLURM_LOCK: &str = "/tmp/maestro-tests-slurm.lock";
+
 /// A single-node Slurm (munge + slurmctld + slurmd) in a private directory, stopped and
 /// removed on drop. Only one runs at a time on a machine (fixed ports): the guard holds a
 /// lock for its lifetime.
@@ -536,7 +539,7 @@ pub struct Slurm {
 
 impl Slurm {
     pub fn start() -> Slurm {
-        let lock = FileLock::acquire(Path::new("/tmp/maestro-tests-slurm.lock"));
+        let lock = FileLock::acquire(Path::new(SLURM_LOCK));
         let dir = std::env::temp_dir().join(format!("maestro-slurm.{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let out = run(

@@ -160,8 +160,7 @@ impl Expr {
 }
 
 /// Why a selector was refused: where and what, and what to write instead.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("selector column {column}: {message}\n  {text}\n  {caret:>width$}", caret = "^", width = column)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SelectorError {
     /// The 1-based column (in characters) of the offending token; 0 for whole-selector
     /// problems found after parsing.
@@ -266,6 +265,27 @@ impl Selector {
     }
 }
 
+/// `selector column C: MESSAGE`, the text and a caret under the column; a problem of the
+/// whole selector (column 0) as `selector: MESSAGE` alone.
+impl std::fmt::Display for SelectorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.column == 0 {
+            return write!(f, "selector: {}", self.message);
+        }
+        write!(
+            f,
+            "selector column {}: {}\n  {}\n  {:>width$}",
+            self.column,
+            self.message,
+            self.text,
+            "^",
+            width = self.column
+        )
+    }
+}
+
+impl std::error::Error for SelectorError {}
+
 pub(super) fn whole(message: String) -> SelectorError {
     SelectorError {
         column: 0,
@@ -333,12 +353,19 @@ fn compile_regex(pattern: &str) -> Result<regex_automata::meta::Regex, SelectorE
         .configure(config)
         .build(pattern)
         .map_err(|e| {
-            let why = match e.size_limit() {
-                Some(limit) => format!(
+            let why = match (e.size_limit(), e.syntax_error()) {
+                (Some(limit), _) => format!(
                     "it compiles to more than {} KiB (Unicode classes such as \\w repeated are large: use [A-Za-z0-9_] or (?-u:\\w))",
                     limit >> 10
                 ),
-                None => e.to_string(),
+                // The parser's own words: the pattern with a caret and `error: WHAT`.
+                (None, Some(syntax)) => syntax
+                    .to_string()
+                    .lines()
+                    .find_map(|l| l.strip_prefix("error: "))
+                    .unwrap_or("it does not parse")
+                    .to_string(),
+                (None, None) => e.to_string(),
             };
             whole(format!("bad regular expression {pattern:?}: {why}"))
         })

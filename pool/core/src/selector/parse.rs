@@ -174,12 +174,15 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The key an atom names: absolute (a leading `.`) as it is; relative under the
+    /// namespace, which is taken with or without its dots (`.user.`, `.user`, `user`).
     fn key(&self, atom: &str) -> String {
-        if atom.starts_with('.') {
-            atom.to_string()
-        } else {
-            format!("{}{atom}", self.namespace)
+        if atom.starts_with('.') || self.namespace.is_empty() {
+            return atom.to_string();
         }
+        let ns = self.namespace.trim_end_matches('.');
+        let lead = if ns.starts_with('.') { "" } else { "." };
+        format!("{lead}{ns}.{atom}")
     }
 
     fn expr(&mut self, depth: usize) -> Result<Expr, SelectorError> {

@@ -52,6 +52,39 @@ fn infix_prefix_and_relative_keys_agree() {
     }
 }
 
+/// A namespace is taken with or without its dots: `maestro.core.cdo` and
+/// `.maestro.core.cdo.` both make `name` the key `.maestro.core.cdo.name`.
+#[test]
+fn a_namespace_is_taken_with_or_without_its_dots() {
+    let a = attrs(&[(".maestro.core.cdo.name", AttrValue::Str("f".into()))]);
+    for ns in [
+        "maestro.core.cdo",
+        ".maestro.core.cdo",
+        "maestro.core.cdo.",
+        ".maestro.core.cdo.",
+    ] {
+        let s = Selector::parse("(name = \"f\")", ns, &schemas()).expect(ns);
+        assert_eq!(s.expr.keys(), [".maestro.core.cdo.name"], "{ns}");
+        assert!(s.matches(&a), "{ns}");
+    }
+}
+
+/// A regular expression that does not parse says what the regex parser found, not where
+/// in a list of patterns nobody wrote.
+#[test]
+fn a_bad_regular_expression_says_what_is_wrong() {
+    let e = Selector::parse("(name ~= \"a(\")", ".user.", &schemas()).expect_err("a(");
+    let said = e.to_string();
+    assert!(
+        said.contains("bad regular expression \"a(\": unclosed group"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("column 0") && !said.contains("pattern 0"),
+        "{said}"
+    );
+}
+
 #[test]
 fn boolean_structure_and_has() {
     let a = attrs(&[
