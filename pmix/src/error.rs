@@ -53,6 +53,9 @@ impl Status {
     pub const DUPLICATE_KEY: Status = Status(sys::PMIX_ERR_DUPLICATE_KEY);
     /// `PMIX_ERR_BAD_PARAM`: a request that is malformed.
     pub const BAD_PARAM: Status = Status(sys::PMIX_ERR_BAD_PARAM);
+    /// `PMIX_ERR_SERVER_FAILED_REQUEST`: the host refused a request it does not serve
+    /// (Slurm's stepd, asked to register an event handler).
+    pub const SERVER_FAILED_REQUEST: Status = Status(sys::PMIX_ERR_SERVER_FAILED_REQUEST);
     /// `PMIX_ERR_JOB_FAILED_TO_LAUNCH`: a spawned job that could not start.
     pub const JOB_FAILED_TO_LAUNCH: Status = Status(sys::PMIX_ERR_JOB_FAILED_TO_LAUNCH);
     /// `PMIX_EVENT_JOB_END`: a job ended (an event code).

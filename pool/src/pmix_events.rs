@@ -74,8 +74,9 @@ pub fn change_of(event: &pmix::Event) -> FabricChange {
 /// `|c| pm.reporter().report(c)`; an application of another job with
 /// `|c| pool_client.report(c).is_ok()`.
 ///
-/// A host that supports no events (Slurm's PMIx plugin) is not an error: it is said at info
-/// level and nothing is forwarded.
+/// A host that supports no events (Slurm's PMIx plugin refuses the registration with
+/// `PMIX_ERR_SERVER_FAILED_REQUEST`) is not an error: it is said at info level and nothing
+/// is forwarded.
 ///
 /// # Errors
 /// The PMIx error if the handler cannot be registered for another reason.
@@ -86,7 +87,13 @@ pub fn forward(
 ) -> Result<(), pmix::Error> {
     let handler = match client.register_events(&WATCHED) {
         Ok(h) => h,
-        Err(pmix::Error::NotSupported { .. }) => {
+        Err(
+            pmix::Error::NotSupported { .. }
+            | pmix::Error::Pmix {
+                status: pmix::Status::SERVER_FAILED_REQUEST,
+                ..
+            },
+        ) => {
             tracing::info!(
                 "this PMIx host delivers no events: processes lost and links down do not become pool events"
             );
