@@ -15,7 +15,9 @@
 //! - a pool manager's `--info-file`, unless another running PM took it over (it holds its
 //!   lock then);
 //! - the GFS directories of this host's dead clients under `MSTRO_TRANSPORT_GFS_DIR` (the
-//!   CDO files of ranks killed with the launcher).
+//!   CDO files of ranks killed with the launcher);
+//! - run as root: the private directories (`/tmp/maestro-<uid>`) of users whose account is
+//!   gone.
 //!
 //! After a clean exit the parent has removed all of it already and the janitor finds
 //! nothing. The janitor is in a process group of its own and ignores SIGINT, SIGHUP and
@@ -151,7 +153,52 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
         // Removes only a file of ours whose server is gone; never follows or blocks.
         crate::rundir::system_server(&std::env::temp_dir(), host);
     }
+    if safefs::euid() == 0 {
+        sweep_gone_users(std::path::Path::new("/tmp"));
+    }
     std::process::ExitCode::SUCCESS
+}
+
+/// As root: removes the private directories (`maestro-<uid>` in `tmp`) of users who no
+/// longer have an account on this node. Only a real directory (not a link) owned by the
+/// uid its name gives is touched; a user's directory stays as long as the account exists
+/// (it holds their node inventory cache, and their jobs may start at any time).
+fn sweep_gone_users(tmp: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(uid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("maestro-"))
+            .and_then(|u| u.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let owned = std::fs::symlink_metadata(e.path())
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && uid != 0);
+        if owned && !has_account(uid) {
+            tracing::debug!(
+                "removing {}: user {uid} has no account here",
+                e.path().display()
+            );
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether `uid` names an account (`getpwuid_r` finds it). An error of the lookup counts
+/// as an account: nothing is removed on doubt.
+fn has_account(uid: u32) -> bool {
+    // SAFETY: `passwd` is plain data; zeroed is a valid value for getpwuid_r to fill.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf` is as long as said.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    rc != 0 || !found.is_null()
 }
 
 /// Removes a pool manager's info file unless a running PM holds its lock (a new PM that

@@ -450,3 +450,48 @@ fn messages_quote_what_was_wrong_in_a_line() {
         out.stderr
     );
 }
+
+/// The private directory of a user whose account is gone (`/tmp/maestro-<uid>`) is removed
+/// by the next janitor that runs as root; one of a user who has an account stays, as does
+/// a link or a directory some other user owns under that name.
+#[test]
+fn a_gone_users_private_directory_is_swept_by_root() {
+    use std::os::unix::fs::{MetadataExt, symlink};
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the sweep is root's: run the tests as root"
+    );
+    // A uid no account has, and one the system has (`daemon`, 1).
+    let (gone, kept) = (3_999_000_000 + std::process::id() % 1000, 1);
+    let dirs = [gone, kept].map(|uid| std::path::PathBuf::from(format!("/tmp/maestro-{uid}")));
+    for (dir, uid) in dirs.iter().zip([gone, kept]) {
+        let _ = std::fs::create_dir(dir);
+        std::fs::write(dir.join("inventory.json"), "{}").expect("a file");
+        std::os::unix::fs::chown(dir, Some(uid), Some(uid)).expect("chown");
+    }
+    // A link under a gone user's name is not followed nor removed.
+    let target = tempfile::tempdir().expect("tempdir");
+    let link = std::path::PathBuf::from(format!("/tmp/maestro-{}", gone + 1));
+    let _ = std::fs::remove_file(&link);
+    symlink(target.path(), &link).expect("symlink");
+    let out = common::maestro_run(&["-n", "1", "true"]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let start = Instant::now();
+    while dirs[0].exists() && start.elapsed() < LIMIT {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = !dirs[0].exists();
+    let kept_there = std::fs::metadata(&dirs[1]).is_ok_and(|m| m.uid() == kept);
+    let link_there = std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink());
+    let _ = std::fs::remove_dir_all(&dirs[0]);
+    let _ = std::fs::remove_dir_all(&dirs[1]);
+    let _ = std::fs::remove_file(&link);
+    assert!(left, "{} stayed", dirs[0].display());
+    assert!(kept_there, "{} went", dirs[1].display());
+    assert!(
+        link_there && target.path().exists(),
+        "the link or its target went"
+    );
+}
