@@ -453,16 +453,13 @@ fn messages_quote_what_was_wrong_in_a_line() {
 
 /// The private directory of a user whose account is gone (`/tmp/maestro-<uid>`) is removed
 /// by the next janitor that runs as root; one of a user who has an account stays, as does
-/// a link or a directory some other user owns under that name.
+/// a link under a gone user's name (not followed).
 #[test]
 fn a_gone_users_private_directory_is_swept_by_root() {
     use std::os::unix::fs::{MetadataExt, symlink};
     // SAFETY: geteuid cannot fail.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the sweep is root's: run the tests as root"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the sweep is root's: run the tests as root");
     // A uid no account has, and one the system has (`daemon`, 1).
     let (gone, kept) = (3_999_000_000 + std::process::id() % 1000, 1);
     let dirs = [gone, kept].map(|uid| std::path::PathBuf::from(format!("/tmp/maestro-{uid}")));
