@@ -18,6 +18,9 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     echo "test: installing cargo-nextest" >&2
     cargo install --locked cargo-nextest
 fi
+# The run must leave the checkout as it found it (a lock file rewritten, a file a test
+# wrote): what git says now is compared at the end.
+before=$(git status --porcelain 2>/dev/null || true)
 cargo build --workspace --all-targets
 cargo test --workspace --doc
 status=0
@@ -28,6 +31,12 @@ scripts/install.sh --debug "$prefix" >/dev/null
 echo "test: pytest (maestro_core from $prefix)" >&2
 MAESTRO_PREFIX="$prefix" .venv/bin/python -m pytest -q python/tests || status=$?
 scripts/fuzz.sh "${FUZZ_SECS:-10}" || status=$?
+after=$(git status --porcelain 2>/dev/null || true)
+if [[ $after != "$before" ]]; then
+    echo "test: the run changed the checkout (git status before and after):" >&2
+    diff <(echo "$before") <(echo "$after") >&2 || true
+    status=1
+fi
 if ((status != 0)); then
     echo "test: FAILED (see above)" >&2
 fi
