@@ -749,4 +749,6 @@ pub fn pack_done(batch: Vec<FromPm>) -> Vec<FromPm> {
 }
 
 #[cfg(test)]
+mod golden;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,462 @@
+//! Golden frames: the encoding of one message of every kind, for the current protocol
+//! [`VERSION`], pinned in `golden/v<VERSION>.txt` beside this file. A change of the wire
+//! format without a version bump fails here (the bytes differ); a new message kind does
+//! not compile until it has a sample (the exhaustive `match` in [`to_pm_kind`] and
+//! [`from_pm_kind`]). After a deliberate change with its version bump, write the new file
+//! with `MAESTRO_BLESS=1 cargo test -p pool-core golden` and commit it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use fabric_types::{Address, MemoryFile, RemoteRegion};
+
+use super::*;
+use crate::attr::{AttrValue, Attributes};
+use crate::events::{EventKind, FabricChange, PoolEvent, SubscribeOptions};
+use crate::view::{Ls, Query, View};
+
+/// The kind of a message to the PM (every variant: a new one must be named here).
+fn to_pm_kind(m: &ToPm) -> &'static str {
+    match m {
+        ToPm::Join(_) => "Join",
+        ToPm::Leave => "Leave",
+        ToPm::Declare { .. } => "Declare",
+        ToPm::Seal { .. } => "Seal",
+        ToPm::Offer { .. } => "Offer",
+        ToPm::SealOffer { .. } => "SealOffer",
+        ToPm::Require { .. } => "Require",
+        ToPm::Demand { .. } => "Demand",
+        ToPm::DemandGroup { .. } => "DemandGroup",
+        ToPm::UseLease { .. } => "UseLease",
+        ToPm::Release { .. } => "Release",
+        ToPm::Retract { .. } => "Retract",
+        ToPm::Withdraw { .. } => "Withdraw",
+        ToPm::Dispose { .. } => "Dispose",
+        ToPm::Discard { .. } => "Discard",
+        ToPm::Spilled { .. } => "Spilled",
+        ToPm::TransferDone { .. } => "TransferDone",
+        ToPm::Fetch { .. } => "Fetch",
+        ToPm::Chunk(_) => "Chunk",
+        ToPm::Subscribe { .. } => "Subscribe",
+        ToPm::Unsubscribe { .. } => "Unsubscribe",
+        ToPm::Ack { .. } => "Ack",
+        ToPm::Report { .. } => "Report",
+        ToPm::Query { .. } => "Query",
+    }
+}
+
+/// Every kind [`to_pm_kind`] names.
+const TO_PM_KINDS: [&str; 24] = [
+    "Join",
+    "Leave",
+    "Declare",
+    "Seal",
+    "Offer",
+    "SealOffer",
+    "Require",
+    "Demand",
+    "DemandGroup",
+    "UseLease",
+    "Release",
+    "Retract",
+    "Withdraw",
+    "Dispose",
+    "Discard",
+    "Spilled",
+    "TransferDone",
+    "Fetch",
+    "Chunk",
+    "Subscribe",
+    "Unsubscribe",
+    "Ack",
+    "Report",
+    "Query",
+];
+
+/// The kind of a message from the PM (every variant: a new one must be named here).
+fn from_pm_kind(m: &FromPm) -> &'static str {
+    match m {
+        FromPm::Challenge { .. } => "Challenge",
+        FromPm::Welcome { .. } => "Welcome",
+        FromPm::Bye => "Bye",
+        FromPm::Done { .. } => "Done",
+        FromPm::DoneMany { .. } => "DoneMany",
+        FromPm::Discarded { .. } => "Discarded",
+        FromPm::Spill { .. } => "Spill",
+        FromPm::Ticket { .. } => "Ticket",
+        FromPm::Lease(_) => "Lease",
+        FromPm::Revoke { .. } => "Revoke",
+        FromPm::Ready { .. } => "Ready",
+        FromPm::Serve { .. } => "Serve",
+        FromPm::Chunk(_) => "Chunk",
+        FromPm::Subscribed { .. } => "Subscribed",
+        FromPm::Event { .. } => "Event",
+        FromPm::AckTooLate { .. } => "AckTooLate",
+        FromPm::Refused { .. } => "Refused",
+        FromPm::GroupMembers { .. } => "GroupMembers",
+        FromPm::View { .. } => "View",
+    }
+}
+
+/// Every kind [`from_pm_kind`] names.
+const FROM_PM_KINDS: [&str; 19] = [
+    "Challenge",
+    "Welcome",
+    "Bye",
+    "Done",
+    "DoneMany",
+    "Discarded",
+    "Spill",
+    "Ticket",
+    "Lease",
+    "Revoke",
+    "Ready",
+    "Serve",
+    "Chunk",
+    "Subscribed",
+    "Event",
+    "AckTooLate",
+    "Refused",
+    "GroupMembers",
+    "View",
+];
+
+fn attributes() -> Attributes {
+    Attributes::from([
+        (".user.step".into(), AttrValue::Int(2)),
+        (".user.param".into(), AttrValue::Str("t2m".into())),
+    ])
+}
+
+fn region(key: u64) -> RemoteRegion {
+    RemoteRegion {
+        addr: 0x1000,
+        key,
+        len: 4096,
+    }
+}
+
+fn endpoint() -> FabricEndpoint {
+    FabricEndpoint {
+        provider: "tcp;ofi_rxm".into(),
+        address: Address(vec![1, 2, 3, 4]),
+    }
+}
+
+fn gfs_file() -> GfsFile {
+    GfsFile {
+        path: "/scratch/wf/maestro-gfs-n1_7-00/5".into(),
+        checksum: 0x0123_4567_89ab_cdef,
+    }
+}
+
+fn selector() -> Box<Expr> {
+    let schemas = crate::schema::Schemas::builtin();
+    crate::selector::Selector::parse("(and (has .user.step) (.user.step >= 2))", "", &schemas)
+        .expect("a selector")
+        .expr()
+        .clone()
+        .into()
+}
+
+/// One message to the PM of each kind, in [`TO_PM_KINDS`] order, every field set.
+fn to_pm_samples() -> Vec<ToPm> {
+    let memory = ProcessMemory {
+        pid: 4242,
+        token: 7,
+        token_addr: 0x7fff_0000_1000,
+    };
+    let extras = || {
+        OfferExtras::new(
+            vec![region(10)],
+            Some(MemoryFile {
+                fd: 12,
+                inode: std::num::NonZeroU64::new(99).expect("non-zero"),
+            }),
+        )
+    };
+    vec![
+        ToPm::Join(Box::new(Join {
+            workflow: "wf".into(),
+            component: "producer".into(),
+            index: 1,
+            host: "n1".into(),
+            process: 42,
+            job: "maestro.job.1".into(),
+            endpoint: Some(endpoint()),
+            alternates: vec![endpoint()],
+            networks: vec![Some("10.0.0.1/24".parse().expect("subnet")), None],
+            memory: Some(memory),
+            credential: Some(vec![9; 4]),
+            nics: Nics {
+                names: vec!["eth0".into(), "eth1".into()],
+                reason: Some("eth0, chosen by the PMIx host".into()),
+            },
+            gfs: Some("/scratch/wf".into()),
+            role: Role::App,
+            proof: vec![0xab; 32],
+        })),
+        ToPm::Leave,
+        ToPm::Declare {
+            cdo: 1 << 40 | 1,
+            name: "t2m/step-2".into(),
+        },
+        ToPm::Seal {
+            cdo: 1 << 40 | 1,
+            attributes: attributes(),
+        },
+        ToPm::Offer {
+            cdo: 1 << 40 | 1,
+            region: region(9),
+            extras: extras(),
+        },
+        ToPm::SealOffer {
+            cdo: 1 << 40 | 2,
+            attributes: attributes(),
+            region: region(11),
+            extras: OfferExtras::default().with_gfs(gfs_file()),
+        },
+        ToPm::Require { cdo: 2 << 40 | 1 },
+        ToPm::Demand { cdo: 2 << 40 | 1 },
+        ToPm::DemandGroup {
+            group: 2 << 40 | 2,
+            first: 2 << 40 | 3,
+            capacity: 16,
+        },
+        ToPm::UseLease {
+            cdo: 2 << 40 | 4,
+            lease: 77,
+        },
+        ToPm::Release {
+            leases: vec![77, 78],
+        },
+        ToPm::Retract { cdo: 2 << 40 | 1 },
+        ToPm::Withdraw {
+            cdo: 1 << 40 | 2,
+            keep: Some("/scratch/wf/maestro-gfs-n1_7-00/5".into()),
+        },
+        ToPm::Dispose {
+            cdo: 1 << 40 | 1,
+            answer: true,
+        },
+        ToPm::Discard {
+            local: 3,
+            name: "t2m/step-2".into(),
+        },
+        ToPm::Spilled {
+            cdo: 1 << 40 | 1,
+            file: Ok(gfs_file()),
+        },
+        ToPm::TransferDone {
+            transfer: 5,
+            error: Some("peer gone".into()),
+            direct: Some(Direct::Copied),
+        },
+        ToPm::Fetch {
+            transfer: 5,
+            offset: 4096,
+            len: 8192,
+        },
+        ToPm::Chunk(Chunk {
+            transfer: 5,
+            offset: 0,
+            data: vec![1, 2, 3],
+        }),
+        ToPm::Subscribe {
+            local: 4,
+            kinds: EventKind::Offer.into(),
+            selector: selector(),
+            options: SubscribeOptions {
+                signal_before: true,
+                require_ack: true,
+                no_local: false,
+                replay: true,
+            },
+        },
+        ToPm::Unsubscribe { sub: 6 },
+        ToPm::Ack { sub: 6, serial: 12 },
+        ToPm::Report {
+            change: FabricChange::Link {
+                name: "eth1".into(),
+                addresses: vec!["10.0.1.1/24".parse().expect("subnet")],
+                up: false,
+            },
+        },
+        ToPm::Query {
+            id: 8,
+            query: Query::Ls(Ls {
+                selector: Some(selector()),
+                after: Some(1 << 40 | 1),
+                limit: 100,
+                attributes: true,
+            }),
+        },
+    ]
+}
+
+/// One message from the PM of each kind, in [`FROM_PM_KINDS`] order, every field set.
+fn from_pm_samples() -> Vec<FromPm> {
+    let rma = Source::Rma {
+        endpoint: Arc::new(endpoint()),
+        region: region(9),
+        via: 1,
+        memory: None,
+    };
+    vec![
+        FromPm::Challenge { nonce: [7; 32] },
+        FromPm::Welcome {
+            app: 2,
+            pool: 0x5eed,
+            keep: Some("/scratch/wf/maestro-gfs-n1_7-00".into()),
+        },
+        FromPm::Bye,
+        FromPm::Done {
+            op: Op::Seal,
+            cdo: 1 << 40 | 1,
+        },
+        FromPm::DoneMany {
+            op: Op::Declare,
+            cdos: vec![1 << 40 | 1, 1 << 40 | 2],
+        },
+        FromPm::Discarded { local: 3, count: 1 },
+        FromPm::Spill { cdo: 1 << 40 | 1 },
+        FromPm::Ticket {
+            transfer: 5,
+            cdo: 2 << 40 | 1,
+            source: rma.clone(),
+            attributes: attributes(),
+            provider: "producer:1".into(),
+            completes_demand: true,
+        },
+        FromPm::Lease(Box::new(Lease {
+            lease: 77,
+            name: "t2m/step-2".into(),
+            source: Source::Gfs {
+                file: gfs_file(),
+                len: 4096,
+            },
+            attributes: attributes(),
+            provider: "producer:1".into(),
+        })),
+        FromPm::Revoke { lease: 77 },
+        FromPm::Ready { cdo: 2 << 40 | 1 },
+        FromPm::Serve {
+            transfer: 5,
+            cdo: 1 << 40 | 1,
+            offset: 0,
+            len: 4096,
+        },
+        FromPm::Chunk(Chunk {
+            transfer: 5,
+            offset: 4096,
+            data: vec![4, 5, 6],
+        }),
+        FromPm::Subscribed { local: 4, sub: 6 },
+        FromPm::Event {
+            sub: 6,
+            event: Arc::new(PoolEvent {
+                kind: EventKind::Offer,
+                serial: 12,
+                time: 1_700_000_000_000_000_000,
+                before: true,
+                needs_ack: true,
+                app: 1,
+                component: "producer".into(),
+                index: 1,
+                cdo: Some("t2m/step-2".into()),
+                attributes: attributes(),
+                detail: String::new(),
+            }),
+        },
+        FromPm::AckTooLate { sub: 6, serial: 12 },
+        FromPm::Refused {
+            op: Op::Withdraw,
+            cdo: Some(1 << 40 | 2),
+            why: Refusal::NotKept("no GFS directory".into()),
+        },
+        FromPm::GroupMembers {
+            group: 2 << 40 | 2,
+            names: vec!["m0".into(), "m1".into()],
+            attributes: attributes(),
+        },
+        FromPm::View {
+            id: 8,
+            view: Box::new(View::Status(crate::view::Status {
+                workflow: "wf".into(),
+                protocol: VERSION,
+                uptime_ms: 1500,
+                operations: BTreeMap::from([("offer".into(), 3)]),
+                cdos: BTreeMap::from([("offered".into(), 3)]),
+                ..Default::default()
+            })),
+        },
+    ]
+}
+
+/// `kind hex` lines of each sample's frame.
+fn lines<T: serde::Serialize>(
+    samples: &[T],
+    kind: impl Fn(&T) -> &'static str,
+    side: &str,
+) -> Vec<String> {
+    samples
+        .iter()
+        .map(|m| {
+            let frame = encode(std::slice::from_ref(m)).expect("encodes");
+            let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{side}::{} {hex}", kind(m))
+        })
+        .collect()
+}
+
+#[test]
+fn every_message_kind_has_a_sample() {
+    let to: Vec<_> = to_pm_samples().iter().map(to_pm_kind).collect();
+    let from: Vec<_> = from_pm_samples().iter().map(from_pm_kind).collect();
+    assert_eq!(to, TO_PM_KINDS);
+    assert_eq!(from, FROM_PM_KINDS);
+}
+
+#[test]
+fn samples_decode_to_themselves() {
+    for m in to_pm_samples() {
+        let frame = encode(std::slice::from_ref(&m)).expect("encodes");
+        let back: Vec<ToPm> = decode(&frame[HEADER..]).expect("decodes");
+        assert_eq!(back, [m]);
+    }
+    for m in from_pm_samples() {
+        let frame = encode(std::slice::from_ref(&m)).expect("encodes");
+        let back: Vec<FromPm> = decode(&frame[HEADER..]).expect("decodes");
+        assert_eq!(back, [m]);
+    }
+}
+
+#[test]
+fn the_current_version_encodes_as_pinned() {
+    let mut now = lines(&to_pm_samples(), to_pm_kind, "ToPm");
+    now.extend(lines(&from_pm_samples(), from_pm_kind, "FromPm"));
+    let text = format!("{}\n", now.join("\n"));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("src/proto/golden/v{VERSION}.txt"));
+    if std::env::var_os("MAESTRO_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("a directory")).expect("mkdir");
+        std::fs::write(&path, &text).expect("write the golden file");
+    }
+    let pinned = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; a new protocol version is pinned with MAESTRO_BLESS=1 cargo test -p pool-core golden",
+            path.display()
+        )
+    });
+    for (was, is) in pinned.lines().zip(now.iter()) {
+        assert_eq!(
+            was, is,
+            "the encoding changed under protocol version {VERSION}: bump proto::VERSION (and pin it with MAESTRO_BLESS=1)"
+        );
+    }
+    assert_eq!(
+        pinned.lines().count(),
+        now.len(),
+        "kinds added or removed under version {VERSION}"
+    );
+}
