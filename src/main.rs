@@ -15,6 +15,7 @@ mod pm_cmd;
 mod pool_cmd;
 mod publish;
 mod query;
+mod reference;
 mod run;
 mod rundir;
 
@@ -85,6 +86,10 @@ enum Cmd {
     /// Cleans up after `maestro run` or `maestro pm` once it is gone (started by them).
     #[command(hide = true)]
     Janitor(janitor::JanitorArgs),
+    /// Prints the configuration reference (docs/configuration.md) from the code's own
+    /// tables.
+    #[command(hide = true)]
+    Reference,
 }
 
 fn main() -> ExitCode {
@@ -115,5 +120,6 @@ fn main() -> ExitCode {
         Cmd::Query(args) => cli::exit("query", args.options().and_then(|o| query::query(&o)), 2),
         Cmd::Pool(args) => cli::exit("pool", pool_cmd::run(&args), 2),
         Cmd::Janitor(args) => janitor::main(&args),
+        Cmd::Reference => reference::main(&<Cli as clap::CommandFactory>::command()),
     }
 }

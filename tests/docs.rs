@@ -681,3 +681,80 @@ fn the_block_parser_takes_shell_as_written() {
     );
     assert!(marker("<!-- doc: sometimes -->").is_some_and(|m| m.is_err()));
 }
+
+/// The configuration reference is what `maestro reference` generates from the code's own
+/// tables (the variables the library reads, every command's options).
+#[test]
+fn the_configuration_reference_is_current() {
+    let out = run(
+        Command::new(maestro()).arg("reference"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let file = std::fs::read_to_string(repo().join("docs/configuration.md")).expect("reference");
+    assert!(
+        out.stdout == file,
+        "docs/configuration.md is stale: regenerate it with `maestro reference > docs/configuration.md`"
+    );
+}
+
+/// Every `MSTRO_*` variable the code reads (`var("MSTRO_...")`, `getenv`, a clap `env =`, a
+/// `..._ENV` constant) is in the configuration reference's table.
+#[test]
+fn every_variable_the_code_reads_is_in_the_reference() {
+    fn sources(dir: &Path, into: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            if p.is_dir()
+                && !["target", "tests", ".git", "fuzz"].contains(&name.to_str().unwrap_or(""))
+            {
+                sources(&p, into);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                into.push(p);
+            }
+        }
+    }
+    let reference =
+        std::fs::read_to_string(repo().join("docs/configuration.md")).expect("reference");
+    let listed: BTreeSet<&str> = reference
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `MSTRO_"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let mut files = Vec::new();
+    sources(&repo(), &mut files);
+    let mut missing = BTreeSet::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for line in text.lines() {
+            let reads = [
+                "var(",
+                "var_os(",
+                "getenv(",
+                "env_text(",
+                "env = ",
+                ": &str = ",
+            ]
+            .iter()
+            .any(|r| line.contains(r));
+            if !reads {
+                continue;
+            }
+            for piece in line.split("\"MSTRO_").skip(1) {
+                let name: String = piece
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if piece[name.len()..].starts_with('"') && !listed.contains(name.as_str()) {
+                    missing.insert(format!("MSTRO_{name} ({})", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "read by the code but not in the reference (add them to mstro::session::variables::VARIABLES): {missing:?}"
+    );
+    assert!(listed.len() >= 20, "the reference lists {listed:?}");
+}

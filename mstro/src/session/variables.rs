@@ -1,74 +1,150 @@
-//! Every `MSTRO_*` environment variable this implementation reads, in one table, and the
+//! Every `MSTRO_*` environment variable this implementation reads, in one table (from which
+//! `maestro reference` generates `docs/configuration.md`, and which a test checks against
+//! the variables the code reads), and the
 //! warning a process gives once for a variable of that family it does not know (a typo
 //! such as `MSTRO_POOL_MANGER_INFO` would otherwise be ignored without a word, and the
 //! process wait for a pool manager it was never told of).
 
-/// The variables read, with what each sets.
-pub const VARIABLES: &[(&str, &str)] = &[
-    ("MSTRO_COMPONENT_NAME", "the component name an app joins as"),
-    (
-        "MSTRO_DROP_UNKNOWN_ATTRIBUTES",
-        "drop attributes no schema declares instead of refusing them",
-    ),
-    (
-        "MSTRO_INLINE_MAX",
-        "offers of at most this many bytes carry them to the pool manager",
-    ),
-    (
-        "MSTRO_INVENTORY_CACHE",
-        "where the node's inventory is cached",
-    ),
-    (
-        "MSTRO_LOCAL_POOL",
-        "1: a rank that finds no pool manager runs a pool of its own",
-    ),
-    ("MSTRO_LOG_LEVEL", "the log level"),
-    ("MSTRO_NAME_OWNERS", "CDO name prefixes bound to components"),
-    (
-        "MSTRO_NIC_REASON",
-        "why the NIC was chosen (set by the Slurm plugin)",
-    ),
-    (
-        "MSTRO_OFI_CMA",
-        "off: no same-host copies from the provider's memory",
-    ),
-    ("MSTRO_OFI_IFACE", "the NIC a process uses"),
-    ("MSTRO_OFI_IFACE_EXCLUDE", "NICs the pool never uses"),
-    (
-        "MSTRO_OFI_PROGRESS",
-        "how fabric progress waits (spin, block)",
-    ),
-    ("MSTRO_OFI_PROVIDER", "the libfabric provider to use"),
-    ("MSTRO_POOL_MANAGER_INFO", "the pool manager's info line"),
-    (
-        "MSTRO_POOL_MANAGER_INFO_FILE",
-        "a file holding the pool manager's info",
-    ),
-    (
-        "MSTRO_POOL_MANAGER_RANK",
-        "the rank whose job key holds the pool manager's info",
-    ),
-    (
-        "MSTRO_POOL_MANAGER_WAIT",
-        "seconds to look for a pool manager",
-    ),
-    ("MSTRO_SCHEMA_LIST", "attribute schemas to load"),
-    ("MSTRO_SCHEMA_PATH", "where schemas are found"),
-    ("MSTRO_TIMEOUT", "seconds each pool operation waits at most"),
-    (
-        "MSTRO_TOPOLOGY",
-        "an hwloc topology file to read instead of the machine's",
-    ),
-    (
-        "MSTRO_TRANSPORT_DEFAULT",
-        "how offers reach consumers (RDMA, GFS)",
-    ),
-    ("MSTRO_TRANSPORT_GFS_DIR", "the directory of GFS offers"),
-    (
-        "MSTRO_WAIT_SPIN",
-        "seconds an operation polls before its thread sleeps",
-    ),
-    ("MSTRO_WORKFLOW_NAME", "the workflow's name"),
+/// One environment variable the implementation reads: its name, its default and what it
+/// sets. The configuration reference (`docs/configuration.md`) is generated from
+/// [`VARIABLES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variable {
+    /// The name.
+    pub name: &'static str,
+    /// What holds when it is unset.
+    pub default: &'static str,
+    /// What it sets, and the values it takes.
+    pub what: &'static str,
+}
+
+/// The variables read, by name.
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "MSTRO_COMPONENT_NAME",
+        default: "the program's argument",
+        what: "the component name an app joins as (when `mstro_init` is given NULL)",
+    },
+    Variable {
+        name: "MSTRO_DROP_UNKNOWN_ATTRIBUTES",
+        default: "0",
+        what: "1: drop attributes no schema declares instead of refusing them",
+    },
+    Variable {
+        name: "MSTRO_INLINE_MAX",
+        default: "4096",
+        what: "offers of at most this many bytes carry them to the pool manager (0: never)",
+    },
+    Variable {
+        name: "MSTRO_INVENTORY_CACHE",
+        default: "on",
+        what: "0: do not cache the node's inventory (in the user's private directory)",
+    },
+    Variable {
+        name: "MSTRO_LOCAL_POOL",
+        default: "0",
+        what: "1: a rank of a multi-process job that finds no pool manager runs a pool of its own",
+    },
+    Variable {
+        name: "MSTRO_LOG_LEVEL",
+        default: "warn",
+        what: "the log level: error, warn, info, debug, trace, off (or 0-4); `RUST_LOG` wins",
+    },
+    Variable {
+        name: "MSTRO_NAME_OWNERS",
+        default: "none",
+        what: "`PREFIX=COMPONENT` entries, separated by spaces: CDO name prefixes only that component may offer",
+    },
+    Variable {
+        name: "MSTRO_NIC_REASON",
+        default: "unset",
+        what: "why the NIC was chosen (set by the Slurm plugin, shown in the pool's views)",
+    },
+    Variable {
+        name: "MSTRO_OFI_CMA",
+        default: "on",
+        what: "off: no same-host copies straight from the provider's memory",
+    },
+    Variable {
+        name: "MSTRO_OFI_IFACE",
+        default: "the inventory's choice",
+        what: "the NIC a process uses",
+    },
+    Variable {
+        name: "MSTRO_OFI_IFACE_EXCLUDE",
+        default: "none",
+        what: "NICs (comma-separated) the pool never uses",
+    },
+    Variable {
+        name: "MSTRO_OFI_PROGRESS",
+        default: "block",
+        what: "how fabric progress waits: block or spin",
+    },
+    Variable {
+        name: "MSTRO_OFI_PROVIDER",
+        default: "the best one offered",
+        what: "the libfabric provider to use (`FI_PROVIDER` too)",
+    },
+    Variable {
+        name: "MSTRO_POOL_MANAGER_INFO",
+        default: "unset",
+        what: "the pool manager's info line (`maestro pm` prints it)",
+    },
+    Variable {
+        name: "MSTRO_POOL_MANAGER_INFO_FILE",
+        default: "unset",
+        what: "a file holding the pool manager's info (`maestro pm --info-file`)",
+    },
+    Variable {
+        name: "MSTRO_POOL_MANAGER_RANK",
+        default: "0",
+        what: "the rank of the job whose job key holds the pool manager's info",
+    },
+    Variable {
+        name: "MSTRO_POOL_MANAGER_WAIT",
+        default: "30",
+        what: "seconds to look for a pool manager (through PMIx, or for the info file)",
+    },
+    Variable {
+        name: "MSTRO_SCHEMA_LIST",
+        default: "none",
+        what: "attribute schemas to load (`;`-separated file names)",
+    },
+    Variable {
+        name: "MSTRO_SCHEMA_PATH",
+        default: ".",
+        what: "where schemas are found (`:`-separated directories)",
+    },
+    Variable {
+        name: "MSTRO_TIMEOUT",
+        default: "300",
+        what: "seconds each pool operation (a demand, a wait) takes at most",
+    },
+    Variable {
+        name: "MSTRO_TOPOLOGY",
+        default: "the machine's",
+        what: "an hwloc XML topology the Slurm plugin plans for (shown, not applied)",
+    },
+    Variable {
+        name: "MSTRO_TRANSPORT_DEFAULT",
+        default: "RDMA",
+        what: "how offers reach consumers: RDMA (the fabric) or GFS (files)",
+    },
+    Variable {
+        name: "MSTRO_TRANSPORT_GFS_DIR",
+        default: "unset",
+        what: "the directory every process sees, for GFS offers and the pool's kept files",
+    },
+    Variable {
+        name: "MSTRO_WAIT_SPIN",
+        default: "0.00005",
+        what: "seconds an operation polls for its answer before its thread sleeps",
+    },
+    Variable {
+        name: "MSTRO_WORKFLOW_NAME",
+        default: "the program's argument",
+        what: "the workflow's name (when `mstro_init` is given NULL)",
+    },
 ];
 
 /// Maestro Core's variables this implementation does not read (a program moved over may
@@ -90,7 +166,7 @@ pub const MAESTRO_CORE_ONLY: &[&str] = &[
 /// implementation does not know: with the known name nearest to it.
 pub fn unknown(name: &str) -> Option<String> {
     if !(name.starts_with("MSTRO_") || name.starts_with("MAESTRO_"))
-        || VARIABLES.iter().any(|(v, _)| *v == name)
+        || VARIABLES.iter().any(|v| v.name == name)
         || MAESTRO_CORE_ONLY.contains(&name)
     {
         return None;
@@ -100,7 +176,7 @@ pub fn unknown(name: &str) -> Option<String> {
         .map_or(name.to_string(), |r| format!("MSTRO_{r}"));
     let nearest = VARIABLES
         .iter()
-        .map(|(v, _)| (distance(&asked, v), *v))
+        .map(|v| (distance(&asked, v.name), v.name))
         .min()
         .filter(|(d, _)| *d <= 3)
         .map(|(_, v)| v);
