@@ -80,7 +80,7 @@ pub(crate) fn layout() -> Vec<(String, usize)> {
 }
 
 /// A pointer the program handed over, read at seal and possibly freed at dispose.
-struct Kept {
+struct HandedOver {
     key: String,
     ptr: *mut c_void,
     ty: AttrType,
@@ -104,7 +104,7 @@ enum CValue {
 
 #[derive(Default)]
 struct PerCdo {
-    kept: Vec<Kept>,
+    handed: Vec<HandedOver>,
     /// Pointers the library must `free()` at dispose (a raw-ptr handed over, values kept by
     /// pointer that a demand replaced).
     owned: Vec<*mut c_void>,
@@ -233,8 +233,8 @@ pub(crate) unsafe fn set(
     mstro::cdo_name(cdo)?;
     let mut t = table();
     let per = t.entry(cdo.0).or_default();
-    per.kept.retain(|k| k.key != key);
-    per.kept.push(Kept {
+    per.handed.retain(|k| k.key != key);
+    per.handed.push(HandedOver {
         key: key.to_string(),
         ptr: val,
         ty,
@@ -248,7 +248,7 @@ pub(crate) fn read_deferred(cdo: Cdo) -> mstro::Result<()> {
     let kept: Vec<(String, *mut c_void, AttrType)> = table()
         .get(&cdo.0)
         .map(|p| {
-            p.kept
+            p.handed
                 .iter()
                 .map(|k| (k.key.clone(), k.ptr, k.ty))
                 .collect()
@@ -267,14 +267,14 @@ pub(crate) fn read_deferred(cdo: Cdo) -> mstro::Result<()> {
 pub(crate) fn forget_values(cdo: Cdo) {
     if let Some(p) = table().get_mut(&cdo.0) {
         p.got.clear();
-        let kept = std::mem::take(&mut p.kept);
+        let kept = std::mem::take(&mut p.handed);
         p.owned
             .extend(kept.into_iter().filter(|k| k.free).map(|k| k.ptr));
     }
 }
 
 fn free_owned(per: PerCdo) {
-    for k in per.kept.into_iter().filter(|k| k.free) {
+    for k in per.handed.into_iter().filter(|k| k.free) {
         // SAFETY: handed over with user_owned_value = false: malloc'd, ours to free once.
         unsafe { libc::free(k.ptr) };
     }
@@ -344,9 +344,12 @@ fn pointer(v: &CValue) -> (vt::Type, *const c_void) {
 
 /// `mstro_cdo_attribute_get`: the type and the pointer to hand out.
 pub(crate) fn get(cdo: Cdo, key: &str) -> mstro::Result<(vt::Type, *const c_void)> {
-    let kept = table()
-        .get(&cdo.0)
-        .and_then(|p| p.kept.iter().find(|k| k.key == key).map(|k| (k.ptr, k.ty)));
+    let kept = table().get(&cdo.0).and_then(|p| {
+        p.handed
+            .iter()
+            .find(|k| k.key == key)
+            .map(|k| (k.ptr, k.ty))
+    });
     let value = match kept {
         // Not read yet: read through the program's pointer.
         // SAFETY: the program keeps it valid until seal (header contract).

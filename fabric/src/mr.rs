@@ -437,13 +437,13 @@ impl<A: Access> Drop for MemoryRegion<A> {
 /// cost the same whether the pool keeps ten regions or a hundred thousand (a group's
 /// members each land in one).
 pub struct RegionPool {
-    kept: std::sync::Mutex<Kept>,
+    shelf: std::sync::Mutex<Shelf>,
     limit: usize,
 }
 
 /// A pool's regions by capacity, and their bytes.
 #[derive(Default)]
-struct Kept {
+struct Shelf {
     by_len: std::collections::BTreeMap<usize, Vec<MemoryRegion>>,
     bytes: usize,
     count: usize,
@@ -464,13 +464,13 @@ impl RegionPool {
     /// An empty pool that keeps at most `bytes` of regions.
     pub fn with_limit(bytes: usize) -> RegionPool {
         RegionPool {
-            kept: std::sync::Mutex::new(Kept::default()),
+            shelf: std::sync::Mutex::new(Shelf::default()),
             limit: bytes,
         }
     }
 
-    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept
+    fn shelf(&self) -> std::sync::MutexGuard<'_, Shelf> {
+        self.shelf
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -490,7 +490,7 @@ impl RegionPool {
     /// A kept region of `ep` of at least `len` bytes (the smallest), if there is one:
     /// never registers, so never blocks.
     pub fn take_kept(&self, ep: &crate::Endpoint, len: usize) -> Option<MemoryRegion> {
-        let mut kept = self.kept();
+        let mut kept = self.shelf();
         let domain = ep.shared();
         // Regions of another endpoint's domain are passed over (a client with endpoints on
         // several networks keeps regions of each).
@@ -510,7 +510,7 @@ impl RegionPool {
 
     /// Returns a region for reuse; released at once if the pool would exceed its limit.
     pub fn give(&self, region: MemoryRegion) {
-        let mut kept = self.kept();
+        let mut kept = self.shelf();
         if kept.bytes.saturating_add(region.len()) > self.limit {
             drop(kept);
             // Deregistered here, outside the lock.
@@ -524,7 +524,7 @@ impl RegionPool {
 
     /// Number of regions kept.
     pub fn len(&self) -> usize {
-        self.kept().count
+        self.shelf().count
     }
 
     /// True when no region is kept.

@@ -18,7 +18,7 @@ class Cdo:
 class Selector:
     """A selector handle."""
 
-class Kept:
+class DemandedBytes:
     """What keeps demanded bytes alive under a view of ``mstro_cdo_access_ptr`` (internal)."""
 
 class Allocation:

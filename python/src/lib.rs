@@ -344,15 +344,19 @@ fn mstro_cdo_attributes_print(py: Python<'_>, cdo: &Cdo) -> PyResult<()> {
 /// The demanded bytes, kept alive as long as the returned keeper: `(address, length,
 /// keeper)`. `maestro_core.mstro_cdo_access_ptr` turns it into a memoryview.
 #[pyfunction]
-fn _mstro_cdo_access(py: Python<'_>, cdo: &Cdo) -> PyResult<(usize, usize, Kept)> {
+fn _mstro_cdo_access(py: Python<'_>, cdo: &Cdo) -> PyResult<(usize, usize, DemandedBytes)> {
     let h = cdo.h();
     let bytes = call(py, move || mstro::cdo_bytes(h))?;
-    Ok((bytes.as_ptr() as usize, bytes.len(), Kept { _bytes: bytes }))
+    Ok((
+        bytes.as_ptr() as usize,
+        bytes.len(),
+        DemandedBytes { _bytes: bytes },
+    ))
 }
 
 /// Keeps a CDO's bytes alive while a view of them exists.
 #[pyclass(frozen, module = "maestro_core")]
-pub struct Kept {
+pub struct DemandedBytes {
     _bytes: mstro::Bytes,
 }
 
@@ -576,7 +580,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(request::mstro_request_wait, m)?)?;
     m.add_function(wrap_pyfunction!(request::mstro_request_dispose, m)?)?;
     group::register(m)?;
-    m.add_class::<Kept>()?;
+    m.add_class::<DemandedBytes>()?;
     m.add_class::<Allocation>()?;
     m.add_function(wrap_pyfunction!(_mstro_mem_alloc, m)?)?;
     m.add_class::<events::Event>()?;

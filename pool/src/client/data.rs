@@ -70,13 +70,13 @@ pub(crate) type OfferKey = (u64, AppId, CdoId);
 
 /// An offer kept in this process, and what tells its withdrawal that a same-process
 /// consumer let go of it.
-type Kept = (Arc<Offered>, Arc<Notify>);
+type LocalOffer = (Arc<Offered>, Arc<Notify>);
 
 /// Offers of every client in this process, so that a same-process consumer takes the
 /// provider's buffer itself (any client of the process may be that consumer).
-static OFFERS: LazyLock<Mutex<HashMap<OfferKey, Kept>>> = LazyLock::new(Mutex::default);
+static OFFERS: LazyLock<Mutex<HashMap<OfferKey, LocalOffer>>> = LazyLock::new(Mutex::default);
 
-fn offers() -> std::sync::MutexGuard<'static, HashMap<OfferKey, Kept>> {
+fn offers() -> std::sync::MutexGuard<'static, HashMap<OfferKey, LocalOffer>> {
     OFFERS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
