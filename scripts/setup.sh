@@ -2,9 +2,10 @@
 # setup.sh -- make sure the Debian 12 packages this project builds and tests against are
 # installed (as root it installs what is missing with apt-get; otherwise it prints the exact
 # command to run and exits 1), and that the project's Python virtual environment (.venv:
-# pytest, NumPy, maturin; nothing is installed system-wide) exists. With --main, only the
-# packages that building and running the main job needs (no test tools, no .venv). Safe to
-# run again (does nothing when all is present).
+# pytest, NumPy, maturin; nothing is installed system-wide) exists, and mdBook (for the
+# book in docs/, `mdbook build docs`) is in cargo's bin directory. With --main, only the
+# packages that building and running the main job needs (no test tools, no .venv, no
+# mdBook). Safe to run again (does nothing when all is present).
 set -euo pipefail
 
 # What building and running the main job needs (scripts/main.sh: `setup.sh --main`).
@@ -67,4 +68,10 @@ if [[ ! -x $venv/bin/python || $(cat "$stamp" 2>/dev/null) != "${PY_PKGS[*]}" ]]
     /usr/bin/python3 -m venv --clear "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "${PY_PKGS[@]}"
     echo "${PY_PKGS[*]}" >"$stamp"
+fi
+# The book's builder, pinned: cargo builds it once (a few minutes) into ~/.cargo/bin.
+MDBOOK_VERSION=0.5.4
+if [[ $(mdbook --version 2>/dev/null) != "mdbook v$MDBOOK_VERSION" ]]; then
+    echo "setup: installing mdbook $MDBOOK_VERSION (cargo install)" >&2
+    cargo install --quiet --locked --version "$MDBOOK_VERSION" mdbook
 fi

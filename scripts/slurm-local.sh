@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm-local.sh -- throw-away single-node Slurm (+munge) with PMIx, for the project's tests
 # and for trying `srun --mpi=pmix` workflows on one machine. Started and stopped by the tests
-# (tests/common/mod.rs) under a lock, by PID; see README.md.
+# (tests/common/mod.rs) under a lock, by PID; see docs/developers/layout.md.
 #
 #   slurm-local.sh start    configure + start munged, slurmctld, slurmd; wait for node idle (idempotent)
 #   slurm-local.sh stop     cancel jobs, kill the daemons by their recorded PIDs, wait for exit

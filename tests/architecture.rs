@@ -57,12 +57,15 @@ fn the_paths_the_docs_cite_exist() {
         looks_like_path && ours && (dir || ext.iter().any(|e| token.ends_with(e)))
     };
     let mut docs = vec![repo.join("README.md"), repo.join("BENCHMARKS.md")];
-    for entry in std::fs::read_dir(repo.join("docs"))
-        .expect("docs/")
-        .flatten()
-    {
-        if entry.path().extension().is_some_and(|e| e == "md") {
-            docs.push(entry.path());
+    let mut dirs = vec![repo.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("docs/").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                docs.push(path);
+            }
         }
     }
     let mut missing = Vec::new();

@@ -48,7 +48,9 @@ struct Block {
     text: String,
 }
 
-/// README.md and every Markdown file under `docs/`.
+/// README.md, then the book's chapters in the order of `docs/SUMMARY.md` (the order `run`
+/// blocks run in: a chapter may use what an earlier one built), then any other Markdown
+/// file under `docs/`.
 fn documents() -> Vec<PathBuf> {
     fn walk(dir: &Path, into: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -63,10 +65,30 @@ fn documents() -> Vec<PathBuf> {
             }
         }
     }
+    let book = repo().join("docs");
+    let summary = std::fs::read_to_string(book.join("SUMMARY.md")).expect("docs/SUMMARY.md");
     let mut docs = vec![repo().join("README.md")];
-    walk(&repo().join("docs"), &mut docs);
-    docs.sort();
+    docs.extend(links(&summary).into_iter().map(|l| book.join(l)));
+    let mut rest = Vec::new();
+    walk(&book, &mut rest);
+    rest.sort();
+    for p in rest {
+        if !docs.contains(&p) {
+            docs.push(p);
+        }
+    }
     docs
+}
+
+/// The targets of a text's Markdown links (`[text](target)`), anchors and web addresses
+/// left out.
+fn links(text: &str) -> Vec<String> {
+    text.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(|t| t.split('#').next().unwrap_or(t).to_string())
+        .filter(|t| !t.is_empty() && !t.contains("://") && !t.starts_with("mailto:"))
+        .collect()
 }
 
 /// The marker `<!-- doc: ... -->` of a line, if it is one.
@@ -655,6 +677,23 @@ fn blocks_marked_run_run() {
     );
     let _ = std::fs::remove_dir_all("/tmp/sl");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every link of the README and the book names a file that is there (the book's own
+/// check, without a plugin: `mdbook build` does not fail on a broken link).
+#[test]
+fn every_link_of_the_docs_leads_somewhere() {
+    let mut broken = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).expect("a document");
+        let dir = doc.parent().expect("a directory");
+        for target in links(&text) {
+            if !dir.join(&target).exists() {
+                broken.push(format!("{}: {target}", doc.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
 }
 
 #[test]

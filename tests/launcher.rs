@@ -259,7 +259,7 @@ fn a_launcher_killed_with_sigkill_leaves_nothing_behind() {
             .unwrap_or_default()
     };
     let published = || -> bool {
-        // Where `maestro run` shares what its jobs publish (README, "across jobs").
+        // Where `maestro run` shares what its jobs publish (docs/guide/maestro-run.md, "across jobs").
         let dir = safefs::node_user_dir()
             .expect("the user's node-wide directory")
             .join("pmix");

@@ -82,7 +82,7 @@ fn run_sh(programs: Programs<'_>, late_archiver: &str, last_step_said: &str) {
         cmd.env("PGEN_JOBS_CMD", p);
     }
     cmd.env("PGEN_LATE_ARCHIVER", late_archiver);
-    // Meanwhile a user looks at step 0's CDOs, as the README says, until all four show.
+    // Meanwhile a user looks at step 0's CDOs, as docs/guide/pgen.md says, until all four show.
     let workflow = format!("pgen-test-{}", std::process::id());
     let names = ["2t/l0", "2t/l1", "msl/l0", "msl/l1"].map(|f| format!("pgen/field/s0/{f}"));
     let (out, seen) = watching(&mut cmd, Duration::from_secs(300), || {

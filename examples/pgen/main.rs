@@ -26,7 +26,7 @@
 //! user on the node, looked for `MSTRO_POOL_MANAGER_WAIT` seconds, default 60 here), or the
 //! file the forecast's rank 0 writes with `--info-file` (`MSTRO_POOL_MANAGER_INFO_FILE`,
 //! jobs of other allocations). The job scripts: `examples/pgen/run.sh` (`maestro run`) and
-//! `examples/pgen/slurm.sh` (`sbatch`); the README's "A workflow of separate jobs" walks
+//! `examples/pgen/slurm.sh` (`sbatch`); docs/guide/pgen.md walks
 //! through a run.
 
 use std::fmt::Write as _;

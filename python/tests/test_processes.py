@@ -349,9 +349,8 @@ def test_a_consumer_demanding_as_told_is_served_by_the_leases_of_the_offer_event
 
 
 def test_the_readme_snippet_runs_as_written(tmp_path, env_for_children):
-    """The Python section's snippet of README.md, verbatim, as a user would paste it."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Python: `maestro_core`") :]
+    """The Python chapter's snippet (docs/guide/python.md), verbatim, as a user would paste it."""
+    section = (REPO / "docs" / "guide" / "python.md").read_text()
     snippet = section[section.index("```python\n") + len("```python\n") :]
     snippet = snippet[: snippet.index("```")]
     script = tmp_path / "snippet.py"

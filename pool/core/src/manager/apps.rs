@@ -21,7 +21,7 @@ use crate::proto::{
 pub const REAP_SLICE: usize = 1024;
 
 /// What the driver found out about who sends a JOIN, besides the proof of the workflow
-/// secret the JOIN itself carries (see the trust model in the crate's README section
+/// secret the JOIN itself carries (see the trust model in docs/operations/security.md,
 /// "Who may join"): the kernel's word on a local peer's user, a PMIx credential the PM's
 /// PMIx host validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
