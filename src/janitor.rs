@@ -207,7 +207,6 @@ fn has_account(uid: u32) -> bool {
 /// follows, blocks on, or removes what a PM did not write).
 fn remove_unless_locked(path: &std::path::Path) {
     use std::io::Read;
-    use std::os::fd::AsRawFd;
     let Ok(mut f) = safefs::open_own(path, true) else {
         return;
     };
@@ -217,8 +216,7 @@ fn remove_unless_locked(path: &std::path::Path) {
     {
         return;
     }
-    // SAFETY: flock on a descriptor this function owns; released when `f` closes.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if safefs::try_lock(&f) {
         let _ = std::fs::remove_file(path);
     }
 }

@@ -106,8 +106,7 @@ fn main() -> ExitCode {
     if matches!(command, Cmd::Inventory(_) | Cmd::Query(_) | Cmd::Pool(_)) {
         // Printing commands end quietly when their reader goes (`maestro inventory |
         // head -1`), as other Unix tools do: status 141, no panic.
-        // SAFETY: restoring the default disposition of one signal, before any output.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        run::default_action(libc::SIGPIPE);
     }
     match command {
         Cmd::Run(opts) => run::main(&opts),

@@ -263,8 +263,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     // As in `maestro run`: libraries may have installed handlers; ours decide.
     for sig in [SIGINT, SIGTERM] {
-        // SAFETY: resetting a disposition to its default is always sound.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
+        crate::run::default_action(sig);
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     // Even a PM killed with SIGKILL leaves no info file, socket directory or kept files

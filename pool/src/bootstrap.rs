@@ -360,7 +360,6 @@ impl PmInfo {
     /// the OS errors; `WouldBlock` when another running PM holds the file.
     pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<std::fs::File> {
         use std::io::Write;
-        use std::os::fd::AsRawFd;
         match safefs::read_own(path, PM_INFO_FILE_MAX) {
             Ok(text) if !holds_pm_info_or_nothing(&text) => {
                 return Err(std::io::Error::new(
@@ -382,8 +381,7 @@ impl PmInfo {
             _ => {}
         }
         let mut f = safefs::create_or_open_own(path, 0o600)?;
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if !safefs::try_lock(&f) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::WouldBlock,
                 "another running pool manager writes its info there; give this one another path",

@@ -252,6 +252,15 @@ fn create_new(path: &Path, mode: u32) -> Result<File, Error> {
     }
 }
 
+/// Takes `file`'s exclusive lock (`flock`) without waiting; held until every descriptor
+/// of the open file closes. `false` when another process holds it (or the file system
+/// refuses locks): the one place the project locks files, for a pool manager's info file.
+pub fn try_lock(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `file` owns for the duration of the call.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 /// Opens an existing regular file of this user at `path` (for writing too when `write`),
 /// never following a link nor blocking on a FIFO.
 ///

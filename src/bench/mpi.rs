@@ -159,8 +159,7 @@ fn run(what: &'static str, cmd: &mut Command, deadline: Instant) -> Result<Strin
             break status;
         }
         if Instant::now() >= deadline {
-            // SAFETY: signalling the process group this function started.
-            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            crate::run::signal_group(child.id() as i32, libc::SIGKILL);
             let _ = child.wait();
             return Err(MpiBenchError::Timeout(LIMIT));
         }

@@ -119,8 +119,7 @@ impl Job<'_> {
             .filter(|(id, r)| id.job == job && !r.ended)
         {
             r.signalled = true;
-            // SAFETY: kill(2) on a process group we created; ESRCH is harmless.
-            unsafe { libc::kill(-r.pid, libc::SIGKILL) };
+            super::signals::signal_group(r.pid, libc::SIGKILL);
         }
         // Its end is not announced: the requestor was told it failed to launch.
         self.ended_jobs.insert(job);

@@ -49,6 +49,7 @@ use host::{HostEvent, LauncherHost};
 use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
 use signals::{SignalRelay, relay};
+pub(crate) use signals::{default_action, signal_group};
 use spawn::RankProc;
 use supervise::Job;
 use tempdir::TempDir;

@@ -252,8 +252,7 @@ impl Job<'_> {
     pub(super) fn signal_all(&mut self, sig: i32) {
         for r in self.ranks.values_mut().filter(|r| !r.ended) {
             r.signalled = true;
-            // SAFETY: kill(2) on a process group we created; errors (ESRCH) are harmless.
-            unsafe { libc::kill(-r.pid, sig) };
+            super::signals::signal_group(r.pid, sig);
         }
     }
 
@@ -277,8 +276,7 @@ impl Job<'_> {
         for rank in ranks {
             if let Some(r) = self.ranks.get_mut(rank).filter(|r| !r.ended) {
                 r.signalled |= ends_job;
-                // SAFETY: kill(2) on a process group we created; ESRCH is harmless.
-                unsafe { libc::kill(-r.pid, signal) };
+                super::signals::signal_group(r.pid, signal);
             }
         }
     }
@@ -286,8 +284,7 @@ impl Job<'_> {
     /// Kills what is left in the ranks' process groups (background children of ranks).
     pub(super) fn sweep_groups(&self) {
         for r in self.ranks.values() {
-            // SAFETY: kill(2) on a process group this launcher created; ESRCH is harmless.
-            unsafe { libc::kill(-r.pid, libc::SIGKILL) };
+            super::signals::signal_group(r.pid, libc::SIGKILL);
         }
     }
 
