@@ -769,3 +769,24 @@ fn a_local_pool_leaves_no_socket_directory_when_its_program_exits_or_is_interrup
         assert_eq!(pm_dirs(), Vec::<String>::new(), "interrupted: {interrupt}");
     }
 }
+
+/// The front page's C program is `examples/c/first.c`, character for character, and runs
+/// as it says: the consumer reads the producer's own memory.
+#[test]
+fn the_front_pages_c_program_is_the_example_and_runs() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README");
+    let block = readme
+        .split("```c\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a C block on the front page");
+    let file = std::fs::read_to_string(repo().join("examples/c/first.c")).expect("first.c");
+    assert_eq!(
+        block, file,
+        "README.md's C program differs from examples/c/first.c"
+    );
+    let c = installed();
+    let out = run(&mut Command::new(c.bin("first")), Duration::from_secs(60));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(out.stdout, "1048576 bytes: the producer's memory\n");
+}

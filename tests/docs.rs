@@ -532,7 +532,11 @@ fn blocks_not_run_here_are_checked() {
             Ok(How::Check) => check(&b),
             Ok(How::Elsewhere { file, function }) => {
                 let src = std::fs::read_to_string(repo().join(file)).unwrap_or_default();
-                let defined = [format!("fn {function}("), format!("def {function}(")];
+                let defined = [
+                    format!("fn {function}("),
+                    format!("def {function}("),
+                    format!("mod {function} "),
+                ];
                 if defined.iter().any(|d| src.contains(d.as_str())) {
                     check(&b)
                 } else {

@@ -28,6 +28,11 @@ pub mod pmix_events;
 pub mod schema;
 pub mod stale;
 
+/// The README's Rust example, compiled and run as a doc test (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+mod readme {}
+
 pub use client::{
     AsyncClient, Bounded, Bounds, CdoData, CdoPhase, Client, ClientError, DEFAULT_INLINE_MAX,
     DEFAULT_WAIT_SPIN, GROUP_IDS, GfsOptions, GroupMember, INTERRUPT_POLL, JoinOptions, Observer,

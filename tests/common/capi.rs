@@ -56,7 +56,8 @@ pub fn installed() -> Installed {
     let target = maestro().parent().expect("target dir").to_path_buf();
     let prefix = target.join("capi-test-prefix");
     // Each program, its source and the pkg-config packages it builds with.
-    let programs: [(&str, PathBuf, &str); 13] = [
+    let programs: [(&str, PathBuf, &str); 14] = [
+        ("first", repo().join("examples/c/first.c"), "maestro"),
         ("pm_tool", repo().join("examples/c/pm_tool.c"), "maestro"),
         ("producer", repo().join("examples/c/producer.c"), "maestro"),
         ("consumer", repo().join("examples/c/consumer.c"), "maestro"),
