@@ -6,7 +6,7 @@
 //!     cargo build --release -p pool-tools --example pool_workflow
 //!     cargo nextest run --release --test scale --run-ignored only --no-capture
 //!
-//! (BENCHMARKS.md holds the numbers). Root only, as every cluster test.
+//! (docs/benchmarks-journal.md holds the numbers). Root only, as every cluster test.
 
 mod common;
 

@@ -22,7 +22,7 @@
 //! for shared memory the thread polls `fi_cq_read`, spinning while work is in flight and
 //! backing off to 1 ms sleeps when idle, woken early whenever an operation is posted.
 //! `Spin`: the thread polls `fi_cq_read` without ever sleeping (yielding the CPU between
-//! polls), like a dedicated progress core (see BENCHMARKS.md for both modes).
+//! polls), like a dedicated progress core (see docs/benchmarks-journal.md for both modes).
 //!
 //! Rooms: [`Endpoint`] itself (opening, peers, timeouts) here; `info` (`fi_getinfo`, the
 //! endpoint's address); `progress` (the progress thread and the operations in flight);

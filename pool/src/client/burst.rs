@@ -213,7 +213,7 @@ fn copy_all(
 /// [`fabric::cma::read_many_parallel`]): the machine's cores, at most four, beyond which the
 /// memory, not the cores, bounds a copy. On two cores, groups of 64 KiB members drained
 /// at 4.1-5.1 GB/s copied by the reader alone (the other core idle once the PM had
-/// ticketed them) and at the rates in BENCHMARKS.md with both.
+/// ticketed them) and at the rates in docs/benchmarks-journal.md with both.
 fn copy_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))

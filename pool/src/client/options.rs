@@ -58,14 +58,14 @@ pub struct JoinOptions {
     pub gfs: Option<super::GfsOptions>,
 }
 
-/// Default of [`JoinOptions::inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
+/// Default of [`JoinOptions::inline_max`]: 4 KiB (see docs/benchmarks-journal.md: up to this size a
 /// demand served from the ticket beats any transfer from the provider).
 pub use pool_core::client::DEFAULT_INLINE_MAX;
 
 /// Default of [`JoinOptions::wait_spin`]: 50 µs. The PM's answer to a control message
 /// comes back in about 15 µs on one node, while waking a sleeping thread to hand it over
 /// costs about 20 µs more (measured: a bare round trip 34-36 µs sleeping, 13 µs polling;
-/// see BENCHMARKS.md), so a caller that polls briefly gets its answer in half the time, and
+/// see docs/benchmarks-journal.md), so a caller that polls briefly gets its answer in half the time, and
 /// one whose answer takes longer (a large transfer) sleeps after at most this much CPU.
 pub const DEFAULT_WAIT_SPIN: Duration = Duration::from_micros(50);
 

@@ -11,7 +11,7 @@ use crate::attr::{self, AttrValue, Attributes};
 use crate::proto::{self, CdoId, Op, Source, ToPm, TransferId};
 use fabric_types::{MemoryFile, RemoteRegion};
 
-/// Default of [`ClientCore::set_inline_max`]: 4 KiB (see BENCHMARKS.md: up to this size a
+/// Default of [`ClientCore::set_inline_max`]: 4 KiB (see docs/benchmarks-journal.md: up to this size a
 /// demand served from the ticket beats any transfer from the provider).
 pub const DEFAULT_INLINE_MAX: usize = 4096;
 

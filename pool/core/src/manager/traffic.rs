@@ -1,7 +1,7 @@
 //! What the manager counts of transfers for observers: each app's traffic per endpoint
 //! (and per pseudo-NIC: bytes with tickets, streams, same-process hand-overs), the traffic of
 //! apps that left, totals by transport, and the last finished transfers as plain numbers.
-//! Recording a finished transfer allocates nothing and touches no name (see BENCHMARKS.md:
+//! Recording a finished transfer allocates nothing and touches no name (see docs/benchmarks-journal.md:
 //! a version that kept names cost 15 % of the require rate).
 
 use std::collections::{BTreeMap, VecDeque};
