@@ -460,3 +460,22 @@ fn the_current_version_encodes_as_pinned() {
         "kinds added or removed under version {VERSION}"
     );
 }
+
+/// docs/protocol.md's tables name every message kind of the current version.
+#[test]
+fn the_protocol_docs_name_every_kind() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/protocol.md"),
+    )
+    .expect("docs/protocol.md");
+    let tables = doc
+        .split(&format!("### Messages of protocol {VERSION}"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("docs/protocol.md has no tables of protocol {VERSION}"));
+    for kind in TO_PM_KINDS.iter().chain(FROM_PM_KINDS.iter()) {
+        assert!(
+            tables.contains(&format!("| `{kind}` |")),
+            "docs/protocol.md does not describe {kind}"
+        );
+    }
+}
