@@ -100,15 +100,41 @@ impl std::fmt::Display for Status {
     }
 }
 
-/// What went wrong: the status the C API returns and a message for people.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{status}: {message}")]
+/// What went wrong: the status the C API returns and a message for people, and the error
+/// of the layer below that caused it, where there is one ([`std::error::Error::source`]:
+/// a [`ClientError`] to match on, a schema or fabric error). Two errors are equal when
+/// their status and message are.
+#[derive(Clone, Debug)]
 pub struct Error {
     /// The status code.
     pub status: Status,
     /// What was wrong and what to do.
     pub message: String,
+    /// The error of the layer below, if this one comes from it.
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Error) -> bool {
+        self.status == other.status && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// An error with `status` and `message`.
@@ -116,6 +142,16 @@ impl Error {
         Error {
             status,
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error with `status` whose message is `cause`'s, kept as its source.
+    fn caused_by(status: Status, cause: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error {
+            status,
+            message: cause.to_string(),
+            source: Some(std::sync::Arc::new(cause)),
         }
     }
 
@@ -129,6 +165,7 @@ impl Error {
         Error {
             status: self.status,
             message: format!("{what}: {}", self.message),
+            source: self.source,
         }
     }
 }
@@ -161,31 +198,56 @@ impl From<ClientError> for Error {
             | ClientError::Protocol(_)
             | ClientError::NoFabric(_) => Status::Fail,
         };
-        Error::new(status, e.to_string())
+        Error::caused_by(status, e)
     }
 }
 
 impl From<pool::schema::SchemaError> for Error {
     fn from(e: pool::schema::SchemaError) -> Error {
-        Error::invarg(e.to_string())
+        Error::caused_by(Status::Invarg, e)
     }
 }
 
 impl From<pool::schema::AttrError> for Error {
     fn from(e: pool::schema::AttrError) -> Error {
-        Error::invarg(e.to_string())
+        Error::caused_by(Status::Invarg, e)
     }
 }
 
 impl From<fabric::FabricError> for Error {
     fn from(e: fabric::FabricError) -> Error {
-        Error::new(Status::Fail, e.to_string())
+        Error::caused_by(Status::Fail, e)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error from the client keeps it as its source, through `context` too: a Rust
+    /// caller matches the client's variant, a C caller gets the status.
+    #[test]
+    fn the_clients_error_is_kept_as_the_source() {
+        let e = Error::from(ClientError::Refused {
+            op: pool::proto::Op::Demand,
+            why: Refusal::NoProvider,
+        })
+        .context("demand of field");
+        assert_eq!(e.status, Status::Noent);
+        assert!(
+            e.message.starts_with("demand of field: demand refused"),
+            "{e}"
+        );
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(matches!(
+            source.downcast_ref::<ClientError>(),
+            Some(ClientError::Refused {
+                why: Refusal::NoProvider,
+                ..
+            })
+        ));
+        assert!(std::error::Error::source(&Error::invarg("x")).is_none());
+    }
 
     #[test]
     fn codes_round_trip_and_are_dense() {
