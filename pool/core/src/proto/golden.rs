@@ -1,8 +1,8 @@
 //! Golden frames: the encoding of one message of every kind, for the current protocol
 //! [`VERSION`], pinned in `golden/v<VERSION>.txt` beside this file. A change of the wire
-//! format without a version bump fails here (the bytes differ); a new message kind does
-//! not compile until it has a sample (the exhaustive `match` in [`to_pm_kind`] and
-//! [`from_pm_kind`]). After a deliberate change with its version bump, write the new file
+//! format without a version bump fails here (the bytes differ); a new message kind fails
+//! until it has a sample ([`covers_every_variant`]). After a deliberate change with its
+//! version bump, write the new file
 //! with `MAESTRO_BLESS=1 cargo test -p pool-core golden` and commit it.
 
 use std::collections::BTreeMap;
@@ -15,111 +15,37 @@ use crate::attr::{AttrValue, Attributes};
 use crate::events::{EventKind, FabricChange, PoolEvent, SubscribeOptions};
 use crate::view::{Ls, Query, View};
 
-/// The kind of a message to the PM (every variant: a new one must be named here).
-fn to_pm_kind(m: &ToPm) -> &'static str {
-    match m {
-        ToPm::Join(_) => "Join",
-        ToPm::Leave => "Leave",
-        ToPm::Declare { .. } => "Declare",
-        ToPm::Seal { .. } => "Seal",
-        ToPm::Offer { .. } => "Offer",
-        ToPm::SealOffer { .. } => "SealOffer",
-        ToPm::Require { .. } => "Require",
-        ToPm::Demand { .. } => "Demand",
-        ToPm::DemandGroup { .. } => "DemandGroup",
-        ToPm::UseLease { .. } => "UseLease",
-        ToPm::Release { .. } => "Release",
-        ToPm::Retract { .. } => "Retract",
-        ToPm::Withdraw { .. } => "Withdraw",
-        ToPm::Dispose { .. } => "Dispose",
-        ToPm::Discard { .. } => "Discard",
-        ToPm::Spilled { .. } => "Spilled",
-        ToPm::TransferDone { .. } => "TransferDone",
-        ToPm::Fetch { .. } => "Fetch",
-        ToPm::Chunk(_) => "Chunk",
-        ToPm::Subscribe { .. } => "Subscribe",
-        ToPm::Unsubscribe { .. } => "Unsubscribe",
-        ToPm::Ack { .. } => "Ack",
-        ToPm::Report { .. } => "Report",
-        ToPm::Query { .. } => "Query",
-    }
+/// A message's kind: the name of its variant, as `Debug` prints it.
+fn kind<T: std::fmt::Debug>(m: &T) -> String {
+    let printed = format!("{m:?}");
+    printed
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
-/// Every kind [`to_pm_kind`] names.
-const TO_PM_KINDS: [&str; 24] = [
-    "Join",
-    "Leave",
-    "Declare",
-    "Seal",
-    "Offer",
-    "SealOffer",
-    "Require",
-    "Demand",
-    "DemandGroup",
-    "UseLease",
-    "Release",
-    "Retract",
-    "Withdraw",
-    "Dispose",
-    "Discard",
-    "Spilled",
-    "TransferDone",
-    "Fetch",
-    "Chunk",
-    "Subscribe",
-    "Unsubscribe",
-    "Ack",
-    "Report",
-    "Query",
-];
-
-/// The kind of a message from the PM (every variant: a new one must be named here).
-fn from_pm_kind(m: &FromPm) -> &'static str {
-    match m {
-        FromPm::Challenge { .. } => "Challenge",
-        FromPm::Welcome { .. } => "Welcome",
-        FromPm::Bye => "Bye",
-        FromPm::Done { .. } => "Done",
-        FromPm::DoneMany { .. } => "DoneMany",
-        FromPm::Discarded { .. } => "Discarded",
-        FromPm::Spill { .. } => "Spill",
-        FromPm::Ticket { .. } => "Ticket",
-        FromPm::Lease(_) => "Lease",
-        FromPm::Revoke { .. } => "Revoke",
-        FromPm::Ready { .. } => "Ready",
-        FromPm::Serve { .. } => "Serve",
-        FromPm::Chunk(_) => "Chunk",
-        FromPm::Subscribed { .. } => "Subscribed",
-        FromPm::Event { .. } => "Event",
-        FromPm::AckTooLate { .. } => "AckTooLate",
-        FromPm::Refused { .. } => "Refused",
-        FromPm::GroupMembers { .. } => "GroupMembers",
-        FromPm::View { .. } => "View",
-    }
+/// Checks that `samples` are one message of each variant, in declaration order: postcard
+/// writes the variant's index first (one byte below 128), the samples' indices are 0, 1,
+/// 2, ... and the next index is no variant (decoding it is refused as an unknown variant,
+/// not as input that ends early). A variant added without a sample fails here.
+fn covers_every_variant<T: serde::Serialize + serde::de::DeserializeOwned>(samples: &[T]) {
+    let indices: Vec<u8> = samples
+        .iter()
+        .map(|m| postcard::to_allocvec(m).expect("encodes")[0])
+        .collect();
+    let expected: Vec<u8> = (0..samples.len()).map(|i| i as u8).collect();
+    assert_eq!(
+        indices, expected,
+        "one sample per variant, in declaration order"
+    );
+    let next = postcard::from_bytes::<T>(&[samples.len() as u8]).err();
+    assert!(
+        matches!(next, Some(postcard::Error::SerdeDeCustom)),
+        "variant {} exists but has no sample ({next:?})",
+        samples.len()
+    );
 }
-
-/// Every kind [`from_pm_kind`] names.
-const FROM_PM_KINDS: [&str; 19] = [
-    "Challenge",
-    "Welcome",
-    "Bye",
-    "Done",
-    "DoneMany",
-    "Discarded",
-    "Spill",
-    "Ticket",
-    "Lease",
-    "Revoke",
-    "Ready",
-    "Serve",
-    "Chunk",
-    "Subscribed",
-    "Event",
-    "AckTooLate",
-    "Refused",
-    "GroupMembers",
-    "View",
-];
 
 fn attributes() -> Attributes {
     Attributes::from([
@@ -159,7 +85,7 @@ fn selector() -> Box<Expr> {
         .into()
 }
 
-/// One message to the PM of each kind, in [`TO_PM_KINDS`] order, every field set.
+/// One message to the PM of each kind, in declaration order, every field set.
 fn to_pm_samples() -> Vec<ToPm> {
     let memory = ProcessMemory {
         pid: 4242,
@@ -294,7 +220,7 @@ fn to_pm_samples() -> Vec<ToPm> {
     ]
 }
 
-/// One message from the PM of each kind, in [`FROM_PM_KINDS`] order, every field set.
+/// One message from the PM of each kind, in declaration order, every field set.
 fn from_pm_samples() -> Vec<FromPm> {
     let rma = Source::Rma {
         endpoint: Arc::new(endpoint()),
@@ -393,12 +319,8 @@ fn from_pm_samples() -> Vec<FromPm> {
     ]
 }
 
-/// `kind hex` lines of each sample's frame.
-fn lines<T: serde::Serialize>(
-    samples: &[T],
-    kind: impl Fn(&T) -> &'static str,
-    side: &str,
-) -> Vec<String> {
+/// `SIDE::Kind hex` lines of each sample's frame.
+fn lines<T: serde::Serialize + std::fmt::Debug>(samples: &[T], side: &str) -> Vec<String> {
     samples
         .iter()
         .map(|m| {
@@ -411,10 +333,8 @@ fn lines<T: serde::Serialize>(
 
 #[test]
 fn every_message_kind_has_a_sample() {
-    let to: Vec<_> = to_pm_samples().iter().map(to_pm_kind).collect();
-    let from: Vec<_> = from_pm_samples().iter().map(from_pm_kind).collect();
-    assert_eq!(to, TO_PM_KINDS);
-    assert_eq!(from, FROM_PM_KINDS);
+    covers_every_variant(&to_pm_samples());
+    covers_every_variant(&from_pm_samples());
 }
 
 #[test]
@@ -433,8 +353,8 @@ fn samples_decode_to_themselves() {
 
 #[test]
 fn the_current_version_encodes_as_pinned() {
-    let mut now = lines(&to_pm_samples(), to_pm_kind, "ToPm");
-    now.extend(lines(&from_pm_samples(), from_pm_kind, "FromPm"));
+    let mut now = lines(&to_pm_samples(), "ToPm");
+    now.extend(lines(&from_pm_samples(), "FromPm"));
     let text = format!("{}\n", now.join("\n"));
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("src/proto/golden/v{VERSION}.txt"));
@@ -472,7 +392,12 @@ fn the_protocol_docs_name_every_kind() {
         .split(&format!("### Messages of protocol {VERSION}"))
         .nth(1)
         .unwrap_or_else(|| panic!("docs/protocol.md has no tables of protocol {VERSION}"));
-    for kind in TO_PM_KINDS.iter().chain(FROM_PM_KINDS.iter()) {
+    let kinds: Vec<String> = to_pm_samples()
+        .iter()
+        .map(kind)
+        .chain(from_pm_samples().iter().map(kind))
+        .collect();
+    for kind in kinds {
         assert!(
             tables.contains(&format!("| `{kind}` |")),
             "docs/protocol.md does not describe {kind}"
