@@ -5,7 +5,7 @@
 //! - `<!-- doc: run -->`: run here, in order, with `bash -euo pipefail` in the checkout,
 //!   `maestro` and the C library installed in a prefix that stands for `/opt/maestro` (the
 //!   block's `/opt/maestro` is that prefix), each within 15 minutes (a release build
-//!   among them), leaving the checkout's `git status` as it was;
+//!   among them), leaving no file in the checkout that git does not ignore;
 //! - `<!-- doc: elsewhere TESTFILE FUNCTION -->`: run by that integration test (it must
 //!   exist: the test file holds the function); checked as `check` blocks are;
 //! - `<!-- doc: check -->`: not run (it needs a cluster, an installation, another host),
@@ -52,32 +52,37 @@ struct Block {
 /// blocks run in: a chapter may use what an earlier one built), then any other Markdown
 /// file under `docs/`.
 fn documents() -> Vec<PathBuf> {
-    fn walk(dir: &Path, into: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, into);
-            } else if p.extension().is_some_and(|x| x == "md") {
-                into.push(p);
-            }
-        }
-    }
     let book = repo().join("docs");
     let summary = std::fs::read_to_string(book.join("SUMMARY.md")).expect("docs/SUMMARY.md");
     let mut docs = vec![repo().join("README.md")];
     docs.extend(links(&summary).into_iter().map(|l| book.join(l)));
-    let mut rest = Vec::new();
-    walk(&book, &mut rest);
-    rest.sort();
-    for p in rest {
+    for p in files_under(&book, "md", &[]) {
         if !docs.contains(&p) {
             docs.push(p);
         }
     }
     docs
+}
+
+/// The files ending in `.ext` under `dir`, sorted, not looking into directories named in
+/// `skip`.
+fn files_under(dir: &Path, ext: &str, skip: &[&str]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, ext: &str, skip: &[&str], into: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if !skip.iter().any(|s| e.file_name() == **s) {
+                    walk(&p, ext, skip, into);
+                }
+            } else if p.extension().is_some_and(|x| x == ext) {
+                into.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, ext, skip, &mut files);
+    files.sort();
+    files
 }
 
 /// The targets of a text's Markdown links (`[text](target)`), anchors and web addresses
@@ -113,7 +118,7 @@ fn marker(line: &str) -> Option<Result<How, String>> {
 }
 
 /// The code blocks of `path` (fenced, and indented by four spaces after a blank line),
-/// each with the marker of the last non-blank line before it.
+/// each with the marker among the HTML comments right before it.
 fn blocks(path: &Path) -> Vec<Block> {
     let text = std::fs::read_to_string(path).expect("read a document");
     let name = path
@@ -203,10 +208,10 @@ fn logical_lines(text: &str) -> Vec<String> {
             }
             None => {
                 cur.push_str(&line);
-                if !cur.trim().is_empty() {
-                    out.push(std::mem::take(&mut cur));
+                let whole = std::mem::take(&mut cur);
+                if !whole.trim().is_empty() {
+                    out.push(whole);
                 }
-                cur.clear();
             }
         }
     }
@@ -346,6 +351,22 @@ impl Cli {
         cli
     }
 
+    /// The command `words` (program first) runs: the subcommands named in front, what that
+    /// (sub)command takes, and the number of words its path took.
+    fn resolve(program: &Path, words: &[impl AsRef<str>]) -> (Vec<String>, Cli, usize) {
+        let mut path = Vec::new();
+        let mut cli = Cli::of(program, &path);
+        for w in words.iter().skip(1).map(AsRef::as_ref) {
+            if !cli.subcommands.contains(w) {
+                break;
+            }
+            path.push(w.to_string());
+            cli = Cli::of(program, &path);
+        }
+        let taken = 1 + path.len();
+        (path, cli, taken)
+    }
+
     fn option(&self, name: &str) -> Option<&Opt> {
         self.options
             .iter()
@@ -399,14 +420,8 @@ fn program_words(cmd: &[String]) -> &[String] {
 
 /// Checks the options `words` (a known program's command) gives: each one it takes.
 fn check_options(program: &Path, words: &[String]) -> Result<(), String> {
-    let mut path = Vec::new();
-    let mut cli = Cli::of(program, &path);
-    let mut rest = &words[1..];
-    while let Some(w) = rest.first().filter(|w| cli.subcommands.contains(*w)) {
-        path.push(w.clone());
-        cli = Cli::of(program, &path);
-        rest = &rest[1..];
-    }
+    let (path, cli, taken) = Cli::resolve(program, words);
+    let rest = &words[taken..];
     let running = path.first().is_some_and(|p| p == "run");
     let mut i = 0;
     while i < rest.len() {
@@ -569,15 +584,7 @@ fn synopses_name_every_option_and_no_other() {
                 ));
                 continue;
             };
-            let mut path = Vec::new();
-            let mut cli = Cli::of(&program, &path);
-            for w in &words[1..] {
-                if !cli.subcommands.contains(*w) {
-                    break;
-                }
-                path.push(w.to_string());
-                cli = Cli::of(&program, &path);
-            }
+            let (path, cli, _) = Cli::resolve(&program, &words);
             let named: BTreeSet<String> = words
                 .iter()
                 .flat_map(|w| w.split(['[', ']', '|', '(', ')']))
@@ -745,19 +752,6 @@ fn the_configuration_reference_is_current() {
 /// `..._ENV` constant) is in the configuration reference's table.
 #[test]
 fn every_variable_the_code_reads_is_in_the_reference() {
-    fn sources(dir: &Path, into: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            let name = e.file_name();
-            if p.is_dir()
-                && !["target", "tests", ".git", "fuzz"].contains(&name.to_str().unwrap_or(""))
-            {
-                sources(&p, into);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                into.push(p);
-            }
-        }
-    }
     let reference =
         std::fs::read_to_string(repo().join("docs/configuration.md")).expect("reference");
     let listed: BTreeSet<&str> = reference
@@ -765,8 +759,7 @@ fn every_variable_the_code_reads_is_in_the_reference() {
         .filter_map(|l| l.strip_prefix("| `MSTRO_"))
         .filter_map(|l| l.split('`').next())
         .collect();
-    let mut files = Vec::new();
-    sources(&repo(), &mut files);
+    let files = files_under(&repo(), "rs", &["target", "tests", ".git", "fuzz"]);
     let mut missing = BTreeSet::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap_or_default();
