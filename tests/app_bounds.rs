@@ -59,7 +59,7 @@ fn a_consumer_that_pins_an_offer_cannot_hold_its_withdraw_forever() {
     let (mut pinner, app) = raw(&info, "pinner");
     let mine = *cdo_ids(app).start();
     pinner
-        .send(&[
+        .send_batch(&[
             ToPm::Declare {
                 cdo: mine,
                 name: "data".into(),
@@ -88,7 +88,7 @@ fn a_subscriber_that_never_acknowledges_holds_one_operation_once() {
     let info = info(&text);
     let (mut silent, _) = raw(&info, "silent");
     silent
-        .send(&[ToPm::Subscribe {
+        .send_batch(&[ToPm::Subscribe {
             local: 1,
             kinds: EventKind::Offer.into(),
             selector: Box::new(Expr::All),
@@ -150,11 +150,11 @@ fn quotas_bound_what_one_app_makes_the_pm_hold() {
                 name: format!("{name}{cdo}"),
             })
             .collect();
-        greedy.send(&batch).expect("send");
+        greedy.send_batch(&batch).expect("send");
     }
     // Declares are answered only when refused; a dispose asking for an answer marks the end.
     greedy
-        .send(&[ToPm::Dispose {
+        .send_batch(&[ToPm::Dispose {
             cdo: ids[0],
             answer: true,
         }])
@@ -197,7 +197,7 @@ fn quotas_bound_what_one_app_makes_the_pm_hold() {
             options: SubscribeOptions::default(),
         })
         .collect();
-    greedy.send(&subs).expect("subscribe");
+    greedy.send_batch(&subs).expect("subscribe");
     let answers: Vec<FromPm> = (0..5)
         .filter_map(|_| greedy.recv(Op::Subscribe).ok())
         .collect();
@@ -236,7 +236,7 @@ fn apps_cannot_forge_fabric_events() {
             up: false,
         },
     ] {
-        forger.send(&[ToPm::Report { change }]).expect("send");
+        forger.send_batch(&[ToPm::Report { change }]).expect("send");
         match forger.recv(Op::Report).expect("answer") {
             FromPm::Refused {
                 op: Op::Report,

@@ -694,7 +694,7 @@ fn the_pool_keeps_only_the_file_a_producer_offered() {
     )
     .expect("connect");
     let join = common::apps::answer_challenge(&mut conn, &pm_info, "planter", |_| {});
-    conn.send(&[join]).expect("join");
+    conn.send_batch(&[join]).expect("join");
     let (app, keep) = match conn.recv(Op::Join).expect("welcome") {
         FromPm::Welcome {
             app,
@@ -718,7 +718,7 @@ fn the_pool_keeps_only_the_file_a_producer_offered() {
     // The plant: the secret's second name where the hand-over goes.
     let planted = std::path::Path::new(&*keep).join(cdo.to_string());
     std::fs::hard_link(&secret, &planted).expect("link");
-    conn.send(&[
+    conn.send_batch(&[
         ToPm::Declare {
             cdo,
             name: "stolen".into(),

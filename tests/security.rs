@@ -57,7 +57,7 @@ fn a_crafted_frame_before_join_or_a_deep_selector_after_it_leaves_the_pm_serving
         selector: Box::new(deep),
         options: SubscribeOptions::default(),
     };
-    conn.send(std::slice::from_ref(&msg)).expect("send");
+    conn.send_batch(std::slice::from_ref(&msg)).expect("send");
     // (Dropping a 20,000-deep tree recurses as deep: the test leaks it instead.)
     std::mem::forget(msg);
     match conn.recv(Op::Subscribe) {
@@ -409,7 +409,7 @@ fn raw_join_announcing(
         role: Default::default(),
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, component, 0),
     };
-    c.send(&[ToPm::Join(Box::new(join))]).expect("join");
+    c.send_batch(&[ToPm::Join(Box::new(join))]).expect("join");
     let app = pool::welcome(c.recv(Op::Join).expect("welcome"))
         .expect("welcomed")
         .0;
@@ -436,7 +436,7 @@ fn a_replayed_memory_announcement_reads_nothing_the_producer_did_not_offer() {
     };
     let (mut spy, spy_app) = raw_join_announcing(&info, "spy", 101, nobody);
     let want = *cdo_ids(spy_app).start();
-    spy.send(&[
+    spy.send_batch(&[
         ToPm::Declare {
             cdo: want,
             name: "public".into(),
@@ -458,7 +458,7 @@ fn a_replayed_memory_announcement_reads_nothing_the_producer_did_not_offer() {
     let (mut mallory, app) = raw_join_announcing(&info, "mallory", 202, learned);
     let cdo = *cdo_ids(app).start();
     mallory
-        .send(&[
+        .send_batch(&[
             ToPm::Declare {
                 cdo,
                 name: "stolen".into(),
@@ -848,7 +848,7 @@ fn another_user_who_half_closes_its_connection_is_still_refused() {
             // JOIN and the first operations, then the writing half shut down at once:
             // the end is no longer ESTABLISHED when the PM asks who holds it.
             for m in first {
-                conn.send(std::slice::from_ref(&m)).expect("send");
+                conn.send_batch(std::slice::from_ref(&m)).expect("send");
             }
             conn.shutdown_write().expect("shutdown");
             let mut heard = Vec::new();
@@ -997,9 +997,9 @@ fn metrics_address(pm: &mut common::Group) -> String {
 /// until that answer (whatever else came).
 fn send_all_and_sync(conn: &mut Conn, msgs: Vec<ToPm>, last: proto::CdoId) {
     for batch in msgs.chunks(1000) {
-        conn.send(batch).expect("send");
+        conn.send_batch(batch).expect("send");
     }
-    conn.send(&[ToPm::Dispose {
+    conn.send_batch(&[ToPm::Dispose {
         cdo: last,
         answer: true,
     }])
@@ -1040,7 +1040,7 @@ fn a_member_that_misbehaves_cannot_freeze_the_pm() {
                 ]
             })
             .collect();
-        conn.send(&[ToPm::Declare {
+        conn.send_batch(&[ToPm::Declare {
             cdo: ids[200_000],
             name: "last".into(),
         }])
@@ -1069,7 +1069,7 @@ fn a_member_that_misbehaves_cannot_freeze_the_pm() {
                 .collect(),
         );
         for local in 0..4 {
-            conn.send(&[ToPm::Subscribe {
+            conn.send_batch(&[ToPm::Subscribe {
                 local,
                 kinds: EventKind::Offer.into(),
                 selector: Box::new(heavy.clone()),
@@ -1150,7 +1150,7 @@ fn an_observer_that_never_reads_costs_the_pm_a_few_mib() {
             AttrValue::Str("temperature".into()),
         ),
     ]);
-    conn.send(&[ToPm::Declare {
+    conn.send_batch(&[ToPm::Declare {
         cdo: ids[CDOS],
         name: "last".into(),
     }])
@@ -1176,7 +1176,7 @@ fn an_observer_that_never_reads_costs_the_pm_a_few_mib() {
         };
         let mut asked = 0;
         let end = Instant::now() + Duration::from_secs(20);
-        while deaf.send(&[ls(asked)]).is_ok() && Instant::now() < end {
+        while deaf.send_batch(&[ls(asked)]).is_ok() && Instant::now() < end {
             asked += 1;
         }
         assert!(Instant::now() < end, "the PM kept reading a deaf observer");
@@ -1478,13 +1478,13 @@ fn a_subscriber_that_keeps_every_lease_holds_a_withdraw_only_for_the_grace() {
             address: fabric::Address(b"keeper".to_vec()),
         });
     });
-    keeper.send(&[join]).expect("join");
+    keeper.send_batch(&[join]).expect("join");
     assert!(matches!(
         keeper.recv(Op::Join).expect("welcome"),
         FromPm::Welcome { .. }
     ));
     keeper
-        .send(&[ToPm::Subscribe {
+        .send_batch(&[ToPm::Subscribe {
             local: 1,
             kinds: EventKind::Offer.into(),
             selector: Box::new(Expr::Has(".maestro.core.cdo.name".into())),
@@ -1583,7 +1583,7 @@ fn a_members_event_fan_out_is_bounded_as_it_is_made() {
                 options: SubscribeOptions::default(),
             })
             .collect();
-        conn.send(&subscribe).expect("subscribe");
+        conn.send_batch(&subscribe).expect("subscribe");
         let mut subscribed = 0;
         while subscribed < 1024 {
             if let FromPm::Subscribed { .. } = conn.recv(Op::Subscribe).expect("subscribed") {
@@ -1594,7 +1594,7 @@ fn a_members_event_fan_out_is_bounded_as_it_is_made() {
         let ids: Vec<_> = cdo_ids(app).take(OFFERS).collect();
         for frame in ids.chunks(2000) {
             let msgs = offers(frame, "field", &Attributes::new(), 8);
-            if conn.send(&msgs).is_err() {
+            if conn.send_batch(&msgs).is_err() {
                 break; // cut off already
             }
         }
@@ -1642,8 +1642,8 @@ fn fill_until_refused(conn: &mut Conn, app: proto::AppId) -> (usize, String) {
             Some(ToPm::Declare { cdo, .. }) => *cdo,
             _ => panic!("no ids left"),
         };
-        conn.send(&batch).expect("send");
-        conn.send(&[ToPm::Dispose {
+        conn.send_batch(&batch).expect("send");
+        conn.send_batch(&[ToPm::Dispose {
             cdo: last,
             answer: true,
         }])

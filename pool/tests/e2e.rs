@@ -726,7 +726,7 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     let mut stuck = pool_tools::wire::Conn::connect(&info.endpoints[0], T).expect("connect");
     let stuck_app = stuck.join(&info, "stuck", 0).expect("join");
     stuck
-        .send(&[ToPm::Subscribe {
+        .send_batch(&[ToPm::Subscribe {
             local: 1,
             kinds: EventKind::Offer.into(),
             selector: Box::new(pool::selector::Expr::All),

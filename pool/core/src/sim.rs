@@ -205,6 +205,11 @@ pub struct World {
     pub stalled: Option<usize>,
     /// What waits for the stalled app.
     stalled_inbox: Vec<FromPm>,
+    /// The world's file system links no file into the PM's directory, for this reason
+    /// (another file system, say): see [`Event::HandOver`].
+    pub unlinkable: Option<String>,
+    /// Files linked into the PM's directory: the key of the bytes each names.
+    linked: HashMap<String, u64>,
 }
 
 /// The built-in schemas and the `.user.step` the tests seal with.
@@ -236,6 +241,8 @@ impl World {
             held: Vec::new(),
             stalled: None,
             stalled_inbox: Vec::new(),
+            unlinkable: None,
+            linked: HashMap::new(),
         }
     }
 
@@ -283,6 +290,10 @@ impl World {
         (join.host, join.process, join.endpoint) = (host.into(), conn, None);
         join.gfs = Some("/gfs".into());
         let i = self.connect(conn, join, SECRET);
+        self.core(i).set_gfs(crate::client::GfsUse {
+            dir: true,
+            by_default: false,
+        });
         self.pump();
         self.apps[i].sent.clear();
         i
@@ -310,7 +321,7 @@ impl World {
     }
 
     /// Hands the manager `msg` from `conn` at the world's time; everything it sends.
-    fn send(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
+    fn hand_manager(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
         self.manager.handle(self.now, conn, msg);
         self.drain()
     }
@@ -371,7 +382,7 @@ impl World {
                 while let Some(t) = self.apps[i].core.poll_transmit() {
                     moved = true;
                     let conn = self.apps[i].conn;
-                    let out = self.send(conn, t.msg.clone());
+                    let out = self.hand_manager(conn, t.msg.clone());
                     self.apps[i].sent.push(t);
                     self.deliver(out);
                 }
@@ -418,12 +429,21 @@ impl World {
             } => {
                 let bytes = &self.memory[&self.offers[&(i, cdo)]];
                 let (o, n) = (offset as usize, len as usize);
-                let chunk = crate::proto::Chunk {
-                    transfer,
-                    offset,
-                    data: bytes[o..o + n].to_vec(),
+                let data = bytes[o..o + n].to_vec();
+                self.core(i).served(transfer, offset, data).expect("chunk");
+            }
+            // The world's file system links a file into the PM's directory under the
+            // CDO's id, unless it links none.
+            Event::HandOver { cdo, dir } => {
+                let linked = match &self.unlinkable {
+                    Some(why) => Err(why.clone()),
+                    None => {
+                        let path = format!("{dir}/{cdo}");
+                        self.linked.insert(path.clone(), self.offers[&(i, cdo)]);
+                        Ok(Some(path.into()))
+                    }
                 };
-                self.core(i).send(ToPm::Chunk(chunk)).expect("chunk");
+                self.core(i).handed_over(cdo, linked);
             }
             // The world's global file system has every offer's bytes as `/gfs/KEY`.
             Event::Spill { cdo } => {
@@ -474,9 +494,11 @@ impl World {
                 return;
             }
             Source::SameProcess { .. } => panic!("no app shares a process here"),
-            // The world's "global file system": a file's name is its bytes' key.
+            // The world's "global file system": a file's name is its bytes' key, or it
+            // was linked into the PM's directory.
             Source::Gfs { file, .. } => {
-                let key = file.path.strip_prefix("/gfs/").and_then(|k| k.parse().ok());
+                let key = (self.linked.get(&*file.path).copied())
+                    .or_else(|| file.path.strip_prefix("/gfs/")?.parse().ok());
                 let bytes = key
                     .and_then(|k| self.memory.get(&k))
                     .expect("a file offered");

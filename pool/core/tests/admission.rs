@@ -66,13 +66,13 @@ fn a_connection_that_does_not_join_in_time_is_refused_and_closed_at_its_deadline
 
     // The other joins in time: its deadline goes with it.
     pm.now = t0 + Duration::from_millis(2500);
-    let out = pm.send(prompt, join_msg("p", &prove(SECRET, &nonce, "wf", "p", 0)));
+    let out = pm.feed(prompt, join_msg("p", &prove(SECRET, &nonce, "wf", "p", 0)));
     assert!(matches!(out[..], [(_, FromPm::Welcome { .. })]), "{out:?}");
     assert_eq!(pm.m.poll_timeout(), None);
     // The late one's JOIN, had it come after all, is not even looked at.
     let proof = prove(SECRET, &[late as u8; 32], "wf", "q", 0);
     assert_eq!(
-        pm.send(late, join_msg("q", &proof)),
+        pm.feed(late, join_msg("q", &proof)),
         [(late, refused(Op::Join, None, Refusal::NotJoined))]
     );
     assert_eq!(pm.m.app_count(), 1);
@@ -84,7 +84,7 @@ fn a_refused_join_or_a_vanished_connection_waits_no_more() {
     let (bad, _) = pm.connect();
     let (gone, _) = pm.connect();
     assert!(pm.m.poll_timeout().is_some());
-    pm.send(bad, join_msg("p", b"forged"));
+    pm.feed(bad, join_msg("p", b"forged"));
     assert_eq!(pm.m.take_closing(), [bad]);
     pm.m.disconnected(pm.now, gone);
     assert_eq!(pm.m.poll_timeout(), None, "no deadline is left behind");
@@ -131,7 +131,7 @@ fn a_flood_from_one_address_evicts_its_own_oldest_and_honest_newcomers_stay() {
             j.index = conn as i64;
             j.memory = None;
         }
-        let out = pm.send(conn, msg);
+        let out = pm.feed(conn, msg);
         assert!(
             matches!(out[..], [(c, FromPm::Welcome { .. })] if c == conn),
             "{out:?}"

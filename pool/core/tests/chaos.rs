@@ -148,7 +148,7 @@ fn step(pm: &mut Pm, rng: &mut Rng, seen: &mut Seen) -> Vec<(ConnId, FromPm)> {
         (10, _) if !seen.tickets.is_empty() => {
             let (to, transfer) = seen.tickets.swap_remove(rng.below(seen.tickets.len()));
             let error = (rng.below(4) == 0).then(|| "lost".to_string());
-            let out = pm.send(
+            let out = pm.feed(
                 to,
                 ToPm::TransferDone {
                     transfer,
@@ -171,7 +171,7 @@ fn step(pm: &mut Pm, rng: &mut Rng, seen: &mut Seen) -> Vec<(ConnId, FromPm)> {
                     checksum: 1,
                 }),
             };
-            return pm.send(to, ToPm::Spilled { cdo, file });
+            return pm.feed(to, ToPm::Spilled { cdo, file });
         }
         (12, _) => ToPm::Discard {
             local: rng.next(),
@@ -197,7 +197,7 @@ fn step(pm: &mut Pm, rng: &mut Rng, seen: &mut Seen) -> Vec<(ConnId, FromPm)> {
             direct: None,
         },
     };
-    pm.send(conn, msg)
+    pm.feed(conn, msg)
 }
 
 /// What the manager's answers tell the apps: tickets to complete, spills to write.
@@ -259,7 +259,7 @@ fn random_apps_never_break_the_manager_or_its_books() {
         let (offer, _) = pm.offer(p, "fresh", 16);
         let (c, _) = pm.join("consumer");
         let want = pm.declare(c, "fresh");
-        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let out = pm.feed(c, ToPm::Demand { cdo: want });
         let (to, _, cdo, _) = ticket_of(&out);
         assert_eq!((to, cdo), (c, want), "seed {seed}");
         assert!(cdo_ids(pm.apps[&p].0).contains(&offer));

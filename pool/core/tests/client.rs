@@ -92,18 +92,8 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
             why: wrong(Op::Dispose, "offered"),
         }))
     );
-    w.timed(p, |k, now| {
-        k.call(
-            now,
-            (Op::Withdraw, offer),
-            ToPm::Withdraw {
-                cdo: offer,
-                keep: None,
-            },
-            4,
-        )
-    })
-    .expect("withdraw");
+    w.timed(p, |k, now| k.withdraw(now, offer, 4))
+        .expect("withdraw");
     w.pump();
     assert_eq!(w.answer(p, 4), Some(&Ok(offer)));
     assert_eq!(w.core(p).phase(offer), Some(Phase::Sealed), "withdrawn");
@@ -619,14 +609,10 @@ fn an_answer_goes_to_the_oldest_call_still_waiting() {
     let mut w = World::new();
     let p = w.join("producer", true);
     let cdo = w.core(p).declare("twice").expect("declare");
-    let msg = || ToPm::Seal {
-        cdo,
-        attributes: Attributes::new(),
-    };
     let first = w
-        .timed(p, |k, now| k.call(now, (Op::Seal, cdo), msg(), 1))
+        .timed(p, |k, now| k.seal(now, cdo, Attributes::new(), 1))
         .expect("seal");
-    w.timed(p, |k, now| k.call(now, (Op::Seal, cdo), msg(), 2))
+    w.timed(p, |k, now| k.seal(now, cdo, Attributes::new(), 2))
         .expect("seal");
     // The first gave up (a timeout): the first answer goes to the second call.
     w.core(p).abandon((Op::Seal, cdo), first);
@@ -683,6 +669,82 @@ fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
     w.offer(p, "unseen", b"y", true);
     w.pump();
     assert_eq!(w.apps[s].news[&77].len(), 1);
+    // The late event's acknowledgement is refused, another's is not sent: the PM went on.
+    w.apps[s].sent.clear();
+    assert_eq!(w.core(s).ack(sub, 9), Err(CallError::AckTooLate(9)));
+    assert_eq!(w.core(s).ack(sub, 10), Ok(()));
+    w.pump();
+    assert!(w.sent(s).is_empty(), "{:?}", w.sent(s));
+}
+
+#[test]
+fn an_event_held_for_its_acknowledgement_goes_on_when_the_core_acknowledges_it() {
+    let mut w = World::new();
+    let (s, p) = (w.join("auditor", true), w.join("producer", true));
+    let held = SubscribeOptions {
+        require_ack: true,
+        ..SubscribeOptions::default()
+    };
+    let wanted = (
+        EventKind::Offer.into(),
+        Selector::all().expr().clone(),
+        held,
+    );
+    w.timed(s, |k, now| k.subscribe(now, wanted, 77, 1))
+        .expect("subscribe");
+    w.pump();
+    let Some(Ok(sub)) = w.answer(s, 1).cloned() else {
+        panic!("not subscribed");
+    };
+    let (cdo, tag) = w.offer(p, "audited", b"x", true);
+    w.pump();
+    assert_eq!(w.answer(p, tag), None, "held for the acknowledgement");
+    let serial = match &w.apps[s].news[&77][..] {
+        [News::Event(e)] => e.serial,
+        other => panic!("{other:?}"),
+    };
+    w.apps[s].sent.clear();
+    w.core(s).ack(sub, serial).expect("ack");
+    w.pump();
+    assert_eq!(w.answer(p, tag), Some(&Ok(cdo)), "went on");
+    assert_eq!(w.sent(s), [&ToPm::Ack { sub, serial }]);
+}
+
+#[test]
+fn a_fabric_change_an_app_reports_reaches_the_pools_subscribers_unanswered() {
+    use pool_core::events::FabricChange;
+    let mut w = World::new();
+    w.manager.set_policy(pool_core::policy::Policy {
+        reporters: vec!["other-job".into()],
+        ..Default::default()
+    });
+    let watcher = w.join("watcher", true);
+    let wanted = (
+        EventKind::Fabric.into(),
+        Selector::all().expr().clone(),
+        SubscribeOptions::default(),
+    );
+    w.timed(watcher, |k, now| k.subscribe(now, wanted, 5, 1))
+        .expect("subscribe");
+    let reporter = w.join("other-job", true);
+    let change = FabricChange::Link {
+        name: "ib0".into(),
+        addresses: vec!["10.9.0.1/16".parse().expect("subnet")],
+        up: false,
+    };
+    w.core(reporter).report(change).expect("report");
+    w.pump();
+    assert!(
+        matches!(&w.apps[watcher].news[&5][..], [News::Event(e)] if e.detail == "link ib0 down (10.9.0.1/16)"),
+        "{:?}",
+        w.apps[watcher].news
+    );
+    assert!(w.apps[reporter].answers.is_empty());
+    w.core(reporter).close();
+    assert!(matches!(
+        w.core(reporter).report(FabricChange::Other("late".into())),
+        Err(CallError::Closed)
+    ));
 }
 
 #[test]
@@ -714,7 +776,7 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
     ));
     assert!(w.core(c).is_closed());
     assert_eq!(w.core(c).declare("late"), Err(CallError::Closed));
-    assert_eq!(w.core(c).send(ToPm::Leave), Err(CallError::Closed));
+    assert_eq!(w.timed(c, |k, now| k.leave(now, 9)), Err(CallError::Closed));
     // The required bytes are here: the demand needs no PM.
     assert!(matches!(
         w.timed(c, |k, now| k.demand(now, kept, 4)),
@@ -765,15 +827,8 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
         w.timed(c, |k, now| k.demand(now, retracted, 1))
             .expect("demand"),
     );
-    w.timed(c, |k, now| {
-        k.call(
-            now,
-            (Op::Retract, retracted),
-            ToPm::Retract { cdo: retracted },
-            2,
-        )
-    })
-    .expect("retract");
+    w.timed(c, |k, now| k.retract(now, retracted, 2))
+        .expect("retract");
     w.pump();
     assert_eq!(w.answer(c, 2), Some(&Ok(retracted)));
     assert!(

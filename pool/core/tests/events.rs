@@ -26,7 +26,7 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
     pm.now = pm.at(1_000);
     let two = pm.sealed(p, "field-2", 2);
     let three = pm.sealed(p, "field-3", 3);
-    let out = pm.send(p, offer_msg(two, 64));
+    let out = pm.feed(p, offer_msg(two, 64));
     assert_eq!(out[0], (p, done(Op::Offer, two)));
     let seen = events_to(&out, s);
     assert_eq!(seen.len(), 1, "{out:?}");
@@ -45,7 +45,7 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
             .any(|(_, m)| matches!(m, FromPm::Event { sub: x, .. } if *x == sub)),
         "events name their subscription"
     );
-    let out = pm.send(p, offer_msg(three, 64));
+    let out = pm.feed(p, offer_msg(three, 64));
     assert!(
         events_to(&out, s).is_empty(),
         "step 3 does not match: {out:?}"
@@ -54,7 +54,7 @@ fn a_selector_subscription_sees_exactly_the_matching_offers() {
     pm.sealed(p, "field-4", 2);
     assert!(pm.drain().is_empty());
     // Refused operations raise no event.
-    let out = pm.send(p, offer_msg(two, 64));
+    let out = pm.feed(p, offer_msg(two, 64));
     assert_eq!(
         out,
         [(
@@ -77,7 +77,7 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
     let sub = pm.subscribe(s, EventKind::Offer, "", opts);
     let (p, _) = pm.join("producer");
     let cdo = pm.sealed(p, "field", 1);
-    let out = pm.send(p, offer_msg(cdo, 8));
+    let out = pm.feed(p, offer_msg(cdo, 8));
     let seen = events_to(&out, s);
     assert_eq!(out.len(), 1, "only the subscriber hears of it: {out:?}");
     assert!(seen[0].before && seen[0].needs_ack);
@@ -85,12 +85,12 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
     // The archiver requires the CDO before acknowledging: the offer has not happened yet.
     let mine = pm.declare(s, "field");
     assert_eq!(
-        pm.send(s, ToPm::Require { cdo: mine }),
+        pm.feed(s, ToPm::Require { cdo: mine }),
         [(s, done(Op::Require, mine))]
     );
     // The producer's next operation waits behind the held one.
-    assert!(pm.send(p, ToPm::Withdraw { cdo, keep: None }).is_empty());
-    let out = pm.send(
+    assert!(pm.feed(p, ToPm::Withdraw { cdo, keep: None }).is_empty());
+    let out = pm.feed(
         s,
         ToPm::Ack {
             sub,
@@ -109,7 +109,7 @@ fn signal_before_with_ack_holds_the_offer_and_what_follows() {
             ..
         }
     )));
-    let out = pm.send(s, transferred(transfer));
+    let out = pm.feed(s, transferred(transfer));
     assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
 }
 
@@ -124,7 +124,7 @@ fn require_ack_after_the_fact_withholds_the_completion() {
     let sub = pm.subscribe(s, EventKind::Require | EventKind::Declare, "", opts);
     let (c, _) = pm.join("consumer");
     let cdo = pm.next_cdo(c);
-    let out = pm.send(
+    let out = pm.feed(
         c,
         ToPm::Declare {
             cdo,
@@ -136,9 +136,9 @@ fn require_ack_after_the_fact_withholds_the_completion() {
     assert!(!declared[0].before && declared[0].needs_ack);
     assert_eq!(declared[0].cdo.as_deref(), Some("x"));
     // The app's next operation waits behind the held declare.
-    assert!(pm.send(c, ToPm::Require { cdo }).is_empty());
+    assert!(pm.feed(c, ToPm::Require { cdo }).is_empty());
     assert_eq!(pm.m.held_count(), 1);
-    let out = pm.send(
+    let out = pm.feed(
         s,
         ToPm::Ack {
             sub,
@@ -150,7 +150,7 @@ fn require_ack_after_the_fact_withholds_the_completion() {
     assert_eq!(required[0].kind, EventKind::Require);
     // An ack from an app that does not own the subscription, or for another serial, does
     // not release it.
-    let out = pm.send(
+    let out = pm.feed(
         c,
         ToPm::Ack {
             sub,
@@ -161,8 +161,8 @@ fn require_ack_after_the_fact_withholds_the_completion() {
         out,
         [(c, refused(Op::Ack, Some(sub), Refusal::UnknownSubscription))]
     );
-    assert!(pm.send(s, ToPm::Ack { sub, serial: 999 }).is_empty());
-    let out = pm.send(
+    assert!(pm.feed(s, ToPm::Ack { sub, serial: 999 }).is_empty());
+    let out = pm.feed(
         s,
         ToPm::Ack {
             sub,
@@ -184,7 +184,7 @@ fn an_app_acknowledges_events_of_its_own_operations() {
     };
     let sub = pm.subscribe(s, EventKind::Offer, "", opts);
     let cdo = pm.sealed(s, "own", 2);
-    let out = pm.send(s, offer_msg(cdo, 8));
+    let out = pm.feed(s, offer_msg(cdo, 8));
     let events = events_to(&out, s);
     assert_eq!(events.len(), 1, "{out:?}");
     assert!(events[0].needs_ack);
@@ -194,7 +194,7 @@ fn an_app_acknowledges_events_of_its_own_operations() {
     );
     let serial = events[0].serial;
     assert_eq!(
-        pm.send(s, ToPm::Ack { sub, serial }),
+        pm.feed(s, ToPm::Ack { sub, serial }),
         [(s, done(Op::Offer, cdo))]
     );
 }
@@ -215,7 +215,7 @@ fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
     assert_eq!(pm.m.poll_timeout(), None, "nothing held, no timer");
     let (p, _) = pm.join("producer");
     let cdo = pm.sealed(p, "field", 1);
-    let serial = events_to(&pm.send(p, offer_msg(cdo, 8)), s)[0].serial;
+    let serial = events_to(&pm.feed(p, offer_msg(cdo, 8)), s)[0].serial;
     assert_eq!(pm.m.poll_timeout(), Some(pm.at(1_000_000_000)));
     pm.m.handle_timeout(pm.at(500_000_000));
     assert!(pm.drain().is_empty(), "still waiting within the timeout");
@@ -230,11 +230,11 @@ fn an_ack_that_never_comes_times_out_and_the_subscriber_is_told() {
     // The late subscriber lost its subscription: its ack is refused, and the next offer
     // is not held for it.
     assert_eq!(
-        pm.send(s, ToPm::Ack { sub, serial }),
+        pm.feed(s, ToPm::Ack { sub, serial }),
         [(s, refused(Op::Ack, Some(sub), Refusal::UnknownSubscription))]
     );
     let next = pm.sealed(p, "field-2", 1);
-    assert_eq!(pm.send(p, offer_msg(next, 8)), [(p, done(Op::Offer, next))]);
+    assert_eq!(pm.feed(p, offer_msg(next, 8)), [(p, done(Op::Offer, next))]);
 }
 
 #[test]
@@ -252,7 +252,7 @@ fn a_subscriber_that_goes_releases_what_waits_for_it() {
     let sub2 = pm.subscribe(s2, EventKind::Offer, "", opts);
     let (p, _) = pm.join("producer");
     let cdo = pm.sealed(p, "field", 1);
-    let out = pm.send(p, offer_msg(cdo, 8));
+    let out = pm.feed(p, offer_msg(cdo, 8));
     assert_eq!(
         (events_to(&out, s).len(), events_to(&out, s2).len()),
         (1, 1)
@@ -262,10 +262,10 @@ fn a_subscriber_that_goes_releases_what_waits_for_it() {
         !pm.drain().iter().any(|(c, _)| *c == p),
         "the other subscriber still holds it"
     );
-    let out = pm.send(s2, ToPm::Unsubscribe { sub: sub2 });
+    let out = pm.feed(s2, ToPm::Unsubscribe { sub: sub2 });
     assert!(out.contains(&(s2, done(Op::Unsubscribe, sub2))), "{out:?}");
     assert!(out.contains(&(p, done(Op::Offer, cdo))), "{out:?}");
-    let out = pm.send(s2, ToPm::Unsubscribe { sub: sub2 });
+    let out = pm.feed(s2, ToPm::Unsubscribe { sub: sub2 });
     assert_eq!(
         out,
         [(
@@ -294,14 +294,14 @@ fn app_and_transport_events_and_no_local() {
     pm.subscribe(s, kinds.into_iter().collect::<EventKinds>(), "", opts);
     // Its own offers are left out.
     let own = pm.sealed(s, "own", 1);
-    assert!(events_to(&pm.send(s, offer_msg(own, 1)), s).is_empty());
+    assert!(events_to(&pm.feed(s, offer_msg(own, 1)), s).is_empty());
     let (p, producer) = pm.join("producer");
     let (c, consumer) = pm.join("consumer");
     let cdo = pm.sealed(p, "field", 1);
-    let out = pm.send(p, offer_msg(cdo, 16));
+    let out = pm.feed(p, offer_msg(cdo, 16));
     assert_eq!(events_to(&out, s)[0].app, producer);
     let want = pm.declare(c, "field");
-    let out = pm.send(c, ToPm::Demand { cdo: want });
+    let out = pm.feed(c, ToPm::Demand { cdo: want });
     let started = events_to(&out, s);
     assert_eq!(started[0].kind, EventKind::TransportStarted);
     assert_eq!(
@@ -310,7 +310,7 @@ fn app_and_transport_events_and_no_local() {
     );
     assert!(started[0].detail.contains("rma"), "{:?}", started[0].detail);
     let (_, transfer, _, _) = ticket_of(&out);
-    let out = pm.send(c, transferred(transfer));
+    let out = pm.feed(c, transferred(transfer));
     assert_eq!(events_to(&out, s)[0].kind, EventKind::TransportCompleted);
     pm.m.disconnected(pm.now, p);
     let left = events_to(&pm.drain(), s);
@@ -334,7 +334,7 @@ fn app_join_events_name_the_app() {
     pm.subscribe(s, EventKind::AppJoin, "", SubscribeOptions::default());
     let (conn, nonce) = pm.connect();
     let proof = prove(SECRET, &nonce, "wf", "newcomer", 0);
-    let out = pm.send(conn, join_msg("newcomer", &proof));
+    let out = pm.feed(conn, join_msg("newcomer", &proof));
     let e = &events_to(&out, s)[0];
     assert_eq!(
         (e.kind, e.component.as_str()),
@@ -354,7 +354,7 @@ fn an_app_join_subscription_first_hears_of_the_apps_joined_before() {
         selector: Box::new(Selector::all().expr().clone()),
         options: SubscribeOptions::default(),
     };
-    let out = pm.send(s, msg);
+    let out = pm.feed(s, msg);
     assert!(
         matches!(out[0], (c, FromPm::Subscribed { .. }) if c == s),
         "{out:?}"
@@ -375,7 +375,7 @@ fn an_app_join_subscription_first_hears_of_the_apps_joined_before() {
     // Later joins are live events as before.
     let (conn, nonce) = pm.connect();
     let proof = prove(SECRET, &nonce, "wf", "late", 0);
-    let e = &events_to(&pm.send(conn, join_msg("late", &proof)), s)[0];
+    let e = &events_to(&pm.feed(conn, join_msg("late", &proof)), s)[0];
     assert_eq!(
         (e.component.as_str(), e.detail.as_str()),
         ("late", "joined")
@@ -390,7 +390,7 @@ fn bad_selectors_are_refused_with_the_reason() {
     for _ in 0..40 {
         deep = Expr::Not(Box::new(deep));
     }
-    let out = pm.send(
+    let out = pm.feed(
         s,
         ToPm::Subscribe {
             local: 9,
@@ -407,7 +407,7 @@ fn bad_selectors_are_refused_with_the_reason() {
         key: ".a".into(),
         pattern: "(".into(),
     };
-    let out = pm.send(
+    let out = pm.feed(
         s,
         ToPm::Subscribe {
             local: 9,
@@ -435,10 +435,10 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
     };
     // Without subscribers: one answer, as the offer.
     let cdo = pm.declare(p, "fast");
-    assert_eq!(pm.send(p, seal_offer(cdo)), [(p, done(Op::Offer, cdo))]);
+    assert_eq!(pm.feed(p, seal_offer(cdo)), [(p, done(Op::Offer, cdo))]);
     // Refused as an offer when the CDO is not just declared, or not the app's.
     assert_eq!(
-        pm.send(p, seal_offer(cdo)),
+        pm.feed(p, seal_offer(cdo)),
         [(
             p,
             refused(Op::Offer, Some(cdo), wrong(Op::Offer, "offered"))
@@ -446,13 +446,13 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
     );
     let (other, _) = pm.join("other");
     assert_eq!(
-        pm.send(other, seal_offer(cdo)),
+        pm.feed(other, seal_offer(cdo)),
         [(other, refused(Op::Offer, Some(cdo), Refusal::UnknownCdo))]
     );
     // Consumers get the sealed attributes.
     let (c, _) = pm.join("consumer");
     let want = pm.declare(c, "fast");
-    let out = pm.send(c, ToPm::Demand { cdo: want });
+    let out = pm.feed(c, ToPm::Demand { cdo: want });
     let attributes = out
         .iter()
         .find_map(|(_, m)| match m {
@@ -470,7 +470,7 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
         SubscribeOptions::default(),
     );
     let cdo = pm.declare(p, "watched");
-    let out = pm.send(p, seal_offer(cdo));
+    let out = pm.feed(p, seal_offer(cdo));
     let kinds: Vec<EventKind> = events_to(&out, s).iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [EventKind::Seal, EventKind::Offer]);
     assert!(out.contains(&(p, done(Op::Seal, cdo))), "{out:?}");

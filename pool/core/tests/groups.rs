@@ -18,10 +18,10 @@ impl Pm {
         let g = self.declare(conn, group);
         let attributes = attr::group_attributes(members);
         assert_eq!(
-            self.send(conn, ToPm::Seal { cdo: g, attributes }),
+            self.feed(conn, ToPm::Seal { cdo: g, attributes }),
             [(conn, done(Op::Seal, g))]
         );
-        self.send(conn, offer_msg(g, 0));
+        self.feed(conn, offer_msg(g, 0));
         g
     }
 
@@ -39,7 +39,7 @@ impl Pm {
             first,
             capacity,
         };
-        let out = self.send(conn, msg);
+        let out = self.feed(conn, msg);
         (group, first, out)
     }
 }
@@ -90,12 +90,12 @@ fn one_message_demands_a_group_and_every_member_is_ticketed() {
     );
     assert!(cdo_ids(consumer).contains(&first));
     for (_, transfer) in t {
-        pm.send(c, transferred(transfer));
+        pm.feed(c, transferred(transfer));
     }
     // The members are the consumer's CDOs: disposed as any.
     for cdo in [first, first + 1, first + 2, group] {
         assert!(
-            pm.send(c, ToPm::Dispose { cdo, answer: true })
+            pm.feed(c, ToPm::Dispose { cdo, answer: true })
                 .iter()
                 .any(|(_, m)| *m == done(Op::Dispose, cdo)),
             "dispose {cdo}"
@@ -160,8 +160,8 @@ fn a_member_offered_after_its_group_was_demanded_is_ticketed_when_it_comes() {
     pm.offer(p, "late/a", 10);
     let g = pm.declare(p, "late");
     let attributes = attr::group_attributes(&["late/a", "late/b"]);
-    pm.send(p, ToPm::Seal { cdo: g, attributes });
-    pm.send(p, offer_msg(g, 0));
+    pm.feed(p, ToPm::Seal { cdo: g, attributes });
+    pm.feed(p, offer_msg(g, 0));
     let (_, first, out) = pm.demand_group(c, "late", 4);
     assert_eq!(ticketed(&out), [first], "only the member offered");
     let (_, out) = pm.offer(p, "late/b", 10);
@@ -184,14 +184,14 @@ fn a_group_demanded_before_its_offer_waits_for_it() {
     }
     let gid = pm.declare(p, "later");
     let attributes = attr::group_attributes(&members);
-    pm.send(
+    pm.feed(
         p,
         ToPm::Seal {
             cdo: gid,
             attributes,
         },
     );
-    let out = pm.send(p, offer_msg(gid, 0));
+    let out = pm.feed(p, offer_msg(gid, 0));
     assert_eq!(
         members_named(&out).map(|(g, n)| (g, n.len())),
         Some((group, 2))
@@ -224,7 +224,7 @@ fn bad_group_demands_are_refused_with_the_reason() {
     // Ids that are not the consumer's, or none.
     let group = pm.declare(c, "three");
     for (first, capacity) in [(1u64 << 40, 4), (group + 1, 0)] {
-        let out = pm.send(
+        let out = pm.feed(
             c,
             ToPm::DemandGroup {
                 group,
@@ -240,7 +240,7 @@ fn bad_group_demands_are_refused_with_the_reason() {
     }
     // Reserved ids already in use.
     let used = pm.declare(c, "in-use");
-    let out = pm.send(
+    let out = pm.feed(
         c,
         ToPm::DemandGroup {
             group,
@@ -276,12 +276,12 @@ fn a_group_whose_members_are_badly_named_is_refused_at_seal() {
     ] {
         let g = pm.declare(p, "bad-group");
         let attributes = attr::group_attributes(&members);
-        let out = pm.send(p, ToPm::Seal { cdo: g, attributes });
+        let out = pm.feed(p, ToPm::Seal { cdo: g, attributes });
         assert!(
             matches!(&out[..], [(_, FromPm::Refused { op: Op::Seal, why: Refusal::NotAllowed(w) | Refusal::Quota(w), .. })] if w.contains(why)),
             "{out:?}"
         );
-        pm.send(
+        pm.feed(
             p,
             ToPm::Dispose {
                 cdo: g,
@@ -300,7 +300,7 @@ fn offer_inline(pm: &mut Pm, conn: ConnId, member: &str, len: usize) {
     pm.seal(conn, cdo);
     let extras = pool_core::proto::OfferExtras::new(Vec::new(), Some(memory_file()))
         .with_inline(vec![1u8; len]);
-    let out = pm.send(
+    let out = pm.feed(
         conn,
         ToPm::Offer {
             cdo,
@@ -332,8 +332,8 @@ fn members_a_consumer_can_copy_in_bulk_skip_inline_from_the_group_limit() {
     offer_inline(&mut pm, p, "g/large", 1537);
     let g = pm.declare(p, "g");
     let attributes = attr::group_attributes(&["g/small", "g/large"]);
-    pm.send(p, ToPm::Seal { cdo: g, attributes });
-    pm.send(p, offer_msg(g, 0));
+    pm.feed(p, ToPm::Seal { cdo: g, attributes });
+    pm.feed(p, offer_msg(g, 0));
     let (_, _, out) = pm.demand_group(near, "g", 8);
     assert_eq!(kinds(&out), ["inline", "rma"], "{out:?}");
     let (_, _, out) = pm.demand_group(far, "g", 8);
@@ -344,6 +344,6 @@ fn members_a_consumer_can_copy_in_bulk_skip_inline_from_the_group_limit() {
         pm.next_cdo(near);
     }
     let single = pm.declare(near, "g/large");
-    let out = pm.send(near, ToPm::Demand { cdo: single });
+    let out = pm.feed(near, ToPm::Demand { cdo: single });
     assert_eq!(kinds(&out), ["inline"], "{out:?}");
 }

@@ -21,7 +21,7 @@ fn offered_to_gfs(pm: &mut Pm, name: &str, attrs: Attributes) -> (ConnId, u64) {
     pm.m.set_keep_dir(Some(KEEP));
     let (p, _) = pm.join("producer");
     let cdo = pm.declare(p, name);
-    let out = pm.send(
+    let out = pm.feed(
         p,
         ToPm::SealOffer {
             cdo,
@@ -53,7 +53,7 @@ fn keep(cdo: u64) -> ToPm {
 fn demand(pm: &mut Pm, name: &str) -> (ConnId, u64, Vec<(ConnId, FromPm)>) {
     let (c, _) = pm.join("consumer");
     let cdo = pm.declare(c, name);
-    let out = pm.send(c, ToPm::Demand { cdo });
+    let out = pm.feed(c, ToPm::Demand { cdo });
     (c, cdo, out)
 }
 
@@ -78,10 +78,10 @@ fn state_counts(pm: &mut Pm) -> (u64, u64) {
 fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
     let mut pm = Pm::new();
     let (p, cdo) = offered_to_gfs(&mut pm, "field", Attributes::new());
-    assert_eq!(pm.send(p, keep(cdo)), [(p, done(Op::Withdraw, cdo))]);
-    let out = pm.send(p, ToPm::Dispose { cdo, answer: true });
+    assert_eq!(pm.feed(p, keep(cdo)), [(p, done(Op::Withdraw, cdo))]);
+    let out = pm.feed(p, ToPm::Dispose { cdo, answer: true });
     assert_eq!(out, [(p, done(Op::Dispose, cdo))]);
-    assert_eq!(pm.send(p, ToPm::Leave), [(p, FromPm::Bye)]);
+    assert_eq!(pm.feed(p, ToPm::Leave), [(p, FromPm::Bye)]);
     pm.m.disconnected(pm.now, p);
     assert_eq!(
         state_counts(&mut pm),
@@ -102,7 +102,7 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
     );
     let (_, transfer, _, len) = ticket_of(&out);
     assert_eq!(len, 9);
-    pm.send(c, transferred(transfer));
+    pm.feed(c, transferred(transfer));
 
     // Observers see it as the pool's, kept from the producer.
     let ls = Ls {
@@ -141,8 +141,8 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
 fn a_late_subscriber_hears_of_kept_cdos_as_the_pools_offers() {
     let mut pm = Pm::new();
     let (p, cdo) = offered_to_gfs(&mut pm, "field", Attributes::new());
-    pm.send(p, keep(cdo));
-    pm.send(p, ToPm::Leave);
+    pm.feed(p, keep(cdo));
+    pm.feed(p, ToPm::Leave);
     pm.m.disconnected(pm.now, p);
     let (t, _) = pm.join("tool");
     let options = pool_core::events::SubscribeOptions {
@@ -170,7 +170,7 @@ fn a_waiting_demand_is_served_from_the_producers_file_and_later_ones_from_the_ke
     assert!(gfs_path(&out).is_none(), "nothing offered yet: it waits");
     let (p, _) = pm.join("producer");
     let cdo = pm.declare(p, "late");
-    let out = pm.send(
+    let out = pm.feed(
         p,
         ToPm::SealOffer {
             cdo,
@@ -182,12 +182,12 @@ fn a_waiting_demand_is_served_from_the_producers_file_and_later_ones_from_the_ke
     // Ticketed at once from the producer's own file.
     assert_eq!(gfs_path(&out), Some(format!("/gfs/p/{cdo}")));
     let (_, first, _, _) = ticket_of(&out);
-    let out = pm.send(p, keep(cdo));
+    let out = pm.feed(p, keep(cdo));
     assert!(
         out.is_empty(),
         "the withdraw waits for the transfer in flight: {out:?}"
     );
-    let out = pm.send(c, transferred(first));
+    let out = pm.feed(c, transferred(first));
     assert!(out.contains(&(p, done(Op::Withdraw, cdo))), "{out:?}");
     // A second consumer gets the kept file.
     let (_, _, out) = demand(&mut pm, "late");
@@ -202,7 +202,7 @@ fn a_kept_cdo_ends_with_its_lifetime_its_file_only_once_nobody_reads_it() {
         (".maestro.core.cdo.persist".into(), AttrValue::Bool(true)),
     ]);
     let (p, cdo) = offered_to_gfs(&mut pm, "short", attrs);
-    pm.send(p, keep(cdo));
+    pm.feed(p, keep(cdo));
     assert_eq!(pm.m.poll_timeout(), Some(pm.now + Duration::from_secs(10)));
     // A consumer reads it as its lifetime ends.
     let (c, _, out) = demand(&mut pm, "short");
@@ -215,7 +215,7 @@ fn a_kept_cdo_ends_with_its_lifetime_its_file_only_once_nobody_reads_it() {
     );
     let (_, _, out) = demand(&mut pm, "short");
     assert!(gfs_path(&out).is_none(), "no longer offered: {out:?}");
-    pm.send(c, transferred(transfer));
+    pm.feed(c, transferred(transfer));
     let discarded = pm.m.take_discarded();
     let [
         KeptFile {
@@ -269,7 +269,7 @@ fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() 
     };
     // Another path than the CDO's file in the pool's directory.
     for path in ["/gfs/elsewhere/1".to_string(), format!("{KEEP}/../{cdo}")] {
-        let why = not_kept(pm.send(
+        let why = not_kept(pm.feed(
             p,
             ToPm::Withdraw {
                 cdo,
@@ -284,7 +284,7 @@ fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() 
 
     // An offer not written to the global file system.
     let (offer, _) = pm.offer(p, "rma", 8);
-    let why = not_kept(pm.send(p, keep(offer)));
+    let why = not_kept(pm.feed(p, keep(offer)));
     assert!(
         why.contains("not written to the global file system"),
         "{why}"
@@ -292,7 +292,7 @@ fn a_hand_over_the_pool_cannot_take_is_refused_saying_why_and_the_offer_stays() 
 
     // A PM that keeps no files says how to have it keep them.
     pm.m.set_keep_dir(None);
-    let why = not_kept(pm.send(p, keep(cdo)));
+    let why = not_kept(pm.feed(p, keep(cdo)));
     assert!(why.contains("--gfs-dir"), "{why}");
 }
 
@@ -304,9 +304,9 @@ fn kept_cdos_are_bounded_by_the_policy() {
         ..Default::default()
     });
     let (p, first) = offered_to_gfs(&mut pm, "a", Attributes::new());
-    assert_eq!(pm.send(p, keep(first)), [(p, done(Op::Withdraw, first))]);
+    assert_eq!(pm.feed(p, keep(first)), [(p, done(Op::Withdraw, first))]);
     let second = pm.declare(p, "b");
-    pm.send(
+    pm.feed(
         p,
         ToPm::SealOffer {
             cdo: second,
@@ -315,7 +315,7 @@ fn kept_cdos_are_bounded_by_the_policy() {
             extras: OfferExtras::default().with_gfs(producers_file(second)),
         },
     );
-    let out = pm.send(p, keep(second));
+    let out = pm.feed(p, keep(second));
     assert!(
         matches!(&out[..], [(_, FromPm::Refused { why: Refusal::NotKept(why), .. })] if why.contains("--max-kept-bytes")),
         "{out:?}"
@@ -330,10 +330,10 @@ fn an_app_discards_a_kept_name_unless_another_component_owns_it() {
         ..Default::default()
     });
     let (p, cdo) = offered_to_gfs(&mut pm, "owned/x", Attributes::new());
-    pm.send(p, keep(cdo));
+    pm.feed(p, keep(cdo));
     let (a, _) = pm.join("archiver");
     let discard = |pm: &mut Pm, conn, local| {
-        pm.send(
+        pm.feed(
             conn,
             ToPm::Discard {
                 local,

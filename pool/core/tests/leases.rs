@@ -72,15 +72,8 @@ fn is_release(m: &ToPm) -> bool {
 }
 
 fn withdraw(w: &mut World, app: usize, cdo: CdoId, tag: u32) {
-    w.timed(app, |k, now| {
-        k.call(
-            now,
-            (Op::Withdraw, cdo),
-            ToPm::Withdraw { cdo, keep: None },
-            tag,
-        )
-    })
-    .expect("withdraw");
+    w.timed(app, |k, now| k.withdraw(now, cdo, tag))
+        .expect("withdraw");
 }
 
 #[test]
@@ -305,13 +298,11 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
     w.pump();
     assert_eq!(w.manager.lease_count(), 0);
     // Its subscription gone, leases come again, at most the limit per app.
-    let unsubscribe = ToPm::Unsubscribe {
-        sub: match w.answer(auditor, 3) {
-            Some(Ok(sub)) => *sub,
-            other => panic!("{other:?}"),
-        },
+    let sub = match w.answer(auditor, 3) {
+        Some(Ok(sub)) => *sub,
+        other => panic!("{other:?}"),
     };
-    w.core(auditor).send(unsubscribe).expect("unsubscribe");
+    w.core(auditor).drop_subscription(sub);
     w.pump();
     w.manager.set_policy(Policy {
         max_leases: 1,
@@ -333,7 +324,7 @@ fn lease_then_withdraw(pm: &mut Pm, (p, c): (ConnId, ConnId), name: &str) -> (Cd
             _ => None,
         })
         .expect("a lease with the event");
-    let out = pm.send(
+    let out = pm.feed(
         p,
         ToPm::Withdraw {
             cdo: offer,
@@ -363,7 +354,7 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_lease_grace() {
     assert_eq!(pm.m.poll_timeout(), Some(pm.now + Duration::from_secs(1)));
     // A lease used for a CDO of another name is refused.
     let other = pm.declare(c, "g");
-    let out = pm.send(c, ToPm::UseLease { cdo: other, lease });
+    let out = pm.feed(c, ToPm::UseLease { cdo: other, lease });
     // Refusing its use gave it back: the withdraw completed.
     let refused = FromPm::Refused {
         op: Op::Demand,
@@ -381,7 +372,7 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_lease_grace() {
     assert_eq!(pm.m.lease_count(), 0);
     // Used late: refused, the demand is the PM's to serve.
     let late = pm.declare(c, "h");
-    let out = pm.send(c, ToPm::UseLease { cdo: late, lease });
+    let out = pm.feed(c, ToPm::UseLease { cdo: late, lease });
     assert!(
         matches!(&out[..], [(to, FromPm::Refused { why: Refusal::UnknownTransfer, .. })] if *to == c),
         "{out:?}"
@@ -389,7 +380,7 @@ fn a_holder_that_keeps_a_revoked_lease_is_abandoned_at_the_lease_grace() {
     // Used within the grace: the offer is held as by a transfer, to the transfer timeout.
     let (offer, lease) = lease_then_withdraw(&mut pm, (p, c), "k");
     let used = pm.declare(c, "k");
-    let out = pm.send(c, ToPm::UseLease { cdo: used, lease });
+    let out = pm.feed(c, ToPm::UseLease { cdo: used, lease });
     assert!(
         out.iter().all(|(to, _)| *to != p),
         "the withdraw waits: {out:?}"
@@ -466,9 +457,7 @@ fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
         Some(Ok(sub)) => *sub,
         other => panic!("{other:?}"),
     };
-    w.core(auditor)
-        .send(ToPm::Ack { sub, serial })
-        .expect("ack");
+    w.core(auditor).ack(sub, serial).expect("ack");
     w.pump();
     assert_eq!(w.answer(c, held), Some(&Ok(mine)));
     assert_eq!(

@@ -17,22 +17,22 @@ fn join_needs_the_secret_and_the_workflow() {
         name: "x".into(),
     };
     assert_eq!(
-        pm.send(c, early),
+        pm.feed(c, early),
         [(c, refused(Op::Declare, None, Refusal::NotJoined))]
     );
     assert_eq!(
-        pm.send(c, join_msg("p", b"forged")),
+        pm.feed(c, join_msg("p", b"forged")),
         [(c, refused(Op::Join, None, Refusal::BadProof))]
     );
     assert_eq!(pm.m.take_closing(), [c]);
     // Nothing is served after a refused join.
     assert_eq!(
-        pm.send(c, ToPm::Leave),
+        pm.feed(c, ToPm::Leave),
         [(c, refused(Op::Leave, None, Refusal::NotJoined))]
     );
     let (c2, _) = pm.connect();
     assert_eq!(
-        pm.send(c2, join_msg("p", &[])),
+        pm.feed(c2, join_msg("p", &[])),
         [(c2, refused(Op::Join, None, Refusal::BadProof))]
     );
     let (c3, n3) = pm.connect();
@@ -41,20 +41,20 @@ fn join_needs_the_secret_and_the_workflow() {
         j.workflow = "other".into();
     }
     assert_eq!(
-        pm.send(c3, other),
+        pm.feed(c3, other),
         [(c3, refused(Op::Join, None, Refusal::WrongWorkflow))]
     );
     // A proof for another nonce is refused too.
     let (c5, _) = pm.connect();
     let replay = prove(SECRET, &n3, "wf", "p", 0);
     assert_eq!(
-        pm.send(c5, join_msg("p", &replay)),
+        pm.feed(c5, join_msg("p", &replay)),
         [(c5, refused(Op::Join, None, Refusal::BadProof))]
     );
     let (c4, app) = pm.join("p");
     assert_eq!(pm.m.app_identity(app), Some(("p", 0)));
     assert_eq!(
-        pm.send(c4, join_msg("p", &[])),
+        pm.feed(c4, join_msg("p", &[])),
         [(c4, refused(Op::Join, None, Refusal::DuplicateJoin))]
     );
     assert_eq!(pm.m.app_count(), 1);
@@ -71,7 +71,7 @@ fn provider_life_and_its_refusals() {
         name: String::new(),
     };
     assert_eq!(
-        pm.send(p, empty),
+        pm.feed(p, empty),
         [(p, refused(Op::Declare, Some(first), Refusal::BadName))]
     );
     // Ids are the app's own: another app's, its app id alone, or one in use are refused.
@@ -83,7 +83,7 @@ fn provider_life_and_its_refusals() {
             name: "t".into(),
         };
         assert_eq!(
-            pm.send(p, msg),
+            pm.feed(p, msg),
             [(p, refused(Op::Declare, Some(bad), Refusal::BadCdoId))]
         );
     }
@@ -93,7 +93,7 @@ fn provider_life_and_its_refusals() {
         name: "u".into(),
     };
     assert_eq!(
-        pm.send(p, again),
+        pm.feed(p, again),
         [(p, refused(Op::Declare, Some(cdo), Refusal::BadCdoId))]
     );
     assert_eq!(
@@ -106,21 +106,21 @@ fn provider_life_and_its_refusals() {
         extras: OfferExtras::default(),
     };
     assert_eq!(
-        pm.send(p, offer.clone()),
+        pm.feed(p, offer.clone()),
         [(
             p,
             refused(Op::Offer, Some(cdo), wrong(Op::Offer, "declared"))
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Withdraw { cdo, keep: None }),
+        pm.feed(p, ToPm::Withdraw { cdo, keep: None }),
         [(
             p,
             refused(Op::Withdraw, Some(cdo), wrong(Op::Withdraw, "declared"))
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Retract { cdo }),
+        pm.feed(p, ToPm::Retract { cdo }),
         [(
             p,
             refused(Op::Retract, Some(cdo), wrong(Op::Retract, "declared"))
@@ -131,44 +131,44 @@ fn provider_life_and_its_refusals() {
         pm.seal(p, cdo),
         [(p, refused(Op::Seal, Some(cdo), wrong(Op::Seal, "sealed")))]
     );
-    assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
+    assert_eq!(pm.feed(p, offer), [(p, done(Op::Offer, cdo))]);
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo, answer: true }),
+        pm.feed(p, ToPm::Dispose { cdo, answer: true }),
         [(
             p,
             refused(Op::Dispose, Some(cdo), wrong(Op::Dispose, "offered"))
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Require { cdo }),
+        pm.feed(p, ToPm::Require { cdo }),
         [(
             p,
             refused(Op::Require, Some(cdo), wrong(Op::Require, "offered"))
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Withdraw { cdo, keep: None }),
+        pm.feed(p, ToPm::Withdraw { cdo, keep: None }),
         [(p, done(Op::Withdraw, cdo))]
     );
     assert_eq!(
-        pm.send(p, ToPm::Withdraw { cdo, keep: None }),
+        pm.feed(p, ToPm::Withdraw { cdo, keep: None }),
         [(
             p,
             refused(Op::Withdraw, Some(cdo), wrong(Op::Withdraw, "withdrawn"))
         )]
     );
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo, answer: true }),
+        pm.feed(p, ToPm::Dispose { cdo, answer: true }),
         [(p, done(Op::Dispose, cdo))]
     );
     // A dispose that asks for no answer gets none, unless refused.
     assert_eq!(
-        pm.send(p, ToPm::Dispose { cdo, answer: false }),
+        pm.feed(p, ToPm::Dispose { cdo, answer: false }),
         [(p, refused(Op::Dispose, Some(cdo), Refusal::UnknownCdo))]
     );
     let quiet = pm.declare(p, "q");
     assert!(
-        pm.send(
+        pm.feed(
             p,
             ToPm::Dispose {
                 cdo: quiet,
@@ -187,7 +187,7 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
     let (c, _) = pm.join("consumer");
     let want = pm.declare(c, "t");
     assert!(
-        pm.send(c, ToPm::Demand { cdo: want }).is_empty(),
+        pm.feed(c, ToPm::Demand { cdo: want }).is_empty(),
         "nothing offered yet"
     );
     let (_, out) = pm.offer(p, "t", 4096);
@@ -195,14 +195,14 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
     assert_eq!((to, cdo, len), (c, want, 4096));
     assert!(completes_demand(&out), "issued for a demand: {out:?}");
     assert_eq!(
-        pm.send(c, ToPm::Demand { cdo: want }),
+        pm.feed(c, ToPm::Demand { cdo: want }),
         [(
             c,
             refused(Op::Demand, Some(want), wrong(Op::Demand, "in transfer"))
         )]
     );
     assert_eq!(
-        pm.send(
+        pm.feed(
             c,
             ToPm::Dispose {
                 cdo: want,
@@ -216,18 +216,18 @@ fn a_demand_waits_for_the_offer_then_gets_a_ticket_and_ready() {
     );
     let ok = transferred(transfer);
     assert!(
-        pm.send(c, ok.clone()).is_empty(),
+        pm.feed(c, ok.clone()).is_empty(),
         "the transfer's end completed the demand at the consumer"
     );
     assert_eq!(
-        pm.send(c, ok),
+        pm.feed(c, ok),
         [(
             c,
             refused(Op::TransferDone, Some(transfer), Refusal::UnknownTransfer)
         )]
     );
     assert_eq!(
-        pm.send(
+        pm.feed(
             c,
             ToPm::Dispose {
                 cdo: want,
@@ -245,11 +245,11 @@ fn require_moves_data_early_and_demand_then_returns_at_once() {
     let (c, _) = pm.join("consumer");
     let want = pm.declare(c, "t");
     assert_eq!(
-        pm.send(c, ToPm::Require { cdo: want }),
+        pm.feed(c, ToPm::Require { cdo: want }),
         [(c, done(Op::Require, want))]
     );
     assert_eq!(
-        pm.send(c, ToPm::Require { cdo: want }),
+        pm.feed(c, ToPm::Require { cdo: want }),
         [(
             c,
             refused(Op::Require, Some(want), wrong(Op::Require, "required"))
@@ -259,11 +259,11 @@ fn require_moves_data_early_and_demand_then_returns_at_once() {
     let (_, transfer, _, _) = ticket_of(&out);
     assert!(!completes_demand(&out), "a require's ticket: {out:?}");
     assert!(
-        pm.send(c, transferred(transfer)).is_empty(),
+        pm.feed(c, transferred(transfer)).is_empty(),
         "not demanded yet"
     );
     assert_eq!(
-        pm.send(c, ToPm::Demand { cdo: want }),
+        pm.feed(c, ToPm::Demand { cdo: want }),
         [(c, FromPm::Ready { cdo: want })]
     );
 }
@@ -274,9 +274,9 @@ fn retract_cancels_a_waiting_require() {
     let (c, _) = pm.join("consumer");
     let (p, _) = pm.join("producer");
     let want = pm.declare(c, "t");
-    pm.send(c, ToPm::Require { cdo: want });
+    pm.feed(c, ToPm::Require { cdo: want });
     assert_eq!(
-        pm.send(c, ToPm::Retract { cdo: want }),
+        pm.feed(c, ToPm::Retract { cdo: want }),
         [(c, done(Op::Retract, want))]
     );
     // A later offer tickets nobody.
@@ -291,9 +291,9 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
     let (c, _) = pm.join("consumer");
     let (offer, _) = pm.offer(p, "t", 1 << 20);
     let want = pm.declare(c, "t");
-    let (_, transfer, _, _) = ticket_of(&pm.send(c, ToPm::Demand { cdo: want }));
+    let (_, transfer, _, _) = ticket_of(&pm.feed(c, ToPm::Demand { cdo: want }));
     assert!(
-        pm.send(
+        pm.feed(
             p,
             ToPm::Withdraw {
                 cdo: offer,
@@ -304,7 +304,7 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
         "withdraw must wait"
     );
     assert_eq!(
-        pm.send(
+        pm.feed(
             p,
             ToPm::Dispose {
                 cdo: offer,
@@ -320,7 +320,7 @@ fn withdraw_waits_for_the_transfer_in_flight_and_loses_no_demand() {
             )
         )]
     );
-    let out = pm.send(c, transferred(transfer));
+    let out = pm.feed(c, transferred(transfer));
     assert_eq!(out, [(p, done(Op::Withdraw, offer))]);
 }
 
@@ -335,8 +335,8 @@ fn several_providers_share_the_load_and_attributes_travel() {
     let (c2, _) = pm.join("c2");
     let w1 = pm.declare(c1, "t");
     let w2 = pm.declare(c2, "t");
-    let out1 = pm.send(c1, ToPm::Demand { cdo: w1 });
-    let out2 = pm.send(c2, ToPm::Demand { cdo: w2 });
+    let out1 = pm.feed(c1, ToPm::Demand { cdo: w1 });
+    let out2 = pm.feed(c2, ToPm::Demand { cdo: w2 });
     let (source1, attrs1) = match &out1[0].1 {
         FromPm::Ticket {
             source, attributes, ..
@@ -356,7 +356,7 @@ fn several_providers_share_the_load_and_attributes_travel() {
     let (_, t2, _, _) = ticket_of(&out2);
     assert_ne!(t1, t2);
     for (c, transfer) in [(c1, t1), (c2, t2)] {
-        let out = pm.send(c, transferred(transfer));
+        let out = pm.feed(c, transferred(transfer));
         assert!(out.is_empty(), "{out:?}");
     }
 }
@@ -367,12 +367,12 @@ fn zero_length_cdos_synchronise() {
     let (p, _) = pm.join("syphon");
     let (c, _) = pm.join("producer");
     let want = pm.declare(c, "READY");
-    assert!(pm.send(c, ToPm::Demand { cdo: want }).is_empty());
+    assert!(pm.feed(c, ToPm::Demand { cdo: want }).is_empty());
     let (_, out) = pm.offer(p, "READY", 0);
     let (_, transfer, _, len) = ticket_of(&out);
     assert_eq!(len, 0);
     assert!(completes_demand(&out));
-    assert!(pm.send(c, transferred(transfer)).is_empty());
+    assert!(pm.feed(c, transferred(transfer)).is_empty());
 }
 
 #[test]
@@ -382,15 +382,15 @@ fn a_demand_during_a_required_transfer_is_answered_by_ready_at_its_end() {
     let (c, _) = pm.join("consumer");
     pm.offer(p, "t", 64);
     let want = pm.declare(c, "t");
-    let out = pm.send(c, ToPm::Require { cdo: want });
+    let out = pm.feed(c, ToPm::Require { cdo: want });
     let (_, transfer, _, _) = ticket_of(&out);
     assert!(!completes_demand(&out), "{out:?}");
     assert!(
-        pm.send(c, ToPm::Demand { cdo: want }).is_empty(),
+        pm.feed(c, ToPm::Demand { cdo: want }).is_empty(),
         "in flight"
     );
     assert_eq!(
-        pm.send(c, transferred(transfer)),
+        pm.feed(c, transferred(transfer)),
         [(c, FromPm::Ready { cdo: want })]
     );
 }
@@ -402,15 +402,15 @@ fn leave_waits_for_what_consumers_need_then_says_bye() {
     let (c, _) = pm.join("consumer");
     pm.offer(p, "t", 8);
     let want = pm.declare(c, "t");
-    let (_, transfer, _, _) = ticket_of(&pm.send(c, ToPm::Require { cdo: want }));
+    let (_, transfer, _, _) = ticket_of(&pm.feed(c, ToPm::Require { cdo: want }));
     assert!(
-        pm.send(p, ToPm::Leave).is_empty(),
+        pm.feed(p, ToPm::Leave).is_empty(),
         "a transfer still reads from the producer"
     );
-    assert_eq!(pm.send(c, transferred(transfer)), [(p, FromPm::Bye)]);
+    assert_eq!(pm.feed(c, transferred(transfer)), [(p, FromPm::Bye)]);
     assert_eq!(pm.m.take_closing(), [p]);
     // A consumer with nothing pending leaves at once.
-    assert_eq!(pm.send(c, ToPm::Leave), [(c, FromPm::Bye)]);
+    assert_eq!(pm.feed(c, ToPm::Leave), [(c, FromPm::Bye)]);
     assert_eq!(pm.m.app_count(), 0);
 }
 
@@ -426,10 +426,10 @@ fn a_dead_provider_is_replaced_or_its_demands_fail() {
     let shared = pm.declare(c, "shared");
     let demanded = pm.declare(c, "only");
     let required = pm.declare(c, "only");
-    ticket_of(&pm.send(c, ToPm::Demand { cdo: shared }));
-    ticket_of(&pm.send(c, ToPm::Demand { cdo: demanded }));
+    ticket_of(&pm.feed(c, ToPm::Demand { cdo: shared }));
+    ticket_of(&pm.feed(c, ToPm::Demand { cdo: demanded }));
     // The require of "only" waits behind nothing: it gets its own ticket from p1 too.
-    ticket_of(&pm.send(c, ToPm::Require { cdo: required }));
+    ticket_of(&pm.feed(c, ToPm::Require { cdo: required }));
     pm.m.disconnected(pm.now, p1);
     let out = pm.drain();
     assert!(
@@ -461,13 +461,13 @@ fn a_failed_transfer_is_retried_from_another_provider() {
     pm.offer(p2, "t", 8);
     let (c, _) = pm.join("c");
     let want = pm.declare(c, "t");
-    let (_, first, _, _) = ticket_of(&pm.send(c, ToPm::Demand { cdo: want }));
+    let (_, first, _, _) = ticket_of(&pm.feed(c, ToPm::Demand { cdo: want }));
     let failed = ToPm::TransferDone {
         transfer: first,
         error: Some("peer gone".into()),
         direct: None,
     };
-    let (_, second, _, _) = ticket_of(&pm.send(c, failed));
+    let (_, second, _, _) = ticket_of(&pm.feed(c, failed));
     assert_ne!(first, second);
     // When every provider failed, the demand waits (no ticket) for another offer.
     let again = ToPm::TransferDone {
@@ -475,7 +475,7 @@ fn a_failed_transfer_is_retried_from_another_provider() {
         error: Some("again".into()),
         direct: None,
     };
-    assert!(pm.send(c, again).is_empty());
+    assert!(pm.feed(c, again).is_empty());
 }
 
 /// The source the PM plans for a consumer joined with (host, process, endpoint) reading an
@@ -489,7 +489,7 @@ fn plan(
     let (c, _) = pm.join_at("c", consumer.0, consumer.1, consumer.2);
     pm.offer(p, "x", 64);
     let want = pm.declare(c, "x");
-    let out = pm.send(c, ToPm::Demand { cdo: want });
+    let out = pm.feed(c, ToPm::Demand { cdo: want });
     match &out[0].1 {
         FromPm::Ticket { source, .. } => source.clone(),
         other => panic!("{other:?}"),
@@ -540,7 +540,7 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
     let (q, _) = pm.join_at("q", "n3", 3, None);
     let (offer, _) = pm.offer(p, "x", 10);
     let want = pm.declare(c, "x");
-    let out = pm.send(c, ToPm::Demand { cdo: want });
+    let out = pm.feed(c, ToPm::Demand { cdo: want });
     let (_, transfer, _, len) = ticket_of(&out);
     assert_eq!(len, 10);
     let fetch = |offset, len| ToPm::Fetch {
@@ -550,7 +550,7 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
     };
     // The consumer's fetch becomes the provider's serve request.
     assert_eq!(
-        pm.send(c, fetch(0, 6)),
+        pm.feed(c, fetch(0, 6)),
         [(
             p,
             FromPm::Serve {
@@ -563,15 +563,15 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
     );
     // Outside the CDO, or by someone else: refused.
     assert_eq!(
-        pm.send(c, fetch(6, 5)),
+        pm.feed(c, fetch(6, 5)),
         [(c, refused(Op::Fetch, Some(transfer), Refusal::BadRange))]
     );
     assert_eq!(
-        pm.send(c, fetch(u64::MAX, 2)),
+        pm.feed(c, fetch(u64::MAX, 2)),
         [(c, refused(Op::Fetch, Some(transfer), Refusal::BadRange))]
     );
     assert_eq!(
-        pm.send(q, fetch(0, 1)),
+        pm.feed(q, fetch(0, 1)),
         [(
             q,
             refused(Op::Fetch, Some(transfer), Refusal::UnknownTransfer)
@@ -585,18 +585,18 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
     };
     let chunk = |offset, data: &[u8]| ToPm::Chunk(piece(offset, data));
     assert_eq!(
-        pm.send(p, chunk(0, b"abcdef")),
+        pm.feed(p, chunk(0, b"abcdef")),
         [(c, FromPm::Chunk(piece(0, b"abcdef")))]
     );
     assert_eq!(
-        pm.send(c, chunk(0, b"x")),
+        pm.feed(c, chunk(0, b"x")),
         [(
             c,
             refused(Op::Chunk, Some(transfer), Refusal::UnknownTransfer)
         )]
     );
     assert_eq!(
-        pm.send(p, chunk(8, b"xyz")),
+        pm.feed(p, chunk(8, b"xyz")),
         [(p, refused(Op::Chunk, Some(transfer), Refusal::BadRange))]
     );
     // An RMA transfer is no stream: fetching it is refused.
@@ -604,10 +604,10 @@ fn stream_transfers_are_relayed_in_checked_pieces() {
     let (p2, _) = pm.join_at("p2", "n1", 10, Some(shm("p2")));
     pm.offer(p2, "y", 4);
     let w2 = pm.declare(c2, "y");
-    let out = pm.send(c2, ToPm::Demand { cdo: w2 });
+    let out = pm.feed(c2, ToPm::Demand { cdo: w2 });
     let (_, rma, _, _) = ticket_of(&out);
     assert_eq!(
-        pm.send(
+        pm.feed(
             c2,
             ToPm::Fetch {
                 transfer: rma,

@@ -58,7 +58,7 @@ fn transport_events_say_how_and_why() {
     let detail = |pm: &mut Pm, from: ConnId, to: ConnId, name: &str| {
         pm.offer(from, name, 64);
         let want = pm.declare(to, name);
-        let out = pm.send(to, ToPm::Demand { cdo: want });
+        let out = pm.feed(to, ToPm::Demand { cdo: want });
         events_to(&out, s)[0].detail.clone()
     };
     assert!(
@@ -155,9 +155,9 @@ fn transfers_take_the_next_common_network_when_the_chosen_nics_cannot() {
             region,
             extras,
         };
-        assert_eq!(pm.send(p, offer), [(p, done(Op::Offer, cdo))]);
+        assert_eq!(pm.feed(p, offer), [(p, done(Op::Offer, cdo))]);
         let want = pm.declare(c, name);
-        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let out = pm.feed(c, ToPm::Demand { cdo: want });
         let source = out
             .iter()
             .find_map(|(_, m)| match m {
@@ -224,7 +224,7 @@ fn of_several_offers_the_one_a_consumer_reads_directly_comes_first() {
             region,
             extras,
         };
-        assert_eq!(pm.send(archive, offer), [(archive, done(Op::Offer, cdo))]);
+        assert_eq!(pm.feed(archive, offer), [(archive, done(Op::Offer, cdo))]);
     };
     pm.offer(forecast, "only-forecast", 64);
     assert_eq!(pm.ticket_kind(product, "only-forecast"), "stream");
@@ -236,7 +236,7 @@ fn of_several_offers_the_one_a_consumer_reads_directly_comes_first() {
     pm.offer(forecast, "either", 64);
     archived(&mut pm, "either");
     let want = pm.declare(archive_reader, "either");
-    let out = pm.send(archive_reader, ToPm::Demand { cdo: want });
+    let out = pm.feed(archive_reader, ToPm::Demand { cdo: want });
     let from = out
         .iter()
         .find_map(|(_, m)| match m {
@@ -266,7 +266,7 @@ fn an_app_reports_what_its_pmix_host_saw() {
     pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
     let (a, _) = pm.join("other-job");
     let lost = FabricChange::Other("PMIx event PROC-ABORTED for process job:3".into());
-    let out = pm.send(a, ToPm::Report { change: lost });
+    let out = pm.feed(a, ToPm::Report { change: lost });
     assert_eq!(
         events_to(&out, s)[0].detail,
         "PMIx event PROC-ABORTED for process job:3"
@@ -280,6 +280,6 @@ fn an_app_reports_what_its_pmix_host_saw() {
         addresses: vec!["10.9.0.1/16".parse().expect("subnet")],
         up: false,
     };
-    let out = pm.send(a, ToPm::Report { change: link });
+    let out = pm.feed(a, ToPm::Report { change: link });
     assert_eq!(events_to(&out, s)[0].detail, "link ib0 down (10.9.0.1/16)");
 }

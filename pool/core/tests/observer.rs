@@ -38,7 +38,7 @@ impl Pm {
 
     /// Asks `query` on `conn` and returns the answer.
     fn ask(&mut self, conn: ConnId, query: Query) -> View {
-        match self.send(conn, ToPm::Query { id: 9, query }).as_slice() {
+        match self.feed(conn, ToPm::Query { id: 9, query }).as_slice() {
             [(c, FromPm::View { id: 9, view })] if *c == conn => (**view).clone(),
             other => panic!("query: {other:?}"),
         }
@@ -72,7 +72,7 @@ impl Pm {
 
     fn demand(&mut self, conn: ConnId, name: &str) -> (CdoId, Vec<(ConnId, FromPm)>) {
         let cdo = self.declare(conn, name);
-        (cdo, self.send(conn, ToPm::Demand { cdo }))
+        (cdo, self.feed(conn, ToPm::Demand { cdo }))
     }
 }
 
@@ -114,7 +114,7 @@ fn an_observer_sees_exactly_what_the_apps_did_and_is_no_app() {
         (t.transport, t.nic.as_deref(), t.provider.as_deref()),
         (Transport::Rma, Some("hfi1_0"), Some("shm"))
     );
-    pm.send(c, transferred(transfer));
+    pm.feed(c, transferred(transfer));
     let (waiting, _) = pm.demand(c, "z");
 
     let s = pm.status(o);
@@ -214,7 +214,7 @@ fn an_observer_may_change_nothing_and_needs_the_secret() {
             ),
         )]
     };
-    let out = pm.send(
+    let out = pm.feed(
         o,
         ToPm::Declare {
             cdo: 5,
@@ -227,11 +227,11 @@ fn an_observer_may_change_nothing_and_needs_the_secret() {
         (ToPm::Withdraw { cdo, keep: None }, Op::Withdraw),
         (ToPm::Require { cdo }, Op::Require),
     ] {
-        assert_eq!(pm.send(o, msg), read_only(op, Some(cdo)));
+        assert_eq!(pm.feed(o, msg), read_only(op, Some(cdo)));
     }
     assert_eq!(pm.m.cdo_count(), 1, "nothing changed");
     // An app may not query.
-    let out = pm.send(
+    let out = pm.feed(
         p,
         ToPm::Query {
             id: 1,
@@ -247,7 +247,7 @@ fn an_observer_may_change_nothing_and_needs_the_secret() {
     assert_eq!(out, [(bad, refused(Op::Join, None, Refusal::BadProof))]);
     assert_eq!(pm.m.take_closing(), [bad]);
     // LEAVE says goodbye.
-    assert_eq!(pm.send(o, ToPm::Leave), [(o, FromPm::Bye)]);
+    assert_eq!(pm.feed(o, ToPm::Leave), [(o, FromPm::Bye)]);
     assert_eq!(pm.m.take_closing(), [o]);
 }
 
@@ -293,7 +293,7 @@ fn listing_pages_through_every_matching_cdo_once() {
         for conn in [a, b] {
             let cdo = pm.declare(conn, &format!("cdo-{i}"));
             let attributes = Attributes::from([(".user.step".to_string(), AttrValue::Int(i % 2))]);
-            pm.send(conn, ToPm::Seal { cdo, attributes });
+            pm.feed(conn, ToPm::Seal { cdo, attributes });
             if i % 2 == 1 {
                 odd.push(cdo);
             }
@@ -359,7 +359,7 @@ fn one_listing_looks_at_a_bounded_number_of_ids() {
     for i in 0..n {
         let cdo = pm.declare(a, &format!("c{i}"));
         if i + 3 < n {
-            pm.send(a, ToPm::Dispose { cdo, answer: false });
+            pm.feed(a, ToPm::Dispose { cdo, answer: false });
         }
         last = cdo;
     }
@@ -381,7 +381,7 @@ fn a_failed_transfer_shows_with_its_reason() {
     pm.offer(p, "a", 64);
     let (_, out) = pm.demand(c, "a");
     let (_, transfer, _, _) = ticket_of(&out);
-    pm.send(
+    pm.feed(
         c,
         ToPm::TransferDone {
             transfer,
@@ -422,9 +422,9 @@ fn a_late_subscriber_asking_for_the_current_state_misses_nothing() {
     let declared = pm.declare(p, "a");
     let sealed = pm.sealed(p, "b", 1);
     let offered = pm.sealed(p, "c", 1);
-    pm.send(p, offer_msg(offered, 10));
+    pm.feed(p, offer_msg(offered, 10));
     let other = pm.sealed(p, "d", 2);
-    pm.send(p, offer_msg(other, 10));
+    pm.feed(p, offer_msg(other, 10));
     let (waiting, _) = pm.demand(c, "x");
     let (t, _) = pm.join("tracer");
     let replay = SubscribeOptions {
@@ -481,4 +481,62 @@ fn a_late_subscriber_asking_for_the_current_state_misses_nothing() {
     // Without the option: nothing from before.
     let (_, out) = pm.subscribe_seeing(t, EventKind::Offer, "", SubscribeOptions::default());
     assert!(events_to(&out, t).is_empty());
+}
+
+#[test]
+fn an_observers_core_numbers_its_questions_and_takes_only_the_answer_to_the_last() {
+    use pool_core::client::{CallError, ObserverCore};
+    use pool_core::sim::{self, Plain};
+    let now = std::time::Instant::now();
+    let mut m = sim::manager(now);
+    let mut join = sim::join_message("maestro-pool");
+    (join.role, join.endpoint, join.memory) = (Role::Observer, None, None);
+    let (core, _) = sim::join::<Plain>(
+        &mut m,
+        (now, 1, [1; 32]),
+        join,
+        sim::SECRET,
+        sim::CALL_TIMEOUT,
+    );
+    assert!(matches!(core.joined(), Some(Ok(_))), "{:?}", core.joined());
+    let mut observer = ObserverCore::default();
+    let ask = |m: &mut pool_core::Manager, observer: &mut ObserverCore, query| {
+        let asked = observer.ask(query);
+        m.handle(now, 1, asked);
+        let (to, answer) = m.poll_output().expect("answered");
+        assert_eq!(to, 1);
+        observer.answer(answer)
+    };
+    let Ok(View::Status(s)) = ask(&mut m, &mut observer, Query::Status) else {
+        panic!("no status");
+    };
+    assert!(s.apps.is_empty(), "an observer is no app");
+    // Asked twice: the answer to the first is not the second's.
+    let first = observer.ask(Query::Status);
+    m.handle(now, 1, first);
+    let stale = m.poll_output().expect("answered").1;
+    let _second = observer.ask(Query::Status);
+    let e = observer.answer(stale).expect_err("stale");
+    assert!(
+        matches!(&e, CallError::Protocol(t) if t.contains("instead of the answer to query 3")),
+        "{e}"
+    );
+    // An answer nobody asked for.
+    let e = observer.answer(FromPm::Bye).expect_err("unasked");
+    assert!(e.to_string().contains("when no query was asked"), "{e}");
+    // An app's connection is refused every query, and the core says so.
+    let (app, _) = sim::join::<Plain>(
+        &mut m,
+        (now, 2, [2; 32]),
+        sim::join_message("app"),
+        sim::SECRET,
+        sim::CALL_TIMEOUT,
+    );
+    assert!(matches!(app.joined(), Some(Ok(_))));
+    m.handle(now, 2, observer.ask(Query::Status));
+    let refused = observer.answer(m.poll_output().expect("answered").1);
+    assert!(
+        matches!(refused, Err(CallError::Refused { op: Op::Query, .. })),
+        "{refused:?}"
+    );
 }

@@ -36,7 +36,7 @@ fn an_app_holds_at_most_its_bytes_and_gets_them_back_at_dispose() {
     let mut cdos = Vec::new();
     loop {
         let cdo = pm.next_cdo(a);
-        let out = pm.send(
+        let out = pm.feed(
             a,
             ToPm::Declare {
                 cdo,
@@ -59,10 +59,10 @@ fn an_app_holds_at_most_its_bytes_and_gets_them_back_at_dispose() {
     pm.declare(b, "fine");
     // Disposing gives the bytes back.
     for cdo in cdos.drain(..5) {
-        pm.send(a, ToPm::Dispose { cdo, answer: false });
+        pm.feed(a, ToPm::Dispose { cdo, answer: false });
     }
     let cdo = pm.next_cdo(a);
-    assert!(pm.send(a, ToPm::Declare { cdo, name }).is_empty());
+    assert!(pm.feed(a, ToPm::Declare { cdo, name }).is_empty());
 }
 
 fn policy_cdo_cost() -> usize {
@@ -78,7 +78,7 @@ fn attributes_and_subscriptions_are_bounded() {
     let (a, _) = pm.join("big");
     let cdo = pm.declare(a, "x");
     let big = Attributes::from([(".user.blob".to_string(), AttrValue::Blob(vec![0; 2000]))]);
-    let out = pm.send(
+    let out = pm.feed(
         a,
         ToPm::Seal {
             cdo,
@@ -86,7 +86,7 @@ fn attributes_and_subscriptions_are_bounded() {
         },
     );
     assert!(is_quota(&out, Op::Seal), "{out:?}");
-    let out = pm.send(
+    let out = pm.feed(
         a,
         ToPm::SealOffer {
             cdo,
@@ -99,7 +99,7 @@ fn attributes_and_subscriptions_are_bounded() {
     // Within the limit it seals.
     let fine = Attributes::from([(".user.blob".to_string(), AttrValue::Blob(vec![0; 100]))]);
     assert_eq!(
-        pm.send(
+        pm.feed(
             a,
             ToPm::Seal {
                 cdo,
@@ -116,10 +116,10 @@ fn attributes_and_subscriptions_are_bounded() {
         selector: Box::new(Expr::All),
         options: SubscribeOptions::default(),
     };
-    assert!(is_quota(&pm.send(a, third.clone()), Op::Subscribe));
-    pm.send(a, ToPm::Unsubscribe { sub: second });
+    assert!(is_quota(&pm.feed(a, third.clone()), Op::Subscribe));
+    pm.feed(a, ToPm::Unsubscribe { sub: second });
     assert!(matches!(
-        pm.send(a, third).as_slice(),
+        pm.feed(a, third).as_slice(),
         [(_, FromPm::Subscribed { .. })]
     ));
 }
@@ -132,7 +132,7 @@ fn owned_names_are_offered_by_their_component_only() {
     let (producer, _) = pm.join("producer");
     let (consumer, _) = pm.join("consumer");
     let evil = pm.sealed(mallory, "field-7", 1);
-    let out = pm.send(mallory, offer_msg(evil, 8));
+    let out = pm.feed(mallory, offer_msg(evil, 8));
     assert!(
         matches!(&out[..], [(_, FromPm::Refused { op: Op::Offer, why: Refusal::NotAllowed(why), .. })] if why.contains("\"producer\"")),
         "{out:?}"
@@ -140,17 +140,17 @@ fn owned_names_are_offered_by_their_component_only() {
     // Unowned names are anybody's; the owner offers its own.
     let other = pm.sealed(mallory, "scratch", 1);
     assert_eq!(
-        pm.send(mallory, offer_msg(other, 8)),
+        pm.feed(mallory, offer_msg(other, 8)),
         [(mallory, done(Op::Offer, other))]
     );
     let good = pm.sealed(producer, "field-7", 1);
     assert_eq!(
-        pm.send(producer, offer_msg(good, 8)),
+        pm.feed(producer, offer_msg(good, 8)),
         [(producer, done(Op::Offer, good))]
     );
     // The consumer's ticket names the provider.
     let want = pm.declare(consumer, "field-7");
-    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let out = pm.feed(consumer, ToPm::Demand { cdo: want });
     let provider = out.iter().find_map(|(_, m)| match m {
         FromPm::Ticket { provider, .. } => Some(provider.to_string()),
         _ => None,
@@ -166,18 +166,18 @@ fn a_transfer_that_pins_a_withdrawn_offer_is_abandoned_at_its_deadline() {
     let (pinner, _) = pm.join("pinner");
     let (honest, _) = pm.join("honest");
     let cdo = pm.sealed(p, "data", 1);
-    pm.send(p, offer_msg(cdo, 64));
+    pm.feed(p, offer_msg(cdo, 64));
     // The pinner takes a ticket and never reports the transfer done.
     let want = pm.declare(pinner, "data");
-    let (_, transfer, ..) = ticket_of(&pm.send(pinner, ToPm::Demand { cdo: want }));
+    let (_, transfer, ..) = ticket_of(&pm.feed(pinner, ToPm::Demand { cdo: want }));
     assert_eq!(pm.m.poll_timeout(), None, "no deadline while nobody waits");
     // An honest consumer waits for the same name.
     let waits = pm.declare(honest, "data");
-    let out = pm.send(honest, ToPm::Demand { cdo: waits });
+    let out = pm.feed(honest, ToPm::Demand { cdo: waits });
     let (_, honest_transfer, ..) = ticket_of(&out);
-    pm.send(honest, transferred(honest_transfer));
+    pm.feed(honest, transferred(honest_transfer));
     // The provider withdraws: pinned until the deadline, then released.
-    assert!(pm.send(p, ToPm::Withdraw { cdo, keep: None }).is_empty());
+    assert!(pm.feed(p, ToPm::Withdraw { cdo, keep: None }).is_empty());
     assert_eq!(pm.m.poll_timeout(), Some(pm.at(60_000_000_000)));
     pm.m.handle_timeout(pm.at(59_000_000_000));
     assert!(pm.drain().is_empty());
@@ -190,7 +190,7 @@ fn a_transfer_that_pins_a_withdrawn_offer_is_abandoned_at_its_deadline() {
         "{out:?}"
     );
     assert_eq!(
-        pm.send(pinner, transferred(transfer)),
+        pm.feed(pinner, transferred(transfer)),
         [(
             pinner,
             refused(Op::TransferDone, Some(transfer), Refusal::UnknownTransfer)
@@ -217,7 +217,7 @@ fn memory_is_announced_only_by_the_process_it_names() {
         j.process = 555;
     }
     assert!(matches!(
-        pm.send(conn, msg)[..],
+        pm.feed(conn, msg)[..],
         [(_, FromPm::Welcome { .. })]
     ));
     pm.apps.insert(conn, (1, *cdo_ids(1).start() - 1));
@@ -231,7 +231,7 @@ fn memory_is_announced_only_by_the_process_it_names() {
         j.process = 666;
         j.memory = Some(memory_of("producer"));
     }
-    let app = match pm.send(conn2, msg)[..] {
+    let app = match pm.feed(conn2, msg)[..] {
         [(_, FromPm::Welcome { app, .. })] => app,
         ref other => panic!("{other:?}"),
     };
@@ -247,16 +247,16 @@ fn memory_is_announced_only_by_the_process_it_names() {
         j.memory = Some(memory_of("producer"));
     }
     assert!(matches!(
-        pm.send(conn3, msg)[..],
+        pm.feed(conn3, msg)[..],
         [(_, FromPm::Welcome { .. })]
     ));
     // A consumer gets mallory's offer by shared memory but never "straight from the
     // producer's memory".
     let (consumer, _) = pm.join("consumer");
     let evil = pm.sealed(conn2, "x", 1);
-    pm.send(conn2, offer_msg(evil, 4096));
+    pm.feed(conn2, offer_msg(evil, 4096));
     let want = pm.declare(consumer, "x");
-    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let out = pm.feed(consumer, ToPm::Demand { cdo: want });
     let memory = out.iter().find_map(|(_, m)| match m {
         FromPm::Ticket {
             source: Source::Rma { memory, .. },
@@ -267,9 +267,9 @@ fn memory_is_announced_only_by_the_process_it_names() {
     assert_eq!(memory, Some(None), "{out:?}");
     // The producer's own offers still name its memory.
     let good = pm.sealed(conn, "y", 1);
-    pm.send(conn, offer_msg(good, 4096));
+    pm.feed(conn, offer_msg(good, 4096));
     let want = pm.declare(consumer, "y");
-    let out = pm.send(consumer, ToPm::Demand { cdo: want });
+    let out = pm.feed(consumer, ToPm::Demand { cdo: want });
     assert!(
         out.iter().any(|(_, m)| matches!(m, FromPm::Ticket { source: Source::Rma { memory: Some(m), .. }, .. } if m.process == memory_of("producer"))),
         "{out:?}"
@@ -289,7 +289,7 @@ fn apps_report_only_their_own_links_unless_they_are_reporters() {
         up: false,
     };
     // Another host's link: refused, nobody hears of it.
-    let out = pm.send(
+    let out = pm.feed(
         a,
         ToPm::Report {
             change: link("10.2.0.1/24"),
@@ -299,7 +299,7 @@ fn apps_report_only_their_own_links_unless_they_are_reporters() {
         matches!(&out[..], [(c, FromPm::Refused { op: Op::Report, why: Refusal::NotAllowed(_), .. })] if *c == a),
         "{out:?}"
     );
-    let out = pm.send(
+    let out = pm.feed(
         a,
         ToPm::Report {
             change: FabricChange::Other("node n2 lost".into()),
@@ -316,7 +316,7 @@ fn apps_report_only_their_own_links_unless_they_are_reporters() {
         )]
     ));
     // Its own link: subscribers hear of it.
-    let out = pm.send(
+    let out = pm.feed(
         a,
         ToPm::Report {
             change: link("10.1.0.2/24"),
@@ -342,7 +342,7 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
         let cdo = pm.declare(p, name);
         assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
         let extras = OfferExtras::new(Vec::new(), None).with_inline(bytes);
-        let out = pm.send(
+        let out = pm.feed(
             p,
             ToPm::Offer {
                 cdo,
@@ -356,7 +356,7 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
     // The source of a demand of `name`, and what the transport event says.
     let demand = |pm: &mut Pm, name: &str| {
         let want = pm.declare(c, name);
-        let out = pm.send(c, ToPm::Demand { cdo: want });
+        let out = pm.feed(c, ToPm::Demand { cdo: want });
         let source = out
             .iter()
             .find_map(|(_, m)| match m {
@@ -383,7 +383,7 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
     offer(&mut pm, "c", &[9; 10], 20);
     assert_eq!(demand(&mut pm, "c").0.kind(), "rma");
     // A withdraw gives its bytes back at once (the ticket handed out keeps its own).
-    pm.send(p, ToPm::Withdraw { cdo: a, keep: None });
+    pm.feed(p, ToPm::Withdraw { cdo: a, keep: None });
     offer(&mut pm, "d", &[10; 60], 60);
     assert_eq!(demand(&mut pm, "d").0.kind(), "inline");
 }
@@ -399,7 +399,7 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
         assert_eq!(pm.seal(from, cdo), [(from, done(Op::Seal, cdo))]);
         let extras = OfferExtras::new(Vec::new(), None).with_inline(&vec![1u8; len][..]);
         let region = region(len as u64);
-        let out = pm.send(
+        let out = pm.feed(
             from,
             ToPm::Offer {
                 cdo,
@@ -427,7 +427,7 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
     let cdo = pm2.declare(p, "big");
     pm2.seal(p, cdo);
     let extras = OfferExtras::new(Vec::new(), None).with_inline(&vec![1u8; 15 << 20][..]);
-    pm2.send(
+    pm2.feed(
         p,
         ToPm::Offer {
             cdo,
@@ -437,7 +437,7 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
     );
     let (c, _) = pm2.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
     let want = pm2.declare(c, "big");
-    let out = pm2.send(c, ToPm::Demand { cdo: want });
+    let out = pm2.feed(c, ToPm::Demand { cdo: want });
     assert!(
         out.iter()
             .any(|(_, m)| matches!(m, FromPm::Ticket { source, .. } if source.kind() == "rma")),
@@ -455,7 +455,7 @@ fn an_app_that_leaves_with_many_cdos_is_reaped_a_slice_per_step() {
     let n = 10_000u64;
     for _ in 0..n {
         let cdo = pm.declare(w, "one");
-        pm.send(w, ToPm::Demand { cdo });
+        pm.feed(w, ToPm::Demand { cdo });
     }
     let (_, _) = pm.offer(w, "only-here", 8);
     let want = pm.declare(c, "only-here");
@@ -591,7 +591,7 @@ fn events_waiting_for_a_subscriber_count_against_its_app() {
     let mut n = 0;
     loop {
         let cdo = pm.next_cdo(sub);
-        let out = pm.send(
+        let out = pm.feed(
             sub,
             ToPm::Declare {
                 cdo,
@@ -622,7 +622,7 @@ fn the_pool_holds_at_most_its_budget_for_all_apps_together() {
             let mut made = Vec::new();
             loop {
                 let cdo = pm.next_cdo(conn);
-                let out = pm.send(
+                let out = pm.feed(
                     conn,
                     ToPm::Declare {
                         cdo,
@@ -657,12 +657,12 @@ fn the_pool_holds_at_most_its_budget_for_all_apps_together() {
     );
     // a gives back half: b has room again.
     for &cdo in &made_a[..made_a.len() / 2] {
-        pm.send(a, ToPm::Dispose { cdo, answer: false });
+        pm.feed(a, ToPm::Dispose { cdo, answer: false });
     }
     let (more_b, _) = fill(&mut pm, b, "b2");
     assert!(!more_b.is_empty());
     // a leaves: everything it held (half its quota now) is the pool's again.
-    pm.send(a, ToPm::Leave);
+    pm.feed(a, ToPm::Leave);
     let (c, _) = pm.join("c");
     let (made_c, why_c) = fill(&mut pm, c, "c");
     assert!(why_c.contains("--max-bytes"), "{why_c}");
@@ -687,7 +687,7 @@ fn apps_joined_from_one_peer_are_bounded() {
         pm.m.connected_from(pm.now, conn, nonce, peer);
         pm.drain();
         let proof = prove(pool_core::sim::SECRET, &nonce, "wf", component, 0);
-        (conn, pm.send(conn, join_msg(component, &proof)))
+        (conn, pm.feed(conn, join_msg(component, &proof)))
     };
     let ip = Peer::Tcp("10.0.0.1".parse().expect("ip"));
     let (first, _) = from(&mut pm, ip, "a");

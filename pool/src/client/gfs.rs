@@ -27,10 +27,12 @@ use std::time::Instant;
 
 use fabric::Buffer;
 
+use super::Shared;
 use super::data::CdoData;
 use super::{ClientError, Result, answer};
 use crate::attr::Attributes;
 use crate::proto::{CdoId, GfsFile, Op};
+use pool_core::client::Transport;
 
 /// Where and how an app uses the global file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,11 +188,6 @@ impl Gfs {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether CDO `cdo`'s file is in this client's directory.
-    pub(crate) fn holds(&self, cdo: CdoId) -> bool {
-        self.written().contains(&cdo)
-    }
-
     /// Removes CDO `cdo`'s file (its offer was withdrawn).
     pub(crate) fn remove(&self, cdo: CdoId) {
         if !self.written().remove(&cdo) {
@@ -304,9 +301,8 @@ impl Drop for Gfs {
 /// What an app does with the global file system through its client: choosing it per
 /// CDO, handing offers over to a PM that keeps them, discarding kept CDOs.
 impl super::AsyncClient {
-    /// The global file system an offer of `cdo` goes through, if it does: as its
-    /// attributes ask ([`crate::attr::TRANSPORT`], those it is sealed with now or was
-    /// before), else as the app's default (`MSTRO_TRANSPORT_DEFAULT`).
+    /// The global file system an offer of `cdo` goes through, if it does (as the core
+    /// decides: [`pool_core::client::ClientCore::transport`]).
     ///
     /// # Errors
     /// [`ClientError::Gfs`] for a CDO asking for the global file system in an app that has
@@ -316,24 +312,10 @@ impl super::AsyncClient {
         cdo: CdoId,
         seal: Option<&Attributes>,
     ) -> Result<Option<Arc<Gfs>>> {
-        let wanted = match seal {
-            Some(a) => crate::attr::wants_gfs(a).map_err(|why| {
-                ClientError::Attribute(crate::schema::AttrError::Value {
-                    key: crate::attr::TRANSPORT.into(),
-                    why,
-                })
-            })?,
-            None => self.shared.core().wants_gfs(cdo),
-        };
-        match (wanted, &self.shared.gfs) {
-            (Some(true), None) => Err(ClientError::Gfs(format!(
-                "CDO {cdo} asks for the global file system ({} = GFS) but this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR",
-                crate::attr::TRANSPORT
-            ))),
-            (Some(true), Some(g)) => Ok(Some(Arc::clone(g))),
-            (Some(false), _) => Ok(None),
-            (None, g) => Ok(g.clone().filter(|g| g.offers())),
-        }
+        Ok(match self.shared.core().transport(cdo, seal)? {
+            Transport::Gfs => self.shared.gfs.clone(),
+            Transport::Fabric => None,
+        })
     }
 
     /// Ends the CDOs the pool keeps under `name` (offers their producers handed over at
@@ -351,26 +333,26 @@ impl super::AsyncClient {
             .with_core(|c| c.discard(Instant::now(), name, tx))?;
         answer(&self.shared, (Op::Discard, local), call, rx).await
     }
+}
 
-    /// For an offer written to the global file system, with a PM that keeps such files:
-    /// the file linked into the PM's directory, which the pool offers in this app's stead
-    /// after the withdraw (consumers that demand it later read it). `None` otherwise, and
-    /// when the link fails (said in the log: the CDO then goes with its withdraw).
-    pub(super) async fn hand_over(&self, cdo: CdoId) -> Option<Box<str>> {
-        let g = self.shared.gfs.clone().filter(|g| g.holds(cdo))?;
-        let dir = self.shared.core().keep_dir().cloned()?;
-        let linked = tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
-            .await
-            .map_err(|e| ClientError::Gfs(e.to_string()))
-            .and_then(|r| r);
-        match linked {
-            Ok(path) => path.map(String::into_boxed_str),
-            Err(e) => {
-                tracing::warn!("CDO {cdo} is not kept after its withdraw: {e}");
-                None
-            }
-        }
-    }
+/// Links the file of offered `cdo` into the PM's directory of kept files `dir`, on a thread
+/// that may block, and tells the core how that went ([`pool_core::client::Event::HandOver`]:
+/// the withdraw waiting for it goes out).
+pub(super) fn hand_over(shared: &Arc<Shared>, cdo: CdoId, dir: Arc<str>) {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let linked = match shared.gfs.clone() {
+            Some(g) => tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string())),
+            None => Err("this app has no GFS directory".to_string()),
+        };
+        let _ = shared.with_core(|c| {
+            c.handed_over(cdo, linked.map(|p| p.map(String::into_boxed_str)));
+            Ok(())
+        });
+    });
 }
 
 #[cfg(test)]

@@ -219,6 +219,10 @@ impl AsyncClient {
             driver::handshake(&mut connected, join, &info.secret, opts.timeout).await?;
         core.set_schemas(schemas.clone());
         core.set_inline_max(opts.inline_max);
+        core.set_gfs(pool_core::client::GfsUse {
+            dir: gfs.is_some(),
+            by_default: gfs.as_ref().is_some_and(|g| g.offers()),
+        });
         let shared = Arc::new(Shared {
             app,
             pool,

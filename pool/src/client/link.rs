@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Shared;
-use crate::proto::ToPm;
 
 /// How often a client looks at its endpoint's link.
 const LINK_POLL: Duration = Duration::from_millis(200);
@@ -38,7 +37,7 @@ pub(super) fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::J
                     addresses: c.addresses,
                     up: c.up,
                 };
-                if shared.send(ToPm::Report { change }).is_err() {
+                if shared.with_core(|c| c.report(change)).is_err() {
                     return;
                 }
             }

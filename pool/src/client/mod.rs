@@ -149,6 +149,8 @@ impl From<CallError> for ClientError {
             CallError::Disposed { op, cdo } => ClientError::Disposed { op, cdo },
             CallError::Timeout(op) => ClientError::Timeout(op),
             CallError::Attribute(e) => ClientError::Attribute(e),
+            e @ CallError::NoGfs { .. } => ClientError::Gfs(e.to_string()),
+            CallError::AckTooLate(serial) => ClientError::AckTooLate(serial),
         }
     }
 }
@@ -322,6 +324,7 @@ impl Shared {
                 len,
             } => transfer::serve(self, transfer, cdo, offset, len),
             Event::Spill { cdo } => transfer::spill(self, cdo),
+            Event::HandOver { cdo, dir } => gfs::hand_over(self, cdo, dir),
             Event::Piece { stream, piece } => {
                 let _ = stream.send(piece);
             }
@@ -361,14 +364,6 @@ impl Shared {
         }
     }
 
-    /// Sends `msg`, which nobody waits for.
-    ///
-    /// # Errors
-    /// [`ClientError::Closed`] once the connection ended.
-    pub(crate) fn send(self: &Arc<Self>, msg: ToPm) -> Result<()> {
-        self.with_core(|c| c.send(msg))
-    }
-
     /// Providers' endpoints already in an endpoint's address vector.
     pub(crate) fn peers(
         &self,
@@ -396,11 +391,6 @@ impl AsyncClient {
         self.shared.app
     }
 
-    /// Sends `msg` and waits for the answer filed under `key`.
-    async fn call(&self, key: (Op, u64), msg: ToPm) -> Result<u64> {
-        call(&self.shared, key, msg).await
-    }
-
     /// Reports a fabric change this app's PMIx host raised to the pool manager (for a PM
     /// outside the app's job, which does not hear that host; see
     /// [`crate::pmix_events::forward`]). Nothing is answered.
@@ -408,7 +398,7 @@ impl AsyncClient {
     /// # Errors
     /// [`ClientError::Closed`] when the connection is gone.
     pub fn report(&self, change: crate::events::FabricChange) -> Result<()> {
-        self.shared.send(ToPm::Report { change })
+        self.shared.with_core(|c| c.report(change))
     }
 
     /// Parses a selector with this client's schemas; relative keys get `namespace` in
@@ -708,9 +698,11 @@ impl AsyncClient {
     /// # Errors
     /// `WrongState` if not required or already moving; connection errors.
     pub async fn retract(&self, cdo: CdoId) -> Result<()> {
-        self.call((Op::Retract, cdo), ToPm::Retract { cdo })
-            .await
-            .map(drop)
+        ask(&self.shared, (Op::Retract, cdo), |c, now, waiter| {
+            c.retract(now, cdo, waiter)
+        })
+        .await
+        .map(drop)
     }
 
     /// Takes an offer back once no transfer reads from it; returns the buffer (a copy of it
@@ -725,22 +717,10 @@ impl AsyncClient {
     /// still holds a borrowed offer after the client's timeout (the offer is withdrawn at the
     /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
-        let keep = self.hand_over(cdo).await;
-        let withdraw = |keep| ToPm::Withdraw { cdo, keep };
-        match self.call((Op::Withdraw, cdo), withdraw(keep.clone())).await {
-            Err(ClientError::Refused {
-                why: Refusal::NotKept(why),
-                ..
-            }) => {
-                tracing::warn!(
-                    "the pool manager does not keep CDO {cdo} after its withdraw ({why}): consumers that demand it later will not get it"
-                );
-                self.call((Op::Withdraw, cdo), withdraw(None)).await?;
-            }
-            r => {
-                r?;
-            }
-        }
+        ask(&self.shared, (Op::Withdraw, cdo), |c, now, waiter| {
+            c.withdraw(now, cdo, waiter)
+        })
+        .await?;
         // Its file on the global file system, if it went there: no consumer reads it now.
         if let Some(g) = &self.shared.gfs {
             g.remove(cdo);
@@ -794,7 +774,11 @@ impl AsyncClient {
     /// # Errors
     /// Timeout and connection errors.
     pub async fn leave(self) -> Result<()> {
-        self.call((Op::Leave, 0), ToPm::Leave).await.map(drop)
+        ask(&self.shared, (Op::Leave, 0), |c, now, waiter| {
+            c.leave(now, waiter)
+        })
+        .await
+        .map(drop)
     }
 }
 
@@ -823,11 +807,6 @@ async fn demand(
             Ok(shared.core().take_arrived(cdo)?)
         }
     }
-}
-
-/// Sends `msg` and waits for the answer filed under `key`, at most the client's timeout.
-async fn call(shared: &Arc<Shared>, key: CallKey, msg: ToPm) -> Result<u64> {
-    ask(shared, key, |c, now, waiter| c.call(now, key, msg, waiter)).await
 }
 
 /// The waiter of one call.

@@ -9,11 +9,12 @@
 use std::time::Duration;
 
 use crate::bootstrap::PmInfo;
-use crate::proto::{self, FromPm, Op, Role, ToPm};
+use crate::proto::{self, Op, Role};
 use crate::view::{Query, View};
+use pool_core::client::ObserverCore;
 
 use super::driver::{self, Connected};
-use super::{ClientError, Endpoints, Result};
+use super::{Endpoints, Result};
 
 /// A connection to the PM that may only look.
 ///
@@ -22,7 +23,7 @@ use super::{ClientError, Endpoints, Result};
 pub struct Observer {
     rt: tokio::runtime::Runtime,
     conn: Connected,
-    next: u64,
+    core: ObserverCore,
     timeout: Duration,
 }
 
@@ -55,7 +56,7 @@ impl Observer {
         Ok(Observer {
             rt,
             conn,
-            next: 1,
+            core: ObserverCore::default(),
             timeout,
         })
     }
@@ -67,20 +68,12 @@ impl Observer {
     /// [`ClientError::Timeout`] after the connection's timeout, [`ClientError::Protocol`]
     /// for an answer to another question.
     pub fn query(&mut self, query: Query) -> Result<View> {
-        let id = self.next;
-        self.next += 1;
-        let frame = proto::encode(&[ToPm::Query { id, query }])?;
+        let frame = proto::encode(&[self.core.ask(query)])?;
         let (conn, timeout) = (&mut self.conn, self.timeout);
         let answer = self.rt.block_on(async {
             conn.writer.write_all(&frame).await?;
             conn.reader.expect(Op::Query, timeout).await
         })?;
-        match answer {
-            FromPm::View { id: got, view } if got == id => Ok(*view),
-            FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
-            other => Err(ClientError::Protocol(format!(
-                "{other:?} instead of the answer to query {id}"
-            ))),
-        }
+        Ok(self.core.answer(answer)?)
     }
 }

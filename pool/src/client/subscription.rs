@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{ClientError, Result, Shared};
 use crate::events::{PoolEvent, SubId};
-use crate::proto::{Op, ToPm};
+use crate::proto::Op;
 
 /// One subscription's queue, shared by the reader task and the [`Subscription`].
 #[derive(Default)]
@@ -230,13 +230,8 @@ impl Subscription {
         if !event.needs_ack {
             return Ok(());
         }
-        if self.queue.lock().late.contains(&event.serial) {
-            return Err(ClientError::AckTooLate(event.serial));
-        }
-        self.shared.send(ToPm::Ack {
-            sub: self.id,
-            serial: event.serial,
-        })
+        let (sub, serial) = (self.id, event.serial);
+        self.shared.with_core(|c| c.ack(sub, serial))
     }
 
     /// Serials of events whose acknowledgement the PM gave up waiting for.

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::data::{self, CdoData};
 use super::{ClientError, Result, Shared};
-use crate::proto::{self, CdoId, Direct, HostMemory, Op, ProcessMemory, Source, ToPm, TransferId};
+use crate::proto::{self, CdoId, Direct, HostMemory, Op, ProcessMemory, Source, TransferId};
 use pool_core::client::{Driver, Fetch, Piece};
 
 /// Starts carrying out a ticket: small copies from a same-host provider's memory are done
@@ -392,27 +392,19 @@ async fn stream(shared: &Arc<Shared>, transfer: TransferId, len: u64) -> Result<
     Ok(CdoData::own(buf, size))
 }
 
-/// Answers the PM's request for a piece of one of this app's offers.
+/// Answers the PM's request for a piece of one of this app's offers (a range of it the
+/// core checked: [`pool_core::client::Event::Serve`]).
 pub(super) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
     let Some(offer) = data::find(&(shared.pool, shared.app, cdo)) else {
-        tracing::warn!("pool client: asked to serve CDO {cdo}, which is not offered here");
+        tracing::warn!("pool client: asked to serve CDO {cdo}, which was withdrawn meanwhile");
         return;
     };
-    let bytes = offer.as_slice();
-    let range = usize::try_from(offset)
-        .ok()
-        .zip(usize::try_from(len).ok())
-        .and_then(|(o, n)| Some(o..o.checked_add(n)?))
-        .filter(|r| r.end <= bytes.len());
-    let Some(range) = range else {
-        tracing::warn!("pool client: asked for {len} bytes at {offset} of CDO {cdo}: outside it");
+    // Within the offer: the core checked the range against its length.
+    let (at, n) = (offset as usize, len as usize);
+    let Some(bytes) = offer.as_slice().get(at..at + n) else {
         return;
     };
-    let _ = shared.send(ToPm::Chunk(proto::Chunk {
-        transfer,
-        offset,
-        data: bytes[range].to_vec(),
-    }));
+    let _ = shared.with_core(|c| c.served(transfer, offset, bytes.to_vec()));
 }
 
 /// Writes offered `cdo` to a file under this app's GFS directory (on a thread that may

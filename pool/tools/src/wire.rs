@@ -127,7 +127,7 @@ impl Conn {
         if let ToPm::Join(j) = &mut join {
             j.role = role;
         }
-        self.send(&[join])?;
+        self.send_batch(&[join])?;
         welcome(self.recv(Op::Join)?).map(|(app, _)| app)
     }
 
@@ -148,7 +148,7 @@ impl Conn {
     ///
     /// # Errors
     /// Encoding (too large) and connection errors.
-    pub fn send(&mut self, batch: &[ToPm]) -> Result<()> {
+    pub fn send_batch(&mut self, batch: &[ToPm]) -> Result<()> {
         let frame = proto::encode(batch)?;
         self.stream.io().write_all(&frame)?;
         Ok(())

@@ -234,7 +234,7 @@ fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenc
                 ]
             })
             .collect();
-        conn.send(&ops)?;
+        conn.send_batch(&ops)?;
         collect(conn, Op::Withdraw, ops.len(), |m| {
             matches!(m, FromPm::Done { .. }).then_some(())
         })?;
@@ -279,7 +279,7 @@ fn run_round(
                 ToPm::Require { cdo }
             });
         }
-        conn.send(&ops)?;
+        conn.send_batch(&ops)?;
         Ok(n)
     };
     // One counted answer per CDO: the offer's Done, or the require's ticket (the require's
@@ -314,7 +314,7 @@ fn run_round(
             _ => {}
         }
         if done.len() >= batch || (answers == cdos && !done.is_empty()) {
-            conn.send(&done)?;
+            conn.send_batch(&done)?;
             done.clear();
         }
     }

@@ -470,7 +470,7 @@ fn soak(
 fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
     let selector = Selector::parse("(has .maestro.core.cdo.name)", "", &Schemas::builtin())
         .map_err(|e| PmBenchError::Injector(e.to_string()))?;
-    conn.send(&[ToPm::Subscribe {
+    conn.send_batch(&[ToPm::Subscribe {
         local: 1,
         kinds: EventKind::Offer.into(),
         selector: Box::new(selector.expr().clone()),

@@ -9,34 +9,10 @@ use std::time::Instant;
 use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Fetch, Fetched};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::proto::{self, CdoId, Op, Source, ToPm, TransferId};
-use fabric_types::{MemoryFile, RemoteRegion};
 
 /// Default of [`ClientCore::set_inline_max`]: 4 KiB (see docs/benchmarks-journal.md: up to this size a
 /// demand served from the ticket beats any transfer from the provider).
 pub const DEFAULT_INLINE_MAX: usize = 4096;
-
-/// A CDO's bytes on offer and where consumers find them ([`ClientCore::offer`]): the
-/// driver has made them readable (registered them with its endpoints, or shared them in a
-/// memory file) before the core decides what the offer carries.
-#[derive(Debug)]
-pub struct Offer<'a> {
-    /// The CDO, declared (or sealed, when `seal` is `None`).
-    pub cdo: CdoId,
-    /// Its bytes, as consumers will read them.
-    pub bytes: &'a [u8],
-    /// Where the first endpoint reads them (all zero but the length without an endpoint).
-    pub region: RemoteRegion,
-    /// Where each other endpoint reads them, in the order of the JOIN's alternates.
-    pub alternates: Vec<RemoteRegion>,
-    /// The memory file same-host consumers may map them from, if there is one.
-    pub file: Option<MemoryFile>,
-    /// Attributes to seal the CDO with in the same message (one round trip), if any.
-    pub seal: Option<Attributes>,
-    /// The file on the global file system the driver wrote the bytes to, whole, with
-    /// their checksum, if the app offers through it (consumers then read the file:
-    /// [`Source::Gfs`]).
-    pub gfs: Option<proto::GfsFile>,
-}
 
 /// Ids a group's demand reserves for its members: a group has at most this many.
 pub const GROUP_IDS: u32 = 1 << 16;
@@ -59,7 +35,7 @@ pub(super) struct Mine<T: Driver> {
     /// Its name (tickets leave it out).
     name: Arc<str>,
     /// See [`Phase`].
-    phase: Phase,
+    pub(super) phase: Phase,
     /// An operation is under way after which the PM may refuse a dispose (an offer not yet
     /// withdrawn, a require or demand whose transfer may be in flight): a dispose then waits
     /// for the PM's answer. Otherwise the PM accepts it, and the client does not wait.
@@ -69,7 +45,9 @@ pub(super) struct Mine<T: Driver> {
     /// Memory the application lent for its next transfer.
     lent: Option<T::Memory>,
     /// What its sealed [`attr::TRANSPORT`] asks for (see [`attr::wants_gfs`]).
-    gfs: Option<bool>,
+    pub(super) gfs: Option<bool>,
+    /// Its bytes on offer here, from the offer until its withdraw (or refusal).
+    pub(super) offered: Option<super::offers::OfferedHere>,
 }
 
 impl<T: Driver> Mine<T> {
@@ -81,6 +59,7 @@ impl<T: Driver> Mine<T> {
             arrived: None,
             lent: None,
             gfs: None,
+            offered: None,
         }
     }
 }
@@ -171,6 +150,7 @@ impl<T: Driver> ClientCore<T> {
             Op::Withdraw => {
                 m.phase = Phase::Sealed;
                 m.busy = false;
+                m.offered = None;
             }
             Op::Retract => m.busy = false,
             _ => {}
@@ -194,69 +174,7 @@ impl<T: Driver> ClientCore<T> {
         if let Some(m) = self.cdos.get_mut(&cdo) {
             m.gfs = attr::wants_gfs(&attributes).ok().flatten();
         }
-        self.call(now, (Op::Seal, cdo), ToPm::Seal { cdo, attributes }, waiter)
-    }
-
-    /// What the sealed attributes of `cdo` ask of its transport ([`attr::TRANSPORT`]):
-    /// `Some(true)` the global file system, `Some(false)` RDMA, `None` the app's default.
-    pub fn wants_gfs(&self, cdo: CdoId) -> Option<bool> {
-        self.cdos.get(&cdo).and_then(|m| m.gfs)
-    }
-
-    /// Offers `offer.cdo` (sealing it first in the same message when `offer.seal` has
-    /// attributes) and files `waiter` for the answer; from now on a dispose of it waits
-    /// for the PM. The core decides what the offer carries: the bytes themselves when they
-    /// are at most [`ClientCore::set_inline_max`] (the PM may hand them on in tickets,
-    /// [`Source::Inline`]), and, when the seal's attributes ask for end-to-end integrity
-    /// ([`attr::INTEGRITY`]), the checksum of the bytes among them.
-    ///
-    /// # Errors
-    /// [`CallError::Attribute`] for seal attributes the schemas refuse (nothing is sent);
-    /// [`CallError::Closed`].
-    pub fn offer(
-        &mut self,
-        now: Instant,
-        offer: Offer<'_>,
-        waiter: T::Waiter,
-    ) -> CallResult<CallId> {
-        let Offer {
-            cdo,
-            bytes,
-            region,
-            alternates,
-            file,
-            seal,
-            gfs,
-        } = offer;
-        let mut extras = proto::OfferExtras::new(alternates, file);
-        match gfs {
-            // The file is the transport the app chose: the bytes stay out of the offer.
-            Some(file) => extras = extras.with_gfs(file),
-            // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to
-            // read.
-            None if bytes.is_empty() || bytes.len() <= self.inline_max => {
-                extras = extras.with_inline(bytes);
-            }
-            None => {}
-        }
-        let msg = match seal {
-            Some(mut attributes) => {
-                self.schemas.check(&mut attributes)?;
-                attr::add_checksum(&mut attributes, bytes);
-                ToPm::SealOffer {
-                    cdo,
-                    attributes,
-                    region,
-                    extras,
-                }
-            }
-            None => ToPm::Offer {
-                cdo,
-                region,
-                extras,
-            },
-        };
-        self.call_busy(now, (Op::Offer, cdo), msg, waiter)
+        self.request(now, (Op::Seal, cdo), ToPm::Seal { cdo, attributes }, waiter)
     }
 
     /// Requires `cdo`; from now on a dispose of `cdo` waits for the PM.
@@ -267,14 +185,14 @@ impl<T: Driver> ClientCore<T> {
         self.call_busy(now, (Op::Require, cdo), ToPm::Require { cdo }, waiter)
     }
 
-    fn call_busy(
+    pub(super) fn call_busy(
         &mut self,
         now: Instant,
         key: super::CallKey,
         msg: ToPm,
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
-        let call = self.call(now, key, msg, waiter)?;
+        let call = self.request(now, key, msg, waiter)?;
         self.set_busy(key.1, true);
         Ok(call)
     }
@@ -430,7 +348,7 @@ impl<T: Driver> ClientCore<T> {
             return Ok(None);
         }
         let msg = ToPm::Dispose { cdo, answer: true };
-        self.call(now, (Op::Dispose, cdo), msg, waiter).map(Some)
+        self.request(now, (Op::Dispose, cdo), msg, waiter).map(Some)
     }
 
     /// A ticket came: its bytes came with it (carried out here, see [`Driver::inline`]), or
@@ -506,7 +424,7 @@ impl<T: Driver> ClientCore<T> {
                     self.resolve((Op::Demand, f.cdo), Ok(f.cdo));
                 }
                 if report {
-                    self.report(transfer, None, direct);
+                    self.transfer_done(transfer, None, direct);
                 }
             }
             Err((why, integrity)) => {
@@ -527,12 +445,12 @@ impl<T: Driver> ClientCore<T> {
                     why
                 };
                 tracing::warn!("pool client: transfer {transfer} failed: {why}");
-                self.report(transfer, Some(why), None);
+                self.transfer_done(transfer, Some(why), None);
             }
         }
     }
 
-    fn report(
+    fn transfer_done(
         &mut self,
         transfer: TransferId,
         error: Option<String>,
@@ -581,7 +499,7 @@ impl<T: Driver> ClientCore<T> {
             first,
             capacity: GROUP_IDS,
         };
-        let call = self.call(now, (Op::Demand, group), msg, waiter)?;
+        let call = self.request(now, (Op::Demand, group), msg, waiter)?;
         Ok((first, call))
     }
 

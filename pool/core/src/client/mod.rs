@@ -26,6 +26,8 @@
 
 mod cdos;
 mod leases;
+mod observer;
+mod offers;
 mod streams;
 mod subscriptions;
 
@@ -37,8 +39,10 @@ use crate::events::PoolEvent;
 use crate::proto::{CdoId, Direct, FromPm, Op, Refusal, Source, ToPm, TransferId};
 
 use cdos::{Arriving, Fetching, Mine, Named};
-pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Offer, Phase};
+pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Phase};
 pub use leases::{LEASE_HOLD, MAX_HELD as MAX_HELD_LEASES};
+pub use observer::ObserverCore;
+pub use offers::{GfsUse, Offer, Transport};
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
@@ -104,6 +108,22 @@ pub enum CallError {
     /// A seal's attributes do not match the schemas: nothing was sent.
     #[error(transparent)]
     Attribute(#[from] crate::schema::AttrError),
+    /// A CDO asks for the global file system ([`crate::attr::TRANSPORT`]) in an app that
+    /// has none ([`ClientCore::set_gfs`]): nothing was sent.
+    #[error(
+        "CDO {cdo} asks for the global file system ({} = GFS) but this app has no GFS directory: set MSTRO_TRANSPORT_GFS_DIR",
+        crate::attr::TRANSPORT
+    )]
+    NoGfs {
+        /// The CDO.
+        cdo: CdoId,
+    },
+    /// The PM stopped waiting for the acknowledgement of this event (its serial) and
+    /// ended the subscription: nothing was sent.
+    #[error(
+        "event {0} was acknowledged too late: the pool manager went on without it; acknowledge events sooner"
+    )]
+    AckTooLate(u64),
 }
 
 /// The built-in schemas every core starts with, parsed once per process (a driver usually
@@ -192,6 +212,15 @@ pub enum Event<T: Driver> {
         /// The offered CDO.
         cdo: CdoId,
     },
+    /// Link the file of offered `cdo` in this app's GFS directory into `dir`, the PM's
+    /// directory of kept files, and say how that went with [`ClientCore::handed_over`]
+    /// (its withdraw waits: [`ClientCore::withdraw`]).
+    HandOver {
+        /// The offered CDO.
+        cdo: CdoId,
+        /// The PM's directory.
+        dir: std::sync::Arc<str>,
+    },
     /// A piece of a stream transfer this app fetches, for its route.
     Piece {
         /// Where it goes.
@@ -258,6 +287,8 @@ pub struct ClientCore<T: Driver> {
     schemas: std::sync::Arc<crate::schema::Schemas>,
     /// Most bytes an offer carries to the PM ([`ClientCore::set_inline_max`]).
     inline_max: usize,
+    /// How the app may use the global file system ([`ClientCore::set_gfs`]).
+    gfs: GfsUse,
 }
 
 /// Where a JOIN handshake stands: waiting for the PM's challenge (the JOIN and the secret
@@ -344,6 +375,7 @@ impl<T: Driver> ClientCore<T> {
             keep_dir: None,
             schemas: BUILTIN_SCHEMAS.clone(),
             inline_max: DEFAULT_INLINE_MAX,
+            gfs: GfsUse::default(),
         }
     }
 
@@ -431,13 +463,36 @@ impl<T: Driver> ClientCore<T> {
             local,
             name: name.into(),
         };
-        Ok((local, self.call(now, (Op::Discard, local), msg, waiter)?))
+        Ok((local, self.request(now, (Op::Discard, local), msg, waiter)?))
     }
 
-    /// Offered `cdo` was written to `file` under this app's GFS directory, or could not be
-    /// (why): tells the PM (see [`Event::Spill`]).
-    pub fn spilled(&mut self, cdo: CdoId, file: Result<crate::proto::GfsFile, String>) {
-        self.queue(ToPm::Spilled { cdo, file });
+    /// Cancels a require, or a demand still waiting, of `cdo`; files `waiter` for the
+    /// answer (the CDO is settled then: a dispose is not waited for).
+    ///
+    /// # Errors
+    /// [`CallError::Closed`].
+    pub fn retract(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.request(now, (Op::Retract, cdo), ToPm::Retract { cdo }, waiter)
+    }
+
+    /// Leaves the workflow; `waiter` hears the PM's BYE (once no consumer still needs
+    /// this app's offers).
+    ///
+    /// # Errors
+    /// [`CallError::Closed`].
+    pub fn leave(&mut self, now: Instant, waiter: T::Waiter) -> CallResult<CallId> {
+        self.request(now, (Op::Leave, 0), ToPm::Leave, waiter)
+    }
+
+    /// Tells the PM of a change of the fabric this app saw (its PMIx host's event, or a
+    /// link of its endpoint: for a PM that does not hear them). Nothing is answered.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] once the connection ended.
+    pub fn report(&mut self, change: crate::events::FabricChange) -> CallResult<()> {
+        self.open()?;
+        self.queue(ToPm::Report { change });
+        Ok(())
     }
 
     /// Whether the connection ended ([`ClientCore::close`]).
@@ -453,16 +508,6 @@ impl<T: Driver> ClientCore<T> {
     /// The next thing for the driver to do, in order.
     pub fn poll_event(&mut self) -> Option<Event<T>> {
         self.events.pop_front()
-    }
-
-    /// Queues `msg`, a message nobody waits for.
-    ///
-    /// # Errors
-    /// [`CallError::Closed`] once the connection ended.
-    pub fn send(&mut self, msg: ToPm) -> CallResult<()> {
-        self.open()?;
-        self.queue(msg);
-        Ok(())
     }
 
     fn queue(&mut self, msg: ToPm) {
@@ -500,7 +545,7 @@ impl<T: Driver> ClientCore<T> {
     ///
     /// # Errors
     /// [`CallError::Closed`] once the connection ended (nothing is sent).
-    pub fn call(
+    fn request(
         &mut self,
         now: Instant,
         key: CallKey,
@@ -513,11 +558,11 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// Files `waiter` for the answer under `key` until `now` plus the call timeout,
-    /// sending nothing (the answer comes anyway: a group's member).
+    /// sending nothing (what is sent is the caller's).
     ///
     /// # Errors
     /// [`CallError::Closed`] once the connection ended.
-    pub fn wait(&mut self, now: Instant, key: CallKey, waiter: T::Waiter) -> CallResult<CallId> {
+    fn wait(&mut self, now: Instant, key: CallKey, waiter: T::Waiter) -> CallResult<CallId> {
         self.open()?;
         let call = CallId(self.next_call);
         self.next_call += 1;
@@ -693,6 +738,12 @@ impl<T: Driver> ClientCore<T> {
                         return self.queue(ToPm::Demand { cdo });
                     }
                 }
+                if matches!(op, Op::Offer | Op::Withdraw)
+                    && let Some(cdo) = cdo
+                    && self.offer_refused(op, cdo, &why)
+                {
+                    return;
+                }
                 let text = why.to_string();
                 if !self.resolve((op, cdo.unwrap_or(0)), Err(CallError::Refused { op, why })) {
                     tracing::warn!("pool manager refused {op} ({text})");
@@ -722,12 +773,7 @@ impl<T: Driver> ClientCore<T> {
                 cdo,
                 offset,
                 len,
-            } => self.events.push_back(Event::Serve {
-                transfer,
-                cdo,
-                offset,
-                len,
-            }),
+            } => self.serve(transfer, cdo, offset, len),
             FromPm::Spill { cdo } => self.events.push_back(Event::Spill { cdo }),
             FromPm::Discarded { local, count } => {
                 self.resolve((Op::Discard, local), Ok(count));

@@ -16,6 +16,9 @@ pub(super) struct Subscriptions<T: Driver> {
     asked: HashMap<u64, T::Events>,
     /// Live subscriptions: the app's handle and the queue.
     live: HashMap<SubId, (u64, T::Events)>,
+    /// Subscriptions the PM ended for the acknowledgement it gave up waiting for (its
+    /// serial), until the app lets go of them.
+    late: HashMap<SubId, u64>,
 }
 
 impl<T: Driver> Default for Subscriptions<T> {
@@ -23,6 +26,7 @@ impl<T: Driver> Default for Subscriptions<T> {
         Subscriptions {
             asked: HashMap::default(),
             live: HashMap::default(),
+            late: HashMap::default(),
         }
     }
 }
@@ -47,6 +51,7 @@ impl<T: Driver> Subscriptions<T> {
         let Some((_, q)) = self.live.remove(&sub) else {
             return;
         };
+        self.late.insert(sub, serial);
         let why =
             format!("event {serial} was not acknowledged within the pool manager's ack timeout");
         for news in [News::Late(serial), News::Ended(why)] {
@@ -60,6 +65,7 @@ impl<T: Driver> Subscriptions<T> {
     /// The connection ended: every live subscription's queue hears it.
     pub(super) fn close(&mut self, out: &mut VecDeque<Event<T>>) {
         self.asked.clear();
+        self.late.clear();
         for (_, (_, events)) in self.live.drain() {
             out.push_back(Event::Subscription {
                 events,
@@ -91,7 +97,7 @@ impl<T: Driver> ClientCore<T> {
             selector: Box::new(selector),
             options,
         };
-        let call = self.call(now, (Op::Subscribe, local), msg, waiter)?;
+        let call = self.request(now, (Op::Subscribe, local), msg, waiter)?;
         self.next_local += 1;
         self.subs.asked.insert(local, events);
         Ok((local, call))
@@ -140,7 +146,8 @@ impl<T: Driver> ClientCore<T> {
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
         self.subs.live.remove(&sub);
-        self.call(
+        self.subs.late.remove(&sub);
+        self.request(
             now,
             (Op::Unsubscribe, sub),
             ToPm::Unsubscribe { sub },
@@ -151,8 +158,27 @@ impl<T: Driver> ClientCore<T> {
     /// Ends subscription `sub` without waiting for the PM (its events stop here now).
     pub fn drop_subscription(&mut self, sub: SubId) {
         self.subs.live.remove(&sub);
+        self.subs.late.remove(&sub);
         if !self.closed {
             self.queue(ToPm::Unsubscribe { sub });
+        }
+    }
+
+    /// Acknowledges event `serial` of subscription `sub`, letting the operation it holds
+    /// go on. Nothing is sent for a subscription the PM ended: it went on already.
+    ///
+    /// # Errors
+    /// [`super::CallError::AckTooLate`] for the event whose acknowledgement the PM gave up
+    /// waiting for; [`super::CallError::Closed`].
+    pub fn ack(&mut self, sub: SubId, serial: u64) -> CallResult<()> {
+        self.open()?;
+        match self.subs.late.get(&sub) {
+            Some(&late) if late == serial => Err(super::CallError::AckTooLate(serial)),
+            Some(_) => Ok(()),
+            None => {
+                self.queue(ToPm::Ack { sub, serial });
+                Ok(())
+            }
         }
     }
 }

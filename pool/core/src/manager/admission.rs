@@ -202,7 +202,7 @@ impl Manager {
             );
         }
         self.conns.insert(conn, Conn::Challenged(nonce, peer));
-        self.out.send(conn, FromPm::Challenge { nonce });
+        self.out.push(conn, FromPm::Challenge { nonce });
     }
 
     /// `conn` no longer waits for admission (its JOIN is handled, or it is gone).

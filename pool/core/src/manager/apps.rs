@@ -181,7 +181,7 @@ impl Manager {
         );
         self.app_joined(peer);
         let (pool, keep) = (self.instance, self.keep_dir());
-        self.out.send(conn, FromPm::Welcome { app, pool, keep });
+        self.out.push(conn, FromPm::Welcome { app, pool, keep });
         self.notify(EventKind::AppJoin, app, None, || "joined".into());
     }
 
@@ -285,7 +285,7 @@ impl Manager {
         if let Some(a) = self.apps.get(&app) {
             let conn = a.conn;
             tracing::info!("app {} left (app {app})", a.label);
-            self.out.send(conn, FromPm::Bye);
+            self.out.push(conn, FromPm::Bye);
             self.out.close(conn);
         }
         self.notify(EventKind::AppLeave, app, None, || "left".into());

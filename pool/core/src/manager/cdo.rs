@@ -577,7 +577,7 @@ impl Manager {
             self.done(conn, Op::Require, cdo);
         }
         if local {
-            self.out.send(conn, FromPm::Ready { cdo });
+            self.out.push(conn, FromPm::Ready { cdo });
         } else if matches!(&self.cdo(cdo).state, State::Required(w) if w.transfer.is_none()) {
             self.cdos.wait(&name, cdo);
             self.ticket(cdo);

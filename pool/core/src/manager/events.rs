@@ -218,7 +218,7 @@ impl Manager {
                     tracing::warn!(
                         "subscription {sub} did not acknowledge event {serial} in time; it is ended"
                     );
-                    self.out.send(s.conn, FromPm::AckTooLate { sub, serial });
+                    self.out.push(s.conn, FromPm::AckTooLate { sub, serial });
                     self.drop_subscription(sub);
                 }
             }
@@ -294,7 +294,7 @@ impl Manager {
         let (mine, others): (Vec<_>, Vec<_>) = produced
             .into_iter()
             .partition(|(c, m)| *c == conn && !matches!(m, FromPm::Event { .. }));
-        self.out.send_all(others);
+        self.out.push_all(others);
         let replies = mine.into_iter().map(|(_, m)| m).collect();
         self.hold(conn, None, replies, awaiting);
     }
@@ -336,7 +336,7 @@ impl Manager {
             Some(msg) => self.execute(conn, app, msg),
             None => self
                 .out
-                .send_all(hold.replies.into_iter().map(|m| (conn, m))),
+                .push_all(hold.replies.into_iter().map(|m| (conn, m))),
         }
         while !self.events.holds.contains_key(&conn) {
             let Some(next) = self
@@ -508,7 +508,7 @@ impl Manager {
             } else {
                 Arc::clone(&plain)
             };
-            self.out.send(conn, FromPm::Event { sub, event });
+            self.out.push(conn, FromPm::Event { sub, event });
         }
         awaiting
     }
@@ -693,7 +693,7 @@ impl Manager {
         };
         self.events.count(&subscription, true);
         self.events.subs.insert(sub, subscription);
-        self.out.send(conn, FromPm::Subscribed { local, sub });
+        self.out.push(conn, FromPm::Subscribed { local, sub });
         // The past comes as it was (after the fact, nothing to acknowledge), whatever the
         // subscription hears of new operations: a late archiver that must hold each offer
         // before it happens also needs what was offered before it came.
@@ -728,7 +728,7 @@ impl Manager {
         let event = Arc::new(self.event(kind, app, subject, detail, false));
         // Bounded by `MAX_REPLAY`, not by what this round's operations may make.
         *self.events.replayed.entry(conn).or_default() += super::outbox::pool_event_bytes(&event);
-        self.out.send(conn, FromPm::Event { sub, event });
+        self.out.push(conn, FromPm::Event { sub, event });
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.

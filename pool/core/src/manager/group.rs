@@ -115,7 +115,7 @@ impl Manager {
             w.local = true;
         }
         let ids = self.declare_members(consumer, to, first, &names);
-        self.out.send(
+        self.out.push(
             conn,
             FromPm::GroupMembers {
                 group: to,

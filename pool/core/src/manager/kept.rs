@@ -440,7 +440,7 @@ impl Manager {
             self.discard_kept(id, &why);
         }
         let count = kept.len() as u64;
-        self.out.send(conn, FromPm::Discarded { local, count });
+        self.out.push(conn, FromPm::Discarded { local, count });
     }
 
     /// Stops offering kept CDO `id` (`why`, for the log); its file goes once no transfer

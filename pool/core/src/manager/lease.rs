@@ -81,7 +81,7 @@ impl Manager {
             attributes,
             provider: provider_label,
         };
-        self.out.send(conn, FromPm::Lease(Box::new(granted)));
+        self.out.push(conn, FromPm::Lease(Box::new(granted)));
     }
 
     /// `UseLease`: `app`'s CDO `cdo` is demanded and served by `lease`. A lease of memory
@@ -183,7 +183,7 @@ impl Manager {
         let grace = self.policy.lease_grace;
         for (lease, holder) in self.transfers.revoke_on(offer, now, grace) {
             if let Some(conn) = self.apps.get(&holder).map(|a| a.conn) {
-                self.out.send(conn, FromPm::Revoke { lease });
+                self.out.push(conn, FromPm::Revoke { lease });
             }
         }
     }

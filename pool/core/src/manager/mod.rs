@@ -342,11 +342,11 @@ impl Manager {
     }
 
     fn refuse(&mut self, conn: ConnId, op: Op, cdo: Option<CdoId>, why: Refusal) {
-        self.out.send(conn, FromPm::Refused { op, cdo, why });
+        self.out.push(conn, FromPm::Refused { op, cdo, why });
     }
 
     fn done(&mut self, conn: ConnId, op: Op, cdo: CdoId) {
-        self.out.send(conn, FromPm::Done { op, cdo });
+        self.out.push(conn, FromPm::Done { op, cdo });
     }
 
     /// Handles one message from `conn`, received at `now` (a JOIN's sender counts as

@@ -154,7 +154,7 @@ impl Manager {
         tracing::debug!("observer {who} connected ({conn})");
         self.stats.observers.insert(conn, now);
         self.conns.insert(conn, super::Conn::Observer);
-        self.out.send(
+        self.out.push(
             conn,
             FromPm::Welcome {
                 app: 0,
@@ -174,7 +174,7 @@ impl Manager {
                     *t = now;
                 }
                 let view = self.answer(query);
-                self.out.send(
+                self.out.push(
                     conn,
                     FromPm::View {
                         id,
@@ -185,7 +185,7 @@ impl Manager {
             proto::ToPm::Leave => {
                 self.stats.observers.remove(&conn);
                 self.conns.remove(&conn);
-                self.out.send(conn, FromPm::Bye);
+                self.out.push(conn, FromPm::Bye);
                 self.out.close(conn);
             }
             other => self.refuse(

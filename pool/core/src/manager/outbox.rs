@@ -77,15 +77,15 @@ impl Outbox {
     }
 
     /// Queues `msg` for `conn`.
-    pub(super) fn send(&mut self, conn: ConnId, msg: FromPm) {
+    pub(super) fn push(&mut self, conn: ConnId, msg: FromPm) {
         self.count(conn, &msg, true);
         self.messages.push_back((conn, msg));
     }
 
     /// Queues messages in order.
-    pub(super) fn send_all(&mut self, msgs: impl IntoIterator<Item = (ConnId, FromPm)>) {
+    pub(super) fn push_all(&mut self, msgs: impl IntoIterator<Item = (ConnId, FromPm)>) {
         for (conn, msg) in msgs {
-            self.send(conn, msg);
+            self.push(conn, msg);
         }
     }
 

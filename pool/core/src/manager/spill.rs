@@ -66,7 +66,7 @@ impl Manager {
             tracing::debug!(
                 "asking the provider of CDO {from} to write it to the global file system"
             );
-            self.out.send(conn, FromPm::Spill { cdo: from });
+            self.out.push(conn, FromPm::Spill { cdo: from });
         }
     }
 

@@ -322,7 +322,7 @@ impl Manager {
         }
         let conn = self.apps.get(&consumer).map(|a| a.conn);
         if let Some(conn) = conn {
-            self.out.send(
+            self.out.push(
                 conn,
                 FromPm::Ticket {
                     transfer,
@@ -403,7 +403,7 @@ impl Manager {
             return self.refuse(conn, Op::Fetch, Some(transfer), Refusal::BadRange);
         }
         if let Some(pc) = self.app_conn(t.from) {
-            self.out.send(
+            self.out.push(
                 pc,
                 FromPm::Serve {
                     transfer,
@@ -428,7 +428,7 @@ impl Manager {
             return self.refuse(conn, Op::Chunk, Some(transfer), Refusal::BadRange);
         }
         if let Some(cc) = self.app_conn(t.to) {
-            self.out.send(cc, FromPm::Chunk(piece));
+            self.out.push(cc, FromPm::Chunk(piece));
         }
     }
 
@@ -511,7 +511,7 @@ impl Manager {
             });
         match (ended, error) {
             (Some(demanded), None) if demanded && !t.completes_demand => {
-                self.out.send(conn, FromPm::Ready { cdo: t.to });
+                self.out.push(conn, FromPm::Ready { cdo: t.to });
             }
             (Some(_), Some(_)) => self.retry_elsewhere(t.to, t.from),
             _ => {}

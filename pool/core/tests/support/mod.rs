@@ -46,7 +46,7 @@ impl Pm {
     }
 
     /// Sends and returns everything the PM wants to send.
-    pub fn send(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
+    pub fn feed(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
         self.m.handle(self.now, conn, msg);
         self.drain()
     }
@@ -124,7 +124,7 @@ impl Pm {
         if let ToPm::Join(j) = &mut msg {
             edit(j);
         }
-        let out = self.send(conn, msg);
+        let out = self.feed(conn, msg);
         (conn, out)
     }
 
@@ -159,7 +159,7 @@ impl Pm {
             cdo,
             name: name.into(),
         };
-        let out = self.send(conn, msg);
+        let out = self.feed(conn, msg);
         assert!(
             !out.iter()
                 .any(|(c, m)| *c == conn && !matches!(m, FromPm::Event { .. })),
@@ -171,7 +171,7 @@ impl Pm {
     pub fn seal(&mut self, conn: ConnId, cdo: CdoId) -> Vec<(ConnId, FromPm)> {
         let mut attributes = Attributes::new();
         attributes.insert(".user.step".into(), AttrValue::Int(2));
-        self.send(conn, ToPm::Seal { cdo, attributes })
+        self.feed(conn, ToPm::Seal { cdo, attributes })
     }
 
     /// Declares and seals `name`, then offers `len` bytes; returns the CDO and what the
@@ -179,7 +179,7 @@ impl Pm {
     pub fn offer(&mut self, conn: ConnId, name: &str, len: u64) -> (CdoId, Vec<(ConnId, FromPm)>) {
         let cdo = self.declare(conn, name);
         assert_eq!(self.seal(conn, cdo), [(conn, done(Op::Seal, cdo))]);
-        let out = self.send(
+        let out = self.feed(
             conn,
             ToPm::Offer {
                 cdo,
@@ -263,7 +263,7 @@ impl Pm {
     /// `consumer` declares and demands `name`: the kind of source its ticket names.
     pub fn ticket_kind(&mut self, consumer: ConnId, name: &str) -> &'static str {
         let want = self.declare(consumer, name);
-        let out = self.send(consumer, ToPm::Demand { cdo: want });
+        let out = self.feed(consumer, ToPm::Demand { cdo: want });
         out.iter()
             .find_map(|(_, m)| match m {
                 FromPm::Ticket { source, .. } => Some(source.kind()),
@@ -292,7 +292,7 @@ impl Pm {
             selector: Box::new(selector),
             options,
         };
-        let out = self.send(conn, msg);
+        let out = self.feed(conn, msg);
         match out.first() {
             Some((c, FromPm::Subscribed { local: 5, sub })) if *c == conn => (*sub, out),
             other => panic!("subscribe: {other:?}"),
@@ -318,7 +318,7 @@ impl Pm {
         let cdo = self.declare(conn, name);
         let attributes = Attributes::from([(".user.step".to_string(), AttrValue::Int(step))]);
         assert_eq!(
-            self.send(conn, ToPm::Seal { cdo, attributes }),
+            self.feed(conn, ToPm::Seal { cdo, attributes }),
             [(conn, done(Op::Seal, cdo))]
         );
         cdo

@@ -1,0 +1,327 @@
+//! This app's offers as its client knows them: how an offer's bytes reach consumers
+//! (through the fabric or a file of the global file system: [`ClientCore::transport`]),
+//! what the offer carries, the pieces of it the PM asks for (stream transfers), its file
+//! written at the PM's request (spill), and its withdraw, which hands a file over to a PM
+//! that keeps such files ([`Event::HandOver`]) and withdraws without it when the PM cannot
+//! keep it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Phase};
+use crate::attr::{self, Attributes};
+use crate::proto::{self, CdoId, Op, Refusal, ToPm, TransferId};
+use fabric_types::{MemoryFile, RemoteRegion};
+
+/// A CDO's bytes on offer and where consumers find them ([`ClientCore::offer`]): the
+/// driver has made them readable (registered them with its endpoints, shared them in a
+/// memory file, or written them to the file [`ClientCore::transport`] chose) before the
+/// core decides what the offer carries.
+#[derive(Debug)]
+pub struct Offer<'a> {
+    /// The CDO, declared (or sealed, when `seal` is `None`).
+    pub cdo: CdoId,
+    /// Its bytes, as consumers will read them.
+    pub bytes: &'a [u8],
+    /// Where the first endpoint reads them (all zero but the length without an endpoint).
+    pub region: RemoteRegion,
+    /// Where each other endpoint reads them, in the order of the JOIN's alternates.
+    pub alternates: Vec<RemoteRegion>,
+    /// The memory file same-host consumers may map them from, if there is one.
+    pub file: Option<MemoryFile>,
+    /// Attributes to seal the CDO with in the same message (one round trip), if any.
+    pub seal: Option<Attributes>,
+    /// The file on the global file system the driver wrote the bytes to, whole, with
+    /// their checksum, when [`ClientCore::transport`] said [`Transport::Gfs`] (consumers
+    /// then read the file: [`proto::Source::Gfs`]).
+    pub gfs: Option<proto::GfsFile>,
+}
+
+/// How this app may use the global file system, as its driver was set up
+/// ([`ClientCore::set_gfs`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GfsUse {
+    /// The app has a GFS directory it writes offers' files to.
+    pub dir: bool,
+    /// Offers go through it unless their attributes ask for RDMA
+    /// (`MSTRO_TRANSPORT_DEFAULT=GFS`).
+    pub by_default: bool,
+}
+
+/// How an offer's bytes reach consumers ([`ClientCore::transport`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Readable where they are: registered with the app's fabric endpoints (or plain
+    /// memory, served by stream, without one).
+    Fabric,
+    /// Written whole to a file under the app's GFS directory, which the offer names.
+    Gfs,
+}
+
+/// What the core knows of one of its CDOs on offer.
+#[derive(Debug)]
+pub(super) struct OfferedHere {
+    /// Its length: the PM's requests for pieces are checked against it.
+    len: u64,
+    /// A file of its bytes is in the app's GFS directory (the offer's own, or written at
+    /// the PM's request): its withdraw hands it over to a PM that keeps files.
+    file: bool,
+    /// Where its withdraw stands, once asked for.
+    withdraw: Option<Withdrawing>,
+}
+
+/// Where a withdraw stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Withdrawing {
+    /// The driver links the file into the PM's directory ([`Event::HandOver`]).
+    HandingOver,
+    /// Sent; with a file for the PM to keep or not.
+    Sent { keep: bool },
+}
+
+impl<T: Driver> ClientCore<T> {
+    /// How this app may use the global file system from now on (default: not at all).
+    pub fn set_gfs(&mut self, gfs: GfsUse) {
+        self.gfs = gfs;
+    }
+
+    /// How the bytes of an offer of `cdo` reach consumers: as the attributes it is sealed
+    /// with in the offer (`seal`) or was sealed with before ask ([`attr::TRANSPORT`]),
+    /// else as the app's default ([`GfsUse::by_default`]). The driver makes the bytes
+    /// readable that way, then offers them ([`ClientCore::offer`]).
+    ///
+    /// # Errors
+    /// [`CallError::NoGfs`] for a CDO asking for the global file system in an app without
+    /// a GFS directory; [`CallError::Attribute`] for a transport that is none.
+    pub fn transport(&self, cdo: CdoId, seal: Option<&Attributes>) -> CallResult<Transport> {
+        let wanted = match seal {
+            Some(a) => attr::wants_gfs(a).map_err(|why| {
+                CallError::Attribute(crate::schema::AttrError::Value {
+                    key: attr::TRANSPORT.into(),
+                    why,
+                })
+            })?,
+            None => self.cdos.get(&cdo).and_then(|m| m.gfs),
+        };
+        match (wanted, self.gfs.dir) {
+            (Some(true), false) => Err(CallError::NoGfs { cdo }),
+            (Some(true), true) => Ok(Transport::Gfs),
+            (Some(false), _) => Ok(Transport::Fabric),
+            (None, dir) if dir && self.gfs.by_default => Ok(Transport::Gfs),
+            (None, _) => Ok(Transport::Fabric),
+        }
+    }
+
+    /// Offers `offer.cdo` (sealing it first in the same message when `offer.seal` has
+    /// attributes) and files `waiter` for the answer; from now on a dispose of it waits
+    /// for the PM. The core decides what the offer carries: the bytes themselves when they
+    /// are at most [`ClientCore::set_inline_max`] (the PM may hand them on in tickets,
+    /// [`proto::Source::Inline`]), and, when the seal's attributes ask for end-to-end
+    /// integrity ([`attr::INTEGRITY`]), the checksum of the bytes among them.
+    ///
+    /// # Errors
+    /// [`CallError::Attribute`] for seal attributes the schemas refuse (nothing is sent);
+    /// [`CallError::Closed`].
+    pub fn offer(
+        &mut self,
+        now: Instant,
+        offer: Offer<'_>,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        let Offer {
+            cdo,
+            bytes,
+            region,
+            alternates,
+            file,
+            seal,
+            gfs,
+        } = offer;
+        let here = OfferedHere {
+            len: bytes.len() as u64,
+            file: gfs.is_some(),
+            withdraw: None,
+        };
+        let mut extras = proto::OfferExtras::new(alternates, file);
+        match gfs {
+            // The file is the transport the app chose: the bytes stay out of the offer.
+            Some(file) => extras = extras.with_gfs(file),
+            // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to
+            // read.
+            None if bytes.is_empty() || bytes.len() <= self.inline_max => {
+                extras = extras.with_inline(bytes);
+            }
+            None => {}
+        }
+        let msg = match seal {
+            Some(mut attributes) => {
+                self.schemas.check(&mut attributes)?;
+                attr::add_checksum(&mut attributes, bytes);
+                ToPm::SealOffer {
+                    cdo,
+                    attributes,
+                    region,
+                    extras,
+                }
+            }
+            None => ToPm::Offer {
+                cdo,
+                region,
+                extras,
+            },
+        };
+        let call = self.call_busy(now, (Op::Offer, cdo), msg, waiter)?;
+        // A second offer of an offered CDO (refused) leaves the first as it is.
+        if let Some(m) = self.cdos.get_mut(&cdo)
+            && m.offered.is_none()
+        {
+            m.offered = Some(here);
+        }
+        Ok(call)
+    }
+
+    /// The PM asks for `len` bytes at `offset` of offered `cdo` (a stream transfer): the
+    /// driver is asked to serve them ([`Event::Serve`]) when they are within an offer of
+    /// this app.
+    pub(super) fn serve(&mut self, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
+        let Some(offered) = self.cdos.get(&cdo).and_then(|m| m.offered.as_ref()) else {
+            tracing::warn!("pool client: asked to serve CDO {cdo}, which is not offered here");
+            return;
+        };
+        if offset.checked_add(len).is_none_or(|end| end > offered.len) {
+            tracing::warn!(
+                "pool client: asked for {len} bytes at {offset} of CDO {cdo}: outside it"
+            );
+            return;
+        }
+        self.events.push_back(Event::Serve {
+            transfer,
+            cdo,
+            offset,
+            len,
+        });
+    }
+
+    /// The bytes at `offset` of an offer this app was asked to serve ([`Event::Serve`]),
+    /// for transfer `transfer`: sent to the PM.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] once the connection ended.
+    pub fn served(&mut self, transfer: TransferId, offset: u64, data: Vec<u8>) -> CallResult<()> {
+        self.open()?;
+        self.queue(ToPm::Chunk(proto::Chunk {
+            transfer,
+            offset,
+            data,
+        }));
+        Ok(())
+    }
+
+    /// Offered `cdo` was written to `file` under this app's GFS directory, or could not be
+    /// (why): tells the PM (see [`Event::Spill`]). A file written is handed over at the
+    /// offer's withdraw, as the offer's own would be.
+    pub fn spilled(&mut self, cdo: CdoId, file: Result<proto::GfsFile, String>) {
+        if file.is_ok()
+            && let Some(o) = self.cdos.get_mut(&cdo).and_then(|m| m.offered.as_mut())
+        {
+            o.file = true;
+        }
+        self.queue(ToPm::Spilled { cdo, file });
+    }
+
+    /// Withdraws offered `cdo` and files `waiter` for the answer. An offer whose file is
+    /// in the app's GFS directory, with a PM that keeps such files (its welcome named a
+    /// directory: [`ClientCore::keep_dir`]), is handed over first: the driver links the
+    /// file into that directory ([`Event::HandOver`]) and says how that went
+    /// ([`ClientCore::handed_over`]); the withdraw then asks the PM to keep it. A PM that
+    /// cannot keep it refuses ([`Refusal::NotKept`]): the core says so in the log and
+    /// withdraws it without, and the call is answered by that withdraw.
+    ///
+    /// # Errors
+    /// `WrongState` (refused, nothing sent) while a withdraw of `cdo` is under way;
+    /// [`CallError::Closed`].
+    pub fn withdraw(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.open()?;
+        let offered = self.cdos.get(&cdo).and_then(|m| m.offered.as_ref());
+        if offered.is_some_and(|o| o.withdraw.is_some()) {
+            return Err(CallError::Refused {
+                op: Op::Withdraw,
+                why: Refusal::WrongState {
+                    op: Op::Withdraw,
+                    state: "being withdrawn".into(),
+                },
+            });
+        }
+        let hand_over = match (&self.keep_dir, offered) {
+            (Some(dir), Some(o)) if o.file => Some(Arc::clone(dir)),
+            _ => None,
+        };
+        let call = self.wait(now, (Op::Withdraw, cdo), waiter)?;
+        match hand_over {
+            Some(dir) => {
+                self.withdrawing(cdo, Withdrawing::HandingOver);
+                self.events.push_back(Event::HandOver { cdo, dir });
+            }
+            None => self.send_withdraw(cdo, None),
+        }
+        Ok(call)
+    }
+
+    /// The driver linked the file of `cdo` into the PM's directory at `Ok(Some(path))`,
+    /// found none to link (`Ok(None)`), or could not (why, said in the log): the withdraw
+    /// [`Event::HandOver`] waited for goes out, asking the PM to keep the file if linked.
+    pub fn handed_over(&mut self, cdo: CdoId, linked: Result<Option<Box<str>>, String>) {
+        let waits = self
+            .cdos
+            .get(&cdo)
+            .and_then(|m| m.offered.as_ref())
+            .is_some_and(|o| o.withdraw == Some(Withdrawing::HandingOver));
+        if !waits || self.closed {
+            return;
+        }
+        let keep = linked.unwrap_or_else(|why| {
+            tracing::warn!("CDO {cdo} is not kept after its withdraw: {why}");
+            None
+        });
+        self.send_withdraw(cdo, keep);
+    }
+
+    fn send_withdraw(&mut self, cdo: CdoId, keep: Option<Box<str>>) {
+        let state = Withdrawing::Sent {
+            keep: keep.is_some(),
+        };
+        self.withdrawing(cdo, state);
+        self.queue(ToPm::Withdraw { cdo, keep });
+    }
+
+    fn withdrawing(&mut self, cdo: CdoId, state: Withdrawing) {
+        if let Some(o) = self.cdos.get_mut(&cdo).and_then(|m| m.offered.as_mut()) {
+            o.withdraw = Some(state);
+        }
+    }
+
+    /// The PM refused an offer or a withdraw of `cdo` for `why`: true when the core goes
+    /// on without the call hearing it (a file the PM cannot keep: withdrawn without it).
+    pub(super) fn offer_refused(&mut self, op: Op, cdo: CdoId, why: &Refusal) -> bool {
+        let Some(m) = self.cdos.get_mut(&cdo) else {
+            return false;
+        };
+        match (op, m.offered.as_mut()) {
+            (Op::Offer, _) if m.phase != Phase::Offered => m.offered = None,
+            (Op::Withdraw, Some(o)) => {
+                if let (Some(Withdrawing::Sent { keep: true }), Refusal::NotKept(not)) =
+                    (o.withdraw, why)
+                {
+                    tracing::warn!(
+                        "the pool manager does not keep CDO {cdo} after its withdraw ({not}): consumers that demand it later will not get it"
+                    );
+                    self.send_withdraw(cdo, None);
+                    return true;
+                }
+                o.withdraw = None;
+            }
+            _ => {}
+        }
+        false
+    }
+}
