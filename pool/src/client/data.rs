@@ -42,6 +42,19 @@ impl Registration {
 }
 
 impl Offered {
+    /// `data` kept as plain memory (no endpoint, or offered through a file): the region
+    /// consumers are told of says only its length.
+    pub(crate) fn plain(
+        data: Buffer,
+    ) -> (Offered, fabric::RemoteRegion, Vec<fabric::RemoteRegion>) {
+        let remote = fabric::RemoteRegion {
+            addr: 0,
+            key: 0,
+            len: data.len() as u64,
+        };
+        (Offered::Plain(data), remote, Vec::new())
+    }
+
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             Offered::Registered(r) => r.region.as_slice(),

@@ -202,7 +202,7 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
                     }
                     Ok(())
                 });
-                super::burst::end(&shared);
+                super::transport::burst::end(&shared);
             }
             Ok(None) => break,
             Err(e) => {

@@ -27,7 +27,6 @@ use std::time::Instant;
 
 use fabric::Buffer;
 
-use super::Shared;
 use super::data::CdoData;
 use super::{ClientError, Result, answer};
 use crate::attr::Attributes;
@@ -333,26 +332,6 @@ impl super::AsyncClient {
             .with_core(|c| c.discard(Instant::now(), name, tx))?;
         answer(&self.shared, (Op::Discard, local), call, rx).await
     }
-}
-
-/// Links the file of offered `cdo` into the PM's directory of kept files `dir`, on a thread
-/// that may block, and tells the core how that went ([`pool_core::client::Event::HandOver`]:
-/// the withdraw waiting for it goes out).
-pub(super) fn hand_over(shared: &Arc<Shared>, cdo: CdoId, dir: Arc<str>) {
-    let shared = Arc::clone(shared);
-    tokio::spawn(async move {
-        let linked = match shared.gfs.clone() {
-            Some(g) => tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string())),
-            None => Err("this app has no GFS directory".to_string()),
-        };
-        let _ = shared.with_core(|c| {
-            c.handed_over(cdo, linked.map(|p| p.map(String::into_boxed_str)));
-            Ok(())
-        });
-    });
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@
 //! `offer`s) are pipelined, and the PM answers a batch of them in one frame.
 
 mod blocking;
-mod burst;
 mod data;
 mod driver;
 mod gfs;
@@ -29,15 +28,14 @@ mod observer;
 mod options;
 mod outbox;
 mod subscription;
-mod transfer;
+mod transport;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use fabric::access::RemoteRead;
-use fabric::{Buffer, Endpoint, MemoryRegion};
+use fabric::{Buffer, Endpoint};
 use pool_core::client::{CallError, CallId, CallKey, ClientCore, Demand, Driver, Event, News};
 use tokio::sync::{mpsc, oneshot};
 
@@ -166,14 +164,7 @@ impl Driver for Io {
     type Stream = mpsc::UnboundedSender<driver::Piece>;
 
     fn inline(bytes: proto::InlineBytes, lent: Option<Buffer>) -> CdoData {
-        let len = bytes.len();
-        match lent.filter(|dst| dst.len() >= len && len > 0) {
-            Some(mut dst) => {
-                dst.as_mut_slice()[..len].copy_from_slice(&bytes.0);
-                CdoData::own(dst, len)
-            }
-            None => CdoData::inline(bytes.0),
-        }
+        transport::inline::land(bytes, lent)
     }
 }
 
@@ -190,7 +181,7 @@ pub(crate) struct Shared {
     /// ([`Shared::timer`]).
     pub(crate) deadlines: Deadlines,
     /// Copies gathered while the reader handles a burst of tickets.
-    pub(crate) burst: burst::Burst,
+    pub(crate) burst: transport::burst::Burst,
     /// The control connection's sending side.
     pub(crate) out: Arc<outbox::Outbox>,
     pub(crate) endpoint: Option<Endpoint>,
@@ -316,15 +307,15 @@ impl Shared {
                 // One that gives up right now just misses its answer.
                 let _ = waiter.send(result);
             }
-            Event::Fetch(fetch) => burst::start(self, fetch),
+            Event::Fetch(fetch) => transport::burst::start(self, fetch),
             Event::Serve {
                 transfer,
                 cdo,
                 offset,
                 len,
-            } => transfer::serve(self, transfer, cdo, offset, len),
-            Event::Spill { cdo } => transfer::spill(self, cdo),
-            Event::HandOver { cdo, dir } => gfs::hand_over(self, cdo, dir),
+            } => transport::stream::serve(self, transfer, cdo, offset, len),
+            Event::Spill { cdo } => transport::gfs::spill(self, cdo),
+            Event::HandOver { cdo, dir } => transport::gfs::hand_over(self, cdo, dir),
             Event::Piece { stream, piece } => {
                 let _ = stream.send(piece);
             }
@@ -541,41 +532,15 @@ impl AsyncClient {
         let file = data.memory_file();
         // Offered through the global file system: written whole before the offer names the
         // file (on a thread that may block), and nothing registered with the fabric.
-        let (data, gfs) = match self.gfs_for(cdo, seal.as_ref())? {
+        let (offered, region, alternates, gfs) = match self.gfs_for(cdo, seal.as_ref())? {
             Some(g) => {
-                let (data, path) = tokio::task::spawn_blocking(move || {
-                    let path = g.write(cdo, data.as_slice());
-                    (data, path)
-                })
-                .await
-                .map_err(|e| ClientError::Gfs(format!("writing the file failed: {e}")))?;
-                (data, Some(path?))
+                let (data, file) = transport::gfs::write(g, cdo, data).await?;
+                let (offered, region, alternates) = data::Offered::plain(data);
+                (offered, region, alternates, Some(file))
             }
-            None => (data, None),
-        };
-        let (offered, region, alternates) = match &self.shared.endpoint {
-            Some(ep) if gfs.is_none() => {
-                let r: MemoryRegion<RemoteRead> = ep.register(data)?;
-                let remote = r.remote();
-                let mut extras = Vec::new();
-                for alt in &self.shared.alternates {
-                    // SAFETY: `r`'s memory stays mapped and unwritten while offered; the
-                    // extra registrations are dropped before `r` (`data::Registration`).
-                    let view =
-                        unsafe { Buffer::borrowed(r.as_slice().as_ptr().cast_mut(), r.len()) };
-                    extras.push(alt.register::<RemoteRead>(view)?);
-                }
-                let regions = extras.iter().map(fabric::MemoryRegion::remote).collect();
-                let registered = data::Registration::new(r, extras);
-                (data::Offered::Registered(registered), remote, regions)
-            }
-            _ => {
-                let remote = fabric::RemoteRegion {
-                    addr: 0,
-                    key: 0,
-                    len: data.len() as u64,
-                };
-                (data::Offered::Plain(data), remote, Vec::new())
+            None => {
+                let (offered, region, alternates) = transport::rma::readable(&self.shared, data)?;
+                (offered, region, alternates, None)
             }
         };
         let key = (self.shared.pool, self.shared.app, cdo);

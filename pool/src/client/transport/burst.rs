@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use fabric::{Buffer, MemoryRegion};
 use pool_core::client::Fetch;
 
-use super::Shared;
-use super::data::CdoData;
-use super::transfer::{self, INLINE_COPY};
+use super::host::{self, INLINE_COPY};
+use crate::client::Shared;
+use crate::client::data::CdoData;
 use crate::proto::{Direct, ProcessMemory, Source, TransferId};
 
 /// The copies gathered during a burst, with the process each is copied from (`None`: no
@@ -53,14 +53,14 @@ impl Landing {
 
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
 /// same-host provider's memory the burst can batch.
-pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
+pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
     if let Some(process) = copy_from(shared, &fetch)
         && let Some(gathered) = shared.burst.lock().as_mut()
     {
         gathered.push((process, fetch));
         return;
     }
-    transfer::start(shared, fetch);
+    super::start(shared, fetch);
 }
 
 /// The provider's process a ticket can be copied from in a batch: a same-host offer this
@@ -77,7 +77,7 @@ fn copy_from(shared: &Shared, fetch: &Fetch<Buffer>) -> Option<ProcessMemory> {
     let batchable = len > 0
         && len <= INLINE_COPY
         && shared.cross_memory.load(Ordering::Relaxed)
-        && !transfer::mappable(m, lent);
+        && !host::mappable(m, lent);
     batchable.then_some(m.process)
 }
 
@@ -93,13 +93,13 @@ pub(crate) fn end(shared: &Arc<Shared>) {
     }
     let mut done = Vec::new();
     for (process, fetches) in by_process {
-        if fetches.len() == 1 || !transfer::genuine(shared, process) {
-            fetches.into_iter().for_each(|f| transfer::start(shared, f));
+        if fetches.len() == 1 || !host::genuine(shared, process) {
+            fetches.into_iter().for_each(|f| super::start(shared, f));
             continue;
         }
         match copy_all(shared, process.pid, fetches) {
             Ok(copied) => done.extend(copied),
-            Err(fetches) => fetches.into_iter().for_each(|f| transfer::start(shared, f)),
+            Err(fetches) => fetches.into_iter().for_each(|f| super::start(shared, f)),
         }
     }
     if done.is_empty() {
@@ -182,7 +182,7 @@ fn copy_all(
                 })
                 .collect();
             fabric::cma::read_many_parallel(pid, &mut ranges, copy_threads()).map_err(|e| {
-                transfer::refused(shared, &e);
+                host::refused(shared, &e);
                 e.to_string()
             })
         }
@@ -239,7 +239,7 @@ fn gather(
                 Source::Rma { via, .. } => *via,
                 _ => 0,
             };
-            transfer::endpoint_via(shared, via)
+            super::rma::endpoint_via(shared, via)
                 .and_then(|ep| Ok(shared.landing.take(ep, len)?))
                 .map(Landing::Region)
         }

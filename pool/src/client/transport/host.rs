@@ -1,0 +1,151 @@
+//! A same-host provider's memory, taken straight: mapped from its memory file (no copy)
+//! where the provider shared one and the application lent no memory, else copied with
+//! `process_vm_readv` ([`fabric::cma`]); checked first to be the process that announced it
+//! (its token). What cannot be taken this way goes by RMA ([`super::rma`]).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use fabric::Buffer;
+
+use super::rma::endpoint_via;
+use crate::client::data::CdoData;
+use crate::client::{ClientError, Result, Shared};
+use crate::proto::{Direct, HostMemory, ProcessMemory};
+
+/// Takes `len` bytes at `addr` of the provider's memory `m` (see [`take_from_process`]),
+/// on the caller's thread when that takes microseconds (small copies, views of huge
+/// pages), else on a thread that may block.
+///
+/// # Errors
+/// A landing buffer that cannot be had.
+pub(super) async fn take(
+    shared: &Arc<Shared>,
+    (via, m, addr, len): CopySource,
+    lent: Option<Buffer>,
+) -> Result<Taken> {
+    // Small copies, and views of huge pages of any size, take microseconds: not worth a
+    // hop to another thread (a view of 4 KiB pages costs as much as a copy).
+    let inline =
+        len <= INLINE_COPY || (mappable(&m, lent.as_ref()) && fabric::cma::huge_shared_pages());
+    let owner = shared.clone();
+    let take = move || take_from_process(&owner, (via, m, addr, len), lent);
+    if inline {
+        return take();
+    }
+    tokio::task::spawn_blocking(take)
+        .await
+        .map_err(|e| ClientError::Protocol(format!("copying the offer failed: {e}")))?
+}
+
+/// Copies up to this many bytes from a provider's memory on the runtime's thread.
+pub(super) const INLINE_COPY: usize = 2 << 20;
+
+/// Whether a same-host ticket will be mapped rather than copied: its offer is in a memory
+/// file (the provider chose that where mapping pays, see [`Buffer::for_offer`]) and the
+/// application lent no memory for it.
+pub(super) fn mappable(m: &HostMemory, lent: Option<&Buffer>) -> bool {
+    m.file.is_some() && lent.is_none()
+}
+
+/// Takes a CDO straight from the provider's memory: maps its memory file
+/// ([`fabric::cma::map`], no copy) where [`mappable`], else copies the bytes
+/// ([`fabric::cma::read`]) into `lent` (if given) or a landing buffer of endpoint `via`.
+/// [`Taken::NotHere`] when neither can be done here (the kernel refuses, or the process id
+/// does not name the provider): the caller reads by RMA, into `lent` still.
+///
+/// # Errors
+/// A landing buffer that cannot be had.
+fn take_from_process(
+    shared: &Arc<Shared>,
+    (via, m, addr, len): CopySource,
+    lent: Option<Buffer>,
+) -> Result<Taken> {
+    let pid = m.process.pid;
+    if !genuine(shared, m.process) {
+        return Ok(Taken::NotHere(lent));
+    }
+    let failed = |e: &fabric::cma::CmaError, instead: &str| {
+        refused(shared, e);
+        tracing::debug!("pool client: taking from process {pid} failed ({e}); {instead}");
+    };
+    if let Some(file) = m.file.filter(|_| mappable(&m, lent.as_ref())) {
+        match fabric::cma::map(pid, file, len) {
+            Ok(view) => return Ok(Taken::Here(CdoData::mapped(view), Direct::Mapped)),
+            Err(e) => failed(&e, "copying"),
+        }
+    }
+    let copy = |dst: &mut [u8]| match fabric::cma::read(pid, addr, &mut dst[..len]) {
+        Ok(()) => true,
+        Err(e) => {
+            failed(&e, "reading by RMA");
+            false
+        }
+    };
+    match lent {
+        Some(mut b) => Ok(if copy(b.as_mut_slice()) {
+            Taken::Here(CdoData::own(b, len), Direct::Copied)
+        } else {
+            Taken::NotHere(Some(b))
+        }),
+        None => {
+            let mut dst = shared.landing.take(endpoint_via(shared, via)?, len)?;
+            if copy(dst.as_mut_slice()) {
+                let data = CdoData::landed(dst, len, shared.landing.clone());
+                Ok(Taken::Here(data, Direct::Copied))
+            } else {
+                shared.landing.give(dst);
+                Ok(Taken::NotHere(None))
+            }
+        }
+    }
+}
+
+/// What [`take_from_process`] did.
+pub(super) enum Taken {
+    /// The bytes, and how they were taken.
+    Here(CdoData, Direct),
+    /// Nothing: the memory lent for them, unused.
+    NotHere(Option<Buffer>),
+}
+
+/// Whether the process `m` names holds its token (checked once per announcement), and the
+/// client still copies from other processes' memory.
+pub(super) fn genuine(shared: &Shared, m: ProcessMemory) -> bool {
+    let mut verified = shared
+        .verified
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ok = *verified.entry(m).or_insert_with(|| {
+        match fabric::cma::holds(m.pid, m.token_addr, m.token) {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::debug!(
+                    "pool client: process {} is not the provider that announced it; reading by RMA",
+                    m.pid
+                );
+                false
+            }
+            Err(e) => {
+                refused(shared, &e);
+                tracing::debug!("pool client: not copying from process {}: {e}", m.pid);
+                false
+            }
+        }
+    });
+    ok && shared.cross_memory.load(Ordering::Relaxed)
+}
+
+/// Stops copying from other processes' memory for good when the kernel refuses it (said
+/// once).
+pub(super) fn refused(shared: &Shared, e: &fabric::cma::CmaError) {
+    if matches!(e, fabric::cma::CmaError::Denied { .. })
+        && shared.cross_memory.swap(false, Ordering::Relaxed)
+    {
+        tracing::info!("pool client: {e}");
+    }
+}
+
+/// Where a same-host copy comes from: the consumer endpoint a fallback would read with,
+/// the provider's process (and the offer's memory file), the address and the length.
+type CopySource = (u8, HostMemory, u64, usize);

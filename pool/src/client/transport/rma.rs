@@ -1,0 +1,212 @@
+//! RMA over the fabric: the consumer reads the provider's registered offer with its
+//! endpoint the ticket names (`via`), into a landing buffer or memory the application
+//! lent; before that, a same-host provider's memory named in the ticket is copied or
+//! mapped straight ([`super::host`]). The provider's side: its offers registered with
+//! every endpoint it has, remotely readable only ([`readable`]).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use fabric::access::RemoteRead;
+use fabric::{Buffer, MemoryRegion, Peer, RemoteRegion};
+
+use super::host::{self, Taken};
+use super::{Executor, Got};
+use crate::client::data::{self, CdoData};
+use crate::client::{ClientError, Result, Shared};
+use crate::proto::{self, HostMemory, Op, TransferId};
+
+/// What an RMA ticket names (see [`proto::Source::Rma`]).
+pub(super) struct Ticket {
+    /// The provider's endpoint.
+    pub(super) endpoint: Arc<proto::FabricEndpoint>,
+    /// Where its bytes are.
+    pub(super) region: RemoteRegion,
+    /// This client's endpoint to read with: 0 the first, `i` alternate `i - 1`.
+    pub(super) via: u8,
+    /// The provider's memory on this host, when it shares the host.
+    pub(super) memory: Option<Box<HostMemory>>,
+}
+
+/// See the module's documentation.
+pub(super) struct Rma;
+
+impl Executor for Rma {
+    type Ticket = Ticket;
+
+    async fn fetch(
+        shared: &Arc<Shared>,
+        _: TransferId,
+        ticket: Ticket,
+        len: usize,
+        mut lent: Option<Buffer>,
+    ) -> Result<Got> {
+        let Ticket {
+            endpoint,
+            region,
+            via,
+            memory,
+        } = ticket;
+        if let Some(m) = memory
+            && shared.cross_memory.load(Ordering::Relaxed)
+        {
+            match host::take(shared, (via, *m, region.addr, len), lent).await? {
+                Taken::Here(data, how) => return Ok((data, Some(how))),
+                Taken::NotHere(unused) => lent = unused,
+            }
+        }
+        let is_lent = lent.is_some();
+        // A known peer, a registered landing buffer to hand and a provider that takes
+        // the read at once: posted here, without a hop to another thread.
+        let inline = match lent {
+            Some(_) => None,
+            None => post_inline(shared, via, &endpoint, region, len)?,
+        };
+        let op = match inline {
+            Some(op) => op,
+            None => post_blocking(shared, (via, endpoint), region, len, lent).await?,
+        };
+        let region = tokio::time::timeout(shared.timeout, op)
+            .await
+            .map_err(|_| ClientError::Timeout(Op::Demand))??;
+        let data = if is_lent {
+            CdoData::own(region.into_buffer(), len)
+        } else {
+            CdoData::landed(region, len, shared.landing.clone())
+        };
+        Ok((data, None))
+    }
+}
+
+/// Makes `data` readable by consumers over the fabric: registered, remotely readable
+/// only, with the app's first endpoint and each alternate (the offer's region and the
+/// alternates' regions), or kept as plain memory without an endpoint (served by stream:
+/// the region says only the length).
+///
+/// # Errors
+/// Registration failures.
+pub(crate) fn readable(
+    shared: &Shared,
+    data: Buffer,
+) -> Result<(data::Offered, RemoteRegion, Vec<RemoteRegion>)> {
+    let Some(ep) = &shared.endpoint else {
+        return Ok(data::Offered::plain(data));
+    };
+    let r: MemoryRegion<RemoteRead> = ep.register(data)?;
+    let remote = r.remote();
+    let mut extras = Vec::new();
+    for alt in &shared.alternates {
+        // SAFETY: `r`'s memory stays mapped and unwritten while offered; the extra
+        // registrations are dropped before `r` (`data::Registration`).
+        let view = unsafe { Buffer::borrowed(r.as_slice().as_ptr().cast_mut(), r.len()) };
+        extras.push(alt.register::<RemoteRead>(view)?);
+    }
+    let regions = extras.iter().map(MemoryRegion::remote).collect();
+    let registered = data::Registration::new(r, extras);
+    Ok((data::Offered::Registered(registered), remote, regions))
+}
+
+/// Posts the read of `region` from `endpoint` if that cannot block: the peer is in the
+/// address vector, a landing buffer is kept, the provider takes the read now. `None`
+/// otherwise (nothing posted).
+///
+/// # Errors
+/// The endpoint `via` does not exist or speaks another provider; posting failed.
+fn post_inline(
+    shared: &Shared,
+    via: u8,
+    endpoint: &proto::FabricEndpoint,
+    region: RemoteRegion,
+    len: usize,
+) -> Result<Option<fabric::Op<fabric::MemoryRegion>>> {
+    let ep = reading_endpoint(shared, via, endpoint)?;
+    let known = shared
+        .peers()
+        .get(&(via, endpoint.address.clone()))
+        .copied();
+    let (Some(peer), Some(dst)) = (known, shared.landing.take_kept(ep, len)) else {
+        return Ok(None);
+    };
+    match ep.try_read(peer, dst, region)? {
+        Ok(op) => Ok(Some(op)),
+        Err(dst) => {
+            shared.landing.give(dst);
+            Ok(None)
+        }
+    }
+}
+
+/// This client's endpoint `via`, checked to speak the provider's `endpoint`'s provider.
+fn reading_endpoint<'a>(
+    shared: &'a Shared,
+    via: u8,
+    endpoint: &proto::FabricEndpoint,
+) -> Result<&'a fabric::Endpoint> {
+    let ep = endpoint_via(shared, via)?;
+    if endpoint.provider != ep.info().provider {
+        return Err(ClientError::Protocol(format!(
+            "the provider offers over {}, this app over {}",
+            endpoint.provider,
+            ep.info().provider
+        )));
+    }
+    Ok(ep)
+}
+
+/// Posts the read of `region` into `lent` (registered for it) or a landing buffer, on a
+/// thread that may block: mapping and registering memory and setting up a connection to a
+/// peer that does not answer (retried for up to a second) take time, and the runtime's
+/// thread must go on hearing from the PM.
+///
+/// # Errors
+/// As [`post_inline`], plus registration failures.
+async fn post_blocking(
+    shared: &Arc<Shared>,
+    (via, endpoint): (u8, Arc<proto::FabricEndpoint>),
+    region: fabric::RemoteRegion,
+    len: usize,
+    lent: Option<Buffer>,
+) -> Result<fabric::Op<fabric::MemoryRegion>> {
+    let owner = shared.clone();
+    let post = move || -> Result<fabric::Op<fabric::MemoryRegion>> {
+        let ep = reading_endpoint(&owner, via, &endpoint)?;
+        let peer = peer(&owner, (via, ep), &endpoint.address)?;
+        let dst = match lent {
+            Some(b) => ep.register(b)?,
+            None => owner.landing.take(ep, len)?,
+        };
+        Ok(ep.read(peer, dst, region)?)
+    };
+    tokio::task::spawn_blocking(post)
+        .await
+        .map_err(|e| ClientError::Protocol(format!("posting the read failed: {e}")))?
+}
+
+/// This client's endpoint `via` of a ticket: 0 the first, `i` alternate `i - 1`.
+pub(super) fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint> {
+    match via {
+        0 => shared.endpoint.as_ref(),
+        i => shared.alternates.get(usize::from(i) - 1),
+    }
+    .ok_or_else(|| {
+        ClientError::Protocol(format!(
+            "an RMA ticket for endpoint {via}, which this client does not have"
+        ))
+    })
+}
+
+/// `address` in the address vector of this client's endpoint `via` (inserted once).
+fn peer(
+    shared: &Shared,
+    (via, ep): (u8, &fabric::Endpoint),
+    address: &fabric::Address,
+) -> Result<Peer> {
+    let mut peers = shared.peers();
+    let key = (via, address.clone());
+    if let Some(p) = peers.get(&key) {
+        return Ok(*p);
+    }
+    let p = ep.insert_peer(address)?;
+    peers.insert(key, p);
+    Ok(p)
+}
