@@ -32,9 +32,9 @@ impl Observer {
     /// observer named `who` (shown in the PM's log).
     ///
     /// # Errors
-    /// [`ClientError::Unreachable`] when no endpoint answers; [`ClientError::Refused`] with
+    /// [`ClientError::Unreachable`](super::ClientError::Unreachable) when no endpoint answers; [`ClientError::Refused`](super::ClientError::Refused) with
     /// `BadProof` or `WrongWorkflow` (the PM info is not this workflow's, or is stale),
-    /// `Quota` (too many observers); timeouts after `timeout`; [`ClientError::Io`] when no
+    /// `Quota` (too many observers); timeouts after `timeout`; [`ClientError::Io`](super::ClientError::Io) when no
     /// runtime can be started.
     pub fn connect(info: &PmInfo, who: &str, timeout: Duration) -> Result<Observer> {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -64,8 +64,8 @@ impl Observer {
     /// Asks `query` and waits for its answer.
     ///
     /// # Errors
-    /// [`ClientError::Refused`] (not an observer connection), [`ClientError::Closed`],
-    /// [`ClientError::Timeout`] after the connection's timeout, [`ClientError::Protocol`]
+    /// [`ClientError::Refused`](super::ClientError::Refused) (not an observer connection), [`ClientError::Closed`](super::ClientError::Closed),
+    /// [`ClientError::Timeout`](super::ClientError::Timeout) after the connection's timeout, [`ClientError::Protocol`](super::ClientError::Protocol)
     /// for an answer to another question.
     pub fn query(&mut self, query: Query) -> Result<View> {
         let frame = proto::encode(&[self.core.ask(query)])?;
