@@ -42,7 +42,7 @@ for tool in iperf3 mpirun mpicc python3; do
 done
 
 cd "$REPO"
-cargo build --release --bin maestro >&2
+cargo build --release -p maestro -p maestro-bench >&2
 MAESTRO=$REPO/target/release/maestro
 
 # A cluster of its own, in a directory of its own (shared into both nodes).

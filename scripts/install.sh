@@ -28,6 +28,9 @@ scripts/setup.sh
 cargo_flags=()
 [[ $profile == release ]] && cargo_flags+=(--release)
 cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro-python -p maestro-spank -p maestro
+# The benchmarks' program on its own: built with the others, its bare-libfabric reference
+# would be linked into `maestro` too (cargo unifies the features of one build).
+cargo build "${cargo_flags[@]}" -p maestro-bench
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 out="$target/$profile"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -36,6 +39,7 @@ install -m 0644 capi/include/maestro.h "$prefix/include/maestro.h"
 install -m 0755 "$out/libmaestro.so" "$prefix/lib/libmaestro.so"
 install -m 0644 "$out/libmaestro.a" "$prefix/lib/libmaestro.a"
 install -m 0755 "$out/maestro" "$prefix/bin/maestro"
+install -m 0755 "$out/maestro-bench" "$prefix/bin/maestro-bench"
 install -m 0755 "$out/libmaestro_spank.so" "$prefix/lib/maestro_spank.so"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" capi/maestro.pc.in \
     >"$prefix/lib/pkgconfig/maestro.pc"

@@ -33,7 +33,7 @@ pub struct InventoryOptions {
     pub slurm: bool,
     /// Print where N tasks of this node go under srun --maestro-bind=near-nic: each
     /// task's NIC and the CPUs near it (for schedulers and hand-written --cpu-bind maps).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::positive("tasks"))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = pool_tools::cli::positive("tasks"))]
     pub placement: Option<u32>,
 }
 

@@ -6,23 +6,18 @@
 //! Exit codes: `maestro run` exits with the job's code (see the `run` module); usage and
 //! setup errors exit with 2.
 
-mod attach;
-mod bench;
-mod cli;
 mod inventory_cmd;
-mod janitor;
 mod pm_cmd;
 mod pool_cmd;
-mod publish;
 mod query;
 mod reference;
-mod run;
-mod rundir;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
+use launcher::{janitor, run};
+use pool_tools::cli;
 
 /// Whether standard output and standard error were closed when the process started
 /// (`maestro run ... >&-`): Rust's runtime opens `/dev/null` in their place before `main`,
@@ -67,18 +62,13 @@ enum Cmd {
     Inventory(inventory_cmd::InventoryOptions),
     /// Run a pool manager as its own process; prints MSTRO_POOL_MANAGER_INFO;INFO;
     Pm(pm_cmd::PmOptions),
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(bench::BenchCmd),
-    /// One side of a two-process fabric run (used by `bench fabric` and the tests).
-    #[command(hide = true)]
-    FabricPeer(bench::peer::PeerArgs),
-    /// One load generator of `bench pm` (used by the benchmark).
-    #[command(hide = true)]
-    PmInjector(bench::pm::InjectorArgs),
-    /// The provider process of `bench pool` (used by the benchmark).
-    #[command(hide = true)]
-    PoolProvider(bench::pool::ProviderArgs),
+    /// Benchmarks: runs `maestro-bench` (installed beside `maestro`) with the arguments.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// What `maestro-bench` takes (`maestro bench --help` lists it).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Attach to a running `maestro run --tool-support` and show its jobs.
     Query(query::QueryArgs),
     /// Look at a running pool: status, ls (with a selector), transfers, fabric (read-only).
@@ -106,19 +96,45 @@ fn main() -> ExitCode {
     if matches!(command, Cmd::Inventory(_) | Cmd::Query(_) | Cmd::Pool(_)) {
         // Printing commands end quietly when their reader goes (`maestro inventory |
         // head -1`), as other Unix tools do: status 141, no panic.
-        run::default_action(libc::SIGPIPE);
+        launcher::process::default_action(libc::SIGPIPE);
     }
     match command {
-        Cmd::Run(opts) => run::main(&opts),
+        Cmd::Run(opts) => run::main(&opts, closed_at_start),
         Cmd::Inventory(opts) => cli::exit("inventory", inventory_cmd::run(&opts), 2),
         Cmd::Pm(opts) => cli::exit("pm", pm_cmd::run(&opts), 2),
-        Cmd::Bench(cmd) => bench::main(cmd),
-        Cmd::FabricPeer(args) => bench::peer::main(args),
-        Cmd::PmInjector(args) => bench::pm::main(&args),
-        Cmd::PoolProvider(args) => bench::pool::provider_main(&args),
+        Cmd::Bench { args } => bench(&args),
         Cmd::Query(args) => cli::exit("query", args.options().and_then(|o| query::query(&o)), 2),
         Cmd::Pool(args) => cli::exit("pool", pool_cmd::run(&args), 2),
         Cmd::Janitor(args) => janitor::main(&args),
         Cmd::Reference => reference::main(&<Cli as clap::CommandFactory>::command()),
     }
+}
+
+/// The benchmarks' program, beside this one (`cargo build -p maestro-bench`, or installed
+/// with it).
+fn bench_program() -> std::io::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let bench = exe.with_file_name("maestro-bench");
+    if bench.is_file() {
+        return Ok(bench);
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!(
+            "{} is missing: the benchmarks are a program of their own; build it with `cargo build --release -p maestro-bench` (or install with scripts/install.sh)",
+            bench.display()
+        ),
+    ))
+}
+
+/// `maestro bench ARGS`: becomes `maestro-bench ARGS` (its exit code, signals and output
+/// are the benchmark's own).
+fn bench(args: &[std::ffi::OsString]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let failed = match bench_program() {
+        Ok(program) => std::process::Command::new(program).args(args).exec(),
+        Err(e) => e,
+    };
+    eprintln!("maestro bench: {failed}");
+    ExitCode::from(2)
 }

@@ -29,7 +29,7 @@ const ANNOUNCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10)
 #[derive(Clone, Debug, clap::Args)]
 pub struct PmOptions {
     /// The workflow served.
-    #[arg(long, env = "MSTRO_WORKFLOW_NAME", default_value = "workflow", value_parser = crate::cli::parse_workflow)]
+    #[arg(long, env = "MSTRO_WORKFLOW_NAME", default_value = "workflow", value_parser = pool_tools::cli::parse_workflow)]
     pub workflow: String,
     /// Address to listen on (repeatable; port 0 picks one). Without it the PM listens
     /// where its workflow needs it: the addresses of the NIC chosen for this process
@@ -57,15 +57,15 @@ pub struct PmOptions {
     )]
     pub unix_socket: bool,
     /// Seconds a new connection has to join before it is closed.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     pub join_timeout: std::time::Duration,
     /// Most bytes of messages read from applications and not yet handled (e.g. 64M);
     /// readers wait for room instead of queuing more.
-    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, default_value = "64M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_ingress: usize,
     /// Most bytes of answers queued for one application that does not read them; past
     /// it the application is disconnected (e.g. 256M).
-    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, default_value = "256M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_queued: usize,
     /// Most TCP connections waiting to join; a newcomer past it evicts the oldest waiting
     /// connection of the address with the most waiting.
@@ -76,12 +76,12 @@ pub struct PmOptions {
     pub max_unjoined_per_peer: usize,
     /// Most bytes one application may make the PM hold (its CDOs' names and attributes,
     /// 320 bytes per CDO, its subscriptions), e.g. 256M.
-    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, default_value = "256M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_app_bytes: usize,
     /// Most bytes the PM holds for all applications together (their CDOs, subscriptions
     /// and the events waiting for them, and the kept CDOs), e.g. 4G; default: a quarter
     /// of this node's memory.
-    #[arg(long, value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_bytes: Option<usize>,
     /// Most applications joined at once from one peer (an address over TCP, a process on
     /// the Unix socket).
@@ -89,12 +89,12 @@ pub struct PmOptions {
     pub max_apps_per_peer: usize,
     /// Most bytes of events the PM builds for one connection and holds unsent; past it
     /// the connection is cut off, its app gone (e.g. 4M).
-    #[arg(long, default_value = "4M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, default_value = "4M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_event_bytes: usize,
     /// Most bytes of small CDOs' data the PM holds for all apps together (offers of at most
     /// MSTRO_INLINE_MAX bytes carry them; past this budget offers keep their bytes), e.g.
     /// 64M; 0 turns carrying off.
-    #[arg(long, default_value = "64M", value_parser = crate::cli::parse_bytes, allow_negative_numbers = true)]
+    #[arg(long, default_value = "64M", value_parser = pool_tools::cli::parse_bytes, allow_negative_numbers = true)]
     pub max_inline_bytes: usize,
     /// The global file system directory every process of the workflow sees: the PM keeps
     /// there the files of GFS offers (MSTRO_TRANSPORT_DEFAULT=GFS) their producers withdraw,
@@ -111,31 +111,31 @@ pub struct PmOptions {
     pub adopt: Vec<PathBuf>,
     /// Most bytes the PM holds for the CDOs it keeps (their names, attributes and file
     /// paths, 320 bytes per CDO), e.g. 256M; past it a withdraw ends its CDO.
-    #[arg(long, default_value = "256M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, default_value = "256M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_kept_bytes: usize,
     /// Most bytes of one CDO's attributes, e.g. 1M.
-    #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size, allow_negative_numbers = true)]
+    #[arg(long, default_value = "1M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
     pub max_attributes: usize,
     /// Seconds an operation waits for subscribers' acknowledgements; a subscriber that
     /// misses it loses its subscription.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     pub ack_timeout: std::time::Duration,
     /// Most subscriptions one application may hold.
     #[arg(long, default_value = "1024")]
     pub max_subscriptions: usize,
     /// Seconds a transfer may keep an offer its provider withdraws busy before it is
     /// abandoned (transfers from offers nobody withdraws have no deadline).
-    #[arg(long, default_value = "120", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "120", value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     pub transfer_timeout: std::time::Duration,
     /// Seconds the PM waits for a provider it asked to write an offer to the GFS directory
     /// (for consumers it shares no network with); past it they get the bytes through the
     /// PM's stream.
-    #[arg(long, default_value = "30", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "30", value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     pub spill_timeout: std::time::Duration,
     /// Seconds the holder of a lease its offer's withdraw revoked has to use it or give it
     /// back; past it the lease no longer holds the withdraw (a lease in use is a transfer:
     /// --transfer-timeout).
-    #[arg(long, default_value = "1", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "1", value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     pub lease_grace: std::time::Duration,
     /// Most leases one application holds: an offer's ticket sent with its event to a
     /// subscriber, so that its demand needs no round trip to the PM; 0 turns leases off.
@@ -154,7 +154,7 @@ pub struct PmOptions {
     /// interface). Unauthenticated: it shows counts, host and NIC names (no CDO names, no
     /// secret); keep it on loopback or a management network. Rendered at most once a
     /// second however many scrape; at most 64 scrapers connected at once.
-    #[arg(long, value_name = "ADDR", value_parser = crate::cli::parse_listen_addr)]
+    #[arg(long, value_name = "ADDR", value_parser = pool_tools::cli::parse_listen_addr)]
     pub metrics: Option<SocketAddr>,
 }
 
@@ -263,12 +263,12 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     // As in `maestro run`: libraries may have installed handlers; ours decide.
     for sig in [SIGINT, SIGTERM] {
-        crate::run::default_action(sig);
+        launcher::process::default_action(sig);
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     // Even a PM killed with SIGKILL leaves no info file, socket directory or kept files
     // behind.
-    let _janitor = crate::janitor::Janitor::start(&crate::janitor::JanitorArgs {
+    let _janitor = launcher::janitor::Janitor::start(&launcher::janitor::JanitorArgs {
         info_file: opts.info_file.clone(),
         gfs_dir: opts.gfs_dir.clone(),
         ..Default::default()
@@ -387,7 +387,7 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
 /// node find it by the workflow's name; removed when dropped (or, after a SIGKILL, as
 /// stale: its process is gone).
 struct NodePublication {
-    dir: crate::publish::NodeDirectory,
+    dir: launcher::publish::NodeDirectory,
     key: String,
     me: pmix::Proc,
 }
@@ -399,8 +399,8 @@ impl NodePublication {
     /// Another running PM published the name (`AlreadyExists`, saying what to do); the
     /// directory cannot be used.
     fn publish(info: &pool::bootstrap::PmInfo) -> std::io::Result<NodePublication> {
-        let dir = crate::publish::NodeDirectory::open(
-            &crate::publish::NodeDirectory::default_dir().map_err(safefs::Error::into_io)?,
+        let dir = launcher::publish::NodeDirectory::open(
+            &launcher::publish::NodeDirectory::default_dir().map_err(safefs::Error::into_io)?,
         )?;
         let me = pmix::Proc::new(format!("maestro.pm.{}", std::process::id()), 0);
         let key = bootstrap::published_key(&info.workflow);
@@ -417,7 +417,7 @@ impl NodePublication {
                 );
                 Ok(NodePublication { dir, key, me })
             }
-            Err(crate::publish::node::PutError::Duplicate(by)) => Err(std::io::Error::new(
+            Err(launcher::publish::node::PutError::Duplicate(by)) => Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 format!(
                     "workflow {:?} already has a pool manager published on this node (by {}:{}); give this one another --workflow (MSTRO_WORKFLOW_NAME), or stop that one",

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pmix::{Info, ProcInfo, Query, Tool, ToolTarget, Value, keys};
 
-use crate::attach::{LauncherArgs, QueryError, check_target};
+use launcher::attach::{LauncherArgs, QueryError, check_target};
 use maestro_keys::{FABRIC_ASSIGNMENT, FABRIC_INVENTORY, POOL_STATUS};
 use serde_json::json;
 
@@ -30,7 +30,7 @@ pub struct QueryArgs {
     #[arg(long)]
     json: bool,
     /// Seconds to wait for each answer.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "10", value_parser = pool_tools::cli::parse_duration)]
     timeout: Duration,
 }
 
@@ -181,7 +181,7 @@ impl Report {
         }
         match serde_json::from_value::<pool::view::Status>(self.pool.clone()) {
             Ok(status) => {
-                let _ = write!(out, "\n{}", crate::pool_cmd::render::status(&status));
+                let _ = write!(out, "\n{}", pool_tools::render::status(&status));
             }
             Err(_) => match self.pool.get("error").and_then(serde_json::Value::as_str) {
                 Some(why) => {

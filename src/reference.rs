@@ -4,13 +4,35 @@
 //! so that neither can drift from the code (`tests/docs.rs` checks the file is what this
 //! prints, and that every variable the code reads is in the table).
 
-use clap::{Arg, ArgAction, Command};
+use clap::Command;
 use mstro::session::variables::{MAESTRO_CORE_ONLY, VARIABLES};
+use pool_tools::cli::markdown_cell;
 
-/// Prints the reference.
+/// Prints the reference: `maestro`'s, then the benchmarks' options (`maestro-bench
+/// reference`, the program beside this one).
 pub fn main(cli: &Command) -> std::process::ExitCode {
-    print!("{}", markdown(cli));
-    std::process::ExitCode::SUCCESS
+    let bench = crate::bench_program().and_then(|program| {
+        let out = std::process::Command::new(program)
+            .arg("reference")
+            .output()?;
+        if !out.status.success() {
+            return Err(std::io::Error::other(format!(
+                "maestro-bench reference: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        String::from_utf8(out.stdout).map_err(std::io::Error::other)
+    });
+    match bench {
+        Ok(bench) => {
+            print!("{}{bench}", markdown(cli));
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("maestro reference: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
 }
 
 /// The reference as Markdown: the environment, then every visible command's options.
@@ -29,8 +51,8 @@ pub fn markdown(cli: &Command) -> String {
         out.push_str(&format!(
             "| `{}` | {} | {} |\n",
             v.name,
-            cell(v.default),
-            cell(v.what)
+            markdown_cell(v.default),
+            markdown_cell(v.what)
         ));
     }
     out.push_str(&format!(
@@ -42,121 +64,6 @@ pub fn markdown(cli: &Command) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    command(&mut out, cli, "maestro");
+    out.push_str(&pool_tools::cli::options_reference(cli, "maestro"));
     out
-}
-
-/// The section of `cmd` (named `path`) and of its visible subcommands.
-fn command(out: &mut String, cmd: &Command, path: &str) {
-    let args: Vec<&Arg> = cmd
-        .get_arguments()
-        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
-        .collect();
-    if !args.is_empty() {
-        out.push_str(&format!("\n## `{path}`\n\n"));
-        if let Some(about) = cmd.get_about() {
-            out.push_str(&format!("{}.\n\n", about.to_string().trim_end_matches('.')));
-        }
-        out.push_str("| option | default | what it does |\n|---|---|---|\n");
-        for a in args {
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                cell(&name(a)),
-                cell(&default(a)),
-                cell(&help(a))
-            ));
-        }
-    }
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        command(out, sub, &format!("{path} {}", sub.get_name()));
-    }
-}
-
-/// How a user writes `a`: `-n, --np <NPROCS>`, `<COMMAND>...`.
-fn name(a: &Arg) -> String {
-    let value = a
-        .get_value_names()
-        .map(|v| {
-            v.iter()
-                .map(|n| format!("<{n}>"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|| format!("<{}>", a.get_id().as_str().to_uppercase()));
-    if a.is_positional() {
-        let many = matches!(a.get_num_args(), Some(r) if r.max_values() > 1);
-        return format!("`{value}{}`", if many { "..." } else { "" });
-    }
-    let mut names = Vec::new();
-    if let Some(s) = a.get_short() {
-        names.push(format!("-{s}"));
-    }
-    if let Some(l) = a.get_long() {
-        names.push(format!("--{l}"));
-    }
-    let takes = a.get_action().takes_values();
-    format!(
-        "`{}{}`",
-        names.join(", "),
-        if takes {
-            format!(" {value}")
-        } else {
-            String::new()
-        }
-    )
-}
-
-/// What holds when `a` is not given: its default, its environment variable.
-fn default(a: &Arg) -> String {
-    let mut said = Vec::new();
-    if a.get_action().takes_values() {
-        let d: Vec<String> = a
-            .get_default_values()
-            .iter()
-            .map(|v| v.to_string_lossy().into_owned())
-            .collect();
-        if !d.is_empty() {
-            said.push(d.join(", "));
-        }
-    }
-    if let Some(env) = a.get_env() {
-        said.push(format!("`{}`", env.to_string_lossy()));
-    }
-    if said.is_empty() {
-        "-".into()
-    } else {
-        said.join(", or ")
-    }
-}
-
-/// What `a` does, with the values it takes and its aliases.
-fn help(a: &Arg) -> String {
-    let mut text = a.get_help().map(ToString::to_string).unwrap_or_default();
-    let values: Vec<String> = a
-        .get_possible_values()
-        .iter()
-        .filter(|v| !v.is_hide_set())
-        .map(|v| format!("`{}`", v.get_name()))
-        .collect();
-    if !values.is_empty() && !matches!(a.get_action(), ArgAction::SetTrue | ArgAction::SetFalse) {
-        text.push_str(&format!(" (one of {})", values.join(", ")));
-    }
-    let aliases: Vec<String> = a
-        .get_visible_aliases()
-        .unwrap_or_default()
-        .iter()
-        .map(|l| format!("`--{l}`"))
-        .collect();
-    if !aliases.is_empty() {
-        text.push_str(&format!(" (also {})", aliases.join(", ")));
-    }
-    text
-}
-
-/// `text` as one table cell: on one line, its bars escaped.
-fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
 }

@@ -1,4 +1,4 @@
-//! Two processes move data by `fi_read` through our fabric layer (`maestro fabric-peer`):
+//! Two processes move data by `fi_read` through our fabric layer (`maestro-bench fabric-peer`):
 //! 256 MiB with a checksum on every provider of this machine, and a reader whose owner is
 //! killed mid-stream fails fast with a clear error.
 
@@ -8,11 +8,11 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Group, maestro, run};
+use common::{Group, maestro, maestro_bench, run};
 
 /// Starts an owner of `size` bytes and returns it with its announcement line.
 fn owner(provider: &str, size: usize) -> (Group, String) {
-    let mut cmd = Command::new(maestro());
+    let mut cmd = Command::new(maestro_bench());
     cmd.args([
         "fabric-peer",
         "owner",
@@ -39,7 +39,7 @@ fn transfer_256_mib(provider: &str) {
     let size = 256 << 20;
     let (g, announcement) = owner(provider, size);
     let out = run(
-        Command::new(maestro()).args([
+        Command::new(maestro_bench()).args([
             "fabric-peer",
             "reader",
             "--count",
@@ -81,7 +81,7 @@ fn udp_rxd_moves_256_mib_intact() {
 #[test]
 fn killing_the_owner_fails_the_reader_at_once() {
     let (g, announcement) = owner("tcp;ofi_rxm", 16 << 20);
-    let mut cmd = Command::new(maestro());
+    let mut cmd = Command::new(maestro_bench());
     cmd.args([
         "fabric-peer",
         "reader",
@@ -118,7 +118,12 @@ fn a_stale_shm_file_under_our_pid_does_not_block_shm() {
     let (g, announcement) = owner("shm", 1 << 20);
     let script = r#"f="/dev/shm/$$:0:0"; head -c 65536 /dev/zero > "$f" && exec "$0" fabric-peer reader --count 1 --owner "$1""#;
     let out = run(
-        Command::new("sh").args(["-c", script, &maestro().to_string_lossy(), &announcement]),
+        Command::new("sh").args([
+            "-c",
+            script,
+            &maestro_bench().to_string_lossy(),
+            &announcement,
+        ]),
         Duration::from_secs(60),
     );
     drop(g);
@@ -222,12 +227,15 @@ fn the_fabric_benchmark_shows_its_progress_at_a_terminal_only() {
         "--volume",
         "64M",
     ];
-    let pty = common::pty::Pty::spawn(Command::new(maestro()).args(args), 24, 80);
+    let pty = common::pty::Pty::spawn(Command::new(maestro_bench()).args(args), 24, 80);
     let text = pty.wait_for(Duration::from_secs(120), |t| t.contains("| 64K |"));
     assert!(text.contains("bench fabric ["), "{text}");
     assert!(text.contains("\r\x1b[2K"), "the bar is cleared: {text:?}");
     assert!(pty.wait(Duration::from_secs(30)).success(), "{text}");
-    let piped = run(Command::new(maestro()).args(args), Duration::from_secs(120));
+    let piped = run(
+        Command::new(maestro_bench()).args(args),
+        Duration::from_secs(120),
+    );
     assert_eq!(piped.code(), Some(0), "{piped:?}");
     assert!(piped.stdout.contains("| 64K |"), "{piped:?}");
     assert!(!piped.stderr.contains('\r'), "{piped:?}");

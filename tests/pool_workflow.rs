@@ -123,7 +123,7 @@ fn the_pm_benchmark_runs_and_reports() {
         assert!(v[rate].as_f64().is_some_and(|r| r > 0.0), "{rate}: {v}");
     }
     let bad = run(
-        Command::new(common::maestro()).args([
+        Command::new(common::maestro_bench()).args([
             "pm-injector",
             "--pm",
             "nonsense",
@@ -342,7 +342,7 @@ fn the_pool_benchmark_runs_and_reports() {
 }
 
 /// What [`same_host`] starts: a PM watched for transport-completed events, a
-/// `maestro pool-provider` offering one CDO over shm, and a way to join consumers.
+/// `maestro-bench pool-provider` offering one CDO over shm, and a way to join consumers.
 struct SameHost {
     pm: pool::PoolManager,
     watcher: pool::Client,
@@ -365,7 +365,7 @@ fn same_host(tag: &str, (sizes, group): (&[usize], usize), buffers: &str) -> Sam
         SAME_HOST_T,
     );
     let mut provider = common::Group::spawn_with_stdin(
-        Command::new(common::maestro()).args([
+        Command::new(common::maestro_bench()).args([
             "pool-provider",
             "--pm",
             &info.encode(),

@@ -17,15 +17,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pmix::{Info, Tool, Value};
 use pool::bootstrap::{self, PmInfo};
-use pool::selector::{Expr, Selector};
+use pool::selector::Expr;
 use pool::view::{CdoPage, Fabric, Ls, Query, Status, Transfers, View};
 
-use crate::attach::LauncherArgs;
+use launcher::attach::LauncherArgs;
 
-mod launcher;
-pub mod render;
-
-pub use launcher::launcher_answer;
+use pool_tools::render;
 
 /// Which view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -72,7 +69,7 @@ pub struct PoolArgs {
     #[arg(long)]
     json: bool,
     /// Redraw every SECONDS (at least 0.1) until interrupted.
-    #[arg(long, value_parser = crate::cli::parse_interval, allow_negative_numbers = true)]
+    #[arg(long, value_parser = pool_tools::cli::parse_interval, allow_negative_numbers = true)]
     watch: Option<Duration>,
     /// `ls`: most CDOs listed (0: all, page by page).
     #[arg(long, default_value = "1000", value_parser = parse_limit, allow_negative_numbers = true)]
@@ -84,7 +81,7 @@ pub struct PoolArgs {
     #[arg(long, default_value = "")]
     namespace: String,
     /// Seconds to wait for each answer.
-    #[arg(long, default_value = "10", value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     timeout: Duration,
 }
 
@@ -110,7 +107,7 @@ pub enum PoolCmdError {
     Client(#[from] pool::ClientError),
     /// The launcher could not be asked.
     #[error(transparent)]
-    Query(#[from] crate::attach::QueryError),
+    Query(#[from] launcher::attach::QueryError),
     /// The launcher's answer is not a view.
     #[error("the launcher's answer to {key} is not a pool view: {why}")]
     Answer {
@@ -155,7 +152,7 @@ pub fn run(args: &PoolArgs) -> Result<(), PoolCmdError> {
         .selector
         .as_deref()
         .map(|text| {
-            let (expr, keys) = selector_checked(text, &args.namespace)
+            let (expr, keys) = pool_tools::selector::parse_checked(text, &args.namespace)
                 .map_err(|e| PoolCmdError::Selector(format!("{text:?}: {e}")))?;
             unknown = keys;
             Ok::<_, PoolCmdError>((text.to_string(), expr))
@@ -210,33 +207,6 @@ fn parse_limit(s: &str) -> Result<usize, String> {
     s.parse().map_err(|_| {
         format!("{s:?} is not a number of CDOs: give 0 to list all of them, or how many at most")
     })
-}
-
-/// Parses a selector as subscriptions take them (relative keys in `namespace`, literals
-/// typed by the schemas of `MSTRO_SCHEMA_PATH`/`MSTRO_SCHEMA_LIST`), for a page of CDOs.
-///
-/// # Errors
-/// The schemas' or the selector's error, as text.
-pub(crate) fn selector_expr(text: &str, namespace: &str) -> Result<Box<Expr>, String> {
-    selector_checked(text, namespace).map(|(expr, _)| expr)
-}
-
-/// As [`selector_expr`], with the keys it names that no schema known here declares: no
-/// CDO carries them (a seal refuses undeclared keys), so they are most likely misspelled.
-///
-/// # Errors
-/// As [`selector_expr`].
-fn selector_checked(text: &str, namespace: &str) -> Result<(Box<Expr>, Vec<String>), String> {
-    let schemas = pool::schema::from_env().map_err(|e| e.to_string())?;
-    let selector = Selector::parse(text, namespace, &schemas).map_err(|e| e.to_string())?;
-    let unknown = selector
-        .expr()
-        .keys()
-        .into_iter()
-        .filter(|k| schemas.spec(k).is_none())
-        .map(String::from)
-        .collect();
-    Ok((Box::new(selector.expr().clone()), unknown))
 }
 
 /// `maestro pool discard NAME`: joins the PM as an app (`maestro-pool`) and has it end
@@ -309,8 +279,8 @@ fn locate(args: &PoolArgs) -> Result<Located, PoolCmdError> {
                 ))
             })?
     } else if let Some(target) = args.launcher.target() {
-        crate::attach::check_target(&target)?;
-        let tool = Tool::connect(&target, 3).map_err(crate::attach::QueryError::from)?;
+        launcher::attach::check_target(&target)?;
+        let tool = Tool::connect(&target, 3).map_err(launcher::attach::QueryError::from)?;
         return Ok(Located::Launcher(tool));
     } else {
         // A workflow named is looked for first; then the environment's PM, which the user
@@ -350,9 +320,9 @@ fn locate(args: &PoolArgs) -> Result<Located, PoolCmdError> {
 /// on this node.
 fn published(workflow: Option<&str>) -> Result<Option<PmInfo>, PoolCmdError> {
     let prefix = format!("{}.", maestro_keys::PM_INFO);
-    let dir = crate::publish::NodeDirectory::default_dir()
+    let dir = launcher::publish::NodeDirectory::default_dir()
         .map_err(safefs::Error::into_io)
-        .and_then(|d| crate::publish::NodeDirectory::open(&d));
+        .and_then(|d| launcher::publish::NodeDirectory::open(&d));
     let dir = match dir {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -524,7 +494,7 @@ impl Source {
                 }
                 let answers = tool
                     .query(&[q], *timeout)
-                    .map_err(crate::attach::QueryError::from)?;
+                    .map_err(launcher::attach::QueryError::from)?;
                 let text = pmix::find(&answers, key).and_then(Value::as_str).ok_or(
                     PoolCmdError::Answer {
                         key,
@@ -613,11 +583,4 @@ fn stamp() -> String {
         secs / 60 % 60,
         secs % 60
     )
-}
-
-/// Now in ns since the Unix epoch.
-pub(crate) fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
 }

@@ -19,6 +19,18 @@ pub fn maestro() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_maestro"))
 }
 
+/// The benchmarks' program beside it (`maestro bench` runs it), built with the workspace
+/// (`cargo build --workspace`, as scripts/test.sh runs).
+pub fn maestro_bench() -> PathBuf {
+    let p = maestro().with_file_name("maestro-bench");
+    assert!(
+        p.is_file(),
+        "{} not built (cargo build --workspace)",
+        p.display()
+    );
+    p
+}
+
 /// A built example (`cargo build --workspace --all-targets`, as scripts/test.sh runs,
 /// builds them next to the binary).
 pub fn example(name: &str) -> PathBuf {

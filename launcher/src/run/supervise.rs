@@ -252,7 +252,7 @@ impl Job<'_> {
     pub(super) fn signal_all(&mut self, sig: i32) {
         for r in self.ranks.values_mut().filter(|r| !r.ended) {
             r.signalled = true;
-            super::signals::signal_group(r.pid, sig);
+            crate::process::signal_group(r.pid, sig);
         }
     }
 
@@ -276,7 +276,7 @@ impl Job<'_> {
         for rank in ranks {
             if let Some(r) = self.ranks.get_mut(rank).filter(|r| !r.ended) {
                 r.signalled |= ends_job;
-                super::signals::signal_group(r.pid, signal);
+                crate::process::signal_group(r.pid, signal);
             }
         }
     }
@@ -284,7 +284,7 @@ impl Job<'_> {
     /// Kills what is left in the ranks' process groups (background children of ranks).
     pub(super) fn sweep_groups(&self) {
         for r in self.ranks.values() {
-            super::signals::signal_group(r.pid, libc::SIGKILL);
+            crate::process::signal_group(r.pid, libc::SIGKILL);
         }
     }
 

@@ -5,20 +5,6 @@ use std::sync::mpsc::{Receiver, Sender};
 
 use super::{LoopEvent, RunError, io_err};
 
-/// Sends `sig` to process group `pgid` (a rank's, which the launcher created); a group
-/// already gone (`ESRCH`) is no error: the one place the launcher signals processes.
-pub(crate) fn signal_group(pgid: i32, sig: i32) {
-    // SAFETY: kill(2) has no memory effects; a negative pid names the group.
-    unsafe { libc::kill(-pgid, sig) };
-}
-
-/// Puts `sig` back to its default action (a library's constructor may have installed a
-/// handler of its own: what the signal does is the program's decision).
-pub(crate) fn default_action(sig: i32) {
-    // SAFETY: resetting a signal disposition to its default is always sound.
-    unsafe { libc::signal(sig, libc::SIG_DFL) };
-}
-
 /// Moves events from one channel into the main loop's, wrapped.
 pub(super) fn relay<T: Send + 'static>(
     rx: Receiver<T>,
@@ -52,7 +38,7 @@ impl SignalRelay {
         // chains to whatever was installed before it, so reset these signals first: the
         // launcher alone decides what they do.
         for sig in FORWARDED {
-            default_action(sig);
+            crate::process::default_action(sig);
         }
         let mut signals = signal_hook::iterator::Signals::new(FORWARDED)
             .map_err(io_err("installing signal handlers"))?;

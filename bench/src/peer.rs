@@ -1,4 +1,4 @@
-//! The other process of a two-process fabric run (`maestro fabric-peer`), and the handle the
+//! The other process of a two-process fabric run (`maestro-bench fabric-peer`), and the handle the
 //! first process keeps on it.
 //!
 //! `owner` registers a buffer filled with a known pattern, prints one JSON line
@@ -19,7 +19,7 @@ use fabric::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::bench::pattern;
+use crate::pattern;
 
 /// The seed of the owner's pattern.
 pub const SEED: u64 = 0x006d_6165_7374_726f;
@@ -181,7 +181,7 @@ pub enum Serving {
     Ours(ProgressMode),
 }
 
-/// The command line of one side of a two-process fabric run (`maestro fabric-peer`,
+/// The command line of one side of a two-process fabric run (`maestro-bench fabric-peer`,
 /// hidden).
 #[derive(Clone, Debug, clap::Args)]
 pub struct PeerArgs {
@@ -198,7 +198,7 @@ pub struct PeerArgs {
     #[arg(long)]
     raw: bool,
     /// Progress mode of our layer (owner).
-    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    #[arg(long, default_value = "block", value_parser = pool_tools::cli::parse_progress)]
     progress: ProgressMode,
     /// The owner's announcement, a JSON line (reader).
     #[arg(long)]
@@ -211,7 +211,7 @@ pub struct PeerArgs {
     iface: Option<String>,
 }
 
-/// `maestro fabric-peer`: serves as the owner or reads as the reader; exit code 1 on
+/// `maestro-bench fabric-peer`: serves as the owner or reads as the reader; exit code 1 on
 /// failure.
 pub fn main(args: PeerArgs) -> std::process::ExitCode {
     let serving = if args.raw {
@@ -233,7 +233,7 @@ pub fn main(args: PeerArgs) -> std::process::ExitCode {
             reason: "reader needs --owner JSON".into(),
         }),
     };
-    crate::cli::exit(&format!("fabric-peer {}", args.role), result, 1)
+    pool_tools::cli::exit(&format!("fabric-peer {}", args.role), result, 1)
 }
 
 /// Runs the owner side on `iface` (loopback when `None`): announce on stdout, serve until
@@ -294,7 +294,7 @@ pub struct OwnerProcess {
 }
 
 impl OwnerProcess {
-    /// Starts `maestro fabric-peer owner` where `remote` says and reads its announcement
+    /// Starts `maestro-bench fabric-peer owner` where `remote` says and reads its announcement
     /// (within 30 s).
     ///
     /// # Errors

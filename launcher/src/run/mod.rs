@@ -49,7 +49,6 @@ use host::{HostEvent, LauncherHost};
 use jobs::{JobPlan, RankId};
 use outcome::{Outcome, RankEnd, StopCause};
 use signals::{SignalRelay, relay};
-pub(crate) use signals::{default_action, signal_group};
 use spawn::RankProc;
 use supervise::Job;
 use tempdir::TempDir;
@@ -65,7 +64,7 @@ pub struct RunOptions {
         visible_alias = "nprocs",
         default_value_t = 1,
         allow_negative_numbers = true,
-        value_parser = crate::cli::positive("ranks")
+        value_parser = pool_tools::cli::positive("ranks")
     )]
     pub nprocs: u32,
     /// Prefix every output line with the rank in brackets (`-l` as with `srun`).
@@ -103,13 +102,13 @@ pub struct RunOptions {
     #[arg(long, default_value = "1024", value_parser = clap::value_parser!(u32).range(1..=65535))]
     pub max_procs: u32,
     /// Seconds the other ranks get after a rank failed or aborted before SIGTERM.
-    #[arg(long, default_value = "2", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = "2", value_parser = pool_tools::cli::parse_duration, allow_negative_numbers = true)]
     pub grace: Duration,
     /// Seconds between SIGTERM and SIGKILL when stopping ranks.
-    #[arg(long, default_value = "1", value_parser = crate::cli::parse_duration, allow_negative_numbers = true)]
+    #[arg(long, default_value = "1", value_parser = pool_tools::cli::parse_duration, allow_negative_numbers = true)]
     pub kill_after: Duration,
     /// Wall-clock limit of the job in seconds (exit code 124 when reached).
-    #[arg(long, value_parser = crate::cli::parse_timeout, allow_negative_numbers = true)]
+    #[arg(long, value_parser = pool_tools::cli::parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
     /// Let Open MPI 4.x ranks recognise a PMIx direct launch (see
     /// [`OPENMPI_DIRECT_LAUNCH`]); `--no-openmpi-compat` turns it off.
@@ -231,8 +230,11 @@ fn parse_stdin(s: &str) -> Result<StdinTo, String> {
 }
 
 /// `maestro run`: runs the job and exits with its code (2 when it could not run at all).
-pub fn main(opts: &RunOptions) -> std::process::ExitCode {
-    match run(opts) {
+/// `std_closed(fd)` says whether standard output (1) or error (2) was closed when the
+/// process started (the binary notes it before Rust's runtime opens `/dev/null` in its
+/// place): what the ranks write there would be lost, and the launcher says so.
+pub fn main(opts: &RunOptions, std_closed: fn(usize) -> bool) -> std::process::ExitCode {
+    match run(opts, std_closed) {
         Ok(code) => std::process::ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("maestro run: {e}");
@@ -291,12 +293,12 @@ enum LoopEvent {
     OutputFailed(output::Stream, String),
 }
 
-/// Runs the job and returns the exit code for the launcher.
+/// Runs the job and returns the exit code for the launcher (see [`main`]).
 ///
 /// # Errors
 /// [`RunError`] when the job could not be set up (PMIx server, tmpdir, threads). Failures
 /// of the ranks themselves are not errors: they are the exit code.
-pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
+fn run(opts: &RunOptions, std_closed: fn(usize) -> bool) -> Result<i32, RunError> {
     check_options(opts)?;
     // Signals first: one that arrives during setup is queued, and the job is then not
     // started at all.
@@ -350,7 +352,7 @@ pub fn run(opts: &RunOptions) -> Result<i32, RunError> {
         links,
     };
     for (fd, what) in [(1, "output"), (2, "error")] {
-        if crate::closed_at_start(fd) && job.outcome.output_lost() {
+        if std_closed(fd) && job.outcome.output_lost() {
             eprintln!(
                 "maestro run: standard {what} was closed when it started (>&-): what the ranks write there is lost; maestro run will exit with a failure"
             );

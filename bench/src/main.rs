@@ -1,13 +1,19 @@
-//! `maestro bench fabric`: RMA read bandwidth between two processes on this node, through
-//! our `fabric` layer and, in the same run, through bare libfabric ([`fabric::baseline`]),
-//! with the ratio. One read in flight, as a minimal C program reads. Hot reads re-read the start of the owner's region; `--cold` walks
-//! a 256 MiB region so every read touches memory not in cache.
+//! `maestro-bench`, the benchmarks (`maestro bench ARGS` runs `maestro-bench ARGS`): a
+//! program of their own, so that the `maestro` binary links none of their code nor bare
+//! libfabric's reference (fabric's `baseline` feature). `pm`: the pool manager's throughput
+//! ([`pm`]); `pool`: the pool's data path against bare `fi_read` and MPI ([`pool`]);
+//! `fabric` (here): RMA read bandwidth between two processes on this node, through our
+//! `fabric` layer and, in the same run, through bare libfabric ([`fabric::baseline`]), with
+//! the ratio. One read in flight, as a minimal C program reads. Hot reads re-read the start
+//! of the owner's region; `--cold` walks a 256 MiB region so every read touches memory not
+//! in cache. The hidden subcommands are the other processes of a run (a fabric peer, a
+//! load generator, a provider), started by the benchmark as this same program.
 
-pub mod mpi;
-pub mod pattern;
-pub mod peer;
-pub mod pm;
-pub mod pool;
+mod mpi;
+mod pattern;
+mod peer;
+mod pm;
+mod pool;
 
 use std::time::{Duration, Instant};
 
@@ -18,9 +24,17 @@ use serde::Serialize;
 
 use peer::{OwnerProcess, PeerError, Remote, Serving};
 
-/// The benchmarks (`maestro bench ...`).
+/// Benchmarks.
+#[derive(clap::Parser, Debug)]
+#[command(name = "maestro bench", bin_name = "maestro bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: BenchCmd,
+}
+
+/// The benchmarks (`maestro bench ...`), and the other processes of their runs.
 #[derive(clap::Subcommand, Debug)]
-pub enum BenchCmd {
+enum BenchCmd {
     /// Pool manager throughput: injector processes pipelining declare/seal/offer (and
     /// require) batches; PM memory per live CDO.
     Pm(pm::PmBenchArgs),
@@ -29,14 +43,43 @@ pub enum BenchCmd {
     /// The pool's data path: demand latency and bandwidth of CDOs another process
     /// offered, through a real pool manager, against bare fi_read.
     Pool(pool::PoolBenchArgs),
+    /// One side of a two-process fabric run (used by `bench fabric` and the tests).
+    #[command(hide = true)]
+    FabricPeer(peer::PeerArgs),
+    /// One load generator of `bench pm` (used by the benchmark).
+    #[command(hide = true)]
+    PmInjector(pm::InjectorArgs),
+    /// The provider process of `bench pool` (used by the benchmark).
+    #[command(hide = true)]
+    PoolProvider(pool::ProviderArgs),
+    /// Prints the benchmarks' part of the configuration reference (`maestro reference`).
+    #[command(hide = true)]
+    Reference,
 }
 
-/// Runs a benchmark and prints its result (text, or JSON with `--json`).
-pub fn main(cmd: BenchCmd) -> std::process::ExitCode {
-    match cmd {
-        BenchCmd::Pm(args) => crate::cli::exit("bench pm", pm::main_bench(&args), 2),
-        BenchCmd::Fabric(args) => crate::cli::exit("bench fabric", fabric_main(&args), 2),
-        BenchCmd::Pool(args) => crate::cli::exit("bench pool", pool::main(&args), 2),
+/// Runs a benchmark and prints its result (text, or JSON with `--json`), or one of the
+/// other processes of a run.
+fn main() -> std::process::ExitCode {
+    mstro::init_logging();
+    let command = match <Cli as clap::Parser>::try_parse() {
+        Ok(cli) => cli.command,
+        Err(e) => pool_tools::cli::shorten_value(e).exit(),
+    };
+    match command {
+        BenchCmd::Pm(args) => pool_tools::cli::exit("bench pm", pm::main_bench(&args), 2),
+        BenchCmd::Fabric(args) => pool_tools::cli::exit("bench fabric", fabric_main(&args), 2),
+        BenchCmd::Pool(args) => pool_tools::cli::exit("bench pool", pool::main(&args), 2),
+        BenchCmd::FabricPeer(args) => peer::main(args),
+        BenchCmd::PmInjector(args) => pm::main(&args),
+        BenchCmd::PoolProvider(args) => pool::provider_main(&args),
+        BenchCmd::Reference => {
+            let cli = <Cli as clap::CommandFactory>::command();
+            print!(
+                "{}",
+                pool_tools::cli::options_reference(&cli, "maestro bench")
+            );
+            std::process::ExitCode::SUCCESS
+        }
     }
 }
 
@@ -71,7 +114,7 @@ pub struct FabricBench {
     #[arg(long, default_value = "tcp;ofi_rxm")]
     pub provider: String,
     /// Read sizes (K, M, G = powers of 1024).
-    #[arg(long, default_value = "4K,64K,1M,16M,256M", value_parser = crate::cli::parse_sizes)]
+    #[arg(long, default_value = "4K,64K,1M,16M,256M", value_parser = pool_tools::cli::parse_sizes)]
     pub sizes: std::vec::Vec<usize>,
     /// Walk a 256 MiB region (cold data) instead of re-reading the same bytes.
     #[arg(long)]
@@ -84,10 +127,10 @@ pub struct FabricBench {
     )]
     pub baseline: bool,
     /// Bytes to move per size and side (the iteration count follows, 5 to 20000).
-    #[arg(long, default_value = "2G", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "2G", value_parser = pool_tools::cli::parse_size)]
     pub volume: usize,
     /// Progress mode of our layer, on both sides: block (sleep when idle) or spin.
-    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    #[arg(long, default_value = "block", value_parser = pool_tools::cli::parse_progress)]
     pub progress: ProgressMode,
     /// Where the owner runs and the interface both sides use.
     #[command(flatten)]

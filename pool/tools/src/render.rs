@@ -34,7 +34,7 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-pub use pool_tools::progress::bytes;
+pub use crate::progress::bytes;
 
 /// `2.5 s`, `3 min`, `1.2 h`.
 pub fn seconds(s: f64) -> String {
@@ -125,7 +125,7 @@ pub fn status(s: &Status) -> String {
             ""
         }
     );
-    let now_ns = crate::pool_cmd::now_ns();
+    let now_ns = now_ns();
     let mut rows = vec![
         [
             "app",
@@ -430,6 +430,13 @@ fn app_nics(f: &Fabric) -> String {
         out += &table(&rows);
     }
     out
+}
+
+/// Now in ns since the Unix epoch.
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `maestro bench pm`: control-plane throughput of one pool manager, driven by injector
-//! processes (`maestro pm-injector`) that pipeline batches of operations over the wire
+//! processes (`maestro-bench pm-injector`) that pipeline batches of operations over the wire
 //! protocol: producers declare, then seal and offer CDOs in one message each (`SealOffer`;
 //! `--batch` per frame); with `--require`,
 //! consumers then declare and require every name, the PM tickets each to them and they report

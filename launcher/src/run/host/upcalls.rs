@@ -111,7 +111,7 @@ impl Host for LauncherHost {
             .name("pool-view".into())
             .spawn(move || {
                 for (key, qualifiers) in pool_views {
-                    let json = crate::pool_cmd::launcher_answer(
+                    let json = crate::pool_views::launcher_answer(
                         &pms,
                         &key,
                         &qualifiers,

@@ -14,7 +14,7 @@ use pool_tools::wire::Conn;
 
 use super::{PmBench, PmBenchError, TIMEOUT, parse_batch, subscribe};
 
-/// The command line of one injector process (`maestro pm-injector`, hidden).
+/// The command line of one injector process (`maestro-bench pm-injector`, hidden).
 #[derive(Clone, Debug, clap::Args)]
 pub struct InjectorArgs {
     /// The PM info.
@@ -34,12 +34,12 @@ pub struct InjectorArgs {
     batch: usize,
 }
 
-/// `maestro pm-injector`: one injector ([`inject`]); exit code 1 on failure.
+/// `maestro-bench pm-injector`: one injector ([`inject`]); exit code 1 on failure.
 pub fn main(args: &InjectorArgs) -> std::process::ExitCode {
     let result = PmInfo::parse(&args.pm)
         .map_err(|e| PmBenchError::Injector(e.to_string()))
         .and_then(|info| inject(&info, &args.role, args.index, args.cdos, args.batch));
-    crate::cli::exit("pm-injector", result, 1)
+    pool_tools::cli::exit("pm-injector", result, 1)
 }
 
 pub(super) struct Injector {

@@ -88,11 +88,12 @@ impl Janitor {
             .stderr(Stdio::null());
         use std::os::unix::process::CommandExt;
         cmd.process_group(0);
-        // SAFETY: signal(2) is async-signal-safe; ignored dispositions survive exec.
+        // SAFETY: the closure only ignores signals (async-signal-safe); ignored
+        // dispositions survive exec.
         unsafe {
             cmd.pre_exec(|| {
                 for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM] {
-                    libc::signal(sig, libc::SIG_IGN);
+                    crate::process::ignore(sig);
                 }
                 Ok(())
             });

@@ -119,7 +119,7 @@ impl Job<'_> {
             .filter(|(id, r)| id.job == job && !r.ended)
         {
             r.signalled = true;
-            super::signals::signal_group(r.pid, libc::SIGKILL);
+            crate::process::signal_group(r.pid, libc::SIGKILL);
         }
         // Its end is not announced: the requestor was told it failed to launch.
         self.ended_jobs.insert(job);

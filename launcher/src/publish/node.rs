@@ -30,7 +30,7 @@ pub struct NodeDirectory {
 
 /// Why an entry could not be stored.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum PutError {
+pub enum PutError {
     /// Another live publisher holds the key.
     Duplicate(Proc),
     /// The value's type does not cross jobs.
@@ -78,7 +78,7 @@ impl NodeDirectory {
     }
 
     /// Stores `p` unless another live publisher holds its key.
-    pub(crate) fn put(&self, p: &Published) -> Result<(), PutError> {
+    pub fn put(&self, p: &Published) -> Result<(), PutError> {
         let value = encode_value(&p.value).ok_or(PutError::Unsupported)?;
         let text = format!(
             "{MAGIC}\nhost {}\nnspace {}\nrank {}\nvalue {value}\n",
@@ -153,7 +153,7 @@ impl NodeDirectory {
     }
 
     /// Removes `key` if `publisher` stored it.
-    pub(crate) fn remove(&self, key: &str, publisher: &Proc) {
+    pub fn remove(&self, key: &str, publisher: &Proc) {
         let path = self.path(key);
         if self
             .read(&path)

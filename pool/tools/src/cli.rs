@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{Arg, ArgAction, Command};
+
 /// A parser of a whole number of `what` (ranks, tasks), 1 or more: negative and zero
 /// values are refused with a message saying so (clap alone would call `-1` an unknown
 /// option).
@@ -188,12 +190,136 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
         .split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
-        .map(pool_tools::size::parse)
+        .map(crate::size::parse)
         .collect::<Result<Vec<_>, _>>()?;
     if v.is_empty() {
         return Err("no sizes given".into());
     }
     Ok(v)
+}
+
+/// The options of `cmd` (invoked as `path`, e.g. `maestro pm`) and of each of its visible
+/// subcommands as Markdown tables, a section each: the configuration reference's part of a
+/// program (`maestro reference`, `maestro-bench reference`).
+pub fn options_reference(cmd: &Command, path: &str) -> String {
+    let mut out = String::new();
+    command(&mut out, cmd, path);
+    out
+}
+
+/// The section of `cmd` (named `path`) and of its visible subcommands.
+fn command(out: &mut String, cmd: &Command, path: &str) {
+    let args: Vec<&Arg> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+        .collect();
+    if !args.is_empty() {
+        out.push_str(&format!("\n## `{path}`\n\n"));
+        if let Some(about) = cmd.get_about() {
+            out.push_str(&format!("{}.\n\n", about.to_string().trim_end_matches('.')));
+        }
+        out.push_str("| option | default | what it does |\n|---|---|---|\n");
+        for a in args {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                markdown_cell(&name(a)),
+                markdown_cell(&default(a)),
+                markdown_cell(&help(a))
+            ));
+        }
+    }
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        command(out, sub, &format!("{path} {}", sub.get_name()));
+    }
+}
+
+/// How a user writes `a`: `-n, --np <NPROCS>`, `<COMMAND>...`.
+fn name(a: &Arg) -> String {
+    let value = a
+        .get_value_names()
+        .map(|v| {
+            v.iter()
+                .map(|n| format!("<{n}>"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| format!("<{}>", a.get_id().as_str().to_uppercase()));
+    if a.is_positional() {
+        let many = matches!(a.get_num_args(), Some(r) if r.max_values() > 1);
+        return format!("`{value}{}`", if many { "..." } else { "" });
+    }
+    let mut names = Vec::new();
+    if let Some(s) = a.get_short() {
+        names.push(format!("-{s}"));
+    }
+    if let Some(l) = a.get_long() {
+        names.push(format!("--{l}"));
+    }
+    let takes = a.get_action().takes_values();
+    format!(
+        "`{}{}`",
+        names.join(", "),
+        if takes {
+            format!(" {value}")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// What holds when `a` is not given: its default, its environment variable.
+fn default(a: &Arg) -> String {
+    let mut said = Vec::new();
+    if a.get_action().takes_values() {
+        let d: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        if !d.is_empty() {
+            said.push(d.join(", "));
+        }
+    }
+    if let Some(env) = a.get_env() {
+        said.push(format!("`{}`", env.to_string_lossy()));
+    }
+    if said.is_empty() {
+        "-".into()
+    } else {
+        said.join(", or ")
+    }
+}
+
+/// What `a` does, with the values it takes and its aliases.
+fn help(a: &Arg) -> String {
+    let mut text = a.get_help().map(ToString::to_string).unwrap_or_default();
+    let values: Vec<String> = a
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| format!("`{}`", v.get_name()))
+        .collect();
+    if !values.is_empty() && !matches!(a.get_action(), ArgAction::SetTrue | ArgAction::SetFalse) {
+        text.push_str(&format!(" (one of {})", values.join(", ")));
+    }
+    let aliases: Vec<String> = a
+        .get_visible_aliases()
+        .unwrap_or_default()
+        .iter()
+        .map(|l| format!("`--{l}`"))
+        .collect();
+    if !aliases.is_empty() {
+        text.push_str(&format!(" (also {})", aliases.join(", ")));
+    }
+    text
+}
+
+/// `text` as one table cell: on one line, its bars escaped.
+pub fn markdown_cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
 }
 
 #[cfg(test)]

@@ -159,7 +159,7 @@ fn run(what: &'static str, cmd: &mut Command, deadline: Instant) -> Result<Strin
             break status;
         }
         if Instant::now() >= deadline {
-            crate::run::signal_group(child.id() as i32, libc::SIGKILL);
+            launcher::process::signal_group(child.id() as i32, libc::SIGKILL);
             let _ = child.wait();
             return Err(MpiBenchError::Timeout(LIMIT));
         }

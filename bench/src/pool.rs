@@ -31,7 +31,7 @@ use provider::ProviderProcess;
 
 use super::peer::{PeerError, Remote, SEED};
 use super::{FabricBench, pattern};
-use crate::cli::parse_sizes;
+use pool_tools::cli::parse_sizes;
 
 /// Why the pool benchmark failed.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +91,7 @@ pub struct PoolBench {
     #[arg(long, default_value = "8,4K,64K,1M,16M,256M", value_parser = parse_sizes)]
     pub sizes: std::vec::Vec<usize>,
     /// Bytes to demand per size (sets the iteration count, 20 to 20000).
-    #[arg(long, default_value = "2G", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "2G", value_parser = pool_tools::cli::parse_size)]
     pub volume: usize,
     /// Also measure bare libfabric; `--no-baseline` skips it.
     #[arg(
@@ -104,7 +104,7 @@ pub struct PoolBench {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub window: u16,
     /// Progress mode of both applications' endpoints: block or spin.
-    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    #[arg(long, default_value = "block", value_parser = pool_tools::cli::parse_progress)]
     pub progress: ProgressMode,
     /// Also run Open MPI's send/recv of the same sizes between two ranks (needs `mpicc`
     /// and `mpirun`): what users compare a same-node demand with.
@@ -707,7 +707,7 @@ async fn demand(
     look(&data).map(|()| None)
 }
 
-/// The command line of the provider process (`maestro pool-provider`, hidden).
+/// The command line of the provider process (`maestro-bench pool-provider`, hidden).
 #[derive(Clone, Debug, clap::Args)]
 pub struct ProviderArgs {
     /// The PM info.
@@ -720,7 +720,7 @@ pub struct ProviderArgs {
     #[arg(long, value_parser = parse_sizes)]
     sizes: std::vec::Vec<usize>,
     /// Progress mode of its endpoint.
-    #[arg(long, default_value = "block", value_parser = crate::cli::parse_progress)]
+    #[arg(long, default_value = "block", value_parser = pool_tools::cli::parse_progress)]
     progress: ProgressMode,
     /// Offer the process's own memory in place (not library buffers).
     #[arg(long)]
@@ -763,11 +763,11 @@ impl Buffers {
     }
 }
 
-/// `maestro pool-provider`: offers one CDO per size (filled with the benchmark's pattern),
+/// `maestro-bench pool-provider`: offers one CDO per size (filled with the benchmark's pattern),
 /// prints `ready`, serves until stdin closes, then withdraws and leaves; exit code 1 on
 /// failure.
 pub fn provider_main(args: &ProviderArgs) -> std::process::ExitCode {
-    crate::cli::exit("pool-provider", provide(args), 1)
+    pool_tools::cli::exit("pool-provider", provide(args), 1)
 }
 
 fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {

@@ -53,7 +53,7 @@ fn launcher_view(
             let selector =
                 match pmix::find(qualifiers, maestro_keys::POOL_SELECTOR).and_then(Value::as_str) {
                     Some(text) => Some(
-                        super::selector_expr(text, "")
+                        pool_tools::selector::parse(text, "")
                             .map_err(|e| format!("{}: {e}", maestro_keys::POOL_SELECTOR))?,
                     ),
                     None => None,

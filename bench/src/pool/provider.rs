@@ -11,7 +11,7 @@ use pool::bootstrap::PmInfo;
 
 use super::{PoolBench, PoolBenchError};
 
-/// The provider process (`maestro pool-provider`): it offers one CDO per size and serves
+/// The provider process (`maestro-bench pool-provider`): it offers one CDO per size and serves
 /// until its stdin closes; on drop its stdin is closed, it is given
 /// [`ProviderProcess::GRACE`] to withdraw and leave (a GFS provider removes its files), and
 /// killed after.
@@ -125,7 +125,7 @@ impl ProviderProcess {
 
 impl Drop for ProviderProcess {
     fn drop(&mut self) {
-        crate::bench::peer::end_child(&mut self.child, self.stdin.take(), Self::GRACE);
+        crate::peer::end_child(&mut self.child, self.stdin.take(), Self::GRACE);
     }
 }
 

@@ -11,8 +11,8 @@ use pool::Client;
 use pool::attr::Attributes;
 
 use super::{Lender, PoolBench, PoolBenchError, ProviderArgs, ProviderProcess, demand, verify};
-use crate::bench::pattern;
-use crate::bench::peer::SEED;
+use crate::pattern;
+use crate::peer::SEED;
 
 impl PoolBench {
     /// How many fresh CDOs of `size` the event-driven stream offers: as many as the
