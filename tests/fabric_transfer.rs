@@ -227,13 +227,13 @@ fn the_fabric_benchmark_shows_its_progress_at_a_terminal_only() {
         "--volume",
         "64M",
     ];
-    let pty = common::pty::Pty::spawn(Command::new(maestro_bench()).args(args), 24, 80);
+    let pty = common::pty::Pty::spawn(Command::new(maestro()).args(args), 24, 80);
     let text = pty.wait_for(Duration::from_secs(120), |t| t.contains("| 64K |"));
     assert!(text.contains("bench fabric ["), "{text}");
     assert!(text.contains("\r\x1b[2K"), "the bar is cleared: {text:?}");
     assert!(pty.wait(Duration::from_secs(30)).success(), "{text}");
     let piped = run(
-        Command::new(maestro_bench()).args(args),
+        Command::new(maestro()).args(args),
         Duration::from_secs(120),
     );
     assert_eq!(piped.code(), Some(0), "{piped:?}");

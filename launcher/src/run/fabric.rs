@@ -144,7 +144,7 @@ mod link_state_tests {
     fn fabric_answers_carry_the_link_states_seen_since_launch() {
         let xml = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/inventory/tests/data/24em64t-2n6c2t-pci.xml"
+            "/../inventory/tests/data/24em64t-2n6c2t-pci.xml"
         );
         let inv = collect(&Options {
             topology: Some(xml.into()),
