@@ -6,6 +6,7 @@
 
 mod common;
 
+use pool::CallError;
 use std::time::{Duration, Instant};
 
 use common::apps::{buffer, client, honest_round_trip, info, raw};
@@ -23,10 +24,10 @@ fn owned_names_cannot_be_hijacked_and_consumers_know_their_provider() {
     let mallory = client(&info, "mallory");
     let evil = mallory.declare("field-1").expect("declare");
     match mallory.seal_and_offer(evil, Attributes::new(), buffer(b"EVIL-DATA-from-mallory")) {
-        Err(ClientError::Refused {
+        Err(ClientError::Call(CallError::Refused {
             why: Refusal::NotAllowed(why),
             ..
-        }) => assert!(why.contains("producer"), "{why}"),
+        })) => assert!(why.contains("producer"), "{why}"),
         other => panic!("mallory's offer of an owned name: {other:?}"),
     }
     let producer = client(&info, "producer");

@@ -232,10 +232,7 @@ fn the_fabric_benchmark_shows_its_progress_at_a_terminal_only() {
     assert!(text.contains("bench fabric ["), "{text}");
     assert!(text.contains("\r\x1b[2K"), "the bar is cleared: {text:?}");
     assert!(pty.wait(Duration::from_secs(30)).success(), "{text}");
-    let piped = run(
-        Command::new(maestro()).args(args),
-        Duration::from_secs(120),
-    );
+    let piped = run(Command::new(maestro()).args(args), Duration::from_secs(120));
     assert_eq!(piped.code(), Some(0), "{piped:?}");
     assert!(piped.stdout.contains("| 64K |"), "{piped:?}");
     assert!(!piped.stderr.contains('\r'), "{piped:?}");

@@ -4,6 +4,7 @@
 
 mod common;
 
+use pool::CallError;
 use std::time::Duration;
 
 use common::start_pm;
@@ -125,10 +126,10 @@ fn bad_group_uses_are_refused_with_the_reason() {
     assert!(
         matches!(
             refused,
-            Err(ClientError::Refused {
+            Err(ClientError::Call(CallError::Refused {
                 why: Refusal::WrongState { .. },
                 ..
-            })
+            }))
         ),
         "{refused:?}"
     );
@@ -146,7 +147,9 @@ fn bad_group_uses_are_refused_with_the_reason() {
         .expect("offer");
     let wanted = consumer.declare("plain").expect("declare");
     match consumer.demand_group(wanted) {
-        Err(ClientError::Protocol(why)) => assert!(why.contains("not a group"), "{why}"),
+        Err(ClientError::Call(CallError::Protocol(why))) => {
+            assert!(why.contains("not a group"), "{why}")
+        }
         other => panic!("{:?}", other.map(|(m, _)| m.len())),
     }
     // A member this app did not declare.
@@ -156,10 +159,10 @@ fn bad_group_uses_are_refused_with_the_reason() {
     assert!(
         matches!(
             r,
-            Err(ClientError::Refused {
+            Err(ClientError::Call(CallError::Refused {
                 why: Refusal::UnknownCdo,
                 ..
-            })
+            }))
         ),
         "{r:?}"
     );

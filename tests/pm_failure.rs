@@ -6,6 +6,7 @@
 
 mod common;
 
+use pool::CallError;
 use std::time::{Duration, Instant};
 
 use pool::bootstrap::{ControlAddr, PmInfo};
@@ -37,7 +38,8 @@ fn socket_dir(info: &PmInfo) -> std::path::PathBuf {
 /// The error of a call whose PM is gone: the connection closed or broke (not a timeout),
 /// and the message says it was the pool manager's.
 fn names_the_pm(e: &ClientError) -> bool {
-    matches!(e, ClientError::Closed | ClientError::Io(_)) && e.to_string().contains("pool manager")
+    matches!(e, ClientError::Call(CallError::Closed) | ClientError::Io(_))
+        && e.to_string().contains("pool manager")
 }
 
 #[test]
@@ -177,7 +179,7 @@ fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
     // Nothing but the timeout can end this join: it fails as one, once it has passed (a
     // join that ignored it would hang, and the test be killed as hung).
     match r {
-        Err(e @ (ClientError::Unreachable(_) | ClientError::Timeout(_))) => {
+        Err(e @ (ClientError::Unreachable(_) | ClientError::Call(CallError::Timeout(_)))) => {
             eprintln!("{e} after {took:?}");
         }
         Err(e) => panic!("expected Unreachable or Timeout, got {e}"),

@@ -3,6 +3,7 @@
 
 mod common;
 
+use pool::CallError;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -264,10 +265,10 @@ fn killing_a_provider_fails_the_demand_at_once_and_is_an_event() {
     let (result, failed_at) = demand.join().expect("demand thread");
     let took = failed_at.saturating_duration_since(killed);
     match result {
-        Err(ClientError::Refused {
+        Err(ClientError::Call(CallError::Refused {
             why: Refusal::NoProvider,
             ..
-        }) => {}
+        })) => {}
         other => panic!("the demand should fail with NoProvider: {other:?}"),
     }
     // The refusal is the PM's answer to the provider's closed connection (evidence), not

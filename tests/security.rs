@@ -8,6 +8,7 @@
 
 mod common;
 
+use pool::CallError;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -61,7 +62,7 @@ fn a_crafted_frame_before_join_or_a_deep_selector_after_it_leaves_the_pm_serving
     // (Dropping a 20,000-deep tree recurses as deep: the test leaks it instead.)
     std::mem::forget(msg);
     match conn.recv(Op::Subscribe) {
-        Err(ClientError::Closed) => {}
+        Err(ClientError::Call(CallError::Closed)) => {}
         other => panic!("expected the connection closed, got {other:?}"),
     }
     assert!(is_alive(&pm), "the PM survived the selector");
@@ -368,7 +369,9 @@ fn integrity_is_checked_end_to_end() {
     unsafe { ptr.write_bytes(6, 100) };
     let want = consumer.declare("changed").expect("declare");
     match consumer.demand(want) {
-        Err(ClientError::Integrity(why)) => assert!(why.contains("checksum"), "{why}"),
+        Err(ClientError::Call(CallError::Integrity { why, .. })) => {
+            assert!(why.contains("checksum"), "{why}")
+        }
         other => panic!(
             "changed bytes were delivered: {:?}",
             other.map(|(d, _)| d.len())
@@ -855,7 +858,7 @@ fn another_user_who_half_closes_its_connection_is_still_refused() {
             loop {
                 match conn.recv(Op::Join) {
                     Ok(m) => heard.push(m),
-                    Err(ClientError::Closed) => break,
+                    Err(ClientError::Call(CallError::Closed)) => break,
                     Err(e) => panic!("{addr} {role:?}: {e} after {heard:?}"),
                 }
             }
@@ -1602,7 +1605,7 @@ fn a_members_event_fan_out_is_bounded_as_it_is_made() {
         loop {
             match conn.recv(Op::Offer) {
                 Ok(_) => {}
-                Err(ClientError::Closed) => break,
+                Err(ClientError::Call(CallError::Closed)) => break,
                 Err(e) => panic!("{e}"),
             }
         }
@@ -1699,7 +1702,9 @@ fn one_secret_holder_with_many_apps_is_held_to_the_pools_budget() {
             let mut c = Conn::connect(&ControlAddr::Tcp(tcp_addr(&info)), LIMIT).expect("connect");
             match c.join(&info, &format!("hog-{i}"), 0) {
                 Ok(app) => joined.push((c, app)),
-                Err(ClientError::Refused { why, .. }) => refused.push(why.to_string()),
+                Err(ClientError::Call(CallError::Refused { why, .. })) => {
+                    refused.push(why.to_string())
+                }
                 Err(e) => panic!("{e}"),
             }
         }

@@ -14,6 +14,7 @@
 //! size differs from the size set, offering before seal, demanding twice, disposing an
 //! offered group.
 
+use pool::CallError;
 use std::sync::{Arc, Mutex};
 
 use crate::cdo;
@@ -223,7 +224,7 @@ pub fn group_demand(group: Group) -> Result<()> {
             ));
         }
         let (members, _) = client.demand_group(st.id).map_err(|e| match e {
-            pool::ClientError::Protocol(why) => Error::invarg(why),
+            pool::ClientError::Call(CallError::Protocol(why)) => Error::invarg(why),
             other => Error::from(other),
         })?;
         st.members = members

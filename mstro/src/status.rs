@@ -1,6 +1,7 @@
 //! Maestro Core's status codes ([`Status`]) and the layer's error ([`Error`]: a status plus
 //! a message saying what was wrong and what to do).
 
+use pool::CallError;
 use pool::ClientError;
 use pool::proto::Refusal;
 
@@ -176,26 +177,29 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl From<ClientError> for Error {
     fn from(e: ClientError) -> Error {
         let status = match &e {
-            ClientError::Refused { why, .. } => match why {
-                Refusal::WrongState { .. } => Status::Invstate,
-                Refusal::BadName | Refusal::BadSelector(_) => Status::Invarg,
-                Refusal::NoProvider => Status::Noent,
-                _ => Status::Fail,
+            ClientError::Call(call) => match call {
+                CallError::Refused { why, .. } => match why {
+                    Refusal::WrongState { .. } => Status::Invstate,
+                    Refusal::BadName | Refusal::BadSelector(_) => Status::Invarg,
+                    Refusal::NoProvider => Status::Noent,
+                    _ => Status::Fail,
+                },
+                CallError::Timeout(_) | CallError::AckTooLate(_) => Status::Timeout,
+                CallError::Disposed { .. } => Status::Invstate,
+                CallError::Closed => Status::NoPm,
+                CallError::Attribute(_) => Status::Invarg,
+                CallError::Integrity { .. }
+                | CallError::Unreadable(_)
+                | CallError::NoGfs { .. }
+                | CallError::Protocol(_) => Status::Fail,
             },
-            ClientError::Timeout(_) | ClientError::AckTooLate(_) => Status::Timeout,
-            ClientError::Disposed { .. } => Status::Invstate,
-            ClientError::Integrity(_)
-            | ClientError::SubscriptionEnded(_)
+            ClientError::Unreachable(_) => Status::NoPm,
+            ClientError::Schema(_) | ClientError::Selector(_) => Status::Invarg,
+            ClientError::SubscriptionEnded(_)
             | ClientError::Gfs(_)
-            | ClientError::Unreadable(_) => Status::Fail,
-            ClientError::Closed | ClientError::Unreachable(_) => Status::NoPm,
-            ClientError::Schema(_) | ClientError::Attribute(_) | ClientError::Selector(_) => {
-                Status::Invarg
-            }
-            ClientError::Io(_)
+            | ClientError::Io(_)
             | ClientError::Frame(_)
             | ClientError::Fabric(_)
-            | ClientError::Protocol(_)
             | ClientError::NoFabric(_) => Status::Fail,
         };
         Error::caused_by(status, e)
@@ -228,10 +232,10 @@ mod tests {
     /// caller matches the client's variant, a C caller gets the status.
     #[test]
     fn the_clients_error_is_kept_as_the_source() {
-        let e = Error::from(ClientError::Refused {
+        let e = Error::from(ClientError::Call(CallError::Refused {
             op: pool::proto::Op::Demand,
             why: Refusal::NoProvider,
-        })
+        }))
         .context("demand of field");
         assert_eq!(e.status, Status::Noent);
         assert!(
@@ -241,10 +245,10 @@ mod tests {
         let source = std::error::Error::source(&e).expect("a source");
         assert!(matches!(
             source.downcast_ref::<ClientError>(),
-            Some(ClientError::Refused {
+            Some(ClientError::Call(CallError::Refused {
                 why: Refusal::NoProvider,
                 ..
-            })
+            }))
         ));
         assert!(std::error::Error::source(&Error::invarg("x")).is_none());
     }
@@ -263,23 +267,29 @@ mod tests {
 
     #[test]
     fn refusals_map_to_statuses() {
-        let wrong = ClientError::Refused {
+        let wrong = ClientError::Call(CallError::Refused {
             op: pool::proto::Op::Offer,
             why: Refusal::WrongState {
                 op: pool::proto::Op::Offer,
                 state: "declared".into(),
             },
-        };
+        });
         assert_eq!(Error::from(wrong).status, Status::Invstate);
-        let gone = ClientError::Refused {
+        let gone = ClientError::Call(CallError::Refused {
             op: pool::proto::Op::Demand,
             why: Refusal::NoProvider,
-        };
+        });
         assert_eq!(Error::from(gone).status, Status::Noent);
         assert_eq!(
-            Error::from(ClientError::Timeout(pool::proto::Op::Demand)).status,
+            Error::from(ClientError::Call(CallError::Timeout(
+                pool::proto::Op::Demand
+            )))
+            .status,
             Status::Timeout
         );
-        assert_eq!(Error::from(ClientError::Closed).status, Status::NoPm);
+        assert_eq!(
+            Error::from(ClientError::Call(CallError::Closed)).status,
+            Status::NoPm
+        );
     }
 }

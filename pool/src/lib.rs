@@ -16,6 +16,7 @@
 //! - [`stale`]: sweeping the runtime directories of dead processes;
 //! - [`liveness`]: how a silent peer of a control connection is found dead (TCP keepalive).
 
+pub use pool_core::client::CallError;
 pub use pool_core::{Clock, ConnId, Identity, MAX_NAME, Manager, Subnet};
 pub use pool_core::{admission, attr, auth, events, layout, policy, proto, selector, view};
 

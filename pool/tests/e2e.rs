@@ -4,6 +4,7 @@
 //! checked byte for byte; a wrong secret and a connection sending garbage do not disturb
 //! them; pipelined async operations.
 
+use pool::CallError;
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -144,10 +145,10 @@ fn rma_moves_cdos_intact_despite_intruders() {
     // Intruders: a wrong secret is refused; garbage closes only that connection.
     let bad = with_secret(pm.info(), b"wrong");
     match Client::join(&bad, opts("intruder", Side::NoFabric)) {
-        Err(ClientError::Refused {
+        Err(ClientError::Call(CallError::Refused {
             why: Refusal::BadProof,
             ..
-        }) => {}
+        })) => {}
         other => panic!("wrong secret: {:?}", other.map(|c| c.app())),
     }
     let mut garbage = TcpStream::connect(pm.tcp_addr().expect("a TCP endpoint")).expect("connect");
@@ -239,7 +240,7 @@ fn unanswered_declares_and_disposes_still_report_what_the_pm_would_refuse() {
     let p = Client::join(pm.info(), opts("p", Side::InProcess)).expect("p");
     let c = Client::join(pm.info(), opts("c", Side::InProcess)).expect("c");
     let refused = |r: pool::Result<_>| match r {
-        Err(ClientError::Refused { why, .. }) => why,
+        Err(ClientError::Call(CallError::Refused { why, .. })) => why,
         other => panic!("expected a refusal, got {other:?}"),
     };
     // Names are checked before anything is sent.
@@ -311,10 +312,10 @@ fn async_operations_pipeline() {
         .expect("seal and offer");
         // A wrong-state operation is refused, and only it.
         match c.seal(ids[0], Attributes::new()).await {
-            Err(ClientError::Refused {
+            Err(ClientError::Call(CallError::Refused {
                 why: Refusal::WrongState { .. },
                 ..
-            }) => {}
+            })) => {}
             other => panic!("second seal: {other:?}"),
         }
         futures::future::try_join_all(ids.iter().map(|&id| async move {
@@ -351,10 +352,10 @@ fn a_pm_checking_credentials_refuses_forged_and_other_users_ones_only() {
     };
     for cred in [b"forged".as_slice(), b"another user's"] {
         match try_join(Some(cred)) {
-            Err(ClientError::Refused {
+            Err(ClientError::Call(CallError::Refused {
                 why: Refusal::NotTheUser(_),
                 ..
-            }) => {}
+            })) => {}
             other => panic!("{cred:?}: {:?}", other.map(|c| c.app())),
         }
     }
@@ -380,13 +381,17 @@ fn seal_checks_attributes_against_the_schemas() {
     bad.insert(".user.step".into(), AttrValue::Str("two".into()));
     assert!(matches!(
         c.seal(cdo, bad),
-        Err(ClientError::Attribute(AttrError::Type { .. }))
+        Err(ClientError::Call(CallError::Attribute(
+            AttrError::Type { .. }
+        )))
     ));
     let mut unknown = Attributes::new();
     unknown.insert(".user.colour".into(), AttrValue::Str("red".into()));
     assert!(matches!(
         c.seal(cdo, unknown),
-        Err(ClientError::Attribute(AttrError::Unknown(_)))
+        Err(ClientError::Call(CallError::Attribute(AttrError::Unknown(
+            _
+        ))))
     ));
     // Nothing was sent: the CDO is still declared and seals with good attributes.
     let mut good = Attributes::new();
@@ -651,7 +656,7 @@ fn an_ack_that_never_comes_delays_the_offer_until_the_timeout_and_ends_the_subsc
     }
     assert_eq!(sub.late_acks(), [e.serial]);
     match sub.ack(&e) {
-        Err(ClientError::AckTooLate(serial)) => assert_eq!(serial, e.serial),
+        Err(ClientError::Call(CallError::AckTooLate(serial))) => assert_eq!(serial, e.serial),
         other => panic!("late ack: {other:?}"),
     }
     // The PM ended the late subscription: nothing holds the next offer.

@@ -1,6 +1,7 @@
 //! Getting a CDO's bytes: require, demand (blocking, bounded, interruptible, or in the
 //! background for a request), settling what arrived, and the views of the bytes.
 
+use pool::CallError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,7 +137,7 @@ fn demand(
         };
         // The call's own timeout (MSTRO_TIMEOUT) said as what it is: no offer came.
         let got = got.map_err(|e| match e {
-            pool::ClientError::Timeout(pool::proto::Op::Demand) => {
+            pool::ClientError::Call(CallError::Timeout(pool::proto::Op::Demand)) => {
                 nobody(session.as_ref().map_or(Duration::ZERO, |(_, t)| *t))
             }
             e => Error::from(e),

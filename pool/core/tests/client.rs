@@ -340,7 +340,10 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     match w.answer(c, 1) {
-        Some(Err(CallError::Integrity(why))) => assert!(why.contains("producer:0"), "{why}"),
+        Some(Err(CallError::Integrity { provider, why })) => {
+            assert_eq!(&**provider, "producer:0");
+            assert!(why.contains("checksum"), "{why}");
+        }
         other => panic!("{other:?}"),
     }
     assert!(w.sent(c).iter().any(|m| matches!(
@@ -509,7 +512,10 @@ fn a_group_with_a_failed_member_is_answered_with_its_error_once_the_others_ended
         .expect("demand group");
     w.pump();
     match w.answer(c, 1) {
-        Some(Err(CallError::Integrity(why))) => assert!(why.contains("producer:0"), "{why}"),
+        Some(Err(CallError::Integrity { provider, why })) => {
+            assert_eq!(&**provider, "producer:0");
+            assert!(why.contains("checksum"), "{why}");
+        }
         other => panic!("{other:?}"),
     }
     // The member that arrived is handed over (to dispose); the corrupted one is not.

@@ -256,7 +256,9 @@ impl Client {
     /// See [`AsyncClient::declare`].
     ///
     /// # Errors
-    /// As there.
+    /// `BadName` for an empty or over-long name (checked here); [`CallError::Protocol`](crate::CallError::Protocol)
+    /// once the app declared 2^40 - 1 CDOs; [`CallError::Closed`](crate::CallError::Closed) after the connection
+    /// ended.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
         self.inner.declare(name)
     }
@@ -269,7 +271,8 @@ impl Client {
     /// See [`AsyncClient::seal`].
     ///
     /// # Errors
-    /// As there.
+    /// [`CallError::Attribute`](crate::CallError::Attribute) for attributes the schemas refuse (nothing is sent);
+    /// `WrongState` unless declared; connection errors.
     pub fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
         self.block_on(self.inner.seal(cdo, attributes))
     }
@@ -277,7 +280,7 @@ impl Client {
     /// See [`AsyncClient::offer`].
     ///
     /// # Errors
-    /// As there.
+    /// Registration errors; `WrongState` unless sealed; connection errors.
     pub fn offer(&self, cdo: CdoId, data: Buffer) -> Result<()> {
         self.block_on(self.inner.offer(cdo, data))
     }
@@ -285,7 +288,8 @@ impl Client {
     /// See [`AsyncClient::seal_and_offer`].
     ///
     /// # Errors
-    /// As there.
+    /// [`CallError::Attribute`](crate::CallError::Attribute) for attributes the schemas refuse (nothing is sent);
+    /// registration errors; `WrongState` (as an offer) unless declared; connection errors.
     pub fn seal_and_offer(&self, cdo: CdoId, attributes: Attributes, data: Buffer) -> Result<()> {
         self.rt
             .block_on(self.inner.seal_and_offer(cdo, attributes, data))
@@ -294,7 +298,7 @@ impl Client {
     /// See [`AsyncClient::require`].
     ///
     /// # Errors
-    /// As there.
+    /// `WrongState` unless declared; connection errors.
     pub fn require(&self, cdo: CdoId) -> Result<()> {
         self.block_on(self.inner.require(cdo))
     }
@@ -302,7 +306,7 @@ impl Client {
     /// See [`AsyncClient::require_into`].
     ///
     /// # Errors
-    /// As there.
+    /// As [`AsyncClient::require`]; `dst` is the application's again at once then.
     pub fn require_into(&self, cdo: CdoId, dst: Buffer) -> Result<()> {
         self.block_on(self.inner.require_into(cdo, dst))
     }
@@ -310,7 +314,8 @@ impl Client {
     /// See [`AsyncClient::demand`].
     ///
     /// # Errors
-    /// As there.
+    /// [`CallError::Timeout`](crate::CallError::Timeout) if nobody offers it in time (the demand stays; retract it or
+    /// demand again); `NoProvider` if its providers vanished; connection errors.
     pub fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
         self.block_on(self.inner.demand(cdo))
     }
@@ -318,7 +323,7 @@ impl Client {
     /// See [`AsyncClient::demand_into`].
     ///
     /// # Errors
-    /// As there.
+    /// As [`AsyncClient::demand`].
     pub fn demand_into(&self, cdo: CdoId, dst: Buffer) -> Result<(CdoData, Attributes)> {
         self.block_on(self.inner.demand_into(cdo, dst))
     }
@@ -326,7 +331,7 @@ impl Client {
     /// See [`AsyncClient::retract`].
     ///
     /// # Errors
-    /// As there.
+    /// `WrongState` if not required or already moving; connection errors.
     pub fn retract(&self, cdo: CdoId) -> Result<()> {
         self.block_on(self.inner.retract(cdo))
     }
@@ -334,7 +339,8 @@ impl Client {
     /// See [`AsyncClient::discard`].
     ///
     /// # Errors
-    /// As there.
+    /// `NotAllowed` (refused) when another component owns the name (`maestro pm
+    /// --owner`); `BadName`; connection errors.
     pub fn discard(&self, name: &str) -> Result<u64> {
         self.block_on(self.inner.discard(name))
     }
@@ -342,7 +348,9 @@ impl Client {
     /// See [`AsyncClient::withdraw`].
     ///
     /// # Errors
-    /// As there.
+    /// `WrongState` unless offered; [`CallError::Timeout`](crate::CallError::Timeout) if a same-process consumer
+    /// still holds a borrowed offer after the client's timeout (the offer is withdrawn at the
+    /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         self.block_on(self.inner.withdraw(cdo))
     }
@@ -350,7 +358,8 @@ impl Client {
     /// See [`AsyncClient::dispose`].
     ///
     /// # Errors
-    /// As there.
+    /// `WrongState` while offered or moving; `UnknownCdo` for an id this app did not
+    /// declare (or disposed); connection errors.
     pub fn dispose(&self, cdo: CdoId) -> Result<()> {
         self.block_on(self.inner.dispose(cdo))
     }
@@ -358,7 +367,8 @@ impl Client {
     /// See [`AsyncClient::offer_group`].
     ///
     /// # Errors
-    /// As there.
+    /// [`CallError::Refused`](crate::CallError::Refused) with `UnknownCdo` for a member this app did not declare; the
+    /// first refusal of a member or of the group; registration and connection errors.
     pub fn offer_group(
         &self,
         group: CdoId,
@@ -370,7 +380,9 @@ impl Client {
     /// See [`AsyncClient::demand_group`].
     ///
     /// # Errors
-    /// As there.
+    /// As [`AsyncClient::demand`] for the group and each member (the first error; members
+    /// that arrived are disposed); [`CallError::Protocol`](crate::CallError::Protocol) when the CDO of that name is
+    /// no group; `Quota` for a group of more than [`GROUP_IDS`](crate::GROUP_IDS) members.
     pub fn demand_group(&self, group: CdoId) -> Result<(Vec<super::GroupMember>, Attributes)> {
         self.block_on(self.inner.demand_group(group))
     }
@@ -378,7 +390,7 @@ impl Client {
     /// See [`AsyncClient::withdraw_group`].
     ///
     /// # Errors
-    /// As there.
+    /// The first refusal (`WrongState` unless offered); connection errors.
     pub fn withdraw_group(&self, group: CdoId, members: &[CdoId]) -> Result<Vec<Buffer>> {
         self.block_on(self.inner.withdraw_group(group, members))
     }
@@ -386,7 +398,7 @@ impl Client {
     /// See [`AsyncClient::report`].
     ///
     /// # Errors
-    /// As there.
+    /// [`CallError::Closed`](crate::CallError::Closed) when the connection is gone.
     pub fn report(&self, change: crate::events::FabricChange) -> Result<()> {
         self.inner.report(change)
     }
@@ -394,7 +406,7 @@ impl Client {
     /// See [`AsyncClient::selector`].
     ///
     /// # Errors
-    /// As there.
+    /// [`ClientError::Selector`](super::ClientError::Selector) pointing at the column of the problem.
     pub fn selector(&self, text: &str, namespace: &str) -> Result<Selector> {
         self.inner.selector(text, namespace)
     }
@@ -402,7 +414,7 @@ impl Client {
     /// See [`AsyncClient::subscribe`]; wait for events with [`Subscription::wait`].
     ///
     /// # Errors
-    /// As there.
+    /// `BadSelector` if the PM cannot compile it; timeout and connection errors.
     pub fn subscribe(
         &self,
         selector: &Selector,
@@ -416,7 +428,8 @@ impl Client {
     /// See [`Subscription::unsubscribe`].
     ///
     /// # Errors
-    /// As there.
+    /// [`CallError::Timeout`](crate::CallError::Timeout) when the PM does not answer in time;
+    /// [`CallError::Closed`](crate::CallError::Closed) when the connection is gone.
     pub fn unsubscribe(&self, sub: Subscription) -> Result<()> {
         self.block_on(sub.unsubscribe())
     }
@@ -424,7 +437,7 @@ impl Client {
     /// See [`AsyncClient::leave`].
     ///
     /// # Errors
-    /// As there.
+    /// Timeout and connection errors.
     pub fn leave(self) -> Result<()> {
         let Client { inner, rt, .. } = self;
         rt.block_on(inner.leave())

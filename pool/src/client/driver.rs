@@ -3,6 +3,7 @@
 //! hands each message to the protocol's core ([`pool_core::client::ClientCore`]) and does
 //! what it says (see `Shared::with_core`).
 
+use crate::CallError;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,9 +55,9 @@ impl FrameReader {
     pub(crate) async fn expect(&mut self, op: Op, limit: Duration) -> Result<FromPm> {
         match tokio::time::timeout(limit, self.next()).await {
             Ok(Ok(Some(m))) => Ok(m),
-            Ok(Ok(None)) => Err(ClientError::Closed),
+            Ok(Ok(None)) => Err(ClientError::Call(CallError::Closed)),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(ClientError::Timeout(op)),
+            Err(_) => Err(ClientError::Call(CallError::Timeout(op))),
         }
     }
 }
@@ -141,7 +142,7 @@ async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
 /// Returns the core, joined, with the app's id and the PM's instance.
 ///
 /// # Errors
-/// The PM's refusal; [`ClientError::Timeout`] of `join`; connection errors.
+/// The PM's refusal; [`CallError::Timeout`](crate::CallError::Timeout) of `join`; connection errors.
 pub(crate) async fn handshake(
     c: &mut Connected,
     join: proto::Join,

@@ -305,7 +305,7 @@ impl super::AsyncClient {
     ///
     /// # Errors
     /// [`ClientError::Gfs`] for a CDO asking for the global file system in an app that has
-    /// no GFS directory; [`ClientError::Attribute`] for a transport that is none.
+    /// no GFS directory; [`CallError::Attribute`](crate::CallError::Attribute) for a transport that is none.
     pub(super) fn gfs_for(
         &self,
         cdo: CdoId,

@@ -16,6 +16,7 @@
 //! memory, many at once), all in flight at once; the call wakes once, when the last member
 //! is here, and takes them all in one step.
 
+use crate::CallError;
 use fabric::Buffer;
 use futures::future::join_all;
 
@@ -35,7 +36,7 @@ impl AsyncClient {
     /// nothing: when one offer is refused, those that went through are withdrawn.
     ///
     /// # Errors
-    /// [`ClientError::Refused`] with `UnknownCdo` for a member this app did not declare; the
+    /// [`CallError::Refused`](crate::CallError::Refused) with `UnknownCdo` for a member this app did not declare; the
     /// first refusal of a member or of the group; registration and connection errors.
     pub async fn offer_group(
         &self,
@@ -49,10 +50,10 @@ impl AsyncClient {
                 .map(|(cdo, ..)| {
                     core.name(*cdo)
                         .map(ToString::to_string)
-                        .ok_or(ClientError::Refused {
+                        .ok_or(ClientError::Call(CallError::Refused {
                             op: Op::Offer,
                             why: Refusal::UnknownCdo,
-                        })
+                        }))
                 })
                 .collect::<Result<Vec<String>>>()?
         };
@@ -102,7 +103,7 @@ impl AsyncClient {
     ///
     /// # Errors
     /// As [`AsyncClient::demand`] for the group and each member (the first error; members
-    /// that arrived are disposed); [`ClientError::Protocol`] when the CDO of that name is
+    /// that arrived are disposed); [`CallError::Protocol`](crate::CallError::Protocol) when the CDO of that name is
     /// no group; `Quota` for a group of more than [`GROUP_IDS`](crate::GROUP_IDS) members.
     pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
         let shared = &self.shared;
@@ -123,22 +124,22 @@ impl AsyncClient {
                 }
             }
             return Err(match e {
-                ClientError::Refused {
+                ClientError::Call(CallError::Refused {
                     why: Refusal::NotAllowed(why),
                     ..
-                } => ClientError::Protocol(why),
+                }) => ClientError::Call(CallError::Protocol(why)),
                 e => e,
             });
         }
-        let here = here.ok_or(ClientError::Protocol(
+        let here = here.ok_or(ClientError::Call(CallError::Protocol(
             "the pool manager answered the group's demand without its members".into(),
-        ))?;
+        )))?;
         if here.members.len() as u64 != here.count {
-            return Err(ClientError::Protocol(format!(
+            return Err(ClientError::Call(CallError::Protocol(format!(
                 "the group's demand was answered with {} of its {} members here",
                 here.members.len(),
                 here.count
-            )));
+            ))));
         }
         Ok((here.members, here.attributes))
     }

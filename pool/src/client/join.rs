@@ -2,6 +2,7 @@
 //! endpoints and networks, its process memory for same-host copies), the welcome, and the
 //! tokens that name this process.
 
+use crate::CallError;
 use std::sync::{Arc, Mutex};
 
 use fabric::Endpoint;
@@ -84,15 +85,15 @@ pub fn bare_join(info: &PmInfo, component: &str, index: i64, nonce: &[u8; 32]) -
 /// The answer to a JOIN: app id and PM instance.
 ///
 /// # Errors
-/// [`ClientError::Refused`] with the PM's reason; [`ClientError::Protocol`] for any other
+/// [`CallError::Refused`](crate::CallError::Refused) with the PM's reason; [`CallError::Protocol`](crate::CallError::Protocol) for any other
 /// message.
 pub fn welcome(msg: FromPm) -> Result<(AppId, u64)> {
     match msg {
         FromPm::Welcome { app, pool, .. } => Ok((app, pool)),
-        FromPm::Refused { op, why, .. } => Err(ClientError::Refused { op, why }),
-        other => Err(ClientError::Protocol(format!(
+        FromPm::Refused { op, why, .. } => Err(ClientError::Call(CallError::Refused { op, why })),
+        other => Err(ClientError::Call(CallError::Protocol(format!(
             "{other:?} instead of a welcome"
-        ))),
+        )))),
     }
 }
 
@@ -155,7 +156,7 @@ impl AsyncClient {
     ///
     /// # Errors
     /// [`ClientError::Unreachable`] when no endpoint accepts a connection;
-    /// [`ClientError::Refused`] with `BadProof`, `WrongWorkflow` or `NotTheUser`;
+    /// [`CallError::Refused`](crate::CallError::Refused) with `BadProof`, `WrongWorkflow` or `NotTheUser`;
     /// timeouts and connection errors.
     pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
         let schemas = match opts.schemas {

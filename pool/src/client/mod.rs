@@ -58,63 +58,56 @@ pub(crate) use join::{Endpoints, join_message};
 pub use join::{bare_join, welcome};
 use subscription::EventQueue;
 
-/// What can go wrong for a client.
+/// What can go wrong for a client: a call the protocol's core failed ([`ClientError::Call`],
+/// whose [`CallError`] says how: refused with the PM's reason, no answer in time, the
+/// connection ended, ...), or what the driver around it met (the connection, the fabric,
+/// the schemas, the global file system).
+///
+/// # Examples
+///
+/// What a caller matches on: the PM's reason for a refusal.
+///
+/// ```
+/// use pool::proto::{Op, Refusal};
+/// use pool::{CallError, ClientError};
+///
+/// fn already_offered(e: &ClientError) -> bool {
+///     matches!(
+///         e,
+///         ClientError::Call(CallError::Refused {
+///             op: Op::Offer,
+///             why: Refusal::WrongState { .. },
+///         })
+///     )
+/// }
+/// # let _ = already_offered;
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// A call failed as the client's protocol core tells it (see [`CallError`]).
+    #[error(transparent)]
+    Call(#[from] CallError),
     /// The control connection failed.
     #[error("pool manager connection: {0}")]
     Io(#[from] std::io::Error),
     /// The PM sent a bad frame.
     #[error("pool manager sent a bad frame: {0}")]
     Frame(#[from] proto::FrameError),
-    /// The PM refused an operation.
-    #[error("{op} refused: {why}")]
-    Refused {
-        /// The operation.
-        op: Op,
-        /// Why.
-        why: Refusal,
-    },
-    /// No answer in time.
-    #[error("{0} got no answer from the pool manager in time")]
-    Timeout(Op),
-    /// The PM closed the connection (or the client's driver stopped).
-    #[error("the pool manager closed the connection")]
-    Closed,
     /// None of the PM's endpoints could be reached.
     #[error("no pool manager endpoint answered ({0}); is the PM running and the PM info current?")]
     Unreachable(String),
     /// A fabric error while moving data.
     #[error(transparent)]
     Fabric(#[from] fabric::FabricError),
-    /// The CDO was disposed while the call waited (a demand or require of it).
-    #[error("{op} of CDO {cdo} ended: the CDO was disposed meanwhile")]
-    Disposed {
-        /// The operation that waited.
-        op: Op,
-        /// The CDO.
-        cdo: CdoId,
-    },
-    /// The PM answered something unexpected.
-    #[error("unexpected answer from the pool manager: {0}")]
-    Protocol(String),
     /// The attribute schemas could not be loaded.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),
-    /// A CDO's attributes do not match the schemas (checked at `seal`, before sending).
-    #[error(transparent)]
-    Attribute(#[from] crate::schema::AttrError),
     /// No libfabric endpoint could be chosen (the reason says which setting or provider).
     #[error("no fabric endpoint: {0}")]
     NoFabric(String),
     /// A selector did not parse.
     #[error(transparent)]
     Selector(#[from] SelectorError),
-    /// The PM stopped waiting for this event's acknowledgement; the operation went on.
-    #[error(
-        "event {0} was acknowledged too late: the pool manager went on without it; acknowledge events sooner"
-    )]
-    AckTooLate(u64),
     /// The PM ended the subscription: it missed an acknowledgement deadline (the reason).
     #[error(
         "the pool manager ended this subscription: {0}; acknowledge events sooner, or subscribe without require-ack"
@@ -123,35 +116,26 @@ pub enum ClientError {
     /// The global file system could not be used (the reason says what to change).
     #[error("global file system: {0}")]
     Gfs(String),
-    /// This app could not take a ticket's bytes the way the ticket says (the reason; a
-    /// file on the global file system its settings do not reach).
-    #[error("{0}")]
-    Unreadable(String),
-    /// A CDO's bytes did not match the checksum its producer sealed
-    /// ([`crate::attr::CHECKSUM`]): the data is refused, not delivered.
-    #[error("integrity check failed: {0}")]
-    Integrity(String),
+}
+
+impl From<crate::schema::AttrError> for ClientError {
+    fn from(e: crate::schema::AttrError) -> ClientError {
+        ClientError::Call(CallError::Attribute(e))
+    }
+}
+
+impl ClientError {
+    /// The PM's reason, when it refused the call.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            ClientError::Call(CallError::Refused { why, .. }) => Some(why),
+            _ => None,
+        }
+    }
 }
 
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ClientError>;
-
-impl From<CallError> for ClientError {
-    fn from(e: CallError) -> ClientError {
-        match e {
-            CallError::Refused { op, why } => ClientError::Refused { op, why },
-            CallError::Closed => ClientError::Closed,
-            CallError::Integrity(why) => ClientError::Integrity(why),
-            CallError::Unreadable(why) => ClientError::Unreadable(why),
-            CallError::Protocol(why) => ClientError::Protocol(why),
-            CallError::Disposed { op, cdo } => ClientError::Disposed { op, cdo },
-            CallError::Timeout(op) => ClientError::Timeout(op),
-            CallError::Attribute(e) => ClientError::Attribute(e),
-            e @ CallError::NoGfs { .. } => ClientError::Gfs(e.to_string()),
-            CallError::AckTooLate(serial) => ClientError::AckTooLate(serial),
-        }
-    }
-}
 
 /// What this driver gives the protocol's core ([`ClientCore`]) to keep.
 pub(crate) struct Io;
@@ -261,7 +245,7 @@ impl Shared {
     /// subscriptions' news) after the lock is released.
     ///
     /// # Errors
-    /// `f`'s error; [`ClientError::Closed`] when a message (other than a deferred notice)
+    /// `f`'s error; [`CallError::Closed`](crate::CallError::Closed) when a message (other than a deferred notice)
     /// could not be written: the connection is gone.
     pub(crate) fn with_core<R>(
         self: &Arc<Self>,
@@ -387,7 +371,7 @@ impl AsyncClient {
     /// [`crate::pmix_events::forward`]). Nothing is answered.
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when the connection is gone.
+    /// [`CallError::Closed`](crate::CallError::Closed) when the connection is gone.
     pub fn report(&self, change: crate::events::FabricChange) -> Result<()> {
         self.shared.with_core(|c| c.report(change))
     }
@@ -465,8 +449,8 @@ impl AsyncClient {
     /// the declaration first, the app's next operation waits for that).
     ///
     /// # Errors
-    /// `BadName` for an empty or over-long name (checked here); [`ClientError::Protocol`]
-    /// once the app declared 2^40 - 1 CDOs; [`ClientError::Closed`] after the connection
+    /// `BadName` for an empty or over-long name (checked here); [`CallError::Protocol`](crate::CallError::Protocol)
+    /// once the app declared 2^40 - 1 CDOs; [`CallError::Closed`](crate::CallError::Closed) after the connection
     /// ended.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
         self.shared.with_core(|c| c.declare(name))
@@ -489,7 +473,7 @@ impl AsyncClient {
     /// against the schemas and filling in their defaults.
     ///
     /// # Errors
-    /// [`ClientError::Attribute`] for attributes the schemas refuse (nothing is sent);
+    /// [`CallError::Attribute`](crate::CallError::Attribute) for attributes the schemas refuse (nothing is sent);
     /// `WrongState` unless declared; connection errors.
     pub async fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
         ask(&self.shared, (Op::Seal, cdo), |c, now, waiter| {
@@ -514,7 +498,7 @@ impl AsyncClient {
     /// checksum of `data` is sealed with them and consumers check it on arrival.
     ///
     /// # Errors
-    /// [`ClientError::Attribute`] for attributes the schemas refuse (nothing is sent);
+    /// [`CallError::Attribute`](crate::CallError::Attribute) for attributes the schemas refuse (nothing is sent);
     /// registration errors; `WrongState` (as an offer) unless declared; connection errors.
     pub async fn seal_and_offer(
         &self,
@@ -604,7 +588,7 @@ impl AsyncClient {
     /// returns at once, without a round trip to the pool manager.
     ///
     /// # Errors
-    /// [`ClientError::Timeout`] if nobody offers it in time (the demand stays; retract it or
+    /// [`CallError::Timeout`](crate::CallError::Timeout) if nobody offers it in time (the demand stays; retract it or
     /// demand again); `NoProvider` if its providers vanished; connection errors.
     pub async fn demand(&self, cdo: CdoId) -> Result<(CdoData, Attributes)> {
         demand(&self.shared, cdo, None).await
@@ -678,7 +662,7 @@ impl AsyncClient {
     /// gone (a PM that cannot keep it says why in this app's log, and the CDO ends here).
     ///
     /// # Errors
-    /// `WrongState` unless offered; [`ClientError::Timeout`] if a same-process consumer
+    /// `WrongState` unless offered; [`CallError::Timeout`](crate::CallError::Timeout) if a same-process consumer
     /// still holds a borrowed offer after the client's timeout (the offer is withdrawn at the
     /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
@@ -702,14 +686,14 @@ impl AsyncClient {
             );
             let rest = self.shared.timeout.saturating_sub(patience);
             if tokio::time::timeout(rest, returned).await.is_err() {
-                return Err(ClientError::Timeout(Op::Withdraw));
+                return Err(ClientError::Call(CallError::Timeout(Op::Withdraw)));
             }
         }
         match data::take_back(&key) {
             Some(b) => Ok(b?),
-            None => Err(ClientError::Protocol(format!(
+            None => Err(ClientError::Call(CallError::Protocol(format!(
                 "withdrew CDO {cdo} that this client did not offer"
-            ))),
+            )))),
         }
     }
 
@@ -809,7 +793,7 @@ async fn answer(
     let mut waiting = GiveUp(shared, key, call, true);
     let r = match rx.await {
         Ok(r) => r.map_err(ClientError::from),
-        Err(_) => Err(ClientError::Closed),
+        Err(_) => Err(ClientError::Call(CallError::Closed)),
     };
     // Answered (or the core dropped the waiter): nothing to give up.
     waiting.3 = false;

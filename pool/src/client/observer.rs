@@ -32,7 +32,7 @@ impl Observer {
     /// observer named `who` (shown in the PM's log).
     ///
     /// # Errors
-    /// [`ClientError::Unreachable`](super::ClientError::Unreachable) when no endpoint answers; [`ClientError::Refused`](super::ClientError::Refused) with
+    /// [`ClientError::Unreachable`](super::ClientError::Unreachable) when no endpoint answers; [`CallError::Refused`](crate::CallError::Refused) with
     /// `BadProof` or `WrongWorkflow` (the PM info is not this workflow's, or is stale),
     /// `Quota` (too many observers); timeouts after `timeout`; [`ClientError::Io`](super::ClientError::Io) when no
     /// runtime can be started.
@@ -64,8 +64,8 @@ impl Observer {
     /// Asks `query` and waits for its answer.
     ///
     /// # Errors
-    /// [`ClientError::Refused`](super::ClientError::Refused) (not an observer connection), [`ClientError::Closed`](super::ClientError::Closed),
-    /// [`ClientError::Timeout`](super::ClientError::Timeout) after the connection's timeout, [`ClientError::Protocol`](super::ClientError::Protocol)
+    /// [`CallError::Refused`](crate::CallError::Refused) (not an observer connection), [`CallError::Closed`](crate::CallError::Closed),
+    /// [`CallError::Timeout`](crate::CallError::Timeout) after the connection's timeout, [`CallError::Protocol`](crate::CallError::Protocol)
     /// for an answer to another question.
     pub fn query(&mut self, query: Query) -> Result<View> {
         let frame = proto::encode(&[self.core.ask(query)])?;

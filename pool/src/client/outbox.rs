@@ -18,6 +18,7 @@
 //! them corked ([`corked`]): what they queue during one poll is written together when the
 //! poll returns, one write(2) and one wake-up of the PM for them all instead of one each.
 
+use crate::CallError;
 use std::cell::RefCell;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -150,7 +151,7 @@ impl Outbox {
     /// Never waits.
     ///
     /// # Errors
-    /// [`ClientError::Closed`] once the connection failed; an encoding error.
+    /// [`CallError::Closed`](crate::CallError::Closed) once the connection failed; an encoding error.
     pub(crate) fn send_all(self: &Arc<Self>, msgs: &[ToPm]) -> Result<()> {
         if msgs.is_empty() {
             return Ok(());
@@ -178,7 +179,7 @@ impl Outbox {
             self.kick.notify_one();
         }
         if broken {
-            return Err(ClientError::Closed);
+            return Err(ClientError::Call(CallError::Closed));
         }
         Ok(())
     }
@@ -232,10 +233,10 @@ impl Outbox {
     /// Appends the frames of `msgs` to what is unsent.
     ///
     /// # Errors
-    /// [`ClientError::Closed`] once the connection failed; an encoding error.
+    /// [`CallError::Closed`](crate::CallError::Closed) once the connection failed; an encoding error.
     fn queue(st: &mut State, msgs: &[ToPm]) -> Result<()> {
         if st.io.is_none() {
-            return Err(ClientError::Closed);
+            return Err(ClientError::Call(CallError::Closed));
         }
         for frame in proto::encode_split(msgs)? {
             st.unsent.extend_from_slice(&frame);

@@ -2,6 +2,7 @@
 //! its queue; the application takes them with `poll`, `wait` or `wait_timeout` (blocking),
 //! or `next`/`next_timeout` (async), and acknowledges those that need it.
 
+use crate::CallError;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -80,7 +81,7 @@ impl QueueInner {
             Some(e) => Ok(Some(e)),
             None if self.closed => Err(match &self.ended {
                 Some(why) => ClientError::SubscriptionEnded(why.clone()),
-                None => ClientError::Closed,
+                None => ClientError::Call(CallError::Closed),
             }),
             None => Ok(None),
         }
@@ -145,7 +146,7 @@ impl Subscription {
     /// The next event if one is there, without waiting.
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when no event is left and none will come.
+    /// [`CallError::Closed`](crate::CallError::Closed) when no event is left and none will come.
     pub fn poll(&self) -> Result<Option<PoolEvent>> {
         self.queue.take()
     }
@@ -153,7 +154,7 @@ impl Subscription {
     /// Every event queued now, oldest first, without waiting (empty if none).
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when no event is left and none will come.
+    /// [`CallError::Closed`](crate::CallError::Closed) when no event is left and none will come.
     pub fn drain(&self) -> Result<Vec<PoolEvent>> {
         let mut q = self.queue.lock();
         if q.events.is_empty() {
@@ -167,7 +168,7 @@ impl Subscription {
     /// Do not call this on a thread of a tokio runtime; use [`Subscription::next_timeout`].
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when the connection ended.
+    /// [`CallError::Closed`](crate::CallError::Closed) when the connection ended.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
         let q = self.queue.lock();
         let (mut q, _) = self
@@ -181,11 +182,11 @@ impl Subscription {
     /// Blocks until the next event, at most the client's timeout.
     ///
     /// # Errors
-    /// [`ClientError::Timeout`] (op `subscribe`) when nothing came in time;
-    /// [`ClientError::Closed`].
+    /// [`CallError::Timeout`](crate::CallError::Timeout) (op `subscribe`) when nothing came in time;
+    /// [`CallError::Closed`](crate::CallError::Closed).
     pub fn wait(&self) -> Result<PoolEvent> {
         self.wait_timeout(self.shared.timeout)?
-            .ok_or(ClientError::Timeout(Op::Subscribe))
+            .ok_or(ClientError::Call(CallError::Timeout(Op::Subscribe)))
     }
 
     /// Waits for the next event (or `timeout`: `Ok(None)`).
@@ -194,7 +195,7 @@ impl Subscription {
     /// Cancel safe: an event is taken from the queue only when this returns it.
     ///
     /// # Errors
-    /// [`ClientError::Closed`] when the connection ended.
+    /// [`CallError::Closed`](crate::CallError::Closed) when the connection ended.
     pub async fn next_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
         let waiting = async {
             loop {
@@ -217,15 +218,15 @@ impl Subscription {
     pub async fn next(&self) -> Result<PoolEvent> {
         self.next_timeout(self.shared.timeout)
             .await?
-            .ok_or(ClientError::Timeout(Op::Subscribe))
+            .ok_or(ClientError::Call(CallError::Timeout(Op::Subscribe)))
     }
 
     /// Acknowledges `event`, letting the operation it holds go on. Events that need no
     /// acknowledgement are accepted and ignored.
     ///
     /// # Errors
-    /// [`ClientError::AckTooLate`] if the PM stopped waiting for it already (the operation
-    /// went on without it); [`ClientError::Closed`].
+    /// [`CallError::AckTooLate`](crate::CallError::AckTooLate) if the PM stopped waiting for it already (the operation
+    /// went on without it); [`CallError::Closed`](crate::CallError::Closed).
     pub fn ack(&self, event: &PoolEvent) -> Result<()> {
         if !event.needs_ack {
             return Ok(());
@@ -242,7 +243,8 @@ impl Subscription {
     /// Ends the subscription at the PM (operations waiting for its acks go on).
     ///
     /// # Errors
-    /// Timeout and connection errors.
+    /// [`CallError::Timeout`](crate::CallError::Timeout) when the PM does not answer in time;
+    /// [`CallError::Closed`](crate::CallError::Closed) when the connection is gone.
     pub async fn unsubscribe(mut self) -> Result<()> {
         self.ended = true;
         let sub = self.id;

@@ -18,7 +18,7 @@ pub fn positive(what: &'static str) -> impl Fn(&str) -> Result<u32, String> + Cl
 }
 
 /// The longest number of seconds a command line takes (about 31 years).
-const MAX_SECONDS: f64 = 1e9;
+pub const MAX_SECONDS: f64 = 1e9;
 
 /// Parses a number of seconds from 0 up (`2`, `0.5`) into a duration.
 ///
@@ -114,7 +114,7 @@ pub fn parse_workflow(s: &str) -> Result<String, String> {
 }
 
 /// The longest value a command-line error quotes whole.
-const QUOTED_MAX: usize = 64;
+pub const QUOTED_MAX: usize = 64;
 
 /// A value no longer than [`QUOTED_MAX`] bytes as it is; a longer one (a 10,000-byte
 /// `--workflow`) as its start and its length.

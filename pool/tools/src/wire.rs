@@ -3,6 +3,7 @@
 //! pipeline batches, and protocol tests to behave as no real client would (a subscriber
 //! that never reads).
 
+use pool::CallError;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -100,7 +101,7 @@ impl Conn {
     /// moves no data); returns the app id.
     ///
     /// # Errors
-    /// [`ClientError::Refused`] for a wrong secret; timeouts and connection errors.
+    /// [`CallError::Refused`] for a wrong secret; timeouts and connection errors.
     pub fn join(&mut self, info: &PmInfo, component: &str, index: i64) -> Result<AppId> {
         self.join_as(info, (component, index), proto::Role::App)
     }
@@ -118,9 +119,9 @@ impl Conn {
         let nonce = match self.recv(Op::Join)? {
             FromPm::Challenge { nonce } => nonce,
             other => {
-                return Err(ClientError::Protocol(format!(
+                return Err(ClientError::Call(CallError::Protocol(format!(
                     "{other:?} instead of a challenge"
-                )));
+                ))));
             }
         };
         let mut join = bare_join(info, component, index, &nonce);
@@ -157,7 +158,7 @@ impl Conn {
     /// The next message (queued ones first) within the timeout.
     ///
     /// # Errors
-    /// [`ClientError::Timeout`] naming `what`; [`ClientError::Closed`]; bad frames.
+    /// [`CallError::Timeout`] naming `what`; [`CallError::Closed`]; bad frames.
     pub fn recv(&mut self, what: Op) -> Result<FromPm> {
         let end = Instant::now() + self.timeout;
         loop {
@@ -166,12 +167,12 @@ impl Conn {
             }
             let left = end
                 .checked_duration_since(Instant::now())
-                .ok_or(ClientError::Timeout(what))?;
+                .ok_or(ClientError::Call(CallError::Timeout(what)))?;
             self.stream
                 .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
             let mut chunk = [0u8; 64 * 1024];
             let n = match self.stream.io().read(&mut chunk) {
-                Ok(0) => return Err(ClientError::Closed),
+                Ok(0) => return Err(ClientError::Call(CallError::Closed)),
                 Ok(n) => n,
                 Err(e)
                     if matches!(
@@ -179,7 +180,7 @@ impl Conn {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(ClientError::Timeout(what));
+                    return Err(ClientError::Call(CallError::Timeout(what)));
                 }
                 Err(e) => return Err(e.into()),
             };

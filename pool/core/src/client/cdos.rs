@@ -413,7 +413,7 @@ impl<T: Driver> ClientCore<T> {
         let outcome = match outcome {
             Ok((data, direct)) => match attr::verify_checksum(&f.attributes, data.as_ref()) {
                 Ok(()) => Ok((data, direct)),
-                Err(why) => Err((format!("CDO from {}: {why}", f.provider), true)),
+                Err(why) => Err((why, true)),
             },
             Err(why) => Err((why, false)),
         };
@@ -430,7 +430,10 @@ impl<T: Driver> ClientCore<T> {
             Err((why, integrity)) => {
                 let why = if integrity || f.gfs {
                     let failed = if integrity {
-                        CallError::Integrity(why)
+                        CallError::Integrity {
+                            provider: Arc::clone(&f.provider),
+                            why,
+                        }
                     } else {
                         CallError::Unreadable(why)
                     };

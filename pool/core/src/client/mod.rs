@@ -83,8 +83,13 @@ pub enum CallError {
     Closed,
     /// A CDO's bytes did not match the checksum its producer sealed: refused, not
     /// delivered.
-    #[error("integrity check failed: {0}")]
-    Integrity(String),
+    #[error("integrity check failed: CDO from {provider}: {why}")]
+    Integrity {
+        /// The providing application (`component:index`).
+        provider: std::sync::Arc<str>,
+        /// What did not match (both checksums).
+        why: String,
+    },
     /// This app cannot take the bytes the way its ticket says (a file on the global file
     /// system its settings do not reach): the demand fails with the reason, since another
     /// ticket of the same kind would fail alike.

@@ -3,6 +3,7 @@
 //! `process_vm_readv` ([`fabric::cma`]); checked first to be the process that announced it
 //! (its token). What cannot be taken this way goes by RMA ([`super::rma`]).
 
+use crate::CallError;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -33,9 +34,11 @@ pub(super) async fn take(
     if inline {
         return take();
     }
-    tokio::task::spawn_blocking(take)
-        .await
-        .map_err(|e| ClientError::Protocol(format!("copying the offer failed: {e}")))?
+    tokio::task::spawn_blocking(take).await.map_err(|e| {
+        ClientError::Call(CallError::Protocol(format!(
+            "copying the offer failed: {e}"
+        )))
+    })?
 }
 
 /// Copies up to this many bytes from a provider's memory on the runtime's thread.

@@ -24,6 +24,7 @@ pub(super) mod rma;
 mod same_process;
 pub(super) mod stream;
 
+use crate::CallError;
 use std::sync::Arc;
 
 use fabric::Buffer;
@@ -98,7 +99,10 @@ async fn get(
     lent: Option<Buffer>,
 ) -> Result<Got> {
     let len = usize::try_from(source.len()).map_err(|_| {
-        ClientError::Protocol(format!("a {}-byte CDO does not fit here", source.len()))
+        ClientError::Call(CallError::Protocol(format!(
+            "a {}-byte CDO does not fit here",
+            source.len()
+        )))
     })?;
     let lent = lent.filter(|b| b.len() >= len && len > 0);
     match source {

@@ -4,6 +4,7 @@
 //! mapped straight ([`super::host`]). The provider's side: its offers registered with
 //! every endpoint it has, remotely readable only ([`readable`]).
 
+use crate::CallError;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -68,7 +69,7 @@ impl Executor for Rma {
         };
         let region = tokio::time::timeout(shared.timeout, op)
             .await
-            .map_err(|_| ClientError::Timeout(Op::Demand))??;
+            .map_err(|_| ClientError::Call(CallError::Timeout(Op::Demand)))??;
         let data = if is_lent {
             CdoData::own(region.into_buffer(), len)
         } else {
@@ -144,11 +145,11 @@ fn reading_endpoint<'a>(
 ) -> Result<&'a fabric::Endpoint> {
     let ep = endpoint_via(shared, via)?;
     if endpoint.provider != ep.info().provider {
-        return Err(ClientError::Protocol(format!(
+        return Err(ClientError::Call(CallError::Protocol(format!(
             "the provider offers over {}, this app over {}",
             endpoint.provider,
             ep.info().provider
-        )));
+        ))));
     }
     Ok(ep)
 }
@@ -177,9 +178,9 @@ async fn post_blocking(
         };
         Ok(ep.read(peer, dst, region)?)
     };
-    tokio::task::spawn_blocking(post)
-        .await
-        .map_err(|e| ClientError::Protocol(format!("posting the read failed: {e}")))?
+    tokio::task::spawn_blocking(post).await.map_err(|e| {
+        ClientError::Call(CallError::Protocol(format!("posting the read failed: {e}")))
+    })?
 }
 
 /// This client's endpoint `via` of a ticket: 0 the first, `i` alternate `i - 1`.
@@ -189,9 +190,9 @@ pub(super) fn endpoint_via(shared: &Shared, via: u8) -> Result<&fabric::Endpoint
         i => shared.alternates.get(usize::from(i) - 1),
     }
     .ok_or_else(|| {
-        ClientError::Protocol(format!(
+        ClientError::Call(CallError::Protocol(format!(
             "an RMA ticket for endpoint {via}, which this client does not have"
-        ))
+        )))
     })
 }
 

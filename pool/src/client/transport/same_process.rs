@@ -1,6 +1,7 @@
 //! The same-process hand-over: a consumer in the provider's process takes the offered
 //! buffer itself from the process's table of offers ([`super::super::data`]), no copy.
 
+use crate::CallError;
 use std::sync::Arc;
 
 use fabric::Buffer;
@@ -25,7 +26,9 @@ impl Executor for SameProcess {
         _: Option<Buffer>,
     ) -> Result<Got> {
         let data = data::find(&(pool, app, cdo)).ok_or_else(|| {
-            ClientError::Protocol(format!("the same-process offer of CDO {cdo} is gone"))
+            ClientError::Call(CallError::Protocol(format!(
+                "the same-process offer of CDO {cdo} is gone"
+            )))
         })?;
         Ok((data, None))
     }

@@ -2,6 +2,7 @@
 //! provider: the consumer's core asks for the pieces (a window at a time) and checks
 //! each; the provider's client serves the pieces the PM asks for ([`serve`]).
 
+use crate::CallError;
 use std::sync::Arc;
 
 use fabric::Buffer;
@@ -52,7 +53,10 @@ async fn stream(shared: &Arc<Shared>, transfer: TransferId, size: usize) -> Resu
     while got < len {
         // The core ends the stream with an error piece (refusal, bytes not asked for, no
         // progress in time); a closed connection drops the route.
-        let (offset, bytes) = rx.recv().await.ok_or(ClientError::Closed)??;
+        let (offset, bytes) = rx
+            .recv()
+            .await
+            .ok_or(ClientError::Call(CallError::Closed))??;
         // The core accepted exactly this range of the transfer, once.
         let at = offset as usize;
         buf.as_mut_slice()[at..at + bytes.len()].copy_from_slice(&bytes);
