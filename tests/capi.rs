@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::capi::{Installed, installed};
-use common::{Group, Output, Slurm, await_line, maestro, repo, run, start_pm};
+use common::{Group, Output, Slurm, await_line, maestro, repo, run, start_pm, start_pm_with_env};
 
 /// The environment of the examples: their schema, and a workflow name of this test's own
 /// (published names are shared between `maestro run` jobs of a user).
@@ -626,12 +626,20 @@ fn valgrind(c: &Installed, workflow: &str, info: &str, program: &str, args: &[&s
 #[test]
 fn producer_and_consumer_leak_nothing_under_valgrind() {
     let c = installed();
-    let (pm, info) = start_pm("capi-valgrind", &[]);
+    let (pm, info) = start_pm_with_env("capi-valgrind", &[], &[("MSTRO_LOG_LEVEL", "info")]);
     let consumer = valgrind(&c, "capi-valgrind", &info, "consumer", &["--expect", "2"]);
     let producer = valgrind(&c, "capi-valgrind", &info, "producer", &["--cdos", "8"]);
+    let mut pm = Some(pm);
     for (name, run) in [("producer", producer), ("consumer", consumer)] {
         let out = run.wait(Duration::from_secs(300));
-        assert_eq!(out.code(), Some(0), "{name} under valgrind: {}", out.stderr);
+        if out.code() != Some(0) {
+            let said = pm.take().map(|pm| pm.terminate(Duration::from_secs(10)));
+            panic!(
+                "{name} under valgrind: {}\nthe pool manager said: {}",
+                out.stderr,
+                said.map(|o| o.stderr).unwrap_or_default()
+            );
+        }
         assert!(
             out.stderr.contains("definitely lost: 0 bytes in 0 blocks")
                 && out.stderr.contains("ERROR SUMMARY: 0 errors"),
@@ -639,7 +647,9 @@ fn producer_and_consumer_leak_nothing_under_valgrind() {
             out.stderr
         );
     }
-    pm.terminate(Duration::from_secs(10));
+    if let Some(pm) = pm {
+        pm.terminate(Duration::from_secs(10));
+    }
 }
 
 #[test]

@@ -264,6 +264,25 @@ fn unused_leases_are_given_back_after_they_were_held_long_enough() {
 }
 
 #[test]
+fn an_app_that_left_gives_back_nothing_after_its_leave() {
+    let mut w = World::new();
+    let (c, p) = (w.join("consumer", true), w.join("producer", true));
+    subscribe(&mut w, c, SubscribeOptions::default(), 1);
+    let t0 = w.now;
+    w.offer(p, "kept", &[7; 100], false);
+    w.pump();
+    assert_eq!(w.manager.lease_count(), 1);
+    w.timed(c, |k, now| k.leave(now, 9)).expect("leave");
+    w.pump();
+    assert_eq!(w.answer(c, 9), Some(&Ok(0)), "bye");
+    // The PM closes the connection after its BYE: a notice written then (a lease given back
+    // when its hold ends) would fail on the closed socket and fail the leave with it.
+    w.apps[c].sent.clear();
+    w.run_until(t0 + LEASE_HOLD);
+    assert!(w.sent(c).is_empty(), "{:?}", w.sent(c));
+}
+
+#[test]
 fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_limit() {
     let mut w = World::new();
     let (c, p) = (w.join("consumer", true), w.join("producer", true));

@@ -283,6 +283,9 @@ pub struct ClientCore<T: Driver> {
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
     closed: bool,
+    /// The app asked to leave: notices nobody waits for are no longer sent (the PM closes
+    /// the connection after its BYE; a notice written then would fail the leave).
+    left: bool,
     /// The JOIN handshake while it runs ([`ClientCore::connect`]), and how it ended.
     handshake: Option<Handshake>,
     joined: Option<CallResult<(crate::proto::AppId, u64)>>,
@@ -375,6 +378,7 @@ impl<T: Driver> ClientCore<T> {
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
+            left: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
             keep_dir: None,
@@ -486,7 +490,9 @@ impl<T: Driver> ClientCore<T> {
     /// # Errors
     /// [`CallError::Closed`].
     pub fn leave(&mut self, now: Instant, waiter: T::Waiter) -> CallResult<CallId> {
-        self.request(now, (Op::Leave, 0), ToPm::Leave, waiter)
+        let call = self.request(now, (Op::Leave, 0), ToPm::Leave, waiter)?;
+        self.left = true;
+        Ok(call)
     }
 
     /// Tells the PM of a change of the fabric this app saw (its PMIx host's event, or a
@@ -523,9 +529,9 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// Queues `msg`, which nobody waits for and may go with the next message (unless the
-    /// connection ended: then it is dropped).
+    /// connection ended or the app is leaving: then it is dropped).
     fn defer(&mut self, msg: ToPm) {
-        if !self.closed {
+        if !self.closed && !self.left {
             self.transmit.push_back(Transmit {
                 msg,
                 deferred: true,
