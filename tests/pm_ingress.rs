@@ -121,6 +121,7 @@ fn join_raw_as(info: &PmInfo, role: proto::Role) -> TcpStream {
         gfs: None,
         role,
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, "streamer", 0),
+        reclaim: None,
     };
     s.write_all(&proto::encode(&[ToPm::Join(Box::new(join))]).expect("encode"))
         .expect("send join");

@@ -84,6 +84,7 @@ pub fn join_message(component: &str) -> Join {
         gfs: None,
         role: crate::proto::Role::default(),
         proof: Vec::new(),
+        reclaim: None,
     }
 }
 

@@ -64,6 +64,7 @@ pub(crate) fn join_message(
         gfs,
         role,
         proof: Vec::new(),
+        reclaim: None,
     }
 }
 

@@ -132,6 +132,7 @@ impl Manager {
             gfs,
             role,
             proof,
+            reclaim,
         } = *join;
         if let Identity::Proven(how) = &identity {
             tracing::debug!("{component}:{index} on {host} is the PM's user: {how}");
@@ -144,14 +145,14 @@ impl Manager {
             None => self.peer_has_room(peer).err(),
             why => why,
         };
-        if let Some(why) = why {
-            self.refuse_join(conn, why);
-            return;
-        }
+        let id = match why.map_or_else(|| self.reclaimed_id(reclaim), Err) {
+            Ok(id) => id,
+            Err(why) => return self.refuse_join(conn, why),
+        };
         let label: Arc<str> = format!("{component}:{index}").into();
         let traffic = traffic::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
         let app = self.admit(
-            peer_pid,
+            (peer_pid, id),
             App {
                 conn,
                 component,
@@ -209,12 +210,18 @@ impl Manager {
         }
     }
 
-    /// Admits `a` (its JOIN accepted): gives it the next app id, accepts its process
-    /// memory announcement as [`Manager::claim_memory`] allows (`peer_pid`: the process
-    /// the driver verified, if any) and logs it.
-    fn admit(&mut self, peer_pid: Option<u32>, mut a: App, memory: Option<ProcessMemory>) -> AppId {
-        let app = self.next_app;
-        self.next_app += 1;
+    /// Admits `a` (its JOIN accepted): gives it the app id it reclaims (`id`) or the next
+    /// one (later apps are numbered above every id given), accepts its process memory
+    /// announcement as [`Manager::claim_memory`] allows (`peer_pid`: the process the
+    /// driver verified, if any) and logs it.
+    fn admit(
+        &mut self,
+        (peer_pid, id): (Option<u32>, Option<AppId>),
+        mut a: App,
+        memory: Option<ProcessMemory>,
+    ) -> AppId {
+        let app = id.unwrap_or(self.next_app);
+        self.next_app = self.next_app.max(app + 1);
         self.conns.insert(a.conn, Conn::Joined(app));
         a.memory = self.claim_memory(app, (&a.host, a.process, peer_pid), memory);
         let (label, host) = (&a.label, &a.host);

@@ -72,6 +72,7 @@ pub mod admission;
 mod apps;
 mod cdo;
 mod events;
+mod grace;
 mod group;
 mod kept;
 mod lease;
@@ -203,6 +204,7 @@ impl<K: Eq + std::hash::Hash> GiveBack for HashSet<K> {
 ///     gfs: None,
 ///     role: Default::default(),
 ///     proof,
+///     reclaim: None,
 /// })));
 /// assert!(matches!(pm.poll_output(), Some((7, FromPm::Welcome { .. }))));
 /// assert_eq!(pm.app_count(), 1);
@@ -221,6 +223,8 @@ pub struct Manager {
     next_id: u64,
     /// The next app's id (apps number their CDOs within it, see [`cdo_ids`](crate::proto::cdo_ids)).
     next_app: AppId,
+    /// Until when only reclaiming apps may join ([`Manager::reclaiming`]).
+    grace: Option<Instant>,
     /// What to send, and which connections to close.
     out: Outbox,
     events: events::Events,
@@ -268,6 +272,7 @@ impl Manager {
             transfers: transfer::InFlight::default(),
             next_id: 1,
             next_app: 1,
+            grace: None,
             out: Outbox::default(),
             events: events::Events::new(clock),
             down: Vec::new(),
@@ -565,6 +570,7 @@ impl Manager {
             self.next_join_deadline(),
             self.next_kept_deadline(),
             self.next_spill_deadline(),
+            self.grace,
         ]
         .into_iter()
         .flatten()
@@ -587,6 +593,7 @@ impl Manager {
         self.expire_unjoined(now);
         self.expire_kept(now);
         self.expire_spills(now);
+        self.end_grace(now);
     }
 
     /// How long operations wait for acknowledgements (default [`ACK_TIMEOUT`](crate::events::ACK_TIMEOUT)).

@@ -121,6 +121,10 @@ fn to_pm_samples() -> Vec<ToPm> {
             gfs: Some("/scratch/wf".into()),
             role: Role::App,
             proof: vec![0xab; 32],
+            reclaim: Some(crate::proto::Reclaim {
+                app: 3,
+                generation: 0x1234_5678,
+            }),
         })),
         ToPm::Leave,
         ToPm::Declare {

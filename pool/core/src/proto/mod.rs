@@ -36,7 +36,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 15;
+pub const VERSION: u8 = 16;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -182,6 +182,20 @@ pub struct Join {
     pub role: Role,
     /// The proof.
     pub proof: Vec<u8>,
+    /// An app that held state with a pool manager that is gone asks for its old app id
+    /// back, to replay what it holds (see docs/developers/failover.md); `None` for a new
+    /// app.
+    pub reclaim: Option<Reclaim>,
+}
+
+/// What an app that lost its pool manager names when it joins the next one of the
+/// workflow ([`Join::reclaim`]): who it was, and where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reclaim {
+    /// Its app id with the manager that is gone: its CDO ids stay valid only with it.
+    pub app: AppId,
+    /// That manager's instance (its `Welcome`'s `pool`).
+    pub generation: u64,
 }
 
 /// The NICs of an app's endpoints, as [`Join`] announces them.
@@ -501,6 +515,12 @@ pub enum Refusal {
     /// A withdraw asked the pool to keep the offer's file, and it cannot (the reason, and
     /// what to do, are attached); the offer stays as it was.
     NotKept(String),
+    /// The pool manager is in its grace period after taking over from one that is gone:
+    /// only apps reclaiming what they held may join until it ends (retry then).
+    Grace,
+    /// A reclaim the manager cannot grant (the reason is attached: its grace period is
+    /// over, or another connection reclaimed that app id); join as a new app.
+    NotReclaimed(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -546,6 +566,10 @@ impl std::fmt::Display for Refusal {
             Refusal::NotAllowed(why) => write!(f, "not allowed: {why}"),
             Refusal::NotAdmitted(why) => write!(f, "not admitted: {why}"),
             Refusal::NotKept(why) => write!(f, "not kept: {why}"),
+            Refusal::Grace => f.write_str(
+                "the pool manager is in its grace period after a failover: only apps reclaiming what they held may join; retry when it ends",
+            ),
+            Refusal::NotReclaimed(why) => write!(f, "not reclaimed: {why}"),
         }
     }
 }

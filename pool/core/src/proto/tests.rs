@@ -107,6 +107,10 @@ fn sample() -> Vec<ToPm> {
             gfs: Some("/scratch/wf".into()),
             role: Role::App,
             proof: vec![0; 32],
+            reclaim: Some(crate::proto::Reclaim {
+                app: 3,
+                generation: 77,
+            }),
         })),
         ToPm::TransferDone {
             transfer: 3,
