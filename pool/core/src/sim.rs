@@ -161,6 +161,8 @@ pub fn join<T: Driver>(
 pub struct App {
     /// Its connection to the manager.
     pub conn: ConnId,
+    /// Its component name (what a JOIN names).
+    pub component: String,
     /// Its protocol core.
     pub core: ClientCore<Plain>,
     /// Answers by waiting tag.
@@ -303,11 +305,13 @@ impl World {
     /// Connects an app that joins with `join`, proving `secret`, through its core's
     /// handshake ([`join`]).
     pub fn connect(&mut self, conn: ConnId, join: Join, secret: &[u8]) -> usize {
+        let component = join.component.clone();
         let at = (self.now, conn, [conn as u8; 32]);
         let (mut core, others) = self::join(&mut self.manager, at, join, secret, CALL_TIMEOUT);
         core.set_schemas(user_schemas());
         self.apps.push(App {
             conn,
+            component,
             core,
             answers: HashMap::new(),
             news: HashMap::new(),
@@ -319,6 +323,43 @@ impl World {
         });
         self.deliver(others);
         self.apps.len() - 1
+    }
+
+    /// The pool manager dies and another takes over, in its grace period for `grace`
+    /// ([`Manager::reclaiming`]): the apps' cores know nothing of it yet (their
+    /// connections to the old one are simply gone), until [`World::reclaim`].
+    pub fn restart_manager(&mut self, grace: Duration) {
+        self.manager = manager(self.now);
+        self.manager.reclaiming(self.now + grace);
+    }
+
+    /// App `app` joins the new manager on a new connection, reclaiming its old app id
+    /// ([`ClientCore::reclaim`]), and replays what it holds ([`ClientCore::replay`]); its
+    /// core goes on with the new connection. Returns the app id the manager gave, or why
+    /// it refused the JOIN.
+    pub fn reclaim(&mut self, app: usize) -> CallResult<crate::proto::AppId> {
+        let conn = self.next;
+        self.next += 1;
+        let mut join = join_message(&self.apps[app].component);
+        join.process = conn;
+        join.reclaim = self.apps[app].core.reclaim();
+        // The handshake, by a core of its own: what it holds is the old core's.
+        let at = (self.now, conn, [conn as u8; 32]);
+        let (handshake, others) =
+            self::join::<Plain>(&mut self.manager, at, join, SECRET, CALL_TIMEOUT);
+        self.deliver(others);
+        let id = match handshake.joined() {
+            Some(Ok((id, _))) => *id,
+            Some(Err(e)) => return Err(e.clone()),
+            None => return Err(CallError::Timeout(crate::proto::Op::Join)),
+        };
+        self.apps[app].conn = conn;
+        for msg in self.apps[app].core.replay() {
+            let out = self.hand_manager(conn, msg);
+            self.deliver(out);
+        }
+        self.pump();
+        Ok(id)
     }
 
     /// Hands the manager `msg` from `conn` at the world's time; everything it sends.

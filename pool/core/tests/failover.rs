@@ -117,3 +117,76 @@ fn a_manager_that_took_over_from_nobody_refuses_reclaims() {
         "{out:?}"
     );
 }
+
+/// The kinds of `msgs`, in order.
+fn kinds(msgs: &[ToPm]) -> Vec<&'static str> {
+    msgs.iter()
+        .map(|m| match m {
+            ToPm::Declare { .. } => "declare",
+            ToPm::Seal { .. } => "seal",
+            ToPm::Offer { .. } => "offer",
+            ToPm::Require { .. } => "require",
+            ToPm::Demand { .. } => "demand",
+            ToPm::Withdraw { .. } => "withdraw",
+            other => panic!("not replayed: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
+    use pool_core::sim::World;
+    let mut w = World::new();
+    let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    w.offer(p, "read", &[5; 100], false);
+    w.offer(p, "inline", b"small", true);
+    // The consumer waits for a CDO nobody offers yet, and required another.
+    let waits = w.core(c).declare("later").expect("declare");
+    w.timed(c, |k, now| k.demand(now, waits, 5))
+        .expect("demand");
+    let required = w.core(c).declare("required-later").expect("declare");
+    w.timed(c, |k, now| k.require(now, required, 6))
+        .expect("require");
+    w.pump();
+    assert_eq!(
+        kinds(&w.core(p).replay()),
+        ["declare", "seal", "offer", "declare", "seal", "offer"]
+    );
+    assert_eq!(
+        kinds(&w.core(c).replay()),
+        ["declare", "demand", "declare", "require"]
+    );
+    // The manager dies; another takes over with a grace period of 2 s.
+    w.restart_manager(Duration::from_secs(2));
+    assert_eq!(w.reclaim(p), Ok(1), "the producer's old id");
+    assert_eq!(w.reclaim(c), Ok(2), "the consumer's old id");
+    // The grace period passes.
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(2));
+    // After it, a consumer that never knew the old manager gets the replayed offers.
+    let newcomer = w.join("newcomer", true);
+    for (name, want) in [("read", vec![5; 100]), ("inline", b"small".to_vec())] {
+        let cdo = w.core(newcomer).declare(name).expect("declare");
+        let tag = 100 + cdo as u32;
+        w.timed(newcomer, |k, now| k.demand(now, cdo, tag))
+            .expect("demand");
+        w.pump();
+        assert_eq!(w.answer(newcomer, tag), Some(&Ok(cdo)), "{name}");
+        let (got, _) = w.core(newcomer).take_arrived(cdo).expect("arrived");
+        assert_eq!(got, want, "{name}");
+    }
+    // The demand and the require that waited through the takeover are served as the
+    // producer offers what they wait for, with the new manager.
+    w.offer(p, "later", b"late", false);
+    w.offer(p, "required-later", b"req", false);
+    w.pump();
+    assert_eq!(w.answer(c, 5), Some(&Ok(waits)));
+    let (late, _) = w.core(c).take_arrived(waits).expect("arrived");
+    assert_eq!(late, b"late");
+    // The required bytes are here: the demand needs no manager.
+    match w.timed(c, |k, now| k.demand(now, required, 7)) {
+        Ok(pool_core::client::Demand::Here(bytes, _)) => assert_eq!(bytes, b"req"),
+        Ok(pool_core::client::Demand::Waiting(_)) => panic!("the required bytes did not come"),
+        Err(e) => panic!("{e}"),
+    }
+}

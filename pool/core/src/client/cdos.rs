@@ -33,7 +33,7 @@ pub enum Phase {
 /// What a client knows of one of its CDOs.
 pub(super) struct Mine<T: Driver> {
     /// Its name (tickets leave it out).
-    name: Arc<str>,
+    pub(super) name: Arc<str>,
     /// See [`Phase`].
     pub(super) phase: Phase,
     /// An operation is under way after which the PM may refuse a dispose (an offer not yet
@@ -48,6 +48,11 @@ pub(super) struct Mine<T: Driver> {
     pub(super) gfs: Option<bool>,
     /// Its bytes on offer here, from the offer until its withdraw (or refusal).
     pub(super) offered: Option<super::offers::OfferedHere>,
+    /// The attributes it was sealed with (checked, defaults filled in), once sealed: what
+    /// a reclaim replays ([`ClientCore::replay`]).
+    pub(super) sealed: Option<Attributes>,
+    /// A require or a demand of it waits for its bytes (which): what a reclaim replays.
+    pub(super) wanted: Option<Op>,
 }
 
 impl<T: Driver> Mine<T> {
@@ -60,6 +65,8 @@ impl<T: Driver> Mine<T> {
             lent: None,
             gfs: None,
             offered: None,
+            sealed: None,
+            wanted: None,
         }
     }
 }
@@ -152,7 +159,10 @@ impl<T: Driver> ClientCore<T> {
                 m.busy = false;
                 m.offered = None;
             }
-            Op::Retract => m.busy = false,
+            Op::Retract => {
+                m.busy = false;
+                m.wanted = None;
+            }
             _ => {}
         }
     }
@@ -173,6 +183,7 @@ impl<T: Driver> ClientCore<T> {
         self.schemas.check(&mut attributes)?;
         if let Some(m) = self.cdos.get_mut(&cdo) {
             m.gfs = attr::wants_gfs(&attributes).ok().flatten();
+            m.sealed.get_or_insert_with(|| attributes.clone());
         }
         self.request(now, (Op::Seal, cdo), ToPm::Seal { cdo, attributes }, waiter)
     }
@@ -182,7 +193,18 @@ impl<T: Driver> ClientCore<T> {
     /// # Errors
     /// [`CallError::Closed`].
     pub fn require(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
-        self.call_busy(now, (Op::Require, cdo), ToPm::Require { cdo }, waiter)
+        let call = self.call_busy(now, (Op::Require, cdo), ToPm::Require { cdo }, waiter)?;
+        self.wanting(cdo, Op::Require);
+        Ok(call)
+    }
+
+    /// A require or demand of `cdo` (`op`) waits for its bytes from now on.
+    pub(super) fn wanting(&mut self, cdo: CdoId, op: Op) {
+        if let Some(m) = self.cdos.get_mut(&cdo)
+            && m.arrived.is_none()
+        {
+            m.wanted = Some(op);
+        }
     }
 
     pub(super) fn call_busy(
@@ -237,8 +259,14 @@ impl<T: Driver> ClientCore<T> {
         if let Some((lease, held)) = self.lease_for(cdo) {
             return self.demand_leased(now, (cdo, lease), held, waiter);
         }
-        self.call_busy(now, (Op::Demand, cdo), ToPm::Demand { cdo }, waiter)
-            .map(Demand::Waiting)
+        self.demand_call(now, cdo, waiter).map(Demand::Waiting)
+    }
+
+    /// Sends the demand of `cdo` and files `waiter` for its answer.
+    fn demand_call(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        let call = self.call_busy(now, (Op::Demand, cdo), ToPm::Demand { cdo }, waiter)?;
+        self.wanting(cdo, Op::Demand);
+        Ok(call)
     }
 
     /// A lease for a demand of `cdo`: the CDO is declared and nothing else is under way
@@ -276,10 +304,7 @@ impl<T: Driver> ClientCore<T> {
                     self.defer(ToPm::Release {
                         leases: vec![lease],
                     });
-                    let msg = ToPm::Demand { cdo };
-                    return self
-                        .call_busy(now, (Op::Demand, cdo), msg, waiter)
-                        .map(Demand::Waiting);
+                    return self.demand_call(now, cdo, waiter).map(Demand::Waiting);
                 }
                 self.defer(ToPm::UseLease { cdo, lease });
                 self.arrive(cdo, data, attributes, &provider);
@@ -295,6 +320,7 @@ impl<T: Driver> ClientCore<T> {
         };
         let call = self.wait(now, (Op::Demand, cdo), waiter)?;
         self.set_busy(cdo, true);
+        self.wanting(cdo, Op::Demand);
         self.defer(ToPm::UseLease { cdo, lease });
         self.ticket(lease, cdo, source, (attributes, provider), true);
         Ok(Demand::Waiting(call))
@@ -479,6 +505,7 @@ impl<T: Driver> ClientCore<T> {
         let len = AttrValue::Uint(data.as_ref().len() as u64);
         attributes.insert(attr::LOCAL_SIZE.into(), len);
         m.arrived = Some((data, attributes));
+        m.wanted = None;
     }
 
     /// Demands group `group` in one message ([`ToPm::DemandGroup`]), reserving

@@ -28,6 +28,7 @@ mod cdos;
 mod leases;
 mod observer;
 mod offers;
+mod reclaim;
 mod streams;
 mod subscriptions;
 

@@ -63,11 +63,21 @@ pub enum Transport {
 pub(super) struct OfferedHere {
     /// Its length: the PM's requests for pieces are checked against it.
     len: u64,
+    /// Where consumers read it, as the offer said: what a reclaim replays.
+    pub(super) region: RemoteRegion,
+    pub(super) extras: proto::OfferExtras,
     /// A file of its bytes is in the app's GFS directory (the offer's own, or written at
     /// the PM's request): its withdraw hands it over to a PM that keeps files.
     file: bool,
     /// Where its withdraw stands, once asked for.
     withdraw: Option<Withdrawing>,
+}
+
+impl OfferedHere {
+    /// Whether its withdraw was asked for.
+    pub(super) fn withdrawing(&self) -> bool {
+        self.withdraw.is_some()
+    }
 }
 
 /// Where a withdraw stands.
@@ -137,8 +147,10 @@ impl<T: Driver> ClientCore<T> {
             seal,
             gfs,
         } = offer;
-        let here = OfferedHere {
+        let mut here = OfferedHere {
             len: bytes.len() as u64,
+            region,
+            extras: proto::OfferExtras::default(),
             file: gfs.is_some(),
             withdraw: None,
         };
@@ -153,10 +165,13 @@ impl<T: Driver> ClientCore<T> {
             }
             None => {}
         }
+        here.extras = extras.clone();
+        let mut sealed = None;
         let msg = match seal {
             Some(mut attributes) => {
                 self.schemas.check(&mut attributes)?;
                 attr::add_checksum(&mut attributes, bytes);
+                sealed = Some(attributes.clone());
                 ToPm::SealOffer {
                     cdo,
                     attributes,
@@ -176,6 +191,9 @@ impl<T: Driver> ClientCore<T> {
             && m.offered.is_none()
         {
             m.offered = Some(here);
+            if m.sealed.is_none() {
+                m.sealed = sealed;
+            }
         }
         Ok(call)
     }
