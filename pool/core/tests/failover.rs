@@ -103,6 +103,28 @@ fn after_the_grace_period_new_apps_join_above_every_reclaimed_id_and_reclaims_ar
 }
 
 #[test]
+fn what_apps_replay_in_the_grace_period_raises_no_event_and_what_they_do_after_it_does() {
+    use pool_core::events::{EventKind, SubscribeOptions};
+    let mut pm = Pm::new();
+    let until = pm.at(1_000_000_000);
+    pm.m.reclaiming(until);
+    let (watcher, _) = pm.join_with("watcher", |j| j.reclaim = reclaim(1));
+    pm.subscribe(watcher, EventKind::Offer, "", SubscribeOptions::default());
+    let (producer, _) = pm.join_with("producer", |j| j.reclaim = reclaim(2));
+    // The producer's replay: heard of already, from the manager that is gone.
+    let replayed = pm.sealed(producer, "replayed", 1);
+    let out = pm.feed(producer, offer_msg(replayed, 8));
+    assert_eq!(out, [(producer, done(Op::Offer, replayed))], "no event");
+    pm.now = until;
+    pm.m.handle_timeout(pm.now);
+    let fresh = pm.sealed(producer, "fresh", 2);
+    let out = pm.feed(producer, offer_msg(fresh, 8));
+    let heard = events_to(&out, watcher);
+    assert_eq!(heard.len(), 1, "{out:?}");
+    assert_eq!(heard[0].cdo.as_deref(), Some("fresh"));
+}
+
+#[test]
 fn a_manager_that_took_over_from_nobody_refuses_reclaims() {
     let mut pm = Pm::new();
     let (conn, out) = pm.join_sending("producer", SECRET, |j| j.reclaim = reclaim(1));

@@ -446,6 +446,11 @@ impl Manager {
         detail: &str,
         before: bool,
     ) -> Vec<(SubId, u64)> {
+        // In a grace period the apps replay what they did with the manager that is gone:
+        // its subscribers heard of it then (see `grace`).
+        if self.grace.is_some() {
+            return Vec::new();
+        }
         let holdable = kind.is_cdo_event()
             && !matches!(
                 kind,

@@ -2,7 +2,8 @@
 //! period, in which only apps that held state with the old manager join, each with its old
 //! app id ([`crate::proto::Join::reclaim`]), so that the CDO ids it numbered stay valid and
 //! it can replay what it holds (see docs/developers/failover.md). New apps are refused
-//! ([`Refusal::Grace`]) until the period ends.
+//! ([`Refusal::Grace`]) until the period ends, and the replayed operations raise no
+//! events (the subscribers heard of them from the old manager; `Manager::emit`).
 
 use std::time::Instant;
 
