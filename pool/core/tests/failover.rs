@@ -150,6 +150,7 @@ fn kinds(msgs: &[ToPm]) -> Vec<&'static str> {
             ToPm::Require { .. } => "require",
             ToPm::Demand { .. } => "demand",
             ToPm::Withdraw { .. } => "withdraw",
+            ToPm::Subscribe { .. } => "subscribe",
             other => panic!("not replayed: {other:?}"),
         })
         .collect()
@@ -157,9 +158,21 @@ fn kinds(msgs: &[ToPm]) -> Vec<&'static str> {
 
 #[test]
 fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
+    use pool_core::client::News;
+    use pool_core::events::{EventKind, SubscribeOptions};
     use pool_core::sim::World;
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
+    // A watcher of offers, whose queue (77) outlives the manager.
+    let watcher = w.join("watcher", true);
+    let offers = (
+        EventKind::Offer.into(),
+        pool_core::selector::Selector::all().expr().clone(),
+        SubscribeOptions::default(),
+    );
+    w.timed(watcher, |k, now| k.subscribe(now, offers, 77, 1))
+        .expect("subscribe");
+    w.pump();
     w.offer(p, "read", &[5; 100], false);
     w.offer(p, "inline", b"small", true);
     // The consumer waits for a CDO nobody offers yet, and required another.
@@ -178,10 +191,14 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
         kinds(&w.core(c).replay()),
         ["declare", "demand", "declare", "require"]
     );
+    assert_eq!(kinds(&w.core(watcher).replay()), ["subscribe"]);
+    let heard_before = w.apps[watcher].news[&77].len();
+    assert_eq!(heard_before, 2, "the two offers");
     // The manager dies; another takes over with a grace period of 2 s.
     w.restart_manager(Duration::from_secs(2));
     assert_eq!(w.reclaim(p), Ok(1), "the producer's old id");
     assert_eq!(w.reclaim(c), Ok(2), "the consumer's old id");
+    assert_eq!(w.reclaim(watcher), Ok(3), "the watcher's old id");
     // The grace period passes.
     let t0 = w.now;
     w.run_until(t0 + Duration::from_secs(2));
@@ -202,6 +219,13 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
     w.offer(p, "later", b"late", false);
     w.offer(p, "required-later", b"req", false);
     w.pump();
+    // The watcher's subscription goes on in its queue: the two new offers, nothing twice.
+    let news = &w.apps[watcher].news[&77];
+    assert_eq!(news.len(), heard_before + 2, "{news:?}");
+    assert!(
+        matches!(&news[heard_before..], [News::Event(a), News::Event(b)] if a.cdo.as_deref() == Some("later") && b.cdo.as_deref() == Some("required-later")),
+        "{news:?}"
+    );
     assert_eq!(w.answer(c, 5), Some(&Ok(waits)));
     let (late, _) = w.core(c).take_arrived(waits).expect("arrived");
     assert_eq!(late, b"late");

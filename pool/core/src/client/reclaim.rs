@@ -17,15 +17,17 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// The operations that rebuild what this app holds with a manager in its grace
-    /// period, CDO by CDO in id order: its declare; the seal it asked for, or its seal and
-    /// offer (where consumers read it, as the offer said) while offered, and the withdraw
-    /// it waits for; the require or demand that waits for its bytes. What the old manager
-    /// had confirmed and what it had not answered yet are replayed alike: the new one
-    /// answers the calls still waiting.
-    pub fn replay(&self) -> Vec<ToPm> {
+    /// period: its subscriptions, asked again (each keeps its queue and gets its new id
+    /// from the new manager's answer); then CDO by CDO in id order: its declare; the seal
+    /// it asked for, or its seal and offer (where consumers read it, as the offer said)
+    /// while offered, and the withdraw it waits for; the require or demand that waits for
+    /// its bytes. What the old manager had confirmed and what it had not answered yet are
+    /// replayed alike: the new one answers the calls still waiting.
+    pub fn replay(&mut self) -> Vec<ToPm> {
+        let mut out = self.subs.replay();
         let mut ids: Vec<_> = self.cdos.keys().copied().collect();
         ids.sort_unstable();
-        let mut out = Vec::with_capacity(ids.len());
+        out.reserve(ids.len());
         for cdo in ids {
             let m = &self.cdos[&cdo];
             out.push(ToPm::Declare {

@@ -11,11 +11,15 @@ use crate::events::{EventKinds, PoolEvent, SubId, SubscribeOptions};
 use crate::proto::{Op, ToPm};
 use crate::selector::Expr;
 
+/// What a subscription asked for: its kinds, selector and options (what a reclaim replays).
+type Wanted = (EventKinds, Expr, SubscribeOptions);
+
 pub(super) struct Subscriptions<T: Driver> {
-    /// Queues of subscriptions asked for, by the app's handle, until `Subscribed`.
-    asked: HashMap<u64, T::Events>,
-    /// Live subscriptions: the app's handle and the queue.
-    live: HashMap<SubId, (u64, T::Events)>,
+    /// Subscriptions asked for, by the app's handle, until `Subscribed`: what they asked
+    /// and their queue.
+    asked: HashMap<u64, (Wanted, T::Events)>,
+    /// Live subscriptions: the app's handle, what it asked and the queue.
+    live: HashMap<SubId, (u64, Wanted, T::Events)>,
     /// Subscriptions the PM ended for the acknowledgement it gave up waiting for (its
     /// serial), until the app lets go of them.
     late: HashMap<SubId, u64>,
@@ -35,7 +39,7 @@ impl<T: Driver> Subscriptions<T> {
     /// An event of `sub`, for its queue.
     pub(super) fn event(&self, sub: SubId, event: PoolEvent, out: &mut VecDeque<Event<T>>) {
         match self.live.get(&sub) {
-            Some((_, q)) => out.push_back(Event::Subscription {
+            Some((_, _, q)) => out.push_back(Event::Subscription {
                 events: q.clone(),
                 news: News::Event(event),
             }),
@@ -48,7 +52,7 @@ impl<T: Driver> Subscriptions<T> {
         tracing::warn!(
             "subscription {sub}: event {serial} was not acknowledged in time; the pool manager ended the subscription"
         );
-        let Some((_, q)) = self.live.remove(&sub) else {
+        let Some((_, _, q)) = self.live.remove(&sub) else {
             return;
         };
         self.late.insert(sub, serial);
@@ -62,11 +66,35 @@ impl<T: Driver> Subscriptions<T> {
         }
     }
 
+    /// What a reclaim replays of the subscriptions: every one asked for or live, as
+    /// asked again (by its handle, in the order they were made); a live one awaits its new
+    /// id, its queue kept ([`ClientCore::subscribed`] files it under that id).
+    pub(super) fn replay(&mut self) -> Vec<ToPm> {
+        for (_, (local, wanted, events)) in self.live.drain() {
+            self.asked.insert(local, (wanted, events));
+        }
+        self.late.clear();
+        let mut locals: Vec<_> = self.asked.keys().copied().collect();
+        locals.sort_unstable();
+        locals
+            .into_iter()
+            .map(|local| {
+                let ((kinds, selector, options), _) = &self.asked[&local];
+                ToPm::Subscribe {
+                    local,
+                    kinds: *kinds,
+                    selector: Box::new(selector.clone()),
+                    options: *options,
+                }
+            })
+            .collect()
+    }
+
     /// The connection ended: every live subscription's queue hears it.
     pub(super) fn close(&mut self, out: &mut VecDeque<Event<T>>) {
         self.asked.clear();
         self.late.clear();
-        for (_, (_, events)) in self.live.drain() {
+        for (_, (_, _, events)) in self.live.drain() {
             out.push_back(Event::Subscription {
                 events,
                 news: News::Closed,
@@ -86,7 +114,7 @@ impl<T: Driver> ClientCore<T> {
     pub fn subscribe(
         &mut self,
         now: Instant,
-        (kinds, selector, options): (EventKinds, Expr, SubscribeOptions),
+        (kinds, selector, options): Wanted,
         events: T::Events,
         waiter: T::Waiter,
     ) -> CallResult<(u64, CallId)> {
@@ -94,12 +122,14 @@ impl<T: Driver> ClientCore<T> {
         let msg = ToPm::Subscribe {
             local,
             kinds,
-            selector: Box::new(selector),
+            selector: Box::new(selector.clone()),
             options,
         };
         let call = self.request(now, (Op::Subscribe, local), msg, waiter)?;
         self.next_local += 1;
-        self.subs.asked.insert(local, events);
+        self.subs
+            .asked
+            .insert(local, ((kinds, selector, options), events));
         Ok((local, call))
     }
 
@@ -108,8 +138,8 @@ impl<T: Driver> ClientCore<T> {
     /// read or acknowledge its events.
     pub(super) fn subscribed(&mut self, local: u64, sub: SubId) {
         match self.subs.asked.remove(&local) {
-            Some(q) => {
-                self.subs.live.insert(sub, (local, q));
+            Some((wanted, q)) => {
+                self.subs.live.insert(sub, (local, wanted, q));
                 self.resolve((Op::Subscribe, local), Ok(sub));
             }
             None => self.queue(ToPm::Unsubscribe { sub }),
@@ -127,7 +157,7 @@ impl<T: Driver> ClientCore<T> {
             .subs
             .live
             .iter()
-            .find(|(_, (l, _))| *l == local)
+            .find(|(_, (l, _, _))| *l == local)
             .map(|(&sub, _)| sub);
         if let Some(sub) = set_up {
             self.drop_subscription(sub);
