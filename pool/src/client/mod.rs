@@ -51,7 +51,7 @@ pub use subscription::Subscription;
 
 use crate::attr::Attributes;
 use crate::events::{EventKinds, SubscribeOptions};
-use crate::proto::{self, AppId, CdoId, Op, Refusal, ToPm};
+use crate::proto::{self, AppId, CdoId, Op, ToPm};
 use crate::schema::Schemas;
 use crate::selector::{Selector, SelectorError};
 pub(crate) use join::{Endpoints, join_message};
@@ -121,16 +121,6 @@ pub enum ClientError {
 impl From<crate::schema::AttrError> for ClientError {
     fn from(e: crate::schema::AttrError) -> ClientError {
         ClientError::Call(CallError::Attribute(e))
-    }
-}
-
-impl ClientError {
-    /// The PM's reason, when it refused the call.
-    pub fn refusal(&self) -> Option<&Refusal> {
-        match self {
-            ClientError::Call(CallError::Refused { why, .. }) => Some(why),
-            _ => None,
-        }
     }
 }
 

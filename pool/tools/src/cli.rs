@@ -18,12 +18,12 @@ pub fn positive(what: &'static str) -> impl Fn(&str) -> Result<u32, String> + Cl
 }
 
 /// The longest number of seconds a command line takes (about 31 years).
-pub const MAX_SECONDS: f64 = 1e9;
+const MAX_SECONDS: f64 = 1e9;
 
 /// Parses a number of seconds from 0 up (`2`, `0.5`) into a duration.
 ///
 /// # Errors
-/// Not a number, negative, or at least [`MAX_SECONDS`]: a message saying which.
+/// Not a number, negative, or at least 10^9 seconds (about 31 years): a message saying which.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let Ok(v) = s.trim().parse::<f64>() else {
         return Err(format!("{s:?} is not a number of seconds (e.g. 2 or 0.5)"));
@@ -114,9 +114,9 @@ pub fn parse_workflow(s: &str) -> Result<String, String> {
 }
 
 /// The longest value a command-line error quotes whole.
-pub const QUOTED_MAX: usize = 64;
+const QUOTED_MAX: usize = 64;
 
-/// A value no longer than [`QUOTED_MAX`] bytes as it is; a longer one (a 10,000-byte
+/// A value no longer than 64 bytes as it is; a longer one (a 10,000-byte
 /// `--workflow`) as its start and its length.
 pub fn shortened(value: &str) -> String {
     if value.len() <= QUOTED_MAX {

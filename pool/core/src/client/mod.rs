@@ -502,9 +502,7 @@ impl<T: Driver> ClientCore<T> {
     /// # Errors
     /// [`CallError::Closed`] once the connection ended.
     pub fn report(&mut self, change: crate::events::FabricChange) -> CallResult<()> {
-        self.open()?;
-        self.queue(ToPm::Report { change });
-        Ok(())
+        self.tell(ToPm::Report { change })
     }
 
     /// Whether the connection ended ([`ClientCore::close`]).
@@ -520,6 +518,16 @@ impl<T: Driver> ClientCore<T> {
     /// The next thing for the driver to do, in order.
     pub fn poll_event(&mut self) -> Option<Event<T>> {
         self.events.pop_front()
+    }
+
+    /// Queues `msg`, which nobody waits for, on an open connection.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] once the connection ended; `Protocol` before the welcome.
+    fn tell(&mut self, msg: ToPm) -> CallResult<()> {
+        self.open()?;
+        self.queue(msg);
+        Ok(())
     }
 
     fn queue(&mut self, msg: ToPm) {

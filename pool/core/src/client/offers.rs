@@ -226,13 +226,11 @@ impl<T: Driver> ClientCore<T> {
     /// # Errors
     /// [`CallError::Closed`] once the connection ended.
     pub fn served(&mut self, transfer: TransferId, offset: u64, data: Vec<u8>) -> CallResult<()> {
-        self.open()?;
-        self.queue(ToPm::Chunk(proto::Chunk {
+        self.tell(ToPm::Chunk(proto::Chunk {
             transfer,
             offset,
             data,
-        }));
-        Ok(())
+        }))
     }
 
     /// Offered `cdo` was written to `file` under this app's GFS directory, or could not be
@@ -261,7 +259,7 @@ impl<T: Driver> ClientCore<T> {
     pub fn withdraw(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
         self.open()?;
         let offered = self.cdos.get(&cdo).and_then(|m| m.offered.as_ref());
-        if offered.is_some_and(|o| o.withdraw.is_some()) {
+        if offered.is_some_and(OfferedHere::withdrawing) {
             return Err(CallError::Refused {
                 op: Op::Withdraw,
                 why: Refusal::WrongState {

@@ -201,14 +201,10 @@ impl<T: Driver> ClientCore<T> {
     /// [`super::CallError::AckTooLate`] for the event whose acknowledgement the PM gave up
     /// waiting for; [`super::CallError::Closed`].
     pub fn ack(&mut self, sub: SubId, serial: u64) -> CallResult<()> {
-        self.open()?;
         match self.subs.late.get(&sub) {
             Some(&late) if late == serial => Err(super::CallError::AckTooLate(serial)),
-            Some(_) => Ok(()),
-            None => {
-                self.queue(ToPm::Ack { sub, serial });
-                Ok(())
-            }
+            Some(_) => self.open(),
+            None => self.tell(ToPm::Ack { sub, serial }),
         }
     }
 }

@@ -59,40 +59,53 @@ pub(crate) async fn write(g: Arc<Dir>, cdo: CdoId, data: Buffer) -> Result<(Buff
 /// block) and tells the PM where, or why not (see [`pool_core::client::Event::Spill`]).
 pub(crate) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
     let offer = data::find(&(shared.pool, shared.app, cdo));
-    let gfs = shared.gfs.clone();
-    let shared = Arc::clone(shared);
-    tokio::spawn(async move {
-        let written = match (offer, gfs) {
-            (Some(offer), Some(g)) => {
-                tokio::task::spawn_blocking(move || g.write(cdo, offer.as_slice()))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-            }
-            _ => Err("not offered here with a GFS directory".to_string()),
-        };
-        let _ = shared.with_core(|c| {
-            c.spilled(cdo, written);
-            Ok(())
-        });
-    });
+    let missing = "not offered here with a GFS directory";
+    off_thread(
+        shared,
+        missing,
+        move |g| match offer {
+            Some(offer) => g.write(cdo, offer.as_slice()).map_err(|e| e.to_string()),
+            None => Err(missing.to_string()),
+        },
+        move |c, written| c.spilled(cdo, written),
+    );
 }
 
 /// Links the file of offered `cdo` into the PM's directory of kept files `dir`, on a thread
 /// that may block, and tells the core how that went ([`pool_core::client::Event::HandOver`]:
 /// the withdraw waiting for it goes out).
 pub(crate) fn hand_over(shared: &Arc<Shared>, cdo: CdoId, dir: Arc<str>) {
+    off_thread(
+        shared,
+        "this app has no GFS directory",
+        move |g| {
+            let linked = g.hand_over(cdo, &dir).map_err(|e| e.to_string())?;
+            Ok(linked.map(String::into_boxed_str))
+        },
+        move |c, linked| c.handed_over(cdo, linked),
+    );
+}
+
+/// Runs `work` on this app's GFS directory on a thread that may block (`missing` when the
+/// app has none), then `tell` the core what came of it, its error as text: a step of the
+/// core the PM's request or a withdraw waits for.
+fn off_thread<R: Send + 'static>(
+    shared: &Arc<Shared>,
+    missing: &'static str,
+    work: impl FnOnce(&Dir) -> std::result::Result<R, String> + Send + 'static,
+    tell: impl FnOnce(&mut crate::client::Core, std::result::Result<R, String>) + Send + 'static,
+) {
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        let linked = match shared.gfs.clone() {
-            Some(g) => tokio::task::spawn_blocking(move || g.hand_over(cdo, &dir))
+        let outcome = match shared.gfs.clone() {
+            Some(g) => tokio::task::spawn_blocking(move || work(&g))
                 .await
                 .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string())),
-            None => Err("this app has no GFS directory".to_string()),
+                .and_then(|r| r),
+            None => Err(missing.to_string()),
         };
         let _ = shared.with_core(|c| {
-            c.handed_over(cdo, linked.map(|p| p.map(String::into_boxed_str)));
+            tell(c, outcome);
             Ok(())
         });
     });
