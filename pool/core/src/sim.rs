@@ -31,11 +31,15 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// A manager of [`WORKFLOW`] proving [`SECRET`], instance 77, whose clock's origin
 /// (wall-clock time 0) is `origin`.
 pub fn manager(origin: Instant) -> Manager {
+    manager_of(origin, 77)
+}
+
+fn manager_of(origin: Instant, instance: u64) -> Manager {
     let clock = Clock {
         origin,
         origin_unix_ns: 0,
     };
-    Manager::new(WORKFLOW, SECRET, 77, clock)
+    Manager::new(WORKFLOW, SECRET, instance, clock)
 }
 
 /// The shm endpoint of a test app named `component` (its address: the name's bytes).
@@ -156,6 +160,10 @@ pub fn join<T: Driver>(
         }
     }
 }
+
+/// How long the apps of a [`World`] wait for a manager to take over
+/// ([`World::restart_manager`]).
+pub const RECLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One app: its connection, its core, and what its core gave it to do.
 pub struct App {
@@ -326,40 +334,41 @@ impl World {
     }
 
     /// The pool manager dies and another takes over, in its grace period for `grace`
-    /// ([`Manager::reclaiming`]): the apps' cores know nothing of it yet (their
-    /// connections to the old one are simply gone), until [`World::reclaim`].
+    /// ([`Manager::reclaiming`]): every app's core loses its connection
+    /// ([`ClientCore::lost`], waiting [`RECLAIM_TIMEOUT`] for the next manager) until
+    /// [`World::reclaim`].
     pub fn restart_manager(&mut self, grace: Duration) {
-        self.manager = manager(self.now);
+        // Each manager its own instance, as a random one would be.
+        let instance = self.manager.instance().wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        self.manager = manager_of(self.now, instance);
         self.manager.reclaiming(self.now + grace);
+        let until = self.now + RECLAIM_TIMEOUT;
+        for app in &mut self.apps {
+            app.core.lost(self.now, until);
+            app.conn = 0;
+        }
     }
 
-    /// App `app` joins the new manager on a new connection, reclaiming its old app id
-    /// ([`ClientCore::reclaim`]), and replays what it holds ([`ClientCore::replay`]); its
-    /// core goes on with the new connection. Returns the app id the manager gave, or why
-    /// it refused the JOIN.
+    /// App `app` joins the new manager on a new connection ([`ClientCore::rejoin`]),
+    /// reclaiming its old app id, and replays what it holds ([`ClientCore::replay`]).
+    /// Returns the app id the manager gave, or why the JOIN failed (the core stays lost).
     pub fn reclaim(&mut self, app: usize) -> CallResult<crate::proto::AppId> {
         let conn = self.next;
         self.next += 1;
         let mut join = join_message(&self.apps[app].component);
         join.process = conn;
-        join.reclaim = self.apps[app].core.reclaim();
-        // The handshake, by a core of its own: what it holds is the old core's.
-        let at = (self.now, conn, [conn as u8; 32]);
-        let (handshake, others) =
-            self::join::<Plain>(&mut self.manager, at, join, SECRET, CALL_TIMEOUT);
-        self.deliver(others);
-        let id = match handshake.joined() {
-            Some(Ok((id, _))) => *id,
-            Some(Err(e)) => return Err(e.clone()),
-            None => return Err(CallError::Timeout(crate::proto::Op::Join)),
-        };
         self.apps[app].conn = conn;
-        for msg in self.apps[app].core.replay() {
-            let out = self.hand_manager(conn, msg);
-            self.deliver(out);
-        }
+        self.manager.connected(self.now, conn, [conn as u8; 32]);
+        let now = self.now;
+        self.apps[app].core.rejoin(now, join, SECRET);
+        let out = self.drain();
+        self.deliver(out);
         self.pump();
-        Ok(id)
+        match self.apps[app].core.joined() {
+            Some(Ok((id, _))) => Ok(*id),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(CallError::Timeout(crate::proto::Op::Join)),
+        }
     }
 
     /// Hands the manager `msg` from `conn` at the world's time; everything it sends.

@@ -236,3 +236,204 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// A world with a producer, a consumer and a watcher of offers (queue 77), `sub` the
+/// watcher's subscription as the app knows it.
+fn watched_world(
+    options: pool_core::events::SubscribeOptions,
+) -> (pool_core::sim::World, [usize; 3], u64) {
+    use pool_core::events::EventKind;
+    let mut w = pool_core::sim::World::new();
+    let (p, c, watcher) = (
+        w.join("producer", true),
+        w.join("consumer", true),
+        w.join("watcher", true),
+    );
+    let offers = (
+        EventKind::Offer.into(),
+        pool_core::selector::Selector::all().expr().clone(),
+        options,
+    );
+    w.timed(watcher, |k, now| k.subscribe(now, offers, 77, 1))
+        .expect("subscribe");
+    w.pump();
+    let Some(&Ok(sub)) = w.answer(watcher, 1) else {
+        panic!("not subscribed: {:?}", w.answer(watcher, 1));
+    };
+    (w, [p, c, watcher], sub)
+}
+
+#[test]
+fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
+    let (mut w, [p, c, watcher], _) = watched_world(Default::default());
+    // Bytes the consumer required came before the manager died.
+    w.offer(p, "early", b"early", false);
+    let early = w.core(c).declare("early").expect("declare");
+    w.timed(c, |k, now| k.require(now, early, 2))
+        .expect("require");
+    w.pump();
+    let waits = w.core(c).declare("x").expect("declare");
+    w.timed(c, |k, now| k.demand(now, waits, 3))
+        .expect("demand");
+    w.pump();
+    w.restart_manager(Duration::from_secs(2));
+    let sent = (w.apps[p].sent.len(), w.apps[c].sent.len());
+    // While no manager is there, the calls are taken and wait: nothing is sent.
+    let (x, offered) = w.offer(p, "x", b"made while lost", false);
+    let later = w.core(c).declare("later").expect("declare");
+    w.timed(c, |k, now| k.require(now, later, 4))
+        .expect("require");
+    w.pump();
+    assert_eq!((w.apps[p].sent.len(), w.apps[c].sent.len()), sent);
+    assert!(w.core(p).is_lost() && w.answer(p, offered).is_none());
+    assert_eq!(w.answer(c, 3), None, "the demand waits");
+    for app in [p, c, watcher] {
+        w.reclaim(app).expect("reclaimed");
+        assert!(!w.core(app).is_lost());
+    }
+    // The next manager answers what waited: the offer made meanwhile serves the demand
+    // made before.
+    assert_eq!(w.answer(p, offered), Some(&Ok(x)));
+    assert_eq!(w.answer(c, 3), Some(&Ok(waits)));
+    let (got, _) = w.core(c).take_arrived(waits).expect("arrived");
+    assert_eq!(got, b"made while lost");
+    // The bytes that came under the old manager are not sent again: their demand is
+    // served here, and the next manager is not told of it.
+    let before = w.apps[c].sent.len();
+    match w.timed(c, |k, now| k.demand(now, early, 5)) {
+        Ok(pool_core::client::Demand::Here(bytes, _)) => assert_eq!(bytes, b"early"),
+        _ => panic!("the required bytes are not here"),
+    }
+    w.pump();
+    assert_eq!(w.apps[c].sent.len(), before, "{:?}", &w.sent(c)[before..]);
+    // The require made meanwhile is served by an offer after the grace period.
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(2));
+    w.offer(p, "later", b"later", false);
+    w.pump();
+    match w.timed(c, |k, now| k.demand(now, later, 6)) {
+        Ok(pool_core::client::Demand::Here(bytes, _)) => assert_eq!(bytes, b"later"),
+        _ => panic!("the require made while lost was not served"),
+    }
+}
+
+#[test]
+fn a_ticket_in_flight_when_the_manager_dies_is_demanded_again_and_its_late_end_is_ignored() {
+    let (mut w, [p, c, _], _) = watched_world(Default::default());
+    w.offer(p, "x", &[7; 64], false);
+    let x = w.core(c).declare("x").expect("declare");
+    w.hold = true;
+    w.timed(c, |k, now| k.demand(now, x, 3)).expect("demand");
+    w.pump();
+    let (_, old) = w.held.pop().expect("a ticket held");
+    w.hold = false;
+    w.restart_manager(Duration::from_secs(2));
+    w.reclaim(p).expect("producer");
+    w.reclaim(c).expect("consumer");
+    assert_eq!(
+        w.answer(c, 3),
+        Some(&Ok(x)),
+        "served again by the next manager"
+    );
+    // The old ticket ends late: it is not taken for anything (the sim would panic on a
+    // second answer).
+    w.core(c).fetched(old.transfer, Ok((vec![0; 64], None)));
+    w.pump();
+    let (got, _) = w.core(c).take_arrived(x).expect("arrived");
+    assert_eq!(got, vec![7; 64]);
+}
+
+#[test]
+fn a_subscriber_acknowledges_and_ends_its_subscription_by_the_id_it_knows_after_a_takeover() {
+    use pool_core::client::News;
+    let options = pool_core::events::SubscribeOptions {
+        require_ack: true,
+        ..Default::default()
+    };
+    let (mut w, [p, _, watcher], sub) = watched_world(options);
+    w.restart_manager(Duration::from_secs(1));
+    for app in [p, watcher] {
+        w.reclaim(app).expect("reclaimed");
+    }
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(1));
+    // An offer after the grace period waits for the watcher's acknowledgement.
+    let (x, offered) = w.offer(p, "x", b"x", false);
+    w.pump();
+    assert_eq!(w.answer(p, offered), None, "waits for the ack");
+    let serial = match w.apps[watcher].news[&77].last() {
+        Some(News::Event(e)) => e.serial,
+        other => panic!("no event: {other:?}"),
+    };
+    w.core(watcher)
+        .ack(sub, serial)
+        .expect("ack by the first id");
+    w.pump();
+    assert_eq!(w.answer(p, offered), Some(&Ok(x)));
+    // Unsubscribed by the id the app knows, it hears nothing more.
+    w.timed(watcher, |k, now| k.unsubscribe(now, sub, 9))
+        .expect("unsubscribe");
+    w.pump();
+    assert!(matches!(w.answer(watcher, 9), Some(Ok(_))));
+    let heard = w.apps[watcher].news[&77].len();
+    let (y, offered) = w.offer(p, "y", b"y", false);
+    w.pump();
+    assert_eq!(w.answer(p, offered), Some(&Ok(y)));
+    assert_eq!(w.apps[watcher].news[&77].len(), heard);
+}
+
+#[test]
+fn an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_timeout() {
+    let (mut w, [p, c, _], _) = watched_world(Default::default());
+    let x = w.core(c).declare("x").expect("declare");
+    w.timed(c, |k, now| k.demand(now, x, 3)).expect("demand");
+    w.pump();
+    w.restart_manager(Duration::from_secs(1));
+    w.reclaim(p).expect("in time");
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(2));
+    let refused = w.reclaim(c);
+    assert!(
+        matches!(
+            &refused,
+            Err(pool_core::client::CallError::Refused {
+                why: Refusal::NotReclaimed(_),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(w.core(c).is_lost() && !w.core(c).is_closed());
+    w.run_until(t0 + pool_core::sim::RECLAIM_TIMEOUT);
+    assert!(w.core(c).is_closed(), "closed at its reclaim timeout");
+    assert!(!matches!(w.answer(c, 3), Some(Ok(_))));
+    let declared = w.core(c).declare("y");
+    assert!(matches!(
+        declared,
+        Err(pool_core::client::CallError::Closed)
+    ));
+}
+
+#[test]
+fn an_app_whose_reclaim_connection_dies_reclaims_its_id_on_the_next() {
+    let mut pm = Pm::new();
+    pm.m.reclaiming(pm.at(1_000_000_000));
+    let (first, _) = pm.join_with("producer", |j| j.reclaim = reclaim(4));
+    let old = *cdo_ids(4).start();
+    let out = pm.feed(
+        first,
+        ToPm::Declare {
+            cdo: old,
+            name: "half-replayed".into(),
+        },
+    );
+    assert!(out.is_empty());
+    pm.m.disconnected(pm.at(2), first);
+    let (second, _) = pm.join_with("producer", |j| j.reclaim = reclaim(4));
+    assert_eq!(pm.apps[&second].0, 4, "the id is free again");
+    assert_eq!(
+        pm.seal(second, old),
+        [(second, refused(Op::Seal, Some(old), Refusal::UnknownCdo))],
+        "the dead connection's declare went with it"
+    );
+}

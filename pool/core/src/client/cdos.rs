@@ -53,6 +53,9 @@ pub(super) struct Mine<T: Driver> {
     pub(super) sealed: Option<Attributes>,
     /// A require or a demand of it waits for its bytes (which): what a reclaim replays.
     pub(super) wanted: Option<Op>,
+    /// Its bytes arrived under a manager that is gone: the one that took over does not
+    /// know they are here, and is not told of their demand (it would send them again).
+    pub(super) here_unknown: bool,
 }
 
 impl<T: Driver> Mine<T> {
@@ -67,7 +70,13 @@ impl<T: Driver> Mine<T> {
             offered: None,
             sealed: None,
             wanted: None,
+            here_unknown: false,
         }
+    }
+
+    /// Whether its bytes are here, not yet demanded.
+    pub(super) fn here(&self) -> bool {
+        self.arrived.is_some()
     }
 }
 
@@ -250,10 +259,13 @@ impl<T: Driver> ClientCore<T> {
         cdo: CdoId,
         waiter: T::Waiter,
     ) -> CallResult<Demand<T::Data>> {
+        let known = self.cdos.get(&cdo).is_some_and(|m| !m.here_unknown);
         if let Some((data, attributes)) = self.take_here(cdo) {
             // After the transfer's completion, on the same connection: the PM finds it
             // local. A PM gone meanwhile changes nothing: the bytes are here.
-            self.defer(ToPm::Demand { cdo });
+            if known {
+                self.defer(ToPm::Demand { cdo });
+            }
             return Ok(Demand::Here(data, attributes));
         }
         if let Some((lease, held)) = self.lease_for(cdo) {
@@ -576,8 +588,9 @@ impl<T: Driver> ClientCore<T> {
             return;
         }
         for (i, name) in names.iter().enumerate() {
-            self.cdos
-                .insert(first + i as u64, Mine::new(name.as_str().into(), true));
+            let mut member = Mine::new(name.as_str().into(), true);
+            member.wanted = Some(Op::Demand);
+            self.cdos.insert(first + i as u64, member);
         }
         let count = names.len() as u64;
         self.groups.insert(

@@ -265,6 +265,9 @@ pub struct ClientCore<T: Driver> {
     call_timeout: Duration,
     /// The number the next subscription or discard gets (what its answer carries).
     next_local: u64,
+    /// The names of discards waiting for their answer, by number (what a reclaim sends
+    /// again).
+    discarding: HashMap<u64, Box<str>>,
     /// This app's CDOs, from declare to dispose.
     cdos: HashMap<CdoId, Mine<T>>,
     /// Tickets being carried out.
@@ -287,9 +290,16 @@ pub struct ClientCore<T: Driver> {
     /// The app asked to leave: notices nobody waits for are no longer sent (the PM closes
     /// the connection after its BYE; a notice written then would fail the leave).
     left: bool,
-    /// The JOIN handshake while it runs ([`ClientCore::connect`]), and how it ended.
+    /// The JOIN handshake while it runs ([`ClientCore::connect`], [`ClientCore::rejoin`]),
+    /// and how it ended.
     handshake: Option<Handshake>,
     joined: Option<CallResult<(crate::proto::AppId, u64)>>,
+    /// The instance of the manager this app joined (its welcome's `pool`; 0 before one).
+    generation: u64,
+    /// The connection to the manager was lost and the app waits for the next manager of
+    /// the workflow until this instant ([`ClientCore::lost`]): calls wait, nothing is
+    /// sent until the replay.
+    lost: Option<Instant>,
     /// Where the PM keeps files of GFS offers handed over at withdraw, as its welcome said.
     keep_dir: Option<std::sync::Arc<str>>,
     /// What `seal` checks attributes against ([`ClientCore::set_schemas`]).
@@ -368,6 +378,7 @@ impl<T: Driver> ClientCore<T> {
             deadlines: BTreeMap::new(),
             call_timeout,
             next_local: 1,
+            discarding: HashMap::default(),
             cdos: HashMap::default(),
             fetching: HashMap::default(),
             groups_wanted: HashMap::default(),
@@ -382,6 +393,8 @@ impl<T: Driver> ClientCore<T> {
             left: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
+            generation: 0,
+            lost: None,
             keep_dir: None,
             schemas: BUILTIN_SCHEMAS.clone(),
             inline_max: DEFAULT_INLINE_MAX,
@@ -427,13 +440,20 @@ impl<T: Driver> ClientCore<T> {
                     &join.component,
                     join.index,
                 );
-                self.queue(ToPm::Join(join));
+                self.transmit.push_back(Transmit {
+                    msg: ToPm::Join(join),
+                    deferred: false,
+                });
                 self.handshake = Some(Handshake::Welcome { deadline });
                 return;
             }
             (Handshake::Welcome { .. }, FromPm::Welcome { app, pool, keep }) => {
+                if self.lost.is_some() {
+                    return self.rejoined(app, pool, keep);
+                }
                 let ids = crate::proto::cdo_ids(app);
                 self.app = app;
+                self.generation = pool;
                 self.keep_dir = keep;
                 (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
                 self.joined = Some(Ok((app, pool)));
@@ -448,7 +468,9 @@ impl<T: Driver> ClientCore<T> {
             }
         };
         self.joined = Some(Err(failed));
-        self.close();
+        if self.lost.is_none() {
+            self.close();
+        }
     }
 
     /// Asks the PM to end the CDOs the pool keeps under `name` (see
@@ -473,7 +495,9 @@ impl<T: Driver> ClientCore<T> {
             local,
             name: name.into(),
         };
-        Ok((local, self.request(now, (Op::Discard, local), msg, waiter)?))
+        let call = self.request(now, (Op::Discard, local), msg, waiter)?;
+        self.discarding.insert(local, name.into());
+        Ok((local, call))
     }
 
     /// Cancels a require, or a demand still waiting, of `cdo`; files `waiter` for the
@@ -530,7 +554,12 @@ impl<T: Driver> ClientCore<T> {
         Ok(())
     }
 
+    /// Queues `msg` for the PM; while the connection is lost it is dropped (the replay
+    /// rebuilds what it changed: [`ClientCore::replay`]).
     fn queue(&mut self, msg: ToPm) {
+        if self.lost.is_some() {
+            return;
+        }
         self.transmit.push_back(Transmit {
             msg,
             deferred: false,
@@ -540,7 +569,7 @@ impl<T: Driver> ClientCore<T> {
     /// Queues `msg`, which nobody waits for and may go with the next message (unless the
     /// connection ended or the app is leaving: then it is dropped).
     fn defer(&mut self, msg: ToPm) {
-        if !self.closed && !self.left {
+        if !self.closed && !self.left && self.lost.is_none() {
             self.transmit.push_back(Transmit {
                 msg,
                 deferred: true,
@@ -552,7 +581,7 @@ impl<T: Driver> ClientCore<T> {
         if self.closed {
             return Err(CallError::Closed);
         }
-        if self.handshake.is_some() {
+        if self.handshake.is_some() && self.lost.is_none() {
             return Err(CallError::Protocol(
                 "a call before the pool manager's welcome: wait until the core is joined".into(),
             ));
@@ -624,10 +653,16 @@ impl<T: Driver> ClientCore<T> {
         let calls = self.deadlines.first_key_value().map(|(&(at, _), _)| at);
         let handshake = self.handshake.as_ref().map(Handshake::deadline);
         let leases = self.leases.next_expiry();
-        [calls, handshake, self.streams.next_deadline(), leases]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            calls,
+            handshake,
+            self.streams.next_deadline(),
+            leases,
+            self.lost,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Answers every call whose deadline is `now` or earlier with
@@ -641,6 +676,12 @@ impl<T: Driver> ClientCore<T> {
         if self.handshake.as_ref().is_some_and(|h| h.deadline() <= now) {
             self.handshake = None;
             self.joined = Some(Err(CallError::Timeout(Op::Join)));
+            if self.lost.is_none() {
+                self.close();
+            }
+        }
+        if self.lost.is_some_and(|until| until <= now) {
+            tracing::warn!("pool client: no pool manager took over in time; closing");
             self.close();
         }
         self.streams_timed_out(now);
@@ -685,14 +726,19 @@ impl<T: Driver> ClientCore<T> {
 
     /// What giving up a call under `key` changes besides its answer.
     fn given_up(&mut self, key: CallKey) {
-        if key.0 == Op::Demand {
+        match key.0 {
             // A group given up: its members still arrive, and wait to be disposed.
-            self.stop_arriving(key.1);
+            Op::Demand => self.stop_arriving(key.1),
+            Op::Discard => drop(self.discarding.remove(&key.1)),
+            _ => {}
         }
     }
 
     /// Hands `result` to the oldest call waiting under `key`; false if none waits.
     fn resolve(&mut self, key: CallKey, result: CallResult<u64>) -> bool {
+        if key.0 == Op::Discard {
+            self.discarding.remove(&key.1);
+        }
         // A group's member counts for its group even when the app also demanded it alone.
         let counted =
             key.0 == Op::Demand && !self.arriving.is_empty() && self.member_arrived(key.1, &result);
@@ -846,11 +892,13 @@ impl<T: Driver> ClientCore<T> {
     /// subscription's queue hears [`News::Closed`], and every later call fails at once.
     pub fn close(&mut self) {
         self.closed = true;
+        self.lost = None;
         if self.handshake.take().is_some() {
             self.joined = Some(Err(CallError::Closed));
         }
         self.waiters.clear();
         self.deadlines.clear();
+        self.discarding.clear();
         self.arriving.clear();
         self.streams.clear();
         self.leases.clear();

@@ -1,29 +1,129 @@
-//! What an app that lost its pool manager tells the next one of the workflow, in its grace
-//! period (see docs/developers/failover.md): who it was ([`ClientCore::reclaim`], for the
-//! JOIN) and the operations that rebuild what it holds ([`ClientCore::replay`]), built
+//! What an app that lost its pool manager does until the next one of the workflow has
+//! taken over (see docs/developers/failover.md): it keeps what it holds and its waiting
+//! calls ([`ClientCore::lost`]), joins the next manager naming who it was
+//! ([`ClientCore::rejoin`], [`ClientCore::reclaim`]) and, welcomed back under its old app
+//! id, replays the operations that rebuild what it holds ([`ClientCore::replay`]), built
 //! from the core's own state: the pool's real state lives in its apps.
 
-use super::{ClientCore, Driver};
-use crate::proto::{Op, Reclaim, ToPm};
+use std::time::Instant;
+
+use super::{CallError, ClientCore, Driver, Event, Handshake};
+use crate::proto::{Join, Op, Reclaim, ToPm};
 
 impl<T: Driver> ClientCore<T> {
     /// What this app's JOIN names to the next manager when its own is gone: its app id
     /// and its manager's generation. `None` before the welcome of a first manager.
     pub fn reclaim(&self) -> Option<Reclaim> {
-        match self.joined {
-            Some(Ok((app, generation))) if app != 0 => Some(Reclaim { app, generation }),
-            _ => None,
+        (self.app != 0 && self.joined.is_some()).then_some(Reclaim {
+            app: self.app,
+            generation: self.generation,
+        })
+    }
+
+    /// The connection to the pool manager ended at `now` and the app waits until `until`
+    /// for the next manager of its workflow ([`ClientCore::rejoin`]): its CDOs,
+    /// subscriptions and waiting calls stay (each call's deadline stands); what was
+    /// queued for the old manager is dropped, as is what calls send meanwhile (the replay
+    /// rebuilds it); leases are forgotten (the next manager granted none); tickets being
+    /// carried out are dropped (their demands are replayed: the bytes come again under
+    /// the next manager) and stream fetches fail. At `until` the core closes
+    /// ([`ClientCore::close`]). A core that never joined, or that is closed, closes now.
+    /// Called again while lost (a rejoin's connection ended too), it keeps the earlier
+    /// `until`.
+    pub fn lost(&mut self, now: Instant, until: Instant) {
+        let welcomed = matches!(self.joined, Some(Ok(_))) || self.lost.is_some();
+        if self.closed || self.left || !welcomed {
+            return self.close();
+        }
+        if let Some(Handshake::Challenge { .. } | Handshake::Welcome { .. }) = self.handshake.take()
+        {
+            self.joined = Some(Err(CallError::Closed));
+        }
+        let until = self.lost.map_or(until, |earlier| earlier.min(until));
+        self.lost = Some(until.max(now));
+        self.transmit.clear();
+        self.leases.clear();
+        self.fetching.clear();
+        self.end_streams(|_| true, &CallError::Closed);
+    }
+
+    /// Whether the core waits for the next manager ([`ClientCore::lost`]).
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_some()
+    }
+
+    /// Starts the JOIN handshake with the next manager on a new connection of a lost core:
+    /// `join` (its `reclaim` filled in here) goes out once that manager's challenge comes,
+    /// with the proof made from it and `secret`. Welcomed under its old app id, the core
+    /// queues its replay ([`ClientCore::replay`]) and carries on; refused or timed out,
+    /// it stays lost ([`ClientCore::joined`] says why) for the driver to try the next
+    /// endpoint, or to [`close`](ClientCore::close) when there is none.
+    pub fn rejoin(&mut self, now: Instant, mut join: Join, secret: &[u8]) {
+        if self.lost.is_none() {
+            tracing::warn!("pool client: rejoin of a core that did not lose its manager");
+            return;
+        }
+        join.reclaim = self.reclaim();
+        self.joined = None;
+        self.transmit.clear();
+        self.handshake = Some(Handshake::Challenge {
+            join: Box::new(join),
+            secret: secret.to_vec(),
+            deadline: now.checked_add(self.call_timeout).unwrap_or(now),
+        });
+    }
+
+    /// The next manager welcomed this lost core as `app`: under its old id, the replay
+    /// is queued and calls go on; under another, the welcome is a protocol error (its CDO
+    /// ids would name others' CDOs) and the core stays lost.
+    pub(super) fn rejoined(
+        &mut self,
+        app: crate::proto::AppId,
+        pool: u64,
+        keep: Option<std::sync::Arc<str>>,
+    ) {
+        if app != self.app {
+            self.joined = Some(Err(CallError::Protocol(format!(
+                "the pool manager that took over welcomed this app as app {app}, not as app {} it reclaimed",
+                self.app
+            ))));
+            return;
+        }
+        self.lost = None;
+        self.generation = pool;
+        self.keep_dir = keep;
+        self.joined = Some(Ok((app, pool)));
+        let replay = self.replay();
+        self.subs.ask_again();
+        for m in self.cdos.values_mut() {
+            m.here_unknown |= m.here();
+        }
+        let unsubscribing: Vec<_> = (self.waiters.keys())
+            .filter(|(op, _)| *op == Op::Unsubscribe)
+            .copied()
+            .collect();
+        for key in unsubscribing {
+            while self.resolve(key, Ok(key.1)) {}
+        }
+        for msg in replay {
+            self.queue(msg);
         }
     }
 
     /// The operations that rebuild what this app holds with a manager in its grace
     /// period: its subscriptions, asked again (each keeps its queue and gets its new id
-    /// from the new manager's answer); then CDO by CDO in id order: its declare; the seal
-    /// it asked for, or its seal and offer (where consumers read it, as the offer said)
-    /// while offered, and the withdraw it waits for; the require or demand that waits for
-    /// its bytes. What the old manager had confirmed and what it had not answered yet are
-    /// replayed alike: the new one answers the calls still waiting.
-    pub fn replay(&mut self) -> Vec<ToPm> {
+    /// from the new manager's answer; without the replay of the pool's state, which it
+    /// heard already); then CDO by CDO in id order: its declare; the seal it asked for,
+    /// or its seal and offer (where consumers read it, as the offer said) while offered,
+    /// and the withdraw it waits for; the require or demand that waits for its bytes (a
+    /// CDO whose bytes are here is only declared: the next manager is not told of their
+    /// demand either); the groups demanded and not yet named; last the calls still
+    /// waiting that no state stands for (a dispose, a retract, a discard, the leave; an
+    /// unsubscribe still waiting is answered at the welcome: the next manager never had
+    /// it). What the old
+    /// manager had confirmed and what it had not answered yet are replayed alike: the new
+    /// one answers the calls still waiting.
+    pub fn replay(&self) -> Vec<ToPm> {
         let mut out = self.subs.replay();
         let mut ids: Vec<_> = self.cdos.keys().copied().collect();
         ids.sort_unstable();
@@ -56,6 +156,54 @@ impl<T: Driver> ClientCore<T> {
                 _ => {}
             }
         }
+        let mut groups: Vec<_> = self.groups_wanted.iter().map(|(&g, &w)| (g, w)).collect();
+        groups.sort_unstable();
+        out.extend(
+            groups
+                .into_iter()
+                .map(|(group, (first, capacity))| ToPm::DemandGroup {
+                    group,
+                    first,
+                    capacity,
+                }),
+        );
+        let mut waiting: Vec<_> = self.waiters.keys().copied().collect();
+        waiting.sort_unstable_by_key(|&(op, id)| (op as u8, id));
+        for (op, id) in waiting {
+            match op {
+                Op::Dispose => out.push(ToPm::Dispose {
+                    cdo: id,
+                    answer: true,
+                }),
+                Op::Retract => out.push(ToPm::Retract { cdo: id }),
+                Op::Discard => {
+                    if let Some(name) = self.discarding.get(&id) {
+                        out.push(ToPm::Discard {
+                            local: id,
+                            name: name.to_string(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.waiters.contains_key(&(Op::Leave, 0)) {
+            out.push(ToPm::Leave);
+        }
         out
+    }
+
+    /// Ends the stream fetches `which` picks: each route hears `why`.
+    pub(super) fn end_streams(
+        &mut self,
+        which: impl Fn(&super::streams::Stream<T::Stream>) -> bool,
+        why: &CallError,
+    ) {
+        for route in self.streams.take(which) {
+            self.events.push_back(Event::Piece {
+                stream: route,
+                piece: Err(why.clone()),
+            });
+        }
     }
 }

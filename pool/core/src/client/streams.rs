@@ -19,7 +19,7 @@ pub const STREAM_PIECE: u64 = if MAX_CHUNK < 1 << 20 {
 pub const STREAM_WINDOW: usize = 4;
 
 /// One stream being fetched.
-struct Stream<S> {
+pub(super) struct Stream<S> {
     /// Where its pieces go.
     route: S,
     len: u64,
@@ -28,7 +28,7 @@ struct Stream<S> {
     /// Pieces asked for and not yet here: offset, length.
     asked: BTreeMap<u64, u64>,
     /// When it fails unless a piece comes first.
-    deadline: Option<Instant>,
+    pub(super) deadline: Option<Instant>,
 }
 
 /// The streams being fetched, by transfer.
@@ -48,6 +48,17 @@ impl<S> Streams<S> {
 
     pub(super) fn clear(&mut self) {
         self.0.clear();
+    }
+
+    /// Takes out the streams `which` picks: their routes.
+    pub(super) fn take(&mut self, which: impl Fn(&Stream<S>) -> bool) -> Vec<S> {
+        let picked: Vec<TransferId> = (self.0.iter())
+            .filter(|(_, s)| which(s))
+            .map(|(&t, _)| t)
+            .collect();
+        (picked.into_iter())
+            .filter_map(|t| self.0.remove(&t).map(|s| s.route))
+            .collect()
     }
 }
 
@@ -132,18 +143,8 @@ impl<T: Driver> ClientCore<T> {
 
     /// Fails the streams that made no progress until `now`.
     pub(super) fn streams_timed_out(&mut self, now: Instant) {
-        let late: Vec<TransferId> = (self.streams.0.iter())
-            .filter(|(_, s)| s.deadline.is_some_and(|at| at <= now))
-            .map(|(&t, _)| t)
-            .collect();
-        for transfer in late {
-            if let Some(s) = self.streams.0.remove(&transfer) {
-                self.events.push_back(Event::Piece {
-                    stream: s.route,
-                    piece: Err(CallError::Timeout(Op::Fetch)),
-                });
-            }
-        }
+        let late = |s: &Stream<T::Stream>| s.deadline.is_some_and(|at| at <= now);
+        self.end_streams(late, &CallError::Timeout(Op::Fetch));
     }
 
     /// Gives up stream transfer `transfer`: its pieces are dropped from now on.

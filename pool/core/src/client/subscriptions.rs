@@ -23,6 +23,11 @@ pub(super) struct Subscriptions<T: Driver> {
     /// Subscriptions the PM ended for the acknowledgement it gave up waiting for (its
     /// serial), until the app lets go of them.
     late: HashMap<SubId, u64>,
+    /// Live subscriptions asked again of the manager that took over, by handle: the id
+    /// the app knows them by ...
+    renaming: HashMap<u64, SubId>,
+    /// ... and, once the new manager answered, their id there, by the id the app knows.
+    renamed: HashMap<SubId, SubId>,
 }
 
 impl<T: Driver> Default for Subscriptions<T> {
@@ -31,6 +36,8 @@ impl<T: Driver> Default for Subscriptions<T> {
             asked: HashMap::default(),
             live: HashMap::default(),
             late: HashMap::default(),
+            renaming: HashMap::default(),
+            renamed: HashMap::default(),
         }
     }
 }
@@ -67,33 +74,76 @@ impl<T: Driver> Subscriptions<T> {
     }
 
     /// What a reclaim replays of the subscriptions: every one asked for or live, as
-    /// asked again (by its handle, in the order they were made); a live one awaits its new
-    /// id, its queue kept ([`ClientCore::subscribed`] files it under that id).
-    pub(super) fn replay(&mut self) -> Vec<ToPm> {
-        for (_, (local, wanted, events)) in self.live.drain() {
+    /// asked again (by its handle, in the order they were made), without the replay of
+    /// the pool's state (it heard that when it was first made).
+    pub(super) fn replay(&self) -> Vec<ToPm> {
+        let asked = self
+            .asked
+            .iter()
+            .map(|(&local, (wanted, _))| (local, wanted));
+        let live = self
+            .live
+            .values()
+            .map(|(local, wanted, _)| (*local, wanted));
+        let mut all: Vec<_> = asked.chain(live).collect();
+        all.sort_unstable_by_key(|&(local, _)| local);
+        all.into_iter()
+            .map(|(local, (kinds, selector, options))| ToPm::Subscribe {
+                local,
+                kinds: *kinds,
+                selector: Box::new(selector.clone()),
+                options: SubscribeOptions {
+                    replay: false,
+                    ..*options
+                },
+            })
+            .collect()
+    }
+
+    /// The subscriptions were asked again of a manager that took over: each live one
+    /// awaits its new id, its queue kept ([`ClientCore::subscribed`] files it under that
+    /// id, the app still knowing it by the first).
+    pub(super) fn ask_again(&mut self) {
+        for (sub, (local, wanted, events)) in self.live.drain() {
+            let known = (self.renamed.iter())
+                .find(|&(_, &now)| now == sub)
+                .map_or(sub, |(&first, _)| first);
+            self.renaming.insert(local, known);
             self.asked.insert(local, (wanted, events));
         }
         self.late.clear();
-        let mut locals: Vec<_> = self.asked.keys().copied().collect();
-        locals.sort_unstable();
-        locals
-            .into_iter()
-            .map(|local| {
-                let ((kinds, selector, options), _) = &self.asked[&local];
-                ToPm::Subscribe {
-                    local,
-                    kinds: *kinds,
-                    selector: Box::new(selector.clone()),
-                    options: *options,
-                }
-            })
-            .collect()
+    }
+
+    /// Forgets subscription `sub` (as the app knows it): its events stop here. Its id
+    /// with the current manager.
+    pub(super) fn forget(&mut self, sub: SubId) -> SubId {
+        let now = self.renamed.remove(&sub).unwrap_or(sub);
+        self.live.remove(&now);
+        self.late.remove(&now);
+        // Asked again of a manager that took over and not answered yet: ended when it
+        // answers.
+        let asked = &mut self.asked;
+        self.renaming.retain(|local, known| {
+            let keep = *known != sub;
+            if !keep {
+                asked.remove(local);
+            }
+            keep
+        });
+        now
+    }
+
+    /// The id subscription `sub` (as the app knows it) has with the current manager.
+    pub(super) fn current(&self, sub: SubId) -> SubId {
+        self.renamed.get(&sub).copied().unwrap_or(sub)
     }
 
     /// The connection ended: every live subscription's queue hears it.
     pub(super) fn close(&mut self, out: &mut VecDeque<Event<T>>) {
         self.asked.clear();
         self.late.clear();
+        self.renaming.clear();
+        self.renamed.clear();
         for (_, (_, _, events)) in self.live.drain() {
             out.push_back(Event::Subscription {
                 events,
@@ -140,7 +190,17 @@ impl<T: Driver> ClientCore<T> {
         match self.subs.asked.remove(&local) {
             Some((wanted, q)) => {
                 self.subs.live.insert(sub, (local, wanted, q));
-                self.resolve((Op::Subscribe, local), Ok(sub));
+                match self.subs.renaming.remove(&local) {
+                    // Asked again of a manager that took over: the app knows it as before.
+                    Some(known) => {
+                        if known != sub {
+                            self.subs.renamed.insert(known, sub);
+                        }
+                    }
+                    None => {
+                        self.resolve((Op::Subscribe, local), Ok(sub));
+                    }
+                }
             }
             None => self.queue(ToPm::Unsubscribe { sub }),
         }
@@ -151,6 +211,7 @@ impl<T: Driver> ClientCore<T> {
     /// it sets up later when its answer comes.
     pub fn forget_subscription(&mut self, local: u64) {
         if self.subs.asked.remove(&local).is_some() {
+            self.subs.renaming.remove(&local);
             return;
         }
         let set_up = self
@@ -175,8 +236,7 @@ impl<T: Driver> ClientCore<T> {
         sub: SubId,
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
-        self.subs.live.remove(&sub);
-        self.subs.late.remove(&sub);
+        let sub = self.subs.forget(sub);
         self.request(
             now,
             (Op::Unsubscribe, sub),
@@ -187,8 +247,7 @@ impl<T: Driver> ClientCore<T> {
 
     /// Ends subscription `sub` without waiting for the PM (its events stop here now).
     pub fn drop_subscription(&mut self, sub: SubId) {
-        self.subs.live.remove(&sub);
-        self.subs.late.remove(&sub);
+        let sub = self.subs.forget(sub);
         if !self.closed {
             self.queue(ToPm::Unsubscribe { sub });
         }
@@ -201,6 +260,7 @@ impl<T: Driver> ClientCore<T> {
     /// [`super::CallError::AckTooLate`] for the event whose acknowledgement the PM gave up
     /// waiting for; [`super::CallError::Closed`].
     pub fn ack(&mut self, sub: SubId, serial: u64) -> CallResult<()> {
+        let sub = self.subs.current(sub);
         match self.subs.late.get(&sub) {
             Some(&late) if late == serial => Err(super::CallError::AckTooLate(serial)),
             Some(_) => self.open(),

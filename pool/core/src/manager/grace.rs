@@ -16,6 +16,15 @@ impl Manager {
     pub fn reclaiming(&mut self, until: Instant) {
         tracing::info!("grace period: only apps reclaiming what they held join until it ends");
         self.grace = Some(until);
+        // Transfers (and leases and subscriptions) are numbered from a start of this
+        // instance's own, far from the old manager's: a transfer of the old one still
+        // ending in an app is never taken for one of the new.
+        self.next_id = self.next_id.max(1 + (self.instance >> 16));
+    }
+
+    /// This manager's instance, its generation (the `pool` of its welcomes).
+    pub fn instance(&self) -> u64 {
+        self.instance
     }
 
     /// Whether the grace period of [`Manager::reclaiming`] runs.
