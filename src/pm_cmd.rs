@@ -109,6 +109,17 @@ pub struct PmOptions {
     /// --gfs-dir).
     #[arg(long, value_name = "DIR", requires = "gfs_dir")]
     pub adopt: Vec<PathBuf>,
+    /// Take over the workflow of a pool manager that is gone (killed, crashed): its
+    /// workflow secret from the PM info it left (this node's record of the workflow's
+    /// PM, the --info-file, or MSTRO_POOL_MANAGER_INFO), its TCP addresses unless --listen
+    /// names others, and a grace period (--grace) in which only its apps join, each taking
+    /// back what it held; new apps join after it.
+    #[arg(long)]
+    pub reclaim: bool,
+    /// Seconds of the grace period of --reclaim: the apps of the pool manager that is gone
+    /// rejoin and offer again what they hold; new apps wait until it ends.
+    #[arg(long, default_value = "5", value_parser = pool_tools::cli::parse_timeout, requires = "reclaim")]
+    pub grace: std::time::Duration,
     /// Most bytes the PM holds for the CDOs it keeps (their names, attributes and file
     /// paths, 320 bytes per CDO), e.g. 256M; past it a withdraw ends its CDO.
     #[arg(long, default_value = "256M", value_parser = pool_tools::cli::parse_size, allow_negative_numbers = true)]
@@ -275,6 +286,34 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     });
     let pm = PoolManager::start(config(opts)?)?;
     let info = pm.info().clone();
+    // Left behind if this PM is killed: `maestro pm --reclaim` takes over from it.
+    let takeover =
+        launcher::rundir::takeover_file(&info.workflow).map_err(safefs::Error::into_io)?;
+    let _record = match info.write_file(&takeover) {
+        Ok(held) => Some(held),
+        Err(e) => {
+            let why = if e.kind() == std::io::ErrorKind::WouldBlock {
+                format!(
+                    "another pool manager of workflow {:?} runs on this node",
+                    info.workflow
+                )
+            } else {
+                e.to_string()
+            };
+            eprintln!(
+                "maestro pm: {}: {why}; `maestro pm --reclaim` cannot take over from this one",
+                takeover.display()
+            );
+            None
+        }
+    };
+    if opts.reclaim {
+        eprintln!(
+            "maestro pm: taking over workflow {:?}: its apps reclaim what they held for {:.1} s (--grace)",
+            info.workflow,
+            opts.grace.as_secs_f64()
+        );
+    }
     if let Some(addr) = pm.metrics_addr() {
         eprintln!("maestro pm: metrics at http://{addr}/metrics");
     }
@@ -331,6 +370,8 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     let ended = pm.stop();
     drop(pmix);
+    // Stopped, not gone: nothing to take over.
+    let _ = std::fs::remove_file(&takeover);
     if let Some(path) = &opts.info_file {
         // Still ours: `_held` has kept it open and locked.
         let _ = std::fs::remove_file(path);
@@ -343,15 +384,26 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
 /// # Errors
 /// No randomness for the secret; a malformed fabric setting (`MSTRO_OFI_*`).
 fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
-    let secret = new_secret()?;
+    let previous = opts.reclaim.then(|| previous_info(opts)).transpose()?;
+    let secret = match &previous {
+        Some(info) => info.secret.clone(),
+        None => new_secret()?,
+    };
     let fabric = fabric::Config::from_env()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-    let listen = if opts.listen.is_empty() {
-        default_listen(&fabric.exclude)
-    } else {
-        opts.listen.clone()
+    let listen = match &previous {
+        _ if !opts.listen.is_empty() => opts.listen.clone(),
+        // Where the apps that found it by its line look for it again.
+        Some(info) => (info.endpoints.iter())
+            .filter_map(|e| match e {
+                bootstrap::ControlAddr::Tcp(a) => Some(*a),
+                bootstrap::ControlAddr::Unix(_) => None,
+            })
+            .collect(),
+        None => default_listen(&fabric.exclude),
     };
     let mut config = PmConfig::new(&opts.workflow, &secret, listen);
+    config.grace = opts.reclaim.then_some(opts.grace);
     config.exclude_interfaces = fabric.exclude;
     config.unix_socket = opts.unix_socket;
     config.join_timeout = opts.join_timeout;
@@ -380,6 +432,45 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
     config.gfs_dir = opts.gfs_dir.clone();
     config.adopt = opts.adopt.clone();
     Ok(config)
+}
+
+/// The PM info of the pool manager `--reclaim` takes over from: this node's record of the
+/// workflow's PM (see [`launcher::rundir::takeover_file`]), the `--info-file`, or
+/// `MSTRO_POOL_MANAGER_INFO`, the first of them that holds the workflow's.
+///
+/// # Errors
+/// `NotFound` saying where it looked when none does; a malformed `MSTRO_POOL_MANAGER_INFO`.
+fn previous_info(opts: &PmOptions) -> std::io::Result<bootstrap::PmInfo> {
+    let record = launcher::rundir::takeover_file(&opts.workflow).map_err(safefs::Error::into_io)?;
+    let mut looked = Vec::new();
+    for path in std::iter::once(&record).chain(&opts.info_file) {
+        match bootstrap::PmInfo::from_file(path) {
+            Ok(Some(info)) if info.workflow == opts.workflow => return Ok(info),
+            Ok(Some(info)) => {
+                looked.push(format!("{} (workflow {:?})", path.display(), info.workflow))
+            }
+            Ok(None) => looked.push(format!("{} (none)", path.display())),
+            Err(e) => looked.push(format!("{} ({e})", path.display())),
+        }
+    }
+    match bootstrap::PmInfo::from_env() {
+        Ok(Some(info)) if info.workflow == opts.workflow => return Ok(info),
+        Ok(_) => looked.push(format!("{PM_INFO_ENV} (not of this workflow, or unset)")),
+        Err(e) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{PM_INFO_ENV}: {e}"),
+            ));
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!(
+            "--reclaim: no PM info of workflow {:?} to take over (looked at {}); run it on the node of the pool manager that is gone, or give that PM's line as {PM_INFO_ENV}",
+            opts.workflow,
+            looked.join(", ")
+        ),
+    ))
 }
 
 /// A standalone PM's entry in the node's directory of publications (what `maestro run`

@@ -64,6 +64,17 @@ pub fn run_dir(pid: u32) -> Result<PathBuf, safefs::Error> {
     Ok(safefs::user_dir()?.join(format!("{RUN_PREFIX}{pid}")))
 }
 
+/// Where a standalone pool manager of `workflow` keeps its PM info on this node while it
+/// runs (`pm.<workflow in hex>.info` in the user's private directory): left behind when
+/// it is killed, so that `maestro pm --reclaim` can take over its workflow with the same
+/// secret; removed when it stops.
+///
+/// # Errors
+/// As [`run_dir`].
+pub fn takeover_file(workflow: &str) -> Result<PathBuf, safefs::Error> {
+    Ok(safefs::user_dir()?.join(format!("pm.{}.info", hex::encode(workflow.as_bytes()))))
+}
+
 /// The prefix of launchers' private directories (`run.<pid>`).
 pub const RUN_PREFIX: &str = "run.";
 

@@ -128,7 +128,7 @@ impl Session {
         };
         tracing::debug!("pool manager of {:?} found by {found}", info.workflow);
         let scope = scope(settings, &found, &info);
-        let client = connect(settings, &info, scope, settings.credential())?;
+        let client = connect(settings, (&info, &found), scope, settings.credential())?;
         Ok(Session {
             settings: settings.clone(),
             client: Some(client),
@@ -201,7 +201,7 @@ impl Session {
         // Joined before anyone can find the PM: otherwise other apps may join, work and
         // leave while this process is still opening its fabric endpoint, and its own
         // subscriptions (a PM tool counting joins and leaves) would never hear of them.
-        let client = connect(settings, &info, scope, credential)?;
+        let client = connect(settings, (&info, &found), scope, credential)?;
         let mut published = None;
         if let (PmRole::Served, Some(pmix)) = (role, &settings.pmix) {
             let reach = bootstrap::announce(pmix, &info, settings.timeout)
@@ -250,7 +250,12 @@ impl Session {
         settings.component = component.to_string();
         settings.index = index;
         let scope = scope(&settings, &self.found, &self.info);
-        connect(&settings, &self.info, scope, settings.credential())
+        connect(
+            &settings,
+            (&self.info, &self.found),
+            scope,
+            settings.credential(),
+        )
     }
 
     /// The PM info of the pool manager joined.
@@ -438,7 +443,7 @@ fn explicit_fabric() -> Option<String> {
 /// issues them) and a fabric endpoint for `scope` on the chosen NIC.
 fn connect(
     settings: &Settings,
-    info: &PmInfo,
+    (info, found): (&PmInfo, &Found),
     scope: fabric::Scope,
     credential: Option<Vec<u8>>,
 ) -> Result<Client> {
@@ -503,6 +508,9 @@ fn connect(
     if let Some(c) = credential {
         opts = opts.credential(c);
     }
+    if let Some(reclaim) = reclaim_options(settings, found) {
+        opts = opts.reclaim(reclaim);
+    }
     Client::join(info, opts).map_err(|e| {
         let e = Error::from(e);
         let status = if e.status == Status::Fail {
@@ -517,6 +525,33 @@ fn connect(
                 info.workflow, e.message
             ),
         )
+    })
+}
+
+/// How a process rides out the loss of the pool manager it found (`MSTRO_PM_RECLAIM_TIMEOUT`):
+/// it looks for the one that takes over where it found the first (the info file read
+/// again, the workflow's name looked up through PMIx) and at the endpoints the PM info
+/// lists. `None` with reclaim off, or for a PM in this process (it goes with the process).
+fn reclaim_options(settings: &Settings, found: &Found) -> Option<pool::ReclaimOptions> {
+    if settings.reclaim_timeout.is_zero() {
+        return None;
+    }
+    let find: Option<pool::Finder> = match found {
+        Found::ServedHere | Found::LocalPool => return None,
+        Found::Environment => None,
+        Found::InfoFile(path) => {
+            let path = path.clone();
+            Some(Arc::new(move || PmInfo::from_file(&path).ok().flatten()))
+        }
+        Found::JobKey { .. } | Found::Published => settings.pmix.clone().map(|pmix| {
+            let workflow = settings.workflow.clone();
+            Arc::new(move || bootstrap::lookup(&pmix, &workflow, None).ok().flatten())
+                as pool::Finder
+        }),
+    };
+    Some(pool::ReclaimOptions {
+        timeout: settings.reclaim_timeout,
+        find,
     })
 }
 

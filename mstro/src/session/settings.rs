@@ -13,6 +13,10 @@ use crate::status::{Error, Result, Status};
 pub const PM_RANK_ENV: &str = "MSTRO_POOL_MANAGER_RANK";
 /// `MSTRO_POOL_MANAGER_WAIT`: seconds to look for a pool manager through PMIx.
 pub const PM_WAIT_ENV: &str = "MSTRO_POOL_MANAGER_WAIT";
+/// `MSTRO_PM_RECLAIM_TIMEOUT`: seconds a process that lost its pool manager waits for one
+/// to take over (a standby, or the PM restarted with `maestro pm --reclaim`), its calls
+/// waiting meanwhile (default [`DEFAULT_RECLAIM_TIMEOUT`]; 0: they fail at once).
+pub const RECLAIM_TIMEOUT_ENV: &str = "MSTRO_PM_RECLAIM_TIMEOUT";
 /// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
 pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
 /// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
@@ -34,6 +38,8 @@ pub const GFS_DIR_ENV: &str = "MSTRO_TRANSPORT_GFS_DIR";
 
 /// Default of `MSTRO_POOL_MANAGER_WAIT`.
 pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
+/// Default of `MSTRO_PM_RECLAIM_TIMEOUT`.
+pub const DEFAULT_RECLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default of `MSTRO_TIMEOUT`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -63,6 +69,9 @@ pub struct Settings {
     pub pm_wait: Option<Duration>,
     /// The rank whose job key holds the PM info (`MSTRO_POOL_MANAGER_RANK`).
     pub pm_rank: u32,
+    /// How long a process that lost its pool manager waits for one to take over
+    /// (`MSTRO_PM_RECLAIM_TIMEOUT`; zero: its calls fail at once).
+    pub reclaim_timeout: Duration,
     /// A process of a multi-process job that finds no PM runs a local pool instead of
     /// failing (`MSTRO_LOCAL_POOL=1`).
     pub local_pool: bool,
@@ -287,6 +296,11 @@ impl Settings {
                 None => None,
             },
             pm_rank,
+            reclaim_timeout: parse_seconds(
+                RECLAIM_TIMEOUT_ENV,
+                env_text(RECLAIM_TIMEOUT_ENV).as_deref(),
+                DEFAULT_RECLAIM_TIMEOUT,
+            )?,
             local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
             pm_info_file: env_text(pool::bootstrap::PM_INFO_FILE_ENV).map(Into::into),
             schemas: Arc::new(pool::schema::from_env()?),

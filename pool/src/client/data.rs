@@ -155,6 +155,21 @@ pub(crate) fn take_back(key: &OfferKey) -> Option<fabric::Result<Buffer>> {
 }
 
 /// Forgets every offer of `app` of PM instance `pool` (the client is gone).
+/// App `app`'s offers, kept under the PM instance `old`, are under `new` from now on (the
+/// app rejoined a manager that took over: its tickets name the new instance).
+pub(crate) fn rekey_app(old: u64, new: u64, app: AppId) {
+    let mut offers = offers();
+    let moved: Vec<OfferKey> = (offers.keys())
+        .filter(|k| k.0 == old && k.1 == app)
+        .copied()
+        .collect();
+    for k in moved {
+        if let Some(o) = offers.remove(&k) {
+            offers.insert((new, k.1, k.2), o);
+        }
+    }
+}
+
 pub(crate) fn forget_app(pool: u64, app: AppId) {
     offers().retain(|k, _| !(k.0 == pool && k.1 == app));
 }

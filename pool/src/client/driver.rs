@@ -1,7 +1,9 @@
-//! The client's IO: connecting and the JOIN handshake, then two tasks per client. The writer
-//! writes what the socket did not take when a caller sent it (see `outbox`); the reader
-//! hands each message to the protocol's core ([`pool_core::client::ClientCore`]) and does
-//! what it says (see `Shared::with_core`).
+//! The client's IO: connecting and the JOIN handshake, then one task per client for its
+//! control connection. Its writer half writes what the socket did not take when a caller
+//! sent it (see `outbox`); its reader half hands each message to the protocol's core
+//! ([`pool_core::client::ClientCore`]) and does what it says (see `Shared::with_core`);
+//! when the connection ends, it rejoins a manager that takes over where it may (see
+//! `reclaim`).
 
 use crate::CallError;
 use std::collections::VecDeque;
@@ -173,20 +175,29 @@ pub(crate) async fn handshake(
     }
 }
 
-/// Starts the driver tasks: the writer (what the socket did not take at once) and the
-/// reader (each message of the PM to the protocol's core, which says what to do with it).
-/// Either ending closes the client.
-pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
-    let owner = shared.clone();
-    let writer = tokio::spawn(async move {
-        owner.out.drain().await;
-        close(&owner);
-    });
-    let reader = tokio::spawn(read_loop(reader, shared));
-    vec![writer, reader]
+/// Starts the driver's task for the control connection: the writer (what the socket did
+/// not take when a caller sent it) and the reader (each message of the PM to the
+/// protocol's core, which says what to do with it). When either ends, the client rejoins
+/// a manager that takes over where it may (see `reclaim`) and goes on with that
+/// connection, or closes.
+pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut reader = reader;
+        loop {
+            tokio::select! {
+                () = shared.out.drain() => {}
+                () = read_loop(&mut reader, &shared) => {}
+            }
+            match super::reclaim::after_loss(&shared).await {
+                Some(next) => reader = next,
+                None => return close(&shared),
+            }
+        }
+    })
 }
 
-async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
+/// Hands the core what the PM sends until the connection ends.
+async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
     loop {
         match r.next().await {
             Ok(Some(m)) => {
@@ -203,16 +214,15 @@ async fn read_loop(mut r: FrameReader, shared: Arc<Shared>) {
                     }
                     Ok(())
                 });
-                super::transport::burst::end(&shared);
+                super::transport::burst::end(shared);
             }
-            Ok(None) => break,
+            Ok(None) => return,
             Err(e) => {
                 tracing::warn!("pool client: {e}; closing the connection");
-                break;
+                return;
             }
         }
     }
-    close(&shared);
 }
 
 /// The connection ended: every call waiting fails, every subscription hears it.

@@ -217,6 +217,12 @@ impl AsyncClient {
             opts.isolated,
             proto::Role::App,
         );
+        let rejoin = opts.reclaim.map(|options| super::reclaim::Rejoin {
+            options,
+            join: join.clone(),
+            info: Mutex::new(info.clone()),
+            exclude: opts.exclude_interfaces.clone(),
+        });
         let (mut core, app, pool) =
             driver::handshake(&mut connected, join, &info.secret, opts.timeout).await?;
         core.set_schemas(schemas.clone());
@@ -227,7 +233,8 @@ impl AsyncClient {
         });
         let shared = Arc::new(Shared {
             app,
-            pool,
+            pool: pool.into(),
+            rejoin,
             core: Mutex::new(core),
             deadlines: super::Deadlines::new(),
             burst: Default::default(),
@@ -242,8 +249,10 @@ impl AsyncClient {
             verified: Mutex::default(),
             gfs,
         });
-        let mut tasks = driver::spawn(connected.reader, shared.clone());
-        tasks.push(tokio::spawn(shared.clone().timer()));
+        let mut tasks = vec![
+            driver::spawn(connected.reader, shared.clone()),
+            tokio::spawn(shared.clone().timer()),
+        ];
         if let Some(watch) = watch_endpoint_link(&shared) {
             tasks.push(watch);
         }

@@ -27,6 +27,7 @@ mod link;
 mod observer;
 mod options;
 mod outbox;
+mod reclaim;
 mod subscription;
 mod transport;
 
@@ -47,6 +48,7 @@ pub use group::GroupMember;
 pub use observer::Observer;
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
 pub use pool_core::client::{GROUP_IDS, Phase as CdoPhase};
+pub use reclaim::{Finder, ReclaimOptions};
 pub use subscription::Subscription;
 
 use crate::attr::Attributes;
@@ -148,7 +150,12 @@ pub(crate) type Core = ClientCore<Io>;
 /// State shared by the client handle and its driver tasks.
 pub(crate) struct Shared {
     pub(crate) app: AppId,
-    pub(crate) pool: u64,
+    /// The instance (generation) of the PM joined: a manager that takes over has another
+    /// (see `reclaim`).
+    pool: AtomicU64,
+    /// How to join a manager that takes over, where the client rides out the loss of its
+    /// PM ([`JoinOptions::reclaim`]).
+    pub(crate) rejoin: Option<reclaim::Rejoin>,
     /// The protocol's state: calls waiting, CDOs, transfers, subscriptions.
     core: Mutex<Core>,
     /// The calls' deadlines: the timer task sleeps until the core's earliest
@@ -271,7 +278,25 @@ impl Shared {
             self.carry_out(e);
         }
         let r = r?;
+        if self.rejoin.is_some() {
+            // A connection that failed is rejoined and what the core holds replayed: the
+            // call waits for the manager that takes over.
+            return Ok(r);
+        }
         sent.map(|()| r)
+    }
+
+    /// The app rejoined a manager that took over: its offers in the process's table are
+    /// filed under that manager's instance.
+    pub(crate) fn rejoined(&self, new: u64) {
+        let old = self.pool.swap(new, Ordering::Relaxed);
+        data::rekey_app(old, new, self.app);
+    }
+
+    /// The instance of the PM joined (the key of this app's offers in the process's
+    /// table, with its app id and the CDO: see `data`).
+    pub(crate) fn pool(&self) -> u64 {
+        self.pool.load(Ordering::Relaxed)
     }
 
     /// Does what the core asks.
@@ -517,7 +542,7 @@ impl AsyncClient {
                 (offered, region, alternates, None)
             }
         };
-        let key = (self.shared.pool, self.shared.app, cdo);
+        let key = (self.shared.pool(), self.shared.app, cdo);
         // Kept where same-process consumers find it; the core reads the bytes once (to
         // carry a small CDO's, to checksum) and lets go before the answer is awaited.
         let kept = data::keep(key, offered);
@@ -664,7 +689,7 @@ impl AsyncClient {
         if let Some(g) = &self.shared.gfs {
             g.remove(cdo);
         }
-        let key = (self.shared.pool, self.shared.app, cdo);
+        let key = (self.shared.pool(), self.shared.app, cdo);
         // The application's own memory goes back only when no consumer in this process
         // reads it any more (they dispose their handle or drop their `CdoData`).
         let returned = data::until_returned(&key);
@@ -796,6 +821,6 @@ impl Drop for AsyncClient {
             t.abort();
         }
         self.shared.out.close();
-        data::forget_app(self.shared.pool, self.shared.app);
+        data::forget_app(self.shared.pool(), self.shared.app);
     }
 }

@@ -56,6 +56,10 @@ pub struct JoinOptions {
     pub exclude_interfaces: Vec<String>,
     /// The global file system the app offers through or reads from (`None`: neither).
     pub gfs: Option<super::GfsOptions>,
+    /// Ride out the loss of the pool manager: wait for one to take over, rejoin it and
+    /// replay what the app holds ([`super::ReclaimOptions`]). `None` (the default): the
+    /// connection's end fails every waiting call at once.
+    pub reclaim: Option<super::ReclaimOptions>,
 }
 
 /// Default of [`JoinOptions::inline_max`]: 4 KiB (see docs/benchmarks-journal.md: up to this size a
@@ -88,7 +92,15 @@ impl JoinOptions {
             inline_max: DEFAULT_INLINE_MAX,
             nic_reason: None,
             gfs: None,
+            reclaim: None,
         }
+    }
+
+    /// Rides out the loss of the pool manager as `options` say (see
+    /// [`JoinOptions::reclaim`]'s field); a zero timeout turns it off.
+    pub fn reclaim(mut self, options: super::ReclaimOptions) -> JoinOptions {
+        self.reclaim = (!options.timeout.is_zero()).then_some(options);
+        self
     }
 
     /// Uses the global file system `gfs` (see [`super::GfsOptions`]).

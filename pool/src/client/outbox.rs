@@ -142,6 +142,17 @@ impl Outbox {
         self.kick.notify_one();
     }
 
+    /// Writes to `io` from now on, a new connection to the PM (a client that rejoined a
+    /// manager that took over: see `reclaim`); nothing of the old one is left.
+    pub(crate) fn attach(&self, io: WriteIo) {
+        let mut st = self.state();
+        st.io = Some(Arc::new(io));
+        st.unsent.clear();
+        st.deferred = false;
+        st.ticking = false;
+        st.fresh = false;
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

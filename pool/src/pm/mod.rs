@@ -138,6 +138,11 @@ pub struct PmConfig {
     /// to offer again from the start, as kept CDOs (needs [`PmConfig::gfs_dir`]; the files
     /// move into the PM's directory). Default none.
     pub adopt: Vec<std::path::PathBuf>,
+    /// Take over from a pool manager of the workflow that is gone (give it the same
+    /// secret): for this long only the apps that held state with it join, each reclaiming
+    /// its app id and replaying what it holds; then new apps join too (see
+    /// docs/developers/failover.md). Default `None`: a new pool.
+    pub grace: Option<std::time::Duration>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -190,6 +195,7 @@ impl PmConfig {
             metrics: None,
             gfs_dir: None,
             adopt: Vec::new(),
+            grace: None,
         }
     }
 }
@@ -277,6 +283,9 @@ impl PoolManager {
             wall_clock(),
         );
         manager.set_policy(config.policy.clone());
+        if let Some(grace) = config.grace {
+            manager.reclaiming(Instant::now() + grace);
+        }
         let mut kept = config
             .gfs_dir
             .as_deref()
@@ -454,10 +463,29 @@ async fn serve(
     for a in acceptors {
         a.abort();
     }
+    say_bye(&mut manager, &mut writers).await;
     // The workflow ends here: the kept CDOs' files go (or persist).
     match writers.kept.take() {
         Some(kept) => kept.finish(manager.kept_files()).await,
         None => Ok(()),
+    }
+}
+
+/// Longest a stopping PM waits for its BYEs to be written.
+const BYE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The PM stops: every app hears BYE, so that its client does not wait for a manager to
+/// take over (`Manager::closing`); written within [`BYE_LIMIT`].
+async fn say_bye(manager: &mut Manager, writers: &mut Writers) {
+    manager.closing();
+    flush(manager, writers);
+    let by = tokio::time::Instant::now() + BYE_LIMIT;
+    for w in writers.by_conn.values() {
+        let _ = w.tx.send(None);
+    }
+    while writers.by_conn.values().any(|w| w.queued.bytes() > 0) && tokio::time::Instant::now() < by
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 

@@ -287,8 +287,9 @@ pub struct ClientCore<T: Driver> {
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
     closed: bool,
-    /// The app asked to leave: notices nobody waits for are no longer sent (the PM closes
-    /// the connection after its BYE; a notice written then would fail the leave).
+    /// The app asked to leave, or the PM said BYE unasked (it stops): notices nobody
+    /// waits for are no longer sent (the PM closes the connection after its BYE; a notice
+    /// written then would fail the leave), and the connection's end is no loss.
     left: bool,
     /// The JOIN handshake while it runs ([`ClientCore::connect`], [`ClientCore::rejoin`]),
     /// and how it ended.
@@ -781,7 +782,11 @@ impl<T: Driver> ClientCore<T> {
                 self.resolve((Op::Demand, cdo), Ok(cdo));
             }
             FromPm::Bye => {
-                self.resolve((Op::Leave, 0), Ok(0));
+                if !self.resolve((Op::Leave, 0), Ok(0)) {
+                    // Not asked for: the manager ends the workflow (it stops), so the end of
+                    // its connection is no loss to reclaim from (see `lost`).
+                    self.left = true;
+                }
             }
             FromPm::Refused {
                 op: Op::Fetch,

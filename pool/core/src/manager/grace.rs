@@ -22,6 +22,17 @@ impl Manager {
         self.next_id = self.next_id.max(1 + (self.instance >> 16));
     }
 
+    /// The manager stops (its workflow ends): every app hears BYE, so that the end of
+    /// its connection is no loss its client waits to reclaim from (see
+    /// [`ClientCore::lost`](crate::client::ClientCore::lost)). The driver writes them
+    /// before it closes the connections.
+    pub fn closing(&mut self) {
+        let conns: Vec<_> = self.apps.values().map(|a| a.conn).collect();
+        for conn in conns {
+            self.out.push(conn, crate::proto::FromPm::Bye);
+        }
+    }
+
     /// This manager's instance, its generation (the `pool` of its welcomes).
     pub fn instance(&self) -> u64 {
         self.instance

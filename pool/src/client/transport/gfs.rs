@@ -58,7 +58,7 @@ pub(crate) async fn write(g: Arc<Dir>, cdo: CdoId, data: Buffer) -> Result<(Buff
 /// Writes offered `cdo` to a file under this app's GFS directory (on a thread that may
 /// block) and tells the PM where, or why not (see [`pool_core::client::Event::Spill`]).
 pub(crate) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
-    let offer = data::find(&(shared.pool, shared.app, cdo));
+    let offer = data::find(&(shared.pool(), shared.app, cdo));
     let missing = "not offered here with a GFS directory";
     off_thread(
         shared,

@@ -68,7 +68,7 @@ async fn stream(shared: &Arc<Shared>, transfer: TransferId, size: usize) -> Resu
 /// Answers the PM's request for a piece of one of this app's offers (a range of it the
 /// core checked: [`pool_core::client::Event::Serve`]).
 pub(crate) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
-    let Some(offer) = data::find(&(shared.pool, shared.app, cdo)) else {
+    let Some(offer) = data::find(&(shared.pool(), shared.app, cdo)) else {
         tracing::warn!("pool client: asked to serve CDO {cdo}, which was withdrawn meanwhile");
         return;
     };

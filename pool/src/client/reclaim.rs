@@ -1,0 +1,200 @@
+//! Through the loss of the pool manager (see docs/developers/failover.md): a client whose
+//! connection ends without the manager's BYE keeps what it holds and its waiting calls
+//! (the core's [`lost`](pool_core::client::ClientCore::lost)), looks for the manager that
+//! takes over (where it found the first, see [`ReclaimOptions::find`], and the endpoints
+//! the PM info lists), joins it under its old app id and replays what it holds (the
+//! core's [`rejoin`](pool_core::client::ClientCore::rejoin)), all within
+//! [`ReclaimOptions::timeout`]. The application's calls only wait meanwhile.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::driver::{self, FrameReader};
+use super::{ClientError, Shared};
+use crate::CallError;
+use crate::bootstrap::PmInfo;
+use crate::proto::{self, Op, Refusal};
+
+/// Where a client looks for the manager that takes over: a blocking look-up (a PMIx
+/// lookup of the workflow's name, the PM info file read again) giving the PM info found
+/// now, if any. Called again and again until the client rejoined or its timeout passed.
+pub type Finder = Arc<dyn Fn() -> Option<PmInfo> + Send + Sync>;
+
+/// How a client rides out the loss of its pool manager ([`super::JoinOptions::reclaim`]).
+#[derive(Clone)]
+pub struct ReclaimOptions {
+    /// How long it waits for a manager to take over (`MSTRO_PM_RECLAIM_TIMEOUT`); then
+    /// every waiting call fails as if the connection had closed.
+    pub timeout: Duration,
+    /// Where it looks besides the endpoints of the PM info it joined with (a standby's
+    /// among them); `None`: those endpoints only.
+    pub find: Option<Finder>,
+}
+
+impl std::fmt::Debug for ReclaimOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReclaimOptions")
+            .field("timeout", &self.timeout)
+            .field("find", &self.find.is_some())
+            .finish()
+    }
+}
+
+/// What a client needs to join a manager again: its JOIN, where it found the last
+/// manager, the interfaces it keeps off.
+pub(crate) struct Rejoin {
+    pub(crate) options: ReclaimOptions,
+    pub(crate) join: proto::Join,
+    pub(crate) info: Mutex<PmInfo>,
+    pub(crate) exclude: Vec<String>,
+}
+
+/// Longest pause between two looks for the next manager.
+const MOST_PAUSE: Duration = Duration::from_millis(250);
+
+/// How one attempt to join the next manager failed.
+enum Attempt {
+    /// Nobody there yet (nothing listens, the connection ended, no answer in time):
+    /// look again.
+    Again(String),
+    /// The next manager will not take this app back (its grace period is over, the
+    /// workflow or secret differ): give up.
+    Never(String),
+}
+
+/// The connection ended: with reclaim on and a loss to reclaim from, finds the next
+/// manager and rejoins it; the reader of its connection, or `None` when the client is
+/// closed (no reclaim, the manager said BYE, the app left, or no manager took it back in
+/// time: every waiting call has failed then).
+pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
+    shared.out.close();
+    let rejoin = shared.rejoin.as_ref()?;
+    let until = Instant::now() + rejoin.options.timeout;
+    let lost = shared.with_core(|c| {
+        c.lost(Instant::now(), until);
+        Ok(c.is_lost())
+    });
+    if !matches!(lost, Ok(true)) {
+        return None;
+    }
+    tracing::warn!(
+        "pool client: lost the pool manager; waiting up to {:.1} s for one to take over (MSTRO_PM_RECLAIM_TIMEOUT)",
+        rejoin.options.timeout.as_secs_f64()
+    );
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    let mut last = String::new();
+    while Instant::now() < until && !shared.core().is_closed() {
+        let info = look(rejoin).await;
+        match attempt(shared, rejoin, &info, until).await {
+            Ok(reader) => {
+                tracing::warn!(
+                    "pool client: rejoined the pool manager that took over after {:.2} s; what this app holds is offered again",
+                    started.elapsed().as_secs_f64()
+                );
+                *rejoin.info.lock().unwrap_or_else(PoisonError::into_inner) = info;
+                return Some(reader);
+            }
+            Err(Attempt::Never(why)) => {
+                tracing::error!("pool client: no pool manager takes this app back: {why}");
+                break;
+            }
+            Err(Attempt::Again(why)) => {
+                tracing::debug!("pool client: no pool manager to rejoin yet: {why}");
+                last = why;
+            }
+        }
+        shared.out.close();
+        let left = until.saturating_duration_since(Instant::now());
+        tokio::time::sleep(pause.min(left)).await;
+        pause = (pause * 2).min(MOST_PAUSE);
+    }
+    if !last.is_empty() {
+        tracing::error!(
+            "pool client: no pool manager took over within {:.1} s (last: {last}); the calls waiting fail",
+            rejoin.options.timeout.as_secs_f64()
+        );
+    }
+    None
+}
+
+/// Where to look now: what the finder finds, else the PM info last joined.
+async fn look(rejoin: &Rejoin) -> PmInfo {
+    if let Some(find) = rejoin.options.find.clone()
+        && let Ok(Some(found)) = tokio::task::spawn_blocking(move || find()).await
+    {
+        return found;
+    }
+    rejoin
+        .info
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+/// Connects to `info`'s endpoints and runs the rejoin's handshake; the new connection's
+/// reader once the manager welcomed the app back and its replay is written.
+async fn attempt(
+    shared: &Arc<Shared>,
+    rejoin: &Rejoin,
+    info: &PmInfo,
+    until: Instant,
+) -> Result<FrameReader, Attempt> {
+    if info.workflow != rejoin.join.workflow {
+        return Err(Attempt::Never(format!(
+            "the PM info found is of workflow {:?}, not {:?}",
+            info.workflow, rejoin.join.workflow
+        )));
+    }
+    let limit = until.saturating_duration_since(Instant::now());
+    let connected = driver::connect(info, limit, &rejoin.exclude)
+        .await
+        .map_err(|e| Attempt::Again(e.to_string()))?;
+    let mut reader = connected.reader;
+    shared.out.attach(connected.writer);
+    let _ = shared.with_core(|c| {
+        c.rejoin(Instant::now(), rejoin.join.clone(), &info.secret);
+        Ok(())
+    });
+    loop {
+        let joined = shared.core().joined().cloned();
+        match joined {
+            Some(Ok(_)) => return Ok(reader),
+            Some(Err(e)) => return Err(judge(e)),
+            None => {}
+        }
+        let limit = until.saturating_duration_since(Instant::now());
+        let got = reader.expect(Op::Join, limit.min(shared.timeout)).await;
+        let handled = shared.with_core(|c| {
+            match got {
+                Ok(m) => c.handle(Instant::now(), m),
+                // The handshake ended: lost again (the earlier deadline stands).
+                Err(_) => c.lost(Instant::now(), until),
+            }
+            // Welcomed back: this app's offers are filed under the new manager's instance
+            // before its replay goes out, and so before any ticket names them.
+            if let Some(Ok((_, generation))) = c.joined() {
+                shared.rejoined(*generation);
+            }
+            Ok(())
+        });
+        if let Err(e) = handled {
+            return Err(Attempt::Again(e.to_string()));
+        }
+    }
+}
+
+/// Whether a failed rejoin is worth another try.
+fn judge(e: CallError) -> Attempt {
+    match e {
+        CallError::Refused {
+            why:
+                why @ (Refusal::NotReclaimed(_)
+                | Refusal::BadProof
+                | Refusal::WrongWorkflow
+                | Refusal::NotTheUser(_)),
+            ..
+        } => Attempt::Never(why.to_string()),
+        other => Attempt::Again(ClientError::Call(other).to_string()),
+    }
+}

@@ -1,0 +1,141 @@
+//! A pool that outlives its manager (issue #52, docs/developers/failover.md): apps whose
+//! PM is killed with SIGKILL keep what they hold and their waiting calls, rejoin the PM
+//! restarted with `maestro pm --reclaim` within their reclaim timeout, and replay what
+//! they hold; nothing offered is lost. A PM that stops on purpose says BYE: its apps do
+//! not wait for another.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use pool::bootstrap::PmInfo;
+use pool::{Client, JoinOptions, ReclaimOptions};
+
+/// Joins `info`'s PM as `component`, riding out its loss for up to 60 s by reading the PM
+/// info file at `file` again; calls wait up to an hour (a call that fails did so on
+/// evidence).
+fn join(info: &PmInfo, file: &std::path::Path, component: &str) -> Client {
+    let file = file.to_path_buf();
+    let reclaim = ReclaimOptions {
+        timeout: Duration::from_secs(60),
+        find: Some(std::sync::Arc::new(move || {
+            PmInfo::from_file(&file).ok().flatten()
+        })),
+    };
+    Client::join(
+        info,
+        JoinOptions::new(component, 0)
+            .timeout(Duration::from_secs(3600))
+            .isolated()
+            .reclaim(reclaim),
+    )
+    .expect("join")
+}
+
+/// Starts `maestro pm` for `workflow` writing its info to `file`, with `extra` options and
+/// its files under `tmp`; the PM and its info.
+fn start_pm(
+    workflow: &str,
+    file: &std::path::Path,
+    tmp: &std::path::Path,
+    extra: &[&str],
+) -> (common::Group, PmInfo) {
+    let file = file.to_str().expect("utf-8 path");
+    let mut args = vec!["--info-file", file];
+    args.extend_from_slice(extra);
+    let tmp = tmp.to_str().expect("utf-8 path");
+    let (pm, line) = common::start_pm_with_env(workflow, &args, &[("TMPDIR", tmp)]);
+    (pm, PmInfo::parse(&line).expect("PM info"))
+}
+
+fn offer(client: &Client, name: &str, bytes: &[u8]) {
+    let cdo = client.declare(name).expect("declare");
+    client
+        .seal_and_offer(
+            cdo,
+            Default::default(),
+            fabric::Buffer::from_slice(bytes).expect("buffer"),
+        )
+        .expect("offer");
+}
+
+fn demand(client: &Client, name: &str) -> Vec<u8> {
+    let cdo = client.declare(name).expect("declare");
+    let (data, _) = client.demand(cdo).expect("demand");
+    data.as_slice().to_vec()
+}
+
+#[test]
+fn apps_ride_out_a_killed_pm_restarted_with_reclaim_and_nothing_offered_is_lost() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("pm.info");
+    let workflow = format!("failover-restart-{}", std::process::id());
+    let (pm, info) = start_pm(&workflow, &file, tmp.path(), &[]);
+    let producer = join(&info, &file, "producer");
+    let consumer = join(&info, &file, "consumer");
+    offer(&producer, "before", b"offered before the PM died");
+    // A demand nobody can serve yet waits at the PM when it dies.
+    let waiting = std::thread::spawn(move || {
+        let got = demand(&consumer, "after");
+        (consumer, got)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+
+    let killed = Instant::now();
+    // SAFETY: signalling the PM's process, which this test started.
+    unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
+    assert!(common::wait_gone(pm.pid(), Duration::from_secs(10)));
+    // Meanwhile the producer offers what the consumer waits for: the call waits too.
+    let offering = std::thread::spawn(move || {
+        offer(&producer, "after", b"offered while no PM ran");
+        producer
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let (next, _) = start_pm(&workflow, &file, tmp.path(), &["--reclaim", "--grace", "2"]);
+    let producer = offering.join().expect("offer thread");
+    let served = killed.elapsed();
+    let (consumer, got) = waiting.join().expect("demand thread");
+    let stall = killed.elapsed();
+    assert_eq!(got, b"offered while no PM ran");
+    eprintln!(
+        "from the kill: offer answered after {:.2} s, demand served after {:.2} s (a PM restarted 0.3 s after the kill)",
+        served.as_secs_f64(),
+        stall.as_secs_f64()
+    );
+    // After the grace period an app that never knew the first PM gets what was offered
+    // before it died.
+    std::thread::sleep(Duration::from_secs(2));
+    let next_info = PmInfo::from_file(&file)
+        .expect("info file")
+        .expect("written");
+    let newcomer = join(&next_info, &file, "newcomer");
+    assert_eq!(demand(&newcomer, "before"), b"offered before the PM died");
+    for c in [newcomer, consumer, producer] {
+        c.leave().expect("leave");
+    }
+    drop(next);
+}
+
+#[test]
+fn a_pm_that_stops_says_bye_and_its_apps_do_not_wait_for_another() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("pm.info");
+    let workflow = format!("failover-bye-{}", std::process::id());
+    let (pm, info) = start_pm(&workflow, &file, tmp.path(), &[]);
+    let consumer = join(&info, &file, "consumer");
+    let waiting = std::thread::spawn(move || {
+        let cdo = consumer.declare("never").expect("declare");
+        let started = Instant::now();
+        let r = consumer.demand(cdo).map(|_| ());
+        (r, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let out = pm.terminate(Duration::from_secs(10));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let (r, waited) = waiting.join().expect("demand thread");
+    assert!(r.is_err(), "a demand outlived a PM that stopped");
+    assert!(
+        waited < Duration::from_secs(10),
+        "waited {waited:?} for a PM that said BYE"
+    );
+}
