@@ -14,7 +14,11 @@ use support::*;
 
 /// The reclaim of `app` from the manager of generation 5.
 fn reclaim(app: u64) -> Option<Reclaim> {
-    Some(Reclaim { app, generation: 5 })
+    Some(Reclaim {
+        app,
+        generation: 5,
+        last_serial: 0,
+    })
 }
 
 /// What the PM answered `conn`'s JOIN.
@@ -151,6 +155,7 @@ fn kinds(msgs: &[ToPm]) -> Vec<&'static str> {
             ToPm::Demand { .. } => "demand",
             ToPm::Withdraw { .. } => "withdraw",
             ToPm::Subscribe { .. } => "subscribe",
+            ToPm::Replayed => "replayed",
             other => panic!("not replayed: {other:?}"),
         })
         .collect()
@@ -183,15 +188,19 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
     w.timed(c, |k, now| k.require(now, required, 6))
         .expect("require");
     w.pump();
+    // What the manager confirmed comes before `replayed`, what it did not answer (the
+    // demand waiting) after.
     assert_eq!(
         kinds(&w.core(p).replay()),
-        ["declare", "seal", "offer", "declare", "seal", "offer"]
+        [
+            "declare", "seal", "offer", "declare", "seal", "offer", "replayed"
+        ]
     );
     assert_eq!(
         kinds(&w.core(c).replay()),
-        ["declare", "demand", "declare", "require"]
+        ["declare", "require", "replayed", "declare", "demand"]
     );
-    assert_eq!(kinds(&w.core(watcher).replay()), ["subscribe"]);
+    assert_eq!(kinds(&w.core(watcher).replay()), ["subscribe", "replayed"]);
     let heard_before = w.apps[watcher].news[&77].len();
     assert_eq!(heard_before, 2, "the two offers");
     // The manager dies; another takes over with a grace period of 2 s.
@@ -297,6 +306,15 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
     assert_eq!(w.answer(c, 3), Some(&Ok(waits)));
     let (got, _) = w.core(c).take_arrived(waits).expect("arrived");
     assert_eq!(got, b"made while lost");
+    // The watcher of offers heard of the offer made before once, and of the one made
+    // while no manager ran once, from the manager that took over.
+    let heard: Vec<_> = (w.apps[watcher].news[&77].iter())
+        .filter_map(|n| match n {
+            pool_core::client::News::Event(e) => e.cdo.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heard, ["early", "x"]);
     // The bytes that came under the old manager are not sent again: their demand is
     // served here, and the next manager is not told of it.
     let before = w.apps[c].sent.len();

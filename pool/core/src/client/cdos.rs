@@ -56,6 +56,11 @@ pub(super) struct Mine<T: Driver> {
     /// Its bytes arrived under a manager that is gone: the one that took over does not
     /// know they are here, and is not told of their demand (it would send them again).
     pub(super) here_unknown: bool,
+    /// The manager answered an operation on it (so it knew of its declare), and it
+    /// confirmed the require in `wanted`: what a reclaim replays as confirmed (no events)
+    /// or not (announced again: see [`ClientCore::replay`]).
+    pub(super) known: bool,
+    pub(super) wanted_known: bool,
 }
 
 impl<T: Driver> Mine<T> {
@@ -71,6 +76,8 @@ impl<T: Driver> Mine<T> {
             sealed: None,
             wanted: None,
             here_unknown: false,
+            known: false,
+            wanted_known: false,
         }
     }
 
@@ -160,7 +167,9 @@ impl<T: Driver> ClientCore<T> {
         let Some(m) = self.cdos.get_mut(&cdo) else {
             return;
         };
+        m.known = true;
         match op {
+            Op::Require => m.wanted_known = m.wanted == Some(Op::Require),
             Op::Seal => m.phase = Phase::Sealed,
             Op::Offer => m.phase = Phase::Offered,
             Op::Withdraw => {
@@ -213,6 +222,7 @@ impl<T: Driver> ClientCore<T> {
             && m.arrived.is_none()
         {
             m.wanted = Some(op);
+            m.wanted_known = false;
         }
     }
 
@@ -399,7 +409,12 @@ impl<T: Driver> ClientCore<T> {
         (attributes, provider): (Attributes, Arc<str>),
         completes_demand: bool,
     ) {
-        let lent = self.cdos.get_mut(&cdo).and_then(|m| m.lent.take());
+        let lent = self.cdos.get_mut(&cdo).and_then(|m| {
+            // The manager knows the CDO and, a ticket of its demand or require being here, it.
+            m.known = true;
+            m.wanted_known = m.wanted.is_some();
+            m.lent.take()
+        });
         let f = Fetching {
             cdo,
             attributes,

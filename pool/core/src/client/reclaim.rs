@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use super::{CallError, ClientCore, Driver, Event, Handshake};
+use super::{CallError, ClientCore, Driver, Event, Handshake, Phase};
 use crate::proto::{Join, Op, Reclaim, ToPm};
 
 impl<T: Driver> ClientCore<T> {
@@ -17,6 +17,7 @@ impl<T: Driver> ClientCore<T> {
         (self.app != 0 && self.joined.is_some()).then_some(Reclaim {
             app: self.app,
             generation: self.generation,
+            last_serial: self.subs.last_serial(),
         })
     }
 
@@ -111,54 +112,75 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// The operations that rebuild what this app holds with a manager in its grace
-    /// period: its subscriptions, asked again (each keeps its queue and gets its new id
-    /// from the new manager's answer; without the replay of the pool's state, which it
-    /// heard already); then CDO by CDO in id order: its declare; the seal it asked for,
-    /// or its seal and offer (where consumers read it, as the offer said) while offered,
-    /// and the withdraw it waits for; the require or demand that waits for its bytes (a
-    /// CDO whose bytes are here is only declared: the next manager is not told of their
-    /// demand either); the groups demanded and not yet named; last the calls still
-    /// waiting that no state stands for (a dispose, a retract, a discard, the leave; an
-    /// unsubscribe still waiting is answered at the welcome: the next manager never had
-    /// it). What the old
-    /// manager had confirmed and what it had not answered yet are replayed alike: the new
-    /// one answers the calls still waiting.
+    /// period, in two parts around [`ToPm::Replayed`]: first what the manager that is gone
+    /// confirmed (its subscribers heard of it: the new one announces none of it), then
+    /// what it did not answer, announced as any operation is. Its subscriptions, asked
+    /// again (each keeps its queue and gets its new id from the new manager's answer;
+    /// without the replay of the pool's state, which it heard already); then CDO by CDO
+    /// in id order: its declare; the seal it asked for, or its seal and offer (where
+    /// consumers read it, as the offer said) while offered, and the withdraw it waits
+    /// for; the require or demand that waits for its bytes (a CDO whose bytes are here is
+    /// only declared: the next manager is not told of their demand either); the groups
+    /// demanded and not yet named; last the calls still waiting that no state stands for
+    /// (a dispose, a retract, a discard, the leave; an unsubscribe still waiting is
+    /// answered at the welcome: the next manager never had it). The new manager answers
+    /// the calls still waiting.
     pub fn replay(&self) -> Vec<ToPm> {
-        let mut out = self.subs.replay();
+        let mut confirmed = self.subs.replay();
+        let mut after = Vec::new();
         let mut ids: Vec<_> = self.cdos.keys().copied().collect();
         ids.sort_unstable();
-        out.reserve(ids.len());
+        confirmed.reserve(ids.len());
         for cdo in ids {
             let m = &self.cdos[&cdo];
-            out.push(ToPm::Declare {
+            let declare = ToPm::Declare {
                 cdo,
                 name: m.name.to_string(),
-            });
+            };
+            if m.known { &mut confirmed } else { &mut after }.push(declare);
             if let Some(attributes) = &m.sealed {
-                out.push(ToPm::Seal {
+                let seal = ToPm::Seal {
                     cdo,
                     attributes: attributes.clone(),
-                });
+                };
+                if m.phase == Phase::Declared {
+                    &mut after
+                } else {
+                    &mut confirmed
+                }
+                .push(seal);
             }
             if let Some(o) = &m.offered {
-                out.push(ToPm::Offer {
+                let offer = ToPm::Offer {
                     cdo,
                     region: o.region,
                     extras: o.extras.clone(),
-                });
+                };
+                if m.phase == Phase::Offered {
+                    &mut confirmed
+                } else {
+                    &mut after
+                }
+                .push(offer);
                 if o.withdrawing() {
-                    out.push(ToPm::Withdraw { cdo, keep: None });
+                    after.push(ToPm::Withdraw { cdo, keep: None });
                 }
             }
-            match m.wanted {
-                Some(Op::Require) => out.push(ToPm::Require { cdo }),
-                Some(Op::Demand) => out.push(ToPm::Demand { cdo }),
-                _ => {}
+            let wanted = match m.wanted {
+                Some(Op::Require) => ToPm::Require { cdo },
+                Some(Op::Demand) => ToPm::Demand { cdo },
+                _ => continue,
+            };
+            if m.wanted_known {
+                &mut confirmed
+            } else {
+                &mut after
             }
+            .push(wanted);
         }
         let mut groups: Vec<_> = self.groups_wanted.iter().map(|(&g, &w)| (g, w)).collect();
         groups.sort_unstable();
-        out.extend(
+        after.extend(
             groups
                 .into_iter()
                 .map(|(group, (first, capacity))| ToPm::DemandGroup {
@@ -171,14 +193,14 @@ impl<T: Driver> ClientCore<T> {
         waiting.sort_unstable_by_key(|&(op, id)| (op as u8, id));
         for (op, id) in waiting {
             match op {
-                Op::Dispose => out.push(ToPm::Dispose {
+                Op::Dispose => after.push(ToPm::Dispose {
                     cdo: id,
                     answer: true,
                 }),
-                Op::Retract => out.push(ToPm::Retract { cdo: id }),
+                Op::Retract => after.push(ToPm::Retract { cdo: id }),
                 Op::Discard => {
                     if let Some(name) = self.discarding.get(&id) {
-                        out.push(ToPm::Discard {
+                        after.push(ToPm::Discard {
                             local: id,
                             name: name.to_string(),
                         });
@@ -188,9 +210,11 @@ impl<T: Driver> ClientCore<T> {
             }
         }
         if self.waiters.contains_key(&(Op::Leave, 0)) {
-            out.push(ToPm::Leave);
+            after.push(ToPm::Leave);
         }
-        out
+        confirmed.push(ToPm::Replayed);
+        confirmed.append(&mut after);
+        confirmed
     }
 
     /// Ends the stream fetches `which` picks: each route hears `why`.

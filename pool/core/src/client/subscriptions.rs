@@ -28,6 +28,8 @@ pub(super) struct Subscriptions<T: Driver> {
     renaming: HashMap<u64, SubId>,
     /// ... and, once the new manager answered, their id there, by the id the app knows.
     renamed: HashMap<SubId, SubId>,
+    /// The largest event serial heard (what a reclaim names: see [`crate::proto::Reclaim`]).
+    last_serial: u64,
 }
 
 impl<T: Driver> Default for Subscriptions<T> {
@@ -38,13 +40,15 @@ impl<T: Driver> Default for Subscriptions<T> {
             late: HashMap::default(),
             renaming: HashMap::default(),
             renamed: HashMap::default(),
+            last_serial: 0,
         }
     }
 }
 
 impl<T: Driver> Subscriptions<T> {
     /// An event of `sub`, for its queue.
-    pub(super) fn event(&self, sub: SubId, event: PoolEvent, out: &mut VecDeque<Event<T>>) {
+    pub(super) fn event(&mut self, sub: SubId, event: PoolEvent, out: &mut VecDeque<Event<T>>) {
+        self.last_serial = self.last_serial.max(event.serial);
         match self.live.get(&sub) {
             Some((_, _, q)) => out.push_back(Event::Subscription {
                 events: q.clone(),
@@ -131,6 +135,11 @@ impl<T: Driver> Subscriptions<T> {
             keep
         });
         now
+    }
+
+    /// The largest event serial heard.
+    pub(super) fn last_serial(&self) -> u64 {
+        self.last_serial
     }
 
     /// The id subscription `sub` (as the app knows it) has with the current manager.

@@ -89,6 +89,10 @@ pub(super) struct App {
     pub(super) last_declared: u64,
     /// Where it connected from (see [`super::policy::Policy::max_apps_per_peer`]).
     pub(super) peer: Peer,
+    /// It reclaims what it held with the manager that is gone and replays what that
+    /// manager confirmed, until its [`ToPm::Replayed`] (or the grace period's end): its
+    /// operations raise no events meanwhile (see `grace`).
+    pub(super) replaying: bool,
 }
 
 /// Which process first announced a (host, pid) for same-host copies, and how many live apps
@@ -149,6 +153,10 @@ impl Manager {
             Ok(id) => id,
             Err(why) => return self.refuse_join(conn, why),
         };
+        if let (Some(_), Some(r)) = (id, reclaim) {
+            // Serials only grow: the new manager's come after those its apps heard.
+            self.events.heard(r.last_serial);
+        }
         let label: Arc<str> = format!("{component}:{index}").into();
         let traffic = traffic::Slots::new(usize::from(endpoint.is_some()) + alternates.len());
         let app = self.admit(
@@ -177,6 +185,7 @@ impl Manager {
                 traffic,
                 last_declared: 0,
                 peer,
+                replaying: id.is_some(),
             },
             memory,
         );

@@ -71,6 +71,22 @@ pub(super) struct Events {
     /// How many subscriptions want each kind of event, after (0) and before (1) the fact:
     /// an operation nobody hears of is not worded as an event at all.
     wanted: [[u32; EventKind::ALL.len()]; 2],
+    /// In a grace period (see `grace`), every event after the fact so far (at most
+    /// [`MAX_GRACE_LOG`]): a subscription asked again by a reclaiming app hears those
+    /// raised before it came back, as it would have heard them had it been there.
+    grace_log: Option<Vec<Logged>>,
+}
+
+/// Most events a grace period keeps for subscriptions asked again later in it.
+pub(super) const MAX_GRACE_LOG: usize = crate::events::MAX_REPLAY;
+
+/// An event raised in a grace period (see [`Events::grace_log`]).
+#[derive(Debug)]
+struct Logged {
+    kind: EventKind,
+    app: AppId,
+    subject: Option<Subject>,
+    detail: String,
 }
 
 impl Events {
@@ -107,7 +123,18 @@ impl Events {
     /// Whether some subscription wants events of `kind` before (`before`) or after the
     /// fact.
     pub(super) fn wants(&self, kind: EventKind, before: bool) -> bool {
-        self.wanted[usize::from(before)][kind.index()] > 0
+        self.wanted[usize::from(before)][kind.index()] > 0 || (!before && self.grace_log.is_some())
+    }
+
+    /// A reclaiming app's subscriptions heard serials up to `serial`: the next event
+    /// comes after it.
+    pub(super) fn heard(&mut self, serial: u64) {
+        self.next_serial = self.next_serial.max(serial.saturating_add(1));
+    }
+
+    /// Starts (`true`) or ends the log of a grace period's events ([`Events::grace_log`]).
+    pub(super) fn log_grace(&mut self, on: bool) {
+        self.grace_log = on.then(Vec::new);
     }
 
     /// Counts subscription `s` in (or out of, `add` false) what is wanted.
@@ -127,7 +154,7 @@ impl Events {
 
     /// True while someone subscribes: only then are events worded.
     pub(super) fn listened(&self) -> bool {
-        !self.subs.is_empty()
+        !self.subs.is_empty() || self.grace_log.is_some()
     }
 
     pub(super) fn new(clock: Clock) -> Events {
@@ -144,11 +171,13 @@ impl Events {
             collecting: Vec::new(),
             holding_demands: 0,
             wanted: [[0; EventKind::ALL.len()]; 2],
+            grace_log: None,
         }
     }
 }
 
 /// What an event is about: a CDO's name and attributes.
+#[derive(Clone, Debug)]
 pub(super) struct Subject {
     /// The CDO (an offer's event grants leases of it).
     cdo: CdoId,
@@ -397,7 +426,7 @@ impl Manager {
     /// A CDO's name and attributes as events show them (built-in name and size included);
     /// `None` without subscribers (nothing to show) or CDO.
     pub(super) fn event_subject(&self, cdo: CdoId) -> Option<Subject> {
-        if self.events.subs.is_empty() {
+        if !self.events.listened() {
             return None;
         }
         let c = self.cdos.get(&cdo)?;
@@ -446,10 +475,24 @@ impl Manager {
         detail: &str,
         before: bool,
     ) -> Vec<(SubId, u64)> {
-        // In a grace period the apps replay what they did with the manager that is gone:
-        // its subscribers heard of it then (see `grace`).
-        if self.grace.is_some() {
+        // A reclaiming app replays what the manager that is gone confirmed: its
+        // subscribers heard of it then (see `grace`).
+        if self.apps.get(&app).is_some_and(|a| a.replaying) {
             return Vec::new();
+        }
+        if !before && let Some(log) = &mut self.events.grace_log {
+            if log.len() < MAX_GRACE_LOG {
+                log.push(Logged {
+                    kind,
+                    app,
+                    subject: subject.clone(),
+                    detail: detail.to_string(),
+                });
+            } else if log.len() == MAX_GRACE_LOG {
+                tracing::warn!(
+                    "grace period: more than {MAX_GRACE_LOG} events; subscriptions asked again later in it miss those past that"
+                );
+            }
         }
         let holdable = kind.is_cdo_event()
             && !matches!(
@@ -705,6 +748,9 @@ impl Manager {
         if options.replay {
             self.replay_state(sub, conn, app);
         }
+        if self.apps.get(&app).is_some_and(|a| a.replaying) {
+            self.replay_grace_log(sub, conn, app);
+        }
         if !kinds.contains(EventKind::AppJoin) {
             return;
         }
@@ -718,6 +764,28 @@ impl Manager {
         for other in joined {
             let detail = "joined before this subscription";
             self.send_past_event((conn, sub), EventKind::AppJoin, other, None, detail);
+        }
+    }
+
+    /// A subscription asked again by reclaiming `subscriber` in a grace period hears the
+    /// events of it so far that it matches (see [`Events::grace_log`]), after the fact.
+    fn replay_grace_log(&mut self, sub: SubId, conn: ConnId, subscriber: AppId) {
+        let (Some(s), Some(log)) = (self.events.subs.get(&sub), &self.events.grace_log) else {
+            return;
+        };
+        let empty = Attributes::new();
+        let heard: Vec<(EventKind, AppId, Option<Subject>, String)> = log
+            .iter()
+            .filter(|l| {
+                let attrs = l.subject.as_ref().map_or(&empty, |s| &s.attributes);
+                s.kinds.contains(l.kind)
+                    && !(s.options.no_local && l.app == subscriber)
+                    && (!l.kind.is_cdo_event() || s.selector.matches(attrs))
+            })
+            .map(|l| (l.kind, l.app, l.subject.clone(), l.detail.clone()))
+            .collect();
+        for (kind, app, subject, detail) in heard {
+            self.send_past_event((conn, sub), kind, app, subject, &detail);
         }
     }
 

@@ -3,7 +3,8 @@
 //! app id ([`crate::proto::Join::reclaim`]), so that the CDO ids it numbered stay valid and
 //! it can replay what it holds (see docs/developers/failover.md). New apps are refused
 //! ([`Refusal::Grace`]) until the period ends, and the replayed operations raise no
-//! events (the subscribers heard of them from the old manager; `Manager::emit`).
+//! events until the app's [`ToPm::Replayed`](crate::proto::ToPm::Replayed) (the
+//! subscribers heard of them from the old manager; `Manager::emit`).
 
 use std::time::Instant;
 
@@ -16,10 +17,19 @@ impl Manager {
     pub fn reclaiming(&mut self, until: Instant) {
         tracing::info!("grace period: only apps reclaiming what they held join until it ends");
         self.grace = Some(until);
+        self.events.log_grace(true);
         // Transfers (and leases and subscriptions) are numbered from a start of this
         // instance's own, far from the old manager's: a transfer of the old one still
         // ending in an app is never taken for one of the new.
         self.next_id = self.next_id.max(1 + (self.instance >> 16));
+    }
+
+    /// Reclaiming `app` replayed what the manager that is gone confirmed: its operations
+    /// raise events from now on.
+    pub(super) fn replayed(&mut self, app: AppId) {
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.replaying = false;
+        }
     }
 
     /// The manager stops (its workflow ends): every app hears BYE, so that the end of
@@ -47,6 +57,15 @@ impl Manager {
     pub(super) fn end_grace(&mut self, now: Instant) {
         if self.grace.is_some_and(|until| until <= now) {
             self.grace = None;
+            self.events.log_grace(false);
+            for (app, a) in &mut self.apps {
+                if std::mem::take(&mut a.replaying) {
+                    tracing::warn!(
+                        "app {app} ({}) did not finish its replay within the grace period: what it replays from now on is announced to subscribers",
+                        a.label
+                    );
+                }
+            }
             tracing::info!(
                 "grace period over: {} apps reclaimed what they held; new apps join again",
                 self.apps.len()

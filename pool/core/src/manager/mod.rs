@@ -398,6 +398,7 @@ impl Manager {
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
             ToPm::Report { change } => self.report(conn, app, change),
             ToPm::Query { .. } => self.query_from_app(conn),
+            ToPm::Replayed => self.replayed(app),
             // The report of a lease's transfer whose use (a CDO operation) waits behind a
             // held operation of this connection follows it there.
             ToPm::TransferDone { transfer, .. }

@@ -124,6 +124,7 @@ fn to_pm_samples() -> Vec<ToPm> {
             reclaim: Some(crate::proto::Reclaim {
                 app: 3,
                 generation: 0x1234_5678,
+                last_serial: 4242,
             }),
         })),
         ToPm::Leave,
@@ -221,6 +222,7 @@ fn to_pm_samples() -> Vec<ToPm> {
                 attributes: true,
             }),
         },
+        ToPm::Replayed,
     ]
 }
 

@@ -36,7 +36,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 16;
+pub const VERSION: u8 = 17;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -196,6 +196,9 @@ pub struct Reclaim {
     pub app: AppId,
     /// That manager's instance (its `Welcome`'s `pool`).
     pub generation: u64,
+    /// The largest event serial its subscriptions heard: the new manager numbers its
+    /// events after it, so that serials only grow.
+    pub last_serial: u64,
 }
 
 /// The NICs of an app's endpoints, as [`Join`] announces them.
@@ -414,6 +417,10 @@ pub enum ToPm {
         /// The question.
         query: crate::view::Query,
     },
+    /// A reclaiming app's replay of what the manager that is gone had confirmed is over:
+    /// what it sends from now on (operations that manager never answered, new ones) is
+    /// announced to subscribers as any operation is (see docs/developers/failover.md).
+    Replayed,
 }
 
 impl ToPm {
@@ -438,7 +445,7 @@ impl ToPm {
     /// Which operation this message is.
     pub fn op(&self) -> Op {
         match self {
-            ToPm::Join(_) => Op::Join,
+            ToPm::Join(_) | ToPm::Replayed => Op::Join,
             ToPm::Leave => Op::Leave,
             ToPm::Declare { .. } => Op::Declare,
             ToPm::Seal { .. } => Op::Seal,

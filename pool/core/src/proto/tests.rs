@@ -110,6 +110,7 @@ fn sample() -> Vec<ToPm> {
             reclaim: Some(crate::proto::Reclaim {
                 app: 3,
                 generation: 77,
+                last_serial: 9,
             }),
         })),
         ToPm::TransferDone {
