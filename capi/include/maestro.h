@@ -357,7 +357,8 @@ enum mstro_pool_event_kind {
   MSTRO_POOL_EVENT_APP_LEAVE = 1 << 9,
   MSTRO_POOL_EVENT_TRANSPORT_STARTED = 1 << 10,   /**< the PM ticketed a transfer */
   MSTRO_POOL_EVENT_TRANSPORT_COMPLETED = 1 << 11, /**< a transfer completed or failed */
-  MSTRO_POOL_EVENT_FABRIC = 1 << 12               /**< a link went down/up, a node or process was lost */
+  MSTRO_POOL_EVENT_FABRIC = 1 << 12,              /**< a link went down/up, a node or process was lost */
+  MSTRO_POOL_EVENT_PM_FAILOVER = 1 << 13          /**< another pool manager took over; the detail says which apps did not come back */
 };
 /** A set of event kinds (OR of enum mstro_pool_event_kind). */
 typedef uint32_t mstro_pool_event_kinds;

@@ -36,8 +36,9 @@ mod readme {}
 
 pub use client::{
     AsyncClient, Bounded, Bounds, CdoData, CdoPhase, Client, ClientError, DEFAULT_INLINE_MAX,
-    DEFAULT_WAIT_SPIN, Finder, GROUP_IDS, GfsOptions, GroupMember, INTERRUPT_POLL, JoinOptions,
-    Observer, ReclaimOptions, Result, Subscription, Task, bare_join, sweep_gfs, welcome,
+    DEFAULT_WAIT_SPIN, Ended, Finder, GROUP_IDS, GfsOptions, GroupMember, INTERRUPT_POLL,
+    JoinOptions, Observer, ReclaimOptions, Result, Subscription, Task, bare_join, sweep_gfs,
+    welcome,
 };
 pub use pm::{
     CredentialCheck, CredentialVerdict, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME,

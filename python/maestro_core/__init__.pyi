@@ -68,6 +68,7 @@ class Payload:
     join: AppPayload
     leave: AppPayload
     fabric: AppPayload
+    failover: AppPayload
 
 class Event:
     """One pool event."""
@@ -105,6 +106,7 @@ MSTRO_POOL_EVENT_APP_LEAVE: int
 MSTRO_POOL_EVENT_TRANSPORT_STARTED: int
 MSTRO_POOL_EVENT_TRANSPORT_COMPLETED: int
 MSTRO_POOL_EVENT_FABRIC: int
+MSTRO_POOL_EVENT_PM_FAILOVER: int
 
 MSTRO_SUBSCRIPTION_OPTS_DEFAULT: int
 MSTRO_SUBSCRIPTION_OPTS_SIGNAL_BEFORE: int

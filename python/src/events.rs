@@ -164,6 +164,8 @@ payload_getters!(
     leave => app: AppPayload,
     /// FABRIC's payload.
     fabric => app: AppPayload,
+    /// PM_FAILOVER's payload (the pool itself: app 0; the detail says what came back).
+    failover => app: AppPayload,
 );
 
 /// The events as a Python list, or None if there are none.
@@ -186,6 +188,7 @@ pub fn constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
             EventKind::AppLeave => "APP_LEAVE".to_string(),
             EventKind::TransportStarted => "TRANSPORT_STARTED".to_string(),
             EventKind::TransportCompleted => "TRANSPORT_COMPLETED".to_string(),
+            EventKind::PmFailover => "PM_FAILOVER".to_string(),
             other => other.name().to_uppercase(),
         };
         m.add(format!("MSTRO_POOL_EVENT_{name}"), k.bit())?;

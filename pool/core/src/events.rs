@@ -56,6 +56,9 @@ pub enum EventKind {
     TransportCompleted,
     /// The fabric changed (a link went down or up, a node or process was lost).
     Fabric,
+    /// Another pool manager took over from one that is gone, its grace period over (the
+    /// detail says which apps reclaimed what they held and which did not come back).
+    PmFailover,
 }
 
 impl EventKind {
@@ -65,7 +68,7 @@ impl EventKind {
     }
 
     /// Every kind, in mask-bit order.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::Declare,
         EventKind::Seal,
         EventKind::Offer,
@@ -79,6 +82,7 @@ impl EventKind {
         EventKind::TransportStarted,
         EventKind::TransportCompleted,
         EventKind::Fabric,
+        EventKind::PmFailover,
     ];
 
     /// This kind's bit in an [`EventKinds`] mask.
@@ -102,6 +106,7 @@ impl EventKind {
             EventKind::TransportStarted => "transport-started",
             EventKind::TransportCompleted => "transport-completed",
             EventKind::Fabric => "fabric",
+            EventKind::PmFailover => "pm-failover",
         }
     }
 
@@ -109,7 +114,7 @@ impl EventKind {
     pub fn is_cdo_event(self) -> bool {
         !matches!(
             self,
-            EventKind::AppJoin | EventKind::AppLeave | EventKind::Fabric
+            EventKind::AppJoin | EventKind::AppLeave | EventKind::Fabric | EventKind::PmFailover
         )
     }
 }

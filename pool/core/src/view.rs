@@ -108,6 +108,17 @@ pub struct Status {
     pub subscriptions: u64,
     /// Transfers in flight.
     pub transfers_in_flight: u64,
+    /// This PM's generation (its instance: a PM that took over from another has its own).
+    #[serde(default)]
+    pub generation: u64,
+    /// Milliseconds left of the grace period of a PM that took over from one that is
+    /// gone (only apps of that one join meanwhile, reclaiming what they held); `None`:
+    /// none.
+    #[serde(default)]
+    pub grace_ms: Option<u64>,
+    /// Where the standby pool managers watching this one run (`maestro pm --standby-for`).
+    #[serde(default)]
+    pub standbys: Vec<String>,
 }
 
 /// One app as the PM knows it.

@@ -455,3 +455,71 @@ fn an_app_whose_reclaim_connection_dies_reclaims_its_id_on_the_next() {
         "the dead connection's declare went with it"
     );
 }
+
+#[test]
+fn a_manager_that_knows_the_apps_ends_its_grace_when_they_are_back_and_says_who_is_not() {
+    use pool_core::client::News;
+    use pool_core::events::EventKind;
+    let mut w = pool_core::sim::World::new();
+    let (p, c, gone) = (
+        w.join("producer", true),
+        w.join("consumer", true),
+        w.join("gone", true),
+    );
+    let failovers = (
+        EventKind::PmFailover.into(),
+        pool_core::selector::Selector::all().expr().clone(),
+        pool_core::events::SubscribeOptions::default(),
+    );
+    w.timed(c, |k, now| k.subscribe(now, failovers, 5, 1))
+        .expect("subscribe");
+    w.pump();
+    let expected = |apps: &[(u64, &str)]| -> Vec<(u64, String)> {
+        apps.iter().map(|&(id, l)| (id, l.to_string())).collect()
+    };
+    // The third app dies with the manager: the period runs to its end, then the
+    // subscribers hear who came back and who did not.
+    w.restart_manager(Duration::from_secs(60));
+    w.manager.expecting(expected(&[
+        (1, "producer:0"),
+        (2, "consumer:0"),
+        (3, "gone:0"),
+    ]));
+    w.apps[gone].core.close();
+    w.reclaim(p).expect("producer");
+    w.reclaim(c).expect("consumer");
+    assert!(w.manager.in_grace(), "waits for the third");
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(60));
+    assert!(!w.manager.in_grace());
+    let told: Vec<_> = (w.apps[c].news[&5].iter())
+        .filter_map(|n| match n {
+            News::Event(e) if e.kind == EventKind::PmFailover => Some(e.detail.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(
+        told[0].contains("2 apps reclaimed")
+            && told[0].contains("not back")
+            && told[0].contains("gone:0"),
+        "{}",
+        told[0]
+    );
+    // A second takeover, every app it expects back: its grace ends as the last replayed.
+    w.restart_manager(Duration::from_secs(60));
+    w.manager
+        .expecting(expected(&[(1, "producer:0"), (2, "consumer:0")]));
+    w.reclaim(p).expect("producer");
+    assert!(w.manager.in_grace());
+    w.reclaim(c).expect("consumer");
+    assert!(!w.manager.in_grace(), "every app expected is back");
+    let last = match w.apps[c].news[&5].last() {
+        Some(News::Event(e)) => e.detail.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        last.contains("2 apps reclaimed") && !last.contains("not back"),
+        "{last}"
+    );
+}

@@ -45,7 +45,7 @@ pub use data::CdoData;
 pub(crate) use gfs::process_dir as gfs_process_dir;
 pub use gfs::{GfsOptions, sweep as sweep_gfs};
 pub use group::GroupMember;
-pub use observer::Observer;
+pub use observer::{Ended, Observer};
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};
 pub use pool_core::client::{GROUP_IDS, Phase as CdoPhase};
 pub use reclaim::{Finder, ReclaimOptions};

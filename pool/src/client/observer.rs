@@ -16,6 +16,15 @@ use pool_core::client::ObserverCore;
 use super::driver::{self, Connected};
 use super::{Endpoints, Result};
 
+/// How the PM's connection to an observer ended ([`Observer::wait_end`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The PM said BYE: it stopped (the workflow ended).
+    Stopped,
+    /// The connection ended without a BYE: the PM died, or the network between broke.
+    Lost,
+}
+
 /// A connection to the PM that may only look.
 ///
 /// # Panics
@@ -58,6 +67,26 @@ impl Observer {
             conn,
             core: ObserverCore::default(),
             timeout,
+        })
+    }
+
+    /// Waits up to `limit` for the PM to end this connection (a standby pool manager
+    /// watching the active one: see `maestro pm --standby-for`); `None`: it did not.
+    /// Messages other than BYE meanwhile are dropped (an observer is sent nothing
+    /// unasked).
+    pub fn wait_end(&mut self, limit: Duration) -> Option<Ended> {
+        let reader = &mut self.conn.reader;
+        self.rt.block_on(async {
+            let until = tokio::time::Instant::now() + limit;
+            loop {
+                let left = until.saturating_duration_since(tokio::time::Instant::now());
+                match reader.expect(Op::Query, left).await {
+                    Ok(proto::FromPm::Bye) => return Some(Ended::Stopped),
+                    Ok(_) => {}
+                    Err(super::ClientError::Call(crate::CallError::Timeout(_))) => return None,
+                    Err(_) => return Some(Ended::Lost),
+                }
+            }
         })
     }
 

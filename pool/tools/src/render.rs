@@ -91,6 +91,23 @@ fn app_row(a: &AppView, now_ns: i128) -> Vec<String> {
     ]
 }
 
+/// The status's line on failover: the PM's generation, the grace period left of one that
+/// took over, where its standbys run.
+fn failover(s: &Status) -> String {
+    let grace = s.grace_ms.map_or(String::new(), |ms| {
+        format!(
+            ", taking over: {} of grace left (only apps of the PM that is gone join)",
+            seconds(ms as f64 / 1e3)
+        )
+    });
+    let standbys = if s.standbys.is_empty() {
+        "no standby".to_string()
+    } else {
+        format!("standby on {}", s.standbys.join(", "))
+    };
+    format!("generation {:x}{grace}, {standbys}\n", s.generation)
+}
+
 /// `maestro pool status`.
 pub fn status(s: &Status) -> String {
     let total: u64 = s.operations.values().sum();
@@ -107,6 +124,7 @@ pub fn status(s: &Status) -> String {
         "apps {}, observers {} (this one included), subscriptions {}, transfers in flight {}\n",
         s.app_count, s.observer_count, s.subscriptions, s.transfers_in_flight
     );
+    out += &failover(s);
     out += &format!("CDOs: {}\n", counts(s.cdos.iter().filter(|(_, n)| **n > 0)));
     out += &format!("operations: {}\n", counts(s.operations.iter()));
     if s.apps.is_empty() {

@@ -144,7 +144,8 @@ impl Manager {
         let why = self.join_refusal(&workflow, (&component, index), (&nonce, &proof), identity);
         let why = match why {
             None if role == proto::Role::Observer => {
-                return self.observe(conn, &format!("{component}:{index} on {host}"));
+                let standby = (component == proto::STANDBY).then_some(host.as_str());
+                return self.observe(conn, &format!("{component}:{index} on {host}"), standby);
             }
             None => self.peer_has_room(peer).err(),
             why => why,
@@ -330,7 +331,7 @@ impl Manager {
             self.notify(EventKind::AppLeave, app, None, || why.to_string());
             self.remove_app(app, true);
         }
-        self.stats.observers.remove(&conn);
+        self.stats.forget_observer(conn);
         self.conns.remove(&conn);
         self.admitted(conn);
     }

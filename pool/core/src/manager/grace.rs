@@ -9,7 +9,16 @@
 use std::time::Instant;
 
 use super::Manager;
+use crate::events::EventKind;
 use crate::proto::{self, AppId, Reclaim, Refusal};
+
+/// What a manager that takes over knows of the apps expected back ([`Manager::expecting`])
+/// and of those that came.
+#[derive(Debug, Default)]
+pub(super) struct Takeover {
+    expected: std::collections::BTreeMap<AppId, String>,
+    back: Vec<AppId>,
+}
 
 impl Manager {
     /// This manager takes over a workflow's pool from one that is gone: until `until`,
@@ -27,17 +36,20 @@ impl Manager {
     /// Reclaiming `app` replayed what the manager that is gone confirmed: its operations
     /// raise events from now on.
     pub(super) fn replayed(&mut self, app: AppId) {
-        if let Some(a) = self.apps.get_mut(&app) {
-            a.replaying = false;
+        if let Some(a) = self.apps.get_mut(&app)
+            && std::mem::take(&mut a.replaying)
+        {
+            self.came_back(app);
         }
     }
 
-    /// The manager stops (its workflow ends): every app hears BYE, so that the end of
-    /// its connection is no loss its client waits to reclaim from (see
+    /// The manager stops (its workflow ends): every app and observer hears BYE, so that
+    /// the end of its connection is no loss to reclaim from or take over after (see
     /// [`ClientCore::lost`](crate::client::ClientCore::lost)). The driver writes them
     /// before it closes the connections.
     pub fn closing(&mut self) {
-        let conns: Vec<_> = self.apps.values().map(|a| a.conn).collect();
+        let apps = self.apps.values().map(|a| a.conn);
+        let conns: Vec<_> = apps.chain(self.stats.observers.keys().copied()).collect();
         for conn in conns {
             self.out.push(conn, crate::proto::FromPm::Bye);
         }
@@ -53,24 +65,67 @@ impl Manager {
         self.grace.is_some()
     }
 
+    /// The apps the manager that is gone had (their ids and labels, as a standby saw them
+    /// last): the grace period ends as soon as every one of them replayed what it holds, and
+    /// the failover event names those that did not come back.
+    pub fn expecting(&mut self, apps: impl IntoIterator<Item = (AppId, String)>) {
+        self.takeover.expected = apps.into_iter().collect();
+    }
+
     /// The grace period ends at its deadline.
     pub(super) fn end_grace(&mut self, now: Instant) {
         if self.grace.is_some_and(|until| until <= now) {
-            self.grace = None;
-            self.events.log_grace(false);
-            for (app, a) in &mut self.apps {
-                if std::mem::take(&mut a.replaying) {
-                    tracing::warn!(
-                        "app {app} ({}) did not finish its replay within the grace period: what it replays from now on is announced to subscribers",
-                        a.label
-                    );
-                }
-            }
-            tracing::info!(
-                "grace period over: {} apps reclaimed what they held; new apps join again",
-                self.apps.len()
-            );
+            self.finish_grace();
         }
+    }
+
+    /// Reclaiming `app` came back and replayed what it holds: the grace period ends when
+    /// every app expected did.
+    fn came_back(&mut self, app: AppId) {
+        self.takeover.back.push(app);
+        let t = &self.takeover;
+        if self.grace.is_some()
+            && !t.expected.is_empty()
+            && t.expected.keys().all(|a| t.back.contains(a))
+        {
+            self.finish_grace();
+        }
+    }
+
+    /// The grace period is over: new apps join, a reclaiming app still replaying is late
+    /// (what it sends from now on raises events), and subscribers hear who came back.
+    fn finish_grace(&mut self) {
+        self.grace = None;
+        self.events.log_grace(false);
+        for (app, a) in &mut self.apps {
+            if std::mem::take(&mut a.replaying) {
+                tracing::warn!(
+                    "app {app} ({}) did not finish its replay within the grace period: what it replays from now on is announced to subscribers",
+                    a.label
+                );
+            }
+        }
+        let takeover = std::mem::take(&mut self.takeover);
+        let missing: Vec<&str> = (takeover.expected.iter())
+            .filter(|(id, _)| !takeover.back.contains(id))
+            .map(|(_, label)| label.as_str())
+            .collect();
+        let detail = if missing.is_empty() {
+            format!(
+                "pool manager {:x} took over: {} apps reclaimed what they held",
+                self.instance,
+                takeover.back.len()
+            )
+        } else {
+            format!(
+                "pool manager {:x} took over: {} apps reclaimed what they held; not back (what they offered is gone): {}",
+                self.instance,
+                takeover.back.len(),
+                missing.join(", ")
+            )
+        };
+        tracing::info!("grace period over: {detail}; new apps join again");
+        self.notify(EventKind::PmFailover, 0, None, || detail);
     }
 
     /// The app id a JOIN gets, given what it reclaims: the next one for a new app outside

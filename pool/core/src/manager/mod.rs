@@ -225,6 +225,8 @@ pub struct Manager {
     next_app: AppId,
     /// Until when only reclaiming apps may join ([`Manager::reclaiming`]).
     grace: Option<Instant>,
+    /// The apps expected back in the grace period, and those that came.
+    takeover: grace::Takeover,
     /// What to send, and which connections to close.
     out: Outbox,
     events: events::Events,
@@ -273,6 +275,7 @@ impl Manager {
             next_id: 1,
             next_app: 1,
             grace: None,
+            takeover: grace::Takeover::default(),
             out: Outbox::default(),
             events: events::Events::new(clock),
             down: Vec::new(),

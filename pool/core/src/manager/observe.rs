@@ -49,6 +49,8 @@ pub(super) struct Stats {
     fabric_events: VecDeque<FabricEvent>,
     /// Observer connections, with when each last asked (or joined).
     pub(super) observers: BTreeMap<ConnId, Instant>,
+    /// Which of them are standby pool managers watching this one, and where they run.
+    standbys: BTreeMap<ConnId, String>,
     /// The PM's resident memory, as the driver last said.
     memory_bytes: Option<u64>,
 }
@@ -57,6 +59,12 @@ impl Stats {
     /// The PM process's resident memory, as the driver read it.
     pub(super) fn set_memory_bytes(&mut self, bytes: Option<u64>) {
         self.memory_bytes = bytes;
+    }
+
+    /// Observer `conn` is gone.
+    pub(super) fn forget_observer(&mut self, conn: ConnId) {
+        self.observers.remove(&conn);
+        self.standbys.remove(&conn);
     }
 
     /// Number of observers connected.
@@ -72,6 +80,7 @@ impl Stats {
             traffic: TrafficStats::new(),
             fabric_events: VecDeque::new(),
             observers: BTreeMap::new(),
+            standbys: BTreeMap::new(),
             memory_bytes: None,
         }
     }
@@ -133,13 +142,13 @@ fn address_of(a: &App) -> Option<String> {
 impl Manager {
     /// Accepts `conn` as an observer; when [`MAX_OBSERVERS`] are connected, the one that
     /// asked nothing for longest is told why and closed to make room.
-    pub(super) fn observe(&mut self, conn: ConnId, who: &str) {
+    pub(super) fn observe(&mut self, conn: ConnId, who: &str, standby: Option<&str>) {
         let now = self.events.now();
         if self.stats.observers.len() >= MAX_OBSERVERS
             && let Some((&idle, _)) = self.stats.observers.iter().min_by_key(|(_, t)| **t)
         {
             tracing::debug!("observer {idle} closed: {MAX_OBSERVERS} observers, {who} came");
-            self.stats.observers.remove(&idle);
+            self.stats.forget_observer(idle);
             self.conns.remove(&idle);
             self.refuse(
                 idle,
@@ -153,6 +162,10 @@ impl Manager {
         }
         tracing::debug!("observer {who} connected ({conn})");
         self.stats.observers.insert(conn, now);
+        if let Some(host) = standby {
+            tracing::info!("standby pool manager on {host} watches this one");
+            self.stats.standbys.insert(conn, host.to_string());
+        }
         self.conns.insert(conn, super::Conn::Observer);
         self.out.push(
             conn,
@@ -183,7 +196,7 @@ impl Manager {
                 );
             }
             proto::ToPm::Leave => {
-                self.stats.observers.remove(&conn);
+                self.stats.forget_observer(conn);
                 self.conns.remove(&conn);
                 self.out.push(conn, FromPm::Bye);
                 self.out.close(conn);
@@ -255,6 +268,11 @@ impl Manager {
             inline_bytes: self.inline_held as u64,
             app_count: self.apps.len() as u64,
             observer_count: self.stats.observers.len() as u64,
+            generation: self.instance,
+            grace_ms: self
+                .grace
+                .map(|until| duration_ms(until.saturating_duration_since(now))),
+            standbys: self.stats.standbys.values().cloned().collect(),
             apps: self
                 .apps
                 .iter()

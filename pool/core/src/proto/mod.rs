@@ -188,6 +188,10 @@ pub struct Join {
     pub reclaim: Option<Reclaim>,
 }
 
+/// The component name a standby pool manager watches the active one under (an
+/// observer: see `maestro pm --standby-for`); the active one lists it in its status.
+pub const STANDBY: &str = "maestro-standby";
+
 /// What an app that lost its pool manager names when it joins the next one of the
 /// workflow ([`Join::reclaim`]): who it was, and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
