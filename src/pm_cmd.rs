@@ -116,9 +116,18 @@ pub struct PmOptions {
     /// back what it held; new apps join after it.
     #[arg(long)]
     pub reclaim: bool,
-    /// Seconds of the grace period of --reclaim: the apps of the pool manager that is gone
-    /// rejoin and offer again what they hold; new apps wait until it ends.
-    #[arg(long, default_value = "5", value_parser = pool_tools::cli::parse_timeout, requires = "reclaim")]
+    /// Stand by for the pool manager of INFO (its --info-file, or its PM info itself),
+    /// on another node: watch it as an observer and, when it dies (its connection ends
+    /// without the BYE of a PM that stops, and it accepts no connection any more), take
+    /// over its workflow with a grace period (--grace) in which its apps rejoin this one
+    /// and reclaim what they held. The PM info then goes to --info-file, or to INFO's
+    /// file, where the apps look for it again. Exits when the watched PM stops on purpose.
+    #[arg(long, value_name = "INFO", conflicts_with = "reclaim")]
+    pub standby_for: Option<String>,
+    /// Seconds of the grace period of --reclaim and --standby-for: the apps of the pool
+    /// manager that is gone rejoin and offer again what they hold; new apps wait until it
+    /// ends (a standby ends it once every app it saw is back).
+    #[arg(long, default_value = "5", value_parser = pool_tools::cli::parse_timeout)]
     pub grace: std::time::Duration,
     /// Most bytes the PM holds for the CDOs it keeps (their names, attributes and file
     /// paths, 320 bytes per CDO), e.g. 256M; past it a withdraw ends its CDO.
@@ -280,11 +289,23 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     // Even a PM killed with SIGKILL leaves no info file, socket directory or kept files
     // behind.
     let _janitor = launcher::janitor::Janitor::start(&launcher::janitor::JanitorArgs {
-        info_file: opts.info_file.clone(),
+        info_file: info_file(opts),
         gfs_dir: opts.gfs_dir.clone(),
         ..Default::default()
     });
-    let pm = PoolManager::start(config(opts)?)?;
+    let (previous, expect) = match &opts.standby_for {
+        Some(watched) => match stand_by(watched, &mut signals)? {
+            pool::standby::Watched::Gone { info, apps } => (Some(info), apps),
+            pool::standby::Watched::Stopped | pool::standby::Watched::Interrupted => {
+                return Ok(());
+            }
+        },
+        None if opts.reclaim => (Some(previous_info(opts)?), Vec::new()),
+        None => (None, Vec::new()),
+    };
+    let mut config = config(opts, previous.as_ref())?;
+    config.expect = expect;
+    let pm = PoolManager::start(config)?;
     let info = pm.info().clone();
     // Left behind if this PM is killed: `maestro pm --reclaim` takes over from it.
     let takeover =
@@ -307,9 +328,9 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             None
         }
     };
-    if opts.reclaim {
+    if previous.is_some() {
         eprintln!(
-            "maestro pm: taking over workflow {:?}: its apps reclaim what they held for {:.1} s (--grace)",
+            "maestro pm: taking over workflow {:?}: its apps reclaim what they held for at most {:.1} s (--grace)",
             info.workflow,
             opts.grace.as_secs_f64()
         );
@@ -317,7 +338,8 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     if let Some(addr) = pm.metrics_addr() {
         eprintln!("maestro pm: metrics at http://{addr}/metrics");
     }
-    let _held = match &opts.info_file {
+    let info_file = info_file(opts);
+    let _held = match &info_file {
         Some(path) => Some(info.write_file(path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))
         })?),
@@ -336,7 +358,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             out.flush()?;
         }
         // The file has it: nothing to say.
-        Err(_) if opts.info_file.is_some() => {}
+        Err(_) if info_file.is_some() => {}
         Err(why) => eprintln!(
             "maestro pm: the PM info (it holds the workflow secret) is not printed: {why}; or use --info-file"
         ),
@@ -372,7 +394,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     drop(pmix);
     // Stopped, not gone: nothing to take over.
     let _ = std::fs::remove_file(&takeover);
-    if let Some(path) = &opts.info_file {
+    if let Some(path) = &info_file {
         // Still ours: `_held` has kept it open and locked.
         let _ = std::fs::remove_file(path);
     }
@@ -383,27 +405,26 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
 ///
 /// # Errors
 /// No randomness for the secret; a malformed fabric setting (`MSTRO_OFI_*`).
-fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
-    let previous = opts.reclaim.then(|| previous_info(opts)).transpose()?;
-    let secret = match &previous {
+fn config(opts: &PmOptions, previous: Option<&bootstrap::PmInfo>) -> std::io::Result<PmConfig> {
+    let secret = match previous {
         Some(info) => info.secret.clone(),
         None => new_secret()?,
     };
     let fabric = fabric::Config::from_env()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-    let listen = match &previous {
+    let listen = match previous {
         _ if !opts.listen.is_empty() => opts.listen.clone(),
-        // Where the apps that found it by its line look for it again.
-        Some(info) => (info.endpoints.iter())
+        // Where the apps that found it by its line look for it again (on its node).
+        Some(info) if opts.reclaim => (info.endpoints.iter())
             .filter_map(|e| match e {
                 bootstrap::ControlAddr::Tcp(a) => Some(*a),
                 bootstrap::ControlAddr::Unix(_) => None,
             })
             .collect(),
-        None => default_listen(&fabric.exclude),
+        _ => default_listen(&fabric.exclude),
     };
     let mut config = PmConfig::new(&opts.workflow, &secret, listen);
-    config.grace = opts.reclaim.then_some(opts.grace);
+    config.grace = previous.map(|_| opts.grace);
     config.exclude_interfaces = fabric.exclude;
     config.unix_socket = opts.unix_socket;
     config.join_timeout = opts.join_timeout;
@@ -432,6 +453,67 @@ fn config(opts: &PmOptions) -> std::io::Result<PmConfig> {
     config.gfs_dir = opts.gfs_dir.clone();
     config.adopt = opts.adopt.clone();
     Ok(config)
+}
+
+/// Where the PM info goes: `--info-file`, or a standby's watched info file (where the apps
+/// look for the PM again).
+fn info_file(opts: &PmOptions) -> Option<PathBuf> {
+    opts.info_file.clone().or_else(|| {
+        let watched = PathBuf::from(opts.standby_for.as_ref()?);
+        (!bootstrap::holds_pm_info(&watched.to_string_lossy())).then_some(watched)
+    })
+}
+
+/// How long a standby waits for the pool manager it stands by for to be there (it may be
+/// starting too).
+const FIRST_CONTACT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Stands by for the pool manager `watched` names (an info file, or the info itself) until
+/// it is gone (its info and apps, to take over from), stopped on purpose, or a signal
+/// came.
+///
+/// # Errors
+/// No active PM found within the PM wait (30 s, `MSTRO_POOL_MANAGER_WAIT`).
+fn stand_by(
+    watched: &str,
+    signals: &mut signal_hook::iterator::Signals,
+) -> std::io::Result<pool::standby::Watched> {
+    use pool::standby::Watched;
+    // A file's path, or the info (its line) itself.
+    let literal = if bootstrap::holds_pm_info(watched) {
+        bootstrap::parse_info_text(watched).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("--standby-for: {e}"),
+            )
+        })?
+    } else {
+        None
+    };
+    let path = PathBuf::from(watched);
+    let find = || match &literal {
+        Some(info) => Some(info.clone()),
+        None => bootstrap::PmInfo::from_file(&path).ok().flatten(),
+    };
+    let mut stop = false;
+    let stopped = || {
+        stop |= signals.pending().next().is_some();
+        stop
+    };
+    eprintln!("maestro pm: standing by for the pool manager of {watched}");
+    let watched = pool::standby::watch(find, FIRST_CONTACT, stopped)?;
+    match &watched {
+        Watched::Gone { info, apps } => eprintln!(
+            "maestro pm: the pool manager of workflow {:?} is gone (its {} apps are expected back): taking over",
+            info.workflow,
+            apps.len()
+        ),
+        Watched::Stopped => {
+            eprintln!("maestro pm: the pool manager stopped: nothing to take over");
+        }
+        Watched::Interrupted => {}
+    }
+    Ok(watched)
 }
 
 /// The PM info of the pool manager `--reclaim` takes over from: this node's record of the

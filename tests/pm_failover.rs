@@ -139,3 +139,123 @@ fn a_pm_that_stops_says_bye_and_its_apps_do_not_wait_for_another() {
         "waited {waited:?} for a PM that said BYE"
     );
 }
+
+/// `maestro pool status --info-file FILE`: the status's text.
+fn status(file: &std::path::Path) -> String {
+    let out = common::run(
+        std::process::Command::new(common::maestro())
+            .args(["pool", "status", "--info-file"])
+            .arg(file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    out.stdout
+}
+
+#[test]
+fn a_standby_takes_over_from_a_killed_pm_and_its_apps_carry_on() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("pm.info");
+    let workflow = format!("failover-standby-{}", std::process::id());
+    let (active, info) = start_pm(&workflow, &file, tmp.path(), &[]);
+    let mut cmd = std::process::Command::new(common::maestro());
+    cmd.args([
+        "pm",
+        "--workflow",
+        &workflow,
+        "--grace",
+        "10",
+        "--standby-for",
+    ])
+    .arg(&file)
+    .env("TMPDIR", tmp.path());
+    let mut standby = common::Group::spawn(&mut cmd);
+    let said = common::lines(standby.child.stderr.take().expect("stderr"));
+    let producer = join(&info, &file, "producer");
+    let consumer = join(&info, &file, "consumer");
+    offer(&producer, "before", b"offered before the PM died");
+    // The standby looks at the active PM's apps twice a second.
+    std::thread::sleep(Duration::from_millis(800));
+    // The active PM lists its standby.
+    let end = Instant::now() + Duration::from_secs(20);
+    while !status(&file).contains("standby on ") {
+        assert!(Instant::now() < end, "no standby listed: {}", status(&file));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let waiting = std::thread::spawn(move || {
+        let got = demand(&consumer, "after");
+        (consumer, got)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = Instant::now();
+    // SAFETY: signalling the PM's process, which this test started.
+    unsafe { libc::kill(active.pid(), libc::SIGKILL) };
+    offer(&producer, "after", b"offered to the standby");
+    let served = killed.elapsed();
+    let (consumer, got) = waiting.join().expect("demand thread");
+    let stall = killed.elapsed();
+    assert_eq!(got, b"offered to the standby");
+    eprintln!(
+        "standby: from the kill, an offer answered after {:.2} s, a waiting demand served after {:.2} s",
+        served.as_secs_f64(),
+        stall.as_secs_f64()
+    );
+    assert!(stall < Duration::from_secs(5), "stalled {stall:?}");
+    // Both apps it saw came back: its grace period (10 s) ends early, after its shortest
+    // length (1 s).
+    let text = loop {
+        let text = status(&file);
+        if !text.contains("taking over") {
+            break text;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "the grace period did not end early: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(text.contains("generation"), "{text}");
+    let newcomer = join(
+        &PmInfo::from_file(&file).expect("info").expect("written"),
+        &file,
+        "newcomer",
+    );
+    assert_eq!(demand(&newcomer, "before"), b"offered before the PM died");
+    for c in [newcomer, consumer, producer] {
+        c.leave().expect("leave");
+    }
+    let out = standby.terminate(Duration::from_secs(10));
+    assert_eq!(out.code(), Some(0));
+    let said: Vec<String> = said.try_iter().collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("is gone (its 2 apps are expected back): taking over")),
+        "{said:?}"
+    );
+}
+
+#[test]
+fn a_standby_of_a_pm_that_stops_exits_without_taking_over() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("pm.info");
+    let workflow = format!("failover-standby-stop-{}", std::process::id());
+    let (active, _) = start_pm(&workflow, &file, tmp.path(), &[]);
+    let mut cmd = std::process::Command::new(common::maestro());
+    cmd.args(["pm", "--workflow", &workflow, "--standby-for"])
+        .arg(&file)
+        .env("TMPDIR", tmp.path());
+    let standby = common::Group::spawn(&mut cmd);
+    let end = Instant::now() + Duration::from_secs(20);
+    while !status(&file).contains("standby on ") {
+        assert!(Instant::now() < end, "no standby listed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    active.terminate(Duration::from_secs(10));
+    let out = standby.wait(Duration::from_secs(10));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("nothing to take over"),
+        "{}",
+        out.stderr
+    );
+}

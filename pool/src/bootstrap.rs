@@ -421,11 +421,11 @@ impl PmInfo {
 const PM_INFO_FILE_MAX: u64 = 64 << 10;
 
 /// The PM info in the text of an info file (the info, or the `MSTRO_POOL_MANAGER_INFO;
-/// <info>;` line); `None` for empty text.
+/// <info>;` line, as a user copies it); `None` for empty text.
 ///
 /// # Errors
 /// Text that is no PM info.
-fn parse_info_text(text: &str) -> Result<Option<PmInfo>, PmInfoError> {
+pub fn parse_info_text(text: &str) -> Result<Option<PmInfo>, PmInfoError> {
     let line = text.trim();
     let line = line
         .strip_prefix(PM_INFO_ENV)

@@ -34,8 +34,8 @@ pub mod sim;
 pub mod view;
 
 pub use manager::{
-    Adopted, Clock, ConnId, GROUP_SLICE, Identity, KeptCheck, KeptFile, Manager, REAP_SLICE,
-    admission, policy,
+    Adopted, Clock, ConnId, GROUP_SLICE, Identity, KeptCheck, KeptFile, MIN_GRACE, Manager,
+    REAP_SLICE, admission, policy,
 };
 pub use proto::MAX_NAME;
 

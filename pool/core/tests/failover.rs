@@ -506,12 +506,15 @@ fn a_manager_that_knows_the_apps_ends_its_grace_when_they_are_back_and_says_who_
         "{}",
         told[0]
     );
-    // A second takeover, every app it expects back: its grace ends as the last replayed.
+    // A second takeover, every app it expects back: its grace ends as the last replayed,
+    // once its shortest length passed.
     w.restart_manager(Duration::from_secs(60));
     w.manager
         .expecting(expected(&[(1, "producer:0"), (2, "consumer:0")]));
     w.reclaim(p).expect("producer");
-    assert!(w.manager.in_grace());
+    let t1 = w.now;
+    w.run_until(t1 + pool_core::MIN_GRACE);
+    assert!(w.manager.in_grace(), "one app is still missing");
     w.reclaim(c).expect("consumer");
     assert!(!w.manager.in_grace(), "every app expected is back");
     let last = match w.apps[c].news[&5].last() {

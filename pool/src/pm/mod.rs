@@ -44,6 +44,7 @@ mod kept;
 mod listen;
 pub mod metrics;
 mod resources;
+pub mod standby;
 
 pub use crate::admission::{
     JOIN_TIMEOUT, PER_PEER as MAX_UNJOINED_PER_PEER, WAITING as MAX_UNJOINED,
@@ -143,6 +144,10 @@ pub struct PmConfig {
     /// its app id and replaying what it holds; then new apps join too (see
     /// docs/developers/failover.md). Default `None`: a new pool.
     pub grace: Option<std::time::Duration>,
+    /// The apps of the PM that is gone, as a standby last saw them (id and
+    /// `component:index`): the grace period ends once all of them reclaimed what they
+    /// held, and the failover event names those that did not. Default none.
+    pub expect: Vec<(crate::proto::AppId, String)>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -196,6 +201,7 @@ impl PmConfig {
             gfs_dir: None,
             adopt: Vec::new(),
             grace: None,
+            expect: Vec::new(),
         }
     }
 }
@@ -285,6 +291,7 @@ impl PoolManager {
         manager.set_policy(config.policy.clone());
         if let Some(grace) = config.grace {
             manager.reclaiming(Instant::now() + grace);
+            manager.expecting(config.expect.iter().cloned());
         }
         let mut kept = config
             .gfs_dir

@@ -16,9 +16,15 @@ use crate::proto::{self, AppId, Reclaim, Refusal};
 /// and of those that came.
 #[derive(Debug, Default)]
 pub(super) struct Takeover {
+    /// When the grace period began.
+    since: Option<Instant>,
     expected: std::collections::BTreeMap<AppId, String>,
     back: Vec<AppId>,
 }
+
+/// The shortest grace period of a manager that knows which apps to expect back
+/// ([`Manager::expecting`]).
+pub const MIN_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Manager {
     /// This manager takes over a workflow's pool from one that is gone: until `until`,
@@ -26,6 +32,7 @@ impl Manager {
     pub fn reclaiming(&mut self, until: Instant) {
         tracing::info!("grace period: only apps reclaiming what they held join until it ends");
         self.grace = Some(until);
+        self.takeover.since = Some(self.events.now());
         self.events.log_grace(true);
         // Transfers (and leases and subscriptions) are numbered from a start of this
         // instance's own, far from the old manager's: a transfer of the old one still
@@ -72,24 +79,40 @@ impl Manager {
         self.takeover.expected = apps.into_iter().collect();
     }
 
-    /// The grace period ends at its deadline.
+    /// The grace period ends at its deadline, or once every app expected is back.
     pub(super) fn end_grace(&mut self, now: Instant) {
-        if self.grace.is_some_and(|until| until <= now) {
+        if self.grace_deadline().is_some_and(|at| at <= now) {
             self.finish_grace();
         }
+    }
+
+    /// When [`Manager::poll_timeout`] is due for the grace period: its end, or the end of
+    /// its shortest length while every app expected is back already.
+    pub(super) fn grace_deadline(&self) -> Option<Instant> {
+        let until = self.grace?;
+        let t = &self.takeover;
+        let early = (t.since)
+            .filter(|_| !t.expected.is_empty() && t.expected.keys().all(|a| t.back.contains(a)))
+            .map(|at| at + MIN_GRACE);
+        Some(early.map_or(until, |e| e.min(until)))
     }
 
     /// Reclaiming `app` came back and replayed what it holds: the grace period ends when
     /// every app expected did.
     fn came_back(&mut self, app: AppId) {
         self.takeover.back.push(app);
-        let t = &self.takeover;
-        if self.grace.is_some()
-            && !t.expected.is_empty()
-            && t.expected.keys().all(|a| t.back.contains(a))
-        {
+        if self.all_back() {
             self.finish_grace();
         }
+    }
+
+    /// Whether the grace period is due to end now: every app expected back replayed what
+    /// it holds, at least [`MIN_GRACE`] into the period (an app that joined the old
+    /// manager just before it died may be missing from the standby's last look: it gets
+    /// that long to come back too), or its end came.
+    fn all_back(&self) -> bool {
+        self.grace_deadline()
+            .is_some_and(|at| self.events.now() >= at)
     }
 
     /// The grace period is over: new apps join, a reclaiming app still replaying is late

@@ -87,6 +87,7 @@ mod transfer;
 use apps::{App, Claim, Conn};
 pub use apps::{Identity, REAP_SLICE};
 use cdo::{Cdo, CdoTable, State, Want};
+pub use grace::MIN_GRACE;
 pub use group::GROUP_SLICE;
 pub use kept::{Adopted, KeptCheck, KeptFile};
 use outbox::Outbox;
@@ -574,7 +575,7 @@ impl Manager {
             self.next_join_deadline(),
             self.next_kept_deadline(),
             self.next_spill_deadline(),
-            self.grace,
+            self.grace_deadline(),
         ]
         .into_iter()
         .flatten()
