@@ -460,6 +460,61 @@ fn c_programs_find_the_pm_by_its_info_file() {
     pm.terminate(Duration::from_secs(10));
 }
 
+/// A C producer and consumer written against Maestro's API ride out the death of their
+/// pool manager: `kill -9` of it at three moments of their exchange (before it, early in
+/// it, later), the PM restarted with `maestro pm --reclaim` 100 ms after; both end well,
+/// every checksum matching, with no change to the programs (`MSTRO_PM_RECLAIM_TIMEOUT`'s
+/// default holds their calls meanwhile).
+#[test]
+fn c_programs_ride_out_a_killed_pm_restarted_with_reclaim() {
+    let c = installed();
+    for (run, delay_ms) in [0u64, 150, 400].into_iter().enumerate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("wf.info");
+        let path = file.to_str().expect("utf-8 path");
+        let workflow = format!("capi-failover-{}-{run}", std::process::id());
+        let tmp = [("TMPDIR", dir.path().to_str().expect("utf-8 path"))];
+        let (pm, _) = start_pm_with_env(&workflow, &["--info-file", path], &tmp);
+        let spawn = |name: &str, args: &[&str]| {
+            let mut cmd = Command::new(c.bin(name));
+            env(&mut cmd, &workflow)
+                .args(args)
+                .env("MSTRO_POOL_MANAGER_INFO_FILE", path);
+            Group::spawn(&mut cmd)
+        };
+        let consumer = spawn("consumer", &["--expect", "2"]);
+        let producer = spawn("producer", &["--cdos", "8"]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: signalling the PM's process, which this test started.
+        unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(100));
+        let (next, _) = start_pm_with_env(
+            &workflow,
+            &["--info-file", path, "--reclaim", "--grace", "2"],
+            &tmp,
+        );
+        let p = producer.wait(Duration::from_secs(120));
+        let k = consumer.wait(Duration::from_secs(120));
+        assert_eq!(
+            p.code(),
+            Some(0),
+            "kill after {delay_ms} ms: producer: {p:?}"
+        );
+        assert_eq!(
+            k.code(),
+            Some(0),
+            "kill after {delay_ms} ms: consumer: {k:?}"
+        );
+        assert_exchange(&format!("{}{}", p.stdout, k.stdout));
+        eprintln!(
+            "kill after {delay_ms} ms: producer ran {:.2} s, consumer {:.2} s",
+            p.elapsed.as_secs_f64(),
+            k.elapsed.as_secs_f64()
+        );
+        drop((pm, next));
+    }
+}
+
 /// A job of two ranks and no pool manager anywhere: each rank fails at its first pool
 /// operation within `MSTRO_POOL_MANAGER_WAIT` plus a second, saying how to start one
 /// (it used to run a silent pool of its own and wait out `MSTRO_TIMEOUT`); asked for

@@ -358,3 +358,52 @@ def test_the_readme_snippet_runs_as_written(tmp_path, env_for_children):
     code, out, err = run([sys.executable, str(script)], env_for_children, timeout=60)
     assert code == 0, out + err
     assert out.strip() == "8388608 bytes, equal", out + err
+
+
+def test_the_syphon_rides_out_a_killed_pm_restarted_with_reclaim(tmp_path, env_for_children):
+    """ECMWF's syphon and a producer, unchanged, survive `kill -9` of their pool manager
+    mid-run: the PM restarted with `maestro pm --reclaim` takes over, they rejoin it
+    (MSTRO_PM_RECLAIM_TIMEOUT's default holds their calls) and every checksum matches."""
+    workflow = f"py-failover-{os.getpid()}"
+    info = tmp_path / "wf.info"
+    env = dict(env_for_children, MSTRO_WORKFLOW_NAME=workflow, MSTRO_POOL_MANAGER_INFO_FILE=str(info))
+    started = []
+
+    def spawn(cmd, **kw):
+        p = subprocess.Popen(cmd, env=env, text=True, start_new_session=True, **kw)
+        started.append(p)
+        return p
+
+    pm_cmd = [str(MAESTRO), "pm", "--workflow", workflow, "--info-file", str(info)]
+    try:
+        pm = spawn(pm_cmd, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not info.exists():
+            assert time.monotonic() < deadline, "the PM wrote no info file"
+            time.sleep(0.05)
+        consumer = spawn(
+            [sys.executable, str(EXAMPLES / "python" / "consumer.py"), "--expect", "2", "--as-told"],
+            stdout=subprocess.PIPE,
+        )
+        producer = spawn(
+            [sys.executable, str(EXAMPLES / "python" / "producer.py"), "--cdos", "8", "--size", "65536"],
+            stdout=subprocess.PIPE,
+        )
+        time.sleep(1.0)
+        os.kill(pm.pid, signal.SIGKILL)
+        time.sleep(0.1)
+        spawn(pm_cmd + ["--reclaim", "--grace", "2"], stderr=subprocess.DEVNULL)
+        produced, _ = producer.communicate(timeout=120)
+        assert producer.returncode == 0, produced
+        consumed, _ = consumer.communicate(timeout=120)
+        assert consumer.returncode == 0, consumed
+        assert "py-consumer: 2 CDOs, 131072 bytes, all checksums match" in consumed, consumed
+    finally:
+        for p in reversed(started):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

@@ -156,11 +156,13 @@ impl AsyncClient {
     /// Must run inside a tokio runtime (the driver tasks are spawned on it).
     ///
     /// # Errors
-    /// [`ClientError::Unreachable`] when no endpoint accepts a connection;
-    /// [`CallError::Refused`](crate::CallError::Refused) with `BadProof`, `WrongWorkflow` or `NotTheUser`;
+    /// [`ClientError::Unreachable`] when no endpoint accepts a connection (with
+    /// [`JoinOptions::reclaim`], none within its timeout either, looking where it says);
+    /// [`CallError::Refused`](crate::CallError::Refused) with `BadProof`, `WrongWorkflow` or `NotTheUser`,
+    /// or `Grace` when the PM's grace period after a takeover outlasts the join timeout;
     /// timeouts and connection errors.
     pub async fn join(info: &PmInfo, opts: JoinOptions) -> Result<AsyncClient> {
-        let schemas = match opts.schemas {
+        let schemas = match opts.schemas.clone() {
             Some(s) => s,
             None => Arc::new(crate::schema::from_env()?),
         };
@@ -170,7 +172,6 @@ impl AsyncClient {
             .as_ref()
             .map(|o| super::gfs::Gfs::new(o).map(Arc::new))
             .transpose()?;
-        let mut connected = driver::connect(info, opts.timeout, &opts.exclude_interfaces).await?;
         let endpoint = opts.endpoint.as_ref().map(fabric_endpoint);
         let alternates = opts.alternates.iter().map(fabric_endpoint).collect();
         let networks = opts
@@ -213,18 +214,17 @@ impl AsyncClient {
             info,
             (&opts.component, opts.index, &opts.job),
             endpoints,
-            opts.credential,
+            opts.credential.clone(),
             opts.isolated,
             proto::Role::App,
         );
+        let (connected, (mut core, app, pool), info) = first_join(info, &join, &opts).await?;
         let rejoin = opts.reclaim.map(|options| super::reclaim::Rejoin {
             options,
-            join: join.clone(),
-            info: Mutex::new(info.clone()),
+            join,
+            info: Mutex::new(info),
             exclude: opts.exclude_interfaces.clone(),
         });
-        let (mut core, app, pool) =
-            driver::handshake(&mut connected, join, &info.secret, opts.timeout).await?;
         core.set_schemas(schemas.clone());
         core.set_inline_max(opts.inline_max);
         core.set_gfs(pool_core::client::GfsUse {
@@ -257,5 +257,57 @@ impl AsyncClient {
             tasks.push(watch);
         }
         Ok(AsyncClient { shared, tasks })
+    }
+}
+
+/// Connects to the PM of `info` and joins with `join`: a PM in its grace period (it took
+/// over from one that is gone) is asked again until the period ends, and, when the client
+/// rides out the loss of its PM, a PM that is not there is looked for again (the one that
+/// takes over) until its reclaim timeout; each within `opts.timeout` of the first try.
+/// The connection, the joined core with the app's id and the PM's instance, and the PM
+/// info joined.
+///
+/// # Errors
+/// As [`AsyncClient::join`].
+async fn first_join(
+    info: &PmInfo,
+    join: &proto::Join,
+    opts: &JoinOptions,
+) -> Result<(driver::Connected, (super::Core, AppId, u64), PmInfo)> {
+    let started = std::time::Instant::now();
+    let mut info = info.clone();
+    let mut pause = std::time::Duration::from_millis(20);
+    loop {
+        let tried = async {
+            let mut c = driver::connect(&info, opts.timeout, &opts.exclude_interfaces).await?;
+            let joined =
+                driver::handshake(&mut c, join.clone(), &info.secret, opts.timeout).await?;
+            Ok((c, joined))
+        };
+        let e = match tried.await {
+            Ok((c, joined)) => return Ok((c, joined, info)),
+            Err(e) => e,
+        };
+        let again = match &e {
+            ClientError::Call(CallError::Refused {
+                why: proto::Refusal::Grace,
+                ..
+            }) => started.elapsed() < opts.timeout,
+            ClientError::Unreachable(_) => opts
+                .reclaim
+                .as_ref()
+                .is_some_and(|r| started.elapsed() < r.timeout.min(opts.timeout)),
+            _ => false,
+        };
+        if !again {
+            return Err(e);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_millis(250));
+        if let Some(found) = opts.reclaim.as_ref().and_then(|r| r.find.clone()) {
+            if let Ok(Some(again)) = tokio::task::spawn_blocking(move || found()).await {
+                info = again;
+            }
+        }
     }
 }
