@@ -304,10 +304,9 @@ async fn first_join(
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_millis(250));
-        if let Some(found) = opts.reclaim.as_ref().and_then(|r| r.find.clone()) {
-            if let Ok(Some(again)) = tokio::task::spawn_blocking(move || found()).await {
-                info = again;
-            }
+        let find = opts.reclaim.as_ref().and_then(|r| r.find.as_ref());
+        if let Some(again) = super::reclaim::found(find).await {
+            info = again;
         }
     }
 }

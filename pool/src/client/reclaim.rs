@@ -120,16 +120,20 @@ pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
 
 /// Where to look now: what the finder finds, else the PM info last joined.
 async fn look(rejoin: &Rejoin) -> PmInfo {
-    if let Some(find) = rejoin.options.find.clone()
-        && let Ok(Some(found)) = tokio::task::spawn_blocking(move || find()).await
-    {
-        return found;
+    match found(rejoin.options.find.as_ref()).await {
+        Some(info) => info,
+        None => (rejoin.info.lock().unwrap_or_else(PoisonError::into_inner)).clone(),
     }
-    rejoin
-        .info
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
+}
+
+/// What `find` finds now, if anything (on a blocking thread: it may wait on PMIx or a
+/// file system).
+pub(crate) async fn found(find: Option<&Finder>) -> Option<PmInfo> {
+    let find = Arc::clone(find?);
+    tokio::task::spawn_blocking(move || find())
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Connects to `info`'s endpoints and runs the rejoin's handshake; the new connection's
