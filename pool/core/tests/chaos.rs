@@ -19,26 +19,6 @@ use support::*;
 const KEEP: &str = "/gfs/pm";
 const NAMES: [&str; 4] = ["a", "b", "c/d", "e"];
 
-/// xorshift64*: enough randomness for choosing operations, and the same every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len())]
-    }
-}
-
 /// What the apps of one run know: their connections, their CDOs, the transfers and spills
 /// the manager asked of them.
 #[derive(Default)]

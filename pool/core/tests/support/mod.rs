@@ -362,3 +362,29 @@ pub fn tcp_at(ip: [u8; 4]) -> FabricEndpoint {
         address: Address(sa),
     }
 }
+
+/// xorshift64*: enough randomness for choosing operations, and the same every run (the
+/// chaos tests' fixed seeds).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A generator for `seed` (any, 0 included).
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+}
