@@ -259,3 +259,112 @@ fn a_standby_of_a_pm_that_stops_exits_without_taking_over() {
         out.stderr
     );
 }
+
+/// Polls `maestro pool status` of the PM in `file` until an app joined it; how long that
+/// took from `since` (the first operation the PM that took over served: a reclaim).
+/// `None` when the job `pid` ended first (it was leaving when its PM died).
+fn first_rejoin(file: &std::path::Path, since: Instant, pid: i32) -> Option<Duration> {
+    let end = since + Duration::from_secs(60);
+    loop {
+        if !common::alive(pid) {
+            return None;
+        }
+        let out = common::run(
+            std::process::Command::new(common::maestro())
+                .args(["pool", "status", "--json", "--info-file"])
+                .arg(file),
+            Duration::from_secs(10),
+        );
+        if out.code() == Some(0) {
+            let s: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+            if s["app_count"].as_u64().unwrap_or(0) > 0 {
+                return Some(since.elapsed());
+            }
+        }
+        assert!(Instant::now() < end, "nobody rejoined in 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The Rust workflow (`pool_workflow`: 4 ranks under `maestro run`, 2 producers of 100
+/// CDOs each, up to 4 MiB, one consumer checking every byte) with its pool manager killed
+/// with SIGKILL at a random moment of the run (fixed seeds), ten times: five taken over by
+/// a standby, five by the PM restarted with `--reclaim` 0.2 s later. Every run completes
+/// with every checksum matching; the stall from the kill to the first app rejoined is
+/// printed.
+#[test]
+fn the_workflow_completes_through_a_pm_killed_at_random_moments() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut stalls = Vec::new();
+    for run in 0..10 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let delay = Duration::from_millis(300 + rng % 1500);
+        let standby = run % 2 == 0;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("pm.info");
+        let workflow = format!("failover-workflow-{}-{run}", std::process::id());
+        let (active, _) = start_pm(&workflow, &file, tmp.path(), &[]);
+        let watcher = standby.then(|| {
+            let mut cmd = std::process::Command::new(common::maestro());
+            cmd.args([
+                "pm",
+                "--workflow",
+                &workflow,
+                "--grace",
+                "3",
+                "--standby-for",
+            ])
+            .arg(&file)
+            .env("TMPDIR", tmp.path());
+            common::Group::spawn(&mut cmd)
+        });
+        let mut cmd = std::process::Command::new(common::maestro());
+        cmd.args(["run", "-n", "4", "--"])
+            .arg(common::example("pool_workflow"))
+            .args(["--cdos", "100", "--max-size", "4M"])
+            .env("MSTRO_WORKFLOW_NAME", &workflow)
+            .env("MSTRO_POOL_MANAGER_INFO_FILE", &file)
+            .env("TMPDIR", tmp.path());
+        let job = common::Group::spawn(&mut cmd);
+        std::thread::sleep(delay);
+        let mid_run = common::alive(job.pid());
+        let killed = Instant::now();
+        // SAFETY: signalling the PM's process, which this test started.
+        unsafe { libc::kill(active.pid(), libc::SIGKILL) };
+        let restarted = (!standby).then(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            start_pm(&workflow, &file, tmp.path(), &["--reclaim", "--grace", "3"]).0
+        });
+        let stall = mid_run
+            .then(|| first_rejoin(&file, killed, job.pid()))
+            .flatten();
+        let out = job.wait(Duration::from_secs(300));
+        out.assert_workflow_of(2, 100);
+        eprintln!(
+            "run {run} ({}): killed {:.2} s in{}",
+            if standby {
+                "standby"
+            } else {
+                "restarted with --reclaim"
+            },
+            delay.as_secs_f64(),
+            match stall {
+                Some(s) => format!(
+                    ", first app rejoined {:.2} s after the kill",
+                    s.as_secs_f64()
+                ),
+                None => ", after the workflow ended".into(),
+            }
+        );
+        stalls.extend(stall.filter(|_| standby));
+        drop((active, watcher, restarted));
+    }
+    for s in &stalls {
+        assert!(
+            *s < Duration::from_secs(2),
+            "a standby stalled the workflow {s:?}"
+        );
+    }
+}

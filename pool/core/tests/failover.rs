@@ -526,3 +526,20 @@ fn a_manager_that_knows_the_apps_ends_its_grace_when_they_are_back_and_says_who_
         "{last}"
     );
 }
+
+#[test]
+fn a_leave_under_way_when_the_manager_dies_is_answered_by_the_next() {
+    let (mut w, [p, c, _], _) = watched_world(Default::default());
+    w.offer(p, "x", b"x", false);
+    w.pump();
+    // The producer leaves; the manager dies before it answers.
+    w.timed(p, |k, now| k.leave(now, 9)).expect("leave");
+    w.restart_manager(Duration::from_secs(1));
+    assert!(
+        w.core(p).is_lost(),
+        "a leave under way is reclaimed, not given up"
+    );
+    w.reclaim(c).expect("consumer");
+    w.reclaim(p).expect("producer");
+    assert_eq!(w.answer(p, 9), Some(&Ok(0)), "the next manager said BYE");
+}

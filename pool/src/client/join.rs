@@ -302,6 +302,7 @@ async fn first_join(
         if !again {
             return Err(e);
         }
+        tracing::debug!("pool client: joining: {e}; trying again");
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_millis(250));
         let find = opts.reclaim.as_ref().and_then(|r| r.find.as_ref());

@@ -287,10 +287,13 @@ pub struct ClientCore<T: Driver> {
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
     closed: bool,
-    /// The app asked to leave, or the PM said BYE unasked (it stops): notices nobody
-    /// waits for are no longer sent (the PM closes the connection after its BYE; a notice
-    /// written then would fail the leave), and the connection's end is no loss.
+    /// The app asked to leave, or the PM said BYE unasked: notices nobody waits for are
+    /// no longer sent (the PM closes the connection after its BYE; a notice written then
+    /// would fail the leave).
     left: bool,
+    /// The PM said BYE unasked (it stops, the workflow ends): the connection's end is no
+    /// loss to reclaim from (see `lost`).
+    ended: bool,
     /// The JOIN handshake while it runs ([`ClientCore::connect`], [`ClientCore::rejoin`]),
     /// and how it ended.
     handshake: Option<Handshake>,
@@ -392,6 +395,7 @@ impl<T: Driver> ClientCore<T> {
             events: VecDeque::new(),
             closed: false,
             left: false,
+            ended: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
             generation: 0,
@@ -786,6 +790,7 @@ impl<T: Driver> ClientCore<T> {
                     // Not asked for: the manager ends the workflow (it stops), so the end of
                     // its connection is no loss to reclaim from (see `lost`).
                     self.left = true;
+                    self.ended = true;
                 }
             }
             FromPm::Refused {

@@ -27,13 +27,16 @@ impl<T: Driver> ClientCore<T> {
     /// queued for the old manager is dropped, as is what calls send meanwhile (the replay
     /// rebuilds it); leases are forgotten (the next manager granted none); tickets being
     /// carried out are dropped (their demands are replayed: the bytes come again under
-    /// the next manager) and stream fetches fail. At `until` the core closes
-    /// ([`ClientCore::close`]). A core that never joined, or that is closed, closes now.
+    /// the next manager) and stream fetches fail; a leave under way is asked of the next
+    /// manager (it answers once no consumer needs this app's offers). At `until` the core
+    /// closes ([`ClientCore::close`]). A core that never joined, that left, whose manager
+    /// stopped (its BYE unasked) or that is closed, closes now.
     /// Called again while lost (a rejoin's connection ended too), it keeps the earlier
     /// `until`.
     pub fn lost(&mut self, now: Instant, until: Instant) {
         let welcomed = matches!(self.joined, Some(Ok(_))) || self.lost.is_some();
-        if self.closed || self.left || !welcomed {
+        let leaving = self.waiters.contains_key(&(Op::Leave, 0));
+        if self.closed || self.ended || (self.left && !leaving) || !welcomed {
             return self.close();
         }
         if let Some(Handshake::Challenge { .. } | Handshake::Welcome { .. }) = self.handshake.take()
