@@ -1,9 +1,9 @@
 //! The client's IO: connecting and the JOIN handshake, then one task per client for its
 //! control connection. Its writer half writes what the socket did not take when a caller
 //! sent it (see `outbox`); its reader half hands each message to the protocol's core
-//! ([`pool_core::client::ClientCore`]) and does what it says (see `Shared::with_core`);
-//! when the connection ends, it rejoins a manager that takes over where it may (see
-//! `reclaim`).
+//! ([`pool_core::client::ClientCore`]) and does what it says (see `Shared::with_core`).
+//! The task itself, which rejoins a manager that takes over when the connection ends, is
+//! `reclaim`'s.
 
 use crate::CallError;
 use std::collections::VecDeque;
@@ -175,29 +175,8 @@ pub(crate) async fn handshake(
     }
 }
 
-/// Starts the driver's task for the control connection: the writer (what the socket did
-/// not take when a caller sent it) and the reader (each message of the PM to the
-/// protocol's core, which says what to do with it). When either ends, the client rejoins
-/// a manager that takes over where it may (see `reclaim`) and goes on with that
-/// connection, or closes.
-pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut reader = reader;
-        loop {
-            tokio::select! {
-                () = shared.out.drain() => {}
-                () = read_loop(&mut reader, &shared) => {}
-            }
-            match super::reclaim::after_loss(&shared).await {
-                Some(next) => reader = next,
-                None => return close(&shared),
-            }
-        }
-    })
-}
-
 /// Hands the core what the PM sends until the connection ends.
-async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
+pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
     loop {
         match r.next().await {
             Ok(Some(m)) => {
@@ -226,7 +205,7 @@ async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
 }
 
 /// The connection ended: every call waiting fails, every subscription hears it.
-fn close(shared: &Arc<Shared>) {
+pub(crate) fn close(shared: &Arc<Shared>) {
     let _ = shared.with_core(|c| {
         c.close();
         Ok(())

@@ -250,7 +250,7 @@ impl AsyncClient {
             gfs,
         });
         let mut tasks = vec![
-            driver::spawn(connected.reader, shared.clone()),
+            super::reclaim::spawn(connected.reader, shared.clone()),
             tokio::spawn(shared.clone().timer()),
         ];
         if let Some(watch) = watch_endpoint_link(&shared) {

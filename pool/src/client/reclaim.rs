@@ -62,6 +62,27 @@ enum Attempt {
     Never(String),
 }
 
+/// Starts the driver's task for the control connection: the writer (what the socket did
+/// not take when a caller sent it) and the reader (each message of the PM to the
+/// protocol's core, which says what to do with it). When either ends, the client rejoins
+/// a manager that takes over where it may (see `reclaim`) and goes on with that
+/// connection, or closes.
+pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut reader = reader;
+        loop {
+            tokio::select! {
+                () = shared.out.drain() => {}
+                () = driver::read_loop(&mut reader, &shared) => {}
+            }
+            match after_loss(&shared).await {
+                Some(next) => reader = next,
+                None => return driver::close(&shared),
+            }
+        }
+    })
+}
+
 /// The connection ended: with reclaim on and a loss to reclaim from, finds the next
 /// manager and rejoins it; the reader of its connection, or `None` when the client is
 /// closed (no reclaim, the manager said BYE, the app left, or no manager took it back in
