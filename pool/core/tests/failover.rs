@@ -543,3 +543,53 @@ fn a_leave_under_way_when_the_manager_dies_is_answered_by_the_next() {
     w.reclaim(p).expect("producer");
     assert_eq!(w.answer(p, 9), Some(&Ok(0)), "the next manager said BYE");
 }
+
+/// Offers the members `names` (64 bytes each, read by RMA) and the group `group` listing
+/// them, from `app`.
+fn offer_group(w: &mut pool_core::sim::World, app: usize, group: &str, names: &[&str]) {
+    for (i, name) in names.iter().enumerate() {
+        w.offer(app, name, &[i as u8; 64], false);
+    }
+    let attributes = pool_core::attr::group_attributes(names);
+    w.offer_sealed(app, group, (&[], true), attributes);
+    w.pump();
+}
+
+#[test]
+fn groups_demanded_through_a_takeover_arrive_whole() {
+    let (mut w, [p, c, _], _) = watched_world(Default::default());
+    // One group is named and its members' bytes are on their way when the manager dies;
+    // another is demanded before anyone offers it.
+    offer_group(&mut w, p, "now", &["now/a", "now/b"]);
+    let named = w.core(c).declare("now").expect("declare");
+    w.hold = true;
+    w.timed(c, |k, now| k.demand_group(now, named, 21))
+        .expect("demand group");
+    w.pump();
+    assert_eq!(w.held.len(), 2, "both members ticketed");
+    let later = w.core(c).declare("later").expect("declare");
+    w.timed(c, |k, now| k.demand_group(now, later, 22))
+        .expect("demand group");
+    w.pump();
+    w.held.clear();
+    w.hold = false;
+    w.restart_manager(Duration::from_secs(1));
+    w.reclaim(p).expect("producer");
+    w.reclaim(c).expect("consumer");
+    assert_eq!(
+        w.answer(c, 21),
+        Some(&Ok(named)),
+        "the named group's members came again"
+    );
+    let here = w.core(c).take_group(named).expect("members");
+    assert_eq!(here.members.len(), 2);
+    assert_eq!(here.members[1].data, vec![1; 64]);
+    offer_group(&mut w, p, "later", &["later/a"]);
+    assert_eq!(
+        w.answer(c, 22),
+        Some(&Ok(later)),
+        "the group demanded early is served"
+    );
+    let here = w.core(c).take_group(later).expect("members");
+    assert_eq!(here.members[0].name, "later/a");
+}
