@@ -476,8 +476,8 @@ impl Manager {
         before: bool,
     ) -> Vec<(SubId, u64)> {
         // A reclaiming app replays what the manager that is gone confirmed: its
-        // subscribers heard of it then (see `grace`).
-        if self.apps.get(&app).is_some_and(|a| a.replaying) {
+        // subscribers heard of it then (see `grace`; only in a grace period).
+        if self.grace.is_some() && self.apps.get(&app).is_some_and(|a| a.replaying) {
             return Vec::new();
         }
         if !before && let Some(log) = &mut self.events.grace_log {
