@@ -38,7 +38,7 @@ const CONFIRM: (Duration, u32) = (Duration::from_millis(300), 3);
 
 /// Watches the active PM whose info `find` reads (its info file, say; called again to
 /// confirm a loss), connecting within `wait` (it may still be starting), until it is gone
-/// or stopped, or `stop` says to give up (checked every [`LOOK`]).
+/// or stopped, or `stop` says to give up (checked twice a second).
 ///
 /// # Errors
 /// No PM info found, or no connection to the active PM, within `wait` (the message says
