@@ -239,6 +239,19 @@ fn forecast(
     if size < 2 {
         return Err("pgen forecast needs 2 ranks or more: rank 0 serves the pool manager".into());
     }
+    // A pool manager of its own (`maestro pm`, with a standby), named by the environment:
+    // rank 0 only checks that it is there.
+    let external = [
+        pool::bootstrap::PM_INFO_ENV,
+        pool::bootstrap::PM_INFO_FILE_ENV,
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some());
+    if rank == 0 && external {
+        let session = Session::join(&settings(Some(&pmix), "forecast", 0)?)?;
+        println!("forecast rank 0: the pool manager is a job of its own");
+        return Ok(session.close()?);
+    }
     if rank == 0 {
         return serve(&settings(Some(&pmix), "pool-manager", 0)?, info_file);
     }

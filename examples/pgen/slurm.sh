@@ -23,6 +23,12 @@
 #                         --begin=now+10 for an archiver that comes late
 #   PGEN_PRODUCT_SBATCH   each product job's (default: -n 1)
 #   PGEN_TIMEOUT          seconds to wait for the whole workflow (default 900)
+#   PGEN_PM_SBATCH        run the pool manager as a job of its own with this allocation
+#                         (e.g. -n 1 -w n5; `maestro pm`, listening on every interface)
+#                         instead of in the forecast's rank 0 (the Rust pgen only)
+#   PGEN_STANDBY_SBATCH   with PGEN_PM_SBATCH: a standby pool manager's job (e.g. -n 1
+#                         -w n6), which takes over if the first dies
+#   MAESTRO               the maestro binary (default: target/release/maestro)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PGEN=${PGEN:-$REPO/target/release/examples/pgen}
@@ -34,6 +40,21 @@ read -r -a SERVICE <<<"${PGEN_SERVICE_SBATCH:--n 1}"
 read -r -a ARCHIVER <<<"${PGEN_ARCHIVER_SBATCH:-${SERVICE[*]}}"
 read -r -a PRODUCT <<<"${PGEN_PRODUCT_SBATCH:--n 1}"
 TIMEOUT=${PGEN_TIMEOUT:-900}
+MAESTRO=${MAESTRO:-$REPO/target/release/maestro}
+read -r -a PM_JOB <<<"${PGEN_PM_SBATCH:-}"
+read -r -a STANDBY_JOB <<<"${PGEN_STANDBY_SBATCH:-}"
+if ((${#STANDBY_JOB[@]})) && ! ((${#PM_JOB[@]})); then
+    echo "slurm.sh: PGEN_STANDBY_SBATCH stands by for the pool manager's own job: set PGEN_PM_SBATCH too" >&2
+    exit 2
+fi
+if ((${#PM_JOB[@]})) && [[ -n ${PGEN_JOBS_CMD:-} ]]; then
+    echo "slurm.sh: PGEN_PM_SBATCH needs the Rust pgen's forecast (its rank 0 joins the PM's job); unset PGEN_JOBS_CMD" >&2
+    exit 2
+fi
+if ((${#PM_JOB[@]})) && [[ ! -x $MAESTRO ]]; then
+    echo "slurm.sh: $MAESTRO is not built: cargo build --release (or set MAESTRO)" >&2
+    exit 2
+fi
 [[ -x $PGEN ]] || { echo "slurm.sh: $PGEN is not built: cargo build --release --example pgen" >&2; exit 2; }
 command -v sbatch >/dev/null || { echo "slurm.sh: no sbatch here: run it where Slurm jobs are submitted" >&2; exit 2; }
 mkdir -p "$WORK"
@@ -75,9 +96,28 @@ fits forecast PGEN_FORECAST_SBATCH "${FORECAST[@]}"
 fits archiver PGEN_ARCHIVER_SBATCH "${ARCHIVER[@]}"
 fits manager PGEN_SERVICE_SBATCH "${SERVICE[@]}"
 fits "product job" PGEN_PRODUCT_SBATCH "${PRODUCT[@]}"
+((${#PM_JOB[@]})) && fits "pool manager" PGEN_PM_SBATCH "${PM_JOB[@]}"
+((${#STANDBY_JOB[@]})) && fits "standby pool manager" PGEN_STANDBY_SBATCH "${STANDBY_JOB[@]}"
 
 jobs=()
-jobs+=("$(submit forecast "${FORECAST[@]}" -- "$JOBS" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
+pm_jobs=()
+pm_job() { # NAME SBATCH-ARGS... -- MAESTRO-PM-ARGS...: a pool manager's job (not a PMIx app)
+    local name=$1 args=()
+    shift
+    while [[ $1 != -- ]]; do args+=("$1"); shift; done
+    shift
+    sbatch --parsable --job-name "pgen-$name" -o "$WORK/$name.out" "${args[@]}" \
+        --wrap "exec $(printf '%q ' "$MAESTRO" pm --workflow "$MSTRO_WORKFLOW_NAME" --listen 0.0.0.0:0 "$@")"
+}
+if ((${#PM_JOB[@]})); then
+    pm_jobs+=("$(pm_job pm "${PM_JOB[@]}" -- --info-file "$WORK/pm.info")")
+    for _ in $(seq 600); do [[ -s $WORK/pm.info ]] && break; sleep 0.1; done
+    [[ -s $WORK/pm.info ]] || { echo "slurm.sh: the pool manager's job wrote no $WORK/pm.info in 60 s (see $WORK/pm.out)" >&2; scancel "${pm_jobs[@]}"; exit 1; }
+    ((${#STANDBY_JOB[@]})) && pm_jobs+=("$(pm_job standby "${STANDBY_JOB[@]}" -- --standby-for "$WORK/pm.info")")
+    jobs+=("$(submit forecast "${FORECAST[@]}" --export="ALL,$INFO" -- "$JOBS" forecast "${SHAPE[@]}")")
+else
+    jobs+=("$(submit forecast "${FORECAST[@]}" -- "$JOBS" forecast "${SHAPE[@]}" --info-file "$WORK/pm.info")")
+fi
 jobs+=("$(submit archiver "${ARCHIVER[@]}" --export="ALL,$INFO" -- \
     "$JOBS" archiver "${SHAPE[@]}" --dir "$WORK/archive")")
 product_args=()
@@ -86,10 +126,14 @@ for a in "${PRODUCT[@]}" -o "$WORK/product-%j.out"; do product_args+=(--sbatch-a
 jobs+=("$(submit manager "${SERVICE[@]}" --export="ALL,$INFO" -- \
     "$JOBS" manager "${SHAPE[@]}" --launch sbatch "${product_args[@]}" \
     --out "$WORK/products" --producers "$producers" --hold-last)")
-echo "slurm.sh: forecast, archiver and manager are jobs ${jobs[*]}; output in $WORK"
+echo "slurm.sh: forecast, archiver and manager are jobs ${jobs[*]}${pm_jobs[*]:+, the pool manager ${pm_jobs[*]}}; output in $WORK"
 
 # No job outlives the script: stopped (or timed out), it cancels them and their products.
-cancel() { scancel "${jobs[@]}" 2>/dev/null || true; scancel --name "$(product_names)" 2>/dev/null || true; }
+cancel() {
+    scancel "${jobs[@]}" 2>/dev/null || true
+    scancel --name "$(product_names)" 2>/dev/null || true
+    ((${#pm_jobs[@]} == 0)) || scancel "${pm_jobs[@]}" 2>/dev/null || true
+}
 product_names() {
     local s names=() steps
     steps=$(printf '%s\n' "${SHAPE[@]}" | awk 'p {print; exit} /^--steps$/ {p=1}')
@@ -114,6 +158,8 @@ for j in "${jobs[@]}"; do
     state=$(scontrol show job "$j" 2>/dev/null | grep -o 'JobState=[A-Z_]*' || echo "JobState=UNKNOWN")
     [[ $state == JobState=COMPLETED ]] || { echo "slurm.sh: job $j: $state (see $WORK/*.out)" >&2; failed=1; }
 done
+# The workflow is over: its pool manager (and standby) stop.
+((${#pm_jobs[@]} == 0)) || scancel "${pm_jobs[@]}" 2>/dev/null || true
 ((failed == 0)) || exit 1
 "$PGEN" verify "${SHAPE[@]}" --archive "$WORK/archive" --out "$WORK/products"
 echo "slurm.sh: products in $WORK/products, archive in $WORK/archive"
