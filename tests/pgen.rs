@@ -419,7 +419,7 @@ fn the_whole_workflow_in_c_runs_on_the_namespaced_cluster() {
 /// rejoined at the standby is printed and under 2 s.
 #[test]
 #[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
-fn the_workflow_survives_its_pool_manager_killed_with_a_standby_on_another_node() {
+fn the_workflow_survives_its_pool_manager_killed_with_a_standby_on_the_namespaced_cluster() {
     let cluster = Cluster::start_nodes(8);
     let maestro = maestro();
     let maestro = maestro.to_str().expect("utf-8 path");

@@ -262,8 +262,9 @@ impl AsyncClient {
 
 /// Connects to the PM of `info` and joins with `join`: a PM in its grace period (it took
 /// over from one that is gone) is asked again until the period ends, and, when the client
-/// rides out the loss of its PM, a PM that is not there is looked for again (the one that
-/// takes over) until its reclaim timeout; each within `opts.timeout` of the first try.
+/// rides out the loss of its PM, a PM that is not there or that dies during the handshake
+/// is looked for again (the one that takes over) until its reclaim timeout; each within
+/// `opts.timeout` of the first try.
 /// The connection, the joined core with the app's id and the PM's instance, and the PM
 /// info joined.
 ///
@@ -293,7 +294,10 @@ async fn first_join(
                 why: proto::Refusal::Grace,
                 ..
             }) => started.elapsed() < opts.timeout,
-            ClientError::Unreachable(_) => opts
+            // Nobody there, or the PM died during the handshake.
+            ClientError::Unreachable(_)
+            | ClientError::Io(_)
+            | ClientError::Call(CallError::Closed) => opts
                 .reclaim
                 .as_ref()
                 .is_some_and(|r| started.elapsed() < r.timeout.min(opts.timeout)),

@@ -272,6 +272,9 @@ pub struct ClientCore<T: Driver> {
     cdos: HashMap<CdoId, Mine<T>>,
     /// Tickets being carried out.
     fetching: HashMap<TransferId, Fetching>,
+    /// Tickets of a manager that is gone, dropped while being carried out (their ends
+    /// are ignored: see [`ClientCore::lost`]).
+    dropped: std::collections::HashSet<TransferId>,
     /// Groups demanded with their members' ids reserved (the first, how many), until the
     /// PM names the members; then their names and the group's attributes; groups whose
     /// members are on their way, by their first member's id.
@@ -385,6 +388,7 @@ impl<T: Driver> ClientCore<T> {
             discarding: HashMap::default(),
             cdos: HashMap::default(),
             fetching: HashMap::default(),
+            dropped: std::collections::HashSet::new(),
             groups_wanted: HashMap::default(),
             groups: HashMap::default(),
             arriving: std::collections::BTreeMap::new(),
@@ -909,6 +913,7 @@ impl<T: Driver> ClientCore<T> {
         self.waiters.clear();
         self.deadlines.clear();
         self.discarding.clear();
+        self.dropped.clear();
         self.arriving.clear();
         self.streams.clear();
         self.leases.clear();

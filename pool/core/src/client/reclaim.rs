@@ -47,7 +47,7 @@ impl<T: Driver> ClientCore<T> {
         self.lost = Some(until.max(now));
         self.transmit.clear();
         self.leases.clear();
-        self.fetching.clear();
+        self.dropped.extend(self.fetching.drain().map(|(t, _)| t));
         self.end_streams(|_| true, &CallError::Closed);
     }
 

@@ -235,6 +235,19 @@ impl Manager {
     /// ten lines a second: the next line says how many were held back) and closes it.
     pub(super) fn refuse_join(&mut self, conn: ConnId, why: Refusal) {
         self.conns.remove(&conn);
+        if why == Refusal::Grace {
+            // A new app in a grace period comes back when it ends: nothing went wrong.
+            tracing::debug!("pool manager: connection {conn} waits for the grace period's end");
+        } else {
+            self.warn_refused(conn, &why);
+        }
+        self.refuse(conn, Op::Join, None, why);
+        self.out.close(conn);
+    }
+
+    /// Says in the log why `conn`'s JOIN was refused (at most ten lines a second: the next
+    /// line says how many were held back).
+    fn warn_refused(&mut self, conn: ConnId, why: &Refusal) {
         match self.admission.log.admit(self.events.now()) {
             Some(0) => tracing::warn!("pool manager: connection {conn} was refused at JOIN: {why}"),
             Some(held) => tracing::warn!(
@@ -242,8 +255,6 @@ impl Manager {
             ),
             None => {}
         }
-        self.refuse(conn, Op::Join, None, why);
-        self.out.close(conn);
     }
 }
 
