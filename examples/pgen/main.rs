@@ -551,7 +551,7 @@ fn step_of(e: &PoolEvent) -> Option<u32> {
     }
 }
 
-/// Starts the product-generation job of `step`, passing it the pool manager's info.
+/// Starts the product-generation job of `step`, passing it where to find the pool manager.
 fn start_product(
     session: &Session,
     shape: Shape,
@@ -574,11 +574,14 @@ fn start_product(
     let exe = argv[0].clone();
     argv.extend(["--step".into(), step.to_string(), "--out".into(), out]);
     argv.extend(shape.args());
-    let info = format!(
-        "{}={}",
-        pool::bootstrap::PM_INFO_ENV,
-        session.info().encode()
-    );
+    // Where the product job finds the pool manager: the info file where this job found
+    // it (read again, it names the manager that took over from one that died), else its
+    // info.
+    let (key, value) = match session.found() {
+        Found::InfoFile(path) => (pool::bootstrap::PM_INFO_FILE_ENV, utf8(path, "the info file")?),
+        _ => (pool::bootstrap::PM_INFO_ENV, session.info().encode()),
+    };
+    let info = format!("{key}={value}");
     let workflow = format!("MSTRO_WORKFLOW_NAME={}", session.info().workflow);
     match launch {
         Launch::Spawn => {
@@ -618,9 +621,9 @@ fn start_product(
             ])
             .args(sbatch_args)
             // The secret travels in the job's environment, not on a command line.
-            .env(pool::bootstrap::PM_INFO_ENV, session.info().encode())
+            .env(key, &value)
             .env("MSTRO_WORKFLOW_NAME", &session.info().workflow)
-            .arg(format!("--export=ALL,{}", pool::bootstrap::PM_INFO_ENV))
+            .arg(format!("--export=ALL,{key}"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
