@@ -215,11 +215,14 @@ fn a_standby_takes_over_from_a_killed_pm_and_its_apps_carry_on() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(text.contains("generation"), "{text}");
-    let newcomer = join(
-        &PmInfo::from_file(&file).expect("info").expect("written"),
-        &file,
-        "newcomer",
+    let taken_over = PmInfo::from_file(&file).expect("info").expect("written");
+    assert_ne!(taken_over, info, "the standby's info");
+    assert_eq!(
+        producer.pm_info(),
+        taken_over,
+        "what to hand another job now"
     );
+    let newcomer = join(&taken_over, &file, "newcomer");
     assert_eq!(demand(&newcomer, "before"), b"offered before the PM died");
     for c in [newcomer, consumer, producer] {
         c.leave().expect("leave");

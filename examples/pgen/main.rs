@@ -578,8 +578,11 @@ fn start_product(
     // it (read again, it names the manager that took over from one that died), else its
     // info.
     let (key, value) = match session.found() {
-        Found::InfoFile(path) => (pool::bootstrap::PM_INFO_FILE_ENV, utf8(path, "the info file")?),
-        _ => (pool::bootstrap::PM_INFO_ENV, session.info().encode()),
+        Found::InfoFile(path) => (
+            pool::bootstrap::PM_INFO_FILE_ENV,
+            utf8(path, "the info file")?,
+        ),
+        _ => (pool::bootstrap::PM_INFO_ENV, session.pm_info().encode()),
     };
     let info = format!("{key}={value}");
     let workflow = format!("MSTRO_WORKFLOW_NAME={}", session.info().workflow);

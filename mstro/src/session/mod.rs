@@ -258,9 +258,19 @@ impl Session {
         )
     }
 
-    /// The PM info of the pool manager joined.
+    /// The PM info of the pool manager joined as it was found (see [`Session::pm_info`]
+    /// for the one joined now).
     pub fn info(&self) -> &PmInfo {
         &self.info
+    }
+
+    /// The PM info of the pool manager joined now: after a takeover (see
+    /// `MSTRO_PM_RECLAIM_TIMEOUT`), the one that took over; what to hand another job.
+    pub fn pm_info(&self) -> PmInfo {
+        match &self.client {
+            Some(c) => c.pm_info(),
+            None => self.info.clone(),
+        }
     }
 
     /// How the pool manager was found.

@@ -248,6 +248,11 @@ impl Client {
         self.inner.app()
     }
 
+    /// See [`AsyncClient::pm_info`].
+    pub fn pm_info(&self) -> crate::bootstrap::PmInfo {
+        self.inner.pm_info()
+    }
+
     /// See [`AsyncClient::schemas`].
     pub fn schemas(&self) -> &crate::schema::Schemas {
         self.inner.schemas()

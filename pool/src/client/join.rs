@@ -222,7 +222,6 @@ impl AsyncClient {
         let rejoin = opts.reclaim.map(|options| super::reclaim::Rejoin {
             options,
             join,
-            info: Mutex::new(info),
             exclude: opts.exclude_interfaces.clone(),
         });
         core.set_schemas(schemas.clone());
@@ -235,6 +234,7 @@ impl AsyncClient {
             app,
             pool: pool.into(),
             rejoin,
+            info: Mutex::new(info),
             core: Mutex::new(core),
             deadlines: super::Deadlines::new(),
             burst: Default::default(),

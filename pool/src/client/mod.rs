@@ -52,6 +52,7 @@ pub use reclaim::{Finder, ReclaimOptions};
 pub use subscription::Subscription;
 
 use crate::attr::Attributes;
+use crate::bootstrap::PmInfo;
 use crate::events::{EventKinds, SubscribeOptions};
 use crate::proto::{self, AppId, CdoId, Op, ToPm};
 use crate::schema::Schemas;
@@ -156,6 +157,8 @@ pub(crate) struct Shared {
     /// How to join a manager that takes over, where the client rides out the loss of its
     /// PM ([`JoinOptions::reclaim`]).
     pub(crate) rejoin: Option<reclaim::Rejoin>,
+    /// The PM info of the manager joined now (another after a takeover).
+    info: Mutex<PmInfo>,
     /// The protocol's state: calls waiting, CDOs, transfers, subscriptions.
     core: Mutex<Core>,
     /// The calls' deadlines: the timer task sleeps until the core's earliest
@@ -293,6 +296,19 @@ impl Shared {
         data::rekey_app(old, new, self.app);
     }
 
+    /// The PM info of the manager joined now.
+    pub(crate) fn pm_info(&self) -> PmInfo {
+        self.info
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The client joined the manager of `info`, which took over.
+    pub(crate) fn set_pm_info(&self, info: PmInfo) {
+        *self.info.lock().unwrap_or_else(PoisonError::into_inner) = info;
+    }
+
     /// The instance of the PM joined (the key of this app's offers in the process's
     /// table, with its app id and the CDO: see `data`).
     pub(crate) fn pool(&self) -> u64 {
@@ -379,6 +395,13 @@ impl AsyncClient {
     /// This app's id.
     pub fn app(&self) -> AppId {
         self.shared.app
+    }
+
+    /// The PM info of the pool manager this app is joined to now: the one it joined, or,
+    /// after it rode out the loss of that one ([`JoinOptions::reclaim`]), the one that
+    /// took over. What to hand another job that is to join the same pool.
+    pub fn pm_info(&self) -> PmInfo {
+        self.shared.pm_info()
     }
 
     /// Reports a fabric change this app's PMIx host raised to the pool manager (for a PM

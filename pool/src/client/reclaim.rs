@@ -6,7 +6,7 @@
 //! core's [`rejoin`](pool_core::client::ClientCore::rejoin)), all within
 //! [`ReclaimOptions::timeout`]. The application's calls only wait meanwhile.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::driver::{self, FrameReader};
@@ -40,12 +40,11 @@ impl std::fmt::Debug for ReclaimOptions {
     }
 }
 
-/// What a client needs to join a manager again: its JOIN, where it found the last
-/// manager, the interfaces it keeps off.
+/// What a client needs to join a manager again: its JOIN and the interfaces it keeps off
+/// (where it found the last manager is [`Shared::pm_info`]).
 pub(crate) struct Rejoin {
     pub(crate) options: ReclaimOptions,
     pub(crate) join: proto::Join,
-    pub(crate) info: Mutex<PmInfo>,
     pub(crate) exclude: Vec<String>,
 }
 
@@ -106,14 +105,14 @@ pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
     let mut pause = Duration::from_millis(20);
     let mut last = String::new();
     while Instant::now() < until && !shared.core().is_closed() {
-        let info = look(rejoin).await;
+        let info = look(shared, rejoin).await;
         match attempt(shared, rejoin, &info, until).await {
             Ok(reader) => {
                 tracing::warn!(
                     "pool client: rejoined the pool manager that took over after {:.2} s; what this app holds is offered again",
                     started.elapsed().as_secs_f64()
                 );
-                *rejoin.info.lock().unwrap_or_else(PoisonError::into_inner) = info;
+                shared.set_pm_info(info);
                 return Some(reader);
             }
             Err(Attempt::Never(why)) => {
@@ -140,10 +139,10 @@ pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
 }
 
 /// Where to look now: what the finder finds, else the PM info last joined.
-async fn look(rejoin: &Rejoin) -> PmInfo {
+async fn look(shared: &Shared, rejoin: &Rejoin) -> PmInfo {
     match found(rejoin.options.find.as_ref()).await {
         Some(info) => info,
-        None => (rejoin.info.lock().unwrap_or_else(PoisonError::into_inner)).clone(),
+        None => shared.pm_info(),
     }
 }
 
