@@ -502,7 +502,7 @@ fn manager(
     println!("manager: all {} products made", shape.steps);
     println!(
         "manager: how the data moved: {}",
-        transports(session.info())?
+        transports(&session.pm_info())?
     );
     if !without_archiver {
         let archived = c.declare(ARCHIVED)?;
