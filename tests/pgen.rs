@@ -435,12 +435,28 @@ fn the_workflow_survives_its_pool_manager_killed_with_a_standby_on_the_namespace
         let needle = format!("pm --workflow pgen-{run_dir} --listen 0.0.0.0:0 --info-file");
         let mut seen: Option<std::time::Instant> = None;
         let mut killed: Option<std::time::Instant> = None;
+        let mut first_generation = 0;
         let (manager, _, stall) = slurm_run(&cluster, &run_dir, &env, |info| {
+            let status = |info: &std::path::Path| -> Option<serde_json::Value> {
+                let out = run(
+                    Command::new(maestro)
+                        .args(["pool", "status", "--json", "--info-file"])
+                        .arg(info),
+                    Duration::from_secs(10),
+                );
+                serde_json::from_str(&out.stdout).ok()
+            };
             let Some(at) = killed else {
-                if !info.exists() {
+                // The moment counts from the standby's first look (before it, nobody
+                // could take over).
+                if seen.is_none() {
+                    let first = status(info)?;
+                    first_generation = first["generation"].as_u64()?;
+                    seen =
+                        (!first["standbys"].as_array()?.is_empty()).then(std::time::Instant::now);
                     return None;
                 }
-                let since = *seen.get_or_insert_with(std::time::Instant::now);
+                let since = seen?;
                 if since.elapsed() < delay {
                     return None;
                 }
@@ -459,19 +475,14 @@ fn the_workflow_survives_its_pool_manager_killed_with_a_standby_on_the_namespace
                 }
                 return None;
             };
-            let out = run(
-                Command::new(maestro)
-                    .args(["pool", "status", "--json", "--info-file"])
-                    .arg(info),
-                Duration::from_secs(10),
-            );
-            let status: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
-            (status["app_count"].as_u64()? > 0 && status["generation"].as_u64()? != 0)
+            // The standby's status (another generation), once an app rejoined it.
+            let now = status(info)?;
+            (now["app_count"].as_u64()? > 0 && now["generation"].as_u64()? != first_generation)
                 .then(|| at.elapsed())
         });
         let stall = stall.unwrap_or_else(|| panic!("{run_dir}: no kill, or nobody rejoined"));
         eprintln!(
-            "{run_dir}: killed {:.1} s after the PM started, first app rejoined the standby {:.2} s later",
+            "{run_dir}: killed {:.1} s after the standby's first look, first app rejoined the standby {:.2} s later",
             delay.as_secs_f64(),
             stall.as_secs_f64()
         );
