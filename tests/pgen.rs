@@ -426,7 +426,8 @@ fn the_workflow_survives_its_pool_manager_killed_with_a_standby_on_the_namespace
     let mut stalls = Vec::new();
     for i in 1..=10u64 {
         let run_dir = format!("failover-{i}");
-        let delay = Duration::from_millis(1000 + (i * 7919) % 5000);
+        // Within the run (about 10 s from the standby's first look to the end).
+        let delay = Duration::from_millis(500 + (i * 7919) % 3500);
         let env = [
             ("PGEN_PM_SBATCH", "-n 1 -w n5"),
             ("PGEN_STANDBY_SBATCH", "-n 1 -w n6"),

@@ -593,3 +593,36 @@ fn groups_demanded_through_a_takeover_arrive_whole() {
     let here = w.core(c).take_group(later).expect("members");
     assert_eq!(here.members[0].name, "later/a");
 }
+
+#[test]
+fn an_operation_held_for_an_ack_when_the_manager_dies_is_not_held_again_by_its_echo() {
+    use pool_core::client::News;
+    // An archiver's subscription: told before each offer takes effect, which waits for it.
+    let options = pool_core::events::SubscribeOptions {
+        signal_before: true,
+        require_ack: true,
+        ..Default::default()
+    };
+    let (mut w, [p, _, watcher], sub) = watched_world(options);
+    let (x, offered) = w.offer(p, "x", b"x", false);
+    w.pump();
+    assert_eq!(w.answer(p, offered), None, "held for the watcher's ack");
+    let heard = |w: &pool_core::sim::World| -> Vec<u64> {
+        (w.apps[watcher].news[&77].iter())
+            .filter_map(|n| match n {
+                News::Event(e) if e.cdo.as_deref() == Some("x") => Some(e.serial),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = heard(&w)[0];
+    // The manager dies; the watcher acknowledges what it heard meanwhile, as apps do.
+    w.restart_manager(Duration::from_secs(1));
+    w.core(watcher).ack(sub, first).expect("ack");
+    w.reclaim(watcher).expect("watcher");
+    // The producer's offer was never answered: it is announced again, and its echo is
+    // acknowledged for the watcher, which heard it once.
+    w.reclaim(p).expect("producer");
+    assert_eq!(w.answer(p, offered), Some(&Ok(x)), "not held again");
+    assert_eq!(heard(&w), [first], "heard once");
+}

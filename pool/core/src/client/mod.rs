@@ -432,7 +432,7 @@ impl<T: Driver> ClientCore<T> {
 
     /// A message of the PM during the handshake: the challenge is answered with the JOIN,
     /// the welcome joins, anything else ends the connection.
-    fn handshake(&mut self, step: Handshake, msg: FromPm) {
+    fn handshake(&mut self, now: Instant, step: Handshake, msg: FromPm) {
         let failed = match (step, msg) {
             (
                 Handshake::Challenge {
@@ -458,7 +458,7 @@ impl<T: Driver> ClientCore<T> {
             }
             (Handshake::Welcome { .. }, FromPm::Welcome { app, pool, keep }) => {
                 if self.lost.is_some() {
-                    return self.rejoined(app, pool, keep);
+                    return self.rejoined(now, (app, pool), keep);
                 }
                 let ids = crate::proto::cdo_ids(app);
                 self.app = app;
@@ -777,7 +777,7 @@ impl<T: Driver> ClientCore<T> {
     /// answer) is logged and dropped.
     pub fn handle(&mut self, now: Instant, msg: FromPm) {
         if let Some(step) = self.handshake.take() {
-            return self.handshake(step, msg);
+            return self.handshake(now, step, msg);
         }
         match msg {
             FromPm::Done { op, cdo } => self.done(op, cdo),
@@ -875,11 +875,11 @@ impl<T: Driver> ClientCore<T> {
             }
             FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
             FromPm::Event { sub, event } => {
-                self.subs.event(
-                    sub,
-                    std::sync::Arc::unwrap_or_clone(event),
-                    &mut self.events,
-                );
+                let event = std::sync::Arc::unwrap_or_clone(event);
+                if let Some(serial) = self.subs.event(now, sub, event, &mut self.events) {
+                    // An echo the app acknowledged the first of (see `subscriptions`).
+                    self.queue(ToPm::Ack { sub, serial });
+                }
             }
             FromPm::AckTooLate { sub, serial } => {
                 self.subs.ack_too_late(sub, serial, &mut self.events);

@@ -82,8 +82,8 @@ impl<T: Driver> ClientCore<T> {
     /// ids would name others' CDOs) and the core stays lost.
     pub(super) fn rejoined(
         &mut self,
-        app: crate::proto::AppId,
-        pool: u64,
+        now: Instant,
+        (app, pool): (crate::proto::AppId, u64),
         keep: Option<std::sync::Arc<str>>,
     ) {
         if app != self.app {
@@ -98,7 +98,7 @@ impl<T: Driver> ClientCore<T> {
         self.keep_dir = keep;
         self.joined = Some(Ok((app, pool)));
         let replay = self.replay();
-        self.subs.ask_again();
+        self.subs.ask_again(now);
         for m in self.cdos.values_mut() {
             m.here_unknown |= m.here();
         }

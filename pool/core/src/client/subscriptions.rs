@@ -30,6 +30,58 @@ pub(super) struct Subscriptions<T: Driver> {
     renamed: HashMap<SubId, SubId>,
     /// The largest event serial heard (what a reclaim names: see [`crate::proto::Reclaim`]).
     last_serial: u64,
+    /// What each subscription (by handle) heard last, to know an event the manager that
+    /// took over announces again (see [`Heard`]).
+    heard: HashMap<u64, Heard>,
+}
+
+/// How many of its latest events a subscription remembers (see [`Heard`]).
+const REMEMBERED: usize = 1024;
+
+/// How long after a takeover an event the subscription heard before it is taken for an
+/// echo (the replays of the grace period come within it).
+const ECHO_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A subscription's latest events (an identity each: kind, app, CDO, before or after,
+/// detail),
+/// and after a takeover those it heard from the manager that is gone: an operation that
+/// manager announced but did not answer is announced again by the one that takes over
+/// (its app cannot know it was announced); its echo is dropped here, and acknowledged
+/// when it needs it (the app acknowledged the first: a signal-before subscriber would
+/// otherwise hold the operation up to the ack timeout, and lose the subscription).
+#[derive(Default)]
+struct Heard {
+    recent: VecDeque<u64>,
+    echoes: Option<(std::collections::HashSet<u64>, Instant)>,
+}
+
+impl Heard {
+    /// Whether `event`, come at `now`, echoes one heard before a takeover; else it is
+    /// remembered.
+    fn echo(&mut self, now: Instant, event: &PoolEvent) -> bool {
+        let id = identity(event);
+        if let Some((echoes, until)) = &mut self.echoes {
+            if now > *until {
+                self.echoes = None;
+            } else if echoes.remove(&id) {
+                return true;
+            }
+        }
+        if self.recent.len() == REMEMBERED {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(id);
+        false
+    }
+}
+
+/// An event's identity across managers: what happened to what, by whom, as told (not its
+/// serial or time).
+fn identity(e: &PoolEvent) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (e.kind, e.app, &e.cdo, e.before, &e.detail).hash(&mut h);
+    h.finish()
 }
 
 impl<T: Driver> Default for Subscriptions<T> {
@@ -41,21 +93,39 @@ impl<T: Driver> Default for Subscriptions<T> {
             renaming: HashMap::default(),
             renamed: HashMap::default(),
             last_serial: 0,
+            heard: HashMap::default(),
         }
     }
 }
 
 impl<T: Driver> Subscriptions<T> {
-    /// An event of `sub`, for its queue.
-    pub(super) fn event(&mut self, sub: SubId, event: PoolEvent, out: &mut VecDeque<Event<T>>) {
+    /// An event of `sub` come at `now`, for its queue; `Some(serial)` to acknowledge
+    /// for the app: the echo of an event it heard before a takeover (see [`Heard`]),
+    /// dropped.
+    pub(super) fn event(
+        &mut self,
+        now: Instant,
+        sub: SubId,
+        event: PoolEvent,
+        out: &mut VecDeque<Event<T>>,
+    ) -> Option<u64> {
         self.last_serial = self.last_serial.max(event.serial);
-        match self.live.get(&sub) {
-            Some((_, _, q)) => out.push_back(Event::Subscription {
-                events: q.clone(),
-                news: News::Event(event),
-            }),
-            None => tracing::debug!("event {} of unknown subscription {sub}", event.serial),
+        let Some((local, _, q)) = self.live.get(&sub) else {
+            tracing::debug!("event {} of unknown subscription {sub}", event.serial);
+            return None;
+        };
+        if self.heard.entry(*local).or_default().echo(now, &event) {
+            tracing::debug!(
+                "subscription {sub}: event {} echoes one heard before the takeover",
+                event.serial
+            );
+            return event.needs_ack.then_some(event.serial);
         }
+        out.push_back(Event::Subscription {
+            events: q.clone(),
+            news: News::Event(event),
+        });
+        None
     }
 
     /// The PM ends a subscription that misses an acknowledgement deadline.
@@ -63,9 +133,10 @@ impl<T: Driver> Subscriptions<T> {
         tracing::warn!(
             "subscription {sub}: event {serial} was not acknowledged in time; the pool manager ended the subscription"
         );
-        let Some((_, _, q)) = self.live.remove(&sub) else {
+        let Some((local, _, q)) = self.live.remove(&sub) else {
             return;
         };
+        self.heard.remove(&local);
         self.late.insert(sub, serial);
         let why =
             format!("event {serial} was not acknowledged within the pool manager's ack timeout");
@@ -107,7 +178,11 @@ impl<T: Driver> Subscriptions<T> {
     /// The subscriptions were asked again of a manager that took over: each live one
     /// awaits its new id, its queue kept ([`ClientCore::subscribed`] files it under that
     /// id, the app still knowing it by the first).
-    pub(super) fn ask_again(&mut self) {
+    pub(super) fn ask_again(&mut self, now: Instant) {
+        for h in self.heard.values_mut() {
+            let echoes = h.recent.drain(..).collect();
+            h.echoes = Some((echoes, now + ECHO_WINDOW));
+        }
         for (sub, (local, wanted, events)) in self.live.drain() {
             let known = (self.renamed.iter())
                 .find(|&(_, &now)| now == sub)
@@ -122,7 +197,9 @@ impl<T: Driver> Subscriptions<T> {
     /// with the current manager.
     pub(super) fn forget(&mut self, sub: SubId) -> SubId {
         let now = self.renamed.remove(&sub).unwrap_or(sub);
-        self.live.remove(&now);
+        if let Some((local, _, _)) = self.live.remove(&now) {
+            self.heard.remove(&local);
+        }
         self.late.remove(&now);
         // Asked again of a manager that took over and not answered yet: ended when it
         // answers.
@@ -153,6 +230,7 @@ impl<T: Driver> Subscriptions<T> {
         self.late.clear();
         self.renaming.clear();
         self.renamed.clear();
+        self.heard.clear();
         for (_, (_, _, events)) in self.live.drain() {
             out.push_back(Event::Subscription {
                 events,
