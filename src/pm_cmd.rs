@@ -295,13 +295,13 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     });
     let (previous, expect) = match &opts.standby_for {
         Some(watched) => match stand_by(watched, &mut signals)? {
-            pool::standby::Watched::Gone { info, apps } => (Some(info), apps),
+            pool::standby::Watched::Gone { info, apps } => (Some(info), Some(apps)),
             pool::standby::Watched::Stopped | pool::standby::Watched::Interrupted => {
                 return Ok(());
             }
         },
-        None if opts.reclaim => (Some(previous_info(opts)?), Vec::new()),
-        None => (None, Vec::new()),
+        None if opts.reclaim => (Some(previous_info(opts)?), None),
+        None => (None, None),
     };
     let mut config = config(opts, previous.as_ref())?;
     config.expect = expect;

@@ -65,25 +65,83 @@ fn demand(client: &Client, name: &str) -> Vec<u8> {
     data.as_slice().to_vec()
 }
 
-#[test]
-fn apps_ride_out_a_killed_pm_restarted_with_reclaim_and_nothing_offered_is_lost() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("pm.info");
-    let workflow = format!("failover-restart-{}", std::process::id());
-    let (pm, info) = start_pm(&workflow, &file, tmp.path(), &[]);
-    let producer = join(&info, &file, "producer");
-    let consumer = join(&info, &file, "consumer");
-    offer(&producer, "before", b"offered before the PM died");
-    // A demand nobody can serve yet waits at the PM when it dies.
-    let waiting = std::thread::spawn(move || {
-        let got = demand(&consumer, "after");
-        (consumer, got)
-    });
-    std::thread::sleep(Duration::from_millis(200));
+/// A workflow of this test's own: a private TMPDIR, the PM info file there, its name.
+struct Scene {
+    tmp: tempfile::TempDir,
+    file: std::path::PathBuf,
+    workflow: String,
+}
 
-    let killed = Instant::now();
+impl Scene {
+    fn new(name: &str) -> Scene {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("pm.info");
+        let workflow = format!("failover-{name}-{}", std::process::id());
+        Scene {
+            tmp,
+            file,
+            workflow,
+        }
+    }
+
+    /// `maestro pm` of this workflow writing the info file, with `extra` options.
+    fn pm(&self, extra: &[&str]) -> (common::Group, PmInfo) {
+        start_pm(&self.workflow, &self.file, self.tmp.path(), extra)
+    }
+
+    /// `maestro pm --standby-for` the info file, with `extra` options.
+    fn standby(&self, extra: &[&str]) -> common::Group {
+        let mut cmd = std::process::Command::new(common::maestro());
+        cmd.args(["pm", "--workflow", &self.workflow])
+            .args(extra)
+            .arg("--standby-for")
+            .arg(&self.file)
+            .env("TMPDIR", self.tmp.path());
+        common::Group::spawn(&mut cmd)
+    }
+
+    /// Waits until the PM lists a standby.
+    fn await_standby(&self) {
+        let end = Instant::now() + Duration::from_secs(20);
+        while !status(&self.file).contains("standby on ") {
+            assert!(
+                Instant::now() < end,
+                "no standby listed: {}",
+                status(&self.file)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// SIGKILL to the PM `pm`; when.
+fn kill(pm: &common::Group) -> Instant {
     // SAFETY: signalling the PM's process, which this test started.
     unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
+    Instant::now()
+}
+
+/// `consumer` demands `name` on a thread of its own; the client and the bytes at the end.
+fn demanding(consumer: Client, name: &'static str) -> std::thread::JoinHandle<(Client, Vec<u8>)> {
+    std::thread::spawn(move || {
+        let got = demand(&consumer, name);
+        (consumer, got)
+    })
+}
+
+#[test]
+fn apps_ride_out_a_killed_pm_restarted_with_reclaim_and_nothing_offered_is_lost() {
+    let scene = Scene::new("restart");
+    let file = &scene.file;
+    let (pm, info) = scene.pm(&[]);
+    let producer = join(&info, file, "producer");
+    let consumer = join(&info, file, "consumer");
+    offer(&producer, "before", b"offered before the PM died");
+    // A demand nobody can serve yet waits at the PM when it dies.
+    let waiting = demanding(consumer, "after");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let killed = kill(&pm);
     assert!(common::wait_gone(pm.pid(), Duration::from_secs(10)));
     // Meanwhile the producer offers what the consumer waits for: the call waits too.
     let offering = std::thread::spawn(move || {
@@ -91,7 +149,7 @@ fn apps_ride_out_a_killed_pm_restarted_with_reclaim_and_nothing_offered_is_lost(
         producer
     });
     std::thread::sleep(Duration::from_millis(300));
-    let (next, _) = start_pm(&workflow, &file, tmp.path(), &["--reclaim", "--grace", "2"]);
+    let (next, _) = scene.pm(&["--reclaim", "--grace", "2"]);
     let producer = offering.join().expect("offer thread");
     let served = killed.elapsed();
     let (consumer, got) = waiting.join().expect("demand thread");
@@ -105,10 +163,10 @@ fn apps_ride_out_a_killed_pm_restarted_with_reclaim_and_nothing_offered_is_lost(
     // After the grace period an app that never knew the first PM gets what was offered
     // before it died.
     std::thread::sleep(Duration::from_secs(2));
-    let next_info = PmInfo::from_file(&file)
+    let next_info = PmInfo::from_file(file)
         .expect("info file")
         .expect("written");
-    let newcomer = join(&next_info, &file, "newcomer");
+    let newcomer = join(&next_info, file, "newcomer");
     assert_eq!(demand(&newcomer, "before"), b"offered before the PM died");
     for c in [newcomer, consumer, producer] {
         c.leave().expect("leave");
@@ -118,11 +176,9 @@ fn apps_ride_out_a_killed_pm_restarted_with_reclaim_and_nothing_offered_is_lost(
 
 #[test]
 fn a_pm_that_stops_says_bye_and_its_apps_do_not_wait_for_another() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("pm.info");
-    let workflow = format!("failover-bye-{}", std::process::id());
-    let (pm, info) = start_pm(&workflow, &file, tmp.path(), &[]);
-    let consumer = join(&info, &file, "consumer");
+    let scene = Scene::new("bye");
+    let (pm, info) = scene.pm(&[]);
+    let consumer = join(&info, &scene.file, "consumer");
     let waiting = std::thread::spawn(move || {
         let cdo = consumer.declare("never").expect("declare");
         let started = Instant::now();
@@ -154,42 +210,20 @@ fn status(file: &std::path::Path) -> String {
 
 #[test]
 fn a_standby_takes_over_from_a_killed_pm_and_its_apps_carry_on() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("pm.info");
-    let workflow = format!("failover-standby-{}", std::process::id());
-    let (active, info) = start_pm(&workflow, &file, tmp.path(), &[]);
-    let mut cmd = std::process::Command::new(common::maestro());
-    cmd.args([
-        "pm",
-        "--workflow",
-        &workflow,
-        "--grace",
-        "10",
-        "--standby-for",
-    ])
-    .arg(&file)
-    .env("TMPDIR", tmp.path());
-    let mut standby = common::Group::spawn(&mut cmd);
+    let scene = Scene::new("standby");
+    let file = &scene.file;
+    let (active, info) = scene.pm(&[]);
+    let mut standby = scene.standby(&["--grace", "10"]);
     let said = common::lines(standby.child.stderr.take().expect("stderr"));
-    let producer = join(&info, &file, "producer");
-    let consumer = join(&info, &file, "consumer");
+    let producer = join(&info, file, "producer");
+    let consumer = join(&info, file, "consumer");
     offer(&producer, "before", b"offered before the PM died");
-    // The standby looks at the active PM's apps twice a second.
+    // The standby looks at the active PM's apps twice a second; the PM lists it.
     std::thread::sleep(Duration::from_millis(800));
-    // The active PM lists its standby.
-    let end = Instant::now() + Duration::from_secs(20);
-    while !status(&file).contains("standby on ") {
-        assert!(Instant::now() < end, "no standby listed: {}", status(&file));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let waiting = std::thread::spawn(move || {
-        let got = demand(&consumer, "after");
-        (consumer, got)
-    });
+    scene.await_standby();
+    let waiting = demanding(consumer, "after");
     std::thread::sleep(Duration::from_millis(200));
-    let killed = Instant::now();
-    // SAFETY: signalling the PM's process, which this test started.
-    unsafe { libc::kill(active.pid(), libc::SIGKILL) };
+    let killed = kill(&active);
     offer(&producer, "after", b"offered to the standby");
     let served = killed.elapsed();
     let (consumer, got) = waiting.join().expect("demand thread");
@@ -204,7 +238,7 @@ fn a_standby_takes_over_from_a_killed_pm_and_its_apps_carry_on() {
     // Both apps it saw came back: its grace period (10 s) ends early, after its shortest
     // length (1 s).
     let text = loop {
-        let text = status(&file);
+        let text = status(file);
         if !text.contains("taking over") {
             break text;
         }
@@ -215,14 +249,14 @@ fn a_standby_takes_over_from_a_killed_pm_and_its_apps_carry_on() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(text.contains("generation"), "{text}");
-    let taken_over = PmInfo::from_file(&file).expect("info").expect("written");
+    let taken_over = PmInfo::from_file(file).expect("info").expect("written");
     assert_ne!(taken_over, info, "the standby's info");
     assert_eq!(
         producer.pm_info(),
         taken_over,
         "what to hand another job now"
     );
-    let newcomer = join(&taken_over, &file, "newcomer");
+    let newcomer = join(&taken_over, file, "newcomer");
     assert_eq!(demand(&newcomer, "before"), b"offered before the PM died");
     for c in [newcomer, consumer, producer] {
         c.leave().expect("leave");
@@ -239,20 +273,10 @@ fn a_standby_takes_over_from_a_killed_pm_and_its_apps_carry_on() {
 
 #[test]
 fn a_standby_of_a_pm_that_stops_exits_without_taking_over() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("pm.info");
-    let workflow = format!("failover-standby-stop-{}", std::process::id());
-    let (active, _) = start_pm(&workflow, &file, tmp.path(), &[]);
-    let mut cmd = std::process::Command::new(common::maestro());
-    cmd.args(["pm", "--workflow", &workflow, "--standby-for"])
-        .arg(&file)
-        .env("TMPDIR", tmp.path());
-    let standby = common::Group::spawn(&mut cmd);
-    let end = Instant::now() + Duration::from_secs(20);
-    while !status(&file).contains("standby on ") {
-        assert!(Instant::now() < end, "no standby listed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let scene = Scene::new("standby-stop");
+    let (active, _) = scene.pm(&[]);
+    let standby = scene.standby(&[]);
+    scene.await_standby();
     active.terminate(Duration::from_secs(10));
     let out = standby.wait(Duration::from_secs(10));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
@@ -305,43 +329,26 @@ fn the_workflow_completes_through_a_pm_killed_at_random_moments() {
         rng ^= rng << 17;
         let delay = Duration::from_millis(300 + rng % 1500);
         let standby = run % 2 == 0;
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let file = tmp.path().join("pm.info");
-        let workflow = format!("failover-workflow-{}-{run}", std::process::id());
-        let (active, _) = start_pm(&workflow, &file, tmp.path(), &[]);
-        let watcher = standby.then(|| {
-            let mut cmd = std::process::Command::new(common::maestro());
-            cmd.args([
-                "pm",
-                "--workflow",
-                &workflow,
-                "--grace",
-                "3",
-                "--standby-for",
-            ])
-            .arg(&file)
-            .env("TMPDIR", tmp.path());
-            common::Group::spawn(&mut cmd)
-        });
+        let scene = Scene::new(&format!("workflow-{run}"));
+        let (active, _) = scene.pm(&[]);
+        let watcher = standby.then(|| scene.standby(&["--grace", "3"]));
         let mut cmd = std::process::Command::new(common::maestro());
         cmd.args(["run", "-n", "4", "--"])
             .arg(common::example("pool_workflow"))
             .args(["--cdos", "100", "--max-size", "4M"])
-            .env("MSTRO_WORKFLOW_NAME", &workflow)
-            .env("MSTRO_POOL_MANAGER_INFO_FILE", &file)
-            .env("TMPDIR", tmp.path());
+            .env("MSTRO_WORKFLOW_NAME", &scene.workflow)
+            .env("MSTRO_POOL_MANAGER_INFO_FILE", &scene.file)
+            .env("TMPDIR", scene.tmp.path());
         let job = common::Group::spawn(&mut cmd);
         std::thread::sleep(delay);
         let mid_run = common::alive(job.pid());
-        let killed = Instant::now();
-        // SAFETY: signalling the PM's process, which this test started.
-        unsafe { libc::kill(active.pid(), libc::SIGKILL) };
+        let killed = kill(&active);
         let restarted = (!standby).then(|| {
             std::thread::sleep(Duration::from_millis(200));
-            start_pm(&workflow, &file, tmp.path(), &["--reclaim", "--grace", "3"]).0
+            scene.pm(&["--reclaim", "--grace", "3"]).0
         });
         let stall = mid_run
-            .then(|| first_rejoin(&file, killed, job.pid()))
+            .then(|| first_rejoin(&scene.file, killed, job.pid()))
             .flatten();
         let out = job.wait(Duration::from_secs(300));
         out.assert_workflow_of(2, 100);

@@ -146,8 +146,9 @@ pub struct PmConfig {
     pub grace: Option<std::time::Duration>,
     /// The apps of the PM that is gone, as a standby last saw them (id and
     /// `component:index`): the grace period ends once all of them reclaimed what they
-    /// held, and the failover event names those that did not. Default none.
-    pub expect: Vec<(crate::proto::AppId, String)>,
+    /// held (at once when it saw none), and the failover event names those that did not.
+    /// Default `None`: not known (the period runs its length).
+    pub expect: Option<Vec<(crate::proto::AppId, String)>>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -201,7 +202,7 @@ impl PmConfig {
             gfs_dir: None,
             adopt: Vec::new(),
             grace: None,
-            expect: Vec::new(),
+            expect: None,
         }
     }
 }
@@ -291,7 +292,9 @@ impl PoolManager {
         manager.set_policy(config.policy.clone());
         if let Some(grace) = config.grace {
             manager.reclaiming(Instant::now() + grace);
-            manager.expecting(config.expect.iter().cloned());
+            if let Some(apps) = &config.expect {
+                manager.expecting(apps.iter().cloned());
+            }
         }
         let mut kept = config
             .gfs_dir

@@ -18,7 +18,8 @@ use crate::proto::{self, AppId, Reclaim, Refusal};
 pub(super) struct Takeover {
     /// When the grace period began.
     since: Option<Instant>,
-    expected: std::collections::BTreeMap<AppId, String>,
+    /// `None`: not known (a PM restarted by hand).
+    expected: Option<std::collections::BTreeMap<AppId, String>>,
     back: Vec<AppId>,
 }
 
@@ -73,10 +74,11 @@ impl Manager {
     }
 
     /// The apps the manager that is gone had (their ids and labels, as a standby saw them
-    /// last): the grace period ends as soon as every one of them replayed what it holds, and
-    /// the failover event names those that did not come back.
+    /// last): the grace period ends as soon as every one of them replayed what it holds
+    /// (after [`MIN_GRACE`]: at once when there were none), and the failover event names
+    /// those that did not come back.
     pub fn expecting(&mut self, apps: impl IntoIterator<Item = (AppId, String)>) {
-        self.takeover.expected = apps.into_iter().collect();
+        self.takeover.expected = Some(apps.into_iter().collect());
     }
 
     /// The grace period ends at its deadline, or once every app expected is back.
@@ -92,7 +94,7 @@ impl Manager {
         let until = self.grace?;
         let t = &self.takeover;
         let early = (t.since)
-            .filter(|_| !t.expected.is_empty() && t.expected.keys().all(|a| t.back.contains(a)))
+            .filter(|_| (t.expected.as_ref()).is_some_and(|e| e.keys().all(|a| t.back.contains(a))))
             .map(|at| at + MIN_GRACE);
         Some(early.map_or(until, |e| e.min(until)))
     }
@@ -129,7 +131,7 @@ impl Manager {
             }
         }
         let takeover = std::mem::take(&mut self.takeover);
-        let missing: Vec<&str> = (takeover.expected.iter())
+        let missing: Vec<&str> = (takeover.expected.iter().flatten())
             .filter(|(id, _)| !takeover.back.contains(id))
             .map(|(_, label)| label.as_str())
             .collect();
