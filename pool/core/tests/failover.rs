@@ -626,3 +626,32 @@ fn an_operation_held_for_an_ack_when_the_manager_dies_is_not_held_again_by_its_e
     assert_eq!(w.answer(p, offered), Some(&Ok(x)), "not held again");
     assert_eq!(heard(&w), [first], "heard once");
 }
+
+#[test]
+fn a_signal_before_subscriber_asked_again_late_hears_an_offer_it_heard_before_once() {
+    use pool_core::client::News;
+    let options = pool_core::events::SubscribeOptions {
+        signal_before: true,
+        require_ack: true,
+        ..Default::default()
+    };
+    let (mut w, [p, _, watcher], sub) = watched_world(options);
+    let (x, offered) = w.offer(p, "x", b"x", false);
+    w.pump();
+    let first = match w.apps[watcher].news[&77].last() {
+        Some(News::Event(e)) => e.serial,
+        other => panic!("{other:?}"),
+    };
+    w.restart_manager(Duration::from_secs(1));
+    w.core(watcher).ack(sub, first).expect("ack");
+    // The producer comes back first: its offer, never answered, is announced to nobody
+    // and kept for the grace period; the watcher, asked again later, hears it after the
+    // fact: the echo of what it heard before.
+    w.reclaim(p).expect("producer");
+    assert_eq!(w.answer(p, offered), Some(&Ok(x)));
+    w.reclaim(watcher).expect("watcher");
+    let heard = (w.apps[watcher].news[&77].iter())
+        .filter(|n| matches!(n, News::Event(e) if e.cdo.as_deref() == Some("x")))
+        .count();
+    assert_eq!(heard, 1, "{:?}", w.apps[watcher].news[&77]);
+}

@@ -42,8 +42,7 @@ const REMEMBERED: usize = 1024;
 /// echo (the replays of the grace period come within it).
 const ECHO_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A subscription's latest events (an identity each: kind, app, CDO, before or after,
-/// detail),
+/// A subscription's latest events (an identity each: kind, app, CDO, detail),
 /// and after a takeover those it heard from the manager that is gone: an operation that
 /// manager announced but did not answer is announced again by the one that takes over
 /// (its app cannot know it was announced); its echo is dropped here, and acknowledged
@@ -76,11 +75,13 @@ impl Heard {
 }
 
 /// An event's identity across managers: what happened to what, by whom, as told (not its
-/// serial or time).
+/// serial or time, nor whether it comes before or after the fact: a signal-before
+/// subscriber asked again late in a grace period hears what happened meanwhile after
+/// the fact).
 fn identity(e: &PoolEvent) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
-    (e.kind, e.app, &e.cdo, e.before, &e.detail).hash(&mut h);
+    (e.kind, e.app, &e.cdo, &e.detail).hash(&mut h);
     h.finish()
 }
 
