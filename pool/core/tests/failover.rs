@@ -594,10 +594,11 @@ fn groups_demanded_through_a_takeover_arrive_whole() {
     assert_eq!(here.members[0].name, "later/a");
 }
 
-#[test]
-fn an_operation_held_for_an_ack_when_the_manager_dies_is_not_held_again_by_its_echo() {
-    use pool_core::client::News;
-    // An archiver's subscription: told before each offer takes effect, which waits for it.
+/// An archiver's subscription (told before each offer takes effect, which waits for its
+/// ack) and an offer of `x` it heard and holds, when the manager dies; the watcher has
+/// acknowledged it meanwhile, as apps do. The world, the producer and watcher, the
+/// offer's CDO and tag, and the serials of the events of `x` the watcher heard.
+fn offer_held_through_a_takeover() -> (pool_core::sim::World, [usize; 2], (u64, u32)) {
     let options = pool_core::events::SubscribeOptions {
         signal_before: true,
         require_ack: true,
@@ -607,51 +608,41 @@ fn an_operation_held_for_an_ack_when_the_manager_dies_is_not_held_again_by_its_e
     let (x, offered) = w.offer(p, "x", b"x", false);
     w.pump();
     assert_eq!(w.answer(p, offered), None, "held for the watcher's ack");
-    let heard = |w: &pool_core::sim::World| -> Vec<u64> {
-        (w.apps[watcher].news[&77].iter())
-            .filter_map(|n| match n {
-                News::Event(e) if e.cdo.as_deref() == Some("x") => Some(e.serial),
-                _ => None,
-            })
-            .collect()
-    };
-    let first = heard(&w)[0];
-    // The manager dies; the watcher acknowledges what it heard meanwhile, as apps do.
+    let first = heard_of_x(&w, watcher)[0];
     w.restart_manager(Duration::from_secs(1));
     w.core(watcher).ack(sub, first).expect("ack");
+    (w, [p, watcher], (x, offered))
+}
+
+/// The serials of the events of `x` app `watcher` heard (queue 77).
+fn heard_of_x(w: &pool_core::sim::World, watcher: usize) -> Vec<u64> {
+    (w.apps[watcher].news[&77].iter())
+        .filter_map(|n| match n {
+            pool_core::client::News::Event(e) if e.cdo.as_deref() == Some("x") => Some(e.serial),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_operation_held_for_an_ack_when_the_manager_dies_is_not_held_again_by_its_echo() {
+    let (mut w, [p, watcher], (x, offered)) = offer_held_through_a_takeover();
     w.reclaim(watcher).expect("watcher");
     // The producer's offer was never answered: it is announced again, and its echo is
     // acknowledged for the watcher, which heard it once.
     w.reclaim(p).expect("producer");
     assert_eq!(w.answer(p, offered), Some(&Ok(x)), "not held again");
-    assert_eq!(heard(&w), [first], "heard once");
+    assert_eq!(heard_of_x(&w, watcher).len(), 1, "heard once");
 }
 
 #[test]
 fn a_signal_before_subscriber_asked_again_late_hears_an_offer_it_heard_before_once() {
-    use pool_core::client::News;
-    let options = pool_core::events::SubscribeOptions {
-        signal_before: true,
-        require_ack: true,
-        ..Default::default()
-    };
-    let (mut w, [p, _, watcher], sub) = watched_world(options);
-    let (x, offered) = w.offer(p, "x", b"x", false);
-    w.pump();
-    let first = match w.apps[watcher].news[&77].last() {
-        Some(News::Event(e)) => e.serial,
-        other => panic!("{other:?}"),
-    };
-    w.restart_manager(Duration::from_secs(1));
-    w.core(watcher).ack(sub, first).expect("ack");
+    let (mut w, [p, watcher], (x, offered)) = offer_held_through_a_takeover();
     // The producer comes back first: its offer, never answered, is announced to nobody
     // and kept for the grace period; the watcher, asked again later, hears it after the
     // fact: the echo of what it heard before.
     w.reclaim(p).expect("producer");
     assert_eq!(w.answer(p, offered), Some(&Ok(x)));
     w.reclaim(watcher).expect("watcher");
-    let heard = (w.apps[watcher].news[&77].iter())
-        .filter(|n| matches!(n, News::Event(e) if e.cdo.as_deref() == Some("x")))
-        .count();
-    assert_eq!(heard, 1, "{:?}", w.apps[watcher].news[&77]);
+    assert_eq!(heard_of_x(&w, watcher).len(), 1, "heard once");
 }
