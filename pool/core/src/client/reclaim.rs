@@ -39,8 +39,7 @@ impl<T: Driver> ClientCore<T> {
         if self.closed || self.ended || (self.left && !leaving) || !welcomed {
             return self.close();
         }
-        if let Some(Handshake::Challenge { .. } | Handshake::Welcome { .. }) = self.handshake.take()
-        {
+        if self.handshake.take().is_some() {
             self.joined = Some(Err(CallError::Closed));
         }
         let until = self.lost.map_or(until, |earlier| earlier.min(until));
