@@ -291,6 +291,8 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     let _janitor = launcher::janitor::Janitor::start(&launcher::janitor::JanitorArgs {
         info_file: info_file(opts),
         gfs_dir: opts.gfs_dir.clone(),
+        // Its kept CDOs outlive it: the next PM of the workflow adopts them.
+        kept_for_taker: true,
         ..Default::default()
     });
     let (previous, expect) = match &opts.standby_for {

@@ -35,14 +35,15 @@ fn join_gfs(
     pool::Client::join(info, common::tcp_lo_options(component).gfs(gfs(dir, offer))).expect("join")
 }
 
-/// The files under `dir`, recursively (directories not counted).
+/// The files of CDOs under `dir`, recursively (not directories, nor the pool's JSON
+/// files: the description beside each kept file and the mark of its directory).
 fn files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).expect("dir").flatten() {
         let p = e.path();
         if p.is_dir() {
             out.extend(files(&p));
-        } else {
+        } else if p.extension().is_none_or(|x| x != "json") {
             out.push(p);
         }
     }
@@ -556,10 +557,11 @@ fn a_later_workflow_adopts_what_an_earlier_one_persisted() {
     common::assert_only_persisted(pm, dir.path(), "gfs-second", &names);
 }
 
-/// A `maestro pm` keeping files, killed with SIGKILL, leaves none behind: its janitor
-/// sweeps its directory (a PM cannot persist what it was killed before moving).
+/// A `maestro pm` keeping files, killed with SIGKILL, leaves them for the next PM of its
+/// workflow (`--reclaim`, a standby: tests/pm_failover.rs) for `pool::KEPT_FOR_TAKER`
+/// from its janitor's sweep on, and no longer: the first sweep after that removes them.
 #[test]
-fn a_killed_pms_kept_files_are_swept() {
+fn a_killed_pms_kept_files_stay_for_a_taker_then_are_swept() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gfs_dir = dir.path().display().to_string();
     let (mut pm, info) = start_pm("gfs-kill", &["--gfs-dir", &gfs_dir]);
@@ -571,9 +573,37 @@ fn a_killed_pms_kept_files_are_swept() {
     assert_eq!(files(dir.path()).len(), 1, "the kept file");
     pm.child.kill().expect("SIGKILL");
     let _ = pm.child.wait();
-    wait_for(dir.path(), T, "the PM's directory swept", || {
-        std::fs::read_dir(dir.path()).is_ok_and(|mut d| d.next().is_none())
+    let stamps = || {
+        (std::fs::read_dir(dir.path()).expect("dir").flatten())
+            .map(|e| e.path().join("maestro-orphaned"))
+            .filter(|p| p.exists())
+            .collect::<Vec<_>>()
+    };
+    wait_for(dir.path(), T, "the PM's janitor swept", || {
+        !stamps().is_empty()
     });
+    assert_eq!(files(dir.path()).len(), 2, "the kept file is left (and the stamp)");
+    // The window over, the next sweep (a janitor's here) removes it.
+    for stamp in stamps() {
+        let long_ago = std::time::SystemTime::now() - pool::KEPT_FOR_TAKER;
+        std::fs::File::options()
+            .write(true)
+            .open(stamp)
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("age the stamp");
+    }
+    let out = run(
+        Command::new(maestro())
+            .args(["janitor", "--kept-for-taker", "--gfs-dir", &gfs_dir])
+            .stdin(std::process::Stdio::null()),
+        T,
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        std::fs::read_dir(dir.path()).is_ok_and(|mut d| d.next().is_none()),
+        "left: {:?}",
+        files(dir.path())
+    );
 }
 
 /// A launcher killed with SIGKILL while its ranks offer through the global file system

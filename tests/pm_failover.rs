@@ -378,3 +378,65 @@ fn the_workflow_completes_through_a_pm_killed_at_random_moments() {
         );
     }
 }
+
+/// What the pool keeps after its producer left outlives the PM too: a GFS offer handed
+/// over at its withdraw, its producer gone, the PM killed; the PM restarted with
+/// `--reclaim` adopts the file from the dead PM's directory (left by the sweeps for it)
+/// and a newcomer gets its bytes; nothing of the dead PM's directory is left.
+#[test]
+fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
+    let scene = Scene::new("kept");
+    let gfs = scene.tmp.path().join("gfs");
+    std::fs::create_dir(&gfs).expect("gfs dir");
+    let gfs_arg = gfs.to_str().expect("utf-8 path");
+    let (pm, info) = scene.pm(&["--gfs-dir", gfs_arg]);
+    let options = |component: &str, offer: bool| {
+        JoinOptions::new(component, 0).isolated().gfs(pool::GfsOptions {
+            dir: gfs.clone(),
+            offer,
+            group_readable: false,
+        })
+    };
+    let producer = Client::join(&info, options("producer", true)).expect("join");
+    let cdo = producer.declare("kept/field").expect("declare");
+    let bytes: Vec<u8> = (0..1u32 << 16).map(|i| (i % 251) as u8).collect();
+    producer
+        .seal_and_offer(
+            cdo,
+            Default::default(),
+            fabric::Buffer::from_slice(&bytes).expect("buffer"),
+        )
+        .expect("offer");
+    producer.withdraw(cdo).expect("withdraw, handing the file over");
+    producer.leave().expect("leave");
+
+    let before: Vec<_> = (std::fs::read_dir(&gfs).expect("gfs dir").flatten())
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(before.len(), 1, "the PM's directory alone: {before:?}");
+    let killed = kill(&pm);
+    assert!(common::wait_gone(pm.pid(), Duration::from_secs(10)));
+    // Its janitor sweeps the GFS directory: the kept files stay for the next PM.
+    let end = Instant::now() + Duration::from_secs(20);
+    while !before[0].join("maestro-orphaned").exists() {
+        assert!(Instant::now() < end, "the janitor did not sweep");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(before[0].exists(), "left for the next PM");
+
+    let (next, next_info) = scene.pm(&["--reclaim", "--grace", "1", "--gfs-dir", gfs_arg]);
+    std::thread::sleep(Duration::from_millis(1200));
+    let consumer = Client::join(&next_info, options("consumer", false)).expect("join");
+    let got = demand(&consumer, "kept/field");
+    eprintln!(
+        "kept CDO served {:.2} s after its PM was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    assert_eq!(got, bytes);
+    assert!(
+        !before[0].exists(),
+        "the dead PM's directory is gone once adopted"
+    );
+    consumer.leave().expect("leave");
+    drop(next);
+}

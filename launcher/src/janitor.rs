@@ -15,7 +15,9 @@
 //! - a pool manager's `--info-file`, unless another running PM took it over (it holds its
 //!   lock then);
 //! - the GFS directories of this host's dead clients under `MSTRO_TRANSPORT_GFS_DIR` (the
-//!   CDO files of ranks killed with the launcher);
+//!   CDO files of ranks killed with the launcher); the kept files of a pool manager that
+//!   is gone are left for the next manager of its workflow after a `maestro pm` (see
+//!   [`pool::KeptOfGone`]), removed after a `maestro run`;
 //! - run as root: the private directories (`/tmp/maestro-<uid>`) of users whose account is
 //!   gone.
 //!
@@ -49,6 +51,10 @@ pub struct JanitorArgs {
     /// the directories of this host's dead clients there are removed.
     #[arg(long)]
     pub gfs_dir: Option<PathBuf>,
+    /// Leave the kept files of a pool manager that is gone in the GFS directory for the
+    /// next manager of its workflow ([`pool::KeptOfGone::LeftForTaker`]); else they go.
+    #[arg(long)]
+    pub kept_for_taker: bool,
 }
 
 /// The parent's end of the pipe to its janitor.
@@ -81,6 +87,9 @@ impl Janitor {
         }
         if let Some(dir) = &args.gfs_dir {
             cmd.arg("--gfs-dir").arg(dir);
+        }
+        if args.kept_for_taker {
+            cmd.arg("--kept-for-taker");
         }
         cmd.stdin(Stdio::piped())
             // Not the launcher's output: a pipeline reading it must end with the launcher.
@@ -141,7 +150,12 @@ pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
         remove_unless_locked(file);
     }
     if let Some(dir) = &args.gfs_dir {
-        pool::sweep_gfs(dir);
+        let kept = if args.kept_for_taker {
+            pool::KeptOfGone::LeftForTaker
+        } else {
+            pool::KeptOfGone::Removed
+        };
+        pool::sweep_gfs(dir, kept);
     }
     fabric::sweep_stale_shm_files();
     if let Ok(node) = crate::publish::NodeDirectory::default_dir()

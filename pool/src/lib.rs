@@ -37,7 +37,7 @@ mod readme {}
 pub use client::{
     AsyncClient, Bounded, Bounds, CdoData, CdoPhase, Client, ClientError, DEFAULT_INLINE_MAX,
     DEFAULT_WAIT_SPIN, Ended, Finder, GROUP_IDS, GfsOptions, GroupMember, INTERRUPT_POLL,
-    JoinOptions, Observer, ReclaimOptions, Result, Subscription, Task, bare_join, sweep_gfs,
+    JoinOptions, KEPT_FOR_TAKER, KeptOfGone, Observer, ReclaimOptions, Result, Subscription, Task, bare_join, sweep_gfs,
     welcome,
 };
 pub use pm::{

@@ -5,16 +5,25 @@
 //! them.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Removes the directories in `base` named `<prefix><pid>` (anything may follow the pid's
 /// digits) that belong to this user and whose process is gone. Errors are ignored: a
 /// directory that cannot be read or removed is simply left.
 pub fn sweep_dead_process_dirs(base: &Path, prefix: &str) {
+    for dir in dead_process_dirs(base, prefix) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The directories in `base` named `<prefix><pid>` that belong to this user and whose
+/// process is gone (what [`sweep_dead_process_dirs`] removes).
+pub fn dead_process_dirs(base: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(base) else {
-        return;
+        return Vec::new();
     };
     let uid = safefs::euid();
+    let mut dead = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name.strip_prefix(prefix).and_then(|rest| {
@@ -25,10 +34,11 @@ pub fn sweep_dead_process_dirs(base: &Path, prefix: &str) {
         };
         let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
         if ours && !process_alive(pid) {
-            tracing::debug!("removing {name}: its process {pid} is gone");
-            let _ = std::fs::remove_dir_all(e.path());
+            tracing::debug!("{name}: its process {pid} is gone");
+            dead.push(e.path());
         }
     }
+    dead
 }
 
 /// Whether process `pid` is alive: it exists and is not a zombie (a zombie, waiting for

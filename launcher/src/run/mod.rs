@@ -314,6 +314,8 @@ fn run(opts: &RunOptions, std_closed: fn(usize) -> bool) -> Result<i32, RunError
         gfs_dir: std::env::var_os("MSTRO_TRANSPORT_GFS_DIR")
             .filter(|d| !d.is_empty())
             .map(std::path::PathBuf::from),
+        // The workflow ends with this launcher: its PM's kept files go too.
+        kept_for_taker: false,
     });
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");

@@ -219,6 +219,9 @@ pub struct World {
     /// The world's file system links no file into the PM's directory, for this reason
     /// (another file system, say): see [`Event::HandOver`].
     pub unlinkable: Option<String>,
+    /// Hand-overs wait here (app, CDO, directory) instead of being linked, while `Some`
+    /// (links as slow as a parallel file system's): the test links them ([`World::link`]).
+    pub linking: Option<Vec<(usize, CdoId, std::sync::Arc<str>)>>,
     /// Files linked into the PM's directory: the key of the bytes each names.
     linked: HashMap<String, u64>,
 }
@@ -253,6 +256,7 @@ impl World {
             stalled: None,
             stalled_inbox: Vec::new(),
             unlinkable: None,
+            linking: None,
             linked: HashMap::new(),
         }
     }
@@ -448,6 +452,20 @@ impl World {
         }
     }
 
+    /// The world's file system links app `i`'s file of `cdo` into the PM's directory `dir`
+    /// under the CDO's id, unless it links none, and says so to the app.
+    pub fn link(&mut self, i: usize, cdo: CdoId, dir: &str) {
+        let linked = match &self.unlinkable {
+            Some(why) => Err(why.clone()),
+            None => {
+                let path = format!("{dir}/{cdo}");
+                self.linked.insert(path.clone(), self.offers[&(i, cdo)]);
+                Ok(Some(path.into()))
+            }
+        };
+        self.core(i).handed_over(cdo, linked);
+    }
+
     /// Hands each app the messages the manager sent it.
     fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
         for (conn, m) in out {
@@ -483,19 +501,10 @@ impl World {
                 let data = bytes[o..o + n].to_vec();
                 self.core(i).served(transfer, offset, data).expect("chunk");
             }
-            // The world's file system links a file into the PM's directory under the
-            // CDO's id, unless it links none.
-            Event::HandOver { cdo, dir } => {
-                let linked = match &self.unlinkable {
-                    Some(why) => Err(why.clone()),
-                    None => {
-                        let path = format!("{dir}/{cdo}");
-                        self.linked.insert(path.clone(), self.offers[&(i, cdo)]);
-                        Ok(Some(path.into()))
-                    }
-                };
-                self.core(i).handed_over(cdo, linked);
-            }
+            Event::HandOver { cdo, dir } => match &mut self.linking {
+                Some(waiting) => waiting.push((i, cdo, dir)),
+                None => self.link(i, cdo, &dir),
+            },
             // The world's global file system has every offer's bytes as `/gfs/KEY`.
             Event::Spill { cdo } => {
                 let key = self.offers[&(i, cdo)];

@@ -646,3 +646,44 @@ fn a_signal_before_subscriber_asked_again_late_hears_an_offer_it_heard_before_on
     w.reclaim(watcher).expect("watcher");
     assert_eq!(heard_of_x(&w, watcher).len(), 1, "heard once");
 }
+
+#[test]
+fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlives_its_producer() {
+    let mut w = pool_core::sim::World::new();
+    w.manager.set_keep_dir(Some("/gfs/pm-1"));
+    let p = w.join_with_gfs_only("producer", "node1");
+    let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
+    w.pump();
+    // The manager dies as the file is being linked into its directory.
+    w.linking = Some(Vec::new());
+    w.timed(p, |k, now| k.withdraw(now, cdo, 7))
+        .expect("withdraw");
+    w.pump();
+    w.restart_manager(Duration::from_secs(1));
+    w.manager.set_keep_dir(Some("/gfs/pm-2"));
+    w.reclaim(p).expect("reclaimed");
+    // Welcomed back, the producer links its file into the next manager's directory;
+    // the link into the one of the manager that is gone ends late: it is not the
+    // hand-over the withdraw waits for now.
+    let links = w.linking.take().expect("linking");
+    let dirs: Vec<&str> = links.iter().map(|(_, _, d)| &**d).collect();
+    assert_eq!(dirs, ["/gfs/pm-1", "/gfs/pm-2"]);
+    for (app, cdo, dir) in links {
+        w.link(app, cdo, &dir);
+    }
+    w.pump();
+    assert_eq!(w.answer(p, 7), Some(&Ok(cdo)));
+    assert_eq!(withdraws(&w, p), [Some(format!("/gfs/pm-2/{cdo}"))]);
+    // The producer leaves; after the grace period a consumer gets the bytes from the
+    // pool, out of the next manager's directory.
+    w.timed(p, |k, now| k.leave(now, 8)).expect("leave");
+    w.pump();
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(1));
+    assert_eq!(demanded(&mut w, "node2", "field"), b"forty-two");
+    assert!(
+        matches!(w.apps.last().and_then(|c| c.tickets.last()),
+            Some(pool_core::proto::Source::Gfs { file, .. }) if file.path.starts_with("/gfs/pm-2/")),
+        "read from the kept file"
+    );
+}

@@ -124,14 +124,25 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
         ("pool", "kept", vec!["producer:0".to_string()])
     );
     // The workflow ends: the driver gets the file to remove.
-    assert_eq!(
-        pm.m.kept_files(),
-        [KeptFile {
-            path: format!("{KEEP}/{cdo}").into(),
-            name: "field".into(),
-            persist: None,
-        }]
+    let files = pm.m.kept_files();
+    let [KeptFile {
+        path,
+        name,
+        description,
+        persist: false,
+    }] = &files[..]
+    else {
+        panic!("{files:?}")
+    };
+    assert_eq!((&**path, &**name), (&*format!("{KEEP}/{cdo}"), "field"));
+    // Described as it was checked: what a pool manager taking over adopts.
+    let checks = pm.m.take_kept_checks();
+    assert!(
+        matches!(&checks[..], [c] if c.path == *path && c.description == *description && c.offered.is_some()),
+        "{checks:?}"
     );
+    let adopted = pool_core::Adopted::described(description, path.to_string()).expect("read");
+    assert_eq!((adopted.name.as_str(), adopted.len), ("field", 9));
     assert!(pm.m.take_discarded().is_empty(), "nothing ended before");
 }
 
@@ -221,7 +232,8 @@ fn a_kept_cdo_ends_with_its_lifetime_its_file_only_once_nobody_reads_it() {
         KeptFile {
             path,
             name,
-            persist: Some(described),
+            description: described,
+            persist: true,
         },
     ] = &discarded[..]
     else {
@@ -405,8 +417,14 @@ fn a_file_is_adopted_only_from_the_pools_own_directory() {
     assert_eq!(gfs_path(&out), Some(format!("{KEEP}/adopted-1")));
     let kept = pm.m.kept_files();
     assert!(
-        matches!(&kept[..], [f] if f.persist.as_deref().is_some_and(|d| d.contains("\"typed\""))),
+        matches!(&kept[..], [f] if f.persist && f.description.contains("\"typed\"")),
         "{kept:?} ({id})"
+    );
+    // Described anew in this pool's directory; no producer's file to check it against.
+    let checks = pm.m.take_kept_checks();
+    assert!(
+        matches!(&checks[..], [c] if c.id == id && c.offered.is_none()),
+        "{checks:?}"
     );
     // A description that is none says what is wrong.
     let e = pool_core::Adopted::described("{\"name\": 1}", String::new()).expect_err("bad");

@@ -10,9 +10,9 @@ mod support;
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{CallError, ClientCore, Event, GfsUse, Phase, Transport};
 use pool_core::policy::Policy;
-use pool_core::proto::{CdoId, FromPm, Op, Refusal, Source, ToPm};
+use pool_core::proto::{CdoId, FromPm, Op, Refusal, ToPm};
 use pool_core::sim::{Plain, World};
-use support::wrong;
+use support::{demanded, withdraws, wrong};
 
 /// The PM's directory of kept files.
 const KEEP: &str = "/gfs/kept";
@@ -26,32 +26,6 @@ fn world(keep: bool) -> (World, usize) {
     }
     let p = w.join_with_gfs_only("producer", "node1");
     (w, p)
-}
-
-/// A consumer of `host` (the global file system, no fabric) demanding `name`: its bytes.
-fn demanded(w: &mut World, host: &str, name: &str) -> Vec<u8> {
-    let c = w.join_with_gfs_only("consumer", host);
-    let cdo = w.core(c).declare(name).expect("declare");
-    w.timed(c, |k, now| k.demand(now, cdo, 99)).expect("demand");
-    w.pump();
-    assert_eq!(w.answer(c, 99), Some(&Ok(cdo)), "{name} demanded");
-    assert!(
-        matches!(w.apps[c].tickets.last(), Some(Source::Gfs { file, .. }) if file.path.starts_with("/gfs/")),
-        "read from a file: {:?}",
-        w.apps[c].tickets
-    );
-    w.core(c).take_arrived(cdo).expect("arrived").0
-}
-
-/// The withdraws `app` sent, with the file each asked the PM to keep.
-fn withdraws(w: &World, app: usize) -> Vec<Option<String>> {
-    w.sent(app)
-        .into_iter()
-        .filter_map(|m| match m {
-            ToPm::Withdraw { keep, .. } => Some(keep.as_deref().map(String::from)),
-            _ => None,
-        })
-        .collect()
 }
 
 fn sealed_with(transport: &str) -> Attributes {

@@ -47,14 +47,72 @@ pub struct GfsOptions {
 
 /// The prefix of this host's client directories in a GFS directory (`_` ends the host:
 /// host names never hold one).
-fn host_prefix() -> String {
+pub(crate) fn host_prefix() -> String {
     format!("maestro-gfs-{}_", inventory::local_hostname())
 }
 
+/// The file that marks a pool manager's directory of kept files (JSON: its workflow):
+/// what a pool manager taking over looks for.
+pub(crate) const POOL_MARKER: &str = "maestro-pool.json";
+
+/// Written into the directory of kept files of a pool manager found gone: when.
+pub(crate) const ORPHANED: &str = "maestro-orphaned";
+
+/// How long the directory of kept files of a pool manager that is gone stays for a pool
+/// manager taking over its workflow (`maestro pm --reclaim`, a standby), counted from the
+/// first sweep that found it gone: 10 minutes, well past the apps' wait for the next
+/// manager (`MSTRO_PM_RECLAIM_TIMEOUT`, 30 s by default).
+pub const KEPT_FOR_TAKER: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What a sweep ([`sweep`]) does with the directory of kept files of a pool manager that
+/// is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeptOfGone {
+    /// Left for the next manager of its workflow (`maestro pm --reclaim`, a standby) for
+    /// [`KEPT_FOR_TAKER`] from the first sweep that found it gone: what a client and a
+    /// standalone `maestro pm`'s janitor do.
+    LeftForTaker,
+    /// Removed: its workflow is over (the janitor of a `maestro run` that was killed with
+    /// its ranks, the pool manager among them).
+    Removed,
+}
+
 /// Removes from the GFS directory `dir` the directories of this host's clients whose
-/// process is gone (killed before they could remove them). Errors are ignored.
-pub fn sweep(dir: &Path) {
-    crate::stale::sweep_dead_process_dirs(dir, &host_prefix());
+/// process is gone (killed before they could remove them); a pool manager's directory of
+/// kept files as `kept` says. Errors are ignored.
+pub fn sweep(dir: &Path, kept: KeptOfGone) {
+    for gone in crate::stale::dead_process_dirs(dir, &host_prefix()) {
+        if kept == KeptOfGone::Removed || !left_for_taker(&gone) {
+            tracing::debug!("removing {}", gone.display());
+            let _ = std::fs::remove_dir_all(gone);
+        }
+    }
+}
+
+/// Whether `dir`, of a process that is gone, is a pool manager's directory of kept files
+/// still left for the next manager ([`KeptOfGone::LeftForTaker`]); the first time it is
+/// asked, the window starts.
+fn left_for_taker(dir: &Path) -> bool {
+    if !dir.join(POOL_MARKER).is_file() {
+        return false;
+    }
+    let stamp = dir.join(ORPHANED);
+    match std::fs::symlink_metadata(&stamp) {
+        Ok(m) => m
+            .modified()
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|since| since < KEPT_FOR_TAKER),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(
+                "{}: kept CDOs of a pool manager that is gone, left for the next one for {} s",
+                dir.display(),
+                KEPT_FOR_TAKER.as_secs()
+            );
+            std::fs::File::create(&stamp).is_ok()
+        }
+        Err(_) => false,
+    }
 }
 
 /// Creates a directory of this process in the GFS directory `root`,
@@ -74,7 +132,7 @@ pub(crate) fn process_dir(root: &Path) -> std::io::Result<PathBuf> {
         std::process::id(),
         hex::encode(token)
     ));
-    sweep(root);
+    sweep(root, KeptOfGone::LeftForTaker);
     safefs::new_private_dir(&dir).map_err(safefs::Error::into_io)?;
     Ok(dir)
 }
@@ -454,5 +512,37 @@ mod tests {
             .expect("refused");
             assert!(e.to_string().contains(says), "{e}");
         }
+    }
+
+    #[test]
+    fn a_gone_managers_kept_files_stay_for_the_next_one_for_a_while() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dead = u32::MAX - 1;
+        let (client, pm) = (
+            root.path().join(format!("{}{dead}-aa", host_prefix())),
+            root.path().join(format!("{}{dead}-bb", host_prefix())),
+        );
+        for d in [&client, &pm] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        std::fs::write(pm.join(POOL_MARKER), "{}").expect("marker");
+        sweep(root.path(), KeptOfGone::LeftForTaker);
+        assert!(!client.exists(), "a client's directory goes");
+        assert!(pm.join(ORPHANED).exists(), "the window starts");
+        sweep(root.path(), KeptOfGone::LeftForTaker);
+        assert!(pm.exists(), "within the window it stays");
+        let long_ago = std::time::SystemTime::now() - KEPT_FOR_TAKER;
+        std::fs::File::options()
+            .write(true)
+            .open(pm.join(ORPHANED))
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("age the stamp");
+        sweep(root.path(), KeptOfGone::LeftForTaker);
+        assert!(!pm.exists(), "past it, it goes");
+        // A workflow that is over keeps nothing for a taker.
+        std::fs::create_dir(&pm).expect("mkdir");
+        std::fs::write(pm.join(POOL_MARKER), "{}").expect("marker");
+        sweep(root.path(), KeptOfGone::Removed);
+        assert!(!pm.exists(), "removed at once");
     }
 }

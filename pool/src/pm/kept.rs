@@ -14,9 +14,15 @@
 //! then left in place; the log says where, and the PM's end reports it (`maestro pm` exits
 //! non-zero). The pool keeps and persists only files of its own user with one name (or the
 //! producer's offered file's: see [`pool_core::KeptCheck`]); adopted files come from a
-//! directory of the user's own reached through no link. A PM killed before it could clean
-//! up leaves its directory to the next process that sweeps the GFS directory (`maestro
-//! run`'s janitor, the next client writing there).
+//! directory of the user's own reached through no link.
+//!
+//! Each kept file is described beside it once checked (`ID.maestro.json`, as a persisted
+//! one), and the directory is marked as a pool manager's (`maestro-pool.json`: its
+//! workflow). A PM killed before it could clean up leaves its directory to the next
+//! manager of its workflow (`maestro pm --reclaim`, a standby: [`KeptDir::take_over`]),
+//! which adopts every described file; the sweeps of the GFS directory (`maestro run`'s
+//! janitor, the next client writing there) leave it for
+//! [`crate::KEPT_FOR_TAKER`], then remove it.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -77,6 +83,8 @@ impl KeptDir {
             ));
         }
         let dir = crate::client::gfs_process_dir(root)?;
+        let marker = serde_json::json!({ "workflow": workflow }).to_string();
+        write_new(&dir.join(crate::client::POOL_MARKER), &marker)?;
         Ok(KeptDir {
             dir,
             persisting: Arc::new(Persisting {
@@ -119,8 +127,10 @@ impl KeptDir {
         }));
     }
 
-    /// Checks the files producers handed over (see [`KeptCheck`]) off the PM's thread;
-    /// `refuse` is called with each that is not one the pool keeps, and why.
+    /// Checks the files producers handed over (see [`KeptCheck`]) off the PM's thread and
+    /// describes those that pass, and those adopted, beside them; `refuse` is called with
+    /// each that is not one the pool keeps, and why. A description that cannot be written
+    /// is logged: the CDO is kept, and only a manager taking over would not adopt it.
     pub(super) fn check(
         &mut self,
         checks: Vec<KeptCheck>,
@@ -132,8 +142,18 @@ impl KeptDir {
         self.pending.retain(|h| !h.is_finished());
         self.pending.push(tokio::task::spawn_blocking(move || {
             for c in checks {
-                if let Err(why) = handed_over(Path::new(&*c.path), Path::new(&*c.offered)) {
+                let path = Path::new(&*c.path);
+                if let Some(offered) = &c.offered
+                    && let Err(why) = handed_over(path, Path::new(&**offered))
+                {
                     refuse(c.id, why);
+                    continue;
+                }
+                if let Err(e) = write_new(&described(path), &c.description) {
+                    tracing::warn!(
+                        "describing kept file {}: {e} (a pool manager taking over would not adopt it)",
+                        path.display()
+                    );
                 }
             }
         }));
@@ -178,62 +198,149 @@ impl KeptDir {
 
     /// Has the pool offer again the CDOs an earlier workflow persisted in each of `dirs`
     /// (`DIR/maestro-persist-WORKFLOW`: each file with its `NAME.maestro.json`): each file
-    /// of the user's own, of the size its description says, is moved into this directory
-    /// and offered as a kept CDO (its lifetime from now; persisted again at this
-    /// workflow's end if it was marked to persist, as it was). What cannot be adopted is
-    /// left where it is, and the log says why. Returns how many were adopted.
+    /// of the user's own with one name, of the size its description says, is moved into
+    /// this directory and offered as a kept CDO (its lifetime from now; persisted again
+    /// at this workflow's end if it was marked to persist, as it was). What cannot be
+    /// adopted is left where it is, and the log says why. Returns how many were adopted.
     pub(super) fn adopt(&mut self, manager: &mut Manager, dirs: &[PathBuf]) -> usize {
         let mut adopted = 0;
         for dir in dirs {
-            // The user's own directory, reached through no link: one planted in a shared
-            // GFS directory (another user's, or a link to another workflow's files) is
-            // refused, not followed.
-            let own = match safefs::OwnDir::open(dir) {
-                Ok(own) => own,
-                Err(e) => {
-                    tracing::warn!("not adopting from {}: {e}", dir.display());
-                    continue;
-                }
-            };
-            let entries = match std::fs::read_dir(own.path()) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!("adopting from {}: {e}", dir.display());
-                    continue;
-                }
-            };
-            for e in entries.flatten() {
-                let name = e.file_name();
-                let Some(base) = name.to_str().and_then(|n| n.strip_suffix(".maestro.json")) else {
-                    continue;
-                };
-                let (described, data) = (own.path().join(&name), own.path().join(base));
-                match self.adopt_one(manager, &described, &data) {
-                    Ok(()) => adopted += 1,
-                    Err(why) => {
-                        tracing::warn!("not adopting {}: {why}", dir.join(base).display());
-                    }
-                }
-            }
+            adopted += self.adopt_from(manager, dir, From::Persisted);
             // Emptied: it goes (a directory still holding something stays).
             let _ = std::fs::remove_dir(dir);
         }
         adopted
     }
 
-    /// Adopts the file `data` as `described` says.
+    /// Takes over the CDOs that pool managers of this workflow that are gone kept in the
+    /// GFS directory (their directories of kept files, marked with the workflow, of this
+    /// user, not of a live process of this host): each described file is moved into
+    /// this directory and offered as a kept CDO, as [`KeptDir::adopt`] does (a file may
+    /// have a second name still: its producer's, whose withdraw the next manager
+    /// completes). Emptied, their directories go; what could not be adopted is left to
+    /// the sweeps. Returns how many were adopted.
+    pub(super) fn take_over(&mut self, manager: &mut Manager) -> usize {
+        let mut adopted = 0;
+        for dir in self.gone_managers() {
+            let n = self.adopt_from(manager, &dir, From::Gone);
+            tracing::info!(
+                "took over {n} kept CDOs of the pool manager that is gone ({})",
+                dir.display()
+            );
+            adopted += n;
+            for left in [crate::client::POOL_MARKER, crate::client::ORPHANED] {
+                let _ = std::fs::remove_file(dir.join(left));
+            }
+            if std::fs::remove_dir(&dir).is_err() {
+                tracing::warn!(
+                    "{} keeps what could not be adopted; the sweeps remove it",
+                    dir.display()
+                );
+            }
+        }
+        adopted
+    }
+
+    /// The directories of kept files of this workflow's pool managers that are gone: in
+    /// the GFS directory, marked (see [`crate::client::POOL_MARKER`]) with this
+    /// workflow, not this one's, of a process of another host or one gone here.
+    fn gone_managers(&self) -> Vec<PathBuf> {
+        let root = &self.persisting.root;
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return Vec::new();
+        };
+        let here = crate::client::gfs_host_prefix();
+        let mut gone = Vec::new();
+        for e in entries.flatten() {
+            let (name, dir) = (e.file_name(), e.path());
+            let Some(name) = name.to_str().filter(|n| n.starts_with("maestro-gfs-")) else {
+                continue;
+            };
+            if dir == self.dir || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let marker = dir.join(crate::client::POOL_MARKER);
+            let Ok(text) = safefs::read_own(&marker, 4096) else {
+                continue;
+            };
+            let workflow = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["workflow"].as_str().map(str::to_string));
+            if workflow.as_deref() != Some(&self.persisting.workflow) {
+                continue;
+            }
+            let live_here = name
+                .strip_prefix(&here)
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse().ok())
+                .is_some_and(crate::stale::process_alive);
+            if live_here {
+                tracing::warn!(
+                    "not taking over {}: its pool manager runs still",
+                    dir.display()
+                );
+                continue;
+            }
+            gone.push(dir);
+        }
+        gone
+    }
+
+    /// Adopts each described file of `dir` (see [`KeptDir::adopt`]): how many.
+    fn adopt_from(&mut self, manager: &mut Manager, dir: &Path, from: From) -> usize {
+        // The user's own directory, reached through no link: one planted in a shared
+        // GFS directory (another user's, or a link to another workflow's files) is
+        // refused, not followed.
+        let own = match safefs::OwnDir::open(dir) {
+            Ok(own) => own,
+            Err(e) => {
+                tracing::warn!("not adopting from {}: {e}", dir.display());
+                return 0;
+            }
+        };
+        let entries = match std::fs::read_dir(own.path()) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("adopting from {}: {e}", dir.display());
+                return 0;
+            }
+        };
+        let mut adopted = 0;
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(base) = name.to_str().and_then(|n| n.strip_suffix(".maestro.json")) else {
+                continue;
+            };
+            let (description, data) = (own.path().join(&name), own.path().join(base));
+            match self.adopt_one(manager, (&description, &data), from) {
+                Ok(()) => adopted += 1,
+                Err(why) => {
+                    tracing::warn!("not adopting {}: {why}", dir.join(base).display());
+                }
+            }
+        }
+        adopted
+    }
+
+    /// Adopts the file `data` as `description` says.
     fn adopt_one(
         &mut self,
         manager: &mut Manager,
-        described: &Path,
-        data: &Path,
+        (description, data): (&Path, &Path),
+        from: From,
     ) -> Result<(), String> {
-        let text = safefs::read_own(described, 1 << 20).map_err(|e| e.to_string())?;
-        // A regular file of the user's with one name: not a link, not a second name of
-        // another file.
-        let size = safefs::sole_own_file(data)
-            .map_err(|e| e.to_string())?
-            .len();
+        let text = safefs::read_own(description, 1 << 20).map_err(|e| e.to_string())?;
+        let size = match from {
+            // A regular file of the user's with one name: not a link, not a second name
+            // of another file.
+            From::Persisted => safefs::sole_own_file(data).map_err(|e| e.to_string())?,
+            // Checked as it was kept; its producer's name may be there still.
+            From::Gone => safefs::open_own(data, false)
+                .map_err(|e| e.to_string())?
+                .metadata()
+                .map_err(|e| e.to_string())?,
+        }
+        .len();
         self.adopted += 1;
         let to = self.dir.join(format!("adopted-{}", self.adopted));
         let path = to
@@ -252,13 +359,22 @@ impl KeptDir {
             let _ = std::fs::remove_file(&to);
             return Err(why.to_string());
         }
-        for moved in [data, described] {
+        for moved in [data, description] {
             if let Err(e) = std::fs::remove_file(moved) {
                 tracing::warn!("removing {} once adopted: {e}", moved.display());
             }
         }
         Ok(())
     }
+}
+
+/// Where an adopted file comes from.
+#[derive(Clone, Copy, Debug)]
+enum From {
+    /// A directory of files an earlier workflow persisted.
+    Persisted,
+    /// The directory of kept files of a pool manager that is gone.
+    Gone,
 }
 
 impl Persisting {
@@ -281,9 +397,11 @@ impl Persisting {
             );
             return;
         }
-        let Some(description) = &f.persist else {
+        remove(&described(path), &f.name);
+        if !f.persist {
             return remove(path, &f.name);
-        };
+        }
+        let description = &f.description;
         // Only a file the pool made its own persists: a second name of another file
         // linked into the directory is dropped (the file it names is left alone).
         match safefs::sole_own_file(path) {
@@ -332,6 +450,25 @@ impl Persisting {
         tracing::error!("{said}");
         trouble.said.push(said);
     }
+}
+
+/// Where kept file `path`'s description goes: `PATH.maestro.json`.
+fn described(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".maestro.json");
+    PathBuf::from(name)
+}
+
+/// Writes `text` to a new file at `path` (mode 0600; nothing there is replaced).
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(text.as_bytes())
 }
 
 /// Removes kept file `path` (of CDO `name`); one already gone is fine.
@@ -542,10 +679,13 @@ mod tests {
         let file = |id: u32, name: &str, persist: bool| {
             let p = kept.dir.join(id.to_string());
             std::fs::write(&p, name).expect("file");
+            // Described as it was kept.
+            std::fs::write(described(&p), "{}").expect("description");
             KeptFile {
                 path: p.to_str().expect("utf-8").into(),
                 name: name.into(),
-                persist: persist.then(|| format!("{{\"id\": {id}}}").into()),
+                description: format!("{{\"id\": {id}}}").into(),
+                persist,
             }
         };
         let elsewhere = root.path().join("other");
@@ -557,7 +697,8 @@ mod tests {
             KeptFile {
                 path: elsewhere.to_str().expect("utf-8").into(),
                 name: "x".into(),
-                persist: None,
+                description: "{}".into(),
+                persist: false,
             },
         ];
         let persisted = root.path().join("maestro-persist-wf%2F1");
@@ -592,6 +733,57 @@ mod tests {
             left,
             ["maestro-persist-wf%2F1", "other"],
             "the PM's directory is gone"
+        );
+    }
+
+    #[test]
+    fn the_next_manager_adopts_what_a_gone_one_of_its_workflow_described() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let clock = pool_core::Clock {
+            origin: std::time::Instant::now(),
+            origin_unix_ns: 0,
+        };
+        let mut manager = Manager::new("wf", b"s", 1, clock);
+        let mut kept = KeptDir::create(root.path(), "wf").expect("kept dir");
+        manager.set_keep_dir(Some(kept.path().expect("utf-8")));
+        // Kept directories of managers that are gone: one of this workflow with a
+        // described file and a file never described, one of another workflow.
+        let dead = u32::MAX - 1;
+        let host = crate::client::gfs_host_prefix();
+        let gone = |tag: &str, workflow: &str| {
+            let d = root.path().join(format!("{host}{dead}-{tag}"));
+            std::fs::create_dir(&d).expect("mkdir");
+            let marker = serde_json::json!({ "workflow": workflow }).to_string();
+            std::fs::write(d.join(crate::client::POOL_MARKER), marker).expect("marker");
+            std::fs::write(d.join("7"), b"123456789").expect("file");
+            let description = serde_json::json!({
+                "name": "field", "size": 9, "checksum": 42, "provider": "producer:0",
+                "attributes": {}, "typed": {}
+            });
+            std::fs::write(described(&d.join("7")), description.to_string()).expect("json");
+            d
+        };
+        let (ours, theirs) = (gone("aa", "wf"), gone("bb", "other"));
+        std::fs::write(ours.join("8"), b"never described").expect("file");
+        // The producer's name of the file is there still: it is adopted all the same.
+        std::fs::hard_link(ours.join("7"), root.path().join("producers")).expect("link");
+        assert_eq!(kept.take_over(&mut manager), 1);
+        let files = manager.kept_files();
+        assert!(
+            matches!(&files[..], [f] if &*f.name == "field" && f.path.starts_with(kept.path().expect("utf-8"))),
+            "{files:?}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&ours)
+            .expect("left")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, ["8"], "what could not be adopted stays for the sweeps");
+        assert!(theirs.join("7").exists(), "another workflow's are left alone");
+        // Adopted, it is described anew in this manager's directory.
+        let checks = manager.take_kept_checks();
+        assert!(
+            matches!(&checks[..], [c] if c.offered.is_none()),
+            "{checks:?}"
         );
     }
 }

@@ -142,7 +142,8 @@ pub struct PmConfig {
     /// Take over from a pool manager of the workflow that is gone (give it the same
     /// secret): for this long only the apps that held state with it join, each reclaiming
     /// its app id and replaying what it holds; then new apps join too (see
-    /// docs/developers/failover.md). Default `None`: a new pool.
+    /// docs/developers/failover.md). With [`PmConfig::gfs_dir`], it adopts the CDOs the
+    /// managers of the workflow that are gone kept there. Default `None`: a new pool.
     pub grace: Option<std::time::Duration>,
     /// The apps of the PM that is gone, as a standby last saw them (id and
     /// `component:index`): the grace period ends once all of them reclaimed what they
@@ -314,6 +315,10 @@ impl PoolManager {
                 ));
             }
             _ => {}
+        }
+        if let (Some(k), Some(_)) = (&mut kept, config.grace) {
+            let n = k.take_over(&mut manager);
+            tracing::info!("took over {n} kept CDOs of the pool managers of the workflow that are gone");
         }
         manager.set_ack_timeout(config.ack_timeout);
         manager.set_admission(Limits {

@@ -78,6 +78,15 @@ impl OfferedHere {
     pub(super) fn withdrawing(&self) -> bool {
         self.withdraw.is_some()
     }
+
+    /// Whether its withdraw hands its file over (being linked, or sent asking the PM to
+    /// keep it): a reclaim hands it over again, to the next manager's directory.
+    pub(super) fn handing_over(&self) -> bool {
+        matches!(
+            self.withdraw,
+            Some(Withdrawing::HandingOver | Withdrawing::Sent { keep: true })
+        )
+    }
 }
 
 /// Where a withdraw stands.
@@ -292,7 +301,11 @@ impl<T: Driver> ClientCore<T> {
             .get(&cdo)
             .and_then(|m| m.offered.as_ref())
             .is_some_and(|o| o.withdraw == Some(Withdrawing::HandingOver));
-        if !waits || self.closed {
+        // Linked into a manager's directory that is gone: the hand-over to the next one's
+        // (asked at its welcome) answers.
+        let stale = matches!((&linked, &self.keep_dir), (Ok(Some(path)), Some(dir))
+            if !path.strip_prefix(&**dir).is_some_and(|rest| rest.starts_with('/')));
+        if !waits || self.closed || stale {
             return;
         }
         let keep = linked.unwrap_or_else(|why| {
@@ -308,6 +321,25 @@ impl<T: Driver> ClientCore<T> {
         };
         self.withdrawing(cdo, state);
         self.queue(ToPm::Withdraw { cdo, keep });
+    }
+
+    /// Welcomed back by the next manager (its directory of kept files `keep_dir` now):
+    /// the withdraws that handed a file over to the manager that is gone hand it over
+    /// again (a manager that keeps no files gets the withdraw without it, in the replay).
+    pub(super) fn hand_over_again(&mut self) {
+        let mut ids: Vec<CdoId> = (self.cdos.iter())
+            .filter(|(_, m)| m.offered.as_ref().is_some_and(OfferedHere::handing_over))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        for cdo in ids {
+            let Some(dir) = self.keep_dir.clone() else {
+                self.withdrawing(cdo, Withdrawing::Sent { keep: false });
+                continue;
+            };
+            self.withdrawing(cdo, Withdrawing::HandingOver);
+            self.events.push_back(Event::HandOver { cdo, dir });
+        }
     }
 
     fn withdrawing(&mut self, cdo: CdoId, state: Withdrawing) {

@@ -97,6 +97,7 @@ impl<T: Driver> ClientCore<T> {
         self.keep_dir = keep;
         self.joined = Some(Ok((app, pool)));
         let replay = self.replay();
+        self.hand_over_again();
         self.subs.ask_again(now);
         for m in self.cdos.values_mut() {
             m.here_unknown |= m.here();
@@ -121,7 +122,8 @@ impl<T: Driver> ClientCore<T> {
     /// without the replay of the pool's state, which it heard already); then CDO by CDO
     /// in id order: its declare; the seal it asked for, or its seal and offer (where
     /// consumers read it, as the offer said) while offered, and the withdraw it waits
-    /// for; the require or demand that waits for its bytes (a CDO whose bytes are here is
+    /// for (one handing its file over to a manager that keeps files goes out once the
+    /// file is linked into the next manager's directory); the require or demand that waits for its bytes (a CDO whose bytes are here is
     /// only declared: the next manager is not told of their demand either); the groups
     /// demanded and not yet named; last the calls still waiting that no state stands for
     /// (a dispose, a retract, a discard, the leave; an unsubscribe still waiting is
@@ -164,7 +166,8 @@ impl<T: Driver> ClientCore<T> {
                     &mut after
                 }
                 .push(offer);
-                if o.withdrawing() {
+                // A file handed over is handed over again ([`ClientCore::rejoined`]).
+                if o.withdrawing() && !(o.handing_over() && self.keep_dir.is_some()) {
                     after.push(ToPm::Withdraw { cdo, keep: None });
                 }
             }

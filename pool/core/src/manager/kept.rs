@@ -6,8 +6,10 @@
 //! [`POOL`], which no app is given), until its lifetime (`.maestro.core.cdo.lifetime`,
 //! seconds from the hand-over) ends, an app discards its name
 //! ([`ToPm::Discard`](crate::proto::ToPm::Discard): the archiver is done with it) or the
-//! workflow ends. A file an earlier workflow persisted is offered again the same way once
-//! the driver adopts it ([`Manager::adopt`]). The driver removes the file
+//! workflow ends. A file an earlier workflow persisted, or a pool manager that is gone
+//! kept, is offered again the same way once the driver adopts it ([`Manager::adopt`]).
+//! The driver describes each kept file beside it once it checked it
+//! ([`Manager::take_kept_checks`]: what a manager taking over adopts), removes the file
 //! once no transfer reads it ([`Manager::take_discarded`]) and, at the end, removes the
 //! rest or keeps those marked `.maestro.core.cdo.persist` ([`Manager::kept_files`]).
 
@@ -35,7 +37,7 @@ pub(super) struct Kept {
     deadlines: BTreeSet<(Instant, CdoId)>,
     /// Kept CDOs whose end came and whose file the driver removes next.
     discarded: Vec<KeptFile>,
-    /// Files handed over whose nature the driver checks next (see [`KeptCheck`]).
+    /// Files kept since the driver last looked, to check and describe (see [`KeptCheck`]).
     to_check: Vec<KeptCheck>,
     /// Bytes the kept CDOs make the PM hold (see [`policy::Policy::max_kept_bytes`]).
     held: usize,
@@ -61,28 +63,37 @@ pub struct KeptFile {
     pub path: Arc<str>,
     /// The CDO's name.
     pub name: Arc<str>,
-    /// `.maestro.core.cdo.persist` was set: keep the file after the workflow, with this
-    /// description beside it (JSON: the CDO's name, size, checksum, provider and
-    /// attributes), so that whoever finds the file knows what it holds.
-    pub persist: Option<Arc<str>>,
+    /// What the file holds (JSON: the CDO's name, size, checksum, provider and
+    /// attributes), written beside it (`PATH.maestro.json`) while kept, so that a pool
+    /// manager taking over adopts it ([`Adopted::described`]), and beside a persisted
+    /// file, so that whoever finds it knows what it holds.
+    pub description: Arc<str>,
+    /// `.maestro.core.cdo.persist` was set: keep the file after the workflow.
+    pub persist: bool,
 }
 
-/// A file a producer handed over, for the driver to check off the manager's thread: the
-/// pool keeps only a regular file of its own user that is the producer's offered file
-/// (the same inode, its only other name) or has one name, never a second name of some
-/// other file linked into its directory. A file that fails is discarded
-/// ([`Manager::kept_refused`]).
+/// A file the pool keeps from now on, for the driver to check and describe off the
+/// manager's thread. A file a producer handed over (`offered`) is checked first: the pool
+/// keeps only a regular file of its own user that is the producer's offered file (the
+/// same inode, its only other name) or has one name, never a second name of some other
+/// file linked into its directory; a file that fails is discarded
+/// ([`Manager::kept_refused`]). A file that passed, or one adopted, is described beside
+/// it, `PATH.maestro.json` ([`KeptFile::description`]): a pool manager that takes over
+/// from this one adopts what is described, and only that.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeptCheck {
     /// The kept CDO.
     pub id: CdoId,
     /// Its file in the pool's directory.
     pub path: Arc<str>,
-    /// The producer's file the offer named (gone once its withdraw completed).
-    pub offered: Arc<str>,
+    /// The producer's file the offer named (gone once its withdraw completed); `None`
+    /// for a file adopted (checked as it was adopted).
+    pub offered: Option<Arc<str>>,
+    /// What to write beside it.
+    pub description: Arc<str>,
 }
 
-/// What a persisted file's description says (see [`KeptFile::persist`]): for people,
+/// What a kept file's description says (see [`KeptFile::description`]): for people,
 /// the attributes as plain JSON values; for a pool that adopts the file again
 /// ([`Manager::adopt`]), `typed` too, each value with its type.
 #[derive(serde::Serialize)]
@@ -116,7 +127,7 @@ pub struct Adopted {
 }
 
 /// What the pool counts for a kept CDO (see [`policy::Policy::max_kept_bytes`]), besides
-/// its description if it is to persist.
+/// its description.
 fn kept_cost(name: &str, path: &str, provider: &str, attributes: &Attributes) -> usize {
     policy::CDO_COST
         + name.len()
@@ -143,8 +154,8 @@ impl Adopted {
         kept_cost(&self.name, &self.path, &self.provider, &self.attributes)
     }
 
-    /// The CDO a persisted file's description (`NAME.maestro.json`, see
-    /// [`KeptFile::persist`]) says the file at `path` holds.
+    /// The CDO a kept or persisted file's description (`NAME.maestro.json`, see
+    /// [`KeptFile::description`]) says the file at `path` holds.
     ///
     /// # Errors
     /// What is wrong with the description (not JSON, a field missing or of another type).
@@ -197,8 +208,8 @@ impl Manager {
     }
 
     /// Files of kept CDOs whose end came (lifetime over, discarded) and that no transfer
-    /// reads any more: the driver removes them, or moves those with [`KeptFile::persist`]
-    /// among the persisted files.
+    /// reads any more: the driver removes them (and their descriptions), or moves those
+    /// with [`KeptFile::persist`] among the persisted files.
     pub fn take_discarded(&mut self) -> Vec<KeptFile> {
         std::mem::take(&mut self.kept.discarded)
     }
@@ -208,7 +219,7 @@ impl Manager {
         self.kept.held
     }
 
-    /// Files handed over since the last call, for the driver to check (see
+    /// Files kept since the last call, for the driver to check and describe (see
     /// [`KeptCheck`]).
     pub fn take_kept_checks(&mut self) -> Vec<KeptCheck> {
         std::mem::take(&mut self.kept.to_check)
@@ -289,19 +300,12 @@ impl Manager {
         };
         tracing::info!("CDO {} kept by the pool (from CDO {cdo})", file.name);
         let offered = c.extras.gfs().map(|f| Arc::clone(&f.path));
-        let id = self.add_kept(file);
-        if let (Some(offered), Some(k)) = (offered, self.kept.by_id.get(&id)) {
-            self.kept.to_check.push(KeptCheck {
-                id,
-                path: Arc::clone(&k.file.path),
-                offered,
-            });
-        }
+        self.add_kept(file, offered);
     }
 
-    /// Offers `file` as a kept CDO from `now` on: a file the driver found in its
-    /// directory, such as one an earlier workflow persisted (see [`KeptFile::persist`]),
-    /// which the driver linked there. Its lifetime counts from now.
+    /// Offers `file` as a kept CDO from `now` on: a file the driver found and moved into
+    /// its directory, one an earlier workflow persisted or a pool manager that is gone
+    /// kept (see [`KeptFile::description`]). Its lifetime counts from now.
     ///
     /// # Errors
     /// [`Refusal::NotKept`] when the pool keeps no files, the file is not one of its
@@ -321,11 +325,12 @@ impl Manager {
         }
         self.room_for(file.cost())?;
         tracing::info!("CDO {} adopted by the pool ({})", file.name, file.path);
-        Ok(self.add_kept(file))
+        Ok(self.add_kept(file, None))
     }
 
-    /// Offers `file` in the pool's name from now on: its id.
-    fn add_kept(&mut self, file: Adopted) -> CdoId {
+    /// Offers `file` in the pool's name from now on (handed over from `offered`, or
+    /// adopted): its id. The driver checks and describes it next.
+    fn add_kept(&mut self, file: Adopted, offered: Option<Arc<str>>) -> CdoId {
         let cost = file.cost();
         let Adopted {
             path,
@@ -340,25 +345,25 @@ impl Manager {
             Some(AttrValue::Uint(s)) if *s > 0 => Some(Duration::from_secs(*s)),
             _ => None,
         };
-        let persisted = matches!(attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
-        let persist = persisted.then(|| {
-            let mut published = attributes.clone();
-            published.insert(attr::NAME.into(), AttrValue::Str(name.clone()));
-            published.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(len));
-            let described = Described {
-                name: &name,
-                size: len,
-                checksum,
-                provider: &provider,
-                attributes: published,
-                typed: attributes.clone(),
-            };
-            // Plain values always encode.
-            Arc::from(serde_json::to_string_pretty(&described).unwrap_or_default())
-        });
+        let persist = matches!(attributes.get(attr::PERSIST), Some(AttrValue::Bool(true)));
+        let mut published = attributes.clone();
+        published.insert(attr::NAME.into(), AttrValue::Str(name.clone()));
+        published.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(len));
+        let described = Described {
+            name: &name,
+            size: len,
+            checksum,
+            provider: &provider,
+            attributes: published,
+            typed: attributes.clone(),
+        };
+        // Plain values always encode.
+        let description: Arc<str> = serde_json::to_string_pretty(&described)
+            .unwrap_or_default()
+            .into();
         let (name, path, provider): (Arc<str>, Arc<str>, Arc<str>) =
             (name.into(), path.into(), provider.into());
-        let cost = cost + persist.as_deref().map_or(0, str::len);
+        let cost = cost + description.len();
         self.kept.next += 1;
         let id = proto::cdo_ids(POOL).start() + self.kept.next - 1;
         self.cdos.insert(
@@ -390,14 +395,21 @@ impl Manager {
             KeptCdo {
                 provider,
                 file: KeptFile {
-                    path,
+                    path: Arc::clone(&path),
                     name: Arc::clone(&name),
+                    description: Arc::clone(&description),
                     persist,
                 },
                 expires,
                 cost,
             },
         );
+        self.kept.to_check.push(KeptCheck {
+            id,
+            path,
+            offered,
+            description,
+        });
         self.cdos.offered(&name, id);
         for w in self.cdos.waiting(&name).to_vec() {
             self.ticket(w);

@@ -49,7 +49,7 @@ pub(super) fn inline_share(policy: &Policy) -> usize {
 /// bytes held by a subscriber that never demands, for as long as its client keeps unused
 /// leases).
 pub const MAX_LEASES: usize = 8192;
-/// Default of [`Policy::max_kept_bytes`]: 256 MiB (about 500,000 kept CDOs with short
+/// Default of [`Policy::max_kept_bytes`]: 256 MiB (about 300,000 kept CDOs with short
 /// names and a few attributes).
 pub const MAX_KEPT_BYTES: usize = 256 << 20;
 /// Default of [`Policy::transfer_timeout`]: 120 s.
@@ -117,7 +117,8 @@ pub struct Policy {
     /// at most [`MAX_INLINE_OFFER`], one app holds at most 1/[`INLINE_SHARES`] of this.
     pub max_inline_bytes: usize,
     /// Most bytes the PM holds for the CDOs it keeps after their producers handed their
-    /// files over (per CDO [`CDO_COST`] plus its name, file path and attributes; they are
+    /// files over (per CDO [`CDO_COST`] plus its name, file path, attributes and
+    /// description, [`crate::KeptFile::description`]; they are
     /// nobody's quota once their producer is gone). Past it, withdraws asking to keep are
     /// refused with [`crate::proto::Refusal::NotKept`].
     pub max_kept_bytes: usize,

@@ -388,3 +388,29 @@ impl Rng {
         xs[self.below(xs.len())]
     }
 }
+
+/// A consumer of `host` (the global file system, no fabric) demanding `name`: its bytes.
+pub fn demanded(w: &mut pool_core::sim::World, host: &str, name: &str) -> Vec<u8> {
+    let c = w.join_with_gfs_only("consumer", host);
+    let cdo = w.core(c).declare(name).expect("declare");
+    w.timed(c, |k, now| k.demand(now, cdo, 99)).expect("demand");
+    w.pump();
+    assert_eq!(w.answer(c, 99), Some(&Ok(cdo)), "{name} demanded");
+    assert!(
+        matches!(w.apps[c].tickets.last(), Some(pool_core::proto::Source::Gfs { file, .. }) if file.path.starts_with("/gfs/")),
+        "read from a file: {:?}",
+        w.apps[c].tickets
+    );
+    w.core(c).take_arrived(cdo).expect("arrived").0
+}
+
+/// The withdraws `app` sent, with the file each asked the PM to keep.
+pub fn withdraws(w: &pool_core::sim::World, app: usize) -> Vec<Option<String>> {
+    w.sent(app)
+        .into_iter()
+        .filter_map(|m| match m {
+            ToPm::Withdraw { keep, .. } => Some(keep.as_deref().map(String::from)),
+            _ => None,
+        })
+        .collect()
+}
