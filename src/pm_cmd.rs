@@ -461,49 +461,35 @@ fn config(opts: &PmOptions, previous: Option<&bootstrap::PmInfo>) -> std::io::Re
 /// look for the PM again).
 fn info_file(opts: &PmOptions) -> Option<PathBuf> {
     opts.info_file.clone().or_else(|| {
-        let watched = PathBuf::from(opts.standby_for.as_ref()?);
-        (!bootstrap::holds_pm_info(&watched.to_string_lossy())).then_some(watched)
+        let target = pool::standby::Target::parse(opts.standby_for.as_ref()?).ok()?;
+        target.info_file().map(PathBuf::from)
     })
 }
-
-/// How long a standby waits for the pool manager it stands by for to be there (it may be
-/// starting too).
-const FIRST_CONTACT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Stands by for the pool manager `watched` names (an info file, or the info itself) until
 /// it is gone (its info and apps, to take over from), stopped on purpose, or a signal
 /// came.
 ///
 /// # Errors
-/// No active PM found within the PM wait (30 s, `MSTRO_POOL_MANAGER_WAIT`).
+/// No active PM found within [`pool::standby::FIRST_CONTACT`] (30 s).
 fn stand_by(
     watched: &str,
     signals: &mut signal_hook::iterator::Signals,
 ) -> std::io::Result<pool::standby::Watched> {
     use pool::standby::Watched;
-    // A file's path, or the info (its line) itself.
-    let literal = if bootstrap::holds_pm_info(watched) {
-        bootstrap::parse_info_text(watched).map_err(|e| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("--standby-for: {e}"),
-            )
-        })?
-    } else {
-        None
-    };
-    let path = PathBuf::from(watched);
-    let find = || match &literal {
-        Some(info) => Some(info.clone()),
-        None => bootstrap::PmInfo::from_file(&path).ok().flatten(),
-    };
+    let target = pool::standby::Target::parse(watched).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("--standby-for: {e}"),
+        )
+    })?;
     let mut stop = false;
     let stopped = || {
         stop |= signals.pending().next().is_some();
         stop
     };
     eprintln!("maestro pm: standing by for the pool manager of {watched}");
-    let watched = pool::standby::watch(find, FIRST_CONTACT, stopped)?;
+    let watched = pool::standby::watch(|| target.find(), pool::standby::FIRST_CONTACT, stopped)?;
     match &watched {
         Watched::Gone { info, apps } => eprintln!(
             "maestro pm: the pool manager of workflow {:?} is gone (its {} apps are expected back): taking over",

@@ -11,7 +11,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::capi::{Installed, installed};
+use common::capi::{Installed, installed, tool_info};
 use common::{Group, Output, Slurm, await_line, maestro, repo, run, start_pm, start_pm_with_env};
 
 /// The environment of the examples: their schema, and a workflow name of this test's own
@@ -561,34 +561,6 @@ fn a_job_without_a_pool_manager_fails_at_once_and_says_how_to_start_one() {
     let local = "no pool manager to join (MSTRO_LOCAL_POOL=1): a local pool inside this process";
     assert_eq!(said.matches(local).count(), 2, "{said}");
     assert!(!said.contains("no pool manager for workflow"), "{said}");
-}
-
-/// The PM info line the C PM tool prints, and the thread reading the rest of its output.
-fn tool_info(tool: &mut Group) -> (String, std::thread::JoinHandle<String>) {
-    let stdout = tool.child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut all = String::new();
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Some(info) = line
-                .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
-                .and_then(|l| l.strip_suffix(';'))
-            {
-                let _ = tx.send(info.to_string());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    let info = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the PM tool prints its info");
-    (info, reader)
 }
 
 /// The C PM tool saw two clients join and leave, and stopped.

@@ -440,3 +440,71 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
     consumer.leave().expect("leave");
     drop(next);
 }
+
+/// A program written as a pool manager runs unchanged as a standby: the C PM tool with
+/// `MSTRO_PM_STANDBY_FOR` (the active PM's info file) blocks in `mstro_pm_start` while it
+/// watches, takes over when the active PM is killed (its apps carry on), then prints its
+/// info, counts the apps leaving through its own subscription and stops.
+#[test]
+fn the_c_pm_tool_stands_by_and_takes_over_unchanged() {
+    let scene = Scene::new("c-standby");
+    let file = &scene.file;
+    let (active, info) = scene.pm(&[]);
+    let c = common::capi::installed();
+    let mut cmd = std::process::Command::new(c.bin("pm_tool"));
+    cmd.args(["--clients", "2"])
+        .env("MSTRO_WORKFLOW_NAME", &scene.workflow)
+        .env("MSTRO_PM_STANDBY_FOR", file)
+        .env("MSTRO_PM_GRACE", "10")
+        .env("TMPDIR", scene.tmp.path())
+        .env_remove("MSTRO_POOL_MANAGER_INFO");
+    let mut tool = common::Group::spawn(&mut cmd);
+    scene.await_standby();
+    let producer = join(&info, file, "producer");
+    let consumer = join(&info, file, "consumer");
+    offer(&producer, "before", b"offered before the PM died");
+    // The standby looks at the active PM's apps twice a second.
+    std::thread::sleep(Duration::from_millis(800));
+    let waiting = demanding(consumer, "after");
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = kill(&active);
+    offer(&producer, "after", b"offered to the C standby");
+    let (consumer, got) = waiting.join().expect("demand thread");
+    assert_eq!(got, b"offered to the C standby");
+    eprintln!(
+        "C standby: a waiting demand served {:.2} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    // Taken over (both apps back: the grace period ends early), it joins its own PM and
+    // prints the info it wrote to the file.
+    let (printed, reader) = common::capi::tool_info(&mut tool);
+    let written = PmInfo::from_file(file).expect("info").expect("written");
+    assert_eq!(PmInfo::parse(&printed).expect("printed info"), written);
+    assert_ne!(written, info, "the standby's own");
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = common::run(
+            std::process::Command::new(common::maestro())
+                .args(["pool", "status", "--json", "--info-file"])
+                .arg(file),
+            Duration::from_secs(30),
+        );
+        let status: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        if status["subscriptions"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(Instant::now() < end, "the tool never subscribed: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for c in [consumer, producer] {
+        c.leave().expect("leave");
+    }
+    let done = tool.wait(Duration::from_secs(30));
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    let said = reader.join().expect("reader");
+    // Subscribed once its grace period was over, it hears first of the apps joined before
+    // (the two that rejoined in it), as any APP_JOIN subscription does, then of their
+    // leaves.
+    assert!(said.contains("pm-tool: 2 joined, 2 left; stopping"), "{said}");
+    assert!(!file.exists(), "the standby's info file goes when it stops");
+}

@@ -179,15 +179,26 @@ pub fn finalize() -> Result<()> {
 /// interface and a private Unix socket), announces it through PMIx under a PMIx host, and
 /// joins it, so this process's own subscriptions see every other app's events.
 ///
+/// With `MSTRO_PM_STANDBY_FOR` set, this process is a standby: the call first watches
+/// the active pool manager that setting names and returns once it took over from it
+/// ([`Session::stand_by`]); a program written as a pool manager runs unchanged as the
+/// standby of another. Other threads' pool calls wait meanwhile.
+///
 /// # Errors
 /// [`Status::Uninit`]; [`Status::NotTwice`] if this process already serves or already
-/// joined a pool (call it right after `init`); [`Status::Fail`] if the PM cannot start.
+/// joined a pool (call it right after `init`); [`Status::Fail`] if the PM cannot start;
+/// for a standby, [`Status::NoPm`] if the active one stopped on purpose (nothing to take
+/// over) or was not found.
 pub fn pm_start() -> Result<()> {
     let inst = instance()?;
     let mut slot = inst.slot();
     let why = match &*slot {
         Slot::NotYet => {
-            *slot = Slot::Joined(Arc::new(Session::serve(&inst.settings)?));
+            let session = match &inst.settings.standby_for {
+                Some(target) => Session::stand_by(&inst.settings, target)?,
+                None => Session::serve(&inst.settings)?,
+            };
+            *slot = Slot::Joined(Arc::new(session));
             return Ok(());
         }
         Slot::Joined(s) if *s.found() == Found::ServedHere => {

@@ -171,3 +171,31 @@ pub fn installed() -> Installed {
     std::fs::write(&stamp_file, want).expect("stamp");
     Installed { prefix }
 }
+
+/// The PM info line the C PM tool prints, and the thread reading the rest of its output.
+pub fn tool_info(tool: &mut super::Group) -> (String, std::thread::JoinHandle<String>) {
+    let stdout = tool.child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(info) = line
+                .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+                .and_then(|l| l.strip_suffix(';'))
+            {
+                let _ = tx.send(info.to_string());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let info = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the PM tool prints its info");
+    (info, reader)
+}

@@ -84,7 +84,22 @@ pub struct Session {
     found: Found,
     /// The key this process published (to unpublish when it stops serving).
     published: Option<String>,
+    /// The info file a standby that took over wrote (held open and locked; removed when
+    /// it stops serving).
+    info_file: Option<(std::path::PathBuf, std::fs::File)>,
     pmix: Option<Arc<pmix::Client>>,
+}
+
+/// What a standby pool manager takes over ([`Session::take_over`]): the PM that is gone
+/// and the apps it had, expected back.
+#[derive(Debug)]
+pub struct Takeover {
+    /// The PM info of the one that is gone (its workflow secret is kept).
+    pub previous: PmInfo,
+    /// Its apps as the standby last saw them: id and `component:index`.
+    pub apps: Vec<(pool::proto::AppId, String)>,
+    /// Where its apps look for the PM again: the standby writes its info there.
+    pub info_file: Option<std::path::PathBuf>,
 }
 
 impl Session {
@@ -123,7 +138,7 @@ impl Session {
                         "no pool manager to join ({why}): a local pool inside this process; only its threads exchange CDOs"
                     );
                 }
-                return Session::start(settings, PmRole::LocalPool);
+                return Session::start(settings, PmRole::LocalPool, None);
             }
         };
         tracing::debug!("pool manager of {:?} found by {found}", info.workflow);
@@ -137,6 +152,7 @@ impl Session {
             info,
             found,
             published: None,
+            info_file: None,
             pmix: settings.pmix.clone(),
         })
     }
@@ -150,12 +166,64 @@ impl Session {
     /// # Errors
     /// [`Status::Fail`] if the PM cannot listen or the announcement fails.
     pub fn serve(settings: &Settings) -> Result<Session> {
-        Session::start(settings, PmRole::Served)
+        Session::start(settings, PmRole::Served, None)
     }
 
-    fn start(settings: &Settings, role: PmRole) -> Result<Session> {
-        let secret = bootstrap::new_secret()
-            .map_err(|e| Error::new(Status::Fail, format!("drawing the workflow secret: {e}")))?;
+    /// Stands by for the active pool manager `target` names (`MSTRO_PM_STANDBY_FOR`), as
+    /// `maestro pm --standby-for` does ([`pool::standby::watch`]), until it is gone on
+    /// evidence, then takes over from it ([`Session::take_over`]).
+    ///
+    /// # Errors
+    /// [`Status::NoPm`] if it stopped on purpose (nothing to take over) or no active PM
+    /// was found within `MSTRO_POOL_MANAGER_WAIT` (30 s by default); as
+    /// [`Session::take_over`].
+    pub fn stand_by(settings: &Settings, target: &pool::standby::Target) -> Result<Session> {
+        use pool::standby::Watched;
+        let wait = settings.pm_wait.unwrap_or(pool::standby::FIRST_CONTACT);
+        tracing::info!("standing by for the pool manager of workflow {:?}", settings.workflow);
+        let watched = pool::standby::watch(|| target.find(), wait, || false)
+            .map_err(|e| Error::new(Status::NoPm, format!("standing by: {e}")))?;
+        match watched {
+            Watched::Gone { info, apps } => {
+                tracing::warn!(
+                    "the pool manager of workflow {:?} is gone ({} apps expected back): taking over",
+                    info.workflow,
+                    apps.len()
+                );
+                let takeover = Takeover {
+                    previous: info,
+                    apps,
+                    info_file: target.info_file().map(Into::into),
+                };
+                Session::take_over(settings, takeover)
+            }
+            Watched::Stopped | Watched::Interrupted => Err(Error::new(
+                Status::NoPm,
+                "the pool manager this process stood by for stopped on purpose: nothing to take over",
+            )),
+        }
+    }
+
+    /// Starts a pool manager in this process that takes over from the one of the workflow
+    /// that is gone (`MSTRO_PM_STANDBY_FOR`): with its workflow secret and a grace period
+    /// of `MSTRO_PM_GRACE` in which its apps rejoin and replay what they hold; its info
+    /// goes to the file where they look first, then it is announced as [`Session::serve`]
+    /// announces (an announcement PMIx refuses is logged: the info file is where the
+    /// apps look). This process joins it once the grace period is over.
+    ///
+    /// # Errors
+    /// [`Status::Fail`] if the PM cannot listen or its info file cannot be written.
+    pub fn take_over(settings: &Settings, takeover: Takeover) -> Result<Session> {
+        Session::start(settings, PmRole::Served, Some(takeover))
+    }
+
+    fn start(settings: &Settings, role: PmRole, takeover: Option<Takeover>) -> Result<Session> {
+        let secret = match &takeover {
+            Some(t) => t.previous.secret.clone(),
+            None => bootstrap::new_secret().map_err(|e| {
+                Error::new(Status::Fail, format!("drawing the workflow secret: {e}"))
+            })?,
+        };
         // A PM whose job is all on this node listens on loopback (and its Unix socket)
         // only; one whose job spans nodes on every interface, so that control traffic
         // survives a link going down (transfers fall back to the next network too).
@@ -174,6 +242,10 @@ impl Session {
         // A program of the library that ends without finalizing (or by Ctrl-C) leaves no
         // socket directory behind.
         config.remove_at_exit = true;
+        if let Some(t) = &takeover {
+            config.grace = Some(settings.grace);
+            config.expect = Some(t.apps.clone());
+        }
         let credential = settings.credential();
         // A served PM under a host that issues credentials has them checked there: one
         // the host calls forged or issued to another user refuses a JOIN; one it cannot
@@ -198,14 +270,35 @@ impl Session {
             PmRole::LocalPool => fabric::Scope::SameNode,
             PmRole::Served => job_scope(settings),
         };
+        // A standby's apps look for it in the file first: they rejoin in its grace period,
+        // which this process's own join waits out.
+        let info_file = match takeover.as_ref().and_then(|t| t.info_file.clone()) {
+            Some(path) => {
+                let held = info.write_file(&path).map_err(|e| {
+                    Error::new(
+                        Status::Fail,
+                        format!("writing the PM info to {}: {e}", path.display()),
+                    )
+                })?;
+                tracing::info!("took over: the PM info is in {}", path.display());
+                Some((path, held))
+            }
+            None => None,
+        };
         // Joined before anyone can find the PM: otherwise other apps may join, work and
         // leave while this process is still opening its fabric endpoint, and its own
         // subscriptions (a PM tool counting joins and leaves) would never hear of them.
         let client = connect(settings, (&info, &found), scope, credential)?;
         let mut published = None;
         if let (PmRole::Served, Some(pmix)) = (role, &settings.pmix) {
-            let reach = bootstrap::announce(pmix, &info, settings.timeout)
-                .map_err(|e| Error::new(Status::Fail, e.to_string()))?;
+            let reach = match bootstrap::announce(pmix, &info, settings.timeout) {
+                Ok(reach) => reach,
+                Err(e) if info_file.is_some() => {
+                    tracing::warn!("the PM that took over is not announced through PMIx: {e}");
+                    bootstrap::Reach::Job
+                }
+                Err(e) => return Err(Error::new(Status::Fail, e.to_string())),
+            };
             tracing::info!("pool manager announced to {reach}");
             match reach {
                 bootstrap::Reach::OtherJobs => {
@@ -228,6 +321,7 @@ impl Session {
             info,
             found,
             published,
+            info_file,
             pmix: settings.pmix.clone(),
         })
     }
@@ -331,6 +425,10 @@ impl Session {
             && let Err(e) = pmix.unpublish(&[&key], Duration::from_secs(5))
         {
             tracing::debug!("unpublishing {key}: {e}");
+        }
+        if let Some((path, _held)) = self.info_file.take() {
+            // Still ours: held open and locked until now.
+            let _ = std::fs::remove_file(path);
         }
         self.pm.take().map_or(Ok(()), PoolManager::stop)
     }

@@ -17,6 +17,13 @@ pub const PM_WAIT_ENV: &str = "MSTRO_POOL_MANAGER_WAIT";
 /// to take over (a standby, or the PM restarted with `maestro pm --reclaim`), its calls
 /// waiting meanwhile (default [`DEFAULT_RECLAIM_TIMEOUT`]; 0: they fail at once).
 pub const RECLAIM_TIMEOUT_ENV: &str = "MSTRO_PM_RECLAIM_TIMEOUT";
+/// `MSTRO_PM_STANDBY_FOR`: makes `mstro_pm_start` start a standby pool manager for the
+/// active one of this PM info file (or PM info line): it takes over when that one is gone
+/// and writes its own info to the file.
+pub const STANDBY_FOR_ENV: &str = "MSTRO_PM_STANDBY_FOR";
+/// `MSTRO_PM_GRACE`: seconds of the grace period of a standby that takes over, in which
+/// the apps of the PM that is gone rejoin (default [`DEFAULT_GRACE`]).
+pub const GRACE_ENV: &str = "MSTRO_PM_GRACE";
 /// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
 pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
 /// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
@@ -40,6 +47,8 @@ pub const GFS_DIR_ENV: &str = "MSTRO_TRANSPORT_GFS_DIR";
 pub const DEFAULT_PM_WAIT: Duration = Duration::from_secs(30);
 /// Default of `MSTRO_PM_RECLAIM_TIMEOUT`.
 pub const DEFAULT_RECLAIM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default of `MSTRO_PM_GRACE` (as `maestro pm --grace`).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 /// Default of `MSTRO_TIMEOUT`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -72,6 +81,11 @@ pub struct Settings {
     /// How long a process that lost its pool manager waits for one to take over
     /// (`MSTRO_PM_RECLAIM_TIMEOUT`; zero: its calls fail at once).
     pub reclaim_timeout: Duration,
+    /// The active pool manager a process calling `mstro_pm_start` stands by for
+    /// (`MSTRO_PM_STANDBY_FOR`), taking over with a grace period of [`Settings::grace`].
+    pub standby_for: Option<pool::standby::Target>,
+    /// The grace period of a standby that takes over (`MSTRO_PM_GRACE`).
+    pub grace: Duration,
     /// A process of a multi-process job that finds no PM runs a local pool instead of
     /// failing (`MSTRO_LOCAL_POOL=1`).
     pub local_pool: bool,
@@ -179,6 +193,18 @@ fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Du
             ))),
         },
     }
+}
+
+/// `MSTRO_PM_STANDBY_FOR`: a PM info file's path, or a PM info line.
+fn parse_standby_for(value: Option<&str>) -> Result<Option<pool::standby::Target>> {
+    let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    pool::standby::Target::parse(v).map(Some).map_err(|e| {
+        Error::invarg(format!(
+            "{STANDBY_FOR_ENV}: {e}; give the active pool manager's info file (the one its apps read) or its `MSTRO_POOL_MANAGER_INFO;<info>;` line exactly"
+        ))
+    })
 }
 
 /// `MSTRO_LOCAL_POOL`: `1`/`true`/`yes` or `0`/`false`/`no` (unset: no).
@@ -301,6 +327,8 @@ impl Settings {
                 env_text(RECLAIM_TIMEOUT_ENV).as_deref(),
                 DEFAULT_RECLAIM_TIMEOUT,
             )?,
+            standby_for: parse_standby_for(env_text(STANDBY_FOR_ENV).as_deref())?,
+            grace: parse_seconds(GRACE_ENV, env_text(GRACE_ENV).as_deref(), DEFAULT_GRACE)?,
             local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
             pm_info_file: env_text(pool::bootstrap::PM_INFO_FILE_ENV).map(Into::into),
             schemas: Arc::new(pool::schema::from_env()?),

@@ -111,6 +111,16 @@ pub const VARIABLES: &[Variable] = &[
         what: "seconds a process that lost its pool manager waits for one to take over (a standby, `maestro pm --reclaim`), its calls waiting; 0: they fail at once",
     },
     Variable {
+        name: "MSTRO_PM_STANDBY_FOR",
+        default: "none",
+        what: "makes `mstro_pm_start` stand by for the active pool manager of this PM info file (or `MSTRO_POOL_MANAGER_INFO;<info>;` line): it takes over when that one is gone and writes its info to the file",
+    },
+    Variable {
+        name: "MSTRO_PM_GRACE",
+        default: "5",
+        what: "seconds of the grace period of a standby that takes over (`MSTRO_PM_STANDBY_FOR`): the apps of the pool manager that is gone rejoin, new apps wait",
+    },
+    Variable {
         name: "MSTRO_SCHEMA_LIST",
         default: "none",
         what: "attribute schemas to load (`;`-separated file names)",

@@ -30,6 +30,54 @@ pub enum Watched {
     Interrupted,
 }
 
+/// What a standby watches: the active PM's info file (where its apps look for it again,
+/// and where the standby writes its own info when it takes over), or its info itself.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A PM info file.
+    File(std::path::PathBuf),
+    /// A PM info (its `MSTRO_POOL_MANAGER_INFO;...;` line, or the info alone).
+    Info(PmInfo),
+}
+
+impl Target {
+    /// The target `watched` names: a PM info (a `MSTRO_POOL_MANAGER_INFO;...;` line, or
+    /// text that parses as an info) or a file's path.
+    ///
+    /// # Errors
+    /// A `MSTRO_POOL_MANAGER_INFO;` line that is malformed (the message says what is
+    /// wrong).
+    pub fn parse(watched: &str) -> Result<Target, crate::bootstrap::PmInfoError> {
+        let line = watched.trim().starts_with(crate::bootstrap::PM_INFO_ENV);
+        match crate::bootstrap::parse_info_text(watched) {
+            Ok(Some(info)) => Ok(Target::Info(info)),
+            Err(e) if line => Err(e),
+            _ => Ok(Target::File(watched.into())),
+        }
+    }
+
+    /// The active PM's info now: the file read again (`None` while it is missing or
+    /// malformed), or the info given.
+    pub fn find(&self) -> Option<PmInfo> {
+        match self {
+            Target::File(path) => PmInfo::from_file(path).ok().flatten(),
+            Target::Info(info) => Some(info.clone()),
+        }
+    }
+
+    /// Where a standby that took over writes its info: the watched file.
+    pub fn info_file(&self) -> Option<&std::path::Path> {
+        match self {
+            Target::File(path) => Some(path),
+            Target::Info(_) => None,
+        }
+    }
+}
+
+/// How long a standby waits for the pool manager it stands by for to be there at first
+/// (it may be starting too).
+pub const FIRST_CONTACT: Duration = Duration::from_secs(30);
+
 /// How often the standby asks the active PM for its apps while it watches.
 const LOOK: Duration = Duration::from_millis(500);
 /// How long each confirmation that the active PM is gone waits for a connection, and how
