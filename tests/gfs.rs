@@ -582,7 +582,11 @@ fn a_killed_pms_kept_files_stay_for_a_taker_then_are_swept() {
     wait_for(dir.path(), T, "the PM's janitor swept", || {
         !stamps().is_empty()
     });
-    assert_eq!(files(dir.path()).len(), 2, "the kept file is left (and the stamp)");
+    assert_eq!(
+        files(dir.path()).len(),
+        2,
+        "the kept file is left (and the stamp)"
+    );
     // The window over, the next sweep (a janitor's here) removes it.
     for stamp in stamps() {
         let long_ago = std::time::SystemTime::now() - pool::KEPT_FOR_TAKER;

@@ -391,11 +391,13 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
     let gfs_arg = gfs.to_str().expect("utf-8 path");
     let (pm, info) = scene.pm(&["--gfs-dir", gfs_arg]);
     let options = |component: &str, offer: bool| {
-        JoinOptions::new(component, 0).isolated().gfs(pool::GfsOptions {
-            dir: gfs.clone(),
-            offer,
-            group_readable: false,
-        })
+        JoinOptions::new(component, 0)
+            .isolated()
+            .gfs(pool::GfsOptions {
+                dir: gfs.clone(),
+                offer,
+                group_readable: false,
+            })
     };
     let producer = Client::join(&info, options("producer", true)).expect("join");
     let cdo = producer.declare("kept/field").expect("declare");
@@ -407,7 +409,9 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
             fabric::Buffer::from_slice(&bytes).expect("buffer"),
         )
         .expect("offer");
-    producer.withdraw(cdo).expect("withdraw, handing the file over");
+    producer
+        .withdraw(cdo)
+        .expect("withdraw, handing the file over");
     producer.leave().expect("leave");
 
     let before: Vec<_> = (std::fs::read_dir(&gfs).expect("gfs dir").flatten())
@@ -505,6 +509,9 @@ fn the_c_pm_tool_stands_by_and_takes_over_unchanged() {
     // Subscribed once its grace period was over, it hears first of the apps joined before
     // (the two that rejoined in it), as any APP_JOIN subscription does, then of their
     // leaves.
-    assert!(said.contains("pm-tool: 2 joined, 2 left; stopping"), "{said}");
+    assert!(
+        said.contains("pm-tool: 2 joined, 2 left; stopping"),
+        "{said}"
+    );
     assert!(!file.exists(), "the standby's info file goes when it stops");
 }

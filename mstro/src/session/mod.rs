@@ -180,7 +180,10 @@ impl Session {
     pub fn stand_by(settings: &Settings, target: &pool::standby::Target) -> Result<Session> {
         use pool::standby::Watched;
         let wait = settings.pm_wait.unwrap_or(pool::standby::FIRST_CONTACT);
-        tracing::info!("standing by for the pool manager of workflow {:?}", settings.workflow);
+        tracing::info!(
+            "standing by for the pool manager of workflow {:?}",
+            settings.workflow
+        );
         let watched = pool::standby::watch(|| target.find(), wait, || false)
             .map_err(|e| Error::new(Status::NoPm, format!("standing by: {e}")))?;
         match watched {

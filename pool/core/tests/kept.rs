@@ -125,12 +125,14 @@ fn a_producer_hands_its_file_over_leaves_and_a_later_consumer_reads_it() {
     );
     // The workflow ends: the driver gets the file to remove.
     let files = pm.m.kept_files();
-    let [KeptFile {
-        path,
-        name,
-        description,
-        persist: false,
-    }] = &files[..]
+    let [
+        KeptFile {
+            path,
+            name,
+            description,
+            persist: false,
+        },
+    ] = &files[..]
     else {
         panic!("{files:?}")
     };

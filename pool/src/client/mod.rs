@@ -42,8 +42,10 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
-pub(crate) use gfs::{ORPHANED, POOL_MARKER, host_prefix as gfs_host_prefix, process_dir as gfs_process_dir};
 pub use gfs::{GfsOptions, KEPT_FOR_TAKER, KeptOfGone, sweep as sweep_gfs};
+pub(crate) use gfs::{
+    ORPHANED, POOL_MARKER, host_prefix as gfs_host_prefix, process_dir as gfs_process_dir,
+};
 pub use group::GroupMember;
 pub use observer::{Ended, Observer};
 pub use options::{DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, JoinOptions};

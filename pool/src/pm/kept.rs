@@ -777,8 +777,15 @@ mod tests {
             .expect("left")
             .map(|e| e.expect("entry").file_name())
             .collect();
-        assert_eq!(left, ["8"], "what could not be adopted stays for the sweeps");
-        assert!(theirs.join("7").exists(), "another workflow's are left alone");
+        assert_eq!(
+            left,
+            ["8"],
+            "what could not be adopted stays for the sweeps"
+        );
+        assert!(
+            theirs.join("7").exists(),
+            "another workflow's are left alone"
+        );
         // Adopted, it is described anew in this manager's directory.
         let checks = manager.take_kept_checks();
         assert!(

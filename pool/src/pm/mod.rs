@@ -318,7 +318,9 @@ impl PoolManager {
         }
         if let (Some(k), Some(_)) = (&mut kept, config.grace) {
             let n = k.take_over(&mut manager);
-            tracing::info!("took over {n} kept CDOs of the pool managers of the workflow that are gone");
+            tracing::info!(
+                "took over {n} kept CDOs of the pool managers of the workflow that are gone"
+            );
         }
         manager.set_ack_timeout(config.ack_timeout);
         manager.set_admission(Limits {

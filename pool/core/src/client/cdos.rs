@@ -447,7 +447,7 @@ impl<T: Driver> ClientCore<T> {
     /// completes the demand now; corrupt bytes fail it.
     pub fn fetched(&mut self, transfer: TransferId, outcome: Fetched<T::Data>) {
         let Some(f) = self.fetching.remove(&transfer) else {
-            if !self.dropped.remove(&transfer) {
+            if !self.reclaiming.dropped.remove(&transfer) {
                 tracing::warn!("pool client: transfer {transfer} ended but was not ticketed");
             }
             return;

@@ -25,6 +25,7 @@
 //! waits for it; the driver decides when to write).
 
 mod cdos;
+mod handshake;
 mod leases;
 mod observer;
 mod offers;
@@ -265,16 +266,10 @@ pub struct ClientCore<T: Driver> {
     call_timeout: Duration,
     /// The number the next subscription or discard gets (what its answer carries).
     next_local: u64,
-    /// The names of discards waiting for their answer, by number (what a reclaim sends
-    /// again).
-    discarding: HashMap<u64, Box<str>>,
     /// This app's CDOs, from declare to dispose.
     cdos: HashMap<CdoId, Mine<T>>,
     /// Tickets being carried out.
     fetching: HashMap<TransferId, Fetching>,
-    /// Tickets of a manager that is gone, dropped while being carried out (their ends
-    /// are ignored: see [`ClientCore::lost`]).
-    dropped: std::collections::HashSet<TransferId>,
     /// Groups demanded with their members' ids reserved (the first, how many), until the
     /// PM names the members; then their names and the group's attributes; groups whose
     /// members are on their way, by their first member's id.
@@ -282,6 +277,8 @@ pub struct ClientCore<T: Driver> {
     groups: HashMap<CdoId, Named>,
     arriving: std::collections::BTreeMap<CdoId, Arriving>,
     subs: subscriptions::Subscriptions<T>,
+    /// What rides out the loss of the manager (see `reclaim.rs`).
+    reclaiming: reclaim::Reclaiming,
     /// Stream transfers being fetched.
     streams: streams::Streams<T::Stream>,
     /// Leases granted with offer events, for demands to come.
@@ -294,19 +291,10 @@ pub struct ClientCore<T: Driver> {
     /// no longer sent (the PM closes the connection after its BYE; a notice written then
     /// would fail the leave).
     left: bool,
-    /// The PM said BYE unasked (it stops, the workflow ends): the connection's end is no
-    /// loss to reclaim from (see `lost`).
-    ended: bool,
     /// The JOIN handshake while it runs ([`ClientCore::connect`], [`ClientCore::rejoin`]),
     /// and how it ended.
-    handshake: Option<Handshake>,
+    handshake: Option<handshake::Handshake>,
     joined: Option<CallResult<(crate::proto::AppId, u64)>>,
-    /// The instance of the manager this app joined (its welcome's `pool`; 0 before one).
-    generation: u64,
-    /// The connection to the manager was lost and the app waits for the next manager of
-    /// the workflow until this instant ([`ClientCore::lost`]): calls wait, nothing is
-    /// sent until the replay.
-    lost: Option<Instant>,
     /// Where the PM keeps files of GFS offers handed over at withdraw, as its welcome said.
     keep_dir: Option<std::sync::Arc<str>>,
     /// What `seal` checks attributes against ([`ClientCore::set_schemas`]).
@@ -317,55 +305,7 @@ pub struct ClientCore<T: Driver> {
     gfs: GfsUse,
 }
 
-/// Where a JOIN handshake stands: waiting for the PM's challenge (the JOIN and the secret
-/// it proves knowledge of, kept until then), then for its welcome; either until `deadline`.
-enum Handshake {
-    Challenge {
-        join: Box<crate::proto::Join>,
-        secret: Vec<u8>,
-        deadline: Instant,
-    },
-    Welcome {
-        deadline: Instant,
-    },
-}
-
-impl Handshake {
-    fn deadline(&self) -> Instant {
-        match self {
-            Handshake::Challenge { deadline, .. } | Handshake::Welcome { deadline } => *deadline,
-        }
-    }
-}
-
 impl<T: Driver> ClientCore<T> {
-    /// The core of a connection that is to join: sends `join` (its proof made from the
-    /// PM's challenge and `secret`) once the challenge comes, and is joined at the PM's
-    /// welcome ([`ClientCore::joined`]). The handshake, and then each call, waits at most
-    /// `call_timeout`; no call may be made before the welcome.
-    pub fn connect(
-        now: Instant,
-        join: crate::proto::Join,
-        secret: &[u8],
-        call_timeout: Duration,
-    ) -> ClientCore<T> {
-        let mut core = ClientCore::new(0, call_timeout);
-        core.joined = None;
-        core.handshake = Some(Handshake::Challenge {
-            join: Box::new(join),
-            secret: secret.to_vec(),
-            deadline: now.checked_add(call_timeout).unwrap_or(now),
-        });
-        core
-    }
-
-    /// How the JOIN handshake ended: the app's id and the PM's instance, or why it failed
-    /// (`Refused` with the PM's reason, `Timeout(Join)`, `Closed`, `Protocol`); `None`
-    /// while it runs. A core made by [`ClientCore::new`] is joined from the start.
-    pub fn joined(&self) -> Option<&CallResult<(crate::proto::AppId, u64)>> {
-        self.joined.as_ref()
-    }
-
     /// The PM's directory for the files of GFS offers it keeps after their withdraw (see
     /// the `keep` of [`ToPm::Withdraw`]), as its welcome said; `None`: it keeps none.
     pub fn keep_dir(&self) -> Option<&std::sync::Arc<str>> {
@@ -385,25 +325,21 @@ impl<T: Driver> ClientCore<T> {
             deadlines: BTreeMap::new(),
             call_timeout,
             next_local: 1,
-            discarding: HashMap::default(),
             cdos: HashMap::default(),
             fetching: HashMap::default(),
-            dropped: std::collections::HashSet::new(),
             groups_wanted: HashMap::default(),
             groups: HashMap::default(),
             arriving: std::collections::BTreeMap::new(),
             subs: subscriptions::Subscriptions::default(),
+            reclaiming: reclaim::Reclaiming::default(),
             streams: streams::Streams::default(),
             leases: leases::Leases::default(),
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
             left: false,
-            ended: false,
             handshake: None,
             joined: Some(Ok((app, 0))),
-            generation: 0,
-            lost: None,
             keep_dir: None,
             schemas: BUILTIN_SCHEMAS.clone(),
             inline_max: DEFAULT_INLINE_MAX,
@@ -430,58 +366,6 @@ impl<T: Driver> ClientCore<T> {
         self.inline_max = bytes.min(crate::policy::MAX_INLINE_OFFER);
     }
 
-    /// A message of the PM during the handshake: the challenge is answered with the JOIN,
-    /// the welcome joins, anything else ends the connection.
-    fn handshake(&mut self, now: Instant, step: Handshake, msg: FromPm) {
-        let failed = match (step, msg) {
-            (
-                Handshake::Challenge {
-                    mut join,
-                    secret,
-                    deadline,
-                },
-                FromPm::Challenge { nonce },
-            ) => {
-                join.proof = crate::auth::prove(
-                    &secret,
-                    &nonce,
-                    &join.workflow,
-                    &join.component,
-                    join.index,
-                );
-                self.transmit.push_back(Transmit {
-                    msg: ToPm::Join(join),
-                    deferred: false,
-                });
-                self.handshake = Some(Handshake::Welcome { deadline });
-                return;
-            }
-            (Handshake::Welcome { .. }, FromPm::Welcome { app, pool, keep }) => {
-                if self.lost.is_some() {
-                    return self.rejoined(now, (app, pool), keep);
-                }
-                let ids = crate::proto::cdo_ids(app);
-                self.app = app;
-                self.generation = pool;
-                self.keep_dir = keep;
-                (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
-                self.joined = Some(Ok((app, pool)));
-                return;
-            }
-            (_, FromPm::Refused { op, why, .. }) => CallError::Refused { op, why },
-            (Handshake::Challenge { .. }, other) => {
-                CallError::Protocol(format!("{other:?} instead of a challenge"))
-            }
-            (Handshake::Welcome { .. }, other) => {
-                CallError::Protocol(format!("{other:?} instead of a welcome"))
-            }
-        };
-        self.joined = Some(Err(failed));
-        if self.lost.is_none() {
-            self.close();
-        }
-    }
-
     /// Asks the PM to end the CDOs the pool keeps under `name` (see
     /// [`ToPm::Discard`]); the answer, filed for `waiter` under `(Op::Discard, number)`,
     /// is how many it ended. Returns the call's number and id.
@@ -505,7 +389,7 @@ impl<T: Driver> ClientCore<T> {
             name: name.into(),
         };
         let call = self.request(now, (Op::Discard, local), msg, waiter)?;
-        self.discarding.insert(local, name.into());
+        self.reclaiming.discarding.insert(local, name.into());
         Ok((local, call))
     }
 
@@ -566,7 +450,7 @@ impl<T: Driver> ClientCore<T> {
     /// Queues `msg` for the PM; while the connection is lost it is dropped (the replay
     /// rebuilds what it changed: [`ClientCore::replay`]).
     fn queue(&mut self, msg: ToPm) {
-        if self.lost.is_some() {
+        if self.reclaiming.lost.is_some() {
             return;
         }
         self.transmit.push_back(Transmit {
@@ -578,7 +462,7 @@ impl<T: Driver> ClientCore<T> {
     /// Queues `msg`, which nobody waits for and may go with the next message (unless the
     /// connection ended or the app is leaving: then it is dropped).
     fn defer(&mut self, msg: ToPm) {
-        if !self.closed && !self.left && self.lost.is_none() {
+        if !self.closed && !self.left && self.reclaiming.lost.is_none() {
             self.transmit.push_back(Transmit {
                 msg,
                 deferred: true,
@@ -590,7 +474,7 @@ impl<T: Driver> ClientCore<T> {
         if self.closed {
             return Err(CallError::Closed);
         }
-        if self.handshake.is_some() && self.lost.is_none() {
+        if self.handshake.is_some() && self.reclaiming.lost.is_none() {
             return Err(CallError::Protocol(
                 "a call before the pool manager's welcome: wait until the core is joined".into(),
             ));
@@ -660,14 +544,14 @@ impl<T: Driver> ClientCore<T> {
     /// [`ClientCore::handle_timeout`] next (`None`: nothing waits with a deadline).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let calls = self.deadlines.first_key_value().map(|(&(at, _), _)| at);
-        let handshake = self.handshake.as_ref().map(Handshake::deadline);
+        let handshake = self.handshake.as_ref().map(handshake::Handshake::deadline);
         let leases = self.leases.next_expiry();
         [
             calls,
             handshake,
             self.streams.next_deadline(),
             leases,
-            self.lost,
+            self.reclaiming.lost,
         ]
         .into_iter()
         .flatten()
@@ -685,11 +569,11 @@ impl<T: Driver> ClientCore<T> {
         if self.handshake.as_ref().is_some_and(|h| h.deadline() <= now) {
             self.handshake = None;
             self.joined = Some(Err(CallError::Timeout(Op::Join)));
-            if self.lost.is_none() {
+            if self.reclaiming.lost.is_none() {
                 self.close();
             }
         }
-        if self.lost.is_some_and(|until| until <= now) {
+        if self.reclaiming.lost.is_some_and(|until| until <= now) {
             tracing::warn!("pool client: no pool manager took over in time; closing");
             self.close();
         }
@@ -738,7 +622,7 @@ impl<T: Driver> ClientCore<T> {
         match key.0 {
             // A group given up: its members still arrive, and wait to be disposed.
             Op::Demand => self.stop_arriving(key.1),
-            Op::Discard => drop(self.discarding.remove(&key.1)),
+            Op::Discard => drop(self.reclaiming.discarding.remove(&key.1)),
             _ => {}
         }
     }
@@ -746,7 +630,7 @@ impl<T: Driver> ClientCore<T> {
     /// Hands `result` to the oldest call waiting under `key`; false if none waits.
     fn resolve(&mut self, key: CallKey, result: CallResult<u64>) -> bool {
         if key.0 == Op::Discard {
-            self.discarding.remove(&key.1);
+            self.reclaiming.discarding.remove(&key.1);
         }
         // A group's member counts for its group even when the app also demanded it alone.
         let counted =
@@ -794,7 +678,7 @@ impl<T: Driver> ClientCore<T> {
                     // Not asked for: the manager ends the workflow (it stops), so the end of
                     // its connection is no loss to reclaim from (see `lost`).
                     self.left = true;
-                    self.ended = true;
+                    self.reclaiming.ended = true;
                 }
             }
             FromPm::Refused {
@@ -906,14 +790,14 @@ impl<T: Driver> ClientCore<T> {
     /// subscription's queue hears [`News::Closed`], and every later call fails at once.
     pub fn close(&mut self) {
         self.closed = true;
-        self.lost = None;
+        self.reclaiming.lost = None;
         if self.handshake.take().is_some() {
             self.joined = Some(Err(CallError::Closed));
         }
         self.waiters.clear();
         self.deadlines.clear();
-        self.discarding.clear();
-        self.dropped.clear();
+        self.reclaiming.discarding.clear();
+        self.reclaiming.dropped.clear();
         self.arriving.clear();
         self.streams.clear();
         self.leases.clear();

@@ -5,10 +5,32 @@
 //! id, replays the operations that rebuild what it holds ([`ClientCore::replay`]), built
 //! from the core's own state: the pool's real state lives in its apps.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::{CallError, ClientCore, Driver, Event, Handshake, Phase};
-use crate::proto::{Join, Op, Reclaim, ToPm};
+use super::handshake::Handshake;
+use super::{CallError, ClientCore, Driver, Event, Phase};
+use crate::proto::{Join, Op, Reclaim, ToPm, TransferId};
+
+/// What a core keeps to ride out the loss of its manager.
+#[derive(Debug, Default)]
+pub(super) struct Reclaiming {
+    /// The instance of the manager this app joined (its welcome's `pool`; 0 before one).
+    pub(super) generation: u64,
+    /// The connection to the manager was lost and the app waits for the next manager of
+    /// the workflow until this instant ([`ClientCore::lost`]): calls wait, nothing is
+    /// sent until the replay.
+    pub(super) lost: Option<Instant>,
+    /// Tickets of a manager that is gone, dropped while being carried out (their ends
+    /// are ignored).
+    pub(super) dropped: HashSet<TransferId>,
+    /// The PM said BYE unasked (it stops, the workflow ends): the connection's end is no
+    /// loss to reclaim from.
+    pub(super) ended: bool,
+    /// The names of discards waiting for their answer, by number (what a replay sends
+    /// again).
+    pub(super) discarding: HashMap<u64, Box<str>>,
+}
 
 impl<T: Driver> ClientCore<T> {
     /// What this app's JOIN names to the next manager when its own is gone: its app id
@@ -16,7 +38,7 @@ impl<T: Driver> ClientCore<T> {
     pub fn reclaim(&self) -> Option<Reclaim> {
         (self.app != 0 && self.joined.is_some()).then_some(Reclaim {
             app: self.app,
-            generation: self.generation,
+            generation: self.reclaiming.generation,
             last_serial: self.subs.last_serial(),
         })
     }
@@ -34,25 +56,30 @@ impl<T: Driver> ClientCore<T> {
     /// Called again while lost (a rejoin's connection ended too), it keeps the earlier
     /// `until`.
     pub fn lost(&mut self, now: Instant, until: Instant) {
-        let welcomed = matches!(self.joined, Some(Ok(_))) || self.lost.is_some();
+        let welcomed = matches!(self.joined, Some(Ok(_))) || self.reclaiming.lost.is_some();
         let leaving = self.waiters.contains_key(&(Op::Leave, 0));
-        if self.closed || self.ended || (self.left && !leaving) || !welcomed {
+        if self.closed || self.reclaiming.ended || (self.left && !leaving) || !welcomed {
             return self.close();
         }
         if self.handshake.take().is_some() {
             self.joined = Some(Err(CallError::Closed));
         }
-        let until = self.lost.map_or(until, |earlier| earlier.min(until));
-        self.lost = Some(until.max(now));
+        let until = self
+            .reclaiming
+            .lost
+            .map_or(until, |earlier| earlier.min(until));
+        self.reclaiming.lost = Some(until.max(now));
         self.transmit.clear();
         self.leases.clear();
-        self.dropped.extend(self.fetching.drain().map(|(t, _)| t));
+        self.reclaiming
+            .dropped
+            .extend(self.fetching.drain().map(|(t, _)| t));
         self.end_streams(|_| true, &CallError::Closed);
     }
 
     /// Whether the core waits for the next manager ([`ClientCore::lost`]).
     pub fn is_lost(&self) -> bool {
-        self.lost.is_some()
+        self.reclaiming.lost.is_some()
     }
 
     /// Starts the JOIN handshake with the next manager on a new connection of a lost core:
@@ -62,7 +89,7 @@ impl<T: Driver> ClientCore<T> {
     /// it stays lost ([`ClientCore::joined`] says why) for the driver to try the next
     /// endpoint, or to [`close`](ClientCore::close) when there is none.
     pub fn rejoin(&mut self, now: Instant, mut join: Join, secret: &[u8]) {
-        if self.lost.is_none() {
+        if self.reclaiming.lost.is_none() {
             tracing::warn!("pool client: rejoin of a core that did not lose its manager");
             return;
         }
@@ -92,8 +119,8 @@ impl<T: Driver> ClientCore<T> {
             ))));
             return;
         }
-        self.lost = None;
-        self.generation = pool;
+        self.reclaiming.lost = None;
+        self.reclaiming.generation = pool;
         self.keep_dir = keep;
         self.joined = Some(Ok((app, pool)));
         let replay = self.replay();
@@ -204,7 +231,7 @@ impl<T: Driver> ClientCore<T> {
                 }),
                 Op::Retract => after.push(ToPm::Retract { cdo: id }),
                 Op::Discard => {
-                    if let Some(name) = self.discarding.get(&id) {
+                    if let Some(name) = self.reclaiming.discarding.get(&id) {
                         after.push(ToPm::Discard {
                             local: id,
                             name: name.to_string(),
