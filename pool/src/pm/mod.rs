@@ -500,8 +500,9 @@ async fn say_bye(manager: &mut Manager, writers: &mut Writers) {
     for w in writers.by_conn.values() {
         let _ = w.tx.send(None);
     }
-    while writers.by_conn.values().any(|w| w.queued.bytes() > 0) && tokio::time::Instant::now() < by
-    {
+    // A writer whose task ended (its peer gone) writes nothing more: not waited for.
+    let unwritten = |w: &Writer| w.queued.bytes() > 0 && !w.tx.is_closed();
+    while writers.by_conn.values().any(unwritten) && tokio::time::Instant::now() < by {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
