@@ -11,7 +11,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::capi::{Installed, installed, tool_info};
+use common::capi::{Installed, assert_tool_saw_two, installed, tool_info};
 use common::{Group, Output, Slurm, await_line, maestro, repo, run, start_pm, start_pm_with_env};
 
 /// The environment of the examples: their schema, and a workflow name of this test's own
@@ -561,21 +561,6 @@ fn a_job_without_a_pool_manager_fails_at_once_and_says_how_to_start_one() {
     let local = "no pool manager to join (MSTRO_LOCAL_POOL=1): a local pool inside this process";
     assert_eq!(said.matches(local).count(), 2, "{said}");
     assert!(!said.contains("no pool manager for workflow"), "{said}");
-}
-
-/// The C PM tool saw two clients join and leave, and stopped.
-fn assert_tool_saw_two(tool: Group, reader: std::thread::JoinHandle<String>) {
-    let done = tool.wait(Duration::from_secs(30));
-    assert_eq!(done.code(), Some(0), "{done:?}");
-    let said = reader.join().expect("reader");
-    assert!(
-        said.contains("pm-tool: 2 joined, 2 left; stopping"),
-        "{said}"
-    );
-    assert!(
-        said.contains("pm-tool: producer #0 joined as app"),
-        "{said}"
-    );
 }
 
 /// Adds the shipped `examples/c/roles.sh` (PM tool as rank 0, producer 1, consumer 2) to

@@ -199,3 +199,18 @@ pub fn tool_info(tool: &mut super::Group) -> (String, std::thread::JoinHandle<St
         .expect("the PM tool prints its info");
     (info, reader)
 }
+
+/// The C PM tool saw two clients join and leave, and stopped.
+pub fn assert_tool_saw_two(tool: super::Group, reader: std::thread::JoinHandle<String>) {
+    let done = tool.wait(Duration::from_secs(30));
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    let said = reader.join().expect("reader");
+    assert!(
+        said.contains("pm-tool: 2 joined, 2 left; stopping"),
+        "{said}"
+    );
+    assert!(
+        said.contains("pm-tool: producer #0 joined as app"),
+        "{said}"
+    );
+}
