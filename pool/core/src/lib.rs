@@ -29,6 +29,7 @@ mod manager;
 pub mod proto;
 pub mod schema;
 pub mod selector;
+pub mod shards;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod view;

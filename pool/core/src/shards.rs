@@ -1,0 +1,141 @@
+//! Which pool manager of a sharded pool is a CDO name's home (see
+//! docs/developers/shards.md): the names are hashed into [`SLOTS`] slots (XXH3-64 of the
+//! name's bytes), and the slots split into `K` contiguous runs, one per shard, in the
+//! order the PM info lists the shards. Every client computes the same home without
+//! asking; a pool of one shard (`K = 1`, the default) is every name's home.
+//!
+//! Slots rather than the name's hash modulo `K`: a name keeps its slot whatever `K` is,
+//! so a pool that grows or shrinks moves whole runs of slots, never rehashes a name.
+
+/// How many slots the names hash into (as Redis Cluster's 16,384).
+pub const SLOTS: u16 = 16_384;
+
+/// The most shards one pool has (each slot run holds at least one slot; far more
+/// processes than any pool manager needs).
+pub const MAX_SHARDS: u16 = 1024;
+
+/// The shards of one pool: how many there are (`K`); shard 0 is the first the PM info
+/// lists (it numbers the apps, see docs/developers/shards.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shards {
+    count: u16,
+}
+
+/// Why a shard count is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a pool has 1 to {MAX_SHARDS} shards, not {0}: give the number of pool managers that share its names"
+)]
+pub struct BadShardCount(pub usize);
+
+impl Default for Shards {
+    /// One shard: every name's home is the one pool manager.
+    fn default() -> Shards {
+        Shards { count: 1 }
+    }
+}
+
+impl Shards {
+    /// `count` shards.
+    ///
+    /// # Errors
+    /// [`BadShardCount`] for none, or more than [`MAX_SHARDS`].
+    pub fn new(count: usize) -> Result<Shards, BadShardCount> {
+        match u16::try_from(count) {
+            Ok(c) if (1..=MAX_SHARDS).contains(&c) => Ok(Shards { count: c }),
+            _ => Err(BadShardCount(count)),
+        }
+    }
+
+    /// How many shards there are.
+    pub fn count(self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// The slot of `name` (the same for every shard count).
+    pub fn slot(name: &str) -> u16 {
+        // SLOTS is a power of two: the low bits of the hash.
+        (xxhash_rust::xxh3::xxh3_64(name.as_bytes()) % u64::from(SLOTS)) as u16
+    }
+
+    /// The shard that is `name`'s home: the one whose run of slots holds its slot.
+    pub fn home(self, name: &str) -> usize {
+        self.of_slot(Shards::slot(name))
+    }
+
+    /// The shard whose run of slots holds `slot`: shard `s` holds the slots from
+    /// `s * SLOTS / K` up to (not including) `(s + 1) * SLOTS / K`.
+    pub fn of_slot(self, slot: u16) -> usize {
+        (usize::from(slot) * self.count()) / usize::from(SLOTS)
+    }
+
+    /// The slots shard `shard` holds (empty for a shard that is none).
+    pub fn slots_of(self, shard: usize) -> std::ops::Range<u16> {
+        let k = self.count();
+        if shard >= k {
+            return 0..0;
+        }
+        let start = |s: usize| (s * usize::from(SLOTS)).div_ceil(k) as u16;
+        start(shard)..if shard + 1 == k { SLOTS } else { start(shard + 1) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_shard_is_every_names_home() {
+        let one = Shards::default();
+        for name in ["", "t2m/step-6", "é", &"x".repeat(1000)] {
+            assert_eq!(one.home(name), 0);
+        }
+    }
+
+    #[test]
+    fn each_slot_has_one_shard_and_the_runs_cover_every_slot_in_order() {
+        for k in [1, 2, 3, 4, 7, 64, 1000, 1024] {
+            let shards = Shards::new(k).expect("count");
+            let mut next = 0u16;
+            for s in 0..k {
+                let run = shards.slots_of(s);
+                assert_eq!(run.start, next, "K = {k}, shard {s} starts where {} ends", s.max(1) - 1);
+                assert!(!run.is_empty(), "K = {k}, shard {s} holds a slot");
+                for slot in [run.start, run.end - 1] {
+                    assert_eq!(shards.of_slot(slot), s, "K = {k}, slot {slot}");
+                }
+                next = run.end;
+            }
+            assert_eq!(next, SLOTS, "K = {k}: every slot");
+            assert!(shards.slots_of(k).is_empty());
+        }
+    }
+
+    #[test]
+    fn names_spread_evenly_and_keep_their_slot_whatever_the_count() {
+        let shards = Shards::new(4).expect("count");
+        let mut per = [0usize; 4];
+        for i in 0..40_000 {
+            let name = format!("t2m/step-{i}/level-{}", i % 137);
+            per[shards.home(&name)] += 1;
+            assert_eq!(Shards::slot(&name), Shards::slot(&name.clone()));
+        }
+        for n in per {
+            assert!((9_000..11_000).contains(&n), "{per:?}");
+        }
+        // The home is a pure function of the name, the same in every client and every
+        // version: these values are part of the protocol.
+        let slots: Vec<u16> = ["", "a", "t2m/step-6"].map(Shards::slot).to_vec();
+        assert_eq!(slots, [5314, 3615, 16272]);
+        let four = Shards::new(4).expect("4");
+        assert_eq!(["", "a", "t2m/step-6"].map(|n| four.home(n)), [1, 0, 3]);
+    }
+
+    #[test]
+    fn a_count_that_is_none_is_refused_saying_what_to_give() {
+        for bad in [0, 1025, 70_000] {
+            let e = Shards::new(bad).expect_err("refused");
+            assert!(e.to_string().contains("1 to 1024 shards"), "{e}");
+        }
+    }
+}
