@@ -51,6 +51,7 @@ fn a_pm_never_overwrites_or_removes_a_file_it_did_not_write() {
         endpoints: vec![pool::bootstrap::ControlAddr::Tcp(
             "127.0.0.1:1".parse().expect("addr"),
         )],
+        other_shards: Vec::new(),
         secret: vec![0; 32],
     };
     std::fs::write(&stale, format!("{}\n", old.encode())).expect("write");

@@ -144,6 +144,7 @@ fn joining_an_unreachable_pm_fails_on_the_refused_connection() {
     let info = PmInfo {
         workflow: "unreachable".into(),
         endpoints: vec![ControlAddr::Tcp(([127, 0, 0, 1], port).into())],
+        other_shards: Vec::new(),
         secret: b"secret".to_vec(),
     };
     // The refused connection is the evidence: no waiting for the timeout (a join that
@@ -167,6 +168,7 @@ fn joining_a_pm_that_never_answers_fails_within_the_timeout() {
     let info = PmInfo {
         workflow: "silent".into(),
         endpoints: vec![ControlAddr::Tcp(silent.local_addr().expect("addr"))],
+        other_shards: Vec::new(),
         secret: b"secret".to_vec(),
     };
     let timeout = Duration::from_secs(2);

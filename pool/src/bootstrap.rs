@@ -10,7 +10,9 @@
 //! - Otherwise it comes from `MSTRO_POOL_MANAGER_INFO` (the PM prints it as
 //!   `MSTRO_POOL_MANAGER_INFO;<info>;`, as Maestro Core does) or a file.
 //!
-//! Format: `mstro-pm-v1:<workflow as hex>:<addr>[,<addr>...]:<secret as hex>`. The secret
+//! Format: `mstro-pm-v1:<workflow as hex>:<addr>[,<addr>...]:<secret as hex>`; a pool of
+//! several shards (docs/developers/shards.md) lists each shard's addresses, shard 0's
+//! first: `mstro-pm-v2:<workflow as hex>:<addrs>/<addrs>[/...]:<secret as hex>`. The secret
 //! admits whoever holds the info: keep it to the job (PMIx data stays within the job's
 //! user) and files holding it private.
 
@@ -23,6 +25,8 @@ pub const PM_INFO_ENV: &str = "MSTRO_POOL_MANAGER_INFO";
 /// system without the secret on a command line or in a job's log.
 pub const PM_INFO_FILE_ENV: &str = "MSTRO_POOL_MANAGER_INFO_FILE";
 const PREFIX: &str = "mstro-pm-v1";
+/// The prefix of the PM info of a pool of several shards.
+const PREFIX_SHARDS: &str = "mstro-pm-v2";
 
 /// The key under which [`announce`] publishes a workflow's PM info for other jobs.
 pub fn published_key(workflow: &str) -> String {
@@ -195,8 +199,11 @@ impl ControlAddr {
 pub struct PmInfo {
     /// The workflow name.
     pub workflow: String,
-    /// The PM's control endpoints, tried in order.
+    /// The PM's control endpoints, tried in order (of shard 0, in a pool of several).
     pub endpoints: Vec<ControlAddr>,
+    /// In a pool of several shards, the control endpoints of shards 1, 2, ... (see
+    /// [`PmInfo::shards`]); empty for a pool of one manager.
+    pub other_shards: Vec<Vec<ControlAddr>>,
     /// The workflow secret.
     pub secret: Vec<u8>,
 }
@@ -206,6 +213,7 @@ impl std::fmt::Debug for PmInfo {
         f.debug_struct("PmInfo")
             .field("workflow", &self.workflow)
             .field("endpoints", &self.endpoints)
+            .field("other_shards", &self.other_shards)
             .field("secret", &format_args!("<{} bytes>", self.secret.len()))
             .finish()
     }
@@ -244,6 +252,13 @@ pub enum PmInfoError {
     /// No endpoint, or an empty secret.
     #[error("PM info has no {0}")]
     Missing(&'static str),
+    /// The shards of a `mstro-pm-v2` info are not 2 to
+    /// [`MAX_SHARDS`](pool_core::shards::MAX_SHARDS) lists of endpoints (how many it has),
+    /// or a `mstro-pm-v1` info lists several.
+    #[error(
+        "PM info lists {0} shards: mstro-pm-v1 has one, mstro-pm-v2 2 to 1024 (each `/`-separated, with an endpoint or more); copy it whole from the pool manager's output"
+    )]
+    Shards(usize),
 }
 
 fn unhex(s: &str, field: &'static str) -> Result<Vec<u8>, PmInfoError> {
@@ -251,15 +266,42 @@ fn unhex(s: &str, field: &'static str) -> Result<Vec<u8>, PmInfoError> {
 }
 
 impl PmInfo {
-    /// The text form.
+    /// The text form: `mstro-pm-v1` for a pool of one manager, `mstro-pm-v2` listing the
+    /// shards of one of several.
     pub fn encode(&self) -> String {
-        let addrs: Vec<String> = self.endpoints.iter().map(ControlAddr::encode).collect();
+        let addrs = |shard: &[ControlAddr]| -> String {
+            let each: Vec<String> = shard.iter().map(ControlAddr::encode).collect();
+            each.join(",")
+        };
+        let shards: Vec<String> = std::iter::once(&self.endpoints)
+            .chain(&self.other_shards)
+            .map(|s| addrs(s))
+            .collect();
+        let prefix = if self.other_shards.is_empty() {
+            PREFIX
+        } else {
+            PREFIX_SHARDS
+        };
         format!(
-            "{PREFIX}:{}:{}:{}",
+            "{prefix}:{}:{}:{}",
             hex::encode(self.workflow.as_bytes()),
-            addrs.join(","),
+            shards.join("/"),
             hex::encode(&self.secret)
         )
+    }
+
+    /// The shards of the pool: one, or as many as the info lists.
+    pub fn shards(&self) -> pool_core::shards::Shards {
+        pool_core::shards::Shards::new(1 + self.other_shards.len()).unwrap_or_default()
+    }
+
+    /// The control endpoints of shard `shard` (shard 0: [`PmInfo::endpoints`]); `None` for
+    /// a shard the pool does not have.
+    pub fn shard(&self, shard: usize) -> Option<&[ControlAddr]> {
+        match shard {
+            0 => Some(&self.endpoints),
+            s => self.other_shards.get(s - 1).map(Vec::as_slice),
+        }
     }
 
     /// Parses the text form (surrounding whitespace and the `MSTRO_POOL_MANAGER_INFO;…;`
@@ -275,7 +317,8 @@ impl PmInfo {
             .unwrap_or(s);
         let parts: Vec<&str> = s.split(':').collect();
         // IPv6 endpoints contain ':' too: the last field is the secret, the second the name.
-        if parts.len() < 4 || parts[0] != PREFIX {
+        let sharded = parts[0] == PREFIX_SHARDS;
+        if parts.len() < 4 || !(parts[0] == PREFIX || sharded) {
             // A head of hex digits may be (part of) a secret: not repeated.
             let head = parts[0];
             let head = if head.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -296,20 +339,36 @@ impl PmInfo {
             })?;
         let secret = unhex(parts[parts.len() - 1], "secret")?;
         let addrs = parts[2..parts.len() - 1].join(":");
-        let endpoints = addrs
-            .split(',')
-            .filter(|a| !a.is_empty())
-            .map(ControlAddr::decode)
-            .collect::<Result<Vec<_>, _>>()?;
-        if endpoints.is_empty() {
-            return Err(PmInfoError::Missing("endpoint"));
+        let groups: Vec<&str> = addrs.split('/').collect();
+        let count = groups.len();
+        let fits = if sharded {
+            (2..=usize::from(pool_core::shards::MAX_SHARDS)).contains(&count)
+        } else {
+            count == 1
+        };
+        if !fits {
+            return Err(PmInfoError::Shards(count));
         }
+        let mut shards = groups.into_iter().map(|group| {
+            let endpoints = group
+                .split(',')
+                .filter(|a| !a.is_empty())
+                .map(ControlAddr::decode)
+                .collect::<Result<Vec<_>, _>>()?;
+            if endpoints.is_empty() {
+                return Err(PmInfoError::Missing("endpoint"));
+            }
+            Ok(endpoints)
+        });
+        let endpoints = shards.next().unwrap_or(Err(PmInfoError::Missing("endpoint")))?;
+        let other_shards = shards.collect::<Result<Vec<_>, _>>()?;
         if secret.is_empty() {
             return Err(PmInfoError::Missing("secret"));
         }
         Ok(PmInfo {
             workflow,
             endpoints,
+            other_shards,
             secret,
         })
     }
@@ -473,6 +532,7 @@ mod tests {
         let info = PmInfo {
             workflow: "wf".into(),
             endpoints: vec![ControlAddr::Tcp("127.0.0.1:7".parse().expect("addr"))],
+            other_shards: Vec::new(),
             secret: vec![7; 32],
         };
         for text in [
@@ -525,21 +585,55 @@ mod tests {
                 ControlAddr::Tcp("127.0.0.1:4000".parse().expect("v4")),
                 ControlAddr::Tcp("[::1]:4001".parse().expect("v6")),
             ],
+            other_shards: Vec::new(),
             secret: vec![1, 2, 255],
         };
         let text = info.encode();
+        assert!(text.starts_with("mstro-pm-v1:"), "one manager: {text}");
         assert_eq!(PmInfo::parse(&text), Ok(info.clone()));
         assert_eq!(
             PmInfo::parse(&format!("  {PM_INFO_ENV};{text};\n")),
-            Ok(info)
+            Ok(info.clone())
         );
+        // A pool of three shards: one line listing each shard's endpoints.
+        let sharded = PmInfo {
+            other_shards: vec![
+                vec![ControlAddr::Tcp("[::1]:4002".parse().expect("v6"))],
+                vec![
+                    ControlAddr::Unix("/tmp/a/b".into()),
+                    ControlAddr::Tcp("10.0.0.3:4003".parse().expect("v4")),
+                ],
+            ],
+            ..info
+        };
+        let text = sharded.encode();
+        assert!(text.starts_with("mstro-pm-v2:"), "{text}");
+        let parsed = PmInfo::parse(&text).expect("v2");
+        assert_eq!(parsed, sharded);
+        assert_eq!(parsed.shards().count(), 3);
+        assert_eq!(parsed.shard(2).map(<[_]>::len), Some(2));
+        assert_eq!(parsed.shard(3), None);
+    }
+
+    #[test]
+    fn shards_that_are_none_are_refused_saying_how_many() {
+        let v1 = "mstro-pm-v1:6162:127.0.0.1:1/127.0.0.1:2:0a0b";
+        assert_eq!(PmInfo::parse(v1), Err(PmInfoError::Shards(2)));
+        let one = "mstro-pm-v2:6162:127.0.0.1:1:0a0b";
+        assert_eq!(PmInfo::parse(one), Err(PmInfoError::Shards(1)));
+        let empty = "mstro-pm-v2:6162:127.0.0.1:1//127.0.0.1:3:0a0b";
+        assert_eq!(PmInfo::parse(empty), Err(PmInfoError::Missing("endpoint")));
+        let many = vec!["127.0.0.1:1"; 1025].join("/");
+        let e = PmInfo::parse(&format!("mstro-pm-v2:6162:{many}:0a0b")).expect_err("too many");
+        assert_eq!(e, PmInfoError::Shards(1025));
+        assert!(e.to_string().contains("2 to 1024"), "{e}");
     }
 
     #[test]
     fn malformed_info_is_a_typed_error() {
         assert!(matches!(PmInfo::parse(""), Err(PmInfoError::Format { .. })));
         assert!(matches!(
-            PmInfo::parse("mstro-pm-v2:00:1.2.3.4:5:00"),
+            PmInfo::parse("mstro-pm-v3:00:1.2.3.4:5:00"),
             Err(PmInfoError::Format { .. })
         ));
         // A mangled info never repeats its secret in the error (nor in Debug).

@@ -332,6 +332,7 @@ impl PoolManager {
         let info = PmInfo {
             workflow: config.workflow,
             endpoints,
+            other_shards: Vec::new(),
             secret: config.secret,
         };
         let (stop_tx, stop_rx) = oneshot::channel();
