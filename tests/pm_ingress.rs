@@ -122,6 +122,7 @@ fn join_raw_as(info: &PmInfo, role: proto::Role) -> TcpStream {
         role,
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, "streamer", 0),
         reclaim: None,
+        member: None,
     };
     s.write_all(&proto::encode(&[ToPm::Join(Box::new(join))]).expect("encode"))
         .expect("send join");

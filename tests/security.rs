@@ -412,6 +412,7 @@ fn raw_join_announcing(
         role: Default::default(),
         proof: pool::auth::prove(&info.secret, &nonce, &info.workflow, component, 0),
         reclaim: None,
+        member: None,
     };
     c.send_batch(&[ToPm::Join(Box::new(join))]).expect("join");
     let app = pool::welcome(c.recv(Op::Join).expect("welcome"))

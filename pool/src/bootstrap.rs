@@ -360,7 +360,9 @@ impl PmInfo {
             }
             Ok(endpoints)
         });
-        let endpoints = shards.next().unwrap_or(Err(PmInfoError::Missing("endpoint")))?;
+        let endpoints = shards
+            .next()
+            .unwrap_or(Err(PmInfoError::Missing("endpoint")))?;
         let other_shards = shards.collect::<Result<Vec<_>, _>>()?;
         if secret.is_empty() {
             return Err(PmInfoError::Missing("secret"));

@@ -76,7 +76,44 @@ impl Shards {
             return 0..0;
         }
         let start = |s: usize| (s * usize::from(SLOTS)).div_ceil(k) as u16;
-        start(shard)..if shard + 1 == k { SLOTS } else { start(shard + 1) }
+        start(shard)..if shard + 1 == k {
+            SLOTS
+        } else {
+            start(shard + 1)
+        }
+    }
+}
+
+/// One manager's place among the shards of its pool: which shard it is, of how many.
+/// Shard 0 numbers the apps (see docs/developers/shards.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Place {
+    index: u16,
+    of: Shards,
+}
+
+impl Shards {
+    /// Shard `index` of these; `None` for an index the pool does not have.
+    pub fn place(self, index: usize) -> Option<Place> {
+        let index = u16::try_from(index).ok().filter(|&i| i < self.count)?;
+        Some(Place { index, of: self })
+    }
+}
+
+impl Place {
+    /// Which shard it is (0 numbers the apps).
+    pub fn index(self) -> usize {
+        usize::from(self.index)
+    }
+
+    /// The shards of its pool.
+    pub fn of(self) -> Shards {
+        self.of
+    }
+
+    /// Whether this shard numbers the apps (and tells their joins and leaves): shard 0.
+    pub fn numbers_apps(self) -> bool {
+        self.index == 0
     }
 }
 
@@ -99,7 +136,12 @@ mod tests {
             let mut next = 0u16;
             for s in 0..k {
                 let run = shards.slots_of(s);
-                assert_eq!(run.start, next, "K = {k}, shard {s} starts where {} ends", s.max(1) - 1);
+                assert_eq!(
+                    run.start,
+                    next,
+                    "K = {k}, shard {s} starts where {} ends",
+                    s.max(1) - 1
+                );
                 assert!(!run.is_empty(), "K = {k}, shard {s} holds a slot");
                 for slot in [run.start, run.end - 1] {
                     assert_eq!(shards.of_slot(slot), s, "K = {k}, slot {slot}");
@@ -129,6 +171,16 @@ mod tests {
         assert_eq!(slots, [5314, 3615, 16272]);
         let four = Shards::new(4).expect("4");
         assert_eq!(["", "a", "t2m/step-6"].map(|n| four.home(n)), [1, 0, 3]);
+    }
+
+    #[test]
+    fn a_place_is_one_of_the_pools_shards() {
+        let four = Shards::new(4).expect("4");
+        assert_eq!(four.place(3).map(Place::index), Some(3));
+        assert_eq!(four.place(4), None);
+        assert!(four.place(0).is_some_and(Place::numbers_apps));
+        assert!(!four.place(1).is_some_and(Place::numbers_apps));
+        assert_eq!(Place::default().of(), Shards::default());
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub fn join_message(component: &str) -> Join {
         role: crate::proto::Role::default(),
         proof: Vec::new(),
         reclaim: None,
+        member: None,
     }
 }
 

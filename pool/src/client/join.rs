@@ -65,6 +65,7 @@ pub(crate) fn join_message(
         role,
         proof: Vec::new(),
         reclaim: None,
+        member: None,
     }
 }
 

@@ -137,6 +137,7 @@ impl Manager {
             role,
             proof,
             reclaim,
+            member,
         } = *join;
         if let Identity::Proven(how) = &identity {
             tracing::debug!("{component}:{index} on {host} is the PM's user: {how}");
@@ -150,11 +151,11 @@ impl Manager {
             None => self.peer_has_room(peer).err(),
             why => why,
         };
-        let id = match why.map_or_else(|| self.reclaimed_id(reclaim), Err) {
+        let id = match why.map_or_else(|| self.joined_id(reclaim, member), Err) {
             Ok(id) => id,
             Err(why) => return self.refuse_join(conn, why),
         };
-        if let (Some(_), Some(r)) = (id, reclaim) {
+        if let Some(r) = reclaim {
             // Serials only grow: the new manager's come after those its apps heard.
             self.events.heard(r.last_serial);
         }
@@ -186,14 +187,16 @@ impl Manager {
                 traffic,
                 last_declared: 0,
                 peer,
-                replaying: id.is_some(),
+                replaying: reclaim.is_some(),
             },
             memory,
         );
         self.app_joined(peer);
         let (pool, keep) = (self.instance, self.keep_dir());
         self.out.push(conn, FromPm::Welcome { app, pool, keep });
-        self.notify(EventKind::AppJoin, app, None, || "joined".into());
+        if self.shard.numbers_apps() {
+            self.notify(EventKind::AppJoin, app, None, || "joined".into());
+        }
     }
 
     /// Why a JOIN of `component:index` to `workflow` is refused, if it is: another
@@ -305,7 +308,9 @@ impl Manager {
             self.out.push(conn, FromPm::Bye);
             self.out.close(conn);
         }
-        self.notify(EventKind::AppLeave, app, None, || "left".into());
+        if self.shard.numbers_apps() {
+            self.notify(EventKind::AppLeave, app, None, || "left".into());
+        }
         self.remove_app(app, false);
     }
 
@@ -328,7 +333,9 @@ impl Manager {
             if let Some(a) = self.apps.get(&app) {
                 tracing::info!("app {} gone (app {app}): {why}", a.label);
             }
-            self.notify(EventKind::AppLeave, app, None, || why.to_string());
+            if self.shard.numbers_apps() {
+                self.notify(EventKind::AppLeave, app, None, || why.to_string());
+            }
             self.remove_app(app, true);
         }
         self.stats.forget_observer(conn);

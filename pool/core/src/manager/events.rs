@@ -751,7 +751,8 @@ impl Manager {
         if self.apps.get(&app).is_some_and(|a| a.replaying) {
             self.replay_grace_log(sub, conn, app);
         }
-        if !kinds.contains(EventKind::AppJoin) {
+        // Apps' joins are shard 0's to tell.
+        if !kinds.contains(EventKind::AppJoin) || !self.shard.numbers_apps() {
             return;
         }
         let mut joined: Vec<AppId> = self

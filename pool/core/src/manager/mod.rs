@@ -80,6 +80,7 @@ mod observe;
 mod outbox;
 mod plan;
 pub mod policy;
+mod shard;
 mod spill;
 mod traffic;
 mod transfer;
@@ -206,6 +207,7 @@ impl<K: Eq + std::hash::Hash> GiveBack for HashSet<K> {
 ///     role: Default::default(),
 ///     proof,
 ///     reclaim: None,
+///     member: None,
 /// })));
 /// assert!(matches!(pm.poll_output(), Some((7, FromPm::Welcome { .. }))));
 /// assert_eq!(pm.app_count(), 1);
@@ -215,6 +217,8 @@ pub struct Manager {
     workflow: String,
     secret: Vec<u8>,
     instance: u64,
+    /// Which shard of its pool this manager is ([`Manager::set_shard`]).
+    shard: crate::shards::Place,
     conns: HashMap<ConnId, Conn>,
     apps: BTreeMap<AppId, App>,
     cdos: CdoTable,
@@ -269,6 +273,7 @@ impl Manager {
             workflow: workflow.to_string(),
             secret: secret.to_vec(),
             instance,
+            shard: crate::shards::Place::default(),
             conns: HashMap::default(),
             apps: BTreeMap::new(),
             cdos: CdoTable::default(),

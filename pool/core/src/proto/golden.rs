@@ -126,6 +126,7 @@ fn to_pm_samples() -> Vec<ToPm> {
                 generation: 0x1234_5678,
                 last_serial: 4242,
             }),
+            member: Some(3),
         })),
         ToPm::Leave,
         ToPm::Declare {

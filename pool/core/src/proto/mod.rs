@@ -36,7 +36,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 17;
+pub const VERSION: u8 = 18;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -186,6 +186,10 @@ pub struct Join {
     /// back, to replay what it holds (see docs/developers/failover.md); `None` for a new
     /// app.
     pub reclaim: Option<Reclaim>,
+    /// In a pool of several shards (docs/developers/shards.md): the app id shard 0 gave
+    /// this app, which it joins another shard as; `None` at shard 0 (which numbers the
+    /// apps) and in a pool of one manager.
+    pub member: Option<AppId>,
 }
 
 /// The component name a standby pool manager watches the active one under (an
@@ -532,6 +536,10 @@ pub enum Refusal {
     /// A reclaim the manager cannot grant (the reason is attached: its grace period is
     /// over, or another connection reclaimed that app id); join as a new app.
     NotReclaimed(String),
+    /// A JOIN that does not fit this manager's place among the shards of its pool (why:
+    /// shard 0 numbers the apps and takes no member id; another shard takes only apps
+    /// of shard 0, by the id it gave, once each).
+    Shard(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -581,6 +589,7 @@ impl std::fmt::Display for Refusal {
                 "the pool manager is in its grace period after a failover: only apps reclaiming what they held may join; retry when it ends",
             ),
             Refusal::NotReclaimed(why) => write!(f, "not reclaimed: {why}"),
+            Refusal::Shard(why) => write!(f, "not a JOIN for this shard: {why}"),
         }
     }
 }

@@ -112,6 +112,7 @@ fn sample() -> Vec<ToPm> {
                 generation: 77,
                 last_serial: 9,
             }),
+            member: Some(3),
         })),
         ToPm::TransferDone {
             transfer: 3,

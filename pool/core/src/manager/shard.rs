@@ -1,0 +1,61 @@
+//! A manager's place among the shards of its pool (see docs/developers/shards.md): shard
+//! 0 numbers the apps and tells their joins and leaves; every other shard takes only apps
+//! of shard 0, each by the app id shard 0 gave it ([`Join::member`](crate::proto::Join)),
+//! and raises no app events. A pool of one manager is shard 0 of 1: as before.
+
+use super::Manager;
+use crate::proto::{self, AppId, Reclaim, Refusal};
+use crate::shards::Place;
+
+impl Manager {
+    /// This manager is shard `place` of its pool from now on (before any app joins; the
+    /// default: the only one).
+    pub fn set_shard(&mut self, place: Place) {
+        self.shard = place;
+    }
+
+    /// Which shard of its pool this manager is.
+    pub fn shard(&self) -> Place {
+        self.shard
+    }
+
+    /// The app id a JOIN gets here, given what it reclaims and the member id it claims:
+    /// at shard 0 as [`Manager::reclaimed_id`] decides (no member id); at another shard
+    /// the member id, once (a reclaim in a grace period names the same app).
+    ///
+    /// # Errors
+    /// [`Refusal::Shard`] for a member id at shard 0, none at another shard, one no app
+    /// can have or one joined here already; what [`Manager::reclaimed_id`] refuses.
+    pub(super) fn joined_id(
+        &self,
+        reclaim: Option<Reclaim>,
+        member: Option<AppId>,
+    ) -> Result<Option<AppId>, Refusal> {
+        let (index, count) = (self.shard.index(), self.shard.of().count());
+        let Some(app) = member else {
+            if index > 0 {
+                return Err(Refusal::Shard(format!(
+                    "this pool manager is shard {index} of {count}: join shard 0 first, then here as the app it numbered (Join::member)"
+                )));
+            }
+            return self.reclaimed_id(reclaim);
+        };
+        if index == 0 {
+            return Err(Refusal::Shard(format!(
+                "this pool manager is shard 0 of {count}, which numbers the apps: join it without a member id"
+            )));
+        }
+        if app == 0 || app > proto::MAX_APP {
+            return Err(Refusal::Shard(format!("app id {app} is no app's")));
+        }
+        if self.apps.contains_key(&app) {
+            return Err(Refusal::Shard(format!("app {app} is joined here already")));
+        }
+        match self.reclaimed_id(reclaim)? {
+            Some(reclaimed) if reclaimed != app => Err(Refusal::Shard(format!(
+                "a JOIN as member {app} reclaims app {reclaimed}"
+            ))),
+            _ => Ok(Some(app)),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! A manager's place among the shards of its pool (issue #53, docs/developers/shards.md),
+//! in memory: shard 0 numbers the apps and tells their joins and leaves; another shard
+//! takes only apps of shard 0, each by the id shard 0 gave it, once, and tells no app
+//! events.
+
+mod support;
+
+use pool_core::events::EventKind;
+use pool_core::proto::{Reclaim, Refusal, ToPm};
+use pool_core::shards::Shards;
+use support::*;
+
+/// A manager that is shard `index` of `count`.
+fn shard(index: usize, count: usize) -> Pm {
+    let mut pm = Pm::new();
+    let place = Shards::new(count)
+        .expect("count")
+        .place(index)
+        .expect("place");
+    pm.m.set_shard(place);
+    pm
+}
+
+fn refused_with(out: &[(u64, pool_core::proto::FromPm)], conn: u64) -> Refusal {
+    match out.iter().find(|(c, _)| *c == conn) {
+        Some((_, pool_core::proto::FromPm::Refused { why, .. })) => why.clone(),
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn another_shard_takes_apps_of_shard_0_by_their_id_once() {
+    let mut pm = shard(2, 3);
+    let (plain, out) = pm.join_sending("producer", SECRET, |_| {});
+    let why = refused_with(&out, plain);
+    assert!(
+        matches!(&why, Refusal::Shard(t) if t.contains("shard 2 of 3: join shard 0 first")),
+        "{why}"
+    );
+    let (conn, app) = pm.join_with("producer", |j| j.member = Some(7));
+    assert_eq!(app, 7, "the id shard 0 gave");
+    // Its CDO ids are its own here too.
+    let cdo = pm.declare(conn, "t2m/step-6");
+    assert_eq!(pool_core::proto::cdo_owner(cdo), 7);
+    let (twice, out) = pm.join_sending("producer", SECRET, |j| j.member = Some(7));
+    let why = refused_with(&out, twice);
+    assert!(
+        matches!(&why, Refusal::Shard(t) if t.contains("joined here already")),
+        "{why}"
+    );
+    for nobody in [0, 1 << 24] {
+        let (c, out) = pm.join_sending("x", SECRET, |j| j.member = Some(nobody));
+        assert!(
+            matches!(refused_with(&out, c), Refusal::Shard(_)),
+            "{nobody}"
+        );
+    }
+    // The secret is needed as at any JOIN.
+    let (forged, out) = pm.join_sending("x", b"not the secret", |j| j.member = Some(8));
+    assert_eq!(refused_with(&out, forged), Refusal::BadProof);
+}
+
+#[test]
+fn shard_0_numbers_the_apps_and_takes_no_member_id() {
+    let mut pm = shard(0, 3);
+    let (conn, out) = pm.join_sending("producer", SECRET, |j| j.member = Some(7));
+    let why = refused_with(&out, conn);
+    assert!(
+        matches!(&why, Refusal::Shard(t) if t.contains("numbers the apps")),
+        "{why}"
+    );
+    let (_, app) = pm.join("producer");
+    assert_eq!(app, 1);
+}
+
+#[test]
+fn only_shard_0_tells_apps_joins_and_leaves() {
+    for (index, heard) in [(0, true), (1, false)] {
+        let mut pm = shard(index, 2);
+        let member = |id: u64| {
+            move |j: &mut pool_core::proto::Join| {
+                j.member = (index > 0).then_some(id);
+            }
+        };
+        let (watcher, _) = pm.join_with("watcher", member(1));
+        let (early, _) = pm.join_with("early", member(2));
+        let kinds: pool_core::events::EventKinds = [EventKind::AppJoin, EventKind::AppLeave]
+            .into_iter()
+            .collect();
+        let (_, out) = pm.subscribe_seeing(watcher, kinds, "", Default::default());
+        let past = events_to(&out, watcher);
+        let (late, out) = pm.join_sending("late", SECRET, member(3));
+        let mut told = events_to(&out, watcher);
+        let out = pm.feed(late, ToPm::Leave);
+        told.extend(events_to(&out, watcher));
+        let out = pm.feed(early, ToPm::Leave);
+        told.extend(events_to(&out, watcher));
+        let kinds: Vec<_> = past.iter().chain(&told).map(|e| e.kind).collect();
+        if heard {
+            assert_eq!(
+                kinds,
+                [
+                    EventKind::AppJoin,
+                    EventKind::AppJoin,
+                    EventKind::AppLeave,
+                    EventKind::AppLeave
+                ],
+                "shard 0: the app joined before, the late one, both leaves"
+            );
+        } else {
+            assert!(kinds.is_empty(), "shard {index}: {kinds:?}");
+        }
+    }
+}
+
+#[test]
+fn in_a_grace_period_a_member_reclaims_its_own_id_only() {
+    let mut pm = shard(1, 2);
+    let until = pm.at(1_000_000_000);
+    pm.m.reclaiming(until);
+    let reclaim = |app| {
+        Some(Reclaim {
+            app,
+            generation: 5,
+            last_serial: 0,
+        })
+    };
+    let (other, out) = pm.join_sending("producer", SECRET, |j| {
+        j.member = Some(4);
+        j.reclaim = reclaim(5);
+    });
+    let why = refused_with(&out, other);
+    assert!(
+        matches!(&why, Refusal::Shard(t) if t.contains("reclaims app 5")),
+        "{why}"
+    );
+    let (newcomer, out) = pm.join_sending("late", SECRET, |j| j.member = Some(9));
+    assert_eq!(
+        refused_with(&out, newcomer),
+        Refusal::Grace,
+        "new members wait too"
+    );
+    let (_, app) = pm.join_with("producer", |j| {
+        j.member = Some(4);
+        j.reclaim = reclaim(4);
+    });
+    assert_eq!(app, 4);
+}
