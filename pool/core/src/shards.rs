@@ -7,6 +7,8 @@
 //! Slots rather than the name's hash modulo `K`: a name keeps its slot whatever `K` is,
 //! so a pool that grows or shrinks moves whole runs of slots, never rehashes a name.
 
+use crate::ids::{AppId, CDO_SEQ_BITS, CdoId};
+
 /// How many slots the names hash into (as Redis Cluster's 16,384).
 pub const SLOTS: u16 = 16_384;
 
@@ -115,6 +117,28 @@ impl Place {
     pub fn numbers_apps(self) -> bool {
         self.index == 0
     }
+
+    /// The ids a client numbers app `app`'s CDOs with at this shard: shard `s` of `K` has
+    /// the `s`-th of `K` contiguous parts of the app's ids ([`cdo_ids`](crate::ids::cdo_ids);
+    /// contiguous, so that a group's members are numbered in a row), and the id alone
+    /// says the shard ([`Shards::of_cdo`]). One shard: all of them.
+    pub fn cdo_ids(self, app: AppId) -> std::ops::RangeInclusive<CdoId> {
+        let all = crate::ids::cdo_ids(app);
+        let base = all.start() - 1;
+        let k = u64::from(self.of.count);
+        let at = |s: u64| (s << CDO_SEQ_BITS).div_ceil(k);
+        let first = at(u64::from(self.index)).max(1);
+        let end = at(u64::from(self.index) + 1) - 1;
+        base + first..=base + end
+    }
+}
+
+impl Shards {
+    /// The shard at which a client numbered `cdo` (see [`Place::cdo_ids`]).
+    pub fn of_cdo(self, cdo: CdoId) -> usize {
+        let seq = cdo & ((1 << CDO_SEQ_BITS) - 1);
+        ((seq * u64::from(self.count)) >> CDO_SEQ_BITS) as usize
+    }
 }
 
 #[cfg(test)]
@@ -181,6 +205,26 @@ mod tests {
         assert!(four.place(0).is_some_and(Place::numbers_apps));
         assert!(!four.place(1).is_some_and(Place::numbers_apps));
         assert_eq!(Place::default().of(), Shards::default());
+    }
+
+    #[test]
+    fn each_shard_numbers_a_contiguous_part_of_an_apps_cdo_ids_that_names_it() {
+        assert_eq!(Place::default().cdo_ids(3), crate::ids::cdo_ids(3));
+        for k in [2, 3, 4, 1000, 1024] {
+            let shards = Shards::new(k).expect("count");
+            let mut next = *crate::ids::cdo_ids(5).start();
+            for s in 0..k {
+                let ids = shards.place(s).expect("place").cdo_ids(5);
+                assert_eq!(*ids.start(), next, "K = {k}, shard {s}");
+                for id in [*ids.start(), *ids.end()] {
+                    assert_eq!(crate::ids::cdo_owner(id), 5);
+                    assert_eq!(shards.of_cdo(id), s, "K = {k}, id {id:x}");
+                }
+                assert!(ids.end() - ids.start() > 1 << 29, "room for a billion CDOs");
+                next = ids.end() + 1;
+            }
+            assert_eq!(next - 1, *crate::ids::cdo_ids(5).end(), "K = {k}: every id");
+        }
     }
 
     #[test]

@@ -146,3 +146,46 @@ fn in_a_grace_period_a_member_reclaims_its_own_id_only() {
     });
     assert_eq!(app, 4);
 }
+
+/// A client core joined to shard 2 of 4 as member 7 numbers its CDOs in that shard's part
+/// of app 7's ids, which the id alone names, and the manager takes them.
+#[test]
+fn a_core_at_a_shard_numbers_its_cdos_in_that_shards_part_of_the_apps_ids() {
+    use pool_core::client::Event;
+    use std::time::{Duration, Instant};
+    let now = Instant::now();
+    let four = Shards::new(4).expect("4");
+    let place = four.place(2).expect("place");
+    let mut manager = pool_core::sim::manager(now);
+    manager.set_shard(place);
+    let mut join = pool_core::sim::join_message("producer");
+    join.member = Some(7);
+    let at = (now, 1, [1; 32]);
+    let (mut core, _) = pool_core::sim::join::<pool_core::sim::Plain>(
+        &mut manager,
+        at,
+        join,
+        SECRET,
+        Duration::from_secs(5),
+    );
+    assert!(
+        matches!(core.joined(), Some(Ok((7, _)))),
+        "{:?}",
+        core.joined()
+    );
+    core.set_shard(place);
+    let cdo = core.declare("t2m/step-6").expect("declare");
+    assert!(place.cdo_ids(7).contains(&cdo), "{cdo:x}");
+    assert_eq!(four.of_cdo(cdo), 2);
+    core.seal(now, cdo, Default::default(), 1).expect("seal");
+    while let Some(t) = core.poll_transmit() {
+        manager.handle(now, 1, t.msg);
+    }
+    while let Some((_, msg)) = manager.poll_output() {
+        core.handle(now, msg);
+    }
+    assert!(
+        matches!(core.poll_event(), Some(Event::Answer { waiter: 1, result: Ok(id) }) if id == cdo),
+        "the manager sealed it"
+    );
+}

@@ -29,6 +29,18 @@ impl Handshake {
 }
 
 impl<T: Driver> ClientCore<T> {
+    /// This core's manager is shard `place` of a sharded pool (docs/developers/shards.md):
+    /// the core numbers its CDOs in that shard's part of the app's ids
+    /// ([`Place::cdo_ids`](crate::shards::Place::cdo_ids)). Set it before the welcome, or
+    /// before the first declare of a core made joined ([`ClientCore::new`]).
+    pub fn set_shard(&mut self, place: crate::shards::Place) {
+        self.shard = place;
+        if self.app != 0 {
+            let ids = place.cdo_ids(self.app);
+            (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
+        }
+    }
+
     /// The core of a connection that is to join: sends `join` (its proof made from the
     /// PM's challenge and `secret`) once the challenge comes, and is joined at the PM's
     /// welcome ([`ClientCore::joined`]). The handshake, and then each call, waits at most
@@ -86,7 +98,7 @@ impl<T: Driver> ClientCore<T> {
                 if self.reclaiming.lost.is_some() {
                     return self.rejoined(now, (app, pool), keep);
                 }
-                let ids = crate::proto::cdo_ids(app);
+                let ids = self.shard.cdo_ids(app);
                 self.app = app;
                 self.reclaiming.generation = pool;
                 self.keep_dir = keep;

@@ -257,6 +257,9 @@ pub struct ClientCore<T: Driver> {
     /// The id the next declared CDO gets, and the end of the app's ids.
     next_cdo: CdoId,
     last_cdo: CdoId,
+    /// The shard of its pool this core's manager is ([`ClientCore::set_shard`]): which
+    /// part of the app's CDO ids the core numbers with.
+    shard: crate::shards::Place,
     /// Waiting calls by what their answer is filed under, first come first served.
     waiters: HashMap<CallKey, VecDeque<Waiting<T::Waiter>>>,
     next_call: u64,
@@ -320,6 +323,7 @@ impl<T: Driver> ClientCore<T> {
             app,
             next_cdo: *ids.start(),
             last_cdo: *ids.end(),
+            shard: crate::shards::Place::default(),
             waiters: HashMap::default(),
             next_call: 0,
             deadlines: BTreeMap::new(),
