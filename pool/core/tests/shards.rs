@@ -189,3 +189,46 @@ fn a_core_at_a_shard_numbers_its_cdos_in_that_shards_part_of_the_apps_ids() {
         "the manager sealed it"
     );
 }
+
+#[test]
+fn a_shard_enforces_its_share_of_the_pools_per_app_quotas() {
+    use pool_core::policy::Policy;
+    let pool = Policy {
+        max_app_bytes: 4096,
+        max_leases: 0,
+        ..Policy::default()
+    };
+    let four = Shards::new(4).expect("4");
+    let share = pool.share(four);
+    assert_eq!(
+        (share.max_app_bytes, share.max_leases),
+        (1024, 0),
+        "0 stays 0"
+    );
+    assert_eq!(share.max_kept_bytes, pool.max_kept_bytes / 4);
+    assert_eq!(share.max_bytes, pool.max_bytes, "one process's bound");
+    assert_eq!(
+        share.max_subscriptions, pool.max_subscriptions,
+        "every shard sees each"
+    );
+    assert_eq!(pool.share(Shards::default()), pool, "one shard: as set");
+    // A shard refuses what passes its share (an app's attributes past a quarter of its
+    // bytes), where one manager takes it.
+    for (place, count, refused) in [(0, 1, false), (0, 4, true), (3, 4, true)] {
+        let mut pm = shard(place, count);
+        pm.m.set_policy(pool.clone());
+        let member = move |j: &mut pool_core::proto::Join| j.member = (place > 0).then_some(1);
+        let (conn, _) = pm.join_with("producer", member);
+        let cdo = pm.declare(conn, "big");
+        let attributes = pool_core::attr::Attributes::from([(
+            "user.note".to_string(),
+            pool_core::attr::AttrValue::Str("x".repeat(1500)),
+        )]);
+        let out = pm.feed(conn, ToPm::Seal { cdo, attributes });
+        let quota = out.iter().any(|(_, m)| {
+            matches!(m, pool_core::proto::FromPm::Refused { why: Refusal::Quota(t), .. }
+                if t.contains("this shard's 1/4 of the pool's 4096"))
+        });
+        assert_eq!(quota, refused, "shard {place} of {count}: {out:?}");
+    }
+}

@@ -237,7 +237,11 @@ pub struct Manager {
     events: events::Events,
     /// Networks of links reported down: endpoints on them are not used for RMA.
     down: Vec<Subnet>,
+    /// The policy in force here: the pool's ([`Manager::set_policy`]), its per-app
+    /// quotas shared among the shards ([`Policy::share`]).
     policy: Policy,
+    /// The pool's policy, as set.
+    pool_policy: Policy,
     /// Process memory announcements by (host, pid).
     claims: HashMap<(String, u32), Claim>,
     /// Bytes of small CDOs' data held for all apps (see [`Policy::max_inline_bytes`]).
@@ -286,6 +290,7 @@ impl Manager {
             events: events::Events::new(clock),
             down: Vec::new(),
             policy: Policy::default(),
+            pool_policy: Policy::default(),
             claims: HashMap::default(),
             inline_held: 0,
             stats: observe::Stats::new(clock.origin),
@@ -299,10 +304,12 @@ impl Manager {
         }
     }
 
-    /// Sets the quotas, deadlines and name bindings enforced from now on (see
-    /// [`Policy`]; the default applies until then).
+    /// Sets the quotas, deadlines and name bindings of the pool, enforced from now on
+    /// (see [`Policy`]; the default applies until then); a shard of a pool of several
+    /// enforces its share of the per-app quotas ([`Policy::share`]).
     pub fn set_policy(&mut self, policy: Policy) {
-        self.policy = policy;
+        self.policy = policy.share(self.shard.of());
+        self.pool_policy = policy;
     }
 
     fn id(&mut self) -> u64 {

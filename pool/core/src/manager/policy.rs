@@ -152,6 +152,29 @@ pub struct Policy {
     pub reporters: Vec<String>,
 }
 
+impl Policy {
+    /// What one shard of a pool of `shards` enforces (docs/developers/shards.md): the
+    /// quotas that bound what the pool holds for all its shards together, an app's
+    /// ([`Policy::max_app_bytes`], [`Policy::max_leases`]) and the pool's kept and inline
+    /// bytes ([`Policy::max_kept_bytes`], [`Policy::max_inline_bytes`]), divided evenly
+    /// (a bound above 0 stays above 0), so that the pool's stay what was set, not `K`
+    /// times it; the
+    /// bounds of one process ([`Policy::max_bytes`], one connection's events) and those
+    /// every shard sees whole (subscriptions, apps per peer, attributes) as set. One
+    /// shard: the policy as set.
+    pub fn share(&self, shards: crate::shards::Shards) -> Policy {
+        let k = shards.count();
+        let part = |v: usize| if v == 0 { 0 } else { (v / k).max(1) };
+        Policy {
+            max_app_bytes: part(self.max_app_bytes),
+            max_leases: part(self.max_leases),
+            max_kept_bytes: part(self.max_kept_bytes),
+            max_inline_bytes: part(self.max_inline_bytes),
+            ..self.clone()
+        }
+    }
+}
+
 impl Default for Policy {
     fn default() -> Policy {
         Policy {
@@ -322,8 +345,15 @@ impl Manager {
     pub(super) fn affordable(&self, app: AppId, bytes: usize) -> Result<(), Refusal> {
         let held = self.apps.get(&app).map_or(0, |a| a.held);
         if held.saturating_add(bytes) > self.policy.max_app_bytes {
+            let shared = match self.shard.of().count() {
+                1 => String::new(),
+                k => format!(
+                    ", this shard's 1/{k} of the pool's {}",
+                    self.pool_policy.max_app_bytes
+                ),
+            };
             return Err(Refusal::Quota(format!(
-                "this application holds {held} bytes of CDOs and subscriptions at the pool manager, {bytes} more would pass its {} (maestro pm --max-app-bytes); dispose of CDOs it no longer needs",
+                "this application holds {held} bytes of CDOs and subscriptions at the pool manager, {bytes} more would pass its {}{shared} (maestro pm --max-app-bytes); dispose of CDOs it no longer needs",
                 self.policy.max_app_bytes
             )));
         }
