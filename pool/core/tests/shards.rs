@@ -232,3 +232,203 @@ fn a_shard_enforces_its_share_of_the_pools_per_app_quotas() {
         assert_eq!(quota, refused, "shard {place} of {count}: {out:?}");
     }
 }
+
+/// A sharded pool in memory: `K` managers (shard `s` is `managers[s]`) and apps, each the
+/// client cores of its shards ([`pool_core::client::Sharded`]); messages move as a driver
+/// moves them, a connection per (app, shard).
+struct ShardedPool {
+    now: std::time::Instant,
+    managers: Vec<pool_core::Manager>,
+    apps: Vec<ShardedApp>,
+    next_conn: u64,
+}
+
+struct ShardedApp {
+    client: pool_core::client::Sharded<pool_core::sim::Plain>,
+    /// Its connection to each shard it uses.
+    conns: std::collections::HashMap<usize, u64>,
+    answers: std::collections::HashMap<u32, pool_core::client::CallResult<u64>>,
+}
+
+impl ShardedPool {
+    fn new(k: usize) -> ShardedPool {
+        let now = std::time::Instant::now();
+        let shards = Shards::new(k).expect("count");
+        let managers = (0..k)
+            .map(|s| {
+                let mut m = pool_core::sim::manager(now);
+                m.set_shard(shards.place(s).expect("place"));
+                m
+            })
+            .collect();
+        ShardedPool {
+            now,
+            managers,
+            apps: Vec::new(),
+            next_conn: 1,
+        }
+    }
+
+    fn join(&mut self, component: &str) -> usize {
+        let shards = Shards::new(self.managers.len()).expect("count");
+        let mut join = pool_core::sim::join_message(component);
+        join.process = self.next_conn;
+        let client = pool_core::client::Sharded::connect(
+            self.now,
+            join,
+            SECRET,
+            std::time::Duration::from_secs(5),
+            shards,
+        );
+        self.apps.push(ShardedApp {
+            client,
+            conns: Default::default(),
+            answers: Default::default(),
+        });
+        self.pump();
+        let i = self.apps.len() - 1;
+        assert!(
+            matches!(self.apps[i].client.joined(), Some(Ok(_))),
+            "{:?}",
+            self.apps[i].client.joined()
+        );
+        i
+    }
+
+    /// Moves every message and carries out every event until nothing moves.
+    fn pump(&mut self) {
+        let now = self.now;
+        loop {
+            let mut moved = false;
+            for app in &mut self.apps {
+                while let Some(shard) = app.client.poll_connect() {
+                    let conn = self.next_conn;
+                    self.next_conn += 1;
+                    self.managers[shard].connected(now, conn, [conn as u8; 32]);
+                    app.conns.insert(shard, conn);
+                    moved = true;
+                }
+                while let Some((shard, t)) = app.client.poll_transmit() {
+                    self.managers[shard].handle(now, app.conns[&shard], t.msg);
+                    moved = true;
+                }
+                while let Some((_, e)) = app.client.poll_event() {
+                    if let pool_core::client::Event::Answer { waiter, result } = e {
+                        app.answers.insert(waiter, result);
+                    }
+                    moved = true;
+                }
+            }
+            for (shard, m) in self.managers.iter_mut().enumerate() {
+                while m.has_work() {
+                    m.work(now);
+                }
+                while let Some((conn, msg)) = m.poll_output() {
+                    let app = self
+                        .apps
+                        .iter_mut()
+                        .find(|a| a.conns.get(&shard) == Some(&conn));
+                    if let Some(app) = app {
+                        app.client.handle(now, shard, msg);
+                    }
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// App `app` offers `name` with `bytes` carried inline (answered under `tag`).
+    fn offer(&mut self, app: usize, name: &str, bytes: &[u8], tag: u32) -> u64 {
+        let now = self.now;
+        let client = &mut self.apps[app].client;
+        let core = client.home(now, name).expect("home");
+        let cdo = core.declare(name).expect("declare");
+        let offer = pool_core::client::Offer {
+            cdo,
+            bytes,
+            region: fabric_types::RemoteRegion {
+                addr: 0,
+                key: 1,
+                len: bytes.len() as u64,
+            },
+            alternates: Vec::new(),
+            file: None,
+            seal: Some(Default::default()),
+            gfs: None,
+        };
+        core.offer(now, offer, tag).expect("offer");
+        cdo
+    }
+
+    /// App `app` demands `name` (answered under `tag`).
+    fn demand(&mut self, app: usize, name: &str, tag: u32) -> u64 {
+        let now = self.now;
+        let core = self.apps[app].client.home(now, name).expect("home");
+        let cdo = core.declare(name).expect("declare");
+        let waits = matches!(
+            core.demand(now, cdo, tag),
+            Ok(pool_core::client::Demand::Waiting(_))
+        );
+        assert!(waits, "{name} waits for its offer");
+        cdo
+    }
+}
+
+/// The same exchange, 24 names offered by one app and demanded by another, with one
+/// manager and with three: the same answers and bytes; with three, every shard serves its
+/// own names and only shard 0 knows every app.
+#[test]
+fn a_pool_of_three_shards_exchanges_what_a_pool_of_one_does() {
+    let mut outcomes = Vec::new();
+    for k in [1, 3] {
+        let mut pool = ShardedPool::new(k);
+        let producer = pool.join("producer");
+        let consumer = pool.join("consumer");
+        let names: Vec<String> = (0..24).map(|i| format!("t2m/step-{i}")).collect();
+        let mut demanded = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            demanded.push(pool.demand(consumer, name, i as u32));
+        }
+        pool.pump();
+        assert!(
+            pool.apps[consumer].answers.is_empty(),
+            "nothing offered yet"
+        );
+        for (i, name) in names.iter().enumerate() {
+            pool.offer(producer, name, name.as_bytes(), 100 + i as u32);
+        }
+        pool.pump();
+        let mut got = Vec::new();
+        for (i, cdo) in demanded.iter().enumerate() {
+            let answer = pool.apps[consumer].answers.get(&(i as u32)).cloned();
+            assert_eq!(answer, Some(Ok(*cdo)), "K = {k}, {}", names[i]);
+            let core = pool.apps[consumer]
+                .client
+                .of_cdo(pool.now, *cdo)
+                .expect("core");
+            let (bytes, _) = core.take_arrived(*cdo).expect("arrived");
+            got.push(String::from_utf8(bytes).expect("utf-8"));
+        }
+        assert_eq!(got, names, "K = {k}");
+        let offers_answered =
+            (0..24).all(|i| matches!(pool.apps[producer].answers.get(&(100 + i)), Some(Ok(_))));
+        assert!(offers_answered, "K = {k}");
+        if k == 3 {
+            let now = pool.now;
+            for (s, m) in pool.managers.iter_mut().enumerate() {
+                let pool_core::view::View::Status(st) = m.view(now, pool_core::view::Query::Status)
+                else {
+                    panic!("status")
+                };
+                assert_eq!(st.app_count, 2, "shard {s}: both apps use it");
+            }
+            let used: Vec<usize> = pool.apps[producer].client.cores().map(|(s, _)| s).collect();
+            assert_eq!(used, [0, 1, 2], "the names' homes spread over the shards");
+        }
+        outcomes.push((got, pool.apps[consumer].answers.len()));
+    }
+    assert_eq!(outcomes[0], outcomes[1], "K = 1 and K = 3 agree");
+}

@@ -61,6 +61,25 @@ impl<T: Driver> ClientCore<T> {
         core
     }
 
+    /// The core of a connection to shard `place` of a sharded pool (see
+    /// docs/developers/shards.md) for app `app`, which shard 0 numbered: joins as `join`
+    /// naming that id ([`Join::member`](crate::proto::Join)); calls may be made at once,
+    /// their messages follow the JOIN once the welcome came (a welcome as another app is
+    /// a protocol error, and the core closes).
+    pub fn connect_member(
+        now: Instant,
+        mut join: crate::proto::Join,
+        secret: &[u8],
+        call_timeout: Duration,
+        (app, place): (crate::proto::AppId, crate::shards::Place),
+    ) -> ClientCore<T> {
+        join.member = Some(app);
+        let mut core = ClientCore::connect(now, join, secret, call_timeout);
+        core.app = app;
+        core.set_shard(place);
+        core
+    }
+
     /// How the JOIN handshake ended: the app's id and the PM's instance, or why it failed
     /// (`Refused` with the PM's reason, `Timeout(Join)`, `Closed`, `Protocol`); `None`
     /// while it runs. A core made by [`ClientCore::new`] is joined from the start.
@@ -98,12 +117,24 @@ impl<T: Driver> ClientCore<T> {
                 if self.reclaiming.lost.is_some() {
                     return self.rejoined(now, (app, pool), keep);
                 }
-                let ids = self.shard.cdo_ids(app);
-                self.app = app;
+                if self.app != 0 && app != self.app {
+                    self.joined = Some(Err(CallError::Protocol(format!(
+                        "the pool manager welcomed app {} as app {app}",
+                        self.app
+                    ))));
+                    return self.close();
+                }
+                // A member core numbers its CDOs from the start (its calls may have).
+                if self.app == 0 {
+                    let ids = self.shard.cdo_ids(app);
+                    (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
+                    self.app = app;
+                }
                 self.reclaiming.generation = pool;
                 self.keep_dir = keep;
-                (self.next_cdo, self.last_cdo) = (*ids.start(), *ids.end());
                 self.joined = Some(Ok((app, pool)));
+                let early = std::mem::take(&mut self.early);
+                self.transmit.extend(early);
                 return;
             }
             (_, FromPm::Refused { op, why, .. }) => CallError::Refused { op, why },

@@ -30,6 +30,7 @@ mod leases;
 mod observer;
 mod offers;
 mod reclaim;
+mod sharded;
 mod streams;
 mod subscriptions;
 
@@ -45,6 +46,7 @@ pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Ph
 pub use leases::{LEASE_HOLD, MAX_HELD as MAX_HELD_LEASES};
 pub use observer::ObserverCore;
 pub use offers::{GfsUse, Offer, Transport};
+pub use sharded::Sharded;
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
@@ -287,6 +289,9 @@ pub struct ClientCore<T: Driver> {
     /// Leases granted with offer events, for demands to come.
     leases: leases::Leases,
     transmit: VecDeque<Transmit>,
+    /// Messages of calls made before the welcome of a member core
+    /// ([`ClientCore::connect_member`]): they follow the JOIN once the welcome came.
+    early: VecDeque<Transmit>,
     events: VecDeque<Event<T>>,
     /// The connection ended: every later call fails at once.
     closed: bool,
@@ -339,6 +344,7 @@ impl<T: Driver> ClientCore<T> {
             streams: streams::Streams::default(),
             leases: leases::Leases::default(),
             transmit: VecDeque::new(),
+            early: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
             left: false,
@@ -457,17 +463,27 @@ impl<T: Driver> ClientCore<T> {
         if self.reclaiming.lost.is_some() {
             return;
         }
-        self.transmit.push_back(Transmit {
+        self.sendable().push_back(Transmit {
             msg,
             deferred: false,
         });
+    }
+
+    /// Where a call's message goes: out, or, before the welcome of a member core, after
+    /// it.
+    fn sendable(&mut self) -> &mut VecDeque<Transmit> {
+        if self.handshake.is_some() {
+            &mut self.early
+        } else {
+            &mut self.transmit
+        }
     }
 
     /// Queues `msg`, which nobody waits for and may go with the next message (unless the
     /// connection ended or the app is leaving: then it is dropped).
     fn defer(&mut self, msg: ToPm) {
         if !self.closed && !self.left && self.reclaiming.lost.is_none() {
-            self.transmit.push_back(Transmit {
+            self.sendable().push_back(Transmit {
                 msg,
                 deferred: true,
             });
@@ -478,7 +494,8 @@ impl<T: Driver> ClientCore<T> {
         if self.closed {
             return Err(CallError::Closed);
         }
-        if self.handshake.is_some() && self.reclaiming.lost.is_none() {
+        // A member core knows its app id from the start: its calls wait for the welcome.
+        if self.handshake.is_some() && self.reclaiming.lost.is_none() && self.app == 0 {
             return Err(CallError::Protocol(
                 "a call before the pool manager's welcome: wait until the core is joined".into(),
             ));
@@ -806,6 +823,7 @@ impl<T: Driver> ClientCore<T> {
         self.streams.clear();
         self.leases.clear();
         self.transmit.clear();
+        self.early.clear();
         self.subs.close(&mut self.events);
     }
 }
