@@ -432,3 +432,61 @@ fn a_pool_of_three_shards_exchanges_what_a_pool_of_one_does() {
     }
     assert_eq!(outcomes[0], outcomes[1], "K = 1 and K = 3 agree");
 }
+
+/// A shard whose manager dies is taken over and reclaimed by the apps holding its names,
+/// while the other shards serve on: what was offered there before is served after.
+#[test]
+fn a_shard_that_dies_is_reclaimed_while_the_others_serve_on() {
+    use std::time::Duration;
+    let mut pool = ShardedPool::new(3);
+    let producer = pool.join("producer");
+    let consumer = pool.join("consumer");
+    let shards = Shards::new(3).expect("3");
+    let names: Vec<String> = (0..30).map(|i| format!("field-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        pool.offer(producer, name, name.as_bytes(), 100 + i as u32);
+    }
+    // The consumer uses every shard before the death.
+    for (i, name) in names.iter().take(6).enumerate() {
+        pool.demand(consumer, name, 200 + i as u32);
+    }
+    pool.pump();
+    let on = |s: usize| -> Vec<&String> { names.iter().filter(|n| shards.home(n) == s).collect() };
+    let (dead_shard, live_shard) = (on(1), on(2));
+    assert!(!dead_shard.is_empty() && !live_shard.is_empty());
+    // Shard 1's manager dies; another takes its place, in a grace period.
+    let mut next = pool_core::sim::manager(pool.now);
+    next.set_shard(shards.place(1).expect("place"));
+    next.reclaiming(pool.now + Duration::from_secs(2));
+    pool.managers[1] = next;
+    let until = pool.now + Duration::from_secs(30);
+    for app in &mut pool.apps {
+        app.client.lost(pool.now, 1, until);
+        app.conns.remove(&1);
+    }
+    // Shard 2 serves on meanwhile.
+    let live = live_shard[live_shard.len() - 1].clone();
+    let cdo = pool.demand(consumer, &live, 300);
+    pool.pump();
+    assert_eq!(pool.apps[consumer].answers.get(&300), Some(&Ok(cdo)));
+    // A demand of a name of shard 1 waits for its takeover.
+    let dead = dead_shard[dead_shard.len() - 1].clone();
+    let waiting = pool.demand(consumer, &dead, 301);
+    pool.pump();
+    assert_eq!(pool.apps[consumer].answers.get(&301), None, "waits");
+    for app in 0..pool.apps.len() {
+        pool.apps[app].client.rejoin(pool.now, 1);
+    }
+    pool.pump();
+    for app in &pool.apps {
+        assert!(matches!(app.client.joined(), Some(Ok(_))));
+    }
+    // The producer replayed its offers there: the waiting demand is served.
+    assert_eq!(pool.apps[consumer].answers.get(&301), Some(&Ok(waiting)));
+    let core = pool.apps[consumer]
+        .client
+        .of_cdo(pool.now, waiting)
+        .expect("core");
+    let (bytes, _) = core.take_arrived(waiting).expect("arrived");
+    assert_eq!(bytes, dead.as_bytes());
+}

@@ -188,6 +188,31 @@ impl<T: Driver> Sharded<T> {
         }
     }
 
+    /// The connection to shard `shard`'s manager ended at `now`: its core waits until
+    /// `until` for the manager that takes over that shard ([`ClientCore::lost`]); the
+    /// other shards serve on.
+    pub fn lost(&mut self, now: Instant, shard: usize, until: Instant) {
+        if let Some(core) = self.core(shard) {
+            core.lost(now, until);
+        }
+    }
+
+    /// The manager that took over shard `shard` is there: its core joins it on a new
+    /// connection ([`Sharded::poll_connect`] gives the shard again), reclaiming its app id
+    /// (and naming it as a member at a shard other than 0), then replays what it holds
+    /// there ([`ClientCore::rejoin`]).
+    pub fn rejoin(&mut self, now: Instant, shard: usize) {
+        let mut join = self.join.clone();
+        let Some(core) = self.cores.get_mut(shard).and_then(Option::as_mut) else {
+            return;
+        };
+        if shard > 0 {
+            join.member = core.reclaim().map(|r| r.app);
+        }
+        core.rejoin(now, join, &self.secret);
+        self.connect.push_back(shard);
+    }
+
     /// The cores the app uses, with their shards (to close them all, say).
     pub fn cores(&mut self) -> impl Iterator<Item = (usize, &mut ClientCore<T>)> {
         self.cores
