@@ -133,7 +133,24 @@ impl Place {
     }
 }
 
+/// Bits of an event serial below the shard that raised it (see [`Place::first_serial`]).
+const SERIAL_BITS: u32 = 48;
+
+impl Place {
+    /// The first serial of this shard's events: shard `s` numbers them from `s * 2^48`
+    /// (shard 0 from 1), so that a serial names the shard that raised it
+    /// ([`Shards::of_serial`]) and an acknowledgement finds its way back.
+    pub fn first_serial(self) -> u64 {
+        (u64::from(self.index) << SERIAL_BITS).max(1)
+    }
+}
+
 impl Shards {
+    /// The shard that raised the event of `serial` (see [`Place::first_serial`]).
+    pub fn of_serial(self, serial: u64) -> usize {
+        usize::try_from(serial >> SERIAL_BITS).map_or(0, |s| s.min(self.count() - 1))
+    }
+
     /// The shard at which a client numbered `cdo` (see [`Place::cdo_ids`]).
     pub fn of_cdo(self, cdo: CdoId) -> usize {
         let seq = cdo & ((1 << CDO_SEQ_BITS) - 1);
@@ -225,6 +242,17 @@ mod tests {
             }
             assert_eq!(next - 1, *crate::ids::cdo_ids(5).end(), "K = {k}: every id");
         }
+    }
+
+    #[test]
+    fn a_serial_names_the_shard_that_raised_it() {
+        let four = Shards::new(4).expect("4");
+        for s in 0..4 {
+            let first = four.place(s).expect("place").first_serial();
+            assert_eq!(four.of_serial(first), s);
+            assert_eq!(four.of_serial(first + 1_000_000), s);
+        }
+        assert_eq!(Place::default().first_serial(), 1, "one shard: as before");
     }
 
     #[test]

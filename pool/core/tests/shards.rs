@@ -248,6 +248,8 @@ struct ShardedApp {
     /// Its connection to each shard it uses.
     conns: std::collections::HashMap<usize, u64>,
     answers: std::collections::HashMap<u32, pool_core::client::CallResult<u64>>,
+    /// What each subscription's queue heard, in order, with the shard that told it.
+    news: std::collections::HashMap<u32, Vec<(usize, pool_core::client::News)>>,
 }
 
 impl ShardedPool {
@@ -284,6 +286,7 @@ impl ShardedPool {
             client,
             conns: Default::default(),
             answers: Default::default(),
+            news: Default::default(),
         });
         self.pump();
         let i = self.apps.len() - 1;
@@ -312,9 +315,15 @@ impl ShardedPool {
                     self.managers[shard].handle(now, app.conns[&shard], t.msg);
                     moved = true;
                 }
-                while let Some((_, e)) = app.client.poll_event() {
-                    if let pool_core::client::Event::Answer { waiter, result } = e {
-                        app.answers.insert(waiter, result);
+                while let Some((shard, e)) = app.client.poll_event() {
+                    match e {
+                        pool_core::client::Event::Answer { waiter, result } => {
+                            app.answers.insert(waiter, result);
+                        }
+                        pool_core::client::Event::Subscription { events, news } => {
+                            app.news.entry(events).or_default().push((shard, news));
+                        }
+                        _ => {}
                     }
                     moved = true;
                 }
@@ -359,7 +368,7 @@ impl ShardedPool {
             seal: Some(Default::default()),
             gfs: None,
         };
-        core.offer(now, offer, tag).expect("offer");
+        core.offer(now, offer, tag.into()).expect("offer");
         cdo
     }
 
@@ -369,7 +378,7 @@ impl ShardedPool {
         let core = self.apps[app].client.home(now, name).expect("home");
         let cdo = core.declare(name).expect("declare");
         let waits = matches!(
-            core.demand(now, cdo, tag),
+            core.demand(now, cdo, tag.into()),
             Ok(pool_core::client::Demand::Waiting(_))
         );
         assert!(waits, "{name} waits for its offer");
@@ -489,4 +498,107 @@ fn a_shard_that_dies_is_reclaimed_while_the_others_serve_on() {
         .expect("core");
     let (bytes, _) = core.take_arrived(waiting).expect("arrived");
     assert_eq!(bytes, dead.as_bytes());
+}
+
+/// A subscription fans out to every shard and its events merge in one queue: a watcher
+/// that must acknowledge each offer before it happens (signal-before) holds the offers of
+/// names of all three shards, hears each once, and its acknowledgements, sent through the
+/// sharded client, find the shard that raised each event: every offer then goes through.
+/// The subscription is answered once every shard set it up, and ends at every shard.
+#[test]
+fn a_subscription_fans_out_to_every_shard_and_its_acks_find_their_shard() {
+    use pool_core::client::News;
+    use pool_core::events::{EventKind, SubscribeOptions};
+    let mut pool = ShardedPool::new(3);
+    let producer = pool.join("producer");
+    let watcher = pool.join("watcher");
+    let options = SubscribeOptions {
+        signal_before: true,
+        require_ack: true,
+        ..Default::default()
+    };
+    let wanted = (
+        EventKind::Offer.into(),
+        pool_core::selector::Selector::all().expr().clone(),
+        options,
+    );
+    let now = pool.now;
+    let sub = pool.apps[watcher]
+        .client
+        .subscribe(now, wanted, 7, 1)
+        .expect("subscribe");
+    pool.pump();
+    assert_eq!(pool.apps[watcher].answers.get(&1), Some(&Ok(sub)));
+    let shards = Shards::new(3).expect("3");
+    let names: Vec<String> = (0..12).map(|i| format!("level-{i}")).collect();
+    let homes: std::collections::BTreeSet<usize> = names.iter().map(|n| shards.home(n)).collect();
+    assert_eq!(homes.len(), 3, "names of every shard");
+    for (i, name) in names.iter().enumerate() {
+        pool.offer(producer, name, name.as_bytes(), 100 + i as u32);
+    }
+    pool.pump();
+    // Each shard holds the producer's first offer there until the watcher acknowledges
+    // it (its later ones wait behind it, as with one manager): one event per shard at a
+    // time, acknowledged through the sharded client.
+    let mut heard: Vec<(usize, pool_core::events::PoolEvent)> = Vec::new();
+    let mut seen = 0;
+    loop {
+        let news = &pool.apps[watcher].news[&7];
+        let fresh = &news[seen..];
+        seen = news.len();
+        let new: Vec<(usize, pool_core::events::PoolEvent)> = fresh
+            .iter()
+            .filter_map(|(s, n)| match n {
+                News::Event(e) => Some((*s, e.clone())),
+                _ => None,
+            })
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        let shards_now: std::collections::BTreeSet<usize> = new.iter().map(|(s, _)| *s).collect();
+        assert_eq!(
+            shards_now.len(),
+            new.len(),
+            "one held offer per shard at a time"
+        );
+        for (shard, e) in &new {
+            assert_eq!(
+                shards.of_serial(e.serial),
+                *shard,
+                "the serial names its shard"
+            );
+            assert_eq!(shards.home(e.cdo.as_deref().unwrap_or("")), *shard);
+            pool.apps[watcher].client.ack(sub, e.serial).expect("ack");
+        }
+        heard.extend(new);
+        pool.pump();
+    }
+    let mut told: Vec<String> = heard.iter().filter_map(|(_, e)| e.cdo.clone()).collect();
+    told.sort();
+    let mut want = names.clone();
+    want.sort();
+    assert_eq!(told, want, "each offer once");
+    for i in 0..12 {
+        assert!(
+            matches!(pool.apps[producer].answers.get(&(100 + i)), Some(Ok(_))),
+            "{} went through once acknowledged",
+            names[i as usize]
+        );
+    }
+    pool.apps[watcher]
+        .client
+        .unsubscribe(now, sub, 2)
+        .expect("unsubscribe");
+    pool.pump();
+    assert!(matches!(pool.apps[watcher].answers.get(&2), Some(Ok(_))));
+    let before = pool.apps[watcher].news[&7].len();
+    pool.offer(producer, "after", b"after", 200);
+    pool.pump();
+    assert_eq!(
+        pool.apps[watcher].news[&7].len(),
+        before,
+        "no events after its end"
+    );
+    assert!(matches!(pool.apps[producer].answers.get(&200), Some(Ok(_))));
 }

@@ -8,18 +8,70 @@
 //! numbered it ([`Sharded::of_cdo`]: the id says which). A pool of one shard is one core,
 //! as before.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{CallError, CallResult, ClientCore, Driver, Event, Transmit};
 use crate::proto::{CdoId, FromPm, Join};
 use crate::shards::Shards;
 
+/// The driver types of the cores of a sharded client: the driver's own, but for who
+/// waits for an answer: a call of the app's, or a part of a call the client fans out to
+/// every shard ([`Sharded::subscribe`]), whose answers it merges.
+pub struct Routed<T>(std::marker::PhantomData<T>);
+
+/// Who waits for a core's answer in a sharded client.
+pub enum Waiter<W> {
+    /// A call of the app's: the answer is handed on as it is.
+    App(W),
+    /// Part of fanned-out call `fan` (at one shard): the client merges the parts' answers.
+    Part(u64),
+}
+
+impl<W> From<W> for Waiter<W> {
+    fn from(w: W) -> Waiter<W> {
+        Waiter::App(w)
+    }
+}
+
+impl<T: Driver> Driver for Routed<T> {
+    type Data = T::Data;
+    type Waiter = Waiter<T::Waiter>;
+    type Memory = T::Memory;
+    type Events = T::Events;
+    type Stream = T::Stream;
+
+    fn inline(bytes: crate::proto::InlineBytes, lent: Option<T::Memory>) -> T::Data {
+        T::inline(bytes, lent)
+    }
+}
+
+/// A subscription fanned out to every shard ([`Sharded::subscribe`]).
+struct Fan<W> {
+    /// Who waits for the merged answer, until every part answered.
+    waiter: Option<W>,
+    /// Each shard's part: its number in that core until set up, then its id there.
+    parts: Vec<Part>,
+    /// How many parts have not answered yet.
+    left: usize,
+    /// Why a part failed, if one did.
+    failed: Option<CallError>,
+}
+
+/// One shard's part of a fanned-out subscription.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Asked as this number of its core ([`ClientCore::subscribe`]).
+    Asked(u64),
+    /// Set up as this subscription of its core.
+    Live(crate::events::SubId),
+}
+
 /// The client cores of one app in a sharded pool, by shard.
 pub struct Sharded<T: Driver> {
     shards: Shards,
     /// The core of each shard the app uses (shard 0's from the start).
-    cores: Vec<Option<ClientCore<T>>>,
+    cores: Vec<Option<ClientCore<Routed<T>>>>,
     /// What the core of another shard joins with (shard 0's JOIN; its member id filled in
     /// then), the secret it proves, how long its calls wait.
     join: Join,
@@ -27,6 +79,9 @@ pub struct Sharded<T: Driver> {
     call_timeout: Duration,
     /// Shards whose connection the driver opens next.
     connect: VecDeque<usize>,
+    /// Calls fanned out to every shard, by number, until their parts answered.
+    fans: HashMap<u64, Fan<T::Waiter>>,
+    next_fan: u64,
     /// The shard whose core is polled first next (so that none starves the others).
     next: usize,
 }
@@ -46,7 +101,8 @@ impl<T: Driver> Sharded<T> {
         if let Some(place) = shards.place(0) {
             first.set_shard(place);
         }
-        let mut cores: Vec<Option<ClientCore<T>>> = (0..shards.count()).map(|_| None).collect();
+        let mut cores: Vec<Option<ClientCore<Routed<T>>>> =
+            (0..shards.count()).map(|_| None).collect();
         cores[0] = Some(first);
         Sharded {
             shards,
@@ -55,6 +111,8 @@ impl<T: Driver> Sharded<T> {
             secret: secret.to_vec(),
             call_timeout,
             connect: VecDeque::from([0]),
+            fans: HashMap::new(),
+            next_fan: 1,
             next: 0,
         }
     }
@@ -71,7 +129,7 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// The core of `shard`, if the app uses it already.
-    pub fn core(&mut self, shard: usize) -> Option<&mut ClientCore<T>> {
+    pub fn core(&mut self, shard: usize) -> Option<&mut ClientCore<Routed<T>>> {
         self.cores.get_mut(shard).and_then(Option::as_mut)
     }
 
@@ -82,7 +140,7 @@ impl<T: Driver> Sharded<T> {
     /// # Errors
     /// `Protocol` before shard 0's welcome (the app has no id yet) or for a shard the
     /// pool does not have; [`CallError::Closed`] once shard 0's core closed.
-    pub fn at(&mut self, now: Instant, shard: usize) -> CallResult<&mut ClientCore<T>> {
+    pub fn at(&mut self, now: Instant, shard: usize) -> CallResult<&mut ClientCore<Routed<T>>> {
         let Some(place) = self.shards.place(shard) else {
             return Err(CallError::Protocol(format!(
                 "shard {shard} of a pool of {}",
@@ -116,7 +174,7 @@ impl<T: Driver> Sharded<T> {
     ///
     /// # Errors
     /// As [`Sharded::at`].
-    pub fn home(&mut self, now: Instant, name: &str) -> CallResult<&mut ClientCore<T>> {
+    pub fn home(&mut self, now: Instant, name: &str) -> CallResult<&mut ClientCore<Routed<T>>> {
         let shard = self.shards.home(name);
         self.at(now, shard)
     }
@@ -125,7 +183,7 @@ impl<T: Driver> Sharded<T> {
     ///
     /// # Errors
     /// As [`Sharded::at`].
-    pub fn of_cdo(&mut self, now: Instant, cdo: CdoId) -> CallResult<&mut ClientCore<T>> {
+    pub fn of_cdo(&mut self, now: Instant, cdo: CdoId) -> CallResult<&mut ClientCore<Routed<T>>> {
         let shard = self.shards.of_cdo(cdo);
         self.at(now, shard)
     }
@@ -142,13 +200,49 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// The next thing for the driver to do, and the shard whose core asks it (answers to
-    /// hand on, tickets to fetch: the driver tells that core how they went).
+    /// hand on, tickets to fetch: the driver tells that core how they went). The answers
+    /// of the parts of a fanned-out call are merged into the one the app waits for.
     pub fn poll_event(&mut self) -> Option<(usize, Event<T>)> {
-        self.in_turn(ClientCore::poll_event)
+        while let Some((shard, event)) = self.in_turn(ClientCore::poll_event) {
+            if let Some(event) = self.route(shard, event) {
+                return Some((shard, event));
+            }
+        }
+        None
+    }
+
+    /// `event` of shard `shard`'s core as the driver gets it; `None` for the answer of a
+    /// part of a fanned-out call (merged: [`Sharded::part_answered`]).
+    fn route(&mut self, shard: usize, event: Event<Routed<T>>) -> Option<Event<T>> {
+        Some(match event {
+            Event::Answer { waiter, result } => match waiter {
+                Waiter::App(waiter) => Event::Answer { waiter, result },
+                Waiter::Part(fan) => return self.part_answered(fan, shard, result),
+            },
+            Event::Fetch(f) => Event::Fetch(f),
+            Event::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            } => Event::Serve {
+                transfer,
+                cdo,
+                offset,
+                len,
+            },
+            Event::Spill { cdo } => Event::Spill { cdo },
+            Event::HandOver { cdo, dir } => Event::HandOver { cdo, dir },
+            Event::Piece { stream, piece } => Event::Piece { stream, piece },
+            Event::Subscription { events, news } => Event::Subscription { events, news },
+        })
     }
 
     /// What `poll` gives of the first core, from the one after the last that gave.
-    fn in_turn<R>(&mut self, poll: impl Fn(&mut ClientCore<T>) -> Option<R>) -> Option<(usize, R)> {
+    fn in_turn<R>(
+        &mut self,
+        poll: impl Fn(&mut ClientCore<Routed<T>>) -> Option<R>,
+    ) -> Option<(usize, R)> {
         let k = self.cores.len();
         for i in 0..k {
             let shard = (self.next + i) % k;
@@ -188,6 +282,147 @@ impl<T: Driver> Sharded<T> {
         }
     }
 
+    /// Subscribes to the events of `kinds` that `selector` matches, with `options`, at
+    /// every shard (each core's part goes to `events`, so the queue hears them all as they
+    /// come: the events of one name in the order they happened, those of names of
+    /// different homes in the order their shards told them); `waiter` hears once every
+    /// part is set up, so that nothing raised after the answer is missed, with the id the
+    /// app knows the subscription by, or the first part's refusal (the parts set up are
+    /// ended then). Returns that id.
+    ///
+    /// # Errors
+    /// As [`Sharded::at`] for a shard's core; [`CallError::Closed`].
+    pub fn subscribe(
+        &mut self,
+        now: Instant,
+        wanted: super::subscriptions::Wanted,
+        events: T::Events,
+        waiter: T::Waiter,
+    ) -> CallResult<u64> {
+        let fan = self.next_fan;
+        let mut parts = Vec::with_capacity(self.shards.count());
+        for shard in 0..self.shards.count() {
+            let core = match self.at(now, shard) {
+                Ok(core) => core,
+                Err(e) => {
+                    self.end_parts(parts.into_iter().enumerate());
+                    return Err(e);
+                }
+            };
+            match core.subscribe(now, wanted.clone(), events.clone(), Waiter::Part(fan)) {
+                Ok((local, _)) => parts.push(Part::Asked(local)),
+                Err(e) => {
+                    self.end_parts(parts.into_iter().enumerate());
+                    return Err(e);
+                }
+            }
+        }
+        self.next_fan += 1;
+        let left = parts.len();
+        self.fans.insert(
+            fan,
+            Fan {
+                waiter: Some(waiter),
+                parts,
+                left,
+                failed: None,
+            },
+        );
+        Ok(fan)
+    }
+
+    /// Ends the parts of a subscription, each at its shard (those asked and not set up
+    /// yet are ended when their answer comes).
+    fn end_parts(&mut self, parts: impl IntoIterator<Item = (usize, Part)>) {
+        for (shard, part) in parts {
+            if let Some(core) = self.core(shard) {
+                match part {
+                    Part::Asked(local) => core.forget_subscription(local),
+                    Part::Live(sub) => core.drop_subscription(sub),
+                }
+            }
+        }
+    }
+
+    /// The part at `shard` of fanned-out subscription `fan` answered `result`: once every
+    /// part did, the app's answer (see [`Sharded::subscribe`]).
+    fn part_answered(
+        &mut self,
+        fan: u64,
+        shard: usize,
+        result: CallResult<u64>,
+    ) -> Option<Event<T>> {
+        let f = self.fans.get_mut(&fan)?;
+        match result {
+            Ok(sub) => f.parts[shard] = Part::Live(sub),
+            Err(e) => {
+                f.failed.get_or_insert(e);
+            }
+        }
+        f.left = f.left.saturating_sub(1);
+        if f.left > 0 {
+            return None;
+        }
+        let waiter = f.waiter.take()?;
+        let Some(why) = f.failed.take() else {
+            return Some(Event::Answer {
+                waiter,
+                result: Ok(fan),
+            });
+        };
+        if let Some(f) = self.fans.remove(&fan) {
+            self.end_parts(f.parts.into_iter().enumerate());
+        }
+        Some(Event::Answer {
+            waiter,
+            result: Err(why),
+        })
+    }
+
+    /// Acknowledges event `serial` of subscription `sub` (the id [`Sharded::subscribe`]
+    /// answered) at the shard that raised it (the serial says which:
+    /// [`Shards::of_serial`]).
+    ///
+    /// # Errors
+    /// `Protocol` for a subscription that is none; as [`ClientCore::ack`].
+    pub fn ack(&mut self, sub: u64, serial: u64) -> CallResult<()> {
+        let shard = self.shards.of_serial(serial);
+        let part = self
+            .fans
+            .get(&sub)
+            .and_then(|f| f.parts.get(shard).copied());
+        let Some(Part::Live(part)) = part else {
+            return Err(CallError::Protocol(format!(
+                "an acknowledgement of event {serial} of subscription {sub}, which is none here"
+            )));
+        };
+        match self.core(shard) {
+            Some(core) => core.ack(part, serial),
+            None => Err(CallError::Closed),
+        }
+    }
+
+    /// Ends subscription `sub` (the id [`Sharded::subscribe`] answered) at every shard:
+    /// its events stop here now; `waiter` hears once shard 0 ended its part.
+    ///
+    /// # Errors
+    /// `Protocol` for a subscription that is none, or not answered yet; as
+    /// [`ClientCore::unsubscribe`].
+    pub fn unsubscribe(&mut self, now: Instant, sub: u64, waiter: T::Waiter) -> CallResult<()> {
+        let first = self.fans.get(&sub).and_then(|f| f.parts.first().copied());
+        let Some(Part::Live(first)) = first.filter(|_| self.fans[&sub].waiter.is_none()) else {
+            return Err(CallError::Protocol(format!(
+                "subscription {sub} is none here, or not answered yet"
+            )));
+        };
+        if let Some(f) = self.fans.remove(&sub) {
+            self.end_parts(f.parts.into_iter().enumerate().skip(1));
+        }
+        let core = self.core(0).ok_or(CallError::Closed)?;
+        core.unsubscribe(now, first, Waiter::App(waiter))
+            .map(|_| ())
+    }
+
     /// The connection to shard `shard`'s manager ended at `now`: its core waits until
     /// `until` for the manager that takes over that shard ([`ClientCore::lost`]); the
     /// other shards serve on.
@@ -214,7 +449,7 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// The cores the app uses, with their shards (to close them all, say).
-    pub fn cores(&mut self) -> impl Iterator<Item = (usize, &mut ClientCore<T>)> {
+    pub fn cores(&mut self) -> impl Iterator<Item = (usize, &mut ClientCore<Routed<T>>)> {
         self.cores
             .iter_mut()
             .enumerate()

@@ -12,7 +12,7 @@ use crate::proto::{Op, ToPm};
 use crate::selector::Expr;
 
 /// What a subscription asked for: its kinds, selector and options (what a reclaim replays).
-type Wanted = (EventKinds, Expr, SubscribeOptions);
+pub(super) type Wanted = (EventKinds, Expr, SubscribeOptions);
 
 pub(super) struct Subscriptions<T: Driver> {
     /// Subscriptions asked for, by the app's handle, until `Subscribed`: what they asked

@@ -10,10 +10,12 @@ use crate::shards::Place;
 impl Manager {
     /// This manager is shard `place` of its pool from now on (before any app joins; the
     /// default: the only one); it enforces its share of the pool's per-app quotas
-    /// ([`Policy::share`](super::Policy::share)).
+    /// ([`Policy::share`](super::Policy::share)) and numbers its events from
+    /// [`Place::first_serial`].
     pub fn set_shard(&mut self, place: Place) {
         self.shard = place;
         self.policy = self.pool_policy.share(place.of());
+        self.events.heard(place.first_serial() - 1);
     }
 
     /// Which shard of its pool this manager is.
