@@ -311,10 +311,6 @@ impl ShardedPool {
                     app.conns.insert(shard, conn);
                     moved = true;
                 }
-                while let Some((shard, t)) = app.client.poll_transmit() {
-                    self.managers[shard].handle(now, app.conns[&shard], t.msg);
-                    moved = true;
-                }
                 while let Some((shard, e)) = app.client.poll_event() {
                     match e {
                         pool_core::client::Event::Answer { waiter, result } => {
@@ -325,6 +321,11 @@ impl ShardedPool {
                         }
                         _ => {}
                     }
+                    moved = true;
+                }
+                // After the events: what they made the cores send goes too.
+                while let Some((shard, t)) = app.client.poll_transmit() {
+                    self.managers[shard].handle(now, app.conns[&shard], t.msg);
                     moved = true;
                 }
             }
@@ -601,4 +602,48 @@ fn a_subscription_fans_out_to_every_shard_and_its_acks_find_their_shard() {
         "no events after its end"
     );
     assert!(matches!(pool.apps[producer].answers.get(&200), Some(Ok(_))));
+}
+
+/// An app leaves every shard it used, shard 0 last: the leave is answered once all said
+/// BYE, every shard forgets it, and a watcher of app leaves hears it once (from shard 0).
+#[test]
+fn an_app_leaves_every_shard_and_is_told_gone_once() {
+    use pool_core::client::News;
+    use pool_core::events::{EventKind, SubscribeOptions};
+    let mut pool = ShardedPool::new(3);
+    let watcher = pool.join("watcher");
+    let producer = pool.join("producer");
+    let now = pool.now;
+    let wanted = (
+        EventKind::AppLeave.into(),
+        pool_core::selector::Selector::all().expr().clone(),
+        SubscribeOptions::default(),
+    );
+    pool.apps[watcher]
+        .client
+        .subscribe(now, wanted, 9, 1)
+        .expect("subscribe");
+    for i in 0..9 {
+        let name = format!("n-{i}");
+        pool.offer(producer, &name, name.as_bytes(), 100 + i);
+    }
+    pool.pump();
+    let used: Vec<usize> = pool.apps[producer].client.cores().map(|(s, _)| s).collect();
+    assert_eq!(used, [0, 1, 2]);
+    pool.apps[producer].client.leave(now, 50).expect("leave");
+    pool.pump();
+    assert_eq!(pool.apps[producer].answers.get(&50), Some(&Ok(0)), "BYE");
+    for (s, m) in pool.managers.iter_mut().enumerate() {
+        let pool_core::view::View::Status(st) = m.view(now, pool_core::view::Query::Status) else {
+            panic!("status")
+        };
+        assert_eq!(st.app_count, 1, "shard {s} forgot the producer");
+    }
+    let leaves: Vec<usize> = pool.apps[watcher].news[&9]
+        .iter()
+        .filter_map(|(s, n)| {
+            matches!(n, News::Event(e) if e.kind == EventKind::AppLeave).then_some(*s)
+        })
+        .collect();
+    assert_eq!(leaves, [0], "told once, by shard 0");
 }

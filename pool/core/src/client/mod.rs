@@ -30,7 +30,7 @@ mod leases;
 mod observer;
 mod offers;
 mod reclaim;
-mod sharded;
+pub mod sharded;
 mod streams;
 mod subscriptions;
 

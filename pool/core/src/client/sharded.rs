@@ -46,6 +46,10 @@ impl<T: Driver> Driver for Routed<T> {
     }
 }
 
+/// The fan number of a leave's parts ([`Sharded::leave`]; subscriptions are numbered
+/// from 1).
+const LEAVE: u64 = 0;
+
 /// A subscription fanned out to every shard ([`Sharded::subscribe`]).
 struct Fan<W> {
     /// Who waits for the merged answer, until every part answered.
@@ -82,6 +86,9 @@ pub struct Sharded<T: Driver> {
     /// Calls fanned out to every shard, by number, until their parts answered.
     fans: HashMap<u64, Fan<T::Waiter>>,
     next_fan: u64,
+    /// A leave under way: who waits for it, when it was asked, and how many shards other
+    /// than 0 have not said BYE yet (shard 0 is left last).
+    leaving: Option<(T::Waiter, Instant, usize)>,
     /// The shard whose core is polled first next (so that none starves the others).
     next: usize,
 }
@@ -113,6 +120,7 @@ impl<T: Driver> Sharded<T> {
             connect: VecDeque::from([0]),
             fans: HashMap::new(),
             next_fan: 1,
+            leaving: None,
             next: 0,
         }
     }
@@ -201,7 +209,9 @@ impl<T: Driver> Sharded<T> {
 
     /// The next thing for the driver to do, and the shard whose core asks it (answers to
     /// hand on, tickets to fetch: the driver tells that core how they went). The answers
-    /// of the parts of a fanned-out call are merged into the one the app waits for.
+    /// of the parts of a fanned-out call are merged into the one the app waits for;
+    /// merging may give the cores more to send (shard 0's part of a leave): the driver
+    /// polls [`Sharded::poll_transmit`] after the events, as after any step.
     pub fn poll_event(&mut self) -> Option<(usize, Event<T>)> {
         while let Some((shard, event)) = self.in_turn(ClientCore::poll_event) {
             if let Some(event) = self.route(shard, event) {
@@ -352,6 +362,9 @@ impl<T: Driver> Sharded<T> {
         shard: usize,
         result: CallResult<u64>,
     ) -> Option<Event<T>> {
+        if fan == LEAVE {
+            return self.left_shard(shard, result);
+        }
         let f = self.fans.get_mut(&fan)?;
         match result {
             Ok(sub) => f.parts[shard] = Part::Live(sub),
@@ -377,6 +390,63 @@ impl<T: Driver> Sharded<T> {
             waiter,
             result: Err(why),
         })
+    }
+
+    /// Leaves the pool: every shard the app used other than 0 first, then shard 0, which
+    /// tells the app's leave (once no consumer needs its offers anywhere: each shard
+    /// answers its BYE then); `waiter` hears shard 0's BYE.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`] when shard 0's core closed; `WrongState` (refused) while a
+    /// leave is under way.
+    pub fn leave(&mut self, now: Instant, waiter: T::Waiter) -> CallResult<()> {
+        if self.leaving.is_some() {
+            return Err(CallError::Refused {
+                op: crate::proto::Op::Leave,
+                why: crate::proto::Refusal::WrongState {
+                    op: crate::proto::Op::Leave,
+                    state: "leaving".into(),
+                },
+            });
+        }
+        let mut others = 0;
+        for (shard, core) in self.cores() {
+            // A core closed (its manager gone for good) has nothing to leave.
+            if shard > 0 && core.leave(now, Waiter::Part(LEAVE)).is_ok() {
+                others += 1;
+            }
+        }
+        if others == 0 {
+            let first = self.core(0).ok_or(CallError::Closed)?;
+            return first.leave(now, Waiter::App(waiter)).map(|_| ());
+        }
+        self.leaving = Some((waiter, now, others));
+        Ok(())
+    }
+
+    /// Shard `shard` answered the leave with `result` (its BYE, or why not: left all the
+    /// same); once every shard other than 0 did, shard 0 is left.
+    fn left_shard(&mut self, shard: usize, result: CallResult<u64>) -> Option<Event<T>> {
+        if let Err(e) = result {
+            tracing::debug!("pool client: leaving shard {shard}: {e}");
+        }
+        let (_, _, left) = self.leaving.as_mut()?;
+        *left = left.saturating_sub(1);
+        if *left > 0 {
+            return None;
+        }
+        let (waiter, asked, _) = self.leaving.take()?;
+        let Some(first) = self.core(0) else {
+            return Some(Event::Answer {
+                waiter,
+                result: Err(CallError::Closed),
+            });
+        };
+        // A core that closed drops the waiter: the app's call ends as its connection did.
+        if let Err(e) = first.leave(asked, Waiter::App(waiter)) {
+            tracing::debug!("pool client: leaving shard 0: {e}");
+        }
+        None
     }
 
     /// Acknowledges event `serial` of subscription `sub` (the id [`Sharded::subscribe`]
