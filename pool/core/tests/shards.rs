@@ -241,6 +241,9 @@ struct ShardedPool {
     managers: Vec<pool_core::Manager>,
     apps: Vec<ShardedApp>,
     next_conn: u64,
+    /// The bytes of each offer, by the key of its region, and each offer's key.
+    memory: std::collections::HashMap<u64, Vec<u8>>,
+    offers: std::collections::HashMap<u64, u64>,
 }
 
 struct ShardedApp {
@@ -268,6 +271,8 @@ impl ShardedPool {
             managers,
             apps: Vec::new(),
             next_conn: 1,
+            memory: Default::default(),
+            offers: Default::default(),
         }
     }
 
@@ -319,6 +324,22 @@ impl ShardedPool {
                         pool_core::client::Event::Subscription { events, news } => {
                             app.news.entry(events).or_default().push((shard, news));
                         }
+                        // A ticket: the bytes read from the provider's memory.
+                        pool_core::client::Event::Fetch(f) => {
+                            let bytes = match &f.source {
+                                pool_core::proto::Source::Rma { region, .. } => {
+                                    self.memory[&region.key].clone()
+                                }
+                                // An app's own offer, from its own memory.
+                                pool_core::proto::Source::SameProcess { cdo, .. } => {
+                                    self.memory[&self.offers[cdo]].clone()
+                                }
+                                other => panic!("a ticket by {other:?}"),
+                            };
+                            if let Some(core) = app.client.core(shard) {
+                                core.fetched(f.transfer, Ok((bytes, None)));
+                            }
+                        }
                         _ => {}
                     }
                     moved = true;
@@ -356,12 +377,15 @@ impl ShardedPool {
         let client = &mut self.apps[app].client;
         let core = client.home(now, name).expect("home");
         let cdo = core.declare(name).expect("declare");
+        let key = self.memory.len() as u64 + 1;
+        self.memory.insert(key, bytes.to_vec());
+        self.offers.insert(cdo, key);
         let offer = pool_core::client::Offer {
             cdo,
             bytes,
             region: fabric_types::RemoteRegion {
                 addr: 0,
-                key: 1,
+                key,
                 len: bytes.len() as u64,
             },
             alternates: Vec::new(),
@@ -646,4 +670,124 @@ fn an_app_leaves_every_shard_and_is_told_gone_once() {
         })
         .collect();
     assert_eq!(leaves, [0], "told once, by shard 0");
+}
+
+/// What one run of the chaos below ended with: each demand's name and the bytes it got
+/// (`None` for one left waiting), and the offers the watcher heard of, by name.
+type Outcome = (Vec<(String, Option<Vec<u8>>)>, Vec<String>);
+
+/// 1500 random operations of six apps over 120 names (offers, demands, requires; a watcher of
+/// offers) on a pool of `k` shards, then every name not offered yet is: every demand and
+/// require is served with its name's bytes (but those of an app that offers the name
+/// itself, which no offer of its own serves), the watcher heard of each offer once, and
+/// the shards hold every offer once between them.
+fn chaos(seed: u64, k: usize) -> Outcome {
+    use pool_core::client::News;
+    use pool_core::events::EventKind;
+    let mut rng = Rng::seeded(seed);
+    let mut pool = ShardedPool::new(k);
+    let apps: Vec<usize> = (0..6).map(|i| pool.join(&format!("app-{i}"))).collect();
+    let watcher = pool.join("watcher");
+    let now = pool.now;
+    let wanted = (
+        EventKind::Offer.into(),
+        pool_core::selector::Selector::all().expr().clone(),
+        Default::default(),
+    );
+    let sub = pool.apps[watcher]
+        .client
+        .subscribe(now, wanted, 5, 1)
+        .expect("subscribe");
+    pool.pump();
+    assert_eq!(
+        pool.apps[watcher].answers.get(&1),
+        Some(&Ok(sub)),
+        "set up first"
+    );
+    let names: Vec<String> = (0..120).map(|i| format!("v/{i}")).collect();
+    let mut offered: Vec<Option<usize>> = vec![None; names.len()];
+    // (app, tag, name, cdo) of each demand and require.
+    let mut waits: Vec<(usize, u32, usize, u64)> = Vec::new();
+    let mut tag = 1000u32;
+    for _ in 0..1500 {
+        let app = rng.pick(&apps);
+        let n = rng.below(names.len());
+        tag += 1;
+        match rng.below(3) {
+            0 if offered[n].is_none() => {
+                offered[n] = Some(app);
+                let bytes = format!("{}@{app}", names[n]);
+                pool.offer(app, &names[n], bytes.as_bytes(), tag);
+            }
+            1 => {
+                let cdo = pool.demand(app, &names[n], tag);
+                waits.push((app, tag, n, cdo));
+            }
+            _ => {
+                let core = pool.apps[app].client.home(now, &names[n]).expect("home");
+                let cdo = core.declare(&names[n]).expect("declare");
+                core.require(now, cdo, tag.into()).expect("require");
+                waits.push((app, tag, n, cdo));
+            }
+        }
+        if rng.below(4) == 0 {
+            pool.pump();
+        }
+    }
+    for (n, name) in names.iter().enumerate() {
+        if offered[n].is_none() {
+            offered[n] = Some(apps[0]);
+            tag += 1;
+            let bytes = format!("{name}@{}", apps[0]);
+            pool.offer(apps[0], name, bytes.as_bytes(), tag);
+        }
+    }
+    pool.pump();
+    let mut got = Vec::new();
+    for &(app, tag, n, cdo) in &waits {
+        let answer = pool.apps[app].answers.get(&tag).cloned();
+        if offered[n] == Some(app) && answer.is_none() {
+            got.push((names[n].clone(), None));
+            continue;
+        }
+        assert_eq!(answer, Some(Ok(cdo)), "K = {k}: {} at app {app}", names[n]);
+        let core = pool.apps[app].client.of_cdo(now, cdo).expect("core");
+        let (bytes, _) = core.take_arrived(cdo).expect("arrived");
+        let want = format!("{}@{}", names[n], offered[n].unwrap_or_default());
+        assert_eq!(bytes, want.as_bytes(), "K = {k}");
+        got.push((names[n].clone(), Some(bytes)));
+    }
+    let mut heard: Vec<String> = pool.apps[watcher].news[&5]
+        .iter()
+        .filter_map(|(_, n)| match n {
+            News::Event(e) => e.cdo.clone(),
+            _ => None,
+        })
+        .collect();
+    heard.sort();
+    let mut all = names.clone();
+    all.sort();
+    assert_eq!(heard, all, "K = {k}: each offer heard once");
+    let mut held = 0;
+    for m in &mut pool.managers {
+        let pool_core::view::View::Status(st) = m.view(now, pool_core::view::Query::Status) else {
+            panic!("status")
+        };
+        held += st.cdos.get("offered").copied().unwrap_or(0);
+    }
+    assert_eq!(held, names.len() as u64, "K = {k}: every offer held once");
+    (got, heard)
+}
+
+#[test]
+fn random_operations_give_the_same_outcome_on_one_shard_and_on_four() {
+    for seed in 0..8 {
+        let one = chaos(seed, 1);
+        let four = chaos(seed, 4);
+        assert_eq!(one, four, "seed {seed}");
+        assert!(
+            one.0.iter().filter(|(_, b)| b.is_some()).count() > 200,
+            "seed {seed}"
+        );
+    }
 }
