@@ -244,6 +244,9 @@ struct ShardedPool {
     /// The bytes of each offer, by the key of its region, and each offer's key.
     memory: std::collections::HashMap<u64, Vec<u8>>,
     offers: std::collections::HashMap<u64, u64>,
+    /// Messages moved so far: to the managers, and to the apps.
+    to_managers: u64,
+    to_apps: u64,
 }
 
 struct ShardedApp {
@@ -273,6 +276,8 @@ impl ShardedPool {
             next_conn: 1,
             memory: Default::default(),
             offers: Default::default(),
+            to_managers: 0,
+            to_apps: 0,
         }
     }
 
@@ -347,6 +352,7 @@ impl ShardedPool {
                 // After the events: what they made the cores send goes too.
                 while let Some((shard, t)) = app.client.poll_transmit() {
                     self.managers[shard].handle(now, app.conns[&shard], t.msg);
+                    self.to_managers += 1;
                     moved = true;
                 }
             }
@@ -362,6 +368,7 @@ impl ShardedPool {
                     if let Some(app) = app {
                         app.client.handle(now, shard, msg);
                     }
+                    self.to_apps += 1;
                     moved = true;
                 }
             }
@@ -790,4 +797,51 @@ fn random_operations_give_the_same_outcome_on_one_shard_and_on_four() {
             "seed {seed}"
         );
     }
+}
+
+/// The messages an operation costs do not grow with the shards: once an app uses every
+/// shard, offering and demanding 200 names (and hearing of each offer) moves as many
+/// messages with one shard, two or four.
+#[test]
+fn messages_per_operation_stay_the_same_whatever_the_number_of_shards() {
+    use pool_core::events::EventKind;
+    let mut counts = Vec::new();
+    for k in [1, 2, 4] {
+        let mut pool = ShardedPool::new(k);
+        let producer = pool.join("producer");
+        let consumer = pool.join("consumer");
+        let watcher = pool.join("watcher");
+        let now = pool.now;
+        let wanted = (
+            EventKind::Offer.into(),
+            pool_core::selector::Selector::all().expr().clone(),
+            Default::default(),
+        );
+        pool.apps[watcher]
+            .client
+            .subscribe(now, wanted, 3, 1)
+            .expect("subscribe");
+        // Every app uses every shard first (its joins there are not the operations').
+        for app in [producer, consumer] {
+            for s in 0..k {
+                pool.apps[app].client.at(now, s).expect("core");
+            }
+        }
+        pool.pump();
+        let before = (pool.to_managers, pool.to_apps);
+        for i in 0..200u32 {
+            let name = format!("m-{i}");
+            pool.demand(consumer, &name, i);
+            pool.offer(producer, &name, name.as_bytes(), 1000 + i);
+        }
+        pool.pump();
+        assert!((0..200).all(|i| pool.apps[consumer].answers.contains_key(&i)));
+        counts.push((pool.to_managers - before.0, pool.to_apps - before.1));
+    }
+    assert_eq!(counts[0], counts[1], "K = 1 and 2: {counts:?}");
+    assert_eq!(counts[0], counts[2], "K = 1 and 4: {counts:?}");
+    eprintln!(
+        "messages for 200 demands, offers and offer events, to the managers and to the apps: {:?}",
+        counts[0]
+    );
 }
