@@ -2,8 +2,9 @@
 //!
 //! PMIx tools and clients reach `maestro run`'s server over TCP on loopback, where
 //! OpenPMIx's "native" security takes the user id a peer *claims*. The kernel knows
-//! better: both ends of a loopback connection are sockets of this host, listed in
-//! `/proc/net/tcp{,6}` with their owner's uid and inode. A connection to the server's port
+//! better: both ends of a loopback connection are sockets of this host, listed in its TCP
+//! socket table ([`pool::peers::tables`]) with their owner's uid and inode. A connection
+//! to the server's port
 //! whose client end belongs to another user is another user talking to the launcher,
 //! whatever it claims: the host shuts the server's end of it down (libpmix then drops it
 //! as a lost connection) and refuses the connection being made.

@@ -5,7 +5,7 @@
 //! can learn of the sender may only refuse it:
 //! - a peer on the PM's Unix socket, or over TCP from this host (loopback or any of its
 //!   addresses), is a process of this host: the kernel names its user (`SO_PEERCRED`,
-//!   `/proc/net/tcp`, in any TCP state a process still holds); another user's is refused
+//!   its TCP socket table, in any TCP state a process still holds); another user's is refused
 //!   whatever it holds, and so is a local end no process can be matched to (one that shut
 //!   down or closed before its JOIN was checked: nothing proves whose it was);
 //! - a JOIN's PMIx credential is shown to the PM's PMIx host: valid for another user, or
@@ -24,8 +24,9 @@ use crate::peers::PeerEnd;
 pub(super) enum PeerUser {
     /// Said at accept (a Unix socket's `SO_PEERCRED`; `None` if the kernel did not).
     Known(Option<u32>),
-    /// A TCP connection accepted on `server` from `peer`: asked of `/proc/net/tcp` when
-    /// its JOIN comes (a peer of this host has a line there, one of another host none).
+    /// A TCP connection accepted on `server` from `peer`: asked of the kernel's TCP
+    /// socket table when its JOIN comes (a peer of this host is in it, one of another
+    /// host is not; see [`crate::peers`]).
     Tcp {
         /// The PM's end.
         server: SocketAddr,
@@ -35,7 +36,7 @@ pub(super) enum PeerUser {
 }
 
 impl PeerUser {
-    /// The kernel's word on the peer (blocking: may read `/proc/net/tcp` and the host's
+    /// The kernel's word on the peer (blocking: may read the TCP socket table and the host's
     /// interfaces). A Unix socket whose peer the kernel did not name, or tables that cannot
     /// be read, leave a local peer unmatched.
     pub(super) fn resolve(self) -> PeerEnd {

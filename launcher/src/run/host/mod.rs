@@ -371,7 +371,9 @@ impl LauncherHost {
             match pool::peers::intruders(port, self.uid) {
                 Ok(more) => found.extend(more),
                 Err(e) => {
-                    return Err(format!("its peers cannot be checked (/proc/net/tcp: {e})"));
+                    return Err(format!(
+                        "its peers cannot be checked (the kernel's TCP socket table: {e})"
+                    ));
                 }
             }
         }

@@ -1,12 +1,15 @@
 //! Who is on the other end of a TCP connection from this host, by the kernel's word.
 //!
 //! Both ends of a connection between two processes of this host (over loopback or any of
-//! its addresses) are sockets listed in `/proc/net/tcp{,6}` with their owner's uid and
-//! inode; a peer on another host has no line there. A server that must know which
+//! its addresses) are sockets the kernel lists with their owner's uid and inode (through
+//! `sock_diag` netlink, [`diag`], else `/proc/net/tcp{,6}`); a peer on another host has no
+//! line there. A server that must know which
 //! local user connected (the pool manager admitting a JOIN over TCP on loopback, `maestro
 //! run`'s PMIx server, whose OpenPMIx believes the uid a TCP peer *claims*) reads it here
 //! instead of trusting what the peer says. The tables are those of the reading process's
 //! network namespace, the one its sockets live in.
+
+mod diag;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -75,11 +78,32 @@ fn address(text: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
-/// The IPv4 and IPv6 tables (the second empty where the kernel has no IPv6).
+/// The IPv4 and IPv6 tables (the second empty where the kernel has no IPv6): from
+/// `sock_diag` netlink, or where the kernel has none, `/proc/net/tcp{,6}`.
 ///
 /// # Errors
 /// A table cannot be read: nothing can be proven from it.
 pub fn tables() -> io::Result<[Vec<Socket>; 2]> {
+    match (
+        diag::tcp_sockets(libc::AF_INET),
+        diag::tcp_sockets(libc::AF_INET6),
+    ) {
+        (Ok(v4), Ok(v6)) => return Ok([v4, v6]),
+        (Ok(v4), Err(e)) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+            return Ok([v4, Vec::new()]);
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::debug!("TCP sockets from /proc/net/tcp (sock_diag: {e})");
+        }
+    }
+    proc_tables()
+}
+
+/// [`tables`] from `/proc/net/tcp{,6}`.
+///
+/// # Errors
+/// A table cannot be read.
+fn proc_tables() -> io::Result<[Vec<Socket>; 2]> {
     let v4 = sockets(&std::fs::read_to_string("/proc/net/tcp")?);
     let v6 = match std::fs::read_to_string("/proc/net/tcp6") {
         Ok(text) => sockets(&text),
@@ -337,6 +361,41 @@ mod tests {
                 uid: 1001,
                 server_end: 81302
             }]
+        );
+    }
+
+    /// The kernel's two listings agree: a listener and both ends of a connection to it,
+    /// with their owner and inodes, as netlink and `/proc/net/tcp` give them.
+    #[test]
+    fn netlink_and_proc_list_the_same_sockets() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let server = listener.local_addr().expect("addr");
+        let client = std::net::TcpStream::connect(server).expect("connect");
+        let (_accepted, peer) = listener.accept().expect("accept");
+        assert_eq!(client.local_addr().expect("addr"), peer);
+        let ours = |t: &[Socket]| -> Vec<Socket> {
+            let mut v: Vec<Socket> = t
+                .iter()
+                .filter(|s| s.local_addr == server || s.remote_addr == server)
+                .copied()
+                .collect();
+            v.sort_by_key(|s| (s.local_addr, s.remote_addr));
+            v
+        };
+        let netlink = diag::tcp_sockets(libc::AF_INET).expect("sock_diag");
+        let proc = proc_tables().expect("/proc/net/tcp");
+        let listed = ours(&netlink);
+        assert_eq!(listed.len(), 3, "the listener and both ends: {listed:?}");
+        assert_eq!(listed, ours(&proc[0]));
+        assert!(
+            listed
+                .iter()
+                .all(|s| s.uid == safefs::euid() && s.inode != 0)
+        );
+        assert_eq!(
+            client_uid(&netlink, server, peer),
+            Some(safefs::euid()),
+            "the client end names its owner"
         );
     }
 }
