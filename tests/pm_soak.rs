@@ -52,3 +52,47 @@ fn sixty_four_apps_and_a_million_cdos_lose_nothing_and_give_memory_back() {
         "the PM kept its memory after every CDO was withdrawn: peak {peak} MiB, then {after:?} MiB"
     );
 }
+
+/// A pool of three managers (`maestro bench pm --shards 3`): each producer joins shard 0,
+/// then the others as the member it is, and offers each name at its home; every offer is
+/// answered, the shards share them about evenly, and each reports its CPU per operation.
+/// Options the sharded run does not measure are refused, saying which.
+#[test]
+fn three_shards_hold_every_offer_once_between_them() {
+    let out = common::run(
+        Command::new(common::maestro()).args([
+            "bench",
+            "pm",
+            "--shards",
+            "3",
+            "--injectors",
+            "3",
+            "--cdos",
+            "3000",
+            "--json",
+        ]),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let r: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON report");
+    let shards = r["shards"].as_array().expect("shards");
+    assert_eq!(shards.len(), 3, "{r}");
+    let held: u64 = shards.iter().filter_map(|s| s["cdos"].as_u64()).sum();
+    assert_eq!(held, 9000, "{r}");
+    for s in shards {
+        assert!(
+            (2000..4000).contains(&s["cdos"].as_u64().unwrap_or(0)),
+            "{r}"
+        );
+        assert!(s["cpu_seconds"].as_f64() > Some(0.0), "{r}");
+    }
+    let refused = common::run(
+        Command::new(common::maestro()).args(["bench", "pm", "--shards", "2", "--require"]),
+        Duration::from_secs(60),
+    );
+    assert_ne!(refused.code(), Some(0));
+    assert!(
+        refused.stderr.contains("leave out --require"),
+        "{refused:?}"
+    );
+}

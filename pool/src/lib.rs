@@ -18,7 +18,7 @@
 
 pub use pool_core::client::CallError;
 pub use pool_core::{Clock, ConnId, Identity, MAX_NAME, Manager, Subnet};
-pub use pool_core::{admission, attr, auth, events, layout, policy, proto, selector, view};
+pub use pool_core::{admission, attr, auth, events, layout, policy, proto, selector, shards, view};
 
 pub mod bootstrap;
 mod client;

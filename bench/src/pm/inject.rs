@@ -134,7 +134,8 @@ impl Drop for Injector {
 /// Batches an injector keeps in flight.
 const WINDOW: usize = 2;
 
-fn name(index: usize, k: usize) -> String {
+/// The `k`-th name injector `index` offers.
+pub(super) fn name(index: usize, k: usize) -> String {
     format!("inj{index}/{k}")
 }
 
@@ -177,6 +178,14 @@ pub fn inject(
     cdos: usize,
     batch: usize,
 ) -> Result<(), PmBenchError> {
+    if info.shards().count() > 1 {
+        if role != "producer" {
+            return Err(PmBenchError::Injector(format!(
+                "a sharded pool is measured with producers only, not a {role}"
+            )));
+        }
+        return inject_sharded(info, index, cdos, batch);
+    }
     let addr = info
         .endpoints
         .first()
@@ -195,7 +204,8 @@ pub fn inject(
         Ok(())
     };
     let start = Instant::now();
-    let mut live = run_round(&mut conn, &mut ids, (index, cdos, batch), producer)?;
+    let name_of = |k: usize| name(index, k);
+    let mut live = run_round(&mut conn, &mut ids, (&name_of, cdos, batch), producer)?;
     report("done", start)?;
     if !producer {
         return Ok(());
@@ -214,12 +224,73 @@ pub fn inject(
                 report("withdrawn", start)?;
             }
             "offer" => {
-                live = run_round(&mut conn, &mut ids, (index, cdos, batch), producer)?;
+                live = run_round(&mut conn, &mut ids, (&name_of, cdos, batch), producer)?;
                 report("done", start)?;
             }
             other => return Err(PmBenchError::Injector(format!("unknown command {other:?}"))),
         }
     }
+}
+
+/// A producer of a sharded pool: joins shard 0, then every other shard as the member it
+/// is; offers each of its `cdos` names at the name's home, every shard's share on a thread
+/// of its own (its own connection, its own part of the app's CDO ids), and prints `done
+/// in S s` once all are answered; keeps them live until stdin closes.
+///
+/// # Errors
+/// Protocol errors; a refused operation.
+fn inject_sharded(
+    info: &PmInfo,
+    index: usize,
+    cdos: usize,
+    batch: usize,
+) -> Result<(), PmBenchError> {
+    let shards = info.shards();
+    let endpoint = |s: usize| {
+        info.shard(s)
+            .and_then(<[_]>::first)
+            .ok_or_else(|| PmBenchError::Injector(format!("PM info has no endpoint of shard {s}")))
+    };
+    let mut first = Conn::connect(endpoint(0)?, TIMEOUT)?;
+    let app = first.join(info, "producer", index as i64)?;
+    let mut conns = vec![first];
+    for s in 1..shards.count() {
+        let mut conn = Conn::connect(endpoint(s)?, TIMEOUT)?;
+        conn.join_member(info, ("producer", index as i64), app)?;
+        conns.push(conn);
+    }
+    let mut homes: Vec<Vec<usize>> = vec![Vec::new(); shards.count()];
+    for k in 0..cdos {
+        homes[shards.home(&name(index, k))].push(k);
+    }
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (conns.iter_mut().zip(&homes).enumerate())
+            .map(|(s, (conn, ks))| {
+                scope.spawn(move || {
+                    let place = shards.place(s).ok_or_else(|| {
+                        PmBenchError::Injector(format!("shard {s} of {}", shards.count()))
+                    })?;
+                    let mut ids = place.cdo_ids(app);
+                    let name_of = |k: usize| name(index, ks[k]);
+                    run_round(conn, &mut ids, (&name_of, ks.len(), batch), true).map(drop)
+                })
+            })
+            .collect();
+        runs.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| PmBenchError::Injector("a shard's thread panicked".into()))?
+        })
+    })?;
+    println!("done in {} s", start.elapsed().as_secs_f64());
+    std::io::stdout().flush()?;
+    // Live until the parent is done with them.
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line)? > 0 {
+        line.clear();
+    }
+    drop(conns);
+    Ok(())
 }
 
 /// Withdraws and disposes `ids` in batches; every operation must be answered `Done`.
@@ -242,13 +313,13 @@ fn withdraw_all(conn: &mut Conn, ids: &[u64], batch: usize) -> Result<(), PmBenc
     Ok(())
 }
 
-/// One round: declare `cdos` names (under the next of `ids`) and seal+offer (producer) or
-/// require (consumer) each, in batches of `batch`, [`WINDOW`] batches in flight. Returns
-/// the producer's live CDOs.
+/// One round: declare `cdos` names (the `k`-th `name_of(k)`, under the next of `ids`) and
+/// seal+offer (producer) or require (consumer) each, in batches of `batch`, [`WINDOW`]
+/// batches in flight. Returns the producer's live CDOs.
 fn run_round(
     conn: &mut Conn,
     ids: &mut std::ops::RangeInclusive<u64>,
-    (index, cdos, batch): (usize, usize, usize),
+    (name_of, cdos, batch): (&dyn Fn(usize) -> String, usize, usize),
     producer: bool,
 ) -> Result<Vec<u64>, PmBenchError> {
     let mut live = Vec::with_capacity(if producer { cdos } else { 0 });
@@ -261,7 +332,7 @@ fn run_round(
                 .ok_or_else(|| PmBenchError::Injector("out of CDO ids".into()))?;
             ops.push(ToPm::Declare {
                 cdo,
-                name: name(index, i),
+                name: name_of(i),
             });
             ops.push(if producer {
                 live.push(cdo);

@@ -60,6 +60,11 @@ pub struct PmBench {
     /// back to back when a listing takes longer) the status and a listing of every CDO.
     #[arg(long)]
     pub observer: bool,
+    /// Pool managers sharing the pool's names (1 to 1024; see docs/developers/shards.md),
+    /// each on a thread of this process: the producers offer each name at its home, and
+    /// each shard's CPU time per operation is reported. Producers only.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub shards: usize,
 }
 
 /// A batch size: 1 to 100,000 operations per frame.
@@ -95,6 +100,12 @@ pub fn main_bench(args: &PmBenchArgs) -> Result<(), PmBenchError> {
         "{} injectors x {} CDOs, batches of {}: {:.0} declare+seal+offer/s, PM memory {:.0} B per live CDO",
         b.injectors, b.cdos, b.batch, r.offers_per_sec, r.pm_bytes_per_cdo
     );
+    for (s, sh) in r.shards.iter().enumerate() {
+        println!(
+            "  shard {s}: {} CDOs, its manager's CPU {:.3} s, {:.2} us per declare+seal+offer",
+            sh.cdos, sh.cpu_seconds, sh.cpu_us_per_op
+        );
+    }
     if let Some(e) = r.events_per_sec {
         println!(
             "  {e:.0} offer events/s delivered to {} subscribers",
@@ -176,6 +187,31 @@ pub struct PmReport {
     pub apps: Option<AppsReport>,
     /// What the observer did (with `observer`).
     pub observer: Option<ObserverReport>,
+    /// Each shard's share of the producers' offers (one shard: the PM's).
+    pub shards: Vec<ShardReport>,
+}
+
+/// One shard's share of the producers' offers (`--shards`; one shard: the PM's).
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardReport {
+    /// The CDOs whose home it is.
+    pub cdos: usize,
+    /// The CPU time its manager's thread used for them, seconds.
+    pub cpu_seconds: f64,
+    /// That per declare+seal+offer, microseconds.
+    pub cpu_us_per_op: f64,
+}
+
+impl ShardReport {
+    /// `cdos` offered at a shard whose manager used `cpu`.
+    fn of(cdos: usize, cpu: Duration) -> ShardReport {
+        let cpu_seconds = cpu.as_secs_f64();
+        ShardReport {
+            cdos,
+            cpu_seconds,
+            cpu_us_per_op: cpu_seconds * 1e6 / cdos.max(1) as f64,
+        }
+    }
 }
 
 /// What the observer of `--observer` did while the producers offered.
@@ -343,6 +379,9 @@ impl PmBench {
     /// # Errors
     /// Setup failures or a failing injector.
     pub fn run(&self) -> Result<PmReport, PmBenchError> {
+        if self.shards > 1 {
+            return self.run_sharded();
+        }
         let secret = new_secret()?;
         let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
         let mut config = PmConfig::new("bench", &secret, listen);
@@ -362,7 +401,7 @@ impl PmBench {
         } else {
             (Vec::new(), None)
         };
-        let rss0 = rss_bytes();
+        let (rss0, cpu0) = (rss_bytes(), pm.cpu_time().unwrap_or_default());
         let stop = std::sync::atomic::AtomicBool::new(false);
         let (mut producers, slowest, observer) = std::thread::scope(|s| {
             let watching = self.observer.then(|| s.spawn(|| observe(&info, &stop)));
@@ -389,6 +428,8 @@ impl PmBench {
         let offers_per_sec =
             total as f64 / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
         let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
+        let cpu = pm.cpu_time().unwrap_or_default().saturating_sub(cpu0);
+        let shards = vec![ShardReport::of(total, cpu)];
         let events_per_sec = if subscribers.is_empty() {
             None
         } else {
@@ -428,6 +469,87 @@ impl PmBench {
             soak,
             apps,
             observer,
+            shards,
+        })
+    }
+
+    /// [`PmBench::run`] against `shards` pool managers of one pool, each on its own thread
+    /// of this process: producers only.
+    ///
+    /// # Errors
+    /// Options the sharded run does not measure; as [`PmBench::run`].
+    fn run_sharded(&self) -> Result<PmReport, PmBenchError> {
+        if self.require
+            || self.subscribers > 0
+            || self.soak_rounds > 0
+            || self.apps > 0
+            || self.observer
+        {
+            return Err(PmBenchError::Injector(
+                "--shards measures producers only: leave out --require, --subscribers, --soak, --apps and --observer".into(),
+            ));
+        }
+        let shards = pool::shards::Shards::new(self.shards)
+            .map_err(|e| PmBenchError::Injector(e.to_string()))?;
+        let secret = new_secret()?;
+        let pms = (0..shards.count())
+            .map(|s| {
+                let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
+                let mut config = PmConfig::new("bench", &secret, listen);
+                config.unix_socket = !self.tcp;
+                config.shard = shards.place(s);
+                PoolManager::start(config)
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let info = PmInfo {
+            other_shards: pms[1..]
+                .iter()
+                .map(|p| p.info().endpoints.clone())
+                .collect(),
+            ..pms[0].info().clone()
+        };
+        let total = self.cdos * self.injectors;
+        let mut homes = vec![0usize; shards.count()];
+        for i in 0..self.injectors {
+            for k in 0..self.cdos {
+                homes[shards.home(&inject::name(i, k))] += 1;
+            }
+        }
+        let cpu = |pms: &[PoolManager]| -> Vec<Duration> {
+            pms.iter()
+                .map(|p| p.cpu_time().unwrap_or_default())
+                .collect()
+        };
+        let (rss0, cpu0) = (rss_bytes(), cpu(&pms));
+        let mut producers = (0..self.injectors)
+            .map(|i| Injector::spawn(&info, "producer", i, self))
+            .collect::<Result<Vec<_>, _>>()?;
+        let slowest = producers
+            .iter_mut()
+            .map(Injector::seconds)
+            .collect::<Result<Vec<_>, _>>()?;
+        let cpu1 = cpu(&pms);
+        let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
+        drop(producers);
+        for pm in pms {
+            pm.stop().map_err(std::io::Error::other)?;
+        }
+        let shards = (homes.iter().zip(cpu0.iter().zip(&cpu1)))
+            .map(|(&cdos, (before, after))| ShardReport::of(cdos, after.saturating_sub(*before)))
+            .collect();
+        Ok(PmReport {
+            injectors: self.injectors,
+            subscribers: 0,
+            cdos: total,
+            offers_per_sec: total as f64
+                / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max),
+            requires_per_sec: None,
+            pm_bytes_per_cdo,
+            events_per_sec: None,
+            soak: None,
+            apps: None,
+            observer: None,
+            shards,
         })
     }
 }

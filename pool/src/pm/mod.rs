@@ -150,6 +150,10 @@ pub struct PmConfig {
     /// held (at once when it saw none), and the failover event names those that did not.
     /// Default `None`: not known (the period runs its length).
     pub expect: Option<Vec<(crate::proto::AppId, String)>>,
+    /// This manager's place among the shards of a sharded pool (see
+    /// docs/developers/shards.md; each shard its own `PoolManager`, all with the same
+    /// workflow and secret). Default `None`: the pool's only manager.
+    pub shard: Option<pool_core::shards::Place>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -204,6 +208,7 @@ impl PmConfig {
             adopt: Vec::new(),
             grace: None,
             expect: None,
+            shard: None,
         }
     }
 }
@@ -253,6 +258,31 @@ pub struct PoolManager {
 }
 
 impl PoolManager {
+    /// The CPU time the manager's thread has used so far (what one shard of a sharded
+    /// pool costs, say); `None` once it ended, or where the clock cannot be read.
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        use std::os::unix::thread::JoinHandleExt;
+        let thread = self.thread.as_ref()?.as_pthread_t();
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: the thread is joinable (its handle is held), so its id is valid.
+        if unsafe { libc::pthread_getcpuclockid(thread, &mut clock) } != 0 {
+            return None;
+        }
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: reads the thread's CPU clock into `ts`.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+            return None;
+        }
+        let secs = u64::try_from(ts.tv_sec).ok()?;
+        Some(std::time::Duration::new(
+            secs,
+            u32::try_from(ts.tv_nsec).ok()?,
+        ))
+    }
+
     /// Starts a pool manager on its own runtime thread.
     ///
     /// # Errors
@@ -291,6 +321,9 @@ impl PoolManager {
             wall_clock(),
         );
         manager.set_policy(config.policy.clone());
+        if let Some(place) = config.shard {
+            manager.set_shard(place);
+        }
         if let Some(grace) = config.grace {
             manager.reclaiming(Instant::now() + grace);
             if let Some(apps) = &config.expect {

@@ -116,6 +116,31 @@ impl Conn {
         (component, index): (&str, i64),
         role: proto::Role,
     ) -> Result<AppId> {
+        self.join_with(info, (component, index), |j| j.role = role)
+    }
+
+    /// As [`Conn::join`], as `member` of shard 0 at another shard of a sharded pool
+    /// (see [`proto::Join::member`]).
+    ///
+    /// # Errors
+    /// As [`Conn::join`]; [`CallError::Refused`] with `Shard` for a member id this shard
+    /// does not take.
+    pub fn join_member(
+        &mut self,
+        info: &PmInfo,
+        (component, index): (&str, i64),
+        member: AppId,
+    ) -> Result<AppId> {
+        self.join_with(info, (component, index), |j| j.member = Some(member))
+    }
+
+    /// Joins with the JOIN [`bare_join`] makes, changed by `edit`.
+    fn join_with(
+        &mut self,
+        info: &PmInfo,
+        (component, index): (&str, i64),
+        edit: impl FnOnce(&mut proto::Join),
+    ) -> Result<AppId> {
         let nonce = match self.recv(Op::Join)? {
             FromPm::Challenge { nonce } => nonce,
             other => {
@@ -126,7 +151,7 @@ impl Conn {
         };
         let mut join = bare_join(info, component, index, &nonce);
         if let ToPm::Join(j) = &mut join {
-            j.role = role;
+            edit(j);
         }
         self.send_batch(&[join])?;
         welcome(self.recv(Op::Join)?).map(|(app, _)| app)
