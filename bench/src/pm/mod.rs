@@ -405,17 +405,7 @@ impl PmBench {
         let stop = std::sync::atomic::AtomicBool::new(false);
         let (mut producers, slowest, observer) = std::thread::scope(|s| {
             let watching = self.observer.then(|| s.spawn(|| observe(&info, &stop)));
-            let run = || -> Result<_, PmBenchError> {
-                let mut producers = (0..self.injectors)
-                    .map(|i| Injector::spawn(&info, "producer", i, self))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let slowest = producers
-                    .iter_mut()
-                    .map(Injector::seconds)
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((producers, slowest))
-            };
-            let ran = run();
+            let ran = self.produce(&info);
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             let observer = watching
                 .map(|h| {
@@ -425,8 +415,7 @@ impl PmBench {
                 .transpose()?;
             ran.map(|(p, t)| (p, t, observer))
         })?;
-        let offers_per_sec =
-            total as f64 / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
+        let offers_per_sec = total as f64 / slowest;
         let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
         let cpu = pm.cpu_time().unwrap_or_default().saturating_sub(cpu0);
         let shards = vec![ShardReport::of(total, cpu)];
@@ -471,6 +460,23 @@ impl PmBench {
             observer,
             shards,
         })
+    }
+
+    /// Starts the producer injectors against the pool of `info` and waits for their
+    /// rounds: them (their CDOs live while they run) and the slowest one's seconds.
+    ///
+    /// # Errors
+    /// An injector that cannot start or fails.
+    fn produce(&self, info: &PmInfo) -> Result<(Vec<Injector>, f64), PmBenchError> {
+        let mut producers = (0..self.injectors)
+            .map(|i| Injector::spawn(info, "producer", i, self))
+            .collect::<Result<Vec<_>, _>>()?;
+        let slowest = producers
+            .iter_mut()
+            .map(Injector::seconds)
+            .collect::<Result<Vec<_>, _>>()?;
+        let slowest = slowest.into_iter().fold(f64::MIN_POSITIVE, f64::max);
+        Ok((producers, slowest))
     }
 
     /// [`PmBench::run`] against `shards` pool managers of one pool, each on its own thread
@@ -521,13 +527,7 @@ impl PmBench {
                 .collect()
         };
         let (rss0, cpu0) = (rss_bytes(), cpu(&pms));
-        let mut producers = (0..self.injectors)
-            .map(|i| Injector::spawn(&info, "producer", i, self))
-            .collect::<Result<Vec<_>, _>>()?;
-        let slowest = producers
-            .iter_mut()
-            .map(Injector::seconds)
-            .collect::<Result<Vec<_>, _>>()?;
+        let (producers, slowest) = self.produce(&info)?;
         let cpu1 = cpu(&pms);
         let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
         drop(producers);
@@ -541,8 +541,7 @@ impl PmBench {
             injectors: self.injectors,
             subscribers: 0,
             cdos: total,
-            offers_per_sec: total as f64
-                / slowest.iter().copied().fold(f64::MIN_POSITIVE, f64::max),
+            offers_per_sec: total as f64 / slowest,
             requires_per_sec: None,
             pm_bytes_per_cdo,
             events_per_sec: None,

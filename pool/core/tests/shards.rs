@@ -378,6 +378,31 @@ impl ShardedPool {
         }
     }
 
+    /// App `app` subscribes to every event of `kind` with `options` at every shard, its
+    /// events going to queue `queue`; set up (answered under tag 1) before it returns: its
+    /// id.
+    fn subscribe(
+        &mut self,
+        app: usize,
+        kind: pool_core::events::EventKind,
+        options: pool_core::events::SubscribeOptions,
+        queue: u32,
+    ) -> u64 {
+        let wanted = (
+            kind.into(),
+            pool_core::selector::Selector::all().expr().clone(),
+            options,
+        );
+        let now = self.now;
+        let sub = self.apps[app]
+            .client
+            .subscribe(now, wanted, queue, 1)
+            .expect("subscribe");
+        self.pump();
+        assert_eq!(self.apps[app].answers.get(&1), Some(&Ok(sub)), "set up");
+        sub
+    }
+
     /// App `app` offers `name` with `bytes` carried inline (answered under `tag`).
     fn offer(&mut self, app: usize, name: &str, bytes: &[u8], tag: u32) -> u64 {
         let now = self.now;
@@ -549,18 +574,8 @@ fn a_subscription_fans_out_to_every_shard_and_its_acks_find_their_shard() {
         require_ack: true,
         ..Default::default()
     };
-    let wanted = (
-        EventKind::Offer.into(),
-        pool_core::selector::Selector::all().expr().clone(),
-        options,
-    );
     let now = pool.now;
-    let sub = pool.apps[watcher]
-        .client
-        .subscribe(now, wanted, 7, 1)
-        .expect("subscribe");
-    pool.pump();
-    assert_eq!(pool.apps[watcher].answers.get(&1), Some(&Ok(sub)));
+    let sub = pool.subscribe(watcher, EventKind::Offer, options, 7);
     let shards = Shards::new(3).expect("3");
     let names: Vec<String> = (0..12).map(|i| format!("level-{i}")).collect();
     let homes: std::collections::BTreeSet<usize> = names.iter().map(|n| shards.home(n)).collect();
@@ -645,15 +660,7 @@ fn an_app_leaves_every_shard_and_is_told_gone_once() {
     let watcher = pool.join("watcher");
     let producer = pool.join("producer");
     let now = pool.now;
-    let wanted = (
-        EventKind::AppLeave.into(),
-        pool_core::selector::Selector::all().expr().clone(),
-        SubscribeOptions::default(),
-    );
-    pool.apps[watcher]
-        .client
-        .subscribe(now, wanted, 9, 1)
-        .expect("subscribe");
+    pool.subscribe(watcher, EventKind::AppLeave, SubscribeOptions::default(), 9);
     for i in 0..9 {
         let name = format!("n-{i}");
         pool.offer(producer, &name, name.as_bytes(), 100 + i);
@@ -696,21 +703,7 @@ fn chaos(seed: u64, k: usize) -> Outcome {
     let apps: Vec<usize> = (0..6).map(|i| pool.join(&format!("app-{i}"))).collect();
     let watcher = pool.join("watcher");
     let now = pool.now;
-    let wanted = (
-        EventKind::Offer.into(),
-        pool_core::selector::Selector::all().expr().clone(),
-        Default::default(),
-    );
-    let sub = pool.apps[watcher]
-        .client
-        .subscribe(now, wanted, 5, 1)
-        .expect("subscribe");
-    pool.pump();
-    assert_eq!(
-        pool.apps[watcher].answers.get(&1),
-        Some(&Ok(sub)),
-        "set up first"
-    );
+    pool.subscribe(watcher, EventKind::Offer, Default::default(), 5);
     let names: Vec<String> = (0..120).map(|i| format!("v/{i}")).collect();
     let mut offered: Vec<Option<usize>> = vec![None; names.len()];
     // (app, tag, name, cdo) of each demand and require.
@@ -812,15 +805,7 @@ fn messages_per_operation_stay_the_same_whatever_the_number_of_shards() {
         let consumer = pool.join("consumer");
         let watcher = pool.join("watcher");
         let now = pool.now;
-        let wanted = (
-            EventKind::Offer.into(),
-            pool_core::selector::Selector::all().expr().clone(),
-            Default::default(),
-        );
-        pool.apps[watcher]
-            .client
-            .subscribe(now, wanted, 3, 1)
-            .expect("subscribe");
+        pool.subscribe(watcher, EventKind::Offer, Default::default(), 3);
         // Every app uses every shard first (its joins there are not the operations').
         for app in [producer, consumer] {
             for s in 0..k {

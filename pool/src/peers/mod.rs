@@ -2,7 +2,7 @@
 //!
 //! Both ends of a connection between two processes of this host (over loopback or any of
 //! its addresses) are sockets the kernel lists with their owner's uid and inode (through
-//! `sock_diag` netlink, [`diag`], else `/proc/net/tcp{,6}`); a peer on another host has no
+//! `sock_diag` netlink, else `/proc/net/tcp{,6}`); a peer on another host has no
 //! line there. A server that must know which
 //! local user connected (the pool manager admitting a JOIN over TCP on loopback, `maestro
 //! run`'s PMIx server, whose OpenPMIx believes the uid a TCP peer *claims*) reads it here
