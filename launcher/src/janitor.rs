@@ -3,10 +3,10 @@
 //! leaves nothing behind.
 //!
 //! Its parent keeps the write end of a pipe to the janitor's stdin and writes the pid of
-//! every child it starts (a launcher's ranks). When the pipe closes (the parent exited,
-//! however it ended), the janitor waits (bounded) for those children to be gone (they die
-//! with a launcher: parent-death signal) and then removes what they and the parent could
-//! not:
+//! every child it starts (a launcher's ranks). When the pipe closes (the parent is ending,
+//! however it ended), the janitor waits (bounded) for the parent and those children to be
+//! gone (they die with a launcher: parent-death signal) and then removes what they and the
+//! parent could not:
 //! - a launcher's private directory (`run.<pid>` in the user's private directory), and a
 //!   pool manager's socket directories of dead processes (`pm-*` there);
 //! - libfabric `shm` files in `/dev/shm` of processes that no longer exist (16 MiB each);
@@ -31,7 +31,8 @@ use std::path::PathBuf;
 use std::process::{ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long the janitor waits for the children to be gone before cleaning anyway.
+/// How long the janitor waits for the parent and its children to be gone before cleaning
+/// anyway.
 const RANKS_GONE: Duration = Duration::from_secs(10);
 
 /// The options of `maestro janitor` (started by `maestro run` and `maestro pm`, not by
@@ -55,6 +56,11 @@ pub struct JanitorArgs {
     /// next manager of its workflow ([`pool::KeptOfGone::LeftForTaker`]); else they go.
     #[arg(long)]
     pub kept_for_taker: bool,
+    /// The process that started the janitor (and feeds its stdin; [`Janitor::start`]
+    /// names its own): the janitor waits for it to be gone too before cleaning up after
+    /// it, since its stdin closes while that process is still ending.
+    #[arg(long)]
+    pub parent: Option<u32>,
 }
 
 /// The parent's end of the pipe to its janitor.
@@ -91,6 +97,7 @@ impl Janitor {
         if args.kept_for_taker {
             cmd.arg("--kept-for-taker");
         }
+        cmd.args(["--parent", &std::process::id().to_string()]);
         cmd.stdin(Stdio::piped())
             // Not the launcher's output: a pipeline reading it must end with the launcher.
             .stdout(Stdio::null())
@@ -126,12 +133,15 @@ impl Janitor {
 
 /// `maestro janitor`: waits for its parent to go, then cleans up after it.
 pub fn main(args: &JanitorArgs) -> std::process::ExitCode {
-    let children: Vec<u32> = std::io::stdin()
+    let mut children: Vec<u32> = std::io::stdin()
         .lock()
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| l.trim().parse().ok())
         .collect();
+    // The pipe closes as the parent's files do, before it is gone: a sweep now would
+    // still find it alive (and leave what is its).
+    children.extend(args.parent);
     let deadline = Instant::now() + RANKS_GONE;
     while children
         .iter()

@@ -316,6 +316,8 @@ fn run(opts: &RunOptions, std_closed: fn(usize) -> bool) -> Result<i32, RunError
             .map(std::path::PathBuf::from),
         // The workflow ends with this launcher: its PM's kept files go too.
         kept_for_taker: false,
+        // Janitor::start names this process.
+        parent: None,
     });
     let pid = std::process::id();
     let nspace = format!("maestro.job.{pid}");
