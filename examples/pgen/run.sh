@@ -53,14 +53,21 @@ without=()
 
 # Each job runs in the background; its pid is kept to wait for it (and to stop it if this
 # script is stopped: no job outlives the run).
+# Each job's output goes through a labeller (`[name] ` before each line), waited for at
+# the end so that no line is lost when the script ends right after a job.
 pids=()
+labellers=()
 stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
 trap 'stop; exit 130' INT TERM
 job() {
-    local name=$1
+    local name=$1 out
     shift
-    "$MAESTRO" run "$@" > >(sed "s/^/[$name] /") 2>&1 &
+    exec {out}> >(sed "s/^/[$name] /")
+    labellers+=($!)
+    "$MAESTRO" run "$@" >&"$out" 2>&1 &
     pids+=($!)
+    # The job holds the labeller's input now: it ends with the job.
+    exec {out}>&-
 }
 job forecast -n "$RANKS" -- "$JOBS" forecast "${SHAPE[@]}" "${without[@]}"
 # The archiver may come late (PGEN_LATE_ARCHIVER seconds): it hears of what was offered
@@ -82,6 +89,7 @@ while ((${#live[@]})); do
     fi
     for i in "${!live[@]}"; do [[ ${live[i]} == "$ended" ]] && unset 'live[i]'; done
 done
+wait "${labellers[@]}" 2>/dev/null || true
 ((failed == 0)) || { echo "run.sh: a job failed (see above)" >&2; exit 1; }
 "$PGEN" verify "${SHAPE[@]}" "${archiver[@]}" --out "$WORK/products"
 if ((${#archiver[@]})); then
