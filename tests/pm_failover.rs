@@ -429,7 +429,7 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
     assert!(before[0].exists(), "left for the next PM");
 
     let (next, next_info) = scene.pm(&["--reclaim", "--grace", "1", "--gfs-dir", gfs_arg]);
-    std::thread::sleep(Duration::from_millis(1200));
+    // A new app's JOIN waits out the grace period (refused `Grace`, tried again).
     let consumer = Client::join(&next_info, options("consumer", false)).expect("join");
     let got = demand(&consumer, "kept/field");
     eprintln!(

@@ -109,7 +109,12 @@ fn left_for_taker(dir: &Path) -> bool {
                 dir.display(),
                 KEPT_FOR_TAKER.as_secs()
             );
-            std::fs::File::create(&stamp).is_ok()
+            // Exclusive: nothing already there (a link, say) is opened or followed.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&stamp)
+                .is_ok()
         }
         Err(_) => false,
     }
