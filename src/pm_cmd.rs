@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pool::bootstrap::{self, PM_INFO_ENV, new_secret};
 use pool::pmix_events;
-use pool::{PmConfig, PoolManager};
+use pool::{PmConfig, ShardedPool};
 
 /// How long publishing the PM info through PMIx may take.
 const ANNOUNCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -176,6 +176,36 @@ pub struct PmOptions {
     /// second however many scrape; at most 64 scrapers connected at once.
     #[arg(long, value_name = "ADDR", value_parser = pool_tools::cli::parse_listen_addr)]
     pub metrics: Option<SocketAddr>,
+    /// Pool managers sharing the pool's CDO names (1 to 1024), each the home of its share
+    /// of them: one pool with the semantics of one manager and K cores' throughput. They
+    /// run as threads of this process; the PM info lists them all. With K > 1, shard s
+    /// listens on each --listen port + s (port 0: one it picks) and serves metrics on the
+    /// --metrics port + s.
+    #[arg(long, default_value = "1", value_parser = parse_shards)]
+    pub shards: pool::shards::Shards,
+}
+
+/// Parses `--shards`.
+fn parse_shards(s: &str) -> Result<pool::shards::Shards, String> {
+    let k: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of pool managers (1 to 1024)"))?;
+    pool::shards::Shards::new(k).map_err(|e| e.to_string())
+}
+
+/// `addr` with its port moved up by `by`, unless it picks one (port 0).
+fn port_plus(addr: SocketAddr, by: usize) -> std::io::Result<SocketAddr> {
+    if addr.port() == 0 {
+        return Ok(addr);
+    }
+    let port = u16::try_from(usize::from(addr.port()) + by).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr}: shard {by}'s port would pass 65535"),
+        )
+    })?;
+    Ok(SocketAddr::new(addr.ip(), port))
 }
 
 /// Where a PM listens when not told: the addresses of the NIC chosen for this process
@@ -305,9 +335,25 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         None if opts.reclaim => (Some(previous_info(opts)?), None),
         None => (None, None),
     };
-    let mut config = config(opts, previous.as_ref())?;
-    config.expect = expect;
-    let pm = PoolManager::start(config)?;
+    if opts.shards.count() > 1 && previous.is_some() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "--shards with --reclaim or --standby-for: a sharded pool is taken over shard by shard, which `maestro pm` does not offer yet; start the pool without --shards to have a standby",
+        ));
+    }
+    let mut expect = expect;
+    let pm = ShardedPool::start(opts.shards, |place| {
+        let mut config = config(opts, previous.as_ref())?;
+        config.expect = expect.take();
+        let s = place.index();
+        if s > 0 {
+            config.listen = (config.listen.iter())
+                .map(|a| port_plus(*a, s))
+                .collect::<std::io::Result<_>>()?;
+            config.metrics = config.metrics.map(|a| port_plus(a, s)).transpose()?;
+        }
+        Ok(config)
+    })?;
     let info = pm.info().clone();
     // Left behind if this PM is killed: `maestro pm --reclaim` takes over from it.
     let takeover =
@@ -337,8 +383,14 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             opts.grace.as_secs_f64()
         );
     }
-    if let Some(addr) = pm.metrics_addr() {
-        eprintln!("maestro pm: metrics at http://{addr}/metrics");
+    for (s, m) in pm.managers().iter().enumerate() {
+        match m.metrics_addr() {
+            Some(addr) if opts.shards.count() > 1 => {
+                eprintln!("maestro pm: metrics of shard {s} at http://{addr}/metrics");
+            }
+            Some(addr) => eprintln!("maestro pm: metrics at http://{addr}/metrics"),
+            None => {}
+        }
     }
     let info_file = info_file(opts);
     let _held = match &info_file {
@@ -367,11 +419,13 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     // PMIx events (processes lost, links down or up) become pool events until a signal.
     let stop = AtomicBool::new(false);
-    let reporter = pm.reporter();
+    let reporters = pm.reporters();
     let sig = std::thread::scope(|s| {
         if let Some(client) = &pmix {
             s.spawn(|| {
-                if let Err(e) = pmix_events::forward(client, &stop, |c| reporter.report(c)) {
+                if let Err(e) = pmix_events::forward(client, &stop, |c| {
+                    reporters.iter().all(|r| r.report(c.clone()))
+                }) {
                     eprintln!("maestro pm: PMIx events are not forwarded ({e})");
                 }
             });

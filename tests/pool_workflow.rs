@@ -184,6 +184,36 @@ fn a_standalone_pool_manager_serves_another_job() {
     assert!(!info_file.exists(), "the info file is removed at exit");
 }
 
+/// `maestro pm --shards 4`: four pool managers sharing the CDO names, one PM info listing
+/// them all; a job of the workflow joins it and moves every CDO through the shards its
+/// names live at, as through one manager.
+#[test]
+fn a_pool_of_four_shards_serves_a_workflow_as_one_manager_does() {
+    let workflow = format!("sharded-{}", std::process::id());
+    let (pm, info) = common::start_pm(&workflow, &["--shards", "4"]);
+    let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
+    assert_eq!(parsed.shards().count(), 4, "{info}");
+    assert!(info.starts_with("mstro-pm-v2:"), "{info}");
+    let exe = example("pool_workflow");
+    let out = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["run", "-n", "4"])
+            .arg(exe)
+            .args(ARGS),
+        Duration::from_secs(180),
+    );
+    out.assert_workflow(40);
+    let end = pm.terminate(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(0), "{end:?}");
+    let refused = run(
+        Command::new(common::maestro()).args(["pm", "--shards", "0"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(refused.code(), Some(2), "{refused:?}");
+    assert!(refused.stderr.contains("--shards"), "{refused:?}");
+}
+
 /// `maestro pm` run as a job of its own under `maestro run` publishes its PM info through
 /// PMIx; a second `maestro run` job of the workflow finds it by lookup (no environment
 /// variable, no file) and moves every CDO through it. The entry is gone once the PM's job

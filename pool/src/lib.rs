@@ -43,7 +43,7 @@ pub use client::{
 pub use pm::{
     CredentialCheck, CredentialVerdict, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME,
     MAX_QUEUED, MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig, PoolManager,
-    default_max_bytes, resident_bytes, standby,
+    ShardedPool, default_max_bytes, resident_bytes, standby,
 };
 
 /// Sleeps until `deadline` on the current tokio runtime; forever when there is none (cancel

@@ -90,10 +90,10 @@ fn with_secret(info: &PmInfo, secret: &[u8]) -> PmInfo {
 
 /// A producer offers SIZES; a consumer requires half of them early and demands all, checks
 /// bytes and attributes; returns whether the consumer's data was shared (same process).
-fn move_all(pm: &PoolManager, producer: Side, consumer: Side) -> Vec<bool> {
-    let info = pm.info().clone();
+fn move_all(info: &PmInfo, producer: Side, consumer: Side) -> Vec<bool> {
+    let theirs = info.clone();
     let consumer = std::thread::spawn(move || -> pool::Result<Vec<bool>> {
-        let c = Client::join(&info, opts("consumer", consumer))?;
+        let c = Client::join(&theirs, opts("consumer", consumer))?;
         let mut shared = Vec::new();
         for (i, &len) in SIZES.iter().enumerate() {
             let cdo = c.declare(&format!("field-{i}"))?;
@@ -110,7 +110,7 @@ fn move_all(pm: &PoolManager, producer: Side, consumer: Side) -> Vec<bool> {
         c.leave()?;
         Ok(shared)
     });
-    let p = Client::join(pm.info(), opts("producer", producer)).expect("producer joins");
+    let p = Client::join(info, opts("producer", producer)).expect("producer joins");
     let mut offered = Vec::new();
     for (i, &len) in SIZES.iter().enumerate() {
         let cdo = p.declare(&format!("field-{i}")).expect("declare");
@@ -155,7 +155,7 @@ fn rma_moves_cdos_intact_despite_intruders() {
     garbage
         .write_all(b"GET / HTTP/1.1\r\n\r\nthis is not a frame")
         .expect("write");
-    let shared = move_all(&pm, Side::Rma, Side::Rma);
+    let shared = move_all(pm.info(), Side::Rma, Side::Rma);
     assert!(shared.iter().all(|s| !s));
     drop(garbage);
     pm.stop().expect("the PM ends with nothing lost");
@@ -165,15 +165,15 @@ fn rma_moves_cdos_intact_despite_intruders() {
 fn without_a_common_fabric_provider_cdos_travel_by_stream() {
     let pm = start_pm();
     // A consumer without fabric reads from a provider with one, and the other way round.
-    move_all(&pm, Side::Rma, Side::NoFabric);
-    move_all(&pm, Side::NoFabric, Side::Rma);
+    move_all(pm.info(), Side::Rma, Side::NoFabric);
+    move_all(pm.info(), Side::NoFabric, Side::Rma);
     pm.stop().expect("the PM ends with nothing lost");
 }
 
 #[test]
 fn in_one_process_the_consumer_gets_the_providers_buffer() {
     let pm = start_pm();
-    let shared = move_all(&pm, Side::InProcess, Side::InProcess);
+    let shared = move_all(pm.info(), Side::InProcess, Side::InProcess);
     // The 0-byte CDO has nothing to share; every other one is the provider's own buffer.
     assert_eq!(shared[1..], [true; SIZES.len() - 1]);
 
@@ -916,4 +916,62 @@ fn a_bounded_demand_outlasts_the_client_timeout_ends_at_its_limit_and_is_retract
     assert_eq!(said.load(Ordering::SeqCst), 1);
     let again = c.demand_bounded(other, None, limit);
     assert!(matches!(again, Bounded::TimedOut), "{again:?}");
+}
+
+#[test]
+fn a_pool_of_three_managers_moves_cdos_and_tells_events_as_one_does() {
+    let shards = pool::shards::Shards::new(3).expect("three shards");
+    let pool = pool::ShardedPool::start(shards, |_| {
+        Ok(PmConfig::new(
+            "wf",
+            SECRET,
+            vec!["127.0.0.1:0".parse().expect("addr")],
+        ))
+    })
+    .expect("three managers");
+    let info = pool.info().clone();
+    assert_eq!(info.shards().count(), 3);
+    let again = PmInfo::parse(&info.encode()).expect("the info of three shards parses");
+    assert_eq!(again, info);
+    let homes: std::collections::HashSet<usize> = (0..SIZES.len())
+        .map(|i| shards.home(&format!("field-{i}")))
+        .collect();
+    assert!(
+        homes.len() > 1,
+        "the names live at several shards: {homes:?}"
+    );
+    // Every transport, with the names spread over the shards.
+    assert!(move_all(&info, Side::Rma, Side::Rma).iter().all(|s| !s));
+    move_all(&info, Side::Rma, Side::NoFabric);
+    let shared = move_all(&info, Side::InProcess, Side::InProcess);
+    assert!(shared.iter().skip(1).all(|s| *s), "{shared:?}");
+    // A subscription hears the offers of every shard, each once.
+    let tracer = Client::join(&info, opts("tracer", Side::NoFabric)).expect("tracer");
+    let selector = tracer.selector("(step >= 0)", ".user.").expect("selector");
+    let sub = tracer
+        .subscribe(&selector, EventKind::Offer, SubscribeOptions::default())
+        .expect("subscribe");
+    let p = Client::join(&info, opts("producer", Side::Rma)).expect("producer");
+    let names: Vec<String> = (0..24).map(|i| format!("spread-{i}")).collect();
+    for (step, name) in names.iter().enumerate() {
+        let cdo = sealed(&p, name, step as i64);
+        p.offer(cdo, Buffer::from_slice(&[step as u8; 32]).expect("buffer"))
+            .expect("offer");
+    }
+    let mut heard = std::collections::BTreeSet::new();
+    while heard.len() < names.len() {
+        let e = sub.wait_timeout(T).expect("open").expect("an offer event");
+        assert_eq!(e.app, p.app());
+        assert!(
+            heard.insert(e.cdo.clone().expect("a name")),
+            "{:?} heard twice",
+            e.cdo
+        );
+    }
+    let expected: std::collections::BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(heard, expected);
+    tracer.unsubscribe(sub).expect("unsubscribe");
+    tracer.leave().expect("leave");
+    p.leave().expect("leave");
+    pool.stop().expect("the managers end with nothing lost");
 }

@@ -498,22 +498,13 @@ impl PmBench {
         let shards = pool::shards::Shards::new(self.shards)
             .map_err(|e| PmBenchError::Injector(e.to_string()))?;
         let secret = new_secret()?;
-        let pms = (0..shards.count())
-            .map(|s| {
-                let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
-                let mut config = PmConfig::new("bench", &secret, listen);
-                config.unix_socket = !self.tcp;
-                config.shard = shards.place(s);
-                PoolManager::start(config)
-            })
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let info = PmInfo {
-            other_shards: pms[1..]
-                .iter()
-                .map(|p| p.info().endpoints.clone())
-                .collect(),
-            ..pms[0].info().clone()
-        };
+        let pool = pool::ShardedPool::start(shards, |_| {
+            let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
+            let mut config = PmConfig::new("bench", &secret, listen);
+            config.unix_socket = !self.tcp;
+            Ok(config)
+        })?;
+        let (pms, info) = (pool.managers(), pool.info().clone());
         let total = self.cdos * self.injectors;
         let mut homes = vec![0usize; shards.count()];
         for i in 0..self.injectors {
@@ -526,14 +517,12 @@ impl PmBench {
                 .map(|p| p.cpu_time().unwrap_or_default())
                 .collect()
         };
-        let (rss0, cpu0) = (rss_bytes(), cpu(&pms));
+        let (rss0, cpu0) = (rss_bytes(), cpu(pms));
         let (producers, slowest) = self.produce(&info)?;
-        let cpu1 = cpu(&pms);
+        let cpu1 = cpu(pms);
         let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
         drop(producers);
-        for pm in pms {
-            pm.stop().map_err(std::io::Error::other)?;
-        }
+        pool.stop().map_err(std::io::Error::other)?;
         let shards = (homes.iter().zip(cpu0.iter().zip(&cpu1)))
             .map(|(&cdos, (before, after))| ShardReport::of(cdos, after.saturating_sub(*before)))
             .collect();

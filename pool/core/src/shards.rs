@@ -62,6 +62,10 @@ impl Shards {
 
     /// The shard that is `name`'s home: the one whose run of slots holds its slot.
     pub fn home(self, name: &str) -> usize {
+        // One shard: no hash to compute.
+        if self.count == 1 {
+            return 0;
+        }
         self.of_slot(Shards::slot(name))
     }
 

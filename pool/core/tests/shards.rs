@@ -541,7 +541,7 @@ fn a_shard_that_dies_is_reclaimed_while_the_others_serve_on() {
     pool.pump();
     assert_eq!(pool.apps[consumer].answers.get(&301), None, "waits");
     for app in 0..pool.apps.len() {
-        pool.apps[app].client.rejoin(pool.now, 1);
+        pool.apps[app].client.rejoin(pool.now, 1, SECRET);
     }
     pool.pump();
     for app in &pool.apps {

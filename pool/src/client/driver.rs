@@ -70,13 +70,14 @@ pub(crate) struct Connected {
     pub(crate) writer: WriteIo,
 }
 
-/// Connects to the first of the PM's endpoints that accepts, skipping TCP endpoints on the
-/// networks of this host's interfaces named in `exclude`.
+/// Connects to the first of a PM's `endpoints` that accepts (those of one shard of the
+/// PM info), skipping TCP endpoints on the networks of this host's interfaces named in
+/// `exclude`.
 ///
 /// # Errors
 /// [`ClientError::Unreachable`] listing each endpoint's error.
 pub(crate) async fn connect(
-    info: &PmInfo,
+    endpoints: &[ControlAddr],
     limit: Duration,
     exclude: &[String],
 ) -> Result<Connected> {
@@ -91,7 +92,7 @@ pub(crate) async fn connect(
                 .map(move |n| (name, n.trunc()))
         })
         .collect();
-    for addr in &info.endpoints {
+    for addr in endpoints {
         if let ControlAddr::Tcp(a) = addr
             && let Some((name, net)) = kept_off.iter().find(|(_, n)| n.contains(&a.ip()))
         {
@@ -138,22 +139,26 @@ async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
     })
 }
 
-/// Joins with `join` over `c`, proving knowledge of `secret`: runs the handshake of a new
-/// protocol core ([`pool_core::client::ClientCore::connect`]), writing what it sends,
-/// handing it each message of the PM and waking it at its deadline (`limit` from now).
-/// Returns the core, joined, with the app's id and the PM's instance.
+/// Joins shard 0 of the pool of `info` with `join` over `c` (connected to that shard),
+/// proving knowledge of the workflow secret: runs the handshake of a new protocol core
+/// ([`pool_core::client::Sharded::connect`]), writing what it sends, handing it each
+/// message of the PM and waking it at its deadline (`limit` from now; the calls' limit
+/// too). Returns the core, joined, with the app's id and the PM's instance.
 ///
 /// # Errors
 /// The PM's refusal; [`CallError::Timeout`](crate::CallError::Timeout) of `join`; connection errors.
 pub(crate) async fn handshake(
     c: &mut Connected,
     join: proto::Join,
-    secret: &[u8],
+    info: &PmInfo,
     limit: Duration,
 ) -> Result<(super::Core, AppId, u64)> {
-    let mut core = super::Core::connect(Instant::now(), join, secret, limit);
+    let mut core = super::Core::connect(Instant::now(), join, &info.secret, limit, info.shards());
+    // Shard 0's connection is this one.
+    let _ = core.poll_connect();
     loop {
-        let out: Vec<ToPm> = std::iter::from_fn(|| core.poll_transmit().map(|t| t.msg)).collect();
+        let out: Vec<ToPm> =
+            std::iter::from_fn(|| core.poll_transmit().map(|(_, t)| t.msg)).collect();
         if !out.is_empty() {
             c.writer.write_all(&proto::encode(&out)?).await?;
         }
@@ -168,15 +173,15 @@ pub(crate) async fn handshake(
         };
         match got {
             None => core.handle_timeout(Instant::now()),
-            Some(Ok(Some(m))) => core.handle(Instant::now(), m),
-            Some(Ok(None)) => core.close(),
+            Some(Ok(Some(m))) => core.handle(Instant::now(), 0, m),
+            Some(Ok(None)) => core.close(0),
             Some(Err(e)) => return Err(e),
         }
     }
 }
 
-/// Hands the core what the PM sends until the connection ends.
-pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
+/// Hands the core what the manager of shard `shard` sends until the connection ends.
+pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: usize) {
     loop {
         match r.next().await {
             Ok(Some(m)) => {
@@ -187,9 +192,9 @@ pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
                 shared.burst.begin();
                 let now = Instant::now();
                 let _ = shared.with_core(|c| {
-                    c.handle(now, m);
+                    c.handle(now, shard, m);
                     while let Some(m) = r.next_read() {
-                        c.handle(now, m);
+                        c.handle(now, shard, m);
                     }
                     Ok(())
                 });
@@ -204,10 +209,12 @@ pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>) {
     }
 }
 
-/// The connection ended: every call waiting fails, every subscription hears it.
-pub(crate) fn close(shared: &Arc<Shared>) {
+/// The connection to shard `shard` ended for good: every call waiting there fails, every
+/// subscription hears it (shard 0's: the app is out of the pool, every shard's core
+/// closes).
+pub(crate) fn close(shared: &Arc<Shared>, shard: usize) {
     let _ = shared.with_core(|c| {
-        c.close();
+        c.close(shard);
         Ok(())
     });
 }

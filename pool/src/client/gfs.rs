@@ -31,7 +31,7 @@ use super::data::CdoData;
 use super::{ClientError, Result, answer};
 use crate::attr::Attributes;
 use crate::proto::{CdoId, GfsFile, Op};
-use pool_core::client::Transport;
+use pool_core::client::{Route, Transport};
 
 /// Where and how an app uses the global file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -374,7 +374,14 @@ impl super::AsyncClient {
         cdo: CdoId,
         seal: Option<&Attributes>,
     ) -> Result<Option<Arc<Gfs>>> {
-        Ok(match self.shared.core().transport(cdo, seal)? {
+        let core = self.shared.core();
+        let core =
+            core.known(Route::Cdo(cdo))
+                .ok_or(ClientError::Call(crate::CallError::Refused {
+                    op: crate::proto::Op::Offer,
+                    why: crate::proto::Refusal::UnknownCdo,
+                }))?;
+        Ok(match core.transport(cdo, seal)? {
             Transport::Gfs => self.shared.gfs.clone(),
             Transport::Fabric => None,
         })
@@ -390,10 +397,11 @@ impl super::AsyncClient {
     /// --owner`); `BadName`; connection errors.
     pub async fn discard(&self, name: &str) -> Result<u64> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (local, call) = self
+        let now = Instant::now();
+        let (shard, (local, call)) = self
             .shared
-            .with_core(|c| c.discard(Instant::now(), name, tx))?;
-        answer(&self.shared, (Op::Discard, local), call, rx).await
+            .with_core(|c| c.call(now, Route::Name(name), |c| c.discard(now, name, tx.into())))?;
+        answer(&self.shared, (Op::Discard, local), Some((shard, call)), rx).await
     }
 }
 

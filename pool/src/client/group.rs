@@ -22,6 +22,7 @@ use futures::future::join_all;
 
 use crate::attr::{self, Attributes};
 use crate::proto::{CdoId, Op, Refusal};
+use pool_core::client::Route;
 
 use super::{AsyncClient, CdoData, ClientError, Result};
 
@@ -48,7 +49,8 @@ impl AsyncClient {
             members
                 .iter()
                 .map(|(cdo, ..)| {
-                    core.name(*cdo)
+                    core.known(Route::Cdo(*cdo))
+                        .and_then(|c| c.name(*cdo))
                         .map(ToString::to_string)
                         .ok_or(ClientError::Call(CallError::Refused {
                             op: Op::Offer,
@@ -108,11 +110,15 @@ impl AsyncClient {
     pub async fn demand_group(&self, group: CdoId) -> Result<(Vec<GroupMember>, Attributes)> {
         let shared = &self.shared;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (_, call) =
-            shared.with_core(|c| c.demand_group(std::time::Instant::now(), group, tx))?;
+        let now = std::time::Instant::now();
+        let (shard, (_, call)) = shared.with_core(|c| {
+            c.call(now, Route::Cdo(group), |c| {
+                c.demand_group(now, group, tx.into())
+            })
+        })?;
         // Answered once every member is here (or one failed): one wake-up for the group.
-        let answered = super::answer(shared, (Op::Demand, group), call, rx).await;
-        let here = shared.core().take_group(group);
+        let answered = super::answer(shared, (Op::Demand, group), Some((shard, call)), rx).await;
+        let here = shared.core().core(shard).and_then(|c| c.take_group(group));
         if let Err(e) = answered {
             // Whatever of the group arrived (or is on its way) is this app's to dispose.
             if let Some(here) = here {

@@ -231,6 +231,10 @@ impl AsyncClient {
             dir: gfs.is_some(),
             by_default: gfs.as_ref().is_some_and(|g| g.offers()),
         });
+        // Shard 0's connection is open; another shard's is opened when first needed.
+        let outs = std::iter::once(outbox::Outbox::new(connected.writer))
+            .chain((1..info.shards().count()).map(|_| outbox::Outbox::pending()))
+            .collect();
         let shared = Arc::new(Shared {
             app,
             pool: pool.into(),
@@ -239,7 +243,9 @@ impl AsyncClient {
             core: Mutex::new(core),
             deadlines: super::Deadlines::new(),
             burst: Default::default(),
-            out: outbox::Outbox::new(connected.writer),
+            outs,
+            opened: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
             endpoint: opts.endpoint,
             alternates: opts.alternates,
             peers: Mutex::default(),
@@ -251,7 +257,7 @@ impl AsyncClient {
             gfs,
         });
         let mut tasks = vec![
-            super::reclaim::spawn(connected.reader, shared.clone()),
+            super::reclaim::spawn(shared.clone(), 0, Some(connected.reader)),
             tokio::spawn(shared.clone().timer()),
         ];
         if let Some(watch) = watch_endpoint_link(&shared) {
@@ -281,9 +287,9 @@ async fn first_join(
     let mut pause = std::time::Duration::from_millis(20);
     loop {
         let tried = async {
-            let mut c = driver::connect(&info, opts.timeout, &opts.exclude_interfaces).await?;
-            let joined =
-                driver::handshake(&mut c, join.clone(), &info.secret, opts.timeout).await?;
+            let mut c =
+                driver::connect(&info.endpoints, opts.timeout, &opts.exclude_interfaces).await?;
+            let joined = driver::handshake(&mut c, join.clone(), &info, opts.timeout).await?;
             Ok((c, joined))
         };
         let e = match tried.await {

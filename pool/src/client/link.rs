@@ -37,7 +37,7 @@ pub(super) fn watch_endpoint_link(shared: &Arc<Shared>) -> Option<tokio::task::J
                     addresses: c.addresses,
                     up: c.up,
                 };
-                if shared.with_core(|c| c.report(change)).is_err() {
+                if shared.with_core(|c| c.report(&change)).is_err() {
                     return;
                 }
             }

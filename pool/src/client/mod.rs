@@ -4,14 +4,15 @@
 //! `dispose`).
 //!
 //! What the client knows and waits for, from the JOIN handshake on, and every call's
-//! deadline live in the protocol's sans-IO core ([`pool_core::client::ClientCore`]); this
-//! module is its driver: every operation is a step of the core under its lock
-//! (`Shared::with_core`), whose messages are written at once by the caller's thread
-//! (`outbox`) and whose events (answers, tickets, stream pieces, subscriptions' news) are
-//! carried out after the lock is released; a timer task sleeps until the core's earliest
-//! deadline (`Shared::timer`). Two more tokio tasks keep
-//! reading and writing the control connection whether or not the application is inside a
-//! call: tickets are carried out at once (RMA read, same-process hand-over, a copy out of
+//! deadline live in the protocol's sans-IO core ([`pool_core::client::Sharded`]: one
+//! [`pool_core::client::ClientCore`] per shard of the pool the app uses, one for a pool
+//! of one manager); this module is its driver: every operation is a step of the core
+//! under its lock (`Shared::with_core`), whose messages are written at once by the
+//! caller's thread (`outbox`, one per shard) and whose events (answers, tickets, stream
+//! pieces, subscriptions' news) are carried out after the lock is released; a timer task
+//! sleeps until the core's earliest deadline (`Shared::timer`). A task per shard's
+//! control connection (opened when the app first needs that shard) keeps reading and
+//! writing it whether or not the application is inside a call: tickets are carried out at once (RMA read, same-process hand-over, a copy out of
 //! a same-host provider's memory, batched per provider for a burst of them (`burst`), or
 //! stream, as the PM planned) and reported, and stream requests for this app's offers are
 //! served. Operations issued without waiting for each other (e.g. `join_all` over many
@@ -37,7 +38,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Endpoint};
-use pool_core::client::{CallError, CallId, CallKey, ClientCore, Demand, Driver, Event, News};
+use pool_core::client::sharded::Routed;
+use pool_core::client::{
+    CallError, CallId, CallKey, ClientCore, Demand, Driver, Event, News, Route, Sharded,
+};
 use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
@@ -147,14 +151,18 @@ impl Driver for Io {
     }
 }
 
-/// The client's protocol state.
-pub(crate) type Core = ClientCore<Io>;
+/// The client's protocol state: a core per shard of the pool the app uses.
+pub(crate) type Core = Sharded<Io>;
+
+/// The protocol state of one shard's connection.
+pub(crate) type ShardCore = ClientCore<Routed<Io>>;
 
 /// State shared by the client handle and its driver tasks.
 pub(crate) struct Shared {
     pub(crate) app: AppId,
-    /// The instance (generation) of the PM joined: a manager that takes over has another
-    /// (see `reclaim`).
+    /// The instance (generation) of shard 0's manager (of the one manager in a pool of
+    /// one): a manager that takes over has another (see `reclaim`). This app's offers in
+    /// the process's table are filed under it (`data`), whichever shard holds them.
     pool: AtomicU64,
     /// How to join a manager that takes over, where the client rides out the loss of its
     /// PM ([`JoinOptions::reclaim`]).
@@ -168,8 +176,15 @@ pub(crate) struct Shared {
     pub(crate) deadlines: Deadlines,
     /// Copies gathered while the reader handles a burst of tickets.
     pub(crate) burst: transport::burst::Burst,
-    /// The control connection's sending side.
-    pub(crate) out: Arc<outbox::Outbox>,
+    /// The sending side of each shard's control connection (shard 0's from the join;
+    /// another's holds what its core sends until the connection is open).
+    pub(crate) outs: Vec<Arc<outbox::Outbox>>,
+    /// The tasks of the shards' connections opened after the join, aborted with the
+    /// client's.
+    pub(crate) opened: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The runtime the client's tasks run on (a blocking client's calls step the core on
+    /// the application's threads, outside it).
+    pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) endpoint: Option<Endpoint>,
     /// Endpoints on the app's other networks (`via` 1, 2, ... in tickets).
     pub(crate) alternates: Vec<Endpoint>,
@@ -257,30 +272,36 @@ impl Shared {
         let r = f(&mut core);
         self.deadlines.rearm(&core);
         let mut sent = Ok(());
-        // What the step queued goes in one write (a burst's reports, say).
+        // What the step queued for one shard goes in one write (a burst's reports, say).
         let mut now: smallvec::SmallVec<[ToPm; 2]> = smallvec::SmallVec::new();
-        while let Some(t) = core.poll_transmit() {
+        let mut to = 0;
+        while let Some((shard, t)) = core.poll_transmit() {
+            if shard != to {
+                self.send_now(to, &mut now, &mut sent);
+                to = shard;
+            }
             if !t.deferred {
                 now.push(t.msg);
                 continue;
             }
-            if let Err(e) = self.out.send_all(&std::mem::take(&mut now)) {
-                sent = Err(e);
-            }
+            self.send_now(to, &mut now, &mut sent);
             // Nobody waits for it: a PM gone meanwhile changes nothing.
-            if let Err(e) = self.out.send_deferred(t.msg) {
+            if let Err(e) = self.outs[shard].send_deferred(t.msg) {
                 tracing::debug!("notice not told to the pool manager: {e}");
             }
         }
-        if let Err(e) = self.out.send_all(&now) {
-            sent = Err(e);
-        }
+        self.send_now(to, &mut now, &mut sent);
+        let opening: smallvec::SmallVec<[usize; 1]> =
+            std::iter::from_fn(|| core.poll_connect()).collect();
         // Mostly one answer or one ticket: no allocation for them.
-        let events: smallvec::SmallVec<[Event<Io>; 2]> =
+        let events: smallvec::SmallVec<[(usize, Event<Io>); 2]> =
             std::iter::from_fn(|| core.poll_event()).collect();
         drop(core);
-        for e in events {
-            self.carry_out(e);
+        for shard in opening {
+            self.open(shard);
+        }
+        for (shard, e) in events {
+            self.carry_out(shard, e);
         }
         let r = r?;
         if self.rejoin.is_some() {
@@ -289,6 +310,49 @@ impl Shared {
             return Ok(r);
         }
         sent.map(|()| r)
+    }
+
+    /// Sends `msgs` to shard `shard`'s manager (emptying it), noting a failure in `sent`.
+    fn send_now(
+        &self,
+        shard: usize,
+        msgs: &mut smallvec::SmallVec<[ToPm; 2]>,
+        sent: &mut Result<()>,
+    ) {
+        if let Err(e) = self.outs[shard].send_all(msgs) {
+            *sent = Err(e);
+        }
+        msgs.clear();
+    }
+
+    /// Opens the connection to shard `shard` the core asked for: a task connects to the
+    /// shard's manager, then reads and writes it (`reclaim::spawn`). Nothing for a shard
+    /// whose connection is open or lost already (its task reconnects itself).
+    fn open(self: &Arc<Self>, shard: usize) {
+        if !self.outs[shard].never_opened() {
+            return;
+        }
+        let _in = self.runtime.enter();
+        let task = reclaim::spawn(Arc::clone(self), shard, None);
+        self.opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(task.abort_handle());
+    }
+
+    /// Lends `dst` for `cdo`'s bytes (see [`ClientCore::lend`]) to the core that numbered
+    /// it; dropped when the app does not use that shard (nothing of it can arrive).
+    fn lend(&self, cdo: CdoId, dst: Buffer) {
+        if let Some(core) = self.core().known_mut(Route::Cdo(cdo)) {
+            core.lend(cdo, dst);
+        }
+    }
+
+    /// Gives back the memory lent for `cdo`, if any (see [`ClientCore::unlend`]).
+    fn unlend(&self, cdo: CdoId) {
+        if let Some(core) = self.core().known_mut(Route::Cdo(cdo)) {
+            core.unlend(cdo);
+        }
     }
 
     /// The app rejoined a manager that took over: its offers in the process's table are
@@ -317,8 +381,8 @@ impl Shared {
         self.pool.load(Ordering::Relaxed)
     }
 
-    /// Does what the core asks.
-    fn carry_out(self: &Arc<Self>, e: Event<Io>) {
+    /// Does what the core of shard `shard` asks.
+    fn carry_out(self: &Arc<Self>, shard: usize, e: Event<Io>) {
         match e {
             Event::Answer { waiter, result } => {
                 // One that gives up right now just misses its answer.
@@ -330,7 +394,7 @@ impl Shared {
                 cdo,
                 offset,
                 len,
-            } => transport::stream::serve(self, transfer, cdo, offset, len),
+            } => transport::stream::serve(self, shard, transfer, cdo, offset, len),
             Event::Spill { cdo } => transport::gfs::spill(self, cdo),
             Event::HandOver { cdo, dir } => transport::gfs::hand_over(self, cdo, dir),
             Event::Piece { stream, piece } => {
@@ -413,7 +477,7 @@ impl AsyncClient {
     /// # Errors
     /// [`CallError::Closed`](crate::CallError::Closed) when the connection is gone.
     pub fn report(&self, change: crate::events::FabricChange) -> Result<()> {
-        self.shared.with_core(|c| c.report(change))
+        self.shared.with_core(|c| c.report(&change))
     }
 
     /// Parses a selector with this client's schemas; relative keys get `namespace` in
@@ -448,15 +512,15 @@ impl AsyncClient {
         // later when its answer comes.
         struct Forget<'a> {
             shared: &'a Arc<Shared>,
-            local: u64,
+            sub: u64,
             handed_out: bool,
         }
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
                 if !self.handed_out {
-                    let local = self.local;
+                    let sub = self.sub;
                     let _ = self.shared.with_core(|c| {
-                        c.forget_subscription(local);
+                        c.drop_subscription(sub);
                         Ok(())
                     });
                 }
@@ -464,15 +528,16 @@ impl AsyncClient {
         }
         let (tx, rx) = oneshot::channel();
         let events = queue.clone();
-        let (local, call) = self
+        let sub = self
             .shared
             .with_core(|c| c.subscribe(Instant::now(), wanted, events, tx))?;
         let mut forget = Forget {
             shared: &self.shared,
-            local,
+            sub,
             handed_out: false,
         };
-        let id = answer(&self.shared, (Op::Subscribe, local), call, rx).await?;
+        // Given up, the subscription's parts are ended (`Forget`): no call to abandon.
+        let id = answer(&self.shared, (Op::Subscribe, sub), None, rx).await?;
         forget.handed_out = true;
         drop(forget);
         Ok(Subscription {
@@ -493,14 +558,19 @@ impl AsyncClient {
     /// once the app declared 2^40 - 1 CDOs; [`CallError::Closed`](crate::CallError::Closed) after the connection
     /// ended.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
-        self.shared.with_core(|c| c.declare(name))
+        self.shared.with_core(|c| {
+            Ok(
+                c.call(Instant::now(), Route::Name(name), |c| c.declare(name))?
+                    .1,
+            )
+        })
     }
 
     /// How far `cdo` went as a producer's CDO, as the pool manager confirmed it (declared,
     /// sealed, offered): what Maestro's API allows next. `None` for an id this app did not
     /// declare, or disposed.
     pub fn phase(&self, cdo: CdoId) -> Option<CdoPhase> {
-        self.shared.core().phase(cdo)
+        self.shared.core().known(Route::Cdo(cdo))?.phase(cdo)
     }
 
     /// The schemas `seal` checks attributes against (also for typing values from text:
@@ -517,7 +587,7 @@ impl AsyncClient {
     /// `WrongState` unless declared; connection errors.
     pub async fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
         ask(&self.shared, (Op::Seal, cdo), |c, now, waiter| {
-            c.seal(now, cdo, attributes, waiter)
+            c.seal(now, cdo, attributes, waiter.into())
         })
         .await
         .map(drop)
@@ -581,7 +651,7 @@ impl AsyncClient {
                 seal,
                 gfs,
             };
-            c.offer(now, offer, waiter)
+            c.offer(now, offer, waiter.into())
         })
         .await;
         if r.is_err() {
@@ -599,7 +669,7 @@ impl AsyncClient {
     /// `WrongState` unless declared; connection errors.
     pub async fn require(&self, cdo: CdoId) -> Result<()> {
         ask(&self.shared, (Op::Require, cdo), |c, now, waiter| {
-            c.require(now, cdo, waiter)
+            c.require(now, cdo, waiter.into())
         })
         .await
         .map(drop)
@@ -615,10 +685,10 @@ impl AsyncClient {
     /// # Errors
     /// As [`AsyncClient::require`]; `dst` is the application's again at once then.
     pub async fn require_into(&self, cdo: CdoId, dst: Buffer) -> Result<()> {
-        self.shared.core().lend(cdo, dst);
+        self.shared.lend(cdo, dst);
         let r = self.require(cdo).await;
         if r.is_err() {
-            self.shared.core().unlend(cdo);
+            self.shared.unlend(cdo);
         }
         r
     }
@@ -657,12 +727,12 @@ impl AsyncClient {
         let shared = Arc::clone(&self.shared);
         async move {
             if let Some(dst) = dst {
-                shared.core().lend(cdo, dst);
+                shared.lend(cdo, dst);
             }
             let result = demand(&shared, cdo, deadline).await;
             // Unused (or the demand failed): the memory lent here or by `require_into` is
             // the application's again.
-            shared.core().unlend(cdo);
+            shared.unlend(cdo);
             result
         }
     }
@@ -688,7 +758,7 @@ impl AsyncClient {
     /// `WrongState` if not required or already moving; connection errors.
     pub async fn retract(&self, cdo: CdoId) -> Result<()> {
         ask(&self.shared, (Op::Retract, cdo), |c, now, waiter| {
-            c.retract(now, cdo, waiter)
+            c.retract(now, cdo, waiter.into())
         })
         .await
         .map(drop)
@@ -707,7 +777,7 @@ impl AsyncClient {
     /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         ask(&self.shared, (Op::Withdraw, cdo), |c, now, waiter| {
-            c.withdraw(now, cdo, waiter)
+            c.withdraw(now, cdo, waiter.into())
         })
         .await?;
         // Its file on the global file system, if it went there: no consumer reads it now.
@@ -746,14 +816,17 @@ impl AsyncClient {
     /// declare (or disposed); connection errors.
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
         let (tx, rx) = oneshot::channel();
+        let now = Instant::now();
         match self
             .shared
-            .with_core(|c| c.dispose(Instant::now(), cdo, tx))?
+            .with_core(|c| c.call(now, Route::Cdo(cdo), |c| c.dispose(now, cdo, tx.into())))?
         {
-            None => Ok(()),
-            Some(call) => answer(&self.shared, (Op::Dispose, cdo), call, rx)
-                .await
-                .map(drop),
+            (_, None) => Ok(()),
+            (shard, Some(call)) => {
+                answer(&self.shared, (Op::Dispose, cdo), Some((shard, call)), rx)
+                    .await
+                    .map(drop)
+            }
         }
     }
 
@@ -763,11 +836,14 @@ impl AsyncClient {
     /// # Errors
     /// Timeout and connection errors.
     pub async fn leave(self) -> Result<()> {
-        ask(&self.shared, (Op::Leave, 0), |c, now, waiter| {
-            c.leave(now, waiter)
-        })
-        .await
-        .map(drop)
+        let (tx, rx) = oneshot::channel();
+        let call = self
+            .shared
+            .with_core(|c| c.leave(Instant::now(), tx))?
+            .map(|call| (0, call));
+        answer(&self.shared, (Op::Leave, 0), call, rx)
+            .await
+            .map(drop)
     }
 }
 
@@ -779,12 +855,15 @@ async fn demand(
     deadline: Option<Instant>,
 ) -> Result<(CdoData, Attributes)> {
     let (tx, rx) = oneshot::channel();
-    let demanded = shared.with_core(|c| {
-        let d = c.demand(Instant::now(), cdo, tx);
-        if let (Ok(Demand::Waiting(call)), Some(at)) = (&d, deadline) {
-            c.set_deadline((Op::Demand, cdo), *call, Some(at));
-        }
-        d
+    let now = Instant::now();
+    let (shard, demanded) = shared.with_core(|c| {
+        c.call(now, Route::Cdo(cdo), |c| {
+            let d = c.demand(now, cdo, tx.into());
+            if let (Ok(Demand::Waiting(call)), Some(at)) = (&d, deadline) {
+                c.set_deadline((Op::Demand, cdo), *call, Some(at));
+            }
+            d
+        })
     })?;
     match demanded {
         Demand::Here(data, attributes) => {
@@ -792,8 +871,12 @@ async fn demand(
             Ok((data, attributes))
         }
         Demand::Waiting(call) => {
-            answer(shared, (Op::Demand, cdo), call, rx).await?;
-            Ok(shared.core().take_arrived(cdo)?)
+            answer(shared, (Op::Demand, cdo), Some((shard, call)), rx).await?;
+            let mut core = shared.core();
+            let core = core
+                .core(shard)
+                .ok_or(ClientError::Call(CallError::Closed))?;
+            Ok(core.take_arrived(cdo)?)
         }
     }
 }
@@ -801,32 +884,37 @@ async fn demand(
 /// The waiter of one call.
 type Waiter = <Io as Driver>::Waiter;
 
-/// Runs `step`, a call the core files under `key` with the time and the waiter it is
-/// given, and waits for the answer (at most the client's timeout: the core's deadline).
+/// Runs `step`, a call the core of the shard `key` names files under `key` with the
+/// time and the waiter it is given, and waits for the answer (at most the client's
+/// timeout: the core's deadline). `key`'s id is a CDO's.
 async fn ask(
     shared: &Arc<Shared>,
     key: CallKey,
-    step: impl FnOnce(&mut Core, Instant, Waiter) -> std::result::Result<CallId, CallError>,
+    step: impl FnOnce(&mut ShardCore, Instant, Waiter) -> std::result::Result<CallId, CallError>,
 ) -> Result<u64> {
     let (tx, rx) = oneshot::channel();
-    let call = shared.with_core(|c| step(c, Instant::now(), tx))?;
-    answer(shared, key, call, rx).await
+    let now = Instant::now();
+    let call = shared.with_core(|c| c.call(now, Route::Cdo(key.1), |c| step(c, now, tx)))?;
+    answer(shared, key, Some(call), rx).await
 }
 
-/// Waits for the answer `rx` to call `call` filed under `key` (the core answers
-/// [`CallError::Timeout`] at the call's deadline); a call whose future is dropped is given
-/// up in the core, so its answer goes to the next call filed under `key`.
+/// Waits for the answer `rx` to call `call` (of a shard's core) filed under `key` (the
+/// core answers [`CallError::Timeout`] at the call's deadline); a call whose future is
+/// dropped is given up in its core, so its answer goes to the next call filed under
+/// `key`. A call of no one core (`None`: merged from several) is given up by its caller.
 async fn answer(
     shared: &Shared,
     key: CallKey,
-    call: CallId,
+    call: Option<(usize, CallId)>,
     rx: oneshot::Receiver<std::result::Result<u64, CallError>>,
 ) -> Result<u64> {
-    struct GiveUp<'a>(&'a Shared, CallKey, CallId, bool);
+    struct GiveUp<'a>(&'a Shared, CallKey, Option<(usize, CallId)>, bool);
     impl Drop for GiveUp<'_> {
         fn drop(&mut self) {
-            if self.3 {
-                self.0.core().abandon(self.1, self.2);
+            if let (true, Some((shard, call))) = (self.3, self.2)
+                && let Some(core) = self.0.core().core(shard)
+            {
+                core.abandon(self.1, call);
             }
         }
     }
@@ -845,7 +933,18 @@ impl Drop for AsyncClient {
         for t in &self.tasks {
             t.abort();
         }
-        self.shared.out.close();
+        for t in self
+            .shared
+            .opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            t.abort();
+        }
+        for out in &self.shared.outs {
+            out.close();
+        }
         data::forget_app(self.shared.pool(), self.shared.app);
     }
 }

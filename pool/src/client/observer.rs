@@ -50,7 +50,7 @@ impl Observer {
             .enable_all()
             .build()?;
         let conn = rt.block_on(async {
-            let mut conn = driver::connect(info, timeout, &[]).await?;
+            let mut conn = driver::connect(&info.endpoints, timeout, &[]).await?;
             let join = super::join_message(
                 info,
                 (who, 0, ""),
@@ -59,7 +59,7 @@ impl Observer {
                 true,
                 Role::Observer,
             );
-            driver::handshake(&mut conn, join, &info.secret, timeout).await?;
+            driver::handshake(&mut conn, join, info, timeout).await?;
             Result::Ok(conn)
         })?;
         Ok(Observer {

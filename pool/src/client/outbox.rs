@@ -65,9 +65,12 @@ impl WriteIo {
 }
 
 struct State {
-    /// The socket's write half; `None` once the connection failed or the client closed
-    /// it: nothing is sent any more.
+    /// The socket's write half; `None` before the connection is open (`pending`) and once
+    /// it failed or the client closed it: nothing is sent any more then.
     io: Option<Arc<WriteIo>>,
+    /// The connection is not open yet (a shard's, opened when the app first needs it):
+    /// what is sent waits in `unsent` until [`Outbox::attach`].
+    pending: bool,
     /// Encoded bytes the socket has not taken yet.
     unsent: Vec<u8>,
     /// `unsent` holds deferred notices only (the socket had room): the writer task sends
@@ -123,6 +126,7 @@ impl Outbox {
         Arc::new(Outbox {
             state: Mutex::new(State {
                 io: Some(Arc::new(io)),
+                pending: false,
                 unsent: Vec::new(),
                 deferred: false,
                 ticking: false,
@@ -132,21 +136,53 @@ impl Outbox {
         })
     }
 
+    /// The outbox of a connection not open yet: what is sent waits until
+    /// [`Outbox::attach`] gives it the connection.
+    pub(crate) fn pending() -> Arc<Outbox> {
+        Arc::new(Outbox {
+            state: Mutex::new(State {
+                io: None,
+                pending: true,
+                unsent: Vec::new(),
+                deferred: false,
+                ticking: false,
+                fresh: false,
+            }),
+            kick: Notify::new(),
+        })
+    }
+
+    /// Whether the connection was never opened (see [`Outbox::pending`]).
+    pub(crate) fn never_opened(&self) -> bool {
+        self.state().pending
+    }
+
     /// Closes the write half now, whoever still holds the client's shared state (a
     /// forgotten subscription, say): the PM sees the connection end.
     pub(crate) fn close(&self) {
         let mut st = self.state();
         st.io = None;
+        st.pending = false;
         st.unsent.clear();
         drop(st);
         self.kick.notify_one();
     }
 
-    /// Writes to `io` from now on, a new connection to the PM (a client that rejoined a
-    /// manager that took over: see `reclaim`); nothing of the old one is left.
+    /// Writes to `io` from now on: the connection opened for a pending outbox (what
+    /// waits is written now), or a new connection to the PM (a client that rejoined a
+    /// manager that took over: see `reclaim`; nothing of the old one is left).
     pub(crate) fn attach(&self, io: WriteIo) {
         let mut st = self.state();
         st.io = Some(Arc::new(io));
+        if std::mem::take(&mut st.pending) {
+            Self::flush(&mut st);
+            let left = !st.unsent.is_empty() || st.ticking;
+            drop(st);
+            if left {
+                self.kick.notify_one();
+            }
+            return;
+        }
         st.unsent.clear();
         st.deferred = false;
         st.ticking = false;
@@ -185,7 +221,7 @@ impl Outbox {
         Self::flush(&mut st);
         // Left bytes, or the connection just failed: the writer task takes over (and, on
         // failure, ends, which closes the client).
-        let broken = st.io.is_none();
+        let broken = st.io.is_none() && !st.pending;
         if broken || !st.unsent.is_empty() {
             self.kick.notify_one();
         }
@@ -246,7 +282,7 @@ impl Outbox {
     /// # Errors
     /// [`CallError::Closed`](crate::CallError::Closed) once the connection failed; an encoding error.
     fn queue(st: &mut State, msgs: &[ToPm]) -> Result<()> {
-        if st.io.is_none() {
+        if st.io.is_none() && !st.pending {
             return Err(ClientError::Call(CallError::Closed));
         }
         for frame in proto::encode_split(msgs)? {

@@ -1,10 +1,13 @@
-//! Through the loss of the pool manager (see docs/developers/failover.md): a client whose
-//! connection ends without the manager's BYE keeps what it holds and its waiting calls
-//! (the core's [`lost`](pool_core::client::ClientCore::lost)), looks for the manager that
-//! takes over (where it found the first, see [`ReclaimOptions::find`], and the endpoints
-//! the PM info lists), joins it under its old app id and replays what it holds (the
-//! core's [`rejoin`](pool_core::client::ClientCore::rejoin)), all within
-//! [`ReclaimOptions::timeout`]. The application's calls only wait meanwhile.
+//! A shard's control connection, from its opening (for shard 0, by the join; for another,
+//! when the app first needs it) through the loss of its manager (see
+//! docs/developers/failover.md): a client whose connection ends without the manager's
+//! BYE keeps what it holds there and its waiting calls (the core's
+//! [`lost`](pool_core::client::Sharded::lost)), looks for the manager that takes over
+//! that shard (where it found the first, see [`ReclaimOptions::find`], and the endpoints
+//! the PM info lists for the shard), joins it under its old app id and replays what it
+//! holds (the core's [`rejoin`](pool_core::client::Sharded::rejoin)), all within
+//! [`ReclaimOptions::timeout`]. The application's calls only wait meanwhile; the other
+//! shards serve on.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,52 +64,86 @@ enum Attempt {
     Never(String),
 }
 
-/// Starts the driver's task for the control connection: the writer (what the socket did
-/// not take when a caller sent it) and the reader (each message of the PM to the
+/// Starts the driver's task for the control connection of shard `shard`, connected
+/// already (`reader`: shard 0's, by the join) or opened now: the writer (what the socket
+/// did not take when a caller sent it) and the reader (each message of the PM to the
 /// protocol's core, which says what to do with it). When either ends, the client rejoins
 /// a manager that takes over where it may (see `reclaim`) and goes on with that
 /// connection, or closes.
-pub(crate) fn spawn(reader: FrameReader, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    shard: usize,
+    reader: Option<FrameReader>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut reader = reader;
+        let mut reader = match reader {
+            Some(r) => r,
+            None => match open(&shared, shard).await {
+                Some(r) => r,
+                None => return driver::close(&shared, shard),
+            },
+        };
         loop {
             tokio::select! {
-                () = shared.out.drain() => {}
-                () = driver::read_loop(&mut reader, &shared) => {}
+                () = shared.outs[shard].drain() => {}
+                () = driver::read_loop(&mut reader, &shared, shard) => {}
             }
-            match after_loss(&shared).await {
+            match after_loss(&shared, shard).await {
                 Some(next) => reader = next,
-                None => return driver::close(&shared),
+                None => return driver::close(&shared, shard),
             }
         }
     })
 }
 
-/// The connection ended: with reclaim on and a loss to reclaim from, finds the next
-/// manager and rejoins it; the reader of its connection, or `None` when the client is
-/// closed (no reclaim, the manager said BYE, the app left, or no manager took it back in
-/// time: every waiting call has failed then).
-pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
-    shared.out.close();
+/// Opens the connection to shard `shard`'s manager, which the app needs now: what its
+/// core sent meanwhile (its JOIN first) is written then; `None` when no endpoint of the
+/// shard answered within the client's timeout (the core is closed then: its calls fail).
+async fn open(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
+    let info = shared.pm_info();
+    let endpoints = info.shard(shard).unwrap_or_default();
+    let exclude = shared.rejoin.as_ref().map_or(&[][..], |r| &r.exclude[..]);
+    match driver::connect(endpoints, shared.timeout, exclude).await {
+        Ok(c) => {
+            shared.outs[shard].attach(c.writer);
+            Some(c.reader)
+        }
+        Err(e) => {
+            tracing::error!(
+                "pool client: no connection to shard {shard} of the pool: {e}; the calls on its names fail"
+            );
+            shared.outs[shard].close();
+            None
+        }
+    }
+}
+
+/// The connection to shard `shard` ended: with reclaim on and a loss to reclaim from,
+/// finds the manager that takes over that shard and rejoins it; the reader of its
+/// connection, or `None` when the shard's core is closed (no reclaim, the manager said
+/// BYE, the app left, or no manager took it back in time: every call waiting there has
+/// failed then).
+pub(crate) async fn after_loss(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
+    shared.outs[shard].close();
     let rejoin = shared.rejoin.as_ref()?;
     let until = Instant::now() + rejoin.options.timeout;
     let lost = shared.with_core(|c| {
-        c.lost(Instant::now(), until);
-        Ok(c.is_lost())
+        c.lost(Instant::now(), shard, until);
+        Ok(c.core(shard).is_some_and(|c| c.is_lost()))
     });
     if !matches!(lost, Ok(true)) {
         return None;
     }
     tracing::warn!(
-        "pool client: lost the pool manager; waiting up to {:.1} s for one to take over (MSTRO_PM_RECLAIM_TIMEOUT)",
+        "pool client: lost the pool manager (shard {shard}); waiting up to {:.1} s for one to take over (MSTRO_PM_RECLAIM_TIMEOUT)",
         rejoin.options.timeout.as_secs_f64()
     );
     let started = Instant::now();
     let mut pause = Duration::from_millis(20);
     let mut last = String::new();
-    while Instant::now() < until && !shared.core().is_closed() {
+    while Instant::now() < until && !shard_closed(shared, shard) {
         let info = look(shared, rejoin).await;
-        match attempt(shared, rejoin, &info, until).await {
+        match attempt(shared, rejoin, &info, until, shard).await {
             Ok(reader) => {
                 tracing::warn!(
                     "pool client: rejoined the pool manager that took over after {:.2} s; what this app holds is offered again",
@@ -124,7 +161,7 @@ pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
                 last = why;
             }
         }
-        shared.out.close();
+        shared.outs[shard].close();
         let left = until.saturating_duration_since(Instant::now());
         tokio::time::sleep(pause.min(left)).await;
         pause = (pause * 2).min(MOST_PAUSE);
@@ -136,6 +173,11 @@ pub(crate) async fn after_loss(shared: &Arc<Shared>) -> Option<FrameReader> {
         );
     }
     None
+}
+
+/// Whether the core of shard `shard` closed (or is none).
+fn shard_closed(shared: &Shared, shard: usize) -> bool {
+    shared.core().core(shard).is_none_or(|c| c.is_closed())
 }
 
 /// Where to look now: what the finder finds, else the PM info last joined.
@@ -156,13 +198,15 @@ pub(crate) async fn found(find: Option<&Finder>) -> Option<PmInfo> {
         .flatten()
 }
 
-/// Connects to `info`'s endpoints and runs the rejoin's handshake; the new connection's
-/// reader once the manager welcomed the app back and its replay is written.
+/// Connects to the endpoints `info` lists for shard `shard` and runs the rejoin's
+/// handshake; the new connection's reader once the manager welcomed the app back and its
+/// replay is written.
 async fn attempt(
     shared: &Arc<Shared>,
     rejoin: &Rejoin,
     info: &PmInfo,
     until: Instant,
+    shard: usize,
 ) -> Result<FrameReader, Attempt> {
     if info.workflow != rejoin.join.workflow {
         return Err(Attempt::Never(format!(
@@ -170,18 +214,24 @@ async fn attempt(
             info.workflow, rejoin.join.workflow
         )));
     }
+    let Some(endpoints) = info.shard(shard) else {
+        return Err(Attempt::Never(format!(
+            "the PM info found lists {} shards, not shard {shard}",
+            info.shards().count()
+        )));
+    };
     let limit = until.saturating_duration_since(Instant::now());
-    let connected = driver::connect(info, limit, &rejoin.exclude)
+    let connected = driver::connect(endpoints, limit, &rejoin.exclude)
         .await
         .map_err(|e| Attempt::Again(e.to_string()))?;
     let mut reader = connected.reader;
-    shared.out.attach(connected.writer);
+    shared.outs[shard].attach(connected.writer);
     let _ = shared.with_core(|c| {
-        c.rejoin(Instant::now(), rejoin.join.clone(), &info.secret);
+        c.rejoin(Instant::now(), shard, &info.secret);
         Ok(())
     });
     loop {
-        let joined = shared.core().joined().cloned();
+        let joined = shared.core().core(shard).and_then(|c| c.joined().cloned());
         match joined {
             Some(Ok(_)) => return Ok(reader),
             Some(Err(e)) => return Err(judge(e)),
@@ -191,13 +241,16 @@ async fn attempt(
         let got = reader.expect(Op::Join, limit.min(shared.timeout)).await;
         let handled = shared.with_core(|c| {
             match got {
-                Ok(m) => c.handle(Instant::now(), m),
+                Ok(m) => c.handle(Instant::now(), shard, m),
                 // The handshake ended: lost again (the earlier deadline stands).
-                Err(_) => c.lost(Instant::now(), until),
+                Err(_) => c.lost(Instant::now(), shard, until),
             }
-            // Welcomed back: this app's offers are filed under the new manager's instance
-            // before its replay goes out, and so before any ticket names them.
-            if let Some(Ok((_, generation))) = c.joined() {
+            // Welcomed back at shard 0: this app's offers are filed under the new
+            // manager's instance before its replay goes out, and so before any ticket
+            // names them.
+            if shard == 0
+                && let Some(Ok((_, generation))) = c.joined()
+            {
                 shared.rejoined(*generation);
             }
             Ok(())

@@ -248,11 +248,14 @@ impl Subscription {
     pub async fn unsubscribe(mut self) -> Result<()> {
         self.ended = true;
         let sub = self.id;
-        super::ask(&self.shared, (Op::Unsubscribe, sub), |c, now, waiter| {
-            c.unsubscribe(now, sub, waiter)
-        })
-        .await
-        .map(drop)
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let _ = self
+            .shared
+            .with_core(|c| c.unsubscribe(std::time::Instant::now(), sub, tx))?;
+        // Nothing to give up when the wait is dropped: no other call waits under this key.
+        super::answer(&self.shared, (Op::Unsubscribe, sub), None, rx)
+            .await
+            .map(drop)
     }
 }
 

@@ -313,7 +313,8 @@ impl KeptDir {
             };
             let (description, data) = (own.path().join(&name), own.path().join(base));
             match self.adopt_one(manager, (&description, &data), from) {
-                Ok(()) => adopted += 1,
+                Ok(true) => adopted += 1,
+                Ok(false) => {}
                 Err(why) => {
                     tracing::warn!("not adopting {}: {why}", dir.join(base).display());
                 }
@@ -322,13 +323,14 @@ impl KeptDir {
         adopted
     }
 
-    /// Adopts the file `data` as `description` says.
+    /// Adopts the file `data` as `description` says: true once adopted, false for a CDO
+    /// whose home is another shard of the pool (left for that one).
     fn adopt_one(
         &mut self,
         manager: &mut Manager,
         (description, data): (&Path, &Path),
         from: From,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let text = safefs::read_own(description, 1 << 20).map_err(|e| e.to_string())?;
         let size = match from {
             // A regular file of the user's with one name: not a link, not a second name
@@ -348,6 +350,11 @@ impl KeptDir {
             .ok_or("the pool's directory is not UTF-8")?
             .to_string();
         let file = Adopted::described(&text, path).map_err(|e| format!("its description: {e}"))?;
+        if !manager.is_home(&file.name) {
+            // Another shard of the pool adopts it.
+            self.adopted -= 1;
+            return Ok(false);
+        }
         if file.len != size {
             return Err(format!(
                 "it has {size} bytes, its description says {}",
@@ -364,7 +371,7 @@ impl KeptDir {
                 tracing::warn!("removing {} once adopted: {e}", moved.display());
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 

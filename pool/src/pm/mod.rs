@@ -44,6 +44,7 @@ mod kept;
 mod listen;
 pub mod metrics;
 mod resources;
+mod sharded;
 pub mod standby;
 
 pub use crate::admission::{
@@ -55,6 +56,7 @@ pub use listen::PM_DIR_PREFIX;
 use listen::{Halves, Listener, accept_loop};
 use resources::{MemoryReturn, raise_descriptor_limit, wall_clock};
 pub use resources::{default_max_bytes, resident_bytes};
+pub use sharded::ShardedPool;
 
 /// Asks the PM's PMIx host about a JOIN's credential (`PMIx_Validate_credential`).
 pub type CredentialCheck = Arc<dyn Fn(&[u8]) -> CredentialVerdict + Send + Sync>;

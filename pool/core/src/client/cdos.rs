@@ -435,6 +435,7 @@ impl<T: Driver> ClientCore<T> {
                     cdo,
                     source,
                     lent,
+                    shard: self.shard.index(),
                 }));
             }
         }

@@ -46,7 +46,7 @@ pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Ph
 pub use leases::{LEASE_HOLD, MAX_HELD as MAX_HELD_LEASES};
 pub use observer::ObserverCore;
 pub use offers::{GfsUse, Offer, Transport};
-pub use sharded::Sharded;
+pub use sharded::{Route, Sharded};
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
@@ -190,6 +190,10 @@ pub struct Fetch<M> {
     pub source: Source,
     /// Memory the application lent for this CDO's transfer, if any.
     pub lent: Option<M>,
+    /// The shard whose manager issued the ticket (0 in a pool of one): the core the
+    /// driver tells how it went ([`Sharded::fetched`]), as transfer ids are each
+    /// manager's own.
+    pub shard: usize,
 }
 
 /// What the driver is to do.

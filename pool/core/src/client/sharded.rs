@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::{CallError, CallResult, ClientCore, Driver, Event, Transmit};
+use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Transmit};
 use crate::proto::{CdoId, FromPm, Join};
 use crate::shards::Shards;
 
@@ -43,6 +43,38 @@ impl<T: Driver> Driver for Routed<T> {
 
     fn inline(bytes: crate::proto::InlineBytes, lent: Option<T::Memory>) -> T::Data {
         T::inline(bytes, lent)
+    }
+}
+
+/// Which core an operation goes to ([`Sharded::call`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Route<'a> {
+    /// The home of a name (declare, discard).
+    Name(&'a str),
+    /// The core that numbered a CDO (every operation on a declared CDO).
+    Cdo(CdoId),
+    /// A shard by its index (what a shard's manager asked: a ticket's outcome, a served
+    /// piece).
+    Shard(usize),
+}
+
+/// What every core of the client is set up with, the cores made later too.
+#[derive(Default)]
+struct Settings {
+    schemas: Option<std::sync::Arc<crate::schema::Schemas>>,
+    inline_max: Option<usize>,
+    gfs: super::GfsUse,
+}
+
+impl Settings {
+    fn apply<T: Driver>(&self, core: &mut ClientCore<T>) {
+        if let Some(s) = &self.schemas {
+            core.set_schemas(s.clone());
+        }
+        if let Some(bytes) = self.inline_max {
+            core.set_inline_max(bytes);
+        }
+        core.set_gfs(self.gfs);
     }
 }
 
@@ -91,6 +123,8 @@ pub struct Sharded<T: Driver> {
     leaving: Option<(T::Waiter, Instant, usize)>,
     /// The shard whose core is polled first next (so that none starves the others).
     next: usize,
+    /// What every core is set up with.
+    settings: Settings,
 }
 
 impl<T: Driver> Sharded<T> {
@@ -122,6 +156,33 @@ impl<T: Driver> Sharded<T> {
             next_fan: 1,
             leaving: None,
             next: 0,
+            settings: Settings::default(),
+        }
+    }
+
+    /// Every core checks seals against `schemas` (see [`ClientCore::set_schemas`]).
+    pub fn set_schemas(&mut self, schemas: std::sync::Arc<crate::schema::Schemas>) {
+        self.settings.schemas = Some(schemas);
+        self.configure();
+    }
+
+    /// Every core carries offers of at most `bytes` inline (see
+    /// [`ClientCore::set_inline_max`]).
+    pub fn set_inline_max(&mut self, bytes: usize) {
+        self.settings.inline_max = Some(bytes);
+        self.configure();
+    }
+
+    /// Every core uses the global file system as `gfs` says (see [`ClientCore::set_gfs`]).
+    pub fn set_gfs(&mut self, gfs: super::GfsUse) {
+        self.settings.gfs = gfs;
+        self.configure();
+    }
+
+    /// Applies the settings to every core made so far.
+    fn configure(&mut self) {
+        for core in self.cores.iter_mut().flatten() {
+            self.settings.apply(core);
         }
     }
 
@@ -172,6 +233,8 @@ impl<T: Driver> Sharded<T> {
                 self.call_timeout,
                 (app, place),
             );
+            let mut core = core;
+            self.settings.apply(&mut core);
             self.cores[shard] = Some(core);
             self.connect.push_back(shard);
         }
@@ -194,6 +257,88 @@ impl<T: Driver> Sharded<T> {
     pub fn of_cdo(&mut self, now: Instant, cdo: CdoId) -> CallResult<&mut ClientCore<Routed<T>>> {
         let shard = self.shards.of_cdo(cdo);
         self.at(now, shard)
+    }
+
+    /// The shard `route` names.
+    pub fn shard_of(&self, route: Route<'_>) -> usize {
+        match route {
+            Route::Name(name) => self.shards.home(name),
+            Route::Cdo(cdo) => self.shards.of_cdo(cdo),
+            Route::Shard(shard) => shard,
+        }
+    }
+
+    /// Runs `f` on the core `route` names (made now if the app did not use that shard
+    /// yet, see [`Sharded::at`]); `f`'s outcome with the shard.
+    ///
+    /// # Errors
+    /// As [`Sharded::at`]; `f`'s.
+    pub fn call<R>(
+        &mut self,
+        now: Instant,
+        route: Route<'_>,
+        f: impl FnOnce(&mut ClientCore<Routed<T>>) -> CallResult<R>,
+    ) -> CallResult<(usize, R)> {
+        let shard = self.shard_of(route);
+        f(self.at(now, shard)?).map(|r| (shard, r))
+    }
+
+    /// The core `route` names, if the app uses that shard already (to ask what it knows,
+    /// without making one).
+    pub fn known(&self, route: Route<'_>) -> Option<&ClientCore<Routed<T>>> {
+        self.cores
+            .get(self.shard_of(route))
+            .and_then(Option::as_ref)
+    }
+
+    /// The core `route` names, if the app uses that shard already.
+    pub fn known_mut(&mut self, route: Route<'_>) -> Option<&mut ClientCore<Routed<T>>> {
+        let shard = self.shard_of(route);
+        self.core(shard)
+    }
+
+    /// Whether `instance` is the instance (generation) of a shard's manager this app
+    /// joined: a same-process ticket of any of them names the pool this app is in.
+    pub fn is_ours(&self, instance: u64) -> bool {
+        self.cores
+            .iter()
+            .flatten()
+            .any(|c| matches!(c.joined(), Some(Ok((_, g))) if *g == instance))
+    }
+
+    /// Tells every shard the app uses of a change of the fabric it saw (see
+    /// [`ClientCore::report`]): subscribers hear it once, from the shard 0 part of their
+    /// subscription; every manager plans its transfers with it.
+    ///
+    /// # Errors
+    /// As [`ClientCore::report`] at shard 0.
+    pub fn report(&mut self, change: &crate::events::FabricChange) -> CallResult<()> {
+        let mut first = Ok(());
+        for (shard, core) in self.cores() {
+            let r = core.report(change.clone());
+            if shard == 0 {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// The connection to shard `shard` ended for good (see [`ClientCore::close`]): its
+    /// core's waiting calls fail and its subscriptions' parts hear it. Shard 0's takes
+    /// every core with it: the app is out of the pool (its id was shard 0's).
+    pub fn close(&mut self, shard: usize) {
+        if shard == 0 {
+            for (_, core) in self.cores() {
+                core.close();
+            }
+        } else if let Some(core) = self.core(shard) {
+            core.close();
+        }
+    }
+
+    /// Whether shard 0's core closed: the app is out of the pool.
+    pub fn is_closed(&self) -> bool {
+        self.cores[0].as_ref().is_none_or(ClientCore::is_closed)
     }
 
     /// The next shard whose connection the driver opens (then it hands that core the
@@ -341,6 +486,15 @@ impl<T: Driver> Sharded<T> {
         Ok(fan)
     }
 
+    /// Ends subscription `sub` (the id [`Sharded::subscribe`] answered, or will) at every
+    /// shard without waiting for an answer: a part set up is ended now, one not answered
+    /// yet when its answer comes (a subscription given up, or dropped).
+    pub fn drop_subscription(&mut self, sub: u64) {
+        if let Some(f) = self.fans.remove(&sub) {
+            self.end_parts(f.parts.into_iter().enumerate());
+        }
+    }
+
     /// Ends the parts of a subscription, each at its shard (those asked and not set up
     /// yet are ended when their answer comes).
     fn end_parts(&mut self, parts: impl IntoIterator<Item = (usize, Part)>) {
@@ -399,7 +553,9 @@ impl<T: Driver> Sharded<T> {
     /// # Errors
     /// [`CallError::Closed`] when shard 0's core closed; `WrongState` (refused) while a
     /// leave is under way.
-    pub fn leave(&mut self, now: Instant, waiter: T::Waiter) -> CallResult<()> {
+    /// Returns shard 0's call when it is asked at once (the app used no other shard), to
+    /// give up with [`ClientCore::abandon`].
+    pub fn leave(&mut self, now: Instant, waiter: T::Waiter) -> CallResult<Option<CallId>> {
         if self.leaving.is_some() {
             return Err(CallError::Refused {
                 op: crate::proto::Op::Leave,
@@ -418,10 +574,10 @@ impl<T: Driver> Sharded<T> {
         }
         if others == 0 {
             let first = self.core(0).ok_or(CallError::Closed)?;
-            return first.leave(now, Waiter::App(waiter)).map(|_| ());
+            return first.leave(now, Waiter::App(waiter)).map(Some);
         }
         self.leaving = Some((waiter, now, others));
-        Ok(())
+        Ok(None)
     }
 
     /// Shard `shard` answered the leave with `result` (its BYE, or why not: left all the
@@ -473,12 +629,13 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Ends subscription `sub` (the id [`Sharded::subscribe`] answered) at every shard:
-    /// its events stop here now; `waiter` hears once shard 0 ended its part.
+    /// its events stop here now; `waiter` hears once shard 0 ended its part (its call
+    /// returned, to give up with [`ClientCore::abandon`]).
     ///
     /// # Errors
     /// `Protocol` for a subscription that is none, or not answered yet; as
     /// [`ClientCore::unsubscribe`].
-    pub fn unsubscribe(&mut self, now: Instant, sub: u64, waiter: T::Waiter) -> CallResult<()> {
+    pub fn unsubscribe(&mut self, now: Instant, sub: u64, waiter: T::Waiter) -> CallResult<CallId> {
         let first = self.fans.get(&sub).and_then(|f| f.parts.first().copied());
         let Some(Part::Live(first)) = first.filter(|_| self.fans[&sub].waiter.is_none()) else {
             return Err(CallError::Protocol(format!(
@@ -490,7 +647,6 @@ impl<T: Driver> Sharded<T> {
         }
         let core = self.core(0).ok_or(CallError::Closed)?;
         core.unsubscribe(now, first, Waiter::App(waiter))
-            .map(|_| ())
     }
 
     /// The connection to shard `shard`'s manager ended at `now`: its core waits until
@@ -504,9 +660,11 @@ impl<T: Driver> Sharded<T> {
 
     /// The manager that took over shard `shard` is there: its core joins it on a new
     /// connection ([`Sharded::poll_connect`] gives the shard again), reclaiming its app id
-    /// (and naming it as a member at a shard other than 0), then replays what it holds
-    /// there ([`ClientCore::rejoin`]).
-    pub fn rejoin(&mut self, now: Instant, shard: usize) {
+    /// (and naming it as a member at a shard other than 0) with proof of `secret` (the
+    /// workflow's, as the PM info found says), then replays what it holds there
+    /// ([`ClientCore::rejoin`]).
+    pub fn rejoin(&mut self, now: Instant, shard: usize, secret: &[u8]) {
+        secret.clone_into(&mut self.secret);
         let mut join = self.join.clone();
         let Some(core) = self.cores.get_mut(shard).and_then(Option::as_mut) else {
             return;

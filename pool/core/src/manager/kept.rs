@@ -310,10 +310,18 @@ impl Manager {
     /// # Errors
     /// [`Refusal::NotKept`] when the pool keeps no files, the file is not one of its
     /// directory, or the pool holds [`policy::Policy::max_kept_bytes`] already;
-    /// [`Refusal::BadName`] for a name that is none.
+    /// [`Refusal::BadName`] for a name that is none; [`Refusal::Shard`] for a name whose
+    /// home is another shard (that one adopts it).
     pub fn adopt(&mut self, now: Instant, file: Adopted) -> Result<CdoId, Refusal> {
         self.advance(now);
         proto::check_name(&file.name)?;
+        if !self.is_home(&file.name) {
+            return Err(Refusal::Shard(format!(
+                "CDO {} lives at shard {} of the pool, not at this one",
+                file.name,
+                self.shard.of().home(&file.name)
+            )));
+        }
         let Some(dir) = &self.kept.dir else {
             return Err(Refusal::NotKept("this pool manager keeps no files".into()));
         };

@@ -646,11 +646,16 @@ impl Manager {
     // The fabric's changes.
 
     /// Reports a fabric change (a link down or up, a lost node or process) to subscribers
-    /// of [`EventKind::Fabric`].
+    /// of [`EventKind::Fabric`]. In a sharded pool only shard 0 tells them (an app
+    /// reports a change to every shard, each plans its transfers with it): a subscriber
+    /// hears it once.
     pub fn fabric_event(&mut self, now: Instant, detail: &str) {
         self.advance(now);
         let at = self.events.clock().unix_ns(self.events.now());
         self.stats.fabric_event(at, detail);
+        if !self.shard.numbers_apps() {
+            return;
+        }
         self.emit(EventKind::Fabric, 0, None, detail, false);
     }
 

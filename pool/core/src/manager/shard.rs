@@ -23,6 +23,12 @@ impl Manager {
         self.shard
     }
 
+    /// Whether this manager is the home of the CDOs named `name` (the only one, in a pool
+    /// of one manager).
+    pub fn is_home(&self, name: &str) -> bool {
+        self.shard.of().home(name) == self.shard.index()
+    }
+
     /// The app id a JOIN gets here, given what it reclaims and the member id it claims:
     /// at shard 0 as [`Manager::reclaimed_id`] decides (no member id); at another shard
     /// the member id, once (a reclaim in a grace period names the same app).

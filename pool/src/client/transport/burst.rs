@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use fabric::{Buffer, MemoryRegion};
 use pool_core::client::Fetch;
 
+use super::Transfer;
 use super::host::{self, INLINE_COPY};
 use crate::client::Shared;
 use crate::client::data::CdoData;
-use crate::proto::{Direct, ProcessMemory, Source, TransferId};
+use crate::proto::{Direct, ProcessMemory, Source};
 
 /// The copies gathered during a burst, with the process each is copied from (`None`: no
 /// burst under way).
@@ -107,8 +108,10 @@ pub(crate) fn end(shared: &Arc<Shared>) {
     }
     // Fails only when the connection is gone, which the client hears of anyway.
     let _ = shared.with_core(|c| {
-        for (transfer, data) in done {
-            c.fetched(transfer, Ok((data, Some(Direct::Copied))));
+        for ((shard, transfer), data) in done {
+            if let Some(core) = c.core(shard) {
+                core.fetched(transfer, Ok((data, Some(Direct::Copied))));
+            }
         }
         Ok(())
     });
@@ -116,7 +119,8 @@ pub(crate) fn end(shared: &Arc<Shared>) {
 
 /// A gathered ticket with where its bytes land.
 struct Gathered {
-    transfer: TransferId,
+    /// The shard that issued the ticket and its transfer there.
+    transfer: Transfer,
     cdo: crate::proto::CdoId,
     source: Source,
     landing: Landing,
@@ -133,10 +137,11 @@ impl Gathered {
             }
         };
         Fetch {
-            transfer: self.transfer,
+            transfer: self.transfer.1,
             cdo: self.cdo,
             source: self.source,
             lent,
+            shard: self.transfer.0,
         }
     }
 
@@ -158,7 +163,7 @@ fn copy_all(
     shared: &Arc<Shared>,
     pid: u32,
     fetches: Vec<Fetch<Buffer>>,
-) -> std::result::Result<Vec<(TransferId, CdoData)>, Vec<Fetch<Buffer>>> {
+) -> std::result::Result<Vec<(Transfer, CdoData)>, Vec<Fetch<Buffer>>> {
     let mut gathered = Vec::with_capacity(fetches.len());
     let mut rest = fetches.into_iter();
     let mut failed = None;
@@ -231,6 +236,7 @@ fn gather(
         cdo,
         source,
         lent,
+        shard,
     } = f;
     let landing = match lent.filter(|b| b.len() >= len) {
         Some(b) => Ok(Landing::Lent(b)),
@@ -246,7 +252,7 @@ fn gather(
     };
     match landing {
         Ok(landing) => Ok(Gathered {
-            transfer,
+            transfer: (shard, transfer),
             cdo,
             source,
             landing,
@@ -259,6 +265,7 @@ fn gather(
                 cdo,
                 source,
                 lent: None,
+                shard,
             },
         ))),
     }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use fabric::Buffer;
 
-use super::{Executor, Got};
+use super::{Executor, Got, Transfer};
 use crate::client::data;
 use crate::client::gfs::Gfs as Dir;
 use crate::client::{ClientError, Result, Shared};
-use crate::proto::{CdoId, GfsFile, TransferId};
+use crate::proto::{CdoId, GfsFile};
 
 /// See the module's documentation.
 pub(super) struct Gfs;
@@ -22,7 +22,7 @@ impl Executor for Gfs {
 
     async fn fetch(
         shared: &Arc<Shared>,
-        _: TransferId,
+        _: Transfer,
         file: GfsFile,
         len: usize,
         lent: Option<Buffer>,
@@ -62,6 +62,7 @@ pub(crate) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
     let missing = "not offered here with a GFS directory";
     off_thread(
         shared,
+        cdo,
         missing,
         move |g| match offer {
             Some(offer) => g.write(cdo, offer.as_slice()).map_err(|e| e.to_string()),
@@ -77,6 +78,7 @@ pub(crate) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
 pub(crate) fn hand_over(shared: &Arc<Shared>, cdo: CdoId, dir: Arc<str>) {
     off_thread(
         shared,
+        cdo,
         "this app has no GFS directory",
         move |g| {
             let linked = g.hand_over(cdo, &dir).map_err(|e| e.to_string())?;
@@ -91,9 +93,10 @@ pub(crate) fn hand_over(shared: &Arc<Shared>, cdo: CdoId, dir: Arc<str>) {
 /// core the PM's request or a withdraw waits for.
 fn off_thread<R: Send + 'static>(
     shared: &Arc<Shared>,
+    cdo: CdoId,
     missing: &'static str,
     work: impl FnOnce(&Dir) -> std::result::Result<R, String> + Send + 'static,
-    tell: impl FnOnce(&mut crate::client::Core, std::result::Result<R, String>) + Send + 'static,
+    tell: impl FnOnce(&mut crate::client::ShardCore, std::result::Result<R, String>) + Send + 'static,
 ) {
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
@@ -105,7 +108,9 @@ fn off_thread<R: Send + 'static>(
             None => Err(missing.to_string()),
         };
         let _ = shared.with_core(|c| {
-            tell(c, outcome);
+            if let Some(core) = c.known_mut(pool_core::client::Route::Cdo(cdo)) {
+                tell(core, outcome);
+            }
             Ok(())
         });
     });

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use fabric::Buffer;
 
-use super::{Executor, Got};
+use super::{Executor, Got, Transfer};
 use crate::client::data::CdoData;
 use crate::client::{Result, Shared};
-use crate::proto::{InlineBytes, TransferId};
+use crate::proto::InlineBytes;
 
 /// See the module's documentation.
 pub(super) struct Inline;
@@ -33,7 +33,7 @@ impl Executor for Inline {
     /// The core carries these out itself; the same, should one come here.
     async fn fetch(
         _: &Arc<Shared>,
-        _: TransferId,
+        _: Transfer,
         bytes: InlineBytes,
         _: usize,
         lent: Option<Buffer>,

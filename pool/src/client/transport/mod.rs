@@ -34,6 +34,10 @@ use super::data::CdoData;
 use super::{ClientError, Result, Shared};
 use crate::proto::{Direct, Source, TransferId};
 
+/// A transfer as a client knows it: the shard whose manager issued its ticket, and its
+/// id there (each manager numbers its own).
+pub(super) type Transfer = (usize, TransferId);
+
 /// A ticket's bytes here, and whether (and how) they were taken straight from the
 /// provider's memory.
 pub(super) type Got = (CdoData, Option<Direct>);
@@ -43,16 +47,16 @@ pub(super) trait Executor {
     /// What the ticket names: its [`Source`] variant's fields.
     type Ticket;
 
-    /// Gets the `len` bytes `ticket` names for transfer `transfer`, into `lent` (memory
-    /// the application lent for this CDO, at least `len` bytes) where the transport lands
-    /// bytes where it is told.
+    /// Gets the `len` bytes `ticket` names for transfer `transfer` (the shard whose
+    /// manager issued it and its id there), into `lent` (memory the application lent for
+    /// this CDO, at least `len` bytes) where the transport lands bytes where it is told.
     ///
     /// # Errors
     /// The transport's failure: the core reports it to the PM, which tickets another
     /// provider or fails the demand.
     fn fetch(
         shared: &Arc<Shared>,
-        transfer: TransferId,
+        transfer: Transfer,
         ticket: Self::Ticket,
         len: usize,
         lent: Option<Buffer>,
@@ -76,16 +80,21 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
         transfer,
         source,
         lent,
+        shard,
         ..
     } = fetch;
     let kind = source.kind();
-    let got = get(&shared, transfer, source, lent).await.map_err(|e| {
-        tracing::debug!("pool client: transfer {transfer} ({kind}): {e}");
-        e.to_string()
-    });
+    let got = get(&shared, (shard, transfer), source, lent)
+        .await
+        .map_err(|e| {
+            tracing::debug!("pool client: transfer {transfer} of shard {shard} ({kind}): {e}");
+            e.to_string()
+        });
     // Fails only when the connection is gone, which the client hears of anyway.
     let _ = shared.with_core(|c| {
-        c.fetched(transfer, got);
+        if let Some(core) = c.core(shard) {
+            core.fetched(transfer, got);
+        }
         Ok(())
     });
 }
@@ -94,7 +103,7 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
 /// application lent for this CDO) where it fits and the transport allows.
 async fn get(
     shared: &Arc<Shared>,
-    transfer: TransferId,
+    transfer: Transfer,
     source: Source,
     lent: Option<Buffer>,
 ) -> Result<Got> {

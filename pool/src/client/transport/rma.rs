@@ -12,10 +12,10 @@ use fabric::access::RemoteRead;
 use fabric::{Buffer, MemoryRegion, Peer, RemoteRegion};
 
 use super::host::{self, Taken};
-use super::{Executor, Got};
+use super::{Executor, Got, Transfer};
 use crate::client::data::{self, CdoData};
 use crate::client::{ClientError, Result, Shared};
-use crate::proto::{self, HostMemory, Op, TransferId};
+use crate::proto::{self, HostMemory, Op};
 
 /// What an RMA ticket names (see [`proto::Source::Rma`]).
 pub(super) struct Ticket {
@@ -37,7 +37,7 @@ impl Executor for Rma {
 
     async fn fetch(
         shared: &Arc<Shared>,
-        _: TransferId,
+        _: Transfer,
         ticket: Ticket,
         len: usize,
         mut lent: Option<Buffer>,

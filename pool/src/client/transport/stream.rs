@@ -9,7 +9,7 @@ use fabric::Buffer;
 use pool_core::client::Piece;
 use tokio::sync::mpsc;
 
-use super::{Executor, Got};
+use super::{Executor, Got, Transfer};
 use crate::client::data::{self, CdoData};
 use crate::client::{ClientError, Result, Shared};
 use crate::proto::{CdoId, TransferId};
@@ -23,7 +23,7 @@ impl Executor for Stream {
 
     async fn fetch(
         shared: &Arc<Shared>,
-        transfer: TransferId,
+        transfer: Transfer,
         (): (),
         len: usize,
         _: Option<Buffer>,
@@ -32,23 +32,32 @@ impl Executor for Stream {
     }
 }
 
-/// Removes a stream's route when the fetch ends, however it ends.
-struct Route<'a>(&'a Shared, TransferId);
+/// Removes a stream's route (of a shard's transfer) when the fetch ends, however it
+/// ends.
+struct Route<'a>(&'a Shared, Transfer);
 
 impl Drop for Route<'_> {
     fn drop(&mut self) {
-        self.0.core().unroute(self.1);
+        let (shard, transfer) = self.1;
+        if let Some(core) = self.0.core().core(shard) {
+            core.unroute(transfer);
+        }
     }
 }
 
 /// Fetches a stream transfer: the core asks for the pieces (a window of them at a time)
 /// and checks each; here they land in the CDO's buffer.
-async fn stream(shared: &Arc<Shared>, transfer: TransferId, size: usize) -> Result<CdoData> {
+async fn stream(shared: &Arc<Shared>, (shard, transfer): Transfer, size: usize) -> Result<CdoData> {
     let len = size as u64;
     let mut buf = Buffer::new(size)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
-    shared.with_core(|c| c.stream(std::time::Instant::now(), transfer, len, tx))?;
-    let _route = Route(shared, transfer);
+    let now = std::time::Instant::now();
+    shared.with_core(|c| {
+        c.call(now, pool_core::client::Route::Shard(shard), |c| {
+            c.stream(now, transfer, len, tx)
+        })
+    })?;
+    let _route = Route(shared, (shard, transfer));
     let mut got = 0u64;
     while got < len {
         // The core ends the stream with an error piece (refusal, bytes not asked for, no
@@ -65,9 +74,16 @@ async fn stream(shared: &Arc<Shared>, transfer: TransferId, size: usize) -> Resu
     Ok(CdoData::own(buf, size))
 }
 
-/// Answers the PM's request for a piece of one of this app's offers (a range of it the
-/// core checked: [`pool_core::client::Event::Serve`]).
-pub(crate) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offset: u64, len: u64) {
+/// Answers the request of shard `shard`'s manager for a piece of one of this app's offers
+/// (a range of it the core checked: [`pool_core::client::Event::Serve`]).
+pub(crate) fn serve(
+    shared: &Arc<Shared>,
+    shard: usize,
+    transfer: TransferId,
+    cdo: CdoId,
+    offset: u64,
+    len: u64,
+) {
     let Some(offer) = data::find(&(shared.pool(), shared.app, cdo)) else {
         tracing::warn!("pool client: asked to serve CDO {cdo}, which was withdrawn meanwhile");
         return;
@@ -77,5 +93,8 @@ pub(crate) fn serve(shared: &Arc<Shared>, transfer: TransferId, cdo: CdoId, offs
     let Some(bytes) = offer.as_slice().get(at..at + n) else {
         return;
     };
-    let _ = shared.with_core(|c| c.served(transfer, offset, bytes.to_vec()));
+    let _ = shared.with_core(|c| match c.core(shard) {
+        Some(core) => core.served(transfer, offset, bytes.to_vec()),
+        None => Ok(()),
+    });
 }
