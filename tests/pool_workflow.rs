@@ -204,6 +204,48 @@ fn a_pool_of_four_shards_serves_a_workflow_as_one_manager_does() {
         Duration::from_secs(180),
     );
     out.assert_workflow(40);
+    // `maestro pool` shows one pool: every shard's part, the apps of shard 0.
+    let status = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["pool", "status"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        status.stdout.contains("one pool of 4 shards"),
+        "{}",
+        status.stdout
+    );
+    for s in 0..4 {
+        assert!(
+            status.stdout.contains(&format!("shard {s} of 4:")),
+            "{}",
+            status.stdout
+        );
+    }
+    let json = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["pool", "status", "--json"]),
+        Duration::from_secs(30),
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON status");
+    let shards = v["shards"].as_array().expect("shards");
+    assert_eq!(shards.len(), 4, "{v}");
+    let offers: u64 = shards.iter().filter_map(|s| s["cdos"].as_u64()).sum();
+    let offered = v["operations"]["offer"].as_u64().unwrap_or(0);
+    assert!(
+        offered >= 80,
+        "two producers offered 40 CDOs each, over the shards: {v}"
+    );
+    assert_eq!(
+        offers,
+        v["cdos"]
+            .as_object()
+            .map_or(0, |c| c.values().filter_map(|n| n.as_u64()).sum()),
+        "{v}"
+    );
     let end = pm.terminate(Duration::from_secs(10));
     assert_eq!(end.code(), Some(0), "{end:?}");
     let refused = run(

@@ -4,7 +4,9 @@
 //! operation but a query. `maestro pool` and the launcher's PMIx queries use it.
 //!
 //! It is blocking, with a single-threaded tokio runtime of its own: observers are tools
-//! that ask, print and wait, not parts of an app's hot path.
+//! that ask, print and wait, not parts of an app's hot path. Of a sharded pool it asks
+//! every shard and merges their answers into the view of one pool
+//! ([`View::merge`](pool_core::view::View::merge)).
 
 use std::time::Duration;
 
@@ -31,14 +33,14 @@ pub enum Ended {
 /// Its calls block the thread: called from within a tokio runtime, they panic.
 pub struct Observer {
     rt: tokio::runtime::Runtime,
-    conn: Connected,
-    core: ObserverCore,
+    /// A connection per shard of the pool, each with its questions.
+    conns: Vec<(Connected, ObserverCore)>,
     timeout: Duration,
 }
 
 impl Observer {
-    /// Connects to the PM named by `info` (its endpoints in order) and joins as an
-    /// observer named `who` (shown in the PM's log).
+    /// Connects to the PM named by `info` (its endpoints in order; each shard's, of a
+    /// sharded pool) and joins as an observer named `who` (shown in the PM's log).
     ///
     /// # Errors
     /// [`ClientError::Unreachable`](super::ClientError::Unreachable) when no endpoint answers; [`CallError::Refused`](crate::CallError::Refused) with
@@ -49,25 +51,25 @@ impl Observer {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let conn = rt.block_on(async {
-            let mut conn = driver::connect(&info.endpoints, timeout, &[]).await?;
-            let join = super::join_message(
-                info,
-                (who, 0, ""),
-                Endpoints::default(),
-                None,
-                true,
-                Role::Observer,
-            );
-            driver::handshake(&mut conn, join, info, timeout).await?;
-            Result::Ok(conn)
+        let conns = rt.block_on(async {
+            let mut conns = Vec::new();
+            for shard in 0..info.shards().count() {
+                let endpoints = info.shard(shard).unwrap_or_default();
+                let mut conn = driver::connect(endpoints, timeout, &[]).await?;
+                let join = super::join_message(
+                    info,
+                    (who, 0, ""),
+                    Endpoints::default(),
+                    None,
+                    true,
+                    Role::Observer,
+                );
+                driver::handshake(&mut conn, join, info, timeout).await?;
+                conns.push((conn, ObserverCore::default()));
+            }
+            Result::Ok(conns)
         })?;
-        Ok(Observer {
-            rt,
-            conn,
-            core: ObserverCore::default(),
-            timeout,
-        })
+        Ok(Observer { rt, conns, timeout })
     }
 
     /// Waits up to `limit` for the PM to end this connection (a standby pool manager
@@ -75,7 +77,7 @@ impl Observer {
     /// Messages other than BYE meanwhile are dropped (an observer is sent nothing
     /// unasked).
     pub fn wait_end(&mut self, limit: Duration) -> Option<Ended> {
-        let reader = &mut self.conn.reader;
+        let reader = &mut self.conns.first_mut()?.0.reader;
         self.rt.block_on(async {
             let until = tokio::time::Instant::now() + limit;
             loop {
@@ -90,19 +92,36 @@ impl Observer {
         })
     }
 
-    /// Asks `query` and waits for its answer.
+    /// Asks `query` and waits for its answer (every shard's, merged).
     ///
     /// # Errors
     /// [`CallError::Refused`](crate::CallError::Refused) (not an observer connection), [`CallError::Closed`](crate::CallError::Closed),
     /// [`CallError::Timeout`](crate::CallError::Timeout) after the connection's timeout, [`CallError::Protocol`](crate::CallError::Protocol)
     /// for an answer to another question.
     pub fn query(&mut self, query: Query) -> Result<View> {
-        let frame = proto::encode(&[self.core.ask(query)])?;
-        let (conn, timeout) = (&mut self.conn, self.timeout);
-        let answer = self.rt.block_on(async {
-            conn.writer.write_all(&frame).await?;
-            conn.reader.expect(Op::Query, timeout).await
+        let (conns, timeout) = (&mut self.conns, self.timeout);
+        let views = self.rt.block_on(async {
+            // Asked of every shard before any answer is read: they answer meanwhile.
+            for (conn, core) in conns.iter_mut() {
+                let frame = proto::encode(&[core.ask(query.clone())])?;
+                conn.writer.write_all(&frame).await?;
+            }
+            let mut views = Vec::with_capacity(conns.len());
+            for (conn, core) in conns.iter_mut() {
+                let answer = conn.reader.expect(Op::Query, timeout).await?;
+                views.push(core.answer(answer)?);
+            }
+            Result::Ok(views)
         })?;
-        Ok(self.core.answer(answer)?)
+        let mut views = views;
+        if views.len() == 1
+            && let Some(view) = views.pop()
+        {
+            return Ok(view);
+        }
+        View::merge(&query, views).ok_or_else(|| {
+            crate::CallError::Protocol(format!("the shards' answers to {query:?} differ in kind"))
+                .into()
+        })
     }
 }

@@ -125,6 +125,7 @@ pub fn status(s: &Status) -> String {
         s.app_count, s.observer_count, s.subscriptions, s.transfers_in_flight
     );
     out += &failover(s);
+    out += &shards(s);
     out += &format!("CDOs: {}\n", counts(s.cdos.iter().filter(|(_, n)| **n > 0)));
     out += &format!("operations: {}\n", counts(s.operations.iter()));
     if s.apps.is_empty() {
@@ -166,6 +167,26 @@ pub fn status(s: &Status) -> String {
     ];
     rows.extend(s.apps.iter().map(|a| app_row(a, now_ns)));
     out + "\n" + &table(&rows)
+}
+
+/// The shards of a sharded pool, one line each (nothing for a pool of one manager).
+fn shards(s: &Status) -> String {
+    if s.shards.len() < 2 {
+        return String::new();
+    }
+    let mut out = format!("one pool of {} shards:\n", s.shards.len());
+    for x in &s.shards {
+        out += &format!(
+            "  shard {} of {}: {} CDOs, {:.0} operations/s, {} resident, generation {:x}\n",
+            x.index,
+            x.count,
+            x.cdos,
+            x.operations_per_second,
+            x.memory_bytes.map_or("?".into(), bytes),
+            x.generation
+        );
+    }
+    out
 }
 
 /// `maestro pool ls`.

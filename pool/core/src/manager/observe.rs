@@ -258,6 +258,7 @@ impl Manager {
             .filter_map(|(i, n)| Some((op_name(i)?, *n)))
             .collect();
         let rate = self.stats.rate_at(now);
+        let live = cdos.values().sum();
         Status {
             workflow: self.workflow.clone(),
             protocol: proto::VERSION,
@@ -283,6 +284,14 @@ impl Manager {
             kept_bytes,
             subscriptions: self.events.subscription_count() as u64,
             transfers_in_flight: self.transfers.len() as u64,
+            shards: vec![view::ShardStatus {
+                index: self.shard.index() as u16,
+                count: self.shard.of().count() as u16,
+                cdos: live,
+                operations_per_second: rate,
+                memory_bytes: self.stats.memory_bytes,
+                generation: self.instance,
+            }],
         }
     }
 

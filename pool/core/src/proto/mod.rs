@@ -36,7 +36,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 18;
+pub const VERSION: u8 = 19;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.

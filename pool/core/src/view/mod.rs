@@ -22,6 +22,8 @@ use crate::attr::Attributes;
 use crate::ids::{AppId, CdoId, TransferId};
 use crate::selector::Expr;
 
+mod merge;
+
 /// Most CDOs in one page of [`Query::Ls`].
 pub const MAX_PAGE: u32 = 1000;
 /// Most CDO ids one [`Query::Ls`] looks at: a page may come back short (with
@@ -119,6 +121,29 @@ pub struct Status {
     /// Where the standby pool managers watching this one run (`maestro pm --standby-for`).
     #[serde(default)]
     pub standbys: Vec<String>,
+    /// The pool's managers, by shard (docs/developers/shards.md): one PM tells its own
+    /// place; the status of a sharded pool (its shards' merged: [`View::merge`]) lists
+    /// every shard.
+    #[serde(default)]
+    pub shards: Vec<ShardStatus>,
+}
+
+/// One manager of a pool as its status tells it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct ShardStatus {
+    /// Its shard (0 numbers the apps).
+    pub index: u16,
+    /// How many shards the pool has.
+    pub count: u16,
+    /// Live CDOs it holds (those whose names it is the home of, and the kept ones).
+    pub cdos: u64,
+    /// Operations per second it handled over the last second or more.
+    pub operations_per_second: f64,
+    /// Its resident memory in bytes, where its driver knows it.
+    pub memory_bytes: Option<u64>,
+    /// Its generation (a manager that took over the shard has its own).
+    pub generation: u64,
 }
 
 /// One app as the PM knows it.
