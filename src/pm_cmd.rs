@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pool::bootstrap::{self, PM_INFO_ENV, new_secret};
 use pool::pmix_events;
-use pool::{PmConfig, ShardedPool};
+use pool::{PmConfig, PoolManager, ShardedPool};
 
 /// How long publishing the PM info through PMIx may take.
 const ANNOUNCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -335,26 +335,17 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         None if opts.reclaim => (Some(previous_info(opts)?), None),
         None => (None, None),
     };
-    if opts.shards.count() > 1 && previous.is_some() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "--shards with --reclaim or --standby-for: a sharded pool is taken over shard by shard, which `maestro pm` does not offer yet; start the pool without --shards to have a standby",
-        ));
-    }
-    let mut expect = expect;
-    let pm = ShardedPool::start(opts.shards, |place| {
-        let mut config = config(opts, previous.as_ref())?;
-        config.expect = expect.take();
-        let s = place.index();
-        if s > 0 {
-            config.listen = (config.listen.iter())
-                .map(|a| port_plus(*a, s))
-                .collect::<std::io::Result<_>>()?;
-            config.metrics = config.metrics.map(|a| port_plus(a, s)).transpose()?;
-        }
-        Ok(config)
-    })?;
-    let info = pm.info().clone();
+    let client = pmix_client();
+    let serving = start(opts, previous.as_ref(), expect, client.as_ref())?;
+    let Some(info) = serving.info().cloned() else {
+        // A rank of a job of shards other than 0: rank 0 tells the pool's PM info.
+        let sig = serve(&serving, client.as_ref(), &mut signals);
+        tracing::info!("{sig}: stopping this shard's pool manager");
+        drop(client);
+        return serving
+            .stop()
+            .map_err(|e| std::io::Error::other(format!("the pool manager stopped, but {e}")));
+    };
     // Left behind if this PM is killed: `maestro pm --reclaim` takes over from it.
     let takeover =
         launcher::rundir::takeover_file(&info.workflow).map_err(safefs::Error::into_io)?;
@@ -383,15 +374,6 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             opts.grace.as_secs_f64()
         );
     }
-    for (s, m) in pm.managers().iter().enumerate() {
-        match m.metrics_addr() {
-            Some(addr) if opts.shards.count() > 1 => {
-                eprintln!("maestro pm: metrics of shard {s} at http://{addr}/metrics");
-            }
-            Some(addr) => eprintln!("maestro pm: metrics at http://{addr}/metrics"),
-            None => {}
-        }
-    }
     let info_file = info_file(opts);
     let _held = match &info_file {
         Some(path) => Some(info.write_file(path).map_err(|e| {
@@ -399,9 +381,11 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         })?),
         None => None,
     };
-    let pmix = announce(&info)?;
+    if let Some(c) = &client {
+        announce(c, &info)?;
+    }
     // Without a PMIx host, this node's jobs and tools still find it by the workflow's name.
-    let _on_node = match &pmix {
+    let _on_node = match &client {
         Some(_) => None,
         None => Some(NodePublication::publish(&info)?),
     };
@@ -417,11 +401,162 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             "maestro pm: the PM info (it holds the workflow secret) is not printed: {why}; or use --info-file"
         ),
     }
-    // PMIx events (processes lost, links down or up) become pool events until a signal.
+    let sig = serve(&serving, client.as_ref(), &mut signals);
+    tracing::info!("{sig}: stopping the pool manager");
+    if let Some(client) = &client
+        && let Err(e) = client.unpublish(
+            &[&bootstrap::published_key(&info.workflow)],
+            ANNOUNCE_TIMEOUT,
+        )
+    {
+        tracing::debug!("unpublishing the PM info: {e}");
+    }
+    let ended = serving.stop();
+    drop(client);
+    // Stopped, not gone: nothing to take over.
+    let _ = std::fs::remove_file(&takeover);
+    if let Some(path) = &info_file {
+        // Still ours: `_held` has kept it open and locked.
+        let _ = std::fs::remove_file(path);
+    }
+    ended.map_err(|e| std::io::Error::other(format!("the pool manager stopped, but {e}")))
+}
+
+/// The pool managers this process runs: every shard of the pool (threads of this
+/// process; one manager for a pool of one shard), or the shard of its rank in a job
+/// whose ranks are the pool's shards.
+enum Serving {
+    Pool(ShardedPool),
+    Rank {
+        pm: PoolManager,
+        /// The pool's PM info, at rank 0.
+        pool: Option<bootstrap::PmInfo>,
+    },
+}
+
+impl Serving {
+    /// The managers, by shard.
+    fn managers(&self) -> &[PoolManager] {
+        match self {
+            Serving::Pool(p) => p.managers(),
+            Serving::Rank { pm, .. } => std::slice::from_ref(pm),
+        }
+    }
+
+    /// The pool's PM info, where this process tells it (not at a rank other than 0 of a
+    /// job of shards).
+    fn info(&self) -> Option<&bootstrap::PmInfo> {
+        match self {
+            Serving::Pool(p) => Some(p.info()),
+            Serving::Rank { pool, .. } => pool.as_ref(),
+        }
+    }
+
+    /// Stops the managers.
+    fn stop(self) -> Result<(), String> {
+        match self {
+            Serving::Pool(p) => p.stop(),
+            Serving::Rank { pm, .. } => pm.stop(),
+        }
+    }
+}
+
+/// Starts what `opts` asks: with `--shards K` in a job of `K` ranks (`client` tells), this
+/// rank's shard; otherwise every shard (one manager without `--shards`) in this process.
+///
+/// # Errors
+/// `--shards` with a takeover, or in a job of another number of ranks than shards; the
+/// managers' start errors; the PMIx exchange of a job of shards.
+fn start(
+    opts: &PmOptions,
+    previous: Option<&bootstrap::PmInfo>,
+    expect: Option<Vec<(u64, String)>>,
+    client: Option<&pmix::Client>,
+) -> std::io::Result<Serving> {
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let count = opts.shards.count();
+    if count > 1 && previous.is_some() {
+        return Err(invalid("--shards with --reclaim or --standby-for: a sharded pool is taken over shard by shard, which `maestro pm` does not offer yet; start the pool without --shards to have a standby".into()));
+    }
+    let ranks = client.and_then(|c| c.job_size().ok()).unwrap_or(1) as usize;
+    if let Some(client) = client.filter(|_| count > 1 && ranks > 1) {
+        if ranks != count {
+            return Err(invalid(format!(
+                "--shards {count} in a job of {ranks} ranks: run {count} ranks (a shard each) or one (every shard in it)"
+            )));
+        }
+        let (pm, pool) = bootstrap::start_shards_of_job(
+            client,
+            opts.shards,
+            |place, first| {
+                let mut config = config(opts, None)?;
+                config.shard = Some(place);
+                if let Some(first) = first {
+                    config.workflow.clone_from(&first.workflow);
+                    config.secret.clone_from(&first.secret);
+                }
+                PoolManager::start(config)
+            },
+            ANNOUNCE_TIMEOUT,
+        )
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        eprintln!(
+            "maestro pm: shard {} of {count} of workflow {:?} (rank {})",
+            client.rank(),
+            pm.info().workflow,
+            client.rank()
+        );
+        print_metrics(std::slice::from_ref(&pm), count, client.rank() as usize);
+        return Ok(Serving::Rank { pm, pool });
+    }
+    let mut expect = expect;
+    let pool = ShardedPool::start(opts.shards, |place| {
+        let mut config = config(opts, previous)?;
+        config.expect = expect.take();
+        let s = place.index();
+        if s > 0 {
+            config.listen = (config.listen.iter())
+                .map(|a| port_plus(*a, s))
+                .collect::<std::io::Result<_>>()?;
+            config.metrics = config.metrics.map(|a| port_plus(a, s)).transpose()?;
+        }
+        Ok(config)
+    })?;
+    print_metrics(pool.managers(), count, 0);
+    Ok(Serving::Pool(pool))
+}
+
+/// Says where the managers (shards from `first` of a pool of `count`) serve metrics.
+fn print_metrics(managers: &[PoolManager], count: usize, first: usize) {
+    for (s, m) in managers.iter().enumerate() {
+        match m.metrics_addr() {
+            Some(addr) if count > 1 => {
+                eprintln!(
+                    "maestro pm: metrics of shard {} at http://{addr}/metrics",
+                    first + s
+                );
+            }
+            Some(addr) => eprintln!("maestro pm: metrics at http://{addr}/metrics"),
+            None => {}
+        }
+    }
+}
+
+/// Serves until a signal: PMIx events (processes lost, links down or up) go to every
+/// manager meanwhile. The signal, in words.
+fn serve(
+    serving: &Serving,
+    client: Option<&pmix::Client>,
+    signals: &mut signal_hook::iterator::Signals,
+) -> String {
     let stop = AtomicBool::new(false);
-    let reporters = pm.reporters();
+    let reporters: Vec<_> = serving
+        .managers()
+        .iter()
+        .map(PoolManager::reporter)
+        .collect();
     let sig = std::thread::scope(|s| {
-        if let Some(client) = &pmix {
+        if let Some(client) = client {
             s.spawn(|| {
                 if let Err(e) = pmix_events::forward(client, &stop, |c| {
                     reporters.iter().all(|r| r.report(c.clone()))
@@ -435,26 +570,9 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         sig
     });
     match sig {
-        Some(sig) => tracing::info!("signal {sig}: stopping the pool manager"),
-        None => tracing::info!("the signal handler ended: stopping the pool manager"),
+        Some(sig) => format!("signal {sig}"),
+        None => "the signal handler ended".into(),
     }
-    if let Some(client) = &pmix
-        && let Err(e) = client.unpublish(
-            &[&bootstrap::published_key(&info.workflow)],
-            ANNOUNCE_TIMEOUT,
-        )
-    {
-        tracing::debug!("unpublishing the PM info: {e}");
-    }
-    let ended = pm.stop();
-    drop(pmix);
-    // Stopped, not gone: nothing to take over.
-    let _ = std::fs::remove_file(&takeover);
-    if let Some(path) = &info_file {
-        // Still ours: `_held` has kept it open and locked.
-        let _ = std::fs::remove_file(path);
-    }
-    ended.map_err(|e| std::io::Error::other(format!("the pool manager stopped, but {e}")))
 }
 
 /// The pool manager's configuration from the command line, with a fresh workflow secret.
@@ -653,37 +771,42 @@ impl Drop for NodePublication {
     }
 }
 
-/// Under a PMIx host, announces the PM so other jobs find it by the workflow name;
-/// returns the PMIx client (to forward its events and unpublish at the end).
+/// Announces the PM through `client`, so that other jobs find it by the workflow name.
 ///
 /// # Errors
 /// The workflow's name is published by another running pool manager already: this one
 /// would be found by nobody looking for it by name.
-fn announce(info: &pool::bootstrap::PmInfo) -> std::io::Result<Option<pmix::Client>> {
-    match pmix::Client::init() {
-        Ok(client) => {
-            match bootstrap::announce(&client, info, ANNOUNCE_TIMEOUT) {
-                Ok(bootstrap::Reach::JobBecauseTaken) => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::AlreadyExists,
-                        format!(
-                            "workflow {:?} already has a pool manager published through PMIx; give this one another --workflow (MSTRO_WORKFLOW_NAME), or stop that one",
-                            info.workflow
-                        ),
-                    ));
-                }
-                Ok(reach) => eprintln!(
-                    "maestro pm: workflow {:?} announced through PMIx to {reach}",
-                    info.workflow
-                ),
-                Err(e) => eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead"),
-            }
-            Ok(Some(client))
+fn announce(client: &pmix::Client, info: &pool::bootstrap::PmInfo) -> std::io::Result<()> {
+    match bootstrap::announce(client, info, ANNOUNCE_TIMEOUT) {
+        Ok(bootstrap::Reach::JobBecauseTaken) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "workflow {:?} already has a pool manager published through PMIx; give this one another --workflow (MSTRO_WORKFLOW_NAME), or stop that one",
+                info.workflow
+            ),
+        )),
+        Ok(reach) => {
+            eprintln!(
+                "maestro pm: workflow {:?} announced through PMIx to {reach}",
+                info.workflow
+            );
+            Ok(())
         }
-        Err(pmix::Error::Unreachable { .. }) => Ok(None),
+        Err(e) => {
+            eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead");
+            Ok(())
+        }
+    }
+}
+
+/// This process's PMIx client, when it runs under a PMIx host.
+fn pmix_client() -> Option<pmix::Client> {
+    match pmix::Client::init() {
+        Ok(client) => Some(client),
+        Err(pmix::Error::Unreachable { .. }) => None,
         Err(e) => {
             eprintln!("maestro pm: no PMIx ({e}); use MSTRO_POOL_MANAGER_INFO");
-            Ok(None)
+            None
         }
     }
 }

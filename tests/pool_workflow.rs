@@ -323,6 +323,91 @@ fn another_job_finds_the_pool_manager_by_pmix_lookup() {
     );
 }
 
+/// `maestro pm --shards 3` as a job of three ranks: each rank is a shard (its own
+/// process), rank 0 announces the pool's PM info listing all three; another job finds it
+/// by lookup and moves every CDO through the shards; `maestro pool` shows one pool. A job
+/// of another number of ranks is refused, saying how many to run.
+#[test]
+fn the_ranks_of_a_job_are_the_shards_of_one_pool() {
+    use std::io::{BufRead, BufReader};
+    let runtime_dir = tempfile::tempdir().expect("tempdir");
+    let workflow = format!("rank-shards-{}", std::process::id());
+    let mut pm_cmd = Command::new(common::maestro());
+    pm_cmd
+        .env("XDG_RUNTIME_DIR", runtime_dir.path())
+        .args(["run", "-n", "3", "--"])
+        .arg(common::maestro())
+        .args([
+            "pm",
+            "--shards",
+            "3",
+            "--print-info",
+            "--workflow",
+            &workflow,
+        ]);
+    let mut pm = common::Group::spawn(&mut pm_cmd);
+    let mut line = String::new();
+    BufReader::new(pm.child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("PM info line");
+    let info = line
+        .trim()
+        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+        .and_then(|l| l.strip_suffix(';'))
+        .unwrap_or_else(|| panic!("PM said {line:?}"))
+        .to_string();
+    let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
+    assert_eq!(parsed.shards().count(), 3, "{info}");
+    let out = run(
+        Command::new(common::maestro())
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .env("MSTRO_WORKFLOW_NAME", &workflow)
+            .env_remove("MSTRO_POOL_MANAGER_INFO")
+            .args(["run", "-n", "3"])
+            .arg(example("pool_workflow"))
+            .args([
+                "--cdos",
+                "10",
+                "--max-size",
+                "65536",
+                "--join-published",
+                "20",
+            ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(out.stdout.contains("all checksums match"), "{}", out.stdout);
+    let status = run(
+        Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["pool", "status"]),
+        Duration::from_secs(30),
+    );
+    assert!(status.stdout.contains("one pool of 3 shards"), "{status:?}");
+    // The launcher forwards SIGTERM to every shard and, stopped by it, exits 128 + 15.
+    let end = pm.terminate(Duration::from_secs(10));
+    assert_eq!(end.code(), Some(143), "{end:?}");
+    for s in 0..3 {
+        assert!(
+            end.stderr.contains(&format!("shard {s} of 3 of workflow")),
+            "{end:?}"
+        );
+    }
+    let refused = run(
+        Command::new(common::maestro())
+            .env("XDG_RUNTIME_DIR", runtime_dir.path())
+            .args(["run", "-n", "2", "--"])
+            .arg(common::maestro())
+            .args(["pm", "--shards", "3", "--workflow", &workflow]),
+        Duration::from_secs(60),
+    );
+    assert_ne!(refused.code(), Some(0), "{refused:?}");
+    assert!(
+        refused.stderr.contains("--shards 3 in a job of 2 ranks"),
+        "{refused:?}"
+    );
+}
+
 /// Without a published pool manager, `--join-published` gives up after its wait and
 /// says what to do.
 #[test]

@@ -47,6 +47,12 @@ pub enum BootstrapError {
         "the PMIx key {0:?} does not hold a string; another program uses it: rename the workflow (MSTRO_WORKFLOW_NAME)"
     )]
     NotAString(String),
+    /// The job's ranks cannot be the pool's shards (a rank beyond them).
+    #[error("{0}")]
+    Shards(String),
+    /// This rank's pool manager did not start.
+    #[error("starting this rank's pool manager: {0}")]
+    Start(std::io::Error),
 }
 
 /// How far [`announce`] reached.
@@ -97,6 +103,76 @@ pub fn announce(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Starts this rank's manager of a pool whose shards are the ranks of this job (rank `r`
+/// is shard `r` of `shards`: `srun -n K maestro pm --shards K`, one rank per node where
+/// the allocation has them): rank 0 starts its manager with a fresh secret and puts its
+/// PM info ([`maestro_keys::PM_SHARD`]); after a collecting fence every other rank starts
+/// its manager with that workflow and secret (`start` makes the manager of a place with
+/// the secret given) and puts its own; after a second fence rank 0 makes the pool's PM
+/// info listing every shard. Every rank must call it (the fences wait for all, at most
+/// `timeout` each). Returns this rank's manager, and the pool's PM info at rank 0.
+///
+/// # Errors
+/// [`BootstrapError::Shards`] for a rank the pool has no shard for;
+/// [`BootstrapError::Start`] when this rank's manager does not start;
+/// [`BootstrapError::Pmix`] for a failed put, fence or get (a rank that died before the
+/// fence); [`BootstrapError::Info`] for a malformed info of another rank.
+pub fn start_shards_of_job(
+    client: &pmix::Client,
+    shards: pool_core::shards::Shards,
+    start: impl FnOnce(pool_core::shards::Place, Option<&PmInfo>) -> std::io::Result<crate::PoolManager>,
+    timeout: std::time::Duration,
+) -> Result<(crate::PoolManager, Option<PmInfo>), BootstrapError> {
+    let rank = client.rank();
+    let place = shards.place(rank as usize).ok_or_else(|| {
+        BootstrapError::Shards(format!(
+            "rank {rank} of a job whose ranks are the {} shards of a pool: run as many ranks as --shards",
+            shards.count()
+        ))
+    })?;
+    let put = |pm: &crate::PoolManager| -> Result<(), BootstrapError> {
+        let text = pmix::Value::String(pm.info().encode());
+        client.put(pmix::Scope::Global, maestro_keys::PM_SHARD, &text)?;
+        Ok(client.commit()?)
+    };
+    let of_rank = |r: u32| -> Result<PmInfo, BootstrapError> {
+        let proc = pmix::Proc::new(client.nspace(), r);
+        let opts = pmix::GetOptions {
+            timeout,
+            ..pmix::GetOptions::default()
+        };
+        let value = client.get(&proc, maestro_keys::PM_SHARD, opts)?;
+        let text = value
+            .as_str()
+            .ok_or_else(|| BootstrapError::NotAString(maestro_keys::PM_SHARD.into()))?;
+        Ok(PmInfo::parse(text)?)
+    };
+    let pm = if rank == 0 {
+        let pm = start(place, None).map_err(BootstrapError::Start)?;
+        put(&pm)?;
+        client.fence(&[], true, timeout)?;
+        pm
+    } else {
+        client.fence(&[], true, timeout)?;
+        let first = of_rank(0)?;
+        let pm = start(place, Some(&first)).map_err(BootstrapError::Start)?;
+        put(&pm)?;
+        pm
+    };
+    client.fence(&[], true, timeout)?;
+    if rank != 0 {
+        return Ok((pm, None));
+    }
+    let others = (1..shards.count() as u32)
+        .map(|r| of_rank(r).map(|i| i.endpoints))
+        .collect::<Result<Vec<_>, _>>()?;
+    let info = PmInfo {
+        other_shards: others,
+        ..pm.info().clone()
+    };
+    Ok((pm, Some(info)))
 }
 
 /// Reads the PM info that `root` [`announce`]d; call it after a collecting fence.

@@ -43,6 +43,10 @@ pub const LINK_ADDRESSES: &str = "maestro.fabric.link-addresses";
 /// Job-level key put by the pool manager's rank: its PM info (string,
 /// `mstro-pm-v1:...`). Published for other jobs as `maestro.pool.pm-info.<workflow>`.
 pub const PM_INFO: &str = "maestro.pool.pm-info";
+/// Put by each rank of a job whose ranks are the shards of one pool (`maestro pm
+/// --shards K` as `K` ranks): that rank's manager's own PM info, from which rank 0 makes
+/// the pool's (`pool::bootstrap::start_shards_of_job`).
+pub const PM_SHARD: &str = "maestro.pool.pm-shard";
 /// Query key answered by `maestro run`'s host: the pool's status (string, the JSON of
 /// `maestro pool status --json`). Qualifier [`POOL_WORKFLOW`] picks the workflow.
 pub const POOL_STATUS: &str = "maestro.pool.status";
