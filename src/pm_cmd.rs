@@ -177,10 +177,11 @@ pub struct PmOptions {
     #[arg(long, value_name = "ADDR", value_parser = pool_tools::cli::parse_listen_addr)]
     pub metrics: Option<SocketAddr>,
     /// Pool managers sharing the pool's CDO names (1 to 1024), each the home of its share
-    /// of them: one pool with the semantics of one manager and K cores' throughput. They
-    /// run as threads of this process; the PM info lists them all. With K > 1, shard s
-    /// listens on each --listen port + s (port 0: one it picks) and serves metrics on the
-    /// --metrics port + s.
+    /// of them: one pool with the semantics of one manager and K cores' throughput; the
+    /// PM info lists them all. As a job of K ranks (`srun -n K`, `maestro run -n K`) each
+    /// rank is one shard, on its node; otherwise they run as threads of this process,
+    /// shard s listening on each --listen port + s (port 0: one it picks) and serving
+    /// metrics on the --metrics port + s.
     #[arg(long, default_value = "1", value_parser = parse_shards)]
     pub shards: pool::shards::Shards,
 }
