@@ -317,10 +317,13 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         launcher::process::default_action(sig);
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let client = pmix_client();
+    // In a job whose ranks are the shards, rank 0 alone tells the pool's info.
+    let tells = client.as_ref().is_none_or(|c| c.rank() == 0) || opts.shards.count() == 1;
     // Even a PM killed with SIGKILL leaves no info file, socket directory or kept files
     // behind.
     let _janitor = launcher::janitor::Janitor::start(&launcher::janitor::JanitorArgs {
-        info_file: info_file(opts),
+        info_file: info_file(opts).filter(|_| tells),
         gfs_dir: opts.gfs_dir.clone(),
         // Its kept CDOs outlive it: the next PM of the workflow adopts them.
         kept_for_taker: true,
@@ -336,7 +339,6 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         None if opts.reclaim => (Some(previous_info(opts)?), None),
         None => (None, None),
     };
-    let client = pmix_client();
     let serving = start(opts, previous.as_ref(), expect, client.as_ref())?;
     let Some(info) = serving.info().cloned() else {
         // A rank of a job of shards other than 0: rank 0 tells the pool's PM info.

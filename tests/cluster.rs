@@ -90,6 +90,78 @@ fn the_pool_workflow_spans_three_nodes() {
     );
 }
 
+/// `maestro pm --shards 3` as a Slurm job of three tasks, one per node: each node's task
+/// serves a shard, rank 0 tells the pool's info listing the three nodes' addresses; the
+/// workflow (four ranks over the nodes) moves every CDO through them, and `maestro pool
+/// status` sees one pool of three shards.
+#[test]
+fn the_pool_workflow_runs_against_three_shards_on_three_nodes() {
+    use std::io::{BufRead, BufReader};
+    let cluster = Cluster::start();
+    let workflow = format!("shards-{}", std::process::id());
+    let mut pm = common::Group::spawn(
+        cluster
+            .srun()
+            .args(["-N", "3", "-n", "3", "--mpi=pmix"])
+            .arg(common::maestro())
+            .args([
+                "pm",
+                "--shards",
+                "3",
+                "--listen",
+                "0.0.0.0:0",
+                "--print-info",
+            ])
+            .args(["--workflow", &workflow]),
+    );
+    let mut line = String::new();
+    BufReader::new(pm.child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("PM info line");
+    let info = line
+        .trim()
+        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
+        .and_then(|l| l.strip_suffix(';'))
+        .unwrap_or_else(|| panic!("PM said {line:?}"))
+        .to_string();
+    let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
+    assert_eq!(parsed.shards().count(), 3);
+    // A shard on each node: n1's addresses, n2's, n3's.
+    for (s, node) in ["198.18.7.1:", "198.18.7.2:", "198.18.7.3:"]
+        .iter()
+        .enumerate()
+    {
+        let listed = parsed
+            .shard(s)
+            .expect("a shard")
+            .iter()
+            .map(ToString::to_string);
+        assert!(
+            listed.clone().any(|a| a.starts_with(node)),
+            "shard {s}: {:?}",
+            listed.collect::<Vec<_>>()
+        );
+    }
+    let out = run(
+        cluster
+            .srun()
+            .args(["-N", "3", "-n", "4", "--mpi=pmix"])
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "30", "--max-size", "4194304"]),
+        Duration::from_secs(180),
+    );
+    out.assert_workflow(30);
+    let status = run(
+        std::process::Command::new(common::maestro())
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(["pool", "status"]),
+        Duration::from_secs(30),
+    );
+    assert!(status.stdout.contains("one pool of 3 shards"), "{status:?}");
+    drop(pm);
+}
+
 #[test]
 fn c_programs_on_three_nodes() {
     let c = installed();

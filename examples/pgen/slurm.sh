@@ -28,6 +28,9 @@
 #                         instead of in the forecast's rank 0 (the Rust pgen only)
 #   PGEN_STANDBY_SBATCH   with PGEN_PM_SBATCH: a standby pool manager's job (e.g. -n 1
 #                         -w n6), which takes over if the first dies
+#   PGEN_PM_SHARDS        with PGEN_PM_SBATCH: the pool's shards, one per task of the
+#                         pool manager's job (e.g. PGEN_PM_SBATCH="-N 4 -n 4 -w n5,n6,n7,n8"
+#                         PGEN_PM_SHARDS=4: `maestro pm --shards 4` under srun)
 #   MAESTRO               the maestro binary (default: target/release/maestro)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,6 +48,10 @@ read -r -a PM_JOB <<<"${PGEN_PM_SBATCH:-}"
 read -r -a STANDBY_JOB <<<"${PGEN_STANDBY_SBATCH:-}"
 if ((${#STANDBY_JOB[@]})) && ! ((${#PM_JOB[@]})); then
     echo "slurm.sh: PGEN_STANDBY_SBATCH stands by for the pool manager's own job: set PGEN_PM_SBATCH too" >&2
+    exit 2
+fi
+if [[ -n ${PGEN_PM_SHARDS:-} ]] && { ! ((${#PM_JOB[@]})) || ((${#STANDBY_JOB[@]})); }; then
+    echo "slurm.sh: PGEN_PM_SHARDS shards the pool manager's own job: set PGEN_PM_SBATCH (with as many tasks), and no PGEN_STANDBY_SBATCH" >&2
     exit 2
 fi
 if ((${#PM_JOB[@]})) && [[ -n ${PGEN_JOBS_CMD:-} ]]; then
@@ -106,8 +113,11 @@ pm_job() { # NAME SBATCH-ARGS... -- MAESTRO-PM-ARGS...: a pool manager's job (no
     shift
     while [[ $1 != -- ]]; do args+=("$1"); shift; done
     shift
+    local run=(exec)
+    # Shards: one per task of the job, each a PMIx app of it (they exchange their addresses).
+    [[ -n ${PGEN_PM_SHARDS:-} ]] && run=(exec srun --mpi=pmix) && set -- --shards "$PGEN_PM_SHARDS" "$@"
     sbatch --parsable --job-name "pgen-$name" -o "$WORK/$name.out" "${args[@]}" \
-        --wrap "exec $(printf '%q ' "$MAESTRO" pm --workflow "$MSTRO_WORKFLOW_NAME" --listen 0.0.0.0:0 "$@")"
+        --wrap "${run[*]} $(printf '%q ' "$MAESTRO" pm --workflow "$MSTRO_WORKFLOW_NAME" --listen 0.0.0.0:0 "$@")"
 }
 if ((${#PM_JOB[@]})); then
     pm_jobs+=("$(pm_job pm "${PM_JOB[@]}" -- --info-file "$WORK/pm.info")")
