@@ -323,6 +323,49 @@ fn the_product_generation_workflow_passes_ten_runs_on_the_namespaced_cluster() {
     }
 }
 
+/// The pool of four shards as a job of its own, a shard on each of n5-n8
+/// (`PGEN_PM_SHARDS`): ten runs, each with every archived field and product verified,
+/// and `maestro pool status` meanwhile one pool of four shards.
+#[test]
+#[ignore = "minutes: cargo nextest run --release --test pgen --run-ignored only"]
+fn the_product_generation_workflow_passes_ten_runs_with_four_shards_on_the_namespaced_cluster() {
+    let cluster = Cluster::start_nodes(8);
+    let maestro = maestro();
+    let maestro = maestro.to_str().expect("utf-8 path");
+    for i in 1..=10 {
+        let env = [
+            ("PGEN_PM_SBATCH", "-N 4 -n 4 -w n[5-8]"),
+            ("PGEN_PM_SHARDS", "4"),
+            ("MAESTRO", maestro),
+        ];
+        let (manager, products, shards) =
+            slurm_run(&cluster, &format!("shards-{i}"), &env, |info| {
+                let out = run(
+                    Command::new(maestro)
+                        .args(["pool", "status", "--json", "--info-file"])
+                        .arg(info),
+                    Duration::from_secs(10),
+                );
+                let status: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+                let shards = status["shards"].as_array()?;
+                (status["app_count"].as_u64()? > 0).then(|| shards.len())
+            });
+        assert_eq!(
+            shards,
+            Some(4),
+            "run {i}: the pool seen as one of four shards"
+        );
+        assert!(
+            products.contains("pgen step 3: 6 fields checked (6 from archive)"),
+            "{products}"
+        );
+        assert!(
+            manager.contains("manager: how the data moved: "),
+            "{manager}"
+        );
+    }
+}
+
 /// The forecast's nodes (n1-n4) and the product jobs' (n6-n8) share no data network: eth1
 /// joins n1-n5, eth2 joins n1 and n5-n8, and eth0, Slurm's management network, is kept
 /// free of the pool's traffic (`MSTRO_OFI_IFACE_EXCLUDE=eth0`). The pool manager (rank 0,

@@ -100,6 +100,15 @@ pub fn families(s: &Snapshot, process: Option<&ProcessStats>) -> Vec<Family> {
     if let Some(p) = process {
         process_families(&mut out, p);
     }
+    // A shard of a sharded pool labels every sample with its index: the scrapes of the
+    // pool's shards sum to the pool's figures.
+    if let Some(shard) = s.status.shards.first().filter(|x| x.count > 1) {
+        for f in &mut out {
+            for (labels, _) in &mut f.samples {
+                labels.push(("shard", shard.index.to_string()));
+            }
+        }
+    }
     out
 }
 
@@ -572,6 +581,41 @@ fn process_families(out: &mut Vec<Family>, p: &ProcessStats) {
 mod tests {
     use super::*;
     use crate::view::{NicTraffic, TransportTraffic};
+
+    #[test]
+    fn a_shards_samples_carry_its_index_and_a_lone_managers_none() {
+        let mut status = Status {
+            app_count: 2,
+            ..Status::default()
+        };
+        status.cdos.insert("offered".into(), 4);
+        let shard = |index, count| crate::view::ShardStatus {
+            index,
+            count,
+            ..crate::view::ShardStatus::default()
+        };
+        status.shards = vec![shard(2, 4)];
+        let snapshot = Snapshot {
+            status: status.clone(),
+            transfers: Transfers::default(),
+            fabric: Fabric::default(),
+        };
+        let text = text::encode(&families(&snapshot, None), Format::Prometheus);
+        for line in [
+            "maestro_pm_apps{shard=\"2\"} 2",
+            "maestro_pm_cdos{state=\"offered\",shard=\"2\"} 4",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
+        status.shards = vec![shard(0, 1)];
+        let alone = Snapshot {
+            status,
+            transfers: Transfers::default(),
+            fabric: Fabric::default(),
+        };
+        let text = text::encode(&families(&alone, None), Format::Prometheus);
+        assert!(!text.contains("shard="), "{text}");
+    }
 
     #[test]
     fn figures_become_labelled_metrics() {
