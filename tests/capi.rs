@@ -399,6 +399,32 @@ fn c_programs_with_the_c_pm_tool() {
     assert_tool_saw_two(tool, reader);
 }
 
+/// The C PM tool serving a pool of three shards (`MSTRO_PM_SHARDS=3`): its info lists
+/// them, the C producer and consumer exchange every CDO through them, and the tool hears
+/// each app join and leave once.
+#[test]
+fn c_programs_with_the_c_pm_tool_serving_three_shards() {
+    let c = installed();
+    let mut cmd = Command::new(c.bin("pm_tool"));
+    env(&mut cmd, "capi-tool-shards")
+        .env("MSTRO_PM_SHARDS", "3")
+        .args(["--clients", "2"]);
+    let mut tool = Group::spawn(&mut cmd);
+    let (info, reader) = tool_info(&mut tool);
+    assert!(info.starts_with("mstro-pm-v2:"), "{info}");
+    let out = producer_and_consumer(&c, "capi-tool-shards", &info);
+    assert_exchange(&out);
+    assert_tool_saw_two(tool, reader);
+    let mut cmd = Command::new(c.bin("pm_tool"));
+    env(&mut cmd, "capi-tool-shards").env("MSTRO_PM_SHARDS", "none");
+    let refused = run(&mut cmd, Duration::from_secs(30));
+    assert_ne!(refused.code(), Some(0), "{refused:?}");
+    assert!(
+        format!("{}{}", refused.stdout, refused.stderr).contains("MSTRO_PM_SHARDS=\"none\""),
+        "{refused:?}"
+    );
+}
+
 /// The workflow of separate jobs: the C PM tool in a `maestro run` of its own, the
 /// producer in a second and the consumer in a third, joined by the PM info alone (each
 /// launcher issues its own PMIx credentials, which the others cannot check: the secret and

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pool::bootstrap::{self, PmInfo};
-use pool::{Client, JoinOptions, PmConfig, PoolManager};
+use pool::{Client, JoinOptions, PmConfig, ShardedPool};
 
 use crate::status::{Error, Result, Status};
 
@@ -77,7 +77,7 @@ impl std::fmt::Display for Found {
 pub struct Session {
     settings: Settings,
     client: Option<Client>,
-    pm: Option<PoolManager>,
+    pm: Option<ShardedPool>,
     /// The PM this process runs shows JOINs' PMIx credentials to its PMIx host.
     credentials_checked: bool,
     info: PmInfo,
@@ -237,17 +237,12 @@ impl Session {
         } else {
             std::net::SocketAddr::from(([127, 0, 0, 1], 0))
         };
-        let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
-        config.policy.owners = settings.owners.clone();
-        // With a GFS directory the PM keeps producers' withdrawn GFS offers there.
-        config.gfs_dir = settings.gfs.as_ref().map(|g| g.dir.clone());
-        config.exclude_interfaces = settings.exclude_interfaces.clone();
-        // A program of the library that ends without finalizing (or by Ctrl-C) leaves no
-        // socket directory behind.
-        config.remove_at_exit = true;
-        if let Some(t) = &takeover {
-            config.grace = Some(settings.grace);
-            config.expect = Some(t.apps.clone());
+        if settings.shards.count() > 1 && takeover.is_some() {
+            return Err(Error::invarg(format!(
+                "{} with {}: a sharded pool is taken over shard by shard, which mstro_pm_start does not offer yet; unset one of them",
+                settings::SHARDS_ENV,
+                settings::STANDBY_FOR_ENV
+            )));
         }
         let credential = settings.credential();
         // A served PM under a host that issues credentials has them checked there: one
@@ -255,14 +250,30 @@ impl Session {
         // check (another launcher's) leaves the secret to decide (the trust model,
         // `pool::pm::identity`).
         let credentials_checked = matches!(role, PmRole::Served) && credential.is_some();
-        if let (true, Some(pmix)) = (credentials_checked, &settings.pmix) {
-            let pmix = pmix.clone();
-            let limit = settings.timeout.min(Duration::from_secs(30));
-            config.credentials = Some(Arc::new(move |cred: &[u8]| {
-                credential_verdict(pmix.validate_credential(cred, limit))
-            }));
-        }
-        let pm = PoolManager::start(config)
+        let make = |_| {
+            let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
+            config.policy.owners = settings.owners.clone();
+            // With a GFS directory the PM keeps producers' withdrawn GFS offers there.
+            config.gfs_dir = settings.gfs.as_ref().map(|g| g.dir.clone());
+            config.exclude_interfaces = settings.exclude_interfaces.clone();
+            // A program of the library that ends without finalizing (or by Ctrl-C) leaves
+            // no socket directory behind.
+            config.remove_at_exit = true;
+            if let Some(t) = &takeover {
+                config.grace = Some(settings.grace);
+                config.expect = Some(t.apps.clone());
+            }
+            if let (true, Some(pmix)) = (credentials_checked, &settings.pmix) {
+                let pmix = pmix.clone();
+                let limit = settings.timeout.min(Duration::from_secs(30));
+                config.credentials = Some(Arc::new(move |cred: &[u8]| {
+                    credential_verdict(pmix.validate_credential(cred, limit))
+                }));
+            }
+            Ok(config)
+        };
+        // The pool's managers: one, or MSTRO_PM_SHARDS of them as threads of this process.
+        let pm = ShardedPool::start(settings.shards, make)
             .map_err(|e| Error::new(Status::Fail, format!("starting the pool manager: {e}")))?;
         let info = pm.info().clone();
         let found = match role {
@@ -398,9 +409,13 @@ impl Session {
         self.pm.is_some()
     }
 
-    /// A handle that reports fabric changes to the pool manager this process runs.
-    pub fn reporter(&self) -> Option<pool::FabricReporter> {
-        self.pm.as_ref().map(PoolManager::reporter)
+    /// Handles that report fabric changes to the pool managers this process runs (one
+    /// per shard; none when it runs none).
+    pub fn reporters(&self) -> Vec<pool::FabricReporter> {
+        self.pm
+            .as_ref()
+            .map(ShardedPool::reporters)
+            .unwrap_or_default()
     }
 
     /// Leaves the pool (waiting for the PM's BYE, at most the operation timeout), then
@@ -433,7 +448,7 @@ impl Session {
             // Still ours: held open and locked until now.
             let _ = std::fs::remove_file(path);
         }
-        self.pm.take().map_or(Ok(()), PoolManager::stop)
+        self.pm.take().map_or(Ok(()), ShardedPool::stop)
     }
 }
 

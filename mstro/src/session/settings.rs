@@ -24,6 +24,10 @@ pub const STANDBY_FOR_ENV: &str = "MSTRO_PM_STANDBY_FOR";
 /// `MSTRO_PM_GRACE`: seconds of the grace period of a standby that takes over, in which
 /// the apps of the PM that is gone rejoin (default [`DEFAULT_GRACE`]).
 pub const GRACE_ENV: &str = "MSTRO_PM_GRACE";
+/// `MSTRO_PM_SHARDS`: how many pool managers `mstro_pm_start` starts for the pool (1 to
+/// 1024, default 1), each the home of a share of the CDO names, as threads of this
+/// process (see `maestro pm --shards`).
+pub const SHARDS_ENV: &str = "MSTRO_PM_SHARDS";
 /// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
 pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
 /// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
@@ -86,6 +90,8 @@ pub struct Settings {
     pub standby_for: Option<pool::standby::Target>,
     /// The grace period of a standby that takes over (`MSTRO_PM_GRACE`).
     pub grace: Duration,
+    /// The pool managers a served pool has (`MSTRO_PM_SHARDS`).
+    pub shards: pool::shards::Shards,
     /// A process of a multi-process job that finds no PM runs a local pool instead of
     /// failing (`MSTRO_LOCAL_POOL=1`).
     pub local_pool: bool,
@@ -193,6 +199,22 @@ fn parse_seconds(var: &str, value: Option<&str>, default: Duration) -> Result<Du
             ))),
         },
     }
+}
+
+/// `MSTRO_PM_SHARDS`: a number of pool managers, 1 when unset.
+fn parse_shards(value: Option<&str>) -> Result<pool::shards::Shards> {
+    let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
+        return Ok(pool::shards::Shards::default());
+    };
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|k| pool::shards::Shards::new(k).ok())
+        .ok_or_else(|| {
+            Error::invarg(format!(
+                "{SHARDS_ENV}={v:?} is not a number of pool managers from 1 to 1024; set it to e.g. 4 or unset it"
+            ))
+        })
 }
 
 /// `MSTRO_PM_STANDBY_FOR`: a PM info file's path, or a PM info line.
@@ -329,6 +351,7 @@ impl Settings {
             )?,
             standby_for: parse_standby_for(env_text(STANDBY_FOR_ENV).as_deref())?,
             grace: parse_seconds(GRACE_ENV, env_text(GRACE_ENV).as_deref(), DEFAULT_GRACE)?,
+            shards: parse_shards(env_text(SHARDS_ENV).as_deref())?,
             local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
             pm_info_file: env_text(pool::bootstrap::PM_INFO_FILE_ENV).map(Into::into),
             schemas: Arc::new(pool::schema::from_env()?),
