@@ -303,13 +303,16 @@ fn pool_manager_rank(settings: &Settings, apps: usize, plan: Plan) -> Result<(),
         EventKinds::from(EventKind::AppLeave),
         SubscribeOptions::default(),
     )?;
-    let (stop, reporter) = (AtomicBool::new(false), session.reporter());
+    let (stop, reporters) = (AtomicBool::new(false), session.reporters());
     std::thread::scope(|s| -> Result<(), Error> {
-        if let (Some(pmix), Some(reporter)) = (&settings.pmix, reporter) {
-            // A rank lost, a link down or up: PMIx events become pool events.
+        if let (Some(pmix), false) = (&settings.pmix, reporters.is_empty()) {
+            // A rank lost, a link down or up: PMIx events become pool events (at every
+            // shard the pool has).
             let stop = &stop;
             s.spawn(move || {
-                if let Err(e) = pmix_events::forward(pmix, stop, |c| reporter.report(c)) {
+                let report =
+                    |c: pool::events::FabricChange| reporters.iter().all(|r| r.report(c.clone()));
+                if let Err(e) = pmix_events::forward(pmix, stop, report) {
                     println!("rank 0: PMIx events are not forwarded to the pool ({e})");
                 }
             });

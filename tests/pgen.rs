@@ -348,7 +348,7 @@ fn the_product_generation_workflow_passes_ten_runs_with_four_shards_on_the_names
                 );
                 let status: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
                 let shards = status["shards"].as_array()?;
-                (status["app_count"].as_u64()? > 0).then(|| shards.len())
+                (status["app_count"].as_u64()? > 0).then_some(shards.len())
             });
         assert_eq!(
             shards,

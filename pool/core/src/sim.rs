@@ -1,11 +1,14 @@
 //! The protocol's two ends wired together in memory (feature `sim`), for tests and IO-free
 //! measurements: a [`Driver`] whose bytes are vectors and whose waiting calls, queues and
 //! routes are plain tags ([`Plain`]), the JOIN of a [`ClientCore`] to a [`Manager`]
-//! through the core's own handshake ([`join`]), and [`World`]: one manager and any number
-//! of apps, each a client core whose IO the world does as a driver would (memory reads,
-//! stream pieces, waiting calls), with time simulated: [`World::run_until`] jumps to the
-//! earliest deadline of the manager and the cores ([`Manager::poll_timeout`],
-//! [`ClientCore::poll_timeout`]), so tests assert exact instants.
+//! through the core's own handshake ([`join`]), and [`World`]: the managers of a pool (one,
+//! or the shards of a sharded pool: [`World::with_shards`]) and any number of apps, each a
+//! sharded client ([`Sharded`]: one core per shard it uses) whose IO the world does as a
+//! driver would (memory reads, stream pieces, waiting calls), with time simulated:
+//! [`World::run_until`] jumps to the earliest deadline of the managers and the cores
+//! ([`Manager::poll_timeout`], [`ClientCore::poll_timeout`]), so tests assert exact
+//! instants. A scenario written against a world gives the same outcome at one shard and
+//! at several.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -13,12 +16,14 @@ use std::time::{Duration, Instant};
 use fabric_types::{Address, MemoryFile, RemoteRegion};
 
 use crate::attr::{AttrValue, Attributes};
+use crate::client::sharded::Routed;
 use crate::client::{
     CallError, CallResult, ClientCore, DEFAULT_INLINE_MAX, Driver, Event, Fetch, News, Offer,
-    Transmit,
+    Sharded, Transmit,
 };
 use crate::proto::{CdoId, FabricEndpoint, FromPm, InlineBytes, Join, ProcessMemory, Source, ToPm};
 use crate::schema::Schemas;
+use crate::shards::Shards;
 use crate::{Clock, ConnId, Manager};
 
 /// The workflow a [`World`]'s manager serves.
@@ -166,19 +171,21 @@ pub fn join<T: Driver>(
 /// ([`World::restart_manager`]).
 pub const RECLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One app: its connection, its core, and what its core gave it to do.
+/// One app: its connections, its client, and what its client gave it to do.
 pub struct App {
-    /// Its connection to the manager.
+    /// Its connection to shard 0's manager (the only one, in a pool of one).
     pub conn: ConnId,
+    /// Its connection to each shard's manager (0: none yet).
+    pub conns: Vec<ConnId>,
     /// Its component name (what a JOIN names).
     pub component: String,
-    /// Its protocol core.
-    pub core: ClientCore<Plain>,
+    /// Its protocol client: a core per shard it uses.
+    pub core: Sharded<Plain>,
     /// Answers by waiting tag.
     pub answers: HashMap<u32, CallResult<u64>>,
     /// Subscriptions' news by queue tag.
     pub news: HashMap<u32, Vec<News>>,
-    /// Messages it sent, in order.
+    /// Messages it sent, in order (to every shard).
     pub sent: Vec<Transmit>,
     /// Stream transfers it fetches: bytes so far.
     pub streams: HashMap<u64, (Vec<u8>, u64)>,
@@ -190,10 +197,13 @@ pub struct App {
     pub stream_errors: Vec<CallError>,
 }
 
-/// The PM and its apps, with the bytes every offer made readable (by region key).
+/// The pool's managers and its apps, with the bytes every offer made readable (by region
+/// key).
 pub struct World {
-    /// The pool manager.
-    pub manager: Manager,
+    /// The pool's managers, by shard (one in a pool of one).
+    pub managers: Vec<Manager>,
+    /// The pool's shards.
+    shards: Shards,
     /// The world's time: every input carries it; [`World::run_until`] moves it on.
     pub now: Instant,
     /// The next connection's id.
@@ -215,8 +225,8 @@ pub struct World {
     /// A slow app: what the manager sends it waits (in order) until [`World::unstall`],
     /// as in a process that does not get the CPU; it still sends what its calls make.
     pub stalled: Option<usize>,
-    /// What waits for the stalled app.
-    stalled_inbox: Vec<FromPm>,
+    /// What waits for the stalled app, by shard.
+    stalled_inbox: Vec<(usize, FromPm)>,
     /// The world's file system links no file into the PM's directory, for this reason
     /// (another file system, say): see [`Event::HandOver`].
     pub unlinkable: Option<String>,
@@ -240,11 +250,26 @@ pub fn user_schemas() -> std::sync::Arc<Schemas> {
 
 impl World {
     /// A pool manager of workflow [`WORKFLOW`] (secret [`SECRET`]) and no app yet, its
-    /// clock's origin now (wall-clock time 0).
+    /// clock's origin now (wall-clock time 0); inside [`at_shards`], a pool of that many
+    /// managers.
     pub fn new() -> World {
+        World::with_shards(SHARDS.get())
+    }
+
+    /// A pool of `shards` managers (shard `s` of instance `77 + s`), as [`World::new`].
+    pub fn with_shards(shards: Shards) -> World {
         let now = Instant::now();
+        let managers = (0..shards.count())
+            .filter_map(|s| shards.place(s))
+            .map(|place| {
+                let mut m = manager_of(now, 77 + place.index() as u64);
+                m.set_shard(place);
+                m
+            })
+            .collect();
         World {
-            manager: manager(now),
+            managers,
+            shards,
             now,
             next: 1,
             apps: Vec::new(),
@@ -268,8 +293,8 @@ impl World {
         let Some(i) = self.stalled.take() else {
             return;
         };
-        for m in std::mem::take(&mut self.stalled_inbox) {
-            self.apps[i].core.handle(self.now, m);
+        for (shard, m) in std::mem::take(&mut self.stalled_inbox) {
+            self.apps[i].core.handle(self.now, shard, m);
         }
         self.pump();
     }
@@ -306,7 +331,7 @@ impl World {
         (join.host, join.process, join.endpoint) = (host.into(), conn, None);
         join.gfs = Some("/gfs".into());
         let i = self.connect(conn, join, SECRET);
-        self.core(i).set_gfs(crate::client::GfsUse {
+        self.client(i).set_gfs(crate::client::GfsUse {
             dir: true,
             by_default: false,
         });
@@ -315,15 +340,21 @@ impl World {
         i
     }
 
-    /// Connects an app that joins with `join`, proving `secret`, through its core's
-    /// handshake ([`join`]).
+    /// Connects an app that joins with `join`, proving `secret`, as connection `conn` to
+    /// shard 0 (through its client's handshake, as [`join`] runs it); it connects to
+    /// another shard when it first uses it.
     pub fn connect(&mut self, conn: ConnId, join: Join, secret: &[u8]) -> usize {
         let component = join.component.clone();
-        let at = (self.now, conn, [conn as u8; 32]);
-        let (mut core, others) = self::join(&mut self.manager, at, join, secret, CALL_TIMEOUT);
+        let mut core = Sharded::connect(self.now, join, secret, CALL_TIMEOUT, self.shards);
         core.set_schemas(user_schemas());
+        let mut conns = vec![0; self.shards.count()];
+        conns[0] = conn;
+        // Shard 0's connection is this one.
+        let _ = core.poll_connect();
+        self.managers[0].connected(self.now, conn, [conn as u8; 32]);
         self.apps.push(App {
             conn,
+            conns,
             component,
             core,
             answers: HashMap::new(),
@@ -334,8 +365,28 @@ impl World {
             lent_back: Vec::new(),
             stream_errors: Vec::new(),
         });
-        self.deliver(others);
-        self.apps.len() - 1
+        let i = self.apps.len() - 1;
+        self.handshake(i);
+        i
+    }
+
+    /// Moves the messages of app `i`'s handshakes (and what the managers tell others
+    /// meanwhile) until they are quiet, as [`join`] does for one core.
+    fn handshake(&mut self, i: usize) {
+        loop {
+            let out = self.drain();
+            let moved = !out.is_empty();
+            self.deliver(out);
+            let mut sent = false;
+            while let Some((shard, t)) = self.apps[i].core.poll_transmit() {
+                sent = true;
+                let conn = self.apps[i].conns[shard];
+                self.managers[shard].handle(self.now, conn, t.msg);
+            }
+            if !moved && !sent {
+                return;
+            }
+        }
     }
 
     /// The pool manager dies and another takes over, in its grace period for `grace`
@@ -343,14 +394,21 @@ impl World {
     /// ([`ClientCore::lost`], waiting [`RECLAIM_TIMEOUT`] for the next manager) until
     /// [`World::reclaim`].
     pub fn restart_manager(&mut self, grace: Duration) {
-        // Each manager its own instance, as a random one would be.
-        let instance = self.manager.instance().wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        self.manager = manager_of(self.now, instance);
-        self.manager.reclaiming(self.now + grace);
+        for m in &mut self.managers {
+            // Each manager its own instance, as a random one would be.
+            let instance = m.instance().wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let place = m.shard();
+            *m = manager_of(self.now, instance);
+            m.set_shard(place);
+            m.reclaiming(self.now + grace);
+        }
         let until = self.now + RECLAIM_TIMEOUT;
         for app in &mut self.apps {
-            app.core.lost(self.now, until);
+            for shard in 0..app.conns.len() {
+                app.core.lost(self.now, shard, until);
+            }
             app.conn = 0;
+            app.conns.iter_mut().for_each(|c| *c = 0);
         }
     }
 
@@ -358,17 +416,23 @@ impl World {
     /// reclaiming its old app id, and replays what it holds ([`ClientCore::replay`]).
     /// Returns the app id the manager gave, or why the JOIN failed (the core stays lost).
     pub fn reclaim(&mut self, app: usize) -> CallResult<crate::proto::AppId> {
-        let conn = self.next;
-        self.next += 1;
-        let mut join = join_message(&self.apps[app].component);
-        join.process = conn;
-        self.apps[app].conn = conn;
-        self.manager.connected(self.now, conn, [conn as u8; 32]);
-        let now = self.now;
-        self.apps[app].core.rejoin(now, join, SECRET);
-        let out = self.drain();
-        self.deliver(out);
-        self.pump();
+        let used: Vec<usize> = self.apps[app].core.cores().map(|(s, _)| s).collect();
+        for shard in used {
+            let conn = self.next;
+            self.next += 1;
+            self.apps[app].conns[shard] = conn;
+            if shard == 0 {
+                self.apps[app].conn = conn;
+            }
+            self.managers[shard].connected(self.now, conn, [conn as u8; 32]);
+            let now = self.now;
+            self.apps[app].core.rejoin(now, shard, SECRET);
+            // Its connection is the one made here.
+            while self.apps[app].core.poll_connect().is_some() {}
+            let out = self.drain();
+            self.deliver(out);
+            self.pump();
+        }
         match self.apps[app].core.joined() {
             Some(Ok((id, _))) => Ok(*id),
             Some(Err(e)) => Err(e.clone()),
@@ -376,39 +440,60 @@ impl World {
         }
     }
 
-    /// Hands the manager `msg` from `conn` at the world's time; everything it sends.
-    fn hand_manager(&mut self, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
-        self.manager.handle(self.now, conn, msg);
+    /// Hands shard `shard`'s manager `msg` from `conn` at the world's time; everything
+    /// the managers send.
+    fn hand_manager(&mut self, shard: usize, conn: ConnId, msg: ToPm) -> Vec<(ConnId, FromPm)> {
+        self.managers[shard].handle(self.now, conn, msg);
         self.drain()
     }
 
-    /// Everything the manager wants to send, its deferred work done (as a driver does it).
+    /// Everything the managers want to send, their deferred work done (as a driver does
+    /// it), with the shard of each (connection ids are the world's, unique).
     fn drain(&mut self) -> Vec<(ConnId, FromPm)> {
-        while self.manager.has_work() {
-            self.manager.work(self.now);
+        let mut out = Vec::new();
+        for m in &mut self.managers {
+            while m.has_work() {
+                m.work(self.now);
+            }
+            out.extend(std::iter::from_fn(|| m.poll_output()));
         }
-        std::iter::from_fn(|| self.manager.poll_output()).collect()
+        out
     }
 
-    /// App `app`'s core.
-    pub fn core(&mut self, app: usize) -> &mut ClientCore<Plain> {
+    /// The pool's shard 0 manager (the only one, in a pool of one).
+    pub fn manager(&mut self) -> &mut Manager {
+        &mut self.managers[0]
+    }
+
+    /// App `app`'s client: its calls go to the shards they concern.
+    pub fn client(&mut self, app: usize) -> &mut Sharded<Plain> {
         &mut self.apps[app].core
     }
 
-    /// Runs `step` on app `app`'s core at the world's time.
+    /// App `app`'s core at shard 0 (its only one, in a pool of one): its connection's
+    /// state machine, for what a test looks at in it.
+    pub fn core(&mut self, app: usize) -> &mut ClientCore<Routed<Plain>> {
+        self.apps[app]
+            .core
+            .core(0)
+            .expect("every app has shard 0's core")
+    }
+
+    /// Runs `step` on app `app`'s client at the world's time.
     pub fn timed<R>(
         &mut self,
         app: usize,
-        step: impl FnOnce(&mut ClientCore<Plain>, Instant) -> R,
+        step: impl FnOnce(&mut Sharded<Plain>, Instant) -> R,
     ) -> R {
         let now = self.now;
         step(&mut self.apps[app].core, now)
     }
 
-    /// The earliest deadline of the PM and of every core.
+    /// The earliest deadline of the managers and of every core.
     pub fn next_deadline(&self) -> Option<Instant> {
         let cores = self.apps.iter().filter_map(|a| a.core.poll_timeout());
-        cores.chain(self.manager.poll_timeout()).min()
+        let managers = self.managers.iter().filter_map(Manager::poll_timeout);
+        cores.chain(managers).min()
     }
 
     /// Runs the world until `until`: time jumps to each deadline on the way (the PM's and
@@ -419,7 +504,9 @@ impl World {
         while let Some(at) = self.next_deadline().filter(|&at| at <= until) {
             self.now = self.now.max(at);
             let now = self.now;
-            self.manager.handle_timeout(now);
+            for m in &mut self.managers {
+                m.handle_timeout(now);
+            }
             let out = self.drain();
             self.deliver(out);
             for app in &mut self.apps {
@@ -435,16 +522,25 @@ impl World {
         loop {
             let mut moved = false;
             for i in 0..self.apps.len() {
-                while let Some(t) = self.apps[i].core.poll_transmit() {
+                while let Some(shard) = self.apps[i].core.poll_connect() {
+                    // A shard the app needs now: its connection, JOIN first.
+                    let conn = self.next;
+                    self.next += 1;
+                    self.apps[i].conns[shard] = conn;
+                    self.managers[shard].connected(self.now, conn, [conn as u8; 32]);
+                    let out = self.drain();
+                    self.deliver(out);
+                }
+                while let Some((shard, t)) = self.apps[i].core.poll_transmit() {
                     moved = true;
-                    let conn = self.apps[i].conn;
-                    let out = self.hand_manager(conn, t.msg.clone());
+                    let conn = self.apps[i].conns[shard];
+                    let out = self.hand_manager(shard, conn, t.msg.clone());
                     self.apps[i].sent.push(t);
                     self.deliver(out);
                 }
-                while let Some(e) = self.apps[i].core.poll_event() {
+                while let Some((shard, e)) = self.apps[i].core.poll_event() {
                     moved = true;
-                    self.carry_out(i, e);
+                    self.carry_out(i, shard, e);
                 }
             }
             if !moved {
@@ -464,25 +560,28 @@ impl World {
                 Ok(Some(path.into()))
             }
         };
-        self.core(i).handed_over(cdo, linked);
+        self.client(i).handed_over(cdo, linked);
     }
 
     /// Hands each app the messages the manager sent it.
     fn deliver(&mut self, out: Vec<(ConnId, FromPm)>) {
         for (conn, m) in out {
-            let Some(i) = self.apps.iter().position(|a| a.conn == conn) else {
+            let Some((i, shard)) = self.apps.iter().enumerate().find_map(|(i, a)| {
+                let shard = a.conns.iter().position(|&c| c == conn && c != 0)?;
+                Some((i, shard))
+            }) else {
                 continue;
             };
             if self.stalled == Some(i) {
-                self.stalled_inbox.push(m);
+                self.stalled_inbox.push((shard, m));
             } else {
-                self.apps[i].core.handle(self.now, m);
+                self.apps[i].core.handle(self.now, shard, m);
             }
         }
     }
 
-    /// Does what a driver does with one of app `i`'s core events.
-    fn carry_out(&mut self, i: usize, e: Event<Plain>) {
+    /// Does what a driver does with an event of app `i`'s core of shard `shard`.
+    fn carry_out(&mut self, i: usize, shard: usize, e: Event<Plain>) {
         match e {
             Event::Answer { waiter, result } => {
                 let old = self.apps[i].answers.insert(waiter, result);
@@ -500,7 +599,7 @@ impl World {
                 let bytes = &self.memory[&self.offers[&(i, cdo)]];
                 let (o, n) = (offset as usize, len as usize);
                 let data = bytes[o..o + n].to_vec();
-                self.core(i).served(transfer, offset, data).expect("chunk");
+                (self.client(i).served((shard, transfer), offset, data)).expect("chunk");
             }
             Event::HandOver { cdo, dir } => match &mut self.linking {
                 Some(waiting) => waiting.push((i, cdo, dir)),
@@ -510,7 +609,7 @@ impl World {
             Event::Spill { cdo } => {
                 let key = self.offers[&(i, cdo)];
                 let file = gfs_file(key, &self.memory[&key]);
-                self.core(i).spilled(cdo, Ok(file));
+                self.client(i).spilled(cdo, Ok(file));
             }
             Event::Piece { stream, piece } => {
                 let (offset, data) = match piece {
@@ -518,7 +617,8 @@ impl World {
                     Err(e) => {
                         self.apps[i].streams.remove(&stream);
                         self.apps[i].stream_errors.push(e.clone());
-                        self.core(i).fetched(stream, Err(e.to_string()));
+                        let (shard, transfer) = split(stream);
+                        self.client(i).fetched(shard, transfer, Err(e.to_string()));
                         return;
                     }
                 };
@@ -527,7 +627,8 @@ impl World {
                 *len -= data.len() as u64;
                 if *len == 0 {
                     let (buf, _) = self.apps[i].streams.remove(&stream).expect("routed");
-                    self.core(i).fetched(stream, Ok((buf, None)));
+                    let (shard, transfer) = split(stream);
+                    self.client(i).fetched(shard, transfer, Ok((buf, None)));
                 }
             }
             Event::Subscription { events, news } => {
@@ -548,9 +649,11 @@ impl World {
             Source::Inline { bytes } => bytes.0.to_vec(),
             Source::Stream { len } => {
                 let buf = vec![0; *len as usize];
-                self.apps[i].streams.insert(f.transfer, (buf, *len));
-                let (transfer, len) = (f.transfer, *len);
-                self.timed(i, |k, now| k.stream(now, transfer, len, transfer))
+                // A stream's route names the shard and its transfer there.
+                let route = joined(f.shard, f.transfer);
+                self.apps[i].streams.insert(route, (buf, *len));
+                let (at, len) = ((f.shard, f.transfer), *len);
+                self.timed(i, |k, now| k.stream(now, at, len, route))
                     .expect("stream");
                 return;
             }
@@ -574,7 +677,8 @@ impl World {
         if self.corrupt && !bytes.is_empty() {
             bytes[0] ^= 0xff;
         }
-        self.core(i).fetched(f.transfer, Ok((bytes, None)));
+        self.client(i)
+            .fetched(f.shard, f.transfer, Ok((bytes, None)));
     }
 
     /// Declares `name` at `app`, seals it with `.user.step`, offers `bytes` (inline when
@@ -609,7 +713,7 @@ impl World {
         (bytes, inline, gfs): (&[u8], bool, bool),
         attributes: Attributes,
     ) -> (CdoId, u32) {
-        let cdo = self.core(app).declare(name).expect("declare");
+        let cdo = self.client(app).declare(name).expect("declare");
         let key = self.memory.len() as u64 + 100;
         self.memory.insert(key, bytes.to_vec());
         self.offers.insert((app, cdo), key);
@@ -619,7 +723,7 @@ impl World {
             len: bytes.len() as u64,
         };
         let tag = 1000 + cdo as u32;
-        let core = self.core(app);
+        let core = self.client(app);
         core.set_inline_max(if inline { DEFAULT_INLINE_MAX } else { 0 });
         let offer = Offer {
             cdo,
@@ -644,6 +748,35 @@ impl World {
     pub fn sent(&self, app: usize) -> Vec<&ToPm> {
         self.apps[app].sent.iter().map(|t| &t.msg).collect()
     }
+}
+
+thread_local! {
+    /// The shards of the pools [`World::new`] makes on this thread ([`at_shards`]).
+    static SHARDS: std::cell::Cell<Shards> = std::cell::Cell::new(Shards::default());
+}
+
+/// Runs `scenario` with every [`World::new`] of this thread a pool of `shards` managers:
+/// a scenario test written for one manager runs unchanged against a sharded pool, and
+/// must give the outcome it asserts there too.
+pub fn at_shards<R>(shards: Shards, scenario: impl FnOnce() -> R) -> R {
+    struct Restore(Shards);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SHARDS.set(self.0);
+        }
+    }
+    let _restore = Restore(SHARDS.replace(shards));
+    scenario()
+}
+
+/// A stream's route tag: the shard in the top 16 bits, its transfer below.
+fn joined(shard: usize, transfer: u64) -> u64 {
+    ((shard as u64) << 48) | transfer
+}
+
+/// The shard and transfer of a stream's route tag.
+fn split(route: u64) -> (usize, u64) {
+    ((route >> 48) as usize, route & ((1 << 48) - 1))
 }
 
 impl Default for World {

@@ -45,19 +45,19 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
     let bytes: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
     let (offer, offered) = w.offer(p, "field", &bytes, false);
     // Sent, not confirmed yet.
-    assert_eq!(w.core(p).phase(offer), Some(Phase::Declared));
-    let cdo = w.core(c).declare("field").expect("declare");
+    assert_eq!(w.client(p).phase(offer), Some(Phase::Declared));
+    let cdo = w.client(c).declare("field").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.answer(p, offered), Some(&Ok(offer)));
-    assert_eq!(w.core(p).phase(offer), Some(Phase::Offered));
+    assert_eq!(w.client(p).phase(offer), Some(Phase::Offered));
     assert_eq!(
         w.answer(c, 1),
         Some(&Ok(cdo)),
         "the ticket completed the demand"
     );
     assert!(matches!(w.apps[c].tickets[..], [Source::Rma { .. }]));
-    let (got, attrs) = w.core(c).take_arrived(cdo).expect("arrived");
+    let (got, attrs) = w.client(c).take_arrived(cdo).expect("arrived");
     assert_eq!(got, bytes);
     // The built-in attributes tickets leave out, filled in by the core.
     assert_eq!(attrs.get(attr::NAME), Some(&AttrValue::Str("field".into())));
@@ -96,14 +96,14 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
         .expect("withdraw");
     w.pump();
     assert_eq!(w.answer(p, 4), Some(&Ok(offer)));
-    assert_eq!(w.core(p).phase(offer), Some(Phase::Sealed), "withdrawn");
+    assert_eq!(w.client(p).phase(offer), Some(Phase::Sealed), "withdrawn");
     // Withdrawn: settled, so disposed without an answer, and forgotten.
     assert_eq!(
         w.timed(p, |k, now| k.dispose(now, offer, 5))
             .expect("dispose"),
         None
     );
-    assert_eq!(w.core(p).name(offer), None);
+    assert_eq!(w.client(p).name(offer), None);
     w.pump();
     assert!(w.answer(p, 5).is_none());
 }
@@ -113,30 +113,36 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "scalar", b"42", true);
-    let cdo = w.core(c).declare("scalar").expect("declare");
+    let cdo = w.client(c).declare("scalar").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     // The core carried the ticket out itself: nothing for the driver to fetch.
     assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
     assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
-    assert_eq!(w.core(c).take_arrived(cdo).expect("arrived").0, b"42");
+    assert_eq!(w.client(c).take_arrived(cdo).expect("arrived").0, b"42");
     // Memory lent for a small CDO receives its bytes.
     w.offer(p, "scalar-into", b"43", true);
-    let into = w.core(c).declare("scalar-into").expect("declare");
-    w.core(c).lend(into, vec![0; 100]);
+    let into = w.client(c).declare("scalar-into").expect("declare");
+    w.client(c).lend(into, vec![0; 100]);
     waiting(w.timed(c, |k, now| k.demand(now, into, 2)).expect("demand"));
     w.pump();
-    let (got, _) = w.core(c).take_arrived(into).expect("arrived");
+    let (got, _) = w.client(c).take_arrived(into).expect("arrived");
     assert_eq!(got, b"43");
     assert_eq!(got.capacity(), 100, "the lent vector, not a new one");
     // A 0-byte CDO comes with its ticket even where offers carry no bytes: nothing to read.
     w.offer(p, "sync", b"", false);
-    let sync = w.core(c).declare("sync").expect("declare");
+    let sync = w.client(c).declare("sync").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, sync, 3)).expect("demand"));
     w.pump();
     assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
     assert_eq!(w.answer(c, 3), Some(&Ok(sync)));
-    assert!(w.core(c).take_arrived(sync).expect("arrived").0.is_empty());
+    assert!(
+        w.client(c)
+            .take_arrived(sync)
+            .expect("arrived")
+            .0
+            .is_empty()
+    );
     // The PM counted the transfers done as it sent the tickets.
     assert!(
         !w.sent(c)
@@ -159,7 +165,7 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
     );
     w.offer(p, "field", &[5; 64 << 10], false);
     for (i, c) in [c1, c2].into_iter().enumerate() {
-        let cdo = w.core(c).declare("field").expect("declare");
+        let cdo = w.client(c).declare("field").expect("declare");
         waiting(
             w.timed(c, |k, now| k.demand(now, cdo, 10 + i as u32))
                 .expect("demand"),
@@ -171,7 +177,7 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
             "{:?}",
             w.apps[c].tickets
         );
-        let (data, _) = w.core(c).take_arrived(cdo).expect("arrived");
+        let (data, _) = w.client(c).take_arrived(cdo).expect("arrived");
         assert_eq!(data, vec![5; 64 << 10]);
     }
     let spilled = w
@@ -183,7 +189,7 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
 
     // Without a directory in common: the stream.
     let other = w.join("no-gfs", false);
-    let cdo = w.core(other).declare("field").expect("declare");
+    let cdo = w.client(other).declare("field").expect("declare");
     waiting(
         w.timed(other, |k, now| k.demand(now, cdo, 20))
             .expect("demand"),
@@ -206,7 +212,7 @@ fn a_provider_that_never_writes_its_spill_holds_consumers_until_the_deadline() {
     let c = w.join_with_gfs_only("consumer", "node2");
     w.offer(p, "field", &[5; 64 << 10], false);
     w.deaf = true;
-    let cdo = w.core(c).declare("field").expect("declare");
+    let cdo = w.client(c).declare("field").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 10)).expect("demand"));
     w.pump();
     assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
@@ -229,7 +235,7 @@ fn offers_written_to_the_global_file_system_are_read_from_it() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer_to_gfs(p, "field", b"forty-two");
-    let cdo = w.core(c).declare("field").expect("declare");
+    let cdo = w.client(c).declare("field").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     let offered = w.sent(p).into_iter().find_map(|m| match m {
@@ -252,7 +258,7 @@ fn offers_written_to_the_global_file_system_are_read_from_it() {
     );
     assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
     assert_eq!(
-        w.core(c).take_arrived(cdo).expect("arrived").0,
+        w.client(c).take_arrived(cdo).expect("arrived").0,
         b"forty-two"
     );
 }
@@ -263,7 +269,7 @@ fn a_demand_after_a_completed_require_is_local_and_only_noticed() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     let bytes = vec![7u8; 70_000];
     w.offer(p, "prefetched", &bytes, false);
-    let cdo = w.core(c).declare("prefetched").expect("declare");
+    let cdo = w.client(c).declare("prefetched").expect("declare");
     w.timed(c, |k, now| k.require(now, cdo, 1))
         .expect("require");
     w.pump();
@@ -301,7 +307,7 @@ fn a_stream_transfer_is_fetched_piece_by_piece_through_both_cores() {
     let c = w.join("far", false);
     let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
     w.offer(p, "far-away", &bytes, false);
-    let cdo = w.core(c).declare("far-away").expect("declare");
+    let cdo = w.client(c).declare("far-away").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert!(matches!(
@@ -309,7 +315,7 @@ fn a_stream_transfer_is_fetched_piece_by_piece_through_both_cores() {
         [Source::Stream { len: 3000 }]
     ));
     assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
-    assert_eq!(w.core(c).take_arrived(cdo).expect("arrived").0, bytes);
+    assert_eq!(w.client(c).take_arrived(cdo).expect("arrived").0, bytes);
 }
 
 #[test]
@@ -317,16 +323,16 @@ fn memory_lent_for_a_demand_goes_with_its_ticket() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "into", &[1; 100_000], false);
-    let cdo = w.core(c).declare("into").expect("declare");
-    w.core(c).lend(cdo, vec![0; 100_000]);
+    let cdo = w.client(c).declare("into").expect("declare");
+    w.client(c).lend(cdo, vec![0; 100_000]);
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.apps[c].lent_back.len(), 1);
-    assert_eq!(w.core(c).unlend(cdo), None, "handed out once");
+    assert_eq!(w.client(c).unlend(cdo), None, "handed out once");
     // Lent and not used: taken back.
-    let other = w.core(c).declare("nobody-offers").expect("declare");
-    w.core(c).lend(other, vec![0; 10]);
-    assert_eq!(w.core(c).unlend(other), Some(vec![0; 10]));
+    let other = w.client(c).declare("nobody-offers").expect("declare");
+    w.client(c).lend(other, vec![0; 10]);
+    assert_eq!(w.client(c).unlend(other), Some(vec![0; 10]));
 }
 
 #[test]
@@ -336,7 +342,7 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
     let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
     w.offer_sealed(p, "checked", (&[3; 64], false), integrity);
     w.corrupt = true;
-    let cdo = w.core(c).declare("checked").expect("declare");
+    let cdo = w.client(c).declare("checked").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     match w.answer(c, 1) {
@@ -350,7 +356,7 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
         m,
         ToPm::TransferDone { error: Some(why), .. } if why.starts_with("integrity check failed")
     )));
-    assert!(w.core(c).take_arrived(cdo).is_err(), "no data was kept");
+    assert!(w.client(c).take_arrived(cdo).is_err(), "no data was kept");
 }
 
 #[test]
@@ -373,7 +379,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
     };
     // Integrity asked: the seal carries the bytes' checksum; small bytes travel along.
     let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
-    let small = w.core(p).declare("small").expect("declare");
+    let small = w.client(p).declare("small").expect("declare");
     w.timed(p, |k, now| {
         k.offer(now, offer(small, b"tiny", Some(integrity)), 1)
     })
@@ -397,8 +403,8 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
         other => panic!("{other:?}"),
     }
     // Past the core's inline limit the bytes stay home; no integrity, no checksum.
-    w.core(p).set_inline_max(3);
-    let four = w.core(p).declare("four").expect("declare");
+    w.client(p).set_inline_max(3);
+    let four = w.client(p).declare("four").expect("declare");
     w.timed(p, |k, now| {
         k.offer(now, offer(four, b"four", Some(Attributes::new())), 2)
     })
@@ -414,7 +420,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
     }
     // A seal the schemas refuse sends nothing, alone or with an offer.
     let wrong = Attributes::from([(attr::LOCAL_SIZE.to_string(), AttrValue::Str("big".into()))]);
-    let bad = w.core(p).declare("bad").expect("declare");
+    let bad = w.client(p).declare("bad").expect("declare");
     assert!(matches!(last(&mut w), Some(ToPm::Declare { .. })));
     let sealed = w.timed(p, |k, now| k.seal(now, bad, wrong.clone(), 3));
     assert!(matches!(sealed, Err(CallError::Attribute(_))), "{sealed:?}");
@@ -440,7 +446,7 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     }
     // The group's own CDO lists its members.
     w.offer_sealed(p, "g", (&[], false), attr::group_attributes(&names));
-    let g = w.core(c).declare("g").expect("declare");
+    let g = w.client(c).declare("g").expect("declare");
     let (first, _) = w
         .timed(c, |k, now| k.demand_group(now, g, 1))
         .expect("demand group");
@@ -461,9 +467,12 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     );
     assert_eq!(w.answer(c, 1), Some(&Ok(g)));
     for (i, name) in names.iter().enumerate() {
-        assert_eq!(w.core(c).name(first + i as u64).map(|n| &**n), Some(*name));
+        assert_eq!(
+            w.client(c).name(first + i as u64).map(|n| &**n),
+            Some(*name)
+        );
     }
-    let here = w.core(c).take_group(g).expect("named");
+    let here = w.client(c).take_group(g).expect("named");
     assert_eq!((here.first, here.count), (first, names.len() as u64));
     assert_eq!(
         here.attributes.get(attr::NAME),
@@ -479,9 +488,9 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
             Some(&AttrValue::Str(m.name.clone()))
         );
     }
-    assert!(w.core(c).take_group(g).is_none(), "taken once");
+    assert!(w.client(c).take_group(g).is_none(), "taken once");
     // A declared CDO that is no group: the PM refuses, and the core names nothing.
-    let plain = w.core(c).declare("g/0").expect("declare");
+    let plain = w.client(c).declare("g/0").expect("declare");
     w.timed(c, |k, now| k.demand_group(now, plain, 2))
         .expect("demand group");
     w.pump();
@@ -489,7 +498,7 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
         w.answer(c, 2),
         Some(Err(CallError::Refused { .. }))
     ));
-    assert!(w.core(c).take_group(plain).is_none());
+    assert!(w.client(c).take_group(plain).is_none());
 }
 
 #[test]
@@ -506,7 +515,7 @@ fn a_group_with_a_failed_member_is_answered_with_its_error_once_the_others_ended
         attr::group_attributes(&["h/checked", "h/plain"]),
     );
     w.corrupt = true;
-    let g = w.core(c).declare("h").expect("declare");
+    let g = w.client(c).declare("h").expect("declare");
     let (first, _) = w
         .timed(c, |k, now| k.demand_group(now, g, 1))
         .expect("demand group");
@@ -519,7 +528,7 @@ fn a_group_with_a_failed_member_is_answered_with_its_error_once_the_others_ended
         other => panic!("{other:?}"),
     }
     // The member that arrived is handed over (to dispose); the corrupted one is not.
-    let here = w.core(c).take_group(g).expect("named");
+    let here = w.client(c).take_group(g).expect("named");
     assert_eq!(here.count, 2);
     let got: Vec<CdoId> = here.members.iter().map(|m| m.cdo).collect();
     assert_eq!(got, [first + 1]);
@@ -531,14 +540,14 @@ fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "k/0", &[1; 8], true);
     w.offer_sealed(p, "k", (&[], false), attr::group_attributes(&["k/0"]));
-    let g = w.core(c).declare("k").expect("declare");
+    let g = w.client(c).declare("k").expect("declare");
     let (first, call) = w
         .timed(c, |k, now| k.demand_group(now, g, 1))
         .expect("demand group");
     w.core(c).abandon((Op::Demand, g), call);
     w.pump();
     assert_eq!(w.answer(c, 1), None, "nobody waits");
-    let here = w.core(c).take_group(g).expect("named");
+    let here = w.client(c).take_group(g).expect("named");
     assert_eq!(here.members.len(), 1);
     assert_eq!(here.members[0].cdo, first);
 }
@@ -614,7 +623,7 @@ fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
 fn an_answer_goes_to_the_oldest_call_still_waiting() {
     let mut w = World::new();
     let p = w.join("producer", true);
-    let cdo = w.core(p).declare("twice").expect("declare");
+    let cdo = w.client(p).declare("twice").expect("declare");
     let first = w
         .timed(p, |k, now| k.seal(now, cdo, Attributes::new(), 1))
         .expect("seal");
@@ -626,14 +635,18 @@ fn an_answer_goes_to_the_oldest_call_still_waiting() {
     assert_eq!(w.answer(p, 1), None);
     assert_eq!(w.answer(p, 2), Some(&Ok(cdo)));
     // Sealed by the first (the PM refused the second), whoever waited.
-    assert_eq!(w.core(p).phase(cdo), Some(Phase::Sealed));
+    assert_eq!(w.client(p).phase(cdo), Some(Phase::Sealed));
 }
 
 #[test]
 fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
     let mut w = World::new();
     let (s, p) = (w.join("tracer", true), w.join("producer", true));
-    w.timed(s, |k, now| k.subscribe(now, offers(), 77, 1))
+    // The subscription of one connection's core (the sharded client's fan-out is
+    // tests/shards.rs's).
+    let now = w.now;
+    w.core(s)
+        .subscribe(now, offers(), 77, 1.into())
         .expect("subscribe");
     w.pump();
     let Some(Ok(sub)) = w.answer(s, 1).cloned() else {
@@ -644,7 +657,8 @@ fn subscriptions_are_confirmed_fed_ended_and_forgotten() {
     assert!(matches!(&w.apps[s].news[&77][..], [News::Event(e)] if e.kind == EventKind::Offer));
     // A subscription whose caller gave up before the answer is ended when it comes.
     let (local, _) = w
-        .timed(s, |k, now| k.subscribe(now, offers(), 78, 2))
+        .core(s)
+        .subscribe(now, offers(), 78, 2.into())
         .expect("subscribe");
     w.core(s).forget_subscription(local);
     w.pump();
@@ -710,7 +724,7 @@ fn an_event_held_for_its_acknowledgement_goes_on_when_the_core_acknowledges_it()
         other => panic!("{other:?}"),
     };
     w.apps[s].sent.clear();
-    w.core(s).ack(sub, serial).expect("ack");
+    w.client(s).ack(sub, serial).expect("ack");
     w.pump();
     assert_eq!(w.answer(p, tag), Some(&Ok(cdo)), "went on");
     assert_eq!(w.sent(s), [&ToPm::Ack { sub, serial }]);
@@ -720,7 +734,7 @@ fn an_event_held_for_its_acknowledgement_goes_on_when_the_core_acknowledges_it()
 fn a_fabric_change_an_app_reports_reaches_the_pools_subscribers_unanswered() {
     use pool_core::events::FabricChange;
     let mut w = World::new();
-    w.manager.set_policy(pool_core::policy::Policy {
+    w.manager().set_policy(pool_core::policy::Policy {
         reporters: vec!["other-job".into()],
         ..Default::default()
     });
@@ -758,10 +772,10 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "kept", &[5; 10], true);
-    let kept = w.core(c).declare("kept").expect("declare");
+    let kept = w.client(c).declare("kept").expect("declare");
     w.timed(c, |k, now| k.require(now, kept, 1))
         .expect("require");
-    let never = w.core(c).declare("never").expect("declare");
+    let never = w.client(c).declare("never").expect("declare");
     waiting(
         w.timed(c, |k, now| k.demand(now, never, 2))
             .expect("demand"),
@@ -781,7 +795,7 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
         }]
     ));
     assert!(w.core(c).is_closed());
-    assert_eq!(w.core(c).declare("late"), Err(CallError::Closed));
+    assert_eq!(w.client(c).declare("late"), Err(CallError::Closed));
     assert_eq!(w.timed(c, |k, now| k.leave(now, 9)), Err(CallError::Closed));
     // The required bytes are here: the demand needs no PM.
     assert!(matches!(
@@ -828,7 +842,7 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
     let mut w = World::new();
     let c = w.join("consumer", true);
     // Retracted: the PM agrees, the CDO is settled, its dispose is not answered.
-    let retracted = w.core(c).declare("nobody-offers").expect("declare");
+    let retracted = w.client(c).declare("nobody-offers").expect("declare");
     waiting(
         w.timed(c, |k, now| k.demand(now, retracted, 1))
             .expect("demand"),
@@ -848,7 +862,10 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
     );
     // Disposed while demanded: the dispose waits for the PM; when it agrees, the waiting
     // demand ends (before the dispose's answer).
-    let disposed = w.core(c).declare("nobody-offers-either").expect("declare");
+    let disposed = w
+        .client(c)
+        .declare("nobody-offers-either")
+        .expect("declare");
     waiting(
         w.timed(c, |k, now| k.demand(now, disposed, 4))
             .expect("demand"),
@@ -865,7 +882,7 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
         cdo: disposed,
     };
     assert_eq!(answers, (Some(Err(ended)), Some(Ok(disposed))));
-    assert_eq!(w.core(c).name(disposed), None);
+    assert_eq!(w.client(c).name(disposed), None);
 }
 
 #[test]
@@ -873,7 +890,7 @@ fn an_unanswered_call_times_out_exactly_at_its_deadline_and_its_request_stands()
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     let t0 = w.now;
-    let cdo = w.core(c).declare("late").expect("declare");
+    let cdo = w.client(c).declare("late").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     assert_eq!(w.core(c).poll_timeout(), Some(t0 + CALL_TIMEOUT));
     w.run_until(t0 + CALL_TIMEOUT - Duration::from_nanos(1));
@@ -902,8 +919,8 @@ fn a_call_waits_as_long_as_its_own_deadline_says() {
     let c = w.join("consumer", true);
     let t0 = w.now;
     let (short, never) = (
-        w.core(c).declare("short").expect("declare"),
-        w.core(c).declare("never").expect("declare"),
+        w.client(c).declare("short").expect("declare"),
+        w.client(c).declare("never").expect("declare"),
     );
     let first = waiting(
         w.timed(c, |k, now| k.demand(now, short, 1))
@@ -933,7 +950,7 @@ fn a_call_waits_as_long_as_its_own_deadline_says() {
 fn a_call_held_for_a_subscribers_acknowledgement_goes_on_at_the_pms_deadline() {
     let mut w = World::new();
     let (s, p) = (w.join("auditor", true), w.join("producer", true));
-    w.manager.set_ack_timeout(Duration::from_secs(10));
+    w.manager().set_ack_timeout(Duration::from_secs(10));
     let (kinds, selector, _) = offers();
     let options = SubscribeOptions {
         require_ack: true,
@@ -976,7 +993,7 @@ fn the_core_joins_by_answering_the_challenge_and_a_wrong_secret_is_refused() {
     let Some(Ok((app, 77))) = w.core(p).joined().cloned() else {
         panic!("{:?}", w.core(p).joined());
     };
-    let cdo = w.core(p).declare("first").expect("declare");
+    let cdo = w.client(p).declare("first").expect("declare");
     assert_eq!(
         cdo,
         *pool_core::proto::cdo_ids(app).start(),
@@ -1000,7 +1017,7 @@ fn the_core_joins_by_answering_the_challenge_and_a_wrong_secret_is_refused() {
         "{:?}",
         w.core(i).joined()
     );
-    assert_eq!(w.core(i).declare("x"), Err(CallError::Closed));
+    assert_eq!(w.client(i).declare("x"), Err(CallError::Closed));
 }
 
 #[test]
@@ -1043,11 +1060,11 @@ fn a_large_stream_is_fetched_a_window_of_pieces_at_a_time() {
     let c = w.join("far", false);
     let bytes: Vec<u8> = (0..(9 << 20) + 5u32).map(|i| (i % 251) as u8).collect();
     w.offer(p, "big", &bytes, false);
-    let cdo = w.core(c).declare("big").expect("declare");
+    let cdo = w.client(c).declare("big").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
-    assert_eq!(w.core(c).take_arrived(cdo).expect("arrived").0, bytes);
+    assert_eq!(w.client(c).take_arrived(cdo).expect("arrived").0, bytes);
     // The window went out first, then one piece per piece that arrived.
     let asked: Vec<(u64, u64)> = w
         .sent(c)
@@ -1076,7 +1093,7 @@ fn a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_
     let c = w.join("far", false);
     w.deaf = true;
     w.offer(p, "silent", &[3; 5000], false);
-    let cdo = w.core(c).declare("silent").expect("declare");
+    let cdo = w.client(c).declare("silent").expect("declare");
     let call = waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     // The demand waits for as long as it takes; the stream must show progress.
     w.core(c).set_deadline((Op::Demand, cdo), call, None);
@@ -1110,3 +1127,22 @@ fn a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_
     k.handle(now, chunk(0, vec![0; 100]));
     assert!(k.poll_event().is_none(), "the stream ended");
 }
+
+support::at_three_shards!(
+    the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with,
+    small_cdos_come_with_their_tickets_and_are_not_reported,
+    offers_written_to_the_global_file_system_are_read_from_it,
+    memory_lent_for_a_demand_goes_with_its_ticket,
+    corrupted_bytes_fail_the_demand_and_are_reported,
+    an_unanswered_call_times_out_exactly_at_its_deadline_and_its_request_stands,
+    an_event_held_for_its_acknowledgement_goes_on_when_the_core_acknowledges_it,
+    a_waiting_demand_is_cancelled_by_retract_or_dispose,
+    a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_refused,
+    a_stream_transfer_is_fetched_piece_by_piece_through_both_cores,
+    a_provider_that_never_writes_its_spill_holds_consumers_until_the_deadline,
+    a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken,
+    a_fabric_change_an_app_reports_reaches_the_pools_subscribers_unanswered,
+    a_demand_after_a_completed_require_is_local_and_only_noticed,
+    a_cdo_goes_from_offer_to_demand_through_both_cores,
+    a_call_held_for_a_subscribers_acknowledgement_goes_on_at_the_pms_deadline,
+);

@@ -181,10 +181,10 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
     w.offer(p, "read", &[5; 100], false);
     w.offer(p, "inline", b"small", true);
     // The consumer waits for a CDO nobody offers yet, and required another.
-    let waits = w.core(c).declare("later").expect("declare");
+    let waits = w.client(c).declare("later").expect("declare");
     w.timed(c, |k, now| k.demand(now, waits, 5))
         .expect("demand");
-    let required = w.core(c).declare("required-later").expect("declare");
+    let required = w.client(c).declare("required-later").expect("declare");
     w.timed(c, |k, now| k.require(now, required, 6))
         .expect("require");
     w.pump();
@@ -214,13 +214,13 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
     // After it, a consumer that never knew the old manager gets the replayed offers.
     let newcomer = w.join("newcomer", true);
     for (name, want) in [("read", vec![5; 100]), ("inline", b"small".to_vec())] {
-        let cdo = w.core(newcomer).declare(name).expect("declare");
+        let cdo = w.client(newcomer).declare(name).expect("declare");
         let tag = 100 + cdo as u32;
         w.timed(newcomer, |k, now| k.demand(now, cdo, tag))
             .expect("demand");
         w.pump();
         assert_eq!(w.answer(newcomer, tag), Some(&Ok(cdo)), "{name}");
-        let (got, _) = w.core(newcomer).take_arrived(cdo).expect("arrived");
+        let (got, _) = w.client(newcomer).take_arrived(cdo).expect("arrived");
         assert_eq!(got, want, "{name}");
     }
     // The demand and the require that waited through the takeover are served as the
@@ -236,7 +236,7 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
         "{news:?}"
     );
     assert_eq!(w.answer(c, 5), Some(&Ok(waits)));
-    let (late, _) = w.core(c).take_arrived(waits).expect("arrived");
+    let (late, _) = w.client(c).take_arrived(waits).expect("arrived");
     assert_eq!(late, b"late");
     // The required bytes are here: the demand needs no manager.
     match w.timed(c, |k, now| k.demand(now, required, 7)) {
@@ -277,11 +277,11 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
     let (mut w, [p, c, watcher], _) = watched_world(Default::default());
     // Bytes the consumer required came before the manager died.
     w.offer(p, "early", b"early", false);
-    let early = w.core(c).declare("early").expect("declare");
+    let early = w.client(c).declare("early").expect("declare");
     w.timed(c, |k, now| k.require(now, early, 2))
         .expect("require");
     w.pump();
-    let waits = w.core(c).declare("x").expect("declare");
+    let waits = w.client(c).declare("x").expect("declare");
     w.timed(c, |k, now| k.demand(now, waits, 3))
         .expect("demand");
     w.pump();
@@ -289,7 +289,7 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
     let sent = (w.apps[p].sent.len(), w.apps[c].sent.len());
     // While no manager is there, the calls are taken and wait: nothing is sent.
     let (x, offered) = w.offer(p, "x", b"made while lost", false);
-    let later = w.core(c).declare("later").expect("declare");
+    let later = w.client(c).declare("later").expect("declare");
     w.timed(c, |k, now| k.require(now, later, 4))
         .expect("require");
     w.pump();
@@ -304,7 +304,7 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
     // made before.
     assert_eq!(w.answer(p, offered), Some(&Ok(x)));
     assert_eq!(w.answer(c, 3), Some(&Ok(waits)));
-    let (got, _) = w.core(c).take_arrived(waits).expect("arrived");
+    let (got, _) = w.client(c).take_arrived(waits).expect("arrived");
     assert_eq!(got, b"made while lost");
     // The watcher of offers heard of the offer made before once, and of the one made
     // while no manager ran once, from the manager that took over.
@@ -339,7 +339,7 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
 fn a_ticket_in_flight_when_the_manager_dies_is_demanded_again_and_its_late_end_is_ignored() {
     let (mut w, [p, c, _], _) = watched_world(Default::default());
     w.offer(p, "x", &[7; 64], false);
-    let x = w.core(c).declare("x").expect("declare");
+    let x = w.client(c).declare("x").expect("declare");
     w.hold = true;
     w.timed(c, |k, now| k.demand(now, x, 3)).expect("demand");
     w.pump();
@@ -355,9 +355,10 @@ fn a_ticket_in_flight_when_the_manager_dies_is_demanded_again_and_its_late_end_i
     );
     // The old ticket ends late: it is not taken for anything (the sim would panic on a
     // second answer).
-    w.core(c).fetched(old.transfer, Ok((vec![0; 64], None)));
+    w.client(c)
+        .fetched(old.shard, old.transfer, Ok((vec![0; 64], None)));
     w.pump();
-    let (got, _) = w.core(c).take_arrived(x).expect("arrived");
+    let (got, _) = w.client(c).take_arrived(x).expect("arrived");
     assert_eq!(got, vec![7; 64]);
 }
 
@@ -403,7 +404,7 @@ fn a_subscriber_acknowledges_and_ends_its_subscription_by_the_id_it_knows_after_
 #[test]
 fn an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_timeout() {
     let (mut w, [p, c, _], _) = watched_world(Default::default());
-    let x = w.core(c).declare("x").expect("declare");
+    let x = w.client(c).declare("x").expect("declare");
     w.timed(c, |k, now| k.demand(now, x, 3)).expect("demand");
     w.pump();
     w.restart_manager(Duration::from_secs(1));
@@ -425,7 +426,7 @@ fn an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_ti
     w.run_until(t0 + pool_core::sim::RECLAIM_TIMEOUT);
     assert!(w.core(c).is_closed(), "closed at its reclaim timeout");
     assert!(!matches!(w.answer(c, 3), Some(Ok(_))));
-    let declared = w.core(c).declare("y");
+    let declared = w.client(c).declare("y");
     assert!(matches!(
         declared,
         Err(pool_core::client::CallError::Closed)
@@ -480,18 +481,18 @@ fn a_manager_that_knows_the_apps_ends_its_grace_when_they_are_back_and_says_who_
     // The third app dies with the manager: the period runs to its end, then the
     // subscribers hear who came back and who did not.
     w.restart_manager(Duration::from_secs(60));
-    w.manager.expecting(expected(&[
+    w.manager().expecting(expected(&[
         (1, "producer:0"),
         (2, "consumer:0"),
         (3, "gone:0"),
     ]));
-    w.apps[gone].core.close();
+    w.apps[gone].core.close(0);
     w.reclaim(p).expect("producer");
     w.reclaim(c).expect("consumer");
-    assert!(w.manager.in_grace(), "waits for the third");
+    assert!(w.manager().in_grace(), "waits for the third");
     let t0 = w.now;
     w.run_until(t0 + Duration::from_secs(60));
-    assert!(!w.manager.in_grace());
+    assert!(!w.manager().in_grace());
     let told: Vec<_> = (w.apps[c].news[&5].iter())
         .filter_map(|n| match n {
             News::Event(e) if e.kind == EventKind::PmFailover => Some(e.detail.clone()),
@@ -509,14 +510,14 @@ fn a_manager_that_knows_the_apps_ends_its_grace_when_they_are_back_and_says_who_
     // A second takeover, every app it expects back: its grace ends as the last replayed,
     // once its shortest length passed.
     w.restart_manager(Duration::from_secs(60));
-    w.manager
+    w.manager()
         .expecting(expected(&[(1, "producer:0"), (2, "consumer:0")]));
     w.reclaim(p).expect("producer");
     let t1 = w.now;
     w.run_until(t1 + pool_core::MIN_GRACE);
-    assert!(w.manager.in_grace(), "one app is still missing");
+    assert!(w.manager().in_grace(), "one app is still missing");
     w.reclaim(c).expect("consumer");
-    assert!(!w.manager.in_grace(), "every app expected is back");
+    assert!(!w.manager().in_grace(), "every app expected is back");
     let last = match w.apps[c].news[&5].last() {
         Some(News::Event(e)) => e.detail.clone(),
         other => panic!("{other:?}"),
@@ -561,13 +562,13 @@ fn groups_demanded_through_a_takeover_arrive_whole() {
     // One group is named and its members' bytes are on their way when the manager dies;
     // another is demanded before anyone offers it.
     offer_group(&mut w, p, "now", &["now/a", "now/b"]);
-    let named = w.core(c).declare("now").expect("declare");
+    let named = w.client(c).declare("now").expect("declare");
     w.hold = true;
     w.timed(c, |k, now| k.demand_group(now, named, 21))
         .expect("demand group");
     w.pump();
     assert_eq!(w.held.len(), 2, "both members ticketed");
-    let later = w.core(c).declare("later").expect("declare");
+    let later = w.client(c).declare("later").expect("declare");
     w.timed(c, |k, now| k.demand_group(now, later, 22))
         .expect("demand group");
     w.pump();
@@ -581,7 +582,7 @@ fn groups_demanded_through_a_takeover_arrive_whole() {
         Some(&Ok(named)),
         "the named group's members came again"
     );
-    let here = w.core(c).take_group(named).expect("members");
+    let here = w.client(c).take_group(named).expect("members");
     assert_eq!(here.members.len(), 2);
     assert_eq!(here.members[1].data, vec![1; 64]);
     offer_group(&mut w, p, "later", &["later/a"]);
@@ -590,7 +591,7 @@ fn groups_demanded_through_a_takeover_arrive_whole() {
         Some(&Ok(later)),
         "the group demanded early is served"
     );
-    let here = w.core(c).take_group(later).expect("members");
+    let here = w.client(c).take_group(later).expect("members");
     assert_eq!(here.members[0].name, "later/a");
 }
 
@@ -610,7 +611,7 @@ fn offer_held_through_a_takeover() -> (pool_core::sim::World, [usize; 2], (u64, 
     assert_eq!(w.answer(p, offered), None, "held for the watcher's ack");
     let first = heard_of_x(&w, watcher)[0];
     w.restart_manager(Duration::from_secs(1));
-    w.core(watcher).ack(sub, first).expect("ack");
+    w.client(watcher).ack(sub, first).expect("ack");
     (w, [p, watcher], (x, offered))
 }
 
@@ -650,7 +651,7 @@ fn a_signal_before_subscriber_asked_again_late_hears_an_offer_it_heard_before_on
 #[test]
 fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlives_its_producer() {
     let mut w = pool_core::sim::World::new();
-    w.manager.set_keep_dir(Some("/gfs/pm-1"));
+    w.manager().set_keep_dir(Some("/gfs/pm-1"));
     let p = w.join_with_gfs_only("producer", "node1");
     let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
     w.pump();
@@ -660,7 +661,7 @@ fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlive
         .expect("withdraw");
     w.pump();
     w.restart_manager(Duration::from_secs(1));
-    w.manager.set_keep_dir(Some("/gfs/pm-2"));
+    w.manager().set_keep_dir(Some("/gfs/pm-2"));
     w.reclaim(p).expect("reclaimed");
     // Welcomed back, the producer links its file into the next manager's directory;
     // the link into the one of the manager that is gone ends late: it is not the
@@ -687,3 +688,12 @@ fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlive
         "read from the kept file"
     );
 }
+
+support::at_three_shards!(
+    calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them,
+    an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_timeout,
+    a_ticket_in_flight_when_the_manager_dies_is_demanded_again_and_its_late_end_is_ignored,
+    a_subscriber_acknowledges_and_ends_its_subscription_by_the_id_it_knows_after_a_takeover,
+    a_leave_under_way_when_the_manager_dies_is_answered_by_the_next,
+    a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlives_its_producer,
+);

@@ -123,7 +123,7 @@ impl Run {
             return;
         }
         let name = self.offered[self.rng.pick(&candidates)].name.clone();
-        let cdo = self.w.core(app).declare(&name).expect("declare");
+        let cdo = self.w.client(app).declare(&name).expect("declare");
         let tag = self.tag();
         match self.w.timed(app, |k, now| k.demand(now, cdo, tag)) {
             Ok(Demand::Waiting(_)) => self.waiting.push(Waiting {
@@ -227,7 +227,7 @@ impl Run {
         }
         let until = self.w.now + GRACE;
         self.w.run_until(until);
-        assert!(!self.w.manager.in_grace());
+        assert!(!self.w.manager().in_grace());
     }
 
     /// What must hold once the manager is quiet.
@@ -244,7 +244,7 @@ impl Run {
                 limit: MAX_PAGE,
                 attributes: false,
             };
-            let View::Cdos(page) = self.w.manager.view(now, Query::Ls(ls)) else {
+            let View::Cdos(page) = self.w.manager().view(now, Query::Ls(ls)) else {
                 panic!("a page")
             };
             for c in page.cdos {
@@ -321,13 +321,13 @@ impl Run {
             }
         }
         // The books balance.
-        let View::Status(s) = self.w.manager.view(now, Query::Status) else {
+        let View::Status(s) = self.w.manager().view(now, Query::Status) else {
             panic!("a status")
         };
         let counted: u64 = s.cdos.values().sum();
         assert_eq!(
             counted,
-            self.w.manager.cdo_count() as u64,
+            self.w.manager().cdo_count() as u64,
             "seed {seed}: {:?}",
             s.cdos
         );

@@ -47,7 +47,7 @@ fn subscribe_to(
 
 /// Declares `name` at `app` and demands it (the answer, if it waits, under `tag`).
 fn demand(w: &mut World, app: usize, name: &str, tag: u32) -> (CdoId, Demand<Vec<u8>>) {
-    let cdo = w.core(app).declare(name).expect("declare");
+    let cdo = w.client(app).declare(name).expect("declare");
     let d = w
         .timed(app, |k, now| k.demand(now, cdo, tag))
         .expect("demand");
@@ -86,7 +86,7 @@ fn an_offers_event_brings_a_lease_and_its_demand_waits_for_nobody() {
     w.offer(p, "small", small, true);
     w.offer(p, "large", &large, false);
     w.pump();
-    assert_eq!(w.manager.lease_count(), 2);
+    assert_eq!(w.manager().lease_count(), 2);
     // The small one is here at once: nothing was asked of the PM before.
     let (cdo, d) = demand(&mut w, c, "small", 2);
     let Demand::Here(bytes, attributes) = d else {
@@ -106,14 +106,15 @@ fn an_offers_event_brings_a_lease_and_its_demand_waits_for_nobody() {
     let (_, fetch) = w.held.pop().expect("the lease's fetch");
     assert!(matches!(fetch.source, Source::Rma { .. }));
     assert_eq!(w.answer(c, 3), None);
-    w.core(c).fetched(fetch.transfer, Ok((large.clone(), None)));
+    w.client(c)
+        .fetched(fetch.shard, fetch.transfer, Ok((large.clone(), None)));
     w.pump();
     assert_eq!(w.answer(c, 3), Some(&Ok(big)));
-    assert_eq!(w.core(c).take_arrived(big).expect("here").0, large);
+    assert_eq!(w.client(c).take_arrived(big).expect("here").0, large);
     // The PM heard of both demands afterwards; none was sent as a demand.
     assert_eq!(sent(&w, c, is_use), 2);
     assert_eq!(sent(&w, c, is_demand), 0);
-    assert_eq!(w.manager.lease_count(), 0);
+    assert_eq!(w.manager().lease_count(), 0);
     // The PM counts them demanded and here: a dispose needs no answer.
     assert_eq!(w.timed(c, |k, now| k.dispose(now, cdo, 4)), Ok(None));
     w.pump();
@@ -150,7 +151,8 @@ fn a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves() {
     assert_eq!(w.answer(c, 2), None, "still waiting, not failed");
     // The held read of the withdrawn offer brings nothing to the CDO.
     let (_, fetch) = w.held.pop().expect("the lease's fetch");
-    w.core(c).fetched(fetch.transfer, Ok((vec![1; 100], None)));
+    w.client(c)
+        .fetched(fetch.shard, fetch.transfer, Ok((vec![1; 100], None)));
     w.hold = false;
     w.pump();
     assert_eq!(w.answer(c, 2), None);
@@ -158,7 +160,7 @@ fn a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves() {
     w.offer(p, "a", &[9; 100], false);
     w.pump();
     assert_eq!(w.answer(c, 2), Some(&Ok(got)));
-    let (data, _) = w.core(c).take_arrived(got).expect("arrived");
+    let (data, _) = w.client(c).take_arrived(got).expect("arrived");
     assert_eq!(data, vec![9; 100]);
 }
 
@@ -193,7 +195,8 @@ fn a_withdraw_revokes_unused_leases_and_waits_for_the_one_in_use() {
         "the lease's transfer reads the offer"
     );
     let (_, fetch) = w.held.pop().expect("the lease's fetch");
-    w.core(c).fetched(fetch.transfer, Ok((vec![2; 100], None)));
+    w.client(c)
+        .fetched(fetch.shard, fetch.transfer, Ok((vec![2; 100], None)));
     w.pump();
     assert_eq!(w.answer(c, 3), Some(&Ok(got)));
     assert_eq!(w.answer(p, 11), Some(&Ok(b)));
@@ -209,15 +212,15 @@ fn leases_of_a_provider_gone_are_revoked_and_a_demand_in_flight_is_served_elsewh
     w.offer(p1, "f", &[1; 100], false);
     w.offer(p2, "f", &[1; 100], false);
     w.pump();
-    assert_eq!(w.manager.lease_count(), 2);
+    assert_eq!(w.manager().lease_count(), 2);
     w.hold = true;
     let (cdo, _) = demand(&mut w, c, "f", 2);
     w.pump();
     let (_, first) = w.held.pop().expect("the oldest lease's fetch");
     // The first provider dies while its bytes are read.
-    let conn = w.apps[p1].conn;
-    w.manager.disconnected(w.now, conn);
-    let out = std::iter::from_fn(|| w.manager.poll_output()).collect::<Vec<_>>();
+    let (conn, now) = (w.apps[p1].conn, w.now);
+    w.manager().disconnected(now, conn);
+    let out = std::iter::from_fn(|| w.manager().poll_output()).collect::<Vec<_>>();
     let ticket = out.iter().find_map(|(to, m)| match m {
         FromPm::Ticket { transfer, cdo, .. } if *to == w.apps[c].conn => Some((*transfer, *cdo)),
         _ => None,
@@ -236,11 +239,12 @@ fn leases_of_a_provider_gone_are_revoked_and_a_demand_in_flight_is_served_elsewh
     w.pump();
     let (_, second) = w.held.pop().expect("the new ticket's fetch");
     assert_eq!(second.transfer, again);
-    w.core(c).fetched(again, Ok((vec![1; 100], None)));
+    w.client(c)
+        .fetched(second.shard, again, Ok((vec![1; 100], None)));
     w.pump();
     assert_eq!(w.answer(c, 2), Some(&Ok(cdo)));
     // The second provider's lease, unused, is held until given back.
-    assert_eq!(w.manager.lease_count(), 1);
+    assert_eq!(w.manager().lease_count(), 1);
 }
 
 #[test]
@@ -253,9 +257,9 @@ fn unused_leases_are_given_back_after_they_were_held_long_enough() {
     w.pump();
     assert_eq!(w.next_deadline(), Some(t0 + LEASE_HOLD));
     w.run_until(t0 + LEASE_HOLD - Duration::from_nanos(1));
-    assert_eq!(w.manager.lease_count(), 1);
+    assert_eq!(w.manager().lease_count(), 1);
     w.run_until(t0 + LEASE_HOLD);
-    assert_eq!(w.manager.lease_count(), 0);
+    assert_eq!(w.manager().lease_count(), 0);
     assert_eq!(sent(&w, c, is_release), 1);
     // Nothing to revoke: the withdraw completes at once.
     withdraw(&mut w, p, offer, 2);
@@ -271,7 +275,7 @@ fn an_app_that_left_gives_back_nothing_after_its_leave() {
     let t0 = w.now;
     w.offer(p, "kept", &[7; 100], false);
     w.pump();
-    assert_eq!(w.manager.lease_count(), 1);
+    assert_eq!(w.manager().lease_count(), 1);
     w.timed(c, |k, now| k.leave(now, 9)).expect("leave");
     w.pump();
     assert_eq!(w.answer(c, 9), Some(&Ok(0)), "bye");
@@ -297,7 +301,7 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
     w.offer(p, "one", b"1", true);
     w.pump();
     // Each app told after the fact has its own; the one told before the offer has none.
-    assert_eq!(w.manager.lease_count(), 2);
+    assert_eq!(w.manager().lease_count(), 2);
     let (_, d) = demand(&mut w, second, "one", 2);
     assert!(matches!(d, Demand::Here(..)));
     let (_, d) = demand(&mut w, early, "one", 2);
@@ -311,26 +315,26 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
         ..SubscribeOptions::default()
     };
     subscribe_to(&mut w, auditor, (EventKind::Demand, "", before), 3);
-    assert_eq!(w.manager.lease_count(), 0);
+    assert_eq!(w.manager().lease_count(), 0);
     assert_eq!(sent(&w, c, is_release), 1);
     w.offer(p, "two", b"2", true);
     w.pump();
-    assert_eq!(w.manager.lease_count(), 0);
+    assert_eq!(w.manager().lease_count(), 0);
     // Its subscription gone, leases come again, at most the limit per app.
     let sub = match w.answer(auditor, 3) {
         Some(Ok(sub)) => *sub,
         other => panic!("{other:?}"),
     };
-    w.core(auditor).drop_subscription(sub);
+    w.client(auditor).drop_subscription(sub);
     w.pump();
-    w.manager.set_policy(Policy {
+    w.manager().set_policy(Policy {
         max_leases: 1,
         ..Policy::default()
     });
     w.offer(p, "three", b"3", true);
     w.offer(p, "four", b"4", true);
     w.pump();
-    assert_eq!(w.manager.lease_count(), 2, "one each for two subscribers");
+    assert_eq!(w.manager().lease_count(), 2, "one each for two subscribers");
 }
 
 /// Offer `name` of `p`, withdrawn at once; the lease `c` was granted with its event.
@@ -450,7 +454,8 @@ fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
     let (cdo, _) = demand(&mut w, c, "f", 2);
     w.pump();
     let (_, fetch) = w.held.pop().expect("the lease's fetch");
-    w.core(c).fetched(fetch.transfer, Ok((vec![3; 100], None)));
+    w.client(c)
+        .fetched(fetch.shard, fetch.transfer, Ok((vec![3; 100], None)));
     w.pump();
     assert_eq!(
         w.answer(c, 2),
@@ -476,7 +481,7 @@ fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
         Some(Ok(sub)) => *sub,
         other => panic!("{other:?}"),
     };
-    w.core(auditor).ack(sub, serial).expect("ack");
+    w.client(auditor).ack(sub, serial).expect("ack");
     w.pump();
     assert_eq!(w.answer(c, held), Some(&Ok(mine)));
     assert_eq!(
@@ -485,5 +490,10 @@ fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
         "the lease's transfer ended"
     );
     // Left: the auditor's own lease of the consumer's offer, unused.
-    assert_eq!(w.manager.lease_count(), 1);
+    assert_eq!(w.manager().lease_count(), 1);
 }
+
+support::at_three_shards!(
+    a_withdraw_revokes_unused_leases_and_waits_for_the_one_in_use,
+    a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves,
+);

@@ -22,7 +22,7 @@ const KEEP: &str = "/gfs/kept";
 fn world(keep: bool) -> (World, usize) {
     let mut w = World::new();
     if keep {
-        w.manager.set_keep_dir(Some(KEEP));
+        w.manager().set_keep_dir(Some(KEEP));
     }
     let p = w.join_with_gfs_only("producer", "node1");
     (w, p)
@@ -80,16 +80,16 @@ fn the_core_chooses_each_offers_transport_from_its_attributes_and_the_apps_defau
 #[test]
 fn a_sealed_transport_chooses_the_offer_that_follows_the_seal() {
     let (mut w, p) = world(false);
-    let cdo = w.core(p).declare("sealed-first").expect("declare");
+    let cdo = w.client(p).declare("sealed-first").expect("declare");
     w.timed(p, |k, now| k.seal(now, cdo, sealed_with("RDMA"), 1))
         .expect("seal");
     w.pump();
     assert_eq!(w.answer(p, 1), Some(&Ok(cdo)));
-    w.core(p).set_gfs(GfsUse {
+    w.client(p).set_gfs(GfsUse {
         dir: true,
         by_default: true,
     });
-    assert_eq!(w.core(p).transport(cdo, None), Ok(Transport::Fabric));
+    assert_eq!(w.client(p).transport(cdo, None), Ok(Transport::Fabric));
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn a_withdraw_hands_the_file_over_and_a_consumer_after_the_producer_reads_it() {
     w.pump();
     assert_eq!(w.answer(p, 7), Some(&Ok(cdo)));
     assert_eq!(withdraws(&w, p), [Some(format!("{KEEP}/{cdo}"))]);
-    assert_eq!(w.core(p).phase(cdo), Some(Phase::Sealed));
+    assert_eq!(w.client(p).phase(cdo), Some(Phase::Sealed));
     w.timed(p, |k, now| k.leave(now, 8)).expect("leave");
     w.pump();
     assert_eq!(w.answer(p, 8), Some(&Ok(0)), "bye");
@@ -145,7 +145,7 @@ fn nothing_goes_out_until_the_file_is_linked_and_a_second_withdraw_meanwhile_is_
 #[test]
 fn a_file_the_pm_cannot_keep_is_withdrawn_without_it_in_the_same_call() {
     let (mut w, p) = world(true);
-    w.manager.set_policy(Policy {
+    w.manager().set_policy(Policy {
         max_kept_bytes: 0,
         ..Policy::default()
     });
@@ -157,7 +157,7 @@ fn a_file_the_pm_cannot_keep_is_withdrawn_without_it_in_the_same_call() {
     // Refused as "not kept", then withdrawn without: the call hears only the end.
     assert_eq!(w.answer(p, 7), Some(&Ok(cdo)));
     assert_eq!(withdraws(&w, p), [Some(format!("{KEEP}/{cdo}")), None]);
-    assert_eq!(w.core(p).phase(cdo), Some(Phase::Sealed));
+    assert_eq!(w.client(p).phase(cdo), Some(Phase::Sealed));
 }
 
 #[test]
@@ -295,3 +295,13 @@ fn a_refused_offer_is_not_served_and_leaves_nothing_to_withdraw() {
     );
     assert!(w.core(p).poll_event().is_none(), "the first offer's length");
 }
+
+support::at_three_shards!(
+    the_pm_is_served_pieces_within_an_offer_and_no_others,
+    nothing_goes_out_until_the_file_is_linked_and_a_second_withdraw_meanwhile_is_refused,
+    a_withdraw_hands_the_file_over_and_a_consumer_after_the_producer_reads_it,
+    a_sealed_transport_chooses_the_offer_that_follows_the_seal,
+    a_refused_offer_is_not_served_and_leaves_nothing_to_withdraw,
+    a_link_that_fails_or_a_pm_that_keeps_nothing_withdraws_at_once,
+    a_file_written_at_the_pms_request_is_handed_over_too,
+);

@@ -414,3 +414,25 @@ pub fn withdraws(w: &pool_core::sim::World, app: usize) -> Vec<Option<String>> {
         })
         .collect()
 }
+
+/// Runs the scenario tests `name`s of the file (plain `fn()` tests that make their
+/// worlds with `World::new`) again against a pool of three shards
+/// ([`pool_core::sim::at_shards`]): each must give there the outcome it asserts with one
+/// manager. Tests of one connection's messages stay with one manager. (Each test file uses
+/// part of this harness: the files without scenarios leave it unused.)
+#[allow(unused_macros)]
+macro_rules! at_three_shards {
+    ($($name:ident),* $(,)?) => {
+        mod at_three_shards {
+            $(
+                #[test]
+                fn $name() {
+                    let shards = pool_core::shards::Shards::new(3).expect("three shards");
+                    pool_core::sim::at_shards(shards, super::$name);
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use at_three_shards;

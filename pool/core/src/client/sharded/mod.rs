@@ -8,6 +8,8 @@
 //! numbered it ([`Sharded::of_cdo`]: the id says which). A pool of one shard is one core,
 //! as before.
 
+mod calls;
+
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -125,6 +127,9 @@ pub struct Sharded<T: Driver> {
     next: usize,
     /// What every core is set up with.
     settings: Settings,
+    /// The time of the latest step (a core made for a call that names no time, a
+    /// declare, is made then).
+    now: Instant,
 }
 
 impl<T: Driver> Sharded<T> {
@@ -157,6 +162,7 @@ impl<T: Driver> Sharded<T> {
             leaving: None,
             next: 0,
             settings: Settings::default(),
+            now,
         }
     }
 
@@ -210,6 +216,7 @@ impl<T: Driver> Sharded<T> {
     /// `Protocol` before shard 0's welcome (the app has no id yet) or for a shard the
     /// pool does not have; [`CallError::Closed`] once shard 0's core closed.
     pub fn at(&mut self, now: Instant, shard: usize) -> CallResult<&mut ClientCore<Routed<T>>> {
+        self.now = self.now.max(now);
         let Some(place) = self.shards.place(shard) else {
             return Err(CallError::Protocol(format!(
                 "shard {shard} of a pool of {}",
@@ -412,6 +419,7 @@ impl<T: Driver> Sharded<T> {
     /// A message of shard `shard`'s manager (one of a shard the app does not use is
     /// logged and dropped).
     pub fn handle(&mut self, now: Instant, shard: usize, msg: FromPm) {
+        self.now = self.now.max(now);
         match self.core(shard) {
             Some(core) => core.handle(now, msg),
             None => {
@@ -432,6 +440,7 @@ impl<T: Driver> Sharded<T> {
     /// Every core's calls whose deadline passed by `now` fail (see
     /// [`ClientCore::handle_timeout`]).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         for core in self.cores.iter_mut().flatten() {
             core.handle_timeout(now);
         }

@@ -1,0 +1,287 @@
+//! The app's calls on a sharded client, with the signatures of [`ClientCore`]'s: each
+//! goes to the core of the shard it concerns (a name's home, the shard that numbered a
+//! CDO, the shard whose manager issued a transfer), made when first needed
+//! ([`Sharded::at`]). A driver (or a test) calls these as it would call a single core's.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Route, Routed, Sharded, Waiter};
+use crate::attr::Attributes;
+use crate::client::{
+    CallError, CallId, CallKey, CallResult, ClientCore, Demand, Driver, Fetched, GroupHere, Offer,
+    Phase, Transport,
+};
+use crate::proto::{self, CdoId, TransferId};
+
+impl<T: Driver> Sharded<T> {
+    /// The core `route` names, made now if needed (see [`Sharded::at`]), at the time of
+    /// the client's last step.
+    fn routed(&mut self, route: Route<'_>) -> CallResult<&mut ClientCore<Routed<T>>> {
+        let (now, shard) = (self.now, self.shard_of(route));
+        self.at(now, shard)
+    }
+
+    /// Declares `name` at its home (see [`ClientCore::declare`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::declare`] and [`Sharded::at`].
+    pub fn declare(&mut self, name: &str) -> CallResult<CdoId> {
+        self.routed(Route::Name(name))?.declare(name)
+    }
+
+    /// The name of `cdo` (see [`ClientCore::name`]).
+    pub fn name(&self, cdo: CdoId) -> Option<&Arc<str>> {
+        self.known(Route::Cdo(cdo))?.name(cdo)
+    }
+
+    /// How far `cdo` went (see [`ClientCore::phase`]).
+    pub fn phase(&self, cdo: CdoId) -> Option<Phase> {
+        self.known(Route::Cdo(cdo))?.phase(cdo)
+    }
+
+    /// Seals `cdo` (see [`ClientCore::seal`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::seal`].
+    pub fn seal(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        attributes: Attributes,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        self.step(now, Route::Cdo(cdo))?
+            .seal(now, cdo, attributes, Waiter::App(waiter))
+    }
+
+    /// Offers (see [`ClientCore::offer`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::offer`].
+    pub fn offer(
+        &mut self,
+        now: Instant,
+        offer: Offer<'_>,
+        waiter: T::Waiter,
+    ) -> CallResult<CallId> {
+        self.step(now, Route::Cdo(offer.cdo))?
+            .offer(now, offer, Waiter::App(waiter))
+    }
+
+    /// How an offer of `cdo` travels (see [`ClientCore::transport`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::transport`]; `UnknownCdo` (refused) for a CDO no core numbered.
+    pub fn transport(&self, cdo: CdoId, seal: Option<&Attributes>) -> CallResult<Transport> {
+        self.known(Route::Cdo(cdo))
+            .ok_or(unknown(proto::Op::Offer))?
+            .transport(cdo, seal)
+    }
+
+    /// Requires `cdo` (see [`ClientCore::require`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::require`].
+    pub fn require(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.step(now, Route::Cdo(cdo))?
+            .require(now, cdo, Waiter::App(waiter))
+    }
+
+    /// Demands `cdo` (see [`ClientCore::demand`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::demand`].
+    pub fn demand(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        waiter: T::Waiter,
+    ) -> CallResult<Demand<T::Data>> {
+        self.step(now, Route::Cdo(cdo))?
+            .demand(now, cdo, Waiter::App(waiter))
+    }
+
+    /// The bytes and attributes of demanded `cdo` (see [`ClientCore::take_arrived`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::take_arrived`]; `UnknownCdo` (refused) for a CDO no core numbered.
+    pub fn take_arrived(&mut self, cdo: CdoId) -> CallResult<(T::Data, Attributes)> {
+        self.known_mut(Route::Cdo(cdo))
+            .ok_or(unknown(proto::Op::Demand))?
+            .take_arrived(cdo)
+    }
+
+    /// Lends `memory` for `cdo`'s bytes (see [`ClientCore::lend`]); dropped for a CDO no
+    /// core numbered.
+    pub fn lend(&mut self, cdo: CdoId, memory: T::Memory) {
+        if let Some(core) = self.known_mut(Route::Cdo(cdo)) {
+            core.lend(cdo, memory);
+        }
+    }
+
+    /// The memory lent for `cdo`, back (see [`ClientCore::unlend`]).
+    pub fn unlend(&mut self, cdo: CdoId) -> Option<T::Memory> {
+        self.known_mut(Route::Cdo(cdo))?.unlend(cdo)
+    }
+
+    /// Cancels a require or demand of `cdo` (see [`ClientCore::retract`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::retract`].
+    pub fn retract(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.step(now, Route::Cdo(cdo))?
+            .retract(now, cdo, Waiter::App(waiter))
+    }
+
+    /// Withdraws `cdo` (see [`ClientCore::withdraw`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::withdraw`].
+    pub fn withdraw(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
+        self.step(now, Route::Cdo(cdo))?
+            .withdraw(now, cdo, Waiter::App(waiter))
+    }
+
+    /// Disposes `cdo` (see [`ClientCore::dispose`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::dispose`].
+    pub fn dispose(
+        &mut self,
+        now: Instant,
+        cdo: CdoId,
+        waiter: T::Waiter,
+    ) -> CallResult<Option<CallId>> {
+        self.step(now, Route::Cdo(cdo))?
+            .dispose(now, cdo, Waiter::App(waiter))
+    }
+
+    /// Demands group `group` and its members (see [`ClientCore::demand_group`]): the
+    /// group's home names them, and holds them.
+    ///
+    /// # Errors
+    /// As [`ClientCore::demand_group`].
+    pub fn demand_group(
+        &mut self,
+        now: Instant,
+        group: CdoId,
+        waiter: T::Waiter,
+    ) -> CallResult<(CdoId, CallId)> {
+        self.step(now, Route::Cdo(group))?
+            .demand_group(now, group, Waiter::App(waiter))
+    }
+
+    /// What of group `group` is here (see [`ClientCore::take_group`]).
+    pub fn take_group(&mut self, group: CdoId) -> Option<GroupHere<T::Data>> {
+        self.known_mut(Route::Cdo(group))?.take_group(group)
+    }
+
+    /// Ends the CDOs the pool keeps under `name`, at its home (see
+    /// [`ClientCore::discard`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::discard`].
+    pub fn discard(
+        &mut self,
+        now: Instant,
+        name: &str,
+        waiter: T::Waiter,
+    ) -> CallResult<(u64, CallId)> {
+        self.step(now, Route::Name(name))?
+            .discard(now, name, Waiter::App(waiter))
+    }
+
+    /// Sets the deadline of call `call` filed under `key`, whose id is a CDO's (see
+    /// [`ClientCore::set_deadline`]).
+    pub fn set_deadline(&mut self, key: CallKey, call: CallId, deadline: Option<Instant>) {
+        if let Some(core) = self.known_mut(Route::Cdo(key.1)) {
+            core.set_deadline(key, call, deadline);
+        }
+    }
+
+    /// Gives up call `call` filed under `key`, whose id is a CDO's (see
+    /// [`ClientCore::abandon`]).
+    pub fn abandon(&mut self, key: CallKey, call: CallId) {
+        if let Some(core) = self.known_mut(Route::Cdo(key.1)) {
+            core.abandon(key, call);
+        }
+    }
+
+    /// The outcome of transfer `transfer` of shard `shard`'s manager (see
+    /// [`ClientCore::fetched`]; transfer ids are each manager's own).
+    pub fn fetched(&mut self, shard: usize, transfer: TransferId, outcome: Fetched<T::Data>) {
+        if let Some(core) = self.core(shard) {
+            core.fetched(transfer, outcome);
+        }
+    }
+
+    /// Fetches stream transfer `transfer` of shard `shard`'s manager (see
+    /// [`ClientCore::stream`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::stream`]; [`CallError::Closed`] for a shard the app does not use.
+    pub fn stream(
+        &mut self,
+        now: Instant,
+        (shard, transfer): (usize, TransferId),
+        len: u64,
+        route: T::Stream,
+    ) -> CallResult<()> {
+        self.step(now, Route::Shard(shard))?
+            .stream(now, transfer, len, route)
+    }
+
+    /// A stream's route is gone (see [`ClientCore::unroute`]).
+    pub fn unroute(&mut self, (shard, transfer): (usize, TransferId)) {
+        if let Some(core) = self.core(shard) {
+            core.unroute(transfer);
+        }
+    }
+
+    /// Serves a piece of stream transfer `transfer` of shard `shard`'s manager (see
+    /// [`ClientCore::served`]).
+    ///
+    /// # Errors
+    /// As [`ClientCore::served`]; [`CallError::Closed`] for a shard the app does not use.
+    pub fn served(
+        &mut self,
+        (shard, transfer): (usize, TransferId),
+        offset: u64,
+        data: Vec<u8>,
+    ) -> CallResult<()> {
+        self.core(shard)
+            .ok_or(CallError::Closed)?
+            .served(transfer, offset, data)
+    }
+
+    /// Offered `cdo` written to the global file system, or why not (see
+    /// [`ClientCore::spilled`]).
+    pub fn spilled(&mut self, cdo: CdoId, file: Result<proto::GfsFile, String>) {
+        if let Some(core) = self.known_mut(Route::Cdo(cdo)) {
+            core.spilled(cdo, file);
+        }
+    }
+
+    /// Offered `cdo`'s file linked into the PM's directory, or why not (see
+    /// [`ClientCore::handed_over`]).
+    pub fn handed_over(&mut self, cdo: CdoId, linked: Result<Option<Box<str>>, String>) {
+        if let Some(core) = self.known_mut(Route::Cdo(cdo)) {
+            core.handed_over(cdo, linked);
+        }
+    }
+
+    /// The core `route` names for a step at `now` (made if needed).
+    fn step(&mut self, now: Instant, route: Route<'_>) -> CallResult<&mut ClientCore<Routed<T>>> {
+        self.now = self.now.max(now);
+        self.routed(route)
+    }
+}
+
+/// `op` refused: the CDO is none of this app's.
+fn unknown(op: proto::Op) -> CallError {
+    CallError::Refused {
+        op,
+        why: proto::Refusal::UnknownCdo,
+    }
+}
