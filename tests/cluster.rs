@@ -96,10 +96,9 @@ fn the_pool_workflow_spans_three_nodes() {
 /// status` sees one pool of three shards.
 #[test]
 fn the_pool_workflow_runs_against_three_shards_on_three_nodes() {
-    use std::io::{BufRead, BufReader};
     let cluster = Cluster::start();
     let workflow = format!("shards-{}", std::process::id());
-    let mut pm = common::Group::spawn(
+    let (pm, info) = common::spawn_pm(
         cluster
             .srun()
             .args(["-N", "3", "-n", "3", "--mpi=pmix"])
@@ -114,16 +113,6 @@ fn the_pool_workflow_runs_against_three_shards_on_three_nodes() {
             ])
             .args(["--workflow", &workflow]),
     );
-    let mut line = String::new();
-    BufReader::new(pm.child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("PM info line");
-    let info = line
-        .trim()
-        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
-        .and_then(|l| l.strip_suffix(';'))
-        .unwrap_or_else(|| panic!("PM said {line:?}"))
-        .to_string();
     let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
     assert_eq!(parsed.shards().count(), 3);
     // A shard on each node: n1's addresses, n2's, n3's.

@@ -262,7 +262,6 @@ fn a_pool_of_four_shards_serves_a_workflow_as_one_manager_does() {
 /// ended.
 #[test]
 fn another_job_finds_the_pool_manager_by_pmix_lookup() {
-    use std::io::{BufRead, BufReader};
     let runtime_dir = tempfile::tempdir().expect("tempdir");
     let workflow = format!("cross-job-{}", std::process::id());
     let mut pm_cmd = Command::new(common::maestro());
@@ -271,15 +270,7 @@ fn another_job_finds_the_pool_manager_by_pmix_lookup() {
         .args(["run", "-n", "1", "--"])
         .arg(common::maestro())
         .args(["pm", "--print-info", "--workflow", &workflow]);
-    let mut pm = common::Group::spawn(&mut pm_cmd);
-    let mut line = String::new();
-    BufReader::new(pm.child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("PM info line");
-    assert!(
-        line.starts_with("MSTRO_POOL_MANAGER_INFO;"),
-        "PM said {line:?}"
-    );
+    let (pm, _) = common::spawn_pm(&mut pm_cmd);
     let store = runtime_dir.path().join("maestro").join("pmix");
     let entries = || std::fs::read_dir(&store).map(|d| d.count()).unwrap_or(0);
     assert_eq!(entries(), 1, "the PM info is published node-wide");
@@ -329,7 +320,6 @@ fn another_job_finds_the_pool_manager_by_pmix_lookup() {
 /// of another number of ranks is refused, saying how many to run.
 #[test]
 fn the_ranks_of_a_job_are_the_shards_of_one_pool() {
-    use std::io::{BufRead, BufReader};
     let runtime_dir = tempfile::tempdir().expect("tempdir");
     let workflow = format!("rank-shards-{}", std::process::id());
     let mut pm_cmd = Command::new(common::maestro());
@@ -345,17 +335,7 @@ fn the_ranks_of_a_job_are_the_shards_of_one_pool() {
             "--workflow",
             &workflow,
         ]);
-    let mut pm = common::Group::spawn(&mut pm_cmd);
-    let mut line = String::new();
-    BufReader::new(pm.child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("PM info line");
-    let info = line
-        .trim()
-        .strip_prefix("MSTRO_POOL_MANAGER_INFO;")
-        .and_then(|l| l.strip_suffix(';'))
-        .unwrap_or_else(|| panic!("PM said {line:?}"))
-        .to_string();
+    let (pm, info) = common::spawn_pm(&mut pm_cmd);
     let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
     assert_eq!(parsed.shards().count(), 3, "{info}");
     let out = run(

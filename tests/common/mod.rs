@@ -174,7 +174,14 @@ pub fn start_pm_with_env(workflow: &str, extra: &[&str], env: &[(&str, &str)]) -
     cmd.args(["pm", "--print-info", "--workflow", workflow])
         .args(extra)
         .envs(env.iter().copied());
-    let mut pm = Group::spawn(&mut cmd);
+    spawn_pm(&mut cmd)
+}
+
+/// Starts `cmd`, a pool manager that prints its info (`maestro pm --print-info`, alone or
+/// as a job's ranks), in a group of its own; the group and the PM info of its
+/// `MSTRO_POOL_MANAGER_INFO;<info>;` line.
+pub fn spawn_pm(cmd: &mut Command) -> (Group, String) {
+    let mut pm = Group::spawn(cmd);
     let line = await_line(
         pm.child.stdout.take().expect("stdout"),
         "MSTRO_POOL_MANAGER_INFO;",
