@@ -256,6 +256,25 @@ fn a_pool_of_four_shards_serves_a_workflow_as_one_manager_does() {
     assert!(refused.stderr.contains("--shards"), "{refused:?}");
 }
 
+/// The workflow as a job of three ranks that joins the pool manager another job
+/// published for `workflow` (in the node's publications under `runtime_dir`), with
+/// success.
+fn join_published(runtime_dir: &std::path::Path, workflow: &str) -> common::Output {
+    let out = run(
+        Command::new(common::maestro())
+            .env("XDG_RUNTIME_DIR", runtime_dir)
+            .env("MSTRO_WORKFLOW_NAME", workflow)
+            .env_remove("MSTRO_POOL_MANAGER_INFO")
+            .args(["run", "-n", "3"])
+            .arg(example("pool_workflow"))
+            .args(["--cdos", "10", "--max-size", "65536"])
+            .args(["--join-published", "20"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    out
+}
+
 /// `maestro pm` run as a job of its own under `maestro run` publishes its PM info through
 /// PMIx; a second `maestro run` job of the workflow finds it by lookup (no environment
 /// variable, no file) and moves every CDO through it. The entry is gone once the PM's job
@@ -274,24 +293,7 @@ fn another_job_finds_the_pool_manager_by_pmix_lookup() {
     let store = runtime_dir.path().join("maestro").join("pmix");
     let entries = || std::fs::read_dir(&store).map(|d| d.count()).unwrap_or(0);
     assert_eq!(entries(), 1, "the PM info is published node-wide");
-    let out = run(
-        Command::new(common::maestro())
-            .env("XDG_RUNTIME_DIR", runtime_dir.path())
-            .env("MSTRO_WORKFLOW_NAME", &workflow)
-            .env_remove("MSTRO_POOL_MANAGER_INFO")
-            .args(["run", "-n", "3"])
-            .arg(example("pool_workflow"))
-            .args([
-                "--cdos",
-                "10",
-                "--max-size",
-                "65536",
-                "--join-published",
-                "20",
-            ]),
-        Duration::from_secs(120),
-    );
-    assert_eq!(out.code(), Some(0), "{out:?}");
+    let out = join_published(runtime_dir.path(), &workflow);
     assert!(
         out.stdout
             .contains("joining the pool manager another job published")
@@ -338,24 +340,7 @@ fn the_ranks_of_a_job_are_the_shards_of_one_pool() {
     let (pm, info) = common::spawn_pm(&mut pm_cmd);
     let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
     assert_eq!(parsed.shards().count(), 3, "{info}");
-    let out = run(
-        Command::new(common::maestro())
-            .env("XDG_RUNTIME_DIR", runtime_dir.path())
-            .env("MSTRO_WORKFLOW_NAME", &workflow)
-            .env_remove("MSTRO_POOL_MANAGER_INFO")
-            .args(["run", "-n", "3"])
-            .arg(example("pool_workflow"))
-            .args([
-                "--cdos",
-                "10",
-                "--max-size",
-                "65536",
-                "--join-published",
-                "20",
-            ]),
-        Duration::from_secs(120),
-    );
-    assert_eq!(out.code(), Some(0), "{out:?}");
+    let out = join_published(runtime_dir.path(), &workflow);
     assert!(out.stdout.contains("all checksums match"), "{}", out.stdout);
     let status = run(
         Command::new(common::maestro())
