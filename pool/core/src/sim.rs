@@ -465,6 +465,26 @@ impl World {
         &mut self.managers[0]
     }
 
+    /// The pool as an observer asking `query` sees it: every manager's answer, merged
+    /// ([`crate::view::View::merge`]).
+    pub fn view(&mut self, query: crate::view::Query) -> crate::view::View {
+        let now = self.now;
+        let parts = (self.managers.iter_mut())
+            .map(|m| m.view(now, query.clone()))
+            .collect();
+        crate::view::View::merge(&query, parts).expect("every manager answers the query")
+    }
+
+    /// Whether any manager of the pool is in its grace period.
+    pub fn in_grace(&self) -> bool {
+        self.managers.iter().any(Manager::in_grace)
+    }
+
+    /// The live CDOs of every manager of the pool.
+    pub fn cdo_count(&self) -> usize {
+        self.managers.iter().map(Manager::cdo_count).sum()
+    }
+
     /// App `app`'s client: its calls go to the shards they concern.
     pub fn client(&mut self, app: usize) -> &mut Sharded<Plain> {
         &mut self.apps[app].core

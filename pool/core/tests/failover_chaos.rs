@@ -203,7 +203,7 @@ impl Run {
             if self.alive[app] && self.rng.below(8) == 0 {
                 self.died += 1;
                 self.alive[app] = false;
-                self.w.core(app).close();
+                self.w.client(app).close(0);
                 self.offered.retain(|o| o.app != app);
                 self.waiting.retain(|d| d.app != app);
                 self.watchers.retain(|(a, _)| *a != app);
@@ -227,13 +227,13 @@ impl Run {
         }
         let until = self.w.now + GRACE;
         self.w.run_until(until);
-        assert!(!self.w.manager().in_grace());
+        assert!(!self.w.in_grace());
     }
 
     /// What must hold once the manager is quiet.
     fn check(&mut self, seed: u64) {
         self.w.pump();
-        let now = self.w.now;
+
         // Every live app's offers are offered again.
         let mut pages = HashMap::new();
         let mut after = None;
@@ -244,7 +244,7 @@ impl Run {
                 limit: MAX_PAGE,
                 attributes: false,
             };
-            let View::Cdos(page) = self.w.manager().view(now, Query::Ls(ls)) else {
+            let View::Cdos(page) = self.w.view(Query::Ls(ls)) else {
                 panic!("a page")
             };
             for c in page.cdos {
@@ -257,16 +257,19 @@ impl Run {
         }
         for o in &self.offered {
             assert_eq!(
-                self.w.core(o.app).phase(o.cdo),
+                self.w.client(o.app).phase(o.cdo),
                 Some(Phase::Offered),
                 "seed {seed}"
             );
             assert_eq!(
                 pages.get(&o.cdo).map(String::as_str),
                 Some("offered"),
-                "seed {seed}: {} of app {} is not offered by the manager",
+                "seed {seed}: {} (CDO {:#x}) of app {} is not offered by the manager ({} listed, {:?})",
                 o.name,
-                o.app
+                o.cdo,
+                o.app,
+                pages.len(),
+                pages.get(&o.cdo)
             );
         }
         // Every honest demand is served, with its bytes.
@@ -278,7 +281,7 @@ impl Run {
                 d.name,
                 d.app
             );
-            let (got, _) = self.w.core(d.app).take_arrived(d.cdo).expect("arrived");
+            let (got, _) = self.w.client(d.app).take_arrived(d.cdo).expect("arrived");
             let want = &self
                 .offered
                 .iter()
@@ -321,13 +324,13 @@ impl Run {
             }
         }
         // The books balance.
-        let View::Status(s) = self.w.manager().view(now, Query::Status) else {
+        let View::Status(s) = self.w.view(Query::Status) else {
             panic!("a status")
         };
         let counted: u64 = s.cdos.values().sum();
         assert_eq!(
             counted,
-            self.w.manager().cdo_count() as u64,
+            self.w.cdo_count() as u64,
             "seed {seed}: {:?}",
             s.cdos
         );

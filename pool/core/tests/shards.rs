@@ -830,3 +830,55 @@ fn messages_per_operation_stay_the_same_whatever_the_number_of_shards() {
         counts[0]
     );
 }
+
+/// An observer of a pool of three shards lists every live CDO once, in id order, page by
+/// page (each shard lists its part of the apps' ids, and the merged pages stop where a
+/// shard stopped), and the pool's status counts them all.
+#[test]
+fn a_sharded_pools_listing_shows_every_cdo_once_in_id_order() {
+    use pool_core::view::{Ls, Query, View};
+    let mut w = pool_core::sim::World::with_shards(Shards::new(3).expect("3"));
+    let (p, q) = (w.join("producer", true), w.join("other", true));
+    for i in 0..40 {
+        w.offer(
+            if i % 2 == 0 { p } else { q },
+            &format!("field-{i}"),
+            &[i as u8; 8],
+            true,
+        );
+    }
+    w.pump();
+    let (mut ids, mut after) = (Vec::new(), None);
+    loop {
+        let ls = Ls {
+            selector: None,
+            after,
+            limit: 7,
+            attributes: false,
+        };
+        let View::Cdos(page) = w.view(Query::Ls(ls)) else {
+            panic!("a page")
+        };
+        assert!(page.cdos.len() <= 7);
+        ids.extend(page.cdos.iter().map(|c| c.id));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "in id order, each once");
+    assert_eq!(ids.len(), 40);
+    let View::Status(s) = w.view(Query::Status) else {
+        panic!("a status")
+    };
+    assert_eq!(s.cdos["offered"], 40);
+    assert_eq!(s.shards.len(), 3);
+    assert!(
+        s.shards.iter().all(|x| x.cdos > 0),
+        "the names spread over the shards: {:?}",
+        s.shards
+    );
+}

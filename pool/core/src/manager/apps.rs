@@ -85,7 +85,8 @@ pub(super) struct App {
     /// Its traffic per endpoint and pseudo-NIC, for observers.
     pub(super) traffic: traffic::Slots,
     /// How many CDO ids it has used (the last it declared is `cdo_ids(app).start() +
-    /// last_declared - 1`): observers list its CDOs in id order up to there.
+    /// last_declared - 1`, from the start of this shard's part of them): observers list
+    /// its CDOs in id order up to there.
     pub(super) last_declared: u64,
     /// Where it connected from (see [`super::policy::Policy::max_apps_per_peer`]).
     pub(super) peer: Peer,

@@ -432,7 +432,10 @@ impl Manager {
         );
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.insert(cdo);
-            a.last_declared = a.last_declared.max(cdo - proto::cdo_ids(app).start() + 1);
+            // Counted from the start of this shard's part of the app's ids (the whole
+            // range, in a pool of one manager), where its listing starts.
+            let part = self.shard.cdo_ids(app);
+            a.last_declared = a.last_declared.max(cdo.saturating_sub(*part.start()) + 1);
         }
         self.op_succeeded(Op::Declare, app, cdo, None);
     }

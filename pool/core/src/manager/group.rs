@@ -197,7 +197,7 @@ impl Manager {
         }
         if let Some(a) = self.apps.get_mut(&consumer) {
             a.cdos.extend(ids.iter().copied());
-            let seq = first - proto::cdo_ids(consumer).start() + names.len() as u64;
+            let seq = first - self.shard.cdo_ids(consumer).start() + names.len() as u64;
             a.last_declared = a.last_declared.max(seq);
             a.counters.demanded += names.len() as u64;
         }

@@ -345,7 +345,8 @@ impl Manager {
             .apps
             .range(proto::cdo_owner(start).max(1)..)
             .flat_map(|(&app, a)| {
-                let ids = proto::cdo_ids(app);
+                // This shard's part of the app's ids (all of them, in a pool of one).
+                let ids = self.shard.cdo_ids(app);
                 start.max(*ids.start())..=ids.start() + a.last_declared.saturating_sub(1)
             });
         for (scanned, id) in (0u64..).zip(kept.chain(apps)) {

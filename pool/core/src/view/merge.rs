@@ -90,28 +90,32 @@ fn merge_status(mut pool: Status, others: Vec<Status>) -> Status {
     pool
 }
 
-/// The shards' pages of one listing as one page of at most `limit` CDOs in id order:
-/// each shard's page holds its first CDOs after the same id, so the first `limit` of
-/// their union are the pool's; the next page starts after the last of them when any
-/// shard had more.
+/// The shards' pages of one listing as one page of at most `limit` CDOs in id order.
+/// Each shard's page holds its CDOs after the same id up to where it stopped (its `next`,
+/// when it has more: a page may stop short after scanning many ids): the pool's listing
+/// is complete only up to the least of those, so the CDOs past it wait for the next page,
+/// which starts after the last CDO shown (when `limit` cut the page) or at that bound.
 fn merge_pages(first: CdoPage, others: Vec<CdoPage>, limit: usize) -> CdoPage {
-    let mut more = first.next.is_some();
+    let mut bound: Option<u64> = first.next;
     let mut total = first.total;
     let mut cdos = first.cdos;
     for p in others {
-        more |= p.next.is_some();
+        bound = match (bound, p.next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         total += p.total;
         cdos.extend(p.cdos);
     }
     cdos.sort_by_key(|c| c.id);
-    if cdos.len() > limit {
-        cdos.truncate(limit);
-        more = true;
+    if let Some(b) = bound {
+        cdos.retain(|c| c.id <= b);
     }
-    let next = if more {
+    let next = if cdos.len() > limit {
+        cdos.truncate(limit);
         cdos.last().map(|c| c.id)
     } else {
-        None
+        bound
     };
     CdoPage { cdos, next, total }
 }
@@ -269,12 +273,20 @@ mod tests {
         };
         let ids: Vec<u64> = p.cdos.iter().map(|c| c.id).collect();
         assert_eq!((ids, p.next, p.total), (vec![1, 2, 3, 4], Some(4), 20));
-        // Room for all: the next page still starts after the last, as shards had more.
+        // Room for all: complete up to the least where a shard stopped (7); the next
+        // page starts there.
         let Some(View::Cdos(p)) = View::merge(&ls(100), parts) else {
             panic!("a page");
         };
-        assert_eq!(p.cdos.len(), 8);
-        assert_eq!(p.next, Some(9));
+        let ids: Vec<u64> = p.cdos.iter().map(|c| c.id).collect();
+        assert_eq!((ids, p.next), (vec![1, 2, 3, 4, 5, 6, 7], Some(7)));
+        // A shard that stopped short with nothing to show still bounds the page, and
+        // the listing goes on past it.
+        let short = vec![page(&[], Some(50), 3), page(&[60, 70], None, 2)];
+        let Some(View::Cdos(p)) = View::merge(&ls(100), short) else {
+            panic!("a page");
+        };
+        assert_eq!((p.cdos.len(), p.next), (0, Some(50)));
         // Nothing more anywhere: the listing ends.
         let done = vec![page(&[1], None, 1), page(&[2], None, 1)];
         let Some(View::Cdos(p)) = View::merge(&ls(100), done) else {
