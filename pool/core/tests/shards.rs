@@ -882,3 +882,37 @@ fn a_sharded_pools_listing_shows_every_cdo_once_in_id_order() {
         s.shards
     );
 }
+
+/// A group is offered only where its members live at the group's shard: one whose member
+/// lives elsewhere is refused before anything is sent, saying which; in a pool of one
+/// manager every group fits.
+#[test]
+fn a_group_whose_members_live_at_other_shards_is_refused_before_anything_is_sent() {
+    use pool_core::proto::Refusal;
+    let three = Shards::new(3).expect("3");
+    for shards in [Shards::default(), three] {
+        let mut w = pool_core::sim::World::with_shards(shards);
+        let p = w.join("producer", true);
+        let group = w.client(p).declare("group").expect("declare");
+        w.pump();
+        let home = shards.home("group");
+        let (near, far): (Vec<String>, Vec<String>) = (0..40)
+            .map(|i| format!("member-{i}"))
+            .partition(|m| shards.home(m) == home);
+        assert_eq!(w.client(p).check_group(group, &near), Ok(()));
+        let sent = w.apps[p].sent.len();
+        match (shards.count(), w.client(p).check_group(group, &far)) {
+            (1, r) => assert_eq!(r, Ok(()), "{far:?}"),
+            (
+                _,
+                Err(pool_core::client::CallError::Refused {
+                    why: Refusal::NotAllowed(why),
+                    ..
+                }),
+            ) => assert!(why.contains(&far[0]), "{why}"),
+            (_, other) => panic!("{other:?}"),
+        }
+        w.pump();
+        assert_eq!(w.apps[p].sent.len(), sent, "nothing sent for the check");
+    }
+}

@@ -37,8 +37,10 @@ impl AsyncClient {
     /// nothing: when one offer is refused, those that went through are withdrawn.
     ///
     /// # Errors
-    /// [`CallError::Refused`](crate::CallError::Refused) with `UnknownCdo` for a member this app did not declare; the
-    /// first refusal of a member or of the group; registration and connection errors.
+    /// [`CallError::Refused`](crate::CallError::Refused) with `UnknownCdo` for a member this app did not declare; with
+    /// `NotAllowed` in a sharded pool for a member whose name lives at another shard than
+    /// the group's (nothing is offered); the first refusal of a member or of the group;
+    /// registration and connection errors.
     pub async fn offer_group(
         &self,
         group: CdoId,
@@ -59,6 +61,7 @@ impl AsyncClient {
                 })
                 .collect::<Result<Vec<String>>>()?
         };
+        self.shared.core().check_group(group, &names)?;
         let group_attributes = attr::group_attributes(&names);
         let ids: Vec<CdoId> = members.iter().map(|(cdo, ..)| *cdo).collect();
         let offers = members

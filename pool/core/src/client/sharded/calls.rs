@@ -172,6 +172,29 @@ impl<T: Driver> Sharded<T> {
             .demand_group(now, group, Waiter::App(waiter))
     }
 
+    /// Whether group `group` (a CDO this app declared) with the members named `members`
+    /// can be offered: its members must live at the group's shard, which names them to
+    /// consumers (always so in a pool of one manager).
+    ///
+    /// # Errors
+    /// `NotAllowed` (refused) naming a member whose home is another shard than the
+    /// group's (groups across shards are not carried yet); `UnknownCdo` (refused) for a
+    /// group this app did not declare.
+    pub fn check_group(&self, group: CdoId, members: &[String]) -> CallResult<()> {
+        let name = self.name(group).ok_or(unknown(proto::Op::Offer))?;
+        let home = self.shards.home(name);
+        match members.iter().find(|m| self.shards.home(m) != home) {
+            None => Ok(()),
+            Some(m) => Err(CallError::Refused {
+                op: proto::Op::Offer,
+                why: proto::Refusal::NotAllowed(format!(
+                    "group {name} lives at shard {home} of the pool and its member {m} at shard {}: a group whose members live at other shards than the group is not carried yet; use a pool of one manager for such groups",
+                    self.shards.home(m)
+                )),
+            }),
+        }
+    }
+
     /// What of group `group` is here (see [`ClientCore::take_group`]).
     pub fn take_group(&mut self, group: CdoId) -> Option<GroupHere<T::Data>> {
         self.known_mut(Route::Cdo(group))?.take_group(group)
