@@ -61,6 +61,12 @@ impl Manager {
         if self.apps.contains_key(&app) {
             return Err(Refusal::Shard(format!("app {app} is joined here already")));
         }
+        // A member new here holds nothing here to reclaim, and shard 0 numbered it (it is
+        // no new app of the pool): it joins in a grace period too, its events logged for
+        // the subscriptions asked again later in it.
+        if reclaim.is_none() {
+            return Ok(Some(app));
+        }
         match self.reclaimed_id(reclaim)? {
             Some(reclaimed) if reclaimed != app => Err(Refusal::Shard(format!(
                 "a JOIN as member {app} reclaims app {reclaimed}"
