@@ -374,14 +374,7 @@ impl super::AsyncClient {
         cdo: CdoId,
         seal: Option<&Attributes>,
     ) -> Result<Option<Arc<Gfs>>> {
-        let core = self.shared.core();
-        let core =
-            core.known(Route::Cdo(cdo))
-                .ok_or(ClientError::Call(crate::CallError::Refused {
-                    op: crate::proto::Op::Offer,
-                    why: crate::proto::Refusal::UnknownCdo,
-                }))?;
-        Ok(match core.transport(cdo, seal)? {
+        Ok(match self.shared.core().transport(cdo, seal)? {
             Transport::Gfs => self.shared.gfs.clone(),
             Transport::Fabric => None,
         })
@@ -398,9 +391,10 @@ impl super::AsyncClient {
     pub async fn discard(&self, name: &str) -> Result<u64> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let now = Instant::now();
-        let (shard, (local, call)) = self
-            .shared
-            .with_core(|c| c.call(now, Route::Name(name), |c| c.discard(now, name, tx.into())))?;
+        let (shard, (local, call)) = self.shared.with_core(|c| {
+            let discard = c.discard(now, name, tx)?;
+            Ok((c.shard_of(Route::Name(name)), discard))
+        })?;
         answer(&self.shared, (Op::Discard, local), Some((shard, call)), rx).await
     }
 }

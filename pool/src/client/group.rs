@@ -51,8 +51,7 @@ impl AsyncClient {
             members
                 .iter()
                 .map(|(cdo, ..)| {
-                    core.known(Route::Cdo(*cdo))
-                        .and_then(|c| c.name(*cdo))
+                    core.name(*cdo)
                         .map(ToString::to_string)
                         .ok_or(ClientError::Call(CallError::Refused {
                             op: Op::Offer,
@@ -115,13 +114,12 @@ impl AsyncClient {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let now = std::time::Instant::now();
         let (shard, (_, call)) = shared.with_core(|c| {
-            c.call(now, Route::Cdo(group), |c| {
-                c.demand_group(now, group, tx.into())
-            })
+            let demanded = c.demand_group(now, group, tx)?;
+            Ok((c.shard_of(Route::Cdo(group)), demanded))
         })?;
         // Answered once every member is here (or one failed): one wake-up for the group.
         let answered = super::answer(shared, (Op::Demand, group), Some((shard, call)), rx).await;
-        let here = shared.core().core(shard).and_then(|c| c.take_group(group));
+        let here = shared.core().take_group(group);
         if let Err(e) = answered {
             // Whatever of the group arrived (or is on its way) is this app's to dispose.
             if let Some(here) = here {

@@ -38,10 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fabric::{Buffer, Endpoint};
-use pool_core::client::sharded::Routed;
-use pool_core::client::{
-    CallError, CallId, CallKey, ClientCore, Demand, Driver, Event, News, Route, Sharded,
-};
+use pool_core::client::{CallError, CallId, CallKey, Demand, Driver, Event, News, Route, Sharded};
 use tokio::sync::{mpsc, oneshot};
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
@@ -136,7 +133,7 @@ impl From<crate::schema::AttrError> for ClientError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
-/// What this driver gives the protocol's core ([`ClientCore`]) to keep.
+/// What this driver gives the protocol's core ([`ClientCore`](pool_core::client::ClientCore)) to keep.
 pub(crate) struct Io;
 
 impl Driver for Io {
@@ -153,9 +150,6 @@ impl Driver for Io {
 
 /// The client's protocol state: a core per shard of the pool the app uses.
 pub(crate) type Core = Sharded<Io>;
-
-/// The protocol state of one shard's connection.
-pub(crate) type ShardCore = ClientCore<Routed<Io>>;
 
 /// State shared by the client handle and its driver tasks.
 pub(crate) struct Shared {
@@ -340,19 +334,15 @@ impl Shared {
             .push(task.abort_handle());
     }
 
-    /// Lends `dst` for `cdo`'s bytes (see [`ClientCore::lend`]) to the core that numbered
+    /// Lends `dst` for `cdo`'s bytes (see [`ClientCore::lend`](pool_core::client::ClientCore::lend)) to the core that numbered
     /// it; dropped when the app does not use that shard (nothing of it can arrive).
     fn lend(&self, cdo: CdoId, dst: Buffer) {
-        if let Some(core) = self.core().known_mut(Route::Cdo(cdo)) {
-            core.lend(cdo, dst);
-        }
+        self.core().lend(cdo, dst);
     }
 
-    /// Gives back the memory lent for `cdo`, if any (see [`ClientCore::unlend`]).
+    /// Gives back the memory lent for `cdo`, if any (see [`ClientCore::unlend`](pool_core::client::ClientCore::unlend)).
     fn unlend(&self, cdo: CdoId) {
-        if let Some(core) = self.core().known_mut(Route::Cdo(cdo)) {
-            core.unlend(cdo);
-        }
+        self.core().unlend(cdo);
     }
 
     /// The app rejoined a manager that took over: its offers in the process's table are
@@ -410,7 +400,7 @@ impl Shared {
     }
 
     /// Keeps the calls' deadlines: sleeps until the core's earliest, then answers the calls
-    /// whose deadline passed ([`ClientCore::handle_timeout`]). Runs until the client's
+    /// whose deadline passed ([`ClientCore::handle_timeout`](pool_core::client::ClientCore::handle_timeout)). Runs until the client's
     /// tasks are aborted.
     pub(crate) async fn timer(self: Arc<Self>) {
         loop {
@@ -570,7 +560,7 @@ impl AsyncClient {
     /// sealed, offered): what Maestro's API allows next. `None` for an id this app did not
     /// declare, or disposed.
     pub fn phase(&self, cdo: CdoId) -> Option<CdoPhase> {
-        self.shared.core().known(Route::Cdo(cdo))?.phase(cdo)
+        self.shared.core().phase(cdo)
     }
 
     /// The schemas `seal` checks attributes against (also for typing values from text:
@@ -587,7 +577,7 @@ impl AsyncClient {
     /// `WrongState` unless declared; connection errors.
     pub async fn seal(&self, cdo: CdoId, attributes: Attributes) -> Result<()> {
         ask(&self.shared, (Op::Seal, cdo), |c, now, waiter| {
-            c.seal(now, cdo, attributes, waiter.into())
+            c.seal(now, cdo, attributes, waiter)
         })
         .await
         .map(drop)
@@ -651,7 +641,7 @@ impl AsyncClient {
                 seal,
                 gfs,
             };
-            c.offer(now, offer, waiter.into())
+            c.offer(now, offer, waiter)
         })
         .await;
         if r.is_err() {
@@ -669,7 +659,7 @@ impl AsyncClient {
     /// `WrongState` unless declared; connection errors.
     pub async fn require(&self, cdo: CdoId) -> Result<()> {
         ask(&self.shared, (Op::Require, cdo), |c, now, waiter| {
-            c.require(now, cdo, waiter.into())
+            c.require(now, cdo, waiter)
         })
         .await
         .map(drop)
@@ -758,7 +748,7 @@ impl AsyncClient {
     /// `WrongState` if not required or already moving; connection errors.
     pub async fn retract(&self, cdo: CdoId) -> Result<()> {
         ask(&self.shared, (Op::Retract, cdo), |c, now, waiter| {
-            c.retract(now, cdo, waiter.into())
+            c.retract(now, cdo, waiter)
         })
         .await
         .map(drop)
@@ -777,7 +767,7 @@ impl AsyncClient {
     /// PM; its memory stays lent until that consumer lets go); connection errors.
     pub async fn withdraw(&self, cdo: CdoId) -> Result<Buffer> {
         ask(&self.shared, (Op::Withdraw, cdo), |c, now, waiter| {
-            c.withdraw(now, cdo, waiter.into())
+            c.withdraw(now, cdo, waiter)
         })
         .await?;
         // Its file on the global file system, if it went there: no consumer reads it now.
@@ -817,10 +807,11 @@ impl AsyncClient {
     pub async fn dispose(&self, cdo: CdoId) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         let now = Instant::now();
-        match self
-            .shared
-            .with_core(|c| c.call(now, Route::Cdo(cdo), |c| c.dispose(now, cdo, tx.into())))?
-        {
+        let dispose = |c: &mut Core| {
+            c.dispose(now, cdo, tx)
+                .map(|call| (c.shard_of(Route::Cdo(cdo)), call))
+        };
+        match self.shared.with_core(dispose)? {
             (_, None) => Ok(()),
             (shard, Some(call)) => {
                 answer(&self.shared, (Op::Dispose, cdo), Some((shard, call)), rx)
@@ -857,13 +848,11 @@ async fn demand(
     let (tx, rx) = oneshot::channel();
     let now = Instant::now();
     let (shard, demanded) = shared.with_core(|c| {
-        c.call(now, Route::Cdo(cdo), |c| {
-            let d = c.demand(now, cdo, tx.into());
-            if let (Ok(Demand::Waiting(call)), Some(at)) = (&d, deadline) {
-                c.set_deadline((Op::Demand, cdo), *call, Some(at));
-            }
-            d
-        })
+        let d = c.demand(now, cdo, tx)?;
+        if let (Demand::Waiting(call), Some(at)) = (&d, deadline) {
+            c.set_deadline((Op::Demand, cdo), *call, Some(at));
+        }
+        Ok((c.shard_of(Route::Cdo(cdo)), d))
     })?;
     match demanded {
         Demand::Here(data, attributes) => {
@@ -872,11 +861,7 @@ async fn demand(
         }
         Demand::Waiting(call) => {
             answer(shared, (Op::Demand, cdo), Some((shard, call)), rx).await?;
-            let mut core = shared.core();
-            let core = core
-                .core(shard)
-                .ok_or(ClientError::Call(CallError::Closed))?;
-            Ok(core.take_arrived(cdo)?)
+            Ok(shared.core().take_arrived(cdo)?)
         }
     }
 }
@@ -884,17 +869,17 @@ async fn demand(
 /// The waiter of one call.
 type Waiter = <Io as Driver>::Waiter;
 
-/// Runs `step`, a call the core of the shard `key` names files under `key` with the
-/// time and the waiter it is given, and waits for the answer (at most the client's
-/// timeout: the core's deadline). `key`'s id is a CDO's.
+/// Runs `step`, a call the core files under `key` (its id a CDO's) with the time and the
+/// waiter it is given, and waits for the answer (at most the client's timeout: the
+/// core's deadline).
 async fn ask(
     shared: &Arc<Shared>,
     key: CallKey,
-    step: impl FnOnce(&mut ShardCore, Instant, Waiter) -> std::result::Result<CallId, CallError>,
+    step: impl FnOnce(&mut Core, Instant, Waiter) -> std::result::Result<CallId, CallError>,
 ) -> Result<u64> {
     let (tx, rx) = oneshot::channel();
     let now = Instant::now();
-    let call = shared.with_core(|c| c.call(now, Route::Cdo(key.1), |c| step(c, now, tx)))?;
+    let call = shared.with_core(|c| Ok((c.shard_of(Route::Cdo(key.1)), step(c, now, tx)?)))?;
     answer(shared, key, Some(call), rx).await
 }
 

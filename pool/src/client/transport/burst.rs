@@ -109,9 +109,7 @@ pub(crate) fn end(shared: &Arc<Shared>) {
     // Fails only when the connection is gone, which the client hears of anyway.
     let _ = shared.with_core(|c| {
         for ((shard, transfer), data) in done {
-            if let Some(core) = c.core(shard) {
-                core.fetched(transfer, Ok((data, Some(Direct::Copied))));
-            }
+            c.fetched(shard, transfer, Ok((data, Some(Direct::Copied))));
         }
         Ok(())
     });

@@ -68,7 +68,7 @@ pub(crate) fn spill(shared: &Arc<Shared>, cdo: CdoId) {
             Some(offer) => g.write(cdo, offer.as_slice()).map_err(|e| e.to_string()),
             None => Err(missing.to_string()),
         },
-        move |c, written| c.spilled(cdo, written),
+        |c, cdo, written| c.spilled(cdo, written),
     );
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn hand_over(shared: &Arc<Shared>, cdo: CdoId, dir: Arc<str>) {
             let linked = g.hand_over(cdo, &dir).map_err(|e| e.to_string())?;
             Ok(linked.map(String::into_boxed_str))
         },
-        move |c, linked| c.handed_over(cdo, linked),
+        |c, cdo, linked| c.handed_over(cdo, linked),
     );
 }
 
@@ -96,7 +96,7 @@ fn off_thread<R: Send + 'static>(
     cdo: CdoId,
     missing: &'static str,
     work: impl FnOnce(&Dir) -> std::result::Result<R, String> + Send + 'static,
-    tell: impl FnOnce(&mut crate::client::ShardCore, std::result::Result<R, String>) + Send + 'static,
+    tell: impl FnOnce(&mut crate::client::Core, CdoId, std::result::Result<R, String>) + Send + 'static,
 ) {
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
@@ -108,9 +108,7 @@ fn off_thread<R: Send + 'static>(
             None => Err(missing.to_string()),
         };
         let _ = shared.with_core(|c| {
-            if let Some(core) = c.known_mut(pool_core::client::Route::Cdo(cdo)) {
-                tell(core, outcome);
-            }
+            tell(c, cdo, outcome);
             Ok(())
         });
     });

@@ -92,9 +92,7 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
         });
     // Fails only when the connection is gone, which the client hears of anyway.
     let _ = shared.with_core(|c| {
-        if let Some(core) = c.core(shard) {
-            core.fetched(transfer, got);
-        }
+        c.fetched(shard, transfer, got);
         Ok(())
     });
 }

@@ -38,10 +38,7 @@ struct Route<'a>(&'a Shared, Transfer);
 
 impl Drop for Route<'_> {
     fn drop(&mut self) {
-        let (shard, transfer) = self.1;
-        if let Some(core) = self.0.core().core(shard) {
-            core.unroute(transfer);
-        }
+        self.0.core().unroute(self.1);
     }
 }
 
@@ -52,11 +49,7 @@ async fn stream(shared: &Arc<Shared>, (shard, transfer): Transfer, size: usize) 
     let mut buf = Buffer::new(size)?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
     let now = std::time::Instant::now();
-    shared.with_core(|c| {
-        c.call(now, pool_core::client::Route::Shard(shard), |c| {
-            c.stream(now, transfer, len, tx)
-        })
-    })?;
+    shared.with_core(|c| c.stream(now, (shard, transfer), len, tx))?;
     let _route = Route(shared, (shard, transfer));
     let mut got = 0u64;
     while got < len {
@@ -93,8 +86,5 @@ pub(crate) fn serve(
     let Some(bytes) = offer.as_slice().get(at..at + n) else {
         return;
     };
-    let _ = shared.with_core(|c| match c.core(shard) {
-        Some(core) => core.served(transfer, offset, bytes.to_vec()),
-        None => Ok(()),
-    });
+    let _ = shared.with_core(|c| c.served((shard, transfer), offset, bytes.to_vec()));
 }
