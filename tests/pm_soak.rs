@@ -55,7 +55,8 @@ fn sixty_four_apps_and_a_million_cdos_lose_nothing_and_give_memory_back() {
 
 /// A pool of three managers (`maestro bench pm --shards 3`): each producer joins shard 0,
 /// then the others as the member it is, and offers each name at its home; every offer is
-/// answered, the shards share them about evenly, and each reports its CPU per operation.
+/// answered, the shards share them about evenly, each reports its CPU per operation, and an
+/// observer of the three lists every CDO once.
 /// Options the sharded run does not measure are refused, saying which.
 #[test]
 fn three_shards_hold_every_offer_once_between_them() {
@@ -69,6 +70,7 @@ fn three_shards_hold_every_offer_once_between_them() {
             "3",
             "--cdos",
             "3000",
+            "--observer",
             "--json",
         ]),
         Duration::from_secs(300),
@@ -79,6 +81,12 @@ fn three_shards_hold_every_offer_once_between_them() {
     assert_eq!(shards.len(), 3, "{r}");
     let held: u64 = shards.iter().filter_map(|s| s["cdos"].as_u64()).sum();
     assert_eq!(held, 9000, "{r}");
+    // One observer of the three lists every CDO once.
+    assert_eq!(
+        r["observer"]["idle_cdos_listed"].as_u64(),
+        Some(9000),
+        "{r}"
+    );
     for s in shards {
         assert!(
             (2000..4000).contains(&s["cdos"].as_u64().unwrap_or(0)),

@@ -62,7 +62,7 @@ pub struct PmBench {
     pub observer: bool,
     /// Pool managers sharing the pool's names (1 to 1024; see docs/developers/shards.md),
     /// each on a thread of this process: the producers offer each name at its home, and
-    /// each shard's CPU time per operation is reported. Producers only.
+    /// each shard's CPU time per operation is reported. Producers (and --observer) only.
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub shards: usize,
 }
@@ -123,8 +123,14 @@ pub fn main_bench(args: &PmBenchArgs) -> Result<(), PmBenchError> {
     }
     if let Some(o) = &r.observer {
         println!(
-            "  an observer meanwhile: {} listings of the pool ({} pages, {} CDOs listed), {} status queries; one listing of all {} CDOs afterwards: {:.2} s",
-            o.listings, o.pages, o.cdos_listed, o.statuses, r.cdos, o.idle_listing_seconds
+            "  an observer meanwhile: {} listings of the pool ({} pages, {} CDOs listed), {} status queries; one listing of all {} CDOs afterwards: {} listed in {:.2} s",
+            o.listings,
+            o.pages,
+            o.cdos_listed,
+            o.statuses,
+            r.cdos,
+            o.idle_cdos_listed,
+            o.idle_listing_seconds
         );
     }
     if let Some(s) = &r.soak {
@@ -228,6 +234,8 @@ pub struct ObserverReport {
     /// Seconds one full listing takes once the producers are done (the PM idle, every
     /// CDO live).
     pub idle_listing_seconds: f64,
+    /// CDOs that full listing showed (every live one, each once).
+    pub idle_cdos_listed: u64,
 }
 
 /// Watches the pool of `info` until `stop`: each second (at most) the status and every
@@ -276,8 +284,10 @@ fn observe(
         }
     }
     let idle = Instant::now();
-    list(&mut o, &mut ObserverReport::default(), None)?;
+    let mut last = ObserverReport::default();
+    list(&mut o, &mut last, None)?;
     r.idle_listing_seconds = idle.elapsed().as_secs_f64();
+    r.idle_cdos_listed = last.cdos_listed;
     Ok(r)
 }
 
@@ -402,22 +412,11 @@ impl PmBench {
             (Vec::new(), None)
         };
         let (rss0, cpu0) = (rss_bytes(), pm.cpu_time().unwrap_or_default());
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let (mut producers, slowest, observer) = std::thread::scope(|s| {
-            let watching = self.observer.then(|| s.spawn(|| observe(&info, &stop)));
-            let ran = self.produce(&info);
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let observer = watching
-                .map(|h| {
-                    h.join()
-                        .map_err(|_| PmBenchError::Injector("the observer panicked".into()))?
-                })
-                .transpose()?;
-            ran.map(|(p, t)| (p, t, observer))
-        })?;
+        let (mut producers, slowest, observer, (rss1, cpu1)) =
+            self.produce_observed(&info, || (rss_bytes(), pm.cpu_time().unwrap_or_default()))?;
         let offers_per_sec = total as f64 / slowest;
-        let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
-        let cpu = pm.cpu_time().unwrap_or_default().saturating_sub(cpu0);
+        let pm_bytes_per_cdo = rss1.saturating_sub(rss0) as f64 / total as f64;
+        let cpu = cpu1.saturating_sub(cpu0);
         let shards = vec![ShardReport::of(total, cpu)];
         let events_per_sec = if subscribers.is_empty() {
             None
@@ -479,20 +478,39 @@ impl PmBench {
         Ok((producers, slowest))
     }
 
+    /// The producers' offers (see [`PmBench::produce`]), watched meanwhile by an observer
+    /// with `--observer`; `done` is called as the producers finish, before the observer's
+    /// last listing (what the managers spent is measured there, the listing apart).
+    fn produce_observed<T>(
+        &self,
+        info: &PmInfo,
+        done: impl FnOnce() -> T,
+    ) -> Result<(Vec<Injector>, f64, Option<ObserverReport>, T), PmBenchError> {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let watching = self.observer.then(|| s.spawn(|| observe(info, &stop)));
+            let ran = self.produce(info);
+            let measured = done();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let observer = watching
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| PmBenchError::Injector("the observer panicked".into()))?
+                })
+                .transpose()?;
+            ran.map(|(p, t)| (p, t, observer, measured))
+        })
+    }
+
     /// [`PmBench::run`] against `shards` pool managers of one pool, each on its own thread
-    /// of this process: producers only.
+    /// of this process: producers, and the observer of `--observer` (it asks every shard).
     ///
     /// # Errors
     /// Options the sharded run does not measure; as [`PmBench::run`].
     fn run_sharded(&self) -> Result<PmReport, PmBenchError> {
-        if self.require
-            || self.subscribers > 0
-            || self.soak_rounds > 0
-            || self.apps > 0
-            || self.observer
-        {
+        if self.require || self.subscribers > 0 || self.soak_rounds > 0 || self.apps > 0 {
             return Err(PmBenchError::Injector(
-                "--shards measures producers only: leave out --require, --subscribers, --soak, --apps and --observer".into(),
+                "--shards measures producers (and an observer) only: leave out --require, --subscribers, --soak and --apps".into(),
             ));
         }
         let shards = pool::shards::Shards::new(self.shards)
@@ -518,9 +536,9 @@ impl PmBench {
                 .collect()
         };
         let (rss0, cpu0) = (rss_bytes(), cpu(pms));
-        let (producers, slowest) = self.produce(&info)?;
-        let cpu1 = cpu(pms);
-        let pm_bytes_per_cdo = rss_bytes().saturating_sub(rss0) as f64 / total as f64;
+        let (producers, slowest, observer, (rss1, cpu1)) =
+            self.produce_observed(&info, || (rss_bytes(), cpu(pms)))?;
+        let pm_bytes_per_cdo = rss1.saturating_sub(rss0) as f64 / total as f64;
         drop(producers);
         pool.stop().map_err(std::io::Error::other)?;
         let shards = (homes.iter().zip(cpu0.iter().zip(&cpu1)))
@@ -536,7 +554,7 @@ impl PmBench {
             events_per_sec: None,
             soak: None,
             apps: None,
-            observer: None,
+            observer,
             shards,
         })
     }
