@@ -485,6 +485,15 @@ impl World {
         self.managers.iter().map(Manager::cdo_count).sum()
     }
 
+    /// App `app` declares `name` at the world's time (see [`Sharded::declare`]).
+    ///
+    /// # Errors
+    /// As [`Sharded::declare`].
+    pub fn declare(&mut self, app: usize, name: &str) -> CallResult<CdoId> {
+        let now = self.now;
+        self.apps[app].core.declare(now, name)
+    }
+
     /// App `app`'s client: its calls go to the shards they concern.
     pub fn client(&mut self, app: usize) -> &mut Sharded<Plain> {
         &mut self.apps[app].core
@@ -733,7 +742,7 @@ impl World {
         (bytes, inline, gfs): (&[u8], bool, bool),
         attributes: Attributes,
     ) -> (CdoId, u32) {
-        let cdo = self.client(app).declare(name).expect("declare");
+        let cdo = self.declare(app, name).expect("declare");
         let key = self.memory.len() as u64 + 100;
         self.memory.insert(key, bytes.to_vec());
         self.offers.insert((app, cdo), key);

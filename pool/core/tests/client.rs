@@ -46,7 +46,7 @@ fn a_cdo_goes_from_offer_to_demand_through_both_cores() {
     let (offer, offered) = w.offer(p, "field", &bytes, false);
     // Sent, not confirmed yet.
     assert_eq!(w.client(p).phase(offer), Some(Phase::Declared));
-    let cdo = w.client(c).declare("field").expect("declare");
+    let cdo = w.declare(c, "field").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.answer(p, offered), Some(&Ok(offer)));
@@ -113,7 +113,7 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "scalar", b"42", true);
-    let cdo = w.client(c).declare("scalar").expect("declare");
+    let cdo = w.declare(c, "scalar").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     // The core carried the ticket out itself: nothing for the driver to fetch.
@@ -122,7 +122,7 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     assert_eq!(w.client(c).take_arrived(cdo).expect("arrived").0, b"42");
     // Memory lent for a small CDO receives its bytes.
     w.offer(p, "scalar-into", b"43", true);
-    let into = w.client(c).declare("scalar-into").expect("declare");
+    let into = w.declare(c, "scalar-into").expect("declare");
     w.client(c).lend(into, vec![0; 100]);
     waiting(w.timed(c, |k, now| k.demand(now, into, 2)).expect("demand"));
     w.pump();
@@ -131,7 +131,7 @@ fn small_cdos_come_with_their_tickets_and_are_not_reported() {
     assert_eq!(got.capacity(), 100, "the lent vector, not a new one");
     // A 0-byte CDO comes with its ticket even where offers carry no bytes: nothing to read.
     w.offer(p, "sync", b"", false);
-    let sync = w.client(c).declare("sync").expect("declare");
+    let sync = w.declare(c, "sync").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, sync, 3)).expect("demand"));
     w.pump();
     assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
@@ -165,7 +165,7 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
     );
     w.offer(p, "field", &[5; 64 << 10], false);
     for (i, c) in [c1, c2].into_iter().enumerate() {
-        let cdo = w.client(c).declare("field").expect("declare");
+        let cdo = w.declare(c, "field").expect("declare");
         waiting(
             w.timed(c, |k, now| k.demand(now, cdo, 10 + i as u32))
                 .expect("demand"),
@@ -189,7 +189,7 @@ fn the_pm_has_an_offer_written_to_files_for_consumers_it_shares_no_network_with(
 
     // Without a directory in common: the stream.
     let other = w.join("no-gfs", false);
-    let cdo = w.client(other).declare("field").expect("declare");
+    let cdo = w.declare(other, "field").expect("declare");
     waiting(
         w.timed(other, |k, now| k.demand(now, cdo, 20))
             .expect("demand"),
@@ -212,7 +212,7 @@ fn a_provider_that_never_writes_its_spill_holds_consumers_until_the_deadline() {
     let c = w.join_with_gfs_only("consumer", "node2");
     w.offer(p, "field", &[5; 64 << 10], false);
     w.deaf = true;
-    let cdo = w.client(c).declare("field").expect("declare");
+    let cdo = w.declare(c, "field").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 10)).expect("demand"));
     w.pump();
     assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
@@ -235,7 +235,7 @@ fn offers_written_to_the_global_file_system_are_read_from_it() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer_to_gfs(p, "field", b"forty-two");
-    let cdo = w.client(c).declare("field").expect("declare");
+    let cdo = w.declare(c, "field").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     let offered = w.sent(p).into_iter().find_map(|m| match m {
@@ -269,7 +269,7 @@ fn a_demand_after_a_completed_require_is_local_and_only_noticed() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     let bytes = vec![7u8; 70_000];
     w.offer(p, "prefetched", &bytes, false);
-    let cdo = w.client(c).declare("prefetched").expect("declare");
+    let cdo = w.declare(c, "prefetched").expect("declare");
     w.timed(c, |k, now| k.require(now, cdo, 1))
         .expect("require");
     w.pump();
@@ -307,7 +307,7 @@ fn a_stream_transfer_is_fetched_piece_by_piece_through_both_cores() {
     let c = w.join("far", false);
     let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
     w.offer(p, "far-away", &bytes, false);
-    let cdo = w.client(c).declare("far-away").expect("declare");
+    let cdo = w.declare(c, "far-away").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert!(matches!(
@@ -323,14 +323,14 @@ fn memory_lent_for_a_demand_goes_with_its_ticket() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "into", &[1; 100_000], false);
-    let cdo = w.client(c).declare("into").expect("declare");
+    let cdo = w.declare(c, "into").expect("declare");
     w.client(c).lend(cdo, vec![0; 100_000]);
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.apps[c].lent_back.len(), 1);
     assert_eq!(w.client(c).unlend(cdo), None, "handed out once");
     // Lent and not used: taken back.
-    let other = w.client(c).declare("nobody-offers").expect("declare");
+    let other = w.declare(c, "nobody-offers").expect("declare");
     w.client(c).lend(other, vec![0; 10]);
     assert_eq!(w.client(c).unlend(other), Some(vec![0; 10]));
 }
@@ -342,7 +342,7 @@ fn corrupted_bytes_fail_the_demand_and_are_reported() {
     let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
     w.offer_sealed(p, "checked", (&[3; 64], false), integrity);
     w.corrupt = true;
-    let cdo = w.client(c).declare("checked").expect("declare");
+    let cdo = w.declare(c, "checked").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     match w.answer(c, 1) {
@@ -379,7 +379,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
     };
     // Integrity asked: the seal carries the bytes' checksum; small bytes travel along.
     let integrity = Attributes::from([(attr::INTEGRITY.to_string(), AttrValue::Bool(true))]);
-    let small = w.client(p).declare("small").expect("declare");
+    let small = w.declare(p, "small").expect("declare");
     w.timed(p, |k, now| {
         k.offer(now, offer(small, b"tiny", Some(integrity)), 1)
     })
@@ -404,7 +404,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
     }
     // Past the core's inline limit the bytes stay home; no integrity, no checksum.
     w.client(p).set_inline_max(3);
-    let four = w.client(p).declare("four").expect("declare");
+    let four = w.declare(p, "four").expect("declare");
     w.timed(p, |k, now| {
         k.offer(now, offer(four, b"four", Some(Attributes::new())), 2)
     })
@@ -420,7 +420,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
     }
     // A seal the schemas refuse sends nothing, alone or with an offer.
     let wrong = Attributes::from([(attr::LOCAL_SIZE.to_string(), AttrValue::Str("big".into()))]);
-    let bad = w.client(p).declare("bad").expect("declare");
+    let bad = w.declare(p, "bad").expect("declare");
     assert!(matches!(last(&mut w), Some(ToPm::Declare { .. })));
     let sealed = w.timed(p, |k, now| k.seal(now, bad, wrong.clone(), 3));
     assert!(matches!(sealed, Err(CallError::Attribute(_))), "{sealed:?}");
@@ -446,7 +446,7 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     }
     // The group's own CDO lists its members.
     w.offer_sealed(p, "g", (&[], false), attr::group_attributes(&names));
-    let g = w.client(c).declare("g").expect("declare");
+    let g = w.declare(c, "g").expect("declare");
     let (first, _) = w
         .timed(c, |k, now| k.demand_group(now, g, 1))
         .expect("demand group");
@@ -490,7 +490,7 @@ fn a_group_is_demanded_in_one_message_and_answered_once_its_members_are_here() {
     }
     assert!(w.client(c).take_group(g).is_none(), "taken once");
     // A declared CDO that is no group: the PM refuses, and the core names nothing.
-    let plain = w.client(c).declare("g/0").expect("declare");
+    let plain = w.declare(c, "g/0").expect("declare");
     w.timed(c, |k, now| k.demand_group(now, plain, 2))
         .expect("demand group");
     w.pump();
@@ -515,7 +515,7 @@ fn a_group_with_a_failed_member_is_answered_with_its_error_once_the_others_ended
         attr::group_attributes(&["h/checked", "h/plain"]),
     );
     w.corrupt = true;
-    let g = w.client(c).declare("h").expect("declare");
+    let g = w.declare(c, "h").expect("declare");
     let (first, _) = w
         .timed(c, |k, now| k.demand_group(now, g, 1))
         .expect("demand group");
@@ -540,7 +540,7 @@ fn a_group_given_up_is_not_answered_and_its_members_wait_to_be_taken() {
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "k/0", &[1; 8], true);
     w.offer_sealed(p, "k", (&[], false), attr::group_attributes(&["k/0"]));
-    let g = w.client(c).declare("k").expect("declare");
+    let g = w.declare(c, "k").expect("declare");
     let (first, call) = w
         .timed(c, |k, now| k.demand_group(now, g, 1))
         .expect("demand group");
@@ -623,7 +623,7 @@ fn a_group_named_by_the_manager_but_not_demanded_is_ignored() {
 fn an_answer_goes_to_the_oldest_call_still_waiting() {
     let mut w = World::new();
     let p = w.join("producer", true);
-    let cdo = w.client(p).declare("twice").expect("declare");
+    let cdo = w.declare(p, "twice").expect("declare");
     let first = w
         .timed(p, |k, now| k.seal(now, cdo, Attributes::new(), 1))
         .expect("seal");
@@ -772,10 +772,10 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     w.offer(p, "kept", &[5; 10], true);
-    let kept = w.client(c).declare("kept").expect("declare");
+    let kept = w.declare(c, "kept").expect("declare");
     w.timed(c, |k, now| k.require(now, kept, 1))
         .expect("require");
-    let never = w.client(c).declare("never").expect("declare");
+    let never = w.declare(c, "never").expect("declare");
     waiting(
         w.timed(c, |k, now| k.demand(now, never, 2))
             .expect("demand"),
@@ -795,7 +795,7 @@ fn the_connections_end_fails_every_call_but_keeps_what_is_here() {
         }]
     ));
     assert!(w.core(c).is_closed());
-    assert_eq!(w.client(c).declare("late"), Err(CallError::Closed));
+    assert_eq!(w.declare(c, "late"), Err(CallError::Closed));
     assert_eq!(w.timed(c, |k, now| k.leave(now, 9)), Err(CallError::Closed));
     // The required bytes are here: the demand needs no PM.
     assert!(matches!(
@@ -842,7 +842,7 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
     let mut w = World::new();
     let c = w.join("consumer", true);
     // Retracted: the PM agrees, the CDO is settled, its dispose is not answered.
-    let retracted = w.client(c).declare("nobody-offers").expect("declare");
+    let retracted = w.declare(c, "nobody-offers").expect("declare");
     waiting(
         w.timed(c, |k, now| k.demand(now, retracted, 1))
             .expect("demand"),
@@ -862,10 +862,7 @@ fn a_waiting_demand_is_cancelled_by_retract_or_dispose() {
     );
     // Disposed while demanded: the dispose waits for the PM; when it agrees, the waiting
     // demand ends (before the dispose's answer).
-    let disposed = w
-        .client(c)
-        .declare("nobody-offers-either")
-        .expect("declare");
+    let disposed = w.declare(c, "nobody-offers-either").expect("declare");
     waiting(
         w.timed(c, |k, now| k.demand(now, disposed, 4))
             .expect("demand"),
@@ -890,7 +887,7 @@ fn an_unanswered_call_times_out_exactly_at_its_deadline_and_its_request_stands()
     let mut w = World::new();
     let (p, c) = (w.join("producer", true), w.join("consumer", true));
     let t0 = w.now;
-    let cdo = w.client(c).declare("late").expect("declare");
+    let cdo = w.declare(c, "late").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     assert_eq!(w.core(c).poll_timeout(), Some(t0 + CALL_TIMEOUT));
     w.run_until(t0 + CALL_TIMEOUT - Duration::from_nanos(1));
@@ -919,8 +916,8 @@ fn a_call_waits_as_long_as_its_own_deadline_says() {
     let c = w.join("consumer", true);
     let t0 = w.now;
     let (short, never) = (
-        w.client(c).declare("short").expect("declare"),
-        w.client(c).declare("never").expect("declare"),
+        w.declare(c, "short").expect("declare"),
+        w.declare(c, "never").expect("declare"),
     );
     let first = waiting(
         w.timed(c, |k, now| k.demand(now, short, 1))
@@ -993,7 +990,7 @@ fn the_core_joins_by_answering_the_challenge_and_a_wrong_secret_is_refused() {
     let Some(Ok((app, 77))) = w.core(p).joined().cloned() else {
         panic!("{:?}", w.core(p).joined());
     };
-    let cdo = w.client(p).declare("first").expect("declare");
+    let cdo = w.declare(p, "first").expect("declare");
     assert_eq!(
         cdo,
         *pool_core::proto::cdo_ids(app).start(),
@@ -1017,7 +1014,7 @@ fn the_core_joins_by_answering_the_challenge_and_a_wrong_secret_is_refused() {
         "{:?}",
         w.core(i).joined()
     );
-    assert_eq!(w.client(i).declare("x"), Err(CallError::Closed));
+    assert_eq!(w.declare(i, "x"), Err(CallError::Closed));
 }
 
 #[test]
@@ -1060,7 +1057,7 @@ fn a_large_stream_is_fetched_a_window_of_pieces_at_a_time() {
     let c = w.join("far", false);
     let bytes: Vec<u8> = (0..(9 << 20) + 5u32).map(|i| (i % 251) as u8).collect();
     w.offer(p, "big", &bytes, false);
-    let cdo = w.client(c).declare("big").expect("declare");
+    let cdo = w.declare(c, "big").expect("declare");
     waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     w.pump();
     assert_eq!(w.answer(c, 1), Some(&Ok(cdo)));
@@ -1093,7 +1090,7 @@ fn a_stream_without_progress_fails_at_its_deadline_and_a_piece_not_asked_for_is_
     let c = w.join("far", false);
     w.deaf = true;
     w.offer(p, "silent", &[3; 5000], false);
-    let cdo = w.client(c).declare("silent").expect("declare");
+    let cdo = w.declare(c, "silent").expect("declare");
     let call = waiting(w.timed(c, |k, now| k.demand(now, cdo, 1)).expect("demand"));
     // The demand waits for as long as it takes; the stream must show progress.
     w.core(c).set_deadline((Op::Demand, cdo), call, None);

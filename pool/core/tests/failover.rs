@@ -181,10 +181,10 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
     w.offer(p, "read", &[5; 100], false);
     w.offer(p, "inline", b"small", true);
     // The consumer waits for a CDO nobody offers yet, and required another.
-    let waits = w.client(c).declare("later").expect("declare");
+    let waits = w.declare(c, "later").expect("declare");
     w.timed(c, |k, now| k.demand(now, waits, 5))
         .expect("demand");
-    let required = w.client(c).declare("required-later").expect("declare");
+    let required = w.declare(c, "required-later").expect("declare");
     w.timed(c, |k, now| k.require(now, required, 6))
         .expect("require");
     w.pump();
@@ -214,7 +214,7 @@ fn offers_and_demands_replayed_to_a_new_manager_serve_consumers_as_before() {
     // After it, a consumer that never knew the old manager gets the replayed offers.
     let newcomer = w.join("newcomer", true);
     for (name, want) in [("read", vec![5; 100]), ("inline", b"small".to_vec())] {
-        let cdo = w.client(newcomer).declare(name).expect("declare");
+        let cdo = w.declare(newcomer, name).expect("declare");
         let tag = 100 + cdo as u32;
         w.timed(newcomer, |k, now| k.demand(now, cdo, tag))
             .expect("demand");
@@ -277,11 +277,11 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
     let (mut w, [p, c, watcher], _) = watched_world(Default::default());
     // Bytes the consumer required came before the manager died.
     w.offer(p, "early", b"early", false);
-    let early = w.client(c).declare("early").expect("declare");
+    let early = w.declare(c, "early").expect("declare");
     w.timed(c, |k, now| k.require(now, early, 2))
         .expect("require");
     w.pump();
-    let waits = w.client(c).declare("x").expect("declare");
+    let waits = w.declare(c, "x").expect("declare");
     w.timed(c, |k, now| k.demand(now, waits, 3))
         .expect("demand");
     w.pump();
@@ -289,7 +289,7 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
     let sent = (w.apps[p].sent.len(), w.apps[c].sent.len());
     // While no manager is there, the calls are taken and wait: nothing is sent.
     let (x, offered) = w.offer(p, "x", b"made while lost", false);
-    let later = w.client(c).declare("later").expect("declare");
+    let later = w.declare(c, "later").expect("declare");
     w.timed(c, |k, now| k.require(now, later, 4))
         .expect("require");
     w.pump();
@@ -339,7 +339,7 @@ fn calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them() {
 fn a_ticket_in_flight_when_the_manager_dies_is_demanded_again_and_its_late_end_is_ignored() {
     let (mut w, [p, c, _], _) = watched_world(Default::default());
     w.offer(p, "x", &[7; 64], false);
-    let x = w.client(c).declare("x").expect("declare");
+    let x = w.declare(c, "x").expect("declare");
     w.hold = true;
     w.timed(c, |k, now| k.demand(now, x, 3)).expect("demand");
     w.pump();
@@ -404,7 +404,7 @@ fn a_subscriber_acknowledges_and_ends_its_subscription_by_the_id_it_knows_after_
 #[test]
 fn an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_timeout() {
     let (mut w, [p, c, _], _) = watched_world(Default::default());
-    let x = w.client(c).declare("x").expect("declare");
+    let x = w.declare(c, "x").expect("declare");
     w.timed(c, |k, now| k.demand(now, x, 3)).expect("demand");
     w.pump();
     w.restart_manager(Duration::from_secs(1));
@@ -426,7 +426,7 @@ fn an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_ti
     w.run_until(t0 + pool_core::sim::RECLAIM_TIMEOUT);
     assert!(w.core(c).is_closed(), "closed at its reclaim timeout");
     assert!(!matches!(w.answer(c, 3), Some(Ok(_))));
-    let declared = w.client(c).declare("y");
+    let declared = w.declare(c, "y");
     assert!(matches!(
         declared,
         Err(pool_core::client::CallError::Closed)
@@ -562,13 +562,13 @@ fn groups_demanded_through_a_takeover_arrive_whole() {
     // One group is named and its members' bytes are on their way when the manager dies;
     // another is demanded before anyone offers it.
     offer_group(&mut w, p, "now", &["now/a", "now/b"]);
-    let named = w.client(c).declare("now").expect("declare");
+    let named = w.declare(c, "now").expect("declare");
     w.hold = true;
     w.timed(c, |k, now| k.demand_group(now, named, 21))
         .expect("demand group");
     w.pump();
     assert_eq!(w.held.len(), 2, "both members ticketed");
-    let later = w.client(c).declare("later").expect("declare");
+    let later = w.declare(c, "later").expect("declare");
     w.timed(c, |k, now| k.demand_group(now, later, 22))
         .expect("demand group");
     w.pump();

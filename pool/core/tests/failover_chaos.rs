@@ -123,7 +123,7 @@ impl Run {
             return;
         }
         let name = self.offered[self.rng.pick(&candidates)].name.clone();
-        let cdo = self.w.client(app).declare(&name).expect("declare");
+        let cdo = self.w.declare(app, &name).expect("declare");
         let tag = self.tag();
         match self.w.timed(app, |k, now| k.demand(now, cdo, tag)) {
             Ok(Demand::Waiting(_)) => self.waiting.push(Waiting {

@@ -47,7 +47,7 @@ fn subscribe_to(
 
 /// Declares `name` at `app` and demands it (the answer, if it waits, under `tag`).
 fn demand(w: &mut World, app: usize, name: &str, tag: u32) -> (CdoId, Demand<Vec<u8>>) {
-    let cdo = w.client(app).declare(name).expect("declare");
+    let cdo = w.declare(app, name).expect("declare");
     let d = w
         .timed(app, |k, now| k.demand(now, cdo, tag))
         .expect("demand");

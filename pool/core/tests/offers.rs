@@ -80,7 +80,7 @@ fn the_core_chooses_each_offers_transport_from_its_attributes_and_the_apps_defau
 #[test]
 fn a_sealed_transport_chooses_the_offer_that_follows_the_seal() {
     let (mut w, p) = world(false);
-    let cdo = w.client(p).declare("sealed-first").expect("declare");
+    let cdo = w.declare(p, "sealed-first").expect("declare");
     w.timed(p, |k, now| k.seal(now, cdo, sealed_with("RDMA"), 1))
         .expect("seal");
     w.pump();

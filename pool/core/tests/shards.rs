@@ -5,6 +5,7 @@
 
 mod support;
 
+use pool_core::client::Route;
 use pool_core::events::EventKind;
 use pool_core::proto::{Reclaim, Refusal, ToPm};
 use pool_core::shards::Shards;
@@ -405,7 +406,7 @@ impl ShardedPool {
     fn offer(&mut self, app: usize, name: &str, bytes: &[u8], tag: u32) -> u64 {
         let now = self.now;
         let client = &mut self.apps[app].client;
-        let core = client.home(now, name).expect("home");
+        let core = client.at(now, Route::Name(name)).expect("home");
         let cdo = core.declare(name).expect("declare");
         let key = self.memory.len() as u64 + 1;
         self.memory.insert(key, bytes.to_vec());
@@ -430,7 +431,10 @@ impl ShardedPool {
     /// App `app` demands `name` (answered under `tag`).
     fn demand(&mut self, app: usize, name: &str, tag: u32) -> u64 {
         let now = self.now;
-        let core = self.apps[app].client.home(now, name).expect("home");
+        let core = self.apps[app]
+            .client
+            .at(now, Route::Name(name))
+            .expect("home");
         let cdo = core.declare(name).expect("declare");
         let waits = matches!(
             core.demand(now, cdo, tag.into()),
@@ -471,7 +475,7 @@ fn a_pool_of_three_shards_exchanges_what_a_pool_of_one_does() {
             assert_eq!(answer, Some(Ok(*cdo)), "K = {k}, {}", names[i]);
             let core = pool.apps[consumer]
                 .client
-                .of_cdo(pool.now, *cdo)
+                .at(pool.now, Route::Cdo(*cdo))
                 .expect("core");
             let (bytes, _) = core.take_arrived(*cdo).expect("arrived");
             got.push(String::from_utf8(bytes).expect("utf-8"));
@@ -549,7 +553,7 @@ fn a_shard_that_dies_is_reclaimed_while_the_others_serve_on() {
     assert_eq!(pool.apps[consumer].answers.get(&301), Some(&Ok(waiting)));
     let core = pool.apps[consumer]
         .client
-        .of_cdo(pool.now, waiting)
+        .at(pool.now, Route::Cdo(waiting))
         .expect("core");
     let (bytes, _) = core.take_arrived(waiting).expect("arrived");
     assert_eq!(bytes, dead.as_bytes());
@@ -722,7 +726,10 @@ fn chaos(seed: u64, k: usize) -> Outcome {
                 waits.push((app, tag, n, cdo));
             }
             _ => {
-                let core = pool.apps[app].client.home(now, &names[n]).expect("home");
+                let core = pool.apps[app]
+                    .client
+                    .at(now, Route::Name(&names[n]))
+                    .expect("home");
                 let cdo = core.declare(&names[n]).expect("declare");
                 core.require(now, cdo, tag.into()).expect("require");
                 waits.push((app, tag, n, cdo));
@@ -749,7 +756,10 @@ fn chaos(seed: u64, k: usize) -> Outcome {
             continue;
         }
         assert_eq!(answer, Some(Ok(cdo)), "K = {k}: {} at app {app}", names[n]);
-        let core = pool.apps[app].client.of_cdo(now, cdo).expect("core");
+        let core = pool.apps[app]
+            .client
+            .at(now, Route::Cdo(cdo))
+            .expect("core");
         let (bytes, _) = core.take_arrived(cdo).expect("arrived");
         let want = format!("{}@{}", names[n], offered[n].unwrap_or_default());
         assert_eq!(bytes, want.as_bytes(), "K = {k}");
@@ -807,7 +817,10 @@ fn messages_per_operation_stay_the_same_whatever_the_number_of_shards() {
         // Every app uses every shard first (its joins there are not the operations').
         for app in [producer, consumer] {
             for s in 0..k {
-                pool.apps[app].client.at(now, s).expect("core");
+                pool.apps[app]
+                    .client
+                    .at(now, Route::Shard(s))
+                    .expect("core");
             }
         }
         pool.pump();
@@ -891,7 +904,7 @@ fn a_group_whose_members_live_at_other_shards_is_refused_before_anything_is_sent
     for shards in [Shards::default(), three] {
         let mut w = pool_core::sim::World::with_shards(shards);
         let p = w.join("producer", true);
-        let group = w.client(p).declare("group").expect("declare");
+        let group = w.declare(p, "group").expect("declare");
         w.pump();
         let home = shards.home("group");
         let (near, far): (Vec<String>, Vec<String>) = (0..40)

@@ -241,10 +241,10 @@ impl AsyncClient {
             rejoin,
             info: Mutex::new(info),
             core: Mutex::new(core),
-            deadlines: super::Deadlines::new(),
+            deadlines: super::shared::Deadlines::new(),
             burst: Default::default(),
             outs,
-            opened: Mutex::default(),
+            tasks: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
             endpoint: opts.endpoint,
             alternates: opts.alternates,
@@ -256,14 +256,16 @@ impl AsyncClient {
             verified: Mutex::default(),
             gfs,
         });
-        let mut tasks = vec![
-            super::reclaim::spawn(shared.clone(), 0, Some(connected.reader)),
-            tokio::spawn(shared.clone().timer()),
-        ];
+        shared.keep(&super::reclaim::spawn(
+            shared.clone(),
+            0,
+            Some(connected.reader),
+        ));
+        shared.keep(&tokio::spawn(shared.clone().timer()));
         if let Some(watch) = watch_endpoint_link(&shared) {
-            tasks.push(watch);
+            shared.keep(&watch);
         }
-        Ok(AsyncClient { shared, tasks })
+        Ok(AsyncClient { shared })
     }
 }
 

@@ -6,13 +6,14 @@
 //! What the client knows and waits for, from the JOIN handshake on, and every call's
 //! deadline live in the protocol's sans-IO core ([`pool_core::client::Sharded`]: one
 //! [`pool_core::client::ClientCore`] per shard of the pool the app uses, one for a pool
-//! of one manager); this module is its driver: every operation is a step of the core
-//! under its lock (`Shared::with_core`), whose messages are written at once by the
-//! caller's thread (`outbox`, one per shard) and whose events (answers, tickets, stream
-//! pieces, subscriptions' news) are carried out after the lock is released; a timer task
-//! sleeps until the core's earliest deadline (`Shared::timer`). A task per shard's
-//! control connection (opened when the app first needs that shard) keeps reading and
-//! writing it whether or not the application is inside a call: tickets are carried out at once (RMA read, same-process hand-over, a copy out of
+//! of one manager); this module and its children are its driver: every operation is a
+//! step of the core under its lock (`shared`: `Shared::with_core`), whose messages are
+//! written at once by the caller's thread (`outbox`, one per shard) and whose events
+//! (answers, tickets, stream pieces, subscriptions' news) are carried out after the lock
+//! is released; a timer task sleeps until the core's earliest deadline (`Shared::timer`).
+//! A task per shard's control connection (`reclaim`; opened when the app first needs that
+//! shard) keeps reading and writing it whether or not the application is inside a call:
+//! tickets are carried out at once (RMA read, same-process hand-over, a copy out of
 //! a same-host provider's memory, batched per provider for a burst of them (`burst`), or
 //! stream, as the PM planned) and reported, and stream requests for this app's offers are
 //! served. Operations issued without waiting for each other (e.g. `join_all` over many
@@ -29,17 +30,16 @@ mod observer;
 mod options;
 mod outbox;
 mod reclaim;
+mod shared;
 mod subscription;
 mod transport;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use fabric::{Buffer, Endpoint};
-use pool_core::client::{CallError, CallId, CallKey, Demand, Driver, Event, News, Route, Sharded};
-use tokio::sync::{mpsc, oneshot};
+use fabric::Buffer;
+use pool_core::client::{CallError, Demand, Route};
+use tokio::sync::oneshot;
 
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
@@ -57,11 +57,12 @@ pub use subscription::Subscription;
 use crate::attr::Attributes;
 use crate::bootstrap::PmInfo;
 use crate::events::{EventKinds, SubscribeOptions};
-use crate::proto::{self, AppId, CdoId, Op, ToPm};
+use crate::proto::{self, AppId, CdoId, Op};
 use crate::schema::Schemas;
 use crate::selector::{Selector, SelectorError};
 pub(crate) use join::{Endpoints, join_message};
 pub use join::{bare_join, welcome};
+use shared::{Core, Shared, answer, ask};
 use subscription::EventQueue;
 
 /// What can go wrong for a client: a call the protocol's core failed ([`ClientError::Call`],
@@ -133,306 +134,8 @@ impl From<crate::schema::AttrError> for ClientError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
-/// What this driver gives the protocol's core ([`ClientCore`](pool_core::client::ClientCore)) to keep.
-pub(crate) struct Io;
-
-impl Driver for Io {
-    type Data = CdoData;
-    type Waiter = oneshot::Sender<std::result::Result<u64, CallError>>;
-    type Memory = Buffer;
-    type Events = Arc<EventQueue>;
-    type Stream = mpsc::UnboundedSender<driver::Piece>;
-
-    fn inline(bytes: proto::InlineBytes, lent: Option<Buffer>) -> CdoData {
-        transport::inline::land(bytes, lent)
-    }
-}
-
-/// The client's protocol state: a core per shard of the pool the app uses.
-pub(crate) type Core = Sharded<Io>;
-
-/// State shared by the client handle and its driver tasks.
-pub(crate) struct Shared {
-    pub(crate) app: AppId,
-    /// The instance (generation) of shard 0's manager (of the one manager in a pool of
-    /// one): a manager that takes over has another (see `reclaim`). This app's offers in
-    /// the process's table are filed under it (`data`), whichever shard holds them.
-    pool: AtomicU64,
-    /// How to join a manager that takes over, where the client rides out the loss of its
-    /// PM ([`JoinOptions::reclaim`]).
-    pub(crate) rejoin: Option<reclaim::Rejoin>,
-    /// The PM info of the manager joined now (another after a takeover).
-    info: Mutex<PmInfo>,
-    /// The protocol's state: calls waiting, CDOs, transfers, subscriptions.
-    core: Mutex<Core>,
-    /// The calls' deadlines: the timer task sleeps until the core's earliest
-    /// ([`Shared::timer`]).
-    pub(crate) deadlines: Deadlines,
-    /// Copies gathered while the reader handles a burst of tickets.
-    pub(crate) burst: transport::burst::Burst,
-    /// The sending side of each shard's control connection (shard 0's from the join;
-    /// another's holds what its core sends until the connection is open).
-    pub(crate) outs: Vec<Arc<outbox::Outbox>>,
-    /// The tasks of the shards' connections opened after the join, aborted with the
-    /// client's.
-    pub(crate) opened: Mutex<Vec<tokio::task::AbortHandle>>,
-    /// The runtime the client's tasks run on (a blocking client's calls step the core on
-    /// the application's threads, outside it).
-    pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) endpoint: Option<Endpoint>,
-    /// Endpoints on the app's other networks (`via` 1, 2, ... in tickets).
-    pub(crate) alternates: Vec<Endpoint>,
-    /// Providers' endpoints already in an endpoint's address vector, by `via` and address.
-    pub(crate) peers: Mutex<HashMap<(u8, fabric::Address), fabric::Peer>>,
-    pub(crate) timeout: Duration,
-    /// The schemas selectors are parsed with (the core checks seals against the same).
-    pub(crate) schemas: Arc<Schemas>,
-    /// Registered landing buffers of RMA reads, reused once the application drops the
-    /// data (at most [`LANDING_POOL_BYTES`] kept).
-    pub(crate) landing: Arc<fabric::RegionPool>,
-    /// Whether this client copies same-host offers from their providers' memory (cleared
-    /// when the kernel refuses it).
-    pub(crate) cross_memory: std::sync::atomic::AtomicBool,
-    /// Providers' processes whose token checked out (true) or not (false), by announcement.
-    pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
-    /// The global file system, where the app uses one.
-    pub(crate) gfs: Option<Arc<gfs::Gfs>>,
-}
-
-/// What the timer task sleeps until, and how a call with an earlier deadline wakes it.
-pub(crate) struct Deadlines {
-    /// The instant `armed` counts from.
-    origin: Instant,
-    /// Nanoseconds after `origin` the timer sleeps until (`u64::MAX`: none); written
-    /// under the core's lock.
-    armed: AtomicU64,
-    wake: tokio::sync::Notify,
-}
-
-impl Deadlines {
-    pub(crate) fn new() -> Deadlines {
-        Deadlines {
-            origin: Instant::now(),
-            armed: AtomicU64::new(u64::MAX),
-            wake: tokio::sync::Notify::new(),
-        }
-    }
-
-    fn nanos(&self, at: Option<Instant>) -> u64 {
-        at.map_or(u64::MAX, |t| {
-            u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
-        })
-    }
-
-    /// The timer sleeps until `at` now (called under the core's lock).
-    fn armed(&self, at: Option<Instant>) {
-        self.armed.store(self.nanos(at), Ordering::Relaxed);
-    }
-
-    /// Wakes the timer when `core`'s earliest deadline comes before what it sleeps until
-    /// (called under the core's lock, after each step).
-    fn rearm(&self, core: &Core) {
-        let next = core.poll_timeout();
-        let at = self.nanos(next);
-        if at < self.armed.load(Ordering::Relaxed) {
-            self.armed.store(at, Ordering::Relaxed);
-            self.wake.notify_one();
-        }
-    }
-}
-
 /// The most bytes of landing buffers a client keeps registered for reuse.
 pub const LANDING_POOL_BYTES: usize = 1 << 30;
-
-impl Shared {
-    /// The protocol's state, for what queues no message and produces no event.
-    pub(crate) fn core(&self) -> std::sync::MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Runs `f` on the protocol's state, writes the messages it queued (under the lock, so
-    /// they leave in the order the core queued them and no answer can overtake the call
-    /// that waits for it), then does what it produced (answers, tickets, stream pieces,
-    /// subscriptions' news) after the lock is released.
-    ///
-    /// # Errors
-    /// `f`'s error; [`CallError::Closed`](crate::CallError::Closed) when a message (other than a deferred notice)
-    /// could not be written: the connection is gone.
-    pub(crate) fn with_core<R>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&mut Core) -> std::result::Result<R, CallError>,
-    ) -> Result<R> {
-        let mut core = self.core();
-        let r = f(&mut core);
-        self.deadlines.rearm(&core);
-        let mut sent = Ok(());
-        // What the step queued for one shard goes in one write (a burst's reports, say).
-        let mut now: smallvec::SmallVec<[ToPm; 2]> = smallvec::SmallVec::new();
-        let mut to = 0;
-        while let Some((shard, t)) = core.poll_transmit() {
-            if shard != to {
-                self.send_now(to, &mut now, &mut sent);
-                to = shard;
-            }
-            if !t.deferred {
-                now.push(t.msg);
-                continue;
-            }
-            self.send_now(to, &mut now, &mut sent);
-            // Nobody waits for it: a PM gone meanwhile changes nothing.
-            if let Err(e) = self.outs[shard].send_deferred(t.msg) {
-                tracing::debug!("notice not told to the pool manager: {e}");
-            }
-        }
-        self.send_now(to, &mut now, &mut sent);
-        let opening: smallvec::SmallVec<[usize; 1]> =
-            std::iter::from_fn(|| core.poll_connect()).collect();
-        // Mostly one answer or one ticket: no allocation for them.
-        let events: smallvec::SmallVec<[(usize, Event<Io>); 2]> =
-            std::iter::from_fn(|| core.poll_event()).collect();
-        drop(core);
-        for shard in opening {
-            self.open(shard);
-        }
-        for (shard, e) in events {
-            self.carry_out(shard, e);
-        }
-        let r = r?;
-        if self.rejoin.is_some() {
-            // A connection that failed is rejoined and what the core holds replayed: the
-            // call waits for the manager that takes over.
-            return Ok(r);
-        }
-        sent.map(|()| r)
-    }
-
-    /// Sends `msgs` to shard `shard`'s manager (emptying it), noting a failure in `sent`.
-    fn send_now(
-        &self,
-        shard: usize,
-        msgs: &mut smallvec::SmallVec<[ToPm; 2]>,
-        sent: &mut Result<()>,
-    ) {
-        if let Err(e) = self.outs[shard].send_all(msgs) {
-            *sent = Err(e);
-        }
-        msgs.clear();
-    }
-
-    /// Opens the connection to shard `shard` the core asked for: a task connects to the
-    /// shard's manager, then reads and writes it (`reclaim::spawn`). Nothing for a shard
-    /// whose connection is open or lost already (its task reconnects itself).
-    fn open(self: &Arc<Self>, shard: usize) {
-        if !self.outs[shard].never_opened() {
-            return;
-        }
-        let _in = self.runtime.enter();
-        let task = reclaim::spawn(Arc::clone(self), shard, None);
-        self.opened
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(task.abort_handle());
-    }
-
-    /// Lends `dst` for `cdo`'s bytes (see [`ClientCore::lend`](pool_core::client::ClientCore::lend)) to the core that numbered
-    /// it; dropped when the app does not use that shard (nothing of it can arrive).
-    fn lend(&self, cdo: CdoId, dst: Buffer) {
-        self.core().lend(cdo, dst);
-    }
-
-    /// Gives back the memory lent for `cdo`, if any (see [`ClientCore::unlend`](pool_core::client::ClientCore::unlend)).
-    fn unlend(&self, cdo: CdoId) {
-        self.core().unlend(cdo);
-    }
-
-    /// The app rejoined a manager that took over: its offers in the process's table are
-    /// filed under that manager's instance.
-    pub(crate) fn rejoined(&self, new: u64) {
-        let old = self.pool.swap(new, Ordering::Relaxed);
-        data::rekey_app(old, new, self.app);
-    }
-
-    /// The PM info of the manager joined now.
-    pub(crate) fn pm_info(&self) -> PmInfo {
-        self.info
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The client joined the manager of `info`, which took over.
-    pub(crate) fn set_pm_info(&self, info: PmInfo) {
-        *self.info.lock().unwrap_or_else(PoisonError::into_inner) = info;
-    }
-
-    /// The instance of the PM joined (the key of this app's offers in the process's
-    /// table, with its app id and the CDO: see `data`).
-    pub(crate) fn pool(&self) -> u64 {
-        self.pool.load(Ordering::Relaxed)
-    }
-
-    /// Does what the core of shard `shard` asks.
-    fn carry_out(self: &Arc<Self>, shard: usize, e: Event<Io>) {
-        match e {
-            Event::Answer { waiter, result } => {
-                // One that gives up right now just misses its answer.
-                let _ = waiter.send(result);
-            }
-            Event::Fetch(fetch) => transport::burst::start(self, fetch),
-            Event::Serve {
-                transfer,
-                cdo,
-                offset,
-                len,
-            } => transport::stream::serve(self, shard, transfer, cdo, offset, len),
-            Event::Spill { cdo } => transport::gfs::spill(self, cdo),
-            Event::HandOver { cdo, dir } => transport::gfs::hand_over(self, cdo, dir),
-            Event::Piece { stream, piece } => {
-                let _ = stream.send(piece);
-            }
-            Event::Subscription { events, news } => match news {
-                News::Event(e) => events.push(e),
-                News::Late(serial) => events.late(serial),
-                News::Ended(why) => events.end(why),
-                News::Closed => events.close(),
-            },
-        }
-    }
-
-    /// Keeps the calls' deadlines: sleeps until the core's earliest, then answers the calls
-    /// whose deadline passed ([`ClientCore::handle_timeout`](pool_core::client::ClientCore::handle_timeout)). Runs until the client's
-    /// tasks are aborted.
-    pub(crate) async fn timer(self: Arc<Self>) {
-        loop {
-            let next = {
-                let core = self.core();
-                let next = core.poll_timeout();
-                self.deadlines.armed(next);
-                next
-            };
-            let Some(at) = next else {
-                self.deadlines.wake.notified().await;
-                continue;
-            };
-            tokio::select! {
-                () = tokio::time::sleep_until(at.into()) => {
-                    let _ = self.with_core(|c| {
-                        c.handle_timeout(Instant::now());
-                        Ok(())
-                    });
-                }
-                () = self.deadlines.wake.notified() => {}
-            }
-        }
-    }
-
-    /// Providers' endpoints already in an endpoint's address vector.
-    pub(crate) fn peers(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(u8, fabric::Address), fabric::Peer>> {
-        self.peers.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// A joined application, for async code. Methods take `&self`: issue many without awaiting
 /// each to pipeline them.
@@ -444,7 +147,6 @@ impl Shared {
 /// `dispose` of that CDO.
 pub struct AsyncClient {
     shared: Arc<Shared>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl AsyncClient {
@@ -548,12 +250,7 @@ impl AsyncClient {
     /// once the app declared 2^40 - 1 CDOs; [`CallError::Closed`](crate::CallError::Closed) after the connection
     /// ended.
     pub fn declare(&self, name: &str) -> Result<CdoId> {
-        self.shared.with_core(|c| {
-            Ok(
-                c.call(Instant::now(), Route::Name(name), |c| c.declare(name))?
-                    .1,
-            )
-        })
+        self.shared.with_core(|c| c.declare(Instant::now(), name))
     }
 
     /// How far `cdo` went as a producer's CDO, as the pool manager confirmed it (declared,
@@ -675,10 +372,10 @@ impl AsyncClient {
     /// # Errors
     /// As [`AsyncClient::require`]; `dst` is the application's again at once then.
     pub async fn require_into(&self, cdo: CdoId, dst: Buffer) -> Result<()> {
-        self.shared.lend(cdo, dst);
+        self.shared.core().lend(cdo, dst);
         let r = self.require(cdo).await;
         if r.is_err() {
-            self.shared.unlend(cdo);
+            self.shared.core().unlend(cdo);
         }
         r
     }
@@ -717,12 +414,12 @@ impl AsyncClient {
         let shared = Arc::clone(&self.shared);
         async move {
             if let Some(dst) = dst {
-                shared.lend(cdo, dst);
+                shared.core().lend(cdo, dst);
             }
             let result = demand(&shared, cdo, deadline).await;
             // Unused (or the demand failed): the memory lent here or by `require_into` is
             // the application's again.
-            shared.unlend(cdo);
+            shared.core().unlend(cdo);
             result
         }
     }
@@ -866,61 +563,11 @@ async fn demand(
     }
 }
 
-/// The waiter of one call.
-type Waiter = <Io as Driver>::Waiter;
-
-/// Runs `step`, a call the core files under `key` (its id a CDO's) with the time and the
-/// waiter it is given, and waits for the answer (at most the client's timeout: the
-/// core's deadline).
-async fn ask(
-    shared: &Arc<Shared>,
-    key: CallKey,
-    step: impl FnOnce(&mut Core, Instant, Waiter) -> std::result::Result<CallId, CallError>,
-) -> Result<u64> {
-    let (tx, rx) = oneshot::channel();
-    let now = Instant::now();
-    let call = shared.with_core(|c| Ok((c.shard_of(Route::Cdo(key.1)), step(c, now, tx)?)))?;
-    answer(shared, key, Some(call), rx).await
-}
-
-/// Waits for the answer `rx` to call `call` (of a shard's core) filed under `key` (the
-/// core answers [`CallError::Timeout`] at the call's deadline); a call whose future is
-/// dropped is given up in its core, so its answer goes to the next call filed under
-/// `key`. A call of no one core (`None`: merged from several) is given up by its caller.
-async fn answer(
-    shared: &Shared,
-    key: CallKey,
-    call: Option<(usize, CallId)>,
-    rx: oneshot::Receiver<std::result::Result<u64, CallError>>,
-) -> Result<u64> {
-    struct GiveUp<'a>(&'a Shared, CallKey, Option<(usize, CallId)>, bool);
-    impl Drop for GiveUp<'_> {
-        fn drop(&mut self) {
-            if let (true, Some((shard, call))) = (self.3, self.2)
-                && let Some(core) = self.0.core().core(shard)
-            {
-                core.abandon(self.1, call);
-            }
-        }
-    }
-    let mut waiting = GiveUp(shared, key, call, true);
-    let r = match rx.await {
-        Ok(r) => r.map_err(ClientError::from),
-        Err(_) => Err(ClientError::Call(CallError::Closed)),
-    };
-    // Answered (or the core dropped the waiter): nothing to give up.
-    waiting.3 = false;
-    r
-}
-
 impl Drop for AsyncClient {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
         for t in self
             .shared
-            .opened
+            .tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()

@@ -123,26 +123,21 @@ pub(crate) struct Outbox {
 
 impl Outbox {
     pub(crate) fn new(io: WriteIo) -> Arc<Outbox> {
-        Arc::new(Outbox {
-            state: Mutex::new(State {
-                io: Some(Arc::new(io)),
-                pending: false,
-                unsent: Vec::new(),
-                deferred: false,
-                ticking: false,
-                fresh: false,
-            }),
-            kick: Notify::new(),
-        })
+        Outbox::with(Some(io))
     }
 
     /// The outbox of a connection not open yet: what is sent waits until
     /// [`Outbox::attach`] gives it the connection.
     pub(crate) fn pending() -> Arc<Outbox> {
+        Outbox::with(None)
+    }
+
+    /// The outbox of `io`, or of a connection not open yet.
+    fn with(io: Option<WriteIo>) -> Arc<Outbox> {
         Arc::new(Outbox {
             state: Mutex::new(State {
-                io: None,
-                pending: true,
+                pending: io.is_none(),
+                io: io.map(Arc::new),
                 unsent: Vec::new(),
                 deferred: false,
                 ticking: false,

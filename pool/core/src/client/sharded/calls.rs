@@ -6,44 +6,38 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Route, Routed, Sharded, Waiter};
+use super::{Route, Sharded, Waiter};
 use crate::attr::Attributes;
 use crate::client::{
-    CallError, CallId, CallKey, CallResult, ClientCore, Demand, Driver, Fetched, GroupHere, Offer,
-    Phase, Transport,
+    CallError, CallId, CallKey, CallResult, Demand, Driver, Fetched, GroupHere, Offer, Phase,
+    Transport,
 };
 use crate::proto::{self, CdoId, TransferId};
 
 impl<T: Driver> Sharded<T> {
-    /// The core `route` names, made now if needed (see [`Sharded::at`]), at the time of
-    /// the client's last step.
-    fn routed(&mut self, route: Route<'_>) -> CallResult<&mut ClientCore<Routed<T>>> {
-        let (now, shard) = (self.now, self.shard_of(route));
-        self.at(now, shard)
-    }
-
-    /// Declares `name` at its home (see [`ClientCore::declare`]).
+    /// Declares `name` at its home (see [`ClientCore::declare`](crate::client::ClientCore::declare); `now`, for a core made
+    /// for it).
     ///
     /// # Errors
-    /// As [`ClientCore::declare`] and [`Sharded::at`].
-    pub fn declare(&mut self, name: &str) -> CallResult<CdoId> {
-        self.routed(Route::Name(name))?.declare(name)
+    /// As [`ClientCore::declare`](crate::client::ClientCore::declare) and [`Sharded::at`].
+    pub fn declare(&mut self, now: Instant, name: &str) -> CallResult<CdoId> {
+        self.at(now, Route::Name(name))?.declare(name)
     }
 
-    /// The name of `cdo` (see [`ClientCore::name`]).
+    /// The name of `cdo` (see [`ClientCore::name`](crate::client::ClientCore::name)).
     pub fn name(&self, cdo: CdoId) -> Option<&Arc<str>> {
         self.known(Route::Cdo(cdo))?.name(cdo)
     }
 
-    /// How far `cdo` went (see [`ClientCore::phase`]).
+    /// How far `cdo` went (see [`ClientCore::phase`](crate::client::ClientCore::phase)).
     pub fn phase(&self, cdo: CdoId) -> Option<Phase> {
         self.known(Route::Cdo(cdo))?.phase(cdo)
     }
 
-    /// Seals `cdo` (see [`ClientCore::seal`]).
+    /// Seals `cdo` (see [`ClientCore::seal`](crate::client::ClientCore::seal)).
     ///
     /// # Errors
-    /// As [`ClientCore::seal`].
+    /// As [`ClientCore::seal`](crate::client::ClientCore::seal).
     pub fn seal(
         &mut self,
         now: Instant,
@@ -51,68 +45,68 @@ impl<T: Driver> Sharded<T> {
         attributes: Attributes,
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
-        self.step(now, Route::Cdo(cdo))?
+        self.at(now, Route::Cdo(cdo))?
             .seal(now, cdo, attributes, Waiter::App(waiter))
     }
 
-    /// Offers (see [`ClientCore::offer`]).
+    /// Offers (see [`ClientCore::offer`](crate::client::ClientCore::offer)).
     ///
     /// # Errors
-    /// As [`ClientCore::offer`].
+    /// As [`ClientCore::offer`](crate::client::ClientCore::offer).
     pub fn offer(
         &mut self,
         now: Instant,
         offer: Offer<'_>,
         waiter: T::Waiter,
     ) -> CallResult<CallId> {
-        self.step(now, Route::Cdo(offer.cdo))?
+        self.at(now, Route::Cdo(offer.cdo))?
             .offer(now, offer, Waiter::App(waiter))
     }
 
-    /// How an offer of `cdo` travels (see [`ClientCore::transport`]).
+    /// How an offer of `cdo` travels (see [`ClientCore::transport`](crate::client::ClientCore::transport)).
     ///
     /// # Errors
-    /// As [`ClientCore::transport`]; `UnknownCdo` (refused) for a CDO no core numbered.
+    /// As [`ClientCore::transport`](crate::client::ClientCore::transport); `UnknownCdo` (refused) for a CDO no core numbered.
     pub fn transport(&self, cdo: CdoId, seal: Option<&Attributes>) -> CallResult<Transport> {
         self.known(Route::Cdo(cdo))
             .ok_or(unknown(proto::Op::Offer))?
             .transport(cdo, seal)
     }
 
-    /// Requires `cdo` (see [`ClientCore::require`]).
+    /// Requires `cdo` (see [`ClientCore::require`](crate::client::ClientCore::require)).
     ///
     /// # Errors
-    /// As [`ClientCore::require`].
+    /// As [`ClientCore::require`](crate::client::ClientCore::require).
     pub fn require(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
-        self.step(now, Route::Cdo(cdo))?
+        self.at(now, Route::Cdo(cdo))?
             .require(now, cdo, Waiter::App(waiter))
     }
 
-    /// Demands `cdo` (see [`ClientCore::demand`]).
+    /// Demands `cdo` (see [`ClientCore::demand`](crate::client::ClientCore::demand)).
     ///
     /// # Errors
-    /// As [`ClientCore::demand`].
+    /// As [`ClientCore::demand`](crate::client::ClientCore::demand).
     pub fn demand(
         &mut self,
         now: Instant,
         cdo: CdoId,
         waiter: T::Waiter,
     ) -> CallResult<Demand<T::Data>> {
-        self.step(now, Route::Cdo(cdo))?
+        self.at(now, Route::Cdo(cdo))?
             .demand(now, cdo, Waiter::App(waiter))
     }
 
-    /// The bytes and attributes of demanded `cdo` (see [`ClientCore::take_arrived`]).
+    /// The bytes and attributes of demanded `cdo` (see [`ClientCore::take_arrived`](crate::client::ClientCore::take_arrived)).
     ///
     /// # Errors
-    /// As [`ClientCore::take_arrived`]; `UnknownCdo` (refused) for a CDO no core numbered.
+    /// As [`ClientCore::take_arrived`](crate::client::ClientCore::take_arrived); `UnknownCdo` (refused) for a CDO no core numbered.
     pub fn take_arrived(&mut self, cdo: CdoId) -> CallResult<(T::Data, Attributes)> {
         self.known_mut(Route::Cdo(cdo))
             .ok_or(unknown(proto::Op::Demand))?
             .take_arrived(cdo)
     }
 
-    /// Lends `memory` for `cdo`'s bytes (see [`ClientCore::lend`]); dropped for a CDO no
+    /// Lends `memory` for `cdo`'s bytes (see [`ClientCore::lend`](crate::client::ClientCore::lend)); dropped for a CDO no
     /// core numbered.
     pub fn lend(&mut self, cdo: CdoId, memory: T::Memory) {
         if let Some(core) = self.known_mut(Route::Cdo(cdo)) {
@@ -120,55 +114,55 @@ impl<T: Driver> Sharded<T> {
         }
     }
 
-    /// The memory lent for `cdo`, back (see [`ClientCore::unlend`]).
+    /// The memory lent for `cdo`, back (see [`ClientCore::unlend`](crate::client::ClientCore::unlend)).
     pub fn unlend(&mut self, cdo: CdoId) -> Option<T::Memory> {
         self.known_mut(Route::Cdo(cdo))?.unlend(cdo)
     }
 
-    /// Cancels a require or demand of `cdo` (see [`ClientCore::retract`]).
+    /// Cancels a require or demand of `cdo` (see [`ClientCore::retract`](crate::client::ClientCore::retract)).
     ///
     /// # Errors
-    /// As [`ClientCore::retract`].
+    /// As [`ClientCore::retract`](crate::client::ClientCore::retract).
     pub fn retract(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
-        self.step(now, Route::Cdo(cdo))?
+        self.at(now, Route::Cdo(cdo))?
             .retract(now, cdo, Waiter::App(waiter))
     }
 
-    /// Withdraws `cdo` (see [`ClientCore::withdraw`]).
+    /// Withdraws `cdo` (see [`ClientCore::withdraw`](crate::client::ClientCore::withdraw)).
     ///
     /// # Errors
-    /// As [`ClientCore::withdraw`].
+    /// As [`ClientCore::withdraw`](crate::client::ClientCore::withdraw).
     pub fn withdraw(&mut self, now: Instant, cdo: CdoId, waiter: T::Waiter) -> CallResult<CallId> {
-        self.step(now, Route::Cdo(cdo))?
+        self.at(now, Route::Cdo(cdo))?
             .withdraw(now, cdo, Waiter::App(waiter))
     }
 
-    /// Disposes `cdo` (see [`ClientCore::dispose`]).
+    /// Disposes `cdo` (see [`ClientCore::dispose`](crate::client::ClientCore::dispose)).
     ///
     /// # Errors
-    /// As [`ClientCore::dispose`].
+    /// As [`ClientCore::dispose`](crate::client::ClientCore::dispose).
     pub fn dispose(
         &mut self,
         now: Instant,
         cdo: CdoId,
         waiter: T::Waiter,
     ) -> CallResult<Option<CallId>> {
-        self.step(now, Route::Cdo(cdo))?
+        self.at(now, Route::Cdo(cdo))?
             .dispose(now, cdo, Waiter::App(waiter))
     }
 
-    /// Demands group `group` and its members (see [`ClientCore::demand_group`]): the
+    /// Demands group `group` and its members (see [`ClientCore::demand_group`](crate::client::ClientCore::demand_group)): the
     /// group's home names them, and holds them.
     ///
     /// # Errors
-    /// As [`ClientCore::demand_group`].
+    /// As [`ClientCore::demand_group`](crate::client::ClientCore::demand_group).
     pub fn demand_group(
         &mut self,
         now: Instant,
         group: CdoId,
         waiter: T::Waiter,
     ) -> CallResult<(CdoId, CallId)> {
-        self.step(now, Route::Cdo(group))?
+        self.at(now, Route::Cdo(group))?
             .demand_group(now, group, Waiter::App(waiter))
     }
 
@@ -195,28 +189,28 @@ impl<T: Driver> Sharded<T> {
         }
     }
 
-    /// What of group `group` is here (see [`ClientCore::take_group`]).
+    /// What of group `group` is here (see [`ClientCore::take_group`](crate::client::ClientCore::take_group)).
     pub fn take_group(&mut self, group: CdoId) -> Option<GroupHere<T::Data>> {
         self.known_mut(Route::Cdo(group))?.take_group(group)
     }
 
     /// Ends the CDOs the pool keeps under `name`, at its home (see
-    /// [`ClientCore::discard`]).
+    /// [`ClientCore::discard`](crate::client::ClientCore::discard)).
     ///
     /// # Errors
-    /// As [`ClientCore::discard`].
+    /// As [`ClientCore::discard`](crate::client::ClientCore::discard).
     pub fn discard(
         &mut self,
         now: Instant,
         name: &str,
         waiter: T::Waiter,
     ) -> CallResult<(u64, CallId)> {
-        self.step(now, Route::Name(name))?
+        self.at(now, Route::Name(name))?
             .discard(now, name, Waiter::App(waiter))
     }
 
     /// Sets the deadline of call `call` filed under `key`, whose id is a CDO's (see
-    /// [`ClientCore::set_deadline`]).
+    /// [`ClientCore::set_deadline`](crate::client::ClientCore::set_deadline)).
     pub fn set_deadline(&mut self, key: CallKey, call: CallId, deadline: Option<Instant>) {
         if let Some(core) = self.known_mut(Route::Cdo(key.1)) {
             core.set_deadline(key, call, deadline);
@@ -224,7 +218,7 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Gives up call `call` filed under `key`, whose id is a CDO's (see
-    /// [`ClientCore::abandon`]).
+    /// [`ClientCore::abandon`](crate::client::ClientCore::abandon)).
     pub fn abandon(&mut self, key: CallKey, call: CallId) {
         if let Some(core) = self.known_mut(Route::Cdo(key.1)) {
             core.abandon(key, call);
@@ -232,7 +226,7 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// The outcome of transfer `transfer` of shard `shard`'s manager (see
-    /// [`ClientCore::fetched`]; transfer ids are each manager's own).
+    /// [`ClientCore::fetched`](crate::client::ClientCore::fetched); transfer ids are each manager's own).
     pub fn fetched(&mut self, shard: usize, transfer: TransferId, outcome: Fetched<T::Data>) {
         if let Some(core) = self.core(shard) {
             core.fetched(transfer, outcome);
@@ -240,10 +234,10 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Fetches stream transfer `transfer` of shard `shard`'s manager (see
-    /// [`ClientCore::stream`]).
+    /// [`ClientCore::stream`](crate::client::ClientCore::stream)).
     ///
     /// # Errors
-    /// As [`ClientCore::stream`]; [`CallError::Closed`] for a shard the app does not use.
+    /// As [`ClientCore::stream`](crate::client::ClientCore::stream); [`CallError::Closed`] for a shard the app does not use.
     pub fn stream(
         &mut self,
         now: Instant,
@@ -251,11 +245,11 @@ impl<T: Driver> Sharded<T> {
         len: u64,
         route: T::Stream,
     ) -> CallResult<()> {
-        self.step(now, Route::Shard(shard))?
+        self.at(now, Route::Shard(shard))?
             .stream(now, transfer, len, route)
     }
 
-    /// A stream's route is gone (see [`ClientCore::unroute`]).
+    /// A stream's route is gone (see [`ClientCore::unroute`](crate::client::ClientCore::unroute)).
     pub fn unroute(&mut self, (shard, transfer): (usize, TransferId)) {
         if let Some(core) = self.core(shard) {
             core.unroute(transfer);
@@ -263,10 +257,10 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Serves a piece of stream transfer `transfer` of shard `shard`'s manager (see
-    /// [`ClientCore::served`]).
+    /// [`ClientCore::served`](crate::client::ClientCore::served)).
     ///
     /// # Errors
-    /// As [`ClientCore::served`]; [`CallError::Closed`] for a shard the app does not use.
+    /// As [`ClientCore::served`](crate::client::ClientCore::served); [`CallError::Closed`] for a shard the app does not use.
     pub fn served(
         &mut self,
         (shard, transfer): (usize, TransferId),
@@ -279,7 +273,7 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Offered `cdo` written to the global file system, or why not (see
-    /// [`ClientCore::spilled`]).
+    /// [`ClientCore::spilled`](crate::client::ClientCore::spilled)).
     pub fn spilled(&mut self, cdo: CdoId, file: Result<proto::GfsFile, String>) {
         if let Some(core) = self.known_mut(Route::Cdo(cdo)) {
             core.spilled(cdo, file);
@@ -287,17 +281,11 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Offered `cdo`'s file linked into the PM's directory, or why not (see
-    /// [`ClientCore::handed_over`]).
+    /// [`ClientCore::handed_over`](crate::client::ClientCore::handed_over)).
     pub fn handed_over(&mut self, cdo: CdoId, linked: Result<Option<Box<str>>, String>) {
         if let Some(core) = self.known_mut(Route::Cdo(cdo)) {
             core.handed_over(cdo, linked);
         }
-    }
-
-    /// The core `route` names for a step at `now` (made if needed).
-    fn step(&mut self, now: Instant, route: Route<'_>) -> CallResult<&mut ClientCore<Routed<T>>> {
-        self.now = self.now.max(now);
-        self.routed(route)
     }
 }
 

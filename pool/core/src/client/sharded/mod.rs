@@ -4,9 +4,9 @@
 //! core of another shard is made when the app first needs that shard
 //! ([`Sharded::at`]: the driver opens its connection, [`Sharded::poll_connect`]), joins
 //! as a member of that id and takes calls at once (they follow its JOIN). A name's
-//! operations go to the core of its home ([`Sharded::home`]), a CDO's to the core that
-//! numbered it ([`Sharded::of_cdo`]: the id says which). A pool of one shard is one core,
-//! as before.
+//! operations go to the core of its home, a CDO's to the core that numbered it (the id
+//! says which: [`Route`]); `calls.rs` has the app's calls with a single core's
+//! signatures. A pool of one shard is one core, as before.
 
 mod calls;
 
@@ -48,7 +48,7 @@ impl<T: Driver> Driver for Routed<T> {
     }
 }
 
-/// Which core an operation goes to ([`Sharded::call`]).
+/// Which core an operation goes to ([`Sharded::at`]).
 #[derive(Clone, Copy, Debug)]
 pub enum Route<'a> {
     /// The home of a name (declare, discard).
@@ -127,9 +127,6 @@ pub struct Sharded<T: Driver> {
     next: usize,
     /// What every core is set up with.
     settings: Settings,
-    /// The time of the latest step (a core made for a call that names no time, a
-    /// declare, is made then).
-    now: Instant,
 }
 
 impl<T: Driver> Sharded<T> {
@@ -162,7 +159,6 @@ impl<T: Driver> Sharded<T> {
             leaving: None,
             next: 0,
             settings: Settings::default(),
-            now,
         }
     }
 
@@ -208,15 +204,15 @@ impl<T: Driver> Sharded<T> {
         self.cores.get_mut(shard).and_then(Option::as_mut)
     }
 
-    /// The core of `shard`, made now if the app did not use that shard yet: it joins as
-    /// the member shard 0 numbered, once the driver opened its connection
-    /// ([`Sharded::poll_connect`]); its calls may be made at once.
+    /// The core of the shard `route` names, made now if the app did not use that shard
+    /// yet: it joins as the member shard 0 numbered, once the driver opened its
+    /// connection ([`Sharded::poll_connect`]); its calls may be made at once.
     ///
     /// # Errors
     /// `Protocol` before shard 0's welcome (the app has no id yet) or for a shard the
     /// pool does not have; [`CallError::Closed`] once shard 0's core closed.
-    pub fn at(&mut self, now: Instant, shard: usize) -> CallResult<&mut ClientCore<Routed<T>>> {
-        self.now = self.now.max(now);
+    pub fn at(&mut self, now: Instant, route: Route<'_>) -> CallResult<&mut ClientCore<Routed<T>>> {
+        let shard = self.shard_of(route);
         let Some(place) = self.shards.place(shard) else {
             return Err(CallError::Protocol(format!(
                 "shard {shard} of a pool of {}",
@@ -233,37 +229,18 @@ impl<T: Driver> Sharded<T> {
                     ));
                 }
             };
-            let core = ClientCore::connect_member(
+            let mut core = ClientCore::connect_member(
                 now,
                 self.join.clone(),
                 &self.secret,
                 self.call_timeout,
                 (app, place),
             );
-            let mut core = core;
             self.settings.apply(&mut core);
             self.cores[shard] = Some(core);
             self.connect.push_back(shard);
         }
         self.cores[shard].as_mut().ok_or(CallError::Closed)
-    }
-
-    /// The core of the home of `name` (see [`Sharded::at`]).
-    ///
-    /// # Errors
-    /// As [`Sharded::at`].
-    pub fn home(&mut self, now: Instant, name: &str) -> CallResult<&mut ClientCore<Routed<T>>> {
-        let shard = self.shards.home(name);
-        self.at(now, shard)
-    }
-
-    /// The core that numbered `cdo` (see [`Sharded::at`]).
-    ///
-    /// # Errors
-    /// As [`Sharded::at`].
-    pub fn of_cdo(&mut self, now: Instant, cdo: CdoId) -> CallResult<&mut ClientCore<Routed<T>>> {
-        let shard = self.shards.of_cdo(cdo);
-        self.at(now, shard)
     }
 
     /// The shard `route` names.
@@ -273,21 +250,6 @@ impl<T: Driver> Sharded<T> {
             Route::Cdo(cdo) => self.shards.of_cdo(cdo),
             Route::Shard(shard) => shard,
         }
-    }
-
-    /// Runs `f` on the core `route` names (made now if the app did not use that shard
-    /// yet, see [`Sharded::at`]); `f`'s outcome with the shard.
-    ///
-    /// # Errors
-    /// As [`Sharded::at`]; `f`'s.
-    pub fn call<R>(
-        &mut self,
-        now: Instant,
-        route: Route<'_>,
-        f: impl FnOnce(&mut ClientCore<Routed<T>>) -> CallResult<R>,
-    ) -> CallResult<(usize, R)> {
-        let shard = self.shard_of(route);
-        f(self.at(now, shard)?).map(|r| (shard, r))
     }
 
     /// The core `route` names, if the app uses that shard already (to ask what it knows,
@@ -314,8 +276,8 @@ impl<T: Driver> Sharded<T> {
     }
 
     /// Tells every shard the app uses of a change of the fabric it saw (see
-    /// [`ClientCore::report`]): subscribers hear it once, from the shard 0 part of their
-    /// subscription; every manager plans its transfers with it.
+    /// [`ClientCore::report`]): every manager plans its transfers with it, shard 0 alone
+    /// tells subscribers ([`crate::manager::Manager::fabric_event`]).
     ///
     /// # Errors
     /// As [`ClientCore::report`] at shard 0.
@@ -419,7 +381,6 @@ impl<T: Driver> Sharded<T> {
     /// A message of shard `shard`'s manager (one of a shard the app does not use is
     /// logged and dropped).
     pub fn handle(&mut self, now: Instant, shard: usize, msg: FromPm) {
-        self.now = self.now.max(now);
         match self.core(shard) {
             Some(core) => core.handle(now, msg),
             None => {
@@ -440,7 +401,6 @@ impl<T: Driver> Sharded<T> {
     /// Every core's calls whose deadline passed by `now` fail (see
     /// [`ClientCore::handle_timeout`]).
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
         for core in self.cores.iter_mut().flatten() {
             core.handle_timeout(now);
         }
@@ -466,7 +426,7 @@ impl<T: Driver> Sharded<T> {
         let fan = self.next_fan;
         let mut parts = Vec::with_capacity(self.shards.count());
         for shard in 0..self.shards.count() {
-            let core = match self.at(now, shard) {
+            let core = match self.at(now, Route::Shard(shard)) {
                 Ok(core) => core,
                 Err(e) => {
                     self.end_parts(parts.into_iter().enumerate());
