@@ -31,7 +31,22 @@ const LIFETIME: &str = ".maestro.core.cdo.lifetime";
 
 #[test]
 fn a_group_moves_whole_and_every_member_is_an_event() {
-    let (_pm, info) = start_pm("groups", &[]);
+    moves_whole("groups", &[]);
+}
+
+/// In a pool of three managers the members' names live at every shard, most at another
+/// than the group's: the group's home names them, each is demanded at its own home, and the
+/// consumer gets them whole, in order, as from one manager.
+#[test]
+fn a_group_spread_over_three_shards_moves_whole_and_every_member_is_an_event() {
+    let workflow = format!("groups-sharded-{}", std::process::id());
+    moves_whole(&workflow, &["--shards", "3"]);
+}
+
+/// A producer offers a group of 100 members to a pool started with `extra` (`maestro pm`
+/// options); a consumer demands it whole, a watcher sees every member offered.
+fn moves_whole(workflow: &str, extra: &[&str]) {
+    let (_pm, info) = start_pm(workflow, extra);
     let producer = common::join_tcp_lo(&info, "producer");
     let consumer = common::join_tcp_lo(&info, "consumer");
     let watcher = common::join_tcp_lo(&info, "watcher");

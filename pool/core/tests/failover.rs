@@ -696,4 +696,5 @@ support::at_three_shards!(
     a_subscriber_acknowledges_and_ends_its_subscription_by_the_id_it_knows_after_a_takeover,
     a_leave_under_way_when_the_manager_dies_is_answered_by_the_next,
     a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlives_its_producer,
+    groups_demanded_through_a_takeover_arrive_whole,
 );

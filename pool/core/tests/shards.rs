@@ -9,6 +9,7 @@ use pool_core::client::Route;
 use pool_core::events::EventKind;
 use pool_core::proto::{Reclaim, Refusal, ToPm};
 use pool_core::shards::Shards;
+use pool_core::view::{Query, View};
 use support::*;
 
 /// A manager that is shard `index` of `count`.
@@ -894,36 +895,53 @@ fn a_sharded_pools_listing_shows_every_cdo_once_in_id_order() {
     );
 }
 
-/// A group is offered only where its members live at the group's shard: one whose member
-/// lives elsewhere is refused before anything is sent, saying which; in a pool of one
-/// manager every group fits.
+/// A group whose members live at other shards than the group is demanded whole: the
+/// group's home names every member, each is demanded at its own home, and the call is
+/// answered once all arrived; the members come in the producer's order with their bytes,
+/// each held at its home (its id in that shard's part), each once in the pool. The same
+/// answers at one shard.
 #[test]
-fn a_group_whose_members_live_at_other_shards_is_refused_before_anything_is_sent() {
-    use pool_core::proto::Refusal;
+fn a_group_whose_members_live_at_other_shards_is_demanded_whole() {
     let three = Shards::new(3).expect("3");
     for shards in [Shards::default(), three] {
         let mut w = pool_core::sim::World::with_shards(shards);
-        let p = w.join("producer", true);
-        let group = w.declare(p, "group").expect("declare");
-        w.pump();
-        let home = shards.home("group");
-        let (near, far): (Vec<String>, Vec<String>) = (0..40)
-            .map(|i| format!("member-{i}"))
-            .partition(|m| shards.home(m) == home);
-        assert_eq!(w.client(p).check_group(group, &near), Ok(()));
-        let sent = w.apps[p].sent.len();
-        match (shards.count(), w.client(p).check_group(group, &far)) {
-            (1, r) => assert_eq!(r, Ok(()), "{far:?}"),
-            (
-                _,
-                Err(pool_core::client::CallError::Refused {
-                    why: Refusal::NotAllowed(why),
-                    ..
-                }),
-            ) => assert!(why.contains(&far[0]), "{why}"),
-            (_, other) => panic!("{other:?}"),
+        let (p, c) = (w.join("producer", true), w.join("consumer", true));
+        let names: Vec<String> = (0..40).map(|i| format!("member-{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        for (i, n) in names.iter().enumerate() {
+            w.offer(p, n, &vec![i as u8; 16 + i], i % 2 == 0);
         }
+        let group = pool_core::attr::group_attributes(&names);
+        w.offer_sealed(p, "group", (&[], false), group);
+        let g = w.declare(c, "group").expect("declare");
+        w.timed(c, |k, now| k.demand_group(now, g, 1))
+            .expect("demand group");
         w.pump();
-        assert_eq!(w.apps[p].sent.len(), sent, "nothing sent for the check");
+        assert_eq!(w.answer(c, 1), Some(&Ok(g)), "at {} shards", shards.count());
+        let here = w.client(c).take_group(g).expect("named");
+        assert_eq!(here.ids.len(), names.len());
+        let listed: Vec<&str> = here.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(listed, names, "in the producer's order");
+        let far = names
+            .iter()
+            .filter(|n| shards.home(n) != shards.home("group"))
+            .count();
+        assert_eq!(far > 0, shards.count() > 1, "{far} members elsewhere");
+        for (i, m) in here.members.iter().enumerate() {
+            assert_eq!(m.data, vec![i as u8; 16 + i], "{}", m.name);
+            assert_eq!(m.cdo, here.ids[i]);
+            assert_eq!(
+                shards.of_cdo(m.cdo),
+                shards.home(&m.name),
+                "held at its home"
+            );
+            assert_eq!(w.client(c).name(m.cdo).map(|n| &**n), Some(names[i]));
+        }
+        // Each member is the consumer's once in the pool: 40 offered, 40 demanded, and
+        // the two group CDOs.
+        let View::Status(s) = w.view(Query::Status) else {
+            panic!("a status")
+        };
+        assert_eq!(s.cdos.values().sum::<u64>(), 82, "{:?}", s.cdos);
     }
 }

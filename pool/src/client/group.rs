@@ -36,11 +36,13 @@ impl AsyncClient {
     /// (declared with the group's name) listing them in this order, in one burst. All or
     /// nothing: when one offer is refused, those that went through are withdrawn.
     ///
+    /// In a sharded pool whose members live at other shards than the group, the members
+    /// are offered first and the group once they are: a consumer that hears of the group
+    /// finds every member offered, as with one manager.
+    ///
     /// # Errors
-    /// [`CallError::Refused`](crate::CallError::Refused) with `UnknownCdo` for a member this app did not declare; with
-    /// `NotAllowed` in a sharded pool for a member whose name lives at another shard than
-    /// the group's (nothing is offered); the first refusal of a member or of the group;
-    /// registration and connection errors.
+    /// [`CallError::Refused`](crate::CallError::Refused) with `UnknownCdo` for a member this app did not declare; the first
+    /// refusal of a member or of the group; registration and connection errors.
     pub async fn offer_group(
         &self,
         group: CdoId,
@@ -60,7 +62,7 @@ impl AsyncClient {
                 })
                 .collect::<Result<Vec<String>>>()?
         };
-        self.shared.core().check_group(group, &names)?;
+        let one_home = self.shared.core().one_home(group, &names);
         let group_attributes = attr::group_attributes(&names);
         let ids: Vec<CdoId> = members.iter().map(|(cdo, ..)| *cdo).collect();
         let offers = members
@@ -74,11 +76,22 @@ impl AsyncClient {
         // The members' messages go first (each offer sends when first polled), then the
         // group's: the PM handles them in order, so a consumer that sees the group finds
         // every member offered.
-        let (results, group_result) = tokio::join!(
-            join_all(offers),
-            self.seal_and_offer(group, group_attributes, Buffer::new(0)?)
-        );
-        if results.iter().all(Result::is_ok) && group_result.is_ok() {
+        let group_offer = async {
+            let buffer = Buffer::new(0)?;
+            self.seal_and_offer(group, group_attributes, buffer).await
+        };
+        // The group's offer: `None` when it was not made (a member's failed first).
+        let (results, group_result) = if one_home {
+            let (results, group) = tokio::join!(join_all(offers), group_offer);
+            (results, Some(group))
+        } else {
+            // Members at other shards than the group: on other connections, so the
+            // group waits for their offers.
+            let results = join_all(offers).await;
+            let all = results.iter().all(Result::is_ok);
+            (results, if all { Some(group_offer.await) } else { None })
+        };
+        if results.iter().all(Result::is_ok) && matches!(group_result, Some(Ok(()))) {
             return Ok(());
         }
         // All or nothing: take back what went through.
@@ -87,7 +100,7 @@ impl AsyncClient {
             .zip(&ids)
             .filter(|(r, _)| r.is_ok())
             .map(|(_, &cdo)| cdo)
-            .chain(group_result.is_ok().then_some(group));
+            .chain(matches!(group_result, Some(Ok(()))).then_some(group));
         for r in join_all(offered.map(|cdo| self.withdraw(cdo))).await {
             if let Err(e) = r {
                 tracing::warn!("withdrawing part of a group whose offer failed: {e}");
@@ -95,7 +108,7 @@ impl AsyncClient {
         }
         results
             .into_iter()
-            .chain(std::iter::once(group_result))
+            .chain(group_result)
             .find_map(Result::err)
             .map_or(Ok(()), Err)
     }
@@ -123,8 +136,7 @@ impl AsyncClient {
         if let Err(e) = answered {
             // Whatever of the group arrived (or is on its way) is this app's to dispose.
             if let Some(here) = here {
-                let ids = here.first..here.first + here.count;
-                for r in join_all(ids.map(|cdo| self.dispose(cdo))).await {
+                for r in join_all(here.ids.into_iter().map(|cdo| self.dispose(cdo))).await {
                     if let Err(e) = r {
                         tracing::debug!("disposing a member of a failed group: {e}");
                     }
@@ -141,11 +153,11 @@ impl AsyncClient {
         let here = here.ok_or(ClientError::Call(CallError::Protocol(
             "the pool manager answered the group's demand without its members".into(),
         )))?;
-        if here.members.len() as u64 != here.count {
+        if here.members.len() != here.ids.len() {
             return Err(ClientError::Call(CallError::Protocol(format!(
                 "the group's demand was answered with {} of its {} members here",
                 here.members.len(),
-                here.count
+                here.ids.len()
             ))));
         }
         Ok((here.members, here.attributes))

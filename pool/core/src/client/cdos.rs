@@ -348,7 +348,7 @@ impl<T: Driver> ClientCore<T> {
         Ok(Demand::Waiting(call))
     }
 
-    fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {
+    pub(super) fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {
         let m = self.cdos.get_mut(&cdo)?;
         let here = m.arrived.take()?;
         m.busy = false;
@@ -563,15 +563,17 @@ impl<T: Driver> ClientCore<T> {
         Ok((first, call))
     }
 
-    /// The members of demanded `group` once its call was answered: the group's attributes
-    /// and, in the producer's order, each member's id, name, bytes and attributes (the
-    /// members that are here: all of them after a successful answer). `None` when the PM
-    /// did not name them (not answered, refused, or no such group demanded).
+    /// The members of demanded `group` once its call was answered: the group's attributes,
+    /// every member's id and, in the producer's order, each member's id, name, bytes and
+    /// attributes (the members that are here: all of them after a successful answer).
+    /// `None` when the PM did not name them (not answered, refused, or no such group
+    /// demanded). In a sharded pool the members that live at another shard are not here:
+    /// [`Sharded::take_group`](super::Sharded::take_group) adds them.
     pub fn take_group(&mut self, group: CdoId) -> Option<GroupHere<T::Data>> {
         self.groups_wanted.remove(&group);
         let named = self.groups.remove(&group)?;
         self.stop_arriving(group);
-        let count = named.names.len() as u64;
+        let ids = (named.first..).take(named.names.len()).collect();
         let members = (named.first..)
             .zip(named.names)
             .filter_map(|(cdo, name)| {
@@ -585,8 +587,7 @@ impl<T: Driver> ClientCore<T> {
             })
             .collect();
         Some(GroupHere {
-            first: named.first,
-            count,
+            ids,
             attributes: named.attributes,
             members,
         })
@@ -594,6 +595,9 @@ impl<T: Driver> ClientCore<T> {
 
     /// The PM named the members of `group`: they are this app's CDOs from the first id
     /// reserved on, each demanded; the group's demand is answered when the last is here.
+    /// A member whose name lives at another shard of the pool is not declared here: it is
+    /// left for the sharded client to demand at its home ([`ClientCore::named_elsewhere`]),
+    /// which counts it here when it arrived there ([`ClientCore::member_arrived`]).
     pub(super) fn group_named(&mut self, group: CdoId, names: Vec<String>, attrs: Attributes) {
         let Some((first, capacity)) = self.groups_wanted.remove(&group) else {
             tracing::warn!(
@@ -605,10 +609,19 @@ impl<T: Driver> ClientCore<T> {
             tracing::warn!("pool manager named more members than ids reserved for group {group}");
             return;
         }
-        for (i, name) in names.iter().enumerate() {
+        for (index, (cdo, name)) in (first..).zip(&names).enumerate() {
+            if self.shard.of().home(name) != self.shard.index() {
+                self.elsewhere.push(Elsewhere {
+                    group,
+                    index,
+                    cdo,
+                    name: name.clone(),
+                });
+                continue;
+            }
             let mut member = Mine::new(name.as_str().into(), true);
             member.wanted = Some(Op::Demand);
-            self.cdos.insert(first + i as u64, member);
+            self.cdos.insert(cdo, member);
         }
         let count = names.len() as u64;
         self.groups.insert(
@@ -632,6 +645,12 @@ impl<T: Driver> ClientCore<T> {
                 failed: None,
             },
         );
+    }
+
+    /// The members of groups named since the last call that live at other shards of the
+    /// pool (see [`ClientCore::group_named`]).
+    pub(super) fn named_elsewhere(&mut self) -> Vec<Elsewhere> {
+        std::mem::take(&mut self.elsewhere)
     }
 
     /// Nobody waits for `group`'s members any more (taken, or its call given up).
@@ -668,6 +687,16 @@ pub(super) struct Named {
     attributes: Attributes,
 }
 
+/// A member of a demanded group that lives at another shard than the group: the group, its
+/// place in it, the id reserved for it at the group's shard (unused there: what its arrival is counted
+/// by), and its name.
+pub(super) struct Elsewhere {
+    pub(super) group: CdoId,
+    pub(super) index: usize,
+    pub(super) cdo: CdoId,
+    pub(super) name: String,
+}
+
 /// A demanded group whose members are on their way: its call is answered once `left` is 0,
 /// with the first member's error if one failed.
 pub(super) struct Arriving {
@@ -680,10 +709,10 @@ pub(super) struct Arriving {
 /// The members of a demanded group, taken at once ([`ClientCore::take_group`]).
 #[derive(Debug)]
 pub struct GroupHere<D> {
-    /// The first member's id: the members are `first..first + count`.
-    pub first: CdoId,
-    /// How many members the PM named.
-    pub count: u64,
+    /// Every member's id in this app, in the producer's order (as many as the PM named):
+    /// the ids reserved for the group, but for members that live at another shard than
+    /// the group, which are declared at their own.
+    pub ids: Vec<CdoId>,
     /// The group's attributes (with the built-in name).
     pub attributes: Attributes,
     /// The members here, in the producer's order.

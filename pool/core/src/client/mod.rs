@@ -284,6 +284,8 @@ pub struct ClientCore<T: Driver> {
     /// members are on their way, by their first member's id.
     groups_wanted: HashMap<CdoId, (CdoId, u32)>,
     groups: HashMap<CdoId, Named>,
+    /// Members of groups named lately that live at other shards ([`ClientCore::named_elsewhere`]).
+    elsewhere: Vec<cdos::Elsewhere>,
     arriving: std::collections::BTreeMap<CdoId, Arriving>,
     subs: subscriptions::Subscriptions<T>,
     /// What rides out the loss of the manager (see `reclaim.rs`).
@@ -342,6 +344,7 @@ impl<T: Driver> ClientCore<T> {
             fetching: HashMap::default(),
             groups_wanted: HashMap::default(),
             groups: HashMap::default(),
+            elsewhere: Vec::new(),
             arriving: std::collections::BTreeMap::new(),
             subs: subscriptions::Subscriptions::default(),
             reclaiming: reclaim::Reclaiming::default(),

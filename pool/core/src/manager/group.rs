@@ -7,6 +7,10 @@
 //!
 //! A group is a CDO whose sealed attributes say [`attr::IS_GROUP`] and list its members in
 //! [`attr::GROUP_MEMBERS`] (a JSON array of names; see `pool`'s groups).
+//!
+//! In a sharded pool the group's home names every member but declares and tickets only
+//! those whose names live here: the client demands each other member at its own home
+//! (`client::sharded`), and their ids reserved here stay unused.
 
 use std::sync::Arc;
 
@@ -152,11 +156,12 @@ impl Manager {
                 names.len()
             ))),
             Some(names) => {
-                let bytes = names
-                    .iter()
-                    .map(|n| policy::CDO_COST + n.len())
+                let here = self.members_here(first, &names);
+                let bytes = here
+                    .clone()
+                    .map(|(_, n)| policy::CDO_COST + n.len())
                     .sum::<usize>();
-                let taken = (0..names.len() as u64).any(|i| self.cdos.contains_key(&(first + i)));
+                let taken = here.map(|(id, _)| id).any(|id| self.cdos.contains_key(&id));
                 if taken {
                     Err(Refusal::BadCdoId)
                 } else {
@@ -166,8 +171,22 @@ impl Manager {
         }
     }
 
-    /// Declares the members `names` for `consumer` with the ids reserved from `first`, each
-    /// demanded (as group demand `to` was, and born with it); returns their ids.
+    /// The members of `names` whose home is this shard (all of them in a pool of one
+    /// manager), each with its id among those reserved from `first`.
+    fn members_here<'a>(
+        &self,
+        first: CdoId,
+        names: &'a [String],
+    ) -> impl Iterator<Item = (CdoId, &'a String)> + Clone {
+        let shard = self.shard;
+        (first..)
+            .zip(names)
+            .filter(move |(_, n)| shard.of().home(n) == shard.index())
+    }
+
+    /// Declares the members `names` that live here for `consumer` with the ids reserved
+    /// from `first`, each demanded (as group demand `to` was, and born with it); returns
+    /// their ids.
     fn declare_members(
         &mut self,
         consumer: AppId,
@@ -177,8 +196,9 @@ impl Manager {
     ) -> Vec<CdoId> {
         let born = self.cdo(to).born;
         let owner = self.cdo(to).owner;
-        let ids: Vec<CdoId> = (0..names.len() as u64).map(|i| first + i).collect();
-        for (&id, member) in ids.iter().zip(names) {
+        let here: Vec<(CdoId, &String)> = self.members_here(first, names).collect();
+        let ids: Vec<CdoId> = here.iter().map(|&(id, _)| id).collect();
+        for (id, member) in here {
             self.cdos.insert(
                 id,
                 Cdo {
@@ -199,7 +219,7 @@ impl Manager {
             a.cdos.extend(ids.iter().copied());
             let seq = first - self.shard.cdo_ids(consumer).start() + names.len() as u64;
             a.last_declared = a.last_declared.max(seq);
-            a.counters.demanded += names.len() as u64;
+            a.counters.demanded += ids.len() as u64;
         }
         ids
     }

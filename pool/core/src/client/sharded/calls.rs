@@ -9,8 +9,7 @@ use std::time::Instant;
 use super::{Route, Sharded, Waiter};
 use crate::attr::Attributes;
 use crate::client::{
-    CallError, CallId, CallKey, CallResult, Demand, Driver, Fetched, GroupHere, Offer, Phase,
-    Transport,
+    CallError, CallId, CallKey, CallResult, Demand, Driver, Fetched, Offer, Phase, Transport,
 };
 use crate::proto::{self, CdoId, TransferId};
 
@@ -149,49 +148,6 @@ impl<T: Driver> Sharded<T> {
     ) -> CallResult<Option<CallId>> {
         self.at(now, Route::Cdo(cdo))?
             .dispose(now, cdo, Waiter::App(waiter))
-    }
-
-    /// Demands group `group` and its members (see [`ClientCore::demand_group`](crate::client::ClientCore::demand_group)): the
-    /// group's home names them, and holds them.
-    ///
-    /// # Errors
-    /// As [`ClientCore::demand_group`](crate::client::ClientCore::demand_group).
-    pub fn demand_group(
-        &mut self,
-        now: Instant,
-        group: CdoId,
-        waiter: T::Waiter,
-    ) -> CallResult<(CdoId, CallId)> {
-        self.at(now, Route::Cdo(group))?
-            .demand_group(now, group, Waiter::App(waiter))
-    }
-
-    /// Whether group `group` (a CDO this app declared) with the members named `members`
-    /// can be offered: its members must live at the group's shard, which names them to
-    /// consumers (always so in a pool of one manager).
-    ///
-    /// # Errors
-    /// `NotAllowed` (refused) naming a member whose home is another shard than the
-    /// group's (groups across shards are not carried yet); `UnknownCdo` (refused) for a
-    /// group this app did not declare.
-    pub fn check_group(&self, group: CdoId, members: &[String]) -> CallResult<()> {
-        let name = self.name(group).ok_or(unknown(proto::Op::Offer))?;
-        let home = self.shards.home(name);
-        match members.iter().find(|m| self.shards.home(m) != home) {
-            None => Ok(()),
-            Some(m) => Err(CallError::Refused {
-                op: proto::Op::Offer,
-                why: proto::Refusal::NotAllowed(format!(
-                    "group {name} lives at shard {home} of the pool and its member {m} at shard {}: a group whose members live at other shards than the group is not carried yet; use a pool of one manager for such groups",
-                    self.shards.home(m)
-                )),
-            }),
-        }
-    }
-
-    /// What of group `group` is here (see [`ClientCore::take_group`](crate::client::ClientCore::take_group)).
-    pub fn take_group(&mut self, group: CdoId) -> Option<GroupHere<T::Data>> {
-        self.known_mut(Route::Cdo(group))?.take_group(group)
     }
 
     /// Ends the CDOs the pool keeps under `name`, at its home (see

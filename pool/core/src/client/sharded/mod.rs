@@ -9,6 +9,7 @@
 //! signatures. A pool of one shard is one core, as before.
 
 mod calls;
+mod groups;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -28,6 +29,9 @@ pub enum Waiter<W> {
     App(W),
     /// Part of fanned-out call `fan` (at one shard): the client merges the parts' answers.
     Part(u64),
+    /// The demand of a group's member at its home, another shard than the group's: its
+    /// answer is counted by the id reserved for it at the group's shard (`groups.rs`).
+    Member(CdoId),
 }
 
 impl<W> From<W> for Waiter<W> {
@@ -127,6 +131,9 @@ pub struct Sharded<T: Driver> {
     next: usize,
     /// What every core is set up with.
     settings: Settings,
+    /// The members of demanded groups that live at other shards than their group, by
+    /// group, until the group is taken (`groups.rs`).
+    elsewhere: HashMap<CdoId, Vec<groups::Far<T::Data>>>,
 }
 
 impl<T: Driver> Sharded<T> {
@@ -159,6 +166,7 @@ impl<T: Driver> Sharded<T> {
             leaving: None,
             next: 0,
             settings: Settings::default(),
+            elsewhere: HashMap::new(),
         }
     }
 
@@ -342,6 +350,10 @@ impl<T: Driver> Sharded<T> {
             Event::Answer { waiter, result } => match waiter {
                 Waiter::App(waiter) => Event::Answer { waiter, result },
                 Waiter::Part(fan) => return self.part_answered(fan, shard, result),
+                Waiter::Member(reserved) => {
+                    self.member_answered(reserved, &result);
+                    return None;
+                }
             },
             Event::Fetch(f) => Event::Fetch(f),
             Event::Serve {
@@ -381,12 +393,13 @@ impl<T: Driver> Sharded<T> {
     /// A message of shard `shard`'s manager (one of a shard the app does not use is
     /// logged and dropped).
     pub fn handle(&mut self, now: Instant, shard: usize, msg: FromPm) {
-        match self.core(shard) {
-            Some(core) => core.handle(now, msg),
-            None => {
-                tracing::warn!("pool client: a message of shard {shard}, which it does not use")
-            }
-        }
+        let Some(core) = self.core(shard) else {
+            tracing::warn!("pool client: a message of shard {shard}, which it does not use");
+            return;
+        };
+        core.handle(now, msg);
+        let far = core.named_elsewhere();
+        self.demand_elsewhere(now, far);
     }
 
     /// The earliest deadline of any core.
