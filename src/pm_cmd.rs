@@ -122,8 +122,14 @@ pub struct PmOptions {
     /// over its workflow with a grace period (--grace) in which its apps rejoin this one
     /// and reclaim what they held. The PM info then goes to --info-file, or to INFO's
     /// file, where the apps look for it again. Exits when the watched PM stops on purpose.
+    /// A pool of several shards has a standby per shard (--shard).
     #[arg(long, value_name = "INFO", conflicts_with = "reclaim")]
     pub standby_for: Option<String>,
+    /// With --standby-for a pool of several shards: the shard S this standby watches and
+    /// takes over (0 to K-1; the other shards serve on). It puts the endpoints of its
+    /// manager into the pool's info file in place of the lost one's.
+    #[arg(long, value_name = "S", requires = "standby_for")]
+    pub shard: Option<usize>,
     /// Seconds of the grace period of --reclaim and --standby-for: the apps of the pool
     /// manager that is gone rejoin and offer again what they hold; new apps wait until it
     /// ends (a standby ends it once every app it saw is back).
@@ -329,17 +335,24 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         kept_for_taker: true,
         ..Default::default()
     });
-    let (previous, expect) = match &opts.standby_for {
-        Some(watched) => match stand_by(watched, &mut signals)? {
-            pool::standby::Watched::Gone { info, apps } => (Some(info), Some(apps)),
-            pool::standby::Watched::Stopped | pool::standby::Watched::Interrupted => {
+    // A standby of one shard of a pool of several: the pool's info it last saw, and the shard.
+    let (previous, expect, shard_of) = match &opts.standby_for {
+        Some(watched) => match stand_by(watched, opts.shard, &mut signals)? {
+            (pool::standby::Watched::Gone { info, apps }, pool) => {
+                let shard_of = pool.filter(|p| p.shards().count() > 1).zip(opts.shard);
+                (Some(info), Some(apps), shard_of)
+            }
+            (pool::standby::Watched::Stopped | pool::standby::Watched::Interrupted, _) => {
                 return Ok(());
             }
         },
-        None if opts.reclaim => (Some(previous_info(opts)?), None),
-        None => (None, None),
+        None if opts.reclaim => (Some(previous_info(opts)?), None, None),
+        None => (None, None, None),
     };
-    let serving = start(opts, previous.as_ref(), expect, client.as_ref())?;
+    let serving = match (&shard_of, &previous) {
+        (Some((pool, shard)), Some(previous)) => take_shard(opts, previous, expect, pool, *shard)?,
+        _ => start(opts, previous.as_ref(), expect, client.as_ref())?,
+    };
     let Some(info) = serving.info().cloned() else {
         // A rank of a job of shards other than 0: rank 0 tells the pool's PM info.
         let sig = serve(&serving, client.as_ref(), &mut signals);
@@ -349,10 +362,12 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             .stop()
             .map_err(|e| std::io::Error::other(format!("the pool manager stopped, but {e}")));
     };
-    // Left behind if this PM is killed: `maestro pm --reclaim` takes over from it.
+    // Left behind if this PM is killed: `maestro pm --reclaim` takes over from it (a
+    // pool of one manager).
     let takeover =
         launcher::rundir::takeover_file(&info.workflow).map_err(safefs::Error::into_io)?;
     let _record = match info.write_file(&takeover) {
+        _ if shard_of.is_some() => None,
         Ok(held) => Some(held),
         Err(e) => {
             let why = if e.kind() == std::io::ErrorKind::WouldBlock {
@@ -378,19 +393,40 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
         );
     }
     let info_file = info_file(opts);
-    let _held = match &info_file {
-        Some(path) => Some(info.write_file(path).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))
-        })?),
-        None => None,
+    let in_file = |e: std::io::Error, path: &std::path::Path| {
+        std::io::Error::new(e.kind(), format!("--info-file {}: {e}", path.display()))
+    };
+    let (info, _held) = match (&info_file, &shard_of) {
+        // The other shards' managers may run on, one of them holding the file.
+        (Some(path), Some((_, shard))) => {
+            let endpoints = info.shard(*shard).unwrap_or_default().to_vec();
+            let (info, held) = bootstrap::PmInfo::put_shard_in_file(path, *shard, endpoints, &info)
+                .map_err(|e| in_file(e, path))?;
+            (info, Some(held))
+        }
+        (Some(path), None) => {
+            let held = info.write_file(path).map_err(|e| in_file(e, path))?;
+            (info, Some(held))
+        }
+        (None, _) => (info, None),
     };
     if let Some(c) = &client {
-        announce(c, &info)?;
+        match announce(c, &info) {
+            // Shard 0's manager may still hold the name: the info file tells the apps.
+            Err(e) if shard_of.is_some() => eprintln!("maestro pm: {e}"),
+            r => r?,
+        }
     }
     // Without a PMIx host, this node's jobs and tools still find it by the workflow's name.
     let _on_node = match &client {
         Some(_) => None,
-        None => Some(NodePublication::publish(&info)?),
+        None => match NodePublication::publish(&info) {
+            Err(e) if shard_of.is_some() => {
+                eprintln!("maestro pm: {e}");
+                None
+            }
+            r => Some(r?),
+        },
     };
     match private_stdout(opts.print_info) {
         Ok(()) => {
@@ -464,6 +500,35 @@ impl Serving {
     }
 }
 
+/// Takes over shard `shard` of the pool `pool` (its info as the standby last saw it) from
+/// the manager `previous` (that shard alone) that is gone, expecting its apps back: one
+/// manager, shard `shard` of the pool's count, with the workflow's secret and a grace
+/// period. Its info is the pool's with this manager's endpoints for the shard.
+///
+/// # Errors
+/// The manager's start errors.
+fn take_shard(
+    opts: &PmOptions,
+    previous: &bootstrap::PmInfo,
+    expect: Option<Vec<(u64, String)>>,
+    pool: &bootstrap::PmInfo,
+    shard: usize,
+) -> std::io::Result<Serving> {
+    let count = pool.shards().count();
+    let mut config = config(opts, Some(previous))?;
+    config.workflow.clone_from(&previous.workflow);
+    config.shard = pool.shards().place(shard);
+    config.expect = expect;
+    let pm = PoolManager::start(config)?;
+    let info = pool.with_shard(shard, pm.info().endpoints.clone());
+    eprintln!(
+        "maestro pm: took over shard {shard} of {count} of workflow {:?}",
+        previous.workflow
+    );
+    print_metrics(std::slice::from_ref(&pm), count, shard);
+    Ok(Serving::Rank { pm, pool: info })
+}
+
 /// Starts what `opts` asks: with `--shards K` in a job of `K` ranks (`client` tells), this
 /// rank's shard; otherwise every shard (one manager without `--shards`) in this process.
 ///
@@ -479,7 +544,7 @@ fn start(
     let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
     let count = opts.shards.count();
     if count > 1 && previous.is_some() {
-        return Err(invalid("--shards with --reclaim or --standby-for: a sharded pool is taken over shard by shard, which `maestro pm` does not offer yet; start the pool without --shards to have a standby".into()));
+        return Err(invalid("--shards with --reclaim or --standby-for: a sharded pool is taken over shard by shard: start a standby of each shard with --standby-for INFO --shard S".into()));
     }
     let ranks = client.and_then(|c| c.job_size().ok()).unwrap_or(1) as usize;
     if let Some(client) = client.filter(|_| count > 1 && ranks > 1) {
@@ -643,40 +708,70 @@ fn info_file(opts: &PmOptions) -> Option<PathBuf> {
 
 /// Stands by for the pool manager `watched` names (an info file, or the info itself) until
 /// it is gone (its info and apps, to take over from), stopped on purpose, or a signal
-/// came.
+/// came; with `shard`, for that shard of a pool of several (its manager alone is watched).
+/// Also the pool's info as last seen.
 ///
 /// # Errors
-/// No active PM found within [`pool::standby::FIRST_CONTACT`] (30 s).
+/// No active PM found within [`pool::standby::FIRST_CONTACT`] (30 s); a pool of several
+/// shards without `shard`, or one without that shard.
 fn stand_by(
     watched: &str,
+    shard: Option<usize>,
     signals: &mut signal_hook::iterator::Signals,
-) -> std::io::Result<pool::standby::Watched> {
+) -> std::io::Result<(pool::standby::Watched, Option<bootstrap::PmInfo>)> {
     use pool::standby::Watched;
-    let target = pool::standby::Target::parse(watched).map_err(|e| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("--standby-for: {e}"),
-        )
-    })?;
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let target = pool::standby::Target::parse(watched)
+        .map_err(|e| invalid(format!("--standby-for: {e}")))?;
+    // The watched shard of the pool found, refused at once when the pool lacks it.
+    let part = |pool: &bootstrap::PmInfo| -> Result<bootstrap::PmInfo, String> {
+        let count = pool.shards().count();
+        match shard {
+            None if count > 1 => Err(format!(
+                "--standby-for: the pool of workflow {:?} has {count} shards: stand by for one with --shard S (0 to {}), a standby each",
+                pool.workflow,
+                count - 1
+            )),
+            None => Ok(pool.clone()),
+            Some(s) => pool.of_shard(s).ok_or_else(|| {
+                format!(
+                    "--shard {s}: the pool of workflow {:?} has {count} shards (0 to {})",
+                    pool.workflow,
+                    count - 1
+                )
+            }),
+        }
+    };
+    if let Some(pool) = target.find() {
+        part(&pool).map_err(invalid)?;
+    }
+    let seen = std::cell::RefCell::new(None);
+    let find = || {
+        let pool = target.find()?;
+        let found = part(&pool).map_err(|e| tracing::error!("{e}")).ok();
+        *seen.borrow_mut() = Some(pool);
+        found
+    };
     let mut stop = false;
     let stopped = || {
         stop |= signals.pending().next().is_some();
         stop
     };
-    eprintln!("maestro pm: standing by for the pool manager of {watched}");
-    let watched = pool::standby::watch(|| target.find(), pool::standby::FIRST_CONTACT, stopped)?;
+    let of = shard.map_or_else(String::new, |s| format!(" (shard {s})"));
+    eprintln!("maestro pm: standing by for the pool manager{of} of {watched}");
+    let watched = pool::standby::watch(find, pool::standby::FIRST_CONTACT, stopped)?;
     match &watched {
         Watched::Gone { info, apps } => eprintln!(
-            "maestro pm: the pool manager of workflow {:?} is gone (its {} apps are expected back): taking over",
+            "maestro pm: the pool manager{of} of workflow {:?} is gone (its {} apps are expected back): taking over",
             info.workflow,
             apps.len()
         ),
         Watched::Stopped => {
-            eprintln!("maestro pm: the pool manager stopped: nothing to take over");
+            eprintln!("maestro pm: the pool manager{of} stopped: nothing to take over");
         }
         Watched::Interrupted => {}
     }
-    Ok(watched)
+    Ok((watched, seen.into_inner()))
 }
 
 /// The PM info of the pool manager `--reclaim` takes over from: this node's record of the

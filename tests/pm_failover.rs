@@ -509,3 +509,119 @@ fn the_c_pm_tool_stands_by_and_takes_over_unchanged() {
     common::capi::assert_tool_saw_two(tool, reader);
     assert!(!file.exists(), "the standby's info file goes when it stops");
 }
+
+/// A pool of three shards (threads of one `maestro pm --shards 3`) with a standby per
+/// shard (`--standby-for FILE --shard S`): the pool's process is killed, every shard is
+/// taken over by its standby, each putting its endpoints into the info file in place of
+/// the lost shard's; the apps reclaim at every shard, a demand waiting through the loss
+/// is served, and a newcomer finds every CDO offered before the kill.
+#[test]
+fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
+    use pool::view::{Query, View};
+    let scene = Scene::new("shard-standbys");
+    let file = &scene.file;
+    let (active, info) = scene.pm(&["--shards", "3"]);
+    assert_eq!(info.shards().count(), 3);
+    let mut standbys: Vec<(common::Group, _)> = (0..3)
+        .map(|s| {
+            let shard = s.to_string();
+            let mut g = scene.standby(&["--grace", "10", "--shard", &shard]);
+            let said = common::lines(g.child.stderr.take().expect("stderr"));
+            (g, said)
+        })
+        .collect();
+    let producer = join(&info, file, "producer");
+    let consumer = join(&info, file, "consumer");
+    let names: Vec<String> = (0..24).map(|i| format!("before-{i}")).collect();
+    for name in &names {
+        offer(&producer, name, name.as_bytes());
+    }
+    // Every shard lists its standby (each looks at its shard's apps twice a second).
+    for s in 0..3 {
+        let part = info.of_shard(s).expect("shard");
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut o = pool::Observer::connect(&part, "test", Duration::from_secs(5))
+                .expect("observe the shard");
+            let View::Status(st) = o.query(Query::Status).expect("status") else {
+                panic!("a status")
+            };
+            if !st.standbys.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < end, "shard {s} lists no standby");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    // Demands waiting through the loss, for names of every shard.
+    let after: Vec<&'static str> = (0..6)
+        .map(|i| &*Box::leak(format!("after-{i}").into_boxed_str()))
+        .collect();
+    let homes: std::collections::BTreeSet<usize> =
+        after.iter().map(|n| info.shards().home(n)).collect();
+    assert!(homes.len() > 1, "{homes:?}");
+    let waiting = std::thread::spawn(move || {
+        let got: Vec<Vec<u8>> = after.iter().map(|n| demand(&consumer, n)).collect();
+        (consumer, got)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = kill(&active);
+    for i in 0..6 {
+        let name = format!("after-{i}");
+        offer(&producer, &name, name.as_bytes());
+    }
+    let (consumer, got) = waiting.join().expect("demand thread");
+    for (i, bytes) in got.iter().enumerate() {
+        assert_eq!(bytes, format!("after-{i}").as_bytes());
+    }
+    eprintln!(
+        "shard standbys: from the kill, six demands over the shards served after {:.2} s",
+        killed.elapsed().as_secs_f64()
+    );
+    let taken_over = PmInfo::from_file(file).expect("info").expect("written");
+    assert_eq!(taken_over.shards().count(), 3);
+    for s in 0..3 {
+        assert_ne!(
+            taken_over.shard(s),
+            info.shard(s),
+            "shard {s} has its standby's endpoints"
+        );
+    }
+    let newcomer = join(&taken_over, file, "newcomer");
+    for name in &names {
+        assert_eq!(demand(&newcomer, name), name.as_bytes());
+    }
+    for c in [newcomer, consumer, producer] {
+        c.leave().expect("leave");
+    }
+    for (s, (standby, said)) in standbys.drain(..).enumerate() {
+        let out = standby.terminate(Duration::from_secs(10));
+        assert_eq!(out.code(), Some(0));
+        let said: Vec<String> = said.try_iter().collect();
+        assert!(
+            said.iter()
+                .any(|l| l.contains(&format!("took over shard {s} of 3"))),
+            "{said:?}"
+        );
+    }
+}
+
+/// A standby of a sharded pool must say which shard: refused at once, naming the count.
+#[test]
+fn a_standby_of_a_sharded_pool_without_a_shard_is_refused() {
+    let scene = Scene::new("shard-standby-refused");
+    let (_active, _) = scene.pm(&["--shards", "2"]);
+    for (extra, says) in [
+        (
+            &[][..],
+            "has 2 shards: stand by for one with --shard S (0 to 1)",
+        ),
+        (&["--shard", "2"][..], "--shard 2: the pool of workflow"),
+    ] {
+        let standby = scene.standby(extra);
+        let out = standby.wait(Duration::from_secs(30));
+        assert_ne!(out.code(), Some(0));
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+    }
+}

@@ -380,6 +380,29 @@ impl PmInfo {
         }
     }
 
+    /// Shard `shard` alone, as the info of a pool of one manager (its endpoints, the
+    /// workflow and the secret): what a standby of that shard watches. `None` for a shard
+    /// the pool does not have.
+    pub fn of_shard(&self, shard: usize) -> Option<PmInfo> {
+        Some(PmInfo {
+            workflow: self.workflow.clone(),
+            endpoints: self.shard(shard)?.to_vec(),
+            other_shards: Vec::new(),
+            secret: self.secret.clone(),
+        })
+    }
+
+    /// This info with shard `shard`'s endpoints replaced by `endpoints` (the manager that
+    /// took the shard over); `None` for a shard the pool does not have.
+    pub fn with_shard(&self, shard: usize, endpoints: Vec<ControlAddr>) -> Option<PmInfo> {
+        let mut info = self.clone();
+        match shard {
+            0 => info.endpoints = endpoints,
+            s => *info.other_shards.get_mut(s - 1)? = endpoints,
+        }
+        Some(info)
+    }
+
     /// Parses the text form (surrounding whitespace and the `MSTRO_POOL_MANAGER_INFO;…;`
     /// wrapper the PM prints are accepted).
     ///
@@ -527,6 +550,71 @@ impl PmInfo {
         f.set_len(0)?;
         writeln!(f, "{}", self.encode())?;
         Ok(f)
+    }
+
+    /// Puts `endpoints` for shard `shard` into the pool's info file at `path` (the info
+    /// there, or `seen` when the file is gone or holds another pool's): what the standby
+    /// of one shard does when it took its shard over while the other shards' managers may
+    /// run on (one of them holds the file: [`PmInfo::write_file`] would refuse). The new
+    /// info goes to a new file renamed over the old one, whose lock the caller holds
+    /// with the returned file, as a manager holds its info file; standbys of several
+    /// shards taking over at once update it one at a time (each under the lock of the
+    /// file's directory, waited for up to 10 s), so none loses another's endpoints.
+    /// Returns the info written.
+    ///
+    /// # Errors
+    /// A shard `seen` does not have (`InvalidInput`); the directory's lock not had within
+    /// 10 s (`TimedOut`); what is at the new file's path when it is not ours; the OS
+    /// errors.
+    pub fn put_shard_in_file(
+        path: &std::path::Path,
+        shard: usize,
+        endpoints: Vec<ControlAddr>,
+        seen: &PmInfo,
+    ) -> std::io::Result<(PmInfo, std::fs::File)> {
+        use std::io::Write;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let dir_lock = std::fs::File::open(dir)?;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !safefs::try_lock(&dir_lock) {
+            if std::time::Instant::now() >= until {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "{} stayed locked for 10 s (another standby updating the pool's info?)",
+                        dir.display()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let now = match PmInfo::from_file(path) {
+            Ok(Some(i)) if i.workflow == seen.workflow && i.shards() == seen.shards() => i,
+            _ => seen.clone(),
+        };
+        let info = now.with_shard(shard, endpoints).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the pool has {} shards, not shard {shard}",
+                    seen.shards().count()
+                ),
+            )
+        })?;
+        let name = path
+            .file_name()
+            .map_or_else(|| "pm-info".into(), |n| n.to_string_lossy().into_owned());
+        let new = dir.join(format!(".{name}.{}.new", std::process::id()));
+        let mut f = safefs::create_or_open_own(&new, 0o600).map_err(safefs::Error::into_io)?;
+        // Held from now on, as a manager holds its info file: a janitor leaves it.
+        safefs::try_lock(&f);
+        f.set_len(0)?;
+        writeln!(f, "{}", info.encode())?;
+        std::fs::rename(&new, path)?;
+        Ok((info, f))
     }
 
     /// Reads the PM info in the file at `path` (as `maestro pm --info-file` writes it, or
