@@ -532,6 +532,8 @@ fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
         .collect();
     let producer = join(&info, file, "producer");
     let consumer = join(&info, file, "consumer");
+    // Joined at shard 0 alone: it first uses the other shards while they are taken over.
+    let late = join(&info, file, "late");
     let names: Vec<String> = (0..24).map(|i| format!("before-{i}")).collect();
     for name in &names {
         offer(&producer, name, name.as_bytes());
@@ -567,6 +569,17 @@ fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
     });
     std::thread::sleep(Duration::from_millis(300));
     let killed = kill(&active);
+    let first_use = {
+        // Names of shards 1 and 2 first: their cores are made while nothing serves them.
+        let mut names = names.clone();
+        names.sort_by_key(|n| info.shards().home(n) == 0);
+        std::thread::spawn(move || {
+            for name in &names {
+                assert_eq!(demand(&late, name), name.as_bytes(), "{name}");
+            }
+            late
+        })
+    };
     for i in 0..6 {
         let name = format!("after-{i}");
         offer(&producer, &name, name.as_bytes());
@@ -579,6 +592,9 @@ fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
         "shard standbys: from the kill, six demands over the shards served after {:.2} s",
         killed.elapsed().as_secs_f64()
     );
+    let late = first_use
+        .join()
+        .expect("first use of shards being taken over");
     let taken_over = PmInfo::from_file(file).expect("info").expect("written");
     assert_eq!(taken_over.shards().count(), 3);
     for s in 0..3 {
@@ -592,7 +608,7 @@ fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
     for name in &names {
         assert_eq!(demand(&newcomer, name), name.as_bytes());
     }
-    for c in [newcomer, consumer, producer] {
+    for c in [newcomer, late, consumer, producer] {
         c.leave().expect("leave");
     }
     for (s, (standby, said)) in standbys.drain(..).enumerate() {

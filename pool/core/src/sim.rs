@@ -392,23 +392,30 @@ impl World {
     /// The pool manager dies and another takes over, in its grace period for `grace`
     /// ([`Manager::reclaiming`]): every app's core loses its connection
     /// ([`ClientCore::lost`], waiting [`RECLAIM_TIMEOUT`] for the next manager) until
-    /// [`World::reclaim`].
+    /// [`World::reclaim`]. In a pool of several shards, every shard's manager.
     pub fn restart_manager(&mut self, grace: Duration) {
-        for m in &mut self.managers {
-            // Each manager its own instance, as a random one would be.
-            let instance = m.instance().wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-            let place = m.shard();
-            *m = manager_of(self.now, instance);
-            m.set_shard(place);
-            m.reclaiming(self.now + grace);
+        for shard in 0..self.managers.len() {
+            self.restart_shard(shard, grace);
         }
+    }
+
+    /// The manager of shard `shard` dies and another takes over, as
+    /// [`World::restart_manager`]; the other shards serve on.
+    pub fn restart_shard(&mut self, shard: usize, grace: Duration) {
+        let m = &mut self.managers[shard];
+        // Each manager its own instance, as a random one would be.
+        let instance = m.instance().wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let place = m.shard();
+        *m = manager_of(self.now, instance);
+        m.set_shard(place);
+        m.reclaiming(self.now + grace);
         let until = self.now + RECLAIM_TIMEOUT;
         for app in &mut self.apps {
-            for shard in 0..app.conns.len() {
-                app.core.lost(self.now, shard, until);
+            app.core.lost(self.now, shard, until);
+            app.conns[shard] = 0;
+            if shard == 0 {
+                app.conn = 0;
             }
-            app.conn = 0;
-            app.conns.iter_mut().for_each(|c| *c = 0);
         }
     }
 
@@ -416,21 +423,15 @@ impl World {
     /// reclaiming its old app id, and replays what it holds ([`ClientCore::replay`]).
     /// Returns the app id the manager gave, or why the JOIN failed (the core stays lost).
     pub fn reclaim(&mut self, app: usize) -> CallResult<crate::proto::AppId> {
-        let used: Vec<usize> = self.apps[app].core.cores().map(|(s, _)| s).collect();
-        for shard in used {
-            let conn = self.next;
-            self.next += 1;
-            self.apps[app].conns[shard] = conn;
-            if shard == 0 {
-                self.apps[app].conn = conn;
-            }
-            self.managers[shard].connected(self.now, conn, [conn as u8; 32]);
+        // The cores that lost their manager rejoin on the connections the world opens
+        // (with those of cores made since, which join as they are).
+        let lost: Vec<usize> = (self.apps[app].core.cores())
+            .filter(|(_, c)| c.is_lost())
+            .map(|(s, _)| s)
+            .collect();
+        for shard in lost {
             let now = self.now;
             self.apps[app].core.rejoin(now, shard, SECRET);
-            // Its connection is the one made here.
-            while self.apps[app].core.poll_connect().is_some() {}
-            let out = self.drain();
-            self.deliver(out);
             self.pump();
         }
         match self.apps[app].core.joined() {
@@ -556,6 +557,9 @@ impl World {
                     let conn = self.next;
                     self.next += 1;
                     self.apps[i].conns[shard] = conn;
+                    if shard == 0 {
+                        self.apps[i].conn = conn;
+                    }
                     self.managers[shard].connected(self.now, conn, [conn as u8; 32]);
                     let out = self.drain();
                     self.deliver(out);

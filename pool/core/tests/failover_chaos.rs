@@ -16,6 +16,7 @@ use pool_core::client::{Demand, News, Phase};
 use pool_core::events::{EventKind, SubscribeOptions};
 use pool_core::proto::CdoId;
 use pool_core::selector::Selector;
+use pool_core::shards::Shards;
 use pool_core::sim::World;
 use pool_core::view::{Ls, MAX_PAGE, Query, View};
 use support::Rng;
@@ -57,9 +58,9 @@ struct Run {
 }
 
 impl Run {
-    fn new(seed: u64) -> Run {
+    fn new(seed: u64, shards: Shards) -> Run {
         let mut run = Run {
-            w: World::new(),
+            w: World::with_shards(shards),
             rng: Rng::seeded(seed),
             alive: Vec::new(),
             offered: Vec::new(),
@@ -195,12 +196,19 @@ impl Run {
     }
 
     /// The manager dies and another takes over: some apps die with it, the others make
-    /// calls meanwhile, then reclaim in random order; the grace period passes.
+    /// calls meanwhile, then reclaim in random order; the grace period passes. In a pool
+    /// of several shards, every shard's manager, or (half the time) one shard's while the
+    /// others serve on (no app dies then).
     fn failover(&mut self) {
         self.restarts += 1;
-        self.w.restart_manager(GRACE);
+        let shards = self.w.client(0).shards().count();
+        let one = (shards > 1 && self.rng.below(2) == 0).then(|| self.rng.below(shards));
+        match one {
+            Some(shard) => self.w.restart_shard(shard, GRACE),
+            None => self.w.restart_manager(GRACE),
+        }
         for app in 0..self.alive.len() {
-            if self.alive[app] && self.rng.below(8) == 0 {
+            if one.is_none() && self.alive[app] && self.rng.below(8) == 0 {
                 self.died += 1;
                 self.alive[app] = false;
                 self.w.client(app).close(0);
@@ -213,9 +221,12 @@ impl Run {
         let names: HashSet<String> = self.offered.iter().map(|o| o.name.clone()).collect();
         self.waiting.retain(|d| names.contains(&d.name));
         for _ in 0..self.rng.below(4) {
-            match self.rng.below(2) {
-                0 => self.offer(),
-                _ => self.demand(),
+            match self.rng.below(5) {
+                0 | 1 => self.offer(),
+                2 | 3 => self.demand(),
+                // A subscription asked while no manager runs (at the shards killed).
+                _ if self.watchers.len() < 6 => self.watch(),
+                _ => {}
             }
         }
         let mut order: Vec<usize> = (0..self.alive.len()).filter(|&a| self.alive[a]).collect();
@@ -307,15 +318,19 @@ impl Run {
                     "seed {seed}: queue {queue} missed the offer of {name}"
                 );
             }
-            let mut last = 0;
+            // Each shard's serials only grow (shard s numbers from s * 2^48).
+            let mut last = HashMap::new();
+            let shards = self.w.client(app).shards();
             for news in self.w.apps[app].news.get(&queue).into_iter().flatten() {
                 let News::Event(e) = news else { continue };
+                let shard = shards.of_serial(e.serial);
+                let last = last.entry(shard).or_insert(0);
                 assert!(
-                    e.serial > last,
-                    "seed {seed}: serial {} after {last}",
+                    e.serial > *last,
+                    "seed {seed}: serial {} after {last} (shard {shard})",
                     e.serial
                 );
-                last = e.serial;
+                *last = e.serial;
                 let what = (e.kind, e.cdo.clone());
                 assert!(
                     seen.insert(what.clone()),
@@ -339,9 +354,20 @@ impl Run {
 
 #[test]
 fn a_manager_killed_at_random_points_loses_nothing_a_live_app_holds() {
+    chaos(Shards::default());
+}
+
+/// The same with three shards: at each failover all of them are killed and taken over,
+/// or one while the others serve on.
+#[test]
+fn three_shards_killed_at_random_points_lose_nothing_a_live_app_holds() {
+    chaos(Shards::new(3).expect("three"));
+}
+
+fn chaos(shards: Shards) {
     let (mut served, mut restarts, mut died) = (0, 0, 0);
     for seed in 1..=12u64 {
-        let mut run = Run::new(seed);
+        let mut run = Run::new(seed, shards);
         for i in 0..600 {
             run.step();
             if run.rng.below(60) == 0 || i == 599 {

@@ -945,3 +945,56 @@ fn a_group_whose_members_live_at_other_shards_is_demanded_whole() {
         assert_eq!(s.cdos.values().sum::<u64>(), 82, "{:?}", s.cdos);
     }
 }
+
+/// A member core whose connection ended before its manager's welcome (the shard's
+/// manager died as the app first met it) joins afresh on the next connection: its second
+/// JOIN names the same member, and the calls made meanwhile follow it, once.
+#[test]
+fn a_member_core_cut_off_before_its_welcome_joins_afresh_and_keeps_its_calls() {
+    use pool_core::client::ClientCore;
+    use pool_core::proto::{FromPm, Join};
+    use pool_core::sim::{CALL_TIMEOUT, Plain};
+    use std::time::Instant;
+    let place = Shards::new(3).expect("3").place(1).expect("shard 1");
+    let join = || -> Join { join_message("consumer") };
+    let now = Instant::now();
+    let mut core: ClientCore<Plain> =
+        ClientCore::connect_member(now, join(), SECRET, CALL_TIMEOUT, (7, place));
+    let cdo = core.declare("x").expect("declare before the welcome");
+    let sent = |core: &mut ClientCore<Plain>| -> Vec<ToPm> {
+        std::iter::from_fn(|| core.poll_transmit())
+            .map(|t| t.msg)
+            .collect()
+    };
+    core.handle(now, FromPm::Challenge { nonce: [1; 32] });
+    assert!(matches!(&sent(&mut core)[..], [ToPm::Join(j)] if j.member == Some(7)));
+    // The connection ends here; the next one is to the manager that took over.
+    assert!(
+        core.join_again(now, join(), SECRET),
+        "not welcomed: joins again"
+    );
+    core.handle(now, FromPm::Challenge { nonce: [2; 32] });
+    let again = sent(&mut core);
+    assert!(
+        matches!(&again[..], [ToPm::Join(j)] if j.member == Some(7) && j.reclaim.is_none()),
+        "{again:?}"
+    );
+    core.handle(
+        now,
+        FromPm::Welcome {
+            app: 7,
+            pool: 9,
+            keep: None,
+        },
+    );
+    assert_eq!(core.joined(), Some(&Ok((7, 9))));
+    let after = sent(&mut core);
+    assert!(
+        matches!(&after[..], [ToPm::Declare { cdo: c, name }] if *c == cdo && &**name == "x"),
+        "{after:?}"
+    );
+    assert!(
+        !core.join_again(now, join(), SECRET),
+        "welcomed: lost, not joined again"
+    );
+}

@@ -97,25 +97,53 @@ pub(crate) fn spawn(
 }
 
 /// Opens the connection to shard `shard`'s manager, which the app needs now: what its
-/// core sent meanwhile (its JOIN first) is written then; `None` when no endpoint of the
-/// shard answered within the client's timeout (the core is closed then: its calls fail).
+/// core sent meanwhile (its JOIN first) is written then. When the endpoints the app knows
+/// do not answer and it rides out a manager's loss, the shard's manager may be gone with
+/// another taking over: it is looked for as after a loss (`look`), within the reclaim
+/// timeout. `None` when no manager of the shard answered in time (the core is closed
+/// then: its calls fail).
 async fn open(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
+    let exclude = shared.rejoin.as_ref().map_or(&[][..], |r| &r.exclude[..]);
     let info = shared.pm_info();
     let endpoints = info.shard(shard).unwrap_or_default();
-    let exclude = shared.rejoin.as_ref().map_or(&[][..], |r| &r.exclude[..]);
-    match driver::connect(endpoints, shared.timeout, exclude).await {
-        Ok(c) => {
-            shared.outs[shard].attach(c.writer);
-            Some(c.reader)
-        }
-        Err(e) => {
-            tracing::error!(
-                "pool client: no connection to shard {shard} of the pool: {e}; the calls on its names fail"
-            );
-            shared.outs[shard].close();
-            None
+    let mut last = match driver::connect(endpoints, shared.timeout, exclude).await {
+        Ok(c) => return Some(attached(shared, shard, c)),
+        Err(e) => e.to_string(),
+    };
+    if let Some(rejoin) = shared.rejoin.as_ref() {
+        let until = Instant::now() + rejoin.options.timeout;
+        let mut pause = Duration::from_millis(20);
+        while Instant::now() < until && !shard_closed(shared, shard) {
+            let info = look(shared, rejoin).await;
+            let left = until.saturating_duration_since(Instant::now());
+            if info.workflow == rejoin.join.workflow
+                && let Some(endpoints) = info.shard(shard)
+            {
+                match driver::connect(endpoints, left.min(shared.timeout), exclude).await {
+                    Ok(c) => {
+                        shared.set_pm_info(info);
+                        return Some(attached(shared, shard, c));
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(MOST_PAUSE);
         }
     }
+    tracing::error!(
+        "pool client: no connection to shard {shard} of the pool: {last}; the calls on its names fail"
+    );
+    shared.outs[shard].close();
+    None
+}
+
+/// The connection `c` to shard `shard` carries what its core sends from now on; its
+/// reader.
+fn attached(shared: &Shared, shard: usize, c: driver::Connected) -> FrameReader {
+    shared.outs[shard].attach(c.writer);
+    c.reader
 }
 
 /// The connection to shard `shard` ended: with reclaim on and a loss to reclaim from,
@@ -126,6 +154,12 @@ async fn open(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
 pub(crate) async fn after_loss(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
     shared.outs[shard].close();
     let rejoin = shared.rejoin.as_ref()?;
+    // Ended before the welcome (the shard's manager died as the app first met it): the
+    // core joins afresh where the shard's manager is now.
+    let fresh = shared.with_core(|c| Ok(c.join_again(Instant::now(), shard)));
+    if matches!(fresh, Ok(true)) {
+        return open(shared, shard).await;
+    }
     let until = Instant::now() + rejoin.options.timeout;
     let lost = shared.with_core(|c| {
         c.lost(Instant::now(), shard, until);
@@ -224,8 +258,7 @@ async fn attempt(
     let connected = driver::connect(endpoints, limit, &rejoin.exclude)
         .await
         .map_err(|e| Attempt::Again(e.to_string()))?;
-    let mut reader = connected.reader;
-    shared.outs[shard].attach(connected.writer);
+    let mut reader = attached(shared, shard, connected);
     let _ = shared.with_core(|c| {
         c.rejoin(Instant::now(), shard, &info.secret);
         Ok(())

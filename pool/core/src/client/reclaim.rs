@@ -77,6 +77,28 @@ impl<T: Driver> ClientCore<T> {
         self.end_streams(|_| true, &CallError::Closed);
     }
 
+    /// The connection of a core its manager had not welcomed yet ended (a member core
+    /// that first met a shard while its manager was being taken over, say): it joins
+    /// again as it first asked, `join` with proof of `secret`, on the next connection,
+    /// its calls still waiting for the welcome (a member core's JOIN names its member id
+    /// again). False, and nothing done, for a core that was welcomed (it is
+    /// [`ClientCore::lost`] instead), lost or closed.
+    pub fn join_again(&mut self, now: Instant, mut join: Join, secret: &[u8]) -> bool {
+        if self.joined.is_some() || self.closed || self.reclaiming.lost.is_some() {
+            return false;
+        }
+        if self.shard.index() > 0 {
+            join.member = Some(self.app);
+        }
+        self.transmit.clear();
+        self.handshake = Some(Handshake::Challenge {
+            join: Box::new(join),
+            secret: secret.to_vec(),
+            deadline: now.checked_add(self.call_timeout).unwrap_or(now),
+        });
+        true
+    }
+
     /// Whether the core waits for the next manager ([`ClientCore::lost`]).
     pub fn is_lost(&self) -> bool {
         self.reclaiming.lost.is_some()

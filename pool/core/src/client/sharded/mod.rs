@@ -648,7 +648,11 @@ impl<T: Driver> Sharded<T> {
     pub fn rejoin(&mut self, now: Instant, shard: usize, secret: &[u8]) {
         secret.clone_into(&mut self.secret);
         let mut join = self.join.clone();
-        let Some(core) = self.cores.get_mut(shard).and_then(Option::as_mut) else {
+        // A core that lost nothing (made while its manager was gone, say) joins on the
+        // connection the driver opens for it already.
+        let Some(core) =
+            (self.cores.get_mut(shard).and_then(Option::as_mut)).filter(|c| c.is_lost())
+        else {
             return;
         };
         if shard > 0 {
@@ -656,6 +660,18 @@ impl<T: Driver> Sharded<T> {
         }
         core.rejoin(now, join, &self.secret);
         self.connect.push_back(shard);
+    }
+
+    /// The connection to shard `shard` ended before its manager welcomed the app there
+    /// (see [`ClientCore::join_again`]): its core joins the next one as a member afresh,
+    /// on the connection the driver opens for it. False when the core was welcomed (it
+    /// is [`Sharded::lost`]), for shard 0's own join, and for a core closed.
+    pub fn join_again(&mut self, now: Instant, shard: usize) -> bool {
+        let (join, secret) = (self.join.clone(), self.secret.clone());
+        shard > 0
+            && self
+                .core(shard)
+                .is_some_and(|core| core.join_again(now, join, &secret))
     }
 
     /// The cores the app uses, with their shards (to close them all, say).
