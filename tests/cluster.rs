@@ -90,36 +90,28 @@ fn the_pool_workflow_spans_three_nodes() {
     );
 }
 
-/// `maestro pm --shards 3` as a Slurm job of three tasks, one per node: each node's task
-/// serves a shard, rank 0 tells the pool's info listing the three nodes' addresses; the
-/// workflow (four ranks over the nodes) moves every CDO through them, and `maestro pool
-/// status` sees one pool of three shards.
-#[test]
-fn the_pool_workflow_runs_against_three_shards_on_three_nodes() {
-    let cluster = Cluster::start();
-    let workflow = format!("shards-{}", std::process::id());
+/// `maestro pm --shards K` as a Slurm job of `K` tasks, one on each of `nodes` (`n[5-8]`,
+/// say; in order: shard `s` on the `s`-th), each task serving a shard and rank 0 telling
+/// the pool's info: the job and that info, checked to list each node's address for its
+/// shard.
+fn sharded_pm(
+    cluster: &Cluster,
+    workflow: &str,
+    nodes: &str,
+    addresses: &[&str],
+) -> (common::Group, String) {
+    let k = addresses.len().to_string();
     let (pm, info) = common::spawn_pm(
         cluster
             .srun()
-            .args(["-N", "3", "-n", "3", "--mpi=pmix"])
+            .args(["-N", &k, "-n", &k, "-w", nodes, "--mpi=pmix"])
             .arg(common::maestro())
-            .args([
-                "pm",
-                "--shards",
-                "3",
-                "--listen",
-                "0.0.0.0:0",
-                "--print-info",
-            ])
-            .args(["--workflow", &workflow]),
+            .args(["pm", "--shards", &k, "--listen", "0.0.0.0:0", "--print-info"])
+            .args(["--workflow", workflow]),
     );
     let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");
-    assert_eq!(parsed.shards().count(), 3);
-    // A shard on each node: n1's addresses, n2's, n3's.
-    for (s, node) in ["198.18.7.1:", "198.18.7.2:", "198.18.7.3:"]
-        .iter()
-        .enumerate()
-    {
+    assert_eq!(parsed.shards().count(), addresses.len());
+    for (s, node) in addresses.iter().enumerate() {
         let listed = parsed
             .shard(s)
             .expect("a shard")
@@ -131,23 +123,70 @@ fn the_pool_workflow_runs_against_three_shards_on_three_nodes() {
             listed.collect::<Vec<_>>()
         );
     }
+    (pm, info)
+}
+
+/// Runs the pool workflow (placed by `srun`'s options `place`: nodes and ranks, two of
+/// them not producers; 30 CDOs of up to 4 MiB each producer) against the pool of `info`
+/// and checks every CDO of the `producers` arrived intact; then `maestro pool status`
+/// sees one pool of `shards` shards.
+fn workflow_against(
+    cluster: &Cluster,
+    info: &str,
+    (place, producers): (&[&str], usize),
+    shards: usize,
+) {
     let out = run(
         cluster
             .srun()
-            .args(["-N", "3", "-n", "4", "--mpi=pmix"])
-            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .args(place)
+            .arg("--mpi=pmix")
+            .env("MSTRO_POOL_MANAGER_INFO", info)
             .arg(example("pool_workflow"))
             .args(["--cdos", "30", "--max-size", "4194304"]),
         Duration::from_secs(180),
     );
-    out.assert_workflow(30);
+    out.assert_workflow_of(producers, 30);
+    eprintln!("{}", out.lines_with("consumer: ").join("\n"));
     let status = run(
         std::process::Command::new(common::maestro())
-            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_POOL_MANAGER_INFO", info)
             .args(["pool", "status"]),
         Duration::from_secs(30),
     );
-    assert!(status.stdout.contains("one pool of 3 shards"), "{status:?}");
+    let one = format!("one pool of {shards} shards");
+    assert!(status.stdout.contains(&one), "{status:?}");
+}
+
+/// `maestro pm --shards 3` as a Slurm job of three tasks, one per node: each node's task
+/// serves a shard, rank 0 tells the pool's info listing the three nodes' addresses; the
+/// workflow (four ranks over the nodes) moves every CDO through them, and `maestro pool
+/// status` sees one pool of three shards.
+#[test]
+fn the_pool_workflow_runs_against_three_shards_on_three_nodes() {
+    let cluster = Cluster::start();
+    let workflow = format!("shards-{}", std::process::id());
+    let nodes = ["198.18.7.1:", "198.18.7.2:", "198.18.7.3:"];
+    let (pm, info) = sharded_pm(&cluster, &workflow, "n[1-3]", &nodes);
+    workflow_against(&cluster, &info, (&["-N", "3", "-n", "4"], 2), 3);
+    drop(pm);
+}
+
+/// On 8 nodes: the pool as four shards on n5-n8, the workflow's eight ranks on n1-n4
+/// (every CDO crosses nodes to and from its home shard), ten runs against the same pool,
+/// each with every checksum verified, the pool one of four shards throughout.
+#[test]
+#[ignore = "minutes: cargo nextest run --release --test cluster --run-ignored only -E 'test(ten_runs)'"]
+fn the_pool_workflow_passes_ten_runs_against_four_shards_on_four_nodes_of_eight() {
+    let cluster = Cluster::start_nodes(8);
+    let workflow = format!("shards4-{}", std::process::id());
+    let nodes = ["198.18.7.5:", "198.18.7.6:", "198.18.7.7:", "198.18.7.8:"];
+    let (pm, info) = sharded_pm(&cluster, &workflow, "n[5-8]", &nodes);
+    for run in 1..=10 {
+        eprintln!("run {run} of 10");
+        let place = ["-N", "4", "-n", "8", "-w", "n[1-4]"];
+        workflow_against(&cluster, &info, (&place, 6), 4);
+    }
     drop(pm);
 }
 
