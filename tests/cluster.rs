@@ -106,7 +106,14 @@ fn sharded_pm(
             .srun()
             .args(["-N", &k, "-n", &k, "-w", nodes, "--mpi=pmix"])
             .arg(common::maestro())
-            .args(["pm", "--shards", &k, "--listen", "0.0.0.0:0", "--print-info"])
+            .args([
+                "pm",
+                "--shards",
+                &k,
+                "--listen",
+                "0.0.0.0:0",
+                "--print-info",
+            ])
             .args(["--workflow", workflow]),
     );
     let parsed = pool::bootstrap::PmInfo::parse(&info).expect("the PM info parses");

@@ -146,16 +146,7 @@ impl Remote {
     /// # Errors
     /// When this executable's path is unknown.
     pub fn command(&self) -> std::io::Result<Command> {
-        let exe = std::env::current_exe()?;
-        let mut words = self.launcher.iter().flat_map(|l| l.split_whitespace());
-        Ok(match words.next() {
-            Some(first) => {
-                let mut c = Command::new(first);
-                c.args(words).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        })
+        launched(self.launcher.as_deref())
     }
 
     /// The offer for `provider` on this side's interface.
@@ -170,6 +161,25 @@ impl Remote {
     pub fn args(&self) -> impl Iterator<Item = &str> {
         self.iface.iter().flat_map(|i| ["--iface", i.as_str()])
     }
+}
+
+/// A command that runs this executable through `launcher` (split at spaces and put in
+/// front of its command line, as mpirun's launch agent is: `scripts/cluster.sh exec 2`),
+/// or here without one.
+///
+/// # Errors
+/// When this executable's path is unknown.
+pub fn launched(launcher: Option<&str>) -> std::io::Result<Command> {
+    let exe = std::env::current_exe()?;
+    let mut words = launcher.iter().flat_map(|l| l.split_whitespace());
+    Ok(match words.next() {
+        Some(first) => {
+            let mut c = Command::new(first);
+            c.args(words).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    })
 }
 
 /// How the owner serves: bare libfabric, or our layer with a progress mode.

@@ -4,7 +4,7 @@
 //! its rates.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Instant;
 
 use fabric::RemoteRegion;
@@ -54,7 +54,10 @@ impl Injector {
         index: usize,
         b: &PmBench,
     ) -> Result<Injector, PmBenchError> {
-        let mut child = Command::new(std::env::current_exe()?)
+        // Through the launcher of its turn (another node), or here.
+        let launcher =
+            (!b.launcher.is_empty()).then(|| b.launcher[index % b.launcher.len()].as_str());
+        let mut child = crate::peer::launched(launcher)?
             .args(["pm-injector", "--pm", &info.encode(), "--role", role])
             .args([
                 "--index",

@@ -26,7 +26,7 @@ use pool_tools::wire::Conn;
 use serde::Serialize;
 
 /// Options of `maestro bench pm`.
-#[derive(Clone, Copy, Debug, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct PmBench {
     /// Producer injector processes (and as many consumers with --require).
     #[arg(long, default_value_t = 2)]
@@ -65,6 +65,16 @@ pub struct PmBench {
     /// each shard's CPU time per operation is reported. Producers (and --observer) only.
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub shards: usize,
+    /// Where the pool managers listen (each shard on a port of its own): an address of
+    /// this node the injectors' nodes reach, with --launcher.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
+    /// Runs the injectors on other nodes: this command, split at spaces, is put in front
+    /// of each injector's command line (`scripts/cluster.sh exec 2`); repeated, the
+    /// injectors take the launchers in turn. They talk TCP to --listen, which must not be
+    /// loopback.
+    #[arg(long, value_name = "CMD")]
+    pub launcher: Vec<String>,
 }
 
 /// A batch size: 1 to 100,000 operations per frame.
@@ -76,7 +86,7 @@ fn parse_batch(s: &str) -> Result<usize, String> {
 }
 
 /// The command line of `maestro bench pm`.
-#[derive(Clone, Copy, Debug, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct PmBenchArgs {
     #[command(flatten)]
     bench: PmBench,
@@ -384,6 +394,37 @@ fn rss_bytes() -> u64 {
 }
 
 impl PmBench {
+    /// A manager's configuration: listening on `--listen` (its port 0 when shards
+    /// share the address) and, unless `--tcp` or `--launcher`, on its Unix socket.
+    fn config(&self, secret: &[u8]) -> PmConfig {
+        let mut listen = self.listen;
+        if self.shards > 1 {
+            listen.set_port(0);
+        }
+        let mut config = PmConfig::new("bench", secret, vec![listen]);
+        config.unix_socket = !self.tcp && self.launcher.is_empty();
+        config
+    }
+
+    /// Refuses launchers the injectors could not reach the managers from.
+    ///
+    /// # Errors
+    /// An empty launcher, or `--launcher` with a loopback `--listen`.
+    fn check_launchers(&self) -> Result<(), PmBenchError> {
+        if self.launcher.iter().any(|l| l.trim().is_empty()) {
+            return Err(PmBenchError::Injector(
+                "--launcher is empty: give the command that runs a program on another node (scripts/cluster.sh exec 2)".into(),
+            ));
+        }
+        if !self.launcher.is_empty() && self.listen.ip().is_loopback() {
+            return Err(PmBenchError::Injector(format!(
+                "--launcher runs the injectors on other nodes, which do not reach {}: give --listen an address of this node they reach",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs the benchmark against an in-process pool manager.
     ///
     /// # Errors
@@ -392,11 +433,9 @@ impl PmBench {
         if self.shards > 1 {
             return self.run_sharded();
         }
+        self.check_launchers()?;
         let secret = new_secret()?;
-        let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
-        let mut config = PmConfig::new("bench", &secret, listen);
-        config.unix_socket = !self.tcp;
-        let pm = PoolManager::start(config)?;
+        let pm = PoolManager::start(self.config(&secret))?;
         let info = pm.info().clone();
         let total = self.cdos * self.injectors;
         let mut subscribers = (0..self.subscribers)
@@ -515,13 +554,9 @@ impl PmBench {
         }
         let shards = pool::shards::Shards::new(self.shards)
             .map_err(|e| PmBenchError::Injector(e.to_string()))?;
+        self.check_launchers()?;
         let secret = new_secret()?;
-        let pool = pool::ShardedPool::start(shards, |_| {
-            let listen = vec!["127.0.0.1:0".parse().map_err(std::io::Error::other)?];
-            let mut config = PmConfig::new("bench", &secret, listen);
-            config.unix_socket = !self.tcp;
-            Ok(config)
-        })?;
+        let pool = pool::ShardedPool::start(shards, |_| Ok(self.config(&secret)))?;
         let (pms, info) = (pool.managers(), pool.info().clone());
         let total = self.cdos * self.injectors;
         let mut homes = vec![0usize; shards.count()];
