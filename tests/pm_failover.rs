@@ -540,20 +540,7 @@ fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
     }
     // Every shard lists its standby (each looks at its shard's apps twice a second).
     for s in 0..3 {
-        let part = info.of_shard(s).expect("shard");
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut o = pool::Observer::connect(&part, "test", Duration::from_secs(5))
-                .expect("observe the shard");
-            let View::Status(st) = o.query(Query::Status).expect("status") else {
-                panic!("a status")
-            };
-            if !st.standbys.is_empty() {
-                break;
-            }
-            assert!(Instant::now() < end, "shard {s} lists no standby");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        await_shard_standby(&info, s);
     }
     std::thread::sleep(Duration::from_millis(800));
     // Demands waiting through the loss, for names of every shard.
@@ -621,6 +608,148 @@ fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
             "{said:?}"
         );
     }
+}
+
+/// Waits until shard `shard` of the pool of `info` lists a standby.
+fn await_shard_standby(info: &PmInfo, shard: usize) {
+    use pool::view::{Query, View};
+    let part = info.of_shard(shard).expect("shard");
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut o = pool::Observer::connect(&part, "test", Duration::from_secs(5))
+            .expect("observe the shard");
+        let View::Status(st) = o.query(Query::Status).expect("status") else {
+            panic!("a status")
+        };
+        if !st.standbys.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < end, "shard {shard} lists no standby");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Each shard's generation, as `maestro pool status --json` of the pool in `file` shows.
+fn generations(file: &std::path::Path) -> Vec<u64> {
+    let out = common::run(
+        std::process::Command::new(common::maestro())
+            .args(["pool", "status", "--json", "--info-file"])
+            .arg(file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    v["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .map(|s| s["generation"].as_u64().expect("a generation"))
+        .collect()
+}
+
+/// The process of rank `rank` of the job running `maestro pm` for `workflow` (its
+/// command line names the workflow, its environment the rank).
+fn rank_pid(workflow: &str, rank: u32) -> i32 {
+    let want = format!("PMIX_RANK={rank}");
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let ours =
+            args.iter().any(|a| *a == b"pm") && args.iter().any(|a| *a == workflow.as_bytes());
+        if !ours {
+            continue;
+        }
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if environ.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no rank {rank} of workflow {workflow}")
+}
+
+/// A pool of three shards as the ranks of one job (`maestro run --grace 600`: the others
+/// serve on when a rank dies), a standby for shard 2 alone: its rank is killed, the
+/// standby takes it over and puts its endpoints into the info file that rank 0 still
+/// holds; the apps reclaim at shard 2 only (shards 0 and 1 keep their generation), a
+/// demand of shard 2's waiting through the loss is served, and so is every CDO offered
+/// before.
+#[test]
+fn one_shard_killed_alone_is_taken_over_while_the_others_serve_on() {
+    let scene = Scene::new("one-shard");
+    let file = &scene.file;
+    let mut job = std::process::Command::new(common::maestro());
+    job.args(["run", "--grace", "600", "-n", "3"])
+        .arg(common::maestro())
+        .args([
+            "pm",
+            "--workflow",
+            &scene.workflow,
+            "--shards",
+            "3",
+            "--print-info",
+        ])
+        .arg("--info-file")
+        .arg(file)
+        .env("TMPDIR", scene.tmp.path());
+    let (job, line) = common::spawn_pm(&mut job);
+    let info = PmInfo::parse(&line).expect("PM info");
+    let mut standby = scene.standby(&["--grace", "10", "--shard", "2"]);
+    let said = common::lines(standby.child.stderr.take().expect("stderr"));
+    let producer = join(&info, file, "producer");
+    let consumer = join(&info, file, "consumer");
+    let names: Vec<String> = (0..24).map(|i| format!("kept-{i}")).collect();
+    for name in &names {
+        offer(&producer, name, name.as_bytes());
+    }
+    await_shard_standby(&info, 2);
+    std::thread::sleep(Duration::from_millis(800));
+    let before = generations(file);
+    let late = (0..)
+        .map(|i| format!("late-{i}"))
+        .find(|n| info.shards().home(n) == 2)
+        .expect("a name of shard 2");
+    let waiting = {
+        let late: &'static str = Box::leak(late.clone().into_boxed_str());
+        demanding(consumer, late)
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling a rank of the job this test started.
+    unsafe { libc::kill(rank_pid(&scene.workflow, 2), libc::SIGKILL) };
+    offer(&producer, &late, b"offered to shard 2's standby");
+    let (consumer, got) = waiting.join().expect("demand thread");
+    assert_eq!(got, b"offered to shard 2's standby");
+    for name in &names {
+        assert_eq!(demand(&consumer, name), name.as_bytes(), "{name}");
+    }
+    let taken_over = PmInfo::from_file(file).expect("info").expect("written");
+    assert_eq!(taken_over.shard(0), info.shard(0), "shard 0 serves on");
+    assert_eq!(taken_over.shard(1), info.shard(1), "shard 1 serves on");
+    assert_ne!(
+        taken_over.shard(2),
+        info.shard(2),
+        "shard 2 is its standby's"
+    );
+    let after = generations(file);
+    assert_eq!(
+        after[..2],
+        before[..2],
+        "shards 0 and 1 were never taken over"
+    );
+    assert_ne!(after[2], before[2], "shard 2 was");
+    for c in [consumer, producer] {
+        c.leave().expect("leave");
+    }
+    let out = standby.terminate(Duration::from_secs(10));
+    assert_eq!(out.code(), Some(0));
+    let said: Vec<String> = said.try_iter().collect();
+    assert!(
+        said.iter().any(|l| l.contains("took over shard 2 of 3")),
+        "{said:?}"
+    );
+    drop(job);
 }
 
 /// A standby of a sharded pool must say which shard: refused at once, naming the count.
