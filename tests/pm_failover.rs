@@ -517,7 +517,6 @@ fn the_c_pm_tool_stands_by_and_takes_over_unchanged() {
 /// is served, and a newcomer finds every CDO offered before the kill.
 #[test]
 fn a_standby_per_shard_takes_over_a_sharded_pool_and_its_apps_carry_on() {
-    use pool::view::{Query, View};
     let scene = Scene::new("shard-standbys");
     let file = &scene.file;
     let (active, info) = scene.pm(&["--shards", "3"]);
@@ -657,8 +656,7 @@ fn rank_pid(workflow: &str, rank: u32) -> i32 {
         };
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
         let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let ours =
-            args.iter().any(|a| *a == b"pm") && args.iter().any(|a| *a == workflow.as_bytes());
+        let ours = args.contains(&&b"pm"[..]) && args.contains(&workflow.as_bytes());
         if !ours {
             continue;
         }
