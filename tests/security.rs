@@ -71,10 +71,10 @@ fn a_crafted_frame_before_join_or_a_deep_selector_after_it_leaves_the_pm_serving
 
 /// A TCP connection to `to` from source address `from` (another loopback address: the PM
 /// sees another peer).
-fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+fn connect_from(from: [u8; 4], to: SocketAddr) -> std::io::Result<TcpStream> {
     use std::os::fd::FromRawFd;
     let SocketAddr::V4(to) = to else {
-        panic!("IPv4 expected")
+        return Err(std::io::Error::other("IPv4 expected"));
     };
     let addr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
@@ -85,24 +85,23 @@ fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
         sin_zero: [0; 8],
     };
     let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: a fresh socket, bound and connected with valid addresses; ownership of the
-    // descriptor passes to the TcpStream.
+    // SAFETY: a fresh socket, owned by the TcpStream at once (closed on every path), bound
+    // and connected with addresses that live through the calls.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket");
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stream = TcpStream::from_raw_fd(fd);
         let src = addr(from, 0);
-        assert_eq!(
-            libc::bind(fd, (&raw const src).cast(), len),
-            0,
-            "bind {from:?}"
-        );
+        if libc::bind(fd, (&raw const src).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         let dst = addr(to.ip().octets(), to.port());
-        assert_eq!(
-            libc::connect(fd, (&raw const dst).cast(), len),
-            0,
-            "connect"
-        );
-        TcpStream::from_raw_fd(fd)
+        if libc::connect(fd, (&raw const dst).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
     }
 }
 
@@ -136,7 +135,7 @@ fn a_flood_of_unjoined_connections_does_not_lock_honest_apps_out() {
     };
     let start = Instant::now();
     let flood: Vec<TcpStream> = (0..1100)
-        .map(|_| connect_from([127, 0, 0, 2], pm_addr))
+        .map(|_| connect_from([127, 0, 0, 2], pm_addr).expect("connect from 127.0.0.2"))
         .collect();
     for round in 0..5 {
         honest_round_trip(&tcp_only, &format!("during-flood-{round}"));
@@ -1532,10 +1531,12 @@ fn half_open_metrics_connections_do_not_keep_a_scraper_out() {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (answered, busy) = std::thread::scope(|s| {
         // The slowloris: 200 connections, each with half a request, reopened as the PM
-        // closes them, until the scrapes are done.
+        // closes them, until the scrapes are done; from another address than the
+        // scraper's, as from another host (one address is bounded as a whole: an
+        // attacker sharing the scraper's address competes with it for its share).
         s.spawn(|| {
             let half = || {
-                let mut c = TcpStream::connect(&addr).ok()?;
+                let mut c = connect_from([127, 0, 0, 2], addr.parse().ok()?).ok()?;
                 c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").ok()?;
                 c.set_nonblocking(true).ok()?;
                 Some(c)
@@ -1558,7 +1559,10 @@ fn half_open_metrics_connections_do_not_keep_a_scraper_out() {
         for _ in 0..14 {
             match ureq::get(format!("http://{addr}/metrics")).call() {
                 Ok(r) if r.status() == 200 => answered += 1,
-                _ => busy += 1,
+                other => {
+                    eprintln!("a scrape not answered: {other:?}");
+                    busy += 1;
+                }
             }
             std::thread::sleep(Duration::from_millis(100));
         }
