@@ -998,3 +998,39 @@ fn a_member_core_cut_off_before_its_welcome_joins_afresh_and_keeps_its_calls() {
         "welcomed: lost, not joined again"
     );
 }
+
+/// `--owner` bindings are a property of names: every shard holds the whole list and
+/// enforces it for its names, so an owned name is refused to another component at
+/// whichever shard is its home, and offered by its owner there.
+#[test]
+fn owned_names_are_their_owners_at_every_shard() {
+    use pool_core::client::CallError;
+    use pool_core::policy::Policy;
+    let shards = Shards::new(3).expect("3");
+    let mut w = pool_core::sim::World::with_shards(shards);
+    let policy = Policy {
+        owners: vec!["field-=producer".parse().expect("owner")],
+        ..Policy::default()
+    };
+    for m in &mut w.managers {
+        m.set_policy(policy.clone());
+    }
+    let (mallory, producer) = (w.join("mallory", true), w.join("producer", true));
+    let names: Vec<String> = (0..12).map(|i| format!("field-{i}")).collect();
+    let homes: std::collections::BTreeSet<usize> = names.iter().map(|n| shards.home(n)).collect();
+    assert_eq!(homes.len(), 3, "the owned names live at every shard");
+    for name in &names {
+        let (_, tag) = w.offer(mallory, name, &[1; 8], true);
+        w.pump();
+        match w.answer(mallory, tag) {
+            Some(Err(CallError::Refused {
+                why: Refusal::NotAllowed(why),
+                ..
+            })) => assert!(why.contains("\"producer\""), "{why}"),
+            other => panic!("{name} at shard {}: {other:?}", shards.home(name)),
+        }
+        let (_, tag) = w.offer(producer, name, &[2; 8], true);
+        w.pump();
+        assert!(matches!(w.answer(producer, tag), Some(Ok(_))), "{name}");
+    }
+}
