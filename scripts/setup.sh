@@ -27,6 +27,7 @@ TEST_PKGS=(
     prometheus                             # promtool and a real Prometheus for the metrics tests
     g++ valgrind                           # C API tests: C++ header check, leak check
     python3 python3-venv                   # the Python module and its tests (.venv)
+    ibsim-utils infiniband-diags           # a simulated InfiniBand fabric and ibnetdiscover
 )
 
 main_only=false

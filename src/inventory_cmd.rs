@@ -35,6 +35,11 @@ pub struct InventoryOptions {
     /// task's NIC and the CPUs near it (for schedulers and hand-written --cpu-bind maps).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = pool_tools::cli::positive("tasks"))]
     pub placement: Option<u32>,
+    /// The fabric beyond the node from FILE, a Slurm topology.conf or an ibnetdiscover
+    /// dump: its switches, leaf groups and the hops between hosts (with --json, as
+    /// JSON); with --slurm, the topology.conf lines for Slurm's topology/tree from it.
+    #[arg(long, value_name = "FILE")]
+    pub fabric: Option<PathBuf>,
 }
 
 /// The JSON document: the inventory and the choice.
@@ -53,11 +58,56 @@ struct ChoiceReport<'a> {
     choice: &'a Choice,
 }
 
+/// The fabric description in the file at `path`.
+///
+/// # Errors
+/// [`InventoryError::Description`] naming the file and what is wrong in it.
+fn read_fabric(path: &std::path::Path) -> Result<inventory::switches::Topology, InventoryError> {
+    let bad = |why: String| InventoryError::Description {
+        path: path.to_path_buf(),
+        why,
+    };
+    // A site's file (another user's, as Slurm's is), read up to a bound: ibnetdiscover of
+    // a large fabric is tens of MB.
+    const MOST: u64 = 256 << 20;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, MOST + 1), &mut text)
+        })
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MOST {
+        return Err(bad(format!(
+            "larger than {} MiB: not a fabric description",
+            MOST >> 20
+        )));
+    }
+    inventory::switches::read(&text).map_err(|e| bad(e.to_string()))
+}
+
 /// Builds the inventory and prints it.
 ///
 /// # Errors
 /// [`InventoryError`] for a bad topology, cpuset or provider, or a libfabric failure.
 pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
+    let fabric = opts.fabric.as_deref().map(read_fabric).transpose()?;
+    if let Some(t) = fabric.as_ref().filter(|_| !opts.slurm) {
+        if opts.json {
+            let doc = serde_json::json!({
+                "topology": t,
+                "leaves": t.leaves(),
+                "hops": t.hops(),
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc)
+                    .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+            );
+        } else {
+            print!("{}", inventory::switches::describe(t));
+        }
+        return Ok(());
+    }
     let inv = collect(&Options {
         topology: opts.topology.clone(),
         ..Options::default()
@@ -84,7 +134,7 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
     if let Some(n) = opts.placement {
         print_placement(&inv, &candidates, n, opts.json)?;
     } else if opts.slurm {
-        print_slurm(&inv);
+        print_slurm(&inv, fabric.as_ref());
     } else if opts.json {
         let report = Report {
             inventory: &inv,
@@ -155,8 +205,8 @@ fn print_placement(
 }
 
 /// `--slurm`: the Slurm export and the `plugstack.conf` line of the SPANK plugin.
-fn print_slurm(inv: &inventory::Inventory) {
-    print!("{}", export::slurm(inv));
+fn print_slurm(inv: &inventory::Inventory, fabric: Option<&inventory::switches::Topology>) {
+    print!("{}", export::slurm(inv, fabric));
     // Where scripts/install.sh put the plugin, next to this binary's prefix.
     let plugin = std::env::current_exe()
         .ok()

@@ -132,10 +132,10 @@ fn aligned<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
 }
 
 /// Lines for Slurm: node `Features=` naming the fabrics and RDMA NICs, a `Gres=` count of
-/// NICs per kind with the matching `gres.conf` lines, and `topology.conf` switch lines
-/// (a comment when the inventory has no switch information, as on every node hwloc and
-/// OpenPMIx 4.2 describe today).
-pub fn slurm(inv: &Inventory) -> String {
+/// NICs per kind with the matching `gres.conf` lines, and the `topology.conf` switch
+/// lines of `fabric` (the fabric beyond the node, from a description: see
+/// [`crate::switches`]), or a comment saying there is none.
+pub fn slurm(inv: &Inventory, fabric: Option<&crate::switches::Topology>) -> String {
     let mut s = String::new();
     let host = &inv.hostname;
     // Real NICs: PCI devices, or interfaces whose link is usable (not loopback, not
@@ -189,9 +189,14 @@ pub fn slurm(inv: &Inventory) -> String {
         let _ = writeln!(s, "NodeName={host} Name=nic Type={k} Count={c}");
     }
     let _ = writeln!(s, "# topology.conf:");
-    let _ = writeln!(
-        s,
-        "# no switch information in the inventory: nothing to add for {host}"
-    );
+    match fabric {
+        Some(t) => s.push_str(&crate::switches::slurm::render(t)),
+        None => {
+            let _ = writeln!(
+                s,
+                "# no switch information (give the fabric's description: --fabric FILE): nothing to add for {host}"
+            );
+        }
+    }
     s
 }

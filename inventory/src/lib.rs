@@ -20,6 +20,7 @@ mod model;
 pub mod netif;
 mod placement;
 mod pmix_io;
+pub mod switches;
 mod topo;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +62,15 @@ pub enum InventoryError {
     /// The process's CPU binding cannot be read.
     #[error("cannot read this process's CPU binding: {0}")]
     Affinity(std::io::Error),
+    /// A fabric description (a `topology.conf`, an `ibnetdiscover` dump) that cannot be
+    /// read or is no such description.
+    #[error("{path}: {why}")]
+    Description {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// No NIC offers the requested provider.
     #[error("no NIC offers provider {name:?}; providers here: {known}")]
     UnknownProvider {

@@ -1,0 +1,272 @@
+//! The fabric beyond the node (issue #54) against a real InfiniBand stack: ibsim
+//! (`ibsim-utils`) simulates switches and adapters from a net file, and the real
+//! `ibnetdiscover` (`infiniband-diags`, under ibsim's `libumad2sim.so`) discovers the
+//! fabric as it would hardware. `maestro inventory --fabric DUMP --json` must give the
+//! switches, hosts, links and hops the net file describes: for ibsim's shipped examples
+//! and for a fat tree generated here (2 spines, 4 leaves, 32 adapters).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use inventory::switches::{End, Topology};
+
+const EXAMPLES: &str = "/usr/share/doc/ibsim-utils/net-examples";
+
+/// An ibsim of its own (its socket named for this test), stopped when dropped (its
+/// process group is).
+struct Ibsim {
+    /// Held for its drop, which ends ibsim's process group.
+    _group: common::Group,
+    socket: String,
+    _out: [std::sync::mpsc::Receiver<String>; 2],
+}
+
+impl Ibsim {
+    /// Starts ibsim on `net` and waits until ibnetdiscover reaches it.
+    fn start(net: &Path, name: &str) -> Ibsim {
+        let socket = format!("maestro-{name}-{}", std::process::id());
+        let mut group = common::Group::spawn_with_stdin(
+            Command::new("ibsim")
+                .arg("-s")
+                .arg(net)
+                .env("IBSIM_SOCKNAME", &socket),
+            Stdio::piped(),
+        );
+        let out = [
+            common::lines(group.child.stdout.take().expect("stdout")),
+            common::lines(group.child.stderr.take().expect("stderr")),
+        ];
+        let sim = Ibsim {
+            _group: group,
+            socket,
+            _out: out,
+        };
+        let end = Instant::now() + Duration::from_secs(10);
+        while sim.ibnetdiscover().is_none() {
+            assert!(
+                Instant::now() < end,
+                "ibsim on {} did not come up",
+                net.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        sim
+    }
+
+    /// ibnetdiscover's dump of the simulated fabric, once it answers.
+    fn ibnetdiscover(&self) -> Option<String> {
+        let out = common::run(
+            Command::new("ibsim-run")
+                .arg("ibnetdiscover")
+                .env("IBSIM_SOCKNAME", &self.socket),
+            Duration::from_secs(30),
+        );
+        (out.code() == Some(0) && out.stdout.contains("Switch")).then_some(out.stdout)
+    }
+}
+
+/// The fabric an ibsim net file describes (its records: `Switch|Hca PORTS "name"`, then
+/// `[port] "remote"[port]` lines): the truth the discovery is compared with.
+fn net_truth(text: &str) -> Topology {
+    let mut t = Topology::default();
+    let mut kinds = std::collections::HashMap::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(kind) = ["Switch", "Hca"].iter().find(|k| line.starts_with(**k)) {
+            kinds.insert(quoted(line).to_string(), *kind == "Switch");
+        }
+    }
+    let end = |t: &mut Topology, name: &str| {
+        if kinds[name] {
+            End::Switch(t.switch(name, None))
+        } else {
+            End::Host(t.host(name, None))
+        }
+    };
+    let mut node = None;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Switch") || line.starts_with("Hca") {
+            node = Some(quoted(line).to_string());
+        } else if let Some(rest) = line.strip_prefix('[') {
+            let here = node.clone().expect("a port after its node");
+            let (port, rest) = rest.split_once(']').expect("[port]");
+            let remote = quoted(rest);
+            let remote_port = rest
+                .rsplit_once('[')
+                .and_then(|(_, p)| p.split_once(']'))
+                .expect("remote [port]")
+                .0;
+            let (a, b) = (end(&mut t, &here), end(&mut t, remote));
+            let ports = [
+                port.trim().parse().expect("port"),
+                remote_port.parse().expect("port"),
+            ];
+            t.link(a, b, Some(ports), None);
+        }
+    }
+    t
+}
+
+fn quoted(s: &str) -> &str {
+    s.split('"').nth(1).expect("a quoted name")
+}
+
+/// What is compared: switch and host names, links by their ends' names and ports, hops
+/// by host names.
+type Shape = (
+    BTreeSet<String>,
+    BTreeSet<String>,
+    BTreeSet<(String, String)>,
+    BTreeSet<(String, String, Option<u32>)>,
+);
+
+fn shape(t: &Topology) -> Shape {
+    let name = |e: End| match e {
+        End::Switch(s) => format!("switch {}:", t.switches[s].name),
+        End::Host(h) => format!("host {}:", t.hosts[h].name),
+    };
+    let links = t
+        .links
+        .iter()
+        .map(|l| {
+            let ports = l.ports.unwrap_or_default();
+            let mut ends = [
+                format!("{}{}", name(l.ends[0]), ports[0]),
+                format!("{}{}", name(l.ends[1]), ports[1]),
+            ];
+            ends.sort();
+            let [a, b] = ends;
+            (a, b)
+        })
+        .collect();
+    let hops = t.hops();
+    let mut pairs = BTreeSet::new();
+    for (i, a) in hops.hosts.iter().enumerate() {
+        for (j, b) in hops.hosts.iter().enumerate() {
+            pairs.insert((a.clone(), b.clone(), hops.hops[i][j]));
+        }
+    }
+    (
+        t.switches.iter().map(|s| s.name.clone()).collect(),
+        t.hosts.iter().map(|h| h.name.clone()).collect(),
+        links,
+        pairs,
+    )
+}
+
+/// The topology `maestro inventory --fabric DUMP --json` reads from `dump`.
+fn inventory_of(dump: &str) -> (Topology, serde_json::Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("fabric.ibnet");
+    std::fs::write(&file, dump).expect("write the dump");
+    let out = common::run(
+        Command::new(common::maestro())
+            .args(["inventory", "--json", "--fabric"])
+            .arg(&file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let t: Topology = serde_json::from_value(v["topology"].clone()).expect("a topology");
+    (t, v)
+}
+
+/// Discovers the fabric of `net` (a net file's text, written to `name`) through ibsim and
+/// checks the inventory's view of it against the net file; the time ibnetdiscover took.
+fn discover_and_compare(net: &str, name: &str) -> Duration {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, net).expect("write the net file");
+    let sim = Ibsim::start(&path, name);
+    let started = Instant::now();
+    let dump = sim.ibnetdiscover().expect("ibnetdiscover");
+    let took = started.elapsed();
+    let (found, json) = inventory_of(&dump);
+    let truth = net_truth(net);
+    assert_eq!(
+        shape(&found),
+        shape(&truth),
+        "{name}: the inventory against the net file"
+    );
+    assert_eq!(
+        json["hops"]["hosts"].as_array().map(Vec::len),
+        Some(truth.hosts.len())
+    );
+    took
+}
+
+#[test]
+fn the_shipped_fabrics_are_read_as_ibsim_builds_them() {
+    for example in [
+        "net",
+        "net.1",
+        "net.2sw2path",
+        "net.2sw2path4hca",
+        "net.2sw2path4hca2port",
+    ] {
+        let net = std::fs::read_to_string(Path::new(EXAMPLES).join(example)).expect("example");
+        discover_and_compare(&net, example);
+    }
+}
+
+/// A fat tree: `spines` spines, `leaves` leaves each linked once to every spine, and
+/// `per_leaf` adapters on each leaf, as an ibsim net file.
+fn fat_tree(spines: usize, leaves: usize, per_leaf: usize) -> String {
+    let mut net = String::new();
+    for s in 1..=spines {
+        net += &format!("Switch\t36 \"spine{s}\"\n");
+        for l in 1..=leaves {
+            net += &format!("[{l}]\t\"leaf{l}\"[{}]\n", per_leaf + s);
+        }
+        net += "\n";
+    }
+    for l in 1..=leaves {
+        net += &format!("Switch\t36 \"leaf{l}\"\n");
+        for h in 1..=per_leaf {
+            net += &format!("[{h}]\t\"n{}\"[1]\n", (l - 1) * per_leaf + h);
+        }
+        for s in 1..=spines {
+            net += &format!("[{}]\t\"spine{s}\"[{l}]\n", per_leaf + s);
+        }
+        net += "\n";
+    }
+    for l in 1..=leaves {
+        for h in 1..=per_leaf {
+            net += &format!(
+                "Hca\t2 \"n{}\"\n[1]\t\"leaf{l}\"[{h}]\n\n",
+                (l - 1) * per_leaf + h
+            );
+        }
+    }
+    net
+}
+
+#[test]
+fn a_fat_tree_of_32_adapters_is_discovered_whole_with_its_hops() {
+    let net = fat_tree(2, 4, 8);
+    let took = discover_and_compare(&net, "fat-tree");
+    eprintln!(
+        "ibnetdiscover of 2 spines, 4 leaves, 32 adapters: {:.3} s",
+        took.as_secs_f64()
+    );
+    let truth = net_truth(&net);
+    let hops = truth.hops();
+    let at = |h: &str| hops.hosts.iter().position(|x| x == h).expect("host");
+    assert_eq!(hops.hops[at("n1")][at("n8")], Some(2), "under one leaf");
+    assert_eq!(hops.hops[at("n1")][at("n9")], Some(4), "through a spine");
+    // Slurm's lines: a leaf with its 8 nodes, each spine above the 4 leaves, one switch
+    // above both spines.
+    let text = inventory::switches::slurm::render(&truth);
+    assert!(text.contains("SwitchName=leaf1 Nodes=n[1-8]\n"), "{text}");
+    assert!(
+        text.contains("SwitchName=spine1 Switches=leaf[1-4]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SwitchName=fabric Switches=spine[1-2]\n"),
+        "{text}"
+    );
+}
