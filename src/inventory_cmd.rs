@@ -40,6 +40,10 @@ pub struct InventoryOptions {
     /// JSON); with --slurm, the topology.conf lines for Slurm's topology/tree from it.
     #[arg(long, value_name = "FILE")]
     pub fabric: Option<PathBuf>,
+    /// With --fabric: the hops between these hosts only (a Slurm host list, n[1-64]; a
+    /// job's nodes). Without it the JSON holds the hops of fabrics of up to 1024 hosts.
+    #[arg(long, value_name = "LIST", requires = "fabric")]
+    pub hosts: Option<String>,
 }
 
 /// The JSON document: the inventory and the choice.
@@ -56,6 +60,65 @@ struct ChoiceReport<'a> {
     local_rank: u32,
     #[serde(flatten)]
     choice: &'a Choice,
+}
+
+/// Most hosts whose hop matrix `--fabric --json` prints without `--hosts`.
+const MOST_HOPS: usize = 1024;
+
+/// `--fabric`: the topology `t` for people, or as JSON (with the hops between `--hosts`,
+/// or between every host of a fabric of up to [`MOST_HOPS`]).
+///
+/// # Errors
+/// A bad `--hosts` list, or one naming a host the fabric does not have.
+fn print_fabric(
+    t: &inventory::switches::Topology,
+    opts: &InventoryOptions,
+) -> Result<(), InventoryError> {
+    let bad = |why: String| InventoryError::Description {
+        path: opts.fabric.clone().unwrap_or_default(),
+        why,
+    };
+    let among = match &opts.hosts {
+        Some(list) => {
+            let names = inventory::switches::hostlist::expand(list)
+                .map_err(|e| bad(format!("--hosts: {e}")))?;
+            let at: std::collections::HashMap<&str, usize> = (t.hosts.iter().enumerate())
+                .map(|(i, h)| (h.name.as_str(), i))
+                .collect();
+            let idx = names
+                .iter()
+                .map(|n| {
+                    at.get(n.as_str())
+                        .copied()
+                        .ok_or_else(|| bad(format!("--hosts: {n} is no host of this fabric")))
+                })
+                .collect::<Result<Vec<usize>, _>>()?;
+            Some(idx)
+        }
+        None => None,
+    };
+    let hops = match &among {
+        Some(idx) => Some(t.hops_among(idx)),
+        None if t.hosts.len() <= MOST_HOPS => Some(t.hops()),
+        None => None,
+    };
+    if opts.json {
+        let doc = serde_json::json!({
+            "topology": t,
+            "leaves": t.leaves(),
+            "hops": hops,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        );
+    } else if let Some(h) = hops.filter(|_| among.is_some()) {
+        print!("{}", inventory::switches::describe_switches(t));
+        print!("{}", inventory::switches::describe_hops(&h));
+    } else {
+        print!("{}", inventory::switches::describe(t));
+    }
+    Ok(())
 }
 
 /// The fabric description in the file at `path`.
@@ -92,20 +155,7 @@ fn read_fabric(path: &std::path::Path) -> Result<inventory::switches::Topology, 
 pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
     let fabric = opts.fabric.as_deref().map(read_fabric).transpose()?;
     if let Some(t) = fabric.as_ref().filter(|_| !opts.slurm) {
-        if opts.json {
-            let doc = serde_json::json!({
-                "topology": t,
-                "leaves": t.leaves(),
-                "hops": t.hops(),
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc)
-                    .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-            );
-        } else {
-            print!("{}", inventory::switches::describe(t));
-        }
+        print_fabric(t, opts)?;
         return Ok(());
     }
     let inv = collect(&Options {

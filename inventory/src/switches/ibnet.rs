@@ -18,6 +18,8 @@
 //! channel adapter's host by the first word of its description (`n1 mlx5_0`: `n1`), so
 //! that the adapters of one host are one host. Routers are read as switches.
 
+use std::collections::HashMap;
+
 use super::{End, Topology};
 
 /// Most lines of a dump read.
@@ -110,6 +112,10 @@ pub fn parse(text: &str) -> Result<Topology, IbnetError> {
         });
     }
     let mut t = Topology::default();
+    let mut described: HashMap<&str, usize> = HashMap::new();
+    for n in nodes.iter().filter(|n| n.switch) {
+        *described.entry(n.description.as_str()).or_default() += 1;
+    }
     let ends: Vec<End> = nodes
         .iter()
         .map(|n| {
@@ -117,10 +123,7 @@ pub fn parse(text: &str) -> Result<Topology, IbnetError> {
                 n.id.split_once('-')
                     .and_then(|(_, hex)| u64::from_str_radix(hex, 16).ok());
             if n.switch {
-                let shared = (nodes.iter())
-                    .filter(|o| o.switch && o.description == n.description)
-                    .count()
-                    > 1;
+                let shared = described.get(n.description.as_str()).copied().unwrap_or(0) > 1;
                 let name = if shared { &n.id } else { &n.description };
                 End::Switch(t.switch(name, guid))
             } else {
@@ -129,14 +132,17 @@ pub fn parse(text: &str) -> Result<Topology, IbnetError> {
             }
         })
         .collect();
+    let by_id: HashMap<&str, usize> = (nodes.iter().enumerate())
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
     for (n, node) in nodes.iter().enumerate() {
         for (local, remote, remote_port, rate, line) in &node.ports {
-            let r = (nodes.iter().position(|o| o.id == *remote)).ok_or_else(|| {
-                IbnetError::Unknown {
+            let r = *by_id
+                .get(remote.as_str())
+                .ok_or_else(|| IbnetError::Unknown {
                     line: *line,
                     id: remote.clone(),
-                }
-            })?;
+                })?;
             t.link(ends[n], ends[r], Some([*local, *remote_port]), rate.clone());
         }
     }

@@ -54,32 +54,48 @@ pub fn read(text: &str) -> Result<Topology, DescriptionError> {
 }
 
 /// A fabric's switches, hosts and the links between them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Topology {
     /// The switches, each once.
-    pub switches: Vec<Switch>,
+    pub switches: Vec<Node>,
     /// The hosts (an InfiniBand channel adapter's node, a Slurm node), each once.
-    pub hosts: Vec<Host>,
+    pub hosts: Vec<Node>,
     /// The links, each once (two links between the same two ports are one; parallel links
     /// between two switches through different ports are several).
     pub links: Vec<Link>,
+    /// Where each switch and host is in its list, by name, and the links there are:
+    /// descriptions of large fabrics are read in time linear in their size.
+    #[serde(skip)]
+    index: Index,
 }
 
-/// A switch.
+/// The lookups of a [`Topology`] (made again when its lists changed without them, as
+/// after deserializing).
+#[derive(Clone, Debug, Default)]
+struct Index {
+    switches: HashMap<String, usize>,
+    hosts: HashMap<String, usize>,
+    links: std::collections::HashSet<LinkKey>,
+}
+
+/// A link's two ends with their ports, in order: the same link named from either end.
+type LinkKey = ((End, Option<u8>), (End, Option<u8>));
+
+impl PartialEq for Topology {
+    fn eq(&self, other: &Topology) -> bool {
+        (&self.switches, &self.hosts, &self.links) == (&other.switches, &other.hosts, &other.links)
+    }
+}
+
+impl Eq for Topology {}
+
+/// A switch or a host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Switch {
-    /// Its name: the node description an InfiniBand switch gives, or `topology.conf`'s.
+pub struct Node {
+    /// Its name: a switch's node description (or `topology.conf`'s name), a host's name
+    /// (an InfiniBand adapter's node description's first word).
     pub name: String,
     /// Its node GUID, where the description has one.
-    pub guid: Option<u64>,
-}
-
-/// A host attached to the fabric.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Host {
-    /// Its name: the host name (an InfiniBand adapter's node description's first word).
-    pub name: String,
-    /// Its adapter's node GUID, where the description has one.
     pub guid: Option<u64>,
 }
 
@@ -125,83 +141,110 @@ pub struct Group {
 impl Topology {
     /// The switch named `name`, added when new.
     pub fn switch(&mut self, name: &str, guid: Option<u64>) -> usize {
-        match self.switches.iter().position(|s| s.name == name) {
-            Some(i) => i,
-            None => {
-                self.switches.push(Switch {
-                    name: name.to_string(),
-                    guid,
-                });
-                self.switches.len() - 1
-            }
-        }
+        self.reindex();
+        named(&mut self.switches, &mut self.index.switches, name, guid)
     }
 
     /// The host named `name`, added when new.
     pub fn host(&mut self, name: &str, guid: Option<u64>) -> usize {
-        match self.hosts.iter().position(|h| h.name == name) {
-            Some(i) => i,
-            None => {
-                self.hosts.push(Host {
-                    name: name.to_string(),
-                    guid,
-                });
-                self.hosts.len() - 1
-            }
-        }
+        self.reindex();
+        named(&mut self.hosts, &mut self.index.hosts, name, guid)
     }
 
     /// Adds the link between `a` and `b` (through `ports`, when known) unless the same
     /// link is there already (a description names each link from both ends).
     pub fn link(&mut self, a: End, b: End, ports: Option<[u8; 2]>, rate: Option<String>) {
-        let key = |ends: [End; 2], ports: Option<[u8; 2]>| {
-            let (x, y) = (
-                (ends[0], ports.map(|p| p[0])),
-                (ends[1], ports.map(|p| p[1])),
-            );
-            if x <= y { (x, y) } else { (y, x) }
-        };
-        let new = key([a, b], ports);
-        if self.links.iter().any(|l| key(l.ends, l.ports) == new) {
+        self.reindex();
+        if self.index.links.insert(link_key([a, b], ports)) {
+            self.links.push(Link {
+                ends: [a, b],
+                ports,
+                rate,
+            });
+        }
+    }
+
+    /// Makes the lookups again when the lists were changed without them.
+    fn reindex(&mut self) {
+        let i = &self.index;
+        if i.switches.len() == self.switches.len()
+            && i.hosts.len() == self.hosts.len()
+            && i.links.len() == self.links.len()
+        {
             return;
         }
-        self.links.push(Link {
-            ends: [a, b],
-            ports,
-            rate,
-        });
+        let names = |list: &[Node]| {
+            (list.iter().enumerate())
+                .map(|(n, x)| (x.name.clone(), n))
+                .collect()
+        };
+        self.index = Index {
+            switches: names(&self.switches),
+            hosts: names(&self.hosts),
+            links: (self.links.iter())
+                .map(|l| link_key(l.ends, l.ports))
+                .collect(),
+        };
     }
 
     /// Each end's neighbours (once each, however many links join them).
-    fn neighbours(&self) -> HashMap<End, Vec<End>> {
-        let mut n: HashMap<End, Vec<End>> = HashMap::new();
+    fn neighbours(&self) -> Graph {
+        let mut g = Graph {
+            switches: self.switches.len(),
+            adjacent: vec![Vec::new(); self.switches.len() + self.hosts.len()],
+        };
         for l in &self.links {
             let [a, b] = l.ends;
             for (x, y) in [(a, b), (b, a)] {
-                let list = n.entry(x).or_default();
+                let slot = g.slot(x);
+                let list = &mut g.adjacent[slot];
                 if !list.contains(&y) {
                     list.push(y);
                 }
             }
         }
-        n
+        g
     }
 
     /// The hop distances between hosts (breadth first from each host).
     pub fn hops(&self) -> Hops {
+        let all: Vec<usize> = (0..self.hosts.len()).collect();
+        self.hops_among(&all)
+    }
+
+    /// The hop distances between the hosts of these indices (a job's nodes, say: the
+    /// matrix of a whole large fabric is its host count squared).
+    pub fn hops_among(&self, hosts: &[usize]) -> Hops {
         let neighbours = self.neighbours();
-        let hops = (0..self.hosts.len())
-            .map(|h| {
+        let hops = hosts
+            .iter()
+            .map(|&h| {
                 let dist = distances(&neighbours, End::Host(h));
-                (0..self.hosts.len())
-                    .map(|o| dist.get(&End::Host(o)).copied())
+                (hosts.iter())
+                    .map(|o| dist[neighbours.slot(End::Host(*o))])
                     .collect()
             })
             .collect();
         Hops {
-            hosts: self.hosts.iter().map(|h| h.name.clone()).collect(),
+            hosts: hosts.iter().map(|&h| self.hosts[h].name.clone()).collect(),
             hops,
         }
+    }
+
+    /// How many pairs of hosts are how many hops apart (`None`: no path), without the
+    /// matrix.
+    pub fn hop_counts(&self) -> std::collections::BTreeMap<Option<u32>, usize> {
+        let neighbours = self.neighbours();
+        let mut counts = std::collections::BTreeMap::new();
+        for h in 0..self.hosts.len() {
+            let dist = distances(&neighbours, End::Host(h));
+            for o in h + 1..self.hosts.len() {
+                *counts
+                    .entry(dist[neighbours.slot(End::Host(o))])
+                    .or_default() += 1;
+            }
+        }
+        counts
     }
 
     /// The leaf switches (those with hosts linked to them) and their hosts, in the
@@ -210,7 +253,7 @@ impl Topology {
         let neighbours = self.neighbours();
         (0..self.switches.len())
             .filter_map(|s| {
-                let mut hosts: Vec<usize> = (neighbours.get(&End::Switch(s))?.iter())
+                let mut hosts: Vec<usize> = (neighbours.of(End::Switch(s)).iter())
                     .filter_map(|e| match e {
                         End::Host(h) => Some(*h),
                         End::Switch(_) => None,
@@ -232,8 +275,7 @@ impl Topology {
         let mut level = vec![None; self.switches.len()];
         let mut queue = VecDeque::new();
         for (s, l) in level.iter_mut().enumerate() {
-            let leaf = (neighbours.get(&End::Switch(s)).into_iter().flatten())
-                .any(|e| matches!(e, End::Host(_)));
+            let leaf = (neighbours.of(End::Switch(s)).iter()).any(|e| matches!(e, End::Host(_)));
             if leaf {
                 *l = Some(1);
                 queue.push_back(s);
@@ -241,7 +283,7 @@ impl Topology {
         }
         while let Some(s) = queue.pop_front() {
             let next = level[s].map(|l| l + 1);
-            for e in neighbours.get(&End::Switch(s)).into_iter().flatten() {
+            for e in neighbours.of(End::Switch(s)) {
                 if let End::Switch(o) = *e
                     && level[o].is_none()
                 {
@@ -255,8 +297,19 @@ impl Topology {
 }
 
 /// `t` for people: its size, each leaf switch's hosts, the switches above them, and the
-/// hops between hosts (as a matrix up to 16 hosts, else as counts per distance).
+/// hops between hosts (as a matrix up to 16 hosts, else as how many pairs are how far).
 pub fn describe(t: &Topology) -> String {
+    let mut s = describe_switches(t);
+    if t.hosts.len() <= 16 {
+        s += &describe_hops(&t.hops());
+    } else {
+        s += &describe_counts(&t.hop_counts());
+    }
+    s
+}
+
+/// `t`'s size, each leaf switch's hosts and the switches above them, for people.
+pub fn describe_switches(t: &Topology) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -265,8 +318,7 @@ pub fn describe(t: &Topology) -> String {
         t.hosts.len(),
         t.links.len()
     );
-    let leaves = t.leaves();
-    for g in &leaves {
+    for g in &t.leaves() {
         let _ = writeln!(
             s,
             "leaf {}: {} hosts: {}",
@@ -281,55 +333,110 @@ pub fn describe(t: &Topology) -> String {
             let _ = writeln!(s, "level {l} switch {}", sw.name);
         }
     }
-    let hops = t.hops();
-    if hops.hosts.len() <= 16 {
-        let width = hops.hosts.iter().map(String::len).max().unwrap_or(0).max(4);
-        let _ = write!(s, "{:width$}", "hops");
-        for h in &hops.hosts {
-            let _ = write!(s, " {h:>width$}");
-        }
-        let _ = writeln!(s);
-        for (h, row) in hops.hosts.iter().zip(&hops.hops) {
-            let _ = write!(s, "{h:width$}");
-            for d in row {
-                let d = d.map_or_else(|| "-".to_string(), |d| d.to_string());
-                let _ = write!(s, " {d:>width$}");
-            }
-            let _ = writeln!(s);
-        }
-    } else {
-        let mut counts: std::collections::BTreeMap<Option<u32>, usize> = Default::default();
+    s
+}
+
+/// `hops` for people: a matrix up to 16 hosts, else how many pairs are how far.
+pub fn describe_hops(hops: &Hops) -> String {
+    if hops.hosts.len() > 16 {
+        let mut counts = std::collections::BTreeMap::new();
         for (i, row) in hops.hops.iter().enumerate() {
             for d in &row[i + 1..] {
                 *counts.entry(*d).or_default() += 1;
             }
         }
-        for (d, n) in counts {
-            match d {
-                Some(d) => {
-                    let _ = writeln!(s, "{n} pairs of hosts {d} hops apart");
-                }
-                None => {
-                    let _ = writeln!(s, "{n} pairs of hosts with no path between them");
-                }
-            }
+        return describe_counts(&counts);
+    }
+    let mut s = String::new();
+    let width = hops.hosts.iter().map(String::len).max().unwrap_or(0).max(4);
+    let _ = write!(s, "{:width$}", "hops");
+    for h in &hops.hosts {
+        let _ = write!(s, " {h:>width$}");
+    }
+    let _ = writeln!(s);
+    for (h, row) in hops.hosts.iter().zip(&hops.hops) {
+        let _ = write!(s, "{h:width$}");
+        for d in row {
+            let d = d.map_or_else(|| "-".to_string(), |d| d.to_string());
+            let _ = write!(s, " {d:>width$}");
         }
+        let _ = writeln!(s);
     }
     s
 }
 
-/// Hops from `from` to every end it reaches.
-fn distances(neighbours: &HashMap<End, Vec<End>>, from: End) -> HashMap<End, u32> {
-    let mut dist = HashMap::from([(from, 0)]);
+/// How many pairs of hosts are how many hops apart, for people.
+fn describe_counts(counts: &std::collections::BTreeMap<Option<u32>, usize>) -> String {
+    let mut s = String::new();
+    for (d, n) in counts {
+        let _ = match d {
+            Some(d) => writeln!(s, "{n} pairs of hosts {d} hops apart"),
+            None => writeln!(s, "{n} pairs of hosts with no path between them"),
+        };
+    }
+    s
+}
+
+/// The index of the node named `name` in `list` (its lookup `index`), added when new.
+fn named(
+    list: &mut Vec<Node>,
+    index: &mut HashMap<String, usize>,
+    name: &str,
+    guid: Option<u64>,
+) -> usize {
+    if let Some(&i) = index.get(name) {
+        return i;
+    }
+    list.push(Node {
+        name: name.to_string(),
+        guid,
+    });
+    index.insert(name.to_string(), list.len() - 1);
+    list.len() - 1
+}
+
+/// `ends` with their `ports` in order (see [`LinkKey`]).
+fn link_key(ends: [End; 2], ports: Option<[u8; 2]>) -> LinkKey {
+    let x = (ends[0], ports.map(|p| p[0]));
+    let y = (ends[1], ports.map(|p| p[1]));
+    if x <= y { (x, y) } else { (y, x) }
+}
+
+/// Every end's neighbours, by slot (the switches' first, then the hosts').
+pub(crate) struct Graph {
+    switches: usize,
+    adjacent: Vec<Vec<End>>,
+}
+
+impl Graph {
+    /// The slot of `e`.
+    fn slot(&self, e: End) -> usize {
+        match e {
+            End::Switch(s) => s,
+            End::Host(h) => self.switches + h,
+        }
+    }
+
+    /// The neighbours of `e`.
+    pub(crate) fn of(&self, e: End) -> &[End] {
+        &self.adjacent[self.slot(e)]
+    }
+}
+
+/// Hops from `from` to every end, by slot (`None`: not reached).
+fn distances(g: &Graph, from: End) -> Vec<Option<u32>> {
+    let mut dist = vec![None; g.adjacent.len()];
+    dist[g.slot(from)] = Some(0);
     let mut queue = VecDeque::from([from]);
     while let Some(e) = queue.pop_front() {
-        let d = dist[&e];
-        for n in neighbours.get(&e).into_iter().flatten() {
-            if !dist.contains_key(n) {
-                dist.insert(*n, d + 1);
+        let next = dist[g.slot(e)].map(|d| d + 1);
+        for &n in g.of(e) {
+            let slot = g.slot(n);
+            if dist[slot].is_none() {
+                dist[slot] = next;
                 // Paths go through switches: a host is an end, not a way through.
                 if matches!(n, End::Switch(_)) {
-                    queue.push_back(*n);
+                    queue.push_back(n);
                 }
             }
         }

@@ -135,9 +135,7 @@ pub fn render(t: &Topology) -> String {
             let _ = writeln!(s, "# {} reaches no host: left out", sw.name);
             continue;
         };
-        let near = neighbours
-            .get(&End::Switch(i))
-            .map_or(&[][..], Vec::as_slice);
+        let near = neighbours.of(End::Switch(i));
         let hosts: Vec<&str> = (t.hosts.iter().enumerate())
             .filter(|(h, _)| near.contains(&End::Host(*h)))
             .map(|(_, h)| h.name.as_str())
@@ -244,6 +242,29 @@ mod tests {
         );
         let again = parse(&text).expect("parses");
         assert_eq!(again.hops().hops[0][1], Some(4), "through the added top");
+    }
+
+    #[test]
+    fn a_fabric_of_two_thousand_hosts_is_read_and_measured() {
+        let mut text = String::new();
+        for l in 1..=64 {
+            let first = (l - 1) * 32 + 1;
+            text += &format!("SwitchName=leaf{l} Nodes=n[{first}-{}]\n", first + 31);
+        }
+        for s in 1..=4 {
+            text += &format!("SwitchName=spine{s} Switches=leaf[1-64]\n");
+        }
+        let t = parse(&text).expect("parses");
+        assert_eq!((t.switches.len(), t.hosts.len()), (68, 2048));
+        let counts = t.hop_counts();
+        // Under one leaf: 64 x C(32, 2) pairs, 2 hops; the rest through a spine, 4.
+        assert_eq!(counts.get(&Some(2)), Some(&(64 * 32 * 31 / 2)));
+        assert_eq!(
+            counts.get(&Some(4)),
+            Some(&(2048 * 2047 / 2 - 64 * 32 * 31 / 2))
+        );
+        let again = parse(&render(&t)).expect("rendered, read again");
+        assert_eq!(again.leaves(), t.leaves());
     }
 
     #[test]
