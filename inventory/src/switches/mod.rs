@@ -270,7 +270,7 @@ impl Topology {
 
     /// Each switch's level: 1 for a leaf, one more than its lowest neighbouring switch's
     /// above (breadth first from the leaves); `None` for a switch no leaf reaches.
-    fn levels(&self) -> Vec<Option<u32>> {
+    pub fn levels(&self) -> Vec<Option<u32>> {
         let neighbours = self.neighbours();
         let mut level = vec![None; self.switches.len()];
         let mut queue = VecDeque::new();
