@@ -25,8 +25,9 @@
 # range: it is never routed anywhere. The cluster's state lives in CLUSTER_DIR (default
 # /var/lib/maestro-cluster). Each node has its own /tmp: directories under /tmp that jobs
 # need (this checkout and CLUSTER_DIR by default; more with CLUSTER_SHARED, colon-separated)
-# are bound back into every node. plugstack.conf loads the maestro
-# SPANK plugin (as required: its errors fail the step) when CLUSTER_SPANK names it (a path to
+# are bound back into every node. The switches of CLUSTER_TOPOLOGY (a topology.conf,
+# copied beside slurm.conf) are Slurm's topology/tree when it is set. plugstack.conf loads
+# the maestro SPANK plugin (as required: its errors fail the step) when CLUSTER_SPANK names it (a path to
 # maestro_spank.so).
 #
 # Needs root (namespaces, mounts) and the packages of scripts/setup.sh; installs nothing.
@@ -130,6 +131,12 @@ NodeName=n[1-$N] NodeAddr=$NET1.[1-$N] CPUs=4 RealMemory=1024 State=UNKNOWN
 PartitionName=debug Nodes=n[1-$N] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 C
     echo "PMIxCliTmpDirBase=$D/pmixcli" >"$D/etc/mpi.conf"
+    rm -f "$D/etc/topology.conf"
+    if [[ -n ${CLUSTER_TOPOLOGY:-} ]]; then
+        [[ -f $CLUSTER_TOPOLOGY ]] || die "CLUSTER_TOPOLOGY=$CLUSTER_TOPOLOGY: no such file"
+        cp "$CLUSTER_TOPOLOGY" "$D/etc/topology.conf"
+        echo "TopologyPlugin=topology/tree" >>"$CONF"
+    fi
     if [[ -n ${CLUSTER_SPANK:-} ]]; then
         [[ -f $CLUSTER_SPANK ]] || die "CLUSTER_SPANK=$CLUSTER_SPANK: no such plugin"
         echo "required $CLUSTER_SPANK" >"$D/etc/plugstack.conf"

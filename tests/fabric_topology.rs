@@ -270,3 +270,99 @@ fn a_fat_tree_of_32_adapters_is_discovered_whole_with_its_hops() {
         "{text}"
     );
 }
+
+/// The `topology.conf` lines `maestro inventory --fabric DUMP --slurm` prints.
+fn slurm_lines(dump: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("fabric.ibnet");
+    std::fs::write(&file, dump).expect("write the dump");
+    let out = common::run(
+        Command::new(common::maestro())
+            .args(["inventory", "--slurm", "--fabric"])
+            .arg(&file),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    out.stdout
+        .split("# topology.conf:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("# plugstack.conf").next())
+        .expect("topology.conf lines")
+        .to_string()
+}
+
+/// Slurm's `topology/tree` with the `topology.conf` the inventory exports from the
+/// discovered fabric (two leaves of four nodes under two spines, the nodes named as the
+/// namespaced cluster's): with three nodes of the first leaf taken, a 2-node job lands
+/// under the second leaf, not across the spines (n4 and n5, which Slurm picks without the
+/// topology); 10 of 10 runs.
+#[test]
+fn slurm_places_a_two_node_job_under_one_leaf_with_the_exported_topology() {
+    let net = fat_tree(2, 2, 4);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("two-leaves");
+    std::fs::write(&path, &net).expect("write the net file");
+    let dump = {
+        let sim = Ibsim::start(&path, "two-leaves");
+        sim.ibnetdiscover().expect("ibnetdiscover")
+    };
+    let topology = dir.path().join("topology.conf");
+    let lines = slurm_lines(&dump);
+    assert!(lines.contains("SwitchName=leaf1 Nodes=n[1-4]"), "{lines}");
+    std::fs::write(&topology, &lines).expect("write topology.conf");
+    let cluster = common::Cluster::start_with_topology(8, &topology);
+    let shown = common::run(
+        cluster.command("scontrol").args(["show", "topology"]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        shown.stdout.contains("SwitchName=leaf2") && shown.stdout.contains("Nodes=n[5-8]"),
+        "{shown:?}"
+    );
+    // n1-n3 taken: leaf1 has one node free, leaf2 four.
+    let mut hold = cluster.command("sbatch");
+    hold.args([
+        "--parsable",
+        "--exclusive",
+        "-N",
+        "3",
+        "-w",
+        "n[1-3]",
+        "--wrap",
+        "sleep 600",
+    ]);
+    let held = common::run(&mut hold, Duration::from_secs(30));
+    assert_eq!(held.code(), Some(0), "{held:?}");
+    let job = held.stdout.trim().to_string();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let q = common::run(
+            cluster
+                .command("squeue")
+                .args(["-h", "-j", &job, "-o", "%T"]),
+            Duration::from_secs(30),
+        );
+        if q.stdout.trim() == "RUNNING" {
+            break;
+        }
+        assert!(Instant::now() < end, "the holding job does not run: {q:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for run in 1..=10 {
+        let out = common::run(
+            cluster.srun().args(["-N", "2", "--exclusive", "hostname"]),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.code(), Some(0), "run {run}: {out:?}");
+        let nodes: BTreeSet<&str> = out.stdout.lines().map(str::trim).collect();
+        let under_leaf2 = ["n5", "n6", "n7", "n8"];
+        assert!(
+            nodes.len() == 2 && nodes.iter().all(|n| under_leaf2.contains(n)),
+            "run {run}: the job ran on {nodes:?}, not under one leaf"
+        );
+    }
+    let _ = common::run(
+        cluster.command("scancel").arg(&job),
+        Duration::from_secs(30),
+    );
+}

@@ -613,6 +613,8 @@ pub struct Cluster {
     nodes: u32,
     /// `CLUSTER_NETS` and, for three networks, which nodes have eth1 and eth2.
     nets: [(&'static str, String); 3],
+    /// The `topology.conf` of Slurm's `topology/tree`, if any (`CLUSTER_TOPOLOGY`).
+    topology: Option<PathBuf>,
     _lock: FileLock,
 }
 
@@ -634,7 +636,21 @@ impl Cluster {
         Cluster::start_with(nodes, ["3", eth1, eth2])
     }
 
-    fn start_with(nodes: u32, [nets, eth1, eth2]: [&str; 3]) -> Cluster {
+    /// Starts a cluster of `nodes` nodes (two networks) whose Slurm places jobs by the
+    /// switches of `topology` (a `topology.conf`: `topology/tree`).
+    pub fn start_with_topology(nodes: u32, topology: &Path) -> Cluster {
+        Cluster::start_configured(nodes, ["2", "", ""], Some(topology))
+    }
+
+    fn start_with(nodes: u32, nets: [&str; 3]) -> Cluster {
+        Cluster::start_configured(nodes, nets, None)
+    }
+
+    fn start_configured(
+        nodes: u32,
+        [nets, eth1, eth2]: [&str; 3],
+        topology: Option<&Path>,
+    ) -> Cluster {
         let lock = FileLock::acquire(Path::new("/tmp/maestro-tests-cluster.lock"));
         let dir = repo().join("target").join("cluster");
         let cluster = Cluster {
@@ -645,6 +661,7 @@ impl Cluster {
                 ("CLUSTER_ETH1_NODES", eth1.to_string()),
                 ("CLUSTER_ETH2_NODES", eth2.to_string()),
             ],
+            topology: topology.map(Path::to_path_buf),
             _lock: lock,
         };
         cluster.script(&["stop"]);
@@ -661,6 +678,7 @@ impl Cluster {
                 .env("CLUSTER_DIR", &self.dir)
                 .env("CLUSTER_NODES", self.nodes.to_string())
                 .envs(self.nets.iter().map(|(k, v)| (*k, v)))
+                .envs(self.topology.iter().map(|t| ("CLUSTER_TOPOLOGY", t)))
                 .env("CLUSTER_SPANK", spank_plugin()),
             Duration::from_secs(120),
         )
