@@ -157,19 +157,27 @@ fn shape(t: &Topology) -> Shape {
     )
 }
 
-/// The topology `maestro inventory --fabric DUMP --json` reads from `dump`.
-fn inventory_of(dump: &str) -> (Topology, serde_json::Value) {
+/// What `maestro inventory ARGS --fabric FILE` prints, FILE holding `dump`.
+fn inventory_with(dump: &str, args: &[&str]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("fabric.ibnet");
     std::fs::write(&file, dump).expect("write the dump");
     let out = common::run(
         Command::new(common::maestro())
-            .args(["inventory", "--json", "--fabric"])
+            .arg("inventory")
+            .args(args)
+            .arg("--fabric")
             .arg(&file),
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    out.stdout
+}
+
+/// The topology `maestro inventory --fabric DUMP --json` reads from `dump`.
+fn inventory_of(dump: &str) -> (Topology, serde_json::Value) {
+    let v: serde_json::Value =
+        serde_json::from_str(&inventory_with(dump, &["--json"])).expect("JSON");
     let t: Topology = serde_json::from_value(v["topology"].clone()).expect("a topology");
     (t, v)
 }
@@ -273,17 +281,7 @@ fn a_fat_tree_of_32_adapters_is_discovered_whole_with_its_hops() {
 
 /// The `topology.conf` lines `maestro inventory --fabric DUMP --slurm` prints.
 fn slurm_lines(dump: &str) -> String {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("fabric.ibnet");
-    std::fs::write(&file, dump).expect("write the dump");
-    let out = common::run(
-        Command::new(common::maestro())
-            .args(["inventory", "--slurm", "--fabric"])
-            .arg(&file),
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    out.stdout
+    inventory_with(dump, &["--slurm"])
         .split("# topology.conf:\n")
         .nth(1)
         .and_then(|rest| rest.split("# plugstack.conf").next())
