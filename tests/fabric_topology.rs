@@ -319,8 +319,10 @@ fn slurm_places_a_two_node_job_under_one_leaf_with_the_exported_topology() {
     );
     // n1-n3 taken: leaf1 has one node free, leaf2 four.
     let mut hold = cluster.command("sbatch");
+    // Its output nowhere: a batch job writes slurm-JOB.out where it is submitted.
     hold.args([
         "--parsable",
+        "--output=/dev/null",
         "--exclusive",
         "-N",
         "3",
