@@ -14,6 +14,7 @@ MAIN_PKGS=(
     libpmix-dev                            # OpenPMIx 4.2
     libfabric-dev                          # libfabric 1.17
     libhwloc-dev libudev-dev               # hwloc 2.9 (hwloc's pkg-config needs -ludev)
+    libibnetdisc-dev libibmad-dev          # InfiniBand discovery's headers (loaded at run time)
 )
 
 # What the tests need beside it.

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use inventory::switches::Source;
 use inventory::{
     Choice, IndexSet, Inventory, InventoryError, Options, choose_nic, collect, export,
 };
@@ -35,14 +36,15 @@ pub struct InventoryOptions {
     /// task's NIC and the CPUs near it (for schedulers and hand-written --cpu-bind maps).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = pool_tools::cli::positive("tasks"))]
     pub placement: Option<u32>,
-    /// The fabric beyond the node from FILE, a Slurm topology.conf or an ibnetdiscover
-    /// dump: its switches, leaf groups and the hops between hosts (with --json, as
-    /// JSON); with --slurm, the topology.conf lines for Slurm's topology/tree from it.
-    #[arg(long, value_name = "FILE")]
-    pub fabric: Option<PathBuf>,
-    /// With --fabric: the hops between these hosts only (a Slurm host list, n[1-64]; a
-    /// job's nodes). Without it the JSON holds the hops of fabrics of up to 1024 hosts.
-    #[arg(long, value_name = "LIST", requires = "fabric")]
+    /// The fabric beyond the node (--fabric FILE, --discover-fabric): its switches, leaf
+    /// groups and the hops between hosts (with --json, as JSON); with --slurm, the
+    /// topology.conf lines for Slurm's topology/tree from it.
+    #[command(flatten)]
+    pub source: launcher::run::FabricSource,
+    /// With --fabric or --discover-fabric: the hops between these hosts only (a Slurm host
+    /// list, n[1-64]; a job's nodes). Without it the JSON holds the hops of fabrics of up
+    /// to 1024 hosts.
+    #[arg(long, value_name = "LIST")]
     pub hosts: Option<String>,
 }
 
@@ -74,23 +76,19 @@ fn print_fabric(
     t: &inventory::switches::Topology,
     opts: &InventoryOptions,
 ) -> Result<(), InventoryError> {
-    let bad = |why: String| InventoryError::Description {
-        path: opts.fabric.clone().unwrap_or_default(),
-        why,
-    };
     let among = match &opts.hosts {
         Some(list) => {
             let names = inventory::switches::hostlist::expand(list)
-                .map_err(|e| bad(format!("--hosts: {e}")))?;
+                .map_err(|e| InventoryError::Hosts(e.to_string()))?;
             let at: std::collections::HashMap<&str, usize> = (t.hosts.iter().enumerate())
                 .map(|(i, h)| (h.name.as_str(), i))
                 .collect();
             let idx = names
                 .iter()
                 .map(|n| {
-                    at.get(n.as_str())
-                        .copied()
-                        .ok_or_else(|| bad(format!("--hosts: {n} is no host of this fabric")))
+                    at.get(n.as_str()).copied().ok_or_else(|| {
+                        InventoryError::Hosts(format!("{n} is no host of this fabric"))
+                    })
                 })
                 .collect::<Result<Vec<usize>, _>>()?;
             Some(idx)
@@ -121,39 +119,19 @@ fn print_fabric(
     Ok(())
 }
 
-/// The fabric description in the file at `path`.
-///
-/// # Errors
-/// [`InventoryError::Description`] naming the file and what is wrong in it.
-fn read_fabric(path: &std::path::Path) -> Result<inventory::switches::Topology, InventoryError> {
-    let bad = |why: String| InventoryError::Description {
-        path: path.to_path_buf(),
-        why,
-    };
-    // A site's file (another user's, as Slurm's is), read up to a bound: ibnetdiscover of
-    // a large fabric is tens of MB.
-    const MOST: u64 = 256 << 20;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| {
-            std::io::Read::read_to_string(&mut std::io::Read::take(f, MOST + 1), &mut text)
-        })
-        .map_err(|e| bad(e.to_string()))?;
-    if text.len() as u64 > MOST {
-        return Err(bad(format!(
-            "larger than {} MiB: not a fabric description",
-            MOST >> 20
-        )));
-    }
-    inventory::switches::read(&text).map_err(|e| bad(e.to_string()))
-}
-
 /// Builds the inventory and prints it.
 ///
 /// # Errors
 /// [`InventoryError`] for a bad topology, cpuset or provider, or a libfabric failure.
 pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
-    let fabric = opts.fabric.as_deref().map(read_fabric).transpose()?;
+    let source = opts.source.source();
+    if source.is_none() && opts.hosts.is_some() {
+        return Err(InventoryError::Hosts(
+            "a list of the fabric's hosts: give the fabric too (--fabric FILE or --discover-fabric)"
+                .into(),
+        ));
+    }
+    let fabric = source.as_ref().map(Source::load).transpose()?;
     if let Some(t) = fabric.as_ref().filter(|_| !opts.slurm) {
         print_fabric(t, opts)?;
         return Ok(());

@@ -7,7 +7,7 @@ use std::time::Duration;
 use pmix::{Info, ProcInfo, Query, Tool, ToolTarget, Value, keys};
 
 use launcher::attach::{LauncherArgs, QueryError, check_target};
-use maestro_keys::{FABRIC_ASSIGNMENT, FABRIC_INVENTORY, POOL_STATUS};
+use maestro_keys::{FABRIC_ASSIGNMENT, FABRIC_INVENTORY, FABRIC_TOPOLOGY, POOL_STATUS};
 use serde_json::json;
 
 /// Options of `maestro query`.
@@ -102,6 +102,12 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
         jobs: jobs(&tool, opts.timeout)?,
         inventory: json_of(&fabric, FABRIC_INVENTORY),
         assignment: json_of(&fabric, FABRIC_ASSIGNMENT),
+        // Asked on its own: a host without it (an older maestro, another host) answers
+        // the others still.
+        topology: json_of(
+            &answers(&tool, &[FABRIC_TOPOLOGY], opts.timeout),
+            FABRIC_TOPOLOGY,
+        ),
         // The pool of the jobs' workflow, where one is published (the JSON of `maestro
         // pool status --json`, or why not).
         pool: json_of(&answers(&tool, &[POOL_STATUS], opts.timeout), POOL_STATUS)
@@ -113,7 +119,11 @@ pub fn query(opts: &QueryOptions) -> Result<(), QueryError> {
             json!({
                 "tool": report.tool,
                 "jobs": report.jobs,
-                "fabric": { "inventory": report.inventory, "assignment": report.assignment },
+                "fabric": {
+                    "inventory": report.inventory,
+                    "assignment": report.assignment,
+                    "topology": report.topology,
+                },
                 "pool": report.pool,
             })
         );
@@ -132,6 +142,8 @@ struct Report {
     inventory: Option<serde_json::Value>,
     /// The NIC of each rank.
     assignment: Option<serde_json::Value>,
+    /// The fabric beyond the node (`{"topology": ...}`), when the host was given one.
+    topology: Option<serde_json::Value>,
     /// The pool's status, or `{"error": ...}`.
     pool: serde_json::Value,
 }
@@ -178,6 +190,15 @@ impl Report {
             for (r, nic) in ranks {
                 let _ = writeln!(out, "  rank {r}: {nic}");
             }
+        }
+        let topology =
+            (self.topology.as_ref()).and_then(|v| inventory::switches::read(&v.to_string()).ok());
+        if let Some(t) = topology {
+            let _ = write!(
+                out,
+                "\nthe fabric beyond the node:\n{}",
+                inventory::switches::describe(&t)
+            );
         }
         match serde_json::from_value::<pool::view::Status>(self.pool.clone()) {
             Ok(status) => {

@@ -3,7 +3,11 @@
 //! `ibnetdiscover` (`infiniband-diags`, under ibsim's `libumad2sim.so`) discovers the
 //! fabric as it would hardware. `maestro inventory --fabric DUMP --json` must give the
 //! switches, hosts, links and hops the net file describes: for ibsim's shipped examples
-//! and for a fat tree generated here (2 spines, 4 leaves, 32 adapters).
+//! and for a fat tree generated here (2 spines, 4 leaves, 32 adapters), and so must
+//! `maestro inventory --discover-fabric` (libibnetdisc through the simulated adapter).
+//! `maestro run` serves the fabric to PMIx clients: a C program's `PMIx_Fabric_register`
+//! gets the cost matrix and groups, `PMIx_Fabric_update` the fabric after a link is cut in
+//! ibsim; Slurm's `topology/tree` places jobs with the exported `topology.conf`.
 
 mod common;
 
@@ -19,8 +23,8 @@ const EXAMPLES: &str = "/usr/share/doc/ibsim-utils/net-examples";
 /// An ibsim of its own (its socket named for this test), stopped when dropped (its
 /// process group is).
 struct Ibsim {
-    /// Held for its drop, which ends ibsim's process group.
-    _group: common::Group,
+    /// Held for its drop, which ends ibsim's process group; its console is its stdin.
+    group: common::Group,
     socket: String,
     _out: [std::sync::mpsc::Receiver<String>; 2],
 }
@@ -41,7 +45,7 @@ impl Ibsim {
             common::lines(group.child.stderr.take().expect("stderr")),
         ];
         let sim = Ibsim {
-            _group: group,
+            group,
             socket,
             _out: out,
         };
@@ -59,13 +63,40 @@ impl Ibsim {
 
     /// ibnetdiscover's dump of the simulated fabric, once it answers.
     fn ibnetdiscover(&self) -> Option<String> {
-        let out = common::run(
-            Command::new("ibsim-run")
-                .arg("ibnetdiscover")
-                .env("IBSIM_SOCKNAME", &self.socket),
-            Duration::from_secs(30),
-        );
+        let out = self.run(Command::new("ibsim-run").arg("ibnetdiscover"));
         (out.code() == Some(0) && out.stdout.contains("Switch")).then_some(out.stdout)
+    }
+
+    /// Types `command` into ibsim's console (`Unlink "s1"[2]`).
+    fn console(&mut self, command: &str) {
+        use std::io::Write;
+        let stdin = self.group.child.stdin.as_mut().expect("ibsim's console");
+        writeln!(stdin, "{command}").expect("write to ibsim's console");
+        stdin.flush().expect("flush ibsim's console");
+    }
+
+    /// `cmd` (an `ibsim-run ...`) against this ibsim.
+    fn run(&self, cmd: &mut Command) -> common::Output {
+        common::run(
+            cmd.env("IBSIM_SOCKNAME", &self.socket),
+            Duration::from_secs(30),
+        )
+    }
+
+    /// The topology `maestro inventory --discover-fabric --json` discovers (libibnetdisc
+    /// through the simulated adapter), and how long the command took.
+    fn discover(&self) -> (Topology, Duration) {
+        let started = Instant::now();
+        let out = self.run(Command::new("ibsim-run").arg(common::maestro()).args([
+            "inventory",
+            "--discover-fabric",
+            "--json",
+        ]));
+        let took = started.elapsed();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+        let t = serde_json::from_value(v["topology"].clone()).expect("a topology");
+        (t, took)
     }
 }
 
@@ -124,23 +155,8 @@ type Shape = (
 );
 
 fn shape(t: &Topology) -> Shape {
-    let name = |e: End| match e {
-        End::Switch(s) => format!("switch {}:", t.switches[s].name),
-        End::Host(h) => format!("host {}:", t.hosts[h].name),
-    };
-    let links = t
-        .links
-        .iter()
-        .map(|l| {
-            let ports = l.ports.unwrap_or_default();
-            let mut ends = [
-                format!("{}{}", name(l.ends[0]), ports[0]),
-                format!("{}{}", name(l.ends[1]), ports[1]),
-            ];
-            ends.sort();
-            let [a, b] = ends;
-            (a, b)
-        })
+    let links = (named_links(t).into_iter())
+        .map(|(a, b, _)| (a, b))
         .collect();
     let hops = t.hops();
     let mut pairs = BTreeSet::new();
@@ -155,6 +171,26 @@ fn shape(t: &Topology) -> Shape {
         links,
         pairs,
     )
+}
+
+/// The links of `t` by their ends' names and ports (in order), with their rates.
+fn named_links(t: &Topology) -> BTreeSet<(String, String, Option<String>)> {
+    let name = |e: End| match e {
+        End::Switch(s) => format!("switch {}:", t.switches[s].name),
+        End::Host(h) => format!("host {}:", t.hosts[h].name),
+    };
+    (t.links.iter())
+        .map(|l| {
+            let ports = l.ports.unwrap_or_default();
+            let mut ends = [
+                format!("{}{}", name(l.ends[0]), ports[0]),
+                format!("{}{}", name(l.ends[1]), ports[1]),
+            ];
+            ends.sort();
+            let [a, b] = ends;
+            (a, b, l.rate.clone())
+        })
+        .collect()
 }
 
 /// What `maestro inventory ARGS --fabric FILE` prints, FILE holding `dump`.
@@ -182,16 +218,24 @@ fn inventory_of(dump: &str) -> (Topology, serde_json::Value) {
     (t, v)
 }
 
-/// Discovers the fabric of `net` (a net file's text, written to `name`) through ibsim and
-/// checks the inventory's view of it against the net file; the time ibnetdiscover took.
-fn discover_and_compare(net: &str, name: &str) -> Duration {
+/// How long ibnetdiscover and `maestro inventory --discover-fabric` took.
+struct Took {
+    ibnetdiscover: Duration,
+    discovery: Duration,
+}
+
+/// Simulates `net` (a net file's text, written to `name`) in ibsim, discovers it with
+/// ibnetdiscover and with `maestro inventory --discover-fabric`, and checks that the
+/// inventory's view of the dump, and the discovered fabric, are the net file's (and the
+/// discovered links' rates the dump's).
+fn discover_and_compare(net: &str, name: &str) -> Took {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(name);
     std::fs::write(&path, net).expect("write the net file");
     let sim = Ibsim::start(&path, name);
     let started = Instant::now();
     let dump = sim.ibnetdiscover().expect("ibnetdiscover");
-    let took = started.elapsed();
+    let ibnetdiscover = started.elapsed();
     let (found, json) = inventory_of(&dump);
     let truth = net_truth(net);
     assert_eq!(
@@ -203,7 +247,21 @@ fn discover_and_compare(net: &str, name: &str) -> Duration {
         json["hops"]["hosts"].as_array().map(Vec::len),
         Some(truth.hosts.len())
     );
-    took
+    let (discovered, discovery) = sim.discover();
+    assert_eq!(
+        shape(&discovered),
+        shape(&truth),
+        "{name}: the discovered fabric against the net file"
+    );
+    assert_eq!(
+        named_links(&discovered),
+        named_links(&found),
+        "{name}: link rates as ibnetdiscover reports them"
+    );
+    Took {
+        ibnetdiscover,
+        discovery,
+    }
 }
 
 #[test]
@@ -257,8 +315,14 @@ fn a_fat_tree_of_32_adapters_is_discovered_whole_with_its_hops() {
     let net = fat_tree(2, 4, 8);
     let took = discover_and_compare(&net, "fat-tree");
     eprintln!(
-        "ibnetdiscover of 2 spines, 4 leaves, 32 adapters: {:.3} s",
-        took.as_secs_f64()
+        "2 spines, 4 leaves, 32 adapters: ibnetdiscover {:.3} s, maestro inventory --discover-fabric {:.3} s",
+        took.ibnetdiscover.as_secs_f64(),
+        took.discovery.as_secs_f64()
+    );
+    assert!(
+        took.discovery < Duration::from_secs(1),
+        "discovery of the fat tree took {:?} (the whole command)",
+        took.discovery
     );
     let truth = net_truth(&net);
     let hops = truth.hops();
@@ -297,7 +361,8 @@ fn slurm_lines(dump: &str) -> String {
 #[test]
 fn slurm_places_a_two_node_job_under_one_leaf_with_the_exported_topology() {
     let net = fat_tree(2, 2, 4);
-    let dir = tempfile::tempdir().expect("tempdir");
+    // Under the checkout, which the cluster's nodes see (each has its own /tmp).
+    let dir = tempfile::tempdir_in(common::repo().join("target")).expect("tempdir");
     let path = dir.path().join("two-leaves");
     std::fs::write(&path, &net).expect("write the net file");
     let dump = {
@@ -361,8 +426,192 @@ fn slurm_places_a_two_node_job_under_one_leaf_with_the_exported_topology() {
             "run {run}: the job ran on {nodes:?}, not under one leaf"
         );
     }
+    // On a node of the cluster, a C program under `maestro run --fabric topology.conf`
+    // gets its node's leaf switch and the hops from it (PMIx_Fabric_register).
+    let exe = common::build_c("cc", "fabric_cost.c", Some("pmix"), dir.path());
+    let out = common::run(
+        cluster
+            .srun_on("n5", 1)
+            .arg(common::maestro())
+            .args(["run", "--fabric"])
+            .arg(&topology)
+            .arg(&exe),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let got = answer(&out.stdout, "register OK");
+    assert!(got.contains(&"switch leaf2"), "{out:?}");
+    assert_eq!(cost(&got, "n5", "n8"), Some(2), "{out:?}");
+    assert_eq!(cost(&got, "n5", "n1"), Some(4), "{out:?}");
     let _ = common::run(
         cluster.command("scancel").arg(&job),
         Duration::from_secs(30),
+    );
+}
+
+/// What `fabric_cost` (tests/c/fabric_cost.c) printed of one answer: the lines from
+/// `register OK` or `update OK` up to the next such line.
+fn answer<'a>(stdout: &'a str, first: &str) -> Vec<&'a str> {
+    (stdout.lines())
+        .skip_while(|l| !l.starts_with(first))
+        .skip(1)
+        .take_while(|l| !l.starts_with("update"))
+        .collect()
+}
+
+/// The hops `fabric_cost` printed between `a` and `b` in `lines`.
+fn cost(lines: &[&str], a: &str, b: &str) -> Option<u32> {
+    let prefix = format!("cost {a} {b} ");
+    (lines.iter())
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|h| h.parse().ok())
+}
+
+/// A C program calling OpenPMIx's `PMIx_Fabric_register` under `maestro run --fabric
+/// topology.conf` gets the groups (leaves), the hosts and the cost matrix (hops) the file
+/// describes, and the identifier of where they came from.
+#[test]
+fn a_c_program_gets_the_cost_matrix_and_groups_of_a_topology_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = common::build_c("cc", "fabric_cost.c", Some("pmix"), dir.path());
+    let conf = dir.path().join("topology.conf");
+    std::fs::write(
+        &conf,
+        "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n",
+    )
+    .expect("write topology.conf");
+    let conf = conf.to_str().expect("utf-8 path");
+    let out = common::maestro_run(&["--fabric", conf, exe.to_str().expect("utf-8 path")]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let got = answer(&out.stdout, "register OK");
+    assert!(got.contains(&format!("id file:{conf}").as_str()), "{out:?}");
+    assert!(got.contains(&"groups 0:n1,n2;1:n3,n4"), "{out:?}");
+    assert!(got.contains(&"hosts 4 n1,n2,n3,n4"), "{out:?}");
+    assert_eq!(cost(&got, "n1", "n1"), Some(0));
+    assert_eq!(cost(&got, "n1", "n2"), Some(2), "under one leaf");
+    assert_eq!(cost(&got, "n2", "n4"), Some(4), "through the spine");
+    assert_eq!(got.iter().filter(|l| l.starts_with("cost ")).count(), 16);
+    // A file that is no description: the job does not start, and says why.
+    let bad = common::maestro_run(&["--fabric", "/etc/hostname", "true"]);
+    assert_eq!(bad.code(), Some(2), "{bad:?}");
+    assert!(
+        bad.stderr
+            .contains("/etc/hostname: neither a Slurm topology.conf"),
+        "{bad:?}"
+    );
+}
+
+/// `maestro query` asks `maestro run --fabric` for the fabric beyond the node
+/// (`maestro.fabric.topology`): JSON with the switches and hosts, text with the leaves.
+#[test]
+fn maestro_query_shows_the_fabric_beyond_the_node() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("topology.conf");
+    std::fs::write(
+        &conf,
+        "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n",
+    )
+    .expect("write topology.conf");
+    let job = common::Group::spawn(
+        Command::new(common::maestro())
+            .args(["run", "--tool-support", "--fabric"])
+            .arg(&conf)
+            .args(["--", "sleep", "60"]),
+    );
+    let pid = job.pid().to_string();
+    let query = |json: bool| {
+        let mut cmd = Command::new(common::maestro());
+        cmd.args(["query", "--pid", &pid]);
+        if json {
+            cmd.arg("--json");
+        }
+        common::run(&mut cmd, Duration::from_secs(30))
+    };
+    let end = Instant::now() + Duration::from_secs(20);
+    let v = loop {
+        let out = query(true);
+        let v = serde_json::from_str::<serde_json::Value>(out.stdout.trim()).ok();
+        if let Some(v) = v.filter(|v| v["fabric"]["topology"].is_object()) {
+            break v;
+        }
+        assert!(Instant::now() < end, "no topology from the host: {out:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let t: Topology =
+        serde_json::from_value(v["fabric"]["topology"]["topology"].clone()).expect("topology");
+    assert_eq!(t.hosts.len(), 4, "{v}");
+    assert_eq!(t.switches.len(), 3, "{v}");
+    let text = query(false);
+    assert!(
+        text.stdout.contains("the fabric beyond the node:")
+            && text.stdout.contains("leaf leaf2: 2 hosts: n[3-4]"),
+        "{text:?}"
+    );
+}
+
+/// Three switches in a ring, `a` on s1 and `b` on s2: a ring's shortcut to cut.
+const RING: &str = "Switch\t8 \"s1\"\n[1]\t\"a\"[1]\n[2]\t\"s2\"[2]\n[3]\t\"s3\"[3]\n\n\
+                    Switch\t8 \"s2\"\n[1]\t\"b\"[1]\n[2]\t\"s1\"[2]\n[4]\t\"s3\"[4]\n\n\
+                    Switch\t8 \"s3\"\n[3]\t\"s1\"[3]\n[4]\t\"s2\"[4]\n\n\
+                    Hca\t2 \"a\"\n[1]\t\"s1\"[1]\n\n\
+                    Hca\t2 \"b\"\n[1]\t\"s2\"[1]\n";
+
+/// Under `maestro run --discover-fabric` (libibnetdisc through ibsim's simulated adapter)
+/// a C program's `PMIx_Fabric_register` gets the ring's hops (a to b: 3), and after the
+/// s1-s2 link is cut in ibsim's console, `PMIx_Fabric_update` gets the longer way round
+/// (4).
+#[test]
+fn pmix_fabric_update_returns_the_fabric_after_an_ibsim_link_is_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = common::build_c("cc", "fabric_cost.c", Some("pmix"), dir.path());
+    let net = dir.path().join("ring");
+    std::fs::write(&net, RING).expect("write the net file");
+    let mut sim = Ibsim::start(&net, "ring");
+    let go = dir.path().join("cut");
+    let mut job = common::Group::spawn(
+        Command::new("ibsim-run")
+            .arg(common::maestro())
+            .args(["run", "--discover-fabric", "--timeout", "60"])
+            .arg(&exe)
+            .arg(&go)
+            .env("IBSIM_SOCKNAME", &sim.socket),
+    );
+    let stdout = common::lines(job.child.stdout.take().expect("stdout"));
+    let stderr = common::lines(job.child.stderr.take().expect("stderr"));
+    let mut seen = Vec::new();
+    let end = Instant::now() + Duration::from_secs(30);
+    while !seen.iter().any(|l: &String| l.starts_with("cost b b")) {
+        let left = end.saturating_duration_since(Instant::now());
+        match stdout.recv_timeout(left) {
+            Ok(l) => seen.push(l),
+            Err(_) => panic!(
+                "no cost matrix: {seen:?} {:?}",
+                stderr.try_iter().collect::<Vec<_>>()
+            ),
+        }
+    }
+    sim.console("Unlink \"s1\"[2]");
+    std::fs::write(&go, "").expect("touch");
+    let ended = job.wait(Duration::from_secs(30));
+    seen.extend(stdout.iter());
+    let text = seen.join("\n");
+    assert_eq!(
+        ended.code(),
+        Some(0),
+        "{text}\n{:?}",
+        stderr.iter().collect::<Vec<_>>()
+    );
+    let before = answer(&text, "register OK");
+    let after = answer(&text, "update OK");
+    assert!(
+        before.contains(&"id infiniband:first-active-port"),
+        "{text}"
+    );
+    assert_eq!(cost(&before, "a", "b"), Some(3), "{text}");
+    assert_eq!(cost(&after, "a", "b"), Some(4), "{text}");
+    // One leaf group each, in the order discovery found the switches.
+    assert!(
+        before.contains(&"groups 0:a;1:b") || before.contains(&"groups 0:b;1:a"),
+        "{text}"
     );
 }

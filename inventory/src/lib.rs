@@ -32,7 +32,9 @@ pub use model::{
     Domain, Inventory, Link, Locality, Machine, Nic, NicKind, Offer, Pci, Rdma, SCHEMA,
 };
 pub use placement::{NicRequest, Placement, PlacementError, TaskNic, placement, task_nic};
-pub use pmix_io::{MergeReport, device_distances, merge_pmix, to_pmix_devices};
+pub use pmix_io::{
+    MOST_MATRIX_HOSTS, MergeReport, device_distances, merge_pmix, to_pmix_devices, to_pmix_switches,
+};
 
 use fabric::{EndpointType, ProviderClass};
 
@@ -71,6 +73,12 @@ pub enum InventoryError {
         /// What is wrong.
         why: String,
     },
+    /// A host list that is bad, or names a host the fabric does not have.
+    #[error("--hosts: {0}")]
+    Hosts(String),
+    /// The InfiniBand fabric could not be discovered from this node.
+    #[error("{0}")]
+    Discover(#[from] switches::discover::DiscoverError),
     /// No NIC offers the requested provider.
     #[error("no NIC offers provider {name:?}; providers here: {known}")]
     UnknownProvider {

@@ -10,6 +10,7 @@ use pmix::{
 
 use crate::cpuset::IndexSet;
 use crate::model::{Inventory, Locality, Nic, NicKind, Rdma};
+use crate::switches::Topology;
 
 fn kind_name(k: NicKind) -> &'static str {
     match k {
@@ -119,6 +120,57 @@ fn device(index: usize, n: &Nic) -> Vec<Info> {
         ));
     }
     d
+}
+
+/// Most hosts whose cost matrix [`to_pmix_switches`] gives (their count squared, two bytes
+/// each: 32 MiB).
+pub const MOST_MATRIX_HOSTS: usize = 4096;
+
+/// The fabric beyond the node in PMIx's terms, as `PMIx_Fabric_register` answers with it:
+/// `PMIX_FABRIC_IDENTIFIER` (where it came from), `PMIX_FABRIC_COST_MATRIX` (the hops
+/// between hosts, row by row, `u16::MAX` where no path joins two; a `uint16_t` data array,
+/// not the standard's pointer, which cannot cross processes; up to [`MOST_MATRIX_HOSTS`]
+/// hosts), [`maestro_keys::FABRIC_HOSTS`] (the hosts of its rows), `PMIX_FABRIC_GROUPS`
+/// (the leaf switches' hosts, `0:n1,n2;1:n3,n4`), `PMIX_FABRIC_SWITCH` (the leaf switches
+/// host `me` is linked to, comma-separated, when it is one of the fabric's hosts) and
+/// [`maestro_keys::FABRIC_TOPOLOGY`] (the whole topology as JSON, which `--fabric` reads).
+pub fn to_pmix_switches(t: &Topology, identifier: &str, me: &str) -> Vec<Info> {
+    let leaves = t.leaves();
+    let groups = (leaves.iter().enumerate())
+        .map(|(i, g)| format!("{i}:{}", g.hosts.join(",")))
+        .collect::<Vec<_>>()
+        .join(";");
+    let mut out = vec![
+        Info::new(keys::FABRIC_IDENTIFIER, Value::String(identifier.into())),
+        Info::new(keys::FABRIC_GROUPS, Value::String(groups)),
+    ];
+    if t.hosts.len() <= MOST_MATRIX_HOSTS {
+        let hops = t.hops();
+        let costs = (hops.hops.iter().flatten())
+            .map(|h| h.map_or(u16::MAX, |h| u16::try_from(h).unwrap_or(u16::MAX - 1)))
+            .collect();
+        out.push(Info::new(keys::FABRIC_COST_MATRIX, Value::Uint16s(costs)));
+        out.push(Info::new(
+            maestro_keys::FABRIC_HOSTS,
+            Value::Strings(hops.hosts),
+        ));
+    }
+    let mine: Vec<&str> = (leaves.iter())
+        .filter(|g| g.hosts.iter().any(|h| h == me))
+        .map(|g| g.switch.as_str())
+        .collect();
+    if !mine.is_empty() {
+        out.push(Info::new(
+            keys::FABRIC_SWITCH,
+            Value::String(mine.join(",")),
+        ));
+    }
+    let doc = serde_json::json!({ "topology": t });
+    out.push(Info::new(
+        maestro_keys::FABRIC_TOPOLOGY,
+        Value::String(doc.to_string()),
+    ));
+    out
 }
 
 /// `PMIX_DEVICE_DISTANCES` for a process bound to `cpus`: one entry per network interface

@@ -211,6 +211,12 @@ pub const FABRIC_IDENTIFIER: &str = key(sys::PMIX_FABRIC_IDENTIFIER);
 pub const FABRIC_INDEX: &str = key(sys::PMIX_FABRIC_INDEX);
 /// `PMIX_FABRIC_PLANE`
 pub const FABRIC_PLANE: &str = key(sys::PMIX_FABRIC_PLANE);
+/// `PMIX_FABRIC_COST_MATRIX`
+pub const FABRIC_COST_MATRIX: &str = key(sys::PMIX_FABRIC_COST_MATRIX);
+/// `PMIX_FABRIC_GROUPS`
+pub const FABRIC_GROUPS: &str = key(sys::PMIX_FABRIC_GROUPS);
+/// `PMIX_FABRIC_SWITCH`
+pub const FABRIC_SWITCH: &str = key(sys::PMIX_FABRIC_SWITCH);
 /// `PMIX_DEVICE_DISTANCES`
 pub const DEVICE_DISTANCES: &str = key(sys::PMIX_DEVICE_DISTANCES);
 

@@ -51,13 +51,32 @@ pub enum IbnetError {
     TooLong,
 }
 
-/// A node of the dump: its id, whether a switch, its description, its ports' links
-/// (local port, remote id, remote port, rate, line).
-struct Node {
-    id: String,
-    switch: bool,
-    description: String,
-    ports: Vec<(u8, String, u8, Option<String>, usize)>,
+/// A node as ibnetdiscover names it (and libibnetdisc, which [`super::discover`] reads,
+/// returns it): its id (`S-<guid>` for a switch, `H-<guid>` for an adapter, `R-<guid>` for
+/// a router), whether a switch (or router), its node description and its ports' links.
+pub(super) struct Record {
+    /// `S-`, `H-` or `R-` and the node GUID in 16 hexadecimal digits.
+    pub id: String,
+    /// A switch or a router (read as switches), not a channel adapter.
+    pub switch: bool,
+    /// The node description (`Switch1`, `n1 mlx5_0`).
+    pub description: String,
+    /// The linked ports.
+    pub ports: Vec<PortLink>,
+}
+
+/// A port of a [`Record`] and the port it is linked to.
+pub(super) struct PortLink {
+    /// The port's number on its node.
+    pub local: u8,
+    /// The id of the node at the other end.
+    pub remote: String,
+    /// The port's number there.
+    pub remote_port: u8,
+    /// The link's width and speed (`4xHDR`), where known.
+    pub rate: Option<String>,
+    /// The dump's line naming the link (0 for a discovered fabric).
+    pub line: usize,
 }
 
 /// The topology the dump `text` describes.
@@ -65,7 +84,7 @@ struct Node {
 /// # Errors
 /// [`IbnetError`] naming the line and what is wrong.
 pub fn parse(text: &str) -> Result<Topology, IbnetError> {
-    let mut nodes: Vec<Node> = Vec::new();
+    let mut nodes: Vec<Record> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         if line > MAX_LINES {
@@ -92,7 +111,13 @@ pub fn parse(text: &str) -> Result<Topology, IbnetError> {
                 .and_then(|c| c.split_whitespace().last())
                 .filter(|r| is_rate(r))
                 .map(str::to_string);
-            node.ports.push((local, remote, remote_port, rate, line));
+            node.ports.push(PortLink {
+                local,
+                remote,
+                remote_port,
+                rate,
+                line,
+            });
             continue;
         }
         let mut words = body.split_whitespace();
@@ -104,13 +129,22 @@ pub fn parse(text: &str) -> Result<Topology, IbnetError> {
         };
         let id = quoted(body).ok_or_else(|| bad("a node line names its id in quotes"))?;
         let description = comment.and_then(quoted).unwrap_or(id).to_string();
-        nodes.push(Node {
+        nodes.push(Record {
             id: id.to_string(),
             switch,
             description,
             ports: Vec::new(),
         });
     }
+    build(&nodes)
+}
+
+/// The topology of `nodes`: a switch named by its description (by its id when two
+/// switches share one), an adapter's host by its description's first word.
+///
+/// # Errors
+/// [`IbnetError::Unknown`] for a port linked to a node not among `nodes`.
+pub(super) fn build(nodes: &[Record]) -> Result<Topology, IbnetError> {
     let mut t = Topology::default();
     let mut described: HashMap<&str, usize> = HashMap::new();
     for n in nodes.iter().filter(|n| n.switch) {
@@ -136,14 +170,19 @@ pub fn parse(text: &str) -> Result<Topology, IbnetError> {
         .map(|(i, n)| (n.id.as_str(), i))
         .collect();
     for (n, node) in nodes.iter().enumerate() {
-        for (local, remote, remote_port, rate, line) in &node.ports {
+        for p in &node.ports {
             let r = *by_id
-                .get(remote.as_str())
+                .get(p.remote.as_str())
                 .ok_or_else(|| IbnetError::Unknown {
-                    line: *line,
-                    id: remote.clone(),
+                    line: p.line,
+                    id: p.remote.clone(),
                 })?;
-            t.link(ends[n], ends[r], Some([*local, *remote_port]), rate.clone());
+            t.link(
+                ends[n],
+                ends[r],
+                Some([p.local, p.remote_port]),
+                p.rate.clone(),
+            );
         }
     }
     Ok(t)

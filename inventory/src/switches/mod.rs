@@ -2,17 +2,22 @@
 //! hosts, the hop distances between hosts and the leaf groups (the hosts under one
 //! switch), as a [`Topology`] built from what describes the fabric: an `ibnetdiscover`
 //! dump of an InfiniBand fabric ([`ibnet`]) or the `topology.conf` a Slurm site keeps
-//! ([`slurm`]), which it also renders for Slurm's `topology/tree`. Pure logic: the
-//! descriptions are text the caller read.
+//! ([`slurm`]), which it also renders for Slurm's `topology/tree`, or discovered from this
+//! node on InfiniBand ([`discover`], libibnetdisc). Apart from [`discover`], pure logic:
+//! the descriptions are text the caller read.
 
+pub mod discover;
 pub mod hostlist;
 pub mod ibnet;
 pub mod slurm;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::InventoryError;
 
 /// Why a fabric description could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -25,17 +30,120 @@ pub enum DescriptionError {
     Ibnet(#[from] ibnet::IbnetError),
     /// Text that is neither.
     #[error(
-        "neither a Slurm topology.conf (SwitchName= lines) nor an ibnetdiscover dump (Switch and Ca records): give one of them"
+        "neither a Slurm topology.conf (SwitchName= lines), an ibnetdiscover dump (Switch and Ca records) nor maestro inventory's JSON: give one of them"
     )]
     Unknown,
+    /// JSON that is not the topology `maestro inventory --fabric ... --json` prints.
+    #[error(
+        "not maestro inventory's fabric JSON ({0}): give what `maestro inventory --fabric FILE --json` or `--discover-fabric --json` printed"
+    )]
+    Json(String),
+}
+
+/// The topology in maestro inventory's JSON (`{"topology": {...}, ...}`), checked: every
+/// link's ends exist.
+fn from_json(text: &str) -> Result<Topology, DescriptionError> {
+    #[derive(Deserialize)]
+    struct Doc {
+        topology: Topology,
+    }
+    let doc: Doc = serde_json::from_str(text).map_err(|e| DescriptionError::Json(e.to_string()))?;
+    let t = doc.topology;
+    for (i, l) in t.links.iter().enumerate() {
+        for e in l.ends {
+            let there = match e {
+                End::Switch(s) => s < t.switches.len(),
+                End::Host(h) => h < t.hosts.len(),
+            };
+            if !there {
+                return Err(DescriptionError::Json(format!(
+                    "link {i} names {e:?}, which the topology does not have"
+                )));
+            }
+        }
+    }
+    Ok(t)
+}
+
+/// Where a fabric's topology comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A description the site keeps: a Slurm `topology.conf`, an `ibnetdiscover` dump, or
+    /// the JSON `maestro inventory --fabric ... --json` printed.
+    File(PathBuf),
+    /// Discovered from this node on InfiniBand ([`discover`]).
+    Discover(discover::Discovery),
+}
+
+impl Source {
+    /// The topology, read or discovered now (again each time: a file the site updated, a
+    /// fabric whose links changed).
+    ///
+    /// # Errors
+    /// [`InventoryError::Description`] naming the file and what is wrong in it;
+    /// [`InventoryError::Discover`] when discovery fails.
+    pub fn load(&self) -> Result<Topology, InventoryError> {
+        match self {
+            Source::File(path) => read_file(path),
+            Source::Discover(how) => Ok(discover::discover(how)?.topology),
+        }
+    }
+
+    /// Where the topology comes from, for people and as `PMIX_FABRIC_IDENTIFIER`
+    /// (`file:/etc/slurm/topology.conf`, `infiniband:mlx5_0`).
+    pub fn identifier(&self) -> String {
+        match self {
+            Source::File(path) => format!("file:{}", path.display()),
+            Source::Discover(how) => format!(
+                "infiniband:{}",
+                how.ca.as_deref().unwrap_or("first-active-port")
+            ),
+        }
+    }
+}
+
+/// Most bytes of a fabric description read: `ibnetdiscover` of a large fabric is tens of
+/// MB.
+pub const MAX_DESCRIPTION: u64 = 256 << 20;
+
+/// The topology the fabric description in the file at `path` gives (see [`read`]).
+///
+/// # Errors
+/// [`InventoryError::Description`] naming the file and what is wrong in it.
+pub fn read_file(path: &Path) -> Result<Topology, InventoryError> {
+    let bad = |why: String| InventoryError::Description {
+        path: path.to_path_buf(),
+        why,
+    };
+    // A site's file (another user's, as Slurm's is), read up to a bound.
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(f, MAX_DESCRIPTION + 1),
+                &mut text,
+            )
+        })
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MAX_DESCRIPTION {
+        return Err(bad(format!(
+            "larger than {} MiB: not a fabric description",
+            MAX_DESCRIPTION >> 20
+        )));
+    }
+    read(&text).map_err(|e| bad(e.to_string()))
 }
 
 /// The topology a fabric description `text` gives: a Slurm `topology.conf` (it has
-/// `SwitchName=` lines) or an `ibnetdiscover` dump (`Switch`/`Ca` records).
+/// `SwitchName=` lines), an `ibnetdiscover` dump (`Switch`/`Ca` records), or the JSON of
+/// `maestro inventory --fabric ... --json` (an object with a `topology`).
 ///
 /// # Errors
 /// [`DescriptionError`]: what is wrong, and where.
 pub fn read(text: &str) -> Result<Topology, DescriptionError> {
+    if text.trim_start().starts_with('{') {
+        return from_json(text);
+    }
     let words = text
         .lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
@@ -507,5 +615,23 @@ mod tests {
             t.link(End::Switch(s), End::Host(h), None, None);
         }
         assert_eq!(t.hops().hops[0], [Some(0), None]);
+    }
+
+    #[test]
+    fn the_json_printed_reads_back_and_a_link_to_nowhere_is_refused() {
+        let t = small_tree();
+        let doc = serde_json::json!({ "topology": &t, "leaves": t.leaves() }).to_string();
+        let back = read(&doc).expect("reads back");
+        assert_eq!(back, t);
+        assert_eq!(back.hops(), t.hops(), "lookups made again");
+        let mut broken = t.clone();
+        broken.links[0].ends[1] = End::Host(9);
+        let doc = serde_json::json!({ "topology": &broken }).to_string();
+        let e = read(&doc).expect_err("a link to host 9").to_string();
+        assert!(e.contains("link 0 names Host(9)"), "{e}");
+        let e = read("{\"switches\": []}")
+            .expect_err("no topology")
+            .to_string();
+        assert!(e.contains("missing field `topology`"), "{e}");
     }
 }

@@ -5,14 +5,143 @@
 //! What clients get: job-level `PMIX_FABRIC_DEVICES`/`PMIX_FABRIC_NUM_DEVICES` and
 //! [`maestro_keys::FABRIC_INVENTORY`] (the JSON inventory), per rank
 //! [`maestro_keys::FABRIC_NIC`] and `PMIX_DEVICE_DISTANCES`; `PMIx_Fabric_register` answers
-//! with the devices; `PMIx_Query_info` answers [`maestro_keys::FABRIC_INVENTORY`] and
-//! [`maestro_keys::FABRIC_ASSIGNMENT`].
+//! with the devices and, given the fabric beyond the node ([`FabricSource`]: a file or
+//! InfiniBand discovery), its cost matrix, groups and topology
+//! ([`inventory::to_pmix_switches`]); `PMIx_Fabric_update` reads or discovers it again;
+//! `PMIx_Query_info` answers [`maestro_keys::FABRIC_INVENTORY`],
+//! [`maestro_keys::FABRIC_ASSIGNMENT`] and [`maestro_keys::FABRIC_TOPOLOGY`].
 
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use inventory::switches::{Source, Topology, discover::Discovery};
 use inventory::{
-    Choice, IndexSet, Inventory, choose_nic, device_distances, merge_pmix, to_pmix_devices,
+    Choice, IndexSet, Inventory, InventoryError, choose_nic, device_distances, merge_pmix,
+    to_pmix_devices,
 };
 
 use pmix::{Info, Server, Value};
+
+/// Where `maestro run` and `maestro inventory` take the fabric beyond the node from (its
+/// command-line options).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct FabricSource {
+    /// The fabric beyond the node (switches, links, hops between hosts) from FILE: a Slurm
+    /// topology.conf, an ibnetdiscover dump, or what `maestro inventory --fabric ...
+    /// --json` printed.
+    #[arg(long, value_name = "FILE", conflicts_with = "discover_fabric")]
+    pub fabric: Option<PathBuf>,
+    /// Discover the fabric beyond the node from this node's InfiniBand adapter
+    /// (libibnetdisc, as ibnetdiscover; needs read-write access to /dev/infiniband/umad*).
+    #[arg(long)]
+    pub discover_fabric: bool,
+    /// With --discover-fabric: the adapter, and its port, to discover through (mlx5_0,
+    /// mlx5_0:1; default: the first active port).
+    #[arg(long, value_name = "CA[:PORT]", requires = "discover_fabric", value_parser = parse_ca)]
+    pub ib_ca: Option<(String, Option<u8>)>,
+}
+
+impl FabricSource {
+    /// The source the options name, if any.
+    pub fn source(&self) -> Option<Source> {
+        if let Some(path) = &self.fabric {
+            return Some(Source::File(path.clone()));
+        }
+        self.discover_fabric.then(|| {
+            let (ca, port) = self
+                .ib_ca
+                .clone()
+                .map_or((None, None), |(c, p)| (Some(c), p));
+            Source::Discover(Discovery {
+                ca,
+                port,
+                ..Discovery::default()
+            })
+        })
+    }
+}
+
+/// Parses `--ib-ca CA[:PORT]`.
+///
+/// # Errors
+/// An empty adapter name or a port that is not 1-255.
+fn parse_ca(s: &str) -> Result<(String, Option<u8>), String> {
+    let (ca, port) = match s.split_once(':') {
+        Some((ca, p)) => {
+            let port = p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("{p:?} is no port: a number from 1 to 255"))?;
+            (ca, Some(port))
+        }
+        None => (s, None),
+    };
+    if ca.is_empty() || ca.contains('\0') {
+        return Err(format!(
+            "{s:?}: give an adapter as ibstat lists it (mlx5_0), with :PORT if not the first active"
+        ));
+    }
+    Ok((ca.to_string(), port))
+}
+
+/// The fabric beyond the node as `maestro run` serves it: its source and what was last
+/// read or discovered from it.
+pub struct Switches {
+    source: Source,
+    topology: Mutex<Topology>,
+    /// This node's name among the fabric's hosts.
+    hostname: String,
+}
+
+impl Switches {
+    /// Reads or discovers the topology from `source` now.
+    ///
+    /// # Errors
+    /// [`InventoryError`] from reading or discovering it.
+    pub fn load(source: Source, hostname: &str) -> Result<Switches, InventoryError> {
+        let topology = source.load()?;
+        tracing::info!(
+            "the fabric beyond the node from {}: {} switches, {} hosts, {} links",
+            source.identifier(),
+            topology.switches.len(),
+            topology.hosts.len(),
+            topology.links.len()
+        );
+        Ok(Switches {
+            source,
+            topology: Mutex::new(topology),
+            hostname: hostname.to_string(),
+        })
+    }
+
+    /// Reads or discovers the topology again (for `PMIx_Fabric_update`); keeps the last
+    /// one when that fails.
+    ///
+    /// # Errors
+    /// [`InventoryError`] from reading or discovering it.
+    pub fn reload(&self) -> Result<(), InventoryError> {
+        let now = self.source.load()?;
+        *self.lock() = now;
+        Ok(())
+    }
+
+    /// The topology's PMIx infos (cost matrix, groups, this node's switch, the JSON).
+    pub fn infos(&self) -> Vec<Info> {
+        inventory::to_pmix_switches(&self.lock(), &self.source.identifier(), &self.hostname)
+    }
+
+    /// The topology as the JSON `--fabric` reads.
+    pub fn json(&self) -> String {
+        serde_json::json!({ "topology": &*self.lock() }).to_string()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Topology> {
+        self.topology
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// The inventory and each rank's NIC.
 pub struct FabricView {

@@ -22,6 +22,7 @@
 
 mod credential;
 mod fabric;
+pub use fabric::FabricSource;
 mod host;
 mod jobs;
 mod launch;
@@ -126,6 +127,9 @@ pub struct RunOptions {
     /// `PMIX_DEBUGGER_RELEASE` for the job (implies --tool-support).
     #[arg(long)]
     pub stop_in_init: bool,
+    /// The fabric beyond the node, which `PMIx_Fabric_register` answers with.
+    #[command(flatten)]
+    pub fabric_source: FabricSource,
     /// The program and its arguments.
     // Any bytes, as `mpirun` and `srun` pass them: arguments are not text.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
@@ -263,6 +267,10 @@ pub enum RunError {
     /// The OS random source failed (needed for the credential key).
     #[error("cannot draw a credential key from the OS: {0}")]
     Random(getrandom::Error),
+    /// The fabric beyond the node (`--fabric`, `--discover-fabric`) could not be read or
+    /// discovered.
+    #[error("the fabric beyond the node: {0}")]
+    Fabric(#[from] inventory::InventoryError),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
@@ -326,7 +334,12 @@ fn run(opts: &RunOptions, std_closed: fn(usize) -> bool) -> Result<i32, RunError
     let mut first = JobPlan::command_line(nspace.clone(), &opts.command, opts.nprocs);
     first.set_env(&exported(opts)?);
     first.stop_in_init = opts.stop_in_init;
-    let host = Arc::new(LauncherHost::new(first, &hostname, authority, host_tx));
+    let switches = (opts.fabric_source.source())
+        .map(|source| fabric::Switches::load(source, &hostname).map(Arc::new))
+        .transpose()?;
+    let host = Arc::new(LauncherHost::new(
+        first, &hostname, authority, host_tx, switches,
+    ));
     relay(host_rx, tx.clone(), LoopEvent::Host)?;
     let server = start_server(opts, &tmp, &hostname, &host)?;
     let (locality, links) = share_fabric(&server, &host, opts.nprocs);

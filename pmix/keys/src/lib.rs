@@ -33,6 +33,13 @@ pub const FABRIC_RX_PACKETS: &str = "maestro.fabric.rx-packets";
 pub const FABRIC_TX_PACKETS: &str = "maestro.fabric.tx-packets";
 /// As [`FABRIC_RX_BYTES`]: receive and send errors together.
 pub const FABRIC_ERRORS: &str = "maestro.fabric.errors";
+/// In a `PMIx_Fabric_register` answer with the fabric beyond the node: the hosts the
+/// rows and columns of `PMIX_FABRIC_COST_MATRIX` are, in order (string array).
+pub const FABRIC_HOSTS: &str = "maestro.fabric.hosts";
+/// Query key (and in a `PMIx_Fabric_register` answer): the fabric beyond the node, its
+/// switches, hosts and links, as the JSON of `maestro inventory --fabric ... --json`
+/// (string).
+pub const FABRIC_TOPOLOGY: &str = "maestro.fabric.topology";
 /// In a `PMIX_FABRIC_UPDATED` event: the interface whose link changed (string).
 pub const LINK_NAME: &str = "maestro.fabric.link";
 /// In a `PMIX_FABRIC_UPDATED` event: whether the link is up now (bool).

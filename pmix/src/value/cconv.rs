@@ -141,6 +141,10 @@ pub(crate) unsafe fn darray_from_raw(da: &sys::pmix_data_array_t) -> Value {
                     })
                     .collect(),
             ),
+            sys::PMIX_UINT16 if n == 0 => Value::Uint16s(Vec::new()),
+            sys::PMIX_UINT16 => {
+                Value::Uint16s(std::slice::from_raw_parts(da.array as *const u16, n).to_vec())
+            }
             _ => Value::Other(sys::PMIX_DATA_ARRAY as u16),
         }
     }

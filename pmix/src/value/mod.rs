@@ -265,6 +265,8 @@ pub enum Value {
     ProcInfos(Vec<ProcInfo>),
     /// `PMIX_DATA_ARRAY` of `PMIX_DEVICE_DIST`
     DeviceDistances(Vec<DeviceDistance>),
+    /// `PMIX_DATA_ARRAY` of `PMIX_UINT16` (a fabric's cost matrix, row by row)
+    Uint16s(Vec<u16>),
     /// A type this layer does not convert, with its PMIx type code. Reading yields it;
     /// passing it to PMIx is an [`Error::InvalidArgument`].
     Other(u16),
@@ -429,6 +431,14 @@ impl Value {
                 d.darray = data_array(items, sys::PMIX_DEVICE_DIST, load_distance)?;
                 sys::PMIX_DATA_ARRAY
             }
+            Value::Uint16s(items) => {
+                d.darray = data_array(items, sys::PMIX_UINT16, |slot: *mut u16, v| {
+                    // SAFETY: slot is an element of a fresh uint16_t array.
+                    unsafe { *slot = *v };
+                    Ok(())
+                })?;
+                sys::PMIX_DATA_ARRAY
+            }
             Value::Other(code) => {
                 return Err(Error::InvalidArgument(format!(
                     "cannot pass a value of PMIx type {code} through this layer"
@@ -579,6 +589,8 @@ mod tests {
             maxdist: 1,
         }]);
         assert_eq!(roundtrip(dist.clone()), dist);
+        let costs = Value::Uint16s(vec![0, 2, 4, 2, 0, u16::MAX]);
+        assert_eq!(roundtrip(costs.clone()), costs);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use pmix::{Info, Proc};
 
 use crate::publish::{NodeDirectory, PublishStore};
 use crate::run::credential::Authority;
-use crate::run::fabric::FabricView;
+use crate::run::fabric::{FabricView, Switches};
 use crate::run::jobs::{JobPlan, RankId};
 
 /// The PMIx server's own namespace in the launcher with `pid` (its rank 0 is the
@@ -130,6 +130,8 @@ pub struct LauncherHost {
     server_ports: std::sync::OnceLock<Vec<u16>>,
     events: Mutex<Sender<HostEvent>>,
     fabric: std::sync::OnceLock<FabricView>,
+    /// The fabric beyond the node, when the job was given one.
+    switches: Option<Arc<Switches>>,
     /// Link states the link monitor saw change since launch, by interface.
     links: Mutex<BTreeMap<String, bool>>,
     /// The output tools pulled (`PMIx_IOF_pull`): which processes, which channels.
@@ -143,6 +145,7 @@ impl LauncherHost {
         hostname: &str,
         authority: Authority,
         events: Sender<HostEvent>,
+        switches: Option<Arc<Switches>>,
     ) -> LauncherHost {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -165,6 +168,7 @@ impl LauncherHost {
             next_context: std::sync::atomic::AtomicUsize::new(1),
             events: Mutex::new(events),
             fabric: std::sync::OnceLock::new(),
+            switches,
             links: Mutex::new(BTreeMap::new()),
             pulls: Mutex::new(Vec::new()),
         }

@@ -60,7 +60,7 @@ impl LauncherHost {
     }
 
     /// Every query key [`LauncherHost::answer`] knows, for `PMIX_QUERY_SUPPORTED_KEYS`.
-    const QUERY_KEYS: [&'static str; 18] = [
+    const QUERY_KEYS: [&'static str; 20] = [
         keys::QUERY_NUM_GROUPS,
         keys::QUERY_NAMESPACES,
         keys::QUERY_NAMESPACE_INFO,
@@ -75,6 +75,8 @@ impl LauncherHost {
         keys::QUERY_SUPPORTED_KEYS,
         keys::SERVER_URI,
         maestro_keys::FABRIC_INVENTORY,
+        maestro_keys::FABRIC_ASSIGNMENT,
+        maestro_keys::FABRIC_TOPOLOGY,
         maestro_keys::POOL_STATUS,
         maestro_keys::POOL_CDOS,
         maestro_keys::POOL_TRANSFERS,
@@ -184,6 +186,9 @@ impl LauncherHost {
                 .fabric
                 .get()
                 .map(|f| Value::String(f.assignment_json())),
+            k if k == maestro_keys::FABRIC_TOPOLOGY => {
+                self.switches.as_ref().map(|s| Value::String(s.json()))
+            }
             _ => None,
         }
     }

@@ -162,22 +162,44 @@ impl Host for LauncherHost {
     fn fabric(
         &self,
         requestor: Option<&Proc>,
-        _update: bool,
+        update: bool,
         _directives: Vec<Info>,
         reply: InfoReply,
     ) {
-        match self.fabric.get() {
-            Some(f) => {
-                tracing::debug!("fabric information for {requestor:?}");
-                let links = self
-                    .links
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone();
-                let now = crate::run::fabric::with_link_states(&f.inventory, &links);
-                reply.send(Status::SUCCESS, inventory::to_pmix_devices(&now));
+        tracing::debug!("fabric information for {requestor:?} (update: {update})");
+        let devices = self.fabric.get().map(|f| {
+            let links = self
+                .links
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            inventory::to_pmix_devices(&crate::run::fabric::with_link_states(&f.inventory, &links))
+        });
+        match (devices, self.switches.clone()) {
+            (None, None) => reply.send(Status::NOT_FOUND, Vec::new()),
+            (devices, None) => reply.send(Status::SUCCESS, devices.unwrap_or_default()),
+            // An update reads or discovers the fabric again, which may take seconds: on a
+            // thread of its own, not libpmix's.
+            (devices, Some(switches)) if update => {
+                let spawned = std::thread::Builder::new()
+                    .name("fabric-update".into())
+                    .spawn(move || {
+                        if let Err(e) = switches.reload() {
+                            tracing::warn!("PMIx_Fabric_update: keeping the last fabric: {e}");
+                        }
+                        let mut infos = devices.unwrap_or_default();
+                        infos.extend(switches.infos());
+                        reply.send(Status::SUCCESS, infos);
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!("PMIx_Fabric_update: no thread to read the fabric: {e}");
+                }
             }
-            None => reply.send(Status::NOT_FOUND, Vec::new()),
+            (devices, Some(switches)) => {
+                let mut infos = devices.unwrap_or_default();
+                infos.extend(switches.infos());
+                reply.send(Status::SUCCESS, infos);
+            }
         }
     }
 
