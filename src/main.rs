@@ -61,7 +61,7 @@ enum Cmd {
     /// Show this node's NICs, their locality and providers, and the NIC to use.
     Inventory(inventory_cmd::InventoryOptions),
     /// Run a pool manager as its own process; prints MSTRO_POOL_MANAGER_INFO;INFO;
-    Pm(pm_cmd::PmOptions),
+    Pm(Box<pm_cmd::PmOptions>),
     /// Benchmarks: runs `maestro-bench` (installed beside `maestro`) with the arguments.
     #[command(disable_help_flag = true)]
     Bench {

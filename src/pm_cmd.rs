@@ -193,6 +193,14 @@ pub struct PmOptions {
     /// metrics on the --metrics port + s.
     #[arg(long, default_value = "1", value_parser = parse_shards)]
     pub shards: pool::shards::Shards,
+    /// The fabric beyond the node: of several offers of a name, a consumer gets the one
+    /// fewest hops away. Without it, under a PMIx host that serves a cost matrix
+    /// (`maestro run --fabric`), that one.
+    #[command(flatten)]
+    pub fabric_source: launcher::run::FabricSource,
+    /// The hops between hosts, from `fabric_source` or the PMIx host (set by [`run`]).
+    #[arg(skip)]
+    pub distances: Option<pool_core::HostDistances>,
 }
 
 /// Parses `--shards`.
@@ -327,6 +335,11 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let client = pmix_client();
+    let with_distances = PmOptions {
+        distances: distances(opts, client.as_ref())?,
+        ..opts.clone()
+    };
+    let opts = &with_distances;
     // In a job whose ranks are the shards, rank 0 alone tells the pool's info.
     let tells = client.as_ref().is_none_or(|c| c.rank() == 0) || opts.shards.count() == 1;
     // Even a PM killed with SIGKILL leaves no info file, socket directory or kept files
@@ -668,6 +681,7 @@ fn config(opts: &PmOptions, previous: Option<&bootstrap::PmInfo>) -> std::io::Re
     config.metrics = opts.metrics;
     config.gfs_dir = opts.gfs_dir.clone();
     config.adopt = opts.adopt.clone();
+    config.distances.clone_from(&opts.distances);
     Ok(config)
 }
 
@@ -760,6 +774,42 @@ fn announce(client: &pmix::Client, info: &pool::bootstrap::PmInfo) -> std::io::R
         Err(e) => {
             eprintln!("maestro pm: {e}; use MSTRO_POOL_MANAGER_INFO instead");
             Ok(())
+        }
+    }
+}
+
+/// How long the PM asks its PMIx host for the fabric (`PMIx_Fabric_register`).
+const FABRIC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The hops between the pool's hosts: from `--fabric`/`--discover-fabric`, else from the
+/// cost matrix the PMIx host serves, if it serves one.
+///
+/// # Errors
+/// A fabric given that cannot be read or discovered, or has too many hosts.
+fn distances(
+    opts: &PmOptions,
+    client: Option<&pmix::Client>,
+) -> std::io::Result<Option<pool_core::HostDistances>> {
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    if let Some(source) = opts.fabric_source.source() {
+        let t = source
+            .load()
+            .map_err(|e| invalid(format!("the fabric beyond the node: {e}")))?;
+        let d = pool::distances::of_topology(&t)
+            .map_err(|e| invalid(format!("{}: {e}", source.identifier())))?;
+        return Ok(Some(d));
+    }
+    let Some(client) = client else {
+        return Ok(None);
+    };
+    match client.fabric_register(FABRIC_TIMEOUT) {
+        Ok(infos) => Ok(pool::distances::from_pmix(&infos).unwrap_or_else(|e| {
+            eprintln!("maestro pm: the PMIx host's cost matrix is not used: {e}");
+            None
+        })),
+        Err(e) => {
+            tracing::info!("no fabric from the PMIx host: {e}");
+            Ok(None)
         }
     }
 }

@@ -527,9 +527,16 @@ struct HostPool {
 impl HostPool {
     /// Starts the PM for `workflow` and a tracer of the event `kinds`.
     fn start(workflow: &'static str, kinds: &str) -> HostPool {
+        HostPool::start_with(workflow, kinds, &[])
+    }
+
+    /// As [`HostPool::start`], the PM started with `pm_args` too.
+    fn start_with(workflow: &'static str, kinds: &str, pm_args: &[&str]) -> HostPool {
         let site = installed().site_packages();
         // The nodes reach this host over the bridge (see `each_rank_moves_data_over_its_own_nic`).
-        let (pm, info) = common::start_pm(workflow, &["--listen", "0.0.0.0:0"]);
+        let mut args = vec!["--listen", "0.0.0.0:0"];
+        args.extend_from_slice(pm_args);
+        let (pm, info) = common::start_pm(workflow, &args);
         let mut cmd = std::process::Command::new(example("pool_tracer"));
         cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
             .env("MSTRO_WORKFLOW_NAME", workflow)
@@ -736,4 +743,56 @@ fn a_link_down_on_one_node_reroutes_the_next_transfer() {
     let done = consumer.wait(Duration::from_secs(60));
     assert_eq!(done.code(), Some(0), "{done:?}");
     pool.stop();
+}
+
+/// The fabric beyond the node orders offers: a pool manager given the cluster's switches
+/// (`maestro pm --fabric topology.conf`: n1-n4 under leaf1, n5-n8 under leaf2, a spine
+/// above) tickets a consumer on n7 from the provider on n6, under its own leaf, though the
+/// one on n2 offered the same name first; a consumer on n3 from n2's. Without the
+/// topology, both get the first offer (n2's).
+#[test]
+fn of_two_offers_a_consumer_gets_the_one_under_its_own_leaf() {
+    let cluster = Cluster::start_nodes(8);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("topology.conf");
+    std::fs::write(
+        &conf,
+        "SwitchName=leaf1 Nodes=n[1-4]\nSwitchName=leaf2 Nodes=n[5-8]\nSwitchName=spine Switches=leaf[1-2]\n",
+    )
+    .expect("write topology.conf");
+    let conf = conf.to_str().expect("utf-8 path");
+    const CONSUME: &str = "import maestro_core as M\n\
+        M.mstro_init(None, 'consumer', 0)\n\
+        c = M.mstro_cdo_declare('field', None)\n\
+        M.mstro_cdo_demand(c)\n\
+        print('field:', len(M.mstro_cdo_access_ptr(c)), 'bytes', flush=True)\n\
+        M.mstro_cdo_dispose(c)\n\
+        M.mstro_finalize()\n";
+    // Which provider the consumer on `node` was ticketed from: the component of the app
+    // whose offer the transport-started event names.
+    let served = |pool: &HostPool, node: &str| {
+        let consumer = pool.python(&cluster, node, &[], CONSUME, &[]);
+        let done = common::Group::spawn(&mut { consumer }).wait(Duration::from_secs(60));
+        assert_eq!(done.code(), Some(0), "{done:?}");
+        assert!(done.stdout.contains("field: 4096 bytes"), "{done:?}");
+        let started = common::expect_line(
+            &pool.events,
+            &["\"TransportStarted\"", "\"cdo\":\"field\""],
+            Duration::from_secs(30),
+        );
+        ["far", "near"]
+            .into_iter()
+            .find(|p| started.contains(&format!("from {p}:0 by")))
+            .unwrap_or_else(|| panic!("which provider? {started}"))
+    };
+    for (fabric, n7, n3) in [(true, "near", "far"), (false, "far", "far")] {
+        let pm_args: &[&str] = if fabric { &["--fabric", conf] } else { &[] };
+        let workflow = if fabric { "near-leaf" } else { "no-leaf" };
+        let pool = HostPool::start_with(workflow, "transport-started", pm_args);
+        let _far = provider(&pool, &cluster, "n2", &[], "field", "far", 4096);
+        let _near = provider(&pool, &cluster, "n6", &[], "field", "near", 4096);
+        assert_eq!(served(&pool, "n7"), n7, "n7, with the fabric: {fabric}");
+        assert_eq!(served(&pool, "n3"), n3, "n3, with the fabric: {fabric}");
+        pool.stop();
+    }
 }

@@ -501,6 +501,33 @@ fn a_c_program_gets_the_cost_matrix_and_groups_of_a_topology_file() {
     );
 }
 
+/// A pool manager run as a rank of `maestro run --fabric topology.conf` takes the cost
+/// matrix its host serves (`PMIx_Fabric_register`) to order offers by hops.
+#[test]
+fn a_pool_manager_under_maestro_run_takes_the_hosts_cost_matrix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("topology.conf");
+    std::fs::write(
+        &conf,
+        "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n",
+    )
+    .expect("write topology.conf");
+    let mut job = common::Group::spawn(
+        Command::new(common::maestro())
+            .args(["run", "--fabric"])
+            .arg(&conf)
+            .arg("--")
+            .arg(common::maestro())
+            .args(["pm", "--print-info", "--workflow"])
+            .arg(format!("cost-matrix-{}", std::process::id()))
+            .env("MSTRO_LOG_LEVEL", "info"),
+    );
+    common::await_line(
+        job.child.stderr.take().expect("stderr"),
+        "the hops between 4 hosts order offers",
+    );
+}
+
 /// `maestro query` asks `maestro run --fabric` for the fabric beyond the node
 /// (`maestro.fabric.topology`): JSON with the switches and hosts, text with the leaves.
 #[test]

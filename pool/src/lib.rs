@@ -22,6 +22,7 @@ pub use pool_core::{admission, attr, auth, events, layout, policy, proto, select
 
 pub mod bootstrap;
 mod client;
+pub mod distances;
 pub mod liveness;
 pub mod peers;
 mod pm;

@@ -28,6 +28,11 @@ pub const GRACE_ENV: &str = "MSTRO_PM_GRACE";
 /// 1024, default 1), each the home of a share of the CDO names, as threads of this
 /// process (see `maestro pm --shards`).
 pub const SHARDS_ENV: &str = "MSTRO_PM_SHARDS";
+/// `MSTRO_POOL_FABRIC`: the fabric beyond the node (a Slurm `topology.conf`, an
+/// `ibnetdiscover` dump, or `maestro inventory --json` of one) for the pool manager
+/// `mstro_pm_start` starts: of several offers of a name, a consumer gets the one fewest
+/// hops away. Unset: the cost matrix the PMIx host serves, if it serves one.
+pub const POOL_FABRIC_ENV: &str = "MSTRO_POOL_FABRIC";
 /// `MSTRO_TIMEOUT`: seconds each pool operation (a demand too) waits at most.
 pub const TIMEOUT_ENV: &str = "MSTRO_TIMEOUT";
 /// `MSTRO_WAIT_SPIN`: seconds a pool operation polls for its answer before its thread
@@ -95,6 +100,8 @@ pub struct Settings {
     /// A process of a multi-process job that finds no PM runs a local pool instead of
     /// failing (`MSTRO_LOCAL_POOL=1`).
     pub local_pool: bool,
+    /// The fabric beyond the node, for a PM started here (`MSTRO_POOL_FABRIC`).
+    pub pool_fabric: Option<std::path::PathBuf>,
     /// A file holding the PM info, waited for up to the PM wait
     /// (`MSTRO_POOL_MANAGER_INFO_FILE`; `MSTRO_POOL_MANAGER_INFO` comes first).
     pub pm_info_file: Option<std::path::PathBuf>,
@@ -354,6 +361,7 @@ impl Settings {
             shards: parse_shards(env_text(SHARDS_ENV).as_deref())?,
             local_pool: parse_local_pool(env_text(LOCAL_POOL_ENV).as_deref())?,
             pm_info_file: env_text(pool::bootstrap::PM_INFO_FILE_ENV).map(Into::into),
+            pool_fabric: env_text(POOL_FABRIC_ENV).map(Into::into),
             schemas: Arc::new(pool::schema::from_env()?),
             pmix,
             owners: parse_owners(env_text(NAME_OWNERS_ENV).as_deref())?,

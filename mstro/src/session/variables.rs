@@ -121,6 +121,11 @@ pub const VARIABLES: &[Variable] = &[
         what: "seconds of the grace period of a standby that takes over (`MSTRO_PM_STANDBY_FOR`): the apps of the pool manager that is gone rejoin, new apps wait",
     },
     Variable {
+        name: "MSTRO_POOL_FABRIC",
+        default: "unset",
+        what: "the fabric beyond the node for the pool manager `mstro_pm_start` starts (a Slurm topology.conf, an ibnetdiscover dump, or `maestro inventory --json` of one): of several offers of a name, a consumer gets the one fewest hops away; unset: the cost matrix the PMIx host serves, if any",
+    },
+    Variable {
         name: "MSTRO_PM_SHARDS",
         default: "1",
         what: "how many pool managers `mstro_pm_start` starts for the pool (1 to 1024), each the home of a share of the CDO names, as threads of the process (as `maestro pm --shards`)",

@@ -35,8 +35,8 @@ pub mod sim;
 pub mod view;
 
 pub use manager::{
-    Adopted, Clock, ConnId, GROUP_SLICE, Identity, KeptCheck, KeptFile, MIN_GRACE, Manager,
-    REAP_SLICE, admission, policy,
+    Adopted, Clock, ConnId, DistancesError, GROUP_SLICE, HostDistances, Identity, KeptCheck,
+    KeptFile, MAX_DISTANCE_HOSTS, MIN_GRACE, Manager, REAP_SLICE, admission, policy,
 };
 pub use proto::MAX_NAME;
 

@@ -283,3 +283,57 @@ fn an_app_reports_what_its_pmix_host_saw() {
     let out = pm.feed(a, ToPm::Report { change: link });
     assert_eq!(events_to(&out, s)[0].detail, "link ib0 down (10.9.0.1/16)");
 }
+
+/// Of several offers of a name on one network, the consumer gets the one fewest hops away
+/// through the switches (after those it reads directly, before the least loaded): the
+/// provider under its own leaf switch, though two others offered first; a host the fabric
+/// does not name comes last; without distances, the first app's as before.
+#[test]
+fn of_several_offers_the_one_fewest_hops_away_comes_first() {
+    let setup = |distances: Option<pool_core::HostDistances>, with_near: bool| {
+        let mut pm = Pm::new();
+        if let Some(d) = distances {
+            pm.m.set_distances(d);
+        }
+        let net = |i: u8| (tcp_at([10, 1, 0, i]), "10.1.0.0/24");
+        let (stranger, _) = pm.join_on("stranger", "x9", &[net(9)]);
+        let (far, _) = pm.join_on("far", "n1", &[net(1)]);
+        let (near, _) = pm.join_on("near", "n5", &[net(5)]);
+        let (consumer, _) = pm.join_on("consumer", "n6", &[net(6)]);
+        pm.offer(stranger, "field", 64);
+        pm.offer(far, "field", 64);
+        if with_near {
+            pm.offer(near, "field", 64);
+        }
+        let want = pm.declare(consumer, "field");
+        let out = pm.feed(consumer, ToPm::Demand { cdo: want });
+        out.iter()
+            .find_map(|(_, m)| match m {
+                FromPm::Ticket {
+                    source: Source::Rma { endpoint, .. },
+                    ..
+                } => endpoint.address.ip(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{out:?}"))
+    };
+    // Two leaves (n1, n2 | n5, n6) under a spine.
+    let hosts = ["n1", "n2", "n5", "n6"].map(String::from).to_vec();
+    let hops = vec![0, 2, 4, 4, 2, 0, 4, 4, 4, 4, 0, 2, 4, 4, 2, 0];
+    let d = pool_core::HostDistances::new(hosts, hops).expect("distances");
+    assert_eq!(
+        setup(Some(d.clone()), true),
+        std::net::IpAddr::from([10, 1, 0, 5]),
+        "n5, under the consumer's leaf"
+    );
+    assert_eq!(
+        setup(Some(d), false),
+        std::net::IpAddr::from([10, 1, 0, 1]),
+        "n1, four hops away, before the host the fabric does not name"
+    );
+    assert_eq!(
+        setup(None, true),
+        std::net::IpAddr::from([10, 1, 0, 9]),
+        "without distances: the first app's offer"
+    );
+}

@@ -156,6 +156,10 @@ pub struct PmConfig {
     /// docs/developers/shards.md; each shard its own `PoolManager`, all with the same
     /// workflow and secret). Default `None`: the pool's only manager.
     pub shard: Option<pool_core::shards::Place>,
+    /// The hops between the pool's hosts (the fabric beyond the node): of several offers
+    /// of a name, a consumer is ticketed from the one fewest hops away
+    /// ([`pool_core::Manager::set_distances`]). Default none: every provider as near.
+    pub distances: Option<pool_core::HostDistances>,
 }
 
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
@@ -211,6 +215,7 @@ impl PmConfig {
             grace: None,
             expect: None,
             shard: None,
+            distances: None,
         }
     }
 }
@@ -323,6 +328,10 @@ impl PoolManager {
             wall_clock(),
         );
         manager.set_policy(config.policy.clone());
+        if let Some(d) = config.distances.clone() {
+            tracing::info!("the hops between {} hosts order offers", d.len());
+            manager.set_distances(d);
+        }
         if let Some(place) = config.shard {
             manager.set_shard(place);
         }

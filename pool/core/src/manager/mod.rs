@@ -71,6 +71,7 @@ use std::time::{Duration, Instant};
 pub mod admission;
 mod apps;
 mod cdo;
+mod distances;
 mod events;
 mod grace;
 mod group;
@@ -88,6 +89,7 @@ mod transfer;
 use apps::{App, Claim, Conn};
 pub use apps::{Identity, REAP_SLICE};
 use cdo::{Cdo, CdoTable, State, Want};
+pub use distances::{DistancesError, HostDistances, MAX_DISTANCE_HOSTS};
 pub use grace::MIN_GRACE;
 pub use group::GROUP_SLICE;
 pub use kept::{Adopted, KeptCheck, KeptFile};
@@ -266,6 +268,8 @@ pub struct Manager {
     /// Connections whose events passed their bounds (and why): cut off before the next
     /// output is taken.
     overrun: Vec<(ConnId, String)>,
+    /// The hops between the pool's hosts ([`Manager::set_distances`]).
+    distances: HostDistances,
 }
 
 impl Manager {
@@ -301,6 +305,7 @@ impl Manager {
             spills: spill::Spills::default(),
             budget: policy::Budget::default(),
             overrun: Vec::new(),
+            distances: HostDistances::default(),
         }
     }
 

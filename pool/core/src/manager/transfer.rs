@@ -249,7 +249,7 @@ pub(super) struct Transfer {
 
 impl Manager {
     /// Tickets a transfer to waiting consumer `to` from a usable offer: one it can read
-    /// without the PM relaying it first, then the least loaded.
+    /// without the PM relaying it first, then the fewest hops away, then the least loaded.
     pub(super) fn ticket(&mut self, to: CdoId) {
         let Some(c) = self.cdos.get(&to).filter(|_| self.alive(to)) else {
             return;
@@ -266,7 +266,13 @@ impl Manager {
         let load = |m: &Self, o: CdoId| m.transfers.load(o);
         let offers = self.cdos.offers(&c.name);
         // Among several offers, those the consumer reads directly come before those the
-        // PM would relay (another network), then the least loaded.
+        // PM would relay (another network), then the fewest hops away, then the least
+        // loaded.
+        let consumer_host = self.apps.get(&c.app()).map_or("", |a| a.host.as_str());
+        let hops = |o: CdoId| {
+            let provider = (self.cdos.get(&o)).and_then(|f| self.apps.get(&f.app()));
+            provider.map_or(u32::MAX, |p| self.remoteness(consumer_host, &p.host))
+        };
         let relayed = |o: CdoId| {
             offers.len() > 1
                 && self.cdos.get(&o).is_some_and(|f| match &f.state {
@@ -277,7 +283,7 @@ impl Manager {
         let Some(from) = offers
             .iter()
             .filter(|o| !want.failed.contains(o) && self.alive(*o))
-            .min_by_key(|&o| (relayed(o), load(self, o), o))
+            .min_by_key(|&o| (relayed(o), hops(o), load(self, o), o))
         else {
             return;
         };
@@ -329,13 +335,17 @@ impl Manager {
                     cdo: to,
                     source,
                     attributes,
-                    provider: provider_label,
+                    provider: Arc::clone(&provider_label),
                     completes_demand,
                 },
             );
         }
         self.notify(EventKind::TransportStarted, consumer, Some(from), || {
-            format!("transfer {transfer} by {how}")
+            let from = match &*provider_label {
+                "" => "the pool",
+                p => p,
+            };
+            format!("transfer {transfer} from {from} by {how}")
         });
         // The bytes went with the ticket: the transfer is done (the consumer reports
         // nothing; the connection delivers the ticket before anything after it).

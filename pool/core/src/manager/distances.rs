@@ -1,0 +1,134 @@
+//! The fabric beyond the node as the manager uses it: the hops between hosts (links on the
+//! shortest path through the switches), so that of several offers of a name a consumer
+//! gets the one fewest hops away. The driver gives them ([`Manager::set_distances`]) from
+//! the inventory's topology (a `topology.conf`, an `ibnetdiscover` dump, discovery) or the
+//! cost matrix its PMIx host serves.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::Manager;
+
+/// Most hosts a [`HostDistances`] holds (their count squared, two bytes each: 32 MiB).
+pub const MAX_DISTANCE_HOSTS: usize = 4096;
+
+/// Hops between the hosts of a fabric.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostDistances {
+    /// Each host's row and column.
+    index: HashMap<Arc<str>, usize>,
+    /// `hops[i * n + j]`: from host `i` to host `j`; `u16::MAX` where no path joins them.
+    hops: Vec<u16>,
+}
+
+/// Why hosts and hops make no [`HostDistances`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DistancesError {
+    /// The matrix is not the host count squared.
+    #[error(
+        "a cost matrix of {entries} entries for {hosts} hosts: it has one entry per pair, row by row ({hosts} x {hosts})"
+    )]
+    Shape {
+        /// Its entries.
+        entries: usize,
+        /// The hosts.
+        hosts: usize,
+    },
+    /// More hosts than [`MAX_DISTANCE_HOSTS`].
+    #[error("{0} hosts: the pool takes the distances of at most {MAX_DISTANCE_HOSTS}")]
+    TooMany(usize),
+    /// A host named twice.
+    #[error("host {0:?} is named twice")]
+    Duplicate(String),
+}
+
+impl HostDistances {
+    /// The distances `hops` (row by row, `u16::MAX` for no path) between `hosts`.
+    ///
+    /// # Errors
+    /// [`DistancesError`] when the matrix does not fit the hosts, or they are too many or
+    /// named twice.
+    pub fn new(hosts: Vec<String>, hops: Vec<u16>) -> Result<HostDistances, DistancesError> {
+        let n = hosts.len();
+        if n > MAX_DISTANCE_HOSTS {
+            return Err(DistancesError::TooMany(n));
+        }
+        if hops.len() != n * n {
+            return Err(DistancesError::Shape {
+                entries: hops.len(),
+                hosts: n,
+            });
+        }
+        let mut index = HashMap::with_capacity(n);
+        for (i, h) in hosts.into_iter().enumerate() {
+            if index.insert(Arc::from(h.as_str()), i).is_some() {
+                return Err(DistancesError::Duplicate(h));
+            }
+        }
+        Ok(HostDistances { index, hops })
+    }
+
+    /// The hosts known.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether no host is known.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Hops from host `a` to host `b`: 0 for one host, `None` for a host not in the fabric
+    /// or hosts no path joins.
+    pub fn between(&self, a: &str, b: &str) -> Option<u16> {
+        if a == b {
+            return Some(0);
+        }
+        let (&i, &j) = (self.index.get(a)?, self.index.get(b)?);
+        let h = *self.hops.get(i * self.index.len() + j)?;
+        (h != u16::MAX).then_some(h)
+    }
+}
+
+impl Manager {
+    /// Sets the hops between the pool's hosts: of several offers of a name, a consumer is
+    /// ticketed from the one fewest hops away (after those it reads directly, before the
+    /// least loaded; providers on hosts the fabric does not name come last).
+    pub fn set_distances(&mut self, distances: HostDistances) {
+        self.distances = distances;
+    }
+
+    /// How far `consumer_host` is from `provider_host`, for ordering offers: their hops,
+    /// `u32::MAX` when unknown; 0 for all when no distances were set.
+    pub(super) fn remoteness(&self, consumer_host: &str, provider_host: &str) -> u32 {
+        if self.distances.is_empty() {
+            return 0;
+        }
+        (self.distances)
+            .between(consumer_host, provider_host)
+            .map_or(u32::MAX, u32::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hops_are_looked_up_by_host_and_bad_matrices_refused() {
+        let d = HostDistances::new(
+            vec!["a".into(), "b".into(), "c".into()],
+            vec![0, 2, 4, 2, 0, u16::MAX, 4, u16::MAX, 0],
+        )
+        .expect("distances");
+        assert_eq!(d.between("a", "b"), Some(2));
+        assert_eq!(d.between("c", "a"), Some(4));
+        assert_eq!(d.between("b", "c"), None, "no path");
+        assert_eq!(d.between("a", "z"), None, "not in the fabric");
+        assert_eq!(d.between("z", "z"), Some(0), "one host");
+        let e = HostDistances::new(vec!["a".into()], vec![0, 1]).expect_err("shape");
+        assert!(e.to_string().contains("2 entries for 1 hosts"), "{e}");
+        let e = HostDistances::new(vec!["a".into(), "a".into()], vec![0; 4]).expect_err("twice");
+        assert_eq!(e, DistancesError::Duplicate("a".into()));
+    }
+}

@@ -1,0 +1,73 @@
+//! Where a pool manager gets the hops between its hosts ([`pool_core::HostDistances`]):
+//! the inventory's view of the fabric beyond the node (a `topology.conf`, an
+//! `ibnetdiscover` dump, InfiniBand discovery: [`of_topology`]) or the cost matrix a PMIx
+//! host serves with `PMIx_Fabric_register` (`maestro run --fabric`: [`from_pmix`]).
+
+use inventory::switches::Topology;
+use pmix::{Info, Value, keys};
+pub use pool_core::{DistancesError, HostDistances};
+
+/// The hops between the hosts of `t`.
+///
+/// # Errors
+/// [`DistancesError::TooMany`] for a fabric of more than
+/// [`pool_core::MAX_DISTANCE_HOSTS`] hosts.
+pub fn of_topology(t: &Topology) -> Result<HostDistances, DistancesError> {
+    if t.hosts.len() > pool_core::MAX_DISTANCE_HOSTS {
+        return Err(DistancesError::TooMany(t.hosts.len()));
+    }
+    let hops = t.hops();
+    let matrix = (hops.hops.iter().flatten())
+        .map(|h| h.map_or(u16::MAX, |h| u16::try_from(h).unwrap_or(u16::MAX - 1)))
+        .collect();
+    HostDistances::new(hops.hosts, matrix)
+}
+
+/// The hops in a `PMIx_Fabric_register` answer: `PMIX_FABRIC_COST_MATRIX` (a `uint16_t`
+/// array, row by row) between the hosts of [`maestro_keys::FABRIC_HOSTS`]. `None` when the
+/// answer has no such matrix (a host that serves only the node's devices).
+///
+/// # Errors
+/// [`DistancesError`] for a matrix that does not fit its hosts.
+pub fn from_pmix(infos: &[Info]) -> Result<Option<HostDistances>, DistancesError> {
+    let (Some(Value::Uint16s(hops)), Some(Value::Strings(hosts))) = (
+        pmix::find(infos, keys::FABRIC_COST_MATRIX),
+        pmix::find(infos, maestro_keys::FABRIC_HOSTS),
+    ) else {
+        return Ok(None);
+    };
+    HostDistances::new(hosts.clone(), hops.clone()).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topology_and_its_pmix_answer_give_the_same_hops() {
+        let t = inventory::switches::read(
+            "SwitchName=l1 Nodes=n[1-2]\nSwitchName=l2 Nodes=n[3-4]\nSwitchName=s Switches=l[1-2]\n",
+        )
+        .expect("topology.conf");
+        let d = of_topology(&t).expect("distances");
+        assert_eq!(d.between("n1", "n2"), Some(2));
+        assert_eq!(d.between("n1", "n4"), Some(4));
+        let answer = inventory::to_pmix_switches(&t, "file:x", "n1");
+        assert_eq!(from_pmix(&answer), Ok(Some(d)));
+        assert_eq!(from_pmix(&[]), Ok(None), "no matrix: none");
+        let bad = vec![
+            Info::new(keys::FABRIC_COST_MATRIX, Value::Uint16s(vec![0, 1, 2])),
+            Info::new(
+                maestro_keys::FABRIC_HOSTS,
+                Value::Strings(vec!["a".into(), "b".into()]),
+            ),
+        ];
+        assert!(matches!(
+            from_pmix(&bad),
+            Err(DistancesError::Shape {
+                entries: 3,
+                hosts: 2
+            })
+        ));
+    }
+}
