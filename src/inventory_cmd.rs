@@ -34,6 +34,9 @@ pub struct InventoryOptions {
     pub slurm: bool,
     /// Print where N tasks of this node go under srun --maestro-bind=near-nic: each
     /// task's NIC and the CPUs near it (for schedulers and hand-written --cpu-bind maps).
+    /// With the fabric beyond the node (--fabric, --discover-fabric): where N tasks go
+    /// across its nodes (--hosts, default all), leaf switch by leaf switch, with the
+    /// hostfile srun --distribution=arbitrary takes.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = pool_tools::cli::positive("tasks"))]
     pub placement: Option<u32>,
     /// The fabric beyond the node (--fabric FILE, --discover-fabric): its switches, leaf
@@ -46,6 +49,9 @@ pub struct InventoryOptions {
     /// to 1024 hosts.
     #[arg(long, value_name = "LIST")]
     pub hosts: Option<String>,
+    /// With --placement across the fabric's nodes: tasks on each node.
+    #[arg(long, value_name = "M", default_value_t = 1, value_parser = pool_tools::cli::positive("tasks per node"))]
+    pub tasks_per_node: u32,
 }
 
 /// The JSON document: the inventory and the choice.
@@ -76,25 +82,7 @@ fn print_fabric(
     t: &inventory::switches::Topology,
     opts: &InventoryOptions,
 ) -> Result<(), InventoryError> {
-    let among = match &opts.hosts {
-        Some(list) => {
-            let names = inventory::switches::hostlist::expand(list)
-                .map_err(|e| InventoryError::Hosts(e.to_string()))?;
-            let at: std::collections::HashMap<&str, usize> = (t.hosts.iter().enumerate())
-                .map(|(i, h)| (h.name.as_str(), i))
-                .collect();
-            let idx = names
-                .iter()
-                .map(|n| {
-                    at.get(n.as_str()).copied().ok_or_else(|| {
-                        InventoryError::Hosts(format!("{n} is no host of this fabric"))
-                    })
-                })
-                .collect::<Result<Vec<usize>, _>>()?;
-            Some(idx)
-        }
-        None => None,
-    };
+    let among = hosts_among(t, opts)?;
     let hops = match &among {
         Some(idx) => Some(t.hops_among(idx)),
         None if t.hosts.len() <= MOST_HOPS => Some(t.hops()),
@@ -119,6 +107,68 @@ fn print_fabric(
     Ok(())
 }
 
+/// `--hosts`: the indices of the fabric's hosts it names (`None` without it).
+///
+/// # Errors
+/// [`InventoryError::Hosts`] for a bad list or a host the fabric does not have.
+fn hosts_among(
+    t: &inventory::switches::Topology,
+    opts: &InventoryOptions,
+) -> Result<Option<Vec<usize>>, InventoryError> {
+    let Some(list) = &opts.hosts else {
+        return Ok(None);
+    };
+    let names = inventory::switches::hostlist::expand(list)
+        .map_err(|e| InventoryError::Hosts(e.to_string()))?;
+    let at: std::collections::HashMap<&str, usize> = (t.hosts.iter().enumerate())
+        .map(|(i, h)| (h.name.as_str(), i))
+        .collect();
+    names
+        .iter()
+        .map(|n| {
+            at.get(n.as_str())
+                .copied()
+                .ok_or_else(|| InventoryError::Hosts(format!("{n} is no host of this fabric")))
+        })
+        .collect::<Result<Vec<usize>, _>>()
+        .map(Some)
+}
+
+/// `--placement N` with the fabric: `n` tasks across its nodes by leaf switch (text or
+/// JSON), with the hostfile `srun --distribution=arbitrary` takes.
+///
+/// # Errors
+/// A bad `--hosts`, or tasks that do not fit.
+fn print_spread(
+    t: &inventory::switches::Topology,
+    opts: &InventoryOptions,
+    n: u32,
+) -> Result<(), InventoryError> {
+    let hosts: Option<Vec<String>> =
+        hosts_among(t, opts)?.map(|idx| idx.iter().map(|&i| t.hosts[i].name.clone()).collect());
+    let plan = inventory::switches::spread::spread(t, hosts.as_deref(), n, opts.tasks_per_node)?;
+    if opts.json {
+        println!("{}", serde_json::json!(plan));
+        return Ok(());
+    }
+    println!(
+        "placement of {n} tasks ({} per node) by leaf switch:",
+        opts.tasks_per_node
+    );
+    println!("{:<6} {:<16} LEAF", "TASK", "HOST");
+    for p in &plan {
+        println!("{:<6} {:<16} {}", p.task, p.host, p.leaf);
+    }
+    let mut leaves: Vec<&str> = plan.iter().map(|p| p.leaf.as_str()).collect();
+    leaves.dedup();
+    println!("leaf switches used: {}", leaves.join(", "));
+    println!("# SLURM_HOSTFILE (srun --distribution=arbitrary -n {n}), one line per task:");
+    for p in &plan {
+        println!("{}", p.host);
+    }
+    Ok(())
+}
+
 /// Builds the inventory and prints it.
 ///
 /// # Errors
@@ -132,6 +182,9 @@ pub fn run(opts: &InventoryOptions) -> Result<(), InventoryError> {
         ));
     }
     let fabric = source.as_ref().map(Source::load).transpose()?;
+    if let (Some(t), Some(n)) = (fabric.as_ref(), opts.placement) {
+        return print_spread(t, opts, n);
+    }
     if let Some(t) = fabric.as_ref().filter(|_| !opts.slurm) {
         print_fabric(t, opts)?;
         return Ok(());

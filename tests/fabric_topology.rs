@@ -443,6 +443,44 @@ fn slurm_places_a_two_node_job_under_one_leaf_with_the_exported_topology() {
     assert!(got.contains(&"switch leaf2"), "{out:?}");
     assert_eq!(cost(&got, "n5", "n8"), Some(2), "{out:?}");
     assert_eq!(cost(&got, "n5", "n1"), Some(4), "{out:?}");
+    // Tasks placed by leaf over the free nodes: leaf2 holds four of them, leaf1 one (n4);
+    // srun takes the hostfile and starts each rank where it says.
+    let placed = common::run(
+        Command::new(common::maestro())
+            .args(["inventory", "--fabric"])
+            .arg(&topology)
+            .args([
+                "--placement",
+                "4",
+                "--tasks-per-node",
+                "2",
+                "--hosts",
+                "n[4-8]",
+            ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(placed.code(), Some(0), "{placed:?}");
+    let hostfile: Vec<&str> = (placed.stdout.lines())
+        .skip_while(|l| !l.starts_with("# SLURM_HOSTFILE"))
+        .skip(1)
+        .collect();
+    assert_eq!(hostfile, ["n5", "n5", "n6", "n6"], "{placed:?}");
+    let file = dir.path().join("hostfile");
+    std::fs::write(&file, hostfile.join("\n") + "\n").expect("write the hostfile");
+    let ran = common::run(
+        cluster.srun().env("SLURM_HOSTFILE", &file).args([
+            "--distribution=arbitrary",
+            "-n",
+            "4",
+            "-l",
+            "hostname",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(ran.code(), Some(0), "{ran:?}");
+    let mut by_rank: Vec<&str> = ran.stdout.lines().map(str::trim).collect();
+    by_rank.sort_unstable();
+    assert_eq!(by_rank, ["0: n5", "1: n5", "2: n6", "3: n6"], "{ran:?}");
     let _ = common::run(
         cluster.command("scancel").arg(&job),
         Duration::from_secs(30),

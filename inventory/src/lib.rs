@@ -76,6 +76,9 @@ pub enum InventoryError {
     /// A host list that is bad, or names a host the fabric does not have.
     #[error("--hosts: {0}")]
     Hosts(String),
+    /// Tasks that cannot be placed across the fabric's nodes.
+    #[error("{0}")]
+    Spread(#[from] switches::spread::SpreadError),
     /// The InfiniBand fabric could not be discovered from this node.
     #[error("{0}")]
     Discover(#[from] switches::discover::DiscoverError),

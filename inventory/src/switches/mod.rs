@@ -10,6 +10,7 @@ pub mod discover;
 pub mod hostlist;
 pub mod ibnet;
 pub mod slurm;
+pub mod spread;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write;
