@@ -310,8 +310,7 @@ fn pool_manager_rank(settings: &Settings, apps: usize, plan: Plan) -> Result<(),
             // shard the pool has).
             let stop = &stop;
             s.spawn(move || {
-                let report =
-                    |c: pool::events::FabricChange| reporters.iter().all(|r| r.report(c.clone()));
+                let report = |f| pmix_events::deliver(&reporters, pmix, f);
                 if let Err(e) = pmix_events::forward(pmix, stop, report) {
                     println!("rank 0: PMIx events are not forwarded to the pool ({e})");
                 }

@@ -198,9 +198,17 @@ pub struct PmOptions {
     /// (`maestro run --fabric`), that one.
     #[command(flatten)]
     pub fabric_source: launcher::run::FabricSource,
+    /// With --fabric or --discover-fabric: seconds between looks at the fabric again (the
+    /// file read, the fabric discovered); a switch link that goes down or up is a fabric
+    /// event of the pool and changes which offers a consumer gets. 0: never.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = pool_tools::cli::parse_duration, allow_negative_numbers = true)]
+    pub fabric_watch: std::time::Duration,
     /// The hops between hosts, from `fabric_source` or the PMIx host (set by [`run`]).
     #[arg(skip)]
     pub distances: Option<pool_core::HostDistances>,
+    /// The fabric as `fabric_source` gave it at start (set by [`run`]), watched from there.
+    #[arg(skip)]
+    pub topology: Option<inventory::switches::Topology>,
 }
 
 /// Parses `--shards`.
@@ -335,8 +343,10 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     }
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let client = pmix_client();
+    let (distances, topology) = distances(opts, client.as_ref())?;
     let with_distances = PmOptions {
-        distances: distances(opts, client.as_ref())?,
+        distances,
+        topology,
         ..opts.clone()
     };
     let opts = &with_distances;
@@ -371,7 +381,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
     };
     let Some(info) = serving.info().cloned() else {
         // A rank of a job of shards other than 0: rank 0 tells the pool's PM info.
-        let sig = serve(&serving, client.as_ref(), &mut signals);
+        let sig = serve(opts, &serving, client.as_ref(), &mut signals);
         tracing::info!("{sig}: stopping this shard's pool manager");
         drop(client);
         return serving
@@ -456,7 +466,7 @@ pub fn run(opts: &PmOptions) -> std::io::Result<()> {
             "maestro pm: the PM info (it holds the workflow secret) is not printed: {why}; or use --info-file"
         ),
     }
-    let sig = serve(&serving, client.as_ref(), &mut signals);
+    let sig = serve(opts, &serving, client.as_ref(), &mut signals);
     tracing::info!("{sig}: stopping the pool manager");
     if let Some(client) = &client
         && let Err(e) = client.unpublish(
@@ -600,6 +610,7 @@ fn print_metrics(managers: &[PoolManager], count: usize, first: usize) {
 /// Serves until a signal: PMIx events (processes lost, links down or up) go to every
 /// manager meanwhile. The signal, in words.
 fn serve(
+    opts: &PmOptions,
     serving: &Serving,
     client: Option<&pmix::Client>,
     signals: &mut signal_hook::iterator::Signals,
@@ -611,10 +622,11 @@ fn serve(
         .map(PoolManager::reporter)
         .collect();
     let sig = std::thread::scope(|s| {
+        s.spawn(|| watch_fabric(opts, &reporters, &stop));
         if let Some(client) = client {
             s.spawn(|| {
-                if let Err(e) = pmix_events::forward(client, &stop, |c| {
-                    reporters.iter().all(|r| r.report(c.clone()))
+                if let Err(e) = pmix_events::forward(client, &stop, |f| {
+                    pmix_events::deliver(&reporters, client, f)
                 }) {
                     eprintln!("maestro pm: PMIx events are not forwarded ({e})");
                 }
@@ -781,15 +793,18 @@ fn announce(client: &pmix::Client, info: &pool::bootstrap::PmInfo) -> std::io::R
 /// How long the PM asks its PMIx host for the fabric (`PMIx_Fabric_register`).
 const FABRIC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The hops between the pool's hosts: from `--fabric`/`--discover-fabric`, else from the
-/// cost matrix the PMIx host serves, if it serves one.
+/// The hops between the pool's hosts: from `--fabric`/`--discover-fabric` (with the
+/// topology, to watch), else from the cost matrix the PMIx host serves, if it serves one.
 ///
 /// # Errors
 /// A fabric given that cannot be read or discovered, or has too many hosts.
 fn distances(
     opts: &PmOptions,
     client: Option<&pmix::Client>,
-) -> std::io::Result<Option<pool_core::HostDistances>> {
+) -> std::io::Result<(
+    Option<pool_core::HostDistances>,
+    Option<inventory::switches::Topology>,
+)> {
     let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
     if let Some(source) = opts.fabric_source.source() {
         let t = source
@@ -797,19 +812,74 @@ fn distances(
             .map_err(|e| invalid(format!("the fabric beyond the node: {e}")))?;
         let d = pool::distances::of_topology(&t)
             .map_err(|e| invalid(format!("{}: {e}", source.identifier())))?;
-        return Ok(Some(d));
+        return Ok((Some(d), Some(t)));
     }
     let Some(client) = client else {
-        return Ok(None);
+        return Ok((None, None));
     };
     match client.fabric_register(FABRIC_TIMEOUT) {
-        Ok(infos) => Ok(pool::distances::from_pmix(&infos).unwrap_or_else(|e| {
-            eprintln!("maestro pm: the PMIx host's cost matrix is not used: {e}");
-            None
-        })),
+        Ok(infos) => Ok((
+            pool::distances::from_pmix(&infos).unwrap_or_else(|e| {
+                eprintln!("maestro pm: the PMIx host's cost matrix is not used: {e}");
+                None
+            }),
+            None,
+        )),
         Err(e) => {
             tracing::info!("no fabric from the PMIx host: {e}");
-            Ok(None)
+            Ok((None, None))
+        }
+    }
+}
+
+/// Looks at the fabric of `opts` every `--fabric-watch` until `stop`: each change (switch
+/// links down or up, hosts cut off) goes to every manager with the hops now.
+fn watch_fabric(opts: &PmOptions, reporters: &[pool::FabricReporter], stop: &AtomicBool) {
+    let (Some(source), Some(first)) = (opts.fabric_source.source(), opts.topology.clone()) else {
+        return;
+    };
+    if opts.fabric_watch.is_zero() {
+        return;
+    }
+    let mut watch = inventory::switches::watch::Watch::new(source, first);
+    let step = std::time::Duration::from_millis(100).min(opts.fabric_watch);
+    let mut waited = std::time::Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(step);
+        waited += step;
+        if waited < opts.fabric_watch {
+            continue;
+        }
+        waited = std::time::Duration::ZERO;
+        let changed = match watch.poll() {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!("the fabric beyond the node: looking again failed: {e}");
+                continue;
+            }
+        };
+        let distances = match pool::distances::of_topology_with(&changed.topology, &changed.cut_off)
+        {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!("the fabric beyond the node changed, its hops not used: {e}");
+                continue;
+            }
+        };
+        let links: Vec<(String, bool)> = changed
+            .links
+            .iter()
+            .map(|l| (l.link.clone(), l.up))
+            .collect();
+        for l in &changed.links {
+            eprintln!("maestro pm: {l}");
+        }
+        if !reporters
+            .iter()
+            .all(|r| r.topology(distances.clone(), links.clone()))
+        {
+            return;
         }
     }
 }

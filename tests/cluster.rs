@@ -7,7 +7,8 @@
 
 mod common;
 
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::capi::installed;
 use common::{Cluster, example, run};
@@ -532,11 +533,21 @@ impl HostPool {
 
     /// As [`HostPool::start`], the PM started with `pm_args` too.
     fn start_with(workflow: &'static str, kinds: &str, pm_args: &[&str]) -> HostPool {
+        HostPool::start_with_env(workflow, kinds, pm_args, &[])
+    }
+
+    /// As [`HostPool::start_with`], the PM with `env` added to its environment.
+    fn start_with_env(
+        workflow: &'static str,
+        kinds: &str,
+        pm_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> HostPool {
         let site = installed().site_packages();
         // The nodes reach this host over the bridge (see `each_rank_moves_data_over_its_own_nic`).
         let mut args = vec!["--listen", "0.0.0.0:0"];
         args.extend_from_slice(pm_args);
-        let (pm, info) = common::start_pm(workflow, &args);
+        let (pm, info) = common::start_pm_with_env(workflow, &args, env);
         let mut cmd = std::process::Command::new(example("pool_tracer"));
         cmd.env("MSTRO_POOL_MANAGER_INFO", &info)
             .env("MSTRO_WORKFLOW_NAME", workflow)
@@ -795,4 +806,88 @@ fn of_two_offers_a_consumer_gets_the_one_under_its_own_leaf() {
         assert_eq!(served(&pool, "n3"), n3, "n3, with the fabric: {fabric}");
         pool.stop();
     }
+}
+
+/// A switch link cut in a simulated InfiniBand fabric (ibsim, the cluster's nodes as its
+/// adapters: n1, n2 under leaf1, n5, n6 under leaf2) reaches the pool: the PM discovers the
+/// fabric (`--discover-fabric`, libibnetdisc) and looks again every half second; when n5's
+/// link is cut in ibsim's console, a subscriber hears `switch link leaf2[1] - n5[1] down`
+/// within 5 s, `maestro pool fabric` lists it, a consumer on n6 that got `field` from n5
+/// (its leaf) gets it from n2 now, and its demand of `lonely`, which only n5 offers, fails
+/// naming the link.
+#[test]
+fn a_switch_link_cut_in_ibsim_is_a_pool_event_and_moves_demands() {
+    let cluster = Cluster::start_nodes(8);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = dir.path().join("two-leaves");
+    let mut text = String::from("Switch\t8 \"spine1\"\n[1]\t\"leaf1\"[3]\n[2]\t\"leaf2\"[3]\n\n");
+    for (leaf, port, hosts) in [("leaf1", 1, ["n1", "n2"]), ("leaf2", 2, ["n5", "n6"])] {
+        text += &format!(
+            "Switch\t8 \"{leaf}\"\n[1]\t\"{}\"[1]\n[2]\t\"{}\"[1]\n[3]\t\"spine1\"[{port}]\n\n",
+            hosts[0], hosts[1]
+        );
+        for (i, h) in hosts.iter().enumerate() {
+            text += &format!("Hca\t2 \"{h}\"\n[1]\t\"{leaf}\"[{}]\n\n", i + 1);
+        }
+    }
+    std::fs::write(&net, text).expect("write the net file");
+    let mut sim = common::ibsim::Ibsim::start(&net, "cut");
+    let pool = HostPool::start_with_env(
+        "switch-cut",
+        "fabric,transport-started",
+        &["--discover-fabric", "--fabric-watch", "0.5"],
+        &sim.env(),
+    );
+    let _far = provider(&pool, &cluster, "n2", &[], "field", "far", 4096);
+    let _near = provider(&pool, &cluster, "n5", &[], "field,lonely", "near", 4096);
+    const CONSUME: &str = "import sys, maestro_core as M\n\
+        M.mstro_init(None, 'consumer', 0)\n\
+        for name in sys.argv[1].split(','):\n    c = M.mstro_cdo_declare(name, None)\n    try:\n        M.mstro_cdo_demand(c)\n        print(name + ':', len(M.mstro_cdo_access_ptr(c)), 'bytes', flush=True)\n        M.mstro_cdo_dispose(c)\n    except M.MaestroError as e:\n        print(name + ':', e.status, e.message, flush=True)\n\
+        M.mstro_finalize()\n";
+    let consume = |names: &str| {
+        let cmd = pool.python(&cluster, "n6", &[], CONSUME, &[names]);
+        let done = common::Group::spawn(&mut { cmd }).wait(Duration::from_secs(60));
+        assert_eq!(done.code(), Some(0), "{done:?}");
+        done.stdout
+    };
+    let ticketed_from = || {
+        common::expect_line(
+            &pool.events,
+            &["\"TransportStarted\"", "\"cdo\":\"field\""],
+            Duration::from_secs(30),
+        )
+    };
+    assert!(consume("field").contains("field: 4096 bytes"));
+    assert!(
+        ticketed_from().contains("from near:0 by"),
+        "n5, under n6's leaf"
+    );
+    let cut = Instant::now();
+    sim.console("Unlink \"n5\"");
+    common::expect_line(
+        &pool.events,
+        &["\"Fabric\"", "switch link leaf2[1] - n5[1] down"],
+        Duration::from_secs(5),
+    );
+    let heard = cut.elapsed();
+    eprintln!(
+        "switch link cut in ibsim to the pool event: {:.3} s",
+        heard.as_secs_f64()
+    );
+    let fabric = common::run(
+        Command::new(common::maestro()).args(["pool", "fabric", "--info", &pool.info]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        fabric.stdout.contains("switch link leaf2[1] - n5[1]"),
+        "{fabric:?}"
+    );
+    let said = consume("field,lonely");
+    assert!(said.contains("field: 4096 bytes"), "{said}");
+    assert!(ticketed_from().contains("from far:0 by"), "n2 now");
+    assert!(
+        said.contains("lonely: 7 ") && said.contains("no path through the switches from n6 to the providers on n5 (switch links down: leaf2[1] - n5[1])"),
+        "{said}"
+    );
+    pool.stop();
 }

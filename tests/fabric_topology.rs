@@ -13,92 +13,13 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::ibsim::Ibsim;
 use inventory::switches::{End, Topology};
 
 const EXAMPLES: &str = "/usr/share/doc/ibsim-utils/net-examples";
-
-/// An ibsim of its own (its socket named for this test), stopped when dropped (its
-/// process group is).
-struct Ibsim {
-    /// Held for its drop, which ends ibsim's process group; its console is its stdin.
-    group: common::Group,
-    socket: String,
-    _out: [std::sync::mpsc::Receiver<String>; 2],
-}
-
-impl Ibsim {
-    /// Starts ibsim on `net` and waits until ibnetdiscover reaches it.
-    fn start(net: &Path, name: &str) -> Ibsim {
-        let socket = format!("maestro-{name}-{}", std::process::id());
-        let mut group = common::Group::spawn_with_stdin(
-            Command::new("ibsim")
-                .arg("-s")
-                .arg(net)
-                .env("IBSIM_SOCKNAME", &socket),
-            Stdio::piped(),
-        );
-        let out = [
-            common::lines(group.child.stdout.take().expect("stdout")),
-            common::lines(group.child.stderr.take().expect("stderr")),
-        ];
-        let sim = Ibsim {
-            group,
-            socket,
-            _out: out,
-        };
-        let end = Instant::now() + Duration::from_secs(10);
-        while sim.ibnetdiscover().is_none() {
-            assert!(
-                Instant::now() < end,
-                "ibsim on {} did not come up",
-                net.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        sim
-    }
-
-    /// ibnetdiscover's dump of the simulated fabric, once it answers.
-    fn ibnetdiscover(&self) -> Option<String> {
-        let out = self.run(Command::new("ibsim-run").arg("ibnetdiscover"));
-        (out.code() == Some(0) && out.stdout.contains("Switch")).then_some(out.stdout)
-    }
-
-    /// Types `command` into ibsim's console (`Unlink "s1"[2]`).
-    fn console(&mut self, command: &str) {
-        use std::io::Write;
-        let stdin = self.group.child.stdin.as_mut().expect("ibsim's console");
-        writeln!(stdin, "{command}").expect("write to ibsim's console");
-        stdin.flush().expect("flush ibsim's console");
-    }
-
-    /// `cmd` (an `ibsim-run ...`) against this ibsim.
-    fn run(&self, cmd: &mut Command) -> common::Output {
-        common::run(
-            cmd.env("IBSIM_SOCKNAME", &self.socket),
-            Duration::from_secs(30),
-        )
-    }
-
-    /// The topology `maestro inventory --discover-fabric --json` discovers (libibnetdisc
-    /// through the simulated adapter), and how long the command took.
-    fn discover(&self) -> (Topology, Duration) {
-        let started = Instant::now();
-        let out = self.run(Command::new("ibsim-run").arg(common::maestro()).args([
-            "inventory",
-            "--discover-fabric",
-            "--json",
-        ]));
-        let took = started.elapsed();
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
-        let t = serde_json::from_value(v["topology"].clone()).expect("a topology");
-        (t, took)
-    }
-}
 
 /// The fabric an ibsim net file describes (its records: `Switch|Hca PORTS "name"`, then
 /// `[port] "remote"[port]` lines): the truth the discovery is compared with.
@@ -563,6 +484,62 @@ fn a_pool_manager_under_maestro_run_takes_the_hosts_cost_matrix() {
     common::await_line(
         job.child.stderr.take().expect("stderr"),
         "the hops between 4 hosts order offers",
+    );
+}
+
+/// The PMIx path of a switch link's failure: `maestro run --discover-fabric` (through
+/// ibsim) looks at the fabric every half second; when a link is cut in ibsim's console it
+/// raises `PMIX_FABRIC_UPDATED` to its job, whose rank running the pool manager asks for
+/// the hops now (`PMIx_Fabric_update`) and hands the change to the pool: a subscriber
+/// hears `switch link ... down` within 5 s (measured), and the launcher says it.
+#[test]
+fn a_switch_link_cut_under_maestro_run_is_a_pmix_event_and_a_pool_event() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let net = dir.path().join("ring");
+    std::fs::write(&net, RING).expect("write the net file");
+    let mut sim = Ibsim::start(&net, "pmix-cut");
+    let workflow = format!("switch-event-{}", std::process::id());
+    let (mut job, info) = common::spawn_pm(
+        Command::new(common::maestro())
+            .args(["run", "--discover-fabric", "--fabric-watch", "0.5", "--"])
+            .arg(common::maestro())
+            .args(["pm", "--print-info", "--workflow", &workflow])
+            .envs(sim.env()),
+    );
+    let launcher = common::lines(job.child.stderr.take().expect("stderr"));
+    let mut tracer = common::Group::spawn(
+        Command::new(common::example("pool_tracer"))
+            .env("MSTRO_POOL_MANAGER_INFO", &info)
+            .env("MSTRO_WORKFLOW_NAME", &workflow)
+            .args(["--kinds", "fabric"]),
+    );
+    common::await_line(tracer.child.stderr.take().expect("stderr"), "subscribed");
+    let events = common::lines(tracer.child.stdout.take().expect("stdout"));
+    let cut = Instant::now();
+    sim.console("Unlink \"s1\"[2]");
+    let heard = common::expect_line(
+        &events,
+        &["\"Fabric\"", "switch link s1[2] - s2[2] down"],
+        Duration::from_secs(5),
+    );
+    eprintln!(
+        "switch link cut in ibsim to the pool event through PMIx: {:.3} s",
+        cut.elapsed().as_secs_f64()
+    );
+    assert!(heard.contains("\"kind\":\"Fabric\""), "{heard}");
+    // With the hops the host serves now: the pool lists the link down.
+    let fabric = common::run(
+        Command::new(common::maestro()).args(["pool", "fabric", "--info", &info]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        fabric.stdout.contains("switch link s1[2] - s2[2]"),
+        "{fabric:?}"
+    );
+    common::expect_line(
+        &launcher,
+        &["maestro run: switch link s1[2] - s2[2] down"],
+        Duration::from_secs(5),
     );
 }
 

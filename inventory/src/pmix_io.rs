@@ -130,11 +130,12 @@ pub const MOST_MATRIX_HOSTS: usize = 4096;
 /// `PMIX_FABRIC_IDENTIFIER` (where it came from), `PMIX_FABRIC_COST_MATRIX` (the hops
 /// between hosts, row by row, `u16::MAX` where no path joins two; a `uint16_t` data array,
 /// not the standard's pointer, which cannot cross processes; up to [`MOST_MATRIX_HOSTS`]
-/// hosts), [`maestro_keys::FABRIC_HOSTS`] (the hosts of its rows), `PMIX_FABRIC_GROUPS`
+/// hosts; the hosts `cut_off` since, which it no longer reaches, last, with no path to
+/// any), [`maestro_keys::FABRIC_HOSTS`] (the hosts of its rows), `PMIX_FABRIC_GROUPS`
 /// (the leaf switches' hosts, `0:n1,n2;1:n3,n4`), `PMIX_FABRIC_SWITCH` (the leaf switches
 /// host `me` is linked to, comma-separated, when it is one of the fabric's hosts) and
 /// [`maestro_keys::FABRIC_TOPOLOGY`] (the whole topology as JSON, which `--fabric` reads).
-pub fn to_pmix_switches(t: &Topology, identifier: &str, me: &str) -> Vec<Info> {
+pub fn to_pmix_switches(t: &Topology, cut_off: &[String], identifier: &str, me: &str) -> Vec<Info> {
     let leaves = t.leaves();
     let groups = (leaves.iter().enumerate())
         .map(|(i, g)| format!("{i}:{}", g.hosts.join(",")))
@@ -144,16 +145,10 @@ pub fn to_pmix_switches(t: &Topology, identifier: &str, me: &str) -> Vec<Info> {
         Info::new(keys::FABRIC_IDENTIFIER, Value::String(identifier.into())),
         Info::new(keys::FABRIC_GROUPS, Value::String(groups)),
     ];
-    if t.hosts.len() <= MOST_MATRIX_HOSTS {
-        let hops = t.hops();
-        let costs = (hops.hops.iter().flatten())
-            .map(|h| h.map_or(u16::MAX, |h| u16::try_from(h).unwrap_or(u16::MAX - 1)))
-            .collect();
+    if t.hosts.len() + cut_off.len() <= MOST_MATRIX_HOSTS {
+        let (hosts, costs) = t.cost_matrix(cut_off);
         out.push(Info::new(keys::FABRIC_COST_MATRIX, Value::Uint16s(costs)));
-        out.push(Info::new(
-            maestro_keys::FABRIC_HOSTS,
-            Value::Strings(hops.hosts),
-        ));
+        out.push(Info::new(maestro_keys::FABRIC_HOSTS, Value::Strings(hosts)));
     }
     let mine: Vec<&str> = (leaves.iter())
         .filter(|g| g.hosts.iter().any(|h| h == me))

@@ -181,7 +181,7 @@ impl From<ClientError> for Error {
                 CallError::Refused { why, .. } => match why {
                     Refusal::WrongState { .. } => Status::Invstate,
                     Refusal::BadName | Refusal::BadSelector(_) => Status::Invarg,
-                    Refusal::NoProvider => Status::Noent,
+                    Refusal::NoProvider | Refusal::NoPath(_) => Status::Noent,
                     _ => Status::Fail,
                 },
                 CallError::Timeout(_) | CallError::AckTooLate(_) => Status::Timeout,

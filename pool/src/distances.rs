@@ -13,14 +13,22 @@ pub use pool_core::{DistancesError, HostDistances};
 /// [`DistancesError::TooMany`] for a fabric of more than
 /// [`pool_core::MAX_DISTANCE_HOSTS`] hosts.
 pub fn of_topology(t: &Topology) -> Result<HostDistances, DistancesError> {
-    if t.hosts.len() > pool_core::MAX_DISTANCE_HOSTS {
-        return Err(DistancesError::TooMany(t.hosts.len()));
+    of_topology_with(t, &[])
+}
+
+/// As [`of_topology`], with `cut_off` too: hosts the fabric had and no longer reaches,
+/// kept with no path to any other (so offers there are known to be out of reach, not of
+/// an unknown host).
+///
+/// # Errors
+/// As [`of_topology`].
+pub fn of_topology_with(t: &Topology, cut_off: &[String]) -> Result<HostDistances, DistancesError> {
+    let n = t.hosts.len() + cut_off.len();
+    if n > pool_core::MAX_DISTANCE_HOSTS {
+        return Err(DistancesError::TooMany(n));
     }
-    let hops = t.hops();
-    let matrix = (hops.hops.iter().flatten())
-        .map(|h| h.map_or(u16::MAX, |h| u16::try_from(h).unwrap_or(u16::MAX - 1)))
-        .collect();
-    HostDistances::new(hops.hosts, matrix)
+    let (hosts, matrix) = t.cost_matrix(cut_off);
+    HostDistances::new(hosts, matrix)
 }
 
 /// The hops in a `PMIx_Fabric_register` answer: `PMIX_FABRIC_COST_MATRIX` (a `uint16_t`
@@ -52,9 +60,13 @@ mod tests {
         let d = of_topology(&t).expect("distances");
         assert_eq!(d.between("n1", "n2"), Some(2));
         assert_eq!(d.between("n1", "n4"), Some(4));
-        let answer = inventory::to_pmix_switches(&t, "file:x", "n1");
+        let answer = inventory::to_pmix_switches(&t, &[], "file:x", "n1");
         assert_eq!(from_pmix(&answer), Ok(Some(d)));
         assert_eq!(from_pmix(&[]), Ok(None), "no matrix: none");
+        let with = of_topology_with(&t, &["n9".into()]).expect("distances");
+        assert_eq!(with.between("n1", "n4"), Some(4));
+        assert_eq!(with.between("n1", "n9"), None, "cut off");
+        assert!(with.knows("n9"));
         let bad = vec![
             Info::new(keys::FABRIC_COST_MATRIX, Value::Uint16s(vec![0, 1, 2])),
             Info::new(

@@ -41,8 +41,52 @@ pub fn link_info(name: &str, addresses: &[Subnet], up: bool) -> Vec<Info> {
     ]
 }
 
-/// What a PMIx event means for the pool: a link change (with our keys) or a description
-/// of anything else (status, affected process, message).
+/// The information of a `PMIX_FABRIC_UPDATED` event for a switch link of the fabric
+/// beyond the node that went down or up.
+pub fn switch_link_info(link: &str, up: bool) -> Vec<Info> {
+    let state = if up { "up" } else { "down" };
+    vec![
+        Info::new(maestro_keys::SWITCH_LINK, Value::String(link.to_string())),
+        Info::new(maestro_keys::LINK_UP, Value::Bool(up)),
+        Info::new(
+            pmix::keys::EVENT_TEXT_MESSAGE,
+            Value::String(format!("switch link {link} {state}")),
+        ),
+    ]
+}
+
+/// What a PMIx event means for the pool.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Forwarded {
+    /// A change the pool manager takes as it is reported.
+    Change(FabricChange),
+    /// A switch link of the fabric beyond the node went down or up: the process running
+    /// the pool manager asks its host for the hops now (`PMIx_Fabric_update`).
+    SwitchLink {
+        /// The link, by its ends and ports.
+        link: String,
+        /// Up now.
+        up: bool,
+    },
+}
+
+/// What a PMIx event means for the pool: a switch link's change, a link change (with our
+/// keys) or a description of anything else (status, affected process, message).
+pub fn forwarded(event: &pmix::Event) -> Forwarded {
+    let find = |k: &str| pmix::find(&event.info, k);
+    if let (Some(Value::String(link)), Some(Value::Bool(up))) =
+        (find(maestro_keys::SWITCH_LINK), find(maestro_keys::LINK_UP))
+    {
+        return Forwarded::SwitchLink {
+            link: link.clone(),
+            up: *up,
+        };
+    }
+    Forwarded::Change(change_of(event))
+}
+
+/// What a PMIx event means for the pool as a reported change: a link change (with our
+/// keys) or a description of anything else (status, affected process, message).
 pub fn change_of(event: &pmix::Event) -> FabricChange {
     let find = |k: &str| pmix::find(&event.info, k);
     if let (Some(Value::String(name)), Some(Value::Bool(up))) =
@@ -68,6 +112,44 @@ pub fn change_of(event: &pmix::Event) -> FabricChange {
     FabricChange::Other(text)
 }
 
+/// How long the pool manager's process waits for its host's fabric after a switch link
+/// changed (`PMIx_Fabric_update`).
+pub const FABRIC_UPDATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Hands `event` to the pool managers of `reporters` (the shards of one pool): a change as
+/// it is; a switch link's change with the hops the PMIx host serves now
+/// (`PMIx_Fabric_update` through `client`; without a cost matrix there, as a described
+/// change). False when a manager has stopped.
+pub fn deliver(
+    reporters: &[crate::FabricReporter],
+    client: &pmix::Client,
+    event: Forwarded,
+) -> bool {
+    let (link, up) = match event {
+        Forwarded::Change(c) => return reporters.iter().all(|r| r.report(c.clone())),
+        Forwarded::SwitchLink { link, up } => (link, up),
+    };
+    let distances = client
+        .fabric_update(FABRIC_UPDATE_TIMEOUT)
+        .map_err(|e| e.to_string())
+        .and_then(|infos| crate::distances::from_pmix(&infos).map_err(|e| e.to_string()));
+    match distances {
+        Ok(Some(d)) => reporters
+            .iter()
+            .all(|r| r.topology(d.clone(), vec![(link.clone(), up)])),
+        why => {
+            let why = match why {
+                Err(e) => e,
+                _ => "the host serves no cost matrix".into(),
+            };
+            tracing::warn!("switch link {link}: the hops now are not known ({why})");
+            let state = if up { "up" } else { "down" };
+            let c = FabricChange::Other(format!("switch link {link} {state}"));
+            reporters.iter().all(|r| r.report(c.clone()))
+        }
+    }
+}
+
 /// Registers for [`WATCHED`] and hands what every event means to `deliver` until `stop`
 /// is set or `deliver` returns false. Run it on a thread that may borrow `client` (e.g. in
 /// `std::thread::scope`). The PM's own process delivers with
@@ -83,7 +165,7 @@ pub fn change_of(event: &pmix::Event) -> FabricChange {
 pub fn forward(
     client: &pmix::Client,
     stop: &AtomicBool,
-    mut deliver: impl FnMut(FabricChange) -> bool,
+    mut deliver: impl FnMut(Forwarded) -> bool,
 ) -> Result<(), pmix::Error> {
     let handler = match client.register_events(&WATCHED) {
         Ok(h) => h,
@@ -103,7 +185,7 @@ pub fn forward(
     };
     while !stop.load(Ordering::Relaxed) {
         if let Some(event) = handler.recv_timeout(Duration::from_millis(100)) {
-            let change = change_of(&event);
+            let change = forwarded(&event);
             tracing::info!("PMIx event for the pool: {change:?}");
             if !deliver(change) {
                 break;

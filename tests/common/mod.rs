@@ -5,6 +5,7 @@
 
 pub mod apps;
 pub mod capi;
+pub mod ibsim;
 pub mod pool;
 pub mod pty;
 

@@ -11,6 +11,7 @@ pub mod hostlist;
 pub mod ibnet;
 pub mod slurm;
 pub mod spread;
+pub mod watch;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write;
@@ -338,6 +339,28 @@ impl Topology {
             hosts: hosts.iter().map(|&h| self.hosts[h].name.clone()).collect(),
             hops,
         }
+    }
+
+    /// The hosts and the hops between them as a cost matrix (row by row, `u16::MAX` where
+    /// no path joins two), with `cut_off` after them: hosts the fabric had and no longer
+    /// reaches, with no path to any other.
+    pub fn cost_matrix(&self, cut_off: &[String]) -> (Vec<String>, Vec<u16>) {
+        let hops = self.hops();
+        let n = hops.hosts.len() + cut_off.len();
+        let cost =
+            |h: &Option<u32>| h.map_or(u16::MAX, |h| u16::try_from(h).unwrap_or(u16::MAX - 1));
+        let mut costs = Vec::with_capacity(n * n);
+        for row in &hops.hops {
+            costs.extend(row.iter().map(cost));
+            costs.extend(std::iter::repeat_n(u16::MAX, cut_off.len()));
+        }
+        for i in 0..cut_off.len() {
+            let me = hops.hosts.len() + i;
+            costs.extend((0..n).map(|j| if j == me { 0 } else { u16::MAX }));
+        }
+        let mut hosts = hops.hosts;
+        hosts.extend(cut_off.iter().cloned());
+        (hosts, costs)
     }
 
     /// How many pairs of hosts are how many hops apart (`None`: no path), without the

@@ -14,6 +14,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use inventory::switches::watch::{LinkChange, Watch};
 use inventory::switches::{Source, Topology, discover::Discovery};
 use inventory::{
     Choice, IndexSet, Inventory, InventoryError, choose_nic, device_distances, merge_pmix,
@@ -85,13 +86,18 @@ fn parse_ca(s: &str) -> Result<(String, Option<u8>), String> {
     Ok((ca.to_string(), port))
 }
 
-/// The fabric beyond the node as `maestro run` serves it: its source and what was last
-/// read or discovered from it.
+/// Where [`Switches`] tells of the switch links that changed.
+pub type LinkSink = Box<dyn Fn(Vec<LinkChange>) + Send>;
+
+/// The fabric beyond the node as `maestro run` serves it: its source, what was last read
+/// or discovered from it, and the hosts it cut off since.
 pub struct Switches {
-    source: Source,
-    topology: Mutex<Topology>,
+    watch: Mutex<Watch>,
+    now: Mutex<(Topology, Vec<String>)>,
     /// This node's name among the fabric's hosts.
     hostname: String,
+    /// Told of every change, whoever looked (the watch thread, a `PMIx_Fabric_update`).
+    sink: Mutex<Option<LinkSink>>,
 }
 
 impl Switches {
@@ -109,38 +115,76 @@ impl Switches {
             topology.links.len()
         );
         Ok(Switches {
-            source,
-            topology: Mutex::new(topology),
+            watch: Mutex::new(Watch::new(source, topology.clone())),
+            now: Mutex::new((topology, Vec::new())),
             hostname: hostname.to_string(),
+            sink: Mutex::new(None),
         })
     }
 
-    /// Reads or discovers the topology again (for `PMIx_Fabric_update`); keeps the last
-    /// one when that fails.
+    /// Where the switch links that change are told from now on.
+    pub fn tell(&self, sink: LinkSink) {
+        *lock(&self.sink) = Some(sink);
+    }
+
+    /// Reads or discovers the topology again (for `PMIx_Fabric_update`, and the watch);
+    /// the links that changed go to the sink. Keeps the last one when that fails.
     ///
     /// # Errors
     /// [`InventoryError`] from reading or discovering it.
     pub fn reload(&self) -> Result<(), InventoryError> {
-        let now = self.source.load()?;
-        *self.lock() = now;
+        let changed = lock(&self.watch).poll()?;
+        if let Some(c) = changed {
+            *lock(&self.now) = (c.topology, c.cut_off);
+            if let Some(sink) = lock(&self.sink).as_ref() {
+                sink(c.links);
+            }
+        }
         Ok(())
     }
 
     /// The topology's PMIx infos (cost matrix, groups, this node's switch, the JSON).
     pub fn infos(&self) -> Vec<Info> {
-        inventory::to_pmix_switches(&self.lock(), &self.source.identifier(), &self.hostname)
+        let now = lock(&self.now);
+        let id = lock(&self.watch).source().identifier();
+        inventory::to_pmix_switches(&now.0, &now.1, &id, &self.hostname)
     }
 
     /// The topology as the JSON `--fabric` reads.
     pub fn json(&self) -> String {
-        serde_json::json!({ "topology": &*self.lock() }).to_string()
+        serde_json::json!({ "topology": &lock(&self.now).0 }).to_string()
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Topology> {
-        self.topology
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// `m` locked, whatever a panicking holder left.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Looks at the fabric of `switches` every `every` on a thread of its own, until only this
+/// thread holds them (the job is over).
+///
+/// # Errors
+/// The OS error when no thread can be started.
+pub fn watch(
+    switches: &std::sync::Arc<Switches>,
+    every: std::time::Duration,
+) -> std::io::Result<()> {
+    if every.is_zero() {
+        return Ok(());
     }
+    let switches = std::sync::Arc::clone(switches);
+    std::thread::Builder::new()
+        .name("fabric-watch".into())
+        .spawn(move || {
+            while std::sync::Arc::strong_count(&switches) > 1 {
+                std::thread::sleep(every);
+                if let Err(e) = switches.reload() {
+                    tracing::warn!("the fabric beyond the node: looking again failed: {e}");
+                }
+            }
+        })
+        .map(drop)
 }
 
 /// The inventory and each rank's NIC.

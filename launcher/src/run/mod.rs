@@ -130,6 +130,11 @@ pub struct RunOptions {
     /// The fabric beyond the node, which `PMIx_Fabric_register` answers with.
     #[command(flatten)]
     pub fabric_source: FabricSource,
+    /// With --fabric or --discover-fabric: seconds between looks at the fabric again; a
+    /// switch link that went down or up is raised to the job as `PMIX_FABRIC_UPDATED`.
+    /// 0: never (`PMIx_Fabric_update` still looks).
+    #[arg(long, value_name = "S", default_value = "2", value_parser = pool_tools::cli::parse_duration, allow_negative_numbers = true)]
+    pub fabric_watch: Duration,
     /// The program and its arguments.
     // Any bytes, as `mpirun` and `srun` pass them: arguments are not text.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
@@ -179,7 +184,7 @@ fn parse_export(s: &str) -> Result<(String, Option<String>), String> {
 /// program's own, after `--` or the program's name).
 pub fn mpirun_habits(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     /// `maestro run`'s options that take a value as the next word.
-    const VALUED: [&str; 11] = [
+    const VALUED: [&str; 14] = [
         "-n",
         "--np",
         "--nprocs",
@@ -191,6 +196,9 @@ pub fn mpirun_habits(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "--max-procs",
         "--stdin",
         "-x",
+        "--fabric",
+        "--ib-ca",
+        "--fabric-watch",
     ];
     let mut args = args;
     if args.get(1).is_none_or(|a| a != "run") {
@@ -299,6 +307,8 @@ enum LoopEvent {
     /// Writing the launcher's stdout or stderr failed otherwise (a full disk, a closed
     /// descriptor): said once; the job runs on and the launcher's exit code is not 0.
     OutputFailed(output::Stream, String),
+    /// Switch links of the fabric beyond the node went down or up.
+    SwitchLinks(Vec<inventory::switches::watch::LinkChange>),
 }
 
 /// Runs the job and returns the exit code for the launcher (see [`main`]).
@@ -337,6 +347,13 @@ fn run(opts: &RunOptions, std_closed: fn(usize) -> bool) -> Result<i32, RunError
     let switches = (opts.fabric_source.source())
         .map(|source| fabric::Switches::load(source, &hostname).map(Arc::new))
         .transpose()?;
+    if let Some(s) = &switches {
+        let tx = tx.clone();
+        s.tell(Box::new(move |links| {
+            let _ = tx.send(LoopEvent::SwitchLinks(links));
+        }));
+        fabric::watch(s, opts.fabric_watch).map_err(io_err("starting the fabric watch"))?;
+    }
     let host = Arc::new(LauncherHost::new(
         first, &hostname, authority, host_tx, switches,
     ));

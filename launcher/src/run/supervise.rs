@@ -77,6 +77,7 @@ impl Job<'_> {
                             .get_or_insert(Instant::now() + self.opts.kill_after);
                     }
                 }
+                Ok(LoopEvent::SwitchLinks(links)) => self.switch_links_changed(&links),
                 Ok(LoopEvent::OutputFailed(stream, why)) => {
                     if self.outcome.output_lost() {
                         eprintln!(
@@ -195,6 +196,22 @@ impl Job<'_> {
                     .notify_event(Status::FABRIC_UPDATED, &source, Range::Namespace, &info)
             {
                 tracing::warn!("notifying the job that link {} is {state}: {e}", c.name);
+            }
+        }
+    }
+
+    /// Raises `PMIX_FABRIC_UPDATED` to the job for every switch link of the fabric beyond
+    /// the node that went down or up.
+    fn switch_links_changed(&self, links: &[inventory::switches::watch::LinkChange]) {
+        let source = Proc::new(super::host::server_nspace(std::process::id()), 0);
+        for l in links {
+            eprintln!("maestro run: {l}");
+            let info = pool::pmix_events::switch_link_info(&l.link, l.up);
+            if let Err(e) =
+                self.server
+                    .notify_event(Status::FABRIC_UPDATED, &source, Range::Namespace, &info)
+            {
+                tracing::warn!("notifying the job of {l}: {e}");
             }
         }
     }

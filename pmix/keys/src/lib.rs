@@ -40,6 +40,9 @@ pub const FABRIC_HOSTS: &str = "maestro.fabric.hosts";
 /// switches, hosts and links, as the JSON of `maestro inventory --fabric ... --json`
 /// (string).
 pub const FABRIC_TOPOLOGY: &str = "maestro.fabric.topology";
+/// In a `PMIX_FABRIC_UPDATED` event: the switch link of the fabric beyond the node that
+/// changed, by its ends and ports (`leaf2[3] - spine1[2]`; string), with [`LINK_UP`].
+pub const SWITCH_LINK: &str = "maestro.fabric.switch-link";
 /// In a `PMIX_FABRIC_UPDATED` event: the interface whose link changed (string).
 pub const LINK_NAME: &str = "maestro.fabric.link";
 /// In a `PMIX_FABRIC_UPDATED` event: whether the link is up now (bool).

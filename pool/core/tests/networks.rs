@@ -337,3 +337,76 @@ fn of_several_offers_the_one_fewest_hops_away_comes_first() {
         "without distances: the first app's offer"
     );
 }
+
+/// A switch link cut (the driver's watch saw it): subscribers hear of it, the fabric view
+/// lists it, a consumer gets a name from a provider still joined to it, and a demand left
+/// with only providers cut off fails naming the link; once the link is back, the same
+/// demand is served.
+#[test]
+fn a_switch_link_down_moves_demands_to_providers_still_joined_or_fails_naming_it() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("watcher");
+    pm.subscribe(s, EventKind::Fabric, "", SubscribeOptions::default());
+    let net = |i: u8| (tcp_at([10, 1, 0, i]), "10.1.0.0/24");
+    let (far, _) = pm.join_on("far", "n1", &[net(1)]);
+    let (near, _) = pm.join_on("near", "n5", &[net(5)]);
+    let (consumer, _) = pm.join_on("consumer", "n6", &[net(6)]);
+    let hosts = ["n1", "n5", "n6"].map(String::from).to_vec();
+    let joined = vec![0, 4, 4, 4, 0, 2, 4, 2, 0];
+    pm.m.set_distances(pool_core::HostDistances::new(hosts.clone(), joined.clone()).expect("d"));
+    pm.offer(far, "field", 64);
+    pm.offer(near, "field", 64);
+    pm.offer(near, "lonely", 64);
+    // n5's adapter link is cut: n5 is joined to nobody.
+    let x = u16::MAX;
+    let cut = vec![0, x, 4, x, 0, x, 4, x, 0];
+    let d = pool_core::HostDistances::new(hosts.clone(), cut).expect("d");
+    let link = "leaf2[1] - n5[1]".to_string();
+    pm.m.topology_changed(pm.now, d, &[(link.clone(), false)]);
+    let e = &events_to(&pm.drain(), s)[0];
+    assert_eq!(e.detail, "switch link leaf2[1] - n5[1] down");
+    let fabric = pm.m.view(pm.now, pool_core::view::Query::Fabric);
+    let pool_core::view::View::Fabric(f) = fabric else {
+        panic!("{fabric:?}")
+    };
+    assert_eq!(f.links_down, ["switch link leaf2[1] - n5[1]"]);
+    let from = |out: &[(ConnId, FromPm)]| {
+        out.iter().find_map(|(_, m)| match m {
+            FromPm::Ticket {
+                source: Source::Rma { endpoint, .. },
+                ..
+            } => endpoint.address.ip(),
+            _ => None,
+        })
+    };
+    let want = pm.declare(consumer, "field");
+    let out = pm.feed(consumer, ToPm::Demand { cdo: want });
+    assert_eq!(from(&out), Some([10, 1, 0, 1].into()), "n1's: {out:?}");
+    let lonely = pm.declare(consumer, "lonely");
+    let out = pm.feed(consumer, ToPm::Demand { cdo: lonely });
+    let why = out
+        .iter()
+        .find_map(|(_, m)| match m {
+            FromPm::Refused {
+                why: pool_core::proto::Refusal::NoPath(why),
+                ..
+            } => Some(why.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(
+        why,
+        "no path through the switches from n6 to the providers on n5 (switch links down: leaf2[1] - n5[1])"
+    );
+    pm.m.topology_changed(
+        pm.now,
+        pool_core::HostDistances::new(hosts, joined).expect("d"),
+        &[(link, true)],
+    );
+    let out = pm.feed(consumer, ToPm::Demand { cdo: lonely });
+    assert_eq!(
+        from(&out),
+        Some([10, 1, 0, 5].into()),
+        "n5's again: {out:?}"
+    );
+}

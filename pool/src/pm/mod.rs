@@ -232,6 +232,8 @@ enum Event {
     Gone(ConnId),
     /// A fabric change reported through [`FabricReporter`].
     Fabric(FabricChange),
+    /// The fabric beyond the node changed: the hops now and each switch link's change.
+    Topology(pool_core::HostDistances, Vec<(String, bool)>),
     /// A metrics scrape asks for the figures.
     Metrics(metrics::Ask),
     /// A kept CDO's file is not one the pool keeps (see [`pool_core::KeptCheck`]).
@@ -247,6 +249,17 @@ impl FabricReporter {
     /// Reports `change`; false if the pool manager has stopped.
     pub fn report(&self, change: FabricChange) -> bool {
         self.0.send(Event::Fabric(change)).is_ok()
+    }
+
+    /// Reports that the fabric beyond the node changed: `distances` are the hops now,
+    /// `links` each switch link that went down (false) or up
+    /// ([`pool_core::Manager::topology_changed`]); false if the pool manager has stopped.
+    pub fn topology(
+        &self,
+        distances: pool_core::HostDistances,
+        links: Vec<(String, bool)>,
+    ) -> bool {
+        self.0.send(Event::Topology(distances, links)).is_ok()
     }
 }
 
@@ -592,6 +605,7 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             manager.disconnected(now, conn);
         }
         Event::Fabric(change) => manager.fabric_changed(now, change),
+        Event::Topology(distances, links) => manager.topology_changed(now, distances, &links),
         Event::Metrics(ask) => {
             manager.set_memory_bytes(resident_bytes());
             let _ = ask.send(snapshot(now, manager));

@@ -440,16 +440,22 @@ impl Manager {
             .filter(|c| matches!(self.cdos.get(c).map(|c| &c.state), Some(State::Required(w)) if w.demanded && !usable(self, w)))
             .collect();
         for cdo in orphaned {
-            self.cdos.stop_waiting(name, cdo);
-            let Some(mut c) = self.cdos.get_mut(&cdo) else {
-                continue;
-            };
-            c.state = State::Declared;
-            let app = c.app();
-            drop(c);
-            if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
-                self.refuse(conn, Op::Demand, Some(cdo), Refusal::NoProvider);
-            }
+            self.fail_demand(cdo, name, Refusal::NoProvider);
+        }
+    }
+
+    /// Fails the demand of `cdo` (waiting for `name`) with `why`: it is declared again,
+    /// as before the demand, and its app told.
+    pub(super) fn fail_demand(&mut self, cdo: CdoId, name: &str, why: Refusal) {
+        self.cdos.stop_waiting(name, cdo);
+        let Some(mut c) = self.cdos.get_mut(&cdo) else {
+            return;
+        };
+        c.state = State::Declared;
+        let app = c.app();
+        drop(c);
+        if let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
+            self.refuse(conn, Op::Demand, Some(cdo), why);
         }
     }
 }

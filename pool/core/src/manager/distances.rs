@@ -90,6 +90,24 @@ impl HostDistances {
     }
 }
 
+/// How far a provider is from a consumer, for ordering offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Remoteness {
+    /// This many hops (0: every provider as near, when no distances were set).
+    Hops(u16),
+    /// A host the fabric does not name: usable, after every known one.
+    Unknown,
+    /// Both hosts in the fabric, no path between them: not usable.
+    Cut,
+}
+
+impl HostDistances {
+    /// Whether host `a` is one of the fabric's.
+    pub fn knows(&self, a: &str) -> bool {
+        self.index.contains_key(a)
+    }
+}
+
 impl Manager {
     /// Sets the hops between the pool's hosts: of several offers of a name, a consumer is
     /// ticketed from the one fewest hops away (after those it reads directly, before the
@@ -98,15 +116,57 @@ impl Manager {
         self.distances = distances;
     }
 
-    /// How far `consumer_host` is from `provider_host`, for ordering offers: their hops,
-    /// `u32::MAX` when unknown; 0 for all when no distances were set.
-    pub(super) fn remoteness(&self, consumer_host: &str, provider_host: &str) -> u32 {
-        if self.distances.is_empty() {
-            return 0;
+    /// How far `consumer_host` is from `provider_host`.
+    pub(super) fn remoteness(&self, consumer_host: &str, provider_host: &str) -> Remoteness {
+        let d = &self.distances;
+        if d.is_empty() {
+            return Remoteness::Hops(0);
         }
-        (self.distances)
-            .between(consumer_host, provider_host)
-            .map_or(u32::MAX, u32::from)
+        match d.between(consumer_host, provider_host) {
+            Some(h) => Remoteness::Hops(h),
+            None if d.knows(consumer_host) && d.knows(provider_host) => Remoteness::Cut,
+            None => Remoteness::Unknown,
+        }
+    }
+
+    /// The fabric beyond the node changed (a switch link went down or came up, seen by the
+    /// driver's watch): `distances` are the hops now (hosts cut off kept, with no path to
+    /// any), `changes` each link and whether it is up. Subscribers of
+    /// [`EventKind::Fabric`](crate::events::EventKind::Fabric) are told of each; offers on
+    /// hosts cut off from a consumer are no longer ticketed to it, and a demand left with
+    /// only such offers fails naming the links down ([`crate::proto::Refusal::NoPath`]).
+    pub fn topology_changed(
+        &mut self,
+        now: std::time::Instant,
+        distances: HostDistances,
+        changes: &[(String, bool)],
+    ) {
+        self.advance(now);
+        self.distances = distances;
+        for (link, up) in changes {
+            self.switch_links_down.retain(|l| l != link);
+            if !up {
+                self.switch_links_down.push(link.clone());
+            }
+            let state = if *up { "up" } else { "down" };
+            self.fabric_event(now, &format!("switch link {link} {state}"));
+        }
+    }
+
+    /// Why no offer of a name reaches `consumer_host`: the provider hosts cut off from
+    /// it and the switch links down, for [`crate::proto::Refusal::NoPath`].
+    pub(super) fn no_path(&self, consumer_host: &str, providers: &[&str]) -> String {
+        let mut hosts: Vec<&str> = providers.to_vec();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let links = match self.switch_links_down.as_slice() {
+            [] => "no switch link known down".to_string(),
+            down => format!("switch links down: {}", down.join(", ")),
+        };
+        format!(
+            "no path through the switches from {consumer_host} to the providers on {} ({links})",
+            hosts.join(", ")
+        )
     }
 }
 

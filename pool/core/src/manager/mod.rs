@@ -270,6 +270,9 @@ pub struct Manager {
     overrun: Vec<(ConnId, String)>,
     /// The hops between the pool's hosts ([`Manager::set_distances`]).
     distances: HostDistances,
+    /// Switch links the driver saw go down and not come back
+    /// ([`Manager::topology_changed`]).
+    switch_links_down: Vec<String>,
 }
 
 impl Manager {
@@ -306,6 +309,7 @@ impl Manager {
             budget: policy::Budget::default(),
             overrun: Vec::new(),
             distances: HostDistances::default(),
+            switch_links_down: Vec::new(),
         }
     }
 

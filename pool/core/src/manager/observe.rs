@@ -462,7 +462,13 @@ impl Manager {
                     (t.name().to_string(), traffic)
                 })
                 .collect(),
-            links_down: self.down.iter().map(ToString::to_string).collect(),
+            links_down: (self.down.iter().map(ToString::to_string))
+                .chain(
+                    self.switch_links_down
+                        .iter()
+                        .map(|l| format!("switch link {l}")),
+                )
+                .collect(),
             events: self.stats.fabric_events.iter().cloned().collect(),
             apps: self
                 .apps

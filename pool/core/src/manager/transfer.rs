@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::distances::Remoteness;
 use super::kept::POOL;
 use super::{ConnId, HashMap, Manager, State, later, traffic};
 use crate::events::EventKind;
@@ -269,10 +270,17 @@ impl Manager {
         // PM would relay (another network), then the fewest hops away, then the least
         // loaded.
         let consumer_host = self.apps.get(&c.app()).map_or("", |a| a.host.as_str());
-        let hops = |o: CdoId| {
-            let provider = (self.cdos.get(&o)).and_then(|f| self.apps.get(&f.app()));
-            provider.map_or(u32::MAX, |p| self.remoteness(consumer_host, &p.host))
+        let provider_host = |o: CdoId| {
+            (self.cdos.get(&o))
+                .and_then(|f| self.apps.get(&f.app()))
+                .map(|p| p.host.as_str())
         };
+        let hops = |o: CdoId| {
+            provider_host(o).map_or(Remoteness::Unknown, |p| self.remoteness(consumer_host, p))
+        };
+        let candidates: Vec<CdoId> = (offers.iter())
+            .filter(|o| !want.failed.contains(o) && self.alive(*o))
+            .collect();
         let relayed = |o: CdoId| {
             offers.len() > 1
                 && self.cdos.get(&o).is_some_and(|f| match &f.state {
@@ -280,11 +288,20 @@ impl Manager {
                     _ => false,
                 })
         };
-        let Some(from) = offers
-            .iter()
-            .filter(|o| !want.failed.contains(o) && self.alive(*o))
+        let Some(from) = (candidates.iter().copied())
+            .filter(|&o| hops(o) != Remoteness::Cut)
             .min_by_key(|&o| (relayed(o), hops(o), load(self, o), o))
         else {
+            // Offers there are, on hosts the fabric no longer joins to the consumer's: a
+            // demand fails saying so (a require waits for the link or another offer).
+            if !candidates.is_empty() && want.demanded {
+                let providers: Vec<&str> = candidates
+                    .iter()
+                    .filter_map(|&o| provider_host(o))
+                    .collect();
+                let why = self.no_path(consumer_host, &providers);
+                self.fail_demand(to, &c.name.clone(), Refusal::NoPath(why));
+            }
             return;
         };
         let (name, consumer, completes_demand) = (Arc::clone(&c.name), c.app(), want.demanded);

@@ -36,7 +36,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 19;
+pub const VERSION: u8 = 20;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -540,6 +540,10 @@ pub enum Refusal {
     /// shard 0 numbers the apps and takes no member id; another shard takes only apps
     /// of shard 0, by the id it gave, once each).
     Shard(String),
+    /// A demanded CDO's providers are on hosts the fabric no longer joins to the
+    /// consumer's (the hosts and the switch links down are attached); demand again once
+    /// the link is back.
+    NoPath(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -572,6 +576,7 @@ impl std::fmt::Display for Refusal {
             Refusal::NoProvider => {
                 f.write_str("no provider of this CDO is left (they left or died)")
             }
+            Refusal::NoPath(why) => write!(f, "{why}; demand again once the link is back"),
             Refusal::UnknownTransfer => f.write_str("unknown transfer id for this application"),
             Refusal::BadRange => write!(
                 f,

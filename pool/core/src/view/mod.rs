@@ -400,7 +400,8 @@ pub struct Fabric {
     pub nics: Vec<NicTraffic>,
     /// Per transport.
     pub transports: BTreeMap<String, TransportTraffic>,
-    /// Networks of links reported down now.
+    /// Networks of links reported down now, and switch links of the fabric beyond the
+    /// node seen down (`switch link leaf2[3] - spine1[2]`).
     pub links_down: Vec<String>,
     /// The last [`RECENT_FABRIC_EVENTS`] fabric events (links, processes, nodes).
     pub events: Vec<FabricEvent>,
