@@ -585,6 +585,15 @@ impl HostPool {
         cmd
     }
 
+    /// Runs [`HostPool::python`] to its end (60 s at most), which must succeed; what it
+    /// printed.
+    fn run_python(&self, cluster: &Cluster, node: &str, script: &str, args: &[&str]) -> String {
+        let mut cmd = self.python(cluster, node, &[], script, args);
+        let done = common::Group::spawn(&mut cmd).wait(Duration::from_secs(60));
+        assert_eq!(done.code(), Some(0), "{done:?}");
+        done.stdout
+    }
+
     /// Stops the tracer and the PM.
     fn stop(self) {
         self.tracer.terminate(Duration::from_secs(10));
@@ -765,12 +774,7 @@ fn a_link_down_on_one_node_reroutes_the_next_transfer() {
 fn of_two_offers_a_consumer_gets_the_one_under_its_own_leaf() {
     let cluster = Cluster::start_nodes(8);
     let dir = tempfile::tempdir().expect("tempdir");
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "SwitchName=leaf1 Nodes=n[1-4]\nSwitchName=leaf2 Nodes=n[5-8]\nSwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .expect("write topology.conf");
+    let conf = common::topology_conf(dir.path(), &["n[1-4]", "n[5-8]"]);
     let conf = conf.to_str().expect("utf-8 path");
     const CONSUME: &str = "import maestro_core as M\n\
         M.mstro_init(None, 'consumer', 0)\n\
@@ -782,10 +786,8 @@ fn of_two_offers_a_consumer_gets_the_one_under_its_own_leaf() {
     // Which provider the consumer on `node` was ticketed from: the component of the app
     // whose offer the transport-started event names.
     let served = |pool: &HostPool, node: &str| {
-        let consumer = pool.python(&cluster, node, &[], CONSUME, &[]);
-        let done = common::Group::spawn(&mut { consumer }).wait(Duration::from_secs(60));
-        assert_eq!(done.code(), Some(0), "{done:?}");
-        assert!(done.stdout.contains("field: 4096 bytes"), "{done:?}");
+        let said = pool.run_python(&cluster, node, CONSUME, &[]);
+        assert!(said.contains("field: 4096 bytes"), "{said}");
         let started = common::expect_line(
             &pool.events,
             &["\"TransportStarted\"", "\"cdo\":\"field\""],
@@ -809,28 +811,18 @@ fn of_two_offers_a_consumer_gets_the_one_under_its_own_leaf() {
 }
 
 /// A switch link cut in a simulated InfiniBand fabric (ibsim, the cluster's nodes as its
-/// adapters: n1, n2 under leaf1, n5, n6 under leaf2) reaches the pool: the PM discovers the
-/// fabric (`--discover-fabric`, libibnetdisc) and looks again every half second; when n5's
-/// link is cut in ibsim's console, a subscriber hears `switch link leaf2[1] - n5[1] down`
-/// within 5 s, `maestro pool fabric` lists it, a consumer on n6 that got `field` from n5
-/// (its leaf) gets it from n2 now, and its demand of `lonely`, which only n5 offers, fails
+/// adapters: n1, n2 under leaf1, n3, n4 under leaf2) reaches the pool: the PM discovers the
+/// fabric (`--discover-fabric`, libibnetdisc) and looks again every half second; when n3's
+/// link is cut in ibsim's console, a subscriber hears `switch link leaf2[1] - n3[1] down`
+/// within 5 s, `maestro pool fabric` lists it, a consumer on n4 that got `field` from n3
+/// (its leaf) gets it from n1 now, and its demand of `lonely`, which only n3 offers, fails
 /// naming the link.
 #[test]
 fn a_switch_link_cut_in_ibsim_is_a_pool_event_and_moves_demands() {
     let cluster = Cluster::start_nodes(8);
     let dir = tempfile::tempdir().expect("tempdir");
     let net = dir.path().join("two-leaves");
-    let mut text = String::from("Switch\t8 \"spine1\"\n[1]\t\"leaf1\"[3]\n[2]\t\"leaf2\"[3]\n\n");
-    for (leaf, port, hosts) in [("leaf1", 1, ["n1", "n2"]), ("leaf2", 2, ["n5", "n6"])] {
-        text += &format!(
-            "Switch\t8 \"{leaf}\"\n[1]\t\"{}\"[1]\n[2]\t\"{}\"[1]\n[3]\t\"spine1\"[{port}]\n\n",
-            hosts[0], hosts[1]
-        );
-        for (i, h) in hosts.iter().enumerate() {
-            text += &format!("Hca\t2 \"{h}\"\n[1]\t\"{leaf}\"[{}]\n\n", i + 1);
-        }
-    }
-    std::fs::write(&net, text).expect("write the net file");
+    std::fs::write(&net, common::ibsim::fat_tree(1, 2, 2)).expect("write the net file");
     let mut sim = common::ibsim::Ibsim::start(&net, "cut");
     let pool = HostPool::start_with_env(
         "switch-cut",
@@ -838,18 +830,13 @@ fn a_switch_link_cut_in_ibsim_is_a_pool_event_and_moves_demands() {
         &["--discover-fabric", "--fabric-watch", "0.5"],
         &sim.env(),
     );
-    let _far = provider(&pool, &cluster, "n2", &[], "field", "far", 4096);
-    let _near = provider(&pool, &cluster, "n5", &[], "field,lonely", "near", 4096);
+    let _far = provider(&pool, &cluster, "n1", &[], "field", "far", 4096);
+    let _near = provider(&pool, &cluster, "n3", &[], "field,lonely", "near", 4096);
     const CONSUME: &str = "import sys, maestro_core as M\n\
         M.mstro_init(None, 'consumer', 0)\n\
         for name in sys.argv[1].split(','):\n    c = M.mstro_cdo_declare(name, None)\n    try:\n        M.mstro_cdo_demand(c)\n        print(name + ':', len(M.mstro_cdo_access_ptr(c)), 'bytes', flush=True)\n        M.mstro_cdo_dispose(c)\n    except M.MaestroError as e:\n        print(name + ':', e.status, e.message, flush=True)\n\
         M.mstro_finalize()\n";
-    let consume = |names: &str| {
-        let cmd = pool.python(&cluster, "n6", &[], CONSUME, &[names]);
-        let done = common::Group::spawn(&mut { cmd }).wait(Duration::from_secs(60));
-        assert_eq!(done.code(), Some(0), "{done:?}");
-        done.stdout
-    };
+    let consume = |names: &str| pool.run_python(&cluster, "n4", CONSUME, &[names]);
     let ticketed_from = || {
         common::expect_line(
             &pool.events,
@@ -860,13 +847,13 @@ fn a_switch_link_cut_in_ibsim_is_a_pool_event_and_moves_demands() {
     assert!(consume("field").contains("field: 4096 bytes"));
     assert!(
         ticketed_from().contains("from near:0 by"),
-        "n5, under n6's leaf"
+        "n3, under n4's leaf"
     );
     let cut = Instant::now();
-    sim.console("Unlink \"n5\"");
+    sim.console("Unlink \"n3\"");
     common::expect_line(
         &pool.events,
-        &["\"Fabric\"", "switch link leaf2[1] - n5[1] down"],
+        &["\"Fabric\"", "switch link leaf2[1] - n3[1] down"],
         Duration::from_secs(5),
     );
     let heard = cut.elapsed();
@@ -879,14 +866,14 @@ fn a_switch_link_cut_in_ibsim_is_a_pool_event_and_moves_demands() {
         Duration::from_secs(30),
     );
     assert!(
-        fabric.stdout.contains("switch link leaf2[1] - n5[1]"),
+        fabric.stdout.contains("switch link leaf2[1] - n3[1]"),
         "{fabric:?}"
     );
     let said = consume("field,lonely");
     assert!(said.contains("field: 4096 bytes"), "{said}");
-    assert!(ticketed_from().contains("from far:0 by"), "n2 now");
+    assert!(ticketed_from().contains("from far:0 by"), "n1 now");
     assert!(
-        said.contains("lonely: 7 ") && said.contains("no path through the switches from n6 to the providers on n5 (switch links down: leaf2[1] - n5[1])"),
+        said.contains("lonely: 7 ") && said.contains("no path through the switches from n4 to the providers on n3 (switch links down: leaf2[1] - n3[1])"),
         "{said}"
     );
     pool.stop();

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::ibsim::Ibsim;
+use common::ibsim::{Ibsim, fat_tree};
 use inventory::switches::{End, Topology};
 
 const EXAMPLES: &str = "/usr/share/doc/ibsim-utils/net-examples";
@@ -197,38 +197,6 @@ fn the_shipped_fabrics_are_read_as_ibsim_builds_them() {
         let net = std::fs::read_to_string(Path::new(EXAMPLES).join(example)).expect("example");
         discover_and_compare(&net, example);
     }
-}
-
-/// A fat tree: `spines` spines, `leaves` leaves each linked once to every spine, and
-/// `per_leaf` adapters on each leaf, as an ibsim net file.
-fn fat_tree(spines: usize, leaves: usize, per_leaf: usize) -> String {
-    let mut net = String::new();
-    for s in 1..=spines {
-        net += &format!("Switch\t36 \"spine{s}\"\n");
-        for l in 1..=leaves {
-            net += &format!("[{l}]\t\"leaf{l}\"[{}]\n", per_leaf + s);
-        }
-        net += "\n";
-    }
-    for l in 1..=leaves {
-        net += &format!("Switch\t36 \"leaf{l}\"\n");
-        for h in 1..=per_leaf {
-            net += &format!("[{h}]\t\"n{}\"[1]\n", (l - 1) * per_leaf + h);
-        }
-        for s in 1..=spines {
-            net += &format!("[{}]\t\"spine{s}\"[{l}]\n", per_leaf + s);
-        }
-        net += "\n";
-    }
-    for l in 1..=leaves {
-        for h in 1..=per_leaf {
-            net += &format!(
-                "Hca\t2 \"n{}\"\n[1]\t\"leaf{l}\"[{h}]\n\n",
-                (l - 1) * per_leaf + h
-            );
-        }
-    }
-    net
 }
 
 #[test]
@@ -433,12 +401,7 @@ fn cost(lines: &[&str], a: &str, b: &str) -> Option<u32> {
 fn a_c_program_gets_the_cost_matrix_and_groups_of_a_topology_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = common::build_c("cc", "fabric_cost.c", Some("pmix"), dir.path());
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .expect("write topology.conf");
+    let conf = common::topology_conf(dir.path(), &["n[1-2]", "n[3-4]"]);
     let conf = conf.to_str().expect("utf-8 path");
     let out = common::maestro_run(&["--fabric", conf, exe.to_str().expect("utf-8 path")]);
     assert_eq!(out.code(), Some(0), "{out:?}");
@@ -465,12 +428,7 @@ fn a_c_program_gets_the_cost_matrix_and_groups_of_a_topology_file() {
 #[test]
 fn a_pool_manager_under_maestro_run_takes_the_hosts_cost_matrix() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .expect("write topology.conf");
+    let conf = common::topology_conf(dir.path(), &["n[1-2]", "n[3-4]"]);
     let mut job = common::Group::spawn(
         Command::new(common::maestro())
             .args(["run", "--fabric"])
@@ -548,12 +506,7 @@ fn a_switch_link_cut_under_maestro_run_is_a_pmix_event_and_a_pool_event() {
 #[test]
 fn maestro_query_shows_the_fabric_beyond_the_node() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .expect("write topology.conf");
+    let conf = common::topology_conf(dir.path(), &["n[1-2]", "n[3-4]"]);
     let job = common::Group::spawn(
         Command::new(common::maestro())
             .args(["run", "--tool-support", "--fabric"])

@@ -98,3 +98,35 @@ impl Ibsim {
         [("LD_PRELOAD", UMAD2SIM), ("IBSIM_SOCKNAME", &self.socket)]
     }
 }
+
+/// A fat tree: `spines` spines, `leaves` leaves each linked once to every spine, and
+/// `per_leaf` adapters on each leaf, as an ibsim net file.
+pub fn fat_tree(spines: usize, leaves: usize, per_leaf: usize) -> String {
+    let mut net = String::new();
+    for s in 1..=spines {
+        net += &format!("Switch\t36 \"spine{s}\"\n");
+        for l in 1..=leaves {
+            net += &format!("[{l}]\t\"leaf{l}\"[{}]\n", per_leaf + s);
+        }
+        net += "\n";
+    }
+    for l in 1..=leaves {
+        net += &format!("Switch\t36 \"leaf{l}\"\n");
+        for h in 1..=per_leaf {
+            net += &format!("[{h}]\t\"n{}\"[1]\n", (l - 1) * per_leaf + h);
+        }
+        for s in 1..=spines {
+            net += &format!("[{}]\t\"spine{s}\"[{l}]\n", per_leaf + s);
+        }
+        net += "\n";
+    }
+    for l in 1..=leaves {
+        for h in 1..=per_leaf {
+            net += &format!(
+                "Hca\t2 \"n{}\"\n[1]\t\"leaf{l}\"[{h}]\n\n",
+                (l - 1) * per_leaf + h
+            );
+        }
+    }
+    net
+}

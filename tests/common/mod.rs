@@ -311,6 +311,19 @@ pub fn maestro_run(args: &[&str]) -> Output {
     )
 }
 
+/// Writes a Slurm `topology.conf` of leaf switches `leaf1`, `leaf2`, ... with the hosts of
+/// `leaves` (host lists, `n[1-4]`), under one switch `spine`, into `dir`; its path.
+pub fn topology_conf(dir: &Path, leaves: &[&str]) -> PathBuf {
+    let mut text = String::new();
+    for (i, hosts) in leaves.iter().enumerate() {
+        text += &format!("SwitchName=leaf{} Nodes={hosts}\n", i + 1);
+    }
+    text += &format!("SwitchName=spine Switches=leaf[1-{}]\n", leaves.len());
+    let path = dir.join("topology.conf");
+    std::fs::write(&path, text).expect("write topology.conf");
+    path
+}
+
 /// Compiles `tests/c/<src>` with `compiler` (`cc`, `mpicc`; plus the pkg-config flags of
 /// `pkg`, if any) into `dir`, named after the source; `-shared` for a `.so` name. The result
 /// is readable and runnable by every user (tests run it as a second user too).
