@@ -90,11 +90,6 @@ impl Watch {
         }
     }
 
-    /// The source watched.
-    pub fn source(&self) -> &Source {
-        &self.source
-    }
-
     /// Looks again: what changed, or `None` when no link did.
     ///
     /// # Errors

@@ -93,6 +93,8 @@ pub type LinkSink = Box<dyn Fn(Vec<LinkChange>) + Send>;
 /// or discovered from it, and the hosts it cut off since.
 pub struct Switches {
     watch: Mutex<Watch>,
+    /// Where the topology comes from (`PMIX_FABRIC_IDENTIFIER`).
+    identifier: String,
     now: Mutex<(Topology, Vec<String>)>,
     /// This node's name among the fabric's hosts.
     hostname: String,
@@ -115,6 +117,7 @@ impl Switches {
             topology.links.len()
         );
         Ok(Switches {
+            identifier: source.identifier(),
             watch: Mutex::new(Watch::new(source, topology.clone())),
             now: Mutex::new((topology, Vec::new())),
             hostname: hostname.to_string(),
@@ -143,11 +146,11 @@ impl Switches {
         Ok(())
     }
 
-    /// The topology's PMIx infos (cost matrix, groups, this node's switch, the JSON).
+    /// The topology's PMIx infos (cost matrix, groups, this node's switch, the JSON), as
+    /// last seen (not waiting for a look in progress).
     pub fn infos(&self) -> Vec<Info> {
         let now = lock(&self.now);
-        let id = lock(&self.watch).source().identifier();
-        inventory::to_pmix_switches(&now.0, &now.1, &id, &self.hostname)
+        inventory::to_pmix_switches(&now.0, &now.1, &self.identifier, &self.hostname)
     }
 
     /// The topology as the JSON `--fabric` reads.
