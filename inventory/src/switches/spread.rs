@@ -11,12 +11,18 @@ use serde::Serialize;
 
 use super::Topology;
 
+/// Most tasks placed at once (each is a line of the hostfile).
+pub const MAX_TASKS: u32 = 1 << 22;
+
 /// Why tasks cannot be placed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpreadError {
     /// No tasks, or none per node.
     #[error("nothing to place: give at least one task and one task per node")]
     Nothing,
+    /// More tasks than [`MAX_TASKS`].
+    #[error("{0} tasks: at most {MAX_TASKS} are placed at once")]
+    TooMany(u32),
     /// A host the fabric does not have.
     #[error("{0} is no host of this fabric (maestro inventory --fabric lists them)")]
     UnknownHost(String),
@@ -64,6 +70,9 @@ pub fn spread(
 ) -> Result<Vec<TaskPlace>, SpreadError> {
     if tasks == 0 || per_node == 0 {
         return Err(SpreadError::Nothing);
+    }
+    if tasks > MAX_TASKS {
+        return Err(SpreadError::TooMany(tasks));
     }
     let all: Vec<String>;
     let hosts = match hosts {
@@ -183,6 +192,8 @@ mod tests {
             spread(&t, Some(&bad), 1, 1),
             Err(SpreadError::UnknownHost("x".into()))
         );
+        let e = spread(&t, None, u32::MAX, u32::MAX).expect_err("too many");
+        assert_eq!(e, SpreadError::TooMany(u32::MAX));
         let twice = ["n1".to_string(), "n1".to_string()];
         assert_eq!(
             spread(&t, Some(&twice), 1, 1),
