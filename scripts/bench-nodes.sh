@@ -91,15 +91,16 @@ ref = iperf["end"]["sum_received"]["bits_per_second"] / 8e9
 print(f"n2 -> n1 over veth (tcp;ofi_rxm, progress {pool['progress']}), {window} demand(s) in flight; "
       f"iperf3: {ref:.3f} GB/s")
 events = any(r.get("events_gbps") is not None for r in pool["rows"])
-print(f"{'size':>10} {'p50 us':>9} {'pool GB/s':>10} {'raw GB/s':>9} {'MPI GB/s':>9} "
-      f"{'pool/iperf3':>12} {'pool/raw':>9} {'pool/MPI':>9} {'MPI/iperf3':>11}"
+print(f"{'size':>10} {'p50 us':>9} {'pool GB/s':>10} {'raw GB/s':>9} {'MPI GB/s':>9} {'MPI fresh':>9} "
+      f"{'pool/iperf3':>12} {'pool/raw':>9} {'pool/MPI':>9} {'pool/fresh':>10} {'MPI/iperf3':>11}"
       + (f" {'events/s':>10} {'events GB/s':>12} {'events/MPI':>11}" if events else ""))
 ratio = lambda a, b: f"{a / b:.2f}" if b else "-"
 for r in pool["rows"]:
     mpi, raw = r.get("mpi_gbps") or 0.0, r.get("raw_gbps") or 0.0
-    line = (f"{r['size']:>10} {r['p50_us']:>9.1f} {r['gbps']:>10.3f} {raw:>9.3f} {mpi:>9.3f} "
+    fresh = r.get("mpi_fresh_gbps") or 0.0
+    line = (f"{r['size']:>10} {r['p50_us']:>9.1f} {r['gbps']:>10.3f} {raw:>9.3f} {mpi:>9.3f} {fresh:>9.3f} "
             f"{ratio(r['gbps'], ref):>12} {ratio(r['gbps'], raw):>9} {ratio(r['gbps'], mpi):>9} "
-            f"{ratio(mpi, ref):>11}")
+            f"{ratio(r['gbps'], fresh):>10} {ratio(mpi, ref):>11}")
     if events:
         rate, gbps = r.get("events_cdos_per_sec") or 0.0, r.get("events_gbps") or 0.0
         line += f" {rate:>10.0f} {gbps:>12.3f} {ratio(gbps, mpi):>11}"

@@ -448,6 +448,7 @@ fn the_pool_benchmark_runs_and_reports() {
             if mpi {
                 keys.extend([
                     "mpi_gbps",
+                    "mpi_fresh_gbps",
                     "group_cdos_per_sec",
                     "group_gbps",
                     "group_mpi_gbps",

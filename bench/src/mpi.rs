@@ -35,9 +35,9 @@ pub enum MpiBenchError {
     /// The run did not finish in time (it was killed).
     #[error("the MPI ping program did not finish within {0:?} and was killed")]
     Timeout(Duration),
-    /// A line of output that is not `size iterations GB/s`.
+    /// A line of output that is not `size iterations GB/s [GB/s fresh]`.
     #[error(
-        "the MPI ping program printed {0:?}, not what it prints (`hosts H0 H1`, then `size iterations GB/s`)"
+        "the MPI ping program printed {0:?}, not what it prints (`hosts H0 H1`, then `size iterations GB/s GB/s-fresh`)"
     )]
     Output(String),
     /// Both ranks ran on one host when asked to run on two.
@@ -66,8 +66,11 @@ pub struct MpiRow {
     pub size: usize,
     /// Messages timed.
     pub iterations: usize,
-    /// Bytes received per second, GB/s (1e9 B/s).
+    /// Bytes received per second, GB/s (1e9 B/s), the window's buffers reused.
     pub gbps: f64,
+    /// The same into fresh buffers (the next bytes of a region as large as the volume),
+    /// as the pool moves fresh CDOs.
+    pub fresh_gbps: Option<f64>,
 }
 
 /// Where the two ranks run when not both on this host.
@@ -179,7 +182,7 @@ fn run(what: &'static str, cmd: &mut Command, deadline: Instant) -> Result<Strin
     Ok(stdout)
 }
 
-/// The ping program's lines: `size iterations GB/s`.
+/// The ping program's lines: `size iterations GB/s [GB/s-fresh]`.
 fn parse(stdout: &str) -> Result<MpiRun, MpiBenchError> {
     let mut lines = stdout.lines().filter(|l| !l.trim().is_empty());
     let first = lines.next().unwrap_or_default();
@@ -195,10 +198,12 @@ fn parse(stdout: &str) -> Result<MpiRun, MpiBenchError> {
             let size = next()?.parse().map_err(|_| bad())?;
             let iterations = next()?.parse().map_err(|_| bad())?;
             let gbps = next()?.parse().map_err(|_| bad())?;
+            let fresh_gbps = f.next().map(str::parse).transpose().map_err(|_| bad())?;
             Ok(MpiRow {
                 size,
                 iterations,
                 gbps,
+                fresh_gbps,
             })
         })
         .collect::<Result<_, MpiBenchError>>()?;
@@ -211,7 +216,8 @@ mod tests {
 
     #[test]
     fn output_lines_parse_and_bad_ones_are_named() {
-        let run = parse("hosts n1 n2\n8 20000 0.0007\n\n1048576 1024 2.7440\n").expect("parses");
+        let run =
+            parse("hosts n1 n2\n8 20000 0.0007\n\n1048576 1024 2.7440 1.5\n").expect("parses");
         assert_eq!(run.hosts, ["n1", "n2"]);
         assert_eq!(
             run.rows,
@@ -219,16 +225,18 @@ mod tests {
                 MpiRow {
                     size: 8,
                     iterations: 20000,
-                    gbps: 0.0007
+                    gbps: 0.0007,
+                    fresh_gbps: None
                 },
                 MpiRow {
                     size: 1 << 20,
                     iterations: 1024,
-                    gbps: 2.744
+                    gbps: 2.744,
+                    fresh_gbps: Some(1.5)
                 }
             ]
         );
-        for bad in ["8 20000", "eight 1 1.0", "8 1 fast"] {
+        for bad in ["8 20000", "eight 1 1.0", "8 1 fast", "8 1 1.0 slow"] {
             let err = parse(&format!("hosts a b\n{bad}")).expect_err("malformed");
             assert!(err.to_string().contains(bad), "{err}");
         }

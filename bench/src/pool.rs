@@ -206,8 +206,12 @@ pub struct PoolRow {
     pub raw_gbps: Option<f64>,
     /// Bare `fi_read`: mean time per read, microseconds.
     pub raw_us: Option<f64>,
-    /// Open MPI send/recv of the same size between two ranks, `window` in flight, GB/s.
+    /// Open MPI send/recv of the same size between two ranks, `window` in flight, GB/s
+    /// (the window's buffers reused: they stay in the cache).
     pub mpi_gbps: Option<f64>,
+    /// The same into fresh buffers cycled through the volume, as the pool moves fresh
+    /// CDOs, GB/s.
+    pub mpi_fresh_gbps: Option<f64>,
     /// With `--group N`: members of the group demanded whole.
     pub group_members: Option<usize>,
     /// Its members per second (median of five demands of the whole group).
@@ -251,7 +255,7 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         );
     }
     println!(
-        "{:>10} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
+        "{:>10} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9} {:>9}",
         "size",
         "iters",
         "p50 us",
@@ -261,10 +265,11 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         "raw GB/s",
         "raw us",
         "ratio",
-        "MPI GB/s"
+        "MPI GB/s",
+        "MPI fresh"
     );
     println!(
-        "(p50/p99: one demand at a time; rtt: p50 of a bare round trip to the PM; GB/s: {} demands in flight)",
+        "(p50/p99: one demand at a time; rtt: p50 of a bare round trip to the PM; GB/s: {} demands in flight; MPI: its buffers reused, and fresh ones cycled through the volume)",
         b.window
     );
     for r in &rows {
@@ -274,7 +279,7 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         let raw = r.raw_gbps.or(r.cp_gbps);
         let raw_us = r.raw_us.or(r.cp_gbps.map(|g| r.size as f64 / (g * 1e3)));
         println!(
-            "{:>10} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7} {:>9}",
+            "{:>10} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9} {:>9} {:>7} {:>9} {:>9}",
             r.size,
             r.iterations,
             r.p50_us,
@@ -284,7 +289,8 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             opt(raw, 3),
             opt(raw_us, 1),
             opt(raw.map(|raw| r.gbps / raw), 2),
-            opt(r.mpi_gbps, 3)
+            opt(r.mpi_gbps, 3),
+            opt(r.mpi_fresh_gbps, 3)
         );
         if let (Some(n), Some(rate), Some(gbps)) =
             (r.group_members, r.group_cdos_per_sec, r.group_gbps)
@@ -430,6 +436,7 @@ impl PoolBench {
             let mpi = super::mpi::measure(&self.sizes, (window, self.volume), across)?;
             for (row, m) in rows.iter_mut().zip(mpi.rows) {
                 row.mpi_gbps = Some(m.gbps);
+                row.mpi_fresh_gbps = m.fresh_gbps;
             }
             // A drained group's reference: all its messages in flight at once.
             if self.group > 0 {
@@ -524,6 +531,7 @@ impl PoolBench {
             raw_gbps: None,
             raw_us: None,
             mpi_gbps: None,
+            mpi_fresh_gbps: None,
             group_members: None,
             group_cdos_per_sec: None,
             group_gbps: None,
