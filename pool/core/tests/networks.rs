@@ -339,9 +339,9 @@ fn of_several_offers_the_one_fewest_hops_away_comes_first() {
 }
 
 /// A switch link cut (the driver's watch saw it): subscribers hear of it, the fabric view
-/// lists it, a consumer gets a name from a provider still joined to it, and a demand left
-/// with only providers cut off fails naming the link; once the link is back, the same
-/// demand is served.
+/// lists it, a consumer gets a name from a provider still joined to it, a demand left
+/// with only providers cut off fails naming the link and a require waits; once the link
+/// is back, the require is ticketed and the same demand served.
 #[test]
 fn a_switch_link_down_moves_demands_to_providers_still_joined_or_fails_naming_it() {
     let mut pm = Pm::new();
@@ -398,10 +398,20 @@ fn a_switch_link_down_moves_demands_to_providers_still_joined_or_fails_naming_it
         why,
         "no path through the switches from n6 to the providers on n5 (switch links down: leaf2[1] - n5[1])"
     );
+    // A require waits while the link is down, and is ticketed once it is back.
+    let ahead = pm.declare(consumer, "lonely");
+    let out = pm.feed(consumer, ToPm::Require { cdo: ahead });
+    assert_eq!(from(&out), None, "nothing reaches n6 yet: {out:?}");
     pm.m.topology_changed(
         pm.now,
         pool_core::HostDistances::new(hosts, joined).expect("d"),
         &[(link, true)],
+    );
+    let out = pm.drain();
+    assert_eq!(
+        from(&out),
+        Some([10, 1, 0, 5].into()),
+        "the require: {out:?}"
     );
     let out = pm.feed(consumer, ToPm::Demand { cdo: lonely });
     assert_eq!(

@@ -275,6 +275,11 @@ impl CdoTable {
         self.waiting.get(name)
     }
 
+    /// The names consumers wait for a ticket of.
+    pub(super) fn waited_names(&self) -> Vec<Arc<str>> {
+        self.waiting.0.keys().cloned().collect()
+    }
+
     /// Consumer `id` (of `name`) waits for a ticket.
     pub(super) fn wait(&mut self, name: &Arc<str>, id: CdoId) {
         self.waiting.insert(name, id);

@@ -134,7 +134,8 @@ impl Manager {
     /// any), `changes` each link and whether it is up. Subscribers of
     /// [`EventKind::Fabric`](crate::events::EventKind::Fabric) are told of each; offers on
     /// hosts cut off from a consumer are no longer ticketed to it, and a demand left with
-    /// only such offers fails naming the links down ([`crate::proto::Refusal::NoPath`]).
+    /// only such offers fails naming the links down ([`crate::proto::Refusal::NoPath`]);
+    /// consumers still waiting (a `require`) are ticketed once an offer reaches them.
     pub fn topology_changed(
         &mut self,
         now: std::time::Instant,
@@ -150,6 +151,10 @@ impl Manager {
             }
             let state = if *up { "up" } else { "down" };
             self.fabric_event(now, &format!("switch link {link} {state}"));
+        }
+        // Consumers that waited for an offer cut off from them may be served now.
+        for name in self.cdos.waited_names() {
+            self.ticket_waiting(&name);
         }
     }
 

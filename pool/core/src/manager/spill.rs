@@ -115,7 +115,8 @@ impl Manager {
     }
 
     /// Tickets the consumers waiting for `name`.
-    fn ticket_waiting(&mut self, name: &str) {
+    /// Tickets the consumers waiting for `name` that an offer can serve now.
+    pub(super) fn ticket_waiting(&mut self, name: &str) {
         for w in self.cdos.waiting(name).to_vec() {
             self.ticket(w);
         }
