@@ -237,19 +237,10 @@ fn of_several_offers_the_one_a_consumer_reads_directly_comes_first() {
     archived(&mut pm, "either");
     let want = pm.declare(archive_reader, "either");
     let out = pm.feed(archive_reader, ToPm::Demand { cdo: want });
-    let from = out
-        .iter()
-        .find_map(|(_, m)| match m {
-            FromPm::Ticket {
-                source: Source::Rma { endpoint, .. },
-                ..
-            } => Some(endpoint.address.ip()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("{out:?}"));
+    let from = rma_from(&out).unwrap_or_else(|| panic!("{out:?}"));
     assert_eq!(
         from,
-        Some([10, 1, 0, 2].into()),
+        std::net::IpAddr::from([10, 1, 0, 2]),
         "the oldest offer, the forecast's"
     );
 }
@@ -307,15 +298,7 @@ fn of_several_offers_the_one_fewest_hops_away_comes_first() {
         }
         let want = pm.declare(consumer, "field");
         let out = pm.feed(consumer, ToPm::Demand { cdo: want });
-        out.iter()
-            .find_map(|(_, m)| match m {
-                FromPm::Ticket {
-                    source: Source::Rma { endpoint, .. },
-                    ..
-                } => endpoint.address.ip(),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{out:?}"))
+        rma_from(&out).unwrap_or_else(|| panic!("{out:?}"))
     };
     // Two leaves (n1, n2 | n5, n6) under a spine.
     let hosts = ["n1", "n2", "n5", "n6"].map(String::from).to_vec();
@@ -370,15 +353,7 @@ fn a_switch_link_down_moves_demands_to_providers_still_joined_or_fails_naming_it
         panic!("{fabric:?}")
     };
     assert_eq!(f.links_down, ["switch link leaf2[1] - n5[1]"]);
-    let from = |out: &[(ConnId, FromPm)]| {
-        out.iter().find_map(|(_, m)| match m {
-            FromPm::Ticket {
-                source: Source::Rma { endpoint, .. },
-                ..
-            } => endpoint.address.ip(),
-            _ => None,
-        })
-    };
+    let from = rma_from;
     let want = pm.declare(consumer, "field");
     let out = pm.feed(consumer, ToPm::Demand { cdo: want });
     assert_eq!(from(&out), Some([10, 1, 0, 1].into()), "n1's: {out:?}");
@@ -419,4 +394,15 @@ fn a_switch_link_down_moves_demands_to_providers_still_joined_or_fails_naming_it
         Some([10, 1, 0, 5].into()),
         "n5's again: {out:?}"
     );
+}
+
+/// The address of the provider's endpoint in the first RMA ticket of `out`.
+fn rma_from(out: &[(ConnId, FromPm)]) -> Option<std::net::IpAddr> {
+    out.iter().find_map(|(_, m)| match m {
+        FromPm::Ticket {
+            source: Source::Rma { endpoint, .. },
+            ..
+        } => endpoint.address.ip(),
+        _ => None,
+    })
 }
