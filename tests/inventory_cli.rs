@@ -143,6 +143,25 @@ fn bad_input_is_exit_2_with_a_message() {
             "no NIC offers provider \"warp-drive\"",
         ),
         (vec!["--placement", "-1"], "1 or more are needed"),
+        (vec!["--hosts", "n1"], "give the fabric too"),
+        (vec!["--ib-ca", "mlx5_0"], "--discover-fabric"),
+        (
+            vec!["--discover-fabric", "--ib-ca", "mlx5_0:0"],
+            "is no port",
+        ),
+        // No InfiniBand adapter here (the tests' ibsim is not preloaded).
+        (
+            vec!["--discover-fabric"],
+            "no InfiniBand fabric discovered through the first active adapter port",
+        ),
+        (
+            vec!["--fabric", "/etc/hostname"],
+            "neither a Slurm topology.conf",
+        ),
+        (
+            vec!["--fabric", t24.as_str(), "--placement", "2"],
+            "neither a Slurm topology.conf",
+        ),
     ] {
         let out = inventory(&args);
         assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
