@@ -100,6 +100,9 @@ pub struct Switches {
     hostname: String,
     /// Told of every change, whoever looked (the watch thread, a `PMIx_Fabric_update`).
     sink: Mutex<Option<LinkSink>>,
+    /// A `PMIx_Fabric_update` is looking again on its thread: others meanwhile get the
+    /// last look (one such thread at a time, however often ranks ask).
+    updating: std::sync::atomic::AtomicBool,
 }
 
 impl Switches {
@@ -122,6 +125,7 @@ impl Switches {
             now: Mutex::new((topology, Vec::new())),
             hostname: hostname.to_string(),
             sink: Mutex::new(None),
+            updating: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -144,6 +148,30 @@ impl Switches {
             }
         }
         Ok(())
+    }
+
+    /// Answers a `PMIx_Fabric_update`: looks again on a thread of its own (not libpmix's)
+    /// and hands `answer` the infos then; while another update is looking, at once with
+    /// the last look.
+    pub fn update(self: &std::sync::Arc<Self>, answer: impl FnOnce(Vec<Info>) + Send + 'static) {
+        use std::sync::atomic::Ordering;
+        if self.updating.swap(true, Ordering::AcqRel) {
+            return answer(self.infos());
+        }
+        let me = std::sync::Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("fabric-update".into())
+            .spawn(move || {
+                if let Err(e) = me.reload() {
+                    tracing::warn!("PMIx_Fabric_update: keeping the last fabric: {e}");
+                }
+                me.updating.store(false, Ordering::Release);
+                answer(me.infos());
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("PMIx_Fabric_update: no thread to look again ({e}): the last look");
+            self.updating.store(false, Ordering::Release);
+        }
     }
 
     /// The topology's PMIx infos (cost matrix, groups, this node's switch, the JSON), as
@@ -337,5 +365,44 @@ mod link_state_tests {
             "others as they were"
         );
         assert!(!now.nic("eth1").expect("eth1").link.usable());
+    }
+}
+
+#[cfg(test)]
+mod update_tests {
+    use super::*;
+
+    #[test]
+    fn many_updates_at_once_are_each_answered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = dir.path().join("topology.conf");
+        std::fs::write(&conf, "SwitchName=a Nodes=n[1-2]\n").expect("write");
+        let switches =
+            std::sync::Arc::new(Switches::load(Source::File(conf.clone()), "n1").expect("loads"));
+        let (tx, rx) = std::sync::mpsc::channel();
+        switches.tell(Box::new({
+            let tx = tx.clone();
+            move |links| {
+                let _ = tx.send(links.len());
+            }
+        }));
+        std::fs::write(&conf, "SwitchName=a Nodes=n[1-3]\n").expect("write");
+        let (answers, answered) = std::sync::mpsc::channel();
+        for _ in 0..50 {
+            let answers = answers.clone();
+            switches.update(move |infos| {
+                let _ = answers.send(infos.len());
+            });
+        }
+        for _ in 0..50 {
+            let n = answered
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("every update is answered");
+            assert!(n >= 5, "the fabric's infos: {n}");
+        }
+        // The new host's link was told once, whichever update saw it.
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(1));
+        assert!(rx.try_recv().is_err(), "told once");
+        drop(tx);
     }
 }

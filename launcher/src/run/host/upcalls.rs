@@ -180,21 +180,11 @@ impl Host for LauncherHost {
             (devices, None) => reply.send(Status::SUCCESS, devices.unwrap_or_default()),
             // An update reads or discovers the fabric again, which may take seconds: on a
             // thread of its own, not libpmix's.
-            (devices, Some(switches)) if update => {
-                let spawned = std::thread::Builder::new()
-                    .name("fabric-update".into())
-                    .spawn(move || {
-                        if let Err(e) = switches.reload() {
-                            tracing::warn!("PMIx_Fabric_update: keeping the last fabric: {e}");
-                        }
-                        let mut infos = devices.unwrap_or_default();
-                        infos.extend(switches.infos());
-                        reply.send(Status::SUCCESS, infos);
-                    });
-                if let Err(e) = spawned {
-                    tracing::warn!("PMIx_Fabric_update: no thread to read the fabric: {e}");
-                }
-            }
+            (devices, Some(switches)) if update => switches.update(move |infos| {
+                let mut all = devices.unwrap_or_default();
+                all.extend(infos);
+                reply.send(Status::SUCCESS, all);
+            }),
             (devices, Some(switches)) => {
                 let mut infos = devices.unwrap_or_default();
                 infos.extend(switches.infos());
