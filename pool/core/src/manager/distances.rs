@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Manager;
+use crate::proto::{AppId, CdoId};
 
 /// Most hosts a [`HostDistances`] holds (their count squared, two bytes each: 32 MiB).
 pub const MAX_DISTANCE_HOSTS: usize = 4096;
@@ -116,15 +117,21 @@ impl Manager {
         self.distances = distances;
     }
 
-    /// How far `consumer_host` is from `provider_host`.
-    pub(super) fn remoteness(&self, consumer_host: &str, provider_host: &str) -> Remoteness {
+    /// How far `offer`'s provider is from `consumer` (every provider as near, without a
+    /// look at their hosts, when no distances were set).
+    pub(super) fn remoteness(&self, consumer: AppId, offer: CdoId) -> Remoteness {
         let d = &self.distances;
         if d.is_empty() {
             return Remoteness::Hops(0);
         }
-        match d.between(consumer_host, provider_host) {
+        let host = |app: AppId| self.apps.get(&app).map(|a| a.host.as_str());
+        let provider = self.cdos.get(&offer).and_then(|f| host(f.app()));
+        let (Some(c), Some(p)) = (host(consumer), provider) else {
+            return Remoteness::Unknown;
+        };
+        match d.between(c, p) {
             Some(h) => Remoteness::Hops(h),
-            None if d.knows(consumer_host) && d.knows(provider_host) => Remoteness::Cut,
+            None if d.knows(c) && d.knows(p) => Remoteness::Cut,
             None => Remoteness::Unknown,
         }
     }
@@ -158,10 +165,13 @@ impl Manager {
         }
     }
 
-    /// Why no offer of a name reaches `consumer_host`: the provider hosts cut off from
-    /// it and the switch links down, for [`crate::proto::Refusal::NoPath`].
-    pub(super) fn no_path(&self, consumer_host: &str, providers: &[&str]) -> String {
-        let mut hosts: Vec<&str> = providers.to_vec();
+    /// Why no offer of `offers` reaches `consumer`: the provider hosts cut off from it
+    /// and the switch links down, for [`crate::proto::Refusal::NoPath`].
+    pub(super) fn no_path(&self, consumer: AppId, offers: impl Iterator<Item = CdoId>) -> String {
+        let host = |app: AppId| self.apps.get(&app).map_or("", |a| a.host.as_str());
+        let mut hosts: Vec<&str> = offers
+            .filter_map(|o| self.cdos.get(&o).map(|f| host(f.app())))
+            .collect();
         hosts.sort_unstable();
         hosts.dedup();
         let links = match self.switch_links_down.as_slice() {
@@ -169,7 +179,8 @@ impl Manager {
             down => format!("switch links down: {}", down.join(", ")),
         };
         format!(
-            "no path through the switches from {consumer_host} to the providers on {} ({links})",
+            "no path through the switches from {} to the providers on {} ({links})",
+            host(consumer),
             hosts.join(", ")
         )
     }

@@ -266,21 +266,7 @@ impl Manager {
         }
         let load = |m: &Self, o: CdoId| m.transfers.load(o);
         let offers = self.cdos.offers(&c.name);
-        // Among several offers, those the consumer reads directly come before those the
-        // PM would relay (another network), then the fewest hops away, then the least
-        // loaded.
-        let consumer_host = self.apps.get(&c.app()).map_or("", |a| a.host.as_str());
-        let provider_host = |o: CdoId| {
-            (self.cdos.get(&o))
-                .and_then(|f| self.apps.get(&f.app()))
-                .map(|p| p.host.as_str())
-        };
-        let hops = |o: CdoId| {
-            provider_host(o).map_or(Remoteness::Unknown, |p| self.remoteness(consumer_host, p))
-        };
-        let candidates: Vec<CdoId> = (offers.iter())
-            .filter(|o| !want.failed.contains(o) && self.alive(*o))
-            .collect();
+        let usable = |o: &CdoId| !want.failed.contains(o) && self.alive(*o);
         let relayed = |o: CdoId| {
             offers.len() > 1
                 && self.cdos.get(&o).is_some_and(|f| match &f.state {
@@ -288,18 +274,18 @@ impl Manager {
                     _ => false,
                 })
         };
-        let Some(from) = (candidates.iter().copied())
-            .filter(|&o| hops(o) != Remoteness::Cut)
-            .min_by_key(|&o| (relayed(o), hops(o), load(self, o), o))
+        // Among several offers, those the consumer reads directly come before those the
+        // PM would relay (another network), then the fewest hops away, then the least
+        // loaded; none on a host the fabric no longer joins to the consumer's.
+        let Some((from, _)) = (offers.iter().filter(usable))
+            .map(|o| (o, self.remoteness(c.app(), o)))
+            .filter(|(_, r)| *r != Remoteness::Cut)
+            .min_by_key(|&(o, r)| (relayed(o), r, load(self, o), o))
         else {
-            // Offers there are, on hosts the fabric no longer joins to the consumer's: a
-            // demand fails saying so (a require waits for the link or another offer).
-            if !candidates.is_empty() && want.demanded {
-                let providers: Vec<&str> = candidates
-                    .iter()
-                    .filter_map(|&o| provider_host(o))
-                    .collect();
-                let why = self.no_path(consumer_host, &providers);
+            // Offers there are, all cut off: a demand fails saying so (a require waits
+            // for the link or another offer).
+            if want.demanded && offers.iter().any(|o| usable(&o)) {
+                let why = self.no_path(c.app(), offers.iter().filter(usable));
                 self.fail_demand(to, &c.name.clone(), Refusal::NoPath(why));
             }
             return;
