@@ -790,11 +790,8 @@ fn announce(client: &pmix::Client, info: &pool::bootstrap::PmInfo) -> std::io::R
     }
 }
 
-/// How long the PM asks its PMIx host for the fabric (`PMIx_Fabric_register`).
-const FABRIC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The hops between the pool's hosts: from `--fabric`/`--discover-fabric` (with the
-/// topology, to watch), else from the cost matrix the PMIx host serves, if it serves one.
+/// The hops between the pool's hosts (and the topology, to watch): see
+/// [`pool::distances::for_pm`].
 ///
 /// # Errors
 /// A fabric given that cannot be read or discovered, or has too many hosts.
@@ -805,31 +802,12 @@ fn distances(
     Option<pool_core::HostDistances>,
     Option<inventory::switches::Topology>,
 )> {
-    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-    if let Some(source) = opts.fabric_source.source() {
-        let t = source
-            .load()
-            .map_err(|e| invalid(format!("the fabric beyond the node: {e}")))?;
-        let d = pool::distances::of_topology(&t)
-            .map_err(|e| invalid(format!("{}: {e}", source.identifier())))?;
-        return Ok((Some(d), Some(t)));
-    }
-    let Some(client) = client else {
-        return Ok((None, None));
-    };
-    match client.fabric_register(FABRIC_TIMEOUT) {
-        Ok(infos) => Ok((
-            pool::distances::from_pmix(&infos).unwrap_or_else(|e| {
-                eprintln!("maestro pm: the PMIx host's cost matrix is not used: {e}");
-                None
-            }),
-            None,
-        )),
-        Err(e) => {
-            tracing::info!("no fabric from the PMIx host: {e}");
-            Ok((None, None))
-        }
-    }
+    pool::distances::for_pm(opts.fabric_source.source().as_ref(), client).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the fabric beyond the node: {e}"),
+        )
+    })
 }
 
 /// Looks at the fabric of `opts` every `--fabric-watch` until `stop`: each change (switch

@@ -1,9 +1,12 @@
 //! Where a pool manager gets the hops between its hosts ([`pool_core::HostDistances`]):
 //! the inventory's view of the fabric beyond the node (a `topology.conf`, an
 //! `ibnetdiscover` dump, InfiniBand discovery: [`of_topology`]) or the cost matrix a PMIx
-//! host serves with `PMIx_Fabric_register` (`maestro run --fabric`: [`from_pmix`]).
+//! host serves with `PMIx_Fabric_register` (`maestro run --fabric`: [`from_pmix`]);
+//! [`for_pm`] takes the first of them a pool manager has, [`from_host`] asks the host.
 
-use inventory::switches::Topology;
+use std::time::Duration;
+
+use inventory::switches::{Source, Topology};
 use pmix::{Info, Value, keys};
 pub use pool_core::{DistancesError, HostDistances};
 
@@ -29,6 +32,47 @@ pub fn of_topology_with(t: &Topology, cut_off: &[String]) -> Result<HostDistance
     }
     let (hosts, matrix) = t.cost_matrix(cut_off);
     HostDistances::new(hosts, matrix)
+}
+
+/// How long a pool manager's process waits for its PMIx host's fabric.
+pub const HOST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The hops the PMIx host of `client` serves (`PMIx_Fabric_register`, or with `update`
+/// `PMIx_Fabric_update`: the fabric now); `None` when it serves no cost matrix.
+///
+/// # Errors
+/// The host's error, or a matrix that does not fit its hosts, in words.
+pub fn from_host(client: &pmix::Client, update: bool) -> Result<Option<HostDistances>, String> {
+    let infos = if update {
+        client.fabric_update(HOST_TIMEOUT)
+    } else {
+        client.fabric_register(HOST_TIMEOUT)
+    };
+    from_pmix(&infos.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+/// A pool manager's hops at its start, with the topology they came from when it is to be
+/// watched: from `source` (`--fabric`, `--discover-fabric`, `MSTRO_POOL_FABRIC`), else from
+/// the PMIx host's cost matrix, if it serves one (its failure only logged).
+///
+/// # Errors
+/// A `source` that cannot be read or discovered, or that has too many hosts, in words.
+pub fn for_pm(
+    source: Option<&Source>,
+    host: Option<&pmix::Client>,
+) -> Result<(Option<HostDistances>, Option<Topology>), String> {
+    if let Some(source) = source {
+        let t = source.load().map_err(|e| e.to_string())?;
+        let d = of_topology(&t).map_err(|e| format!("{}: {e}", source.identifier()))?;
+        return Ok((Some(d), Some(t)));
+    }
+    let d = host.and_then(|c| {
+        from_host(c, false)
+            .inspect_err(|e| tracing::info!("no fabric from the PMIx host: {e}"))
+            .ok()
+            .flatten()
+    });
+    Ok((d, None))
 }
 
 /// The hops in a `PMIx_Fabric_register` answer: `PMIX_FABRIC_COST_MATRIX` (a `uint16_t`

@@ -112,10 +112,6 @@ pub fn change_of(event: &pmix::Event) -> FabricChange {
     FabricChange::Other(text)
 }
 
-/// How long the pool manager's process waits for its host's fabric after a switch link
-/// changed (`PMIx_Fabric_update`).
-pub const FABRIC_UPDATE_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Hands `event` to the pool managers of `reporters` (the shards of one pool): a change as
 /// it is; a switch link's change with the hops the PMIx host serves now
 /// (`PMIx_Fabric_update` through `client`; without a cost matrix there, as a described
@@ -129,11 +125,7 @@ pub fn deliver(
         Forwarded::Change(c) => return reporters.iter().all(|r| r.report(c.clone())),
         Forwarded::SwitchLink { link, up } => (link, up),
     };
-    let distances = client
-        .fabric_update(FABRIC_UPDATE_TIMEOUT)
-        .map_err(|e| e.to_string())
-        .and_then(|infos| crate::distances::from_pmix(&infos).map_err(|e| e.to_string()));
-    match distances {
+    match crate::distances::from_host(client, true) {
         Ok(Some(d)) => reporters
             .iter()
             .all(|r| r.topology(d.clone(), vec![(link.clone(), up)])),

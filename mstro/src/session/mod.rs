@@ -250,7 +250,12 @@ impl Session {
         // check (another launcher's) leaves the secret to decide (the trust model,
         // `pool::pm::identity`).
         let credentials_checked = matches!(role, PmRole::Served) && credential.is_some();
-        let distances = pm_distances(settings)?;
+        let fabric = settings
+            .pool_fabric
+            .clone()
+            .map(inventory::switches::Source::File);
+        let (distances, _) = pool::distances::for_pm(fabric.as_ref(), settings.pmix.as_deref())
+            .map_err(|why| Error::invarg(format!("{}: {why}", settings::POOL_FABRIC_ENV)))?;
         let make = |_| {
             let mut config = PmConfig::new(&settings.workflow, &secret, vec![listen]);
             config.distances.clone_from(&distances);
@@ -654,27 +659,6 @@ fn connect(
             ),
         )
     })
-}
-
-/// The hops between the hosts for a pool manager started here: from `MSTRO_POOL_FABRIC`'s
-/// file, else the cost matrix the PMIx host serves (`maestro run --fabric`), if any.
-///
-/// # Errors
-/// [`Status::InvArg`] for a file that cannot be read or describes too many hosts.
-fn pm_distances(settings: &Settings) -> Result<Option<pool::distances::HostDistances>> {
-    let bad = |why: String| Error::invarg(format!("{}: {why}", settings::POOL_FABRIC_ENV));
-    if let Some(path) = &settings.pool_fabric {
-        let t = inventory::switches::read_file(path).map_err(|e| bad(e.to_string()))?;
-        let d = pool::distances::of_topology(&t).map_err(|e| bad(e.to_string()))?;
-        return Ok(Some(d));
-    }
-    let Some(pmix) = &settings.pmix else {
-        return Ok(None);
-    };
-    Ok(pmix
-        .fabric_register(settings.timeout.min(Duration::from_secs(5)))
-        .ok()
-        .and_then(|infos| pool::distances::from_pmix(&infos).ok().flatten()))
 }
 
 /// How a process rides out the loss of the pool manager it found (`MSTRO_PM_RECLAIM_TIMEOUT`):
