@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use inventory::switches::watch::{LinkChange, Watch};
-use inventory::switches::{Source, Topology, discover::Discovery};
+use inventory::switches::{Source, discover::Discovery};
 use inventory::{
     Choice, IndexSet, Inventory, InventoryError, choose_nic, device_distances, merge_pmix,
     to_pmix_devices,
@@ -95,9 +95,10 @@ pub struct Switches {
     watch: Mutex<Watch>,
     /// Where the topology comes from (`PMIX_FABRIC_IDENTIFIER`).
     identifier: String,
-    now: Mutex<(Topology, Vec<String>)>,
     /// This node's name among the fabric's hosts.
     hostname: String,
+    /// The PMIx infos of the last look (made once per change, however many ranks ask).
+    now: Mutex<Vec<Info>>,
     /// Told of every change, whoever looked (the watch thread, a `PMIx_Fabric_update`).
     sink: Mutex<Option<LinkSink>>,
     /// A `PMIx_Fabric_update` is looking again on its thread: others meanwhile get the
@@ -119,11 +120,13 @@ impl Switches {
             topology.hosts.len(),
             topology.links.len()
         );
+        let identifier = source.identifier();
+        let now = inventory::to_pmix_switches(&topology, &[], &identifier, hostname);
         Ok(Switches {
-            identifier: source.identifier(),
-            watch: Mutex::new(Watch::new(source, topology.clone())),
-            now: Mutex::new((topology, Vec::new())),
+            identifier,
+            watch: Mutex::new(Watch::new(source, topology)),
             hostname: hostname.to_string(),
+            now: Mutex::new(now),
             sink: Mutex::new(None),
             updating: std::sync::atomic::AtomicBool::new(false),
         })
@@ -142,7 +145,13 @@ impl Switches {
     pub fn reload(&self) -> Result<(), InventoryError> {
         let changed = lock(&self.watch).poll()?;
         if let Some(c) = changed {
-            *lock(&self.now) = (c.topology, c.cut_off);
+            let now = inventory::to_pmix_switches(
+                &c.topology,
+                &c.cut_off,
+                &self.identifier,
+                &self.hostname,
+            );
+            *lock(&self.now) = now;
             if let Some(sink) = lock(&self.sink).as_ref() {
                 sink(c.links);
             }
@@ -177,13 +186,16 @@ impl Switches {
     /// The topology's PMIx infos (cost matrix, groups, this node's switch, the JSON), as
     /// last seen (not waiting for a look in progress).
     pub fn infos(&self) -> Vec<Info> {
-        let now = lock(&self.now);
-        inventory::to_pmix_switches(&now.0, &now.1, &self.identifier, &self.hostname)
+        lock(&self.now).clone()
     }
 
-    /// The topology as the JSON `--fabric` reads.
-    pub fn json(&self) -> String {
-        serde_json::json!({ "topology": &lock(&self.now).0 }).to_string()
+    /// The topology as the JSON `--fabric` reads (the infos'
+    /// [`maestro_keys::FABRIC_TOPOLOGY`]).
+    pub fn json(&self) -> Option<String> {
+        let now = lock(&self.now);
+        pmix::find(&now, maestro_keys::FABRIC_TOPOLOGY)
+            .and_then(Value::as_str)
+            .map(String::from)
     }
 }
 
@@ -340,7 +352,7 @@ pub fn with_link_states(
 }
 
 #[cfg(test)]
-mod link_state_tests {
+mod tests {
     use super::*;
     use inventory::{Options, collect};
 
@@ -366,11 +378,6 @@ mod link_state_tests {
         );
         assert!(!now.nic("eth1").expect("eth1").link.usable());
     }
-}
-
-#[cfg(test)]
-mod update_tests {
-    use super::*;
 
     #[test]
     fn many_updates_at_once_are_each_answered() {

@@ -186,9 +186,11 @@ impl LauncherHost {
                 .fabric
                 .get()
                 .map(|f| Value::String(f.assignment_json())),
-            k if k == maestro_keys::FABRIC_TOPOLOGY => {
-                self.switches.as_ref().map(|s| Value::String(s.json()))
-            }
+            k if k == maestro_keys::FABRIC_TOPOLOGY => self
+                .switches
+                .as_ref()
+                .and_then(|s| s.json())
+                .map(Value::String),
             _ => None,
         }
     }
