@@ -22,7 +22,8 @@ pub struct Ibsim {
 }
 
 impl Ibsim {
-    /// Starts ibsim on `net` and waits until ibnetdiscover reaches it.
+    /// Starts ibsim on `net` and waits until it says it is ready (its socket is then
+    /// served: ibnetdiscover reaches it at once).
     pub fn start(net: &Path, name: &str) -> Ibsim {
         let socket = format!("maestro-{name}-{}", std::process::id());
         let mut group = super::Group::spawn_with_stdin(
@@ -36,21 +37,16 @@ impl Ibsim {
             super::lines(group.child.stdout.take().expect("stdout")),
             super::lines(group.child.stderr.take().expect("stderr")),
         ];
-        let sim = Ibsim {
+        super::expect_line(
+            &out[0],
+            &["Network simulator ready."],
+            Duration::from_secs(10),
+        );
+        Ibsim {
             group,
             socket,
             _out: out,
-        };
-        let end = Instant::now() + Duration::from_secs(10);
-        while sim.ibnetdiscover().is_none() {
-            assert!(
-                Instant::now() < end,
-                "ibsim on {} did not come up",
-                net.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        sim
     }
 
     /// ibnetdiscover's dump of the simulated fabric, once it answers.
