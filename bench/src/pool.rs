@@ -143,11 +143,16 @@ pub struct PoolBench {
     pub group: usize,
     /// Also the event-driven stream, per size: the consumer subscribes to OFFER events,
     /// the provider offers fresh CDOs (made and filled before the clock starts; at most
-    /// 20,000 and 1 GiB per size) as fast as it can, and the consumer demands each as it
+    /// `--events-max` and 1 GiB per size) as fast as it can, and the consumer demands each as it
     /// is told of it, `--window` in flight; CDOs/s and GB/s from the provider's go to the
     /// last demand.
     #[arg(long)]
     pub events: bool,
+    /// With `--events`: the most fresh CDOs the stream offers per size (still at most
+    /// 1 GiB of them). A longer stream than the default's fraction of a second, to profile
+    /// it apart from the other passes.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub events_max: u32,
     /// How the provider's bytes reach the consumer: `rma` (the fabric, as the PM plans)
     /// or `gfs` (files under `--gfs-dir`; the baseline is then a plain copy of as many
     /// bytes between files of that directory, the file system's own limit).

@@ -16,12 +16,13 @@ use crate::peer::SEED;
 
 impl PoolBench {
     /// How many fresh CDOs of `size` the event-driven stream offers: as many as the
-    /// volume would demand, at most 20,000 and 1 GiB (the provider keeps them all until it
-    /// leaves).
+    /// volume would demand, at most `--events-max` (20,000) and 1 GiB (the provider keeps
+    /// them all until it leaves).
     fn event_count(&self, size: usize) -> usize {
         let size = size.max(1);
+        let most = usize::try_from(self.events_max).unwrap_or(usize::MAX);
         (self.volume / size)
-            .clamp(1, 20_000)
+            .clamp(1, most)
             .min(((1usize << 30) / size).max(1))
     }
 
