@@ -762,6 +762,7 @@ impl World {
             cdo,
             bytes,
             region,
+            registered: true,
             alternates: Vec::new(),
             file: Some(memory_file()),
             seal: Some(attributes),

@@ -372,6 +372,7 @@ fn the_core_decides_what_an_offer_carries_and_checks_a_seal_before_sending_it() 
         cdo,
         bytes,
         region: region(bytes.len()),
+        registered: true,
         alternates: Vec::new(),
         file: None,
         seal,

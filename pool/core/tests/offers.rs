@@ -269,6 +269,7 @@ fn a_refused_offer_is_not_served_and_leaves_nothing_to_withdraw() {
             key: 0,
             len: 14,
         },
+        registered: true,
         alternates: Vec::new(),
         file: None,
         seal: None,

@@ -420,6 +420,7 @@ impl ShardedPool {
                 key,
                 len: bytes.len() as u64,
             },
+            registered: true,
             alternates: Vec::new(),
             file: None,
             seal: Some(Default::default()),

@@ -41,18 +41,35 @@ impl Registration {
     }
 }
 
+/// An offer's bytes made readable by consumers, and where they read them.
+pub(crate) struct Readable {
+    /// The bytes, as kept while offered.
+    pub(crate) offered: Offered,
+    /// Where the first endpoint reads them (the address in this process and the length,
+    /// and the key when `registered`).
+    pub(crate) region: fabric::RemoteRegion,
+    /// Where each alternate endpoint reads them (none unless `registered`).
+    pub(crate) alternates: Vec<fabric::RemoteRegion>,
+    /// Whether the region is registered with the fabric (readable by RMA).
+    pub(crate) registered: bool,
+}
+
 impl Offered {
-    /// `data` kept as plain memory (no endpoint, or offered through a file): the region
-    /// consumers are told of says only its length.
-    pub(crate) fn plain(
-        data: Buffer,
-    ) -> (Offered, fabric::RemoteRegion, Vec<fabric::RemoteRegion>) {
-        let remote = fabric::RemoteRegion {
-            addr: 0,
+    /// `data` kept as plain memory, not registered with the fabric (no endpoint, offered
+    /// through a file, or carried to the PM): the region consumers are told of is its
+    /// address in this process (which same-host consumers copy from) and its length.
+    pub(crate) fn plain(data: Buffer) -> Readable {
+        let region = fabric::RemoteRegion {
+            addr: data.as_slice().as_ptr() as u64,
             key: 0,
             len: data.len() as u64,
         };
-        (Offered::Plain(data), remote, Vec::new())
+        Readable {
+            offered: Offered::Plain(data),
+            region,
+            alternates: Vec::new(),
+            registered: false,
+        }
     }
 
     pub(crate) fn as_slice(&self) -> &[u8] {

@@ -313,17 +313,24 @@ impl AsyncClient {
         let file = data.memory_file();
         // Offered through the global file system: written whole before the offer names the
         // file (on a thread that may block), and nothing registered with the fabric.
-        let (offered, region, alternates, gfs) = match self.gfs_for(cdo, seal.as_ref())? {
+        let (readable, gfs) = match self.gfs_for(cdo, seal.as_ref())? {
             Some(g) => {
                 let (data, file) = transport::gfs::write(g, cdo, data).await?;
-                let (offered, region, alternates) = data::Offered::plain(data);
-                (offered, region, alternates, Some(file))
+                (data::Offered::plain(data), Some(file))
             }
             None => {
-                let (offered, region, alternates) = transport::rma::readable(&self.shared, data)?;
-                (offered, region, alternates, None)
+                // Bytes the offer carries to the PM are not registered with the fabric:
+                // consumers get them with their tickets, or copy them on this host.
+                let carried = self.shared.core().carries(data.len());
+                (transport::rma::readable(&self.shared, data, carried)?, None)
             }
         };
+        let data::Readable {
+            offered,
+            region,
+            alternates,
+            registered,
+        } = readable;
         let key = (self.shared.pool(), self.shared.app, cdo);
         // Kept where same-process consumers find it; the core reads the bytes once (to
         // carry a small CDO's, to checksum) and lets go before the answer is awaited.
@@ -333,6 +340,7 @@ impl AsyncClient {
                 cdo,
                 bytes: kept.as_slice(),
                 region,
+                registered,
                 alternates,
                 file,
                 seal,

@@ -383,6 +383,14 @@ impl<T: Driver> ClientCore<T> {
         self.inline_max = bytes.min(crate::policy::MAX_INLINE_OFFER);
     }
 
+    /// Whether an offer of `len` bytes carries them to the PM (at most
+    /// [`ClientCore::set_inline_max`], or none at all). Its driver need not register such
+    /// an offer with the fabric ([`Offer::registered`]): consumers get its bytes with the
+    /// ticket, or copy them on its host.
+    pub fn carries(&self, len: usize) -> bool {
+        len == 0 || len <= self.inline_max
+    }
+
     /// Asks the PM to end the CDOs the pool keeps under `name` (see
     /// [`ToPm::Discard`]); the answer, filed for `waiter` under `(Op::Discard, number)`,
     /// is how many it ended. Returns the call's number and id.

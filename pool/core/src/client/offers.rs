@@ -23,8 +23,14 @@ pub struct Offer<'a> {
     pub cdo: CdoId,
     /// Its bytes, as consumers will read them.
     pub bytes: &'a [u8],
-    /// Where the first endpoint reads them (all zero but the length without an endpoint).
+    /// Where the first endpoint reads them: their address, their length and, when
+    /// `registered`, the key.
     pub region: RemoteRegion,
+    /// Whether `region` is registered with the fabric (readable by RMA). An offer that is
+    /// not (one whose bytes it carries, [`ClientCore::carries`], or plain memory without
+    /// an endpoint) is copied out of the provider's memory by consumers on its host;
+    /// others get its bytes with the ticket or by stream, never by RMA.
+    pub registered: bool,
     /// Where each other endpoint reads them, in the order of the JOIN's alternates.
     pub alternates: Vec<RemoteRegion>,
     /// The memory file same-host consumers may map them from, if there is one.
@@ -151,6 +157,7 @@ impl<T: Driver> ClientCore<T> {
             cdo,
             bytes,
             region,
+            registered,
             alternates,
             file,
             seal,
@@ -169,10 +176,13 @@ impl<T: Driver> ClientCore<T> {
             Some(file) => extras = extras.with_gfs(file),
             // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to
             // read.
-            None if bytes.is_empty() || bytes.len() <= self.inline_max => {
+            None if self.carries(bytes.len()) => {
                 extras = extras.with_inline(bytes);
             }
             None => {}
+        }
+        if !registered {
+            extras = extras.with_unregistered();
         }
         here.extras = extras.clone();
         let mut sealed = None;

@@ -63,6 +63,9 @@ pub(super) struct App {
     pub(super) networks: Vec<Option<Subnet>>,
     /// Where same-host consumers may copy its offers from its memory.
     pub(super) memory: Option<ProcessMemory>,
+    /// A copy out of another app's memory failed for it (its kernel refuses them, say):
+    /// no more are planned for it.
+    pub(super) copies_refused: bool,
     pub(super) leaving: bool,
     pub(super) cdos: HashSet<CdoId>,
     /// `component:index`, which tickets of its offers carry.
@@ -175,6 +178,7 @@ impl Manager {
                 alternates: alternates.into_iter().map(Arc::new).collect(),
                 networks,
                 memory: None,
+                copies_refused: false,
                 leaving: false,
                 cdos: HashSet::default(),
                 label,

@@ -33,7 +33,41 @@ fn copyable(c: &App, p: &App) -> bool {
             .chain(&a.alternates)
             .any(|e| ProviderClass::of(&e.provider) == ProviderClass::SharedMemory)
     };
-    c.host == p.host && c.memory.is_some() && p.memory.is_some() && shm(c) && shm(p)
+    c.host == p.host
+        && c.memory.is_some()
+        && !c.copies_refused
+        && p.memory.is_some()
+        && shm(c)
+        && shm(p)
+}
+
+/// An RMA plan of an offer not registered with the fabric, as a copy out of the
+/// provider's memory only ([`HostMemory::copy_only`]); `None` when the plan names no such
+/// copy (the endpoints paired do not share memory).
+fn copy_only((source, how, route): (Source, String, Route)) -> Option<(Source, String, Route)> {
+    match source {
+        Source::Rma {
+            endpoint,
+            region,
+            via,
+            memory: Some(mut m),
+        } => {
+            m.copy_only = true;
+            let how = if how.is_empty() {
+                how
+            } else {
+                format!("copy from the provider's memory (not registered with the fabric; {how})")
+            };
+            let source = Source::Rma {
+                endpoint,
+                region,
+                via,
+                memory: Some(m),
+            };
+            Some((source, how, route))
+        }
+        _ => None,
+    }
 }
 
 /// Endpoints that reach each other: the consumer's `i`th (`ce`) and the provider's `j`th,
@@ -116,11 +150,23 @@ impl Manager {
             let route = Route::of(&source, None);
             return (source, how, route);
         }
+        let unregistered = extras.is_some_and(OfferExtras::unregistered);
+        if unregistered && !copyable(c, p) {
+            return stream(
+                "the offer is not registered with the fabric (its bytes are copied on its host only)",
+            );
+        }
         let theirs = self.offered_on(p, from, region);
         match self.pair(c, p, &theirs) {
             Ok(Pair { i, ce, j, detour }) => {
                 let (pe, region) = theirs[j];
-                self.rma(c, p, (i, ce), (j, pe, region), extras, detour.as_deref())
+                let planned = self.rma(c, p, (i, ce), (j, pe, region), extras, detour.as_deref());
+                if unregistered {
+                    return copy_only(planned).unwrap_or_else(|| {
+                        stream("the offer is not registered with the fabric and the endpoints chosen do not share memory")
+                    });
+                }
+                planned
             }
             Err(why) => stream(&why),
         }
@@ -197,11 +243,17 @@ impl Manager {
         let memory = p
             .memory
             .filter(|_| {
-                ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory && c.memory.is_some()
+                ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory
+                    && c.memory.is_some()
+                    && !c.copies_refused
             })
             .map(|process| {
                 let file = extras.and_then(OfferExtras::file);
-                Box::new(HostMemory { process, file })
+                Box::new(HostMemory {
+                    process,
+                    file,
+                    copy_only: false,
+                })
             });
         if memory.is_some() && describe {
             how.push_str(" (or straight from the provider's memory)");

@@ -535,6 +535,18 @@ impl Manager {
     /// A transfer to consumer `to` from `failed` failed: never ticket that offer to it
     /// again, put it back among the waiting, and ticket another offer if one exists.
     pub(super) fn retry_elsewhere(&mut self, to: CdoId, failed: CdoId) {
+        // An offer not registered with the fabric is planned as a copy out of the
+        // provider's memory only: that copy failed, so none is planned for this consumer
+        // any more and the offer goes another way (with its ticket, or by stream).
+        let uncopied = self
+            .cdos
+            .get(&failed)
+            .is_some_and(|f| f.extras.unregistered());
+        let consumer = self.cdos.get(&to).map(|c| c.app());
+        let refused = uncopied
+            && consumer
+                .and_then(|a| self.apps.get_mut(&a))
+                .is_some_and(|a| !std::mem::replace(&mut a.copies_refused, true));
         let Some(mut c) = self.cdos.get_mut(&to) else {
             return;
         };
@@ -542,7 +554,9 @@ impl Manager {
             return;
         };
         w.transfer = None;
-        w.failed.insert(failed);
+        if !refused {
+            w.failed.insert(failed);
+        }
         let name = Arc::clone(&c.name);
         drop(c);
         self.cdos.wait(&name, to);

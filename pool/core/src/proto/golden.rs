@@ -146,7 +146,9 @@ fn to_pm_samples() -> Vec<ToPm> {
             cdo: 1 << 40 | 2,
             attributes: attributes(),
             region: region(11),
-            extras: OfferExtras::default().with_gfs(gfs_file()),
+            extras: OfferExtras::default()
+                .with_gfs(gfs_file())
+                .with_unregistered(),
         },
         ToPm::Require { cdo: 2 << 40 | 1 },
         ToPm::Demand { cdo: 2 << 40 | 1 },

@@ -26,7 +26,9 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (15: a withdraw may hand a GFS offer's file
+/// Protocol version carried in every frame (21: offers that are not registered with the
+/// fabric, [`OfferExtras::with_unregistered`], copied by same-host consumers only
+/// ([`HostMemory::copy_only`]); 15: a withdraw may hand a GFS offer's file
 /// over to the pool, [`ToPm::Discard`] ends such CDOs, apps announce their GFS directory
 /// and the PM may have a provider write an offer there, [`FromPm::Spill`], `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
 /// [`OfferExtras::with_gfs`], ticketed as [`Source::Gfs`]; 13: offer events carry leases,
@@ -36,7 +38,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 20;
+pub const VERSION: u8 = 21;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.

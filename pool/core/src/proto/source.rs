@@ -60,6 +60,10 @@ struct Extras {
     inline: Option<InlineBytes>,
     #[serde(default)]
     gfs: Option<GfsFile>,
+    /// The region is not registered with the fabric (no RMA key): see
+    /// [`OfferExtras::unregistered`].
+    #[serde(default)]
+    unregistered: bool,
 }
 
 /// A CDO's bytes written whole to a file on a global file system, and what a consumer
@@ -145,6 +149,7 @@ impl OfferExtras {
                 file,
                 inline: None,
                 gfs: None,
+                unregistered: false,
             })
         }))
     }
@@ -160,6 +165,20 @@ impl OfferExtras {
     pub fn with_gfs(mut self, file: GfsFile) -> OfferExtras {
         self.0.get_or_insert_with(Box::default).gfs = Some(file);
         self
+    }
+
+    /// The same, its region not registered with the fabric: the provider's address and
+    /// the length, no RMA key (an offer whose bytes it carries, or kept as plain memory).
+    /// Consumers on its host copy it out of the provider's memory (which needs no
+    /// registration); others get its bytes with the ticket or by stream, never by RMA.
+    pub fn with_unregistered(mut self) -> OfferExtras {
+        self.0.get_or_insert_with(Box::default).unregistered = true;
+        self
+    }
+
+    /// Whether the region is not registered with the fabric ([`OfferExtras::with_unregistered`]).
+    pub fn unregistered(&self) -> bool {
+        self.0.as_deref().is_some_and(|e| e.unregistered)
     }
 
     /// The file on the global file system holding the CDO's bytes, if the offer has one.
@@ -196,6 +215,10 @@ pub struct HostMemory {
     pub process: ProcessMemory,
     /// The offer's memory file, to map.
     pub file: Option<MemoryFile>,
+    /// The offer is not registered with the fabric ([`OfferExtras::unregistered`]): a
+    /// consumer that cannot copy (or map) it says so in its report instead of reading by
+    /// RMA, and the PM sends it another way.
+    pub copy_only: bool,
 }
 
 /// How a consumer gets a ticketed CDO's bytes; the PM chooses by locality (transport

@@ -48,6 +48,7 @@ impl Executor for Rma {
             via,
             memory,
         } = ticket;
+        let copy_only = memory.as_ref().is_some_and(|m| m.copy_only);
         if let Some(m) = memory
             && shared.cross_memory.load(Ordering::Relaxed)
         {
@@ -55,6 +56,13 @@ impl Executor for Rma {
                 Taken::Here(data, how) => return Ok((data, Some(how))),
                 Taken::NotHere(unused) => lent = unused,
             }
+        }
+        // Not registered with the fabric: nothing to read by RMA. The PM, told, plans no
+        // more copies for this app and sends the bytes another way.
+        if copy_only {
+            return Err(ClientError::Call(CallError::Protocol(
+                "the offer is not registered with the fabric and this process cannot copy it out of the provider's memory".into(),
+            )));
         }
         let is_lent = lent.is_some();
         // A known peer, a registered landing buffer to hand and a provider that takes
@@ -81,16 +89,14 @@ impl Executor for Rma {
 
 /// Makes `data` readable by consumers over the fabric: registered, remotely readable
 /// only, with the app's first endpoint and each alternate (the offer's region and the
-/// alternates' regions), or kept as plain memory without an endpoint (served by stream:
-/// the region says only the length).
+/// alternates' regions); or kept as plain memory, not registered, without an endpoint or
+/// when the offer carries its bytes to the PM (`carried`): consumers get them with their
+/// tickets, copy them on this host or have them served by stream.
 ///
 /// # Errors
 /// Registration failures.
-pub(crate) fn readable(
-    shared: &Shared,
-    data: Buffer,
-) -> Result<(data::Offered, RemoteRegion, Vec<RemoteRegion>)> {
-    let Some(ep) = &shared.endpoint else {
+pub(crate) fn readable(shared: &Shared, data: Buffer, carried: bool) -> Result<data::Readable> {
+    let Some(ep) = shared.endpoint.as_ref().filter(|_| !carried) else {
         return Ok(data::Offered::plain(data));
     };
     let r: MemoryRegion<RemoteRead> = ep.register(data)?;
@@ -103,8 +109,12 @@ pub(crate) fn readable(
         extras.push(alt.register::<RemoteRead>(view)?);
     }
     let regions = extras.iter().map(MemoryRegion::remote).collect();
-    let registered = data::Registration::new(r, extras);
-    Ok((data::Offered::Registered(registered), remote, regions))
+    Ok(data::Readable {
+        offered: data::Offered::Registered(data::Registration::new(r, extras)),
+        region: remote,
+        alternates: regions,
+        registered: true,
+    })
 }
 
 /// Posts the read of `region` from `endpoint` if that cannot block: the peer is in the

@@ -183,6 +183,16 @@ impl<T: Driver> Sharded<T> {
         self.configure();
     }
 
+    /// Whether an offer of `len` bytes carries them to its PM (see
+    /// [`ClientCore::carries`]: every core is set up alike).
+    pub fn carries(&self, len: usize) -> bool {
+        self.cores
+            .iter()
+            .flatten()
+            .next()
+            .is_some_and(|c| c.carries(len))
+    }
+
     /// Every core uses the global file system as `gfs` says (see [`ClientCore::set_gfs`]).
     pub fn set_gfs(&mut self, gfs: super::GfsUse) {
         self.settings.gfs = gfs;
