@@ -85,20 +85,24 @@ fn a_failed_copy_sends_it_by_stream_and_no_more_copies_are_planned_for_that_cons
     let mut pm = Pm::new();
     let (p, _) = pm.join("producer");
     offer_unregistered(&mut pm, p, "t", 100);
+    offer_unregistered(&mut pm, p, "t2", 200);
     let (c, _) = pm.join("consumer");
-    let (transfer, source) = demanded(&mut pm, c, "t");
-    assert!(matches!(&source, Source::Rma { memory: Some(m), .. } if m.copy_only));
-    let failed = ToPm::TransferDone {
-        transfer,
-        error: Some("this process cannot copy it".into()),
-        direct: None,
-    };
-    let out = pm.feed(c, failed);
-    let again = out.iter().find_map(|(to, m)| match m {
-        FromPm::Ticket { source, .. } if *to == c => Some(source.clone()),
-        _ => None,
-    });
-    assert_eq!(again, Some(Source::Stream { len: 100 }), "{out:?}");
+    // Two copies in flight (a burst), both failing: each goes by stream, none is lost.
+    let tickets = [demanded(&mut pm, c, "t"), demanded(&mut pm, c, "t2")];
+    for ((transfer, source), len) in tickets.into_iter().zip([100, 200]) {
+        assert!(matches!(&source, Source::Rma { memory: Some(m), .. } if m.copy_only));
+        let failed = ToPm::TransferDone {
+            transfer,
+            error: Some("this process cannot copy it".into()),
+            direct: None,
+        };
+        let out = pm.feed(c, failed);
+        let again = out.iter().find_map(|(to, m)| match m {
+            FromPm::Ticket { source, .. } if *to == c => Some(source.clone()),
+            _ => None,
+        });
+        assert_eq!(again, Some(Source::Stream { len }), "{out:?}");
+    }
     // A registered offer is read by RMA from now on, not copied.
     pm.offer(p, "r", 100);
     let (_, source) = demanded(&mut pm, c, "r");

@@ -526,6 +526,9 @@ impl Manager {
             (Some(demanded), None) if demanded && !t.completes_demand => {
                 self.out.push(conn, FromPm::Ready { cdo: t.to });
             }
+            (Some(_), Some(_)) if self.copy_refused(t.to, t.from, t.route) => {
+                self.requeue(t.to, None);
+            }
             (Some(_), Some(_)) => self.retry_elsewhere(t.to, t.from),
             _ => {}
         }
@@ -535,18 +538,12 @@ impl Manager {
     /// A transfer to consumer `to` from `failed` failed: never ticket that offer to it
     /// again, put it back among the waiting, and ticket another offer if one exists.
     pub(super) fn retry_elsewhere(&mut self, to: CdoId, failed: CdoId) {
-        // An offer not registered with the fabric is planned as a copy out of the
-        // provider's memory only: that copy failed, so none is planned for this consumer
-        // any more and the offer goes another way (with its ticket, or by stream).
-        let uncopied = self
-            .cdos
-            .get(&failed)
-            .is_some_and(|f| f.extras.unregistered());
-        let consumer = self.cdos.get(&to).map(|c| c.app());
-        let refused = uncopied
-            && consumer
-                .and_then(|a| self.apps.get_mut(&a))
-                .is_some_and(|a| !std::mem::replace(&mut a.copies_refused, true));
+        self.requeue(to, Some(failed));
+    }
+
+    /// Puts consumer `to` back among the waiting (never to be ticketed `failed` again, if
+    /// given) and tickets an offer if one exists.
+    fn requeue(&mut self, to: CdoId, failed: Option<CdoId>) {
         let Some(mut c) = self.cdos.get_mut(&to) else {
             return;
         };
@@ -554,13 +551,37 @@ impl Manager {
             return;
         };
         w.transfer = None;
-        if !refused {
+        if let Some(failed) = failed {
             w.failed.insert(failed);
         }
         let name = Arc::clone(&c.name);
         drop(c);
         self.cdos.wait(&name, to);
         self.ticket(to);
+    }
+
+    /// Whether a failed transfer to `to` from `from` over `route` was the copy out of the
+    /// provider's memory of an offer not registered with the fabric (the only way such an
+    /// offer is planned over RMA: [`crate::proto::HostMemory::copy_only`]). If so, no copy
+    /// is planned for that consumer any more (its kernel refuses them, say) and the offer
+    /// stays usable to it, by another way.
+    fn copy_refused(&mut self, to: CdoId, from: CdoId, route: traffic::Route) -> bool {
+        let copied = route.transport == crate::view::Transport::Rma
+            && self
+                .cdos
+                .get(&from)
+                .is_some_and(|f| f.extras.unregistered());
+        let consumer = self.cdos.get(&to).map(|c| c.app());
+        match consumer
+            .and_then(|a| self.apps.get_mut(&a))
+            .filter(|_| copied)
+        {
+            Some(app) => {
+                app.copies_refused = true;
+                true
+            }
+            None => false,
+        }
     }
 
     /// A transfer from `offer` ended: finish a pending withdraw or leave.
