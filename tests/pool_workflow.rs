@@ -609,11 +609,14 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
 /// A group's members from a same-host provider arrive in bursts of tickets, and the
 /// consumer copies each burst out of the provider's memory in one batch: even with the
 /// provider stopped, every member arrives, equal to what RMA reads of the same group bring,
-/// and each member's transport event says it was copied.
+/// and each member's transport event says it was copied. Small members (at most the inline
+/// size) are not registered with the fabric: copied all the same (the copy their tickets
+/// name, with no RMA read to fall back on), and a consumer that does not copy gets them
+/// with its tickets.
 #[test]
 fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
-    // Bursts of small members and of members of several pages.
-    const SIZES: [usize; 2] = [16 << 10, 64 << 10];
+    // Bursts of members the offers carry, of small ones and of members of several pages.
+    const SIZES: [usize; 3] = [2 << 10, 16 << 10, 64 << 10];
     const MEMBERS: usize = 100;
     let SameHost {
         pm,
@@ -652,52 +655,6 @@ fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
             "the offers are a pattern"
         );
     }
-    drop((copier, reader, provider));
-    watcher.leave().expect("leave");
-    pm.stop().expect("the PM ends with nothing lost");
-}
-
-/// Small offers (at most the inline size) are not registered with the fabric: a same-host
-/// consumer copies a group's members out of a stopped provider's memory in batches (the
-/// copy its tickets name, with no RMA read to fall back on), and one whose copies are
-/// switched off (`MSTRO_OFI_CMA=off`) gets the same members with their tickets, from the
-/// PM, the provider still stopped.
-#[test]
-fn small_offers_are_not_registered_and_are_copied_or_come_with_their_tickets() {
-    const SIZE: usize = 2048;
-    const MEMBERS: usize = 40;
-    let SameHost {
-        pm,
-        watcher,
-        sub,
-        provider,
-        consumer,
-    } = same_host("unregistered", (&[SIZE], MEMBERS), "plain");
-    let name = format!("bench-group-{SIZE}");
-    // SAFETY: signalling the process this test started.
-    unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
-    let copier = consumer(false);
-    let want = copier.declare(&name).expect("declare");
-    let (copied, _) = copier.demand_group(want).expect("copied members");
-    for _ in 0..MEMBERS {
-        next_transport(&sub, true);
-    }
-    let reader = consumer(true);
-    let want = reader.declare(&name).expect("declare");
-    let (got, _) = reader
-        .demand_group(want)
-        .expect("every member, with its ticket");
-    assert_eq!((copied.len(), got.len()), (MEMBERS, MEMBERS));
-    assert!(
-        copied[0].data.iter().any(|&b| b != 0),
-        "the offers are a pattern"
-    );
-    for (i, (c, g)) in copied.iter().zip(&got).enumerate() {
-        assert_eq!(c.data.len(), SIZE);
-        assert!(*c.data == *g.data, "member {i} differs");
-    }
-    // SAFETY: signalling a process this test started and still owns.
-    unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
     drop((copier, reader, provider));
     watcher.leave().expect("leave");
     pm.stop().expect("the PM ends with nothing lost");
