@@ -78,6 +78,16 @@ fn a_same_host_consumer_copies_it_and_one_on_another_host_gets_it_by_stream() {
     );
     let (_, source) = demanded(&mut pm, remote, "tu");
     assert_eq!(source, Source::Stream { len: 64 }, "never by RMA");
+    // Of two offers of a name, the one the consumer reads itself is preferred to the one
+    // the PM would relay.
+    let (tp2, _) = pm.join_at("tcp-producer-2", "node1", 92, Some(tcp("tp2")));
+    offer_unregistered(&mut pm, tp, "both", 64);
+    pm.offer(tp2, "both", 64);
+    let (_, source) = demanded(&mut pm, remote, "both");
+    assert!(
+        matches!(&source, Source::Rma { endpoint, .. } if **endpoint == tcp("tp2")),
+        "{source:?}"
+    );
 }
 
 #[test]

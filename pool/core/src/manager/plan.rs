@@ -281,13 +281,13 @@ impl Manager {
         let (Some(c), Some(p)) = (self.apps.get(&consumer), self.apps.get(&provider)) else {
             return false;
         };
-        if c.host == p.host
-            || self
-                .cdos
-                .get(&from)
-                .is_some_and(|f| f.extras.inline().is_some())
-        {
+        let extras = self.cdos.get(&from).map(|f| &f.extras);
+        if c.host == p.host || extras.is_some_and(|e| e.inline().is_some()) {
             return true;
+        }
+        // Not registered with the fabric: from another host, only a stream relays it.
+        if extras.is_some_and(OfferExtras::unregistered) {
+            return false;
         }
         let theirs = self.offered_on(p, from, region);
         self.pair(c, p, &theirs).is_ok()
