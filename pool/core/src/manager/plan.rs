@@ -33,12 +33,13 @@ fn copyable(c: &App, p: &App) -> bool {
             .chain(&a.alternates)
             .any(|e| ProviderClass::of(&e.provider) == ProviderClass::SharedMemory)
     };
-    c.host == p.host
-        && c.memory.is_some()
-        && !c.copies_refused
-        && p.memory.is_some()
-        && shm(c)
-        && shm(p)
+    c.host == p.host && copies(c) && p.memory.is_some() && shm(c) && shm(p)
+}
+
+/// Whether consumer `c` copies offers out of other processes' memory: it announced its
+/// own (its process takes part) and none of its copies failed.
+fn copies(c: &App) -> bool {
+    c.memory.is_some() && !c.copies_refused
 }
 
 /// An RMA plan of an offer not registered with the fabric, as a copy out of the
@@ -242,11 +243,7 @@ impl Manager {
         // from the provider's memory, if both take part.
         let memory = p
             .memory
-            .filter(|_| {
-                ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory
-                    && c.memory.is_some()
-                    && !c.copies_refused
-            })
+            .filter(|_| ProviderClass::of(&pe.provider) == ProviderClass::SharedMemory && copies(c))
             .map(|process| {
                 let file = extras.and_then(OfferExtras::file);
                 Box::new(HostMemory {

@@ -572,16 +572,14 @@ impl Manager {
                 .get(&from)
                 .is_some_and(|f| f.extras.unregistered());
         let consumer = self.cdos.get(&to).map(|c| c.app());
-        match consumer
-            .and_then(|a| self.apps.get_mut(&a))
+        let Some(app) = consumer
             .filter(|_| copied)
-        {
-            Some(app) => {
-                app.copies_refused = true;
-                true
-            }
-            None => false,
-        }
+            .and_then(|a| self.apps.get_mut(&a))
+        else {
+            return false;
+        };
+        app.copies_refused = true;
+        true
     }
 
     /// A transfer from `offer` ended: finish a pending withdraw or leave.
