@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use fabric_types::RemoteRegion;
 use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{ClientCore, Event};
-use pool_core::proto::{self, AppId, FromPm, Join, OfferExtras, ToPm};
+use pool_core::proto::{self, FromPm, OfferExtras, ToPm};
 use pool_core::sim::{self, Plain};
 use pool_core::{ConnId, Manager};
 
@@ -31,8 +31,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let t0 = Instant::now();
     let mut m = sim::manager(t0);
-    let (producer, _) = join(&mut m, 1, "producer")?;
-    let (consumer, app) = join(&mut m, 2, "consumer")?;
+    let producer = 1;
+    sim::join_app(&mut m, producer, "producer")?;
+    let consumer = 2;
+    let app = sim::join_app(&mut m, consumer, "consumer")?;
     let names: Vec<String> = (0..members).map(|i| format!("member/{i}")).collect();
     let offered = names.iter().map(String::as_str).chain(["group"]);
     for (cdo, name) in (*proto::cdo_ids(1).start()..).zip(offered) {
@@ -81,26 +83,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         per(client)
     );
     Ok(())
-}
-
-/// Joins `component` on connection `conn` through a client core's handshake; the
-/// connection and the app's id.
-fn join(
-    m: &mut Manager,
-    conn: ConnId,
-    component: &str,
-) -> Result<(ConnId, AppId), Box<dyn std::error::Error>> {
-    let join = Join {
-        process: conn,
-        memory: None,
-        ..sim::join_message(component)
-    };
-    let at = (Instant::now(), conn, [conn as u8; 32]);
-    let (core, _) = sim::join::<Plain>(m, at, join, sim::SECRET, sim::CALL_TIMEOUT);
-    match core.joined() {
-        Some(Ok((app, _))) => Ok((conn, *app)),
-        other => Err(format!("{component} was not welcomed: {other:?}").into()),
-    }
 }
 
 /// One group demanded and drained; the time the manager, the wire and the client core took.

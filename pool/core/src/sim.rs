@@ -21,7 +21,9 @@ use crate::client::{
     CallError, CallResult, ClientCore, DEFAULT_INLINE_MAX, Driver, Event, Fetch, News, Offer,
     Sharded, Transmit,
 };
-use crate::proto::{CdoId, FabricEndpoint, FromPm, InlineBytes, Join, ProcessMemory, Source, ToPm};
+use crate::proto::{
+    AppId, CdoId, FabricEndpoint, FromPm, InlineBytes, Join, ProcessMemory, Source, ToPm,
+};
 use crate::schema::Schemas;
 use crate::shards::Shards;
 use crate::{Clock, ConnId, Manager};
@@ -164,6 +166,23 @@ pub fn join<T: Driver>(
         if !moved {
             return (core, others);
         }
+    }
+}
+
+/// Joins an app of `component` (no memory file, process id `conn`) on connection `conn`
+/// through a client core's handshake, as the examples that time the manager do; its app
+/// id, or what the manager answered instead of a welcome.
+pub fn join_app(manager: &mut Manager, conn: ConnId, component: &str) -> Result<AppId, String> {
+    let join = Join {
+        process: conn,
+        memory: None,
+        ..join_message(component)
+    };
+    let at = (Instant::now(), conn, [conn as u8; 32]);
+    let (core, _) = self::join::<Plain>(manager, at, join, SECRET, CALL_TIMEOUT);
+    match core.joined() {
+        Some(Ok((app, _))) => Ok(*app),
+        other => Err(format!("{component} was not welcomed: {other:?}")),
     }
 }
 
@@ -422,7 +441,7 @@ impl World {
     /// App `app` joins the new manager on a new connection ([`ClientCore::rejoin`]),
     /// reclaiming its old app id, and replays what it holds ([`ClientCore::replay`]).
     /// Returns the app id the manager gave, or why the JOIN failed (the core stays lost).
-    pub fn reclaim(&mut self, app: usize) -> CallResult<crate::proto::AppId> {
+    pub fn reclaim(&mut self, app: usize) -> CallResult<AppId> {
         // The cores that lost their manager rejoin on the connections the world opens
         // (with those of cores made since, which join as they are).
         let lost: Vec<usize> = (self.apps[app].core.cores())

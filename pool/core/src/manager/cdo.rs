@@ -131,10 +131,11 @@ impl<'a> NameIds<'a> {
 
 impl NameIndex {
     fn insert(&mut self, name: &Arc<str>, cdo: CdoId) {
-        match self.0.get_mut(&**name) {
-            Some(ids) => ids.insert(cdo),
-            None => {
-                self.0.insert(Arc::clone(name), Ids::One(cdo));
+        // One look at the table (a clone of the name's `Arc` costs no allocation).
+        match self.0.entry(Arc::clone(name)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().insert(cdo),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Ids::One(cdo));
             }
         }
     }
@@ -215,6 +216,18 @@ impl CdoTable {
 
     pub(super) fn contains_key(&self, id: &CdoId) -> bool {
         self.cdos.contains_key(id)
+    }
+
+    /// Inserts the CDO `cdo` makes as `id`, unless `id` is in use (one look at the table
+    /// for both); whether it did.
+    pub(super) fn insert_new(&mut self, id: CdoId, cdo: impl FnOnce() -> Cdo) -> bool {
+        match self.cdos.entry(id) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                self.counts[v.insert(cdo()).state.kind()] += 1;
+                true
+            }
+        }
     }
 
     pub(super) fn insert(&mut self, id: CdoId, cdo: Cdo) {
@@ -309,12 +322,32 @@ pub(super) struct Want {
     pub(super) transfer: Option<TransferId>,
     pub(super) local: bool,
     /// Offers whose transfer failed; not ticketed again.
-    pub(super) failed: BTreeSet<CdoId>,
-    /// A group's demand: the ids reserved for its members (first, how many).
-    pub(super) group: Option<(CdoId, u32)>,
+    pub(super) failed: Failed,
+    /// A group's demand: the ids reserved for its members (first, how many), out of line
+    /// as few CDOs are groups.
+    pub(super) group: Option<Box<(CdoId, u32)>>,
     /// A group's member (declared by the group's demand): it moves in bulk with the others
     /// (see [`super::plan::GROUP_INLINE_MAX`]).
     pub(super) member: bool,
+}
+
+/// The offers whose transfer to a consumer failed: none for almost every consumer, so the
+/// set is kept out of line and a CDO's entry in the table stays small.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[expect(
+    clippy::box_collection,
+    reason = "one pointer in every consumer's entry instead of a set's three words"
+)]
+pub(super) struct Failed(Option<Box<BTreeSet<CdoId>>>);
+
+impl Failed {
+    pub(super) fn contains(&self, offer: &CdoId) -> bool {
+        self.0.as_ref().is_some_and(|f| f.contains(offer))
+    }
+
+    pub(super) fn insert(&mut self, offer: CdoId) {
+        self.0.get_or_insert_default().insert(offer);
+    }
 }
 
 impl State {
@@ -400,8 +433,18 @@ impl Manager {
     /// Whether `app` may declare `cdo` named `name`: a good name, an id of its own range
     /// not in use.
     pub(super) fn declarable(&self, app: AppId, cdo: CdoId, name: &str) -> Result<(), Refusal> {
+        Self::nameable(app, cdo, name)?;
+        if self.cdos.contains_key(&cdo) {
+            return Err(Refusal::BadCdoId);
+        }
+        Ok(())
+    }
+
+    /// [`Manager::declarable`] but for the id in use, which [`CdoTable::insert_new`]
+    /// finds in the same look at the table as it inserts.
+    fn nameable(app: AppId, cdo: CdoId, name: &str) -> Result<(), Refusal> {
         proto::check_name(name)?;
-        if !proto::cdo_ids(app).contains(&cdo) || self.cdos.contains_key(&cdo) {
+        if !proto::cdo_ids(app).contains(&cdo) {
             return Err(Refusal::BadCdoId);
         }
         Ok(())
@@ -409,32 +452,28 @@ impl Manager {
 
     /// Now, in seconds since the manager's clock origin (a CDO's `born`).
     pub(super) fn seconds_since_origin(&self) -> u32 {
-        let since = self
-            .events
-            .now()
-            .saturating_duration_since(self.events.clock().origin);
-        u32::try_from(since.as_secs()).unwrap_or(u32::MAX)
+        self.events.now_secs()
     }
 
     pub(super) fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {
-        if let Err(why) = self
-            .declarable(app, cdo, &name)
-            .and_then(|()| self.affordable(app, policy::CDO_COST + name.len()))
+        let cost = policy::CDO_COST + name.len();
+        if let Err(why) = Self::nameable(app, cdo, &name).and_then(|()| self.affordable(app, cost))
         {
             return self.refuse(conn, Op::Declare, Some(cdo), why);
         }
-        self.account(app, policy::CDO_COST + name.len(), false);
-        self.cdos.insert(
-            cdo,
-            Cdo {
-                owner: u32::try_from(app).unwrap_or(u32::MAX),
-                name: name.into(),
-                attributes: Attributes::new(),
-                state: State::Declared,
-                extras: OfferExtras::default(),
-                born: self.seconds_since_origin(),
-            },
-        );
+        let born = self.seconds_since_origin();
+        let declared = self.cdos.insert_new(cdo, || Cdo {
+            owner: u32::try_from(app).unwrap_or(u32::MAX),
+            name: name.into(),
+            attributes: Attributes::new(),
+            state: State::Declared,
+            extras: OfferExtras::default(),
+            born,
+        });
+        if !declared {
+            return self.refuse(conn, Op::Declare, Some(cdo), Refusal::BadCdoId);
+        }
+        self.account(app, cost, false);
         if let Some(a) = self.apps.get_mut(&app) {
             a.cdos.insert(cdo);
             // Counted from the start of this shard's part of the app's ids (the whole

@@ -62,6 +62,8 @@ pub(super) struct Events {
     clock: Clock,
     /// The latest time the driver reported.
     now: Instant,
+    /// `now` in whole seconds since the clock's origin (a CDO's `born`), kept with it.
+    now_secs: u32,
     ack_timeout: Duration,
     /// Acknowledgements awaited by the after-events of the operation running now.
     collecting: Vec<(SubId, u64)>,
@@ -108,6 +110,11 @@ impl Events {
     /// The latest time the driver reported.
     pub(super) fn now(&self) -> Instant {
         self.now
+    }
+
+    /// [`Events::now`] in whole seconds since the clock's origin.
+    pub(super) fn now_secs(&self) -> u32 {
+        self.now_secs
     }
 
     /// The manager's clock.
@@ -167,6 +174,7 @@ impl Events {
             next_serial: 1,
             clock,
             now: clock.origin,
+            now_secs: 0,
             ack_timeout: ACK_TIMEOUT,
             collecting: Vec::new(),
             holding_demands: 0,
@@ -255,9 +263,16 @@ impl Manager {
         }
     }
 
+    /// Moves the manager's time on to `now` (never back). The driver hands one instant to
+    /// a whole batch of messages: only the first of them finds time moved.
     pub(super) fn advance(&mut self, now: Instant) {
-        self.events.now = self.events.now.max(now);
-        self.stats.tick(self.events.now);
+        if now <= self.events.now {
+            return;
+        }
+        self.events.now = now;
+        let since = now.saturating_duration_since(self.events.clock.origin);
+        self.events.now_secs = u32::try_from(since.as_secs()).unwrap_or(u32::MAX);
+        self.stats.tick(now);
     }
 
     /// Whether messages of `conn` must wait behind a held operation.

@@ -70,7 +70,7 @@ impl Manager {
             let mut cdo = m.cdo(c);
             cdo.state = State::Required(Want {
                 demanded: true,
-                group: Some((first, capacity)),
+                group: Some(Box::new((first, capacity))),
                 ..Want::default()
             });
             let name = Arc::clone(&cdo.name);

@@ -261,7 +261,7 @@ impl Manager {
         if want.transfer.is_some() || want.local {
             return;
         }
-        if let Some(reserved) = want.group {
+        if let Some(&reserved) = want.group.as_deref() {
             return self.ticket_group(to, reserved);
         }
         let load = |m: &Self, o: CdoId| m.transfers.load(o);
