@@ -67,7 +67,6 @@ pub(super) struct App {
     /// no more are planned for it.
     pub(super) copies_refused: bool,
     pub(super) leaving: bool,
-    pub(super) cdos: HashSet<CdoId>,
     /// `component:index`, which tickets of its offers carry.
     pub(super) label: Arc<str>,
     /// Bytes it makes the PM hold, as [`Policy::max_app_bytes`](super::policy::Policy::max_app_bytes) counts them.
@@ -180,7 +179,6 @@ impl Manager {
                 memory: None,
                 copies_refused: false,
                 leaving: false,
-                cdos: HashSet::default(),
                 label,
                 held: 0,
                 inline_held: 0,
@@ -263,11 +261,7 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app) {
             a.leaving = true;
         }
-        let cdos = self
-            .apps
-            .get(&app)
-            .map(|a| a.cdos.clone())
-            .unwrap_or_default();
+        let cdos: HashSet<CdoId> = self.cdos.ids_of(app).collect();
         self.pin_transfers_from(|from| cdos.contains(&from));
         for &offer in &cdos {
             self.revoke_leases(offer);
@@ -278,10 +272,10 @@ impl Manager {
     /// True if a consumer still needs one of `app`'s offers: a transfer reads from it, or a
     /// consumer requires its name and no other app offers it.
     pub(super) fn needed(&self, app: AppId) -> bool {
-        let Some(a) = self.apps.get(&app) else {
+        if !self.apps.contains_key(&app) {
             return false;
-        };
-        a.cdos.iter().any(|&o| {
+        }
+        self.cdos.ids_of(app).any(|o| {
             let Some(c) = self.cdos.get(&o) else {
                 return false;
             };
@@ -358,36 +352,37 @@ impl Manager {
         self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);
         self.forget_leases_of(app);
-        for &offer in &a.cdos {
+        let mine: HashSet<CdoId> = self.cdos.ids_of(app).collect();
+        for &offer in &mine {
             self.revoke_leases(offer);
         }
         // Its CDOs go a slice per step of `work` (`reap`): from now on nothing is ticketed
         // to or from them. Names whose demands lost their last provider with its offers
         // are failed as those are removed; those whose transfers from it failed, below.
-        self.reaping.extend(a.cdos.iter().map(|&c| (c, died)));
+        self.reaping.extend(mine.iter().map(|&c| (c, died)));
         let mut names = BTreeSet::new();
         // Transfers from its offers fail; transfers to its CDOs just end.
         let lost: Vec<TransferId> = self
             .transfers
             .iter()
-            .filter(|(_, t)| a.cdos.contains(&t.from) || a.cdos.contains(&t.to))
+            .filter(|(_, t)| mine.contains(&t.from) || mine.contains(&t.to))
             .map(|(&id, _)| id)
             .collect();
         for id in lost {
             let why = match self.transfers.get(&id) {
-                Some(t) if a.cdos.contains(&t.from) && died => "the provider is gone",
-                Some(t) if a.cdos.contains(&t.from) => "the provider left",
+                Some(t) if mine.contains(&t.from) && died => "the provider is gone",
+                Some(t) if mine.contains(&t.from) => "the provider left",
                 _ => "the consumer left before it completed",
             };
             let Some(t) = self.end_transfer(id, traffic::Outcome::Failed(why)) else {
                 continue;
             };
-            if a.cdos.contains(&t.from) {
+            if mine.contains(&t.from) {
                 if let Some(c) = self.cdos.get(&t.to).filter(|_| died) {
                     names.insert(Arc::clone(&c.name));
                 }
                 self.retry_elsewhere(t.to, t.from);
-            } else if a.cdos.contains(&t.to) {
+            } else if mine.contains(&t.to) {
                 self.source_released(t.from);
             }
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use fabric_types::RemoteRegion;
 
+use super::store::IdStore;
 use super::{ConnId, GiveBack, HashMap, Manager, policy};
 use crate::attr::{self, AttrValue, Attributes};
 use crate::events::EventKind;
@@ -162,7 +163,7 @@ impl NameIndex {
 /// without a walk over a million CDOs.
 #[derive(Debug, Default)]
 pub(super) struct CdoTable {
-    cdos: HashMap<CdoId, Cdo>,
+    cdos: IdStore<Cdo>,
     offers: NameIndex,
     waiting: NameIndex,
     counts: [u64; State::KINDS],
@@ -201,11 +202,11 @@ impl Drop for CdoMut<'_> {
 
 impl CdoTable {
     pub(super) fn get(&self, id: &CdoId) -> Option<&Cdo> {
-        self.cdos.get(id)
+        self.cdos.get(*id)
     }
 
     pub(super) fn get_mut(&mut self, id: &CdoId) -> Option<CdoMut<'_>> {
-        let cdo = self.cdos.get_mut(id)?;
+        let cdo = self.cdos.get_mut(*id)?;
         let before = cdo.state.kind();
         Some(CdoMut {
             cdo,
@@ -215,31 +216,31 @@ impl CdoTable {
     }
 
     pub(super) fn contains_key(&self, id: &CdoId) -> bool {
-        self.cdos.contains_key(id)
+        self.cdos.contains(*id)
     }
 
     /// Inserts the CDO `cdo` makes as `id`, unless `id` is in use (one look at the table
     /// for both); whether it did.
     pub(super) fn insert_new(&mut self, id: CdoId, cdo: impl FnOnce() -> Cdo) -> bool {
-        match self.cdos.entry(id) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(v) => {
-                self.counts[v.insert(cdo()).state.kind()] += 1;
-                true
-            }
-        }
+        let Some(c) = self.cdos.insert_new(id, cdo) else {
+            return false;
+        };
+        self.counts[c.state.kind()] += 1;
+        true
     }
 
+    /// Sets `id`'s CDO to `cdo` (replacing any).
     pub(super) fn insert(&mut self, id: CdoId, cdo: Cdo) {
-        self.counts[cdo.state.kind()] += 1;
+        let kind = cdo.state.kind();
         if let Some(old) = self.cdos.insert(id, cdo) {
             self.counts[old.state.kind()] -= 1;
         }
+        self.counts[kind] += 1;
     }
 
     /// Removes `id`, from the indexes and counts too.
     pub(super) fn remove(&mut self, id: &CdoId) -> Option<Cdo> {
-        let c = self.cdos.remove(id)?;
+        let c = self.cdos.remove(*id)?;
         self.counts[c.state.kind()] -= 1;
         self.offers.remove(&c.name, *id);
         self.waiting.remove(&c.name, *id);
@@ -264,7 +265,18 @@ impl CdoTable {
         self.cdos.len()
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&CdoId, &Cdo)> {
+    /// The CDOs `app` declared (those a group's demand declared for it too).
+    pub(super) fn ids_of(&self, app: AppId) -> impl Iterator<Item = CdoId> + '_ {
+        self.cdos.ids_of(app)
+    }
+
+    /// How many CDOs `app` declared (see [`CdoTable::ids_of`]).
+    pub(super) fn count_of(&self, app: AppId) -> usize {
+        self.cdos.app_len(app)
+    }
+
+    /// Every CDO with its id, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (CdoId, &Cdo)> {
         self.cdos.iter()
     }
 
@@ -475,7 +487,6 @@ impl Manager {
         }
         self.account(app, cost, false);
         if let Some(a) = self.apps.get_mut(&app) {
-            a.cdos.insert(cdo);
             // Counted from the start of this shard's part of the app's ids (the whole
             // range, in a pool of one manager), where its listing starts.
             let part = self.shard.cdo_ids(app);
@@ -683,10 +694,6 @@ impl Manager {
         self.cdos.remove(&cdo);
         self.forget_spill(cdo);
         self.cdos.give_back();
-        if let Some(a) = self.apps.get_mut(&app) {
-            a.cdos.remove(&cdo);
-            a.cdos.give_back();
-        }
         self.retry_byes();
     }
 }

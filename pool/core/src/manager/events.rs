@@ -640,7 +640,7 @@ impl Manager {
             .cdos
             .iter()
             .filter(|(_, c)| !(no_local && c.app() == subscriber))
-            .map(|(&id, c)| (id, state_kind(&c.state)))
+            .map(|(id, c)| (id, state_kind(&c.state)))
             .filter(|(_, kind)| kinds.contains(*kind))
             .collect();
         ids.sort_unstable_by_key(|(id, _)| *id);

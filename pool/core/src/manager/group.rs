@@ -216,7 +216,6 @@ impl Manager {
             );
         }
         if let Some(a) = self.apps.get_mut(&consumer) {
-            a.cdos.extend(ids.iter().copied());
             let seq = first - self.shard.cdo_ids(consumer).start() + names.len() as u64;
             a.last_declared = a.last_declared.max(seq);
             a.counters.demanded += ids.len() as u64;

@@ -83,6 +83,7 @@ mod plan;
 pub mod policy;
 mod shard;
 mod spill;
+mod store;
 mod traffic;
 mod transfer;
 

@@ -313,7 +313,7 @@ impl Manager {
             nic: a.nics.names.first().cloned(),
             nic_reason: a.nics.reason.clone(),
             joined_unix_ns: self.events.clock().unix_ns(a.joined),
-            cdos: a.cdos.len() as u64,
+            cdos: self.cdos.count_of(id) as u64,
             offered: a.counters.offered,
             demanded: a.counters.demanded,
             bytes_sent: a.counters.bytes_sent,
