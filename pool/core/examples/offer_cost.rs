@@ -17,6 +17,13 @@ use pool_core::ConnId;
 use pool_core::proto::{self, FromPm, ToPm};
 use pool_core::sim;
 
+/// The region of an offer as `maestro bench pm` makes them: no bytes, pointing nowhere.
+const NOWHERE: RemoteRegion = RemoteRegion {
+    addr: 0,
+    key: 0,
+    len: 0,
+};
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let cdos: usize = args.next().map_or(Ok(200_000), |a| a.parse())?;
@@ -61,17 +68,19 @@ fn run(cdos: usize, batch: usize) -> Result<(Duration, Duration), Box<dyn std::e
                 .enumerate()
                 .flat_map(|(i, &cdo)| {
                     let name = format!("bench/{conn}/{}", n * batch / 2 + i);
+                    let region = RemoteRegion {
+                        key: cdo,
+                        ..NOWHERE
+                    };
+                    let attributes = Default::default();
+                    let extras = Default::default();
                     [
                         ToPm::Declare { cdo, name },
                         ToPm::SealOffer {
                             cdo,
-                            attributes: Default::default(),
-                            region: RemoteRegion {
-                                addr: 0,
-                                key: cdo,
-                                len: 0,
-                            },
-                            extras: Default::default(),
+                            attributes,
+                            region,
+                            extras,
                         },
                     ]
                 })
