@@ -418,6 +418,20 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
         .map(|e| e.path())
         .collect();
     assert_eq!(before.len(), 1, "the PM's directory alone: {before:?}");
+    // The PM describes a kept file off its thread once it checked it; a PM taking over
+    // adopts what is described, so this one is killed once it is (on a loaded machine the
+    // description can come after the withdraw's answer).
+    let end = Instant::now() + Duration::from_secs(20);
+    let described = || {
+        std::fs::read_dir(&before[0]).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".maestro.json"))
+        })
+    };
+    while !described() {
+        assert!(Instant::now() < end, "the kept file was not described");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let killed = kill(&pm);
     assert!(common::wait_gone(pm.pid(), Duration::from_secs(10)));
     // Its janitor sweeps the GFS directory: the kept files stay for the next PM.
@@ -431,7 +445,14 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
     let (next, next_info) = scene.pm(&["--reclaim", "--grace", "1", "--gfs-dir", gfs_arg]);
     // A new app's JOIN waits out the grace period (refused `Grace`, tried again).
     let consumer = Client::join(&next_info, options("consumer", false)).expect("join");
-    let got = demand(&consumer, "kept/field");
+    let cdo = consumer.declare("kept/field").expect("declare");
+    let got = match consumer.demand(cdo) {
+        Ok((data, _)) => data.as_slice().to_vec(),
+        Err(e) => {
+            let left: Vec<_> = walkdir(&gfs);
+            panic!("demand: {e:?}; the GFS directory holds {left:?}");
+        }
+    };
     eprintln!(
         "kept CDO served {:.2} s after its PM was killed",
         killed.elapsed().as_secs_f64()
@@ -767,4 +788,17 @@ fn a_standby_of_a_sharded_pool_without_a_shard_is_refused() {
         assert_ne!(out.code(), Some(0));
         assert!(out.stderr.contains(says), "{}", out.stderr);
     }
+}
+
+/// Every path under `dir` (for a failure's message).
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            all.extend(walkdir(&path));
+        }
+        all.push(path);
+    }
+    all
 }
