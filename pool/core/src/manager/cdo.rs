@@ -464,7 +464,11 @@ impl Manager {
 
     /// Now, in seconds since the manager's clock origin (a CDO's `born`).
     pub(super) fn seconds_since_origin(&self) -> u32 {
-        self.events.now_secs()
+        let since = self
+            .events
+            .now()
+            .saturating_duration_since(self.events.clock().origin);
+        u32::try_from(since.as_secs()).unwrap_or(u32::MAX)
     }
 
     pub(super) fn declare(&mut self, conn: ConnId, app: AppId, cdo: CdoId, name: String) {

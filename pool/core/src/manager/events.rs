@@ -62,8 +62,6 @@ pub(super) struct Events {
     clock: Clock,
     /// The latest time the driver reported.
     now: Instant,
-    /// `now` in whole seconds since the clock's origin (a CDO's `born`), kept with it.
-    now_secs: u32,
     ack_timeout: Duration,
     /// Acknowledgements awaited by the after-events of the operation running now.
     collecting: Vec<(SubId, u64)>,
@@ -110,11 +108,6 @@ impl Events {
     /// The latest time the driver reported.
     pub(super) fn now(&self) -> Instant {
         self.now
-    }
-
-    /// [`Events::now`] in whole seconds since the clock's origin.
-    pub(super) fn now_secs(&self) -> u32 {
-        self.now_secs
     }
 
     /// The manager's clock.
@@ -174,7 +167,6 @@ impl Events {
             next_serial: 1,
             clock,
             now: clock.origin,
-            now_secs: 0,
             ack_timeout: ACK_TIMEOUT,
             collecting: Vec::new(),
             holding_demands: 0,
@@ -270,8 +262,6 @@ impl Manager {
             return;
         }
         self.events.now = now;
-        let since = now.saturating_duration_since(self.events.clock.origin);
-        self.events.now_secs = u32::try_from(since.as_secs()).unwrap_or(u32::MAX);
         self.stats.tick(now);
     }
 

@@ -42,9 +42,6 @@ pub(super) struct Stats {
     ops: [u64; OPS],
     /// Start of the current rate window and the operation count then.
     window: (Instant, u64),
-    /// When the current window may close (a second after its start): one comparison per
-    /// message instead of a subtraction of instants.
-    window_closes: Instant,
     /// Operations per second over the last full window (`None` before the first closed).
     rate: Option<f64>,
     /// Transfers: per app and NIC, by transport, the recent ones.
@@ -79,7 +76,6 @@ impl Stats {
         Stats {
             ops: [0; OPS],
             window: (start, 0),
-            window_closes: super::later(start, Duration::from_secs(1)),
             rate: None,
             traffic: TrafficStats::new(),
             fabric_events: VecDeque::new(),
@@ -102,12 +98,11 @@ impl Stats {
 
     /// Closes the rate window once a second has passed.
     pub(super) fn tick(&mut self, now: Instant) {
-        if now >= self.window_closes {
-            let elapsed = now.saturating_duration_since(self.window.0);
+        let elapsed = now.saturating_duration_since(self.window.0);
+        if elapsed >= Duration::from_secs(1) {
             let total = self.total();
             self.rate = Some((total - self.window.1) as f64 / elapsed.as_secs_f64());
             self.window = (now, total);
-            self.window_closes = super::later(now, Duration::from_secs(1));
         }
     }
 
