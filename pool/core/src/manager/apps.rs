@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::admission::Peer;
-use super::{ConnId, HashSet, Manager, State, Want, observe, traffic};
+use super::{ConnId, Manager, State, Want, observe, traffic};
 use crate::Subnet;
 use crate::auth;
 use crate::events::EventKind;
@@ -261,9 +261,9 @@ impl Manager {
         if let Some(a) = self.apps.get_mut(&app) {
             a.leaving = true;
         }
-        let cdos: HashSet<CdoId> = self.cdos.ids_of(app).collect();
-        self.pin_transfers_from(|from| cdos.contains(&from));
-        for &offer in &cdos {
+        self.pin_transfers_from(|from| proto::cdo_owner(from) == app);
+        let cdos: Vec<CdoId> = self.cdos.ids_of(app).collect();
+        for offer in cdos {
             self.revoke_leases(offer);
         }
         self.try_bye(app);
@@ -352,37 +352,39 @@ impl Manager {
         self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);
         self.forget_leases_of(app);
-        let mine: HashSet<CdoId> = self.cdos.ids_of(app).collect();
+        let mine: Vec<CdoId> = self.cdos.ids_of(app).collect();
         for &offer in &mine {
             self.revoke_leases(offer);
         }
         // Its CDOs go a slice per step of `work` (`reap`): from now on nothing is ticketed
         // to or from them. Names whose demands lost their last provider with its offers
         // are failed as those are removed; those whose transfers from it failed, below.
-        self.reaping.extend(mine.iter().map(|&c| (c, died)));
+        self.reaping.extend(mine.into_iter().map(|c| (c, died)));
+        // Its CDOs are the ids of its range (a group's members declared for it too).
+        let its = |cdo: CdoId| proto::cdo_owner(cdo) == app;
         let mut names = BTreeSet::new();
         // Transfers from its offers fail; transfers to its CDOs just end.
         let lost: Vec<TransferId> = self
             .transfers
             .iter()
-            .filter(|(_, t)| mine.contains(&t.from) || mine.contains(&t.to))
+            .filter(|(_, t)| its(t.from) || its(t.to))
             .map(|(&id, _)| id)
             .collect();
         for id in lost {
             let why = match self.transfers.get(&id) {
-                Some(t) if mine.contains(&t.from) && died => "the provider is gone",
-                Some(t) if mine.contains(&t.from) => "the provider left",
+                Some(t) if its(t.from) && died => "the provider is gone",
+                Some(t) if its(t.from) => "the provider left",
                 _ => "the consumer left before it completed",
             };
             let Some(t) = self.end_transfer(id, traffic::Outcome::Failed(why)) else {
                 continue;
             };
-            if mine.contains(&t.from) {
+            if its(t.from) {
                 if let Some(c) = self.cdos.get(&t.to).filter(|_| died) {
                     names.insert(Arc::clone(&c.name));
                 }
                 self.retry_elsewhere(t.to, t.from);
-            } else if mine.contains(&t.to) {
+            } else if its(t.to) {
                 self.source_released(t.from);
             }
         }
