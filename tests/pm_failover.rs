@@ -421,17 +421,18 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
     // The PM describes a kept file off its thread once it checked it; a PM taking over
     // adopts what is described, so this one is killed once it is (on a loaded machine the
     // description can come after the withdraw's answer).
-    let end = Instant::now() + Duration::from_secs(20);
     let described = || {
         std::fs::read_dir(&before[0]).is_ok_and(|d| {
             d.flatten()
                 .any(|e| e.file_name().to_string_lossy().ends_with(".maestro.json"))
         })
     };
-    while !described() {
-        assert!(Instant::now() < end, "the kept file was not described");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_for(
+        &gfs,
+        Duration::from_secs(20),
+        "the kept file described",
+        described,
+    );
     let killed = kill(&pm);
     assert!(common::wait_gone(pm.pid(), Duration::from_secs(10)));
     // Its janitor sweeps the GFS directory: the kept files stay for the next PM.

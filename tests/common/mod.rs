@@ -475,6 +475,53 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     out
 }
 
+/// Waits within `limit`, woken by inotify (files created, renamed into place or removed
+/// in `dir` and its directories), until `done` holds; `what` names it if it never does.
+pub fn wait_for(dir: &Path, limit: Duration, what: &str, done: impl Fn() -> bool) {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: a new inotify descriptor, closed at the end.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    assert!(fd >= 0, "inotify: {}", std::io::Error::last_os_error());
+    let watch = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path");
+        let mask = libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_DELETE;
+        // SAFETY: a NUL-terminated path and the descriptor above.
+        unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) }
+    };
+    watch(dir);
+    let deadline = Instant::now() + limit;
+    loop {
+        // Directories made before their watch was added are watched now too.
+        for e in std::fs::read_dir(dir).expect("dir").flatten() {
+            watch(&e.path());
+        }
+        if done() {
+            break;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "not within {limit:?}: {what}");
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut events = [0u8; 4096];
+        // SAFETY: one pollfd, then a read into a buffer of its length, both of `fd`.
+        unsafe {
+            if libc::poll(
+                &mut p,
+                1,
+                i32::try_from(left.as_millis()).unwrap_or(i32::MAX),
+            ) == 1
+            {
+                libc::read(fd, events.as_mut_ptr().cast(), events.len());
+            }
+        }
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+}
+
 /// True while a process exists and is not a zombie.
 /// Waits, within `limit`, for process `pid` to end (woken by a pidfd, not by polling);
 /// true if it did (or was gone already).
