@@ -726,15 +726,33 @@ fn the_pool_keeps_only_the_file_a_producer_offered() {
         },
     ])
     .expect("send");
-    loop {
-        match conn.recv(Op::Withdraw).expect("answer") {
-            FromPm::Done {
-                op: Op::Withdraw, ..
-            } => break,
-            FromPm::Refused { op, why, .. } => panic!("{op:?} refused: {why:?}"),
-            _ => {}
+    // Refused once checked, saying why: the producer hears its CDO is not kept.
+    let withdraw_answer = |conn: &mut pool_tools::wire::Conn| loop {
+        if let m @ (FromPm::Done {
+            op: Op::Withdraw, ..
         }
+        | FromPm::Refused {
+            op: Op::Withdraw, ..
+        }) = conn.recv(Op::Withdraw).expect("answer")
+        {
+            break m;
+        }
+    };
+    match withdraw_answer(&mut conn) {
+        FromPm::Refused {
+            why: pool::proto::Refusal::NotKept(why),
+            ..
+        } => assert!(
+            why.contains("another name than the producer's file"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
     }
+    // Its withdraw without the file is done at once: the offer is withdrawn already.
+    conn.send_batch(&[ToPm::Withdraw { cdo, keep: None }])
+        .expect("send");
+    let done = withdraw_answer(&mut conn);
+    assert!(matches!(done, FromPm::Done { .. }), "{done:?}");
     let said = loop {
         let line = stderr.recv_timeout(T).expect("the PM's log");
         if line.contains("refused:") {

@@ -418,29 +418,20 @@ fn a_cdo_kept_after_its_producer_left_outlives_a_killed_pm() {
         .map(|e| e.path())
         .collect();
     assert_eq!(before.len(), 1, "the PM's directory alone: {before:?}");
-    // The PM describes a kept file off its thread once it checked it; a PM taking over
-    // adopts what is described, so this one is killed once it is (on a loaded machine the
-    // description can come after the withdraw's answer).
-    let described = || {
-        std::fs::read_dir(&before[0]).is_ok_and(|d| {
-            d.flatten()
-                .any(|e| e.file_name().to_string_lossy().ends_with(".maestro.json"))
-        })
-    };
-    common::wait_for(
-        &gfs,
-        Duration::from_secs(20),
-        "the kept file described",
-        described,
-    );
+    // A PM taking over adopts what is described, and the withdraw was answered only once
+    // the kept file was: killed right after it, the PM loses nothing.
+    let described = std::fs::read_dir(&before[0]).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".maestro.json"))
+    });
+    assert!(described, "described before the withdraw was answered");
     let killed = kill(&pm);
     assert!(common::wait_gone(pm.pid(), Duration::from_secs(10)));
     // Its janitor sweeps the GFS directory: the kept files stay for the next PM.
-    let end = Instant::now() + Duration::from_secs(20);
-    while !before[0].join("maestro-orphaned").exists() {
-        assert!(Instant::now() < end, "the janitor did not sweep");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let orphaned = before[0].join("maestro-orphaned");
+    common::wait_for(&gfs, Duration::from_secs(20), "the janitor's sweep", || {
+        orphaned.exists()
+    });
     assert!(before[0].exists(), "left for the next PM");
 
     let (next, next_info) = scene.pm(&["--reclaim", "--grace", "1", "--gfs-dir", gfs_arg]);

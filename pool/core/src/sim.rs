@@ -254,6 +254,9 @@ pub struct World {
     pub linking: Option<Vec<(usize, CdoId, std::sync::Arc<str>)>>,
     /// Files linked into the PM's directory: the key of the bytes each names.
     linked: HashMap<String, u64>,
+    /// Kept files wait here to be checked and described, by shard, while `Some` (a
+    /// manager that dies before it described them); otherwise each passes at once.
+    pub describing: Option<Vec<(usize, crate::KeptCheck)>>,
 }
 
 /// The built-in schemas and the `.user.step` the tests seal with.
@@ -303,6 +306,7 @@ impl World {
             unlinkable: None,
             linking: None,
             linked: HashMap::new(),
+            describing: None,
         }
     }
 
@@ -467,13 +471,26 @@ impl World {
         self.drain()
     }
 
-    /// Everything the managers want to send, their deferred work done (as a driver does
-    /// it), with the shard of each (connection ids are the world's, unique).
+    /// Everything the managers want to send, their deferred work done and their kept
+    /// files described (as a driver does it, unless [`World::describing`] holds them),
+    /// with the shard of each (connection ids are the world's, unique).
     fn drain(&mut self) -> Vec<(ConnId, FromPm)> {
         let mut out = Vec::new();
-        for m in &mut self.managers {
-            while m.has_work() {
-                m.work(self.now);
+        for (shard, m) in self.managers.iter_mut().enumerate() {
+            loop {
+                while m.has_work() {
+                    m.work(self.now);
+                }
+                let checks = m.take_kept_checks();
+                match &mut self.describing {
+                    _ if checks.is_empty() => break,
+                    Some(held) => held.extend(checks.into_iter().map(|c| (shard, c))),
+                    None => {
+                        for c in checks {
+                            m.kept_checked(self.now, c.id, Ok(()));
+                        }
+                    }
+                }
             }
             out.extend(std::iter::from_fn(|| m.poll_output()));
         }
@@ -599,6 +616,19 @@ impl World {
                 return;
             }
         }
+    }
+
+    /// The kept files [`World::describing`] held are checked and described, each with
+    /// `outcome`, and the managers' answers delivered; files kept later pass at once.
+    pub fn describe(&mut self, outcome: Result<(), &str>) {
+        for (shard, c) in self.describing.take().unwrap_or_default() {
+            if let Some(m) = self.managers.get_mut(shard) {
+                m.kept_checked(self.now, c.id, outcome);
+            }
+        }
+        let out = self.drain();
+        self.deliver(out);
+        self.pump();
     }
 
     /// The world's file system links app `i`'s file of `cdo` into the PM's directory `dir`

@@ -689,7 +689,68 @@ fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlive
     );
 }
 
+#[test]
+fn a_file_handed_over_but_not_yet_described_when_the_manager_dies_is_handed_over_to_the_next() {
+    let mut w = pool_core::sim::World::new();
+    w.manager().set_keep_dir(Some("/gfs/pm-1"));
+    let p = w.join_with_gfs_only("producer", "node1");
+    let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
+    w.pump();
+    // Linked and handed over; the manager dies before its description is written
+    // (what a manager taking over adopts): the producer was not told it is kept.
+    w.describing = Some(Vec::new());
+    w.timed(p, |k, now| k.withdraw(now, cdo, 7))
+        .expect("withdraw");
+    w.pump();
+    assert_eq!(withdraws(&w, p), [Some(format!("/gfs/pm-1/{cdo}"))]);
+    assert_eq!(w.answer(p, 7), None, "answered once described");
+    w.describing = None;
+    w.restart_manager(Duration::from_secs(1));
+    w.manager().set_keep_dir(Some("/gfs/pm-2"));
+    w.reclaim(p).expect("reclaimed");
+    // Handed over again, to the next manager, which describes it and answers.
+    assert_eq!(
+        withdraws(&w, p).last(),
+        Some(&Some(format!("/gfs/pm-2/{cdo}")))
+    );
+    assert_eq!(w.answer(p, 7), Some(&Ok(cdo)));
+    w.timed(p, |k, now| k.leave(now, 8)).expect("leave");
+    w.pump();
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(1));
+    assert_eq!(demanded(&mut w, "node2", "field"), b"forty-two");
+}
+
+#[test]
+fn a_file_the_check_refuses_ends_the_withdraw_without_it_and_the_producer_hears_why() {
+    let mut w = pool_core::sim::World::new();
+    w.manager().set_keep_dir(Some("/gfs/pm-1"));
+    let p = w.join_with_gfs_only("producer", "node1");
+    let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
+    w.pump();
+    w.describing = Some(Vec::new());
+    w.timed(p, |k, now| k.withdraw(now, cdo, 7))
+        .expect("withdraw");
+    w.pump();
+    assert_eq!(w.answer(p, 7), None, "held for the check");
+    w.describe(Err("it has another name"));
+    // Refused saying why; the producer's core withdraws again without the file, and
+    // that withdraw is done at once (the offer is withdrawn already).
+    assert_eq!(withdraws(&w, p), [Some(format!("/gfs/pm-1/{cdo}")), None]);
+    assert_eq!(w.answer(p, 7), Some(&Ok(cdo)));
+    // Nothing is offered under the name any more.
+    let c = w.join_with_gfs_only("consumer", "node2");
+    let want = w.core(c).declare("field").expect("declare");
+    w.timed(c, |k, now| k.require(now, want, 9))
+        .expect("require");
+    w.pump();
+    assert_eq!(w.answer(c, 9), Some(&Ok(want)), "required");
+    assert!(w.apps[c].tickets.is_empty(), "{:?}", w.apps[c].tickets);
+}
+
 support::at_three_shards!(
+    a_file_handed_over_but_not_yet_described_when_the_manager_dies_is_handed_over_to_the_next,
+    a_file_the_check_refuses_ends_the_withdraw_without_it_and_the_producer_hears_why,
     calls_made_while_the_manager_is_gone_wait_and_the_next_one_answers_them,
     an_app_too_late_for_the_grace_period_stays_lost_then_closes_at_its_reclaim_timeout,
     a_ticket_in_flight_when_the_manager_dies_is_demanded_again_and_its_late_end_is_ignored,

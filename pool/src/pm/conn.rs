@@ -144,8 +144,8 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
         if let Some(kept) = &mut writers.kept {
             kept.discard(manager.take_discarded());
             let events = writers.events.clone();
-            kept.check(manager.take_kept_checks(), move |id, why| {
-                let _ = events.send(Event::KeptRefused(id, why));
+            kept.check(manager.take_kept_checks(), move |id, outcome| {
+                let _ = events.send(Event::KeptChecked(id, outcome));
             });
         }
         if stuck.is_empty() {

@@ -128,13 +128,14 @@ impl KeptDir {
     }
 
     /// Checks the files producers handed over (see [`KeptCheck`]) off the PM's thread and
-    /// describes those that pass, and those adopted, beside them; `refuse` is called with
-    /// each that is not one the pool keeps, and why. A description that cannot be written
-    /// is logged: the CDO is kept, and only a manager taking over would not adopt it.
+    /// describes those that pass, and those adopted, beside them; `report` is called with
+    /// each once done: `Ok` once described, `Err(why)` for one that is not one the pool
+    /// keeps. A description that cannot be written is logged: the CDO is kept, and only a
+    /// manager taking over would not adopt it.
     pub(super) fn check(
         &mut self,
         checks: Vec<KeptCheck>,
-        refuse: impl Fn(pool_core::proto::CdoId, String) + Send + 'static,
+        report: impl Fn(pool_core::proto::CdoId, Result<(), String>) + Send + 'static,
     ) {
         if checks.is_empty() {
             return;
@@ -146,7 +147,7 @@ impl KeptDir {
                 if let Some(offered) = &c.offered
                     && let Err(why) = handed_over(path, Path::new(&**offered))
                 {
-                    refuse(c.id, why);
+                    report(c.id, Err(why));
                     continue;
                 }
                 if let Err(e) = write_new(&described(path), &c.description) {
@@ -155,6 +156,7 @@ impl KeptDir {
                         path.display()
                     );
                 }
+                report(c.id, Ok(()));
             }
         }));
     }

@@ -236,8 +236,9 @@ enum Event {
     Topology(pool_core::HostDistances, Vec<(String, bool)>),
     /// A metrics scrape asks for the figures.
     Metrics(metrics::Ask),
-    /// A kept CDO's file is not one the pool keeps (see [`pool_core::KeptCheck`]).
-    KeptRefused(pool_core::proto::CdoId, String),
+    /// A kept CDO's file was checked and described, or is not one the pool keeps, and
+    /// why (see [`pool_core::KeptCheck`]).
+    KeptChecked(pool_core::proto::CdoId, Result<(), String>),
 }
 
 /// Hands fabric changes to a running pool manager (see [`PoolManager::reporter`]); cheap
@@ -610,7 +611,11 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             manager.set_memory_bytes(resident_bytes());
             let _ = ask.send(snapshot(now, manager));
         }
-        Event::KeptRefused(id, why) => manager.kept_refused(now, id, &why),
+        Event::KeptChecked(id, outcome) => manager.kept_checked(
+            now,
+            id,
+            outcome.as_ref().map(|_| ()).map_err(String::as_str),
+        ),
     }
 }
 

@@ -289,6 +289,7 @@ impl Manager {
                                 .iter()
                                 .any(|x| proto::cdo_owner(x) != app && self.alive(x)))
                 }
+                State::Withdrawn => self.answer_held(o),
                 _ => false,
             }
         })
@@ -352,6 +353,7 @@ impl Manager {
         self.release_memory_claim(&a);
         self.forget_app_events(app, a.conn);
         self.forget_leases_of(app);
+        self.forget_keep_refused(app);
         let mine: Vec<CdoId> = self.cdos.ids_of(app).collect();
         for &offer in &mine {
             self.revoke_leases(offer);

@@ -13,7 +13,7 @@
 //! once no transfer reads it ([`Manager::take_discarded`]) and, at the end, removes the
 //! rest or keeps those marked `.maestro.core.cdo.persist` ([`Manager::kept_files`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,16 @@ pub(super) struct Kept {
     discarded: Vec<KeptFile>,
     /// Files kept since the driver last looked, to check and describe (see [`KeptCheck`]).
     to_check: Vec<KeptCheck>,
+    /// The withdraws that handed a file over and wait for it to be checked and described
+    /// before they are answered, so that a producer told its CDO is kept may rely on a
+    /// manager taking over adopting it: the producer's offer by the kept CDO's id.
+    unchecked: HashMap<CdoId, CdoId>,
+    /// The producers' offers of `unchecked`, each with why the file it handed over was
+    /// refused once it was (see [`Manager::answer_withdraw`]).
+    answer_held: BTreeMap<CdoId, Option<String>>,
+    /// Offers whose withdraw was refused [`Refusal::NotKept`] after the check: the
+    /// producer's withdraw without the file that follows is answered at once.
+    keep_refused: BTreeSet<CdoId>,
     /// Bytes the kept CDOs make the PM hold (see [`policy::Policy::max_kept_bytes`]).
     held: usize,
     /// How many of them are being discarded (read by transfers still).
@@ -77,7 +87,7 @@ pub struct KeptFile {
 /// keeps only a regular file of its own user that is the producer's offered file (the
 /// same inode, its only other name) or has one name, never a second name of some other
 /// file linked into its directory; a file that fails is discarded
-/// ([`Manager::kept_refused`]). A file that passed, or one adopted, is described beside
+/// ([`Manager::kept_checked`]). A file that passed, or one adopted, is described beside
 /// it, `PATH.maestro.json` ([`KeptFile::description`]): a pool manager that takes over
 /// from this one adopts what is described, and only that.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -225,15 +235,83 @@ impl Manager {
         std::mem::take(&mut self.kept.to_check)
     }
 
-    /// The driver found kept CDO `id`'s file is not one the pool keeps (`why`): it is
-    /// no longer offered, and its name in the pool's directory goes once no transfer
-    /// reads it (the file it names, someone else's, is left alone).
-    pub fn kept_refused(&mut self, now: Instant, id: CdoId, why: &str) {
+    /// The driver checked kept CDO `id`'s file and described it beside it (`Ok`), or
+    /// found it is not one the pool keeps (`Err(why)`): then it is no longer offered, and
+    /// its name in the pool's directory goes once no transfer reads it (the file it
+    /// names, someone else's, is left alone). Either way the withdraw that handed it over
+    /// is answered now, not before: a producer told its CDO is kept may rely on a manager
+    /// taking over adopting it.
+    pub fn kept_checked(&mut self, now: Instant, id: CdoId, outcome: Result<(), &str>) {
         self.advance(now);
-        if self.kept.by_id.contains_key(&id) {
+        if let Err(why) = outcome
+            && self.kept.by_id.contains_key(&id)
+        {
             tracing::warn!("kept CDO {id} refused: {why}");
             self.discard_kept(id, why);
         }
+        let Some(offer) = self.kept.unchecked.remove(&id) else {
+            return;
+        };
+        match outcome {
+            Ok(()) => {
+                self.kept.answer_held.remove(&offer);
+            }
+            Err(why) => {
+                self.kept.answer_held.insert(offer, Some(why.to_string()));
+            }
+        }
+        let withdrawn = self
+            .cdos
+            .get(&offer)
+            .is_some_and(|c| matches!(c.state, State::Withdrawn));
+        if withdrawn {
+            self.answer_withdraw(offer);
+        }
+        self.try_bye(proto::cdo_owner(offer));
+    }
+
+    /// Whether the answer to the withdraw of `offer` waits for the file it handed over to
+    /// be checked ([`Manager::kept_checked`]).
+    pub(super) fn answer_held(&self, offer: CdoId) -> bool {
+        matches!(self.kept.answer_held.get(&offer), Some(None))
+    }
+
+    /// Answers the withdraw of `offer`, which no transfer reads any more, unless the file
+    /// it handed over is still being checked: done, or, for a file refused, refused
+    /// [`Refusal::NotKept`] saying why (the producer's core withdraws again without it,
+    /// and that withdraw is done at once: [`Manager::withdrawn_unkept`]).
+    pub(super) fn answer_withdraw(&mut self, offer: CdoId) {
+        if self.answer_held(offer) {
+            return;
+        }
+        let refused = self.kept.answer_held.remove(&offer).flatten();
+        let Some(conn) = self.apps.get(&proto::cdo_owner(offer)).map(|a| a.conn) else {
+            return;
+        };
+        match refused {
+            None => self.done(conn, Op::Withdraw, offer),
+            Some(why) => {
+                self.kept.keep_refused.insert(offer);
+                let why = format!("the file handed over is not one the pool keeps: {why}");
+                self.refuse(conn, Op::Withdraw, Some(offer), Refusal::NotKept(why));
+            }
+        }
+    }
+
+    /// `app` withdraws `offer` again without a file after the pool refused the one it
+    /// handed over ([`Manager::answer_withdraw`]): the offer is withdrawn already, so the
+    /// withdraw is done at once. False when this is not such a withdraw.
+    pub(super) fn withdrawn_unkept(&mut self, conn: ConnId, app: AppId, offer: CdoId) -> bool {
+        if proto::cdo_owner(offer) != app || !self.kept.keep_refused.remove(&offer) {
+            return false;
+        }
+        self.done(conn, Op::Withdraw, offer);
+        true
+    }
+
+    /// Forgets the withdraws of `app` refused a file (it is gone).
+    pub(super) fn forget_keep_refused(&mut self, app: AppId) {
+        (self.kept.keep_refused).retain(|&o| proto::cdo_owner(o) != app);
     }
 
     /// The files of the CDOs kept now: what the driver removes (or keeps, with
@@ -300,7 +378,9 @@ impl Manager {
         };
         tracing::info!("CDO {} kept by the pool (from CDO {cdo})", file.name);
         let offered = c.extras.gfs().map(|f| Arc::clone(&f.path));
-        self.add_kept(file, offered);
+        let id = self.add_kept(file, offered);
+        self.kept.unchecked.insert(id, cdo);
+        self.kept.answer_held.insert(cdo, None);
     }
 
     /// Offers `file` as a kept CDO from `now` on: a file the driver found and moved into

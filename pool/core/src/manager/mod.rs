@@ -510,6 +510,9 @@ impl Manager {
                 self.with_cdo(conn, app, Op::Retract, cdo, |m, c| m.retract(conn, c))
             }
             ToPm::Withdraw { cdo, keep } => {
+                if keep.is_none() && self.withdrawn_unkept(conn, app, cdo) {
+                    return;
+                }
                 if let Some(Err(why)) = keep.as_deref().map(|p| self.keepable(app, cdo, p)) {
                     return self.refuse(conn, Op::Withdraw, Some(cdo), why);
                 }

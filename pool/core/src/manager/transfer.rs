@@ -582,7 +582,8 @@ impl Manager {
         true
     }
 
-    /// A transfer from `offer` ended: finish a pending withdraw or leave.
+    /// A transfer from `offer` ended: finish a pending withdraw (answered now unless the
+    /// file it handed over is still being checked: [`Manager::kept_checked`]) or leave.
     pub(super) fn source_released(&mut self, offer: CdoId) {
         let busy = self.transfers.reading(offer);
         let Some(mut c) = self.cdos.get_mut(&offer) else {
@@ -597,8 +598,8 @@ impl Manager {
         if withdrawn && app == POOL {
             return self.forget_kept(offer);
         }
-        if withdrawn && let Some(conn) = self.apps.get(&app).map(|a| a.conn) {
-            self.done(conn, Op::Withdraw, offer);
+        if withdrawn {
+            self.answer_withdraw(offer);
         }
         self.try_bye(app);
     }

@@ -59,6 +59,19 @@ impl Pm {
         std::iter::from_fn(|| self.m.poll_output()).collect()
     }
 
+    /// The driver checks and describes the files kept since it last looked, each with
+    /// `outcome`: those files, and what the PM sends then.
+    pub fn describe(
+        &mut self,
+        outcome: Result<(), &str>,
+    ) -> (Vec<pool_core::KeptCheck>, Vec<(ConnId, FromPm)>) {
+        let checks = self.m.take_kept_checks();
+        for c in &checks {
+            self.m.kept_checked(self.now, c.id, outcome);
+        }
+        (checks, self.drain())
+    }
+
     pub fn connect(&mut self) -> (ConnId, [u8; 32]) {
         let conn = self.next;
         self.next += 1;
