@@ -500,7 +500,7 @@ fn c_programs_ride_out_a_killed_pm_restarted_with_reclaim() {
         let path = file.to_str().expect("utf-8 path");
         let workflow = format!("capi-failover-{}-{run}", std::process::id());
         let tmp = [("TMPDIR", dir.path().to_str().expect("utf-8 path"))];
-        let (pm, _) = start_pm_with_env(&workflow, &["--info-file", path], &tmp);
+        let (mut pm, _) = start_pm_with_env(&workflow, &["--info-file", path], &tmp);
         let spawn = |name: &str, args: &[&str]| {
             let mut cmd = Command::new(c.bin(name));
             env(&mut cmd, &workflow)
@@ -514,23 +514,21 @@ fn c_programs_ride_out_a_killed_pm_restarted_with_reclaim() {
         // SAFETY: signalling the PM's process, which this test started.
         unsafe { libc::kill(pm.pid(), libc::SIGKILL) };
         std::thread::sleep(Duration::from_millis(100));
-        let (next, _) = start_pm_with_env(
+        let (mut next, _) = start_pm_with_env(
             &workflow,
             &["--info-file", path, "--reclaim", "--grace", "2"],
             &tmp,
         );
+        let logs =
+            [&mut pm, &mut next].map(|g| common::lines(g.child.stderr.take().expect("stderr")));
         let p = producer.wait(Duration::from_secs(120));
         let k = consumer.wait(Duration::from_secs(120));
-        assert_eq!(
-            p.code(),
-            Some(0),
-            "kill after {delay_ms} ms: producer: {p:?}"
-        );
-        assert_eq!(
-            k.code(),
-            Some(0),
-            "kill after {delay_ms} ms: consumer: {k:?}"
-        );
+        if p.code() != Some(0) || k.code() != Some(0) {
+            let [killed, next] = logs.map(|l| l.try_iter().collect::<Vec<_>>().join("\n"));
+            panic!(
+                "kill after {delay_ms} ms: producer: {p:?}\nconsumer: {k:?}\nthe killed PM's log:\n{killed}\nthe next PM's log:\n{next}"
+            );
+        }
         assert_exchange(&format!("{}{}", p.stdout, k.stdout));
         eprintln!(
             "kill after {delay_ms} ms: producer ran {:.2} s, consumer {:.2} s",
