@@ -130,7 +130,8 @@ impl<T: Driver> ClientCore<T> {
         })?;
         self.open()?;
         let cdo = self.reserve(1)?;
-        self.cdos.insert(cdo, Mine::new(name.into(), false));
+        self.cdos
+            .insert(cdo, Box::new(Mine::new(name.into(), false)));
         self.queue(ToPm::Declare {
             cdo,
             name: name.into(),
@@ -619,7 +620,7 @@ impl<T: Driver> ClientCore<T> {
                 });
                 continue;
             }
-            let mut member = Mine::new(name.as_str().into(), true);
+            let mut member = Box::new(Mine::new(name.as_str().into(), true));
             member.wanted = Some(Op::Demand);
             self.cdos.insert(cdo, member);
         }

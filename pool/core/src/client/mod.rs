@@ -275,8 +275,9 @@ pub struct ClientCore<T: Driver> {
     call_timeout: Duration,
     /// The number the next subscription or discard gets (what its answer carries).
     next_local: u64,
-    /// This app's CDOs, from declare to dispose.
-    cdos: HashMap<CdoId, Mine<T>>,
+    /// This app's CDOs, from declare to dispose. Boxed: a producer may hold hundreds of
+    /// thousands, and the table's growth then moves a pointer per CDO, not its ~300 bytes.
+    cdos: HashMap<CdoId, Box<Mine<T>>>,
     /// Tickets being carried out.
     fetching: HashMap<TransferId, Fetching>,
     /// Groups demanded with their members' ids reserved (the first, how many), until the
