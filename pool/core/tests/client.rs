@@ -1144,3 +1144,60 @@ support::at_three_shards!(
     a_cdo_goes_from_offer_to_demand_through_both_cores,
     a_call_held_for_a_subscribers_acknowledgement_goes_on_at_the_pms_deadline,
 );
+
+/// Whether each offer app `app` sent carried its bytes, in order.
+fn carried(w: &World, app: usize) -> Vec<bool> {
+    (w.sent(app).into_iter())
+        .filter_map(|m| match m {
+            ToPm::SealOffer { extras, .. } | ToPm::Offer { extras, .. } => {
+                Some(extras.inline().is_some())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_producer_told_its_bytes_were_dropped_offers_without_them_for_a_while() {
+    let mut w = World::new();
+    w.manager().set_policy(pool_core::policy::Policy {
+        max_inline_bytes: 150,
+        ..Default::default()
+    });
+    let p = w.join("producer", true);
+    // The PM's budget holds the bytes of one offer of 100: the second's are dropped, and
+    // the third goes without.
+    let offered = ["a", "b", "c"].map(|name| {
+        let (cdo, tag) = w.offer(p, name, &[1; 100], true);
+        w.pump();
+        assert_eq!(w.answer(p, tag), Some(&Ok(cdo)), "{name} offered");
+        cdo
+    });
+    assert_eq!(carried(&w, p), [true, true, false]);
+    // Consumers still get each, the third out of the producer's memory.
+    let c = w.join("consumer", true);
+    for (name, tag) in [("b", 50), ("c", 51)] {
+        let want = w.core(c).declare(name).expect("declare");
+        w.timed(c, |k, now| k.demand(now, want, tag))
+            .expect("demand");
+        w.pump();
+        assert_eq!(w.core(c).take_arrived(want).expect("arrived").0, [1; 100]);
+    }
+    // A withdraw of the app makes room: the next offer carries its bytes again.
+    w.timed(p, |k, now| k.withdraw(now, offered[0], 60))
+        .expect("withdraw");
+    w.pump();
+    w.offer(p, "d", &[1; 100], true);
+    w.pump();
+    assert_eq!(carried(&w, p), [true, true, false, true]);
+    // Dropped again; a while later the next offer carries its bytes again.
+    for name in ["e", "f"] {
+        w.offer(p, name, &[1; 100], true);
+        w.pump();
+    }
+    let later = w.now + pool_core::client::INLINE_PAUSE;
+    w.run_until(later);
+    w.offer(p, "g", &[1; 100], true);
+    w.pump();
+    assert_eq!(carried(&w, p), [true, true, false, true, true, false, true]);
+}

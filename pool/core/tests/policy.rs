@@ -337,8 +337,9 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
     );
     let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
     let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
-    // An offer carrying `bytes` (its region `len` long).
-    let offer = |pm: &mut Pm, name: &str, bytes: &[u8], len: u64| {
+    // An offer carrying `bytes` (its region `len` long), which the PM keeps or drops
+    // (saying so).
+    let offer = |pm: &mut Pm, name: &str, bytes: &[u8], len: u64, dropped: bool| {
         let cdo = pm.declare(p, name);
         assert_eq!(pm.seal(p, cdo), [(p, done(Op::Seal, cdo))]);
         let extras = OfferExtras::new(Vec::new(), None).with_inline(bytes);
@@ -350,7 +351,11 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
                 extras,
             },
         );
-        assert_eq!(out, [(p, done(Op::Offer, cdo))]);
+        let mut said = vec![(p, done(Op::Offer, cdo))];
+        if dropped {
+            said.insert(0, (p, FromPm::BytesDropped { cdo }));
+        }
+        assert_eq!(out, said, "{name}");
         cdo
     };
     // The source of a demand of `name`, and what the transport event says.
@@ -366,7 +371,7 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
             .unwrap_or_else(|| panic!("{out:?}"));
         (source, events_to(&out, s)[0].detail.clone())
     };
-    let a = offer(&mut pm, "a", &[7; 60], 60);
+    let a = offer(&mut pm, "a", &[7; 60], 60, false);
     let (source, detail) = demand(&mut pm, "a");
     match source {
         Source::Inline { bytes } => assert_eq!(&*bytes.0, &[7; 60][..]),
@@ -376,15 +381,15 @@ fn small_offers_travel_inline_within_the_budget_until_withdrawn() {
         detail.ends_with("by inline (60 bytes with the ticket)"),
         "{detail}"
     );
-    // 60 of the 100 bytes are held: the next 60-byte offer keeps its bytes.
-    offer(&mut pm, "b", &[8; 60], 60);
+    // 60 of the 100 bytes are held: the next 60-byte offer's bytes are dropped.
+    offer(&mut pm, "b", &[8; 60], 60, true);
     assert_eq!(demand(&mut pm, "b").0.kind(), "rma");
     // Bytes that do not match the region are not kept either.
-    offer(&mut pm, "c", &[9; 10], 20);
+    offer(&mut pm, "c", &[9; 10], 20, true);
     assert_eq!(demand(&mut pm, "c").0.kind(), "rma");
     // A withdraw gives its bytes back at once (the ticket handed out keeps its own).
     pm.feed(p, ToPm::Withdraw { cdo: a, keep: None });
-    offer(&mut pm, "d", &[10; 60], 60);
+    offer(&mut pm, "d", &[10; 60], 60, false);
     assert_eq!(demand(&mut pm, "d").0.kind(), "inline");
 }
 
@@ -394,6 +399,7 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
     let (p, _) = pm.join_at("p", "node1", 1, Some(tcp_at([10, 1, 0, 1])));
     let (q, _) = pm.join_at("q", "node1", 3, Some(tcp_at([10, 1, 0, 3])));
     let (c, _) = pm.join_at("c", "node2", 2, Some(tcp_at([10, 1, 0, 2])));
+    // What the PM answers an offer carrying `len` bytes.
     let offer = |pm: &mut Pm, from: ConnId, name: &str, len: usize| {
         let cdo = pm.declare(from, name);
         assert_eq!(pm.seal(from, cdo), [(from, done(Op::Seal, cdo))]);
@@ -407,19 +413,26 @@ fn one_app_takes_at_most_its_share_of_the_inline_budget_and_one_offer_at_most_64
                 extras,
             },
         );
-        assert_eq!(out, [(from, done(Op::Offer, cdo))]);
+        (cdo, out)
     };
     let kind = |pm: &mut Pm, name: &str| pm.ticket_kind(c, name);
-    // One app's share of 1 MiB is 128 KiB: two offers of 64 KiB, not a third.
-    for name in ["p0", "p1", "p2"] {
-        offer(&mut pm, p, name, pool_core::policy::MAX_INLINE_OFFER);
+    // One app's share of 1 MiB is 128 KiB: two offers of 64 KiB, not a third, whose
+    // producer hears its bytes were dropped (it sends the next offers without).
+    for (name, dropped) in [("p0", false), ("p1", false), ("p2", true)] {
+        let (cdo, out) = offer(&mut pm, p, name, pool_core::policy::MAX_INLINE_OFFER);
+        let mut said = vec![(p, done(Op::Offer, cdo))];
+        if dropped {
+            said.insert(0, (p, FromPm::BytesDropped { cdo }));
+        }
+        assert_eq!(out, said, "{name}");
     }
     assert_eq!(
         ["p0", "p1", "p2"].map(|n| kind(&mut pm, n)),
         ["inline", "inline", "rma"]
     );
     // Another app still gets its own share.
-    offer(&mut pm, q, "q0", pool_core::policy::MAX_INLINE_OFFER);
+    let (q0, out) = offer(&mut pm, q, "q0", pool_core::policy::MAX_INLINE_OFFER);
+    assert_eq!(out, [(q, done(Op::Offer, q0))]);
     assert_eq!(kind(&mut pm, "q0"), "inline");
     // One offer past 64 KiB keeps its bytes, whatever the budget (issue #36: 15 MiB).
     let mut pm2 = small(|_| {});

@@ -45,7 +45,7 @@ use cdos::{Arriving, Fetching, Mine, Named};
 pub use cdos::{DEFAULT_INLINE_MAX, Demand, GROUP_IDS, GroupHere, GroupMember, Phase};
 pub use leases::{LEASE_HOLD, MAX_HELD as MAX_HELD_LEASES};
 pub use observer::ObserverCore;
-pub use offers::{GfsUse, Offer, Transport};
+pub use offers::{GfsUse, INLINE_PAUSE, Offer, Transport};
 pub use sharded::{Route, Sharded};
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
 
@@ -316,6 +316,9 @@ pub struct ClientCore<T: Driver> {
     schemas: std::sync::Arc<crate::schema::Schemas>,
     /// Most bytes an offer carries to the PM ([`ClientCore::set_inline_max`]).
     inline_max: usize,
+    /// Offers carry no bytes until then: the PM dropped some it had no room for
+    /// ([`FromPm::BytesDropped`], [`INLINE_PAUSE`]).
+    bytes_paused: Option<Instant>,
     /// How the app may use the global file system ([`ClientCore::set_gfs`]).
     gfs: GfsUse,
 }
@@ -361,6 +364,7 @@ impl<T: Driver> ClientCore<T> {
             keep_dir: None,
             schemas: BUILTIN_SCHEMAS.clone(),
             inline_max: DEFAULT_INLINE_MAX,
+            bytes_paused: None,
             gfs: GfsUse::default(),
         }
     }
@@ -811,6 +815,7 @@ impl<T: Driver> ClientCore<T> {
             FromPm::View { id, .. } => {
                 tracing::warn!("pool manager sent an app the answer to an observer's query {id}");
             }
+            FromPm::BytesDropped { cdo } => self.bytes_dropped(now, cdo),
         }
     }
 
@@ -818,6 +823,11 @@ impl<T: Driver> ClientCore<T> {
     fn done(&mut self, op: Op, cdo: CdoId) {
         match op {
             Op::Dispose => self.forget(cdo),
+            // Room for bytes again, perhaps (see `bytes_dropped`).
+            Op::Withdraw => {
+                self.bytes_paused = None;
+                self.confirmed(op, cdo);
+            }
             op => self.confirmed(op, cdo),
         }
         self.resolve((op, cdo), Ok(cdo));

@@ -6,12 +6,20 @@
 //! keep it.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{CallError, CallId, CallResult, ClientCore, Driver, Event, Phase};
 use crate::attr::{self, Attributes};
 use crate::proto::{self, CdoId, Op, Refusal, ToPm, TransferId};
 use fabric_types::{MemoryFile, RemoteRegion};
+
+/// How long an app's offers go without their bytes once the PM dropped some for lack of
+/// room ([`crate::proto::FromPm::BytesDropped`]), unless a withdraw of the app frees room
+/// first: long enough that a producer streaming past the PM's budget stops sending bytes
+/// only to have them dropped (each such offer costs a copy of its bytes in the producer,
+/// the socket and the PM), short enough to carry them again soon after room was made
+/// elsewhere. Consumers get the offers without bytes out of the producer's memory.
+pub const INLINE_PAUSE: Duration = Duration::from_secs(1);
 
 /// A CDO's bytes on offer and where consumers find them ([`ClientCore::offer`]): the
 /// driver has made them readable (registered them with its endpoints, shared them in a
@@ -176,7 +184,7 @@ impl<T: Driver> ClientCore<T> {
             Some(file) => extras = extras.with_gfs(file),
             // A 0-byte CDO (a synchronisation) always goes with its tickets: nothing to
             // read.
-            None if self.carries(bytes.len()) => {
+            None if bytes.is_empty() || (self.carries(bytes.len()) && self.sends_bytes(now)) => {
                 extras = extras.with_inline(bytes);
             }
             None => {}
@@ -300,6 +308,27 @@ impl<T: Driver> ClientCore<T> {
             None => self.send_withdraw(cdo, None),
         }
         Ok(call)
+    }
+
+    /// Whether an offer made at `now` carries its bytes, if small enough: not while the
+    /// PM drops them ([`ClientCore::bytes_dropped`]).
+    fn sends_bytes(&mut self, now: Instant) -> bool {
+        if self.bytes_paused.is_some_and(|until| now < until) {
+            return false;
+        }
+        self.bytes_paused = None;
+        true
+    }
+
+    /// The PM did not keep the bytes offer `cdo` carried (no room): the offer stands
+    /// without them, and the next offers go without theirs for [`INLINE_PAUSE`], or until
+    /// a withdraw of this app frees room, rather than carry bytes the PM would drop again.
+    pub(super) fn bytes_dropped(&mut self, now: Instant, cdo: CdoId) {
+        if let Some(o) = self.cdos.get_mut(&cdo).and_then(|m| m.offered.as_mut()) {
+            // A reclaim offers it again as the PM has it.
+            o.extras.take_inline();
+        }
+        self.bytes_paused = Some(now + INLINE_PAUSE);
     }
 
     /// The driver linked the file of `cdo` into the PM's directory at `Ok(Some(path))`,

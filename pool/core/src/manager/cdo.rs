@@ -571,8 +571,8 @@ impl Manager {
 
     /// `regions`: as registered with the app's first endpoint, and the rest. Bytes the
     /// offer carries are kept while the PM's budget and the app's quota allow (and they
-    /// are the offer's: as long as its region); otherwise dropped, and the CDO moves as
-    /// any other.
+    /// are the offer's: as long as its region); otherwise dropped, the app told so
+    /// ([`FromPm::BytesDropped`]), and the CDO moves as any other.
     pub(super) fn offer(
         &mut self,
         conn: ConnId,
@@ -595,6 +595,8 @@ impl Manager {
                 self.account(app, len, false);
             } else {
                 extras.take_inline();
+                // So that it stops sending bytes that would be dropped too.
+                self.out.push(conn, FromPm::BytesDropped { cdo });
             }
         }
         let mut c = self.cdo(cdo);

@@ -325,6 +325,7 @@ fn from_pm_samples() -> Vec<FromPm> {
                 ..Default::default()
             })),
         },
+        FromPm::BytesDropped { cdo: 1 << 40 | 3 },
     ]
 }
 

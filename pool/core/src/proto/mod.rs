@@ -26,7 +26,8 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (21: offers that are not registered with the
+/// Protocol version carried in every frame (22: the PM says when it drops the bytes an
+/// offer carried, [`FromPm::BytesDropped`]; 21: offers that are not registered with the
 /// fabric, [`OfferExtras::with_unregistered`], copied by same-host consumers only
 /// ([`HostMemory::copy_only`]); 15: a withdraw may hand a GFS offer's file
 /// over to the pool, [`ToPm::Discard`] ends such CDOs, apps announce their GFS directory
@@ -38,7 +39,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 21;
+pub const VERSION: u8 = 22;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -750,6 +751,14 @@ pub enum FromPm {
         id: u64,
         /// The answer.
         view: Box<crate::view::View>,
+    },
+    /// The PM did not keep the bytes offer `cdo` carried (the PM's budget for them or the
+    /// app's share of it is full): the offer stands, consumers get its bytes out of the
+    /// provider's memory. The app sends its next offers without their bytes for a while
+    /// (see [`crate::client::INLINE_PAUSE`]), which would only be dropped again.
+    BytesDropped {
+        /// The offer whose bytes were dropped.
+        cdo: CdoId,
     },
 }
 
