@@ -648,21 +648,49 @@ fn a_signal_before_subscriber_asked_again_late_hears_an_offer_it_heard_before_on
     assert_eq!(heard_of_x(&w, watcher).len(), 1, "heard once");
 }
 
-#[test]
-fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlives_its_producer() {
+/// A pool whose manager keeps files in `/gfs/pm-1`, and a producer that offered `field`
+/// (`forty-two`) written to the global file system: the world, the producer, the CDO.
+fn offered_to_gfs() -> (pool_core::sim::World, usize, u64) {
     let mut w = pool_core::sim::World::new();
     w.manager().set_keep_dir(Some("/gfs/pm-1"));
     let p = w.join_with_gfs_only("producer", "node1");
     let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
     w.pump();
-    // The manager dies as the file is being linked into its directory.
-    w.linking = Some(Vec::new());
+    (w, p, cdo)
+}
+
+/// Producer `p` withdraws `cdo` (its answer under tag 7), handing its file over.
+fn withdraw_handing_over(w: &mut pool_core::sim::World, p: usize, cdo: u64) {
     w.timed(p, |k, now| k.withdraw(now, cdo, 7))
         .expect("withdraw");
     w.pump();
+}
+
+/// The manager dies; the next keeps files in `/gfs/pm-2`, and producer `p` reclaims its
+/// state there.
+fn taken_over_keeping_in_pm_2(w: &mut pool_core::sim::World, p: usize) {
     w.restart_manager(Duration::from_secs(1));
     w.manager().set_keep_dir(Some("/gfs/pm-2"));
     w.reclaim(p).expect("reclaimed");
+}
+
+/// Producer `p` leaves; after the grace period a consumer on another host gets `field`
+/// from the pool.
+fn kept_after_its_producer_left(w: &mut pool_core::sim::World, p: usize) {
+    w.timed(p, |k, now| k.leave(now, 8)).expect("leave");
+    w.pump();
+    let t0 = w.now;
+    w.run_until(t0 + Duration::from_secs(1));
+    assert_eq!(demanded(w, "node2", "field"), b"forty-two");
+}
+
+#[test]
+fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlives_its_producer() {
+    let (mut w, p, cdo) = offered_to_gfs();
+    // The manager dies as the file is being linked into its directory.
+    w.linking = Some(Vec::new());
+    withdraw_handing_over(&mut w, p, cdo);
+    taken_over_keeping_in_pm_2(&mut w, p);
     // Welcomed back, the producer links its file into the next manager's directory;
     // the link into the one of the manager that is gone ends late: it is not the
     // hand-over the withdraw waits for now.
@@ -677,11 +705,7 @@ fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlive
     assert_eq!(withdraws(&w, p), [Some(format!("/gfs/pm-2/{cdo}"))]);
     // The producer leaves; after the grace period a consumer gets the bytes from the
     // pool, out of the next manager's directory.
-    w.timed(p, |k, now| k.leave(now, 8)).expect("leave");
-    w.pump();
-    let t0 = w.now;
-    w.run_until(t0 + Duration::from_secs(1));
-    assert_eq!(demanded(&mut w, "node2", "field"), b"forty-two");
+    kept_after_its_producer_left(&mut w, p);
     assert!(
         matches!(w.apps.last().and_then(|c| c.tickets.last()),
             Some(pool_core::proto::Source::Gfs { file, .. }) if file.path.starts_with("/gfs/pm-2/")),
@@ -691,47 +715,29 @@ fn a_file_handed_over_as_the_manager_died_is_handed_over_to_the_next_and_outlive
 
 #[test]
 fn a_file_handed_over_but_not_yet_described_when_the_manager_dies_is_handed_over_to_the_next() {
-    let mut w = pool_core::sim::World::new();
-    w.manager().set_keep_dir(Some("/gfs/pm-1"));
-    let p = w.join_with_gfs_only("producer", "node1");
-    let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
-    w.pump();
+    let (mut w, p, cdo) = offered_to_gfs();
     // Linked and handed over; the manager dies before its description is written
     // (what a manager taking over adopts): the producer was not told it is kept.
     w.describing = Some(Vec::new());
-    w.timed(p, |k, now| k.withdraw(now, cdo, 7))
-        .expect("withdraw");
-    w.pump();
+    withdraw_handing_over(&mut w, p, cdo);
     assert_eq!(withdraws(&w, p), [Some(format!("/gfs/pm-1/{cdo}"))]);
     assert_eq!(w.answer(p, 7), None, "answered once described");
     w.describing = None;
-    w.restart_manager(Duration::from_secs(1));
-    w.manager().set_keep_dir(Some("/gfs/pm-2"));
-    w.reclaim(p).expect("reclaimed");
+    taken_over_keeping_in_pm_2(&mut w, p);
     // Handed over again, to the next manager, which describes it and answers.
     assert_eq!(
         withdraws(&w, p).last(),
         Some(&Some(format!("/gfs/pm-2/{cdo}")))
     );
     assert_eq!(w.answer(p, 7), Some(&Ok(cdo)));
-    w.timed(p, |k, now| k.leave(now, 8)).expect("leave");
-    w.pump();
-    let t0 = w.now;
-    w.run_until(t0 + Duration::from_secs(1));
-    assert_eq!(demanded(&mut w, "node2", "field"), b"forty-two");
+    kept_after_its_producer_left(&mut w, p);
 }
 
 #[test]
 fn a_file_the_check_refuses_ends_the_withdraw_without_it_and_the_producer_hears_why() {
-    let mut w = pool_core::sim::World::new();
-    w.manager().set_keep_dir(Some("/gfs/pm-1"));
-    let p = w.join_with_gfs_only("producer", "node1");
-    let (cdo, _) = w.offer_to_gfs(p, "field", b"forty-two");
-    w.pump();
+    let (mut w, p, cdo) = offered_to_gfs();
     w.describing = Some(Vec::new());
-    w.timed(p, |k, now| k.withdraw(now, cdo, 7))
-        .expect("withdraw");
-    w.pump();
+    withdraw_handing_over(&mut w, p, cdo);
     assert_eq!(w.answer(p, 7), None, "held for the check");
     w.describe(Err("it has another name"));
     // Refused saying why; the producer's core withdraws again without the file, and
