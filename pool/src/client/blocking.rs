@@ -296,8 +296,7 @@ impl Client {
     /// [`CallError::Attribute`](crate::CallError::Attribute) for attributes the schemas refuse (nothing is sent);
     /// registration errors; `WrongState` (as an offer) unless declared; connection errors.
     pub fn seal_and_offer(&self, cdo: CdoId, attributes: Attributes, data: Buffer) -> Result<()> {
-        self.rt
-            .block_on(self.inner.seal_and_offer(cdo, attributes, data))
+        self.block_on(self.inner.seal_and_offer(cdo, attributes, data))
     }
 
     /// See [`AsyncClient::require`].
@@ -426,8 +425,7 @@ impl Client {
         kinds: impl Into<EventKinds>,
         options: SubscribeOptions,
     ) -> Result<Subscription> {
-        self.rt
-            .block_on(self.inner.subscribe(selector, kinds, options))
+        self.block_on(self.inner.subscribe(selector, kinds, options))
     }
 
     /// See [`Subscription::unsubscribe`].
