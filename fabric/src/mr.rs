@@ -24,6 +24,9 @@ pub struct Buffer {
     mapped: usize,
     /// The caller's memory ([`Buffer::borrowed`]).
     borrowed: bool,
+    /// A small private mapping of [`Buffer::new`]'s, kept for the next buffer of its size
+    /// when dropped rather than unmapped (see [`spare`]).
+    recycled: bool,
     /// The memory file behind a [`Buffer::shareable`] buffer (or the one a [`Buffer::lend`]
     /// view names), while others may map it.
     file: Option<FileRef>,
@@ -45,7 +48,9 @@ unsafe impl Send for Buffer {}
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
-    /// Maps `len` bytes (rounded up to pages), zeroed and pre-faulted.
+    /// Maps `len` bytes (rounded up to pages), zeroed and pre-faulted; up to 64 KiB, the
+    /// mapping a dropped buffer of the same size left, zeroed, when one is kept (see
+    /// `spare` in this file).
     ///
     /// # Errors
     /// [`FabricError::Call`] with the OS error when the mapping fails (out of memory,
@@ -54,9 +59,22 @@ impl Buffer {
         if len == 0 {
             return Ok(Buffer::empty());
         }
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        let ptr = map_buffer(len, pages(len), flags, -1)?;
-        Ok(Buffer::mapped(ptr, len, pages(len), None))
+        let size = pages(len);
+        let ptr = match spare::take(size) {
+            Some(ptr) => {
+                // SAFETY: a mapping of `size` bytes that no buffer holds any more (see
+                // `spare`): zeroed, as a fresh one is.
+                unsafe { ptr.write_bytes(0, size) };
+                ptr
+            }
+            None => {
+                let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+                map_buffer(len, size, flags, -1)?
+            }
+        };
+        let mut buf = Buffer::mapped(ptr, len, size, None);
+        buf.recycled = true;
+        Ok(buf)
     }
 
     /// Like [`Buffer::new`], in a memory file (`memfd`) that processes of this host may map
@@ -141,6 +159,7 @@ impl Buffer {
             len,
             mapped,
             borrowed: false,
+            recycled: false,
             file: file.map(FileRef::Own),
         }
     }
@@ -216,6 +235,7 @@ impl Buffer {
             len: 0,
             mapped: 0,
             borrowed: false,
+            recycled: false,
             file: None,
         }
     }
@@ -238,6 +258,7 @@ impl Buffer {
             len,
             mapped: 0,
             borrowed: true,
+            recycled: false,
             file: None,
         }
     }
@@ -296,10 +317,101 @@ impl std::fmt::Debug for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.recycled && spare::keep(self.ptr, self.mapped) {
+            return;
+        }
         if self.mapped > 0 {
             // SAFETY: unmapping what this buffer mapped (views others mapped from its
             // memory file keep their pages).
             unsafe { libc::munmap(self.ptr.cast(), self.mapped) };
+        }
+    }
+}
+
+/// Small buffers' mappings kept for the next buffers of their size, so that a program
+/// making a buffer per CDO (and dropping it after the CDO's withdraw) pays neither a
+/// mapping with its page faults nor an `munmap`, whose TLB flush interrupts the process's
+/// other threads on other CPUs. Measured here: a new and dropped buffer of 8 B costs
+/// 6.6 us mapped (32 KiB: 16.8 us); a blocking withdraw whose buffer was dropped took
+/// about 20 us more than one whose buffer was kept (docs/benchmarks-journal.md, "One
+/// offer at a time"). Only [`Buffer::new`]'s private anonymous mappings of at most
+/// [`SPARE_PAGES`] pages come here, at most [`SPARE_BYTES`] of them in all; the pages stay
+/// mapped and populated while kept (nothing is given back to the system in between, so a
+/// registration a provider's cache kept for the address still names the same pages).
+mod spare {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Mutex, PoisonError};
+
+    /// The largest mapping kept, in pages of 4 KiB (64 KiB).
+    pub(super) const SPARE_PAGES: usize = 16;
+    /// Most bytes kept in all.
+    pub(super) const SPARE_BYTES: usize = 8 << 20;
+
+    /// The kept mappings' addresses, by their size in pages less one.
+    static KEPT: [Mutex<Vec<usize>>; SPARE_PAGES] = [const { Mutex::new(Vec::new()) }; SPARE_PAGES];
+    /// Bytes kept.
+    static HELD: AtomicUsize = AtomicUsize::new(0);
+
+    fn class(size: usize) -> Option<&'static Mutex<Vec<usize>>> {
+        let pages = size / 4096;
+        (size.is_multiple_of(4096) && (1..=SPARE_PAGES).contains(&pages)).then(|| &KEPT[pages - 1])
+    }
+
+    /// A kept mapping of `size` bytes, now the caller's, if there is one.
+    pub(super) fn take(size: usize) -> Option<*mut u8> {
+        let addr = class(size)?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()?;
+        HELD.fetch_sub(size, Ordering::Relaxed);
+        Some(addr as *mut u8)
+    }
+
+    /// Keeps the mapping of `size` bytes at `ptr`, which its buffer lets go, for the next
+    /// buffer of its size; false (the caller unmaps it) when it is not one kept or there
+    /// is no room.
+    pub(super) fn keep(ptr: *mut u8, size: usize) -> bool {
+        let Some(class) = class(size) else {
+            return false;
+        };
+        if HELD.fetch_add(size, Ordering::Relaxed) + size > SPARE_BYTES {
+            HELD.fetch_sub(size, Ordering::Relaxed);
+            return false;
+        }
+        class
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(ptr as usize);
+        true
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::Buffer;
+
+        #[test]
+        fn a_small_buffer_reuses_a_dropped_mapping_zeroed_and_large_ones_are_unmapped() {
+            // 13 pages: a size no other test of this process makes.
+            let len = 13 * 4096 - 100;
+            let mut b = Buffer::new(len).expect("buffer");
+            b.as_mut_slice().fill(7);
+            let was = b.as_ptr();
+            drop(b);
+            let b = Buffer::new(len).expect("buffer");
+            assert_eq!(b.as_ptr(), was, "the mapping kept");
+            assert!(b.as_slice().iter().all(|&x| x == 0), "zeroed");
+            assert!(!super::keep(std::ptr::null_mut(), 80 << 10), "past 64 KiB");
+            assert!(!super::keep(std::ptr::null_mut(), 100), "not whole pages");
+            assert!(super::take(5 << 20).is_none());
+        }
+
+        #[test]
+        fn what_is_kept_is_bounded() {
+            let bufs: Vec<Buffer> = (0..(super::SPARE_BYTES / (64 << 10)) + 8)
+                .map(|_| Buffer::new(64 << 10).expect("buffer"))
+                .collect();
+            drop(bufs);
+            assert!(super::HELD.load(std::sync::atomic::Ordering::Relaxed) <= super::SPARE_BYTES);
         }
     }
 }
