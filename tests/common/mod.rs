@@ -522,7 +522,6 @@ pub fn wait_for(dir: &Path, limit: Duration, what: &str, done: impl Fn() -> bool
     unsafe { libc::close(fd) };
 }
 
-/// True while a process exists and is not a zombie.
 /// Waits, within `limit`, for process `pid` to end (woken by a pidfd, not by polling);
 /// true if it did (or was gone already).
 pub fn wait_gone(pid: i32, limit: Duration) -> bool {

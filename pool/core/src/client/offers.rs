@@ -312,12 +312,8 @@ impl<T: Driver> ClientCore<T> {
 
     /// Whether an offer made at `now` carries its bytes, if small enough: not while the
     /// PM drops them ([`ClientCore::bytes_dropped`]).
-    fn sends_bytes(&mut self, now: Instant) -> bool {
-        if self.bytes_paused.is_some_and(|until| now < until) {
-            return false;
-        }
-        self.bytes_paused = None;
-        true
+    fn sends_bytes(&self, now: Instant) -> bool {
+        self.bytes_paused.is_none_or(|until| now >= until)
     }
 
     /// The PM did not keep the bytes offer `cdo` carried (no room): the offer stands

@@ -252,19 +252,18 @@ impl Manager {
         let Some(offer) = self.kept.unchecked.remove(&id) else {
             return;
         };
-        match outcome {
-            Ok(()) => {
-                self.kept.answer_held.remove(&offer);
-            }
-            Err(why) => {
+        // The producer's offer: withdrawn (its answer due now), still read by transfers
+        // (answered when they end), or gone with its app (nobody to answer).
+        let withdrawn = (self.cdos.get(&offer)).map(|c| matches!(c.state, State::Withdrawn));
+        match (outcome, withdrawn) {
+            (Err(why), Some(_)) => {
                 self.kept.answer_held.insert(offer, Some(why.to_string()));
             }
+            _ => {
+                self.kept.answer_held.remove(&offer);
+            }
         }
-        let withdrawn = self
-            .cdos
-            .get(&offer)
-            .is_some_and(|c| matches!(c.state, State::Withdrawn));
-        if withdrawn {
+        if withdrawn == Some(true) {
             self.answer_withdraw(offer);
         }
         self.try_bye(proto::cdo_owner(offer));
@@ -309,9 +308,12 @@ impl Manager {
         true
     }
 
-    /// Forgets the withdraws of `app` refused a file (it is gone).
+    /// Forgets the withdraws of `app` whose answers wait for a check or that were refused
+    /// a file (it is gone).
     pub(super) fn forget_keep_refused(&mut self, app: AppId) {
-        (self.kept.keep_refused).retain(|&o| proto::cdo_owner(o) != app);
+        let others = |&o: &CdoId| proto::cdo_owner(o) != app;
+        (self.kept.keep_refused).retain(others);
+        (self.kept.answer_held).retain(|o, _| others(o));
     }
 
     /// The files of the CDOs kept now: what the driver removes (or keeps, with
