@@ -129,6 +129,10 @@ pub struct PoolBench {
     /// the tickets (`JoinOptions::inline_max`; 0: never, every CDO from the provider).
     #[arg(long, default_value_t = pool::DEFAULT_INLINE_MAX)]
     pub inline_max: usize,
+    /// Both applications keep their control connections on the PM's Unix socket, not
+    /// shared-memory rings (`JoinOptions::rings` off: the reference for the rings).
+    #[arg(long)]
+    pub no_rings: bool,
     /// Prefetch: `require` each CDO first; the latency pass times the demand once the
     /// transfer the require started has completed (a transport-completed event), the
     /// bandwidth pass requires, demands and disposes each.
@@ -388,6 +392,7 @@ impl PoolBench {
         let mut options = JoinOptions::new("consumer", 0)
             .endpoint(endpoint)
             .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
+            .rings(!self.no_rings)
             .timeout(Duration::from_secs(600));
         if let Some(d) = dir_path {
             options = options.gfs(gfs::options(d, false));
@@ -744,6 +749,9 @@ pub struct ProviderArgs {
     /// As the benchmark's `--inline-max`.
     #[arg(long, default_value_t = pool::DEFAULT_INLINE_MAX)]
     inline_max: usize,
+    /// As the benchmark's `--no-rings`.
+    #[arg(long)]
+    no_rings: bool,
     /// As the benchmark's `--group`.
     #[arg(long, default_value_t = 0)]
     group: usize,
@@ -790,6 +798,7 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     let mut options = JoinOptions::new("provider", 0)
         .endpoint(endpoint)
         .inline_max(args.inline_max)
+        .rings(!args.no_rings)
         .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
         .timeout(Duration::from_secs(600));
     if let Some(d) = &args.gfs_dir {

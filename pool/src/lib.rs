@@ -27,6 +27,7 @@ pub mod liveness;
 pub mod peers;
 mod pm;
 pub mod pmix_events;
+mod ring;
 pub mod schema;
 pub mod stale;
 

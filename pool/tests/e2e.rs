@@ -975,3 +975,43 @@ fn a_pool_of_three_managers_moves_cdos_and_tells_events_as_one_does() {
     p.leave().expect("leave");
     pool.stop().expect("the managers end with nothing lost");
 }
+
+/// Apps on the PM's host: one whose control connection moved to shared-memory rings, one
+/// that kept the Unix socket (asked for none), one the PM refused rings (its limit
+/// reached) that stays on the socket: all three move CDOs among themselves.
+#[test]
+fn control_connections_over_rings_and_over_the_socket_work_side_by_side() {
+    let mut config = PmConfig::new("wf", SECRET, vec!["127.0.0.1:0".parse().expect("addr")]);
+    config.max_rings = 1;
+    let pm = PoolManager::start(config).expect("pm");
+    let join = |name: &str, rings: bool| {
+        Client::join(
+            pm.info(),
+            JoinOptions::new(name, 0).isolated().rings(rings).timeout(T),
+        )
+        .expect("join")
+    };
+    let ringed = join("ringed", true);
+    let socket = join("socket", false);
+    let refused = join("refused", true);
+    // One ring segment, mapped by the PM and by the app granted it (this process is both).
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    assert_eq!(maps.matches("memfd:maestro-ring").count(), 2, "{maps}");
+    for (i, (from, to)) in [(&ringed, &socket), (&socket, &refused), (&refused, &ringed)]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("cdo-{i}");
+        let bytes = data(100_000 + i, i as u8);
+        let mut buf = Buffer::new(bytes.len()).expect("buffer");
+        buf.as_mut_slice().copy_from_slice(&bytes);
+        let id = from.declare(&name).expect("declare");
+        from.seal_and_offer(id, Attributes::new(), buf)
+            .expect("offer");
+        let there = to.declare(&name).expect("declare");
+        let (got, _) = to.demand(there).expect("demand");
+        assert!(got.as_slice() == bytes, "{name} intact");
+        to.dispose(there).expect("dispose");
+        drop(from.withdraw(id).expect("withdraw"));
+    }
+}

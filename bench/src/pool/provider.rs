@@ -48,6 +48,7 @@ impl ProviderProcess {
             .args(bench.remote.args())
             .args(gfs.map(|d| format!("--gfs-dir={}", d.display())))
             .args(bench.user_memory.then_some("--user-memory"))
+            .args(bench.no_rings.then_some("--no-rings"))
             .arg("--buffers")
             .args(
                 clap::ValueEnum::to_possible_value(&bench.buffers).map(|v| v.get_name().to_owned()),

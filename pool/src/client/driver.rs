@@ -70,17 +70,26 @@ pub(crate) struct Connected {
     pub(crate) writer: WriteIo,
 }
 
+/// How a client reaches its PM: the interfaces whose networks it keeps off, and whether
+/// a connection to a PM on this host asks for shared-memory rings ([`crate::ring`]).
+#[derive(Clone, Default)]
+pub(crate) struct Route {
+    pub(crate) exclude: Vec<String>,
+    pub(crate) rings: bool,
+}
+
 /// Connects to the first of a PM's `endpoints` that accepts (those of one shard of the
-/// PM info), skipping TCP endpoints on the networks of this host's interfaces named in
-/// `exclude`.
+/// PM info), skipping TCP endpoints on the networks of this host's interfaces that
+/// `route` keeps off.
 ///
 /// # Errors
 /// [`ClientError::Unreachable`] listing each endpoint's error.
 pub(crate) async fn connect(
     endpoints: &[ControlAddr],
     limit: Duration,
-    exclude: &[String],
+    route: &Route,
 ) -> Result<Connected> {
+    let exclude = &route.exclude;
     let mut errors = Vec::new();
     // An endpoint on a network this host cannot reach must not eat the whole timeout.
     let per_endpoint = limit.min(CONNECT_LIMIT);
@@ -101,7 +110,7 @@ pub(crate) async fn connect(
             ));
             continue;
         }
-        let (r, w) = match tokio::time::timeout(per_endpoint, open(addr)).await {
+        let (r, w) = match tokio::time::timeout(per_endpoint, open(addr, route.rings)).await {
             Ok(Ok(halves)) => halves,
             Ok(Err(e)) => {
                 errors.push(format!("{addr}: {e}"));
@@ -122,8 +131,9 @@ pub(crate) async fn connect(
     Err(ClientError::Unreachable(errors.join("; ")))
 }
 
-/// Opens a control connection to `addr`, split into its halves.
-async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
+/// Opens a control connection to `addr`, split into its halves; on a Unix socket, over
+/// shared-memory rings when `rings` and the PM grants them.
+async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Reader, WriteIo)> {
     Ok(match addr {
         ControlAddr::Tcp(a) => {
             let stream = tokio::net::TcpStream::connect(a).await?;
@@ -133,7 +143,28 @@ async fn open(addr: &ControlAddr) -> std::io::Result<(Reader, WriteIo)> {
             (Box::new(r), WriteIo::Tcp(w))
         }
         ControlAddr::Unix(path) => {
-            let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
+            // The rings' socket beside the PM's, if it has one (it answers first).
+            let ringed = match rings {
+                true => {
+                    tokio::net::UnixStream::connect(path.with_file_name(crate::ring::SOCKET_NAME))
+                        .await
+                        .ok()
+                }
+                false => None,
+            };
+            let stream = match ringed {
+                Some(stream) => match crate::ring::setup::request(&stream).await? {
+                    Some((map, bells)) => {
+                        let (r, w) =
+                            crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
+                        return Ok((Box::new(r), WriteIo::Ring(w)));
+                    }
+                    // Refused: this connection stays on the socket.
+                    None => stream,
+                },
+                None => tokio::net::UnixStream::connect(path).await?,
+            };
+            let (r, w) = stream.into_split();
             (Box::new(r), WriteIo::Unix(w))
         }
     })

@@ -137,6 +137,14 @@ fn process_memory() -> proto::ProcessMemory {
 }
 
 /// How a peer reaches `e`: its provider and address.
+/// How a client joining with `opts` reaches its managers.
+fn route(opts: &JoinOptions) -> driver::Route {
+    driver::Route {
+        exclude: opts.exclude_interfaces.clone(),
+        rings: opts.rings,
+    }
+}
+
 fn fabric_endpoint(e: &Endpoint) -> FabricEndpoint {
     FabricEndpoint {
         provider: e.info().provider.clone(),
@@ -220,11 +228,10 @@ impl AsyncClient {
             proto::Role::App,
         );
         let (connected, (mut core, app, pool), info) = first_join(info, &join, &opts).await?;
-        let rejoin = opts.reclaim.map(|options| super::reclaim::Rejoin {
-            options,
-            join,
-            exclude: opts.exclude_interfaces.clone(),
-        });
+        let route = route(&opts);
+        let rejoin = opts
+            .reclaim
+            .map(|options| super::reclaim::Rejoin { options, join });
         core.set_schemas(schemas.clone());
         core.set_inline_max(opts.inline_max);
         core.set_gfs(pool_core::client::GfsUse {
@@ -250,6 +257,7 @@ impl AsyncClient {
             alternates: opts.alternates,
             peers: Mutex::default(),
             timeout: opts.timeout,
+            route,
             schemas,
             landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
@@ -289,8 +297,7 @@ async fn first_join(
     let mut pause = std::time::Duration::from_millis(20);
     loop {
         let tried = async {
-            let mut c =
-                driver::connect(&info.endpoints, opts.timeout, &opts.exclude_interfaces).await?;
+            let mut c = driver::connect(&info.endpoints, opts.timeout, &route(opts)).await?;
             let joined = driver::handshake(&mut c, join.clone(), &info, opts.timeout).await?;
             Ok((c, joined))
         };

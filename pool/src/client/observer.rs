@@ -55,7 +55,8 @@ impl Observer {
             let mut conns = Vec::new();
             for shard in 0..info.shards().count() {
                 let endpoints = info.shard(shard).unwrap_or_default();
-                let mut conn = driver::connect(endpoints, timeout, &[]).await?;
+                let mut conn =
+                    driver::connect(endpoints, timeout, &driver::Route::default()).await?;
                 let join = super::join_message(
                     info,
                     (who, 0, ""),

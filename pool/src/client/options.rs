@@ -56,6 +56,11 @@ pub struct JoinOptions {
     pub exclude_interfaces: Vec<String>,
     /// The global file system the app offers through or reads from (`None`: neither).
     pub gfs: Option<super::GfsOptions>,
+    /// On the PM's host, move the control connection to shared-memory rings when the PM
+    /// grants them: no system call per frame while both sides are awake (default on;
+    /// `MSTRO_POOL_RINGS=off` where the options come from the environment; the PM's
+    /// [`crate::PmConfig::max_rings`] bounds them).
+    pub rings: bool,
     /// Ride out the loss of the pool manager: wait for one to take over, rejoin it and
     /// replay what the app holds ([`super::ReclaimOptions`]). `None` (the default): the
     /// connection's end fails every waiting call at once.
@@ -93,6 +98,7 @@ impl JoinOptions {
             nic_reason: None,
             gfs: None,
             reclaim: None,
+            rings: true,
         }
     }
 
@@ -112,6 +118,12 @@ impl JoinOptions {
     /// Sets [`JoinOptions::inline_max`].
     pub fn inline_max(mut self, bytes: usize) -> JoinOptions {
         self.inline_max = bytes;
+        self
+    }
+
+    /// Sets [`JoinOptions::rings`].
+    pub fn rings(mut self, on: bool) -> JoinOptions {
+        self.rings = on;
         self
     }
 

@@ -33,6 +33,8 @@ use crate::proto::{self, ToPm};
 pub(crate) enum WriteIo {
     Tcp(tokio::net::tcp::OwnedWriteHalf),
     Unix(tokio::net::unix::OwnedWriteHalf),
+    /// A shared-memory ring to a PM on this host ([`crate::ring`]).
+    Ring(crate::ring::RingWriter),
 }
 
 impl WriteIo {
@@ -40,6 +42,7 @@ impl WriteIo {
         match self {
             WriteIo::Tcp(w) => w.try_write(buf),
             WriteIo::Unix(w) => w.try_write(buf),
+            WriteIo::Ring(w) => w.try_write(buf),
         }
     }
 
@@ -47,6 +50,7 @@ impl WriteIo {
         match self {
             WriteIo::Tcp(w) => w.writable().await,
             WriteIo::Unix(w) => w.writable().await,
+            WriteIo::Ring(w) => w.writable().await,
         }
     }
 
@@ -341,7 +345,8 @@ impl Outbox {
             let Some(io) = self.state().io.clone() else {
                 return false;
             };
-            if io.writable().await.is_err() {
+            if let Err(e) = io.writable().await {
+                tracing::warn!("pool client: waiting to write to the pool manager: {e}");
                 self.state().io = None;
                 return false;
             }

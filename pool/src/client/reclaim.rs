@@ -43,13 +43,17 @@ impl std::fmt::Debug for ReclaimOptions {
     }
 }
 
-/// What a client needs to join a manager again: its JOIN and the interfaces it keeps off
-/// (where it found the last manager is [`Shared::pm_info`]).
+/// What a client needs to join a manager again: its JOIN (where it found the last
+/// manager is [`Shared::pm_info`], how it reaches one [`Shared::route`]).
 pub(crate) struct Rejoin {
     pub(crate) options: ReclaimOptions,
     pub(crate) join: proto::Join,
-    pub(crate) exclude: Vec<String>,
 }
+
+/// How long the reader goes on once writing to the PM failed: what the PM sent before the
+/// connection ended is there to read at once (in the socket's buffer or the ring), and
+/// the end follows it.
+const READ_AFTER_WRITE_FAILED: Duration = Duration::from_secs(1);
 
 /// Longest pause between two looks for the next manager.
 const MOST_PAUSE: Duration = Duration::from_millis(250);
@@ -84,9 +88,15 @@ pub(crate) fn spawn(
             },
         };
         loop {
-            tokio::select! {
-                () = shared.outs[shard].drain() => {}
-                () = driver::read_loop(&mut reader, &shared, shard) => {}
+            let written = tokio::select! {
+                () = shared.outs[shard].drain() => true,
+                () = driver::read_loop(&mut reader, &shared, shard) => false,
+            };
+            if written {
+                // The writing failed: what the PM sent before the end (its BYE to a
+                // leave, say) is still read, as long as it keeps coming.
+                let rest = driver::read_loop(&mut reader, &shared, shard);
+                let _ = tokio::time::timeout(READ_AFTER_WRITE_FAILED, rest).await;
             }
             match after_loss(&shared, shard).await {
                 Some(next) => reader = next,
@@ -103,10 +113,9 @@ pub(crate) fn spawn(
 /// timeout. `None` when no manager of the shard answered in time (the core is closed
 /// then: its calls fail).
 async fn open(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
-    let exclude = shared.rejoin.as_ref().map_or(&[][..], |r| &r.exclude[..]);
     let info = shared.pm_info();
     let endpoints = info.shard(shard).unwrap_or_default();
-    let mut last = match driver::connect(endpoints, shared.timeout, exclude).await {
+    let mut last = match driver::connect(endpoints, shared.timeout, &shared.route).await {
         Ok(c) => return Some(attached(shared, shard, c)),
         Err(e) => e.to_string(),
     };
@@ -119,7 +128,7 @@ async fn open(shared: &Arc<Shared>, shard: usize) -> Option<FrameReader> {
             if info.workflow == rejoin.join.workflow
                 && let Some(endpoints) = info.shard(shard)
             {
-                match driver::connect(endpoints, left.min(shared.timeout), exclude).await {
+                match driver::connect(endpoints, left.min(shared.timeout), &shared.route).await {
                     Ok(c) => {
                         shared.set_pm_info(info);
                         return Some(attached(shared, shard, c));
@@ -255,7 +264,7 @@ async fn attempt(
         )));
     };
     let limit = until.saturating_duration_since(Instant::now());
-    let connected = driver::connect(endpoints, limit, &rejoin.exclude)
+    let connected = driver::connect(endpoints, limit, &shared.route)
         .await
         .map_err(|e| Attempt::Again(e.to_string()))?;
     let mut reader = attached(shared, shard, connected);

@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     /// Providers' endpoints already in an endpoint's address vector, by `via` and address.
     pub(crate) peers: Mutex<HashMap<(u8, fabric::Address), fabric::Peer>>,
     pub(crate) timeout: Duration,
+    /// How the client reaches a manager (the one that takes over, another shard's).
+    pub(crate) route: super::driver::Route,
     /// The schemas selectors are parsed with (the core checks seals against the same).
     pub(crate) schemas: Arc<Schemas>,
     /// Registered landing buffers of RMA reads, reused once the application drops the

@@ -30,7 +30,8 @@ const SLOTS: usize = 16;
 struct Entry {
     /// The process that created it: a forked child exiting removes nothing of its parent's.
     pid: libc::pid_t,
-    socket: CString,
+    /// The sockets in it (the PM's, and its rings' when it grants them).
+    sockets: Vec<CString>,
     dir: CString,
 }
 
@@ -43,13 +44,16 @@ const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 #[derive(Debug)]
 pub(super) struct Watch(usize);
 
-/// Has `dir` (holding the socket `socket`) removed if this process ends without
+/// Has `dir` (holding the sockets `sockets`) removed if this process ends without
 /// [`unwatch`]. `None` when the table is full or a path holds a NUL byte.
-pub(super) fn watch(dir: &Path, socket: &Path) -> Option<Watch> {
+pub(super) fn watch(dir: &Path, sockets: &[std::path::PathBuf]) -> Option<Watch> {
     let entry = Box::new(Entry {
         // SAFETY: getpid cannot fail.
         pid: unsafe { libc::getpid() },
-        socket: CString::new(socket.as_os_str().as_bytes()).ok()?,
+        sockets: sockets
+            .iter()
+            .map(|s| CString::new(s.as_os_str().as_bytes()).ok())
+            .collect::<Option<_>>()?,
         dir: CString::new(dir.as_os_str().as_bytes()).ok()?,
     });
     install();
@@ -117,7 +121,9 @@ fn remove_watched() {
         {
             // SAFETY: NUL-terminated paths; unlink and rmdir are async-signal-safe.
             unsafe {
-                libc::unlink(e.socket.as_ptr());
+                for socket in &e.sockets {
+                    libc::unlink(socket.as_ptr());
+                }
                 libc::rmdir(e.dir.as_ptr());
             }
         }

@@ -12,12 +12,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::identity::{PeerUser, identity};
+use super::listen::Stream;
 use super::{
     CONN_INGRESS, CredentialCheck, Event, MAX_JOIN_FRAME, PmConfig, READ_CHUNK, SMALL_READ,
 };
 use crate::admission::{Peer, Throttle};
 use crate::proto::{FromPm, ToPm};
-use crate::{ConnId, Manager, proto};
+use crate::{ConnId, Manager, proto, ring};
 
 /// Where the manager's output goes: the connections' writer tasks, with what each has
 /// still to write; the directory of kept CDOs' files, if the PM keeps any.
@@ -183,6 +184,8 @@ pub(super) struct Ingress {
     /// The budget's size in bytes.
     pub(super) budget_size: usize,
     pub(super) refusals: Arc<std::sync::Mutex<Throttle>>,
+    /// The shared-memory rings the PM may still grant.
+    pub(super) rings: ring::setup::Slots,
 }
 
 impl Ingress {
@@ -205,10 +208,15 @@ impl Ingress {
     }
 }
 
+/// Boxed halves of a connection's transport.
+type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+);
+
 pub(super) fn spawn_connection(
     conn: ConnId,
-    mut read: Box<dyn AsyncRead + Unpin + Send>,
-    mut write: Box<dyn AsyncWrite + Unpin + Send>,
+    stream: Stream,
     events: mpsc::UnboundedSender<Event>,
     (ingress, peer, user): (Ingress, Peer, PeerUser),
 ) {
@@ -216,9 +224,15 @@ pub(super) fn spawn_connection(
     let queued = Arc::new(Backlog::default());
     let left = queued.clone();
     let backlog = queued.clone();
+    // The writer's half comes from the reader once it knows the transport.
+    let (half, got_half) = oneshot::channel::<Box<dyn AsyncWrite + Unpin + Send>>();
     let writer = tokio::spawn(async move {
+        let Ok(mut write) = got_half.await else {
+            return;
+        };
         while let Some(Some(frame)) = wrx.recv().await {
-            if write.write_all(&frame).await.is_err() {
+            if let Err(e) = write.write_all(&frame).await {
+                tracing::debug!("connection {conn}: writing failed ({e})");
                 break;
             }
             left.written(frame.len());
@@ -232,17 +246,35 @@ pub(super) fn spawn_connection(
         if started.await.is_err() {
             return;
         }
-        let mut buf = Vec::new();
-        let admitted = admit(conn, (&mut read, user), &mut buf, &events, &ingress).await;
-        let ended = match admitted {
-            // Refused: the manager said why in its log and closes the connection.
-            Ok(None) => return,
-            Ok(Some(role)) => {
-                // Only an observer waits for its answers before it asks again: an app's
-                // reader may itself be writing reports, so it is never paused (its queue
-                // is bounded by the cut-off instead).
-                let paced = (role == proto::Role::Observer).then_some(&*backlog);
-                serve_joined(conn, &mut read, buf, (&events, paced), &ingress).await
+        let transport = match stream {
+            Stream::Tcp(s) => {
+                let (r, w) = s.into_split();
+                Ok((
+                    Box::new(r) as Box<dyn AsyncRead + Unpin + Send>,
+                    Box::new(w) as _,
+                ))
+            }
+            Stream::Unix { stream, rings } => unix_transport(conn, stream, rings, &ingress).await,
+        };
+        let ended = match transport {
+            Ok((mut read, write)) => {
+                if half.send(write).is_err() {
+                    return;
+                }
+                let mut buf = Vec::new();
+                let admitted = admit(conn, (&mut read, user), &mut buf, &events, &ingress).await;
+                match admitted {
+                    // Refused: the manager said why in its log and closes the connection.
+                    Ok(None) => return,
+                    Ok(Some(role)) => {
+                        // Only an observer waits for its answers before it asks again: an
+                        // app's reader may itself be writing reports, so it is never paused
+                        // (its queue is bounded by the cut-off instead).
+                        let paced = (role == proto::Role::Observer).then_some(&*backlog);
+                        serve_joined(conn, &mut read, buf, (&events, paced), &ingress).await
+                    }
+                    Err(why) => Err(why),
+                }
             }
             Err(why) => Err(why),
         };
@@ -255,6 +287,32 @@ pub(super) fn spawn_connection(
     let tasks = [writer.abort_handle(), reader.abort_handle()];
     let _ = connected.send(Event::Connected(conn, Writer { tx, queued, tasks }, peer));
     let _ = start.send(());
+}
+
+/// A Unix connection's transport: shared-memory rings when it came through the rings'
+/// socket (`rings`) and the PM grants them (see [`crate::ring`]), else the socket.
+///
+/// # Errors
+/// Why the connection is closed, for the log: the socket's errors.
+async fn unix_transport(
+    conn: ConnId,
+    stream: tokio::net::UnixStream,
+    rings: bool,
+    ingress: &Ingress,
+) -> Result<Halves, String> {
+    if rings {
+        let granted = ring::setup::answer(&stream, &ingress.rings)
+            .await
+            .map_err(|e| format!("failed answering its shared-memory request ({e})"))?;
+        if let Some((map, bells)) = granted {
+            let (r, w) = ring::halves(map, bells, ring::Side::Pm, stream)
+                .map_err(|e| format!("got no shared-memory connection ({e})"))?;
+            tracing::debug!("connection {conn} moved to shared-memory rings");
+            return Ok((Box::new(r), Box::new(w)));
+        }
+    }
+    let (r, w) = stream.into_split();
+    Ok((Box::new(r), Box::new(w)))
 }
 
 /// Reads more of a connection into `buf`, at most `room` bytes.
@@ -437,6 +495,7 @@ impl Ingress {
                 std::time::Duration::from_secs(1),
                 10,
             ))),
+            rings: ring::setup::Slots::new(config.max_rings),
         }
     }
 }

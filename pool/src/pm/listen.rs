@@ -4,8 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
 use super::PmConfig;
@@ -31,6 +30,9 @@ pub(super) fn bind(
     if config.unix_socket
         && let Some((dir, addr, listener)) = unix_listener(rt)
     {
+        if config.max_rings > 0 {
+            listeners.extend(rings_listener(rt, &dir));
+        }
         unix_dir = Some(dir);
         endpoints.push(addr);
         listeners.push(listener);
@@ -69,39 +71,43 @@ pub(super) fn bind(
 /// A listener of either kind.
 pub(super) enum Listener {
     Tcp(TcpListener),
-    Unix(UnixListener),
+    /// The Unix socket; `rings`: the one beside it whose connections are offered
+    /// shared-memory rings at once ([`crate::ring`]).
+    Unix {
+        listener: UnixListener,
+        rings: bool,
+    },
 }
 
 impl Listener {
-    /// The next connection, split, with a description of the peer.
-    async fn accept(&self) -> std::io::Result<Halves> {
+    /// The next connection, with a description of the peer.
+    async fn accept(&self) -> std::io::Result<Accepted> {
         match self {
             Listener::Tcp(l) => {
                 let (stream, peer) = l.accept().await?;
                 let _ = stream.set_nodelay(true);
                 crate::liveness::probe(&stream);
                 let server = stream.local_addr()?;
-                let (r, w) = stream.into_split();
                 Ok((
-                    Box::new(r),
-                    Box::new(w),
+                    Stream::Tcp(stream),
                     peer.to_string(),
                     Peer::Tcp(peer.ip().to_canonical()),
                     PeerUser::Tcp { server, peer },
                 ))
             }
-            Listener::Unix(l) => {
-                let (stream, _) = l.accept().await?;
+            Listener::Unix { listener, rings } => {
+                let (stream, _) = listener.accept().await?;
                 // The kernel's word on the peer process: a JOIN on this connection may
                 // announce that process's memory only, and must be of the PM's user.
                 let cred = stream.peer_cred().ok();
                 let pid = cred
                     .and_then(|c| c.pid())
                     .and_then(|p| u32::try_from(p).ok());
-                let (r, w) = stream.into_split();
                 Ok((
-                    Box::new(r),
-                    Box::new(w),
+                    Stream::Unix {
+                        stream,
+                        rings: *rings,
+                    },
                     "the unix socket".into(),
                     Peer::Local(pid),
                     PeerUser::Known(cred.map(|c| c.uid())),
@@ -111,15 +117,16 @@ impl Listener {
     }
 }
 
-/// An accepted connection: its halves, a description of the peer for the log, who it is
+/// An accepted connection's stream: one of the rings' Unix socket moves to shared-memory
+/// rings before it joins, if the PM grants them (see [`crate::ring`]).
+pub(super) enum Stream {
+    Tcp(TcpStream),
+    Unix { stream: UnixStream, rings: bool },
+}
+
+/// An accepted connection: its stream, a description of the peer for the log, who it is
 /// for admission, and where its user is learnt.
-pub(super) type Halves = (
-    Box<dyn AsyncRead + Unpin + Send>,
-    Box<dyn AsyncWrite + Unpin + Send>,
-    String,
-    Peer,
-    PeerUser,
-);
+pub(super) type Accepted = (Stream, String, Peer, PeerUser);
 
 /// The prefix of a pool manager's socket directory (`pm-<pid>-<tag>` in the user's
 /// private directory, [`safefs::user_dir`]).
@@ -153,7 +160,14 @@ pub(super) fn unix_listener(
     let made = safefs::new_private_dir(&dir).map_err(safefs::Error::into_io);
     let _guard = rt.enter();
     match made.and_then(|()| UnixListener::bind(&path)) {
-        Ok(l) => Some((dir, ControlAddr::Unix(path), Listener::Unix(l))),
+        Ok(listener) => Some((
+            dir,
+            ControlAddr::Unix(path),
+            Listener::Unix {
+                listener,
+                rings: false,
+            },
+        )),
         Err(e) => {
             tracing::warn!(
                 "pool manager: no unix socket at {} ({e}); TCP only",
@@ -165,7 +179,27 @@ pub(super) fn unix_listener(
     }
 }
 
-pub(super) async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Halves>) {
+/// The rings' socket in the PM's socket directory `dir` (see [`crate::ring`]); `None`
+/// (with a warning naming why) when it cannot be bound: apps then stay on the socket.
+fn rings_listener(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Option<Listener> {
+    let path = dir.join(crate::ring::SOCKET_NAME);
+    let _guard = rt.enter();
+    match UnixListener::bind(&path) {
+        Ok(listener) => Some(Listener::Unix {
+            listener,
+            rings: true,
+        }),
+        Err(e) => {
+            tracing::warn!(
+                "pool manager: no shared-memory connections ({}: {e})",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+pub(super) async fn accept_loop(listener: Listener, to: mpsc::UnboundedSender<Accepted>) {
     let mut failures = Throttle::new(std::time::Duration::from_secs(10), 1);
     loop {
         match listener.accept().await {

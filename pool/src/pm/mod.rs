@@ -53,7 +53,7 @@ pub use crate::admission::{
 use crate::admission::{Limits, Peer};
 use conn::{Ingress, Writer, Writers, flush, spawn_connection};
 pub use listen::PM_DIR_PREFIX;
-use listen::{Halves, Listener, accept_loop};
+use listen::{Accepted, Listener, accept_loop};
 use resources::{MemoryReturn, raise_descriptor_limit, wall_clock};
 pub use resources::{default_max_bytes, resident_bytes};
 pub use sharded::ShardedPool;
@@ -97,6 +97,11 @@ pub struct PmConfig {
     /// (`maestro run` gives each job its own) or `/tmp`, removed when the PM stops),
     /// advertised first: processes of the same user on the PM's host skip TCP. Default on.
     pub unix_socket: bool,
+    /// Most apps on the PM's host whose control connections move to shared-memory rings
+    /// at once (each holds [`crate::ring::SEGMENT`] bytes, about 260 KiB; see
+    /// `docs/developers/rings.md`); the others, and any app past it, stay on the Unix
+    /// socket. 0: none. Default [`MAX_RINGS`].
+    pub max_rings: usize,
     /// Remove that directory also when the process ends without stopping the PM: through
     /// `exit` (a C program returning from `main` without `mstro_finalize`), or by SIGINT,
     /// SIGTERM or SIGHUP whose action is the default when the PM starts (handlers of its
@@ -165,6 +170,9 @@ pub struct PmConfig {
 /// Default of [`PmConfig::max_queued`]: 256 MiB.
 pub const MAX_QUEUED: usize = 256 << 20;
 
+/// Default of [`PmConfig::max_rings`]: 256 (about 65 MiB of shared memory at most).
+pub const MAX_RINGS: usize = 256;
+
 /// Default of [`PmConfig::max_ingress`]: 64 MiB.
 pub const MAX_INGRESS: usize = 64 << 20;
 
@@ -198,6 +206,7 @@ impl PmConfig {
             exclude_interfaces: Vec::new(),
             credentials: None,
             unix_socket: true,
+            max_rings: MAX_RINGS,
             remove_at_exit: false,
             ack_timeout: crate::events::ACK_TIMEOUT,
             max_queued: MAX_QUEUED,
@@ -418,10 +427,10 @@ impl PoolManager {
                     stop_rx,
                 ))
             })?;
-        let exit_watch = unix_dir
-            .as_ref()
-            .filter(|_| remove_at_exit)
-            .and_then(|d| at_exit::watch(d, &d.join(listen::SOCKET_NAME)));
+        let exit_watch = unix_dir.as_ref().filter(|_| remove_at_exit).and_then(|d| {
+            let sockets = [listen::SOCKET_NAME, crate::ring::SOCKET_NAME];
+            at_exit::watch(d, &sockets.map(|s| d.join(s)))
+        });
         Ok(PoolManager {
             info,
             events,
@@ -500,7 +509,7 @@ async fn serve(
     (tx, mut rx): (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
     mut stop: oneshot::Receiver<()>,
 ) -> Result<(), String> {
-    let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<Halves>();
+    let (accepted_tx, mut accepted) = mpsc::unbounded_channel::<Accepted>();
     let acceptors: Vec<_> = listeners
         .into_iter()
         .map(|l| tokio::spawn(accept_loop(l, accepted_tx.clone())))
@@ -517,11 +526,11 @@ async fn serve(
                 manager.handle_timeout(Instant::now());
                 flush(&mut manager, &mut writers);
             }
-            Some((read, write, peer, who, user)) = accepted.recv() => {
+            Some((stream, peer, who, user)) = accepted.recv() => {
                 let conn = next;
                 next += 1;
                 tracing::debug!("connection {conn} from {peer}");
-                spawn_connection(conn, read, write, tx.clone(), (ingress.clone(), who, user));
+                spawn_connection(conn, stream, tx.clone(), (ingress.clone(), who, user));
             }
             Some(ev) = rx.recv() => {
                 handle_event(ev, &mut manager, &mut writers);
