@@ -592,6 +592,7 @@ fn connect(
             .timeout(settings.timeout)
             .wait_spin(settings.wait_spin)
             .inline_max(settings.inline_max)
+            .rings(settings.rings)
             .schemas((*settings.schemas).clone())
     };
     let base = || match &settings.gfs {

@@ -42,6 +42,10 @@ pub const WAIT_SPIN_ENV: &str = "MSTRO_WAIT_SPIN";
 /// manager run a local pool of its own (without it such a process fails with
 /// [`Status::NoPm`]; one-process programs get a local pool either way).
 pub const LOCAL_POOL_ENV: &str = "MSTRO_LOCAL_POOL";
+/// `MSTRO_POOL_RINGS`: `off` keeps the control connection to a pool manager on this host
+/// on its Unix socket; `on` (the default) moves it to shared-memory rings when the PM
+/// grants them (see [`pool::JoinOptions::rings`]).
+pub const RINGS_ENV: &str = "MSTRO_POOL_RINGS";
 /// Offers of at most this many bytes carry their bytes to the pool manager, which hands
 /// them on with the consumers' tickets (default [`pool::DEFAULT_INLINE_MAX`]; 0: never).
 pub const INLINE_MAX_ENV: &str = "MSTRO_INLINE_MAX";
@@ -78,6 +82,9 @@ pub struct Settings {
     /// Offers of at most this many bytes carry them to the PM (`MSTRO_INLINE_MAX`; 0:
     /// never): see [`pool::JoinOptions::inline_max`].
     pub inline_max: usize,
+    /// The control connection to a PM on this host moves to shared-memory rings
+    /// (`MSTRO_POOL_RINGS`, default on).
+    pub rings: bool,
     /// The global file system (`MSTRO_TRANSPORT_GFS_DIR`, and whether offers go through it:
     /// `MSTRO_TRANSPORT_DEFAULT=GFS`).
     pub gfs: Option<pool::GfsOptions>,
@@ -237,6 +244,17 @@ fn parse_standby_for(value: Option<&str>) -> Result<Option<pool::standby::Target
 }
 
 /// `MSTRO_LOCAL_POOL`: `1`/`true`/`yes` or `0`/`false`/`no` (unset: no).
+/// `MSTRO_POOL_RINGS`: on or off.
+fn parse_rings(value: Option<&str>) -> Result<bool> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("on" | "1" | "yes") => Ok(true),
+        Some("off" | "0" | "no") => Ok(false),
+        Some(other) => Err(Error::invarg(format!(
+            "{RINGS_ENV}={other:?} is neither on (shared-memory rings to a pool manager on this host, the default) nor off; set one or unset it"
+        ))),
+    }
+}
+
 fn parse_local_pool(value: Option<&str>) -> Result<bool> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("0" | "false" | "no") => Ok(false),
@@ -342,6 +360,7 @@ impl Settings {
                 pool::DEFAULT_WAIT_SPIN,
             )?,
             inline_max: parse_inline_max(env_text(INLINE_MAX_ENV).as_deref())?,
+            rings: parse_rings(env_text(RINGS_ENV).as_deref())?,
             gfs: parse_transport(
                 env_text(TRANSPORT_ENV).as_deref(),
                 env_text(GFS_DIR_ENV).as_deref(),
@@ -448,6 +467,15 @@ mod tests {
             assert_eq!(e.status, Status::Invarg);
             assert!(e.message.contains(says), "{e:?}");
         }
+    }
+
+    #[test]
+    fn rings_are_on_or_off() {
+        assert!(parse_rings(None).unwrap());
+        assert!(parse_rings(Some(" ON ")).unwrap());
+        assert!(!parse_rings(Some("off")).unwrap());
+        let e = parse_rings(Some("maybe")).unwrap_err();
+        assert!(e.to_string().contains("MSTRO_POOL_RINGS=\"maybe\""), "{e}");
     }
 
     #[test]

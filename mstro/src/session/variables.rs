@@ -106,6 +106,11 @@ pub const VARIABLES: &[Variable] = &[
         what: "seconds to look for a pool manager (through PMIx, or for the info file)",
     },
     Variable {
+        name: "MSTRO_POOL_RINGS",
+        default: "on",
+        what: "off: the control connection to a pool manager on this host stays on its Unix socket (no shared-memory rings)",
+    },
+    Variable {
         name: "MSTRO_PM_RECLAIM_TIMEOUT",
         default: "30",
         what: "seconds a process that lost its pool manager waits for one to take over (a standby, `maestro pm --reclaim`), its calls waiting; 0: they fail at once",
