@@ -2,9 +2,10 @@
 //! one at a time, as most real producers do (no pipelining): declare, a fresh buffer,
 //! `seal_and_offer`, `withdraw`, the buffer dropped, `dispose`, against a bare round trip
 //! to the PM (declare and `require` of a CDO nobody offers). A pool manager runs in this
-//! process (its own thread), the client joins it over loopback TCP.
+//! process (its own thread), the client joins it over its Unix socket, through
+//! shared-memory rings unless `--no-rings`.
 //!
-//!     one_at_a_time [--cdos N] [--size BYTES]
+//!     one_at_a_time [--cdos N] [--size BYTES] [--no-rings]
 //!
 //! Prints microseconds per CDO for each.
 
@@ -22,6 +23,9 @@ struct Args {
     /// Bytes per CDO.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=(64 << 20)))]
     size: u32,
+    /// Keep the control connection on the PM's Unix socket (no shared-memory rings).
+    #[arg(long)]
+    no_rings: bool,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,7 +35,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pm = PoolManager::start(PmConfig::new("one-at-a-time", &secret, listen))?;
     let c = Client::join(
         pm.info(),
-        JoinOptions::new("producer", 0).timeout(Duration::from_secs(60)),
+        JoinOptions::new("producer", 0)
+            .rings(!args.no_rings)
+            .timeout(Duration::from_secs(60)),
     )?;
     let n = args.cdos as usize;
     let per = |t: Instant| t.elapsed().as_secs_f64() * 1e6 / n as f64;
