@@ -152,17 +152,23 @@ async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Reader, Write
                 }
                 false => None,
             };
-            let stream = match ringed {
-                Some(stream) => match crate::ring::setup::request(&stream).await? {
-                    Some((map, bells)) => {
-                        let (r, w) =
-                            crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
-                        return Ok((Box::new(r), WriteIo::Ring(w)));
-                    }
-                    // Refused: this connection stays on the socket.
-                    None => stream,
-                },
-                None => tokio::net::UnixStream::connect(path).await?,
+            let granted = match &ringed {
+                Some(stream) => crate::ring::setup::granted(stream).await,
+                None => Ok(None),
+            };
+            let stream = match (ringed, granted) {
+                (Some(stream), Ok(Some((map, bells)))) => {
+                    let (r, w) = crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
+                    return Ok((Box::new(r), WriteIo::Ring(w)));
+                }
+                // Refused: this connection stays on the socket.
+                (Some(stream), Ok(None)) => stream,
+                (ringed, Err(e)) => {
+                    tracing::debug!("pool client: no shared-memory connection ({e}); the socket");
+                    drop(ringed);
+                    tokio::net::UnixStream::connect(path).await?
+                }
+                (None, Ok(_)) => tokio::net::UnixStream::connect(path).await?,
             };
             let (r, w) = stream.into_split();
             (Box::new(r), WriteIo::Unix(w))

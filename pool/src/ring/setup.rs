@@ -99,10 +99,10 @@ pub(crate) async fn answer(
 /// # Errors
 /// The socket's errors; an answer that is neither (a bad byte, missing descriptors, a
 /// segment of the wrong size).
-pub(crate) async fn request(stream: &UnixStream) -> io::Result<Option<(Mapping, Bells)>> {
+pub(crate) async fn granted(stream: &UnixStream) -> io::Result<Option<(Mapping, Bells)>> {
     let (byte, fds) = loop {
         stream.readable().await?;
-        match stream.try_io(Interest::READABLE, || receive(stream.as_raw_fd())) {
+        match stream.try_io(Interest::READABLE, || recv_fds(stream.as_raw_fd())) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             got => break got?,
         }
@@ -229,7 +229,7 @@ fn send_fds(socket: RawFd, byte: u8, fds: &[RawFd]) -> io::Result<()> {
 
 /// One `recvmsg` of a byte and the descriptors passed with it (owned at once, closed on
 /// any error); `None` for the byte at the end of the stream.
-fn receive(socket: RawFd) -> io::Result<(Option<u8>, Vec<OwnedFd>)> {
+fn recv_fds(socket: RawFd) -> io::Result<(Option<u8>, Vec<OwnedFd>)> {
     let mut byte = 0u8;
     let mut iov = libc::iovec {
         iov_base: (&raw mut byte).cast(),
