@@ -243,26 +243,38 @@ fn parse_standby_for(value: Option<&str>) -> Result<Option<pool::standby::Target
     })
 }
 
-/// `MSTRO_LOCAL_POOL`: `1`/`true`/`yes` or `0`/`false`/`no` (unset: no).
-/// `MSTRO_POOL_RINGS`: on or off.
-fn parse_rings(value: Option<&str>) -> Result<bool> {
+/// A switch `var` set to `value`: `1`/`on`/`true`/`yes` or `0`/`off`/`false`/`no`
+/// (unset: `default`); `on_means` says what on does, for the error.
+fn parse_switch(var: &str, value: Option<&str>, default: bool, on_means: &str) -> Result<bool> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("on" | "1" | "yes") => Ok(true),
-        Some("off" | "0" | "no") => Ok(false),
+        None => Ok(default),
+        Some("1" | "on" | "true" | "yes") => Ok(true),
+        Some("0" | "off" | "false" | "no") => Ok(false),
         Some(other) => Err(Error::invarg(format!(
-            "{RINGS_ENV}={other:?} is neither on (shared-memory rings to a pool manager on this host, the default) nor off; set one or unset it"
+            "{var}={other:?} is neither 1 or on ({on_means}) nor 0 or off; set one or unset it (default {})",
+            if default { "on" } else { "off" }
         ))),
     }
 }
 
+/// `MSTRO_POOL_RINGS`, on by default.
+fn parse_rings(value: Option<&str>) -> Result<bool> {
+    parse_switch(
+        RINGS_ENV,
+        value,
+        true,
+        "shared-memory rings to a pool manager on this host",
+    )
+}
+
+/// `MSTRO_LOCAL_POOL`, off by default.
 fn parse_local_pool(value: Option<&str>) -> Result<bool> {
-    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("0" | "false" | "no") => Ok(false),
-        Some("1" | "true" | "yes") => Ok(true),
-        Some(other) => Err(Error::invarg(format!(
-            "{LOCAL_POOL_ENV}={other:?} is neither 1 (a local pool in each process that finds no pool manager) nor 0; set one or unset it"
-        ))),
-    }
+    parse_switch(
+        LOCAL_POOL_ENV,
+        value,
+        false,
+        "a local pool in each process that finds no pool manager",
+    )
 }
 
 impl Settings {

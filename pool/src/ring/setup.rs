@@ -186,40 +186,58 @@ async fn send(stream: &UnixStream, byte: u8, fds: &[RawFd]) -> io::Result<()> {
 /// Room for [`FDS`] descriptors' control message.
 const CONTROL: usize = 64;
 
-/// One `sendmsg` of `byte` with `fds` as `SCM_RIGHTS`.
-fn send_fds(socket: RawFd, byte: u8, fds: &[RawFd]) -> io::Result<()> {
-    let mut byte = byte;
+/// Runs `f` on a `msghdr` whose one data byte is `byte` and whose control buffer is
+/// `control` (length 0 here: `f` sets what it uses).
+fn with_message<R>(
+    byte: &mut u8,
+    control: &mut [u64; CONTROL / 8],
+    f: impl FnOnce(&mut libc::msghdr) -> R,
+) -> R {
     let mut iov = libc::iovec {
-        iov_base: (&raw mut byte).cast(),
+        iov_base: std::ptr::from_mut(byte).cast(),
         iov_len: 1,
     };
-    let mut control = [0u64; CONTROL / 8];
-    // SAFETY: a zeroed msghdr is valid; the pointers set below outlive the call.
+    // SAFETY: a zeroed msghdr is valid; the pointers set below outlive `f`.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &raw mut iov;
     msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let bytes = std::mem::size_of_val(fds);
-        // SAFETY: CMSG_SPACE of a small length; the buffer holds it (checked).
-        let space = unsafe { libc::CMSG_SPACE(bytes as u32) } as usize;
-        assert!(
-            space <= CONTROL,
-            "room for the descriptors' control message"
-        );
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
-        // SAFETY: msg_control points at `space` zeroed, aligned bytes: the first header
-        // and its data fit.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(bytes as u32) as usize;
-            std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), bytes);
+    msg.msg_control = control.as_mut_ptr().cast();
+    f(&mut msg)
+}
+
+/// One `sendmsg` of `byte` with `fds` as `SCM_RIGHTS`.
+fn send_fds(socket: RawFd, byte: u8, fds: &[RawFd]) -> io::Result<()> {
+    let mut byte = byte;
+    let mut control = [0u64; CONTROL / 8];
+    let n = with_message(&mut byte, &mut control, |msg| {
+        if fds.is_empty() {
+            msg.msg_control = std::ptr::null_mut();
+        } else {
+            let bytes = std::mem::size_of_val(fds);
+            // SAFETY: CMSG_SPACE of a small length; the buffer holds it (checked).
+            let space = unsafe { libc::CMSG_SPACE(bytes as u32) } as usize;
+            assert!(
+                space <= CONTROL,
+                "room for the descriptors' control message"
+            );
+            msg.msg_controllen = space;
+            // SAFETY: msg_control points at `space` zeroed, aligned bytes: the first
+            // header and its data fit.
+            unsafe {
+                let cmsg = libc::CMSG_FIRSTHDR(msg);
+                (*cmsg).cmsg_level = libc::SOL_SOCKET;
+                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(bytes as u32) as usize;
+                std::ptr::copy_nonoverlapping(
+                    fds.as_ptr().cast::<u8>(),
+                    libc::CMSG_DATA(cmsg),
+                    bytes,
+                );
+            }
         }
-    }
-    // SAFETY: a valid msghdr as built above.
-    let n = unsafe { libc::sendmsg(socket, &raw const msg, libc::MSG_NOSIGNAL) };
+        // SAFETY: a valid msghdr as built above.
+        unsafe { libc::sendmsg(socket, msg, libc::MSG_NOSIGNAL) }
+    });
     match n {
         1 => Ok(()),
         0 => Err(io::ErrorKind::WriteZero.into()),
@@ -231,43 +249,37 @@ fn send_fds(socket: RawFd, byte: u8, fds: &[RawFd]) -> io::Result<()> {
 /// any error); `None` for the byte at the end of the stream.
 fn recv_fds(socket: RawFd) -> io::Result<(Option<u8>, Vec<OwnedFd>)> {
     let mut byte = 0u8;
-    let mut iov = libc::iovec {
-        iov_base: (&raw mut byte).cast(),
-        iov_len: 1,
-    };
     let mut control = [0u64; CONTROL / 8];
-    // SAFETY: as in `send_fds`.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL;
-    // SAFETY: a valid msghdr; received descriptors are close-on-exec.
-    let n = unsafe { libc::recvmsg(socket, &raw mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut fds = Vec::new();
-    // SAFETY: walking the control messages the kernel wrote into `control`.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg);
-                let len = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
-                for i in 0..len / std::mem::size_of::<RawFd>() {
-                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                    fds.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&raw const msg, cmsg);
+    with_message(&mut byte, &mut control, |msg| {
+        msg.msg_controllen = CONTROL;
+        // SAFETY: a valid msghdr; received descriptors are close-on-exec.
+        let n = unsafe { libc::recvmsg(socket, msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
         }
-    }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "more descriptors than a shared-memory answer holds",
-        ));
-    }
-    Ok(((n == 1).then_some(byte), fds))
+        let mut fds = Vec::new();
+        // SAFETY: walking the control messages the kernel wrote into `control`.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg);
+                    let len = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+                    for i in 0..len / std::mem::size_of::<RawFd>() {
+                        let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                        fds.push(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+            }
+        }
+        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "more descriptors than a shared-memory answer holds",
+            ));
+        }
+        Ok((n == 1, fds))
+    })
+    .map(|(got, fds)| (got.then_some(byte), fds))
 }
