@@ -1015,3 +1015,60 @@ fn control_connections_over_rings_and_over_the_socket_work_side_by_side() {
         drop(from.withdraw(id).expect("withdraw"));
     }
 }
+
+/// An app that scribbles on the shared segment of its control connection (here: the
+/// position of what it read of the PM's ring, moved past what the PM wrote) loses its own
+/// connection; the PM serves on, and an app beside it moves a CDO afterwards.
+#[test]
+fn an_app_scribbling_on_its_ring_loses_its_connection_and_nobody_else_does() {
+    use std::os::unix::fs::FileExt;
+    let pm = PoolManager::start(PmConfig::new(
+        "wf",
+        SECRET,
+        vec!["127.0.0.1:0".parse().expect("addr")],
+    ))
+    .expect("pm");
+    let join = |name: &str, timeout: Duration| {
+        Client::join(
+            pm.info(),
+            JoinOptions::new(name, 0).isolated().timeout(timeout),
+        )
+        .expect("join")
+    };
+    // Its calls wait 5 s at most.
+    let hostile = join("hostile", Duration::from_secs(5));
+    // The segment, mapped by the PM and by the hostile app (this process is both): the
+    // PM's ring to the app is the second control block (256 bytes each), its tail the
+    // second cache line.
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let start = maps
+        .lines()
+        .find(|l| l.contains("memfd:maestro-ring"))
+        .and_then(|l| l.split('-').next())
+        .and_then(|a| u64::from_str_radix(a, 16).ok())
+        .expect("the ring segment is mapped");
+    let mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")
+        .expect("/proc/self/mem");
+    mem.write_at(&(1u64 << 40).to_ne_bytes(), start + 256 + 64)
+        .expect("scribble");
+    // The PM's next write to it finds the position out of range: that app's calls fail.
+    let cdo = hostile.declare("hostile/0").expect("declare");
+    let failed = hostile.require(cdo);
+    assert!(failed.is_err(), "the scribbling app was served: {failed:?}");
+    let honest = join("honest", T);
+    let other = join("other", T);
+    let bytes = data(4096, 3);
+    let id = honest.declare("after").expect("declare");
+    honest
+        .seal_and_offer(
+            id,
+            Attributes::new(),
+            Buffer::from_slice(&bytes).expect("buffer"),
+        )
+        .expect("offer");
+    let there = other.declare("after").expect("declare");
+    let (got, _) = other.demand(there).expect("demand");
+    assert!(got.as_slice() == bytes, "served on");
+}

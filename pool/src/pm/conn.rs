@@ -232,7 +232,12 @@ pub(super) fn spawn_connection(
         };
         while let Some(Some(frame)) = wrx.recv().await {
             if let Err(e) = write.write_all(&frame).await {
-                tracing::debug!("connection {conn}: writing failed ({e})");
+                // A peer gone is the usual end; a broken shared segment is the app's doing.
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    tracing::warn!("connection {conn}: {e}");
+                } else {
+                    tracing::debug!("connection {conn}: writing failed ({e})");
+                }
                 break;
             }
             left.written(frame.len());
