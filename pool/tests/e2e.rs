@@ -995,8 +995,9 @@ fn control_connections_over_rings_and_over_the_socket_work_side_by_side() {
     let socket = join("socket", false);
     let refused = join("refused", true);
     // One ring segment, mapped by the PM and by the app granted it (this process is both).
+    let segment = segment_name(&pm);
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
-    assert_eq!(maps.matches("memfd:maestro-ring").count(), 2, "{maps}");
+    assert_eq!(maps.matches(&segment).count(), 2, "{segment} in {maps}");
     for (i, (from, to)) in [(&ringed, &socket), (&socket, &refused), (&refused, &ringed)]
         .into_iter()
         .enumerate()
@@ -1040,10 +1041,11 @@ fn an_app_scribbling_on_its_ring_loses_its_connection_and_nobody_else_does() {
     // The segment, mapped by the PM and by the hostile app (this process is both): the
     // PM's ring to the app is the second control block (256 bytes each), its tail the
     // second cache line.
+    let segment = segment_name(&pm);
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
     let start = maps
         .lines()
-        .find(|l| l.contains("memfd:maestro-ring"))
+        .find(|l| l.contains(&segment))
         .and_then(|l| l.split('-').next())
         .and_then(|a| u64::from_str_radix(a, 16).ok())
         .expect("the ring segment is mapped");
@@ -1071,4 +1073,21 @@ fn an_app_scribbling_on_its_ring_loses_its_connection_and_nobody_else_does() {
     let there = other.declare("after").expect("declare");
     let (got, _) = other.demand(there).expect("demand");
     assert!(got.as_slice() == bytes, "served on");
+}
+
+/// The name `/proc/self/maps` shows for the shared segments of `pm`'s rings (named after
+/// its socket directory: other tests' pool managers in this process have their own).
+fn segment_name(pm: &PoolManager) -> String {
+    let dir = pm
+        .info()
+        .endpoints
+        .iter()
+        .find_map(|e| match e {
+            pool::bootstrap::ControlAddr::Unix(path) => path.parent()?.file_name(),
+            pool::bootstrap::ControlAddr::Tcp(_) => None,
+        })
+        .expect("a unix socket")
+        .to_string_lossy()
+        .into_owned();
+    format!("memfd:maestro-ring {dir} ")
 }

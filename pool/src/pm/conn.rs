@@ -486,8 +486,8 @@ async fn hold(
 }
 
 impl Ingress {
-    /// The bounds of `config`.
-    pub(super) fn new(config: &PmConfig) -> Ingress {
+    /// The bounds of `config`; the PM's shared segments are named after `label`.
+    pub(super) fn new(config: &PmConfig, label: &str) -> Ingress {
         // One batch (a partial frame plus one read) must always fit.
         let budget_size = config
             .max_ingress
@@ -500,7 +500,7 @@ impl Ingress {
                 std::time::Duration::from_secs(1),
                 10,
             ))),
-            rings: ring::setup::Slots::new(config.max_rings),
+            rings: ring::setup::Slots::new(config.max_rings, label),
         }
     }
 }

@@ -395,7 +395,12 @@ impl PoolManager {
             max_unjoined: config.max_unjoined,
             max_unjoined_per_peer: config.max_unjoined_per_peer,
         });
-        let ingress = Ingress::new(&config);
+        // The PM's segments are named after its socket directory (in /proc/PID/maps).
+        let label = unix_dir
+            .as_ref()
+            .and_then(|d| d.file_name())
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let ingress = Ingress::new(&config, &label);
         let info = PmInfo {
             workflow: config.workflow,
             endpoints,

@@ -498,8 +498,11 @@ mod tests {
     /// Both sides of one connection in this process: the PM's halves and the app's, over
     /// one segment (each side its own descriptors, as `SCM_RIGHTS` gives them).
     fn pair() -> ((RingReader, RingWriter), (RingReader, RingWriter)) {
-        let (memfd, map, bells) =
-            setup::create(setup::Slots::new(1).take().expect("a slot")).expect("segment");
+        let (memfd, map, bells) = setup::create(
+            setup::Slots::new(1, "test").take().expect("a slot"),
+            c"test",
+        )
+        .expect("segment");
         let dup = |fd: &OwnedFd| fd.try_clone().expect("dup");
         let theirs = Bells {
             to_pm: [dup(&bells.to_pm[0]), dup(&bells.to_pm[1])],

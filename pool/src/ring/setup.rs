@@ -27,6 +27,9 @@ const FDS: usize = 5;
 pub(crate) struct Slots {
     used: Arc<AtomicUsize>,
     max: usize,
+    /// The segments' name: `maestro-ring` and the PM's label (its socket directory's
+    /// name), which `/proc/PID/maps` shows.
+    name: std::ffi::CString,
 }
 
 /// One of [`Slots`], given back when its segment is unmapped.
@@ -39,11 +42,13 @@ impl Drop for Slot {
 }
 
 impl Slots {
-    /// At most `max` rings at once (0: none).
-    pub(crate) fn new(max: usize) -> Slots {
+    /// At most `max` rings at once (0: none), their segments named after `label`.
+    pub(crate) fn new(max: usize, label: &str) -> Slots {
+        let name = format!("maestro-ring {label}").replace('\0', "");
         Slots {
             used: Arc::default(),
             max,
+            name: std::ffi::CString::new(name).unwrap_or_default(),
         }
     }
 
@@ -70,7 +75,7 @@ pub(crate) async fn answer(
     let same_user = stream.peer_cred().is_ok_and(|c| c.uid() == safefs::euid());
     let made = match slots.take().filter(|_| same_user) {
         None => None,
-        Some(slot) => match create(slot) {
+        Some(slot) => match create(slot, &slots.name) {
             Ok(made) => Some(made),
             Err(e) => {
                 tracing::warn!("pool manager: no shared-memory connection ({e}); socket");
@@ -133,8 +138,8 @@ pub(crate) async fn granted(stream: &UnixStream) -> io::Result<Option<(Mapping, 
     }
 }
 
-/// A new segment (sealed at its size), mapped, and four fresh `eventfd`s.
-pub(super) fn create(slot: Slot) -> io::Result<(OwnedFd, Mapping, Bells)> {
+/// A new segment named `name` (sealed at its size), mapped, and four fresh `eventfd`s.
+pub(super) fn create(slot: Slot, name: &std::ffi::CStr) -> io::Result<(OwnedFd, Mapping, Bells)> {
     let check = |rc: libc::c_int| {
         if rc < 0 {
             Err(io::Error::last_os_error())
@@ -144,10 +149,7 @@ pub(super) fn create(slot: Slot) -> io::Result<(OwnedFd, Mapping, Bells)> {
     };
     // SAFETY: a C string literal; flags as documented.
     let fd = check(unsafe {
-        libc::memfd_create(
-            c"maestro-ring".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
     })?;
     // SAFETY: just created, owned by nobody else.
     let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
