@@ -98,7 +98,7 @@ pub struct PmConfig {
     /// advertised first: processes of the same user on the PM's host skip TCP. Default on.
     pub unix_socket: bool,
     /// Most apps on the PM's host whose control connections move to shared-memory rings
-    /// at once (each holds [`crate::ring::SEGMENT`] bytes, about 260 KiB; see
+    /// at once (each holds a 260 KiB segment of shared memory; see
     /// `docs/developers/rings.md`); the others, and any app past it, stay on the Unix
     /// socket. 0: none. Default [`MAX_RINGS`].
     pub max_rings: usize,
