@@ -44,8 +44,8 @@ pub use client::{
 };
 pub use pm::{
     CredentialCheck, CredentialVerdict, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME,
-    MAX_QUEUED, MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig, PoolManager,
-    ShardedPool, default_max_bytes, resident_bytes, standby,
+    MAX_QUEUED, MAX_RINGS, MAX_UNJOINED, MAX_UNJOINED_PER_PEER, PM_DIR_PREFIX, PmConfig,
+    PoolManager, ShardedPool, default_max_bytes, resident_bytes, standby,
 };
 
 /// Sleeps until `deadline` on the current tokio runtime; forever when there is none (cancel
