@@ -143,35 +143,41 @@ async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Reader, Write
             (Box::new(r), WriteIo::Tcp(w))
         }
         ControlAddr::Unix(path) => {
-            // The rings' socket beside the PM's, if it has one (it answers first).
-            let ringed = match rings {
-                true => {
-                    tokio::net::UnixStream::connect(path.with_file_name(crate::ring::SOCKET_NAME))
-                        .await
-                        .ok()
-                }
-                false => None,
-            };
-            let granted = match &ringed {
-                Some(stream) => crate::ring::setup::granted(stream).await,
-                None => Ok(None),
-            };
-            let stream = match (ringed, granted) {
-                (Some(stream), Ok(Some((map, bells)))) => {
-                    let (r, w) = crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
-                    return Ok((Box::new(r), WriteIo::Ring(w)));
-                }
-                // Refused: this connection stays on the socket.
-                (Some(stream), Ok(None)) => stream,
-                (ringed, Err(e)) => {
-                    tracing::debug!("pool client: no shared-memory connection ({e}); the socket");
-                    drop(ringed);
-                    tokio::net::UnixStream::connect(path).await?
-                }
-                (None, Ok(_)) => tokio::net::UnixStream::connect(path).await?,
-            };
-            let (r, w) = stream.into_split();
+            if rings && let Some(halves) = open_rings(path).await? {
+                return Ok(halves);
+            }
+            let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
             (Box::new(r), WriteIo::Unix(w))
+        }
+    })
+}
+
+/// A connection through the rings' socket beside the PM's Unix socket `path` (the PM
+/// answers first): over shared-memory rings if it grants them, else on that socket;
+/// `None` when there is no such socket or the answer cannot be used (the caller connects
+/// to `path` itself).
+///
+/// # Errors
+/// Registering the rings with the runtime.
+async fn open_rings(path: &std::path::Path) -> std::io::Result<Option<(Reader, WriteIo)>> {
+    let Ok(stream) =
+        tokio::net::UnixStream::connect(path.with_file_name(crate::ring::SOCKET_NAME)).await
+    else {
+        return Ok(None);
+    };
+    Ok(match crate::ring::setup::granted(&stream).await {
+        Ok(Some((map, bells))) => {
+            let (r, w) = crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
+            Some((Box::new(r), WriteIo::Ring(w)))
+        }
+        // Refused: this connection stays on the socket.
+        Ok(None) => {
+            let (r, w) = stream.into_split();
+            Some((Box::new(r), WriteIo::Unix(w)))
+        }
+        Err(e) => {
+            tracing::debug!("pool client: no shared-memory connection ({e}); the socket");
+            None
         }
     })
 }

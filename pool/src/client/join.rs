@@ -136,7 +136,6 @@ fn process_memory() -> proto::ProcessMemory {
     }
 }
 
-/// How a peer reaches `e`: its provider and address.
 /// How a client joining with `opts` reaches its managers.
 fn route(opts: &JoinOptions) -> driver::Route {
     driver::Route {
@@ -145,6 +144,7 @@ fn route(opts: &JoinOptions) -> driver::Route {
     }
 }
 
+/// How a peer reaches `e`: its provider and address.
 fn fabric_endpoint(e: &Endpoint) -> FabricEndpoint {
     FabricEndpoint {
         provider: e.info().provider.clone(),

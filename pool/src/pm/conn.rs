@@ -308,7 +308,7 @@ async fn unix_transport(
     if rings {
         let granted = ring::setup::answer(&stream, &ingress.rings)
             .await
-            .map_err(|e| format!("failed answering its shared-memory request ({e})"))?;
+            .map_err(|e| format!("could not be answered on the rings' socket ({e})"))?;
         if let Some((map, bells)) = granted {
             let (r, w) = ring::halves(map, bells, ring::Side::Pm, stream)
                 .map_err(|e| format!("got no shared-memory connection ({e})"))?;

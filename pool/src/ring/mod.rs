@@ -307,11 +307,7 @@ impl RingWriter {
     pub(crate) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         let ctl = self.map.control(self.ring);
         let mut head = self.head.lock().unwrap_or_else(PoisonError::into_inner);
-        let used = head.wrapping_sub(ctl.tail.0.load(Ordering::Acquire));
-        if used > CAPACITY as u64 {
-            return Err(corrupt("reader's position is out of range"));
-        }
-        let n = (CAPACITY - used as usize).min(buf.len());
+        let n = (CAPACITY - self.used(*head)?).min(buf.len());
         if n == 0 {
             return if buf.is_empty() {
                 Ok(0)
@@ -338,14 +334,22 @@ impl RingWriter {
         Ok(n)
     }
 
+    /// Bytes written and not yet read, with this side's position at `head`.
+    ///
+    /// # Errors
+    /// The reader's position is out of range.
+    fn used(&self, head: u64) -> io::Result<usize> {
+        let tail = self.map.control(self.ring).tail.0.load(Ordering::SeqCst);
+        match head.wrapping_sub(tail) {
+            used if used <= CAPACITY as u64 => Ok(used as usize),
+            _ => Err(corrupt("reader's position is out of range")),
+        }
+    }
+
     /// Whether the ring has room now.
     fn has_room(&self) -> io::Result<bool> {
         let head = *self.head.lock().unwrap_or_else(PoisonError::into_inner);
-        let used = head.wrapping_sub(self.map.control(self.ring).tail.0.load(Ordering::SeqCst));
-        if used > CAPACITY as u64 {
-            return Err(corrupt("reader's position is out of range"));
-        }
-        Ok(used < CAPACITY as u64)
+        Ok(self.used(head)? < CAPACITY)
     }
 
     /// Ready once the ring has room.
