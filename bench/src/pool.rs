@@ -157,6 +157,10 @@ pub struct PoolBench {
     /// it apart from the other passes.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub events_max: u32,
+    /// With `--events`: check the bytes of every CDO the stream demands, not only of the
+    /// first (slower: for tests of the data path, not for its figures).
+    #[arg(long)]
+    pub verify_all: bool,
     /// How the provider's bytes reach the consumer: `rma` (the fabric, as the PM plans)
     /// or `gfs` (files under `--gfs-dir`; the baseline is then a plain copy of as many
     /// bytes between files of that directory, the file system's own limit).

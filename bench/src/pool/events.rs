@@ -89,7 +89,7 @@ impl PoolBench {
                 let cdo = c.declare(&name)?;
                 let mut loan = Lender::loan(lender);
                 let to = (loan.as_mut(), false);
-                if first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                if first.swap(false, std::sync::atomic::Ordering::Relaxed) || self.verify_all {
                     demand(c, cdo, to, |d| verify(size, d)).await?;
                 } else {
                     demand(c, cdo, to, |_| Ok(())).await?;

@@ -159,9 +159,12 @@ impl Client {
     /// Every blocking call waits this way: it first polls `f` on this thread (yielding the
     /// CPU between polls) for up to [`JoinOptions::wait_spin`], then sleeps until woken.
     /// Each poll is corked: the messages the operations polled send go in one write when
-    /// the poll returns (see `client/outbox.rs`).
+    /// the poll returns (see `client/outbox.rs`). A poll that leaves `f` waiting first
+    /// helps the client's copy crew with a piece of a same-host copy, if one is queued
+    /// (see `client/transport/crew.rs`), and polls again.
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
         let mut f = std::pin::pin!(f);
+        let crew = &self.inner.shared.crew;
         if !self.spin.is_zero() {
             // Timers and IO registered while polling here belong to the client's runtime.
             let _in_runtime = self.rt.enter();
@@ -171,6 +174,9 @@ impl Client {
                 if let std::task::Poll::Ready(v) = outbox::corked(|| f.as_mut().poll(&mut cx)) {
                     return v;
                 }
+                if crew.help() {
+                    continue;
+                }
                 if start.elapsed() >= self.spin {
                     break;
                 }
@@ -179,7 +185,12 @@ impl Client {
         }
         // Polled again with a real waker, which replaces the no-op one.
         self.rt.block_on(std::future::poll_fn(|cx| {
-            outbox::corked(|| f.as_mut().poll(cx))
+            let polled = outbox::corked(|| f.as_mut().poll(cx));
+            if polled.is_pending() && crew.help() {
+                // Not asleep yet: polled again at once.
+                cx.waker().wake_by_ref();
+            }
+            polled
         }))
     }
 

@@ -250,6 +250,7 @@ impl AsyncClient {
             core: Mutex::new(core),
             deadlines: super::shared::Deadlines::new(),
             burst: Default::default(),
+            crew: super::transport::crew::Crew::new(),
             outs,
             tasks: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),

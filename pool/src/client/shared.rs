@@ -56,6 +56,9 @@ pub(crate) struct Shared {
     pub(crate) deadlines: Deadlines,
     /// Copies gathered while the reader handles a burst of tickets.
     pub(crate) burst: transport::burst::Burst,
+    /// Copies of same-host offers, shared by a helper thread and waiting callers
+    /// ([`transport::crew`]).
+    pub(crate) crew: Arc<transport::crew::Crew>,
     /// The sending side of each shard's control connection (shard 0's from the join;
     /// another's holds what its core sends until the connection is open).
     pub(crate) outs: Vec<Arc<outbox::Outbox>>,

@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use fabric::{Buffer, MemoryRegion};
+use fabric::Buffer;
 use pool_core::client::Fetch;
 
 use super::Transfer;
+use super::crew::{self, Dst};
 use super::host::{self, INLINE_COPY};
 use crate::client::Shared;
 use crate::client::data::CdoData;
@@ -37,31 +38,66 @@ impl Burst {
     }
 }
 
-/// Where one copy lands: memory the application lent for it, or a landing region.
-enum Landing {
-    Lent(Buffer),
-    Region(MemoryRegion),
-}
-
-impl Landing {
-    fn bytes(&mut self, len: usize) -> &mut [u8] {
-        match self {
-            Landing::Lent(b) => &mut b.as_mut_slice()[..len],
-            Landing::Region(r) => &mut r.as_mut_slice()[..len],
-        }
-    }
-}
-
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
 /// same-host provider's memory the burst can batch.
+/// A copy of at least [`crew::OFFLOAD_MIN`] bytes outside a burst goes to the client's copy
+/// crew, which reports it to the core from the thread that finished it.
 pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
-    if let Some(process) = copy_from(shared, &fetch)
-        && let Some(gathered) = shared.burst.lock().as_mut()
-    {
-        gathered.push((process, fetch));
-        return;
+    if let Some(process) = copy_from(shared, &fetch) {
+        if let Some(gathered) = shared.burst.lock().as_mut() {
+            gathered.push((process, fetch));
+            return;
+        }
+        if fetch.source.len() >= crew::OFFLOAD_MIN as u64 && host::genuine(shared, process) {
+            hand_to_crew(shared, process.pid, fetch);
+            return;
+        }
     }
     super::start(shared, fetch);
+}
+
+/// Has the copy crew copy `fetch` from process `pid`, and the thread that finishes it
+/// report the bytes to the core; a copy that fails goes the single ticket's way.
+fn hand_to_crew(shared: &Arc<Shared>, pid: u32, fetch: Fetch<Buffer>) {
+    let Gathered {
+        transfer,
+        cdo,
+        source,
+        landing,
+    } = match gather(shared, fetch) {
+        Ok(g) => g,
+        Err(e) => return super::start(shared, e.1),
+    };
+    let at = match &source {
+        Source::Rma { region, .. } => region.addr,
+        _ => 0,
+    };
+    let len = usize::try_from(source.len()).unwrap_or(0);
+    let owner = Arc::clone(shared);
+    shared
+        .crew
+        .copy_then((pid, at), landing, len, move |landing, copied| {
+            let g = Gathered {
+                transfer,
+                cdo,
+                source,
+                landing,
+            };
+            if let Err(e) = copied {
+                host::refused(&owner, &e);
+                tracing::debug!(
+                    "pool client: copying from process {pid} failed ({e}); the single way"
+                );
+                return super::start(&owner, g.back(&owner));
+            }
+            let (shard, transfer) = g.transfer;
+            let data = g.data(&owner);
+            // Fails only when the connection is gone, which the client hears of anyway.
+            let _ = owner.with_core(|c| {
+                c.fetched(shard, transfer, Ok((data, Some(Direct::Copied))));
+                Ok(())
+            });
+        });
 }
 
 /// The provider's process a ticket can be copied from in a batch: a same-host offer this
@@ -121,15 +157,15 @@ struct Gathered {
     transfer: Transfer,
     cdo: crate::proto::CdoId,
     source: Source,
-    landing: Landing,
+    landing: Dst,
 }
 
 impl Gathered {
     /// The ticket as it came (a landing region given back), to go the single way.
     fn back(self, shared: &Shared) -> Fetch<Buffer> {
         let lent = match self.landing {
-            Landing::Lent(b) => Some(b),
-            Landing::Region(r) => {
+            Dst::Lent(b) => Some(b),
+            Dst::Landing(r) => {
                 shared.landing.give(r);
                 None
             }
@@ -145,6 +181,15 @@ impl Gathered {
 
     fn len(&self) -> usize {
         usize::try_from(self.source.len()).unwrap_or(0)
+    }
+
+    /// The bytes copied into its landing.
+    fn data(self, shared: &Shared) -> CdoData {
+        let len = self.len();
+        match self.landing {
+            Dst::Lent(b) => CdoData::own(b, len),
+            Dst::Landing(r) => CdoData::landed(r, len, shared.landing.clone()),
+        }
     }
 
     fn addr(&self) -> u64 {
@@ -181,7 +226,7 @@ fn copy_all(
                 .iter_mut()
                 .map(|g| {
                     let (addr, len) = (g.addr(), g.len());
-                    (addr, g.landing.bytes(len))
+                    (addr, &mut g.landing.as_mut_slice()[..len])
                 })
                 .collect();
             fabric::cma::read_many_parallel(pid, &mut ranges, copy_threads()).map_err(|e| {
@@ -201,14 +246,7 @@ fn copy_all(
     }
     Ok(gathered
         .into_iter()
-        .map(|g| {
-            let len = g.len();
-            let data = match g.landing {
-                Landing::Lent(b) => CdoData::own(b, len),
-                Landing::Region(r) => CdoData::landed(r, len, shared.landing.clone()),
-            };
-            (g.transfer, data)
-        })
+        .map(|g| (g.transfer, g.data(shared)))
         .collect())
 }
 
@@ -237,7 +275,7 @@ fn gather(
         shard,
     } = f;
     let landing = match lent.filter(|b| b.len() >= len) {
-        Some(b) => Ok(Landing::Lent(b)),
+        Some(b) => Ok(Dst::Lent(b)),
         None => {
             let via = match &source {
                 Source::Rma { via, .. } => *via,
@@ -245,7 +283,7 @@ fn gather(
             };
             super::rma::endpoint_via(shared, via)
                 .and_then(|ep| Ok(shared.landing.take(ep, len)?))
-                .map(Landing::Region)
+                .map(Dst::Landing)
         }
     };
     match landing {

@@ -9,14 +9,17 @@ use std::sync::atomic::Ordering;
 
 use fabric::Buffer;
 
+use super::crew::{self, Dst};
 use super::rma::endpoint_via;
 use crate::client::data::CdoData;
 use crate::client::{ClientError, Result, Shared};
 use crate::proto::{Direct, HostMemory, ProcessMemory};
 
-/// Takes `len` bytes at `addr` of the provider's memory `m` (see [`take_from_process`]),
+/// Takes `len` bytes at `addr` of the provider's memory `m` (see [`take_from_process`]):
 /// on the caller's thread when that takes microseconds (small copies, views of huge
-/// pages), else on a thread that may block.
+/// pages), copies of [`crew::OFFLOAD_MIN`] bytes and more by the client's copy crew
+/// (several at once, a large one by two threads), views of many 4 KiB pages on a thread
+/// that may block.
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
@@ -25,19 +28,20 @@ pub(super) async fn take(
     (via, m, addr, len): CopySource,
     lent: Option<Buffer>,
 ) -> Result<Taken> {
+    let view = mappable(&m, lent.as_ref());
+    if !view && len >= crew::OFFLOAD_MIN {
+        return copy_by_crew(shared, (via, m, addr, len), lent).await;
+    }
     // Small copies, and views of huge pages of any size, take microseconds: not worth a
     // hop to another thread (a view of 4 KiB pages costs as much as a copy).
-    let inline =
-        len <= INLINE_COPY || (mappable(&m, lent.as_ref()) && fabric::cma::huge_shared_pages());
+    let inline = len <= INLINE_COPY || (view && fabric::cma::huge_shared_pages());
     let owner = shared.clone();
     let take = move || take_from_process(&owner, (via, m, addr, len), lent);
     if inline {
         return take();
     }
     tokio::task::spawn_blocking(take).await.map_err(|e| {
-        ClientError::Call(CallError::Protocol(format!(
-            "copying the offer failed: {e}"
-        )))
+        ClientError::Call(CallError::Protocol(format!("taking the offer failed: {e}")))
     })?
 }
 
@@ -68,37 +72,80 @@ fn take_from_process(
     if !genuine(shared, m.process) {
         return Ok(Taken::NotHere(lent));
     }
-    let failed = |e: &fabric::cma::CmaError, instead: &str| {
-        refused(shared, e);
-        tracing::debug!("pool client: taking from process {pid} failed ({e}); {instead}");
-    };
     if let Some(file) = m.file.filter(|_| mappable(&m, lent.as_ref())) {
         match fabric::cma::map(pid, file, len) {
             Ok(view) => return Ok(Taken::Here(CdoData::mapped(view), Direct::Mapped)),
-            Err(e) => failed(&e, "copying"),
+            Err(e) => {
+                refused(shared, &e);
+                tracing::debug!("pool client: taking from process {pid} failed ({e}); copying");
+            }
         }
     }
-    let copy = |dst: &mut [u8]| match fabric::cma::read(pid, addr, &mut dst[..len]) {
-        Ok(()) => true,
-        Err(e) => {
-            failed(&e, "reading by RMA");
-            false
-        }
-    };
-    match lent {
-        Some(mut b) => Ok(if copy(b.as_mut_slice()) {
-            Taken::Here(CdoData::own(b, len), Direct::Copied)
-        } else {
-            Taken::NotHere(Some(b))
-        }),
-        None => {
-            let mut dst = shared.landing.take(endpoint_via(shared, via)?, len)?;
-            if copy(dst.as_mut_slice()) {
-                let data = CdoData::landed(dst, len, shared.landing.clone());
-                Ok(Taken::Here(data, Direct::Copied))
-            } else {
-                shared.landing.give(dst);
-                Ok(Taken::NotHere(None))
+    let mut dst = landing(shared, via, len, lent)?;
+    let copied = fabric::cma::read(pid, addr, &mut dst.as_mut_slice()[..len]);
+    Ok(copied_or_not(shared, (pid, copied), dst, len))
+}
+
+/// As [`take_from_process`] for a copy, made by the client's copy crew.
+///
+/// # Errors
+/// A landing buffer that cannot be had.
+async fn copy_by_crew(
+    shared: &Arc<Shared>,
+    (via, m, addr, len): CopySource,
+    lent: Option<Buffer>,
+) -> Result<Taken> {
+    let pid = m.process.pid;
+    if !genuine(shared, m.process) {
+        return Ok(Taken::NotHere(lent));
+    }
+    let dst = landing(shared, via, len, lent)?;
+    let (dst, copied) = shared
+        .crew
+        .copy((pid, addr), dst, len)
+        .await
+        .ok_or_else(|| {
+            ClientError::Call(CallError::Protocol(
+                "copying the offer failed: the copy was lost".into(),
+            ))
+        })?;
+    Ok(copied_or_not(shared, (pid, copied), dst, len))
+}
+
+/// Where a copy of `len` bytes lands: `lent`, else a landing buffer of endpoint `via`.
+///
+/// # Errors
+/// A landing buffer that cannot be had.
+fn landing(shared: &Shared, via: u8, len: usize, lent: Option<Buffer>) -> Result<Dst> {
+    Ok(match lent {
+        Some(b) => Dst::Lent(b),
+        None => Dst::Landing(shared.landing.take(endpoint_via(shared, via)?, len)?),
+    })
+}
+
+/// The bytes a copy from process `pid` put in `dst`, or nothing when it failed: then the
+/// kernel's refusal is noted and the memory lent handed back for the read by RMA.
+fn copied_or_not(
+    shared: &Shared,
+    (pid, copied): (u32, std::result::Result<(), fabric::cma::CmaError>),
+    dst: Dst,
+    len: usize,
+) -> Taken {
+    match (copied, dst) {
+        (Ok(()), Dst::Landing(r)) => Taken::Here(
+            CdoData::landed(r, len, shared.landing.clone()),
+            Direct::Copied,
+        ),
+        (Ok(()), Dst::Lent(b)) => Taken::Here(CdoData::own(b, len), Direct::Copied),
+        (Err(e), dst) => {
+            refused(shared, &e);
+            tracing::debug!("pool client: taking from process {pid} failed ({e}); reading by RMA");
+            match dst {
+                Dst::Landing(r) => {
+                    shared.landing.give(r);
+                    Taken::NotHere(None)
+                }
+                Dst::Lent(b) => Taken::NotHere(Some(b)),
             }
         }
     }

@@ -9,7 +9,8 @@
 //! - [`inline`]: the bytes came with the ticket (carried out by the core).
 //! - [`rma`]: an RMA read over the fabric, after a copy or a view straight from a
 //!   same-host provider's memory ([`host`]) where the ticket names it; batched for a burst
-//!   of tickets ([`burst`]). The provider registers its offers with its endpoints.
+//!   of tickets ([`burst`]); large copies in pieces shared by two threads ([`crew`]). The
+//!   provider registers its offers with its endpoints.
 //! - [`stream`]: pieces over the control connection, served by the provider's client.
 //! - [`gfs`]: a file on the global file system, written by the provider at its offer or
 //!   at the PM's request, handed over to a PM that keeps files at withdraw.
@@ -17,6 +18,7 @@
 //! Adding a transport: see "Adding a transport" in docs/architecture.md.
 
 pub(super) mod burst;
+pub(crate) mod crew;
 pub(super) mod gfs;
 mod host;
 pub(super) mod inline;
