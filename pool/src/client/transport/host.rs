@@ -19,7 +19,8 @@ use crate::proto::{Direct, HostMemory, ProcessMemory};
 /// on the caller's thread when that takes microseconds (small copies, views of huge
 /// pages), copies of [`crew::OFFLOAD_MIN`] bytes and more by the client's copy crew
 /// (several at once, a large one by two threads), views of many 4 KiB pages on a thread
-/// that may block.
+/// that may block. [`Taken::NotHere`] when the process id does not name the provider or
+/// the kernel refuses.
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
@@ -28,9 +29,22 @@ pub(super) async fn take(
     (via, m, addr, len): CopySource,
     lent: Option<Buffer>,
 ) -> Result<Taken> {
+    if !genuine(shared, m.process) {
+        return Ok(Taken::NotHere(lent));
+    }
     let view = mappable(&m, lent.as_ref());
     if !view && len >= crew::OFFLOAD_MIN {
-        return copy_by_crew(shared, (via, m, addr, len), lent).await;
+        let dst = landing(shared, via, len, lent)?;
+        let (dst, copied) = shared
+            .crew
+            .copy((m.process.pid, addr), dst, len)
+            .await
+            .ok_or_else(|| {
+                ClientError::Call(CallError::Protocol(
+                    "copying the offer failed: the copy was lost".into(),
+                ))
+            })?;
+        return Ok(copied_or_not(shared, (m.process.pid, copied), dst, len));
     }
     // Small copies, and views of huge pages of any size, take microseconds: not worth a
     // hop to another thread (a view of 4 KiB pages costs as much as a copy).
@@ -58,8 +72,8 @@ pub(super) fn mappable(m: &HostMemory, lent: Option<&Buffer>) -> bool {
 /// Takes a CDO straight from the provider's memory: maps its memory file
 /// ([`fabric::cma::map`], no copy) where [`mappable`], else copies the bytes
 /// ([`fabric::cma::read`]) into `lent` (if given) or a landing buffer of endpoint `via`.
-/// [`Taken::NotHere`] when neither can be done here (the kernel refuses, or the process id
-/// does not name the provider): the caller reads by RMA, into `lent` still.
+/// [`Taken::NotHere`] when neither can be done here (the kernel refuses): the caller reads
+/// by RMA, into `lent` still. The process was found [`genuine`] first.
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
@@ -69,9 +83,6 @@ fn take_from_process(
     lent: Option<Buffer>,
 ) -> Result<Taken> {
     let pid = m.process.pid;
-    if !genuine(shared, m.process) {
-        return Ok(Taken::NotHere(lent));
-    }
     if let Some(file) = m.file.filter(|_| mappable(&m, lent.as_ref())) {
         match fabric::cma::map(pid, file, len) {
             Ok(view) => return Ok(Taken::Here(CdoData::mapped(view), Direct::Mapped)),
@@ -83,32 +94,6 @@ fn take_from_process(
     }
     let mut dst = landing(shared, via, len, lent)?;
     let copied = fabric::cma::read(pid, addr, &mut dst.as_mut_slice()[..len]);
-    Ok(copied_or_not(shared, (pid, copied), dst, len))
-}
-
-/// As [`take_from_process`] for a copy, made by the client's copy crew.
-///
-/// # Errors
-/// A landing buffer that cannot be had.
-async fn copy_by_crew(
-    shared: &Arc<Shared>,
-    (via, m, addr, len): CopySource,
-    lent: Option<Buffer>,
-) -> Result<Taken> {
-    let pid = m.process.pid;
-    if !genuine(shared, m.process) {
-        return Ok(Taken::NotHere(lent));
-    }
-    let dst = landing(shared, via, len, lent)?;
-    let (dst, copied) = shared
-        .crew
-        .copy((pid, addr), dst, len)
-        .await
-        .ok_or_else(|| {
-            ClientError::Call(CallError::Protocol(
-                "copying the offer failed: the copy was lost".into(),
-            ))
-        })?;
     Ok(copied_or_not(shared, (pid, copied), dst, len))
 }
 
