@@ -284,10 +284,7 @@ impl Outbox {
         if st.io.is_none() && !st.pending {
             return Err(ClientError::Call(CallError::Closed));
         }
-        for frame in proto::encode_split(msgs)? {
-            st.unsent.extend_from_slice(&frame);
-        }
-        Ok(())
+        Ok(proto::encode_split_into(msgs, &mut st.unsent)?)
     }
 
     /// Writes what the socket takes now.

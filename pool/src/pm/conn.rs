@@ -108,17 +108,16 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
         }
         let mut stuck = Vec::new();
         for (conn, batch) in batches {
-            let frames = match proto::encode_split(&proto::pack_done(batch)) {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::error!("encoding a reply to {conn}: {e}");
-                    continue;
-                }
-            };
+            // The round's frames for the connection in one buffer, encoded in place.
+            let mut frames = Vec::new();
+            if let Err(e) = proto::encode_split_into(&proto::pack_done(batch), &mut frames) {
+                tracing::error!("encoding a reply to {conn}: {e}");
+                continue;
+            }
             let Some(w) = writers.by_conn.get(&conn) else {
                 continue;
             };
-            let bytes: usize = frames.iter().map(Vec::len).sum();
+            let bytes = frames.len();
             // Held exactly: what would pass the limit is not queued at all. (Only this
             // thread adds; the writer only takes away.)
             let queued = w.queued.bytes() + bytes;
@@ -127,9 +126,7 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
                 continue;
             }
             w.queued.bytes.fetch_add(bytes, Ordering::Relaxed);
-            for f in frames {
-                let _ = w.tx.send(Some(f));
-            }
+            let _ = w.tx.send(Some(frames));
         }
         for conn in manager.take_closing() {
             if let Some(w) = writers.by_conn.remove(&conn) {

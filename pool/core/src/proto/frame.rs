@@ -34,33 +34,69 @@ pub enum FrameError {
 /// # Errors
 /// [`FrameError::TooLarge`] if the batch encodes to more than [`MAX_FRAME`] bytes.
 pub fn encode<T: Serialize>(batch: &[T]) -> Result<Vec<u8>, FrameError> {
-    let payload = postcard::to_allocvec(batch).map_err(|e| FrameError::Payload(e.to_string()))?;
-    if payload.len() > MAX_FRAME {
-        return Err(FrameError::TooLarge(payload.len()));
-    }
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&payload);
+    let mut out = Vec::new();
+    encode_into(batch, &mut out)?;
     Ok(out)
 }
 
-/// Encodes a batch as as few frames as fit under [`MAX_FRAME`] (halving the batch until each
-/// part fits).
+/// Appends a batch of messages to `out` as one frame, encoded in place (no buffer of its
+/// own, no copy). `out` is as it was when it fails.
 ///
 /// # Errors
-/// [`FrameError::TooLarge`] if a single message does not fit in a frame.
-pub fn encode_split<T: Serialize>(batch: &[T]) -> Result<Vec<Vec<u8>>, FrameError> {
-    match encode(batch) {
-        Ok(frame) => Ok(vec![frame]),
+/// [`FrameError::TooLarge`] if the batch encodes to more than [`MAX_FRAME`] bytes.
+pub fn encode_into<T: Serialize>(batch: &[T], out: &mut Vec<u8>) -> Result<(), FrameError> {
+    let start = out.len();
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&[0; 4]);
+    if let Err(e) = postcard::serialize_with_flavor::<[T], _, _>(batch, Append(out)) {
+        out.truncate(start);
+        return Err(FrameError::Payload(e.to_string()));
+    }
+    let len = out.len() - start - HEADER;
+    if len > MAX_FRAME {
+        out.truncate(start);
+        return Err(FrameError::TooLarge(len));
+    }
+    out[start + HEADER - 4..start + HEADER].copy_from_slice(&(len as u32).to_le_bytes());
+    Ok(())
+}
+
+/// Postcard's output appended to a buffer.
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+/// Appends a batch to `out` as as few frames as fit under [`MAX_FRAME`] (halving the batch
+/// until each part fits).
+///
+/// # Errors
+/// [`FrameError::TooLarge`] if a single message does not fit in a frame (the frames of
+/// the messages before it stay in `out`).
+pub fn encode_split_into<T: Serialize>(batch: &[T], out: &mut Vec<u8>) -> Result<(), FrameError> {
+    match encode_into(batch, out) {
         Err(FrameError::TooLarge(_)) if batch.len() > 1 => {
             let (a, b) = batch.split_at(batch.len() / 2);
-            let mut frames = encode_split(a)?;
-            frames.extend(encode_split(b)?);
-            Ok(frames)
+            encode_split_into(a, out)?;
+            encode_split_into(b, out)
         }
-        Err(e) => Err(e),
+        done => done,
     }
 }
 

@@ -18,7 +18,10 @@ mod frame;
 mod source;
 
 pub use crate::ids::{AppId, CDO_SEQ_BITS, CdoId, MAX_APP, TransferId, cdo_ids, cdo_owner};
-pub use frame::{FrameError, decode, decode_join, drain_frames, encode, encode_split, payload_len};
+pub use frame::{
+    FrameError, decode, decode_join, drain_frames, encode, encode_into, encode_split_into,
+    payload_len,
+};
 pub use source::{
     Direct, FabricEndpoint, GfsFile, HostMemory, InlineBytes, MAX_GFS_PATH, OfferExtras,
     ProcessMemory, Source,

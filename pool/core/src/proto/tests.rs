@@ -156,21 +156,34 @@ fn large_batches_split_into_frames_that_fit() {
     };
     let batch: Vec<ToPm> = (0..12).map(chunk).collect();
     assert!(matches!(encode(&batch), Err(FrameError::TooLarge(_))));
-    let frames = encode_split(&batch).expect("split");
-    assert!(frames.len() >= 3, "{} frames", frames.len());
-    let mut stream = frames.concat();
+    // Appended to what the buffer held.
+    let mut stream = encode(&[ToPm::Leave]).expect("encode");
+    encode_split_into(&batch, &mut stream).expect("split");
+    let mut frames = 0;
+    let mut at = 0;
+    while at < stream.len() {
+        let header: [u8; HEADER] = stream[at..at + HEADER].try_into().expect("header");
+        at += HEADER + payload_len(&header).expect("a frame");
+        frames += 1;
+    }
+    assert_eq!(at, stream.len());
+    assert!(frames >= 4, "{frames} frames");
     let mut got: Vec<ToPm> = Vec::new();
     drain_frames(&mut stream, |m| got.push(m)).expect("decode");
-    assert_eq!(got, batch);
+    assert_eq!(got[0], ToPm::Leave);
+    assert_eq!(got[1..], batch[..]);
     let huge = ToPm::Chunk(Chunk {
         transfer: 1,
         offset: 0,
         data: vec![0; MAX_FRAME],
     });
+    // A failed frame leaves nothing behind.
+    let mut out = vec![1, 2, 3];
     assert!(matches!(
-        encode_split(&[huge]),
+        encode_split_into(&[huge], &mut out),
         Err(FrameError::TooLarge(_))
     ));
+    assert_eq!(out, [1, 2, 3]);
 }
 
 #[test]
