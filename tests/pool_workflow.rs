@@ -426,8 +426,9 @@ fn the_pool_benchmark_runs_and_reports() {
         // with a require before each demand, landing in the consumer's own memory.
         let mpi = provider == "shm";
         if mpi {
-            // With groups, whose reference is MPI with all their messages in flight.
-            bench.args(["--mpi", "--group", "3"]);
+            // With groups, whose reference is MPI with all their messages in flight; the
+            // provider's buffers plain, so that consumers copy them (never map them).
+            bench.args(["--mpi", "--group", "3", "--buffers", "plain"]);
         } else {
             bench.args(["--require", "--user-memory"]);
         }

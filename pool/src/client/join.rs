@@ -250,7 +250,7 @@ impl AsyncClient {
             core: Mutex::new(core),
             deadlines: super::shared::Deadlines::new(),
             burst: Default::default(),
-            crew: super::transport::crew::Crew::new(),
+            crew: super::transport::crew::Crew::new(tokio::runtime::Handle::current()),
             outs,
             tasks: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),

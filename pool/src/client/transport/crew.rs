@@ -38,6 +38,9 @@ const IDLE: Duration = Duration::from_secs(10);
 
 /// The queue of pieces and its helper (see the module's documentation).
 pub(crate) struct Crew {
+    /// The client's runtime, which the helper's reports to the core may spawn tasks on
+    /// (a transfer that goes another way after a failed copy, a ticket of the same step).
+    runtime: tokio::runtime::Handle,
     state: Mutex<State>,
     /// Wakes the helper for work, and whoever waits for it to leave.
     work: Condvar,
@@ -140,13 +143,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Crew {
-    pub(crate) fn new() -> Arc<Crew> {
-        Crew::idle_for(IDLE)
+    /// The crew of a client whose tasks run on `runtime`.
+    pub(crate) fn new(runtime: tokio::runtime::Handle) -> Arc<Crew> {
+        Crew::idle_for(runtime, IDLE)
     }
 
     /// A crew whose helper leaves after `idle` without work.
-    fn idle_for(idle: Duration) -> Arc<Crew> {
+    fn idle_for(runtime: tokio::runtime::Handle, idle: Duration) -> Arc<Crew> {
         Arc::new(Crew {
+            runtime,
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             idle,
@@ -241,13 +246,21 @@ impl Crew {
         piece.map(Piece::run).is_some()
     }
 
-    /// The helper thread: copies pieces until none came for the crew's idle time.
+    /// The helper thread: copies pieces until none came for the crew's idle time. A
+    /// report that panics (a bug) is logged and the helper goes on: pieces queued behind
+    /// it must not wait forever.
     fn helper(&self) {
+        let _in_runtime = self.runtime.enter();
         let mut s = lock(&self.state);
         loop {
             if let Some(piece) = s.queue.pop_front() {
                 drop(s);
-                piece.run();
+                let run = std::panic::AssertUnwindSafe(|| piece.run());
+                if std::panic::catch_unwind(run).is_err() {
+                    tracing::error!(
+                        "pool client: a copy's report panicked; the copy helper goes on"
+                    );
+                }
                 s = lock(&self.state);
                 continue;
             }
@@ -271,6 +284,14 @@ mod tests {
     use super::*;
     use std::task::Poll;
 
+    /// A crew on a runtime of its own (the runtime is kept alive beside it).
+    fn crew(idle: Duration) -> (Arc<Crew>, tokio::runtime::Runtime) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        (Crew::idle_for(rt.handle().clone(), idle), rt)
+    }
+
     /// A buffer of `len` bytes counting up from `seed`.
     fn source(len: usize, seed: u8) -> Vec<u8> {
         (0..len).map(|i| (i as u8).wrapping_add(seed)).collect()
@@ -278,7 +299,7 @@ mod tests {
 
     #[test]
     fn copies_of_any_size_arrive_whole_with_helpers_and_helping_callers() {
-        let crew = Crew::new();
+        let (crew, _rt) = crew(IDLE);
         let pid = std::process::id();
         let sizes = [1, PIECE - 1, PIECE, PIECE + 1, 3 * PIECE + 17, 16 << 20];
         let srcs: Vec<Vec<u8>> = sizes
@@ -314,7 +335,7 @@ mod tests {
 
     #[test]
     fn a_range_that_is_not_mapped_fails_the_copy_with_the_kernels_error() {
-        let crew = Crew::new();
+        let (crew, _rt) = crew(IDLE);
         let dst = Dst::Lent(Buffer::new(2 * PIECE).expect("buffer"));
         let copy = crew.copy((std::process::id(), 8), dst, 2 * PIECE);
         let (_, result) = futures::executor::block_on(copy).expect("done");
@@ -326,7 +347,7 @@ mod tests {
 
     #[test]
     fn the_helper_leaves_when_idle_and_the_next_copy_starts_another() {
-        let crew = Crew::idle_for(Duration::from_millis(20));
+        let (crew, _rt) = crew(Duration::from_millis(20));
         let src = source(PIECE, 3);
         let copy = |crew: &Arc<Crew>| {
             let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
