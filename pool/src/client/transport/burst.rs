@@ -40,15 +40,16 @@ impl Burst {
 
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
 /// same-host provider's memory the burst can batch.
-/// A copy of at least [`crew::OFFLOAD_MIN`] bytes outside a burst goes to the client's copy
-/// crew, which reports it to the core from the thread that finished it.
+/// A copy of at least [`crew::HANDOFF_MIN`] bytes outside a burst (a leased demand's, on
+/// the demanding thread) goes to the client's copy crew, which reports it to the core from
+/// the thread that finished it.
 pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
     if let Some(process) = copy_from(shared, &fetch) {
         if let Some(gathered) = shared.burst.lock().as_mut() {
             gathered.push((process, fetch));
             return;
         }
-        if fetch.source.len() >= crew::OFFLOAD_MIN as u64 && host::genuine(shared, process) {
+        if fetch.source.len() >= crew::HANDOFF_MIN as u64 && host::genuine(shared, process) {
             hand_to_crew(shared, process.pid, fetch);
             return;
         }
