@@ -55,6 +55,9 @@ pub(crate) struct Crew {
     work: Condvar,
     /// How long the helper waits for work before it leaves ([`IDLE`]).
     idle: Duration,
+    /// Whether a helper may start: not when the process may run on one CPU only (a rank
+    /// bound to its core), where a second copier would only take turns with the first.
+    helps: bool,
 }
 
 #[derive(Default)]
@@ -152,18 +155,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Crew {
-    /// The crew of a client whose tasks run on `runtime`.
+    /// The crew of a client whose tasks run on `runtime`; without a helper where the
+    /// process may run on one CPU only (its affinity, its cgroup's quota).
     pub(crate) fn new(runtime: tokio::runtime::Handle) -> Arc<Crew> {
-        Crew::idle_for(runtime, IDLE)
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        Crew::with(runtime, IDLE, cpus > 1)
     }
 
-    /// A crew whose helper leaves after `idle` without work.
-    fn idle_for(runtime: tokio::runtime::Handle, idle: Duration) -> Arc<Crew> {
+    /// A crew whose helper leaves after `idle` without work, if one `helps` at all.
+    fn with(runtime: tokio::runtime::Handle, idle: Duration, helps: bool) -> Arc<Crew> {
         Arc::new(Crew {
             runtime,
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             idle,
+            helps,
         })
     }
 
@@ -228,6 +234,7 @@ impl Crew {
                 self.work.notify_all();
                 true
             }
+            Helper::None if !self.helps => false,
             Helper::None => {
                 let crew = Arc::clone(self);
                 let started = std::thread::Builder::new()
@@ -294,11 +301,11 @@ mod tests {
     use std::task::Poll;
 
     /// A crew on a runtime of its own (the runtime is kept alive beside it).
-    fn crew(idle: Duration) -> (Arc<Crew>, tokio::runtime::Runtime) {
+    fn crew(idle: Duration, helps: bool) -> (Arc<Crew>, tokio::runtime::Runtime) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
-        (Crew::idle_for(rt.handle().clone(), idle), rt)
+        (Crew::with(rt.handle().clone(), idle, helps), rt)
     }
 
     /// A buffer of `len` bytes counting up from `seed`.
@@ -308,7 +315,7 @@ mod tests {
 
     #[test]
     fn copies_of_any_size_arrive_whole_with_helpers_and_helping_callers() {
-        let (crew, _rt) = crew(IDLE);
+        let (crew, _rt) = crew(IDLE, true);
         let pid = std::process::id();
         let sizes = [1, PIECE - 1, PIECE, PIECE + 1, 3 * PIECE + 17, 16 << 20];
         let srcs: Vec<Vec<u8>> = sizes
@@ -344,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_range_that_is_not_mapped_fails_the_copy_with_the_kernels_error() {
-        let (crew, _rt) = crew(IDLE);
+        let (crew, _rt) = crew(IDLE, true);
         let dst = Dst::Lent(Buffer::new(2 * PIECE).expect("buffer"));
         let copy = crew.copy((std::process::id(), 8), dst, 2 * PIECE);
         let (_, result) = futures::executor::block_on(copy).expect("done");
@@ -356,7 +363,7 @@ mod tests {
 
     #[test]
     fn the_helper_leaves_when_idle_and_the_next_copy_starts_another() {
-        let (crew, _rt) = crew(Duration::from_millis(20));
+        let (crew, _rt) = crew(Duration::from_millis(20), true);
         let src = source(PIECE, 3);
         let copy = |crew: &Arc<Crew>| {
             let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
@@ -376,5 +383,27 @@ mod tests {
             assert!(!waited.timed_out(), "the helper stayed");
             drop(s);
         }
+    }
+
+    #[test]
+    fn without_a_helper_the_caller_copies_before_the_copy_returns() {
+        let (crew, _rt) = crew(IDLE, false);
+        let src = source(3 * PIECE + 5, 9);
+        let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
+        let done = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&done);
+        let at = (std::process::id(), src.as_ptr() as u64);
+        crew.copy_then(at, dst, src.len(), move |dst, r| {
+            *lock(&slot) = Some((dst, r));
+        });
+        let (mut dst, r) = lock(&done)
+            .take()
+            .expect("copied before copy_then returned");
+        r.expect("copied");
+        assert_eq!(dst.as_mut_slice(), &src[..]);
+        assert!(
+            lock(&crew.state).helper == Helper::None,
+            "no helper started"
+        );
     }
 }
