@@ -585,6 +585,7 @@ impl Drop for AsyncClient {
         for out in &self.shared.outs {
             out.close();
         }
+        self.shared.crew.close();
         data::forget_app(self.shared.pool(), self.shared.app);
     }
 }

@@ -49,7 +49,8 @@ pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
             gathered.push((process, fetch));
             return;
         }
-        if fetch.source.len() >= crew::HANDOFF_MIN as u64 && host::genuine(shared, process) {
+        let crew = fetch.source.len() >= crew::HANDOFF_MIN as u64 && shared.crew.helps();
+        if crew && host::genuine(shared, process) {
             hand_to_crew(shared, process.pid, fetch);
             return;
         }

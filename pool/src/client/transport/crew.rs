@@ -1,6 +1,7 @@
 //! The copy crew: same-host copies of at least [`OFFLOAD_MIN`] bytes (a leased demand's
-//! from [`HANDOFF_MIN`]) are cut into pieces of at most [`PIECE`] bytes and queued here, where a helper thread of the client
-//! (`pool-copy`) and any application thread waiting in [`Client::block_on`] take them.
+//! from [`HANDOFF_MIN`]) are cut into pieces of at most [`PIECE`] bytes and queued here,
+//! where a helper thread of the client (`pool-copy`) and any application thread waiting
+//! in [`Client::block_on`] take them.
 //!
 //! Why: a consumer with several demands in flight used to copy each on the thread that
 //! polled it, one after the other, while the node's other core waited for work (the
@@ -12,8 +13,10 @@
 //!
 //! The helper sleeps on a condition variable when the queue is empty (woken only then,
 //! one system call per burst of pieces, not per piece) and leaves after [`IDLE`] without
-//! work; the next copy starts another. A crew that cannot start its helper has its
-//! pieces copied by the future that waits for them, on its own thread.
+//! work, or once its client is dropped ([`Crew::close`]); the next copy starts another. A
+//! process that may run on one CPU only has no crew ([`Crew::helps`]): its copies are made
+//! as before it, and a crew that cannot start its helper has the thread that queued a
+//! copy make it.
 //!
 //! [`Client::block_on`]: crate::client::Client::block_on
 
@@ -64,6 +67,8 @@ pub(crate) struct Crew {
 struct State {
     queue: VecDeque<Piece>,
     helper: Helper,
+    /// The client is gone: the helper leaves once the queue is empty.
+    closed: bool,
 }
 
 /// The helper thread, as the queue's side sees it.
@@ -130,7 +135,7 @@ struct Piece {
 }
 
 impl Piece {
-    /// Copies the piece's range, records a failure, and wakes the job's future if it was
+    /// Copies the piece's range, records a failure, and runs the job's `then` if it was
     /// the last.
     fn run(self) {
         let job = &self.job;
@@ -255,6 +260,17 @@ impl Crew {
         }
     }
 
+    /// Whether this crew copies at all: a helper may start (see [`Crew::new`]).
+    pub(super) fn helps(&self) -> bool {
+        self.helps
+    }
+
+    /// The client is gone: the helper leaves once it has copied what is queued.
+    pub(crate) fn close(&self) {
+        lock(&self.state).closed = true;
+        self.work.notify_all();
+    }
+
     /// Copies one queued piece on the caller's thread, if any is queued: whether it did
     /// (an application thread about to sleep in `block_on` helps this way).
     pub(crate) fn help(&self) -> bool {
@@ -280,18 +296,23 @@ impl Crew {
                 s = lock(&self.state);
                 continue;
             }
+            if s.closed {
+                break;
+            }
             s.helper = Helper::Asleep;
             let (woken, waited) = self
                 .work
-                .wait_timeout_while(s, self.idle, |s| s.helper == Helper::Asleep)
+                .wait_timeout_while(s, self.idle, |s| s.helper == Helper::Asleep && !s.closed)
                 .unwrap_or_else(PoisonError::into_inner);
             s = woken;
-            if waited.timed_out() && s.helper == Helper::Asleep {
-                s.helper = Helper::None;
-                self.work.notify_all();
-                return;
+            // Closed: the loop's top copies what is queued, then leaves.
+            if waited.timed_out() && s.helper == Helper::Asleep && !s.closed {
+                break;
             }
         }
+        // Under the lock since the queue was last seen empty: no piece is left behind.
+        s.helper = Helper::None;
+        self.work.notify_all();
     }
 }
 
@@ -405,5 +426,25 @@ mod tests {
             lock(&crew.state).helper == Helper::None,
             "no helper started"
         );
+    }
+
+    #[test]
+    fn a_closed_crews_helper_copies_what_is_queued_and_leaves() {
+        let (crew, _rt) = crew(IDLE, true);
+        let src = source(2 * PIECE, 4);
+        let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
+        let at = (std::process::id(), src.as_ptr() as u64);
+        let copy = crew.copy(at, dst, src.len());
+        crew.close();
+        let (mut dst, r) = futures::executor::block_on(copy).expect("done");
+        r.expect("copied");
+        assert_eq!(dst.as_mut_slice(), &src[..]);
+        let s = lock(&crew.state);
+        let (s, waited) = crew
+            .work
+            .wait_timeout_while(s, Duration::from_secs(30), |s| s.helper != Helper::None)
+            .expect("lock");
+        assert!(!waited.timed_out(), "the helper stayed after the close");
+        drop(s);
     }
 }

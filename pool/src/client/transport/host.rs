@@ -33,7 +33,7 @@ pub(super) async fn take(
         return Ok(Taken::NotHere(lent));
     }
     let view = mappable(&m, lent.as_ref());
-    if !view && len >= crew::OFFLOAD_MIN {
+    if !view && len >= crew::OFFLOAD_MIN && shared.crew.helps() {
         let dst = landing(shared, via, len, lent)?;
         let (dst, copied) = shared
             .crew
