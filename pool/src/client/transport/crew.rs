@@ -396,14 +396,18 @@ mod tests {
         };
         for _ in 0..2 {
             copy(&crew);
-            let s = lock(&crew.state);
-            let (s, waited) = crew
-                .work
-                .wait_timeout_while(s, Duration::from_secs(30), |s| s.helper != Helper::None)
-                .expect("lock");
-            assert!(!waited.timed_out(), "the helper stayed");
-            drop(s);
+            helper_gone(&crew);
         }
+    }
+
+    /// Waits (at most 30 s) until the crew's helper left.
+    fn helper_gone(crew: &Crew) {
+        let s = lock(&crew.state);
+        let (_s, waited) = crew
+            .work
+            .wait_timeout_while(s, Duration::from_secs(30), |s| s.helper != Helper::None)
+            .expect("lock");
+        assert!(!waited.timed_out(), "the helper stayed");
     }
 
     #[test]
@@ -431,20 +435,19 @@ mod tests {
     #[test]
     fn a_closed_crews_helper_copies_what_is_queued_and_leaves() {
         let (crew, _rt) = crew(IDLE, true);
-        let src = source(2 * PIECE, 4);
+        let src = source(8 * PIECE, 4);
         let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
+        let (tx, rx) = std::sync::mpsc::channel();
         let at = (std::process::id(), src.as_ptr() as u64);
-        let copy = crew.copy(at, dst, src.len());
+        crew.copy_then(at, dst, src.len(), move |dst, r| {
+            let _ = tx.send((dst, r));
+        });
         crew.close();
-        let (mut dst, r) = futures::executor::block_on(copy).expect("done");
+        let (mut dst, r) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("copied after the close");
         r.expect("copied");
         assert_eq!(dst.as_mut_slice(), &src[..]);
-        let s = lock(&crew.state);
-        let (s, waited) = crew
-            .work
-            .wait_timeout_while(s, Duration::from_secs(30), |s| s.helper != Helper::None)
-            .expect("lock");
-        assert!(!waited.timed_out(), "the helper stayed after the close");
-        drop(s);
+        helper_gone(&crew);
     }
 }
