@@ -40,6 +40,7 @@ impl Burst {
 
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
 /// same-host provider's memory the burst can batch.
+///
 /// A copy of at least [`crew::HANDOFF_MIN`] bytes outside a burst (a leased demand's, on
 /// the demanding thread) goes to the client's copy crew, which reports it to the core from
 /// the thread that finished it.
@@ -61,20 +62,17 @@ pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
 /// Has the copy crew copy `fetch` from process `pid`, and the thread that finishes it
 /// report the bytes to the core; a copy that fails goes the single ticket's way.
 fn hand_to_crew(shared: &Arc<Shared>, pid: u32, fetch: Fetch<Buffer>) {
+    let g = match gather(shared, fetch) {
+        Ok(g) => g,
+        Err(e) => return super::start(shared, e.1),
+    };
+    let (at, len) = (g.addr(), g.len());
     let Gathered {
         transfer,
         cdo,
         source,
         landing,
-    } = match gather(shared, fetch) {
-        Ok(g) => g,
-        Err(e) => return super::start(shared, e.1),
-    };
-    let at = match &source {
-        Source::Rma { region, .. } => region.addr,
-        _ => 0,
-    };
-    let len = usize::try_from(source.len()).unwrap_or(0);
+    } = g;
     let owner = Arc::clone(shared);
     shared
         .crew
@@ -93,7 +91,7 @@ fn hand_to_crew(shared: &Arc<Shared>, pid: u32, fetch: Fetch<Buffer>) {
                 return super::start(&owner, g.back(&owner));
             }
             let (shard, transfer) = g.transfer;
-            let data = g.data(&owner);
+            let data = g.landing.into_data(len, &owner);
             // Fails only when the connection is gone, which the client hears of anyway.
             let _ = owner.with_core(|c| {
                 c.fetched(shard, transfer, Ok((data, Some(Direct::Copied))));
@@ -165,13 +163,7 @@ struct Gathered {
 impl Gathered {
     /// The ticket as it came (a landing region given back), to go the single way.
     fn back(self, shared: &Shared) -> Fetch<Buffer> {
-        let lent = match self.landing {
-            Dst::Lent(b) => Some(b),
-            Dst::Landing(r) => {
-                shared.landing.give(r);
-                None
-            }
-        };
+        let lent = self.landing.give_back(shared);
         Fetch {
             transfer: self.transfer.1,
             cdo: self.cdo,
@@ -183,15 +175,6 @@ impl Gathered {
 
     fn len(&self) -> usize {
         usize::try_from(self.source.len()).unwrap_or(0)
-    }
-
-    /// The bytes copied into its landing.
-    fn data(self, shared: &Shared) -> CdoData {
-        let len = self.len();
-        match self.landing {
-            Dst::Lent(b) => CdoData::own(b, len),
-            Dst::Landing(r) => CdoData::landed(r, len, shared.landing.clone()),
-        }
     }
 
     fn addr(&self) -> u64 {
@@ -248,7 +231,10 @@ fn copy_all(
     }
     Ok(gathered
         .into_iter()
-        .map(|g| (g.transfer, g.data(shared)))
+        .map(|g| {
+            let len = g.len();
+            (g.transfer, g.landing.into_data(len, shared))
+        })
         .collect())
 }
 
@@ -276,18 +262,11 @@ fn gather(
         lent,
         shard,
     } = f;
-    let landing = match lent.filter(|b| b.len() >= len) {
-        Some(b) => Ok(Dst::Lent(b)),
-        None => {
-            let via = match &source {
-                Source::Rma { via, .. } => *via,
-                _ => 0,
-            };
-            super::rma::endpoint_via(shared, via)
-                .and_then(|ep| Ok(shared.landing.take(ep, len)?))
-                .map(Dst::Landing)
-        }
+    let via = match &source {
+        Source::Rma { via, .. } => *via,
+        _ => 0,
     };
+    let landing = host::landing(shared, via, len, lent.filter(|b| b.len() >= len));
     match landing {
         Ok(landing) => Ok(Gathered {
             transfer: (shard, transfer),

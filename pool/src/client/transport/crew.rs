@@ -28,6 +28,9 @@ use std::time::Duration;
 use fabric::Buffer;
 use fabric::cma::CmaError;
 
+use crate::client::Shared;
+use crate::client::data::CdoData;
+
 /// A ticket's copy of fewer bytes is made on the thread that carries the ticket out: there
 /// the crew costs a hop to the helper and another back to the client's runtime (measured
 /// at 64 KiB: a demand one at a time 44-85 us against 28-31), which only a copy of several
@@ -96,6 +99,26 @@ impl Dst {
         match self {
             Dst::Lent(b) => b.as_mut_slice(),
             Dst::Landing(r) => r.as_mut_slice(),
+        }
+    }
+
+    /// The `len` bytes copied here, as the application gets them (a landing buffer goes
+    /// back to `shared`'s pool once the data is dropped).
+    pub(super) fn into_data(self, len: usize, shared: &Shared) -> CdoData {
+        match self {
+            Dst::Lent(b) => CdoData::own(b, len),
+            Dst::Landing(r) => CdoData::landed(r, len, shared.landing.clone()),
+        }
+    }
+
+    /// Unused: a landing buffer goes back to `shared`'s pool; the memory lent, back.
+    pub(super) fn give_back(self, shared: &Shared) -> Option<Buffer> {
+        match self {
+            Dst::Lent(b) => Some(b),
+            Dst::Landing(r) => {
+                shared.landing.give(r);
+                None
+            }
         }
     }
 }

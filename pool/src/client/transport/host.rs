@@ -101,7 +101,7 @@ fn take_from_process(
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
-fn landing(shared: &Shared, via: u8, len: usize, lent: Option<Buffer>) -> Result<Dst> {
+pub(super) fn landing(shared: &Shared, via: u8, len: usize, lent: Option<Buffer>) -> Result<Dst> {
     Ok(match lent {
         Some(b) => Dst::Lent(b),
         None => Dst::Landing(shared.landing.take(endpoint_via(shared, via)?, len)?),
@@ -116,22 +116,12 @@ fn copied_or_not(
     dst: Dst,
     len: usize,
 ) -> Taken {
-    match (copied, dst) {
-        (Ok(()), Dst::Landing(r)) => Taken::Here(
-            CdoData::landed(r, len, shared.landing.clone()),
-            Direct::Copied,
-        ),
-        (Ok(()), Dst::Lent(b)) => Taken::Here(CdoData::own(b, len), Direct::Copied),
-        (Err(e), dst) => {
+    match copied {
+        Ok(()) => Taken::Here(dst.into_data(len, shared), Direct::Copied),
+        Err(e) => {
             refused(shared, &e);
             tracing::debug!("pool client: taking from process {pid} failed ({e}); reading by RMA");
-            match dst {
-                Dst::Landing(r) => {
-                    shared.landing.give(r);
-                    Taken::NotHere(None)
-                }
-                Dst::Lent(b) => Taken::NotHere(Some(b)),
-            }
+            Taken::NotHere(dst.give_back(shared))
         }
     }
 }
