@@ -100,10 +100,10 @@ fn run(cdos: usize, batch: usize) -> Result<(Duration, Duration), Box<dyn std::e
         for msg in msgs {
             m.handle(start, conn, msg);
         }
-        let out: Vec<FromPm> = std::iter::from_fn(|| m.poll_output())
+        let mut out: Vec<FromPm> = std::iter::from_fn(|| m.poll_output())
             .map(|(_, msg)| msg)
             .collect();
-        let out = proto::pack_done(out);
+        proto::pack_done(&mut out);
         pm += start.elapsed();
         let start = Instant::now();
         let answer = proto::encode(&out)?;

@@ -94,8 +94,11 @@ pub(crate) const DEFER: Duration = Duration::from_millis(1);
 thread_local! {
     /// While this thread runs [`corked`], the outboxes it queued messages in, written
     /// when it ends.
-    static CORK: RefCell<Option<Vec<Arc<Outbox>>>> = const { RefCell::new(None) };
+    static CORK: RefCell<Option<Corked>> = const { RefCell::new(None) };
 }
+
+/// The outboxes a cork held back: mostly one (a shard's), with no allocation for it.
+type Corked = smallvec::SmallVec<[Arc<Outbox>; 2]>;
 
 /// Runs `poll` (one poll of a future) corked: messages it sends on this thread are queued,
 /// and written together when it returns (or unwinds). Nested, the outermost writes.
@@ -112,7 +115,7 @@ pub(crate) fn corked<R>(poll: impl FnOnce() -> R) -> R {
     }
     let outermost = CORK.with(|c| {
         let mut c = c.borrow_mut();
-        c.is_none().then(|| *c = Some(Vec::new())).is_some()
+        c.is_none().then(|| *c = Some(Corked::new())).is_some()
     });
     let _uncork = outermost.then(|| Uncork);
     poll()

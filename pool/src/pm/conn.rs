@@ -28,6 +28,25 @@ pub(super) struct Writers {
     pub(super) kept: Option<super::kept::KeptDir>,
     /// The manager's own inbox: what checks made off its thread report back.
     pub(super) events: mpsc::UnboundedSender<Event>,
+    /// Each connection's messages of the round being flushed, kept from round to round
+    /// (emptied, at most [`STAGED_KEPT`] held) so that a round allocates nothing but
+    /// its frames.
+    pub(super) staged: HashMap<ConnId, Vec<FromPm>>,
+}
+
+/// Messages' room a connection's staging keeps between rounds.
+const STAGED_KEPT: usize = 256;
+
+/// Bytes a round's buffer of frames starts with per message: an answer, a ticket or an
+/// event of a CDO with a few attributes fits.
+const FRAME_ROOM_PER_MESSAGE: usize = 128;
+
+impl Writers {
+    /// Forgets connection `conn`: its writer, if it has one, and its staging.
+    pub(super) fn remove(&mut self, conn: ConnId) -> Option<Writer> {
+        self.staged.remove(&conn);
+        self.by_conn.remove(&conn)
+    }
 }
 
 /// One connection's writer task: frames to write (`None`: close) and the bytes queued;
@@ -102,21 +121,28 @@ impl Writer {
 /// subscribers hear why), which may produce more output: sent in the next round.
 pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
     loop {
-        let mut batches: HashMap<ConnId, Vec<FromPm>> = HashMap::new();
+        let staged = &mut writers.staged;
         while let Some((conn, msg)) = manager.poll_output() {
-            batches.entry(conn).or_default().push(msg);
+            staged.entry(conn).or_default().push(msg);
         }
         let mut stuck = Vec::new();
-        for (conn, batch) in batches {
+        for (&conn, batch) in staged.iter_mut().filter(|(_, b)| !b.is_empty()) {
+            let Some(w) = writers.by_conn.get(&conn) else {
+                batch.clear();
+                continue;
+            };
             // The round's frames for the connection in one buffer, encoded in place.
-            let mut frames = Vec::new();
-            if let Err(e) = proto::encode_split_into(&proto::pack_done(batch), &mut frames) {
+            proto::pack_done(batch);
+            // Room for the usual messages at once (growing from nothing reallocated the
+            // buffer several times a round).
+            let mut frames = Vec::with_capacity(FRAME_ROOM_PER_MESSAGE * batch.len());
+            let encoded = proto::encode_split_into(batch, &mut frames);
+            batch.clear();
+            batch.shrink_to(STAGED_KEPT);
+            if let Err(e) = encoded {
                 tracing::error!("encoding a reply to {conn}: {e}");
                 continue;
             }
-            let Some(w) = writers.by_conn.get(&conn) else {
-                continue;
-            };
             let bytes = frames.len();
             // Held exactly: what would pass the limit is not queued at all. (Only this
             // thread adds; the writer only takes away.)
@@ -129,13 +155,13 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             let _ = w.tx.send(Some(frames));
         }
         for conn in manager.take_closing() {
-            if let Some(w) = writers.by_conn.remove(&conn) {
+            if let Some(w) = writers.remove(conn) {
                 w.close();
             }
         }
         // Their events passed their bounds: what they still had to read is dropped.
         for conn in manager.take_cut() {
-            if let Some(w) = writers.by_conn.remove(&conn) {
+            if let Some(w) = writers.remove(conn) {
                 w.cut_off();
             }
         }
@@ -153,7 +179,7 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             tracing::error!(
                 "connection {conn} does not read what the pool manager sends ({queued} bytes waiting); closing it"
             );
-            if let Some(w) = writers.by_conn.remove(&conn) {
+            if let Some(w) = writers.remove(conn) {
                 w.cut_off();
             }
             manager.disconnected_because(

@@ -419,6 +419,7 @@ impl PoolManager {
                     by_conn: HashMap::new(),
                     kept,
                     events: tx.clone(),
+                    staged: HashMap::new(),
                 };
                 if let Some(l) = metrics {
                     rt.spawn(metrics::serve(l, tx.clone()));
@@ -590,7 +591,7 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             let mut nonce = [0u8; 32];
             if getrandom::fill(&mut nonce).is_err() {
                 tracing::error!("no randomness for a JOIN challenge; closing {conn}");
-                writers.by_conn.remove(&conn);
+                writers.remove(conn);
                 return;
             }
             manager.connected_from(now, conn, nonce, peer);
@@ -616,7 +617,7 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             let _ = joined.send(manager.is_joined(conn));
         }
         Event::Gone(conn) => {
-            writers.by_conn.remove(&conn);
+            writers.remove(conn);
             manager.disconnected(now, conn);
         }
         Event::Fabric(change) => manager.fabric_changed(now, change),

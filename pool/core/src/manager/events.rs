@@ -506,7 +506,8 @@ impl Manager {
             );
         let empty = Attributes::new();
         let attrs = subject.as_ref().map_or(&empty, |s| &s.attributes);
-        let targets: Vec<(SubId, ConnId, bool, AppId)> = self
+        // Mostly one subscriber or a few: no allocation for them.
+        let targets: smallvec::SmallVec<[(SubId, ConnId, bool, AppId); 4]> = self
             .events
             .subs
             .iter()
@@ -535,7 +536,7 @@ impl Manager {
         let plain = Arc::new(event);
         let mut acked: Option<Arc<PoolEvent>> = None;
         let mut awaiting = Vec::new();
-        let mut granted: Vec<AppId> = Vec::new();
+        let mut granted: smallvec::SmallVec<[AppId; 4]> = smallvec::SmallVec::new();
         for (sub, conn, ack, subscriber) in targets {
             if !self.events.subs.contains_key(&sub) {
                 continue; // its connection was cut off meanwhile

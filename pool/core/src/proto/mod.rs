@@ -789,12 +789,17 @@ pub struct Lease {
 
 /// Packs each run of two or more `Done` answers of one operation into one `DoneMany`,
 /// keeping the order of everything else: a pipelining producer gets one answer per batch.
-pub fn pack_done(batch: Vec<FromPm>) -> Vec<FromPm> {
-    let mut out: Vec<FromPm> = Vec::with_capacity(batch.len());
-    for m in batch {
-        match (out.last_mut(), m) {
+/// In place: a driver packs the same buffer round after round, with no allocation but a
+/// `DoneMany`'s list.
+pub fn pack_done(batch: &mut Vec<FromPm>) {
+    let mut kept: usize = 0;
+    for i in 0..batch.len() {
+        // `Bye` holds the place of a message moved out until the truncate below.
+        let m = std::mem::replace(&mut batch[i], FromPm::Bye);
+        let m = match (kept.checked_sub(1).map(|last| &mut batch[last]), m) {
             (Some(FromPm::DoneMany { op, cdos }), FromPm::Done { op: o, cdo }) if *op == o => {
                 cdos.push(cdo);
+                continue;
             }
             (Some(last @ FromPm::Done { .. }), FromPm::Done { op: o, cdo }) => match last {
                 FromPm::Done { op, cdo: first } if *op == o => {
@@ -802,13 +807,16 @@ pub fn pack_done(batch: Vec<FromPm>) -> Vec<FromPm> {
                         op: o,
                         cdos: vec![*first, cdo],
                     };
+                    continue;
                 }
-                _ => out.push(FromPm::Done { op: o, cdo }),
+                _ => FromPm::Done { op: o, cdo },
             },
-            (_, m) => out.push(m),
-        }
+            (_, m) => m,
+        };
+        batch[kept] = m;
+        kept += 1;
     }
-    out
+    batch.truncate(kept);
 }
 
 #[cfg(test)]

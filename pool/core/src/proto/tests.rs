@@ -7,7 +7,7 @@ use fabric_types::{Address, MemoryFile};
 #[test]
 fn runs_of_done_are_packed_in_order() {
     let done = |op, cdo| FromPm::Done { op, cdo };
-    let batch = vec![
+    let mut batch = vec![
         done(Op::Offer, 1),
         done(Op::Offer, 2),
         done(Op::Offer, 3),
@@ -17,8 +17,9 @@ fn runs_of_done_are_packed_in_order() {
         done(Op::Seal, 7),
         done(Op::Offer, 8),
     ];
+    pack_done(&mut batch);
     assert_eq!(
-        pack_done(batch),
+        batch,
         [
             FromPm::DoneMany {
                 op: Op::Offer,
@@ -33,7 +34,9 @@ fn runs_of_done_are_packed_in_order() {
             done(Op::Offer, 8),
         ]
     );
-    assert!(pack_done(Vec::new()).is_empty());
+    let mut empty = Vec::new();
+    pack_done(&mut empty);
+    assert!(empty.is_empty());
 }
 
 /// Messages are moved through queues and channels by value: the rare big ones (JOIN,
