@@ -28,23 +28,26 @@ pub(super) struct Writers {
     pub(super) kept: Option<super::kept::KeptDir>,
     /// The manager's own inbox: what checks made off its thread report back.
     pub(super) events: mpsc::UnboundedSender<Event>,
-    /// Each connection's messages of the round being flushed, kept from round to round
-    /// (emptied, at most [`STAGED_KEPT`] held) so that a round allocates nothing but
-    /// its frames.
+    /// Each connection's messages of the round being flushed (empty between rounds).
     pub(super) staged: HashMap<ConnId, Vec<FromPm>>,
+    /// Emptied lists of past rounds, for the next round's connections: a round
+    /// allocates nothing but its frames.
+    pub(super) spare: Vec<Vec<FromPm>>,
 }
 
-/// Messages' room a connection's staging keeps between rounds.
-const STAGED_KEPT: usize = 256;
+/// Most emptied lists kept for the next rounds ...
+const SPARE_LISTS: usize = 64;
+/// ... each with room for at most this many messages (a round's burst to one
+/// connection may be far longer: its list is dropped).
+const SPARE_ROOM: usize = 256;
 
 /// Bytes a round's buffer of frames starts with per message: an answer, a ticket or an
 /// event of a CDO with a few attributes fits.
 const FRAME_ROOM_PER_MESSAGE: usize = 128;
 
 impl Writers {
-    /// Forgets connection `conn`: its writer, if it has one, and its staging.
+    /// Forgets connection `conn`'s writer, if it has one.
     pub(super) fn remove(&mut self, conn: ConnId) -> Option<Writer> {
-        self.staged.remove(&conn);
         self.by_conn.remove(&conn)
     }
 }
@@ -116,29 +119,40 @@ impl Writer {
     }
 }
 
+/// Keeps `batch`, emptied, for a connection of a later round (unless enough are kept, or
+/// it grew too long to keep).
+fn keep_spare(spare: &mut Vec<Vec<FromPm>>, mut batch: Vec<FromPm>) {
+    batch.clear();
+    if spare.len() < SPARE_LISTS && batch.capacity() <= SPARE_ROOM {
+        spare.push(batch);
+    }
+}
+
 /// Sends the manager's output, one frame per connection per round. A connection whose
 /// unwritten output would pass the limit is closed and the manager told it is gone (its
 /// subscribers hear why), which may produce more output: sent in the next round.
 pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
     loop {
-        let staged = &mut writers.staged;
+        let (staged, spare) = (&mut writers.staged, &mut writers.spare);
         while let Some((conn, msg)) = manager.poll_output() {
-            staged.entry(conn).or_default().push(msg);
+            staged
+                .entry(conn)
+                .or_insert_with(|| spare.pop().unwrap_or_default())
+                .push(msg);
         }
         let mut stuck = Vec::new();
-        for (&conn, batch) in staged.iter_mut().filter(|(_, b)| !b.is_empty()) {
+        for (conn, mut batch) in staged.drain() {
             let Some(w) = writers.by_conn.get(&conn) else {
-                batch.clear();
+                keep_spare(spare, batch);
                 continue;
             };
-            // The round's frames for the connection in one buffer, encoded in place.
-            proto::pack_done(batch);
-            // Room for the usual messages at once (growing from nothing reallocated the
+            // The round's frames for the connection in one buffer, encoded in place, with
+            // room for the usual messages at once (growing from nothing reallocated the
             // buffer several times a round).
+            proto::pack_done(&mut batch);
             let mut frames = Vec::with_capacity(FRAME_ROOM_PER_MESSAGE * batch.len());
-            let encoded = proto::encode_split_into(batch, &mut frames);
-            batch.clear();
-            batch.shrink_to(STAGED_KEPT);
+            let encoded = proto::encode_split_into(&batch, &mut frames);
+            keep_spare(spare, batch);
             if let Err(e) = encoded {
                 tracing::error!("encoding a reply to {conn}: {e}");
                 continue;

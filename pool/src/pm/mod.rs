@@ -420,6 +420,7 @@ impl PoolManager {
                     kept,
                     events: tx.clone(),
                     staged: HashMap::new(),
+                    spare: Vec::new(),
                 };
                 if let Some(l) = metrics {
                     rt.spawn(metrics::serve(l, tx.clone()));
