@@ -170,11 +170,15 @@ impl Client {
             let _in_runtime = self.rt.enter();
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             let start = std::time::Instant::now();
+            // This thread reads the answers off the PM's rings itself while it spins
+            // (their reader tasks are rung again once it stops: before it sleeps).
+            let shared = &self.inner.shared;
+            let rings = shared.read_rings();
             loop {
                 if let std::task::Poll::Ready(v) = outbox::corked(|| f.as_mut().poll(&mut cx)) {
                     return v;
                 }
-                if crew.help() {
+                if rings.progress(shared) || crew.help() {
                     continue;
                 }
                 if start.elapsed() >= self.spin {

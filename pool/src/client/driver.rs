@@ -16,8 +16,16 @@ use super::outbox::WriteIo;
 use super::{ClientError, Result, Shared};
 use crate::bootstrap::{ControlAddr, PmInfo};
 use crate::proto::{self, AppId, FromPm, Op, ToPm};
+use crate::ring::inlet::{Inlet, RingIn, Taken};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
+
+/// How frames come: a socket's bytes, or a shared-memory ring whose reading end the
+/// threads waiting for answers share ([`crate::ring::inlet`]).
+enum Io {
+    Stream(Reader),
+    Ring(RingIn),
+}
 
 /// Longest wait for one PM endpoint to accept a connection.
 const CONNECT_LIMIT: Duration = Duration::from_secs(5);
@@ -26,25 +34,59 @@ pub(crate) use pool_core::client::Piece;
 
 /// Reads frames off the control connection.
 pub(crate) struct FrameReader {
-    io: Reader,
+    io: Io,
+    /// A socket's bytes not framed yet (a ring's are its inlet's).
     buf: Vec<u8>,
     inbox: VecDeque<FromPm>,
+    /// The connection ended: nothing comes after the inbox.
+    ended: bool,
 }
 
 impl FrameReader {
+    fn new(io: Io) -> FrameReader {
+        FrameReader {
+            io,
+            buf: Vec::new(),
+            inbox: VecDeque::new(),
+            ended: false,
+        }
+    }
+
     /// The next message; `None` when the PM closed the connection.
     async fn next(&mut self) -> Result<Option<FromPm>> {
         loop {
             if let Some(m) = self.inbox.pop_front() {
                 return Ok(Some(m));
             }
-            // Straight into the buffer's spare room.
-            self.buf.reserve(64 * 1024);
-            if self.io.read_buf(&mut self.buf).await? == 0 {
+            if self.ended {
                 return Ok(None);
             }
             let inbox = &mut self.inbox;
-            proto::drain_frames::<FromPm>(&mut self.buf, |m| inbox.push_back(m))?;
+            match &mut self.io {
+                Io::Stream(io) => {
+                    // Straight into the buffer's spare room.
+                    self.buf.reserve(64 * 1024);
+                    if io.read_buf(&mut self.buf).await? == 0 {
+                        self.ended = true;
+                        continue;
+                    }
+                    proto::drain_frames::<FromPm>(&mut self.buf, |m| inbox.push_back(m))?;
+                }
+                Io::Ring(ring) => {
+                    let inlet = Arc::clone(ring.inlet());
+                    let take = |inbox: &mut VecDeque<FromPm>| -> Result<usize> {
+                        let mut taken = inlet.lock();
+                        let n = inlet.take(&mut taken)?;
+                        proto::drain_frames::<FromPm>(&mut taken.buf, |m| inbox.push_back(m))?;
+                        Ok(n)
+                    };
+                    // Ended: what the ring still held was written before; then the end.
+                    if take(inbox)? == 0 && !ring.wait(false).await? {
+                        take(inbox)?;
+                        self.ended = true;
+                    }
+                }
+            }
         }
     }
 
@@ -121,33 +163,31 @@ pub(crate) async fn connect(
                 continue;
             }
         };
-        let reader = FrameReader {
-            io: r,
-            buf: Vec::new(),
-            inbox: VecDeque::new(),
-        };
-        return Ok(Connected { reader, writer: w });
+        return Ok(Connected {
+            reader: FrameReader::new(r),
+            writer: w,
+        });
     }
     Err(ClientError::Unreachable(errors.join("; ")))
 }
 
 /// Opens a control connection to `addr`, split into its halves; on a Unix socket, over
 /// shared-memory rings when `rings` and the PM grants them.
-async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Reader, WriteIo)> {
+async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Io, WriteIo)> {
     Ok(match addr {
         ControlAddr::Tcp(a) => {
             let stream = tokio::net::TcpStream::connect(a).await?;
             let _ = stream.set_nodelay(true);
             crate::liveness::probe(&stream);
             let (r, w) = stream.into_split();
-            (Box::new(r), WriteIo::Tcp(w))
+            (Io::Stream(Box::new(r)), WriteIo::Tcp(w))
         }
         ControlAddr::Unix(path) => {
             if rings && let Some(halves) = open_rings(path).await? {
                 return Ok(halves);
             }
             let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
-            (Box::new(r), WriteIo::Unix(w))
+            (Io::Stream(Box::new(r)), WriteIo::Unix(w))
         }
     })
 }
@@ -159,7 +199,7 @@ async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Reader, Write
 ///
 /// # Errors
 /// Registering the rings with the runtime.
-async fn open_rings(path: &std::path::Path) -> std::io::Result<Option<(Reader, WriteIo)>> {
+async fn open_rings(path: &std::path::Path) -> std::io::Result<Option<(Io, WriteIo)>> {
     let Ok(stream) =
         tokio::net::UnixStream::connect(path.with_file_name(crate::ring::SOCKET_NAME)).await
     else {
@@ -168,12 +208,13 @@ async fn open_rings(path: &std::path::Path) -> std::io::Result<Option<(Reader, W
     Ok(match crate::ring::setup::granted(&stream).await {
         Ok(Some((map, bells))) => {
             let (r, w) = crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
-            Some((Box::new(r), WriteIo::Ring(w)))
+            let (_, r) = r.into_inlet()?;
+            Some((Io::Ring(r), WriteIo::Ring(w)))
         }
         // Refused: this connection stays on the socket.
         Ok(None) => {
             let (r, w) = stream.into_split();
-            Some((Box::new(r), WriteIo::Unix(w)))
+            Some((Io::Stream(Box::new(r)), WriteIo::Unix(w)))
         }
         Err(e) => {
             tracing::debug!("pool client: no shared-memory connection ({e}); the socket");
@@ -225,31 +266,83 @@ pub(crate) async fn handshake(
 
 /// Hands the core what the manager of shard `shard` sends until the connection ends.
 pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: usize) {
+    // What the handshake read beyond its answer first.
+    deliver(shared, shard, r.inbox.drain(..));
+    let ended = match &mut r.io {
+        Io::Ring(ring) if !r.ended => ring_loop(ring, shared, shard).await,
+        _ => stream_loop(r, shared, shard).await,
+    };
+    if let Err(e) = ended {
+        tracing::warn!("pool client: {e}; closing the connection");
+    }
+}
+
+/// [`read_loop`] of a socket.
+async fn stream_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: usize) -> Result<()> {
+    while let Some(m) = r.next().await? {
+        let rest = std::iter::from_fn(|| r.next_read());
+        deliver(shared, shard, std::iter::once(m).chain(rest));
+    }
+    Ok(())
+}
+
+/// [`read_loop`] of a ring, whose reading end the threads waiting for an answer share
+/// meanwhile ([`Shared::read_rings`]).
+async fn ring_loop(ring: &mut RingIn, shared: &Arc<Shared>, shard: usize) -> Result<()> {
+    let _shared = shared.share_inlet(shard, ring.inlet());
     loop {
-        match r.next().await {
-            Ok(Some(m)) => {
-                // What one read brought is a burst: the core handles it in one step (one
-                // lock, one write of what it queues), and the copies its tickets ask for
-                // are made together at its end. Fails only for a message the core answers
-                // when the connection is gone.
-                shared.burst.begin();
-                let now = Instant::now();
-                let _ = shared.with_core(|c| {
-                    c.handle(now, shard, m);
-                    while let Some(m) = r.next_read() {
-                        c.handle(now, shard, m);
-                    }
-                    Ok(())
-                });
-                super::transport::burst::end(shared);
+        let busy = match ring.inlet().try_lock() {
+            Some(mut taken) => {
+                if take_and_deliver(ring.inlet(), &mut taken, shared, shard)? > 0 {
+                    continue;
+                }
+                false
             }
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!("pool client: {e}; closing the connection");
-                return;
-            }
+            None => true,
+        };
+        if !ring.wait(busy).await? {
+            // Ended: what the ring still holds was written before.
+            let mut taken = ring.inlet().lock();
+            take_and_deliver(ring.inlet(), &mut taken, shared, shard)?;
+            return Ok(());
         }
     }
+}
+
+/// Takes what the ring of `inlet` holds (its lock held as `taken`) and hands the whole
+/// frames to the core; the number of bytes taken.
+///
+/// # Errors
+/// The PM's position in the ring is out of range; a malformed frame.
+pub(crate) fn take_and_deliver(
+    inlet: &Inlet,
+    taken: &mut Taken,
+    shared: &Arc<Shared>,
+    shard: usize,
+) -> Result<usize> {
+    let n = inlet.take(taken)?;
+    let mut got: smallvec::SmallVec<[FromPm; 8]> = smallvec::SmallVec::new();
+    proto::drain_frames::<FromPm>(&mut taken.buf, |m| got.push(m))?;
+    deliver(shared, shard, got);
+    Ok(n)
+}
+
+/// Hands `msgs`, what one read brought, to the core as a burst: the core handles it in
+/// one step (one lock, one write of what it queues), and the copies its tickets ask for
+/// are made together at its end. Fails only for a message the core answers when the
+/// connection is gone.
+fn deliver(shared: &Arc<Shared>, shard: usize, msgs: impl IntoIterator<Item = FromPm>) {
+    let mut msgs = msgs.into_iter().peekable();
+    if msgs.peek().is_none() {
+        return;
+    }
+    shared.burst.begin();
+    let now = Instant::now();
+    let _ = shared.with_core(|c| {
+        msgs.for_each(|m| c.handle(now, shard, m));
+        Ok(())
+    });
+    super::transport::burst::end(shared);
 }
 
 /// The connection to shard `shard` ended for good: every call waiting there fails, every

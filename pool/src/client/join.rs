@@ -264,6 +264,7 @@ impl AsyncClient {
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
             verified: Mutex::default(),
             gfs,
+            inlets: Mutex::default(),
         });
         shared.keep(&super::reclaim::spawn(
             shared.clone(),

@@ -17,6 +17,7 @@ use super::subscription::EventQueue;
 use super::{CdoData, ClientError, Result, data, driver, gfs, outbox, reclaim, transport};
 use crate::bootstrap::PmInfo;
 use crate::proto::{self, AppId, ToPm};
+use crate::ring::inlet::{Inlet, Reading};
 use crate::schema::Schemas;
 
 /// What this driver gives the protocol's core ([`ClientCore`](pool_core::client::ClientCore)) to keep.
@@ -88,6 +89,54 @@ pub(crate) struct Shared {
     pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
     /// The global file system, where the app uses one.
     pub(crate) gfs: Option<Arc<gfs::Gfs>>,
+    /// The reading ends of the shards' rings from their managers while their reader
+    /// tasks run: the threads waiting in `Client::block_on` read them too
+    /// ([`Shared::read_rings`]).
+    pub(crate) inlets: Mutex<Inlets>,
+}
+
+/// The rings' reading ends shared now, by shard (mostly one: no allocation for it).
+pub(crate) type Inlets = smallvec::SmallVec<[(usize, Arc<Inlet>); 1]>;
+
+/// A ring's reading end shared by its reader task ([`Shared::share_inlet`]), until dropped.
+pub(crate) struct SharedInlet<'a> {
+    shared: &'a Shared,
+    inlet: Arc<Inlet>,
+}
+
+impl Drop for SharedInlet<'_> {
+    fn drop(&mut self) {
+        let mut inlets = self
+            .shared
+            .inlets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        inlets.retain(|(_, i)| !Arc::ptr_eq(i, &self.inlet));
+    }
+}
+
+/// The rings a waiting thread reads ([`Shared::read_rings`]): their managers write
+/// without ringing the reader tasks until this is dropped.
+pub(crate) struct RingsRead(smallvec::SmallVec<[(usize, Reading); 1]>);
+
+impl RingsRead {
+    /// Takes what each ring holds, unless another thread is taking it, and hands it to
+    /// the core: whether anything came.
+    pub(crate) fn progress(&self, shared: &Arc<Shared>) -> bool {
+        let mut came = false;
+        for (shard, reading) in &self.0 {
+            let inlet = reading.inlet();
+            let Some(mut taken) = inlet.try_lock() else {
+                continue;
+            };
+            match driver::take_and_deliver(inlet, &mut taken, shared, *shard) {
+                Ok(n) => came |= n > 0,
+                // The reader task meets the same and ends the connection.
+                Err(_) => inlet.wake_task(),
+            }
+        }
+        came
+    }
 }
 
 /// What the timer task sleeps until, and how a call with an earlier deadline wakes it.
@@ -133,6 +182,24 @@ impl Deadlines {
 }
 
 impl Shared {
+    /// Shares `inlet`, the reading end of shard `shard`'s ring, with the threads that
+    /// wait for answers, until the returned guard is dropped.
+    pub(crate) fn share_inlet(&self, shard: usize, inlet: &Arc<Inlet>) -> SharedInlet<'_> {
+        let mut inlets = self.inlets.lock().unwrap_or_else(PoisonError::into_inner);
+        inlets.push((shard, Arc::clone(inlet)));
+        SharedInlet {
+            shared: self,
+            inlet: Arc::clone(inlet),
+        }
+    }
+
+    /// The rings a thread waiting for an answer reads meanwhile (see
+    /// [`crate::ring::inlet`]).
+    pub(crate) fn read_rings(&self) -> RingsRead {
+        let inlets = self.inlets.lock().unwrap_or_else(PoisonError::into_inner);
+        RingsRead(inlets.iter().map(|(s, i)| (*s, i.reading())).collect())
+    }
+
     /// The protocol's state, for what queues no message and produces no event.
     pub(crate) fn core(&self) -> std::sync::MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)

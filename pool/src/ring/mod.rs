@@ -17,6 +17,7 @@
 //! within one ring of it), the bytes go through the frame decoder like a socket's, and
 //! the segment is sealed against shrinking (an app cannot make the PM's accesses fault).
 
+pub(crate) mod inlet;
 pub(crate) mod setup;
 
 use std::io;
@@ -203,30 +204,14 @@ impl RingReader {
     /// # Errors
     /// The writer's position is out of range.
     fn take(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<usize> {
-        let ctl = self.map.control(self.ring);
-        let head = ctl.head.0.load(Ordering::Acquire);
-        let held = head.wrapping_sub(self.tail);
-        if held > CAPACITY as u64 {
-            return Err(corrupt("writer's position is out of range"));
-        }
-        let n = (held as usize).min(buf.remaining());
-        if n == 0 {
-            return Ok(0);
-        }
-        // SAFETY: `n` bytes of the unfilled part, written here before they are marked
-        // filled; the ring's range [tail, tail + n) is written and not reused until the
-        // tail moves past it.
-        unsafe {
-            let out = buf.unfilled_mut().as_mut_ptr().cast::<u8>();
-            copy(self.map.data(self.ring), self.tail, out, n, false);
+        // SAFETY: the unfilled part's bytes are written before they are marked filled.
+        let n = unsafe {
+            let out = buf.unfilled_mut();
+            let n = take(&self.map, self.ring, &mut self.tail, &self.room, out)?;
             buf.assume_init(n);
-        }
+            n
+        };
         buf.advance(n);
-        self.tail += n as u64;
-        ctl.tail.0.store(self.tail, Ordering::SeqCst);
-        if ctl.waiting.0.swap(0, Ordering::SeqCst) != 0 {
-            ring_bell(&self.room);
-        }
         Ok(n)
     }
 
@@ -235,6 +220,65 @@ impl RingReader {
         let head = self.map.control(self.ring).head.0.load(Ordering::SeqCst);
         head != self.tail
     }
+
+    /// This reading end, shared from now on by a client's reader task and the threads
+    /// that wait for its answers (see [`inlet`]).
+    ///
+    /// # Errors
+    /// Registering the doorbell with the runtime again.
+    pub(crate) fn into_inlet(self) -> io::Result<(Arc<inlet::Inlet>, inlet::RingIn)> {
+        inlet::Inlet::new(self)
+    }
+}
+
+/// Copies what ring `ring` of `map` holds at position `tail` into `out`, up to its
+/// length, and moves `tail` (also the segment's copy, for the writer) past it; rings
+/// `room` when the writer waited for room. The number of bytes.
+///
+/// # Errors
+/// The writer's position is out of range.
+fn take(
+    map: &Mapping,
+    ring: usize,
+    tail: &mut u64,
+    room: &OwnedFd,
+    out: &mut [std::mem::MaybeUninit<u8>],
+) -> io::Result<usize> {
+    let ctl = map.control(ring);
+    let head = ctl.head.0.load(Ordering::Acquire);
+    let held = head.wrapping_sub(*tail);
+    if held > CAPACITY as u64 {
+        return Err(corrupt("writer's position is out of range"));
+    }
+    let n = (held as usize).min(out.len());
+    if n == 0 {
+        return Ok(0);
+    }
+    // SAFETY: `n` bytes of `out`; the ring's range [tail, tail + n) is written and not
+    // reused until the tail moves past it.
+    unsafe { copy(map.data(ring), *tail, out.as_mut_ptr().cast(), n, false) };
+    *tail += n as u64;
+    ctl.tail.0.store(*tail, Ordering::SeqCst);
+    if ctl.waiting.0.swap(0, Ordering::SeqCst) != 0 {
+        ring_bell(room);
+    }
+    Ok(n)
+}
+
+/// Ready once the writer's side of the socket beside a ring is gone (`Ok`: the
+/// connection ended), or with an error when it wrote to it (nothing is written to it
+/// after the setup).
+fn poll_gone(socket: &mut OwnedReadHalf, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    let mut probe = [0u8; 1];
+    let mut probe = ReadBuf::new(&mut probe);
+    ready!(Pin::new(socket).poll_read(cx, &mut probe))?;
+    if probe.filled().is_empty() {
+        return Poll::Ready(Ok(()));
+    }
+    Poll::Ready(Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "the peer wrote to the socket of a shared-memory connection",
+    )))
 }
 
 impl AsyncRead for RingReader {
@@ -262,17 +306,8 @@ impl AsyncRead for RingReader {
                 guard.clear_ready();
                 continue;
             }
-            // The socket: readable only once the writer's side is gone (nothing is
-            // written to it after the setup).
-            let mut probe = [0u8; 1];
-            let mut probe = ReadBuf::new(&mut probe);
-            ready!(Pin::new(&mut this.socket).poll_read(cx, &mut probe))?;
-            if !probe.filled().is_empty() {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the peer wrote to the socket of a shared-memory connection",
-                )));
-            }
+            // The socket: readable only once the writer's side is gone.
+            ready!(poll_gone(&mut this.socket, cx))?;
             // Ended: what the ring still holds was written before; then the end.
             this.take(buf)?;
             tracing::debug!(
@@ -679,5 +714,109 @@ mod tests {
             let e = pm_w.try_write(b"event").expect_err("refused");
             assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         });
+    }
+
+    #[test]
+    fn a_reading_thread_takes_bytes_without_the_bell_and_rings_the_task_for_what_it_left() {
+        let rt = runtime();
+        rt.block_on(async {
+            let ((_pm_r, pm_w), (app_r, _app_w)) = pair();
+            let (inlet, mut task) = app_r.into_inlet().expect("inlet");
+            let reading = inlet.reading();
+            pm_w.try_write(b"abc").expect("write");
+            // The PM wrote without ringing: a task asleep now (as when a thread holds
+            // the lock) is not woken.
+            let asleep = tokio::time::timeout(Duration::from_millis(50), task.wait(true));
+            assert!(
+                asleep.await.is_err(),
+                "the doorbell rang while a thread read"
+            );
+            {
+                let mut taken = inlet.lock();
+                assert_eq!(inlet.take(&mut taken).expect("take"), 3);
+                assert_eq!(taken.buf, b"abc");
+                taken.buf.clear();
+            }
+            // Bytes come while the thread still reads, then it stops: the task is rung.
+            pm_w.try_write(b"left").expect("write");
+            drop(reading);
+            let woken = tokio::time::timeout(Duration::from_secs(10), task.wait(true));
+            assert!(woken.await.expect("rung in time").expect("doorbell"));
+            let mut taken = inlet.lock();
+            inlet.take(&mut taken).expect("take");
+            assert_eq!(taken.buf, b"left");
+        });
+    }
+
+    #[test]
+    fn a_task_and_reading_threads_share_a_ring_in_order_and_the_end_comes_after_the_bytes() {
+        let rt = runtime();
+        let _in_runtime = rt.enter();
+        let ((_pm_r, pm_w), (app_r, _app_w)) = pair();
+        let (inlet, mut task) = app_r.into_inlet().expect("inlet");
+        let bytes: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+        // What either side took, in the order taken (appended under the inlet's lock).
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let move_out = |taken: &mut inlet::Taken, got: &Mutex<Vec<u8>>| {
+            got.lock().expect("log").append(&mut taken.buf);
+        };
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads: Vec<_> = (0..2)
+            .map(|seed| {
+                let (inlet, got, done) = (inlet.clone(), got.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut pause = noise(seed + 7);
+                    while !done.load(Ordering::Relaxed) {
+                        let _reading = inlet.reading();
+                        for _ in 0..pause(50) {
+                            if let Some(mut taken) = inlet.try_lock() {
+                                inlet.take(&mut taken).expect("take");
+                                move_out(&mut taken, &got);
+                            }
+                        }
+                        std::thread::sleep(Duration::from_micros(pause(300) as u64));
+                    }
+                })
+            })
+            .collect();
+        let reader = {
+            let (inlet, got) = (inlet.clone(), got.clone());
+            rt.spawn(async move {
+                loop {
+                    let busy = match inlet.try_lock() {
+                        Some(mut taken) => {
+                            let n = inlet.take(&mut taken).expect("take");
+                            move_out(&mut taken, &got);
+                            if n > 0 {
+                                continue;
+                            }
+                            false
+                        }
+                        None => true,
+                    };
+                    if !task.wait(busy).await.expect("wait") {
+                        let mut taken = inlet.lock();
+                        inlet.take(&mut taken).expect("take");
+                        move_out(&mut taken, &got);
+                        return;
+                    }
+                }
+            })
+        };
+        rt.block_on(async {
+            write_in_pieces(&pm_w, &bytes, 3).await;
+            let mut pm_w = pm_w;
+            pm_w.shutdown().await.expect("shutdown");
+            tokio::time::timeout(Duration::from_secs(60), reader)
+                .await
+                .expect("the task saw the end in time")
+                .expect("reader task");
+        });
+        done.store(true, Ordering::Relaxed);
+        threads.into_iter().for_each(|t| t.join().expect("thread"));
+        assert!(
+            *got.lock().expect("log") == bytes,
+            "bytes lost or out of order"
+        );
     }
 }
