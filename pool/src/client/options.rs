@@ -40,7 +40,8 @@ pub struct JoinOptions {
     /// whose regions are addressed by virtual address (shared memory).
     pub cross_memory: bool,
     /// How long a blocking call ([`super::Client`]) polls for its answer before its thread sleeps
-    /// (default [`DEFAULT_WAIT_SPIN`]; zero: sleep at once).
+    /// (default [`DEFAULT_WAIT_SPIN`]; zero: sleep at once). Over shared-memory rings the
+    /// polling thread reads the PM's answer off the ring itself meanwhile.
     pub wait_spin: Duration,
     /// Offers of at most this many bytes carry their bytes to the PM, which hands them to
     /// consumers with their tickets: one round trip, no provider progress, no fabric
