@@ -42,8 +42,12 @@ const SPARE_LISTS: usize = 64;
 const SPARE_ROOM: usize = 256;
 
 /// Bytes a round's buffer of frames starts with per message: an answer, a ticket or an
-/// event of a CDO with a few attributes fits.
+/// event of a CDO with a few attributes fits ...
 const FRAME_ROOM_PER_MESSAGE: usize = 128;
+/// ... up to this much: a round of thousands of answers packs them into a few bytes
+/// each, and a buffer made for the worst case would hold (and fragment) megabytes the
+/// frames never use; a larger round grows it.
+const FRAME_ROOM_MAX: usize = 16 << 10;
 
 impl Writers {
     /// Forgets connection `conn`'s writer, if it has one.
@@ -150,7 +154,8 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             // room for the usual messages at once (growing from nothing reallocated the
             // buffer several times a round).
             proto::pack_done(&mut batch);
-            let mut frames = Vec::with_capacity(FRAME_ROOM_PER_MESSAGE * batch.len());
+            let room = (FRAME_ROOM_PER_MESSAGE * batch.len()).min(FRAME_ROOM_MAX);
+            let mut frames = Vec::with_capacity(room);
             let encoded = proto::encode_split_into(&batch, &mut frames);
             keep_spare(spare, batch);
             if let Err(e) = encoded {

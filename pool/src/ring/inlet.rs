@@ -13,7 +13,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use tokio::io::unix::AsyncFd;
@@ -37,6 +37,9 @@ pub(crate) struct Inlet {
     taken: Mutex<Taken>,
     /// Threads reading the ring while they wait.
     readers: AtomicUsize,
+    /// The position taken up to, this process's own copy for looks without the lock (the
+    /// segment's copy is the PM's to read, and anything may be written there).
+    taken_to: AtomicU64,
 }
 
 /// What the inlet's lock guards: the ring's position and the bytes taken and not yet
@@ -89,6 +92,7 @@ impl Inlet {
                 buf: Vec::new(),
             }),
             readers: AtomicUsize::new(0),
+            taken_to: AtomicU64::new(tail),
         });
         // SAFETY: the descriptor stays open and the same while registered: the
         // registration holds it (shared with the inlet, which only writes to it).
@@ -128,13 +132,15 @@ impl Inlet {
         let n = super::take(&self.map, self.ring, tail, &self.room, spare)?;
         // SAFETY: `take` wrote `n` bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
+        self.taken_to.store(*tail, Ordering::SeqCst);
         Ok(n)
     }
 
-    /// Whether the ring holds bytes not taken.
+    /// Whether the ring holds bytes not taken (or the PM's position is out of range: a
+    /// take says so).
     fn holds(&self) -> bool {
-        let ctl = self.map.control(self.ring);
-        ctl.head.0.load(Ordering::SeqCst) != ctl.tail.0.load(Ordering::SeqCst)
+        let head = self.map.control(self.ring).head.0.load(Ordering::SeqCst);
+        head != self.taken_to.load(Ordering::SeqCst)
     }
 
     /// The reader task is about to sleep on the doorbell: sets the ring's sleep flag.
