@@ -208,8 +208,7 @@ async fn open_rings(path: &std::path::Path) -> std::io::Result<Option<(Io, Write
     Ok(match crate::ring::setup::granted(&stream).await {
         Ok(Some((map, bells))) => {
             let (r, w) = crate::ring::halves(map, bells, crate::ring::Side::App, stream)?;
-            let (_, r) = r.into_inlet()?;
-            Some((Io::Ring(r), WriteIo::Ring(w)))
+            Some((Io::Ring(r.into_inlet()?), WriteIo::Ring(w)))
         }
         // Refused: this connection stays on the socket.
         Ok(None) => {

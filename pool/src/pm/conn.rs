@@ -49,13 +49,6 @@ const FRAME_ROOM_PER_MESSAGE: usize = 128;
 /// frames never use; a larger round grows it.
 const FRAME_ROOM_MAX: usize = 16 << 10;
 
-impl Writers {
-    /// Forgets connection `conn`'s writer, if it has one.
-    pub(super) fn remove(&mut self, conn: ConnId) -> Option<Writer> {
-        self.by_conn.remove(&conn)
-    }
-}
-
 /// One connection's writer task: frames to write (`None`: close) and the bytes queued;
 /// with the handles of its reader and writer tasks, to cut it off.
 pub(super) struct Writer {
@@ -174,13 +167,13 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             let _ = w.tx.send(Some(frames));
         }
         for conn in manager.take_closing() {
-            if let Some(w) = writers.remove(conn) {
+            if let Some(w) = writers.by_conn.remove(&conn) {
                 w.close();
             }
         }
         // Their events passed their bounds: what they still had to read is dropped.
         for conn in manager.take_cut() {
-            if let Some(w) = writers.remove(conn) {
+            if let Some(w) = writers.by_conn.remove(&conn) {
                 w.cut_off();
             }
         }
@@ -198,7 +191,7 @@ pub(super) fn flush(manager: &mut Manager, writers: &mut Writers) {
             tracing::error!(
                 "connection {conn} does not read what the pool manager sends ({queued} bytes waiting); closing it"
             );
-            if let Some(w) = writers.remove(conn) {
+            if let Some(w) = writers.by_conn.remove(&conn) {
                 w.cut_off();
             }
             manager.disconnected_because(

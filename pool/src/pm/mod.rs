@@ -592,7 +592,7 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             let mut nonce = [0u8; 32];
             if getrandom::fill(&mut nonce).is_err() {
                 tracing::error!("no randomness for a JOIN challenge; closing {conn}");
-                writers.remove(conn);
+                writers.by_conn.remove(&conn);
                 return;
             }
             manager.connected_from(now, conn, nonce, peer);
@@ -618,7 +618,7 @@ fn handle_event(ev: Event, manager: &mut Manager, writers: &mut Writers) {
             let _ = joined.send(manager.is_joined(conn));
         }
         Event::Gone(conn) => {
-            writers.remove(conn);
+            writers.by_conn.remove(&conn);
             manager.disconnected(now, conn);
         }
         Event::Fabric(change) => manager.fabric_changed(now, change),

@@ -68,45 +68,6 @@ impl AsRawFd for SharedFd {
 }
 
 impl Inlet {
-    /// Shares `reader` (an app's, nothing read yet but what its position says).
-    ///
-    /// # Errors
-    /// Registering the doorbell with the runtime again.
-    pub(super) fn new(reader: RingReader) -> io::Result<(Arc<Inlet>, RingIn)> {
-        let RingReader {
-            map,
-            ring,
-            tail,
-            doorbell,
-            room,
-            socket,
-        } = reader;
-        let doorbell = Arc::new(doorbell.into_inner());
-        let inlet = Arc::new(Inlet {
-            map,
-            ring,
-            room,
-            doorbell: Arc::clone(&doorbell),
-            taken: Mutex::new(Taken {
-                tail,
-                buf: Vec::new(),
-            }),
-            readers: AtomicUsize::new(0),
-            taken_to: AtomicU64::new(tail),
-        });
-        // SAFETY: the descriptor stays open and the same while registered: the
-        // registration holds it (shared with the inlet, which only writes to it).
-        let registered = unsafe {
-            AsyncFd::register_with_interest(SharedFd(doorbell), tokio::io::Interest::READABLE)
-        }?;
-        let task = RingIn {
-            inlet: Arc::clone(&inlet),
-            doorbell: registered,
-            socket,
-        };
-        Ok((inlet, task))
-    }
-
     /// The lock, waiting for it.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Taken> {
         self.taken.lock().unwrap_or_else(PoisonError::into_inner)
@@ -208,6 +169,45 @@ impl Drop for Reading {
 }
 
 impl RingIn {
+    /// Shares `reader` (an app's, nothing read yet but what its position says): the
+    /// task's side, with the shared end ([`RingIn::inlet`]).
+    ///
+    /// # Errors
+    /// Registering the doorbell with the runtime again.
+    pub(super) fn new(reader: RingReader) -> io::Result<RingIn> {
+        let RingReader {
+            map,
+            ring,
+            tail,
+            doorbell,
+            room,
+            socket,
+        } = reader;
+        let doorbell = Arc::new(doorbell.into_inner());
+        let inlet = Arc::new(Inlet {
+            map,
+            ring,
+            room,
+            doorbell: Arc::clone(&doorbell),
+            taken: Mutex::new(Taken {
+                tail,
+                buf: Vec::new(),
+            }),
+            readers: AtomicUsize::new(0),
+            taken_to: AtomicU64::new(tail),
+        });
+        // SAFETY: the descriptor stays open and the same while registered: the
+        // registration holds it (shared with the inlet, which only writes to it).
+        let registered = unsafe {
+            AsyncFd::register_with_interest(SharedFd(doorbell), tokio::io::Interest::READABLE)
+        }?;
+        Ok(RingIn {
+            inlet,
+            doorbell: registered,
+            socket,
+        })
+    }
+
     /// The shared reading end.
     pub(crate) fn inlet(&self) -> &Arc<Inlet> {
         &self.inlet

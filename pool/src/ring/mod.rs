@@ -226,8 +226,8 @@ impl RingReader {
     ///
     /// # Errors
     /// Registering the doorbell with the runtime again.
-    pub(crate) fn into_inlet(self) -> io::Result<(Arc<inlet::Inlet>, inlet::RingIn)> {
-        inlet::Inlet::new(self)
+    pub(crate) fn into_inlet(self) -> io::Result<inlet::RingIn> {
+        inlet::RingIn::new(self)
     }
 }
 
@@ -721,7 +721,8 @@ mod tests {
         let rt = runtime();
         rt.block_on(async {
             let ((_pm_r, pm_w), (app_r, _app_w)) = pair();
-            let (inlet, mut task) = app_r.into_inlet().expect("inlet");
+            let mut task = app_r.into_inlet().expect("inlet");
+            let inlet = task.inlet().clone();
             let reading = inlet.reading();
             pm_w.try_write(b"abc").expect("write");
             // The PM wrote without ringing: a task asleep now (as when a thread holds
@@ -753,7 +754,8 @@ mod tests {
         let rt = runtime();
         let _in_runtime = rt.enter();
         let ((_pm_r, pm_w), (app_r, _app_w)) = pair();
-        let (inlet, mut task) = app_r.into_inlet().expect("inlet");
+        let mut task = app_r.into_inlet().expect("inlet");
+        let inlet = task.inlet().clone();
         let bytes: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
         // What either side took, in the order taken (appended under the inlet's lock).
         let got = Arc::new(Mutex::new(Vec::new()));
