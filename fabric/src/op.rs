@@ -5,7 +5,8 @@
 //! address) until the provider reports the completion; the progress thread then stores the
 //! result and wakes the waiter. The buffers an operation uses are kept inside the state, so
 //! they outlive the operation even if the caller stops waiting. [`Op`] is the caller's
-//! handle: [`Op::wait`] blocks with a deadline, and `Op` is also a `Future`.
+//! handle: [`Op::wait`] blocks with a deadline, `Op` is also a `Future`, and [`Op::then`]
+//! hands the outcome to a callback run by the thread that reads the completion.
 //!
 //! A blocking wait first drives progress itself (reading the completion queue, for up to
 //! [`spin_budget`] of the transfer size) before sleeping: handing each completion from the
@@ -44,6 +45,9 @@ pub(crate) trait Progress: Send + Sync {
 /// The buffers an operation keeps alive.
 type Keep = Option<Box<dyn Any + Send>>;
 
+/// What runs when an operation is over (see [`Op::then`]), given its raw outcome.
+type Then = Box<dyn FnOnce(Result<(usize, u64, Keep)>) + Send>;
+
 /// Shared completion state of one operation.
 #[repr(C)]
 pub(crate) struct OpState {
@@ -77,6 +81,8 @@ struct Slot {
     /// True once the caller was told it timed out: the buffers are then never handed back
     /// (the provider may still touch them until the operation is really over).
     abandoned: bool,
+    /// Run with the outcome instead of waking a waiter (see [`Op::then`]).
+    then: Option<Then>,
 }
 
 fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
@@ -125,13 +131,27 @@ impl OpState {
         if s.result.is_none() {
             s.result = Some(result);
         }
+        self.wake(s);
+        None
+    }
+
+    /// Hands the outcome just stored in `s` on: to the operation's [`Op::then`] if it has
+    /// one, else to whoever waits (a thread or a task).
+    fn wake(&self, mut s: MutexGuard<'_, Slot>) {
+        if let Some(then) = s.then.take() {
+            let outcome = self.take(&mut s);
+            drop(s);
+            if let Some(outcome) = outcome {
+                run(then, outcome);
+            }
+            return;
+        }
         let waker = s.waker.take();
         drop(s);
         self.cv.notify_all();
         if let Some(w) = waker {
             w.wake();
         }
-        None
     }
 
     /// Tells the caller the operation timed out; the buffers stay with the operation.
@@ -145,12 +165,7 @@ impl OpState {
             what: self.what,
             waited: self.posted.elapsed(),
         }));
-        let waker = s.waker.take();
-        drop(s);
-        self.cv.notify_all();
-        if let Some(w) = waker {
-            w.wake();
-        }
+        self.wake(s);
     }
 
     /// Takes the outcome and, on success, the buffers.
@@ -160,6 +175,16 @@ impl OpState {
             Ok((n, tag)) => Ok((n, tag, if s.abandoned { None } else { s.keep.take() })),
             Err(e) => Err(e),
         })
+    }
+}
+
+/// Runs an operation's [`Op::then`] with its outcome. A callback that panics is logged and
+/// goes no further: it runs on whichever thread read the completion (the progress thread,
+/// or a waiter driving progress), which must go on completing the other operations.
+fn run(then: Then, outcome: Result<(usize, u64, Keep)>) {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| then(outcome)));
+    if ran.is_err() {
+        tracing::error!("an operation's completion callback panicked");
     }
 }
 
@@ -230,6 +255,32 @@ impl<T> Op<T> {
                 what: self.state.what,
                 waited: limit,
             }),
+        }
+    }
+
+    /// Hands the outcome to `f` instead of a waiter: `f` runs on the thread that reads the
+    /// operation's completion from the provider (the endpoint's progress thread, or a
+    /// waiter of another operation driving progress in [`Op::wait`]), or on this one at
+    /// once if the operation is already over. No thread wakes another to learn of it;
+    /// a waiter that is a task of some runtime costs two hand-overs (to the runtime's
+    /// thread, then to whoever waits for the task).
+    ///
+    /// `f` must not block, and must not take a lock its caller may hold while it drives
+    /// progress. It gets the error of a failed or expired operation like [`Op::wait`]; a
+    /// panic in `f` is caught and logged.
+    pub fn then(self, f: impl FnOnce(Result<T>) + Send + 'static)
+    where
+        T: 'static,
+    {
+        let finish = self.finish;
+        let then: Then = Box::new(move |r| f(r.and_then(|(n, tag, keep)| finish(n, tag, keep))));
+        let mut s = lock(&self.state.slot);
+        match self.state.take(&mut s) {
+            Some(outcome) => {
+                drop(s);
+                run(then, outcome);
+            }
+            None => s.then = Some(then),
         }
     }
 

@@ -330,3 +330,90 @@ fn a_process_that_exits_without_closing_leaves_no_shm_file() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// What a read's callback saw: its thread, and the bytes or the error.
+type Seen = (std::thread::ThreadId, Result<Vec<u8>, String>);
+
+/// A read's callback that tells `tx` what it saw.
+fn report(
+    tx: &std::sync::mpsc::Sender<Seen>,
+) -> impl FnOnce(fabric::Result<MemoryRegion<Local>>) + Send + 'static {
+    let to = tx.clone();
+    move |r| {
+        let seen = r.map(|g| g.as_slice().to_vec()).map_err(|e| e.to_string());
+        to.send((std::thread::current().id(), seen)).expect("send");
+    }
+}
+
+/// `Op::then`: the outcome goes to the callback on the thread that read the completion
+/// (the progress thread: not the poster), failures included; a callback that panics
+/// leaves the endpoint working; one that drops the endpoint itself, on its own progress
+/// thread, neither hangs nor stops the other endpoint.
+#[test]
+fn completion_callbacks_get_the_outcome_on_the_completing_thread() {
+    let o = offer("tcp;ofi_rxm");
+    let a = Endpoint::open(&o).expect("endpoint");
+    let mut b = Endpoint::open(&o).expect("endpoint");
+    b.set_timeouts(Timeouts {
+        base: Duration::from_millis(500),
+        min_bandwidth: 1e9,
+        ..Timeouts::default()
+    });
+    let peer = b.insert_peer(a.address()).expect("insert");
+    let original = pattern(64 << 10, 3);
+    let exposed: MemoryRegion<RemoteRead> = a
+        .register(Buffer::from_slice(&original).expect("buffer"))
+        .expect("register");
+    let landing = |ep: &Endpoint| -> MemoryRegion<Local> {
+        ep.register(Buffer::new(64 << 10).expect("buffer"))
+            .expect("register")
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let read = |ep: &Endpoint, peer, from| ep.read(peer, landing(ep), from).expect("post");
+
+    read(&b, peer, exposed.remote()).then(report(&tx));
+    let (by, got) = rx.recv_timeout(WAIT).expect("the callback ran");
+    assert_ne!(
+        by,
+        std::thread::current().id(),
+        "it ran on the poster's thread"
+    );
+    assert!(got.expect("read") == original, "the bytes differ");
+
+    // A callback that panics; the next read completes as before.
+    read(&b, peer, exposed.remote()).then(|_| panic!("a callback that panics"));
+    read(&b, peer, exposed.remote()).then(report(&tx));
+    let (_, again) = rx
+        .recv_timeout(WAIT)
+        .expect("the callback ran after a panic");
+    assert!(again.expect("read") == original);
+
+    // The callback owns the endpoint whose read it completes, and drops it.
+    let c = Endpoint::open(&o).expect("endpoint");
+    let to_a = c.insert_peer(a.address()).expect("insert");
+    let op = read(&c, to_a, exposed.remote());
+    let tell = report(&tx);
+    op.then(move |r| {
+        drop(c);
+        tell(r);
+    });
+    let (_, owned) = rx
+        .recv_timeout(WAIT)
+        .expect("the callback closing its endpoint returned");
+    assert!(owned.expect("read") == original);
+    let got = read(&b, peer, exposed.remote())
+        .wait(WAIT)
+        .expect("read after");
+    assert!(got.as_slice() == original, "`a` no longer serves reads");
+
+    // Last (tcp drops the connection after it): a wrong key, the provider's error or
+    // the 0.5 s deadline, through the callback.
+    let bogus = RemoteRegion {
+        key: exposed.remote().key + 1000,
+        ..exposed.remote()
+    };
+    read(&b, peer, bogus).then(report(&tx));
+    let (_, failed) = rx.recv_timeout(WAIT).expect("the callback ran");
+    let why = failed.expect_err("a read with a wrong key succeeded");
+    eprintln!("a wrong key: {why}");
+}

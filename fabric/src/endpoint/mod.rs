@@ -320,11 +320,15 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.core.stop.store(true, Ordering::Release);
+        // Dropped by a completion callback on the progress thread itself (`Op::then`): the
+        // thread ends after the callback returns; it cannot wait for itself.
         if let Some(t) = self.progress.take()
+            && t.thread().id() != std::thread::current().id()
             && t.join().is_err()
         {
             tracing::warn!("the progress thread panicked");
         }
-        // `core` (endpoint, AV, CQ) closes here, when its last reference goes.
+        // `core` (endpoint, AV, CQ) closes when its last reference goes: here, or when the
+        // progress thread ends.
     }
 }

@@ -254,8 +254,12 @@ impl AsyncClient {
             outs,
             tasks: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
-            endpoint: opts.endpoint,
-            alternates: opts.alternates,
+            endpoint: opts.endpoint.map(|e| reads_within(e, opts.timeout)),
+            alternates: opts
+                .alternates
+                .into_iter()
+                .map(|e| reads_within(e, opts.timeout))
+                .collect(),
             peers: Mutex::default(),
             timeout: opts.timeout,
             route,
@@ -277,6 +281,16 @@ impl AsyncClient {
         }
         Ok(AsyncClient { shared })
     }
+}
+
+/// `ep`, its reads failing past the client's `timeout` and the time their bytes take at
+/// the slowest rate still alive ([`fabric::Timeouts`]): a read has no other clock.
+fn reads_within(mut ep: fabric::Endpoint, timeout: std::time::Duration) -> fabric::Endpoint {
+    ep.set_timeouts(fabric::Timeouts {
+        base: timeout,
+        ..fabric::Timeouts::default()
+    });
+    ep
 }
 
 /// Connects to the PM of `info` and joins with `join`: a PM in its grace period (it took

@@ -65,9 +65,14 @@ pub(super) trait Executor {
     ) -> impl Future<Output = Result<Got>> + Send;
 }
 
-/// Starts carrying out a ticket: small copies from a same-host provider's memory are done
-/// at the first poll, without a task; the others go on as a task of their own.
+/// Starts carrying out a ticket: an RMA read that can be posted at once is reported by
+/// the thread that reads its completion ([`rma::read_then`]); small copies from a
+/// same-host provider's memory are done at the first poll, without a task; the others go
+/// on as a task of their own.
 pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
+    let Err(fetch) = rma::read_then(shared, fetch) else {
+        return;
+    };
     let mut work = Box::pin(carry_out(shared.clone(), fetch));
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     if work.as_mut().poll(&mut cx).is_pending() {

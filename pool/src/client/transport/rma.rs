@@ -15,7 +15,8 @@ use super::host::{self, Taken};
 use super::{Executor, Got, Transfer};
 use crate::client::data::{self, CdoData};
 use crate::client::{ClientError, Result, Shared};
-use crate::proto::{self, HostMemory, Op};
+use crate::proto::{self, HostMemory, Source};
+use pool_core::client::Fetch;
 
 /// What an RMA ticket names (see [`proto::Source::Rma`]).
 pub(super) struct Ticket {
@@ -75,9 +76,9 @@ impl Executor for Rma {
             Some(op) => op,
             None => post_blocking(shared, (via, endpoint), region, len, lent).await?,
         };
-        let region = tokio::time::timeout(shared.timeout, op)
-            .await
-            .map_err(|_| ClientError::Call(CallError::Timeout(Op::Demand)))??;
+        // The endpoint fails the read past its deadline (the client's timeout and the
+        // time the bytes take at the slowest rate still alive: `join`).
+        let region = op.await?;
         let data = if is_lent {
             CdoData::own(region.into_buffer(), len)
         } else {
@@ -85,6 +86,58 @@ impl Executor for Rma {
         };
         Ok((data, None))
     }
+}
+
+/// Carries out an RMA ticket for another host's offer (or one this client may not copy)
+/// without a task: the read is posted here and the thread that reads its completion (the
+/// endpoint's progress thread) hands the bytes to the core ([`fabric::Op::then`]), which
+/// wakes the thread waiting for them, if any: one hand-over where a task of the client's
+/// runtime made two. The ticket back, untouched, when that cannot be done without
+/// blocking (a peer not yet in the address vector, no landing region kept, memory lent,
+/// a copy to try first, the provider busy): the task's way ([`Rma`]) then.
+pub(super) fn read_then(
+    shared: &Arc<Shared>,
+    fetch: Fetch<Buffer>,
+) -> std::result::Result<(), Fetch<Buffer>> {
+    let Source::Rma {
+        endpoint,
+        region,
+        via,
+        memory,
+    } = &fetch.source
+    else {
+        return Err(fetch);
+    };
+    let copy_first = memory.is_some() && shared.cross_memory.load(Ordering::Relaxed);
+    let len = usize::try_from(fetch.source.len()).unwrap_or(0);
+    if copy_first || fetch.lent.is_some() || len == 0 {
+        return Err(fetch);
+    }
+    let Ok(Some(op)) = post_inline(shared, *via, endpoint, *region, len) else {
+        return Err(fetch);
+    };
+    let (owner, shard, transfer) = (Arc::downgrade(shared), fetch.shard, fetch.transfer);
+    op.then(move |read| {
+        // The client is gone: so is whoever wanted the bytes.
+        let Some(shared) = owner.upgrade() else {
+            return;
+        };
+        let got = match read {
+            Ok(region) => Ok((CdoData::landed(region, len, shared.landing.clone()), None)),
+            Err(e) => {
+                tracing::debug!("pool client: transfer {transfer} of shard {shard} (rma): {e}");
+                Err(ClientError::from(e).to_string())
+            }
+        };
+        // The report may start tasks (the next ticket's, say): the client's runtime's.
+        let _in_runtime = shared.runtime.enter();
+        // Fails only when the connection is gone, which the client hears of anyway.
+        let _ = shared.with_core(|c| {
+            c.fetched(shard, transfer, got);
+            Ok(())
+        });
+    });
+    Ok(())
 }
 
 /// Makes `data` readable by consumers over the fabric: registered, remotely readable
