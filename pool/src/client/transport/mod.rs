@@ -70,7 +70,7 @@ pub(super) trait Executor {
 /// same-host provider's memory are done at the first poll, without a task; the others go
 /// on as a task of their own.
 pub(super) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
-    let Err(fetch) = rma::read_then(shared, fetch) else {
+    let Some(fetch) = rma::read_then(shared, fetch) else {
         return;
     };
     let mut work = Box::pin(carry_out(shared.clone(), fetch));

@@ -94,11 +94,9 @@ impl Executor for Rma {
 /// wakes the thread waiting for them, if any: one hand-over where a task of the client's
 /// runtime made two. The ticket back, untouched, when that cannot be done without
 /// blocking (a peer not yet in the address vector, no landing region kept, memory lent,
-/// a copy to try first, the provider busy): the task's way ([`Rma`]) then.
-pub(super) fn read_then(
-    shared: &Arc<Shared>,
-    fetch: Fetch<Buffer>,
-) -> std::result::Result<(), Fetch<Buffer>> {
+/// a copy to try first, the provider busy): the task's way ([`Rma`]) then. `None` once
+/// taken.
+pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fetch<Buffer>> {
     let Source::Rma {
         endpoint,
         region,
@@ -106,15 +104,15 @@ pub(super) fn read_then(
         memory,
     } = &fetch.source
     else {
-        return Err(fetch);
+        return Some(fetch);
     };
     let copy_first = memory.is_some() && shared.cross_memory.load(Ordering::Relaxed);
     let len = usize::try_from(fetch.source.len()).unwrap_or(0);
     if copy_first || fetch.lent.is_some() || len == 0 {
-        return Err(fetch);
+        return Some(fetch);
     }
     let Ok(Some(op)) = post_inline(shared, *via, endpoint, *region, len) else {
-        return Err(fetch);
+        return Some(fetch);
     };
     let (owner, shard, transfer) = (Arc::downgrade(shared), fetch.shard, fetch.transfer);
     op.then(move |read| {
@@ -137,7 +135,7 @@ pub(super) fn read_then(
             Ok(())
         });
     });
-    Ok(())
+    None
 }
 
 /// Makes `data` readable by consumers over the fabric: registered, remotely readable
