@@ -33,6 +33,16 @@ impl<T> Task<T> {
 /// How often a bounded wait asks whether it is interrupted ([`Bounds::interrupted`]).
 pub const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 
+/// How long [`Client::block_on`] polls at most while short RMA reads of its client are in
+/// flight (see `transport::rma::SHORT_READ`; when [`JoinOptions::wait_spin`] is shorter,
+/// and not at all when it is zero): as long as a blocking fabric wait drives progress
+/// before it sleeps ([`fabric::spin_budget`] of a small read). The read's report comes
+/// from the fabric's progress thread; waking a sleeping caller for it cost the reporter
+/// 8-10 µs and the caller 14-20 µs more on this project's VM, a third of a 64 KiB demand
+/// across two nodes (docs/benchmarks-journal.md, "An RMA read reported by the thread that
+/// completes it").
+const READ_SPIN: Duration = Duration::from_millis(10);
+
 /// How a blocking wait may end before what it waits for: at a time limit, or when the
 /// caller asks it to stop (a Python program's Ctrl-C); and what to say, once, if it lasts.
 #[derive(Clone, Copy, Default)]
@@ -157,7 +167,8 @@ impl Client {
     /// from blocking code, e.g.
     /// `c.block_on(futures::future::join_all(cdos.iter().map(|&x| c.as_async().demand(x))))`.
     /// Every blocking call waits this way: it first polls `f` on this thread (yielding the
-    /// CPU between polls) for up to [`JoinOptions::wait_spin`], then sleeps until woken.
+    /// CPU between polls) for up to [`JoinOptions::wait_spin`] (longer while short RMA
+    /// reads are in flight: see `READ_SPIN`), then sleeps until woken.
     /// Each poll is corked: the messages the operations polled send go in one write when
     /// the poll returns (see `client/outbox.rs`). A poll that leaves `f` waiting first
     /// helps the client's copy crew with a piece of a same-host copy, if one is queued
@@ -181,7 +192,18 @@ impl Client {
                 if rings.progress(shared) || crew.help() {
                     continue;
                 }
-                if start.elapsed() >= self.spin {
+                // Longer while short reads are in flight: their reports come from the
+                // fabric's progress thread, which need not wake a thread that polls.
+                let limit = if shared
+                    .short_reads
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    > 0
+                {
+                    self.spin.max(READ_SPIN)
+                } else {
+                    self.spin
+                };
+                if start.elapsed() >= limit {
                     break;
                 }
                 std::thread::yield_now();

@@ -269,6 +269,7 @@ impl AsyncClient {
             verified: Mutex::default(),
             gfs,
             inlets: Mutex::default(),
+            short_reads: Default::default(),
         });
         shared.keep(&super::reclaim::spawn(
             shared.clone(),

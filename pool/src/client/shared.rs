@@ -93,6 +93,10 @@ pub(crate) struct Shared {
     /// tasks run: the threads waiting in `Client::block_on` read them too
     /// ([`Shared::read_rings`]).
     pub(crate) inlets: Mutex<Inlets>,
+    /// RMA reads of at most [`super::transport::rma::SHORT_READ`] posted by
+    /// [`super::transport::rma::read_then`] and not reported yet: a thread waiting in
+    /// `Client::block_on` polls on through them.
+    pub(crate) short_reads: std::sync::atomic::AtomicUsize,
 }
 
 /// The rings' reading ends shared now, by shard (mostly one: no allocation for it).

@@ -480,7 +480,17 @@ impl<T: Driver> ClientCore<T> {
                 if f.completes_demand {
                     self.resolve((Op::Demand, f.cdo), Ok(f.cdo));
                 }
-                if report {
+                if report && f.completes_demand {
+                    // The demand is answered with its bytes here: what the PM makes of the
+                    // transfer's end (freeing it, its event) waits for the app's next
+                    // message, or `DEFER`. Telling it now would wake it, from the thread
+                    // that reports the transfer, on the demand's critical path.
+                    self.defer(ToPm::TransferDone {
+                        transfer,
+                        error: None,
+                        direct,
+                    });
+                } else if report {
                     self.transfer_done(transfer, None, direct);
                 }
             }

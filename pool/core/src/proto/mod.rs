@@ -375,7 +375,9 @@ pub enum ToPm {
         /// The file, or why there is none.
         file: Result<GfsFile, String>,
     },
-    /// A transfer the PM ticketed to this app finished (`error` set on failure).
+    /// A transfer the PM ticketed to this app finished (`error` set on failure). The end
+    /// of a transfer that completed a demand comes as a deferred notice: with the app's
+    /// next message, or within a millisecond.
     TransferDone {
         /// The transfer.
         transfer: TransferId,

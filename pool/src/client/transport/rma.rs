@@ -88,11 +88,21 @@ impl Executor for Rma {
     }
 }
 
+/// The largest read a waiting thread polls through (see [`read_then`]): 256 KiB, about
+/// 100 µs across this project's two namespaced nodes. Waking the thread for a read's
+/// report costs about 25 µs, a third of a 64 KiB demand there; a longer read loses a
+/// smaller share to it, and a thread polling through it takes the CPU the transfer's own
+/// threads need (1 MiB demands across the two nodes, p50: 331-563 µs polling, 414-668 µs
+/// not; docs/benchmarks-journal.md, "An RMA read reported by the thread that completes
+/// it").
+pub(crate) const SHORT_READ: usize = 256 << 10;
+
 /// Carries out an RMA ticket for another host's offer (or one this client may not copy)
 /// without a task: the read is posted here and the thread that reads its completion (the
-/// endpoint's progress thread) hands the bytes to the core ([`fabric::Op::then`]), which
-/// wakes the thread waiting for them, if any: one hand-over where a task of the client's
-/// runtime made two. The ticket back, untouched, when that cannot be done without
+/// endpoint's progress thread) hands the bytes to the core ([`fabric::Op::then`]): one
+/// hand-over, to the thread waiting for them, where a task of the client's runtime made
+/// two. A thread waiting for a read of at most [`SHORT_READ`] polls until it is reported
+/// (`Shared::short_reads`, see `Client::block_on`), so the report wakes nobody. The ticket back, untouched, when that cannot be done without
 /// blocking (a peer not yet in the address vector, no landing region kept, memory lent,
 /// a copy to try first, the provider busy): the task's way ([`Rma`]) then. `None` once
 /// taken.
@@ -115,6 +125,11 @@ pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fe
         return Some(fetch);
     };
     let (owner, shard, transfer) = (Arc::downgrade(shared), fetch.shard, fetch.transfer);
+    // Counted before `then`, which reports an operation already over at once.
+    let short = len <= SHORT_READ;
+    if short {
+        shared.short_reads.fetch_add(1, Ordering::AcqRel);
+    }
     op.then(move |read| {
         // The client is gone: so is whoever wanted the bytes.
         let Some(shared) = owner.upgrade() else {
@@ -134,6 +149,10 @@ pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fe
             c.fetched(shard, transfer, got);
             Ok(())
         });
+        // After the report: a thread waiting for it polls until then.
+        if short {
+            shared.short_reads.fetch_sub(1, Ordering::AcqRel);
+        }
     });
     None
 }
