@@ -160,9 +160,13 @@ impl Outbox {
     }
 
     /// Closes the write half now, whoever still holds the client's shared state (a
-    /// forgotten subscription, say): the PM sees the connection end.
+    /// forgotten subscription, say): the PM sees the connection end. What waits is written
+    /// first, as far as the connection takes it at once: the deferred notices (a
+    /// transfer's end) would otherwise be lost with the connection, and the PM count the
+    /// transfers they end as failed.
     pub(crate) fn close(&self) {
         let mut st = self.state();
+        Self::flush(&mut st);
         st.io = None;
         st.pending = false;
         st.unsent.clear();
@@ -470,5 +474,21 @@ mod tests {
             readable(&rt, &theirs),
             [ToPm::Demand { cdo: 7 }, ToPm::Leave]
         );
+    }
+
+    #[test]
+    fn a_close_writes_the_deferred_notices_first() {
+        let rt = runtime();
+        let _guard = rt.enter();
+        let (out, theirs) = pair(&rt);
+        let done = ToPm::TransferDone {
+            transfer: 3,
+            error: None,
+            direct: None,
+        };
+        out.send_deferred(done.clone()).expect("notice");
+        out.close();
+        assert_eq!(readable(&rt, &theirs), [done], "the notice, then the end");
+        assert!(out.send_all(&[ToPm::Leave]).is_err(), "closed");
     }
 }

@@ -102,10 +102,10 @@ pub(crate) const SHORT_READ: usize = 256 << 10;
 /// endpoint's progress thread) hands the bytes to the core ([`fabric::Op::then`]): one
 /// hand-over, to the thread waiting for them, where a task of the client's runtime made
 /// two. A thread waiting for a read of at most [`SHORT_READ`] polls until it is reported
-/// (`Shared::short_reads`, see `Client::block_on`), so the report wakes nobody. The ticket back, untouched, when that cannot be done without
-/// blocking (a peer not yet in the address vector, no landing region kept, memory lent,
-/// a copy to try first, the provider busy): the task's way ([`Rma`]) then. `None` once
-/// taken.
+/// (`Shared::short_reads`, see `Client::block_on`), so the report wakes nobody. The ticket
+/// back, untouched, when that cannot be done without blocking (a peer not yet in the
+/// address vector, no landing region kept, memory lent, a copy to try first, the provider
+/// busy): the task's way ([`Rma`]) then. `None` once taken.
 pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fetch<Buffer>> {
     let Source::Rma {
         endpoint,
@@ -135,6 +135,9 @@ pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fe
         let Some(shared) = owner.upgrade() else {
             return;
         };
+        // Uncounted after the report (a waiting thread polls until then), or when it
+        // panicked.
+        let _counted = short.then(|| ShortRead(&shared.short_reads));
         let got = match read {
             Ok(region) => Ok((CdoData::landed(region, len, shared.landing.clone()), None)),
             Err(e) => {
@@ -149,12 +152,17 @@ pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fe
             c.fetched(shard, transfer, got);
             Ok(())
         });
-        // After the report: a thread waiting for it polls until then.
-        if short {
-            shared.short_reads.fetch_sub(1, Ordering::AcqRel);
-        }
     });
     None
+}
+
+/// A short read counted in `Shared::short_reads` until dropped.
+struct ShortRead<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for ShortRead<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Makes `data` readable by consumers over the fabric: registered, remotely readable
