@@ -41,7 +41,9 @@ pub struct JoinOptions {
     pub cross_memory: bool,
     /// How long a blocking call ([`super::Client`]) polls for its answer before its thread sleeps
     /// (default [`DEFAULT_WAIT_SPIN`]; zero: sleep at once). Over shared-memory rings the
-    /// polling thread reads the PM's answer off the ring itself meanwhile.
+    /// polling thread reads the PM's answer off the ring itself meanwhile. While RMA reads
+    /// of at most 256 KiB are in flight it polls longer, up to 10 ms, since their reports
+    /// would have to wake it (see [`super::Client::block_on`]).
     pub wait_spin: Duration,
     /// Offers of at most this many bytes carry their bytes to the PM, which hands them to
     /// consumers with their tickets: one round trip, no provider progress, no fabric
