@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# install.sh [--debug] PREFIX -- builds and installs the C API, the Python module and the
-# maestro binary:
+# install.sh [--debug] [--built] PREFIX -- builds and installs the C API, the Python module
+# and the maestro binary:
 #   PREFIX/include/maestro.h
 #   PREFIX/lib/libmaestro.so, PREFIX/lib/libmaestro.a
 #   PREFIX/lib/pkgconfig/maestro.pc
@@ -10,16 +10,24 @@
 # then: cc prog.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs maestro)
 #       PYTHONPATH=PREFIX/lib/python3.X/site-packages python3 -c 'import maestro_core'
 # --debug installs the debug build (what the tests use: no second, release build).
+# --built installs what the target directory holds, built by the caller with
+# `cargo build --workspace --all-targets` (the tests: building here again, with the
+# features of these packages alone, would relink binaries that other tests are running).
 # Installs missing Debian packages first (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
-if [[ ${1:-} == --debug ]]; then
-    profile=debug
+build=yes
+while [[ ${1:-} == --* ]]; do
+    case $1 in
+        --debug) profile=debug ;;
+        --built) build=no ;;
+        *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
+    esac
     shift
-fi
+done
 if [[ $# -ne 1 || -z $1 ]]; then
-    echo "usage: scripts/install.sh [--debug] PREFIX" >&2
+    echo "usage: scripts/install.sh [--debug] [--built] PREFIX" >&2
     exit 2
 fi
 mkdir -p "$1"
@@ -27,10 +35,12 @@ prefix=$(cd "$1" && pwd)
 scripts/setup.sh
 cargo_flags=()
 [[ $profile == release ]] && cargo_flags+=(--release)
-cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro-python -p maestro-spank -p maestro
-# The benchmarks' program on its own: built with the others, its bare-libfabric reference
-# would be linked into `maestro` too (cargo unifies the features of one build).
-cargo build "${cargo_flags[@]}" -p maestro-bench
+if [[ $build == yes ]]; then
+    cargo build "${cargo_flags[@]}" -p maestro-capi -p maestro-python -p maestro-spank -p maestro
+    # The benchmarks' program on its own: built with the others, its bare-libfabric
+    # reference would be linked into `maestro` too (cargo unifies the features of one build).
+    cargo build "${cargo_flags[@]}" -p maestro-bench
+fi
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 out="$target/$profile"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)

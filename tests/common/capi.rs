@@ -101,21 +101,16 @@ pub fn installed() -> Installed {
     sources.push(repo().join("python/maestro_core/__init__.py"));
     let _lock = FileLock::acquire(&target.join("capi-test-prefix.lock"));
     // The library is not a dependency of these tests: build it (a no-op when current), in
-    // the profile the tests run in (`--release` for the cluster's scale tests).
+    // the profile the tests run in (`--release` for the cluster's scale tests), as
+    // scripts/test.sh builds the workspace: a build of these packages alone unifies other
+    // features and relinks `maestro` while other tests run it (seen: "spawning
+    // target/debug/maestro: No such file or directory").
     let release = target.ends_with("release");
     let built = run(
         Command::new("cargo")
-            .args([
-                "build",
-                "-p",
-                "maestro-capi",
-                "-p",
-                "maestro-python",
-                "-p",
-                "maestro",
-            ])
+            .args(["build", "--workspace", "--all-targets"])
             .args(release.then_some("--release")),
-        Duration::from_secs(600),
+        Duration::from_secs(1200),
     );
     assert_eq!(built.code(), Some(0), "cargo build: {}", built.stderr);
     let want = stamp(&sources);
@@ -127,6 +122,7 @@ pub fn installed() -> Installed {
     let out = run(
         Command::new(repo().join("scripts/install.sh"))
             .args((!release).then_some("--debug"))
+            .arg("--built")
             .arg(&prefix),
         Duration::from_secs(600),
     );
