@@ -104,8 +104,9 @@ pub(crate) const SHORT_READ: usize = 256 << 10;
 /// two. A thread waiting for a read of at most [`SHORT_READ`] polls until it is reported
 /// (`Shared::short_reads`, see `Client::block_on`), so the report wakes nobody. The ticket
 /// back, untouched, when that cannot be done without blocking (a peer not yet in the
-/// address vector, no landing region kept, memory lent, a copy to try first, the provider
-/// busy): the task's way ([`Rma`]) then. `None` once taken.
+/// address vector, no landing region kept, memory lent, the provider busy) or is not a
+/// read (a copy to try first, an offer not registered with the fabric): the task's way
+/// ([`Rma`]) then. `None` once taken.
 pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fetch<Buffer>> {
     let Source::Rma {
         endpoint,
@@ -116,9 +117,12 @@ pub(super) fn read_then(shared: &Arc<Shared>, fetch: Fetch<Buffer>) -> Option<Fe
     else {
         return Some(fetch);
     };
-    let copy_first = memory.is_some() && shared.cross_memory.load(Ordering::Relaxed);
+    // A same-host provider's memory to copy first, or an offer only copies can reach.
+    let host_first = memory
+        .as_ref()
+        .is_some_and(|m| m.copy_only || shared.cross_memory.load(Ordering::Relaxed));
     let len = usize::try_from(fetch.source.len()).unwrap_or(0);
-    if copy_first || fetch.lent.is_some() || len == 0 {
+    if host_first || fetch.lent.is_some() || len == 0 {
         return Some(fetch);
     }
     let Ok(Some(op)) = post_inline(shared, *via, endpoint, *region, len) else {
