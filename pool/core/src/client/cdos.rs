@@ -480,18 +480,8 @@ impl<T: Driver> ClientCore<T> {
                 if f.completes_demand {
                     self.resolve((Op::Demand, f.cdo), Ok(f.cdo));
                 }
-                if report && f.completes_demand {
-                    // The demand is answered with its bytes here: what the PM makes of the
-                    // transfer's end (freeing it, its event) waits for the app's next
-                    // message, or `DEFER`. Telling it now would wake it, from the thread
-                    // that reports the transfer, on the demand's critical path.
-                    self.defer(ToPm::TransferDone {
-                        transfer,
-                        error: None,
-                        direct,
-                    });
-                } else if report {
-                    self.transfer_done(transfer, None, direct);
+                if report {
+                    self.transfer_done(transfer, None, direct, f.completes_demand);
                 }
             }
             Err((why, integrity)) => {
@@ -515,23 +505,34 @@ impl<T: Driver> ClientCore<T> {
                     why
                 };
                 tracing::warn!("pool client: transfer {transfer} failed: {why}");
-                self.transfer_done(transfer, Some(why), None);
+                self.transfer_done(transfer, Some(why), None, false);
             }
         }
     }
 
+    /// Tells the PM transfer `transfer` ended. The end of one that answered a demand with
+    /// its bytes (`answered`) waits for the app's next message, or `DEFER`: what the PM
+    /// makes of it (freeing the transfer, its event) is off the demand's critical path,
+    /// where telling it now would wake it from the thread that reports the transfer.
     fn transfer_done(
         &mut self,
         transfer: TransferId,
         error: Option<String>,
         direct: Option<proto::Direct>,
+        answered: bool,
     ) {
-        if !self.closed {
-            self.queue(ToPm::TransferDone {
-                transfer,
-                error,
-                direct,
-            });
+        if self.closed {
+            return;
+        }
+        let msg = ToPm::TransferDone {
+            transfer,
+            error,
+            direct,
+        };
+        if answered {
+            self.defer(msg);
+        } else {
+            self.queue(msg);
         }
     }
 
