@@ -663,6 +663,46 @@ fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
     pm.stop().expect("the PM ends with nothing lost");
 }
 
+/// Small offers past the app's share of the PM's budget for carried bytes lose them at the
+/// PM (and the producer, told so, sends the next ones without): they are not registered
+/// with the fabric, so only a copy out of the provider's memory reaches them on its host.
+/// A consumer that said it does not copy (`MSTRO_OFI_CMA=off`) gets them all the same, by
+/// the stream the PM plans for it, equal to a CDO whose bytes the PM kept.
+#[test]
+fn a_consumer_that_does_not_copy_gets_offers_only_copies_reach() {
+    use std::io::Write;
+    const SIZE: usize = 4 << 10;
+    // An app's share of the PM's budget for carried bytes is 8 MiB: 2,048 such offers.
+    const OFFERS: usize = 2_100;
+    let SameHost {
+        pm,
+        watcher,
+        sub,
+        mut provider,
+        consumer,
+    } = same_host("copy-only", (&[SIZE], 0), "plain");
+    drop(sub);
+    // The provider makes the buffers, then offers them (its `prepared` is drained): the
+    // demands below wait for the offers.
+    let mut stdin = provider.child.stdin.take().expect("stdin");
+    writeln!(stdin, "events {SIZE} {OFFERS}\ngo").expect("tell the provider");
+    let reader = consumer(true);
+    let fetch = |i: usize| {
+        let want = reader
+            .declare(&format!("bench-events-{SIZE}/{i}"))
+            .expect("declare");
+        let (data, _) = reader.demand(want).expect("demand");
+        assert_eq!(data.len(), SIZE);
+        data.to_vec()
+    };
+    let (kept, dropped) = (fetch(0), fetch(OFFERS - 1));
+    assert!(kept.iter().any(|&b| b != 0), "the offers are a pattern");
+    assert!(kept == dropped, "an offer only copies reach came changed");
+    drop((reader, stdin, provider));
+    watcher.leave().expect("leave");
+    pm.stop().expect("the PM ends with nothing lost");
+}
+
 /// A same-host consumer of a shareable offer maps the provider's memory file: no copy, the
 /// bytes are those an RMA read gets, the view outlives the provider's withdrawal and exit,
 /// and memory the consumer lends is filled by a copy instead.
