@@ -674,19 +674,12 @@ fn a_consumer_that_does_not_copy_gets_offers_only_copies_reach() {
     const SIZE: usize = 4 << 10;
     // An app's share of the PM's budget for carried bytes is 8 MiB: 2,048 such offers.
     const OFFERS: usize = 2_100;
-    let SameHost {
-        pm,
-        watcher,
-        sub,
-        mut provider,
-        consumer,
-    } = same_host("copy-only", (&[SIZE], 0), "plain");
-    drop(sub);
+    let mut host = same_host("copy-only", (&[SIZE], 0), "plain");
     // The provider makes the buffers, then offers them (its `prepared` is drained): the
     // demands below wait for the offers.
-    let mut stdin = provider.child.stdin.take().expect("stdin");
+    let mut stdin = host.provider.child.stdin.take().expect("stdin");
     writeln!(stdin, "events {SIZE} {OFFERS}\ngo").expect("tell the provider");
-    let reader = consumer(true);
+    let reader = (host.consumer)(true);
     let fetch = |i: usize| {
         let want = reader
             .declare(&format!("bench-events-{SIZE}/{i}"))
@@ -698,7 +691,15 @@ fn a_consumer_that_does_not_copy_gets_offers_only_copies_reach() {
     let (kept, dropped) = (fetch(0), fetch(OFFERS - 1));
     assert!(kept.iter().any(|&b| b != 0), "the offers are a pattern");
     assert!(kept == dropped, "an offer only copies reach came changed");
-    drop((reader, stdin, provider));
+    drop((reader, stdin));
+    let SameHost {
+        pm,
+        watcher,
+        sub,
+        provider,
+        ..
+    } = host;
+    drop((sub, provider));
     watcher.leave().expect("leave");
     pm.stop().expect("the PM ends with nothing lost");
 }
