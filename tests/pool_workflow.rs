@@ -402,7 +402,8 @@ fn join_published_without_a_pool_manager_says_what_to_do() {
 /// `maestro bench pool` runs end to end on both providers users compare (a provider
 /// process, a real PM, verified first demands, the raw baseline, the event-driven stream
 /// with every CDO's bytes checked: on shm, eight of 1 MiB leased and copied in pieces by
-/// the consumer's copy crew, two in flight) and reports every size.
+/// the consumer's copy crew, two in flight; and the CPU the consumer, the PM and the
+/// provider spent per CDO of it) and reports every size.
 #[test]
 fn the_pool_benchmark_runs_and_reports() {
     for provider in ["shm", "tcp;ofi_rxm"] {
@@ -447,6 +448,9 @@ fn the_pool_benchmark_runs_and_reports() {
                 "raw_gbps",
                 "events_cdos_per_sec",
                 "events_gbps",
+                "events_consumer_cpu_us",
+                "events_pm_cpu_us",
+                "events_provider_cpu_us",
             ];
             if mpi {
                 keys.extend([

@@ -22,6 +22,7 @@ use pool::{Client, ClientError, JoinOptions, PmConfig, PoolManager};
 use pool_tools::progress::{Progress, Unit};
 use serde::Serialize;
 
+mod cpu;
 mod events;
 mod gfs;
 mod provider;
@@ -238,6 +239,13 @@ pub struct PoolRow {
     pub events_cdos_per_sec: Option<f64>,
     /// Their bytes per second, GB/s.
     pub events_gbps: Option<f64>,
+    /// The consumer's CPU per CDO of the stream (the benchmark's process less the PM's
+    /// thread), µs.
+    pub events_consumer_cpu_us: Option<f64>,
+    /// The PM's CPU per CDO of the stream (its thread), µs.
+    pub events_pm_cpu_us: Option<f64>,
+    /// The provider's CPU per CDO of the stream (its whole process), µs.
+    pub events_provider_cpu_us: Option<f64>,
     /// With `--transport gfs`: copying as many bytes between two files of the GFS
     /// directory, GB/s.
     pub cp_gbps: Option<f64>,
@@ -318,8 +326,12 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
         }
         if let (Some(rate), Some(gbps)) = (r.events_cdos_per_sec, r.events_gbps) {
             println!(
-                "{:>10}   offer events, each CDO demanded as told, {} in flight: {rate:.0} CDOs/s, {gbps:.3} GB/s",
-                "", b.window
+                "{:>10}   offer events, each CDO demanded as told, {} in flight: {rate:.0} CDOs/s, {gbps:.3} GB/s; CPU per CDO: consumer {} µs, PM {} µs, provider {} µs",
+                "",
+                b.window,
+                opt(r.events_consumer_cpu_us, 2),
+                opt(r.events_pm_cpu_us, 2),
+                opt(r.events_provider_cpu_us, 2)
             );
         }
     }
@@ -412,9 +424,12 @@ impl PoolBench {
                 row.group_gbps = Some(per_sec * size as f64 / 1e9);
             }
             if self.events {
-                let per_sec = self.event_stream(&consumer, &mut provider, size)?;
+                let (per_sec, cpu) = self.event_stream((&consumer, &pm), &mut provider, size)?;
                 row.events_cdos_per_sec = Some(per_sec);
                 row.events_gbps = Some(per_sec * size as f64 / 1e9);
+                row.events_consumer_cpu_us = Some(cpu.consumer_us);
+                row.events_pm_cpu_us = Some(cpu.pm_us);
+                row.events_provider_cpu_us = Some(cpu.provider_us);
             }
             if let Some(d) = dir_path {
                 row.cp_gbps = Some(gfs::copy_gbps(d, size, row.iterations.min(200))?);
@@ -552,6 +567,9 @@ impl PoolBench {
             group_mpi_gbps: None,
             events_cdos_per_sec: None,
             events_gbps: None,
+            events_consumer_cpu_us: None,
+            events_pm_cpu_us: None,
+            events_provider_cpu_us: None,
             cp_gbps: None,
         })
     }
@@ -851,13 +869,16 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     std::io::stdout().flush()?;
     // Serve until the benchmark closes our stdin. `events SIZE COUNT` makes COUNT fresh
     // buffers of SIZE filled with the pattern and says `prepared`; `go` then offers them as
-    // fast as it can.
+    // fast as it can; `cpu` says this process's CPU time so far (`cpu NANOSECONDS`).
     let mut prepared = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line?;
         if let Some(stream) = line.strip_prefix("events ") {
             prepared = events::prepare(args, stream)?;
             println!("prepared");
+            std::io::stdout().flush()?;
+        } else if line.trim() == "cpu" {
+            println!("cpu {}", cpu::process_cpu().as_nanos());
             std::io::stdout().flush()?;
         } else if line.trim() == "go" {
             offered.extend(events::offer_stream(

@@ -7,9 +7,10 @@
 use std::time::{Duration, Instant};
 
 use fabric::Buffer;
-use pool::Client;
 use pool::attr::Attributes;
+use pool::{Client, PoolManager};
 
+use super::cpu::{PerCdo, Sample};
 use super::{Lender, PoolBench, PoolBenchError, ProviderArgs, ProviderProcess, demand, verify};
 use crate::pattern;
 use crate::peer::SEED;
@@ -29,13 +30,13 @@ impl PoolBench {
     /// The event-driven stream of `size` (`--events`): subscribed to offers, the consumer
     /// has the provider offer fresh CDOs as fast as it can and demands each as its event
     /// arrives, `--window` in flight; CDOs per second from the request to the last demand
-    /// (the first checked).
+    /// (the first checked), and the CPU each party spent per CDO meanwhile.
     pub(super) fn event_stream(
         &self,
-        consumer: &Client,
+        (consumer, pm): (&Client, &PoolManager),
         provider: &mut ProviderProcess,
         size: usize,
-    ) -> Result<f64, PoolBenchError> {
+    ) -> Result<(f64, PerCdo), PoolBenchError> {
         use futures::TryStreamExt;
         let count = self.event_count(size);
         let prefix = format!("{}/", event_prefix(size));
@@ -53,6 +54,7 @@ impl PoolBench {
         // the producer's memset.
         provider.tell(&format!("events {size} {count}"))?;
         provider.expect("prepared", Duration::from_secs(600))?;
+        let cpu = Sample::take(pm, provider)?;
         let start = Instant::now();
         provider.tell("go")?;
         // The names of this size's offers, as their events arrive.
@@ -106,8 +108,9 @@ impl PoolBench {
                 .try_collect::<Vec<()>>(),
         )?;
         let per_sec = count as f64 / start.elapsed().as_secs_f64();
+        let spent = cpu.per_cdo(&Sample::take(pm, provider)?, count);
         drop(offers);
-        Ok(per_sec)
+        Ok((per_sec, spent))
     }
 }
 

@@ -103,8 +103,16 @@ fn said(got: Result<std::io::Result<String>, std::sync::mpsc::RecvTimeoutError>)
 impl ProviderProcess {
     /// Waits at most `limit` for the provider to say `word` (a line).
     pub(super) fn expect(&mut self, word: &str, limit: Duration) -> Result<(), PoolBenchError> {
+        self.answer(word, limit).map(drop)
+    }
+
+    /// Waits at most `limit` for the provider's line that starts with the word `word`;
+    /// what follows it.
+    pub(super) fn answer(&mut self, word: &str, limit: Duration) -> Result<String, PoolBenchError> {
         match self.stdout.recv_timeout(limit) {
-            Ok(Ok(line)) if line.trim() == word => Ok(()),
+            Ok(Ok(line)) if line.split_whitespace().next() == Some(word) => {
+                Ok(line.trim()[word.len()..].trim().to_owned())
+            }
             other => Err(PoolBenchError::Provider(format!(
                 "it did not say {word:?} within {limit:?} ({})",
                 said(other)
