@@ -11,8 +11,8 @@
 # Prints one table: per size the pool's demand p50, its bandwidth, bare libfabric's
 # (fi_read between the same nodes: the provider's ceiling), Open MPI's, and the pool's over
 # each and over iperf3's single-stream bandwidth measured in the same run; with --events,
-# also the event-driven stream (fresh CDOs demanded as their offer events arrive) and it
-# over MPI. Needs root (namespaces)
+# also the event-driven stream (fresh CDOs demanded as their offer events arrive), it over
+# MPI and each party's CPU per CDO. Needs root (namespaces)
 # and the packages of scripts/setup.sh (run it first); builds the release binary.
 # Everything it starts (the cluster, iperf3's server) is stopped on exit, by PID.
 set -euo pipefail
@@ -93,7 +93,8 @@ print(f"n2 -> n1 over veth (tcp;ofi_rxm, progress {pool['progress']}), {window} 
 events = any(r.get("events_gbps") is not None for r in pool["rows"])
 print(f"{'size':>10} {'p50 us':>9} {'pool GB/s':>10} {'raw GB/s':>9} {'MPI GB/s':>9} {'MPI fresh':>9} "
       f"{'pool/iperf3':>12} {'pool/raw':>9} {'pool/MPI':>9} {'pool/fresh':>10} {'MPI/iperf3':>11}"
-      + (f" {'events/s':>10} {'events GB/s':>12} {'events/MPI':>11}" if events else ""))
+      + (f" {'events/s':>10} {'events GB/s':>12} {'events/MPI':>11} {'CPU us/CDO: cons':>17} {'PM':>6} {'prov':>6}"
+         if events else ""))
 ratio = lambda a, b: f"{a / b:.2f}" if b else "-"
 for r in pool["rows"]:
     mpi, raw = r.get("mpi_gbps") or 0.0, r.get("raw_gbps") or 0.0
@@ -103,7 +104,9 @@ for r in pool["rows"]:
             f"{ratio(r['gbps'], fresh):>10} {ratio(mpi, ref):>11}")
     if events:
         rate, gbps = r.get("events_cdos_per_sec") or 0.0, r.get("events_gbps") or 0.0
-        line += f" {rate:>10.0f} {gbps:>12.3f} {ratio(gbps, mpi):>11}"
+        cpu = lambda k: f"{r[k]:.1f}" if r.get(k) is not None else "-"
+        line += (f" {rate:>10.0f} {gbps:>12.3f} {ratio(gbps, mpi):>11} {cpu('events_consumer_cpu_us'):>17}"
+                 f" {cpu('events_pm_cpu_us'):>6} {cpu('events_provider_cpu_us'):>6}")
     print(line)
 if out:
     json.dump({"iperf3_gbps": ref, "pool": pool}, open(out, "w"), indent=1)

@@ -240,9 +240,9 @@ pub struct PoolRow {
     /// Their bytes per second, GB/s.
     pub events_gbps: Option<f64>,
     /// The consumer's CPU per CDO of the stream (the benchmark's process less the PM's
-    /// thread), µs.
+    /// thread), µs; unknown where the PM thread's CPU clock cannot be read.
     pub events_consumer_cpu_us: Option<f64>,
-    /// The PM's CPU per CDO of the stream (its thread), µs.
+    /// The PM's CPU per CDO of the stream (its thread), µs; unknown likewise.
     pub events_pm_cpu_us: Option<f64>,
     /// The provider's CPU per CDO of the stream (its whole process), µs.
     pub events_provider_cpu_us: Option<f64>,
@@ -427,8 +427,8 @@ impl PoolBench {
                 let (per_sec, cpu) = self.event_stream((&consumer, &pm), &mut provider, size)?;
                 row.events_cdos_per_sec = Some(per_sec);
                 row.events_gbps = Some(per_sec * size as f64 / 1e9);
-                row.events_consumer_cpu_us = Some(cpu.consumer_us);
-                row.events_pm_cpu_us = Some(cpu.pm_us);
+                row.events_consumer_cpu_us = cpu.consumer_us;
+                row.events_pm_cpu_us = cpu.pm_us;
                 row.events_provider_cpu_us = Some(cpu.provider_us);
             }
             if let Some(d) = dir_path {

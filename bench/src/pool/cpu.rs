@@ -2,7 +2,9 @@
 //! and the provider spent over the stream, per CDO. The consumer and the PM share the
 //! benchmark's process (the PM on its own thread, [`PoolManager::cpu_time`]); the
 //! provider says its own process's time when asked (`cpu`, answered `cpu NANOSECONDS`),
-//! on this node or another.
+//! on this node or another. CPU time counts what threads spend polling too (a waiting
+//! thread's spin in `Client::block_on`, a progress thread's): a party that waits on a
+//! busy machine shows more than its work.
 
 use std::time::Duration;
 
@@ -10,7 +12,8 @@ use pool::PoolManager;
 
 use super::{PoolBenchError, ProviderProcess};
 
-/// The CPU time of this process so far, all its threads (`CLOCK_PROCESS_CPUTIME_ID`).
+/// The CPU time of this process so far, all its threads (`CLOCK_PROCESS_CPUTIME_ID`,
+/// which Linux always has; zero if it could not be read).
 pub(crate) fn process_cpu() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -30,7 +33,9 @@ pub(crate) fn process_cpu() -> Duration {
 pub(super) struct Sample {
     /// The benchmark's process: the consumer and the PM.
     ours: Duration,
-    pm: Duration,
+    /// The PM's thread; `None` where its CPU clock cannot be read (then neither its share
+    /// nor the consumer's is known).
+    pm: Option<Duration>,
     provider: Duration,
 }
 
@@ -38,8 +43,8 @@ pub(super) struct Sample {
 /// thread), the PM's and the provider's process's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct PerCdo {
-    pub(super) consumer_us: f64,
-    pub(super) pm_us: f64,
+    pub(super) consumer_us: Option<f64>,
+    pub(super) pm_us: Option<f64>,
     pub(super) provider_us: f64,
 }
 
@@ -47,8 +52,7 @@ impl Sample {
     /// The three CPU times now (the provider asked and answering).
     ///
     /// # Errors
-    /// The provider did not answer, or not with a number; the PM's thread clock cannot be
-    /// read.
+    /// The provider did not answer, or not with a number.
     pub(super) fn take(
         pm: &PoolManager,
         provider: &mut ProviderProcess,
@@ -58,12 +62,9 @@ impl Sample {
         let nanos = said.parse::<u64>().map_err(|_| {
             PoolBenchError::Provider(format!("its CPU time {said:?} is not a number"))
         })?;
-        let pm = pm
-            .cpu_time()
-            .ok_or_else(|| PoolBenchError::Provider("the PM thread's CPU clock".into()))?;
         Ok(Sample {
             ours: process_cpu(),
-            pm,
+            pm: pm.cpu_time(),
             provider: Duration::from_nanos(nanos),
         })
     }
@@ -71,10 +72,11 @@ impl Sample {
     /// The CPU each party spent from `self` to `later`, per CDO of `cdos`.
     pub(super) fn per_cdo(&self, later: &Sample, cdos: usize) -> PerCdo {
         let us = |d: Duration| d.as_secs_f64() * 1e6 / cdos.max(1) as f64;
-        let pm = later.pm.saturating_sub(self.pm);
+        let pm = later.pm.zip(self.pm).map(|(l, s)| l.saturating_sub(s));
+        let ours = later.ours.saturating_sub(self.ours);
         PerCdo {
-            consumer_us: us(later.ours.saturating_sub(self.ours).saturating_sub(pm)),
-            pm_us: us(pm),
+            consumer_us: pm.map(|pm| us(ours.saturating_sub(pm))),
+            pm_us: pm.map(us),
             provider_us: us(later.provider.saturating_sub(self.provider)),
         }
     }
@@ -89,12 +91,12 @@ mod tests {
         let ms = Duration::from_millis;
         let before = Sample {
             ours: ms(100),
-            pm: ms(40),
+            pm: Some(ms(40)),
             provider: ms(7),
         };
-        let after = Sample {
+        let mut after = Sample {
             ours: ms(400),
-            pm: ms(140),
+            pm: Some(ms(140)),
             provider: ms(207),
         };
         // 300 ms of the process, 100 of them the PM's, over 100,000 CDOs.
@@ -102,11 +104,15 @@ mod tests {
         assert_eq!(
             per,
             PerCdo {
-                consumer_us: 2.0,
-                pm_us: 1.0,
+                consumer_us: Some(2.0),
+                pm_us: Some(1.0),
                 provider_us: 2.0
             }
         );
+        // Without the PM's clock neither its share nor the consumer's is known.
+        after.pm = None;
+        let per = before.per_cdo(&after, 100_000);
+        assert_eq!((per.consumer_us, per.pm_us), (None, None));
     }
 
     #[test]
