@@ -1,15 +1,22 @@
-//! The provider process of `maestro bench pool` as the benchmark drives it: started with
-//! the benchmark's settings, told what to do by lines on its input, heard by lines on its
-//! output (each wait bounded).
+//! The provider process of `maestro bench pool`, both ends of it: the benchmark starts it
+//! with its settings, tells it what to do by lines on its input and hears it by lines on
+//! its output, each wait bounded ([`ProviderProcess`]); the process itself
+//! ([`provider_main`]) offers, says `ready`, and answers `events SIZE COUNT` (`prepared`),
+//! `go` and `cpu` (`cpu NANOSECONDS`) until its input closes.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::Duration;
 
-use fabric::ProgressMode;
+use fabric::{Buffer, Endpoint, ProgressMode};
+use pool::attr::Attributes;
 use pool::bootstrap::PmInfo;
+use pool::{Client, JoinOptions};
+use pool_tools::cli::parse_sizes;
 
-use super::{PoolBench, PoolBenchError};
+use super::{PoolBench, PoolBenchError, cpu, events, gfs, group_of, member_of, name_of};
+use crate::pattern;
+use crate::peer::SEED;
 
 /// The provider process (`maestro-bench pool-provider`): it offers one CDO per size and serves
 /// until its stdin closes; on drop its stdin is closed, it is given
@@ -143,4 +150,159 @@ fn progress_name(p: ProgressMode) -> &'static str {
         ProgressMode::Block => "block",
         ProgressMode::Spin => "spin",
     }
+}
+
+/// The command line of the provider process (`maestro-bench pool-provider`, hidden).
+#[derive(Clone, Debug, clap::Args)]
+pub struct ProviderArgs {
+    /// The PM info.
+    #[arg(long)]
+    pub(super) pm: String,
+    /// libfabric provider.
+    #[arg(long)]
+    pub(super) provider: String,
+    /// CDO sizes in bytes.
+    #[arg(long, value_parser = parse_sizes)]
+    pub(super) sizes: std::vec::Vec<usize>,
+    /// Progress mode of its endpoint.
+    #[arg(long, default_value = "block", value_parser = pool_tools::cli::parse_progress)]
+    pub(super) progress: ProgressMode,
+    /// Offer the process's own memory in place (not library buffers).
+    #[arg(long)]
+    pub(super) user_memory: bool,
+    /// Which library buffers to offer.
+    #[arg(long, value_enum, default_value = "offer")]
+    pub(super) buffers: Buffers,
+    /// As the benchmark's `--inline-max`.
+    #[arg(long, default_value_t = pool::DEFAULT_INLINE_MAX)]
+    pub(super) inline_max: usize,
+    /// As the benchmark's `--no-rings`.
+    #[arg(long)]
+    pub(super) no_rings: bool,
+    /// As the benchmark's `--group`.
+    #[arg(long, default_value_t = 0)]
+    pub(super) group: usize,
+    /// As the benchmark's `--iface`.
+    #[arg(long)]
+    pub(super) iface: Option<String>,
+    /// Offer through the global file system in this directory.
+    #[arg(long)]
+    pub(super) gfs_dir: Option<std::path::PathBuf>,
+}
+
+/// The library buffers a benchmark provider offers (see [`super::PoolBench::buffers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Buffers {
+    /// `Buffer::for_offer`.
+    Offer,
+    /// `Buffer::new`.
+    Plain,
+    /// `Buffer::shareable`.
+    Shareable,
+}
+
+impl Buffers {
+    pub(super) fn make(self, len: usize) -> fabric::Result<Buffer> {
+        match self {
+            Buffers::Offer => Buffer::for_offer(len),
+            Buffers::Plain => Buffer::new(len),
+            Buffers::Shareable => Buffer::shareable(len),
+        }
+    }
+}
+
+/// `maestro-bench pool-provider`: offers one CDO per size (filled with the benchmark's pattern),
+/// prints `ready`, serves until stdin closes, then withdraws and leaves; exit code 1 on
+/// failure.
+pub fn provider_main(args: &ProviderArgs) -> std::process::ExitCode {
+    pool_tools::cli::exit("pool-provider", provide(args), 1)
+}
+
+fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
+    let pm = PmInfo::parse(&args.pm).map_err(|e| PoolBenchError::Provider(e.to_string()))?;
+    let offer = crate::peer::offer_on(&args.provider, args.iface.as_deref())?;
+    let endpoint = Endpoint::open_with(&offer, args.progress)?;
+    let mut options = JoinOptions::new("provider", 0)
+        .endpoint(endpoint)
+        .inline_max(args.inline_max)
+        .rings(!args.no_rings)
+        .cross_memory(!fabric::Config::from_env()?.no_cross_memory)
+        .timeout(Duration::from_secs(600));
+    if let Some(d) = &args.gfs_dir {
+        options = options.gfs(gfs::options(d, true));
+    }
+    let client = Client::join(&pm, options)?;
+    let mut offered = Vec::new();
+    let mut groups = Vec::new();
+    // With --user-memory: the memory offered in place, kept until the offers are withdrawn.
+    let mut mine: Vec<Vec<u8>> = Vec::new();
+    for &size in &args.sizes {
+        let buf = if args.user_memory {
+            let mut v = vec![0u8; size];
+            pattern::fill(&mut v, SEED);
+            // SAFETY: `v` lives in `mine` until after the withdrawals below and is not
+            // written while offered.
+            let b = unsafe { Buffer::borrowed(v.as_mut_ptr(), v.len()) };
+            mine.push(v);
+            b
+        } else {
+            let mut buf = args.buffers.make(size)?;
+            pattern::fill(buf.as_mut_slice(), SEED);
+            buf
+        };
+        let cdo = client.declare(&name_of(size))?;
+        client.seal_and_offer(cdo, Attributes::new(), buf)?;
+        offered.push(cdo);
+        if args.group > 0 {
+            let group = client.declare(&group_of(size))?;
+            let mut members = Vec::with_capacity(args.group);
+            for i in 0..args.group {
+                let mut b = args.buffers.make(size)?;
+                pattern::fill(b.as_mut_slice(), SEED);
+                members.push((
+                    client.declare(&member_of(size, i))?,
+                    Some(Attributes::new()),
+                    b,
+                ));
+            }
+            let ids: Vec<_> = members.iter().map(|(c, ..)| *c).collect();
+            client.offer_group(group, members)?;
+            groups.push((group, ids));
+        }
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+    // Serve until the benchmark closes our stdin. `events SIZE COUNT` makes COUNT fresh
+    // buffers of SIZE filled with the pattern and says `prepared`; `go` then offers them as
+    // fast as it can; `cpu` says this process's CPU time so far (`cpu NANOSECONDS`).
+    let mut prepared = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if let Some(stream) = line.strip_prefix("events ") {
+            prepared = events::prepare(args, stream)?;
+            println!("prepared");
+            std::io::stdout().flush()?;
+        } else if line.trim() == "cpu" {
+            println!("cpu {}", cpu::process_cpu().as_nanos());
+            std::io::stdout().flush()?;
+        } else if line.trim() == "go" {
+            offered.extend(events::offer_stream(
+                &client,
+                std::mem::take(&mut prepared),
+            )?);
+        }
+    }
+    for cdo in offered {
+        client.withdraw(cdo)?;
+        client.dispose(cdo)?;
+    }
+    for (group, members) in groups {
+        client.withdraw_group(group, &members)?;
+        for cdo in members.into_iter().chain(Some(group)) {
+            client.dispose(cdo)?;
+        }
+    }
+    client.leave()?;
+    drop(mine);
+    Ok(())
 }
