@@ -320,9 +320,12 @@ pub(crate) fn take_and_deliver(
     shard: usize,
 ) -> Result<usize> {
     let n = inlet.take(taken)?;
-    let mut got: smallvec::SmallVec<[FromPm; 8]> = smallvec::SmallVec::new();
-    proto::drain_frames::<FromPm>(&mut taken.buf, |m| got.push(m))?;
-    deliver(shared, shard, got);
+    let mut got = taken.take_messages();
+    let framed = proto::drain_frames::<FromPm>(&mut taken.buf, |m| got.push(m));
+    // The whole frames before a bad one are the PM's: handed on before the error.
+    deliver(shared, shard, got.drain(..));
+    taken.keep_messages(got);
+    framed?;
     Ok(n)
 }
 

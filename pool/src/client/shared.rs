@@ -38,6 +38,18 @@ impl Driver for Io {
 /// The client's protocol state: a core per shard of the pool the app uses.
 pub(crate) type Core = Sharded<Io>;
 
+thread_local! {
+    /// The events of one step of the core, for [`Shared::with_core`] to carry out: a list
+    /// each thread keeps, since a reader's step over a burst of hundreds of offer events
+    /// would grow a new one by doubling, step after step. Taken out while in use (an event
+    /// carried out may step the core again: that step gets a list of its own).
+    static STEP_EVENTS: std::cell::Cell<Vec<(usize, Event<Io>)>> =
+        const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Most events' room a thread keeps in [`STEP_EVENTS`] between steps.
+const STEP_EVENTS_KEPT: usize = 256;
+
 /// State shared by the client handle and its driver tasks.
 pub(crate) struct Shared {
     pub(crate) app: AppId,
@@ -246,16 +258,17 @@ impl Shared {
         self.send_now(to, &mut now, &mut sent);
         let opening: smallvec::SmallVec<[usize; 1]> =
             std::iter::from_fn(|| core.poll_connect()).collect();
-        // Mostly one answer or one ticket: no allocation for them.
-        let events: smallvec::SmallVec<[(usize, Event<Io>); 2]> =
-            std::iter::from_fn(|| core.poll_event()).collect();
+        let mut events = STEP_EVENTS.take();
+        events.extend(std::iter::from_fn(|| core.poll_event()));
         drop(core);
         for shard in opening {
             self.open(shard);
         }
-        for (shard, e) in events {
+        for (shard, e) in events.drain(..) {
             self.carry_out(shard, e);
         }
+        events.shrink_to(STEP_EVENTS_KEPT);
+        STEP_EVENTS.set(events);
         let r = r?;
         if self.rejoin.is_some() {
             // A connection that failed is rejoined and what the core holds replayed: the

@@ -3,7 +3,6 @@
 //! reading. How long a connection may take to join and how many may wait is the manager's
 //! (see [`crate::admission`]): the driver closes what the manager closes.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -35,6 +34,10 @@ pub(super) struct Writers {
     pub(super) spare: Vec<Vec<FromPm>>,
 }
 
+/// The driver's tables by connection, hashed by foldhash: a round stages each message
+/// under its connection, and SipHash (the standard table's) cost a lookup per message.
+pub(super) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Most emptied lists kept for the next rounds ...
 const SPARE_LISTS: usize = 64;
 /// ... each with room for at most this many messages (a round's burst to one
@@ -48,6 +51,10 @@ const FRAME_ROOM_PER_MESSAGE: usize = 128;
 /// each, and a buffer made for the worst case would hold (and fragment) megabytes the
 /// frames never use; a larger round grows it.
 const FRAME_ROOM_MAX: usize = 16 << 10;
+
+/// Most messages' room a connection's reader makes for its next batch ([`serve_joined`]):
+/// at most 72 bytes each, 72 KiB.
+const BATCH_ROOM: usize = 1024;
 
 /// One connection's writer task: frames to write (`None`: close) and the bytes queued;
 /// with the handles of its reader and writer tasks, to cut it off.
@@ -448,11 +455,18 @@ pub(super) async fn serve_joined(
     let mut want = SMALL_READ;
     let own = Arc::new(tokio::sync::Semaphore::new(CONN_INGRESS));
     let gone = |_| "outlived the pool manager".to_string();
+    // Room for as many messages as the last batch had: a batch of hundreds grown from
+    // nothing by doubling costs the allocator several large requests, each sweeping its
+    // small free chunks.
+    let mut room = 0;
     loop {
         let before = buf.len();
-        let mut msgs = Vec::new();
+        let mut msgs = Vec::with_capacity(room);
         proto::drain_frames::<ToPm>(&mut buf, |m| msgs.push(m))
             .map_err(|e| format!("sent a bad frame ({e})"))?;
+        if !msgs.is_empty() {
+            room = msgs.len().min(BATCH_ROOM);
+        }
         let wire = before - buf.len();
         match paced {
             // An observer's questions go one at a time, each holding the connection's

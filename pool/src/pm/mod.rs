@@ -23,7 +23,6 @@
 //! - answers a connection does not read are bounded by [`PmConfig::max_queued`] (then it is
 //!   closed, as if its app had died).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -416,10 +415,10 @@ impl PoolManager {
             .spawn(move || {
                 let writers = Writers {
                     max_queued,
-                    by_conn: HashMap::new(),
+                    by_conn: conn::HashMap::default(),
                     kept,
                     events: tx.clone(),
-                    staged: HashMap::new(),
+                    staged: conn::HashMap::default(),
                     spare: Vec::new(),
                 };
                 if let Some(l) = metrics {

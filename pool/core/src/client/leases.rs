@@ -38,8 +38,8 @@ pub(super) struct Held {
 #[derive(Debug, Default)]
 pub(super) struct Leases {
     held: HashMap<TransferId, Held>,
-    /// The leases of each name, oldest first.
-    by_name: HashMap<Arc<str>, VecDeque<TransferId>>,
+    /// The leases of each name, oldest first: mostly one (no allocation).
+    by_name: HashMap<Arc<str>, smallvec::SmallVec<[TransferId; 2]>>,
     /// Leases by the instant they are given back unused, earliest first (an entry whose
     /// lease was used or released meanwhile is skipped).
     expiry: VecDeque<(Instant, TransferId)>,
@@ -56,10 +56,7 @@ impl Leases {
             attributes,
             provider,
         } = lease;
-        self.by_name
-            .entry(Arc::clone(&name))
-            .or_default()
-            .push_back(id);
+        self.by_name.entry(Arc::clone(&name)).or_default().push(id);
         let until = now.checked_add(LEASE_HOLD).unwrap_or(now);
         self.expiry.push_back((until, id));
         let held = Held {
@@ -82,19 +79,20 @@ impl Leases {
 
     /// Takes the oldest lease of `name`, to use.
     pub(super) fn take(&mut self, name: &str) -> Option<(TransferId, Held)> {
-        let id = *self.by_name.get(name)?.front()?;
-        self.forget(id).map(|h| (id, h))
+        let ids = self.by_name.get_mut(name)?;
+        let id = *ids.first()?;
+        ids.remove(0);
+        if ids.is_empty() {
+            self.by_name.remove(name);
+        }
+        self.held.remove(&id).map(|h| (id, h))
     }
 
     /// Forgets lease `id`; whether it was kept.
     pub(super) fn forget(&mut self, id: TransferId) -> Option<Held> {
         let held = self.held.remove(&id)?;
         if let Some(ids) = self.by_name.get_mut(&held.name) {
-            if ids.front() == Some(&id) {
-                ids.pop_front();
-            } else {
-                ids.retain(|&x| x != id);
-            }
+            ids.retain(|x| *x != id);
             if ids.is_empty() {
                 self.by_name.remove(&held.name);
             }

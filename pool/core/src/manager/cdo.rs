@@ -30,7 +30,7 @@ const FEW: usize = 32;
 #[derive(Debug)]
 enum Ids {
     One(CdoId),
-    Few(Vec<CdoId>),
+    Few(smallvec::SmallVec<[CdoId; 4]>),
     Many(Box<ManyIds>),
 }
 
@@ -56,7 +56,8 @@ impl Ids {
     fn insert(&mut self, cdo: CdoId) {
         match self {
             Ids::One(one) if *one == cdo => {}
-            Ids::One(one) => *self = Ids::Few(vec![*one, cdo]),
+            // An offer and a consumer's CDO of its name, mostly: no allocation.
+            Ids::One(one) => *self = Ids::Few(smallvec::smallvec![*one, cdo]),
             Ids::Few(ids) if ids.contains(&cdo) => {}
             Ids::Few(ids) if ids.len() < FEW => ids.push(cdo),
             Ids::Few(ids) => {
@@ -98,11 +99,30 @@ impl Ids {
         }
     }
 
-    fn iter(&self) -> Box<dyn Iterator<Item = CdoId> + '_> {
+    /// The ids in arrival order, with no allocation (a look at a name's offers is on
+    /// every demand's path).
+    fn iter(&self) -> IdsIter<'_> {
         match self {
-            Ids::One(one) => Box::new(std::iter::once(*one)),
-            Ids::Few(ids) => Box::new(ids.iter().copied()),
-            Ids::Many(many) => Box::new(many.order.values().copied()),
+            Ids::One(one) => IdsIter::Few(std::slice::from_ref(one).iter()),
+            Ids::Few(ids) => IdsIter::Few(ids.iter()),
+            Ids::Many(many) => IdsIter::Many(many.order.values()),
+        }
+    }
+}
+
+/// [`Ids::iter`].
+enum IdsIter<'a> {
+    Few(std::slice::Iter<'a, CdoId>),
+    Many(std::collections::btree_map::Values<'a, u64, CdoId>),
+}
+
+impl Iterator for IdsIter<'_> {
+    type Item = CdoId;
+
+    fn next(&mut self) -> Option<CdoId> {
+        match self {
+            IdsIter::Few(ids) => ids.next().copied(),
+            IdsIter::Many(ids) => ids.next().copied(),
         }
     }
 }

@@ -792,31 +792,35 @@ pub struct Lease {
 /// Packs each run of two or more `Done` answers of one operation into one `DoneMany`,
 /// keeping the order of everything else: a pipelining producer gets one answer per batch.
 /// In place: a driver packs the same buffer round after round, with no allocation but a
-/// `DoneMany`'s list.
+/// `DoneMany`'s list, made once at the run's length (grown by doubling it cost a round of
+/// hundreds of offers several reallocations).
 pub fn pack_done(batch: &mut Vec<FromPm>) {
-    let mut kept: usize = 0;
-    for i in 0..batch.len() {
-        // `Bye` holds the place of a message moved out until the truncate below.
-        let m = std::mem::replace(&mut batch[i], FromPm::Bye);
-        let m = match (kept.checked_sub(1).map(|last| &mut batch[last]), m) {
-            (Some(FromPm::DoneMany { op, cdos }), FromPm::Done { op: o, cdo }) if *op == o => {
-                cdos.push(cdo);
-                continue;
+    let done_of = |m: &FromPm| match m {
+        FromPm::Done { op, cdo } => Some((*op, *cdo)),
+        _ => None,
+    };
+    // Messages before `kept` are the packed batch; those from `kept` to `i` are spent.
+    let (mut kept, mut i) = (0, 0);
+    while i < batch.len() {
+        let op = done_of(&batch[i]).map(|(op, _)| op);
+        let run = op.map_or(1, |op| {
+            batch[i..]
+                .iter()
+                .take_while(|m| done_of(m).is_some_and(|(o, _)| o == op))
+                .count()
+        });
+        match op {
+            Some(op) if run >= 2 => {
+                let cdos = batch[i..i + run]
+                    .iter()
+                    .filter_map(|m| done_of(m).map(|(_, cdo)| cdo))
+                    .collect();
+                batch[kept] = FromPm::DoneMany { op, cdos };
             }
-            (Some(last @ FromPm::Done { .. }), FromPm::Done { op: o, cdo }) => match last {
-                FromPm::Done { op, cdo: first } if *op == o => {
-                    *last = FromPm::DoneMany {
-                        op: o,
-                        cdos: vec![*first, cdo],
-                    };
-                    continue;
-                }
-                _ => FromPm::Done { op: o, cdo },
-            },
-            (_, m) => m,
-        };
-        batch[kept] = m;
+            _ => batch.swap(kept, i),
+        }
         kept += 1;
+        i += run;
     }
     batch.truncate(kept);
 }
