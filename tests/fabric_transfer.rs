@@ -247,6 +247,7 @@ fn the_benchmarks_leave_no_shared_memory_files() {
         "mount -t tmpfs tmpfs /dev/shm \
          && '{m}' bench fabric --provider shm --sizes 4K --volume 1M >/dev/null \
          && '{m}' bench pool --provider shm --sizes 64 --volume 64K >/dev/null \
+         && '{m}' bench copy --sizes 4K --volume 64K >/dev/null \
          && ls -A /dev/shm",
         m = maestro().display()
     );
@@ -256,4 +257,40 @@ fn the_benchmarks_leave_no_shared_memory_files() {
     );
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert_eq!(out.stdout.trim(), "", "left in /dev/shm");
+}
+
+/// `maestro bench copy` takes another process's memory each way there is (copied one range
+/// per call, several per call, through a view of its memory file), checks the bytes of
+/// each, and reports every way's cost per range; options that cannot work are refused.
+#[test]
+fn the_copy_benchmark_measures_every_way_and_checks_the_bytes() {
+    let out = run(
+        Command::new(maestro()).args([
+            "bench", "copy", "--sizes", "4K,64K", "--volume", "8M", "--batch", "8", "--json",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(v["batch"], 8, "{v}");
+    let rows = v["rows"].as_array().expect("rows");
+    let ranges: Vec<u64> = rows.iter().filter_map(|r| r["ranges"].as_u64()).collect();
+    assert_eq!(ranges, [2048, 128], "{v}");
+    for r in rows {
+        for way in [
+            "one_per_call_us",
+            "batched_us",
+            "map_us",
+            "view_us",
+            "view_again_us",
+        ] {
+            assert!(r[way].as_f64().is_some_and(|us| us > 0.0), "{way}: {r}");
+        }
+    }
+    let bad = run(
+        Command::new(maestro()).args(["bench", "copy", "--sizes", "1M", "--volume", "64K"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(bad.code(), Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("at least the largest size"), "{bad:?}");
 }

@@ -1,7 +1,8 @@
 //! `maestro-bench`, the benchmarks (`maestro bench ARGS` runs `maestro-bench ARGS`): a
 //! program of their own, so that the `maestro` binary links none of their code nor bare
 //! libfabric's reference (fabric's `baseline` feature). `pm`: the pool manager's throughput
-//! ([`pm`]); `pool`: the pool's data path against bare `fi_read` and MPI ([`pool`]);
+//! ([`pm`]); `pool`: the pool's data path against bare `fi_read` and MPI ([`pool`]); `copy`:
+//! same-host copies out of another process's memory, by each way there is ([`copy`]);
 //! `fabric` (here): RMA read bandwidth between two processes on this node, through our
 //! `fabric` layer and, in the same run, through bare libfabric ([`fabric::baseline`]), with
 //! the ratio. One read in flight, as a minimal C program reads. Hot reads re-read the start
@@ -9,6 +10,7 @@
 //! in cache. The hidden subcommands are the other processes of a run (a fabric peer, a
 //! load generator, a provider), started by the benchmark as this same program.
 
+mod copy;
 mod mpi;
 mod pattern;
 mod peer;
@@ -43,6 +45,9 @@ enum BenchCmd {
     /// The pool's data path: demand latency and bandwidth of CDOs another process
     /// offered, through a real pool manager, against bare fi_read.
     Pool(pool::PoolBenchArgs),
+    /// Same-host copies out of another process's memory: `process_vm_readv` one range
+    /// per call and several per call, against a view of its memory file.
+    Copy(copy::CopyArgs),
     /// One side of a two-process fabric run (used by `bench fabric` and the tests).
     #[command(hide = true)]
     FabricPeer(peer::PeerArgs),
@@ -69,6 +74,7 @@ fn main() -> std::process::ExitCode {
         BenchCmd::Pm(args) => pool_tools::cli::exit("bench pm", pm::main_bench(&args), 2),
         BenchCmd::Fabric(args) => pool_tools::cli::exit("bench fabric", fabric_main(&args), 2),
         BenchCmd::Pool(args) => pool_tools::cli::exit("bench pool", pool::main(&args), 2),
+        BenchCmd::Copy(args) => pool_tools::cli::exit("bench copy", copy::main(&args), 2),
         BenchCmd::FabricPeer(args) => peer::main(args),
         BenchCmd::PmInjector(args) => pm::main(&args),
         BenchCmd::PoolProvider(args) => pool::provider_main(&args),
@@ -238,7 +244,7 @@ impl FabricBench {
     fn measure_ours(&self, progress: &mut Progress) -> Result<Vec<f64>, PeerError> {
         let owner = OwnerProcess::spawn(
             &self.provider,
-            self.region_len(),
+            (self.region_len(), false),
             Serving::Ours(self.progress),
             &self.remote,
         )?;
@@ -269,7 +275,7 @@ impl FabricBench {
     pub(crate) fn measure_raw(&self, progress: &mut Progress) -> Result<Vec<f64>, PeerError> {
         let owner = OwnerProcess::spawn(
             &self.provider,
-            self.region_len(),
+            (self.region_len(), false),
             Serving::Raw,
             &self.remote,
         )?;

@@ -11,8 +11,14 @@ fn word(seed: u64, index: u64) -> u64 {
 
 /// Fills `buf` with pattern `seed` (trailing bytes of a partial word included).
 pub fn fill(buf: &mut [u8], seed: u64) {
-    for (i, chunk) in buf.chunks_mut(8).enumerate() {
-        let w = word(seed, i as u64).to_le_bytes();
+    fill_from(buf, seed, 0);
+}
+
+/// Fills `buf` with pattern `seed` from its word `first` on: the bytes a buffer filled
+/// with [`fill`] holds at offset `8 * first`.
+pub fn fill_from(buf: &mut [u8], seed: u64, first: u64) {
+    for (i, chunk) in (first..).zip(buf.chunks_mut(8)) {
+        let w = word(seed, i).to_le_bytes();
         chunk.copy_from_slice(&w[..chunk.len()]);
     }
 }
@@ -35,6 +41,15 @@ pub fn checksum(buf: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fill_from_a_word_is_the_whole_fills_bytes_there() {
+        let mut whole = vec![0u8; 4096];
+        fill(&mut whole, 7);
+        let mut part = vec![0u8; 1000];
+        fill_from(&mut part, 7, 128);
+        assert_eq!(part, whole[1024..2024]);
+    }
 
     #[test]
     fn pattern_is_deterministic_and_checksums_differ() {

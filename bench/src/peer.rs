@@ -35,6 +35,13 @@ pub struct OwnerInfo {
     pub region: RemoteRegion,
     /// The checksum of the whole region.
     pub checksum: u64,
+    /// Its process id.
+    pub pid: u32,
+    /// The region's address in its memory (for same-host copies: `maestro bench copy`).
+    pub addr: u64,
+    /// The memory file holding the region, when the owner was asked for one
+    /// (`--shareable`).
+    pub file: Option<fabric::MemoryFile>,
 }
 
 /// Errors of the two-process runs.
@@ -60,6 +67,9 @@ pub enum PeerError {
         /// Why it is not understood.
         reason: String,
     },
+    /// A same-host copy or view of the owner's memory failed (`maestro bench copy`).
+    #[error(transparent)]
+    Cma(#[from] fabric::cma::CmaError),
     /// Data arrived corrupted.
     #[error("checksum mismatch after reading {len} bytes: got {got:#x}, expected {expected:#x}")]
     Corrupt {
@@ -219,6 +229,9 @@ pub struct PeerArgs {
     /// The network interface to open on (owner; default loopback).
     #[arg(long)]
     iface: Option<String>,
+    /// Keep the region in a memory file that processes of this host may map (owner).
+    #[arg(long)]
+    shareable: bool,
 }
 
 /// `maestro-bench fabric-peer`: serves as the owner or reads as the reader; exit code 1 on
@@ -230,7 +243,12 @@ pub fn main(args: PeerArgs) -> std::process::ExitCode {
         Serving::Ours(args.progress)
     };
     let result = match (args.role.as_str(), args.owner) {
-        ("owner", _) => serve_owner(&args.provider, args.size, serving, args.iface.as_deref()),
+        ("owner", _) => serve_owner(
+            &args.provider,
+            (args.size, args.shareable),
+            serving,
+            args.iface.as_deref(),
+        ),
         (_, Some(line)) => match serde_json::from_str::<OwnerInfo>(&line) {
             Ok(info) => run_reader(&info, args.count),
             Err(e) => Err(PeerError::Protocol {
@@ -247,26 +265,34 @@ pub fn main(args: PeerArgs) -> std::process::ExitCode {
 }
 
 /// Runs the owner side on `iface` (loopback when `None`): announce on stdout, serve until
-/// stdin closes.
+/// stdin closes. The region is `size` bytes, in a memory file if `shareable`.
 ///
 /// # Errors
 /// Fabric errors while setting up.
 pub fn serve_owner(
     provider: &str,
-    size: usize,
+    (size, shareable): (usize, bool),
     serving: Serving,
     iface: Option<&str>,
 ) -> Result<(), PeerError> {
     let offer = offer_on(provider, iface)?;
-    let mut buf = Buffer::new(size)?;
+    let mut buf = if shareable {
+        Buffer::shareable(size)?
+    } else {
+        Buffer::new(size)?
+    };
     pattern::fill(buf.as_mut_slice(), SEED);
     let checksum = pattern::checksum(buf.as_slice());
+    let (addr, file) = (buf.as_slice().as_ptr() as u64, buf.memory_file());
     let announce = |address: &Address, region: RemoteRegion| -> Result<(), PeerError> {
         let info = OwnerInfo {
             provider: offer.provider.clone(),
             address: address.clone(),
             region,
             checksum,
+            pid: std::process::id(),
+            addr,
+            file,
         };
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", serde_json::to_string(&info).unwrap_or_default())?;
@@ -305,13 +331,13 @@ pub struct OwnerProcess {
 
 impl OwnerProcess {
     /// Starts `maestro-bench fabric-peer owner` where `remote` says and reads its announcement
-    /// (within 30 s).
+    /// (within 30 s); its region is `size` bytes, in a memory file if `shareable`.
     ///
     /// # Errors
     /// Spawn failures; a peer that exits or announces garbage.
     pub fn spawn(
         provider: &str,
-        size: usize,
+        (size, shareable): (usize, bool),
         serving: Serving,
         remote: &Remote,
     ) -> Result<OwnerProcess, PeerError> {
@@ -325,6 +351,7 @@ impl OwnerProcess {
             &size.to_string(),
         ])
         .args(remote.args())
+        .args(shareable.then_some("--shareable"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
