@@ -338,7 +338,7 @@ fn deliver(shared: &Arc<Shared>, shard: usize, msgs: impl IntoIterator<Item = Fr
     if msgs.peek().is_none() {
         return;
     }
-    shared.burst.begin();
+    super::transport::burst::begin(shared);
     let now = Instant::now();
     let _ = shared.with_core(|c| {
         msgs.for_each(|m| c.handle(now, shard, m));

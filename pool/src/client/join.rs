@@ -249,7 +249,6 @@ impl AsyncClient {
             info: Mutex::new(info),
             core: Mutex::new(core),
             deadlines: super::shared::Deadlines::new(),
-            burst: Default::default(),
             crew: super::transport::crew::Crew::new(tokio::runtime::Handle::current()),
             outs,
             tasks: Mutex::default(),

@@ -67,8 +67,6 @@ pub(crate) struct Shared {
     /// The calls' deadlines: the timer task sleeps until the core's earliest
     /// ([`Shared::timer`]).
     pub(crate) deadlines: Deadlines,
-    /// Copies gathered while the reader handles a burst of tickets.
-    pub(crate) burst: transport::burst::Burst,
     /// Copies of same-host offers, shared by a helper thread and waiting callers
     /// ([`transport::crew`]).
     pub(crate) crew: Arc<transport::crew::Crew>,

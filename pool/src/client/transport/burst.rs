@@ -7,8 +7,8 @@
 //! range the kernel refuses) goes the single ticket's way, with its fallbacks.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
 
 use fabric::Buffer;
 use pool_core::client::Fetch;
@@ -20,22 +20,26 @@ use crate::client::Shared;
 use crate::client::data::CdoData;
 use crate::proto::{Direct, ProcessMemory, Source};
 
-/// The copies gathered during a burst, with the process each is copied from (`None`: no
-/// burst under way).
-#[derive(Default)]
-pub(crate) struct Burst(Mutex<Option<Gathering>>);
-
 type Gathering = Vec<(ProcessMemory, Fetch<Buffer>)>;
 
-impl Burst {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Gathering>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+thread_local! {
+    /// The burst under way on this thread: its client (the address of its [`Shared`]) and
+    /// the copies gathered so far. A thread's own: readers of two shards' connections may
+    /// handle bursts at once, and each gathers, and makes, only the copies its own step
+    /// started (one burst begun on another thread must not drop or take this one's).
+    static BURST: std::cell::RefCell<Option<(usize, Gathering)>> =
+        const { std::cell::RefCell::new(None) };
+}
 
-    /// A burst starts: copies are gathered from now on.
-    pub(crate) fn begin(&self) {
-        *self.lock() = Some(Vec::new());
-    }
+/// A burst of `shared`'s starts on this thread: copies started on it are gathered until
+/// [`end`].
+pub(crate) fn begin(shared: &Arc<Shared>) {
+    BURST.set(Some((client_of(shared), Vec::new())));
+}
+
+/// Names `shared`'s client for [`BURST`].
+fn client_of(shared: &Arc<Shared>) -> usize {
+    Arc::as_ptr(shared) as usize
 }
 
 /// Starts `fetch`, or gathers it into the burst under way when it is a copy from a
@@ -45,18 +49,33 @@ impl Burst {
 /// the demanding thread) goes to the client's copy crew, which reports it to the core from
 /// the thread that finished it.
 pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
-    if let Some(process) = copy_from(shared, &fetch) {
-        if let Some(gathered) = shared.burst.lock().as_mut() {
-            gathered.push((process, fetch));
-            return;
-        }
-        let crew = fetch.source.len() >= crew::HANDOFF_MIN as u64 && shared.crew.helps();
-        if crew && host::genuine(shared, process) {
-            hand_to_crew(shared, process.pid, fetch);
-            return;
-        }
+    let Some(process) = copy_from(shared, &fetch) else {
+        return super::start(shared, fetch);
+    };
+    let Some(fetch) = gather_into_burst(shared, process, fetch) else {
+        return;
+    };
+    let crew = fetch.source.len() >= crew::HANDOFF_MIN as u64 && shared.crew.helps();
+    if crew && host::genuine(shared, process) {
+        return hand_to_crew(shared, process.pid, fetch);
     }
     super::start(shared, fetch);
+}
+
+/// Gathers `fetch` (a copy from `process`) into the burst of `shared` under way on this
+/// thread; `fetch` back when there is none.
+fn gather_into_burst(
+    shared: &Arc<Shared>,
+    process: ProcessMemory,
+    fetch: Fetch<Buffer>,
+) -> Option<Fetch<Buffer>> {
+    BURST.with_borrow_mut(|burst| match burst {
+        Some((client, gathered)) if *client == client_of(shared) => {
+            gathered.push((process, fetch));
+            None
+        }
+        _ => Some(fetch),
+    })
 }
 
 /// Has the copy crew copy `fetch` from process `pid`, and the thread that finishes it
@@ -121,7 +140,7 @@ fn copy_from(shared: &Shared, fetch: &Fetch<Buffer>) -> Option<ProcessMemory> {
 /// The burst is over: makes the copies it gathered, one call per provider process for
 /// its tickets, and hands the bytes to the core in one step.
 pub(crate) fn end(shared: &Arc<Shared>) {
-    let Some(gathered) = shared.burst.lock().take() else {
+    let Some((_, gathered)) = BURST.take() else {
         return;
     };
     let mut by_process: HashMap<ProcessMemory, Vec<Fetch<Buffer>>> = HashMap::new();
