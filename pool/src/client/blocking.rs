@@ -186,7 +186,8 @@ impl Client {
             let shared = &self.inner.shared;
             let rings = shared.read_rings();
             loop {
-                if let std::task::Poll::Ready(v) = outbox::corked(|| f.as_mut().poll(&mut cx)) {
+                let polled = poll_burst(shared, || outbox::corked(|| f.as_mut().poll(&mut cx)));
+                if let std::task::Poll::Ready(v) = polled {
                     return v;
                 }
                 if rings.progress(shared) || crew.help() {
@@ -210,8 +211,9 @@ impl Client {
             }
         }
         // Polled again with a real waker, which replaces the no-op one.
+        let shared = &self.inner.shared;
         self.rt.block_on(std::future::poll_fn(|cx| {
-            let polled = outbox::corked(|| f.as_mut().poll(cx));
+            let polled = poll_burst(shared, || outbox::corked(|| f.as_mut().poll(cx)));
             if polled.is_pending() && crew.help() {
                 // Not asleep yet: polled again at once.
                 cx.waker().wake_by_ref();
@@ -482,4 +484,11 @@ impl Client {
         let Client { inner, rt, .. } = self;
         rt.block_on(inner.leave())
     }
+}
+
+/// One poll of an application's future in [`Client::block_on`], as a burst: the copies of
+/// small CDOs its leased demands start are made together at the poll's end (see
+/// [`SMALL`](super::transport::burst::SMALL)).
+fn poll_burst<R>(shared: &std::sync::Arc<super::Shared>, poll: impl FnOnce() -> R) -> R {
+    super::transport::burst::during(shared, super::transport::burst::SMALL, poll)
 }

@@ -338,13 +338,14 @@ fn deliver(shared: &Arc<Shared>, shard: usize, msgs: impl IntoIterator<Item = Fr
     if msgs.peek().is_none() {
         return;
     }
-    super::transport::burst::begin(shared);
-    let now = Instant::now();
-    let _ = shared.with_core(|c| {
-        msgs.for_each(|m| c.handle(now, shard, m));
-        Ok(())
+    let burst = super::transport::burst::TICKETS;
+    super::transport::burst::during(shared, burst, || {
+        let now = Instant::now();
+        let _ = shared.with_core(|c| {
+            msgs.for_each(|m| c.handle(now, shard, m));
+            Ok(())
+        });
     });
-    super::transport::burst::end(shared);
 }
 
 /// The connection to shard `shard` ended for good: every call waiting there fails, every
