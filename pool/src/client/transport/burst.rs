@@ -52,7 +52,8 @@ pub(crate) const SMALL: usize = crew::HANDOFF_MIN - 1;
 
 /// Runs `f` as a burst of `shared` on this thread: the same-host copies of at most `most`
 /// bytes started meanwhile are gathered and made at its end (also if `f` panics), one
-/// call per provider process, and reported to the core in one step.
+/// call per provider process, and reported to the core in one step. Within a burst under
+/// way on this thread, `f` is part of it (the outer burst makes its copies).
 pub(crate) fn during<R>(shared: &Arc<Shared>, most: usize, f: impl FnOnce() -> R) -> R {
     /// Ends the burst when dropped.
     struct End<'a>(&'a Arc<Shared>);
@@ -60,6 +61,9 @@ pub(crate) fn during<R>(shared: &Arc<Shared>, most: usize, f: impl FnOnce() -> R
         fn drop(&mut self) {
             end(self.0);
         }
+    }
+    if BURST.with_borrow(Option::is_some) {
+        return f();
     }
     BURST.set(Some(Under {
         client: client_of(shared),
