@@ -40,9 +40,10 @@ pub use manager::{
 };
 pub use proto::MAX_NAME;
 
-/// Hash maps of the PM and the client core: a fast hasher with a per-process random seed
-/// (keys include names chosen by applications, so the seed matters).
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// Hash maps of the PM and the client core (and of their drivers): a fast hasher with a
+/// per-process random seed (keys include names chosen by applications, so the seed
+/// matters).
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// An IP network with the address it was seen on (`10.1.0.1/24`): the network of an

@@ -105,9 +105,9 @@ type LocalOffer = (Arc<Offered>, Arc<Notify>);
 /// provider's buffer itself (any client of the process may be that consumer).
 static OFFERS: LazyLock<Mutex<Offers>> = LazyLock::new(Mutex::default);
 
-/// The offers' table, hashed by foldhash: a producer inserts one entry per offer, and
-/// SipHash (the standard table's) cost a producer's thread about 5 % of the 8 B stream.
-type Offers = std::collections::HashMap<OfferKey, LocalOffer, foldhash::fast::RandomState>;
+/// The offers' table (the core's fast hasher: a producer inserts one entry per offer, and
+/// SipHash cost a producer's thread about 5 % of the 8 B stream).
+type Offers = pool_core::HashMap<OfferKey, LocalOffer>;
 
 fn offers() -> std::sync::MutexGuard<'static, Offers> {
     OFFERS.lock().unwrap_or_else(PoisonError::into_inner)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use pool_core::HashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
@@ -33,10 +34,6 @@ pub(super) struct Writers {
     /// allocates nothing but its frames.
     pub(super) spare: Vec<Vec<FromPm>>,
 }
-
-/// The driver's tables by connection, hashed by foldhash: a round stages each message
-/// under its connection, and SipHash (the standard table's) cost a lookup per message.
-pub(super) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Most emptied lists kept for the next rounds ...
 const SPARE_LISTS: usize = 64;

@@ -415,10 +415,10 @@ impl PoolManager {
             .spawn(move || {
                 let writers = Writers {
                     max_queued,
-                    by_conn: conn::HashMap::default(),
+                    by_conn: pool_core::HashMap::default(),
                     kept,
                     events: tx.clone(),
-                    staged: conn::HashMap::default(),
+                    staged: pool_core::HashMap::default(),
                     spare: Vec::new(),
                 };
                 if let Some(l) = metrics {
