@@ -369,7 +369,8 @@ impl RingWriter {
         Ok(n)
     }
 
-    /// Bytes written and not yet read, with this side's position at `head`.
+    /// Bytes written and not yet read, with this side's position at `head` (read under
+    /// its lock, held until this returns).
     ///
     /// # Errors
     /// The reader's position is out of range.
@@ -383,8 +384,11 @@ impl RingWriter {
 
     /// Whether the ring has room now.
     fn has_room(&self) -> io::Result<bool> {
-        let head = *self.head.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(self.used(head)? < CAPACITY)
+        // The lock is held while the reader's position is read: another thread's write
+        // between the two would let the reader take past the head seen here, which would
+        // look out of range.
+        let head = self.head.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(self.used(*head)? < CAPACITY)
     }
 
     /// Ready once the ring has room.
@@ -713,6 +717,75 @@ mod tests {
             ctl.tail.0.store(10, Ordering::SeqCst);
             let e = pm_w.try_write(b"event").expect_err("refused");
             assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        });
+    }
+
+    /// Threads write one ring at once (a client's callers, each under the outbox's lock)
+    /// while a task waits for room (its writer task) and the other side reads: a look for
+    /// room never sets the position it saw against what the reader took of a later write
+    /// (which made the reader's position look out of range and closed the connection).
+    #[test]
+    fn a_look_for_room_while_threads_write_and_the_reader_reads_stays_in_range() {
+        let rt = runtime();
+        let ((mut pm_r, _pm_w), (_app_r, app_w)) = rt.block_on(async { pair() });
+        let app_w = Arc::new(app_w);
+        const WRITERS: usize = 2;
+        const FRAMES: usize = 1_000_000;
+        const FRAME: [u8; 83] = [5; 83];
+        let total = WRITERS * FRAMES * FRAME.len();
+        let reader = rt.spawn(async move {
+            let mut got = 0;
+            let mut buf = vec![0u8; 4096];
+            while got < total {
+                let n = pm_r.read(&mut buf).await.expect("read");
+                assert!(n > 0, "ended after {got} of {total} bytes");
+                assert!(buf[..n].iter().all(|&b| b == 5), "bytes intact");
+                got += n;
+            }
+            got
+        });
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let looker = {
+            let (w, done) = (app_w.clone(), done.clone());
+            rt.spawn(async move {
+                while !done.load(Ordering::Relaxed) {
+                    w.writable().await?;
+                    tokio::task::yield_now().await;
+                }
+                io::Result::Ok(())
+            })
+        };
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|_| {
+                let w = app_w.clone();
+                std::thread::spawn(move || {
+                    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+                    for _ in 0..FRAMES {
+                        let mut at = 0;
+                        while at < FRAME.len() {
+                            match w.try_write(&FRAME[at..]) {
+                                Ok(n) => at += n,
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                    assert!(std::time::Instant::now() < give_up, "room in time");
+                                    std::thread::yield_now();
+                                }
+                                Err(e) => panic!("write: {e}"),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().expect("writer");
+        }
+        done.store(true, Ordering::Relaxed);
+        rt.block_on(async {
+            let limit = Duration::from_secs(60);
+            let looked = tokio::time::timeout(limit, looker).await.expect("in time");
+            looked.expect("looker").expect("positions in range");
+            let got = tokio::time::timeout(limit, reader).await.expect("in time");
+            assert_eq!(got.expect("reader"), total);
         });
     }
 
