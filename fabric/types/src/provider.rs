@@ -29,17 +29,23 @@ fn core(provider: &str) -> &str {
 
 impl ProviderClass {
     /// Classifies a provider name as libfabric reports it (case does not matter).
+    /// No allocation: the pool manager asks for each transfer it plans.
     pub fn of(provider: &str) -> ProviderClass {
-        match core(provider).to_ascii_lowercase().as_str() {
-            "verbs" | "cxi" | "efa" | "psm" | "psm2" | "psm3" | "opx" | "usnic" => {
-                ProviderClass::NativeRdma
-            }
-            "tcp" | "net" => ProviderClass::Tcp,
-            "udp" => ProviderClass::Udp,
-            "sockets" => ProviderClass::Sockets,
-            "shm" | "sm2" => ProviderClass::SharedMemory,
-            _ => ProviderClass::Other,
-        }
+        const CLASSES: [(&[&str], ProviderClass); 5] = [
+            (
+                &["verbs", "cxi", "efa", "psm", "psm2", "psm3", "opx", "usnic"],
+                ProviderClass::NativeRdma,
+            ),
+            (&["tcp", "net"], ProviderClass::Tcp),
+            (&["udp"], ProviderClass::Udp),
+            (&["sockets"], ProviderClass::Sockets),
+            (&["shm", "sm2"], ProviderClass::SharedMemory),
+        ];
+        let core = core(provider);
+        CLASSES
+            .iter()
+            .find(|(names, _)| names.iter().any(|n| n.eq_ignore_ascii_case(core)))
+            .map_or(ProviderClass::Other, |&(_, class)| class)
     }
 }
 

@@ -201,6 +201,20 @@ pub struct SubscribeOptions {
     pub replay: bool,
 }
 
+/// Events the pool manager sends a subscription ahead of what its app took from the
+/// subscription's queue: the rest wait at the PM, charged to the app, until the app's
+/// client reports it took more ([`crate::proto::ToPm::Taken`], every
+/// [`TAKEN_REPORT`] events). A consumer slower than its producers thus holds a window of
+/// events, not the whole backlog: measured, a 4 KiB event-driven stream whose consumer let
+/// 32,000-65,000 events pile up ran at half the rate of one that kept up, every event
+/// and its lease cold in the caches by the time it was taken.
+pub const EVENT_WINDOW: u32 = 1024;
+
+/// How many events an app's client takes from a subscription's queue before it reports
+/// them ([`crate::proto::ToPm::Taken`], with its next message): a quarter of the window,
+/// so the PM has sent the next events by the time the app wants them.
+pub const TAKEN_REPORT: u32 = EVENT_WINDOW / 4;
+
 /// Most events a [`SubscribeOptions::replay`] sends (the CDOs with the lowest ids).
 pub const MAX_REPLAY: usize = 100_000;
 

@@ -16,7 +16,7 @@ use pool_core::attr::{self, AttrValue, Attributes};
 use pool_core::client::{
     CallError, CallResult, ClientCore, Demand, Event, News, Offer, Phase, STREAM_WINDOW, Transmit,
 };
-use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
+use pool_core::events::{EVENT_WINDOW, EventKind, EventKinds, SubscribeOptions, TAKEN_REPORT};
 use pool_core::proto::{CdoId, FromPm, Op, Refusal, Source, ToPm};
 use pool_core::selector::Selector;
 use pool_core::sim::{CALL_TIMEOUT, Plain, World};
@@ -1200,4 +1200,59 @@ fn a_producer_told_its_bytes_were_dropped_offers_without_them_for_a_while() {
     w.offer(p, "g", &[1; 100], true);
     w.pump();
     assert_eq!(carried(&w, p), [true, true, false, true, true, false, true]);
+}
+
+/// Both ends of a subscription's window: the PM sends a window of events ahead of what
+/// the app took; the core reports every `TAKEN_REPORT` taken, as a deferred notice, and
+/// the PM sends as many more, until every event came, once and in order.
+#[test]
+fn a_subscriptions_events_come_a_window_ahead_of_what_the_app_took() {
+    let mut w = World::new();
+    let (s, p) = (w.join("consumer", true), w.join("producer", true));
+    let wanted = (
+        EventKind::Offer.into(),
+        Selector::all().expr().clone(),
+        SubscribeOptions::default(),
+    );
+    w.timed(s, |k, now| k.subscribe(now, wanted, 77, 1))
+        .expect("subscribe");
+    w.pump();
+    let Some(Ok(sub)) = w.answer(s, 1).cloned() else {
+        panic!("not subscribed");
+    };
+    let total = EVENT_WINDOW as usize + 300;
+    for i in 0..total {
+        w.offer(p, &format!("cdo-{i}"), b"x", true);
+    }
+    w.pump();
+    let serials = |w: &World| -> Vec<(u64, String)> {
+        (w.apps[s].news[&77].iter())
+            .map(|n| match n {
+                News::Event(e) => (e.serial, e.cdo.clone().expect("named")),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(serials(&w).len(), EVENT_WINDOW as usize, "a window ahead");
+    // The app takes them one by one: a report every TAKEN_REPORT, deferred.
+    let mut taken = 0;
+    while taken < serials(&w).len() {
+        w.apps[s].sent.clear();
+        let serial = serials(&w)[taken].0;
+        w.client(s).took(sub, serial);
+        taken += 1;
+        w.pump();
+        let sent: Vec<(ToPm, bool)> = (w.apps[s].sent.iter())
+            .map(|t| (t.msg.clone(), t.deferred))
+            .collect();
+        if taken % TAKEN_REPORT as usize == 0 {
+            let count = TAKEN_REPORT;
+            assert_eq!(sent, [(ToPm::Taken { sub, count }, true)], "after {taken}");
+        } else {
+            assert!(sent.is_empty(), "after {taken}: {sent:?}");
+        }
+    }
+    let names: Vec<String> = serials(&w).into_iter().map(|(_, name)| name).collect();
+    let want: Vec<String> = (0..total).map(|i| format!("cdo-{i}")).collect();
+    assert_eq!(names, want, "every event once, in order");
 }

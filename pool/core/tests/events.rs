@@ -4,9 +4,10 @@
 
 mod support;
 
+use pool_core::ConnId;
 use pool_core::attr::{AttrValue, Attributes, LOCAL_SIZE};
 use pool_core::auth::prove;
-use pool_core::events::{EventKind, EventKinds, SubscribeOptions};
+use pool_core::events::{EVENT_WINDOW, EventKind, EventKinds, SubscribeOptions, TAKEN_REPORT};
 use pool_core::proto::{AppId, FromPm, OfferExtras, Op, Refusal, ToPm};
 use pool_core::selector::{Expr, Selector};
 use std::time::Duration;
@@ -475,4 +476,75 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
     assert_eq!(kinds, [EventKind::Seal, EventKind::Offer]);
     assert!(out.contains(&(p, done(Op::Seal, cdo))), "{out:?}");
     assert!(out.contains(&(p, done(Op::Offer, cdo))), "{out:?}");
+}
+
+/// The names of the events `out` sends to `conn`, and whether each came right after its
+/// lease.
+fn offers_told(out: &[(ConnId, FromPm)], conn: ConnId) -> Vec<(String, bool)> {
+    let mine: Vec<&FromPm> = (out.iter())
+        .filter(|(c, _)| *c == conn)
+        .map(|(_, m)| m)
+        .collect();
+    (mine.iter().enumerate())
+        .filter_map(|(i, m)| match m {
+            FromPm::Event { event, .. } => Some((
+                event.cdo.clone().expect("an offer's name"),
+                i > 0 && matches!(mine[i - 1], FromPm::Lease(_)),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A subscription is sent a window of events ahead of what its app took; the rest wait
+/// at the PM, in order, their leases with them, and go as the app reports it took more.
+#[test]
+fn events_past_a_subscriptions_window_wait_until_its_app_takes_some_and_go_in_order() {
+    let mut pm = Pm::new();
+    let (s, _) = pm.join("consumer");
+    let sub = pm.subscribe(s, EventKind::Offer, "", SubscribeOptions::default());
+    let (p, _) = pm.join("producer");
+    let window = EVENT_WINDOW as usize;
+    let total = window + TAKEN_REPORT as usize + 100;
+    let mut told = Vec::new();
+    for i in 0..total {
+        let (_, out) = pm.offer(p, &format!("cdo-{i}"), 64);
+        told.extend(offers_told(&out, s));
+    }
+    assert_eq!(told.len(), window, "a window's worth, then nothing");
+    assert!(
+        told.iter().all(|&(_, leased)| leased),
+        "each after its lease"
+    );
+    // Another app's report for the subscription is ignored.
+    assert!(pm.feed(p, ToPm::Taken { sub, count: 5000 }).is_empty());
+    // A report's worth taken: as many more go, each after its lease.
+    let out = pm.feed(
+        s,
+        ToPm::Taken {
+            sub,
+            count: TAKEN_REPORT,
+        },
+    );
+    let next = offers_told(&out, s);
+    assert_eq!(next.len(), TAKEN_REPORT as usize, "{out:?}");
+    assert!(next.iter().all(|&(_, leased)| leased));
+    told.extend(next);
+    // The rest once the app took enough; new events then go as they come.
+    let out = pm.feed(
+        s,
+        ToPm::Taken {
+            sub,
+            count: EVENT_WINDOW,
+        },
+    );
+    told.extend(offers_told(&out, s));
+    let (_, out) = pm.offer(p, "late", 64);
+    told.extend(offers_told(&out, s));
+    let names: Vec<String> = told.into_iter().map(|(name, _)| name).collect();
+    let want: Vec<String> = (0..total)
+        .map(|i| format!("cdo-{i}"))
+        .chain(["late".to_string()])
+        .collect();
+    assert_eq!(names, want, "every event once, in order");
 }

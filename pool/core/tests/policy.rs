@@ -8,7 +8,7 @@ use pool_core::ConnId;
 use pool_core::admission::Peer;
 use pool_core::attr::{AttrValue, Attributes};
 use pool_core::auth::prove;
-use pool_core::events::{EventKind, SubscribeOptions};
+use pool_core::events::{EventKind, SubscribeOptions, TAKEN_REPORT};
 use pool_core::policy::{NameOwner, Policy};
 use pool_core::proto::{FromPm, OfferExtras, Op, Refusal, Source, ToPm, cdo_ids};
 use pool_core::selector::Expr;
@@ -747,7 +747,8 @@ fn apps_joined_from_one_peer_are_bounded() {
 
 /// A new subscription's replay of the current state is bounded by its own limit, not by
 /// what a round's operations may make: a subscriber that hears of many CDOs at once and
-/// of new offers in the same round is not cut off.
+/// of new offers in the same round is not cut off (the new ones wait for the app to take
+/// the past, which fills the subscription's window).
 #[test]
 fn a_replay_is_not_what_a_rounds_events_are_bounded_by() {
     let mut pm = small(|p| p.max_event_bytes = 64 << 10);
@@ -769,9 +770,60 @@ fn a_replay_is_not_what_a_rounds_events_are_bounded_by() {
     offer_unread(&mut pm, producer, ["new".to_string()]);
     let out = pm.drain();
     assert!(pm.m.take_cut().is_empty());
-    assert_eq!(
-        events_to(&out, late).len(),
-        2001,
-        "the past and the new offer"
-    );
+    assert_eq!(events_to(&out, late).len(), 2000, "the past");
+    // The past fills the subscription's window: the new offer's event waits until the
+    // app took enough of it.
+    let sub = out
+        .iter()
+        .find_map(|(_, m)| match m {
+            FromPm::Subscribed { sub, .. } => Some(*sub),
+            _ => None,
+        })
+        .expect("subscribed");
+    let out = pm.feed(late, ToPm::Taken { sub, count: 2000 });
+    let new = events_to(&out, late);
+    assert_eq!(new.len(), 1, "then the new offer: {out:?}");
+    assert_eq!(new[0].cdo.as_deref(), Some("new"));
+}
+
+/// Events waiting past a subscription's window count against the subscriber's app: an
+/// app that takes its events (and says so) gives their bytes back and never comes near
+/// its bound; one that does not is cut off once those waiting would pass it.
+#[test]
+fn events_waiting_past_the_window_count_against_the_subscribers_app() {
+    let run = |reports: bool| -> Vec<ConnId> {
+        let mut pm = small(|p| p.max_app_bytes = 1 << 20);
+        let (s, _) = pm.join("subscriber");
+        let sub = pm.subscribe(s, EventKind::Declare, "", SubscribeOptions::default());
+        let (p, _) = pm.join("producer");
+        let mut told = 0;
+        for i in 0..20_000 {
+            let cdo = pm.next_cdo(p);
+            let name = format!("field/{i:0>64}");
+            told += pm
+                .feed(p, ToPm::Declare { cdo, name })
+                .iter()
+                .chain(&pm.feed(p, ToPm::Dispose { cdo, answer: false }))
+                .filter(|(c, m)| *c == s && matches!(m, FromPm::Event { .. }))
+                .count();
+            if reports && told >= TAKEN_REPORT as usize {
+                told -= TAKEN_REPORT as usize;
+                pm.feed(
+                    s,
+                    ToPm::Taken {
+                        sub,
+                        count: TAKEN_REPORT,
+                    },
+                );
+            }
+            let cut = pm.m.take_cut();
+            if !cut.is_empty() {
+                return cut;
+            }
+        }
+        Vec::new()
+    };
+    assert!(run(true).is_empty(), "taken events give their bytes back");
+    // The subscriber joined first: connection 1 of a fresh PM.
+    assert_eq!(run(false), [1], "cut off for the events waiting");
 }

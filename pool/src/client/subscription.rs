@@ -148,7 +148,22 @@ impl Subscription {
     /// # Errors
     /// [`CallError::Closed`](crate::CallError::Closed) when no event is left and none will come.
     pub fn poll(&self) -> Result<Option<PoolEvent>> {
-        self.queue.take()
+        self.took(self.queue.take())
+    }
+
+    /// Counts the event taken, if one was, against the subscription's window at the PM
+    /// (which sends the next events as the app takes these: see
+    /// [`crate::events::EVENT_WINDOW`]); `taken` as it was.
+    fn took(&self, taken: Result<Option<PoolEvent>>) -> Result<Option<PoolEvent>> {
+        if let Ok(Some(e)) = &taken {
+            let (sub, serial) = (self.id, e.serial);
+            // A connection that ended sends nothing more; its events stopped already.
+            let _ = self.shared.with_core(|c| {
+                c.took(sub, serial);
+                Ok(())
+            });
+        }
+        taken
     }
 
     /// Every event queued now, oldest first, without waiting (empty if none).
@@ -160,7 +175,15 @@ impl Subscription {
         if q.events.is_empty() {
             q.take()?;
         }
-        Ok(q.events.drain(..).collect())
+        let all: Vec<PoolEvent> = q.events.drain(..).collect();
+        drop(q);
+        let (sub, serials) = (self.id, all.iter().map(|e| e.serial));
+        // As `took`, for each.
+        let _ = self.shared.with_core(|c| {
+            serials.for_each(|serial| c.took(sub, serial));
+            Ok(())
+        });
+        Ok(all)
     }
 
     /// Blocks until the next event (or `timeout` passes: `Ok(None)`).
@@ -176,7 +199,9 @@ impl Subscription {
             .cv
             .wait_timeout_while(q, timeout, |q| q.events.is_empty() && !q.closed)
             .unwrap_or_else(PoisonError::into_inner);
-        q.take()
+        let taken = q.take();
+        drop(q);
+        self.took(taken)
     }
 
     /// Blocks until the next event, at most the client's timeout.
@@ -199,7 +224,7 @@ impl Subscription {
     pub async fn next_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
         let waiting = async {
             loop {
-                if let Some(e) = self.queue.take()? {
+                if let Some(e) = self.took(self.queue.take())? {
                     return Ok(e);
                 }
                 self.queue.notify.notified().await;

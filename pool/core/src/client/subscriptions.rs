@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{CallId, CallResult, ClientCore, Driver, Event, News};
 use crate::HashMap;
-use crate::events::{EventKinds, PoolEvent, SubId, SubscribeOptions};
+use crate::events::{EventKinds, PoolEvent, SubId, SubscribeOptions, TAKEN_REPORT};
 use crate::proto::{Op, ToPm};
 use crate::selector::Expr;
 
@@ -33,6 +33,9 @@ pub(super) struct Subscriptions<T: Driver> {
     /// What each subscription (by handle) heard last, to know an event the manager that
     /// took over announces again (see [`Heard`]).
     heard: HashMap<u64, Heard>,
+    /// Events the app took from each live subscription's queue and the PM was not told of
+    /// yet (see [`crate::events::EVENT_WINDOW`]).
+    taken: HashMap<SubId, u32>,
 }
 
 /// How many of its latest events a subscription remembers (see [`Heard`]).
@@ -95,6 +98,7 @@ impl<T: Driver> Default for Subscriptions<T> {
             renamed: HashMap::default(),
             last_serial: 0,
             heard: HashMap::default(),
+            taken: HashMap::default(),
         }
     }
 }
@@ -192,6 +196,8 @@ impl<T: Driver> Subscriptions<T> {
             self.asked.insert(local, (wanted, events));
         }
         self.late.clear();
+        // The new manager's windows start empty.
+        self.taken.clear();
     }
 
     /// Forgets subscription `sub` (as the app knows it): its events stop here. Its id
@@ -201,6 +207,7 @@ impl<T: Driver> Subscriptions<T> {
         if let Some((local, _, _)) = self.live.remove(&now) {
             self.heard.remove(&local);
         }
+        self.taken.remove(&now);
         self.late.remove(&now);
         // Asked again of a manager that took over and not answered yet: ended when it
         // answers.
@@ -232,6 +239,7 @@ impl<T: Driver> Subscriptions<T> {
         self.renaming.clear();
         self.renamed.clear();
         self.heard.clear();
+        self.taken.clear();
         for (_, (_, _, events)) in self.live.drain() {
             out.push_back(Event::Subscription {
                 events,
@@ -338,6 +346,23 @@ impl<T: Driver> ClientCore<T> {
         let sub = self.subs.forget(sub);
         if !self.closed {
             self.queue(ToPm::Unsubscribe { sub });
+        }
+    }
+
+    /// The app took an event of subscription `sub` from its queue: every
+    /// [`TAKEN_REPORT`] of them, the PM is told with the next message (it then sends as
+    /// many more, see [`crate::events::EVENT_WINDOW`]). Nothing for a subscription that
+    /// is not live (ended: its events stopped).
+    pub fn took(&mut self, sub: SubId) {
+        let sub = self.subs.current(sub);
+        if !self.subs.live.contains_key(&sub) {
+            return;
+        }
+        let count = self.subs.taken.entry(sub).or_default();
+        *count += 1;
+        if *count >= TAKEN_REPORT {
+            let count = std::mem::take(count);
+            self.defer(ToPm::Taken { sub, count });
         }
     }
 

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::{Clock, Conn, ConnId, HashMap, Manager};
 use crate::attr::{self, AttrValue, Attributes};
-use crate::events::{ACK_TIMEOUT, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions};
+use crate::events::{
+    ACK_TIMEOUT, EVENT_WINDOW, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions,
+};
 use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm};
 use crate::selector::{Expr, Selector};
 
@@ -30,6 +32,21 @@ struct Subscription {
     kinds: EventKinds,
     selector: Selector,
     options: SubscribeOptions,
+    /// Events sent and not yet reported taken by the app ([`ToPm::Taken`]).
+    in_flight: u32,
+    /// Events past the window ([`EVENT_WINDOW`]), in order, until the app takes some:
+    /// each with what it costs and the offer whose lease goes ahead of it, if one does.
+    waiting: VecDeque<Waiting>,
+    /// What `waiting` is charged to the app (see `policy`).
+    waiting_bytes: usize,
+}
+
+/// An event kept for a subscription whose window is full.
+#[derive(Debug)]
+struct Waiting {
+    event: Arc<PoolEvent>,
+    bytes: usize,
+    lease: Option<CdoId>,
 }
 
 /// An operation waiting for acknowledgements.
@@ -545,11 +562,9 @@ impl Manager {
                 self.overrun_conn(conn, why);
                 continue;
             }
-            if let Some(offer) = leased
-                && !granted.contains(&subscriber)
-            {
+            let lease = leased.filter(|_| !granted.contains(&subscriber));
+            if lease.is_some() {
                 granted.push(subscriber);
-                self.grant_lease(offer, subscriber, conn);
             }
             let event = if ack {
                 awaiting.push((sub, serial));
@@ -562,9 +577,71 @@ impl Manager {
             } else {
                 Arc::clone(&plain)
             };
-            self.out.push(conn, FromPm::Event { sub, event });
+            self.send_event(
+                sub,
+                Waiting {
+                    event,
+                    bytes,
+                    lease,
+                },
+            );
         }
         awaiting
+    }
+
+    /// Sends an event to subscription `sub`, its lease ahead of it, if the subscription's
+    /// window has room and no event waits before it; else keeps it, charged to the
+    /// subscriber's app, until the app has taken enough ([`Manager::taken`]). A consumer
+    /// that falls behind thus holds a window of events, not all of them: its queue stays
+    /// small (and in its caches), and the PM's bound on what an app holds bounds the rest.
+    fn send_event(&mut self, sub: SubId, w: Waiting) {
+        let Some(s) = self.events.subs.get_mut(&sub) else {
+            return;
+        };
+        if s.in_flight >= EVENT_WINDOW || !s.waiting.is_empty() {
+            let (app, bytes) = (s.app, w.bytes);
+            s.waiting_bytes += bytes;
+            s.waiting.push_back(w);
+            return self.account(app, bytes, false);
+        }
+        s.in_flight += 1;
+        let (conn, app) = (s.conn, s.app);
+        self.deliver((sub, conn, app), w);
+    }
+
+    /// Sends `w` to subscription `sub` of `app` on `conn` (counted in its window
+    /// already), its lease ahead of it.
+    fn deliver(&mut self, (sub, conn, app): (SubId, ConnId, AppId), w: Waiting) {
+        if let Some(offer) = w.lease {
+            self.grant_lease(offer, app, conn);
+        }
+        self.out.push(
+            conn,
+            FromPm::Event {
+                sub,
+                event: w.event,
+            },
+        );
+    }
+
+    /// `Taken`: the app took `count` events of its subscription `sub`: as many more go,
+    /// from those waiting. A report for a subscription that is not the app's, or is no
+    /// more (ended meanwhile), is ignored.
+    pub(super) fn taken(&mut self, app: AppId, sub: SubId, count: u32) {
+        let Some(s) = self.events.subs.get_mut(&sub).filter(|s| s.app == app) else {
+            return;
+        };
+        s.in_flight = s.in_flight.saturating_sub(count);
+        let room = EVENT_WINDOW.saturating_sub(s.in_flight) as usize;
+        let go: Vec<Waiting> = s.waiting.drain(..room.min(s.waiting.len())).collect();
+        let freed: usize = go.iter().map(|w| w.bytes).sum();
+        s.waiting_bytes -= freed;
+        s.in_flight += go.len() as u32;
+        let conn = s.conn;
+        self.account(app, freed, true);
+        for w in go {
+            self.deliver((sub, conn, app), w);
+        }
     }
 
     /// Bytes of a new subscription's replay queued for `conn` this round.
@@ -744,6 +821,9 @@ impl Manager {
             kinds,
             selector,
             options,
+            in_flight: 0,
+            waiting: VecDeque::new(),
+            waiting_bytes: 0,
         };
         self.events.count(&subscription, true);
         self.events.subs.insert(sub, subscription);
@@ -806,8 +886,12 @@ impl Manager {
         detail: &str,
     ) {
         let event = Arc::new(self.event(kind, app, subject, detail, false));
-        // Bounded by `MAX_REPLAY`, not by what this round's operations may make.
+        // Bounded by `MAX_REPLAY`, not by what this round's operations may make, nor by
+        // the window (new events wait until the app took enough of these).
         *self.events.replayed.entry(conn).or_default() += super::outbox::pool_event_bytes(&event);
+        if let Some(s) = self.events.subs.get_mut(&sub) {
+            s.in_flight = s.in_flight.saturating_add(1);
+        }
         self.out.push(conn, FromPm::Event { sub, event });
     }
 
@@ -855,7 +939,7 @@ impl Manager {
             if holds_demands(s.kinds, s.options) {
                 self.events.holding_demands -= 1;
             }
-            self.account(s.app, s.cost, true);
+            self.account(s.app, s.cost + s.waiting_bytes, true);
             if let Some(a) = self.apps.get_mut(&s.app) {
                 a.subscriptions = a.subscriptions.saturating_sub(1);
             }

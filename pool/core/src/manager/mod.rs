@@ -422,6 +422,7 @@ impl Manager {
             } => self.subscribe(conn, app, local, kinds, *selector, options),
             ToPm::Unsubscribe { sub } => self.unsubscribe(conn, app, sub),
             ToPm::Ack { sub, serial } => self.ack(conn, app, sub, serial),
+            ToPm::Taken { sub, count } => self.taken(app, sub, count),
             ToPm::Report { change } => self.report(conn, app, change),
             ToPm::Query { .. } => self.query_from_app(conn),
             ToPm::Replayed => self.replayed(app),

@@ -25,7 +25,7 @@ use crate::view::{
 pub const MAX_OBSERVERS: usize = 64;
 
 /// Number of [`Op`] kinds (the counters' array length).
-const OPS: usize = Op::Discard as usize + 1;
+const OPS: usize = Op::Taken as usize + 1;
 
 /// An app's figures.
 #[derive(Clone, Copy, Debug, Default)]
@@ -547,6 +547,7 @@ const ALL_OPS: [Op; OPS] = [
     Op::Query,
     Op::Spilled,
     Op::Discard,
+    Op::Taken,
 ];
 
 fn duration_ms(d: Duration) -> u64 {

@@ -13,6 +13,7 @@ use super::kept::POOL;
 use super::traffic::Route;
 use super::{App, Manager};
 use crate::Subnet;
+use crate::events::EventKind;
 use crate::proto::{
     AppId, CdoId, FabricEndpoint, GfsFile, HostMemory, InlineBytes, OfferExtras, Source,
 };
@@ -82,13 +83,14 @@ struct Pair<'a> {
 
 impl Manager {
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
-    /// says how and why, for the transport event; `bulk` for a group's member. A small CDO
+    /// says how and why, for the transport event (worded only when someone subscribes to
+    /// transport events: this is the hot path); `bulk` for a group's member. A small CDO
     /// whose offer carried its bytes: inline, with the ticket (a group's member above
-    /// [`GROUP_INLINE_MAX`] only when it cannot be copied from the provider's memory). Between processes: RMA over the first
-    /// pair of their endpoints that can reach each other (common provider, links up, a
-    /// common network, shared memory only within a host), the NICs chosen for them first,
-    /// then their other networks; else a stream, with the reason the chosen pair failed
-    /// (worded only when someone subscribes to events).
+    /// [`GROUP_INLINE_MAX`] only when it cannot be copied from the provider's memory).
+    /// Between processes: RMA over the first pair of their endpoints that can reach each
+    /// other (common provider, links up, a common network, shared memory only within a
+    /// host), the NICs chosen for them first, then their other networks; else a stream,
+    /// with the reason the chosen pair failed.
     pub(super) fn plan(
         &self,
         (consumer, bulk): (AppId, bool),
@@ -96,7 +98,7 @@ impl Manager {
         from: CdoId,
         region: RemoteRegion,
     ) -> (Source, String, Route) {
-        let describe = self.events.listened();
+        let describe = self.events.wants(EventKind::TransportStarted, false);
         let words = |f: &dyn Fn() -> String| if describe { f() } else { String::new() };
         let stream = |why: &str| {
             let source = Source::Stream { len: region.len };
@@ -225,7 +227,7 @@ impl Manager {
         extras: Option<&OfferExtras>,
         detour: Option<&str>,
     ) -> (Source, String, Route) {
-        let describe = self.events.listened();
+        let describe = self.events.wants(EventKind::TransportStarted, false);
         let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
         let mut how = String::new();
         if describe {

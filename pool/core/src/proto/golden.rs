@@ -226,6 +226,7 @@ fn to_pm_samples() -> Vec<ToPm> {
             }),
         },
         ToPm::Replayed,
+        ToPm::Taken { sub: 6, count: 256 },
     ]
 }
 

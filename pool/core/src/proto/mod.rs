@@ -29,7 +29,8 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (22: the PM says when it drops the bytes an
+/// Protocol version carried in every frame (23: events flow in a window per subscription,
+/// [`ToPm::Taken`] opens it again, see [`crate::events::EVENT_WINDOW`]; 22: the PM says when it drops the bytes an
 /// offer carried, [`FromPm::BytesDropped`]; 21: offers that are not registered with the
 /// fabric, [`OfferExtras::with_unregistered`], copied by same-host consumers only
 /// ([`HostMemory::copy_only`]); 15: a withdraw may hand a GFS offer's file
@@ -42,7 +43,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 22;
+pub const VERSION: u8 = 23;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -112,6 +113,8 @@ pub enum Op {
     Spilled,
     /// [`ToPm::Discard`]
     Discard,
+    /// [`ToPm::Taken`]
+    Taken,
 }
 
 impl std::fmt::Display for Op {
@@ -138,6 +141,7 @@ impl std::fmt::Display for Op {
             Op::Query => "query",
             Op::Spilled => "spilled",
             Op::Discard => "discard",
+            Op::Taken => "taken",
         })
     }
 }
@@ -437,6 +441,15 @@ pub enum ToPm {
     /// what it sends from now on (operations that manager never answered, new ones) is
     /// announced to subscribers as any operation is (see docs/developers/failover.md).
     Replayed,
+    /// The app took `count` more events of subscription `sub` from its queue: the PM
+    /// may send as many more (see [`crate::events::EVENT_WINDOW`]). Unanswered; one for
+    /// a subscription that is not the app's, or is no more, is ignored.
+    Taken {
+        /// The subscription.
+        sub: SubId,
+        /// Events taken since the last report.
+        count: u32,
+    },
 }
 
 impl ToPm {
@@ -482,6 +495,7 @@ impl ToPm {
             ToPm::Query { .. } => Op::Query,
             ToPm::Spilled { .. } => Op::Spilled,
             ToPm::Discard { .. } => Op::Discard,
+            ToPm::Taken { .. } => Op::Taken,
         }
     }
 }

@@ -604,12 +604,7 @@ impl<T: Driver> Sharded<T> {
     /// # Errors
     /// `Protocol` for a subscription that is none; as [`ClientCore::ack`].
     pub fn ack(&mut self, sub: u64, serial: u64) -> CallResult<()> {
-        let shard = self.shards.of_serial(serial);
-        let part = self
-            .fans
-            .get(&sub)
-            .and_then(|f| f.parts.get(shard).copied());
-        let Some(Part::Live(part)) = part else {
+        let Some((shard, part)) = self.part_of(sub, serial) else {
             return Err(CallError::Protocol(format!(
                 "an acknowledgement of event {serial} of subscription {sub}, which is none here"
             )));
@@ -617,6 +612,27 @@ impl<T: Driver> Sharded<T> {
         match self.core(shard) {
             Some(core) => core.ack(part, serial),
             None => Err(CallError::Closed),
+        }
+    }
+
+    /// The app took event `serial` of subscription `sub` (the id [`Sharded::subscribe`]
+    /// answered) from its queue: counted at the shard that raised it
+    /// ([`ClientCore::took`]). Nothing for a subscription that is none (ended).
+    pub fn took(&mut self, sub: u64, serial: u64) {
+        if let Some((shard, part)) = self.part_of(sub, serial)
+            && let Some(core) = self.core(shard)
+        {
+            core.took(part);
+        }
+    }
+
+    /// The shard that raised event `serial` of subscription `sub` and the subscription's
+    /// part there, while that part is live.
+    fn part_of(&self, sub: u64, serial: u64) -> Option<(usize, u64)> {
+        let shard = self.shards.of_serial(serial);
+        match self.fans.get(&sub)?.parts.get(shard) {
+            Some(&Part::Live(part)) => Some((shard, part)),
+            _ => None,
         }
     }
 
