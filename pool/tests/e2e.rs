@@ -714,9 +714,12 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     use pool::proto::{FromPm, Op, ToPm};
     let mut config = PmConfig::new("wf", SECRET, vec!["127.0.0.1:0".parse().expect("addr")]);
     // Above what a reading client ever has waiting here (the producer's 90,000 answers are
-    // about 450 KB in all), below what the stuck subscriber's events come to (about 2.4 MB
+    // about 450 KB in all), below what the stuck subscriber's events come to (about 3 MB
     // beyond what the socket itself buffers).
     config.max_queued = 1 << 20;
+    // Not what one round's events for 40 subscriptions are bounded by: the test is of a
+    // connection that stops reading.
+    config.policy.max_event_bytes = 64 << 20;
     let pm = PoolManager::start(config).expect("pm");
     let info = pm.info().clone();
     let watcher = Client::join(&info, opts("watcher", Side::NoFabric)).expect("watcher");
@@ -728,20 +731,24 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
         )
         .expect("subscribe");
     // The stuck subscriber: a bare connection that subscribes, then never reads again.
+    // Each subscription is sent a window of events ahead of what its app took (the rest
+    // wait at the PM): 40 of them make some 40,000 events sent, 3 MB.
     let mut stuck = pool_tools::wire::Conn::connect(&info.endpoints[0], T).expect("connect");
     let stuck_app = stuck.join(&info, "stuck", 0).expect("join");
-    stuck
-        .send_batch(&[ToPm::Subscribe {
-            local: 1,
-            kinds: EventKind::Offer.into(),
-            selector: Box::new(pool::selector::Expr::All),
-            options: SubscribeOptions::default(),
-        }])
-        .expect("subscribe");
-    assert!(matches!(
-        stuck.recv(Op::Subscribe).expect("answer"),
-        FromPm::Subscribed { .. }
-    ));
+    let subscribe = |local| ToPm::Subscribe {
+        local,
+        kinds: EventKind::Offer.into(),
+        selector: Box::new(pool::selector::Expr::All),
+        options: SubscribeOptions::default(),
+    };
+    let subs: Vec<ToPm> = (1..=40).map(subscribe).collect();
+    stuck.send_batch(&subs).expect("subscribe");
+    for _ in &subs {
+        assert!(matches!(
+            stuck.recv(Op::Subscribe).expect("answer"),
+            FromPm::Subscribed { .. }
+        ));
+    }
     let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
     let offered = p.block_on(async {
         let c = p.as_async();
@@ -762,6 +769,66 @@ fn a_subscriber_that_stops_reading_is_cut_off() {
     drop(stuck);
     p.leave().expect("leave");
     watcher.leave().expect("leave");
+    pm.stop().expect("the PM ends with nothing lost");
+}
+
+/// A subscriber that takes its events late holds a window of them, never the backlog:
+/// its queue has at most `EVENT_WINDOW` events whenever it looks, the rest waiting at the
+/// PM until the client reports it took some, and every event comes once, in order.
+#[test]
+fn a_late_subscriber_holds_a_window_of_events_and_gets_them_all_in_order() {
+    use pool::events::EVENT_WINDOW;
+    let pm = start_pm();
+    let info = pm.info().clone();
+    let late = Client::join(&info, opts("late", Side::NoFabric)).expect("late");
+    let offers = late
+        .subscribe(
+            &pool::selector::Selector::all(),
+            EventKind::Offer,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    let p = Client::join(&info, opts("producer", Side::NoFabric)).expect("producer");
+    let total = 3 * EVENT_WINDOW as usize + 100;
+    p.block_on(async {
+        let c = p.as_async();
+        futures::future::try_join_all((0..total).map(|i| async move {
+            let id = c.declare(&format!("late/{i}"))?;
+            c.seal(id, Attributes::new()).await?;
+            c.offer(id, Buffer::new(0)?).await
+        }))
+        .await
+        .expect("offers");
+    });
+    // Every offer is done: what the PM sends ahead came (a window's worth) or is coming.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut names = Vec::new();
+    let mut most = 0;
+    while names.len() < total {
+        let got = offers.drain().expect("events");
+        most = most.max(got.len());
+        assert!(got.len() <= EVENT_WINDOW as usize, "{} queued", got.len());
+        if got.is_empty() {
+            let e = offers.wait().expect("the next event");
+            names.push((e.serial, e.cdo.expect("named")));
+        }
+        names.extend(got.into_iter().map(|e| (e.serial, e.cdo.expect("named"))));
+    }
+    assert!(
+        names.windows(2).all(|w| w[0].0 < w[1].0),
+        "in the pool's order"
+    );
+    assert_eq!(
+        most, EVENT_WINDOW as usize,
+        "a full window waited for the late taker"
+    );
+    let want: Vec<String> = (0..total).map(|i| format!("late/{i}")).collect();
+    let mut sorted: Vec<String> = names.into_iter().map(|(_, name)| name).collect();
+    sorted.sort_by_key(|n| n[5..].parse::<usize>().expect("number"));
+    assert_eq!(sorted, want, "every event once");
+    assert!(offers.poll().expect("open").is_none(), "none twice");
+    p.leave().expect("leave");
+    late.leave().expect("leave");
     pm.stop().expect("the PM ends with nothing lost");
 }
 
