@@ -17,7 +17,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use pool::bootstrap::{PmInfo, new_secret};
-use pool::events::{EventKind, SubscribeOptions};
+use pool::events::{EventKind, SubscribeOptions, TAKEN_REPORT};
 use pool::proto::{FromPm, Op, ToPm};
 use pool::schema::Schemas;
 use pool::selector::Selector;
@@ -639,9 +639,11 @@ fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
         selector: Box::new(selector.expr().clone()),
         options: SubscribeOptions::default(),
     }])?;
-    collect(conn, Op::Subscribe, 1, |m| {
-        matches!(m, FromPm::Subscribed { .. }).then_some(())
+    let sub = collect(conn, Op::Subscribe, 1, |m| match m {
+        FromPm::Subscribed { sub, .. } => Some(sub),
+        _ => None,
     })?;
+    let sub = sub.first().copied().unwrap_or_default();
     println!("subscribed");
     std::io::stdout().flush()?;
     let mut start = None;
@@ -650,6 +652,11 @@ fn subscribe(conn: &mut Conn, expected: usize) -> Result<(), PmBenchError> {
         if let FromPm::Event { .. } = conn.recv(Op::Subscribe)? {
             start.get_or_insert_with(Instant::now);
             seen += 1;
+            // As a client does: the PM sends a window of events ahead of those taken.
+            if seen % TAKEN_REPORT as usize == 0 {
+                let count = TAKEN_REPORT;
+                conn.send_batch(&[ToPm::Taken { sub, count }])?;
+            }
         }
     }
     let took = start.map_or(0.0, |s| s.elapsed().as_secs_f64());
