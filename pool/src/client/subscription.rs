@@ -156,14 +156,25 @@ impl Subscription {
     /// [`crate::events::EVENT_WINDOW`]); `taken` as it was.
     fn took(&self, taken: Result<Option<PoolEvent>>) -> Result<Option<PoolEvent>> {
         if let Ok(Some(e)) = &taken {
-            let (sub, serial) = (self.id, e.serial);
-            // A connection that ended sends nothing more; its events stopped already.
-            let _ = self.shared.with_core(|c| {
-                c.took(sub, serial);
-                Ok(())
-            });
+            self.took_all(std::slice::from_ref(e));
         }
         taken
+    }
+
+    /// As [`Subscription::took`], for each of `events`.
+    fn took_all(&self, events: &[PoolEvent]) {
+        let sub = self.id;
+        // A connection that ended sends nothing more; its events stopped already.
+        let _ = self.shared.with_core(|c| {
+            events.iter().for_each(|e| c.took(sub, e.serial));
+            Ok(())
+        });
+    }
+
+    /// How many events wait in the queue now, not taken yet: at most a window's worth
+    /// ([`crate::events::EVENT_WINDOW`]) beyond a replay's.
+    pub fn queued(&self) -> usize {
+        self.queue.lock().events.len()
     }
 
     /// Every event queued now, oldest first, without waiting (empty if none).
@@ -177,12 +188,7 @@ impl Subscription {
         }
         let all: Vec<PoolEvent> = q.events.drain(..).collect();
         drop(q);
-        let (sub, serials) = (self.id, all.iter().map(|e| e.serial));
-        // As `took`, for each.
-        let _ = self.shared.with_core(|c| {
-            serials.for_each(|serial| c.took(sub, serial));
-            Ok(())
-        });
+        self.took_all(&all);
         Ok(all)
     }
 

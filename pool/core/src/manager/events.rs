@@ -14,39 +14,25 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::window::{Outgoing, Window};
 use super::{Clock, Conn, ConnId, HashMap, Manager};
 use crate::attr::{self, AttrValue, Attributes};
-use crate::events::{
-    ACK_TIMEOUT, EVENT_WINDOW, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions,
-};
+use crate::events::{ACK_TIMEOUT, EventKind, EventKinds, PoolEvent, SubId, SubscribeOptions};
 use crate::proto::{AppId, CdoId, FromPm, Op, Refusal, ToPm};
 use crate::selector::{Expr, Selector};
 
 /// One subscription.
 #[derive(Debug)]
-struct Subscription {
-    app: AppId,
-    conn: ConnId,
+pub(super) struct Subscription {
+    pub(super) app: AppId,
+    pub(super) conn: ConnId,
     /// What it counts against its app's bytes (see `policy`).
     cost: usize,
     kinds: EventKinds,
     selector: Selector,
     options: SubscribeOptions,
-    /// Events sent and not yet reported taken by the app ([`ToPm::Taken`]).
-    in_flight: u32,
-    /// Events past the window ([`EVENT_WINDOW`]), in order, until the app takes some:
-    /// each with what it costs and the offer whose lease goes ahead of it, if one does.
-    waiting: VecDeque<Waiting>,
-    /// What `waiting` is charged to the app (see `policy`).
-    waiting_bytes: usize,
-}
-
-/// An event kept for a subscription whose window is full.
-#[derive(Debug)]
-struct Waiting {
-    event: Arc<PoolEvent>,
-    bytes: usize,
-    lease: Option<CdoId>,
+    /// The events it is sent ahead of what its app took (see `window`).
+    pub(super) window: Window,
 }
 
 /// An operation waiting for acknowledgements.
@@ -107,6 +93,11 @@ struct Logged {
 }
 
 impl Events {
+    /// Live subscription `sub`.
+    pub(super) fn sub_mut(&mut self, sub: SubId) -> Option<&mut Subscription> {
+        self.subs.get_mut(&sub)
+    }
+
     /// The earliest deadline of an operation held for acknowledgements.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.holds.values().map(|h| h.deadline).min()
@@ -579,7 +570,7 @@ impl Manager {
             };
             self.send_event(
                 sub,
-                Waiting {
+                Outgoing {
                     event,
                     bytes,
                     lease,
@@ -587,61 +578,6 @@ impl Manager {
             );
         }
         awaiting
-    }
-
-    /// Sends an event to subscription `sub`, its lease ahead of it, if the subscription's
-    /// window has room and no event waits before it; else keeps it, charged to the
-    /// subscriber's app, until the app has taken enough ([`Manager::taken`]). A consumer
-    /// that falls behind thus holds a window of events, not all of them: its queue stays
-    /// small (and in its caches), and the PM's bound on what an app holds bounds the rest.
-    fn send_event(&mut self, sub: SubId, w: Waiting) {
-        let Some(s) = self.events.subs.get_mut(&sub) else {
-            return;
-        };
-        if s.in_flight >= EVENT_WINDOW || !s.waiting.is_empty() {
-            let (app, bytes) = (s.app, w.bytes);
-            s.waiting_bytes += bytes;
-            s.waiting.push_back(w);
-            return self.account(app, bytes, false);
-        }
-        s.in_flight += 1;
-        let (conn, app) = (s.conn, s.app);
-        self.deliver((sub, conn, app), w);
-    }
-
-    /// Sends `w` to subscription `sub` of `app` on `conn` (counted in its window
-    /// already), its lease ahead of it.
-    fn deliver(&mut self, (sub, conn, app): (SubId, ConnId, AppId), w: Waiting) {
-        if let Some(offer) = w.lease {
-            self.grant_lease(offer, app, conn);
-        }
-        self.out.push(
-            conn,
-            FromPm::Event {
-                sub,
-                event: w.event,
-            },
-        );
-    }
-
-    /// `Taken`: the app took `count` events of its subscription `sub`: as many more go,
-    /// from those waiting. A report for a subscription that is not the app's, or is no
-    /// more (ended meanwhile), is ignored.
-    pub(super) fn taken(&mut self, app: AppId, sub: SubId, count: u32) {
-        let Some(s) = self.events.subs.get_mut(&sub).filter(|s| s.app == app) else {
-            return;
-        };
-        s.in_flight = s.in_flight.saturating_sub(count);
-        let room = EVENT_WINDOW.saturating_sub(s.in_flight) as usize;
-        let go: Vec<Waiting> = s.waiting.drain(..room.min(s.waiting.len())).collect();
-        let freed: usize = go.iter().map(|w| w.bytes).sum();
-        s.waiting_bytes -= freed;
-        s.in_flight += go.len() as u32;
-        let conn = s.conn;
-        self.account(app, freed, true);
-        for w in go {
-            self.deliver((sub, conn, app), w);
-        }
     }
 
     /// Bytes of a new subscription's replay queued for `conn` this round.
@@ -821,9 +757,7 @@ impl Manager {
             kinds,
             selector,
             options,
-            in_flight: 0,
-            waiting: VecDeque::new(),
-            waiting_bytes: 0,
+            window: Window::default(),
         };
         self.events.count(&subscription, true);
         self.events.subs.insert(sub, subscription);
@@ -890,7 +824,7 @@ impl Manager {
         // the window (new events wait until the app took enough of these).
         *self.events.replayed.entry(conn).or_default() += super::outbox::pool_event_bytes(&event);
         if let Some(s) = self.events.subs.get_mut(&sub) {
-            s.in_flight = s.in_flight.saturating_add(1);
+            s.window.sent_past();
         }
         self.out.push(conn, FromPm::Event { sub, event });
     }
@@ -939,7 +873,7 @@ impl Manager {
             if holds_demands(s.kinds, s.options) {
                 self.events.holding_demands -= 1;
             }
-            self.account(s.app, s.cost + s.waiting_bytes, true);
+            self.account(s.app, s.cost + s.window.waiting_bytes(), true);
             if let Some(a) = self.apps.get_mut(&s.app) {
                 a.subscriptions = a.subscriptions.saturating_sub(1);
             }

@@ -86,6 +86,7 @@ mod spill;
 mod store;
 mod traffic;
 mod transfer;
+mod window;
 
 use apps::{App, Claim, Conn};
 pub use apps::{Identity, REAP_SLICE};

@@ -82,6 +82,12 @@ struct Pair<'a> {
 }
 
 impl Manager {
+    /// Whether plans say how and why: only for subscribers of transport events (the one
+    /// event that shows it), as plans are the hot path.
+    fn transports_worded(&self) -> bool {
+        self.events.wants(EventKind::TransportStarted, false)
+    }
+
     /// Chooses how `consumer` gets offer `from` of `provider` (see the module docs), and
     /// says how and why, for the transport event (worded only when someone subscribes to
     /// transport events: this is the hot path); `bulk` for a group's member. A small CDO
@@ -98,7 +104,7 @@ impl Manager {
         from: CdoId,
         region: RemoteRegion,
     ) -> (Source, String, Route) {
-        let describe = self.events.wants(EventKind::TransportStarted, false);
+        let describe = self.transports_worded();
         let words = |f: &dyn Fn() -> String| if describe { f() } else { String::new() };
         let stream = |why: &str| {
             let source = Source::Stream { len: region.len };
@@ -227,7 +233,7 @@ impl Manager {
         extras: Option<&OfferExtras>,
         detour: Option<&str>,
     ) -> (Source, String, Route) {
-        let describe = self.events.wants(EventKind::TransportStarted, false);
+        let describe = self.transports_worded();
         let ip = |e: &FabricEndpoint| e.address.ip().map(|ip| ip.to_string());
         let mut how = String::new();
         if describe {
