@@ -768,3 +768,69 @@ fn same_host_consumers_map_a_shareable_offer() {
     watcher.leave().expect("leave");
     pm.stop().expect("the PM ends with nothing lost");
 }
+
+/// Offers in slabs (the library's offer buffers below the size that pays for a memory
+/// file of its own) are copied out of a view of the slab the consumer maps once: single
+/// CDOs, a large one the copy crew takes in pieces, and a group's members in a burst, all
+/// from a stopped provider (no work of its own) and equal to what RMA reads bring; the
+/// consumer's process then maps the provider's slabs (a view kept, not a view per CDO).
+#[test]
+fn same_host_consumers_copy_slab_offers_out_of_a_view_kept_mapped() {
+    const SIZES: [usize; 3] = [16 << 10, 64 << 10, 3 << 20];
+    const MEMBERS: usize = 50;
+    let SameHost {
+        pm,
+        watcher,
+        sub,
+        provider,
+        consumer,
+    } = same_host("slabs", (&SIZES, MEMBERS), "offer");
+    let (copier, reader) = (consumer(false), consumer(true));
+    for size in SIZES {
+        // SAFETY: signalling the process this test started.
+        unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
+        let name = format!("bench-{size}");
+        let want = copier.declare(&name).expect("declare");
+        let (copied, _) = copier.demand(want).expect("a stopped provider's bytes");
+        next_transport(&sub, true);
+        let group = format!("bench-group-{size}");
+        let want = copier.declare(&group).expect("declare");
+        let (members, _) = copier.demand_group(want).expect("its members");
+        for _ in 0..MEMBERS {
+            next_transport(&sub, true);
+        }
+        // SAFETY: signalling a process this test started and still owns.
+        unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
+        let want = reader.declare(&name).expect("declare");
+        let (read, _) = reader.demand(want).expect("demand by RMA");
+        next_transport(&sub, false);
+        assert_eq!(copied.len(), size);
+        assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
+        assert!(
+            *copied == *read,
+            "{size}: the copy differs from the RMA read"
+        );
+        let want = reader.declare(&group).expect("declare");
+        let (read, _) = reader.demand_group(want).expect("the group by RMA");
+        for _ in 0..MEMBERS {
+            next_transport(&sub, false);
+        }
+        for (i, (c, r)) in members.iter().zip(&read).enumerate() {
+            assert!(*c.data == *r.data, "{size}: member {i} differs");
+        }
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    let views = maps
+        .lines()
+        .filter(|l| l.contains("memfd:maestro-cdo"))
+        .count();
+    // 16 KiB and 64 KiB offers fill one slab each, the 51 of 3 MiB six (10 slots each):
+    // a view per slab, not per CDO (153 of them).
+    assert!(
+        (1..=8).contains(&views),
+        "{views} slab views mapped: one per slab wanted"
+    );
+    drop((copier, reader, provider));
+    watcher.leave().expect("leave");
+    pm.stop().expect("the PM ends with nothing lost");
+}

@@ -33,12 +33,13 @@ mod op;
 mod pages;
 mod select;
 mod shm_files;
+mod slab;
 
 pub use discover::{Caps, EndpointType, ProviderInfo, discover};
 pub use endpoint::{Endpoint, Peer, Timeouts};
 pub use error::{FabricError, Result};
 pub use fabric_types::{
-    Address, AddressError, MemoryFile, ProviderClass, RegionRangeError, RemoteRegion,
+    Address, AddressError, MemoryFile, ProviderClass, RegionRangeError, RemoteRegion, SlabPlace,
     provider_matches,
 };
 pub use mr::{Buffer, MemoryRegion, RegionPool};

@@ -32,10 +32,12 @@ pub struct Buffer {
     file: Option<FileRef>,
 }
 
-/// The memory file of a buffer: its own, or its owner's (a [`Buffer::lend`] view).
+/// The memory file of a buffer: its own, its owner's (a [`Buffer::lend`] view), or the
+/// slab it is a slot of ([`Buffer::for_offer`]).
 enum FileRef {
     Own(crate::pages::OwnFile),
     Lent(fabric_types::MemoryFile),
+    Slot(crate::slab::Slot),
 }
 
 // SAFETY: the buffer is the only handle to its bytes in this process: memory it mapped
@@ -123,7 +125,11 @@ impl Buffer {
     }
 
     /// A buffer for bytes to offer: [`Buffer::shareable`] where a same-host consumer maps it
-    /// for less than a copy costs, else [`Buffer::new`]. Mapping pays most with huge pages:
+    /// for less than a copy costs, else a slot of a slab (see [`crate::slab`]): memory a
+    /// same-host consumer maps once for many buffers and copies each out of with a
+    /// `memcpy`, rather than by a system call per copy (64 KiB in 8.9 µs against 15 µs,
+    /// 4 KiB in 0.2 µs against 2.3). Zeroed and pre-faulted either way; a slot costs
+    /// neither a descriptor nor a mapping of its own. Mapping pays most with huge pages:
     /// a view of 2 MiB is then one page-table entry (measured: 2 MiB mapped in 5 µs,
     /// 16 MiB in 12 µs, 256 MiB in 150 µs). On 4 KiB pages a view costs about as much as a
     /// copy (65 µs per MiB here, against 25-60 µs for the copy), and less only for large
@@ -131,20 +137,30 @@ impl Buffer {
     /// against 33-41 ms). So: from 1 MiB where the system gives shared memory huge pages
     /// ([`crate::cma::huge_shared_pages`]; rounded up to whole huge pages: up to twice the
     /// memory at 1 MiB, at most 2 MiB more above), from 16 MiB elsewhere. Plain memory,
-    /// too, when the memory file cannot be had (no file descriptor left).
+    /// when the memory file or slab cannot be had (no file descriptor left).
     ///
     /// # Errors
     /// As [`Buffer::new`].
     pub fn for_offer(len: usize) -> Result<Buffer> {
         let huge = crate::pages::huge_shared_pages();
-        if len >= MAP_PAYS_SMALL_PAGES || (len >= MAP_PAYS && huge) {
-            Buffer::shareable(len).or_else(|e| {
-                tracing::debug!("plain memory for a {len}-byte offer: {e}");
-                Buffer::new(len)
-            })
+        let made = if len >= MAP_PAYS_SMALL_PAGES || (len >= MAP_PAYS && huge) {
+            Buffer::shareable(len)
+        } else if len == 0 {
+            return Ok(Buffer::empty());
         } else {
+            crate::slab::take(len).map(|(ptr, slot)| Buffer {
+                ptr,
+                len,
+                mapped: 0,
+                borrowed: false,
+                recycled: false,
+                file: Some(FileRef::Slot(slot)),
+            })
+        };
+        made.or_else(|e| {
+            tracing::debug!("plain memory for a {len}-byte offer: {e}");
             Buffer::new(len)
-        }
+        })
     }
 
     /// `mapped` bytes at `ptr`, of which the first `len` are the buffer's; unmapped on drop.
@@ -164,12 +180,15 @@ impl Buffer {
         }
     }
 
-    /// The memory file others may map these bytes from (a [`Buffer::shareable`] buffer, or
-    /// a [`Buffer::lend`] view of one).
+    /// The memory file others may map these bytes from: a [`Buffer::shareable`] buffer's
+    /// own, the slab of a slot [`Buffer::for_offer`] made (its
+    /// [`MemoryFile::slab`](fabric_types::MemoryFile::slab) says where it lies), or the
+    /// file of the buffer a [`Buffer::lend`] view is of.
     pub fn memory_file(&self) -> Option<fabric_types::MemoryFile> {
         self.file.as_ref().map(|f| match f {
             FileRef::Own(own) => own.describe(),
             FileRef::Lent(lent) => *lent,
+            FileRef::Slot(slot) => slot.describe(),
         })
     }
 
@@ -422,6 +441,9 @@ const MAP_PAYS: usize = 1 << 20;
 
 /// From this size a view of 4 KiB pages costs less than a copy of the bytes.
 const MAP_PAYS_SMALL_PAGES: usize = 16 << 20;
+
+// Every offer below it fits a slab's slot.
+const _: () = assert!(MAP_PAYS_SMALL_PAGES <= crate::slab::LARGEST);
 
 /// [`map`] for a new buffer of `len` bytes (`size` mapped).
 ///

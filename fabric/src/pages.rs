@@ -127,6 +127,7 @@ impl OwnFile {
         MemoryFile {
             fd: u32::try_from(self.raw()).unwrap_or(u32::MAX),
             inode: self.inode,
+            slab: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Memory the library allocates for a program's CDO data (`mstro_mem_alloc`): a program
 //! that fills such memory and lends it as a CDO's raw-ptr has it offered from a memory file
-//! where that pays ([`fabric::Buffer::for_offer`]), so consumers on its node map the very
-//! pages instead of copying them. Allocations are kept by address until freed.
+//! ([`fabric::Buffer::for_offer`]): its own where mapping pays, so consumers on its node
+//! map the very pages instead of copying them, else a slab that they map once and copy
+//! each CDO out of without a system call. Allocations are kept by address until freed.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};

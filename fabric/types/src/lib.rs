@@ -11,4 +11,4 @@ mod region;
 
 pub use address::{Address, AddressError};
 pub use provider::{ProviderClass, provider_matches};
-pub use region::{MemoryFile, RegionRangeError, RemoteRegion};
+pub use region::{MemoryFile, RegionRangeError, RemoteRegion, SlabPlace};

@@ -72,6 +72,7 @@ pub fn memory_file() -> MemoryFile {
     MemoryFile {
         fd: 17,
         inode: std::num::NonZeroU64::new(4242).unwrap_or(std::num::NonZeroU64::MIN),
+        slab: None,
     }
 }
 

@@ -266,6 +266,7 @@ impl AsyncClient {
             landing: Arc::new(fabric::RegionPool::with_limit(LANDING_POOL_BYTES)),
             cross_memory: std::sync::atomic::AtomicBool::new(cross_memory),
             verified: Mutex::default(),
+            views: fabric::cma::Views::new(super::VIEWS_BYTES),
             gfs,
             inlets: Mutex::default(),
             short_reads: Default::default(),
@@ -276,6 +277,9 @@ impl AsyncClient {
             Some(connected.reader),
         ));
         shared.keep(&tokio::spawn(shared.clone().timer()));
+        shared.keep(&tokio::spawn(super::transport::host::sweep_views(
+            shared.clone(),
+        )));
         if let Some(watch) = watch_endpoint_link(&shared) {
             shared.keep(&watch);
         }

@@ -137,6 +137,11 @@ pub type Result<T> = std::result::Result<T, ClientError>;
 /// The most bytes of landing buffers a client keeps registered for reuse.
 pub const LANDING_POOL_BYTES: usize = 1 << 30;
 
+/// The most bytes of address space a client's views of same-host providers' slabs take
+/// ([`fabric::cma::Views`]): the pages are the providers', which they hold anyway, so
+/// this bounds mappings, not memory, while the providers keep their slabs.
+pub const VIEWS_BYTES: u64 = 4 << 30;
+
 /// A joined application, for async code. Methods take `&self`: issue many without awaiting
 /// each to pipeline them.
 ///

@@ -97,6 +97,9 @@ pub(crate) struct Shared {
     pub(crate) cross_memory: std::sync::atomic::AtomicBool,
     /// Providers' processes whose token checked out (true) or not (false), by announcement.
     pub(crate) verified: Mutex<HashMap<proto::ProcessMemory, bool>>,
+    /// Views of same-host providers' slabs, which copies of offers in them read (at most
+    /// [`super::VIEWS_BYTES`] of address space; swept by `transport::host::sweep_views`).
+    pub(crate) views: fabric::cma::Views,
     /// The global file system, where the app uses one.
     pub(crate) gfs: Option<Arc<gfs::Gfs>>,
     /// The reading ends of the shards' rings from their managers while their reader

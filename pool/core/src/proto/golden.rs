@@ -98,6 +98,10 @@ fn to_pm_samples() -> Vec<ToPm> {
             Some(MemoryFile {
                 fd: 12,
                 inode: std::num::NonZeroU64::new(99).expect("non-zero"),
+                slab: Some(fabric_types::SlabPlace {
+                    base: 0x7f00_0000_0000,
+                    len: 32 << 20,
+                }),
             }),
         )
     };

@@ -29,7 +29,9 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (23: events flow in a window per subscription,
+/// Protocol version carried in every frame (24: an offer's memory file may be a slab of
+/// many buffers, [`fabric_types::MemoryFile::slab`], which same-host consumers map once and
+/// copy out of; 23: events flow in a window per subscription,
 /// [`ToPm::Taken`] opens it again, see [`crate::events::EVENT_WINDOW`]; 22: the PM says when it drops the bytes an
 /// offer carried, [`FromPm::BytesDropped`]; 21: offers that are not registered with the
 /// fabric, [`OfferExtras::with_unregistered`], copied by same-host consumers only
@@ -43,7 +45,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 23;
+pub const VERSION: u8 = 24;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.

@@ -84,6 +84,7 @@ fn sample() -> Vec<ToPm> {
                 Some(MemoryFile {
                     fd: 12,
                     inode: std::num::NonZeroU64::new(99).expect("non-zero"),
+                    slab: None,
                 }),
             ),
         },

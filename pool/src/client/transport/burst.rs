@@ -1,8 +1,10 @@
 //! A burst of tickets: the rest of what one read of the control connection brought (a
 //! group's members, above all). Copies out of one provider's memory are gathered while the
-//! reader handles the burst and made at its end in one `process_vm_readv` of many ranges
-//! ([`fabric::cma::read_many_parallel`]: several threads for a batch of many megabytes)
-//! instead of one call each, and reported in one step of the
+//! reader handles the burst and made at its end: out of the views of the provider's slabs
+//! this client keeps, where the offers lie in one ([`fabric::cma::Views`]), the others in
+//! one `process_vm_readv` of many ranges ([`fabric::cma::read_many_parallel`]: several
+//! threads for a batch of many megabytes) instead of one call each, and reported in one
+//! step of the
 //! core (one write). Whatever the batch cannot do (a process not verified, a
 //! range the kernel refuses) goes the single ticket's way, with its fallbacks. One poll of
 //! an application's future in `Client::block_on` is a burst too, of the small copies its
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fabric::Buffer;
+use fabric::cma::Origin;
 use pool_core::client::Fetch;
 
 use super::Transfer;
@@ -94,7 +97,7 @@ pub(crate) fn start(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
     };
     let crew = fetch.source.len() >= crew::HANDOFF_MIN as u64 && shared.crew.helps();
     if crew && host::genuine(shared, process) {
-        return hand_to_crew(shared, process.pid, fetch);
+        return hand_to_crew(shared, fetch);
     }
     super::start(shared, fetch);
 }
@@ -115,13 +118,18 @@ fn gather_into_burst(
     })
 }
 
-/// Has the copy crew copy `fetch` from process `pid`, and the thread that finishes it
-/// report the bytes to the core; a copy that fails goes the single ticket's way.
-fn hand_to_crew(shared: &Arc<Shared>, pid: u32, fetch: Fetch<Buffer>) {
+/// Has the copy crew copy `fetch` (a copy from its provider's memory), and the thread that
+/// finishes it report the bytes to the core; a copy that fails goes the single ticket's
+/// way.
+fn hand_to_crew(shared: &Arc<Shared>, fetch: Fetch<Buffer>) {
     let g = match gather(shared, fetch) {
         Ok(g) => g,
         Err(e) => return super::start(shared, e.1),
     };
+    let Some(from) = g.origin(shared) else {
+        return super::start(shared, g.back(shared));
+    };
+    let pid = from.pid();
     let (at, len) = (g.addr(), g.len());
     let Gathered {
         transfer,
@@ -132,7 +140,7 @@ fn hand_to_crew(shared: &Arc<Shared>, pid: u32, fetch: Fetch<Buffer>) {
     let owner = Arc::clone(shared);
     shared
         .crew
-        .copy_then((pid, at), landing, len, move |landing, copied| {
+        .copy_then((from, at), landing, len, move |landing, copied| {
             let g = Gathered {
                 transfer,
                 cdo,
@@ -239,6 +247,17 @@ impl Gathered {
             _ => 0,
         }
     }
+
+    /// Where its copy reads ([`host::origin`]); `None` unless it is a copy from its
+    /// provider's memory.
+    fn origin(&self, shared: &Shared) -> Option<Origin> {
+        match &self.source {
+            Source::Rma {
+                memory: Some(m), ..
+            } => Some(host::origin(shared, m)),
+            _ => None,
+        }
+    }
 }
 
 /// Copies `fetches` (all from process `pid`) in one batch; their bytes, or the fetches
@@ -262,19 +281,7 @@ fn copy_all(
     }
     let copied = match &failed {
         Some((why, _)) => Err(why.clone()),
-        None => {
-            let mut ranges: Vec<(u64, &mut [u8])> = gathered
-                .iter_mut()
-                .map(|g| {
-                    let (addr, len) = (g.addr(), g.len());
-                    (addr, &mut g.landing.as_mut_slice()[..len])
-                })
-                .collect();
-            fabric::cma::read_many_parallel(pid, &mut ranges, copy_threads()).map_err(|e| {
-                host::refused(shared, &e);
-                e.to_string()
-            })
-        }
+        None => copy_gathered(shared, pid, &mut gathered),
     };
     if let Err(why) = copied {
         tracing::debug!(
@@ -292,6 +299,33 @@ fn copy_all(
             (g.transfer, g.landing.into_data(len, shared))
         })
         .collect())
+}
+
+/// Copies `gathered` (all from process `pid`): those in a slab this client keeps a view of
+/// out of the view, the others in one batch by system call; why not, when a copy failed.
+fn copy_gathered(
+    shared: &Shared,
+    pid: u32,
+    gathered: &mut [Gathered],
+) -> std::result::Result<(), String> {
+    let failed = |e: fabric::cma::CmaError| {
+        host::refused(shared, &e);
+        e.to_string()
+    };
+    let mut ranges: Vec<(u64, &mut [u8])> = Vec::with_capacity(gathered.len());
+    for g in gathered.iter_mut() {
+        let (addr, len) = (g.addr(), g.len());
+        let from = g.origin(shared);
+        let dst = &mut g.landing.as_mut_slice()[..len];
+        match from {
+            Some(Origin::View(view)) => view.read(addr, dst).map_err(failed)?,
+            _ => ranges.push((addr, dst)),
+        }
+    }
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    fabric::cma::read_many_parallel(pid, &mut ranges, copy_threads()).map_err(failed)
 }
 
 /// Threads a batch of many megabytes is copied with (see

@@ -26,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fabric::Buffer;
-use fabric::cma::CmaError;
+use fabric::cma::{CmaError, Origin};
 
 use crate::client::Shared;
 use crate::client::data::CdoData;
@@ -126,9 +126,9 @@ impl Dst {
 /// What is done with a copy's memory and outcome once its pieces are done.
 type Then = Box<dyn FnOnce(Dst, Result<(), CmaError>) + Send>;
 
-/// One copy: the bytes at `addr` of process `pid` into `dst`, as pieces.
+/// One copy: the bytes at `addr` of the process `from` reads into `dst`, as pieces.
 struct Job {
-    pid: u32,
+    from: Origin,
     addr: u64,
     /// The start of `dst`'s memory, which pieces write at their offsets.
     at: *mut u8,
@@ -165,7 +165,7 @@ impl Piece {
         // SAFETY: `offset + len` lies within `dst` (the job was cut from its length) and no
         // other piece writes this range; the memory stays mapped while `job` lives.
         let dst = unsafe { std::slice::from_raw_parts_mut(job.at.add(self.offset), self.len) };
-        if let Err(e) = fabric::cma::read(job.pid, job.addr + self.offset as u64, dst) {
+        if let Err(e) = job.from.read(job.addr + self.offset as u64, dst) {
             lock(&job.failed).get_or_insert(e);
         }
         if job.left.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -201,14 +201,14 @@ impl Crew {
         })
     }
 
-    /// Copies `len` bytes at `addr` of process `pid` into the start of `dst` (at most its
-    /// length) by the crew; `dst` back with the outcome (the first piece's failure, of
-    /// [`fabric::cma::read`]) once every piece is done, `None` if the crew lost the job (a
+    /// Copies `len` bytes at `addr` of the process `from` reads (by system call, or out of
+    /// a view of its slab) into the start of `dst` (at most its length) by the crew; `dst`
+    /// back with the outcome (the first piece's failure, of [`Origin::read`]) once every piece is done, `None` if the crew lost the job (a
     /// thread that copied one of its pieces panicked). Dropping the future leaves the
     /// pieces to the crew, which drops `dst` after them.
     pub(super) async fn copy(
         self: &Arc<Self>,
-        from: (u32, u64),
+        from: (Origin, u64),
         dst: Dst,
         len: usize,
     ) -> Option<(Dst, Result<(), CmaError>)> {
@@ -224,7 +224,7 @@ impl Crew {
     /// the last piece (the helper, a waiting caller, or this one when no helper runs).
     pub(super) fn copy_then(
         self: &Arc<Self>,
-        (pid, addr): (u32, u64),
+        (from, addr): (Origin, u64),
         mut dst: Dst,
         len: usize,
         then: impl FnOnce(Dst, Result<(), CmaError>) + Send + 'static,
@@ -234,7 +234,7 @@ impl Crew {
         let at = memory.as_mut_ptr();
         let count = len.div_ceil(PIECE).max(1);
         let job = Arc::new(Job {
-            pid,
+            from,
             addr,
             at,
             dst: Mutex::new(Some(dst)),
@@ -371,7 +371,7 @@ mod tests {
         // share their pieces.
         let copies = srcs.iter().map(|src| {
             let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
-            crew.copy((pid, src.as_ptr() as u64), dst, src.len())
+            crew.copy((Origin::Process(pid), src.as_ptr() as u64), dst, src.len())
         });
         let all = futures::future::join_all(copies);
         let mut all = std::pin::pin!(all);
@@ -394,10 +394,26 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_out_of_a_view_of_a_slab_arrives_whole() {
+        let (crew, _rt) = crew(IDLE, true);
+        let len = 3 * PIECE + 5;
+        let mut src = Buffer::for_offer(len).expect("a slab's buffer");
+        src.as_mut_slice().copy_from_slice(&source(len, 7));
+        let file = src.memory_file().expect("its slab");
+        let views = fabric::cma::Views::new(1 << 40);
+        let view = views.view(std::process::id(), file).expect("mapped");
+        let dst = Dst::Lent(Buffer::new(len).expect("buffer"));
+        let at = (Origin::View(view), src.as_slice().as_ptr() as u64);
+        let (mut dst, result) = futures::executor::block_on(crew.copy(at, dst, len)).expect("done");
+        result.expect("copied");
+        assert_eq!(dst.as_mut_slice(), src.as_slice());
+    }
+
+    #[test]
     fn a_range_that_is_not_mapped_fails_the_copy_with_the_kernels_error() {
         let (crew, _rt) = crew(IDLE, true);
         let dst = Dst::Lent(Buffer::new(2 * PIECE).expect("buffer"));
-        let copy = crew.copy((std::process::id(), 8), dst, 2 * PIECE);
+        let copy = crew.copy((Origin::Process(std::process::id()), 8), dst, 2 * PIECE);
         let (_, result) = futures::executor::block_on(copy).expect("done");
         assert!(
             matches!(result, Err(CmaError::BadAddress { .. })),
@@ -411,7 +427,7 @@ mod tests {
         let src = source(PIECE, 3);
         let copy = |crew: &Arc<Crew>| {
             let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
-            let at = (std::process::id(), src.as_ptr() as u64);
+            let at = (Origin::Process(std::process::id()), src.as_ptr() as u64);
             let copied = futures::executor::block_on(crew.copy(at, dst, src.len()));
             let (mut dst, r) = copied.expect("done");
             r.expect("copied");
@@ -440,7 +456,7 @@ mod tests {
         let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
         let done = Arc::new(Mutex::new(None));
         let slot = Arc::clone(&done);
-        let at = (std::process::id(), src.as_ptr() as u64);
+        let at = (Origin::Process(std::process::id()), src.as_ptr() as u64);
         crew.copy_then(at, dst, src.len(), move |dst, r| {
             *lock(&slot) = Some((dst, r));
         });
@@ -461,7 +477,7 @@ mod tests {
         let src = source(8 * PIECE, 4);
         let dst = Dst::Lent(Buffer::new(src.len()).expect("buffer"));
         let (tx, rx) = std::sync::mpsc::channel();
-        let at = (std::process::id(), src.as_ptr() as u64);
+        let at = (Origin::Process(std::process::id()), src.as_ptr() as u64);
         crew.copy_then(at, dst, src.len(), move |dst, r| {
             let _ = tx.send((dst, r));
         });

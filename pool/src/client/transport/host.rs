@@ -1,5 +1,6 @@
 //! A same-host provider's memory, taken straight: mapped from its memory file (no copy)
-//! where the provider shared one and the application lent no memory, else copied with
+//! where the provider shared one of its own and the application lent no memory, copied out
+//! of a view of its slab kept mapped where the offer lies in one, else copied with
 //! `process_vm_readv` ([`fabric::cma`]); checked first to be the process that announced it
 //! (its token). What cannot be taken this way goes by RMA ([`super::rma`]).
 
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use fabric::Buffer;
+use fabric::cma::Origin;
 
 use super::crew::{self, Dst};
 use super::rma::endpoint_via;
@@ -37,7 +39,7 @@ pub(super) async fn take(
         let dst = landing(shared, via, len, lent)?;
         let (dst, copied) = shared
             .crew
-            .copy((m.process.pid, addr), dst, len)
+            .copy((origin(shared, &m), addr), dst, len)
             .await
             .ok_or_else(|| {
                 ClientError::Call(CallError::Protocol(
@@ -63,10 +65,43 @@ pub(super) async fn take(
 pub(super) const INLINE_COPY: usize = 2 << 20;
 
 /// Whether a same-host ticket will be mapped rather than copied: its offer is in a memory
-/// file (the provider chose that where mapping pays, see [`Buffer::for_offer`]) and the
-/// application lent no memory for it.
+/// file of its own (the provider chose that where mapping pays, see
+/// [`Buffer::for_offer`]) and the application lent no memory for it.
 pub(super) fn mappable(m: &HostMemory, lent: Option<&Buffer>) -> bool {
-    m.file.is_some() && lent.is_none()
+    m.file.is_some_and(|f| f.slab.is_none()) && lent.is_none()
+}
+
+/// Where a copy of an offer in the provider's memory `m` reads: the view of its slab this
+/// client keeps, mapped now if need be, when the offer lies in one (see
+/// [`fabric::cma::Views`]), else the provider's memory by system call. A slab that cannot
+/// be mapped is read by system call.
+pub(super) fn origin(shared: &Shared, m: &HostMemory) -> Origin {
+    let pid = m.process.pid;
+    let Some(file) = m.file.filter(|f| f.slab.is_some()) else {
+        return Origin::Process(pid);
+    };
+    match shared.views.view(pid, file) {
+        Ok(view) => Origin::View(view),
+        Err(e) => {
+            refused(shared, &e);
+            tracing::debug!("pool client: no view of process {pid}'s slab ({e}); copying");
+            Origin::Process(pid)
+        }
+    }
+}
+
+/// How often a client lets go of the views of slabs it did not read since the last time
+/// ([`fabric::cma::Views::sweep`]).
+const VIEWS_SWEPT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Lets go of `shared`'s unused views every [`VIEWS_SWEPT`], for the client's life.
+pub(crate) async fn sweep_views(shared: Arc<Shared>) {
+    let mut every = tokio::time::interval(VIEWS_SWEPT);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        shared.views.sweep();
+    }
 }
 
 /// Takes a CDO straight from the provider's memory: maps its memory file
@@ -93,7 +128,7 @@ fn take_from_process(
         }
     }
     let mut dst = landing(shared, via, len, lent)?;
-    let copied = fabric::cma::read(pid, addr, &mut dst.as_mut_slice()[..len]);
+    let copied = origin(shared, &m).read(addr, &mut dst.as_mut_slice()[..len]);
     Ok(copied_or_not(shared, (pid, copied), dst, len))
 }
 

@@ -20,7 +20,7 @@
 pub(super) mod burst;
 pub(crate) mod crew;
 pub(super) mod gfs;
-mod host;
+pub(crate) mod host;
 pub(super) mod inline;
 pub(super) mod rma;
 mod same_process;

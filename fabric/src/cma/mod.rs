@@ -10,7 +10,9 @@
 //!
 //! Better than one copy is none: a buffer made with [`crate::Buffer::shareable`] lives in a
 //! memory file, and [`map`] gives a process of the same host a view of those very pages
-//! (opened through `/proc/<pid>/fd/<fd>`, under the same permission as the copy).
+//! (opened through `/proc/<pid>/fd/<fd>`, under the same permission as the copy). Small
+//! buffers share slabs ([`crate::Buffer::for_offer`]): [`Views`] maps each slab once and
+//! copies a buffer out of it with a `memcpy`, no system call.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -21,6 +23,9 @@ use fabric_types::MemoryFile;
 use crate::Buffer;
 pub use crate::pages::huge_shared_pages;
 use crate::pages::{huge_pages, map as map_pages, pages};
+
+mod views;
+pub use views::{Origin, View, Views};
 
 /// Why a cross-memory copy did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -323,6 +328,41 @@ pub fn holds(pid: u32, addr: u64, token: u64) -> Result<bool, CmaError> {
 /// cross-memory copy), [`CmaError::NoProcess`], [`CmaError::NotTheFile`] (closed, reused,
 /// shorter than `len` or unsealed), [`CmaError::Os`] when the kernel cannot map it.
 pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
+    let os = |what, source| CmaError::Os { pid, what, source };
+    let (f, size) = open(pid, file)?;
+    if size < pages(len) as u64 {
+        let why = format!("{size} bytes, not {len}");
+        return Err(CmaError::NotTheFile {
+            pid,
+            fd: file.fd,
+            why,
+        });
+    }
+    // Whole huge pages where the file has them (one page-table entry each).
+    let mapped = if size >= huge_pages(len) as u64 {
+        huge_pages(len)
+    } else {
+        pages(len)
+    };
+    let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
+    let ptr =
+        map_pages(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;
+    let view = Buffer::mapped(ptr, len, mapped, None);
+    // Writable, copy-on-write: a consumer that changes its bytes changes only its own.
+    // SAFETY: changes the protection of the mapping just made, owned by `view`.
+    if unsafe { libc::mprotect(ptr.cast(), mapped, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+        return Err(os("mprotect", io::Error::last_os_error()));
+    }
+    Ok(view)
+}
+
+/// Opens memory file `file` of process `pid` for reading, checked to be the file announced
+/// (its inode) and sealed against shrinking (a view of it can never lose its pages); the
+/// file and its length.
+///
+/// # Errors
+/// As [`map`].
+fn open(pid: u32, file: MemoryFile) -> Result<(std::fs::File, u64), CmaError> {
     let fd = file.fd;
     let not_it = |why: String| CmaError::NotTheFile { pid, fd, why };
     let os = |what, source| CmaError::Os { pid, what, source };
@@ -339,30 +379,12 @@ pub fn map(pid: u32, file: MemoryFile, len: usize) -> Result<Buffer, CmaError> {
     if meta.ino() != file.inode.get() {
         return Err(not_it(format!("inode {}", meta.ino())));
     }
-    if meta.len() < pages(len) as u64 {
-        return Err(not_it(format!("{} bytes, not {len}", meta.len())));
-    }
-    // Whole huge pages where the file has them (one page-table entry each).
-    let mapped = if meta.len() >= huge_pages(len) as u64 {
-        huge_pages(len)
-    } else {
-        pages(len)
-    };
     // SAFETY: a plain call on a valid descriptor.
     let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
     if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
         return Err(not_it("not sealed against shrinking".into()));
     }
-    let flags = libc::MAP_PRIVATE | libc::MAP_POPULATE;
-    let ptr =
-        map_pages(mapped, libc::PROT_READ, flags, f.as_raw_fd()).map_err(|e| os("mmap", e))?;
-    let view = Buffer::mapped(ptr, len, mapped, None);
-    // Writable, copy-on-write: a consumer that changes its bytes changes only its own.
-    // SAFETY: changes the protection of the mapping just made, owned by `view`.
-    if unsafe { libc::mprotect(ptr.cast(), mapped, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
-        return Err(os("mprotect", io::Error::last_os_error()));
-    }
-    Ok(view)
+    Ok((f, meta.len()))
 }
 
 #[cfg(test)]
