@@ -115,8 +115,9 @@ pub struct PoolBench {
     #[arg(long)]
     pub user_memory: bool,
     /// The provider's library buffers: `offer` (`Buffer::for_offer`: shareable where a
-    /// same-host consumer's view costs less than a copy), `plain` (`Buffer::new`: such
-    /// consumers copy) or `shareable` (`Buffer::shareable`: they map, whatever it costs).
+    /// same-host consumer's view costs less than a copy, else slots of slabs such consumers
+    /// map once and copy out of), `plain` (`Buffer::new`: they copy by system call) or
+    /// `shareable` (`Buffer::shareable`: they map, whatever it costs).
     #[arg(
         long,
         value_enum,
