@@ -30,6 +30,10 @@ struct QueueInner {
     ended: Option<String>,
     /// Serials whose acknowledgement the PM gave up waiting for.
     late: BTreeSet<u64>,
+    /// Threads blocked on the condition variable: only then does a new event notify it
+    /// (a notification is a system call even when nobody waits, and the reader files an
+    /// event per offer: 18 % of its time at 8 B before).
+    sleepers: usize,
 }
 
 impl EventQueue {
@@ -39,8 +43,14 @@ impl EventQueue {
 
     /// Files an event (reader task).
     pub(crate) fn push(&self, event: PoolEvent) {
-        self.lock().events.push_back(event);
-        self.wake();
+        let mut q = self.lock();
+        q.events.push_back(event);
+        let sleepers = q.sleepers > 0;
+        drop(q);
+        if sleepers {
+            self.cv.notify_all();
+        }
+        self.notify.notify_one();
     }
 
     /// Notes an acknowledgement that came too late (reader task).
@@ -199,12 +209,15 @@ impl Subscription {
     /// # Errors
     /// [`CallError::Closed`](crate::CallError::Closed) when the connection ended.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
-        let q = self.queue.lock();
+        let mut q = self.queue.lock();
+        // Counted under the lock before it is let go in the wait: a push sees it.
+        q.sleepers += 1;
         let (mut q, _) = self
             .queue
             .cv
             .wait_timeout_while(q, timeout, |q| q.events.is_empty() && !q.closed)
             .unwrap_or_else(PoisonError::into_inner);
+        q.sleepers -= 1;
         let taken = q.take();
         drop(q);
         self.took(taken)
