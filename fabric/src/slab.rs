@@ -18,11 +18,17 @@
 //! closed) when its class has another such slab already, so a class keeps at most one
 //! empty slab. Views others mapped keep the pages of a slab let go until they drop them.
 //!
+//! After `fork()` the child shares its parent's slabs (they are shared memory): a buffer
+//! it inherited is the parent's very memory, not a copy. Its allocator starts afresh: it
+//! never hands out a slot of a slab the parent made ([`GENERATION`]), so two processes
+//! never fill one slot.
+//!
 //! Who may map a slab sees every buffer in it, as a process allowed to copy out of the
 //! provider's memory sees all of that memory: the kernel grants both under the same
 //! permission (that of a `ptrace` read), and the pool hands a consumer the address of the
 //! CDOs it may take only.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fabric_types::{MemoryFile, SlabPlace};
@@ -45,6 +51,30 @@ pub(crate) const LARGEST: usize = 16 << 20;
 
 /// Size classes up to [`LARGEST`] (see [`class_of`]).
 const CLASSES: usize = 44;
+
+/// Counts the `fork()`s of this process's line up to this process (bumped in the child): a
+/// slab belongs to the process of the generation it was made in. Atomic, so the child's
+/// handler may bump it (async-signal-safe).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Has every child of `fork()` bump [`GENERATION`], once per process.
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn child() {
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only bumps an atomic (async-signal-safe, as a
+        // handler run in the child of a multithreaded process must be).
+        let r = unsafe { libc::pthread_atfork(None, None, Some(child)) };
+        if r != 0 {
+            tracing::warn!(
+                "slabs of offer buffers: cannot watch fork() ({}); a child must not offer them",
+                std::io::Error::from_raw_os_error(r)
+            );
+        }
+    });
+}
 
 /// The classes' slabs.
 static SLABS: [Mutex<Class>; CLASSES] =
@@ -86,6 +116,11 @@ impl Entry {
     fn has_room(&self) -> bool {
         !self.free.is_empty() || (self.fresh as usize) < self.slab.slots
     }
+
+    /// Whether the slab is this process's (not inherited through `fork()`).
+    fn ours(&self, generation: u64) -> bool {
+        self.slab.generation == generation
+    }
 }
 
 /// A slab: a sealed memory file mapped here, cut into slots of one size.
@@ -100,6 +135,8 @@ struct Slab {
     slots: usize,
     /// Its class.
     class: usize,
+    /// The [`GENERATION`] it was made in.
+    generation: u64,
 }
 
 // SAFETY: the mapping is the slab's alone, unmapped once (in drop); its slots' bytes are
@@ -124,6 +161,7 @@ impl Slab {
                 source,
                 hint: "out of memory or address space: raise `ulimit -v`",
             })?;
+        watch_forks();
         let slab = Slab {
             file,
             ptr,
@@ -131,6 +169,7 @@ impl Slab {
             slot,
             slots,
             class,
+            generation: GENERATION.load(Ordering::Relaxed),
         };
         slab.file.seal()?;
         Ok(slab)
@@ -213,6 +252,10 @@ pub(crate) fn take(len: usize) -> Result<(*mut u8, Slot)> {
     let (class, size) = class_of(len);
     let (slot, fresh) = {
         let mut c = lock(class);
+        let generation = GENERATION.load(Ordering::Relaxed);
+        // Slabs inherited through fork() are the parent's to fill: forgotten here (the
+        // buffers inherited keep theirs mapped).
+        c.slabs.retain(|e| e.ours(generation));
         let i = match c.slabs.iter().position(Entry::has_room) {
             Some(i) => i,
             None => {
@@ -296,6 +339,43 @@ mod tests {
         // SAFETY: the slot's memory, `len` bytes, held by `_slot`.
         let bytes = unsafe { std::slice::from_raw_parts(again, len) };
         assert!(bytes.iter().all(|&x| x == 0), "zeroed");
+    }
+
+    #[test]
+    fn a_child_of_fork_fills_slabs_of_its_own() {
+        // 33 pages (a class of 36 no other test uses).
+        let len = 33 * PAGE;
+        let (parent, _held) = take(len).expect("slot");
+        let (free, slot) = take(len).expect("slot");
+        drop(slot);
+        // SAFETY: the child only takes a slot, writes a byte to the pipe and exits, with
+        // `_exit` (no destructors, no atexit handlers of the parent's).
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let ok = match take(len) {
+                Ok((p, _slot)) => p != parent && p != free,
+                Err(_) => false,
+            };
+            let byte = [u8::from(ok)];
+            // SAFETY: a write of one byte from a live buffer, then `_exit`.
+            unsafe {
+                libc::write(fds[1], byte.as_ptr().cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        let mut got = [0u8; 1];
+        // SAFETY: reading one byte into a live buffer; reaping the child this test forked.
+        unsafe {
+            libc::close(fds[1]);
+            assert_eq!(libc::read(fds[0], got.as_mut_ptr().cast(), 1), 1);
+            libc::close(fds[0]);
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &raw mut status, 0), pid);
+        }
+        assert_eq!(got[0], 1, "the child took a slot of its parent's slab");
     }
 
     #[test]
