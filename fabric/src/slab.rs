@@ -348,10 +348,12 @@ mod tests {
         let (parent, _held) = take(len).expect("slot");
         let (free, slot) = take(len).expect("slot");
         drop(slot);
-        // SAFETY: the child only takes a slot, writes a byte to the pipe and exits, with
-        // `_exit` (no destructors, no atexit handlers of the parent's).
         let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: this test's process runs no other thread; the child only takes a slot,
+        // writes a byte to the pipe and leaves with `_exit` (no destructors, no atexit
+        // handlers of the parent's).
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
         if pid == 0 {
