@@ -351,9 +351,9 @@ mod tests {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        // SAFETY: this test's process runs no other thread; the child only takes a slot,
-        // writes a byte to the pipe and leaves with `_exit` (no destructors, no atexit
-        // handlers of the parent's).
+        // SAFETY: the child only takes a slot of this test's own size class (whose lock no
+        // other thread holds) with glibc's malloc (safe in a child of fork), writes a byte
+        // to the pipe and leaves with `_exit` (no destructors, no atexit handlers).
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
         if pid == 0 {
