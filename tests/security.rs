@@ -1509,7 +1509,7 @@ fn a_subscriber_that_keeps_every_lease_holds_a_withdraw_only_for_the_grace() {
         // The lease reached the keeper with the event.
         loop {
             match keeper.recv(Op::Subscribe).expect("event") {
-                FromPm::Lease(_) => break,
+                FromPm::Event { lease: Some(_), .. } => break,
                 // The revocation of the last one, kept all the same.
                 FromPm::Event { .. } | FromPm::Revoke { .. } => {}
                 other => panic!("{other:?}"),

@@ -478,19 +478,14 @@ fn seal_offer_is_one_message_and_one_answer_or_two_operations_for_subscribers() 
     assert!(out.contains(&(p, done(Op::Offer, cdo))), "{out:?}");
 }
 
-/// The names of the events `out` sends to `conn`, and whether each came right after its
-/// lease.
+/// The names of the events `out` sends to `conn`, and whether each came with its lease.
 fn offers_told(out: &[(ConnId, FromPm)], conn: ConnId) -> Vec<(String, bool)> {
-    let mine: Vec<&FromPm> = (out.iter())
+    (out.iter())
         .filter(|(c, _)| *c == conn)
-        .map(|(_, m)| m)
-        .collect();
-    (mine.iter().enumerate())
-        .filter_map(|(i, m)| match m {
-            FromPm::Event { event, .. } => Some((
-                event.cdo.clone().expect("an offer's name"),
-                i > 0 && matches!(mine[i - 1], FromPm::Lease(_)),
-            )),
+        .filter_map(|(_, m)| match m {
+            FromPm::Event { event, lease, .. } => {
+                Some((event.cdo.clone().expect("an offer's name"), lease.is_some()))
+            }
             _ => None,
         })
         .collect()

@@ -1,4 +1,4 @@
-//! Leases ([`pool_core::proto::Lease`]) in memory: an offer's event brings each subscribing
+//! Leases ([`pool_core::proto::Grant`]) in memory: an offer's event brings each subscribing
 //! app the ticket of a demand before the demand is made, and the demand is served from it
 //! without a round trip to the PM. What a withdraw, a provider gone, a holder that keeps
 //! its lease, a subscription that holds demands, a signal-before subscriber, a second
@@ -343,7 +343,7 @@ fn lease_then_withdraw(pm: &mut Pm, (p, c): (ConnId, ConnId), name: &str) -> (Cd
     let lease = out
         .iter()
         .find_map(|(to, m)| match m {
-            FromPm::Lease(l) if *to == c => Some(l.lease),
+            FromPm::Event { lease: Some(l), .. } if *to == c => Some(l.lease),
             _ => None,
         })
         .expect("a lease with the event");

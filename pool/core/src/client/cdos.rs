@@ -257,7 +257,7 @@ impl<T: Driver> ClientCore<T> {
     /// Demands `cdo`. When a `require` brought its bytes already, that is all: the PM
     /// learns of the demand with a deferred notice ([`super::Transmit::deferred`]). When
     /// the PM granted a lease of an offer of its name with an offer event
-    /// ([`crate::proto::Lease`]), the lease serves it without waiting for the PM: the
+    /// ([`crate::proto::Grant`]), the lease serves it without waiting for the PM: the
     /// bytes that came with it are here at once, or `waiter` is filed and the driver
     /// fetches them ([`Event::Fetch`]); the PM is told afterwards ([`ToPm::UseLease`]).
     /// Otherwise the demand is sent and `waiter` filed.

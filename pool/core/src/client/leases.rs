@@ -1,4 +1,4 @@
-//! Leases the PM granted with offer events ([`crate::proto::Lease`]), kept by the offer's
+//! Leases the PM granted with offer events ([`crate::proto::Grant`]), kept by the offer's
 //! name until a demand of a CDO of that name uses one ([`ClientCore::demand`]), the PM
 //! revokes it, or it was held [`LEASE_HOLD`] unused; then it is released
 //! ([`ToPm::Release`]), many in one message.
@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::HashMap;
-use crate::attr::Attributes;
-use crate::proto::{Lease, MAX_RELEASE, Source, ToPm, TransferId};
+use crate::attr::{self, Attributes};
+use crate::events::PoolEvent;
+use crate::proto::{Grant, MAX_RELEASE, Source, ToPm, TransferId};
 
 /// How long an unused lease is kept: a subscriber that demands what it is told of uses its
 /// lease well within this; one that does not gives its leases back after it, so that the
@@ -21,6 +22,45 @@ pub const LEASE_HOLD: Duration = Duration::from_secs(10);
 /// Most leases a client keeps (the PM grants at most its `--max-leases`; past this the
 /// oldest is released).
 pub const MAX_HELD: usize = 65_536;
+
+/// A lease as a client keeps it: the grant, with what its offer's event says of the offer.
+#[derive(Debug, PartialEq)]
+pub(super) struct Lease {
+    /// The lease's id.
+    pub(super) lease: TransferId,
+    /// The offer's CDO name.
+    pub(super) name: Arc<str>,
+    /// Where and how to get the bytes.
+    pub(super) source: Source,
+    /// The offer's sealed attributes (without the built-in name and size).
+    pub(super) attributes: Attributes,
+    /// Whose bytes these are (`component:index`).
+    pub(super) provider: Arc<str>,
+}
+
+impl Lease {
+    /// Lease `grant`, granted with offer event `event`; its id back (to release at once)
+    /// when the event names no CDO, whose demand it could serve.
+    pub(super) fn of(grant: Grant, event: &PoolEvent) -> Result<Lease, TransferId> {
+        let Some(name) = event.cdo.as_deref() else {
+            return Err(grant.lease);
+        };
+        let built_in = |k: &str| k == attr::NAME || k == attr::LOCAL_SIZE;
+        let attributes = event
+            .attributes
+            .iter()
+            .filter(|(k, _)| !built_in(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(Lease {
+            lease: grant.lease,
+            name: name.into(),
+            source: grant.source,
+            attributes,
+            provider: format!("{}:{}", event.component, event.index).into(),
+        })
+    }
+}
 
 /// A lease kept for a demand.
 #[derive(Debug)]
@@ -164,6 +204,37 @@ mod tests {
         );
         assert!(l.take("a").is_none() && l.take("b").is_none());
         assert_eq!(l.next_expiry(), None);
+    }
+
+    #[test]
+    fn a_lease_takes_the_offers_name_attributes_and_provider_from_its_event() {
+        let mut attributes = Attributes::new();
+        attributes.insert(attr::NAME.into(), crate::attr::AttrValue::Str("n".into()));
+        attributes.insert(attr::LOCAL_SIZE.into(), crate::attr::AttrValue::Uint(8));
+        attributes.insert(".user.step".into(), crate::attr::AttrValue::Uint(3));
+        let mut event = PoolEvent {
+            kind: crate::events::EventKind::Offer,
+            serial: 1,
+            time: 0,
+            before: false,
+            needs_ack: false,
+            app: 2,
+            component: "sim".into(),
+            index: 4,
+            cdo: Some("n".into()),
+            attributes,
+            detail: String::new(),
+        };
+        let grant = |lease| Grant {
+            lease,
+            source: Source::Stream { len: 8 },
+        };
+        let l = Lease::of(grant(7), &event).expect("a CDO's event");
+        assert_eq!((l.lease, &*l.name, &*l.provider), (7, "n", "sim:4"));
+        let only: Vec<&str> = l.attributes.keys().map(String::as_str).collect();
+        assert_eq!(only, [".user.step"], "the sealed attributes, no built-ins");
+        event.cdo = None;
+        assert_eq!(Lease::of(grant(8), &event), Err(8), "nothing to demand");
     }
 
     #[test]

@@ -784,13 +784,6 @@ impl<T: Driver> ClientCore<T> {
                 self.resolve((Op::Discard, local), Ok(count));
             }
             FromPm::Chunk(c) => self.piece(now, c.transfer, Ok((c.offset, c.data))),
-            FromPm::Lease(lease) => {
-                if let Some(oldest) = self.leases.add(now, *lease) {
-                    self.defer(ToPm::Release {
-                        leases: vec![oldest],
-                    });
-                }
-            }
             FromPm::Revoke { lease } => {
                 if self.leases.forget(lease).is_some() {
                     self.defer(ToPm::Release {
@@ -799,8 +792,17 @@ impl<T: Driver> ClientCore<T> {
                 }
             }
             FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
-            FromPm::Event { sub, event } => {
-                let event = std::sync::Arc::unwrap_or_clone(event);
+            FromPm::Event { sub, event, lease } => {
+                let event = event.into_event();
+                if let Some(grant) = lease {
+                    let release = match leases::Lease::of(*grant, &event) {
+                        Ok(lease) => self.leases.add(now, lease),
+                        Err(id) => Some(id),
+                    };
+                    if let Some(id) = release {
+                        self.defer(ToPm::Release { leases: vec![id] });
+                    }
+                }
                 if let Some(serial) = self.subs.event(now, sub, event, &mut self.events) {
                     // An echo the app acknowledged the first of (see `subscriptions`).
                     self.queue(ToPm::Ack { sub, serial });

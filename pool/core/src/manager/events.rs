@@ -826,7 +826,15 @@ impl Manager {
         if let Some(s) = self.events.subs.get_mut(&sub) {
             s.window.sent_past();
         }
-        self.out.push(conn, FromPm::Event { sub, event });
+        let event = event.into();
+        self.out.push(
+            conn,
+            FromPm::Event {
+                sub,
+                event,
+                lease: None,
+            },
+        );
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.

@@ -1,5 +1,5 @@
 //! Leases: a demand's ticket granted with an offer event, before any demand (see
-//! [`crate::proto::Lease`]). A subscriber told of an offer learns where the bytes are (or
+//! [`crate::proto::Grant`]). A subscriber told of an offer learns where the bytes are (or
 //! gets them, for a small CDO); its demand of a CDO of that name is then served at once
 //! from the lease, and the PM hears of it afterwards ([`crate::proto::ToPm::UseLease`]).
 //!
@@ -34,39 +34,36 @@ use std::sync::Arc;
 use super::transfer::{Leased, Transfer};
 use super::{ConnId, Manager, State, Want, traffic};
 use crate::events::EventKind;
-use crate::proto::{AppId, CdoId, FromPm, Lease, MAX_RELEASE, Op, Refusal, Source, TransferId};
+use crate::proto::{AppId, CdoId, FromPm, Grant, MAX_RELEASE, Op, Refusal, Source, TransferId};
 
 impl Manager {
-    /// Grants `holder` (on `conn`) a lease of `offer`, sent ahead of the offer's event, if
-    /// it may have one (see the module's documentation).
-    pub(super) fn grant_lease(&mut self, offer: CdoId, holder: AppId, conn: ConnId) {
+    /// Grants `holder` a lease of `offer`, to send with the offer's event, if it may have
+    /// one (see the module's documentation).
+    pub(super) fn grant_lease(&mut self, offer: CdoId, holder: AppId) -> Option<Grant> {
         if self.events.demands_held()
             || self.transfers.held_count(holder) >= self.policy.max_leases
             || self.apps.get(&holder).is_none_or(|a| a.leaving)
         {
-            return;
+            return None;
         }
-        let Some(f) = self.cdos.get(&offer) else {
-            return;
-        };
+        let f = self.cdos.get(&offer)?;
         let (State::Offered(region), provider) = (&f.state, f.app()) else {
-            return;
+            return None;
         };
         if provider == holder || !self.alive(offer) {
-            return;
+            return None;
         }
         let region = *region;
-        let (name, attributes) = (Arc::clone(&f.name), f.attributes.clone());
+        let name = Arc::clone(&f.name);
         let (source, _, route) = self.plan((holder, false), provider, offer, region);
         if matches!(source, Source::Stream { .. }) {
-            return;
+            return None;
         }
-        let provider_label = self.provider_label(offer);
         let lease = self.id();
         let leased = Leased {
             from: offer,
             holder,
-            name: Arc::clone(&name),
+            name,
             len: region.len,
             route,
             inline: matches!(source, Source::Inline { .. }),
@@ -74,14 +71,7 @@ impl Manager {
             revoked: false,
         };
         self.transfers.grant(lease, leased);
-        let granted = Lease {
-            lease,
-            name,
-            source,
-            attributes,
-            provider: provider_label,
-        };
-        self.out.push(conn, FromPm::Lease(Box::new(granted)));
+        Some(Grant { lease, source })
     }
 
     /// `UseLease`: `app`'s CDO `cdo` is demanded and served by `lease`. A lease of memory

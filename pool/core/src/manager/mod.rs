@@ -368,7 +368,7 @@ impl Manager {
     }
 
     /// Number of leases granted with offer events and neither used nor released yet
-    /// (see [`crate::proto::Lease`]).
+    /// (see [`crate::proto::Grant`]).
     pub fn lease_count(&self) -> usize {
         self.transfers.lease_count()
     }

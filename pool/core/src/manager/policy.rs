@@ -138,7 +138,7 @@ pub struct Policy {
     /// system ([`crate::proto::FromPm::Spill`]); past it the offer's consumers get the
     /// stream as if the provider had said it cannot write (a late answer is refused).
     pub spill_timeout: Duration,
-    /// Most leases one application holds ([`crate::proto::Lease`]: an offer's ticket sent
+    /// Most leases one application holds ([`crate::proto::Grant`]: an offer's ticket sent
     /// with its event to a subscriber, ahead of a demand); past it, its subscriptions hear
     /// of offers without leases and its demands wait for the PM as any other. 0: no
     /// leases at all.

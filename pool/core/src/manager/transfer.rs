@@ -17,7 +17,7 @@ use crate::proto::{
 /// The transfers in flight, owned here: each one's record, how many read from each offer
 /// (the least loaded offer is ticketed first; an offer read from cannot be released), and
 /// the deadlines of those that keep an offer being withdrawn from its provider. Leases
-/// ([`crate::proto::Lease`]) live here too: one of memory reads from its offer as a
+/// ([`crate::proto::Grant`]) live here too: one of memory reads from its offer as a
 /// transfer does (it counts in the offer's load and is pinned alike), and becomes the
 /// transfer, under the same id, when its holder uses it.
 #[derive(Debug, Default)]

@@ -102,13 +102,14 @@ impl Manager {
     }
 
     /// Sends `o` to subscription `sub` of `app` on `conn` (counted in its window
-    /// already), its lease ahead of it.
+    /// already), with its lease.
     fn deliver(&mut self, (sub, conn, app): (SubId, ConnId, AppId), o: Outgoing) {
-        if let Some(offer) = o.lease {
-            self.grant_lease(offer, app, conn);
-        }
-        let event = o.event;
-        self.out.push(conn, FromPm::Event { sub, event });
+        let lease = o
+            .lease
+            .and_then(|offer| self.grant_lease(offer, app))
+            .map(Box::new);
+        let event = o.event.into();
+        self.out.push(conn, FromPm::Event { sub, event, lease });
     }
 }
 

@@ -268,16 +268,6 @@ fn from_pm_samples() -> Vec<FromPm> {
             provider: "producer:1".into(),
             completes_demand: true,
         },
-        FromPm::Lease(Box::new(Lease {
-            lease: 77,
-            name: "t2m/step-2".into(),
-            source: Source::Gfs {
-                file: gfs_file(),
-                len: 4096,
-            },
-            attributes: attributes(),
-            provider: "producer:1".into(),
-        })),
         FromPm::Revoke { lease: 77 },
         FromPm::Ready { cdo: 2 << 40 | 1 },
         FromPm::Serve {
@@ -306,7 +296,15 @@ fn from_pm_samples() -> Vec<FromPm> {
                 cdo: Some("t2m/step-2".into()),
                 attributes: attributes(),
                 detail: String::new(),
-            }),
+            })
+            .into(),
+            lease: Some(Box::new(Grant {
+                lease: 77,
+                source: Source::Gfs {
+                    file: gfs_file(),
+                    len: 4096,
+                },
+            })),
         },
         FromPm::AckTooLate { sub: 6, serial: 12 },
         FromPm::Refused {

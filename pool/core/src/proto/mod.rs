@@ -31,7 +31,8 @@ pub use source::{
 pub const MAGIC: [u8; 4] = *b"MSTR";
 /// Protocol version carried in every frame (24: an offer's memory file may be a slab of
 /// many buffers, [`fabric_types::MemoryFile::slab`], which same-host consumers map once and
-/// copy out of; 23: events flow in a window per subscription,
+/// copy out of; a lease comes inside its offer's event, [`Grant`], no longer as a message of
+/// its own; 23: events flow in a window per subscription,
 /// [`ToPm::Taken`] opens it again, see [`crate::events::EVENT_WINDOW`]; 22: the PM says when it drops the bytes an
 /// offer carried, [`FromPm::BytesDropped`]; 21: offers that are not registered with the
 /// fabric, [`OfferExtras::with_unregistered`], copied by same-host consumers only
@@ -39,7 +40,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// over to the pool, [`ToPm::Discard`] ends such CDOs, apps announce their GFS directory
 /// and the PM may have a provider write an offer there, [`FromPm::Spill`], `keep` of [`ToPm::Withdraw`], whose directory `Welcome` names; 14: offers written to a global file system,
 /// [`OfferExtras::with_gfs`], ticketed as [`Source::Gfs`]; 13: offer events carry leases,
-/// [`FromPm::Lease`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
+/// [`Grant`], [`ToPm::UseLease`], [`ToPm::Release`], [`FromPm::Revoke`]; 12: a
 /// connection refused admission is told why, [`Refusal::NotAdmitted`]; 11: JOIN names the app's job; 10: endpoint
 /// addresses travel as bytes, not hex; 9: observers and their queries, see
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
@@ -324,7 +325,7 @@ pub enum ToPm {
         capacity: u32,
     },
     /// Demand `cdo` (declared with the name of the lease's offer), served by lease
-    /// `lease` ([`FromPm::Lease`]): the app is taking (or took) the bytes itself, nobody
+    /// `lease` ([`Grant`]): the app is taking (or took) the bytes itself, nobody
     /// waits for an answer (only a refusal comes back). A lease of memory is a transfer
     /// from now on, ended by [`ToPm::TransferDone`]; a lease of inline bytes is done.
     UseLease {
@@ -695,9 +696,6 @@ pub enum FromPm {
         /// sent later is answered by `Ready`.
         completes_demand: bool,
     },
-    /// To a subscriber told of an offer by the [`FromPm::Event`] that follows: what a
-    /// demand of a CDO of that name needs, granted before it is made (see [`Lease`]).
-    Lease(Box<Lease>),
     /// The lease's offer is going (withdrawn, its provider gone, or demands are to be
     /// held for acknowledgements): answer with [`ToPm::Release`] unless the lease was
     /// used already ([`ToPm::UseLease`] sent).
@@ -736,7 +734,10 @@ pub enum FromPm {
         /// The subscription.
         sub: SubId,
         /// The event.
-        event: std::sync::Arc<PoolEvent>,
+        event: EventBody,
+        /// With an offer's event, to a subscriber that may demand it: what a demand of a
+        /// CDO of that name needs, granted before it is made (see [`Grant`]).
+        lease: Option<Box<Grant>>,
     },
     /// The acknowledgement of event `serial` did not come in time: the operation went on.
     AckTooLate {
@@ -786,23 +787,77 @@ pub enum FromPm {
 /// Most leases one [`ToPm::Release`] names.
 pub const MAX_RELEASE: usize = 4096;
 
-/// An offer's ticket granted ahead of a demand, to a subscriber told of the offer: a
-/// demand of a CDO named `name` takes the bytes from `source` at once and tells the PM
-/// afterwards ([`ToPm::UseLease`]), with no round trip before the copy. The offer stays
-/// readable while the lease is held: a withdraw waits until every holder used it (and
-/// finished) or released it, as it waits for transfers in flight.
+/// An offer's ticket granted ahead of a demand, with the offer's event to a subscriber
+/// ([`FromPm::Event`]): a demand of a CDO of the offer's name takes the bytes from `source`
+/// at once and tells the PM afterwards ([`ToPm::UseLease`]), with no round trip before the
+/// copy. The offer stays readable while the lease is held: a withdraw waits until every
+/// holder used it (and finished) or released it, as it waits for transfers in flight.
+///
+/// What a ticket carries besides is the event's already: the offer's name (its `cdo`), its
+/// sealed attributes (the event's, less the built-in name and size the consumer's CDO gets
+/// anyway) and its provider (the event's `component:index`), so they travel once.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Lease {
+pub struct Grant {
     /// The lease's id: the transfer's id once it is used.
     pub lease: TransferId,
-    /// The offer's CDO name.
-    pub name: std::sync::Arc<str>,
     /// Where and how to get the bytes (never [`Source::Stream`]).
     pub source: Source,
-    /// As [`FromPm::Ticket`]'s.
-    pub attributes: Attributes,
-    /// As [`FromPm::Ticket`]'s.
-    pub provider: std::sync::Arc<str>,
+}
+
+/// An event as [`FromPm::Event`] carries it: one the PM shares among the subscribers it
+/// sends it to, or a client's own once decoded (one allocation, where decoding into a
+/// shared one would take two and a copy). Encoded as the [`PoolEvent`] itself.
+#[derive(Clone, Debug)]
+pub enum EventBody {
+    /// The PM's, shared.
+    Shared(std::sync::Arc<PoolEvent>),
+    /// Decoded, the reader's own.
+    Own(Box<PoolEvent>),
+}
+
+impl EventBody {
+    /// The event, by value (a copy only if it is shared still).
+    pub fn into_event(self) -> PoolEvent {
+        match self {
+            EventBody::Shared(e) => std::sync::Arc::unwrap_or_clone(e),
+            EventBody::Own(e) => *e,
+        }
+    }
+}
+
+/// Equal when the events are, shared or not.
+impl PartialEq for EventBody {
+    fn eq(&self, other: &EventBody) -> bool {
+        **self == **other
+    }
+}
+
+impl std::ops::Deref for EventBody {
+    type Target = PoolEvent;
+    fn deref(&self) -> &PoolEvent {
+        match self {
+            EventBody::Shared(e) => e,
+            EventBody::Own(e) => e,
+        }
+    }
+}
+
+impl From<std::sync::Arc<PoolEvent>> for EventBody {
+    fn from(e: std::sync::Arc<PoolEvent>) -> EventBody {
+        EventBody::Shared(e)
+    }
+}
+
+impl Serialize for EventBody {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventBody {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<EventBody, D::Error> {
+        Box::<PoolEvent>::deserialize(d).map(EventBody::Own)
+    }
 }
 
 /// Packs each run of two or more `Done` answers of one operation into one `DoneMany`,
