@@ -569,23 +569,8 @@ fn same_host_consumers_copy_straight_from_the_providers_memory() {
         consumer,
     } = same_host("cma", (&[SIZE], 0), "plain");
     let name = format!("bench-{SIZE}");
-    // SAFETY: signalling the process this test started.
-    unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
-    let copier = consumer(false);
-    let want = copier.declare(&name).expect("declare");
-    let (copied, _) = copier
-        .demand(want)
-        .expect("a stopped provider's bytes, copied");
-    next_transport(&sub, true);
-    // SAFETY: signalling a process this test started and still owns (its child, not yet
-    // reaped).
-    unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
-    let reader = consumer(true);
-    let want = reader.declare(&name).expect("declare");
-    let (read, _) = reader.demand(want).expect("demand by RMA");
-    next_transport(&sub, false);
-    assert_eq!(copied.len(), SIZE);
-    assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
+    let (copier, reader) = (consumer(false), consumer(true));
+    let (copied, read) = cdo_copied_then_read((&sub, provider.pid()), (&copier, &reader), SIZE);
     assert!(*copied == *read, "the copy differs from the RMA read");
     // Into memory the application lends, both ways, lent at the demand or at a require
     // before it: the bytes land there, no copy after.
@@ -634,37 +619,80 @@ fn a_groups_members_are_copied_from_a_stopped_provider_in_batches() {
     } = same_host("cma-group", (&SIZES, MEMBERS), "plain");
     let (copier, reader) = (consumer(false), consumer(true));
     for size in SIZES {
-        let name = format!("bench-group-{size}");
-        // SAFETY: signalling the process this test started.
-        unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
-        let want = copier.declare(&name).expect("declare");
-        let (copied, _) = copier
-            .demand_group(want)
-            .expect("a stopped provider's members, copied");
-        for _ in 0..MEMBERS {
-            next_transport(&sub, true);
-        }
-        // SAFETY: signalling a process this test started and still owns.
-        unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
-        let want = reader.declare(&name).expect("declare");
-        let (read, _) = reader.demand_group(want).expect("the group by RMA");
-        for _ in 0..MEMBERS {
-            next_transport(&sub, false);
-        }
-        assert_eq!((copied.len(), read.len()), (MEMBERS, MEMBERS));
-        for (i, (c, r)) in copied.iter().zip(&read).enumerate() {
-            assert_eq!(c.name, format!("{name}/{i}"));
-            assert_eq!(c.data.len(), size);
-            assert!(*c.data == *r.data, "member {i} differs from its RMA read");
-        }
-        assert!(
-            copied[0].data.iter().any(|&b| b != 0),
-            "the offers are a pattern"
-        );
+        group_copied_then_read((&sub, provider.pid()), (&copier, &reader), (size, MEMBERS));
     }
     drop((copier, reader, provider));
     watcher.leave().expect("leave");
     pm.stop().expect("the PM ends with nothing lost");
+}
+
+/// Demands the provider's CDO of `size` (see [`copied_then_read`]), checked to be a
+/// pattern of `size` bytes both ways; the copy and the RMA read.
+fn cdo_copied_then_read(
+    provider: (&pool::Subscription, i32),
+    clients: (&pool::Client, &pool::Client),
+    size: usize,
+) -> (pool::CdoData, pool::CdoData) {
+    let name = format!("bench-{size}");
+    let (copied, read) = copied_then_read(provider, clients, (&name, 1), |c, want| {
+        c.demand(want).expect("demand").0
+    });
+    assert_eq!((copied.len(), read.len()), (size, size));
+    assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
+    (copied, read)
+}
+
+/// Demands `name` with `copier` while the provider (process `pid`) is stopped, the next
+/// `events` transport events on `sub` saying they copied from the provider's memory, then
+/// with `reader` by RMA (as many events, saying they did not): what `demand` brought each.
+fn copied_then_read<T>(
+    (sub, pid): (&pool::Subscription, i32),
+    (copier, reader): (&pool::Client, &pool::Client),
+    (name, events): (&str, usize),
+    demand: impl Fn(&pool::Client, pool::proto::CdoId) -> T,
+) -> (T, T) {
+    // SAFETY: signalling the process the calling test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let copied = demand(copier, copier.declare(name).expect("declare"));
+    for _ in 0..events {
+        next_transport(sub, true);
+    }
+    // SAFETY: signalling a process the calling test started and still owns (its child,
+    // not yet reaped).
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let read = demand(reader, reader.declare(name).expect("declare"));
+    for _ in 0..events {
+        next_transport(sub, false);
+    }
+    (copied, read)
+}
+
+/// Demands the provider's group of `members` CDOs of `size` with `copier` while the
+/// provider (process `pid`) is stopped, every member's transport event on `sub` saying it
+/// was copied from the provider's memory, then with `reader` by RMA; checks that both bring
+/// the same members, named in order, a pattern of `size` bytes each.
+fn group_copied_then_read(
+    provider: (&pool::Subscription, i32),
+    clients: (&pool::Client, &pool::Client),
+    (size, members): (usize, usize),
+) {
+    let name = format!("bench-group-{size}");
+    let (copied, read) = copied_then_read(provider, clients, (&name, members), |c, want| {
+        c.demand_group(want).expect("the group's members").0
+    });
+    assert_eq!((copied.len(), read.len()), (members, members));
+    for (i, (c, r)) in copied.iter().zip(&read).enumerate() {
+        assert_eq!(c.name, format!("{name}/{i}"));
+        assert_eq!(c.data.len(), size);
+        assert!(
+            *c.data == *r.data,
+            "{size}: member {i} differs from its RMA read"
+        );
+    }
+    assert!(
+        copied[0].data.iter().any(|&b| b != 0),
+        "the offers are a pattern"
+    );
 }
 
 /// Small offers past the app's share of the PM's budget for carried bytes lose them at the
@@ -778,46 +806,16 @@ fn same_host_consumers_map_a_shareable_offer() {
 fn same_host_consumers_copy_slab_offers_out_of_a_view_kept_mapped() {
     const SIZES: [usize; 3] = [16 << 10, 64 << 10, 3 << 20];
     const MEMBERS: usize = 50;
-    let SameHost {
-        pm,
-        watcher,
-        sub,
-        provider,
-        consumer,
-    } = same_host("slabs", (&SIZES, MEMBERS), "offer");
-    let (copier, reader) = (consumer(false), consumer(true));
+    let host = same_host("slabs", (&SIZES, MEMBERS), "offer");
+    let clients = ((host.consumer)(false), (host.consumer)(true));
+    let provider = (&host.sub, host.provider.pid());
     for size in SIZES {
-        // SAFETY: signalling the process this test started.
-        unsafe { libc::kill(provider.pid(), libc::SIGSTOP) };
-        let name = format!("bench-{size}");
-        let want = copier.declare(&name).expect("declare");
-        let (copied, _) = copier.demand(want).expect("a stopped provider's bytes");
-        next_transport(&sub, true);
-        let group = format!("bench-group-{size}");
-        let want = copier.declare(&group).expect("declare");
-        let (members, _) = copier.demand_group(want).expect("its members");
-        for _ in 0..MEMBERS {
-            next_transport(&sub, true);
-        }
-        // SAFETY: signalling a process this test started and still owns.
-        unsafe { libc::kill(provider.pid(), libc::SIGCONT) };
-        let want = reader.declare(&name).expect("declare");
-        let (read, _) = reader.demand(want).expect("demand by RMA");
-        next_transport(&sub, false);
-        assert_eq!(copied.len(), size);
-        assert!(copied.iter().any(|&b| b != 0), "the offer is a pattern");
+        let (copied, read) = cdo_copied_then_read(provider, (&clients.0, &clients.1), size);
         assert!(
             *copied == *read,
             "{size}: the copy differs from the RMA read"
         );
-        let want = reader.declare(&group).expect("declare");
-        let (read, _) = reader.demand_group(want).expect("the group by RMA");
-        for _ in 0..MEMBERS {
-            next_transport(&sub, false);
-        }
-        for (i, (c, r)) in members.iter().zip(&read).enumerate() {
-            assert!(*c.data == *r.data, "{size}: member {i} differs");
-        }
+        group_copied_then_read(provider, (&clients.0, &clients.1), (size, MEMBERS));
     }
     let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
     let views = maps
@@ -830,7 +828,11 @@ fn same_host_consumers_copy_slab_offers_out_of_a_view_kept_mapped() {
         (1..=8).contains(&views),
         "{views} slab views mapped: one per slab wanted"
     );
-    drop((copier, reader, provider));
+    drop(clients);
+    let SameHost {
+        pm, watcher, sub, ..
+    } = host;
+    drop(sub);
     watcher.leave().expect("leave");
     pm.stop().expect("the PM ends with nothing lost");
 }
