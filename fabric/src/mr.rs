@@ -125,7 +125,7 @@ impl Buffer {
     }
 
     /// A buffer for bytes to offer: [`Buffer::shareable`] where a same-host consumer maps it
-    /// for less than a copy costs, else a slot of a slab (see [`crate::slab`]): memory a
+    /// for less than a copy costs, else a slot of a slab (`fabric/src/slab.rs`): memory a
     /// same-host consumer maps once for many buffers and copies each out of with a
     /// `memcpy`, rather than by a system call per copy (64 KiB in 8.9 µs against 15 µs,
     /// 4 KiB in 0.2 µs against 2.3). Zeroed and pre-faulted either way; a slot costs
