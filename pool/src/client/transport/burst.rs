@@ -4,8 +4,7 @@
 //! this client keeps, where the offers lie in one ([`fabric::cma::Views`]), the others in
 //! one `process_vm_readv` of many ranges ([`fabric::cma::read_many_parallel`]: several
 //! threads for a batch of many megabytes) instead of one call each, and reported in one
-//! step of the
-//! core (one write). Whatever the batch cannot do (a process not verified, a
+//! step of the core (one write). Whatever the batch cannot do (a process not verified, a
 //! range the kernel refuses) goes the single ticket's way, with its fallbacks. One poll of
 //! an application's future in `Client::block_on` is a burst too, of the small copies its
 //! leased demands start ([`SMALL`]). A burst is its thread's own ([`during`]).
