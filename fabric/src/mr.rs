@@ -150,13 +150,11 @@ impl Buffer {
         } else if len == 0 {
             return Ok(Buffer::empty());
         } else {
-            crate::slab::take(len).map(|(ptr, slot)| Buffer {
-                ptr,
-                len,
-                mapped: 0,
-                borrowed: false,
-                recycled: false,
-                file: Some(FileRef::Slot(slot)),
+            crate::slab::take(len).map(|(ptr, slot)| {
+                // Nothing mapped of its own: the slot goes back to its slab when dropped.
+                let mut buf = Buffer::mapped(ptr, len, 0, None);
+                buf.file = Some(FileRef::Slot(slot));
+                buf
             })
         };
         made.or_else(|e| {

@@ -354,8 +354,9 @@ fn report(
 
 /// `Op::then`: the outcome goes to the callback on the thread that read the completion
 /// (the progress thread, or the poster for a read over before `then`), failures
-/// included; a callback that panics leaves the endpoint working; one that drops the endpoint itself, on its own progress
-/// thread, neither hangs nor stops the other endpoint.
+/// included; a callback that panics leaves the endpoint working; one that drops the
+/// endpoint itself, on its own progress thread, neither hangs nor stops the other
+/// endpoint.
 #[test]
 fn completion_callbacks_get_the_outcome_on_the_completing_thread() {
     let (a, b, peer) = impatient_pair();

@@ -801,15 +801,8 @@ fn a_late_subscriber_holds_a_window_of_events_and_gets_them_all_in_order() {
         .expect("offers");
     });
     // Every offer is done: what the PM sends ahead (a window's worth) comes.
-    let deadline = std::time::Instant::now() + T;
-    while offers.queued() < EVENT_WINDOW as usize {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} queued",
-            offers.queued()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let queued = offers.wait_queued(EVENT_WINDOW as usize, T);
+    assert!(queued >= EVENT_WINDOW as usize, "{queued} queued");
     let mut names = Vec::new();
     let mut most = 0;
     while names.len() < total {

@@ -45,12 +45,7 @@ impl EventQueue {
     pub(crate) fn push(&self, event: PoolEvent) {
         let mut q = self.lock();
         q.events.push_back(event);
-        let sleepers = q.sleepers > 0;
-        drop(q);
-        if sleepers {
-            self.cv.notify_all();
-        }
-        self.notify.notify_one();
+        self.wake(q);
     }
 
     /// Notes an acknowledgement that came too late (reader task).
@@ -60,8 +55,9 @@ impl EventQueue {
 
     /// No more events will come (the connection ended).
     pub(crate) fn close(&self) {
-        self.lock().closed = true;
-        self.wake();
+        let mut q = self.lock();
+        q.closed = true;
+        self.wake(q);
     }
 
     /// The PM ended the subscription: no more events will come, for `why`.
@@ -69,13 +65,36 @@ impl EventQueue {
         let mut q = self.lock();
         q.closed = true;
         q.ended = Some(why);
-        drop(q);
-        self.wake();
+        self.wake(q);
     }
 
-    fn wake(&self) {
-        self.cv.notify_all();
+    /// Wakes the waiters of the queue `q` just changed (its lock let go first): blocked
+    /// threads only when there are some, async waiters always (a permit if none waits).
+    fn wake(&self, q: MutexGuard<'_, QueueInner>) {
+        let sleepers = q.sleepers > 0;
+        drop(q);
+        if sleepers {
+            self.cv.notify_all();
+        }
         self.notify.notify_one();
+    }
+
+    /// Blocks on the queue while `more` says so (or `timeout` passes); the queue, still
+    /// locked. Counted among the sleepers meanwhile (under the lock before it is let go in
+    /// the wait: a push sees it).
+    fn wait_while(
+        &self,
+        timeout: Duration,
+        more: impl FnMut(&mut QueueInner) -> bool,
+    ) -> MutexGuard<'_, QueueInner> {
+        let mut q = self.lock();
+        q.sleepers += 1;
+        let (mut q, _) = self
+            .cv
+            .wait_timeout_while(q, timeout, more)
+            .unwrap_or_else(PoisonError::into_inner);
+        q.sleepers -= 1;
+        q
     }
 
     /// The next event, `Ok(None)` if none yet, `Err(Closed)` if none will come.
@@ -181,10 +200,14 @@ impl Subscription {
         });
     }
 
-    /// How many events wait in the queue now, not taken yet: at most a window's worth
-    /// ([`crate::events::EVENT_WINDOW`]) beyond a replay's.
-    pub fn queued(&self) -> usize {
-        self.queue.lock().events.len()
+    /// Blocks until at least `count` events wait in the queue, or the connection ended, or
+    /// `timeout` passed (for a consumer that takes events in batches); how many wait then:
+    /// at most a window's worth ([`crate::events::EVENT_WINDOW`]) beyond a replay's.
+    ///
+    /// Do not call this on a thread of a tokio runtime.
+    pub fn wait_queued(&self, count: usize, timeout: Duration) -> usize {
+        let more = |q: &mut QueueInner| q.events.len() < count && !q.closed;
+        self.queue.wait_while(timeout, more).events.len()
     }
 
     /// Every event queued now, oldest first, without waiting (empty if none).
@@ -209,15 +232,7 @@ impl Subscription {
     /// # Errors
     /// [`CallError::Closed`](crate::CallError::Closed) when the connection ended.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<PoolEvent>> {
-        let mut q = self.queue.lock();
-        // Counted under the lock before it is let go in the wait: a push sees it.
-        q.sleepers += 1;
-        let (mut q, _) = self
-            .queue
-            .cv
-            .wait_timeout_while(q, timeout, |q| q.events.is_empty() && !q.closed)
-            .unwrap_or_else(PoisonError::into_inner);
-        q.sleepers -= 1;
+        let mut q = (self.queue).wait_while(timeout, |q| q.events.is_empty() && !q.closed);
         let taken = q.take();
         drop(q);
         self.took(taken)

@@ -28,9 +28,11 @@ pub(super) struct Subscription {
     pub(super) conn: ConnId,
     /// What it counts against its app's bytes (see `policy`).
     cost: usize,
-    kinds: EventKinds,
-    selector: Selector,
-    options: SubscribeOptions,
+    /// The kinds it hears of.
+    pub(super) kinds: EventKinds,
+    /// Which CDOs' events it hears of.
+    pub(super) selector: Selector,
+    pub(super) options: SubscribeOptions,
     /// The events it is sent ahead of what its app took (see `window`).
     pub(super) window: Window,
 }
@@ -51,13 +53,13 @@ struct Hold {
 /// The manager's event state.
 #[derive(Debug)]
 pub(super) struct Events {
-    subs: BTreeMap<SubId, Subscription>,
+    pub(super) subs: BTreeMap<SubId, Subscription>,
     /// Subscriptions of connections to cut off, out of every event's way until then
     /// ([`Manager::cut_overrun`]).
     set_aside: BTreeMap<SubId, Subscription>,
     /// Bytes of past events (a new subscription's replay) queued for each connection since
     /// the output was last taken whole: not what its operations' events are bounded by.
-    replayed: HashMap<ConnId, usize>,
+    pub(super) replayed: HashMap<ConnId, usize>,
     /// Ordered: expiries are handled, and late subscribers told, in connection order.
     holds: BTreeMap<ConnId, Hold>,
     queued: HashMap<ConnId, VecDeque<ToPm>>,
@@ -77,7 +79,7 @@ pub(super) struct Events {
     /// In a grace period (see `grace`), every event after the fact so far (at most
     /// [`MAX_GRACE_LOG`]): a subscription asked again by a reclaiming app hears those
     /// raised before it came back, as it would have heard them had it been there.
-    grace_log: Option<Vec<Logged>>,
+    pub(super) grace_log: Option<Vec<Logged>>,
 }
 
 /// Most events a grace period keeps for subscriptions asked again later in it.
@@ -85,11 +87,11 @@ pub(super) const MAX_GRACE_LOG: usize = crate::events::MAX_REPLAY;
 
 /// An event raised in a grace period (see [`Events::grace_log`]).
 #[derive(Debug)]
-struct Logged {
-    kind: EventKind,
-    app: AppId,
-    subject: Option<Subject>,
-    detail: String,
+pub(super) struct Logged {
+    pub(super) kind: EventKind,
+    pub(super) app: AppId,
+    pub(super) subject: Option<Subject>,
+    pub(super) detail: String,
 }
 
 impl Events {
@@ -190,26 +192,13 @@ pub(super) struct Subject {
     /// The CDO (an offer's event grants leases of it).
     cdo: CdoId,
     name: Arc<str>,
-    attributes: Attributes,
+    pub(super) attributes: Attributes,
 }
 
 /// Whether a subscription with these kinds and options hears of demands before they
 /// happen (and may hold them for its acknowledgement): no leases while one does.
 fn holds_demands(kinds: EventKinds, options: SubscribeOptions) -> bool {
     kinds.contains(EventKind::Demand) && options.signal_before
-}
-
-/// The event kind a CDO's state stands for in a replay of the current state.
-fn state_kind(state: &super::State) -> EventKind {
-    use super::State;
-    match state {
-        State::Declared => EventKind::Declare,
-        State::Sealed => EventKind::Seal,
-        State::Offered(_) | State::Withdrawing(_) => EventKind::Offer,
-        State::Withdrawn => EventKind::Withdraw,
-        State::Required(w) if w.demanded => EventKind::Demand,
-        State::Required(_) => EventKind::Require,
-    }
 }
 
 /// The event kind of an operation on a CDO, if it is one.
@@ -580,16 +569,6 @@ impl Manager {
         awaiting
     }
 
-    /// Bytes of a new subscription's replay queued for `conn` this round.
-    pub(super) fn replayed_bytes(&self, conn: ConnId) -> usize {
-        self.events.replayed.get(&conn).copied().unwrap_or(0)
-    }
-
-    /// The output was taken whole: past events queued are sent.
-    pub(super) fn output_taken(&mut self) {
-        self.events.replayed.clear();
-    }
-
     /// Cuts `conn` off once the output is next taken ([`Manager::cut_overrun`]); its
     /// subscriptions are set aside meanwhile (they hear nothing more, and cost no event
     /// of this round a look).
@@ -633,49 +612,8 @@ impl Manager {
         }
     }
 
-    /// The current state for a new subscription that asked for it
-    /// ([`SubscribeOptions::replay`]): one event per live CDO it would match.
-    fn replay_state(&mut self, sub: SubId, conn: ConnId, subscriber: AppId) {
-        let Some(s) = self.events.subs.get(&sub) else {
-            return;
-        };
-        let (kinds, no_local) = (s.kinds, s.options.no_local);
-        let mut ids: Vec<(CdoId, EventKind)> = self
-            .cdos
-            .iter()
-            .filter(|(_, c)| !(no_local && c.app() == subscriber))
-            .map(|(id, c)| (id, state_kind(&c.state)))
-            .filter(|(_, kind)| kinds.contains(*kind))
-            .collect();
-        ids.sort_unstable_by_key(|(id, _)| *id);
-        let mut sent = 0;
-        for (cdo, kind) in ids {
-            if sent == crate::events::MAX_REPLAY {
-                tracing::info!("subscription {sub}: the current state was cut at {sent} CDOs");
-                break;
-            }
-            let (Some(subject), Some(owner)) = (
-                self.event_subject(cdo),
-                self.cdos.get(&cdo).map(|c| c.app()),
-            ) else {
-                continue;
-            };
-            let matches = self
-                .events
-                .subs
-                .get(&sub)
-                .is_some_and(|s| s.selector.matches(&subject.attributes));
-            if !matches {
-                continue;
-            }
-            let detail = "before this subscription";
-            self.send_past_event((conn, sub), kind, owner, Some(subject), detail);
-            sent += 1;
-        }
-    }
-
     /// A new event (the next serial, the current time) about `app`.
-    fn event(
+    pub(super) fn event(
         &mut self,
         kind: EventKind,
         app: AppId,
@@ -786,55 +724,6 @@ impl Manager {
             let detail = "joined before this subscription";
             self.send_past_event((conn, sub), EventKind::AppJoin, other, None, detail);
         }
-    }
-
-    /// A subscription asked again by reclaiming `subscriber` in a grace period hears the
-    /// events of it so far that it matches (see [`Events::grace_log`]), after the fact.
-    fn replay_grace_log(&mut self, sub: SubId, conn: ConnId, subscriber: AppId) {
-        let (Some(s), Some(log)) = (self.events.subs.get(&sub), &self.events.grace_log) else {
-            return;
-        };
-        let empty = Attributes::new();
-        let heard: Vec<(EventKind, AppId, Option<Subject>, String)> = log
-            .iter()
-            .filter(|l| {
-                let attrs = l.subject.as_ref().map_or(&empty, |s| &s.attributes);
-                s.kinds.contains(l.kind)
-                    && !(s.options.no_local && l.app == subscriber)
-                    && (!l.kind.is_cdo_event() || s.selector.matches(attrs))
-            })
-            .map(|l| (l.kind, l.app, l.subject.clone(), l.detail.clone()))
-            .collect();
-        for (kind, app, subject, detail) in heard {
-            self.send_past_event((conn, sub), kind, app, subject, &detail);
-        }
-    }
-
-    /// Sends subscription `sub` (on `conn`) an event of what happened before it began.
-    fn send_past_event(
-        &mut self,
-        (conn, sub): (ConnId, SubId),
-        kind: EventKind,
-        app: AppId,
-        subject: Option<Subject>,
-        detail: &str,
-    ) {
-        let event = Arc::new(self.event(kind, app, subject, detail, false));
-        // Bounded by `MAX_REPLAY`, not by what this round's operations may make, nor by
-        // the window (new events wait until the app took enough of these).
-        *self.events.replayed.entry(conn).or_default() += super::outbox::pool_event_bytes(&event);
-        if let Some(s) = self.events.subs.get_mut(&sub) {
-            s.window.sent_past();
-        }
-        let event = event.into();
-        self.out.push(
-            conn,
-            FromPm::Event {
-                sub,
-                event,
-                lease: None,
-            },
-        );
     }
 
     /// `Unsubscribe`: ends the subscription; operations waiting for it proceed.

@@ -81,6 +81,7 @@ mod observe;
 mod outbox;
 mod plan;
 pub mod policy;
+mod replay;
 mod shard;
 mod spill;
 mod store;
