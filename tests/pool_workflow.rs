@@ -402,7 +402,8 @@ fn join_published_without_a_pool_manager_says_what_to_do() {
 /// `maestro bench pool` runs end to end on both providers users compare (a provider
 /// process, a real PM, verified first demands, the raw baseline, the event-driven stream
 /// with every CDO's bytes checked: on shm, eight of 1 MiB leased and copied in pieces by
-/// the consumer's copy crew, two in flight; and the CPU the consumer, the PM and the
+/// the consumer's copy crew, offered and taken in batches of 16; over tcp, two in flight;
+/// and the CPU the consumer, the PM and the
 /// provider spent per CDO of it) and reports every size.
 #[test]
 fn the_pool_benchmark_runs_and_reports() {
@@ -430,6 +431,8 @@ fn the_pool_benchmark_runs_and_reports() {
             // With groups, whose reference is MPI with all their messages in flight; the
             // provider's buffers plain, so that consumers copy them (never map them).
             bench.args(["--mpi", "--group", "3", "--buffers", "plain"]);
+            // The stream offered and taken in batches (`offer_many`, `fetch_many`).
+            bench.args(["--events-batch", "16"]);
         } else {
             bench.args(["--require", "--user-memory"]);
         }
@@ -452,6 +455,8 @@ fn the_pool_benchmark_runs_and_reports() {
                 "events_pm_cpu_us",
                 "events_provider_cpu_us",
             ];
+            let batch = r["events_batch"].as_u64();
+            assert_eq!(batch, mpi.then_some(16), "{provider}: {r}");
             if mpi {
                 keys.extend([
                     "mpi_gbps",

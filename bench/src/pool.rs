@@ -157,6 +157,17 @@ pub struct PoolBench {
     /// it apart from the other passes.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub events_max: u32,
+    /// With `--events`: the provider offers the stream in batches of N
+    /// (`Client::offer_many`, two batches in flight) and the consumer takes what its
+    /// subscription holds in batches of up to N (`Client::fetch_many`); 0: one CDO per
+    /// call (`declare` and `seal_and_offer`; `declare`, `demand` and `dispose`).
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u32).range(0..=100_000),
+        conflicts_with = "user_memory"
+    )]
+    pub events_batch: u32,
     /// With `--events`: check the bytes of every CDO the stream demands, not only of the
     /// first (slower: for tests of the data path, not for its figures).
     #[arg(long)]
@@ -236,6 +247,9 @@ pub struct PoolRow {
     pub group_mpi_gbps: Option<f64>,
     /// With `--events`: fresh CDOs demanded as their offer events arrived, per second.
     pub events_cdos_per_sec: Option<f64>,
+    /// With `--events --events-batch N`: N, the batches the stream was offered and
+    /// taken in.
+    pub events_batch: Option<u32>,
     /// Their bytes per second, GB/s.
     pub events_gbps: Option<f64>,
     /// The consumer's CPU per CDO of the stream (the benchmark's process less the PM's
@@ -324,10 +338,13 @@ pub fn main(args: &PoolBenchArgs) -> Result<(), PoolBenchError> {
             );
         }
         if let (Some(rate), Some(gbps)) = (r.events_cdos_per_sec, r.events_gbps) {
+            let how = match r.events_batch {
+                Some(n) => format!("offered and taken in batches of up to {n}"),
+                None => format!("each CDO demanded as told, {} in flight", b.window),
+            };
             println!(
-                "{:>10}   offer events, each CDO demanded as told, {} in flight: {rate:.0} CDOs/s, {gbps:.3} GB/s; CPU per CDO: consumer {} µs, PM {} µs, provider {} µs",
+                "{:>10}   offer events, {how}: {rate:.0} CDOs/s, {gbps:.3} GB/s; CPU per CDO: consumer {} µs, PM {} µs, provider {} µs",
                 "",
-                b.window,
                 opt(r.events_consumer_cpu_us, 2),
                 opt(r.events_pm_cpu_us, 2),
                 opt(r.events_provider_cpu_us, 2)
@@ -425,6 +442,7 @@ impl PoolBench {
             if self.events {
                 let (per_sec, cpu) = self.event_stream((&consumer, &pm), &mut provider, size)?;
                 row.events_cdos_per_sec = Some(per_sec);
+                row.events_batch = (self.events_batch > 0).then_some(self.events_batch);
                 row.events_gbps = Some(per_sec * size as f64 / 1e9);
                 row.events_consumer_cpu_us = cpu.consumer_us;
                 row.events_pm_cpu_us = cpu.pm_us;
@@ -565,6 +583,7 @@ impl PoolBench {
             group_gbps: None,
             group_mpi_gbps: None,
             events_cdos_per_sec: None,
+            events_batch: None,
             events_gbps: None,
             events_consumer_cpu_us: None,
             events_pm_cpu_us: None,

@@ -37,10 +37,10 @@ pub mod stale;
 mod readme {}
 
 pub use client::{
-    AsyncClient, Bounded, Bounds, CdoData, CdoPhase, Client, ClientError, DEFAULT_INLINE_MAX,
-    DEFAULT_WAIT_SPIN, Ended, Finder, GROUP_IDS, GfsOptions, GroupMember, INTERRUPT_POLL,
-    JoinOptions, KEPT_FOR_TAKER, KeptOfGone, Observer, ReclaimOptions, Result, Subscription, Task,
-    bare_join, sweep_gfs, welcome,
+    AsyncClient, BATCH_STEP, Bounded, Bounds, CdoData, CdoPhase, Client, ClientError,
+    DEFAULT_INLINE_MAX, DEFAULT_WAIT_SPIN, Ended, Finder, GROUP_IDS, GfsOptions, GroupMember,
+    INTERRUPT_POLL, JoinOptions, KEPT_FOR_TAKER, KeptOfGone, NewOffer, Observer, ReclaimOptions,
+    Result, Subscription, Task, bare_join, sweep_gfs, welcome,
 };
 pub use pm::{
     CredentialCheck, CredentialVerdict, FabricReporter, JOIN_TIMEOUT, MAX_INGRESS, MAX_JOIN_FRAME,

@@ -56,7 +56,13 @@ impl PoolBench {
         provider.expect("prepared", Duration::from_secs(600))?;
         let cpu = Sample::take(pm, provider)?;
         let start = Instant::now();
-        provider.tell("go")?;
+        provider.tell(&format!("go {}", self.events_batch))?;
+        if self.events_batch > 0 {
+            self.fetch_batches(consumer, &offers, (&prefix, count, size))?;
+            let per_sec = count as f64 / start.elapsed().as_secs_f64();
+            let spent = cpu.per_cdo(&Sample::take(pm, provider)?, count);
+            return Ok((per_sec, spent));
+        }
         // The names of this size's offers, as their events arrive.
         let names = futures::stream::unfold(0usize, |told| {
             let (offers, prefix) = (&offers, &prefix);
@@ -114,6 +120,52 @@ impl PoolBench {
     }
 }
 
+impl PoolBench {
+    /// The consumer's side of the stream in batches (`--events-batch N`): waits for an
+    /// offer event, then takes the CDOs of it and of the events queued behind it, up to N,
+    /// with one `fetch_many`, until `count` CDOs named `prefix...` came; the bytes of the
+    /// first batch are checked (of all with `--verify-all`).
+    fn fetch_batches(
+        &self,
+        consumer: &Client,
+        offers: &pool::Subscription,
+        (prefix, count, size): (&str, usize, usize),
+    ) -> Result<(), PoolBenchError> {
+        let batch = usize::try_from(self.events_batch).unwrap_or(usize::MAX);
+        let (mut took, mut check) = (0, true);
+        let mut names = Vec::with_capacity(batch);
+        while took < count {
+            let Some(first) = offers.wait_timeout(Duration::from_secs(600))? else {
+                return Err(PoolBenchError::Provider(format!(
+                    "{took} of {count} offer events came within 600 s"
+                )));
+            };
+            names.clear();
+            let mut next = Some(first);
+            while let Some(e) = next {
+                if let Some(name) = e.cdo.filter(|n| n.starts_with(prefix)) {
+                    names.push(name);
+                }
+                next = if names.len() < batch {
+                    offers.poll()?
+                } else {
+                    None
+                };
+            }
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            for got in consumer.fetch_many(&refs)? {
+                let (data, _) = got?;
+                if check {
+                    verify(size, data.as_slice())?;
+                }
+            }
+            check = self.verify_all;
+            took += names.len();
+        }
+        Ok(())
+    }
+}
+
 /// The name prefix of the event-driven stream's CDOs of a size (`PREFIX/i`).
 fn event_prefix(size: usize) -> String {
     format!("bench-events-{size}")
@@ -153,9 +205,13 @@ const OFFERS_IN_FLIGHT: usize = 256;
 pub(super) fn offer_stream(
     client: &Client,
     prepared: Vec<(String, Buffer)>,
+    batch: usize,
 ) -> Result<Vec<pool::proto::CdoId>, PoolBenchError> {
     use futures::{StreamExt, TryStreamExt};
     let c = client.as_async();
+    if batch > 0 {
+        return offer_batches(client, prepared, batch);
+    }
     let one = |(name, buf): (String, Buffer)| async move {
         let cdo = c.declare(&name)?;
         c.seal_and_offer(cdo, Attributes::new(), buf).await?;
@@ -167,4 +223,34 @@ pub(super) fn offer_stream(
             .buffer_unordered(OFFERS_IN_FLIGHT)
             .try_collect(),
     )
+}
+
+/// [`offer_stream`] in batches of `batch` (`offer_many`), two in flight.
+fn offer_batches(
+    client: &Client,
+    prepared: Vec<(String, Buffer)>,
+    batch: usize,
+) -> Result<Vec<pool::proto::CdoId>, PoolBenchError> {
+    use futures::{StreamExt, TryStreamExt};
+    let c = client.as_async();
+    let mut items = prepared.into_iter().peekable();
+    let batches = std::iter::from_fn(move || {
+        items.peek()?;
+        let b: Vec<pool::NewOffer> = (items.by_ref().take(batch))
+            .map(|(name, buf)| (name, Attributes::new(), buf))
+            .collect();
+        Some(b)
+    });
+    let offered: Vec<Vec<pool::proto::CdoId>> = client.block_on(
+        futures::stream::iter(batches)
+            .map(|b| async move {
+                let ids = c.offer_many(b).await?;
+                ids.into_iter()
+                    .map(|r| r.map_err(PoolBenchError::from))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .buffer_unordered(2)
+            .try_collect(),
+    )?;
+    Ok(offered.into_iter().flatten().collect())
 }

@@ -273,8 +273,8 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
     println!("ready");
     std::io::stdout().flush()?;
     // Serve until the benchmark closes our stdin. `events SIZE COUNT` makes COUNT fresh
-    // buffers of SIZE filled with the pattern and says `prepared`; `go` then offers them as
-    // fast as it can; `cpu` says this process's CPU time so far (`cpu NANOSECONDS`).
+    // buffers of SIZE filled with the pattern and says `prepared`; `go [BATCH]` then offers
+    // them as fast as it can (in batches of BATCH, if given and not 0); `cpu` says this process's CPU time so far (`cpu NANOSECONDS`).
     let mut prepared = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line?;
@@ -285,10 +285,19 @@ fn provide(args: &ProviderArgs) -> Result<(), PoolBenchError> {
         } else if line.trim() == "cpu" {
             println!("cpu {}", cpu::process_cpu().as_nanos());
             std::io::stdout().flush()?;
-        } else if line.trim() == "go" {
+        } else if let Some(batch) = line.trim().strip_prefix("go") {
+            let batch = batch.trim();
+            let batch = if batch.is_empty() {
+                0
+            } else {
+                batch.parse().map_err(|_| {
+                    PoolBenchError::Provider(format!("a bad command \"{line}\": go [BATCH]"))
+                })?
+            };
             offered.extend(events::offer_stream(
                 &client,
                 std::mem::take(&mut prepared),
+                batch,
             )?);
         }
     }

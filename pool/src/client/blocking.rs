@@ -338,6 +338,24 @@ impl Client {
         self.block_on(self.inner.seal_and_offer(cdo, attributes, data))
     }
 
+    /// See [`AsyncClient::offer_many`].
+    ///
+    /// # Errors
+    /// As [`AsyncClient::offer_many`]: the whole call for a bad name or a closed
+    /// connection, each offer on its own otherwise.
+    pub fn offer_many(&self, offers: Vec<super::NewOffer>) -> Result<Vec<Result<CdoId>>> {
+        self.block_on(self.inner.offer_many(offers))
+    }
+
+    /// See [`AsyncClient::fetch_many`].
+    ///
+    /// # Errors
+    /// As [`AsyncClient::fetch_many`]: the whole call for a bad name or a closed
+    /// connection, each name on its own otherwise.
+    pub fn fetch_many(&self, names: &[&str]) -> Result<Vec<Result<(CdoData, Attributes)>>> {
+        self.block_on(self.inner.fetch_many(names))
+    }
+
     /// See [`AsyncClient::require`].
     ///
     /// # Errors

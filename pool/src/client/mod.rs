@@ -19,6 +19,7 @@
 //! served. Operations issued without waiting for each other (e.g. `join_all` over many
 //! `offer`s) are pipelined, and the PM answers a batch of them in one frame.
 
+mod batch;
 mod blocking;
 mod data;
 mod driver;
@@ -27,6 +28,7 @@ mod group;
 mod join;
 mod link;
 mod observer;
+mod offer;
 mod options;
 mod outbox;
 mod reclaim;
@@ -41,6 +43,7 @@ use fabric::Buffer;
 use pool_core::client::{CallError, Demand, Route};
 use tokio::sync::oneshot;
 
+pub use batch::{BATCH_STEP, NewOffer};
 pub use blocking::{Bounded, Bounds, Client, INTERRUPT_POLL, Task};
 pub use data::CdoData;
 pub use gfs::{GfsOptions, KEPT_FOR_TAKER, KeptOfGone, sweep as sweep_gfs};
@@ -315,50 +318,15 @@ impl AsyncClient {
     /// has the core send the offer (sealing with `seal` first, if given), and takes the
     /// data back if refused.
     async fn offer_with(&self, cdo: CdoId, data: Buffer, seal: Option<Attributes>) -> Result<()> {
-        let file = data.memory_file();
-        // Offered through the global file system: written whole before the offer names the
-        // file (on a thread that may block), and nothing registered with the fabric.
-        let (readable, gfs) = match self.gfs_for(cdo, seal.as_ref())? {
-            Some(g) => {
-                let (data, file) = transport::gfs::write(g, cdo, data).await?;
-                (data::Offered::plain(data), Some(file))
-            }
-            None => {
-                // Bytes the offer carries to the PM are not registered with the fabric:
-                // consumers get them with their tickets, or copy them on this host.
-                let carried = self.shared.core().carries(data.len());
-                (transport::rma::readable(&self.shared, data, carried)?, None)
-            }
-        };
-        let data::Readable {
-            offered,
-            region,
-            alternates,
-            registered,
-        } = readable;
-        let key = (self.shared.pool(), self.shared.app, cdo);
-        // Kept where same-process consumers find it; the core reads the bytes once (to
-        // carry a small CDO's, to checksum) and lets go before the answer is awaited.
-        let kept = data::keep(key, offered);
+        let gfs = self.gfs_for(cdo, seal.as_ref())?;
+        let carried = gfs.is_none() && self.shared.core().carries(data.len());
+        let ready = offer::Ready::make(&self.shared, cdo, data, (gfs, carried)).await?;
         let r = ask(&self.shared, (Op::Offer, cdo), move |c, now, waiter| {
-            let offer = pool_core::client::Offer {
-                cdo,
-                bytes: kept.as_slice(),
-                region,
-                registered,
-                alternates,
-                file,
-                seal,
-                gfs,
-            };
-            c.offer(now, offer, waiter)
+            ready.offer(c, now, seal, waiter)
         })
         .await;
         if r.is_err() {
-            data::take_back(&key);
-            if let Some(g) = &self.shared.gfs {
-                g.remove(cdo);
-            }
+            offer::forget(&self.shared, cdo);
         }
         r.map(drop)
     }

@@ -43,7 +43,8 @@ pub(super) fn pool_event_bytes(event: &PoolEvent) -> usize {
 /// Messages to send, in order, and connections to close.
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
-    messages: VecDeque<(ConnId, FromPm)>,
+    /// Each with its [`event_bytes`], counted once, as it was queued.
+    messages: VecDeque<(ConnId, FromPm, usize)>,
     closing: Vec<ConnId>,
     cut: Vec<ConnId>,
     /// Bytes of events queued for each connection (see [`event_bytes`]).
@@ -57,9 +58,8 @@ pub(super) struct Outbox {
 pub(super) struct Mark(usize);
 
 impl Outbox {
-    /// Counts `m` for `conn` in (`add`) or out.
-    fn count(&mut self, conn: ConnId, m: &FromPm, add: bool) {
-        let bytes = event_bytes(m);
+    /// Counts `bytes` of events for `conn` in (`add`) or out.
+    fn count(&mut self, conn: ConnId, bytes: usize, add: bool) {
         if bytes == 0 {
             return;
         }
@@ -78,8 +78,15 @@ impl Outbox {
 
     /// Queues `msg` for `conn`.
     pub(super) fn push(&mut self, conn: ConnId, msg: FromPm) {
-        self.count(conn, &msg, true);
-        self.messages.push_back((conn, msg));
+        let bytes = event_bytes(&msg);
+        self.push_counted(conn, msg, bytes);
+    }
+
+    /// Queues event `msg` for `conn`, its [`event_bytes`] counted already (`bytes`): an
+    /// event's copies for several subscribers are counted once.
+    pub(super) fn push_counted(&mut self, conn: ConnId, msg: FromPm, bytes: usize) {
+        self.count(conn, bytes, true);
+        self.messages.push_back((conn, msg, bytes));
     }
 
     /// Queues messages in order.
@@ -108,7 +115,7 @@ impl Outbox {
     /// Cuts `conn` off now: what is queued for it here is dropped, and the driver drops
     /// what it still has to write (the manager has forgotten it).
     pub(super) fn cut(&mut self, conn: ConnId) {
-        self.messages.retain(|(c, _)| *c != conn);
+        self.messages.retain(|(c, ..)| *c != conn);
         if let Some(n) = self.events.remove(&conn) {
             self.events_total = self.events_total.saturating_sub(n);
         }
@@ -122,17 +129,20 @@ impl Outbox {
 
     /// Takes back the messages queued since `mark`, in order.
     pub(super) fn take_since(&mut self, mark: Mark) -> Vec<(ConnId, FromPm)> {
-        let taken: Vec<(ConnId, FromPm)> = self.messages.drain(mark.0..).collect();
-        for (conn, m) in &taken {
-            self.count(*conn, m, false);
-        }
+        let taken: Vec<(ConnId, FromPm, usize)> = self.messages.drain(mark.0..).collect();
         taken
+            .into_iter()
+            .map(|(conn, m, bytes)| {
+                self.count(conn, bytes, false);
+                (conn, m)
+            })
+            .collect()
     }
 
     /// The next message to send.
     pub(super) fn next(&mut self) -> Option<(ConnId, FromPm)> {
-        let (conn, m) = self.messages.pop_front()?;
-        self.count(conn, &m, false);
+        let (conn, m, bytes) = self.messages.pop_front()?;
+        self.count(conn, bytes, false);
         Some((conn, m))
     }
 

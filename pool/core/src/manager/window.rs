@@ -109,7 +109,8 @@ impl Manager {
             .and_then(|offer| self.grant_lease(offer, app))
             .map(Box::new);
         let event = o.event.into();
-        self.out.push(conn, FromPm::Event { sub, event, lease });
+        let msg = FromPm::Event { sub, event, lease };
+        self.out.push_counted(conn, msg, o.bytes);
     }
 }
 

@@ -1,0 +1,208 @@
+//! Many CDOs in one call: [`AsyncClient::offer_many`] declares, seals and offers a batch
+//! of CDOs, [`AsyncClient::fetch_many`] takes the bytes of a batch of names (each
+//! declared, demanded and disposed).
+//!
+//! Why: a producer with many small CDOs at once (the fields of a time step) and a
+//! consumer told of many offers at once (what its subscription's queue holds) paid, per
+//! CDO, for what each call costs besides its messages: the client's lock taken three or
+//! four times, a future and an answer's hand-over. Here one step of the core declares the
+//! whole batch, one offers (or demands) it, and their messages leave in one write. The
+//! PM sees the messages of the calls one by one, so the semantics are theirs: each CDO
+//! succeeds or fails on its own, and says which in its place of the result.
+
+use std::time::Instant;
+
+use fabric::Buffer;
+use futures::future::join_all;
+use pool_core::client::{CallError, Demand, Route, Transport};
+use tokio::sync::oneshot;
+
+use super::offer::{Ready, forget};
+use super::shared::answer;
+use super::{AsyncClient, CdoData, ClientError, Result};
+use crate::attr::Attributes;
+use crate::proto::{self, CdoId, Op};
+
+/// The most CDOs one step of the core takes in a batch call: a longer batch goes in
+/// steps of this many, so that the client's lock is never held for long (its connection's
+/// reader waits for it meanwhile).
+pub const BATCH_STEP: usize = 1024;
+
+/// A new CDO for [`AsyncClient::offer_many`]: its name, the attributes it is sealed with,
+/// and its bytes.
+pub type NewOffer = (String, Attributes, Buffer);
+
+impl AsyncClient {
+    /// Declares, seals and offers each of `offers` (name, attributes, bytes), as
+    /// [`AsyncClient::declare`] and [`AsyncClient::seal_and_offer`] would one by one, in
+    /// one step of the client for up to [`BATCH_STEP`] of them: their messages leave
+    /// together and the PM answers them together. Returns, in the order given, each
+    /// CDO's id once its offer is accepted, or why it was not; a CDO whose offer failed
+    /// is disposed again (its bytes are dropped, as for a refused `seal_and_offer`).
+    ///
+    /// # Errors
+    /// The whole call fails, with nothing declared, when a name is bad (empty or over
+    /// [`proto::MAX_NAME`] bytes: `BadName`, refused); and when the connection is
+    /// closed. Each offer fails on its own as `seal_and_offer` does: attributes the
+    /// schemas refuse, a transport that is none, a registration, the PM's refusal.
+    pub async fn offer_many(&self, offers: Vec<NewOffer>) -> Result<Vec<Result<CdoId>>> {
+        for (name, ..) in &offers {
+            proto::check_name(name).map_err(|why| CallError::Refused {
+                op: Op::Declare,
+                why,
+            })?;
+        }
+        let mut out = Vec::with_capacity(offers.len());
+        let mut offers = offers.into_iter().peekable();
+        while offers.peek().is_some() {
+            let step: Vec<NewOffer> = offers.by_ref().take(BATCH_STEP).collect();
+            out.extend(self.offer_step(step).await?);
+        }
+        Ok(out)
+    }
+
+    /// [`AsyncClient::offer_many`] of at most [`BATCH_STEP`] offers.
+    async fn offer_step(&self, offers: Vec<NewOffer>) -> Result<Vec<Result<CdoId>>> {
+        let now = Instant::now();
+        // Declared, with how each one's bytes go: to a file, carried to the PM, or
+        // registered with the fabric.
+        let planned = self.shared.with_core(|c| {
+            let mut planned = Vec::with_capacity(offers.len());
+            for (name, attributes, data) in &offers {
+                let cdo = c.declare(now, name)?;
+                let how = c
+                    .transport(cdo, Some(attributes))
+                    .map(|t| (t == Transport::Gfs, c.carries(data.len())));
+                planned.push((cdo, how));
+            }
+            Ok(planned)
+        })?;
+        let mut results: Vec<(CdoId, Result<()>)> = Vec::with_capacity(offers.len());
+        let mut ready = Vec::with_capacity(offers.len());
+        for ((_, attributes, data), (cdo, how)) in offers.into_iter().zip(planned) {
+            let made = match how {
+                Err(e) => Err(ClientError::from(e)),
+                Ok((to_file, carries)) => {
+                    let gfs = self.shared.gfs.clone().filter(|_| to_file);
+                    let carried = gfs.is_none() && carries;
+                    Ready::make(&self.shared, cdo, data, (gfs, carried)).await
+                }
+            };
+            let made = made.map(|r| ready.push((results.len(), cdo, r, attributes)));
+            results.push((cdo, made));
+        }
+        let calls = self.shared.with_core(|c| {
+            let mut calls = Vec::with_capacity(ready.len());
+            for (i, cdo, r, attributes) in ready {
+                let (tx, rx) = oneshot::channel();
+                let call = r.offer(c, now, Some(attributes), tx);
+                let call = call.map(|call| (c.shard_of(Route::Cdo(cdo)), call));
+                calls.push((i, cdo, call, rx));
+            }
+            Ok(calls)
+        })?;
+        let shared = &self.shared;
+        let answers = join_all(calls.into_iter().map(|(i, cdo, call, rx)| async move {
+            let r = match call {
+                Ok(call) => answer(shared, (Op::Offer, cdo), Some(call), rx).await,
+                Err(e) => Err(e.into()),
+            };
+            (i, r)
+        }))
+        .await;
+        for (i, r) in answers {
+            results[i].1 = r.map(drop);
+        }
+        let mut out = Vec::with_capacity(results.len());
+        for (cdo, r) in results {
+            if let Err(e) = r {
+                forget(&self.shared, cdo);
+                self.let_go(cdo).await;
+                out.push(Err(e));
+            } else {
+                out.push(Ok(cdo));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bytes of a CDO of each of `names`, as [`AsyncClient::declare`],
+    /// [`AsyncClient::demand`] and [`AsyncClient::dispose`] would take them one by one
+    /// (the app keeps no CDO), in one step of the client for up to [`BATCH_STEP`] of them.
+    /// A name the PM granted a lease of (an offer event of a subscription: see
+    /// `docs/guide/events.md`) is served from it at once; the others wait for their
+    /// offers together, each until the client's timeout. Returns, in the order given,
+    /// each name's bytes and the attributes they were sealed with, or why there are none.
+    ///
+    /// # Errors
+    /// The whole call fails, with nothing declared, when a name is bad (`BadName`,
+    /// refused); and when the connection is closed. Each name fails on its own as
+    /// `demand` does: [`CallError::Timeout`] when nobody offers it in time, `NoProvider`
+    /// when its providers vanished (the demand is retracted then).
+    pub async fn fetch_many(&self, names: &[&str]) -> Result<Vec<Result<(CdoData, Attributes)>>> {
+        for name in names {
+            proto::check_name(name).map_err(|why| CallError::Refused {
+                op: Op::Declare,
+                why,
+            })?;
+        }
+        let mut out = Vec::with_capacity(names.len());
+        for step in names.chunks(BATCH_STEP) {
+            out.extend(self.fetch_step(step).await?);
+        }
+        Ok(out)
+    }
+
+    /// [`AsyncClient::fetch_many`] of at most [`BATCH_STEP`] names.
+    async fn fetch_step(&self, names: &[&str]) -> Result<Vec<Result<(CdoData, Attributes)>>> {
+        let now = Instant::now();
+        let (mut out, waiting) = self.shared.with_core(|c| {
+            let mut out = Vec::with_capacity(names.len());
+            let mut waiting = Vec::new();
+            for name in names {
+                let cdo = c.declare(now, name)?;
+                let (tx, rx) = oneshot::channel();
+                match c.demand(now, cdo, tx) {
+                    Ok(Demand::Here(data, attributes)) => {
+                        // Demanded and here: the PM accepts the dispose without an answer.
+                        let (tx, _) = oneshot::channel();
+                        c.dispose(now, cdo, tx)?;
+                        out.push(Ok((data, attributes)));
+                    }
+                    Ok(Demand::Waiting(call)) => {
+                        waiting.push((out.len(), cdo, (c.shard_of(Route::Cdo(cdo)), call), rx));
+                        out.push(Err(ClientError::Call(CallError::Closed)));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok((out, waiting))
+        })?;
+        let shared = &self.shared;
+        let arrived = join_all(waiting.into_iter().map(|(i, cdo, call, rx)| async move {
+            let r = answer(shared, (Op::Demand, cdo), Some(call), rx).await;
+            let r = r.and_then(|_| Ok(shared.core().take_arrived(cdo)?));
+            (i, cdo, r)
+        }))
+        .await;
+        for (i, cdo, r) in arrived {
+            if r.is_err() {
+                // A demand that stays (no offer in time) is retracted first.
+                if let Err(e) = self.retract(cdo).await {
+                    tracing::debug!("fetch of CDO {cdo} failed; its retract: {e}");
+                }
+            }
+            self.let_go(cdo).await;
+            out[i] = r;
+        }
+        Ok(out)
+    }
+
+    /// Disposes `cdo`, which a batch call declared and no longer needs; a failure is only
+    /// logged (the CDO stays declared until the app leaves).
+    async fn let_go(&self, cdo: CdoId) {
+        if let Err(e) = self.dispose(cdo).await {
+            tracing::debug!("a batch call could not dispose CDO {cdo}: {e}");
+        }
+    }
+}
