@@ -57,6 +57,14 @@ const CLASSES: usize = 44;
 /// handler may bump it (async-signal-safe).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// This process's [`GENERATION`]: what a process keeps that a child of `fork()` must not
+/// use as its own (a slab's free slots, random bits drawn ahead) is marked with it, and
+/// set aside where it differs. Watches forks from the first call on.
+pub(crate) fn generation() -> u64 {
+    watch_forks();
+    GENERATION.load(Ordering::Relaxed)
+}
+
 /// Has every child of `fork()` bump [`GENERATION`], once per process.
 fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
