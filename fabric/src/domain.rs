@@ -88,7 +88,9 @@ static KEYS: std::sync::Mutex<KeysAhead> = std::sync::Mutex::new(KeysAhead {
 /// [`FabricError::InvalidArgument`] when the kernel gives no randomness.
 fn random_key() -> Result<u64> {
     let generation = crate::slab::generation();
-    let mut ahead = KEYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut ahead = KEYS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if ahead.left == 0 || ahead.generation != generation {
         let mut bytes = [0u8; 8 * KEYS_AHEAD];
         getrandom::fill(&mut bytes).map_err(|e| {

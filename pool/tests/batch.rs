@@ -80,7 +80,11 @@ fn offered_and_fetched_in_batches_each_cdo_arrives_intact_or_fails_alone() {
     // The schema says .user.step is an integer: this one fails alone.
     let mut wrong = Attributes::new();
     wrong.insert(".user.step".into(), AttrValue::Str("seven".into()));
-    first.push(("batch/wrong".into(), wrong, Buffer::from_slice(b"x").expect("b")));
+    first.push((
+        "batch/wrong".into(),
+        wrong,
+        Buffer::from_slice(b"x").expect("b"),
+    ));
     let offered = producer.offer_many(first).expect("offer_many");
     assert_eq!(offered.len(), 11);
     assert!(offered[..10].iter().all(Result::is_ok), "{offered:?}");
@@ -100,7 +104,10 @@ fn offered_and_fetched_in_batches_each_cdo_arrives_intact_or_fails_alone() {
     let got = consumer.fetch_many(&refs).expect("fetch_many");
     assert_eq!(got.len(), names.len());
     for (name, r) in names.iter().zip(&got) {
-        match name.strip_prefix("batch/").and_then(|n| n.parse::<usize>().ok()) {
+        match name
+            .strip_prefix("batch/")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
             Some(i) => {
                 let (bytes, attributes) = r.as_ref().expect(name);
                 assert_eq!(bytes.as_slice(), data(SIZES[i % SIZES.len()], i), "{name}");
@@ -138,7 +145,10 @@ fn offered_and_fetched_in_batches_each_cdo_arrives_intact_or_fails_alone() {
         Attributes::new(),
         Buffer::from_slice(b"y").expect("b"),
     )]);
-    assert!(matches!(bad, Err(ClientError::Call(CallError::Refused { .. }))));
+    assert!(matches!(
+        bad,
+        Err(ClientError::Call(CallError::Refused { .. }))
+    ));
     drop(told);
     consumer.leave().expect("consumer leaves");
     for cdo in offered.into_iter().chain(second).flatten() {

@@ -39,9 +39,14 @@ pub(super) struct Lease {
 }
 
 impl Lease {
-    /// Lease `grant`, granted with offer event `event`; its id back (to release at once)
-    /// when the event names no CDO, whose demand it could serve.
-    pub(super) fn of(grant: Grant, event: &PoolEvent) -> Result<Lease, TransferId> {
+    /// Lease `grant`, granted with offer event `event` of an offer by `provider` (its
+    /// `component:index`, [`Leases::provider`]); its id back (to release at once) when the
+    /// event names no CDO, whose demand it could serve.
+    pub(super) fn of(
+        grant: Grant,
+        event: &PoolEvent,
+        provider: Arc<str>,
+    ) -> Result<Lease, TransferId> {
         let Some(name) = event.cdo.as_deref() else {
             return Err(grant.lease);
         };
@@ -57,7 +62,7 @@ impl Lease {
             name: name.into(),
             source: grant.source,
             attributes,
-            provider: format!("{}:{}", event.component, event.index).into(),
+            provider,
         })
     }
 }
@@ -83,9 +88,26 @@ pub(super) struct Leases {
     /// Leases by the instant they are given back unused, earliest first (an entry whose
     /// lease was used or released meanwhile is skipped).
     expiry: VecDeque<(Instant, TransferId)>,
+    /// The last provider named ([`Leases::provider`]): a stream's offers mostly come
+    /// from one.
+    last_provider: Option<(Box<str>, i64, Arc<str>)>,
 }
 
 impl Leases {
+    /// The `component:index` of an offer's provider, as the CDO a lease serves carries it
+    /// ([`crate::attr::PROVIDER`]): the last one's again when it is the same, rather than
+    /// a new string per lease.
+    pub(super) fn provider(&mut self, component: &str, index: i64) -> Arc<str> {
+        if let Some((c, i, p)) = &self.last_provider
+            && (&**c, *i) == (component, index)
+        {
+            return Arc::clone(p);
+        }
+        let p: Arc<str> = format!("{component}:{index}").into();
+        self.last_provider = Some((component.into(), index, Arc::clone(&p)));
+        p
+    }
+
     /// Keeps `lease`, granted at `now`; the oldest lease, to release, when too many are
     /// kept.
     pub(super) fn add(&mut self, now: Instant, lease: Lease) -> Option<TransferId> {
@@ -229,12 +251,25 @@ mod tests {
             lease,
             source: Source::Stream { len: 8 },
         };
-        let l = Lease::of(grant(7), &event).expect("a CDO's event");
+        let mut leases = Leases::default();
+        let provider = leases.provider(&event.component, event.index);
+        let l = Lease::of(grant(7), &event, provider).expect("a CDO's event");
         assert_eq!((l.lease, &*l.name, &*l.provider), (7, "n", "sim:4"));
         let only: Vec<&str> = l.attributes.keys().map(String::as_str).collect();
         assert_eq!(only, [".user.step"], "the sealed attributes, no built-ins");
         event.cdo = None;
-        assert_eq!(Lease::of(grant(8), &event), Err(8), "nothing to demand");
+        let again = leases.provider(&event.component, event.index);
+        assert!(
+            Arc::ptr_eq(&again, &l.provider),
+            "the same provider's name, kept"
+        );
+        assert_eq!(&*leases.provider("sim", 5), "sim:5");
+        assert_eq!(&*leases.provider("other", 5), "other:5");
+        assert_eq!(
+            Lease::of(grant(8), &event, again),
+            Err(8),
+            "nothing to demand"
+        );
     }
 
     #[test]

@@ -795,7 +795,8 @@ impl<T: Driver> ClientCore<T> {
             FromPm::Event { sub, event, lease } => {
                 let event = event.into_event();
                 if let Some(grant) = lease {
-                    let release = match leases::Lease::of(*grant, &event) {
+                    let provider = self.leases.provider(&event.component, event.index);
+                    let release = match leases::Lease::of(*grant, &event, provider) {
                         Ok(lease) => self.leases.add(now, lease),
                         Err(id) => Some(id),
                     };

@@ -262,8 +262,17 @@ impl CdoTable {
     pub(super) fn remove(&mut self, id: &CdoId) -> Option<Cdo> {
         let c = self.cdos.remove(*id)?;
         self.counts[c.state.kind()] -= 1;
-        self.offers.remove(&c.name, *id);
-        self.waiting.remove(&c.name, *id);
+        // Only an offer is ticketed from, and only a consumer waits: a consumer's CDO
+        // leaves the offers of its name alone (a look at them is a cache miss per
+        // dispose, the name's offer being cold by then).
+        match c.state {
+            State::Offered(_) | State::Withdrawing(_) => self.offers.remove(&c.name, *id),
+            _ => debug_assert!(!self.offers.get(&c.name).iter().any(|x| x == *id)),
+        }
+        match c.state {
+            State::Required(_) => self.waiting.remove(&c.name, *id),
+            _ => debug_assert!(!self.waiting.get(&c.name).iter().any(|x| x == *id)),
+        }
         Some(c)
     }
 
