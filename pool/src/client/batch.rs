@@ -88,9 +88,15 @@ impl AsyncClient {
                     Ready::make(&self.shared, cdo, data, (gfs, carried)).await
                 }
             };
-            let made = made.map(|r| ready.push((results.len(), cdo, r, attributes)));
-            results.push((cdo, made));
+            match made {
+                Ok(r) => {
+                    ready.push((results.len(), cdo, r, attributes));
+                    results.push((cdo, Ok(())));
+                }
+                Err(e) => results.push((cdo, Err(e))),
+            }
         }
+        let readied: Vec<CdoId> = ready.iter().map(|&(_, cdo, ..)| cdo).collect();
         let calls = self.shared.with_core(|c| {
             let mut calls = Vec::with_capacity(ready.len());
             for (i, cdo, r, attributes) in ready {
@@ -100,6 +106,12 @@ impl AsyncClient {
                 calls.push((i, cdo, call, rx));
             }
             Ok(calls)
+        });
+        let calls = calls.inspect_err(|_| {
+            // The connection is gone: the bytes kept for these offers are let go.
+            for &cdo in &readied {
+                forget(&self.shared, cdo);
+            }
         })?;
         let shared = &self.shared;
         let answers = join_all(calls.into_iter().map(|(i, cdo, call, rx)| async move {
@@ -162,18 +174,18 @@ impl AsyncClient {
             for name in names {
                 let cdo = c.declare(now, name)?;
                 let (tx, rx) = oneshot::channel();
-                match c.demand(now, cdo, tx) {
-                    Ok(Demand::Here(data, attributes)) => {
+                match c.demand(now, cdo, tx)? {
+                    Demand::Here(data, attributes) => {
                         // Demanded and here: the PM accepts the dispose without an answer.
                         let (tx, _) = oneshot::channel();
                         c.dispose(now, cdo, tx)?;
                         out.push(Ok((data, attributes)));
                     }
-                    Ok(Demand::Waiting(call)) => {
+                    Demand::Waiting(call) => {
                         waiting.push((out.len(), cdo, (c.shard_of(Route::Cdo(cdo)), call), rx));
+                        // Replaced by the answer below.
                         out.push(Err(ClientError::Call(CallError::Closed)));
                     }
-                    Err(e) => return Err(e),
                 }
             }
             Ok((out, waiting))
