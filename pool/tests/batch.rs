@@ -3,17 +3,19 @@
 //! by RMA, in pieces) and fails one with attributes the schemas refuse on its own;
 //! `fetch_many` takes them, some served from the leases of a subscription, one name
 //! nobody offers failing on its own after the client's timeout; a bad name fails the
-//! whole call before anything is declared.
+//! whole call before anything is declared. Alike with one manager and with three.
 
 use std::time::Duration;
 
 use fabric::{Buffer, Config, Scope};
 use pool::attr::{AttrValue, Attributes};
+use pool::bootstrap::PmInfo;
 use pool::events::{EventKind, SubscribeOptions};
 use pool::proto::{Op, Refusal};
 use pool::schema::Schemas;
 use pool::selector::Selector;
-use pool::{CallError, Client, ClientError, JoinOptions, PmConfig, PoolManager};
+use pool::shards::Shards;
+use pool::{CallError, Client, ClientError, JoinOptions, PmConfig, PoolManager, ShardedPool};
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 const SIZES: [usize; 5] = [0, 1, 4096, 64 << 10, (1 << 20) + 3];
@@ -53,12 +55,39 @@ fn step(n: i64) -> Attributes {
     a
 }
 
+fn pm_config() -> std::io::Result<PmConfig> {
+    let listen = vec!["127.0.0.1:0".parse().expect("addr")];
+    Ok(PmConfig::new("wf", SECRET, listen))
+}
+
 #[test]
 fn offered_and_fetched_in_batches_each_cdo_arrives_intact_or_fails_alone() {
-    let listen = vec!["127.0.0.1:0".parse().expect("addr")];
-    let pm = PoolManager::start(PmConfig::new("wf", SECRET, listen)).expect("pm");
-    let producer = Client::join(pm.info(), opts("producer", Duration::from_secs(30))).expect("p");
-    let consumer = Client::join(pm.info(), opts("consumer", Duration::from_secs(2))).expect("c");
+    let pm = PoolManager::start(pm_config().expect("config")).expect("pm");
+    offer_and_fetch_in_batches(pm.info());
+    pm.stop().expect("pm stops");
+}
+
+/// The same in a pool of three managers: a batch's names live at several of them.
+#[test]
+fn batches_span_the_managers_of_a_sharded_pool() {
+    let shards = Shards::new(3).expect("three shards");
+    let homes: std::collections::HashSet<usize> = (0..20)
+        .map(|i| shards.home(&format!("batch/{i}")))
+        .collect();
+    assert!(
+        homes.len() > 1,
+        "the names live at several shards: {homes:?}"
+    );
+    let pool = ShardedPool::start(shards, |_| pm_config()).expect("three managers");
+    offer_and_fetch_in_batches(pool.info());
+    pool.stop().expect("the managers end with nothing lost");
+}
+
+/// A producer offers 21 CDOs in two batches (one refused by the schema), a consumer
+/// subscribed to offers fetches them in one batch with a name nobody offers.
+fn offer_and_fetch_in_batches(info: &PmInfo) {
+    let producer = Client::join(info, opts("producer", Duration::from_secs(30))).expect("p");
+    let consumer = Client::join(info, opts("consumer", Duration::from_secs(2))).expect("c");
     // Told of the first half's offers: those are served from their leases.
     let told = consumer
         .subscribe(
@@ -155,5 +184,4 @@ fn offered_and_fetched_in_batches_each_cdo_arrives_intact_or_fails_alone() {
         producer.withdraw(cdo).expect("withdraw");
     }
     producer.leave().expect("producer leaves");
-    pm.stop().expect("pm stops");
 }
