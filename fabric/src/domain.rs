@@ -70,6 +70,7 @@ const KEYS_AHEAD: usize = 64;
 /// costs its provider). They come from the kernel as before, only in bulk; a child of
 /// `fork()` never uses those its parent drew (it would draw the parent's keys): they are
 /// marked with the process generation ([`crate::slab::generation`]) they were drawn in.
+/// Nobody waits for them: a thread that finds another drawing draws a key of its own.
 struct KeysAhead {
     generation: u64,
     keys: [u64; KEYS_AHEAD],
@@ -88,21 +89,19 @@ static KEYS: std::sync::Mutex<KeysAhead> = std::sync::Mutex::new(KeysAhead {
 /// [`FabricError::InvalidArgument`] when the kernel gives no randomness.
 fn random_key() -> Result<u64> {
     let generation = crate::slab::generation();
-    let mut ahead = KEYS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if ahead.left == 0 || ahead.generation != generation {
-        let mut bytes = [0u8; 8 * KEYS_AHEAD];
-        getrandom::fill(&mut bytes).map_err(|e| {
-            FabricError::InvalidArgument(format!(
-                "no randomness for a memory key ({e}); the kernel's getrandom must work"
-            ))
-        })?;
-        for (key, b) in ahead.keys.iter_mut().zip(bytes.chunks_exact(8)) {
-            let mut k = [0u8; 8];
-            k.copy_from_slice(b);
-            *key = u64::from_ne_bytes(k);
+    let mut ahead = match KEYS.try_lock() {
+        Ok(ahead) => ahead,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        // Another thread draws (or, in a child of fork(), held the lock as the parent
+        // forked): one key of its own, never a wait.
+        Err(std::sync::TryLockError::WouldBlock) => {
+            let mut key = [0u64];
+            fill(&mut key)?;
+            return Ok(key[0]);
         }
+    };
+    if ahead.left == 0 || ahead.generation != generation {
+        fill(&mut ahead.keys)?;
         ahead.generation = generation;
         ahead.left = KEYS_AHEAD;
     }
@@ -141,6 +140,27 @@ impl Drop for Shared {
             }
         }
     }
+}
+
+/// Fills `keys` (at most [`KEYS_AHEAD`]) with random bits from the kernel.
+///
+/// # Errors
+/// [`FabricError::InvalidArgument`] when the kernel gives no randomness.
+fn fill(keys: &mut [u64]) -> Result<()> {
+    debug_assert!(keys.len() <= KEYS_AHEAD);
+    let mut bytes = [0u8; 8 * KEYS_AHEAD];
+    let bytes = &mut bytes[..8 * keys.len().min(KEYS_AHEAD)];
+    getrandom::fill(bytes).map_err(|e| {
+        FabricError::InvalidArgument(format!(
+            "no randomness for a memory key ({e}); the kernel's getrandom must work"
+        ))
+    })?;
+    for (key, b) in keys.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut k = [0u8; 8];
+        k.copy_from_slice(b);
+        *key = u64::from_ne_bytes(k);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
