@@ -37,7 +37,6 @@ impl PoolBench {
         provider: &mut ProviderProcess,
         size: usize,
     ) -> Result<(f64, PerCdo), PoolBenchError> {
-        use futures::TryStreamExt;
         let count = self.event_count(size);
         let prefix = format!("{}/", event_prefix(size));
         let offers = consumer.subscribe(
@@ -45,7 +44,6 @@ impl PoolBench {
             pool::events::EventKind::Offer,
             pool::events::SubscribeOptions::default(),
         )?;
-        let c = consumer.as_async();
         let lender = self
             .user_memory
             .then(|| Lender::new(size, usize::from(self.window)));
@@ -57,36 +55,50 @@ impl PoolBench {
         let cpu = Sample::take(pm, provider)?;
         let start = Instant::now();
         provider.tell(&format!("go {}", self.events_batch))?;
+        let told = (prefix.as_str(), count, size);
         if self.events_batch > 0 {
-            self.fetch_batches(consumer, &offers, (&prefix, count, size))?;
-            let per_sec = count as f64 / start.elapsed().as_secs_f64();
-            let spent = cpu.per_cdo(&Sample::take(pm, provider)?, count);
-            return Ok((per_sec, spent));
+            self.fetch_batches(consumer, &offers, told)?;
+        } else {
+            self.demand_as_told(consumer, (&offers, lender), told)?;
         }
+        let per_sec = count as f64 / start.elapsed().as_secs_f64();
+        let spent = cpu.per_cdo(&Sample::take(pm, provider)?, count);
+        drop(offers);
+        Ok((per_sec, spent))
+    }
+
+    /// The consumer's side of the stream one CDO per call: each CDO of the `count` named
+    /// `prefix...` demanded (into memory of `lender`, if given) as its offer event arrives,
+    /// `--window` in flight; the bytes of the first checked (of all with `--verify-all`).
+    fn demand_as_told(
+        &self,
+        consumer: &Client,
+        (offers, lender): (&pool::Subscription, Option<&Lender>),
+        (prefix, count, size): (&str, usize, usize),
+    ) -> Result<(), PoolBenchError> {
+        use futures::TryStreamExt;
+        let c = consumer.as_async();
         // The names of this size's offers, as their events arrive.
-        let names = futures::stream::unfold(0usize, |told| {
-            let (offers, prefix) = (&offers, &prefix);
-            async move {
-                if told == count {
-                    return None;
-                }
-                loop {
-                    match offers.next_timeout(Duration::from_secs(600)).await {
-                        Ok(Some(e)) => match e.cdo {
-                            Some(name) if name.starts_with(prefix.as_str()) => {
-                                return Some((Ok(name), told + 1));
-                            }
-                            _ => {}
-                        },
-                        Ok(None) => {
-                            let late = PoolBenchError::Provider(format!(
-                                "{} of {count} offer events came within 600 s",
-                                told
-                            ));
-                            return Some((Err(late), count));
+        let names = futures::stream::unfold(0usize, |told| async move {
+            if told == count {
+                return None;
+            }
+            loop {
+                match offers.next_timeout(Duration::from_secs(600)).await {
+                    Ok(Some(e)) => match e.cdo {
+                        Some(name) if name.starts_with(prefix) => {
+                            return Some((Ok(name), told + 1));
                         }
-                        Err(e) => return Some((Err(e.into()), count)),
+                        _ => {}
+                    },
+                    Ok(None) => {
+                        let late = PoolBenchError::Provider(format!(
+                            "{} of {count} offer events came within 600 s",
+                            told
+                        ));
+                        return Some((Err(late), count));
                     }
+                    Err(e) => return Some((Err(e.into()), count)),
                 }
             }
         });
@@ -113,14 +125,9 @@ impl PoolBench {
                 .try_buffer_unordered(usize::from(self.window))
                 .try_collect::<Vec<()>>(),
         )?;
-        let per_sec = count as f64 / start.elapsed().as_secs_f64();
-        let spent = cpu.per_cdo(&Sample::take(pm, provider)?, count);
-        drop(offers);
-        Ok((per_sec, spent))
+        Ok(())
     }
-}
 
-impl PoolBench {
     /// The consumer's side of the stream in batches (`--events-batch N`): waits for an
     /// offer event, then takes the CDOs of it and of the events queued behind it, up to N,
     /// with one `fetch_many`, until `count` CDOs named `prefix...` came; the bytes of the

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use fabric::Buffer;
 use futures::future::join_all;
-use pool_core::client::{CallError, Demand, Route, Transport};
+use pool_core::client::{CallError, Demand, Route};
 use tokio::sync::oneshot;
 
 use super::offer::{Ready, forget};
@@ -46,12 +46,7 @@ impl AsyncClient {
     /// closed. Each offer fails on its own as `seal_and_offer` does: attributes the
     /// schemas refuse, a transport that is none, a registration, the PM's refusal.
     pub async fn offer_many(&self, offers: Vec<NewOffer>) -> Result<Vec<Result<CdoId>>> {
-        for (name, ..) in &offers {
-            proto::check_name(name).map_err(|why| CallError::Refused {
-                op: Op::Declare,
-                why,
-            })?;
-        }
+        check_names(offers.iter().map(|(name, ..)| name.as_str()))?;
         let mut out = Vec::with_capacity(offers.len());
         let mut offers = offers.into_iter().peekable();
         while offers.peek().is_some() {
@@ -72,7 +67,7 @@ impl AsyncClient {
                 let cdo = c.declare(now, name)?;
                 let how = c
                     .transport(cdo, Some(attributes))
-                    .map(|t| (t == Transport::Gfs, c.carries(data.len())));
+                    .map(|t| (t, c.carries(data.len())));
                 planned.push((cdo, how));
             }
             Ok(planned)
@@ -82,8 +77,8 @@ impl AsyncClient {
         for ((_, attributes, data), (cdo, how)) in offers.into_iter().zip(planned) {
             let made = match how {
                 Err(e) => Err(ClientError::from(e)),
-                Ok((to_file, carries)) => {
-                    let gfs = self.shared.gfs.clone().filter(|_| to_file);
+                Ok((transport, carries)) => {
+                    let gfs = self.gfs_of(transport);
                     let carried = gfs.is_none() && carries;
                     Ready::make(&self.shared, cdo, data, (gfs, carried)).await
                 }
@@ -96,7 +91,6 @@ impl AsyncClient {
                 Err(e) => results.push((cdo, Err(e))),
             }
         }
-        let readied: Vec<CdoId> = ready.iter().map(|&(_, cdo, ..)| cdo).collect();
         let calls = self.shared.with_core(|c| {
             let mut calls = Vec::with_capacity(ready.len());
             for (i, cdo, r, attributes) in ready {
@@ -108,9 +102,9 @@ impl AsyncClient {
             Ok(calls)
         });
         let calls = calls.inspect_err(|_| {
-            // The connection is gone: the bytes kept for these offers are let go.
-            for &cdo in &readied {
-                forget(&self.shared, cdo);
+            // The connection is gone: the bytes kept for the offers made ready are let go.
+            for (cdo, _) in results.iter().filter(|(_, r)| r.is_ok()) {
+                forget(&self.shared, *cdo);
             }
         })?;
         let shared = &self.shared;
@@ -152,12 +146,7 @@ impl AsyncClient {
     /// `demand` does: [`CallError::Timeout`] when nobody offers it in time, `NoProvider`
     /// when its providers vanished (the demand is retracted then).
     pub async fn fetch_many(&self, names: &[&str]) -> Result<Vec<Result<(CdoData, Attributes)>>> {
-        for name in names {
-            proto::check_name(name).map_err(|why| CallError::Refused {
-                op: Op::Declare,
-                why,
-            })?;
-        }
+        check_names(names.iter().copied())?;
         let mut out = Vec::with_capacity(names.len());
         for step in names.chunks(BATCH_STEP) {
             out.extend(self.fetch_step(step).await?);
@@ -217,4 +206,18 @@ impl AsyncClient {
             tracing::debug!("a batch call could not dispose CDO {cdo}: {e}");
         }
     }
+}
+
+/// Checks every name of a batch before anything is declared.
+///
+/// # Errors
+/// `BadName` (refused, as a declare) for the first empty or over-long name.
+fn check_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    for name in names {
+        proto::check_name(name).map_err(|why| CallError::Refused {
+            op: Op::Declare,
+            why,
+        })?;
+    }
+    Ok(())
 }

@@ -374,10 +374,16 @@ impl super::AsyncClient {
         cdo: CdoId,
         seal: Option<&Attributes>,
     ) -> Result<Option<Arc<Gfs>>> {
-        Ok(match self.shared.core().transport(cdo, seal)? {
+        let transport = self.shared.core().transport(cdo, seal)?;
+        Ok(self.gfs_of(transport))
+    }
+
+    /// The global file system, for an offer whose bytes go by `transport`.
+    pub(super) fn gfs_of(&self, transport: Transport) -> Option<Arc<Gfs>> {
+        match transport {
             Transport::Gfs => self.shared.gfs.clone(),
             Transport::Fabric => None,
-        })
+        }
     }
 
     /// Ends the CDOs the pool keeps under `name` (offers their producers handed over at

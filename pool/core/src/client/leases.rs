@@ -90,7 +90,7 @@ pub(super) struct Leases {
     expiry: VecDeque<(Instant, TransferId)>,
     /// The last provider named ([`Leases::provider`]): a stream's offers mostly come
     /// from one.
-    last_provider: Option<(Box<str>, i64, Arc<str>)>,
+    last_provider: Option<Arc<str>>,
 }
 
 impl Leases {
@@ -98,13 +98,14 @@ impl Leases {
     /// ([`crate::attr::PROVIDER`]): the last one's again when it is the same, rather than
     /// a new string per lease.
     pub(super) fn provider(&mut self, component: &str, index: i64) -> Arc<str> {
-        if let Some((c, i, p)) = &self.last_provider
-            && (&**c, *i) == (component, index)
+        if let Some(p) = &self.last_provider
+            && p.rsplit_once(':')
+                .is_some_and(|(c, i)| c == component && i.parse() == Ok(index))
         {
             return Arc::clone(p);
         }
         let p: Arc<str> = format!("{component}:{index}").into();
-        self.last_provider = Some((component.into(), index, Arc::clone(&p)));
+        self.last_provider = Some(Arc::clone(&p));
         p
     }
 
