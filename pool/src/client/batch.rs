@@ -136,7 +136,8 @@ impl AsyncClient {
     /// [`AsyncClient::demand`] and [`AsyncClient::dispose`] would take them one by one
     /// (the app keeps no CDO), in one step of the client for up to [`BATCH_STEP`] of them.
     /// A name the PM granted a lease of (an offer event of a subscription: see
-    /// `docs/guide/events.md`) is served from it at once; the others wait for their
+    /// `docs/guide/events.md`) is served from it at once (one that carried the bytes
+    /// with no CDO at all, in one message: [`crate::proto::ToPm::Took`]); the others wait for their
     /// offers together, each until the client's timeout. Returns, in the order given,
     /// each name's bytes and the attributes they were sealed with, or why there are none.
     ///
@@ -161,6 +162,10 @@ impl AsyncClient {
             let mut out = Vec::with_capacity(names.len());
             let mut waiting = Vec::new();
             for name in names {
+                if let Some(here) = c.take_leased(name)? {
+                    out.push(Ok(here));
+                    continue;
+                }
                 let cdo = c.declare(now, name)?;
                 let (tx, rx) = oneshot::channel();
                 match c.demand(now, cdo, tx)? {

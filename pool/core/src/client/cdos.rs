@@ -349,6 +349,34 @@ impl<T: Driver> ClientCore<T> {
         Ok(Demand::Waiting(call))
     }
 
+    /// The bytes of a CDO of `name`, and the attributes they were sealed with (the
+    /// built-in ones added), from a lease of inline bytes held for `name`, with no CDO
+    /// kept: one message tells the PM ([`ToPm::Took`]), where a demand would be a declare,
+    /// a use of the lease and a dispose. `None` when the oldest lease of the name is not
+    /// of inline bytes, none is held, or its bytes fail the producer's checksum (the lease
+    /// is released then): declare and demand the name instead.
+    ///
+    /// # Errors
+    /// [`CallError::Closed`]; [`CallError::Protocol`] when the app's ids are used up.
+    pub fn take_leased(&mut self, name: &str) -> CallResult<Option<(T::Data, Attributes)>> {
+        self.open()?;
+        let Some((lease, bytes, attributes, provider)) = self.leases.take_inline(name) else {
+            return Ok(None);
+        };
+        let data = T::inline(bytes, None);
+        if attr::verify_checksum(&attributes, data.as_ref()).is_err() {
+            tracing::warn!("pool client: lease {lease} of {name:?}: corrupt bytes");
+            self.defer(ToPm::Release {
+                leases: vec![lease],
+            });
+            return Ok(None);
+        }
+        let cdo = self.reserve(1)?;
+        self.defer(ToPm::Took { cdo, lease });
+        let attributes = with_built_ins(attributes, name, &provider, data.as_ref().len());
+        Ok(Some((data, attributes)))
+    }
+
     pub(super) fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {
         let m = self.cdos.get_mut(&cdo)?;
         let here = m.arrived.take()?;
@@ -537,15 +565,12 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// Keeps `cdo`'s bytes until it is demanded.
-    fn arrive(&mut self, cdo: CdoId, data: T::Data, mut attributes: Attributes, provider: &str) {
+    fn arrive(&mut self, cdo: CdoId, data: T::Data, attributes: Attributes, provider: &str) {
         let Some(m) = self.cdos.get_mut(&cdo) else {
             tracing::debug!("pool client: CDO {cdo} arrived after its dispose; dropped");
             return;
         };
-        attributes.insert(attr::NAME.into(), AttrValue::Str(m.name.to_string()));
-        attributes.insert(attr::PROVIDER.into(), AttrValue::Str(provider.to_string()));
-        let len = AttrValue::Uint(data.as_ref().len() as u64);
-        attributes.insert(attr::LOCAL_SIZE.into(), len);
+        let attributes = with_built_ins(attributes, &m.name, provider, data.as_ref().len());
         m.arrived = Some((data, attributes));
         m.wanted = None;
     }
@@ -742,6 +767,20 @@ pub struct GroupMember<D> {
     pub data: D,
     /// The attributes it was sealed with, and the built-in ones.
     pub attributes: Attributes,
+}
+
+/// An arrived CDO's attributes: the sealed ones its bytes came with, and the built-in
+/// name, provider (`component:index`) and size.
+fn with_built_ins(
+    mut attributes: Attributes,
+    name: &str,
+    provider: &str,
+    len: usize,
+) -> Attributes {
+    attributes.insert(attr::NAME.into(), AttrValue::Str(name.to_string()));
+    attributes.insert(attr::PROVIDER.into(), AttrValue::Str(provider.to_string()));
+    attributes.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(len as u64));
+    attributes
 }
 
 #[cfg(test)]

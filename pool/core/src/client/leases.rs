@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::HashMap;
 use crate::attr::{self, Attributes};
 use crate::events::PoolEvent;
-use crate::proto::{Grant, MAX_RELEASE, Source, ToPm, TransferId};
+use crate::proto::{Grant, InlineBytes, MAX_RELEASE, Source, ToPm, TransferId};
 
 /// How long an unused lease is kept: a subscriber that demands what it is told of uses its
 /// lease well within this; one that does not gives its leases back after it, so that the
@@ -149,6 +149,30 @@ impl Leases {
             self.by_name.remove(name);
         }
         self.held.remove(&id).map(|h| (id, h))
+    }
+
+    /// Takes the oldest lease of `name` if it carries the bytes ([`Source::Inline`]):
+    /// its id, the bytes, the offer's sealed attributes and its provider.
+    pub(super) fn take_inline(
+        &mut self,
+        name: &str,
+    ) -> Option<(TransferId, InlineBytes, Attributes, Arc<str>)> {
+        let oldest = self.by_name.get(name)?.first()?;
+        if !matches!(self.held.get(oldest)?.source, Source::Inline { .. }) {
+            return None;
+        }
+        match self.take(name)? {
+            (
+                id,
+                Held {
+                    source: Source::Inline { bytes },
+                    attributes,
+                    provider,
+                    ..
+                },
+            ) => Some((id, bytes, attributes, provider)),
+            _ => None,
+        }
     }
 
     /// Forgets lease `id`; whether it was kept.

@@ -202,6 +202,15 @@ fn holds_demands(kinds: EventKinds, options: SubscribeOptions) -> bool {
 }
 
 /// The event kind of an operation on a CDO, if it is one.
+/// The kinds of events the operations a `Took` stands for raise (see [`Manager::split`]).
+const TOOK_KINDS: [EventKind; 5] = [
+    EventKind::Declare,
+    EventKind::Demand,
+    EventKind::Dispose,
+    EventKind::TransportStarted,
+    EventKind::TransportCompleted,
+];
+
 fn kind_of_op(op: Op) -> Option<EventKind> {
     Some(match op {
         Op::Declare => EventKind::Declare,
@@ -273,31 +282,9 @@ impl Manager {
 
     /// Runs an application's operation on a CDO, with before-events and holds.
     pub(super) fn cdo_op(&mut self, conn: ConnId, app: AppId, msg: ToPm) {
-        // When someone hears of seals, or of offers before they happen, `SealOffer` is its
-        // two operations, each with its events (and possibly held); the seal's `Done` then
-        // goes out too.
-        let split = self.events.wants(EventKind::Seal, false)
-            || self.events.wants(EventKind::Seal, true)
-            || self.events.wants(EventKind::Offer, true);
-        if split
-            && let ToPm::SealOffer {
-                cdo,
-                attributes,
-                region,
-                extras,
-            } = msg
-        {
-            self.cdo_op(conn, app, ToPm::Seal { cdo, attributes });
-            let offer = ToPm::Offer {
-                cdo,
-                region,
-                extras,
-            };
-            if let Some(offer) = self.queue_if_held(conn, offer) {
-                self.cdo_op(conn, app, offer);
-            }
+        let Some(msg) = self.split(conn, app, msg) else {
             return;
-        }
+        };
         if let Some(kind) = kind_of_op(msg.op())
             && self.events.wants(kind, true)
             && let Some(subject) = self.subject_of(app, &msg)
@@ -308,6 +295,74 @@ impl Manager {
             }
         }
         self.execute(conn, app, msg);
+    }
+
+    /// Runs a message that stands for several operations as those operations, each with
+    /// its events (and possibly held), when a subscription would hear of one of them;
+    /// the message back when it runs as one.
+    /// - `SealOffer` is `Seal` and `Offer` for subscribers of seals, or of offers before
+    ///   they happen (the seal's `Done` then goes out too).
+    /// - `Took` is `Declare`, `UseLease` and `Dispose` for subscribers of declares,
+    ///   demands, disposes or transports; run as one, it makes no CDO (see
+    ///   [`Manager::took`]).
+    fn split(&mut self, conn: ConnId, app: AppId, msg: ToPm) -> Option<ToPm> {
+        let heard = |m: &Manager, kinds: &[EventKind]| {
+            kinds
+                .iter()
+                .any(|&k| m.events.wants(k, false) || m.events.wants(k, true))
+        };
+        let parts = match msg {
+            ToPm::SealOffer {
+                cdo,
+                attributes,
+                region,
+                extras,
+            } if self.events.wants(EventKind::Seal, false)
+                || self.events.wants(EventKind::Seal, true)
+                || self.events.wants(EventKind::Offer, true) =>
+            {
+                vec![
+                    ToPm::Seal { cdo, attributes },
+                    ToPm::Offer {
+                        cdo,
+                        region,
+                        extras,
+                    },
+                ]
+            }
+            ToPm::Took { cdo, lease }
+                if heard(self, &TOOK_KINDS)
+                    && let Some(name) = self.took_name(app, cdo, lease) =>
+            {
+                vec![
+                    ToPm::Declare { cdo, name },
+                    ToPm::UseLease { cdo, lease },
+                    ToPm::Dispose { cdo, answer: false },
+                ]
+            }
+            msg => return Some(msg),
+        };
+        let mut parts = parts.into_iter();
+        if let Some(first) = parts.next() {
+            self.cdo_op(conn, app, first);
+        }
+        for part in parts {
+            if let Some(part) = self.queue_if_held(conn, part) {
+                self.cdo_op(conn, app, part);
+            }
+        }
+        None
+    }
+
+    /// The name `app`'s `Took` of `lease` declares `cdo` with, when it would succeed (a
+    /// refused one is refused as one message, with no events).
+    fn took_name(&self, app: AppId, cdo: CdoId, lease: crate::proto::TransferId) -> Option<String> {
+        let l = self
+            .transfers
+            .lease(lease)
+            .filter(|l| l.holder == app && l.inline)?;
+        self.declarable(app, cdo, &l.name).ok()?;
+        Some(l.name.to_string())
     }
 
     /// Runs the operation; withholds its replies if after-events need acknowledgements.

@@ -140,6 +140,48 @@ impl Manager {
         });
     }
 
+    /// `Took`, when nobody hears of its operations (else [`Manager::cdo_op`] runs it as
+    /// `Declare`, `UseLease` and `Dispose`): `app` took the bytes lease `lease` carried
+    /// and keeps no CDO of them, so none is made. What stays of the three operations is
+    /// what they leave behind: the lease ended, the app's demand counted, the traffic
+    /// recorded, a withdraw the lease held up let through. Refused, and the lease
+    /// released, unless the lease is the app's and of inline bytes and `cdo` an id the
+    /// app could declare.
+    pub(super) fn took(&mut self, conn: ConnId, app: AppId, cdo: CdoId, lease: TransferId) {
+        let Some(l) = self.transfers.lease(lease).filter(|l| l.holder == app) else {
+            return self.refuse(conn, Op::Demand, Some(cdo), Refusal::UnknownTransfer);
+        };
+        let fits = if l.inline {
+            self.declarable(app, cdo, &l.name)
+        } else {
+            Err(Refusal::NotAllowed(
+                "a lease of memory is used with UseLease (its transfer ends with TransferDone), not Took"
+                    .into(),
+            ))
+        };
+        if let Err(why) = fits {
+            self.give_back(lease);
+            return self.refuse(conn, Op::Demand, Some(cdo), why);
+        }
+        let Some(l) = self.transfers.end_lease(lease) else {
+            return;
+        };
+        if let Some(a) = self.apps.get_mut(&app) {
+            a.counters.demanded += 1;
+        }
+        let record = Transfer {
+            from: l.from,
+            to: cdo,
+            started: self.events.now(),
+            stream: None,
+            completes_demand: true,
+            len: l.len,
+            route: l.route,
+        };
+        self.transfer_finished(lease, &record, traffic::Outcome::Done(None));
+        self.source_released(l.from);
+    }
+
     /// `Release`: `app` gives these leases back (those not its own are ignored: they may
     /// have been abandoned meanwhile). More than [`MAX_RELEASE`] at once is refused.
     pub(super) fn release_leases(&mut self, conn: ConnId, app: AppId, leases: &[TransferId]) {

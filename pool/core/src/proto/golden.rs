@@ -165,6 +165,10 @@ fn to_pm_samples() -> Vec<ToPm> {
             cdo: 2 << 40 | 4,
             lease: 77,
         },
+        ToPm::Took {
+            cdo: 2 << 40 | 5,
+            lease: 79,
+        },
         ToPm::Release {
             leases: vec![77, 78],
         },

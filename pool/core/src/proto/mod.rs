@@ -31,7 +31,8 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (24: an offer's memory file may be a slab of
+/// Protocol version carried in every frame (25: a lease of inline bytes taken with no
+/// CDO kept is one message, [`ToPm::Took`]; 24: an offer's memory file may be a slab of
 /// many buffers, [`fabric_types::MemoryFile::slab`], which same-host consumers map once and
 /// copy out of; a lease comes inside its offer's event, [`Grant`], no longer as a message of
 /// its own; 23: events flow in a window per subscription,
@@ -48,7 +49,7 @@ pub const MAGIC: [u8; 4] = *b"MSTR";
 /// [`crate::view`]; 8: small CDOs inline; 7: selectors travel flat, see
 /// [`crate::selector::Expr`]; 6: apps number their own CDOs, and declares and disposes that
 /// cannot be refused go unanswered).
-pub const VERSION: u8 = 24;
+pub const VERSION: u8 = 25;
 /// Header size: magic, version, length.
 pub const HEADER: usize = 9;
 /// Largest payload accepted (16 MiB): CDO data never travels in frames, only metadata.
@@ -336,6 +337,20 @@ pub enum ToPm {
         /// The lease.
         lease: TransferId,
     },
+    /// `Declare`, `UseLease` and `Dispose` in one, for a lease of inline bytes
+    /// ([`Source::Inline`]): the app took the bytes the lease carried and keeps no CDO
+    /// of them (a batch fetch, mostly). `cdo` is an id the app reserved, as a declare's;
+    /// the PM keeps no CDO under it unless a subscription hears of declares, demands,
+    /// disposes or transports: then the message is the three operations, each with its
+    /// events. Unanswered (only a refusal comes back: `UnknownTransfer` for a lease not
+    /// the app's, which the PM abandoned, say; `NotAllowed` for a lease of memory, whose
+    /// transfer `UseLease` starts).
+    Took {
+        /// An id of the app's own, reserved for the CDO.
+        cdo: CdoId,
+        /// The lease.
+        lease: TransferId,
+    },
     /// The app will not use these leases (revoked, or held too long unused): the offers
     /// they pinned may go.
     Release {
@@ -467,6 +482,7 @@ impl ToPm {
             | ToPm::Require { cdo }
             | ToPm::Demand { cdo }
             | ToPm::UseLease { cdo, .. }
+            | ToPm::Took { cdo, .. }
             | ToPm::DemandGroup { group: cdo, .. }
             | ToPm::Retract { cdo }
             | ToPm::Withdraw { cdo, .. }
@@ -485,7 +501,10 @@ impl ToPm {
             ToPm::Seal { .. } => Op::Seal,
             ToPm::Offer { .. } | ToPm::SealOffer { .. } => Op::Offer,
             ToPm::Require { .. } => Op::Require,
-            ToPm::Demand { .. } | ToPm::DemandGroup { .. } | ToPm::UseLease { .. } => Op::Demand,
+            ToPm::Demand { .. }
+            | ToPm::DemandGroup { .. }
+            | ToPm::UseLease { .. }
+            | ToPm::Took { .. } => Op::Demand,
             ToPm::Release { .. } => Op::Release,
             ToPm::Retract { .. } => Op::Retract,
             ToPm::Withdraw { .. } => Op::Withdraw,

@@ -95,6 +95,19 @@ impl<T: Driver> Sharded<T> {
             .demand(now, cdo, Waiter::App(waiter))
     }
 
+    /// The bytes of a CDO of `name` from a lease of inline bytes, with no CDO kept (see
+    /// [`ClientCore::take_leased`](crate::client::ClientCore::take_leased)); `None` also
+    /// when the name's shard is not connected yet (it granted no lease then).
+    ///
+    /// # Errors
+    /// As [`ClientCore::take_leased`](crate::client::ClientCore::take_leased).
+    pub fn take_leased(&mut self, name: &str) -> CallResult<Option<(T::Data, Attributes)>> {
+        match self.known_mut(Route::Name(name)) {
+            Some(core) => core.take_leased(name),
+            None => Ok(None),
+        }
+    }
+
     /// The bytes and attributes of demanded `cdo` (see [`ClientCore::take_arrived`](crate::client::ClientCore::take_arrived)).
     ///
     /// # Errors
