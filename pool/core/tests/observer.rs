@@ -29,7 +29,8 @@ impl Pm {
                 FromPm::Welcome {
                     app: 0,
                     pool: 77,
-                    keep: None
+                    keep: None,
+                    lease_grace: pool_core::policy::Policy::default().lease_grace,
                 }
             )]
         );

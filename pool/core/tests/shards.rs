@@ -986,6 +986,7 @@ fn a_member_core_cut_off_before_its_welcome_joins_afresh_and_keeps_its_calls() {
             app: 7,
             pool: 9,
             keep: None,
+            lease_grace: std::time::Duration::from_secs(1),
         },
     );
     assert_eq!(core.joined(), Some(&Ok((7, 9))));

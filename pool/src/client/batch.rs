@@ -1,27 +1,30 @@
 //! Many CDOs in one call: [`AsyncClient::offer_many`] declares, seals and offers a batch
-//! of CDOs, [`AsyncClient::fetch_many`] takes the bytes of a batch of names (each
-//! declared, demanded and disposed).
+//! of CDOs, [`AsyncClient::fetch_many`] takes the bytes of a batch of names (from the
+//! leases their offers' events brought, with no CDO kept; the others declared, demanded
+//! and disposed).
 //!
 //! Why: a producer with many small CDOs at once (the fields of a time step) and a
 //! consumer told of many offers at once (what its subscription's queue holds) paid, per
 //! CDO, for what each call costs besides its messages: the client's lock taken three or
 //! four times, a future and an answer's hand-over. Here one step of the core declares the
 //! whole batch, one offers (or demands) it, and their messages leave in one write. The
-//! PM sees the messages of the calls one by one, so the semantics are theirs: each CDO
-//! succeeds or fails on its own, and says which in its place of the result.
+//! PM sees the messages of the calls one by one (a lease used with no CDO kept is one
+//! message where a demand is three or four, `pool_core::client::Taken`), so the semantics
+//! are theirs: each CDO succeeds or fails on its own, and says which in its place of the
+//! result.
 
 use std::time::Instant;
 
 use fabric::Buffer;
 use futures::future::join_all;
-use pool_core::client::{CallError, Demand, Route};
+use pool_core::client::{CallError, CallId, CallResult, Demand, LeaseCopy, Route, Taken};
 use tokio::sync::oneshot;
 
 use super::offer::{Ready, forget};
-use super::shared::answer;
-use super::{AsyncClient, CdoData, ClientError, Result};
+use super::shared::{Core, answer};
+use super::{AsyncClient, CdoData, ClientError, Result, transport};
 use crate::attr::Attributes;
-use crate::proto::{self, CdoId, Op};
+use crate::proto::{self, CdoId, Op, Source};
 
 /// The most CDOs one step of the core takes in a batch call: a longer batch goes in
 /// steps of this many, so that the client's lock is never held for long (its connection's
@@ -146,7 +149,7 @@ impl AsyncClient {
     /// refused); and when the connection is closed. Each name fails on its own as
     /// `demand` does: [`CallError::Timeout`] when nobody offers it in time, `NoProvider`
     /// when its providers vanished (the demand is retracted then).
-    pub async fn fetch_many(&self, names: &[&str]) -> Result<Vec<Result<(CdoData, Attributes)>>> {
+    pub async fn fetch_many(&self, names: &[&str]) -> Result<Vec<Result<Fetched>>> {
         check_names(names.iter().copied())?;
         let mut out = Vec::with_capacity(names.len());
         for step in names.chunks(BATCH_STEP) {
@@ -155,35 +158,37 @@ impl AsyncClient {
         Ok(out)
     }
 
-    /// [`AsyncClient::fetch_many`] of at most [`BATCH_STEP`] names.
-    async fn fetch_step(&self, names: &[&str]) -> Result<Vec<Result<(CdoData, Attributes)>>> {
+    /// [`AsyncClient::fetch_many`] of at most [`BATCH_STEP`] names: those with a lease
+    /// are taken from it with no CDO kept (see `pool_core::client::Taken`), the others
+    /// demanded, and so are those whose lease failed them.
+    async fn fetch_step(&self, names: &[&str]) -> Result<Vec<Result<Fetched>>> {
         let now = Instant::now();
-        let (mut out, waiting) = self.shared.with_core(|c| {
-            let mut out = Vec::with_capacity(names.len());
-            let mut waiting = Vec::new();
-            for name in names {
-                if let Some(here) = c.take_leased(name)? {
-                    out.push(Ok(here));
-                    continue;
-                }
-                let cdo = c.declare(now, name)?;
-                let (tx, rx) = oneshot::channel();
-                match c.demand(now, cdo, tx)? {
-                    Demand::Here(data, attributes) => {
-                        // Demanded and here: the PM accepts the dispose without an answer.
-                        let (tx, _) = oneshot::channel();
-                        c.dispose(now, cdo, tx)?;
-                        out.push(Ok((data, attributes)));
+        let mut out = Vec::with_capacity(names.len());
+        let mut copies = Vec::new();
+        let mut waiting = self.shared.with_core(|c| {
+            let mut demands = Vec::new();
+            for (i, name) in names.iter().enumerate() {
+                match c.take_leased(now, name)? {
+                    Some(Taken::Here(data, attributes)) => out.push(Ok((data, attributes))),
+                    Some(Taken::Copy(copy, source)) => {
+                        copies.push((i, copy, source));
+                        out.push(Err(unanswered()));
                     }
-                    Demand::Waiting(call) => {
-                        waiting.push((out.len(), cdo, (c.shard_of(Route::Cdo(cdo)), call), rx));
-                        // Replaced by the answer below.
-                        out.push(Err(ClientError::Call(CallError::Closed)));
+                    None => {
+                        demands.push(i);
+                        out.push(Err(unanswered()));
                     }
                 }
             }
-            Ok((out, waiting))
+            demand_each(c, now, (names, &demands), &mut out)
         })?;
+        let failed = self.copy_leased(copies, &mut out).await?;
+        if !failed.is_empty() {
+            let more = self
+                .shared
+                .with_core(|c| demand_each(c, now, (names, &failed), &mut out))?;
+            waiting.extend(more);
+        }
         let shared = &self.shared;
         let arrived = join_all(waiting.into_iter().map(|(i, cdo, call, rx)| async move {
             let r = answer(shared, (Op::Demand, cdo), Some(call), rx).await;
@@ -204,6 +209,45 @@ impl AsyncClient {
         Ok(out)
     }
 
+    /// Copies the bytes of each lease of memory in `copies` (the name's place in the
+    /// batch, the lease, where the bytes are) and keeps in `out` those copied in time,
+    /// telling the PM in one step. Returns the places of the names whose copy failed or
+    /// came too late to keep (see `pool_core::client::Taken`): they are to be demanded.
+    async fn copy_leased(
+        &self,
+        copies: Vec<(usize, LeaseCopy, Source)>,
+        out: &mut [Result<Fetched>],
+    ) -> Result<Vec<usize>> {
+        if copies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shared = &self.shared;
+        let got = join_all(copies.into_iter().map(|(i, copy, source)| async move {
+            let got = transport::get(shared, (copy.shard, copy.lease), source, None).await;
+            (i, copy, got)
+        }))
+        .await;
+        let now = Instant::now();
+        shared.with_core(|c| {
+            let mut failed = Vec::new();
+            for (i, copy, got) in got {
+                let kept = match got {
+                    Ok(got) => c.took_copy(now, copy, got)?,
+                    Err(e) => {
+                        tracing::debug!("lease {} of shard {}: {e}", copy.lease, copy.shard);
+                        c.give_back(copy);
+                        None
+                    }
+                };
+                match kept {
+                    Some(here) => out[i] = Ok(here),
+                    None => failed.push(i),
+                }
+            }
+            Ok(failed)
+        })
+    }
+
     /// Disposes `cdo`, which a batch call declared and no longer needs; a failure is only
     /// logged (the CDO stays declared until the app leaves).
     async fn let_go(&self, cdo: CdoId) {
@@ -211,6 +255,55 @@ impl AsyncClient {
             tracing::debug!("a batch call could not dispose CDO {cdo}: {e}");
         }
     }
+}
+
+/// A fetched CDO: its bytes and the attributes they were sealed with.
+type Fetched = (CdoData, Attributes);
+
+/// A demand waiting for its answer: the name's place in the batch, the CDO, the call (its
+/// shard's core and id) and where the answer comes.
+type Waiting = (
+    usize,
+    CdoId,
+    (usize, CallId),
+    oneshot::Receiver<CallResult<u64>>,
+);
+
+/// A place in a batch's result whose answer is still to come (replaced before the call
+/// returns).
+fn unanswered() -> ClientError {
+    ClientError::Call(CallError::Closed)
+}
+
+/// Declares and demands the names at `places` of `names`, each the app's for no longer
+/// than its fetch: those here at once go to their place in `out` (disposed); the others
+/// wait, returned.
+///
+/// # Errors
+/// The core's, for a declare or a demand it cannot send (the connection is closed).
+fn demand_each(
+    c: &mut Core,
+    now: Instant,
+    (names, places): (&[&str], &[usize]),
+    out: &mut [Result<Fetched>],
+) -> std::result::Result<Vec<Waiting>, CallError> {
+    let mut waiting = Vec::new();
+    for &i in places {
+        let cdo = c.declare(now, names[i])?;
+        let (tx, rx) = oneshot::channel();
+        match c.demand(now, cdo, tx)? {
+            Demand::Here(data, attributes) => {
+                // Demanded and here: the PM accepts the dispose without an answer.
+                let (tx, _) = oneshot::channel();
+                c.dispose(now, cdo, tx)?;
+                out[i] = Ok((data, attributes));
+            }
+            Demand::Waiting(call) => {
+                waiting.push((i, cdo, (c.shard_of(Route::Cdo(cdo)), call), rx));
+            }
+        }
+    }
+    Ok(waiting)
 }
 
 /// Checks every name of a batch before anything is declared.

@@ -140,7 +140,7 @@ impl<T: Driver> ClientCore<T> {
     }
 
     /// Reserves `n` consecutive CDO ids; the first.
-    fn reserve(&mut self, n: u64) -> CallResult<CdoId> {
+    pub(super) fn reserve(&mut self, n: u64) -> CallResult<CdoId> {
         let first = self.next_cdo;
         if first.saturating_add(n - 1) > self.last_cdo {
             return Err(CallError::Protocol(format!(
@@ -347,34 +347,6 @@ impl<T: Driver> ClientCore<T> {
         self.defer(ToPm::UseLease { cdo, lease });
         self.ticket(lease, cdo, source, (attributes, provider), true);
         Ok(Demand::Waiting(call))
-    }
-
-    /// The bytes of a CDO of `name`, and the attributes they were sealed with (the
-    /// built-in ones added), from a lease of inline bytes held for `name`, with no CDO
-    /// kept: one message tells the PM ([`ToPm::Took`]), where a demand would be a declare,
-    /// a use of the lease and a dispose. `None` when the oldest lease of the name is not
-    /// of inline bytes, none is held, or its bytes fail the producer's checksum (the lease
-    /// is released then): declare and demand the name instead.
-    ///
-    /// # Errors
-    /// [`CallError::Closed`]; [`CallError::Protocol`] when the app's ids are used up.
-    pub fn take_leased(&mut self, name: &str) -> CallResult<Option<(T::Data, Attributes)>> {
-        self.open()?;
-        let Some((lease, bytes, attributes, provider)) = self.leases.take_inline(name) else {
-            return Ok(None);
-        };
-        let data = T::inline(bytes, None);
-        if attr::verify_checksum(&attributes, data.as_ref()).is_err() {
-            tracing::warn!("pool client: lease {lease} of {name:?}: corrupt bytes");
-            self.defer(ToPm::Release {
-                leases: vec![lease],
-            });
-            return Ok(None);
-        }
-        let cdo = self.reserve(1)?;
-        self.defer(ToPm::Took { cdo, lease });
-        let attributes = with_built_ins(attributes, name, &provider, data.as_ref().len());
-        Ok(Some((data, attributes)))
     }
 
     pub(super) fn take_here(&mut self, cdo: CdoId) -> Option<(T::Data, Attributes)> {
@@ -771,7 +743,7 @@ pub struct GroupMember<D> {
 
 /// An arrived CDO's attributes: the sealed ones its bytes came with, and the built-in
 /// name, provider (`component:index`) and size.
-fn with_built_ins(
+pub(super) fn with_built_ins(
     mut attributes: Attributes,
     name: &str,
     provider: &str,

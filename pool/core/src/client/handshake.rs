@@ -113,7 +113,16 @@ impl<T: Driver> ClientCore<T> {
                 self.handshake = Some(Handshake::Welcome { deadline });
                 return;
             }
-            (Handshake::Welcome { .. }, FromPm::Welcome { app, pool, keep }) => {
+            (
+                Handshake::Welcome { .. },
+                FromPm::Welcome {
+                    app,
+                    pool,
+                    keep,
+                    lease_grace,
+                },
+            ) => {
+                self.leases.set_grace(lease_grace);
                 if self.reclaiming.lost.is_some() {
                     return self.rejoined(now, (app, pool), keep);
                 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::HashMap;
 use crate::attr::{self, Attributes};
 use crate::events::PoolEvent;
-use crate::proto::{Grant, InlineBytes, MAX_RELEASE, Source, ToPm, TransferId};
+use crate::proto::{Grant, MAX_RELEASE, Source, ToPm, TransferId};
 
 /// How long an unused lease is kept: a subscriber that demands what it is told of uses its
 /// lease well within this; one that does not gives its leases back after it, so that the
@@ -91,6 +91,8 @@ pub(super) struct Leases {
     /// The last provider named ([`Leases::provider`]): a stream's offers mostly come
     /// from one.
     last_provider: Option<Arc<str>>,
+    /// The PM's lease grace ([`Leases::copied_in_time`]); zero until the welcome.
+    grace: Duration,
 }
 
 impl Leases {
@@ -151,28 +153,31 @@ impl Leases {
         self.held.remove(&id).map(|h| (id, h))
     }
 
-    /// Takes the oldest lease of `name` if it carries the bytes ([`Source::Inline`]):
-    /// its id, the bytes, the offer's sealed attributes and its provider.
-    pub(super) fn take_inline(
+    /// Takes the oldest lease of `name` if `fits` it.
+    pub(super) fn take_if(
         &mut self,
         name: &str,
-    ) -> Option<(TransferId, InlineBytes, Attributes, Arc<str>)> {
+        fits: impl FnOnce(&Held) -> bool,
+    ) -> Option<(TransferId, Held)> {
         let oldest = self.by_name.get(name)?.first()?;
-        if !matches!(self.held.get(oldest)?.source, Source::Inline { .. }) {
+        if !fits(self.held.get(oldest)?) {
             return None;
         }
-        match self.take(name)? {
-            (
-                id,
-                Held {
-                    source: Source::Inline { bytes },
-                    attributes,
-                    provider,
-                    ..
-                },
-            ) => Some((id, bytes, attributes, provider)),
-            _ => None,
-        }
+        self.take(name)
+    }
+
+    /// The PM's lease grace (its welcome's `lease_grace`).
+    pub(super) fn set_grace(&mut self, grace: Duration) {
+        self.grace = grace;
+    }
+
+    /// Whether a lease of memory taken at `taken` and copied by `now` was copied while
+    /// its offer was surely there: within half the PM's lease grace. The PM lets a
+    /// revoked lease's offer go only a grace after it revoked it, and a revocation sent
+    /// before the take reached this client before it (unless its reader was stalled for
+    /// the other half).
+    pub(super) fn copied_in_time(&self, taken: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(taken) < self.grace / 2
     }
 
     /// Forgets lease `id`; whether it was kept.
@@ -215,7 +220,10 @@ impl Leases {
 
     /// Forgets every lease (the connection ended).
     pub(super) fn clear(&mut self) {
-        *self = Leases::default();
+        *self = Leases {
+            grace: self.grace,
+            ..Leases::default()
+        };
     }
 }
 

@@ -33,6 +33,7 @@ mod reclaim;
 pub mod sharded;
 mod streams;
 mod subscriptions;
+mod took;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -48,6 +49,7 @@ pub use observer::ObserverCore;
 pub use offers::{GfsUse, INLINE_PAUSE, Offer, Transport};
 pub use sharded::{Route, Sharded};
 pub use streams::{STREAM_PIECE, STREAM_WINDOW};
+pub use took::{LeaseCopy, TAKE_MOST, Taken};
 
 /// What a driver supplies the core with: the types of what it keeps for the driver, and
 /// how a small CDO's bytes that came with its ticket become its data.

@@ -196,7 +196,14 @@ impl Manager {
         );
         self.app_joined(peer);
         let (pool, keep) = (self.instance, self.keep_dir());
-        self.out.push(conn, FromPm::Welcome { app, pool, keep });
+        let lease_grace = self.policy.lease_grace;
+        let welcome = FromPm::Welcome {
+            app,
+            pool,
+            keep,
+            lease_grace,
+        };
+        self.out.push(conn, welcome);
         if self.shard.numbers_apps() {
             self.notify(EventKind::AppJoin, app, None, || "joined".into());
         }

@@ -302,9 +302,9 @@ impl Manager {
     /// the message back when it runs as one.
     /// - `SealOffer` is `Seal` and `Offer` for subscribers of seals, or of offers before
     ///   they happen (the seal's `Done` then goes out too).
-    /// - `Took` is `Declare`, `UseLease` and `Dispose` for subscribers of declares,
-    ///   demands, disposes or transports; run as one, it makes no CDO (see
-    ///   [`Manager::took`]).
+    /// - `Took` is `Declare`, `UseLease` (then `TransferDone` for a lease of memory) and
+    ///   `Dispose` for subscribers of declares, demands, disposes or transports; run as
+    ///   one, it makes no CDO (see [`Manager::took`]).
     fn split(&mut self, conn: ConnId, app: AppId, msg: ToPm) -> Option<ToPm> {
         let heard = |m: &Manager, kinds: &[EventKind]| {
             kinds
@@ -330,39 +330,43 @@ impl Manager {
                     },
                 ]
             }
-            ToPm::Took { cdo, lease }
+            ToPm::Took { cdo, lease, direct }
                 if heard(self, &TOOK_KINDS)
-                    && let Some(name) = self.took_name(app, cdo, lease) =>
+                    && let Some((name, inline)) = self.took_name(app, cdo, lease) =>
             {
-                vec![
-                    ToPm::Declare { cdo, name },
-                    ToPm::UseLease { cdo, lease },
-                    ToPm::Dispose { cdo, answer: false },
-                ]
+                let mut parts = vec![ToPm::Declare { cdo, name }, ToPm::UseLease { cdo, lease }];
+                if !inline {
+                    parts.push(ToPm::TransferDone {
+                        transfer: lease,
+                        error: None,
+                        direct,
+                    });
+                }
+                parts.push(ToPm::Dispose { cdo, answer: false });
+                parts
             }
             msg => return Some(msg),
         };
-        let mut parts = parts.into_iter();
-        if let Some(first) = parts.next() {
-            self.cdo_op(conn, app, first);
-        }
+        // Each goes as if it came next from the app: behind an operation the one before
+        // it left held, if one did.
         for part in parts {
-            if let Some(part) = self.queue_if_held(conn, part) {
-                self.cdo_op(conn, app, part);
-            }
+            self.app_message(conn, app, part);
         }
         None
     }
 
-    /// The name `app`'s `Took` of `lease` declares `cdo` with, when it would succeed (a
-    /// refused one is refused as one message, with no events).
-    fn took_name(&self, app: AppId, cdo: CdoId, lease: crate::proto::TransferId) -> Option<String> {
-        let l = self
-            .transfers
-            .lease(lease)
-            .filter(|l| l.holder == app && l.inline)?;
+    /// The name `app`'s `Took` of `lease` declares `cdo` with, and whether the lease is of
+    /// inline bytes, when it would succeed (a refused one is refused as one message, with
+    /// no events).
+    fn took_name(
+        &self,
+        app: AppId,
+        cdo: CdoId,
+        lease: crate::proto::TransferId,
+    ) -> Option<(String, bool)> {
+        let l = self.transfers.lease(lease).filter(|l| l.holder == app)?;
         self.declarable(app, cdo, &l.name).ok()?;
-        Some(l.name.to_string())
+        Some((l.name.to_string(), l.inline))
     }
 
     /// Runs the operation; withholds its replies if after-events need acknowledgements.

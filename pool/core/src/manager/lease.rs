@@ -20,6 +20,11 @@
 //!   withdraw for the transfer timeout); one that used it holds the offer as a transfer
 //!   does, up to [`Policy::transfer_timeout`]. A lease of inline bytes keeps nothing: the
 //!   holder has them.
+//! - **A take** ([`crate::proto::ToPm::Took`], a batch fetch that keeps no CDO): told
+//!   after the copy, not before as a demand's use is, so nothing holds the offer for it.
+//!   The client keeps the copy only if it ended within half the grace (`Welcome` says it)
+//!   of the take, and a revocation the PM sent before the take reached the client before
+//!   it: the offer was there throughout. A take of a lease the PM abandoned is refused.
 //! - **A provider that is gone**: its leases are revoked; a holder that used one already
 //!   finds its transfer failed and the demand ticketed elsewhere, as any transfer's.
 //! - **Two consumers**: each gets its own lease and uses it or not, as two tickets.
@@ -34,7 +39,9 @@ use std::sync::Arc;
 use super::transfer::{Leased, Transfer};
 use super::{ConnId, Manager, State, Want, traffic};
 use crate::events::EventKind;
-use crate::proto::{AppId, CdoId, FromPm, Grant, MAX_RELEASE, Op, Refusal, Source, TransferId};
+use crate::proto::{
+    AppId, CdoId, Direct, FromPm, Grant, MAX_RELEASE, Op, Refusal, Source, TransferId,
+};
 
 impl Manager {
     /// Grants `holder` a lease of `offer`, to send with the offer's event, if it may have
@@ -141,25 +148,23 @@ impl Manager {
     }
 
     /// `Took`, when nobody hears of its operations (else [`Manager::cdo_op`] runs it as
-    /// `Declare`, `UseLease` and `Dispose`): `app` took the bytes lease `lease` carried
-    /// and keeps no CDO of them, so none is made. What stays of the three operations is
-    /// what they leave behind: the lease ended, the app's demand counted, the traffic
-    /// recorded, a withdraw the lease held up let through. Refused, and the lease
-    /// released, unless the lease is the app's and of inline bytes and `cdo` an id the
-    /// app could declare.
-    pub(super) fn took(&mut self, conn: ConnId, app: AppId, cdo: CdoId, lease: TransferId) {
+    /// them): `app` used lease `lease` (took its inline bytes, or copied its memory,
+    /// `direct` saying how) and keeps no CDO of it, so none is made. What stays of the
+    /// operations is what they leave behind: the lease ended, the app's demand counted,
+    /// the traffic recorded, a withdraw the lease held up let through. Refused, and the
+    /// lease released, unless the lease is the app's and `cdo` an id the app could
+    /// declare.
+    pub(super) fn took(
+        &mut self,
+        conn: ConnId,
+        app: AppId,
+        (cdo, lease): (CdoId, TransferId),
+        direct: Option<Direct>,
+    ) {
         let Some(l) = self.transfers.lease(lease).filter(|l| l.holder == app) else {
             return self.refuse(conn, Op::Demand, Some(cdo), Refusal::UnknownTransfer);
         };
-        let fits = if l.inline {
-            self.declarable(app, cdo, &l.name)
-        } else {
-            Err(Refusal::NotAllowed(
-                "a lease of memory is used with UseLease (its transfer ends with TransferDone), not Took"
-                    .into(),
-            ))
-        };
-        if let Err(why) = fits {
+        if let Err(why) = self.declarable(app, cdo, &l.name) {
             self.give_back(lease);
             return self.refuse(conn, Op::Demand, Some(cdo), why);
         }
@@ -178,7 +183,8 @@ impl Manager {
             len: l.len,
             route: l.route,
         };
-        self.transfer_finished(lease, &record, traffic::Outcome::Done(None));
+        let direct = direct.filter(|_| !l.inline);
+        self.transfer_finished(lease, &record, traffic::Outcome::Done(direct));
         self.source_released(l.from);
     }
 

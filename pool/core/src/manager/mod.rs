@@ -504,7 +504,7 @@ impl Manager {
                 self.with_cdo(conn, app, Op::Demand, cdo, |m, c| m.require(conn, c, true))
             }
             ToPm::UseLease { cdo, lease } => self.use_lease(conn, app, cdo, lease),
-            ToPm::Took { cdo, lease } => self.took(conn, app, cdo, lease),
+            ToPm::Took { cdo, lease, direct } => self.took(conn, app, (cdo, lease), direct),
             ToPm::DemandGroup {
                 group,
                 first,

@@ -173,6 +173,7 @@ impl Manager {
                 app: 0,
                 pool: self.instance,
                 keep: None,
+                lease_grace: self.policy.lease_grace,
             },
         );
     }

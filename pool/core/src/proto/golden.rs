@@ -168,6 +168,7 @@ fn to_pm_samples() -> Vec<ToPm> {
         ToPm::Took {
             cdo: 2 << 40 | 5,
             lease: 79,
+            direct: Some(Direct::Copied),
         },
         ToPm::Release {
             leases: vec![77, 78],
@@ -252,6 +253,7 @@ fn from_pm_samples() -> Vec<FromPm> {
             app: 2,
             pool: 0x5eed,
             keep: Some("/scratch/wf/maestro-gfs-n1_7-00".into()),
+            lease_grace: std::time::Duration::from_millis(1500),
         },
         FromPm::Bye,
         FromPm::Done {

@@ -31,8 +31,8 @@ pub use source::{
 
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"MSTR";
-/// Protocol version carried in every frame (25: a lease of inline bytes taken with no
-/// CDO kept is one message, [`ToPm::Took`]; 24: an offer's memory file may be a slab of
+/// Protocol version carried in every frame (25: a lease used with no CDO kept is one
+/// message, [`ToPm::Took`]; 24: an offer's memory file may be a slab of
 /// many buffers, [`fabric_types::MemoryFile::slab`], which same-host consumers map once and
 /// copy out of; a lease comes inside its offer's event, [`Grant`], no longer as a message of
 /// its own; 23: events flow in a window per subscription,
@@ -337,19 +337,26 @@ pub enum ToPm {
         /// The lease.
         lease: TransferId,
     },
-    /// `Declare`, `UseLease` and `Dispose` in one, for a lease of inline bytes
-    /// ([`Source::Inline`]): the app took the bytes the lease carried and keeps no CDO
-    /// of them (a batch fetch, mostly). `cdo` is an id the app reserved, as a declare's;
-    /// the PM keeps no CDO under it unless a subscription hears of declares, demands,
-    /// disposes or transports: then the message is the three operations, each with its
-    /// events. Unanswered (only a refusal comes back: `UnknownTransfer` for a lease not
-    /// the app's, which the PM abandoned, say; `NotAllowed` for a lease of memory, whose
-    /// transfer `UseLease` starts).
+    /// A lease used with no CDO kept (a batch fetch, mostly): `Declare`, `UseLease` and
+    /// `Dispose` in one for a lease of inline bytes ([`Source::Inline`]), which the app
+    /// took; with `TransferDone` before the dispose for a lease of memory, whose bytes
+    /// the app copied already (`direct`: how, for the transport's event).
+    ///
+    /// `cdo` is an id the app reserved, as a declare's. The PM keeps no CDO under it
+    /// unless a subscription hears of declares, demands, disposes or transports: then the
+    /// message is those operations, each with its events.
+    ///
+    /// Unanswered (only a refusal comes back: `UnknownTransfer` for a lease not the
+    /// app's, one the PM abandoned a grace after revoking it, say). The app keeps a copy
+    /// of a lease's memory only if it ended within half the PM's lease grace
+    /// (`Welcome`'s `lease_grace`) of taking the lease: the offer was there throughout.
     Took {
         /// An id of the app's own, reserved for the CDO.
         cdo: CdoId,
         /// The lease.
         lease: TransferId,
+        /// For a lease of memory copied straight from the provider's memory: how.
+        direct: Option<Direct>,
     },
     /// The app will not use these leases (revoked, or held too long unused): the offers
     /// they pinned may go.
@@ -663,6 +670,10 @@ pub enum FromPm {
         /// files of offers the pool keeps after their withdraw (see
         /// `keep` of [`ToPm::Withdraw`]); `None`: it keeps none.
         keep: Option<std::sync::Arc<str>>,
+        /// How long the PM keeps an offer for the holders of its leases after it revoked
+        /// them (its `--lease-grace`): a lease's memory copied within half of it from the
+        /// lease's take was still offered (see [`ToPm::Took`]).
+        lease_grace: std::time::Duration,
     },
     /// LEAVE accepted; the PM closes the connection after this.
     Bye,

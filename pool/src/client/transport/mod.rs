@@ -106,7 +106,7 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
 
 /// Gets a ticket's bytes with the executor of its transport, into `lent` (memory the
 /// application lent for this CDO) where it fits and the transport allows.
-async fn get(
+pub(super) async fn get(
     shared: &Arc<Shared>,
     transfer: Transfer,
     source: Source,

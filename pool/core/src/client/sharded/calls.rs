@@ -9,7 +9,8 @@ use std::time::Instant;
 use super::{Route, Sharded, Waiter};
 use crate::attr::Attributes;
 use crate::client::{
-    CallError, CallId, CallKey, CallResult, Demand, Driver, Fetched, Offer, Phase, Transport,
+    CallError, CallId, CallKey, CallResult, Demand, Driver, Fetched, LeaseCopy, Offer, Phase,
+    Taken, Transport,
 };
 use crate::proto::{self, CdoId, TransferId};
 
@@ -95,16 +96,39 @@ impl<T: Driver> Sharded<T> {
             .demand(now, cdo, Waiter::App(waiter))
     }
 
-    /// The bytes of a CDO of `name` from a lease of inline bytes, with no CDO kept (see
+    /// The oldest lease of `name`, taken for a fetch that keeps no CDO (see
     /// [`ClientCore::take_leased`](crate::client::ClientCore::take_leased)); `None` also
     /// when the name's shard is not connected yet (it granted no lease then).
     ///
     /// # Errors
     /// As [`ClientCore::take_leased`](crate::client::ClientCore::take_leased).
-    pub fn take_leased(&mut self, name: &str) -> CallResult<Option<(T::Data, Attributes)>> {
+    pub fn take_leased(&mut self, now: Instant, name: &str) -> CallResult<Option<Taken<T::Data>>> {
         match self.known_mut(Route::Name(name)) {
-            Some(core) => core.take_leased(name),
+            Some(core) => core.take_leased(now, name),
             None => Ok(None),
+        }
+    }
+
+    /// The bytes of `copy`, copied, told to the shard that granted the lease (see
+    /// [`ClientCore::took_copy`](crate::client::ClientCore::took_copy)).
+    ///
+    /// # Errors
+    /// As [`ClientCore::took_copy`](crate::client::ClientCore::took_copy).
+    pub fn took_copy(
+        &mut self,
+        now: Instant,
+        copy: LeaseCopy,
+        got: (T::Data, Option<proto::Direct>),
+    ) -> CallResult<Option<(T::Data, Attributes)>> {
+        self.at(now, Route::Shard(copy.shard))?
+            .took_copy(now, copy, got)
+    }
+
+    /// Gives back the lease of `copy`, whose copy failed; dropped for a shard no longer
+    /// connected.
+    pub fn give_back(&mut self, copy: LeaseCopy) {
+        if let Some(core) = self.known_mut(Route::Shard(copy.shard)) {
+            core.give_back(copy);
         }
     }
 
