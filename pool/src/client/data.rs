@@ -97,9 +97,13 @@ impl Offered {
 /// Names an offer in this process: PM instance, providing app, its CDO.
 pub(crate) type OfferKey = (u64, AppId, CdoId);
 
-/// An offer kept in this process, and what tells its withdrawal that a same-process
-/// consumer let go of it.
-type LocalOffer = (Arc<Offered>, Arc<Notify>);
+/// An offer kept in this process.
+type LocalOffer = Arc<Offered>;
+
+/// Tells withdrawals waiting in this process ([`until_returned`]) that a same-process
+/// consumer let go of an offer: one for all offers, where one per offer cost each offer
+/// an allocation (a withdrawal that waits is rare, and checks again which it was).
+static RELEASED: Notify = Notify::const_new();
 
 /// Offers of every client in this process, so that a same-process consumer takes the
 /// provider's buffer itself (any client of the process may be that consumer).
@@ -117,27 +121,29 @@ fn offers() -> std::sync::MutexGuard<'static, Offers> {
 /// reference held counts as a consumer's for [`lent_out`]: drop it before a withdraw).
 pub(crate) fn keep(key: OfferKey, data: Offered) -> Arc<Offered> {
     let data = Arc::new(data);
-    offers().insert(key, (data.clone(), Arc::new(Notify::new())));
+    offers().insert(key, data.clone());
     data
 }
 
 /// The offer under `key`, as a same-process consumer's data.
 pub(crate) fn find(key: &OfferKey) -> Option<CdoData> {
-    let (offer, released) = offers().get(key).cloned()?;
-    Some(CdoData(Inner::Shared(Some(offer), released)))
+    let offer = offers().get(key).cloned()?;
+    Some(CdoData(Inner::Shared(Some(offer))))
 }
 
 /// Waits until no consumer in this process holds the application's own memory offered
 /// under `key` (see [`lent_out`]): woken by each consumer that lets go, never polling.
 /// Cancel safe.
 pub(crate) async fn until_returned(key: &OfferKey) {
-    let Some(released) = offers().get(key).map(|(_, r)| r.clone()) else {
-        return;
-    };
-    // A consumer that lets go between the check and the wait leaves a permit: no wake-up
-    // is lost.
-    while lent_out(key) {
-        released.notified().await;
+    loop {
+        // Waiting before the check: a consumer that lets go after it wakes this.
+        let released = RELEASED.notified();
+        let mut released = std::pin::pin!(released);
+        released.as_mut().enable();
+        if !lent_out(key) {
+            return;
+        }
+        released.await;
     }
 }
 
@@ -147,7 +153,7 @@ pub(crate) async fn until_returned(key: &OfferKey) {
 pub(crate) fn lent_out(key: &OfferKey) -> bool {
     offers()
         .get(key)
-        .is_some_and(|(o, _)| o.is_borrowed() && Arc::strong_count(o) > 1)
+        .is_some_and(|o| o.is_borrowed() && Arc::strong_count(o) > 1)
 }
 
 /// Removes the offer under `key` and returns its buffer. If same-process consumers still
@@ -157,7 +163,7 @@ pub(crate) fn lent_out(key: &OfferKey) -> bool {
 /// # Errors
 /// Allocation of the copy, or of the private pages.
 pub(crate) fn take_back(key: &OfferKey) -> Option<fabric::Result<Buffer>> {
-    let (shared, _) = offers().remove(key)?;
+    let shared = offers().remove(key)?;
     Some(match Arc::try_unwrap(shared) {
         // Same-host consumers may hold views of its memory file: the provider's writes
         // from now on must not reach them.
@@ -203,9 +209,9 @@ enum Inner {
     Own(Buffer, usize),
     /// Read by RMA into a registered landing buffer, which goes back to its pool on drop.
     Landed(Option<MemoryRegion>, usize, Arc<RegionPool>),
-    /// A same-process provider's offer (always `Some` until dropped), and whom to tell
-    /// when it is let go.
-    Shared(Option<Arc<Offered>>, Arc<Notify>),
+    /// A same-process provider's offer (always `Some` until dropped; a withdrawal may
+    /// wait for it to be let go, [`RELEASED`]).
+    Shared(Option<Arc<Offered>>),
     /// A view of a same-host provider's memory file.
     Mapped(Buffer),
     /// A small CDO's bytes, as they came with the ticket.
@@ -220,10 +226,10 @@ impl Drop for CdoData {
                     pool.give(region);
                 }
             }
-            Inner::Shared(offer, released) => {
+            Inner::Shared(offer) => {
                 // Let go first, then tell a withdrawal waiting for it.
                 drop(offer.take());
-                released.notify_one();
+                RELEASED.notify_waiters();
             }
             _ => {}
         }
@@ -280,7 +286,7 @@ impl CdoData {
         match &self.0 {
             Inner::Own(b, len) => &b.as_slice()[..*len],
             Inner::Landed(r, len, _) => r.as_ref().map_or(&[][..], |r| &r.as_slice()[..*len]),
-            Inner::Shared(o, _) => o.as_deref().map_or(&[][..], Offered::as_slice),
+            Inner::Shared(o) => o.as_deref().map_or(&[][..], Offered::as_slice),
             Inner::Mapped(b) => b.as_slice(),
             Inner::Inline(bytes) => bytes,
         }

@@ -684,7 +684,7 @@ impl Manager {
             return Attributes::new();
         };
         let mut a = c.attributes.clone();
-        a.insert(attr::NAME.into(), AttrValue::Str(c.name.to_string()));
+        a.insert(attr::NAME.into(), AttrValue::Str(String::from(&*c.name)));
         if let State::Offered(l) | State::Withdrawing(l) = &c.state {
             a.insert(attr::LOCAL_SIZE.into(), AttrValue::Uint(l.len));
         }

@@ -689,7 +689,7 @@ impl Manager {
             None => (String::new(), 0),
         };
         let (cdo, attributes) = match subject {
-            Some(s) => (Some(s.name.to_string()), s.attributes),
+            Some(s) => (Some(String::from(&*s.name)), s.attributes),
             None => (None, Attributes::new()),
         };
         PoolEvent {

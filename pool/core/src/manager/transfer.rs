@@ -23,10 +23,10 @@ use crate::proto::{
 #[derive(Debug, Default)]
 pub(super) struct InFlight {
     records: BTreeMap<TransferId, Transfer>,
-    /// Leases granted and neither used nor released, by id; by offer; how many each
-    /// holder has.
+    /// Leases granted and neither used nor released, by id; by offer (mostly one or two
+    /// subscribers': no allocation); how many each holder has.
     leases: HashMap<TransferId, Leased>,
-    on_offer: HashMap<CdoId, Vec<TransferId>>,
+    on_offer: HashMap<CdoId, smallvec::SmallVec<[TransferId; 2]>>,
     held: HashMap<AppId, usize>,
     /// Transfers reading from each offer (absent: none).
     load: HashMap<CdoId, usize>,
@@ -99,7 +99,7 @@ impl InFlight {
             self.pinned.remove(&(at, id));
         }
         if let Some(ids) = self.on_offer.get_mut(&l.from) {
-            ids.retain(|&x| x != id);
+            ids.retain(|x| *x != id);
             if ids.is_empty() {
                 self.on_offer.remove(&l.from);
             }
