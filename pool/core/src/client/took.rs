@@ -147,7 +147,11 @@ impl<T: Driver> ClientCore<T> {
             return Ok(None);
         }
         let cdo = self.reserve(1)?;
-        self.defer(ToPm::Took { cdo, lease, direct });
+        // Sent with the step's write, not deferred: a batch fetch that takes only leases
+        // sends nothing else, and the reports of events taken (`ToPm::Taken`), which open
+        // the subscription's window again, wait for it (deferred, the 8 B stream in
+        // batches ran at 112-143k CDOs/s against 134-181k before, the PM idle).
+        self.queue(ToPm::Took { cdo, lease, direct });
         let attributes = with_built_ins(attributes, name, provider, data.as_ref().len());
         Ok(Some((data, attributes)))
     }
