@@ -340,13 +340,7 @@ fn no_lease_where_a_demand_must_be_seen_first_nor_before_the_offer_nor_past_the_
 /// Offer `name` of `p`, withdrawn at once; the lease `c` was granted with its event.
 fn lease_then_withdraw(pm: &mut Pm, (p, c): (ConnId, ConnId), name: &str) -> (CdoId, TransferId) {
     let (offer, out) = pm.offer(p, name, 100);
-    let lease = out
-        .iter()
-        .find_map(|(to, m)| match m {
-            FromPm::Event { lease: Some(l), .. } if *to == c => Some(l.lease),
-            _ => None,
-        })
-        .expect("a lease with the event");
+    let lease = support::lease_to(&out, c);
     let out = pm.feed(
         p,
         ToPm::Withdraw {

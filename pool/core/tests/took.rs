@@ -259,14 +259,7 @@ fn lease_of(
     } else {
         pm.offer(p, name, 100)
     };
-    let lease = out
-        .iter()
-        .find_map(|(to, m)| match m {
-            FromPm::Event { lease: Some(l), .. } if *to == c => Some(l.lease),
-            _ => None,
-        })
-        .expect("a lease with the event");
-    (offer, lease)
+    (offer, support::lease_to(&out, c))
 }
 
 /// The PM's side, bare: a take goes unanswered and lets through the withdraw its lease

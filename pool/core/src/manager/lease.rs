@@ -110,18 +110,7 @@ impl Manager {
                 local: l.inline,
                 ..Want::default()
             });
-            if let Some(a) = m.apps.get_mut(&app) {
-                a.counters.demanded += 1;
-            }
-            let record = Transfer {
-                from: l.from,
-                to: c,
-                started: m.events.now(),
-                stream: None,
-                completes_demand: true,
-                len: l.len,
-                route: l.route,
-            };
+            let record = m.leased_demand(app, &l, c);
             m.notify(EventKind::TransportStarted, app, Some(l.from), || {
                 format!(
                     "transfer {lease} by a lease ({}) granted with the offer's event",
@@ -171,21 +160,27 @@ impl Manager {
         let Some(l) = self.transfers.end_lease(lease) else {
             return;
         };
+        let record = self.leased_demand(app, &l, cdo);
+        let direct = direct.filter(|_| !l.inline);
+        self.transfer_finished(lease, &record, traffic::Outcome::Done(direct));
+        self.source_released(l.from);
+    }
+
+    /// `app`'s demand served by lease `l` for its CDO `to` (one it keeps, or the id of a
+    /// take), counted: the transfer it is.
+    fn leased_demand(&mut self, app: AppId, l: &Leased, to: CdoId) -> Transfer {
         if let Some(a) = self.apps.get_mut(&app) {
             a.counters.demanded += 1;
         }
-        let record = Transfer {
+        Transfer {
             from: l.from,
-            to: cdo,
+            to,
             started: self.events.now(),
             stream: None,
             completes_demand: true,
             len: l.len,
             route: l.route,
-        };
-        let direct = direct.filter(|_| !l.inline);
-        self.transfer_finished(lease, &record, traffic::Outcome::Done(direct));
-        self.source_released(l.from);
+        }
     }
 
     /// `Release`: `app` gives these leases back (those not its own are ignored: they may

@@ -338,6 +338,16 @@ impl Pm {
     }
 }
 
+/// The lease `conn` was granted with an offer's event in `out`.
+pub fn lease_to(out: &[(ConnId, FromPm)], conn: ConnId) -> TransferId {
+    out.iter()
+        .find_map(|(to, m)| match m {
+            FromPm::Event { lease: Some(l), .. } if *to == conn => Some(l.lease),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no lease for {conn} in {out:?}"))
+}
+
 /// The events in `out` sent to `conn`.
 pub fn events_to(out: &[(ConnId, FromPm)], conn: ConnId) -> Vec<PoolEvent> {
     out.iter()
