@@ -201,7 +201,6 @@ fn holds_demands(kinds: EventKinds, options: SubscribeOptions) -> bool {
     kinds.contains(EventKind::Demand) && options.signal_before
 }
 
-/// The event kind of an operation on a CDO, if it is one.
 /// The kinds of events the operations a `Took` stands for raise (see [`Manager::split`]).
 const TOOK_KINDS: [EventKind; 5] = [
     EventKind::Declare,
@@ -211,6 +210,7 @@ const TOOK_KINDS: [EventKind; 5] = [
     EventKind::TransportCompleted,
 ];
 
+/// The event kind of an operation on a CDO, if it is one.
 fn kind_of_op(op: Op) -> Option<EventKind> {
     Some(match op {
         Op::Declare => EventKind::Declare,
@@ -306,11 +306,6 @@ impl Manager {
     ///   `Dispose` for subscribers of declares, demands, disposes or transports; run as
     ///   one, it makes no CDO (see [`Manager::took`]).
     fn split(&mut self, conn: ConnId, app: AppId, msg: ToPm) -> Option<ToPm> {
-        let heard = |m: &Manager, kinds: &[EventKind]| {
-            kinds
-                .iter()
-                .any(|&k| m.events.wants(k, false) || m.events.wants(k, true))
-        };
         let parts = match msg {
             ToPm::SealOffer {
                 cdo,
@@ -331,7 +326,9 @@ impl Manager {
                 ]
             }
             ToPm::Took { cdo, lease, direct }
-                if heard(self, &TOOK_KINDS)
+                if TOOK_KINDS
+                    .iter()
+                    .any(|&k| self.events.wants(k, false) || self.events.wants(k, true))
                     && let Some((name, inline)) = self.took_name(app, cdo, lease) =>
             {
                 let mut parts = vec![ToPm::Declare { cdo, name }, ToPm::UseLease { cdo, lease }];
