@@ -269,7 +269,8 @@ pub struct ClientCore<T: Driver> {
     /// part of the app's CDO ids the core numbers with.
     shard: crate::shards::Place,
     /// Waiting calls by what their answer is filed under, first come first served.
-    waiters: HashMap<CallKey, VecDeque<Waiting<T::Waiter>>>,
+    /// Mostly one call per key: kept inline, where a queue cost each call an allocation.
+    waiters: HashMap<CallKey, smallvec::SmallVec<[Waiting<T::Waiter>; 1]>>,
     next_call: u64,
     /// The deadlines of waiting calls, earliest first, and what each call is filed under.
     deadlines: BTreeMap<(Instant, CallId), CallKey>,
@@ -556,7 +557,7 @@ impl<T: Driver> ClientCore<T> {
         if let Some(at) = deadline {
             self.deadlines.insert((at, call), key);
         }
-        self.waiters.entry(key).or_default().push_back(Waiting {
+        self.waiters.entry(key).or_default().push(Waiting {
             call,
             deadline,
             waiter,
@@ -650,10 +651,7 @@ impl<T: Driver> ClientCore<T> {
     /// Takes call `call` out of the queue of `key`.
     fn unfile(&mut self, key: CallKey, call: CallId) -> Option<Waiting<T::Waiter>> {
         let q = self.waiters.get_mut(&key)?;
-        let w = q
-            .iter()
-            .position(|w| w.call == call)
-            .and_then(|i| q.remove(i));
+        let w = q.iter().position(|w| w.call == call).map(|i| q.remove(i));
         if q.is_empty() {
             self.waiters.remove(&key);
         }
@@ -681,7 +679,7 @@ impl<T: Driver> ClientCore<T> {
         let Some(q) = self.waiters.get_mut(&key) else {
             return counted;
         };
-        let Some(w) = q.pop_front() else {
+        let Some(w) = (!q.is_empty()).then(|| q.remove(0)) else {
             return false;
         };
         if q.is_empty() {
