@@ -324,9 +324,7 @@ impl<T: Driver> ClientCore<T> {
                 let data = T::inline(bytes, lent);
                 if attr::verify_checksum(&attributes, data.as_ref()).is_err() {
                     tracing::warn!("pool client: lease {lease} of CDO {cdo}: corrupt bytes");
-                    self.defer(ToPm::Release {
-                        leases: vec![lease],
-                    });
+                    self.release(lease);
                     return self.demand_call(now, cdo, waiter).map(Demand::Waiting);
                 }
                 self.defer(ToPm::UseLease { cdo, lease });

@@ -76,7 +76,8 @@ pub(super) struct Held {
     pub(super) attributes: Attributes,
     /// Whose bytes these are.
     pub(super) provider: Arc<str>,
-    name: Arc<str>,
+    /// The offer's CDO name.
+    pub(super) name: Arc<str>,
 }
 
 /// The leases a client holds (see the module's documentation).

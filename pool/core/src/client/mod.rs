@@ -502,6 +502,13 @@ impl<T: Driver> ClientCore<T> {
         }
     }
 
+    /// Tells the PM this app will not use `lease` (with its next message).
+    fn release(&mut self, lease: TransferId) {
+        self.defer(ToPm::Release {
+            leases: vec![lease],
+        });
+    }
+
     /// Queues `msg`, which nobody waits for and may go with the next message (unless the
     /// connection ended or the app is leaving: then it is dropped).
     fn defer(&mut self, msg: ToPm) {
@@ -786,9 +793,7 @@ impl<T: Driver> ClientCore<T> {
             FromPm::Chunk(c) => self.piece(now, c.transfer, Ok((c.offset, c.data))),
             FromPm::Revoke { lease } => {
                 if self.leases.forget(lease).is_some() {
-                    self.defer(ToPm::Release {
-                        leases: vec![lease],
-                    });
+                    self.release(lease);
                 }
             }
             FromPm::Subscribed { local, sub } => self.subscribed(local, sub),
@@ -801,7 +806,7 @@ impl<T: Driver> ClientCore<T> {
                         Err(id) => Some(id),
                     };
                     if let Some(id) = release {
-                        self.defer(ToPm::Release { leases: vec![id] });
+                        self.release(id);
                     }
                 }
                 if let Some(serial) = self.subs.event(now, sub, event, &mut self.events) {

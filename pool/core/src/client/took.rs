@@ -77,21 +77,21 @@ impl<T: Driver> ClientCore<T> {
             source,
             attributes,
             provider,
-            ..
+            name,
         } = held;
         let Source::Inline { bytes } = source else {
             let copy = LeaseCopy {
                 lease,
                 shard: self.shard.index(),
                 taken: now,
-                name: name.into(),
+                name,
                 attributes,
                 provider,
             };
             return Ok(Some(Taken::Copy(copy, source)));
         };
         let data = T::inline(bytes, None);
-        let here = self.keep_taken(lease, (data, None), (name, attributes, &provider))?;
+        let here = self.keep_taken(lease, (data, None), (&name, attributes, &provider))?;
         Ok(here.map(|(data, attributes)| Taken::Here(data, attributes)))
     }
 
@@ -154,12 +154,5 @@ impl<T: Driver> ClientCore<T> {
         self.queue(ToPm::Took { cdo, lease, direct });
         let attributes = with_built_ins(attributes, name, provider, data.as_ref().len());
         Ok(Some((data, attributes)))
-    }
-
-    /// Tells the PM this app will not use `lease`.
-    fn release(&mut self, lease: TransferId) {
-        self.defer(ToPm::Release {
-            leases: vec![lease],
-        });
     }
 }

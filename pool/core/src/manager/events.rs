@@ -329,8 +329,9 @@ impl Manager {
                 if TOOK_KINDS
                     .iter()
                     .any(|&k| self.events.wants(k, false) || self.events.wants(k, true))
-                    && let Some((name, inline)) = self.took_name(app, cdo, lease) =>
+                    && let Ok(l) = self.takeable(app, cdo, lease) =>
             {
+                let (name, inline) = (String::from(&*l.name), l.inline);
                 let mut parts = vec![ToPm::Declare { cdo, name }, ToPm::UseLease { cdo, lease }];
                 if !inline {
                     parts.push(ToPm::TransferDone {
@@ -342,6 +343,7 @@ impl Manager {
                 parts.push(ToPm::Dispose { cdo, answer: false });
                 parts
             }
+            // A take that would be refused is refused as one message, with no events.
             msg => return Some(msg),
         };
         // Each goes as if it came next from the app: behind an operation the one before
@@ -350,20 +352,6 @@ impl Manager {
             self.app_message(conn, app, part);
         }
         None
-    }
-
-    /// The name `app`'s `Took` of `lease` declares `cdo` with, and whether the lease is of
-    /// inline bytes, when it would succeed (a refused one is refused as one message, with
-    /// no events).
-    fn took_name(
-        &self,
-        app: AppId,
-        cdo: CdoId,
-        lease: crate::proto::TransferId,
-    ) -> Option<(String, bool)> {
-        let l = self.transfers.lease(lease).filter(|l| l.holder == app)?;
-        self.declarable(app, cdo, &l.name).ok()?;
-        Some((l.name.to_string(), l.inline))
     }
 
     /// Runs the operation; withholds its replies if after-events need acknowledgements.

@@ -150,12 +150,15 @@ impl Manager {
         (cdo, lease): (CdoId, TransferId),
         direct: Option<Direct>,
     ) {
-        let Some(l) = self.transfers.lease(lease).filter(|l| l.holder == app) else {
-            return self.refuse(conn, Op::Demand, Some(cdo), Refusal::UnknownTransfer);
-        };
-        if let Err(why) = self.declarable(app, cdo, &l.name) {
-            self.give_back(lease);
-            return self.refuse(conn, Op::Demand, Some(cdo), why);
+        match self.takeable(app, cdo, lease) {
+            Ok(_) => {}
+            Err(Refusal::UnknownTransfer) => {
+                return self.refuse(conn, Op::Demand, Some(cdo), Refusal::UnknownTransfer);
+            }
+            Err(why) => {
+                self.give_back(lease);
+                return self.refuse(conn, Op::Demand, Some(cdo), why);
+            }
         }
         let Some(l) = self.transfers.end_lease(lease) else {
             return;
@@ -164,6 +167,20 @@ impl Manager {
         let direct = direct.filter(|_| !l.inline);
         self.transfer_finished(lease, &record, traffic::Outcome::Done(direct));
         self.source_released(l.from);
+    }
+
+    /// The lease `app`'s take of `lease` as `cdo` uses, if it may: `UnknownTransfer` when
+    /// the lease is not the app's, why `cdo` may not be declared under the lease's name.
+    pub(super) fn takeable(
+        &self,
+        app: AppId,
+        cdo: CdoId,
+        lease: TransferId,
+    ) -> Result<&Leased, Refusal> {
+        let l = (self.transfers.lease(lease).filter(|l| l.holder == app))
+            .ok_or(Refusal::UnknownTransfer)?;
+        self.declarable(app, cdo, &l.name)?;
+        Ok(l)
     }
 
     /// `app`'s demand served by lease `l` for its CDO `to` (one it keeps, or the id of a
