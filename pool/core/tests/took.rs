@@ -272,16 +272,7 @@ fn the_pm_takes_what_a_lease_held_and_refuses_a_lease_not_the_apps_or_a_bad_id()
     let (p, _) = pm.join("producer");
     let (other, _) = pm.join("other");
     pm.subscribe(c, EventKind::Offer, "", SubscribeOptions::default());
-    let refused = |to, cdo, why| {
-        vec![(
-            to,
-            FromPm::Refused {
-                op: Op::Demand,
-                cdo: Some(cdo),
-                why,
-            },
-        )]
-    };
+    let refused = |to, cdo, why| vec![(to, support::refused(Op::Demand, Some(cdo), why))];
     let took = |cdo, lease| ToPm::Took {
         cdo,
         lease,
