@@ -22,7 +22,8 @@ use tokio::sync::oneshot;
 
 use super::offer::{Ready, forget};
 use super::shared::{Core, answer};
-use super::{AsyncClient, CdoData, ClientError, Result, transport};
+use super::transport::{self, Pace};
+use super::{AsyncClient, CdoData, ClientError, Result};
 use crate::attr::Attributes;
 use crate::proto::{self, CdoId, Op, Source};
 
@@ -223,7 +224,8 @@ impl AsyncClient {
         }
         let shared = &self.shared;
         let got = join_all(copies.into_iter().map(|(i, copy, source)| async move {
-            let got = transport::get(shared, (copy.shard, copy.lease), source, None).await;
+            let got = transport::get(shared, (copy.shard, copy.lease), source, (None, Pace::Batch));
+            let got = got.await;
             (i, copy, got)
         }))
         .await;

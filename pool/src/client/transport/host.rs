@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use fabric::Buffer;
 use fabric::cma::Origin;
 
-use super::crew::{self, Dst};
+use super::Pace;
+use super::crew::Dst;
 use super::rma::endpoint_via;
 use crate::client::data::CdoData;
 use crate::client::{ClientError, Result, Shared};
@@ -19,9 +20,9 @@ use crate::proto::{Direct, HostMemory, ProcessMemory};
 
 /// Takes `len` bytes at `addr` of the provider's memory `m` (see [`take_from_process`]):
 /// on the caller's thread when that takes microseconds (small copies, views of huge
-/// pages), copies of [`crew::OFFLOAD_MIN`] bytes and more by the client's copy crew
-/// (several at once, a large one by two threads), views of many 4 KiB pages on a thread
-/// that may block. [`Taken::NotHere`] when the process id does not name the provider or
+/// pages), copies the crew makes at `pace` ([`Pace`]) by the client's copy crew (several
+/// at once, a large one by two threads), views of many 4 KiB pages on a thread that may
+/// block. [`Taken::NotHere`] when the process id does not name the provider or
 /// the kernel refuses.
 ///
 /// # Errors
@@ -29,13 +30,13 @@ use crate::proto::{Direct, HostMemory, ProcessMemory};
 pub(super) async fn take(
     shared: &Arc<Shared>,
     (via, m, addr, len): CopySource,
-    lent: Option<Buffer>,
+    (lent, pace): (Option<Buffer>, Pace),
 ) -> Result<Taken> {
     if !genuine(shared, m.process) {
         return Ok(Taken::NotHere(lent));
     }
     let view = mappable(&m, lent.as_ref());
-    if !view && len >= crew::OFFLOAD_MIN && shared.crew.helps() {
+    if !view && len >= pace.offload() && shared.crew.helps() {
         let dst = landing(shared, via, len, lent)?;
         let (dst, copied) = shared
             .crew

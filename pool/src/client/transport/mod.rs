@@ -40,6 +40,29 @@ use crate::proto::{Direct, Source, TransferId};
 /// id there (each manager numbers its own).
 pub(super) type Transfer = (usize, TransferId);
 
+/// How a fetch is made, which decides who copies a same-host provider's memory for it
+/// (see [`crew`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Pace {
+    /// A ticket carried out as it comes: the crew takes copies of [`crew::OFFLOAD_MIN`]
+    /// bytes and more (a smaller one costs more in hops than the second thread saves).
+    Alone,
+    /// One of a batch whose copies are all started before any is waited for
+    /// ([`AsyncClient::fetch_many`](crate::client::AsyncClient::fetch_many)): the crew
+    /// takes them from [`crew::HANDOFF_MIN`] bytes, so that two threads copy the batch.
+    Batch,
+}
+
+impl Pace {
+    /// The least copy the crew makes at this pace.
+    fn offload(self) -> usize {
+        match self {
+            Pace::Alone => crew::OFFLOAD_MIN,
+            Pace::Batch => crew::HANDOFF_MIN,
+        }
+    }
+}
+
 /// A ticket's bytes here, and whether (and how) they were taken straight from the
 /// provider's memory.
 pub(super) type Got = (CdoData, Option<Direct>);
@@ -91,7 +114,7 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
         ..
     } = fetch;
     let kind = source.kind();
-    let got = get(&shared, (shard, transfer), source, lent)
+    let got = get(&shared, (shard, transfer), source, (lent, Pace::Alone))
         .await
         .map_err(|e| {
             tracing::debug!("pool client: transfer {transfer} of shard {shard} ({kind}): {e}");
@@ -105,12 +128,12 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
 }
 
 /// Gets a ticket's bytes with the executor of its transport, into `lent` (memory the
-/// application lent for this CDO) where it fits and the transport allows.
+/// application lent for this CDO) where it fits and the transport allows, at `pace`.
 pub(super) async fn get(
     shared: &Arc<Shared>,
     transfer: Transfer,
     source: Source,
-    lent: Option<Buffer>,
+    (lent, pace): (Option<Buffer>, Pace),
 ) -> Result<Got> {
     let len = usize::try_from(source.len()).map_err(|_| {
         ClientError::Call(CallError::Protocol(format!(
@@ -136,6 +159,7 @@ pub(super) async fn get(
                 region,
                 via,
                 memory,
+                pace,
             };
             rma::Rma::fetch(shared, transfer, ticket, len, lent).await
         }

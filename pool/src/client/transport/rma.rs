@@ -12,7 +12,7 @@ use fabric::access::RemoteRead;
 use fabric::{Buffer, MemoryRegion, Peer, RemoteRegion};
 
 use super::host::{self, Taken};
-use super::{Executor, Got, Transfer};
+use super::{Executor, Got, Pace, Transfer};
 use crate::client::data::{self, CdoData};
 use crate::client::{ClientError, Result, Shared};
 use crate::proto::{self, HostMemory, Source};
@@ -28,6 +28,8 @@ pub(super) struct Ticket {
     pub(super) via: u8,
     /// The provider's memory on this host, when it shares the host.
     pub(super) memory: Option<Box<HostMemory>>,
+    /// How the fetch is made: which copies of that memory the copy crew makes.
+    pub(super) pace: Pace,
 }
 
 /// See the module's documentation.
@@ -48,12 +50,13 @@ impl Executor for Rma {
             region,
             via,
             memory,
+            pace,
         } = ticket;
         let copy_only = memory.as_ref().is_some_and(|m| m.copy_only);
         if let Some(m) = memory
             && shared.cross_memory.load(Ordering::Relaxed)
         {
-            match host::take(shared, (via, *m, region.addr, len), lent).await? {
+            match host::take(shared, (via, *m, region.addr, len), (lent, pace)).await? {
                 Taken::Here(data, how) => return Ok((data, Some(how))),
                 Taken::NotHere(unused) => lent = unused,
             }
