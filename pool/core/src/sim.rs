@@ -532,9 +532,26 @@ impl World {
         self.apps[app].core.declare(now, name)
     }
 
-    /// App `app`'s client: its calls go to the shards they concern.
+    /// App `app`'s client: its calls go to the shards they concern. Unless the app is
+    /// [`World::stalled`], its reader is [`World::caught_up`] first, as a driver's reader
+    /// that finds its connections empty.
     pub fn client(&mut self, app: usize) -> &mut Sharded<Plain> {
+        if self.stalled != Some(app) {
+            self.caught_up(app);
+        }
         &mut self.apps[app].core
+    }
+
+    /// App `app`'s reader caught up by now: it handled all the managers sent it
+    /// ([`Sharded::drained`]). For a stalled app, this models a message held up on its way
+    /// (which its client cannot tell from one not sent yet).
+    pub fn caught_up(&mut self, app: usize) {
+        let a = &mut self.apps[app];
+        for (shard, &conn) in a.conns.iter().enumerate() {
+            if conn != 0 {
+                a.core.drained(shard, self.now);
+            }
+        }
     }
 
     /// App `app`'s core at shard 0 (its only one, in a pool of one): its connection's
@@ -553,7 +570,7 @@ impl World {
         step: impl FnOnce(&mut Sharded<Plain>, Instant) -> R,
     ) -> R {
         let now = self.now;
-        step(&mut self.apps[app].core, now)
+        step(self.client(app), now)
     }
 
     /// The earliest deadline of the managers and of every core.

@@ -121,10 +121,43 @@ fn an_offers_event_brings_a_lease_and_its_demand_waits_for_nobody() {
     assert_eq!(w.answer(c, 4), None);
 }
 
-/// A consumer too slow to hear of its lease's revocation in the PM's grace uses it after
-/// the PM abandoned it: the PM refuses the use, and the consumer's demand goes to the PM
-/// as any other, served by the next offer of the name (not failed, not served by bytes
-/// no longer offered).
+/// A consumer whose reader is stalled, so that it does not hear of its lease's
+/// revocation, does not use a lease of memory once half the PM's grace passed since it
+/// last caught up: its demand goes to the PM as any other, and waits for an offer there
+/// (not served by bytes no longer offered, which the PM let go after the grace).
+#[test]
+fn a_stalled_consumer_leaves_its_leases_of_memory_to_the_pm() {
+    let mut w = World::new();
+    let (c, p) = (w.join("consumer", true), w.join("producer", true));
+    subscribe(&mut w, c, SubscribeOptions::default(), 1);
+    let (a, _) = w.offer(p, "a", &[1; 100], false);
+    w.offer(p, "small", b"8 bytes!", true);
+    w.pump();
+    w.stalled = Some(c);
+    withdraw(&mut w, p, a, 10);
+    w.pump();
+    let grace = Policy::default().lease_grace;
+    let until = w.now + grace;
+    w.run_until(until);
+    assert_eq!(w.answer(p, 10), Some(&Ok(a)), "the grace is over");
+    w.hold = true;
+    let (_, d) = demand(&mut w, c, "a", 2);
+    assert!(matches!(d, Demand::Waiting(_)));
+    w.pump();
+    assert_eq!((sent(&w, c, is_use), sent(&w, c, is_demand)), (0, 1));
+    assert!(w.held.is_empty(), "nothing read from the provider");
+    // A lease of bytes that came with their event is used all the same.
+    let (_, d) = demand(&mut w, c, "small", 3);
+    assert!(matches!(d, Demand::Here(ref bytes, _) if bytes == b"8 bytes!"));
+    w.unstall();
+    assert_eq!(w.answer(c, 2), None, "waiting for an offer, not failed");
+}
+
+/// A use of a lease that reaches the PM after it abandoned the lease (the consumer
+/// caught up as far as it can tell, the revocation held up on its way for longer than
+/// the other half of the grace) is refused, and the consumer's demand goes to the PM as
+/// any other, served by the next offer of the name (not failed, not served by bytes no
+/// longer offered).
 #[test]
 fn a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves() {
     let mut w = World::new();
@@ -142,6 +175,7 @@ fn a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves() {
     assert_eq!(w.answer(p, 10), Some(&Ok(a)), "the grace is over");
     // The consumer, not having heard, uses the lease; its read is under way.
     w.hold = true;
+    w.caught_up(c);
     let (got, d) = demand(&mut w, c, "a", 2);
     assert!(matches!(d, Demand::Waiting(_)));
     w.pump();
@@ -489,5 +523,6 @@ fn a_lease_used_behind_the_consumers_held_operation_is_counted_in_order() {
 
 support::at_three_shards!(
     a_withdraw_revokes_unused_leases_and_waits_for_the_one_in_use,
+    a_stalled_consumer_leaves_its_leases_of_memory_to_the_pm,
     a_lease_used_after_the_grace_turns_into_a_demand_the_pm_serves,
 );

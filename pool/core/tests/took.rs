@@ -161,6 +161,29 @@ fn a_copy_too_late_to_be_sure_of_is_dropped_and_a_large_lease_left_to_the_demand
     assert!(!w.sent(c).iter().any(|m| is_took(m)));
 }
 
+/// A consumer whose reader is stalled (it may not have heard of a revocation) takes no
+/// lease of memory once half the PM's grace passed since it last caught up: the name is
+/// left to the demand. Leases of bytes that came with their event are taken all the same,
+/// and once caught up it takes leases of memory again.
+#[test]
+fn a_stalled_consumer_takes_only_the_leases_of_bytes() {
+    let mut w = World::new();
+    let (c, p) = (w.join("consumer", true), w.join("producer", true));
+    subscribe(&mut w, c, EventKind::Offer.into(), 1);
+    w.offer(p, "memory", &[5; 5000], false);
+    w.offer(p, "bytes", b"8 bytes!", true);
+    w.pump();
+    w.stalled = Some(c);
+    w.now += Policy::default().lease_grace / 2;
+    let memory = w.timed(c, |k, now| k.take_leased(now, "memory"));
+    assert!(matches!(memory, Ok(None)), "left to the demand");
+    let bytes = w.timed(c, |k, now| k.take_leased(now, "bytes"));
+    assert!(matches!(bytes, Ok(Some(Taken::Here(ref b, _))) if b == b"8 bytes!"));
+    w.unstall();
+    let memory = w.timed(c, |k, now| k.take_leased(now, "memory"));
+    assert!(matches!(memory, Ok(Some(Taken::Copy(..)))), "caught up");
+}
+
 /// Declares, demands and disposes `name` at `c` (answers under `tag`); its bytes.
 fn demanded(w: &mut World, c: usize, name: &str, tag: u32) -> Vec<u8> {
     let d = w.declare(c, name).expect("declare");
@@ -323,4 +346,5 @@ support::at_three_shards!(
     leases_are_taken_in_one_message_each_and_the_pm_keeps_no_cdo,
     a_copy_too_late_to_be_sure_of_is_dropped_and_a_large_lease_left_to_the_demand,
     a_subscriber_of_declares_and_disposes_hears_a_take_as_its_operations,
+    a_stalled_consumer_takes_only_the_leases_of_bytes,
 );

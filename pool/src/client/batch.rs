@@ -166,7 +166,10 @@ impl AsyncClient {
         let now = Instant::now();
         let mut out = Vec::with_capacity(names.len());
         let mut copies = Vec::new();
+        // Leases serve them: the core is told how current its lease table is.
+        self.shared.catch_up(now);
         let mut waiting = self.shared.with_core(|c| {
+            self.shared.drains.tell(c);
             let mut demands = Vec::new();
             for (i, name) in names.iter().enumerate() {
                 match c.take_leased(now, name)? {
@@ -224,7 +227,12 @@ impl AsyncClient {
         }
         let shared = &self.shared;
         let got = join_all(copies.into_iter().map(|(i, copy, source)| async move {
-            let got = transport::get(shared, (copy.shard, copy.lease), source, (None, Pace::Batch));
+            let got = transport::get(
+                shared,
+                (copy.shard, copy.lease),
+                source,
+                (None, Pace::Batch),
+            );
             let got = got.await;
             (i, copy, got)
         }))

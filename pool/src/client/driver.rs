@@ -40,6 +40,9 @@ pub(crate) struct FrameReader {
     inbox: VecDeque<FromPm>,
     /// The connection ended: nothing comes after the inbox.
     ended: bool,
+    /// A socket's last drain not noted yet: the instant of a read that took less than it
+    /// had room for, so everything written before it is in the buffer or the inbox.
+    drained: Option<Instant>,
 }
 
 impl FrameReader {
@@ -49,6 +52,7 @@ impl FrameReader {
             buf: Vec::new(),
             inbox: VecDeque::new(),
             ended: false,
+            drained: None,
         }
     }
 
@@ -66,9 +70,14 @@ impl FrameReader {
                 Io::Stream(io) => {
                     // Straight into the buffer's spare room.
                     self.buf.reserve(64 * 1024);
-                    if io.read_buf(&mut self.buf).await? == 0 {
+                    let room = self.buf.capacity() - self.buf.len();
+                    let (n, at) = timed_read(io, &mut self.buf).await?;
+                    if n == 0 {
                         self.ended = true;
                         continue;
+                    }
+                    if n < room {
+                        self.drained = Some(at);
                     }
                     proto::drain_frames::<FromPm>(&mut self.buf, |m| inbox.push_back(m))?;
                 }
@@ -276,11 +285,28 @@ pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: 
     }
 }
 
-/// [`read_loop`] of a socket.
+/// Reads into `buf`'s spare room: how many bytes, and the instant of the read that got
+/// them (every byte written before it was there to read).
+async fn timed_read(io: &mut Reader, buf: &mut Vec<u8>) -> std::io::Result<(usize, Instant)> {
+    let mut read = std::pin::pin!(io.read_buf(buf));
+    let mut at = Instant::now();
+    let n = std::future::poll_fn(|cx| {
+        at = Instant::now();
+        read.as_mut().poll(cx)
+    })
+    .await?;
+    Ok((n, at))
+}
+
+/// [`read_loop`] of a socket: each drain noted once what it read is handled
+/// ([`super::drains`]).
 async fn stream_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: usize) -> Result<()> {
     while let Some(m) = r.next().await? {
         let rest = std::iter::from_fn(|| r.next_read());
         deliver(shared, shard, std::iter::once(m).chain(rest));
+        if let Some(at) = r.drained.take() {
+            shared.drains.note(shard, at);
+        }
     }
     Ok(())
 }
@@ -309,7 +335,8 @@ async fn ring_loop(ring: &mut RingIn, shared: &Arc<Shared>, shard: usize) -> Res
 }
 
 /// Takes what the ring of `inlet` holds (its lock held as `taken`) and hands the whole
-/// frames to the core; the number of bytes taken.
+/// frames to the core, then notes the drain ([`super::drains`]); the number of bytes
+/// taken.
 ///
 /// # Errors
 /// The PM's position in the ring is out of range; a malformed frame.
@@ -319,6 +346,7 @@ pub(crate) fn take_and_deliver(
     shared: &Arc<Shared>,
     shard: usize,
 ) -> Result<usize> {
+    let at = Instant::now();
     let n = inlet.take(taken)?;
     let mut got = taken.take_messages();
     let framed = proto::drain_frames::<FromPm>(&mut taken.buf, |m| got.push(m));
@@ -326,6 +354,7 @@ pub(crate) fn take_and_deliver(
     deliver(shared, shard, got.drain(..));
     taken.keep_messages(got);
     framed?;
+    shared.drains.note(shard, at);
     Ok(n)
 }
 

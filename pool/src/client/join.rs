@@ -239,8 +239,9 @@ impl AsyncClient {
             by_default: gfs.as_ref().is_some_and(|g| g.offers()),
         });
         // Shard 0's connection is open; another shard's is opened when first needed.
+        let shards = info.shards().count();
         let outs = std::iter::once(outbox::Outbox::new(connected.writer))
-            .chain((1..info.shards().count()).map(|_| outbox::Outbox::pending()))
+            .chain((1..shards).map(|_| outbox::Outbox::pending()))
             .collect();
         let shared = Arc::new(Shared {
             app,
@@ -269,6 +270,7 @@ impl AsyncClient {
             views: fabric::cma::Views::new(super::VIEWS_BYTES),
             gfs,
             inlets: Mutex::default(),
+            drains: super::drains::Drains::new(shards),
             short_reads: Default::default(),
         });
         shared.keep(&super::reclaim::spawn(

@@ -22,6 +22,7 @@
 mod batch;
 mod blocking;
 mod data;
+mod drains;
 mod driver;
 mod gfs;
 mod group;
@@ -525,7 +526,10 @@ async fn demand(
 ) -> Result<(CdoData, Attributes)> {
     let (tx, rx) = oneshot::channel();
     let now = Instant::now();
+    // A lease may serve it: the core is told how current its lease table is.
+    shared.catch_up(now);
     let (shard, demanded) = shared.with_core(|c| {
+        shared.drains.tell(c);
         let d = c.demand(now, cdo, tx)?;
         if let (Demand::Waiting(call), Some(at)) = (&d, deadline) {
             c.set_deadline((Op::Demand, cdo), *call, Some(at));

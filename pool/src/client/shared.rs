@@ -106,6 +106,9 @@ pub(crate) struct Shared {
     /// tasks run: the threads waiting in `Client::block_on` read them too
     /// ([`Shared::read_rings`]).
     pub(crate) inlets: Mutex<Inlets>,
+    /// When each shard's connection was last read down to what was there
+    /// ([`super::drains`]).
+    pub(crate) drains: super::drains::Drains,
     /// RMA reads of at most [`super::transport::rma::SHORT_READ`] posted by
     /// [`super::transport::rma::read_then`] and not reported yet: a thread waiting in
     /// `Client::block_on` polls on through them.

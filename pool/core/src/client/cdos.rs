@@ -279,7 +279,7 @@ impl<T: Driver> ClientCore<T> {
             }
             return Ok(Demand::Here(data, attributes));
         }
-        if let Some((lease, held)) = self.lease_for(cdo) {
+        if let Some((lease, held)) = self.lease_for(now, cdo) {
             return self.demand_leased(now, (cdo, lease), held, waiter);
         }
         self.demand_call(now, cdo, waiter).map(Demand::Waiting)
@@ -292,15 +292,20 @@ impl<T: Driver> ClientCore<T> {
         Ok(call)
     }
 
-    /// A lease for a demand of `cdo`: the CDO is declared and nothing else is under way
-    /// for it (no require, no bytes here), and a lease of its name is held.
-    fn lease_for(&mut self, cdo: CdoId) -> Option<(TransferId, super::leases::Held)> {
+    /// A lease for a demand of `cdo` at `now`: the CDO is declared and nothing else is
+    /// under way for it (no require, no bytes here), and a lease of its name is held, of
+    /// bytes it carried or, while the lease table is current ([`ClientCore::drained`]), of
+    /// memory.
+    fn lease_for(&mut self, now: Instant, cdo: CdoId) -> Option<(TransferId, super::leases::Held)> {
         let m = self.cdos.get(&cdo)?;
         if self.closed || m.phase != Phase::Declared || m.busy || m.arrived.is_some() {
             return None;
         }
         let name = Arc::clone(&m.name);
-        self.leases.take(&name)
+        let current = self.leases.current(now).is_some();
+        self.leases.take_if(&name, |h| {
+            current || matches!(h.source, Source::Inline { .. })
+        })
     }
 
     /// Demands `cdo` with `lease` (see [`ClientCore::demand`]). Inline bytes that fail

@@ -3,7 +3,18 @@
 //! revokes it, or it was held [`LEASE_HOLD`] unused; then it is released
 //! ([`ToPm::Release`]), many in one message.
 //!
+//! **Only while the table is known to be current** ([`Leases::current`]): a lease of
+//! memory is used only within half the PM's lease grace of the last instant the driver
+//! had handled everything the PM had written ([`ClientCore::drained`]). The PM lets a
+//! revoked lease's offer go (and its provider reuse the memory) a grace after it wrote the
+//! revocation; a revocation written before that instant was handled and took the lease
+//! out of the table, and one written after it leaves the offer there for at least the
+//! other half. A client whose reader is stalled (or behind by more than that) stops using
+//! leases of memory until it catches up: its demands go to the PM, which knows. Leases of
+//! bytes that came with the event are used whatever: the bytes are the offer's.
+//!
 //! [`ClientCore::demand`]: super::ClientCore::demand
+//! [`ClientCore::drained`]: super::ClientCore::drained
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -92,8 +103,11 @@ pub(super) struct Leases {
     /// The last provider named ([`Leases::provider`]): a stream's offers mostly come
     /// from one.
     last_provider: Option<Arc<str>>,
-    /// The PM's lease grace ([`Leases::copied_in_time`]); zero until the welcome.
+    /// The PM's lease grace ([`Leases::current`]); zero until the welcome.
     grace: Duration,
+    /// The last instant the driver had handled everything the PM had written
+    /// ([`Leases::drained`]); none yet.
+    drained: Option<Instant>,
 }
 
 impl Leases {
@@ -172,13 +186,27 @@ impl Leases {
         self.grace = grace;
     }
 
-    /// Whether a lease of memory taken at `taken` and copied by `now` was copied while
-    /// its offer was surely there: within half the PM's lease grace. The PM lets a
-    /// revoked lease's offer go only a grace after it revoked it, and a revocation sent
-    /// before the take reached this client before it (unless its reader was stalled for
-    /// the other half).
-    pub(super) fn copied_in_time(&self, taken: Instant, now: Instant) -> bool {
-        now.saturating_duration_since(taken) < self.grace / 2
+    /// Everything the PM had written by `at` was handled (see the module's
+    /// documentation); an earlier instant than the last one told changes nothing.
+    pub(super) fn drained(&mut self, at: Instant) {
+        if self.drained.is_none_or(|d| d < at) {
+            self.drained = Some(at);
+        }
+    }
+
+    /// The instant the table was last known current, if a lease of memory may be used
+    /// (or a copy of one end) at `now`: no later than half the PM's lease grace after it.
+    /// `None` when it is older (or none was told): the lease's offer may be gone already.
+    pub(super) fn current(&self, now: Instant) -> Option<Instant> {
+        self.drained
+            .filter(|&d| now.saturating_duration_since(d) < self.grace / 2)
+    }
+
+    /// Whether a copy of a lease of memory taken when the table was last current at
+    /// `drained` ([`Leases::current`]) and finished at `now` is surely of the offer's
+    /// bytes: it ended within half the grace of `drained`.
+    pub(super) fn copied_in_time(&self, drained: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(drained) < self.grace / 2
     }
 
     /// Forgets lease `id`; whether it was kept.
@@ -219,7 +247,8 @@ impl Leases {
             .collect()
     }
 
-    /// Forgets every lease (the connection ended).
+    /// Forgets every lease (the connection ended), and when the table was current: a
+    /// new connection's reader tells it anew.
     pub(super) fn clear(&mut self) {
         *self = Leases {
             grace: self.grace,
@@ -304,6 +333,26 @@ mod tests {
             Err(8),
             "nothing to demand"
         );
+    }
+
+    #[test]
+    fn leases_of_memory_are_current_for_half_the_grace_after_the_last_drain() {
+        let t0 = Instant::now();
+        let half = Duration::from_millis(500);
+        let mut l = Leases::default();
+        l.set_grace(2 * half);
+        assert_eq!(l.current(t0), None, "nothing drained yet");
+        l.drained(t0);
+        assert_eq!(l.current(t0 + half - Duration::from_millis(1)), Some(t0));
+        assert_eq!(l.current(t0 + half), None);
+        // An earlier instant told later changes nothing.
+        l.drained(t0 + half);
+        l.drained(t0);
+        assert_eq!(l.current(t0 + half), Some(t0 + half));
+        assert!(l.copied_in_time(t0 + half, t0 + 2 * half - Duration::from_millis(1)));
+        assert!(!l.copied_in_time(t0 + half, t0 + 2 * half));
+        l.clear();
+        assert_eq!(l.current(t0 + half), None, "a new connection drains anew");
     }
 
     #[test]

@@ -502,6 +502,17 @@ impl<T: Driver> ClientCore<T> {
         }
     }
 
+    /// The driver had handled everything the PM had written to this connection by `at`:
+    /// it read the connection at `at` (or later) down to what was there, and handed every
+    /// message of it to [`ClientCore::handle`]. Leases of memory are used only within half
+    /// the PM's lease grace of the last such instant (see `leases`): tell it each time the
+    /// reader finds the connection empty, and before a demand or a batch fetch when the
+    /// connection has been quiet (an instant earlier than the last one told changes
+    /// nothing).
+    pub fn drained(&mut self, at: Instant) {
+        self.leases.drained(at);
+    }
+
     /// Tells the PM this app will not use `lease` (with its next message).
     fn release(&mut self, lease: TransferId) {
         self.defer(ToPm::Release {

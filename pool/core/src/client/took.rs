@@ -8,13 +8,14 @@
 //! - A lease of memory of at most [`TAKE_MOST`] bytes ([`Taken::Copy`]) is copied by the
 //!   driver, then told ([`ClientCore::took_copy`]). A use of a lease by a demand tells the
 //!   PM before the copy, which holds the offer for it from then on; a take tells it after,
-//!   so the copy is kept only if it ended within half the PM's lease grace of the take
-//!   (its welcome says the grace): the PM lets a revoked lease's offer go only a grace
-//!   after revoking it, and a revocation sent before the take reached this client before
-//!   it, unless the client's reader was stalled for the other half. A copy that took
-//!   longer (the app's thread stalled) may be of memory no longer offered: it is dropped,
-//!   the lease given back, and the name demanded as any other. Larger leases go the
-//!   demand's way: their copy is long, and what a take saves is small beside it.
+//!   so it is taken only while the lease table is current (see `leases`: within half the
+//!   PM's lease grace of the last instant the driver had handled all the PM wrote), and
+//!   the copy is kept only if it ended within that half too: a revocation written before
+//!   that instant took the lease out of the table, and one written after it leaves the
+//!   offer there for a whole grace. A copy that took longer (the app's thread stalled)
+//!   may be of memory no longer offered: it is dropped, the lease given back, and the
+//!   name demanded as any other. Larger leases go the demand's way: their copy is long,
+//!   and what a take saves is small beside it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,7 +49,8 @@ pub struct LeaseCopy {
     pub lease: TransferId,
     /// The shard whose manager granted it (0 in a pool of one).
     pub shard: usize,
-    taken: Instant,
+    /// When the lease table was last current as the lease was taken.
+    drained: Instant,
     name: Arc<str>,
     attributes: Attributes,
     provider: Arc<str>,
@@ -57,18 +59,19 @@ pub struct LeaseCopy {
 impl<T: Driver> ClientCore<T> {
     /// Takes the oldest lease of `name` at `now` for a fetch that keeps no CDO (see the
     /// module's documentation). `None` when no lease of the name is held, the oldest is
-    /// of more than [`TAKE_MOST`] bytes of memory, or the bytes it carried fail the
-    /// producer's checksum (the lease is released then): declare and demand the name
-    /// instead.
+    /// of more than [`TAKE_MOST`] bytes of memory or of memory while the lease table is
+    /// not current ([`ClientCore::drained`]), or the bytes it carried fail the producer's
+    /// checksum (the lease is released then): declare and demand the name instead.
     ///
     /// # Errors
     /// [`crate::client::CallError::Closed`]; [`crate::client::CallError::Protocol`] when
     /// the app's ids are used up.
     pub fn take_leased(&mut self, now: Instant, name: &str) -> CallResult<Option<Taken<T::Data>>> {
         self.open()?;
+        let current = self.leases.current(now);
         let takeable = |h: &Held| match &h.source {
             Source::Inline { .. } => true,
-            s => s.len() <= TAKE_MOST,
+            s => current.is_some() && s.len() <= TAKE_MOST,
         };
         let Some((lease, held)) = self.leases.take_if(name, takeable) else {
             return Ok(None);
@@ -80,10 +83,15 @@ impl<T: Driver> ClientCore<T> {
             name,
         } = held;
         let Source::Inline { bytes } = source else {
+            let Some(drained) = current else {
+                // Not reached: `takeable` takes a lease of memory only while current.
+                self.release(lease);
+                return Ok(None);
+            };
             let copy = LeaseCopy {
                 lease,
                 shard: self.shard.index(),
-                taken: now,
+                drained,
                 name,
                 attributes,
                 provider,
@@ -112,14 +120,14 @@ impl<T: Driver> ClientCore<T> {
     ) -> CallResult<Option<(T::Data, Attributes)>> {
         let LeaseCopy {
             lease,
-            taken,
+            drained,
             name,
             attributes,
             provider,
             ..
         } = copy;
         self.open()?;
-        if !self.leases.copied_in_time(taken, now) {
+        if !self.leases.copied_in_time(drained, now) {
             tracing::debug!("pool client: lease {lease} of {name:?} copied too late to keep");
             self.release(lease);
             return Ok(None);

@@ -20,11 +20,19 @@
 //!   withdraw for the transfer timeout); one that used it holds the offer as a transfer
 //!   does, up to [`Policy::transfer_timeout`]. A lease of inline bytes keeps nothing: the
 //!   holder has them.
+//! - **What the holder relies on** (`pool_core::client` leases): it uses a lease of
+//!   memory only within half the grace (`Welcome` says it) of the last instant it had
+//!   handled everything the PM had written to it, and a take keeps its copy only if it
+//!   ended within that half too. A revocation written before that instant took the lease
+//!   out of its table; one written after it lets the offer go a whole grace later. That
+//!   holds while the PM writes a revocation within the other half of the grace of
+//!   revoking (its connection's writer is a task of its own, writing what the round
+//!   queued at once) and a use reaches the PM within it: a holder stalled or behind stops
+//!   using leases of memory on its own.
 //! - **A take** ([`crate::proto::ToPm::Took`], a batch fetch that keeps no CDO): told
-//!   after the copy, not before as a demand's use is, so nothing holds the offer for it.
-//!   The client keeps the copy only if it ended within half the grace (`Welcome` says it)
-//!   of the take, and a revocation the PM sent before the take reached the client before
-//!   it: the offer was there throughout. A take of a lease the PM abandoned is refused.
+//!   after the copy, not before as a demand's use is, so nothing holds the offer for it;
+//!   the holder's rule above makes the offer there throughout. A take of a lease the PM
+//!   abandoned is refused.
 //! - **A provider that is gone**: its leases are revoked; a holder that used one already
 //!   finds its transfer failed and the demand ticketed elsewhere, as any transfer's.
 //! - **Two consumers**: each gets its own lease and uses it or not, as two tickets.

@@ -132,6 +132,15 @@ impl<T: Driver> Sharded<T> {
         }
     }
 
+    /// The driver had handled everything shard `shard`'s manager had written by `at` (see
+    /// [`ClientCore::drained`](crate::client::ClientCore::drained)); nothing for a shard
+    /// not connected.
+    pub fn drained(&mut self, shard: usize, at: Instant) {
+        if let Some(core) = self.core(shard) {
+            core.drained(at);
+        }
+    }
+
     /// The bytes and attributes of demanded `cdo` (see [`ClientCore::take_arrived`](crate::client::ClientCore::take_arrived)).
     ///
     /// # Errors
