@@ -3,7 +3,8 @@
 //! by RMA, in pieces) and fails one with attributes the schemas refuse on its own;
 //! `fetch_many` takes them, some served from the leases of a subscription, one name
 //! nobody offers failing on its own after the client's timeout; a bad name fails the
-//! whole call before anything is declared. Alike with one manager and with three.
+//! whole call before anything is declared. Alike with one manager and with three. A
+//! consumer whose connection (socket or ring) stayed quiet still takes its leases.
 
 use std::time::Duration;
 
@@ -184,4 +185,80 @@ fn offer_and_fetch_in_batches(info: &PmInfo) {
         producer.withdraw(cdo).expect("withdraw");
     }
     producer.leave().expect("producer leaves");
+}
+
+/// A consumer whose connection stayed quiet for longer than half the lease grace (its
+/// reader asleep, so its lease table is not known current) still takes a lease of
+/// memory: its fetch catches up with the connection first (a socket: the kernel holds
+/// nothing for it and its reader waits; a ring: read on the caller's thread). An app
+/// watching transports hears that the lease moved the bytes, not a ticket of the PM's.
+#[test]
+fn a_quiet_consumer_still_takes_its_leases_of_memory() {
+    let mut config = pm_config().expect("config");
+    config.policy.lease_grace = Duration::from_millis(200);
+    let pm = PoolManager::start(config).expect("pm");
+    let info = pm.info();
+    let producer = Client::join(info, opts("producer", Duration::from_secs(30))).expect("p");
+    let watcher = Client::join(info, opts("watcher", Duration::from_secs(30))).expect("w");
+    let moved = watcher
+        .subscribe(
+            &Selector::all(),
+            EventKind::TransportStarted,
+            SubscribeOptions::default(),
+        )
+        .expect("subscribe");
+    for (i, rings) in [false, true].into_iter().enumerate() {
+        let consumer = Client::join(info, opts("consumer", Duration::from_secs(30)).rings(rings))
+            .expect("consumer");
+        let told = consumer
+            .subscribe(
+                &Selector::all(),
+                EventKind::Offer,
+                SubscribeOptions::default(),
+            )
+            .expect("subscribe");
+        let name = format!("quiet/{i}");
+        let bytes = data(64 << 10, i);
+        let buf = Buffer::from_slice(&bytes).expect("buffer");
+        let offered = producer
+            .offer_many(vec![(name.clone(), step(0), buf)])
+            .expect("offer");
+        assert!(offered[0].is_ok(), "{offered:?}");
+        assert_eq!(told.wait_queued(1, Duration::from_secs(30)), 1);
+        // The connection stays quiet for longer than half the grace: nobody withdraws.
+        let withdraws = consumer
+            .subscribe(
+                &Selector::all(),
+                EventKind::Withdraw,
+                SubscribeOptions::default(),
+            )
+            .expect("subscribe");
+        assert!(
+            withdraws
+                .wait_timeout(Duration::from_millis(300))
+                .expect("wait")
+                .is_none(),
+            "nothing comes"
+        );
+        let got = consumer.fetch_many(&[name.as_str()]).expect("fetch_many");
+        let (data, _) = got[0].as_ref().expect("fetched");
+        assert_eq!(data.as_slice(), bytes, "rings: {rings}");
+        let by_lease = std::iter::from_fn(|| {
+            moved
+                .wait_timeout(Duration::from_secs(30))
+                .expect("the transport's event")
+        })
+        .find(|e| e.cdo.as_deref() == Some(name.as_str()))
+        .expect("the transport's event");
+        assert!(
+            by_lease.detail.contains("by a lease"),
+            "rings: {rings}: {}",
+            by_lease.detail
+        );
+        consumer.leave().expect("consumer leaves");
+    }
+    drop(moved);
+    watcher.leave().expect("watcher leaves");
+    producer.leave().expect("producer leaves");
+    pm.stop().expect("pm stops");
 }

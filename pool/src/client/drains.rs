@@ -3,16 +3,20 @@
 //! ([`pool_core::client::ClientCore::drained`]). The threads that read a connection (its
 //! reader task, a thread waiting in `Client::block_on` that reads a ring) note them here
 //! without the core's lock; a call that may use a lease tells the core the latest
-//! ([`Drains::tell`]), after reading the rings itself when the last note is older than
-//! [`CATCH_UP_AFTER`] (a quiet connection whose reader sleeps: [`Shared::catch_up`]).
+//! ([`Drains::tell`]), after catching up itself when the last note is older than
+//! [`CATCH_UP_AFTER`] (a quiet connection whose reader sleeps: [`Shared::catch_up`]): it
+//! reads a ring on its thread; of a socket it asks the kernel whether bytes wait, and
+//! counts it drained now when none do and its reader is parked with all it read handled
+//! ([`Watch`]).
 //!
 //! Why: a lease is used without asking the PM, so the client must know its lease table
 //! holds every revocation the PM wrote until shortly before. A reader that is stalled (its
 //! thread does not get the CPU) or far behind leaves the table stale: its notes stop, and
 //! the core leaves leases of memory to the PM until it catches up.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::Shared;
@@ -83,16 +87,86 @@ impl Drains {
     }
 }
 
+/// A socket connection's reading end as [`Shared::catch_up`] sees it: its descriptor (open
+/// while the reader runs: [`Shared::watch`]), and whether its reader is parked, waiting
+/// for bytes with everything it read handled.
+pub(crate) struct Watch {
+    fd: RawFd,
+    parked: AtomicBool,
+}
+
+impl Watch {
+    /// The reading end of the socket `fd`, its reader not parked.
+    pub(crate) fn new(fd: RawFd) -> Arc<Watch> {
+        Arc::new(Watch {
+            fd,
+            parked: AtomicBool::new(false),
+        })
+    }
+
+    /// The reader is about to read (`false`: what it reads is not handled yet), or waits
+    /// for bytes with everything it read handled (`true`).
+    pub(crate) fn park(&self, parked: bool) {
+        self.parked.store(parked, Ordering::SeqCst);
+    }
+
+    /// Whether everything written to the socket by now was read and handled: the kernel
+    /// holds no byte for it, and then its reader is parked. (Had the reader read bytes the
+    /// kernel held until now, it would not be parked again before handling them.)
+    fn drained(&self) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, valid for the call; the descriptor is open while watched.
+        let ready = unsafe { libc::poll(&raw mut fd, 1, 0) };
+        ready == 0 && self.parked.load(Ordering::SeqCst)
+    }
+}
+
+/// The sockets watched now, by shard (mostly one).
+pub(crate) type Watches = smallvec::SmallVec<[(usize, Arc<Watch>); 1]>;
+
+/// A socket watched while its reader runs ([`Shared::watch`]), until dropped.
+pub(crate) struct Watched<'a> {
+    shared: &'a Shared,
+    watch: Arc<Watch>,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        let mut watches = self
+            .shared
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        watches.retain(|(_, w)| !Arc::ptr_eq(w, &self.watch));
+    }
+}
+
 impl Shared {
-    /// Before a call that may use a lease of memory: reads on this thread what each ring
-    /// last drained [`CATCH_UP_AFTER`] ago or earlier holds (unless another thread is
-    /// reading it), and hands it to the core, so that a quiet connection whose reader
-    /// sleeps counts as drained now. A socket's reader notes its own drains.
+    /// Watches shard `shard`'s socket while the returned guard lives (its reader's loop:
+    /// the descriptor must stay open meanwhile).
+    pub(crate) fn watch(&self, shard: usize, watch: &Arc<Watch>) -> Watched<'_> {
+        let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        watches.push((shard, Arc::clone(watch)));
+        Watched {
+            shared: self,
+            watch: Arc::clone(watch),
+        }
+    }
+
+    /// Before a call that may use a lease of memory, for each connection last drained
+    /// [`CATCH_UP_AFTER`] ago or earlier: reads on this thread what a ring holds (unless
+    /// another thread is reading it) and hands it to the core; notes a socket drained now
+    /// when it is ([`Watch`]). A quiet connection whose reader sleeps thus counts as
+    /// drained now.
     pub(crate) fn catch_up(self: &Arc<Self>, now: Instant) {
         let behind: super::shared::Inlets = self
             .inlets
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .filter(|(shard, _)| self.drains.behind(*shard, now))
             .cloned()
@@ -104,6 +178,15 @@ impl Shared {
             // The reader task meets the same error and ends the connection.
             if driver::take_and_deliver(&inlet, &mut taken, self, shard).is_err() {
                 inlet.wake_task();
+            }
+        }
+        let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        for (shard, watch) in watches.iter() {
+            if self.drains.behind(*shard, now) {
+                let at = Instant::now();
+                if watch.drained() {
+                    self.drains.note(*shard, at);
+                }
             }
         }
     }
@@ -129,5 +212,24 @@ mod tests {
         assert_eq!(d.last(1), None, "each shard its own");
         d.note(7, t0);
         assert_eq!(d.last(7), None, "a shard out of range is no shard");
+    }
+
+    #[test]
+    fn a_socket_is_drained_when_no_byte_waits_and_its_reader_is_parked() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        let (mut pm, mut app) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+        let watch = Watch::new(app.as_raw_fd());
+        assert!(!watch.drained(), "its reader is not parked yet");
+        watch.park(true);
+        assert!(watch.drained());
+        pm.write_all(b"revoke").expect("written");
+        assert!(!watch.drained(), "a byte waits");
+        watch.park(false);
+        let mut buf = [0; 6];
+        app.read_exact(&mut buf).expect("read");
+        assert!(!watch.drained(), "read, not handled yet");
+        watch.park(true);
+        assert!(watch.drained());
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::drains::Watch;
 use super::outbox::WriteIo;
 use super::{ClientError, Result, Shared};
 use crate::bootstrap::{ControlAddr, PmInfo};
@@ -20,11 +21,24 @@ use crate::ring::inlet::{Inlet, RingIn, Taken};
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 
-/// How frames come: a socket's bytes, or a shared-memory ring whose reading end the
-/// threads waiting for answers share ([`crate::ring::inlet`]).
+/// How frames come: a socket's bytes (with its [`Watch`]), or a shared-memory ring whose
+/// reading end the threads waiting for answers share ([`crate::ring::inlet`]).
 enum Io {
-    Stream(Reader),
+    Stream(Reader, Arc<Watch>),
     Ring(RingIn),
+}
+
+impl Io {
+    /// A socket's reading half (of the socket `S`), watched by its descriptor, which is
+    /// open as long as the half.
+    fn socket<R, S>(read: R) -> Io
+    where
+        R: AsyncRead + AsRef<S> + Unpin + Send + 'static,
+        S: std::os::fd::AsRawFd,
+    {
+        let watch = Watch::new(read.as_ref().as_raw_fd());
+        Io::Stream(Box::new(read), watch)
+    }
 }
 
 /// Longest wait for one PM endpoint to accept a connection.
@@ -67,11 +81,11 @@ impl FrameReader {
             }
             let inbox = &mut self.inbox;
             match &mut self.io {
-                Io::Stream(io) => {
+                Io::Stream(io, watch) => {
                     // Straight into the buffer's spare room.
                     self.buf.reserve(64 * 1024);
                     let room = self.buf.capacity() - self.buf.len();
-                    let (n, at) = timed_read(io, &mut self.buf).await?;
+                    let (n, at) = timed_read(io, &mut self.buf, watch).await?;
                     if n == 0 {
                         self.ended = true;
                         continue;
@@ -189,14 +203,14 @@ async fn open(addr: &ControlAddr, rings: bool) -> std::io::Result<(Io, WriteIo)>
             let _ = stream.set_nodelay(true);
             crate::liveness::probe(&stream);
             let (r, w) = stream.into_split();
-            (Io::Stream(Box::new(r)), WriteIo::Tcp(w))
+            (Io::socket::<_, tokio::net::TcpStream>(r), WriteIo::Tcp(w))
         }
         ControlAddr::Unix(path) => {
             if rings && let Some(halves) = open_rings(path).await? {
                 return Ok(halves);
             }
             let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
-            (Io::Stream(Box::new(r)), WriteIo::Unix(w))
+            (Io::socket::<_, tokio::net::UnixStream>(r), WriteIo::Unix(w))
         }
     })
 }
@@ -222,7 +236,7 @@ async fn open_rings(path: &std::path::Path) -> std::io::Result<Option<(Io, Write
         // Refused: this connection stays on the socket.
         Ok(None) => {
             let (r, w) = stream.into_split();
-            Some((Io::Stream(Box::new(r)), WriteIo::Unix(w)))
+            Some((Io::socket::<_, tokio::net::UnixStream>(r), WriteIo::Unix(w)))
         }
         Err(e) => {
             tracing::debug!("pool client: no shared-memory connection ({e}); the socket");
@@ -286,21 +300,34 @@ pub(crate) async fn read_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: 
 }
 
 /// Reads into `buf`'s spare room: how many bytes, and the instant of the read that got
-/// them (every byte written before it was there to read).
-async fn timed_read(io: &mut Reader, buf: &mut Vec<u8>) -> std::io::Result<(usize, Instant)> {
+/// them (every byte written before it was there to read). `watch` says the reader is
+/// parked while the read waits (everything read before is handled: the caller reads only
+/// once its inbox is empty).
+async fn timed_read(
+    io: &mut Reader,
+    buf: &mut Vec<u8>,
+    watch: &Watch,
+) -> std::io::Result<(usize, Instant)> {
     let mut read = std::pin::pin!(io.read_buf(buf));
     let mut at = Instant::now();
     let n = std::future::poll_fn(|cx| {
+        watch.park(false);
         at = Instant::now();
-        read.as_mut().poll(cx)
+        let polled = read.as_mut().poll(cx);
+        watch.park(polled.is_pending());
+        polled
     })
     .await?;
     Ok((n, at))
 }
 
-/// [`read_loop`] of a socket: each drain noted once what it read is handled
-/// ([`super::drains`]).
+/// [`read_loop`] of a socket: each drain noted once what it read is handled, the socket
+/// watched meanwhile ([`super::drains`]).
 async fn stream_loop(r: &mut FrameReader, shared: &Arc<Shared>, shard: usize) -> Result<()> {
+    let _watched = match &r.io {
+        Io::Stream(_, watch) => Some(shared.watch(shard, watch)),
+        Io::Ring(_) => None,
+    };
     while let Some(m) = r.next().await? {
         let rest = std::iter::from_fn(|| r.next_read());
         deliver(shared, shard, std::iter::once(m).chain(rest));

@@ -271,6 +271,7 @@ impl AsyncClient {
             gfs,
             inlets: Mutex::default(),
             drains: super::drains::Drains::new(shards),
+            watches: Mutex::default(),
             short_reads: Default::default(),
         });
         shared.keep(&super::reclaim::spawn(

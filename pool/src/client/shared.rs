@@ -109,6 +109,8 @@ pub(crate) struct Shared {
     /// When each shard's connection was last read down to what was there
     /// ([`super::drains`]).
     pub(crate) drains: super::drains::Drains,
+    /// The sockets of shards whose reader tasks run ([`Shared::watch`]).
+    pub(crate) watches: Mutex<super::drains::Watches>,
     /// RMA reads of at most [`super::transport::rma::SHORT_READ`] posted by
     /// [`super::transport::rma::read_then`] and not reported yet: a thread waiting in
     /// `Client::block_on` polls on through them.
