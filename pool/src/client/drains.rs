@@ -4,7 +4,7 @@
 //! reader task, a thread waiting in `Client::block_on` that reads a ring) note them here
 //! without the core's lock; a call that may use a lease tells the core the latest
 //! ([`Drains::tell`]), after catching up itself when the last note is older than
-//! [`CATCH_UP_AFTER`] (a quiet connection whose reader sleeps: [`Shared::catch_up`]): it
+//! [`CATCH_UP_AFTER`] (a quiet connection whose reader sleeps: `Shared::catch_up`): it
 //! reads a ring on its thread; of a socket it asks the kernel whether bytes wait, and
 //! counts it drained now when none do and its reader is parked with all it read handled
 //! ([`Watch`]).
@@ -15,13 +15,11 @@
 //! the core leaves leases of memory to the PM until it catches up.
 
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::Shared;
-use super::driver;
-use super::shared::Core;
+use pool_core::client::{Driver, Sharded};
 
 /// A call that may use a lease reads the rings itself first when their last drain is
 /// older than this: within it, a busy connection's reader has drained it again; past it,
@@ -65,13 +63,13 @@ impl Drains {
     }
 
     /// The last drain of shard `shard`'s connection, if any.
-    fn last(&self, shard: usize) -> Option<Instant> {
+    pub(crate) fn last(&self, shard: usize) -> Option<Instant> {
         let nanos = self.at.get(shard)?.load(Ordering::Acquire);
         (nanos > 0).then(|| self.epoch + Duration::from_nanos(nanos))
     }
 
     /// Tells `core` the last drain of every shard's connection.
-    pub(crate) fn tell(&self, core: &mut Core) {
+    pub(crate) fn tell<T: Driver>(&self, core: &mut Sharded<T>) {
         for shard in 0..self.at.len() {
             if let Some(at) = self.last(shard) {
                 core.drained(shard, at);
@@ -81,14 +79,14 @@ impl Drains {
 
     /// Whether a shard's connection was last drained [`CATCH_UP_AFTER`] before `now` or
     /// earlier (or never).
-    fn behind(&self, shard: usize, now: Instant) -> bool {
+    pub(crate) fn behind(&self, shard: usize, now: Instant) -> bool {
         self.last(shard)
             .is_none_or(|at| now.saturating_duration_since(at) >= CATCH_UP_AFTER)
     }
 }
 
-/// A socket connection's reading end as [`Shared::catch_up`] sees it: its descriptor (open
-/// while the reader runs: [`Shared::watch`]), and whether its reader is parked, waiting
+/// A socket connection's reading end as `Shared::catch_up` sees it: its descriptor (open
+/// while the reader runs: `Shared::watch`), and whether its reader is parked, waiting
 /// for bytes with everything it read handled.
 pub(crate) struct Watch {
     fd: RawFd,
@@ -113,7 +111,7 @@ impl Watch {
     /// Whether everything written to the socket by now was read and handled: the kernel
     /// holds no byte for it, and then its reader is parked. (Had the reader read bytes the
     /// kernel held until now, it would not be parked again before handling them.)
-    fn drained(&self) -> bool {
+    pub(crate) fn drained(&self) -> bool {
         let mut fd = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -127,70 +125,6 @@ impl Watch {
 
 /// The sockets watched now, by shard (mostly one).
 pub(crate) type Watches = smallvec::SmallVec<[(usize, Arc<Watch>); 1]>;
-
-/// A socket watched while its reader runs ([`Shared::watch`]), until dropped.
-pub(crate) struct Watched<'a> {
-    shared: &'a Shared,
-    watch: Arc<Watch>,
-}
-
-impl Drop for Watched<'_> {
-    fn drop(&mut self) {
-        let mut watches = self
-            .shared
-            .watches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        watches.retain(|(_, w)| !Arc::ptr_eq(w, &self.watch));
-    }
-}
-
-impl Shared {
-    /// Watches shard `shard`'s socket while the returned guard lives (its reader's loop:
-    /// the descriptor must stay open meanwhile).
-    pub(crate) fn watch(&self, shard: usize, watch: &Arc<Watch>) -> Watched<'_> {
-        let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
-        watches.push((shard, Arc::clone(watch)));
-        Watched {
-            shared: self,
-            watch: Arc::clone(watch),
-        }
-    }
-
-    /// Before a call that may use a lease of memory, for each connection last drained
-    /// [`CATCH_UP_AFTER`] ago or earlier: reads on this thread what a ring holds (unless
-    /// another thread is reading it) and hands it to the core; notes a socket drained now
-    /// when it is ([`Watch`]). A quiet connection whose reader sleeps thus counts as
-    /// drained now.
-    pub(crate) fn catch_up(self: &Arc<Self>, now: Instant) {
-        let behind: super::shared::Inlets = self
-            .inlets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|(shard, _)| self.drains.behind(*shard, now))
-            .cloned()
-            .collect();
-        for (shard, inlet) in behind {
-            let Some(mut taken) = inlet.try_lock() else {
-                continue;
-            };
-            // The reader task meets the same error and ends the connection.
-            if driver::take_and_deliver(&inlet, &mut taken, self, shard).is_err() {
-                inlet.wake_task();
-            }
-        }
-        let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
-        for (shard, watch) in watches.iter() {
-            if self.drains.behind(*shard, now) {
-                let at = Instant::now();
-                if watch.drained() {
-                    self.drains.note(*shard, at);
-                }
-            }
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

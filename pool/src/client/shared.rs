@@ -137,6 +137,70 @@ impl Drop for SharedInlet<'_> {
     }
 }
 
+/// A socket watched while its reader runs ([`Shared::watch`]), until dropped.
+pub(crate) struct Watched<'a> {
+    shared: &'a Shared,
+    watch: Arc<super::drains::Watch>,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        let mut watches = self
+            .shared
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        watches.retain(|(_, w)| !Arc::ptr_eq(w, &self.watch));
+    }
+}
+
+impl Shared {
+    /// Watches shard `shard`'s socket while the returned guard lives (its reader's loop:
+    /// the descriptor must stay open meanwhile).
+    pub(crate) fn watch(&self, shard: usize, watch: &Arc<super::drains::Watch>) -> Watched<'_> {
+        let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        watches.push((shard, Arc::clone(watch)));
+        Watched {
+            shared: self,
+            watch: Arc::clone(watch),
+        }
+    }
+
+    /// Before a call that may use a lease of memory, for each connection last drained
+    /// [`super::drains::CATCH_UP_AFTER`] ago or earlier: reads on this thread what a ring holds (unless
+    /// another thread is reading it) and hands it to the core; notes a socket drained now
+    /// when it is ([`super::drains::Watch`]). A quiet connection whose reader sleeps thus counts as
+    /// drained now.
+    pub(crate) fn catch_up(self: &Arc<Self>, now: Instant) {
+        let behind: Inlets = self
+            .inlets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(shard, _)| self.drains.behind(*shard, now))
+            .cloned()
+            .collect();
+        for (shard, inlet) in behind {
+            let Some(mut taken) = inlet.try_lock() else {
+                continue;
+            };
+            // The reader task meets the same error and ends the connection.
+            if driver::take_and_deliver(&inlet, &mut taken, self, shard).is_err() {
+                inlet.wake_task();
+            }
+        }
+        let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+        for (shard, watch) in watches.iter() {
+            if self.drains.behind(*shard, now) {
+                let at = Instant::now();
+                if watch.drained() {
+                    self.drains.note(*shard, at);
+                }
+            }
+        }
+    }
+}
+
 /// The rings a waiting thread reads ([`Shared::read_rings`]): their managers write
 /// without ringing the reader tasks until this is dropped.
 pub(crate) struct RingsRead(smallvec::SmallVec<[(usize, Reading); 1]>);
