@@ -226,17 +226,23 @@ impl AsyncClient {
             return Ok(Vec::new());
         }
         let shared = &self.shared;
-        let got = join_all(copies.into_iter().map(|(i, copy, source)| async move {
-            let got = transport::get(
-                shared,
-                (copy.shard, copy.lease),
-                source,
-                (None, Pace::Batch),
-            );
-            let got = got.await;
-            (i, copy, got)
-        }))
-        .await;
+        // Small same-host copies here, one after the other; the others started together.
+        let mut got = Vec::with_capacity(copies.len());
+        let mut later = Vec::new();
+        for (i, copy, source) in copies {
+            match transport::get_now(shared, &source, Pace::Batch) {
+                Some(here) => got.push((i, copy, Ok(here))),
+                None => later.push((i, copy, source)),
+            }
+        }
+        got.extend(
+            join_all(later.into_iter().map(|(i, copy, source)| async move {
+                let transfer = (copy.shard, copy.lease);
+                let got = transport::get(shared, transfer, source, (None, Pace::Batch)).await;
+                (i, copy, got)
+            }))
+            .await,
+        );
         let now = Instant::now();
         shared.with_core(|c| {
             let mut failed = Vec::new();

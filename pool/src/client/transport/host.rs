@@ -32,34 +32,65 @@ pub(super) async fn take(
     (via, m, addr, len): CopySource,
     (lent, pace): (Option<Buffer>, Pace),
 ) -> Result<Taken> {
+    match taker(shared, &m, len, (lent.as_ref(), pace)) {
+        Taker::Nobody => Ok(Taken::NotHere(lent)),
+        Taker::Caller => take_from_process(shared, (via, m, addr, len), lent),
+        Taker::Crew => {
+            let dst = landing(shared, via, len, lent)?;
+            let (dst, copied) = shared
+                .crew
+                .copy((origin(shared, &m), addr), dst, len)
+                .await
+                .ok_or_else(|| {
+                    ClientError::Call(CallError::Protocol(
+                        "copying the offer failed: the copy was lost".into(),
+                    ))
+                })?;
+            Ok(copied_or_not(shared, (m.process.pid, copied), dst, len))
+        }
+        Taker::Blocking => {
+            let owner = shared.clone();
+            let take = move || take_from_process(&owner, (via, m, addr, len), lent);
+            tokio::task::spawn_blocking(take).await.map_err(|e| {
+                ClientError::Call(CallError::Protocol(format!("taking the offer failed: {e}")))
+            })?
+        }
+    }
+}
+
+/// Who takes `len` bytes of a same-host provider's memory `m` (see [`take`]), into `lent`
+/// if given, at `pace`.
+pub(super) enum Taker {
+    /// Nobody here: the process id does not name the provider, or this client no longer
+    /// copies from other processes.
+    Nobody,
+    /// The caller's thread: a small copy, a view of huge pages (microseconds: not worth a
+    /// hop to another thread).
+    Caller,
+    /// The copy crew ([`crew`]).
+    Crew,
+    /// A thread that may block: a view of many 4 KiB pages (it costs as much as a copy).
+    Blocking,
+}
+
+/// See [`Taker`].
+pub(super) fn taker(
+    shared: &Shared,
+    m: &HostMemory,
+    len: usize,
+    (lent, pace): (Option<&Buffer>, Pace),
+) -> Taker {
     if !genuine(shared, m.process) {
-        return Ok(Taken::NotHere(lent));
+        return Taker::Nobody;
     }
-    let view = mappable(&m, lent.as_ref());
+    let view = mappable(m, lent);
     if !view && len >= pace.offload() && shared.crew.helps() {
-        let dst = landing(shared, via, len, lent)?;
-        let (dst, copied) = shared
-            .crew
-            .copy((origin(shared, &m), addr), dst, len)
-            .await
-            .ok_or_else(|| {
-                ClientError::Call(CallError::Protocol(
-                    "copying the offer failed: the copy was lost".into(),
-                ))
-            })?;
-        return Ok(copied_or_not(shared, (m.process.pid, copied), dst, len));
+        Taker::Crew
+    } else if len <= INLINE_COPY || (view && fabric::cma::huge_shared_pages()) {
+        Taker::Caller
+    } else {
+        Taker::Blocking
     }
-    // Small copies, and views of huge pages of any size, take microseconds: not worth a
-    // hop to another thread (a view of 4 KiB pages costs as much as a copy).
-    let inline = len <= INLINE_COPY || (view && fabric::cma::huge_shared_pages());
-    let owner = shared.clone();
-    let take = move || take_from_process(&owner, (via, m, addr, len), lent);
-    if inline {
-        return take();
-    }
-    tokio::task::spawn_blocking(take).await.map_err(|e| {
-        ClientError::Call(CallError::Protocol(format!("taking the offer failed: {e}")))
-    })?
 }
 
 /// Copies up to this many bytes from a provider's memory on the runtime's thread.
@@ -113,7 +144,7 @@ pub(crate) async fn sweep_views(shared: Arc<Shared>) {
 ///
 /// # Errors
 /// A landing buffer that cannot be had.
-fn take_from_process(
+pub(super) fn take_from_process(
     shared: &Arc<Shared>,
     (via, m, addr, len): CopySource,
     lent: Option<Buffer>,

@@ -127,6 +127,38 @@ async fn carry_out(shared: Arc<Shared>, fetch: Fetch<Buffer>) {
     });
 }
 
+/// The bytes of `source` when this thread can have them at once: a copy or a view of a
+/// same-host provider's memory that [`host::take`] makes on the caller's thread. `None`
+/// otherwise ([`get`] them then: a copy the crew makes, a read by RMA, a failure to
+/// report). A batch's copies of small leases go this way one after the other, where
+/// [`get`]'s futures, started together, cost each an allocation for nothing.
+pub(super) fn get_now(shared: &Arc<Shared>, source: &Source, pace: Pace) -> Option<Got> {
+    let Source::Rma {
+        region,
+        via,
+        memory: Some(m),
+        ..
+    } = source
+    else {
+        return None;
+    };
+    let len = usize::try_from(source.len()).ok()?;
+    if !shared
+        .cross_memory
+        .load(std::sync::atomic::Ordering::Relaxed)
+        || !matches!(
+            host::taker(shared, m, len, (None, pace)),
+            host::Taker::Caller
+        )
+    {
+        return None;
+    }
+    match host::take_from_process(shared, (*via, **m, region.addr, len), None) {
+        Ok(host::Taken::Here(data, how)) => Some((data, Some(how))),
+        _ => None,
+    }
+}
+
 /// Gets a ticket's bytes with the executor of its transport, into `lent` (memory the
 /// application lent for this CDO) where it fits and the transport allows, at `pace`.
 pub(super) async fn get(
