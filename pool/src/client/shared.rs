@@ -4,7 +4,7 @@
 //! carried out), the calls' deadlines (`Shared::timer`), and how a call waits for its
 //! answer (`ask`, `answer`).
 
-use std::collections::HashMap;
+use pool_core::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 //! an application's future in `Client::block_on` is a burst too, of the small copies its
 //! leased demands start ([`SMALL`]). A burst is its thread's own ([`during`]).
 
-use std::collections::HashMap;
+use pool_core::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -187,7 +187,7 @@ fn end(shared: &Arc<Shared>) {
     let Some(Under { gathered, .. }) = BURST.take() else {
         return;
     };
-    let mut by_process: HashMap<ProcessMemory, Vec<Fetch<Buffer>>> = HashMap::new();
+    let mut by_process: HashMap<ProcessMemory, Vec<Fetch<Buffer>>> = HashMap::default();
     for (process, f) in gathered {
         by_process.entry(process).or_default().push(f);
     }
