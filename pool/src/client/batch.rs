@@ -167,9 +167,7 @@ impl AsyncClient {
         let mut out = Vec::with_capacity(names.len());
         let mut copies = Vec::new();
         // Leases serve them: the core is told how current its lease table is.
-        self.shared.catch_up(now);
-        let mut waiting = self.shared.with_core(|c| {
-            self.shared.drains.tell(c);
+        let mut waiting = self.shared.with_core_current(now, |c| {
             let mut demands = Vec::new();
             for (i, name) in names.iter().enumerate() {
                 match c.take_leased(now, name)? {

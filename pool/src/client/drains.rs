@@ -63,7 +63,7 @@ impl Drains {
     }
 
     /// The last drain of shard `shard`'s connection, if any.
-    pub(crate) fn last(&self, shard: usize) -> Option<Instant> {
+    fn last(&self, shard: usize) -> Option<Instant> {
         let nanos = self.at.get(shard)?.load(Ordering::Acquire);
         (nanos > 0).then(|| self.epoch + Duration::from_nanos(nanos))
     }

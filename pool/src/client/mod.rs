@@ -527,9 +527,7 @@ async fn demand(
     let (tx, rx) = oneshot::channel();
     let now = Instant::now();
     // A lease may serve it: the core is told how current its lease table is.
-    shared.catch_up(now);
-    let (shard, demanded) = shared.with_core(|c| {
-        shared.drains.tell(c);
+    let (shard, demanded) = shared.with_core_current(now, |c| {
         let d = c.demand(now, cdo, tx)?;
         if let (Demand::Waiting(call), Some(at)) = (&d, deadline) {
             c.set_deadline((Op::Demand, cdo), *call, Some(at));

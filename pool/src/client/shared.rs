@@ -166,12 +166,31 @@ impl Shared {
         }
     }
 
+    /// [`Shared::with_core`] for a step that may use leases of memory (a demand, a batch
+    /// fetch): the connections are caught up first ([`Shared::catch_up`], outside the
+    /// core's lock, which handing messages to the core takes), and the core told their
+    /// last drains ([`super::drains::Drains::tell`]).
+    ///
+    /// # Errors
+    /// As [`Shared::with_core`].
+    pub(crate) fn with_core_current<R>(
+        self: &Arc<Self>,
+        now: Instant,
+        f: impl FnOnce(&mut Core) -> std::result::Result<R, CallError>,
+    ) -> Result<R> {
+        self.catch_up(now);
+        self.with_core(|c| {
+            self.drains.tell(c);
+            f(c)
+        })
+    }
+
     /// Before a call that may use a lease of memory, for each connection last drained
     /// [`super::drains::CATCH_UP_AFTER`] ago or earlier: reads on this thread what a ring holds (unless
     /// another thread is reading it) and hands it to the core; notes a socket drained now
     /// when it is ([`super::drains::Watch`]). A quiet connection whose reader sleeps thus counts as
     /// drained now.
-    pub(crate) fn catch_up(self: &Arc<Self>, now: Instant) {
+    fn catch_up(self: &Arc<Self>, now: Instant) {
         let behind: Inlets = self
             .inlets
             .lock()
