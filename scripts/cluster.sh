@@ -52,6 +52,13 @@ export SLURM_CONF=$CONF
 
 log() { echo "[cluster] $*" >&2; }
 die() { log "$*"; exit 1; }
+# A command that fails outside a test says which, where (daemons log to files, not here).
+set -E
+trap 'log "line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
+
+# start_failed NAME LOG: a daemon's start command failed before it detached; its reason is
+# in its log file only.
+start_failed() { die "$1 did not start; the end of $2:"$'\n'"$(tail -n 20 "$2" 2>/dev/null)"; }
 
 alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -220,13 +227,15 @@ start() {
         fi
     done
     munged -S "$SOCK" --key-file="$D/munge/munge.key" --pid-file="$D/run/munged.pid" \
-        --log-file="$D/log/munged.log" --seed-file="$D/munge/seed"
+        --log-file="$D/log/munged.log" --seed-file="$D/munge/seed" ||
+        start_failed munged "$D/log/munged.log"
     wait_pidfile "$D/run/munged.pid"
-    slurmctld -c -f "$CONF"
+    slurmctld -c -f "$CONF" || start_failed slurmctld "$D/log/slurmctld.log"
     wait_pidfile "$D/run/slurmctld.pid"
     for ((i = 1; i <= N; i++)); do
         ip netns exec "mstr-n$i" unshare --uts sh -c \
-            "hostname n$i && $D/node_mounts $D $SHARED && exec slurmd -f $CONF -N n$i"
+            "hostname n$i && $D/node_mounts $D $SHARED && exec slurmd -f $CONF -N n$i" ||
+            start_failed "slurmd of n$i" "$D/log/slurmd.n$i.log"
         wait_pidfile "$D/run/slurmd.n$i.pid"
     done
     for ((i = 0; i < TIMEOUT * 5; i++)); do
@@ -247,18 +256,28 @@ export SLURM_CONF=$CONF
 E
 }
 
-# kill_all PID...: SIGTERM, a grace period, then SIGKILL.
-kill_all() {
-    (($#)) || return 0
-    local i
-    kill "$@" 2>/dev/null || true
-    for ((i = 0; i < 25; i++)); do
-        local any=0 p
+# gone_within TENTHS PID...: whether every PID is gone within TENTHS tenths of a second.
+gone_within() {
+    local i p any t=$1
+    shift
+    for ((i = 0; i < t; i++)); do
+        any=0
         for p in "$@"; do kill -0 "$p" 2>/dev/null && any=1; done
         ((any)) || return 0
-        sleep 0.2
+        sleep 0.1
     done
+    return 1
+}
+
+# kill_all PID...: SIGTERM, a grace period, then SIGKILL, and waits until they are gone
+# (the next cluster's daemons would find their ports, locks and files still held).
+kill_all() {
+    (($#)) || return 0
+    kill "$@" 2>/dev/null || true
+    gone_within 50 "$@" && return 0
+    log "still running 5 s after SIGTERM, killed: $(ps -o pid=,comm= -p "$(IFS=,; echo "$*")" 2>/dev/null | xargs || true)"
     kill -9 "$@" 2>/dev/null || true
+    gone_within 50 "$@" || log "still there 5 s after SIGKILL: $*"
 }
 
 stop() {

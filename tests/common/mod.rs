@@ -724,9 +724,13 @@ impl Cluster {
             topology: topology.map(Path::to_path_buf),
             _lock: lock,
         };
-        cluster.script(&["stop"]);
+        let stop = cluster.script(&["stop"]);
         let out = cluster.script(&["start"]);
-        assert_eq!(out.code(), Some(0), "cluster.sh start: {out:?}");
+        assert_eq!(
+            out.code(),
+            Some(0),
+            "cluster.sh start: {out:?}\n(after cluster.sh stop: {stop:?})"
+        );
         cluster
     }
 
